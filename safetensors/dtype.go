@@ -1,0 +1,125 @@
+package safetensors
+
+import "fmt"
+
+// DType is a safetensors element type. The numeric order of the values is the
+// reference serializer's dtype order (huggingface safetensors' Dtype enum), which
+// decides where a tensor lands in a file written in canonical form.
+type DType uint8
+
+// The 22 dtypes of the reference, in its enum order (ascending alignment/size).
+const (
+	// BOOL is one byte per element, 0 or 1.
+	BOOL DType = iota
+	// F4 is a 4-bit float (E2M1); two elements per byte.
+	F4
+	// F6_E2M3 is a 6-bit float; four elements per three bytes.
+	F6_E2M3
+	// F6_E3M2 is a 6-bit float; four elements per three bytes.
+	F6_E3M2
+	// U8 is an unsigned byte (also the carrier of packed MXFP4 codes and E8M0 scales).
+	U8
+	// I8 is a signed byte.
+	I8
+	// F8_E5M2 is an 8-bit float with 5 exponent bits.
+	F8_E5M2
+	// F8_E4M3 is the 8-bit E4M3FN float used by block-FP8 weights.
+	F8_E4M3
+	// F8_E8M0 is an 8-bit power-of-two scale (UE8M0).
+	F8_E8M0
+	// F8_E4M3FNUZ is AMD's E4M3 variant without negative zero.
+	F8_E4M3FNUZ
+	// F8_E5M2FNUZ is AMD's E5M2 variant without negative zero.
+	F8_E5M2FNUZ
+	// I16 is a signed 16-bit integer.
+	I16
+	// U16 is an unsigned 16-bit integer.
+	U16
+	// F16 is IEEE half precision.
+	F16
+	// BF16 is bfloat16.
+	BF16
+	// I32 is a signed 32-bit integer.
+	I32
+	// U32 is an unsigned 32-bit integer.
+	U32
+	// F32 is IEEE single precision.
+	F32
+	// C64 is a complex number of two F32.
+	C64
+	// F64 is IEEE double precision.
+	F64
+	// I64 is a signed 64-bit integer.
+	I64
+	// U64 is an unsigned 64-bit integer.
+	U64
+
+	numDTypes = int(U64) + 1
+)
+
+// dtypeFacts is the one table of facts about each dtype: its name in headers and
+// its width in bits. Everything else (byte sizes, parsing, ordering) derives from it.
+var dtypeFacts = [numDTypes]struct {
+	name string
+	bits int64
+}{
+	BOOL: {"BOOL", 8}, F4: {"F4", 4}, F6_E2M3: {"F6_E2M3", 6}, F6_E3M2: {"F6_E3M2", 6},
+	U8: {"U8", 8}, I8: {"I8", 8}, F8_E5M2: {"F8_E5M2", 8}, F8_E4M3: {"F8_E4M3", 8},
+	F8_E8M0: {"F8_E8M0", 8}, F8_E4M3FNUZ: {"F8_E4M3FNUZ", 8}, F8_E5M2FNUZ: {"F8_E5M2FNUZ", 8},
+	I16: {"I16", 16}, U16: {"U16", 16}, F16: {"F16", 16}, BF16: {"BF16", 16},
+	I32: {"I32", 32}, U32: {"U32", 32}, F32: {"F32", 32}, C64: {"C64", 64},
+	F64: {"F64", 64}, I64: {"I64", 64}, U64: {"U64", 64},
+}
+
+var dtypeByName = func() map[string]DType {
+	m := make(map[string]DType, numDTypes)
+	for i, f := range dtypeFacts {
+		m[f.name] = DType(i)
+	}
+	return m
+}()
+
+// String returns the dtype's name as written in safetensors headers.
+func (d DType) String() string {
+	if int(d) < numDTypes {
+		return dtypeFacts[d].name
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
+// Bits is the width of one element in bits (4 for F4, 6 for F6_*).
+func (d DType) Bits() int64 {
+	if int(d) < numDTypes {
+		return dtypeFacts[d].bits
+	}
+	return 0
+}
+
+// Valid reports whether d is one of the 22 known dtypes.
+func (d DType) Valid() bool { return int(d) < numDTypes }
+
+// ParseDType maps a header dtype name to its DType.
+func ParseDType(s string) (DType, error) {
+	if d, ok := dtypeByName[s]; ok {
+		return d, nil
+	}
+	return 0, fmt.Errorf("%w: %q", ErrDType, s)
+}
+
+// MarshalText writes the header name, so DTypes serialize as strings in JSON.
+func (d DType) MarshalText() ([]byte, error) {
+	if !d.Valid() {
+		return nil, fmt.Errorf("%w: %d", ErrDType, uint8(d))
+	}
+	return []byte(d.String()), nil
+}
+
+// UnmarshalText parses a header name.
+func (d *DType) UnmarshalText(b []byte) error {
+	v, err := ParseDType(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}

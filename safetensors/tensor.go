@@ -1,0 +1,70 @@
+package safetensors
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// TensorInfo describes one tensor of a file: what it is and where its bytes lie.
+// Begin and End are the header's data_offsets, relative to the start of the data
+// buffer (8 + header length).
+type TensorInfo struct {
+	Name  string
+	DType DType
+	Shape []int64
+	Begin int64
+	End   int64
+}
+
+// Size is the tensor's byte length.
+func (t TensorInfo) Size() int64 { return t.End - t.Begin }
+
+// NumElements is the product of the shape (1 for a scalar).
+func (t TensorInfo) NumElements() int64 {
+	n, _ := NumElements(t.Shape)
+	return n
+}
+
+// TensorSpec names a tensor to be written: no offsets yet, the layout assigns them.
+type TensorSpec struct {
+	Name  string
+	DType DType
+	Shape []int64
+}
+
+// MaxElements bounds element counts so that bit counts never overflow int64.
+const MaxElements = int64(1) << 58
+
+// NumElements multiplies a shape with overflow checks.
+func NumElements(shape []int64) (int64, error) {
+	n := uint64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("%w: negative dimension %d", ErrShape, d)
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > uint64(MaxElements) {
+			return 0, fmt.Errorf("%w: %v overflows", ErrShape, shape)
+		}
+		n = lo
+	}
+	return int64(n), nil
+}
+
+// ByteSize is the number of bytes a tensor of this dtype and shape occupies. It
+// fails when the element count overflows or the bits do not fill whole bytes
+// (for example an odd number of F4 elements).
+func ByteSize(dt DType, shape []int64) (int64, error) {
+	if !dt.Valid() {
+		return 0, fmt.Errorf("%w: %d", ErrDType, uint8(dt))
+	}
+	n, err := NumElements(shape)
+	if err != nil {
+		return 0, err
+	}
+	b := n * dt.Bits() // n ≤ 2^58 and bits ≤ 64: no overflow
+	if b%8 != 0 {
+		return 0, fmt.Errorf("%w: %d elements of %s are not a whole number of bytes", ErrSizeMismatch, n, dt)
+	}
+	return b / 8, nil
+}
