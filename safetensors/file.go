@@ -1,0 +1,79 @@
+package safetensors
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// File is the validated header of one safetensors file plus the reader its data
+// is served from. It is immutable once returned by ReadHeader.
+type File struct {
+	// Path names the file: as opened, or relative to its checkpoint's root.
+	Path string
+	// Size is the file's length in bytes.
+	Size int64
+	// HeaderLen is the JSON header length N (the 8-byte prefix not included).
+	HeaderLen int64
+	// DataStart is 8 + N, the absolute offset of the data buffer.
+	DataStart int64
+	// Metadata is the optional __metadata__ map (nil when absent).
+	Metadata map[string]string
+	// Tensors lists the tensors in data-offset order.
+	Tensors []TensorInfo
+
+	index  map[string]int32
+	ra     io.ReaderAt
+	closer io.Closer
+}
+
+// OpenFile opens a local file and reads its header.
+func OpenFile(path string) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	f, err := ReadHeader(fh, st.Size(), path)
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	f.closer = fh
+	return f, nil
+}
+
+// Lookup finds a tensor by name.
+func (f *File) Lookup(name string) (TensorInfo, bool) {
+	i, ok := f.index[name]
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return f.Tensors[i], true
+}
+
+// Section returns a reader over exactly the tensor's bytes. Reads go straight to
+// the underlying ReaderAt, so sections of one file can be read concurrently.
+func (f *File) Section(t TensorInfo) *io.SectionReader {
+	return io.NewSectionReader(f.ra, f.DataStart+t.Begin, t.End-t.Begin)
+}
+
+// ReaderAt is the source the file's bytes are read from.
+func (f *File) ReaderAt() io.ReaderAt { return f.ra }
+
+// DataSize is the length of the data buffer.
+func (f *File) DataSize() int64 { return f.Size - f.DataStart }
+
+// Close releases the underlying file when this File opened it.
+func (f *File) Close() error {
+	if f.closer == nil {
+		return nil
+	}
+	c := f.closer
+	f.closer = nil
+	return c.Close()
+}

@@ -1,0 +1,587 @@
+package safetensors
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// MaxHeaderSize is the largest header length accepted, the reference reader's limit.
+const MaxHeaderSize = 100_000_000
+
+// maxJSONDepth bounds nesting inside ignored header values, so a hostile header
+// cannot exhaust the stack.
+const maxJSONDepth = 64
+
+// metadataKey is the reserved header key for free-form string metadata.
+const metadataKey = "__metadata__"
+
+// ReadHeader reads and validates the header of a safetensors file of the given
+// size, reading exactly 8 bytes and then the header, never the data. path names
+// the file in errors. It rejects everything the reference reader rejects, plus
+// duplicate tensor names.
+func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
+	fail := func(err error) (*File, error) { return nil, fmt.Errorf("file %s: %w", path, err) }
+	if size < 8 {
+		return fail(fmt.Errorf("%w (size %d)", ErrTooSmall, size))
+	}
+	var lenBuf [8]byte
+	if _, err := r.ReadAt(lenBuf[:], 0); err != nil {
+		return fail(fmt.Errorf("read header length: %w", err))
+	}
+	n := binary.LittleEndian.Uint64(lenBuf[:])
+	if n > MaxHeaderSize {
+		return fail(fmt.Errorf("%w: %d > %d", ErrHeaderTooLarge, n, MaxHeaderSize))
+	}
+	if int64(n) > size-8 {
+		return fail(fmt.Errorf("%w: header length %d, file size %d", ErrHeaderTruncated, n, size))
+	}
+	buf := make([]byte, n) // bounded by MaxHeaderSize and by the file size
+	if _, err := io.ReadFull(io.NewSectionReader(r, 8, int64(n)), buf); err != nil {
+		return fail(fmt.Errorf("read header: %w", err))
+	}
+	f, err := parseHeader(buf)
+	if err != nil {
+		return fail(err)
+	}
+	f.Path, f.Size, f.HeaderLen, f.DataStart = path, size, int64(n), 8+int64(n)
+	var dataEnd int64
+	if len(f.Tensors) > 0 {
+		dataEnd = f.Tensors[len(f.Tensors)-1].End
+	}
+	if dataEnd+f.DataStart != size {
+		return fail(fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", ErrFileSize, f.DataStart, dataEnd, size))
+	}
+	f.ra = r
+	return f, nil
+}
+
+// ParseHeader validates a header's JSON bytes (without the 8-byte length) on
+// their own: tensors, offsets contiguity and sizes, but not the file size.
+func ParseHeader(b []byte) (*File, error) {
+	f, err := parseHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	f.HeaderLen, f.DataStart = int64(len(b)), 8+int64(len(b))
+	return f, nil
+}
+
+func parseHeader(b []byte) (*File, error) {
+	if !utf8.Valid(b) {
+		return nil, ErrHeaderUTF8
+	}
+	p := parser{b: b}
+	f := &File{}
+	// Estimate the tensor count from the size so slices rarely regrow; the
+	// estimate is bounded by the header length, never by a count the file states.
+	est := len(b) / 96
+	f.Tensors = make([]TensorInfo, 0, est)
+	f.index = make(map[string]int32, est)
+	p.ws()
+	if !p.eat('{') {
+		return nil, p.errf(ErrHeaderJSON, "header does not start with '{'")
+	}
+	p.ws()
+	if !p.eat('}') {
+		for {
+			p.ws()
+			name, err := p.str()
+			if err != nil {
+				return nil, err
+			}
+			p.ws()
+			if !p.eat(':') {
+				return nil, p.errf(ErrHeaderJSON, "expected ':' after key %q", name)
+			}
+			p.ws()
+			if name == metadataKey {
+				if f.Metadata != nil {
+					return nil, fmt.Errorf("%w: %s", ErrDuplicate, metadataKey)
+				}
+				if f.Metadata, err = p.metadata(); err != nil {
+					return nil, err
+				}
+			} else {
+				t, err := p.tensor(name)
+				if err != nil {
+					return nil, fmt.Errorf("tensor %s: %w", name, err)
+				}
+				if _, dup := f.index[name]; dup {
+					return nil, fmt.Errorf("tensor %s: %w", name, ErrDuplicate)
+				}
+				f.index[name] = int32(len(f.Tensors))
+				f.Tensors = append(f.Tensors, t)
+			}
+			p.ws()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat('}') {
+				break
+			}
+			return nil, p.errf(ErrHeaderJSON, "expected ',' or '}'")
+		}
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return nil, p.errf(ErrHeaderJSON, "trailing bytes after the header object")
+	}
+	if f.Metadata != nil && len(f.Metadata) == 0 {
+		f.Metadata = nil
+	}
+	if err := f.validateOffsets(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// validateOffsets sorts the tensors by data offsets and checks, as the reference
+// does, that they tile [0, end) with no hole or overlap and that each range is
+// exactly shape × dtype bytes.
+func (f *File) validateOffsets() error {
+	sorted := slices.IsSortedFunc(f.Tensors, cmpOffsets)
+	if !sorted {
+		slices.SortStableFunc(f.Tensors, cmpOffsets)
+		for i, t := range f.Tensors {
+			f.index[t.Name] = int32(i)
+		}
+	}
+	var pos int64
+	for _, t := range f.Tensors {
+		if t.Begin != pos || t.End < t.Begin {
+			return fmt.Errorf("tensor %s: %w: data_offsets [%d, %d], expected start %d", t.Name, ErrOffsets, t.Begin, t.End, pos)
+		}
+		want, err := ByteSize(t.DType, t.Shape)
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		if t.End-t.Begin != want {
+			return fmt.Errorf("tensor %s: %w: %d bytes for %s %v (want %d)", t.Name, ErrSizeMismatch, t.End-t.Begin, t.DType, t.Shape, want)
+		}
+		pos = t.End
+	}
+	return nil
+}
+
+func cmpOffsets(a, b TensorInfo) int {
+	if a.Begin != b.Begin {
+		if a.Begin < b.Begin {
+			return -1
+		}
+		return 1
+	}
+	if a.End != b.End {
+		if a.End < b.End {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// parser is a small JSON scanner specialised for safetensors headers: it decodes
+// tensor entries without building generic values, which keeps header parsing
+// several times faster than encoding/json and allocation-light.
+type parser struct {
+	b []byte
+	i int
+}
+
+func (p *parser) errf(class error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s at byte %d", class, fmt.Sprintf(format, args...), p.i)
+}
+
+func (p *parser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// rawStr scans a string and returns its raw bytes (between the quotes) and
+// whether it contains escapes.
+func (p *parser) rawStr() ([]byte, bool, error) {
+	if !p.eat('"') {
+		return nil, false, p.errf(ErrHeaderJSON, "expected a string")
+	}
+	start, esc := p.i, false
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := p.b[start:p.i]
+			p.i++
+			return s, esc, nil
+		case c == '\\':
+			esc = true
+			p.i += 2
+		case c < 0x20:
+			return nil, false, p.errf(ErrHeaderJSON, "control character in string")
+		default:
+			p.i++
+		}
+	}
+	return nil, false, p.errf(ErrHeaderJSON, "unterminated string")
+}
+
+func (p *parser) str() (string, error) {
+	raw, esc, err := p.rawStr()
+	if err != nil {
+		return "", err
+	}
+	if !esc {
+		return string(raw), nil
+	}
+	return p.unescape(raw)
+}
+
+func (p *parser) unescape(raw []byte) (string, error) {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			return "", p.errf(ErrHeaderJSON, "bad escape")
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			out = append(out, raw[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, n, ok := hex4(raw[i+1:])
+			if !ok {
+				return "", p.errf(ErrHeaderJSON, "bad \\u escape")
+			}
+			i += n
+			if utf16.IsSurrogate(r) {
+				r2, n2, ok2 := rune(0), 0, false
+				if i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+					r2, n2, ok2 = hex4(raw[i+3:])
+				}
+				dec := utf16.DecodeRune(r, r2)
+				if !ok2 || dec == utf8.RuneError {
+					return "", p.errf(ErrHeaderJSON, "unpaired surrogate in \\u escape")
+				}
+				i += 2 + n2
+				r = dec
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", p.errf(ErrHeaderJSON, "bad escape \\%c", raw[i])
+		}
+	}
+	return string(out), nil
+}
+
+func hex4(b []byte) (rune, int, bool) {
+	if len(b) < 4 {
+		return 0, 0, false
+	}
+	v, err := strconv.ParseUint(string(b[:4]), 16, 32)
+	if err != nil {
+		return 0, 0, false
+	}
+	return rune(v), 4, true
+}
+
+// uint parses a JSON number that must be a non-negative integer fitting int64;
+// class names the error for anything else (negative, fractional, overflowing).
+func (p *parser) uint(class error, what string) (int64, error) {
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		return 0, p.errf(class, "%s is negative", what)
+	}
+	var v uint64
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		d := uint64(p.b[p.i] - '0')
+		if v > (1<<63-1-d)/10 {
+			return 0, p.errf(class, "%s overflows", what)
+		}
+		v = v*10 + d
+		p.i++
+	}
+	if p.i == start {
+		return 0, p.errf(class, "%s is not a number", what)
+	}
+	if p.i-start > 1 && p.b[start] == '0' {
+		return 0, p.errf(ErrHeaderJSON, "%s has a leading zero", what)
+	}
+	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		return 0, p.errf(class, "%s is not an integer", what)
+	}
+	return int64(v), nil
+}
+
+func (p *parser) uintArray(class error, what string, dst []int64) ([]int64, error) {
+	if !p.eat('[') {
+		return nil, p.errf(class, "%s is not an array", what)
+	}
+	p.ws()
+	if p.eat(']') {
+		return dst, nil
+	}
+	for {
+		p.ws()
+		v, err := p.uint(class, what)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, v)
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		if p.eat(']') {
+			return dst, nil
+		}
+		return nil, p.errf(ErrHeaderJSON, "expected ',' or ']' in %s", what)
+	}
+}
+
+// tensor parses one tensor entry: an object with dtype, shape and data_offsets;
+// unknown fields are skipped as the reference's deserializer does.
+func (p *parser) tensor(name string) (TensorInfo, error) {
+	t := TensorInfo{Name: name}
+	if !p.eat('{') {
+		return t, p.errf(ErrHeaderJSON, "entry is not an object")
+	}
+	const hasDType, hasShape, hasOffsets = 1, 2, 4
+	seen := 0
+	p.ws()
+	if !p.eat('}') {
+		for {
+			p.ws()
+			key, esc, err := p.rawStr()
+			if err != nil {
+				return t, err
+			}
+			p.ws()
+			if !p.eat(':') {
+				return t, p.errf(ErrHeaderJSON, "expected ':'")
+			}
+			p.ws()
+			k := ""
+			if esc {
+				if k, err = p.unescape(key); err != nil {
+					return t, err
+				}
+				key = []byte(k)
+			}
+			bit := 0
+			switch string(key) { // compared without allocating
+			case "dtype":
+				bit = hasDType
+				raw, esc, err := p.rawStr()
+				if err != nil {
+					return t, fmt.Errorf("dtype: %w", err)
+				}
+				ds := string(raw)
+				if esc {
+					if ds, err = p.unescape(raw); err != nil {
+						return t, err
+					}
+				}
+				if t.DType, err = ParseDType(ds); err != nil {
+					return t, err
+				}
+			case "shape":
+				bit = hasShape
+				if t.Shape, err = p.uintArray(ErrShape, "shape", make([]int64, 0, 4)); err != nil {
+					return t, err
+				}
+			case "data_offsets":
+				bit = hasOffsets
+				var buf [2]int64
+				offs, err := p.uintArray(ErrOffsets, "data_offsets", buf[:0])
+				if err != nil {
+					return t, err
+				}
+				if len(offs) != 2 {
+					return t, p.errf(ErrOffsets, "data_offsets has %d entries, want 2", len(offs))
+				}
+				t.Begin, t.End = offs[0], offs[1]
+			default:
+				if err := p.skip(0); err != nil {
+					return t, err
+				}
+			}
+			if bit != 0 {
+				if seen&bit != 0 {
+					return t, p.errf(ErrHeaderJSON, "duplicate field %q", key)
+				}
+				seen |= bit
+			}
+			p.ws()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat('}') {
+				break
+			}
+			return t, p.errf(ErrHeaderJSON, "expected ',' or '}'")
+		}
+	}
+	switch {
+	case seen&hasDType == 0:
+		return t, fmt.Errorf("%w: dtype", ErrMissingField)
+	case seen&hasShape == 0:
+		return t, fmt.Errorf("%w: shape", ErrMissingField)
+	case seen&hasOffsets == 0:
+		return t, fmt.Errorf("%w: data_offsets", ErrMissingField)
+	}
+	return t, nil
+}
+
+func (p *parser) metadata() (map[string]string, error) {
+	if p.i+4 <= len(p.b) && string(p.b[p.i:p.i+4]) == "null" {
+		p.i += 4
+		return map[string]string{}, nil
+	}
+	if !p.eat('{') {
+		return nil, p.errf(ErrMetadata, "not an object")
+	}
+	m := map[string]string{}
+	p.ws()
+	if p.eat('}') {
+		return m, nil
+	}
+	for {
+		p.ws()
+		k, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		p.ws()
+		if !p.eat(':') {
+			return nil, p.errf(ErrHeaderJSON, "expected ':'")
+		}
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != '"' {
+			return nil, p.errf(ErrMetadata, "value of %q is not a string", k)
+		}
+		v, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := m[k]; dup {
+			return nil, p.errf(ErrMetadata, "duplicate key %q", k)
+		}
+		m[k] = v
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		if p.eat('}') {
+			return m, nil
+		}
+		return nil, p.errf(ErrHeaderJSON, "expected ',' or '}'")
+	}
+}
+
+// skip passes over any JSON value.
+func (p *parser) skip(depth int) error {
+	if depth > maxJSONDepth {
+		return p.errf(ErrHeaderJSON, "nesting deeper than %d", maxJSONDepth)
+	}
+	if p.i >= len(p.b) {
+		return p.errf(ErrHeaderJSON, "unexpected end")
+	}
+	switch c := p.b[p.i]; {
+	case c == '"':
+		_, _, err := p.rawStr()
+		return err
+	case c == '{' || c == '[':
+		close := byte('}')
+		if c == '[' {
+			close = ']'
+		}
+		p.i++
+		p.ws()
+		if p.eat(close) {
+			return nil
+		}
+		for {
+			p.ws()
+			if c == '{' {
+				if _, _, err := p.rawStr(); err != nil {
+					return err
+				}
+				p.ws()
+				if !p.eat(':') {
+					return p.errf(ErrHeaderJSON, "expected ':'")
+				}
+				p.ws()
+			}
+			if err := p.skip(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat(close) {
+				return nil
+			}
+			return p.errf(ErrHeaderJSON, "expected ',' or '%c'", close)
+		}
+	case c == 't' || c == 'f' || c == 'n':
+		for _, lit := range []string{"true", "false", "null"} {
+			if p.i+len(lit) <= len(p.b) && string(p.b[p.i:p.i+len(lit)]) == lit {
+				p.i += len(lit)
+				return nil
+			}
+		}
+		return p.errf(ErrHeaderJSON, "bad literal")
+	case c == '-' || (c >= '0' && c <= '9'):
+		start := p.i
+		p.i++
+		for p.i < len(p.b) && strchr("0123456789.eE+-", p.b[p.i]) {
+			p.i++
+		}
+		if _, err := strconv.ParseFloat(string(p.b[start:p.i]), 64); err != nil {
+			return p.errf(ErrHeaderJSON, "bad number")
+		}
+		return nil
+	default:
+		return p.errf(ErrHeaderJSON, "unexpected character %q", c)
+	}
+}
+
+func strchr(set string, c byte) bool {
+	for i := 0; i < len(set); i++ {
+		if set[i] == c {
+			return true
+		}
+	}
+	return false
+}

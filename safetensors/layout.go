@@ -1,0 +1,173 @@
+package safetensors
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Layout is a file's complete plan computed before any data is written: the
+// header bytes and every tensor's offsets, in the reference serializer's
+// canonical form (tensors sorted by dtype, descending in the reference's dtype
+// order, then by name; compact JSON; spaces padding the header to a multiple
+// of 8). A file written from a Layout is byte-identical to what
+// safetensors.torch.save_file writes for the same tensors.
+type Layout struct {
+	// Header is the complete prefix: the 8-byte length, the JSON, the padding.
+	Header []byte
+	// Tensors lists the tensors in data order with their offsets assigned.
+	Tensors []TensorInfo
+	// DataStart is len(Header), the absolute offset of the data buffer.
+	DataStart int64
+	// Size is the total file size.
+	Size int64
+
+	index map[string]int
+}
+
+// headerAlign is the reference's header padding unit.
+const headerAlign = 8
+
+// NewLayout orders the tensors canonically, assigns offsets and renders the
+// header. metadata may be nil; its keys are written sorted.
+func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) {
+	l := &Layout{Tensors: make([]TensorInfo, len(specs)), index: make(map[string]int, len(specs))}
+	for i, s := range specs {
+		if s.Name == metadataKey {
+			return nil, fmt.Errorf("tensor %s: %w: reserved name", s.Name, ErrDuplicate)
+		}
+		if !utf8.ValidString(s.Name) {
+			return nil, fmt.Errorf("tensor %q: %w", s.Name, ErrHeaderUTF8)
+		}
+		if _, err := ByteSize(s.DType, s.Shape); err != nil {
+			return nil, fmt.Errorf("tensor %s: %w", s.Name, err)
+		}
+		l.Tensors[i] = TensorInfo{Name: s.Name, DType: s.DType, Shape: slices.Clone(s.Shape)}
+	}
+	slices.SortFunc(l.Tensors, func(a, b TensorInfo) int {
+		if c := cmp.Compare(b.DType, a.DType); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	var pos int64
+	for i := range l.Tensors {
+		t := &l.Tensors[i]
+		if i > 0 && l.Tensors[i-1].Name == t.Name {
+			return nil, fmt.Errorf("tensor %s: %w", t.Name, ErrDuplicate)
+		}
+		if _, dup := l.index[t.Name]; dup {
+			return nil, fmt.Errorf("tensor %s: %w", t.Name, ErrDuplicate)
+		}
+		sz, _ := ByteSize(t.DType, t.Shape)
+		t.Begin, t.End = pos, pos+sz
+		pos += sz
+		l.index[t.Name] = i
+	}
+	js := appendHeaderJSON(make([]byte, 8, 8+64*len(specs)+64), l.Tensors, metadata)
+	for (len(js)-8)%headerAlign != 0 {
+		js = append(js, ' ')
+	}
+	n := len(js) - 8
+	if n > MaxHeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes for %d tensors", ErrHeaderTooLarge, n, len(specs))
+	}
+	binary.LittleEndian.PutUint64(js, uint64(n))
+	l.Header = js
+	l.DataStart = int64(len(js))
+	l.Size = l.DataStart + pos
+	return l, nil
+}
+
+// Lookup finds a tensor's assigned offsets.
+func (l *Layout) Lookup(name string) (TensorInfo, bool) {
+	i, ok := l.index[name]
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return l.Tensors[i], true
+}
+
+// appendHeaderJSON renders the header as serde_json does for the reference's
+// Metadata type: __metadata__ first, then tensors in data order, each as
+// {"dtype":…,"shape":[…],"data_offsets":[b,e]}.
+func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []byte {
+	b = append(b, '{')
+	first := true
+	if len(metadata) > 0 {
+		b = appendJSONString(b, metadataKey)
+		b = append(b, ':', '{')
+		keys := make([]string, 0, len(metadata))
+		for k := range metadata {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, metadata[k])
+		}
+		b = append(b, '}')
+		first = false
+	}
+	for _, t := range ts {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendJSONString(b, t.Name)
+		b = append(b, `:{"dtype":"`...)
+		b = append(b, t.DType.String()...)
+		b = append(b, `","shape":[`...)
+		for i, d := range t.Shape {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, d, 10)
+		}
+		b = append(b, `],"data_offsets":[`...)
+		b = strconv.AppendInt(b, t.Begin, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, t.End, 10)
+		b = append(b, ']', '}')
+	}
+	return append(b, '}')
+}
+
+// appendJSONString escapes like serde_json: quote, backslash and control
+// characters only (\b \t \n \f \r, else \u00xx in lowercase hex); everything
+// else, non-ASCII included, is written as is.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			b = append(b, '\\', '"')
+		case c == '\\':
+			b = append(b, '\\', '\\')
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,188 @@
+package safetensors
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"golang.org/x/sys/unix"
+)
+
+// Writer streams tensors into a file laid out by a Layout. The file lives under
+// a temporary name in the target directory until Commit renames it, so the
+// final name never holds a partial file. Tensors may be written in any order
+// and concurrently (each through its own TensorWriter).
+type Writer struct {
+	l       *Layout
+	f       *atomicfile.File
+	written []atomic.Int64
+	opened  []atomic.Bool
+}
+
+// Create starts a file at path (through a temporary) and writes its header.
+func Create(path string, l *Layout) (*Writer, error) {
+	f, err := atomicfile.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	if _, err := f.WriteAt(l.Header, 0); err != nil {
+		f.Abort()
+		return nil, fmt.Errorf("file %s: write header: %w", path, err)
+	}
+	return &Writer{l: l, f: f, written: make([]atomic.Int64, len(l.Tensors)), opened: make([]atomic.Bool, len(l.Tensors))}, nil
+}
+
+// Layout is the plan the writer follows.
+func (w *Writer) Layout() *Layout { return w.l }
+
+// Path is the final name of the file.
+func (w *Writer) Path() string { return w.f.Final() }
+
+// Tensor returns the writer for one tensor's bytes. Each tensor can be opened once.
+func (w *Writer) Tensor(name string) (*TensorWriter, error) {
+	i, ok := w.l.index[name]
+	if !ok {
+		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.Path(), name, ErrWrite)
+	}
+	if w.opened[i].Swap(true) {
+		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), name, ErrWrite)
+	}
+	t := w.l.Tensors[i]
+	return &TensorWriter{w: w, i: i, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
+}
+
+// Commit checks that every tensor received exactly its bytes, then syncs and
+// renames the file into place. On any failure the temporary is removed.
+func (w *Writer) Commit() error {
+	for i, t := range w.l.Tensors {
+		if got := w.written[i].Load(); got != t.Size() {
+			w.f.Abort()
+			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.Path(), t.Name, ErrWrite, got, t.Size())
+		}
+	}
+	if err := w.f.Commit(); err != nil {
+		return fmt.Errorf("file %s: %w", w.Path(), err)
+	}
+	return nil
+}
+
+// CommitSparse commits a header-only file: the data region is left as a hole
+// (the file is extended to its full size without writing), which is how a
+// full-size replica costs only its headers on disk.
+func (w *Writer) CommitSparse() error {
+	if err := w.f.Truncate(w.l.Size); err != nil {
+		w.f.Abort()
+		return fmt.Errorf("file %s: %w", w.Path(), err)
+	}
+	for i, t := range w.l.Tensors {
+		w.written[i].Store(t.Size())
+	}
+	return w.Commit()
+}
+
+// Abort removes the temporary; after Commit it does nothing, so it can be deferred.
+func (w *Writer) Abort() error { return w.f.Abort() }
+
+// TensorWriter writes one tensor's bytes sequentially and refuses to write past
+// its end, so a miscounted stream fails loudly instead of corrupting a neighbour.
+type TensorWriter struct {
+	w        *Writer
+	i        int
+	off, end int64
+}
+
+// Remaining is how many bytes the tensor still expects.
+func (tw *TensorWriter) Remaining() int64 { return tw.end - tw.off }
+
+func (tw *TensorWriter) overflow(n int64) error {
+	return fmt.Errorf("file %s: tensor %s: %w: %d bytes past its end", tw.w.Path(), tw.w.l.Tensors[tw.i].Name, ErrWrite, n)
+}
+
+// Write appends p to the tensor.
+func (tw *TensorWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > tw.Remaining() {
+		return 0, tw.overflow(int64(len(p)) - tw.Remaining())
+	}
+	n, err := tw.w.f.WriteAt(p, tw.off)
+	tw.off += int64(n)
+	tw.w.written[tw.i].Add(int64(n))
+	if err != nil {
+		return n, fmt.Errorf("file %s: tensor %s: %w", tw.w.Path(), tw.w.l.Tensors[tw.i].Name, err)
+	}
+	return n, nil
+}
+
+// ReadFrom copies r into the tensor. When r is a section of a local file the
+// bytes move inside the kernel (copy_file_range, which also lets filesystems
+// share extents), falling back to a buffered copy elsewhere.
+func (tw *TensorWriter) ReadFrom(r io.Reader) (int64, error) {
+	if sr, ok := r.(*io.SectionReader); ok {
+		if n, err, handled := tw.copyRange(sr); handled {
+			return n, err
+		}
+	}
+	buf := make([]byte, copyBufSize)
+	var total int64
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			m, err := tw.Write(buf[:n])
+			total += int64(m)
+			if err != nil {
+				return total, err
+			}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+	}
+}
+
+// copyBufSize bounds the fallback copy's buffer.
+const copyBufSize = 1 << 20
+
+func (tw *TensorWriter) copyRange(sr *io.SectionReader) (int64, error, bool) {
+	src, base, n := sr.Outer()
+	sf, ok := src.(*os.File)
+	if !ok {
+		return 0, nil, false
+	}
+	pos, err := sr.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, nil, false
+	}
+	remaining := n - pos
+	if remaining > tw.Remaining() {
+		return 0, tw.overflow(remaining - tw.Remaining()), true
+	}
+	roff := base + pos
+	var total int64
+	for remaining > 0 {
+		chunk := min(remaining, 1<<30)
+		woff := tw.off
+		m, err := unix.CopyFileRange(int(sf.Fd()), &roff, int(tw.w.f.Fd()), &woff, int(chunk), 0)
+		if m > 0 {
+			tw.off += int64(m)
+			tw.w.written[tw.i].Add(int64(m))
+			total += int64(m)
+			remaining -= int64(m)
+		}
+		if err != nil {
+			if total == 0 && (errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
+				return 0, nil, false // fall back to a buffered copy
+			}
+			return total, fmt.Errorf("file %s: tensor %s: copy: %w", tw.w.Path(), tw.w.l.Tensors[tw.i].Name, err), true
+		}
+		if m == 0 {
+			return total, fmt.Errorf("file %s: tensor %s: copy: %w: source ended early", tw.w.Path(), tw.w.l.Tensors[tw.i].Name, io.ErrUnexpectedEOF), true
+		}
+	}
+	sr.Seek(total, io.SeekCurrent)
+	return total, nil, true
+}
