@@ -1,0 +1,355 @@
+package safetensors
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// OpenParallelism bounds how many headers are read at once.
+const OpenParallelism = 16
+
+// MaxAuxSize bounds side files read next to the shards (config.json and the like).
+const MaxAuxSize = 64 << 20
+
+// Checkpoint is a validated set of shards: a directory with or without an index,
+// an index file, a single file, or any of those over HTTP(S). Only headers (and
+// the index) are read to build it.
+type Checkpoint struct {
+	// Root is the directory (or URL base, ending in '/') holding the shards.
+	Root string
+	// Files are the shards in name order; File.Path is relative to Root.
+	Files []*File
+	// Index is the parsed index, nil when the checkpoint has none.
+	Index *Index
+	// HeaderBytesRead counts header and index bytes read to open the checkpoint.
+	HeaderBytesRead int64
+
+	src    source
+	once   sync.Once
+	byName map[string]loc
+	dupErr error
+}
+
+type loc struct{ file, tensor int32 }
+
+// source abstracts where shards and side files come from (disk or HTTP).
+type source interface {
+	open(name string) (io.ReaderAt, int64, io.Closer, error)
+	readAux(name string, limit int64) ([]byte, error)
+	exists(name string) bool
+	list() ([]string, error) // *.safetensors in the root, sorted
+}
+
+// Open opens a checkpoint from a directory, a model.safetensors.index.json, a
+// single .safetensors file, or an http(s):// URL to any of those, reading only
+// headers and the index. It validates every header and, when there is an
+// index, that index and shards agree exactly.
+func Open(p string) (*Checkpoint, error) {
+	if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") {
+		return openRemote(p)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	if st.IsDir() {
+		return openWith(&dirSource{root: p}, p, "")
+	}
+	dir, base := filepath.Split(p)
+	if dir == "" {
+		dir = "."
+	}
+	if strings.HasSuffix(base, ".json") {
+		return openWith(&dirSource{root: dir}, dir, base)
+	}
+	return openSingle(&dirSource{root: dir}, dir, base)
+}
+
+// openWith opens a directory-like root; indexName selects the index ("" means
+// the default index if present, else every .safetensors file).
+func openWith(src source, root, indexName string) (*Checkpoint, error) {
+	c := &Checkpoint{Root: root, src: src}
+	if indexName == "" && src.exists(IndexName) {
+		indexName = IndexName
+	}
+	var names []string
+	if indexName != "" {
+		b, err := src.readAux(indexName, MaxIndexSize)
+		if err != nil {
+			return nil, fmt.Errorf("index %s: %w", joinRoot(root, indexName), err)
+		}
+		c.HeaderBytesRead += int64(len(b))
+		if c.Index, err = ParseIndex(b, joinRoot(root, indexName)); err != nil {
+			return nil, err
+		}
+		names = c.Index.Files()
+		// A shard lying in the directory but absent from the index means the
+		// two disagree; refuse rather than guess which one is right.
+		if present, err := src.list(); err == nil {
+			for _, f := range present {
+				if _, ok := slices.BinarySearch(names, f); !ok {
+					return nil, fmt.Errorf("file %s: %w: shard is not in %s", joinRoot(root, f), ErrIndex, indexName)
+				}
+			}
+		}
+	} else {
+		var err error
+		if names, err = src.list(); err != nil {
+			return nil, fmt.Errorf("open %s: %w", root, err)
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("open %s: %w: no .safetensors files and no %s", root, ErrNotFound, IndexName)
+		}
+	}
+	if err := c.openFiles(names); err != nil {
+		return nil, err
+	}
+	if err := c.checkConsistency(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func openSingle(src source, root, name string) (*Checkpoint, error) {
+	c := &Checkpoint{Root: root, src: src}
+	if err := c.openFiles([]string{name}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func joinRoot(root, name string) string {
+	if strings.HasSuffix(root, "/") {
+		return root + name
+	}
+	return filepath.Join(root, name)
+}
+
+func (c *Checkpoint) openFiles(names []string) error {
+	c.Files = make([]*File, len(names))
+	var g errgroup.Group
+	g.SetLimit(OpenParallelism)
+	for i, name := range names {
+		g.Go(func() error {
+			ra, size, closer, err := c.src.open(name)
+			if err != nil {
+				return fmt.Errorf("file %s: %w", joinRoot(c.Root, name), err)
+			}
+			f, err := ReadHeader(ra, size, name)
+			if err != nil {
+				if closer != nil {
+					closer.Close()
+				}
+				return fmt.Errorf("%s: %w", c.Root, err)
+			}
+			f.closer = closer
+			c.Files[i] = f
+			return nil
+		})
+	}
+	err := g.Wait()
+	for _, f := range c.Files {
+		if f != nil {
+			c.HeaderBytesRead += f.DataStart
+		}
+	}
+	if err != nil {
+		c.Close()
+	}
+	return err
+}
+
+// checkConsistency verifies index and headers agree: every indexed tensor is in
+// its named shard, every shard tensor is indexed to that shard, no tensor is in
+// two shards, and total_size is the sum of tensor sizes.
+func (c *Checkpoint) checkConsistency() error {
+	var total int64
+	count := 0
+	for _, f := range c.Files {
+		count += len(f.Tensors)
+		for _, t := range f.Tensors {
+			total += t.Size()
+		}
+	}
+	if c.Index == nil {
+		c.buildNames() // detects duplicates across files
+		return c.dupErr
+	}
+	for _, f := range c.Files {
+		for _, t := range f.Tensors {
+			if want, ok := c.Index.WeightMap[t.Name]; !ok {
+				return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), t.Name, ErrIndex)
+			} else if want != f.Path {
+				return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), t.Name, ErrIndex, want)
+			}
+		}
+	}
+	if count != len(c.Index.WeightMap) {
+		// Some indexed tensor is absent from its shard: find it for the message.
+		for name, file := range c.Index.WeightMap {
+			i, _ := slices.BinarySearchFunc(c.Files, file, func(f *File, s string) int { return strings.Compare(f.Path, s) })
+			if _, ok := c.Files[i].Lookup(name); !ok {
+				return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, file), name, ErrIndex)
+			}
+		}
+	}
+	if total != c.Index.TotalSize {
+		return fmt.Errorf("index %s: %w: total_size %d, shards hold %d bytes of tensors", c.Root, ErrIndex, c.Index.TotalSize, total)
+	}
+	return nil
+}
+
+// buildNames makes the checkpoint-wide name table on first use.
+func (c *Checkpoint) buildNames() {
+	c.once.Do(func() {
+		n := c.NumTensors()
+		c.byName = make(map[string]loc, n)
+		for fi, f := range c.Files {
+			for ti, t := range f.Tensors {
+				if prev, dup := c.byName[t.Name]; dup && c.dupErr == nil {
+					c.dupErr = fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, f.Path), t.Name, ErrDuplicate, c.Files[prev.file].Path)
+				}
+				c.byName[t.Name] = loc{int32(fi), int32(ti)}
+			}
+		}
+	})
+}
+
+// Lookup finds a tensor and the shard that holds it.
+func (c *Checkpoint) Lookup(name string) (*File, TensorInfo, bool) {
+	c.buildNames()
+	l, ok := c.byName[name]
+	if !ok {
+		return nil, TensorInfo{}, false
+	}
+	f := c.Files[l.file]
+	return f, f.Tensors[l.tensor], true
+}
+
+// NumTensors counts tensors over all shards.
+func (c *Checkpoint) NumTensors() int {
+	n := 0
+	for _, f := range c.Files {
+		n += len(f.Tensors)
+	}
+	return n
+}
+
+// TotalBytes sums tensor sizes over all shards.
+func (c *Checkpoint) TotalBytes() int64 {
+	var n int64
+	for _, f := range c.Files {
+		n += f.DataSize()
+	}
+	return n
+}
+
+// ReadAux reads a side file (config.json, tokenizer files) next to the shards.
+// A missing file is reported wrapping ErrNotFound.
+func (c *Checkpoint) ReadAux(name string) ([]byte, error) {
+	if err := checkShardName(name); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	b, err := c.src.readAux(name, MaxAuxSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", joinRoot(c.Root, name), err)
+	}
+	return b, nil
+}
+
+// Close releases every shard.
+func (c *Checkpoint) Close() error {
+	var errs []error
+	for _, f := range c.Files {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dirSource serves shards from a local directory, refusing names whose
+// symlinks resolve outside it.
+type dirSource struct {
+	root     string
+	realRoot string
+	rootOnce sync.Once
+	rootErr  error
+}
+
+func (d *dirSource) resolve(name string) (string, error) {
+	d.rootOnce.Do(func() { d.realRoot, d.rootErr = filepath.EvalSymlinks(d.root) })
+	if d.rootErr != nil {
+		return "", d.rootErr
+	}
+	p := filepath.Join(d.root, filepath.FromSlash(name))
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("%w: %v", ErrNotFound, err)
+		}
+		return "", err
+	}
+	if rel, err := filepath.Rel(d.realRoot, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%w: %s resolves to %s, outside %s", ErrIndex, name, real, d.root)
+	}
+	return p, nil
+}
+
+func (d *dirSource) open(name string) (io.ReaderAt, int64, io.Closer, error) {
+	p, err := d.resolve(name)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, nil, fmt.Errorf("not a regular file")
+	}
+	return f, st.Size(), f, nil
+}
+
+func (d *dirSource) readAux(name string, limit int64) ([]byte, error) {
+	p, err := d.resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	return readCapped(p, limit)
+}
+
+func (d *dirSource) exists(name string) bool {
+	_, err := os.Stat(filepath.Join(d.root, name))
+	return err == nil
+}
+
+func (d *dirSource) list() ([]string, error) {
+	ents, err := os.ReadDir(d.root)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".safetensors") && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

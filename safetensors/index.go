@@ -1,0 +1,229 @@
+package safetensors
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+)
+
+// IndexName is the conventional name of a sharded checkpoint's index.
+const IndexName = "model.safetensors.index.json"
+
+// MaxIndexSize bounds how much of an index file is read (the full K3 index is
+// about 45 MB).
+const MaxIndexSize = 1 << 30
+
+// Index is a model.safetensors.index.json: which shard holds each tensor.
+type Index struct {
+	// TotalSize is metadata.total_size: the sum of all tensors' byte sizes.
+	TotalSize int64
+	// WeightMap maps tensor names to shard file names relative to the index.
+	WeightMap map[string]string
+	// Metadata holds metadata keys other than total_size, kept for round trips.
+	Metadata map[string]any
+}
+
+// ParseIndex decodes an index, rejecting duplicate tensor names (which a plain
+// JSON decoder would silently collapse) and entries that do not name a file
+// inside the checkpoint directory. name labels errors.
+func ParseIndex(b []byte, name string) (*Index, error) {
+	fail := func(format string, args ...any) (*Index, error) {
+		return nil, fmt.Errorf("index %s: %w: %s", name, ErrIndex, fmt.Sprintf(format, args...))
+	}
+	p := parser{b: b}
+	idx := &Index{WeightMap: make(map[string]string, len(b)/100)}
+	seenTotal, seenMap := false, false
+	files := map[string]string{} // interned shard names
+	p.ws()
+	if !p.eat('{') {
+		return fail("not a JSON object")
+	}
+	p.ws()
+	for !p.eat('}') {
+		p.ws()
+		key, err := p.str()
+		if err != nil {
+			return fail("%v", err)
+		}
+		p.ws()
+		if !p.eat(':') {
+			return fail("expected ':' at byte %d", p.i)
+		}
+		p.ws()
+		switch key {
+		case "metadata":
+			start := p.i
+			if err := p.skip(0); err != nil {
+				return fail("metadata: %v", err)
+			}
+			var md map[string]any
+			dec := json.NewDecoder(strings.NewReader(string(b[start:p.i])))
+			dec.UseNumber()
+			if err := dec.Decode(&md); err != nil {
+				return fail("metadata: %v", err)
+			}
+			if v, ok := md["total_size"]; ok {
+				num, ok := v.(json.Number)
+				n, err := num.Int64()
+				if !ok || err != nil || n < 0 {
+					return fail("metadata.total_size %v is not a non-negative integer", v)
+				}
+				idx.TotalSize, seenTotal = n, true
+				delete(md, "total_size")
+			}
+			if len(md) > 0 {
+				idx.Metadata = md
+			}
+		case "weight_map":
+			seenMap = true
+			if !p.eat('{') {
+				return fail("weight_map is not an object")
+			}
+			p.ws()
+			for !p.eat('}') {
+				p.ws()
+				t, err := p.str()
+				if err != nil {
+					return fail("weight_map: %v", err)
+				}
+				p.ws()
+				if !p.eat(':') {
+					return fail("expected ':' at byte %d", p.i)
+				}
+				p.ws()
+				raw, esc, err := p.rawStr()
+				if err != nil {
+					return fail("weight_map[%s]: %v", t, err)
+				}
+				f, ok := files[string(raw)]
+				if !ok {
+					f = string(raw)
+					if esc {
+						if f, err = p.unescape(raw); err != nil {
+							return fail("weight_map[%s]: %v", t, err)
+						}
+					}
+					if err := checkShardName(f); err != nil {
+						return fail("tensor %s: %v", t, err)
+					}
+					files[string(raw)] = f
+				}
+				if _, dup := idx.WeightMap[t]; dup {
+					return fail("tensor %s listed twice", t)
+				}
+				idx.WeightMap[t] = f
+				p.ws()
+				if !p.eat(',') {
+					p.ws()
+					if p.i < len(b) && b[p.i] != '}' {
+						return fail("expected ',' or '}' at byte %d", p.i)
+					}
+				}
+			}
+		default:
+			if err := p.skip(0); err != nil {
+				return fail("%s: %v", key, err)
+			}
+		}
+		p.ws()
+		if !p.eat(',') {
+			p.ws()
+			if p.i < len(b) && b[p.i] != '}' {
+				return fail("expected ',' or '}' at byte %d", p.i)
+			}
+		}
+	}
+	if !seenMap {
+		return fail("no weight_map")
+	}
+	if !seenTotal {
+		return fail("no metadata.total_size")
+	}
+	return idx, nil
+}
+
+// checkShardName accepts only plain relative names that stay inside the
+// checkpoint directory.
+func checkShardName(f string) error {
+	switch {
+	case f == "":
+		return fmt.Errorf("empty shard name")
+	case strings.HasPrefix(f, "/") || strings.HasPrefix(f, "\\") || (len(f) > 1 && f[1] == ':'):
+		return fmt.Errorf("shard %q is an absolute path", f)
+	case strings.ContainsRune(f, 0):
+		return fmt.Errorf("shard %q contains NUL", f)
+	}
+	if c := path.Clean(f); c != f || c == ".." || strings.HasPrefix(c, "../") || slices.Contains(strings.Split(f, "/"), "..") {
+		return fmt.Errorf("shard %q leaves the checkpoint directory or is not clean", f)
+	}
+	return nil
+}
+
+// ReadIndex reads and parses an index file.
+func ReadIndex(p string) (*Index, error) {
+	b, err := readCapped(p, MaxIndexSize)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", p, err)
+	}
+	return ParseIndex(b, p)
+}
+
+func readCapped(p string, limit int64) ([]byte, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%d bytes is over the %d-byte limit", st.Size(), limit)
+	}
+	return os.ReadFile(p)
+}
+
+// Files lists the distinct shard names, sorted.
+func (idx *Index) Files() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range idx.WeightMap {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Marshal renders the index as huggingface tooling does (json.dumps with
+// indent=2 and sorted keys, plus a final newline).
+func (idx *Index) Marshal() ([]byte, error) {
+	md := map[string]any{"total_size": idx.TotalSize}
+	for k, v := range idx.Metadata {
+		if k != "total_size" {
+			md[k] = v
+		}
+	}
+	b, err := json.MarshalIndent(map[string]any{"metadata": md, "weight_map": idx.WeightMap}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// WriteIndex writes an index atomically.
+func WriteIndex(p string, idx *Index) error {
+	for t, f := range idx.WeightMap {
+		if err := checkShardName(f); err != nil {
+			return fmt.Errorf("index %s: tensor %s: %w: %v", p, t, ErrIndex, err)
+		}
+	}
+	b, err := idx.Marshal()
+	if err != nil {
+		return fmt.Errorf("index %s: %w", p, err)
+	}
+	return atomicfile.WriteFile(p, b, 0o644)
+}

@@ -1,0 +1,286 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// rawFile assembles a file from a header string and n data bytes.
+func rawFile(header string, n int) []byte {
+	b := make([]byte, 8, 8+len(header)+n)
+	binary.LittleEndian.PutUint64(b, uint64(len(header)))
+	b = append(b, header...)
+	return append(b, make([]byte, n)...)
+}
+
+func withLen(n uint64, rest string) []byte {
+	b := make([]byte, 8)
+	binary.LittleEndian.PutUint64(b, n)
+	return append(b, rest...)
+}
+
+// TestMalformed holds one malformed file per rejection class.
+func TestMalformed(t *testing.T) {
+	cases := []struct {
+		name string
+		file []byte
+		want error
+	}{
+		{"empty file", nil, ErrTooSmall},
+		{"seven bytes", []byte{1, 2, 3, 4, 5, 6, 7}, ErrTooSmall},
+		{"header over limit", withLen(MaxHeaderSize+1, "{}"), ErrHeaderTooLarge},
+		{"header length huge", withLen(1<<62, "{}"), ErrHeaderTooLarge},
+		{"header past end", withLen(100, "{}"), ErrHeaderTruncated},
+		{"not utf8", rawFile("{\"\xff\":1}", 0), ErrHeaderUTF8},
+		{"not json", rawFile("nope", 0), ErrHeaderJSON},
+		{"json array", rawFile("[1,2]", 0), ErrHeaderJSON},
+		{"truncated json", rawFile(`{"a":{"dtype":"F32"`, 0), ErrHeaderJSON},
+		{"entry not object", rawFile(`{"a":3}`, 0), ErrHeaderJSON},
+		{"trailing garbage", rawFile(`{} x`, 0), ErrHeaderJSON},
+		{"metadata not object", rawFile(`{"__metadata__":"x"}`, 0), ErrMetadata},
+		{"metadata non-string value", rawFile(`{"__metadata__":{"a":1}}`, 0), ErrMetadata},
+		{"metadata nested", rawFile(`{"__metadata__":{"a":{"b":"c"}}}`, 0), ErrMetadata},
+		{"unknown dtype", rawFile(`{"a":{"dtype":"F17","shape":[1],"data_offsets":[0,4]}}`, 4), ErrDType},
+		{"negative shape", rawFile(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, 4), ErrShape},
+		{"fractional shape", rawFile(`{"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}}`, 4), ErrShape},
+		{"exponent shape", rawFile(`{"a":{"dtype":"F32","shape":[1e3],"data_offsets":[0,4]}}`, 4), ErrShape},
+		{"overflowing entry", rawFile(`{"a":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,4]}}`, 4), ErrShape},
+		{"overflowing product", rawFile(`{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}`, 4), ErrShape},
+		{"shape not array", rawFile(`{"a":{"dtype":"F32","shape":3,"data_offsets":[0,4]}}`, 4), ErrShape},
+		{"missing dtype", rawFile(`{"a":{"shape":[1],"data_offsets":[0,4]}}`, 4), ErrMissingField},
+		{"missing shape", rawFile(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, 4), ErrMissingField},
+		{"missing offsets", rawFile(`{"a":{"dtype":"F32","shape":[1]}}`, 4), ErrMissingField},
+		{"offsets hole", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`, 12), ErrOffsets},
+		{"offsets overlap", rawFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8), ErrOffsets},
+		{"offsets reversed", rawFile(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}}`, 4), ErrOffsets},
+		{"offsets not starting at zero", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8), ErrOffsets},
+		{"offsets three entries", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}}`, 4), ErrOffsets},
+		{"offsets negative", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}`, 4), ErrOffsets},
+		{"size mismatch", rawFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, 4), ErrSizeMismatch},
+		{"fractional bytes F4", rawFile(`{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}`, 2), ErrSizeMismatch},
+		{"fractional bytes F6", rawFile(`{"a":{"dtype":"F6_E2M3","shape":[3],"data_offsets":[0,3]}}`, 3), ErrSizeMismatch},
+		{"trailing bytes", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 5), ErrFileSize},
+		{"truncated data", rawFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 4), ErrFileSize},
+		{"duplicate tensor", rawFile(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2), ErrDuplicate},
+		{"duplicate field", rawFile(`{"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"deep nesting", rawFile(`{"a":{"x":`+strings.Repeat("[", 100)+strings.Repeat("]", 100)+`,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := ReadHeader(bytes.NewReader(c.file), int64(len(c.file)), "bad.safetensors")
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v (file %v), want %v", err, f != nil, c.want)
+			}
+			if !strings.Contains(err.Error(), "bad.safetensors") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+		})
+	}
+}
+
+func TestErrorNamesTensor(t *testing.T) {
+	b := rawFile(`{"layers.3.w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, 4)
+	_, err := ReadHeader(bytes.NewReader(b), int64(len(b)), "x.safetensors")
+	if err == nil || !strings.Contains(err.Error(), "tensor layers.3.w") || !strings.Contains(err.Error(), "file x.safetensors") {
+		t.Fatalf("error %v should name file and tensor", err)
+	}
+}
+
+func TestAcceptsReferenceQuirks(t *testing.T) {
+	for _, h := range []string{
+		`{}`,
+		`{"__metadata__":null}`,
+		` {"a" : {"shape":[],"dtype":"F32","data_offsets":[0,4],"extra":{"x":[1,2.5,true,null]}}}   `,
+		`{"b":{"dtype":"U8","shape":[1],"data_offsets":[4,5]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`,
+		`{"\u00e9\ud83d\ude00":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}`,
+	} {
+		n := 0
+		if strings.Contains(h, "[0,4]") {
+			n = 4
+		}
+		if strings.Contains(h, "[4,5]") {
+			n = 5
+		}
+		b := rawFile(h, n)
+		f, err := ReadHeader(bytes.NewReader(b), int64(len(b)), "ok")
+		if err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		for i := 1; i < len(f.Tensors); i++ {
+			if f.Tensors[i].Begin < f.Tensors[i-1].End {
+				t.Fatalf("not in offset order: %+v", f.Tensors)
+			}
+		}
+	}
+}
+
+// countingReaderAt records the furthest byte read, to prove data is never touched.
+type countingReaderAt struct {
+	r        *bytes.Reader
+	maxEnd   int64
+	requests int
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	c.requests++
+	c.maxEnd = max(c.maxEnd, off+int64(len(p)))
+	return c.r.ReadAt(p, off)
+}
+
+func TestHeaderOnlyReads(t *testing.T) {
+	b := rawFile(`{"a":{"dtype":"U8","shape":[1000],"data_offsets":[0,1000]}}`, 1000)
+	c := &countingReaderAt{r: bytes.NewReader(b)}
+	f, err := ReadHeader(c, int64(len(b)), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.maxEnd != f.DataStart {
+		t.Fatalf("read up to %d, header ends at %d", c.maxEnd, f.DataStart)
+	}
+}
+
+func writeTestFile(t testing.TB, dir, name string, specs []TensorSpec) {
+	t.Helper()
+	l, err := NewLayout(specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Create(filepath.Join(dir, name), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range l.Tensors {
+		tw, _ := w.Tensor(ti.Name)
+		tw.Write(bytes.Repeat([]byte{byte(len(ti.Name))}, int(ti.Size())))
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// twoShardCheckpoint writes a small sharded checkpoint with an index.
+func twoShardCheckpoint(t testing.TB) string {
+	dir := t.TempDir()
+	writeTestFile(t, dir, "model-00001-of-00002.safetensors", []TensorSpec{{"a", F32, []int64{2, 3}}, {"b", BF16, []int64{4}}})
+	writeTestFile(t, dir, "model-00002-of-00002.safetensors", []TensorSpec{{"c", U8, []int64{5}}})
+	idx := &Index{TotalSize: 24 + 8 + 5, WeightMap: map[string]string{
+		"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}}
+	if err := WriteIndex(filepath.Join(dir, IndexName), idx); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"x"}`), 0o644)
+	return dir
+}
+
+func TestOpenCheckpoint(t *testing.T) {
+	dir := twoShardCheckpoint(t)
+	for _, p := range []string{dir, filepath.Join(dir, IndexName)} {
+		c, err := Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Files) != 2 || c.NumTensors() != 3 || c.Index == nil {
+			t.Fatalf("%s: %d files %d tensors", p, len(c.Files), c.NumTensors())
+		}
+		f, ti, ok := c.Lookup("c")
+		if !ok || f.Path != "model-00002-of-00002.safetensors" || ti.Size() != 5 {
+			t.Fatalf("lookup c: %v %+v", ok, ti)
+		}
+		cfg, err := c.ReadAux("config.json")
+		if err != nil || !strings.Contains(string(cfg), "model_type") {
+			t.Fatalf("config: %v", err)
+		}
+		if _, err := c.ReadAux("missing.json"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("missing aux: %v", err)
+		}
+		c.Close()
+	}
+	c, err := Open(filepath.Join(dir, "model-00002-of-00002.safetensors"))
+	if err != nil || c.NumTensors() != 1 || c.Index != nil {
+		t.Fatalf("single file: %v", err)
+	}
+	c.Close()
+}
+
+func TestIndexRejections(t *testing.T) {
+	const f1, f2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+	good := map[string]string{"a": f1, "b": f1, "c": f2}
+	cases := []struct {
+		name  string
+		edit  func(dir string, wm map[string]string) int64
+		wants string
+	}{
+		{"wrong total_size", func(dir string, wm map[string]string) int64 { return 1 }, "total_size"},
+		{"tensor missing from shard", func(dir string, wm map[string]string) int64 { wm["zz"] = f2; return 37 }, "missing from the shard"},
+		{"shard tensor not indexed", func(dir string, wm map[string]string) int64 { delete(wm, "b"); return 37 }, "not in the index"},
+		{"tensor in wrong shard", func(dir string, wm map[string]string) int64 { wm["c"] = f1; wm["a"] = f2; return 37 }, "index places it"},
+		{"escaping path", func(dir string, wm map[string]string) int64 { wm["c"] = "../" + f2; return 37 }, "leaves the checkpoint"},
+		{"absolute path", func(dir string, wm map[string]string) int64 { wm["c"] = "/etc/passwd"; return 37 }, "absolute"},
+		{"stray shard", func(dir string, wm map[string]string) int64 {
+			writeTestFile(t, dir, "extra.safetensors", []TensorSpec{{"q", U8, []int64{1}}})
+			return 37
+		}, "not in model.safetensors.index.json"},
+		{"symlink out", func(dir string, wm map[string]string) int64 {
+			out := t.TempDir()
+			writeTestFile(t, out, "evil.safetensors", []TensorSpec{{"c", U8, []int64{5}}})
+			os.Remove(filepath.Join(dir, f2))
+			os.Symlink(filepath.Join(out, "evil.safetensors"), filepath.Join(dir, f2))
+			return 37
+		}, "outside"},
+		{"missing shard", func(dir string, wm map[string]string) int64 {
+			os.Remove(filepath.Join(dir, f2))
+			return 37
+		}, f2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := twoShardCheckpoint(t)
+			wm := map[string]string{}
+			for k, v := range good {
+				wm[k] = v
+			}
+			total := c.edit(dir, wm)
+			b, _ := (&Index{TotalSize: total, WeightMap: wm}).Marshal()
+			os.WriteFile(filepath.Join(dir, IndexName), b, 0o644)
+			_, err := Open(dir)
+			if err == nil || !strings.Contains(err.Error(), c.wants) {
+				t.Fatalf("got %v, want an error mentioning %q", err, c.wants)
+			}
+		})
+	}
+	// Duplicate keys in the JSON itself.
+	dup := `{"metadata":{"total_size":1},"weight_map":{"a":"x.safetensors","a":"y.safetensors"}}`
+	if _, err := ParseIndex([]byte(dup), "i"); !errors.Is(err, ErrIndex) || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("duplicate: %v", err)
+	}
+}
+
+func TestIndexRoundTrip(t *testing.T) {
+	idx := &Index{TotalSize: 42, WeightMap: map[string]string{"b": "f2", "a": "f1"}, Metadata: map[string]any{"format": "pt"}}
+	b, err := idx.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "{\n  \"metadata\": {\n    \"format\": \"pt\",\n    \"total_size\": 42\n  },\n  \"weight_map\": {\n    \"a\": \"f1\",\n    \"b\": \"f2\"\n  }\n}\n"
+	if string(b) != want {
+		t.Fatalf("got\n%s", b)
+	}
+	back, err := ParseIndex(b, "x")
+	if err != nil || back.TotalSize != 42 || back.WeightMap["b"] != "f2" || back.Metadata["format"] != "pt" {
+		t.Fatalf("round trip: %v %+v", err, back)
+	}
+}
+
+func TestDuplicateAcrossFilesWithoutIndex(t *testing.T) {
+	dir := t.TempDir()
+	writeTestFile(t, dir, "a.safetensors", []TensorSpec{{"x", U8, []int64{1}}})
+	writeTestFile(t, dir, "b.safetensors", []TensorSpec{{"x", U8, []int64{1}}})
+	if _, err := Open(dir); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("got %v", err)
+	}
+}
