@@ -1,0 +1,664 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// ErrInvalidConfig is wrapped by every config validation error.
+var ErrInvalidConfig = errors.New("invalid config")
+
+// FieldError is a config error that names the offending JSON field by its
+// dotted path, e.g. "text_config.linear_attn_config.full_attn_layers[3]".
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
+
+// Unwrap lets callers test errors.Is(err, ErrInvalidConfig).
+func (e *FieldError) Unwrap() error { return ErrInvalidConfig }
+
+// Limits a config must respect. They keep a hostile or mistyped config from
+// making the catalog (and everything sized from it) explode.
+const (
+	// MaxLayers bounds num_hidden_layers.
+	MaxLayers = 4096
+	// MaxDim bounds every single dimension (hidden size, vocabulary, ranks…).
+	MaxDim = 1 << 24
+	// MaxExperts bounds num_experts.
+	MaxExperts = 1 << 16
+	// MaxTensors bounds the catalog size (K3 has 497,220 tensors).
+	MaxTensors = 16 << 20
+	// MaxConfigSize bounds the config.json bytes ParseConfig accepts.
+	MaxConfigSize = 16 << 20
+)
+
+// ALogAlign is the length multiple A_log is zero-padded to: K3 stores its 96
+// heads' values in an F32 [128]. The spec gives only that instance; padding
+// to a multiple of 128 is this package's rule for other head counts.
+const ALogAlign = 128
+
+// AttnKind is the attention type of a decoder layer.
+type AttnKind uint8
+
+const (
+	// KDA is Kimi Delta Attention, the linear-attention layer with a recurrent state.
+	KDA AttnKind = iota
+	// MLA is multi-head latent attention, the full-attention layer.
+	MLA
+)
+
+// String returns "kda" or "mla".
+func (k AttnKind) String() string {
+	switch k {
+	case KDA:
+		return "kda"
+	case MLA:
+		return "mla"
+	}
+	return fmt.Sprintf("AttnKind(%d)", uint8(k))
+}
+
+// ExpertFormat is how routed expert weights are stored.
+type ExpertFormat uint8
+
+const (
+	// ExpertsMXFP4 is compressed-tensors mxfp4-pack-quantized: weight_packed + weight_scale (U8).
+	ExpertsMXFP4 ExpertFormat = iota
+	// ExpertsBF16 is unquantized BF16 weights (a config without quantization_config).
+	ExpertsBF16
+)
+
+// String returns "mxfp4" or "bf16".
+func (f ExpertFormat) String() string {
+	switch f {
+	case ExpertsMXFP4:
+		return "mxfp4"
+	case ExpertsBF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("ExpertFormat(%d)", uint8(f))
+}
+
+// Layer is one entry of the layer schedule.
+type Layer struct {
+	// Index is the 0-based layer number (tensor names use it).
+	Index int
+	// Attention is KDA or MLA.
+	Attention AttnKind
+	// MoE is false for the first_k_dense_replace dense layers.
+	MoE bool
+	// Block is the AttnRes block (Index / attn_res_block_size).
+	Block int
+	// BlockStart marks the first layer of a block, the one that writes a new bank row.
+	BlockStart bool
+}
+
+// VisionConfig is the vision tower and projector geometry (K2.5-style vt_* fields).
+type VisionConfig struct {
+	Hidden       int64 // vt_hidden_size
+	Layers       int64 // vt_num_hidden_layers
+	Intermediate int64 // vt_intermediate_size
+	Heads        int64 // vt_num_attention_heads
+	HeadDim      int64 // vt_head_dim; heads × head_dim is the wqkv/wo inner width
+	PatchSize    int64 // patch_size
+	Channels     int64 // num_channels
+	PosEmbH      int64 // init_pos_emb_height
+	PosEmbW      int64 // init_pos_emb_width
+	MergeH       int64 // merge_kernel_size[0]
+	MergeW       int64 // merge_kernel_size[1]
+	MMHidden     int64 // mm_hidden_size: the projector's inner width
+}
+
+// Config is a validated K3 (or bare kimi_linear) config. Field names follow
+// the JSON; all sizes are element counts.
+type Config struct {
+	// Multimodal is true for a top-level kimi_k3 config (tensor names under
+	// language_model.), false for a bare kimi_linear text config.
+	Multimodal bool
+
+	NumLayers    int
+	Hidden       int64
+	Vocab        int64
+	Intermediate int64 // dense MLP width (first_k_dense_replace layers)
+	RMSNormEps   float64
+
+	// MLA
+	NumHeads      int64
+	NumKVHeads    int64
+	QLoraRank     int64
+	KVLoraRank    int64
+	QKNopeHeadDim int64
+	QKRopeHeadDim int64
+	VHeadDim      int64
+	MLAOutputGate bool
+
+	// KDA (linear_attn_config)
+	KDAHeads       int64
+	KDAHeadDim     int64
+	ConvKernel     int64
+	FullAttnLayers []int // 1-based, as in the config
+
+	AttnResBlockSize int
+
+	// MoE
+	FirstKDense     int
+	NumExperts      int64
+	TopK            int64
+	NumShared       int64
+	MoEIntermediate int64
+	LatentDim       int64 // routed_expert_hidden_size
+	LatentNorm      bool
+	TieEmbeddings   bool
+
+	Experts   ExpertFormat
+	GroupSize int64 // MXFP4 group (32)
+
+	Vision *VisionConfig // nil when the config has no vision_config
+
+	raw    map[string]any
+	layers []Layer
+}
+
+// ParseConfig parses and validates a config.json: a top-level kimi_k3 config
+// with text_config, or a bare kimi_linear text config.
+func ParseConfig(data []byte) (*Config, error) {
+	if len(data) > MaxConfigSize {
+		return nil, &FieldError{Field: "(file)", Msg: fmt.Sprintf("%d bytes, over the %d-byte limit", len(data), MaxConfigSize)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var raw map[string]any
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("config: not a JSON object: %v: %w", err, ErrInvalidConfig)
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("config: not a JSON object: %w", ErrInvalidConfig)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("config: trailing data after the JSON object: %w", ErrInvalidConfig)
+	}
+	c, err := fromRaw(raw)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Raw returns a deep copy of the parsed JSON (numbers as json.Number, so they
+// re-encode exactly). convert edits it and writes it back as config.json.
+func (c *Config) Raw() map[string]any { return deepCopy(c.raw).(map[string]any) }
+
+// JSON renders the config as indented JSON (keys sorted), the form synth writes.
+func (c *Config) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(c.raw, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Layers returns the layer schedule, one entry per 0-based layer.
+func (c *Config) Layers() []Layer { return slices.Clone(c.layers) }
+
+// Classifier returns a component classifier for this config's schedule.
+func (c *Config) Classifier() *Classifier { return NewClassifier(c.layers) }
+
+// NumBlocks is the number of AttnRes blocks.
+func (c *Config) NumBlocks() int {
+	return (c.NumLayers + c.AttnResBlockSize - 1) / c.AttnResBlockSize
+}
+
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			m[k] = deepCopy(x)
+		}
+		return m
+	case []any:
+		s := make([]any, len(t))
+		for i, x := range t {
+			s[i] = deepCopy(x)
+		}
+		return s
+	}
+	return v
+}
+
+// jobj is a JSON object together with its dotted path, so errors can name fields.
+type jobj struct {
+	m    map[string]any
+	path string
+}
+
+func (o jobj) name(k string) string {
+	if o.path == "" {
+		return k
+	}
+	return o.path + "." + k
+}
+
+// fields reads typed values out of JSON objects; the first problem sticks and
+// later reads become no-ops, which keeps the validation code linear.
+type fields struct{ err error }
+
+func (p *fields) fail(field, format string, args ...any) {
+	if p.err == nil {
+		p.err = &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+func describe(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) > 40 {
+		return fmt.Sprintf("a %T", v)
+	}
+	return string(b)
+}
+
+func (p *fields) get(o jobj, k string, required bool) (any, bool) {
+	v, ok := o.m[k]
+	if !ok || v == nil {
+		if required {
+			p.fail(o.name(k), "missing")
+		}
+		return nil, false
+	}
+	return v, true
+}
+
+func (p *fields) integer(name string, v any) (int64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		p.fail(name, "must be an integer, got %s", describe(v))
+		return 0, false
+	}
+	i, err := n.Int64()
+	if err != nil {
+		p.fail(name, "must be an integer, got %s", n)
+		return 0, false
+	}
+	return i, true
+}
+
+// size reads a required dimension in [1, max].
+func (p *fields) size(o jobj, k string, max int64) int64 {
+	v, ok := p.get(o, k, true)
+	if !ok {
+		return 0
+	}
+	i, ok := p.integer(o.name(k), v)
+	if !ok {
+		return 0
+	}
+	if i <= 0 || i > max {
+		p.fail(o.name(k), "must be in 1..%d, got %d", max, i)
+		return 0
+	}
+	return i
+}
+
+// sizeOr reads an optional dimension in [lo, max], def when absent.
+func (p *fields) sizeOr(o jobj, k string, lo, max, def int64) int64 {
+	v, ok := p.get(o, k, false)
+	if !ok {
+		return def
+	}
+	i, ok := p.integer(o.name(k), v)
+	if !ok {
+		return def
+	}
+	if i < lo || i > max {
+		p.fail(o.name(k), "must be in %d..%d, got %d", lo, max, i)
+		return def
+	}
+	return i
+}
+
+func (p *fields) boolean(o jobj, k string, def bool) bool {
+	v, ok := p.get(o, k, false)
+	if !ok {
+		return def
+	}
+	b, ok := v.(bool)
+	if !ok {
+		p.fail(o.name(k), "must be true or false, got %s", describe(v))
+		return def
+	}
+	return b
+}
+
+func (p *fields) str(o jobj, k string, required bool) string {
+	v, ok := p.get(o, k, required)
+	if !ok {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		p.fail(o.name(k), "must be a string, got %s", describe(v))
+	}
+	return s
+}
+
+func (p *fields) float(o jobj, k string) float64 {
+	v, ok := p.get(o, k, false)
+	if !ok {
+		return 0
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		p.fail(o.name(k), "must be a number, got %s", describe(v))
+		return 0
+	}
+	f, err := n.Float64()
+	if err != nil || f <= 0 {
+		p.fail(o.name(k), "must be a positive number, got %s", n)
+	}
+	return f
+}
+
+func (p *fields) object(o jobj, k string, required bool) (jobj, bool) {
+	v, ok := p.get(o, k, required)
+	if !ok {
+		return jobj{}, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		p.fail(o.name(k), "must be an object, got %s", describe(v))
+		return jobj{}, false
+	}
+	return jobj{m: m, path: o.name(k)}, true
+}
+
+// layerList reads a list of 1-based layer numbers, each in 1..n and unique.
+func (p *fields) layerList(o jobj, k string, n int, required bool) ([]int, bool) {
+	v, ok := p.get(o, k, required)
+	if !ok {
+		return nil, false
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		p.fail(o.name(k), "must be a list of 1-based layer numbers, got %s", describe(v))
+		return nil, false
+	}
+	out := make([]int, 0, len(arr))
+	seen := make(map[int]bool, len(arr))
+	for i, x := range arr {
+		field := fmt.Sprintf("%s[%d]", o.name(k), i)
+		l, ok := p.integer(field, x)
+		if !ok {
+			return nil, false
+		}
+		if l < 1 || l > int64(n) {
+			p.fail(field, "layer %d out of range 1..%d (the list is 1-based)", l, n)
+			return nil, false
+		}
+		if seen[int(l)] {
+			p.fail(field, "layer %d listed twice", l)
+			return nil, false
+		}
+		seen[int(l)] = true
+		out = append(out, int(l))
+	}
+	return out, true
+}
+
+func fromRaw(raw map[string]any) (*Config, error) {
+	p := &fields{}
+	top := jobj{m: raw}
+	c := &Config{raw: raw}
+
+	text := top
+	if _, ok := raw["text_config"]; ok {
+		c.Multimodal = true
+		if mt := p.str(top, "model_type", true); p.err == nil && mt != "kimi_k3" {
+			p.fail("model_type", "must be \"kimi_k3\" for a config with text_config, got %q", mt)
+		}
+		text, _ = p.object(top, "text_config", true)
+		if mt := p.str(text, "model_type", true); p.err == nil && mt != "kimi_linear" {
+			p.fail(text.name("model_type"), "must be \"kimi_linear\", got %q", mt)
+		}
+	} else if mt := p.str(top, "model_type", true); p.err == nil && mt != "kimi_linear" {
+		p.fail("model_type", "must be \"kimi_k3\" (with text_config) or \"kimi_linear\", got %q", mt)
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+
+	c.NumLayers = int(p.size(text, "num_hidden_layers", MaxLayers))
+	c.Hidden = p.size(text, "hidden_size", MaxDim)
+	c.Vocab = p.size(text, "vocab_size", MaxDim)
+	c.RMSNormEps = p.float(text, "rms_norm_eps")
+	c.NumHeads = p.size(text, "num_attention_heads", MaxDim)
+	c.NumKVHeads = p.sizeOr(text, "num_key_value_heads", 1, MaxDim, c.NumHeads)
+	if p.err == nil && c.NumHeads%c.NumKVHeads != 0 {
+		p.fail(text.name("num_key_value_heads"), "%d does not divide num_attention_heads %d", c.NumKVHeads, c.NumHeads)
+	}
+	c.QLoraRank = p.size(text, "q_lora_rank", MaxDim)
+	c.KVLoraRank = p.size(text, "kv_lora_rank", MaxDim)
+	c.QKNopeHeadDim = p.size(text, "qk_nope_head_dim", MaxDim)
+	c.QKRopeHeadDim = p.size(text, "qk_rope_head_dim", MaxDim)
+	c.VHeadDim = p.size(text, "v_head_dim", MaxDim)
+	c.MLAOutputGate = p.boolean(text, "mla_use_output_gate", false)
+
+	lin, _ := p.object(text, "linear_attn_config", true)
+	if p.err == nil {
+		c.KDAHeadDim = p.size(lin, "head_dim", MaxDim)
+		c.KDAHeads = p.size(lin, "num_heads", MaxDim)
+		c.ConvKernel = p.size(lin, "short_conv_kernel_size", MaxDim)
+		if !p.boolean(lin, "use_full_rank_gate", true) {
+			p.fail(lin.name("use_full_rank_gate"), "only full-rank output gates (g_proj) are supported, got false")
+		}
+		if p.err == nil {
+			c.parseSchedule(p, lin)
+		}
+	}
+	c.AttnResBlockSize = int(p.size(text, "attn_res_block_size", MaxLayers))
+
+	c.FirstKDense = int(p.sizeOr(text, "first_k_dense_replace", 0, int64(c.NumLayers), 0))
+	if c.FirstKDense > 0 {
+		c.Intermediate = p.size(text, "intermediate_size", MaxDim)
+	}
+	if c.FirstKDense < c.NumLayers {
+		c.NumExperts = p.size(text, "num_experts", MaxExperts)
+		c.TopK = p.size(text, "num_experts_per_token", MaxExperts)
+		if p.err == nil && c.TopK >= c.NumExperts {
+			p.fail(text.name("num_experts"), "must be greater than num_experts_per_token (%d), got %d", c.TopK, c.NumExperts)
+		}
+		c.NumShared = p.sizeOr(text, "num_shared_experts", 0, MaxExperts, 0)
+		c.MoEIntermediate = p.size(text, "moe_intermediate_size", MaxDim)
+		c.LatentDim = p.size(text, "routed_expert_hidden_size", MaxDim)
+		c.LatentNorm = p.boolean(text, "latent_moe_use_norm", false)
+	}
+	c.TieEmbeddings = p.boolean(text, "tie_word_embeddings", false)
+	if p.err != nil {
+		return nil, p.err
+	}
+
+	c.parseQuantization(p, top)
+	if c.Multimodal {
+		c.parseVision(p, top)
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	c.buildLayers()
+	if n := c.NumTensors(); n > MaxTensors {
+		return nil, &FieldError{Field: text.name("num_experts"), Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, MaxTensors)}
+	}
+	return c, nil
+}
+
+// parseSchedule checks that full_attn_layers and kda_layers (when given)
+// partition 1..num_hidden_layers.
+func (c *Config) parseSchedule(p *fields, lin jobj) {
+	full, ok := p.layerList(lin, "full_attn_layers", c.NumLayers, true)
+	if !ok {
+		return
+	}
+	c.FullAttnLayers = full
+	kda, ok := p.layerList(lin, "kda_layers", c.NumLayers, false)
+	if !ok {
+		return
+	}
+	isFull := make([]bool, c.NumLayers+1)
+	for _, l := range full {
+		isFull[l] = true
+	}
+	for i, l := range kda {
+		if isFull[l] {
+			p.fail(fmt.Sprintf("%s[%d]", lin.name("kda_layers"), i), "layer %d is also in full_attn_layers", l)
+			return
+		}
+	}
+	if len(kda)+len(full) != c.NumLayers {
+		p.fail(lin.name("kda_layers"), "kda_layers (%d) and full_attn_layers (%d) must cover all %d layers exactly once",
+			len(kda), len(full), c.NumLayers)
+	}
+}
+
+// mxfp4Format is the compressed-tensors format name of packed MXFP4 weights.
+const mxfp4Format = "mxfp4-pack-quantized"
+
+// parseQuantization finds the MXFP4 expert group of a compressed-tensors
+// config; without quantization_config the experts are BF16.
+func (c *Config) parseQuantization(p *fields, top jobj) {
+	q, ok := p.object(top, "quantization_config", false)
+	if !ok {
+		c.Experts = ExpertsBF16
+		return
+	}
+	if qm := p.str(q, "quant_method", true); p.err == nil && qm != "compressed-tensors" {
+		p.fail(q.name("quant_method"), "the source checkpoint must be \"compressed-tensors\" (MXFP4 experts), got %q", qm)
+		return
+	}
+	topFormat := p.str(q, "format", false)
+	groups, _ := p.object(q, "config_groups", true)
+	if p.err != nil {
+		return
+	}
+	keys := make([]string, 0, len(groups.m))
+	for k := range groups.m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		g, _ := p.object(groups, k, true)
+		if p.err != nil {
+			return
+		}
+		format := p.str(g, "format", false)
+		if format == "" {
+			format = topFormat
+		}
+		if format != mxfp4Format {
+			continue
+		}
+		w, _ := p.object(g, "weights", true)
+		if p.err != nil {
+			return
+		}
+		if bits := p.size(w, "num_bits", 64); p.err == nil && bits != 4 {
+			p.fail(w.name("num_bits"), "MXFP4 weights must be 4-bit, got %d", bits)
+		}
+		if t := p.str(w, "type", true); p.err == nil && t != "float" {
+			p.fail(w.name("type"), "MXFP4 weights must be \"float\", got %q", t)
+		}
+		c.GroupSize = p.size(w, "group_size", MaxDim)
+		if p.err == nil && c.GroupSize != 32 {
+			p.fail(w.name("group_size"), "MXFP4 blocks are 32 elements, got %d", c.GroupSize)
+		}
+		if p.err != nil {
+			return
+		}
+		c.Experts = ExpertsMXFP4
+		text := "text_config."
+		if !c.Multimodal {
+			text = ""
+		}
+		if c.NumExperts > 0 && c.MoEIntermediate%c.GroupSize != 0 {
+			p.fail(text+"moe_intermediate_size", "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.MoEIntermediate)
+		}
+		if c.NumExperts > 0 && c.LatentDim%c.GroupSize != 0 {
+			p.fail(text+"routed_expert_hidden_size", "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.LatentDim)
+		}
+		return
+	}
+	p.fail(groups.path, "no %q group: the source's routed experts must be MXFP4", mxfp4Format)
+}
+
+func (c *Config) parseVision(p *fields, top jobj) {
+	v, ok := p.object(top, "vision_config", false)
+	if !ok {
+		return
+	}
+	vc := &VisionConfig{}
+	vc.Hidden = p.size(v, "vt_hidden_size", MaxDim)
+	vc.Layers = p.size(v, "vt_num_hidden_layers", MaxLayers)
+	vc.Intermediate = p.size(v, "vt_intermediate_size", MaxDim)
+	vc.Heads = p.size(v, "vt_num_attention_heads", MaxDim)
+	if p.err != nil {
+		return
+	}
+	def := int64(0)
+	if vc.Hidden%vc.Heads == 0 {
+		def = vc.Hidden / vc.Heads
+	}
+	vc.HeadDim = p.sizeOr(v, "vt_head_dim", 1, MaxDim, def)
+	if p.err == nil && vc.HeadDim == 0 {
+		p.fail(v.name("vt_head_dim"), "missing, and vt_num_attention_heads %d does not divide vt_hidden_size %d", vc.Heads, vc.Hidden)
+	}
+	vc.PatchSize = p.size(v, "patch_size", 4096)
+	vc.Channels = p.sizeOr(v, "num_channels", 1, 64, 3)
+	vc.PosEmbH = p.size(v, "init_pos_emb_height", 4096)
+	vc.PosEmbW = p.size(v, "init_pos_emb_width", 4096)
+	vc.MergeH, vc.MergeW = 2, 2
+	if mv, ok := p.get(v, "merge_kernel_size", false); ok {
+		arr, ok := mv.([]any)
+		if !ok || len(arr) != 2 {
+			p.fail(v.name("merge_kernel_size"), "must be a list of two sizes, got %s", describe(mv))
+			return
+		}
+		mh, _ := p.integer(v.name("merge_kernel_size")+"[0]", arr[0])
+		mw, _ := p.integer(v.name("merge_kernel_size")+"[1]", arr[1])
+		if p.err == nil && (mh <= 0 || mw <= 0 || mh > 64 || mw > 64) {
+			p.fail(v.name("merge_kernel_size"), "sizes must be in 1..64, got [%d, %d]", mh, mw)
+		}
+		vc.MergeH, vc.MergeW = mh, mw
+	}
+	vc.MMHidden = p.sizeOr(v, "mm_hidden_size", 1, MaxDim, vc.Hidden*vc.MergeH*vc.MergeW)
+	if th := p.sizeOr(v, "text_hidden_size", 1, MaxDim, c.Hidden); p.err == nil && th != c.Hidden {
+		p.fail(v.name("text_hidden_size"), "must equal text_config.hidden_size %d, got %d", c.Hidden, th)
+	}
+	if p.err == nil {
+		c.Vision = vc
+	}
+}
+
+func (c *Config) buildLayers() {
+	full := make([]bool, c.NumLayers)
+	for _, l := range c.FullAttnLayers {
+		full[l-1] = true
+	}
+	c.layers = make([]Layer, c.NumLayers)
+	for i := range c.layers {
+		k := KDA
+		if full[i] {
+			k = MLA
+		}
+		c.layers[i] = Layer{
+			Index:      i,
+			Attention:  k,
+			MoE:        i >= c.FirstKDense,
+			Block:      i / c.AttnResBlockSize,
+			BlockStart: i%c.AttnResBlockSize == 0,
+		}
+	}
+}
