@@ -1,0 +1,78 @@
+package safetensors
+
+import (
+	"fmt"
+	"testing"
+)
+
+// k3LayerSpecs lists a header shaped like one Kimi-K3 MoE layer shard (896
+// MXFP4 experts plus the layer's BF16/F32 tensors): 5,398 tensors, about 823 KB
+// of header, the size the reader must parse 96 times for the whole checkpoint.
+func k3LayerSpecs(layer int) []TensorSpec {
+	p := fmt.Sprintf("language_model.model.layers.%d.", layer)
+	const h = 7168
+	s := []TensorSpec{
+		{p + "input_layernorm.weight", BF16, []int64{h}},
+		{p + "post_attention_layernorm.weight", BF16, []int64{h}},
+		{p + "self_attention_res_norm.weight", BF16, []int64{h}},
+		{p + "mlp_res_norm.weight", BF16, []int64{h}},
+		{p + "self_attention_res_proj.weight", BF16, []int64{1, h}},
+		{p + "mlp_res_proj.weight", BF16, []int64{1, h}},
+	}
+	for _, n := range []string{"q_proj", "k_proj", "v_proj", "g_proj"} {
+		s = append(s, TensorSpec{p + "self_attn." + n + ".weight", BF16, []int64{12288, h}})
+	}
+	for _, n := range []string{"q_conv1d", "k_conv1d", "v_conv1d"} {
+		s = append(s, TensorSpec{p + "self_attn." + n + ".weight", F32, []int64{12288, 1, 4}})
+	}
+	s = append(s,
+		TensorSpec{p + "self_attn.o_proj.weight", BF16, []int64{h, 12288}},
+		TensorSpec{p + "self_attn.f_a_proj.weight", BF16, []int64{128, h}},
+		TensorSpec{p + "self_attn.f_b_proj.weight", BF16, []int64{12288, 128}},
+		TensorSpec{p + "self_attn.b_proj.weight", BF16, []int64{96, h}},
+		TensorSpec{p + "self_attn.dt_bias", F32, []int64{12288}},
+		TensorSpec{p + "self_attn.o_norm.weight", F32, []int64{128}},
+		TensorSpec{p + "self_attn.A_log", F32, []int64{128}},
+		TensorSpec{p + "block_sparse_moe.gate.weight", BF16, []int64{896, h}},
+		TensorSpec{p + "block_sparse_moe.gate.e_score_correction_bias", F32, []int64{896}},
+	)
+	for e := range 896 {
+		q := fmt.Sprintf("%sblock_sparse_moe.experts.%d.", p, e)
+		s = append(s,
+			TensorSpec{q + "w1.weight_packed", U8, []int64{3072, 1792}},
+			TensorSpec{q + "w1.weight_scale", U8, []int64{3072, 112}},
+			TensorSpec{q + "w2.weight_packed", U8, []int64{3584, 1536}},
+			TensorSpec{q + "w2.weight_scale", U8, []int64{3584, 96}},
+			TensorSpec{q + "w3.weight_packed", U8, []int64{3072, 1792}},
+			TensorSpec{q + "w3.weight_scale", U8, []int64{3072, 112}},
+		)
+	}
+	return s
+}
+
+// BenchmarkParseLayerHeader parses one full-size K3 layer shard header.
+func BenchmarkParseLayerHeader(b *testing.B) {
+	l, err := NewLayout(k3LayerSpecs(5), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := l.Header[8:]
+	b.ReportAllocs()
+	b.SetBytes(int64(len(h)))
+	for b.Loop() {
+		if _, err := ParseHeader(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNewLayout renders the same header canonically (the writer's cost).
+func BenchmarkNewLayout(b *testing.B) {
+	specs := k3LayerSpecs(5)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := NewLayout(specs, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

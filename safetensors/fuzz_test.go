@@ -1,0 +1,72 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// seedHeaders returns the header JSON of every committed golden file.
+func seedHeaders(t interface{ Fatal(...any) }) [][]byte {
+	paths, _ := filepath.Glob("../testdata/safetensors/*.safetensors")
+	extra, _ := filepath.Glob("testdata/fuzz-seeds/*.safetensors")
+	var out [][]byte
+	for _, p := range append(paths, extra...) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := binary.LittleEndian.Uint64(b)
+		out = append(out, b[8:8+n])
+	}
+	return out
+}
+
+// FuzzParseHeader checks that the parser never panics or over-allocates and
+// that anything it accepts survives a canonical write and a second parse with
+// the same tensors.
+func FuzzParseHeader(f *testing.F) {
+	for _, h := range seedHeaders(f) {
+		f.Add(h)
+	}
+	f.Add([]byte(`{"a":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]}}`))
+	f.Add([]byte(`{"__metadata__":{"k":"v"},"b":{"dtype":"F6_E3M2","shape":[4],"data_offsets":[0,3]}}`))
+	f.Fuzz(func(t *testing.T, header []byte) {
+		if len(header) > 1<<20 {
+			return
+		}
+		got, err := ParseHeader(header)
+		if err != nil {
+			return
+		}
+		specs := make([]TensorSpec, len(got.Tensors))
+		for i, ti := range got.Tensors {
+			specs[i] = TensorSpec{ti.Name, ti.DType, ti.Shape}
+		}
+		l, err := NewLayout(specs, got.Metadata)
+		if err != nil {
+			t.Fatalf("accepted header cannot be written: %v", err)
+		}
+		back, err := ParseHeader(l.Header[8:])
+		if err != nil {
+			t.Fatalf("written header does not parse: %v\n%s", err, l.Header[8:])
+		}
+		if len(back.Tensors) != len(got.Tensors) || !mapsEqual(back.Metadata, got.Metadata) {
+			t.Fatalf("round trip changed the header")
+		}
+		for _, ti := range got.Tensors {
+			bt, ok := back.Lookup(ti.Name)
+			if !ok || bt.DType != ti.DType || !slices.Equal(bt.Shape, ti.Shape) || bt.Size() != ti.Size() {
+				t.Fatalf("tensor %q changed: %+v → %+v", ti.Name, ti, bt)
+			}
+		}
+		// A canonical header is a fixed point.
+		again, _ := NewLayout(specs, back.Metadata)
+		if !bytes.Equal(again.Header, l.Header) {
+			t.Fatalf("canonical form is not stable")
+		}
+	})
+}
