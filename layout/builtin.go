@@ -1,0 +1,323 @@
+package layout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Model holds the model dimensions the built-in layouts are derived from.
+type Model struct {
+	// Layers is num_hidden_layers.
+	Layers int
+	// AttnHeads is the MLA head count (num_attention_heads).
+	AttnHeads int
+	// LinearHeads is the KDA head count (linear_attn_config.num_heads).
+	LinearHeads int
+	// Experts is the routed expert count per MoE layer (num_experts).
+	Experts int
+	// AttnResBlock is the AttnRes block size in layers (attn_res_block_size).
+	AttnResBlock int
+}
+
+// K3 is Kimi K3's dimensions (SPEC §1.1).
+func K3() Model {
+	return Model{Layers: 93, AttnHeads: 96, LinearHeads: 96, Experts: 896, AttnResBlock: 12}
+}
+
+// Options switch the optional features of the built-in layouts, one per step
+// of the seed's per-rank memory story.
+type Options struct {
+	// TextOnly drops the vision tower and projector (ONLY_LANGUAGE).
+	TextOnly bool
+	// WeightShard splits the dp16 weight-shard set 8 ways inside a node
+	// (SGLANG_ENABLE_K3_WEIGHT_SHARD); dp16 only.
+	WeightShard bool
+	// VocabTP splits embed_tokens and lm_head rows 8 ways inside a node
+	// (SGLANG_VOCAB_TP_SIZE=8); dp16 and dp2-dcp8.
+	VocabTP bool
+	// PPPartition overrides the layers per stage of pp16 and pp8-tp8.
+	PPPartition []int
+	// EvenPartition uses SGLang's default split (SGLANG_PP_LAYER_PARTITION
+	// unset) instead of the layout's partition; ignored with PPPartition.
+	EvenPartition bool
+}
+
+// PP16Partition is the prefill script's SGLANG_PP_LAYER_PARTITION for K3 (SPEC §5).
+func PP16Partition() []int { return []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} }
+
+// NodeGPUs is the size of a node-local group: weight shard, vocab TP, head TP
+// and DCP all stay inside one node's NVLink domain (SPEC §6: group = rank % 8).
+const NodeGPUs = 8
+
+// DecodeRanks is the decode world size of SPEC §6 (2 nodes × 8 GPUs).
+const DecodeRanks = 16
+
+// builtin is one built-in layout: its doc, the seed script's options, and the
+// function that builds its rules.
+type builtin struct {
+	doc      string
+	defaults Options
+	build    func(m Model, o Options) (*Layout, error)
+}
+
+var builtins = map[string]builtin{
+	"pp16": {
+		doc:   "prefill PP16 × TP1: stage s owns a contiguous layer range; embedding (and vision) on stage 0, final norms and lm_head on the last",
+		build: buildPP16,
+	},
+	"dp16": {
+		doc:      "decode DP16 attention + EP16 experts, weight shard 1/8 rows and vocab TP8 inside each node",
+		defaults: Options{TextOnly: true, WeightShard: true, VocabTP: true},
+		build:    buildDP16,
+	},
+	"dp2-dcp8": {
+		doc:      "decode DP2 × DCP8: KDA head TP8, MLA replicated Q with o/g split by head, SP-MoE replicated, dense TP8, vocab TP8, EP16 experts",
+		defaults: Options{TextOnly: true, VocabTP: true},
+		build:    buildDP2DCP8,
+	},
+	"pp8-tp8": {
+		doc:   "PP8 × TP8: AttnRes-aligned stages (12, …, 12, rest) with plain TP8 of every projection and TP-split experts",
+		build: buildPP8TP8,
+	},
+}
+
+// Names lists the built-in layout names.
+func Names() []string {
+	out := make([]string, 0, len(builtins))
+	for n := range builtins {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DefaultOptions returns the options of the seed's launch script for a built-in.
+func DefaultOptions(name string) (Options, error) {
+	b, ok := builtins[name]
+	if !ok {
+		return Options{}, unknownLayout(name)
+	}
+	return b.defaults, nil
+}
+
+func unknownLayout(name string) error {
+	return fmt.Errorf("%w %q (built-in: %s; or a path to a .json layout)", ErrUnknownLayout, name, strings.Join(Names(), ", "))
+}
+
+// Builtin builds a built-in layout for a model.
+func Builtin(name string, m Model, o Options) (*Layout, error) {
+	b, ok := builtins[name]
+	if !ok {
+		return nil, unknownLayout(name)
+	}
+	if m.Layers < 1 || m.AttnHeads < 1 || m.LinearHeads < 1 || m.Experts < 1 {
+		return nil, fmt.Errorf("%w: %s: model dimensions must be positive: %+v", ErrLayout, name, m)
+	}
+	l, err := b.build(m, o)
+	if err != nil {
+		return nil, err
+	}
+	l.Name, l.Doc, l.Layers = name, b.doc, m.Layers
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Resolve returns a built-in layout by name, or loads a JSON layout file when
+// nameOrPath is not a built-in name but a path to one.
+func Resolve(nameOrPath string, m Model, o Options) (*Layout, error) {
+	if _, ok := builtins[nameOrPath]; ok {
+		return Builtin(nameOrPath, m, o)
+	}
+	if strings.HasSuffix(nameOrPath, ".json") || strings.ContainsRune(nameOrPath, '/') {
+		return Load(nameOrPath)
+	}
+	return nil, unknownLayout(nameOrPath)
+}
+
+// partition picks the pipeline partition: the user's, SGLang's even split, or
+// the layout's own default.
+func partition(m Model, o Options, stages int, def func() ([]int, error)) ([]int, error) {
+	switch {
+	case o.PPPartition != nil:
+		p := append([]int(nil), o.PPPartition...)
+		return p, CheckPartition(p, stages, m.Layers)
+	case o.EvenPartition:
+		return DefaultPartition(m.Layers, stages)
+	default:
+		return def()
+	}
+}
+
+// Tensor-name groups, the one table the built-ins draw their rules from.
+const (
+	pfx   = "language_model.model."
+	layer = pfx + "layers.<layer>."
+	attn  = layer + "self_attn."
+	moe   = layer + "block_sparse_moe."
+)
+
+var (
+	grpLayerNorms = []string{layer + "{input_layernorm,post_attention_layernorm,self_attention_res_norm,mlp_res_norm,self_attention_res_proj,mlp_res_proj}.weight"}
+	grpExperts    = []string{moe + "experts.<expert>.*.*"}
+	grpExpertsUp  = []string{moe + "experts.#.{w1,w3}.{weight_packed,weight_scale}"}
+	grpExpertsDn  = []string{moe + "experts.#.w2.{weight_packed,weight_scale}"}
+	grpRouter     = []string{moe + "gate.{weight,e_score_correction_bias}", moe + "routed_expert_norm.weight"}
+	grpLatentDown = []string{moe + "routed_expert_down_proj.weight"}
+	grpLatentUp   = []string{moe + "routed_expert_up_proj.weight"}
+	grpSharedUp   = []string{moe + "shared_experts.{gate,up}_proj.weight"}
+	grpSharedDown = []string{moe + "shared_experts.down_proj.weight"}
+	grpDenseUp    = []string{layer + "mlp.{gate,up}_proj.weight"}
+	grpDenseDown  = []string{layer + "mlp.down_proj.weight"}
+	// KDA-only tensors whose rows are heads: projections, then per-head state.
+	grpKDAProjRows  = []string{attn + "{q,k,v,f_b}_proj.weight"}
+	grpKDAStateRows = []string{attn + "{q,k,v}_conv1d.weight", attn + "dt_bias", attn + "b_proj.weight"}
+	grpKDAALog      = []string{attn + "A_log"}
+	grpKDARepl      = []string{attn + "f_a_proj.weight", attn + "o_norm.weight"}
+	// Names shared by KDA and MLA layers: rows (g) or columns (o) are heads in both.
+	grpGRows = []string{attn + "g_proj.weight"}
+	grpOCols = []string{attn + "o_proj.weight"}
+	grpMLAQB = []string{attn + "q_b_proj.weight"}
+	grpMLAKV = []string{attn + "kv_b_proj.weight"}
+	// MLA projections without a head dimension, and the MLA norms.
+	grpMLARepl = []string{attn + "{q_a_proj,q_a_layernorm,kv_a_proj_with_mqa,kv_a_layernorm}.weight"}
+	grpEmbed   = []string{pfx + "embed_tokens.weight"}
+	grpLMHead  = []string{"language_model.lm_head.weight"}
+	grpFinal   = []string{pfx + "{norm,output_attn_res_norm,output_attn_res_proj}.weight"}
+	grpVision  = []string{"vision_tower.**", "mm_projector.**"}
+	// The dp16 weight-shard set (SPEC §6 A): KDA q/k/v/g/o/f_b, MLA q_b/o/g,
+	// shared experts and latent projections.
+	grpWeightShard = []string{attn + "{q,k,v,g,o,f_b,q_b}_proj.weight", moe + "shared_experts.{gate,up,down}_proj.weight", moe + "routed_expert_{down,up}_proj.weight"}
+)
+
+func cat(groups ...[]string) []string {
+	var out []string
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+func repl(name string, st StagePlace, pats ...[]string) Rule {
+	return Rule{Name: name, Match: cat(pats...), Action: Replicate, Stage: st}
+}
+
+func split(name string, axis, parts int, pats ...[]string) Rule {
+	return Rule{Name: name, Match: cat(pats...), Action: Split, Axis: axis, Parts: parts}
+}
+
+func heads(r Rule, units int64) Rule { r.Units = units; return r }
+
+func at(r Rule, st StagePlace) Rule { r.Stage = st; return r }
+
+// sharedHeads is the head count of names both KDA and MLA layers use (o_proj,
+// g_proj): the common one when they agree, else 0 (split by element only).
+func sharedHeads(m Model) int64 {
+	if m.AttnHeads == m.LinearHeads {
+		return int64(m.AttnHeads)
+	}
+	return 0
+}
+
+// onOff is replicate when off, an 8-way row split inside the node when on.
+func onOff(on bool, name string, pats ...[]string) Rule {
+	if on {
+		return split(name, 0, NodeGPUs, pats...)
+	}
+	return repl(name, StageAuto, pats...)
+}
+
+func vision(o Options, st StagePlace) Rule {
+	if o.TextOnly {
+		return Rule{Name: "vision", Match: grpVision, Action: Drop}
+	}
+	return repl("vision", st, grpVision)
+}
+
+func ep(m Model) Rule {
+	return Rule{Name: "experts-ep", Match: grpExperts, Action: Expert, Experts: m.Experts}
+}
+
+func buildPP16(m Model, o Options) (*Layout, error) {
+	p, err := partition(m, o, 16, func() ([]int, error) {
+		if m.Layers == 93 {
+			return PP16Partition(), nil
+		}
+		return DefaultPartition(m.Layers, 16)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Layout{Partition: p, RanksPerStage: 1, Rules: []Rule{
+		repl("layers", StageLayer, []string{layer + "**"}),
+		repl("embedding", StageFirst, grpEmbed),
+		vision(o, StageFirst),
+		repl("output", StageLast, grpFinal, grpLMHead),
+	}}, nil
+}
+
+func buildDP16(m Model, o Options) (*Layout, error) {
+	return &Layout{RanksPerStage: DecodeRanks, Rules: []Rule{
+		ep(m),
+		onOff(o.WeightShard, "weight-shard", grpWeightShard),
+		onOff(o.VocabTP, "vocab", grpEmbed, grpLMHead),
+		vision(o, StageAuto),
+		repl("replicated", StageAuto, grpLayerNorms, grpKDAStateRows, grpKDAALog, grpKDARepl,
+			grpMLARepl, grpMLAKV, grpDenseUp, grpDenseDown, grpRouter, grpFinal),
+	}}, nil
+}
+
+func kdaHeadTP(m Model) []Rule {
+	h := int64(m.LinearHeads)
+	alog := heads(split("kda-a-log", 0, NodeGPUs, grpKDAALog), h)
+	alog.Valid = h
+	return []Rule{
+		heads(split("kda-head-rows", 0, NodeGPUs, grpKDAProjRows, grpKDAStateRows), h),
+		alog,
+		heads(split("attn-g-rows", 0, NodeGPUs, grpGRows), sharedHeads(m)),
+		heads(split("attn-o-cols", 1, NodeGPUs, grpOCols), sharedHeads(m)),
+	}
+}
+
+func buildDP2DCP8(m Model, o Options) (*Layout, error) {
+	rules := []Rule{ep(m)}
+	rules = append(rules, kdaHeadTP(m)...)
+	rules = append(rules,
+		repl("replicated-q", StageAuto, grpMLAQB),
+		split("dense-up", 0, NodeGPUs, grpDenseUp),
+		split("dense-down", 1, NodeGPUs, grpDenseDown),
+		onOff(o.VocabTP, "vocab", grpEmbed, grpLMHead),
+		vision(o, StageAuto),
+		repl("replicated", StageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpMLAKV,
+			grpRouter, grpLatentDown, grpLatentUp, grpSharedUp, grpSharedDown, grpFinal),
+	)
+	return &Layout{RanksPerStage: DecodeRanks, Rules: rules}, nil
+}
+
+func buildPP8TP8(m Model, o Options) (*Layout, error) {
+	block := m.AttnResBlock
+	p, err := partition(m, o, 8, func() ([]int, error) { return blockPartition(m.Layers, 8, block) })
+	if err != nil {
+		return nil, err
+	}
+	h := int64(m.AttnHeads)
+	rules := []Rule{
+		split("experts-up", 0, NodeGPUs, grpExpertsUp),
+		split("experts-down", 1, NodeGPUs, grpExpertsDn),
+	}
+	rules = append(rules, kdaHeadTP(m)...)
+	rules = append(rules,
+		heads(split("mla-q-b", 0, NodeGPUs, grpMLAQB), h),
+		heads(split("mla-kv-b", 0, NodeGPUs, grpMLAKV), h),
+		split("mlp-up", 0, NodeGPUs, grpDenseUp, grpSharedUp, grpLatentDown),
+		split("mlp-down", 1, NodeGPUs, grpDenseDown, grpSharedDown, grpLatentUp),
+		at(split("vocab-first", 0, NodeGPUs, grpEmbed), StageFirst),
+		at(split("vocab-last", 0, NodeGPUs, grpLMHead), StageLast),
+		vision(o, StageFirst),
+		repl("replicated", StageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpRouter),
+		repl("final", StageLast, grpFinal),
+	)
+	return &Layout{Partition: p, RanksPerStage: NodeGPUs, Rules: rules}, nil
+}

@@ -1,0 +1,426 @@
+// Package layout describes how a checkpoint's tensors are spread over pipeline
+// stages and GPU ranks, plans the pieces each rank holds (headers only), and
+// writes per-stage checkpoints and per-rank exports from such a plan.
+//
+// A layout is data: a list of rules, each mapping tensor-name patterns to an
+// action (replicate, split along an axis over a group of ranks, expert
+// parallel, drop) and, for pipeline layouts, a stage placement. Every tensor of
+// a checkpoint must match exactly one rule; block-FP8 scale tensors follow
+// their weight. The built-in layouts (pp16, dp16, dp2-dcp8, pp8-tp8) are
+// defined once, in builtin.go; users can pass their own as JSON.
+package layout
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Sentinel errors; every error of the package wraps one of them.
+var (
+	// ErrLayout: a layout definition that is malformed or inconsistent.
+	ErrLayout = errors.New("invalid layout")
+	// ErrPattern: a tensor-name pattern that does not compile.
+	ErrPattern = errors.New("invalid pattern")
+	// ErrUnknownLayout: a layout name that is not built in.
+	ErrUnknownLayout = errors.New("unknown layout")
+	// ErrPartition: a pipeline partition of the wrong length, sum or entries.
+	ErrPartition = errors.New("invalid pipeline partition")
+	// ErrUnmatched: tensors that no rule of the layout matches.
+	ErrUnmatched = errors.New("tensors matched by no rule")
+	// ErrAmbiguous: tensors that more than one rule matches.
+	ErrAmbiguous = errors.New("tensors matched by more than one rule")
+	// ErrIndivisible: a split whose dimension or head count does not divide by its parts.
+	ErrIndivisible = errors.New("split does not divide evenly")
+	// ErrScaleAlign: a split that cuts a 128×128 scale block where the layout forbids it.
+	ErrScaleAlign = errors.New("split cuts a scale block")
+	// ErrRank: a rank or stage number out of range.
+	ErrRank = errors.New("rank out of range")
+	// ErrExpert: an expert index outside the layout's expert count.
+	ErrExpert = errors.New("expert index out of range")
+	// ErrManifest: an export directory whose manifests are missing or inconsistent.
+	ErrManifest = errors.New("invalid export manifest")
+	// ErrPadding: padding a layout drops (e.g. A_log past the valid heads) that is not zero.
+	ErrPadding = errors.New("dropped padding is not zero")
+)
+
+// BlockSize is the edge of the square weight block that one block-FP8 scale
+// covers (SPEC §2: 128×128).
+const BlockSize = 128
+
+// MaxRanks bounds the world size of a layout, so a bad file cannot make
+// planning allocate per-rank tables of arbitrary size.
+const MaxRanks = 1 << 16
+
+// MaxRules bounds the number of rules (and patterns per rule) in a layout.
+const MaxRules = 4096
+
+// Action is what a rule does with the tensors it matches.
+type Action uint8
+
+const (
+	// Replicate puts the whole tensor on every rank of its stage.
+	Replicate Action = iota
+	// Split cuts the tensor along Axis into Parts equal slices; local rank l
+	// holds slice l % Parts.
+	Split
+	// Expert puts the tensor on the one rank of its stage that owns its expert
+	// index: rank = expert / (Experts / ranks per stage).
+	Expert
+	// Drop leaves the tensor out of every rank (e.g. vision for text-only serving).
+	Drop
+)
+
+var actionNames = [...]string{Replicate: "replicate", Split: "split", Expert: "expert", Drop: "drop"}
+
+// String returns the action's JSON name.
+func (a Action) String() string { return enumString(actionNames[:], int(a), "Action") }
+
+// MarshalText writes the JSON name.
+func (a Action) MarshalText() ([]byte, error) { return enumMarshal(actionNames[:], int(a), "action") }
+
+// UnmarshalText parses the JSON name.
+func (a *Action) UnmarshalText(b []byte) error {
+	v, err := enumParse(actionNames[:], string(b), "action")
+	*a = Action(v)
+	return err
+}
+
+// StagePlace says which pipeline stage a rule's tensors belong to.
+type StagePlace uint8
+
+const (
+	// StageAuto is StageLayer when the rule's patterns capture <layer>; a
+	// pipeline layout rejects it otherwise.
+	StageAuto StagePlace = iota
+	// StageLayer puts a tensor on the stage that owns its <layer>.
+	StageLayer
+	// StageFirst puts a tensor on stage 0 (embedding, vision).
+	StageFirst
+	// StageLast puts a tensor on the last stage (final norms, lm_head).
+	StageLast
+)
+
+var stageNames = [...]string{StageAuto: "", StageLayer: "layer", StageFirst: "first", StageLast: "last"}
+
+// String returns the JSON name ("" for StageAuto).
+func (s StagePlace) String() string { return enumString(stageNames[:], int(s), "StagePlace") }
+
+// MarshalText writes the JSON name.
+func (s StagePlace) MarshalText() ([]byte, error) {
+	return enumMarshal(stageNames[:], int(s), "stage")
+}
+
+// UnmarshalText parses the JSON name.
+func (s *StagePlace) UnmarshalText(b []byte) error {
+	v, err := enumParse(stageNames[:], string(b), "stage")
+	*s = StagePlace(v)
+	return err
+}
+
+// ScalePolicy says what happens to the block-FP8 scale of a weight whose split
+// cuts a 128-row (or column) block, so the scale rows cannot follow the slices.
+type ScalePolicy uint8
+
+const (
+	// ScaleReplicate keeps the whole scale on every rank of the group (SPEC §6 A).
+	ScaleReplicate ScalePolicy = iota
+	// ScaleReject makes planning fail with ErrScaleAlign.
+	ScaleReject
+)
+
+var scalePolicyNames = [...]string{ScaleReplicate: "replicate", ScaleReject: "reject"}
+
+// String returns the JSON name.
+func (p ScalePolicy) String() string { return enumString(scalePolicyNames[:], int(p), "ScalePolicy") }
+
+// MarshalText writes the JSON name.
+func (p ScalePolicy) MarshalText() ([]byte, error) {
+	return enumMarshal(scalePolicyNames[:], int(p), "unaligned_scale")
+}
+
+// UnmarshalText parses the JSON name.
+func (p *ScalePolicy) UnmarshalText(b []byte) error {
+	v, err := enumParse(scalePolicyNames[:], string(b), "unaligned_scale")
+	*p = ScalePolicy(v)
+	return err
+}
+
+func enumString(names []string, v int, typ string) string {
+	if v >= 0 && v < len(names) {
+		if names[v] == "" {
+			return "auto"
+		}
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", typ, v)
+}
+
+func enumMarshal(names []string, v int, field string) ([]byte, error) {
+	if v >= 0 && v < len(names) {
+		return []byte(names[v]), nil
+	}
+	return nil, fmt.Errorf("%w: %s value %d", ErrLayout, field, v)
+}
+
+func enumParse(names []string, s, field string) (int, error) {
+	for i, n := range names {
+		if n == s {
+			return i, nil
+		}
+	}
+	var valid []string
+	for _, n := range names {
+		if n != "" {
+			valid = append(valid, n)
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown %s %q (want one of %s)", ErrLayout, field, s, strings.Join(valid, ", "))
+}
+
+// Rule maps tensor-name patterns to an action. See pattern.go for the syntax.
+type Rule struct {
+	// Name identifies the rule in errors and manifests.
+	Name string `json:"name"`
+	// Match lists the patterns; a tensor matches the rule if any pattern matches.
+	Match []string `json:"match"`
+	// Action is what happens to matched tensors.
+	Action Action `json:"action"`
+	// Stage places matched tensors on a pipeline stage (pipeline layouts only).
+	Stage StagePlace `json:"stage,omitempty"`
+	// Axis is the split dimension (Split).
+	Axis int `json:"axis,omitempty"`
+	// Parts is the number of slices (Split); it must divide the ranks per stage.
+	Parts int `json:"parts,omitempty"`
+	// Units, when set, is the number of equal units (heads) along Axis; a
+	// split must not cut one, so Units must divide by Parts.
+	Units int64 `json:"units,omitempty"`
+	// Valid, when set, is how many leading entries along Axis are real; the
+	// rest is padding the split drops (A_log: 96 heads of 128 entries).
+	Valid int64 `json:"valid,omitempty"`
+	// Experts is the expert count per layer (Expert); it must divide by the
+	// ranks per stage.
+	Experts int `json:"experts,omitempty"`
+	// UnalignedScale is what a block-FP8 scale does when the split cuts a block.
+	UnalignedScale ScalePolicy `json:"unaligned_scale,omitempty"`
+}
+
+// Layout is a complete description of how tensors spread over ranks.
+type Layout struct {
+	// Name identifies the layout (a built-in name or the file's).
+	Name string `json:"name"`
+	// Doc says what the layout is for.
+	Doc string `json:"doc,omitempty"`
+	// Layers is the model's layer count (num_hidden_layers).
+	Layers int `json:"layers"`
+	// Partition is the number of layers of each pipeline stage
+	// (SGLANG_PP_LAYER_PARTITION); empty means one stage holding every layer.
+	Partition []int `json:"partition,omitempty"`
+	// RanksPerStage is the number of ranks inside one stage; rank r is local
+	// rank r % RanksPerStage of stage r / RanksPerStage.
+	RanksPerStage int `json:"ranks_per_stage"`
+	// Rules are matched against every tensor name; exactly one must match.
+	Rules []Rule `json:"rules"`
+}
+
+// Stages is the number of pipeline stages (1 without a partition).
+func (l *Layout) Stages() int {
+	if len(l.Partition) == 0 {
+		return 1
+	}
+	return len(l.Partition)
+}
+
+// Ranks is the world size: stages × ranks per stage.
+func (l *Layout) Ranks() int { return l.Stages() * l.RanksPerStage }
+
+// StageLayers returns the [first, end) layer range of stage s.
+func (l *Layout) StageLayers(s int) (first, end int) {
+	if len(l.Partition) == 0 {
+		return 0, l.Layers
+	}
+	for i := 0; i < s && i < len(l.Partition); i++ {
+		first += l.Partition[i]
+	}
+	return first, first + l.Partition[s]
+}
+
+// compiledRule is a rule with its patterns compiled.
+type compiledRule struct {
+	*Rule
+	pats     []*pattern
+	numeric  bool
+	hasLayer bool
+}
+
+// compile validates the layout and compiles its patterns.
+func (l *Layout) compile() ([]compiledRule, error) {
+	if err := l.validateShape(); err != nil {
+		return nil, err
+	}
+	out := make([]compiledRule, len(l.Rules))
+	for i := range l.Rules {
+		r := &l.Rules[i]
+		cr := compiledRule{Rule: r}
+		if len(r.Match) == 0 {
+			return nil, fmt.Errorf("%w: %s: rule %q has no patterns", ErrLayout, l.Name, r.Name)
+		}
+		if len(r.Match) > MaxRules {
+			return nil, fmt.Errorf("%w: %s: rule %q has %d patterns (limit %d)", ErrLayout, l.Name, r.Name, len(r.Match), MaxRules)
+		}
+		allLayer := true
+		for _, m := range r.Match {
+			p, err := compilePattern(m)
+			if err != nil {
+				return nil, fmt.Errorf("%s: rule %q: %w", l.Name, r.Name, err)
+			}
+			hasLayer, hasExpert := false, false
+			for _, sg := range p.segs {
+				hasLayer = hasLayer || sg.kind == kindLayer
+				hasExpert = hasExpert || sg.kind == kindExpert
+			}
+			allLayer = allLayer && hasLayer
+			if r.Action == Expert && !hasExpert {
+				return nil, fmt.Errorf("%w: %s: rule %q: expert rule pattern %q does not capture <expert>", ErrLayout, l.Name, r.Name, m)
+			}
+			cr.numeric = cr.numeric || p.numeric
+			cr.pats = append(cr.pats, p)
+		}
+		cr.hasLayer = allLayer
+		if err := l.validateRule(r, allLayer); err != nil {
+			return nil, err
+		}
+		out[i] = cr
+	}
+	return out, nil
+}
+
+func (l *Layout) validateShape() error {
+	if l.Layers < 0 {
+		return fmt.Errorf("%w: %s: negative layer count %d", ErrLayout, l.Name, l.Layers)
+	}
+	if l.RanksPerStage < 1 || l.RanksPerStage > MaxRanks {
+		return fmt.Errorf("%w: %s: ranks_per_stage %d out of [1, %d]", ErrLayout, l.Name, l.RanksPerStage, MaxRanks)
+	}
+	if len(l.Rules) == 0 || len(l.Rules) > MaxRules {
+		return fmt.Errorf("%w: %s: %d rules (want 1..%d)", ErrLayout, l.Name, len(l.Rules), MaxRules)
+	}
+	if len(l.Partition) > 0 {
+		if len(l.Partition) > MaxRanks/l.RanksPerStage {
+			return fmt.Errorf("%w: %s: %d stages × %d ranks exceeds %d ranks", ErrLayout, l.Name, len(l.Partition), l.RanksPerStage, MaxRanks)
+		}
+		if err := CheckPartition(l.Partition, len(l.Partition), l.Layers); err != nil {
+			return fmt.Errorf("%s: %w", l.Name, err)
+		}
+	}
+	return nil
+}
+
+func (l *Layout) validateRule(r *Rule, allLayer bool) error {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s: rule %q: %s", ErrLayout, l.Name, r.Name, fmt.Sprintf(format, a...))
+	}
+	if r.Action > Drop {
+		return fail("unknown action %d", r.Action)
+	}
+	if r.Stage > StageLast {
+		return fail("unknown stage placement %d", r.Stage)
+	}
+	if r.UnalignedScale > ScaleReject {
+		return fail("unknown unaligned_scale %d", r.UnalignedScale)
+	}
+	if l.Stages() > 1 && r.Action != Drop {
+		switch r.Stage {
+		case StageAuto, StageLayer:
+			if !allLayer {
+				return fail("a pipeline layout needs stage \"first\" or \"last\" for patterns without <layer>")
+			}
+		}
+	}
+	if r.Stage == StageLayer && !allLayer {
+		return fail("stage \"layer\" needs every pattern to capture <layer>")
+	}
+	switch r.Action {
+	case Split:
+		if r.Parts < 1 || l.RanksPerStage%r.Parts != 0 {
+			return fmt.Errorf("%w: %s: rule %q: %d parts do not divide %d ranks per stage", ErrIndivisible, l.Name, r.Name, r.Parts, l.RanksPerStage)
+		}
+		if r.Axis < 0 {
+			return fail("negative axis %d", r.Axis)
+		}
+		if r.Units < 0 || r.Valid < 0 {
+			return fail("negative units or valid")
+		}
+		if r.Units > 0 && r.Units%int64(r.Parts) != 0 {
+			return fmt.Errorf("%w: %s: rule %q: %d heads not divisible by %d ranks", ErrIndivisible, l.Name, r.Name, r.Units, r.Parts)
+		}
+	case Expert:
+		if r.Experts < 1 || r.Experts%l.RanksPerStage != 0 {
+			return fmt.Errorf("%w: %s: rule %q: %d experts not divisible by %d ranks", ErrIndivisible, l.Name, r.Name, r.Experts, l.RanksPerStage)
+		}
+	}
+	return nil
+}
+
+// Validate checks the layout's structure and patterns (not yet against tensors).
+func (l *Layout) Validate() error {
+	_, err := l.compile()
+	return err
+}
+
+// Parse reads a layout from JSON, rejecting unknown fields, and validates it.
+func Parse(data []byte) (*Layout, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var l Layout
+	if err := dec.Decode(&l); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrLayout, err)
+	}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// MaxLayoutFile bounds the size of a layout JSON file.
+const MaxLayoutFile = 16 << 20
+
+// Load reads a layout JSON file.
+func Load(path string) (*Layout, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > MaxLayoutFile {
+		return nil, fmt.Errorf("%w: %s: %d bytes (limit %d)", ErrLayout, path, st.Size(), MaxLayoutFile)
+	}
+	data := make([]byte, st.Size())
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	l, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if l.Name == "" {
+		l.Name = path
+	}
+	return l, nil
+}
+
+// JSON returns the layout as indented JSON (the format Load reads).
+func (l *Layout) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
