@@ -76,3 +76,70 @@ func BenchmarkNewLayout(b *testing.B) {
 		}
 	}
 }
+
+// fullSizeCheckpoint writes 93 sparse, header-only layer shards shaped like
+// Kimi K3's (about 76 MB of headers, 1.4 TB of holes) plus their index.
+func fullSizeCheckpoint(b *testing.B) string {
+	dir := b.TempDir()
+	idx := &Index{WeightMap: map[string]string{}}
+	for l := range 93 {
+		name := fmt.Sprintf("model-%05d-of-00093.safetensors", l+1)
+		lay, err := NewLayout(k3LayerSpecs(l), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := Create(dir+"/"+name, lay)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := w.CommitSparse(); err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range lay.Tensors {
+			idx.WeightMap[t.Name] = name
+			idx.TotalSize += t.Size()
+		}
+	}
+	if err := WriteIndex(dir+"/"+IndexName, idx); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// BenchmarkOpenFullCheckpoint opens (reads and validates every header and the
+// index of) a full-size K3-shaped checkpoint.
+func BenchmarkOpenFullCheckpoint(b *testing.B) {
+	dir := fullSizeCheckpoint(b)
+	b.ReportAllocs()
+	var hdr int64
+	for b.Loop() {
+		c, err := Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hdr = c.HeaderBytesRead
+		c.Close()
+	}
+	b.SetBytes(hdr)
+}
+
+// BenchmarkParseFullIndex parses a full-size K3-shaped index (497K entries).
+func BenchmarkParseFullIndex(b *testing.B) {
+	idx := &Index{WeightMap: map[string]string{}}
+	for l := range 93 {
+		for _, s := range k3LayerSpecs(l) {
+			idx.WeightMap[s.Name] = fmt.Sprintf("model-%05d-of-00096.safetensors", l+1)
+		}
+	}
+	raw, err := idx.Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseIndex(raw, "i"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

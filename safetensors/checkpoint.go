@@ -27,13 +27,16 @@ type Checkpoint struct {
 	Root string
 	// Files are the shards in name order; File.Path is relative to Root.
 	Files []*File
-	// Index is the parsed index, nil when the checkpoint has none.
-	Index *Index
+	// IndexName is the index file the checkpoint was opened through ("" if none).
+	IndexName string
 	// HeaderBytesRead counts header and index bytes read to open the checkpoint.
 	HeaderBytesRead int64
 
-	src    source
-	once   sync.Once
+	src       source
+	idx       *indexData
+	indexOnce sync.Once
+	index     *Index
+	once      sync.Once
 	byName map[string]loc
 	dupErr error
 }
@@ -80,39 +83,72 @@ func openWith(src source, root, indexName string) (*Checkpoint, error) {
 	if indexName == "" && src.exists(IndexName) {
 		indexName = IndexName
 	}
-	var names []string
-	if indexName != "" {
-		b, err := src.readAux(indexName, MaxIndexSize)
+	if indexName == "" {
+		names, err := src.list()
 		if err != nil {
-			return nil, fmt.Errorf("index %s: %w", joinRoot(root, indexName), err)
-		}
-		c.HeaderBytesRead += int64(len(b))
-		if c.Index, err = ParseIndex(b, joinRoot(root, indexName)); err != nil {
-			return nil, err
-		}
-		names = c.Index.Files()
-		// A shard lying in the directory but absent from the index means the
-		// two disagree; refuse rather than guess which one is right.
-		if present, err := src.list(); err == nil {
-			for _, f := range present {
-				if _, ok := slices.BinarySearch(names, f); !ok {
-					return nil, fmt.Errorf("file %s: %w: shard is not in %s", joinRoot(root, f), ErrIndex, indexName)
-				}
-			}
-		}
-	} else {
-		var err error
-		if names, err = src.list(); err != nil {
 			return nil, fmt.Errorf("open %s: %w", root, err)
 		}
 		if len(names) == 0 {
 			return nil, fmt.Errorf("open %s: %w: no .safetensors files and no %s", root, ErrNotFound, IndexName)
 		}
+		if err := c.openFiles(names); err != nil {
+			return nil, err
+		}
+		c.buildNames() // detects duplicates across files
+		if c.dupErr != nil {
+			c.Close()
+			return nil, c.dupErr
+		}
+		return c, nil
 	}
-	if err := c.openFiles(names); err != nil {
+	c.IndexName = indexName
+	indexPath := joinRoot(root, indexName)
+	b, err := src.readAux(indexName, MaxIndexSize)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", indexPath, err)
+	}
+	c.HeaderBytesRead += int64(len(b))
+	// Where the directory can be listed, parse the index while the headers of
+	// the listed shards are read; the two lists must then agree.
+	present, listErr := src.list()
+	var parseErr error
+	parsed := make(chan struct{})
+	go func() {
+		defer close(parsed)
+		c.idx, parseErr = parseIndexData(b, indexPath, true)
+	}()
+	if listErr == nil {
+		if err := c.openFiles(present); err != nil {
+			<-parsed
+			return nil, err
+		}
+	}
+	<-parsed
+	if parseErr != nil {
+		c.Close()
+		return nil, parseErr
+	}
+	if listErr == nil {
+		for _, f := range present {
+			if _, ok := slices.BinarySearch(c.idx.files, f); !ok {
+				c.Close()
+				return nil, fmt.Errorf("file %s: %w: shard is not in %s", joinRoot(root, f), ErrIndex, indexName)
+			}
+		}
+		for _, f := range c.idx.files {
+			if _, ok := slices.BinarySearch(present, f); !ok {
+				c.Close()
+				// Name the cause precisely: missing, or a link leaving the directory.
+				if _, _, _, err := src.open(f); err != nil {
+					return nil, fmt.Errorf("file %s: %w", joinRoot(root, f), err)
+				}
+				return nil, fmt.Errorf("file %s: %w: named by %s but not a shard here", joinRoot(root, f), ErrNotFound, indexName)
+			}
+		}
+	} else if err := c.openFiles(c.idx.files); err != nil {
 		return nil, err
 	}
-	if err := c.checkConsistency(); err != nil {
+	if err := c.checkIndex(); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -168,44 +204,69 @@ func (c *Checkpoint) openFiles(names []string) error {
 	return err
 }
 
-// checkConsistency verifies index and headers agree: every indexed tensor is in
-// its named shard, every shard tensor is indexed to that shard, no tensor is in
-// two shards, and total_size is the sum of tensor sizes.
-func (c *Checkpoint) checkConsistency() error {
-	var total int64
-	count := 0
-	for _, f := range c.Files {
-		count += len(f.Tensors)
-		for _, t := range f.Tensors {
-			total += t.Size()
-		}
+// checkIndex verifies index and headers agree: every indexed tensor is in its
+// named shard, every shard tensor is indexed to that shard exactly once, and
+// total_size is the sum of tensor sizes. It works per shard, in parallel, on the
+// shards' own name tables.
+func (c *Checkpoint) checkIndex() error {
+	if err := c.idx.checkUnique(joinRoot(c.Root, c.IndexName)); err != nil {
+		return err
 	}
-	if c.Index == nil {
-		c.buildNames() // detects duplicates across files
-		return c.dupErr
+	perFile := make([][]int32, len(c.Files))
+	for i, e := range c.idx.entries {
+		perFile[e.file] = append(perFile[e.file], int32(i))
 	}
-	for _, f := range c.Files {
-		for _, t := range f.Tensors {
-			if want, ok := c.Index.WeightMap[t.Name]; !ok {
-				return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), t.Name, ErrIndex)
-			} else if want != f.Path {
-				return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), t.Name, ErrIndex, want)
+	var g errgroup.Group
+	g.SetLimit(OpenParallelism)
+	for fi, f := range c.Files {
+		g.Go(func() error {
+			seen := make([]bool, len(f.Tensors))
+			for _, ei := range perFile[fi] {
+				name := c.idx.entries[ei].name
+				ti, ok := f.index[name]
+				if !ok {
+					return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), name, ErrIndex)
+				}
+				if seen[ti] {
+					return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, name, ErrIndex)
+				}
+				seen[ti] = true
 			}
-		}
-	}
-	if count != len(c.Index.WeightMap) {
-		// Some indexed tensor is absent from its shard: find it for the message.
-		for name, file := range c.Index.WeightMap {
-			i, _ := slices.BinarySearchFunc(c.Files, file, func(f *File, s string) int { return strings.Compare(f.Path, s) })
-			if _, ok := c.Files[i].Lookup(name); !ok {
-				return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, file), name, ErrIndex)
+			for ti, ok := range seen {
+				if ok {
+					continue
+				}
+				name := f.Tensors[ti].Name
+				for _, e := range c.idx.entries {
+					if e.name == name {
+						return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), name, ErrIndex, c.idx.files[e.file])
+					}
+				}
+				return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), name, ErrIndex)
 			}
-		}
+			return nil
+		})
 	}
-	if total != c.Index.TotalSize {
-		return fmt.Errorf("index %s: %w: total_size %d, shards hold %d bytes of tensors", c.Root, ErrIndex, c.Index.TotalSize, total)
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if total := c.TotalBytes(); total != c.idx.totalSize {
+		return fmt.Errorf("index %s: %w: total_size %d, shards hold %d bytes of tensors", joinRoot(c.Root, c.IndexName), ErrIndex, c.idx.totalSize, total)
 	}
 	return nil
+}
+
+// Index returns the checkpoint's index as a map (built on first use; the
+// opener validates without it), or nil when the checkpoint has no index.
+func (c *Checkpoint) Index() *Index {
+	if c.idx == nil {
+		return nil
+	}
+	c.indexOnce.Do(func() {
+		// Validated already: no duplicates, so the conversion cannot fail.
+		c.index, _ = c.idx.toIndex(c.IndexName)
+	})
+	return c.index
 }
 
 // buildNames makes the checkpoint-wide name table on first use.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxHeaderSize is the largest header length accepted, the reference reader's limit.
@@ -44,7 +45,7 @@ func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 	if _, err := io.ReadFull(io.NewSectionReader(r, 8, int64(n)), buf); err != nil {
 		return fail(fmt.Errorf("read header: %w", err))
 	}
-	f, err := parseHeader(buf)
+	f, err := parseHeader(buf, true)
 	if err != nil {
 		return fail(err)
 	}
@@ -63,7 +64,7 @@ func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 // ParseHeader validates a header's JSON bytes (without the 8-byte length) on
 // their own: tensors, offsets contiguity and sizes, but not the file size.
 func ParseHeader(b []byte) (*File, error) {
-	f, err := parseHeader(b)
+	f, err := parseHeader(b, false)
 	if err != nil {
 		return nil, err
 	}
@@ -71,11 +72,15 @@ func ParseHeader(b []byte) (*File, error) {
 	return f, nil
 }
 
-func parseHeader(b []byte) (*File, error) {
+// parseHeader parses b; owned says b belongs to the parser and is never
+// written again, so names may alias it without a copy.
+func parseHeader(b []byte, owned bool) (*File, error) {
 	if !utf8.Valid(b) {
 		return nil, ErrHeaderUTF8
 	}
-	p := parser{b: b}
+	// Tensor names are substrings of one string holding the whole header
+	// instead of one allocation each.
+	p := parser{b: b, s: bytesString(b, owned)}
 	f := &File{}
 	// Estimate the tensor count from the size so slices rarely regrow; the
 	// estimate is bounded by the header length, never by a count the file states.
@@ -188,8 +193,11 @@ func cmpOffsets(a, b TensorInfo) int {
 // tensor entries without building generic values, which keeps header parsing
 // several times faster than encoding/json and allocation-light.
 type parser struct {
-	b []byte
-	i int
+	b     []byte
+	s     string  // the same bytes as b when names should share its memory, else ""
+	i     int
+	arena   []int64 // backing store for shapes, carved into capped sub-slices
+	scratch [16]int64
 }
 
 func (p *parser) errf(class error, format string, args ...any) error {
@@ -247,6 +255,10 @@ func (p *parser) str() (string, error) {
 		return "", err
 	}
 	if !esc {
+		if p.s != "" {
+			end := p.i - 1
+			return p.s[end-len(raw) : end], nil
+		}
 		return string(raw), nil
 	}
 	return p.unescape(raw)
@@ -405,6 +417,10 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 				if err != nil {
 					return t, fmt.Errorf("dtype: %w", err)
 				}
+				if d, ok := dtypeByName[string(raw)]; ok && !esc { // no allocation on the common path
+					t.DType = d
+					break
+				}
 				ds := string(raw)
 				if esc {
 					if ds, err = p.unescape(raw); err != nil {
@@ -416,9 +432,11 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 				}
 			case "shape":
 				bit = hasShape
-				if t.Shape, err = p.uintArray(ErrShape, "shape", make([]int64, 0, 4)); err != nil {
+				dims, err := p.uintArray(ErrShape, "shape", p.scratch[:0])
+				if err != nil {
 					return t, err
 				}
+				t.Shape = p.carve(dims)
 			case "data_offsets":
 				bit = hasOffsets
 				var buf [2]int64
@@ -460,6 +478,17 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 		return t, fmt.Errorf("%w: data_offsets", ErrMissingField)
 	}
 	return t, nil
+}
+
+// carve copies dims into the shape arena and returns a capped sub-slice, so
+// shapes cost one allocation per thousand tensors instead of one each.
+func (p *parser) carve(dims []int64) []int64 {
+	if cap(p.arena)-len(p.arena) < len(dims) {
+		p.arena = make([]int64, 0, max(4096, len(dims)))
+	}
+	start := len(p.arena)
+	p.arena = append(p.arena, dims...)
+	return p.arena[start:len(p.arena):len(p.arena)]
 }
 
 func (p *parser) metadata() (map[string]string, error) {
@@ -575,6 +604,15 @@ func (p *parser) skip(depth int) error {
 	default:
 		return p.errf(ErrHeaderJSON, "unexpected character %q", c)
 	}
+}
+
+// bytesString views b as a string. When b is owned (read from the file by us
+// and never modified afterwards) no copy is made.
+func bytesString(b []byte, owned bool) string {
+	if owned && len(b) > 0 {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
 }
 
 func strchr(set string, c byte) bool {

@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 )
@@ -28,17 +29,76 @@ type Index struct {
 	Metadata map[string]any
 }
 
+// indexData is a parsed index kept as a flat list: the checkpoint opener
+// validates it against the headers without building a half-million-entry map.
+type indexData struct {
+	totalSize int64
+	metadata  map[string]any
+	files     []string // distinct shard names, sorted
+	entries   []indexEntry
+}
+
+type indexEntry struct {
+	name string
+	file uint32 // index into files
+}
+
 // ParseIndex decodes an index, rejecting duplicate tensor names (which a plain
 // JSON decoder would silently collapse) and entries that do not name a file
 // inside the checkpoint directory. name labels errors.
 func ParseIndex(b []byte, name string) (*Index, error) {
-	fail := func(format string, args ...any) (*Index, error) {
+	d, err := parseIndexData(b, name, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.toIndex(name)
+}
+
+// checkUnique rejects a tensor listed twice. Indexes written by huggingface
+// tooling are sorted, so a linear scan of neighbours usually settles it; an
+// unsorted index falls back to a set.
+func (d *indexData) checkUnique(name string) error {
+	sorted := true
+	for i := 1; i < len(d.entries); i++ {
+		a, b := d.entries[i-1].name, d.entries[i].name
+		if a == b {
+			return fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, a)
+		}
+		if a > b {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return nil
+	}
+	_, err := d.toIndex(name)
+	return err
+}
+
+func (d *indexData) toIndex(name string) (*Index, error) {
+	idx := &Index{TotalSize: d.totalSize, Metadata: d.metadata, WeightMap: make(map[string]string, len(d.entries))}
+	for _, e := range d.entries {
+		if _, dup := idx.WeightMap[e.name]; dup {
+			return nil, fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, e.name)
+		}
+		idx.WeightMap[e.name] = d.files[e.file]
+	}
+	return idx, nil
+}
+
+func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
+	fail := func(format string, args ...any) (*indexData, error) {
 		return nil, fmt.Errorf("index %s: %w: %s", name, ErrIndex, fmt.Sprintf(format, args...))
 	}
-	p := parser{b: b}
-	idx := &Index{WeightMap: make(map[string]string, len(b)/100)}
+	if !utf8.Valid(b) {
+		return fail("not valid UTF-8")
+	}
+	p := parser{b: b, s: bytesString(b, owned)}
+	d := &indexData{entries: make([]indexEntry, 0, len(b)/110)}
 	seenTotal, seenMap := false, false
-	files := map[string]string{} // interned shard names
+	fileIDs := map[string]uint32{} // raw JSON spelling → provisional id
+	var provisional []string
 	p.ws()
 	if !p.eat('{') {
 		return fail("not a JSON object")
@@ -62,7 +122,7 @@ func ParseIndex(b []byte, name string) (*Index, error) {
 				return fail("metadata: %v", err)
 			}
 			var md map[string]any
-			dec := json.NewDecoder(strings.NewReader(string(b[start:p.i])))
+			dec := json.NewDecoder(strings.NewReader(p.s[start:p.i]))
 			dec.UseNumber()
 			if err := dec.Decode(&md); err != nil {
 				return fail("metadata: %v", err)
@@ -73,13 +133,16 @@ func ParseIndex(b []byte, name string) (*Index, error) {
 				if !ok || err != nil || n < 0 {
 					return fail("metadata.total_size %v is not a non-negative integer", v)
 				}
-				idx.TotalSize, seenTotal = n, true
+				d.totalSize, seenTotal = n, true
 				delete(md, "total_size")
 			}
 			if len(md) > 0 {
-				idx.Metadata = md
+				d.metadata = md
 			}
 		case "weight_map":
+			if seenMap {
+				return fail("weight_map appears twice")
+			}
 			seenMap = true
 			if !p.eat('{') {
 				return fail("weight_map is not an object")
@@ -100,9 +163,9 @@ func ParseIndex(b []byte, name string) (*Index, error) {
 				if err != nil {
 					return fail("weight_map[%s]: %v", t, err)
 				}
-				f, ok := files[string(raw)]
+				id, ok := fileIDs[string(raw)]
 				if !ok {
-					f = string(raw)
+					f := string(raw)
 					if esc {
 						if f, err = p.unescape(raw); err != nil {
 							return fail("weight_map[%s]: %v", t, err)
@@ -111,12 +174,11 @@ func ParseIndex(b []byte, name string) (*Index, error) {
 					if err := checkShardName(f); err != nil {
 						return fail("tensor %s: %v", t, err)
 					}
-					files[string(raw)] = f
+					id = uint32(len(provisional))
+					provisional = append(provisional, f)
+					fileIDs[string(raw)] = id
 				}
-				if _, dup := idx.WeightMap[t]; dup {
-					return fail("tensor %s listed twice", t)
-				}
-				idx.WeightMap[t] = f
+				d.entries = append(d.entries, indexEntry{t, id})
 				p.ws()
 				if !p.eat(',') {
 					p.ws()
@@ -138,13 +200,29 @@ func ParseIndex(b []byte, name string) (*Index, error) {
 			}
 		}
 	}
+	if p.ws(); p.i != len(b) {
+		return fail("trailing bytes after the index object")
+	}
 	if !seenMap {
 		return fail("no weight_map")
 	}
 	if !seenTotal {
 		return fail("no metadata.total_size")
 	}
-	return idx, nil
+	// Renumber files in sorted order (two spellings of one name, e.g. with an
+	// escape, collapse into one id).
+	d.files = slices.Clone(provisional)
+	slices.Sort(d.files)
+	d.files = slices.Compact(d.files)
+	remap := make([]uint32, len(provisional))
+	for i, f := range provisional {
+		j, _ := slices.BinarySearch(d.files, f)
+		remap[i] = uint32(j)
+	}
+	for i := range d.entries {
+		d.entries[i].file = remap[d.entries[i].file]
+	}
+	return d, nil
 }
 
 // checkShardName accepts only plain relative names that stay inside the

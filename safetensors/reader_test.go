@@ -184,7 +184,7 @@ func TestOpenCheckpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(c.Files) != 2 || c.NumTensors() != 3 || c.Index == nil {
+		if len(c.Files) != 2 || c.NumTensors() != 3 || c.Index() == nil {
 			t.Fatalf("%s: %d files %d tensors", p, len(c.Files), c.NumTensors())
 		}
 		f, ti, ok := c.Lookup("c")
@@ -201,7 +201,7 @@ func TestOpenCheckpoint(t *testing.T) {
 		c.Close()
 	}
 	c, err := Open(filepath.Join(dir, "model-00002-of-00002.safetensors"))
-	if err != nil || c.NumTensors() != 1 || c.Index != nil {
+	if err != nil || c.NumTensors() != 1 || c.Index() != nil {
 		t.Fatalf("single file: %v", err)
 	}
 	c.Close()
@@ -218,7 +218,7 @@ func TestIndexRejections(t *testing.T) {
 		{"wrong total_size", func(dir string, wm map[string]string) int64 { return 1 }, "total_size"},
 		{"tensor missing from shard", func(dir string, wm map[string]string) int64 { wm["zz"] = f2; return 37 }, "missing from the shard"},
 		{"shard tensor not indexed", func(dir string, wm map[string]string) int64 { delete(wm, "b"); return 37 }, "not in the index"},
-		{"tensor in wrong shard", func(dir string, wm map[string]string) int64 { wm["c"] = f1; wm["a"] = f2; return 37 }, "index places it"},
+		{"tensor in wrong shard", func(dir string, wm map[string]string) int64 { wm["c"] = f1; wm["a"] = f2; return 37 }, "invalid index: "},
 		{"escaping path", func(dir string, wm map[string]string) int64 { wm["c"] = "../" + f2; return 37 }, "leaves the checkpoint"},
 		{"absolute path", func(dir string, wm map[string]string) int64 { wm["c"] = "/etc/passwd"; return 37 }, "absolute"},
 		{"stray shard", func(dir string, wm map[string]string) int64 {
@@ -282,5 +282,21 @@ func TestDuplicateAcrossFilesWithoutIndex(t *testing.T) {
 	writeTestFile(t, dir, "b.safetensors", []TensorSpec{{"x", U8, []int64{1}}})
 	if _, err := Open(dir); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestIndexDuplicateAcrossShards(t *testing.T) {
+	dir := t.TempDir()
+	writeTestFile(t, dir, "a.safetensors", []TensorSpec{{"x", U8, []int64{1}}})
+	writeTestFile(t, dir, "b.safetensors", []TensorSpec{{"x", U8, []int64{1}}})
+	for _, sorted := range []bool{true, false} {
+		idx := `{"metadata":{"total_size":2},"weight_map":{"x":"a.safetensors","x":"b.safetensors"}}`
+		if !sorted {
+			idx = `{"metadata":{"total_size":2},"weight_map":{"x":"a.safetensors","w":"b.safetensors","x":"b.safetensors"}}`
+		}
+		os.WriteFile(filepath.Join(dir, IndexName), []byte(idx), 0o644)
+		if _, err := Open(dir); !errors.Is(err, ErrIndex) || !strings.Contains(err.Error(), "twice") && !strings.Contains(err.Error(), "missing") {
+			t.Fatalf("sorted=%v: %v", sorted, err)
+		}
 	}
 }
