@@ -37,8 +37,8 @@ type Checkpoint struct {
 	indexOnce sync.Once
 	index     *Index
 	once      sync.Once
-	byName map[string]loc
-	dupErr error
+	byName    map[string]loc
+	dupErr    error
 }
 
 type loc struct{ file, tensor int32 }

@@ -193,9 +193,9 @@ func cmpOffsets(a, b TensorInfo) int {
 // tensor entries without building generic values, which keeps header parsing
 // several times faster than encoding/json and allocation-light.
 type parser struct {
-	b     []byte
-	s     string  // the same bytes as b when names should share its memory, else ""
-	i     int
+	b       []byte
+	s       string // the same bytes as b when names should share its memory, else ""
+	i       int
 	arena   []int64 // backing store for shapes, carved into capped sub-slices
 	scratch [16]int64
 }
