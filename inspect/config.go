@@ -1,0 +1,138 @@
+package inspect
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// QuantSection is a quantization description found next to the shards: the
+// quantization_config of config.json, or ModelOpt's hf_quant_config.json.
+type QuantSection struct {
+	// File is the config file it comes from.
+	File string `json:"file"`
+	// Key is the JSON key of the section inside File ("" = the whole file).
+	Key string `json:"key,omitempty"`
+	// Summary flattens the section into "dotted.key: value" lines, long lists
+	// and large objects counted rather than spelled out.
+	Summary []string `json:"summary"`
+	// Raw is the section as written.
+	Raw json.RawMessage `json:"raw"`
+}
+
+// Limits of a quantization summary: deep or wide parts are counted, not
+// listed, so a ModelOpt file naming 1,600 modules stays a dozen lines.
+const (
+	summaryDepth    = 3
+	summaryMaxList  = 4
+	summaryMaxWidth = 12
+)
+
+// readConfigs reads config.json (the schema, for classification and the
+// shape check) and the quantization descriptions. A checkpoint without
+// config.json is still audited with the public K3 schedule; one whose
+// config.json the schema rejects is too, with a warning (an error if Strict).
+func (a *auditor) readConfigs() ([]QuantSection, int64, error) {
+	var read int64
+	var secs []QuantSection
+	b, err := a.ck.ReadAux(model.ConfigName)
+	switch {
+	case errors.Is(err, safetensors.ErrNotFound):
+		a.warn.add(fmt.Sprintf("no %s: classified with the public K3 layer schedule; shapes not checked", model.ConfigName))
+	case err != nil:
+		return nil, 0, fmt.Errorf("%w: %w", ErrConfig, err)
+	default:
+		read += int64(len(b))
+		cfg, perr := model.ParseConfig(b)
+		if perr != nil {
+			if a.opts.Strict {
+				return nil, 0, fmt.Errorf("%s: %w: %w", model.ConfigName, ErrConfig, perr)
+			}
+			a.warn.add(fmt.Sprintf("%s: %v: classified with the public K3 layer schedule; shapes not checked", model.ConfigName, perr))
+		}
+		a.cfg = cfg
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(b, &top); err != nil {
+			return nil, 0, fmt.Errorf("%s: %w: %v", model.ConfigName, ErrConfig, err)
+		}
+		if q, ok := top["quantization_config"]; ok {
+			s, err := newSection(model.ConfigName, "quantization_config", q)
+			if err != nil {
+				return nil, 0, err
+			}
+			secs = append(secs, s)
+		}
+	}
+	hb, err := a.ck.ReadAux(convert.HFQuantConfigName)
+	switch {
+	case errors.Is(err, safetensors.ErrNotFound):
+	case err != nil:
+		return nil, 0, fmt.Errorf("%w: %w", ErrConfig, err)
+	default:
+		read += int64(len(hb))
+		s, err := newSection(convert.HFQuantConfigName, "", hb)
+		if err != nil {
+			return nil, 0, err
+		}
+		secs = append(secs, s)
+	}
+	return secs, read, nil
+}
+
+func newSection(file, key string, raw []byte) (QuantSection, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return QuantSection{}, fmt.Errorf("%s: %w: %v", file, ErrConfig, err)
+	}
+	s := QuantSection{File: file, Key: key, Raw: json.RawMessage(raw)}
+	summarize(&s.Summary, "", v, 0)
+	return s, nil
+}
+
+// summarize flattens a JSON value into "path: value" lines.
+func summarize(out *[]string, path string, v any, depth int) {
+	switch x := v.(type) {
+	case map[string]any:
+		if depth >= summaryDepth || len(x) > summaryMaxWidth {
+			*out = append(*out, fmt.Sprintf("%s: {%d entries}", path, len(x)))
+			return
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			summarize(out, p, x[k], depth+1)
+		}
+	case []any:
+		if len(x) > summaryMaxList {
+			*out = append(*out, fmt.Sprintf("%s: [%d entries]", path, len(x)))
+			return
+		}
+		parts := make([]string, len(x))
+		for i, e := range x {
+			switch e.(type) {
+			case map[string]any, []any:
+				*out = append(*out, fmt.Sprintf("%s: [%d entries]", path, len(x)))
+				return
+			}
+			b, _ := json.Marshal(e)
+			parts[i] = string(b)
+		}
+		*out = append(*out, fmt.Sprintf("%s: [%s]", path, strings.Join(parts, ", ")))
+	default:
+		b, _ := json.Marshal(x)
+		*out = append(*out, fmt.Sprintf("%s: %s", path, b))
+	}
+}

@@ -1,0 +1,54 @@
+package inspect
+
+import "fmt"
+
+// GroupBy selects the rows of the main table of a report.
+type GroupBy uint8
+
+const (
+	// ByComponent groups tensors by the schema's component class (model.Classify).
+	ByComponent GroupBy = iota
+	// ByDType groups tensors by their safetensors dtype.
+	ByDType
+	// ByLayer groups tensors by decoder layer; model-level tensors form their own row.
+	ByLayer
+	// ByStage groups resident bytes by pipeline stage of a stage layout (pp16 unless --layout says otherwise).
+	ByStage
+	// ByRank groups resident bytes by GPU rank of a rank layout (dp16 unless --layout says otherwise).
+	ByRank
+	// ByFile groups tensors by the shard file that holds them.
+	ByFile
+
+	numGroupBy = int(ByFile) + 1
+)
+
+var groupByNames = [numGroupBy]string{
+	ByComponent: "component", ByDType: "dtype", ByLayer: "layer",
+	ByStage: "stage", ByRank: "rank", ByFile: "file",
+}
+
+// String returns the name used by --by and in JSON.
+func (g GroupBy) String() string {
+	if int(g) < numGroupBy {
+		return groupByNames[g]
+	}
+	return fmt.Sprintf("GroupBy(%d)", uint8(g))
+}
+
+// ParseGroupBy maps a --by value to its GroupBy.
+func ParseGroupBy(s string) (GroupBy, error) {
+	for i, n := range groupByNames {
+		if n == s {
+			return GroupBy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: --by %q (want one of %v)", ErrUsage, s, groupByNames)
+}
+
+// MarshalText writes the --by name, so GroupBy serializes as a string in JSON.
+func (g GroupBy) MarshalText() ([]byte, error) {
+	if int(g) >= numGroupBy {
+		return nil, fmt.Errorf("%w: group %d", ErrUsage, uint8(g))
+	}
+	return []byte(g.String()), nil
+}

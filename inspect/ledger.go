@@ -1,0 +1,37 @@
+package inspect
+
+// Sum counts tensors and their bytes.
+type Sum struct {
+	Tensors int64 `json:"tensors"`
+	Bytes   int64 `json:"bytes"`
+}
+
+func (s *Sum) add(bytes int64) {
+	s.Tensors++
+	s.Bytes += bytes
+}
+
+func (s *Sum) merge(o Sum) {
+	s.Tensors += o.Tensors
+	s.Bytes += o.Bytes
+}
+
+// Row is one line of a grouped table: a key (a component, dtype, layer, file,
+// stage or rank) and what falls under it.
+type Row struct {
+	Key string `json:"name"`
+	Sum
+}
+
+// Step is one bar of the per-rank memory chart: a deployment change, and the
+// bytes one rank then holds, by component.
+type Step struct {
+	// Label names the step on the chart (e.g. "FP8").
+	Label string `json:"step"`
+	// Rank is the rank whose bytes are shown (the largest one).
+	Rank int `json:"rank"`
+	// Total is the rank's resident weight bytes.
+	Total int64 `json:"bytes"`
+	// Components splits Total by component.
+	Components []Row `json:"components"`
+}
