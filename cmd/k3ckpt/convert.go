@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+func init() {
+	rootCmd.AddCommand(newConvertCmd(), newVerifyCmd(), newMergeCmd())
+}
+
+// convertFlags are the convert command's flags.
+type convertFlags struct {
+	recipe, format, scaleFmt, nonFinite, worker string
+	jobs                                        int
+	resume, dryRun, json                        bool
+}
+
+func newConvertCmd() *cobra.Command {
+	var fl convertFlags
+	cmd := &cobra.Command{
+		Use:   "convert SRC DST",
+		Short: "Convert a checkpoint to block-FP8 (ATTN-MOE-DENSE-FP8) by streaming, atomically and resumably",
+		Long: `convert plans the whole conversion from headers and config.json (which tensors
+are copied, quantized to 128×128 block-FP8 with their scales, or dropped; every
+file, offset and config), then carries it out: copied tensors move by byte
+range, quantized ones stream in 128-row bands, every file appears under its
+final name only when complete and synced. --resume after a crash or kill -9
+checks finished files against their recorded sha256 and redoes the rest.
+--worker I/N converts a deterministic 1/N of the files (one worker per machine
+on shared storage); the last worker to finish, or 'k3ckpt merge DST', writes
+the index, config and manifest.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error { return runConvert(cmd, args[0], args[1], fl) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&fl.recipe, "recipe", convert.AttnMoEDenseFP8, "conversion recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
+	f.StringVar(&fl.format, "format", convert.DeepSeek.String(), "scale/config convention: deepseek, compressed-tensors or modelopt")
+	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
+	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
+	f.IntVar(&fl.jobs, "jobs", 2, "files converted at once (memory: ~256 MiB + 64 MiB per job)")
+	f.BoolVar(&fl.resume, "resume", false, "skip files already finished whose size and sha256 match their record")
+	f.StringVar(&fl.worker, "worker", "", "convert only slice I of N (0-based), e.g. 3/8")
+	f.BoolVar(&fl.dryRun, "dry-run", false, "print the plan and the output sizes, write nothing")
+	f.BoolVar(&fl.json, "json", false, "print the result as JSON (no progress display)")
+	return cmd
+}
+
+func parseWorker(s string) (int, int, error) {
+	if s == "" {
+		return 0, 1, nil
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("%w: --worker %q (want I/N with 0 ≤ I < N)", convert.ErrWorker, s)
+	}
+	return i, n, nil
+}
+
+func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error {
+	r, err := convert.Lookup(fl.recipe)
+	if err != nil {
+		return err
+	}
+	var opts convert.Options
+	if opts.Format, err = convert.ParseFormat(fl.format); err != nil {
+		return err
+	}
+	if opts.ScaleFmt, err = convert.ParseScaleFmt(fl.scaleFmt); err != nil {
+		return err
+	}
+	if opts.NonFinite, err = convert.ParseNonFinitePolicy(fl.nonFinite); err != nil {
+		return err
+	}
+	wi, wn, err := parseWorker(fl.worker)
+	if err != nil {
+		return err
+	}
+	src, err := safetensors.Open(srcPath)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	p, err := convert.NewPlan(src, nil, r, opts)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if fl.dryRun {
+		return printPlan(out, p, fl.json)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	eo := convert.ExecOptions{Jobs: fl.jobs, Resume: fl.resume, Worker: wi, Workers: wn}
+	bar := newBar(fl.json, fmt.Sprintf("convert %d/%d", wi, wn))
+	if bar != nil {
+		eo.Progress = bar
+	}
+	start := time.Now()
+	res, err := convert.Execute(ctx, p, dst, eo)
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	t := p.Totals()
+	if fl.json {
+		return writeJSON(out, map[string]any{
+			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
+			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
+			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite,
+			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
+		})
+	}
+	fmt.Fprintf(out, "convert %s → %s: %d files written, %d verified and skipped (worker %d/%d) in %s\n",
+		srcPath, dst, len(res.Written), len(res.Skipped), wi, wn, elapsed.Round(time.Millisecond))
+	if res.ZeroedNonFinite > 0 {
+		fmt.Fprintf(out, "warning: %d NaN/Inf source values were replaced by 0 (--nonfinite zero)\n", res.ZeroedNonFinite)
+	}
+	if res.Finalized {
+		fmt.Fprintf(out, "done: %d tensors quantized, %.2f GiB → %.2f GiB of tensors; manifest %s lists %d files\n",
+			t.Quantized, gib(t.SourceBytes), gib(t.OutputBytes), convert.ManifestName, len(res.Manifest.Files))
+	} else {
+		fmt.Fprintf(out, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)
+	}
+	return nil
+}
+
+func gib(b int64) float64 { return float64(b) / (1 << 30) }
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printPlan shows what a conversion would do, file by file, and the totals.
+func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
+	t := p.Totals()
+	if asJSON {
+		type file struct {
+			Name        string `json:"name"`
+			Tensors     int    `json:"tensors"`
+			Quantized   int    `json:"quantized"`
+			SourceBytes int64  `json:"source_bytes"`
+			OutputBytes int64  `json:"output_bytes"`
+		}
+		files := make([]file, 0, len(p.Files))
+		for _, f := range p.Files {
+			q := 0
+			for _, o := range f.Outputs {
+				if o.Role == convert.RoleWeight {
+					q++
+				}
+			}
+			files = append(files, file{f.Name, len(f.Outputs), q, f.Source.Size, f.Layout.Size})
+		}
+		aux := make([]string, 0, len(p.Aux))
+		for _, a := range p.Aux {
+			aux = append(aux, a.Name)
+		}
+		return writeJSON(w, map[string]any{
+			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
+			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
+		})
+	}
+	fmt.Fprintf(w, "plan %.12s: recipe %s, format %s, scales %s\n", p.ID, p.Recipe.Name, p.Options.Format, p.Options.ScaleFmt)
+	for _, r := range p.Recipe.Rules {
+		fmt.Fprintf(w, "  %-8s %s  (%s)\n", r.Action, r.Pattern, r.Why)
+	}
+	fmt.Fprintf(w, "  %-8s everything else\n", p.Recipe.Default)
+	fmt.Fprintf(w, "%-40s %8s %8s %14s %14s\n", "file", "tensors", "fp8", "source bytes", "output bytes")
+	for _, f := range p.Files {
+		q := 0
+		for _, o := range f.Outputs {
+			if o.Role == convert.RoleWeight {
+				q++
+			}
+		}
+		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, len(f.Outputs), q, f.Source.Size, f.Layout.Size)
+	}
+	for _, a := range p.Aux {
+		fmt.Fprintf(w, "%-40s %8s %8s %14d %14d\n", a.Name, "copy", "", a.Size, a.Size)
+	}
+	fmt.Fprintf(w, "tensors: %d copied (%.2f GiB), %d quantized (%.2f GiB → %.2f GiB FP8 + %.2f MiB scales), %d dropped\n",
+		t.Copied, gib(t.CopiedBytes), t.Quantized, gib(t.QuantizedBytes), gib(t.FP8Bytes), float64(t.ScaleBytes)/(1<<20), t.Dropped)
+	fmt.Fprintf(w, "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files\n",
+		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, float64(t.AuxBytes)/(1<<20), t.OutputFiles+1)
+	return nil
+}
+
+// bar is a terminal progress display (bytes, rate, ETA) or nil when stderr is
+// not a terminal or the output is JSON.
+type bar struct{ pb *progressbar.ProgressBar }
+
+func newBar(asJSON bool, label string) *bar {
+	if asJSON || !term.IsTerminal(int(os.Stderr.Fd())) {
+		return nil
+	}
+	return &bar{pb: progressbar.NewOptions64(-1,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription(label),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)}
+}
+
+func (b *bar) Start(total int64) { b.pb.ChangeMax64(total) }
+func (b *bar) Add(n int64)       { b.pb.Add64(n) }
+func (b *bar) finish()           { b.pb.Finish() }
+
+func newVerifyCmd() *cobra.Command {
+	var asJSON bool
+	var jobs int
+	cmd := &cobra.Command{
+		Use:   "verify SRC DST",
+		Short: "Check a conversion against its source: manifest hashes, structure, copied bytes, FP8 error",
+		Long: `verify re-reads DST against SRC: every file's size and sha256 against the
+manifest; the structure against a fresh plan (every tensor present with the
+dtype and shape of the recipe and convention, index and config consistent);
+every copied tensor (the MXFP4 experts among them) byte for byte; every FP8
+tensor dequantized against its source (max abs error, max relative error per
+128×128 block, SNR) and checked against the FP8 rounding bound. Exit 1 on any
+violation.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := safetensors.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			vo := convert.VerifyOptions{Jobs: jobs}
+			b := newBar(asJSON, "verify")
+			if b != nil {
+				vo.Progress = b
+			}
+			rep, err := convert.Verify(cmd.Context(), src, args[1], vo)
+			if b != nil {
+				b.finish()
+			}
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := rep.WriteJSON(out); err != nil {
+					return err
+				}
+			} else {
+				printVerify(out, rep)
+			}
+			if !rep.OK {
+				return &exitError{code: 1, err: fmt.Errorf("%w: %d violations", convert.ErrVerify, len(rep.Violations))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full report as JSON")
+	cmd.Flags().IntVar(&jobs, "jobs", 2, "files checked at once")
+	return cmd
+}
+
+func printVerify(w io.Writer, r *convert.VerifyReport) {
+	fmt.Fprintf(w, "verify plan %.12s (recipe %s, format %s, scales %s): %d files hashed (%.2f GiB), %d tensors identical, %d FP8 tensors\n",
+		r.Plan, r.Recipe, r.Format, r.ScaleFmt, r.Files, gib(r.Hashed), r.Copied, r.Quantized)
+	var worst convert.TensorStats
+	minSNR := -1.0
+	for _, t := range r.Tensors {
+		if t.MaxRelBlock > worst.MaxRelBlock {
+			worst = t
+		}
+		if t.SNRdB != nil && (minSNR < 0 || *t.SNRdB < minSNR) {
+			minSNR = *t.SNRdB
+		}
+	}
+	if len(r.Tensors) > 0 {
+		fmt.Fprintf(w, "FP8: worst block relative error %.4f (%s), lowest SNR %.2f dB\n", worst.MaxRelBlock, worst.Name, minSNR)
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintln(w, "violation:", v)
+	}
+	if r.OK {
+		fmt.Fprintln(w, "OK")
+	}
+}
+
+func newMergeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "merge DST",
+		Short: "Finish a multi-worker conversion: write the index, config and manifest once every slice is done",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := convert.Finalize(args[0])
+			if err != nil {
+				if errors.Is(err, convert.ErrIncomplete) {
+					return &exitError{code: 1, err: err}
+				}
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "merged %s: manifest %s lists %d files (plan %.12s)\n", args[0], convert.ManifestName, len(m.Files), m.Plan)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,449 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// Limits of the executor. Per job it holds one source tile (≤ TileBytes), one
+// band of FP8 output (128 × K bytes), a tile of FP8 codes when a band is split,
+// the tensor's block scales and a hash buffer: about 25 MiB for K3's widest
+// matrix, whatever the tensor's or checkpoint's size.
+const (
+	// TileBytes bounds the source bytes read at once for quantization: a
+	// 128-row band, split into column tiles (multiples of 128 columns) when a
+	// band is larger.
+	TileBytes = 8 << 20
+	// MaxJobs bounds --jobs.
+	MaxJobs = 256
+	// MaxScaleBlocks bounds one tensor's scale count (4 bytes each) so that a
+	// corrupt shape cannot make the executor allocate without bound; K3's
+	// largest has 33,792/128 × 7,168/128 = 14,784.
+	MaxScaleBlocks = 1 << 24
+)
+
+// Progress receives the executor's progress in bytes of work (source bytes
+// read plus output bytes hashed). Implementations must be safe for concurrent use.
+type Progress interface {
+	// Start is called once with the total before any work.
+	Start(total int64)
+	// Add reports n more bytes done.
+	Add(n int64)
+}
+
+// ExecOptions control how a plan is carried out (not what it produces).
+type ExecOptions struct {
+	// Jobs is how many output files are produced at once (default 1).
+	Jobs int
+	// Resume skips files already finished under this plan whose size and
+	// sha256 still match their record.
+	Resume bool
+	// Worker and Workers select this process's slice of the files (--worker
+	// I/N); Workers 0 means a single worker.
+	Worker, Workers int
+	// Progress, if set, is told about the work as it happens.
+	Progress Progress
+}
+
+// Result reports what Execute did.
+type Result struct {
+	// Written and Skipped name the files this worker produced or found done.
+	Written, Skipped []string
+	// Finalized is true when this worker found every file done and wrote the
+	// index, configs and manifest; Manifest is then set.
+	Finalized bool
+	Manifest  *Manifest
+	// ZeroedNonFinite counts source values replaced by 0 under NonFiniteZero.
+	ZeroedNonFinite int64
+}
+
+// Execute carries out this worker's slice of the plan into dst, then, if
+// every file of the plan is done, finalizes the conversion. On any error the
+// files in progress are removed (never left under their final names) and the
+// error names the file and tensor.
+func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result, error) {
+	jobs := eo.Jobs
+	if jobs == 0 {
+		jobs = 1
+	}
+	if jobs < 1 || jobs > MaxJobs {
+		return nil, fmt.Errorf("convert: jobs %d outside [1, %d]", jobs, MaxJobs)
+	}
+	workers := max(eo.Workers, 1)
+	units, err := p.Slice(eo.Worker, workers)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareDest(p, dst); err != nil {
+		return nil, err
+	}
+	if err := removeOwnTemps(dst, units); err != nil {
+		return nil, err
+	}
+	var manifest *Manifest
+	if eo.Resume {
+		if m, err := ReadManifest(dst); err == nil {
+			manifest = m
+		}
+	}
+	prog := eo.Progress
+	if prog == nil {
+		prog = noProgress{}
+	}
+	var total int64
+	for _, u := range units {
+		total += u.Work
+	}
+	prog.Start(total)
+
+	res := &Result{}
+	done := make([]int8, len(units)) // 1 written, 2 skipped
+	var zeroed atomic.Int64
+	pool := make(chan *scratch, jobs)
+	for range jobs {
+		pool <- &scratch{}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(jobs)
+	for i, u := range units {
+		g.Go(func() error {
+			s := <-pool
+			defer func() { pool <- s }()
+			if eo.Resume {
+				if ok, err := s.resumeUnit(gctx, p, dst, u, manifest, prog); err != nil {
+					return err
+				} else if ok {
+					done[i] = 2
+					return nil
+				}
+			}
+			n, err := s.produce(gctx, p, dst, u, prog)
+			zeroed.Add(n)
+			if err != nil {
+				return err
+			}
+			done[i] = 1
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i, u := range units {
+		if done[i] == 1 {
+			res.Written = append(res.Written, u.Name)
+		} else {
+			res.Skipped = append(res.Skipped, u.Name)
+		}
+	}
+	res.ZeroedNonFinite = zeroed.Load()
+	if allDone(dst, p) {
+		m, err := Finalize(dst)
+		if err != nil {
+			// Another worker may have finalized between our check and now.
+			if m2, err2 := ReadManifest(dst); err2 == nil && m2.Plan == p.ID {
+				m, err = m2, nil
+			} else {
+				return nil, err
+			}
+		}
+		res.Finalized, res.Manifest = true, m
+	}
+	return res, nil
+}
+
+type noProgress struct{}
+
+func (noProgress) Start(int64) {}
+func (noProgress) Add(int64)   {}
+
+// scratch is one job's reusable buffers.
+type scratch struct {
+	hash   []byte    // hashing and aux copies
+	src    []byte    // one source tile
+	band   []byte    // one band of FP8 output, 128 × K
+	tile   []byte    // FP8 codes of one tile when a band is split
+	scales []float32 // every block scale of the tensor
+	sbytes []byte    // the scales as little-endian fp32
+}
+
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}
+
+// resumeUnit checks a unit finished earlier under this plan: it is skipped
+// when its file still has the recorded size and sha256.
+func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, m *Manifest, prog Progress) (bool, error) {
+	rec, ok := finishedRecord(dst, p.ID, u.Name, m)
+	if !ok {
+		return false, nil
+	}
+	path := filepath.Join(dst, filepath.FromSlash(u.Name))
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() != rec.Size {
+		return false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.hash = grow(s.hash, hashBufSize)
+	got, err := hashFile(path, s.hash, prog.Add)
+	if err != nil {
+		return false, err
+	}
+	if got.SHA256 != rec.SHA256 {
+		return false, nil
+	}
+	prog.Add(u.Work - got.Size)
+	// Re-record it, so Finalize sees it even when it came from a manifest.
+	return true, writeJSON(recordPath(dst, u.Name), doneRecord{Plan: p.ID, FileRecord: rec})
+}
+
+// produce writes one unit under a temporary name, commits it, hashes it and
+// records it. It returns how many non-finite values it zeroed.
+func (s *scratch) produce(ctx context.Context, p *Plan, dst string, u Unit, prog Progress) (int64, error) {
+	path := filepath.Join(dst, filepath.FromSlash(u.Name))
+	var zeroed int64
+	var err error
+	switch u.Kind {
+	case UnitShard:
+		zeroed, err = s.writeShard(ctx, p, path, u.File, prog)
+	case UnitAux:
+		err = s.copyAux(ctx, filepath.Join(p.SrcRoot, filepath.FromSlash(u.Name)), path, prog)
+	}
+	if err != nil {
+		return zeroed, err
+	}
+	s.hash = grow(s.hash, hashBufSize)
+	rec, err := hashFile(path, s.hash, prog.Add)
+	if err != nil {
+		return zeroed, err
+	}
+	rec.Name = u.Name
+	if rec.Size != u.Size {
+		return zeroed, fmt.Errorf("file %s: wrote %d bytes, planned %d", path, rec.Size, u.Size)
+	}
+	return zeroed, writeJSON(recordPath(dst, u.Name), doneRecord{Plan: p.ID, FileRecord: rec})
+}
+
+func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	in, err := os.Open(from)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", from, err)
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return fmt.Errorf("copy %s: %w", to, err)
+	}
+	out, err := atomicfile.Create(to)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", to, err)
+	}
+	defer out.Abort()
+	n, err := io.Copy(out.File, in) // copy_file_range between regular files
+	prog.Add(n)
+	if err != nil {
+		return fmt.Errorf("copy %s to %s: %w", from, to, err)
+	}
+	if err := out.Commit(); err != nil {
+		return fmt.Errorf("copy %s: %w", to, err)
+	}
+	return nil
+}
+
+// writeShard writes one output shard: copies move by byte range, quantized
+// weights stream band by band, each scale tensor is written after its weight.
+func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, error) {
+	w, err := safetensors.Create(path, fp.Layout)
+	if err != nil {
+		return 0, err
+	}
+	defer w.Abort()
+	var zeroed int64
+	for _, o := range fp.Outputs {
+		if err := ctx.Err(); err != nil {
+			return zeroed, err
+		}
+		src, ok := fp.Source.Lookup(o.Source)
+		if !ok {
+			return zeroed, fmt.Errorf("file %s: tensor %s: %w in the source", fp.Source.Path, o.Source, safetensors.ErrNotFound)
+		}
+		switch o.Role {
+		case RoleCopy:
+			tw, err := w.Tensor(o.Name)
+			if err != nil {
+				return zeroed, err
+			}
+			n, err := tw.ReadFrom(fp.Source.Section(src))
+			prog.Add(n)
+			if err != nil {
+				return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, o.Name, err)
+			}
+		case RoleWeight:
+			tw, err := w.Tensor(o.Name)
+			if err != nil {
+				return zeroed, err
+			}
+			stw, err := w.Tensor(p.Options.Format.ScaleName(o.Name))
+			if err != nil {
+				return zeroed, err
+			}
+			n, err := s.quantizeTensor(ctx, fp.Source, src, p.Options, tw, stw, prog)
+			zeroed += n
+			if err != nil {
+				return zeroed, fmt.Errorf("file %s: tensor %s: %w", filepath.Join(p.SrcRoot, fp.Source.Path), o.Source, err)
+			}
+		case RoleScale:
+			// written with its weight
+		}
+	}
+	return zeroed, w.Commit()
+}
+
+var quantElems = map[safetensors.DType]quant.Elem{safetensors.BF16: quant.BF16, safetensors.F16: quant.F16, safetensors.F32: quant.F32}
+
+// tileCols is the widest column tile (a multiple of 128) whose 128-row band of
+// elements of size esz fits TileBytes, or k when the whole band fits.
+func tileCols(k, esz int) int {
+	if BlockSize*k*esz <= TileBytes {
+		return k
+	}
+	return max(BlockSize, TileBytes/(BlockSize*esz)/BlockSize*BlockSize)
+}
+
+// quantizeTensor streams one [N, K] weight through the quantizer in bands of
+// 128 rows (split into column tiles when a band is wider than TileBytes),
+// writes the FP8 codes band by band and then the scales.
+func (s *scratch) quantizeTensor(ctx context.Context, f *safetensors.File, t safetensors.TensorInfo, opts Options,
+	tw, stw *safetensors.TensorWriter, prog Progress) (int64, error) {
+	elem, ok := quantElems[t.DType]
+	if !ok || len(t.Shape) != 2 {
+		return 0, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
+	}
+	if t.Shape[1] > quant.MaxK {
+		return 0, fmt.Errorf("%w: K = %d over %d", ErrNotQuantizable, t.Shape[1], quant.MaxK)
+	}
+	n, k, esz := t.Shape[0], int(t.Shape[1]), elem.Size()
+	nb, kb := Blocks(n), Blocks(int64(k))
+	if nb*kb > MaxScaleBlocks {
+		return 0, fmt.Errorf("%w: %d scale blocks, over %d", ErrNotQuantizable, nb*kb, MaxScaleBlocks)
+	}
+	sec := f.Section(t)
+	rowBytes := int64(k) * int64(esz)
+	wcols := tileCols(k, esz)
+	s.src = grow(s.src, BlockSize*wcols*esz)
+	s.band = grow(s.band, BlockSize*k)
+	if wcols < k {
+		s.tile = grow(s.tile, BlockSize*wcols)
+	}
+	s.scales = grow(s.scales, int(nb*kb))
+	quantizers := map[int]*quant.Quantizer{}
+	var zeroed int64
+	for b := range nb {
+		if err := ctx.Err(); err != nil {
+			return zeroed, err
+		}
+		rows := int(min(BlockSize, n-b*BlockSize))
+		for c0 := 0; c0 < k; c0 += wcols {
+			w := min(wcols, k-c0)
+			src := s.src[:rows*w*esz]
+			if w == k { // the band is contiguous
+				if _, err := sec.ReadAt(src, b*BlockSize*rowBytes); err != nil {
+					return zeroed, fmt.Errorf("read rows %d..%d: %w", b*BlockSize, b*BlockSize+int64(rows), err)
+				}
+			} else {
+				for r := range rows {
+					off := (b*BlockSize+int64(r))*rowBytes + int64(c0*esz)
+					if _, err := sec.ReadAt(src[r*w*esz:(r+1)*w*esz], off); err != nil {
+						return zeroed, fmt.Errorf("read row %d: %w", b*BlockSize+int64(r), err)
+					}
+				}
+			}
+			q := quantizers[w]
+			if q == nil {
+				q = quant.NewQuantizer(w, elem, opts.ScaleFmt)
+				quantizers[w] = q
+			}
+			dst := s.band[:rows*k]
+			if w != k {
+				dst = s.tile[:rows*w]
+			}
+			scales := s.scales[b*kb+int64(c0/BlockSize):]
+			err := q.QuantizeBandAt(int(b), dst, scales, src, rows)
+			var nf *quant.NonFiniteError
+			if errors.As(err, &nf) {
+				if opts.NonFinite != NonFiniteZero {
+					return zeroed, fmt.Errorf("%w: %s %#x at row %d, column %d (128×128 block %d,%d); pass --nonfinite zero to replace such values by 0",
+						ErrNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/BlockSize+nf.ColBlock)
+				}
+				zeroed += zeroNonFinite(src, elem)
+				err = q.QuantizeBandAt(int(b), dst, scales, src, rows)
+			}
+			if err != nil {
+				return zeroed, err
+			}
+			if w != k {
+				for r := range rows {
+					copy(s.band[r*k+c0:r*k+c0+w], dst[r*w:(r+1)*w])
+				}
+			}
+			prog.Add(int64(len(src)))
+		}
+		if _, err := tw.Write(s.band[:rows*k]); err != nil {
+			return zeroed, err
+		}
+	}
+	s.sbytes = grow(s.sbytes, 4*len(s.scales))
+	for i, v := range s.scales {
+		binary.LittleEndian.PutUint32(s.sbytes[4*i:], math.Float32bits(v))
+	}
+	if _, err := stw.Write(s.sbytes); err != nil {
+		return zeroed, err
+	}
+	return zeroed, nil
+}
+
+// zeroNonFinite replaces every Inf or NaN element of src by +0 and counts them.
+func zeroNonFinite(src []byte, e quant.Elem) int64 {
+	var n int64
+	switch e {
+	case quant.F32:
+		for i := 0; i+4 <= len(src); i += 4 {
+			if binary.LittleEndian.Uint32(src[i:])&0x7F800000 == 0x7F800000 {
+				binary.LittleEndian.PutUint32(src[i:], 0)
+				n++
+			}
+		}
+	case quant.BF16, quant.F16:
+		expMask := uint16(0x7F80)
+		if e == quant.F16 {
+			expMask = 0x7C00
+		}
+		for i := 0; i+2 <= len(src); i += 2 {
+			if binary.LittleEndian.Uint16(src[i:])&expMask == expMask {
+				binary.LittleEndian.PutUint16(src[i:], 0)
+				n++
+			}
+		}
+	}
+	return n
+}

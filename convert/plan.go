@@ -1,0 +1,415 @@
+package convert
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// ManifestName is the file, written last, that lists the sha256 and size of
+// every other output file; its presence marks a finished conversion.
+const ManifestName = "k3ckpt-manifest.json"
+
+// planVersion changes whenever the meaning of a plan changes, so that a resume
+// never mixes outputs of two versions.
+const planVersion = "k3ckpt-convert/1"
+
+// FilePlan is one output shard: same name as its source shard, its complete
+// layout, and per output tensor where its bytes come from.
+type FilePlan struct {
+	// Name is the shard's path relative to the checkpoint root.
+	Name string
+	// Source is the source shard (its headers; data is read by the executor).
+	Source *safetensors.File
+	// Layout is the output file's header and offsets.
+	Layout *safetensors.Layout
+	// Outputs are the output tensors in the layout's data order.
+	Outputs []OutputTensor
+	// ReadBytes is how many source bytes producing the file reads.
+	ReadBytes int64
+}
+
+// AuxFile is a side file (tokenizer, chat template, custom code) copied as is.
+type AuxFile struct {
+	// Name is the path relative to the checkpoint root, with forward slashes.
+	Name string
+	Size int64
+}
+
+// Plan is a complete conversion decided from headers and config alone. The
+// executor follows it without making decisions.
+type Plan struct {
+	Recipe  *Recipe
+	Options Options
+	// SrcRoot is the source checkpoint directory.
+	SrcRoot string
+	// Files are the output shards, in source order.
+	Files []*FilePlan
+	// Aux are the side files copied unchanged.
+	Aux []AuxFile
+	// Config is the output config.json; HFQuantConfig is hf_quant_config.json
+	// (ModelOpt only, else nil).
+	Config, HFQuantConfig []byte
+	// Index is the output model.safetensors.index.json.
+	Index []byte
+	// ID fingerprints everything above; outputs of one plan carry it.
+	ID string
+}
+
+// NewPlan plans the conversion of a local checkpoint. config is the source
+// config.json (read from the checkpoint when nil). It fails, before anything
+// is written, on a tensor the recipe cannot quantize, a tensor whose shape or
+// dtype disagrees with the config, or output names that collide.
+func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options) (*Plan, error) {
+	if strings.Contains(src.Root, "://") {
+		return nil, fmt.Errorf("convert %s: the source must be a local directory", src.Root)
+	}
+	if config == nil {
+		var err error
+		if config, err = src.ReadAux(ConfigName); err != nil {
+			return nil, fmt.Errorf("convert: %w", err)
+		}
+	}
+	cfg, err := model.ParseConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, ConfigName), err)
+	}
+	if err := checkAgainstConfig(src, cfg); err != nil {
+		return nil, err
+	}
+	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root}
+	var all []OutputTensor
+	idx := &safetensors.Index{WeightMap: make(map[string]string, src.NumTensors())}
+	for _, f := range src.Files {
+		specs := make([]safetensors.TensorSpec, len(f.Tensors))
+		for i, t := range f.Tensors {
+			specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+		}
+		outs, err := PlanTensors(r, specs, opts)
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", filepath.Join(src.Root, f.Path), err)
+		}
+		fp, err := planFile(f, outs)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range fp.Outputs {
+			if prev, dup := idx.WeightMap[o.Name]; dup {
+				return nil, fmt.Errorf("file %s: tensor %s: %w: also written to %s", f.Path, o.Name, ErrNameCollision, prev)
+			}
+			idx.WeightMap[o.Name] = f.Path
+		}
+		idx.TotalSize += fp.Layout.Size - fp.Layout.DataStart
+		all = append(all, fp.Outputs...)
+		p.Files = append(p.Files, fp)
+	}
+	if p.Index, err = idx.Marshal(); err != nil {
+		return nil, err
+	}
+	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, all, opts); err != nil {
+		return nil, err
+	}
+	if p.Aux, err = listAux(src); err != nil {
+		return nil, err
+	}
+	p.ID = p.fingerprint()
+	return p, nil
+}
+
+// planFile lays out one output shard and orders its outputs like the layout.
+func planFile(f *safetensors.File, outs []OutputTensor) (*FilePlan, error) {
+	specs := make([]safetensors.TensorSpec, len(outs))
+	byName := make(map[string]int, len(outs))
+	for i, o := range outs {
+		specs[i] = o.TensorSpec
+		byName[o.Name] = i
+	}
+	l, err := safetensors.NewLayout(specs, f.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", f.Path, err)
+	}
+	fp := &FilePlan{Name: f.Path, Source: f, Layout: l, Outputs: make([]OutputTensor, len(outs))}
+	for i, t := range l.Tensors {
+		o := outs[byName[t.Name]]
+		fp.Outputs[i] = o
+		if o.Role != RoleScale {
+			st, _ := f.Lookup(o.Source)
+			fp.ReadBytes += st.Size()
+		}
+	}
+	return fp, nil
+}
+
+// checkAgainstConfig compares every source tensor the config's catalog knows
+// with its catalog dtype and shape, one shard's catalog at a time.
+func checkAgainstConfig(src *safetensors.Checkpoint, cfg *model.Config) error {
+	shardIndex := make(map[string]int, cfg.NumShards())
+	for i := range cfg.NumShards() {
+		shardIndex[cfg.ShardName(i)] = i
+	}
+	cached := -1
+	var want map[string]safetensors.TensorSpec
+	for _, f := range src.Files {
+		for _, t := range f.Tensors {
+			i, ok := shardIndex[cfg.ShardOf(t.Name)]
+			if !ok {
+				continue
+			}
+			if i != cached {
+				specs := cfg.ShardTensors(i)
+				want = make(map[string]safetensors.TensorSpec, len(specs))
+				for _, s := range specs {
+					want[s.Name] = s
+				}
+				cached = i
+			}
+			s, ok := want[t.Name]
+			if !ok {
+				continue
+			}
+			if s.DType != t.DType || !slices.Equal(s.Shape, t.Shape) {
+				return fmt.Errorf("file %s: tensor %s: %w: %s %v, config.json implies %s %v",
+					filepath.Join(src.Root, f.Path), t.Name, ErrConfigMismatch, t.DType, t.Shape, s.DType, s.Shape)
+			}
+		}
+	}
+	return nil
+}
+
+// outputConfigs rewrites config.json's quantization_config for the chosen
+// convention and renders hf_quant_config.json for ModelOpt.
+func outputConfigs(cfg *model.Config, outs []OutputTensor, opts Options) (config, hfq []byte, err error) {
+	raw := cfg.Raw()
+	var srcQC map[string]any
+	if v, ok := raw["quantization_config"]; ok {
+		if srcQC, ok = v.(map[string]any); !ok {
+			return nil, nil, fmt.Errorf("%w: quantization_config is not an object", ErrConfig)
+		}
+	}
+	qc, hf, err := quantConfigs(srcQC, cfg.GroupSize, outs, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw["quantization_config"] = qc
+	if config, err = marshalConfig(raw); err != nil {
+		return nil, nil, err
+	}
+	if hf != nil {
+		if hfq, err = marshalConfig(hf); err != nil {
+			return nil, nil, err
+		}
+	}
+	return config, hfq, nil
+}
+
+// replacedNames are source side files the conversion rewrites or must not
+// carry over (a stale hf_quant_config.json would describe the wrong formats).
+var replacedNames = map[string]bool{
+	ConfigName: true, HFQuantConfigName: true, safetensors.IndexName: true, ManifestName: true,
+}
+
+// listAux finds the side files to copy: every regular file under the source
+// root (symlinks followed, as in a Hugging Face cache snapshot) except the
+// shards, the files the conversion rewrites, and hidden entries.
+func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
+	shards := make(map[string]bool, len(src.Files))
+	for _, f := range src.Files {
+		shards[f.Path] = true
+	}
+	var aux []AuxFile
+	err := filepath.WalkDir(src.Root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src.Root, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		name := filepath.ToSlash(rel)
+		if shards[name] || replacedNames[name] {
+			return nil
+		}
+		st, err := os.Stat(path) // follows symlinks
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return nil
+		}
+		aux = append(aux, AuxFile{Name: name, Size: st.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
+	}
+	slices.SortFunc(aux, func(a, b AuxFile) int { return cmp.Compare(a.Name, b.Name) })
+	return aux, nil
+}
+
+// fingerprint hashes what the plan produces: the tool version, the recipe,
+// the options, every output header and source size, the side files and the
+// configs. Two runs with equal fingerprints write byte-identical outputs.
+func (p *Plan) fingerprint() string {
+	h := sha256.New()
+	line := func(parts ...string) {
+		h.Write([]byte(strings.Join(parts, "\x1f")))
+		h.Write([]byte{'\n'})
+	}
+	line(planVersion, p.Recipe.Name, p.Recipe.Default.String())
+	for _, r := range p.Recipe.Rules {
+		line("rule", r.Pattern, r.Action.String())
+	}
+	// NonFinite is left out: where both policies succeed they write the same bytes.
+	line("options", p.Options.Format.String(), p.Options.ScaleFmt.String())
+	for _, f := range p.Files {
+		line("file", f.Name, strconv.FormatInt(f.Source.Size, 10))
+		h.Write(f.Layout.Header)
+	}
+	for _, a := range p.Aux {
+		line("aux", a.Name, strconv.FormatInt(a.Size, 10))
+	}
+	h.Write(p.Config)
+	h.Write(p.HFQuantConfig)
+	h.Write(p.Index)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// UnitKind says how a unit of work is produced.
+type UnitKind uint8
+
+const (
+	// UnitShard is an output shard written from its source shard.
+	UnitShard UnitKind = iota
+	// UnitAux is a side file copied byte for byte.
+	UnitAux
+)
+
+// String names the kind.
+func (k UnitKind) String() string {
+	if k == UnitAux {
+		return "aux"
+	}
+	return "shard"
+}
+
+// Unit is one output file the workers produce (the index, configs and
+// manifest are written by Finalize once every unit is done).
+type Unit struct {
+	Name string
+	Kind UnitKind
+	// Size is the output file's size.
+	Size int64
+	// Work is the bytes read to produce it (what progress counts).
+	Work int64
+	// File is set for shards.
+	File *FilePlan
+}
+
+// Units lists the plan's units sorted by name.
+func (p *Plan) Units() []Unit {
+	us := make([]Unit, 0, len(p.Files)+len(p.Aux))
+	for _, f := range p.Files {
+		us = append(us, Unit{Name: f.Name, Kind: UnitShard, Size: f.Layout.Size, Work: f.ReadBytes + f.Layout.Size, File: f})
+	}
+	for _, a := range p.Aux {
+		us = append(us, Unit{Name: a.Name, Kind: UnitAux, Size: a.Size, Work: 2 * a.Size})
+	}
+	slices.SortFunc(us, func(a, b Unit) int { return cmp.Compare(a.Name, b.Name) })
+	return us
+}
+
+// Slice returns worker i's share of the units out of n workers: units are
+// dealt largest first to the least loaded worker (ties to the lowest worker
+// and then by name), which balances bytes and depends only on the plan, so
+// every worker computes the same partition on its own.
+func (p *Plan) Slice(i, n int) ([]Unit, error) {
+	if n < 1 || i < 0 || i >= n {
+		return nil, fmt.Errorf("%w: %d/%d (want 0 ≤ I < N)", ErrWorker, i, n)
+	}
+	us := p.Units()
+	order := slices.Clone(us)
+	slices.SortStableFunc(order, func(a, b Unit) int { return cmp.Compare(b.Size, a.Size) })
+	load := make([]int64, n)
+	var mine []Unit
+	for _, u := range order {
+		w := 0
+		for j := 1; j < n; j++ {
+			if load[j] < load[w] {
+				w = j
+			}
+		}
+		load[w] += max(u.Size, 1)
+		if w == i {
+			mine = append(mine, u)
+		}
+	}
+	slices.SortFunc(mine, func(a, b Unit) int { return cmp.Compare(a.Name, b.Name) })
+	return mine, nil
+}
+
+// Totals sums a plan for --dry-run.
+type Totals struct {
+	SourceBytes, OutputBytes     int64 // tensor data bytes
+	Copied, Quantized, Dropped   int   // source tensors by action
+	CopiedBytes, QuantizedBytes  int64 // source bytes by action
+	FP8Bytes, ScaleBytes         int64 // output bytes of quantized tensors
+	AuxBytes                     int64
+	Files, AuxFiles, OutputFiles int
+}
+
+// Totals counts the plan's tensors and bytes.
+func (p *Plan) Totals() Totals {
+	var t Totals
+	for _, f := range p.Files {
+		t.Files++
+		t.SourceBytes += f.Source.DataSize()
+		t.OutputBytes += f.Layout.Size - f.Layout.DataStart
+		kept := 0
+		for i, o := range f.Outputs {
+			sz := f.Layout.Tensors[i].Size()
+			switch o.Role {
+			case RoleCopy:
+				t.Copied++
+				t.CopiedBytes += sz
+				kept++
+			case RoleWeight:
+				t.Quantized++
+				t.FP8Bytes += sz
+				src, _ := f.Source.Lookup(o.Source)
+				t.QuantizedBytes += src.Size()
+				kept++
+			case RoleScale:
+				t.ScaleBytes += sz
+			}
+		}
+		t.Dropped += len(f.Source.Tensors) - kept
+	}
+	for _, a := range p.Aux {
+		t.AuxFiles++
+		t.AuxBytes += a.Size
+	}
+	t.OutputFiles = t.Files + t.AuxFiles + 2 // + index, config.json
+	if p.HFQuantConfig != nil {
+		t.OutputFiles++
+	}
+	return t
+}

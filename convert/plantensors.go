@@ -1,0 +1,157 @@
+package convert
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// Role is what an output tensor is.
+type Role uint8
+
+const (
+	// RoleCopy is a source tensor copied byte for byte.
+	RoleCopy Role = iota
+	// RoleWeight is the FP8 E4M3 codes of a quantized weight.
+	RoleWeight
+	// RoleScale is the fp32 block scales of a quantized weight.
+	RoleScale
+
+	numRoles = int(RoleScale) + 1
+)
+
+var roleNames = [numRoles]string{RoleCopy: "copy", RoleWeight: "fp8", RoleScale: "scale"}
+
+// String is the role's name in plans.
+func (r Role) String() string {
+	if int(r) < numRoles {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// MarshalText writes the role's name.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// Options are the choices that shape the output checkpoint.
+type Options struct {
+	// Format is the engine convention of scale names, shapes and config.
+	Format Format
+	// ScaleFmt chooses plain fp32 or power-of-two (UE8M0) block scales.
+	ScaleFmt quant.ScaleFmt
+	// NonFinite decides what a NaN or Inf in a weight to quantize does.
+	NonFinite NonFinitePolicy
+}
+
+// OutputTensor is one tensor of the output and where its bytes come from. The
+// Shape shares its backing array with the source spec for copied tensors.
+type OutputTensor struct {
+	safetensors.TensorSpec
+	// Source is the source tensor's name: the tensor itself for a copy, the
+	// BF16/F16/F32 weight for both outputs of a quantized weight.
+	Source string
+	// SourceDType and SourceShape describe the source tensor.
+	SourceDType safetensors.DType
+	SourceShape []int64
+	Role        Role
+}
+
+// quantizableDTypes are the source dtypes block quantization reads.
+var quantizableDTypes = map[safetensors.DType]bool{safetensors.BF16: true, safetensors.F16: true, safetensors.F32: true}
+
+// PlanTensors decides every output tensor from the source specs alone: copies
+// for tensors the recipe keeps, an FP8 weight plus its scale tensor for each
+// weight it quantizes, nothing for dropped ones. Outputs follow the input order
+// (a quantized weight's FP8 codes, then its scale). It is pure and cheap, so
+// header-only tools (inspect --recipe) can call it on a whole checkpoint.
+func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]OutputTensor, error) {
+	if int(opts.Format) >= numFormats {
+		return nil, fmt.Errorf("%w: %v", ErrUnknownFormat, opts.Format)
+	}
+	classify := r.memoClassifier()
+	out := make([]OutputTensor, 0, len(in)+len(in)/64)
+	var quantized map[string]string // X.weight's scale name → X.weight
+	for _, s := range in {
+		switch classify(s.Name) {
+		case Drop:
+		case Keep:
+			out = append(out, OutputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleCopy})
+		case Quantize:
+			if err := checkQuantizable(s); err != nil {
+				return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
+			}
+			n, k := s.Shape[0], s.Shape[1]
+			scale := opts.Format.ScaleName(s.Name)
+			out = append(out,
+				OutputTensor{TensorSpec: safetensors.TensorSpec{Name: s.Name, DType: WeightDType, Shape: s.Shape}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleWeight},
+				OutputTensor{TensorSpec: safetensors.TensorSpec{Name: scale, DType: ScaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleScale})
+			if quantized == nil {
+				quantized = make(map[string]string)
+			}
+			if prev, dup := quantized[scale]; dup {
+				return nil, fmt.Errorf("tensor %s: %w: its scale %s is also %s's", s.Name, ErrNameCollision, scale, prev)
+			}
+			quantized[scale] = s.Name
+		}
+	}
+	// A scale name can only collide with a source tensor of the same name
+	// (source names are unique): scan the names ending like a scale.
+	if len(quantized) > 0 {
+		suffix := formatFacts[opts.Format].scaleSuffix
+		for _, s := range in {
+			if !strings.HasSuffix(s.Name, suffix) {
+				continue
+			}
+			if w, ok := quantized[s.Name]; ok && classify(s.Name) != Drop {
+				return nil, fmt.Errorf("tensor %s: %w: the source already holds %s (is it already converted?)", w, ErrNameCollision, s.Name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkQuantizable rejects weights block quantization cannot take: it reads
+// 2-D BF16/F16/F32 matrices named X.weight (the scale is named after them).
+func checkQuantizable(s safetensors.TensorSpec) error {
+	switch {
+	case !quantizableDTypes[s.DType]:
+		return fmt.Errorf("tensor %s: %w: dtype %s (want BF16, F16 or F32)", s.Name, ErrNotQuantizable, s.DType)
+	case len(s.Shape) != 2:
+		return fmt.Errorf("tensor %s: %w: shape %v is not 2-D", s.Name, ErrNotQuantizable, s.Shape)
+	case !strings.HasSuffix(s.Name, ".weight"):
+		return fmt.Errorf("tensor %s: %w: a scale can only be named after a tensor called X.weight", s.Name, ErrNotQuantizable)
+	}
+	return nil
+}
+
+// memoClassifier returns a classifier that remembers its answers per name
+// skeleton (every ASCII digit replaced by '#'). Half a million K3 names have
+// a few dozen skeletons, so this turns ~2.5M regexp runs into map lookups. It
+// is exact when no rule pattern mentions a digit: RE2 patterns without digit
+// literals cannot tell two digits apart, and the skeleton keeps positions.
+// Otherwise every name goes through the rules.
+func (r *Recipe) memoClassifier() func(string) Action {
+	for _, rule := range r.Rules {
+		if strings.ContainsAny(rule.Pattern, "0123456789") {
+			return func(name string) Action { a, _ := r.Classify(name); return a }
+		}
+	}
+	memo := make(map[string]Action, 64)
+	var buf []byte
+	return func(name string) Action {
+		buf = append(buf[:0], name...)
+		for i, c := range buf {
+			if c >= '0' && c <= '9' {
+				buf[i] = '#'
+			}
+		}
+		if a, ok := memo[string(buf)]; ok {
+			return a
+		}
+		a, _ := r.Classify(name)
+		memo[string(buf)] = a
+		return a
+	}
+}

@@ -1,0 +1,251 @@
+package convert
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+func k3Catalog(t testing.TB) []safetensors.TensorSpec {
+	t.Helper()
+	cfg, err := model.ScaledConfig(model.ScaleFull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Catalog()
+}
+
+func mustRecipe(t testing.TB) *Recipe {
+	t.Helper()
+	r, err := Lookup(AttnMoEDenseFP8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func sumBytes(t testing.TB, specs []safetensors.TensorSpec) int64 {
+	var s int64
+	for _, x := range specs {
+		n, err := safetensors.ByteSize(x.DType, x.Shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s += n
+	}
+	return s
+}
+
+// The recipe applied to the full K3 catalog reproduces SPEC §1.5: 1453.66 GiB
+// before, 1403.79 GiB after, 55.8 GiB of non-expert weights after.
+func TestPlanTensorsK3Figures(t *testing.T) {
+	in := k3Catalog(t)
+	outs, err := PlanTensors(mustRecipe(t), in, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := make([]safetensors.TensorSpec, len(outs))
+	var nonExpert int64
+	quantized := 0
+	for i, o := range outs {
+		specs[i] = o.TensorSpec
+		if o.Role == RoleWeight {
+			quantized++
+		}
+		if model.Classify(o.Name) != model.RoutedExperts && model.Classify(o.Name) != model.Vision {
+			n, _ := safetensors.ByteSize(o.DType, o.Shape)
+			nonExpert += n
+		}
+	}
+	gib := func(b int64) float64 { return math.Round(float64(b)/(1<<30)*100) / 100 }
+	if got := gib(sumBytes(t, in)); got != 1453.66 {
+		t.Errorf("source: %.2f GiB, SPEC says 1453.66", got)
+	}
+	if got := gib(sumBytes(t, specs)); got != 1403.79 {
+		t.Errorf("after ATTN-MOE-DENSE-FP8: %.2f GiB, SPEC says 1403.79", got)
+	}
+	if got := math.Round(float64(nonExpert)/(1<<30)*10) / 10; got != 55.8 {
+		t.Errorf("non-expert after: %.1f GiB, SPEC says 55.8", got)
+	}
+	// 69 KDA layers × 5 + 24 MLA layers × 6 + 92 MoE layers × 5 + 3 dense.
+	if want := 69*5 + 24*6 + 92*5 + 3; quantized != want {
+		t.Errorf("%d weights quantized, want %d", quantized, want)
+	}
+	if len(outs) != len(in)+quantized {
+		t.Errorf("%d outputs for %d inputs and %d quantized", len(outs), len(in), quantized)
+	}
+}
+
+// The action of every kind of K3 tensor, written out from SPEC §2.
+func TestRecipeActionsPerSpec(t *testing.T) {
+	r := mustRecipe(t)
+	P := "language_model.model.layers."
+	cases := map[string]Action{
+		// KDA layer 0 (layer 0 is KDA and dense)
+		P + "0.self_attn.q_proj.weight": Quantize, P + "0.self_attn.k_proj.weight": Quantize,
+		P + "0.self_attn.v_proj.weight": Quantize, P + "0.self_attn.g_proj.weight": Quantize,
+		P + "0.self_attn.o_proj.weight": Quantize, P + "0.self_attn.f_a_proj.weight": Keep,
+		P + "0.self_attn.f_b_proj.weight": Keep, P + "0.self_attn.b_proj.weight": Keep,
+		P + "0.self_attn.q_conv1d.weight": Keep, P + "0.self_attn.dt_bias": Keep,
+		P + "0.self_attn.A_log": Keep, P + "0.self_attn.o_norm.weight": Keep,
+		P + "0.mlp.gate_proj.weight": Quantize, P + "0.mlp.up_proj.weight": Quantize, P + "0.mlp.down_proj.weight": Quantize,
+		P + "0.input_layernorm.weight": Keep, P + "0.self_attention_res_proj.weight": Keep, P + "0.mlp_res_norm.weight": Keep,
+		// MLA layer 3
+		P + "3.self_attn.q_a_proj.weight": Quantize, P + "3.self_attn.q_b_proj.weight": Quantize,
+		P + "3.self_attn.kv_a_proj_with_mqa.weight": Quantize, P + "3.self_attn.kv_b_proj.weight": Quantize,
+		P + "3.self_attn.o_proj.weight": Quantize, P + "3.self_attn.g_proj.weight": Quantize,
+		P + "3.self_attn.q_a_layernorm.weight": Keep, P + "3.self_attn.kv_a_layernorm.weight": Keep,
+		// MoE
+		P + "5.block_sparse_moe.gate.weight": Keep, P + "5.block_sparse_moe.gate.e_score_correction_bias": Keep,
+		P + "5.block_sparse_moe.routed_expert_down_proj.weight": Quantize, P + "5.block_sparse_moe.routed_expert_up_proj.weight": Quantize,
+		P + "5.block_sparse_moe.routed_expert_norm.weight":       Keep,
+		P + "5.block_sparse_moe.shared_experts.gate_proj.weight": Quantize, P + "5.block_sparse_moe.shared_experts.up_proj.weight": Quantize,
+		P + "5.block_sparse_moe.shared_experts.down_proj.weight": Quantize,
+		P + "5.block_sparse_moe.experts.17.w1.weight_packed":     Keep, P + "5.block_sparse_moe.experts.17.w2.weight_scale": Keep,
+		// model level and vision
+		"language_model.model.embed_tokens.weight": Keep, "language_model.lm_head.weight": Keep,
+		"language_model.model.norm.weight": Keep, "language_model.model.output_attn_res_proj.weight": Keep,
+		"vision_tower.encoder.blocks.0.mlp.fc0.weight": Keep, "vision_tower.encoder.blocks.0.wqkv.weight": Keep,
+		"mm_projector.proj.0.weight": Keep,
+		// a bare text checkpoint's names
+		"model.layers.7.self_attn.q_b_proj.weight": Quantize,
+	}
+	for name, want := range cases {
+		if got, _ := r.Classify(name); got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+}
+
+// The memoized classifier agrees with the rules on every K3 name.
+func TestMemoClassifierExact(t *testing.T) {
+	r := mustRecipe(t)
+	memo := r.memoClassifier()
+	for _, s := range k3Catalog(t) {
+		if a, _ := r.Classify(s.Name); memo(s.Name) != a {
+			t.Fatalf("%s: memo %v, rules %v", s.Name, memo(s.Name), a)
+		}
+	}
+	// A recipe that tells layers apart by number must not be memoized by skeleton.
+	r2, err := NewRecipe("layer0", "", Keep, []Rule{{Pattern: `layers\.0\.`, Action: Drop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := r2.memoClassifier()
+	if m2("model.layers.1.x") != Keep || m2("model.layers.0.x") != Drop {
+		t.Error("digit-aware recipe memoized by skeleton")
+	}
+}
+
+// Scale names and shapes per convention, for a weight with partial blocks on
+// both axes (kv_a_proj_with_mqa: 576 = 4.5 × 128 rows).
+func TestScaleNamesAndShapes(t *testing.T) {
+	in := []safetensors.TensorSpec{{Name: "model.layers.3.self_attn.kv_a_proj_with_mqa.weight", DType: safetensors.BF16, Shape: []int64{576, 7200}}}
+	want := map[Format]struct {
+		name  string
+		shape []int64
+	}{
+		DeepSeek:          {"model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale_inv", []int64{5, 57}},
+		CompressedTensors: {"model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale", []int64{5, 57}},
+		ModelOpt:          {"model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale", []int64{5, 1, 57, 1}},
+	}
+	for f, w := range want {
+		outs, err := PlanTensors(mustRecipe(t), in, Options{Format: f, ScaleFmt: quant.ScaleUE8M0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(outs) != 2 {
+			t.Fatalf("%v: %d outputs", f, len(outs))
+		}
+		if o := outs[0]; o.Role != RoleWeight || o.DType != safetensors.F8_E4M3 || !slices.Equal(o.Shape, []int64{576, 7200}) || o.Source != in[0].Name {
+			t.Errorf("%v: weight %+v", f, o)
+		}
+		if o := outs[1]; o.Role != RoleScale || o.Name != w.name || o.DType != safetensors.F32 || !slices.Equal(o.Shape, w.shape) {
+			t.Errorf("%v: scale %s %v %v, want %s F32 %v", f, o.Name, o.DType, o.Shape, w.name, w.shape)
+		}
+	}
+}
+
+func TestPlanTensorsErrors(t *testing.T) {
+	r := mustRecipe(t)
+	name := "model.layers.1.block_sparse_moe.shared_experts.up_proj.weight"
+	cases := []struct {
+		what string
+		r    *Recipe
+		in   []safetensors.TensorSpec
+		want error
+	}{
+		{"U8 weight", r, []safetensors.TensorSpec{{Name: name, DType: safetensors.U8, Shape: []int64{8, 8}}}, ErrNotQuantizable},
+		{"FP8 weight (already converted)", r, []safetensors.TensorSpec{{Name: name, DType: safetensors.F8_E4M3, Shape: []int64{8, 8}}}, ErrNotQuantizable},
+		{"3-D weight", r, []safetensors.TensorSpec{{Name: name, DType: safetensors.BF16, Shape: []int64{2, 8, 8}}}, ErrNotQuantizable},
+		{"scale already present", r, []safetensors.TensorSpec{
+			{Name: name, DType: safetensors.BF16, Shape: []int64{8, 8}},
+			{Name: strings.TrimSuffix(name, "weight") + "weight_scale_inv", DType: safetensors.F32, Shape: []int64{1, 1}},
+		}, ErrNameCollision},
+	}
+	packed, err := NewRecipe("bad", "", Keep, []Rule{{Pattern: `weight_packed$`, Action: Quantize}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, struct {
+		what string
+		r    *Recipe
+		in   []safetensors.TensorSpec
+		want error
+	}{"recipe that would quantize MXFP4 experts", packed, []safetensors.TensorSpec{{Name: "m.layers.1.block_sparse_moe.experts.0.w1.weight_packed", DType: safetensors.U8, Shape: []int64{32, 16}}}, ErrNotQuantizable})
+	for _, c := range cases {
+		_, err := PlanTensors(c.r, c.in, Options{})
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.what, err, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.in[0].Name) {
+			t.Errorf("%s: error %q does not name the tensor", c.what, err)
+		}
+	}
+	if _, err := Lookup("nope"); !errors.Is(err, ErrUnknownRecipe) {
+		t.Errorf("Lookup(nope): %v", err)
+	}
+	if _, err := NewRecipe("x", "", Keep, []Rule{{Pattern: "(", Action: Drop}}); err == nil {
+		t.Error("bad pattern accepted")
+	}
+}
+
+func TestParseNames(t *testing.T) {
+	for f := range Format(numFormats) {
+		if g, err := ParseFormat(f.String()); err != nil || g != f {
+			t.Errorf("ParseFormat(%v) = %v, %v", f, g, err)
+		}
+	}
+	for _, s := range []string{"fp32", "ue8m0"} {
+		if f, err := ParseScaleFmt(s); err != nil || f.String() != s {
+			t.Errorf("ParseScaleFmt(%s) = %v, %v", s, f, err)
+		}
+	}
+	if _, err := ParseFormat("gguf"); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("ParseFormat(gguf): %v", err)
+	}
+	if _, err := ParseScaleFmt("e5m2"); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("ParseScaleFmt(e5m2): %v", err)
+	}
+	if _, err := ParseNonFinitePolicy("ignore"); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("ParseNonFinitePolicy(ignore): %v", err)
+	}
+}
+
+func BenchmarkPlanTensorsK3(b *testing.B) {
+	in := k3Catalog(b)
+	r := mustRecipe(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := PlanTensors(r, in, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

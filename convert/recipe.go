@@ -1,0 +1,143 @@
+package convert
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Action is what a recipe does with one source tensor.
+type Action uint8
+
+const (
+	// Keep copies the tensor byte for byte.
+	Keep Action = iota
+	// Quantize turns a 2-D float weight into block-FP8 (E4M3, one fp32 scale per 128×128 block).
+	Quantize
+	// Drop leaves the tensor out of the output.
+	Drop
+
+	numActions = int(Drop) + 1
+)
+
+var actionNames = [numActions]string{Keep: "keep", Quantize: "quantize", Drop: "drop"}
+
+// String is the action's name in plans and reports.
+func (a Action) String() string {
+	if int(a) < numActions {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("Action(%d)", uint8(a))
+}
+
+// MarshalText writes the action's name, so plans serialize readably.
+func (a Action) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// Rule maps the tensor names matching Pattern to Action. Patterns are Go
+// regular expressions over the full tensor name.
+type Rule struct {
+	Pattern string
+	Action  Action
+	// Why is a short reason shown by --dry-run and in docs.
+	Why string
+
+	re *regexp.Regexp
+}
+
+// Recipe is a conversion written as data: an ordered rule table (the first
+// matching rule wins) and the action for names no rule matches.
+type Recipe struct {
+	Name    string
+	Doc     string
+	Rules   []Rule
+	Default Action
+}
+
+// NewRecipe compiles a recipe's patterns, so that a bad pattern fails once,
+// here, rather than on some tensor later.
+func NewRecipe(name, doc string, def Action, rules []Rule) (*Recipe, error) {
+	r := &Recipe{Name: name, Doc: doc, Default: def, Rules: slices.Clone(rules)}
+	for i := range r.Rules {
+		re, err := regexp.Compile(r.Rules[i].Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("recipe %s: rule %d: %w", name, i, err)
+		}
+		if int(r.Rules[i].Action) >= numActions {
+			return nil, fmt.Errorf("recipe %s: rule %d: invalid action %d", name, i, r.Rules[i].Action)
+		}
+		r.Rules[i].re = re
+	}
+	return r, nil
+}
+
+// Classify returns the action for a tensor name and the index of the rule that
+// decided it (-1 for the default).
+func (r *Recipe) Classify(name string) (Action, int) {
+	for i := range r.Rules {
+		if r.Rules[i].re.MatchString(name) {
+			return r.Rules[i].Action, i
+		}
+	}
+	return r.Default, -1
+}
+
+// layerPrefix anchors a rule on a decoder layer of any checkpoint prefix
+// (language_model.model.layers.N. in K3, model.layers.N. in a text-only one).
+const layerPrefix = `^(?:.*\.)?layers\.\d+\.`
+
+// AttnMoEDenseFP8 is the name of the recipe of SPEC §2.
+const AttnMoEDenseFP8 = "attn-moe-dense-fp8"
+
+// builtinRecipes is the table of recipes the toolkit ships. Each quantize rule
+// names exactly the projections SPEC §2 lists; everything else (f_a/f_b/b_proj,
+// conv1d, A_log, dt_bias, norms, AttnRes, router, routed_expert_norm,
+// embedding, lm_head, the MXFP4 experts, vision) falls to the default, Keep.
+var builtinRecipes = []struct {
+	name, doc string
+	def       Action
+	rules     []Rule
+}{
+	{
+		name: AttnMoEDenseFP8,
+		doc:  "block-FP8 (128×128) attention projections, shared experts, latent MoE projections and the dense layer-0 MLP; MXFP4 experts and everything else unchanged",
+		def:  Keep,
+		rules: []Rule{
+			{Pattern: layerPrefix + `self_attn\.(?:q_proj|k_proj|v_proj|g_proj|o_proj)\.weight$`, Action: Quantize, Why: "KDA q/k/v/g/o and MLA o/g projections"},
+			{Pattern: layerPrefix + `self_attn\.(?:q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj)\.weight$`, Action: Quantize, Why: "MLA projections"},
+			{Pattern: layerPrefix + `block_sparse_moe\.shared_experts\.(?:gate_proj|up_proj|down_proj)\.weight$`, Action: Quantize, Why: "shared experts"},
+			{Pattern: layerPrefix + `block_sparse_moe\.routed_expert_(?:down_proj|up_proj)\.weight$`, Action: Quantize, Why: "latent MoE projections"},
+			{Pattern: layerPrefix + `mlp\.(?:gate_proj|up_proj|down_proj)\.weight$`, Action: Quantize, Why: "dense MLP (layer 0)"},
+		},
+	},
+}
+
+var recipes = func() map[string]*Recipe {
+	m := make(map[string]*Recipe, len(builtinRecipes))
+	for _, b := range builtinRecipes {
+		r, err := NewRecipe(b.name, b.doc, b.def, b.rules)
+		if err != nil {
+			panic("convert: built-in recipe invalid: " + err.Error()) // a programming error, caught by every test
+		}
+		m[b.name] = r
+	}
+	return m
+}()
+
+// Lookup returns a built-in recipe by name.
+func Lookup(name string) (*Recipe, error) {
+	if r, ok := recipes[name]; ok {
+		return r, nil
+	}
+	return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownRecipe, name, strings.Join(RecipeNames(), ", "))
+}
+
+// RecipeNames lists the built-in recipes, sorted.
+func RecipeNames() []string {
+	names := make([]string, 0, len(recipes))
+	for n := range recipes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

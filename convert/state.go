@@ -1,0 +1,340 @@
+package convert
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// StateDir is the directory inside DST that holds a conversion in progress:
+// the plan every worker agreed on and one record per finished file. Finalize
+// removes it once the manifest is written.
+const StateDir = ".k3ckpt"
+
+const (
+	stateName   = "plan.json"
+	doneDir     = "done"
+	recordExt   = ".json"
+	hashBufSize = 1 << 20
+	// MaxStateFile bounds state and manifest files read back (the full K3
+	// plan state, with its index, is about 50 MB).
+	MaxStateFile = 1 << 30
+)
+
+// FileRecord is the size and sha256 of one finished output file.
+type FileRecord struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// doneRecord is FileRecord plus the plan it belongs to.
+type doneRecord struct {
+	Plan string `json:"plan"`
+	FileRecord
+}
+
+// Manifest lists every output file with its size and sha256; written last.
+type Manifest struct {
+	Version  int          `json:"version"`
+	Plan     string       `json:"plan"`
+	Recipe   string       `json:"recipe"`
+	Format   Format       `json:"format"`
+	ScaleFmt string       `json:"scale_fmt"`
+	Files    []FileRecord `json:"files"`
+
+	byName map[string]int
+}
+
+// planState is what a worker leaves in StateDir so that merge (which never
+// sees the source) can write the index, configs and manifest.
+type planState struct {
+	Version       string   `json:"version"`
+	Plan          string   `json:"plan"`
+	Recipe        string   `json:"recipe"`
+	Format        Format   `json:"format"`
+	ScaleFmt      string   `json:"scale_fmt"`
+	Units         []string `json:"units"`
+	Config        string   `json:"config"`
+	HFQuantConfig string   `json:"hf_quant_config,omitempty"`
+	Index         string   `json:"index"`
+}
+
+func (p *Plan) state() *planState {
+	s := &planState{
+		Version: planVersion, Plan: p.ID, Recipe: p.Recipe.Name, Format: p.Options.Format,
+		ScaleFmt: p.Options.ScaleFmt.String(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig), Index: string(p.Index),
+	}
+	for _, u := range p.Units() {
+		s.Units = append(s.Units, u.Name)
+	}
+	return s
+}
+
+// metaFiles are the files Finalize writes (besides the manifest), by name.
+func (s *planState) metaFiles() map[string][]byte {
+	m := map[string][]byte{safetensors.IndexName: []byte(s.Index), ConfigName: []byte(s.Config)}
+	if s.HFQuantConfig != "" {
+		m[HFQuantConfigName] = []byte(s.HFQuantConfig)
+	}
+	return m
+}
+
+func recordPath(dst, unit string) string {
+	return filepath.Join(dst, StateDir, doneDir, url.PathEscape(unit)+recordExt)
+}
+
+func readJSON(path string, v any) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxStateFile+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxStateFile {
+		return fmt.Errorf("%s: over %d bytes", path, MaxStateFile)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ReadManifest reads DST's manifest (ErrNotExist wrapped when absent).
+func ReadManifest(dst string) (*Manifest, error) {
+	var m Manifest
+	if err := readJSON(filepath.Join(dst, ManifestName), &m); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	m.byName = make(map[string]int, len(m.Files))
+	for i, f := range m.Files {
+		m.byName[f.Name] = i
+	}
+	return &m, nil
+}
+
+// Lookup finds a file's record.
+func (m *Manifest) Lookup(name string) (FileRecord, bool) {
+	i, ok := m.byName[name]
+	if !ok {
+		return FileRecord{}, false
+	}
+	return m.Files[i], true
+}
+
+// hashFile returns a file's size and sha256, counting bytes into progress.
+func hashFile(path string, buf []byte, progress func(int64)) (FileRecord, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return FileRecord{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	var n int64
+	for {
+		m, err := f.Read(buf)
+		if m > 0 {
+			h.Write(buf[:m])
+			n += int64(m)
+			if progress != nil {
+				progress(int64(m))
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return FileRecord{}, fmt.Errorf("hash %s: %w", path, err)
+		}
+	}
+	return FileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// prepareDest checks that DST can receive this plan before any byte is
+// written: not the source directory, and empty or holding this same
+// conversion (in progress or finished). Then it records the plan.
+func prepareDest(p *Plan, dst string) error {
+	if same, err := sameDir(p.SrcRoot, dst); err != nil {
+		return err
+	} else if same {
+		return fmt.Errorf("%w: %s", ErrSameDir, dst)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	var st planState
+	err := readJSON(filepath.Join(dst, StateDir, stateName), &st)
+	switch {
+	case err == nil:
+		if st.Plan != p.ID {
+			return fmt.Errorf("%w: %s is converting plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
+				ErrDestination, dst, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
+		}
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %v", ErrDestination, err)
+	}
+	m, err := ReadManifest(dst)
+	switch {
+	case err == nil:
+		if m.Plan != p.ID {
+			return fmt.Errorf("%w: %s holds a finished conversion of plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
+				ErrDestination, dst, m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %v", ErrDestination, err)
+	default:
+		ents, err := os.ReadDir(dst)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) && e.Name() != StateDir {
+				return fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
+			}
+		}
+	}
+	return writeJSON(filepath.Join(dst, StateDir, stateName), p.state())
+}
+
+// sameDir reports whether a and b name the same directory (b may not exist).
+func sameDir(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+// removeOwnTemps deletes leftovers of a killed run for these units only:
+// other workers may be writing their own temporaries in the same directory.
+func removeOwnTemps(dst string, units []Unit) error {
+	for _, u := range units {
+		dir, base := filepath.Split(filepath.Join(dst, filepath.FromSlash(u.Name)))
+		ents, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), atomicfile.TempPrefix+base+"-") {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// finishedRecord returns the record of a unit finished under this plan, from
+// its done record or from a finished conversion's manifest.
+func finishedRecord(dst, plan, unit string, m *Manifest) (FileRecord, bool) {
+	var r doneRecord
+	if err := readJSON(recordPath(dst, unit), &r); err == nil && r.Plan == plan && r.Name == unit {
+		return r.FileRecord, true
+	}
+	if m != nil && m.Plan == plan {
+		return m.Lookup(unit)
+	}
+	return FileRecord{}, false
+}
+
+// Finalize completes a conversion once every unit has been written (by one
+// or many workers): it writes the index, config.json (and
+// hf_quant_config.json), then the manifest, and removes StateDir. It checks
+// that each unit has a record of this plan and a file of the recorded size;
+// hashes were taken when each file was written (verify re-checks them).
+func Finalize(dst string) (*Manifest, error) {
+	var st planState
+	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if m, merr := ReadManifest(dst); merr == nil {
+				return m, nil // already finalized
+			}
+		}
+		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
+	}
+	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt}
+	var missing []string
+	for _, u := range st.Units {
+		rec, ok := finishedRecord(dst, st.Plan, u, nil)
+		if !ok {
+			missing = append(missing, u)
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u)))
+		if err != nil || fi.Size() != rec.Size {
+			missing = append(missing, u)
+			continue
+		}
+		m.Files = append(m.Files, rec)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", dst, ErrIncomplete, len(missing), len(st.Units), missing[0])
+	}
+	for name, b := range st.metaFiles() {
+		if err := atomicfile.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+			return nil, fmt.Errorf("merge %s: %w", dst, err)
+		}
+		sum := sha256.Sum256(b)
+		m.Files = append(m.Files, FileRecord{Name: name, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])})
+	}
+	slices.SortFunc(m.Files, func(a, b FileRecord) int { return cmp.Compare(a.Name, b.Name) })
+	if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
+	if err := os.RemoveAll(filepath.Join(dst, StateDir)); err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
+	if err := atomicfile.SyncDir(dst); err != nil {
+		return nil, err
+	}
+	return ReadManifest(dst)
+}
+
+// allDone reports whether every unit of the state in DST has a record.
+func allDone(dst string, p *Plan) bool {
+	for _, u := range p.Units() {
+		if _, ok := finishedRecord(dst, p.ID, u.Name, nil); !ok {
+			return false
+		}
+	}
+	return true
+}
