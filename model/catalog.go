@@ -26,9 +26,6 @@ var modelLevelSlot = map[Component]int{
 // ShardNameFormat names shard i (1-based) of n.
 const ShardNameFormat = "model-%05d-of-%05d.safetensors"
 
-// IndexName is the checkpoint's index file.
-const IndexName = "model.safetensors.index.json"
-
 // ConfigName is the config file next to the shards.
 const ConfigName = "config.json"
 

@@ -235,17 +235,17 @@ func TestShardPlacement(t *testing.T) {
 	}
 	P := "language_model.model."
 	for name, want := range map[string]string{
-		P + "layers.0.self_attn.q_proj.weight":                                "model-00001-of-00096.safetensors",
-		P + "layers.92.block_sparse_moe.experts.895.w3.weight_scale":          "model-00093-of-00096.safetensors",
-		P + "layers.47.self_attn.o_proj.weight_scale_inv":                     "model-00048-of-00096.safetensors",
-		P + "embed_tokens.weight":                                             "model-00094-of-00096.safetensors",
-		"language_model.lm_head.weight":                                       "model-00095-of-00096.safetensors",
-		P + "norm.weight":                                                     "model-00095-of-00096.safetensors",
-		P + "output_attn_res_proj.weight":                                     "model-00095-of-00096.safetensors",
-		"vision_tower.encoder.blocks.0.wqkv.weight":                           "model-00096-of-00096.safetensors",
-		"mm_projector.proj.0.weight":                                          "model-00096-of-00096.safetensors",
-		P + "layers.93.input_layernorm.weight":                                "",
-		"something.else":                                                      "",
+		P + "layers.0.self_attn.q_proj.weight":                       "model-00001-of-00096.safetensors",
+		P + "layers.92.block_sparse_moe.experts.895.w3.weight_scale": "model-00093-of-00096.safetensors",
+		P + "layers.47.self_attn.o_proj.weight_scale_inv":            "model-00048-of-00096.safetensors",
+		P + "embed_tokens.weight":                                    "model-00094-of-00096.safetensors",
+		"language_model.lm_head.weight":                              "model-00095-of-00096.safetensors",
+		P + "norm.weight":                                            "model-00095-of-00096.safetensors",
+		P + "output_attn_res_proj.weight":                            "model-00095-of-00096.safetensors",
+		"vision_tower.encoder.blocks.0.wqkv.weight":                  "model-00096-of-00096.safetensors",
+		"mm_projector.proj.0.weight":                                 "model-00096-of-00096.safetensors",
+		P + "layers.93.input_layernorm.weight":                       "",
+		"something.else":                                             "",
 	} {
 		if got := c.ShardOf(name); got != want {
 			t.Errorf("ShardOf(%s) = %q, want %q", name, got, want)
