@@ -722,14 +722,19 @@ func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 			return nil, err
 		}
 		var comp [model.NumComponents]Sum
+		var sliced int64
 		for _, pc := range pcs {
 			comp[p.comps[pc.Index]].add(pc.Bytes)
+			if pc.Held == layout.HeldSlice {
+				n, _ := safetensors.ByteSize(pc.DType, pc.Shape)
+				sliced += n
+			}
 		}
 		label := ms.label
 		if converted && label == memorySteps[0].label {
 			label = "source"
 		}
-		out = append(out, Step{Label: label, Rank: top, Total: plan.RankBytes[top], Components: componentRows(comp[:])})
+		out = append(out, Step{Label: label, Rank: top, Total: plan.RankBytes[top], Sliced: sliced, Components: componentRows(comp[:])})
 	}
 	return out, nil
 }

@@ -32,6 +32,9 @@ type Step struct {
 	Rank int `json:"rank"`
 	// Total is the rank's resident weight bytes.
 	Total int64 `json:"bytes"`
+	// Sliced is the full size of the tensors the rank holds only a slice of
+	// (at the weight-shard step: the weight-shard set).
+	Sliced int64 `json:"sliced_bytes"`
 	// Components splits Total by component.
 	Components []Row `json:"components"`
 }

@@ -227,15 +227,15 @@ func layoutText(w io.Writer, lr *LayoutReport) error {
 			lists = append(lists, s.Components)
 		}
 		cols := componentColumns(lists...)
-		t := newTable(w, 4+len(cols), 1)
-		t.Header(append([]string{"step", "rank", "GiB", "saved"}, cols...))
+		t := newTable(w, 5+len(cols), 1)
+		t.Header(append([]string{"step", "rank", "GiB", "saved", "sliced (full)"}, cols...))
 		for i, s := range lr.Steps {
 			saved := ""
 			if i > 0 {
 				saved = fmt.Sprintf("%.2f", gib(lr.Steps[i-1].Total-s.Total))
 			}
 			m := byKey(s.Components)
-			row := []string{s.Label, strconv.Itoa(s.Rank), gibStr(s.Total), saved}
+			row := []string{s.Label, strconv.Itoa(s.Rank), gibStr(s.Total), saved, gibStr(s.Sliced)}
 			for _, c := range cols {
 				row = append(row, gibStr(m[c]))
 			}
