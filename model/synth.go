@@ -1,0 +1,333 @@
+package model
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// ErrOutputExists: synth was pointed at a non-empty directory without Force.
+var ErrOutputExists = errors.New("output directory is not empty")
+
+// SynthChunkElems bounds the values generated at once per worker (256 KiB of
+// float32), so memory stays flat whatever the tensor size.
+const SynthChunkElems = 64 << 10
+
+// SynthOptions controls Synth.
+type SynthOptions struct {
+	// Scale picks the built-in dimensions (ignored when Config is set).
+	Scale Scale
+	// Config, when non-nil, is a config.json to replicate instead of the
+	// scale's; it is validated before anything is written and copied verbatim.
+	Config []byte
+	// HeaderOnly leaves every data region a hole of a sparse file.
+	HeaderOnly bool
+	// Seed selects the values; the same seed gives the same bytes on every machine.
+	Seed uint64
+	// Force allows writing into a non-empty directory. Files synth writes are
+	// replaced; stale shards (model-NNNNN-of-NNNNN.safetensors not in the new
+	// set) and temporaries of killed runs are removed; nothing else is touched.
+	Force bool
+	// Workers bounds how many shards are written at once (0: GOMAXPROCS).
+	Workers int
+	// Progress, if set, is called after each shard (from worker goroutines).
+	Progress func(done, total int)
+}
+
+// Synth writes a replica checkpoint into dir: config.json, the shards laid out
+// as SPEC §1.3 (through the codec's writer) and model.safetensors.index.json.
+// Values are seeded normals per tensor (see rng.go); routed experts are MXFP4
+// encoded from normals. The config is validated before dir is touched.
+func Synth(dir string, opts SynthOptions) error {
+	cfgJSON := opts.Config
+	if cfgJSON == nil {
+		b, err := ScaledConfigJSON(opts.Scale)
+		if err != nil {
+			return err
+		}
+		cfgJSON = b
+	}
+	cfg, err := ParseConfig(cfgJSON)
+	if err != nil {
+		return err
+	}
+	if err := prepareDir(dir, cfg, opts.Force); err != nil {
+		return err
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	s := &synth{cfg: cfg, t: cfg.templates(), dir: dir, opts: opts}
+	n := cfg.NumShards()
+	names := make([][]safetensors.TensorSpec, n)
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(workers)
+	var done atomic.Int64
+	for i := range n {
+		g.Go(func() error {
+			specs, err := s.writeShard(ctx, i)
+			if err != nil {
+				return err
+			}
+			names[i] = specs
+			if opts.Progress != nil {
+				opts.Progress(int(done.Add(1)), n)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("synth %s: %w", dir, err)
+	}
+	idx := &safetensors.Index{WeightMap: make(map[string]string, cfg.NumTensors())}
+	for i, specs := range names {
+		shard := cfg.ShardName(i)
+		for _, ts := range specs {
+			sz, _ := safetensors.ByteSize(ts.DType, ts.Shape)
+			idx.TotalSize += sz
+			idx.WeightMap[ts.Name] = shard
+		}
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, ConfigName), cfgJSON, 0o644); err != nil {
+		return fmt.Errorf("synth %s: %w", dir, err)
+	}
+	// The index goes last: a directory with an index is a complete replica.
+	if err := safetensors.WriteIndex(filepath.Join(dir, safetensors.IndexName), idx); err != nil {
+		return fmt.Errorf("synth %s: %w", dir, err)
+	}
+	return nil
+}
+
+// shardFileRE matches any shard name, to find stale shards under Force.
+var shardFileRE = regexp.MustCompile(`^model-\d{5}-of-\d{5}\.safetensors$`)
+
+func prepareDir(dir string, cfg *Config, force bool) error {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("synth: %w", err)
+	case len(ents) == 0:
+		return nil
+	case !force:
+		return fmt.Errorf("synth: %s: %w (%d entries; use --force to overwrite)", dir, ErrOutputExists, len(ents))
+	}
+	keep := make(map[string]bool, cfg.NumShards())
+	for i := range cfg.NumShards() {
+		keep[cfg.ShardName(i)] = true
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() && shardFileRE.MatchString(e.Name()) && !keep[e.Name()] {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("synth: remove stale shard: %w", err)
+			}
+		}
+	}
+	if _, err := atomicfile.RemoveTemps(dir); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	return nil
+}
+
+type synth struct {
+	cfg  *Config
+	t    *templates
+	dir  string
+	opts SynthOptions
+}
+
+// mxfp4PackedRE finds an MXFP4 weight's packed codes; its scales are the
+// sibling "<weight>_scale" and both are generated from one stream of normals.
+var mxfp4PackedRE = regexp.MustCompile(`^(.*\.weight)_packed$`)
+
+// paddedRules lists tensors whose tail past a config-given count is zero
+// padding rather than values.
+var paddedRules = []struct {
+	pattern *regexp.Regexp
+	live    func(*Config) int64
+}{
+	// A_log holds one value per KDA head, padded to ALogAlign.
+	{regexp.MustCompile(`\.A_log$`), func(c *Config) int64 { return c.KDAHeads }},
+}
+
+func (s *synth) liveElems(name string, n int64) int64 {
+	for _, r := range paddedRules {
+		if r.pattern.MatchString(name) {
+			return min(n, r.live(s.cfg))
+		}
+	}
+	return n
+}
+
+func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec, error) {
+	specs := s.cfg.shardTensors(s.t, i)
+	layout, err := safetensors.NewLayout(specs, nil)
+	if err != nil {
+		return nil, err
+	}
+	w, err := safetensors.Create(filepath.Join(s.dir, s.cfg.ShardName(i)), layout)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Abort()
+	if s.opts.HeaderOnly {
+		return specs, w.CommitSparse()
+	}
+	byName := make(map[string]safetensors.TensorSpec, len(specs))
+	for _, ts := range specs {
+		byName[ts.Name] = ts
+	}
+	paired := map[string]bool{}
+	for _, ts := range specs {
+		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
+			if sc, ok := byName[m[1]+"_scale"]; ok {
+				paired[sc.Name] = true
+			}
+		}
+	}
+	buf := &synthBuf{}
+	for _, ts := range specs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if paired[ts.Name] {
+			continue // written with its packed codes
+		}
+		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
+			sc, ok := byName[m[1]+"_scale"]
+			if !ok {
+				return nil, fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
+			}
+			err = s.fillMXFP4(w, m[1], ts, sc, buf)
+		} else {
+			err = s.fillFloat(w, ts, buf)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return specs, w.Commit()
+}
+
+// synthBuf is one worker's scratch space, reused across tensors.
+type synthBuf struct {
+	f32    []float32
+	out    []byte
+	scales []byte
+}
+
+// fillFloat writes seeded normals as BF16 or F32.
+func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf *synthBuf) error {
+	if ts.DType != safetensors.BF16 && ts.DType != safetensors.F32 {
+		return fmt.Errorf("tensor %s: synth cannot generate %s values", ts.Name, ts.DType)
+	}
+	width := int(ts.DType.Bits() / 8)
+	tw, err := w.Tensor(ts.Name)
+	if err != nil {
+		return err
+	}
+	n, err := safetensors.NumElements(ts.Shape)
+	if err != nil {
+		return fmt.Errorf("tensor %s: %w", ts.Name, err)
+	}
+	live := s.liveElems(ts.Name, n)
+	dist := distOf(ts.Name)
+	r := tensorStream(s.opts.Seed, ts.Name)
+	buf.out = grow(buf.out, SynthChunkElems*width)
+	for pos := int64(0); pos < n; {
+		k := int(min(n-pos, SynthChunkElems))
+		b := buf.out[:k*width]
+		for j := range k {
+			var v float32
+			if pos+int64(j) < live {
+				v = dist.draw(&r)
+			}
+			if width == 2 {
+				binary.LittleEndian.PutUint16(b[2*j:], quant.F32ToBF16(v))
+			} else {
+				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v))
+			}
+		}
+		if _, err := tw.Write(b); err != nil {
+			return err
+		}
+		pos += int64(k)
+	}
+	return nil
+}
+
+// fillMXFP4 draws the [N, K] weight row band by row band and writes its
+// packed codes [N, K/2] and E8M0 scales [N, K/32].
+func (s *synth) fillMXFP4(w *safetensors.Writer, weight string, packed, scale safetensors.TensorSpec, buf *synthBuf) error {
+	g := s.cfg.GroupSize
+	if g <= 0 || len(packed.Shape) != 2 || len(scale.Shape) != 2 || packed.Shape[0] != scale.Shape[0] ||
+		packed.Shape[1]*2 != scale.Shape[1]*g {
+		return fmt.Errorf("tensor %s: packed %v and scale %v do not describe one MXFP4 matrix", weight, packed.Shape, scale.Shape)
+	}
+	rows, k := packed.Shape[0], packed.Shape[1]*2
+	pw, err := w.Tensor(packed.Name)
+	if err != nil {
+		return err
+	}
+	sw, err := w.Tensor(scale.Name)
+	if err != nil {
+		return err
+	}
+	band := max(1, SynthChunkElems/k)
+	dist := distOf(weight)
+	r := tensorStream(s.opts.Seed, weight)
+	buf.f32 = growF32(buf.f32, int(band*k))
+	buf.out = grow(buf.out, int(band*k/2))
+	buf.scales = grow(buf.scales, int(band*k/g))
+	for row := int64(0); row < rows; row += band {
+		m := min(band, rows-row) * k
+		src := buf.f32[:m]
+		for j := range src {
+			src[j] = dist.draw(&r)
+		}
+		p, sc := buf.out[:m/2], buf.scales[:m/g]
+		if err := quant.EncodeMXFP4(p, sc, src); err != nil {
+			return fmt.Errorf("tensor %s: %w", weight, err)
+		}
+		if _, err := pw.Write(p); err != nil {
+			return err
+		}
+		if _, err := sw.Write(sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+func growF32(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
