@@ -1,0 +1,276 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// BlockSize is the edge of a block-FP8 scale block (128×128 elements) and the
+// most rows a band holds.
+const BlockSize = 128
+
+// MaxK is the widest row a Quantizer accepts: far above any K3 matrix (33,792),
+// low enough that a shape read from a corrupt header cannot make it allocate
+// without bound.
+const MaxK = 1 << 24
+
+// AmaxFloor is the floor DeepGEMM clamps a block's amax to before dividing by
+// 448, so an all-zero block gets a finite, non-zero scale.
+const AmaxFloor float32 = 1e-4
+
+// ScaleDiv is how the quantizer rounds sf = amax/448. The reference line
+// `x_amax / 448.0` gives different float32 bits on the two torch backends, so
+// matching "the reference" bit for bit means choosing one.
+type ScaleDiv uint8
+
+const (
+	// DivCUDA multiplies by float32(1/448): torch's CUDA kernel for a tensor
+	// divided by a Python scalar computes the reciprocal once and multiplies,
+	// so this is what DeepGEMM's reference writes when run on a GPU (the
+	// default; every golden block of testdata/quant differs from DivExact).
+	DivCUDA ScaleDiv = iota
+	// DivExact is the correctly rounded quotient, what torch computes on CPU.
+	DivExact
+)
+
+var scaleDivNames = [...]string{DivCUDA: "cuda", DivExact: "exact"}
+
+// String returns "cuda" or "exact".
+func (d ScaleDiv) String() string {
+	if int(d) >= len(scaleDivNames) {
+		return fmt.Sprintf("ScaleDiv(%d)", uint8(d))
+	}
+	return scaleDivNames[d]
+}
+
+// invMaxE4M3 is float32(1/448), the multiplier of DivCUDA.
+const invMaxE4M3 float32 = 1.0 / MaxE4M3
+
+// ScaleFmt is the form of the per-block scale.
+type ScaleFmt uint8
+
+const (
+	// ScaleFP32 is sf = amax/448 as a float32 (DeepSeek-V3 weight_scale_inv).
+	ScaleFP32 ScaleFmt = iota
+	// ScaleUE8M0 is amax/448 rounded up to a power of two (ceil_to_ue8m0),
+	// what DeepGEMM on SM100 requires; still stored as a float32.
+	ScaleUE8M0
+)
+
+var scaleFmtNames = [...]string{ScaleFP32: "fp32", ScaleUE8M0: "ue8m0"}
+
+// String returns the name used in configs ("fp32" or "ue8m0").
+func (f ScaleFmt) String() string {
+	if int(f) >= len(scaleFmtNames) {
+		return fmt.Sprintf("ScaleFmt(%d)", uint8(f))
+	}
+	return scaleFmtNames[f]
+}
+
+// NumBlocks returns ⌈n/128⌉, the number of scale blocks along a dimension of n.
+func NumBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
+
+// Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN with
+// DeepGEMM's per_block_cast_to_fp8 semantics. It owns scratch space so the hot
+// loop allocates nothing; it is not safe for concurrent use (one per worker).
+type Quantizer struct {
+	k    int
+	in   Elem
+	fmt  ScaleFmt
+	div  ScaleDiv
+	err  error // set by NewQuantizer for arguments out of range
+	inv  []float32
+	band int // band index QuantizeBand reports in errors; advanced per call
+}
+
+// NewQuantizer returns a quantizer for rows of k elements of format in. Bad
+// arguments are reported by the first QuantizeBand call.
+func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
+	q := &Quantizer{k: k, in: in, fmt: fmt}
+	switch {
+	case k <= 0 || k > MaxK:
+		q.err = errorf(ErrShape, "K = %d outside [1, %d]", k, MaxK)
+	case !in.Valid():
+		q.err = errorf(ErrShape, "unsupported source format %v", in)
+	case int(fmt) >= len(scaleFmtNames):
+		q.err = errorf(ErrShape, "unsupported scale format %v", fmt)
+	default:
+		q.inv = make([]float32, NumBlocks(k))
+	}
+	return q
+}
+
+// SetScaleDiv chooses how amax/448 is rounded (DivCUDA unless set).
+func (q *Quantizer) SetScaleDiv(d ScaleDiv) error {
+	if int(d) >= len(scaleDivNames) {
+		return errorf(ErrShape, "unsupported scale division %v", d)
+	}
+	q.div = d
+	return nil
+}
+
+// K returns the row length the quantizer was made for.
+func (q *Quantizer) K() int { return q.k }
+
+// QuantizeBand quantizes the next band (the quantizer counts the bands it has
+// seen, for error messages); see QuantizeBandAt.
+func (q *Quantizer) QuantizeBand(dst []byte, scales []float32, src []byte, rows int) error {
+	err := q.QuantizeBandAt(q.band, dst, scales, src, rows)
+	q.band++
+	return err
+}
+
+// QuantizeBandAt quantizes band number band: rows (1..128) rows of K
+// little-endian source elements in src into rows×K FP8 bytes in dst and the
+// ⌈K/128⌉ block scales in scales (dequant = fp8 × scale). The matrix is as if
+// zero-padded to multiples of 128, so a partial band or column block gets the
+// amax of its real elements. Only the leading rows×K (and ⌈K/128⌉) entries of
+// the buffers are used. A non-finite element is a *NonFiniteError (wrapping
+// ErrNonFinite) naming the first such element of the band, and nothing useful
+// is left in dst.
+func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) error {
+	if q.err != nil {
+		return q.err
+	}
+	k, nkb, size := q.k, len(q.inv), q.in.Size()
+	switch {
+	case rows < 1 || rows > BlockSize:
+		return errorf(ErrShape, "band of %d rows, want 1..%d", rows, BlockSize)
+	case len(src) < rows*k*size:
+		return errorf(ErrShape, "source band has %d bytes, want %d (%d×%d %v)", len(src), rows*k*size, rows, k, q.in)
+	case len(dst) < rows*k:
+		return errorf(ErrShape, "FP8 band has %d bytes, want %d", len(dst), rows*k)
+	case len(scales) < nkb:
+		return errorf(ErrShape, "%d scales, want %d", len(scales), nkb)
+	}
+	// Block by block, so the second pass over a block's source rows hits L1.
+	for kb := range nkb {
+		c0, c1 := kb*BlockSize, min(kb*BlockSize+BlockSize, k)
+		m := q.amaxBits(src, rows, c0, c1)
+		if m >= elemFacts[q.in].inf {
+			return q.nonFinite(band, src, rows, kb, c0, c1)
+		}
+		sf := q.scale(q.bitsToF32(m))
+		scales[kb] = sf
+		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)
+	}
+	return nil
+}
+
+// scale turns a block's amax into its scale: clamp, divide by 448, and for
+// UE8M0 round up to a power of two.
+func (q *Quantizer) scale(amax float32) float32 {
+	amax = max(amax, AmaxFloor)
+	var sf float32
+	if q.div == DivExact {
+		sf = amax / MaxE4M3
+	} else {
+		sf = amax * invMaxE4M3
+	}
+	if q.fmt == ScaleUE8M0 {
+		sf = CeilUE8M0(sf)
+	}
+	return sf
+}
+
+// amaxBits returns the largest magnitude bit pattern of columns [c0, c1) of the
+// band. For IEEE-style formats the magnitude bits order like the magnitudes,
+// so this is max|x| without a float conversion, and a result at or above the
+// Inf pattern flags a non-finite element.
+func (q *Quantizer) amaxBits(src []byte, rows, c0, c1 int) uint32 {
+	size := q.in.Size()
+	if size == 4 {
+		return amax32(src[4*c0:], 4*q.k, rows, c1-c0)
+	}
+	return uint32(amax16(src[2*c0:], 2*q.k, rows, c1-c0))
+}
+
+// bitsToF32 widens a magnitude bit pattern of the source format.
+func (q *Quantizer) bitsToF32(m uint32) float32 {
+	switch q.in {
+	case BF16:
+		return BF16ToF32(uint16(m))
+	case F16:
+		return F16ToF32(uint16(m))
+	default:
+		return math.Float32frombits(m)
+	}
+}
+
+// nonFinite finds the first non-finite element of column block kb (row-major
+// within the block) and reports it.
+func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error {
+	inf, size := elemFacts[q.in].inf, q.in.Size()
+	for r := range rows {
+		for c := c0; c < c1; c++ {
+			var bits, mag uint32
+			if size == 4 {
+				bits = binary.LittleEndian.Uint32(src[4*(r*q.k+c):])
+				mag = bits & 0x7FFFFFFF
+			} else {
+				bits = uint32(binary.LittleEndian.Uint16(src[2*(r*q.k+c):]))
+				mag = bits & 0x7FFF
+			}
+			if mag >= inf {
+				return &NonFiniteError{Elem: q.in, Bits: bits, Band: band, Row: band*BlockSize + r, ColBlock: kb, Col: c}
+			}
+		}
+	}
+	return errorf(ErrNonFinite, "row band %d, column block %d", band, kb) // unreachable: amax saw one
+}
+
+// DequantizeBand widens a band of rows×k FP8 E4M3FN bytes to float32,
+// multiplying each by its column block's scale (scales holds ⌈k/128⌉ values).
+// NaN codes stay NaN. Only the leading entries of the buffers are used.
+func DequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) error {
+	if err := checkDequant(len(dst), src, scales, rows, k); err != nil {
+		return err
+	}
+	for kb := range NumBlocks(k) {
+		c0, c1 := kb*BlockSize, min(kb*BlockSize+BlockSize, k)
+		dequant(dst[c0:], k, src[c0:], k, rows, c1-c0, scales[kb])
+	}
+	return nil
+}
+
+// DequantizeBandBF16 is DequantizeBand rounding each product to bfloat16
+// (F32ToBF16), written as little-endian bytes (2·rows·k of dst).
+func DequantizeBandBF16(dst []byte, src []byte, scales []float32, rows, k int) error {
+	if err := checkDequant(len(dst)/2, src, scales, rows, k); err != nil {
+		return err
+	}
+	for r := range rows {
+		for kb := range NumBlocks(k) {
+			c0, c1 := r*k+kb*BlockSize, r*k+min(kb*BlockSize+BlockSize, k)
+			s := scales[kb]
+			d, x := dst[2*c0:2*c1], src[c0:c1]
+			d = d[:2*len(x)]
+			for i, b := range x {
+				binary.LittleEndian.PutUint16(d[2*i:], F32ToBF16(e4m3Table[b]*s))
+			}
+		}
+	}
+	return nil
+}
+
+func checkDequant(dstLen int, src []byte, scales []float32, rows, k int) error {
+	switch {
+	case k <= 0 || k > MaxK:
+		return errorf(ErrShape, "K = %d outside [1, %d]", k, MaxK)
+	case rows < 1 || rows > BlockSize:
+		return errorf(ErrShape, "band of %d rows, want 1..%d", rows, BlockSize)
+	case len(src) < rows*k:
+		return errorf(ErrShape, "FP8 band has %d bytes, want %d", len(src), rows*k)
+	case dstLen < rows*k:
+		return errorf(ErrShape, "output holds %d elements, want %d", dstLen, rows*k)
+	case len(scales) < NumBlocks(k):
+		return errorf(ErrShape, "%d scales, want %d", len(scales), NumBlocks(k))
+	}
+	return nil
+}
+
+// errorf wraps a sentinel with a description: "<sentinel>: <description>".
+func errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}

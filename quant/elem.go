@@ -1,0 +1,68 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/x448/float16"
+)
+
+// Elem is the source element format of a band.
+type Elem uint8
+
+const (
+	// BF16 is bfloat16, two little-endian bytes; the dtype of K3's BF16 weights.
+	BF16 Elem = iota
+	// F16 is IEEE half precision, two little-endian bytes.
+	F16
+	// F32 is IEEE single precision, four little-endian bytes.
+	F32
+)
+
+// elemFacts is the one table of facts about each source format.
+var elemFacts = [...]struct {
+	name string
+	size int    // bytes per element
+	inf  uint32 // magnitude bits of +Inf: magnitudes at or above it are Inf or NaN
+}{
+	BF16: {"BF16", 2, 0x7F80},
+	F16:  {"F16", 2, 0x7C00},
+	F32:  {"F32", 4, 0x7F800000},
+}
+
+// Valid reports whether e is one of the defined formats.
+func (e Elem) Valid() bool { return int(e) < len(elemFacts) }
+
+// String returns the safetensors dtype name of e.
+func (e Elem) String() string {
+	if !e.Valid() {
+		return fmt.Sprintf("Elem(%d)", uint8(e))
+	}
+	return elemFacts[e].name
+}
+
+// Size returns the number of bytes of one element (0 for an invalid Elem).
+func (e Elem) Size() int {
+	if !e.Valid() {
+		return 0
+	}
+	return elemFacts[e].size
+}
+
+// BF16ToF32 widens a bfloat16 exactly: bfloat16 is the top half of a float32.
+func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
+
+// F32ToBF16 rounds to the nearest bfloat16, ties to even, as torch's scalar
+// cast (c10::detail::round_to_nearest_even) does; every NaN becomes 0x7FC0.
+func F32ToBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7FFFFFFF > 0x7F800000 {
+		return 0x7FC0
+	}
+	// Adding 0x7FFF plus the lowest kept bit carries into the kept half exactly
+	// when the dropped half is above one half, or equal to it with an odd kept half.
+	return uint16((u + 0x7FFF + (u>>16)&1) >> 16)
+}
+
+// F16ToF32 widens an IEEE half exactly (subnormals included).
+func F16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }

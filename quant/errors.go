@@ -1,0 +1,40 @@
+package quant
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; every error this package returns wraps one of them.
+var (
+	// ErrNonFinite: an Inf or NaN where a finite value is required (an input
+	// element, an E8M0 scale of 0xFF).
+	ErrNonFinite = errors.New("non-finite value")
+	// ErrShape: dimensions out of range or a buffer of the wrong length.
+	ErrShape = errors.New("bad shape")
+	// ErrNotUE8M0: a scale that is not a non-negative power of two (or zero)
+	// representable as a UE8M0 exponent byte.
+	ErrNotUE8M0 = errors.New("scale is not UE8M0")
+	// ErrInconsistent: a packed UE8M0 buffer whose broadcast rows of one
+	// 128-row block disagree, or whose padding slots are not zero.
+	ErrInconsistent = errors.New("inconsistent packed scales")
+)
+
+// NonFiniteError locates a non-finite input element of a block quantization,
+// so that a converter can name the tensor, row band and column block.
+type NonFiniteError struct {
+	Elem     Elem   // source format
+	Bits     uint32 // the element's bit pattern
+	Band     int    // row band (rows Band*128 .. Band*128+127 of the matrix)
+	Row      int    // row in the matrix
+	ColBlock int    // column block (columns ColBlock*128 .. ColBlock*128+127)
+	Col      int    // column in the matrix
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("%v: %s 0x%0*x at row %d, column %d (row band %d, column block %d)",
+		ErrNonFinite, e.Elem, 2*e.Elem.Size(), e.Bits, e.Row, e.Col, e.Band, e.ColBlock)
+}
+
+// Unwrap lets errors.Is match ErrNonFinite.
+func (e *NonFiniteError) Unwrap() error { return ErrNonFinite }

@@ -1,0 +1,79 @@
+//go:build amd64
+
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// useAVX2 selects the vector kernels; tests turn it off to check that both
+// paths write the same bytes.
+var useAVX2 = cpu.X86.HasAVX2
+
+// Vector kernels (kernels_amd64.s). cols must be a positive multiple of the
+// vector width (16 elements; 8 for amax32 and dequantAVX2); rows ≥ 1.
+//
+//go:noescape
+func amax16AVX2(src *byte, stride, rows, cols int) uint16
+
+//go:noescape
+func amax32AVX2(src *byte, stride, rows, cols int) uint32
+
+//go:noescape
+func encodeBF16AVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
+
+//go:noescape
+func encodeF32AVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
+
+//go:noescape
+func dequantAVX2(dst *float32, dstStride int, src *byte, srcStride, rows, cols int, scale float32)
+
+func amax16(src []byte, stride, rows, cols int) uint16 {
+	v := cols &^ 15
+	if !useAVX2 || v == 0 {
+		return amax16Go(src, stride, rows, cols)
+	}
+	m := amax16AVX2(&src[0], stride, rows, v)
+	if v < cols {
+		m = max(m, amax16Go(src[2*v:], stride, rows, cols-v))
+	}
+	return m
+}
+
+func amax32(src []byte, stride, rows, cols int) uint32 {
+	v := cols &^ 7
+	if !useAVX2 || v == 0 {
+		return amax32Go(src, stride, rows, cols)
+	}
+	m := amax32AVX2(&src[0], stride, rows, v)
+	if v < cols {
+		m = max(m, amax32Go(src[4*v:], stride, rows, cols-v))
+	}
+	return m
+}
+
+func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv float32) {
+	v := cols &^ 15
+	if !useAVX2 || v == 0 || in == F16 {
+		encodeGo(in, dst, dstStride, src, srcStride, rows, cols, inv)
+		return
+	}
+	if in == BF16 {
+		encodeBF16AVX2(&dst[0], dstStride, &src[0], srcStride, rows, v, inv)
+	} else {
+		encodeF32AVX2(&dst[0], dstStride, &src[0], srcStride, rows, v, inv)
+	}
+	if v < cols {
+		encodeGo(in, dst[v:], dstStride, src[in.Size()*v:], srcStride, rows, cols-v, inv)
+	}
+}
+
+func dequant(dst []float32, dstStride int, src []byte, srcStride, rows, cols int, scale float32) {
+	v := cols &^ 7
+	if !useAVX2 || v == 0 {
+		dequantGo(dst, dstStride, src, srcStride, rows, cols, scale)
+		return
+	}
+	dequantAVX2(&dst[0], 4*dstStride, &src[0], srcStride, rows, v, scale)
+	if v < cols {
+		dequantGo(dst[v:], dstStride, src[v:], srcStride, rows, cols-v, scale)
+	}
+}

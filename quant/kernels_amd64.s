@@ -1,0 +1,216 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Broadcast a 32-bit constant into all lanes of a Y register.
+#define BCAST(c, y, x) MOVL $c, AX; VMOVD AX, x; VPBROADCASTD x, y
+
+// func amax16AVX2(src *byte, stride, rows, cols int) uint16
+TEXT ·amax16AVX2(SB), NOSPLIT, $0-34
+	MOVQ src+0(FP), SI
+	MOVQ stride+8(FP), BX
+	MOVQ rows+16(FP), CX
+	MOVQ cols+24(FP), DX
+	SHLQ $1, DX                  // bytes per row
+	VPCMPEQD Y15, Y15, Y15
+	VPSRLW $1, Y15, Y15          // 0x7FFF in every word
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+a16row:
+	XORQ AX, AX
+a16col:
+	VPAND (SI)(AX*1), Y15, Y2
+	VPMAXUW Y2, Y0, Y0
+	ADDQ $32, AX
+	CMPQ AX, DX
+	JB a16col
+	ADDQ BX, SI
+	DECQ CX
+	JNZ a16row
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUW X1, X0, X0
+	VPSHUFD $0x4E, X0, X1
+	VPMAXUW X1, X0, X0
+	VPSHUFD $0xB1, X0, X1
+	VPMAXUW X1, X0, X0
+	VPSRLD $16, X0, X1
+	VPMAXUW X1, X0, X0
+	VMOVD X0, AX
+	MOVW AX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func amax32AVX2(src *byte, stride, rows, cols int) uint32
+TEXT ·amax32AVX2(SB), NOSPLIT, $0-36
+	MOVQ src+0(FP), SI
+	MOVQ stride+8(FP), BX
+	MOVQ rows+16(FP), CX
+	MOVQ cols+24(FP), DX
+	SHLQ $2, DX                  // bytes per row
+	VPCMPEQD Y15, Y15, Y15
+	VPSRLD $1, Y15, Y15          // 0x7FFFFFFF in every dword
+	VPXOR Y0, Y0, Y0
+a32row:
+	XORQ AX, AX
+a32col:
+	VPAND (SI)(AX*1), Y15, Y2
+	VPMAXUD Y2, Y0, Y0
+	ADDQ $32, AX
+	CMPQ AX, DX
+	JB a32col
+	ADDQ BX, SI
+	DECQ CX
+	JNZ a32row
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4E, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xB1, X0, X1
+	VPMAXUD X1, X0, X0
+	VMOVD X0, AX
+	MOVL AX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// ENCCONST loads the constants of ENC8 (see E4M3FromF32 in fp8.go).
+#define ENCCONST \
+	BCAST(0x7FFFFFFF, Y14, X14) /* |x| mask */ \
+	BCAST(1, Y13, X13)          \
+	BCAST(0xC407FFFF, Y12, X12) /* 0x7FFFF - (120<<23): round half up, rebias */ \
+	BCAST(0x46800000, Y11, X11) /* 2^14 (and its bit pattern) */ \
+	BCAST(0x3C800000, Y10, X10) /* 2^-6, the smallest normal */ \
+	BCAST(0x43EFFFFF, Y9, X9)   /* just below 480 */ \
+	BCAST(0x7F, Y8, X8)           // NaN code
+
+// ENC8 turns 8 float32 x in register v into 8 dword E4M3FN codes of x·inv
+// (inv in Y15), computing the normal and subnormal results and blending.
+#define ENC8(v) \
+	VMULPS Y15, v, v       \
+	VPAND Y14, v, Y1       /* a = |y| */ \
+	VPXOR Y1, v, v         /* the sign bit alone */ \
+	VPSRLD $24, v, v       /* 0x80 or 0 */ \
+	VPSRLD $20, Y1, Y2     \
+	VPAND Y13, Y2, Y2      /* lowest kept mantissa bit */ \
+	VPADDD Y1, Y2, Y2      \
+	VPADDD Y12, Y2, Y2     \
+	VPSRLD $20, Y2, Y2     /* normal code */ \
+	VADDPS Y11, Y1, Y3     \
+	VPSUBD Y11, Y3, Y3     /* subnormal code: bits(a + 2^14) - bits(2^14) */ \
+	VPCMPGTD Y1, Y10, Y4   /* a < 2^-6 */ \
+	VPBLENDVB Y4, Y3, Y2, Y2 \
+	VPCMPGTD Y9, Y1, Y4    /* a >= 480 (or Inf/NaN) */ \
+	VPBLENDVB Y4, Y8, Y2, Y2 \
+	VPOR Y2, v, v
+
+// STORE16 packs the dword codes of Y5 (elements 0..7) and Y6 (8..15) into 16
+// bytes at (DI)(AX*1).
+#define STORE16 \
+	VPACKUSDW Y6, Y5, Y5      /* lane-wise: [Y5 lo, Y6 lo | Y5 hi, Y6 hi] */ \
+	VPERMQ $0xD8, Y5, Y5      /* [Y5 lo, Y5 hi | Y6 lo, Y6 hi] */ \
+	VEXTRACTI128 $1, Y5, X6   \
+	VPACKUSWB X6, X5, X5      \
+	VMOVDQU X5, (DI)(AX*1)
+
+// func encodeBF16AVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
+TEXT ·encodeBF16AVX2(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ srcStride+24(FP), R9
+	MOVQ rows+32(FP), CX
+	MOVQ cols+40(FP), DX
+	VBROADCASTSS inv+48(FP), Y15
+	ENCCONST
+ebrow:
+	XORQ AX, AX
+ebcol:
+	VPMOVZXWD (SI)(AX*2), Y5
+	VPMOVZXWD 16(SI)(AX*2), Y6
+	VPSLLD $16, Y5, Y5
+	VPSLLD $16, Y6, Y6
+	ENC8(Y5)
+	ENC8(Y6)
+	STORE16
+	ADDQ $16, AX
+	CMPQ AX, DX
+	JB ebcol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ ebrow
+	VZEROUPPER
+	RET
+
+// func encodeF32AVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
+TEXT ·encodeF32AVX2(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ srcStride+24(FP), R9
+	MOVQ rows+32(FP), CX
+	MOVQ cols+40(FP), DX
+	VBROADCASTSS inv+48(FP), Y15
+	ENCCONST
+efrow:
+	XORQ AX, AX
+efcol:
+	VMOVDQU (SI)(AX*4), Y5
+	VMOVDQU 32(SI)(AX*4), Y6
+	ENC8(Y5)
+	ENC8(Y6)
+	STORE16
+	ADDQ $16, AX
+	CMPQ AX, DX
+	JB efcol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ efrow
+	VZEROUPPER
+	RET
+
+// func dequantAVX2(dst *float32, dstStride int, src *byte, srcStride, rows, cols int, scale float32)
+// dstStride is in bytes here. E4M3FN code c = s eeee mmm: normal codes widen
+// by shifting eeeemmm into place and rebiasing the exponent by 120,
+// subnormals (eeee = 0) are mmm·2^-9, 0x7F is NaN 0x7FF00000 as in torch.
+TEXT ·dequantAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ srcStride+24(FP), R9
+	MOVQ rows+32(FP), CX
+	MOVQ cols+40(FP), DX
+	VBROADCASTSS scale+48(FP), Y15
+	BCAST(0x80, Y14, X14)
+	BCAST(0x7F, Y13, X13)
+	BCAST(0x3C000000, Y12, X12)  // 120<<23
+	BCAST(0x3B000000, Y11, X11)  // 2^-9
+	BCAST(8, Y10, X10)
+	BCAST(0x7FF00000, Y9, X9)
+dqrow:
+	XORQ AX, AX
+dqcol:
+	VPMOVZXBD (SI)(AX*1), Y0
+	VPAND Y14, Y0, Y1
+	VPSLLD $24, Y1, Y1           // sign
+	VPAND Y13, Y0, Y2            // magnitude code
+	VPSLLD $20, Y2, Y3
+	VPADDD Y12, Y3, Y3           // normal value bits
+	VCVTDQ2PS Y2, Y4
+	VMULPS Y11, Y4, Y4           // subnormal value
+	VPCMPGTD Y2, Y10, Y5         // code < 8
+	VPBLENDVB Y5, Y4, Y3, Y3
+	VPCMPEQD Y13, Y2, Y5         // code == 0x7F
+	VPBLENDVB Y5, Y9, Y3, Y3
+	VPOR Y1, Y3, Y3
+	VMULPS Y15, Y3, Y3
+	VMOVUPS Y3, (DI)(AX*4)
+	ADDQ $8, AX
+	CMPQ AX, DX
+	JB dqcol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ dqrow
+	VZEROUPPER
+	RET

@@ -1,0 +1,15 @@
+//go:build !amd64
+
+package quant
+
+func amax16(src []byte, stride, rows, cols int) uint16 { return amax16Go(src, stride, rows, cols) }
+
+func amax32(src []byte, stride, rows, cols int) uint32 { return amax32Go(src, stride, rows, cols) }
+
+func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv float32) {
+	encodeGo(in, dst, dstStride, src, srcStride, rows, cols, inv)
+}
+
+func dequant(dst []float32, dstStride int, src []byte, srcStride, rows, cols int, scale float32) {
+	dequantGo(dst, dstStride, src, srcStride, rows, cols, scale)
+}

@@ -1,0 +1,11 @@
+//go:build !amd64
+
+package quant
+
+import "testing"
+
+// eachKernel runs f once: this architecture has only the portable kernels.
+func eachKernel(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	t.Run("go", f)
+}

@@ -1,0 +1,143 @@
+package quant
+
+import "math"
+
+// MXGroupSize is the number of consecutive elements along K that share one
+// E8M0 scale in MXFP4.
+const MXGroupSize = 32
+
+// E8M0NaN is the one E8M0 code that is not a power of two.
+const E8M0NaN = 0xFF
+
+// e2m1Values are the magnitudes of the E2M1 codes 0..7; bit 3 is the sign.
+var e2m1Values = [8]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+
+// e2m1Table holds the value of all 16 E2M1 codes (code 8 is -0).
+var e2m1Table = func() (t [16]float32) {
+	for c := range t {
+		t[c] = e2m1Values[c&7]
+		if c&8 != 0 {
+			t[c] = -t[c]
+		}
+	}
+	return t
+}()
+
+// E8M0ToF32 returns the scale 2^(b-127) an E8M0 byte stands for (code 0 is the
+// float32 subnormal 2^-127), NaN for 0xFF.
+func E8M0ToF32(b uint8) float32 {
+	switch b {
+	case 0:
+		return math.Float32frombits(1 << 22)
+	case E8M0NaN:
+		return math.Float32frombits(0x7F800001) // the NaN pattern torch widens 0xFF to
+	}
+	return math.Float32frombits(uint32(b) << 23)
+}
+
+// DecodeMXFP4 widens one row of MXFP4: len(dst) elements (a multiple of 32),
+// packed two E2M1 codes per byte (element 2i in the low nibble), one E8M0
+// scale per 32 elements. The products are exact. A NaN scale (0xFF) is an
+// error wrapping ErrNonFinite naming the group.
+func DecodeMXFP4(dst []float32, packed, scales []byte) error {
+	k := len(dst)
+	switch {
+	case k%MXGroupSize != 0:
+		return errorf(ErrShape, "MXFP4 row of %d elements, not a multiple of %d", k, MXGroupSize)
+	case len(packed) < k/2:
+		return errorf(ErrShape, "MXFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
+	case len(scales) < k/MXGroupSize:
+		return errorf(ErrShape, "MXFP4 row of %d elements has %d scales, want %d", k, len(scales), k/MXGroupSize)
+	}
+	for g := range k / MXGroupSize {
+		sb := scales[g]
+		if sb == E8M0NaN {
+			return errorf(ErrNonFinite, "MXFP4 scale of group %d (elements %d..%d) is NaN (0xff)", g, g*MXGroupSize, g*MXGroupSize+MXGroupSize-1)
+		}
+		s := E8M0ToF32(sb)
+		d := dst[g*MXGroupSize : (g+1)*MXGroupSize]
+		p := packed[g*MXGroupSize/2 : (g+1)*MXGroupSize/2]
+		for i, b := range p {
+			d[2*i] = e2m1Table[b&0xF] * s
+			d[2*i+1] = e2m1Table[b>>4] * s
+		}
+	}
+	return nil
+}
+
+// EncodeMXFP4 quantizes one row of len(src) elements (a multiple of 32) to
+// MXFP4, for replicas and tests. The scale rule is SPEC §3's: exponent =
+// ceil(log2(amax/6)) clamped to E8M0's [-127, 127] (an all-zero group gets
+// -127), so no element exceeds 6 after scaling; elements round to nearest
+// even on the E2M1 grid (compressed-tensors' cast_to_fp4 thresholds) and an
+// element that rounds to zero is code 0, never -0. A non-finite element is an
+// error wrapping ErrNonFinite.
+func EncodeMXFP4(packed, scales []byte, src []float32) error {
+	k := len(src)
+	switch {
+	case k%MXGroupSize != 0:
+		return errorf(ErrShape, "MXFP4 row of %d elements, not a multiple of %d", k, MXGroupSize)
+	case len(packed) < k/2:
+		return errorf(ErrShape, "MXFP4 row of %d elements needs %d packed bytes, have %d", k, k/2, len(packed))
+	case len(scales) < k/MXGroupSize:
+		return errorf(ErrShape, "MXFP4 row of %d elements needs %d scales, have %d", k, k/MXGroupSize, len(scales))
+	}
+	for g := range k / MXGroupSize {
+		x := src[g*MXGroupSize : (g+1)*MXGroupSize]
+		var amax float64
+		for i, v := range x {
+			a := math.Abs(float64(v))
+			if a > math.MaxFloat32 || a != a {
+				return errorf(ErrNonFinite, "element %d (group %d) is %g", g*MXGroupSize+i, g, v)
+			}
+			amax = max(amax, a)
+		}
+		e := mxScaleExp(amax)
+		scales[g] = uint8(e + 127)
+		inv := math.Ldexp(1, -e) // exact: x·2^-e is a float64 without rounding
+		for i := 0; i < MXGroupSize; i += 2 {
+			lo := e2m1Code(float64(x[i]) * inv)
+			hi := e2m1Code(float64(x[i+1]) * inv)
+			packed[(g*MXGroupSize+i)/2] = lo | hi<<4
+		}
+	}
+	return nil
+}
+
+// mxScaleExp is the smallest e in [-127, 127] with amax ≤ 6·2^e (or -127).
+func mxScaleExp(amax float64) int {
+	if amax == 0 {
+		return -127
+	}
+	// amax/6 = m·2^p with m in [0.5, 1): ceil(log2) is p, or p-1 when m is
+	// exactly 0.5 (a power of two).
+	m, p := math.Frexp(amax / 6)
+	if m == 0.5 {
+		p--
+	}
+	return min(max(p, -127), 127)
+}
+
+// e2m1Bounds are the upper ends of the rounding intervals of codes 0..6;
+// whether the end belongs to the interval alternates so ties go to the even
+// code (0.25 → 0, 0.75 → 1.0, 1.25 → 1.0, 1.75 → 2, 2.5 → 2, 3.5 → 4, 5 → 4).
+var e2m1Bounds = [7]struct {
+	v         float64
+	inclusive bool
+}{{0.25, true}, {0.75, false}, {1.25, true}, {1.75, false}, {2.5, true}, {3.5, false}, {5, true}}
+
+// e2m1Code rounds v (|v| ≤ 6 after scaling; larger saturates) to an E2M1 code.
+func e2m1Code(v float64) uint8 {
+	a := math.Abs(v)
+	c := uint8(7)
+	for i, b := range e2m1Bounds {
+		if a < b.v || (b.inclusive && a == b.v) {
+			c = uint8(i)
+			break
+		}
+	}
+	if v < 0 && c != 0 {
+		c |= 8
+	}
+	return c
+}
