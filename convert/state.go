@@ -60,37 +60,61 @@ type Manifest struct {
 }
 
 // planState is what a worker leaves in StateDir so that merge (which never
-// sees the source) can write the index, configs and manifest.
+// sees the source) can write the configs and manifest; the index is rebuilt
+// from the finished shards' headers.
 type planState struct {
 	Version       string   `json:"version"`
 	Plan          string   `json:"plan"`
 	Recipe        string   `json:"recipe"`
 	Format        Format   `json:"format"`
 	ScaleFmt      string   `json:"scale_fmt"`
-	Units         []string `json:"units"`
+	Shards        []string `json:"shards"`
+	Aux           []string `json:"aux"`
 	Config        string   `json:"config"`
 	HFQuantConfig string   `json:"hf_quant_config,omitempty"`
-	Index         string   `json:"index"`
 }
 
 func (p *Plan) state() *planState {
 	s := &planState{
 		Version: planVersion, Plan: p.ID, Recipe: p.Recipe.Name, Format: p.Options.Format,
-		ScaleFmt: p.Options.ScaleFmt.String(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig), Index: string(p.Index),
+		ScaleFmt: p.Options.ScaleFmt.String(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
+		Shards: []string{}, Aux: []string{},
 	}
-	for _, u := range p.Units() {
-		s.Units = append(s.Units, u.Name)
+	for _, f := range p.Files {
+		s.Shards = append(s.Shards, f.Name)
+	}
+	for _, a := range p.Aux {
+		s.Aux = append(s.Aux, a.Name)
 	}
 	return s
 }
 
+func (s *planState) units() []string { return slices.Concat(s.Shards, s.Aux) }
+
 // metaFiles are the files Finalize writes (besides the manifest), by name.
-func (s *planState) metaFiles() map[string][]byte {
-	m := map[string][]byte{safetensors.IndexName: []byte(s.Index), ConfigName: []byte(s.Config)}
-	if s.HFQuantConfig != "" {
-		m[HFQuantConfigName] = []byte(s.HFQuantConfig)
+func metaFiles(config, hfq, index []byte) map[string][]byte {
+	m := map[string][]byte{safetensors.IndexName: index, ConfigName: config}
+	if len(hfq) > 0 {
+		m[HFQuantConfigName] = hfq
 	}
 	return m
+}
+
+// indexOf rebuilds the index from the output shards' headers.
+func indexOf(dst string, shards []string) ([]byte, error) {
+	idx := &safetensors.Index{WeightMap: map[string]string{}}
+	for _, name := range shards {
+		f, err := safetensors.OpenFile(filepath.Join(dst, filepath.FromSlash(name)))
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range f.Tensors {
+			idx.WeightMap[t.Name] = name
+			idx.TotalSize += t.Size()
+		}
+		f.Close()
+	}
+	return idx.Marshal()
 }
 
 func recordPath(dst, unit string) string {
@@ -293,7 +317,8 @@ func Finalize(dst string) (*Manifest, error) {
 	}
 	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt}
 	var missing []string
-	for _, u := range st.Units {
+	units := st.units()
+	for _, u := range units {
 		rec, ok := finishedRecord(dst, st.Plan, u, nil)
 		if !ok {
 			missing = append(missing, u)
@@ -307,9 +332,13 @@ func Finalize(dst string) (*Manifest, error) {
 		m.Files = append(m.Files, rec)
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", dst, ErrIncomplete, len(missing), len(st.Units), missing[0])
+		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", dst, ErrIncomplete, len(missing), len(units), missing[0])
 	}
-	for name, b := range st.metaFiles() {
+	index, err := indexOf(dst, st.Shards)
+	if err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
+	for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig), index) {
 		if err := atomicfile.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
 			return nil, fmt.Errorf("merge %s: %w", dst, err)
 		}

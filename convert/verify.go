@@ -125,7 +125,8 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	for _, u := range p.Units() {
 		want[u.Name] = true
 	}
-	for name := range (&planState{Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig), Index: string(p.Index)}).metaFiles() {
+	meta := metaFiles(p.Config, p.HFQuantConfig, p.Index)
+	for name := range meta {
 		want[name] = true
 	}
 	for _, f := range m.Files {
@@ -138,7 +139,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		rep.fail("%s is missing from the manifest", name)
 	}
 	// Configs and index must be exactly what the plan writes.
-	for name, b := range (&planState{Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig), Index: string(p.Index)}).metaFiles() {
+	for name, b := range meta {
 		got, err := os.ReadFile(filepath.Join(dst, name))
 		if err != nil {
 			rep.fail("%s: %v", name, err)
@@ -288,22 +289,26 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 	return nil
 }
 
+// sameBytes compares two readers of equal length chunk by chunk.
 func sameBytes(x, y io.Reader, a, b []byte, prog Progress) (bool, error) {
 	for {
 		n, errA := io.ReadFull(x, a)
-		m, errB := io.ReadFull(y, b[:max(n, 1)])
-		prog.Add(int64(n + m))
-		if n != m || !bytes.Equal(a[:n], b[:m]) {
-			return false, nil
+		if n > 0 {
+			if _, err := io.ReadFull(y, b[:n]); err != nil {
+				return false, nil // y is shorter
+			}
+			prog.Add(int64(2 * n))
+			if !bytes.Equal(a[:n], b[:n]) {
+				return false, nil
+			}
 		}
-		if errA == io.EOF || errA == io.ErrUnexpectedEOF {
-			return errB == io.EOF || errB == io.ErrUnexpectedEOF, nil
-		}
-		if errA != nil {
+		switch errA {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			m, _ := y.Read(b[:1])
+			return m == 0, nil
+		default:
 			return false, errA
-		}
-		if errB != nil {
-			return false, errB
 		}
 	}
 }

@@ -1,0 +1,242 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The tests in this file run the real k3ckpt binary as a subprocess, so that
+// a kill -9, a file size limit or a full disk hit it as they would in
+// production.
+
+var (
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
+)
+
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the k3ckpt binary")
+	}
+	cliOnce.Do(func() {
+		cliPath = filepath.Join(testRoot, "k3ckpt")
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		out, err := exec.Command(gobin, "build", "-o", cliPath, "github.com/k3ckpt/k3ckpt/cmd/k3ckpt").CombinedOutput()
+		if err != nil {
+			cliErr = errors.New(string(out))
+		}
+	})
+	if cliErr != nil {
+		t.Fatalf("go build ./cmd/k3ckpt: %v", cliErr)
+	}
+	return cliPath
+}
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(buildCLI(t), args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+func countEntries(dir string, pred func(string) bool) int {
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		if pred(e.Name()) {
+			n++
+		}
+	}
+	return n
+}
+
+// finalsComplete checks that every file under a final name in a killed
+// conversion is complete: byte-identical to the uninterrupted run's.
+func finalsComplete(t *testing.T, dst string) int {
+	t.Helper()
+	ref := treeHashes(t, tinyRef)
+	n := 0
+	for name, h := range treeHashes(t, dst) {
+		if strings.HasPrefix(name, StateDir+"/") || strings.HasPrefix(filepath.Base(name), ".k3tmp-") {
+			continue
+		}
+		n++
+		if ref[name] != h {
+			t.Errorf("%s is under its final name but differs from the complete file", name)
+		}
+	}
+	return n
+}
+
+// Kill -9 the converter at several points, resume, and compare every byte
+// with an uninterrupted run.
+func TestKillAndResume(t *testing.T) {
+	bin := buildCLI(t)
+	// Kill when this many files are recorded done (0: as soon as the first
+	// temporary exists, i.e. in the middle of writing the first file).
+	for _, after := range []int{0, 3, 40, 95} {
+		dst := filepath.Join(t.TempDir(), "out")
+		cmd := exec.Command(bin, "convert", tinySrc, dst, "--jobs", "2", "--json")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		doneDir := filepath.Join(dst, StateDir, "done")
+		killed := false
+	poll:
+		for {
+			select {
+			case <-exited:
+				break poll
+			default:
+			}
+			var reached bool
+			if after == 0 {
+				reached = countEntries(dst, func(n string) bool { return strings.HasPrefix(n, ".k3tmp-") }) > 0
+			} else {
+				reached = countEntries(doneDir, func(string) bool { return true }) >= after
+			}
+			if reached {
+				cmd.Process.Signal(syscall.SIGKILL)
+				<-exited
+				killed = true
+				break
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		if !killed {
+			t.Logf("after %d: the conversion finished before the kill", after)
+		}
+		finals := finalsComplete(t, dst)
+		_, stderr, code := runCLI(t, "convert", tinySrc, dst, "--jobs", "2", "--resume", "--json")
+		if code != 0 {
+			t.Fatalf("resume after kill at %d: exit %d: %s", after, code, stderr)
+		}
+		sameTree(t, dst, tinyRef)
+		t.Logf("killed after %d records: %d complete files survived, resume finished the rest", after, finals)
+	}
+}
+
+// N worker processes on one destination, then byte-identical to one run.
+func TestWorkerProcesses(t *testing.T) {
+	bin := buildCLI(t)
+	dst := filepath.Join(t.TempDir(), "out")
+	const n = 3
+	var wg sync.WaitGroup
+	outs := make([]bytes.Buffer, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(bin, "convert", tinySrc, dst, "--jobs", "1", "--json", "--worker", []string{"0/3", "1/3", "2/3"}[i])
+			cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+			errs[i] = cmd.Run()
+		}()
+	}
+	wg.Wait()
+	finalized := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("worker %d: %v: %s", i, errs[i], outs[i].String())
+		}
+		var r struct{ Finalized bool }
+		if err := json.Unmarshal(outs[i].Bytes(), &r); err != nil {
+			t.Fatalf("worker %d output: %v: %s", i, err, outs[i].String())
+		}
+		if r.Finalized {
+			finalized++
+		}
+	}
+	if finalized == 0 {
+		t.Error("no worker finalized")
+	}
+	sameTree(t, dst, tinyRef)
+	// merge of a finished conversion is a no-op success.
+	if _, stderr, code := runCLI(t, "merge", dst); code != 0 {
+		t.Errorf("merge: %d %s", code, stderr)
+	}
+}
+
+// A write error (file size limit, then a full disk) is a clear error, exit
+// status 1, and leaves no temporary and no partial file.
+func TestWriteErrors(t *testing.T) {
+	bin := buildCLI(t)
+	if _, err := exec.LookPath("prlimit"); err == nil {
+		dst := filepath.Join(t.TempDir(), "out")
+		cmd := exec.Command("prlimit", "--fsize=200000", bin, "convert", tinySrc, dst, "--jobs", "2")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "file too large") || !strings.Contains(string(out), ".safetensors") {
+			t.Errorf("file size limit: %v: %s", err, out)
+		}
+		if temps := tempsUnder(t, dst); len(temps) > 0 {
+			t.Errorf("temporaries left: %v", temps)
+		}
+		finalsComplete(t, dst)
+	} else {
+		t.Log("no prlimit: file size limit case skipped")
+	}
+
+	mnt := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mnt).Run(); err != nil {
+		t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
+	}
+	defer exec.Command("umount", mnt).Run()
+	dst := filepath.Join(mnt, "out")
+	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--jobs", "2")
+	if code != 1 || !strings.Contains(stderr, "no space left on device") || stdout != "" {
+		t.Errorf("disk full: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if temps := tempsUnder(t, dst); len(temps) > 0 {
+		t.Errorf("temporaries left on the full disk: %v", temps)
+	}
+	finalsComplete(t, dst)
+}
+
+func TestCLIDryRunAndVerify(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "never")
+	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--dry-run", "--format", "modelopt")
+	if code != 0 || !strings.Contains(stdout, "952 quantized") || !strings.Contains(stdout, "model-00096-of-00096.safetensors") {
+		t.Fatalf("dry run: %d %s %s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Error("--dry-run created DST")
+	}
+	stdout, _, code = runCLI(t, "verify", tinySrc, tinyRef, "--json")
+	var rep VerifyReport
+	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || !rep.OK || len(rep.Tensors) != 952 {
+		t.Fatalf("verify: exit %d: %.300s", code, stdout)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	copyTree(t, tinyRef, bad)
+	patch(t, filepath.Join(bad, "model-00002-of-00096.safetensors"), 5000, 0x00)
+	if _, _, code := runCLI(t, "verify", tinySrc, bad); code != 1 {
+		t.Errorf("verify of a damaged conversion: exit %d", code)
+	}
+	if _, stderr, code := runCLI(t, "convert", tinySrc, bad+"2", "--worker", "3/3"); code != 1 || !strings.Contains(stderr, "worker") {
+		t.Errorf("--worker 3/3: %d %s", code, stderr)
+	}
+}

@@ -1,0 +1,177 @@
+package convert
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// tinySrc is a tiny K3 replica (model.Synth) with side files added, shared
+// by the tests of this package; tinyRef is its default conversion.
+var tinySrc, tinyRef, testRoot string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	var err error
+	testRoot, err = os.MkdirTemp("", "k3ckpt-convert-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(testRoot)
+	tinySrc = filepath.Join(testRoot, "src")
+	if err := model.Synth(tinySrc, model.SynthOptions{Scale: model.ScaleTiny, Seed: 7}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for name, body := range sideFiles {
+		p := filepath.Join(tinySrc, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+			err = os.WriteFile(p, []byte(body), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	tinyRef = filepath.Join(testRoot, "ref")
+	if _, err := convertDir(tinySrc, tinyRef, Options{}, ExecOptions{Jobs: 2}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// sideFiles stand for the tokenizer, chat template and custom code of a real
+// checkpoint; hidden files must not be copied.
+var sideFiles = map[string]string{
+	"tokenizer_config.json":      `{"chat_template": "{{ messages }}"}` + "\n",
+	"tiktoken.model":             "not really a tokenizer\n",
+	"code/modeling_kimi_k3.py":   "# custom code\n",
+	".cache/huggingface/ignored": "hidden\n",
+}
+
+func openSrc(t testing.TB, dir string) *safetensors.Checkpoint {
+	t.Helper()
+	c, err := safetensors.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func planFor(src string, opts Options) (*Plan, *safetensors.Checkpoint, error) {
+	c, err := safetensors.Open(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := Lookup(AttnMoEDenseFP8)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := NewPlan(c, nil, r, opts)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return p, c, nil
+}
+
+func convertDir(src, dst string, opts Options, eo ExecOptions) (*Result, error) {
+	p, c, err := planFor(src, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return Execute(context.Background(), p, dst, eo)
+}
+
+// treeHashes maps every regular file under dir (relative, slash-separated)
+// to its sha256, so two output trees can be compared byte for byte.
+func treeHashes(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		sum := sha256.Sum256(b)
+		out[filepath.ToSlash(rel)] = hex.EncodeToString(sum[:])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t testing.TB, got, want string) {
+	t.Helper()
+	g, w := treeHashes(t, got), treeHashes(t, want)
+	for name, h := range w {
+		if g[name] != h {
+			t.Errorf("%s: differs from the reference conversion", name)
+		}
+	}
+	for name := range g {
+		if _, ok := w[name]; !ok {
+			t.Errorf("%s: not in the reference conversion", name)
+		}
+	}
+}
+
+// tempsUnder lists leftover temporaries anywhere under dir.
+func tempsUnder(t testing.TB, dir string) []string {
+	t.Helper()
+	var temps []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".k3tmp-") {
+			temps = append(temps, p)
+		}
+		return nil
+	})
+	return temps
+}
+
+func readAll(t testing.TB, r io.Reader) []byte {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func listDir(t testing.TB, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	return names
+}
