@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // Component is the accounting class of a tensor. inspect, convert and layout
@@ -94,40 +95,53 @@ func Components() []Component {
 // (o_proj, g_proj): the layer schedule decides their class.
 const attnEither Component = 255
 
-// scaleSuffix maps the companion tensors of a quantized weight (block-FP8
-// scales in every engine convention, compressed-tensors packed data and
-// scales, activation scales) back to the weight they belong to, so that they
-// land in their weight's class.
-var scaleSuffix = regexp.MustCompile(`\.(?:weight_scale_inv|weight_scale|weight_packed|weight_global_scale|weight_zero_point|input_scale)$`)
+// companionSuffix lists the companion tensors of a quantized weight X.weight
+// (block-FP8 scales in every engine convention, compressed-tensors packed
+// codes and scales, activation scales), so that they land in X's class.
+var companionSuffix = map[string]bool{
+	"weight_scale_inv":    true,
+	"weight_scale":        true,
+	"weight_packed":       true,
+	"weight_global_scale": true,
+	"weight_zero_point":   true,
+	"input_scale":         true,
+}
 
-// componentRules is THE classification table. Patterns are anchored on the
-// end of the name and allow any prefix, so they match both the multimodal
-// checkpoint (language_model.model.…) and a bare text checkpoint (model.…).
+// ruleScope says what a rule's pattern is matched against.
+type ruleScope uint8
+
+const (
+	// inLayer rules match the part of the name after "layers.N.".
+	inLayer ruleScope = iota
+	// topLevel rules match the whole name of a tensor outside the layers.
+	topLevel
+)
+
+// componentRules is THE classification table. Patterns are anchored, so a
+// miss costs a few bytes of matching; layer rules see only the tail after
+// "layers.N.", so they match both the multimodal checkpoint
+// (language_model.model.layers.…) and a bare text one (model.layers.…).
 // At most one rule matches any tensor of a K3 checkpoint (tested on the full
 // catalog), so the order only matters for foreign names.
 var componentRules = []struct {
 	class   Component
+	scope   ruleScope
 	pattern *regexp.Regexp
 }{
-	{Vision, regexp.MustCompile(`(?:^|\.)(?:vision_tower|mm_projector)\.`)},
-	{RoutedExperts, regexp.MustCompile(`(?:^|\.)layers\.\d+\.(?:block_sparse_moe|mlp)\.experts\.\d+\.`)},
-	{SharedExperts, regexp.MustCompile(`(?:^|\.)layers\.\d+\.(?:block_sparse_moe|mlp)\.shared_experts\.(?:gate|up|down)_proj\.weight$`)},
-	{Latent, regexp.MustCompile(`(?:^|\.)layers\.\d+\.block_sparse_moe\.routed_expert_(?:down_proj|up_proj|norm)\.weight$`)},
-	{Router, regexp.MustCompile(`(?:^|\.)layers\.\d+\.(?:block_sparse_moe|mlp)\.gate\.(?:weight|e_score_correction_bias)$`)},
-	{DenseMLP, regexp.MustCompile(`(?:^|\.)layers\.\d+\.mlp\.(?:gate|up|down)_proj\.weight$`)},
-	{AttentionKDA, regexp.MustCompile(`(?:^|\.)layers\.\d+\.self_attn\.(?:(?:q|k|v|f_a|f_b|b)_proj\.weight|[qkv]_conv1d\.weight|o_norm\.weight|dt_bias|A_log)$`)},
-	{AttentionMLA, regexp.MustCompile(`(?:^|\.)layers\.\d+\.self_attn\.(?:q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm)\.weight$`)},
-	{attnEither, regexp.MustCompile(`(?:^|\.)layers\.\d+\.self_attn\.(?:o|g)_proj\.weight$`)},
-	{Norms, regexp.MustCompile(`(?:^|\.)layers\.\d+\.(?:input_layernorm|post_attention_layernorm|self_attention_res_norm|mlp_res_norm|self_attention_res_proj|mlp_res_proj)\.weight$`)},
-	{Norms, regexp.MustCompile(`(?:^|\.)model\.(?:norm|output_attn_res_norm|output_attn_res_proj)\.weight$`)},
-	{Embedding, regexp.MustCompile(`(?:^|\.)embed_tokens\.weight$`)},
-	{LMHead, regexp.MustCompile(`(?:^|\.)lm_head\.weight$`)},
+	{RoutedExperts, inLayer, regexp.MustCompile(`^(?:block_sparse_moe|mlp)\.experts\.\d+\.`)},
+	{SharedExperts, inLayer, regexp.MustCompile(`^(?:block_sparse_moe|mlp)\.shared_experts\.(?:gate|up|down)_proj\.weight$`)},
+	{Latent, inLayer, regexp.MustCompile(`^block_sparse_moe\.routed_expert_(?:down_proj|up_proj|norm)\.weight$`)},
+	{Router, inLayer, regexp.MustCompile(`^(?:block_sparse_moe|mlp)\.gate\.(?:weight|e_score_correction_bias)$`)},
+	{DenseMLP, inLayer, regexp.MustCompile(`^mlp\.(?:gate|up|down)_proj\.weight$`)},
+	{AttentionKDA, inLayer, regexp.MustCompile(`^self_attn\.(?:(?:q|k|v|f_a|f_b|b)_proj\.weight|[qkv]_conv1d\.weight|o_norm\.weight|dt_bias|A_log)$`)},
+	{AttentionMLA, inLayer, regexp.MustCompile(`^self_attn\.(?:q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm)\.weight$`)},
+	{attnEither, inLayer, regexp.MustCompile(`^self_attn\.(?:o|g)_proj\.weight$`)},
+	{Norms, inLayer, regexp.MustCompile(`^(?:input_layernorm|post_attention_layernorm|self_attention_res_norm|mlp_res_norm|self_attention_res_proj|mlp_res_proj)\.weight$`)},
+	{Vision, topLevel, regexp.MustCompile(`^(?:\w+\.)?(?:vision_tower|mm_projector)\.`)},
+	{Norms, topLevel, regexp.MustCompile(`^(?:language_model\.)?model\.(?:norm|output_attn_res_norm|output_attn_res_proj)\.weight$`)},
+	{Embedding, topLevel, regexp.MustCompile(`^(?:language_model\.)?model\.embed_tokens\.weight$`)},
+	{LMHead, topLevel, regexp.MustCompile(`^(?:language_model\.)?lm_head\.weight$`)},
 }
-
-var (
-	layerRE  = regexp.MustCompile(`(?:^|\.)layers\.(\d+)\.`)
-	expertRE = regexp.MustCompile(`\.experts\.(\d+)\.`)
-)
 
 // Classifier puts tensor names into components. It carries the layer
 // schedule because o_proj and g_proj exist in both KDA and MLA layers and only
@@ -165,19 +179,28 @@ func Classify(name string) Component { return k3Classifier.Classify(name) }
 // o_proj/g_proj of a layer outside the schedule cannot be resolved and are
 // Other.
 func (c *Classifier) Classify(name string) Component {
-	base := scaleSuffix.ReplaceAllString(name, ".weight")
+	if dot := strings.LastIndexByte(name, '.'); dot >= 0 && companionSuffix[name[dot+1:]] {
+		name = name[:dot] + ".weight"
+	}
+	layer, tail, isLayer := splitLayer(name)
 	for _, r := range componentRules {
-		if !r.pattern.MatchString(base) {
+		var ok bool
+		switch r.scope {
+		case inLayer:
+			ok = isLayer && r.pattern.MatchString(tail)
+		case topLevel:
+			ok = !isLayer && r.pattern.MatchString(name)
+		}
+		if !ok {
 			continue
 		}
 		if r.class != attnEither {
 			return r.class
 		}
-		l, ok := LayerOf(base)
 		switch {
-		case !ok || l >= len(c.mla):
+		case layer >= len(c.mla):
 			return Other
-		case c.mla[l]:
+		case c.mla[layer]:
 			return AttentionMLA
 		default:
 			return AttentionKDA
@@ -186,23 +209,56 @@ func (c *Classifier) Classify(name string) Component {
 	return Other
 }
 
+// splitLayer finds the first "layers.N." segment (at the start or after a
+// dot) and returns N and what follows it.
+func splitLayer(name string) (layer int, tail string, ok bool) {
+	const key = "layers."
+	for from := 0; ; {
+		i := strings.Index(name[from:], key)
+		if i < 0 {
+			return 0, "", false
+		}
+		i += from
+		from = i + 1
+		if i > 0 && name[i-1] != '.' {
+			continue
+		}
+		n, rest, ok := leadingInt(name[i+len(key):])
+		if ok && rest != "" && rest[0] == '.' {
+			return n, rest[1:], true
+		}
+	}
+}
+
+// leadingInt parses the decimal digits at the start of s.
+func leadingInt(s string) (n int, rest string, ok bool) {
+	j := 0
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == 0 || j > 9 { // more than 9 digits is no layer or expert index
+		return 0, s, false
+	}
+	n, err := strconv.Atoi(s[:j])
+	return n, s[j:], err == nil
+}
+
 // LayerOf returns the 0-based decoder layer a tensor belongs to.
 func LayerOf(name string) (layer int, ok bool) {
-	return submatchInt(layerRE, name)
+	layer, _, ok = splitLayer(name)
+	return layer, ok
 }
 
-// ExpertOf returns the routed expert index of an expert tensor.
+// ExpertOf returns the routed expert index of an expert tensor
+// ("….experts.N.…").
 func ExpertOf(name string) (expert int, ok bool) {
-	return submatchInt(expertRE, name)
-}
-
-func submatchInt(re *regexp.Regexp, name string) (int, bool) {
-	m := re.FindStringSubmatch(name)
-	if m == nil {
+	const key = ".experts."
+	i := strings.Index(name, key)
+	if i < 0 {
 		return 0, false
 	}
-	n, err := strconv.Atoi(m[1])
-	if err != nil {
+	n, rest, ok := leadingInt(name[i+len(key):])
+	if !ok || rest == "" || rest[0] != '.' {
 		return 0, false
 	}
 	return n, true
