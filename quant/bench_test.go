@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -8,52 +9,35 @@ import (
 // benchN, benchK is a KDA q_proj: [12288, 7168] BF16, 168 MiB.
 const benchN, benchK = 12288, 7168
 
-// benchMatrix fills a BF16 matrix with the deterministic generator used for the
-// goldens (log-uniform magnitudes over ~20 binades, as real weights span).
-func benchMatrix(n, k int) []byte {
-	src := make([]byte, 2*n*k)
-	genFill(src, BF16, k, region{R0: 0, R1: n, C0: 0, C1: k, Seed: 7, ELo: 108, EHi: 128})
+// benchSrc is that matrix filled by the golden generator with magnitudes
+// log-uniform over 2^-15..2^1 (so every E4M3FN range, subnormals included,
+// is hit at random).
+var benchSrc = sync.OnceValue(func() []byte {
+	src := make([]byte, 2*benchN*benchK)
+	genFill(src, BF16, benchK, region{R0: 0, R1: benchN, C0: 0, C1: benchK, Seed: 7, ELo: 112, EHi: 128})
 	return src
-}
+})
 
-var benchSrc = sync.OnceValue(func() []byte { return benchMatrix(benchN, benchK) })
+// bandBytes is one 128-row band of BF16 input.
+const bandBytes = 2 * BlockSize * benchK
 
-// BenchmarkCopy is the floor: a plain copy of the same BF16 bytes, band by band.
-func BenchmarkCopy(b *testing.B) {
-	src := benchSrc()
-	dst := make([]byte, 2*BlockSize*benchK)
-	band := 2 * BlockSize * benchK
-	b.SetBytes(int64(len(src)))
+// runBands splits the bands of the matrix over workers goroutines, each with
+// its own scratch made by mk.
+func runBands[S any](b *testing.B, workers int, mk func() S, do func(s S, band int) error) {
+	nb := benchN / BlockSize
+	scratch := make([]S, workers)
+	for i := range scratch {
+		scratch[i] = mk()
+	}
+	b.SetBytes(int64(2 * benchN * benchK))
 	b.ReportAllocs()
-	for b.Loop() {
-		for off := 0; off < len(src); off += band {
-			copy(dst, src[off:off+band])
-		}
-	}
-}
-
-func benchQuant(b *testing.B, fmt ScaleFmt, workers int) {
-	src := benchSrc()
-	band := 2 * BlockSize * benchK
-	nb := len(src) / band
-	type scratch struct {
-		q      *Quantizer
-		dst    []byte
-		scales []float32
-	}
-	ws := make([]scratch, workers)
-	for i := range ws {
-		ws[i] = scratch{NewQuantizer(benchK, BF16, fmt), make([]byte, BlockSize*benchK), make([]float32, NumBlocks(benchK))}
-	}
-	b.SetBytes(int64(len(src)))
-	b.ReportAllocs()
+	b.ResetTimer()
 	for b.Loop() {
 		var wg sync.WaitGroup
 		for w := range workers {
 			wg.Go(func() {
-				s := ws[w]
-				for i := w; i < nb; i += workers {
-					if err := s.q.QuantizeBandAt(i, s.dst, s.scales, src[i*band:(i+1)*band], BlockSize); err != nil {
+				for band := w; band < nb; band += workers {
+					if err := do(scratch[w], band); err != nil {
 						b.Error(err)
 						return
 					}
@@ -64,7 +48,75 @@ func benchQuant(b *testing.B, fmt ScaleFmt, workers int) {
 	}
 }
 
-func BenchmarkQuantizeFP32Scale1(b *testing.B)  { benchQuant(b, ScaleFP32, 1) }
-func BenchmarkQuantizeUE8M0Scale1(b *testing.B) { benchQuant(b, ScaleUE8M0, 1) }
-func BenchmarkQuantizeFP32Scale2(b *testing.B)  { benchQuant(b, ScaleFP32, 2) }
-func BenchmarkQuantizeUE8M0Scale2(b *testing.B) { benchQuant(b, ScaleUE8M0, 2) }
+// BenchmarkCopy is the floor: a plain copy of the same BF16 bytes, band by
+// band into a per-worker buffer, the way the quantizer reads them.
+func BenchmarkCopy(b *testing.B) {
+	src := benchSrc()
+	for _, w := range []int{1, 2} {
+		b.Run(fmt.Sprintf("goroutines=%d", w), func(b *testing.B) {
+			runBands(b, w, func() []byte { return make([]byte, bandBytes) }, func(dst []byte, band int) error {
+				copy(dst, src[band*bandBytes:(band+1)*bandBytes])
+				return nil
+			})
+		})
+	}
+}
+
+type quantScratch struct {
+	q      *Quantizer
+	dst    []byte
+	scales []float32
+}
+
+// BenchmarkQuantize measures block quantization of the BF16 matrix; MB/s is
+// of BF16 input.
+func BenchmarkQuantize(b *testing.B) {
+	src := benchSrc()
+	for _, kernel := range []string{"vector", "portable"} {
+		for _, f := range []ScaleFmt{ScaleFP32, ScaleUE8M0} {
+			for _, w := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/%v/goroutines=%d", kernel, f, w), func(b *testing.B) {
+					if kernel == "vector" && !useAVX2Available() {
+						b.Skip("no vector kernels here")
+					}
+					setAVX2(kernel == "vector")
+					defer setAVX2(true)
+					runBands(b, w, func() quantScratch {
+						return quantScratch{NewQuantizer(benchK, BF16, f), make([]byte, BlockSize*benchK), make([]float32, NumBlocks(benchK))}
+					}, func(s quantScratch, band int) error {
+						return s.q.QuantizeBandAt(band, s.dst, s.scales, src[band*bandBytes:(band+1)*bandBytes], BlockSize)
+					})
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkDequantize widens the quantized matrix back to float32; MB/s is of
+// the BF16 the matrix came from (the FP8 read is half, the float32 written
+// twice that).
+func BenchmarkDequantize(b *testing.B) {
+	src := benchSrc()
+	nb, nkb := benchN/BlockSize, NumBlocks(benchK)
+	fp8, scales := make([]byte, benchN*benchK), make([]float32, nb*nkb)
+	q := NewQuantizer(benchK, BF16, ScaleUE8M0)
+	for band := range nb {
+		if err := q.QuantizeBandAt(band, fp8[band*BlockSize*benchK:], scales[band*nkb:], src[band*bandBytes:], BlockSize); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, kernel := range []string{"vector", "portable"} {
+		for _, w := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", kernel, w), func(b *testing.B) {
+				if kernel == "vector" && !useAVX2Available() {
+					b.Skip("no vector kernels here")
+				}
+				setAVX2(kernel == "vector")
+				defer setAVX2(true)
+				runBands(b, w, func() []float32 { return make([]float32, BlockSize*benchK) }, func(dst []float32, band int) error {
+					return DequantizeBand(dst, fp8[band*BlockSize*benchK:(band+1)*BlockSize*benchK], scales[band*nkb:], BlockSize, benchK)
+				})
+			})
+		}
+	}
+}

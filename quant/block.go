@@ -227,9 +227,10 @@ func DequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) er
 	if err := checkDequant(len(dst), src, scales, rows, k); err != nil {
 		return err
 	}
-	for kb := range NumBlocks(k) {
-		c0, c1 := kb*BlockSize, min(kb*BlockSize+BlockSize, k)
-		dequant(dst[c0:], k, src[c0:], k, rows, c1-c0, scales[kb])
+	// Row by row: the output is 4 bytes an element, and writing it in
+	// order beats revisiting 128 rows that are a multiple of 4 KiB apart.
+	for r := range rows {
+		dequantRow(dst[r*k:(r+1)*k], src[r*k:(r+1)*k], scales[:NumBlocks(k)])
 	}
 	return nil
 }

@@ -167,7 +167,6 @@ func putElem(dst []byte, e Elem, i int, bits uint32) {
 	dst[2*i], dst[2*i+1] = byte(bits), byte(bits>>8)
 }
 
-
 func u32At(b []byte, i int) uint32 {
 	return uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24
 }

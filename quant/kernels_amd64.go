@@ -6,7 +6,9 @@ import "golang.org/x/sys/cpu"
 
 // useAVX2 selects the vector kernels; tests turn it off to check that both
 // paths write the same bytes.
-var useAVX2 = cpu.X86.HasAVX2
+var useAVX2 = cpuHasAVX2
+
+var cpuHasAVX2 = cpu.X86.HasAVX2
 
 // Vector kernels (kernels_amd64.s). cols must be a positive multiple of the
 // vector width (16 elements; 8 for amax32 and dequantAVX2); rows ≥ 1.
@@ -24,7 +26,7 @@ func encodeBF16AVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols i
 func encodeF32AVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 
 //go:noescape
-func dequantAVX2(dst *float32, dstStride int, src *byte, srcStride, rows, cols int, scale float32)
+func dequantRowAVX2(dst *float32, src *byte, blocks int, scales *float32)
 
 func amax16(src []byte, stride, rows, cols int) uint16 {
 	v := cols &^ 15
@@ -66,14 +68,16 @@ func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, col
 	}
 }
 
-func dequant(dst []float32, dstStride int, src []byte, srcStride, rows, cols int, scale float32) {
-	v := cols &^ 7
-	if !useAVX2 || v == 0 {
-		dequantGo(dst, dstStride, src, srcStride, rows, cols, scale)
-		return
+// dequantRow widens one row of k FP8 codes, column block j by scales[j].
+func dequantRow(dst []float32, src []byte, scales []float32) {
+	k := len(src)
+	full := k / BlockSize
+	if useAVX2 && full > 0 {
+		_ = dst[k-1]
+		_ = scales[full-1]
+		dequantRowAVX2(&dst[0], &src[0], full, &scales[0])
+	} else {
+		full = 0
 	}
-	dequantAVX2(&dst[0], 4*dstStride, &src[0], srcStride, rows, v, scale)
-	if v < cols {
-		dequantGo(dst[v:], dstStride, src[v:], srcStride, rows, cols-v, scale)
-	}
+	dequantRowGo(dst[full*BlockSize:], src[full*BlockSize:], scales[full:])
 }

@@ -169,25 +169,24 @@ efcol:
 	VZEROUPPER
 	RET
 
-// func dequantAVX2(dst *float32, dstStride int, src *byte, srcStride, rows, cols int, scale float32)
-// dstStride is in bytes here. E4M3FN code c = s eeee mmm: normal codes widen
-// by shifting eeeemmm into place and rebiasing the exponent by 120,
-// subnormals (eeee = 0) are mmm·2^-9, 0x7F is NaN 0x7FF00000 as in torch.
-TEXT ·dequantAVX2(SB), NOSPLIT, $0-52
+// func dequantRowAVX2(dst *float32, src *byte, blocks int, scales *float32)
+// Widens blocks×128 FP8 codes of one row, each 128 by its own scale.
+// E4M3FN code c = s eeee mmm: normal codes widen by shifting eeeemmm into
+// place and rebiasing the exponent by 120, subnormals (eeee = 0) are
+// mmm·2^-9, and 0x7F is the NaN 0x7FF00000 as in torch.
+TEXT ·dequantRowAVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	MOVQ src+16(FP), SI
-	MOVQ srcStride+24(FP), R9
-	MOVQ rows+32(FP), CX
-	MOVQ cols+40(FP), DX
-	VBROADCASTSS scale+48(FP), Y15
+	MOVQ src+8(FP), SI
+	MOVQ blocks+16(FP), CX
+	MOVQ scales+24(FP), R8
 	BCAST(0x80, Y14, X14)
 	BCAST(0x7F, Y13, X13)
 	BCAST(0x3C000000, Y12, X12)  // 120<<23
 	BCAST(0x3B000000, Y11, X11)  // 2^-9
 	BCAST(8, Y10, X10)
 	BCAST(0x7FF00000, Y9, X9)
-dqrow:
+dqblock:
+	VBROADCASTSS (R8), Y15
 	XORQ AX, AX
 dqcol:
 	VPMOVZXBD (SI)(AX*1), Y0
@@ -206,11 +205,12 @@ dqcol:
 	VMULPS Y15, Y3, Y3
 	VMOVUPS Y3, (DI)(AX*4)
 	ADDQ $8, AX
-	CMPQ AX, DX
+	CMPQ AX, $128
 	JB dqcol
-	ADDQ R8, DI
-	ADDQ R9, SI
+	ADDQ $128, SI
+	ADDQ $512, DI
+	ADDQ $4, R8
 	DECQ CX
-	JNZ dqrow
+	JNZ dqblock
 	VZEROUPPER
 	RET

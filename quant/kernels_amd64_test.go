@@ -17,3 +17,7 @@ func eachKernel(t *testing.T, f func(t *testing.T)) {
 	useAVX2 = false
 	t.Run("go", f)
 }
+
+func useAVX2Available() bool { return cpuHasAVX2 }
+
+func setAVX2(on bool) { useAVX2 = on && cpuHasAVX2 }

@@ -10,6 +10,4 @@ func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, col
 	encodeGo(in, dst, dstStride, src, srcStride, rows, cols, inv)
 }
 
-func dequant(dst []float32, dstStride int, src []byte, srcStride, rows, cols int, scale float32) {
-	dequantGo(dst, dstStride, src, srcStride, rows, cols, scale)
-}
+func dequantRow(dst []float32, src []byte, scales []float32) { dequantRowGo(dst, src, scales) }
