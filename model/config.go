@@ -158,6 +158,9 @@ type Config struct {
 
 	Experts   ExpertFormat
 	GroupSize int64 // MXFP4 group (32)
+	// Converted is the quant_method of a block-FP8 conversion ("fp8",
+	// "modelopt"), "" for a source checkpoint or a compressed-tensors one.
+	Converted string
 
 	Vision *VisionConfig // nil when the config has no vision_config
 
@@ -524,6 +527,11 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 	}
 }
 
+// ExpertsQuantizationKey is where a converted checkpoint's quantization_config
+// (quant_method fp8 or modelopt) keeps the source's compressed-tensors
+// description of the MXFP4 experts, so the config states every tensor's format.
+const ExpertsQuantizationKey = "experts_quantization_config"
+
 // mxfp4Format is the compressed-tensors format name of packed MXFP4 weights.
 const mxfp4Format = "mxfp4-pack-quantized"
 
@@ -535,8 +543,31 @@ func (c *Config) parseQuantization(p *fields, top jobj) {
 		c.Experts = ExpertsBF16
 		return
 	}
-	if qm := p.str(q, "quant_method", true); p.err == nil && qm != "compressed-tensors" {
-		p.fail(q.name("quant_method"), "the source checkpoint must be \"compressed-tensors\" (MXFP4 experts), got %q", qm)
+	switch qm := p.str(q, "quant_method", true); {
+	case p.err != nil:
+		return
+	case qm == "compressed-tensors":
+	case qm == "fp8" || qm == "modelopt":
+		// A block-FP8 conversion (convert's deepseek or modelopt convention)
+		// keeps the experts' own compressed-tensors description under
+		// ExpertsQuantizationKey; without it their format would be a guess.
+		c.Converted = qm
+		eq, ok := p.object(q, ExpertsQuantizationKey, false)
+		if !ok {
+			if p.err == nil {
+				p.fail(q.name(ExpertsQuantizationKey), "a %q quantization_config must describe the routed experts' format here", qm)
+			}
+			return
+		}
+		q = eq
+		if qm := p.str(q, "quant_method", true); p.err == nil && qm != "compressed-tensors" {
+			p.fail(q.name("quant_method"), "the experts must be \"compressed-tensors\" (MXFP4), got %q", qm)
+		}
+		if p.err != nil {
+			return
+		}
+	default:
+		p.fail(q.name("quant_method"), "must be \"compressed-tensors\" (MXFP4 experts), or \"fp8\"/\"modelopt\" for a converted checkpoint, got %q", qm)
 		return
 	}
 	topFormat := p.str(q, "format", false)
