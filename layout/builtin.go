@@ -2,6 +2,8 @@ package layout
 
 import (
 	"fmt"
+
+	"github.com/k3ckpt/k3ckpt/model"
 	"sort"
 	"strings"
 )
@@ -23,6 +25,12 @@ type Model struct {
 // K3 is Kimi K3's dimensions (SPEC §1.1).
 func K3() Model {
 	return Model{Layers: 93, AttnHeads: 96, LinearHeads: 96, Experts: 896, AttnResBlock: 12}
+}
+
+// ModelOf takes the dimensions from a parsed config.
+func ModelOf(c *model.Config) Model {
+	return Model{Layers: c.NumLayers, AttnHeads: int(c.NumHeads), LinearHeads: int(c.KDAHeads),
+		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize}
 }
 
 // Options switch the optional features of the built-in layouts, one per step

@@ -47,10 +47,6 @@ var (
 	ErrPadding = errors.New("dropped padding is not zero")
 )
 
-// BlockSize is the edge of the square weight block that one block-FP8 scale
-// covers (SPEC §2: 128×128).
-const BlockSize = 128
-
 // MaxRanks bounds the world size of a layout, so a bad file cannot make
 // planning allocate per-rank tables of arbitrary size.
 const MaxRanks = 1 << 16

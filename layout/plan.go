@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -146,6 +147,9 @@ type Plan struct {
 // maxListed bounds the names an error lists.
 const maxListed = 20
 
+// maxErrors bounds the per-tensor errors a failed plan reports in full.
+const maxErrors = 5
+
 // nameList collects names for an error message, counting the ones left out.
 type nameList struct {
 	names []string
@@ -220,7 +224,7 @@ func (l *Layout) Plan(tensors []safetensors.TensorSpec) (*Plan, error) {
 	var badErrs []error
 	fail := func(name string, err error) {
 		bad.add(name)
-		if len(badErrs) < maxListed {
+		if len(badErrs) < maxErrors {
 			badErrs = append(badErrs, err)
 		}
 	}
@@ -326,7 +330,7 @@ func scaleWeight(t safetensors.TensorSpec, fp8 map[string]int32, all []safetenso
 			return 0, false
 		}
 		ws := all[w].Shape
-		gn, gk := ceilDiv(ws[0], BlockSize), ceilDiv(ws[1], BlockSize)
+		gn, gk := ceilDiv(ws[0], quant.BlockSize), ceilDiv(ws[1], quant.BlockSize)
 		s := t.Shape
 		switch {
 		case len(s) == 2 && s[0] == gn && s[1] == gk:
@@ -438,11 +442,11 @@ func (p *Plan) placeScale(i int) error {
 	if len(p.Tensors[i].Shape) == 4 {
 		pl.saxis = int8(2 * r.Axis)
 	}
-	if chunk%BlockSize == 0 && r.Valid == 0 {
+	if chunk%quant.BlockSize == 0 && r.Valid == 0 {
 		return nil
 	}
 	if r.UnalignedScale == ScaleReject {
-		return fmt.Errorf("%w: tensor %s: rule %q cuts %s into %d-entry slices along axis %d, not a multiple of %d", ErrScaleAlign, p.Tensors[i].Name, r.Name, wt.Name, chunk, r.Axis, BlockSize)
+		return fmt.Errorf("%w: tensor %s: rule %q cuts %s into %d-entry slices along axis %d, not a multiple of %d", ErrScaleAlign, p.Tensors[i].Name, r.Name, wt.Name, chunk, r.Axis, quant.BlockSize)
 	}
 	pl.scale = ScaleReplicated
 	p.Unaligned = append(p.Unaligned, wt.Name)
@@ -498,8 +502,8 @@ func (p *Plan) piece(i, rank int) Piece {
 		wt := p.Tensors[pl.weight]
 		chunk := wt.Shape[r.Axis] / int64(r.Parts)
 		axis = int(pl.saxis)
-		start = part * chunk / BlockSize
-		stop = min(ceilDiv((part+1)*chunk, BlockSize), t.Shape[axis])
+		start = part * chunk / quant.BlockSize
+		stop = min(ceilDiv((part+1)*chunk, quant.BlockSize), t.Shape[axis])
 	} else {
 		chunk, _ := splitChunk(r, t)
 		start, stop = part*chunk, (part+1)*chunk

@@ -1,0 +1,598 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// ErrOutputExists: an output directory that already holds files.
+var ErrOutputExists = errors.New("output directory is not empty")
+
+// WindowSize is the read buffer of one export worker: a column split reads
+// whole rows in windows of this size and keeps only the rank's columns, so
+// memory is Jobs × 2 × WindowSize whatever the tensor size.
+const WindowSize = 4 << 20
+
+// MaxShardBytes is the size at which an output file is closed and the next
+// begun (the 5 GB of huggingface's default max_shard_size).
+const MaxShardBytes = 5_000_000_000
+
+// DefaultJobs is the default number of files written at once: writing is
+// bound by I/O latency (fsync per file), not CPU.
+const DefaultJobs = 8
+
+// directCopyMin is the contiguous run length from which a slice row is copied
+// in the kernel (copy_file_range) instead of through the window.
+const directCopyMin = 256 << 10
+
+// PackFormat is how block-FP8 scales are stored in an export.
+type PackFormat uint8
+
+const (
+	// PackNone keeps scales as in the source (F32 block grid).
+	PackNone PackFormat = iota
+	// PackUE8M0 stores scales in DeepGEMM's SM100 packed UE8M0 layout: int32
+	// [⌈⌈K/128⌉/4⌉, align(N, 4)], one row per weight row.
+	PackUE8M0
+)
+
+var packNames = [...]string{PackNone: "", PackUE8M0: "ue8m0"}
+
+// String returns the flag value ("" for PackNone).
+func (p PackFormat) String() string {
+	if int(p) < len(packNames) {
+		return packNames[p]
+	}
+	return fmt.Sprintf("PackFormat(%d)", uint8(p))
+}
+
+// ParsePackFormat reads a --pack-scales value ("", "none" or "ue8m0").
+func ParsePackFormat(s string) (PackFormat, error) {
+	switch s {
+	case "", "none":
+		return PackNone, nil
+	case "ue8m0":
+		return PackUE8M0, nil
+	}
+	return 0, fmt.Errorf("%w: unknown scale packing %q (want ue8m0)", ErrLayout, s)
+}
+
+// ExportOptions controls Export.
+type ExportOptions struct {
+	// Ranks selects the ranks to write (nil: all).
+	Ranks []int
+	// Pack stores block scales packed.
+	Pack PackFormat
+	// Jobs bounds how many files are written at once (0: GOMAXPROCS).
+	Jobs int
+	// Force replaces the content of existing output directories.
+	Force bool
+	// Progress, if set, is called with bytes written (from worker goroutines).
+	Progress func(n int64)
+}
+
+// ExportResult summarizes an export.
+type ExportResult struct {
+	// Plan is the plan the export followed.
+	Plan *Plan
+	// Dirs are the directories written, one per rank.
+	Dirs []string
+	// Files is the number of safetensors files written.
+	Files int
+	// Bytes is the tensor bytes written.
+	Bytes int64
+	// Unaligned names the block-FP8 weights whose scales stayed replicated.
+	Unaligned []string
+}
+
+// outTensor is one tensor of an output file and where its bytes come from.
+type outTensor struct {
+	spec  safetensors.TensorSpec // as stored
+	src   tensorData
+	shape []int64 // source shape
+	held  Held
+	axis  int
+	start int64
+	stop  int64
+	pack  *packJob
+}
+
+// outFile is one safetensors file of one rank.
+type outFile struct {
+	path    string
+	name    string
+	meta    map[string]string
+	tensors []outTensor
+}
+
+// rankOut is everything written for one rank.
+type rankOut struct {
+	rank  int
+	dir   string
+	files []*outFile
+	man   *Manifest
+}
+
+// DirName is the output directory of a rank: stage-NN for a pipeline layout
+// with one rank per stage, rank-NN otherwise.
+func DirName(l *Layout, rank int) string {
+	if l.RanksPerStage == 1 && l.Stages() > 1 {
+		return fmt.Sprintf("%s%02d", stageDirPrefix, rank)
+	}
+	return fmt.Sprintf("%s%02d", rankDirPrefix, rank)
+}
+
+// Export writes, for each selected rank, dst/rank-NN (or stage-NN): the rank's
+// tensors in safetensors files (slices under their source names), an index,
+// the side files (config.json records a stage's layer range) and layout.json.
+// Every check (layout against tensors, ranks, output directories, padding the
+// layout drops, scales to pack) runs before the first file is written. Files
+// are written atomically and in parallel with bounded memory; whole tensors
+// and row slices are copied in the kernel.
+func Export(ctx context.Context, src *Source, l *Layout, dst string, o ExportOptions) (*ExportResult, error) {
+	plan, err := l.Plan(src.Specs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Root, err)
+	}
+	ranks, err := selectRanks(o.Ranks, plan.Ranks())
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]*rankOut, 0, len(ranks))
+	for _, r := range ranks {
+		ro, err := planRank(src, plan, dst, r, o.Pack)
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, ro)
+	}
+	if err := checkPadding(src, plan); err != nil {
+		return nil, err
+	}
+	if err := checkPacking(outs); err != nil {
+		return nil, err
+	}
+	for _, ro := range outs {
+		if err := prepareOut(ro.dir, o.Force); err != nil {
+			return nil, err
+		}
+	}
+
+	res := &ExportResult{Plan: plan, Unaligned: plan.Unaligned}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(jobsOr(o.Jobs))
+	var mu sync.Mutex
+	for _, ro := range outs {
+		for _, of := range ro.files {
+			g.Go(func() error {
+				n, err := writeFile(gctx, of, o.Progress)
+				mu.Lock()
+				res.Bytes += n
+				mu.Unlock()
+				return err
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, ro := range outs {
+		if err := finishRank(src, plan, ro); err != nil {
+			return nil, err
+		}
+		res.Dirs = append(res.Dirs, ro.dir)
+		res.Files += len(ro.files)
+	}
+	return res, nil
+}
+
+func jobsOr(n int) int {
+	if n > 0 {
+		return n
+	}
+	return max(DefaultJobs, runtime.GOMAXPROCS(0))
+}
+
+func selectRanks(sel []int, n int) ([]int, error) {
+	if sel == nil {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out, nil
+	}
+	seen := map[int]bool{}
+	for _, r := range sel {
+		if r < 0 || r >= n {
+			return nil, fmt.Errorf("%w: rank %d not in [0, %d)", ErrRank, r, n)
+		}
+		if seen[r] {
+			return nil, fmt.Errorf("%w: rank %d listed twice", ErrRank, r)
+		}
+		seen[r] = true
+	}
+	out := append([]int(nil), sel...)
+	sort.Ints(out)
+	return out, nil
+}
+
+// ParseRanks reads a rank list such as "0,3,8-11".
+func ParseRanks(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		var a, b int
+		if _, err := fmt.Sscanf(f, "%d-%d", &a, &b); err == nil && strings.Count(f, "-") == 1 {
+			if b < a || b-a > MaxRanks {
+				return nil, fmt.Errorf("%w: bad range %q", ErrRank, f)
+			}
+			for r := a; r <= b; r++ {
+				out = append(out, r)
+			}
+			continue
+		}
+		if _, err := fmt.Sscanf(f, "%d", &a); err != nil || fmt.Sprint(a) != f {
+			return nil, fmt.Errorf("%w: bad rank %q in %q", ErrRank, f, s)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// planRank lays out one rank's files and manifest.
+func planRank(src *Source, plan *Plan, dst string, rank int, pack PackFormat) (*rankOut, error) {
+	l := plan.Layout
+	pcs, err := plan.Pieces(rank)
+	if err != nil {
+		return nil, err
+	}
+	ro := &rankOut{rank: rank, dir: filepath.Join(dst, DirName(l, rank))}
+	stage := plan.StageOf(rank)
+	first, end := l.StageLayers(stage)
+	man := &Manifest{Format: ManifestFormat, Layout: l, Rank: rank, Ranks: plan.Ranks(), Stage: stage,
+		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: pack.String(), Source: src.Info,
+		SourceConfig: string(src.Config)}
+	for _, i := range plan.Dropped {
+		man.Dropped = append(man.Dropped, plan.Tensors[i].Name)
+	}
+	man.Dropped = append(man.Dropped, src.Missing...)
+	sort.Strings(man.Dropped)
+
+	// Pieces in source order fill output files of up to MaxShardBytes.
+	weights := map[string]Piece{}
+	for _, pc := range pcs {
+		if pc.DType == safetensors.F8_E4M3 {
+			weights[pc.Name] = pc
+		}
+	}
+	var cur *outFile
+	var curBytes int64
+	opened := map[string]bool{}
+	var fileIdx []int // output file of each manifest entry
+	for _, pc := range pcs {
+		sf := src.FileOf[pc.Index]
+		if !opened[sf] {
+			opened[sf] = true
+			man.SourceFiles = append(man.SourceFiles, sf)
+		}
+		ot := outTensor{spec: safetensors.TensorSpec{Name: pc.Name, DType: pc.DType, Shape: pc.SliceShape()},
+			src: src.data[pc.Index], shape: pc.Shape, held: pc.Held, axis: pc.Axis, start: pc.Start, stop: pc.Stop}
+		e := Entry{Name: pc.Name, SourceFile: sf, DType: pc.DType, Shape: pc.Shape, Held: pc.Held, Rule: pc.Rule,
+			ScaleOf: pc.ScaleOf, Scale: pc.Scale}
+		if pc.Held == HeldSlice {
+			e.Axis, e.Start, e.Stop = pc.Axis, pc.Start, pc.Stop
+			if r := ruleOf(l, pc.Rule); r != nil && r.Valid > 0 && pc.ScaleOf == "" {
+				e.Valid = r.Valid
+			}
+		}
+		if pack == PackUE8M0 && pc.ScaleOf != "" {
+			pj, err := newPackJob(pc, weights[pc.ScaleOf], src.data[pc.Index])
+			if err != nil {
+				return nil, err
+			}
+			ot.pack = pj
+			ot.spec = safetensors.TensorSpec{Name: pc.Name, DType: safetensors.I32, Shape: pj.shape()}
+			e.Packed = pj.describe()
+			// A packed scale always covers exactly the weight rows held.
+			e.Held, e.Axis, e.Start, e.Stop, e.Scale = pj.held, pj.axis, pj.start, pj.stop, pj.mode
+		}
+		size, _ := safetensors.ByteSize(ot.spec.DType, ot.spec.Shape)
+		if cur == nil || (curBytes > 0 && curBytes+size > MaxShardBytes) {
+			cur = &outFile{meta: fileMeta(src, sf)}
+			curBytes = 0
+			ro.files = append(ro.files, cur)
+		}
+		cur.tensors = append(cur.tensors, ot)
+		curBytes += size
+		fileIdx = append(fileIdx, len(ro.files)-1)
+		man.Tensors = append(man.Tensors, e)
+	}
+	for i, of := range ro.files {
+		of.name = fmt.Sprintf(model.ShardNameFormat, i+1, len(ro.files))
+		of.path = filepath.Join(ro.dir, of.name)
+	}
+	for i := range man.Tensors {
+		man.Tensors[i].File = ro.files[fileIdx[i]].name
+	}
+	ro.man = man
+	return ro, nil
+}
+
+func ruleOf(l *Layout, name string) *Rule {
+	for i := range l.Rules {
+		if l.Rules[i].Name == name {
+			return &l.Rules[i]
+		}
+	}
+	return nil
+}
+
+func fileMeta(src *Source, name string) map[string]string {
+	for _, f := range src.Info.Files {
+		if f.Name == name {
+			return f.Metadata
+		}
+	}
+	return nil
+}
+
+// prepareOut makes sure a rank directory exists and is empty (or, with
+// force, empties it of what an export writes).
+func prepareOut(dir string, force bool) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		return err
+	}
+	if len(ents) == 0 {
+		return nil
+	}
+	if !force {
+		return fmt.Errorf("%w: %s holds %d entries (remove it or pass --force)", ErrOutputExists, dir, len(ents))
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			return fmt.Errorf("%w: %s holds a directory %s; not touching it", ErrOutputExists, dir, e.Name())
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPadding verifies that the entries a Valid split drops are zero, so
+// that dropping them loses nothing (reassembly writes zeros back).
+func checkPadding(src *Source, plan *Plan) error {
+	buf := make([]byte, 64<<10)
+	for i, t := range plan.Tensors {
+		pl := plan.place[i]
+		if pl.stage < 0 || pl.weight >= 0 {
+			continue
+		}
+		r := &plan.Layout.Rules[pl.rule]
+		if r.Action != Split || r.Valid <= 0 || r.Valid == t.Shape[r.Axis] {
+			continue
+		}
+		err := forRuns(t.Shape, t.DType, r.Axis, r.Valid, t.Shape[r.Axis], func(off, n int64) error {
+			for n > 0 {
+				m := min(n, int64(len(buf)))
+				if err := readFull(src.data[i], buf[:m], off); err != nil {
+					return fmt.Errorf("tensor %s: %w", t.Name, err)
+				}
+				for _, b := range buf[:m] {
+					if b != 0 {
+						return fmt.Errorf("%w: tensor %s: rule %q keeps the first %d of %d entries along axis %d, but the rest is not zero",
+							ErrPadding, t.Name, r.Name, r.Valid, t.Shape[r.Axis], r.Axis)
+					}
+				}
+				off, n = off+m, n-m
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", src.Root, err)
+		}
+	}
+	return nil
+}
+
+// forRuns calls fn with the byte range of each contiguous run of the slice
+// [start, stop) along axis of a row-major tensor.
+func forRuns(shape []int64, dt safetensors.DType, axis int, start, stop int64, fn func(off, n int64) error) error {
+	outer, _ := safetensors.NumElements(shape[:axis])
+	inner, _ := safetensors.NumElements(shape[axis+1:])
+	innerB := inner * dt.Bits() / 8
+	rowB := shape[axis] * innerB
+	run := (stop - start) * innerB
+	for o := int64(0); o < outer; o++ {
+		if err := fn(o*rowB+start*innerB, run); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var windowPool = sync.Pool{New: func() any { b := make([]byte, 2*WindowSize); return &b }}
+
+// writeFile writes one output file through the codec's atomic writer.
+func writeFile(ctx context.Context, of *outFile, progress func(int64)) (int64, error) {
+	specs := make([]safetensors.TensorSpec, len(of.tensors))
+	for i, t := range of.tensors {
+		specs[i] = t.spec
+	}
+	lay, err := safetensors.NewLayout(specs, of.meta)
+	if err != nil {
+		return 0, fmt.Errorf("file %s: %w", of.path, err)
+	}
+	w, err := safetensors.Create(of.path, lay)
+	if err != nil {
+		return 0, err
+	}
+	defer w.Abort()
+	bp := windowPool.Get().(*[]byte)
+	defer windowPool.Put(bp)
+	var total int64
+	for _, t := range of.tensors {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		tw, err := w.Tensor(t.spec.Name)
+		if err != nil {
+			return total, err
+		}
+		if err := writeTensor(ctx, tw, t, *bp); err != nil {
+			return total, fmt.Errorf("file %s: tensor %s: %w", of.path, t.spec.Name, err)
+		}
+		n, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
+		total += n
+		if progress != nil {
+			progress(n)
+		}
+	}
+	return total, w.Commit()
+}
+
+// writeTensor copies one tensor (or slice) into its writer.
+func writeTensor(ctx context.Context, tw *safetensors.TensorWriter, t outTensor, buf []byte) error {
+	if t.pack != nil {
+		b, err := t.pack.bytes()
+		if err != nil {
+			return err
+		}
+		_, err = tw.Write(b)
+		return err
+	}
+	size, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
+	if t.held != HeldSlice {
+		_, err := tw.ReadFrom(t.src.section(0, size))
+		return err
+	}
+	return copySlice(ctx, tw, t, buf)
+}
+
+// copySlice copies the slice [start, stop) along axis. Each outer row holds
+// one contiguous run; long runs are copied in the kernel, short ones are
+// gathered from windows of whole rows.
+func copySlice(ctx context.Context, tw *safetensors.TensorWriter, t outTensor, buf []byte) error {
+	dt := t.spec.DType
+	outer, _ := safetensors.NumElements(t.shape[:t.axis])
+	inner, _ := safetensors.NumElements(t.shape[t.axis+1:])
+	innerB := inner * dt.Bits() / 8
+	rowB := t.shape[t.axis] * innerB
+	run := (t.stop - t.start) * innerB
+	if outer == 1 || run >= directCopyMin {
+		return forRuns(t.shape, dt, t.axis, t.start, t.stop, func(off, n int64) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			_, err := tw.ReadFrom(t.src.section(off, n))
+			return err
+		})
+	}
+	in, out := buf[:len(buf)/2], buf[len(buf)/2:]
+	rows := max(int64(len(in))/rowB, 1)
+	for o := int64(0); o < outer; o += rows {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		w := min(rows, outer-o)
+		var got []byte
+		if rowB*w <= int64(len(in)) {
+			win := in[:rowB*w]
+			if err := readFull(t.src, win, o*rowB); err != nil {
+				return err
+			}
+			got = out[:0]
+			for k := int64(0); k < w; k++ {
+				a := k*rowB + t.start*innerB
+				got = append(got, win[a:a+run]...)
+			}
+		} else { // one row exceeds the window: read just the run
+			got = out[:run]
+			if err := readFull(t.src, got, o*rowB+t.start*innerB); err != nil {
+				return err
+			}
+		}
+		if _, err := tw.Write(got); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readFull fills p from r at off or fails.
+func readFull(r io.ReaderAt, p []byte, off int64) error {
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// finishRank writes the rank's index, side files and, last, its manifest
+// (a directory with layout.json is complete).
+func finishRank(src *Source, plan *Plan, ro *rankOut) error {
+	idx := &safetensors.Index{WeightMap: map[string]string{}}
+	for _, of := range ro.files {
+		for _, t := range of.tensors {
+			n, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
+			idx.TotalSize += n
+			idx.WeightMap[t.spec.Name] = of.name
+		}
+	}
+	if err := safetensors.WriteIndex(filepath.Join(ro.dir, safetensors.IndexName), idx); err != nil {
+		return err
+	}
+	for name, b := range src.aux {
+		if name == model.ConfigName && plan.Layout.Stages() > 1 {
+			var err error
+			if b, err = stageConfig(b, plan, ro.man); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(src.Root, name), err)
+			}
+		}
+		if err := atomicfile.WriteFile(filepath.Join(ro.dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	b, err := marshalJSON(ro.man)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(ro.dir, ManifestName), b, 0o644)
+}
+
+// stageConfig annotates config.json with the stage's layer range.
+func stageConfig(cfg []byte, plan *Plan, m *Manifest) ([]byte, error) {
+	obj, err := decodeJSONObject(cfg)
+	if err != nil {
+		return nil, err
+	}
+	obj[stageKey] = map[string]any{
+		"layout":    plan.Layout.Name,
+		"stage":     m.Stage,
+		"stages":    m.Stages,
+		"layers":    m.Layers,
+		"partition": plan.Layout.Partition,
+	}
+	return marshalJSON(obj)
+}

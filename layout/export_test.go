@@ -1,0 +1,677 @@
+package layout
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	st "github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+var (
+	fixtureRoot string
+	fixtureOnce sync.Once
+	fixtureErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fixtureRoot != "" {
+		os.RemoveAll(fixtureRoot)
+	}
+	os.Exit(code)
+}
+
+// fixtures writes, once per test run, the tiny BF16 replica (model.Synth) and
+// an FP8 version of it (written here, see writeFP8).
+func fixtures(t testing.TB) (bf16, fp8 string) {
+	t.Helper()
+	fixtureOnce.Do(func() {
+		fixtureRoot, fixtureErr = os.MkdirTemp("", "k3ckpt-layout-")
+		if fixtureErr != nil {
+			return
+		}
+		bf := filepath.Join(fixtureRoot, "bf16")
+		if fixtureErr = model.Synth(bf, model.SynthOptions{Scale: model.ScaleTiny, Seed: 7}); fixtureErr != nil {
+			return
+		}
+		if fixtureErr = writeFP8(bf, filepath.Join(fixtureRoot, "fp8")); fixtureErr != nil {
+			return
+		}
+		// The tiny replica's experts (moe_intermediate_size 32: one MXFP4 group
+		// per w2 row) cannot be TP-split 8 ways; pp8-tp8 gets a variant with 256.
+		var cfg []byte
+		if cfg, fixtureErr = tpConfig(); fixtureErr != nil {
+			return
+		}
+		tp := filepath.Join(fixtureRoot, "bf16-tp")
+		if fixtureErr = model.Synth(tp, model.SynthOptions{Config: cfg, Seed: 3}); fixtureErr != nil {
+			return
+		}
+		fixtureErr = writeFP8(tp, filepath.Join(fixtureRoot, "fp8-tp"))
+	})
+	if fixtureErr != nil {
+		t.Fatal(fixtureErr)
+	}
+	return filepath.Join(fixtureRoot, "bf16"), filepath.Join(fixtureRoot, "fp8")
+}
+
+// tpFixture is the FP8 tiny variant whose experts split 8 ways.
+func tpFixture(t testing.TB) string {
+	fixtures(t)
+	return filepath.Join(fixtureRoot, "fp8-tp")
+}
+
+func tpConfig() ([]byte, error) {
+	b, err := model.ScaledConfigJSON(model.ScaleTiny)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := decodeJSONObject(b)
+	if err != nil {
+		return nil, err
+	}
+	text := obj["text_config"].(map[string]any)
+	text["moe_intermediate_size"] = json.Number("256")
+	text["num_experts"] = json.Number("16")
+	return json.Marshal(obj)
+}
+
+// fp8Targets are SPEC §2's converted projections.
+var fp8Targets = []string{
+	".self_attn.q_proj.weight", ".self_attn.k_proj.weight", ".self_attn.v_proj.weight", ".self_attn.g_proj.weight",
+	".self_attn.o_proj.weight", ".self_attn.q_a_proj.weight", ".self_attn.q_b_proj.weight",
+	".self_attn.kv_a_proj_with_mqa.weight", ".self_attn.kv_b_proj.weight",
+	".shared_experts.gate_proj.weight", ".shared_experts.up_proj.weight", ".shared_experts.down_proj.weight",
+	".routed_expert_down_proj.weight", ".routed_expert_up_proj.weight",
+	".mlp.gate_proj.weight", ".mlp.up_proj.weight", ".mlp.down_proj.weight",
+}
+
+// writeFP8 makes a block-FP8 checkpoint shaped like the converter's output
+// (DeepSeek names): every SPEC §2 target becomes F8_E4M3 (the high byte of
+// each BF16 value, which is all a layout test needs: distinct, position-
+// dependent bytes) plus an F32 scale whose blocks hold distinct powers of two.
+func writeFP8(src, dst string) error {
+	c, err := st.Open(src)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	idx := &st.Index{WeightMap: map[string]string{}}
+	for _, f := range c.Files {
+		var specs []st.TensorSpec
+		data := map[string][]byte{}
+		for _, t := range f.Tensors {
+			b := make([]byte, t.Size())
+			if _, err := f.Section(t).Read(b); err != nil && t.Size() > 0 {
+				return err
+			}
+			conv := false
+			for _, s := range fp8Targets {
+				conv = conv || (strings.HasSuffix(t.Name, s) && strings.HasPrefix(t.Name, "language_model."))
+			}
+			if !conv {
+				specs = append(specs, st.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape})
+				data[t.Name] = b
+				continue
+			}
+			q := make([]byte, len(b)/2)
+			for i := range q {
+				q[i] = b[2*i+1]
+			}
+			specs = append(specs, st.TensorSpec{Name: t.Name, DType: st.F8_E4M3, Shape: t.Shape})
+			data[t.Name] = q
+			gn, gk := (t.Shape[0]+127)/128, (t.Shape[1]+127)/128
+			sc := make([]byte, 4*gn*gk)
+			for i := int64(0); i < gn*gk; i++ {
+				binary.LittleEndian.PutUint32(sc[4*i:], math.Float32bits(float32(math.Ldexp(1, int(i%13)-9))))
+			}
+			name := strings.TrimSuffix(t.Name, ".weight") + ".weight_scale_inv"
+			specs = append(specs, st.TensorSpec{Name: name, DType: st.F32, Shape: []int64{gn, gk}})
+			data[name] = sc
+		}
+		lay, err := st.NewLayout(specs, f.Metadata)
+		if err != nil {
+			return err
+		}
+		w, err := st.Create(filepath.Join(dst, f.Path), lay)
+		if err != nil {
+			return err
+		}
+		for _, s := range specs {
+			tw, _ := w.Tensor(s.Name)
+			if _, err := tw.Write(data[s.Name]); err != nil {
+				w.Abort()
+				return err
+			}
+			idx.WeightMap[s.Name] = f.Path
+			idx.TotalSize += int64(len(data[s.Name]))
+		}
+		if err := w.Commit(); err != nil {
+			return err
+		}
+	}
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dst, "config.json"), cfg, 0o644); err != nil {
+		return err
+	}
+	return st.WriteIndex(filepath.Join(dst, st.IndexName), idx)
+}
+
+// readTensor reads a whole tensor from a checkpoint directory.
+func readTensor(t testing.TB, c *st.Checkpoint, name string) ([]byte, st.TensorInfo) {
+	t.Helper()
+	f, ti, ok := c.Lookup(name)
+	if !ok {
+		t.Fatalf("%s: no tensor %s", c.Root, name)
+	}
+	b := make([]byte, ti.Size())
+	if _, err := f.ReaderAt().ReadAt(b, f.DataStart+ti.Begin); err != nil {
+		t.Fatal(err)
+	}
+	return b, ti
+}
+
+// naiveSlice cuts [start, stop) along axis element by element (the obvious
+// way, independent of the exporter's run/window arithmetic).
+func naiveSlice(b []byte, shape []int64, esz int64, axis int, start, stop int64) []byte {
+	outer, inner := int64(1), int64(1)
+	for _, d := range shape[:axis] {
+		outer *= d
+	}
+	for _, d := range shape[axis+1:] {
+		inner *= d
+	}
+	out := make([]byte, 0, outer*(stop-start)*inner*esz)
+	for o := int64(0); o < outer; o++ {
+		for a := start; a < stop; a++ {
+			at := (o*shape[axis] + a) * inner * esz
+			out = append(out, b[at:at+inner*esz]...)
+		}
+	}
+	return out
+}
+
+func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string, *ExportResult) {
+	t.Helper()
+	s, err := OpenSource(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := s.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Builtin(name, m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), name)
+	res, err := Export(context.Background(), s, l, dst, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst, res
+}
+
+// checkExport verifies every piece of every rank against the source, cut
+// naively, and returns the manifests.
+func checkExport(t *testing.T, srcDir, dst string) []*Manifest {
+	t.Helper()
+	src, err := st.Open(srcDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dirs, _ := exportDirs(dst)
+	var mans []*Manifest
+	for _, d := range dirs {
+		m, err := ReadManifest(filepath.Join(dst, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mans = append(mans, m)
+		rc, err := st.Open(filepath.Join(dst, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc.NumTensors() != len(m.Tensors) {
+			t.Errorf("%s: %d tensors in files, %d in manifest", d, rc.NumTensors(), len(m.Tensors))
+		}
+		for _, e := range m.Tensors {
+			if e.Packed != nil {
+				continue
+			}
+			want, ti := readTensor(t, src, e.Name)
+			if e.Held == HeldSlice {
+				want = naiveSlice(want, ti.Shape, ti.DType.Bits()/8, e.Axis, e.Start, e.Stop)
+			}
+			got, _ := readTensor(t, rc, e.Name)
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s: %s (%v [%d,%d) axis %d) differs from the source", d, e.Name, e.Held, e.Start, e.Stop, e.Axis)
+			}
+		}
+		rc.Close()
+	}
+	return mans
+}
+
+func entries(m *Manifest) map[string]Entry {
+	out := map[string]Entry{}
+	for _, e := range m.Tensors {
+		out[e.Name] = e
+	}
+	return out
+}
+
+// sameFile compares two files byte for byte.
+func sameFile(t *testing.T, a, b string) bool {
+	t.Helper()
+	x, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(x, y)
+}
+
+func TestShardPP16Tiny(t *testing.T) {
+	bf, _ := fixtures(t)
+	dst, res := export(t, bf, "pp16", Options{}, ExportOptions{})
+	if len(res.Dirs) != 16 || filepath.Base(res.Dirs[0]) != "stage-00" {
+		t.Fatalf("dirs %v", res.Dirs)
+	}
+	mans := checkExport(t, bf, dst)
+	var total int64
+	for s, m := range mans {
+		a, b := m.Layers[0], m.Layers[1]
+		// Stage s reads exactly the shards of its layers (layer l in shard l+1),
+		// plus the model-level shards on the first and last stage.
+		var want []string
+		for l := a; l < b; l++ {
+			want = append(want, fmt.Sprintf("model-%05d-of-00096.safetensors", l+1))
+		}
+		for _, e := range m.Tensors {
+			if !strings.HasPrefix(e.Name, "language_model.model.layers.") {
+				want = append(want, e.SourceFile)
+			}
+		}
+		sort.Strings(want)
+		want = compact(want)
+		if fmt.Sprint(m.SourceFiles) != fmt.Sprint(want) {
+			t.Errorf("stage %d opened %v, want %v", s, m.SourceFiles, want)
+		}
+		// A complete checkpoint: its index and config agree.
+		dir := filepath.Join(dst, fmt.Sprintf("stage-%02d", s))
+		c, err := st.Open(dir)
+		if err != nil {
+			t.Fatalf("stage %d is not a checkpoint: %v", s, err)
+		}
+		total += c.TotalBytes()
+		c.Close()
+		cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+		var obj map[string]any
+		json.Unmarshal(cfg, &obj)
+		sk, _ := obj[stageKey].(map[string]any)
+		if fmt.Sprint(sk["layers"]) != fmt.Sprintf("[%d %d]", a, b) {
+			t.Errorf("stage %d config records %v, want [%d %d]", s, sk["layers"], a, b)
+		}
+		if _, err := model.ParseConfig(cfg); err != nil {
+			t.Errorf("stage %d config no longer parses: %v", s, err)
+		}
+	}
+	if mans[7].Layers != [2]int{43, 48} || mans[15].Layers != [2]int{90, 93} {
+		t.Errorf("stage 7 %v, stage 15 %v", mans[7].Layers, mans[15].Layers)
+	}
+	src, _ := st.Open(bf)
+	if total != src.TotalBytes() {
+		t.Errorf("stages hold %d B, source %d", total, src.TotalBytes())
+	}
+	src.Close()
+	// Lossless: reassembly gives back every source file byte for byte.
+	out := filepath.Join(t.TempDir(), "out")
+	rr, err := Reassemble(context.Background(), dst, out, ReassembleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Files != 96 || len(rr.Missing) != 0 {
+		t.Errorf("reassembled %d files, missing %v", rr.Files, rr.Missing)
+	}
+	ents, _ := os.ReadDir(bf)
+	for _, e := range ents {
+		if !sameFile(t, filepath.Join(bf, e.Name()), filepath.Join(out, e.Name())) {
+			t.Errorf("%s differs after reassembly", e.Name())
+		}
+	}
+}
+
+func compact(s []string) []string {
+	var out []string
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func TestExportDP16Tiny(t *testing.T) {
+	bf, fp := fixtures(t)
+	for _, src := range []string{bf, fp} {
+		dst, res := export(t, src, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true}, ExportOptions{})
+		mans := checkExport(t, src, dst)
+		if len(mans) != 16 || res.Files == 0 {
+			t.Fatalf("%d ranks", len(mans))
+		}
+		for r, m := range mans {
+			es := entries(m)
+			g := int64(r % 8)
+			experts := map[int]bool{}
+			for _, e := range m.Tensors {
+				if e.Held == HeldExpert {
+					var x int
+					fmt.Sscanf(e.Name[strings.Index(e.Name, "experts.")+8:], "%d", &x)
+					experts[x] = true
+				}
+			}
+			if len(experts) != 2 || !experts[2*r] || !experts[2*r+1] {
+				t.Errorf("rank %d experts %v, want {%d, %d}", r, experts, 2*r, 2*r+1)
+			}
+			if e := es["language_model.model.embed_tokens.weight"]; e.Held != HeldSlice || e.Start != 125*g || e.Stop != 125*(g+1) {
+				t.Errorf("rank %d vocab %+v", r, e)
+			}
+			// Tiny q_proj is [128, 160]: 1/8 of the rows is 16, which cuts a 128 block.
+			q := "language_model.model.layers.1.self_attn.q_proj."
+			if e := es[q+"weight"]; e.Start != 16*g || e.Stop != 16*(g+1) {
+				t.Errorf("rank %d q_proj %+v", r, e)
+			}
+			if src == fp {
+				if e := es[q+"weight_scale_inv"]; e.Held != HeldReplica || e.Scale != ScaleReplicated || e.ScaleOf != q+"weight" {
+					t.Errorf("rank %d q_proj scale %+v, want replicated", r, e)
+				}
+			}
+			for name := range es {
+				if strings.HasPrefix(name, "vision_tower.") || strings.HasPrefix(name, "mm_projector.") {
+					t.Fatalf("rank %d holds %s", r, name)
+				}
+			}
+		}
+		if src == fp && len(res.Unaligned) == 0 {
+			t.Error("no unaligned scales reported for 16-row slices")
+		}
+		// Reassembly rebuilds every kept tensor byte for byte; only the shard
+		// that held vision differs (vision was dropped).
+		out := filepath.Join(t.TempDir(), "out")
+		rr, err := Reassemble(context.Background(), dst, out, ReassembleOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rr.Missing) == 0 || !strings.HasPrefix(rr.Missing[0], "mm_projector.") {
+			t.Errorf("missing %v", rr.Missing)
+		}
+		checkSame(t, src, out)
+	}
+}
+
+// checkSame compares every reassembled tensor with the source, and every
+// shard that lost nothing byte for byte.
+func checkSame(t *testing.T, src, out string) {
+	t.Helper()
+	a, err := OpenSource(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenSource(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := Compare(context.Background(), a, b); err != nil {
+		t.Fatal(err)
+	}
+	lost := map[string]bool{}
+	have := map[string]bool{}
+	for _, s := range b.Specs {
+		have[s.Name] = true
+	}
+	for i, s := range a.Specs {
+		if !have[s.Name] {
+			lost[a.FileOf[i]] = true
+		}
+	}
+	for _, f := range a.Info.Files {
+		if !lost[f.Name] && !sameFile(t, filepath.Join(src, f.Name), filepath.Join(out, f.Name)) {
+			t.Errorf("%s differs after reassembly", f.Name)
+		}
+	}
+}
+
+func TestExportDCPAndTP(t *testing.T) {
+	_, fp := fixtures(t)
+	dst, _ := export(t, fp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, ExportOptions{Ranks: []int{3, 11}})
+	mans := checkExport(t, fp, dst)
+	if len(mans) != 2 {
+		t.Fatalf("%d ranks written", len(mans))
+	}
+	for _, m := range mans {
+		es := entries(m)
+		g := int64(m.Rank % 8)
+		K, M := "language_model.model.layers.1.self_attn.", "language_model.model.layers.3.self_attn."
+		// Tiny KDA: 8 heads × 16; head TP8 is one head per rank.
+		for name, want := range map[string][3]int64{
+			K + "q_proj.weight": {0, 16 * g, 16 * (g + 1)}, K + "b_proj.weight": {0, g, g + 1},
+			K + "A_log": {0, g, g + 1}, K + "o_proj.weight": {1, 16 * g, 16 * (g + 1)},
+			K + "dt_bias": {0, 16 * g, 16 * (g + 1)}, M + "o_proj.weight": {1, 16 * g, 16 * (g + 1)},
+		} {
+			e := es[name]
+			if e.Held != HeldSlice || int64(e.Axis) != want[0] || e.Start != want[1] || e.Stop != want[2] {
+				t.Errorf("rank %d %s = %+v, want axis %d [%d,%d)", m.Rank, name, e, want[0], want[1], want[2])
+			}
+		}
+		if e := es[K+"A_log"]; e.Valid != 8 {
+			t.Errorf("A_log valid %d, want 8 (heads)", e.Valid)
+		}
+		if e := es[M+"q_b_proj.weight"]; e.Held != HeldReplica {
+			t.Errorf("q_b_proj %+v, want replicated", e)
+		}
+	}
+}
+
+func TestExportPP8TP8(t *testing.T) {
+	_, fp := fixtures(t)
+	// One MXFP4 group per w2 row cannot be cut 8 ways: a clear error up front.
+	s, _ := OpenSource(fp)
+	m, _ := s.Model()
+	l, _ := Builtin("pp8-tp8", m, Options{})
+	_, err := Export(context.Background(), s, l, filepath.Join(t.TempDir(), "x"), ExportOptions{})
+	s.Close()
+	if !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "w2.weight_scale: axis 1 of [96 1] has 1 entries, not divisible by 8") {
+		t.Errorf("expert TP err %v", err)
+	}
+	tp := tpFixture(t)
+	dst, res := export(t, tp, "pp8-tp8", Options{}, ExportOptions{})
+	if len(res.Dirs) != 64 {
+		t.Fatalf("%d dirs", len(res.Dirs))
+	}
+	mans := checkExport(t, tp, dst)
+	// rank 8s+g: stage s (layers 12s…), TP rank g; w2 [96, 128] packed bytes split by column.
+	m11 := entries(mans[11])
+	E := "language_model.model.layers.13.block_sparse_moe.experts.15."
+	for name, want := range map[string][3]int64{
+		E + "w1.weight_packed": {0, 96, 128}, E + "w1.weight_scale": {0, 96, 128},
+		E + "w2.weight_packed": {1, 48, 64}, E + "w2.weight_scale": {1, 3, 4},
+	} {
+		e := m11[name]
+		if e.Held != HeldSlice || int64(e.Axis) != want[0] || e.Start != want[1] || e.Stop != want[2] {
+			t.Errorf("%s = %+v, want axis %d [%d,%d)", name, e, want[0], want[1], want[2])
+		}
+	}
+	// Vision kept on stage 0: a full reassembly is byte-identical, file by file.
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Reassemble(context.Background(), dst, out, ReassembleOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checkSame(t, tp, out)
+	ents, _ := os.ReadDir(tp)
+	for _, e := range ents {
+		if !sameFile(t, filepath.Join(tp, e.Name()), filepath.Join(out, e.Name())) {
+			t.Errorf("%s differs after reassembly", e.Name())
+		}
+	}
+}
+
+// SPEC §3 by hand: 5 rows × 5 block columns pack into int32 [2, 8]: word
+// (p, r) at p*8 + r holds the exponent bytes of columns 4p..4p+3 of row r,
+// little-endian; missing columns and the padding rows 5..7 are zero.
+func TestPackLayoutByHand(t *testing.T) {
+	v := make([]float32, 25)
+	for r := 0; r < 5; r++ {
+		for c := 0; c < 5; c++ {
+			v[r*5+c] = float32(math.Ldexp(1, r*5+c-10))
+		}
+	}
+	p := packRowsUE8M0(v, 5, 5)
+	if len(p) != 16 {
+		t.Fatalf("%d words", len(p))
+	}
+	for r := 0; r < 8; r++ {
+		var w0, w1 uint32
+		if r < 5 {
+			for j := 0; j < 4; j++ {
+				w0 |= uint32(127+r*5+j-10) << (8 * j)
+			}
+			w1 = uint32(127 + r*5 + 4 - 10)
+		}
+		if uint32(p[r]) != w0 || uint32(p[8+r]) != w1 {
+			t.Errorf("row %d: words %#x %#x, want %#x %#x", r, uint32(p[r]), uint32(p[8+r]), w0, w1)
+		}
+	}
+	back := unpackRowsUE8M0(p, 5, 5)
+	for i := range v {
+		if back[i] != v[i] {
+			t.Fatalf("unpack %d: %g, want %g", i, back[i], v[i])
+		}
+	}
+}
+
+// DCP replicated Q: from an export whose q_b_proj is TP-sharded with packed
+// scales, the dp2-dcp8 export rebuilds the full q_b_proj by unpacking,
+// gathering by head and repacking; that must equal packing the full matrix.
+func TestReplicatedQFromPackedShards(t *testing.T) {
+	_, fp := fixtures(t)
+	packed := ExportOptions{Pack: PackUE8M0}
+	fp = tpFixture(t)
+	tp, _ := export(t, fp, "pp8-tp8", Options{}, packed) // q_b_proj split by head, scales packed
+	some := ExportOptions{Pack: PackUE8M0, Ranks: []int{0, 5, 13}}
+	direct, _ := export(t, fp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, some)
+	gathered, _ := export(t, tp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, some)
+	q := "language_model.model.layers.3.self_attn.q_b_proj.weight_scale_inv"
+	tpm, _ := ReadManifest(filepath.Join(tp, "rank-02"))
+	if e := entries(tpm)[q]; e.Packed == nil || e.Packed.Rows != [2]int64{32 * 2, 32 * 3} {
+		t.Fatalf("pp8-tp8 rank 2 %s = %+v, want packed rows [64,96)", q, e)
+	}
+	for _, r := range []int{0, 5, 13} {
+		d := fmt.Sprintf("rank-%02d", r)
+		a, err := st.Open(filepath.Join(direct, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := st.Open(filepath.Join(gathered, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{q, strings.TrimSuffix(q, "_scale_inv")} {
+			x, ti := readTensor(t, a, name)
+			y, _ := readTensor(t, b, name)
+			if !bytes.Equal(x, y) {
+				t.Errorf("rank %d %s: gathered differs from packing the full matrix", r, name)
+			}
+			if name == q && (ti.DType != st.I32 || ti.Shape[0] != 1 || ti.Shape[1] != 256) {
+				t.Errorf("packed q_b scale %s %v, want I32 [1 256]", ti.DType, ti.Shape)
+			}
+		}
+		a.Close()
+		b.Close()
+	}
+	// And the packed export reassembles to the source F32 scales exactly.
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Reassemble(context.Background(), tp, out, ReassembleOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checkSame(t, fp, out)
+}
+
+func TestExportBadInput(t *testing.T) {
+	bf, _ := fixtures(t)
+	s, err := OpenSource(bf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, _ := s.Model()
+	l, _ := Builtin("dp16", m, Options{TextOnly: true})
+	dst := filepath.Join(t.TempDir(), "x")
+	if _, err := Export(context.Background(), s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, ErrRank) {
+		t.Errorf("rank err %v", err)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bad rank list created %s", dst)
+	}
+	// A layout claiming A_log has only 4 real heads: the dropped entries are
+	// not zero, so the export refuses before writing anything.
+	l2, _ := Builtin("dp2-dcp8", m, Options{TextOnly: true})
+	for i := range l2.Rules {
+		if l2.Rules[i].Name == "kda-a-log" {
+			l2.Rules[i].Valid, l2.Rules[i].Units, l2.Rules[i].Parts = 4, 0, 4
+		}
+	}
+	if _, err := Export(context.Background(), s, l2, dst, ExportOptions{}); !errors.Is(err, ErrPadding) || !strings.Contains(err.Error(), "A_log") {
+		t.Errorf("padding err %v", err)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("failed export created %s", dst)
+	}
+	// An occupied output directory.
+	os.MkdirAll(filepath.Join(dst, "rank-00"), 0o755)
+	os.WriteFile(filepath.Join(dst, "rank-00", "junk"), []byte("x"), 0o644)
+	if _, err := Export(context.Background(), s, l, dst, ExportOptions{Ranks: []int{0}}); !errors.Is(err, ErrOutputExists) {
+		t.Errorf("exists err %v", err)
+	}
+	// Packing scales that are not UE8M0 is refused up front.
+	_, fp := fixtures(t)
+	if _, err := ParseRanks("1,x"); !errors.Is(err, ErrRank) {
+		t.Errorf("parse ranks err %v", err)
+	}
+	if r, err := ParseRanks("0,3-5"); err != nil || fmt.Sprint(r) != "[0 3 4 5]" {
+		t.Errorf("ranks %v %v", r, err)
+	}
+	_ = fp
+	// Reassembly with a rank directory missing names the gap.
+	full, _ := export(t, bf, "dp16", Options{TextOnly: true, WeightShard: true}, ExportOptions{})
+	os.RemoveAll(filepath.Join(full, "rank-05"))
+	if _, err := Reassemble(context.Background(), full, filepath.Join(t.TempDir(), "o"), ReassembleOptions{}); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("missing rank err %v", err)
+	}
+}

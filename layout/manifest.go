@@ -1,0 +1,144 @@
+package layout
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// ManifestName is the per-rank (per-stage) manifest of an export.
+const ManifestName = "layout.json"
+
+// ManifestFormat versions the manifest schema.
+const ManifestFormat = "k3ckpt-layout/1"
+
+// MaxManifestSize bounds how much of a manifest is read (a dp16 rank of the
+// full checkpoint lists ~33k tensors, a few MB).
+const MaxManifestSize = 1 << 30
+
+// Output directory prefixes: stage-NN for pipeline stages of one rank each,
+// rank-NN otherwise.
+const (
+	rankDirPrefix  = "rank-"
+	stageDirPrefix = "stage-"
+)
+
+// Packed describes a block scale stored in the DeepGEMM SM100 packed UE8M0
+// layout instead of its source F32 form.
+type Packed struct {
+	// Format is "ue8m0".
+	Format string `json:"format"`
+	// Rows is the [start, stop) range of weight rows the packed scale
+	// covers: one packed row per weight row.
+	Rows [2]int64 `json:"rows"`
+	// Cols is the [start, stop) range of block columns (⌈K/128⌉) it covers.
+	Cols [2]int64 `json:"cols"`
+	// Shape is the stored int32 shape [⌈cols/4⌉, align(rows, 4)].
+	Shape []int64 `json:"shape"`
+}
+
+// Entry is one tensor (or slice) a rank holds, as recorded in its manifest.
+type Entry struct {
+	// Name is the source tensor name, also its name in the rank's file.
+	Name string `json:"name"`
+	// File is the rank's safetensors file holding it.
+	File string `json:"file"`
+	// SourceFile is the source shard it came from.
+	SourceFile string `json:"source_file"`
+	// DType and Shape are the source tensor's.
+	DType safetensors.DType `json:"dtype"`
+	Shape []int64           `json:"shape"`
+	// Held says whether this is a replica, a slice or an expert's tensor.
+	Held Held `json:"held"`
+	// Axis, Start and Stop give a slice (Held "slice").
+	Axis  int   `json:"axis,omitempty"`
+	Start int64 `json:"start,omitempty"`
+	Stop  int64 `json:"stop,omitempty"`
+	// Valid, when set, is how many entries along Axis are real; the layout
+	// dropped the rest, zero padding the export verified.
+	Valid int64 `json:"valid,omitempty"`
+	// Rule is the layout rule that placed the tensor.
+	Rule string `json:"rule"`
+	// ScaleOf names the block-FP8 weight this scale belongs to.
+	ScaleOf string `json:"scale_of,omitempty"`
+	// Scale says how the scale follows its weight ("follow", "replicated").
+	Scale ScaleMode `json:"scale,omitempty"`
+	// Packed is set when the scale is stored packed.
+	Packed *Packed `json:"packed,omitempty"`
+}
+
+// Manifest is layout.json: what one rank (or stage) directory holds and how
+// each piece maps onto the source checkpoint.
+type Manifest struct {
+	Format string `json:"format"`
+	// Layout is the complete layout definition the export followed.
+	Layout *Layout `json:"layout"`
+	// Rank and Ranks place this directory in the world.
+	Rank  int `json:"rank"`
+	Ranks int `json:"ranks"`
+	// Stage, Stages and Layers give the pipeline stage and its [first, end) layers.
+	Stage  int    `json:"stage"`
+	Stages int    `json:"stages"`
+	Layers [2]int `json:"layers"`
+	// SourceFiles are the source shards this rank had to open.
+	SourceFiles []string `json:"source_files"`
+	// PackScales is "ue8m0" when block scales are stored packed.
+	PackScales string `json:"pack_scales,omitempty"`
+	// Source describes the original checkpoint, for reassembly.
+	Source SourceInfo `json:"source"`
+	// SourceConfig is the original config.json, byte for byte.
+	SourceConfig string `json:"source_config,omitempty"`
+	// Dropped names the source tensors the layout leaves out everywhere.
+	Dropped []string `json:"dropped,omitempty"`
+	// Tensors lists the rank's pieces.
+	Tensors []Entry `json:"tensors"`
+}
+
+// ReadManifest reads and checks dir/layout.json.
+func ReadManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestName)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > MaxManifestSize {
+		return nil, fmt.Errorf("%w: %s: %d bytes (limit %d)", ErrManifest, path, st.Size(), MaxManifestSize)
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrManifest, path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrManifest, path, err)
+	}
+	if m.Format != ManifestFormat {
+		return nil, fmt.Errorf("%w: %s: format %q, want %q", ErrManifest, path, m.Format, ManifestFormat)
+	}
+	if m.Layout == nil {
+		return nil, fmt.Errorf("%w: %s: no layout", ErrManifest, path)
+	}
+	if err := m.Layout.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if m.Rank < 0 || m.Rank >= m.Ranks || m.Ranks != m.Layout.Ranks() {
+		return nil, fmt.Errorf("%w: %s: rank %d of %d (layout has %d)", ErrManifest, path, m.Rank, m.Ranks, m.Layout.Ranks())
+	}
+	for _, e := range m.Tensors {
+		if !filepath.IsLocal(e.File) || filepath.Base(e.File) != e.File {
+			return nil, fmt.Errorf("%w: %s: tensor %s: file %q is not a plain name in the directory", ErrManifest, path, e.Name, e.File)
+		}
+	}
+	return &m, nil
+}
