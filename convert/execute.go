@@ -151,7 +151,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	res.ZeroedNonFinite = zeroed.Load()
 	if allDone(dst, p) {
-		m, err := Finalize(dst)
+		m, err := finalize(dst, p.Index)
 		if err != nil {
 			// Another worker may have finalized between our check and now.
 			if m2, err2 := ReadManifest(dst); err2 == nil && m2.Plan == p.ID {
@@ -279,7 +279,8 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 	}
 	defer w.Abort()
 	var zeroed int64
-	for _, o := range fp.Outputs {
+	for i := 0; i < len(fp.Outputs); i++ {
+		o := fp.Outputs[i]
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
 		}
@@ -289,6 +290,14 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 		}
 		switch o.Role {
 		case RoleCopy:
+			if src.Size() < smallTensor {
+				n, err := s.copySmall(w, fp, i, path, prog)
+				if err != nil {
+					return zeroed, err
+				}
+				i += n - 1
+				continue
+			}
 			tw, err := w.Tensor(o.Name)
 			if err != nil {
 				return zeroed, err
@@ -318,6 +327,52 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 	}
 	return zeroed, w.Commit()
 }
+
+// copySmall copies the run of small copied tensors starting at output i that
+// lie back to back in the source: one read for up to copyRunBytes of them,
+// one write each. A kernel copy (copy_file_range) per tensor costs a splice
+// setup each, which dominates for the many kilobyte-sized tensors of a small
+// replica (or of K3's expert scales). It returns how many outputs it wrote.
+func (s *scratch) copySmall(w *safetensors.Writer, fp *FilePlan, i int, path string, prog Progress) (int, error) {
+	first, _ := fp.Source.Lookup(fp.Outputs[i].Source)
+	end := first.End
+	j := i + 1
+	for ; j < len(fp.Outputs); j++ {
+		o := fp.Outputs[j]
+		if o.Role != RoleCopy {
+			break
+		}
+		t, _ := fp.Source.Lookup(o.Source)
+		if t.Begin != end || t.Size() >= smallTensor || t.End-first.Begin > copyRunBytes {
+			break
+		}
+		end = t.End
+	}
+	s.hash = grow(s.hash, copyRunBytes)
+	buf := s.hash[:end-first.Begin]
+	if _, err := fp.Source.ReaderAt().ReadAt(buf, fp.Source.DataStart+first.Begin); err != nil {
+		return 0, fmt.Errorf("file %s: read tensors %s…: %w", fp.Source.Path, first.Name, err)
+	}
+	for k := i; k < j; k++ {
+		t, _ := fp.Source.Lookup(fp.Outputs[k].Source)
+		tw, err := w.Tensor(fp.Outputs[k].Name)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := tw.Write(buf[t.Begin-first.Begin : t.End-first.Begin]); err != nil {
+			return 0, fmt.Errorf("file %s: tensor %s: %w", path, t.Name, err)
+		}
+	}
+	prog.Add(int64(len(buf)))
+	return j - i, nil
+}
+
+// Tensors under smallTensor bytes are copied in runs through a buffer of
+// copyRunBytes; larger ones move inside the kernel.
+const (
+	smallTensor  = 256 << 10
+	copyRunBytes = 4 << 20
+)
 
 var quantElems = map[safetensors.DType]quant.Elem{safetensors.BF16: quant.BF16, safetensors.F16: quant.F16, safetensors.F32: quant.F32}
 

@@ -51,14 +51,30 @@ type modules struct {
 	fp8, kept, experts []string
 }
 
-var expertSubtree = regexp.MustCompile(`^(.*\.experts)\.\d+\.`)
+// expertSubtree returns the ".experts" module that holds a routed expert's
+// tensor (X.experts.N.…), or "" for any other name.
+func expertSubtree(name string) string {
+	i := strings.Index(name, ".experts.")
+	if i < 0 {
+		return ""
+	}
+	rest := name[i+len(".experts."):]
+	d := 0
+	for d < len(rest) && rest[d] >= '0' && rest[d] <= '9' {
+		d++
+	}
+	if d == 0 || d == len(rest) || rest[d] != '.' {
+		return ""
+	}
+	return name[:i+len(".experts")]
+}
 
 func collectModules(outs []OutputTensor) modules {
 	var m modules
 	experts := map[string]bool{}
 	for _, o := range outs {
-		if sub := expertSubtree.FindStringSubmatch(o.Name); sub != nil {
-			experts[sub[1]] = true
+		if sub := expertSubtree(o.Name); sub != "" {
+			experts[sub] = true
 			continue
 		}
 		switch {

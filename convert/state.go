@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"net/url"
@@ -14,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -173,17 +176,47 @@ func (m *Manifest) Lookup(name string) (FileRecord, bool) {
 	return m.Files[i], true
 }
 
+// hashWindow is how much of a file hashFile maps at once: hashing reads the
+// page cache in place (no copy into a buffer, which on a memory-bound machine
+// costs as much as the hash), and unmapping each window keeps the resident
+// set bounded whatever the file's size.
+const hashWindow = 16 << 20
+
 // hashFile returns a file's size and sha256, counting bytes into progress.
+// buf is used when the file cannot be mapped.
 func hashFile(path string, buf []byte, progress func(int64)) (FileRecord, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return FileRecord{}, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return FileRecord{}, err
+	}
 	h := sha256.New()
-	var n int64
+	size := fi.Size()
+	for off := int64(0); off < size; off += hashWindow {
+		n := int(min(hashWindow, size-off))
+		m, err := unix.Mmap(int(f.Fd()), off, n, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			return hashRead(f, off, h, buf, progress)
+		}
+		unix.Madvise(m, unix.MADV_SEQUENTIAL)
+		h.Write(m)
+		unix.Munmap(m)
+		if progress != nil {
+			progress(int64(n))
+		}
+	}
+	return FileRecord{Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// hashRead finishes a hash with read(2) from off.
+func hashRead(f *os.File, off int64, h hash.Hash, buf []byte, progress func(int64)) (FileRecord, error) {
+	n := off
 	for {
-		m, err := f.Read(buf)
+		m, err := f.ReadAt(buf, n)
 		if m > 0 {
 			h.Write(buf[:m])
 			n += int64(m)
@@ -195,7 +228,7 @@ func hashFile(path string, buf []byte, progress func(int64)) (FileRecord, error)
 			break
 		}
 		if err != nil {
-			return FileRecord{}, fmt.Errorf("hash %s: %w", path, err)
+			return FileRecord{}, fmt.Errorf("hash %s: %w", f.Name(), err)
 		}
 	}
 	return FileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
@@ -305,7 +338,11 @@ func finishedRecord(dst, plan, unit string, m *Manifest) (FileRecord, bool) {
 // hf_quant_config.json), then the manifest, and removes StateDir. It checks
 // that each unit has a record of this plan and a file of the recorded size;
 // hashes were taken when each file was written (verify re-checks them).
-func Finalize(dst string) (*Manifest, error) {
+func Finalize(dst string) (*Manifest, error) { return finalize(dst, nil) }
+
+// finalize is Finalize with the index already known (nil: rebuild it from
+// the shards' headers, as merge must).
+func finalize(dst string, index []byte) (*Manifest, error) {
 	var st planState
 	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -334,9 +371,11 @@ func Finalize(dst string) (*Manifest, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", dst, ErrIncomplete, len(missing), len(units), missing[0])
 	}
-	index, err := indexOf(dst, st.Shards)
-	if err != nil {
-		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	if index == nil {
+		var err error
+		if index, err = indexOf(dst, st.Shards); err != nil {
+			return nil, fmt.Errorf("merge %s: %w", dst, err)
+		}
 	}
 	for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig), index) {
 		if err := atomicfile.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
