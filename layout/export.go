@@ -307,8 +307,6 @@ func planRank(src *Source, plan *Plan, dst string, rank int, pack PackFormat) (*
 			ot.pack = pj
 			ot.spec = safetensors.TensorSpec{Name: pc.Name, DType: safetensors.I32, Shape: pj.shape()}
 			e.Packed = pj.describe()
-			// A packed scale always covers exactly the weight rows held.
-			e.Held, e.Axis, e.Start, e.Stop, e.Scale = pj.held, pj.axis, pj.start, pj.stop, pj.mode
 		}
 		size, _ := safetensors.ByteSize(ot.spec.DType, ot.spec.Shape)
 		if cur == nil || (curBytes > 0 && curBytes+size > MaxShardBytes) {

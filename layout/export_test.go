@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -85,6 +86,10 @@ func tpConfig() ([]byte, error) {
 	text := obj["text_config"].(map[string]any)
 	text["moe_intermediate_size"] = json.Number("256")
 	text["num_experts"] = json.Number("16")
+	// One 128-row head per rank: q_b_proj slices keep 128 blocks whole, so
+	// their packed scales follow them (as K3's 2304-row slices do).
+	text["qk_nope_head_dim"] = json.Number("64")
+	text["qk_rope_head_dim"] = json.Number("64")
 	return json.Marshal(obj)
 }
 
@@ -542,40 +547,6 @@ func TestExportPP8TP8(t *testing.T) {
 	}
 }
 
-// SPEC §3 by hand: 5 rows × 5 block columns pack into int32 [2, 8]: word
-// (p, r) at p*8 + r holds the exponent bytes of columns 4p..4p+3 of row r,
-// little-endian; missing columns and the padding rows 5..7 are zero.
-func TestPackLayoutByHand(t *testing.T) {
-	v := make([]float32, 25)
-	for r := 0; r < 5; r++ {
-		for c := 0; c < 5; c++ {
-			v[r*5+c] = float32(math.Ldexp(1, r*5+c-10))
-		}
-	}
-	p := packRowsUE8M0(v, 5, 5)
-	if len(p) != 16 {
-		t.Fatalf("%d words", len(p))
-	}
-	for r := 0; r < 8; r++ {
-		var w0, w1 uint32
-		if r < 5 {
-			for j := 0; j < 4; j++ {
-				w0 |= uint32(127+r*5+j-10) << (8 * j)
-			}
-			w1 = uint32(127 + r*5 + 4 - 10)
-		}
-		if uint32(p[r]) != w0 || uint32(p[8+r]) != w1 {
-			t.Errorf("row %d: words %#x %#x, want %#x %#x", r, uint32(p[r]), uint32(p[8+r]), w0, w1)
-		}
-	}
-	back := unpackRowsUE8M0(p, 5, 5)
-	for i := range v {
-		if back[i] != v[i] {
-			t.Fatalf("unpack %d: %g, want %g", i, back[i], v[i])
-		}
-	}
-}
-
 // DCP replicated Q: from an export whose q_b_proj is TP-sharded with packed
 // scales, the dp2-dcp8 export rebuilds the full q_b_proj by unpacking,
 // gathering by head and repacking; that must equal packing the full matrix.
@@ -588,9 +559,24 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 	direct, _ := export(t, fp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, some)
 	gathered, _ := export(t, tp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, some)
 	q := "language_model.model.layers.3.self_attn.q_b_proj.weight_scale_inv"
-	tpm, _ := ReadManifest(filepath.Join(tp, "rank-02"))
-	if e := entries(tpm)[q]; e.Packed == nil || e.Packed.Rows != [2]int64{32 * 2, 32 * 3} {
-		t.Fatalf("pp8-tp8 rank 2 %s = %+v, want packed rows [64,96)", q, e)
+	// The TP8 shards: rank g of stage 0 holds head g's 128 rows and their
+	// packed scale. quant.GatherHeadsUE8M0 over them is the reference.
+	var parts [][]int32
+	var rows []int
+	for g := 0; g < 8; g++ {
+		dir := filepath.Join(tp, fmt.Sprintf("rank-%02d", g))
+		m, _ := ReadManifest(dir)
+		if e := entries(m)[q]; e.Packed == nil || e.Packed.Rows != [2]int64{128 * int64(g), 128 * int64(g+1)} || e.Scale != ScaleFollow {
+			t.Fatalf("pp8-tp8 rank %d %s = %+v, want packed rows [%d,%d)", g, q, e, 128*g, 128*(g+1))
+		}
+		c, _ := st.Open(dir)
+		b, _ := readTensor(t, c, q)
+		c.Close()
+		parts, rows = append(parts, int32s(b)), append(rows, 128)
+	}
+	ref, err := quant.GatherHeadsUE8M0(parts, rows, 96)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, r := range []int{0, 5, 13} {
 		d := fmt.Sprintf("rank-%02d", r)
@@ -608,8 +594,11 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 			if !bytes.Equal(x, y) {
 				t.Errorf("rank %d %s: gathered differs from packing the full matrix", r, name)
 			}
-			if name == q && (ti.DType != st.I32 || ti.Shape[0] != 1 || ti.Shape[1] != 256) {
-				t.Errorf("packed q_b scale %s %v, want I32 [1 256]", ti.DType, ti.Shape)
+			if name == q && (ti.DType != st.I32 || ti.Shape[0] != 1 || ti.Shape[1] != 1024) {
+				t.Errorf("packed q_b scale %s %v, want I32 [1 1024]", ti.DType, ti.Shape)
+			}
+			if name == q && fmt.Sprint(int32s(y)) != fmt.Sprint(ref) {
+				t.Errorf("rank %d %s differs from quant.GatherHeadsUE8M0 of the TP shards", r, name)
 			}
 		}
 		a.Close()
@@ -621,6 +610,14 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSame(t, fp, out)
+}
+
+func int32s(b []byte) []int32 {
+	out := make([]int32, len(b)/4)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
 }
 
 func TestExportBadInput(t *testing.T) {
@@ -659,19 +656,102 @@ func TestExportBadInput(t *testing.T) {
 	if _, err := Export(context.Background(), s, l, dst, ExportOptions{Ranks: []int{0}}); !errors.Is(err, ErrOutputExists) {
 		t.Errorf("exists err %v", err)
 	}
-	// Packing scales that are not UE8M0 is refused up front.
-	_, fp := fixtures(t)
 	if _, err := ParseRanks("1,x"); !errors.Is(err, ErrRank) {
 		t.Errorf("parse ranks err %v", err)
 	}
 	if r, err := ParseRanks("0,3-5"); err != nil || fmt.Sprint(r) != "[0 3 4 5]" {
 		t.Errorf("ranks %v %v", r, err)
 	}
-	_ = fp
 	// Reassembly with a rank directory missing names the gap.
 	full, _ := export(t, bf, "dp16", Options{TextOnly: true, WeightShard: true}, ExportOptions{})
 	os.RemoveAll(filepath.Join(full, "rank-05"))
 	if _, err := Reassemble(context.Background(), full, filepath.Join(t.TempDir(), "o"), ReassembleOptions{}); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing rank err %v", err)
+	}
+}
+
+// A user layout from JSON on a single-file checkpoint with ModelOpt-shaped
+// [⌈N/128⌉, 1, ⌈K/128⌉, 1] scales: an aligned row split carries its block
+// rows, an unaligned column split keeps the scale replicated, and scales
+// that are not powers of two cannot be packed (refused before writing).
+func TestJSONLayoutModelOpt(t *testing.T) {
+	dir := t.TempDir()
+	specs := []st.TensorSpec{
+		{Name: "a.weight", DType: st.F8_E4M3, Shape: []int64{256, 384}},
+		{Name: "a.weight_scale", DType: st.F32, Shape: []int64{2, 1, 3, 1}},
+		{Name: "b.weight", DType: st.F8_E4M3, Shape: []int64{256, 384}},
+		{Name: "b.weight_scale", DType: st.F32, Shape: []int64{2, 1, 3, 1}},
+		{Name: "c", DType: st.BF16, Shape: []int64{4, 6}},
+	}
+	lay, err := st.NewLayout(specs, map[string]string{"format": "pt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Create(filepath.Join(dir, "model.safetensors"), lay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		n, _ := st.ByteSize(s.DType, s.Shape)
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + len(s.Name))
+		}
+		if s.DType == st.F32 {
+			for i := 0; i < len(b); i += 4 {
+				binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(i+1)*0.3))
+			}
+		}
+		tw, _ := w.Tensor(s.Name)
+		tw.Write(b)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	js := `{"name": "two", "ranks_per_stage": 2, "rules": [
+		{"name": "rows", "match": ["a.weight"], "action": "split", "axis": 0, "parts": 2},
+		{"name": "cols", "match": ["b.weight", "c"], "action": "split", "axis": 1, "parts": 2}]}`
+	lpath := filepath.Join(t.TempDir(), "two.json")
+	os.WriteFile(lpath, []byte(js), 0o644)
+	l, err := Resolve(lpath, Model{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := OpenSource(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst := filepath.Join(t.TempDir(), "out")
+	if _, err := Export(context.Background(), src, l, dst, ExportOptions{Pack: PackUE8M0}); !errors.Is(err, quant.ErrNotUE8M0) {
+		t.Errorf("packing non-UE8M0 scales: err %v", err)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("refused export created %s", dst)
+	}
+	res, err := Export(context.Background(), src, l, dst, ExportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res.Unaligned) != "[b.weight]" {
+		t.Errorf("unaligned %v", res.Unaligned)
+	}
+	mans := checkExport(t, dir, dst)
+	es := entries(mans[1])
+	if e := es["a.weight_scale"]; e.Held != HeldSlice || e.Axis != 0 || e.Start != 1 || e.Stop != 2 || e.Scale != ScaleFollow {
+		t.Errorf("a scale %+v, want block row [1,2)", e)
+	}
+	if e := es["b.weight_scale"]; e.Held != HeldReplica || e.Scale != ScaleReplicated {
+		t.Errorf("b scale %+v, want replicated", e)
+	}
+	if e := es["c"]; e.Axis != 1 || e.Start != 3 || e.Stop != 6 {
+		t.Errorf("c %+v", e)
+	}
+	out := filepath.Join(t.TempDir(), "re")
+	if _, err := Reassemble(context.Background(), dst, out, ReassembleOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !sameFile(t, filepath.Join(dir, "model.safetensors"), filepath.Join(out, "model.safetensors")) {
+		t.Error("reassembled file differs")
 	}
 }
