@@ -256,10 +256,15 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	for i, f := range files {
 		start[i+1] = start[i] + len(f.Tensors)
 	}
-	n := start[len(files)]
-	a.specs = make([]safetensors.TensorSpec, n)
-	a.comps = make([]model.Component, n)
-	a.fileOf = make([]int32, n)
+	// The per-tensor table is only needed to plan a recipe or a layout.
+	o := a.opts
+	table := o.Recipe != "" || o.Layout != "" || o.Steps || o.By == ByRank || o.By == ByStage
+	if table {
+		n := start[len(files)]
+		a.specs = make([]safetensors.TensorSpec, n)
+		a.comps = make([]model.Component, n)
+		a.fileOf = make([]int32, n)
+	}
 	classify := model.Classify
 	if a.cfg != nil {
 		classify = a.cfg.Classifier().Classify
@@ -281,11 +286,13 @@ func (a *auditor) scan() ([]fileTotals, error) {
 				ft.layers = map[int]*Sum{}
 			}
 			for j, t := range f.Tensors {
-				k := start[fi] + j
-				a.specs[k] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
 				c := classify(t.Name)
-				a.comps[k] = c
-				a.fileOf[k] = int32(fi)
+				if table {
+					k := start[fi] + j
+					a.specs[k] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+					a.comps[k] = c
+					a.fileOf[k] = int32(fi)
+				}
 				sz := t.Size()
 				ft.all.add(sz)
 				ft.comp[c].add(sz)
