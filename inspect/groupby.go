@@ -52,3 +52,13 @@ func (g GroupBy) MarshalText() ([]byte, error) {
 	}
 	return []byte(g.String()), nil
 }
+
+// UnmarshalText parses a --by name, so a JSON report reads back.
+func (g *GroupBy) UnmarshalText(b []byte) error {
+	v, err := ParseGroupBy(string(b))
+	if err != nil {
+		return err
+	}
+	*g = v
+	return nil
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -92,7 +91,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		if err := inspect.SaveChart(f.chart, title, rep.Layout.Steps); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "chart written to %s\n", f.chart)
+		fmt.Fprintf(cmd.ErrOrStderr(), "chart written to %s\n", f.chart)
 	}
 	if f.asJSON {
 		return inspect.WriteJSON(out, rep)

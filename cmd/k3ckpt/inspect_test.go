@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/inspect"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+func runInspectCmd(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := newInspectCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func TestInspectCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "k3")
+	if err := model.Synth(dir, model.SynthOptions{Scale: model.ScaleTiny, HeaderOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runInspectCmd(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"component", "routed_experts", "dtype", "total", "no tensor data"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, _, err = runInspectCmd(t, dir, "--json", "--recipe", "attn-moe-dense-fp8", "--layout", "dp16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep inspect.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json output: %v", err)
+	}
+	if rep.TensorCount == 0 || rep.Recipe == nil || rep.Layout == nil || len(rep.Layout.Ranks) != 16 {
+		t.Errorf("--json report incomplete: %d tensors, recipe %v, layout %v", rep.TensorCount, rep.Recipe != nil, rep.Layout != nil)
+	}
+
+	chart := filepath.Join(t.TempDir(), "mem.svg")
+	if _, errOut, err := runInspectCmd(t, dir, "--chart", chart); err != nil || !strings.Contains(errOut, chart) {
+		t.Fatalf("--chart: %v (%s)", err, errOut)
+	}
+	if b, err := os.ReadFile(chart); err != nil || !bytes.HasPrefix(b, []byte("<?xml")) {
+		t.Errorf("chart file: %v", err)
+	}
+
+	out, _, err = runInspectCmd(t, dir, "--tensors", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Tensors []inspect.TensorEntry `json:"tensors"`
+		Files   []inspect.FileEntry   `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Files) != 96 || len(list.Tensors) != int(rep.TensorCount) {
+		t.Errorf("--tensors --json: %v, %d files, %d tensors", err, len(list.Files), len(list.Tensors))
+	}
+
+	for _, bad := range [][]string{{dir, "--by", "expert"}, {dir, "--format", "gguf", "--recipe", "attn-moe-dense-fp8"}, {dir, "--recipe", "int4"}, {dir, "--layout", "tp3"}, {dir, "--pp-partition", "7,x"}} {
+		if _, _, err := runInspectCmd(t, bad...); err == nil {
+			t.Errorf("inspect %v: no error", bad)
+		}
+	}
+	// Bad input: the error names the damaged file (main exits 1 on any error).
+	shard := filepath.Join(dir, "model-00007-of-00096.safetensors")
+	if err := os.Truncate(shard, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runInspectCmd(t, dir); !errors.Is(err, safetensors.ErrTooSmall) || !strings.Contains(err.Error(), "model-00007-of-00096.safetensors") {
+		t.Errorf("truncated shard: %v", err)
+	}
+}
