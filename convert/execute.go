@@ -116,31 +116,52 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	for range jobs {
 		pool <- &scratch{}
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	// Two stages: jobs write files' data (CPU and page cache), committers
+	// sync, rename, hash and record them, so that waiting for the disk in
+	// fsync overlaps the next file's work. Commits in flight are bounded.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	g, gctx := errgroup.WithContext(cctx)
 	g.SetLimit(jobs)
+	var commits errgroup.Group
+	commits.SetLimit(commitsPerJob * jobs)
 	for i, u := range units {
 		g.Go(func() error {
 			s := <-pool
-			defer func() { pool <- s }()
 			if eo.Resume {
 				if ok, err := s.resumeUnit(gctx, p, dst, u, manifest, prog); err != nil {
+					pool <- s
 					return err
 				} else if ok {
 					done[i] = 2
+					pool <- s
 					return nil
 				}
 			}
-			n, err := s.produce(gctx, p, dst, u, prog)
+			path := filepath.Join(dst, filepath.FromSlash(u.Name))
+			n, commit, err := s.produce(gctx, p, path, u, prog)
+			pool <- s
 			zeroed.Add(n)
 			if err != nil {
 				return err
 			}
-			done[i] = 1
+			commits.Go(func() error {
+				if err := commitUnit(p, dst, path, u, commit, prog); err != nil {
+					cancel(err)
+					return err
+				}
+				done[i] = 1
+				return nil
+			})
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	errWrite, errCommit := g.Wait(), commits.Wait()
+	if errCommit != nil {
+		return nil, errCommit
+	}
+	if errWrite != nil {
+		return nil, errWrite
 	}
 	for i, u := range units {
 		if done[i] == 1 {
@@ -212,72 +233,91 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, m
 	}
 	prog.Add(u.Work - got.Size)
 	// Re-record it, so Finalize sees it even when it came from a manifest.
-	return true, writeJSON(recordPath(dst, u.Name), doneRecord{Plan: p.ID, FileRecord: rec})
+	return true, writeRecord(dst, doneRecord{Plan: p.ID, FileRecord: rec})
 }
 
-// produce writes one unit under a temporary name, commits it, hashes it and
-// records it. It returns how many non-finite values it zeroed.
-func (s *scratch) produce(ctx context.Context, p *Plan, dst string, u Unit, prog Progress) (int64, error) {
-	path := filepath.Join(dst, filepath.FromSlash(u.Name))
-	var zeroed int64
-	var err error
+// produce writes one unit's data under a temporary name and returns how to
+// commit it (sync and rename) and how many non-finite values it zeroed. On
+// error nothing is left behind.
+func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, prog Progress) (int64, func() error, error) {
 	switch u.Kind {
 	case UnitShard:
-		zeroed, err = s.writeShard(ctx, p, path, u.File, prog)
-	case UnitAux:
-		err = s.copyAux(ctx, filepath.Join(p.SrcRoot, filepath.FromSlash(u.Name)), path, prog)
+		return s.writeShard(ctx, p, path, u.File, prog)
+	default:
+		c, err := s.copyAux(ctx, filepath.Join(p.SrcRoot, filepath.FromSlash(u.Name)), path, prog)
+		return 0, c, err
 	}
-	if err != nil {
-		return zeroed, err
+}
+
+// commitUnit syncs and renames a written unit, hashes the final file and
+// records it as done.
+func commitUnit(p *Plan, dst, path string, u Unit, commit func() error, prog Progress) error {
+	if err := commit(); err != nil {
+		return err
 	}
-	s.hash = grow(s.hash, hashBufSize)
-	rec, err := hashFile(path, s.hash, prog.Add)
+	rec, err := hashFile(path, nil, prog.Add)
 	if err != nil {
-		return zeroed, err
+		return err
 	}
 	rec.Name = u.Name
 	if rec.Size != u.Size {
-		return zeroed, fmt.Errorf("file %s: wrote %d bytes, planned %d", path, rec.Size, u.Size)
+		return fmt.Errorf("file %s: wrote %d bytes, planned %d", path, rec.Size, u.Size)
 	}
-	return zeroed, writeJSON(recordPath(dst, u.Name), doneRecord{Plan: p.ID, FileRecord: rec})
+	return writeRecord(dst, doneRecord{Plan: p.ID, FileRecord: rec})
 }
 
-func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) error {
+// commitsPerJob bounds files waiting for the disk per job: enough that
+// fsyncs overlap (the journal commits them together), few enough that an
+// interrupted run has little to redo.
+const commitsPerJob = 4
+
+func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) (func() error, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	in, err := os.Open(from)
 	if err != nil {
-		return fmt.Errorf("copy %s: %w", from, err)
+		return nil, fmt.Errorf("copy %s: %w", from, err)
 	}
 	defer in.Close()
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		return fmt.Errorf("copy %s: %w", to, err)
+		return nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	out, err := atomicfile.Create(to)
 	if err != nil {
-		return fmt.Errorf("copy %s: %w", to, err)
+		return nil, fmt.Errorf("copy %s: %w", to, err)
 	}
-	defer out.Abort()
 	n, err := io.Copy(out.File, in) // copy_file_range between regular files
 	prog.Add(n)
 	if err != nil {
-		return fmt.Errorf("copy %s to %s: %w", from, to, err)
+		out.Abort()
+		return nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
 	}
-	if err := out.Commit(); err != nil {
-		return fmt.Errorf("copy %s: %w", to, err)
-	}
-	return nil
+	return func() error {
+		if err := out.Commit(); err != nil {
+			return fmt.Errorf("copy %s: %w", to, err)
+		}
+		return nil
+	}, nil
 }
 
 // writeShard writes one output shard: copies move by byte range, quantized
 // weights stream band by band, each scale tensor is written after its weight.
-func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, error) {
+func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, func() error, error) {
 	w, err := safetensors.Create(path, fp.Layout)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	defer w.Abort()
+	zeroed, err := s.writeTensors(ctx, p, w, path, fp, prog)
+	if err != nil {
+		w.Abort()
+		return zeroed, nil, err
+	}
+	return zeroed, w.Commit, nil
+}
+
+// writeTensors writes every tensor of an output shard.
+func (s *scratch) writeTensors(ctx context.Context, p *Plan, w *safetensors.Writer, path string, fp *FilePlan, prog Progress) (int64, error) {
 	var zeroed int64
 	for i := 0; i < len(fp.Outputs); i++ {
 		o := fp.Outputs[i]
@@ -325,7 +365,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 			// written with its weight
 		}
 	}
-	return zeroed, w.Commit()
+	return zeroed, nil
 }
 
 // copySmall copies the run of small copied tensors starting at output i that

@@ -154,6 +154,30 @@ func writeJSON(path string, v any) error {
 	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// writeRecord records a finished file. It is renamed into place (never seen
+// partial) but not synced: a record lost with a power failure only makes
+// resume redo its file, and its file was synced before it was written.
+func writeRecord(dst string, r doneRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	path := recordPath(dst, r.Name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(path), atomicfile.TempPrefix+filepath.Base(path))
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("record %s: %w", r.Name, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("record %s: %w", r.Name, err)
+	}
+	return nil
+}
+
 // ReadManifest reads DST's manifest (ErrNotExist wrapped when absent).
 func ReadManifest(dst string) (*Manifest, error) {
 	var m Manifest
@@ -180,7 +204,7 @@ func (m *Manifest) Lookup(name string) (FileRecord, bool) {
 // page cache in place (no copy into a buffer, which on a memory-bound machine
 // costs as much as the hash), and unmapping each window keeps the resident
 // set bounded whatever the file's size.
-const hashWindow = 16 << 20
+const hashWindow = 4 << 20
 
 // hashFile returns a file's size and sha256, counting bytes into progress.
 // buf is used when the file cannot be mapped.
@@ -200,6 +224,9 @@ func hashFile(path string, buf []byte, progress func(int64)) (FileRecord, error)
 		n := int(min(hashWindow, size-off))
 		m, err := unix.Mmap(int(f.Fd()), off, n, unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
+			if buf == nil {
+				buf = make([]byte, hashBufSize)
+			}
 			return hashRead(f, off, h, buf, progress)
 		}
 		unix.Madvise(m, unix.MADV_SEQUENTIAL)
