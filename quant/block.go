@@ -72,15 +72,15 @@ func (f ScaleFmt) String() string {
 func NumBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 
 // Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN with
-// DeepGEMM's per_block_cast_to_fp8 semantics. It owns scratch space so the hot
-// loop allocates nothing; it is not safe for concurrent use (one per worker).
+// DeepGEMM's per_block_cast_to_fp8 semantics. The hot loop allocates nothing;
+// a Quantizer is not safe for concurrent use (one per worker).
 type Quantizer struct {
 	k    int
 	in   Elem
 	fmt  ScaleFmt
 	div  ScaleDiv
 	err  error // set by NewQuantizer for arguments out of range
-	inv  []float32
+	nkb  int   // ⌈K/128⌉
 	band int // band index QuantizeBand reports in errors; advanced per call
 }
 
@@ -96,7 +96,7 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	case int(fmt) >= len(scaleFmtNames):
 		q.err = errorf(ErrShape, "unsupported scale format %v", fmt)
 	default:
-		q.inv = make([]float32, NumBlocks(k))
+		q.nkb = NumBlocks(k)
 	}
 	return q
 }
@@ -133,7 +133,7 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 	if q.err != nil {
 		return q.err
 	}
-	k, nkb, size := q.k, len(q.inv), q.in.Size()
+	k, nkb, size := q.k, q.nkb, q.in.Size()
 	switch {
 	case rows < 1 || rows > BlockSize:
 		return errorf(ErrShape, "band of %d rows, want 1..%d", rows, BlockSize)
@@ -144,7 +144,8 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 	case len(scales) < nkb:
 		return errorf(ErrShape, "%d scales, want %d", len(scales), nkb)
 	}
-	// Block by block, so the second pass over a block's source rows hits L1.
+	// Block by block, so the encoding pass finds the rows its amax pass
+	// just read still in cache.
 	for kb := range nkb {
 		c0, c1 := kb*BlockSize, min(kb*BlockSize+BlockSize, k)
 		m := q.amaxBits(src, rows, c0, c1)
