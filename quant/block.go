@@ -81,7 +81,7 @@ type Quantizer struct {
 	div  ScaleDiv
 	err  error // set by NewQuantizer for arguments out of range
 	nkb  int   // ⌈K/128⌉
-	band int // band index QuantizeBand reports in errors; advanced per call
+	band int   // band index QuantizeBand reports in errors; advanced per call
 }
 
 // NewQuantizer returns a quantizer for rows of k elements of format in. Bad
