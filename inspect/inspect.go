@@ -126,12 +126,13 @@ type RankRow struct {
 }
 
 // StageRow is one pipeline stage: its layers [first, end), the source files its
-// loader must open, and its bytes over all its ranks.
+// loader must open, the distinct tensors it holds and its bytes over all its ranks.
 type StageRow struct {
-	Stage  int      `json:"stage"`
-	Layers [2]int   `json:"layers"`
-	Files  []string `json:"files"`
-	Bytes  int64    `json:"bytes"`
+	Stage   int      `json:"stage"`
+	Layers  [2]int   `json:"layers"`
+	Files   []string `json:"files"`
+	Tensors int64    `json:"tensors"`
+	Bytes   int64    `json:"bytes"`
 }
 
 // Inspect opens a checkpoint (directory, index, single file or http(s) URL),
@@ -461,6 +462,16 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	}
 }
 
+// componentRank orders component names as componentRows does: the schema's
+// order, other (and any unknown name) last.
+func componentRank(name string) int {
+	c, err := model.ParseComponent(name)
+	if err != nil || c == model.Other {
+		return model.NumComponents
+	}
+	return int(c)
+}
+
 // componentRows lists the non-empty components in the schema's order, with
 // other last so unclassified tensors stand out.
 func componentRows(comp []Sum) []Row {
@@ -626,11 +637,15 @@ func (a *auditor) accountPlan(plan *layout.Plan, p *planned) ([]RankRow, []Stage
 	l := plan.Layout
 	ranks := make([]RankRow, plan.Ranks())
 	var stageFiles [][]bool
+	var stageTensors []int64
+	var seenIn []int32 // per tensor: 1 + the last stage that counted it
 	if l.Stages() > 1 {
 		stageFiles = make([][]bool, l.Stages())
 		for s := range stageFiles {
 			stageFiles[s] = make([]bool, len(a.ck.Files))
 		}
+		stageTensors = make([]int64, l.Stages())
+		seenIn = make([]int32, len(p.specs))
 	}
 	for r := range ranks {
 		pcs, err := plan.Pieces(r)
@@ -643,6 +658,10 @@ func (a *auditor) accountPlan(plan *layout.Plan, p *planned) ([]RankRow, []Stage
 			comp[p.comps[pc.Index]].add(pc.Bytes)
 			if stageFiles != nil {
 				stageFiles[st][p.fileOf[pc.Index]] = true
+				if seenIn[pc.Index] != int32(st+1) { // ranks come in stage order
+					seenIn[pc.Index] = int32(st + 1)
+					stageTensors[st]++
+				}
 			}
 		}
 		ranks[r] = RankRow{Rank: r, Stage: st, Tensors: int64(len(pcs)), Bytes: plan.RankBytes[r], Components: componentRows(comp[:])}
@@ -653,7 +672,7 @@ func (a *auditor) accountPlan(plan *layout.Plan, p *planned) ([]RankRow, []Stage
 	stages := make([]StageRow, l.Stages())
 	for s := range stages {
 		first, end := l.StageLayers(s)
-		stages[s] = StageRow{Stage: s, Layers: [2]int{first, end}, Files: []string{}}
+		stages[s] = StageRow{Stage: s, Layers: [2]int{first, end}, Files: []string{}, Tensors: stageTensors[s]}
 		for fi, used := range stageFiles[s] {
 			if used {
 				stages[s].Files = append(stages[s].Files, a.ck.Files[fi].Path)
@@ -760,13 +779,7 @@ func stageGroups(lr *LayoutReport) []Row {
 	}
 	var rows []Row
 	for _, s := range lr.Stages {
-		var n int64
-		for _, r := range lr.Ranks {
-			if r.Stage == s.Stage {
-				n += r.Tensors
-			}
-		}
-		rows = append(rows, Row{Key: strconv.Itoa(s.Stage), Sum: Sum{Tensors: n, Bytes: s.Bytes}})
+		rows = append(rows, Row{Key: strconv.Itoa(s.Stage), Sum: Sum{Tensors: s.Tensors, Bytes: s.Bytes}})
 	}
 	return rows
 }

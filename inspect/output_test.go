@@ -306,3 +306,29 @@ func TestInspectEntryPoints(t *testing.T) {
 		t.Errorf("warnings %v", one.Warnings)
 	}
 }
+
+// TestStageTensorsDistinct: a stage row counts each tensor once, however many
+// ranks of the stage hold a piece of it (pp8-tp8 splits tensors over 8 ranks).
+// pp8-tp8 runs on the full replica: the tiny one's MXFP4 w2 scales ([96, 1])
+// cannot be split 8 ways.
+func TestStageTensorsDistinct(t *testing.T) {
+	for name, dir := range map[string]string{"pp16": tinyReplica(t), "pp8-tp8": fullReplica(t)} {
+		rep, err := Inspect(dir, Options{By: ByStage, Layout: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n, pieces int64
+		for _, s := range rep.Layout.Stages {
+			n += s.Tensors
+		}
+		for _, r := range rep.Layout.Ranks {
+			pieces += r.Tensors
+		}
+		if rep.Layout.DroppedBytes == 0 && n != rep.TensorCount {
+			t.Errorf("%s: stages hold %d distinct tensors, checkpoint has %d", name, n, rep.TensorCount)
+		}
+		if name == "pp8-tp8" && pieces <= n {
+			t.Errorf("%s: %d pieces over ranks for %d tensors: nothing split?", name, pieces, n)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,7 +38,16 @@ func WriteText(w io.Writer, r *Report) error {
 	if r.By == ByComponent {
 		groups = r.Components
 	}
-	if err := shareTable(bw, r.By.String(), groups, Sum{Tensors: r.TensorCount, Bytes: r.TotalBytes}); err != nil {
+	total := Sum{Tensors: r.TensorCount, Bytes: r.TotalBytes}
+	if r.By == ByStage || r.By == ByRank {
+		// Resident bytes under a layout: replicas count once per rank, dropped
+		// tensors not at all, so the total is the rows' own.
+		total = Sum{}
+		for _, g := range groups {
+			total.merge(g.Sum)
+		}
+	}
+	if err := shareTable(bw, r.By.String(), groups, total); err != nil {
 		return err
 	}
 	if r.By != ByDType {
@@ -66,7 +76,7 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 	if r.Layout != nil {
-		if err := layoutText(bw, r.Layout); err != nil {
+		if err := layoutText(bw, r.Layout, r.Files); err != nil {
 			return err
 		}
 	}
@@ -147,7 +157,8 @@ func recipeText(w io.Writer, r *Report) error {
 	return nil
 }
 
-// componentColumns is the union of components over rows, in first-seen order.
+// componentColumns is the union of components over rows, in the order of
+// componentRows (the schema's, other last).
 func componentColumns(lists ...[]Row) []string {
 	var cols []string
 	seen := map[string]bool{}
@@ -159,6 +170,7 @@ func componentColumns(lists ...[]Row) []string {
 			}
 		}
 	}
+	slices.SortStableFunc(cols, func(a, b string) int { return componentRank(a) - componentRank(b) })
 	return cols
 }
 
@@ -170,7 +182,7 @@ func byKey(rows []Row) map[string]int64 {
 	return m
 }
 
-func layoutText(w io.Writer, lr *LayoutReport) error {
+func layoutText(w io.Writer, lr *LayoutReport, files []FileRow) error {
 	fmt.Fprintf(w, "\nlayout %s", lr.Name)
 	if lr.Recipe != "" {
 		fmt.Fprintf(w, " on the %s output", lr.Recipe)
@@ -208,11 +220,15 @@ func layoutText(w io.Writer, lr *LayoutReport) error {
 	}
 	if len(lr.Stages) > 0 {
 		fmt.Fprintln(w)
-		t := newTable(w, 5, 3)
-		t.Header("stage", "layers", "files", "count", "GiB")
+		pos := map[string]int{}
+		for i, f := range files {
+			pos[f.Path] = i + 1
+		}
+		t := newTable(w, 6, 3)
+		t.Header("stage", "layers", "files opened (# in name order)", "files", "tensors", "GiB")
 		for _, s := range lr.Stages {
 			if err := t.Append(strconv.Itoa(s.Stage), fmt.Sprintf("%d–%d", s.Layers[0], s.Layers[1]-1),
-				abbreviateFiles(s.Files), strconv.Itoa(len(s.Files)), gibStr(s.Bytes)); err != nil {
+				fileRanges(s.Files, pos), strconv.Itoa(len(s.Files)), commas(s.Tensors), gibStr(s.Bytes)); err != nil {
 				return err
 			}
 		}
@@ -248,17 +264,32 @@ func layoutText(w io.Writer, lr *LayoutReport) error {
 	return nil
 }
 
-// abbreviateFiles shows a stage's file list compactly: first and last name.
-func abbreviateFiles(files []string) string {
-	switch len(files) {
-	case 0:
-		return "-"
-	case 1:
-		return files[0]
-	case 2:
-		return files[0] + ", " + files[1]
+// fileRanges shows a stage's files compactly by their 1-based place in the
+// checkpoint's name-ordered file list ("#1–7, #94, #96"); for K3's shard
+// names that is the shard number.
+func fileRanges(files []string, pos map[string]int) string {
+	nums := make([]int, 0, len(files))
+	for _, f := range files {
+		nums = append(nums, pos[f])
 	}
-	return files[0] + " … " + files[len(files)-1]
+	slices.Sort(nums)
+	var parts []string
+	for i := 0; i < len(nums); {
+		j := i
+		for j+1 < len(nums) && nums[j+1] == nums[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("#%d–%d", nums[i], nums[j]))
+		} else {
+			parts = append(parts, fmt.Sprintf("#%d", nums[i]))
+		}
+		i = j + 1
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func joinInts(v []int) string {
