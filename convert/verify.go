@@ -354,7 +354,7 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 				continue // zeroed under NonFiniteZero; nothing to compare with
 			}
 			s := math.Float32frombits(binary.LittleEndian.Uint32(sb[4*(b*kb+c/BlockSize):]))
-			d := float64(quant.E4M3ToF32(qrow[c]) * s)
+			d := float64(float32(quant.E4M3ToF32(qrow[c]) * s)) // the fp32 product engines compute
 			if math.IsNaN(d) {
 				st.NaN++
 				continue
