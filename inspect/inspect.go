@@ -703,8 +703,9 @@ var memorySteps = []memoryStep{
 }
 
 // steps plans the layout once per memory step and reports, for each, the
-// rank holding the most bytes. A layout file has no switches: its steps are
-// the checkpoint as is and after the recipe.
+// rank holding the most bytes. Steps that change no rank's bytes (weight
+// shard outside dp16, FP8 on a converted source) are left out. A layout file
+// has no switches: its steps are the checkpoint as is and after the recipe.
 func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 	recipe := a.opts.Recipe
 	if recipe == "" {
@@ -724,6 +725,7 @@ func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 		list = []memoryStep{{"as is", false, layout.Options{}}, {"FP8", true, layout.Options{}}}
 	}
 	var out []Step
+	var prev []int64
 	for _, ms := range list {
 		l, err := a.resolveLayout(name, &ms.opts)
 		if err != nil {
@@ -737,6 +739,10 @@ func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 		if err != nil {
 			return nil, fmt.Errorf("step %q: %w", ms.label, err)
 		}
+		if prev != nil && slices.Equal(prev, plan.RankBytes) {
+			continue // the switch does not apply to this layout or checkpoint
+		}
+		prev = plan.RankBytes
 		top := 0
 		for r, b := range plan.RankBytes {
 			if b > plan.RankBytes[top] {
