@@ -287,6 +287,39 @@ func checkConfig(t *testing.T, dst string, opts Options) {
 	}
 }
 
+// The streamed index is byte-identical to the codec's Index.Marshal.
+func TestStreamedIndexIsCanonical(t *testing.T) {
+	out := openSrc(t, tinyRef)
+	idx := &safetensors.Index{WeightMap: map[string]string{}}
+	var shards []string
+	for _, f := range out.Files {
+		shards = append(shards, f.Path)
+		for _, ti := range f.Tensors {
+			idx.WeightMap[ti.Name] = f.Path
+			idx.TotalSize += ti.Size()
+		}
+	}
+	want, err := idx.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := streamIndex(&got, tinyRef, shards); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("streamed index differs from Index.Marshal (%d vs %d bytes)", got.Len(), len(want))
+	}
+	if file, _ := os.ReadFile(filepath.Join(tinyRef, safetensors.IndexName)); !bytes.Equal(file, want) {
+		t.Fatal("written index is not canonical")
+	}
+	var empty bytes.Buffer
+	streamIndex(&empty, tinyRef, nil)
+	if e, _ := (&safetensors.Index{WeightMap: map[string]string{}}).Marshal(); !bytes.Equal(empty.Bytes(), e) {
+		t.Fatalf("empty index %q, want %q", empty.String(), e)
+	}
+}
+
 func TestVerify(t *testing.T) {
 	src := openSrc(t, tinySrc)
 	rep, err := Verify(context.Background(), src, tinyRef, VerifyOptions{Jobs: 2})

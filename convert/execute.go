@@ -172,7 +172,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	res.ZeroedNonFinite = zeroed.Load()
 	if allDone(dst, p) {
-		m, err := finalize(dst, p.Index)
+		m, err := Finalize(dst)
 		if err != nil {
 			// Another worker may have finalized between our check and now.
 			if m2, err2 := ReadManifest(dst); err2 == nil && m2.Plan == p.ID {
@@ -304,11 +304,15 @@ func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) (
 // writeShard writes one output shard: copies move by byte range, quantized
 // weights stream band by band, each scale tensor is written after its weight.
 func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, func() error, error) {
-	w, err := safetensors.Create(path, fp.Layout)
+	l, outs, err := fp.Layout()
 	if err != nil {
 		return 0, nil, err
 	}
-	zeroed, err := s.writeTensors(ctx, p, w, path, fp, prog)
+	w, err := safetensors.Create(path, l)
+	if err != nil {
+		return 0, nil, err
+	}
+	zeroed, err := s.writeTensors(ctx, p, w, path, fp.Source, outs, prog)
 	if err != nil {
 		w.Abort()
 		return zeroed, nil, err
@@ -317,21 +321,21 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 }
 
 // writeTensors writes every tensor of an output shard.
-func (s *scratch) writeTensors(ctx context.Context, p *Plan, w *safetensors.Writer, path string, fp *FilePlan, prog Progress) (int64, error) {
+func (s *scratch) writeTensors(ctx context.Context, p *Plan, w *safetensors.Writer, path string, sf *safetensors.File, outs []OutputTensor, prog Progress) (int64, error) {
 	var zeroed int64
-	for i := 0; i < len(fp.Outputs); i++ {
-		o := fp.Outputs[i]
+	for i := 0; i < len(outs); i++ {
+		o := outs[i]
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
 		}
-		src, ok := fp.Source.Lookup(o.Source)
+		src, ok := sf.Lookup(o.Source)
 		if !ok {
-			return zeroed, fmt.Errorf("file %s: tensor %s: %w in the source", fp.Source.Path, o.Source, safetensors.ErrNotFound)
+			return zeroed, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
 		}
 		switch o.Role {
 		case RoleCopy:
 			if src.Size() < smallTensor {
-				n, err := s.copySmall(w, fp, i, path, prog)
+				n, err := s.copySmall(w, sf, outs, i, path, prog)
 				if err != nil {
 					return zeroed, err
 				}
@@ -342,7 +346,7 @@ func (s *scratch) writeTensors(ctx context.Context, p *Plan, w *safetensors.Writ
 			if err != nil {
 				return zeroed, err
 			}
-			n, err := tw.ReadFrom(fp.Source.Section(src))
+			n, err := tw.ReadFrom(sf.Section(src))
 			prog.Add(n)
 			if err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, o.Name, err)
@@ -356,10 +360,10 @@ func (s *scratch) writeTensors(ctx context.Context, p *Plan, w *safetensors.Writ
 			if err != nil {
 				return zeroed, err
 			}
-			n, err := s.quantizeTensor(ctx, fp.Source, src, p.Options, tw, stw, prog)
+			n, err := s.quantizeTensor(ctx, sf, src, p.Options, tw, stw, prog)
 			zeroed += n
 			if err != nil {
-				return zeroed, fmt.Errorf("file %s: tensor %s: %w", filepath.Join(p.SrcRoot, fp.Source.Path), o.Source, err)
+				return zeroed, fmt.Errorf("file %s: tensor %s: %w", filepath.Join(p.SrcRoot, sf.Path), o.Source, err)
 			}
 		case RoleScale:
 			// written with its weight
@@ -373,16 +377,16 @@ func (s *scratch) writeTensors(ctx context.Context, p *Plan, w *safetensors.Writ
 // one write each. A kernel copy (copy_file_range) per tensor costs a splice
 // setup each, which dominates for the many kilobyte-sized tensors of a small
 // replica (or of K3's expert scales). It returns how many outputs it wrote.
-func (s *scratch) copySmall(w *safetensors.Writer, fp *FilePlan, i int, path string, prog Progress) (int, error) {
-	first, _ := fp.Source.Lookup(fp.Outputs[i].Source)
+func (s *scratch) copySmall(w *safetensors.Writer, sf *safetensors.File, outs []OutputTensor, i int, path string, prog Progress) (int, error) {
+	first, _ := sf.Lookup(outs[i].Source)
 	end := first.End
 	j := i + 1
-	for ; j < len(fp.Outputs); j++ {
-		o := fp.Outputs[j]
+	for ; j < len(outs); j++ {
+		o := outs[j]
 		if o.Role != RoleCopy {
 			break
 		}
-		t, _ := fp.Source.Lookup(o.Source)
+		t, _ := sf.Lookup(o.Source)
 		if t.Begin != end || t.Size() >= smallTensor || t.End-first.Begin > copyRunBytes {
 			break
 		}
@@ -390,12 +394,12 @@ func (s *scratch) copySmall(w *safetensors.Writer, fp *FilePlan, i int, path str
 	}
 	s.hash = grow(s.hash, copyRunBytes)
 	buf := s.hash[:end-first.Begin]
-	if _, err := fp.Source.ReaderAt().ReadAt(buf, fp.Source.DataStart+first.Begin); err != nil {
-		return 0, fmt.Errorf("file %s: read tensors %s…: %w", fp.Source.Path, first.Name, err)
+	if _, err := sf.ReaderAt().ReadAt(buf, sf.DataStart+first.Begin); err != nil {
+		return 0, fmt.Errorf("file %s: read tensors %s…: %w", sf.Path, first.Name, err)
 	}
 	for k := i; k < j; k++ {
-		t, _ := fp.Source.Lookup(fp.Outputs[k].Source)
-		tw, err := w.Tensor(fp.Outputs[k].Name)
+		t, _ := sf.Lookup(outs[k].Source)
+		tw, err := w.Tensor(outs[k].Name)
 		if err != nil {
 			return 0, err
 		}

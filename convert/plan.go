@@ -24,19 +24,38 @@ const ManifestName = "k3ckpt-manifest.json"
 // never mixes outputs of two versions.
 const planVersion = "k3ckpt-convert/1"
 
-// FilePlan is one output shard: same name as its source shard, its complete
-// layout, and per output tensor where its bytes come from.
+// FilePlan is one output shard: same name as its source shard. Only its
+// summary is kept; Layout rebuilds the full layout (deterministically, from
+// the headers) when the file is written or checked, so a plan of K3's
+// 497,220 tensors does not hold every output header at once.
 type FilePlan struct {
 	// Name is the shard's path relative to the checkpoint root.
 	Name string
 	// Source is the source shard (its headers; data is read by the executor).
 	Source *safetensors.File
-	// Layout is the output file's header and offsets.
-	Layout *safetensors.Layout
-	// Outputs are the output tensors in the layout's data order.
-	Outputs []OutputTensor
+	// Size and DataStart are the output file's size and data offset.
+	Size, DataStart int64
 	// ReadBytes is how many source bytes producing the file reads.
 	ReadBytes int64
+	// Totals counts the file's tensors and bytes.
+	Totals Totals
+
+	plan      *Plan
+	headerSum [sha256.Size]byte
+}
+
+// Layout returns the shard's output layout and its output tensors in the
+// layout's data order.
+func (fp *FilePlan) Layout() (*safetensors.Layout, []OutputTensor, error) {
+	specs := make([]safetensors.TensorSpec, len(fp.Source.Tensors))
+	for i, t := range fp.Source.Tensors {
+		specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+	}
+	outs, err := PlanTensors(fp.plan.Recipe, specs, fp.plan.Options)
+	if err != nil {
+		return nil, nil, fmt.Errorf("file %s: %w", filepath.Join(fp.plan.SrcRoot, fp.Source.Path), err)
+	}
+	return layoutFile(fp.Source, outs)
 }
 
 // AuxFile is a side file (tokenizer, chat template, custom code) copied as is.
@@ -60,8 +79,6 @@ type Plan struct {
 	// Config is the output config.json; HFQuantConfig is hf_quant_config.json
 	// (ModelOpt only, else nil).
 	Config, HFQuantConfig []byte
-	// Index is the output model.safetensors.index.json.
-	Index []byte
 	// ID fingerprints everything above; outputs of one plan carry it.
 	ID string
 }
@@ -88,35 +105,23 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 		return nil, err
 	}
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root}
-	var all []OutputTensor
-	idx := &safetensors.Index{WeightMap: make(map[string]string, src.NumTensors())}
+	mods := newModuleSet()
+	var seen nameSet
 	for _, f := range src.Files {
-		specs := make([]safetensors.TensorSpec, len(f.Tensors))
-		for i, t := range f.Tensors {
-			specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
-		}
-		outs, err := PlanTensors(r, specs, opts)
-		if err != nil {
-			return nil, fmt.Errorf("file %s: %w", filepath.Join(src.Root, f.Path), err)
-		}
-		fp, err := planFile(f, outs)
+		fp := &FilePlan{Name: f.Path, Source: f, plan: p}
+		l, outs, err := fp.Layout()
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range fp.Outputs {
-			if prev, dup := idx.WeightMap[o.Name]; dup {
-				return nil, fmt.Errorf("file %s: tensor %s: %w: also written to %s", f.Path, o.Name, ErrNameCollision, prev)
-			}
-			idx.WeightMap[o.Name] = f.Path
+		if err := seen.add(f.Path, outs); err != nil {
+			return nil, err
 		}
-		idx.TotalSize += fp.Layout.Size - fp.Layout.DataStart
-		all = append(all, fp.Outputs...)
+		fp.Size, fp.DataStart, fp.headerSum = l.Size, l.DataStart, sha256.Sum256(l.Header)
+		fp.summarize(l, outs)
+		mods.add(outs)
 		p.Files = append(p.Files, fp)
 	}
-	if p.Index, err = idx.Marshal(); err != nil {
-		return nil, err
-	}
-	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, all, opts); err != nil {
+	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, mods.sorted(), opts); err != nil {
 		return nil, err
 	}
 	if p.Aux, err = listAux(src); err != nil {
@@ -126,8 +131,60 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	return p, nil
 }
 
-// planFile lays out one output shard and orders its outputs like the layout.
-func planFile(f *safetensors.File, outs []OutputTensor) (*FilePlan, error) {
+// nameSet finds an output name planned twice across files. Within a file the
+// layout rejects duplicates; across files only the scale names are new, so
+// only they (and the names they could collide with) need remembering.
+type nameSet struct {
+	files map[string]string
+}
+
+func (n *nameSet) add(file string, outs []OutputTensor) error {
+	if n.files == nil {
+		n.files = map[string]string{}
+	}
+	for _, o := range outs {
+		if o.Role != RoleScale {
+			continue
+		}
+		if prev, dup := n.files[o.Name]; dup {
+			return fmt.Errorf("file %s: tensor %s: %w: also written to %s", file, o.Name, ErrNameCollision, prev)
+		}
+		n.files[o.Name] = file
+	}
+	return nil
+}
+
+// summarize counts a file's tensors and bytes for Totals.
+func (fp *FilePlan) summarize(l *safetensors.Layout, outs []OutputTensor) {
+	t := &fp.Totals
+	t.Files = 1
+	t.SourceBytes = fp.Source.DataSize()
+	t.OutputBytes = l.Size - l.DataStart
+	kept := 0
+	for i, o := range outs {
+		sz := l.Tensors[i].Size()
+		switch o.Role {
+		case RoleCopy:
+			t.Copied++
+			t.CopiedBytes += sz
+			fp.ReadBytes += sz
+			kept++
+		case RoleWeight:
+			t.Quantized++
+			t.FP8Bytes += sz
+			src, _ := fp.Source.Lookup(o.Source)
+			t.QuantizedBytes += src.Size()
+			fp.ReadBytes += src.Size()
+			kept++
+		case RoleScale:
+			t.ScaleBytes += sz
+		}
+	}
+	t.Dropped = len(fp.Source.Tensors) - kept
+}
+
+// layoutFile lays out one output shard and orders its outputs like the layout.
+func layoutFile(f *safetensors.File, outs []OutputTensor) (*safetensors.Layout, []OutputTensor, error) {
 	specs := make([]safetensors.TensorSpec, len(outs))
 	byName := make(map[string]int, len(outs))
 	for i, o := range outs {
@@ -136,18 +193,13 @@ func planFile(f *safetensors.File, outs []OutputTensor) (*FilePlan, error) {
 	}
 	l, err := safetensors.NewLayout(specs, f.Metadata)
 	if err != nil {
-		return nil, fmt.Errorf("file %s: %w", f.Path, err)
+		return nil, nil, fmt.Errorf("file %s: %w", f.Path, err)
 	}
-	fp := &FilePlan{Name: f.Path, Source: f, Layout: l, Outputs: make([]OutputTensor, len(outs))}
+	ordered := make([]OutputTensor, len(outs))
 	for i, t := range l.Tensors {
-		o := outs[byName[t.Name]]
-		fp.Outputs[i] = o
-		if o.Role != RoleScale {
-			st, _ := f.Lookup(o.Source)
-			fp.ReadBytes += st.Size()
-		}
+		ordered[i] = outs[byName[t.Name]]
 	}
-	return fp, nil
+	return l, ordered, nil
 }
 
 // checkAgainstConfig compares every source tensor the config's catalog knows
@@ -188,7 +240,7 @@ func checkAgainstConfig(src *safetensors.Checkpoint, cfg *model.Config) error {
 
 // outputConfigs rewrites config.json's quantization_config for the chosen
 // convention and renders hf_quant_config.json for ModelOpt.
-func outputConfigs(cfg *model.Config, outs []OutputTensor, opts Options) (config, hfq []byte, err error) {
+func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq []byte, err error) {
 	raw := cfg.Raw()
 	var srcQC map[string]any
 	if v, ok := raw["quantization_config"]; ok {
@@ -196,7 +248,7 @@ func outputConfigs(cfg *model.Config, outs []OutputTensor, opts Options) (config
 			return nil, nil, fmt.Errorf("%w: quantization_config is not an object", ErrConfig)
 		}
 	}
-	qc, hf, err := quantConfigs(srcQC, cfg.GroupSize, outs, opts)
+	qc, hf, err := quantConfigs(srcQC, cfg.GroupSize, mods, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -282,14 +334,13 @@ func (p *Plan) fingerprint() string {
 	line("options", p.Options.Format.String(), p.Options.ScaleFmt.String())
 	for _, f := range p.Files {
 		line("file", f.Name, strconv.FormatInt(f.Source.Size, 10))
-		h.Write(f.Layout.Header)
+		h.Write(f.headerSum[:])
 	}
 	for _, a := range p.Aux {
 		line("aux", a.Name, strconv.FormatInt(a.Size, 10))
 	}
 	h.Write(p.Config)
 	h.Write(p.HFQuantConfig)
-	h.Write(p.Index)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -328,7 +379,7 @@ type Unit struct {
 func (p *Plan) Units() []Unit {
 	us := make([]Unit, 0, len(p.Files)+len(p.Aux))
 	for _, f := range p.Files {
-		us = append(us, Unit{Name: f.Name, Kind: UnitShard, Size: f.Layout.Size, Work: f.ReadBytes + f.Layout.Size, File: f})
+		us = append(us, Unit{Name: f.Name, Kind: UnitShard, Size: f.Size, Work: f.ReadBytes + f.Size, File: f})
 	}
 	for _, a := range p.Aux {
 		us = append(us, Unit{Name: a.Name, Kind: UnitAux, Size: a.Size, Work: 2 * a.Size})
@@ -380,28 +431,17 @@ type Totals struct {
 func (p *Plan) Totals() Totals {
 	var t Totals
 	for _, f := range p.Files {
-		t.Files++
-		t.SourceBytes += f.Source.DataSize()
-		t.OutputBytes += f.Layout.Size - f.Layout.DataStart
-		kept := 0
-		for i, o := range f.Outputs {
-			sz := f.Layout.Tensors[i].Size()
-			switch o.Role {
-			case RoleCopy:
-				t.Copied++
-				t.CopiedBytes += sz
-				kept++
-			case RoleWeight:
-				t.Quantized++
-				t.FP8Bytes += sz
-				src, _ := f.Source.Lookup(o.Source)
-				t.QuantizedBytes += src.Size()
-				kept++
-			case RoleScale:
-				t.ScaleBytes += sz
-			}
-		}
-		t.Dropped += len(f.Source.Tensors) - kept
+		ft := f.Totals
+		t.Files += ft.Files
+		t.SourceBytes += ft.SourceBytes
+		t.OutputBytes += ft.OutputBytes
+		t.Copied += ft.Copied
+		t.Quantized += ft.Quantized
+		t.Dropped += ft.Dropped
+		t.CopiedBytes += ft.CopiedBytes
+		t.QuantizedBytes += ft.QuantizedBytes
+		t.FP8Bytes += ft.FP8Bytes
+		t.ScaleBytes += ft.ScaleBytes
 	}
 	for _, a := range p.Aux {
 		t.AuxFiles++

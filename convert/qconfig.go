@@ -51,6 +51,13 @@ type modules struct {
 	fp8, kept, experts []string
 }
 
+// moduleSet accumulates modules file by file.
+type moduleSet struct{ fp8, kept, experts map[string]bool }
+
+func newModuleSet() *moduleSet {
+	return &moduleSet{fp8: map[string]bool{}, kept: map[string]bool{}, experts: map[string]bool{}}
+}
+
 // expertSubtree returns the ".experts" module that holds a routed expert's
 // tensor (X.experts.N.…), or "" for any other name.
 func expertSubtree(name string) string {
@@ -69,32 +76,33 @@ func expertSubtree(name string) string {
 	return name[:i+len(".experts")]
 }
 
-func collectModules(outs []OutputTensor) modules {
-	var m modules
-	experts := map[string]bool{}
+// add records the modules of one file's outputs (names are cloned: they
+// alias the source header otherwise).
+func (m *moduleSet) add(outs []OutputTensor) {
 	for _, o := range outs {
 		if sub := expertSubtree(o.Name); sub != "" {
-			experts[sub] = true
+			if !m.experts[sub] {
+				m.experts[strings.Clone(sub)] = true
+			}
 			continue
 		}
 		switch {
 		case o.Role == RoleWeight:
-			m.fp8 = append(m.fp8, strings.TrimSuffix(o.Name, ".weight"))
+			m.fp8[strings.Clone(strings.TrimSuffix(o.Name, ".weight"))] = true
 		case o.Role == RoleCopy && len(o.Shape) == 2 && quantizableDTypes[o.DType] && strings.HasSuffix(o.Name, ".weight"):
-			m.kept = append(m.kept, strings.TrimSuffix(o.Name, ".weight"))
+			m.kept[strings.Clone(strings.TrimSuffix(o.Name, ".weight"))] = true
 		}
 	}
-	m.experts = slices.Sorted(maps.Keys(experts))
-	slices.Sort(m.fp8)
-	slices.Sort(m.kept)
-	return m
+}
+
+func (m *moduleSet) sorted() modules {
+	return modules{fp8: slices.Sorted(maps.Keys(m.fp8)), kept: slices.Sorted(maps.Keys(m.kept)), experts: slices.Sorted(maps.Keys(m.experts))}
 }
 
 // quantConfigs builds the output's quantization_config (for config.json) and,
 // for ModelOpt, hf_quant_config.json. src is the source quantization_config
 // (nil for a BF16 source), groupSize the MXFP4 group of its experts.
-func quantConfigs(src map[string]any, groupSize int64, outs []OutputTensor, opts Options) (qc map[string]any, hfq map[string]any, err error) {
-	m := collectModules(outs)
+func quantConfigs(src map[string]any, groupSize int64, m modules, opts Options) (qc map[string]any, hfq map[string]any, err error) {
 	switch opts.Format {
 	case DeepSeek:
 		qc = map[string]any{

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bufio"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -94,30 +95,93 @@ func (p *Plan) state() *planState {
 
 func (s *planState) units() []string { return slices.Concat(s.Shards, s.Aux) }
 
-// metaFiles are the files Finalize writes (besides the manifest), by name.
-func metaFiles(config, hfq, index []byte) map[string][]byte {
-	m := map[string][]byte{safetensors.IndexName: index, ConfigName: config}
+// metaFiles are the configs Finalize writes (besides the index and the manifest).
+func metaFiles(config, hfq []byte) map[string][]byte {
+	m := map[string][]byte{ConfigName: config}
 	if len(hfq) > 0 {
 		m[HFQuantConfigName] = hfq
 	}
 	return m
 }
 
-// indexOf rebuilds the index from the output shards' headers.
-func indexOf(dst string, shards []string) ([]byte, error) {
-	idx := &safetensors.Index{WeightMap: map[string]string{}}
-	for _, name := range shards {
+// streamIndex writes the index of the output shards, rebuilt from their
+// headers, in the form safetensors.Index.Marshal writes (metadata.total_size,
+// then weight_map sorted by name, two-space indent, encoding/json escaping),
+// entry by entry: K3's 497,220 names never sit in a map and a MarshalIndent
+// buffer at once.
+func streamIndex(w io.Writer, dst string, shards []string) error {
+	type entry struct {
+		name string
+		file int32
+	}
+	var entries []entry
+	var total int64
+	for i, name := range shards {
 		f, err := safetensors.OpenFile(filepath.Join(dst, filepath.FromSlash(name)))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, t := range f.Tensors {
-			idx.WeightMap[t.Name] = name
-			idx.TotalSize += t.Size()
+			entries = append(entries, entry{t.Name, int32(i)})
+			total += t.Size()
 		}
 		f.Close()
 	}
-	return idx.Marshal()
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+	bw := bufio.NewWriterSize(w, 1<<20)
+	fmt.Fprintf(bw, "{\n  \"metadata\": {\n    \"total_size\": %d\n  },\n  \"weight_map\": {", total)
+	files := make([][]byte, len(shards))
+	for i, s := range shards {
+		files[i], _ = json.Marshal(s)
+	}
+	for i, e := range entries {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n    ")
+		k, _ := json.Marshal(e.name)
+		bw.Write(k)
+		bw.WriteString(": ")
+		bw.Write(files[e.file])
+	}
+	if len(entries) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.WriteString("}\n}\n")
+	return bw.Flush()
+}
+
+// writeIndex writes DST's index atomically and returns its record.
+func writeIndex(dst string, shards []string) (FileRecord, error) {
+	path := filepath.Join(dst, safetensors.IndexName)
+	f, err := atomicfile.Create(path)
+	if err != nil {
+		return FileRecord{}, err
+	}
+	defer f.Abort()
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(f.File, h)}
+	if err := streamIndex(cw, dst, shards); err != nil {
+		return FileRecord{}, fmt.Errorf("index %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return FileRecord{}, err
+	}
+	if err := f.Commit(); err != nil {
+		return FileRecord{}, err
+	}
+	return FileRecord{Name: safetensors.IndexName, Size: cw.n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func recordPath(dst, unit string) string {
@@ -365,11 +429,7 @@ func finishedRecord(dst, plan, unit string, m *Manifest) (FileRecord, bool) {
 // hf_quant_config.json), then the manifest, and removes StateDir. It checks
 // that each unit has a record of this plan and a file of the recorded size;
 // hashes were taken when each file was written (verify re-checks them).
-func Finalize(dst string) (*Manifest, error) { return finalize(dst, nil) }
-
-// finalize is Finalize with the index already known (nil: rebuild it from
-// the shards' headers, as merge must).
-func finalize(dst string, index []byte) (*Manifest, error) {
+func Finalize(dst string) (*Manifest, error) {
 	var st planState
 	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -398,13 +458,12 @@ func finalize(dst string, index []byte) (*Manifest, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", dst, ErrIncomplete, len(missing), len(units), missing[0])
 	}
-	if index == nil {
-		var err error
-		if index, err = indexOf(dst, st.Shards); err != nil {
-			return nil, fmt.Errorf("merge %s: %w", dst, err)
-		}
+	rec, err := writeIndex(dst, st.Shards)
+	if err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}
-	for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig), index) {
+	m.Files = append(m.Files, rec)
+	for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig)) {
 		if err := atomicfile.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
 			return nil, fmt.Errorf("merge %s: %w", dst, err)
 		}

@@ -125,10 +125,11 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	for _, u := range p.Units() {
 		want[u.Name] = true
 	}
-	meta := metaFiles(p.Config, p.HFQuantConfig, p.Index)
+	meta := metaFiles(p.Config, p.HFQuantConfig)
 	for name := range meta {
 		want[name] = true
 	}
+	want[safetensors.IndexName] = true
 	for _, f := range m.Files {
 		if !want[f.Name] {
 			rep.fail("manifest lists %s, which this conversion does not produce", f.Name)
@@ -147,12 +148,29 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			rep.fail("%s differs from the planned %s", name, name)
 		}
 	}
+	// The index must be the canonical one of the shards, which the codec
+	// checks against the shards' headers when it opens DST.
+	if out, err := safetensors.Open(dst); err != nil {
+		rep.fail("%v", err)
+	} else {
+		out.Close()
+		shards := make([]string, len(p.Files))
+		for i, f := range p.Files {
+			shards[i] = f.Name
+		}
+		var want bytes.Buffer
+		if err := streamIndex(&want, dst, shards); err != nil {
+			rep.fail("index: %v", err)
+		} else if got, err := os.ReadFile(filepath.Join(dst, safetensors.IndexName)); err != nil || !bytes.Equal(got, want.Bytes()) {
+			rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
+		}
+	}
 	var total int64
 	for _, f := range m.Files {
 		total += f.Size
 	}
 	for _, fp := range p.Files {
-		total += fp.ReadBytes + fp.Layout.Size
+		total += fp.ReadBytes + fp.Size
 	}
 	prog.Start(total)
 
@@ -231,24 +249,28 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 		return nil
 	}
 	defer out.Close()
-	hdr := make([]byte, fp.Layout.DataStart)
-	if out.DataStart != fp.Layout.DataStart || out.Size != fp.Layout.Size {
+	l, outs, err := fp.Layout()
+	if err != nil {
+		return err
+	}
+	hdr := make([]byte, l.DataStart)
+	if out.DataStart != l.DataStart || out.Size != l.Size {
 		report(func(r *VerifyReport) {
-			r.fail("%s: header %d bytes, file %d bytes; planned %d and %d", fp.Name, out.DataStart, out.Size, fp.Layout.DataStart, fp.Layout.Size)
+			r.fail("%s: header %d bytes, file %d bytes; planned %d and %d", fp.Name, out.DataStart, out.Size, l.DataStart, l.Size)
 		})
 		return nil
 	}
 	if _, err := out.ReaderAt().ReadAt(hdr, 0); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if !bytes.Equal(hdr, fp.Layout.Header) {
+	if !bytes.Equal(hdr, l.Header) {
 		report(func(r *VerifyReport) {
 			r.fail("%s: header (tensor names, dtypes, shapes, offsets) differs from the plan", fp.Name)
 		})
 		return nil
 	}
 	a, b := make([]byte, hashBufSize), make([]byte, hashBufSize)
-	for i, o := range fp.Outputs {
+	for i, o := range outs {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

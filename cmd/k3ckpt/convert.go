@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,6 +108,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if fl.dryRun {
 		return printPlan(out, p, fl.json)
 	}
+	setMemoryLimit(fl.jobs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	eo := convert.ExecOptions{Jobs: fl.jobs, Resume: fl.resume, Worker: wi, Workers: wn}
@@ -146,6 +148,15 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	return nil
 }
 
+// setMemoryLimit makes the garbage collector keep the heap within the
+// converter's budget (256 MiB + 64 MiB per job) instead of letting it grow to
+// twice the live data; GOMEMLIMIT, when set, wins.
+func setMemoryLimit(jobs int) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(256<<20 + 64<<20*max(jobs, 1)))
+	}
+}
+
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
 
 func nonNil(s []string) []string {
@@ -174,13 +185,7 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 		}
 		files := make([]file, 0, len(p.Files))
 		for _, f := range p.Files {
-			q := 0
-			for _, o := range f.Outputs {
-				if o.Role == convert.RoleWeight {
-					q++
-				}
-			}
-			files = append(files, file{f.Name, len(f.Outputs), q, f.Source.Size, f.Layout.Size})
+			files = append(files, file{f.Name, f.Totals.Copied + f.Totals.Quantized*2, f.Totals.Quantized, f.Source.Size, f.Size})
 		}
 		aux := make([]string, 0, len(p.Aux))
 		for _, a := range p.Aux {
@@ -198,13 +203,7 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 	fmt.Fprintf(w, "  %-8s everything else\n", p.Recipe.Default)
 	fmt.Fprintf(w, "%-40s %8s %8s %14s %14s\n", "file", "tensors", "fp8", "source bytes", "output bytes")
 	for _, f := range p.Files {
-		q := 0
-		for _, o := range f.Outputs {
-			if o.Role == convert.RoleWeight {
-				q++
-			}
-		}
-		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, len(f.Outputs), q, f.Source.Size, f.Layout.Size)
+		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, f.Totals.Copied+2*f.Totals.Quantized, f.Totals.Quantized, f.Source.Size, f.Size)
 	}
 	for _, a := range p.Aux {
 		fmt.Fprintf(w, "%-40s %8s %8s %14d %14d\n", a.Name, "copy", "", a.Size, a.Size)
@@ -254,6 +253,7 @@ tensor dequantized against its source (max abs error, max relative error per
 violation.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			setMemoryLimit(jobs)
 			src, err := safetensors.Open(args[0])
 			if err != nil {
 				return err
