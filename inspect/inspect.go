@@ -71,6 +71,11 @@ type Report struct {
 	Recipe *RecipeReport `json:"recipe,omitempty"`
 	// Layout is the per-rank / per-stage accounting of Options.Layout.
 	Layout *LayoutReport `json:"layout,omitempty"`
+	// Ranks, Stages and Steps are Layout's, at the top level of the JSON
+	// object ("ranks": [{"rank", "bytes", "components"}] as the issue asks).
+	Ranks  []RankRow  `json:"ranks,omitempty"`
+	Stages []StageRow `json:"stages,omitempty"`
+	Steps  []Step     `json:"steps,omitempty"`
 }
 
 // Accounting is the tensor count and bytes of a checkpoint, by component and dtype.
@@ -107,13 +112,15 @@ type LayoutReport struct {
 	Recipe string `json:"recipe,omitempty"`
 	// Options are the built-in layout's switches used (nil for a layout file).
 	Options      *layout.Options `json:"options,omitempty"`
-	Ranks        []RankRow       `json:"ranks"`
-	Stages       []StageRow      `json:"stages,omitempty"`
 	DroppedBytes int64           `json:"dropped_bytes"`
 	// Unaligned lists FP8 weights whose split cuts a scale block (their scale stays replicated).
 	Unaligned []string `json:"unaligned_scales,omitempty"`
-	// Steps is the per-rank memory story (Options.Steps).
-	Steps []Step `json:"steps,omitempty"`
+	// Ranks is what every rank holds (in JSON: the report's "ranks").
+	Ranks []RankRow `json:"-"`
+	// Stages is every pipeline stage of a stage layout (the report's "stages").
+	Stages []StageRow `json:"-"`
+	// Steps is the per-rank memory story of Options.Steps (the report's "steps").
+	Steps []Step `json:"-"`
 }
 
 // RankRow is what one rank holds.
@@ -191,6 +198,7 @@ func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, er
 		if rep.Layout, err = a.layoutReport(layoutName); err != nil {
 			return nil, err
 		}
+		rep.Ranks, rep.Stages, rep.Steps = rep.Layout.Ranks, rep.Layout.Stages, rep.Layout.Steps
 	} else if opts.Steps {
 		return nil, fmt.Errorf("%w: the memory steps (--chart) need a layout", ErrUsage)
 	}

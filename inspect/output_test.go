@@ -192,7 +192,7 @@ func TestReportOutputs(t *testing.T) {
 				}
 			}
 			if by == ByRank {
-				r0 := m["layout"].(map[string]any)["ranks"].([]any)[0].(map[string]any)
+				r0 := m["ranks"].([]any)[0].(map[string]any)
 				for _, k := range []string{"rank", "bytes", "components"} {
 					if _, ok := r0[k]; !ok {
 						t.Errorf("ranks entries lack %q", k)

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -55,35 +56,40 @@ func WriteTensorList(w io.Writer, ck *safetensors.Checkpoint, asJSON bool) error
 }
 
 func writeTensorListJSON(w *bufio.Writer, ck *safetensors.Checkpoint) error {
-	enc := json.NewEncoder(w)
+	var scratch bytes.Buffer
+	enc := json.NewEncoder(&scratch)
 	enc.SetEscapeHTML(false)
-	w.WriteString("{\"tensors\": [")
-	first := true
-	for _, f := range ck.Files {
-		for _, t := range f.Tensors {
-			if !first {
-				w.WriteByte(',')
-			}
-			first = false
-			w.WriteString("\n  ")
-			// Encode adds a newline after each value; the array stays valid JSON.
-			if err := enc.Encode(TensorEntry{Name: t.Name, DType: t.DType, Shape: nonNil(t.Shape),
-				File: f.Path, DataOffsets: [2]int64{t.Begin, t.End}}); err != nil {
-				return fmt.Errorf("file %s: tensor %s: %w", f.Path, t.Name, err)
-			}
+	// item writes one array element on its own line, without Encode's newline.
+	item := func(first bool, v any) error {
+		scratch.Reset()
+		if err := enc.Encode(v); err != nil {
+			return err
 		}
-	}
-	w.WriteString("],\n\"files\": [")
-	for i, f := range ck.Files {
-		if i > 0 {
+		if !first {
 			w.WriteByte(',')
 		}
 		w.WriteString("\n  ")
-		if err := enc.Encode(fileEntry(f)); err != nil {
+		w.Write(bytes.TrimSuffix(scratch.Bytes(), []byte("\n")))
+		return nil
+	}
+	w.WriteString(`{"tensors": [`)
+	first := true
+	for _, f := range ck.Files {
+		for _, t := range f.Tensors {
+			e := TensorEntry{Name: t.Name, DType: t.DType, Shape: nonNil(t.Shape), File: f.Path, DataOffsets: [2]int64{t.Begin, t.End}}
+			if err := item(first, e); err != nil {
+				return fmt.Errorf("file %s: tensor %s: %w", f.Path, t.Name, err)
+			}
+			first = false
+		}
+	}
+	w.WriteString("\n],\n\"files\": [")
+	for i, f := range ck.Files {
+		if err := item(i == 0, fileEntry(f)); err != nil {
 			return fmt.Errorf("file %s: %w", f.Path, err)
 		}
 	}
-	_, err := w.WriteString("]}\n")
+	_, err := w.WriteString("\n]}\n")
 	return err
 }
 

@@ -48,7 +48,7 @@ func TestInspectCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("--json output: %v", err)
 	}
-	if rep.TensorCount == 0 || rep.Recipe == nil || rep.Layout == nil || len(rep.Layout.Ranks) != 16 {
+	if rep.TensorCount == 0 || rep.Recipe == nil || rep.Layout == nil || len(rep.Ranks) != 16 {
 		t.Errorf("--json report incomplete: %d tensors, recipe %v, layout %v", rep.TensorCount, rep.Recipe != nil, rep.Layout != nil)
 	}
 
