@@ -329,7 +329,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	}
 	_ = g.Wait() // tasks cannot fail
 	if a.cfg != nil {
-		a.checkUnnamedShards(per)
+		a.collectProblems(append(per, a.checkRenamedShards()))
 	}
 	return per, nil
 }
@@ -340,29 +340,33 @@ func (a *auditor) scan() ([]fileTotals, error) {
 func (a *auditor) checkShard(ft *fileTotals, f *safetensors.File, want []safetensors.TensorSpec) {
 	for _, w := range want {
 		t, ok := f.Lookup(w.Name)
+		where := f
 		if !ok {
-			var other *safetensors.File
-			if other, t, ok = a.ck.Lookup(w.Name); !ok {
-				if ft.missing == 0 {
-					ft.firstMiss = w.Name
-				}
-				ft.missing++
-				continue
-			}
-			_ = other
+			where, t, ok = a.ck.Lookup(w.Name)
 		}
-		if !slices.Equal(t.Shape, w.Shape) {
-			ft.shapeN++
-			if len(ft.shapeBad) < MaxListedWarnings {
-				ft.shapeBad = append(ft.shapeBad, fmt.Sprintf("file %s: tensor %s: shape %v, config.json implies %v", f.Path, t.Name, t.Shape, w.Shape))
-			}
+		ft.compare(where, t, ok, w)
+	}
+}
+
+// compare records a missing tensor or a shape that disagrees with the config.
+func (ft *fileTotals) compare(f *safetensors.File, t safetensors.TensorInfo, found bool, w safetensors.TensorSpec) {
+	switch {
+	case !found:
+		if ft.missing == 0 {
+			ft.firstMiss = w.Name
+		}
+		ft.missing++
+	case !slices.Equal(t.Shape, w.Shape):
+		ft.shapeN++
+		if len(ft.shapeBad) < MaxListedWarnings {
+			ft.shapeBad = append(ft.shapeBad, fmt.Sprintf("file %s: tensor %s: shape %v, config.json implies %v", f.Path, t.Name, t.Shape, w.Shape))
 		}
 	}
 }
 
-// checkUnnamedShards checks the config's shards whose file names the
-// checkpoint does not use (a renamed or re-sharded checkpoint) by tensor name.
-func (a *auditor) checkUnnamedShards(per []fileTotals) {
+// checkRenamedShards checks, by tensor name, the config's shards whose file
+// names the checkpoint does not use (a renamed or re-sharded checkpoint).
+func (a *auditor) checkRenamedShards() fileTotals {
 	have := make(map[string]bool, len(a.ck.Files))
 	for _, f := range a.ck.Files {
 		have[f.Path] = true
@@ -374,34 +378,27 @@ func (a *auditor) checkUnnamedShards(per []fileTotals) {
 		}
 		for _, w := range a.cfg.ShardTensors(i) {
 			f, t, ok := a.ck.Lookup(w.Name)
-			if !ok {
-				if ft.missing == 0 {
-					ft.firstMiss = w.Name
-				}
-				ft.missing++
-				continue
-			}
-			if !slices.Equal(t.Shape, w.Shape) {
-				ft.shapeN++
-				if len(ft.shapeBad) < MaxListedWarnings {
-					ft.shapeBad = append(ft.shapeBad, fmt.Sprintf("file %s: tensor %s: shape %v, config.json implies %v", f.Path, t.Name, t.Shape, w.Shape))
-				}
-			}
+			ft.compare(f, t, ok, w)
 		}
 	}
-	per = append(per, ft)
+	return ft
+}
+
+// collectProblems turns the per-file findings into warnings.
+func (a *auditor) collectProblems(per []fileTotals) {
 	missing, firstMiss := 0, ""
 	for i := range per {
 		p := &per[i]
 		for _, s := range p.shapeBad {
-			a.warn.add(s)
 			if a.warn.shape == 0 {
 				a.warn.firstShape = s
 			}
+			a.warn.add(s)
 			a.warn.shape++
 		}
-		a.warn.more += p.shapeN - len(p.shapeBad)
-		a.warn.shape += p.shapeN - len(p.shapeBad)
+		unlisted := p.shapeN - len(p.shapeBad)
+		a.warn.more += unlisted
+		a.warn.shape += unlisted
 		if p.missing > 0 && missing == 0 {
 			firstMiss = p.firstMiss
 		}

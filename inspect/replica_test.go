@@ -68,8 +68,9 @@ func tinyReplica(tb testing.TB) string {
 }
 
 // convertedReplica is src as the converter would write it in a convention:
-// convert's own plan gives every output header, config.json (and ModelOpt's
-// hf_quant_config.json) and the index; the data is left as holes. inspect is
+// convert's own plan gives every output header, config.json and ModelOpt's
+// hf_quant_config.json; the index lists the files written; the data is left
+// as holes. inspect is
 // then tested on converted headers it did not compute itself.
 func convertedReplica(tb testing.TB, srcName, src string, format convert.Format) string {
 	return replica(tb, srcName+"-"+format.String(), func(dir string) error {
@@ -86,13 +87,22 @@ func convertedReplica(tb testing.TB, srcName, src string, format convert.Format)
 		if err != nil {
 			return err
 		}
+		idx := &safetensors.Index{WeightMap: map[string]string{}}
 		for _, fp := range p.Files {
-			w, err := safetensors.Create(filepath.Join(dir, fp.Name), fp.Layout)
+			l, _, err := fp.Layout()
+			if err != nil {
+				return err
+			}
+			w, err := safetensors.Create(filepath.Join(dir, fp.Name), l)
 			if err != nil {
 				return err
 			}
 			if err := w.CommitSparse(); err != nil {
 				return err
+			}
+			for _, t := range l.Tensors {
+				idx.WeightMap[t.Name] = fp.Name
+				idx.TotalSize += t.Size()
 			}
 		}
 		if err := os.WriteFile(filepath.Join(dir, convert.ConfigName), p.Config, 0o644); err != nil {
@@ -103,7 +113,7 @@ func convertedReplica(tb testing.TB, srcName, src string, format convert.Format)
 				return err
 			}
 		}
-		return os.WriteFile(filepath.Join(dir, safetensors.IndexName), p.Index, 0o644)
+		return safetensors.WriteIndex(filepath.Join(dir, safetensors.IndexName), idx)
 	})
 }
 
