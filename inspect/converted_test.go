@@ -27,7 +27,7 @@ func TestConvertedConventions(t *testing.T) {
 	for _, format := range []convert.Format{convert.DeepSeek, convert.CompressedTensors, convert.ModelOpt} {
 		t.Run(format.String(), func(t *testing.T) {
 			dir := convertedReplica(t, "tiny", src, format)
-			rep, err := Inspect(dir, Options{})
+			rep, err := Inspect(dir, Options{Strict: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,16 +55,9 @@ func TestConvertedConventions(t *testing.T) {
 			if format == convert.ModelOpt && (len(rep.Quantization) != 2 || rep.Quantization[1].File != convert.HFQuantConfigName) {
 				t.Errorf("hf_quant_config.json not read back: %+v", rep.Quantization)
 			}
-			// model.ParseConfig accepts only a compressed-tensors source
-			// config today, so the deepseek and modelopt configs fall back to
-			// the K3 schedule (and skip the shape check) with a warning;
-			// anything else is a failure.
-			for _, w := range rep.Warnings {
-				if strings.Contains(w, "quantization_config.quant_method") {
-					t.Logf("schema gap (model): %s", w)
-					continue
-				}
-				t.Errorf("warning: %s", w)
+			// The converted config parses (schedule, shape check): no warnings.
+			if len(rep.Warnings) != 0 {
+				t.Errorf("warnings: %v", rep.Warnings)
 			}
 			// On an FP8 source the memory steps start from the source and the
 			// FP8 step changes nothing.
@@ -88,9 +81,12 @@ func TestConvertedConventions(t *testing.T) {
 // headers, and the FP8 per-rank figures of dp16 directly.
 func TestConvertedFull(t *testing.T) {
 	dir := convertedReplica(t, "full", fullReplica(t), convert.DeepSeek)
-	rep, err := Inspect(dir, Options{Layout: "dp16", Steps: true})
+	rep, err := Inspect(dir, Options{Layout: "dp16", Steps: true, Strict: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(rep.Warnings) != 0 {
+		t.Errorf("warnings: %v", rep.Warnings)
 	}
 	check(t, "converted GiB", gib2(rep.TotalBytes), "1403.79")
 	check(t, "non-expert GiB", gib1(nonExpertText(rep.Components)), "55.8")
