@@ -190,12 +190,17 @@ func Export(ctx context.Context, src *Source, l *Layout, dst string, o ExportOpt
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	// Each rank's small files (index, config, manifest) cost an fsync each:
+	// finish the ranks in parallel so those waits overlap.
+	g, _ = errgroup.WithContext(ctx)
+	g.SetLimit(jobsOr(o.Jobs))
 	for _, ro := range outs {
-		if err := finishRank(src, plan, ro); err != nil {
-			return nil, err
-		}
+		g.Go(func() error { return finishRank(src, plan, ro) })
 		res.Dirs = append(res.Dirs, ro.dir)
 		res.Files += len(ro.files)
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -447,22 +452,77 @@ func writeFile(ctx context.Context, of *outFile, progress func(int64)) (int64, e
 	bp := windowPool.Get().(*[]byte)
 	defer windowPool.Put(bp)
 	var total int64
-	for _, t := range of.tensors {
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
+	put := func(t outTensor, b []byte) error {
 		tw, err := w.Tensor(t.spec.Name)
 		if err != nil {
-			return total, err
+			return err
 		}
-		if err := writeTensor(ctx, tw, t, *bp); err != nil {
-			return total, fmt.Errorf("file %s: tensor %s: %w", of.path, t.spec.Name, err)
+		if b != nil {
+			_, err = tw.Write(b)
+		} else {
+			err = writeTensor(ctx, tw, t, *bp)
+		}
+		if err != nil {
+			return fmt.Errorf("file %s: tensor %s: %w", of.path, t.spec.Name, err)
 		}
 		n, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
 		total += n
 		if progress != nil {
 			progress(n)
 		}
+		return nil
+	}
+	// Small whole tensors that lie back to back in one source file are read
+	// with one read per window: a syscall per tiny tensor (an MXFP4 expert
+	// scale) would otherwise dominate.
+	var batch []outTensor
+	var bf *safetensors.File
+	var bStart, bEnd int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		win := (*bp)[:bEnd-bStart]
+		if err := readFull(bf.ReaderAt(), win, bStart); err != nil {
+			return fmt.Errorf("file %s: %w", bf.Path, err)
+		}
+		for _, t := range batch {
+			n, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
+			if err := put(t, win[:n]); err != nil {
+				return err
+			}
+			win = win[n:]
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for _, t := range of.tensors {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		if ft, ok := t.src.(fileTensor); ok && t.held != HeldSlice && t.pack == nil && ft.t.Size() < directCopyMin {
+			abs := ft.f.DataStart + ft.t.Begin
+			if len(batch) > 0 && (ft.f != bf || abs != bEnd || bEnd-bStart+ft.t.Size() > WindowSize) {
+				if err := flush(); err != nil {
+					return total, err
+				}
+			}
+			if len(batch) == 0 {
+				bf, bStart, bEnd = ft.f, abs, abs
+			}
+			batch = append(batch, t)
+			bEnd += ft.t.Size()
+			continue
+		}
+		if err := flush(); err != nil {
+			return total, err
+		}
+		if err := put(t, nil); err != nil {
+			return total, err
+		}
+	}
+	if err := flush(); err != nil {
+		return total, err
 	}
 	return total, w.Commit()
 }
@@ -572,7 +632,7 @@ func finishRank(src *Source, plan *Plan, ro *rankOut) error {
 			return err
 		}
 	}
-	b, err := marshalJSON(ro.man)
+	b, err := ro.man.marshal()
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -753,5 +754,88 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 	}
 	if !sameFile(t, filepath.Join(dir, "model.safetensors"), filepath.Join(out, "model.safetensors")) {
 		t.Error("reassembled file differs")
+	}
+}
+
+// smallReplica is the ~0.9 GiB small replica: $K3CKPT_SMALL_REPLICA, or one
+// synthesized (about 40 s) into the fixture directory.
+func smallReplica(b *testing.B) (string, int64) {
+	dir := os.Getenv("K3CKPT_SMALL_REPLICA")
+	if dir == "" {
+		fixtures(b)
+		dir = filepath.Join(fixtureRoot, "small")
+		if _, err := os.Stat(filepath.Join(dir, st.IndexName)); err != nil {
+			if err := model.Synth(dir, model.SynthOptions{Scale: model.ScaleSmall, Force: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var size int64
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range ents {
+		info, _ := e.Info()
+		size += info.Size()
+	}
+	return dir, size
+}
+
+func benchExport(b *testing.B, name string, o Options) {
+	srcDir, _ := smallReplica(b)
+	s, err := OpenSource(srcDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	m, _ := s.Model()
+	l, err := Builtin(name, m, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _ := l.Plan(s.Specs)
+	var written int64
+	for _, n := range p.RankBytes {
+		written += n
+	}
+	b.SetBytes(written)
+	b.ReportAllocs()
+	base := b.TempDir()
+	i := 0
+	for b.Loop() {
+		dst := filepath.Join(base, fmt.Sprint(i))
+		if _, err := Export(context.Background(), s, l, dst, ExportOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		os.RemoveAll(dst)
+		i++
+	}
+}
+
+// Export throughput (tensor bytes written per second) on the small replica,
+// to compare with BenchmarkCopyDirSmall (cp -r of the same replica).
+func BenchmarkExportPP16Small(b *testing.B) { benchExport(b, "pp16", Options{}) }
+
+func BenchmarkExportDP16Small(b *testing.B) {
+	benchExport(b, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true})
+}
+
+func BenchmarkExportDP2DCP8Small(b *testing.B) {
+	benchExport(b, "dp2-dcp8", Options{TextOnly: true, VocabTP: true})
+}
+
+func BenchmarkCopyDirSmall(b *testing.B) {
+	srcDir, size := smallReplica(b)
+	b.SetBytes(size)
+	base := b.TempDir()
+	i := 0
+	for b.Loop() {
+		dst := filepath.Join(base, fmt.Sprint(i))
+		if out, err := exec.Command("cp", "-r", srcDir, dst).CombinedOutput(); err != nil {
+			b.Fatalf("cp: %v %s", err, out)
+		}
+		os.RemoveAll(dst)
+		i++
 	}
 }

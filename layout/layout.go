@@ -413,10 +413,4 @@ func Load(path string) (*Layout, error) {
 }
 
 // JSON returns the layout as indented JSON (the format Load reads).
-func (l *Layout) JSON() ([]byte, error) {
-	b, err := json.MarshalIndent(l, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
+func (l *Layout) JSON() ([]byte, error) { return encodeJSON(l, "  ") }

@@ -74,6 +74,7 @@ type Entry struct {
 // Manifest is layout.json: what one rank (or stage) directory holds and how
 // each piece maps onto the source checkpoint.
 type Manifest struct {
+	// Format is ManifestFormat.
 	Format string `json:"format"`
 	// Layout is the complete layout definition the export followed.
 	Layout *Layout `json:"layout"`
@@ -141,4 +142,52 @@ func ReadManifest(dir string) (*Manifest, error) {
 		}
 	}
 	return &m, nil
+}
+
+// marshal writes the manifest indented, but each tensor entry compact on its
+// own line: a full-size rank lists tens of thousands of entries, which stay
+// greppable and take a fraction of the time to encode.
+func (m *Manifest) marshal() ([]byte, error) {
+	head := *m
+	head.Tensors = nil
+	b, err := encodeJSON(&head, "  ")
+	if err != nil {
+		return nil, err
+	}
+	const tail = "\"tensors\": null\n}\n"
+	if !bytes.HasSuffix(b, []byte(tail)) {
+		return nil, fmt.Errorf("manifest encoding: unexpected tail %q", b[max(0, len(b)-40):])
+	}
+	b = append(b[:len(b)-len(tail)], "\"tensors\": ["...)
+	for i := range m.Tensors {
+		e, err := encodeJSON(&m.Tensors[i], "")
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, "\n    "...)
+		b = append(b, e...)
+		if i < len(m.Tensors)-1 {
+			b = append(b, ',')
+		}
+	}
+	return append(b, "\n  ]\n}\n"...), nil
+}
+
+// encodeJSON encodes without HTML escaping (patterns hold '<' and '>'),
+// indented when indent is set; the result ends in a newline.
+func encodeJSON(v any, indent string) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if indent != "" {
+		enc.SetIndent("", indent)
+	}
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	if indent == "" {
+		b = bytes.TrimSuffix(b, []byte("\n"))
+	}
+	return b, nil
 }

@@ -490,10 +490,4 @@ func decodeJSONObject(b []byte) (map[string]any, error) {
 	return m, nil
 }
 
-func marshalJSON(v any) ([]byte, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
+func marshalJSON(v any) ([]byte, error) { return encodeJSON(v, "  ") }
