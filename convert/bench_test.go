@@ -68,6 +68,9 @@ func config4x(b *testing.B) []byte {
 	text["num_experts"] = text["num_experts"].(float64) / 4
 	lin := text["linear_attn_config"].(map[string]any)
 	lin["head_dim"] = lin["head_dim"].(float64) * 2
+	if v, ok := cfg["vision_config"].(map[string]any); ok {
+		v["text_hidden_size"] = text["hidden_size"]
+	}
 	out, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		b.Fatal(err)

@@ -29,6 +29,7 @@ import (
 const StateDir = ".k3ckpt"
 
 const (
+	lockName    = "lock"
 	stateName   = "plan.json"
 	doneDir     = "done"
 	recordExt   = ".json"
@@ -430,6 +431,15 @@ func finishedRecord(dst, plan, unit string, m *Manifest) (FileRecord, bool) {
 // that each unit has a record of this plan and a file of the recorded size;
 // hashes were taken when each file was written (verify re-checks them).
 func Finalize(dst string) (*Manifest, error) {
+	// One finalizer at a time (the last workers may finish together); the
+	// lock dies with its process, so a killed merge never blocks the next.
+	lock, err := os.OpenFile(filepath.Join(dst, StateDir, lockName), os.O_CREATE|os.O_RDWR, 0o644)
+	if err == nil {
+		defer lock.Close()
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+			return nil, fmt.Errorf("merge %s: lock: %w", dst, err)
+		}
+	}
 	var st planState
 	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -457,6 +467,12 @@ func Finalize(dst string) (*Manifest, error) {
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", dst, ErrIncomplete, len(missing), len(units), missing[0])
+	}
+	// Temporaries of a finalizer killed earlier (we hold the lock, so no
+	// other finalizer is writing these now).
+	stale := []Unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ManifestName}}
+	if err := removeOwnTemps(dst, stale); err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}
 	rec, err := writeIndex(dst, st.Shards)
 	if err != nil {
