@@ -8,9 +8,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -101,25 +105,39 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, ConfigName), err)
 	}
-	if err := checkAgainstConfig(src, cfg); err != nil {
-		return nil, err
-	}
-	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root}
+	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*FilePlan, len(src.Files))}
 	mods := newModuleSet()
 	var seen nameSet
-	for _, f := range src.Files {
-		fp := &FilePlan{Name: f.Path, Source: f, plan: p}
-		l, outs, err := fp.Layout()
-		if err != nil {
-			return nil, err
-		}
-		if err := seen.add(f.Path, outs); err != nil {
-			return nil, err
-		}
-		fp.Size, fp.DataStart, fp.headerSum = l.Size, l.DataStart, sha256.Sum256(l.Header)
-		fp.summarize(l, outs)
-		mods.add(outs)
-		p.Files = append(p.Files, fp)
+	var mu sync.Mutex
+	// Files are planned concurrently (each is independent); what they add
+	// to the shared module and name sets is merged under a lock.
+	shardIndex := make(map[string]int, cfg.NumShards())
+	for i := range cfg.NumShards() {
+		shardIndex[cfg.ShardName(i)] = i
+	}
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, f := range src.Files {
+		g.Go(func() error {
+			if err := checkAgainstConfig(src.Root, f, cfg, shardIndex); err != nil {
+				return err
+			}
+			fp := &FilePlan{Name: f.Path, Source: f, plan: p}
+			l, outs, err := fp.Layout()
+			if err != nil {
+				return err
+			}
+			fp.Size, fp.DataStart, fp.headerSum = l.Size, l.DataStart, sha256.Sum256(l.Header)
+			fp.summarize(l, outs)
+			p.Files[i] = fp
+			mu.Lock()
+			defer mu.Unlock()
+			mods.add(outs)
+			return seen.add(f.Path, outs)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, mods.sorted(), opts); err != nil {
 		return nil, err
@@ -202,37 +220,32 @@ func layoutFile(f *safetensors.File, outs []OutputTensor) (*safetensors.Layout, 
 	return l, ordered, nil
 }
 
-// checkAgainstConfig compares every source tensor the config's catalog knows
-// with its catalog dtype and shape, one shard's catalog at a time.
-func checkAgainstConfig(src *safetensors.Checkpoint, cfg *model.Config) error {
-	shardIndex := make(map[string]int, cfg.NumShards())
-	for i := range cfg.NumShards() {
-		shardIndex[cfg.ShardName(i)] = i
-	}
+// checkAgainstConfig compares every tensor of a source file that the
+// config's catalog knows with its catalog dtype and shape, one catalog shard
+// at a time (a K3 file holds one).
+func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, shardIndex map[string]int) error {
 	cached := -1
 	var want map[string]safetensors.TensorSpec
-	for _, f := range src.Files {
-		for _, t := range f.Tensors {
-			i, ok := shardIndex[cfg.ShardOf(t.Name)]
-			if !ok {
-				continue
+	for _, t := range f.Tensors {
+		i, ok := shardIndex[cfg.ShardOf(t.Name)]
+		if !ok {
+			continue
+		}
+		if i != cached {
+			specs := cfg.ShardTensors(i)
+			want = make(map[string]safetensors.TensorSpec, len(specs))
+			for _, s := range specs {
+				want[s.Name] = s
 			}
-			if i != cached {
-				specs := cfg.ShardTensors(i)
-				want = make(map[string]safetensors.TensorSpec, len(specs))
-				for _, s := range specs {
-					want[s.Name] = s
-				}
-				cached = i
-			}
-			s, ok := want[t.Name]
-			if !ok {
-				continue
-			}
-			if s.DType != t.DType || !slices.Equal(s.Shape, t.Shape) {
-				return fmt.Errorf("file %s: tensor %s: %w: %s %v, config.json implies %s %v",
-					filepath.Join(src.Root, f.Path), t.Name, ErrConfigMismatch, t.DType, t.Shape, s.DType, s.Shape)
-			}
+			cached = i
+		}
+		s, ok := want[t.Name]
+		if !ok {
+			continue
+		}
+		if s.DType != t.DType || !slices.Equal(s.Shape, t.Shape) {
+			return fmt.Errorf("file %s: tensor %s: %w: %s %v, config.json implies %s %v",
+				filepath.Join(root, f.Path), t.Name, ErrConfigMismatch, t.DType, t.Shape, s.DType, s.Shape)
 		}
 	}
 	return nil
