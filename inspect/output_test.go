@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/layout"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -330,5 +332,40 @@ func TestStageTensorsDistinct(t *testing.T) {
 		if name == "pp8-tp8" && pieces <= n {
 			t.Errorf("%s: %d pieces over ranks for %d tensors: nothing split?", name, pieces, n)
 		}
+	}
+}
+
+// TestLayoutFile plans a layout given as a JSON file (the built-in dp16 written
+// out): the same ranks as the built-in, and memory steps without switches.
+func TestLayoutFile(t *testing.T) {
+	dir := tinyReplica(t)
+	builtin, err := Inspect(dir, Options{Layout: "dp16"})
+	must(t, err)
+	cfgJSON, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	must(t, err)
+	cfg, err := model.ParseConfig(cfgJSON)
+	must(t, err)
+	a := &auditor{cfg: cfg}
+	o, err := layout.DefaultOptions("dp16")
+	must(t, err)
+	l, err := a.resolveLayout("dp16", &o)
+	must(t, err)
+	js, err := l.JSON()
+	must(t, err)
+	file := filepath.Join(t.TempDir(), "my-dp16.json")
+	must(t, os.WriteFile(file, js, 0o644))
+
+	rep, err := Inspect(dir, Options{Layout: file, Steps: true})
+	must(t, err)
+	if rep.Layout.Options != nil || len(rep.Ranks) != len(builtin.Ranks) {
+		t.Fatalf("layout file: options %v, %d ranks", rep.Layout.Options, len(rep.Ranks))
+	}
+	for i := range rep.Ranks {
+		if rep.Ranks[i].Bytes != builtin.Ranks[i].Bytes || !equalRows(rep.Ranks[i].Components, builtin.Ranks[i].Components) {
+			t.Errorf("rank %d: file layout %+v, built-in %+v", i, rep.Ranks[i], builtin.Ranks[i])
+		}
+	}
+	if len(rep.Steps) != 2 || rep.Steps[0].Label != "as is" || rep.Steps[1].Label != "FP8" || rep.Steps[1].Total >= rep.Steps[0].Total {
+		t.Errorf("steps of a layout file: %+v", rep.Steps)
 	}
 }
