@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -91,12 +92,24 @@ type ExportResult struct {
 	Plan *Plan
 	// Dirs are the directories written, one per rank.
 	Dirs []string
+	// Ranks summarizes each rank written, in the order of Dirs.
+	Ranks []RankResult
 	// Files is the number of safetensors files written.
 	Files int
 	// Bytes is the tensor bytes written.
 	Bytes int64
 	// Unaligned names the block-FP8 weights whose scales stayed replicated.
 	Unaligned []string
+}
+
+// RankResult is what one rank directory holds.
+type RankResult struct {
+	// Rank and Stage place the directory; Layers is the stage's [first, end).
+	Rank, Stage int
+	Layers      [2]int
+	// Tensors and Bytes count the pieces written (packed scales as stored).
+	Tensors int
+	Bytes   int64
 }
 
 // outTensor is one tensor of an output file and where its bytes come from.
@@ -117,6 +130,10 @@ type outFile struct {
 	name    string
 	meta    map[string]string
 	tensors []outTensor
+	// verbatim is a source shard this file copies whole: the rank holds all
+	// its tensors unchanged and the shard is in canonical form, so the copy
+	// is byte-identical to writing the tensors one by one, at cp speed.
+	verbatim *safetensors.File
 }
 
 // rankOut is everything written for one rank.
@@ -198,6 +215,14 @@ func Export(ctx context.Context, src *Source, l *Layout, dst string, o ExportOpt
 		g.Go(func() error { return finishRank(src, plan, ro) })
 		res.Dirs = append(res.Dirs, ro.dir)
 		res.Files += len(ro.files)
+		rr := RankResult{Rank: ro.rank, Stage: ro.man.Stage, Layers: ro.man.Layers, Tensors: len(ro.man.Tensors)}
+		for _, of := range ro.files {
+			for _, t := range of.tensors {
+				n, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
+				rr.Bytes += n
+			}
+		}
+		res.Ranks = append(res.Ranks, rr)
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -284,10 +309,15 @@ func planRank(src *Source, plan *Plan, dst string, rank int, pack PackFormat) (*
 			weights[pc.Name] = pc
 		}
 	}
+	verbatim, err := verbatimFiles(src, pcs, pack)
+	if err != nil {
+		return nil, err
+	}
 	var cur *outFile
 	var curBytes int64
+	whole := map[string]*outFile{}
 	opened := map[string]bool{}
-	var fileIdx []int // output file of each manifest entry
+	var fileOf []*outFile // output file of each manifest entry
 	for _, pc := range pcs {
 		sf := src.FileOf[pc.Index]
 		if !opened[sf] {
@@ -313,6 +343,18 @@ func planRank(src *Source, plan *Plan, dst string, rank int, pack PackFormat) (*
 			ot.spec = safetensors.TensorSpec{Name: pc.Name, DType: safetensors.I32, Shape: pj.shape()}
 			e.Packed = pj.describe()
 		}
+		man.Tensors = append(man.Tensors, e)
+		if vf := verbatim[sf]; vf != nil {
+			of := whole[sf]
+			if of == nil {
+				of = &outFile{meta: vf.Metadata, verbatim: vf}
+				whole[sf] = of
+				ro.files = append(ro.files, of)
+			}
+			of.tensors = append(of.tensors, ot)
+			fileOf = append(fileOf, of)
+			continue
+		}
 		size, _ := safetensors.ByteSize(ot.spec.DType, ot.spec.Shape)
 		if cur == nil || (curBytes > 0 && curBytes+size > MaxShardBytes) {
 			cur = &outFile{meta: fileMeta(src, sf)}
@@ -321,18 +363,91 @@ func planRank(src *Source, plan *Plan, dst string, rank int, pack PackFormat) (*
 		}
 		cur.tensors = append(cur.tensors, ot)
 		curBytes += size
-		fileIdx = append(fileIdx, len(ro.files)-1)
-		man.Tensors = append(man.Tensors, e)
+		fileOf = append(fileOf, cur)
 	}
 	for i, of := range ro.files {
 		of.name = fmt.Sprintf(model.ShardNameFormat, i+1, len(ro.files))
 		of.path = filepath.Join(ro.dir, of.name)
 	}
 	for i := range man.Tensors {
-		man.Tensors[i].File = ro.files[fileIdx[i]].name
+		man.Tensors[i].File = fileOf[i].name
 	}
 	ro.man = man
 	return ro, nil
+}
+
+// verbatimFiles picks the source shards a rank holds entirely and unchanged
+// (every tensor whole, none packed) whose header is already canonical: those
+// are copied as files.
+func verbatimFiles(src *Source, pcs []Piece, pack PackFormat) (map[string]*safetensors.File, error) {
+	if src.files == nil {
+		return nil, nil
+	}
+	held := map[string]int{}
+	changed := map[string]bool{}
+	for _, pc := range pcs {
+		sf := src.FileOf[pc.Index]
+		held[sf]++
+		if pc.Held == HeldSlice || (pack != PackNone && pc.ScaleOf != "") {
+			changed[sf] = true
+		}
+	}
+	out := map[string]*safetensors.File{}
+	for sf, n := range held {
+		f := src.files[sf]
+		if changed[sf] || n != src.counts[sf] || f == nil {
+			continue
+		}
+		if _, ok := f.ReaderAt().(*os.File); !ok {
+			continue
+		}
+		specs := make([]safetensors.TensorSpec, len(f.Tensors))
+		for i, t := range f.Tensors {
+			specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+		}
+		lay, err := safetensors.NewLayout(specs, f.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", sf, err)
+		}
+		if int64(len(lay.Header)) != f.DataStart || lay.Size != f.Size {
+			continue
+		}
+		hdr := make([]byte, f.DataStart)
+		if err := readFull(f.ReaderAt(), hdr, 0); err != nil {
+			return nil, fmt.Errorf("file %s: %w", sf, err)
+		}
+		if bytes.Equal(hdr, lay.Header) {
+			out[sf] = f
+		}
+	}
+	return out, nil
+}
+
+// copyVerbatim copies a whole source shard through an atomic temporary; the
+// kernel moves the bytes (copy_file_range).
+func copyVerbatim(of *outFile) (int64, error) {
+	src, ok := of.verbatim.ReaderAt().(*os.File)
+	if !ok {
+		return 0, fmt.Errorf("file %s: not a local file", of.verbatim.Path)
+	}
+	in, err := os.Open(src.Name())
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := atomicfile.Create(of.path)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Abort()
+	n, err := out.File.ReadFrom(io.LimitReader(in, of.verbatim.Size))
+	if err != nil {
+		return n, fmt.Errorf("file %s: copy from %s: %w", of.path, src.Name(), err)
+	}
+	if n != of.verbatim.Size {
+		return n, fmt.Errorf("file %s: copied %d of %d bytes from %s", of.path, n, of.verbatim.Size, src.Name())
+	}
+	return n, out.Commit()
 }
 
 func ruleOf(l *Layout, name string) *Rule {
@@ -436,6 +551,16 @@ var windowPool = sync.Pool{New: func() any { b := make([]byte, 2*WindowSize); re
 
 // writeFile writes one output file through the codec's atomic writer.
 func writeFile(ctx context.Context, of *outFile, progress func(int64)) (int64, error) {
+	if of.verbatim != nil {
+		if _, err := copyVerbatim(of); err != nil {
+			return 0, err
+		}
+		n := of.verbatim.Size - of.verbatim.DataStart
+		if progress != nil {
+			progress(n)
+		}
+		return n, nil
+	}
 	specs := make([]safetensors.TensorSpec, len(of.tensors))
 	for i, t := range of.tensors {
 		specs[i] = t.spec

@@ -98,9 +98,18 @@ type Source struct {
 	Missing []string
 
 	data    []tensorData
+	files   map[string]*safetensors.File // a checkpoint source's shards by name
+	counts  map[string]int               // tensors per source file
 	aux     map[string][]byte
 	closers []io.Closer
 	exportM *Manifest // the first manifest, for an export source
+}
+
+func (s *Source) countFiles() {
+	s.counts = map[string]int{}
+	for _, f := range s.FileOf {
+		s.counts[f]++
+	}
 }
 
 // Close releases the files the source opened.
@@ -169,8 +178,9 @@ func OpenSource(path string) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{Root: path, closers: []io.Closer{c}}
+	s := &Source{Root: path, closers: []io.Closer{c}, files: map[string]*safetensors.File{}}
 	for _, f := range c.Files {
+		s.files[f.Path] = f
 		s.Info.Files = append(s.Info.Files, SourceFile{Name: f.Path, Metadata: f.Metadata})
 		for _, t := range f.Tensors {
 			s.Specs = append(s.Specs, safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape})
@@ -180,6 +190,7 @@ func OpenSource(path string) (*Source, error) {
 		}
 	}
 	s.Info.Tensors = len(s.Specs)
+	s.countFiles()
 	root := c.Root
 	if st, err := os.Stat(root); err == nil && st.IsDir() {
 		if idx, err := safetensors.ReadIndex(filepath.Join(root, safetensors.IndexName)); err == nil {
@@ -306,6 +317,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 		s.FileOf = append(s.FileOf, e.SourceFile)
 		s.data = append(s.data, d)
 	}
+	s.countFiles()
 	for n := range dropped {
 		if _, ok := pieces[n]; !ok {
 			s.Missing = append(s.Missing, n)

@@ -163,14 +163,9 @@ func printExport(w io.Writer, res *layout.ExportResult, took time.Duration) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-10s %7s %9s %11s\n", "dir", "layers", "tensors", "GiB")
-	for _, d := range res.Dirs {
-		m, err := layout.ReadManifest(d)
-		if err != nil {
-			fmt.Fprintf(w, "%s: %v\n", d, err)
-			continue
-		}
-		fmt.Fprintf(w, "%-10s %7s %9d %11.3f\n", filepath.Base(d), fmt.Sprintf("%d-%d", m.Layers[0], m.Layers[1]-1),
-			len(m.Tensors), float64(p.RankBytes[m.Rank])/(1<<30))
+	for i, rr := range res.Ranks {
+		fmt.Fprintf(w, "%-10s %7s %9d %11.3f\n", filepath.Base(res.Dirs[i]), fmt.Sprintf("%d-%d", rr.Layers[0], rr.Layers[1]-1),
+			rr.Tensors, float64(rr.Bytes)/(1<<30))
 	}
 	if len(p.Dropped) > 0 {
 		fmt.Fprintf(w, "dropped %d tensors (%.3f GiB)\n", len(p.Dropped), float64(p.DroppedBytes)/(1<<30))
