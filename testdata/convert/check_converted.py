@@ -39,6 +39,7 @@ from safetensors import safe_open
 BLOCK = 128
 FP8_MAX = 448.0
 AMAX_FLOOR = 1e-4
+QUANT_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SCALE_SUFFIX = {"deepseek": "weight_scale_inv", "compressed-tensors": "weight_scale", "modelopt": "weight_scale"}
 
 # The recipe, written out again from SPEC section 2 (not read from k3ckpt).
@@ -79,17 +80,20 @@ def per_block_cast_to_fp8(x, ue8m0):
     """DeepGEMM's per_block_cast_to_fp8: zero-pad to 128 multiples, amax per
     128x128 block (fp32, floored at 1e-4), sf = amax/448 (UE8M0: rounded up to
     a power of two), q = fp8(x * (1/sf)) with the product in fp32."""
+    # DeepGEMM runs on the GPU, and torch's CUDA division by a scalar
+    # multiplies by its fp32 reciprocal where the CPU divides exactly: the two
+    # can differ in the last bit of a fp32 scale. The GPU is the reference.
     m, n = x.shape
     pm, pn = -(-m // BLOCK) * BLOCK, -(-n // BLOCK) * BLOCK
-    xp = torch.zeros((pm, pn), dtype=x.dtype)
-    xp[:m, :n] = x
+    xp = torch.zeros((pm, pn), dtype=x.dtype, device=QUANT_DEVICE)
+    xp[:m, :n] = x.to(QUANT_DEVICE)
     xv = xp.view(pm // BLOCK, BLOCK, pn // BLOCK, BLOCK)
     amax = xv.abs().float().amax(dim=(1, 3), keepdim=True).clamp(min=AMAX_FLOOR)
     sf = amax / FP8_MAX
     if ue8m0:
         sf = ceil_to_ue8m0(sf)
     q = (xv.float() * (1.0 / sf)).to(torch.float8_e4m3fn)
-    return q.view(pm, pn)[:m, :n].contiguous(), sf.view(pm // BLOCK, pn // BLOCK)
+    return q.view(pm, pn)[:m, :n].contiguous().cpu(), sf.view(pm // BLOCK, pn // BLOCK).cpu()
 
 
 def expand(sf, m, n):

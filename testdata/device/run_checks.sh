@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Device-side checks (needs python3 with torch 2.11 and safetensors 0.8):
+#   K3CKPT=path/to/static/k3ckpt bash testdata/device/run_checks.sh OUTDIR
+# 1. synth a tiny replica; convert it in every convention; verify; check with
+#    torch that each conversion loads, requantizes to the same bytes and
+#    dequantizes to verify's statistics (testdata/convert/check_converted.py);
+# 2. export dp16 / dp2-dcp8 ranks and pp16 stages of a conversion;
+# 3. re-serialize every file written above with safetensors.torch.save_file and
+#    require identical bytes (check_reserialize.py).
+set -euo pipefail
+B=${K3CKPT:-./k3ckpt}
+R=$1; mkdir -p "$R"
+T=$(mktemp -d)
+here=$(cd "$(dirname "$0")" && pwd)
+python3 -c 'import torch, safetensors; print("torch", torch.__version__, "safetensors", safetensors.__version__)' | tee "$R/versions.txt"
+$B synth "$T/src" --scale tiny --seed 1 > "$R/synth.txt"
+for f in deepseek:fp32 deepseek:ue8m0 compressed-tensors:fp32 compressed-tensors:ue8m0 modelopt:fp32 modelopt:ue8m0; do
+  fmt=${f%%:*}; sf=${f##*:}; d="$T/$fmt-$sf"
+  $B convert "$T/src" "$d" --format "$fmt" --scale-fmt "$sf" --jobs 4 --json > "$R/convert-$fmt-$sf.json"
+  $B verify "$T/src" "$d" --json > "$R/verify-$fmt-$sf.json"
+  python3 "$here/../convert/check_converted.py" "$T/src" "$d" --verify-json "$R/verify-$fmt-$sf.json" --out "$R/check-$fmt-$sf.json" | tail -3
+done
+$B shard "$T/deepseek-ue8m0" "$T/pp16" > "$R/shard.txt"
+$B export "$T/deepseek-ue8m0" "$T/dp16" --layout dp16 > "$R/export-dp16.txt"
+$B export "$T/deepseek-ue8m0" "$T/dcp8" --layout dp2-dcp8 --pack-scales ue8m0 > "$R/export-dcp8.txt"
+python3 "$here/check_reserialize.py" "$T/src" "$T/deepseek-fp32" "$T/compressed-tensors-fp32" "$T/modelopt-ue8m0" "$T/pp16" "$T/dp16" "$T/dcp8" | tee "$R/reserialize.txt"
+echo ALL-CHECKS-PASSED | tee -a "$R/versions.txt"
