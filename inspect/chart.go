@@ -70,21 +70,22 @@ func writeChart(w io.Writer, title string, steps []Step, format string) error {
 	for i := range vals {
 		vals[i] = make(plotter.Values, len(steps))
 	}
+	u := unitFor(int64(maxTotal(steps)))
 	labels := make([]string, len(steps))
 	totals := make(plotter.XYs, len(steps))
 	totalText := make([]string, len(steps))
 	for j, s := range steps {
 		labels[j] = s.Label
 		for _, r := range s.Components {
-			vals[seen[r.Key]][j] = gib(r.Bytes)
+			vals[seen[r.Key]][j] = u.of(r.Bytes)
 		}
-		totals[j] = plotter.XY{X: float64(j), Y: gib(s.Total)}
-		totalText[j] = fmt.Sprintf("%.2f", gib(s.Total))
+		totals[j] = plotter.XY{X: float64(j), Y: u.of(s.Total)}
+		totalText[j] = u.str(s.Total)
 	}
 
 	p := plot.New()
 	p.Title.Text = title
-	p.Y.Label.Text = "GiB per rank"
+	p.Y.Label.Text = u.name + " per rank"
 	p.Y.Min = 0
 	p.Legend.Top = true
 	p.Legend.Left = false
@@ -120,7 +121,7 @@ func writeChart(w io.Writer, title string, steps []Step, format string) error {
 	p.Add(lb)
 	p.NominalX(labels...)
 	// Head room for the total labels and the legend.
-	p.Y.Max = maxTotal(steps) * 1.35
+	p.Y.Max = u.of(int64(maxTotal(steps))) * 1.35
 	p.Y.Tick.Marker = gibTicks{}
 	wt, err := p.WriterTo(chartWidth, chartHeight, format)
 	if err != nil {
@@ -153,18 +154,16 @@ func componentColor(name string, i int) color.Color {
 	return componentColors[i%len(componentColors)]
 }
 
+// maxTotal is the tallest bar in bytes (at least 1, so an empty chart has a scale).
 func maxTotal(steps []Step) float64 {
-	m := 0.0
+	m := 1.0
 	for _, s := range steps {
-		m = max(m, gib(s.Total))
-	}
-	if m == 0 {
-		return 1
+		m = max(m, float64(s.Total))
 	}
 	return m
 }
 
-// gibTicks labels the GiB axis every 1, 2, 2.5 or 5 × 10^k GiB, about eight
+// gibTicks labels the size axis every 1, 2, 2.5 or 5 × 10^k units, about eight
 // labels over the range (gonum's default ticker labels too few on this scale).
 type gibTicks struct{}
 

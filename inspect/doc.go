@@ -9,8 +9,30 @@
 // (model.Classify, convert.PlanTensors, layout.Plan); this package only sums.
 package inspect
 
+import "strconv"
+
 // GiB is the unit of every table: 2^30 bytes.
 const GiB = 1 << 30
 
 // gib converts bytes to GiB for display.
 func gib(b int64) float64 { return float64(b) / GiB }
+
+// unit is how a table or chart shows byte counts.
+type unit struct {
+	name string
+	size float64
+}
+
+// unitFor picks GiB, or MiB when even the largest figure is under 1 GiB, so
+// that a tiny replica's layout tables do not read 0.00 everywhere.
+func unitFor(largest int64) unit {
+	if largest < GiB {
+		return unit{"MiB", 1 << 20}
+	}
+	return unit{"GiB", GiB}
+}
+
+func (u unit) of(b int64) float64 { return float64(b) / u.size }
+
+// str formats bytes with two decimals.
+func (u unit) str(b int64) string { return strconv.FormatFloat(u.of(b), 'f', 2, 64) }

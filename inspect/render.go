@@ -124,35 +124,36 @@ func shareTable(w io.Writer, key string, rows []Row, total Sum) error {
 
 func recipeText(w io.Writer, r *Report) error {
 	rr := r.Recipe
-	fmt.Fprintf(w, "\nrecipe %s (%s scales): %s → %s GiB (%+.2f GiB), %s → %s tensors\n", rr.Name, rr.Format,
-		gibStr(r.TotalBytes), gibStr(rr.TotalBytes), gib(rr.TotalBytes-r.TotalBytes), commas(r.TensorCount), commas(rr.TensorCount))
+	u := unitFor(max(r.TotalBytes, rr.TotalBytes))
+	fmt.Fprintf(w, "\nrecipe %s (%s scales): %s → %s %s (%+.2f %s), %s → %s tensors\n", rr.Name, rr.Format,
+		u.str(r.TotalBytes), u.str(rr.TotalBytes), u.name, u.of(rr.TotalBytes-r.TotalBytes), u.name, commas(r.TensorCount), commas(rr.TensorCount))
 	after := map[string]Row{}
 	for _, c := range rr.Components {
 		after[c.Key] = c
 	}
 	t := newTable(w, 5, 1)
-	t.Header("component", "tensors after", "GiB before", "GiB after", "change")
+	t.Header("component", "tensors after", u.name+" before", u.name+" after", "change")
 	seen := map[string]bool{}
 	for _, c := range r.Components {
 		seen[c.Key] = true
 		a := after[c.Key]
-		if err := t.Append(c.Key, commas(a.Tensors), gibStr(c.Bytes), gibStr(a.Bytes), fmt.Sprintf("%+.2f", gib(a.Bytes-c.Bytes))); err != nil {
+		if err := t.Append(c.Key, commas(a.Tensors), u.str(c.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-c.Bytes))); err != nil {
 			return err
 		}
 	}
 	for _, a := range rr.Components { // components only the output has
 		if !seen[a.Key] {
-			if err := t.Append(a.Key, commas(a.Tensors), gibStr(0), gibStr(a.Bytes), fmt.Sprintf("%+.2f", gib(a.Bytes))); err != nil {
+			if err := t.Append(a.Key, commas(a.Tensors), u.str(0), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes))); err != nil {
 				return err
 			}
 		}
 	}
-	t.Footer("total", commas(rr.TensorCount), gibStr(r.TotalBytes), gibStr(rr.TotalBytes), fmt.Sprintf("%+.2f", gib(rr.TotalBytes-r.TotalBytes)))
+	t.Footer("total", commas(rr.TensorCount), u.str(r.TotalBytes), u.str(rr.TotalBytes), fmt.Sprintf("%+.2f", u.of(rr.TotalBytes-r.TotalBytes)))
 	if err := t.Render(); err != nil {
 		return err
 	}
 	for _, d := range rr.DTypes {
-		fmt.Fprintf(w, "  %-8s %12s tensors %10s GiB\n", d.DType, commas(d.Tensors), gibStr(d.Bytes))
+		fmt.Fprintf(w, "  %-8s %12s tensors %10s %s\n", d.DType, commas(d.Tensors), u.str(d.Bytes), u.name)
 	}
 	return nil
 }
@@ -194,19 +195,41 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow) error {
 		}
 		fmt.Fprint(w, ")")
 	}
-	fmt.Fprintf(w, ": %d ranks, GiB per rank; %s GiB dropped\n", len(lr.Ranks), gibStr(lr.DroppedBytes))
+	var largest int64
+	for _, r := range lr.Ranks {
+		largest = max(largest, r.Bytes)
+	}
+	for _, s := range lr.Stages {
+		largest = max(largest, s.Bytes)
+	}
+	for _, s := range lr.Steps {
+		largest = max(largest, s.Total)
+	}
+	u := unitFor(largest)
+	fmt.Fprintf(w, ": %d ranks, %s per rank; %s %s dropped\n", len(lr.Ranks), u.name, u.str(lr.DroppedBytes), u.name)
 	var lists [][]Row
 	for _, r := range lr.Ranks {
 		lists = append(lists, r.Components)
 	}
 	cols := componentColumns(lists...)
 	t := newTable(w, 4+len(cols), 1)
-	t.Header(append([]string{"rank", "stage", "tensors", "GiB"}, cols...))
-	for _, r := range lr.Ranks {
+	t.Header(append([]string{"rank", "stage", "tensors", u.name}, cols...))
+	// Consecutive ranks holding the same amounts share a row ("0–15" under dp16).
+	for i := 0; i < len(lr.Ranks); {
+		r := lr.Ranks[i]
+		j := i
+		for j+1 < len(lr.Ranks) && sameHoldings(lr.Ranks[j+1], r) {
+			j++
+		}
+		label := strconv.Itoa(r.Rank)
+		if j > i {
+			label += "–" + strconv.Itoa(lr.Ranks[j].Rank)
+		}
+		i = j + 1
 		m := byKey(r.Components)
-		row := []string{strconv.Itoa(r.Rank), strconv.Itoa(r.Stage), commas(r.Tensors), gibStr(r.Bytes)}
+		row := []string{label, strconv.Itoa(r.Stage), commas(r.Tensors), u.str(r.Bytes)}
 		for _, c := range cols {
-			row = append(row, gibStr(m[c]))
+			row = append(row, u.str(m[c]))
 		}
 		if err := t.Append(row); err != nil {
 			return err
@@ -225,10 +248,10 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow) error {
 			pos[f.Path] = i + 1
 		}
 		t := newTable(w, 6, 3)
-		t.Header("stage", "layers", "files opened (# in name order)", "files", "tensors", "GiB")
+		t.Header("stage", "layers", "files opened (# in name order)", "files", "tensors", u.name)
 		for _, s := range lr.Stages {
 			if err := t.Append(strconv.Itoa(s.Stage), fmt.Sprintf("%d–%d", s.Layers[0], s.Layers[1]-1),
-				fileRanges(s.Files, pos), strconv.Itoa(len(s.Files)), commas(s.Tensors), gibStr(s.Bytes)); err != nil {
+				fileRanges(s.Files, pos), strconv.Itoa(len(s.Files)), commas(s.Tensors), u.str(s.Bytes)); err != nil {
 				return err
 			}
 		}
@@ -237,23 +260,23 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow) error {
 		}
 	}
 	if len(lr.Steps) > 0 {
-		fmt.Fprintln(w, "\nper-rank weight memory, step by step (GiB):")
+		fmt.Fprintf(w, "\nper-rank weight memory, step by step (%s):\n", u.name)
 		var lists [][]Row
 		for _, s := range lr.Steps {
 			lists = append(lists, s.Components)
 		}
 		cols := componentColumns(lists...)
 		t := newTable(w, 5+len(cols), 1)
-		t.Header(append([]string{"step", "rank", "GiB", "saved", "sliced (full)"}, cols...))
+		t.Header(append([]string{"step", "rank", u.name, "saved", "sliced (full)"}, cols...))
 		for i, s := range lr.Steps {
 			saved := ""
 			if i > 0 {
-				saved = fmt.Sprintf("%.2f", gib(lr.Steps[i-1].Total-s.Total))
+				saved = u.str(lr.Steps[i-1].Total - s.Total)
 			}
 			m := byKey(s.Components)
-			row := []string{s.Label, strconv.Itoa(s.Rank), gibStr(s.Total), saved, gibStr(s.Sliced)}
+			row := []string{s.Label, strconv.Itoa(s.Rank), u.str(s.Total), saved, u.str(s.Sliced)}
 			for _, c := range cols {
-				row = append(row, gibStr(m[c]))
+				row = append(row, u.str(m[c]))
 			}
 			if err := t.Append(row); err != nil {
 				return err
@@ -262,6 +285,11 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow) error {
 		return t.Render()
 	}
 	return nil
+}
+
+// sameHoldings reports whether two ranks of one stage hold the same amounts.
+func sameHoldings(a, b RankRow) bool {
+	return a.Stage == b.Stage && a.Tensors == b.Tensors && a.Bytes == b.Bytes && slices.Equal(a.Components, b.Components)
 }
 
 // fileRanges shows a stage's files compactly by their 1-based place in the
