@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"bufio"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -106,50 +105,10 @@ func metaFiles(config, hfq []byte) map[string][]byte {
 }
 
 // streamIndex writes the index of the output shards, rebuilt from their
-// headers, in the form safetensors.Index.Marshal writes (metadata.total_size,
-// then weight_map sorted by name, two-space indent, encoding/json escaping),
-// entry by entry: K3's 497,220 names never sit in a map and a MarshalIndent
-// buffer at once.
+// headers by the codec (no half-million-entry map is built).
 func streamIndex(w io.Writer, dst string, shards []string) error {
-	type entry struct {
-		name string
-		file int32
-	}
-	var entries []entry
-	var total int64
-	for i, name := range shards {
-		f, err := safetensors.OpenFile(filepath.Join(dst, filepath.FromSlash(name)))
-		if err != nil {
-			return err
-		}
-		for _, t := range f.Tensors {
-			entries = append(entries, entry{t.Name, int32(i)})
-			total += t.Size()
-		}
-		f.Close()
-	}
-	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.name, b.name) })
-	bw := bufio.NewWriterSize(w, 1<<20)
-	fmt.Fprintf(bw, "{\n  \"metadata\": {\n    \"total_size\": %d\n  },\n  \"weight_map\": {", total)
-	files := make([][]byte, len(shards))
-	for i, s := range shards {
-		files[i], _ = json.Marshal(s)
-	}
-	for i, e := range entries {
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		bw.WriteString("\n    ")
-		k, _ := json.Marshal(e.name)
-		bw.Write(k)
-		bw.WriteString(": ")
-		bw.Write(files[e.file])
-	}
-	if len(entries) > 0 {
-		bw.WriteString("\n  ")
-	}
-	bw.WriteString("}\n}\n")
-	return bw.Flush()
+	_, err := safetensors.WriteShardIndex(w, dst, shards)
+	return err
 }
 
 // writeIndex writes DST's index atomically and returns its record.

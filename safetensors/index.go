@@ -1,12 +1,17 @@
 package safetensors
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
@@ -279,17 +284,134 @@ func (idx *Index) Files() []string {
 // Marshal renders the index as huggingface tooling does (json.dumps with
 // indent=2 and sorted keys, plus a final newline).
 func (idx *Index) Marshal() ([]byte, error) {
-	md := map[string]any{"total_size": idx.TotalSize}
-	for k, v := range idx.Metadata {
+	var buf bytes.Buffer
+	if _, err := idx.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteTo streams the index in Marshal's form.
+func (idx *Index) WriteTo(w io.Writer) (int64, error) {
+	d := &indexData{totalSize: idx.TotalSize, metadata: idx.Metadata, entries: make([]indexEntry, 0, len(idx.WeightMap))}
+	ids := map[string]uint32{}
+	for name, f := range idx.WeightMap {
+		id, ok := ids[f]
+		if !ok {
+			id = uint32(len(d.files))
+			ids[f] = id
+			d.files = append(d.files, f)
+		}
+		d.entries = append(d.entries, indexEntry{name, id})
+	}
+	return d.writeTo(w)
+}
+
+// WriteShardIndex streams the index of the given shards of dir (names
+// relative to dir) straight from their headers, without building a map, and
+// returns the total size it recorded. Writers of large checkpoints use it.
+func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
+	d := &indexData{files: shards}
+	for i, name := range shards {
+		f, err := OpenFile(filepath.Join(dir, filepath.FromSlash(name)))
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range f.Tensors {
+			d.entries = append(d.entries, indexEntry{t.Name, uint32(i)})
+			d.totalSize += t.Size()
+		}
+		f.Close()
+	}
+	_, err := d.writeTo(w)
+	return d.totalSize, err
+}
+
+// writeTo renders json.dumps(index, indent=2, sort_keys=True) + "\n".
+func (d *indexData) writeTo(w io.Writer) (int64, error) {
+	slices.SortFunc(d.entries, func(a, b indexEntry) int { return strings.Compare(a.name, b.name) })
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	md := map[string]any{"total_size": d.totalSize}
+	for k, v := range d.metadata {
 		if k != "total_size" {
 			md[k] = v
 		}
 	}
-	b, err := json.MarshalIndent(map[string]any{"metadata": md, "weight_map": idx.WeightMap}, "", "  ")
+	mdJSON, err := json.MarshalIndent(md, "  ", "  ")
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return append(b, '\n'), nil
+	bw.WriteString("{\n  \"metadata\": ")
+	bw.Write(mdJSON)
+	bw.WriteString(",\n  \"weight_map\": {")
+	files := make([][]byte, len(d.files))
+	for i, f := range d.files {
+		files[i] = appendPyJSONString(nil, f)
+	}
+	var key []byte
+	for i, e := range d.entries {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n    ")
+		key = appendPyJSONString(key[:0], e.name)
+		bw.Write(key)
+		bw.WriteString(": ")
+		bw.Write(files[e.file])
+	}
+	if len(d.entries) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.WriteString("}\n}\n")
+	err = bw.Flush()
+	return cw.n, err
+}
+
+// appendPyJSONString escapes like Python's json.dumps (ensure_ascii): quote,
+// backslash, control characters and every non-ASCII rune as \uXXXX (UTF-16).
+func appendPyJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b = append(b, '\\', '"')
+		case r == '\\':
+			b = append(b, '\\', '\\')
+		case r == '\n':
+			b = append(b, '\\', 'n')
+		case r == '\r':
+			b = append(b, '\\', 'r')
+		case r == '\t':
+			b = append(b, '\\', 't')
+		case r == '\b':
+			b = append(b, '\\', 'b')
+		case r == '\f':
+			b = append(b, '\\', 'f')
+		case r < 0x20 || (r >= 0x7f && r < 0x10000):
+			b = append(b, '\\', 'u', hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
+		case r >= 0x10000:
+			r1, r2 := utf16.EncodeRune(r)
+			for _, q := range []rune{r1, r2} {
+				b = append(b, '\\', 'u', hex[q>>12&15], hex[q>>8&15], hex[q>>4&15], hex[q&15])
+			}
+		default:
+			b = append(b, byte(r))
+		}
+	}
+	return append(b, '"')
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // WriteIndex writes an index atomically.

@@ -51,7 +51,31 @@ func (w *Writer) Tensor(name string) (*TensorWriter, error) {
 		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), name, ErrWrite)
 	}
 	t := w.l.Tensors[i]
-	return &TensorWriter{w: w, i: i, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
+	return &TensorWriter{w: w, i: i, j: i + 1, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
+}
+
+// Span returns one writer over the consecutive tensors first … last (in the
+// file's data order), so a run of tensors that also lie back to back in a
+// source file moves in one copy instead of one per tensor. Each tensor of the
+// run counts as opened.
+func (w *Writer) Span(first, last string) (*TensorWriter, error) {
+	i, ok1 := w.l.index[first]
+	j, ok2 := w.l.index[last]
+	switch {
+	case !ok1 || !ok2:
+		return nil, fmt.Errorf("file %s: span %s…%s: %w: not in layout", w.Path(), first, last, ErrWrite)
+	case j < i:
+		return nil, fmt.Errorf("file %s: span %s…%s: %w: last precedes first in the file", w.Path(), first, last, ErrWrite)
+	}
+	for k := i; k <= j; k++ {
+		if w.opened[k].Swap(true) {
+			for m := i; m < k; m++ {
+				w.opened[m].Store(false)
+			}
+			return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), w.l.Tensors[k].Name, ErrWrite)
+		}
+	}
+	return &TensorWriter{w: w, i: i, j: j + 1, off: w.l.DataStart + w.l.Tensors[i].Begin, end: w.l.DataStart + w.l.Tensors[j].End}, nil
 }
 
 // Commit checks that every tensor received exactly its bytes, then syncs and
@@ -86,19 +110,45 @@ func (w *Writer) CommitSparse() error {
 // Abort removes the temporary; after Commit it does nothing, so it can be deferred.
 func (w *Writer) Abort() error { return w.f.Abort() }
 
-// TensorWriter writes one tensor's bytes sequentially and refuses to write past
-// its end, so a miscounted stream fails loudly instead of corrupting a neighbour.
+// TensorWriter writes one tensor's bytes (or a span of consecutive tensors')
+// sequentially and refuses to write past its end, so a miscounted stream fails
+// loudly instead of corrupting a neighbour.
 type TensorWriter struct {
 	w        *Writer
-	i        int
+	i, j     int // tensors [i, j) of the layout
 	off, end int64
+}
+
+// advance records n more bytes written, crediting each tensor of the span
+// with the part of them that falls inside it.
+func (tw *TensorWriter) advance(n int64) {
+	start := tw.off
+	tw.off += n
+	if tw.j == tw.i+1 {
+		tw.w.written[tw.i].Add(n)
+		return
+	}
+	for k := tw.i; k < tw.j; k++ {
+		t := tw.w.l.Tensors[k]
+		b, e := tw.w.l.DataStart+t.Begin, tw.w.l.DataStart+t.End
+		if lo, hi := max(b, start), min(e, tw.off); hi > lo {
+			tw.w.written[k].Add(hi - lo)
+		}
+	}
+}
+
+func (tw *TensorWriter) label() string {
+	if tw.j == tw.i+1 {
+		return "tensor " + tw.w.l.Tensors[tw.i].Name
+	}
+	return "span " + tw.w.l.Tensors[tw.i].Name + "…" + tw.w.l.Tensors[tw.j-1].Name
 }
 
 // Remaining is how many bytes the tensor still expects.
 func (tw *TensorWriter) Remaining() int64 { return tw.end - tw.off }
 
 func (tw *TensorWriter) overflow(n int64) error {
-	return fmt.Errorf("file %s: tensor %s: %w: %d bytes past its end", tw.w.Path(), tw.w.l.Tensors[tw.i].Name, ErrWrite, n)
+	return fmt.Errorf("file %s: %s: %w: %d bytes past its end", tw.w.Path(), tw.label(), ErrWrite, n)
 }
 
 // Write appends p to the tensor.
@@ -107,10 +157,9 @@ func (tw *TensorWriter) Write(p []byte) (int, error) {
 		return 0, tw.overflow(int64(len(p)) - tw.Remaining())
 	}
 	n, err := tw.w.f.WriteAt(p, tw.off)
-	tw.off += int64(n)
-	tw.w.written[tw.i].Add(int64(n))
+	tw.advance(int64(n))
 	if err != nil {
-		return n, fmt.Errorf("file %s: tensor %s: %w", tw.w.Path(), tw.w.l.Tensors[tw.i].Name, err)
+		return n, fmt.Errorf("file %s: %s: %w", tw.w.Path(), tw.label(), err)
 	}
 	return n, nil
 }
@@ -168,8 +217,7 @@ func (tw *TensorWriter) copyRange(sr *io.SectionReader) (int64, error, bool) {
 		woff := tw.off
 		m, err := unix.CopyFileRange(int(sf.Fd()), &roff, int(tw.w.f.Fd()), &woff, int(chunk), 0)
 		if m > 0 {
-			tw.off += int64(m)
-			tw.w.written[tw.i].Add(int64(m))
+			tw.advance(int64(m))
 			total += int64(m)
 			remaining -= int64(m)
 		}
@@ -177,10 +225,10 @@ func (tw *TensorWriter) copyRange(sr *io.SectionReader) (int64, error, bool) {
 			if total == 0 && (errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
 				return 0, nil, false // fall back to a buffered copy
 			}
-			return total, fmt.Errorf("file %s: tensor %s: copy: %w", tw.w.Path(), tw.w.l.Tensors[tw.i].Name, err), true
+			return total, fmt.Errorf("file %s: %s: copy: %w", tw.w.Path(), tw.label(), err), true
 		}
 		if m == 0 {
-			return total, fmt.Errorf("file %s: tensor %s: copy: %w: source ended early", tw.w.Path(), tw.w.l.Tensors[tw.i].Name, io.ErrUnexpectedEOF), true
+			return total, fmt.Errorf("file %s: %s: copy: %w: source ended early", tw.w.Path(), tw.label(), io.ErrUnexpectedEOF), true
 		}
 	}
 	sr.Seek(total, io.SeekCurrent)

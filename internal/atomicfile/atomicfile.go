@@ -17,6 +17,10 @@ import (
 // recognise (and remove) leftovers of a killed run.
 const TempPrefix = ".k3tmp-"
 
+// DefaultPerm is the mode of files made by Create: readable by all, like a
+// file made by cp, rather than CreateTemp's private 0600.
+const DefaultPerm = 0o644
+
 // File is a file being written under a temporary name.
 type File struct {
 	*os.File
@@ -32,6 +36,12 @@ func Create(path string) (*File, error) {
 	}
 	f, err := os.CreateTemp(dir, TempPrefix+base+"-*")
 	if err != nil {
+		return nil, err
+	}
+	// CreateTemp makes 0600 files; a checkpoint is meant to be shared.
+	if err := f.Chmod(DefaultPerm); err != nil {
+		f.Close()
+		os.Remove(f.Name())
 		return nil, err
 	}
 	return &File{File: f, final: path}, nil
