@@ -29,9 +29,12 @@ type QuantSection struct {
 // Limits of a quantization summary: deep or wide parts are counted, not
 // listed, so a ModelOpt file naming 1,600 modules stays a dozen lines.
 const (
-	summaryDepth    = 3
-	summaryMaxList  = 4
-	summaryMaxWidth = 12
+	// SummaryDepth is how many levels of nested objects are spelled out.
+	SummaryDepth = 3
+	// SummaryMaxList is the longest array shown element by element.
+	SummaryMaxList = 4
+	// SummaryMaxWidth is the widest object shown key by key.
+	SummaryMaxWidth = 12
 )
 
 // readConfigs reads config.json (the schema, for classification and the
@@ -99,7 +102,7 @@ func newSection(file, key string, raw []byte) (QuantSection, error) {
 func summarize(out *[]string, path string, v any, depth int) {
 	switch x := v.(type) {
 	case map[string]any:
-		if depth >= summaryDepth || len(x) > summaryMaxWidth {
+		if depth >= SummaryDepth || len(x) > SummaryMaxWidth {
 			*out = append(*out, fmt.Sprintf("%s: {%d entries}", path, len(x)))
 			return
 		}
@@ -116,7 +119,7 @@ func summarize(out *[]string, path string, v any, depth int) {
 			summarize(out, p, x[k], depth+1)
 		}
 	case []any:
-		if len(x) > summaryMaxList {
+		if len(x) > SummaryMaxList {
 			*out = append(*out, fmt.Sprintf("%s: [%d entries]", path, len(x)))
 			return
 		}

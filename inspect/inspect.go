@@ -170,6 +170,22 @@ func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, er
 	if int(opts.By) >= numGroupBy {
 		return nil, fmt.Errorf("%w: group %d", ErrUsage, opts.By)
 	}
+	// Options are checked before anything is read.
+	layoutName := opts.Layout
+	if layoutName == "" && opts.By == ByRank {
+		layoutName = DefaultRankLayout
+	}
+	if layoutName == "" && opts.By == ByStage {
+		layoutName = DefaultStageLayout
+	}
+	if opts.Steps && layoutName == "" {
+		return nil, fmt.Errorf("%w: the memory steps (--chart) need a layout", ErrUsage)
+	}
+	if opts.Recipe != "" {
+		if _, err := convert.Lookup(opts.Recipe); err != nil {
+			return nil, fmt.Errorf("%w: --recipe: %w", ErrUsage, err)
+		}
+	}
 	a := &auditor{ck: ck, opts: opts}
 	rep := &Report{Source: source, By: opts.By}
 	var auxBytes int64
@@ -187,20 +203,11 @@ func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, er
 			return nil, err
 		}
 	}
-	layoutName := opts.Layout
-	if layoutName == "" && opts.By == ByRank {
-		layoutName = DefaultRankLayout
-	}
-	if layoutName == "" && opts.By == ByStage {
-		layoutName = DefaultStageLayout
-	}
 	if layoutName != "" {
 		if rep.Layout, err = a.layoutReport(layoutName); err != nil {
 			return nil, err
 		}
 		rep.Ranks, rep.Stages, rep.Steps = rep.Layout.Ranks, rep.Layout.Stages, rep.Layout.Steps
-	} else if opts.Steps {
-		return nil, fmt.Errorf("%w: the memory steps (--chart) need a layout", ErrUsage)
 	}
 	switch opts.By {
 	case ByStage:

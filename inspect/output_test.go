@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -282,8 +283,14 @@ func TestChart(t *testing.T) {
 	if !near(exp[0], exp[1]) || !near(kda[0]/exp[0], 20.0/80) || !near(kda[1]/exp[1], 5.0/80) {
 		t.Errorf("bar heights kda %v experts %v, want 20:80 and 5:80", kda, exp)
 	}
-	if err := SaveChart(filepath.Join(t.TempDir(), "c.gif"), "x", steps); err == nil {
-		t.Error("a .gif chart was accepted")
+	if err := SaveChart(filepath.Join(t.TempDir(), "c.gif"), "x", steps); !errors.Is(err, ErrUsage) {
+		t.Errorf("a .gif chart: err = %v, want ErrUsage", err)
+	}
+	if _, err := Inspect(tinyReplica(t), Options{Steps: true}); !errors.Is(err, ErrUsage) {
+		t.Errorf("steps without a layout: err = %v, want ErrUsage", err)
+	}
+	if _, err := Inspect(tinyReplica(t), Options{Recipe: "int3"}); !errors.Is(err, ErrUsage) {
+		t.Errorf("unknown recipe: err = %v, want ErrUsage", err)
 	}
 }
 
