@@ -142,9 +142,36 @@ type StageRow struct {
 	Bytes   int64    `json:"bytes"`
 }
 
+// check validates the options (before anything is read) and returns the
+// layout to plan, "" for none.
+func (o Options) check() (string, error) {
+	if int(o.By) >= numGroupBy {
+		return "", fmt.Errorf("%w: group %d", ErrUsage, o.By)
+	}
+	name := o.Layout
+	if name == "" && o.By == ByRank {
+		name = DefaultRankLayout
+	}
+	if name == "" && o.By == ByStage {
+		name = DefaultStageLayout
+	}
+	if o.Steps && name == "" {
+		return "", fmt.Errorf("%w: the memory steps (--chart) need a layout", ErrUsage)
+	}
+	if o.Recipe != "" {
+		if _, err := convert.Lookup(o.Recipe); err != nil {
+			return "", fmt.Errorf("%w: --recipe: %w", ErrUsage, err)
+		}
+	}
+	return name, nil
+}
+
 // Inspect opens a checkpoint (directory, index, single file or http(s) URL),
 // reading only headers, the index and config files, and audits it.
 func Inspect(path string, opts Options) (*Report, error) {
+	if _, err := opts.check(); err != nil {
+		return nil, err
+	}
 	ck, err := safetensors.Open(path)
 	if err != nil {
 		return nil, err
@@ -167,29 +194,13 @@ type auditor struct {
 
 // Audit accounts an opened checkpoint; source names it in the report.
 func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, error) {
-	if int(opts.By) >= numGroupBy {
-		return nil, fmt.Errorf("%w: group %d", ErrUsage, opts.By)
-	}
-	// Options are checked before anything is read.
-	layoutName := opts.Layout
-	if layoutName == "" && opts.By == ByRank {
-		layoutName = DefaultRankLayout
-	}
-	if layoutName == "" && opts.By == ByStage {
-		layoutName = DefaultStageLayout
-	}
-	if opts.Steps && layoutName == "" {
-		return nil, fmt.Errorf("%w: the memory steps (--chart) need a layout", ErrUsage)
-	}
-	if opts.Recipe != "" {
-		if _, err := convert.Lookup(opts.Recipe); err != nil {
-			return nil, fmt.Errorf("%w: --recipe: %w", ErrUsage, err)
-		}
+	layoutName, err := opts.check()
+	if err != nil {
+		return nil, err
 	}
 	a := &auditor{ck: ck, opts: opts}
 	rep := &Report{Source: source, By: opts.By}
 	var auxBytes int64
-	var err error
 	if rep.Quantization, auxBytes, err = a.readConfigs(); err != nil {
 		return nil, err
 	}
