@@ -599,14 +599,12 @@ func (a *auditor) recipe(name string) (*RecipeReport, error) {
 }
 
 // layoutModel gives the layout package the model dimensions it derives the
-// built-in layouts from.
+// built-in layouts from: the config's, or K3's without one.
 func (a *auditor) layoutModel() layout.Model {
 	if a.cfg == nil {
 		return layout.K3()
 	}
-	c := a.cfg
-	return layout.Model{Layers: c.NumLayers, AttnHeads: int(c.NumHeads), LinearHeads: int(c.KDAHeads),
-		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize}
+	return layout.ModelOf(a.cfg)
 }
 
 // resolveLayout builds the layout with the given switches; a layout file has
