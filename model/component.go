@@ -179,10 +179,17 @@ func Classify(name string) Component { return k3Classifier.Classify(name) }
 // o_proj/g_proj of a layer outside the schedule cannot be resolved and are
 // Other.
 func (c *Classifier) Classify(name string) Component {
+	layer, tail, isLayer := splitLayer(name)
+	// 99.5% of a K3 checkpoint is routed-expert tensors: settle them without
+	// regexps or the companion rewrite. This is exactly the table's first
+	// rule (TestExpertFastPath checks the two agree).
+	if isLayer && isExpertTail(tail) {
+		return RoutedExperts
+	}
 	if dot := strings.LastIndexByte(name, '.'); dot >= 0 && companionSuffix[name[dot+1:]] {
 		name = name[:dot] + ".weight"
+		layer, tail, isLayer = splitLayer(name)
 	}
-	layer, tail, isLayer := splitLayer(name)
 	for _, r := range componentRules {
 		var ok bool
 		switch r.scope {
@@ -207,6 +214,22 @@ func (c *Classifier) Classify(name string) Component {
 		}
 	}
 	return Other
+}
+
+// isExpertTail matches the RoutedExperts rule's pattern,
+// ^(?:block_sparse_moe|mlp)\.experts\.\d+\., by hand.
+func isExpertTail(tail string) bool {
+	rest, ok := strings.CutPrefix(tail, "block_sparse_moe.experts.")
+	if !ok {
+		if rest, ok = strings.CutPrefix(tail, "mlp.experts."); !ok {
+			return false
+		}
+	}
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	return j > 0 && j < len(rest) && rest[j] == '.'
 }
 
 // splitLayer finds the first "layers.N." segment (at the start or after a

@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -230,6 +231,22 @@ func (p *parser) rawStr() ([]byte, bool, error) {
 		return nil, false, p.errf(ErrHeaderJSON, "expected a string")
 	}
 	start, esc := p.i, false
+	// Fast path: find the closing quote with a vectorised search, then make
+	// sure the span holds no escape or control character.
+	if q := bytes.IndexByte(p.b[p.i:], '"'); q >= 0 {
+		span := p.b[p.i : p.i+q]
+		clean := true
+		for _, c := range span {
+			if c < 0x20 || c == '\\' {
+				clean = false
+				break
+			}
+		}
+		if clean {
+			p.i += q + 1
+			return span, false, nil
+		}
+	}
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
