@@ -301,8 +301,9 @@ func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) (
 	}, nil
 }
 
-// writeShard writes one output shard: copies move by byte range, quantized
-// weights stream band by band, each scale tensor is written after its weight.
+// writeShard writes one output shard by following its planned steps: copy
+// runs move by byte range, quantized weights stream band by band (each scale
+// tensor written after its weight).
 func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, func() error, error) {
 	l, outs, err := fp.Layout()
 	if err != nil {
@@ -312,7 +313,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 	if err != nil {
 		return 0, nil, err
 	}
-	zeroed, err := s.writeTensors(ctx, p, w, path, fp.Source, outs, prog)
+	zeroed, err := s.runSteps(ctx, p, w, path, fp, outs, prog)
 	if err != nil {
 		w.Abort()
 		return zeroed, nil, err
@@ -320,43 +321,39 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 	return zeroed, w.Commit, nil
 }
 
-// writeTensors writes every tensor of an output shard.
-func (s *scratch) writeTensors(ctx context.Context, p *Plan, w *safetensors.Writer, path string, sf *safetensors.File, outs []OutputTensor, prog Progress) (int64, error) {
+// runSteps carries out a shard's steps.
+func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, path string, fp *FilePlan, outs []OutputTensor, prog Progress) (int64, error) {
+	sf := fp.Source
 	var zeroed int64
-	for i := 0; i < len(outs); i++ {
-		o := outs[i]
+	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
 		}
-		src, ok := sf.Lookup(o.Source)
-		if !ok {
-			return zeroed, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
+		if min(st.First, st.Last) < 0 || max(st.First, st.Last) >= len(outs) || (st.Kind == StepCopy && st.First > st.Last) {
+			return zeroed, fmt.Errorf("file %s: step %s [%d, %d] outside the file's %d tensors", path, st.Kind, st.First, st.Last, len(outs))
 		}
-		switch o.Role {
-		case RoleCopy:
-			if src.Size() < smallTensor {
-				n, err := s.copySmall(w, sf, outs, i, path, prog)
-				if err != nil {
-					return zeroed, err
-				}
-				i += n - 1
-				continue
-			}
-			tw, err := w.Tensor(o.Name)
+		switch st.Kind {
+		case StepCopy:
+			tw, err := w.Span(outs[st.First].Name, outs[st.Last].Name)
 			if err != nil {
 				return zeroed, err
 			}
-			n, err := tw.ReadFrom(sf.Section(src))
+			n, err := tw.ReadFrom(io.NewSectionReader(sf.ReaderAt(), st.Src, st.Len))
 			prog.Add(n)
 			if err != nil {
-				return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, o.Name, err)
+				return zeroed, fmt.Errorf("file %s: copy from %s: %w", path, filepath.Join(p.SrcRoot, sf.Path), err)
 			}
-		case RoleWeight:
+		case StepQuantize:
+			o := outs[st.First]
+			src, ok := sf.Lookup(o.Source)
+			if !ok {
+				return zeroed, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
+			}
 			tw, err := w.Tensor(o.Name)
 			if err != nil {
 				return zeroed, err
 			}
-			stw, err := w.Tensor(p.Options.Format.ScaleName(o.Name))
+			stw, err := w.Tensor(outs[st.Last].Name)
 			if err != nil {
 				return zeroed, err
 			}
@@ -365,58 +362,12 @@ func (s *scratch) writeTensors(ctx context.Context, p *Plan, w *safetensors.Writ
 			if err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", filepath.Join(p.SrcRoot, sf.Path), o.Source, err)
 			}
-		case RoleScale:
-			// written with its weight
+		default:
+			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)
 		}
 	}
 	return zeroed, nil
 }
-
-// copySmall copies the run of small copied tensors starting at output i that
-// lie back to back in the source: one read for up to copyRunBytes of them,
-// one write each. A kernel copy (copy_file_range) per tensor costs a splice
-// setup each, which dominates for the many kilobyte-sized tensors of a small
-// replica (or of K3's expert scales). It returns how many outputs it wrote.
-func (s *scratch) copySmall(w *safetensors.Writer, sf *safetensors.File, outs []OutputTensor, i int, path string, prog Progress) (int, error) {
-	first, _ := sf.Lookup(outs[i].Source)
-	end := first.End
-	j := i + 1
-	for ; j < len(outs); j++ {
-		o := outs[j]
-		if o.Role != RoleCopy {
-			break
-		}
-		t, _ := sf.Lookup(o.Source)
-		if t.Begin != end || t.Size() >= smallTensor || t.End-first.Begin > copyRunBytes {
-			break
-		}
-		end = t.End
-	}
-	s.hash = grow(s.hash, copyRunBytes)
-	buf := s.hash[:end-first.Begin]
-	if _, err := sf.ReaderAt().ReadAt(buf, sf.DataStart+first.Begin); err != nil {
-		return 0, fmt.Errorf("file %s: read tensors %s…: %w", sf.Path, first.Name, err)
-	}
-	for k := i; k < j; k++ {
-		t, _ := sf.Lookup(outs[k].Source)
-		tw, err := w.Tensor(outs[k].Name)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := tw.Write(buf[t.Begin-first.Begin : t.End-first.Begin]); err != nil {
-			return 0, fmt.Errorf("file %s: tensor %s: %w", path, t.Name, err)
-		}
-	}
-	prog.Add(int64(len(buf)))
-	return j - i, nil
-}
-
-// Tensors under smallTensor bytes are copied in runs through a buffer of
-// copyRunBytes; larger ones move inside the kernel.
-const (
-	smallTensor  = 256 << 10
-	copyRunBytes = 4 << 20
-)
 
 var quantElems = map[safetensors.DType]quant.Elem{safetensors.BF16: quant.BF16, safetensors.F16: quant.F16, safetensors.F32: quant.F32}
 

@@ -43,6 +43,9 @@ type FilePlan struct {
 	ReadBytes int64
 	// Totals counts the file's tensors and bytes.
 	Totals Totals
+	// Steps is the executor's program for the file, in the layout's data
+	// order of its first output: copy runs and quantized weights.
+	Steps []Step
 
 	plan      *Plan
 	headerSum [sha256.Size]byte
@@ -128,6 +131,9 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 				return err
 			}
 			fp.Size, fp.DataStart, fp.headerSum = l.Size, l.DataStart, sha256.Sum256(l.Header)
+			if fp.Steps, err = planSteps(f, l, outs); err != nil {
+				return fmt.Errorf("%s: %w", src.Root, err)
+			}
 			fp.summarize(l, outs)
 			p.Files[i] = fp
 			mu.Lock()

@@ -1,0 +1,230 @@
+package convert
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// headerOnly serves a safetensors header followed by zeros up to size, so a
+// source File can be made with tensors of any size without their bytes.
+type headerOnly struct{ hdr []byte }
+
+func (h headerOnly) ReadAt(p []byte, off int64) (int, error) {
+	clear(p)
+	if off < int64(len(h.hdr)) {
+		copy(p, h.hdr[off:])
+	}
+	return len(p), nil
+}
+
+// sourceFile lays out specs canonically and reads the header back as a source.
+func sourceFile(t *testing.T, specs []safetensors.TensorSpec) *safetensors.File {
+	t.Helper()
+	l, err := safetensors.NewLayout(specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := safetensors.ReadHeader(headerOnly{l.Header}, l.Size, "src.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A hand-made shard: the expected runs are worked out from the canonical
+// order (F32, then BF16, then F8_E4M3, then U8; by name inside a dtype).
+func TestPlanStepsHandMade(t *testing.T) {
+	bf, u8, f32 := safetensors.BF16, safetensors.U8, safetensors.F32
+	sf := sourceFile(t, []safetensors.TensorSpec{
+		{Name: "a", DType: bf, Shape: []int64{4}},
+		{Name: "b", DType: bf, Shape: []int64{4}},
+		{Name: "c.weight", DType: bf, Shape: []int64{256, 128}},
+		{Name: "d", DType: bf, Shape: []int64{4}},
+		{Name: "e", DType: bf, Shape: []int64{4}},
+		{Name: "f", DType: bf, Shape: []int64{4}},
+		{Name: "u1", DType: u8, Shape: []int64{8}},
+		{Name: "u2", DType: u8, Shape: []int64{8}},
+		{Name: "u3", DType: u8, Shape: []int64{8}},
+		{Name: "z", DType: f32, Shape: []int64{2}},
+	})
+	keep := func(name string) OutputTensor {
+		src, _ := sf.Lookup(name)
+		spec := safetensors.TensorSpec{Name: name, DType: src.DType, Shape: src.Shape}
+		return OutputTensor{TensorSpec: spec, Source: name, SourceDType: src.DType, SourceShape: src.Shape, Role: RoleCopy}
+	}
+	cw := []int64{256, 128}
+	outs := []OutputTensor{
+		keep("a"), keep("b"),
+		{TensorSpec: safetensors.TensorSpec{Name: "c.weight", DType: WeightDType, Shape: cw}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: RoleWeight},
+		{TensorSpec: safetensors.TensorSpec{Name: "c.weight_scale_inv", DType: ScaleDType, Shape: []int64{2, 1}}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: RoleScale},
+		keep("d"), keep("f"), keep("u1"), keep("u2"), keep("u3"), keep("z"), // "e" dropped
+	}
+	l, ordered, err := layoutFile(sf, outs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range ordered {
+		names = append(names, o.Name)
+	}
+	// Output order: F32 (scale, z), BF16 (a b d f), F8 (c), U8 (u1 u2 u3).
+	wantOrder := []string{"c.weight_scale_inv", "z", "a", "b", "d", "f", "c.weight", "u1", "u2", "u3"}
+	if !slices.Equal(names, wantOrder) {
+		t.Fatalf("output order %v, want %v", names, wantOrder)
+	}
+	steps, err := planSteps(sf, l, ordered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(name string) int64 { ti, _ := sf.Lookup(name); return sf.DataStart + ti.Begin }
+	want := []Step{
+		// z ends the source's F32 region where a begins: z a b are contiguous
+		// on both sides, and the scale before them is not part of the run.
+		{Kind: StepCopy, First: 1, Last: 3, Src: at("z"), Len: 8 + 8 + 8},
+		{Kind: StepCopy, First: 4, Last: 4, Src: at("d"), Len: 8}, // c.weight lies between b and d in the source
+		{Kind: StepCopy, First: 5, Last: 5, Src: at("f"), Len: 8}, // dropped e lies between d and f
+		{Kind: StepQuantize, First: 6, Last: 0, Src: at("c.weight"), Len: 256 * 128 * 2},
+		// f and u1 are contiguous in the source but c.weight's codes lie between them in the output.
+		{Kind: StepCopy, First: 7, Last: 9, Src: at("u1"), Len: 24},
+	}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps\n got %+v\nwant %+v", steps, want)
+	}
+}
+
+// Runs stop at MaxRunBytes: three 100 MiB tensors make two runs.
+func TestPlanStepsRunLimit(t *testing.T) {
+	const n = 100 << 20
+	specs := []safetensors.TensorSpec{
+		{Name: "x0", DType: safetensors.U8, Shape: []int64{n}},
+		{Name: "x1", DType: safetensors.U8, Shape: []int64{n}},
+		{Name: "x2", DType: safetensors.U8, Shape: []int64{n}},
+	}
+	sf := sourceFile(t, specs)
+	var outs []OutputTensor
+	for _, s := range specs {
+		outs = append(outs, OutputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleCopy})
+	}
+	l, ordered, err := layoutFile(sf, outs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := planSteps(sf, l, ordered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Step{
+		{Kind: StepCopy, First: 0, Last: 1, Src: sf.DataStart, Len: 2 * n},
+		{Kind: StepCopy, First: 2, Last: 2, Src: sf.DataStart + 2*n, Len: n},
+	}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %+v, want %+v", steps, want)
+	}
+}
+
+// Every planned shard of the tiny replica, in every convention: the steps
+// cover each output tensor exactly once, in the layout's order; a copy run's
+// tensors are contiguous and in order on both sides, so its source range
+// holds exactly its tensors (never a quantized or dropped one); runs are as
+// long as allowed; a quantize step pairs a weight with its own scale.
+func TestPlanStepsTinyInvariants(t *testing.T) {
+	for _, opts := range []Options{{}, {Format: CompressedTensors}, {Format: ModelOpt, ScaleFmt: quant.ScaleUE8M0}} {
+		p, c, err := planFor(tinySrc, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		runs, multi := 0, 0
+		for _, fp := range p.Files {
+			l, outs, err := fp.Layout()
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSteps(t, fp, l, outs)
+			for _, st := range fp.Steps {
+				if st.Kind == StepCopy {
+					runs++
+					if st.Last > st.First {
+						multi++
+					}
+				}
+			}
+		}
+		if multi == 0 || runs >= p.Totals().Copied/4 {
+			t.Errorf("%v: %d runs (%d of several tensors) for %d copied tensors: not grouped", opts.Format, runs, multi, p.Totals().Copied)
+		}
+	}
+}
+
+func checkSteps(t *testing.T, fp *FilePlan, l *safetensors.Layout, outs []OutputTensor) {
+	t.Helper()
+	sf := fp.Source
+	covered := make([]int, len(outs))
+	prev := -1
+	for k, st := range fp.Steps {
+		if st.First <= prev {
+			t.Errorf("%s: step %d starts at output %d, not after %d", fp.Name, k, st.First, prev)
+		}
+		prev = st.First
+		switch st.Kind {
+		case StepCopy:
+			var n int64
+			for i := st.First; i <= st.Last; i++ {
+				covered[i]++
+				if outs[i].Role != RoleCopy {
+					t.Errorf("%s: copy run %d..%d holds %s (%s)", fp.Name, st.First, st.Last, outs[i].Name, outs[i].Role)
+					continue
+				}
+				src, _ := sf.Lookup(outs[i].Source)
+				if sf.DataStart+src.Begin != st.Src+n {
+					t.Errorf("%s: run %d..%d: %s not contiguous in the source", fp.Name, st.First, st.Last, outs[i].Name)
+				}
+				if i > st.First && l.Tensors[i].Begin != l.Tensors[i-1].End {
+					t.Errorf("%s: run %d..%d: %s not contiguous in the output", fp.Name, st.First, st.Last, outs[i].Name)
+				}
+				n += src.Size()
+			}
+			if n != st.Len {
+				t.Errorf("%s: run %d..%d: %d bytes, step says %d", fp.Name, st.First, st.Last, n, st.Len)
+			}
+			// The source range holds exactly the run's tensors.
+			for _, ti := range sf.Tensors {
+				if b := sf.DataStart + ti.Begin; b >= st.Src && b < st.Src+st.Len && ti.Size() > 0 {
+					if j := slices.IndexFunc(outs[st.First:st.Last+1], func(o OutputTensor) bool { return o.Source == ti.Name }); j < 0 {
+						t.Errorf("%s: run %d..%d crosses source tensor %s, which it does not copy", fp.Name, st.First, st.Last, ti.Name)
+					}
+				}
+			}
+			// Maximal: the next step could not have joined this run.
+			if k+1 < len(fp.Steps) {
+				nx := fp.Steps[k+1]
+				if nx.Kind == StepCopy && nx.First == st.Last+1 && nx.Src == st.Src+st.Len && st.Len+outSize(l, nx.First) <= MaxRunBytes {
+					t.Errorf("%s: runs %d..%d and %d..%d could be one", fp.Name, st.First, st.Last, nx.First, nx.Last)
+				}
+			}
+		case StepQuantize:
+			covered[st.First]++
+			covered[st.Last]++
+			w, s := outs[st.First], outs[st.Last]
+			if w.Role != RoleWeight || s.Role != RoleScale || s.Source != w.Source {
+				t.Errorf("%s: quantize step pairs %s (%s) with %s (%s)", fp.Name, w.Name, w.Role, s.Name, s.Role)
+			}
+			src, _ := sf.Lookup(w.Source)
+			if st.Src != sf.DataStart+src.Begin || st.Len != src.Size() {
+				t.Errorf("%s: quantize %s reads [%d, +%d), the source tensor is [%d, +%d)", fp.Name, w.Name, st.Src, st.Len, sf.DataStart+src.Begin, src.Size())
+			}
+		default:
+			t.Errorf("%s: step kind %v", fp.Name, st.Kind)
+		}
+	}
+	for i, n := range covered {
+		if n != 1 {
+			t.Errorf("%s: output %s written by %d steps", fp.Name, outs[i].Name, n)
+		}
+	}
+}
+
+func outSize(l *safetensors.Layout, i int) int64 { return l.Tensors[i].Size() }
