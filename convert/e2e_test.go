@@ -616,7 +616,11 @@ func TestWideBandTiles(t *testing.T) {
 	tw, _ := w.Tensor("w")
 	stw, _ := w.Tensor("s")
 	s := &scratch{}
-	if _, err := s.quantizeTensor(context.Background(), f, f.Tensors[0], Options{}, tw, stw, noProgress{}); err != nil {
+	emit := func(b []byte) error { _, err := tw.Write(b); return err }
+	if _, err := s.quantize(context.Background(), f, f.Tensors[0], Options{}, emit, noProgress{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stw.Write(s.sbytes); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Commit(); err != nil {

@@ -2,9 +2,12 @@ package convert
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"math"
 	"os"
@@ -116,9 +119,9 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	for range jobs {
 		pool <- &scratch{}
 	}
-	// Two stages: jobs write files' data (CPU and page cache), committers
-	// sync, rename, hash and record them, so that waiting for the disk in
-	// fsync overlaps the next file's work. Commits in flight are bounded.
+	// Two stages: jobs write and hash files' data (CPU and page cache),
+	// committers sync, rename and record them, so that waiting for the disk
+	// in fsync overlaps the next file's work. Commits in flight are bounded.
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	g, gctx := errgroup.WithContext(cctx)
@@ -139,14 +142,14 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 				}
 			}
 			path := filepath.Join(dst, filepath.FromSlash(u.Name))
-			n, commit, err := s.produce(gctx, p, path, u, prog)
+			n, rec, commit, err := s.produce(gctx, p, path, u, prog)
 			pool <- s
 			zeroed.Add(n)
 			if err != nil {
 				return err
 			}
 			commits.Go(func() error {
-				if err := commitUnit(p, dst, path, u, commit, prog); err != nil {
+				if err := commitUnit(p, dst, u, rec, commit); err != nil {
 					cancel(err)
 					return err
 				}
@@ -236,64 +239,61 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, m
 	return true, writeRecord(dst, doneRecord{Plan: p.ID, FileRecord: rec})
 }
 
-// produce writes one unit's data under a temporary name and returns how to
-// commit it (sync and rename) and how many non-finite values it zeroed. On
-// error nothing is left behind.
-func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, prog Progress) (int64, func() error, error) {
+// produce writes one unit's data under a temporary name, hashing it on the
+// way, and returns how to commit it (sync and rename), its record and how
+// many non-finite values it zeroed. On error nothing is left behind.
+func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, prog Progress) (int64, FileRecord, func() error, error) {
 	switch u.Kind {
 	case UnitShard:
 		return s.writeShard(ctx, p, path, u.File, prog)
 	default:
-		c, err := s.copyAux(ctx, filepath.Join(p.SrcRoot, filepath.FromSlash(u.Name)), path, prog)
-		return 0, c, err
+		rec, c, err := s.copyAux(ctx, filepath.Join(p.SrcRoot, filepath.FromSlash(u.Name)), path, prog)
+		return 0, rec, c, err
 	}
 }
 
-// commitUnit syncs and renames a written unit, hashes the final file and
-// records it as done.
-func commitUnit(p *Plan, dst, path string, u Unit, commit func() error, prog Progress) error {
+// commitUnit syncs and renames a written unit and records it as done.
+func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit func() error) error {
 	if err := commit(); err != nil {
-		return err
-	}
-	rec, err := hashFile(path, nil, prog.Add)
-	if err != nil {
 		return err
 	}
 	rec.Name = u.Name
 	if rec.Size != u.Size {
-		return fmt.Errorf("file %s: wrote %d bytes, planned %d", path, rec.Size, u.Size)
+		return fmt.Errorf("file %s: wrote %d bytes, planned %d", filepath.Join(dst, filepath.FromSlash(u.Name)), rec.Size, u.Size)
 	}
 	return writeRecord(dst, doneRecord{Plan: p.ID, FileRecord: rec})
 }
 
 // commitsPerJob bounds files waiting for the disk per job: enough that
-// fsyncs overlap (the journal commits them together), few enough that an
-// interrupted run has little to redo.
+// fsyncs overlap, few enough that an interrupted run has little to redo.
 const commitsPerJob = 4
 
-func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) (func() error, error) {
+func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) (FileRecord, func() error, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return FileRecord{}, nil, err
 	}
 	in, err := os.Open(from)
 	if err != nil {
-		return nil, fmt.Errorf("copy %s: %w", from, err)
+		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}
 	defer in.Close()
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		return nil, fmt.Errorf("copy %s: %w", to, err)
+		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	out, err := atomicfile.Create(to)
 	if err != nil {
-		return nil, fmt.Errorf("copy %s: %w", to, err)
+		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
-	n, err := io.Copy(out.File, in) // copy_file_range between regular files
-	prog.Add(n)
+	h := sha256.New()
+	s.hash = grow(s.hash, hashBufSize)
+	n, err := io.CopyBuffer(io.MultiWriter(out.File, h), in, s.hash)
+	prog.Add(2 * n)
 	if err != nil {
 		out.Abort()
-		return nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
+		return FileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
 	}
-	return func() error {
+	rec := FileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}
+	return rec, func() error {
 		if err := out.Commit(); err != nil {
 			return fmt.Errorf("copy %s: %w", to, err)
 		}
@@ -301,30 +301,74 @@ func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) (
 	}, nil
 }
 
-// writeShard writes one output shard by following its planned steps: copy
-// runs move by byte range, quantized weights stream band by band (each scale
-// tensor written after its weight).
-func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, func() error, error) {
+// fileHash is the sha256 of an output file taken as the file is written, so
+// that the file is never read back: bytes must arrive in file order, which
+// the plan's steps guarantee and this checks.
+type fileHash struct {
+	h    hash.Hash
+	off  int64 // how many bytes were hashed: the offset of the next one
+	prog Progress
+}
+
+func (f *fileHash) write(off int64, p []byte) error {
+	if off != f.off {
+		return fmt.Errorf("bytes at offset %d written while hashing at %d: the plan's steps are out of file order", off, f.off)
+	}
+	f.h.Write(p)
+	f.off += int64(len(p))
+	f.prog.Add(int64(len(p)))
+	return nil
+}
+
+// hashedWriter writes a tensor's bytes and hashes them.
+type hashedWriter struct {
+	tw  *safetensors.TensorWriter
+	fh  *fileHash
+	off int64
+}
+
+func (w *hashedWriter) Write(p []byte) (int, error) {
+	if err := w.fh.write(w.off, p); err != nil {
+		return 0, err
+	}
+	n, err := w.tw.Write(p)
+	w.off += int64(n)
+	return n, err
+}
+
+// writeShard writes one output shard by following its planned steps, which
+// go in file order: the header, then copy runs and quantized tensors as they
+// lie in the file. It returns the file's record (size and sha256).
+func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, FileRecord, func() error, error) {
 	l, outs, err := fp.Layout()
 	if err != nil {
-		return 0, nil, err
+		return 0, FileRecord{}, nil, err
 	}
 	w, err := safetensors.Create(path, l)
 	if err != nil {
-		return 0, nil, err
+		return 0, FileRecord{}, nil, err
 	}
-	zeroed, err := s.runSteps(ctx, p, w, path, fp, outs, prog)
+	fh := &fileHash{h: sha256.New(), prog: prog}
+	fh.write(0, l.Header)
+	zeroed, err := s.runSteps(ctx, p, w, l, path, fp, outs, fh)
+	if err == nil && fh.off != l.Size {
+		err = fmt.Errorf("file %s: the plan's steps wrote %d of %d bytes", path, fh.off, l.Size)
+	}
 	if err != nil {
 		w.Abort()
-		return zeroed, nil, err
+		return zeroed, FileRecord{}, nil, err
 	}
-	return zeroed, w.Commit, nil
+	return zeroed, FileRecord{Size: l.Size, SHA256: hex.EncodeToString(fh.h.Sum(nil))}, w.Commit, nil
 }
 
 // runSteps carries out a shard's steps.
-func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, path string, fp *FilePlan, outs []OutputTensor, prog Progress) (int64, error) {
+func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, l *safetensors.Layout, path string,
+	fp *FilePlan, outs []OutputTensor, fh *fileHash) (int64, error) {
 	sf := fp.Source
 	var zeroed int64
+	// The scales of each weight as its StepScales made them: StepCodes
+	// makes them again and must agree (else the source changed meanwhile).
+	scaleSums := map[int][sha256.Size]byte{}
 	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
@@ -332,33 +376,47 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 		if min(st.First, st.Last) < 0 || max(st.First, st.Last) >= len(outs) || (st.Kind == StepCopy && st.First > st.Last) {
 			return zeroed, fmt.Errorf("file %s: step %s [%d, %d] outside the file's %d tensors", path, st.Kind, st.First, st.Last, len(outs))
 		}
+		off := l.DataStart + l.Tensors[st.First].Begin
 		switch st.Kind {
 		case StepCopy:
 			tw, err := w.Span(outs[st.First].Name, outs[st.Last].Name)
 			if err != nil {
 				return zeroed, err
 			}
-			n, err := tw.ReadFrom(io.NewSectionReader(sf.ReaderAt(), st.Src, st.Len))
-			prog.Add(n)
-			if err != nil {
-				return zeroed, fmt.Errorf("file %s: copy from %s: %w", path, filepath.Join(p.SrcRoot, sf.Path), err)
+			if err := s.copyRun(sf, tw, st, off, fh); err != nil {
+				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, outs[st.First].Name, outs[st.Last].Name, filepath.Join(p.SrcRoot, sf.Path), err)
 			}
-		case StepQuantize:
-			o := outs[st.First]
+		case StepScales, StepCodes:
+			weight := st.First
+			if st.Kind == StepScales {
+				weight = st.Last
+			}
+			o := outs[weight]
 			src, ok := sf.Lookup(o.Source)
 			if !ok {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
 			}
-			tw, err := w.Tensor(o.Name)
+			tw, err := w.Tensor(outs[st.First].Name)
 			if err != nil {
 				return zeroed, err
 			}
-			stw, err := w.Tensor(outs[st.Last].Name)
-			if err != nil {
-				return zeroed, err
+			hw := &hashedWriter{tw: tw, fh: fh, off: off}
+			var emit func([]byte) error
+			if st.Kind == StepCodes {
+				emit = func(b []byte) error { _, err := hw.Write(b); return err }
 			}
-			n, err := s.quantizeTensor(ctx, sf, src, p.Options, tw, stw, prog)
-			zeroed += n
+			n, err := s.quantize(ctx, sf, src, p.Options, emit, fh.prog)
+			if err == nil {
+				sum := sha256.Sum256(s.sbytes)
+				if st.Kind == StepScales {
+					scaleSums[weight] = sum
+					_, err = hw.Write(s.sbytes)
+				} else if prev, ok := scaleSums[weight]; !ok || prev != sum {
+					err = fmt.Errorf("block scales differ between the two passes over it: was the source modified during the conversion?")
+				} else {
+					zeroed += n
+				}
+			}
 			if err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", filepath.Join(p.SrcRoot, sf.Path), o.Source, err)
 			}
@@ -367,6 +425,37 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 		}
 	}
 	return zeroed, nil
+}
+
+// copyChunk is how much of a copy run is hashed and copied at a time.
+const copyChunk = 4 << 20
+
+// copyRun copies a run of source bytes into its span, chunk by chunk: each
+// chunk is read once to be hashed, then moved by the kernel
+// (copy_file_range, which lets filesystems that can share extents or copy
+// server-side do so) from the page cache the read just filled.
+func (s *scratch) copyRun(sf *safetensors.File, tw *safetensors.TensorWriter, st Step, off int64, fh *fileHash) error {
+	s.hash = grow(s.hash, copyChunk)
+	for done := int64(0); done < st.Len; {
+		n := min(copyChunk, st.Len-done)
+		buf := s.hash[:n]
+		if m, err := sf.ReaderAt().ReadAt(buf, st.Src+done); m < len(buf) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read at %d: %w", st.Src+done, err)
+		}
+		if err := fh.write(off+done, buf); err != nil {
+			return err
+		}
+		m, err := tw.ReadFrom(io.NewSectionReader(sf.ReaderAt(), st.Src+done, n))
+		fh.prog.Add(m)
+		if err != nil {
+			return err
+		}
+		done += n
+	}
+	return nil
 }
 
 var quantElems = map[safetensors.DType]quant.Elem{safetensors.BF16: quant.BF16, safetensors.F16: quant.F16, safetensors.F32: quant.F32}
@@ -380,11 +469,13 @@ func tileCols(k, esz int) int {
 	return max(BlockSize, TileBytes/(BlockSize*esz)/BlockSize*BlockSize)
 }
 
-// quantizeTensor streams one [N, K] weight through the quantizer in bands of
-// 128 rows (split into column tiles when a band is wider than TileBytes),
-// writes the FP8 codes band by band and then the scales.
-func (s *scratch) quantizeTensor(ctx context.Context, f *safetensors.File, t safetensors.TensorInfo, opts Options,
-	tw, stw *safetensors.TensorWriter, prog Progress) (int64, error) {
+// quantize streams one [N, K] weight through the quantizer in bands of 128
+// rows (split into column tiles when a band is wider than TileBytes), hands
+// each band of FP8 codes to emit (when not nil) and leaves the block scales,
+// as little-endian fp32, in s.sbytes. It returns how many non-finite values
+// it zeroed.
+func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetensors.TensorInfo, opts Options,
+	emit func([]byte) error, prog Progress) (int64, error) {
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
 		return 0, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
@@ -458,16 +549,15 @@ func (s *scratch) quantizeTensor(ctx context.Context, f *safetensors.File, t saf
 			}
 			prog.Add(int64(len(src)))
 		}
-		if _, err := tw.Write(s.band[:rows*k]); err != nil {
-			return zeroed, err
+		if emit != nil {
+			if err := emit(s.band[:rows*k]); err != nil {
+				return zeroed, err
+			}
 		}
 	}
 	s.sbytes = grow(s.sbytes, 4*len(s.scales))
 	for i, v := range s.scales {
 		binary.LittleEndian.PutUint32(s.sbytes[4*i:], math.Float32bits(v))
-	}
-	if _, err := stw.Write(s.sbytes); err != nil {
-		return zeroed, err
 	}
 	return zeroed, nil
 }

@@ -388,7 +388,7 @@ type Unit struct {
 	Kind UnitKind
 	// Size is the output file's size.
 	Size int64
-	// Work is the bytes read to produce it (what progress counts).
+	// Work is the bytes read and hashed to produce it (what progress counts).
 	Work int64
 	// File is set for shards.
 	File *FilePlan
@@ -398,7 +398,8 @@ type Unit struct {
 func (p *Plan) Units() []Unit {
 	us := make([]Unit, 0, len(p.Files)+len(p.Aux))
 	for _, f := range p.Files {
-		us = append(us, Unit{Name: f.Name, Kind: UnitShard, Size: f.Size, Work: f.ReadBytes + f.Size, File: f})
+		// Quantized weights are read twice (StepScales, StepCodes).
+		us = append(us, Unit{Name: f.Name, Kind: UnitShard, Size: f.Size, Work: f.ReadBytes + f.Totals.QuantizedBytes + f.Size, File: f})
 	}
 	for _, a := range p.Aux {
 		us = append(us, Unit{Name: a.Name, Kind: UnitAux, Size: a.Size, Work: 2 * a.Size})

@@ -14,13 +14,19 @@ const (
 	// same order, in the source and in the output: one span writer, one copy
 	// (hundreds of expert tensors of a layer move as one).
 	StepCopy StepKind = iota
-	// StepQuantize quantizes one weight into its FP8 codes and its scale tensor.
-	StepQuantize
+	// StepScales quantizes a weight to get its block scales and writes the
+	// scale tensor. Scale tensors (F32) precede the FP8 codes in a canonical
+	// file, so the codes are made again by the weight's StepCodes: writing
+	// strictly in file order lets the executor hash the file as it writes it
+	// instead of reading it back.
+	StepScales
+	// StepCodes quantizes a weight and writes its FP8 codes.
+	StepCodes
 
-	numStepKinds = int(StepQuantize) + 1
+	numStepKinds = int(StepCodes) + 1
 )
 
-var stepKindNames = [numStepKinds]string{StepCopy: "copy", StepQuantize: "quantize"}
+var stepKindNames = [numStepKinds]string{StepCopy: "copy", StepScales: "scales", StepCodes: "codes"}
 
 // String names the kind.
 func (k StepKind) String() string {
@@ -31,32 +37,52 @@ func (k StepKind) String() string {
 }
 
 // MaxRunBytes bounds one copy run, so that a layer's experts (15.7 GB in K3)
-// move in several copies and cancellation and progress are not held up by
-// one long system call.
+// move in several spans and no step holds up cancellation for long.
 const MaxRunBytes = 256 << 20
 
-// Step is one piece of work on an output shard, decided at plan time.
+// Step is one piece of work on an output shard, decided at plan time. A
+// shard's steps write its tensors in file order, each exactly once.
 type Step struct {
 	Kind StepKind
-	// First and Last index the output tensors (in the layout's data order):
-	// a copy run's first and last tensor, or a quantized weight's FP8 codes
-	// (First) and its scale tensor (Last).
+	// First and Last index output tensors (in the layout's data order). A
+	// copy run writes First…Last; StepScales writes the scale tensor First
+	// of the weight Last; StepCodes writes the FP8 codes First of the weight
+	// whose scale tensor is Last.
 	First, Last int
 	// Src and Len are the source bytes the step reads: the absolute offset in
 	// the source file and the length of the run, or of the weight.
 	Src, Len int64
 }
 
-// planSteps groups a shard's outputs (in the layout's data order) into steps:
-// each quantized weight is one step, and consecutive kept tensors whose
-// source bytes are contiguous and in the same order form one copy run (up to
-// MaxRunBytes). A run therefore never spans a tensor that is quantized or
-// dropped, nor a scale tensor, since those break the contiguity on one side.
+// Writes is how many output tensors the step writes.
+func (s Step) Writes() int {
+	if s.Kind == StepCopy {
+		return s.Last - s.First + 1
+	}
+	return 1
+}
+
+// planSteps turns a shard's outputs (in the layout's data order) into steps
+// in the same order: consecutive kept tensors whose source bytes are
+// contiguous and in the same order form one copy run (up to MaxRunBytes), so
+// a run never spans a tensor that is quantized, dropped or a scale, since
+// those break the contiguity on one side; each scale tensor and each FP8
+// weight is a step of its own.
 func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor) ([]Step, error) {
-	scaleAt := map[string]int{} // a quantized weight's name → its scale's output index
+	if len(outs) != len(l.Tensors) {
+		return nil, fmt.Errorf("file %s: %d outputs for %d laid-out tensors", sf.Path, len(outs), len(l.Tensors))
+	}
+	pair := map[string][2]int{} // a quantized weight → its output indices (codes, scale)
 	for i, o := range outs {
-		if o.Role == RoleScale {
-			scaleAt[o.Source] = i
+		switch o.Role {
+		case RoleWeight:
+			p := pair[o.Source]
+			p[0] = i + 1
+			pair[o.Source] = p
+		case RoleScale:
+			p := pair[o.Source]
+			p[1] = i + 1
+			pair[o.Source] = p
 		}
 	}
 	var steps []Step
@@ -79,12 +105,16 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 				}
 			}
 			steps = append(steps, Step{Kind: StepCopy, First: i, Last: i, Src: abs, Len: src.Size()})
-		case RoleWeight:
-			si, ok := scaleAt[o.Source]
-			if !ok {
-				return nil, fmt.Errorf("file %s: tensor %s: no scale tensor planned", sf.Path, o.Name)
+		case RoleWeight, RoleScale:
+			p := pair[o.Source]
+			if p[0] == 0 || p[1] == 0 {
+				return nil, fmt.Errorf("file %s: tensor %s: planned without its %s", sf.Path, o.Source, map[Role]string{RoleWeight: "scale", RoleScale: "FP8 codes"}[o.Role])
 			}
-			steps = append(steps, Step{Kind: StepQuantize, First: i, Last: si, Src: abs, Len: src.Size()})
+			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size()}
+			if o.Role == RoleScale {
+				st.Kind, st.First, st.Last = StepScales, p[1]-1, p[0]-1
+			}
+			steps = append(steps, st)
 		}
 	}
 	return steps, nil

@@ -80,13 +80,15 @@ func TestPlanStepsHandMade(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := func(name string) int64 { ti, _ := sf.Lookup(name); return sf.DataStart + ti.Begin }
+	cw2 := int64(256 * 128 * 2)
 	want := []Step{
+		{Kind: StepScales, First: 0, Last: 6, Src: at("c.weight"), Len: cw2},
 		// z ends the source's F32 region where a begins: z a b are contiguous
 		// on both sides, and the scale before them is not part of the run.
 		{Kind: StepCopy, First: 1, Last: 3, Src: at("z"), Len: 8 + 8 + 8},
 		{Kind: StepCopy, First: 4, Last: 4, Src: at("d"), Len: 8}, // c.weight lies between b and d in the source
 		{Kind: StepCopy, First: 5, Last: 5, Src: at("f"), Len: 8}, // dropped e lies between d and f
-		{Kind: StepQuantize, First: 6, Last: 0, Src: at("c.weight"), Len: 256 * 128 * 2},
+		{Kind: StepCodes, First: 6, Last: 0, Src: at("c.weight"), Len: cw2},
 		// f and u1 are contiguous in the source but c.weight's codes lie between them in the output.
 		{Kind: StepCopy, First: 7, Last: 9, Src: at("u1"), Len: 24},
 	}
@@ -126,10 +128,10 @@ func TestPlanStepsRunLimit(t *testing.T) {
 }
 
 // Every planned shard of the tiny replica, in every convention: the steps
-// cover each output tensor exactly once, in the layout's order; a copy run's
+// write each output tensor exactly once, in file order; a copy run's
 // tensors are contiguous and in order on both sides, so its source range
 // holds exactly its tensors (never a quantized or dropped one); runs are as
-// long as allowed; a quantize step pairs a weight with its own scale.
+// long as allowed; scale and code steps pair a weight with its own scale.
 func TestPlanStepsTinyInvariants(t *testing.T) {
 	for _, opts := range []Options{{}, {Format: CompressedTensors}, {Format: ModelOpt, ScaleFmt: quant.ScaleUE8M0}} {
 		p, c, err := planFor(tinySrc, opts)
@@ -163,12 +165,12 @@ func checkSteps(t *testing.T, fp *FilePlan, l *safetensors.Layout, outs []Output
 	t.Helper()
 	sf := fp.Source
 	covered := make([]int, len(outs))
-	prev := -1
+	next := 0 // steps write the file in order, tensor after tensor
 	for k, st := range fp.Steps {
-		if st.First <= prev {
-			t.Errorf("%s: step %d starts at output %d, not after %d", fp.Name, k, st.First, prev)
+		if st.First != next {
+			t.Errorf("%s: step %d (%s) starts at output %d, want %d", fp.Name, k, st.Kind, st.First, next)
 		}
-		prev = st.First
+		next = st.First + st.Writes()
 		switch st.Kind {
 		case StepCopy:
 			var n int64
@@ -205,12 +207,14 @@ func checkSteps(t *testing.T, fp *FilePlan, l *safetensors.Layout, outs []Output
 					t.Errorf("%s: runs %d..%d and %d..%d could be one", fp.Name, st.First, st.Last, nx.First, nx.Last)
 				}
 			}
-		case StepQuantize:
+		case StepScales, StepCodes:
 			covered[st.First]++
-			covered[st.Last]++
 			w, s := outs[st.First], outs[st.Last]
+			if st.Kind == StepScales {
+				w, s = s, w
+			}
 			if w.Role != RoleWeight || s.Role != RoleScale || s.Source != w.Source {
-				t.Errorf("%s: quantize step pairs %s (%s) with %s (%s)", fp.Name, w.Name, w.Role, s.Name, s.Role)
+				t.Errorf("%s: %s step pairs %s (%s) with %s (%s)", fp.Name, st.Kind, w.Name, w.Role, s.Name, s.Role)
 			}
 			src, _ := sf.Lookup(w.Source)
 			if st.Src != sf.DataStart+src.Begin || st.Len != src.Size() {
