@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -32,9 +33,13 @@ const WindowSize = 4 << 20
 // begun (the 5 GB of huggingface's default max_shard_size).
 const MaxShardBytes = 5_000_000_000
 
-// DefaultJobs is the default number of files written at once: writing is
-// bound by I/O latency (fsync per file), not CPU.
-const DefaultJobs = 8
+// DefaultJobs is the least default number of files written at once. Each
+// writer hands its file to a committer (fsync, rename) and goes on, so the
+// disk flushes one file while the next is written.
+const DefaultJobs = 4
+
+// commitsPerJob bounds files waiting for fsync per writer.
+const commitsPerJob = 4
 
 // directCopyMin is the contiguous run length from which a slice row is copied
 // in the kernel (copy_file_range) instead of through the window.
@@ -134,6 +139,78 @@ type outFile struct {
 	// its tensors unchanged and the shard is in canonical form, so the copy
 	// is byte-identical to writing the tensors one by one, at cp speed.
 	verbatim *safetensors.File
+	// steps write the file in its data order (planned by planSteps).
+	steps []fileStep
+}
+
+// fileStep is one write of an output file: a run of whole tensors that lie
+// back to back, in the same order, in one source file and in the output
+// (moved with one span writer and one copy), or one tensor written alone (a
+// slice, packed scales, a tensor rebuilt from an export).
+type fileStep struct {
+	// first and last are output tensors, in the layout's data order.
+	first, last int
+	// tensor is a lone tensor's index in outFile.tensors, -1 for a run.
+	tensor int
+	// src, off and n are a run's source file, absolute offset and length.
+	src    *safetensors.File
+	off, n int64
+}
+
+// MaxRunBytes bounds one copy run, so that cancellation is never held up
+// for long by one system call.
+const MaxRunBytes = 256 << 20
+
+// layout lays the file out canonically (deterministic: planning and
+// writing get the same layout).
+func (of *outFile) layout() (*safetensors.Layout, error) {
+	specs := make([]safetensors.TensorSpec, len(of.tensors))
+	for i, t := range of.tensors {
+		specs[i] = t.spec
+	}
+	lay, err := safetensors.NewLayout(specs, of.meta)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", of.path, err)
+	}
+	return lay, nil
+}
+
+// planSteps decides how the file is written: its tensors in the layout's
+// data order, consecutive whole tensors that are also contiguous in one
+// source file grouped into copy runs of up to MaxRunBytes. A run never
+// includes a slice, a packed scale or a tensor rebuilt in memory.
+func (of *outFile) planSteps() error {
+	of.steps = nil
+	if of.verbatim != nil {
+		return nil
+	}
+	lay, err := of.layout()
+	if err != nil {
+		return err
+	}
+	at := make(map[string]int, len(of.tensors))
+	for i, t := range of.tensors {
+		at[t.spec.Name] = i
+	}
+	for i, lt := range lay.Tensors {
+		k := at[lt.Name]
+		t := of.tensors[k]
+		ft, whole := t.src.(fileTensor)
+		if !whole || t.held == HeldSlice || t.pack != nil || ft.t.Size() != lt.Size() {
+			of.steps = append(of.steps, fileStep{first: i, last: i, tensor: k})
+			continue
+		}
+		abs := ft.f.DataStart + ft.t.Begin
+		if n := len(of.steps); n > 0 {
+			last := &of.steps[n-1]
+			if last.tensor < 0 && last.src == ft.f && last.last == i-1 && last.off+last.n == abs && last.n+lt.Size() <= MaxRunBytes {
+				last.last, last.n = i, last.n+lt.Size()
+				continue
+			}
+		}
+		of.steps = append(of.steps, fileStep{first: i, last: i, tensor: -1, src: ft.f, off: abs, n: lt.Size()})
+	}
+	return nil
 }
 
 // rankOut is everything written for one rank.
@@ -190,29 +267,35 @@ func Export(ctx context.Context, src *Source, l *Layout, dst string, o ExportOpt
 	}
 
 	res := &ExportResult{Plan: plan, Unaligned: plan.Unaligned}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(jobsOr(o.Jobs))
-	var mu sync.Mutex
+	// A rank is finished (index, side files, then its manifest) as soon as
+	// its last file is committed, while other ranks' files are written.
+	var files []*outFile
+	rankOf := map[*outFile]*rankOut{}
+	left := make(map[*rankOut]*atomic.Int32, len(outs))
 	for _, ro := range outs {
+		files = append(files, ro.files...)
+		left[ro] = new(atomic.Int32)
+		left[ro].Store(int32(len(ro.files)))
 		for _, of := range ro.files {
-			g.Go(func() error {
-				n, err := writeFile(gctx, of, o.Progress)
-				mu.Lock()
-				res.Bytes += n
-				mu.Unlock()
-				return err
-			})
+			rankOf[of] = ro
 		}
 	}
-	if err := g.Wait(); err != nil {
+	committed := func(of *outFile) error {
+		ro := rankOf[of]
+		if left[ro].Add(-1) == 0 {
+			return finishRank(src, plan, ro)
+		}
+		return nil
+	}
+	if res.Bytes, err = writeFiles(ctx, files, o.Jobs, o.Progress, committed); err != nil {
 		return nil, err
 	}
-	// Each rank's small files (index, config, manifest) cost an fsync each:
-	// finish the ranks in parallel so those waits overlap.
-	g, _ = errgroup.WithContext(ctx)
-	g.SetLimit(jobsOr(o.Jobs))
 	for _, ro := range outs {
-		g.Go(func() error { return finishRank(src, plan, ro) })
+		if len(ro.files) == 0 {
+			if err := finishRank(src, plan, ro); err != nil {
+				return nil, err
+			}
+		}
 		res.Dirs = append(res.Dirs, ro.dir)
 		res.Files += len(ro.files)
 		rr := RankResult{Rank: ro.rank, Stage: ro.man.Stage, Layers: ro.man.Layers, Tensors: len(ro.man.Tensors)}
@@ -223,9 +306,6 @@ func Export(ctx context.Context, src *Source, l *Layout, dst string, o ExportOpt
 			}
 		}
 		res.Ranks = append(res.Ranks, rr)
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
 	}
 	return res, nil
 }
@@ -368,6 +448,9 @@ func planRank(src *Source, plan *Plan, dst string, rank int, pack PackFormat) (*
 	for i, of := range ro.files {
 		of.name = fmt.Sprintf(model.ShardNameFormat, i+1, len(ro.files))
 		of.path = filepath.Join(ro.dir, of.name)
+		if err := of.planSteps(); err != nil {
+			return nil, err
+		}
 	}
 	for i := range man.Tensors {
 		man.Tensors[i].File = fileOf[i].name
@@ -425,29 +508,29 @@ func verbatimFiles(src *Source, pcs []Piece, pack PackFormat) (map[string]*safet
 
 // copyVerbatim copies a whole source shard through an atomic temporary; the
 // kernel moves the bytes (copy_file_range).
-func copyVerbatim(of *outFile) (int64, error) {
+func copyVerbatim(of *outFile) (func() error, error) {
 	src, ok := of.verbatim.ReaderAt().(*os.File)
 	if !ok {
-		return 0, fmt.Errorf("file %s: not a local file", of.verbatim.Path)
+		return nil, fmt.Errorf("file %s: not a local file", of.verbatim.Path)
 	}
 	in, err := os.Open(src.Name())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer in.Close()
 	out, err := atomicfile.Create(of.path)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer out.Abort()
 	n, err := out.File.ReadFrom(io.LimitReader(in, of.verbatim.Size))
+	if err == nil && n != of.verbatim.Size {
+		err = fmt.Errorf("copied %d of %d bytes", n, of.verbatim.Size)
+	}
 	if err != nil {
-		return n, fmt.Errorf("file %s: copy from %s: %w", of.path, src.Name(), err)
+		out.Abort()
+		return nil, fmt.Errorf("file %s: copy from %s: %w", of.path, src.Name(), err)
 	}
-	if n != of.verbatim.Size {
-		return n, fmt.Errorf("file %s: copied %d of %d bytes from %s", of.path, n, of.verbatim.Size, src.Name())
-	}
-	return n, out.Commit()
+	return out.Commit, nil
 }
 
 func ruleOf(l *Layout, name string) *Rule {
@@ -549,107 +632,117 @@ func forRuns(shape []int64, dt safetensors.DType, axis int, start, stop int64, f
 
 var windowPool = sync.Pool{New: func() any { b := make([]byte, 2*WindowSize); return &b }}
 
-// writeFile writes one output file through the codec's atomic writer.
-func writeFile(ctx context.Context, of *outFile, progress func(int64)) (int64, error) {
+// writeFiles writes files with jobs writers; each written file goes to a
+// committer (fsync, rename into place, then committed, if not nil), so that
+// waiting for the disk overlaps writing the next file. It returns the tensor
+// bytes written.
+func writeFiles(ctx context.Context, files []*outFile, jobs int, progress func(int64), committed func(*outFile) error) (int64, error) {
+	jobs = jobsOr(jobs)
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	g, gctx := errgroup.WithContext(cctx)
+	g.SetLimit(jobs)
+	var commits errgroup.Group
+	commits.SetLimit(commitsPerJob * jobs)
+	var total atomic.Int64
+	for _, of := range files {
+		g.Go(func() error {
+			n, commit, err := writeFile(gctx, of, progress)
+			if err != nil {
+				return err
+			}
+			commits.Go(func() error {
+				err := commit()
+				if err == nil && committed != nil {
+					err = committed(of)
+				}
+				if err != nil {
+					cancel(err)
+					return err
+				}
+				total.Add(n)
+				return nil
+			})
+			return nil
+		})
+	}
+	errWrite, errCommit := g.Wait(), commits.Wait()
+	if errCommit != nil {
+		return total.Load(), errCommit
+	}
+	return total.Load(), errWrite
+}
+
+// writeFile writes one output file under a temporary name, following its
+// planned steps, and returns the tensor bytes written and how to commit it
+// (sync and rename). On error nothing is left behind.
+func writeFile(ctx context.Context, of *outFile, progress func(int64)) (int64, func() error, error) {
 	if of.verbatim != nil {
-		if _, err := copyVerbatim(of); err != nil {
-			return 0, err
+		commit, err := copyVerbatim(of)
+		if err != nil {
+			return 0, nil, err
 		}
 		n := of.verbatim.Size - of.verbatim.DataStart
 		if progress != nil {
 			progress(n)
 		}
-		return n, nil
+		return n, commit, nil
 	}
-	specs := make([]safetensors.TensorSpec, len(of.tensors))
-	for i, t := range of.tensors {
-		specs[i] = t.spec
-	}
-	lay, err := safetensors.NewLayout(specs, of.meta)
+	lay, err := of.layout()
 	if err != nil {
-		return 0, fmt.Errorf("file %s: %w", of.path, err)
+		return 0, nil, err
 	}
 	w, err := safetensors.Create(of.path, lay)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	defer w.Abort()
+	total, err := writeSteps(ctx, w, lay, of, progress)
+	if err != nil {
+		w.Abort()
+		return total, nil, err
+	}
+	return total, w.Commit, nil
+}
+
+// writeSteps carries out a file's steps.
+func writeSteps(ctx context.Context, w *safetensors.Writer, lay *safetensors.Layout, of *outFile, progress func(int64)) (int64, error) {
 	bp := windowPool.Get().(*[]byte)
 	defer windowPool.Put(bp)
 	var total int64
-	put := func(t outTensor, b []byte) error {
-		tw, err := w.Tensor(t.spec.Name)
-		if err != nil {
-			return err
+	for _, st := range of.steps {
+		if err := ctx.Err(); err != nil {
+			return total, err
 		}
-		if b != nil {
-			_, err = tw.Write(b)
+		if st.first < 0 || st.last < st.first || st.last >= len(lay.Tensors) || st.tensor >= len(of.tensors) {
+			return total, fmt.Errorf("file %s: step [%d, %d] outside its %d tensors", of.path, st.first, st.last, len(lay.Tensors))
+		}
+		var n int64
+		if st.tensor < 0 {
+			first, last := lay.Tensors[st.first].Name, lay.Tensors[st.last].Name
+			tw, err := w.Span(first, last)
+			if err != nil {
+				return total, err
+			}
+			if n, err = tw.ReadFrom(io.NewSectionReader(st.src.ReaderAt(), st.off, st.n)); err != nil {
+				return total, fmt.Errorf("file %s: copy %s…%s from %s: %w", of.path, first, last, st.src.Path, err)
+			}
 		} else {
-			err = writeTensor(ctx, tw, t, *bp)
+			t := of.tensors[st.tensor]
+			tw, err := w.Tensor(t.spec.Name)
+			if err != nil {
+				return total, err
+			}
+			if err := writeTensor(ctx, tw, t, *bp); err != nil {
+				return total, fmt.Errorf("file %s: tensor %s: %w", of.path, t.spec.Name, err)
+			}
+			n = lay.Tensors[st.first].Size()
 		}
-		if err != nil {
-			return fmt.Errorf("file %s: tensor %s: %w", of.path, t.spec.Name, err)
-		}
-		n, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
 		total += n
 		if progress != nil {
 			progress(n)
 		}
-		return nil
 	}
-	// Small whole tensors that lie back to back in one source file are read
-	// with one read per window: a syscall per tiny tensor (an MXFP4 expert
-	// scale) would otherwise dominate.
-	var batch []outTensor
-	var bf *safetensors.File
-	var bStart, bEnd int64
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		win := (*bp)[:bEnd-bStart]
-		if err := readFull(bf.ReaderAt(), win, bStart); err != nil {
-			return fmt.Errorf("file %s: %w", bf.Path, err)
-		}
-		for _, t := range batch {
-			n, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
-			if err := put(t, win[:n]); err != nil {
-				return err
-			}
-			win = win[n:]
-		}
-		batch = batch[:0]
-		return nil
-	}
-	for _, t := range of.tensors {
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-		if ft, ok := t.src.(fileTensor); ok && t.held != HeldSlice && t.pack == nil && ft.t.Size() < directCopyMin {
-			abs := ft.f.DataStart + ft.t.Begin
-			if len(batch) > 0 && (ft.f != bf || abs != bEnd || bEnd-bStart+ft.t.Size() > WindowSize) {
-				if err := flush(); err != nil {
-					return total, err
-				}
-			}
-			if len(batch) == 0 {
-				bf, bStart, bEnd = ft.f, abs, abs
-			}
-			batch = append(batch, t)
-			bEnd += ft.t.Size()
-			continue
-		}
-		if err := flush(); err != nil {
-			return total, err
-		}
-		if err := put(t, nil); err != nil {
-			return total, err
-		}
-	}
-	if err := flush(); err != nil {
-		return total, err
-	}
-	return total, w.Commit()
+	return total, nil
 }
 
 // writeTensor copies one tensor (or slice) into its writer.

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -64,18 +61,16 @@ func Reassemble(ctx context.Context, exportDir, out string, o ReassembleOptions)
 		}
 		of.tensors = append(of.tensors, outTensor{spec: spec, src: src.data[i], shape: spec.Shape, held: HeldReplica})
 	}
-	if err := prepareOut(out, o.Force); err != nil {
-		return nil, err
-	}
 	res := &ReassembleResult{Missing: src.Missing}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(jobsOr(o.Jobs))
-	var mu sync.Mutex
 	idx := &safetensors.Index{WeightMap: map[string]string{}, Metadata: src.Info.IndexMetadata}
+	var files []*outFile
 	for _, sf := range src.Info.Files {
 		of, ok := byFile[sf.Name]
 		if !ok {
 			continue
+		}
+		if err := of.planSteps(); err != nil {
+			return nil, err
 		}
 		for _, t := range of.tensors {
 			n, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
@@ -83,15 +78,12 @@ func Reassemble(ctx context.Context, exportDir, out string, o ReassembleOptions)
 			idx.WeightMap[t.spec.Name] = of.name
 		}
 		res.Files++
-		g.Go(func() error {
-			n, err := writeFile(gctx, of, o.Progress)
-			mu.Lock()
-			res.Bytes += n
-			mu.Unlock()
-			return err
-		})
+		files = append(files, of)
 	}
-	if err := g.Wait(); err != nil {
+	if err := prepareOut(out, o.Force); err != nil {
+		return nil, err
+	}
+	if res.Bytes, err = writeFiles(ctx, files, o.Jobs, o.Progress, nil); err != nil {
 		return nil, err
 	}
 	for name, b := range src.aux {
