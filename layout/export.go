@@ -246,13 +246,18 @@ func Export(ctx context.Context, src *Source, l *Layout, dst string, o ExportOpt
 	if err != nil {
 		return nil, err
 	}
-	outs := make([]*rankOut, 0, len(ranks))
-	for _, r := range ranks {
-		ro, err := planRank(src, plan, dst, r, o.Pack)
-		if err != nil {
-			return nil, err
-		}
-		outs = append(outs, ro)
+	// Ranks are planned concurrently: each lays out its own files.
+	outs := make([]*rankOut, len(ranks))
+	var pg errgroup.Group
+	pg.SetLimit(runtime.GOMAXPROCS(0))
+	for i, r := range ranks {
+		pg.Go(func() (err error) {
+			outs[i], err = planRank(src, plan, dst, r, o.Pack)
+			return err
+		})
+	}
+	if err := pg.Wait(); err != nil {
+		return nil, err
 	}
 	if err := checkPadding(src, plan); err != nil {
 		return nil, err
@@ -375,7 +380,7 @@ func planRank(src *Source, plan *Plan, dst string, rank int, pack PackFormat) (*
 	first, end := l.StageLayers(stage)
 	man := &Manifest{Format: ManifestFormat, Layout: l, Rank: rank, Ranks: plan.Ranks(), Stage: stage,
 		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: pack.String(), Source: src.Info,
-		SourceConfig: string(src.Config)}
+		SourceConfig: string(src.Config), Tensors: make([]Entry, 0, len(pcs))}
 	for _, i := range plan.Dropped {
 		man.Dropped = append(man.Dropped, plan.Tensors[i].Name)
 	}
@@ -397,7 +402,7 @@ func planRank(src *Source, plan *Plan, dst string, rank int, pack PackFormat) (*
 	var curBytes int64
 	whole := map[string]*outFile{}
 	opened := map[string]bool{}
-	var fileOf []*outFile // output file of each manifest entry
+	fileOf := make([]*outFile, 0, len(pcs)) // output file of each manifest entry
 	for _, pc := range pcs {
 		sf := src.FileOf[pc.Index]
 		if !opened[sf] {

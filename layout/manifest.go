@@ -158,19 +158,23 @@ func (m *Manifest) marshal() ([]byte, error) {
 	if !bytes.HasSuffix(b, []byte(tail)) {
 		return nil, fmt.Errorf("manifest encoding: unexpected tail %q", b[max(0, len(b)-40):])
 	}
-	b = append(b[:len(b)-len(tail)], "\"tensors\": ["...)
+	buf := bytes.NewBuffer(append(b[:len(b)-len(tail)], "\"tensors\": ["...))
+	// One encoder for every entry: each Encode appends the entry and a
+	// newline, which becomes the separator.
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
 	for i := range m.Tensors {
-		e, err := encodeJSON(&m.Tensors[i], "")
-		if err != nil {
+		buf.WriteString("\n    ")
+		if err := enc.Encode(&m.Tensors[i]); err != nil {
 			return nil, err
 		}
-		b = append(b, "\n    "...)
-		b = append(b, e...)
+		buf.Truncate(buf.Len() - 1)
 		if i < len(m.Tensors)-1 {
-			b = append(b, ',')
+			buf.WriteByte(',')
 		}
 	}
-	return append(b, "\n  ]\n}\n"...), nil
+	buf.WriteString("\n  ]\n}\n")
+	return buf.Bytes(), nil
 }
 
 // encodeJSON encodes without HTML escaping (patterns hold '<' and '>'),
