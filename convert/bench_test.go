@@ -131,6 +131,7 @@ func benchConvert(b *testing.B, src string) {
 	b.ReportMetric(mbs(cpT), "cp-r-MB/s")
 	b.ReportMetric(mbs(cpT+syncT), "cp-r+sync-MB/s")
 	b.ReportMetric(mbs(convT)/mbs(cpT), "ratio-vs-cp")
+	b.ReportMetric(mbs(convT)/mbs(cpT+syncT), "ratio-vs-cp+sync")
 	b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
 	b.Logf("%s: %.2f GB; convert %.0f MB/s, cp -r %.0f MB/s (%.0f MB/s with sync), ratio %.2f; peak RSS %.1f MiB (bound %d MiB for --jobs 2)",
 		filepath.Base(src), float64(size)/1e9, mbs(convT), mbs(cpT), mbs(cpT+syncT), mbs(convT)/mbs(cpT), float64(peak)/(1<<20), 256+2*64)
