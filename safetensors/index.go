@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
@@ -347,7 +346,7 @@ func (d *indexData) writeTo(w io.Writer) (int64, error) {
 	bw.WriteString(",\n  \"weight_map\": {")
 	files := make([][]byte, len(d.files))
 	for i, f := range d.files {
-		files[i] = appendPyJSONString(nil, f)
+		files[i] = appendJSONString(nil, f, true)
 	}
 	var key []byte
 	for i, e := range d.entries {
@@ -355,7 +354,7 @@ func (d *indexData) writeTo(w io.Writer) (int64, error) {
 			bw.WriteByte(',')
 		}
 		bw.WriteString("\n    ")
-		key = appendPyJSONString(key[:0], e.name)
+		key = appendJSONString(key[:0], e.name, true)
 		bw.Write(key)
 		bw.WriteString(": ")
 		bw.Write(files[e.file])
@@ -366,41 +365,6 @@ func (d *indexData) writeTo(w io.Writer) (int64, error) {
 	bw.WriteString("}\n}\n")
 	err = bw.Flush()
 	return cw.n, err
-}
-
-// appendPyJSONString escapes like Python's json.dumps (ensure_ascii): quote,
-// backslash, control characters and every non-ASCII rune as \uXXXX (UTF-16).
-func appendPyJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b = append(b, '\\', '"')
-		case r == '\\':
-			b = append(b, '\\', '\\')
-		case r == '\n':
-			b = append(b, '\\', 'n')
-		case r == '\r':
-			b = append(b, '\\', 'r')
-		case r == '\t':
-			b = append(b, '\\', 't')
-		case r == '\b':
-			b = append(b, '\\', 'b')
-		case r == '\f':
-			b = append(b, '\\', 'f')
-		case r < 0x20 || (r >= 0x7f && r < 0x10000):
-			b = append(b, '\\', 'u', hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
-		case r >= 0x10000:
-			r1, r2 := utf16.EncodeRune(r)
-			for _, q := range []rune{r1, r2} {
-				b = append(b, '\\', 'u', hex[q>>12&15], hex[q>>8&15], hex[q>>4&15], hex[q&15])
-			}
-		default:
-			b = append(b, byte(r))
-		}
-	}
-	return append(b, '"')
 }
 
 type countingWriter struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -98,7 +99,7 @@ func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []b
 	b = append(b, '{')
 	first := true
 	if len(metadata) > 0 {
-		b = appendJSONString(b, metadataKey)
+		b = appendJSONString(b, metadataKey, false)
 		b = append(b, ':', '{')
 		keys := make([]string, 0, len(metadata))
 		for k := range metadata {
@@ -109,9 +110,9 @@ func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []b
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = appendJSONString(b, k, false)
 			b = append(b, ':')
-			b = appendJSONString(b, metadata[k])
+			b = appendJSONString(b, metadata[k], false)
 		}
 		b = append(b, '}')
 		first = false
@@ -121,7 +122,7 @@ func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []b
 			b = append(b, ',')
 		}
 		first = false
-		b = appendJSONString(b, t.Name)
+		b = appendJSONString(b, t.Name, false)
 		b = append(b, `:{"dtype":"`...)
 		b = append(b, t.DType.String()...)
 		b = append(b, `","shape":[`...)
@@ -140,13 +141,19 @@ func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []b
 	return append(b, '}')
 }
 
-// appendJSONString escapes like serde_json: quote, backslash and control
-// characters only (\b \t \n \f \r, else \u00xx in lowercase hex); everything
-// else, non-ASCII included, is written as is.
-func appendJSONString(b []byte, s string) []byte {
+// appendJSONString escapes s as a JSON string. With ensureASCII false it
+// matches serde_json (the safetensors header): quote, backslash and control
+// characters only (\b \t \n \f \r, else \u00xx in lowercase hex), other
+// bytes as they are. With ensureASCII true it matches Python's json.dumps
+// default (huggingface index files): DEL and every non-ASCII rune become
+// \uXXXX, astral runes as UTF-16 surrogate pairs.
+func appendJSONString(b []byte, s string, ensureASCII bool) []byte {
 	const hex = "0123456789abcdef"
+	u4 := func(b []byte, r rune) []byte {
+		return append(b, '\\', 'u', hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
+	}
 	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
 		case c == '"':
@@ -164,10 +171,21 @@ func appendJSONString(b []byte, s string) []byte {
 		case c == '\r':
 			b = append(b, '\\', 'r')
 		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+			b = u4(b, rune(c))
+		case ensureASCII && c >= 0x7f:
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r >= 0x10000 {
+				r1, r2 := utf16.EncodeRune(r)
+				b = u4(u4(b, r1), r2)
+			} else {
+				b = u4(b, r)
+			}
+			i += n
+			continue
 		default:
 			b = append(b, c)
 		}
+		i++
 	}
 	return append(b, '"')
 }

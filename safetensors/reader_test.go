@@ -300,3 +300,20 @@ func TestIndexDuplicateAcrossShards(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexEscapesLikePython pins the index encoder to json.dumps' default
+// (ensure_ascii): `json.dumps({"é😀\x7f\"": "f"})` in Python gives the key
+// below.
+func TestIndexEscapesLikePython(t *testing.T) {
+	b, err := (&Index{TotalSize: 1, WeightMap: map[string]string{"é😀\x7f\"\n": "f"}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"\u00e9\ud83d\ude00\u007f\"\n": "f"`; !strings.Contains(string(b), want) {
+		t.Fatalf("got %s, want a line with %s", b, want)
+	}
+	back, err := ParseIndex(b, "i")
+	if err != nil || back.WeightMap["é😀\x7f\"\n"] != "f" {
+		t.Fatalf("round trip: %v %v", err, back)
+	}
+}
