@@ -23,8 +23,9 @@ import (
 
 // Limits of the executor. Per job it holds one source tile (≤ TileBytes), one
 // band of FP8 output (128 × K bytes), a tile of FP8 codes when a band is split,
-// the tensor's block scales and a hash buffer: about 25 MiB for K3's widest
-// matrix, whatever the tensor's or checkpoint's size.
+// the tensor's block scales and a copy-and-hash buffer: about 25 MiB for K3's
+// widest matrix, whatever the tensor's or checkpoint's size; plus a small
+// shard's held codes (≤ MaxHeldCodes).
 const (
 	// TileBytes bounds the source bytes read at once for quantization: a
 	// 128-row band, split into column tiles (multiples of 128 columns) when a
@@ -202,6 +203,7 @@ type scratch struct {
 	tile   []byte    // FP8 codes of one tile when a band is split
 	scales []float32 // every block scale of the tensor
 	sbytes []byte    // the scales as little-endian fp32
+	held   []byte    // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
 }
 
 func grow[T any](b []T, n int) []T {
@@ -366,9 +368,21 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 	fp *FilePlan, outs []OutputTensor, fh *fileHash) (int64, error) {
 	sf := fp.Source
 	var zeroed int64
-	// The scales of each weight as its StepScales made them: StepCodes
-	// makes them again and must agree (else the source changed meanwhile).
+	// The scales of each weight as its StepScales made them: a StepCodes
+	// that quantizes again must get the same (else the source changed
+	// meanwhile). Held codes: where each weight's lie in s.held.
 	scaleSums := map[int][sha256.Size]byte{}
+	heldAt := map[int][2]int{}
+	var held int64
+	for _, st := range fp.Steps {
+		if st.Kind == StepCodes && st.HoldCodes && st.First < len(l.Tensors) {
+			held += l.Tensors[st.First].Size()
+		}
+	}
+	if held > MaxHeldCodes {
+		return 0, fmt.Errorf("file %s: the plan holds %d bytes of codes, over %d", path, held, MaxHeldCodes)
+	}
+	s.held = grow(s.held, int(held))[:0]
 	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
@@ -401,19 +415,46 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 				return zeroed, err
 			}
 			hw := &hashedWriter{tw: tw, fh: fh, off: off}
-			var emit func([]byte) error
-			if st.Kind == StepCodes {
-				emit = func(b []byte) error { _, err := hw.Write(b); return err }
+			if st.Kind == StepCodes && st.HoldCodes {
+				at, ok := heldAt[weight]
+				if !ok {
+					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, o.Name)
+				}
+				if _, err := hw.Write(s.held[at[0]:at[1]]); err != nil {
+					return zeroed, err
+				}
+				continue
 			}
+			var emit func([]byte) error
+			switch {
+			case st.Kind == StepCodes:
+				emit = func(b []byte) error { _, err := hw.Write(b); return err }
+			case st.HoldCodes:
+				emit = func(b []byte) error {
+					if len(s.held)+len(b) > cap(s.held) {
+						return fmt.Errorf("codes held over the planned %d bytes", cap(s.held))
+					}
+					s.held = append(s.held, b...)
+					return nil
+				}
+			}
+			start := len(s.held)
 			n, err := s.quantize(ctx, sf, src, p.Options, emit, fh.prog)
+			if st.Kind == StepScales && st.HoldCodes {
+				heldAt[weight] = [2]int{start, len(s.held)}
+			}
 			if err == nil {
 				sum := sha256.Sum256(s.sbytes)
-				if st.Kind == StepScales {
+				switch {
+				case st.Kind == StepScales:
 					scaleSums[weight] = sum
 					_, err = hw.Write(s.sbytes)
-				} else if prev, ok := scaleSums[weight]; !ok || prev != sum {
+					if st.HoldCodes {
+						zeroed += n
+					}
+				case scaleSums[weight] != sum:
 					err = fmt.Errorf("block scales differ between the two passes over it: was the source modified during the conversion?")
-				} else {
+				default:
 					zeroed += n
 				}
 			}

@@ -65,6 +65,18 @@ func (fp *FilePlan) Layout() (*safetensors.Layout, []OutputTensor, error) {
 	return layoutFile(fp.Source, outs)
 }
 
+// rereadBytes is what the file's code steps read again (weights whose codes
+// are not held from their scale step).
+func (fp *FilePlan) rereadBytes() int64 {
+	var n int64
+	for _, st := range fp.Steps {
+		if st.Kind == StepCodes && !st.HoldCodes {
+			n += st.Len
+		}
+	}
+	return n
+}
+
 // AuxFile is a side file (tokenizer, chat template, custom code) copied as is.
 type AuxFile struct {
 	// Name is the path relative to the checkpoint root, with forward slashes.
@@ -398,8 +410,7 @@ type Unit struct {
 func (p *Plan) Units() []Unit {
 	us := make([]Unit, 0, len(p.Files)+len(p.Aux))
 	for _, f := range p.Files {
-		// Quantized weights are read twice (StepScales, StepCodes).
-		us = append(us, Unit{Name: f.Name, Kind: UnitShard, Size: f.Size, Work: f.ReadBytes + f.Totals.QuantizedBytes + f.Size, File: f})
+		us = append(us, Unit{Name: f.Name, Kind: UnitShard, Size: f.Size, Work: f.ReadBytes + f.rereadBytes() + f.Size, File: f})
 	}
 	for _, a := range p.Aux {
 		us = append(us, Unit{Name: a.Name, Kind: UnitAux, Size: a.Size, Work: 2 * a.Size})

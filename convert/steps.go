@@ -16,11 +16,12 @@ const (
 	StepCopy StepKind = iota
 	// StepScales quantizes a weight to get its block scales and writes the
 	// scale tensor. Scale tensors (F32) precede the FP8 codes in a canonical
-	// file, so the codes are made again by the weight's StepCodes: writing
-	// strictly in file order lets the executor hash the file as it writes it
-	// instead of reading it back.
+	// file; writing strictly in file order lets the executor hash the file
+	// as it writes it instead of reading it back, so the codes are either
+	// held in memory until their place (HoldCodes) or made again there.
 	StepScales
-	// StepCodes quantizes a weight and writes its FP8 codes.
+	// StepCodes writes a weight's FP8 codes: the held ones, or quantizing
+	// the weight once more.
 	StepCodes
 
 	numStepKinds = int(StepCodes) + 1
@@ -40,6 +41,12 @@ func (k StepKind) String() string {
 // move in several spans and no step holds up cancellation for long.
 const MaxRunBytes = 256 << 20
 
+// MaxHeldCodes bounds the FP8 codes a job holds in memory between a file's
+// scale steps and its code steps. A file whose codes fit is quantized once;
+// a larger one (a K3 layer has about 0.9 GB) is quantized twice, since
+// reading its weights again costs less than reading the written file back.
+const MaxHeldCodes = 32 << 20
+
 // Step is one piece of work on an output shard, decided at plan time. A
 // shard's steps write its tensors in file order, each exactly once.
 type Step struct {
@@ -52,6 +59,10 @@ type Step struct {
 	// Src and Len are the source bytes the step reads: the absolute offset in
 	// the source file and the length of the run, or of the weight.
 	Src, Len int64
+	// HoldCodes, on a file's scale and code steps, says that StepScales
+	// keeps the FP8 codes it makes and StepCodes writes them without
+	// reading the weight again.
+	HoldCodes bool
 }
 
 // Writes is how many output tensors the step writes.
@@ -67,15 +78,18 @@ func (s Step) Writes() int {
 // contiguous and in the same order form one copy run (up to MaxRunBytes), so
 // a run never spans a tensor that is quantized, dropped or a scale, since
 // those break the contiguity on one side; each scale tensor and each FP8
-// weight is a step of its own.
+// weight is a step of its own, holding the codes in between when all of the
+// file's fit MaxHeldCodes.
 func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor) ([]Step, error) {
 	if len(outs) != len(l.Tensors) {
 		return nil, fmt.Errorf("file %s: %d outputs for %d laid-out tensors", sf.Path, len(outs), len(l.Tensors))
 	}
 	pair := map[string][2]int{} // a quantized weight → its output indices (codes, scale)
+	var codes int64
 	for i, o := range outs {
 		switch o.Role {
 		case RoleWeight:
+			codes += l.Tensors[i].Size()
 			p := pair[o.Source]
 			p[0] = i + 1
 			pair[o.Source] = p
@@ -108,9 +122,9 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 		case RoleWeight, RoleScale:
 			p := pair[o.Source]
 			if p[0] == 0 || p[1] == 0 {
-				return nil, fmt.Errorf("file %s: tensor %s: planned without its %s", sf.Path, o.Source, map[Role]string{RoleWeight: "scale", RoleScale: "FP8 codes"}[o.Role])
+				return nil, fmt.Errorf("file %s: tensor %s: planned without both its FP8 codes and its scale", sf.Path, o.Source)
 			}
-			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size()}
+			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: codes <= MaxHeldCodes}
 			if o.Role == RoleScale {
 				st.Kind, st.First, st.Last = StepScales, p[1]-1, p[0]-1
 			}

@@ -1,7 +1,17 @@
 package convert
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -82,18 +92,54 @@ func TestPlanStepsHandMade(t *testing.T) {
 	at := func(name string) int64 { ti, _ := sf.Lookup(name); return sf.DataStart + ti.Begin }
 	cw2 := int64(256 * 128 * 2)
 	want := []Step{
-		{Kind: StepScales, First: 0, Last: 6, Src: at("c.weight"), Len: cw2},
+		// The file's codes (32 KiB) fit MaxHeldCodes: made once, held.
+		{Kind: StepScales, First: 0, Last: 6, Src: at("c.weight"), Len: cw2, HoldCodes: true},
 		// z ends the source's F32 region where a begins: z a b are contiguous
 		// on both sides, and the scale before them is not part of the run.
 		{Kind: StepCopy, First: 1, Last: 3, Src: at("z"), Len: 8 + 8 + 8},
 		{Kind: StepCopy, First: 4, Last: 4, Src: at("d"), Len: 8}, // c.weight lies between b and d in the source
 		{Kind: StepCopy, First: 5, Last: 5, Src: at("f"), Len: 8}, // dropped e lies between d and f
-		{Kind: StepCodes, First: 6, Last: 0, Src: at("c.weight"), Len: cw2},
+		{Kind: StepCodes, First: 6, Last: 0, Src: at("c.weight"), Len: cw2, HoldCodes: true},
 		// f and u1 are contiguous in the source but c.weight's codes lie between them in the output.
 		{Kind: StepCopy, First: 7, Last: 9, Src: at("u1"), Len: 24},
 	}
 	if !slices.Equal(steps, want) {
 		t.Errorf("steps\n got %+v\nwant %+v", steps, want)
+	}
+}
+
+// A file whose FP8 codes exceed MaxHeldCodes is quantized twice: no step
+// holds codes.
+func TestPlanStepsHoldLimit(t *testing.T) {
+	const n = 4096 // three 4096×4096 weights: 48 MiB of codes
+	var specs []safetensors.TensorSpec
+	var outs []OutputTensor
+	for _, name := range []string{"a.weight", "b.weight", "c.weight"} {
+		sh := []int64{n, n}
+		specs = append(specs, safetensors.TensorSpec{Name: name, DType: safetensors.BF16, Shape: sh})
+		outs = append(outs,
+			OutputTensor{TensorSpec: safetensors.TensorSpec{Name: name, DType: WeightDType, Shape: sh}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: RoleWeight},
+			OutputTensor{TensorSpec: safetensors.TensorSpec{Name: name + "_scale_inv", DType: ScaleDType, Shape: []int64{n / 128, n / 128}}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: RoleScale})
+	}
+	if 3*n*n <= MaxHeldCodes {
+		t.Fatal("codes fit MaxHeldCodes")
+	}
+	sf := sourceFile(t, specs)
+	l, ordered, err := layoutFile(sf, outs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := planSteps(sf, l, ordered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 6 {
+		t.Fatalf("%d steps, want 3 scale and 3 code steps", len(steps))
+	}
+	for _, st := range steps {
+		if st.HoldCodes {
+			t.Errorf("%s step of %s holds codes", st.Kind, ordered[st.First].Name)
+		}
 	}
 }
 
@@ -164,6 +210,17 @@ func TestPlanStepsTinyInvariants(t *testing.T) {
 func checkSteps(t *testing.T, fp *FilePlan, l *safetensors.Layout, outs []OutputTensor) {
 	t.Helper()
 	sf := fp.Source
+	var codes int64
+	for i, o := range outs {
+		if o.Role == RoleWeight {
+			codes += l.Tensors[i].Size()
+		}
+	}
+	for _, st := range fp.Steps {
+		if want := st.Kind != StepCopy && codes <= MaxHeldCodes; st.HoldCodes != want {
+			t.Errorf("%s: %s step at %d: HoldCodes %v with %d bytes of codes in the file", fp.Name, st.Kind, st.First, st.HoldCodes, codes)
+		}
+	}
 	covered := make([]int, len(outs))
 	next := 0 // steps write the file in order, tensor after tensor
 	for k, st := range fp.Steps {
@@ -232,3 +289,99 @@ func checkSteps(t *testing.T, fp *FilePlan, l *safetensors.Layout, outs []Output
 }
 
 func outSize(l *safetensors.Layout, i int) int64 { return l.Tensors[i].Size() }
+
+// The executor writes the same file whether a shard's codes are held from
+// the scale steps or made again at the code steps: the FP8 codes and scales
+// equal the quant reference, and the sha256 taken in flight is the file's.
+func TestHeldAndRequantizedCodesAgree(t *testing.T) {
+	const p = "language_model.model.layers.1."
+	specs := []safetensors.TensorSpec{
+		{Name: p + "input_layernorm.weight", DType: safetensors.BF16, Shape: []int64{260}},
+		{Name: p + "self_attn.q_proj.weight", DType: safetensors.BF16, Shape: []int64{300, 260}},
+		{Name: p + "self_attn.k_proj.weight", DType: safetensors.BF16, Shape: []int64{128, 260}},
+		{Name: p + "self_attn.A_log", DType: safetensors.F32, Shape: []int64{128}},
+		{Name: p + "block_sparse_moe.experts.0.w1.weight_packed", DType: safetensors.U8, Shape: []int64{64, 16}},
+	}
+	var x uint32 = 9
+	data := make([][]byte, len(specs))
+	for i, s := range specs {
+		n, _ := safetensors.ByteSize(s.DType, s.Shape)
+		data[i] = make([]byte, n)
+		for j := 0; j+2 <= len(data[i]); j += 2 {
+			x = x*1664525 + 1013904223
+			binary.LittleEndian.PutUint16(data[i][j:], quant.F32ToBF16(float32(int32(x))/(1<<31)))
+		}
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "in.safetensors"), specs, data)
+	f, err := safetensors.OpenFile(filepath.Join(dir, "in.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	plan := &Plan{Recipe: mustRecipe(t), SrcRoot: dir}
+	fp := &FilePlan{Name: "in.safetensors", Source: f, plan: plan}
+	l, outs, err := fp.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, err := planSteps(f, l, outs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(hold bool) []byte {
+		fp.Steps = slices.Clone(planned)
+		quantized := 0
+		for i := range fp.Steps {
+			if fp.Steps[i].Kind != StepCopy {
+				if !fp.Steps[i].HoldCodes {
+					t.Fatalf("%s step not holding codes for a %d-byte file", fp.Steps[i].Kind, l.Size)
+				}
+				fp.Steps[i].HoldCodes = hold
+				quantized++
+			}
+		}
+		if quantized != 4 {
+			t.Fatalf("%d scale and code steps, want 4", quantized)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("out-%v.safetensors", hold))
+		_, rec, commit, err := (&scratch{}).writeShard(context.Background(), plan, path, fp, noProgress{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := commit(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(b); rec.SHA256 != hex.EncodeToString(sum[:]) || rec.Size != int64(len(b)) {
+			t.Errorf("hold %v: record %+v, file has %d bytes, sha256 %x", hold, rec, len(b), sum)
+		}
+		return b
+	}
+	held, again := run(true), run(false)
+	if !bytes.Equal(held, again) {
+		t.Fatal("held codes and codes made again give different files")
+	}
+	out, err := safetensors.ReadHeader(bytes.NewReader(held), int64(len(held)), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range specs[1:3] {
+		n, k := int(s.Shape[0]), int(s.Shape[1])
+		fp8, scales := refQuantize(t, data[i+1], s.DType, n, k, quant.ScaleFP32)
+		wt, _ := out.Lookup(s.Name)
+		st, _ := out.Lookup(strings.TrimSuffix(s.Name, "weight") + "weight_scale_inv")
+		if !bytes.Equal(held[out.DataStart+wt.Begin:out.DataStart+wt.End], fp8) {
+			t.Errorf("%s: FP8 codes differ from the reference", s.Name)
+		}
+		sb := held[out.DataStart+st.Begin : out.DataStart+st.End]
+		for j, v := range scales {
+			if binary.LittleEndian.Uint32(sb[4*j:]) != math.Float32bits(v) {
+				t.Fatalf("%s: scale %d differs from the reference", s.Name, j)
+			}
+		}
+	}
+}
