@@ -351,8 +351,11 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 		return 0, FileRecord{}, nil, err
 	}
 	fh := &fileHash{h: sha256.New(), prog: prog}
-	fh.write(0, l.Header)
-	zeroed, err := s.runSteps(ctx, p, w, l, path, fp, outs, fh)
+	err = fh.write(0, l.Header) // written by Create
+	var zeroed int64
+	if err == nil {
+		zeroed, err = s.runSteps(ctx, p, w, l, path, fp, outs, fh)
+	}
 	if err == nil && fh.off != l.Size {
 		err = fmt.Errorf("file %s: the plan's steps wrote %d of %d bytes", path, fh.off, l.Size)
 	}

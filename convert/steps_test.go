@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -383,5 +384,24 @@ func TestHeldAndRequantizedCodesAgree(t *testing.T) {
 				t.Fatalf("%s: scale %d differs from the reference", s.Name, j)
 			}
 		}
+	}
+}
+
+// countProgress adds up what the executor reports.
+type countProgress struct{ total, done atomic.Int64 }
+
+func (c *countProgress) Start(n int64) { c.total.Store(n) }
+func (c *countProgress) Add(n int64)   { c.done.Add(n) }
+
+// The work Execute announces is exactly the work it reports: every source
+// byte read (weights whose codes are made twice, twice) and every output
+// byte hashed, so a progress bar ends at 100%.
+func TestProgressAddsUp(t *testing.T) {
+	var c countProgress
+	if _, err := convertDir(tinySrc, filepath.Join(t.TempDir(), "out"), Options{}, ExecOptions{Jobs: 2, Progress: &c}); err != nil {
+		t.Fatal(err)
+	}
+	if c.total.Load() == 0 || c.done.Load() != c.total.Load() {
+		t.Errorf("reported %d of %d bytes of work", c.done.Load(), c.total.Load())
 	}
 }
