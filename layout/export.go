@@ -83,7 +83,8 @@ type ExportOptions struct {
 	Ranks []int
 	// Pack stores block scales packed.
 	Pack PackFormat
-	// Jobs bounds how many files are written at once (0: GOMAXPROCS).
+	// Jobs bounds how many files are written at once (0: GOMAXPROCS, at
+	// least DefaultJobs); written files wait for fsync apart from the writers.
 	Jobs int
 	// Force replaces the content of existing output directories.
 	Force bool

@@ -16,7 +16,8 @@ var ErrMismatch = errors.New("tensor bytes differ")
 
 // ReassembleOptions controls Reassemble.
 type ReassembleOptions struct {
-	// Jobs bounds how many files are written at once (0: GOMAXPROCS).
+	// Jobs bounds how many files are written at once (0: GOMAXPROCS, at
+	// least DefaultJobs); written files wait for fsync apart from the writers.
 	Jobs int
 	// Force replaces the content of an existing output directory.
 	Force bool
