@@ -400,7 +400,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 			if err != nil {
 				return zeroed, err
 			}
-			if err := s.copyRun(sf, tw, st, off, fh); err != nil {
+			if err := s.copyRun(ctx, sf, tw, st, off, fh); err != nil {
 				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, outs[st.First].Name, outs[st.Last].Name, filepath.Join(p.SrcRoot, sf.Path), err)
 			}
 		case StepScales, StepCodes:
@@ -478,9 +478,12 @@ const copyChunk = 4 << 20
 // chunk is read once to be hashed, then moved by the kernel
 // (copy_file_range, which lets filesystems that can share extents or copy
 // server-side do so) from the page cache the read just filled.
-func (s *scratch) copyRun(sf *safetensors.File, tw *safetensors.TensorWriter, st Step, off int64, fh *fileHash) error {
+func (s *scratch) copyRun(ctx context.Context, sf *safetensors.File, tw *safetensors.TensorWriter, st Step, off int64, fh *fileHash) error {
 	s.hash = grow(s.hash, copyChunk)
 	for done := int64(0); done < st.Len; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		n := min(copyChunk, st.Len-done)
 		buf := s.hash[:n]
 		if m, err := sf.ReaderAt().ReadAt(buf, st.Src+done); m < len(buf) {

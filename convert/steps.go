@@ -37,8 +37,9 @@ func (k StepKind) String() string {
 	return fmt.Sprintf("StepKind(%d)", uint8(k))
 }
 
-// MaxRunBytes bounds one copy run, so that a layer's experts (15.7 GB in K3)
-// move in several spans and no step holds up cancellation for long.
+// MaxRunBytes bounds the tensors one copy run gathers (a longer single
+// tensor, K3's 2.2 GB embedding, is a run of its own): a layer's experts
+// (15.7 GB in K3) move in several spans.
 const MaxRunBytes = 256 << 20
 
 // MaxHeldCodes bounds the FP8 codes a job holds in memory between a file's
