@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
@@ -173,7 +174,9 @@ func (tw *TensorWriter) ReadFrom(r io.Reader) (int64, error) {
 			return n, err
 		}
 	}
-	buf := make([]byte, copyBufSize)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	var total int64
 	for {
 		n, rerr := io.ReadFull(r, buf)
@@ -195,6 +198,10 @@ func (tw *TensorWriter) ReadFrom(r io.Reader) (int64, error) {
 
 // copyBufSize bounds the fallback copy's buffer.
 const copyBufSize = 1 << 20
+
+// copyBufs recycles fallback buffers, so copies across filesystems (where
+// copy_file_range is refused) do not allocate a megabyte per tensor.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 
 func (tw *TensorWriter) copyRange(sr *io.SectionReader) (int64, error, bool) {
 	src, base, n := sr.Outer()

@@ -35,7 +35,7 @@ func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 	fl.BoolVar(&f.even, "even", false, "SGLang's default split (SGLANG_PP_LAYER_PARTITION unset) instead of the layout's partition")
 	fl.BoolVar(&f.textOnly, "text-only", false, "drop the vision tower and projector (default on for the decode layouts)")
 	fl.BoolVar(&f.force, "force", false, "replace the content of existing output directories")
-	fl.IntVar(&f.jobs, "jobs", 0, "files written at once (0: one per CPU)")
+	fl.IntVar(&f.jobs, "jobs", 0, "files written at once (0: the larger of 4 and the CPU count)")
 }
 
 // resolve builds the layout: a built-in with the seed script's options,
@@ -226,7 +226,7 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 	}
 	cmd.Flags().StringVar(&check, "check", "", "compare every rebuilt tensor with this source checkpoint")
 	cmd.Flags().BoolVar(&force, "force", false, "replace the content of an existing OUT")
-	cmd.Flags().IntVar(&jobs, "jobs", 0, "files written at once (0: one per CPU)")
+	cmd.Flags().IntVar(&jobs, "jobs", 0, "files written at once (0: the larger of 4 and the CPU count)")
 	return cmd
 }
 
