@@ -180,13 +180,14 @@ func (c *Checkpoint) openFiles(names []string) error {
 			if err != nil {
 				return fmt.Errorf("file %s: %w", joinRoot(c.Root, name), err)
 			}
-			f, err := ReadHeader(ra, size, name)
+			f, err := ReadHeader(ra, size, joinRoot(c.Root, name)) // errors name the full path
 			if err != nil {
 				if closer != nil {
 					closer.Close()
 				}
-				return fmt.Errorf("%s: %w", c.Root, err)
+				return err
 			}
+			f.Path = name
 			f.closer = closer
 			c.Files[i] = f
 			return nil
