@@ -30,6 +30,8 @@ var (
 	ErrIncomplete = errors.New("conversion incomplete")
 	// ErrWorker: an invalid --worker I/N.
 	ErrWorker = errors.New("invalid worker slice")
+	// ErrChanged: a source file no longer matches what was planned from it.
+	ErrChanged = errors.New("source changed since planning")
 	// ErrVerify: verify found a violation.
 	ErrVerify = errors.New("verification failed")
 )

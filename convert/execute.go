@@ -249,7 +249,7 @@ func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, pro
 	case UnitShard:
 		return s.writeShard(ctx, p, path, u.File, prog)
 	default:
-		rec, c, err := s.copyAux(ctx, filepath.Join(p.SrcRoot, filepath.FromSlash(u.Name)), path, prog)
+		rec, c, err := s.copyAux(ctx, filepath.Join(p.SrcRoot, filepath.FromSlash(u.Name)), path, u.Size, prog)
 		return 0, rec, c, err
 	}
 }
@@ -270,7 +270,9 @@ func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit func() error
 // fsyncs overlap, few enough that an interrupted run has little to redo.
 const commitsPerJob = 4
 
-func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) (FileRecord, func() error, error) {
+// copyAux copies a side file, which must still hold the planned size: one
+// that changed since planning is an error and never reaches its final name.
+func (s *scratch) copyAux(ctx context.Context, from, to string, want int64, prog Progress) (FileRecord, func() error, error) {
 	if err := ctx.Err(); err != nil {
 		return FileRecord{}, nil, err
 	}
@@ -290,6 +292,9 @@ func (s *scratch) copyAux(ctx context.Context, from, to string, prog Progress) (
 	s.hash = grow(s.hash, hashBufSize)
 	n, err := io.CopyBuffer(io.MultiWriter(out.File, h), in, s.hash)
 	prog.Add(2 * n)
+	if err == nil && n != want {
+		err = fmt.Errorf("%w: %d bytes, planned %d (did the source change?)", ErrChanged, n, want)
+	}
 	if err != nil {
 		out.Abort()
 		return FileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)

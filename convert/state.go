@@ -190,13 +190,15 @@ func writeRecord(dst string, r doneRecord) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := filepath.Join(filepath.Dir(path), atomicfile.TempPrefix+filepath.Base(path))
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		os.Remove(tmp)
+	f, err := atomicfile.Create(path)
+	if err != nil {
 		return fmt.Errorf("record %s: %w", r.Name, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	defer f.Abort()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("record %s: %w", r.Name, err)
+	}
+	if err := f.CommitNoSync(); err != nil {
 		return fmt.Errorf("record %s: %w", r.Name, err)
 	}
 	return nil

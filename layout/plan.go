@@ -417,8 +417,10 @@ func splitChunk(r *Rule, t safetensors.TensorSpec) (int64, error) {
 	}
 	chunk := v / int64(r.Parts)
 	inner, _ := safetensors.NumElements(t.Shape[r.Axis+1:])
-	if (chunk*inner*t.DType.Bits())%8 != 0 {
-		return 0, fmt.Errorf("%w: tensor %s: a slice of %d entries along axis %d of %s is not a whole number of bytes", ErrIndivisible, t.Name, chunk, r.Axis, t.DType)
+	// Every step along the axis (not only the whole slice) must be whole bytes:
+	// the exporter moves slices row by row.
+	if (inner*t.DType.Bits())%8 != 0 {
+		return 0, fmt.Errorf("%w: tensor %s: a step along axis %d of %s is not a whole number of bytes", ErrIndivisible, t.Name, r.Axis, t.DType)
 	}
 	return chunk, nil
 }

@@ -216,6 +216,24 @@ func (p *parser) ws() {
 	}
 }
 
+// next consumes what follows a member of an object or array: a ',' that
+// must be followed by another member (no trailing comma), or whitespace before
+// the closing byte, which is left for the caller's loop to take.
+func (p *parser) next(closing byte) error {
+	p.ws()
+	if p.eat(',') {
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == closing {
+			return p.errf(ErrHeaderJSON, "trailing comma")
+		}
+		return nil
+	}
+	if p.i < len(p.b) && p.b[p.i] == closing {
+		return nil
+	}
+	return p.errf(ErrHeaderJSON, "expected ',' or '%c'", closing)
+}
+
 func (p *parser) eat(c byte) bool {
 	if p.i < len(p.b) && p.b[p.i] == c {
 		p.i++

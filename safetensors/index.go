@@ -100,7 +100,7 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 	}
 	p := parser{b: b, s: bytesString(b, owned)}
 	d := &indexData{entries: make([]indexEntry, 0, len(b)/110)}
-	seenTotal, seenMap := false, false
+	seenTotal, seenMap, seenMeta := false, false, false
 	fileIDs := map[string]uint32{} // raw JSON spelling → provisional id
 	var provisional []string
 	p.ws()
@@ -121,6 +121,10 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 		p.ws()
 		switch key {
 		case "metadata":
+			if seenMeta {
+				return fail("metadata appears twice")
+			}
+			seenMeta = true
 			start := p.i
 			if err := p.skip(0); err != nil {
 				return fail("metadata: %v", err)
@@ -183,12 +187,8 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 					fileIDs[string(raw)] = id
 				}
 				d.entries = append(d.entries, indexEntry{t, id})
-				p.ws()
-				if !p.eat(',') {
-					p.ws()
-					if p.i < len(b) && b[p.i] != '}' {
-						return fail("expected ',' or '}' at byte %d", p.i)
-					}
+				if err := p.next('}'); err != nil {
+					return fail("weight_map: %v", err)
 				}
 			}
 		default:
@@ -196,12 +196,8 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 				return fail("%s: %v", key, err)
 			}
 		}
-		p.ws()
-		if !p.eat(',') {
-			p.ws()
-			if p.i < len(b) && b[p.i] != '}' {
-				return fail("expected ',' or '}' at byte %d", p.i)
-			}
+		if err := p.next('}'); err != nil {
+			return fail("%v", err)
 		}
 	}
 	if p.ws(); p.i != len(b) {

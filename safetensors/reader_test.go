@@ -317,3 +317,21 @@ func TestIndexEscapesLikePython(t *testing.T) {
 		t.Fatalf("round trip: %v %v", err, back)
 	}
 }
+
+func TestIndexRejectsMalformedJSON(t *testing.T) {
+	for _, s := range []string{
+		`{"metadata":{"total_size":0},"weight_map":{"a":"x.safetensors",},}`,
+		`{"metadata":{"total_size":0},"weight_map":{"a":"x.safetensors",}}`,
+		`{"metadata":{"total_size":0},"weight_map":{"a":"x.safetensors"},}`,
+		`{"metadata":{"total_size":0},"metadata":{"total_size":5},"weight_map":{}}`,
+		`{"metadata":{"total_size":0} "weight_map":{}}`,
+		`{"metadata":{"total_size":0},"weight_map":{"a":"x.safetensors" "b":"x.safetensors"}}`,
+	} {
+		if _, err := ParseIndex([]byte(s), "i"); !errors.Is(err, ErrIndex) {
+			t.Errorf("%s: accepted (%v)", s, err)
+		}
+	}
+	if _, err := ParseIndex([]byte(` { "metadata" : {"total_size":0} , "weight_map" : { "a" : "x.safetensors" , "b":"x.safetensors" } } `), "i"); err != nil {
+		t.Fatalf("whitespace: %v", err)
+	}
+}

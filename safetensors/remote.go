@@ -24,19 +24,18 @@ type HTTPReaderAt struct {
 	fetched *atomic.Int64
 }
 
-// NewHTTPReaderAt probes url with a one-byte range request to learn the size
-// and to make sure the server honours ranges.
+// NewHTTPReaderAt probes url with a range request for its first 8 bytes (the
+// header length) to learn the size and to make sure the server honours ranges.
 func NewHTTPReaderAt(client *http.Client, u string, fetched *atomic.Int64) (*HTTPReaderAt, error) {
 	if fetched == nil {
 		fetched = new(atomic.Int64)
 	}
 	r := &HTTPReaderAt{client: client, url: u, fetched: fetched, size: -1}
 	var b [8]byte
-	n, total, err := r.get(b[:], 0)
+	_, total, err := r.get(b[:], 0)
 	if err != nil {
 		return nil, err
 	}
-	_ = n
 	r.size = total
 	return r, nil
 }
@@ -72,10 +71,7 @@ func (r *HTTPReaderAt) get(p []byte, off int64) (int, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	end := off + int64(len(p)) - 1
-	if r.size < 0 && len(p) > 0 {
-		end = off + int64(len(p)) - 1 // probe: the server may hold fewer bytes
-	}
+	end := off + int64(len(p)) - 1 // the server may hold fewer bytes: Content-Range says
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, end))
 	resp, err := r.client.Do(req)
 	if err != nil {

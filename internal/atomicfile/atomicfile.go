@@ -74,6 +74,26 @@ func (f *File) Commit() error {
 	return SyncDir(filepath.Dir(f.final))
 }
 
+// CommitNoSync renames the temporary into place without fsync: for small
+// records whose loss in a power failure only means redoing some work, never a
+// partial file under the final name.
+func (f *File) CommitNoSync() error {
+	if f.done {
+		return errors.New("atomicfile: already committed or aborted")
+	}
+	f.done = true
+	tmp := f.File.Name()
+	if err := f.File.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("close %s: %w", f.final, err)
+	}
+	if err := os.Rename(tmp, f.final); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("rename %s: %w", f.final, err)
+	}
+	return nil
+}
+
 // Abort closes and removes the temporary. It is safe to call after Commit (a
 // no-op then), so callers can defer it.
 func (f *File) Abort() error {

@@ -66,3 +66,22 @@ func TestWriteFileAndRemoveTemps(t *testing.T) {
 		t.Fatalf("entries %v", ents)
 	}
 }
+
+func TestCommitNoSync(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Create(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("{}")
+	if err := f.CommitNoSync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CommitNoSync(); err == nil {
+		t.Fatal("second commit accepted")
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || ents[0].Name() != "r.json" {
+		t.Fatalf("entries %v", ents)
+	}
+}
