@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"hash"
 	"io"
 	"math"
@@ -206,13 +207,6 @@ type scratch struct {
 	held   []byte    // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
 }
 
-func grow[T any](b []T, n int) []T {
-	if cap(b) < n {
-		return make([]T, n)
-	}
-	return b[:n]
-}
-
 // resumeUnit checks a unit finished earlier under this plan: it is skipped
 // when its file still has the recorded size and sha256.
 func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, m *Manifest, prog Progress) (bool, error) {
@@ -228,7 +222,7 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, m
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	s.hash = grow(s.hash, hashBufSize)
+	s.hash = bufs.Grow(s.hash, hashBufSize)
 	got, err := hashFile(path, s.hash, prog.Add)
 	if err != nil {
 		return false, err
@@ -289,7 +283,7 @@ func (s *scratch) copyAux(ctx context.Context, from, to string, want int64, prog
 		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	h := sha256.New()
-	s.hash = grow(s.hash, hashBufSize)
+	s.hash = bufs.Grow(s.hash, hashBufSize)
 	n, err := io.CopyBuffer(io.MultiWriter(out.File, h), in, s.hash)
 	prog.Add(2 * n)
 	if err == nil && n != want {
@@ -390,7 +384,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 	if held > MaxHeldCodes {
 		return 0, fmt.Errorf("file %s: the plan holds %d bytes of codes, over %d", path, held, MaxHeldCodes)
 	}
-	s.held = grow(s.held, int(held))[:0]
+	s.held = bufs.Grow(s.held, int(held))[:0]
 	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
@@ -484,7 +478,7 @@ const copyChunk = 4 << 20
 // (copy_file_range, which lets filesystems that can share extents or copy
 // server-side do so) from the page cache the read just filled.
 func (s *scratch) copyRun(ctx context.Context, sf *safetensors.File, tw *safetensors.TensorWriter, st Step, off int64, fh *fileHash) error {
-	s.hash = grow(s.hash, copyChunk)
+	s.hash = bufs.Grow(s.hash, copyChunk)
 	for done := int64(0); done < st.Len; {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -543,12 +537,12 @@ func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetenso
 	sec := f.Section(t)
 	rowBytes := int64(k) * int64(esz)
 	wcols := tileCols(k, esz)
-	s.src = grow(s.src, BlockSize*wcols*esz)
-	s.band = grow(s.band, BlockSize*k)
+	s.src = bufs.Grow(s.src, BlockSize*wcols*esz)
+	s.band = bufs.Grow(s.band, BlockSize*k)
 	if wcols < k {
-		s.tile = grow(s.tile, BlockSize*wcols)
+		s.tile = bufs.Grow(s.tile, BlockSize*wcols)
 	}
-	s.scales = grow(s.scales, int(nb*kb))
+	s.scales = bufs.Grow(s.scales, int(nb*kb))
 	quantizers := map[int]*quant.Quantizer{}
 	var zeroed int64
 	for b := range nb {
@@ -607,7 +601,7 @@ func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetenso
 			}
 		}
 	}
-	s.sbytes = grow(s.sbytes, 4*len(s.scales))
+	s.sbytes = bufs.Grow(s.sbytes, 4*len(s.scales))
 	for i, v := range s.scales {
 		binary.LittleEndian.PutUint32(s.sbytes[4*i:], math.Float32bits(v))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"io/fs"
 	"math"
 	"os"
@@ -252,7 +253,7 @@ func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf 
 	live := s.liveElems(ts.Name, n)
 	dist := distOf(ts.Name)
 	r := tensorStream(s.opts.Seed, ts.Name)
-	buf.out = grow(buf.out, SynthChunkElems*width)
+	buf.out = bufs.Grow(buf.out, SynthChunkElems*width)
 	for pos := int64(0); pos < n; {
 		k := int(min(n-pos, SynthChunkElems))
 		b := buf.out[:k*width]
@@ -295,9 +296,9 @@ func (s *synth) fillMXFP4(w *safetensors.Writer, weight string, packed, scale sa
 	band := max(1, SynthChunkElems/k)
 	dist := distOf(weight)
 	r := tensorStream(s.opts.Seed, weight)
-	buf.f32 = growF32(buf.f32, int(band*k))
-	buf.out = grow(buf.out, int(band*k/2))
-	buf.scales = grow(buf.scales, int(band*k/g))
+	buf.f32 = bufs.Grow(buf.f32, int(band*k))
+	buf.out = bufs.Grow(buf.out, int(band*k/2))
+	buf.scales = bufs.Grow(buf.scales, int(band*k/g))
 	for row := int64(0); row < rows; row += band {
 		m := min(band, rows-row) * k
 		src := buf.f32[:m]
@@ -316,18 +317,4 @@ func (s *synth) fillMXFP4(w *safetensors.Writer, weight string, packed, scale sa
 		}
 	}
 	return nil
-}
-
-func grow(b []byte, n int) []byte {
-	if cap(b) < n {
-		return make([]byte, n)
-	}
-	return b[:n]
-}
-
-func growF32(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
 }
