@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 	"math"
 	"os"
 	"path/filepath"
@@ -646,5 +647,22 @@ func BenchmarkPlanPP16K3(b *testing.B) {
 		if _, err := l.Plan(bf); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A split of a sub-byte dtype must move whole bytes per step along the axis
+// (the exporter copies slices step by step), not only per slice: F4 [4, 3]
+// split 2 ways along axis 0 gives slices of 3 whole bytes but steps of 1.5
+// bytes, and is refused; F4 [4, 6] is fine.
+func TestSplitSubByteRows(t *testing.T) {
+	l, err := Parse([]byte(`{"name":"x","ranks_per_stage":2,"rules":[{"name":"s","match":["**"],"action":"split","axis":0,"parts":2}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Plan([]safetensors.TensorSpec{{Name: "w", DType: safetensors.F4, Shape: []int64{4, 6}}}); err != nil {
+		t.Errorf("whole-byte rows: %v", err)
+	}
+	if _, err := l.Plan([]safetensors.TensorSpec{{Name: "w", DType: safetensors.F4, Shape: []int64{4, 3}}}); !errors.Is(err, ErrIndivisible) {
+		t.Errorf("1.5-byte rows: %v", err)
 	}
 }
