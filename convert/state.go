@@ -120,28 +120,17 @@ func writeIndex(dst string, shards []string) (FileRecord, error) {
 	}
 	defer f.Abort()
 	h := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(f.File, h)}
-	if err := streamIndex(cw, dst, shards); err != nil {
+	if err := streamIndex(io.MultiWriter(f.File, h), dst, shards); err != nil {
 		return FileRecord{}, fmt.Errorf("index %s: %w", path, err)
 	}
-	if err := f.Chmod(0o644); err != nil {
+	size, err := f.Seek(0, io.SeekCurrent) // written sequentially: the position is the size
+	if err != nil {
 		return FileRecord{}, err
 	}
 	if err := f.Commit(); err != nil {
 		return FileRecord{}, err
 	}
-	return FileRecord{Name: safetensors.IndexName, Size: cw.n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return FileRecord{Name: safetensors.IndexName, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 func recordPath(dst, unit string) string {
