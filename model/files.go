@@ -1,0 +1,94 @@
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// FP8Block is the edge of a block-FP8 scale block: one scale per 128 × 128
+// weights (a partial block at the right or bottom edge has its own scale).
+const FP8Block = 128
+
+// ScaleBlocks is the block-scale grid of an [n, k] weight: ⌈n/128⌉ rows of
+// ⌈k/128⌉ scales.
+func ScaleBlocks(n, k int64) (rows, cols int64) {
+	return (n + FP8Block - 1) / FP8Block, (k + FP8Block - 1) / FP8Block
+}
+
+// SideFile is a file of a checkpoint directory that is not tensor data:
+// config.json, the tokenizer, custom code, README… A conversion or an export
+// carries every side file over unchanged (or rewrites it, like config.json).
+type SideFile struct {
+	// Name is the path relative to the checkpoint root, slash separated.
+	Name string
+	// Size is the file's size in bytes (of the link's target for a symlink).
+	Size int64
+}
+
+// IsSideFileName reports whether a root-relative, slash-separated path of a
+// checkpoint directory is a side file by name: not the index, and not under
+// a hidden entry (.cache/ of a hub download, .git/, editor files). Shards
+// are recognised by the caller, from the index.
+func IsSideFileName(rel string) bool {
+	if rel == safetensors.IndexName || rel == "" {
+		return false
+	}
+	for part := range strings.SplitSeq(rel, "/") {
+		if strings.HasPrefix(part, ".") {
+			return false
+		}
+	}
+	return true
+}
+
+// SideFiles lists the side files under root, sorted by name: every regular
+// file (symlinks followed, as in a hub cache snapshot) that IsSideFileName
+// accepts and that is not one of the shards (root-relative names, as the
+// index gives them). Hidden folders are not descended into.
+func SideFiles(root string, shards []string) ([]SideFile, error) {
+	isShard := make(map[string]bool, len(shards))
+	for _, s := range shards {
+		isShard[s] = true
+	}
+	var out []SideFile
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		name := filepath.ToSlash(rel)
+		if strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || isShard[name] || !IsSideFileName(name) {
+			return nil
+		}
+		st, err := os.Stat(path) // follows symlinks
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return nil
+		}
+		out = append(out, SideFile{Name: name, Size: st.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("side files of %s: %w", root, err)
+	}
+	slices.SortFunc(out, func(a, b SideFile) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -1,0 +1,361 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Role is what a tensor is to its module: the weight itself, one of the
+// companions a quantized weight carries (packed codes, scales in each
+// engine's convention), or another parameter (dt_bias, a bias…).
+type Role uint8
+
+const (
+	// RoleParam is a parameter that is not a module's weight or companion
+	// (dt_bias, A_log, e_score_correction_bias, a bias); its module is the
+	// name without its last segment.
+	RoleParam Role = iota
+	// RoleWeight is X.weight (for ModelOpt NVFP4, the packed FP4 codes).
+	RoleWeight
+	// RolePacked is X.weight_packed: compressed-tensors packed codes (MXFP4, NVFP4).
+	RolePacked
+	// RoleScale is X.weight_scale: compressed-tensors group scales, ModelOpt
+	// and compressed-tensors FP8 block scales, NVFP4 block scales.
+	RoleScale
+	// RoleScaleInv is X.weight_scale_inv: DeepSeek-style block-FP8 scales.
+	RoleScaleInv
+	// RoleScale2 is X.weight_scale_2: ModelOpt NVFP4's per-tensor second-level scale.
+	RoleScale2
+	// RoleInputScale is X.input_scale: a static activation scale.
+	RoleInputScale
+	// RoleGlobalScale is X.weight_global_scale: compressed-tensors NVFP4's per-tensor scale.
+	RoleGlobalScale
+	// RoleInputGlobalScale is X.input_global_scale: compressed-tensors NVFP4's activation scale.
+	RoleInputGlobalScale
+	// RoleZeroPoint is X.weight_zero_point: compressed-tensors asymmetric zero points.
+	RoleZeroPoint
+
+	numRoles = int(RoleZeroPoint) + 1
+)
+
+// roleSuffix is each role's last name segment ("" for RoleParam).
+var roleSuffix = [numRoles]string{
+	RoleWeight:           "weight",
+	RolePacked:           "weight_packed",
+	RoleScale:            "weight_scale",
+	RoleScaleInv:         "weight_scale_inv",
+	RoleScale2:           "weight_scale_2",
+	RoleInputScale:       "input_scale",
+	RoleGlobalScale:      "weight_global_scale",
+	RoleInputGlobalScale: "input_global_scale",
+	RoleZeroPoint:        "weight_zero_point",
+}
+
+// String is the role's name suffix ("weight_scale_inv"), "param" for RoleParam.
+func (r Role) String() string {
+	switch {
+	case r == RoleParam:
+		return "param"
+	case int(r) < numRoles:
+		return roleSuffix[r]
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// IsCompanion reports whether the tensor accompanies a quantized weight
+// (packed codes or a scale) rather than being a weight or parameter itself.
+func (r Role) IsCompanion() bool { return r > RoleWeight && int(r) < numRoles }
+
+// SplitRole splits a tensor name into its module and role:
+// "a.q_proj.weight_scale_inv" → ("a.q_proj", RoleScaleInv); a name whose
+// last segment is no weight or companion suffix is a RoleParam of the
+// module before it ("a.self_attn.dt_bias" → ("a.self_attn", RoleParam)).
+func SplitRole(name string) (module string, role Role) {
+	dot := strings.LastIndexByte(name, '.')
+	role = roleOf(name[dot+1:])
+	if dot < 0 {
+		return "", role
+	}
+	return name[:dot], role
+}
+
+// roleOf maps a last name segment to its role (a switch: this runs for
+// every tensor name).
+func roleOf(last string) Role {
+	switch last {
+	case "weight":
+		return RoleWeight
+	case "weight_packed":
+		return RolePacked
+	case "weight_scale":
+		return RoleScale
+	case "weight_scale_inv":
+		return RoleScaleInv
+	case "weight_scale_2":
+		return RoleScale2
+	case "input_scale":
+		return RoleInputScale
+	case "weight_global_scale":
+		return RoleGlobalScale
+	case "input_global_scale":
+		return RoleInputGlobalScale
+	case "weight_zero_point":
+		return RoleZeroPoint
+	}
+	return RoleParam
+}
+
+// ExpertProj is which of a routed expert's three projections a tensor is.
+type ExpertProj uint8
+
+const (
+	// NoExpertProj: not a routed expert tensor, or an unknown projection name.
+	NoExpertProj ExpertProj = iota
+	// ExpertW1 is the gate projection (w1, or gate_proj), [moe_intermediate, latent].
+	ExpertW1
+	// ExpertW2 is the down projection (w2, or down_proj), [latent, moe_intermediate].
+	ExpertW2
+	// ExpertW3 is the up projection (w3, or up_proj), [moe_intermediate, latent].
+	ExpertW3
+)
+
+// String is "w1", "w2", "w3", or "" for NoExpertProj.
+func (p ExpertProj) String() string {
+	switch p {
+	case ExpertW1:
+		return "w1"
+	case ExpertW2:
+		return "w2"
+	case ExpertW3:
+		return "w3"
+	}
+	return ""
+}
+
+// TensorName is a tensor name read against the K3 schema.
+type TensorName struct {
+	// Group is the tensor's group (GroupOther when the schema does not know it).
+	Group Group
+	// Layer is the 0-based decoder layer, -1 outside the decoder layers.
+	Layer int
+	// Expert is the routed expert index, -1 for any other tensor.
+	Expert int
+	// Proj is the routed expert projection (NoExpertProj for others).
+	Proj ExpertProj
+	// Module is the name without its role suffix ("….self_attn.q_proj" for
+	// "….self_attn.q_proj.weight_scale_inv"): a weight and its companions
+	// share it.
+	Module string
+	// Role is what the tensor is to its module.
+	Role Role
+}
+
+// Text-model prefixes: the multimodal checkpoint nests the language model
+// under language_model.; a bare kimi_linear checkpoint starts at model.
+const (
+	mmPrefix   = "language_model."
+	textModel  = "model."
+	layersPart = "layers."
+)
+
+// ParseName reads a name with the public K3 layer schedule; use
+// (*Classifier).ParseName when the checkpoint's own config is at hand (only
+// o_proj and g_proj depend on the schedule).
+func ParseName(name string) TensorName { return k3Classifier.ParseName(name) }
+
+// ParseName reads a tensor name of either prefix (language_model.model.… or
+// model.…). Names the schema does not know get GroupOther, with Layer,
+// Module and Role still filled in where the name has them, so they can be
+// placed and reported, never dropped.
+func (c *Classifier) ParseName(name string) TensorName {
+	module, role := SplitRole(name)
+	t := TensorName{Layer: -1, Expert: -1, Module: module, Role: role}
+	if module == "lm_head" || module == mmPrefix+"lm_head" {
+		t.Group = GroupLMHead
+		return t
+	}
+	// key is what names the tensor's kind from offset off on: its module, or
+	// the whole name for a parameter.
+	key := func(off int) string {
+		if role == RoleParam {
+			return name[off:]
+		}
+		if len(module) < off {
+			return ""
+		}
+		return module[off:]
+	}
+	off := 0
+	if strings.HasPrefix(name, mmPrefix) {
+		off = len(mmPrefix)
+	}
+	if !strings.HasPrefix(name[off:], textModel) {
+		t.Group = topLevelGroup(name)
+		return t
+	}
+	off += len(textModel)
+	tail, ok := strings.CutPrefix(name[off:], layersPart)
+	if !ok {
+		t.Group = textTopGroups[key(off)]
+		return t
+	}
+	layer, rest, ok := leadingInt(tail)
+	if !ok || len(rest) < 2 || rest[0] != '.' {
+		return t
+	}
+	t.Layer = layer
+	tail = rest[1:]
+	// 99.5% of a K3 checkpoint is routed-expert tensors: settle them first.
+	if e, proj, ok := expertTail(tail); ok {
+		t.Group, t.Expert, t.Proj = GroupExperts, e, proj
+		return t
+	}
+	g, ok := layerGroups[key(len(name)-len(tail))]
+	switch {
+	case !ok:
+	case g.mla == 0:
+		t.Group = g.kda
+	case g.kda == 0:
+		t.Group = g.mla
+	case layer >= len(c.mla):
+		// o_proj/g_proj of a layer outside the schedule cannot be resolved.
+	case c.mla[layer]:
+		t.Group = g.mla
+	default:
+		t.Group = g.kda
+	}
+	return t
+}
+
+// topLevelGroup classifies a name outside the text model: the vision tower
+// and the projector, which may sit under one more module.
+func topLevelGroup(name string) Group {
+	rest := name
+	if i := strings.IndexByte(name, '.'); i > 0 && isWord(name[:i]) &&
+		!strings.HasPrefix(name, "vision_tower.") && !strings.HasPrefix(name, "mm_projector.") {
+		rest = name[i+1:]
+	}
+	switch {
+	case strings.HasPrefix(rest, "vision_tower."):
+		return GroupVisionTower
+	case strings.HasPrefix(rest, "mm_projector."):
+		return GroupMMProjector
+	}
+	return GroupOther
+}
+
+func isWord(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// expertTail reads "block_sparse_moe.experts.E.P.…" (or mlp.experts.…, as
+// some exports name the MoE block) and the projection P.
+func expertTail(tail string) (expert int, proj ExpertProj, ok bool) {
+	rest, ok := strings.CutPrefix(tail, "block_sparse_moe.experts.")
+	if !ok {
+		if rest, ok = strings.CutPrefix(tail, "mlp.experts."); !ok {
+			return 0, 0, false
+		}
+	}
+	e, rest, ok := leadingInt(rest)
+	if !ok || rest == "" || rest[0] != '.' {
+		return 0, 0, false
+	}
+	p := rest[1:]
+	if i := strings.IndexByte(p, '.'); i >= 0 {
+		p = p[:i]
+	}
+	switch p {
+	case "w1", "gate_proj":
+		proj = ExpertW1
+	case "w2", "down_proj":
+		proj = ExpertW2
+	case "w3", "up_proj":
+		proj = ExpertW3
+	}
+	return e, proj, true
+}
+
+// layerGroup is the group of a layer tensor kind; for kinds that exist in
+// both attention types (o_proj, g_proj) the schedule picks kda or mla.
+type layerGroup struct{ kda, mla Group }
+
+// layerGroups is THE table of decoder-layer tensor kinds, keyed by the module
+// after "layers.N." (a RoleParam tensor by its full tail). The MoE block is
+// block_sparse_moe in K3; the mlp. spellings of the router and the shared
+// experts are accepted as other exports write them.
+var layerGroups = map[string]layerGroup{
+	"input_layernorm":          {GroupLayerNorms, 0},
+	"post_attention_layernorm": {GroupLayerNorms, 0},
+	"self_attention_res_norm":  {GroupAttnRes, 0},
+	"mlp_res_norm":             {GroupAttnRes, 0},
+	"self_attention_res_proj":  {GroupAttnRes, 0},
+	"mlp_res_proj":             {GroupAttnRes, 0},
+
+	"self_attn.q_proj":    {GroupKDAQ, 0},
+	"self_attn.k_proj":    {GroupKDAK, 0},
+	"self_attn.v_proj":    {GroupKDAV, 0},
+	"self_attn.f_a_proj":  {GroupKDAFA, 0},
+	"self_attn.f_b_proj":  {GroupKDAFB, 0},
+	"self_attn.b_proj":    {GroupKDAB, 0},
+	"self_attn.q_conv1d":  {GroupKDAConv, 0},
+	"self_attn.k_conv1d":  {GroupKDAConv, 0},
+	"self_attn.v_conv1d":  {GroupKDAConv, 0},
+	"self_attn.dt_bias":   {GroupKDADTBias, 0},
+	"self_attn.A_log":     {GroupKDAALog, 0},
+	"self_attn.o_norm":    {GroupKDAONorm, 0},
+	"self_attn.o_proj":    {GroupKDAO, GroupMLAO},
+	"self_attn.g_proj":    {GroupKDAG, GroupMLAG},
+	"self_attn.q_a_proj":  {0, GroupMLAQA},
+	"self_attn.q_b_proj":  {0, GroupMLAQB},
+	"self_attn.kv_b_proj": {0, GroupMLAKVB},
+
+	"self_attn.q_a_layernorm":      {0, GroupMLAQANorm},
+	"self_attn.kv_a_proj_with_mqa": {0, GroupMLAKVA},
+	"self_attn.kv_a_layernorm":     {0, GroupMLAKVANorm},
+
+	"mlp.gate_proj": {GroupDenseGate, 0},
+	"mlp.up_proj":   {GroupDenseUp, 0},
+	"mlp.down_proj": {GroupDenseDown, 0},
+
+	"block_sparse_moe.gate": {GroupRouterGate, 0},
+	"mlp.gate":              {GroupRouterGate, 0},
+	"block_sparse_moe.gate.e_score_correction_bias": {GroupRouterBias, 0},
+	"mlp.gate.e_score_correction_bias":              {GroupRouterBias, 0},
+	"block_sparse_moe.routed_expert_down_proj":      {GroupLatentDown, 0},
+	"block_sparse_moe.routed_expert_up_proj":        {GroupLatentUp, 0},
+	"block_sparse_moe.routed_expert_norm":           {GroupLatentNorm, 0},
+	"block_sparse_moe.shared_experts.gate_proj":     {GroupSharedGate, 0},
+	"block_sparse_moe.shared_experts.up_proj":       {GroupSharedUp, 0},
+	"block_sparse_moe.shared_experts.down_proj":     {GroupSharedDown, 0},
+	"mlp.shared_experts.gate_proj":                  {GroupSharedGate, 0},
+	"mlp.shared_experts.up_proj":                    {GroupSharedUp, 0},
+	"mlp.shared_experts.down_proj":                  {GroupSharedDown, 0},
+}
+
+// textTopGroups are the text model's tensors outside the layers, keyed by
+// the module after the "model." prefix.
+var textTopGroups = map[string]Group{
+	"embed_tokens":         GroupEmbedding,
+	"norm":                 GroupFinalNorms,
+	"output_attn_res_norm": GroupFinalNorms,
+	"output_attn_res_proj": GroupFinalNorms,
+}
+
+// LayerOf returns the 0-based decoder layer a tensor belongs to.
+func LayerOf(name string) (layer int, ok bool) {
+	t := ParseName(name)
+	return t.Layer, t.Layer >= 0
+}
+
+// ExpertOf returns the routed expert index of an expert tensor.
+func ExpertOf(name string) (expert int, ok bool) {
+	t := ParseName(name)
+	return t.Expert, t.Expert >= 0
+}

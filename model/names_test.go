@@ -1,0 +1,287 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The stable group names, written out by hand: recipes and layouts store them.
+func TestGroupNames(t *testing.T) {
+	want := []string{"other",
+		"kda.q_proj", "kda.k_proj", "kda.v_proj", "kda.g_proj", "kda.o_proj", "kda.f_a_proj", "kda.f_b_proj",
+		"kda.b_proj", "kda.conv1d", "kda.dt_bias", "kda.A_log", "kda.o_norm",
+		"mla.q_a_proj", "mla.q_a_layernorm", "mla.q_b_proj", "mla.kv_a_proj_with_mqa", "mla.kv_a_layernorm",
+		"mla.kv_b_proj", "mla.o_proj", "mla.g_proj",
+		"dense_mlp.gate_proj", "dense_mlp.up_proj", "dense_mlp.down_proj",
+		"router.gate", "router.e_score_correction_bias", "latent.down_proj", "latent.up_proj", "latent.norm",
+		"shared_experts.gate_proj", "shared_experts.up_proj", "shared_experts.down_proj", "experts",
+		"layer_norms", "attn_res", "embedding", "lm_head", "final_norms", "vision_tower", "mm_projector"}
+	if NumGroups != len(want) {
+		t.Fatalf("%d groups, want %d", NumGroups, len(want))
+	}
+	for i, n := range want {
+		g := Group(i)
+		if g.String() != n {
+			t.Errorf("group %d is %q, want %q", i, g, n)
+		}
+		if back, err := ParseGroup(n); err != nil || back != g {
+			t.Errorf("ParseGroup(%q) = %v, %v", n, back, err)
+		}
+		// The component is the family's, read off the name.
+		fam := map[string]Component{"kda": AttentionKDA, "mla": AttentionMLA, "dense_mlp": DenseMLP,
+			"router": Router, "latent": Latent, "shared_experts": SharedExperts, "experts": RoutedExperts,
+			"layer_norms": Norms, "attn_res": Norms, "final_norms": Norms, "embedding": Embedding,
+			"lm_head": LMHead, "vision_tower": Vision, "mm_projector": Vision, "other": Other}
+		if c := fam[strings.SplitN(n, ".", 2)[0]]; g.Component() != c {
+			t.Errorf("%s: component %v, want %v", n, g.Component(), c)
+		}
+	}
+	if _, err := ParseGroup("kda.q"); err == nil {
+		t.Error("ParseGroup accepted an unknown name")
+	}
+}
+
+func TestParseGroupSet(t *testing.T) {
+	cases := []struct {
+		in   string
+		want GroupSet
+	}{
+		{"", 0},
+		{"experts", Groups(GroupExperts)},
+		{" mla.q_b_proj , kda.q_proj", Groups(GroupMLAQB, GroupKDAQ)},
+		{"shared_experts", Groups(GroupSharedGate, GroupSharedUp, GroupSharedDown)},
+		{"latent,dense_mlp.down_proj", Groups(GroupLatentDown, GroupLatentUp, GroupLatentNorm, GroupDenseDown)},
+		{"router", Groups(GroupRouterGate, GroupRouterBias)},
+	}
+	for _, c := range cases {
+		got, err := ParseGroupSet(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("ParseGroupSet(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+		if back, err := ParseGroupSet(got.String()); err != nil || back != got {
+			t.Errorf("round trip of %q: %v, %v", got, back, err)
+		}
+	}
+	kda, err := ParseGroupSet("kda")
+	if err != nil || len(kda.Members()) != 12 || kda.Has(GroupMLAO) || !kda.Has(GroupKDAALog) {
+		t.Errorf("kda family: %v, %v", kda, err)
+	}
+	for _, bad := range []string{"kda.x", "nope", "kda,,mla", "other.x"} {
+		if _, err := ParseGroupSet(bad); err == nil || !strings.Contains(err.Error(), "unknown tensor group") {
+			t.Errorf("ParseGroupSet(%q) = %v", bad, err)
+		}
+	}
+	if AllGroups.Has(GroupOther) || len(AllGroups.Members()) != NumGroups-1 {
+		t.Errorf("AllGroups = %v", AllGroups)
+	}
+}
+
+// Names written out by hand from the released checkpoint's tensor list,
+// under both prefixes and with companions of every convention.
+func TestParseName(t *testing.T) {
+	type want struct {
+		g      Group
+		layer  int
+		expert int
+		proj   ExpertProj
+		module string
+		role   Role
+	}
+	for _, P := range []string{"language_model.model.", "model."} {
+		L := P + "layers."
+		cases := map[string]want{
+			L + "0.self_attn.q_proj.weight":                          {GroupKDAQ, 0, -1, 0, L + "0.self_attn.q_proj", RoleWeight},
+			L + "0.self_attn.q_proj.weight_scale_inv":                {GroupKDAQ, 0, -1, 0, L + "0.self_attn.q_proj", RoleScaleInv},
+			L + "1.self_attn.k_proj.weight_scale":                    {GroupKDAK, 1, -1, 0, L + "1.self_attn.k_proj", RoleScale},
+			L + "1.self_attn.v_proj.input_scale":                     {GroupKDAV, 1, -1, 0, L + "1.self_attn.v_proj", RoleInputScale},
+			L + "2.self_attn.g_proj.weight":                          {GroupKDAG, 2, -1, 0, L + "2.self_attn.g_proj", RoleWeight},
+			L + "3.self_attn.g_proj.weight":                          {GroupMLAG, 3, -1, 0, L + "3.self_attn.g_proj", RoleWeight},
+			L + "2.self_attn.o_proj.weight_scale_2":                  {GroupKDAO, 2, -1, 0, L + "2.self_attn.o_proj", RoleScale2},
+			L + "92.self_attn.o_proj.weight":                         {GroupMLAO, 92, -1, 0, L + "92.self_attn.o_proj", RoleWeight},
+			L + "5.self_attn.f_a_proj.weight":                        {GroupKDAFA, 5, -1, 0, L + "5.self_attn.f_a_proj", RoleWeight},
+			L + "5.self_attn.f_b_proj.weight":                        {GroupKDAFB, 5, -1, 0, L + "5.self_attn.f_b_proj", RoleWeight},
+			L + "5.self_attn.b_proj.weight":                          {GroupKDAB, 5, -1, 0, L + "5.self_attn.b_proj", RoleWeight},
+			L + "5.self_attn.v_conv1d.weight":                        {GroupKDAConv, 5, -1, 0, L + "5.self_attn.v_conv1d", RoleWeight},
+			L + "5.self_attn.dt_bias":                                {GroupKDADTBias, 5, -1, 0, L + "5.self_attn", RoleParam},
+			L + "5.self_attn.A_log":                                  {GroupKDAALog, 5, -1, 0, L + "5.self_attn", RoleParam},
+			L + "5.self_attn.o_norm.weight":                          {GroupKDAONorm, 5, -1, 0, L + "5.self_attn.o_norm", RoleWeight},
+			L + "7.self_attn.q_a_proj.weight":                        {GroupMLAQA, 7, -1, 0, L + "7.self_attn.q_a_proj", RoleWeight},
+			L + "7.self_attn.q_a_layernorm.weight":                   {GroupMLAQANorm, 7, -1, 0, L + "7.self_attn.q_a_layernorm", RoleWeight},
+			L + "7.self_attn.q_b_proj.weight_scale":                  {GroupMLAQB, 7, -1, 0, L + "7.self_attn.q_b_proj", RoleScale},
+			L + "7.self_attn.kv_a_proj_with_mqa.weight":              {GroupMLAKVA, 7, -1, 0, L + "7.self_attn.kv_a_proj_with_mqa", RoleWeight},
+			L + "7.self_attn.kv_a_layernorm.weight":                  {GroupMLAKVANorm, 7, -1, 0, L + "7.self_attn.kv_a_layernorm", RoleWeight},
+			L + "7.self_attn.kv_b_proj.weight":                       {GroupMLAKVB, 7, -1, 0, L + "7.self_attn.kv_b_proj", RoleWeight},
+			L + "0.mlp.gate_proj.weight":                             {GroupDenseGate, 0, -1, 0, L + "0.mlp.gate_proj", RoleWeight},
+			L + "0.mlp.up_proj.weight_scale_inv":                     {GroupDenseUp, 0, -1, 0, L + "0.mlp.up_proj", RoleScaleInv},
+			L + "0.mlp.down_proj.weight":                             {GroupDenseDown, 0, -1, 0, L + "0.mlp.down_proj", RoleWeight},
+			L + "1.block_sparse_moe.gate.weight":                     {GroupRouterGate, 1, -1, 0, L + "1.block_sparse_moe.gate", RoleWeight},
+			L + "1.block_sparse_moe.gate.e_score_correction_bias":    {GroupRouterBias, 1, -1, 0, L + "1.block_sparse_moe.gate", RoleParam},
+			L + "1.block_sparse_moe.routed_expert_down_proj.weight":  {GroupLatentDown, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_down_proj", RoleWeight},
+			L + "1.block_sparse_moe.routed_expert_up_proj.weight":    {GroupLatentUp, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_up_proj", RoleWeight},
+			L + "1.block_sparse_moe.routed_expert_norm.weight":       {GroupLatentNorm, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_norm", RoleWeight},
+			L + "9.block_sparse_moe.shared_experts.gate_proj.weight": {GroupSharedGate, 9, -1, 0, L + "9.block_sparse_moe.shared_experts.gate_proj", RoleWeight},
+			L + "9.block_sparse_moe.shared_experts.up_proj.weight":   {GroupSharedUp, 9, -1, 0, L + "9.block_sparse_moe.shared_experts.up_proj", RoleWeight},
+			L + "9.block_sparse_moe.shared_experts.down_proj.weight_scale_inv": {GroupSharedDown, 9, -1, 0,
+				L + "9.block_sparse_moe.shared_experts.down_proj", RoleScaleInv},
+			L + "1.block_sparse_moe.experts.0.w1.weight_packed":  {GroupExperts, 1, 0, ExpertW1, L + "1.block_sparse_moe.experts.0.w1", RolePacked},
+			L + "1.block_sparse_moe.experts.10.w3.weight_scale":  {GroupExperts, 1, 10, ExpertW3, L + "1.block_sparse_moe.experts.10.w3", RoleScale},
+			L + "92.block_sparse_moe.experts.895.w2.weight":      {GroupExperts, 92, 895, ExpertW2, L + "92.block_sparse_moe.experts.895.w2", RoleWeight},
+			L + "4.block_sparse_moe.experts.7.w2.weight_scale_2": {GroupExperts, 4, 7, ExpertW2, L + "4.block_sparse_moe.experts.7.w2", RoleScale2},
+			L + "4.block_sparse_moe.experts.7.w1.input_scale":    {GroupExperts, 4, 7, ExpertW1, L + "4.block_sparse_moe.experts.7.w1", RoleInputScale},
+			L + "4.block_sparse_moe.experts.7.w1.weight_global_scale": {GroupExperts, 4, 7, ExpertW1,
+				L + "4.block_sparse_moe.experts.7.w1", RoleGlobalScale},
+			L + "4.mlp.experts.3.up_proj.weight":      {GroupExperts, 4, 3, ExpertW3, L + "4.mlp.experts.3.up_proj", RoleWeight},
+			L + "0.input_layernorm.weight":            {GroupLayerNorms, 0, -1, 0, L + "0.input_layernorm", RoleWeight},
+			L + "0.post_attention_layernorm.weight":   {GroupLayerNorms, 0, -1, 0, L + "0.post_attention_layernorm", RoleWeight},
+			L + "0.self_attention_res_norm.weight":    {GroupAttnRes, 0, -1, 0, L + "0.self_attention_res_norm", RoleWeight},
+			L + "0.mlp_res_proj.weight":               {GroupAttnRes, 0, -1, 0, L + "0.mlp_res_proj", RoleWeight},
+			P + "embed_tokens.weight":                 {GroupEmbedding, -1, -1, 0, P + "embed_tokens", RoleWeight},
+			P + "norm.weight":                         {GroupFinalNorms, -1, -1, 0, P + "norm", RoleWeight},
+			P + "output_attn_res_norm.weight":         {GroupFinalNorms, -1, -1, 0, P + "output_attn_res_norm", RoleWeight},
+			P + "output_attn_res_proj.weight":         {GroupFinalNorms, -1, -1, 0, P + "output_attn_res_proj", RoleWeight},
+			L + "1.block_sparse_moe.new_thing.weight": {GroupOther, 1, -1, 0, L + "1.block_sparse_moe.new_thing", RoleWeight},
+			L + "500.self_attn.o_proj.weight":         {GroupOther, 500, -1, 0, L + "500.self_attn.o_proj", RoleWeight},
+			L + "500.self_attn.q_proj.weight":         {GroupKDAQ, 500, -1, 0, L + "500.self_attn.q_proj", RoleWeight},
+			P + "rotary_emb.inv_freq":                 {GroupOther, -1, -1, 0, P + "rotary_emb", RoleParam},
+			L + "x.self_attn.q_proj.weight":           {GroupOther, -1, -1, 0, L + "x.self_attn.q_proj", RoleWeight},
+			L + "3.weight":                            {GroupOther, 3, -1, 0, L + "3", RoleWeight},
+		}
+		for name, w := range cases {
+			got := ParseName(name)
+			if got != (TensorName{w.g, w.layer, w.expert, w.proj, w.module, w.role}) {
+				t.Errorf("ParseName(%q) = %+v, want %+v", name, got, w)
+			}
+		}
+	}
+	for name, g := range map[string]Group{
+		"language_model.lm_head.weight":             GroupLMHead,
+		"language_model.lm_head.weight_scale":       GroupLMHead,
+		"lm_head.weight":                            GroupLMHead,
+		"vision_tower.encoder.blocks.3.wqkv.weight": GroupVisionTower,
+		"vision_tower.patch_embed.pos_emb.weight":   GroupVisionTower,
+		"mm_projector.proj.0.weight":                GroupMMProjector,
+		"mm_projector.post_norm.weight":             GroupMMProjector,
+		"language_model.mm_projector.proj.2.weight": GroupMMProjector,
+		"language_model.model.layers.3":             GroupOther,
+		"language_model.weight":                     GroupOther,
+		"model.weight":                              GroupOther,
+		"weight":                                    GroupOther,
+		"":                                          GroupOther,
+		".":                                         GroupOther,
+		"a.b.vision_tower.x":                        GroupOther,
+		"language_model.model.layers.1.block_sparse_moe.experts.": GroupOther,
+	} {
+		if got := ParseName(name); got.Group != g || got.Expert != -1 {
+			t.Errorf("ParseName(%q) = %+v, want group %v", name, got, g)
+		}
+	}
+}
+
+// Every tensor of the full catalog has a group, and under both prefixes the
+// same one: the schema knows the whole released checkpoint.
+func TestParseNameCatalog(t *testing.T) {
+	c := mustK3(t)
+	cl := c.Classifier()
+	counts := make([]int, NumGroups)
+	for _, ts := range c.Catalog() {
+		n := cl.ParseName(ts.Name)
+		if n.Group == GroupOther {
+			t.Fatalf("%s has no group", ts.Name)
+		}
+		counts[n.Group]++
+		if bare, ok := strings.CutPrefix(ts.Name, "language_model."); ok {
+			b := cl.ParseName(bare)
+			if b.Group != n.Group || b.Layer != n.Layer || b.Expert != n.Expert || b.Proj != n.Proj {
+				t.Fatalf("%s: %+v, bare %+v", ts.Name, n, b)
+			}
+		}
+	}
+	// Counts from the released layout: 69 KDA and 24 MLA layers, 92 MoE
+	// layers of 896 experts × 6 tensors, 27 vision blocks of 6 + 3 tensors.
+	want := map[Group]int{GroupKDAQ: 69, GroupKDAConv: 3 * 69, GroupKDAALog: 69, GroupMLAO: 24, GroupKDAO: 69,
+		GroupMLAG: 24, GroupDenseGate: 1, GroupRouterBias: 92, GroupSharedDown: 92, GroupExperts: 92 * 896 * 6,
+		GroupLayerNorms: 2 * 93, GroupAttnRes: 4 * 93, GroupFinalNorms: 3, GroupEmbedding: 1, GroupLMHead: 1,
+		GroupVisionTower: 27*6 + 3, GroupMMProjector: 3}
+	for g, n := range want {
+		if counts[g] != n {
+			t.Errorf("%v: %d tensors, want %d", g, counts[g], n)
+		}
+	}
+}
+
+func TestSplitRole(t *testing.T) {
+	for r := RoleWeight; int(r) < numRoles; r++ {
+		m, got := SplitRole("a.b." + r.String())
+		if got != r || m != "a.b" {
+			t.Errorf("SplitRole(a.b.%s) = %q, %v", r, m, got)
+		}
+		if !r.IsCompanion() != (r == RoleWeight) {
+			t.Errorf("%v.IsCompanion() = %v", r, r.IsCompanion())
+		}
+	}
+	if m, r := SplitRole("x.bias"); m != "x" || r != RoleParam || r.IsCompanion() {
+		t.Errorf("x.bias: %q %v", m, r)
+	}
+	if m, r := SplitRole("weight"); m != "" || r != RoleWeight {
+		t.Errorf("weight: %q %v", m, r)
+	}
+}
+
+func TestScaleBlocks(t *testing.T) {
+	for _, c := range []struct{ n, k, r, c int64 }{
+		{576, 7168, 5, 56}, {96, 7168, 1, 56}, {12288, 128, 96, 1}, {128, 129, 1, 2}, {1, 1, 1, 1},
+	} {
+		if r, k := ScaleBlocks(c.n, c.k); r != c.r || k != c.c {
+			t.Errorf("ScaleBlocks(%d, %d) = %d, %d; want %d, %d", c.n, c.k, r, k, c.r, c.c)
+		}
+	}
+}
+
+// A --local-dir download (real files and .cache/) and a hub snapshot
+// (symlinks into blobs/): the side files are the same.
+func TestSideFiles(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, body string) {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("config.json", "{}")
+	write("tiktoken.model", "abc")
+	write("model-00001-of-000002.safetensors", "x")
+	write("model-00002-of-000002.safetensors", "x")
+	write("stray.safetensors", "kept: not in the index")
+	write("model.safetensors.index.json", "{}")
+	write(".cache/huggingface/download/config.json.metadata", "m")
+	write(".git/HEAD", "ref")
+	write(".gitattributes", "*")
+	write("assets/logo.png", "png")
+	blob := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(blob, []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(blob, filepath.Join(root, "README.md")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := SideFiles(root, []string{"model-00001-of-000002.safetensors", "model-00002-of-000002.safetensors"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []SideFile{{"README.md", 5}, {"assets/logo.png", 3}, {"config.json", 2}, {"stray.safetensors", 22}, {"tiktoken.model", 3}}
+	if !slices.Equal(got, want) {
+		t.Errorf("SideFiles = %v, want %v", got, want)
+	}
+	for rel, ok := range map[string]bool{"config.json": true, "a/b.py": true, ".cache/x": false, "a/.git/x": false,
+		"model.safetensors.index.json": false, "": false} {
+		if IsSideFileName(rel) != ok {
+			t.Errorf("IsSideFileName(%q) = %v", rel, !ok)
+		}
+	}
+}
