@@ -55,7 +55,7 @@ func sumBytes(ts []tmpl) int64 {
 }
 
 // templates is the tensor table of a config: every tensor kind with its
-// dtype and shape (SPEC §1.2), derived once from the dimensions.
+// dtype and shape as in the released checkpoint, derived once from the dimensions.
 type templates struct {
 	layer  []tmpl // every layer
 	kda    []tmpl

@@ -148,9 +148,10 @@ type Config struct {
 
 	Vision *VisionConfig // nil when the config has no vision_config
 
-	raw    map[string]any
-	layers []Layer
-	cls    *Classifier
+	raw       map[string]any
+	quantPath string // where quantization_config was read, dotted
+	layers    []Layer
+	cls       *Classifier
 }
 
 // ParseConfig parses and validates a config.json: a top-level kimi_k3 config

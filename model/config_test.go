@@ -477,7 +477,7 @@ func TestConfigVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Experts != ExpertsBF16 || c.NumShards() != 94 {
+	if c.Experts != ExpertsBF16 || c.NumShards() != 94 || c.QuantizationPath() != "" || c.QuantizationConfig() != nil {
 		t.Fatalf("experts %v, %d shards", c.Experts, c.NumShards())
 	}
 	want := 497220 - 1 /* lm_head */ - 92 /* norm */ - 24 /* MLA g_proj */ - 92*896*3 /* scales */ - (165 + 3)
@@ -506,6 +506,9 @@ func TestConvertedConfig(t *testing.T) {
 		c, err := ParseConfig(encode(t, m))
 		if err != nil {
 			t.Fatalf("%s: %v", qm, err)
+		}
+		if c.QuantizationPath() != "quantization_config" || c.QuantizationConfig()["quant_method"] != qm {
+			t.Errorf("%s: quantization_config read at %q", qm, c.QuantizationPath())
 		}
 		if c.Experts != ExpertsMXFP4 || c.GroupSize != 32 || c.Converted != qm || c.NumTensors() != 497220 {
 			t.Fatalf("%s: experts %v group %d converted %q tensors %d", qm, c.Experts, c.GroupSize, c.Converted, c.NumTensors())

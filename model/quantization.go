@@ -1,6 +1,9 @@
 package model
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // mxfp4Format is the compressed-tensors format name of packed MXFP4 weights.
 const mxfp4Format = "mxfp4-pack-quantized"
@@ -20,6 +23,7 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 		}
 		return
 	}
+	c.quantPath = q.path
 	qm := p.str(q, "quant_method", true)
 	if p.err != nil {
 		return
@@ -30,6 +34,27 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 		}
 	}
 	c.parseCompressedTensors(p, q)
+}
+
+// QuantizationPath is the dotted path in config.json of the
+// quantization_config the schema read: "text_config.quantization_config" for
+// the release, "quantization_config" for a converted checkpoint (or a source
+// that has one at the top level, or a bare text config); "" when there is none.
+func (c *Config) QuantizationPath() string { return c.quantPath }
+
+// QuantizationConfig is a deep copy of the object at QuantizationPath (nil
+// when there is none).
+func (c *Config) QuantizationConfig() map[string]any {
+	if c.quantPath == "" {
+		return nil
+	}
+	v := any(c.raw)
+	for k := range strings.SplitSeq(c.quantPath, ".") {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	m, _ := deepCopy(v).(map[string]any)
+	return m
 }
 
 // compressedTensors is the quant_method of the source's MXFP4 experts.

@@ -50,9 +50,9 @@ type SynthOptions struct {
 	Progress func(done, total int)
 }
 
-// Synth writes a replica checkpoint into dir: config.json, the shards laid out
-// as SPEC §1.3 (through the codec's writer) and model.safetensors.index.json.
-// Values are seeded normals per tensor (see rng.go); routed experts are MXFP4
+// Synth writes a replica checkpoint into dir: config.json, the shards laid
+// out as the released files are (through the codec's writer) and
+// model.safetensors.index.json. Values are seeded normals per tensor (see rng.go); routed experts are MXFP4
 // encoded from normals. The config is validated before dir is touched.
 func Synth(dir string, opts SynthOptions) error {
 	cfgJSON := opts.Config
