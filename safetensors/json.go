@@ -245,8 +245,7 @@ func (p *parser) skip(depth int) error {
 	}
 	switch c := p.b[p.i]; {
 	case c == '"':
-		_, _, err := p.rawStr()
-		return err
+		return p.skipStr()
 	case c == '{' || c == '[':
 		close := byte('}')
 		if c == '[' {
@@ -260,7 +259,7 @@ func (p *parser) skip(depth int) error {
 		for {
 			p.ws()
 			if c == '{' {
-				if _, _, err := p.rawStr(); err != nil {
+				if err := p.skipStr(); err != nil {
 					return err
 				}
 				p.ws()
@@ -291,17 +290,63 @@ func (p *parser) skip(depth int) error {
 		return p.errf(ErrHeaderJSON, "bad literal")
 	case c == '-' || (c >= '0' && c <= '9'):
 		start := p.i
-		p.i++
-		for p.i < len(p.b) && strchr("0123456789.eE+-", p.b[p.i]) {
-			p.i++
+		if !p.number() {
+			return p.errf(ErrHeaderJSON, "invalid number %q", p.b[start:min(p.i+1, len(p.b))])
 		}
+		// Range as the reference: a finite double (underflow to zero is fine).
 		if _, err := strconv.ParseFloat(string(p.b[start:p.i]), 64); err != nil {
-			return p.errf(ErrHeaderJSON, "bad number")
+			return p.errf(ErrHeaderJSON, "number %s out of range", p.b[start:p.i])
 		}
 		return nil
 	default:
 		return p.errf(ErrHeaderJSON, "unexpected character %q", c)
 	}
+}
+
+// skipStr passes over a string, checking its escapes as strictly as a
+// string that is kept: the reference decodes every value of a header, even
+// those it then ignores, so `\x41` or a lone surrogate anywhere is an error.
+func (p *parser) skipStr() error {
+	raw, esc, err := p.rawStr()
+	if err == nil && esc {
+		_, err = p.unescape(raw)
+	}
+	return err
+}
+
+// number consumes a number in JSON's grammar,
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and reports whether it was
+// well formed; forms other parsers take (01, 1., .5, -.5, 1e, +1) are not.
+func (p *parser) number() bool {
+	digits := func() int {
+		n := 0
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	p.eat('-')
+	switch {
+	case p.eat('0'):
+		if p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			return false // a leading zero
+		}
+	case digits() == 0:
+		return false
+	}
+	if p.eat('.') && digits() == 0 {
+		return false
+	}
+	if p.eat('e') || p.eat('E') {
+		if !p.eat('+') {
+			p.eat('-')
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // bytesString views b as a string. When b is owned (read from the file by us
@@ -311,13 +356,4 @@ func bytesString(b []byte, owned bool) string {
 		return unsafe.String(&b[0], len(b))
 	}
 	return string(b)
-}
-
-func strchr(set string, c byte) bool {
-	for i := 0; i < len(set); i++ {
-		if set[i] == c {
-			return true
-		}
-	}
-	return false
 }
