@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -226,10 +227,10 @@ func (c *Checkpoint) checkIndex() error {
 				name := c.idx.entries[ei].name
 				ti, ok := f.index[name]
 				if !ok {
-					return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), name, ErrIndex)
+					return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
 				}
 				if seen[ti] {
-					return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, name, ErrIndex)
+					return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, quote.Name(name), ErrIndex)
 				}
 				seen[ti] = true
 			}
@@ -240,10 +241,10 @@ func (c *Checkpoint) checkIndex() error {
 				name := f.Tensors[ti].Name
 				for _, e := range c.idx.entries {
 					if e.name == name {
-						return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), name, ErrIndex, c.idx.files[e.file])
+						return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex, c.idx.files[e.file])
 					}
 				}
-				return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), name, ErrIndex)
+				return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
 			}
 			return nil
 		})
@@ -278,7 +279,7 @@ func (c *Checkpoint) buildNames() {
 		for fi, f := range c.Files {
 			for ti, t := range f.Tensors {
 				if prev, dup := c.byName[t.Name]; dup && c.dupErr == nil {
-					c.dupErr = fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, f.Path), t.Name, ErrDuplicate, c.Files[prev.file].Path)
+					c.dupErr = fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, f.Path), quote.Name(t.Name), ErrDuplicate, c.Files[prev.file].Path)
 				}
 				c.byName[t.Name] = loc{int32(fi), int32(ti)}
 			}

@@ -1,11 +1,15 @@
 package safetensors
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"golang.org/x/sync/semaphore"
 )
 
 // MaxHeaderSize is the largest header length accepted, the reference reader's limit.
@@ -18,11 +22,34 @@ const maxJSONDepth = 64
 // metadataKey is the reserved header key for free-form string metadata.
 const metadataKey = "__metadata__"
 
+// MaxMetadataSize bounds the bytes of a header's __metadata__ (keys and
+// values together). The reference sets no limit, but metadata is carried into
+// outputs (one copy per rank of a layout), so a file cannot make it huge.
+const MaxMetadataSize = 1 << 20
+
+// MaxHeaderBytesInFlight bounds the header bytes being read and parsed at any
+// moment in the process, whatever the number of files and how much each
+// claims: a checkpoint of many files that each claim MaxHeaderSize costs this
+// much memory, not the sum of the claims.
+const MaxHeaderBytesInFlight = 256 << 20
+
+// headerBudget holds MaxHeaderBytesInFlight; a header read takes its length
+// from it before allocating and gives it back once parsed.
+var headerBudget = semaphore.NewWeighted(MaxHeaderBytesInFlight)
+
 // ReadHeader reads and validates the header of a safetensors file of the given
 // size, reading exactly 8 bytes and then the header, never the data. path names
 // the file in errors. It rejects everything the reference reader rejects, plus
-// duplicate tensor names.
+// duplicate tensor names and metadata over MaxMetadataSize.
 func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
+	return readHeader(context.Background(), r, size, path, nil)
+}
+
+// readHeader is ReadHeader waiting for its share of MaxHeaderBytesInFlight
+// under ctx. A parse failure calls stop (when given) before the share goes
+// back, so that readers waiting for it see the cancellation instead of
+// reading their own headers.
+func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, stop func(error)) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, fmt.Errorf("file %s: %w", path, err) }
 	if size < 8 {
 		return fail(fmt.Errorf("%w (size %d)", ErrTooSmall, size))
@@ -38,23 +65,43 @@ func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 	if int64(n) > size-8 {
 		return fail(fmt.Errorf("%w: header length %d, file size %d", ErrHeaderTruncated, n, size))
 	}
-	buf := make([]byte, n) // bounded by MaxHeaderSize and by the file size
-	if _, err := io.ReadFull(io.NewSectionReader(r, 8, int64(n)), buf); err != nil {
-		return fail(fmt.Errorf("read header: %w", err))
+	if err := headerBudget.Acquire(ctx, int64(n)); err != nil {
+		return fail(err)
 	}
-	f, err := parseHeader(buf, true)
+	f, err := readHeaderBody(r, size, int64(n))
+	if err != nil && stop != nil {
+		err = fmt.Errorf("file %s: %w", path, err)
+		stop(err)
+		headerBudget.Release(int64(n))
+		return nil, err
+	}
+	headerBudget.Release(int64(n))
 	if err != nil {
 		return fail(err)
 	}
-	f.Path, f.Size, f.HeaderLen, f.DataStart = path, size, int64(n), 8+int64(n)
+	f.Path = path
+	f.ra = r
+	return f, nil
+}
+
+// readHeaderBody reads and parses the n header bytes after the length.
+func readHeaderBody(r io.ReaderAt, size, n int64) (*File, error) {
+	buf := make([]byte, n) // bounded by MaxHeaderSize, the file size and headerBudget
+	if _, err := io.ReadFull(io.NewSectionReader(r, 8, n), buf); err != nil {
+		return nil, fmt.Errorf("read header: %w", err)
+	}
+	f, err := parseHeader(buf, true)
+	if err != nil {
+		return nil, err
+	}
+	f.Size, f.HeaderLen, f.DataStart = size, n, 8+n
 	var dataEnd int64
 	if len(f.Tensors) > 0 {
 		dataEnd = f.Tensors[len(f.Tensors)-1].End
 	}
-	if dataEnd+f.DataStart != size {
-		return fail(fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", ErrFileSize, f.DataStart, dataEnd, size))
+	if dataEnd != size-f.DataStart { // no sum: End may be near the int64 limit
+		return nil, fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", ErrFileSize, f.DataStart, dataEnd, size)
 	}
-	f.ra = r
 	return f, nil
 }
 
@@ -98,7 +145,7 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 			}
 			p.ws()
 			if !p.eat(':') {
-				return nil, p.errf(ErrHeaderJSON, "expected ':' after key %q", name)
+				return nil, p.errf(ErrHeaderJSON, "expected ':' after key %s", quote.Name(name))
 			}
 			p.ws()
 			if name == metadataKey {
@@ -111,10 +158,10 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 			} else {
 				t, err := p.tensor(name)
 				if err != nil {
-					return nil, fmt.Errorf("tensor %s: %w", name, err)
+					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), err)
 				}
 				if _, dup := f.index[name]; dup {
-					return nil, fmt.Errorf("tensor %s: %w", name, ErrDuplicate)
+					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), ErrDuplicate)
 				}
 				f.index[name] = int32(len(f.Tensors))
 				f.Tensors = append(f.Tensors, t)
@@ -156,14 +203,14 @@ func (f *File) validateOffsets() error {
 	var pos int64
 	for _, t := range f.Tensors {
 		if t.Begin != pos || t.End < t.Begin {
-			return fmt.Errorf("tensor %s: %w: data_offsets [%d, %d], expected start %d", t.Name, ErrOffsets, t.Begin, t.End, pos)
+			return fmt.Errorf("tensor %s: %w: data_offsets [%d, %d], expected start %d", quote.Name(t.Name), ErrOffsets, t.Begin, t.End, pos)
 		}
 		want, err := ByteSize(t.DType, t.Shape)
 		if err != nil {
-			return fmt.Errorf("tensor %s: %w", t.Name, err)
+			return fmt.Errorf("tensor %s: %w", quote.Name(t.Name), err)
 		}
 		if t.End-t.Begin != want {
-			return fmt.Errorf("tensor %s: %w: %d bytes for %s %v (want %d)", t.Name, ErrSizeMismatch, t.End-t.Begin, t.DType, t.Shape, want)
+			return fmt.Errorf("tensor %s: %w: %d bytes for %s %v (want %d)", quote.Name(t.Name), ErrSizeMismatch, t.End-t.Begin, t.DType, t.Shape, want)
 		}
 		pos = t.End
 	}
@@ -304,6 +351,7 @@ func (p *parser) metadata() (map[string]string, error) {
 		return nil, p.errf(ErrMetadata, "not an object")
 	}
 	m := map[string]string{}
+	total := 0
 	p.ws()
 	if p.eat('}') {
 		return m, nil
@@ -320,14 +368,17 @@ func (p *parser) metadata() (map[string]string, error) {
 		}
 		p.ws()
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, p.errf(ErrMetadata, "value of %q is not a string", k)
+			return nil, p.errf(ErrMetadata, "value of %s is not a string", quote.Name(k))
 		}
 		v, err := p.str()
 		if err != nil {
 			return nil, err
 		}
 		if _, dup := m[k]; dup {
-			return nil, p.errf(ErrMetadata, "duplicate key %q", k)
+			return nil, p.errf(ErrMetadata, "duplicate key %s", quote.Name(k))
+		}
+		if total += len(k) + len(v); total > MaxMetadataSize {
+			return nil, p.errf(ErrMetadata, "more than %d bytes of metadata (the limit)", MaxMetadataSize)
 		}
 		m[k] = v
 		p.ws()

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
 // IndexName is the conventional name of a sharded checkpoint's index.
@@ -66,7 +67,7 @@ func (d *indexData) checkUnique(name string) error {
 	for i := 1; i < len(d.entries); i++ {
 		a, b := d.entries[i-1].name, d.entries[i].name
 		if a == b {
-			return fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, a)
+			return fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, quote.Name(a))
 		}
 		if a > b {
 			sorted = false
@@ -84,7 +85,7 @@ func (d *indexData) toIndex(name string) (*Index, error) {
 	idx := &Index{TotalSize: d.totalSize, Metadata: d.metadata, WeightMap: make(map[string]string, len(d.entries))}
 	for _, e := range d.entries {
 		if _, dup := idx.WeightMap[e.name]; dup {
-			return nil, fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, e.name)
+			return nil, fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, quote.Name(e.name))
 		}
 		idx.WeightMap[e.name] = d.files[e.file]
 	}
@@ -169,18 +170,18 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 				p.ws()
 				raw, esc, err := p.rawStr()
 				if err != nil {
-					return fail("weight_map[%s]: %v", t, err)
+					return fail("weight_map[%s]: %v", quote.Name(t), err)
 				}
 				id, ok := fileIDs[string(raw)]
 				if !ok {
 					f := string(raw)
 					if esc {
 						if f, err = p.unescape(raw); err != nil {
-							return fail("weight_map[%s]: %v", t, err)
+							return fail("weight_map[%s]: %v", quote.Name(t), err)
 						}
 					}
 					if err := checkShardName(f); err != nil {
-						return fail("tensor %s: %v", t, err)
+						return fail("tensor %s: %v", quote.Name(t), err)
 					}
 					id = uint32(len(provisional))
 					provisional = append(provisional, f)
@@ -378,7 +379,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 func WriteIndex(p string, idx *Index) error {
 	for t, f := range idx.WeightMap {
 		if err := checkShardName(f); err != nil {
-			return fmt.Errorf("index %s: tensor %s: %w: %v", p, t, ErrIndex, err)
+			return fmt.Errorf("index %s: tensor %s: %w: %v", p, quote.Name(t), ErrIndex, err)
 		}
 	}
 	b, err := idx.Marshal()

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,10 +47,10 @@ func (w *Writer) Path() string { return w.f.Final() }
 func (w *Writer) Tensor(name string) (*TensorWriter, error) {
 	i, ok := w.l.index[name]
 	if !ok {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.Path(), name, ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.Path(), quote.Name(name), ErrWrite)
 	}
 	if w.opened[i].Swap(true) {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), name, ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), quote.Name(name), ErrWrite)
 	}
 	t := w.l.Tensors[i]
 	return &TensorWriter{w: w, i: i, j: i + 1, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
@@ -64,16 +65,16 @@ func (w *Writer) Span(first, last string) (*TensorWriter, error) {
 	j, ok2 := w.l.index[last]
 	switch {
 	case !ok1 || !ok2:
-		return nil, fmt.Errorf("file %s: span %s…%s: %w: not in layout", w.Path(), first, last, ErrWrite)
+		return nil, fmt.Errorf("file %s: span %s…%s: %w: not in layout", w.Path(), quote.Name(first), quote.Name(last), ErrWrite)
 	case j < i:
-		return nil, fmt.Errorf("file %s: span %s…%s: %w: last precedes first in the file", w.Path(), first, last, ErrWrite)
+		return nil, fmt.Errorf("file %s: span %s…%s: %w: last precedes first in the file", w.Path(), quote.Name(first), quote.Name(last), ErrWrite)
 	}
 	for k := i; k <= j; k++ {
 		if w.opened[k].Swap(true) {
 			for m := i; m < k; m++ {
 				w.opened[m].Store(false)
 			}
-			return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), w.l.Tensors[k].Name, ErrWrite)
+			return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), quote.Name(w.l.Tensors[k].Name), ErrWrite)
 		}
 	}
 	return &TensorWriter{w: w, i: i, j: j + 1, off: w.l.DataStart + w.l.Tensors[i].Begin, end: w.l.DataStart + w.l.Tensors[j].End}, nil
@@ -85,7 +86,7 @@ func (w *Writer) Commit() error {
 	for i, t := range w.l.Tensors {
 		if got := w.written[i].Load(); got != t.Size() {
 			w.f.Abort()
-			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.Path(), t.Name, ErrWrite, got, t.Size())
+			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.Path(), quote.Name(t.Name), ErrWrite, got, t.Size())
 		}
 	}
 	if err := w.f.Commit(); err != nil {
@@ -140,9 +141,9 @@ func (tw *TensorWriter) advance(n int64) {
 
 func (tw *TensorWriter) label() string {
 	if tw.j == tw.i+1 {
-		return "tensor " + tw.w.l.Tensors[tw.i].Name
+		return "tensor " + quote.Name(tw.w.l.Tensors[tw.i].Name)
 	}
-	return "span " + tw.w.l.Tensors[tw.i].Name + "…" + tw.w.l.Tensors[tw.j-1].Name
+	return "span " + quote.Name(tw.w.l.Tensors[tw.i].Name) + "…" + quote.Name(tw.w.l.Tensors[tw.j-1].Name)
 }
 
 // Remaining is how many bytes the tensor still expects.
