@@ -66,8 +66,12 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), ErrDuplicate)
 		}
 		sz, _ := ByteSize(t.DType, t.Shape)
-		t.Begin, t.End = pos, pos+sz
-		pos += sz
+		end, ok := addSize(pos, sz)
+		if !ok {
+			return nil, fmt.Errorf("tensor %s: %w: the tensors' bytes add up to more than 2^63-1", quote.Name(t.Name), ErrShape)
+		}
+		t.Begin, t.End = pos, end
+		pos = end
 		l.index[t.Name] = i
 	}
 	js := appendHeaderJSON(make([]byte, 8, 8+64*len(specs)+64), l.Tensors, metadata)
@@ -81,7 +85,11 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 	binary.LittleEndian.PutUint64(js, uint64(n))
 	l.Header = js
 	l.DataStart = int64(len(js))
-	l.Size = l.DataStart + pos
+	size, ok := addSize(l.DataStart, pos)
+	if !ok {
+		return nil, fmt.Errorf("%w: the file's size exceeds 2^63-1", ErrShape)
+	}
+	l.Size = size
 	return l, nil
 }
 

@@ -1,16 +1,13 @@
 package safetensors
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
-	"golang.org/x/sys/unix"
 )
 
 // Writer streams tensors into a file laid out by a Layout. The file lives under
@@ -167,8 +164,9 @@ func (tw *TensorWriter) Write(p []byte) (int, error) {
 }
 
 // ReadFrom copies r into the tensor. When r is a section of a local file the
-// bytes move inside the kernel (copy_file_range, which also lets filesystems
-// share extents), falling back to a buffered copy elsewhere.
+// bytes move inside the kernel where the system can (Linux: copy_file_range,
+// which also lets filesystems share extents), falling back to a buffered copy
+// elsewhere.
 func (tw *TensorWriter) ReadFrom(r io.Reader) (int64, error) {
 	if sr, ok := r.(*io.SectionReader); ok {
 		if n, err, handled := tw.copyRange(sr); handled {
@@ -203,42 +201,3 @@ const copyBufSize = 1 << 20
 // copyBufs recycles fallback buffers, so copies across filesystems (where
 // copy_file_range is refused) do not allocate a megabyte per tensor.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
-
-func (tw *TensorWriter) copyRange(sr *io.SectionReader) (int64, error, bool) {
-	src, base, n := sr.Outer()
-	sf, ok := src.(*os.File)
-	if !ok {
-		return 0, nil, false
-	}
-	pos, err := sr.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return 0, nil, false
-	}
-	remaining := n - pos
-	if remaining > tw.Remaining() {
-		return 0, tw.overflow(remaining - tw.Remaining()), true
-	}
-	roff := base + pos
-	var total int64
-	for remaining > 0 {
-		chunk := min(remaining, 1<<30)
-		woff := tw.off
-		m, err := unix.CopyFileRange(int(sf.Fd()), &roff, int(tw.w.f.Fd()), &woff, int(chunk), 0)
-		if m > 0 {
-			tw.advance(int64(m))
-			total += int64(m)
-			remaining -= int64(m)
-		}
-		if err != nil {
-			if total == 0 && (errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
-				return 0, nil, false // fall back to a buffered copy
-			}
-			return total, fmt.Errorf("file %s: %s: copy: %w", tw.w.Path(), tw.label(), err), true
-		}
-		if m == 0 {
-			return total, fmt.Errorf("file %s: %s: copy: %w: source ended early", tw.w.Path(), tw.label(), io.ErrUnexpectedEOF), true
-		}
-	}
-	sr.Seek(total, io.SeekCurrent)
-	return total, nil, true
-}

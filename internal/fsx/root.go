@@ -10,7 +10,7 @@ import (
 
 // ErrOutside is wrapped when a checkpoint entry resolves (through symbolic
 // links) to a place the checkpoint may not read.
-var ErrOutside = errors.New("link leaves the checkpoint")
+var ErrOutside = errors.New("link leads outside the checkpoint")
 
 // hubRepoPrefix starts the name of a Hugging Face hub cache repository folder
 // (models--org--name), which holds snapshots/<rev>/ (links) and blobs/ (data).
@@ -58,6 +58,7 @@ func hubRepo(real string) string {
 // Resolve returns the path of name (slash-separated, relative to the root)
 // with its links resolved, or an error wrapping ErrOutside when they lead
 // where Allowed refuses, or one wrapping fs.ErrNotExist when it is missing.
+// The error names the link's target, not name: callers say which entry.
 func (r *Root) Resolve(name string) (string, error) {
 	real, err := filepath.EvalSymlinks(filepath.Join(r.dir, filepath.FromSlash(name)))
 	if err != nil {
@@ -67,7 +68,7 @@ func (r *Root) Resolve(name string) (string, error) {
 		return "", err
 	}
 	if err := r.Allowed(real); err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
+		return "", err
 	}
 	return real, nil
 }
