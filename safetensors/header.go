@@ -19,6 +19,11 @@ const MaxHeaderSize = 100_000_000
 // cannot exhaust the stack.
 const maxJSONDepth = 64
 
+// maxTensorEstimate caps the tensor count preallocated from a header's
+// length, so a hostile header of junk costs its own bytes and no more; real
+// shards hold far fewer tensors (Kimi-K3's hold a few thousand each).
+const maxTensorEstimate = 1 << 14
+
 // metadataKey is the reserved header key for free-form string metadata.
 const metadataKey = "__metadata__"
 
@@ -128,7 +133,7 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 	f := &File{}
 	// Estimate the tensor count from the size so slices rarely regrow; the
 	// estimate is bounded by the header length, never by a count the file states.
-	est := len(b) / 96
+	est := min(len(b)/96, maxTensorEstimate)
 	f.Tensors = make([]TensorInfo, 0, est)
 	f.index = make(map[string]int32, est)
 	p.ws()

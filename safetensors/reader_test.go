@@ -51,6 +51,7 @@ func TestMalformed(t *testing.T) {
 		{"exponent shape", rawFile(`{"a":{"dtype":"F32","shape":[1e3],"data_offsets":[0,4]}}`, 4), ErrShape},
 		{"overflowing entry", rawFile(`{"a":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,4]}}`, 4), ErrShape},
 		{"overflowing product", rawFile(`{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}`, 4), ErrShape},
+		{"shape whose bit count wraps to 0", rawFile(`{"a":{"dtype":"F64","shape":[288230376151711744],"data_offsets":[0,0]}}`, 0), ErrShape},
 		{"shape not array", rawFile(`{"a":{"dtype":"F32","shape":3,"data_offsets":[0,4]}}`, 4), ErrShape},
 		{"missing dtype", rawFile(`{"a":{"shape":[1],"data_offsets":[0,4]}}`, 4), ErrMissingField},
 		{"missing shape", rawFile(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, 4), ErrMissingField},
