@@ -205,6 +205,7 @@ func joinRoot(root, name string) string {
 // and the first error cancels the rest.
 func (c *Checkpoint) openFiles(ctx context.Context, names []string) error {
 	c.Files = make([]*File, len(names))
+	errs := make([]error, len(names))
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var g errgroup.Group
@@ -216,15 +217,16 @@ func (c *Checkpoint) openFiles(ctx context.Context, names []string) error {
 			}
 			ra, size, closer, err := c.src.open(ctx, name)
 			if err != nil {
-				err = fmt.Errorf("file %s: %w", joinRoot(c.Root, name), err)
-				cancel(err)
-				return err
+				errs[i] = fmt.Errorf("file %s: %w", joinRoot(c.Root, name), err)
+				cancel(errs[i])
+				return errs[i]
 			}
 			f, err := readHeader(ctx, ra, size, joinRoot(c.Root, name), cancel) // errors name the full path
 			if err != nil {
 				if closer != nil {
 					closer.Close()
 				}
+				errs[i] = err
 				cancel(err)
 				return err
 			}
@@ -235,8 +237,8 @@ func (c *Checkpoint) openFiles(ctx context.Context, names []string) error {
 		})
 	}
 	err := g.Wait()
-	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause // the first error, not a reader that saw the cancellation
+	if err != nil {
+		err = firstError(context.Cause(ctx), errs)
 	}
 	var total int64
 	for _, f := range c.Files {
@@ -255,6 +257,24 @@ func (c *Checkpoint) openFiles(ctx context.Context, names []string) error {
 		c.Close()
 	}
 	return err
+}
+
+// firstError picks the error to report from a cancelled group: the one that
+// cancelled it, else (the caller's context ended) the first that says more
+// than the bare context error, which the cause wraps.
+func firstError(cause error, errs []error) error {
+	if cause != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
+		return cause
+	}
+	for _, e := range errs {
+		if e != nil && e != context.Canceled && e != context.DeadlineExceeded {
+			if cause != nil && !errors.Is(e, cause) {
+				return fmt.Errorf("%w (%w)", e, cause)
+			}
+			return e
+		}
+	}
+	return cause
 }
 
 // addSize adds two non-negative sizes, reporting false when the sum does not
