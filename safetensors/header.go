@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/internal/quote"
@@ -191,7 +192,46 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 	if err := f.validateOffsets(); err != nil {
 		return nil, err
 	}
+	if owned {
+		f.compactNames(len(b))
+	}
 	return f, nil
+}
+
+// compactNames copies the tensor names out of the header they alias when
+// they are a small part of a large header (padding or ignored values), so
+// what a File keeps alive is its names, not every byte its header holds.
+func (f *File) compactNames(headerLen int) {
+	if headerLen < 1<<20 {
+		return
+	}
+	total := 0
+	for _, t := range f.Tensors {
+		total += len(t.Name)
+	}
+	if total > headerLen/2 {
+		return
+	}
+	var sb strings.Builder
+	sb.Grow(total)
+	for _, t := range f.Tensors {
+		sb.WriteString(t.Name)
+	}
+	all, pos := sb.String(), 0
+	for i := range f.Tensors {
+		n := len(f.Tensors[i].Name)
+		f.Tensors[i].Name = all[pos : pos+n]
+		pos += n
+	}
+	for k, v := range f.Metadata { // small (MaxMetadataSize) but aliasing the header
+		delete(f.Metadata, k)
+		f.Metadata[strings.Clone(k)] = strings.Clone(v)
+	}
+	// The index map's keys alias the header too.
+	clear(f.index)
+	for i, t := range f.Tensors {
+		f.index[t.Name] = int32(i)
+	}
 }
 
 // validateOffsets sorts the tensors by data offsets and checks, as the reference

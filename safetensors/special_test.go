@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -254,4 +255,28 @@ func TestSizeSumsDoNotWrap(t *testing.T) {
 	if _, err := NewLayout(specs, nil); err == nil {
 		t.Fatal("layout of 2^63 bytes accepted")
 	}
+}
+
+// TestParsedHeaderKeepsOnlyWhatItUses parses a valid header of one tensor
+// padded with 32 MB of spaces: the File it returns must not keep the padding
+// alive through its names.
+func TestParsedHeaderKeepsOnlyWhatItUses(t *testing.T) {
+	h := `{"__metadata__":{"format":"pt"},"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}` + strings.Repeat(" ", 32<<20)
+	b := rawFile(h, 1)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f, err := ReadHeader(bytes.NewReader(b), int64(len(b)), "padded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
+		t.Fatalf("a parsed header keeps %d MB alive", grew>>20)
+	}
+	if ti, ok := f.Lookup("w"); !ok || ti.Size() != 1 || f.Metadata["format"] != "pt" {
+		t.Fatalf("lost content: %+v %v", ti, f.Metadata)
+	}
+	runtime.KeepAlive(b)
 }
