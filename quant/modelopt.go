@@ -3,6 +3,7 @@ package quant
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 )
 
 // Numerics selects whose block-FP8 quantizer a Quantizer reproduces.
@@ -64,12 +65,34 @@ func modelOptScale(m uint16) float32 {
 	return BF16ToF32(F32ToBF16(BF16ToF32(m) / MaxE4M3))
 }
 
+// bf16ToE4M3 holds E4M3FromF32 of every BF16 pattern: the last two steps of
+// the ModelOpt element cast as one lookup.
+var bf16ToE4M3 = sync.OnceValue(func() *[1 << 16]uint8 {
+	var t [1 << 16]uint8
+	for b := range t {
+		t[b] = E4M3FromF32(BF16ToF32(uint16(b)))
+	}
+	return &t
+})
+
+// minNormalF32 is the smallest normal float32, 2^-126.
+const minNormalF32 = 0x1p-126
+
 // encodeModelOpt writes e4m3(bf16(x / sf)) for a window of BF16 elements.
+//
+// For a normal sf it multiplies by float32(1/sf) instead of dividing: x and
+// sf are BF16 (8 significant bits), so an inexact quotient x/sf is at least
+// 2^-17 (relative) away from every BF16 rounding midpoint and an exact one has
+// at most 8 significant bits; the product's error (under 2^-23) therefore
+// never changes the BF16 rounding (TestModelOptReciprocal checks it).
 func encodeModelOpt(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
+	t := bf16ToE4M3()
 	for r := range rows {
 		d := dst[r*dstStride : r*dstStride+cols]
 		s := src[r*srcStride : r*srcStride+2*cols]
-		if sf == 0 {
+		s = s[:2*len(d)]
+		switch {
+		case sf == 0:
 			for i := range d {
 				b := binary.LittleEndian.Uint16(s[2*i:])
 				if b&0x7FFF == 0 {
@@ -78,11 +101,17 @@ func encodeModelOpt(dst []byte, dstStride int, src []byte, srcStride, rows, cols
 					d[i] = uint8(b>>8)&0x80 | E4M3NaN
 				}
 			}
-			continue
-		}
-		for i := range d {
-			x := BF16ToF32(binary.LittleEndian.Uint16(s[2*i:]))
-			d[i] = E4M3FromF32(BF16ToF32(F32ToBF16(float32(x / sf))))
+		case sf < minNormalF32:
+			for i := range d {
+				x := BF16ToF32(binary.LittleEndian.Uint16(s[2*i:]))
+				d[i] = t[F32ToBF16(float32(x/sf))]
+			}
+		default:
+			inv := 1 / sf
+			for i := range d {
+				x := BF16ToF32(binary.LittleEndian.Uint16(s[2*i:]))
+				d[i] = t[F32ToBF16(float32(x*inv))]
+			}
 		}
 	}
 }

@@ -329,3 +329,23 @@ func FuzzNVFP4Cast(f *testing.F) {
 		}
 	})
 }
+
+// TestModelOptReciprocal: for every normal BF16 scale and a spread of BF16
+// elements up to 448 times it, bf16(x·float32(1/sf)) equals bf16(x/sf), the
+// rounding ModelOpt's division gives.
+func TestModelOptReciprocal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for s := uint16(0x0080); s < 0x7F80; s++ {
+		sf := BF16ToF32(s)
+		inv := 1 / sf
+		for range 48 {
+			x := BF16ToF32(uint16(rng.Uint32()) & 0x7FFF)
+			if x > sf*MaxE4M3*1.01 || math.IsInf(float64(x), 0) || x != x {
+				continue
+			}
+			if a, b := F32ToBF16(x/sf), F32ToBF16(x*inv); a != b {
+				t.Fatalf("x %g, sf %g: divide 0x%04x, multiply 0x%04x", x, sf, a, b)
+			}
+		}
+	}
+}
