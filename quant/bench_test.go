@@ -142,12 +142,12 @@ func BenchmarkQuantizeModelOpt(b *testing.B) {
 	}
 }
 
-// BenchmarkNVFP4Cast casts one K3 routed-expert w1 (MXFP4 [3072, 7168]:
-// 11 MiB of codes, 0.7 MiB of scales) in 128-row bands, with exponents
+// BenchmarkNVFP4Cast casts one K3 routed-expert w1 (MXFP4 [3072, 3584]:
+// 5.25 MiB of codes, 0.33 MiB of scales) in 128-row bands, with exponents
 // spread over 12 (every block in range, the K3 case) or 30 (a third out of
 // range); MB/s is of MXFP4 code bytes.
 func BenchmarkNVFP4Cast(b *testing.B) {
-	const rows, k = 3072, 7168
+	const rows, k = 3072, 3584
 	for _, spread := range []uint8{12, 30} {
 		b.Run(fmt.Sprintf("spread=%d", spread), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(9, uint64(spread)))
