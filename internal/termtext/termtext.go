@@ -1,0 +1,75 @@
+// Package termtext makes strings that come from files (tensor names, paths,
+// metadata) safe to print on a terminal: control characters, which could
+// move the cursor, rewrite earlier lines or change the terminal's state, are
+// shown as Go escapes instead of being sent raw.
+package termtext
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Escape returns s with every control character (C0, DEL, C1, and the
+// Unicode format characters that reorder text) and every invalid UTF-8 byte
+// written as a Go escape (\n, \x1b, \u202e); s itself when it has none.
+func Escape(s string) string {
+	if !needs(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteString(`\x`)
+			b.WriteString(hex2(s[i]))
+		case unsafe(r):
+			q := strconv.QuoteRuneToASCII(r) // 'x' with the escape inside
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// Lines is Escape for multi-line messages: newlines are kept, every other
+// control character escaped (an error that wraps several lines stays readable).
+func Lines(s string) string {
+	parts := strings.Split(s, "\n")
+	for i, p := range parts {
+		parts[i] = Escape(p)
+	}
+	return strings.Join(parts, "\n")
+}
+
+func needs(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
+			if c < 0x80 {
+				return true
+			}
+			// Non-ASCII: decode properly.
+			for _, r := range s[i:] {
+				if r == utf8.RuneError || unsafe(r) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
+}
+
+func unsafe(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError
+}
+
+func hex2(c byte) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[c>>4], digits[c&15]})
+}
