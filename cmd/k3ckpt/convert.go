@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,17 +15,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
-
-func init() {
-	rootCmd.AddCommand(newConvertCmd(), newVerifyCmd(), newMergeCmd())
-}
 
 // convertFlags are the convert command's flags.
 type convertFlags struct {
@@ -55,11 +52,11 @@ the index, config and manifest.`,
 	f.StringVar(&fl.format, "format", convert.DeepSeek.String(), "scale/config convention: deepseek, compressed-tensors or modelopt")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
 	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
-	f.IntVar(&fl.jobs, "jobs", 2, "files converted at once (memory: ~256 MiB + 64 MiB per job)")
+	addJobsFlag(f, &fl.jobs)
 	f.BoolVar(&fl.resume, "resume", false, "skip files already finished whose size and sha256 match their record")
 	f.StringVar(&fl.worker, "worker", "", "convert only slice I of N (0-based), e.g. 3/8")
 	f.BoolVar(&fl.dryRun, "dry-run", false, "print the plan and the output sizes, write nothing")
-	f.BoolVar(&fl.json, "json", false, "print the result as JSON (no progress display)")
+	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
 	return cmd
 }
 
@@ -95,6 +92,10 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if err != nil {
 		return err
 	}
+	jobs, err := resolveJobs(fl.jobs)
+	if err != nil {
+		return err
+	}
 	src, err := safetensors.Open(srcPath)
 	if err != nil {
 		return err
@@ -108,19 +109,26 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if fl.dryRun {
 		return printPlan(out, p, fl.json)
 	}
-	setMemoryLimit(fl.jobs)
+	if verbose(cmd) && !fl.json {
+		if err := printPlan(cmd.ErrOrStderr(), p, false); err != nil {
+			return err
+		}
+	}
+	setMemoryLimit(jobs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	eo := convert.ExecOptions{Jobs: fl.jobs, Resume: fl.resume, Worker: wi, Workers: wn}
-	bar := newBar(fl.json, fmt.Sprintf("convert %d/%d", wi, wn))
+	eo := convert.ExecOptions{Jobs: jobs, Resume: fl.resume, Worker: wi, Workers: wn}
+	label := "convert (read + written)"
+	if wn > 1 {
+		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
+	}
+	bar := newProgress(cmd, fl.json, label, progress.Bytes)
 	if bar != nil {
 		eo.Progress = bar
 	}
 	start := time.Now()
 	res, err := convert.Execute(ctx, p, dst, eo)
-	if bar != nil {
-		bar.finish()
-	}
+	bar.Finish()
 	if err != nil {
 		return err
 	}
@@ -134,16 +142,32 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		})
 	}
-	fmt.Fprintf(out, "convert %s → %s: %d files written, %d verified and skipped (worker %d/%d) in %s\n",
-		srcPath, dst, len(res.Written), len(res.Skipped), wi, wn, elapsed.Round(time.Millisecond))
-	if res.ZeroedNonFinite > 0 {
-		fmt.Fprintf(out, "warning: %d NaN/Inf source values were replaced by 0 (--nonfinite zero)\n", res.ZeroedNonFinite)
+	if res.ZeroedNonFinite > 0 { // a warning, printed even under -q
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s replaced by 0 (--nonfinite zero)\n",
+			termtext.Plural(res.ZeroedNonFinite, "NaN/Inf source value was", "NaN/Inf source values were"))
 	}
+	sw := summary(cmd)
+	if verbose(cmd) {
+		for _, n := range res.Written {
+			fmt.Fprintln(sw, "written", termtext.Escape(n))
+		}
+		for _, n := range res.Skipped {
+			fmt.Fprintln(sw, "kept (already done, hash checked)", termtext.Escape(n))
+		}
+	}
+	worker := ""
+	if wn > 1 {
+		worker = fmt.Sprintf(" (worker %d of %d)", wi, wn)
+	}
+	fmt.Fprintf(sw, "convert %s → %s%s: %s written, %s already done and kept, in %s\n",
+		srcPath, dst, worker, termtext.Plural(int64(len(res.Written)), "file", "files"),
+		termtext.Plural(int64(len(res.Skipped)), "file", "files"), elapsed.Round(time.Millisecond))
 	if res.Finalized {
-		fmt.Fprintf(out, "done: %d tensors quantized, %.2f GiB → %.2f GiB of tensors; manifest %s lists %d files\n",
-			t.Quantized, gib(t.SourceBytes), gib(t.OutputBytes), convert.ManifestName, len(res.Manifest.Files))
+		fmt.Fprintf(sw, "done: %s quantized, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
+			termtext.Plural(int64(t.Quantized), "tensor", "tensors"), gib(t.SourceBytes), gib(t.OutputBytes),
+			convert.ManifestName, termtext.Plural(int64(len(res.Manifest.Files)), "file", "files"))
 	} else {
-		fmt.Fprintf(out, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)
+		fmt.Fprintf(sw, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)
 	}
 	return nil
 }
@@ -157,19 +181,11 @@ func setMemoryLimit(jobs int) {
 	}
 }
 
-func gib(b int64) float64 { return float64(b) / (1 << 30) }
-
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
 	}
 	return s
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // printPlan shows what a conversion would do, file by file, and the totals.
@@ -215,29 +231,6 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 	return nil
 }
 
-// bar is a terminal progress display (bytes, rate, ETA) or nil when stderr is
-// not a terminal or the output is JSON.
-type bar struct{ pb *progressbar.ProgressBar }
-
-func newBar(asJSON bool, label string) *bar {
-	if asJSON || !term.IsTerminal(int(os.Stderr.Fd())) {
-		return nil
-	}
-	return &bar{pb: progressbar.NewOptions64(-1,
-		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionSetDescription(label),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-	)}
-}
-
-func (b *bar) Start(total int64) { b.pb.ChangeMax64(total) }
-func (b *bar) Add(n int64)       { b.pb.Add64(n) }
-func (b *bar) finish()           { b.pb.Finish() }
-
 func newVerifyCmd() *cobra.Command {
 	var asJSON bool
 	var jobs int
@@ -253,6 +246,10 @@ tensor dequantized against its source (max abs error, max relative error per
 violation.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			jobs, err := resolveJobs(jobs)
+			if err != nil {
+				return err
+			}
 			setMemoryLimit(jobs)
 			src, err := safetensors.Open(args[0])
 			if err != nil {
@@ -260,20 +257,22 @@ violation.`,
 			}
 			defer src.Close()
 			vo := convert.VerifyOptions{Jobs: jobs}
-			b := newBar(asJSON, "verify")
+			b := newProgress(cmd, asJSON, "verify (read)", progress.Bytes)
 			if b != nil {
 				vo.Progress = b
 			}
 			rep, err := convert.Verify(cmd.Context(), src, args[1], vo)
-			if b != nil {
-				b.finish()
-			}
+			b.Finish()
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := rep.WriteJSON(out); err != nil {
+				var buf bytes.Buffer
+				if err := rep.WriteJSON(&buf); err != nil {
+					return err
+				}
+				if err := writeJSON(out, json.RawMessage(buf.Bytes())); err != nil {
 					return err
 				}
 			} else {
@@ -285,8 +284,8 @@ violation.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full report as JSON")
-	cmd.Flags().IntVar(&jobs, "jobs", 2, "files checked at once")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full report as one JSON object")
+	addJobsFlag(cmd.Flags(), &jobs)
 	return cmd
 }
 
@@ -315,7 +314,8 @@ func printVerify(w io.Writer, r *convert.VerifyReport) {
 }
 
 func newMergeCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "merge DST",
 		Short: "Finish a multi-worker conversion: write the index, config and manifest once every slice is done",
 		Args:  cobra.ExactArgs(1),
@@ -327,8 +327,14 @@ func newMergeCmd() *cobra.Command {
 				}
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "merged %s: manifest %s lists %d files (plan %.12s)\n", args[0], convert.ManifestName, len(m.Files), m.Plan)
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"dst": args[0], "plan": m.Plan, "manifest": convert.ManifestName, "files": len(m.Files)})
+			}
+			fmt.Fprintf(summary(cmd), "merged %s: manifest %s lists %s (plan %.12s)\n", args[0], convert.ManifestName,
+				termtext.Plural(int64(len(m.Files)), "file", "files"), m.Plan)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
 }

@@ -4,12 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/layout"
 )
 
@@ -18,7 +24,7 @@ import (
 type layoutFlags struct {
 	layout, partition, ranks, pack string
 	textOnly, weightShard, vocabTP bool
-	even, force                    bool
+	even, force, dryRun, asJSON    bool
 	jobs                           int
 }
 
@@ -28,18 +34,21 @@ func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 		fl.StringVar(&f.layout, "layout", "", "layout: "+strings.Join(layout.Names(), ", ")+", or FILE.json")
 		fl.StringVar(&f.ranks, "ranks", "", "ranks to write, e.g. 0,3,8-11 (default all)")
 		fl.StringVar(&f.pack, "pack-scales", "", "store block-FP8 scales packed: ue8m0 (DeepGEMM SM100 layout)")
-		fl.BoolVar(&f.weightShard, "weight-shard", false, "dp16: split the weight-shard set 8 ways (default on for dp16)")
-		fl.BoolVar(&f.vocabTP, "vocab-tp", false, "dp16, dp2-dcp8: split embed_tokens/lm_head rows 8 ways (default on)")
+		fl.BoolVar(&f.weightShard, "weight-shard", false, "dp16 only: split the weight-shard set 8 ways (default on for dp16)")
+		fl.BoolVar(&f.vocabTP, "vocab-tp", false, "dp16, dp2-dcp8 only: split embed_tokens/lm_head rows 8 ways (default on)")
 	}
-	fl.StringVar(&f.partition, "pp-partition", "", "layers per pipeline stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
-	fl.BoolVar(&f.even, "even", false, "SGLang's default split (SGLANG_PP_LAYER_PARTITION unset) instead of the layout's partition")
+	fl.StringVar(&f.partition, "pp-partition", "", "layouts with pipeline stages only: layers per stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
+	fl.BoolVar(&f.even, "even", false, "layouts with pipeline stages only: SGLang's default split (SGLANG_PP_LAYER_PARTITION unset)")
 	fl.BoolVar(&f.textOnly, "text-only", false, "drop the vision tower and projector (default on for the decode layouts)")
 	fl.BoolVar(&f.force, "force", false, "replace the content of existing output directories")
-	fl.IntVar(&f.jobs, "jobs", 0, "files written at once (0: the larger of 4 and the CPU count)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print what each directory would hold (from headers only), write nothing")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object (no progress display)")
+	addJobsFlag(fl, &f.jobs)
 }
 
 // resolve builds the layout: a built-in with the seed script's options,
-// overridden by the flags given, or a JSON file.
+// overridden by the flags given, or a JSON file. A flag the chosen layout
+// has no use for is an error, not silently dropped.
 func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Source) (*layout.Layout, error) {
 	o, err := layout.DefaultOptions(name)
 	builtin := err == nil
@@ -55,6 +64,9 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 	}
 	o.EvenPartition = f.even
 	if f.partition != "" {
+		if f.even {
+			return nil, fmt.Errorf("--even and --pp-partition both choose the partition: give one")
+		}
 		if o.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
 			return nil, err
 		}
@@ -71,7 +83,37 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 	if err != nil {
 		return nil, err
 	}
-	return layout.Builtin(name, m, o)
+	l, err := layout.Builtin(name, m, o)
+	if err != nil {
+		return nil, err
+	}
+	if (f.partition != "" || f.even) && l.Stages() == 1 {
+		flag := "--pp-partition"
+		if f.even {
+			flag = "--even"
+		}
+		return nil, fmt.Errorf("%s: layout %s has no pipeline stages (every rank holds all %d layers)", flag, name, l.Layers)
+	}
+	// A switch that changes nothing in this layout's rules does not apply to it.
+	for _, sw := range []struct {
+		flag string
+		set  func(*layout.Options)
+	}{
+		{"weight-shard", func(o *layout.Options) { o.WeightShard = !o.WeightShard }},
+		{"vocab-tp", func(o *layout.Options) { o.VocabTP = !o.VocabTP }},
+		{"text-only", func(o *layout.Options) { o.TextOnly = !o.TextOnly }},
+	} {
+		if !fl.Changed(sw.flag) {
+			continue
+		}
+		other := o
+		sw.set(&other)
+		ol, err := layout.Builtin(name, m, other)
+		if err == nil && reflect.DeepEqual(ol.Rules, l.Rules) {
+			return nil, fmt.Errorf("--%s has no effect on layout %s (see k3ckpt export --help for which layouts use it)", sw.flag, name)
+		}
+	}
+	return l, nil
 }
 
 func newShardCmd() *cobra.Command {
@@ -130,6 +172,10 @@ func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) er
 	if err != nil {
 		return err
 	}
+	jobs, err := resolveJobs(f.jobs)
+	if err != nil {
+		return err
+	}
 	var ranks []int
 	if f.ranks != "" {
 		if ranks, err = layout.ParseRanks(f.ranks); err != nil {
@@ -145,41 +191,143 @@ func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) er
 	if err != nil {
 		return err
 	}
+	plan, err := l.Plan(src.Specs)
+	if err != nil {
+		return fmt.Errorf("%s: %w", srcPath, err)
+	}
+	sel := ranks
+	if sel == nil {
+		for r := range plan.Ranks() {
+			sel = append(sel, r)
+		}
+	}
+	var total int64
+	for _, r := range sel {
+		if r < 0 || r >= plan.Ranks() {
+			return fmt.Errorf("--ranks: rank %d does not exist: layout %s has ranks 0-%d", r, l.Name, plan.Ranks()-1)
+		}
+		total += plan.RankBytes[r]
+	}
+	if f.dryRun {
+		return printExportPlan(cmd, plan, dst, sel, f.asJSON)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	bar := newProgress(cmd, f.asJSON, cmd.Name()+" (written)", progress.Bytes)
+	bar.Start(total)
+	opts := layout.ExportOptions{Ranks: ranks, Pack: pack, Jobs: jobs, Force: f.force}
+	if bar != nil {
+		opts.Progress = bar.Add
+	}
 	start := time.Now()
-	res, err := layout.Export(context.Background(), src, l, dst, layout.ExportOptions{Ranks: ranks, Pack: pack, Jobs: f.jobs, Force: f.force})
+	res, err := layout.Export(ctx, src, l, dst, opts)
+	bar.Finish()
 	if err != nil {
 		return err
 	}
-	printExport(cmd.OutOrStdout(), res, time.Since(start))
+	took := time.Since(start)
+	if f.asJSON {
+		type rank struct {
+			Dir     string `json:"dir"`
+			Rank    int    `json:"rank"`
+			Stage   int    `json:"stage"`
+			Layers  [2]int `json:"layers"`
+			Tensors int    `json:"tensors"`
+			Bytes   int64  `json:"bytes"`
+		}
+		rs := make([]rank, len(res.Ranks))
+		for i, rr := range res.Ranks {
+			rs[i] = rank{res.Dirs[i], rr.Rank, rr.Stage, rr.Layers, rr.Tensors, rr.Bytes}
+		}
+		return writeJSON(cmd.OutOrStdout(), map[string]any{
+			"layout": l.Name, "dst": dst, "ranks": rs, "files": res.Files, "bytes": res.Bytes,
+			"dropped_tensors": len(res.Plan.Dropped), "dropped_bytes": res.Plan.DroppedBytes,
+			"unaligned_scales": nonNil(res.Unaligned), "seconds": took.Seconds(),
+		})
+	}
+	printExport(summary(cmd), res, took)
+	return nil
+}
+
+// printExportPlan is --dry-run: what every selected directory would hold,
+// from the headers alone.
+func printExportPlan(cmd *cobra.Command, p *layout.Plan, dst string, ranks []int, asJSON bool) error {
+	l := p.Layout
+	type rank struct {
+		Dir     string `json:"dir"`
+		Rank    int    `json:"rank"`
+		Stage   int    `json:"stage"`
+		Layers  [2]int `json:"layers"`
+		Tensors int    `json:"tensors"`
+		Bytes   int64  `json:"bytes"`
+	}
+	rows := make([]rank, 0, len(ranks))
+	var total int64
+	for _, r := range ranks {
+		st := r / l.RanksPerStage
+		lo, hi := 0, l.Layers
+		if len(l.Partition) > 0 {
+			lo = 0
+			for _, n := range l.Partition[:st] {
+				lo += n
+			}
+			hi = lo + l.Partition[st]
+		}
+		rows = append(rows, rank{filepath.Join(dst, layout.DirName(l, r)), r, st, [2]int{lo, hi}, p.RankPieces[r], p.RankBytes[r]})
+		total += p.RankBytes[r]
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), map[string]any{
+			"dry_run": true, "layout": l.Name, "dst": dst, "ranks": rows, "bytes": total,
+			"dropped_tensors": len(p.Dropped), "dropped_bytes": p.DroppedBytes, "unaligned_scales": nonNil(p.Unaligned),
+		})
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "dry run: %s would write %s under %s (%.3f GiB of tensors); nothing written\n",
+		cmd.Name(), termtext.Plural(int64(len(rows)), "directory", "directories"), dst, gib(total))
+	fmt.Fprintf(w, "%-10s %6s %7s %9s %11s\n", "dir", "stage", "layers", "tensors", "GiB")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-10s %6d %7s %9s %11.3f\n", filepath.Base(r.Dir), r.Stage, fmt.Sprintf("%d-%d", r.Layers[0], r.Layers[1]-1),
+			termtext.Int(int64(r.Tensors)), gib(r.Bytes))
+	}
+	if len(p.Dropped) > 0 {
+		fmt.Fprintf(w, "dropped: %s (%.3f GiB)\n", termtext.Plural(int64(len(p.Dropped)), "tensor", "tensors"), gib(p.DroppedBytes))
+	}
+	if len(p.Unaligned) > 0 {
+		fmt.Fprintf(w, "%s split across a 128 block would keep their scales replicated, e.g. %s\n",
+			termtext.Plural(int64(len(p.Unaligned)), "block-FP8 weight", "block-FP8 weights"), termtext.Escape(p.Unaligned[0]))
+	}
+	fmt.Fprintln(w, "not checked by a dry run: the checks that read tensor data (dropped padding is zero, scales fit the packing)")
 	return nil
 }
 
 func printExport(w io.Writer, res *layout.ExportResult, took time.Duration) {
 	p := res.Plan
 	l := p.Layout
-	fmt.Fprintf(w, "%s: %d ranks", l.Name, p.Ranks())
+	fmt.Fprintf(w, "%s: %s", l.Name, termtext.Plural(int64(p.Ranks()), "rank", "ranks"))
 	if l.Stages() > 1 {
 		fmt.Fprintf(w, " in %d stages %v", l.Stages(), l.Partition)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-10s %7s %9s %11s\n", "dir", "layers", "tensors", "GiB")
 	for i, rr := range res.Ranks {
-		fmt.Fprintf(w, "%-10s %7s %9d %11.3f\n", filepath.Base(res.Dirs[i]), fmt.Sprintf("%d-%d", rr.Layers[0], rr.Layers[1]-1),
-			rr.Tensors, float64(rr.Bytes)/(1<<30))
+		fmt.Fprintf(w, "%-10s %7s %9s %11.3f\n", filepath.Base(res.Dirs[i]), fmt.Sprintf("%d-%d", rr.Layers[0], rr.Layers[1]-1),
+			termtext.Int(int64(rr.Tensors)), gib(rr.Bytes))
 	}
 	if len(p.Dropped) > 0 {
-		fmt.Fprintf(w, "dropped %d tensors (%.3f GiB)\n", len(p.Dropped), float64(p.DroppedBytes)/(1<<30))
+		fmt.Fprintf(w, "dropped %s (%.3f GiB)\n", termtext.Plural(int64(len(p.Dropped)), "tensor", "tensors"), gib(p.DroppedBytes))
 	}
 	if len(res.Unaligned) > 0 {
-		fmt.Fprintf(w, "%d block-FP8 weights split across a 128 block keep their scale replicated, e.g. %s\n", len(res.Unaligned), res.Unaligned[0])
+		fmt.Fprintf(w, "%s split across a 128 block keep their scale replicated, e.g. %s\n",
+			termtext.Plural(int64(len(res.Unaligned)), "block-FP8 weight", "block-FP8 weights"), termtext.Escape(res.Unaligned[0]))
 	}
 	secs := took.Seconds()
-	fmt.Fprintf(w, "wrote %d files, %.3f GiB in %.2fs (%.0f MiB/s)\n", res.Files, float64(res.Bytes)/(1<<30), secs, float64(res.Bytes)/(1<<20)/max(secs, 1e-9))
+	fmt.Fprintf(w, "wrote %s, %.3f GiB in %.2fs (%.0f MiB/s)\n", termtext.Plural(int64(res.Files), "file", "files"), gib(res.Bytes), secs, mib(res.Bytes)/max(secs, 1e-9))
 }
 
 func newReassembleCmd() *cobra.Command {
 	var check string
-	var force bool
+	var force, asJSON, dryRun bool
 	var jobs int
 	cmd := &cobra.Command{
 		Use:   "reassemble DST OUT",
@@ -193,43 +341,76 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 --check SRC compares every rebuilt tensor with SRC byte for byte.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			jobs, err := resolveJobs(jobs)
+			if err != nil {
+				return err
+			}
+			if dryRun {
+				return fmt.Errorf("reassemble --dry-run: not available; layout plans a reassembly only while writing it (inspect the export with: k3ckpt inspect %s)", args[0])
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			bar := newProgress(cmd, asJSON, "reassemble (written)", progress.Bytes)
+			opts := layout.ReassembleOptions{Jobs: jobs, Force: force}
+			if bar != nil {
+				opts.Progress = bar.Add
+			}
 			start := time.Now()
-			res, err := layout.Reassemble(context.Background(), args[0], args[1], layout.ReassembleOptions{Jobs: jobs, Force: force})
+			res, err := layout.Reassemble(ctx, args[0], args[1], opts)
+			bar.Finish()
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "rebuilt %d files, %.3f GiB in %.2fs\n", res.Files, float64(res.Bytes)/(1<<30), time.Since(start).Seconds())
-			if len(res.Missing) > 0 {
-				fmt.Fprintf(w, "%d source tensors were dropped by the layout (e.g. %s); their files lack them\n", len(res.Missing), res.Missing[0])
+			took := time.Since(start)
+			out := map[string]any{"out": args[1], "files": res.Files, "bytes": res.Bytes, "missing": nonNil(res.Missing), "seconds": took.Seconds()}
+			w := summary(cmd)
+			if !asJSON {
+				fmt.Fprintf(w, "rebuilt %s, %.3f GiB in %.2fs\n", termtext.Plural(int64(res.Files), "file", "files"), gib(res.Bytes), took.Seconds())
+				if len(res.Missing) > 0 {
+					fmt.Fprintf(w, "%s dropped by the layout (e.g. %s); their files lack them\n",
+						termtext.Plural(int64(len(res.Missing)), "source tensor was", "source tensors were"), termtext.Escape(res.Missing[0]))
+				}
 			}
-			if check == "" {
-				return nil
+			if check != "" {
+				n, tensors, err := compareTrees(ctx, check, args[1])
+				if err != nil {
+					return err
+				}
+				out["check"] = map[string]any{"against": check, "tensors": tensors, "bytes": n, "identical": true}
+				if !asJSON {
+					fmt.Fprintf(w, "check: %s, %.3f GiB byte-identical to %s\n", termtext.Plural(int64(tensors), "tensor", "tensors"), gib(n), check)
+				}
 			}
-			a, err := layout.OpenSource(check)
-			if err != nil {
-				return err
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), out)
 			}
-			defer a.Close()
-			b, err := layout.OpenSource(args[1])
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			n, err := layout.Compare(context.Background(), a, b)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "check: %d tensors, %.3f GiB byte-identical to %s\n", len(b.Specs), float64(n)/(1<<30), check)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&check, "check", "", "compare every rebuilt tensor with this source checkpoint")
-	cmd.Flags().BoolVar(&force, "force", false, "replace the content of an existing OUT")
-	cmd.Flags().IntVar(&jobs, "jobs", 0, "files written at once (0: the larger of 4 and the CPU count)")
+	fl := cmd.Flags()
+	fl.StringVar(&check, "check", "", "compare every rebuilt tensor with this source checkpoint")
+	fl.BoolVar(&force, "force", false, "replace the content of an existing OUT")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object (no progress display)")
+	fl.BoolVar(&dryRun, "dry-run", false, "plan only, write nothing (reassemble cannot plan without writing yet: exits with an error)")
+	addJobsFlag(fl, &jobs)
 	return cmd
 }
 
-func init() {
-	rootCmd.AddCommand(newShardCmd(), newExportCmd(), newReassembleCmd())
+// compareTrees is reassemble --check: every tensor of b against a, byte for byte.
+func compareTrees(ctx context.Context, aPath, bPath string) (int64, int, error) {
+	a, err := layout.OpenSource(aPath)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer a.Close()
+	b, err := layout.OpenSource(bPath)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer b.Close()
+	n, err := layout.Compare(ctx, a, b)
+	if err != nil {
+		return 0, 0, err
+	}
+	return n, len(b.Specs), nil
 }

@@ -73,3 +73,32 @@ func hex2(c byte) string {
 	const digits = "0123456789abcdef"
 	return string([]byte{digits[c>>4], digits[c&15]})
 }
+
+// Int writes an integer with thousands separators ("1,453,660").
+func Int(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Plural writes n with thousands separators and the noun in the number's
+// form ("1 file", "1,234 files").
+func Plural(n int64, one, many string) string {
+	if n == 1 || n == -1 {
+		return Int(n) + " " + one
+	}
+	return Int(n) + " " + many
+}

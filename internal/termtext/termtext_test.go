@@ -42,3 +42,14 @@ func FuzzEscape(f *testing.F) {
 		}
 	})
 }
+
+func TestInt(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", -1234567: "-1,234,567", 497220: "497,220", -9223372036854775808: "-9,223,372,036,854,775,808"} {
+		if got := Int(n); got != want {
+			t.Errorf("Int(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := Plural(1, "file", "files") + "; " + Plural(1200, "file", "files"); got != "1 file; 1,200 files" {
+		t.Errorf("Plural: %q", got)
+	}
+}
