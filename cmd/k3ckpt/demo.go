@@ -101,7 +101,6 @@ func runSelf(self string, args []string, stdout, stderr io.Writer) error {
 	return c.Run()
 }
 
-
 // sameFile reports whether two paths name one file.
 func sameFile(a, b string) bool {
 	fa, err1 := os.Stat(a)

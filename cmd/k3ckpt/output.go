@@ -92,4 +92,3 @@ func resolveJobs(n int) (int, error) {
 // gib and mib convert bytes to the binary units every table uses.
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
