@@ -10,7 +10,7 @@
 # worktree); `k3ckpt version` says what it got.
 ARG GO_VERSION=1.26
 
-FROM golang:${GO_VERSION} AS build
+FROM docker.io/library/golang:${GO_VERSION} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
