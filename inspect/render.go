@@ -10,6 +10,7 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
@@ -39,7 +40,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 // the checkpoint are printed with their control characters escaped.
 func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%s: %s, %s, %s bytes (%.2f GiB)\n", termtext.Escape(r.Source),
+	fmt.Fprintf(bw, "%s: %s, %s, %s bytes (%.2f GiB)\n", quote.Name(r.Source),
 		termtext.Plural(int64(len(r.Files)), "file", "files"), termtext.Plural(r.TensorCount, "tensor", "tensors"),
 		termtext.Int(r.TotalBytes), gib(r.TotalBytes))
 	pct := 0.0
@@ -68,9 +69,9 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 		if q.Key != "" {
 			where += " " + q.Key
 		}
-		fmt.Fprintf(bw, "\nquantization (%s):\n", termtext.Escape(where))
+		fmt.Fprintf(bw, "\nquantization (%s):\n", quote.Name(where))
 		for _, s := range q.Summary {
-			fmt.Fprintf(bw, "  %s\n", termtext.Escape(s))
+			fmt.Fprintf(bw, "  %s\n", quote.Name(s))
 		}
 	}
 	if r.Layout != nil {
@@ -81,7 +82,7 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	if len(r.Warnings) > 0 {
 		fmt.Fprintln(bw, "\nwarnings:")
 		for _, s := range r.Warnings {
-			fmt.Fprintf(bw, "  %s\n", termtext.Escape(s))
+			fmt.Fprintf(bw, "  %s\n", quote.Name(s))
 		}
 	}
 	return bw.Flush()
@@ -142,7 +143,7 @@ func shareTable(w io.Writer, key string, rows []Row, total Sum) error {
 	t := newTable(w, 5, 1)
 	t.Header(key, "tensors", "bytes", "GiB", "share")
 	for _, r := range rows {
-		if err := t.Append(termtext.Escape(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibStr(r.Bytes), share(r.Bytes, total.Bytes)); err != nil {
+		if err := t.Append(quote.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibStr(r.Bytes), share(r.Bytes, total.Bytes)); err != nil {
 			return err
 		}
 	}
@@ -183,7 +184,7 @@ func beforeAfter(w io.Writer, key string, u unit, before, after []Row, tb, ta Ac
 	t := newTable(w, 6, 1)
 	t.Header(key, "tensors before", "after", u.name+" before", "after", "change")
 	add := func(k string, b, a Sum) error {
-		return t.Append(termtext.Escape(k), termtext.Int(b.Tensors), termtext.Int(a.Tensors), u.str(b.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-b.Bytes)))
+		return t.Append(quote.Name(k), termtext.Int(b.Tensors), termtext.Int(a.Tensors), u.str(b.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-b.Bytes)))
 	}
 	seen := map[string]bool{}
 	for _, b := range before {

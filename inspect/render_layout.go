@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
@@ -222,7 +223,7 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, o TextOptions) e
 		largest = max(largest, s.Total)
 	}
 	u := unitFor(largest)
-	fmt.Fprintf(w, "\nlayout %s", termtext.Escape(lr.Name))
+	fmt.Fprintf(w, "\nlayout %s", quote.Name(lr.Name))
 	if lr.Recipe != "" {
 		fmt.Fprintf(w, " on the %s output", lr.Recipe)
 	}
@@ -257,7 +258,7 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, o TextOptions) e
 	}
 	if len(lr.Unaligned) > 0 {
 		fmt.Fprintf(w, "%s split across a 128 block; their scales stay replicated\n  (first: %s)\n",
-			termtext.Plural(int64(len(lr.Unaligned)), "FP8 weight is", "FP8 weights are"), termtext.Escape(lr.Unaligned[0]))
+			termtext.Plural(int64(len(lr.Unaligned)), "FP8 weight is", "FP8 weights are"), quote.Name(lr.Unaligned[0]))
 	}
 	if len(lr.Stages) > 0 {
 		fmt.Fprintln(w)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -149,10 +150,10 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	sw := summary(cmd)
 	if verbose(cmd) {
 		for _, n := range res.Written {
-			fmt.Fprintln(sw, "written", termtext.Escape(n))
+			fmt.Fprintln(sw, "written", quote.Name(n))
 		}
 		for _, n := range res.Skipped {
-			fmt.Fprintln(sw, "kept (already done, hash checked)", termtext.Escape(n))
+			fmt.Fprintln(sw, "kept (already done, hash checked)", quote.Name(n))
 		}
 	}
 	worker := ""

@@ -8,7 +8,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/inspect"
-	"github.com/k3ckpt/k3ckpt/internal/termtext"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -155,5 +155,5 @@ func chartTitle(rep *inspect.Report) string {
 	if rep.Layout != nil && len(rep.Layout.Stages) > 1 {
 		what = "weight memory of the fullest stage's rank"
 	}
-	return fmt.Sprintf("%s: %s under %s", termtext.Escape(rep.Source), what, rep.Layout.Name)
+	return fmt.Sprintf("%s: %s under %s", quote.Name(rep.Source), what, rep.Layout.Name)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/layout"
 )
@@ -295,7 +296,7 @@ func printExportPlan(cmd *cobra.Command, p *layout.Plan, dst string, ranks []int
 	}
 	if len(p.Unaligned) > 0 {
 		fmt.Fprintf(w, "%s split across a 128 block would keep their scales replicated, e.g. %s\n",
-			termtext.Plural(int64(len(p.Unaligned)), "block-FP8 weight", "block-FP8 weights"), termtext.Escape(p.Unaligned[0]))
+			termtext.Plural(int64(len(p.Unaligned)), "block-FP8 weight", "block-FP8 weights"), quote.Name(p.Unaligned[0]))
 	}
 	fmt.Fprintln(w, "not checked by a dry run: the checks that read tensor data (dropped padding is zero, scales fit the packing)")
 	return nil
@@ -319,7 +320,7 @@ func printExport(w io.Writer, res *layout.ExportResult, took time.Duration) {
 	}
 	if len(res.Unaligned) > 0 {
 		fmt.Fprintf(w, "%s split across a 128 block keep their scale replicated, e.g. %s\n",
-			termtext.Plural(int64(len(res.Unaligned)), "block-FP8 weight", "block-FP8 weights"), termtext.Escape(res.Unaligned[0]))
+			termtext.Plural(int64(len(res.Unaligned)), "block-FP8 weight", "block-FP8 weights"), quote.Name(res.Unaligned[0]))
 	}
 	secs := took.Seconds()
 	fmt.Fprintf(w, "wrote %s, %.3f GiB in %.2fs (%.0f MiB/s)\n", termtext.Plural(int64(res.Files), "file", "files"), gib(res.Bytes), secs, mib(res.Bytes)/max(secs, 1e-9))
@@ -368,7 +369,7 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 				fmt.Fprintf(w, "rebuilt %s, %.3f GiB in %.2fs\n", termtext.Plural(int64(res.Files), "file", "files"), gib(res.Bytes), took.Seconds())
 				if len(res.Missing) > 0 {
 					fmt.Fprintf(w, "%s dropped by the layout (e.g. %s); their files lack them\n",
-						termtext.Plural(int64(len(res.Missing)), "source tensor was", "source tensors were"), termtext.Escape(res.Missing[0]))
+						termtext.Plural(int64(len(res.Missing)), "source tensor was", "source tensors were"), quote.Name(res.Missing[0]))
 				}
 			}
 			if check != "" {

@@ -1,7 +1,9 @@
-// Package termtext makes strings that come from files (tensor names, paths,
-// metadata) safe to print on a terminal: control characters, which could
-// move the cursor, rewrite earlier lines or change the terminal's state, are
-// shown as Go escapes instead of being sent raw.
+// Package termtext is the text the k3ckpt command prints on a terminal:
+// counts with thousands separators and plurals, and whole messages made
+// safe to print. A name inside a message is quoted where it is written
+// (internal/quote); Lines is the last line of defence for the message as a
+// whole: control characters, which could move the cursor, rewrite earlier
+// lines or change the terminal's state, are shown as Go escapes.
 package termtext
 
 import (
@@ -11,10 +13,10 @@ import (
 	"unicode/utf8"
 )
 
-// Escape returns s with every control character (C0, DEL, C1, and the
+// escape returns s with every control character (C0, DEL, C1, and the
 // Unicode format characters that reorder text) and every invalid UTF-8 byte
 // written as a Go escape (\n, \x1b, \u202e); s itself when it has none.
-func Escape(s string) string {
+func escape(s string) string {
 	if !needs(s) {
 		return s
 	}
@@ -37,12 +39,12 @@ func Escape(s string) string {
 	return b.String()
 }
 
-// Lines is Escape for multi-line messages: newlines are kept, every other
+// Lines is escape for multi-line messages: newlines are kept, every other
 // control character escaped (an error that wraps several lines stays readable).
 func Lines(s string) string {
 	parts := strings.Split(s, "\n")
 	for i, p := range parts {
-		parts[i] = Escape(p)
+		parts[i] = escape(p)
 	}
 	return strings.Join(parts, "\n")
 }

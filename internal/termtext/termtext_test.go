@@ -15,8 +15,8 @@ func TestEscape(t *testing.T) {
 		"bad\xffutf8":                    `bad\xffutf8`,
 		"\r":                             `\r`,
 	} {
-		if got := Escape(in); got != want {
-			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		if got := escape(in); got != want {
+			t.Errorf("escape(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -31,10 +31,10 @@ func FuzzEscape(f *testing.F) {
 	f.Add("model.layers.0\x1b[31m")
 	f.Add("\xff\xfe\u202e")
 	f.Fuzz(func(t *testing.T, s string) {
-		e := Escape(s)
+		e := escape(s)
 		for _, r := range e {
 			if unsafe(r) {
-				t.Fatalf("Escape(%q) = %q keeps %U", s, e, r)
+				t.Fatalf("escape(%q) = %q keeps %U", s, e, r)
 			}
 		}
 		if !needs(s) && e != s {
