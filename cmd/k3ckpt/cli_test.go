@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -116,6 +118,8 @@ func TestIgnoredFlagsAreErrors(t *testing.T) {
 		{[]string{"synth", out, "--jobs", "-1"}, "--jobs -1"},
 		{[]string{"synth", out, "--scale", "tiny", "--config", "x.json"}, "none of the others"},
 		{[]string{"convert", dir, out, "-q", "-v"}, "none of the others"},
+		{[]string{"convert", dir, out, "--nonfinite", "nan"}, `--nonfinite: unknown non-finite policy "nan" (known: error, zero)`},
+		{[]string{"convert", dir, out, "--format", "gguf"}, `--format: unknown convention "gguf"`},
 	} {
 		_, e, code := k3(c.args...)
 		if code == 0 || !strings.Contains(e, c.want) {
@@ -154,5 +158,18 @@ func TestParseSize(t *testing.T) {
 		if _, err := parseSize(s); err == nil {
 			t.Errorf("parseSize(%q): no error", s)
 		}
+	}
+}
+
+// A converted checkpoint given as SRC is named as such, not reported as a
+// dtype disagreement.
+func TestConvertRefusesConverted(t *testing.T) {
+	dir := headerOnlyReplica(t)
+	if err := os.WriteFile(filepath.Join(dir, convert.ManifestName), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, e, code := k3("convert", dir, filepath.Join(t.TempDir(), "o"))
+	if code == 0 || !strings.Contains(e, "is already a k3ckpt conversion") {
+		t.Errorf("exit %d, %s", code, e)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -81,13 +82,13 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	var opts convert.Options
 	if opts.Format, err = convert.ParseFormat(fl.format); err != nil {
-		return err
+		return flagError("format", err)
 	}
 	if opts.ScaleFmt, err = convert.ParseScaleFmt(fl.scaleFmt); err != nil {
-		return err
+		return flagError("scale-fmt", err)
 	}
 	if opts.NonFinite, err = convert.ParseNonFinitePolicy(fl.nonFinite); err != nil {
-		return err
+		return flagError("nonfinite", err)
 	}
 	wi, wn, err := parseWorker(fl.worker)
 	if err != nil {
@@ -96,6 +97,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	jobs, err := resolveJobs(fl.jobs)
 	if err != nil {
 		return err
+	}
+	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil {
+		return fmt.Errorf("%s is already a k3ckpt conversion (it holds %s): convert reads the original checkpoint", srcPath, convert.ManifestName)
 	}
 	src, err := safetensors.Open(srcPath)
 	if err != nil {

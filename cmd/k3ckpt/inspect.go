@@ -103,7 +103,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	}
 	format, err := convert.ParseFormat(f.format)
 	if err != nil {
-		return fmt.Errorf("--format: %w", err)
+		return flagError("format", err)
 	}
 	var capacity int64
 	if f.gpuMem != "" {

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -92,3 +94,23 @@ func resolveJobs(n int) (int, error) {
 // gib and mib convert bytes to the binary units every table uses.
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// flagValueError is a flag value a library parser refused, said in the
+// user's terms: the flag first, then what the parser knows, without the
+// library's error class in front. It still matches that class (errors.Is).
+type flagValueError struct {
+	flag string
+	err  error
+}
+
+func (e *flagValueError) Error() string {
+	msg := e.err.Error()
+	if u := errors.Unwrap(e.err); u != nil {
+		msg = strings.TrimPrefix(msg, u.Error()+": ")
+	}
+	return "--" + e.flag + ": unknown " + msg
+}
+
+func (e *flagValueError) Unwrap() error { return e.err }
+
+func flagError(flag string, err error) error { return &flagValueError{flag, err} }
