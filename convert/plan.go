@@ -110,6 +110,9 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if strings.Contains(src.Root, "://") {
 		return nil, fmt.Errorf("convert %s: the source must be a local directory", src.Root)
 	}
+	if err := checkExecutable(opts); err != nil {
+		return nil, fmt.Errorf("convert %s: %w", src.Root, err)
+	}
 	if config == nil {
 		var err error
 		if config, err = src.ReadAux(ConfigName); err != nil {
@@ -267,32 +270,6 @@ func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, sha
 		}
 	}
 	return nil
-}
-
-// outputConfigs rewrites config.json's quantization_config for the chosen
-// convention and renders hf_quant_config.json for ModelOpt.
-func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq []byte, err error) {
-	raw := cfg.Raw()
-	var srcQC map[string]any
-	if v, ok := raw["quantization_config"]; ok {
-		if srcQC, ok = v.(map[string]any); !ok {
-			return nil, nil, fmt.Errorf("%w: quantization_config is not an object", ErrConfig)
-		}
-	}
-	qc, hf, err := quantConfigs(srcQC, cfg.GroupSize, mods, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	raw["quantization_config"] = qc
-	if config, err = marshalConfig(raw); err != nil {
-		return nil, nil, err
-	}
-	if hf != nil {
-		if hfq, err = marshalConfig(hf); err != nil {
-			return nil, nil, err
-		}
-	}
-	return config, hfq, nil
 }
 
 // replacedNames are source side files the conversion rewrites or must not

@@ -43,6 +43,10 @@ type Options struct {
 	ScaleFmt quant.ScaleFmt
 	// NonFinite decides what a NaN or Inf in a weight to quantize does.
 	NonFinite NonFinitePolicy
+	// Experts keeps the routed experts or casts them to NVFP4.
+	Experts ExpertsMode
+	// Numerics chooses the block-FP8 cast (DeepGEMM's or ModelOpt's).
+	Numerics Numerics
 }
 
 // OutputTensor is one tensor of the output and where its bytes come from. The

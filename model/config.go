@@ -72,15 +72,20 @@ const (
 	ExpertsMXFP4 ExpertFormat = iota
 	// ExpertsBF16 is unquantized BF16 weights (a config without quantization_config).
 	ExpertsBF16
+	// ExpertsNVFP4 is NVFP4 (a ModelOpt conversion): weight + weight_scale
+	// (E4M3, one per 16) + weight_scale_2 and input_scale (F32 scalars).
+	ExpertsNVFP4
 )
 
-// String returns "mxfp4" or "bf16".
+// String returns "mxfp4", "bf16" or "nvfp4".
 func (f ExpertFormat) String() string {
 	switch f {
 	case ExpertsMXFP4:
 		return "mxfp4"
 	case ExpertsBF16:
 		return "bf16"
+	case ExpertsNVFP4:
+		return "nvfp4"
 	}
 	return fmt.Sprintf("ExpertFormat(%d)", uint8(f))
 }
@@ -158,8 +163,9 @@ type Config struct {
 
 	Experts   ExpertFormat
 	GroupSize int64 // MXFP4 group (32)
-	// Converted is the quant_method of a block-FP8 conversion ("fp8",
-	// "modelopt"), "" for a source checkpoint or a compressed-tensors one.
+	// Converted is the quant_method of a conversion's top-level config
+	// ("modelopt_mixed", "fp8"), "" for a source checkpoint or a
+	// compressed-tensors one.
 	Converted string
 
 	Vision *VisionConfig // nil when the config has no vision_config
@@ -485,7 +491,7 @@ func fromRaw(raw map[string]any) (*Config, error) {
 		return nil, p.err
 	}
 
-	c.parseQuantization(p, top)
+	c.parseQuantization(p, top, text)
 	if c.Multimodal {
 		c.parseVision(p, top)
 	}
@@ -527,18 +533,19 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 	}
 }
 
-// ExpertsQuantizationKey is where a converted checkpoint's quantization_config
-// (quant_method fp8 or modelopt) keeps the source's compressed-tensors
-// description of the MXFP4 experts, so the config states every tensor's format.
-const ExpertsQuantizationKey = "experts_quantization_config"
-
 // mxfp4Format is the compressed-tensors format name of packed MXFP4 weights.
 const mxfp4Format = "mxfp4-pack-quantized"
 
-// parseQuantization finds the MXFP4 expert group of a compressed-tensors
-// config; without quantization_config the experts are BF16.
-func (c *Config) parseQuantization(p *fields, top jobj) {
+// parseQuantization finds the routed experts' format. The released
+// checkpoint's compressed-tensors quantization_config sits in text_config
+// (the top level has none); a conversion writes its own at the top level.
+// Without any the experts are BF16.
+func (c *Config) parseQuantization(p *fields, top, text jobj) {
 	q, ok := p.object(top, "quantization_config", false)
+	if !ok && text.path != "" {
+		top, text = text, jobj{}
+		q, ok = p.object(top, "quantization_config", false)
+	}
 	if !ok {
 		c.Experts = ExpertsBF16
 		return
@@ -546,28 +553,13 @@ func (c *Config) parseQuantization(p *fields, top jobj) {
 	switch qm := p.str(q, "quant_method", true); {
 	case p.err != nil:
 		return
-	case qm == "compressed-tensors":
-	case qm == "fp8" || qm == "modelopt":
-		// A block-FP8 conversion (convert's deepseek or modelopt convention)
-		// keeps the experts' own compressed-tensors description under
-		// ExpertsQuantizationKey; without it their format would be a guess.
-		c.Converted = qm
-		eq, ok := p.object(q, ExpertsQuantizationKey, false)
-		if !ok {
-			if p.err == nil {
-				p.fail(q.name(ExpertsQuantizationKey), "a %q quantization_config must describe the routed experts' format here", qm)
-			}
-			return
-		}
-		q = eq
-		if qm := p.str(q, "quant_method", true); p.err == nil && qm != "compressed-tensors" {
-			p.fail(q.name("quant_method"), "the experts must be \"compressed-tensors\" (MXFP4), got %q", qm)
-		}
-		if p.err != nil {
-			return
-		}
+	case qm == QuantCompressedTensors:
+	case qm == QuantModelOptMixed || qm == QuantFP8:
+		c.parseConverted(p, q, qm, text)
+		return
 	default:
-		p.fail(q.name("quant_method"), "must be \"compressed-tensors\" (MXFP4 experts), or \"fp8\"/\"modelopt\" for a converted checkpoint, got %q", qm)
+		p.fail(q.name("quant_method"), "must be %q (MXFP4 experts), or %q/%q for a converted checkpoint, got %q",
+			QuantCompressedTensors, QuantModelOptMixed, QuantFP8, qm)
 		return
 	}
 	topFormat := p.str(q, "format", false)
