@@ -2,7 +2,11 @@ package convert
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // ExpertsMode says what a conversion does with the routed experts.
@@ -95,4 +99,68 @@ func checkExecutable(opts Options) error {
 		return fmt.Errorf("--numerics modelopt: %w (ModelOpt's FP8_PB_WO cast is not wired into the executor yet)", ErrUnavailable)
 	}
 	return nil
+}
+
+// SplitReport summarizes the fused groups a recipe splits: one line per
+// fusion and member choice, with how many layers it concerns. Engines that
+// build the fusion then load it with one method for all members: wrongly,
+// or not at all.
+type SplitReport struct {
+	// Fused is the fused layer's name (in_proj_qkvgfab, gate_up_proj, …).
+	Fused string `json:"fused"`
+	// Parent is the members' parent module (self_attn, shared_experts, mlp).
+	Parent string `json:"parent"`
+	// Engines build the fusion.
+	Engines []model.Engine `json:"engines"`
+	// Quantized and Kept are the members on each side.
+	Quantized []string `json:"quantized"`
+	Kept      []string `json:"kept"`
+	// Layers counts the modules split this way; Example names one.
+	Layers  int    `json:"layers"`
+	Example string `json:"example"`
+}
+
+// String is the report's line for --dry-run and inspect.
+func (s SplitReport) String() string {
+	eng := make([]string, len(s.Engines))
+	for i, e := range s.Engines {
+		eng[i] = string(e)
+	}
+	return fmt.Sprintf("splits %s.%s in %d layers (%s FP8, %s kept): %s load it as one layer, so wrongly or not at all (e.g. %s)",
+		s.Parent, s.Fused, s.Layers, strings.Join(s.Quantized, "/"), strings.Join(s.Kept, "/"), strings.Join(eng, ", "), s.Example)
+}
+
+func summarizeSplits(splits []model.Split) []SplitReport {
+	var out []SplitReport
+	for _, sp := range splits {
+		i := slices.IndexFunc(out, func(r SplitReport) bool {
+			return r.Fused == sp.Group.Name && r.Parent == sp.Group.Parent &&
+				slices.Equal(r.Quantized, sp.Quantized) && slices.Equal(r.Kept, sp.Kept)
+		})
+		if i < 0 {
+			out = append(out, SplitReport{Fused: sp.Group.Name, Parent: sp.Group.Parent, Engines: sp.Group.Engines,
+				Quantized: sp.Quantized, Kept: sp.Kept, Example: sp.Module})
+			i = len(out) - 1
+		}
+		out[i].Layers++
+	}
+	return out
+}
+
+// Splits reports the fused groups the plan's recipe splits.
+func (p *Plan) Splits() []SplitReport {
+	return summarizeSplits(model.FindSplits(p.modules.fp8, p.modules.kept))
+}
+
+// RecipeSplits reports, from tensor specs alone (inspect --recipe), the fused
+// groups recipe r splits in a checkpoint.
+func RecipeSplits(r *Recipe, specs []safetensors.TensorSpec, opts Options) ([]SplitReport, error) {
+	outs, err := PlanTensors(r, specs, opts)
+	if err != nil {
+		return nil, err
+	}
+	ms := newModuleSet()
+	ms.add(outs)
+	m := ms.sorted()
+	return summarizeSplits(model.FindSplits(m.fp8, m.kept)), nil
 }

@@ -100,6 +100,9 @@ type Plan struct {
 	Config, HFQuantConfig []byte
 	// ID fingerprints everything above; outputs of one plan carry it.
 	ID string
+
+	// modules are the output's linear modules by treatment (for Splits).
+	modules modules
 }
 
 // NewPlan plans the conversion of a local checkpoint. config is the source
@@ -160,7 +163,8 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, mods.sorted(), opts); err != nil {
+	p.modules = mods.sorted()
+	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, p.modules, opts); err != nil {
 		return nil, err
 	}
 	if p.Aux, err = listAux(src); err != nil {
@@ -339,7 +343,7 @@ func (p *Plan) fingerprint() string {
 		line("rule", r.Pattern, r.Action.String())
 	}
 	// NonFinite is left out: where both policies succeed they write the same bytes.
-	line("options", p.Options.Format.String(), p.Options.ScaleFmt.String())
+	line("options", p.Options.Format.String(), p.Options.ScaleFmt.String(), p.Options.Experts.String(), p.Options.Numerics.String())
 	for _, f := range p.Files {
 		line("file", f.Name, strconv.FormatInt(f.Source.Size, 10))
 		h.Write(f.headerSum[:])

@@ -86,13 +86,31 @@ func (r *Recipe) Classify(name string) (Action, int) {
 // (language_model.model.layers.N. in K3, model.layers.N. in a text-only one).
 const layerPrefix = `^(?:.*\.)?layers\.\d+\.`
 
-// AttnMoEDenseFP8 is the name of the recipe of SPEC §2.
-const AttnMoEDenseFP8 = "attn-moe-dense-fp8"
+// Names of the built-in recipes.
+const (
+	// AttnMoEDenseFP8 is the seed's recipe: attention, shared experts, latent
+	// projections and the dense MLP in block FP8 (the default).
+	AttnMoEDenseFP8 = "attn-moe-dense-fp8"
+	// ModelOptK3 is NVIDIA's choice for nvidia/Kimi-K3-NVFP4 (--attn_fp8_pb):
+	// every attention projection in block FP8, MLPs BF16.
+	ModelOptK3 = "modelopt-k3"
+)
 
-// builtinRecipes is the table of recipes the toolkit ships. Each quantize rule
-// names exactly the projections SPEC §2 lists; everything else (f_a/f_b/b_proj,
-// conv1d, A_log, dt_bias, norms, AttnRes, router, routed_expert_norm,
-// embedding, lm_head, the MXFP4 experts, vision) falls to the default, Keep.
+// builtinRecipes is the table of recipes the toolkit ships; everything no
+// rule names falls to the default, Keep (the routed experts too: --experts
+// decides them).
+//
+// attn-moe-dense-fp8 quantizes the KDA q/k/v/g/o and all MLA projections,
+// the shared experts, the latent projections and the layer-0 MLP; it keeps
+// KDA f_a/f_b/b_proj, conv1d, A_log, dt_bias, norms, AttnRes, router,
+// routed_expert_norm, embedding, lm_head and vision.
+//
+// modelopt-k3 is the set NVIDIA's exporter quantizes with --attn_fp8_pb
+// (_ATTN_FP8_PB_PROJ in Model-Optimizer examples/kimi/kimi_k3/
+// quantize_to_nvfp4.py: q/k/v, q_a/q_b/kv_a_proj_with_mqa/kv_b, o/g, b/f_a
+// and f_b): the KDA b and f_a projections with the rest of vLLM's fused
+// in_proj_qkvgfab, f_b because its 128-wide input is tile aligned; shared
+// experts, latent projections and the dense MLP stay BF16.
 var builtinRecipes = []struct {
 	name, doc string
 	def       Action
@@ -108,6 +126,15 @@ var builtinRecipes = []struct {
 			{Pattern: layerPrefix + `block_sparse_moe\.shared_experts\.(?:gate_proj|up_proj|down_proj)\.weight$`, Action: Quantize, Why: "shared experts"},
 			{Pattern: layerPrefix + `block_sparse_moe\.routed_expert_(?:down_proj|up_proj)\.weight$`, Action: Quantize, Why: "latent MoE projections"},
 			{Pattern: layerPrefix + `mlp\.(?:gate_proj|up_proj|down_proj)\.weight$`, Action: Quantize, Why: "dense MLP (layer 0)"},
+		},
+	},
+	{
+		name: ModelOptK3,
+		doc:  "NVIDIA's Kimi-K3 choice: block-FP8 KDA q/k/v/g/o/b/f_a/f_b and every MLA projection; shared experts, latent projections, dense MLP and everything else BF16",
+		def:  Keep,
+		rules: []Rule{
+			{Pattern: layerPrefix + `self_attn\.(?:q_proj|k_proj|v_proj|g_proj|o_proj|b_proj|f_a_proj|f_b_proj)\.weight$`, Action: Quantize, Why: "KDA projections (and MLA o/g)"},
+			{Pattern: layerPrefix + `self_attn\.(?:q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj)\.weight$`, Action: Quantize, Why: "MLA projections"},
 		},
 	},
 }
