@@ -126,7 +126,7 @@ func (s SplitReport) String() string {
 	for i, e := range s.Engines {
 		eng[i] = string(e)
 	}
-	return fmt.Sprintf("splits %s.%s in %d layers (%s FP8, %s kept): %s load it as one layer, so wrongly or not at all (e.g. %s)",
+	return fmt.Sprintf("splits %s.%s in %d layers (%s FP8, %s kept); the engines that fuse it (%s) give one method to all its members and load it wrongly or not at all (e.g. %s)",
 		s.Parent, s.Fused, s.Layers, strings.Join(s.Quantized, "/"), strings.Join(s.Kept, "/"), strings.Join(eng, ", "), s.Example)
 }
 

@@ -29,6 +29,7 @@ func init() {
 // convertFlags are the convert command's flags.
 type convertFlags struct {
 	recipe, format, scaleFmt, nonFinite, worker string
+	experts, numerics                           string
 	jobs                                        int
 	resume, dryRun, json                        bool
 }
@@ -52,7 +53,9 @@ the index, config and manifest.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&fl.recipe, "recipe", convert.AttnMoEDenseFP8, "conversion recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
-	f.StringVar(&fl.format, "format", convert.DeepSeek.String(), "scale/config convention: deepseek, compressed-tensors or modelopt")
+	f.StringVar(&fl.format, "format", convert.ModelOpt.String(), "scale/config convention: modelopt (ModelOpt mixed precision, what K3 engines load), deepseek or compressed-tensors (see docs/COMPATIBILITY.md)")
+	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (MXFP4 bytes unchanged) or nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt)")
+	f.StringVar(&fl.numerics, "numerics", convert.NumericsDeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
 	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
 	f.IntVar(&fl.jobs, "jobs", 2, "files converted at once (memory: ~256 MiB + 64 MiB per job)")
@@ -89,6 +92,12 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return err
 	}
 	if opts.NonFinite, err = convert.ParseNonFinitePolicy(fl.nonFinite); err != nil {
+		return err
+	}
+	if opts.Experts, err = convert.ParseExpertsMode(fl.experts); err != nil {
+		return err
+	}
+	if opts.Numerics, err = convert.ParseNumerics(fl.numerics); err != nil {
 		return err
 	}
 	wi, wn, err := parseWorker(fl.worker)
@@ -159,6 +168,13 @@ func setMemoryLimit(jobs int) {
 
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
 
+func nonNilSplits(s []convert.SplitReport) []convert.SplitReport {
+	if s == nil {
+		return []convert.SplitReport{}
+	}
+	return s
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -193,14 +209,19 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 		}
 		return writeJSON(w, map[string]any{
 			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
+			"experts": p.Options.Experts, "numerics": p.Options.Numerics,
 			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
+			"fused_splits": nonNilSplits(p.Splits()),
 		})
 	}
 	fmt.Fprintf(w, "plan %.12s: recipe %s, format %s, scales %s\n", p.ID, p.Recipe.Name, p.Options.Format, p.Options.ScaleFmt)
 	for _, r := range p.Recipe.Rules {
 		fmt.Fprintf(w, "  %-8s %s  (%s)\n", r.Action, r.Pattern, r.Why)
 	}
-	fmt.Fprintf(w, "  %-8s everything else\n", p.Recipe.Default)
+	fmt.Fprintf(w, "  %-8s everything else; experts %s, numerics %s\n", p.Recipe.Default, p.Options.Experts, p.Options.Numerics)
+	for _, s := range p.Splits() {
+		fmt.Fprintln(w, "warning: recipe", p.Recipe.Name, s)
+	}
 	fmt.Fprintf(w, "%-40s %8s %8s %14s %14s\n", "file", "tensors", "fp8", "source bytes", "output bytes")
 	for _, f := range p.Files {
 		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, f.Totals.Copied+2*f.Totals.Quantized, f.Totals.Quantized, f.Source.Size, f.Size)
