@@ -125,8 +125,11 @@ func shareTable(w io.Writer, key string, rows []Row, total Sum) error {
 func recipeText(w io.Writer, r *Report) error {
 	rr := r.Recipe
 	u := unitFor(max(r.TotalBytes, rr.TotalBytes))
-	fmt.Fprintf(w, "\nrecipe %s (%s scales): %s → %s %s (%+.2f %s), %s → %s tensors\n", rr.Name, rr.Format,
+	fmt.Fprintf(w, "\nrecipe %s (%s scales, experts %s): %s → %s %s (%+.2f %s), %s → %s tensors\n", rr.Name, rr.Format, rr.Experts,
 		u.str(r.TotalBytes), u.str(rr.TotalBytes), u.name, u.of(rr.TotalBytes-r.TotalBytes), u.name, commas(r.TensorCount), commas(rr.TensorCount))
+	for _, s := range rr.Splits {
+		fmt.Fprintln(w, "warning: recipe", rr.Name, s)
+	}
 	after := map[string]Row{}
 	for _, c := range rr.Components {
 		after[c.Key] = c

@@ -154,3 +154,41 @@ func ignores(v any, module string) bool {
 	}
 	return false
 }
+
+// Suffixes of an MXFP4 expert projection's two tensors.
+const (
+	mxfp4Packed = ".weight_packed"
+	mxfp4Scale  = ".weight_scale"
+)
+
+// MXFP4Part says whether name is one of the two tensors of an MXFP4 routed
+// expert projection (X.weight_packed, X.weight_scale) and returns X.
+func MXFP4Part(name string) (base string, packed, ok bool) {
+	if Classify(name) != RoutedExperts {
+		return "", false, false
+	}
+	if b, ok := strings.CutSuffix(name, mxfp4Packed); ok {
+		return b, true, true
+	}
+	if b, ok := strings.CutSuffix(name, mxfp4Scale); ok {
+		return b, false, true
+	}
+	return "", false, false
+}
+
+// NVFP4Specs are the tensors NVIDIA's converter writes in place of the MXFP4
+// projection whose codes are packed (X.weight_packed U8 [N, K/2]), in this
+// order: X.weight U8 [N, K/2] (the same E2M1 codes), X.weight_scale F8_E4M3
+// [N, K/16], X.weight_scale_2 F32 [] and X.input_scale F32 [].
+func NVFP4Specs(base string, packed safetensors.TensorSpec) ([4]safetensors.TensorSpec, bool) {
+	var out [4]safetensors.TensorSpec
+	if packed.DType != safetensors.U8 || len(packed.Shape) != 2 || (2*packed.Shape[1])%NVFP4GroupSize != 0 {
+		return out, false
+	}
+	n, k := packed.Shape[0], 2*packed.Shape[1]
+	out[0] = safetensors.TensorSpec{Name: base + ".weight", DType: safetensors.U8, Shape: []int64{n, k / 2}}
+	out[1] = safetensors.TensorSpec{Name: base + ".weight_scale", DType: safetensors.F8_E4M3, Shape: []int64{n, k / NVFP4GroupSize}}
+	out[2] = safetensors.TensorSpec{Name: base + ".weight_scale_2", DType: safetensors.F32, Shape: []int64{}}
+	out[3] = safetensors.TensorSpec{Name: base + ".input_scale", DType: safetensors.F32, Shape: []int64{}}
+	return out, true
+}

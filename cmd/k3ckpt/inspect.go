@@ -15,6 +15,7 @@ import (
 // instance (no package-level flag globals).
 type inspectFlags struct {
 	by, recipe, format, layout, partition, chart string
+	experts                                      string
 	asJSON, tensors, strict                      bool
 }
 
@@ -29,6 +30,7 @@ and accounts its tensors and bytes (1 GiB = 2^30 bytes).
 
   --by component|dtype|layer|stage|rank|file   main table (default component)
   --recipe NAME     also account the checkpoint the recipe would produce
+  --experts nvfp4   ... with the routed experts cast to NVFP4 (alone or with --recipe)
   --layout NAME     per-rank (and per-stage) resident bytes: ` + fmt.Sprint(layout.Names()) + ` or FILE.json
   --chart FILE.svg  per-rank memory step by step (BF16 → text only → FP8 → weight shard → vocab TP8)
   --tensors         list every tensor (name, dtype, shape, file, data_offsets)`,
@@ -40,7 +42,8 @@ and accounts its tensors and bytes (1 GiB = 2^30 bytes).
 	fl := cmd.Flags()
 	fl.StringVar(&f.by, "by", inspect.ByComponent.String(), "group by component|dtype|layer|stage|rank|file")
 	fl.StringVar(&f.recipe, "recipe", "", "what-if: account the output of this convert recipe ("+fmt.Sprint(convert.RecipeNames())+")")
-	fl.StringVar(&f.format, "format", convert.DeepSeek.String(), "scale convention of the --recipe output (deepseek|compressed-tensors|modelopt)")
+	fl.StringVar(&f.format, "format", convert.ModelOpt.String(), "scale convention of the --recipe output (modelopt|deepseek|compressed-tensors)")
+	fl.StringVar(&f.experts, "experts", convert.ExpertsKeep.String(), "what-if for the routed experts: keep, or nvfp4 (MXFP4 cast to NVFP4; alone or with --recipe)")
 	fl.StringVar(&f.layout, "layout", "", "per-rank/per-stage bytes under a layout: built-in name or FILE.json")
 	fl.StringVar(&f.partition, "pp-partition", "", "layers per pipeline stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
 	fl.StringVar(&f.chart, "chart", "", "write the per-rank memory steps of --layout (default dp16) as an SVG chart")
@@ -61,7 +64,11 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if err != nil {
 		return err
 	}
-	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Layout: f.layout, Strict: f.strict}
+	experts, err := convert.ParseExpertsMode(f.experts)
+	if err != nil {
+		return err
+	}
+	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Experts: experts, Layout: f.layout, Strict: f.strict}
 	if f.partition != "" {
 		if opts.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
 			return err
