@@ -34,6 +34,15 @@ func (e ExpertsMode) String() string {
 // MarshalText writes the name.
 func (e ExpertsMode) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
 
+// UnmarshalText parses a name.
+func (e *ExpertsMode) UnmarshalText(b []byte) error {
+	v, err := ParseExpertsMode(string(b))
+	if err == nil {
+		*e = v
+	}
+	return err
+}
+
 // ParseExpertsMode maps an --experts name to its mode.
 func ParseExpertsMode(s string) (ExpertsMode, error) {
 	for i, n := range expertsModeNames {
@@ -70,6 +79,15 @@ func (n Numerics) String() string {
 
 // MarshalText writes the name.
 func (n Numerics) MarshalText() ([]byte, error) { return []byte(n.String()), nil }
+
+// UnmarshalText parses a name.
+func (n *Numerics) UnmarshalText(b []byte) error {
+	v, err := ParseNumerics(string(b))
+	if err == nil {
+		*n = v
+	}
+	return err
+}
 
 // ParseNumerics maps a --numerics name to its cast.
 func ParseNumerics(s string) (Numerics, error) {
