@@ -338,7 +338,7 @@ func (p *Plan) fingerprint() string {
 		h.Write([]byte(strings.Join(parts, "\x1f")))
 		h.Write([]byte{'\n'})
 	}
-	line(planVersion, p.Recipe.Name, p.Recipe.Default.String())
+	line(planVersion, p.Recipe.Name, p.Recipe.Default.String(), "quantize", p.Recipe.Quantize.String())
 	for _, r := range p.Recipe.Rules {
 		line("rule", r.Pattern, r.Action.String())
 	}

@@ -157,6 +157,11 @@ func checkQuantizable(s safetensors.TensorSpec) error {
 // literals cannot tell two digits apart, and the skeleton keeps positions.
 // Otherwise every name goes through the rules.
 func (r *Recipe) memoClassifier() func(string) Action {
+	if r.Quantize != 0 {
+		// Groups depend on the layer number (o_proj and g_proj are KDA or MLA
+		// by the schedule); the schema's parser is as cheap as the memo.
+		return func(name string) Action { a, _ := r.Classify(name); return a }
+	}
 	for _, rule := range r.Rules {
 		if strings.ContainsAny(rule.Pattern, "0123456789") {
 			return func(name string) Action { a, _ := r.Classify(name); return a }

@@ -218,6 +218,9 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 	for _, r := range p.Recipe.Rules {
 		fmt.Fprintf(w, "  %-8s %s  (%s)\n", r.Action, r.Pattern, r.Why)
 	}
+	if p.Recipe.Quantize != 0 {
+		fmt.Fprintf(w, "  %-8s %s\n", convert.Quantize, p.Recipe.Quantize)
+	}
 	fmt.Fprintf(w, "  %-8s everything else; experts %s, numerics %s\n", p.Recipe.Default, p.Options.Experts, p.Options.Numerics)
 	for _, s := range p.Splits() {
 		fmt.Fprintln(w, "warning: recipe", p.Recipe.Name, s)
