@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // configsFor plans recipe over a config's full catalog (headers only) and
@@ -323,6 +325,63 @@ func TestUnavailableOptionsRefused(t *testing.T) {
 	} {
 		if _, _, err := planFor(tinySrc, opts); err == nil {
 			t.Errorf("%+v planned", opts)
+		}
+	}
+}
+
+// model.ParseConfig reads every config convert writes and finds the experts'
+// format in it; for NVFP4 experts the schema's catalog then holds exactly the
+// tensors the planner casts them to.
+func TestConvertedConfigsParse(t *testing.T) {
+	cfg := tinyConfig(t)
+	asIs, err := NewRecipe("as-is", "", Keep, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expertSpecs := func(specs []safetensors.TensorSpec) map[string]string {
+		m := map[string]string{}
+		for _, s := range specs {
+			if model.Classify(s.Name) == model.RoutedExperts {
+				m[s.Name] = fmt.Sprint(s.DType, s.Shape)
+			}
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		opts Options
+		want model.ExpertFormat
+	}{
+		{Options{Format: ModelOpt}, model.ExpertsMXFP4},
+		{Options{Format: ModelOpt, Experts: ExpertsNVFP4}, model.ExpertsNVFP4},
+		{Options{Format: DeepSeek}, model.ExpertsMXFP4},
+		{Options{Format: CompressedTensors}, model.ExpertsMXFP4},
+	} {
+		outs, err := PlanTensors(asIs, cfg.Catalog(), tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := newModuleSet()
+		ms.add(outs)
+		r, _ := Lookup(ModelOptK3)
+		q, _ := PlanTensors(r, cfg.Catalog(), Options{Format: tc.opts.Format})
+		ms.add(q) // something quantized, as every real conversion has
+		b, _, err := outputConfigs(cfg, ms.sorted(), tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := model.ParseConfig(b)
+		if err != nil {
+			t.Fatalf("%+v: convert's own config does not parse: %v", tc.opts, err)
+		}
+		if got.Experts != tc.want {
+			t.Errorf("%+v: experts read back as %v, want %v", tc.opts, got.Experts, tc.want)
+		}
+		specs := make([]safetensors.TensorSpec, len(outs))
+		for i, o := range outs {
+			specs[i] = o.TensorSpec
+		}
+		if !maps.Equal(expertSpecs(got.Catalog()), expertSpecs(specs)) {
+			t.Errorf("%+v: the catalog's experts differ from the planned ones", tc.opts)
 		}
 	}
 }
