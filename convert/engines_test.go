@@ -2,8 +2,10 @@ package convert
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -383,5 +385,59 @@ func TestConvertedConfigsParse(t *testing.T) {
 		if !maps.Equal(expertSpecs(got.Catalog()), expertSpecs(specs)) {
 			t.Errorf("%+v: the catalog's experts differ from the planned ones", tc.opts)
 		}
+	}
+}
+
+func readGzip(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// modelopt-k3 with NVFP4 experts writes what NVIDIA's own config functions
+// write for the same replica (testdata/nvidia_k3_tiny): hf_quant_config.json
+// equal as JSON (NVIDIA's key order comes from Python sets), config.json
+// byte for byte.
+func TestModelOptMatchesNVIDIAGolden(t *testing.T) {
+	cfg := tinyConfig(t)
+	r, _ := Lookup(ModelOptK3)
+	opts := Options{Format: ModelOpt, Experts: ExpertsNVFP4}
+	outs, err := PlanTensors(r, cfg.Catalog(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := newModuleSet()
+	ms.add(outs)
+	config, hfq, err := outputConfigs(cfg, ms.sorted(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("testdata", "nvidia_k3_tiny")
+	if want := readGzip(t, filepath.Join(dir, "config.json.gz")); !bytes.Equal(config, want) {
+		if !reflect.DeepEqual(decodeJSON(t, config), decodeJSON(t, want)) {
+			t.Fatal("config.json differs from NVIDIA's as JSON")
+		}
+		t.Error("config.json equal as JSON but not byte for byte")
+	}
+	if got, want := decodeJSON(t, hfq), decodeJSON(t, readGzip(t, filepath.Join(dir, "hf_quant_config.json.gz"))); !reflect.DeepEqual(got, want) {
+		gs, ws := got["quantization"].(map[string]any), want["quantization"].(map[string]any)
+		for k := range ws {
+			if !reflect.DeepEqual(gs[k], ws[k]) {
+				t.Errorf("hf_quant_config.json: quantization.%s differs from NVIDIA's", k)
+			}
+		}
+		t.Fatal("hf_quant_config.json differs from NVIDIA's")
 	}
 }
