@@ -1,8 +1,6 @@
 package convert
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -470,16 +468,13 @@ func deepCopyJSON(v any) any {
 	return v
 }
 
-// marshalConfig renders a JSON object as NVIDIA's exporter writes config.json
-// (json.dumps with indent=2 and sort_keys, then a newline): keys sorted, two
-// spaces, a final newline (json.Number values re-encode exactly as read).
+// marshalConfig renders a config file as NVIDIA's exporter writes
+// config.json: json.dumps(indent=2, sort_keys=True) (the schema's
+// MarshalConfig, ensure_ascii included) and a final newline.
 func marshalConfig(v map[string]any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // Python's json.dumps writes <, > and & as they are
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	b, err := model.MarshalConfig(v)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	return b.Bytes(), nil
+	return append(b, '\n'), nil
 }

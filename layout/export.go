@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -519,7 +520,7 @@ func copyVerbatim(of *outFile) (func() error, error) {
 	if !ok {
 		return nil, fmt.Errorf("file %s: not a local file", of.verbatim.Path)
 	}
-	in, err := os.Open(src.Name())
+	in, err := fsx.Open(src.Name())
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
 // Sentinel errors; every error of the package wraps one of them.
@@ -386,7 +387,7 @@ const MaxLayoutFile = 16 << 20
 
 // Load reads a layout JSON file.
 func Load(path string) (*Layout, error) {
-	f, err := os.Open(path)
+	f, err := fsx.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -159,7 +160,7 @@ func readAux(dir string) (map[string][]byte, error) {
 		if info.Size() > safetensors.MaxAuxSize {
 			return nil, fmt.Errorf("side file %s: %d bytes (limit %d)", filepath.Join(dir, e.Name()), info.Size(), safetensors.MaxAuxSize)
 		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		b, err := fsx.ReadFile(filepath.Join(dir, e.Name()), safetensors.MaxAuxSize)
 		if err != nil {
 			return nil, err
 		}
