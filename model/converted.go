@@ -117,4 +117,3 @@ func ignores(v any, module string) bool {
 	}
 	return false
 }
-
