@@ -232,7 +232,7 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 			return fail(ErrChanged, "its size was %d bytes, now Content-Range %q says %d", f.size, cr, total)
 		}
 		if etag != f.etag {
-			return fail(ErrChanged, "its ETag was %q, now %q", f.etag, etag)
+			return fail(ErrChanged, "its ETag was %s, now %s", showETag(f.etag), showETag(etag))
 		}
 		if start != off || last != end {
 			return fail(ErrProtocol, "Content-Range %q does not answer bytes=%d-%d", cr, off, end)
@@ -293,4 +293,11 @@ func parseContentRange(s string) (start, last, total int64, err error) {
 		return 0, 0, 0, errors.New("inconsistent positions")
 	}
 	return start, last, total, nil
+}
+
+func showETag(e string) string {
+	if e == "" {
+		return "(none)"
+	}
+	return e
 }
