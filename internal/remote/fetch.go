@@ -160,9 +160,8 @@ type job struct {
 // checked against its file's size before the first data request. The first
 // error, from a request or from deliver, cancels everything; Fetch returns
 // after all its requests have stopped.
-func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(Chunk) error) (FetchStats, error) {
+func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(Chunk) error) (st FetchStats, err error) {
 	o = o.withDefaults()
-	var st FetchStats
 	retries0 := s.retries.Load()
 	defer func() { st.Retries = s.retries.Load() - retries0 }()
 	files, err := s.openAll(ctx, ranges, o.Connections)
@@ -196,6 +195,9 @@ func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 		defer close(queue)
 		allocated := 0
 		for _, p := range parts {
+			if ctx.Err() != nil { // a select below may pick another ready case
+				return
+			}
 			var buf []byte
 			select {
 			case buf = <-free:
@@ -216,16 +218,20 @@ func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 			case <-ctx.Done():
 				return
 			}
+			if ctx.Err() != nil {
+				<-sem
+				return
+			}
 			j := &job{p: p, buf: buf[:p.n], done: make(chan error, 1)}
 			queue <- j // never blocks: each queued job holds one of Window buffers
 			workers.Add(1)
 			go func() {
 				defer workers.Done()
 				err := files[p.file].ReadRange(ctx, j.buf, p.off, &fetched)
-				<-sem
 				if err != nil {
-					cancel(err)
+					cancel(err) // before the slot is freed, so nothing new starts
 				}
+				<-sem
 				j.done <- err
 			}()
 		}

@@ -128,9 +128,14 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 			}
 			continue
 		}
+		if ctx.Err() != nil {
+			// Cancelled, past the deadline, or stopped by another request's
+			// failure (the cause): not this read's error to annotate.
+			return got, context.Cause(ctx)
+		}
 		var e *Error
 		if !errors.As(err, &e) {
-			return got, err // cancelled or past the deadline
+			return got, err
 		}
 		if errors.Is(err, errRefused) && !refreshed {
 			// A redirect target (a CDN's signed URL) refused us: it expired.
@@ -249,12 +254,8 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	body := &stallReader{r: resp.Body, t: t, stall: s.o.StallTimeout, count: count}
 	n, err := io.ReadFull(body, p[:want])
 	if err != nil {
-		e := netError(actx, err, host, s.o.StallTimeout)
-		if re, ok := e.(*Error); ok {
-			re.File = f.Name
-			re.Detail += fmt.Sprintf(" after %d of %d bytes at offset %d", n, want, off)
-		}
-		return n, after, false, e
+		return n, after, false, netError(actx, err, f.Name, host, s.o.StallTimeout,
+			fmt.Sprintf(" after %d of %d bytes at offset %d", n, want, off))
 	}
 	var extra [1]byte
 	if m, _ := body.Read(extra[:]); m > 0 {

@@ -112,29 +112,35 @@ var errStall = errors.New("stalled")
 // netError turns a transport or body-read failure into an *Error saying what
 // happened. A stalled attempt (its context cancelled with errStall) is a
 // timeout; the caller's own cancellation is returned as is.
-func netError(attemptCtx context.Context, err error, host string, stall time.Duration) error {
+func netError(attemptCtx context.Context, err error, file, host string, stall time.Duration, after string) error {
 	if c := context.Cause(attemptCtx); c != nil && !errors.Is(c, errStall) {
-		return c // the operation was cancelled or hit its deadline
+		return c // the operation was cancelled, hit its deadline, or another request failed
 	}
+	e := netKind(attemptCtx, err, stall)
+	e.File, e.Host, e.Detail = file, host, e.Detail+after
+	return e
+}
+
+func netKind(attemptCtx context.Context, err error, stall time.Duration) *Error {
 	if errors.Is(context.Cause(attemptCtx), errStall) {
-		return &Error{Host: host, Kind: ErrTimeout, Detail: fmt.Sprintf("no data for %v", stall)}
+		return &Error{Kind: ErrTimeout, Detail: fmt.Sprintf("no data for %v", stall)}
 	}
 	var ne net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return &Error{Host: host, Kind: ErrNetwork, Detail: "connection refused"}
+		return &Error{Kind: ErrNetwork, Detail: "connection refused"}
 	case errors.Is(err, syscall.ECONNRESET):
-		return &Error{Host: host, Kind: ErrNetwork, Detail: "connection reset"}
+		return &Error{Kind: ErrNetwork, Detail: "connection reset"}
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return &Error{Host: host, Kind: ErrNetwork, Detail: "connection closed early"}
+		return &Error{Kind: ErrNetwork, Detail: "connection closed early"}
 	case errors.As(err, &ne) && ne.Timeout():
-		return &Error{Host: host, Kind: ErrTimeout, Detail: err.Error()}
+		return &Error{Kind: ErrTimeout, Detail: err.Error()}
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) {
-		return &Error{Host: host, Kind: ErrNetwork, Detail: "DNS: " + dns.Error()}
+		return &Error{Kind: ErrNetwork, Detail: "DNS: " + dns.Error()}
 	}
-	return &Error{Host: host, Kind: ErrNetwork, Detail: err.Error()}
+	return &Error{Kind: ErrNetwork, Detail: err.Error()}
 }
 
 // stallReader cancels its attempt when no byte arrives for the stall timeout

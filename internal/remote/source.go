@@ -222,11 +222,7 @@ func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http
 		s.requests.Add(1)
 		resp, err := s.o.Client.Do(req)
 		if err != nil {
-			e := netError(ctx, err, req.URL.Host, s.o.StallTimeout)
-			if re, ok := e.(*Error); ok {
-				re.File = name
-			}
-			return nil, nil, e
+			return nil, nil, netError(ctx, err, name, req.URL.Host, s.o.StallTimeout, "")
 		}
 		if err := s.checkCommit(name, resp.Header); err != nil {
 			resp.Body.Close()
@@ -289,6 +285,9 @@ func (s *Source) ReadSmall(ctx context.Context, name string, limit int64) ([]byt
 		if r == nil {
 			return b, nil
 		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
 		if r.err == nil { // not retryable, already final
 			return nil, r.final
 		}
@@ -334,7 +333,7 @@ func (s *Source) readSmallOnce(ctx context.Context, name string, limit int64) ([
 	body := &stallReader{r: io.LimitReader(resp.Body, limit+1), t: t, stall: s.o.StallTimeout, count: s.received}
 	b, err := io.ReadAll(body)
 	if err != nil {
-		return nil, asResult(netError(actx, err, u.Host, s.o.StallTimeout))
+		return nil, asResult(netError(actx, err, name, u.Host, s.o.StallTimeout, ""))
 	}
 	if int64(len(b)) > limit {
 		return nil, &smallResult{final: &Error{File: name, Host: u.Host, Kind: ErrProtocol,
