@@ -185,3 +185,11 @@ func (r *recorder) Retry(ev RetryEvent) {
 	r.retries = append(r.retries, ev)
 	r.mu.Unlock()
 }
+
+func mustTime(s string) time.Time {
+	t, err := http.ParseTime(s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
