@@ -286,21 +286,25 @@ func (l *slowListener) Accept() (net.Conn, error) {
 	return &slowConn{Conn: c, rate: l.rate}, nil
 }
 
-// slowConn paces writes: each 16 KiB may leave no sooner than the rate
-// allows, and idle time earns no burst.
+// slowConn paces writes to the rate. The schedule may lag the clock by at
+// most burst, so that a sleep the loaded machine overshoots is made up by the
+// next writes instead of lowering the rate, while an idle connection earns no
+// more than that burst.
 type slowConn struct {
 	net.Conn
 	rate float64
 	next time.Time
 }
 
+const burst = 20 * time.Millisecond
+
 func (c *slowConn) Write(p []byte) (int, error) {
 	total := 0
 	for len(p) > 0 {
 		n := min(len(p), 16<<10)
 		now := time.Now()
-		if c.next.Before(now) {
-			c.next = now
+		if c.next.Before(now.Add(-burst)) {
+			c.next = now.Add(-burst)
 		}
 		c.next = c.next.Add(time.Duration(float64(n) / c.rate * float64(time.Second)))
 		if d := time.Until(c.next); d > 0 {
