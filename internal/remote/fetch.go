@@ -45,7 +45,8 @@ type FetchOptions struct {
 	// Connections bounds the requests in flight (0: DefaultConnections).
 	Connections int
 	// Gap: consecutive ranges of one file at most Gap bytes apart are read by
-	// one request, the bytes between them fetched and dropped (0: DefaultGap,
+	// one request, the bytes between them fetched and dropped, as long as a
+	// request's dropped bytes do not outnumber its needed ones (0: DefaultGap,
 	// negative: only touching ranges).
 	Gap int64
 	// RequestSize bounds one request (0: DefaultRequestSize).
@@ -100,7 +101,8 @@ type part struct {
 
 // planParts coalesces consecutive ranges of one file that move forward by at
 // most gap bytes into spans, and cuts spans into requests of at most size
-// bytes. Ranges keep their order: sort them by file and offset beforehand
+// bytes. A span never skips more bytes than it needs, so a fetch requests at
+// most twice the bytes its ranges need (small ranges far apart stay apart). Ranges keep their order: sort them by file and offset beforehand
 // for the most merging.
 func planParts(ranges []Range, gap, size int64) []part {
 	var parts []part
@@ -120,19 +122,22 @@ func planParts(ranges []Range, gap, size int64) []part {
 		}
 	}
 	start := -1
-	var lo, hi int64
+	var lo, hi, needed, waste int64
 	for i, r := range ranges {
 		if r.Len == 0 {
 			continue
 		}
-		if start >= 0 && r.File == ranges[start].File && r.Off >= hi && r.Off-hi <= gap {
+		if start >= 0 && r.File == ranges[start].File && r.Off >= hi && r.Off-hi <= gap &&
+			waste+(r.Off-hi) <= needed+r.Len {
+			waste += r.Off - hi
+			needed += r.Len
 			hi = r.Off + r.Len
 			continue
 		}
 		if start >= 0 {
 			flush(ranges[start].File, lo, hi, start, lastNonEmpty(ranges, start, i))
 		}
-		start, lo, hi = i, r.Off, r.Off+r.Len
+		start, lo, hi, needed, waste = i, r.Off, r.Off+r.Len, r.Len, 0
 	}
 	if start >= 0 {
 		flush(ranges[start].File, lo, hi, start, lastNonEmpty(ranges, start, len(ranges)))

@@ -58,6 +58,14 @@ func TestPlanParts(t *testing.T) {
 			t.Errorf("part %d: %+v, want %+v", i, parts[i], want[i])
 		}
 	}
+	// Gaps are merged only while a span's dropped bytes do not outnumber its
+	// needed bytes: skipping 12 to reach 1 more after 10 is not worth it;
+	// skipping 1 to reach 20 more is.
+	parts = planParts([]Range{{"a", 0, 10}, {"a", 22, 1}, {"a", 24, 20}}, 100, 1<<20)
+	want = []part{{"a", 0, 10, 0, 0}, {"a", 22, 22, 1, 2}}
+	if len(parts) != 2 || parts[0] != want[0] || parts[1] != want[1] {
+		t.Errorf("waste bound: %+v, want %+v", parts, want)
+	}
 	// Gap 0: only touching ranges merge.
 	if n := len(planParts(r, 0, 1<<20)); n != 6 {
 		t.Errorf("gap 0: %d parts, want 6", n)
@@ -110,6 +118,9 @@ func TestFetchCoalescesAndBoundsBytes(t *testing.T) {
 	}
 	if dataReqs != 2 {
 		t.Errorf("%d data requests reached the server", dataReqs)
+	}
+	if st.Requested > 2*st.Needed {
+		t.Errorf("requested %d bytes for %d needed", st.Requested, st.Needed)
 	}
 	// With a gap below 100 the trailing range is its own request.
 	_, st, err = collect(t, s, ranges, FetchOptions{Gap: 99})

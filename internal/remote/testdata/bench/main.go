@@ -38,7 +38,7 @@ func main() {
 	rank := flag.Int("rank", 0, "rank to export")
 	rate := flag.Float64("rate", 10, "per-connection rate limit of the server, MiB/s")
 	conns := flag.Int("conns", remote.DefaultConnections, "connections of the fetcher and of parallel curl")
-	gap := flag.Int64("gap", 0, "coalescing gap in bytes (0: the fetcher's default, -1: touching ranges only)")
+	gap := flag.Int64("gap", remote.DefaultGap, "coalescing gap in bytes (-1: touching ranges only)")
 	flag.Parse()
 	if err := run(*scale, *src, *lay, *rank, *rate*(1<<20), *conns, *gap); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
