@@ -3,6 +3,8 @@ package remote
 import (
 	"errors"
 	"fmt"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
 // Sentinel errors, one per class of failure, wrapped by every *Error.
@@ -50,7 +52,7 @@ type Error struct {
 func (e *Error) Error() string {
 	s := "remote"
 	if e.File != "" {
-		s += " " + e.File
+		s += " " + quote.Name(e.File) // names come from an index: escape what a terminal would act on
 	}
 	s += ": " + e.Kind.Error()
 	if e.Detail != "" {

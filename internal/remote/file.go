@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
 // probeLen is what opening a file reads: a safetensors file's 8-byte header
@@ -300,5 +302,9 @@ func showETag(e string) string {
 	if e == "" {
 		return "(none)"
 	}
-	return e
+	// ETags are quoted strings: print them as sent unless the rest needs escaping.
+	if bare := strings.ReplaceAll(e, `"`, ""); quote.Name(bare) == bare {
+		return e
+	}
+	return quote.Name(e)
 }

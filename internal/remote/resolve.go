@@ -284,7 +284,7 @@ func (h hub) resolveHF(raw, rest string) (Location, error) {
 		loc.LocalDir = filepath.Join(snap, filepath.FromSlash(dir))
 		return loc, nil
 	}
-	loc.Base = h.endpoint + "/" + repo + "/resolve/" + quote(rev, false) + "/" + quote(dir, true)
+	loc.Base = h.endpoint + "/" + repo + "/resolve/" + urlQuote(rev, false) + "/" + urlQuote(dir, true)
 	if h.token != "" {
 		loc.Token, loc.TokenHost = h.token, h.origin
 	}
@@ -309,9 +309,9 @@ func (h hub) snapshot(repo, rev string) (string, error) {
 	return snap, nil
 }
 
-// quote percent-escapes everything but unreserved characters (and '/' when
+// urlQuote percent-escapes everything but unreserved characters (and '/' when
 // keepSlash), like Python's urllib.parse.quote with safe="" or "/".
-func quote(s string, keepSlash bool) string {
+func urlQuote(s string, keepSlash bool) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {

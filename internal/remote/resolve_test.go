@@ -170,10 +170,10 @@ func TestResolveOffline(t *testing.T) {
 
 func TestQuote(t *testing.T) {
 	// urllib.parse.quote("a b/c+d~e@f", safe="") and with the default safe="/".
-	if got := quote("a b/c+d~e@f", false); got != "a%20b%2Fc%2Bd~e%40f" {
+	if got := urlQuote("a b/c+d~e@f", false); got != "a%20b%2Fc%2Bd~e%40f" {
 		t.Error(got)
 	}
-	if got := quote("a b/c+d~e@f", true); got != "a%20b/c%2Bd~e%40f" {
+	if got := urlQuote("a b/c+d~e@f", true); got != "a%20b/c%2Bd~e%40f" {
 		t.Error(got)
 	}
 }

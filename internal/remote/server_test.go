@@ -104,8 +104,8 @@ func serveRange(w http.ResponseWriter, r *http.Request, data []byte, etag string
 	if rng == "" {
 		h.Set("Content-Length", strconv.Itoa(len(data)))
 		w.WriteHeader(http.StatusOK)
+		sent(len(data)) // counted before the client can have it
 		w.Write(data)
-		sent(len(data))
 		return
 	}
 	a, b, ok := parseTestRange(rng, int64(len(data)))
@@ -117,8 +117,8 @@ func serveRange(w http.ResponseWriter, r *http.Request, data []byte, etag string
 	h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a, b, len(data)))
 	h.Set("Content-Length", strconv.FormatInt(b-a+1, 10))
 	w.WriteHeader(http.StatusPartialContent)
+	sent(int(b - a + 1)) // counted before the client can have it
 	w.Write(data[a : b+1])
-	sent(int(b - a + 1))
 }
 
 func parseTestRange(s string, size int64) (int64, int64, bool) {

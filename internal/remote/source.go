@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
 // Defaults for Options fields left zero.
@@ -157,7 +159,7 @@ func NewSource(ctx context.Context, loc Location, o Options) (*Source, error) {
 func (s *Source) Location() Location { return s.loc }
 
 // URL is the address of a file of the source (the name path-escaped).
-func (s *Source) URL(name string) string { return s.loc.Base + quote(name, true) }
+func (s *Source) URL(name string) string { return s.loc.Base + urlQuote(name, true) }
 
 // Stats reports the traffic so far.
 func (s *Source) Stats() Stats {
@@ -269,7 +271,7 @@ func statusError(name string, resp *http.Response, host string, token bool) *Err
 		}
 	default:
 		e.Kind = ErrStatus
-		e.Detail = resp.Status
+		e.Detail = quote.Name(resp.Status)
 	}
 	return e
 }
