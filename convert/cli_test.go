@@ -206,7 +206,16 @@ func TestWriteErrors(t *testing.T) {
 	}
 	defer exec.Command("umount", mnt).Run()
 	dst := filepath.Join(mnt, "out")
+	// Refused before the first byte, with both figures.
 	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--jobs", "2")
+	if code != 1 || !strings.Contains(stderr, "not enough free space") || !strings.Contains(stderr, "bytes) free, the conversion writes") || stdout != "" {
+		t.Errorf("space check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if got := finalsComplete(t, dst); got != 0 {
+		t.Errorf("space check: %d files written before refusing", got)
+	}
+	// Overridden, the disk fills: a clean error and no partial file.
+	stdout, stderr, code = runCLI(t, "convert", tinySrc, dst, "--jobs", "2", "--no-space-check")
 	if code != 1 || !strings.Contains(stderr, "no space left on device") || stdout != "" {
 		t.Errorf("disk full: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}

@@ -1,0 +1,143 @@
+package convert
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// AuxFile is a side file (tokenizer, chat template, custom code) copied as is.
+type AuxFile struct {
+	// Name is the path relative to the checkpoint root, with forward slashes.
+	Name string
+	Size int64
+	// Mode is the source file's permission bits, which the copy keeps.
+	Mode fs.FileMode
+
+	stamp fileStamp
+}
+
+// ErrOutsideSource: a side file whose symlinks lead outside the checkpoint.
+var ErrOutsideSource = errors.New("side file resolves outside the source")
+
+// ErrPartialSource: SRC is part of a larger checkpoint (one of its shards).
+var ErrPartialSource = errors.New("source is part of a larger checkpoint")
+
+// replacedNames are source side files the conversion rewrites or must not
+// carry over (a stale hf_quant_config.json would describe the wrong formats).
+var replacedNames = map[string]bool{
+	ConfigName: true, HFQuantConfigName: true, safetensors.IndexName: true, ManifestName: true,
+}
+
+// listAux finds the side files to copy: every regular file under the source
+// root (symlinks followed when they stay inside the checkpoint, as in a
+// Hugging Face cache snapshot) except the shards, the files the conversion
+// rewrites, and hidden entries. A shard file at the root that the checkpoint
+// does not hold means SRC named one file of a larger checkpoint: copying its
+// siblings as side files would make a broken tree, so that is refused.
+func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
+	shards := make(map[string]bool, len(src.Files))
+	for _, f := range src.Files {
+		shards[f.Path] = true
+	}
+	realRoot, err := filepath.EvalSymlinks(src.Root)
+	if err != nil {
+		return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
+	}
+	var aux []AuxFile
+	err = filepath.WalkDir(src.Root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src.Root, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		name := filepath.ToSlash(rel)
+		if shards[name] || replacedNames[name] {
+			if name == safetensors.IndexName && src.IndexName == "" && len(src.Files) == 1 {
+				return fmt.Errorf("%w: %s is one shard of the checkpoint indexed by %s; convert the directory %s instead",
+					ErrPartialSource, filepath.Join(src.Root, src.Files[0].Path), path, src.Root)
+			}
+			return nil
+		}
+		if !strings.Contains(name, "/") && strings.HasSuffix(name, ".safetensors") {
+			return fmt.Errorf("%w: %s is not among the shards planned (%d, from %s); convert the directory %s, or move the other files away",
+				ErrPartialSource, path, len(src.Files), sourceDesc(src), src.Root)
+		}
+		real, err := resolveInside(realRoot, path)
+		if err != nil {
+			return err
+		}
+		st, err := os.Stat(real)
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return nil
+		}
+		stamp, err := stampPath(real)
+		if err != nil {
+			return err
+		}
+		aux = append(aux, AuxFile{Name: name, Size: st.Size(), Mode: st.Mode().Perm(), stamp: stamp})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
+	}
+	slices.SortFunc(aux, func(a, b AuxFile) int { return cmp.Compare(a.Name, b.Name) })
+	return aux, nil
+}
+
+func sourceDesc(src *safetensors.Checkpoint) string {
+	if src.IndexName != "" {
+		return src.IndexName
+	}
+	if len(src.Files) == 1 {
+		return src.Files[0].Path + " alone"
+	}
+	return "the directory listing"
+}
+
+// resolveInside follows path's symlinks and returns the file they lead to,
+// which must lie inside realRoot, or, for a Hugging Face cache snapshot
+// (…/models--org--name/snapshots/REV), inside the repository folder whose
+// blobs/ the snapshot's links point into. It is the rule the codec applies to
+// shards, so side files cannot pull files from elsewhere into DST.
+func resolveInside(realRoot, path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	if within(realRoot, real) {
+		return real, nil
+	}
+	if snaps := filepath.Dir(realRoot); filepath.Base(snaps) == "snapshots" && within(filepath.Dir(snaps), real) {
+		return real, nil
+	}
+	return "", fmt.Errorf("%w: %s links to %s, outside %s", ErrOutsideSource, path, real, realRoot)
+}
+
+// within reports whether path lies inside dir (both cleaned and absolute or
+// both relative).
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
