@@ -102,6 +102,19 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		return nil, err
 	}
 	defer lock.release()
+	// Checked before DST is touched (a refused --restart must not have
+	// discarded the finished conversion already there).
+	var manifest *Manifest
+	if eo.Resume {
+		if m, err := ReadManifest(dst); err == nil {
+			manifest = m
+		}
+	}
+	if !eo.NoSpaceCheck {
+		if err := checkSpace(dst, p, units, manifest, eo.Resume); err != nil {
+			return nil, err
+		}
+	}
 	if err := prepareDest(p, dst, eo.Restart); err != nil {
 		return nil, err
 	}
@@ -115,17 +128,6 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	recordOwner(dst)
 	if err := removeOwnTemps(dst, units); err != nil {
 		return nil, err
-	}
-	var manifest *Manifest
-	if eo.Resume {
-		if m, err := ReadManifest(dst); err == nil {
-			manifest = m
-		}
-	}
-	if !eo.NoSpaceCheck {
-		if err := checkSpace(dst, p, units, manifest, eo.Resume); err != nil {
-			return nil, err
-		}
 	}
 	res, err := run(ctx, p, dst, units, manifest, jobs, eo)
 	if err != nil {
