@@ -1,15 +1,14 @@
 package convert
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -36,73 +35,52 @@ var replacedNames = map[string]bool{
 	ConfigName: true, HFQuantConfigName: true, safetensors.IndexName: true, ManifestName: true,
 }
 
-// listAux finds the side files to copy: every regular file under the source
-// root (symlinks followed when they stay inside the checkpoint, as in a
-// Hugging Face cache snapshot) except the shards, the files the conversion
-// rewrites, and hidden entries. A shard file at the root that the checkpoint
-// does not hold means SRC named one file of a larger checkpoint: copying its
-// siblings as side files would make a broken tree, so that is refused.
+// listAux finds the side files to copy: the checkpoint's side files
+// (model.SideFiles: every regular file outside hidden entries that is not a
+// shard, symlinks followed) less the files the conversion rewrites. A link
+// must stay inside the checkpoint (resolveInside). A shard file at the root
+// that the checkpoint does not hold, or an index it was not opened through,
+// means SRC named one file of a larger checkpoint: copying its siblings as
+// side files would make a broken tree, so that is refused.
 func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
-	shards := make(map[string]bool, len(src.Files))
-	for _, f := range src.Files {
-		shards[f.Path] = true
+	shards := make([]string, len(src.Files))
+	for i, f := range src.Files {
+		shards[i] = f.Path
+	}
+	if src.IndexName == "" && len(src.Files) == 1 {
+		if _, err := os.Stat(filepath.Join(src.Root, safetensors.IndexName)); err == nil {
+			return nil, fmt.Errorf("%w: %s is one shard of the checkpoint indexed by %s; convert the directory %s instead",
+				ErrPartialSource, filepath.Join(src.Root, src.Files[0].Path), filepath.Join(src.Root, safetensors.IndexName), src.Root)
+		}
 	}
 	realRoot, err := filepath.EvalSymlinks(src.Root)
 	if err != nil {
 		return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
 	}
-	var aux []AuxFile
-	err = filepath.WalkDir(src.Root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	side, err := model.SideFiles(src.Root, shards)
+	if err != nil {
+		return nil, err
+	}
+	aux := make([]AuxFile, 0, len(side))
+	for _, sf := range side {
+		if replacedNames[sf.Name] {
+			continue
 		}
-		rel, err := filepath.Rel(src.Root, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		if strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		name := filepath.ToSlash(rel)
-		if shards[name] || replacedNames[name] {
-			if name == safetensors.IndexName && src.IndexName == "" && len(src.Files) == 1 {
-				return fmt.Errorf("%w: %s is one shard of the checkpoint indexed by %s; convert the directory %s instead",
-					ErrPartialSource, filepath.Join(src.Root, src.Files[0].Path), path, src.Root)
-			}
-			return nil
-		}
-		if !strings.Contains(name, "/") && strings.HasSuffix(name, ".safetensors") {
-			return fmt.Errorf("%w: %s is not among the shards planned (%d, from %s); convert the directory %s, or move the other files away",
+		path := filepath.Join(src.Root, filepath.FromSlash(sf.Name))
+		if !strings.Contains(sf.Name, "/") && strings.HasSuffix(sf.Name, ".safetensors") {
+			return nil, fmt.Errorf("%w: %s is not among the shards planned (%d, from %s); convert the directory %s, or move the other files away",
 				ErrPartialSource, path, len(src.Files), sourceDesc(src), src.Root)
 		}
 		real, err := resolveInside(realRoot, path)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
 		}
 		st, err := os.Stat(real)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if !st.Mode().IsRegular() {
-			return nil
-		}
-		stamp, err := stampPath(real)
-		if err != nil {
-			return err
-		}
-		aux = append(aux, AuxFile{Name: name, Size: st.Size(), Mode: st.Mode().Perm(), stamp: stamp})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
+		aux = append(aux, AuxFile{Name: sf.Name, Size: st.Size(), Mode: st.Mode().Perm(), stamp: stampInfo(st)})
 	}
-	slices.SortFunc(aux, func(a, b AuxFile) int { return cmp.Compare(a.Name, b.Name) })
 	return aux, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"time"
 )
 
@@ -36,15 +35,6 @@ func stampOf(r io.ReaderAt) (fileStamp, error) {
 		return fileStamp{}, nil
 	}
 	fi, err := f.Stat()
-	if err != nil {
-		return fileStamp{}, err
-	}
-	return stampInfo(fi), nil
-}
-
-// stampPath stamps the file at path (symlinks followed).
-func stampPath(path string) (fileStamp, error) {
-	fi, err := os.Stat(path)
 	if err != nil {
 		return fileStamp{}, err
 	}
