@@ -143,3 +143,53 @@ func TestWorkerBounds(t *testing.T) {
 		t.Errorf("%d units over %d slices, want %d", seen, n, len(p.Units()))
 	}
 }
+
+// Two conversions started together on one DST: one runs, the other is
+// refused (never a rename error from temporaries deleted under it); and of
+// two plans claiming one DST exactly one is recorded.
+func TestConcurrentRunsOnOneDestination(t *testing.T) {
+	p, c, err := planFor(tinySrc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dst := filepath.Join(t.TempDir(), "out")
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2})
+			errs <- err
+		}()
+	}
+	var ok, inUse int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrInUse):
+			inUse++
+		default:
+			t.Errorf("concurrent run: %v", err)
+		}
+	}
+	if ok < 1 || ok+inUse != 2 {
+		t.Errorf("%d runs succeeded, %d refused", ok, inUse)
+	}
+	sameTree(t, dst, tinyRef)
+
+	other, c2, err := planFor(tinySrc, Options{Format: ModelOpt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	claim := filepath.Join(t.TempDir(), StateDir, stateName)
+	if err := createState(claim, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := createState(claim, other); !errors.Is(err, ErrDestination) {
+		t.Errorf("a second plan claiming DST: %v", err)
+	}
+	if err := createState(claim, p); err != nil {
+		t.Errorf("the same plan again: %v", err)
+	}
+}
