@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -23,9 +24,6 @@ type AuxFile struct {
 	stamp fileStamp
 }
 
-// ErrOutsideSource: a side file whose symlinks lead outside the checkpoint.
-var ErrOutsideSource = errors.New("side file resolves outside the source")
-
 // ErrPartialSource: SRC is part of a larger checkpoint (one of its shards).
 var ErrPartialSource = errors.New("source is part of a larger checkpoint")
 
@@ -38,7 +36,7 @@ var replacedNames = map[string]bool{
 // listAux finds the side files to copy: the checkpoint's side files
 // (model.SideFiles: every regular file outside hidden entries that is not a
 // shard, symlinks followed) less the files the conversion rewrites. A link
-// must stay inside the checkpoint (resolveInside). A shard file at the root
+// follows the rule of shards (fsx.Root: inside the checkpoint, or inside its hub cache repository folder). A shard file at the root
 // that the checkpoint does not hold, or an index it was not opened through,
 // means SRC named one file of a larger checkpoint: copying its siblings as
 // side files would make a broken tree, so that is refused.
@@ -53,7 +51,7 @@ func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
 				ErrPartialSource, filepath.Join(src.Root, src.Files[0].Path), filepath.Join(src.Root, safetensors.IndexName), src.Root)
 		}
 	}
-	realRoot, err := filepath.EvalSymlinks(src.Root)
+	root, err := fsx.NewRoot(src.Root)
 	if err != nil {
 		return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
 	}
@@ -71,9 +69,9 @@ func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
 			return nil, fmt.Errorf("%w: %s is not among the shards planned (%d, from %s); convert the directory %s, or move the other files away",
 				ErrPartialSource, path, len(src.Files), sourceDesc(src), src.Root)
 		}
-		real, err := resolveInside(realRoot, path)
+		real, err := root.Resolve(sf.Name)
 		if err != nil {
-			return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
+			return nil, fmt.Errorf("side file %s: %w", path, err)
 		}
 		st, err := os.Stat(real)
 		if err != nil {
@@ -92,25 +90,6 @@ func sourceDesc(src *safetensors.Checkpoint) string {
 		return src.Files[0].Path + " alone"
 	}
 	return "the directory listing"
-}
-
-// resolveInside follows path's symlinks and returns the file they lead to,
-// which must lie inside realRoot, or, for a Hugging Face cache snapshot
-// (…/models--org--name/snapshots/REV), inside the repository folder whose
-// blobs/ the snapshot's links point into. It is the rule the codec applies to
-// shards, so side files cannot pull files from elsewhere into DST.
-func resolveInside(realRoot, path string) (string, error) {
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", err
-	}
-	if within(realRoot, real) {
-		return real, nil
-	}
-	if snaps := filepath.Dir(realRoot); filepath.Base(snaps) == "snapshots" && within(filepath.Dir(snaps), real) {
-		return real, nil
-	}
-	return "", fmt.Errorf("%w: %s links to %s, outside %s", ErrOutsideSource, path, real, realRoot)
 }
 
 // within reports whether path lies inside dir (both cleaned and absolute or

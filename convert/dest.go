@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 )
 
 // ErrNoSpace: DST's filesystem has less free space than the output needs.
@@ -98,7 +99,7 @@ func prepareDest(p *Plan, dst string, restart bool) error {
 			return err
 		}
 		for _, e := range ents {
-			if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) && e.Name() != StateDir {
+			if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) && e.Name() != StateDir && e.Name() != dirlock.LockName {
 				return fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
 			}
 		}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // Side files follow the shards' link rule: a link to a file outside the
@@ -20,7 +23,7 @@ func TestSideFileLinksAndModes(t *testing.T) {
 	if err := os.Symlink(secret, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := planFor(src, Options{}); !errors.Is(err, ErrOutsideSource) || !strings.Contains(err.Error(), secret) {
+	if _, _, err := planFor(src, Options{}); !errors.Is(err, safetensors.ErrOutside) || !strings.Contains(err.Error(), secret) {
 		t.Fatalf("side file linked outside SRC: %v", err)
 	}
 	os.Remove(link)
@@ -68,12 +71,11 @@ func TestDestinationLock(t *testing.T) {
 	}
 	defer c.Close()
 	dst := filepath.Join(t.TempDir(), "out")
-	os.MkdirAll(filepath.Join(dst, StateDir), 0o755)
-	held, err := lockDest(dst, true)
+	os.MkdirAll(dst, 0o755)
+	held, err := dirlock.Acquire(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recordOwner(dst)
 	_, err = Execute(context.Background(), p, dst, ExecOptions{})
 	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "in use by pid") {
 		t.Fatalf("second run on a held DST: %v", err)
@@ -81,13 +83,9 @@ func TestDestinationLock(t *testing.T) {
 	if _, err := Finalize(dst); !errors.Is(err, ErrInUse) {
 		t.Fatalf("merge on a held DST: %v", err)
 	}
-	held.release()
+	held.Release()
 
-	// Worker 0/2 is running: 0/2 again and 0/3 are refused, 1/2 is not.
-	shared, err := lockDest(dst, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Worker 0/2 is running: 0/2 again, 0/3 and a single run are refused, 1/2 is not.
 	if err := prepareDest(p, dst, false); err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +106,10 @@ func TestDestinationLock(t *testing.T) {
 	if err != nil || res.Finalized {
 		t.Fatalf("worker 1/2 next to 0/2: %v (finalized %v)", err, res != nil && res.Finalized)
 	}
+	if _, err := Finalize(dst); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "worker 0-of-2") {
+		t.Errorf("merge while worker 0/2 runs: %v", err)
+	}
 	w0.release()
-	shared.release()
 	res, err = Execute(context.Background(), p, dst, ExecOptions{Worker: 0, Workers: 2, Jobs: 2})
 	if err != nil || !res.Finalized {
 		t.Fatalf("worker 0/2: %v", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -72,7 +73,7 @@ type Result struct {
 
 // Execute carries out this worker's slice of the plan into dst, then, if
 // every file of the plan is done, finalizes the conversion. It holds DST for
-// the whole run (see lockDest). On any error the files in progress are
+// the whole run (see lock.go). On any error the files in progress are
 // removed (never left under their final names) and the error names the file
 // and tensor.
 func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result, error) {
@@ -97,11 +98,20 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dst, err)
 	}
-	lock, err := lockDest(dst, workers == 1)
+	wait := time.Duration(0)
+	if workers > 1 {
+		wait = lockWait
+	}
+	lock, err := acquireDest(dst, wait)
 	if err != nil {
 		return nil, err
 	}
-	defer lock.release()
+	defer lock.Release()
+	if workers == 1 {
+		if err := checkNoWorkers(dst); err != nil {
+			return nil, err
+		}
+	}
 	// Checked before DST is touched (a refused --restart must not have
 	// discarded the finished conversion already there).
 	var manifest *Manifest
@@ -118,14 +128,14 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := prepareDest(p, dst, eo.Restart); err != nil {
 		return nil, err
 	}
-	var slice *destLock
+	var slice *sliceLock
 	if workers > 1 {
 		if slice, err = lockSlice(dst, eo.Worker, workers); err != nil {
 			return nil, err
 		}
 		defer slice.release()
+		lock.Release() // the workers of the split share DST from here
 	}
-	recordOwner(dst)
 	if err := removeOwnTemps(dst, units); err != nil {
 		return nil, err
 	}
@@ -138,13 +148,12 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	var m *Manifest
 	if workers == 1 {
-		m, err = finalize(dst) // under this run's exclusive lock
+		m, err = finalize(dst) // under this run's lock
 	} else {
-		// The workers' shared locks go first, so the last worker to finish
-		// can take DST exclusively; one still holding it finalizes itself.
+		// The last worker to finish finalizes: one that finds another still
+		// holding its slice leaves it to that one.
 		slice.release()
-		lock.release()
-		m, err = Finalize(dst)
+		m, err = finalizeLocked(dst, lockWait)
 		if errors.Is(err, ErrInUse) {
 			return res, nil
 		}

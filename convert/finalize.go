@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -57,18 +58,27 @@ func writeIndex(dst string, shards []string) (FileRecord, error) {
 // Finalize completes a conversion once every unit has been written (by one
 // or many workers): it writes the index, config.json (and
 // hf_quant_config.json), then the manifest, and removes StateDir. It holds
-// DST exclusively, so it fails with ErrInUse while a worker still runs. It
+// DST's lock, and fails with ErrInUse while another run or a worker runs. It
 // checks that each unit has a record of this plan and a file of the recorded
 // size; hashes were taken when each file was written (verify re-checks them).
 func Finalize(dst string) (*Manifest, error) {
 	if _, err := os.Stat(dst); err != nil {
 		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}
-	lock, err := lockDest(dst, true)
+	return finalizeLocked(dst, 0)
+}
+
+// finalizeLocked takes DST's lock (waiting up to wait) and, when no worker
+// still runs, finalizes.
+func finalizeLocked(dst string, wait time.Duration) (*Manifest, error) {
+	lock, err := acquireDest(dst, wait)
 	if err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
-	defer lock.release()
+	defer lock.Release()
+	if err := checkNoWorkers(dst); err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
 	return finalize(dst)
 }
 

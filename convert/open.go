@@ -1,14 +1,15 @@
 package convert
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
-// openRegular opens a file for reading and refuses anything but a regular
-// file (a FIFO would block, a device would be read without end).
+// openRegular opens a file for reading through fsx.Open (a regular file, or
+// an error without blocking) and returns its info for the stamp checks.
 func openRegular(path string) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(path, openFlags, 0)
+	f, err := fsx.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -16,10 +17,6 @@ func openRegular(path string) (*os.File, os.FileInfo, error) {
 	if err != nil {
 		f.Close()
 		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
 	}
 	return f, fi, nil
 }

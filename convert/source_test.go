@@ -15,7 +15,7 @@ import (
 // A source shard rewritten between planning and execution (same size,
 // another header) is refused before anything is written under its name.
 func TestSourceHeaderChangedSincePlanning(t *testing.T) {
-	shard := "model-00003-of-00096.safetensors"
+	shard := "model-00003-of-000096.safetensors"
 	src := copyWithShard(t, shard)
 	p, c, err := planFor(src, Options{})
 	if err != nil {
@@ -69,7 +69,7 @@ func (m *mutator) Add(n int64) {
 // conversion naming the file: never exit 0 with a manifest that does not
 // describe the written files.
 func TestSourceModifiedDuringConversion(t *testing.T) {
-	shard := "model-00002-of-00096.safetensors"
+	shard := "model-00002-of-000096.safetensors"
 	src := copyWithShard(t, shard)
 	p, c, err := planFor(src, Options{})
 	if err != nil {
@@ -121,10 +121,14 @@ func TestSourceModifiedDuringConversion(t *testing.T) {
 func TestConfigExpertFormatMismatch(t *testing.T) {
 	src := copyWithShard(t, "")
 	cfg := readJSONFile(t, filepath.Join(src, ConfigName))
-	if _, ok := cfg["quantization_config"]; !ok {
-		t.Fatal("the replica's config has no top-level quantization_config")
+	text, _ := cfg["text_config"].(map[string]any)
+	_, top := cfg["quantization_config"]
+	_, inText := text["quantization_config"]
+	if !top && !inText {
+		t.Fatal("the replica's config has no quantization_config")
 	}
 	delete(cfg, "quantization_config")
+	delete(text, "quantization_config")
 	b, _ := json.Marshal(cfg)
 	os.WriteFile(filepath.Join(src, ConfigName), b, 0o644)
 	_, _, err := planFor(src, Options{})
@@ -136,19 +140,19 @@ func TestConfigExpertFormatMismatch(t *testing.T) {
 // A single shard given as SRC is one file of a larger checkpoint: refused,
 // never converted with its 95 siblings copied as side files.
 func TestSingleShardSource(t *testing.T) {
-	_, _, err := planFor(filepath.Join(tinySrc, "model-00007-of-00096.safetensors"), Options{})
+	_, _, err := planFor(filepath.Join(tinySrc, "model-00007-of-000096.safetensors"), Options{})
 	if !errors.Is(err, ErrPartialSource) || !strings.Contains(err.Error(), "convert the directory") {
 		t.Fatalf("one shard as SRC: %v", err)
 	}
 	// A checkpoint that is one file is a checkpoint of one file.
 	dir := filepath.Join(t.TempDir(), "one")
 	os.MkdirAll(dir, 0o755)
-	for _, name := range []string{ConfigName, "model-00001-of-00096.safetensors", "tiktoken.model"} {
+	for _, name := range []string{ConfigName, "model-00001-of-000096.safetensors", "tiktoken.model"} {
 		if err := os.Link(filepath.Join(tinySrc, name), filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p, c, err := planFor(filepath.Join(dir, "model-00001-of-00096.safetensors"), Options{})
+	p, c, err := planFor(filepath.Join(dir, "model-00001-of-000096.safetensors"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

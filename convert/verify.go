@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -154,13 +156,13 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			return gctx.Err()
 		})
 	}
-	realRoot, err := filepath.EvalSymlinks(p.SrcRoot)
+	root, err := fsx.NewRoot(p.SrcRoot)
 	if err != nil {
 		return nil, err
 	}
 	for _, a := range p.Aux {
 		g.Go(func() error {
-			real, err := resolveInside(realRoot, filepath.Join(p.SrcRoot, filepath.FromSlash(a.Name)))
+			real, err := root.Resolve(a.Name)
 			if err != nil {
 				return err
 			}
@@ -240,7 +242,7 @@ func checkTree(rep *VerifyReport, dst string, m *Manifest) (map[string]bool, err
 		}
 		_, listed := m.Lookup(name)
 		switch {
-		case name == ManifestName:
+		case name == ManifestName, name == dirlock.LockName: // the lock of a run in progress is no file of the output
 		case !listed:
 			rep.fail("%s: stray file in the destination: not part of the conversion", name)
 		case !d.Type().IsRegular():

@@ -12,6 +12,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -35,11 +36,11 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to strin
 		return FileRecord{}, nil, err
 	}
 	from := filepath.Join(root, filepath.FromSlash(a.Name))
-	realRoot, err := filepath.EvalSymlinks(root)
+	r, err := fsx.NewRoot(root)
 	if err != nil {
 		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}
-	real, err := resolveInside(realRoot, from)
+	real, err := r.Resolve(a.Name)
 	if err != nil {
 		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}

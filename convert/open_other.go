@@ -1,7 +1,0 @@
-//go:build !unix
-
-package convert
-
-import "os"
-
-const openFlags = os.O_RDONLY
