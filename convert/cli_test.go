@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 )
 
 // The tests in this file run the real k3ckpt binary as a subprocess, so that
@@ -78,7 +80,7 @@ func finalsComplete(t *testing.T, dst string) int {
 	ref := treeHashes(t, tinyRef)
 	n := 0
 	for name, h := range treeHashes(t, dst) {
-		if strings.HasPrefix(name, StateDir+"/") || strings.HasPrefix(filepath.Base(name), ".k3tmp-") {
+		if strings.HasPrefix(name, StateDir+"/") || strings.HasPrefix(filepath.Base(name), ".k3tmp-") || name == dirlock.LockName {
 			continue
 		}
 		n++
