@@ -586,7 +586,12 @@ func TestNonFiniteWeight(t *testing.T) {
 	if res.ZeroedNonFinite != 1 || !res.Finalized {
 		t.Fatalf("zeroed %d finalized %v", res.ZeroedNonFinite, res.Finalized)
 	}
+	// The default policy is convert's: the NaN convert refuses fails verify.
 	rep, err := Verify(context.Background(), c, dst, VerifyOptions{})
+	if err != nil || rep.OK || len(rep.Violations) != 1 || !strings.Contains(rep.Violations[0], name+": the source holds a non-finite value") {
+		t.Fatalf("verify of a NaN source under the default policy: %v %v", err, rep.Violations)
+	}
+	rep, err = Verify(context.Background(), c, dst, VerifyOptions{NonFinite: NonFiniteZero})
 	if err != nil || !rep.OK {
 		t.Fatalf("verify after --nonfinite zero: %v %v", err, rep.Violations)
 	}
