@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -53,51 +54,21 @@ func ParseExpertsMode(s string) (ExpertsMode, error) {
 	return 0, fmt.Errorf("%w: experts mode %q (known: %s)", ErrUnknownFormat, s, strings.Join(expertsModeNames[:], ", "))
 }
 
-// Numerics is the block-FP8 cast a conversion computes.
-type Numerics uint8
-
-const (
-	// NumericsDeepGEMM is DeepGEMM's per_block_cast_to_fp8 (fp32 scale
-	// amax/448 with a 1e-4 amax floor), the default.
-	NumericsDeepGEMM Numerics = iota
-	// NumericsModelOpt is ModelOpt's FP8_PB_WO cast (scale bf16(amax/448)
-	// stored as fp32, no floor): what NVIDIA's Kimi-K3 checkpoint holds.
-	NumericsModelOpt
-
-	numNumerics = int(NumericsModelOpt) + 1
-)
-
-var numericsNames = [numNumerics]string{NumericsDeepGEMM: "deepgemm", NumericsModelOpt: "modelopt"}
-
-// String is the --numerics name.
-func (n Numerics) String() string {
-	if int(n) < numNumerics {
-		return numericsNames[n]
-	}
-	return fmt.Sprintf("Numerics(%d)", uint8(n))
-}
-
-// MarshalText writes the name.
-func (n Numerics) MarshalText() ([]byte, error) { return []byte(n.String()), nil }
-
-// UnmarshalText parses a name.
-func (n *Numerics) UnmarshalText(b []byte) error {
-	v, err := ParseNumerics(string(b))
-	if err == nil {
-		*n = v
-	}
-	return err
-}
-
-// ParseNumerics maps a --numerics name to its cast.
-func ParseNumerics(s string) (Numerics, error) {
-	for i, n := range numericsNames {
-		if n == s {
-			return Numerics(i), nil
+// ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to the quant
+// package's choice of block-FP8 cast, the one definition of it.
+func ParseNumerics(s string) (quant.Numerics, error) {
+	var names []string
+	for n := range quant.Numerics(numNumerics) {
+		if n.String() == s {
+			return n, nil
 		}
+		names = append(names, n.String())
 	}
-	return 0, fmt.Errorf("%w: numerics %q (known: %s)", ErrUnknownFormat, s, strings.Join(numericsNames[:], ", "))
+	return 0, fmt.Errorf("%w: numerics %q (known: %s)", ErrUnknownFormat, s, strings.Join(names, ", "))
 }
+
+// numNumerics is how many quant.Numerics values there are.
+const numNumerics = int(quant.ModelOpt) + 1
 
 // ErrUnavailable: an option this build cannot carry out yet.
 var ErrUnavailable = fmt.Errorf("not available in this build")
@@ -113,7 +84,7 @@ func checkExecutable(opts Options) error {
 	if opts.Experts == ExpertsNVFP4 {
 		return fmt.Errorf("--experts nvfp4: %w (the MXFP4→NVFP4 cast is not wired into the executor yet; inspect --experts nvfp4 gives the size)", ErrUnavailable)
 	}
-	if opts.Numerics == NumericsModelOpt {
+	if opts.Numerics == quant.ModelOpt {
 		return fmt.Errorf("--numerics modelopt: %w (ModelOpt's FP8_PB_WO cast is not wired into the executor yet)", ErrUnavailable)
 	}
 	return nil

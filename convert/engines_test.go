@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -324,7 +325,7 @@ func TestRecipeSplits(t *testing.T) {
 func TestUnavailableOptionsRefused(t *testing.T) {
 	for _, opts := range []Options{
 		{Format: ModelOpt, Experts: ExpertsNVFP4},
-		{Format: ModelOpt, Numerics: NumericsModelOpt},
+		{Format: ModelOpt, Numerics: quant.ModelOpt},
 		{Format: DeepSeek, Experts: ExpertsNVFP4},
 	} {
 		if _, _, err := planFor(tinySrc, opts); err == nil {

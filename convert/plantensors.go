@@ -51,7 +51,7 @@ type Options struct {
 	// Experts keeps the routed experts or casts them to NVFP4.
 	Experts ExpertsMode
 	// Numerics chooses the block-FP8 cast (DeepGEMM's or ModelOpt's).
-	Numerics Numerics
+	Numerics quant.Numerics
 }
 
 // OutputTensor is one tensor of the output and where its bytes come from. The

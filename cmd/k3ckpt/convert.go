@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -60,7 +61,7 @@ the index, config and manifest.`,
 	f.StringVar(&fl.recipe, "recipe", convert.AttnMoEDenseFP8, "conversion recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
 	f.StringVar(&fl.format, "format", convert.ModelOpt.String(), "scale/config convention: modelopt (ModelOpt mixed precision, what K3 engines load), deepseek or compressed-tensors (see docs/COMPATIBILITY.md)")
 	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (MXFP4 bytes unchanged) or nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt)")
-	f.StringVar(&fl.numerics, "numerics", convert.NumericsDeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
+	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
 	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
 	f.IntVar(&fl.jobs, "jobs", 2, "files converted at once (memory: the plan, ~375 MiB for full K3, + 64 MiB per job)")
@@ -250,7 +251,7 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 		}
 		return writeJSON(w, map[string]any{
 			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
-			"experts": p.Options.Experts, "numerics": p.Options.Numerics,
+			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
 			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
 			"fused_splits": nonNilSplits(p.Splits()),
 		})
