@@ -216,7 +216,36 @@ func naiveSlice(b []byte, shape []int64, esz int64, axis int, start, stop int64)
 	return out
 }
 
-func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string, *ExportResult) {
+// runExport plans and executes an export.
+func runExport(s *Source, l *Layout, dst string, eo ExportOptions) (*Plan, error) {
+	p, err := PlanExport(s, l, eo)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.Execute(context.Background(), dst, ExecOptions{}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// runReassemble plans and executes a reassembly of an export directory.
+func runReassemble(exportDir, out string) (*Plan, error) {
+	s, err := OpenSource(exportDir)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	p, err := PlanReassemble(s)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.Execute(context.Background(), out, ExecOptions{}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string, *Plan) {
 	t.Helper()
 	s, err := OpenSource(src)
 	if err != nil {
@@ -232,7 +261,7 @@ func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), name)
-	res, err := Export(context.Background(), s, l, dst, eo)
+	res, err := runExport(s, l, dst, eo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +270,7 @@ func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string
 
 // checkExport verifies every piece of every rank against the source, cut
 // naively, and returns the manifests.
-func checkExport(t *testing.T, srcDir, dst string) []*Manifest {
+func checkExport(t *testing.T, srcDir, dst string) []*manifest {
 	t.Helper()
 	src, err := st.Open(srcDir)
 	if err != nil {
@@ -249,9 +278,9 @@ func checkExport(t *testing.T, srcDir, dst string) []*Manifest {
 	}
 	defer src.Close()
 	dirs, _ := exportDirs(dst)
-	var mans []*Manifest
+	var mans []*manifest
 	for _, d := range dirs {
-		m, err := ReadManifest(filepath.Join(dst, d))
+		m, err := readManifest(filepath.Join(dst, d))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,8 +310,8 @@ func checkExport(t *testing.T, srcDir, dst string) []*Manifest {
 	return mans
 }
 
-func entries(m *Manifest) map[string]Entry {
-	out := map[string]Entry{}
+func entries(m *manifest) map[string]entry {
+	out := map[string]entry{}
 	for _, e := range m.Tensors {
 		out[e.Name] = e
 	}
@@ -306,7 +335,7 @@ func sameFile(t *testing.T, a, b string) bool {
 func TestShardPP16Tiny(t *testing.T) {
 	bf, _ := fixtures(t)
 	dst, res := export(t, bf, "pp16", Options{}, ExportOptions{})
-	if len(res.Dirs) != 16 || filepath.Base(res.Dirs[0]) != "stage-00" {
+	if len(res.Dirs) != 16 || res.Dirs[0].Dir != "stage-00" {
 		t.Fatalf("dirs %v", res.Dirs)
 	}
 	mans := checkExport(t, bf, dst)
@@ -358,12 +387,12 @@ func TestShardPP16Tiny(t *testing.T) {
 	src.Close()
 	// Lossless: reassembly gives back every source file byte for byte.
 	out := filepath.Join(t.TempDir(), "out")
-	rr, err := Reassemble(context.Background(), dst, out, ReassembleOptions{})
+	rr, err := runReassemble(dst, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rr.Files != 96 || len(rr.Missing) != 0 {
-		t.Errorf("reassembled %d files, missing %v", rr.Files, rr.Missing)
+	if rr.Files != 96 || len(rr.Dropped) != 0 {
+		t.Errorf("reassembled %d files, missing %v", rr.Files, rr.Dropped)
 	}
 	ents, _ := os.ReadDir(bf)
 	for _, e := range ents {
@@ -430,12 +459,12 @@ func TestExportDP16Tiny(t *testing.T) {
 		// Reassembly rebuilds every kept tensor byte for byte; only the shard
 		// that held vision differs (vision was dropped).
 		out := filepath.Join(t.TempDir(), "out")
-		rr, err := Reassemble(context.Background(), dst, out, ReassembleOptions{})
+		rr, err := runReassemble(dst, out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rr.Missing) == 0 || !strings.HasPrefix(rr.Missing[0], "mm_projector.") {
-			t.Errorf("missing %v", rr.Missing)
+		if len(rr.Dropped) == 0 || !strings.HasPrefix(rr.Dropped[0], "mm_projector.") {
+			t.Errorf("missing %v", rr.Dropped)
 		}
 		checkSame(t, src, out)
 	}
@@ -465,10 +494,10 @@ func checkSame(t *testing.T, src, out string) {
 	}
 	for i, s := range a.Specs {
 		if !have[s.Name] {
-			lost[a.FileOf[i]] = true
+			lost[a.fileOf[i]] = true
 		}
 	}
-	for _, f := range a.Info.Files {
+	for _, f := range a.info.Files {
 		if !lost[f.Name] && !sameFile(t, filepath.Join(src, f.Name), filepath.Join(out, f.Name)) {
 			t.Errorf("%s differs after reassembly", f.Name)
 		}
@@ -512,7 +541,7 @@ func TestExportPP8TP8(t *testing.T) {
 	s, _ := OpenSource(fp)
 	m, _ := s.Model()
 	l, _ := Builtin("pp8-tp8", m, Options{})
-	_, err := Export(context.Background(), s, l, filepath.Join(t.TempDir(), "x"), ExportOptions{})
+	_, err := runExport(s, l, filepath.Join(t.TempDir(), "x"), ExportOptions{})
 	s.Close()
 	if !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "w2.weight_scale: axis 1 of [96 1] has 1 entries, not divisible by 8") {
 		t.Errorf("expert TP err %v", err)
@@ -537,7 +566,7 @@ func TestExportPP8TP8(t *testing.T) {
 	}
 	// Vision kept on stage 0: a full reassembly is byte-identical, file by file.
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := Reassemble(context.Background(), dst, out, ReassembleOptions{}); err != nil {
+	if _, err := runReassemble(dst, out); err != nil {
 		t.Fatal(err)
 	}
 	checkSame(t, tp, out)
@@ -567,7 +596,7 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 	var rows []int
 	for g := 0; g < 8; g++ {
 		dir := filepath.Join(tp, fmt.Sprintf("rank-%02d", g))
-		m, _ := ReadManifest(dir)
+		m, _ := readManifest(dir)
 		if e := entries(m)[q]; e.Packed == nil || e.Packed.Rows != [2]int64{128 * int64(g), 128 * int64(g+1)} || e.Scale != ScaleFollow {
 			t.Fatalf("pp8-tp8 rank %d %s = %+v, want packed rows [%d,%d)", g, q, e, 128*g, 128*(g+1))
 		}
@@ -608,7 +637,7 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 	}
 	// And the packed export reassembles to the source F32 scales exactly.
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := Reassemble(context.Background(), tp, out, ReassembleOptions{}); err != nil {
+	if _, err := runReassemble(tp, out); err != nil {
 		t.Fatal(err)
 	}
 	checkSame(t, fp, out)
@@ -632,7 +661,7 @@ func TestExportBadInput(t *testing.T) {
 	m, _ := s.Model()
 	l, _ := Builtin("dp16", m, Options{TextOnly: true})
 	dst := filepath.Join(t.TempDir(), "x")
-	if _, err := Export(context.Background(), s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, ErrRank) {
+	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, ErrRank) {
 		t.Errorf("rank err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
@@ -646,7 +675,7 @@ func TestExportBadInput(t *testing.T) {
 			l2.Rules[i].Valid, l2.Rules[i].Units, l2.Rules[i].Parts = 4, 0, 4
 		}
 	}
-	if _, err := Export(context.Background(), s, l2, dst, ExportOptions{}); !errors.Is(err, ErrPadding) || !strings.Contains(err.Error(), "A_log") {
+	if _, err := runExport(s, l2, dst, ExportOptions{}); !errors.Is(err, ErrPadding) || !strings.Contains(err.Error(), "A_log") {
 		t.Errorf("padding err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
@@ -655,7 +684,7 @@ func TestExportBadInput(t *testing.T) {
 	// An occupied output directory.
 	os.MkdirAll(filepath.Join(dst, "rank-00"), 0o755)
 	os.WriteFile(filepath.Join(dst, "rank-00", "junk"), []byte("x"), 0o644)
-	if _, err := Export(context.Background(), s, l, dst, ExportOptions{Ranks: []int{0}}); !errors.Is(err, ErrOutputExists) {
+	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{0}}); !errors.Is(err, ErrOutputExists) {
 		t.Errorf("exists err %v", err)
 	}
 	if _, err := ParseRanks("1,x"); !errors.Is(err, ErrRank) {
@@ -667,7 +696,7 @@ func TestExportBadInput(t *testing.T) {
 	// Reassembly with a rank directory missing names the gap.
 	full, _ := export(t, bf, "dp16", Options{TextOnly: true, WeightShard: true}, ExportOptions{})
 	os.RemoveAll(filepath.Join(full, "rank-05"))
-	if _, err := Reassemble(context.Background(), full, filepath.Join(t.TempDir(), "o"), ReassembleOptions{}); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "missing") {
+	if _, err := runReassemble(full, filepath.Join(t.TempDir(), "o")); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing rank err %v", err)
 	}
 }
@@ -725,13 +754,13 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 	}
 	defer src.Close()
 	dst := filepath.Join(t.TempDir(), "out")
-	if _, err := Export(context.Background(), src, l, dst, ExportOptions{Pack: PackUE8M0}); !errors.Is(err, quant.ErrNotUE8M0) {
+	if _, err := runExport(src, l, dst, ExportOptions{Pack: PackUE8M0}); !errors.Is(err, quant.ErrNotUE8M0) {
 		t.Errorf("packing non-UE8M0 scales: err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("refused export created %s", dst)
 	}
-	res, err := Export(context.Background(), src, l, dst, ExportOptions{})
+	res, err := runExport(src, l, dst, ExportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -750,7 +779,7 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 		t.Errorf("c %+v", e)
 	}
 	out := filepath.Join(t.TempDir(), "re")
-	if _, err := Reassemble(context.Background(), dst, out, ReassembleOptions{}); err != nil {
+	if _, err := runReassemble(dst, out); err != nil {
 		t.Fatal(err)
 	}
 	if !sameFile(t, filepath.Join(dir, "model.safetensors"), filepath.Join(out, "model.safetensors")) {
@@ -800,7 +829,7 @@ func benchExport(b *testing.B, name string, o Options) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, _ := l.Plan(s.Specs)
+	p, _ := l.Place(s.Specs)
 	var written int64
 	for _, n := range p.RankBytes {
 		written += n
@@ -826,7 +855,7 @@ func benchExport(b *testing.B, name string, o Options) {
 		syncAll(b)
 		b.StartTimer()
 		t0 = time.Now()
-		if _, err := Export(context.Background(), s, l, dst, ExportOptions{}); err != nil {
+		if _, err := runExport(s, l, dst, ExportOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		expT += time.Since(t0)

@@ -41,7 +41,7 @@ func TestFullSizePlanMatchesInspect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := l.Plan(src.Specs)
+		p, err := l.Place(src.Specs)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

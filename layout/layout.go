@@ -13,38 +13,8 @@ package layout
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
-)
-
-// Sentinel errors; every error of the package wraps one of them.
-var (
-	// ErrLayout: a layout definition that is malformed or inconsistent.
-	ErrLayout = errors.New("invalid layout")
-	// ErrPattern: a tensor-name pattern that does not compile.
-	ErrPattern = errors.New("invalid pattern")
-	// ErrUnknownLayout: a layout name that is not built in.
-	ErrUnknownLayout = errors.New("unknown layout")
-	// ErrPartition: a pipeline partition of the wrong length, sum or entries.
-	ErrPartition = errors.New("invalid pipeline partition")
-	// ErrUnmatched: tensors that no rule of the layout matches.
-	ErrUnmatched = errors.New("tensors matched by no rule")
-	// ErrAmbiguous: tensors that more than one rule matches.
-	ErrAmbiguous = errors.New("tensors matched by more than one rule")
-	// ErrIndivisible: a split whose dimension or head count does not divide by its parts.
-	ErrIndivisible = errors.New("split does not divide evenly")
-	// ErrScaleAlign: a split that cuts a 128×128 scale block where the layout forbids it.
-	ErrScaleAlign = errors.New("split cuts a scale block")
-	// ErrRank: a rank or stage number out of range.
-	ErrRank = errors.New("rank out of range")
-	// ErrExpert: an expert index outside the layout's expert count.
-	ErrExpert = errors.New("expert index out of range")
-	// ErrManifest: an export directory whose manifests are missing or inconsistent.
-	ErrManifest = errors.New("invalid export manifest")
-	// ErrPadding: padding a layout drops (e.g. A_log past the valid heads) that is not zero.
-	ErrPadding = errors.New("dropped padding is not zero")
 )
 
 // MaxRanks bounds the world size of a layout, so a bad file cannot make
@@ -384,23 +354,11 @@ func Parse(data []byte) (*Layout, error) {
 // MaxLayoutFile bounds the size of a layout JSON file.
 const MaxLayoutFile = 16 << 20
 
-// Load reads a layout JSON file.
+// Load reads a layout JSON file (a regular file of at most MaxLayoutFile bytes).
 func Load(path string) (*Layout, error) {
-	f, err := os.Open(path)
+	data, err := readRegular(path, MaxLayoutFile)
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > MaxLayoutFile {
-		return nil, fmt.Errorf("%w: %s: %d bytes (limit %d)", ErrLayout, path, st.Size(), MaxLayoutFile)
-	}
-	data := make([]byte, st.Size())
-	if _, err := f.ReadAt(data, 0); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("%w: %w", ErrLayout, err)
 	}
 	l, err := Parse(data)
 	if err != nil {

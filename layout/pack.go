@@ -9,6 +9,38 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
+// PackFormat is how block-FP8 scales are stored in an export.
+type PackFormat uint8
+
+const (
+	// PackNone keeps scales as in the source (F32 block grid).
+	PackNone PackFormat = iota
+	// PackUE8M0 stores scales in DeepGEMM's SM100 packed UE8M0 layout: int32
+	// [⌈⌈K/128⌉/4⌉, align(N, 4)], one row per weight row.
+	PackUE8M0
+)
+
+var packNames = [...]string{PackNone: "", PackUE8M0: "ue8m0"}
+
+// String returns the flag value ("" for PackNone).
+func (p PackFormat) String() string {
+	if int(p) < len(packNames) {
+		return packNames[p]
+	}
+	return fmt.Sprintf("PackFormat(%d)", uint8(p))
+}
+
+// ParsePackFormat reads a --pack-scales value ("", "none" or "ue8m0").
+func ParsePackFormat(s string) (PackFormat, error) {
+	switch s {
+	case "", "none":
+		return PackNone, nil
+	case "ue8m0":
+		return PackUE8M0, nil
+	}
+	return 0, fmt.Errorf("%w: unknown scale packing %q (want ue8m0)", ErrLayout, s)
+}
+
 // MaxScaleBytes bounds a block scale tensor read into memory for packing or
 // unpacking (K3's largest, lm_head-sized, would be 280 KB).
 const MaxScaleBytes = 256 << 20
@@ -52,8 +84,8 @@ func (pj *packJob) shape() []int64 {
 	return []int64{int64(words), int64(stride)}
 }
 
-func (pj *packJob) describe() *Packed {
-	return &Packed{Format: PackUE8M0.String(), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
+func (pj *packJob) describe() *packedScale {
+	return &packedScale{Format: PackUE8M0.String(), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
 }
 
 // blockScales reads the block grid rows and columns the job covers.
@@ -157,24 +189,4 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 		binary.LittleEndian.PutUint32(out[4*i:], grid[i])
 	}
 	return memTensor(out), nil
-}
-
-// checkPacking reads every scale an export will pack, so a scale that is not
-// UE8M0 fails the export before anything is written.
-func checkPacking(outs []*rankOut) error {
-	done := map[string]bool{}
-	for _, ro := range outs {
-		for _, of := range ro.files {
-			for _, t := range of.tensors {
-				if t.pack == nil || done[t.spec.Name] {
-					continue
-				}
-				done[t.spec.Name] = true
-				if _, err := t.pack.bytes(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
 }

@@ -54,20 +54,20 @@ func totalBytes(t testing.TB, specs []st.TensorSpec) int64 {
 	return n
 }
 
-func mustPlan(t testing.TB, name string, m Model, o Options, specs []st.TensorSpec) *Plan {
+func mustPlan(t testing.TB, name string, m Model, o Options, specs []st.TensorSpec) *Placement {
 	t.Helper()
 	l, err := Builtin(name, m, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := l.Plan(specs)
+	p, err := l.Place(specs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func pieces(t testing.TB, p *Plan, rank int) []Piece {
+func pieces(t testing.TB, p *Placement, rank int) []Piece {
 	t.Helper()
 	pcs, err := p.Pieces(rank)
 	if err != nil {
@@ -76,7 +76,7 @@ func pieces(t testing.TB, p *Plan, rank int) []Piece {
 	return pcs
 }
 
-func pieceMap(t testing.TB, p *Plan, rank int) map[string]Piece {
+func pieceMap(t testing.TB, p *Placement, rank int) map[string]Piece {
 	m := map[string]Piece{}
 	for _, pc := range pieces(t, p, rank) {
 		m[pc.Name] = pc
@@ -496,7 +496,7 @@ func TestBadLayouts(t *testing.T) {
 	d := tinyDims
 	d.vocab = 1020
 	l, _ := Builtin("dp16", d.model(), Options{VocabTP: true})
-	if _, err := l.Plan(d.catalog()); !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "embed_tokens.weight: axis 0 of [1020 256] has 1020 entries, not divisible by 8") {
+	if _, err := l.Place(d.catalog()); !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "embed_tokens.weight: axis 0 of [1020 256] has 1020 entries, not divisible by 8") {
 		t.Errorf("vocab err %v", err)
 	}
 	// A layout file that leaves tensors unmatched and matches some twice.
@@ -510,7 +510,7 @@ func TestBadLayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = bad.Plan(fp)
+	_, err = bad.Place(fp)
 	if !errors.Is(err, ErrUnmatched) || !errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("err %v", err)
 	}
@@ -543,14 +543,14 @@ func TestBadLayouts(t *testing.T) {
 	m = tinyDims.model()
 	m.Experts = 16
 	l, _ = Builtin("dp16", m, Options{})
-	if _, err := l.Plan(fp); !errors.Is(err, ErrExpert) {
+	if _, err := l.Place(fp); !errors.Is(err, ErrExpert) {
 		t.Errorf("expert err %v", err)
 	}
 	// Reject policy for a split cutting a scale block.
 	_, k3fp := k3Catalogs()
 	l, _ = Builtin("dp16", K3(), Options{WeightShard: true})
 	l.Rules[1].UnalignedScale = ScaleReject
-	if _, err := l.Plan(k3fp[:20000]); !errors.Is(err, ErrScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
+	if _, err := l.Place(k3fp[:20000]); !errors.Is(err, ErrScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
 		t.Errorf("scale align err %v", err)
 	}
 }
@@ -576,8 +576,8 @@ func TestLayoutJSONRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, b)
 		}
-		p1, _ := l.Plan(fp)
-		p2, err := l2.Plan(fp)
+		p1, _ := l.Place(fp)
+		p2, err := l2.Place(fp)
 		if err != nil || !reflect.DeepEqual(p1.RankBytes, p2.RankBytes) {
 			t.Errorf("%s: round trip changes the plan: %v", name, err)
 		}
@@ -630,7 +630,7 @@ func BenchmarkPlanDP16K3(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := l.Plan(fp); err != nil {
+		if _, err := l.Place(fp); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -644,7 +644,7 @@ func BenchmarkPlanPP16K3(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := l.Plan(bf); err != nil {
+		if _, err := l.Place(bf); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -659,10 +659,10 @@ func TestSplitSubByteRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Plan([]safetensors.TensorSpec{{Name: "w", DType: safetensors.F4, Shape: []int64{4, 6}}}); err != nil {
+	if _, err := l.Place([]safetensors.TensorSpec{{Name: "w", DType: safetensors.F4, Shape: []int64{4, 6}}}); err != nil {
 		t.Errorf("whole-byte rows: %v", err)
 	}
-	if _, err := l.Plan([]safetensors.TensorSpec{{Name: "w", DType: safetensors.F4, Shape: []int64{4, 3}}}); !errors.Is(err, ErrIndivisible) {
+	if _, err := l.Place([]safetensors.TensorSpec{{Name: "w", DType: safetensors.F4, Shape: []int64{4, 3}}}); !errors.Is(err, ErrIndivisible) {
 		t.Errorf("1.5-byte rows: %v", err)
 	}
 }
