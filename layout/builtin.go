@@ -2,10 +2,10 @@ package layout
 
 import (
 	"fmt"
-
-	"github.com/k3ckpt/k3ckpt/model"
 	"sort"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // Model holds the model dimensions the built-in layouts are derived from.
@@ -159,45 +159,40 @@ func partition(m Model, o Options, stages int, def func() ([]int, error)) ([]int
 	}
 }
 
-// Tensor-name groups, the one table the built-ins draw their rules from.
-const (
-	pfx   = "language_model.model."
-	layer = pfx + "layers.<layer>."
-	attn  = layer + "self_attn."
-	moe   = layer + "block_sparse_moe."
-)
-
+// The built-in layouts' tensor sets, in model's groups (so they hold for
+// both name prefixes: language_model.model.… and a bare kimi_linear's
+// model.…). Block-FP8 scales follow their weights.
 var (
-	grpLayerNorms = []string{layer + "{input_layernorm,post_attention_layernorm,self_attention_res_norm,mlp_res_norm,self_attention_res_proj,mlp_res_proj}.weight"}
-	grpExperts    = []string{moe + "experts.<expert>.*.*"}
-	grpExpertsUp  = []string{moe + "experts.#.{w1,w3}.{weight_packed,weight_scale}"}
-	grpExpertsDn  = []string{moe + "experts.#.w2.{weight_packed,weight_scale}"}
-	grpRouter     = []string{moe + "gate.{weight,e_score_correction_bias}", moe + "routed_expert_norm.weight"}
-	grpLatentDown = []string{moe + "routed_expert_down_proj.weight"}
-	grpLatentUp   = []string{moe + "routed_expert_up_proj.weight"}
-	grpSharedUp   = []string{moe + "shared_experts.{gate,up}_proj.weight"}
-	grpSharedDown = []string{moe + "shared_experts.down_proj.weight"}
-	grpDenseUp    = []string{layer + "mlp.{gate,up}_proj.weight"}
-	grpDenseDown  = []string{layer + "mlp.down_proj.weight"}
-	// KDA-only tensors whose rows are heads: projections, then per-head state.
-	grpKDAProjRows  = []string{attn + "{q,k,v,f_b}_proj.weight"}
-	grpKDAStateRows = []string{attn + "{q,k,v}_conv1d.weight", attn + "dt_bias", attn + "b_proj.weight"}
-	grpKDAALog      = []string{attn + "A_log"}
-	grpKDARepl      = []string{attn + "f_a_proj.weight", attn + "o_norm.weight"}
-	// Names shared by KDA and MLA layers: rows (g) or columns (o) are heads in both.
-	grpGRows = []string{attn + "g_proj.weight"}
-	grpOCols = []string{attn + "o_proj.weight"}
-	grpMLAQB = []string{attn + "q_b_proj.weight"}
-	grpMLAKV = []string{attn + "kv_b_proj.weight"}
+	grpLayerNorms  = []string{"layer_norms", "attn_res"}
+	grpExperts     = []string{"experts"}
+	grpRouter      = []string{"router", "latent.norm"}
+	grpLatentDown  = []string{"latent.down_proj"}
+	grpLatentUp    = []string{"latent.up_proj"}
+	grpSharedUp    = []string{"shared_experts.gate_proj", "shared_experts.up_proj"}
+	grpSharedDown  = []string{"shared_experts.down_proj"}
+	grpDenseUp     = []string{"dense_mlp.gate_proj", "dense_mlp.up_proj"}
+	grpDenseDown   = []string{"dense_mlp.down_proj"}
+	grpKDAProjRows = []string{"kda.q_proj", "kda.k_proj", "kda.v_proj", "kda.f_b_proj"}
+	// KDA per-head state: rows are heads.
+	grpKDAStateRows = []string{"kda.conv1d", "kda.dt_bias", "kda.b_proj"}
+	grpKDAALog      = []string{"kda.A_log"}
+	grpKDARepl      = []string{"kda.f_a_proj", "kda.o_norm"}
+	// Gates (rows) and output projections (columns) of both attention kinds.
+	grpGRows = []string{"kda.g_proj", "mla.g_proj"}
+	grpOCols = []string{"kda.o_proj", "mla.o_proj"}
+	grpMLAQB = []string{"mla.q_b_proj"}
+	grpMLAKV = []string{"mla.kv_b_proj"}
 	// MLA projections without a head dimension, and the MLA norms.
-	grpMLARepl = []string{attn + "{q_a_proj,q_a_layernorm,kv_a_proj_with_mqa,kv_a_layernorm}.weight"}
-	grpEmbed   = []string{pfx + "embed_tokens.weight"}
-	grpLMHead  = []string{"language_model.lm_head.weight"}
-	grpFinal   = []string{pfx + "{norm,output_attn_res_norm,output_attn_res_proj}.weight"}
-	grpVision  = []string{"vision_tower.**", "mm_projector.**"}
-	// The dp16 weight-shard set (SPEC §6 A): KDA q/k/v/g/o/f_b, MLA q_b/o/g,
-	// shared experts and latent projections.
-	grpWeightShard = []string{attn + "{q,k,v,g,o,f_b,q_b}_proj.weight", moe + "shared_experts.{gate,up,down}_proj.weight", moe + "routed_expert_{down,up}_proj.weight"}
+	grpMLARepl = []string{"mla.q_a_proj", "mla.q_a_layernorm", "mla.kv_a_proj_with_mqa", "mla.kv_a_layernorm"}
+	grpEmbed   = []string{"embedding"}
+	grpLMHead  = []string{"lm_head"}
+	grpFinal   = []string{"final_norms"}
+	grpVision  = []string{"vision_tower", "mm_projector"}
+	grpLayer   = []string{anyLayerGroup}
+	// The dp16 weight-shard set: KDA q/k/v/g/o/f_b, MLA q_b/o/g, shared
+	// experts and latent projections.
+	grpWeightShard = []string{"kda.q_proj", "kda.k_proj", "kda.v_proj", "kda.g_proj", "kda.o_proj", "kda.f_b_proj",
+		"mla.q_b_proj", "mla.o_proj", "mla.g_proj", "shared_experts", "latent.down_proj", "latent.up_proj"}
 )
 
 func cat(groups ...[]string) []string {
@@ -208,12 +203,19 @@ func cat(groups ...[]string) []string {
 	return out
 }
 
-func repl(name string, st StagePlace, pats ...[]string) Rule {
-	return Rule{Name: name, Match: cat(pats...), Action: Replicate, Stage: st}
+func repl(name string, st StagePlace, groups ...[]string) Rule {
+	return Rule{Name: name, Groups: cat(groups...), Action: Replicate, Stage: st}
 }
 
-func split(name string, axis, parts int, pats ...[]string) Rule {
-	return Rule{Name: name, Match: cat(pats...), Action: Split, Axis: axis, Parts: parts}
+func split(name string, axis, parts int, groups ...[]string) Rule {
+	return Rule{Name: name, Groups: cat(groups...), Action: Split, Axis: axis, Parts: parts}
+}
+
+// experts is a split of some projections of the routed experts.
+func experts(name string, axis int, projs ...string) Rule {
+	r := split(name, axis, NodeGPUs, grpExperts)
+	r.Projs = projs
+	return r
 }
 
 func heads(r Rule, units int64) Rule { r.Units = units; return r }
@@ -239,13 +241,13 @@ func onOff(on bool, name string, pats ...[]string) Rule {
 
 func vision(o Options, st StagePlace) Rule {
 	if o.TextOnly {
-		return Rule{Name: "vision", Match: grpVision, Action: Drop}
+		return Rule{Name: "vision", Groups: grpVision, Action: Drop}
 	}
 	return repl("vision", st, grpVision)
 }
 
 func ep(m Model) Rule {
-	return Rule{Name: "experts-ep", Match: grpExperts, Action: Expert, Experts: m.Experts}
+	return Rule{Name: "experts-ep", Groups: grpExperts, Action: Expert, Experts: m.Experts}
 }
 
 func buildPP16(m Model, o Options) (*Layout, error) {
@@ -259,7 +261,7 @@ func buildPP16(m Model, o Options) (*Layout, error) {
 		return nil, err
 	}
 	return &Layout{Partition: p, RanksPerStage: 1, Rules: []Rule{
-		repl("layers", StageLayer, []string{layer + "**"}),
+		repl("layers", StageLayer, grpLayer),
 		repl("embedding", StageFirst, grpEmbed),
 		vision(o, StageFirst),
 		repl("output", StageLast, grpFinal, grpLMHead),
@@ -312,8 +314,8 @@ func buildPP8TP8(m Model, o Options) (*Layout, error) {
 	}
 	h := int64(m.AttnHeads)
 	rules := []Rule{
-		split("experts-up", 0, NodeGPUs, grpExpertsUp),
-		split("experts-down", 1, NodeGPUs, grpExpertsDn),
+		experts("experts-up", 0, "w1", "w3"),
+		experts("experts-down", 1, "w2"),
 	}
 	rules = append(rules, kdaHeadTP(m)...)
 	rules = append(rules,

@@ -14,7 +14,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // MaxRanks bounds the world size of a layout, so a bad file cannot make
@@ -147,12 +150,21 @@ func enumParse(names []string, s, field string) (int, error) {
 	return 0, fmt.Errorf("%w: unknown %s %q (want one of %s)", ErrLayout, field, s, strings.Join(valid, ", "))
 }
 
-// Rule maps tensor-name patterns to an action. See pattern.go for the syntax.
+// Rule maps tensors, named by patterns or by the model's tensor groups, to
+// an action. See pattern.go for the pattern syntax.
 type Rule struct {
 	// Name identifies the rule in errors and manifests.
 	Name string `json:"name"`
-	// Match lists the patterns; a tensor matches the rule if any pattern matches.
-	Match []string `json:"match"`
+	// Match lists name patterns; a tensor matches the rule if any matches.
+	Match []string `json:"match,omitempty"`
+	// Groups lists model tensor groups or group families ("kda.q_proj",
+	// "shared_experts", see model.ParseGroupSet), or "layer" for every
+	// tensor of a decoder layer; a tensor matches if its group is listed,
+	// under either name prefix. A group's block-FP8 scales are not matched:
+	// they follow their weight.
+	Groups []string `json:"groups,omitempty"`
+	// Projs narrows the experts group to some projections ("w1", "w2", "w3").
+	Projs []string `json:"projs,omitempty"`
 	// Action is what happens to matched tensors.
 	Action Action `json:"action"`
 	// Stage places matched tensors on a pipeline stage (pipeline layouts only).
@@ -214,12 +226,73 @@ func (l *Layout) StageLayers(s int) (first, end int) {
 	return first, first + l.Partition[s]
 }
 
-// compiledRule is a rule with its patterns compiled.
+// compiledRule is a rule with its patterns and groups compiled.
 type compiledRule struct {
 	*Rule
 	pats     []*pattern
 	numeric  bool
 	hasLayer bool
+	groups   model.GroupSet
+	anyLayer bool              // Groups holds anyLayerGroup
+	projs    []model.ExpertProj // nil: every projection
+}
+
+// anyLayerGroup in Rule.Groups matches every tensor of a decoder layer.
+const anyLayerGroup = "layer"
+
+// modelLevel are the groups outside the decoder layers.
+var modelLevel = model.Groups(model.GroupEmbedding, model.GroupLMHead, model.GroupFinalNorms,
+	model.GroupVisionTower, model.GroupMMProjector)
+
+// matchGroup reports whether a parsed tensor name is one of the rule's groups.
+func (r *compiledRule) matchGroup(tn model.TensorName) bool {
+	if r.anyLayer && tn.Layer >= 0 {
+		return true
+	}
+	if !r.groups.Has(tn.Group) {
+		return false
+	}
+	return r.projs == nil || slices.Contains(r.projs, tn.Proj)
+}
+
+// compileGroups reads Groups and Projs; it reports whether every group
+// lies inside the decoder layers.
+func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
+	r := cr.Rule
+	allLayer = true
+	for _, g := range r.Groups {
+		if g == anyLayerGroup {
+			cr.anyLayer = true
+			continue
+		}
+		set, err := model.ParseGroupSet(g)
+		if err != nil {
+			return false, fmt.Errorf("%w: %s: rule %q: %v", ErrLayout, l.Name, r.Name, err)
+		}
+		cr.groups |= set
+	}
+	if cr.groups&modelLevel != 0 {
+		allLayer = false
+	}
+	for _, p := range r.Projs {
+		var ep model.ExpertProj
+		for _, c := range []model.ExpertProj{model.ExpertW1, model.ExpertW2, model.ExpertW3} {
+			if c.String() == p {
+				ep = c
+			}
+		}
+		if ep == model.NoExpertProj {
+			return false, fmt.Errorf("%w: %s: rule %q: unknown expert projection %q (want w1, w2 or w3)", ErrLayout, l.Name, r.Name, p)
+		}
+		cr.projs = append(cr.projs, ep)
+	}
+	if len(r.Projs) > 0 && cr.groups != model.Groups(model.GroupExperts) {
+		return false, fmt.Errorf("%w: %s: rule %q: projs applies to the experts group alone", ErrLayout, l.Name, r.Name)
+	}
+	if r.Action == Expert && (cr.anyLayer || cr.groups&^model.Groups(model.GroupExperts) != 0) {
+		return false, fmt.Errorf("%w: %s: rule %q: an expert rule's groups must be experts", ErrLayout, l.Name, r.Name)
+	}
+	return allLayer, nil
 }
 
 // compile validates the layout and compiles its patterns.
@@ -231,13 +304,16 @@ func (l *Layout) compile() ([]compiledRule, error) {
 	for i := range l.Rules {
 		r := &l.Rules[i]
 		cr := compiledRule{Rule: r}
-		if len(r.Match) == 0 {
-			return nil, fmt.Errorf("%w: %s: rule %q has no patterns", ErrLayout, l.Name, r.Name)
+		if len(r.Match) == 0 && len(r.Groups) == 0 {
+			return nil, fmt.Errorf("%w: %s: rule %q has no patterns or groups", ErrLayout, l.Name, r.Name)
 		}
-		if len(r.Match) > MaxRules {
-			return nil, fmt.Errorf("%w: %s: rule %q has %d patterns (limit %d)", ErrLayout, l.Name, r.Name, len(r.Match), MaxRules)
+		if len(r.Match) > MaxRules || len(r.Groups) > MaxRules || len(r.Projs) > MaxRules {
+			return nil, fmt.Errorf("%w: %s: rule %q has more than %d patterns, groups or projections", ErrLayout, l.Name, r.Name, MaxRules)
 		}
-		allLayer := true
+		allLayer, err := cr.compileGroups(l)
+		if err != nil {
+			return nil, err
+		}
 		for _, m := range r.Match {
 			p, err := compilePattern(m)
 			if err != nil {

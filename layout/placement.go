@@ -3,10 +3,12 @@ package layout
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -206,9 +208,10 @@ func (l *Layout) Place(tensors []safetensors.TensorSpec) (*Placement, error) {
 			layerStage[i] = int32(s)
 		}
 	}
-	cacheable := true
+	cacheable, grouped := true, false
 	for _, r := range rules {
 		cacheable = cacheable && !r.numeric
+		grouped = grouped || r.groups != 0 || r.anyLayer
 	}
 
 	// Block-FP8 weights, so their scales can be recognised without a map of
@@ -254,8 +257,38 @@ func (l *Layout) Place(tensors []safetensors.TensorSpec) (*Placement, error) {
 		}
 		p.size[i] = n
 		e := lookup(t.Name)
-		if len(e.rules) == 0 {
-			if w, ok := scaleWeight(t, fp8, tensors); ok {
+		matched := e.rules
+		layer, expert := int64(-1), int64(-1)
+		if len(e.rules) > 0 {
+			layer, expert = capture(t.Name, e.caps.layer, &ns), capture(t.Name, e.caps.expert, &ns)
+		}
+		w, isScale := int32(-1), false
+		if grouped {
+			tn := model.ParseName(t.Name)
+			if tn.Role.IsCompanion() {
+				w, isScale = scaleWeight(t, fp8, tensors)
+			}
+			// A block-FP8 scale follows its weight rather than matching the
+			// weight's group.
+			if !isScale {
+				var gm []int32
+				for ri, r := range rules {
+					if r.matchGroup(tn) {
+						gm = append(gm, int32(ri))
+					}
+				}
+				if len(gm) > 0 {
+					if len(matched) == 0 {
+						layer, expert = int64(tn.Layer), int64(tn.Expert)
+					}
+					matched = unionRules(matched, gm)
+				}
+			}
+		} else if len(matched) == 0 {
+			w, isScale = scaleWeight(t, fp8, tensors)
+		}
+		if len(matched) == 0 {
+			if isScale {
 				pl.weight = w
 				companions = append(companions, int32(i))
 				continue
@@ -263,16 +296,16 @@ func (l *Layout) Place(tensors []safetensors.TensorSpec) (*Placement, error) {
 			unmatched.add(t.Name)
 			continue
 		}
-		if len(e.rules) > 1 {
+		if len(matched) > 1 {
 			var names []string
-			for _, r := range e.rules {
+			for _, r := range matched {
 				names = append(names, strconv.Quote(l.Rules[r].Name))
 			}
 			ambiguous.add(t.Name + " (rules " + strings.Join(names, ", ") + ")")
 			continue
 		}
-		pl.rule = e.rules[0]
-		if err := p.placeTensor(i, rules[pl.rule], e.caps, &ns, layerStage); err != nil {
+		pl.rule = matched[0]
+		if err := p.placeTensor(i, rules[pl.rule], layer, expert, layerStage); err != nil {
 			fail(t.Name, err)
 		}
 	}
@@ -298,6 +331,18 @@ func (l *Layout) Place(tensors []safetensors.TensorSpec) (*Placement, error) {
 	}
 	p.account()
 	return p, nil
+}
+
+// unionRules merges two ascending rule lists.
+func unionRules(a, b []int32) []int32 {
+	out := append([]int32(nil), a...)
+	for _, r := range b {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func matchAll(rules []compiledRule, segs []string) *matchEntry {
@@ -347,6 +392,9 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // capture is the integer at segment position pos of name (-1 if none).
 func capture(name string, pos int, ns *nameShape) int64 {
+	if pos < 0 {
+		return -1
+	}
 	if pos < maxIntSegs {
 		return ns.intAt(pos)
 	}
@@ -358,7 +406,7 @@ func capture(name string, pos int, ns *nameShape) int64 {
 }
 
 // placeTensor places a tensor matched by one rule.
-func (p *Placement) placeTensor(i int, r compiledRule, caps captures, ns *nameShape, layerStage []int32) error {
+func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, layerStage []int32) error {
 	l := p.Layout
 	t := p.Tensors[i]
 	pl := &p.place[i]
@@ -373,11 +421,13 @@ func (p *Placement) placeTensor(i int, r compiledRule, caps captures, ns *nameSh
 		pl.stage = int32(l.Stages() - 1)
 	default:
 		if l.Stages() > 1 {
-			v := capture(t.Name, caps.layer, ns)
-			if v < 0 || v >= int64(l.Layers) {
-				return fmt.Errorf("%w: tensor %s: layer %s is outside the layout's %d layers", ErrRank, t.Name, segmentAt(t.Name, caps.layer), l.Layers)
+			if layer < 0 {
+				return fmt.Errorf("%w: tensor %s: rule %q places by layer, but the tensor has none", ErrRank, t.Name, r.Name)
 			}
-			pl.stage = layerStage[v]
+			if layer >= int64(l.Layers) {
+				return fmt.Errorf("%w: tensor %s: layer %d is outside the layout's %d layers", ErrRank, t.Name, layer, l.Layers)
+			}
+			pl.stage = layerStage[layer]
 		}
 	}
 	switch r.Action {
@@ -386,9 +436,9 @@ func (p *Placement) placeTensor(i int, r compiledRule, caps captures, ns *nameSh
 			return err
 		}
 	case Expert:
-		e := capture(t.Name, caps.expert, ns)
+		e := expert
 		if e < 0 || e >= int64(r.Experts) {
-			return fmt.Errorf("%w: tensor %s: expert %s, but rule %q has %d experts", ErrExpert, t.Name, segmentAt(t.Name, caps.expert), r.Name, r.Experts)
+			return fmt.Errorf("%w: tensor %s: expert %d, but rule %q has %d experts", ErrExpert, t.Name, e, r.Name, r.Experts)
 		}
 		per := int64(r.Experts / l.RanksPerStage)
 		pl.rank = pl.stage*int32(l.RanksPerStage) + int32(e/per)
