@@ -28,13 +28,6 @@ var (
 	fixtureErr  error
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if fixtureRoot != "" {
-		os.RemoveAll(fixtureRoot)
-	}
-	os.Exit(code)
-}
 
 // fixtures writes, once per test run, the tiny BF16 replica (model.Synth) and
 // an FP8 version of it (written here, see writeFP8).

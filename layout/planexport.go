@@ -3,7 +3,6 @@ package layout
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 
@@ -279,9 +278,6 @@ func verbatimFiles(src *Source, pcs []Piece, pack PackFormat) (map[string]*safet
 	for sf, n := range held {
 		f := src.files[sf]
 		if changed[sf] || n != src.counts[sf] || f == nil {
-			continue
-		}
-		if _, ok := f.ReaderAt().(*os.File); !ok {
 			continue
 		}
 		specs := make([]safetensors.TensorSpec, len(f.Tensors))

@@ -49,29 +49,30 @@ func writeFile(ctx context.Context, of *outFile, path string, progress func(int6
 	return total, w.Commit, nil
 }
 
-// copyVerbatim copies a whole source shard through an atomic temporary; the
-// kernel moves the bytes where the platform can (os.File.ReadFrom).
+// copyVerbatim copies a whole source shard through an atomic temporary; for
+// a local file the kernel moves the bytes where the platform can
+// (os.File.ReadFrom).
 func copyVerbatim(of *outFile, path string) (func() error, error) {
-	src, ok := of.verbatim.ReaderAt().(*os.File)
-	if !ok {
-		return nil, fmt.Errorf("file %s: not a local file", of.verbatim.Path)
+	var in io.Reader = io.NewSectionReader(of.verbatim.ReaderAt(), 0, of.verbatim.Size)
+	if src, ok := of.verbatim.ReaderAt().(*os.File); ok {
+		f, _, err := openRegular(src.Name())
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		in = io.LimitReader(f, of.verbatim.Size)
 	}
-	in, _, err := openRegular(src.Name())
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
 	out, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	n, err := out.File.ReadFrom(io.LimitReader(in, of.verbatim.Size))
+	n, err := out.File.ReadFrom(in)
 	if err == nil && n != of.verbatim.Size {
 		err = fmt.Errorf("copied %d of %d bytes", n, of.verbatim.Size)
 	}
 	if err != nil {
 		out.Abort()
-		return nil, fmt.Errorf("file %s: copy from %s: %w", path, src.Name(), err)
+		return nil, fmt.Errorf("file %s: copy from %s: %w", path, of.verbatim.Path, err)
 	}
 	return out.Commit, nil
 }
