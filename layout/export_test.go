@@ -2,6 +2,7 @@ package layout
 
 import (
 	"bytes"
+	"io"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -117,7 +118,7 @@ func writeFP8(src, dst string) error {
 		data := map[string][]byte{}
 		for _, t := range f.Tensors {
 			b := make([]byte, t.Size())
-			if _, err := f.Section(t).Read(b); err != nil && t.Size() > 0 {
+			if _, err := io.ReadFull(f.Section(t), b); err != nil {
 				return err
 			}
 			conv := false
@@ -153,7 +154,11 @@ func writeFP8(src, dst string) error {
 			return err
 		}
 		for _, s := range specs {
-			tw, _ := w.Tensor(s.Name)
+			tw, err := w.Tensor(s.Name)
+			if err != nil {
+				w.Abort()
+				return err
+			}
 			if _, err := tw.Write(data[s.Name]); err != nil {
 				w.Abort()
 				return err
@@ -270,7 +275,10 @@ func checkExport(t *testing.T, srcDir, dst string) []*manifest {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	dirs, _ := exportDirs(dst)
+	dirs := must(exportDirs(dst))(t)
+	if len(dirs) == 0 {
+		t.Fatalf("%s holds no rank directories", dst)
+	}
 	var mans []*manifest
 	for _, d := range dirs {
 		m, err := readManifest(filepath.Join(dst, d))
@@ -326,6 +334,7 @@ func sameFile(t *testing.T, a, b string) bool {
 }
 
 func TestShardPP16Tiny(t *testing.T) {
+	e2e(t)
 	bf, _ := fixtures(t)
 	dst, res := export(t, bf, "pp16", Options{}, ExportOptions{})
 	if len(res.Dirs) != 16 || res.Dirs[0].Dir != "stage-00" {
@@ -359,10 +368,13 @@ func TestShardPP16Tiny(t *testing.T) {
 		}
 		total += c.TotalBytes()
 		c.Close()
-		cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+		cfg := must(os.ReadFile(filepath.Join(dir, "config.json")))(t)
 		var obj map[string]any
-		json.Unmarshal(cfg, &obj)
-		sk, _ := obj[stageKey].(map[string]any)
+		check(t, json.Unmarshal(cfg, &obj))
+		sk, ok := obj[stageKey].(map[string]any)
+		if !ok {
+			t.Fatalf("stage %d config has no %s", s, stageKey)
+		}
 		if fmt.Sprint(sk["layers"]) != fmt.Sprintf("[%d %d]", a, b) {
 			t.Errorf("stage %d config records %v, want [%d %d]", s, sk["layers"], a, b)
 		}
@@ -373,7 +385,7 @@ func TestShardPP16Tiny(t *testing.T) {
 	if mans[7].Layers != [2]int{43, 48} || mans[15].Layers != [2]int{90, 93} {
 		t.Errorf("stage 7 %v, stage 15 %v", mans[7].Layers, mans[15].Layers)
 	}
-	src, _ := st.Open(bf)
+	src := must(st.Open(bf))(t)
 	if total != src.TotalBytes() {
 		t.Errorf("stages hold %d B, source %d", total, src.TotalBytes())
 	}
@@ -387,7 +399,7 @@ func TestShardPP16Tiny(t *testing.T) {
 	if rr.Files != 96 || len(rr.Dropped) != 0 {
 		t.Errorf("reassembled %d files, missing %v", rr.Files, rr.Dropped)
 	}
-	ents, _ := os.ReadDir(bf)
+	ents := must(os.ReadDir(bf))(t)
 	for _, e := range ents {
 		if !sameFile(t, filepath.Join(bf, e.Name()), filepath.Join(out, e.Name())) {
 			t.Errorf("%s differs after reassembly", e.Name())
@@ -406,6 +418,7 @@ func compact(s []string) []string {
 }
 
 func TestExportDP16Tiny(t *testing.T) {
+	e2e(t)
 	bf, fp := fixtures(t)
 	for _, src := range []string{bf, fp} {
 		dst, res := export(t, src, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true}, ExportOptions{})
@@ -498,6 +511,7 @@ func checkSame(t *testing.T, src, out string) {
 }
 
 func TestExportDCPAndTP(t *testing.T) {
+	e2e(t)
 	_, fp := fixtures(t)
 	dst, _ := export(t, fp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, ExportOptions{Ranks: []int{3, 11}})
 	mans := checkExport(t, fp, dst)
@@ -529,11 +543,12 @@ func TestExportDCPAndTP(t *testing.T) {
 }
 
 func TestExportPP8TP8(t *testing.T) {
+	e2e(t)
 	_, fp := fixtures(t)
 	// One MXFP4 group per w2 row cannot be cut 8 ways: a clear error up front.
-	s, _ := OpenSource(fp)
-	m, _ := s.Model()
-	l, _ := Builtin("pp8-tp8", m, Options{})
+	s := must(OpenSource(fp))(t)
+	m := must(s.Model())(t)
+	l := must(Builtin("pp8-tp8", m, Options{}))(t)
 	_, err := runExport(s, l, filepath.Join(t.TempDir(), "x"), ExportOptions{})
 	s.Close()
 	if !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "w2.weight_scale: axis 1 of [96 1] has 1 entries, not divisible by 8") {
@@ -563,7 +578,7 @@ func TestExportPP8TP8(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSame(t, tp, out)
-	ents, _ := os.ReadDir(tp)
+	ents := must(os.ReadDir(tp))(t)
 	for _, e := range ents {
 		if !sameFile(t, filepath.Join(tp, e.Name()), filepath.Join(out, e.Name())) {
 			t.Errorf("%s differs after reassembly", e.Name())
@@ -575,9 +590,9 @@ func TestExportPP8TP8(t *testing.T) {
 // scales, the dp2-dcp8 export rebuilds the full q_b_proj by unpacking,
 // gathering by head and repacking; that must equal packing the full matrix.
 func TestReplicatedQFromPackedShards(t *testing.T) {
-	_, fp := fixtures(t)
+	e2e(t)
 	packed := ExportOptions{Pack: PackUE8M0}
-	fp = tpFixture(t)
+	fp := tpFixture(t)
 	tp, _ := export(t, fp, "pp8-tp8", Options{}, packed) // q_b_proj split by head, scales packed
 	some := ExportOptions{Pack: PackUE8M0, Ranks: []int{0, 5, 13}}
 	direct, _ := export(t, fp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, some)
@@ -589,11 +604,11 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 	var rows []int
 	for g := 0; g < 8; g++ {
 		dir := filepath.Join(tp, fmt.Sprintf("rank-%02d", g))
-		m, _ := readManifest(dir)
+		m := must(readManifest(dir))(t)
 		if e := entries(m)[q]; e.Packed == nil || e.Packed.Rows != [2]int64{128 * int64(g), 128 * int64(g+1)} || e.Scale != ScaleFollow {
 			t.Fatalf("pp8-tp8 rank %d %s = %+v, want packed rows [%d,%d)", g, q, e, 128*g, 128*(g+1))
 		}
-		c, _ := st.Open(dir)
+		c := must(st.Open(dir))(t)
 		b, _ := readTensor(t, c, q)
 		c.Close()
 		parts, rows = append(parts, int32s(b)), append(rows, 128)
@@ -645,14 +660,15 @@ func int32s(b []byte) []int32 {
 }
 
 func TestExportBadInput(t *testing.T) {
+	e2e(t)
 	bf, _ := fixtures(t)
 	s, err := OpenSource(bf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	m, _ := s.Model()
-	l, _ := Builtin("dp16", m, Options{TextOnly: true})
+	m := must(s.Model())(t)
+	l := must(Builtin("dp16", m, Options{TextOnly: true}))(t)
 	dst := filepath.Join(t.TempDir(), "x")
 	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, ErrRank) {
 		t.Errorf("rank err %v", err)
@@ -662,7 +678,7 @@ func TestExportBadInput(t *testing.T) {
 	}
 	// A layout claiming A_log has only 4 real heads: the dropped entries are
 	// not zero, so the export refuses before writing anything.
-	l2, _ := Builtin("dp2-dcp8", m, Options{TextOnly: true})
+	l2 := must(Builtin("dp2-dcp8", m, Options{TextOnly: true}))(t)
 	for i := range l2.Rules {
 		if l2.Rules[i].Name == "kda-a-log" {
 			l2.Rules[i].Valid, l2.Rules[i].Units, l2.Rules[i].Parts = 4, 0, 4
@@ -675,8 +691,8 @@ func TestExportBadInput(t *testing.T) {
 		t.Errorf("failed export created %s", dst)
 	}
 	// An occupied output directory.
-	os.MkdirAll(filepath.Join(dst, "rank-00"), 0o755)
-	os.WriteFile(filepath.Join(dst, "rank-00", "junk"), []byte("x"), 0o644)
+	check(t, os.MkdirAll(filepath.Join(dst, "rank-00"), 0o755))
+	check(t, os.WriteFile(filepath.Join(dst, "rank-00", "junk"), []byte("x"), 0o644))
 	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{0}}); !errors.Is(err, ErrOutputExists) {
 		t.Errorf("exists err %v", err)
 	}
@@ -716,7 +732,7 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range specs {
-		n, _ := st.ByteSize(s.DType, s.Shape)
+		n := must(st.ByteSize(s.DType, s.Shape))(t)
 		b := make([]byte, n)
 		for i := range b {
 			b[i] = byte(i*7 + len(s.Name))
@@ -726,8 +742,8 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 				binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(i+1)*0.3))
 			}
 		}
-		tw, _ := w.Tensor(s.Name)
-		tw.Write(b)
+		tw := must(w.Tensor(s.Name))(t)
+		must(tw.Write(b))(t)
 	}
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
@@ -736,7 +752,7 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 		{"name": "rows", "match": ["a.weight"], "action": "split", "axis": 0, "parts": 2},
 		{"name": "cols", "match": ["b.weight", "c"], "action": "split", "axis": 1, "parts": 2}]}`
 	lpath := filepath.Join(t.TempDir(), "two.json")
-	os.WriteFile(lpath, []byte(js), 0o644)
+	check(t, os.WriteFile(lpath, []byte(js), 0o644))
 	l, err := Resolve(lpath, Model{}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -799,7 +815,7 @@ func smallReplica(b *testing.B) (string, int64) {
 		b.Fatal(err)
 	}
 	for _, e := range ents {
-		info, _ := e.Info()
+		info := must(e.Info())(b)
 		size += info.Size()
 	}
 	return dir, size
@@ -817,12 +833,12 @@ func benchExport(b *testing.B, name string, o Options) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	m, _ := s.Model()
+	m := must(s.Model())(b)
 	l, err := Builtin(name, m, o)
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, _ := l.Place(s.Specs)
+	p := must(l.Place(s.Specs))(b)
 	var written int64
 	for _, n := range p.RankBytes {
 		written += n

@@ -119,3 +119,31 @@ func bareName(name string) string {
 	}
 	return ""
 }
+
+// must returns v once the test has been stopped on err:
+// must(os.ReadFile(p))(t).
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// check stops the test on a setup error.
+func check(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// e2e skips a test that writes the tiny replica under -short.
+func e2e(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end on the tiny replica; run without -short")
+	}
+}

@@ -495,17 +495,17 @@ func TestBadLayouts(t *testing.T) {
 	// Vocab not divisible by 8.
 	d := tinyDims
 	d.vocab = 1020
-	l, _ := Builtin("dp16", d.model(), Options{VocabTP: true})
+	l := must(Builtin("dp16", d.model(), Options{VocabTP: true}))(t)
 	if _, err := l.Place(d.catalog()); !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "embed_tokens.weight: axis 0 of [1020 256] has 1020 entries, not divisible by 8") {
 		t.Errorf("vocab err %v", err)
 	}
 	// A layout file that leaves tensors unmatched and matches some twice.
-	l, _ = Builtin("dp16", tinyDims.model(), Options{})
+	l = must(Builtin("dp16", tinyDims.model(), Options{}))(t)
 	l.Rules = l.Rules[1:] // no expert rule
 	l.Rules = append(l.Rules, Rule{Name: "norms-again", Match: []string{"language_model.model.norm.weight"}})
-	b, _ := l.JSON()
+	b := must(l.JSON())(t)
 	path := filepath.Join(t.TempDir(), "bad.json")
-	os.WriteFile(path, b, 0o644)
+	check(t, os.WriteFile(path, b, 0o644))
 	bad, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -542,13 +542,13 @@ func TestBadLayouts(t *testing.T) {
 	// Expert index beyond the count.
 	m = tinyDims.model()
 	m.Experts = 16
-	l, _ = Builtin("dp16", m, Options{})
+	l = must(Builtin("dp16", m, Options{}))(t)
 	if _, err := l.Place(fp); !errors.Is(err, ErrExpert) {
 		t.Errorf("expert err %v", err)
 	}
 	// Reject policy for a split cutting a scale block.
 	_, k3fp := k3Catalogs()
-	l, _ = Builtin("dp16", K3(), Options{WeightShard: true})
+	l = must(Builtin("dp16", K3(), Options{WeightShard: true}))(t)
 	l.Rules[1].UnalignedScale = ScaleReject
 	if _, err := l.Place(k3fp[:20000]); !errors.Is(err, ErrScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
 		t.Errorf("scale align err %v", err)
@@ -559,7 +559,7 @@ func TestBadLayouts(t *testing.T) {
 func TestLayoutJSONRoundTrip(t *testing.T) {
 	_, fp := tinyCatalogs()
 	for _, name := range Names() {
-		o, _ := DefaultOptions(name)
+		o := must(DefaultOptions(name))(t)
 		l, err := Builtin(name, tinyDims.model(), o)
 		if err != nil {
 			t.Fatal(err)
@@ -576,7 +576,7 @@ func TestLayoutJSONRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, b)
 		}
-		p1, _ := l.Place(fp)
+		p1 := must(l.Place(fp))(t)
 		p2, err := l2.Place(fp)
 		if err != nil || !reflect.DeepEqual(p1.RankBytes, p2.RankBytes) {
 			t.Errorf("%s: round trip changes the plan: %v", name, err)

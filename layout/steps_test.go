@@ -48,7 +48,10 @@ func TestPlanStepsRuns(t *testing.T) {
 	})
 	// b1 starts, in b, at the very offset where a6 ends in a: only the source
 	// file tells the two apart.
-	a6, _ := a.Lookup("a6")
+	a6, ok := a.Lookup("a6")
+	if !ok {
+		t.Fatal("no a6")
+	}
 	var b *st.File
 	for n := int64(4); b == nil || b.DataStart+2*n != a.DataStart+a6.End; n += 4 {
 		if n > 1<<16 {
@@ -89,7 +92,13 @@ func TestPlanStepsRuns(t *testing.T) {
 	if want := []string{"m", "a1", "a2", "a3", "a4", "a6", "b1", "e1", "e2"}; !slices.Equal(order, want) {
 		t.Fatalf("layout order %v, want %v", order, want)
 	}
-	at := func(f *st.File, name string) int64 { ti, _ := f.Lookup(name); return f.DataStart + ti.Begin }
+	at := func(f *st.File, name string) int64 {
+		ti, ok := f.Lookup(name)
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		return f.DataStart + ti.Begin
+	}
 	want := []fileStep{
 		{first: 0, last: 0, tensor: 8}, // computed in memory
 		{first: 1, last: 2, tensor: -1, src: a, off: at(a, "a1"), n: 16},
@@ -105,31 +114,24 @@ func TestPlanStepsRuns(t *testing.T) {
 	}
 }
 
-// Every file of every rank of the tiny exports: the steps write each tensor
+// Every file of every rank of tiny exports (planned from headers): the steps write each tensor
 // once, in the layout's order; a run holds only whole tensors of one source
 // file, contiguous and in order on both sides, and is as long as allowed.
 func TestPlanStepsExports(t *testing.T) {
-	bf16, fp8 := fixtures(t)
+	bf16, fp8 := tinyCatalogs()
+	files := layerFiles(int(tinyDims.layers))
 	cases := []struct {
-		name string
-		src  string
-		o    Options
+		name  string
+		specs []st.TensorSpec
+		o     Options
 	}{
 		{"pp16", bf16, Options{}},
 		{"dp16", fp8, Options{TextOnly: true, WeightShard: true, VocabTP: true}},
 		{"dp2-dcp8", fp8, Options{TextOnly: true, VocabTP: true}},
 	}
 	for _, c := range cases {
-		s, err := OpenSource(c.src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		m, err := s.Model()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := Builtin(c.name, m, c.o)
+		s, _ := fakeSource(t, nil, c.specs, files)
+		l, err := Builtin(c.name, tinyDims.model(), c.o)
 		if err != nil {
 			t.Fatal(err)
 		}

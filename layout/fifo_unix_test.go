@@ -1,0 +1,37 @@
+//go:build unix
+
+package layout
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A FIFO where a layout file or a manifest belongs is refused, not opened
+// (opening it would block forever). The deadline turns a regression into a
+// failure instead of a hung test.
+func TestFIFOsRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "layout.json")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip(err)
+	}
+	done := make(chan error, 2)
+	go func() { _, err := Load(fifo); done <- err }()
+	go func() { _, err := readManifest(dir); done <- err }()
+	for range 2 {
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrNotRegular) {
+				t.Errorf("FIFO: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("opening a FIFO hangs")
+		}
+	}
+	_ = os.Remove(fifo)
+}
