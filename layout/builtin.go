@@ -22,7 +22,8 @@ type Model struct {
 	AttnResBlock int
 }
 
-// K3 is Kimi K3's dimensions (SPEC §1.1).
+// K3 is Kimi K3's dimensions: 93 layers, 96 MLA and 96 KDA heads, 896 routed
+// experts, AttnRes blocks of 12 layers.
 func K3() Model {
 	return Model{Layers: 93, AttnHeads: 96, LinearHeads: 96, Experts: 896, AttnResBlock: 12}
 }
@@ -51,15 +52,15 @@ type Options struct {
 	EvenPartition bool
 }
 
-// PP16Partition is the prefill script's SGLANG_PP_LAYER_PARTITION for K3 (SPEC §5).
-func PP16Partition() []int { return []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} }
+// pp16Partition is the prefill script's SGLANG_PP_LAYER_PARTITION for K3.
+func pp16Partition() []int { return []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} }
 
-// NodeGPUs is the size of a node-local group: weight shard, vocab TP, head TP
-// and DCP all stay inside one node's NVLink domain (SPEC §6: group = rank % 8).
-const NodeGPUs = 8
+// nodeGPUs is the size of a node-local group: weight shard, vocab TP, head TP
+// and DCP all stay inside one node's NVLink domain: the group of rank r is r % 8.
+const nodeGPUs = 8
 
-// DecodeRanks is the decode world size of SPEC §6 (2 nodes × 8 GPUs).
-const DecodeRanks = 16
+// decodeRanks is the decode world size: 2 nodes × 8 GPUs.
+const decodeRanks = 16
 
 // builtin is one built-in layout: its doc, the seed script's options, and the
 // function that builds its rules.
@@ -127,7 +128,7 @@ func Builtin(name string, m Model, o Options) (*Layout, error) {
 		return nil, err
 	}
 	l.Name, l.Doc, l.Layers = name, b.doc, m.Layers
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -140,7 +141,7 @@ func Resolve(nameOrPath string, m Model, o Options) (*Layout, error) {
 		return Builtin(nameOrPath, m, o)
 	}
 	if strings.HasSuffix(nameOrPath, ".json") || strings.ContainsRune(nameOrPath, '/') {
-		return Load(nameOrPath)
+		return loadLayout(nameOrPath)
 	}
 	return nil, unknownLayout(nameOrPath)
 }
@@ -151,9 +152,9 @@ func partition(m Model, o Options, stages int, def func() ([]int, error)) ([]int
 	switch {
 	case o.PPPartition != nil:
 		p := append([]int(nil), o.PPPartition...)
-		return p, CheckPartition(p, stages, m.Layers)
+		return p, checkPartition(p, stages, m.Layers)
 	case o.EvenPartition:
-		return DefaultPartition(m.Layers, stages)
+		return defaultPartition(m.Layers, stages)
 	default:
 		return def()
 	}
@@ -213,7 +214,7 @@ func split(name string, axis, parts int, groups ...[]string) Rule {
 
 // experts is a split of some projections of the routed experts.
 func experts(name string, axis int, projs ...string) Rule {
-	r := split(name, axis, NodeGPUs, grpExperts)
+	r := split(name, axis, nodeGPUs, grpExperts)
 	r.Projs = projs
 	return r
 }
@@ -234,7 +235,7 @@ func sharedHeads(m Model) int64 {
 // onOff is replicate when off, an 8-way row split inside the node when on.
 func onOff(on bool, name string, pats ...[]string) Rule {
 	if on {
-		return split(name, 0, NodeGPUs, pats...)
+		return split(name, 0, nodeGPUs, pats...)
 	}
 	return repl(name, StageAuto, pats...)
 }
@@ -253,9 +254,9 @@ func ep(m Model) Rule {
 func buildPP16(m Model, o Options) (*Layout, error) {
 	p, err := partition(m, o, 16, func() ([]int, error) {
 		if m.Layers == 93 {
-			return PP16Partition(), nil
+			return pp16Partition(), nil
 		}
-		return DefaultPartition(m.Layers, 16)
+		return defaultPartition(m.Layers, 16)
 	})
 	if err != nil {
 		return nil, err
@@ -269,7 +270,7 @@ func buildPP16(m Model, o Options) (*Layout, error) {
 }
 
 func buildDP16(m Model, o Options) (*Layout, error) {
-	return &Layout{RanksPerStage: DecodeRanks, Rules: []Rule{
+	return &Layout{RanksPerStage: decodeRanks, Rules: []Rule{
 		ep(m),
 		onOff(o.WeightShard, "weight-shard", grpWeightShard),
 		onOff(o.VocabTP, "vocab", grpEmbed, grpLMHead),
@@ -281,13 +282,13 @@ func buildDP16(m Model, o Options) (*Layout, error) {
 
 func kdaHeadTP(m Model) []Rule {
 	h := int64(m.LinearHeads)
-	alog := heads(split("kda-a-log", 0, NodeGPUs, grpKDAALog), h)
+	alog := heads(split("kda-a-log", 0, nodeGPUs, grpKDAALog), h)
 	alog.Valid = h
 	return []Rule{
-		heads(split("kda-head-rows", 0, NodeGPUs, grpKDAProjRows, grpKDAStateRows), h),
+		heads(split("kda-head-rows", 0, nodeGPUs, grpKDAProjRows, grpKDAStateRows), h),
 		alog,
-		heads(split("attn-g-rows", 0, NodeGPUs, grpGRows), sharedHeads(m)),
-		heads(split("attn-o-cols", 1, NodeGPUs, grpOCols), sharedHeads(m)),
+		heads(split("attn-g-rows", 0, nodeGPUs, grpGRows), sharedHeads(m)),
+		heads(split("attn-o-cols", 1, nodeGPUs, grpOCols), sharedHeads(m)),
 	}
 }
 
@@ -296,14 +297,14 @@ func buildDP2DCP8(m Model, o Options) (*Layout, error) {
 	rules = append(rules, kdaHeadTP(m)...)
 	rules = append(rules,
 		repl("replicated-q", StageAuto, grpMLAQB),
-		split("dense-up", 0, NodeGPUs, grpDenseUp),
-		split("dense-down", 1, NodeGPUs, grpDenseDown),
+		split("dense-up", 0, nodeGPUs, grpDenseUp),
+		split("dense-down", 1, nodeGPUs, grpDenseDown),
 		onOff(o.VocabTP, "vocab", grpEmbed, grpLMHead),
 		vision(o, StageAuto),
 		repl("replicated", StageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpMLAKV,
 			grpRouter, grpLatentDown, grpLatentUp, grpSharedUp, grpSharedDown, grpFinal),
 	)
-	return &Layout{RanksPerStage: DecodeRanks, Rules: rules}, nil
+	return &Layout{RanksPerStage: decodeRanks, Rules: rules}, nil
 }
 
 func buildPP8TP8(m Model, o Options) (*Layout, error) {
@@ -319,15 +320,15 @@ func buildPP8TP8(m Model, o Options) (*Layout, error) {
 	}
 	rules = append(rules, kdaHeadTP(m)...)
 	rules = append(rules,
-		heads(split("mla-q-b", 0, NodeGPUs, grpMLAQB), h),
-		heads(split("mla-kv-b", 0, NodeGPUs, grpMLAKV), h),
-		split("mlp-up", 0, NodeGPUs, grpDenseUp, grpSharedUp, grpLatentDown),
-		split("mlp-down", 1, NodeGPUs, grpDenseDown, grpSharedDown, grpLatentUp),
-		at(split("vocab-first", 0, NodeGPUs, grpEmbed), StageFirst),
-		at(split("vocab-last", 0, NodeGPUs, grpLMHead), StageLast),
+		heads(split("mla-q-b", 0, nodeGPUs, grpMLAQB), h),
+		heads(split("mla-kv-b", 0, nodeGPUs, grpMLAKV), h),
+		split("mlp-up", 0, nodeGPUs, grpDenseUp, grpSharedUp, grpLatentDown),
+		split("mlp-down", 1, nodeGPUs, grpDenseDown, grpSharedDown, grpLatentUp),
+		at(split("vocab-first", 0, nodeGPUs, grpEmbed), StageFirst),
+		at(split("vocab-last", 0, nodeGPUs, grpLMHead), StageLast),
 		vision(o, StageFirst),
 		repl("replicated", StageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpRouter),
 		repl("final", StageLast, grpFinal),
 	)
-	return &Layout{Partition: p, RanksPerStage: NodeGPUs, Rules: rules}, nil
+	return &Layout{Partition: p, RanksPerStage: nodeGPUs, Rules: rules}, nil
 }

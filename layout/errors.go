@@ -33,7 +33,7 @@ var (
 	ErrOutputExists = errors.New("output directory is not empty")
 	// ErrMismatch: a rebuilt tensor whose bytes differ from the source's.
 	ErrMismatch = errors.New("tensor bytes differ")
-	// ErrMetadata: a source file's __metadata__ beyond MaxMetadataBytes.
+	// ErrMetadata: a source file's __metadata__ beyond maxMetadataBytes.
 	ErrMetadata = errors.New("source metadata too large")
 	// ErrNotRegular: a path the package reads that is not a regular file
 	// (a FIFO, a device, a directory) or a link leaving its tree.

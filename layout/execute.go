@@ -14,10 +14,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// DefaultJobs is the least default number of files written at once. Each
+// defaultJobs is the least default number of files written at once. Each
 // writer hands its file to a committer (fsync, rename) and goes on, so the
 // disk flushes one file while the next is written.
-const DefaultJobs = 4
+const defaultJobs = 4
 
 // commitsPerJob bounds files waiting for fsync per writer.
 const commitsPerJob = 4
@@ -25,7 +25,7 @@ const commitsPerJob = 4
 // ExecOptions controls Execute.
 type ExecOptions struct {
 	// Jobs bounds how many files are written at once (0: GOMAXPROCS, at
-	// least DefaultJobs).
+	// least defaultJobs).
 	Jobs int
 	// Restart discards what an earlier, unfinished or different run left in
 	// the output directories; without it such a run is resumed (same plan)
@@ -139,7 +139,7 @@ func jobsOr(n int) int {
 	if n > 0 {
 		return n
 	}
-	return max(DefaultJobs, runtime.GOMAXPROCS(0))
+	return max(defaultJobs, runtime.GOMAXPROCS(0))
 }
 
 // writeFiles writes files with jobs writers; each written file goes to a

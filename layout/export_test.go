@@ -2,12 +2,12 @@ package layout
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -28,7 +28,6 @@ var (
 	fixtureOnce sync.Once
 	fixtureErr  error
 )
-
 
 // fixtures writes, once per test run, the tiny BF16 replica (model.Synth) and
 // an FP8 version of it (written here, see writeFP8).

@@ -24,7 +24,7 @@ func exportDirs(path string) ([]string, error) {
 		if !e.IsDir() || !(strings.HasPrefix(e.Name(), rankDirPrefix) || strings.HasPrefix(e.Name(), stageDirPrefix)) {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(path, e.Name(), ManifestName)); err == nil {
+		if _, err := os.Stat(filepath.Join(path, e.Name(), manifestName)); err == nil {
 			out = append(out, e.Name())
 		}
 	}
@@ -119,7 +119,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 	// Rank 0's manifest records the source files' metadata (the others
 	// only name the files), so reassembly needs it.
 	if rank0 == nil {
-		return fail(fmt.Errorf("%w: %s: rank 0's %s, which records the source files' metadata, is missing", ErrManifest, root, ManifestName))
+		return fail(fmt.Errorf("%w: %s: rank 0's %s, which records the source files' metadata, is missing", ErrManifest, root, manifestName))
 	}
 	s.info, s.exportM = rank0.Source, first
 	// A stage directory's config.json carries the stage's layer range; the

@@ -21,7 +21,7 @@ func TestFIFOsRefused(t *testing.T) {
 		t.Skip(err)
 	}
 	done := make(chan error, 2)
-	go func() { _, err := Load(fifo); done <- err }()
+	go func() { _, err := loadLayout(fifo); done <- err }()
 	go func() { _, err := readManifest(dir); done <- err }()
 	for range 2 {
 		select {

@@ -1,13 +1,19 @@
 // Package layout describes how a checkpoint's tensors are spread over pipeline
-// stages and GPU ranks, plans the pieces each rank holds (headers only), and
-// writes per-stage checkpoints and per-rank exports from such a plan.
+// stages and GPU ranks, and writes per-stage checkpoints and per-rank exports.
 //
-// A layout is data: a list of rules, each mapping tensor-name patterns to an
-// action (replicate, split along an axis over a group of ranks, expert
-// parallel, drop) and, for pipeline layouts, a stage placement. Every tensor of
-// a checkpoint must match exactly one rule; block-FP8 scale tensors follow
-// their weight. The built-in layouts (pp16, dp16, dp2-dcp8, pp8-tp8) are
-// defined once, in builtin.go; users can pass their own as JSON.
+// A layout is data: a list of rules, each mapping tensors (by the model's
+// tensor groups, or by name patterns) to an action (replicate, split along
+// an axis over a group of ranks, expert parallel, drop) and, for pipeline
+// layouts, a stage placement. Every tensor of a checkpoint must match exactly
+// one rule; block-FP8 scale tensors follow their weight. The built-in layouts
+// (pp16, dp16, dp2-dcp8, pp8-tp8) are defined once, in builtin.go, by group,
+// so they hold for both name prefixes; users can pass their own as JSON.
+//
+// The work goes inventory → placement → plan → execute: Layout.Place puts
+// every tensor on its ranks (header arithmetic); PlanExport and
+// PlanReassemble turn that into a Plan that holds every file's header and
+// copy steps and the data checks to run first; Plan.Execute writes it,
+// resuming a killed run of the same plan.
 package layout
 
 import (
@@ -20,12 +26,12 @@ import (
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
-// MaxRanks bounds the world size of a layout, so a bad file cannot make
+// maxRanks bounds the world size of a layout, so a bad file cannot make
 // planning allocate per-rank tables of arbitrary size.
-const MaxRanks = 1 << 16
+const maxRanks = 1 << 16
 
-// MaxRules bounds the number of rules (and patterns per rule) in a layout.
-const MaxRules = 4096
+// maxRules bounds the number of rules (and patterns per rule) in a layout.
+const maxRules = 4096
 
 // Action is what a rule does with the tensors it matches.
 type Action uint8
@@ -95,7 +101,7 @@ func (s *StagePlace) UnmarshalText(b []byte) error {
 type ScalePolicy uint8
 
 const (
-	// ScaleReplicate keeps the whole scale on every rank of the group (SPEC §6 A).
+	// ScaleReplicate keeps the whole scale on every rank of the group.
 	ScaleReplicate ScalePolicy = iota
 	// ScaleReject makes planning fail with ErrScaleAlign.
 	ScaleReject
@@ -233,7 +239,7 @@ type compiledRule struct {
 	numeric  bool
 	hasLayer bool
 	groups   model.GroupSet
-	anyLayer bool              // Groups holds anyLayerGroup
+	anyLayer bool               // Groups holds anyLayerGroup
 	projs    []model.ExpertProj // nil: every projection
 }
 
@@ -307,8 +313,8 @@ func (l *Layout) compile() ([]compiledRule, error) {
 		if len(r.Match) == 0 && len(r.Groups) == 0 {
 			return nil, fmt.Errorf("%w: %s: rule %q has no patterns or groups", ErrLayout, l.Name, r.Name)
 		}
-		if len(r.Match) > MaxRules || len(r.Groups) > MaxRules || len(r.Projs) > MaxRules {
-			return nil, fmt.Errorf("%w: %s: rule %q has more than %d patterns, groups or projections", ErrLayout, l.Name, r.Name, MaxRules)
+		if len(r.Match) > maxRules || len(r.Groups) > maxRules || len(r.Projs) > maxRules {
+			return nil, fmt.Errorf("%w: %s: rule %q has more than %d patterns, groups or projections", ErrLayout, l.Name, r.Name, maxRules)
 		}
 		allLayer, err := cr.compileGroups(l)
 		if err != nil {
@@ -344,17 +350,17 @@ func (l *Layout) validateShape() error {
 	if l.Layers < 0 {
 		return fmt.Errorf("%w: %s: negative layer count %d", ErrLayout, l.Name, l.Layers)
 	}
-	if l.RanksPerStage < 1 || l.RanksPerStage > MaxRanks {
-		return fmt.Errorf("%w: %s: ranks_per_stage %d out of [1, %d]", ErrLayout, l.Name, l.RanksPerStage, MaxRanks)
+	if l.RanksPerStage < 1 || l.RanksPerStage > maxRanks {
+		return fmt.Errorf("%w: %s: ranks_per_stage %d out of [1, %d]", ErrLayout, l.Name, l.RanksPerStage, maxRanks)
 	}
-	if len(l.Rules) == 0 || len(l.Rules) > MaxRules {
-		return fmt.Errorf("%w: %s: %d rules (want 1..%d)", ErrLayout, l.Name, len(l.Rules), MaxRules)
+	if len(l.Rules) == 0 || len(l.Rules) > maxRules {
+		return fmt.Errorf("%w: %s: %d rules (want 1..%d)", ErrLayout, l.Name, len(l.Rules), maxRules)
 	}
 	if len(l.Partition) > 0 {
-		if len(l.Partition) > MaxRanks/l.RanksPerStage {
-			return fmt.Errorf("%w: %s: %d stages × %d ranks exceeds %d ranks", ErrLayout, l.Name, len(l.Partition), l.RanksPerStage, MaxRanks)
+		if len(l.Partition) > maxRanks/l.RanksPerStage {
+			return fmt.Errorf("%w: %s: %d stages × %d ranks exceeds %d ranks", ErrLayout, l.Name, len(l.Partition), l.RanksPerStage, maxRanks)
 		}
-		if err := CheckPartition(l.Partition, len(l.Partition), l.Layers); err != nil {
+		if err := checkPartition(l.Partition, len(l.Partition), l.Layers); err != nil {
 			return fmt.Errorf("%s: %w", l.Name, err)
 		}
 	}
@@ -407,36 +413,36 @@ func (l *Layout) validateRule(r *Rule, allLayer bool) error {
 	return nil
 }
 
-// Validate checks the layout's structure and patterns (not yet against tensors).
-func (l *Layout) Validate() error {
+// validate checks the layout's structure and patterns (not yet against tensors).
+func (l *Layout) validate() error {
 	_, err := l.compile()
 	return err
 }
 
-// Parse reads a layout from JSON, rejecting unknown fields, and validates it.
-func Parse(data []byte) (*Layout, error) {
+// parseLayout reads a layout from JSON, rejecting unknown fields, and validates it.
+func parseLayout(data []byte) (*Layout, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var l Layout
 	if err := dec.Decode(&l); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrLayout, err)
 	}
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return nil, err
 	}
 	return &l, nil
 }
 
-// MaxLayoutFile bounds the size of a layout JSON file.
-const MaxLayoutFile = 16 << 20
+// maxLayoutFile bounds the size of a layout JSON file.
+const maxLayoutFile = 16 << 20
 
-// Load reads a layout JSON file (a regular file of at most MaxLayoutFile bytes).
-func Load(path string) (*Layout, error) {
-	data, err := readRegular(path, MaxLayoutFile)
+// loadLayout reads a layout JSON file (a regular file of at most maxLayoutFile bytes).
+func loadLayout(path string) (*Layout, error) {
+	data, err := readRegular(path, maxLayoutFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLayout, err)
 	}
-	l, err := Parse(data)
+	l, err := parseLayout(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -446,5 +452,5 @@ func Load(path string) (*Layout, error) {
 	return l, nil
 }
 
-// JSON returns the layout as indented JSON (the format Load reads).
+// JSON returns the layout as indented JSON (the format loadLayout reads).
 func (l *Layout) JSON() ([]byte, error) { return encodeJSON(l, "  ") }

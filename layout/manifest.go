@@ -9,8 +9,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// ManifestName is the per-rank (per-stage) manifest of an export.
-const ManifestName = "layout.json"
+// manifestName is the per-rank (per-stage) manifest of an export.
+const manifestName = "layout.json"
 
 // manifestFormat versions the manifest schema.
 const manifestFormat = "k3ckpt-layout/1"
@@ -100,7 +100,7 @@ type manifest struct {
 
 // readManifest reads and checks dir/layout.json.
 func readManifest(dir string) (*manifest, error) {
-	path := filepath.Join(dir, ManifestName)
+	path := filepath.Join(dir, manifestName)
 	b, err := readRegular(path, maxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrManifest, err)
@@ -117,7 +117,7 @@ func readManifest(dir string) (*manifest, error) {
 	if m.Layout == nil {
 		return nil, fmt.Errorf("%w: %s: no layout", ErrManifest, path)
 	}
-	if err := m.Layout.Validate(); err != nil {
+	if err := m.Layout.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if m.Rank < 0 || m.Rank >= m.Ranks || m.Ranks != m.Layout.Ranks() {

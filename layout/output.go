@@ -6,9 +6,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// MaxShardBytes is the size at which an output file is closed and the next
+// maxShardBytes is the size at which an output file is closed and the next
 // begun (the 5 GB of huggingface's default max_shard_size).
-const MaxShardBytes = 5_000_000_000
+const maxShardBytes = 5_000_000_000
 
 // maxRunBytes bounds one copy run, so that cancellation is never held up
 // for long by one system call.

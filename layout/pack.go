@@ -41,9 +41,9 @@ func ParsePackFormat(s string) (PackFormat, error) {
 	return 0, fmt.Errorf("%w: unknown scale packing %q (want ue8m0)", ErrLayout, s)
 }
 
-// MaxScaleBytes bounds a block scale tensor read into memory for packing or
+// maxScaleBytes bounds a block scale tensor read into memory for packing or
 // unpacking (K3's largest, lm_head-sized, would be 280 KB).
-const MaxScaleBytes = 256 << 20
+const maxScaleBytes = 256 << 20
 
 // packJob packs the part of a block scale that covers a rank's weight piece.
 type packJob struct {
@@ -63,8 +63,8 @@ func newPackJob(sc, w Piece, src tensorData) (*packJob, error) {
 	if sc.DType != safetensors.F32 {
 		return nil, fmt.Errorf("%w: tensor %s: packing needs F32 scales, not %s", ErrLayout, sc.Name, sc.DType)
 	}
-	if size, _ := safetensors.ByteSize(sc.DType, sc.Shape); size > MaxScaleBytes {
-		return nil, fmt.Errorf("%w: tensor %s: %d-byte scale (limit %d)", ErrLayout, sc.Name, size, MaxScaleBytes)
+	if size, _ := safetensors.ByteSize(sc.DType, sc.Shape); size > maxScaleBytes {
+		return nil, fmt.Errorf("%w: tensor %s: %d-byte scale (limit %d)", ErrLayout, sc.Name, size, maxScaleBytes)
 	}
 	n, k := w.Shape[0], w.Shape[1]
 	pj := &packJob{name: sc.Name, src: src, gk: ceilDiv(k, quant.BlockSize), rows: [2]int64{0, n}, cols: [2]int64{0, k}}
@@ -129,7 +129,7 @@ func (pj *packJob) bytes() ([]byte, error) {
 func unpackScale(name string, hs []holder) (tensorData, error) {
 	e := hs[0].e
 	size, err := safetensors.ByteSize(e.DType, e.Shape)
-	if err != nil || e.DType != safetensors.F32 || size > MaxScaleBytes {
+	if err != nil || e.DType != safetensors.F32 || size > maxScaleBytes {
 		return nil, fmt.Errorf("%w: tensor %s: packed scale of source %s %v", ErrManifest, name, e.DType, e.Shape)
 	}
 	var gn, gk int64

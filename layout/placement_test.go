@@ -269,7 +269,7 @@ func TestDP2DCP8RankSlices(t *testing.T) {
 func TestPP16Stages(t *testing.T) {
 	bf, _ := k3Catalogs()
 	p := mustPlan(t, "pp16", K3(), Options{}, bf)
-	if got := p.Layout.Partition; !reflect.DeepEqual(got, PP16Partition()) {
+	if got := p.Layout.Partition; !reflect.DeepEqual(got, pp16Partition()) {
 		t.Fatalf("partition %v", got)
 	}
 	// Seed: s1 holds layers 7–11, s7 holds 43–47, the last stage 3 layers.
@@ -338,7 +338,7 @@ func TestPP16Stages(t *testing.T) {
 func TestPartitions(t *testing.T) {
 	// SGLang's get_pp_indices without SGLANG_PP_LAYER_PARTITION: 93 over 16 is
 	// base 5 with the last 13 stages getting one more.
-	even, err := DefaultPartition(93, 16)
+	even, err := defaultPartition(93, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +506,7 @@ func TestBadLayouts(t *testing.T) {
 	b := must(l.JSON())(t)
 	path := filepath.Join(t.TempDir(), "bad.json")
 	check(t, os.WriteFile(path, b, 0o644))
-	bad, err := Load(path)
+	bad, err := loadLayout(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,14 +524,14 @@ func TestBadLayouts(t *testing.T) {
 		}
 	}
 	// Unknown JSON fields and enum names are rejected.
-	if _, err := Parse([]byte(`{"name":"x","ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"copy"}]}`)); !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), `unknown action "copy"`) {
+	if _, err := parseLayout([]byte(`{"name":"x","ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"copy"}]}`)); !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), `unknown action "copy"`) {
 		t.Errorf("enum err %v", err)
 	}
-	if _, err := Parse([]byte(`{"name":"x","ranks_per_stage":1,"rulez":[]}`)); !errors.Is(err, ErrLayout) {
+	if _, err := parseLayout([]byte(`{"name":"x","ranks_per_stage":1,"rulez":[]}`)); !errors.Is(err, ErrLayout) {
 		t.Errorf("field err %v", err)
 	}
 	// A pipeline rule without <layer> must say first or last.
-	if _, err := Parse([]byte(`{"name":"x","layers":2,"partition":[1,1],"ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"replicate"}]}`)); !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), `"first" or "last"`) {
+	if _, err := parseLayout([]byte(`{"name":"x","layers":2,"partition":[1,1],"ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"replicate"}]}`)); !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), `"first" or "last"`) {
 		t.Errorf("stage err %v", err)
 	}
 	// Pieces of a rank out of range.
@@ -572,7 +572,7 @@ func TestLayoutJSONRoundTrip(t *testing.T) {
 		if err := json.Unmarshal(b, &raw); err != nil {
 			t.Fatal(err)
 		}
-		l2, err := Parse(b)
+		l2, err := parseLayout(b)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, b)
 		}
@@ -655,7 +655,7 @@ func BenchmarkPlanPP16K3(b *testing.B) {
 // split 2 ways along axis 0 gives slices of 3 whole bytes but steps of 1.5
 // bytes, and is refused; F4 [4, 6] is fine.
 func TestSplitSubByteRows(t *testing.T) {
-	l, err := Parse([]byte(`{"name":"x","ranks_per_stage":2,"rules":[{"name":"s","match":["**"],"action":"split","axis":0,"parts":2}]}`))
+	l, err := parseLayout([]byte(`{"name":"x","ranks_per_stage":2,"rules":[{"name":"s","match":["**"],"action":"split","axis":0,"parts":2}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func (p *Plan) describe() {
 			d.SideFiles = append(d.SideFiles, n)
 		}
 		if d.man != nil {
-			d.SideFiles = append(d.SideFiles, ManifestName)
+			d.SideFiles = append(d.SideFiles, manifestName)
 		}
 		p.Files += len(d.files)
 		p.Bytes += d.Bytes

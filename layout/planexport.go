@@ -12,10 +12,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// MaxMetadataBytes bounds a source file's __metadata__ (keys and values), so
+// maxMetadataBytes bounds a source file's __metadata__ (keys and values), so
 // that what a file claims cannot grow every output. Real checkpoints carry
 // {"format": "pt"}.
-const MaxMetadataBytes = 64 << 10
+const maxMetadataBytes = 64 << 10
 
 // metadataFormatKey is the one metadata key written rank files keep: loaders
 // check it.
@@ -34,9 +34,9 @@ type ExportOptions struct {
 	Pack PackFormat
 }
 
-// DirName is the output directory of a rank: stage-NN for a pipeline layout
+// dirName is the output directory of a rank: stage-NN for a pipeline layout
 // with one rank per stage, rank-NN otherwise.
-func DirName(l *Layout, rank int) string {
+func dirName(l *Layout, rank int) string {
 	if l.RanksPerStage == 1 && l.Stages() > 1 {
 		return fmt.Sprintf("%s%02d", stageDirPrefix, rank)
 	}
@@ -84,15 +84,15 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	return p, nil
 }
 
-// checkMetadata refuses source files whose metadata exceeds MaxMetadataBytes.
+// checkMetadata refuses source files whose metadata exceeds maxMetadataBytes.
 func checkMetadata(src *Source) error {
 	for _, f := range src.info.Files {
 		n := 0
 		for k, v := range f.Metadata {
 			n += len(k) + len(v)
 		}
-		if n > MaxMetadataBytes {
-			return fmt.Errorf("%w: %s: %s has %d bytes of __metadata__ (limit %d)", ErrMetadata, src.Root, f.Name, n, MaxMetadataBytes)
+		if n > maxMetadataBytes {
+			return fmt.Errorf("%w: %s: %s has %d bytes of __metadata__ (limit %d)", ErrMetadata, src.Root, f.Name, n, maxMetadataBytes)
 		}
 	}
 	return nil
@@ -107,7 +107,7 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 	}
 	stage := pl.StageOf(rank)
 	first, end := l.StageLayers(stage)
-	*d = DirPlan{Dir: DirName(l, rank), Rank: rank, Stage: stage, Layers: [2]int{first, end}}
+	*d = DirPlan{Dir: dirName(l, rank), Rank: rank, Stage: stage, Layers: [2]int{first, end}}
 	man := &manifest{Format: manifestFormat, Layout: l, Rank: rank, Ranks: pl.Ranks(), Stage: stage,
 		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: pack.String(), Source: src.info,
 		SourceConfig: string(src.config), Dropped: dropped, Tensors: make([]entry, 0, len(pcs))}
@@ -130,7 +130,7 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 	if err != nil {
 		return err
 	}
-	// Pieces in source order fill output files of up to MaxShardBytes; a
+	// Pieces in source order fill output files of up to maxShardBytes; a
 	// verbatim source shard becomes one file of its own.
 	var cur *outFile
 	var curBytes int64
@@ -143,7 +143,7 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 			opened[sf] = true
 			man.SourceFiles = append(man.SourceFiles, sf)
 		}
-		ot := outTensor{spec: safetensors.TensorSpec{Name: pc.Name, DType: pc.DType, Shape: pc.SliceShape()},
+		ot := outTensor{spec: safetensors.TensorSpec{Name: pc.Name, DType: pc.DType, Shape: pc.sliceShape()},
 			src: src.data[pc.Index], shape: pc.Shape, held: pc.Held, axis: pc.Axis, start: pc.Start, stop: pc.Stop}
 		e := entry{Name: pc.Name, SourceFile: sf, DType: pc.DType, Shape: pc.Shape, Held: pc.Held, Rule: pc.Rule,
 			ScaleOf: pc.ScaleOf, Scale: pc.Scale}
@@ -175,7 +175,7 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 			continue
 		}
 		size := ot.size()
-		if cur == nil || (curBytes > 0 && curBytes+size > MaxShardBytes) {
+		if cur == nil || (curBytes > 0 && curBytes+size > maxShardBytes) {
 			cur = &outFile{meta: rankFileMeta(src, sf)}
 			curBytes = 0
 			d.files = append(d.files, cur)

@@ -37,7 +37,7 @@ func ParseRanks(s string) ([]int, error) {
 		f = strings.TrimSpace(f)
 		var a, b int
 		if _, err := fmt.Sscanf(f, "%d-%d", &a, &b); err == nil && strings.Count(f, "-") == 1 {
-			if b < a || b-a > MaxRanks {
+			if b < a || b-a > maxRanks {
 				return nil, fmt.Errorf("%w: bad range %q", ErrRank, f)
 			}
 			for r := a; r <= b; r++ {

@@ -17,7 +17,7 @@ import (
 // source's; the tensors the export's layout dropped are listed in Dropped.
 func PlanReassemble(src *Source) (*Plan, error) {
 	if src.exportM == nil {
-		return nil, fmt.Errorf("%w: %s has no rank-NN or stage-NN directories with %s", ErrManifest, src.Root, ManifestName)
+		return nil, fmt.Errorf("%w: %s has no rank-NN or stage-NN directories with %s", ErrManifest, src.Root, manifestName)
 	}
 	byFile := map[string]*outFile{}
 	for i, spec := range src.Specs {

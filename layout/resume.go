@@ -33,7 +33,7 @@ type dirRun struct {
 
 func (dr *dirRun) completionName() string {
 	if dr.d.man != nil {
-		return ManifestName
+		return manifestName
 	}
 	return safetensors.IndexName
 }

@@ -46,7 +46,7 @@ const smallLayout = `{"name": "small4", "ranks_per_stage": 4, "rules": [
 
 func smallPlan(t *testing.T, src *Source, js string, o ExportOptions) *Plan {
 	t.Helper()
-	l := must(Parse([]byte(js)))(t)
+	l := must(parseLayout([]byte(js)))(t)
 	return must(PlanExport(src, l, o))(t)
 }
 
@@ -136,7 +136,7 @@ func TestResumeAfterKill(t *testing.T) {
 	if _, err := p.Execute(ctx, filepath.Dir(dst3), ExecOptions{}); !errors.Is(err, ErrOutputExists) {
 		t.Errorf("occupied directory: %v", err)
 	}
-	if _, err := PlanExport(src, must(Parse([]byte(smallLayout)))(t), ExportOptions{Ranks: []int{3, 4}}); !errors.Is(err, ErrRank) {
+	if _, err := PlanExport(src, must(parseLayout([]byte(smallLayout)))(t), ExportOptions{Ranks: []int{3, 4}}); !errors.Is(err, ErrRank) {
 		t.Errorf("rank out of range: %v", err)
 	}
 }
@@ -154,8 +154,8 @@ func TestMetadataRecordedOnce(t *testing.T) {
 	dst := filepath.Join(tmp, "dst")
 	must(smallPlan(t, src, smallLayout, ExportOptions{}).Execute(context.Background(), dst, ExecOptions{}))(t)
 	for r, wantNote := range []bool{true, false, false, false} {
-		dir := filepath.Join(dst, DirName(must(Parse([]byte(smallLayout)))(t), r))
-		man := must(os.ReadFile(filepath.Join(dir, ManifestName)))(t)
+		dir := filepath.Join(dst, dirName(must(parseLayout([]byte(smallLayout)))(t), r))
+		man := must(os.ReadFile(filepath.Join(dir, manifestName)))(t)
 		if got := bytes.Count(man, []byte(meta["note"])); got != map[bool]int{true: 2, false: 0}[wantNote] {
 			t.Errorf("rank %d manifest holds the source metadata %d times", r, got)
 		}
@@ -185,10 +185,10 @@ func TestMetadataRecordedOnce(t *testing.T) {
 	}
 
 	big := filepath.Join(tmp, "big")
-	writeSmall(t, big, map[string]string{"format": "pt", "note": strings.Repeat("n", MaxMetadataBytes)})
+	writeSmall(t, big, map[string]string{"format": "pt", "note": strings.Repeat("n", maxMetadataBytes)})
 	bs := must(OpenSource(big))(t)
 	defer bs.Close()
-	if _, err := PlanExport(bs, must(Parse([]byte(smallLayout)))(t), ExportOptions{}); !errors.Is(err, ErrMetadata) || !strings.Contains(err.Error(), "a.safetensors") {
+	if _, err := PlanExport(bs, must(parseLayout([]byte(smallLayout)))(t), ExportOptions{}); !errors.Is(err, ErrMetadata) || !strings.Contains(err.Error(), "a.safetensors") {
 		t.Errorf("oversized metadata: %v", err)
 	}
 }

@@ -137,7 +137,7 @@ func (s *Source) Model() (Model, error) {
 // auxSkip are root entries that are not copied along as side files.
 func auxSkip(name string) bool {
 	return strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".safetensors") ||
-		name == safetensors.IndexName || name == ManifestName
+		name == safetensors.IndexName || name == manifestName
 }
 
 // readAux reads the small side files (config.json, tokenizer files…) of a
