@@ -99,4 +99,3 @@ func (p Piece) sliceShape() []int64 {
 	}
 	return s
 }
-
