@@ -219,7 +219,7 @@ func TestWriteErrors(t *testing.T) {
 func TestCLIDryRunAndVerify(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "never")
 	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--dry-run", "--format", "modelopt")
-	if code != 0 || !strings.Contains(stdout, "952 quantized") || !strings.Contains(stdout, "model-00096-of-00096.safetensors") {
+	if code != 0 || !strings.Contains(stdout, "952 quantized") || !strings.Contains(stdout, "model-00096-of-000096.safetensors") {
 		t.Fatalf("dry run: %d %s %s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
@@ -232,7 +232,7 @@ func TestCLIDryRunAndVerify(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
 	copyTree(t, tinyRef, bad)
-	patch(t, filepath.Join(bad, "model-00002-of-00096.safetensors"), 5000, 0x00)
+	patch(t, filepath.Join(bad, "model-00002-of-000096.safetensors"), 5000, 0x00)
 	if _, _, code := runCLI(t, "verify", tinySrc, bad); code != 1 {
 		t.Errorf("verify of a damaged conversion: exit %d", code)
 	}

@@ -402,7 +402,7 @@ func copyTree(t *testing.T, from, to string) {
 func TestResumeRedoesOnlyDamagedFiles(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "out")
 	copyTree(t, tinyRef, dst)
-	damaged := "model-00005-of-00096.safetensors"
+	damaged := "model-00005-of-000096.safetensors"
 	patch(t, filepath.Join(dst, damaged), 4096, 0x55)
 	os.Remove(filepath.Join(dst, "tiktoken.model"))
 	// A leftover temporary of a killed run.
@@ -531,7 +531,7 @@ func copyTreeLinked(t *testing.T, from, to string, copied map[string]bool) {
 }
 
 func TestNonFiniteWeight(t *testing.T) {
-	shard := "model-00001-of-00096.safetensors"
+	shard := "model-00001-of-000096.safetensors"
 	name := "language_model.model.layers.0.mlp.down_proj.weight"
 	src := copyWithShard(t, shard)
 	c := openSrc(t, src)

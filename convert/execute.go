@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"hash"
 	"io"
 	"math"
@@ -270,7 +271,7 @@ func (s *scratch) copyAux(ctx context.Context, from, to string, want int64, prog
 	if err := ctx.Err(); err != nil {
 		return FileRecord{}, nil, err
 	}
-	in, err := os.Open(from)
+	in, err := fsx.Open(from)
 	if err != nil {
 		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}

@@ -273,12 +273,9 @@ func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, sha
 // convention and renders hf_quant_config.json for ModelOpt.
 func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq []byte, err error) {
 	raw := cfg.Raw()
-	var srcQC map[string]any
-	if v, ok := raw["quantization_config"]; ok {
-		if srcQC, ok = v.(map[string]any); !ok {
-			return nil, nil, fmt.Errorf("%w: quantization_config is not an object", ErrConfig)
-		}
-	}
+	// The source's own description of its experts: inside text_config in
+	// the release, where the schema found it.
+	srcQC := cfg.QuantizationConfig()
 	qc, hf, err := quantConfigs(srcQC, cfg.GroupSize, mods, opts)
 	if err != nil {
 		return nil, nil, err

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -138,7 +139,7 @@ func recordPath(dst, unit string) string {
 }
 
 func readJSON(path string, v any) error {
-	f, err := os.Open(path)
+	f, err := fsx.Open(path)
 	if err != nil {
 		return err
 	}
@@ -224,7 +225,7 @@ const hashWindow = 4 << 20
 // hashFile returns a file's size and sha256, counting bytes into progress.
 // buf is used when the file cannot be mapped.
 func hashFile(path string, buf []byte, progress func(int64)) (FileRecord, error) {
-	f, err := os.Open(path)
+	f, err := fsx.Open(path)
 	if err != nil {
 		return FileRecord{}, err
 	}

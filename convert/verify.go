@@ -9,13 +9,13 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -141,7 +141,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	}
 	// Configs and index must be exactly what the plan writes.
 	for name, b := range meta {
-		got, err := os.ReadFile(filepath.Join(dst, name))
+		got, err := fsx.ReadFile(filepath.Join(dst, name), safetensors.MaxAuxSize)
 		if err != nil {
 			rep.fail("%s: %v", name, err)
 		} else if !bytes.Equal(got, b) {
@@ -161,7 +161,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		var want bytes.Buffer
 		if err := streamIndex(&want, dst, shards); err != nil {
 			rep.fail("index: %v", err)
-		} else if got, err := os.ReadFile(filepath.Join(dst, safetensors.IndexName)); err != nil || !bytes.Equal(got, want.Bytes()) {
+		} else if got, err := fsx.ReadFile(filepath.Join(dst, safetensors.IndexName), safetensors.MaxIndexSize); err != nil || !bytes.Equal(got, want.Bytes()) {
 			rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 // error naming the file.
 func TestBadInput(t *testing.T) {
 	src := tinyReplica(t)
-	const victim = "model-00002-of-00096.safetensors"
+	const victim = "model-00002-of-000096.safetensors"
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, dir string) string // returns the name the error must mention
@@ -47,7 +47,7 @@ func TestBadInput(t *testing.T) {
 			// Move one tensor of shard 2 to shard 3 in the index only.
 			for name, f := range wm {
 				if f == victim {
-					wm[name] = "model-00003-of-00096.safetensors"
+					wm[name] = "model-00003-of-000096.safetensors"
 					break
 				}
 			}
@@ -203,11 +203,11 @@ func TestRemoteBad(t *testing.T) {
 	})
 	t.Run("missing shard", func(t *testing.T) {
 		d := copyReplica(t, dir)
-		must(t, os.Remove(filepath.Join(d, "model-00005-of-00096.safetensors")))
+		must(t, os.Remove(filepath.Join(d, "model-00005-of-000096.safetensors")))
 		srv := httptest.NewServer(http.FileServer(http.Dir(d)))
 		defer srv.Close()
 		_, err := Inspect(srv.URL+"/", Options{})
-		if err == nil || !strings.Contains(err.Error(), "model-00005-of-00096.safetensors") {
+		if err == nil || !strings.Contains(err.Error(), "model-00005-of-000096.safetensors") {
 			t.Fatalf("err = %v, want an error naming the missing shard", err)
 		}
 	})

@@ -60,12 +60,18 @@ func (a *auditor) readConfigs() ([]QuantSection, int64, error) {
 			a.warn.add(fmt.Sprintf("%s: %v: classified with the public K3 layer schedule; shapes not checked", model.ConfigName, perr))
 		}
 		a.cfg = cfg
-		var top map[string]json.RawMessage
-		if err := json.Unmarshal(b, &top); err != nil {
+		// Where the schema read quantization_config (inside text_config in
+		// the release); the top level when the schema rejected the config.
+		path := "quantization_config"
+		if cfg != nil {
+			path = cfg.QuantizationPath()
+		}
+		q, err := rawAt(b, path)
+		if err != nil {
 			return nil, 0, fmt.Errorf("%s: %w: %v", model.ConfigName, ErrConfig, err)
 		}
-		if q, ok := top["quantization_config"]; ok {
-			s, err := newSection(model.ConfigName, "quantization_config", q)
+		if q != nil {
+			s, err := newSection(model.ConfigName, path, q)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -86,6 +92,27 @@ func (a *auditor) readConfigs() ([]QuantSection, int64, error) {
 		secs = append(secs, s)
 	}
 	return secs, read, nil
+}
+
+// rawAt returns the JSON value at a dotted path of the object b, nil when
+// the path is "" or absent.
+func rawAt(b []byte, path string) (json.RawMessage, error) {
+	if path == "" {
+		return nil, nil
+	}
+	cur := json.RawMessage(b)
+	for k := range strings.SplitSeq(path, ".") {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(cur, &obj); err != nil {
+			return nil, err
+		}
+		v, ok := obj[k]
+		if !ok {
+			return nil, nil
+		}
+		cur = v
+	}
+	return cur, nil
 }
 
 func newSection(file, key string, raw []byte) (QuantSection, error) {

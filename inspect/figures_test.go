@@ -300,7 +300,7 @@ func TestFullReplicaPP16(t *testing.T) {
 		t.Errorf("stages hold %d B (dropped %d), checkpoint %d", total, lr.DroppedBytes, rep.TotalBytes)
 	}
 	// Stage 7 (layers 43–47) opens exactly its five layer shards (files 44–48).
-	if got := lr.Stages[7].Files; len(got) != 5 || got[0] != "model-00044-of-00096.safetensors" || got[4] != "model-00048-of-00096.safetensors" {
+	if got := lr.Stages[7].Files; len(got) != 5 || got[0] != "model-00044-of-000096.safetensors" || got[4] != "model-00048-of-000096.safetensors" {
 		t.Errorf("stage 7 files %v", got)
 	}
 }

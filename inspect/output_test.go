@@ -205,7 +205,7 @@ func TestReportOutputs(t *testing.T) {
 			var txt bytes.Buffer
 			must(t, WriteText(&txt, rep))
 			s := txt.String()
-			for _, want := range []string{"total", gibStr(rep.TotalBytes), "recipe " + DefaultRecipe, "quantization (config.json quantization_config)"} {
+			for _, want := range []string{"total", gibStr(rep.TotalBytes), "recipe " + DefaultRecipe, "quantization (config.json text_config.quantization_config)"} {
 				if !strings.Contains(s, want) {
 					t.Errorf("text lacks %q:\n%s", want, s)
 				}
@@ -305,7 +305,7 @@ func TestInspectEntryPoints(t *testing.T) {
 	if viaIndex.TotalBytes != whole.TotalBytes || !equalRows(viaIndex.Components, whole.Components) {
 		t.Errorf("index audit differs from directory audit")
 	}
-	one, err := Inspect(filepath.Join(dir, "model-00001-of-00096.safetensors"), Options{By: ByLayer})
+	one, err := Inspect(filepath.Join(dir, "model-00001-of-000096.safetensors"), Options{By: ByLayer})
 	must(t, err)
 	if len(one.Files) != 1 || len(one.Groups) != 1 || one.Groups[0].Key != "0" || one.TotalBytes != whole.Files[0].Bytes {
 		t.Errorf("single file: %d files, groups %v, %d B (want layer 0 only, %d B)", len(one.Files), one.Groups, one.TotalBytes, whole.Files[0].Bytes)

@@ -35,7 +35,7 @@ var (
 	ErrMismatch = errors.New("tensor bytes differ")
 	// ErrMetadata: a source file's __metadata__ beyond maxMetadataBytes.
 	ErrMetadata = errors.New("source metadata too large")
-	// ErrNotRegular: a path the package reads that is not a regular file
-	// (a FIFO, a device, a directory) or a link leaving its tree.
-	ErrNotRegular = errors.New("not a regular file")
+	// ErrLink: a side file or an export's rank file that links outside its
+	// checkpoint or export.
+	ErrLink = errors.New("link leaves its directory")
 )

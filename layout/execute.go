@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -46,7 +47,8 @@ type Result struct {
 	Cleaned int
 }
 
-// Execute writes the plan under dst. It runs the validation pass first, so
+// Execute writes the plan under dst, holding dst's lock for the whole run
+// (a second run on dst fails at once). It runs the validation pass first, so
 // that a failing check leaves dst untouched. Every file is written
 // atomically; a directory is finished (index, side files, then its
 // completion record) as soon as its last file is committed. A rerun of the
@@ -62,11 +64,11 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, err
 	}
-	unlock, err := lockDir(dst)
+	lock, err := dirlock.Acquire(dst)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer lock.Release()
 	res := &Result{}
 	runs := make([]*dirRun, len(p.Dirs))
 	var jobs []writeJob
@@ -184,10 +186,4 @@ func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(i
 		return total.Load(), errWrite
 	}
 	return total.Load(), nil
-}
-
-// lockDir takes the output directory for this run.
-// TODO(layout): the shared DST lock once it exists; until then no lock.
-func lockDir(dir string) (func(), error) {
-	return func() {}, nil
 }

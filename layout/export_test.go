@@ -347,7 +347,7 @@ func TestShardPP16Tiny(t *testing.T) {
 		// plus the model-level shards on the first and last stage.
 		var want []string
 		for l := a; l < b; l++ {
-			want = append(want, fmt.Sprintf("model-%05d-of-00096.safetensors", l+1))
+			want = append(want, fmt.Sprintf("model-%05d-of-000096.safetensors", l+1))
 		}
 		for _, e := range m.Tensors {
 			if !strings.HasPrefix(e.Name, "language_model.model.layers.") {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -45,16 +46,16 @@ func openRankFile(root, path string) (*safetensors.File, error) {
 			return nil, fmt.Errorf("%w: %v", ErrManifest, err)
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: %s links outside the export %s; copy the file in or export again", ErrNotRegular, path, root)
+			return nil, fmt.Errorf("%w: %s links outside the export %s; copy the file in or export again", ErrLink, path, root)
 		}
 	}
-	f, _, err := openRegular(path)
+	f, err := fsx.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	f.Close()
-	// TODO(layout): open through the codec's regular-file opener, which
-	// checks and opens in one step.
+	// TODO(layout): a safetensors opener over the checked *os.File, so the
+	// check and the open are one step.
 	return safetensors.OpenFile(path)
 }
 

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
 // A FIFO where a layout file or a manifest belongs is refused, not opened
@@ -26,7 +28,7 @@ func TestFIFOsRefused(t *testing.T) {
 	for range 2 {
 		select {
 		case err := <-done:
-			if !errors.Is(err, ErrNotRegular) {
+			if !errors.Is(err, fsx.ErrNotRegular) {
 				t.Errorf("FIFO: %v", err)
 			}
 		case <-time.After(30 * time.Second):

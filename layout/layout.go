@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -438,7 +439,7 @@ const maxLayoutFile = 16 << 20
 
 // loadLayout reads a layout JSON file (a regular file of at most maxLayoutFile bytes).
 func loadLayout(path string) (*Layout, error) {
-	data, err := readRegular(path, maxLayoutFile)
+	data, err := fsx.ReadFile(path, maxLayoutFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLayout, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -101,7 +102,7 @@ type manifest struct {
 // readManifest reads and checks dir/layout.json.
 func readManifest(dir string) (*manifest, error) {
 	path := filepath.Join(dir, manifestName)
-	b, err := readRegular(path, maxManifestSize)
+	b, err := fsx.ReadFile(path, maxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrManifest, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -91,7 +93,7 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 	}
 	left := 0
 	for _, e := range ents {
-		if !isTemp(e.Name()) {
+		if !transient(e.Name()) {
 			left++
 		}
 	}
@@ -109,6 +111,10 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 	return dr, nil
 }
 
+// transient reports the entries of an output directory that no plan writes:
+// temporaries of a killed run and DST's lock.
+func transient(name string) bool { return isTemp(name) || name == dirlock.LockName }
+
 func isTemp(name string) bool {
 	return len(name) >= len(atomicfile.TempPrefix) && name[:len(atomicfile.TempPrefix)] == atomicfile.TempPrefix
 }
@@ -121,6 +127,9 @@ func emptyDir(dir string, ents []os.DirEntry) error {
 		}
 	}
 	for _, e := range ents {
+		if e.Name() == dirlock.LockName {
+			continue
+		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
@@ -151,7 +160,7 @@ func (dr *dirRun) keepDone() error {
 // complete reports whether the directory already holds the finished plan:
 // its completion record byte for byte and every file as planned.
 func (dr *dirRun) complete() bool {
-	b, err := readRegular(filepath.Join(dr.dir, dr.completionName()), int64(len(dr.completion)))
+	b, err := fsx.ReadFile(filepath.Join(dr.dir, dr.completionName()), int64(len(dr.completion)))
 	if err != nil || !bytes.Equal(b, dr.completion) {
 		return false
 	}
@@ -161,7 +170,7 @@ func (dr *dirRun) complete() bool {
 		}
 	}
 	for name, want := range dr.d.side {
-		b, err := readRegular(filepath.Join(dr.dir, name), int64(len(want)))
+		b, err := fsx.ReadFile(filepath.Join(dr.dir, name), int64(len(want)))
 		if err != nil || !bytes.Equal(b, want) {
 			return false
 		}
@@ -173,7 +182,7 @@ func (dr *dirRun) complete() bool {
 // whose header is the planned header. Files reach their final name only
 // complete (atomically), so this tells a finished file from a missing one.
 func matchesPlan(path string, of *outFile) (bool, error) {
-	f, st, err := openRegular(path)
+	f, err := fsx.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -181,6 +190,10 @@ func matchesPlan(path string, of *outFile) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
 	if st.Size() != of.lay.Size {
 		return false, nil
 	}

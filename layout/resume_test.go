@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -136,6 +137,12 @@ func TestResumeAfterKill(t *testing.T) {
 	if _, err := p.Execute(ctx, filepath.Dir(dst3), ExecOptions{}); !errors.Is(err, ErrOutputExists) {
 		t.Errorf("occupied directory: %v", err)
 	}
+	// Another run holding DST's lock: refused at once.
+	lock := must(dirlock.Acquire(dst))(t)
+	if _, err := p.Execute(ctx, dst, ExecOptions{Restart: true}); !errors.Is(err, dirlock.ErrInUse) {
+		t.Errorf("locked DST: %v", err)
+	}
+	check(t, lock.Release())
 	if _, err := PlanExport(src, must(parseLayout([]byte(smallLayout)))(t), ExportOptions{Ranks: []int{3, 4}}); !errors.Is(err, ErrRank) {
 		t.Errorf("rank out of range: %v", err)
 	}
@@ -217,7 +224,7 @@ func TestExportSourceLinks(t *testing.T) {
 		}
 		check(t, os.Symlink(c.target, rankFile))
 		s, err := OpenSource(dst)
-		if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrNotRegular)) {
+		if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrLink)) {
 			t.Errorf("rank file linked to %s: %v", c.target, err)
 		}
 		if err == nil {

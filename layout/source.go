@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -161,10 +162,10 @@ func readAux(dir string) (map[string][]byte, error) {
 				return nil, fmt.Errorf("side file %s: %w", path, err)
 			}
 			if !ok {
-				return nil, fmt.Errorf("%w: side file %s links outside %s", ErrNotRegular, path, dir)
+				return nil, fmt.Errorf("%w: side file %s links outside %s", ErrLink, path, dir)
 			}
 		}
-		b, err := readRegular(path, safetensors.MaxAuxSize)
+		b, err := fsx.ReadFile(path, safetensors.MaxAuxSize)
 		if err != nil {
 			return nil, fmt.Errorf("side file: %w", err)
 		}

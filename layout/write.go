@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -55,7 +56,7 @@ func writeFile(ctx context.Context, of *outFile, path string, progress func(int6
 func copyVerbatim(of *outFile, path string) (func() error, error) {
 	var in io.Reader = io.NewSectionReader(of.verbatim.ReaderAt(), 0, of.verbatim.Size)
 	if src, ok := of.verbatim.ReaderAt().(*os.File); ok {
-		f, _, err := openRegular(src.Name())
+		f, err := fsx.Open(src.Name())
 		if err != nil {
 			return nil, err
 		}

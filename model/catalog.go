@@ -7,24 +7,27 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// Shard placement (SPEC §1.3). Layer l lives entirely in shard l+1. After the
-// layers come the model-level shards, one per slot below, in this order:
+// Shard placement, as in the released checkpoint. Layer l lives entirely in
+// shard l+1. After the layers come the model-level shards, one per slot:
 //
-//	slot 0 (shard L+1, K3: 94): embed_tokens: the first pipeline stage opens it
-//	slot 1 (shard L+2, K3: 95): norm, output_attn_res_*, lm_head: the last stage's
-//	slot 2 (shard L+3, K3: 96): vision_tower.* and mm_projector.*: dropped whole by text-only serving
+//	slot 0 (shard L+1, K3: 94): embed_tokens, lm_head, norm, output_attn_res_norm, output_attn_res_proj
+//	slot 1 (shard L+2, K3: 95): the three mm_projector.* tensors
+//	slot 2 (shard L+3, K3: 96): every vision_tower.* tensor
 //
-// so that a PP stage (SGLANG_ENABLE_PP_WEIGHT_FILTER) opens only its layers'
-// shards plus at most one model-level shard, and ONLY_LANGUAGE skips one file.
-var modelLevelSlot = map[Component]int{
-	Embedding: 0,
-	LMHead:    1,
-	Norms:     1,
-	Vision:    2,
+// so text-only serving skips exactly the last two files. A config without
+// vision_config has only slot 0.
+var modelLevelSlot = map[Group]int{
+	GroupEmbedding:   0,
+	GroupLMHead:      0,
+	GroupFinalNorms:  0,
+	GroupMMProjector: 1,
+	GroupVisionTower: 2,
 }
 
-// ShardNameFormat names shard i (1-based) of n.
-const ShardNameFormat = "model-%05d-of-%05d.safetensors"
+// ShardNameFormat names shard i (1-based) of n the way the release does:
+// five digits, then six (model-00001-of-000096.safetensors). Readers take
+// shard names from the index, never from this pattern.
+const ShardNameFormat = "model-%05d-of-%06d.safetensors"
 
 // ConfigName is the config file next to the shards.
 const ConfigName = "config.json"
@@ -52,7 +55,7 @@ func sumBytes(ts []tmpl) int64 {
 }
 
 // templates is the tensor table of a config: every tensor kind with its
-// dtype and shape (SPEC §1.2), derived once from the dimensions.
+// dtype and shape as in the released checkpoint, derived once from the dimensions.
 type templates struct {
 	layer  []tmpl // every layer
 	kda    []tmpl
@@ -152,16 +155,16 @@ func (c *Config) templates() *templates {
 	}
 	// Model-level names are full names (the prefix is applied in slotName).
 	t.slots[0] = []tmpl{{"embed_tokens.weight", bf, s(c.Vocab, H)}}
-	t.slots[1] = []tmpl{
-		{"norm.weight", bf, s(H)},
-		{"output_attn_res_norm.weight", bf, s(H)},
-		{"output_attn_res_proj.weight", bf, s(1, H)},
-	}
 	if !c.TieEmbeddings {
-		t.slots[1] = append(t.slots[1], tmpl{"/lm_head.weight", bf, s(c.Vocab, H)})
+		t.slots[0] = append(t.slots[0], tmpl{"/lm_head.weight", bf, s(c.Vocab, H)})
 	}
+	t.slots[0] = append(t.slots[0],
+		tmpl{"norm.weight", bf, s(H)},
+		tmpl{"output_attn_res_norm.weight", bf, s(H)},
+		tmpl{"output_attn_res_proj.weight", bf, s(1, H)},
+	)
 	if v := c.Vision; v != nil {
-		A := v.Heads * v.HeadDim
+		A, in := v.QKVHidden, v.ProjIn()
 		t.vblock = []tmpl{
 			{"wqkv.weight", bf, s(3*A, v.Hidden)},
 			{"wo.weight", bf, s(v.Hidden, A)},
@@ -170,13 +173,15 @@ func (c *Config) templates() *templates {
 			{"norm0.weight", bf, s(v.Hidden)},
 			{"norm1.weight", bf, s(v.Hidden)},
 		}
+		t.slots[1] = []tmpl{
+			{"/mm_projector.post_norm.weight", bf, s(H)},
+			{"/mm_projector.proj.0.weight", bf, s(in, in)},
+			{"/mm_projector.proj.2.weight", bf, s(H, in)},
+		}
 		t.slots[2] = []tmpl{
 			{"/vision_tower.encoder.final_layernorm.weight", bf, s(v.Hidden)},
 			{"/vision_tower.patch_embed.pos_emb.weight", bf, s(v.PosEmbH, v.PosEmbW, v.Hidden)},
 			{"/vision_tower.patch_embed.proj.weight", bf, s(v.Hidden, v.Channels, v.PatchSize, v.PatchSize)},
-			{"/mm_projector.post_norm.weight", bf, s(H)},
-			{"/mm_projector.proj.0.weight", bf, s(v.MMHidden, v.Hidden*v.MergeH*v.MergeW)},
-			{"/mm_projector.proj.2.weight", bf, s(H, v.MMHidden)},
 		}
 	}
 	return t
@@ -205,12 +210,13 @@ func (c *Config) slotName(suffix string) string {
 }
 
 // NumShards is the number of safetensors files: one per layer plus the
-// model-level shards (embedding; final norms and lm_head; vision if any).
+// model-level shards (embedding, lm_head and final norms; with vision, the
+// projector and the vision tower).
 func (c *Config) NumShards() int {
 	if c.Vision != nil {
 		return c.NumLayers + 3
 	}
-	return c.NumLayers + 2
+	return c.NumLayers + 1
 }
 
 // ShardName is the file name of 0-based shard i.
@@ -218,18 +224,19 @@ func (c *Config) ShardName(i int) string {
 	return fmt.Sprintf(ShardNameFormat, i+1, c.NumShards())
 }
 
-// ShardOf is the file that holds the named tensor under SPEC §1.3 placement,
-// or "" when the name has no place in this model. It goes by the name's
-// pattern, so a converted weight's scale tensor lands next to its weight;
-// it does not check that the tensor is in the catalog.
+// ShardOf is the file that holds the named tensor under the released
+// placement, or "" when the name has no place in this model. It goes by the
+// schema, so a converted weight's scale tensor lands next to its weight; it
+// does not check that the tensor is in the catalog.
 func (c *Config) ShardOf(name string) string {
-	if l, ok := LayerOf(name); ok {
-		if l < c.NumLayers {
-			return c.ShardName(l)
+	n := c.Classifier().ParseName(name)
+	if n.Layer >= 0 {
+		if n.Layer < c.NumLayers {
+			return c.ShardName(n.Layer)
 		}
 		return ""
 	}
-	slot, ok := modelLevelSlot[Classify(name)]
+	slot, ok := modelLevelSlot[n.Group]
 	if !ok || c.NumLayers+slot >= c.NumShards() {
 		return ""
 	}
@@ -260,7 +267,7 @@ func (c *Config) shardUnits(t *templates, i int, fn func(prefix string, ts []tmp
 	}
 	slot := i - c.NumLayers
 	fn("", t.slots[slot])
-	if slot == 2 {
+	if slot == 2 && c.Vision != nil {
 		for b := range c.Vision.Layers {
 			fn("vision_tower.encoder.blocks."+strconv.FormatInt(b, 10)+".", t.vblock)
 		}

@@ -99,22 +99,6 @@ type Layer struct {
 	BlockStart bool
 }
 
-// VisionConfig is the vision tower and projector geometry (K2.5-style vt_* fields).
-type VisionConfig struct {
-	Hidden       int64 // vt_hidden_size
-	Layers       int64 // vt_num_hidden_layers
-	Intermediate int64 // vt_intermediate_size
-	Heads        int64 // vt_num_attention_heads
-	HeadDim      int64 // vt_head_dim; heads × head_dim is the wqkv/wo inner width
-	PatchSize    int64 // patch_size
-	Channels     int64 // num_channels
-	PosEmbH      int64 // init_pos_emb_height
-	PosEmbW      int64 // init_pos_emb_width
-	MergeH       int64 // merge_kernel_size[0]
-	MergeW       int64 // merge_kernel_size[1]
-	MMHidden     int64 // mm_hidden_size: the projector's inner width
-}
-
 // Config is a validated K3 (or bare kimi_linear) config. Field names follow
 // the JSON; all sizes are element counts.
 type Config struct {
@@ -164,8 +148,10 @@ type Config struct {
 
 	Vision *VisionConfig // nil when the config has no vision_config
 
-	raw    map[string]any
-	layers []Layer
+	raw       map[string]any
+	quantPath string // where quantization_config was read, dotted
+	layers    []Layer
+	cls       *Classifier
 }
 
 // ParseConfig parses and validates a config.json: a top-level kimi_k3 config
@@ -197,20 +183,16 @@ func ParseConfig(data []byte) (*Config, error) {
 // re-encode exactly). convert edits it and writes it back as config.json.
 func (c *Config) Raw() map[string]any { return deepCopy(c.raw).(map[string]any) }
 
-// JSON renders the config as indented JSON (keys sorted), the form synth writes.
-func (c *Config) JSON() ([]byte, error) {
-	b, err := json.MarshalIndent(c.raw, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
+// JSON renders the config as the released file is written (MarshalConfig):
+// a parsed config.json renders to its own bytes.
+func (c *Config) JSON() ([]byte, error) { return MarshalConfig(c.raw) }
 
 // Layers returns the layer schedule, one entry per 0-based layer.
 func (c *Config) Layers() []Layer { return slices.Clone(c.layers) }
 
-// Classifier returns a component classifier for this config's schedule.
-func (c *Config) Classifier() *Classifier { return NewClassifier(c.layers) }
+// Classifier returns the classifier for this config's schedule (shared;
+// classifiers are immutable).
+func (c *Config) Classifier() *Classifier { return c.cls }
 
 // NumBlocks is the number of AttnRes blocks.
 func (c *Config) NumBlocks() int {
@@ -233,184 +215,6 @@ func deepCopy(v any) any {
 		return s
 	}
 	return v
-}
-
-// jobj is a JSON object together with its dotted path, so errors can name fields.
-type jobj struct {
-	m    map[string]any
-	path string
-}
-
-func (o jobj) name(k string) string {
-	if o.path == "" {
-		return k
-	}
-	return o.path + "." + k
-}
-
-// fields reads typed values out of JSON objects; the first problem sticks and
-// later reads become no-ops, which keeps the validation code linear.
-type fields struct{ err error }
-
-func (p *fields) fail(field, format string, args ...any) {
-	if p.err == nil {
-		p.err = &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
-}
-
-func describe(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil || len(b) > 40 {
-		return fmt.Sprintf("a %T", v)
-	}
-	return string(b)
-}
-
-func (p *fields) get(o jobj, k string, required bool) (any, bool) {
-	v, ok := o.m[k]
-	if !ok || v == nil {
-		if required {
-			p.fail(o.name(k), "missing")
-		}
-		return nil, false
-	}
-	return v, true
-}
-
-func (p *fields) integer(name string, v any) (int64, bool) {
-	n, ok := v.(json.Number)
-	if !ok {
-		p.fail(name, "must be an integer, got %s", describe(v))
-		return 0, false
-	}
-	i, err := n.Int64()
-	if err != nil {
-		p.fail(name, "must be an integer, got %s", n)
-		return 0, false
-	}
-	return i, true
-}
-
-// size reads a required dimension in [1, max].
-func (p *fields) size(o jobj, k string, max int64) int64 {
-	v, ok := p.get(o, k, true)
-	if !ok {
-		return 0
-	}
-	i, ok := p.integer(o.name(k), v)
-	if !ok {
-		return 0
-	}
-	if i <= 0 || i > max {
-		p.fail(o.name(k), "must be in 1..%d, got %d", max, i)
-		return 0
-	}
-	return i
-}
-
-// sizeOr reads an optional dimension in [lo, max], def when absent.
-func (p *fields) sizeOr(o jobj, k string, lo, max, def int64) int64 {
-	v, ok := p.get(o, k, false)
-	if !ok {
-		return def
-	}
-	i, ok := p.integer(o.name(k), v)
-	if !ok {
-		return def
-	}
-	if i < lo || i > max {
-		p.fail(o.name(k), "must be in %d..%d, got %d", lo, max, i)
-		return def
-	}
-	return i
-}
-
-func (p *fields) boolean(o jobj, k string, def bool) bool {
-	v, ok := p.get(o, k, false)
-	if !ok {
-		return def
-	}
-	b, ok := v.(bool)
-	if !ok {
-		p.fail(o.name(k), "must be true or false, got %s", describe(v))
-		return def
-	}
-	return b
-}
-
-func (p *fields) str(o jobj, k string, required bool) string {
-	v, ok := p.get(o, k, required)
-	if !ok {
-		return ""
-	}
-	s, ok := v.(string)
-	if !ok {
-		p.fail(o.name(k), "must be a string, got %s", describe(v))
-	}
-	return s
-}
-
-func (p *fields) float(o jobj, k string) float64 {
-	v, ok := p.get(o, k, false)
-	if !ok {
-		return 0
-	}
-	n, ok := v.(json.Number)
-	if !ok {
-		p.fail(o.name(k), "must be a number, got %s", describe(v))
-		return 0
-	}
-	f, err := n.Float64()
-	if err != nil || f <= 0 {
-		p.fail(o.name(k), "must be a positive number, got %s", n)
-	}
-	return f
-}
-
-func (p *fields) object(o jobj, k string, required bool) (jobj, bool) {
-	v, ok := p.get(o, k, required)
-	if !ok {
-		return jobj{}, false
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		p.fail(o.name(k), "must be an object, got %s", describe(v))
-		return jobj{}, false
-	}
-	return jobj{m: m, path: o.name(k)}, true
-}
-
-// layerList reads a list of 1-based layer numbers, each in 1..n and unique.
-func (p *fields) layerList(o jobj, k string, n int, required bool) ([]int, bool) {
-	v, ok := p.get(o, k, required)
-	if !ok {
-		return nil, false
-	}
-	arr, ok := v.([]any)
-	if !ok {
-		p.fail(o.name(k), "must be a list of 1-based layer numbers, got %s", describe(v))
-		return nil, false
-	}
-	out := make([]int, 0, len(arr))
-	seen := make(map[int]bool, len(arr))
-	for i, x := range arr {
-		field := fmt.Sprintf("%s[%d]", o.name(k), i)
-		l, ok := p.integer(field, x)
-		if !ok {
-			return nil, false
-		}
-		if l < 1 || l > int64(n) {
-			p.fail(field, "layer %d out of range 1..%d (the list is 1-based)", l, n)
-			return nil, false
-		}
-		if seen[int(l)] {
-			p.fail(field, "layer %d listed twice", l)
-			return nil, false
-		}
-		seen[int(l)] = true
-		out = append(out, int(l))
-	}
-	return out, true
 }
 
 func fromRaw(raw map[string]any) (*Config, error) {
@@ -485,7 +289,7 @@ func fromRaw(raw map[string]any) (*Config, error) {
 		return nil, p.err
 	}
 
-	c.parseQuantization(p, top)
+	c.parseQuantization(p, top, text)
 	if c.Multimodal {
 		c.parseVision(p, top)
 	}
@@ -527,152 +331,6 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 	}
 }
 
-// ExpertsQuantizationKey is where a converted checkpoint's quantization_config
-// (quant_method fp8 or modelopt) keeps the source's compressed-tensors
-// description of the MXFP4 experts, so the config states every tensor's format.
-const ExpertsQuantizationKey = "experts_quantization_config"
-
-// mxfp4Format is the compressed-tensors format name of packed MXFP4 weights.
-const mxfp4Format = "mxfp4-pack-quantized"
-
-// parseQuantization finds the MXFP4 expert group of a compressed-tensors
-// config; without quantization_config the experts are BF16.
-func (c *Config) parseQuantization(p *fields, top jobj) {
-	q, ok := p.object(top, "quantization_config", false)
-	if !ok {
-		c.Experts = ExpertsBF16
-		return
-	}
-	switch qm := p.str(q, "quant_method", true); {
-	case p.err != nil:
-		return
-	case qm == "compressed-tensors":
-	case qm == "fp8" || qm == "modelopt":
-		// A block-FP8 conversion (convert's deepseek or modelopt convention)
-		// keeps the experts' own compressed-tensors description under
-		// ExpertsQuantizationKey; without it their format would be a guess.
-		c.Converted = qm
-		eq, ok := p.object(q, ExpertsQuantizationKey, false)
-		if !ok {
-			if p.err == nil {
-				p.fail(q.name(ExpertsQuantizationKey), "a %q quantization_config must describe the routed experts' format here", qm)
-			}
-			return
-		}
-		q = eq
-		if qm := p.str(q, "quant_method", true); p.err == nil && qm != "compressed-tensors" {
-			p.fail(q.name("quant_method"), "the experts must be \"compressed-tensors\" (MXFP4), got %q", qm)
-		}
-		if p.err != nil {
-			return
-		}
-	default:
-		p.fail(q.name("quant_method"), "must be \"compressed-tensors\" (MXFP4 experts), or \"fp8\"/\"modelopt\" for a converted checkpoint, got %q", qm)
-		return
-	}
-	topFormat := p.str(q, "format", false)
-	groups, _ := p.object(q, "config_groups", true)
-	if p.err != nil {
-		return
-	}
-	keys := make([]string, 0, len(groups.m))
-	for k := range groups.m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		g, _ := p.object(groups, k, true)
-		if p.err != nil {
-			return
-		}
-		format := p.str(g, "format", false)
-		if format == "" {
-			format = topFormat
-		}
-		if format != mxfp4Format {
-			continue
-		}
-		w, _ := p.object(g, "weights", true)
-		if p.err != nil {
-			return
-		}
-		if bits := p.size(w, "num_bits", 64); p.err == nil && bits != 4 {
-			p.fail(w.name("num_bits"), "MXFP4 weights must be 4-bit, got %d", bits)
-		}
-		if t := p.str(w, "type", true); p.err == nil && t != "float" {
-			p.fail(w.name("type"), "MXFP4 weights must be \"float\", got %q", t)
-		}
-		c.GroupSize = p.size(w, "group_size", MaxDim)
-		if p.err == nil && c.GroupSize != 32 {
-			p.fail(w.name("group_size"), "MXFP4 blocks are 32 elements, got %d", c.GroupSize)
-		}
-		if p.err != nil {
-			return
-		}
-		c.Experts = ExpertsMXFP4
-		text := "text_config."
-		if !c.Multimodal {
-			text = ""
-		}
-		if c.NumExperts > 0 && c.MoEIntermediate%c.GroupSize != 0 {
-			p.fail(text+"moe_intermediate_size", "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.MoEIntermediate)
-		}
-		if c.NumExperts > 0 && c.LatentDim%c.GroupSize != 0 {
-			p.fail(text+"routed_expert_hidden_size", "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.LatentDim)
-		}
-		return
-	}
-	p.fail(groups.path, "no %q group: the source's routed experts must be MXFP4", mxfp4Format)
-}
-
-func (c *Config) parseVision(p *fields, top jobj) {
-	v, ok := p.object(top, "vision_config", false)
-	if !ok {
-		return
-	}
-	vc := &VisionConfig{}
-	vc.Hidden = p.size(v, "vt_hidden_size", MaxDim)
-	vc.Layers = p.size(v, "vt_num_hidden_layers", MaxLayers)
-	vc.Intermediate = p.size(v, "vt_intermediate_size", MaxDim)
-	vc.Heads = p.size(v, "vt_num_attention_heads", MaxDim)
-	if p.err != nil {
-		return
-	}
-	def := int64(0)
-	if vc.Hidden%vc.Heads == 0 {
-		def = vc.Hidden / vc.Heads
-	}
-	vc.HeadDim = p.sizeOr(v, "vt_head_dim", 1, MaxDim, def)
-	if p.err == nil && vc.HeadDim == 0 {
-		p.fail(v.name("vt_head_dim"), "missing, and vt_num_attention_heads %d does not divide vt_hidden_size %d", vc.Heads, vc.Hidden)
-	}
-	vc.PatchSize = p.size(v, "patch_size", 4096)
-	vc.Channels = p.sizeOr(v, "num_channels", 1, 64, 3)
-	vc.PosEmbH = p.size(v, "init_pos_emb_height", 4096)
-	vc.PosEmbW = p.size(v, "init_pos_emb_width", 4096)
-	vc.MergeH, vc.MergeW = 2, 2
-	if mv, ok := p.get(v, "merge_kernel_size", false); ok {
-		arr, ok := mv.([]any)
-		if !ok || len(arr) != 2 {
-			p.fail(v.name("merge_kernel_size"), "must be a list of two sizes, got %s", describe(mv))
-			return
-		}
-		mh, _ := p.integer(v.name("merge_kernel_size")+"[0]", arr[0])
-		mw, _ := p.integer(v.name("merge_kernel_size")+"[1]", arr[1])
-		if p.err == nil && (mh <= 0 || mw <= 0 || mh > 64 || mw > 64) {
-			p.fail(v.name("merge_kernel_size"), "sizes must be in 1..64, got [%d, %d]", mh, mw)
-		}
-		vc.MergeH, vc.MergeW = mh, mw
-	}
-	vc.MMHidden = p.sizeOr(v, "mm_hidden_size", 1, MaxDim, vc.Hidden*vc.MergeH*vc.MergeW)
-	if th := p.sizeOr(v, "text_hidden_size", 1, MaxDim, c.Hidden); p.err == nil && th != c.Hidden {
-		p.fail(v.name("text_hidden_size"), "must equal text_config.hidden_size %d, got %d", c.Hidden, th)
-	}
-	if p.err == nil {
-		c.Vision = vc
-	}
-}
-
 func (c *Config) buildLayers() {
 	full := make([]bool, c.NumLayers)
 	for _, l := range c.FullAttnLayers {
@@ -692,4 +350,5 @@ func (c *Config) buildLayers() {
 			BlockStart: i%c.AttnResBlockSize == 0,
 		}
 	}
+	c.cls = NewClassifier(c.layers)
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -233,17 +234,22 @@ func TestShardPlacement(t *testing.T) {
 			counts[name]++
 		}
 	}
+	// The released layout: five digits, then six; 94 = the text model's
+	// model-level tensors, 95 = the projector, 96 = the vision tower.
 	P := "language_model.model."
 	for name, want := range map[string]string{
-		P + "layers.0.self_attn.q_proj.weight":                       "model-00001-of-00096.safetensors",
-		P + "layers.92.block_sparse_moe.experts.895.w3.weight_scale": "model-00093-of-00096.safetensors",
-		P + "layers.47.self_attn.o_proj.weight_scale_inv":            "model-00048-of-00096.safetensors",
-		P + "embed_tokens.weight":                                    "model-00094-of-00096.safetensors",
-		"language_model.lm_head.weight":                              "model-00095-of-00096.safetensors",
-		P + "norm.weight":                                            "model-00095-of-00096.safetensors",
-		P + "output_attn_res_proj.weight":                            "model-00095-of-00096.safetensors",
-		"vision_tower.encoder.blocks.0.wqkv.weight":                  "model-00096-of-00096.safetensors",
-		"mm_projector.proj.0.weight":                                 "model-00096-of-00096.safetensors",
+		P + "layers.0.self_attn.q_proj.weight":                       "model-00001-of-000096.safetensors",
+		P + "layers.92.block_sparse_moe.experts.895.w3.weight_scale": "model-00093-of-000096.safetensors",
+		P + "layers.47.self_attn.o_proj.weight_scale_inv":            "model-00048-of-000096.safetensors",
+		P + "embed_tokens.weight":                                    "model-00094-of-000096.safetensors",
+		"language_model.lm_head.weight":                              "model-00094-of-000096.safetensors",
+		P + "norm.weight":                                            "model-00094-of-000096.safetensors",
+		P + "output_attn_res_norm.weight":                            "model-00094-of-000096.safetensors",
+		P + "output_attn_res_proj.weight":                            "model-00094-of-000096.safetensors",
+		"mm_projector.proj.0.weight":                                 "model-00095-of-000096.safetensors",
+		"mm_projector.post_norm.weight":                              "model-00095-of-000096.safetensors",
+		"vision_tower.encoder.blocks.0.wqkv.weight":                  "model-00096-of-000096.safetensors",
+		"vision_tower.patch_embed.proj.weight":                       "model-00096-of-000096.safetensors",
 		P + "layers.93.input_layernorm.weight":                       "",
 		"something.else":                                             "",
 	} {
@@ -252,11 +258,15 @@ func TestShardPlacement(t *testing.T) {
 		}
 	}
 	// a MoE layer: 6 per-layer + (KDA 14 | MLA 8) + 8 MoE tensors + 896 × 6 experts
-	if n := counts["model-00002-of-00096.safetensors"]; n != 6+14+8+896*6 {
-		t.Errorf("layer 1 shard has %d tensors", n)
-	}
-	if n := counts["model-00096-of-00096.safetensors"]; n != 27*6+6 {
-		t.Errorf("vision shard has %d tensors", n)
+	for shard, want := range map[string]int{
+		"model-00002-of-000096.safetensors": 6 + 14 + 8 + 896*6,
+		"model-00094-of-000096.safetensors": 5,
+		"model-00095-of-000096.safetensors": 3,
+		"model-00096-of-000096.safetensors": 165,
+	} {
+		if n := counts[shard]; n != want {
+			t.Errorf("%s has %d tensors, want %d", shard, n, want)
+		}
 	}
 }
 
@@ -368,22 +378,31 @@ func TestConfigErrors(t *testing.T) {
 			l := at(m, "text_config", "linear_attn_config")
 			l["kda_layers"] = append(l["kda_layers"].([]any), n(1))
 		}},
-		{"quantization_config.quant_method", func(m map[string]any) { at(m, "quantization_config")["quant_method"] = "gptq" }},
-		{"quantization_config.experts_quantization_config", func(m map[string]any) { at(m, "quantization_config")["quant_method"] = "fp8" }},
+		{"text_config.quantization_config.quant_method", func(m map[string]any) {
+			at(m, "text_config", "quantization_config")["quant_method"] = "gptq"
+		}},
+		{"text_config.quantization_config", func(m map[string]any) { at(m, "text_config")["quantization_config"] = "x" }},
+		{"quantization_config.quant_method", func(m map[string]any) { m["quantization_config"] = map[string]any{"quant_method": "gptq"} }},
+		{"quantization_config.experts_quantization_config", func(m map[string]any) {
+			m["quantization_config"] = map[string]any{"quant_method": "fp8"}
+		}},
 		{"quantization_config.experts_quantization_config.quant_method", func(m map[string]any) {
-			src := at(m, "quantization_config")
+			src := at(m, "text_config", "quantization_config")
 			m["quantization_config"] = map[string]any{"quant_method": "fp8", ExpertsQuantizationKey: map[string]any{"quant_method": "awq"}, "x": src}
 		}},
-		{"quantization_config.config_groups.group_0.weights.group_size", func(m map[string]any) {
-			at(m, "quantization_config", "config_groups", "group_0", "weights")["group_size"] = n(16)
+		{"text_config.quantization_config.config_groups.group_0.weights.group_size", func(m map[string]any) {
+			at(m, "text_config", "quantization_config", "config_groups", "group_0", "weights")["group_size"] = n(16)
 		}},
-		{"quantization_config.config_groups", func(m map[string]any) {
-			at(m, "quantization_config", "config_groups", "group_0")["format"] = "pack-quantized"
+		{"text_config.quantization_config.config_groups", func(m map[string]any) {
+			at(m, "text_config", "quantization_config", "config_groups", "group_0")["format"] = "pack-quantized"
 		}},
 		{"text_config.moe_intermediate_size", func(m map[string]any) { at(m, "text_config")["moe_intermediate_size"] = n(3000) }},
 		{"vision_config.text_hidden_size", func(m map[string]any) { at(m, "vision_config")["text_hidden_size"] = n(4096) }},
 		{"vision_config.vt_hidden_size", func(m map[string]any) { delete(at(m, "vision_config"), "vt_hidden_size") }},
 		{"vision_config.merge_kernel_size", func(m map[string]any) { at(m, "vision_config")["merge_kernel_size"] = []any{n(2)} }},
+		{"vision_config.merge_kernel_size", func(m map[string]any) { delete(at(m, "vision_config"), "merge_kernel_size") }},
+		{"vision_config.qkv_hidden_size", func(m map[string]any) { delete(at(m, "vision_config"), "qkv_hidden_size") }},
+		{"vision_config.qkv_hidden_size", func(m map[string]any) { at(m, "vision_config")["qkv_hidden_size"] = n(1000) }},
 	}
 	for _, c := range cases {
 		m := k3Raw(t)
@@ -405,16 +424,19 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// A bare kimi_linear text config: names under model., no vision, 95 shards.
+// A bare kimi_linear text config (the released text_config on its own):
+// names under model., no vision, 94 shards.
 func TestBareTextConfig(t *testing.T) {
 	m := k3Raw(t)
 	text := at(m, "text_config")
-	text["quantization_config"] = m["quantization_config"]
 	c, err := ParseConfig(encode(t, text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Multimodal || c.Vision != nil || c.NumShards() != 95 {
+	if c.Experts != ExpertsMXFP4 || c.NumTensors() != mustK3(t).NumTensors()-165-3 {
+		t.Errorf("experts %v, %d tensors", c.Experts, c.NumTensors())
+	}
+	if c.Multimodal || c.Vision != nil || c.NumShards() != 94 {
 		t.Fatalf("multimodal %v, vision %v, %d shards", c.Multimodal, c.Vision, c.NumShards())
 	}
 	k3 := mustK3(t)
@@ -424,7 +446,7 @@ func TestBareTextConfig(t *testing.T) {
 			names[ts.Name] = true
 		}
 	}
-	if len(names) != k3.NumTensors()-27*6-6 {
+	if len(names) != k3.NumTensors()-165-3 {
 		t.Errorf("%d tensors", len(names))
 	}
 	for _, n := range []string{"model.embed_tokens.weight", "lm_head.weight", "model.layers.3.self_attn.kv_b_proj.weight"} {
@@ -432,7 +454,7 @@ func TestBareTextConfig(t *testing.T) {
 			t.Errorf("%s missing", n)
 		}
 	}
-	if got := c.ShardOf("lm_head.weight"); got != "model-00095-of-00095.safetensors" {
+	if got := c.ShardOf("lm_head.weight"); got != "model-00094-of-000094.safetensors" {
 		t.Errorf("lm_head in %q", got)
 	}
 	// errors name bare fields
@@ -449,16 +471,16 @@ func TestConfigVariants(t *testing.T) {
 	tc["tie_word_embeddings"] = true
 	tc["latent_moe_use_norm"] = false
 	tc["mla_use_output_gate"] = false
-	delete(m, "quantization_config")
+	delete(tc, "quantization_config")
 	delete(m, "vision_config")
 	c, err := ParseConfig(encode(t, m))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Experts != ExpertsBF16 || c.NumShards() != 95 {
+	if c.Experts != ExpertsBF16 || c.NumShards() != 94 || c.QuantizationPath() != "" || c.QuantizationConfig() != nil {
 		t.Fatalf("experts %v, %d shards", c.Experts, c.NumShards())
 	}
-	want := 497220 - 1 /* lm_head */ - 92 /* norm */ - 24 /* MLA g_proj */ - 92*896*3 /* scales */ - (27*6 + 6)
+	want := 497220 - 1 /* lm_head */ - 92 /* norm */ - 24 /* MLA g_proj */ - 92*896*3 /* scales */ - (165 + 3)
 	if c.NumTensors() != want || len(c.Catalog()) != want {
 		t.Errorf("%d tensors, want %d", c.NumTensors(), want)
 	}
@@ -476,7 +498,7 @@ func TestConfigVariants(t *testing.T) {
 func TestConvertedConfig(t *testing.T) {
 	for _, qm := range []string{"fp8", "modelopt"} {
 		m := k3Raw(t)
-		src := at(m, "quantization_config")
+		src := at(m, "text_config", "quantization_config")
 		m["quantization_config"] = map[string]any{
 			"quant_method": qm, "fmt": "e4m3", "weight_block_size": []any{json.Number("128"), json.Number("128")},
 			ExpertsQuantizationKey: src,
@@ -484,6 +506,9 @@ func TestConvertedConfig(t *testing.T) {
 		c, err := ParseConfig(encode(t, m))
 		if err != nil {
 			t.Fatalf("%s: %v", qm, err)
+		}
+		if c.QuantizationPath() != "quantization_config" || c.QuantizationConfig()["quant_method"] != qm {
+			t.Errorf("%s: quantization_config read at %q", qm, c.QuantizationPath())
 		}
 		if c.Experts != ExpertsMXFP4 || c.GroupSize != 32 || c.Converted != qm || c.NumTensors() != 497220 {
 			t.Fatalf("%s: experts %v group %d converted %q tensors %d", qm, c.Experts, c.GroupSize, c.Converted, c.NumTensors())
@@ -502,12 +527,8 @@ func TestRawIsACopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := ParseConfig(b)
-	if err != nil || c2.TotalBytes() != c.TotalBytes() || c2.NumTensors() != c.NumTensors() {
-		t.Fatalf("round trip: %v", err)
-	}
-	if !strings.Contains(string(b), `"rms_norm_eps": 1e-05`) {
-		t.Error("numbers are not re-encoded as written")
+	if !bytes.Equal(b, readReleased(t)) {
+		t.Error("the released config does not re-render to its own bytes")
 	}
 }
 

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -40,8 +41,8 @@ type SynthOptions struct {
 	// Seed selects the values; the same seed gives the same bytes on every machine.
 	Seed uint64
 	// Force allows writing into a non-empty directory. Files synth writes are
-	// replaced; stale shards (model-NNNNN-of-NNNNN.safetensors not in the new
-	// set) and temporaries of killed runs are removed; nothing else is touched.
+	// replaced; stale shards (model-NNNNN-of-NNNNN[N].safetensors not in
+	// the new set) and temporaries of killed runs are removed; nothing else is touched.
 	Force bool
 	// Workers bounds how many shards are written at once (0: GOMAXPROCS).
 	Workers int
@@ -49,9 +50,9 @@ type SynthOptions struct {
 	Progress func(done, total int)
 }
 
-// Synth writes a replica checkpoint into dir: config.json, the shards laid out
-// as SPEC §1.3 (through the codec's writer) and model.safetensors.index.json.
-// Values are seeded normals per tensor (see rng.go); routed experts are MXFP4
+// Synth writes a replica checkpoint into dir: config.json, the shards laid
+// out as the released files are (through the codec's writer) and
+// model.safetensors.index.json. Values are seeded normals per tensor (see rng.go); routed experts are MXFP4
 // encoded from normals. The config is validated before dir is touched.
 func Synth(dir string, opts SynthOptions) error {
 	cfgJSON := opts.Config
@@ -108,14 +109,19 @@ func Synth(dir string, opts SynthOptions) error {
 		return fmt.Errorf("synth %s: %w", dir, err)
 	}
 	// The index goes last: a directory with an index is a complete replica.
-	if err := safetensors.WriteIndex(filepath.Join(dir, safetensors.IndexName), idx); err != nil {
+	// The release's index, like its config, ends without a newline.
+	b, err := idx.Marshal()
+	if err != nil {
+		return fmt.Errorf("synth %s: %w", dir, err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, safetensors.IndexName), bytes.TrimSuffix(b, []byte("\n")), 0o644); err != nil {
 		return fmt.Errorf("synth %s: %w", dir, err)
 	}
 	return nil
 }
 
 // shardFileRE matches any shard name, to find stale shards under Force.
-var shardFileRE = regexp.MustCompile(`^model-\d{5}-of-\d{5}\.safetensors$`)
+var shardFileRE = regexp.MustCompile(`^model-\d{5}-of-\d{5,6}\.safetensors$`)
 
 func prepareDir(dir string, cfg *Config, force bool) error {
 	ents, err := os.ReadDir(dir)

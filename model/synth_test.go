@@ -2,6 +2,7 @@ package model
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -125,7 +126,7 @@ func TestSynthTinyGoldens(t *testing.T) {
 		}
 		want[name] = sum
 	}
-	if len(want) != 98 || len(got) != 98 {
+	if len(want) != 98 || len(got) != 98 || want["model-00096-of-000096.safetensors"] == "" {
 		t.Fatalf("%d golden files, %d written; want 96 shards + index + config", len(want), len(got))
 	}
 	for name, sum := range want {
@@ -375,6 +376,62 @@ func TestSynthFullHeaderOnly(t *testing.T) {
 	} else {
 		t.Logf("apparent %.2f GiB, on disk %.1f MiB", float64(apparent)/gib, float64(du)/(1<<20))
 	}
+	checkReleasedLayout(t, dir, ck)
+}
+
+// checkReleasedLayout compares a full-size replica with facts public audits
+// give of the released files: config.json's hash, the shard names, the
+// sizes of shards 1 and 2, what shards 94–96 hold, the index's form.
+func checkReleasedLayout(t *testing.T, dir string, ck *safetensors.Checkpoint) {
+	t.Helper()
+	if got := sha256File(t, filepath.Join(dir, ConfigName)); got != releasedSHA256 {
+		t.Errorf("config.json sha256 %s, the release's is %s", got, releasedSHA256)
+	}
+	sizes := map[string]int64{}
+	for i, f := range ck.Files {
+		if want := fmt.Sprintf("model-%05d-of-000096.safetensors", i+1); f.Path != want {
+			t.Errorf("file %d is %s, want %s", i, f.Path, want)
+		}
+		sizes[f.Path] = f.Size
+	}
+	if sizes["model-00001-of-000096.safetensors"] != 2341216112 || sizes["model-00002-of-000096.safetensors"] != 16990911504 {
+		t.Errorf("shard 1 is %d bytes (release: 2,341,216,112), shard 2 %d (16,990,911,504)",
+			sizes["model-00001-of-000096.safetensors"], sizes["model-00002-of-000096.safetensors"])
+	}
+	names := func(i int) []string {
+		var out []string
+		for _, ti := range ck.Files[i-1].Tensors {
+			out = append(out, ti.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	P := "language_model.model."
+	if got, want := names(94), []string{"language_model.lm_head.weight", P + "embed_tokens.weight", P + "norm.weight",
+		P + "output_attn_res_norm.weight", P + "output_attn_res_proj.weight"}; !slices.Equal(got, want) {
+		t.Errorf("shard 94 holds %v, want %v", got, want)
+	}
+	if got, want := names(95), []string{"mm_projector.post_norm.weight", "mm_projector.proj.0.weight",
+		"mm_projector.proj.2.weight"}; !slices.Equal(got, want) {
+		t.Errorf("shard 95 holds %v, want %v", got, want)
+	}
+	vt := names(96)
+	if len(vt) != 165 {
+		t.Errorf("shard 96 holds %d tensors, want 165", len(vt))
+	}
+	for _, n := range vt {
+		if !strings.HasPrefix(n, "vision_tower.") {
+			t.Errorf("shard 96 holds %s", n)
+		}
+	}
+	idx, err := os.ReadFile(filepath.Join(dir, safetensors.IndexName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(idx, []byte("{\n  \"metadata\": {\n    \"total_size\": 1560860324864\n  },\n  \"weight_map\": {\n    \"")) ||
+		!bytes.HasSuffix(idx, []byte("\"\n  }\n}")) {
+		t.Errorf("index does not have the release's form: %q … %q", idx[:80], idx[len(idx)-40:])
+	}
 }
 
 func TestSynthRefusesNonEmptyDir(t *testing.T) {
@@ -441,7 +498,6 @@ func TestSynthCustomConfig(t *testing.T) {
 	lin["num_heads"] = jn(2)
 	lin["full_attn_layers"] = []any{jn(2)}
 	delete(lin, "kda_layers")
-	tc["quantization_config"] = m["quantization_config"]
 	dir := filepath.Join(t.TempDir(), "c")
 	if err := Synth(dir, SynthOptions{Config: encode(t, tc)}); err != nil {
 		t.Fatal(err)
@@ -451,7 +507,8 @@ func TestSynthCustomConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	if len(ck.Files) != 4 || ck.NumTensors() != (6+14+3)+(6+8+8+16*6)+1+4 {
+	// 2 layer shards and one model-level shard (no vision in a bare text model)
+	if len(ck.Files) != 3 || ck.NumTensors() != (6+14+3)+(6+8+8+16*6)+5 {
 		t.Errorf("%d files, %d tensors", len(ck.Files), ck.NumTensors())
 	}
 	if _, _, ok := ck.Lookup("model.layers.1.self_attn.kv_b_proj.weight"); !ok {

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 )
@@ -118,5 +119,57 @@ func BenchmarkDequantize(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// BenchmarkQuantizeModelOpt is BenchmarkQuantize's matrix under ModelOpt's
+// FP8_PB_WO numerics (portable Go: a float32 division and two roundings per
+// element).
+func BenchmarkQuantizeModelOpt(b *testing.B) {
+	src := benchSrc()
+	for _, w := range []int{1, 2} {
+		b.Run(fmt.Sprintf("goroutines=%d", w), func(b *testing.B) {
+			runBands(b, w, func() quantScratch {
+				q := NewQuantizer(benchK, BF16, ScaleFP32)
+				if err := q.SetNumerics(ModelOpt); err != nil {
+					b.Fatal(err)
+				}
+				return quantScratch{q, make([]byte, BlockSize*benchK), make([]float32, NumBlocks(benchK))}
+			}, func(s quantScratch, band int) error {
+				return s.q.QuantizeBandAt(band, s.dst, s.scales, src[band*bandBytes:(band+1)*bandBytes], BlockSize)
+			})
+		})
+	}
+}
+
+// BenchmarkNVFP4Cast casts one K3 routed-expert w1 (MXFP4 [3072, 3584]:
+// 5.25 MiB of codes, 0.33 MiB of scales) in 128-row bands, with exponents
+// spread over 12 (every block in range, the K3 case) or 30 (a third out of
+// range); MB/s is of MXFP4 code bytes.
+func BenchmarkNVFP4Cast(b *testing.B) {
+	const rows, k = 3072, 3584
+	for _, spread := range []uint8{12, 30} {
+		b.Run(fmt.Sprintf("spread=%d", spread), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(9, uint64(spread)))
+			packed, scales := randomMXFP4(rng, rows, k, 120-spread, 120)
+			out, osc := make([]byte, BlockSize*k/2), make([]byte, BlockSize*k/16)
+			b.SetBytes(int64(len(packed)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var m KMax
+				if err := m.Add(scales); err != nil {
+					b.Fatal(err)
+				}
+				c, err := NewNVFP4Cast(k, m.Value())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for r0 := 0; r0 < rows; r0 += BlockSize {
+					if err := c.CastBand(out, osc, packed[r0*k/2:(r0+BlockSize)*k/2], scales[r0*k/32:(r0+BlockSize)*k/32], BlockSize); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

@@ -75,13 +75,15 @@ func NumBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 // DeepGEMM's per_block_cast_to_fp8 semantics. The hot loop allocates nothing;
 // a Quantizer is not safe for concurrent use (one per worker).
 type Quantizer struct {
-	k    int
-	in   Elem
-	fmt  ScaleFmt
-	div  ScaleDiv
-	err  error // set by NewQuantizer for arguments out of range
-	nkb  int   // ⌈K/128⌉
-	band int   // band index QuantizeBand reports in errors; advanced per call
+	k     int
+	in    Elem
+	fmt   ScaleFmt
+	div   ScaleDiv
+	num   Numerics
+	err   error // set by NewQuantizer for arguments out of range
+	nkb   int   // ⌈K/128⌉
+	band  int   // band index QuantizeBand reports in errors; advanced per call
+	zeros int64 // ModelOpt blocks whose scale is zero
 }
 
 // NewQuantizer returns a quantizer for rows of k elements of format in. Bad
@@ -151,6 +153,15 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 		m := q.amaxBits(src, rows, c0, c1)
 		if m >= elemFacts[q.in].inf {
 			return q.nonFinite(band, src, rows, kb, c0, c1)
+		}
+		if q.num == ModelOpt {
+			sf := modelOptScale(uint16(m))
+			scales[kb] = sf
+			if sf == 0 {
+				q.zeros++
+			}
+			encodeModelOpt(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
+			continue
 		}
 		sf := q.scale(q.bitsToF32(m))
 		scales[kb] = sf

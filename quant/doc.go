@@ -2,7 +2,11 @@
 // the references that serving engines are tested against: PyTorch's casts
 // (c10/util/Float8_e4m3fn.h, BFloat16.h), DeepGEMM's block quantizer
 // (per_block_cast_to_fp8, ceil_to_ue8m0) and its SM100 packed UE8M0 scale
-// layout, and the MXFP4 (E2M1 + E8M0) experts of compressed-tensors checkpoints.
+// layout, the MXFP4 (E2M1 + E8M0) experts of compressed-tensors checkpoints,
+// and NVIDIA Model-Optimizer's numerics as its Kimi-K3 converter runs them:
+// the FP8_PB_WO block cast (Numerics ModelOpt, BF16 scales) and the
+// closed-form MXFP4 → NVFP4 expert cast (KMax, NVFP4Cast, DecodeNVFP4), which
+// counts every block that is not lossless instead of hiding it.
 //
 // It is a leaf package without I/O. The block quantizer works on one band of
 // at most BlockSize rows at a time, so a converter streaming a matrix needs no
@@ -13,5 +17,7 @@
 // A bit pattern that differs from what PyTorch/DeepGEMM writes is a silent
 // accuracy bug in production, so the tests compare every byte against goldens
 // made by testdata/quant/gen_goldens.py with PyTorch 2.11 on CPU and CUDA
-// (K3CKPT_EXHAUSTIVE=1 extends the float32 cast checks to all 2^32 inputs).
+// (K3CKPT_EXHAUSTIVE=1 extends the float32 cast checks to all 2^32 inputs),
+// and the ModelOpt numerics against goldens made by NVIDIA's own functions
+// (testdata/modelopt_goldens.json.gz, from testdata/device/modelopt).
 package quant

@@ -15,6 +15,9 @@ var (
 	// ErrNotUE8M0: a scale that is not a non-negative power of two (or zero)
 	// representable as a UE8M0 exponent byte.
 	ErrNotUE8M0 = errors.New("scale is not UE8M0")
+	// ErrRange: a scale outside what the operation accepts (an E8M0 exponent
+	// above the K_max an MXFP4 → NVFP4 cast was set up with).
+	ErrRange = errors.New("scale out of range")
 	// ErrInconsistent: a packed UE8M0 buffer whose broadcast rows of one
 	// 128-row block disagree, or whose padding slots are not zero.
 	ErrInconsistent = errors.New("inconsistent packed scales")

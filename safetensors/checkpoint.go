@@ -1,15 +1,18 @@
 package safetensors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -45,43 +48,66 @@ type loc struct{ file, tensor int32 }
 
 // source abstracts where shards and side files come from (disk or HTTP).
 type source interface {
-	open(name string) (io.ReaderAt, int64, io.Closer, error)
-	readAux(name string, limit int64) ([]byte, error)
-	exists(name string) bool
+	open(ctx context.Context, name string) (io.ReaderAt, int64, io.Closer, error)
+	readAux(ctx context.Context, name string, limit int64) ([]byte, error)
+	exists(ctx context.Context, name string) (bool, error)
 	list() ([]string, error) // *.safetensors in the root, sorted
 }
 
 // Open opens a checkpoint from a directory, a model.safetensors.index.json, a
 // single .safetensors file, or an http(s):// URL to any of those, reading only
 // headers and the index. It validates every header and, when there is an
-// index, that index and shards agree exactly.
+// index, that index and shards agree exactly. It is OpenContext without a
+// caller's deadline (remote sources still get RemoteOpenTimeout).
 func Open(p string) (*Checkpoint, error) {
+	return OpenContext(context.Background(), p)
+}
+
+// OpenContext is Open bounded by ctx: the first error (or ctx's end) stops
+// every header read still under way. A remote source whose ctx has no
+// deadline gets RemoteOpenTimeout for the whole opening. The ctx bounds only
+// the opening: later reads through the checkpoint are not tied to it.
+//
+// Local entries are read as they are in a plain directory, in a Hugging
+// Face --local-dir download (its .cache/ folder is not part of the
+// checkpoint) and in a hub cache snapshot (models--org--name/snapshots/<rev>/,
+// whose entries link into ../../blobs/): a link may resolve inside the
+// checkpoint directory or inside its hub repository folder, nowhere else
+// (fsx.Root.Allowed, wrapped as ErrOutside). Every entry must be a regular
+// file; FIFOs and devices are refused before they are opened for reading.
+func OpenContext(ctx context.Context, p string) (*Checkpoint, error) {
 	if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") {
-		return openRemote(p)
+		return openRemote(ctx, p)
 	}
 	st, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p, err)
 	}
 	if st.IsDir() {
-		return openWith(&dirSource{root: p}, p, "")
+		return openWith(ctx, &dirSource{root: p}, p, "")
 	}
 	dir, base := filepath.Split(p)
 	if dir == "" {
 		dir = "."
 	}
 	if strings.HasSuffix(base, ".json") {
-		return openWith(&dirSource{root: dir}, dir, base)
+		return openWith(ctx, &dirSource{root: dir}, dir, base)
 	}
-	return openSingle(&dirSource{root: dir}, dir, base)
+	return openSingle(ctx, &dirSource{root: dir}, dir, base)
 }
 
 // openWith opens a directory-like root; indexName selects the index ("" means
 // the default index if present, else every .safetensors file).
-func openWith(src source, root, indexName string) (*Checkpoint, error) {
+func openWith(ctx context.Context, src source, root, indexName string) (*Checkpoint, error) {
 	c := &Checkpoint{Root: root, src: src}
-	if indexName == "" && src.exists(IndexName) {
-		indexName = IndexName
+	if indexName == "" {
+		ok, err := src.exists(ctx, IndexName)
+		if err != nil {
+			return nil, fmt.Errorf("index %s: %w", joinRoot(root, IndexName), err)
+		}
+		if ok {
+			indexName = IndexName
+		}
 	}
 	if indexName == "" {
 		names, err := src.list()
@@ -91,7 +117,7 @@ func openWith(src source, root, indexName string) (*Checkpoint, error) {
 		if len(names) == 0 {
 			return nil, fmt.Errorf("open %s: %w: no .safetensors files and no %s", root, ErrNotFound, IndexName)
 		}
-		if err := c.openFiles(names); err != nil {
+		if err := c.openFiles(ctx, names); err != nil {
 			return nil, err
 		}
 		c.buildNames() // detects duplicates across files
@@ -103,7 +129,7 @@ func openWith(src source, root, indexName string) (*Checkpoint, error) {
 	}
 	c.IndexName = indexName
 	indexPath := joinRoot(root, indexName)
-	b, err := src.readAux(indexName, MaxIndexSize)
+	b, err := src.readAux(ctx, indexName, MaxIndexSize)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", indexPath, err)
 	}
@@ -118,7 +144,7 @@ func openWith(src source, root, indexName string) (*Checkpoint, error) {
 		c.idx, parseErr = parseIndexData(b, indexPath, true)
 	}()
 	if listErr == nil {
-		if err := c.openFiles(present); err != nil {
+		if err := c.openFiles(ctx, present); err != nil {
 			<-parsed
 			return nil, err
 		}
@@ -139,13 +165,17 @@ func openWith(src source, root, indexName string) (*Checkpoint, error) {
 			if _, ok := slices.BinarySearch(present, f); !ok {
 				c.Close()
 				// Name the cause precisely: missing, or a link leaving the directory.
-				if _, _, _, err := src.open(f); err != nil {
+				_, _, closer, err := src.open(ctx, f)
+				if err != nil {
 					return nil, fmt.Errorf("file %s: %w", joinRoot(root, f), err)
+				}
+				if closer != nil {
+					closer.Close()
 				}
 				return nil, fmt.Errorf("file %s: %w: named by %s but not a shard here", joinRoot(root, f), ErrNotFound, indexName)
 			}
 		}
-	} else if err := c.openFiles(c.idx.files); err != nil {
+	} else if err := c.openFiles(ctx, c.idx.files); err != nil {
 		return nil, err
 	}
 	if err := c.checkIndex(); err != nil {
@@ -155,9 +185,9 @@ func openWith(src source, root, indexName string) (*Checkpoint, error) {
 	return c, nil
 }
 
-func openSingle(src source, root, name string) (*Checkpoint, error) {
+func openSingle(ctx context.Context, src source, root, name string) (*Checkpoint, error) {
 	c := &Checkpoint{Root: root, src: src}
-	if err := c.openFiles([]string{name}); err != nil {
+	if err := c.openFiles(ctx, []string{name}); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -170,21 +200,34 @@ func joinRoot(root, name string) string {
 	return filepath.Join(root, name)
 }
 
-func (c *Checkpoint) openFiles(names []string) error {
+// openFiles reads the headers of names in parallel: at most OpenParallelism
+// files open at once, their header bytes bounded by MaxHeaderBytesInFlight,
+// and the first error cancels the rest.
+func (c *Checkpoint) openFiles(ctx context.Context, names []string) error {
 	c.Files = make([]*File, len(names))
+	errs := make([]error, len(names))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var g errgroup.Group
 	g.SetLimit(OpenParallelism)
 	for i, name := range names {
 		g.Go(func() error {
-			ra, size, closer, err := c.src.open(name)
-			if err != nil {
-				return fmt.Errorf("file %s: %w", joinRoot(c.Root, name), err)
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
 			}
-			f, err := ReadHeader(ra, size, joinRoot(c.Root, name)) // errors name the full path
+			ra, size, closer, err := c.src.open(ctx, name)
+			if err != nil {
+				errs[i] = fmt.Errorf("file %s: %w", joinRoot(c.Root, name), err)
+				cancel(errs[i])
+				return errs[i]
+			}
+			f, err := readHeader(ctx, ra, size, joinRoot(c.Root, name), cancel) // errors name the full path
 			if err != nil {
 				if closer != nil {
 					closer.Close()
 				}
+				errs[i] = err
+				cancel(err)
 				return err
 			}
 			f.Path = name
@@ -194,15 +237,53 @@ func (c *Checkpoint) openFiles(names []string) error {
 		})
 	}
 	err := g.Wait()
+	if err != nil {
+		err = firstError(context.Cause(ctx), errs)
+	}
+	var total int64
 	for _, f := range c.Files {
-		if f != nil {
-			c.HeaderBytesRead += f.DataStart
+		if f == nil {
+			continue
+		}
+		c.HeaderBytesRead += f.DataStart
+		if err == nil {
+			var ok bool
+			if total, ok = addSize(total, f.DataSize()); !ok {
+				err = fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", joinRoot(c.Root, f.Path), ErrFileSize)
+			}
 		}
 	}
 	if err != nil {
 		c.Close()
 	}
 	return err
+}
+
+// firstError picks the error to report from a cancelled group: the one that
+// cancelled it, else (the caller's context ended) the first that says more
+// than the bare context error, which the cause wraps.
+func firstError(cause error, errs []error) error {
+	if cause != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
+		return cause
+	}
+	for _, e := range errs {
+		if e != nil && e != context.Canceled && e != context.DeadlineExceeded {
+			if cause != nil && !errors.Is(e, cause) {
+				return fmt.Errorf("%w (%w)", e, cause)
+			}
+			return e
+		}
+	}
+	return cause
+}
+
+// addSize adds two non-negative sizes, reporting false when the sum does not
+// fit an int64 (four 2^62-byte files must not add up to 0).
+func addSize(a, b int64) (int64, bool) {
+	if b > math.MaxInt64-a {
+		return 0, false
+	}
+	return a + b, true
 }
 
 // checkIndex verifies index and headers agree: every indexed tensor is in its
@@ -226,10 +307,10 @@ func (c *Checkpoint) checkIndex() error {
 				name := c.idx.entries[ei].name
 				ti, ok := f.index[name]
 				if !ok {
-					return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), name, ErrIndex)
+					return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
 				}
 				if seen[ti] {
-					return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, name, ErrIndex)
+					return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, quote.Name(name), ErrIndex)
 				}
 				seen[ti] = true
 			}
@@ -240,10 +321,10 @@ func (c *Checkpoint) checkIndex() error {
 				name := f.Tensors[ti].Name
 				for _, e := range c.idx.entries {
 					if e.name == name {
-						return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), name, ErrIndex, c.idx.files[e.file])
+						return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex, c.idx.files[e.file])
 					}
 				}
-				return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), name, ErrIndex)
+				return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
 			}
 			return nil
 		})
@@ -278,7 +359,7 @@ func (c *Checkpoint) buildNames() {
 		for fi, f := range c.Files {
 			for ti, t := range f.Tensors {
 				if prev, dup := c.byName[t.Name]; dup && c.dupErr == nil {
-					c.dupErr = fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, f.Path), t.Name, ErrDuplicate, c.Files[prev.file].Path)
+					c.dupErr = fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, f.Path), quote.Name(t.Name), ErrDuplicate, c.Files[prev.file].Path)
 				}
 				c.byName[t.Name] = loc{int32(fi), int32(ti)}
 			}
@@ -306,7 +387,8 @@ func (c *Checkpoint) NumTensors() int {
 	return n
 }
 
-// TotalBytes sums tensor sizes over all shards.
+// TotalBytes sums tensor sizes over all shards (Open has checked the sum
+// fits an int64).
 func (c *Checkpoint) TotalBytes() int64 {
 	var n int64
 	for _, f := range c.Files {
@@ -321,7 +403,7 @@ func (c *Checkpoint) ReadAux(name string) ([]byte, error) {
 	if err := checkShardName(name); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	b, err := c.src.readAux(name, MaxAuxSize)
+	b, err := c.src.readAux(context.Background(), name, MaxAuxSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", joinRoot(c.Root, name), err)
 	}
@@ -337,81 +419,4 @@ func (c *Checkpoint) Close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// dirSource serves shards from a local directory, refusing names whose
-// symlinks resolve outside it.
-type dirSource struct {
-	root     string
-	realRoot string
-	rootOnce sync.Once
-	rootErr  error
-}
-
-func (d *dirSource) resolve(name string) (string, error) {
-	d.rootOnce.Do(func() { d.realRoot, d.rootErr = filepath.EvalSymlinks(d.root) })
-	if d.rootErr != nil {
-		return "", d.rootErr
-	}
-	p := filepath.Join(d.root, filepath.FromSlash(name))
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("%w: %v", ErrNotFound, err)
-		}
-		return "", err
-	}
-	if rel, err := filepath.Rel(d.realRoot, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", fmt.Errorf("%w: %s resolves to %s, outside %s", ErrIndex, name, real, d.root)
-	}
-	return p, nil
-}
-
-func (d *dirSource) open(name string) (io.ReaderAt, int64, io.Closer, error) {
-	p, err := d.resolve(name)
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, nil, fmt.Errorf("not a regular file")
-	}
-	return f, st.Size(), f, nil
-}
-
-func (d *dirSource) readAux(name string, limit int64) ([]byte, error) {
-	p, err := d.resolve(name)
-	if err != nil {
-		return nil, err
-	}
-	return readCapped(p, limit)
-}
-
-func (d *dirSource) exists(name string) bool {
-	_, err := os.Stat(filepath.Join(d.root, name))
-	return err == nil
-}
-
-func (d *dirSource) list() ([]string, error) {
-	ents, err := os.ReadDir(d.root)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".safetensors") && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }

@@ -42,6 +42,17 @@ func TestDifferentialNLPOdyssey(t *testing.T) {
 		m[8+rng.IntN(n)] = alphabet[rng.IntN(len(alphabet))]
 		inputs = append(inputs, m)
 	}
+	// Number and escape forms, valid and not: both parsers must decide them
+	// alike (JSON's grammar). The reference here refuses unknown fields, so the
+	// forms go where it reads them: numbers as a shape, escapes in a tensor
+	// name and a metadata value (TestMalformed covers them in ignored values).
+	for _, v := range []string{`1`, `1.`, `01`, `-.5`, `.5`, `+1`, `1e`, `1.e3`, `-`, `0x10`, `1e400`, `-0`, `1E+0`, `1.0`, `123456789012345678901234567890`} {
+		inputs = append(inputs, rawFile(`{"a":{"dtype":"U8","shape":[`+v+`],"data_offsets":[0,1]}}`, 1))
+	}
+	for _, v := range []string{`\x41`, `\u12`, `\u+123`, `\q`, `\'`, `\u00e9\/`, `\t\"\\\b\f\n\r`, `\ud83d\ude00`} {
+		inputs = append(inputs, rawFile(`{"a`+v+`":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1))
+		inputs = append(inputs, rawFile(`{"__metadata__":{"k":"`+v+`"},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1))
+	}
 	agreeAccept, agreeReject := 0, 0
 	for i, in := range inputs {
 		ours, oerr := ReadHeader(bytes.NewReader(in), int64(len(in)), "x")

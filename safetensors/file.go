@@ -3,7 +3,8 @@ package safetensors
 import (
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
 // File is the validated header of one safetensors file plus the reader its data
@@ -27,9 +28,10 @@ type File struct {
 	closer io.Closer
 }
 
-// OpenFile opens a local file and reads its header.
+// OpenFile opens a local file and reads its header. Anything other than a
+// regular file (a FIFO, a device, a directory) is refused before it is read.
 func OpenFile(path string) (*File, error) {
-	fh, err := os.Open(path)
+	fh, err := fsx.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", path, err)
 	}

@@ -3,6 +3,8 @@ package safetensors
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +69,55 @@ func FuzzParseHeader(f *testing.F) {
 		again, _ := NewLayout(specs, back.Metadata)
 		if !bytes.Equal(again.Header, l.Header) {
 			t.Fatalf("canonical form is not stable")
+		}
+	})
+}
+
+// FuzzParseIndex checks that the index parser never panics, that every shard
+// name it accepts stays inside the checkpoint, and that an accepted index
+// survives Marshal and a second parse unchanged. Seeds: testdata/index.
+func FuzzParseIndex(f *testing.F) {
+	paths, _ := filepath.Glob("testdata/index/*.json")
+	if len(paths) == 0 {
+		f.Fatal("no seeds in testdata/index")
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1<<20 {
+			return
+		}
+		idx, err := ParseIndex(b, "fuzz")
+		if err != nil {
+			if !errors.Is(err, ErrIndex) {
+				t.Fatalf("error outside the ErrIndex class: %v", err)
+			}
+			return
+		}
+		for name, file := range idx.WeightMap {
+			if err := checkShardName(file); err != nil {
+				t.Fatalf("tensor %q: accepted shard name %q: %v", name, file, err)
+			}
+		}
+		out, err := idx.Marshal()
+		if err != nil {
+			t.Fatalf("accepted index cannot be written: %v", err)
+		}
+		back, err := ParseIndex(out, "again")
+		if err != nil {
+			t.Fatalf("written index does not parse: %v\n%s", err, out)
+		}
+		if back.TotalSize != idx.TotalSize || !maps.Equal(back.WeightMap, idx.WeightMap) || len(back.Metadata) != len(idx.Metadata) {
+			t.Fatalf("round trip changed the index")
+		}
+		again, _ := back.Marshal()
+		if !bytes.Equal(again, out) {
+			t.Fatalf("written form is not a fixed point")
 		}
 	})
 }

@@ -1,15 +1,16 @@
 package safetensors
 
 import (
-	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
-	"unicode/utf16"
+	"strings"
 	"unicode/utf8"
-	"unsafe"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"golang.org/x/sync/semaphore"
 )
 
 // MaxHeaderSize is the largest header length accepted, the reference reader's limit.
@@ -19,14 +20,42 @@ const MaxHeaderSize = 100_000_000
 // cannot exhaust the stack.
 const maxJSONDepth = 64
 
+// maxTensorEstimate caps the tensor count preallocated from a header's
+// length, so a hostile header of junk costs its own bytes and no more; real
+// shards hold far fewer tensors (Kimi-K3's hold a few thousand each).
+const maxTensorEstimate = 1 << 14
+
 // metadataKey is the reserved header key for free-form string metadata.
 const metadataKey = "__metadata__"
+
+// MaxMetadataSize bounds the bytes of a header's __metadata__ (keys and
+// values together). The reference sets no limit, but metadata is carried into
+// outputs (one copy per rank of a layout), so a file cannot make it huge.
+const MaxMetadataSize = 1 << 20
+
+// MaxHeaderBytesInFlight bounds the header bytes being read and parsed at any
+// moment in the process, whatever the number of files and how much each
+// claims: a checkpoint of many files that each claim MaxHeaderSize costs this
+// much memory, not the sum of the claims.
+const MaxHeaderBytesInFlight = 256 << 20
+
+// headerBudget holds MaxHeaderBytesInFlight; a header read takes its length
+// from it before allocating and gives it back once parsed.
+var headerBudget = semaphore.NewWeighted(MaxHeaderBytesInFlight)
 
 // ReadHeader reads and validates the header of a safetensors file of the given
 // size, reading exactly 8 bytes and then the header, never the data. path names
 // the file in errors. It rejects everything the reference reader rejects, plus
-// duplicate tensor names.
+// duplicate tensor names and metadata over MaxMetadataSize.
 func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
+	return readHeader(context.Background(), r, size, path, nil)
+}
+
+// readHeader is ReadHeader waiting for its share of MaxHeaderBytesInFlight
+// under ctx. A parse failure calls stop (when given) before the share goes
+// back, so that readers waiting for it see the cancellation instead of
+// reading their own headers.
+func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, stop func(error)) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, fmt.Errorf("file %s: %w", path, err) }
 	if size < 8 {
 		return fail(fmt.Errorf("%w (size %d)", ErrTooSmall, size))
@@ -42,23 +71,43 @@ func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 	if int64(n) > size-8 {
 		return fail(fmt.Errorf("%w: header length %d, file size %d", ErrHeaderTruncated, n, size))
 	}
-	buf := make([]byte, n) // bounded by MaxHeaderSize and by the file size
-	if _, err := io.ReadFull(io.NewSectionReader(r, 8, int64(n)), buf); err != nil {
-		return fail(fmt.Errorf("read header: %w", err))
+	if err := headerBudget.Acquire(ctx, int64(n)); err != nil {
+		return fail(err)
 	}
-	f, err := parseHeader(buf, true)
+	f, err := readHeaderBody(r, size, int64(n))
+	if err != nil && stop != nil {
+		err = fmt.Errorf("file %s: %w", path, err)
+		stop(err)
+		headerBudget.Release(int64(n))
+		return nil, err
+	}
+	headerBudget.Release(int64(n))
 	if err != nil {
 		return fail(err)
 	}
-	f.Path, f.Size, f.HeaderLen, f.DataStart = path, size, int64(n), 8+int64(n)
+	f.Path = path
+	f.ra = r
+	return f, nil
+}
+
+// readHeaderBody reads and parses the n header bytes after the length.
+func readHeaderBody(r io.ReaderAt, size, n int64) (*File, error) {
+	buf := make([]byte, n) // bounded by MaxHeaderSize, the file size and headerBudget
+	if _, err := io.ReadFull(io.NewSectionReader(r, 8, n), buf); err != nil {
+		return nil, fmt.Errorf("read header: %w", err)
+	}
+	f, err := parseHeader(buf, true)
+	if err != nil {
+		return nil, err
+	}
+	f.Size, f.HeaderLen, f.DataStart = size, n, 8+n
 	var dataEnd int64
 	if len(f.Tensors) > 0 {
 		dataEnd = f.Tensors[len(f.Tensors)-1].End
 	}
-	if dataEnd+f.DataStart != size {
-		return fail(fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", ErrFileSize, f.DataStart, dataEnd, size))
+	if dataEnd != size-f.DataStart { // no sum: End may be near the int64 limit
+		return nil, fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", ErrFileSize, f.DataStart, dataEnd, size)
 	}
-	f.ra = r
 	return f, nil
 }
 
@@ -85,7 +134,7 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 	f := &File{}
 	// Estimate the tensor count from the size so slices rarely regrow; the
 	// estimate is bounded by the header length, never by a count the file states.
-	est := len(b) / 96
+	est := min(len(b)/96, maxTensorEstimate)
 	f.Tensors = make([]TensorInfo, 0, est)
 	f.index = make(map[string]int32, est)
 	p.ws()
@@ -102,7 +151,7 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 			}
 			p.ws()
 			if !p.eat(':') {
-				return nil, p.errf(ErrHeaderJSON, "expected ':' after key %q", name)
+				return nil, p.errf(ErrHeaderJSON, "expected ':' after key %s", quote.Name(name))
 			}
 			p.ws()
 			if name == metadataKey {
@@ -115,10 +164,10 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 			} else {
 				t, err := p.tensor(name)
 				if err != nil {
-					return nil, fmt.Errorf("tensor %s: %w", name, err)
+					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), err)
 				}
 				if _, dup := f.index[name]; dup {
-					return nil, fmt.Errorf("tensor %s: %w", name, ErrDuplicate)
+					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), ErrDuplicate)
 				}
 				f.index[name] = int32(len(f.Tensors))
 				f.Tensors = append(f.Tensors, t)
@@ -143,7 +192,46 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 	if err := f.validateOffsets(); err != nil {
 		return nil, err
 	}
+	if owned {
+		f.compactNames(len(b))
+	}
 	return f, nil
+}
+
+// compactNames copies the tensor names out of the header they alias when
+// they are a small part of a large header (padding or ignored values), so
+// what a File keeps alive is its names, not every byte its header holds.
+func (f *File) compactNames(headerLen int) {
+	if headerLen < 1<<20 {
+		return
+	}
+	total := 0
+	for _, t := range f.Tensors {
+		total += len(t.Name)
+	}
+	if total > headerLen/2 {
+		return
+	}
+	var sb strings.Builder
+	sb.Grow(total)
+	for _, t := range f.Tensors {
+		sb.WriteString(t.Name)
+	}
+	all, pos := sb.String(), 0
+	for i := range f.Tensors {
+		n := len(f.Tensors[i].Name)
+		f.Tensors[i].Name = all[pos : pos+n]
+		pos += n
+	}
+	for k, v := range f.Metadata { // small (MaxMetadataSize) but aliasing the header
+		delete(f.Metadata, k)
+		f.Metadata[strings.Clone(k)] = strings.Clone(v)
+	}
+	// The index map's keys alias the header too.
+	clear(f.index)
+	for i, t := range f.Tensors {
+		f.index[t.Name] = int32(i)
+	}
 }
 
 // validateOffsets sorts the tensors by data offsets and checks, as the reference
@@ -160,14 +248,14 @@ func (f *File) validateOffsets() error {
 	var pos int64
 	for _, t := range f.Tensors {
 		if t.Begin != pos || t.End < t.Begin {
-			return fmt.Errorf("tensor %s: %w: data_offsets [%d, %d], expected start %d", t.Name, ErrOffsets, t.Begin, t.End, pos)
+			return fmt.Errorf("tensor %s: %w: data_offsets [%d, %d], expected start %d", quote.Name(t.Name), ErrOffsets, t.Begin, t.End, pos)
 		}
 		want, err := ByteSize(t.DType, t.Shape)
 		if err != nil {
-			return fmt.Errorf("tensor %s: %w", t.Name, err)
+			return fmt.Errorf("tensor %s: %w", quote.Name(t.Name), err)
 		}
 		if t.End-t.Begin != want {
-			return fmt.Errorf("tensor %s: %w: %d bytes for %s %v (want %d)", t.Name, ErrSizeMismatch, t.End-t.Begin, t.DType, t.Shape, want)
+			return fmt.Errorf("tensor %s: %w: %d bytes for %s %v (want %d)", quote.Name(t.Name), ErrSizeMismatch, t.End-t.Begin, t.DType, t.Shape, want)
 		}
 		pos = t.End
 	}
@@ -190,233 +278,6 @@ func cmpOffsets(a, b TensorInfo) int {
 	return 0
 }
 
-// parser is a small JSON scanner specialised for safetensors headers: it decodes
-// tensor entries without building generic values, which keeps header parsing
-// several times faster than encoding/json and allocation-light.
-type parser struct {
-	b       []byte
-	s       string // the same bytes as b when names should share its memory, else ""
-	i       int
-	arena   []int64 // backing store for shapes, carved into capped sub-slices
-	scratch [16]int64
-}
-
-func (p *parser) errf(class error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s at byte %d", class, fmt.Sprintf(format, args...), p.i)
-}
-
-func (p *parser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// next consumes what follows a member of an object or array: a ',' that
-// must be followed by another member (no trailing comma), or whitespace before
-// the closing byte, which is left for the caller's loop to take.
-func (p *parser) next(closing byte) error {
-	p.ws()
-	if p.eat(',') {
-		p.ws()
-		if p.i < len(p.b) && p.b[p.i] == closing {
-			return p.errf(ErrHeaderJSON, "trailing comma")
-		}
-		return nil
-	}
-	if p.i < len(p.b) && p.b[p.i] == closing {
-		return nil
-	}
-	return p.errf(ErrHeaderJSON, "expected ',' or '%c'", closing)
-}
-
-func (p *parser) eat(c byte) bool {
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// rawStr scans a string and returns its raw bytes (between the quotes) and
-// whether it contains escapes.
-func (p *parser) rawStr() ([]byte, bool, error) {
-	if !p.eat('"') {
-		return nil, false, p.errf(ErrHeaderJSON, "expected a string")
-	}
-	start, esc := p.i, false
-	// Fast path: find the closing quote with a vectorised search, then make
-	// sure the span holds no escape or control character.
-	if q := bytes.IndexByte(p.b[p.i:], '"'); q >= 0 {
-		span := p.b[p.i : p.i+q]
-		clean := true
-		for _, c := range span {
-			if c < 0x20 || c == '\\' {
-				clean = false
-				break
-			}
-		}
-		if clean {
-			p.i += q + 1
-			return span, false, nil
-		}
-	}
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			s := p.b[start:p.i]
-			p.i++
-			return s, esc, nil
-		case c == '\\':
-			esc = true
-			p.i += 2
-		case c < 0x20:
-			return nil, false, p.errf(ErrHeaderJSON, "control character in string")
-		default:
-			p.i++
-		}
-	}
-	return nil, false, p.errf(ErrHeaderJSON, "unterminated string")
-}
-
-func (p *parser) str() (string, error) {
-	raw, esc, err := p.rawStr()
-	if err != nil {
-		return "", err
-	}
-	if !esc {
-		if p.s != "" {
-			end := p.i - 1
-			return p.s[end-len(raw) : end], nil
-		}
-		return string(raw), nil
-	}
-	return p.unescape(raw)
-}
-
-func (p *parser) unescape(raw []byte) (string, error) {
-	out := make([]byte, 0, len(raw))
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if c != '\\' {
-			out = append(out, c)
-			continue
-		}
-		i++
-		if i >= len(raw) {
-			return "", p.errf(ErrHeaderJSON, "bad escape")
-		}
-		switch raw[i] {
-		case '"', '\\', '/':
-			out = append(out, raw[i])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, n, ok := hex4(raw[i+1:])
-			if !ok {
-				return "", p.errf(ErrHeaderJSON, "bad \\u escape")
-			}
-			i += n
-			if utf16.IsSurrogate(r) {
-				r2, n2, ok2 := rune(0), 0, false
-				if i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
-					r2, n2, ok2 = hex4(raw[i+3:])
-				}
-				dec := utf16.DecodeRune(r, r2)
-				if !ok2 || dec == utf8.RuneError {
-					return "", p.errf(ErrHeaderJSON, "unpaired surrogate in \\u escape")
-				}
-				i += 2 + n2
-				r = dec
-			}
-			out = utf8.AppendRune(out, r)
-		default:
-			return "", p.errf(ErrHeaderJSON, "bad escape \\%c", raw[i])
-		}
-	}
-	return string(out), nil
-}
-
-func hex4(b []byte) (rune, int, bool) {
-	if len(b) < 4 {
-		return 0, 0, false
-	}
-	v, err := strconv.ParseUint(string(b[:4]), 16, 32)
-	if err != nil {
-		return 0, 0, false
-	}
-	return rune(v), 4, true
-}
-
-// uint parses a JSON number that must be a non-negative integer fitting int64;
-// class names the error for anything else (negative, fractional, overflowing).
-func (p *parser) uint(class error, what string) (int64, error) {
-	start := p.i
-	if p.i < len(p.b) && p.b[p.i] == '-' {
-		return 0, p.errf(class, "%s is negative", what)
-	}
-	var v uint64
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		d := uint64(p.b[p.i] - '0')
-		if v > (1<<63-1-d)/10 {
-			return 0, p.errf(class, "%s overflows", what)
-		}
-		v = v*10 + d
-		p.i++
-	}
-	if p.i == start {
-		return 0, p.errf(class, "%s is not a number", what)
-	}
-	if p.i-start > 1 && p.b[start] == '0' {
-		return 0, p.errf(ErrHeaderJSON, "%s has a leading zero", what)
-	}
-	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		return 0, p.errf(class, "%s is not an integer", what)
-	}
-	return int64(v), nil
-}
-
-func (p *parser) uintArray(class error, what string, dst []int64) ([]int64, error) {
-	if !p.eat('[') {
-		return nil, p.errf(class, "%s is not an array", what)
-	}
-	p.ws()
-	if p.eat(']') {
-		return dst, nil
-	}
-	for {
-		p.ws()
-		v, err := p.uint(class, what)
-		if err != nil {
-			return nil, err
-		}
-		dst = append(dst, v)
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		if p.eat(']') {
-			return dst, nil
-		}
-		return nil, p.errf(ErrHeaderJSON, "expected ',' or ']' in %s", what)
-	}
-}
-
-// tensor parses one tensor entry: an object with dtype, shape and data_offsets;
-// unknown fields are skipped as the reference's deserializer does.
 func (p *parser) tensor(name string) (TensorInfo, error) {
 	t := TensorInfo{Name: name}
 	if !p.eat('{') {
@@ -535,6 +396,7 @@ func (p *parser) metadata() (map[string]string, error) {
 		return nil, p.errf(ErrMetadata, "not an object")
 	}
 	m := map[string]string{}
+	total := 0
 	p.ws()
 	if p.eat('}') {
 		return m, nil
@@ -551,14 +413,17 @@ func (p *parser) metadata() (map[string]string, error) {
 		}
 		p.ws()
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, p.errf(ErrMetadata, "value of %q is not a string", k)
+			return nil, p.errf(ErrMetadata, "value of %s is not a string", quote.Name(k))
 		}
 		v, err := p.str()
 		if err != nil {
 			return nil, err
 		}
 		if _, dup := m[k]; dup {
-			return nil, p.errf(ErrMetadata, "duplicate key %q", k)
+			return nil, p.errf(ErrMetadata, "duplicate key %s", quote.Name(k))
+		}
+		if total += len(k) + len(v); total > MaxMetadataSize {
+			return nil, p.errf(ErrMetadata, "more than %d bytes of metadata (the limit)", MaxMetadataSize)
 		}
 		m[k] = v
 		p.ws()
@@ -573,88 +438,3 @@ func (p *parser) metadata() (map[string]string, error) {
 }
 
 // skip passes over any JSON value.
-func (p *parser) skip(depth int) error {
-	if depth > maxJSONDepth {
-		return p.errf(ErrHeaderJSON, "nesting deeper than %d", maxJSONDepth)
-	}
-	if p.i >= len(p.b) {
-		return p.errf(ErrHeaderJSON, "unexpected end")
-	}
-	switch c := p.b[p.i]; {
-	case c == '"':
-		_, _, err := p.rawStr()
-		return err
-	case c == '{' || c == '[':
-		close := byte('}')
-		if c == '[' {
-			close = ']'
-		}
-		p.i++
-		p.ws()
-		if p.eat(close) {
-			return nil
-		}
-		for {
-			p.ws()
-			if c == '{' {
-				if _, _, err := p.rawStr(); err != nil {
-					return err
-				}
-				p.ws()
-				if !p.eat(':') {
-					return p.errf(ErrHeaderJSON, "expected ':'")
-				}
-				p.ws()
-			}
-			if err := p.skip(depth + 1); err != nil {
-				return err
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat(close) {
-				return nil
-			}
-			return p.errf(ErrHeaderJSON, "expected ',' or '%c'", close)
-		}
-	case c == 't' || c == 'f' || c == 'n':
-		for _, lit := range []string{"true", "false", "null"} {
-			if p.i+len(lit) <= len(p.b) && string(p.b[p.i:p.i+len(lit)]) == lit {
-				p.i += len(lit)
-				return nil
-			}
-		}
-		return p.errf(ErrHeaderJSON, "bad literal")
-	case c == '-' || (c >= '0' && c <= '9'):
-		start := p.i
-		p.i++
-		for p.i < len(p.b) && strchr("0123456789.eE+-", p.b[p.i]) {
-			p.i++
-		}
-		if _, err := strconv.ParseFloat(string(p.b[start:p.i]), 64); err != nil {
-			return p.errf(ErrHeaderJSON, "bad number")
-		}
-		return nil
-	default:
-		return p.errf(ErrHeaderJSON, "unexpected character %q", c)
-	}
-}
-
-// bytesString views b as a string. When b is owned (read from the file by us
-// and never modified afterwards) no copy is made.
-func bytesString(b []byte, owned bool) string {
-	if owned && len(b) > 0 {
-		return unsafe.String(&b[0], len(b))
-	}
-	return string(b)
-}
-
-func strchr(set string, c byte) bool {
-	for i := 0; i < len(set); i++ {
-		if set[i] == c {
-			return true
-		}
-	}
-	return false
-}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -14,14 +13,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
 // IndexName is the conventional name of a sharded checkpoint's index.
 const IndexName = "model.safetensors.index.json"
 
-// MaxIndexSize bounds how much of an index file is read (the full K3 index is
-// about 45 MB).
-const MaxIndexSize = 1 << 30
+// MaxIndexSize bounds the index file read whole (Kimi-K3's, the largest this
+// tool is meant for, is about 58 MB; 128 MiB leaves room for twice as many
+// tensors and keeps a hostile index from setting the memory).
+const MaxIndexSize = 128 << 20
+
+// maxIndexMetadata bounds the index's metadata object, which is decoded as
+// generic JSON and carried into written indexes.
+const maxIndexMetadata = 1 << 20
 
 // Index is a model.safetensors.index.json: which shard holds each tensor.
 type Index struct {
@@ -66,7 +72,7 @@ func (d *indexData) checkUnique(name string) error {
 	for i := 1; i < len(d.entries); i++ {
 		a, b := d.entries[i-1].name, d.entries[i].name
 		if a == b {
-			return fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, a)
+			return fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, quote.Name(a))
 		}
 		if a > b {
 			sorted = false
@@ -84,7 +90,7 @@ func (d *indexData) toIndex(name string) (*Index, error) {
 	idx := &Index{TotalSize: d.totalSize, Metadata: d.metadata, WeightMap: make(map[string]string, len(d.entries))}
 	for _, e := range d.entries {
 		if _, dup := idx.WeightMap[e.name]; dup {
-			return nil, fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, e.name)
+			return nil, fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, quote.Name(e.name))
 		}
 		idx.WeightMap[e.name] = d.files[e.file]
 	}
@@ -129,6 +135,9 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 			if err := p.skip(0); err != nil {
 				return fail("metadata: %v", err)
 			}
+			if p.i-start > maxIndexMetadata {
+				return fail("metadata is %d bytes, over the %d-byte limit", p.i-start, maxIndexMetadata)
+			}
 			var md map[string]any
 			dec := json.NewDecoder(strings.NewReader(p.s[start:p.i]))
 			dec.UseNumber()
@@ -169,18 +178,18 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 				p.ws()
 				raw, esc, err := p.rawStr()
 				if err != nil {
-					return fail("weight_map[%s]: %v", t, err)
+					return fail("weight_map[%s]: %v", quote.Name(t), err)
 				}
 				id, ok := fileIDs[string(raw)]
 				if !ok {
 					f := string(raw)
 					if esc {
 						if f, err = p.unescape(raw); err != nil {
-							return fail("weight_map[%s]: %v", t, err)
+							return fail("weight_map[%s]: %v", quote.Name(t), err)
 						}
 					}
 					if err := checkShardName(f); err != nil {
-						return fail("tensor %s: %v", t, err)
+						return fail("tensor %s: %v", quote.Name(t), err)
 					}
 					id = uint32(len(provisional))
 					provisional = append(provisional, f)
@@ -242,24 +251,14 @@ func checkShardName(f string) error {
 	return nil
 }
 
-// ReadIndex reads and parses an index file.
+// ReadIndex reads and parses an index file (a regular file of at most
+// MaxIndexSize bytes).
 func ReadIndex(p string) (*Index, error) {
-	b, err := readCapped(p, MaxIndexSize)
+	b, err := fsx.ReadFile(p, MaxIndexSize)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", p, err)
 	}
 	return ParseIndex(b, p)
-}
-
-func readCapped(p string, limit int64) ([]byte, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%d bytes is over the %d-byte limit", st.Size(), limit)
-	}
-	return os.ReadFile(p)
 }
 
 // Files lists the distinct shard names, sorted.
@@ -314,9 +313,13 @@ func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 		}
 		for _, t := range f.Tensors {
 			d.entries = append(d.entries, indexEntry{t.Name, uint32(i)})
-			d.totalSize += t.Size()
 		}
+		total, ok := addSize(d.totalSize, f.DataSize())
 		f.Close()
+		if !ok {
+			return 0, fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", f.Path, ErrFileSize)
+		}
+		d.totalSize = total
 	}
 	_, err := d.writeTo(w)
 	return d.totalSize, err
@@ -378,7 +381,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 func WriteIndex(p string, idx *Index) error {
 	for t, f := range idx.WeightMap {
 		if err := checkShardName(f); err != nil {
-			return fmt.Errorf("index %s: tensor %s: %w: %v", p, t, ErrIndex, err)
+			return fmt.Errorf("index %s: tensor %s: %w: %v", p, quote.Name(t), ErrIndex, err)
 		}
 	}
 	b, err := idx.Marshal()

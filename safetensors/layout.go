@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
 // Layout is a file's complete plan computed before any data is written: the
@@ -38,13 +40,13 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 	l := &Layout{Tensors: make([]TensorInfo, len(specs)), index: make(map[string]int, len(specs))}
 	for i, s := range specs {
 		if s.Name == metadataKey {
-			return nil, fmt.Errorf("tensor %s: %w: reserved name", s.Name, ErrDuplicate)
+			return nil, fmt.Errorf("tensor %s: %w: reserved name", quote.Name(s.Name), ErrDuplicate)
 		}
 		if !utf8.ValidString(s.Name) {
 			return nil, fmt.Errorf("tensor %q: %w", s.Name, ErrHeaderUTF8)
 		}
 		if _, err := ByteSize(s.DType, s.Shape); err != nil {
-			return nil, fmt.Errorf("tensor %s: %w", s.Name, err)
+			return nil, fmt.Errorf("tensor %s: %w", quote.Name(s.Name), err)
 		}
 		l.Tensors[i] = TensorInfo{Name: s.Name, DType: s.DType, Shape: slices.Clone(s.Shape)}
 	}
@@ -58,14 +60,18 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 	for i := range l.Tensors {
 		t := &l.Tensors[i]
 		if i > 0 && l.Tensors[i-1].Name == t.Name {
-			return nil, fmt.Errorf("tensor %s: %w", t.Name, ErrDuplicate)
+			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), ErrDuplicate)
 		}
 		if _, dup := l.index[t.Name]; dup {
-			return nil, fmt.Errorf("tensor %s: %w", t.Name, ErrDuplicate)
+			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), ErrDuplicate)
 		}
 		sz, _ := ByteSize(t.DType, t.Shape)
-		t.Begin, t.End = pos, pos+sz
-		pos += sz
+		end, ok := addSize(pos, sz)
+		if !ok {
+			return nil, fmt.Errorf("tensor %s: %w: the tensors' bytes add up to more than 2^63-1", quote.Name(t.Name), ErrShape)
+		}
+		t.Begin, t.End = pos, end
+		pos = end
 		l.index[t.Name] = i
 	}
 	js := appendHeaderJSON(make([]byte, 8, 8+64*len(specs)+64), l.Tensors, metadata)
@@ -79,7 +85,11 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 	binary.LittleEndian.PutUint64(js, uint64(n))
 	l.Header = js
 	l.DataStart = int64(len(js))
-	l.Size = l.DataStart + pos
+	size, ok := addSize(l.DataStart, pos)
+	if !ok {
+		return nil, fmt.Errorf("%w: the file's size exceeds 2^63-1", ErrShape)
+	}
+	l.Size = size
 	return l, nil
 }
 

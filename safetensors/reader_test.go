@@ -51,6 +51,7 @@ func TestMalformed(t *testing.T) {
 		{"exponent shape", rawFile(`{"a":{"dtype":"F32","shape":[1e3],"data_offsets":[0,4]}}`, 4), ErrShape},
 		{"overflowing entry", rawFile(`{"a":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,4]}}`, 4), ErrShape},
 		{"overflowing product", rawFile(`{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}`, 4), ErrShape},
+		{"shape whose bit count wraps to 0", rawFile(`{"a":{"dtype":"F64","shape":[288230376151711744],"data_offsets":[0,0]}}`, 0), ErrShape},
 		{"shape not array", rawFile(`{"a":{"dtype":"F32","shape":3,"data_offsets":[0,4]}}`, 4), ErrShape},
 		{"missing dtype", rawFile(`{"a":{"shape":[1],"data_offsets":[0,4]}}`, 4), ErrMissingField},
 		{"missing shape", rawFile(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, 4), ErrMissingField},
@@ -68,6 +69,25 @@ func TestMalformed(t *testing.T) {
 		{"truncated data", rawFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 4), ErrFileSize},
 		{"duplicate tensor", rawFile(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2), ErrDuplicate},
 		{"duplicate field", rawFile(`{"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number 1.", rawFile(`{"a":{"x":1.,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number 01", rawFile(`{"a":{"x":01,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number -.5", rawFile(`{"a":{"x":-.5,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number .5", rawFile(`{"a":{"x":.5,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number +1", rawFile(`{"a":{"x":+1,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number 1e", rawFile(`{"a":{"x":1e,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number 1e+", rawFile(`{"a":{"x":1e+,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number -", rawFile(`{"a":{"x":-,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number 1.e3", rawFile(`{"a":{"x":1.e3,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number 1e400", rawFile(`{"a":{"x":1e400,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number 0x10", rawFile(`{"a":{"x":0x10,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: escape \\x41", rawFile(`{"a":{"x":"\x41","dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: escape \\u12", rawFile(`{"a":{"x":"\u12","dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: escape \\u+123", rawFile(`{"a":{"x":"\u+123","dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: lone surrogate", rawFile(`{"a":{"x":"\ud800","dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: escape in key", rawFile(`{"a":{"x":{"\q":1},"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: literal tru", rawFile(`{"a":{"x":tru,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: literal nul", rawFile(`{"a":{"x":nul,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
+		{"ignored value: number in array 1.", rawFile(`{"a":{"x":[0,1.],"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
 		{"deep nesting", rawFile(`{"a":{"x":`+strings.Repeat("[", 100)+strings.Repeat("]", 100)+`,"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrHeaderJSON},
 	}
 	for _, c := range cases {
@@ -98,6 +118,8 @@ func TestAcceptsReferenceQuirks(t *testing.T) {
 		` {"a" : {"shape":[],"dtype":"F32","data_offsets":[0,4],"extra":{"x":[1,2.5,true,null]}}}   `,
 		`{"b":{"dtype":"U8","shape":[1],"data_offsets":[4,5]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`,
 		`{"\u00e9\ud83d\ude00":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}`,
+		// Every JSON number and escape form is taken in ignored values.
+		`{"a":{"x":[-0,0,0.5e-3,1E+2,1e-400,-12.5E3,123456789012345678901234567890,"\u00e9\/\b\f\n\r\t\"\\"],"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`,
 	} {
 		n := 0
 		if strings.Contains(h, "[0,4]") {

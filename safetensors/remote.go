@@ -1,19 +1,32 @@
 package safetensors
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 // RemoteTimeout bounds each HTTP request of a remote checkpoint.
 const RemoteTimeout = 60 * time.Second
+
+// RemoteOpenTimeout bounds the whole opening of a remote checkpoint (index,
+// every header, side-file probes) when the caller's context sets no deadline.
+const RemoteOpenTimeout = 5 * time.Minute
+
+// maxRedirects is how many redirects a request follows before the chain
+// counts as a loop (net/http's default).
+const maxRedirects = 10
 
 // HTTPReaderAt reads a remote file with HTTP range requests, so headers (and
 // any tensor) can be read without downloading the file.
@@ -27,12 +40,16 @@ type HTTPReaderAt struct {
 // NewHTTPReaderAt probes url with a range request for its first 8 bytes (the
 // header length) to learn the size and to make sure the server honours ranges.
 func NewHTTPReaderAt(client *http.Client, u string, fetched *atomic.Int64) (*HTTPReaderAt, error) {
+	return newHTTPReaderAt(context.Background(), client, u, fetched)
+}
+
+func newHTTPReaderAt(ctx context.Context, client *http.Client, u string, fetched *atomic.Int64) (*HTTPReaderAt, error) {
 	if fetched == nil {
 		fetched = new(atomic.Int64)
 	}
 	r := &HTTPReaderAt{client: client, url: u, fetched: fetched, size: -1}
 	var b [8]byte
-	_, total, err := r.get(b[:], 0)
+	_, total, err := r.get(ctx, b[:], 0)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +72,7 @@ func (r *HTTPReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	if off+int64(len(p)) > r.size {
 		want = p[:r.size-off]
 	}
-	n, _, err := r.get(want, off)
+	n, _, err := r.get(context.Background(), want, off)
 	if err == nil && n < len(p) {
 		err = io.EOF
 	}
@@ -64,18 +81,18 @@ func (r *HTTPReaderAt) ReadAt(p []byte, off int64) (int, error) {
 
 // get issues one range request for len(p) bytes at off and returns the bytes
 // read and the total size from Content-Range.
-func (r *HTTPReaderAt) get(p []byte, off int64) (int, int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), RemoteTimeout)
+func (r *HTTPReaderAt) get(ctx context.Context, p []byte, off int64) (int, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, RemoteTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("%w: %s: %w", ErrRemote, r.url, err)
 	}
 	end := off + int64(len(p)) - 1 // the server may hold fewer bytes: Content-Range says
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, end))
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %v", ErrRemote, err)
+		return 0, 0, remoteError(r.url, err)
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
@@ -87,10 +104,8 @@ func (r *HTTPReaderAt) get(p []byte, off int64) (int, int64, error) {
 			return 0, 0, nil
 		}
 		return 0, 0, fmt.Errorf("%w: %s: range %d-%d not satisfiable", ErrRemote, r.url, off, end)
-	case http.StatusNotFound:
-		return 0, 0, fmt.Errorf("%w: %s: %w", ErrRemote, r.url, ErrNotFound)
 	default:
-		return 0, 0, fmt.Errorf("%w: %s: HTTP %s", ErrRemote, r.url, resp.Status)
+		return 0, 0, statusError(r.url, resp)
 	}
 	start, last, total, err := parseContentRange(resp.Header.Get("Content-Range"))
 	if err != nil || start != off || last > end {
@@ -99,9 +114,63 @@ func (r *HTTPReaderAt) get(p []byte, off int64) (int, int64, error) {
 	n, err := io.ReadFull(resp.Body, p[:last-start+1])
 	r.fetched.Add(int64(n))
 	if err != nil {
-		return n, total, fmt.Errorf("%w: %s: %v", ErrRemote, r.url, err)
+		return n, total, remoteError(r.url, err)
 	}
 	return n, total, nil
+}
+
+// errRedirectLoop marks a redirect chain that revisits a URL or runs past
+// maxRedirects.
+var errRedirectLoop = errors.New("redirect loop")
+
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("%w: more than %d redirects", errRedirectLoop, maxRedirects)
+	}
+	for _, v := range via {
+		if v.URL.String() == req.URL.String() {
+			return fmt.Errorf("%w: %s redirects back to itself", errRedirectLoop, req.URL)
+		}
+	}
+	return nil
+}
+
+// statusError says which status which host answered; a 404 or 410 also
+// wraps ErrNotFound.
+func statusError(u string, resp *http.Response) error {
+	host := resp.Request.URL.Host
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
+		return fmt.Errorf("%w: %s: HTTP %s from %s: %w", ErrRemote, u, resp.Status, host, ErrNotFound)
+	}
+	return fmt.Errorf("%w: %s: HTTP %s from %s", ErrRemote, u, resp.Status, host)
+}
+
+// remoteError names what went wrong with a request: refused connection,
+// unknown host, timeout, cancellation, redirect loop, or the transport's own
+// words. The cause stays wrapped (errors.Is works on context.DeadlineExceeded,
+// syscall.ECONNREFUSED and the like).
+func remoteError(u string, err error) error {
+	what := ""
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.Is(err, errRedirectLoop):
+		what = "redirect loop"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		what = "connection refused"
+	case errors.As(err, &dns):
+		what = "cannot resolve host " + dns.Name
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		what = "timed out"
+		if !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+		}
+	case errors.Is(err, context.Canceled):
+		what = "canceled"
+	default:
+		return fmt.Errorf("%w: %s: %w", ErrRemote, u, err)
+	}
+	return fmt.Errorf("%w: %s: %s: %w", ErrRemote, u, what, err)
 }
 
 func parseContentRange(s string) (start, last, total int64, err error) {
@@ -141,59 +210,72 @@ func (h *httpSource) resolve(name string) string {
 	return h.base.ResolveReference(ref).String()
 }
 
-func (h *httpSource) open(name string) (io.ReaderAt, int64, io.Closer, error) {
-	r, err := NewHTTPReaderAt(h.client, h.resolve(name), &h.fetched)
+func (h *httpSource) open(ctx context.Context, name string) (io.ReaderAt, int64, io.Closer, error) {
+	r, err := newHTTPReaderAt(ctx, h.client, h.resolve(name), &h.fetched)
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	return r, r.Size(), nil, nil
 }
 
-func (h *httpSource) readAux(name string, limit int64) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), RemoteTimeout)
+// readAux fetches a whole side file or index, never buffering more than
+// limit bytes whatever the server announces or streams.
+func (h *httpSource) readAux(ctx context.Context, name string, limit int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, RemoteTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.resolve(name), nil)
+	u := h.resolve(name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %s: %w", ErrRemote, u, err)
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRemote, err)
+		return nil, remoteError(u, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return nil, ErrNotFound
-	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: HTTP %s", ErrRemote, resp.Status)
+		return nil, statusError(u, resp)
 	}
 	if resp.ContentLength > limit {
-		return nil, fmt.Errorf("%w: %d bytes is over the %d-byte limit", ErrRemote, resp.ContentLength, limit)
+		return nil, fmt.Errorf("%w: %s: %d bytes is over the %d-byte limit", ErrRemote, u, resp.ContentLength, limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	h.fetched.Add(int64(len(b)))
+	var buf bytes.Buffer
+	if resp.ContentLength > 0 {
+		buf.Grow(int(resp.ContentLength)) // bounded by limit, checked above
+	}
+	n, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
+	h.fetched.Add(n)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRemote, err)
+		return nil, remoteError(u, err)
 	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: over the %d-byte limit", ErrRemote, limit)
+	if n > limit {
+		return nil, fmt.Errorf("%w: %s: body over the %d-byte limit", ErrRemote, u, limit)
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
-func (h *httpSource) exists(name string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), RemoteTimeout)
+// exists asks whether name is there: false only on 404 or 410; any other
+// failure is an error that says what happened.
+func (h *httpSource) exists(ctx context.Context, name string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, RemoteTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodHead, h.resolve(name), nil)
+	u := h.resolve(name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
 	if err != nil {
-		return false
+		return false, fmt.Errorf("%w: %s: %w", ErrRemote, u, err)
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return false
+		return false, remoteError(u, err)
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusNotFound, http.StatusGone:
+		return false, nil
+	}
+	return false, statusError(u, resp)
 }
 
 // list cannot enumerate a web server's directory; remote checkpoints need an
@@ -202,10 +284,16 @@ func (h *httpSource) list() ([]string, error) {
 	return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
 }
 
-// DefaultHTTPClient is used for remote checkpoints.
-var DefaultHTTPClient = &http.Client{Timeout: RemoteTimeout}
+// DefaultHTTPClient is used for remote checkpoints. It reports a redirect
+// loop as such (see remoteError).
+var DefaultHTTPClient = &http.Client{Timeout: RemoteTimeout, CheckRedirect: checkRedirect}
 
-func openRemote(raw string) (*Checkpoint, error) {
+func openRemote(ctx context.Context, raw string) (*Checkpoint, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, RemoteOpenTimeout)
+		defer cancel()
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w: %v", raw, ErrRemote, err)
@@ -220,17 +308,27 @@ func openRemote(raw string) (*Checkpoint, error) {
 	src := &httpSource{client: DefaultHTTPClient, base: &base}
 	var c *Checkpoint
 	switch {
-	case name == "" || strings.HasSuffix(name, ".json"):
-		if name == "" && !src.exists(IndexName) {
-			if !src.exists("model.safetensors") {
-				return nil, fmt.Errorf("open %s: %w: neither %s nor model.safetensors", raw, ErrNotFound, IndexName)
-			}
-			c, err = openSingle(src, base.String(), "model.safetensors")
-		} else {
-			c, err = openWith(src, base.String(), name)
+	case name == "":
+		hasIndex, xerr := src.exists(ctx, IndexName)
+		if xerr != nil {
+			return nil, fmt.Errorf("open %s: %w", raw, xerr)
 		}
+		if hasIndex {
+			c, err = openWith(ctx, src, base.String(), IndexName)
+			break
+		}
+		single, xerr := src.exists(ctx, "model.safetensors")
+		if xerr != nil {
+			return nil, fmt.Errorf("open %s: %w", raw, xerr)
+		}
+		if !single {
+			return nil, fmt.Errorf("open %s: %w: neither %s nor model.safetensors", raw, ErrNotFound, IndexName)
+		}
+		c, err = openSingle(ctx, src, base.String(), "model.safetensors")
+	case strings.HasSuffix(name, ".json"):
+		c, err = openWith(ctx, src, base.String(), name)
 	default:
-		c, err = openSingle(src, base.String(), name)
+		c, err = openSingle(ctx, src, base.String(), name)
 	}
 	if err != nil {
 		return nil, err

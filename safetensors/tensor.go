@@ -32,8 +32,9 @@ type TensorSpec struct {
 	Shape []int64
 }
 
-// MaxElements bounds element counts so that bit counts never overflow int64.
-const MaxElements = int64(1) << 58
+// MaxElements bounds element counts so that bit counts (at most 64 bits an
+// element) never overflow int64: 2^57-1 elements are at most 2^63-64 bits.
+const MaxElements = int64(1)<<57 - 1
 
 // NumElements multiplies a shape with overflow checks.
 func NumElements(shape []int64) (int64, error) {
@@ -62,7 +63,7 @@ func ByteSize(dt DType, shape []int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	b := n * dt.Bits() // n ≤ 2^58 and bits ≤ 64: no overflow
+	b := n * dt.Bits() // n < 2^57 and bits ≤ 64: no overflow
 	if b%8 != 0 {
 		return 0, fmt.Errorf("%w: %d elements of %s are not a whole number of bytes", ErrSizeMismatch, n, dt)
 	}

@@ -1,15 +1,13 @@
 package safetensors
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
-	"golang.org/x/sys/unix"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
 // Writer streams tensors into a file laid out by a Layout. The file lives under
@@ -46,10 +44,10 @@ func (w *Writer) Path() string { return w.f.Final() }
 func (w *Writer) Tensor(name string) (*TensorWriter, error) {
 	i, ok := w.l.index[name]
 	if !ok {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.Path(), name, ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.Path(), quote.Name(name), ErrWrite)
 	}
 	if w.opened[i].Swap(true) {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), name, ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), quote.Name(name), ErrWrite)
 	}
 	t := w.l.Tensors[i]
 	return &TensorWriter{w: w, i: i, j: i + 1, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
@@ -64,16 +62,16 @@ func (w *Writer) Span(first, last string) (*TensorWriter, error) {
 	j, ok2 := w.l.index[last]
 	switch {
 	case !ok1 || !ok2:
-		return nil, fmt.Errorf("file %s: span %s…%s: %w: not in layout", w.Path(), first, last, ErrWrite)
+		return nil, fmt.Errorf("file %s: span %s…%s: %w: not in layout", w.Path(), quote.Name(first), quote.Name(last), ErrWrite)
 	case j < i:
-		return nil, fmt.Errorf("file %s: span %s…%s: %w: last precedes first in the file", w.Path(), first, last, ErrWrite)
+		return nil, fmt.Errorf("file %s: span %s…%s: %w: last precedes first in the file", w.Path(), quote.Name(first), quote.Name(last), ErrWrite)
 	}
 	for k := i; k <= j; k++ {
 		if w.opened[k].Swap(true) {
 			for m := i; m < k; m++ {
 				w.opened[m].Store(false)
 			}
-			return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), w.l.Tensors[k].Name, ErrWrite)
+			return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), quote.Name(w.l.Tensors[k].Name), ErrWrite)
 		}
 	}
 	return &TensorWriter{w: w, i: i, j: j + 1, off: w.l.DataStart + w.l.Tensors[i].Begin, end: w.l.DataStart + w.l.Tensors[j].End}, nil
@@ -85,7 +83,7 @@ func (w *Writer) Commit() error {
 	for i, t := range w.l.Tensors {
 		if got := w.written[i].Load(); got != t.Size() {
 			w.f.Abort()
-			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.Path(), t.Name, ErrWrite, got, t.Size())
+			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.Path(), quote.Name(t.Name), ErrWrite, got, t.Size())
 		}
 	}
 	if err := w.f.Commit(); err != nil {
@@ -140,9 +138,9 @@ func (tw *TensorWriter) advance(n int64) {
 
 func (tw *TensorWriter) label() string {
 	if tw.j == tw.i+1 {
-		return "tensor " + tw.w.l.Tensors[tw.i].Name
+		return "tensor " + quote.Name(tw.w.l.Tensors[tw.i].Name)
 	}
-	return "span " + tw.w.l.Tensors[tw.i].Name + "…" + tw.w.l.Tensors[tw.j-1].Name
+	return "span " + quote.Name(tw.w.l.Tensors[tw.i].Name) + "…" + quote.Name(tw.w.l.Tensors[tw.j-1].Name)
 }
 
 // Remaining is how many bytes the tensor still expects.
@@ -166,8 +164,9 @@ func (tw *TensorWriter) Write(p []byte) (int, error) {
 }
 
 // ReadFrom copies r into the tensor. When r is a section of a local file the
-// bytes move inside the kernel (copy_file_range, which also lets filesystems
-// share extents), falling back to a buffered copy elsewhere.
+// bytes move inside the kernel where the system can (Linux: copy_file_range,
+// which also lets filesystems share extents), falling back to a buffered copy
+// elsewhere.
 func (tw *TensorWriter) ReadFrom(r io.Reader) (int64, error) {
 	if sr, ok := r.(*io.SectionReader); ok {
 		if n, err, handled := tw.copyRange(sr); handled {
@@ -202,42 +201,3 @@ const copyBufSize = 1 << 20
 // copyBufs recycles fallback buffers, so copies across filesystems (where
 // copy_file_range is refused) do not allocate a megabyte per tensor.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
-
-func (tw *TensorWriter) copyRange(sr *io.SectionReader) (int64, error, bool) {
-	src, base, n := sr.Outer()
-	sf, ok := src.(*os.File)
-	if !ok {
-		return 0, nil, false
-	}
-	pos, err := sr.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return 0, nil, false
-	}
-	remaining := n - pos
-	if remaining > tw.Remaining() {
-		return 0, tw.overflow(remaining - tw.Remaining()), true
-	}
-	roff := base + pos
-	var total int64
-	for remaining > 0 {
-		chunk := min(remaining, 1<<30)
-		woff := tw.off
-		m, err := unix.CopyFileRange(int(sf.Fd()), &roff, int(tw.w.f.Fd()), &woff, int(chunk), 0)
-		if m > 0 {
-			tw.advance(int64(m))
-			total += int64(m)
-			remaining -= int64(m)
-		}
-		if err != nil {
-			if total == 0 && (errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
-				return 0, nil, false // fall back to a buffered copy
-			}
-			return total, fmt.Errorf("file %s: %s: copy: %w", tw.w.Path(), tw.label(), err), true
-		}
-		if m == 0 {
-			return total, fmt.Errorf("file %s: %s: copy: %w: source ended early", tw.w.Path(), tw.label(), io.ErrUnexpectedEOF), true
-		}
-	}
-	sr.Seek(total, io.SeekCurrent)
-	return total, nil, true
-}

@@ -78,11 +78,11 @@ func TestInspectCommand(t *testing.T) {
 		}
 	}
 	// Bad input: the error names the damaged file (main exits 1 on any error).
-	shard := filepath.Join(dir, "model-00007-of-00096.safetensors")
+	shard := filepath.Join(dir, "model-00007-of-000096.safetensors")
 	if err := os.Truncate(shard, 4); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runInspectCmd(t, dir); !errors.Is(err, safetensors.ErrTooSmall) || !strings.Contains(err.Error(), "model-00007-of-00096.safetensors") {
+	if _, _, err := runInspectCmd(t, dir); !errors.Is(err, safetensors.ErrTooSmall) || !strings.Contains(err.Error(), "model-00007-of-000096.safetensors") {
 		t.Errorf("truncated shard: %v", err)
 	}
 }

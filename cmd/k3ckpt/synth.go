@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -75,7 +76,7 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 }
 
 func readConfigFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := fsx.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -122,19 +122,6 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	return f.Commit()
 }
 
-// SyncDir fsyncs a directory so a rename inside it is durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
-}
-
 // RemoveTemps deletes leftovers of killed runs in dir (non-recursive) and
 // returns how many it removed.
 func RemoveTemps(dir string) (int, error) {

@@ -1,0 +1,54 @@
+//go:build unix
+
+package dirlock
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+func lock(p string) (*os.File, error) {
+	// A run that released (and removed) the file between our open and our
+	// flock leaves us locking an unlinked file; retry on the new one.
+	for range 16 {
+		fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", p, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock %s: not a regular file", p)
+		}
+		unix.SetNonblock(fd, false)
+		f := os.NewFile(uintptr(fd), p)
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, inUse(p, "")
+			}
+			return nil, fmt.Errorf("lock %s: %w", p, err)
+		}
+		fi, err1 := f.Stat()
+		pi, err2 := os.Lstat(p)
+		if err1 == nil && err2 == nil && os.SameFile(fi, pi) {
+			return f, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("lock %s: the lock file keeps being replaced", p)
+}
+
+// unlock removes the file while still holding the lock (so nobody locks a
+// file about to vanish unnoticed: lock checks the path still names it), then
+// closes it, which drops the lock.
+func unlock(f *os.File, p string) error {
+	err := os.Remove(p)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,100 @@
+// Package fsx opens the files a command reads from its user. Every one of
+// them is checked to be a regular file before a single byte is read: a FIFO
+// would block the open or the read forever, a character device such as
+// /dev/zero would be read until memory runs out (its size is 0, so size checks
+// pass), a directory or socket cannot hold what the caller expects.
+package fsx
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// ErrNotRegular is wrapped by every refusal of a path that is not a regular
+// file; the message says what the path is instead.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrTooLarge is wrapped when a file read whole holds more than its limit.
+var ErrTooLarge = errors.New("file over its size limit")
+
+// Open opens path for reading, refusing anything that is not a regular file
+// (after following symbolic links) without blocking on it. Errors are
+// *fs.PathError values naming the path.
+func Open(path string) (*os.File, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		// A socket cannot be opened at all (ENXIO); name what it is.
+		if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
+			return nil, notRegular(path, st.Mode())
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// ReadFile reads a whole regular file of at most limit bytes. The limit
+// holds even when the file grows while it is read.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > limit {
+		return nil, tooLarge(path, st.Size(), limit)
+	}
+	b := make([]byte, 0, st.Size()+1) // bounded by limit, checked above
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			return nil, tooLarge(path, int64(len(b)), limit)
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+	}
+}
+
+func tooLarge(path string, size, limit int64) error {
+	return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %d bytes or more, the limit is %d", ErrTooLarge, size, limit)}
+}
+
+func notRegular(path string, m fs.FileMode) error {
+	return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, Kind(m))}
+}
+
+// Kind names a file type in words, for errors.
+func Kind(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a block device"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case t == 0:
+		return "a regular file"
+	default:
+		return "an irregular file"
+	}
+}

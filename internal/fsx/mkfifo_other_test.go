@@ -1,0 +1,7 @@
+//go:build !unix
+
+package fsx
+
+import "testing"
+
+func mkfifo(t *testing.T, p string) { t.Skip("no FIFOs on this system") }

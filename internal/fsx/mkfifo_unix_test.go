@@ -1,0 +1,15 @@
+//go:build unix
+
+package fsx
+
+import (
+	"syscall"
+	"testing"
+)
+
+func mkfifo(t *testing.T, p string) {
+	t.Helper()
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+}

@@ -1,0 +1,108 @@
+package fsx
+
+import (
+	"errors"
+	"fmt"
+
+	"path/filepath"
+	"strings"
+)
+
+// ErrOutside is wrapped when a checkpoint entry resolves (through symbolic
+// links) to a place the checkpoint may not read.
+var ErrOutside = errors.New("link leads outside the checkpoint")
+
+// hubRepoPrefix starts the name of a Hugging Face hub cache repository folder
+// (models--org--name), which holds snapshots/<rev>/ (links) and blobs/ (data).
+const hubRepoPrefix = "models--"
+
+// Root is a checkpoint directory with its own links resolved once, so that
+// each entry costs one resolution. The zero value is not usable; see NewRoot.
+type Root struct {
+	dir  string // as given
+	real string // dir with every link resolved
+	repo string // the hub repository folder holding real, or ""
+}
+
+// NewRoot resolves dir for later Resolve and Allowed calls.
+func NewRoot(dir string) (*Root, error) {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	real, err = filepath.Abs(real)
+	if err != nil {
+		return nil, err
+	}
+	return &Root{dir: dir, real: real, repo: hubRepo(real)}, nil
+}
+
+// hubRepo returns the repository folder when real lies inside a hub cache
+// snapshot (…/models--org--name/snapshots/<rev>[/sub…]), else "".
+func hubRepo(real string) string {
+	for d := real; ; {
+		parent := filepath.Dir(d)
+		if parent == d {
+			return ""
+		}
+		if filepath.Base(parent) == "snapshots" {
+			repo := filepath.Dir(parent)
+			if strings.HasPrefix(filepath.Base(repo), hubRepoPrefix) {
+				return repo
+			}
+		}
+		d = parent
+	}
+}
+
+// Resolve returns the path of name (slash-separated, relative to the root)
+// with its links resolved, or an error wrapping ErrOutside when they lead
+// where Allowed refuses, or one wrapping fs.ErrNotExist when it is missing.
+// The error names the link's target, not name: callers say which entry.
+func (r *Root) Resolve(name string) (string, error) {
+	real, err := filepath.EvalSymlinks(filepath.Join(r.dir, filepath.FromSlash(name)))
+	if err != nil {
+		return "", err
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return "", err
+	}
+	if err := r.Allowed(real); err != nil {
+		return "", err
+	}
+	return real, nil
+}
+
+// Allowed decides whether real, a fully resolved absolute path reached from
+// an entry of the checkpoint, may be read: it must lie inside the checkpoint
+// directory or, when the checkpoint is a Hugging Face hub cache snapshot,
+// inside that repository's cache folder (the snapshot's links point into
+// ../../blobs/). Every reader of checkpoint entries (shards, index, side
+// files) applies this one rule.
+func (r *Root) Allowed(real string) error {
+	if within(r.real, real) || (r.repo != "" && within(r.repo, real)) {
+		return nil
+	}
+	allowed := "inside the checkpoint directory " + r.real
+	if r.repo != "" {
+		allowed += " or inside its hub cache repository folder " + r.repo
+	} else {
+		allowed += " (or, for a Hugging Face hub cache snapshot models--org--name/snapshots/<rev>/, inside models--org--name)"
+	}
+	return fmt.Errorf("%w: it resolves to %s; links may point only %s", ErrOutside, real, allowed)
+}
+
+// Allowed is Root.Allowed for a single decision: whether the resolved path
+// real may be read for the checkpoint directory root.
+func Allowed(root, real string) error {
+	r, err := NewRoot(root)
+	if err != nil {
+		return err
+	}
+	return r.Allowed(real)
+}
+
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}

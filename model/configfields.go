@@ -1,0 +1,184 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// jobj is a JSON object together with its dotted path, so errors can name fields.
+type jobj struct {
+	m    map[string]any
+	path string
+}
+
+func (o jobj) name(k string) string {
+	if o.path == "" {
+		return k
+	}
+	return o.path + "." + k
+}
+
+// fields reads typed values out of JSON objects; the first problem sticks and
+// later reads become no-ops, which keeps the validation code linear.
+type fields struct{ err error }
+
+func (p *fields) fail(field, format string, args ...any) {
+	if p.err == nil {
+		p.err = &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+func describe(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) > 40 {
+		return fmt.Sprintf("a %T", v)
+	}
+	return string(b)
+}
+
+func (p *fields) get(o jobj, k string, required bool) (any, bool) {
+	v, ok := o.m[k]
+	if !ok || v == nil {
+		if required {
+			p.fail(o.name(k), "missing")
+		}
+		return nil, false
+	}
+	return v, true
+}
+
+func (p *fields) integer(name string, v any) (int64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		p.fail(name, "must be an integer, got %s", describe(v))
+		return 0, false
+	}
+	i, err := n.Int64()
+	if err != nil {
+		p.fail(name, "must be an integer, got %s", n)
+		return 0, false
+	}
+	return i, true
+}
+
+// size reads a required dimension in [1, max].
+func (p *fields) size(o jobj, k string, max int64) int64 {
+	v, ok := p.get(o, k, true)
+	if !ok {
+		return 0
+	}
+	i, ok := p.integer(o.name(k), v)
+	if !ok {
+		return 0
+	}
+	if i <= 0 || i > max {
+		p.fail(o.name(k), "must be in 1..%d, got %d", max, i)
+		return 0
+	}
+	return i
+}
+
+// sizeOr reads an optional dimension in [lo, max], def when absent.
+func (p *fields) sizeOr(o jobj, k string, lo, max, def int64) int64 {
+	v, ok := p.get(o, k, false)
+	if !ok {
+		return def
+	}
+	i, ok := p.integer(o.name(k), v)
+	if !ok {
+		return def
+	}
+	if i < lo || i > max {
+		p.fail(o.name(k), "must be in %d..%d, got %d", lo, max, i)
+		return def
+	}
+	return i
+}
+
+func (p *fields) boolean(o jobj, k string, def bool) bool {
+	v, ok := p.get(o, k, false)
+	if !ok {
+		return def
+	}
+	b, ok := v.(bool)
+	if !ok {
+		p.fail(o.name(k), "must be true or false, got %s", describe(v))
+		return def
+	}
+	return b
+}
+
+func (p *fields) str(o jobj, k string, required bool) string {
+	v, ok := p.get(o, k, required)
+	if !ok {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		p.fail(o.name(k), "must be a string, got %s", describe(v))
+	}
+	return s
+}
+
+func (p *fields) float(o jobj, k string) float64 {
+	v, ok := p.get(o, k, false)
+	if !ok {
+		return 0
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		p.fail(o.name(k), "must be a number, got %s", describe(v))
+		return 0
+	}
+	f, err := n.Float64()
+	if err != nil || f <= 0 {
+		p.fail(o.name(k), "must be a positive number, got %s", n)
+	}
+	return f
+}
+
+func (p *fields) object(o jobj, k string, required bool) (jobj, bool) {
+	v, ok := p.get(o, k, required)
+	if !ok {
+		return jobj{}, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		p.fail(o.name(k), "must be an object, got %s", describe(v))
+		return jobj{}, false
+	}
+	return jobj{m: m, path: o.name(k)}, true
+}
+
+// layerList reads a list of 1-based layer numbers, each in 1..n and unique.
+func (p *fields) layerList(o jobj, k string, n int, required bool) ([]int, bool) {
+	v, ok := p.get(o, k, required)
+	if !ok {
+		return nil, false
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		p.fail(o.name(k), "must be a list of 1-based layer numbers, got %s", describe(v))
+		return nil, false
+	}
+	out := make([]int, 0, len(arr))
+	seen := make(map[int]bool, len(arr))
+	for i, x := range arr {
+		field := fmt.Sprintf("%s[%d]", o.name(k), i)
+		l, ok := p.integer(field, x)
+		if !ok {
+			return nil, false
+		}
+		if l < 1 || l > int64(n) {
+			p.fail(field, "layer %d out of range 1..%d (the list is 1-based)", l, n)
+			return nil, false
+		}
+		if seen[int(l)] {
+			p.fail(field, "layer %d listed twice", l)
+			return nil, false
+		}
+		seen[int(l)] = true
+		out = append(out, int(l))
+	}
+	return out, true
+}

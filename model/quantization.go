@@ -1,0 +1,119 @@
+package model
+
+import (
+	"slices"
+	"strings"
+)
+
+// mxfp4Format is the compressed-tensors format name of packed MXFP4 weights.
+const mxfp4Format = "mxfp4-pack-quantized"
+
+// parseQuantization reads the routed experts' format. A converted
+// checkpoint states it at the top level (parseConverted); the released
+// source states it inside text_config, where the top level has none (its
+// loader copies it up). Without any quantization_config the experts are BF16.
+func (c *Config) parseQuantization(p *fields, top, text jobj) {
+	q, ok := p.object(top, "quantization_config", false)
+	if !ok && p.err == nil && c.Multimodal {
+		q, ok = p.object(text, "quantization_config", false)
+	}
+	if !ok {
+		if p.err == nil {
+			c.Experts = ExpertsBF16
+		}
+		return
+	}
+	c.quantPath = q.path
+	qm := p.str(q, "quant_method", true)
+	if p.err != nil {
+		return
+	}
+	if qm != compressedTensors {
+		if q, ok = c.parseConverted(p, q, qm); !ok {
+			return
+		}
+	}
+	c.parseCompressedTensors(p, q)
+}
+
+// QuantizationPath is the dotted path in config.json of the
+// quantization_config the schema read: "text_config.quantization_config" for
+// the release, "quantization_config" for a converted checkpoint (or a source
+// that has one at the top level, or a bare text config); "" when there is none.
+func (c *Config) QuantizationPath() string { return c.quantPath }
+
+// QuantizationConfig is a deep copy of the object at QuantizationPath (nil
+// when there is none).
+func (c *Config) QuantizationConfig() map[string]any {
+	if c.quantPath == "" {
+		return nil
+	}
+	v := any(c.raw)
+	for k := range strings.SplitSeq(c.quantPath, ".") {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	m, _ := deepCopy(v).(map[string]any)
+	return m
+}
+
+// compressedTensors is the quant_method of the source's MXFP4 experts.
+const compressedTensors = "compressed-tensors"
+
+// parseCompressedTensors finds the MXFP4 expert group of a
+// compressed-tensors quantization_config.
+func (c *Config) parseCompressedTensors(p *fields, q jobj) {
+	topFormat := p.str(q, "format", false)
+	groups, _ := p.object(q, "config_groups", true)
+	if p.err != nil {
+		return
+	}
+	keys := make([]string, 0, len(groups.m))
+	for k := range groups.m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		g, _ := p.object(groups, k, true)
+		if p.err != nil {
+			return
+		}
+		format := p.str(g, "format", false)
+		if format == "" {
+			format = topFormat
+		}
+		if format != mxfp4Format {
+			continue
+		}
+		w, _ := p.object(g, "weights", true)
+		if p.err != nil {
+			return
+		}
+		if bits := p.size(w, "num_bits", 64); p.err == nil && bits != 4 {
+			p.fail(w.name("num_bits"), "MXFP4 weights must be 4-bit, got %d", bits)
+		}
+		if t := p.str(w, "type", true); p.err == nil && t != "float" {
+			p.fail(w.name("type"), "MXFP4 weights must be \"float\", got %q", t)
+		}
+		c.GroupSize = p.size(w, "group_size", MaxDim)
+		if p.err == nil && c.GroupSize != 32 {
+			p.fail(w.name("group_size"), "MXFP4 blocks are 32 elements, got %d", c.GroupSize)
+		}
+		if p.err != nil {
+			return
+		}
+		c.Experts = ExpertsMXFP4
+		text := "text_config."
+		if !c.Multimodal {
+			text = ""
+		}
+		if c.NumExperts > 0 && c.MoEIntermediate%c.GroupSize != 0 {
+			p.fail(text+"moe_intermediate_size", "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.MoEIntermediate)
+		}
+		if c.NumExperts > 0 && c.LatentDim%c.GroupSize != 0 {
+			p.fail(text+"routed_expert_hidden_size", "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.LatentDim)
+		}
+		return
+	}
+	p.fail(groups.path, "no %q group: the source's routed experts must be MXFP4", mxfp4Format)
+}

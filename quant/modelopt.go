@@ -1,0 +1,117 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+)
+
+// Numerics selects whose block-FP8 quantizer a Quantizer reproduces.
+type Numerics uint8
+
+const (
+	// DeepGEMM is per_block_cast_to_fp8: float32 scale amax/448 with amax
+	// clamped to ≥ 1e-4, elements multiplied by 1/scale (the default).
+	DeepGEMM Numerics = iota
+	// ModelOpt is NVIDIA Model-Optimizer's FP8_PB_WO cast (FP8QTensor.quantize
+	// with 128×128 blocks, as its Kimi-K3 converter runs it on BF16 weights):
+	// the block's amax is divided by 448 in float32 and rounded to BF16 — the
+	// scale lives in the weight's dtype and is stored widened to float32 —
+	// with no floor; each element is divided by the scale in float32, rounded
+	// to BF16, then cast to E4M3FN. A block whose BF16 scale is zero (an
+	// all-zero block, or amax below about 2^-125) gets NaN codes: 0xFF for
+	// its zero elements (x86's 0/0 is the negative NaN, which torch's CPU
+	// BF16 conversion keeps; NVIDIA's converter runs on CPU by default, its
+	// CUDA run writes 0x7F) and ±Inf → sign|0x7F for the others.
+	// ZeroScaleBlocks counts those blocks. BF16 sources only (what K3's
+	// attention weights are); UE8M0 scales do not apply.
+	ModelOpt
+)
+
+var numericsNames = [...]string{DeepGEMM: "deepgemm", ModelOpt: "modelopt"}
+
+// String returns "deepgemm" or "modelopt".
+func (n Numerics) String() string {
+	if int(n) >= len(numericsNames) {
+		return fmt.Sprintf("Numerics(%d)", uint8(n))
+	}
+	return numericsNames[n]
+}
+
+// SetNumerics chooses the quantizer's numerics (DeepGEMM unless set). ModelOpt
+// needs a BF16 source and FP32 scales.
+func (q *Quantizer) SetNumerics(n Numerics) error {
+	switch {
+	case int(n) >= len(numericsNames):
+		return errorf(ErrShape, "unsupported numerics %v", n)
+	case n == ModelOpt && q.in != BF16:
+		return errorf(ErrShape, "ModelOpt numerics take BF16 sources, not %v", q.in)
+	case n == ModelOpt && q.fmt != ScaleFP32:
+		return errorf(ErrShape, "ModelOpt numerics have BF16 scales stored as float32, not %v", q.fmt)
+	}
+	q.num = n
+	return nil
+}
+
+// ZeroScaleBlocks returns how many blocks so far got a zero scale (and NaN
+// codes) under ModelOpt numerics, for the converter to report.
+func (q *Quantizer) ZeroScaleBlocks() int64 { return q.zeros }
+
+// modelOptScale is bf16(amax / 448) for a BF16 magnitude pattern, widened.
+// The float32 quotient rounded to BF16 equals the exactly rounded quotient
+// and the one through float32(1/448) for every BF16 amax (checked in the
+// tests), so torch's CPU and CUDA division agree.
+func modelOptScale(m uint16) float32 {
+	return BF16ToF32(F32ToBF16(BF16ToF32(m) / MaxE4M3))
+}
+
+// bf16ToE4M3 holds E4M3FromF32 of every BF16 pattern: the last two steps of
+// the ModelOpt element cast as one lookup.
+var bf16ToE4M3 = sync.OnceValue(func() *[1 << 16]uint8 {
+	var t [1 << 16]uint8
+	for b := range t {
+		t[b] = E4M3FromF32(BF16ToF32(uint16(b)))
+	}
+	return &t
+})
+
+// minNormalF32 is the smallest normal float32, 2^-126.
+const minNormalF32 = 0x1p-126
+
+// encodeModelOpt writes e4m3(bf16(x / sf)) for a window of BF16 elements.
+//
+// For a normal sf it multiplies by float32(1/sf) instead of dividing: x and
+// sf are BF16 (8 significant bits), so an inexact quotient x/sf is at least
+// 2^-17 (relative) away from every BF16 rounding midpoint and an exact one has
+// at most 8 significant bits; the product's error (under 2^-23) therefore
+// never changes the BF16 rounding (TestModelOptReciprocal checks it).
+func encodeModelOpt(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
+	t := bf16ToE4M3()
+	for r := range rows {
+		d := dst[r*dstStride : r*dstStride+cols]
+		s := src[r*srcStride : r*srcStride+2*cols]
+		s = s[:2*len(d)]
+		switch {
+		case sf == 0:
+			for i := range d {
+				b := binary.LittleEndian.Uint16(s[2*i:])
+				if b&0x7FFF == 0 {
+					d[i] = 0x80 | E4M3NaN
+				} else {
+					d[i] = uint8(b>>8)&0x80 | E4M3NaN
+				}
+			}
+		case sf < minNormalF32:
+			for i := range d {
+				x := BF16ToF32(binary.LittleEndian.Uint16(s[2*i:]))
+				d[i] = t[F32ToBF16(float32(x/sf))]
+			}
+		default:
+			inv := 1 / sf
+			for i := range d {
+				x := BF16ToF32(binary.LittleEndian.Uint16(s[2*i:]))
+				d[i] = t[F32ToBF16(float32(x*inv))]
+			}
+		}
+	}
+}

@@ -1,0 +1,357 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// NVFP4 is E2M1 codes packed like MXFP4 (two per byte, element 2i in the low
+// nibble) with one FP8 E4M3FN scale per NVFP4GroupSize elements and one
+// float32 scale per tensor (weight_scale_2): value = code × (scale × scale2).
+//
+// The MXFP4 → NVFP4 cast here is the closed-form one of NVIDIA
+// Model-Optimizer's Kimi-K3 converter (quantize_mxfp4_to_nvfp4_lossless), byte
+// for byte:
+//
+//   - K_max is the largest k = e8m0 − 127 over the non-zero scale bytes of a
+//     tensor, 0 when every byte is zero; w1 and w3 of one expert feed one fused
+//     GEMM and share max(K_max(w1), K_max(w3)). weight_scale_2 = 2^(K_max − 8).
+//   - A 32-block j with exponent k_j gives two 16-blocks with E4M3 scale
+//     2^d, d = k_j − K_max + 8, when d ≥ −9 (E4M3 holds 2^-9..2^8 exactly):
+//     scale × scale2 = 2^k_j, so every code stays, except that a −0 code (0x8)
+//     becomes 0x0 (NVIDIA re-encodes the value and −0 is not < 0).
+//   - Otherwise the scale clamps to 2^-9 (E4M3 code 0x01) and each element
+//     c·2^k_j is re-rounded, ties to even, onto the E2M1 grid of step
+//     2^(K_max − 17): small values become ±0 — a negative value that rounds
+//     to zero keeps its sign (code 0x8) unless its float32 quotient
+//     underflows (shifts from 149 on). Those blocks lose values.
+//   - NVIDIA computes the block amax 6·2^k_j and the values c·2^k_j in
+//     float32 (and BF16), so for k_j ≥ 126 (scale bytes 0xFD, 0xFE) the amax is
+//     Inf, the E4M3 scale clamps to 448 (0x7E) and the codes are re-rounded
+//     against 448·2^(K_max−8), values from 2^128 up coming back as code 7:
+//     reproduced here, and counted as lossy where values change.
+//
+// NVIDIA counts a block as lossless when k_j ≥ K_max − 17 or its scale byte is
+// 0; CastStats reports that count (OutOfRange is its complement) and, next to
+// it, the blocks whose values really changed.
+
+// NVFP4GroupSize is the number of elements that share one E4M3 scale.
+const NVFP4GroupSize = 16
+
+// Exponent window of an E4M3FN power-of-two scale and the per-tensor offset.
+const (
+	nvScaleKMax = 8  // 2^8 = 256 is the largest power of two in E4M3FN
+	nvScaleKMin = -9 // 2^-9 is its smallest subnormal
+	nvWindow    = nvScaleKMax - nvScaleKMin
+	e8m0Bias    = 127
+)
+
+// MinKMax and MaxKMax bound a K_max: the exponents of scale bytes 0x01 and 0xFE.
+const (
+	MinKMax = 1 - e8m0Bias
+	MaxKMax = 0xFE - e8m0Bias
+)
+
+// KMax accumulates K_max over the E8M0 scale bytes of one tensor, chunk by
+// chunk, so a converter can read a scale tensor in pieces. The zero value is
+// ready to use.
+type KMax struct {
+	top  uint8 // largest byte seen
+	seen int64 // bytes seen, for error positions
+}
+
+// Add takes the next chunk of scale bytes. A NaN byte (0xFF) is an error
+// wrapping ErrNonFinite naming its index in the tensor; the accumulator is
+// then unchanged.
+func (m *KMax) Add(scales []byte) error {
+	top := m.top
+	for _, b := range scales {
+		top = max(top, b)
+	}
+	if top == E8M0NaN {
+		for i, b := range scales {
+			if b == E8M0NaN {
+				return errorf(ErrNonFinite, "E8M0 scale byte %d is NaN (0xff)", m.seen+int64(i))
+			}
+		}
+	}
+	m.top = top
+	m.seen += int64(len(scales))
+	return nil
+}
+
+// Value returns K_max: the largest e8m0 − 127 over the non-zero bytes added,
+// or 0 when there were none (NVIDIA's rule, also when a partner tensor's
+// K_max is negative: the shared K_max of w1 and w3 is max of the two Values).
+func (m *KMax) Value() int {
+	if m.top == 0 {
+		return 0
+	}
+	return int(m.top) - e8m0Bias
+}
+
+// CastStats counts the 32-element MXFP4 blocks of an MXFP4 → NVFP4 cast.
+type CastStats struct {
+	// Blocks is the number of blocks cast (NVIDIA's cast_blocks_total).
+	Blocks int64
+	// OutOfRange is the number of blocks with a non-zero scale byte and
+	// k_j < K_max − 17: NVIDIA reports Blocks − OutOfRange as lossless.
+	OutOfRange int64
+	// Lossy is the number of blocks with at least one element whose NVFP4
+	// value differs from its MXFP4 value (±0 count as equal). It differs from
+	// OutOfRange for zero-byte blocks holding non-zero codes, out-of-range
+	// blocks whose values all survive, and k_j = 127 overflow.
+	Lossy int64
+}
+
+// Add returns the sum of two counts (for w1 + w3, or a whole checkpoint).
+func (s CastStats) Add(t CastStats) CastStats {
+	return CastStats{s.Blocks + t.Blocks, s.OutOfRange + t.OutOfRange, s.Lossy + t.Lossy}
+}
+
+// NVFP4Cast casts the row bands of one MXFP4 tensor of rows of K elements to
+// NVFP4 with a K_max fixed up front. It allocates nothing per band and is not
+// safe for concurrent use (one per worker and tensor).
+type NVFP4Cast struct {
+	k     int
+	kmax  int
+	stats CastStats
+	row   int64 // first row of the next band, for error positions
+}
+
+// NewNVFP4Cast returns a cast for rows of k elements (a multiple of 32) and the
+// tensor's (or the w1/w3 pair's) K_max, in [MinKMax, MaxKMax] or 0.
+func NewNVFP4Cast(k, kmax int) (*NVFP4Cast, error) {
+	switch {
+	case k <= 0 || k > MaxK || k%MXGroupSize != 0:
+		return nil, errorf(ErrShape, "MXFP4 rows of %d elements: want a multiple of %d in [%d, %d]", k, MXGroupSize, MXGroupSize, MaxK)
+	case kmax < MinKMax || kmax > MaxKMax:
+		return nil, errorf(ErrShape, "K_max %d outside [%d, %d]", kmax, MinKMax, MaxKMax)
+	}
+	return &NVFP4Cast{k: k, kmax: kmax}, nil
+}
+
+// Scale2 returns weight_scale_2 = 2^(K_max − 8), exact (a float32 subnormal
+// for K_max < -118).
+func (c *NVFP4Cast) Scale2() float32 { return float32(math.Ldexp(1, c.kmax-nvScaleKMax)) }
+
+// Stats returns the counts of the bands cast so far.
+func (c *NVFP4Cast) Stats() CastStats { return c.stats }
+
+// CastBand casts the next band of rows rows: srcPacked holds rows×K/2 code
+// bytes and srcScales rows×K/32 E8M0 bytes; dstPacked gets rows×K/2 NVFP4 code
+// bytes (it may be srcPacked itself) and dstScales rows×K/16 E4M3 bytes. A NaN
+// scale byte, or one above K_max (a K_max computed over other tensors), is an
+// error naming row and block, with nothing useful left in the outputs and the
+// counts unchanged.
+func (c *NVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, rows int) error {
+	k := c.k
+	nb := k / MXGroupSize
+	switch {
+	case rows < 0:
+		return errorf(ErrShape, "band of %d rows", rows)
+	case len(srcPacked) < rows*k/2 || len(dstPacked) < rows*k/2:
+		return errorf(ErrShape, "packed band has %d (source) and %d (output) bytes, want %d (%d×%d codes)", len(srcPacked), len(dstPacked), rows*k/2, rows, k)
+	case len(srcScales) < rows*nb:
+		return errorf(ErrShape, "E8M0 band has %d bytes, want %d", len(srcScales), rows*nb)
+	case len(dstScales) < 2*rows*nb:
+		return errorf(ErrShape, "E4M3 band has %d bytes, want %d", len(dstScales), 2*rows*nb)
+	}
+	top := uint8(c.kmax + e8m0Bias)
+	for i, b := range srcScales[:rows*nb] {
+		if b == E8M0NaN || b > top {
+			sentinel, what := ErrNonFinite, "is NaN (0xff)"
+			if b != E8M0NaN {
+				sentinel, what = ErrRange, fmt.Sprintf("has exponent %d above K_max %d", int(b)-e8m0Bias, c.kmax)
+			}
+			return errorf(sentinel, "E8M0 scale 0x%02x of row %d, block %d (elements %d..%d) %s",
+				b, c.row+int64(i/nb), i%nb, i%nb*MXGroupSize, i%nb*MXGroupSize+MXGroupSize-1, what)
+		}
+	}
+	var st CastStats
+	for i, b := range srcScales[:rows*nb] {
+		src := srcPacked[16*i : 16*i+16]
+		dst := dstPacked[16*i : 16*i+16]
+		kj := int(b) - e8m0Bias
+		d := kj - c.kmax + nvScaleKMax
+		if d >= nvScaleKMin {
+			if kj >= hotK {
+				dstScales[2*i], dstScales[2*i+1] = e4m3Max, e4m3Max
+				if castHot(dst, src, kj, c.kmax) {
+					st.Lossy++
+				}
+				continue
+			}
+			sc := pow2E4M3[d-nvScaleKMin]
+			dstScales[2*i], dstScales[2*i+1] = sc, sc
+			clearNegZero(dst, src)
+			continue
+		}
+		dstScales[2*i], dstScales[2*i+1] = pow2E4M3[0], pow2E4M3[0]
+		if b != 0 {
+			st.OutOfRange++
+		}
+		if castBytes(dst, src, oorTable(nvScaleKMin-d)) { // elements ×2^-(−9−d)
+			st.Lossy++
+		}
+	}
+	st.Blocks = int64(rows * nb)
+	c.stats = c.stats.Add(st)
+	c.row += int64(rows)
+	return nil
+}
+
+// clearNegZero copies 16 code bytes, turning every −0 nibble (0x8) into 0x0.
+func clearNegZero(dst, src []byte) {
+	for o := 0; o < 16; o += 8 {
+		w := binary.LittleEndian.Uint64(src[o:])
+		sign := w & 0x8888888888888888
+		// bit 3 of a nibble of low is set where the magnitude bits are non-zero
+		low := ((w & 0x7777777777777777) + 0x7777777777777777) & 0x8888888888888888
+		binary.LittleEndian.PutUint64(dst[o:], w&^(sign&^low))
+	}
+}
+
+// castBytes maps 16 code bytes through t and reports whether any value changed.
+func castBytes(dst, src []byte, t *byteTable) bool {
+	lossy := false
+	for i, b := range src[:16] {
+		dst[i] = t.out[b]
+		lossy = lossy || t.lossy[b]
+	}
+	return lossy
+}
+
+// byteTable maps a byte of two codes to its re-encoded byte and whether one of
+// its two values changed.
+type byteTable struct {
+	out   [256]uint8
+	lossy [256]bool
+}
+
+// pow2E4M3[d+9] is the E4M3FN code of 2^d for d in [-9, 8].
+var pow2E4M3 = func() (t [nvWindow + 1]uint8) {
+	for i := range t {
+		t[i] = E4M3FromF32(float32(math.Ldexp(1, i+nvScaleKMin)))
+	}
+	return t
+}()
+
+// oorTables re-round codes scaled by 2^-s the way NVIDIA's _cast_fp4 does
+// with the float32 quotient c·2^-s: round to nearest even on the E2M1 grid,
+// sign bit from quotient < 0, so a negative value keeps its sign when it
+// rounds to zero (0x8) but not once the quotient underflows to −0. Shifts
+// that give the same bytes share a table (see oorTable).
+var oorTables = func() (t [10]byteTable) {
+	for i, s := range [10]int{1, 2, 3, 4, 5, 149, 150, 151, 152, 153} {
+		for b := range 256 {
+			lo, llo := nvRecode(uint8(b)&0xF, s)
+			hi, lhi := nvRecode(uint8(b)>>4, s)
+			t[i].out[b] = lo | hi<<4
+			t[i].lossy[b] = llo || lhi
+		}
+	}
+	return t
+}()
+
+// oorTable returns the table for shift s ≥ 1: from 5 on every magnitude
+// (at most 6·2^-5 < 0.25) rounds to zero, and the quotient is a non-zero
+// float32 (keeping the sign) for every code up to 148 and for none from 153 on.
+func oorTable(s int) *byteTable {
+	switch {
+	case s <= 5:
+		return &oorTables[s-1]
+	case s < 149:
+		return &oorTables[4]
+	default:
+		return &oorTables[min(s, 153)-149+5]
+	}
+}
+
+// nvRecode re-rounds code c scaled by 2^-s as NVIDIA does and reports whether
+// its value changed.
+func nvRecode(c uint8, s int) (uint8, bool) {
+	v := math.Ldexp(float64(e2m1Values[c&7]), -s)
+	x := float32(v) // the float32 quotient, rounded (to a subnormal or 0)
+	out := e2m1Code(float64(x))
+	lossy := float64(e2m1Values[out]) != v
+	if c&8 != 0 && x != 0 {
+		out |= 8
+	}
+	return out, lossy
+}
+
+// castHot casts a block with k_j ≥ hotK as NVIDIA does: its closed-form
+// amax 6·2^k_j overflows float32, so its E4M3 scale clamps to 448 (0x7E), and
+// each element, c·2^k_j in float32 (Inf from 2^128 up, as in NVIDIA's BF16
+// intermediate), is divided by 448·2^(K_max−8) in float32 and re-rounded. It
+// reports whether a value changed.
+func castHot(dst, src []byte, kj, kmax int) bool {
+	p := float32(math.Ldexp(1, kj)) // 2^126 or 2^127: a float32
+	s := float32(MaxE4M3) * float32(math.Ldexp(1, kmax-nvScaleKMax))
+	scale := float64(MaxE4M3) * math.Ldexp(1, kmax-nvScaleKMax)
+	lossy := false
+	for i, b := range src[:16] {
+		var out uint8
+		for h := range 2 {
+			c := b >> (4 * h) & 0xF
+			x := float32(e2m1Values[c&7]*p) / s
+			m := e2m1Code(float64(x)) // +Inf saturates to 7
+			o := m
+			if c&8 != 0 && c&7 != 0 {
+				o |= 8
+			}
+			lossy = lossy || float64(e2m1Values[m])*scale != math.Ldexp(float64(e2m1Values[c&7]), kj)
+			out |= o << (4 * h)
+		}
+		dst[i] = out
+	}
+	return lossy
+}
+
+// e4m3Max is the E4M3FN code of 448.
+const e4m3Max = 0x7E
+
+// hotK is the smallest k_j whose closed-form amax 6·2^k_j is not a float32.
+const hotK = 126
+
+// nvE2M1 is the value table NVIDIA's NVFP4 dequantization indexes: code 8 is +0.
+var nvE2M1 = func() (t [16]float32) {
+	for c := range t {
+		t[c] = e2m1Values[c&7]
+		if c&8 != 0 {
+			t[c] = -t[c]
+		}
+	}
+	t[8] = 0
+	return t
+}()
+
+// DecodeNVFP4 widens one row of NVFP4 to float32 the way ModelOpt's
+// NVFP4QTensor.dequantize does: len(dst) elements (a multiple of 16), packed
+// two codes per byte, one E4M3 scale per 16 elements, value =
+// code × float32(scale × scale2) in float32, and code 0x8 gives +0. For the
+// cast's outputs scale × scale2 is a power of two, so the values are exact.
+// NaN scale codes (0x7F, 0xFF) give NaN.
+func DecodeNVFP4(dst []float32, packed, scales []byte, scale2 float32) error {
+	k := len(dst)
+	switch {
+	case k%NVFP4GroupSize != 0:
+		return errorf(ErrShape, "NVFP4 row of %d elements, not a multiple of %d", k, NVFP4GroupSize)
+	case len(packed) < k/2:
+		return errorf(ErrShape, "NVFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
+	case len(scales) < k/NVFP4GroupSize:
+		return errorf(ErrShape, "NVFP4 row of %d elements has %d scales, want %d", k, len(scales), k/NVFP4GroupSize)
+	}
+	for g := range k / NVFP4GroupSize {
+		s := float32(E4M3ToF32(scales[g]) * scale2)
+		d := dst[g*NVFP4GroupSize : (g+1)*NVFP4GroupSize]
+		p := packed[g*NVFP4GroupSize/2 : (g+1)*NVFP4GroupSize/2]
+		for i, b := range p {
+			d[2*i] = nvE2M1[b&0xF] * s
+			d[2*i+1] = nvE2M1[b>>4] * s
+		}
+	}
+	return nil
+}

@@ -1,0 +1,359 @@
+package safetensors
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// parser is a small JSON scanner specialised for safetensors headers: it decodes
+// tensor entries without building generic values, which keeps header parsing
+// several times faster than encoding/json and allocation-light.
+type parser struct {
+	b       []byte
+	s       string // the same bytes as b when names should share its memory, else ""
+	i       int
+	arena   []int64 // backing store for shapes, carved into capped sub-slices
+	scratch [16]int64
+}
+
+func (p *parser) errf(class error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s at byte %d", class, fmt.Sprintf(format, args...), p.i)
+}
+
+func (p *parser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// next consumes what follows a member of an object or array: a ',' that
+// must be followed by another member (no trailing comma), or whitespace before
+// the closing byte, which is left for the caller's loop to take.
+func (p *parser) next(closing byte) error {
+	p.ws()
+	if p.eat(',') {
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == closing {
+			return p.errf(ErrHeaderJSON, "trailing comma")
+		}
+		return nil
+	}
+	if p.i < len(p.b) && p.b[p.i] == closing {
+		return nil
+	}
+	return p.errf(ErrHeaderJSON, "expected ',' or '%c'", closing)
+}
+
+func (p *parser) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// rawStr scans a string and returns its raw bytes (between the quotes) and
+// whether it contains escapes.
+func (p *parser) rawStr() ([]byte, bool, error) {
+	if !p.eat('"') {
+		return nil, false, p.errf(ErrHeaderJSON, "expected a string")
+	}
+	start, esc := p.i, false
+	// Fast path: find the closing quote with a vectorised search, then make
+	// sure the span holds no escape or control character.
+	if q := bytes.IndexByte(p.b[p.i:], '"'); q >= 0 {
+		span := p.b[p.i : p.i+q]
+		clean := true
+		for _, c := range span {
+			if c < 0x20 || c == '\\' {
+				clean = false
+				break
+			}
+		}
+		if clean {
+			p.i += q + 1
+			return span, false, nil
+		}
+	}
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := p.b[start:p.i]
+			p.i++
+			return s, esc, nil
+		case c == '\\':
+			esc = true
+			p.i += 2
+		case c < 0x20:
+			return nil, false, p.errf(ErrHeaderJSON, "control character in string")
+		default:
+			p.i++
+		}
+	}
+	return nil, false, p.errf(ErrHeaderJSON, "unterminated string")
+}
+
+func (p *parser) str() (string, error) {
+	raw, esc, err := p.rawStr()
+	if err != nil {
+		return "", err
+	}
+	if !esc {
+		if p.s != "" {
+			end := p.i - 1
+			return p.s[end-len(raw) : end], nil
+		}
+		return string(raw), nil
+	}
+	return p.unescape(raw)
+}
+
+func (p *parser) unescape(raw []byte) (string, error) {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			return "", p.errf(ErrHeaderJSON, "bad escape")
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			out = append(out, raw[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, n, ok := hex4(raw[i+1:])
+			if !ok {
+				return "", p.errf(ErrHeaderJSON, "bad \\u escape")
+			}
+			i += n
+			if utf16.IsSurrogate(r) {
+				r2, n2, ok2 := rune(0), 0, false
+				if i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+					r2, n2, ok2 = hex4(raw[i+3:])
+				}
+				dec := utf16.DecodeRune(r, r2)
+				if !ok2 || dec == utf8.RuneError {
+					return "", p.errf(ErrHeaderJSON, "unpaired surrogate in \\u escape")
+				}
+				i += 2 + n2
+				r = dec
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", p.errf(ErrHeaderJSON, "bad escape \\%c", raw[i])
+		}
+	}
+	return string(out), nil
+}
+
+func hex4(b []byte) (rune, int, bool) {
+	if len(b) < 4 {
+		return 0, 0, false
+	}
+	v, err := strconv.ParseUint(string(b[:4]), 16, 32)
+	if err != nil {
+		return 0, 0, false
+	}
+	return rune(v), 4, true
+}
+
+// uint parses a JSON number that must be a non-negative integer fitting int64;
+// class names the error for anything else (negative, fractional, overflowing).
+func (p *parser) uint(class error, what string) (int64, error) {
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		return 0, p.errf(class, "%s is negative", what)
+	}
+	var v uint64
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		d := uint64(p.b[p.i] - '0')
+		if v > (1<<63-1-d)/10 {
+			return 0, p.errf(class, "%s overflows", what)
+		}
+		v = v*10 + d
+		p.i++
+	}
+	if p.i == start {
+		return 0, p.errf(class, "%s is not a number", what)
+	}
+	if p.i-start > 1 && p.b[start] == '0' {
+		return 0, p.errf(ErrHeaderJSON, "%s has a leading zero", what)
+	}
+	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		return 0, p.errf(class, "%s is not an integer", what)
+	}
+	return int64(v), nil
+}
+
+func (p *parser) uintArray(class error, what string, dst []int64) ([]int64, error) {
+	if !p.eat('[') {
+		return nil, p.errf(class, "%s is not an array", what)
+	}
+	p.ws()
+	if p.eat(']') {
+		return dst, nil
+	}
+	for {
+		p.ws()
+		v, err := p.uint(class, what)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, v)
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		if p.eat(']') {
+			return dst, nil
+		}
+		return nil, p.errf(ErrHeaderJSON, "expected ',' or ']' in %s", what)
+	}
+}
+
+// tensor parses one tensor entry: an object with dtype, shape and data_offsets;
+// unknown fields are skipped as the reference's deserializer does.
+func (p *parser) skip(depth int) error {
+	if depth > maxJSONDepth {
+		return p.errf(ErrHeaderJSON, "nesting deeper than %d", maxJSONDepth)
+	}
+	if p.i >= len(p.b) {
+		return p.errf(ErrHeaderJSON, "unexpected end")
+	}
+	switch c := p.b[p.i]; {
+	case c == '"':
+		return p.skipStr()
+	case c == '{' || c == '[':
+		close := byte('}')
+		if c == '[' {
+			close = ']'
+		}
+		p.i++
+		p.ws()
+		if p.eat(close) {
+			return nil
+		}
+		for {
+			p.ws()
+			if c == '{' {
+				if err := p.skipStr(); err != nil {
+					return err
+				}
+				p.ws()
+				if !p.eat(':') {
+					return p.errf(ErrHeaderJSON, "expected ':'")
+				}
+				p.ws()
+			}
+			if err := p.skip(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat(close) {
+				return nil
+			}
+			return p.errf(ErrHeaderJSON, "expected ',' or '%c'", close)
+		}
+	case c == 't' || c == 'f' || c == 'n':
+		for _, lit := range []string{"true", "false", "null"} {
+			if p.i+len(lit) <= len(p.b) && string(p.b[p.i:p.i+len(lit)]) == lit {
+				p.i += len(lit)
+				return nil
+			}
+		}
+		return p.errf(ErrHeaderJSON, "bad literal")
+	case c == '-' || (c >= '0' && c <= '9'):
+		start := p.i
+		if !p.number() {
+			return p.errf(ErrHeaderJSON, "invalid number %q", p.b[start:min(p.i+1, len(p.b))])
+		}
+		// Range as the reference: a finite double (underflow to zero is fine).
+		if _, err := strconv.ParseFloat(string(p.b[start:p.i]), 64); err != nil {
+			return p.errf(ErrHeaderJSON, "number %s out of range", p.b[start:p.i])
+		}
+		return nil
+	default:
+		return p.errf(ErrHeaderJSON, "unexpected character %q", c)
+	}
+}
+
+// skipStr passes over a string, checking its escapes as strictly as a
+// string that is kept: the reference decodes every value of a header, even
+// those it then ignores, so `\x41` or a lone surrogate anywhere is an error.
+func (p *parser) skipStr() error {
+	raw, esc, err := p.rawStr()
+	if err == nil && esc {
+		_, err = p.unescape(raw)
+	}
+	return err
+}
+
+// number consumes a number in JSON's grammar,
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and reports whether it was
+// well formed; forms other parsers take (01, 1., .5, -.5, 1e, +1) are not.
+func (p *parser) number() bool {
+	digits := func() int {
+		n := 0
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	p.eat('-')
+	switch {
+	case p.eat('0'):
+		if p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			return false // a leading zero
+		}
+	case digits() == 0:
+		return false
+	}
+	if p.eat('.') && digits() == 0 {
+		return false
+	}
+	if p.eat('e') || p.eat('E') {
+		if !p.eat('+') {
+			p.eat('-')
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// bytesString views b as a string. When b is owned (read from the file by us
+// and never modified afterwards) no copy is made.
+func bytesString(b []byte, owned bool) string {
+	if owned && len(b) > 0 {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
+}
