@@ -67,6 +67,8 @@ type DirPlan struct {
 	files []*outFile
 	man   *manifest          // export only
 	index *safetensors.Index // the index written
+	// indexNoNewline writes the index without its final newline.
+	indexNoNewline bool
 	side  map[string][]byte  // side files by name
 }
 

@@ -55,6 +55,9 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 		dr.completion, err = d.man.marshal()
 	} else {
 		dr.completion, err = d.index.Marshal()
+		if d.indexNoNewline {
+			dr.completion = bytes.TrimSuffix(dr.completion, []byte("\n"))
+		}
 	}
 	if err != nil {
 		return nil, err

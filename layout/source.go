@@ -77,6 +77,9 @@ type sourceInfo struct {
 	Files []sourceFile `json:"files"`
 	// IndexMetadata holds the index's metadata keys besides total_size.
 	IndexMetadata map[string]any `json:"index_metadata,omitempty"`
+	// IndexNoFinalNewline records an index that ends without a newline (as
+	// the released checkpoint's does), so reassembly writes it back alike.
+	IndexNoFinalNewline bool `json:"index_no_final_newline,omitempty"`
 }
 
 // Source is what an export or a reassembly reads: a checkpoint, or the output
@@ -174,6 +177,28 @@ func readAux(dir string) (map[string][]byte, error) {
 	return out, nil
 }
 
+// endsInNewline reports whether a local file's last byte is a newline (true
+// for a file that is not local: the codec's own form).
+func endsInNewline(path string) (bool, error) {
+	f, err := fsx.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return true, err
+	}
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], st.Size()-1); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return b[0] == '\n', nil
+}
+
 // stampOf identifies a local file's version (name, size, modification
 // time) for resume fingerprints; "" for a file not served from disk.
 func stampOf(name string, ra io.ReaderAt) string {
@@ -214,6 +239,12 @@ func OpenSource(path string) (*Source, error) {
 	s.countFiles()
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
+		nl, err := endsInNewline(filepath.Join(c.Root, c.IndexName))
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.info.IndexNoFinalNewline = !nl
 	}
 	root := c.Root
 	if st, err := os.Stat(root); err == nil && st.IsDir() {
