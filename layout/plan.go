@@ -69,7 +69,7 @@ type DirPlan struct {
 	index *safetensors.Index // the index written
 	// indexNoNewline writes the index without its final newline.
 	indexNoNewline bool
-	side  map[string][]byte  // side files by name
+	side           map[string][]byte // side files by name
 }
 
 // FilePlan describes one safetensors file of a directory.
