@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -109,12 +108,7 @@ func Synth(dir string, opts SynthOptions) error {
 		return fmt.Errorf("synth %s: %w", dir, err)
 	}
 	// The index goes last: a directory with an index is a complete replica.
-	// The release's index, like its config, ends without a newline.
-	b, err := idx.Marshal()
-	if err != nil {
-		return fmt.Errorf("synth %s: %w", dir, err)
-	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, safetensors.IndexName), bytes.TrimSuffix(b, []byte("\n")), 0o644); err != nil {
+	if err := safetensors.WriteIndex(filepath.Join(dir, safetensors.IndexName), idx); err != nil {
 		return fmt.Errorf("synth %s: %w", dir, err)
 	}
 	return nil

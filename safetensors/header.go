@@ -36,8 +36,12 @@ const MaxMetadataSize = 1 << 20
 // MaxHeaderBytesInFlight bounds the header bytes being read and parsed at any
 // moment in the process, whatever the number of files and how much each
 // claims: a checkpoint of many files that each claim MaxHeaderSize costs this
-// much memory, not the sum of the claims.
+// much memory, not the sum of the claims. It must be at least MaxHeaderSize:
+// a share larger than the whole budget would never be granted.
 const MaxHeaderBytesInFlight = 256 << 20
+
+// The budget holds at least one header of the largest size accepted.
+var _ [MaxHeaderBytesInFlight - MaxHeaderSize]struct{}
 
 // headerBudget holds MaxHeaderBytesInFlight; a header read takes its length
 // from it before allocating and gives it back once parsed.

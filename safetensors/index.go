@@ -325,7 +325,8 @@ func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 	return d.totalSize, err
 }
 
-// writeTo renders json.dumps(index, indent=2, sort_keys=True) + "\n".
+// writeTo renders json.dumps(index, indent=2, sort_keys=True), with no
+// trailing newline, as the released Kimi-K3 index is written.
 func (d *indexData) writeTo(w io.Writer) (int64, error) {
 	slices.SortFunc(d.entries, func(a, b indexEntry) int { return strings.Compare(a.name, b.name) })
 	cw := &countingWriter{w: w}
@@ -361,7 +362,7 @@ func (d *indexData) writeTo(w io.Writer) (int64, error) {
 	if len(d.entries) > 0 {
 		bw.WriteString("\n  ")
 	}
-	bw.WriteString("}\n}\n")
+	bw.WriteString("}\n}")
 	err = bw.Flush()
 	return cw.n, err
 }

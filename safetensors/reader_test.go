@@ -288,7 +288,7 @@ func TestIndexRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "{\n  \"metadata\": {\n    \"format\": \"pt\",\n    \"total_size\": 42\n  },\n  \"weight_map\": {\n    \"a\": \"f1\",\n    \"b\": \"f2\"\n  }\n}\n"
+	want := "{\n  \"metadata\": {\n    \"format\": \"pt\",\n    \"total_size\": 42\n  },\n  \"weight_map\": {\n    \"a\": \"f1\",\n    \"b\": \"f2\"\n  }\n}"
 	if string(b) != want {
 		t.Fatalf("got\n%s", b)
 	}
