@@ -647,7 +647,7 @@ func (a *auditor) layoutReport(name string) (*LayoutReport, error) {
 			return nil, err
 		}
 	}
-	plan, err := l.Plan(p.specs)
+	plan, err := l.Place(p.specs)
 	if err != nil {
 		return nil, err
 	}
@@ -668,7 +668,7 @@ func (a *auditor) layoutReport(name string) (*LayoutReport, error) {
 
 // accountPlan sums every rank's pieces by component and, for pipeline
 // layouts, lists each stage's layers and the files its loader opens.
-func (a *auditor) accountPlan(plan *layout.Plan, p *planned) ([]RankRow, []StageRow, error) {
+func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]RankRow, []StageRow, error) {
 	l := plan.Layout
 	ranks := make([]RankRow, plan.Ranks())
 	var stageFiles [][]bool
@@ -770,7 +770,7 @@ func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 		if ms.fp8 {
 			p = fp8
 		}
-		plan, err := l.Plan(p.specs)
+		plan, err := l.Place(p.specs)
 		if err != nil {
 			return nil, fmt.Errorf("step %q: %w", ms.label, err)
 		}

@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"path/filepath"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,8 +19,23 @@ import (
 type layoutFlags struct {
 	layout, partition, ranks, pack string
 	textOnly, weightShard, vocabTP bool
-	even, force                    bool
+	even                           bool
 	jobs                           int
+	run                            runFlags
+}
+
+// runFlags are the flags of every command that writes a layout plan.
+type runFlags struct {
+	dryRun, asJSON, restart bool
+}
+
+func (r *runFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&r.dryRun, "dry-run", false, "print the plan (and run its data checks), write nothing")
+	fl.BoolVar(&r.asJSON, "json", false, "print the plan or the result as one JSON object")
+	fl.BoolVar(&r.restart, "restart", false, "discard what an earlier run left in DST instead of resuming it")
+	fl.BoolVar(&r.restart, "force", false, "same as --restart")
+	fl.MarkDeprecated("force", "use --restart")
 }
 
 func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
@@ -34,7 +50,6 @@ func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 	fl.StringVar(&f.partition, "pp-partition", "", "layers per pipeline stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
 	fl.BoolVar(&f.even, "even", false, "SGLang's default split (SGLANG_PP_LAYER_PARTITION unset) instead of the layout's partition")
 	fl.BoolVar(&f.textOnly, "text-only", false, "drop the vision tower and projector (default on for the decode layouts)")
-	fl.BoolVar(&f.force, "force", false, "replace the content of existing output directories")
 	fl.IntVar(&f.jobs, "jobs", 0, "files written at once (0: the larger of 4 and the CPU count)")
 }
 
@@ -87,13 +102,15 @@ exactly that stage's tensors, byte-identical to the source. Stage s owns layers
 layers; --even for SGLang's split without SGLANG_PP_LAYER_PARTITION); stage 0
 also holds embed_tokens and vision (unless --text-only), the last stage the final
 norms, output_attn_res_* and lm_head. Everything is checked before anything is
-written; files are written atomically.`,
+written (--dry-run prints the plan); files are written atomically, and a rerun
+after an interruption resumes (--restart starts over).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExport(cmd, args[0], args[1], "pp16", &f)
 		},
 	}
 	f.register(cmd, false)
+	f.run.register(cmd)
 	return cmd
 }
 
@@ -122,6 +139,7 @@ scales unpacked, gathered by head and repacked).`,
 		},
 	}
 	f.register(cmd, true)
+	f.run.register(cmd)
 	return cmd
 }
 
@@ -145,42 +163,60 @@ func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) er
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	res, err := layout.Export(context.Background(), src, l, dst, layout.ExportOptions{Ranks: ranks, Pack: pack, Jobs: f.jobs, Force: f.force})
+	plan, err := layout.PlanExport(src, l, layout.ExportOptions{Ranks: ranks, Pack: pack})
 	if err != nil {
 		return err
 	}
-	printExport(cmd.OutOrStdout(), res, time.Since(start))
-	return nil
+	return runPlan(cmd, plan, dst, f.jobs, &f.run)
 }
 
-func printExport(w io.Writer, res *layout.ExportResult, took time.Duration) {
-	p := res.Plan
-	l := p.Layout
-	fmt.Fprintf(w, "%s: %d ranks", l.Name, p.Ranks())
-	if l.Stages() > 1 {
-		fmt.Fprintf(w, " in %d stages %v", l.Stages(), l.Partition)
+// planJSONSchema versions the JSON that --dry-run --json and --json print.
+const planJSONSchema = 1
+
+// runPlan prints the plan (--dry-run, after its data checks) or executes it
+// and prints what was written. Ctrl-C stops the run; the message says how to
+// resume it.
+func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *runFlags) error {
+	w := cmd.OutOrStdout()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if rf.dryRun {
+		if err := plan.Validate(ctx); err != nil {
+			return err
+		}
+		if rf.asJSON {
+			return writeJSON(w, map[string]any{"schema": planJSONSchema, "dry_run": true, "plan": plan})
+		}
+		return plan.WriteText(w)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-10s %7s %9s %11s\n", "dir", "layers", "tensors", "GiB")
-	for i, rr := range res.Ranks {
-		fmt.Fprintf(w, "%-10s %7s %9d %11.3f\n", filepath.Base(res.Dirs[i]), fmt.Sprintf("%d-%d", rr.Layers[0], rr.Layers[1]-1),
-			rr.Tensors, float64(rr.Bytes)/(1<<30))
+	start := time.Now()
+	res, err := plan.Execute(ctx, dst, layout.ExecOptions{Jobs: jobs, Restart: rf.restart})
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; finished files are kept: run the same command again to resume (--restart to start over)")
+		}
+		return err
 	}
-	if len(p.Dropped) > 0 {
-		fmt.Fprintf(w, "dropped %d tensors (%.3f GiB)\n", len(p.Dropped), float64(p.DroppedBytes)/(1<<30))
+	took := time.Since(start)
+	if rf.asJSON {
+		return writeJSON(w, map[string]any{"schema": planJSONSchema, "plan": plan, "result": res, "seconds": took.Seconds()})
 	}
-	if len(res.Unaligned) > 0 {
-		fmt.Fprintf(w, "%d block-FP8 weights split across a 128 block keep their scale replicated, e.g. %s\n", len(res.Unaligned), res.Unaligned[0])
+	if err := plan.WriteText(w); err != nil {
+		return err
 	}
 	secs := took.Seconds()
-	fmt.Fprintf(w, "wrote %d files, %.3f GiB in %.2fs (%.0f MiB/s)\n", res.Files, float64(res.Bytes)/(1<<30), secs, float64(res.Bytes)/(1<<20)/max(secs, 1e-9))
+	fmt.Fprintf(w, "wrote %d files, %.3f GiB in %.2fs (%.0f MiB/s)", res.Written, float64(res.Bytes)/(1<<30), secs, float64(res.Bytes)/(1<<20)/max(secs, 1e-9))
+	if res.Kept > 0 {
+		fmt.Fprintf(w, "; kept %d files of an earlier run", res.Kept)
+	}
+	fmt.Fprintln(w)
+	return nil
 }
 
 func newReassembleCmd() *cobra.Command {
 	var check string
-	var force bool
 	var jobs int
+	var rf runFlags
 	cmd := &cobra.Command{
 		Use:   "reassemble DST OUT",
 		Short: "Rebuild the source checkpoint from shard/export output and prove it lossless",
@@ -193,18 +229,17 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 --check SRC compares every rebuilt tensor with SRC byte for byte.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			start := time.Now()
-			res, err := layout.Reassemble(context.Background(), args[0], args[1], layout.ReassembleOptions{Jobs: jobs, Force: force})
+			src, err := layout.OpenSource(args[0])
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "rebuilt %d files, %.3f GiB in %.2fs\n", res.Files, float64(res.Bytes)/(1<<30), time.Since(start).Seconds())
-			if len(res.Missing) > 0 {
-				fmt.Fprintf(w, "%d source tensors were dropped by the layout (e.g. %s); their files lack them\n", len(res.Missing), res.Missing[0])
+			defer src.Close()
+			plan, err := layout.PlanReassemble(src)
+			if err != nil {
+				return err
 			}
-			if check == "" {
-				return nil
+			if err := runPlan(cmd, plan, args[1], jobs, &rf); err != nil || check == "" || rf.dryRun {
+				return err
 			}
 			a, err := layout.OpenSource(check)
 			if err != nil {
@@ -220,13 +255,15 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "check: %d tensors, %.3f GiB byte-identical to %s\n", len(b.Specs), float64(n)/(1<<30), check)
+			if !rf.asJSON {
+				fmt.Fprintf(cmd.OutOrStdout(), "check: %d tensors, %.3f GiB byte-identical to %s\n", len(b.Specs), float64(n)/(1<<30), check)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&check, "check", "", "compare every rebuilt tensor with this source checkpoint")
-	cmd.Flags().BoolVar(&force, "force", false, "replace the content of an existing OUT")
 	cmd.Flags().IntVar(&jobs, "jobs", 0, "files written at once (0: the larger of 4 and the CPU count)")
+	rf.register(cmd)
 	return cmd
 }
 
