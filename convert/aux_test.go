@@ -15,14 +15,16 @@ func TestCopyAuxChangedSource(t *testing.T) {
 	from, to := filepath.Join(dir, "tokenizer.json"), filepath.Join(dir, "out", "tokenizer.json")
 	os.WriteFile(from, []byte("0123456789"), 0o644)
 	var s scratch
-	if _, _, err := s.copyAux(context.Background(), from, to, 7, noProgress{}); !errors.Is(err, ErrChanged) {
+	a := &AuxFile{Name: "tokenizer.json", Size: 7}
+	if _, _, err := s.copyAux(context.Background(), dir, a, to, noProgress{}); !errors.Is(err, ErrChanged) {
 		t.Fatalf("changed source: %v", err)
 	}
 	ents, _ := os.ReadDir(filepath.Dir(to))
 	if len(ents) != 0 {
 		t.Fatalf("left %v", ents)
 	}
-	rec, commit, err := s.copyAux(context.Background(), from, to, 10, noProgress{})
+	a.Size = 10
+	rec, commit, err := s.copyAux(context.Background(), dir, a, to, noProgress{})
 	if err != nil || rec.Size != 10 {
 		t.Fatalf("copy: %v %+v", err, rec)
 	}

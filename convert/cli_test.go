@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 )
 
 // The tests in this file run the real k3ckpt binary as a subprocess, so that
@@ -78,7 +80,7 @@ func finalsComplete(t *testing.T, dst string) int {
 	ref := treeHashes(t, tinyRef)
 	n := 0
 	for name, h := range treeHashes(t, dst) {
-		if strings.HasPrefix(name, StateDir+"/") || strings.HasPrefix(filepath.Base(name), ".k3tmp-") {
+		if strings.HasPrefix(name, StateDir+"/") || strings.HasPrefix(filepath.Base(name), ".k3tmp-") || name == dirlock.LockName {
 			continue
 		}
 		n++
@@ -206,7 +208,16 @@ func TestWriteErrors(t *testing.T) {
 	}
 	defer exec.Command("umount", mnt).Run()
 	dst := filepath.Join(mnt, "out")
+	// Refused before the first byte, with both figures.
 	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--jobs", "2")
+	if code != 1 || !strings.Contains(stderr, "not enough free space") || !strings.Contains(stderr, "bytes) free, the conversion writes") || stdout != "" {
+		t.Errorf("space check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if got := finalsComplete(t, dst); got != 0 {
+		t.Errorf("space check: %d files written before refusing", got)
+	}
+	// Overridden, the disk fills: a clean error and no partial file.
+	stdout, stderr, code = runCLI(t, "convert", tinySrc, dst, "--jobs", "2", "--no-space-check")
 	if code != 1 || !strings.Contains(stderr, "no space left on device") || stdout != "" {
 		t.Errorf("disk full: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -238,5 +249,67 @@ func TestCLIDryRunAndVerify(t *testing.T) {
 	}
 	if _, stderr, code := runCLI(t, "convert", tinySrc, bad+"2", "--worker", "3/3"); code != 1 || !strings.Contains(stderr, "worker") {
 		t.Errorf("--worker 3/3: %d %s", code, stderr)
+	}
+}
+
+// Ctrl-C (SIGINT) or SIGTERM says how to continue, and running the same
+// command again (no flag) resumes: finished files are kept, not rewritten.
+// --restart writes everything again.
+func TestInterruptThenRerunResumes(t *testing.T) {
+	bin := buildCLI(t)
+	dst := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command(bin, "convert", tinySrc, dst, "--jobs", "1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	doneDir := filepath.Join(dst, StateDir, "done")
+	interrupted := false
+wait:
+	for {
+		select {
+		case <-exited:
+			break wait
+		default:
+		}
+		if countEntries(doneDir, func(string) bool { return true }) >= 3 {
+			cmd.Process.Signal(syscall.SIGINT)
+			<-exited
+			interrupted = true
+			break
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	if !interrupted {
+		t.Skip("the conversion finished before the interrupt")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "run the same command again to continue") {
+		t.Fatalf("interrupt: exit %d, stderr %q", code, stderr.String())
+	}
+	kept := countEntries(doneDir, func(string) bool { return true })
+	stdout, errOut, code := runCLI(t, "convert", tinySrc, dst, "--jobs", "2", "--json")
+	var res struct{ Written, Skipped []string }
+	if code != 0 || json.Unmarshal([]byte(stdout), &res) != nil {
+		t.Fatalf("rerun: exit %d %s %s", code, stdout, errOut)
+	}
+	if len(res.Skipped) < kept || len(res.Written) == 0 {
+		t.Errorf("rerun kept %d files (%d were done), wrote %d", len(res.Skipped), kept, len(res.Written))
+	}
+	sameTree(t, dst, tinyRef)
+	// A rerun on the finished DST writes nothing; --restart writes it all.
+	stdout, _, code = runCLI(t, "convert", tinySrc, dst, "--json")
+	if json.Unmarshal([]byte(stdout), &res) != nil || code != 0 || len(res.Written) != 0 {
+		t.Errorf("rerun on a finished DST: exit %d, wrote %v", code, res.Written)
+	}
+	stdout, _, code = runCLI(t, "convert", tinySrc, dst, "--json", "--restart")
+	if json.Unmarshal([]byte(stdout), &res) != nil || code != 0 || len(res.Skipped) != 0 || len(res.Written) == 0 {
+		t.Errorf("--restart: exit %d, skipped %v", code, res.Skipped)
+	}
+	sameTree(t, dst, tinyRef)
+	if _, stderr, code := runCLI(t, "convert", tinySrc, dst, "--worker", "0/4294967296"); code != 1 || !strings.Contains(stderr, "worker") {
+		t.Errorf("--worker 0/4294967296: exit %d %s", code, stderr)
 	}
 }

@@ -7,15 +7,20 @@
 //   - PlanTensors (pure, headers only) decides for every source tensor whether
 //     it is copied, quantized to block-FP8 with its scale tensor, or dropped;
 //     inspect's what-if accounting calls it too.
-//   - NewPlan adds files and offsets (one output shard per source shard, same
-//     names), the output config (in the chosen engine convention), the index,
-//     the auxiliary files to copy and a fingerprint of all of it.
-//   - Execute carries a plan out without deciding anything: per output shard a
-//     canonical safetensors writer, copied tensors moved by byte range
-//     (copy_file_range), quantized tensors streamed in 128-row bands through
-//     bounded, pooled buffers. Files appear under their final names only when
-//     complete and synced; a record per finished file lets Resume skip work
-//     that verifies, and lets several workers (processes or machines) share
-//     one conversion that Finalize (k3ckpt merge) completes.
-//   - Verify re-reads an output against its source.
+//   - NewPlan adds, per output shard (one per source shard, same name), its
+//     complete layout and the steps that fill it, plus the output config (in
+//     the chosen engine convention), the side files to copy, what every
+//     source file looked like when planned, and a fingerprint of all of it.
+//   - Execute carries a plan out without deciding anything: it checks that
+//     each source file is still the one planned (size, times, header), writes
+//     the planned header, moves copied tensors by byte range
+//     (copy_file_range) and streams quantized tensors in 128-row bands
+//     through bounded, pooled buffers. Files appear under their final names
+//     only when complete and synced; a record per finished file lets Resume
+//     skip work that verifies, and lets several workers (processes or
+//     machines) share one conversion that Finalize (k3ckpt merge) completes.
+//     A run holds DST locked throughout.
+//   - Verify re-reads an output against its source: DST holds exactly the
+//     manifest's files, copied tensors are the source's bytes, FP8 tensors
+//     and scales are bit for bit a fresh quantization.
 package convert

@@ -1,15 +1,12 @@
 package convert
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
-	"os"
+	"io"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,42 +25,33 @@ const ManifestName = "k3ckpt-manifest.json"
 // never mixes outputs of two versions.
 const planVersion = "k3ckpt-convert/1"
 
-// FilePlan is one output shard: same name as its source shard. Only its
-// summary is kept; Layout rebuilds the full layout (deterministically, from
-// the headers) when the file is written or checked, so a plan of K3's
-// 497,220 tensors does not hold every output header at once.
+// FilePlan is one output shard (same name as its source shard) and all that
+// writing it takes: its layout, the program of steps that fills it, and what
+// the source looked like when it was planned.
 type FilePlan struct {
 	// Name is the shard's path relative to the checkpoint root.
 	Name string
 	// Source is the source shard (its headers; data is read by the executor).
 	Source *safetensors.File
-	// Size and DataStart are the output file's size and data offset.
-	Size, DataStart int64
+	// Layout is the output file: header bytes and every tensor's offsets.
+	Layout *safetensors.Layout
+	// Steps is the executor's program for the file, in the layout's data
+	// order: copy runs and quantized weights.
+	Steps []Step
 	// ReadBytes is how many source bytes producing the file reads.
 	ReadBytes int64
 	// Totals counts the file's tensors and bytes.
 	Totals Totals
-	// Steps is the executor's program for the file, in the layout's data
-	// order of its first output: copy runs and quantized weights.
-	Steps []Step
+	// SourceHeader is the sha256 of the source file's header as planned; the
+	// executor checks it before writing, so a shard replaced since planning
+	// is never converted with a stale plan.
+	SourceHeader [sha256.Size]byte
 
-	plan      *Plan
-	headerSum [sha256.Size]byte
+	stamp fileStamp // the source file's size and times when planned
 }
 
-// Layout returns the shard's output layout and its output tensors in the
-// layout's data order.
-func (fp *FilePlan) Layout() (*safetensors.Layout, []OutputTensor, error) {
-	specs := make([]safetensors.TensorSpec, len(fp.Source.Tensors))
-	for i, t := range fp.Source.Tensors {
-		specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
-	}
-	outs, err := PlanTensors(fp.plan.Recipe, specs, fp.plan.Options)
-	if err != nil {
-		return nil, nil, fmt.Errorf("file %s: %w", filepath.Join(fp.plan.SrcRoot, fp.Source.Path), err)
-	}
-	return layoutFile(fp.Source, outs)
-}
+// Size is the output file's size.
+func (fp *FilePlan) Size() int64 { return fp.Layout.Size }
 
 // rereadBytes is what the file's code steps read again (weights whose codes
 // are not held from their scale step).
@@ -75,13 +63,6 @@ func (fp *FilePlan) rereadBytes() int64 {
 		}
 	}
 	return n
-}
-
-// AuxFile is a side file (tokenizer, chat template, custom code) copied as is.
-type AuxFile struct {
-	// Name is the path relative to the checkpoint root, with forward slashes.
-	Name string
-	Size int64
 }
 
 // Plan is a complete conversion decided from headers and config alone. The
@@ -100,6 +81,9 @@ type Plan struct {
 	Config, HFQuantConfig []byte
 	// ID fingerprints everything above; outputs of one plan carry it.
 	ID string
+
+	// modules are the output's linear modules by treatment (for Splits).
+	modules modules
 }
 
 // NewPlan plans the conversion of a local checkpoint. config is the source
@@ -109,6 +93,9 @@ type Plan struct {
 func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options) (*Plan, error) {
 	if strings.Contains(src.Root, "://") {
 		return nil, fmt.Errorf("convert %s: the source must be a local directory", src.Root)
+	}
+	if err := checkExecutable(opts); err != nil {
+		return nil, fmt.Errorf("convert %s: %w", src.Root, err)
 	}
 	if config == nil {
 		var err error
@@ -137,16 +124,10 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 			if err := checkAgainstConfig(src.Root, f, cfg, shardIndex); err != nil {
 				return err
 			}
-			fp := &FilePlan{Name: f.Path, Source: f, plan: p}
-			l, outs, err := fp.Layout()
+			fp, outs, err := planFile(src.Root, f, r, opts)
 			if err != nil {
 				return err
 			}
-			fp.Size, fp.DataStart, fp.headerSum = l.Size, l.DataStart, sha256.Sum256(l.Header)
-			if fp.Steps, err = planSteps(f, l, outs); err != nil {
-				return fmt.Errorf("%s: %w", src.Root, err)
-			}
-			fp.summarize(l, outs)
 			p.Files[i] = fp
 			mu.Lock()
 			defer mu.Unlock()
@@ -157,7 +138,8 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, mods.sorted(), opts); err != nil {
+	p.modules = mods.sorted()
+	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, p.modules, opts); err != nil {
 		return nil, err
 	}
 	if p.Aux, err = listAux(src); err != nil {
@@ -165,6 +147,48 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	}
 	p.ID = p.fingerprint()
 	return p, nil
+}
+
+// planFile plans one output shard from its source's header: the outputs the
+// recipe makes of its tensors, their layout and the steps that write them.
+// It returns the outputs in the layout's data order too (the plan keeps only
+// what the executor needs).
+func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FilePlan, []OutputTensor, error) {
+	path := filepath.Join(root, f.Path)
+	specs := make([]safetensors.TensorSpec, len(f.Tensors))
+	for i, t := range f.Tensors {
+		specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+	}
+	outs, err := PlanTensors(r, specs, opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	l, outs, err := layoutFile(f, outs)
+	if err != nil {
+		return nil, nil, err
+	}
+	fp := &FilePlan{Name: f.Path, Source: f, Layout: l}
+	if fp.Steps, err = planSteps(f, l, outs); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", root, err)
+	}
+	if fp.SourceHeader, err = headerSum(f); err != nil {
+		return nil, nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	if fp.stamp, err = stampOf(f.ReaderAt()); err != nil {
+		return nil, nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	fp.summarize(outs)
+	return fp, outs, nil
+}
+
+// headerSum hashes a file's header bytes, [0, DataStart), as they are now.
+func headerSum(f *safetensors.File) ([sha256.Size]byte, error) {
+	h := sha256.New()
+	buf := make([]byte, min(f.DataStart, 1<<20))
+	if _, err := io.CopyBuffer(h, io.NewSectionReader(f.ReaderAt(), 0, f.DataStart), buf); err != nil {
+		return [sha256.Size]byte{}, fmt.Errorf("read header: %w", err)
+	}
+	return [sha256.Size]byte(h.Sum(nil)), nil
 }
 
 // nameSet finds an output name planned twice across files. Within a file the
@@ -191,7 +215,8 @@ func (n *nameSet) add(file string, outs []OutputTensor) error {
 }
 
 // summarize counts a file's tensors and bytes for Totals.
-func (fp *FilePlan) summarize(l *safetensors.Layout, outs []OutputTensor) {
+func (fp *FilePlan) summarize(outs []OutputTensor) {
+	l := fp.Layout
 	t := &fp.Totals
 	t.Files = 1
 	t.SourceBytes = fp.Source.DataSize()
@@ -238,113 +263,6 @@ func layoutFile(f *safetensors.File, outs []OutputTensor) (*safetensors.Layout, 
 	return l, ordered, nil
 }
 
-// checkAgainstConfig compares every tensor of a source file that the
-// config's catalog knows with its catalog dtype and shape, one catalog shard
-// at a time (a K3 file holds one).
-func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, shardIndex map[string]int) error {
-	cached := -1
-	var want map[string]safetensors.TensorSpec
-	for _, t := range f.Tensors {
-		i, ok := shardIndex[cfg.ShardOf(t.Name)]
-		if !ok {
-			continue
-		}
-		if i != cached {
-			specs := cfg.ShardTensors(i)
-			want = make(map[string]safetensors.TensorSpec, len(specs))
-			for _, s := range specs {
-				want[s.Name] = s
-			}
-			cached = i
-		}
-		s, ok := want[t.Name]
-		if !ok {
-			continue
-		}
-		if s.DType != t.DType || !slices.Equal(s.Shape, t.Shape) {
-			return fmt.Errorf("file %s: tensor %s: %w: %s %v, config.json implies %s %v",
-				filepath.Join(root, f.Path), t.Name, ErrConfigMismatch, t.DType, t.Shape, s.DType, s.Shape)
-		}
-	}
-	return nil
-}
-
-// outputConfigs rewrites config.json's quantization_config for the chosen
-// convention and renders hf_quant_config.json for ModelOpt.
-func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq []byte, err error) {
-	raw := cfg.Raw()
-	// The source's own description of its experts: inside text_config in
-	// the release, where the schema found it.
-	srcQC := cfg.QuantizationConfig()
-	qc, hf, err := quantConfigs(srcQC, cfg.GroupSize, mods, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	raw["quantization_config"] = qc
-	if config, err = marshalConfig(raw); err != nil {
-		return nil, nil, err
-	}
-	if hf != nil {
-		if hfq, err = marshalConfig(hf); err != nil {
-			return nil, nil, err
-		}
-	}
-	return config, hfq, nil
-}
-
-// replacedNames are source side files the conversion rewrites or must not
-// carry over (a stale hf_quant_config.json would describe the wrong formats).
-var replacedNames = map[string]bool{
-	ConfigName: true, HFQuantConfigName: true, safetensors.IndexName: true, ManifestName: true,
-}
-
-// listAux finds the side files to copy: every regular file under the source
-// root (symlinks followed, as in a Hugging Face cache snapshot) except the
-// shards, the files the conversion rewrites, and hidden entries.
-func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
-	shards := make(map[string]bool, len(src.Files))
-	for _, f := range src.Files {
-		shards[f.Path] = true
-	}
-	var aux []AuxFile
-	err := filepath.WalkDir(src.Root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src.Root, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		if strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		name := filepath.ToSlash(rel)
-		if shards[name] || replacedNames[name] {
-			return nil
-		}
-		st, err := os.Stat(path) // follows symlinks
-		if err != nil {
-			return err
-		}
-		if !st.Mode().IsRegular() {
-			return nil
-		}
-		aux = append(aux, AuxFile{Name: name, Size: st.Size()})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
-	}
-	slices.SortFunc(aux, func(a, b AuxFile) int { return cmp.Compare(a.Name, b.Name) })
-	return aux, nil
-}
-
 // fingerprint hashes what the plan produces: the tool version, the recipe,
 // the options, every output header and source size, the side files and the
 // configs. Two runs with equal fingerprints write byte-identical outputs.
@@ -354,15 +272,16 @@ func (p *Plan) fingerprint() string {
 		h.Write([]byte(strings.Join(parts, "\x1f")))
 		h.Write([]byte{'\n'})
 	}
-	line(planVersion, p.Recipe.Name, p.Recipe.Default.String())
+	line(planVersion, p.Recipe.Name, p.Recipe.Default.String(), "quantize", p.Recipe.Quantize.String())
 	for _, r := range p.Recipe.Rules {
 		line("rule", r.Pattern, r.Action.String())
 	}
 	// NonFinite is left out: where both policies succeed they write the same bytes.
-	line("options", p.Options.Format.String(), p.Options.ScaleFmt.String())
+	line("options", p.Options.Format.String(), p.Options.ScaleFmt.String(), p.Options.Experts.String(), p.Options.Numerics.String())
 	for _, f := range p.Files {
 		line("file", f.Name, strconv.FormatInt(f.Source.Size, 10))
-		h.Write(f.headerSum[:])
+		sum := sha256.Sum256(f.Layout.Header)
+		h.Write(sum[:])
 	}
 	for _, a := range p.Aux {
 		line("aux", a.Name, strconv.FormatInt(a.Size, 10))
@@ -370,79 +289,6 @@ func (p *Plan) fingerprint() string {
 	h.Write(p.Config)
 	h.Write(p.HFQuantConfig)
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// UnitKind says how a unit of work is produced.
-type UnitKind uint8
-
-const (
-	// UnitShard is an output shard written from its source shard.
-	UnitShard UnitKind = iota
-	// UnitAux is a side file copied byte for byte.
-	UnitAux
-)
-
-// String names the kind.
-func (k UnitKind) String() string {
-	if k == UnitAux {
-		return "aux"
-	}
-	return "shard"
-}
-
-// Unit is one output file the workers produce (the index, configs and
-// manifest are written by Finalize once every unit is done).
-type Unit struct {
-	Name string
-	Kind UnitKind
-	// Size is the output file's size.
-	Size int64
-	// Work is the bytes read and hashed to produce it (what progress counts).
-	Work int64
-	// File is set for shards.
-	File *FilePlan
-}
-
-// Units lists the plan's units sorted by name.
-func (p *Plan) Units() []Unit {
-	us := make([]Unit, 0, len(p.Files)+len(p.Aux))
-	for _, f := range p.Files {
-		us = append(us, Unit{Name: f.Name, Kind: UnitShard, Size: f.Size, Work: f.ReadBytes + f.rereadBytes() + f.Size, File: f})
-	}
-	for _, a := range p.Aux {
-		us = append(us, Unit{Name: a.Name, Kind: UnitAux, Size: a.Size, Work: 2 * a.Size})
-	}
-	slices.SortFunc(us, func(a, b Unit) int { return cmp.Compare(a.Name, b.Name) })
-	return us
-}
-
-// Slice returns worker i's share of the units out of n workers: units are
-// dealt largest first to the least loaded worker (ties to the lowest worker
-// and then by name), which balances bytes and depends only on the plan, so
-// every worker computes the same partition on its own.
-func (p *Plan) Slice(i, n int) ([]Unit, error) {
-	if n < 1 || i < 0 || i >= n {
-		return nil, fmt.Errorf("%w: %d/%d (want 0 ≤ I < N)", ErrWorker, i, n)
-	}
-	us := p.Units()
-	order := slices.Clone(us)
-	slices.SortStableFunc(order, func(a, b Unit) int { return cmp.Compare(b.Size, a.Size) })
-	load := make([]int64, n)
-	var mine []Unit
-	for _, u := range order {
-		w := 0
-		for j := 1; j < n; j++ {
-			if load[j] < load[w] {
-				w = j
-			}
-		}
-		load[w] += max(u.Size, 1)
-		if w == i {
-			mine = append(mine, u)
-		}
-	}
-	slices.SortFunc(mine, func(a, b Unit) int { return cmp.Compare(a.Name, b.Name) })
-	return mine, nil
 }
 
 // Totals sums a plan for --dry-run.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -18,11 +19,15 @@ const (
 	RoleWeight
 	// RoleScale is the fp32 block scales of a quantized weight.
 	RoleScale
+	// RoleNVFP4 is an NVFP4 expert tensor cast from an MXFP4 projection
+	// (Source is its weight_packed): codes, E4M3 block scales, the fp32
+	// second-level scale or the fp32 input scale, in NVFP4Specs order.
+	RoleNVFP4
 
-	numRoles = int(RoleScale) + 1
+	numRoles = int(RoleNVFP4) + 1
 )
 
-var roleNames = [numRoles]string{RoleCopy: "copy", RoleWeight: "fp8", RoleScale: "scale"}
+var roleNames = [numRoles]string{RoleCopy: "copy", RoleWeight: "fp8", RoleScale: "scale", RoleNVFP4: "nvfp4"}
 
 // String is the role's name in plans.
 func (r Role) String() string {
@@ -43,6 +48,10 @@ type Options struct {
 	ScaleFmt quant.ScaleFmt
 	// NonFinite decides what a NaN or Inf in a weight to quantize does.
 	NonFinite NonFinitePolicy
+	// Experts keeps the routed experts or casts them to NVFP4.
+	Experts ExpertsMode
+	// Numerics chooses the block-FP8 cast (DeepGEMM's or ModelOpt's).
+	Numerics quant.Numerics
 }
 
 // OutputTensor is one tensor of the output and where its bytes come from. The
@@ -74,6 +83,21 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 	out := make([]OutputTensor, 0, len(in)+len(in)/64)
 	var quantized map[string]string // X.weight's scale name → X.weight
 	for _, s := range in {
+		if opts.Experts == ExpertsNVFP4 {
+			if base, packed, ok := model.MXFP4Part(s.Name); ok {
+				if !packed {
+					continue // the MXFP4 scales are consumed by the cast
+				}
+				specs, ok := model.NVFP4Specs(base, s)
+				if !ok {
+					return nil, fmt.Errorf("tensor %s: %w: %s %v is not MXFP4 packed codes", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+				}
+				for _, o := range specs {
+					out = append(out, OutputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleNVFP4})
+				}
+				continue
+			}
+		}
 		switch classify(s.Name) {
 		case Drop:
 		case Keep:
@@ -133,6 +157,11 @@ func checkQuantizable(s safetensors.TensorSpec) error {
 // literals cannot tell two digits apart, and the skeleton keeps positions.
 // Otherwise every name goes through the rules.
 func (r *Recipe) memoClassifier() func(string) Action {
+	if r.Quantize != 0 {
+		// Groups depend on the layer number (o_proj and g_proj are KDA or MLA
+		// by the schedule); the schema's parser is as cheap as the memo.
+		return func(name string) Action { a, _ := r.Classify(name); return a }
+	}
 	for _, rule := range r.Rules {
 		if strings.ContainsAny(rule.Pattern, "0123456789") {
 			return func(name string) Action { a, _ := r.Classify(name); return a }

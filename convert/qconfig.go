@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -9,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
@@ -20,33 +20,34 @@ const (
 	HFQuantConfigName = "hf_quant_config.json"
 )
 
-// Facts of the configs written per convention (SPEC §2 and the engines'
-// loaders: SGLang/vLLM Fp8Config, compressed-tensors FP8_BLOCK, ModelOpt
-// hf_quant_config MIXED_PRECISION).
+// Facts of the configs written per convention, as the engines' loaders and
+// NVIDIA's Kimi-K3 exporter spell them.
 const (
-	// ExpertsConfigKey keeps the source's compressed-tensors description of
-	// the MXFP4 experts inside a deepseek or modelopt quantization_config, so
-	// the config still states the format of every tensor.
-	ExpertsConfigKey = "experts_quantization_config"
 	// modelOptProducer is the producer name vLLM requires before it reads a
 	// ModelOpt config; the version says who really wrote it.
 	modelOptProducer = "modelopt"
 	modelOptVersion  = "k3ckpt"
+	// modelOptMixed is the top-level quant_algo of a mixed checkpoint.
+	modelOptMixed = "MIXED_PRECISION"
 	// fp8BlockAlgo is ModelOpt's name for 128×128 block FP8 weights.
 	fp8BlockAlgo = "FP8_PB_WO"
-	// mxfp4Algo is the ModelOpt/TensorRT-LLM name for weight-only MXFP4.
-	mxfp4Algo = "W4A16_MXFP4"
+	// nvfp4Algo is ModelOpt's NVFP4 (weights and activations in E2M1).
+	nvfp4Algo = "NVFP4"
 	// ctFloatFormat is compressed-tensors' format of FP8 float weights.
 	ctFloatFormat = "float-quantized"
 	// ctMixedFormat is the top-level format when groups differ.
 	ctMixedFormat = "mixed-precision"
-	// ue8m0 is the scale_fmt value engines read.
+	// ue8m0 is the scale_fmt value DeepSeek-style loaders read.
 	ue8m0 = "ue8m0"
+	// quantKey is the quantization section of a config.json.
+	quantKey = "quantization_config"
+	// textKey holds the language model's config in a multimodal config.
+	textKey = "text_config"
 )
 
 // modules sorts the output's linear modules into the sets each convention
-// names: FP8 weights, other 2-D float weights left unquantized, and the MXFP4
-// expert subtrees (one per MoE layer).
+// names: FP8 weights, other 2-D float weights left unquantized, and the
+// routed-expert banks (….experts, one per MoE layer).
 type modules struct {
 	fp8, kept, experts []string
 }
@@ -99,80 +100,203 @@ func (m *moduleSet) sorted() modules {
 	return modules{fp8: slices.Sorted(maps.Keys(m.fp8)), kept: slices.Sorted(maps.Keys(m.kept)), experts: slices.Sorted(maps.Keys(m.experts))}
 }
 
-// quantConfigs builds the output's quantization_config (for config.json) and,
-// for ModelOpt, hf_quant_config.json. src is the source quantization_config
-// (nil for a BF16 source), groupSize the MXFP4 group of its experts.
-func quantConfigs(src map[string]any, groupSize int64, m modules, opts Options) (qc map[string]any, hfq map[string]any, err error) {
+// outputConfigs writes the output's config.json (the source's, with the
+// convention's quantization_config) and, for ModelOpt, hf_quant_config.json.
+func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq []byte, err error) {
+	raw := cfg.Raw()
+	text, _ := raw[textKey].(map[string]any)
+	var srcQC map[string]any // the source's description of its experts
+	for _, holder := range []map[string]any{raw, text} {
+		if v, ok := holder[quantKey]; ok && holder != nil {
+			if srcQC, ok = v.(map[string]any); !ok {
+				return nil, nil, fmt.Errorf("%w: %s is not an object", ErrConfig, quantKey)
+			}
+			delete(holder, quantKey)
+			break
+		}
+	}
+	if opts.Experts == ExpertsNVFP4 && opts.Format != ModelOpt {
+		return nil, nil, fmt.Errorf("%w: NVFP4 experts are described only by --format modelopt, not %s", ErrUnknownFormat, opts.Format)
+	}
+	var qc, hf map[string]any
 	switch opts.Format {
 	case DeepSeek:
-		qc = map[string]any{
-			"quant_method":      "fp8",
-			"fmt":               "e4m3",
-			"activation_scheme": "dynamic",
-			"weight_block_size": []any{BlockSize, BlockSize},
-		}
-		if opts.ScaleFmt == quant.ScaleUE8M0 {
-			qc["scale_fmt"] = ue8m0
-		}
-		// SGLang reads ignored_layers, transformers modules_to_not_convert;
-		// both say "not FP8", the experts' own format is in ExpertsConfigKey.
-		notFP8 := slices.Concat(m.kept, m.experts)
-		slices.Sort(notFP8)
-		qc["ignored_layers"] = anyStrings(notFP8)
-		qc["modules_to_not_convert"] = anyStrings(notFP8)
-		if src != nil {
-			qc[ExpertsConfigKey] = src
+		qc = deepSeekConfig(mods, opts)
+		// The block-FP8 config says nothing about the experts: their
+		// description stays where the released checkpoint keeps it.
+		if srcQC != nil {
+			if text == nil {
+				return nil, nil, fmt.Errorf("%w: --format deepseek keeps the experts' quantization_config in text_config, and this config has none", ErrConfig)
+			}
+			text[quantKey] = srcQC
 		}
 	case CompressedTensors:
-		qc, err = compressedTensorsConfig(src, m, opts)
+		qc, err = compressedTensorsConfig(srcQC, mods)
 	case ModelOpt:
-		layers := make(map[string]any, len(m.fp8)+len(m.experts))
-		for _, mod := range m.fp8 {
-			layers[mod] = map[string]any{"quant_algo": fp8BlockAlgo}
+		qc, hf, err = modelOptConfigs(cfg, mods, opts)
+	default:
+		err = fmt.Errorf("%w: %v", ErrUnknownFormat, opts.Format)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	raw[quantKey] = qc
+	if config, err = marshalConfig(raw); err != nil {
+		return nil, nil, err
+	}
+	if hf != nil {
+		if hfq, err = marshalConfig(hf); err != nil {
+			return nil, nil, err
 		}
-		exclude := m.kept
-		if src != nil {
-			for _, mod := range m.experts {
-				layers[mod] = map[string]any{"quant_algo": mxfp4Algo, "group_size": groupSize}
+	}
+	return config, hfq, nil
+}
+
+// spellAll lists every engine spelling of each module, sorted and unique.
+func spellAll(mods []string) []string {
+	var out []string
+	for _, m := range mods {
+		out = append(out, model.ModuleSpellings(m)...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// deepSeekConfig is the DeepSeek-V3 "fp8" config: SGLang and vLLM read
+// ignored_layers, transformers modules_to_not_convert; both list every module
+// that is not FP8 (kept BF16 ones and the experts) under every spelling.
+func deepSeekConfig(m modules, opts Options) map[string]any {
+	qc := map[string]any{
+		"quant_method":      model.QuantFP8,
+		"fmt":               "e4m3",
+		"activation_scheme": "dynamic",
+		"weight_block_size": []any{BlockSize, BlockSize},
+	}
+	if opts.ScaleFmt == quant.ScaleUE8M0 {
+		qc["scale_fmt"] = ue8m0
+	}
+	notFP8 := anyStrings(spellAll(slices.Concat(m.kept, m.experts)))
+	qc["ignored_layers"] = notFP8
+	qc["modules_to_not_convert"] = slices.Clone(notFP8)
+	return qc
+}
+
+// modelOptConfigs builds hf_quant_config.json and config.json's
+// quantization_config the way NVIDIA's Kimi-K3 exporter
+// (examples/kimi/kimi_k3/quantize_to_nvfp4.py, _build_hf_quant_config and
+// _rewrite_config_json, with convert_hf_quant_config_format) does: every
+// quantized module and every fused layer holding one under all engine
+// spellings; NVIDIA's exclude_modules less the patterns that would match a
+// quantized module; NVFP4 experts declared per bank, MXFP4 experts left
+// undeclared (a loader that knows MXFP4, TensorRT-LLM's K3 loader, reads
+// undeclared experts as MXFP4, and an exclusion would override that).
+func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[string]any, err error) {
+	layers := map[string]any{}
+	type group struct {
+		entry   map[string]any
+		targets []string
+	}
+	var groups []*group
+	declare := func(mods []string, entry map[string]any) {
+		if len(mods) == 0 {
+			return
+		}
+		g := &group{entry: entry}
+		for _, n := range spellAll(mods) {
+			layers[n] = entry
+			g.targets = append(g.targets, n)
+		}
+		groups = append(groups, g)
+	}
+	if opts.Experts == ExpertsNVFP4 {
+		declare(m.experts, map[string]any{"quant_algo": nvfp4Algo, "group_size": model.NVFP4GroupSize})
+	}
+	declare(slices.Concat(m.fp8, model.FusedNames(m.fp8)), map[string]any{"quant_algo": fp8BlockAlgo})
+	if len(layers) == 0 {
+		return nil, nil, fmt.Errorf("%w: --format modelopt with nothing quantized: ModelOpt mixed-precision loaders refuse an empty quantized_layers", ErrConfig)
+	}
+	// An exclusion must not reach a quantized module, nor undeclared MXFP4
+	// experts (TensorRT-LLM lets an exclusion outrank its MXFP4 default).
+	protected := slices.Collect(maps.Keys(layers))
+	if opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsMXFP4 {
+		protected = append(protected, spellAll(m.experts)...)
+	}
+	var exclude []string
+	seen := map[string]bool{}
+	for _, pat := range cfg.ModelOptExcludes() {
+		for _, alias := range model.ModuleSpellings(pat) {
+			if seen[alias] || slices.ContainsFunc(protected, func(n string) bool { return model.MatchModule(alias, n) }) {
+				continue
 			}
-		} else { // BF16 experts: not quantized at all
-			exclude = slices.Sorted(slices.Values(slices.Concat(m.kept, m.experts)))
+			seen[alias] = true
+			exclude = append(exclude, alias)
 		}
-		section := map[string]any{
-			"quant_algo":          "MIXED_PRECISION",
+	}
+	if opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsBF16 {
+		for _, n := range spellAll(m.experts) {
+			if !seen[n] {
+				seen[n] = true
+				exclude = append(exclude, n)
+			}
+		}
+	}
+	producer := map[string]any{"name": modelOptProducer, "version": modelOptVersion}
+	hfq = map[string]any{
+		"producer": producer,
+		"quantization": map[string]any{
+			"quant_algo":          modelOptMixed,
 			"kv_cache_quant_algo": nil,
+			"group_size":          model.NVFP4GroupSize,
 			"quantized_layers":    layers,
 			"exclude_modules":     anyStrings(exclude),
-		}
-		if opts.ScaleFmt == quant.ScaleUE8M0 {
-			section["scale_fmt"] = ue8m0
-		}
-		producer := map[string]any{"name": modelOptProducer, "version": modelOptVersion}
-		hfq = map[string]any{"producer": producer, "quantization": section}
-		qc = maps.Clone(section)
-		qc["quant_method"] = "modelopt"
-		qc["producer"] = producer
-		if src != nil {
-			qc[ExpertsConfigKey] = src
-		}
-	default:
-		return nil, nil, fmt.Errorf("%w: %v", ErrUnknownFormat, opts.Format)
+		},
 	}
-	return qc, hfq, err
+	configGroups := map[string]any{}
+	for i, g := range groups {
+		cg := modelOptGroup(g.entry)
+		cg["targets"] = anyStrings(g.targets)
+		configGroups["group_"+strconv.Itoa(i)] = cg
+	}
+	qc = map[string]any{
+		"config_groups":    configGroups,
+		"quantized_layers": layers,
+		"ignore":           anyStrings(exclude),
+		"quant_algo":       modelOptMixed,
+		"producer":         producer,
+		"quant_method":     model.QuantModelOptMixed,
+	}
+	return qc, hfq, nil
+}
+
+// modelOptGroup is convert_hf_quant_config_format's config group for one
+// per-layer entry: NVFP4 gets its compressed-tensors style weights and
+// input_activations; FP8_PB_WO, which that function has no mapping for, gets
+// just its quant_algo.
+func modelOptGroup(entry map[string]any) map[string]any {
+	if entry["quant_algo"] == nvfp4Algo {
+		args := func() map[string]any {
+			return map[string]any{"dynamic": false, "num_bits": 4, "type": "float", "group_size": entry["group_size"]}
+		}
+		return map[string]any{"input_activations": args(), "weights": args()}
+	}
+	return map[string]any{"quant_algo": entry["quant_algo"]}
 }
 
 // compressedTensorsConfig adds an FP8 block group (compressed-tensors'
 // FP8_BLOCK scheme: static 128×128 weights, dynamic per-token-group-128
-// activations) targeting the converted modules by exact name, keeps the source
-// groups (the MXFP4 experts) as they are, and rewrites ignore so that no
-// converted module is ignored while every module the removed entries covered
-// stays ignored by name.
-func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[string]any, error) {
+// activations) to the source's groups (the MXFP4 experts, kept as they are)
+// and rewrites ignore so that no converted module is ignored while every
+// module the removed entries covered stays ignored. Targets and the new
+// ignore entries are "re:" patterns that match a module under any prefix
+// (engines match them against their runtime names, not the checkpoint's).
+// Only keys of the library's QuantizationConfig / QuantizationScheme /
+// QuantizationArgs appear: it validates them with extra="forbid".
+func compressedTensorsConfig(src map[string]any, m modules) (map[string]any, error) {
 	qc := map[string]any{}
 	if src != nil {
 		qc = deepCopyJSON(src).(map[string]any)
 	}
-	qc["quant_method"] = "compressed-tensors"
+	qc["quant_method"] = model.QuantCompressedTensors
 	if _, ok := qc["quantization_status"]; !ok {
 		qc["quantization_status"] = "compressed"
 	}
@@ -194,21 +318,17 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	} else {
 		qc["format"] = ctFloatFormat
 	}
-	weights := map[string]any{
-		"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []any{BlockSize, BlockSize},
-		"symmetric": true, "dynamic": false,
-	}
 	fp8 := map[string]any{
 		"format":  ctFloatFormat,
-		"targets": anyStrings(m.fp8),
-		"weights": weights,
+		"targets": anyStrings(ctPatterns(m.fp8, m.kept)),
+		"weights": map[string]any{
+			"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []any{BlockSize, BlockSize},
+			"symmetric": true, "dynamic": false,
+		},
 		"input_activations": map[string]any{
 			"num_bits": 8, "type": "float", "strategy": "group", "group_size": BlockSize,
 			"symmetric": true, "dynamic": true,
 		},
-	}
-	if opts.ScaleFmt == quant.ScaleUE8M0 {
-		fp8["scale_fmt"] = ue8m0
 	}
 	name := ""
 	for i := len(groups); name == ""; i++ {
@@ -227,6 +347,45 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	return qc, nil
 }
 
+// ctPatterns turns module names into prefix-agnostic "re:" patterns, one per
+// module kind: the part after "layers.N." with any layer number when no
+// module of the same kind is in others, else one pattern per layer; modules
+// outside the layers keep their last component. block_sparse_moe also
+// matches the engines' mlp spelling.
+func ctPatterns(mods, others []string) []string {
+	tail := func(m string) (string, string) {
+		l, ok := model.LayerOf(m)
+		if !ok {
+			return "", m[strings.LastIndexByte(m, '.')+1:]
+		}
+		key := "layers." + strconv.Itoa(l) + "."
+		return strconv.Itoa(l), m[strings.Index(m, key)+len(key):]
+	}
+	mixed := map[string]bool{}
+	for _, o := range others {
+		_, t := tail(o)
+		mixed[t] = true
+	}
+	quote := func(t string) string {
+		q := regexp.QuoteMeta(t)
+		return strings.ReplaceAll(q, "block_sparse_moe", "(?:block_sparse_moe|mlp)")
+	}
+	var out []string
+	for _, m := range mods {
+		layer, t := tail(m)
+		switch {
+		case layer == "":
+			out = append(out, `re:(?:.*\.)?`+quote(t)+`$`)
+		case mixed[t]:
+			out = append(out, `re:(?:.*\.)?layers\.`+layer+`\.`+quote(t)+`$`)
+		default:
+			out = append(out, `re:(?:.*\.)?layers\.\d+\.`+quote(t)+`$`)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // ctMatcher compiles one compressed-tensors ignore/targets entry: "re:<regex>"
 // is matched from the start of the module name (Python re.match), anything
 // else must equal the name.
@@ -241,6 +400,9 @@ func ctMatcher(entry string) (func(string) bool, error) {
 	return func(s string) bool { return s == entry }, nil
 }
 
+// rewriteIgnore drops the ignore entries that match a converted module (under
+// any engine spelling) and ignores, by prefix-agnostic pattern, the kept
+// modules those entries covered.
 func rewriteIgnore(v any, m modules) ([]any, error) {
 	var entries []string
 	switch t := v.(type) {
@@ -256,29 +418,26 @@ func rewriteIgnore(v any, m modules) ([]any, error) {
 	default:
 		return nil, fmt.Errorf("%w: quantization_config.ignore is not a list", ErrConfig)
 	}
-	var keep []string
-	named := map[string]bool{}
+	fp8 := spellAll(m.fp8)
+	var keep, covered []string
 	for _, e := range entries {
 		match, err := ctMatcher(e)
 		if err != nil {
 			return nil, err
 		}
-		if !slices.ContainsFunc(m.fp8, match) {
+		if !slices.ContainsFunc(fp8, match) {
 			keep = append(keep, e)
 			continue
 		}
 		for _, k := range m.kept {
-			if match(k) {
-				named[k] = true
+			if slices.ContainsFunc(model.ModuleSpellings(k), match) {
+				covered = append(covered, k)
 			}
 		}
 	}
-	out := make([]any, 0, len(keep)+len(named))
-	for _, e := range keep {
-		out = append(out, e)
-	}
-	for _, k := range slices.Sorted(maps.Keys(named)) {
-		out = append(out, k)
+	out := anyStrings(keep)
+	for _, p := range ctPatterns(covered, m.fp8) {
+		out = append(out, p)
 	}
 	return out, nil
 }
@@ -309,11 +468,11 @@ func deepCopyJSON(v any) any {
 	return v
 }
 
-// marshalConfig renders a JSON object as config files are written: indented
-// by two spaces, keys sorted, a final newline (json.Number values re-encode
-// exactly as read).
+// marshalConfig renders a config file as NVIDIA's exporter writes
+// config.json: json.dumps(indent=2, sort_keys=True) (the schema's
+// MarshalConfig, ensure_ascii included) and a final newline.
 func marshalConfig(v map[string]any) ([]byte, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := model.MarshalConfig(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}

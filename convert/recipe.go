@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // Action is what a recipe does with one source tensor.
@@ -45,19 +47,28 @@ type Rule struct {
 	re *regexp.Regexp
 }
 
-// Recipe is a conversion written as data: an ordered rule table (the first
-// matching rule wins) and the action for names no rule matches.
+// Recipe is a conversion written as data: the schema groups (package
+// model's tensor groups) whose weights it block-quantizes, an ordered rule
+// table for anything else (the first matching rule wins, before the groups),
+// and the action for names neither names.
 type Recipe struct {
-	Name    string
-	Doc     string
-	Rules   []Rule
-	Default Action
+	Name string
+	Doc  string
+	// Quantize are the groups whose X.weight tensors become block FP8.
+	Quantize model.GroupSet
+	Rules    []Rule
+	Default  Action
 }
 
 // NewRecipe compiles a recipe's patterns, so that a bad pattern fails once,
 // here, rather than on some tensor later.
 func NewRecipe(name, doc string, def Action, rules []Rule) (*Recipe, error) {
-	r := &Recipe{Name: name, Doc: doc, Default: def, Rules: slices.Clone(rules)}
+	return NewGroupRecipe(name, doc, 0, def, rules)
+}
+
+// NewGroupRecipe is NewRecipe with the schema groups to quantize.
+func NewGroupRecipe(name, doc string, quantize model.GroupSet, def Action, rules []Rule) (*Recipe, error) {
+	r := &Recipe{Name: name, Doc: doc, Quantize: quantize, Default: def, Rules: slices.Clone(rules)}
 	for i := range r.Rules {
 		re, err := regexp.Compile(r.Rules[i].Pattern)
 		if err != nil {
@@ -71,51 +82,81 @@ func NewRecipe(name, doc string, def Action, rules []Rule) (*Recipe, error) {
 	return r, nil
 }
 
+// GroupRule is the index Classify returns for a tensor decided by Quantize.
+const GroupRule = -2
+
 // Classify returns the action for a tensor name and the index of the rule that
-// decided it (-1 for the default).
+// decided it (GroupRule for the groups, -1 for the default).
 func (r *Recipe) Classify(name string) (Action, int) {
 	for i := range r.Rules {
 		if r.Rules[i].re.MatchString(name) {
 			return r.Rules[i].Action, i
 		}
 	}
+	if r.Quantize != 0 {
+		if tn := model.ParseName(name); tn.Role == model.RoleWeight && r.Quantize.Has(tn.Group) {
+			return Quantize, GroupRule
+		}
+	}
 	return r.Default, -1
 }
 
-// layerPrefix anchors a rule on a decoder layer of any checkpoint prefix
-// (language_model.model.layers.N. in K3, model.layers.N. in a text-only one).
-const layerPrefix = `^(?:.*\.)?layers\.\d+\.`
+// Names of the built-in recipes.
+const (
+	// AttnMoEDenseFP8 is the seed's recipe: attention, shared experts, latent
+	// projections and the dense MLP in block FP8 (the default).
+	AttnMoEDenseFP8 = "attn-moe-dense-fp8"
+	// ModelOptK3 is NVIDIA's choice for nvidia/Kimi-K3-NVFP4 (--attn_fp8_pb):
+	// every attention projection in block FP8, MLPs BF16.
+	ModelOptK3 = "modelopt-k3"
+)
 
-// AttnMoEDenseFP8 is the name of the recipe of SPEC §2.
-const AttnMoEDenseFP8 = "attn-moe-dense-fp8"
-
-// builtinRecipes is the table of recipes the toolkit ships. Each quantize rule
-// names exactly the projections SPEC §2 lists; everything else (f_a/f_b/b_proj,
-// conv1d, A_log, dt_bias, norms, AttnRes, router, routed_expert_norm,
-// embedding, lm_head, the MXFP4 experts, vision) falls to the default, Keep.
+// builtinRecipes is the table of recipes the toolkit ships; everything no
+// rule names falls to the default, Keep (the routed experts too: --experts
+// decides them).
+//
+// attn-moe-dense-fp8 quantizes the KDA q/k/v/g/o and all MLA projections,
+// the shared experts, the latent projections and the layer-0 MLP; it keeps
+// KDA f_a/f_b/b_proj, conv1d, A_log, dt_bias, norms, AttnRes, router,
+// routed_expert_norm, embedding, lm_head and vision.
+//
+// modelopt-k3 is the set NVIDIA's exporter quantizes with --attn_fp8_pb
+// (_ATTN_FP8_PB_PROJ in Model-Optimizer examples/kimi/kimi_k3/
+// quantize_to_nvfp4.py: q/k/v, q_a/q_b/kv_a_proj_with_mqa/kv_b, o/g, b/f_a
+// and f_b): the KDA b and f_a projections with the rest of vLLM's fused
+// in_proj_qkvgfab, f_b because its 128-wide input is tile aligned; shared
+// experts, latent projections and the dense MLP stay BF16.
 var builtinRecipes = []struct {
 	name, doc string
+	quantize  string // model.ParseGroupSet list
 	def       Action
 	rules     []Rule
 }{
 	{
 		name: AttnMoEDenseFP8,
 		doc:  "block-FP8 (128×128) attention projections, shared experts, latent MoE projections and the dense layer-0 MLP; MXFP4 experts and everything else unchanged",
-		def:  Keep,
-		rules: []Rule{
-			{Pattern: layerPrefix + `self_attn\.(?:q_proj|k_proj|v_proj|g_proj|o_proj)\.weight$`, Action: Quantize, Why: "KDA q/k/v/g/o and MLA o/g projections"},
-			{Pattern: layerPrefix + `self_attn\.(?:q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj)\.weight$`, Action: Quantize, Why: "MLA projections"},
-			{Pattern: layerPrefix + `block_sparse_moe\.shared_experts\.(?:gate_proj|up_proj|down_proj)\.weight$`, Action: Quantize, Why: "shared experts"},
-			{Pattern: layerPrefix + `block_sparse_moe\.routed_expert_(?:down_proj|up_proj)\.weight$`, Action: Quantize, Why: "latent MoE projections"},
-			{Pattern: layerPrefix + `mlp\.(?:gate_proj|up_proj|down_proj)\.weight$`, Action: Quantize, Why: "dense MLP (layer 0)"},
-		},
+		quantize: "kda.q_proj,kda.k_proj,kda.v_proj,kda.g_proj,kda.o_proj," +
+			"mla.q_a_proj,mla.q_b_proj,mla.kv_a_proj_with_mqa,mla.kv_b_proj,mla.o_proj,mla.g_proj," +
+			"shared_experts,latent.down_proj,latent.up_proj,dense_mlp",
+		def: Keep,
+	},
+	{
+		name: ModelOptK3,
+		doc:  "NVIDIA's Kimi-K3 choice: block-FP8 KDA q/k/v/g/o/b/f_a/f_b and every MLA projection; shared experts, latent projections, dense MLP and everything else BF16",
+		quantize: "kda.q_proj,kda.k_proj,kda.v_proj,kda.g_proj,kda.o_proj,kda.b_proj,kda.f_a_proj,kda.f_b_proj," +
+			"mla.q_a_proj,mla.q_b_proj,mla.kv_a_proj_with_mqa,mla.kv_b_proj,mla.o_proj,mla.g_proj",
+		def: Keep,
 	},
 }
 
 var recipes = func() map[string]*Recipe {
 	m := make(map[string]*Recipe, len(builtinRecipes))
 	for _, b := range builtinRecipes {
-		r, err := NewRecipe(b.name, b.doc, b.def, b.rules)
+		gs, err := model.ParseGroupSet(b.quantize)
+		if err != nil {
+			panic("convert: built-in recipe invalid: " + err.Error())
+		}
+		r, err := NewGroupRecipe(b.name, b.doc, gs, b.def, b.rules)
 		if err != nil {
 			panic("convert: built-in recipe invalid: " + err.Error()) // a programming error, caught by every test
 		}

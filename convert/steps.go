@@ -64,6 +64,9 @@ type Step struct {
 	// keeps the FP8 codes it makes and StepCodes writes them without
 	// reading the weight again.
 	HoldCodes bool
+	// Source is the weight a scale or code step quantizes (its dtype, shape
+	// and offsets in the source file).
+	Source safetensors.TensorInfo
 }
 
 // Writes is how many output tensors the step writes.
@@ -125,7 +128,7 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 			if p[0] == 0 || p[1] == 0 {
 				return nil, fmt.Errorf("file %s: tensor %s: planned without both its FP8 codes and its scale", sf.Path, o.Source)
 			}
-			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: codes <= MaxHeldCodes}
+			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: codes <= MaxHeldCodes, Source: src}
 			if o.Role == RoleScale {
 				st.Kind, st.First, st.Last = StepScales, p[1]-1, p[0]-1
 			}

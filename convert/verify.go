@@ -3,34 +3,26 @@ package convert
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
-	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
-	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// FP8 error bound checked per element by Verify: round to nearest in E4M3
-// (3 mantissa bits) is off by at most 2^-4 of the value in the normal range
-// and by half the subnormal step 2^-9 below it, in units of the block scale.
-// boundSlack covers fp32 rounding of x·(1/sf) and of the dequantized product.
-const (
-	relBound   = 1.0 / 16
-	subBound   = 1.0 / 1024
-	boundSlack = 1 + 1.0/1024
-)
-
-// TensorStats are the dequantization errors of one FP8 tensor against its source.
+// TensorStats are the dequantization errors of one FP8 tensor against its
+// source: a report of the format's accuracy (the check itself is equality
+// with a fresh quantization).
 type TensorStats struct {
 	Name string `json:"name"`
 	File string `json:"file"`
@@ -71,19 +63,25 @@ func (r *VerifyReport) fail(format string, args ...any) {
 type VerifyOptions struct {
 	// Jobs is how many files are checked at once (default 1).
 	Jobs int
+	// NonFinite is the policy the conversion ran with: under NonFiniteError
+	// (the default) a NaN or Inf in a weight to quantize is a violation, as
+	// convert refuses it; under NonFiniteZero the output must hold the
+	// quantization of the source with those values zeroed.
+	NonFinite NonFinitePolicy
 	// Progress, if set, receives bytes read.
 	Progress Progress
 	// MaxViolations caps the violations listed (default 100); more are counted.
 	MaxViolations int
 }
 
-// Verify re-reads a finished conversion dst against its source src: every
-// file's size and sha256 against the manifest; the structure against a fresh
-// plan of the recorded recipe and convention (tensor names, dtypes, shapes and
-// offsets of every shard, index, configs, side files); every copied tensor
-// (the MXFP4 experts among them) byte for byte; and every FP8 tensor
-// dequantized against its source, with error statistics and the per-element
-// FP8 rounding bound. The error is for failures to read; violations are in
+// Verify re-reads a finished conversion dst against its source src: DST
+// holds exactly the manifest's files (nothing else, no links), each with the
+// recorded size and sha256; the structure matches a fresh plan of the
+// recorded recipe and convention (tensor names, dtypes, shapes and offsets of
+// every shard, index, configs, side files); every copied tensor (the MXFP4
+// experts among them) is identical to the source's; and every FP8 tensor and
+// its scales are bit for bit a fresh quantization of the source, with error
+// statistics reported. The error is for failures to read; violations are in
 // the report (OK false).
 func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo VerifyOptions) (*VerifyReport, error) {
 	rep := &VerifyReport{}
@@ -100,7 +98,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	if err != nil {
 		return nil, err
 	}
-	p, err := NewPlan(src, nil, r, Options{Format: m.Format, ScaleFmt: sf})
+	p, err := NewPlan(src, nil, r, Options{Format: m.Format, ScaleFmt: sf, NonFinite: vo.NonFinite})
 	if err != nil {
 		return nil, err
 	}
@@ -120,66 +118,30 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	var mu sync.Mutex
 	report := func(f func(*VerifyReport)) { mu.Lock(); f(rep); mu.Unlock() }
 
-	// Every planned file must be in the manifest and nothing else.
-	want := map[string]bool{}
-	for _, u := range p.Units() {
-		want[u.Name] = true
+	checkFileSet(rep, p, m)
+	regular, err := checkTree(rep, dst, m)
+	if err != nil {
+		return nil, err
 	}
-	meta := metaFiles(p.Config, p.HFQuantConfig)
-	for name := range meta {
-		want[name] = true
-	}
-	want[safetensors.IndexName] = true
-	for _, f := range m.Files {
-		if !want[f.Name] {
-			rep.fail("manifest lists %s, which this conversion does not produce", f.Name)
-		}
-		delete(want, f.Name)
-	}
-	for _, name := range slices.Sorted(maps.Keys(want)) {
-		rep.fail("%s is missing from the manifest", name)
-	}
-	// Configs and index must be exactly what the plan writes.
-	for name, b := range meta {
-		got, err := fsx.ReadFile(filepath.Join(dst, name), safetensors.MaxAuxSize)
-		if err != nil {
-			rep.fail("%s: %v", name, err)
-		} else if !bytes.Equal(got, b) {
-			rep.fail("%s differs from the planned %s", name, name)
-		}
-	}
-	// The index must be the canonical one of the shards, which the codec
-	// checks against the shards' headers when it opens DST.
-	if out, err := safetensors.Open(dst); err != nil {
-		rep.fail("%v", err)
-	} else {
-		out.Close()
-		shards := make([]string, len(p.Files))
-		for i, f := range p.Files {
-			shards[i] = f.Name
-		}
-		var want bytes.Buffer
-		if err := streamIndex(&want, dst, shards); err != nil {
-			rep.fail("index: %v", err)
-		} else if got, err := fsx.ReadFile(filepath.Join(dst, safetensors.IndexName), safetensors.MaxIndexSize); err != nil || !bytes.Equal(got, want.Bytes()) {
-			rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
-		}
-	}
+	checkMeta(rep, p, dst)
+
 	var total int64
 	for _, f := range m.Files {
 		total += f.Size
 	}
 	for _, fp := range p.Files {
-		total += fp.ReadBytes + fp.Size
+		total += fp.ReadBytes + fp.Size()
 	}
 	prog.Start(total)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(jobs)
 	for _, rec := range m.Files {
+		if !regular[rec.Name] {
+			continue // reported by checkTree
+		}
 		g.Go(func() error {
-			buf := make([]byte, hashBufSize)
-			got, err := hashFile(filepath.Join(dst, filepath.FromSlash(rec.Name)), buf, prog.Add)
+			got, err := hashFile(filepath.Join(dst, filepath.FromSlash(rec.Name)), prog.Add)
 			if err != nil {
 				report(func(r *VerifyReport) { r.fail("%s: %v", rec.Name, err) })
 				return gctx.Err()
@@ -194,10 +156,17 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			return gctx.Err()
 		})
 	}
+	root, err := fsx.NewRoot(p.SrcRoot)
+	if err != nil {
+		return nil, err
+	}
 	for _, a := range p.Aux {
 		g.Go(func() error {
-			buf := make([]byte, hashBufSize)
-			s, err := hashFile(filepath.Join(p.SrcRoot, filepath.FromSlash(a.Name)), buf, nil)
+			real, err := root.Resolve(a.Name)
+			if err != nil {
+				return err
+			}
+			s, err := hashFile(real, nil)
 			if err != nil {
 				return err
 			}
@@ -208,6 +177,9 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		})
 	}
 	for _, fp := range p.Files {
+		if !regular[fp.Name] {
+			continue
+		}
 		g.Go(func() error {
 			return verifyShard(gctx, p, fp, dst, prog, report)
 		})
@@ -216,10 +188,10 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		return nil, err
 	}
 	slices.SortFunc(rep.Tensors, func(a, b TensorStats) int {
-		if a.File != b.File {
-			return cmpString(a.File, b.File)
+		if c := strings.Compare(a.File, b.File); c != 0 {
+			return c
 		}
-		return cmpString(a.Name, b.Name)
+		return strings.Compare(a.Name, b.Name)
 	})
 	slices.Sort(rep.Violations)
 	if n := len(rep.Violations); n > maxV {
@@ -229,193 +201,105 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	return rep, nil
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// checkFileSet requires the manifest to list every planned file and nothing else.
+func checkFileSet(rep *VerifyReport, p *Plan, m *Manifest) {
+	want := map[string]bool{safetensors.IndexName: true}
+	for _, u := range p.Units() {
+		want[u.Name] = true
 	}
-	return 0
+	for name := range metaFiles(p.Config, p.HFQuantConfig) {
+		want[name] = true
+	}
+	for _, f := range m.Files {
+		if !want[f.Name] {
+			rep.fail("manifest lists %s, which this conversion does not produce", f.Name)
+		}
+		delete(want, f.Name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		rep.fail("%s is missing from the manifest", name)
+	}
 }
 
-// verifyShard checks one output shard's header against the plan and each
-// tensor against the source.
-func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Progress, report func(func(*VerifyReport))) error {
-	path := filepath.Join(dst, filepath.FromSlash(fp.Name))
-	out, err := safetensors.OpenFile(path)
-	if err != nil {
-		report(func(r *VerifyReport) { r.fail("%s: %v", fp.Name, err) })
-		return nil
-	}
-	defer out.Close()
-	l, outs, err := fp.Layout()
-	if err != nil {
-		return err
-	}
-	hdr := make([]byte, l.DataStart)
-	if out.DataStart != l.DataStart || out.Size != l.Size {
-		report(func(r *VerifyReport) {
-			r.fail("%s: header %d bytes, file %d bytes; planned %d and %d", fp.Name, out.DataStart, out.Size, l.DataStart, l.Size)
-		})
-		return nil
-	}
-	if _, err := out.ReaderAt().ReadAt(hdr, 0); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if !bytes.Equal(hdr, l.Header) {
-		report(func(r *VerifyReport) {
-			r.fail("%s: header (tensor names, dtypes, shapes, offsets) differs from the plan", fp.Name)
-		})
-		return nil
-	}
-	a, b := make([]byte, hashBufSize), make([]byte, hashBufSize)
-	for i, o := range outs {
-		if err := ctx.Err(); err != nil {
+// checkTree walks DST: every entry must be a regular file the manifest lists
+// (or the manifest itself) or a directory on the way to one. A stray file is
+// what an engine or a user would pick up with the checkpoint (custom code, a
+// second quantization config, another shard), and a link could make verify
+// hash something outside DST. It returns the listed names found as regular files.
+func checkTree(rep *VerifyReport, dst string, m *Manifest) (map[string]bool, error) {
+	regular := map[string]bool{}
+	err := filepath.WalkDir(dst, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
 			return err
 		}
-		srcT, _ := fp.Source.Lookup(o.Source)
-		dstT := out.Tensors[i]
-		switch o.Role {
-		case RoleCopy:
-			same, err := sameBytes(fp.Source.Section(srcT), out.Section(dstT), a, b, prog)
-			if err != nil {
-				return fmt.Errorf("%s: tensor %s: %w", path, o.Name, err)
-			}
-			report(func(r *VerifyReport) {
-				r.Copied++
-				if !same {
-					r.fail("%s: tensor %s differs from the source", fp.Name, o.Name)
-				}
-			})
-		case RoleWeight:
-			scaleT, ok := out.Lookup(p.Options.Format.ScaleName(o.Name))
-			if !ok {
-				report(func(r *VerifyReport) { r.fail("%s: tensor %s has no scale tensor", fp.Name, o.Name) })
-				continue
-			}
-			st, err := fp8Stats(fp.Source.Section(srcT), srcT, out.Section(dstT), out.Section(scaleT), prog)
-			if err != nil {
-				return fmt.Errorf("%s: tensor %s: %w", path, o.Name, err)
-			}
-			st.Name, st.File = o.Name, fp.Name
-			report(func(r *VerifyReport) {
-				r.Quantized++
-				r.Tensors = append(r.Tensors, st)
-				if st.OverBound > 0 || st.NaN > 0 {
-					r.fail("%s: tensor %s: %d values beyond the FP8 rounding bound, %d NaN (max abs error %g)", fp.Name, o.Name, st.OverBound, st.NaN, st.MaxAbs)
-				}
-			})
+		rel, err := filepath.Rel(dst, path)
+		if err != nil || rel == "." {
+			return err
 		}
-	}
-	return nil
-}
-
-// sameBytes compares two readers of equal length chunk by chunk.
-func sameBytes(x, y io.Reader, a, b []byte, prog Progress) (bool, error) {
-	for {
-		n, errA := io.ReadFull(x, a)
-		if n > 0 {
-			if _, err := io.ReadFull(y, b[:n]); err != nil {
-				return false, nil // y is shorter
-			}
-			prog.Add(int64(2 * n))
-			if !bytes.Equal(a[:n], b[:n]) {
-				return false, nil
-			}
+		name := filepath.ToSlash(rel)
+		if d.IsDir() {
+			return nil
 		}
-		switch errA {
-		case nil:
-		case io.EOF, io.ErrUnexpectedEOF:
-			m, _ := y.Read(b[:1])
-			return m == 0, nil
+		_, listed := m.Lookup(name)
+		switch {
+		case name == ManifestName, name == dirlock.LockName: // the lock of a run in progress is no file of the output
+		case !listed:
+			rep.fail("%s: stray file in the destination: not part of the conversion", name)
+		case !d.Type().IsRegular():
+			rep.fail("%s: not a regular file (%s) in the destination", name, d.Type())
 		default:
-			return false, errA
+			regular[name] = true
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: %w", dst, err)
+	}
+	return regular, nil
+}
+
+// checkMeta requires the configs to be what the plan writes and the index to
+// be the canonical one of the shards (the codec checks it against the shards'
+// headers when it opens DST).
+func checkMeta(rep *VerifyReport, p *Plan, dst string) {
+	for name, b := range metaFiles(p.Config, p.HFQuantConfig) {
+		got, err := readRegular(filepath.Join(dst, name))
+		if err != nil {
+			rep.fail("%s: %v", name, err)
+		} else if !bytes.Equal(got, b) {
+			rep.fail("%s differs from the planned %s", name, name)
+		}
+	}
+	out, err := safetensors.Open(dst)
+	if err != nil {
+		rep.fail("%v", err)
+		return
+	}
+	out.Close()
+	shards := make([]string, len(p.Files))
+	for i, f := range p.Files {
+		shards[i] = f.Name
+	}
+	var want bytes.Buffer
+	if err := streamIndex(&want, dst, shards); err != nil {
+		rep.fail("index: %v", err)
+	} else if got, err := readRegular(filepath.Join(dst, safetensors.IndexName)); err != nil || !bytes.Equal(got, want.Bytes()) {
+		rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
 	}
 }
 
-// fp8Stats dequantizes an FP8 weight band by band and compares it with the
-// source, in float64.
-func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, prog Progress) (TensorStats, error) {
-	var st TensorStats
-	elem, ok := quantElems[t.DType]
-	if !ok || len(t.Shape) != 2 {
-		return st, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
+// readRegular reads a small regular file (configs, the index) with a bound.
+func readRegular(path string) ([]byte, error) {
+	f, _, err := openRegular(path)
+	if err != nil {
+		return nil, err
 	}
-	n, k, esz := t.Shape[0], t.Shape[1], int64(elem.Size())
-	nb, kb := Blocks(n), Blocks(k)
-	if nb*kb > MaxScaleBlocks || k > quant.MaxK {
-		return st, fmt.Errorf("%w: shape %v", ErrNotQuantizable, t.Shape)
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxStateFile+1))
+	if err == nil && len(b) > MaxStateFile {
+		err = fmt.Errorf("%s: over %d bytes", path, MaxStateFile)
 	}
-	if q.Size() != n*k || scales.Size() != 4*nb*kb {
-		return st, fmt.Errorf("FP8 tensor of %d bytes and %d scale bytes for shape %v", q.Size(), scales.Size(), t.Shape)
-	}
-	sb := make([]byte, 4*nb*kb)
-	if _, err := scales.ReadAt(sb, 0); err != nil {
-		return st, err
-	}
-	// One row at a time keeps memory at O(K) whatever the tensor's size.
-	row := make([]byte, k*esz)
-	qrow := make([]byte, k)
-	blockAbs := make([]float64, kb)
-	blockMax := make([]float64, kb)
-	var sumX2, sumE2 float64
-	for r := range n {
-		if _, err := src.ReadAt(row, r*k*esz); err != nil {
-			return st, err
-		}
-		if _, err := q.ReadAt(qrow, r*k); err != nil {
-			return st, err
-		}
-		prog.Add(int64(len(row) + len(qrow)))
-		b := r / BlockSize
-		for c := range k {
-			x := float64(sourceValue(row, c, elem))
-			if math.IsNaN(x) || math.IsInf(x, 0) {
-				continue // zeroed under NonFiniteZero; nothing to compare with
-			}
-			s := math.Float32frombits(binary.LittleEndian.Uint32(sb[4*(b*kb+c/BlockSize):]))
-			d := float64(float32(quant.E4M3ToF32(qrow[c]) * s)) // the fp32 product engines compute
-			if math.IsNaN(d) {
-				st.NaN++
-				continue
-			}
-			e := math.Abs(x - d)
-			st.MaxAbs = max(st.MaxAbs, e)
-			j := c / BlockSize
-			blockAbs[j] = max(blockAbs[j], e)
-			blockMax[j] = max(blockMax[j], math.Abs(x))
-			sumX2 += x * x
-			sumE2 += e * e
-			if e > (relBound*math.Abs(x)+subBound*float64(s))*boundSlack {
-				st.OverBound++
-			}
-		}
-		if (r+1)%BlockSize == 0 || r == n-1 {
-			for j := range kb {
-				if blockMax[j] > 0 {
-					st.MaxRelBlock = max(st.MaxRelBlock, blockAbs[j]/blockMax[j])
-				}
-				blockAbs[j], blockMax[j] = 0, 0
-			}
-		}
-	}
-	if sumE2 > 0 {
-		snr := 10 * math.Log10(sumX2/sumE2)
-		st.SNRdB = &snr
-	}
-	return st, nil
-}
-
-func sourceValue(row []byte, c int64, e quant.Elem) float32 {
-	switch e {
-	case quant.BF16:
-		return quant.BF16ToF32(binary.LittleEndian.Uint16(row[2*c:]))
-	case quant.F16:
-		return quant.F16ToF32(binary.LittleEndian.Uint16(row[2*c:]))
-	}
-	return math.Float32frombits(binary.LittleEndian.Uint32(row[4*c:]))
+	return b, err
 }
 
 // WriteJSON writes the report as indented JSON.

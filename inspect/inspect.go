@@ -38,6 +38,9 @@ type Options struct {
 	Recipe string
 	// Format is the scale-tensor convention of the recipe's output.
 	Format convert.Format
+	// Experts, when ExpertsNVFP4, accounts the routed experts cast to NVFP4
+	// (with Recipe, or alone: the checkpoint otherwise as it is).
+	Experts convert.ExpertsMode
 	// Layout, when set, is a built-in layout name or a layout JSON file: the
 	// report then gives per-rank (and per-stage) resident bytes.
 	Layout string
@@ -100,8 +103,11 @@ type FileRow struct {
 
 // RecipeReport is the accounting of the checkpoint a recipe would produce.
 type RecipeReport struct {
-	Name   string         `json:"name"`
-	Format convert.Format `json:"format"`
+	Name    string              `json:"name"`
+	Format  convert.Format      `json:"format"`
+	Experts convert.ExpertsMode `json:"experts"`
+	// Splits are the fused groups the recipe splits (engines load them wrongly).
+	Splits []convert.SplitReport `json:"fused_splits,omitempty"`
 	Accounting
 }
 
@@ -209,7 +215,7 @@ func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, er
 		return nil, err
 	}
 	a.fill(rep, perFile)
-	if opts.Recipe != "" {
+	if opts.Recipe != "" || opts.Experts != convert.ExpertsKeep {
 		if rep.Recipe, err = a.recipe(opts.Recipe); err != nil {
 			return nil, err
 		}
@@ -285,7 +291,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	}
 	// The per-tensor table is only needed to plan a recipe or a layout.
 	o := a.opts
-	table := o.Recipe != "" || o.Layout != "" || o.Steps || o.By == ByRank || o.By == ByStage
+	table := o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == ByRank || o.By == ByStage
 	if table {
 		n := start[len(files)]
 		a.specs = make([]safetensors.TensorSpec, n)
@@ -549,11 +555,11 @@ func (a *auditor) source() *planned {
 // the tensor it is made from: a scale belongs to its weight's component (the
 // schema's rule), and the output keeps the source's shard names.
 func (a *auditor) applyRecipe(name string) (*planned, error) {
-	r, err := convert.Lookup(name)
+	r, err := lookupRecipe(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --recipe: %w", ErrUsage, err)
 	}
-	outs, err := convert.PlanTensors(r, a.specs, convert.Options{Format: a.opts.Format})
+	outs, err := convert.PlanTensors(r, a.specs, a.convertOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -595,7 +601,15 @@ func (a *auditor) recipe(name string) (*RecipeReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &RecipeReport{Name: name, Format: a.opts.Format, Accounting: p.accounting()}, nil
+	r, err := lookupRecipe(name)
+	if err != nil {
+		return nil, err
+	}
+	splits, err := convert.RecipeSplits(r, a.specs, a.convertOptions())
+	if err != nil {
+		return nil, err
+	}
+	return &RecipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: splits, Accounting: p.accounting()}, nil
 }
 
 // layoutModel gives the layout package the model dimensions it derives the
@@ -633,7 +647,7 @@ func (a *auditor) layoutReport(name string) (*LayoutReport, error) {
 			return nil, err
 		}
 	}
-	plan, err := l.Plan(p.specs)
+	plan, err := l.Place(p.specs)
 	if err != nil {
 		return nil, err
 	}
@@ -654,7 +668,7 @@ func (a *auditor) layoutReport(name string) (*LayoutReport, error) {
 
 // accountPlan sums every rank's pieces by component and, for pipeline
 // layouts, lists each stage's layers and the files its loader opens.
-func (a *auditor) accountPlan(plan *layout.Plan, p *planned) ([]RankRow, []StageRow, error) {
+func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]RankRow, []StageRow, error) {
 	l := plan.Layout
 	ranks := make([]RankRow, plan.Ranks())
 	var stageFiles [][]bool
@@ -756,7 +770,7 @@ func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 		if ms.fp8 {
 			p = fp8
 		}
-		plan, err := l.Plan(p.specs)
+		plan, err := l.Place(p.specs)
 		if err != nil {
 			return nil, fmt.Errorf("step %q: %w", ms.label, err)
 		}

@@ -156,9 +156,12 @@ func shareTable(w io.Writer, key string, rows []Row, total Sum) error {
 func recipeText(w io.Writer, r *Report) error {
 	rr := r.Recipe
 	u := unitFor(max(r.TotalBytes, rr.TotalBytes))
-	fmt.Fprintf(w, "\nrecipe %s (%s scales), before → after:\n  %s → %s %s (%+.2f %s), %s → %s tensors\n", rr.Name, rr.Format,
+	fmt.Fprintf(w, "\nrecipe %s (%s scales, experts %s), before → after:\n  %s → %s %s (%+.2f %s), %s → %s tensors\n", rr.Name, rr.Format, rr.Experts,
 		u.str(r.TotalBytes), u.str(rr.TotalBytes), u.name, u.of(rr.TotalBytes-r.TotalBytes), u.name,
 		termtext.Int(r.TensorCount), termtext.Int(rr.TensorCount))
+	for _, s := range rr.Splits {
+		fmt.Fprintln(w, "warning: recipe", rr.Name, s)
+	}
 	before := make([]Row, len(r.DTypes))
 	for i, d := range r.DTypes {
 		before[i] = Row{Key: d.DType, Sum: d.Sum}

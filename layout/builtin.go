@@ -2,10 +2,10 @@ package layout
 
 import (
 	"fmt"
-
-	"github.com/k3ckpt/k3ckpt/model"
 	"sort"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // Model holds the model dimensions the built-in layouts are derived from.
@@ -22,7 +22,8 @@ type Model struct {
 	AttnResBlock int
 }
 
-// K3 is Kimi K3's dimensions (SPEC §1.1).
+// K3 is Kimi K3's dimensions: 93 layers, 96 MLA and 96 KDA heads, 896 routed
+// experts, AttnRes blocks of 12 layers.
 func K3() Model {
 	return Model{Layers: 93, AttnHeads: 96, LinearHeads: 96, Experts: 896, AttnResBlock: 12}
 }
@@ -51,15 +52,15 @@ type Options struct {
 	EvenPartition bool
 }
 
-// PP16Partition is the prefill script's SGLANG_PP_LAYER_PARTITION for K3 (SPEC §5).
-func PP16Partition() []int { return []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} }
+// pp16Partition is the prefill script's SGLANG_PP_LAYER_PARTITION for K3.
+func pp16Partition() []int { return []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} }
 
-// NodeGPUs is the size of a node-local group: weight shard, vocab TP, head TP
-// and DCP all stay inside one node's NVLink domain (SPEC §6: group = rank % 8).
-const NodeGPUs = 8
+// nodeGPUs is the size of a node-local group: weight shard, vocab TP, head TP
+// and DCP all stay inside one node's NVLink domain: the group of rank r is r % 8.
+const nodeGPUs = 8
 
-// DecodeRanks is the decode world size of SPEC §6 (2 nodes × 8 GPUs).
-const DecodeRanks = 16
+// decodeRanks is the decode world size: 2 nodes × 8 GPUs.
+const decodeRanks = 16
 
 // builtin is one built-in layout: its doc, the seed script's options, and the
 // function that builds its rules.
@@ -127,7 +128,7 @@ func Builtin(name string, m Model, o Options) (*Layout, error) {
 		return nil, err
 	}
 	l.Name, l.Doc, l.Layers = name, b.doc, m.Layers
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -140,7 +141,7 @@ func Resolve(nameOrPath string, m Model, o Options) (*Layout, error) {
 		return Builtin(nameOrPath, m, o)
 	}
 	if strings.HasSuffix(nameOrPath, ".json") || strings.ContainsRune(nameOrPath, '/') {
-		return Load(nameOrPath)
+		return loadLayout(nameOrPath)
 	}
 	return nil, unknownLayout(nameOrPath)
 }
@@ -151,53 +152,48 @@ func partition(m Model, o Options, stages int, def func() ([]int, error)) ([]int
 	switch {
 	case o.PPPartition != nil:
 		p := append([]int(nil), o.PPPartition...)
-		return p, CheckPartition(p, stages, m.Layers)
+		return p, checkPartition(p, stages, m.Layers)
 	case o.EvenPartition:
-		return DefaultPartition(m.Layers, stages)
+		return defaultPartition(m.Layers, stages)
 	default:
 		return def()
 	}
 }
 
-// Tensor-name groups, the one table the built-ins draw their rules from.
-const (
-	pfx   = "language_model.model."
-	layer = pfx + "layers.<layer>."
-	attn  = layer + "self_attn."
-	moe   = layer + "block_sparse_moe."
-)
-
+// The built-in layouts' tensor sets, in model's groups (so they hold for
+// both name prefixes: language_model.model.… and a bare kimi_linear's
+// model.…). Block-FP8 scales follow their weights.
 var (
-	grpLayerNorms = []string{layer + "{input_layernorm,post_attention_layernorm,self_attention_res_norm,mlp_res_norm,self_attention_res_proj,mlp_res_proj}.weight"}
-	grpExperts    = []string{moe + "experts.<expert>.*.*"}
-	grpExpertsUp  = []string{moe + "experts.#.{w1,w3}.{weight_packed,weight_scale}"}
-	grpExpertsDn  = []string{moe + "experts.#.w2.{weight_packed,weight_scale}"}
-	grpRouter     = []string{moe + "gate.{weight,e_score_correction_bias}", moe + "routed_expert_norm.weight"}
-	grpLatentDown = []string{moe + "routed_expert_down_proj.weight"}
-	grpLatentUp   = []string{moe + "routed_expert_up_proj.weight"}
-	grpSharedUp   = []string{moe + "shared_experts.{gate,up}_proj.weight"}
-	grpSharedDown = []string{moe + "shared_experts.down_proj.weight"}
-	grpDenseUp    = []string{layer + "mlp.{gate,up}_proj.weight"}
-	grpDenseDown  = []string{layer + "mlp.down_proj.weight"}
-	// KDA-only tensors whose rows are heads: projections, then per-head state.
-	grpKDAProjRows  = []string{attn + "{q,k,v,f_b}_proj.weight"}
-	grpKDAStateRows = []string{attn + "{q,k,v}_conv1d.weight", attn + "dt_bias", attn + "b_proj.weight"}
-	grpKDAALog      = []string{attn + "A_log"}
-	grpKDARepl      = []string{attn + "f_a_proj.weight", attn + "o_norm.weight"}
-	// Names shared by KDA and MLA layers: rows (g) or columns (o) are heads in both.
-	grpGRows = []string{attn + "g_proj.weight"}
-	grpOCols = []string{attn + "o_proj.weight"}
-	grpMLAQB = []string{attn + "q_b_proj.weight"}
-	grpMLAKV = []string{attn + "kv_b_proj.weight"}
+	grpLayerNorms  = []string{"layer_norms", "attn_res"}
+	grpExperts     = []string{"experts"}
+	grpRouter      = []string{"router", "latent.norm"}
+	grpLatentDown  = []string{"latent.down_proj"}
+	grpLatentUp    = []string{"latent.up_proj"}
+	grpSharedUp    = []string{"shared_experts.gate_proj", "shared_experts.up_proj"}
+	grpSharedDown  = []string{"shared_experts.down_proj"}
+	grpDenseUp     = []string{"dense_mlp.gate_proj", "dense_mlp.up_proj"}
+	grpDenseDown   = []string{"dense_mlp.down_proj"}
+	grpKDAProjRows = []string{"kda.q_proj", "kda.k_proj", "kda.v_proj", "kda.f_b_proj"}
+	// KDA per-head state: rows are heads.
+	grpKDAStateRows = []string{"kda.conv1d", "kda.dt_bias", "kda.b_proj"}
+	grpKDAALog      = []string{"kda.A_log"}
+	grpKDARepl      = []string{"kda.f_a_proj", "kda.o_norm"}
+	// Gates (rows) and output projections (columns) of both attention kinds.
+	grpGRows = []string{"kda.g_proj", "mla.g_proj"}
+	grpOCols = []string{"kda.o_proj", "mla.o_proj"}
+	grpMLAQB = []string{"mla.q_b_proj"}
+	grpMLAKV = []string{"mla.kv_b_proj"}
 	// MLA projections without a head dimension, and the MLA norms.
-	grpMLARepl = []string{attn + "{q_a_proj,q_a_layernorm,kv_a_proj_with_mqa,kv_a_layernorm}.weight"}
-	grpEmbed   = []string{pfx + "embed_tokens.weight"}
-	grpLMHead  = []string{"language_model.lm_head.weight"}
-	grpFinal   = []string{pfx + "{norm,output_attn_res_norm,output_attn_res_proj}.weight"}
-	grpVision  = []string{"vision_tower.**", "mm_projector.**"}
-	// The dp16 weight-shard set (SPEC §6 A): KDA q/k/v/g/o/f_b, MLA q_b/o/g,
-	// shared experts and latent projections.
-	grpWeightShard = []string{attn + "{q,k,v,g,o,f_b,q_b}_proj.weight", moe + "shared_experts.{gate,up,down}_proj.weight", moe + "routed_expert_{down,up}_proj.weight"}
+	grpMLARepl = []string{"mla.q_a_proj", "mla.q_a_layernorm", "mla.kv_a_proj_with_mqa", "mla.kv_a_layernorm"}
+	grpEmbed   = []string{"embedding"}
+	grpLMHead  = []string{"lm_head"}
+	grpFinal   = []string{"final_norms"}
+	grpVision  = []string{"vision_tower", "mm_projector"}
+	grpLayer   = []string{anyLayerGroup}
+	// The dp16 weight-shard set: KDA q/k/v/g/o/f_b, MLA q_b/o/g, shared
+	// experts and latent projections.
+	grpWeightShard = []string{"kda.q_proj", "kda.k_proj", "kda.v_proj", "kda.g_proj", "kda.o_proj", "kda.f_b_proj",
+		"mla.q_b_proj", "mla.o_proj", "mla.g_proj", "shared_experts", "latent.down_proj", "latent.up_proj"}
 )
 
 func cat(groups ...[]string) []string {
@@ -208,12 +204,19 @@ func cat(groups ...[]string) []string {
 	return out
 }
 
-func repl(name string, st StagePlace, pats ...[]string) Rule {
-	return Rule{Name: name, Match: cat(pats...), Action: Replicate, Stage: st}
+func repl(name string, st StagePlace, groups ...[]string) Rule {
+	return Rule{Name: name, Groups: cat(groups...), Action: Replicate, Stage: st}
 }
 
-func split(name string, axis, parts int, pats ...[]string) Rule {
-	return Rule{Name: name, Match: cat(pats...), Action: Split, Axis: axis, Parts: parts}
+func split(name string, axis, parts int, groups ...[]string) Rule {
+	return Rule{Name: name, Groups: cat(groups...), Action: Split, Axis: axis, Parts: parts}
+}
+
+// experts is a split of some projections of the routed experts.
+func experts(name string, axis int, projs ...string) Rule {
+	r := split(name, axis, nodeGPUs, grpExperts)
+	r.Projs = projs
+	return r
 }
 
 func heads(r Rule, units int64) Rule { r.Units = units; return r }
@@ -232,34 +235,34 @@ func sharedHeads(m Model) int64 {
 // onOff is replicate when off, an 8-way row split inside the node when on.
 func onOff(on bool, name string, pats ...[]string) Rule {
 	if on {
-		return split(name, 0, NodeGPUs, pats...)
+		return split(name, 0, nodeGPUs, pats...)
 	}
 	return repl(name, StageAuto, pats...)
 }
 
 func vision(o Options, st StagePlace) Rule {
 	if o.TextOnly {
-		return Rule{Name: "vision", Match: grpVision, Action: Drop}
+		return Rule{Name: "vision", Groups: grpVision, Action: Drop}
 	}
 	return repl("vision", st, grpVision)
 }
 
 func ep(m Model) Rule {
-	return Rule{Name: "experts-ep", Match: grpExperts, Action: Expert, Experts: m.Experts}
+	return Rule{Name: "experts-ep", Groups: grpExperts, Action: Expert, Experts: m.Experts}
 }
 
 func buildPP16(m Model, o Options) (*Layout, error) {
 	p, err := partition(m, o, 16, func() ([]int, error) {
 		if m.Layers == 93 {
-			return PP16Partition(), nil
+			return pp16Partition(), nil
 		}
-		return DefaultPartition(m.Layers, 16)
+		return defaultPartition(m.Layers, 16)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &Layout{Partition: p, RanksPerStage: 1, Rules: []Rule{
-		repl("layers", StageLayer, []string{layer + "**"}),
+		repl("layers", StageLayer, grpLayer),
 		repl("embedding", StageFirst, grpEmbed),
 		vision(o, StageFirst),
 		repl("output", StageLast, grpFinal, grpLMHead),
@@ -267,7 +270,7 @@ func buildPP16(m Model, o Options) (*Layout, error) {
 }
 
 func buildDP16(m Model, o Options) (*Layout, error) {
-	return &Layout{RanksPerStage: DecodeRanks, Rules: []Rule{
+	return &Layout{RanksPerStage: decodeRanks, Rules: []Rule{
 		ep(m),
 		onOff(o.WeightShard, "weight-shard", grpWeightShard),
 		onOff(o.VocabTP, "vocab", grpEmbed, grpLMHead),
@@ -279,13 +282,13 @@ func buildDP16(m Model, o Options) (*Layout, error) {
 
 func kdaHeadTP(m Model) []Rule {
 	h := int64(m.LinearHeads)
-	alog := heads(split("kda-a-log", 0, NodeGPUs, grpKDAALog), h)
+	alog := heads(split("kda-a-log", 0, nodeGPUs, grpKDAALog), h)
 	alog.Valid = h
 	return []Rule{
-		heads(split("kda-head-rows", 0, NodeGPUs, grpKDAProjRows, grpKDAStateRows), h),
+		heads(split("kda-head-rows", 0, nodeGPUs, grpKDAProjRows, grpKDAStateRows), h),
 		alog,
-		heads(split("attn-g-rows", 0, NodeGPUs, grpGRows), sharedHeads(m)),
-		heads(split("attn-o-cols", 1, NodeGPUs, grpOCols), sharedHeads(m)),
+		heads(split("attn-g-rows", 0, nodeGPUs, grpGRows), sharedHeads(m)),
+		heads(split("attn-o-cols", 1, nodeGPUs, grpOCols), sharedHeads(m)),
 	}
 }
 
@@ -294,14 +297,14 @@ func buildDP2DCP8(m Model, o Options) (*Layout, error) {
 	rules = append(rules, kdaHeadTP(m)...)
 	rules = append(rules,
 		repl("replicated-q", StageAuto, grpMLAQB),
-		split("dense-up", 0, NodeGPUs, grpDenseUp),
-		split("dense-down", 1, NodeGPUs, grpDenseDown),
+		split("dense-up", 0, nodeGPUs, grpDenseUp),
+		split("dense-down", 1, nodeGPUs, grpDenseDown),
 		onOff(o.VocabTP, "vocab", grpEmbed, grpLMHead),
 		vision(o, StageAuto),
 		repl("replicated", StageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpMLAKV,
 			grpRouter, grpLatentDown, grpLatentUp, grpSharedUp, grpSharedDown, grpFinal),
 	)
-	return &Layout{RanksPerStage: DecodeRanks, Rules: rules}, nil
+	return &Layout{RanksPerStage: decodeRanks, Rules: rules}, nil
 }
 
 func buildPP8TP8(m Model, o Options) (*Layout, error) {
@@ -312,20 +315,20 @@ func buildPP8TP8(m Model, o Options) (*Layout, error) {
 	}
 	h := int64(m.AttnHeads)
 	rules := []Rule{
-		split("experts-up", 0, NodeGPUs, grpExpertsUp),
-		split("experts-down", 1, NodeGPUs, grpExpertsDn),
+		experts("experts-up", 0, "w1", "w3"),
+		experts("experts-down", 1, "w2"),
 	}
 	rules = append(rules, kdaHeadTP(m)...)
 	rules = append(rules,
-		heads(split("mla-q-b", 0, NodeGPUs, grpMLAQB), h),
-		heads(split("mla-kv-b", 0, NodeGPUs, grpMLAKV), h),
-		split("mlp-up", 0, NodeGPUs, grpDenseUp, grpSharedUp, grpLatentDown),
-		split("mlp-down", 1, NodeGPUs, grpDenseDown, grpSharedDown, grpLatentUp),
-		at(split("vocab-first", 0, NodeGPUs, grpEmbed), StageFirst),
-		at(split("vocab-last", 0, NodeGPUs, grpLMHead), StageLast),
+		heads(split("mla-q-b", 0, nodeGPUs, grpMLAQB), h),
+		heads(split("mla-kv-b", 0, nodeGPUs, grpMLAKV), h),
+		split("mlp-up", 0, nodeGPUs, grpDenseUp, grpSharedUp, grpLatentDown),
+		split("mlp-down", 1, nodeGPUs, grpDenseDown, grpSharedDown, grpLatentUp),
+		at(split("vocab-first", 0, nodeGPUs, grpEmbed), StageFirst),
+		at(split("vocab-last", 0, nodeGPUs, grpLMHead), StageLast),
 		vision(o, StageFirst),
 		repl("replicated", StageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpRouter),
 		repl("final", StageLast, grpFinal),
 	)
-	return &Layout{Partition: p, RanksPerStage: NodeGPUs, Rules: rules}, nil
+	return &Layout{Partition: p, RanksPerStage: nodeGPUs, Rules: rules}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -27,14 +28,6 @@ var (
 	fixtureOnce sync.Once
 	fixtureErr  error
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if fixtureRoot != "" {
-		os.RemoveAll(fixtureRoot)
-	}
-	os.Exit(code)
-}
 
 // fixtures writes, once per test run, the tiny BF16 replica (model.Synth) and
 // an FP8 version of it (written here, see writeFP8).
@@ -124,7 +117,7 @@ func writeFP8(src, dst string) error {
 		data := map[string][]byte{}
 		for _, t := range f.Tensors {
 			b := make([]byte, t.Size())
-			if _, err := f.Section(t).Read(b); err != nil && t.Size() > 0 {
+			if _, err := io.ReadFull(f.Section(t), b); err != nil {
 				return err
 			}
 			conv := false
@@ -160,7 +153,11 @@ func writeFP8(src, dst string) error {
 			return err
 		}
 		for _, s := range specs {
-			tw, _ := w.Tensor(s.Name)
+			tw, err := w.Tensor(s.Name)
+			if err != nil {
+				w.Abort()
+				return err
+			}
 			if _, err := tw.Write(data[s.Name]); err != nil {
 				w.Abort()
 				return err
@@ -216,7 +213,36 @@ func naiveSlice(b []byte, shape []int64, esz int64, axis int, start, stop int64)
 	return out
 }
 
-func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string, *ExportResult) {
+// runExport plans and executes an export.
+func runExport(s *Source, l *Layout, dst string, eo ExportOptions) (*Plan, error) {
+	p, err := PlanExport(s, l, eo)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.Execute(context.Background(), dst, ExecOptions{}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// runReassemble plans and executes a reassembly of an export directory.
+func runReassemble(exportDir, out string) (*Plan, error) {
+	s, err := OpenSource(exportDir)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	p, err := PlanReassemble(s)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.Execute(context.Background(), out, ExecOptions{}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string, *Plan) {
 	t.Helper()
 	s, err := OpenSource(src)
 	if err != nil {
@@ -232,7 +258,7 @@ func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), name)
-	res, err := Export(context.Background(), s, l, dst, eo)
+	res, err := runExport(s, l, dst, eo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,17 +267,20 @@ func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string
 
 // checkExport verifies every piece of every rank against the source, cut
 // naively, and returns the manifests.
-func checkExport(t *testing.T, srcDir, dst string) []*Manifest {
+func checkExport(t *testing.T, srcDir, dst string) []*manifest {
 	t.Helper()
 	src, err := st.Open(srcDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	dirs, _ := exportDirs(dst)
-	var mans []*Manifest
+	dirs := must(exportDirs(dst))(t)
+	if len(dirs) == 0 {
+		t.Fatalf("%s holds no rank directories", dst)
+	}
+	var mans []*manifest
 	for _, d := range dirs {
-		m, err := ReadManifest(filepath.Join(dst, d))
+		m, err := readManifest(filepath.Join(dst, d))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,8 +310,8 @@ func checkExport(t *testing.T, srcDir, dst string) []*Manifest {
 	return mans
 }
 
-func entries(m *Manifest) map[string]Entry {
-	out := map[string]Entry{}
+func entries(m *manifest) map[string]entry {
+	out := map[string]entry{}
 	for _, e := range m.Tensors {
 		out[e.Name] = e
 	}
@@ -304,9 +333,10 @@ func sameFile(t *testing.T, a, b string) bool {
 }
 
 func TestShardPP16Tiny(t *testing.T) {
+	e2e(t)
 	bf, _ := fixtures(t)
 	dst, res := export(t, bf, "pp16", Options{}, ExportOptions{})
-	if len(res.Dirs) != 16 || filepath.Base(res.Dirs[0]) != "stage-00" {
+	if len(res.Dirs) != 16 || res.Dirs[0].Dir != "stage-00" {
 		t.Fatalf("dirs %v", res.Dirs)
 	}
 	mans := checkExport(t, bf, dst)
@@ -337,10 +367,13 @@ func TestShardPP16Tiny(t *testing.T) {
 		}
 		total += c.TotalBytes()
 		c.Close()
-		cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+		cfg := must(os.ReadFile(filepath.Join(dir, "config.json")))(t)
 		var obj map[string]any
-		json.Unmarshal(cfg, &obj)
-		sk, _ := obj[stageKey].(map[string]any)
+		check(t, json.Unmarshal(cfg, &obj))
+		sk, ok := obj[stageKey].(map[string]any)
+		if !ok {
+			t.Fatalf("stage %d config has no %s", s, stageKey)
+		}
 		if fmt.Sprint(sk["layers"]) != fmt.Sprintf("[%d %d]", a, b) {
 			t.Errorf("stage %d config records %v, want [%d %d]", s, sk["layers"], a, b)
 		}
@@ -351,21 +384,21 @@ func TestShardPP16Tiny(t *testing.T) {
 	if mans[7].Layers != [2]int{43, 48} || mans[15].Layers != [2]int{90, 93} {
 		t.Errorf("stage 7 %v, stage 15 %v", mans[7].Layers, mans[15].Layers)
 	}
-	src, _ := st.Open(bf)
+	src := must(st.Open(bf))(t)
 	if total != src.TotalBytes() {
 		t.Errorf("stages hold %d B, source %d", total, src.TotalBytes())
 	}
 	src.Close()
 	// Lossless: reassembly gives back every source file byte for byte.
 	out := filepath.Join(t.TempDir(), "out")
-	rr, err := Reassemble(context.Background(), dst, out, ReassembleOptions{})
+	rr, err := runReassemble(dst, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rr.Files != 96 || len(rr.Missing) != 0 {
-		t.Errorf("reassembled %d files, missing %v", rr.Files, rr.Missing)
+	if rr.Files != 96 || len(rr.Dropped) != 0 {
+		t.Errorf("reassembled %d files, missing %v", rr.Files, rr.Dropped)
 	}
-	ents, _ := os.ReadDir(bf)
+	ents := must(os.ReadDir(bf))(t)
 	for _, e := range ents {
 		if !sameFile(t, filepath.Join(bf, e.Name()), filepath.Join(out, e.Name())) {
 			t.Errorf("%s differs after reassembly", e.Name())
@@ -384,6 +417,7 @@ func compact(s []string) []string {
 }
 
 func TestExportDP16Tiny(t *testing.T) {
+	e2e(t)
 	bf, fp := fixtures(t)
 	for _, src := range []string{bf, fp} {
 		dst, res := export(t, src, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true}, ExportOptions{})
@@ -430,12 +464,12 @@ func TestExportDP16Tiny(t *testing.T) {
 		// Reassembly rebuilds every kept tensor byte for byte; only the shard
 		// that held vision differs (vision was dropped).
 		out := filepath.Join(t.TempDir(), "out")
-		rr, err := Reassemble(context.Background(), dst, out, ReassembleOptions{})
+		rr, err := runReassemble(dst, out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rr.Missing) == 0 || !strings.HasPrefix(rr.Missing[0], "mm_projector.") {
-			t.Errorf("missing %v", rr.Missing)
+		if len(rr.Dropped) == 0 || !strings.HasPrefix(rr.Dropped[0], "mm_projector.") {
+			t.Errorf("missing %v", rr.Dropped)
 		}
 		checkSame(t, src, out)
 	}
@@ -465,10 +499,10 @@ func checkSame(t *testing.T, src, out string) {
 	}
 	for i, s := range a.Specs {
 		if !have[s.Name] {
-			lost[a.FileOf[i]] = true
+			lost[a.fileOf[i]] = true
 		}
 	}
-	for _, f := range a.Info.Files {
+	for _, f := range a.info.Files {
 		if !lost[f.Name] && !sameFile(t, filepath.Join(src, f.Name), filepath.Join(out, f.Name)) {
 			t.Errorf("%s differs after reassembly", f.Name)
 		}
@@ -476,6 +510,7 @@ func checkSame(t *testing.T, src, out string) {
 }
 
 func TestExportDCPAndTP(t *testing.T) {
+	e2e(t)
 	_, fp := fixtures(t)
 	dst, _ := export(t, fp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, ExportOptions{Ranks: []int{3, 11}})
 	mans := checkExport(t, fp, dst)
@@ -507,12 +542,13 @@ func TestExportDCPAndTP(t *testing.T) {
 }
 
 func TestExportPP8TP8(t *testing.T) {
+	e2e(t)
 	_, fp := fixtures(t)
 	// One MXFP4 group per w2 row cannot be cut 8 ways: a clear error up front.
-	s, _ := OpenSource(fp)
-	m, _ := s.Model()
-	l, _ := Builtin("pp8-tp8", m, Options{})
-	_, err := Export(context.Background(), s, l, filepath.Join(t.TempDir(), "x"), ExportOptions{})
+	s := must(OpenSource(fp))(t)
+	m := must(s.Model())(t)
+	l := must(Builtin("pp8-tp8", m, Options{}))(t)
+	_, err := runExport(s, l, filepath.Join(t.TempDir(), "x"), ExportOptions{})
 	s.Close()
 	if !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "w2.weight_scale: axis 1 of [96 1] has 1 entries, not divisible by 8") {
 		t.Errorf("expert TP err %v", err)
@@ -537,11 +573,11 @@ func TestExportPP8TP8(t *testing.T) {
 	}
 	// Vision kept on stage 0: a full reassembly is byte-identical, file by file.
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := Reassemble(context.Background(), dst, out, ReassembleOptions{}); err != nil {
+	if _, err := runReassemble(dst, out); err != nil {
 		t.Fatal(err)
 	}
 	checkSame(t, tp, out)
-	ents, _ := os.ReadDir(tp)
+	ents := must(os.ReadDir(tp))(t)
 	for _, e := range ents {
 		if !sameFile(t, filepath.Join(tp, e.Name()), filepath.Join(out, e.Name())) {
 			t.Errorf("%s differs after reassembly", e.Name())
@@ -553,9 +589,9 @@ func TestExportPP8TP8(t *testing.T) {
 // scales, the dp2-dcp8 export rebuilds the full q_b_proj by unpacking,
 // gathering by head and repacking; that must equal packing the full matrix.
 func TestReplicatedQFromPackedShards(t *testing.T) {
-	_, fp := fixtures(t)
+	e2e(t)
 	packed := ExportOptions{Pack: PackUE8M0}
-	fp = tpFixture(t)
+	fp := tpFixture(t)
 	tp, _ := export(t, fp, "pp8-tp8", Options{}, packed) // q_b_proj split by head, scales packed
 	some := ExportOptions{Pack: PackUE8M0, Ranks: []int{0, 5, 13}}
 	direct, _ := export(t, fp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, some)
@@ -567,11 +603,11 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 	var rows []int
 	for g := 0; g < 8; g++ {
 		dir := filepath.Join(tp, fmt.Sprintf("rank-%02d", g))
-		m, _ := ReadManifest(dir)
+		m := must(readManifest(dir))(t)
 		if e := entries(m)[q]; e.Packed == nil || e.Packed.Rows != [2]int64{128 * int64(g), 128 * int64(g+1)} || e.Scale != ScaleFollow {
 			t.Fatalf("pp8-tp8 rank %d %s = %+v, want packed rows [%d,%d)", g, q, e, 128*g, 128*(g+1))
 		}
-		c, _ := st.Open(dir)
+		c := must(st.Open(dir))(t)
 		b, _ := readTensor(t, c, q)
 		c.Close()
 		parts, rows = append(parts, int32s(b)), append(rows, 128)
@@ -608,7 +644,7 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 	}
 	// And the packed export reassembles to the source F32 scales exactly.
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := Reassemble(context.Background(), tp, out, ReassembleOptions{}); err != nil {
+	if _, err := runReassemble(tp, out); err != nil {
 		t.Fatal(err)
 	}
 	checkSame(t, fp, out)
@@ -623,16 +659,17 @@ func int32s(b []byte) []int32 {
 }
 
 func TestExportBadInput(t *testing.T) {
+	e2e(t)
 	bf, _ := fixtures(t)
 	s, err := OpenSource(bf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	m, _ := s.Model()
-	l, _ := Builtin("dp16", m, Options{TextOnly: true})
+	m := must(s.Model())(t)
+	l := must(Builtin("dp16", m, Options{TextOnly: true}))(t)
 	dst := filepath.Join(t.TempDir(), "x")
-	if _, err := Export(context.Background(), s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, ErrRank) {
+	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, ErrRank) {
 		t.Errorf("rank err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
@@ -640,22 +677,22 @@ func TestExportBadInput(t *testing.T) {
 	}
 	// A layout claiming A_log has only 4 real heads: the dropped entries are
 	// not zero, so the export refuses before writing anything.
-	l2, _ := Builtin("dp2-dcp8", m, Options{TextOnly: true})
+	l2 := must(Builtin("dp2-dcp8", m, Options{TextOnly: true}))(t)
 	for i := range l2.Rules {
 		if l2.Rules[i].Name == "kda-a-log" {
 			l2.Rules[i].Valid, l2.Rules[i].Units, l2.Rules[i].Parts = 4, 0, 4
 		}
 	}
-	if _, err := Export(context.Background(), s, l2, dst, ExportOptions{}); !errors.Is(err, ErrPadding) || !strings.Contains(err.Error(), "A_log") {
+	if _, err := runExport(s, l2, dst, ExportOptions{}); !errors.Is(err, ErrPadding) || !strings.Contains(err.Error(), "A_log") {
 		t.Errorf("padding err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("failed export created %s", dst)
 	}
 	// An occupied output directory.
-	os.MkdirAll(filepath.Join(dst, "rank-00"), 0o755)
-	os.WriteFile(filepath.Join(dst, "rank-00", "junk"), []byte("x"), 0o644)
-	if _, err := Export(context.Background(), s, l, dst, ExportOptions{Ranks: []int{0}}); !errors.Is(err, ErrOutputExists) {
+	check(t, os.MkdirAll(filepath.Join(dst, "rank-00"), 0o755))
+	check(t, os.WriteFile(filepath.Join(dst, "rank-00", "junk"), []byte("x"), 0o644))
+	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{0}}); !errors.Is(err, ErrOutputExists) {
 		t.Errorf("exists err %v", err)
 	}
 	if _, err := ParseRanks("1,x"); !errors.Is(err, ErrRank) {
@@ -667,7 +704,7 @@ func TestExportBadInput(t *testing.T) {
 	// Reassembly with a rank directory missing names the gap.
 	full, _ := export(t, bf, "dp16", Options{TextOnly: true, WeightShard: true}, ExportOptions{})
 	os.RemoveAll(filepath.Join(full, "rank-05"))
-	if _, err := Reassemble(context.Background(), full, filepath.Join(t.TempDir(), "o"), ReassembleOptions{}); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "missing") {
+	if _, err := runReassemble(full, filepath.Join(t.TempDir(), "o")); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing rank err %v", err)
 	}
 }
@@ -694,7 +731,7 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range specs {
-		n, _ := st.ByteSize(s.DType, s.Shape)
+		n := must(st.ByteSize(s.DType, s.Shape))(t)
 		b := make([]byte, n)
 		for i := range b {
 			b[i] = byte(i*7 + len(s.Name))
@@ -704,8 +741,8 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 				binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(i+1)*0.3))
 			}
 		}
-		tw, _ := w.Tensor(s.Name)
-		tw.Write(b)
+		tw := must(w.Tensor(s.Name))(t)
+		must(tw.Write(b))(t)
 	}
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
@@ -714,7 +751,7 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 		{"name": "rows", "match": ["a.weight"], "action": "split", "axis": 0, "parts": 2},
 		{"name": "cols", "match": ["b.weight", "c"], "action": "split", "axis": 1, "parts": 2}]}`
 	lpath := filepath.Join(t.TempDir(), "two.json")
-	os.WriteFile(lpath, []byte(js), 0o644)
+	check(t, os.WriteFile(lpath, []byte(js), 0o644))
 	l, err := Resolve(lpath, Model{}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -725,13 +762,13 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 	}
 	defer src.Close()
 	dst := filepath.Join(t.TempDir(), "out")
-	if _, err := Export(context.Background(), src, l, dst, ExportOptions{Pack: PackUE8M0}); !errors.Is(err, quant.ErrNotUE8M0) {
+	if _, err := runExport(src, l, dst, ExportOptions{Pack: PackUE8M0}); !errors.Is(err, quant.ErrNotUE8M0) {
 		t.Errorf("packing non-UE8M0 scales: err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("refused export created %s", dst)
 	}
-	res, err := Export(context.Background(), src, l, dst, ExportOptions{})
+	res, err := runExport(src, l, dst, ExportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -750,7 +787,7 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 		t.Errorf("c %+v", e)
 	}
 	out := filepath.Join(t.TempDir(), "re")
-	if _, err := Reassemble(context.Background(), dst, out, ReassembleOptions{}); err != nil {
+	if _, err := runReassemble(dst, out); err != nil {
 		t.Fatal(err)
 	}
 	if !sameFile(t, filepath.Join(dir, "model.safetensors"), filepath.Join(out, "model.safetensors")) {
@@ -777,7 +814,7 @@ func smallReplica(b *testing.B) (string, int64) {
 		b.Fatal(err)
 	}
 	for _, e := range ents {
-		info, _ := e.Info()
+		info := must(e.Info())(b)
 		size += info.Size()
 	}
 	return dir, size
@@ -795,12 +832,12 @@ func benchExport(b *testing.B, name string, o Options) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	m, _ := s.Model()
+	m := must(s.Model())(b)
 	l, err := Builtin(name, m, o)
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, _ := l.Plan(s.Specs)
+	p := must(l.Place(s.Specs))(b)
 	var written int64
 	for _, n := range p.RankBytes {
 		written += n
@@ -826,7 +863,7 @@ func benchExport(b *testing.B, name string, o Options) {
 		syncAll(b)
 		b.StartTimer()
 		t0 = time.Now()
-		if _, err := Export(context.Background(), s, l, dst, ExportOptions{}); err != nil {
+		if _, err := runExport(s, l, dst, ExportOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		expT += time.Since(t0)

@@ -15,6 +15,9 @@ import (
 // per-rank and per-stage totals and stage files equal inspect's, for every
 // built-in layout with the seed scripts' options.
 func TestFullSizePlanMatchesInspect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end on the full-size header-only replica; run without -short")
+	}
 	dir := filepath.Join(t.TempDir(), "full")
 	if err := model.Synth(dir, model.SynthOptions{Scale: model.ScaleFull, HeaderOnly: true}); err != nil {
 		t.Fatal(err)
@@ -36,12 +39,15 @@ func TestFullSizePlanMatchesInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range layout.Names() {
-		o, _ := layout.DefaultOptions(name)
+		o, err := layout.DefaultOptions(name)
+		if err != nil {
+			t.Fatal(err)
+		}
 		l, err := layout.Builtin(name, m, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := l.Plan(src.Specs)
+		p, err := l.Place(src.Specs)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

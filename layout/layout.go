@@ -1,59 +1,38 @@
 // Package layout describes how a checkpoint's tensors are spread over pipeline
-// stages and GPU ranks, plans the pieces each rank holds (headers only), and
-// writes per-stage checkpoints and per-rank exports from such a plan.
+// stages and GPU ranks, and writes per-stage checkpoints and per-rank exports.
 //
-// A layout is data: a list of rules, each mapping tensor-name patterns to an
-// action (replicate, split along an axis over a group of ranks, expert
-// parallel, drop) and, for pipeline layouts, a stage placement. Every tensor of
-// a checkpoint must match exactly one rule; block-FP8 scale tensors follow
-// their weight. The built-in layouts (pp16, dp16, dp2-dcp8, pp8-tp8) are
-// defined once, in builtin.go; users can pass their own as JSON.
+// A layout is data: a list of rules, each mapping tensors (by the model's
+// tensor groups, or by name patterns) to an action (replicate, split along
+// an axis over a group of ranks, expert parallel, drop) and, for pipeline
+// layouts, a stage placement. Every tensor of a checkpoint must match exactly
+// one rule; block-FP8 scale tensors follow their weight. The built-in layouts
+// (pp16, dp16, dp2-dcp8, pp8-tp8) are defined once, in builtin.go, by group,
+// so they hold for both name prefixes; users can pass their own as JSON.
+//
+// The work goes inventory → placement → plan → execute: Layout.Place puts
+// every tensor on its ranks (header arithmetic); PlanExport and
+// PlanReassemble turn that into a Plan that holds every file's header and
+// copy steps and the data checks to run first; Plan.Execute writes it,
+// resuming a killed run of the same plan.
 package layout
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
-// Sentinel errors; every error of the package wraps one of them.
-var (
-	// ErrLayout: a layout definition that is malformed or inconsistent.
-	ErrLayout = errors.New("invalid layout")
-	// ErrPattern: a tensor-name pattern that does not compile.
-	ErrPattern = errors.New("invalid pattern")
-	// ErrUnknownLayout: a layout name that is not built in.
-	ErrUnknownLayout = errors.New("unknown layout")
-	// ErrPartition: a pipeline partition of the wrong length, sum or entries.
-	ErrPartition = errors.New("invalid pipeline partition")
-	// ErrUnmatched: tensors that no rule of the layout matches.
-	ErrUnmatched = errors.New("tensors matched by no rule")
-	// ErrAmbiguous: tensors that more than one rule matches.
-	ErrAmbiguous = errors.New("tensors matched by more than one rule")
-	// ErrIndivisible: a split whose dimension or head count does not divide by its parts.
-	ErrIndivisible = errors.New("split does not divide evenly")
-	// ErrScaleAlign: a split that cuts a 128×128 scale block where the layout forbids it.
-	ErrScaleAlign = errors.New("split cuts a scale block")
-	// ErrRank: a rank or stage number out of range.
-	ErrRank = errors.New("rank out of range")
-	// ErrExpert: an expert index outside the layout's expert count.
-	ErrExpert = errors.New("expert index out of range")
-	// ErrManifest: an export directory whose manifests are missing or inconsistent.
-	ErrManifest = errors.New("invalid export manifest")
-	// ErrPadding: padding a layout drops (e.g. A_log past the valid heads) that is not zero.
-	ErrPadding = errors.New("dropped padding is not zero")
-)
-
-// MaxRanks bounds the world size of a layout, so a bad file cannot make
+// maxRanks bounds the world size of a layout, so a bad file cannot make
 // planning allocate per-rank tables of arbitrary size.
-const MaxRanks = 1 << 16
+const maxRanks = 1 << 16
 
-// MaxRules bounds the number of rules (and patterns per rule) in a layout.
-const MaxRules = 4096
+// maxRules bounds the number of rules (and patterns per rule) in a layout.
+const maxRules = 4096
 
 // Action is what a rule does with the tensors it matches.
 type Action uint8
@@ -123,7 +102,7 @@ func (s *StagePlace) UnmarshalText(b []byte) error {
 type ScalePolicy uint8
 
 const (
-	// ScaleReplicate keeps the whole scale on every rank of the group (SPEC §6 A).
+	// ScaleReplicate keeps the whole scale on every rank of the group.
 	ScaleReplicate ScalePolicy = iota
 	// ScaleReject makes planning fail with ErrScaleAlign.
 	ScaleReject
@@ -178,12 +157,21 @@ func enumParse(names []string, s, field string) (int, error) {
 	return 0, fmt.Errorf("%w: unknown %s %q (want one of %s)", ErrLayout, field, s, strings.Join(valid, ", "))
 }
 
-// Rule maps tensor-name patterns to an action. See pattern.go for the syntax.
+// Rule maps tensors, named by patterns or by the model's tensor groups, to
+// an action. See pattern.go for the pattern syntax.
 type Rule struct {
 	// Name identifies the rule in errors and manifests.
 	Name string `json:"name"`
-	// Match lists the patterns; a tensor matches the rule if any pattern matches.
-	Match []string `json:"match"`
+	// Match lists name patterns; a tensor matches the rule if any matches.
+	Match []string `json:"match,omitempty"`
+	// Groups lists model tensor groups or group families ("kda.q_proj",
+	// "shared_experts", see model.ParseGroupSet), or "layer" for every
+	// tensor of a decoder layer; a tensor matches if its group is listed,
+	// under either name prefix. A group's block-FP8 scales are not matched:
+	// they follow their weight.
+	Groups []string `json:"groups,omitempty"`
+	// Projs narrows the experts group to some projections ("w1", "w2", "w3").
+	Projs []string `json:"projs,omitempty"`
 	// Action is what happens to matched tensors.
 	Action Action `json:"action"`
 	// Stage places matched tensors on a pipeline stage (pipeline layouts only).
@@ -245,12 +233,73 @@ func (l *Layout) StageLayers(s int) (first, end int) {
 	return first, first + l.Partition[s]
 }
 
-// compiledRule is a rule with its patterns compiled.
+// compiledRule is a rule with its patterns and groups compiled.
 type compiledRule struct {
 	*Rule
 	pats     []*pattern
 	numeric  bool
 	hasLayer bool
+	groups   model.GroupSet
+	anyLayer bool               // Groups holds anyLayerGroup
+	projs    []model.ExpertProj // nil: every projection
+}
+
+// anyLayerGroup in Rule.Groups matches every tensor of a decoder layer.
+const anyLayerGroup = "layer"
+
+// modelLevel are the groups outside the decoder layers.
+var modelLevel = model.Groups(model.GroupEmbedding, model.GroupLMHead, model.GroupFinalNorms,
+	model.GroupVisionTower, model.GroupMMProjector)
+
+// matchGroup reports whether a parsed tensor name is one of the rule's groups.
+func (r *compiledRule) matchGroup(tn model.TensorName) bool {
+	if r.anyLayer && tn.Layer >= 0 {
+		return true
+	}
+	if !r.groups.Has(tn.Group) {
+		return false
+	}
+	return r.projs == nil || slices.Contains(r.projs, tn.Proj)
+}
+
+// compileGroups reads Groups and Projs; it reports whether every group
+// lies inside the decoder layers.
+func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
+	r := cr.Rule
+	allLayer = true
+	for _, g := range r.Groups {
+		if g == anyLayerGroup {
+			cr.anyLayer = true
+			continue
+		}
+		set, err := model.ParseGroupSet(g)
+		if err != nil {
+			return false, fmt.Errorf("%w: %s: rule %q: %v", ErrLayout, l.Name, r.Name, err)
+		}
+		cr.groups |= set
+	}
+	if cr.groups&modelLevel != 0 {
+		allLayer = false
+	}
+	for _, p := range r.Projs {
+		var ep model.ExpertProj
+		for _, c := range []model.ExpertProj{model.ExpertW1, model.ExpertW2, model.ExpertW3} {
+			if c.String() == p {
+				ep = c
+			}
+		}
+		if ep == model.NoExpertProj {
+			return false, fmt.Errorf("%w: %s: rule %q: unknown expert projection %q (want w1, w2 or w3)", ErrLayout, l.Name, r.Name, p)
+		}
+		cr.projs = append(cr.projs, ep)
+	}
+	if len(r.Projs) > 0 && cr.groups != model.Groups(model.GroupExperts) {
+		return false, fmt.Errorf("%w: %s: rule %q: projs applies to the experts group alone", ErrLayout, l.Name, r.Name)
+	}
+	if r.Action == Expert && (cr.anyLayer || cr.groups&^model.Groups(model.GroupExperts) != 0) {
+		return false, fmt.Errorf("%w: %s: rule %q: an expert rule's groups must be experts", ErrLayout, l.Name, r.Name)
+	}
+	return allLayer, nil
 }
 
 // compile validates the layout and compiles its patterns.
@@ -262,13 +311,16 @@ func (l *Layout) compile() ([]compiledRule, error) {
 	for i := range l.Rules {
 		r := &l.Rules[i]
 		cr := compiledRule{Rule: r}
-		if len(r.Match) == 0 {
-			return nil, fmt.Errorf("%w: %s: rule %q has no patterns", ErrLayout, l.Name, r.Name)
+		if len(r.Match) == 0 && len(r.Groups) == 0 {
+			return nil, fmt.Errorf("%w: %s: rule %q has no patterns or groups", ErrLayout, l.Name, r.Name)
 		}
-		if len(r.Match) > MaxRules {
-			return nil, fmt.Errorf("%w: %s: rule %q has %d patterns (limit %d)", ErrLayout, l.Name, r.Name, len(r.Match), MaxRules)
+		if len(r.Match) > maxRules || len(r.Groups) > maxRules || len(r.Projs) > maxRules {
+			return nil, fmt.Errorf("%w: %s: rule %q has more than %d patterns, groups or projections", ErrLayout, l.Name, r.Name, maxRules)
 		}
-		allLayer := true
+		allLayer, err := cr.compileGroups(l)
+		if err != nil {
+			return nil, err
+		}
 		for _, m := range r.Match {
 			p, err := compilePattern(m)
 			if err != nil {
@@ -299,17 +351,17 @@ func (l *Layout) validateShape() error {
 	if l.Layers < 0 {
 		return fmt.Errorf("%w: %s: negative layer count %d", ErrLayout, l.Name, l.Layers)
 	}
-	if l.RanksPerStage < 1 || l.RanksPerStage > MaxRanks {
-		return fmt.Errorf("%w: %s: ranks_per_stage %d out of [1, %d]", ErrLayout, l.Name, l.RanksPerStage, MaxRanks)
+	if l.RanksPerStage < 1 || l.RanksPerStage > maxRanks {
+		return fmt.Errorf("%w: %s: ranks_per_stage %d out of [1, %d]", ErrLayout, l.Name, l.RanksPerStage, maxRanks)
 	}
-	if len(l.Rules) == 0 || len(l.Rules) > MaxRules {
-		return fmt.Errorf("%w: %s: %d rules (want 1..%d)", ErrLayout, l.Name, len(l.Rules), MaxRules)
+	if len(l.Rules) == 0 || len(l.Rules) > maxRules {
+		return fmt.Errorf("%w: %s: %d rules (want 1..%d)", ErrLayout, l.Name, len(l.Rules), maxRules)
 	}
 	if len(l.Partition) > 0 {
-		if len(l.Partition) > MaxRanks/l.RanksPerStage {
-			return fmt.Errorf("%w: %s: %d stages × %d ranks exceeds %d ranks", ErrLayout, l.Name, len(l.Partition), l.RanksPerStage, MaxRanks)
+		if len(l.Partition) > maxRanks/l.RanksPerStage {
+			return fmt.Errorf("%w: %s: %d stages × %d ranks exceeds %d ranks", ErrLayout, l.Name, len(l.Partition), l.RanksPerStage, maxRanks)
 		}
-		if err := CheckPartition(l.Partition, len(l.Partition), l.Layers); err != nil {
+		if err := checkPartition(l.Partition, len(l.Partition), l.Layers); err != nil {
 			return fmt.Errorf("%s: %w", l.Name, err)
 		}
 	}
@@ -362,48 +414,36 @@ func (l *Layout) validateRule(r *Rule, allLayer bool) error {
 	return nil
 }
 
-// Validate checks the layout's structure and patterns (not yet against tensors).
-func (l *Layout) Validate() error {
+// validate checks the layout's structure and patterns (not yet against tensors).
+func (l *Layout) validate() error {
 	_, err := l.compile()
 	return err
 }
 
-// Parse reads a layout from JSON, rejecting unknown fields, and validates it.
-func Parse(data []byte) (*Layout, error) {
+// parseLayout reads a layout from JSON, rejecting unknown fields, and validates it.
+func parseLayout(data []byte) (*Layout, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var l Layout
 	if err := dec.Decode(&l); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrLayout, err)
 	}
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return nil, err
 	}
 	return &l, nil
 }
 
-// MaxLayoutFile bounds the size of a layout JSON file.
-const MaxLayoutFile = 16 << 20
+// maxLayoutFile bounds the size of a layout JSON file.
+const maxLayoutFile = 16 << 20
 
-// Load reads a layout JSON file.
-func Load(path string) (*Layout, error) {
-	f, err := fsx.Open(path)
+// loadLayout reads a layout JSON file (a regular file of at most maxLayoutFile bytes).
+func loadLayout(path string) (*Layout, error) {
+	data, err := fsx.ReadFile(path, maxLayoutFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrLayout, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > MaxLayoutFile {
-		return nil, fmt.Errorf("%w: %s: %d bytes (limit %d)", ErrLayout, path, st.Size(), MaxLayoutFile)
-	}
-	data := make([]byte, st.Size())
-	if _, err := f.ReadAt(data, 0); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	l, err := Parse(data)
+	l, err := parseLayout(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -413,5 +453,5 @@ func Load(path string) (*Layout, error) {
 	return l, nil
 }
 
-// JSON returns the layout as indented JSON (the format Load reads).
+// JSON returns the layout as indented JSON (the format loadLayout reads).
 func (l *Layout) JSON() ([]byte, error) { return encodeJSON(l, "  ") }

@@ -10,15 +10,15 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// ManifestName is the per-rank (per-stage) manifest of an export.
-const ManifestName = "layout.json"
+// manifestName is the per-rank (per-stage) manifest of an export.
+const manifestName = "layout.json"
 
-// ManifestFormat versions the manifest schema.
-const ManifestFormat = "k3ckpt-layout/1"
+// manifestFormat versions the manifest schema.
+const manifestFormat = "k3ckpt-layout/1"
 
-// MaxManifestSize bounds how much of a manifest is read (a dp16 rank of the
-// full checkpoint lists ~33k tensors, a few MB).
-const MaxManifestSize = 1 << 30
+// maxManifestSize bounds a manifest read whole (a pp8-tp8 rank of the
+// full checkpoint lists ~60k entries, about 20 MB).
+const maxManifestSize = 256 << 20
 
 // Output directory prefixes: stage-NN for pipeline stages of one rank each,
 // rank-NN otherwise.
@@ -27,9 +27,9 @@ const (
 	stageDirPrefix = "stage-"
 )
 
-// Packed describes a block scale stored in the DeepGEMM SM100 packed UE8M0
+// packedScale describes a block scale stored in the DeepGEMM SM100 packed UE8M0
 // layout instead of its source F32 form.
-type Packed struct {
+type packedScale struct {
 	// Format is "ue8m0".
 	Format string `json:"format"`
 	// Rows is the [start, stop) range of weight rows the packed scale
@@ -41,8 +41,8 @@ type Packed struct {
 	Shape []int64 `json:"shape"`
 }
 
-// Entry is one tensor (or slice) a rank holds, as recorded in its manifest.
-type Entry struct {
+// entry is one tensor (or slice) a rank holds, as recorded in its manifest.
+type entry struct {
 	// Name is the source tensor name, also its name in the rank's file.
 	Name string `json:"name"`
 	// File is the rank's safetensors file holding it.
@@ -68,12 +68,12 @@ type Entry struct {
 	// Scale says how the scale follows its weight ("follow", "replicated").
 	Scale ScaleMode `json:"scale,omitempty"`
 	// Packed is set when the scale is stored packed.
-	Packed *Packed `json:"packed,omitempty"`
+	Packed *packedScale `json:"packed,omitempty"`
 }
 
-// Manifest is layout.json: what one rank (or stage) directory holds and how
+// manifest is layout.json: what one rank (or stage) directory holds and how
 // each piece maps onto the source checkpoint.
-type Manifest struct {
+type manifest struct {
 	// Format is ManifestFormat.
 	Format string `json:"format"`
 	// Layout is the complete layout definition the export followed.
@@ -90,47 +90,35 @@ type Manifest struct {
 	// PackScales is "ue8m0" when block scales are stored packed.
 	PackScales string `json:"pack_scales,omitempty"`
 	// Source describes the original checkpoint, for reassembly.
-	Source SourceInfo `json:"source"`
+	Source sourceInfo `json:"source"`
 	// SourceConfig is the original config.json, byte for byte.
 	SourceConfig string `json:"source_config,omitempty"`
 	// Dropped names the source tensors the layout leaves out everywhere.
 	Dropped []string `json:"dropped,omitempty"`
 	// Tensors lists the rank's pieces.
-	Tensors []Entry `json:"tensors"`
+	Tensors []entry `json:"tensors"`
 }
 
-// ReadManifest reads and checks dir/layout.json.
-func ReadManifest(dir string) (*Manifest, error) {
-	path := filepath.Join(dir, ManifestName)
-	f, err := fsx.Open(path)
+// readManifest reads and checks dir/layout.json.
+func readManifest(dir string) (*manifest, error) {
+	path := filepath.Join(dir, manifestName)
+	b, err := fsx.ReadFile(path, maxManifestSize)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > MaxManifestSize {
-		return nil, fmt.Errorf("%w: %s: %d bytes (limit %d)", ErrManifest, path, st.Size(), MaxManifestSize)
-	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrManifest, path, err)
+		return nil, fmt.Errorf("%w: %w", ErrManifest, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var m Manifest
+	var m manifest
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrManifest, path, err)
 	}
-	if m.Format != ManifestFormat {
-		return nil, fmt.Errorf("%w: %s: format %q, want %q", ErrManifest, path, m.Format, ManifestFormat)
+	if m.Format != manifestFormat {
+		return nil, fmt.Errorf("%w: %s: format %q, want %q", ErrManifest, path, m.Format, manifestFormat)
 	}
 	if m.Layout == nil {
 		return nil, fmt.Errorf("%w: %s: no layout", ErrManifest, path)
 	}
-	if err := m.Layout.Validate(); err != nil {
+	if err := m.Layout.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if m.Rank < 0 || m.Rank >= m.Ranks || m.Ranks != m.Layout.Ranks() {
@@ -147,7 +135,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 // marshal writes the manifest indented, but each tensor entry compact on its
 // own line: a full-size rank lists tens of thousands of entries, which stay
 // greppable and take a fraction of the time to encode.
-func (m *Manifest) marshal() ([]byte, error) {
+func (m *manifest) marshal() ([]byte, error) {
 	head := *m
 	head.Tensors = nil
 	b, err := encodeJSON(&head, "  ")

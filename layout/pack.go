@@ -9,9 +9,41 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// MaxScaleBytes bounds a block scale tensor read into memory for packing or
+// PackFormat is how block-FP8 scales are stored in an export.
+type PackFormat uint8
+
+const (
+	// PackNone keeps scales as in the source (F32 block grid).
+	PackNone PackFormat = iota
+	// PackUE8M0 stores scales in DeepGEMM's SM100 packed UE8M0 layout: int32
+	// [⌈⌈K/128⌉/4⌉, align(N, 4)], one row per weight row.
+	PackUE8M0
+)
+
+var packNames = [...]string{PackNone: "", PackUE8M0: "ue8m0"}
+
+// String returns the flag value ("" for PackNone).
+func (p PackFormat) String() string {
+	if int(p) < len(packNames) {
+		return packNames[p]
+	}
+	return fmt.Sprintf("PackFormat(%d)", uint8(p))
+}
+
+// ParsePackFormat reads a --pack-scales value ("", "none" or "ue8m0").
+func ParsePackFormat(s string) (PackFormat, error) {
+	switch s {
+	case "", "none":
+		return PackNone, nil
+	case "ue8m0":
+		return PackUE8M0, nil
+	}
+	return 0, fmt.Errorf("%w: unknown scale packing %q (want ue8m0)", ErrLayout, s)
+}
+
+// maxScaleBytes bounds a block scale tensor read into memory for packing or
 // unpacking (K3's largest, lm_head-sized, would be 280 KB).
-const MaxScaleBytes = 256 << 20
+const maxScaleBytes = 256 << 20
 
 // packJob packs the part of a block scale that covers a rank's weight piece.
 type packJob struct {
@@ -31,8 +63,8 @@ func newPackJob(sc, w Piece, src tensorData) (*packJob, error) {
 	if sc.DType != safetensors.F32 {
 		return nil, fmt.Errorf("%w: tensor %s: packing needs F32 scales, not %s", ErrLayout, sc.Name, sc.DType)
 	}
-	if size, _ := safetensors.ByteSize(sc.DType, sc.Shape); size > MaxScaleBytes {
-		return nil, fmt.Errorf("%w: tensor %s: %d-byte scale (limit %d)", ErrLayout, sc.Name, size, MaxScaleBytes)
+	if size, _ := safetensors.ByteSize(sc.DType, sc.Shape); size > maxScaleBytes {
+		return nil, fmt.Errorf("%w: tensor %s: %d-byte scale (limit %d)", ErrLayout, sc.Name, size, maxScaleBytes)
 	}
 	n, k := w.Shape[0], w.Shape[1]
 	pj := &packJob{name: sc.Name, src: src, gk: ceilDiv(k, quant.BlockSize), rows: [2]int64{0, n}, cols: [2]int64{0, k}}
@@ -52,8 +84,8 @@ func (pj *packJob) shape() []int64 {
 	return []int64{int64(words), int64(stride)}
 }
 
-func (pj *packJob) describe() *Packed {
-	return &Packed{Format: PackUE8M0.String(), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
+func (pj *packJob) describe() *packedScale {
+	return &packedScale{Format: PackUE8M0.String(), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
 }
 
 // blockScales reads the block grid rows and columns the job covers.
@@ -97,7 +129,7 @@ func (pj *packJob) bytes() ([]byte, error) {
 func unpackScale(name string, hs []holder) (tensorData, error) {
 	e := hs[0].e
 	size, err := safetensors.ByteSize(e.DType, e.Shape)
-	if err != nil || e.DType != safetensors.F32 || size > MaxScaleBytes {
+	if err != nil || e.DType != safetensors.F32 || size > maxScaleBytes {
 		return nil, fmt.Errorf("%w: tensor %s: packed scale of source %s %v", ErrManifest, name, e.DType, e.Shape)
 	}
 	var gn, gk int64
@@ -157,24 +189,4 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 		binary.LittleEndian.PutUint32(out[4*i:], grid[i])
 	}
 	return memTensor(out), nil
-}
-
-// checkPacking reads every scale an export will pack, so a scale that is not
-// UE8M0 fails the export before anything is written.
-func checkPacking(outs []*rankOut) error {
-	done := map[string]bool{}
-	for _, ro := range outs {
-		for _, of := range ro.files {
-			for _, t := range of.tensors {
-				if t.pack == nil || done[t.spec.Name] {
-					continue
-				}
-				done[t.spec.Name] = true
-				if _, err := t.pack.bytes(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
 }

@@ -10,8 +10,8 @@ import (
 // "7,5,7,5,7,5,7,5,7,5,7,5,7,5,6,3".
 func ParsePartition(s string) ([]int, error) {
 	parts := strings.Split(s, ",")
-	if len(parts) > MaxRanks {
-		return nil, fmt.Errorf("%w: %d entries (limit %d)", ErrPartition, len(parts), MaxRanks)
+	if len(parts) > maxRanks {
+		return nil, fmt.Errorf("%w: %d entries (limit %d)", ErrPartition, len(parts), maxRanks)
 	}
 	out := make([]int, len(parts))
 	for i, p := range parts {
@@ -24,10 +24,10 @@ func ParsePartition(s string) ([]int, error) {
 	return out, nil
 }
 
-// CheckPartition validates a partition the way SGLang's get_pp_indices does
+// checkPartition validates a partition the way SGLang's get_pp_indices does
 // (same messages, naming both numbers), and also rejects empty stages, which
 // SGLang would accept and then fail on at load time.
-func CheckPartition(p []int, stages, layers int) error {
+func checkPartition(p []int, stages, layers int) error {
 	if len(p) != stages {
 		return fmt.Errorf("%w: len(partitions)=%d does not match pp_size=%d", ErrPartition, len(p), stages)
 	}
@@ -47,10 +47,10 @@ func CheckPartition(p []int, stages, layers int) error {
 	return nil
 }
 
-// DefaultPartition is SGLang's split when SGLANG_PP_LAYER_PARTITION is unset:
+// defaultPartition is SGLang's split when SGLANG_PP_LAYER_PARTITION is unset:
 // every stage gets layers/stages layers and the last layers%stages stages one more.
-func DefaultPartition(layers, stages int) ([]int, error) {
-	if stages < 1 || stages > MaxRanks {
+func defaultPartition(layers, stages int) ([]int, error) {
+	if stages < 1 || stages > maxRanks {
 		return nil, fmt.Errorf("%w: pp_size=%d", ErrPartition, stages)
 	}
 	if layers < stages {
@@ -68,11 +68,11 @@ func DefaultPartition(layers, stages int) ([]int, error) {
 }
 
 // blockPartition gives every stage but the last `block` layers (one AttnRes
-// block) and the last stage the rest, falling back to DefaultPartition when
+// block) and the last stage the rest, falling back to defaultPartition when
 // the layers do not reach into the last stage.
 func blockPartition(layers, stages, block int) ([]int, error) {
 	if block < 1 || stages < 1 || layers <= block*(stages-1) {
-		return DefaultPartition(layers, stages)
+		return defaultPartition(layers, stages)
 	}
 	p := make([]int, stages)
 	for s := range p {

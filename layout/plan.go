@@ -1,566 +1,201 @@
 package layout
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
 
-	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// Held says how a rank holds a tensor.
-type Held uint8
-
-const (
-	// HeldReplica is the whole tensor, copied on every rank of its stage.
-	HeldReplica Held = iota
-	// HeldSlice is the slice [Start, Stop) of the tensor along Axis.
-	HeldSlice
-	// HeldExpert is the whole tensor on this one rank (expert parallel).
-	HeldExpert
-)
-
-var heldNames = [...]string{HeldReplica: "replicated", HeldSlice: "slice", HeldExpert: "expert"}
-
-// String returns the manifest name.
-func (h Held) String() string { return enumString(heldNames[:], int(h), "Held") }
-
-// MarshalText writes the manifest name.
-func (h Held) MarshalText() ([]byte, error) { return enumMarshal(heldNames[:], int(h), "held") }
-
-// UnmarshalText parses the manifest name.
-func (h *Held) UnmarshalText(b []byte) error {
-	v, err := enumParse(heldNames[:], string(b), "held")
-	*h = Held(v)
-	return err
-}
-
-// ScaleMode says how a block-FP8 scale tensor is placed relative to its weight.
-type ScaleMode uint8
-
-const (
-	// ScaleNone: the tensor is not the scale of a block-FP8 weight (or a rule
-	// matched it explicitly).
-	ScaleNone ScaleMode = iota
-	// ScaleFollow: placed like its weight; a split takes the block rows or
-	// columns that cover the weight's slice exactly.
-	ScaleFollow
-	// ScaleReplicated: the weight's split cuts a 128 block, so every rank of
-	// the group keeps the whole scale.
-	ScaleReplicated
-)
-
-var scaleModeNames = [...]string{ScaleNone: "none", ScaleFollow: "follow", ScaleReplicated: "replicated"}
-
-// String returns the manifest name.
-func (s ScaleMode) String() string { return enumString(scaleModeNames[:], int(s), "ScaleMode") }
-
-// MarshalText writes the manifest name.
-func (s ScaleMode) MarshalText() ([]byte, error) {
-	return enumMarshal(scaleModeNames[:], int(s), "scale")
-}
-
-// UnmarshalText parses the manifest name.
-func (s *ScaleMode) UnmarshalText(b []byte) error {
-	v, err := enumParse(scaleModeNames[:], string(b), "scale")
-	*s = ScaleMode(v)
-	return err
-}
-
-// scaleSuffixes are the names a block-FP8 scale tensor takes next to
-// "X.weight", one per engine convention (SPEC §2).
-var scaleSuffixes = []string{".weight_scale_inv", ".weight_scale"}
-
-// Piece is one tensor, or one slice of one, that a rank holds.
-type Piece struct {
-	// Index is the tensor's position in the planned list.
-	Index int
-	// Name is the source tensor name (a slice keeps the name).
-	Name string
-	// DType is the tensor's dtype.
-	DType safetensors.DType
-	// Shape is the source tensor's full shape.
-	Shape []int64
-	// Held says whether the rank holds a copy, a slice or an expert's tensor.
-	Held Held
-	// Axis, Start and Stop give the slice (HeldSlice only).
-	Axis        int
-	Start, Stop int64
-	// Bytes is what the rank stores for this piece.
-	Bytes int64
-	// Rule is the name of the rule that placed the tensor (its weight's rule
-	// for a following scale).
-	Rule string
-	// ScaleOf is the weight's name when this is a block-FP8 scale tensor.
-	ScaleOf string
-	// Scale says how such a scale follows its weight.
-	Scale ScaleMode
-}
-
-// SliceShape is the shape of the piece as stored on the rank.
-func (p Piece) SliceShape() []int64 {
-	s := append([]int64(nil), p.Shape...)
-	if p.Held == HeldSlice {
-		s[p.Axis] = p.Stop - p.Start
-	}
-	return s
-}
-
-// placement is where one tensor goes.
-type placement struct {
-	rule   int32 // index into Layout.Rules; the weight's rule for a following scale
-	stage  int32 // -1: dropped
-	rank   int32 // the one global rank of an expert tensor, else -1
-	weight int32 // a following scale's weight, else -1
-	scale  ScaleMode
-	saxis  int8 // the scale axis a split of its weight maps to
-}
-
-// Plan is where every tensor of a checkpoint goes under a layout. It is pure
-// header arithmetic: no tensor data is read.
+// Plan is everything an export (the shard and export commands) or a
+// reassembly writes, decided before the first byte: for each output
+// directory its files (header and copy steps), index, side files and
+// manifest, and the data checks that must pass before anything is written.
+// PlanExport and PlanReassemble build it from headers only; it prints as
+// text (WriteText) or JSON; Execute carries it out without deciding anything.
 type Plan struct {
-	// Layout is the planned layout.
-	Layout *Layout
-	// Tensors is the planned tensor list, in the order given.
-	Tensors []safetensors.TensorSpec
-	// RankBytes is the bytes each rank holds.
-	RankBytes []int64
-	// RankPieces is the number of pieces each rank holds.
-	RankPieces []int
-	// Dropped lists the indices of tensors no rank holds.
-	Dropped []int
-	// DroppedBytes is their total size.
-	DroppedBytes int64
-	// Unaligned names the block-FP8 weights whose split cuts a 128 block; their
-	// scales stay replicated over the group (see ScaleReplicated).
-	Unaligned []string
+	// Op is "export" or "reassemble".
+	Op string `json:"op"`
+	// Source is the path the source was opened from.
+	Source string `json:"source"`
+	// Layout, Stages, Partition and Ranks describe the layout (export only).
+	Layout    string `json:"layout,omitempty"`
+	Stages    int    `json:"stages,omitempty"`
+	Partition []int  `json:"partition,omitempty"`
+	Ranks     int    `json:"ranks,omitempty"`
+	// PackScales is "ue8m0" when block scales are stored packed.
+	PackScales string `json:"pack_scales,omitempty"`
+	// Dirs are the output directories, relative to DST ("." for a reassembly).
+	Dirs []DirPlan `json:"dirs"`
+	// Checks is the validation pass: the data checks Validate runs, and
+	// Execute runs before any write.
+	Checks []Check `json:"checks"`
+	// Dropped names the source tensors no output holds; DroppedBytes is their size.
+	Dropped      []string `json:"dropped,omitempty"`
+	DroppedBytes int64    `json:"dropped_bytes"`
+	// Unaligned names the block-FP8 weights whose scales stay replicated.
+	Unaligned []string `json:"unaligned,omitempty"`
+	// Files and Bytes count the safetensors files and tensor bytes to write.
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
 
-	place  []placement
-	size   []int64
-	stageT [][]int32 // per stage: tensors on every rank of the stage
-	rankT  [][]int32 // per rank: tensors on that rank only
+	src *Source
 }
 
-// maxListed bounds the names an error lists.
-const maxListed = 20
+// DirPlan is one output directory: a rank's (or stage's) files, or the
+// reassembled checkpoint.
+type DirPlan struct {
+	// Dir is the directory relative to DST.
+	Dir string `json:"dir"`
+	// Rank and Stage place it (-1 for a reassembly); Layers is the stage's
+	// [first, end).
+	Rank   int    `json:"rank"`
+	Stage  int    `json:"stage"`
+	Layers [2]int `json:"layers"`
+	// Tensors and Bytes count the tensors (pieces) and tensor bytes it holds.
+	Tensors int   `json:"tensors"`
+	Bytes   int64 `json:"bytes"`
+	// Files are its safetensors files; SideFiles the other files written
+	// (index, config.json and the like, layout.json last).
+	Files     []FilePlan `json:"files"`
+	SideFiles []string   `json:"side_files"`
 
-// maxErrors bounds the per-tensor errors a failed plan reports in full.
-const maxErrors = 5
-
-// nameList collects names for an error message, counting the ones left out.
-type nameList struct {
-	names []string
-	n     int
+	files []*outFile
+	man   *manifest          // export only
+	index *safetensors.Index // the index written
+	// indexNoNewline writes the index without its final newline.
+	indexNoNewline bool
+	side           map[string][]byte // side files by name
 }
 
-func (l *nameList) add(s string) {
-	if len(l.names) < maxListed {
-		l.names = append(l.names, s)
-	}
-	l.n++
+// FilePlan describes one safetensors file of a directory.
+type FilePlan struct {
+	// Name is the file name in the directory.
+	Name string `json:"name"`
+	// Tensors and Size are its tensor count and file size.
+	Tensors int   `json:"tensors"`
+	Size    int64 `json:"size"`
+	// CopyOf names the source file it copies byte for byte ("" when written
+	// tensor by tensor).
+	CopyOf string `json:"copy_of,omitempty"`
+	// Steps is the number of writes (copy runs and single tensors).
+	Steps int `json:"steps"`
 }
 
-func (l *nameList) String() string {
-	s := strings.Join(l.names, ", ")
-	if l.n > len(l.names) {
-		s += fmt.Sprintf(", and %d more", l.n-len(l.names))
-	}
-	return s
+// Check is one data-dependent check of the validation pass.
+type Check struct {
+	// Kind is "zero-padding" (the entries a split drops are zero) or
+	// "ue8m0-scale" (a scale to pack holds powers of two that agree over
+	// each 128-row block).
+	Kind string `json:"kind"`
+	// Tensor is the tensor read.
+	Tensor string `json:"tensor"`
+
+	run func(ctx context.Context) error
 }
 
-// matchEntry caches the rule matches of one name shape.
-type matchEntry struct {
-	rules []int32
-	caps  captures
-}
-
-// Plan places every tensor. It fails, naming the tensors, when a tensor is
-// matched by no rule or by more than one, when a split does not divide, or
-// when a layer or expert index is out of the layout's range.
-func (l *Layout) Plan(tensors []safetensors.TensorSpec) (*Plan, error) {
-	rules, err := l.compile()
-	if err != nil {
-		return nil, err
-	}
-	if len(tensors) > 1<<31-1 {
-		return nil, fmt.Errorf("%w: %d tensors", ErrLayout, len(tensors))
-	}
-	stages, R := l.Stages(), l.RanksPerStage
-	p := &Plan{
-		Layout:     l,
-		Tensors:    tensors,
-		RankBytes:  make([]int64, stages*R),
-		RankPieces: make([]int, stages*R),
-		place:      make([]placement, len(tensors)),
-		size:       make([]int64, len(tensors)),
-		stageT:     make([][]int32, stages),
-		rankT:      make([][]int32, stages*R),
-	}
-	layerStage := make([]int32, l.Layers)
-	for s := 0; s < stages; s++ {
-		a, b := l.StageLayers(s)
-		for i := a; i < b && i < l.Layers; i++ {
-			layerStage[i] = int32(s)
-		}
-	}
-	cacheable := true
-	for _, r := range rules {
-		cacheable = cacheable && !r.numeric
-	}
-
-	// Block-FP8 weights, so their scales can be recognised without a map of
-	// every name (the full catalog has ~500k tensors, ~1.6k FP8 weights).
-	fp8 := map[string]int32{}
-	for i, t := range tensors {
-		if t.DType == safetensors.F8_E4M3 && len(t.Shape) == 2 && strings.HasSuffix(t.Name, ".weight") {
-			fp8[t.Name] = int32(i)
-		}
-	}
-
-	var unmatched, ambiguous, bad nameList
-	var badErrs []error
-	fail := func(name string, err error) {
-		bad.add(name)
-		if len(badErrs) < maxErrors {
-			badErrs = append(badErrs, err)
-		}
-	}
-	cache := map[string]*matchEntry{}
-	var ns nameShape
-	lookup := func(name string) *matchEntry {
-		ns.scan(name)
-		if cacheable {
-			if e, ok := cache[string(ns.key)]; ok {
-				return e
-			}
-			e := matchAll(rules, strings.Split(string(ns.key), "."))
-			cache[string(ns.key)] = e
-			return e
-		}
-		return matchAll(rules, strings.Split(name, "."))
-	}
-
-	var companions []int32
-	for i, t := range tensors {
-		pl := &p.place[i]
-		pl.rank, pl.weight = -1, -1
-		n, err := safetensors.ByteSize(t.DType, t.Shape)
-		if err != nil {
-			fail(t.Name, fmt.Errorf("tensor %s: %w", t.Name, err))
-			continue
-		}
-		p.size[i] = n
-		e := lookup(t.Name)
-		if len(e.rules) == 0 {
-			if w, ok := scaleWeight(t, fp8, tensors); ok {
-				pl.weight = w
-				companions = append(companions, int32(i))
-				continue
-			}
-			unmatched.add(t.Name)
-			continue
-		}
-		if len(e.rules) > 1 {
-			var names []string
-			for _, r := range e.rules {
-				names = append(names, strconv.Quote(l.Rules[r].Name))
-			}
-			ambiguous.add(t.Name + " (rules " + strings.Join(names, ", ") + ")")
-			continue
-		}
-		pl.rule = e.rules[0]
-		if err := p.placeTensor(i, rules[pl.rule], e.caps, &ns, layerStage); err != nil {
-			fail(t.Name, err)
-		}
-	}
-	for _, i := range companions {
-		if err := p.placeScale(int(i)); err != nil {
-			fail(tensors[i].Name, err)
-		}
-	}
-
-	var errs []error
-	if unmatched.n > 0 {
-		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", ErrUnmatched, l.Name, unmatched.n, unmatched.String()))
-	}
-	if ambiguous.n > 0 {
-		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", ErrAmbiguous, l.Name, ambiguous.n, ambiguous.String()))
-	}
-	errs = append(errs, badErrs...)
-	if bad.n > len(badErrs) {
-		errs = append(errs, fmt.Errorf("and %d more tensors with errors", bad.n-len(badErrs)))
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	p.account()
-	return p, nil
-}
-
-func matchAll(rules []compiledRule, segs []string) *matchEntry {
-	e := &matchEntry{caps: captures{-1, -1}}
-	for ri, r := range rules {
-		for _, pt := range r.pats {
-			if c, ok := pt.match(segs); ok {
-				if len(e.rules) == 0 {
-					e.caps = c
-				}
-				e.rules = append(e.rules, int32(ri))
-				break
-			}
-		}
-	}
-	return e
-}
-
-// scaleWeight reports whether t is the block scale of an FP8 weight: named
-// X.weight_scale_inv or X.weight_scale next to an F8_E4M3 X.weight, shaped as
-// that weight's block grid, [⌈N/128⌉, ⌈K/128⌉] or ModelOpt's [⌈N/128⌉, 1, ⌈K/128⌉, 1].
-func scaleWeight(t safetensors.TensorSpec, fp8 map[string]int32, all []safetensors.TensorSpec) (int32, bool) {
-	for _, suf := range scaleSuffixes {
-		base, ok := strings.CutSuffix(t.Name, suf)
-		if !ok {
-			continue
-		}
-		w, ok := fp8[base+".weight"]
-		if !ok {
-			return 0, false
-		}
-		ws := all[w].Shape
-		gn, gk := ceilDiv(ws[0], quant.BlockSize), ceilDiv(ws[1], quant.BlockSize)
-		s := t.Shape
-		switch {
-		case len(s) == 2 && s[0] == gn && s[1] == gk:
-			return w, true
-		case len(s) == 4 && s[0] == gn && s[1] == 1 && s[2] == gk && s[3] == 1:
-			return w, true
-		}
-		return 0, false
-	}
-	return 0, false
-}
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-// capture is the integer at segment position pos of name (-1 if none).
-func capture(name string, pos int, ns *nameShape) int64 {
-	if pos < maxIntSegs {
-		return ns.intAt(pos)
-	}
-	v, err := strconv.ParseInt(segmentAt(name, pos), 10, 64)
-	if err != nil {
-		return -1
-	}
-	return v
-}
-
-// placeTensor places a tensor matched by one rule.
-func (p *Plan) placeTensor(i int, r compiledRule, caps captures, ns *nameShape, layerStage []int32) error {
-	l := p.Layout
-	t := p.Tensors[i]
-	pl := &p.place[i]
-	if r.Action == Drop {
-		pl.stage = -1
-		return nil
-	}
-	switch r.Stage {
-	case StageFirst:
-		pl.stage = 0
-	case StageLast:
-		pl.stage = int32(l.Stages() - 1)
-	default:
-		if l.Stages() > 1 {
-			v := capture(t.Name, caps.layer, ns)
-			if v < 0 || v >= int64(l.Layers) {
-				return fmt.Errorf("%w: tensor %s: layer %s is outside the layout's %d layers", ErrRank, t.Name, segmentAt(t.Name, caps.layer), l.Layers)
-			}
-			pl.stage = layerStage[v]
-		}
-	}
-	switch r.Action {
-	case Split:
-		if _, err := splitChunk(r.Rule, t); err != nil {
+// Validate runs the validation pass: every check reads its tensor and fails
+// with the first problem found. Nothing is written.
+func (p *Plan) Validate(ctx context.Context) error {
+	for _, c := range p.Checks {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
-	case Expert:
-		e := capture(t.Name, caps.expert, ns)
-		if e < 0 || e >= int64(r.Experts) {
-			return fmt.Errorf("%w: tensor %s: expert %s, but rule %q has %d experts", ErrExpert, t.Name, segmentAt(t.Name, caps.expert), r.Name, r.Experts)
+		if err := c.run(ctx); err != nil {
+			return fmt.Errorf("%s: check %s: %w", p.Source, c.Kind, err)
 		}
-		per := int64(r.Experts / l.RanksPerStage)
-		pl.rank = pl.stage*int32(l.RanksPerStage) + int32(e/per)
 	}
 	return nil
 }
 
-// splitChunk checks a split of t and returns the slice length along the axis.
-func splitChunk(r *Rule, t safetensors.TensorSpec) (int64, error) {
-	if r.Axis >= len(t.Shape) {
-		return 0, fmt.Errorf("%w: tensor %s: rule %q splits axis %d of a %d-D tensor %v", ErrLayout, t.Name, r.Name, r.Axis, len(t.Shape), t.Shape)
-	}
-	d := t.Shape[r.Axis]
-	v := d
-	if r.Valid > 0 {
-		if r.Valid > d {
-			return 0, fmt.Errorf("%w: tensor %s: rule %q keeps %d valid entries of axis %d, which has %d", ErrLayout, t.Name, r.Name, r.Valid, r.Axis, d)
+// describe fills the exported summary of each directory from its files.
+func (p *Plan) describe() {
+	p.Files, p.Bytes = 0, 0
+	for i := range p.Dirs {
+		d := &p.Dirs[i]
+		d.Files, d.Tensors, d.Bytes = nil, 0, 0
+		for _, of := range d.files {
+			fp := FilePlan{Name: of.name, Tensors: len(of.tensors), Size: of.lay.Size, Steps: len(of.steps)}
+			if of.verbatim != nil {
+				fp.CopyOf, fp.Steps = of.verbatim.Path, 1
+			}
+			d.Files = append(d.Files, fp)
+			d.Tensors += len(of.tensors)
+			d.Bytes += of.tensorBytes()
 		}
-		v = r.Valid
+		d.SideFiles = []string{safetensors.IndexName}
+		for _, n := range slices.Sorted(maps.Keys(d.side)) {
+			d.SideFiles = append(d.SideFiles, n)
+		}
+		if d.man != nil {
+			d.SideFiles = append(d.SideFiles, manifestName)
+		}
+		p.Files += len(d.files)
+		p.Bytes += d.Bytes
 	}
-	if r.Units > 0 && v%r.Units != 0 {
-		return 0, fmt.Errorf("%w: tensor %s: axis %d has %d entries, not a whole number per head for %d heads", ErrIndivisible, t.Name, r.Axis, v, r.Units)
-	}
-	if v%int64(r.Parts) != 0 {
-		return 0, fmt.Errorf("%w: tensor %s: axis %d of %v has %d entries, not divisible by %d ranks", ErrIndivisible, t.Name, r.Axis, t.Shape, v, r.Parts)
-	}
-	chunk := v / int64(r.Parts)
-	inner, _ := safetensors.NumElements(t.Shape[r.Axis+1:])
-	// Every step along the axis (not only the whole slice) must be whole bytes:
-	// the exporter moves slices row by row.
-	if (inner*t.DType.Bits())%8 != 0 {
-		return 0, fmt.Errorf("%w: tensor %s: a step along axis %d of %s is not a whole number of bytes", ErrIndivisible, t.Name, r.Axis, t.DType)
-	}
-	return chunk, nil
 }
 
-// placeScale places a block-FP8 scale that no rule matched: it follows its weight.
-func (p *Plan) placeScale(i int) error {
-	pl := &p.place[i]
-	w := p.place[pl.weight]
-	pl.rule, pl.stage, pl.rank = w.rule, w.stage, w.rank
-	pl.scale = ScaleFollow
-	r := &p.Layout.Rules[w.rule]
-	if w.stage < 0 || r.Action != Split {
-		return nil
-	}
-	wt := p.Tensors[pl.weight]
-	chunk := wt.Shape[r.Axis] / int64(r.Parts)
-	if r.Valid > 0 {
-		chunk = r.Valid / int64(r.Parts)
-	}
-	pl.saxis = int8(r.Axis)
-	if len(p.Tensors[i].Shape) == 4 {
-		pl.saxis = int8(2 * r.Axis)
-	}
-	if chunk%quant.BlockSize == 0 && r.Valid == 0 {
-		return nil
-	}
-	if r.UnalignedScale == ScaleReject {
-		return fmt.Errorf("%w: tensor %s: rule %q cuts %s into %d-entry slices along axis %d, not a multiple of %d", ErrScaleAlign, p.Tensors[i].Name, r.Name, wt.Name, chunk, r.Axis, quant.BlockSize)
-	}
-	pl.scale = ScaleReplicated
-	p.Unaligned = append(p.Unaligned, wt.Name)
-	return nil
-}
+const gibibyte = 1 << 30
 
-// account fills the per-rank byte totals and the per-stage/per-rank lists.
-func (p *Plan) account() {
-	R := p.Layout.RanksPerStage
-	for i := range p.Tensors {
-		pl := &p.place[i]
-		switch {
-		case pl.stage < 0:
-			p.Dropped = append(p.Dropped, i)
-			p.DroppedBytes += p.size[i]
-		case pl.rank >= 0:
-			p.rankT[pl.rank] = append(p.rankT[pl.rank], int32(i))
-			p.RankBytes[pl.rank] += p.size[i]
-			p.RankPieces[pl.rank]++
-		default:
-			p.stageT[pl.stage] = append(p.stageT[pl.stage], int32(i))
-			base := int(pl.stage) * R
-			for lr := 0; lr < R; lr++ {
-				pc := p.piece(i, base+lr)
-				p.RankBytes[base+lr] += pc.Bytes
-				p.RankPieces[base+lr]++
+// WriteText prints the plan: one line per output directory, then what is
+// dropped, replicated and checked.
+func (p *Plan) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	switch p.Op {
+	case opExport:
+		ew.printf("export %s: layout %s, %d ranks", p.Source, p.Layout, p.Ranks)
+		if p.Stages > 1 {
+			ew.printf(" in %d stages %v", p.Stages, p.Partition)
+		}
+		if p.PackScales != "" {
+			ew.printf(", scales packed %s", p.PackScales)
+		}
+		ew.printf("\n")
+	default:
+		ew.printf("reassemble %s\n", p.Source)
+	}
+	ew.printf("%-10s %7s %8s %6s %7s %11s\n", "dir", "layers", "tensors", "files", "copies", "GiB")
+	for _, d := range p.Dirs {
+		layers := "-"
+		if d.Rank >= 0 {
+			layers = fmt.Sprintf("%d-%d", d.Layers[0], d.Layers[1]-1)
+		}
+		copies := 0
+		for _, f := range d.Files {
+			if f.CopyOf != "" {
+				copies++
 			}
 		}
+		ew.printf("%-10s %7s %8d %6d %7d %11.3f\n", filepath.ToSlash(d.Dir), layers, d.Tensors, len(d.Files), copies, float64(d.Bytes)/gibibyte)
 	}
-	sort.Strings(p.Unaligned)
+	ew.printf("total: %d files, %.3f GiB of tensors\n", p.Files, float64(p.Bytes)/gibibyte)
+	if len(p.Dropped) > 0 {
+		ew.printf("dropped %d tensors (%.3f GiB), e.g. %s\n", len(p.Dropped), float64(p.DroppedBytes)/gibibyte, p.Dropped[0])
+	}
+	if len(p.Unaligned) > 0 {
+		ew.printf("%d block-FP8 weights split across a 128 block keep their scale replicated, e.g. %s\n", len(p.Unaligned), p.Unaligned[0])
+	}
+	kinds := map[string]int{}
+	for _, c := range p.Checks {
+		kinds[c.Kind]++
+	}
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		ew.printf("check %s: %d tensors\n", k, kinds[k])
+	}
+	return ew.err
 }
 
-// piece builds the piece of tensor i held by a rank of its stage.
-func (p *Plan) piece(i, rank int) Piece {
-	t := p.Tensors[i]
-	pl := p.place[i]
-	r := &p.Layout.Rules[pl.rule]
-	pc := Piece{Index: i, Name: t.Name, DType: t.DType, Shape: t.Shape, Rule: r.Name, Bytes: p.size[i], Scale: pl.scale}
-	if pl.weight >= 0 {
-		pc.ScaleOf = p.Tensors[pl.weight].Name
-	}
-	if pl.rank >= 0 {
-		pc.Held = HeldExpert
-		return pc
-	}
-	if r.Action != Split || pl.scale == ScaleReplicated {
-		return pc
-	}
-	part := int64((rank % p.Layout.RanksPerStage) % r.Parts)
-	axis := r.Axis
-	var start, stop int64
-	if pl.scale == ScaleFollow {
-		wt := p.Tensors[pl.weight]
-		chunk := wt.Shape[r.Axis] / int64(r.Parts)
-		axis = int(pl.saxis)
-		start = part * chunk / quant.BlockSize
-		stop = min(ceilDiv((part+1)*chunk, quant.BlockSize), t.Shape[axis])
-	} else {
-		chunk, _ := splitChunk(r, t)
-		start, stop = part*chunk, (part+1)*chunk
-	}
-	pc.Held, pc.Axis, pc.Start, pc.Stop = HeldSlice, axis, start, stop
-	outer, _ := safetensors.NumElements(t.Shape[:axis])
-	inner, _ := safetensors.NumElements(t.Shape[axis+1:])
-	pc.Bytes = outer * (stop - start) * inner * t.DType.Bits() / 8
-	return pc
+type errWriter struct {
+	w   io.Writer
+	err error
 }
 
-// Ranks is the number of ranks planned.
-func (p *Plan) Ranks() int { return len(p.RankBytes) }
-
-// StageOf is the pipeline stage of a rank.
-func (p *Plan) StageOf(rank int) int { return rank / p.Layout.RanksPerStage }
-
-// Pieces lists what a rank holds, in tensor order.
-func (p *Plan) Pieces(rank int) ([]Piece, error) {
-	if rank < 0 || rank >= p.Ranks() {
-		return nil, fmt.Errorf("%w: rank %d of %d", ErrRank, rank, p.Ranks())
+func (e *errWriter) printf(format string, a ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, a...)
 	}
-	a, b := p.stageT[p.StageOf(rank)], p.rankT[rank]
-	out := make([]Piece, 0, len(a)+len(b))
-	for len(a) > 0 || len(b) > 0 {
-		var i int32
-		if len(b) == 0 || (len(a) > 0 && a[0] < b[0]) {
-			i, a = a[0], a[1:]
-		} else {
-			i, b = b[0], b[1:]
-		}
-		out = append(out, p.piece(int(i), rank))
-	}
-	return out, nil
-}
-
-// Files lists the source files a rank has to open, given each tensor's file
-// (a checkpoint index's weight_map).
-func (p *Plan) Files(rank int, fileOf map[string]string) ([]string, error) {
-	pcs, err := p.Pieces(rank)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, pc := range pcs {
-		f, ok := fileOf[pc.Name]
-		if !ok {
-			return nil, fmt.Errorf("%w: tensor %s has no file", ErrManifest, pc.Name)
-		}
-		if !seen[f] {
-			seen[f] = true
-			out = append(out, f)
-		}
-	}
-	sort.Strings(out)
-	return out, nil
 }

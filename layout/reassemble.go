@@ -3,99 +3,60 @@ package layout
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// ErrMismatch: a rebuilt tensor whose bytes differ from the source's.
-var ErrMismatch = errors.New("tensor bytes differ")
-
-// ReassembleOptions controls Reassemble.
-type ReassembleOptions struct {
-	// Jobs bounds how many files are written at once (0: GOMAXPROCS, at
-	// least DefaultJobs); written files wait for fsync apart from the writers.
-	Jobs int
-	// Force replaces the content of an existing output directory.
-	Force bool
-	// Progress, if set, is called with bytes written.
-	Progress func(n int64)
-}
-
-// ReassembleResult summarizes a reassembly.
-type ReassembleResult struct {
-	// Files is the number of shards written.
-	Files int
-	// Bytes is the tensor bytes written.
-	Bytes int64
-	// Missing names the source tensors the export's layout dropped; files
-	// that held them cannot be byte-identical to the source.
-	Missing []string
-}
-
-// Reassemble rebuilds the source checkpoint from an export (rank-NN or
-// stage-NN directories with manifests): every source shard with its
-// tensors, metadata and canonical layout, the index and the side files. For
-// a lossless export the shards are byte-identical to the source's.
-func Reassemble(ctx context.Context, exportDir, out string, o ReassembleOptions) (*ReassembleResult, error) {
-	src, err := OpenSource(exportDir)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
+// PlanReassemble plans rebuilding the source checkpoint from an export
+// source (OpenSource of rank-NN or stage-NN directories with manifests):
+// every source shard under its own name with its tensors, metadata and
+// canonical layout, the index and the side files, all in one directory
+// ("."). For a lossless export the shards are byte-identical to the
+// source's; the tensors the export's layout dropped are listed in Dropped.
+func PlanReassemble(src *Source) (*Plan, error) {
 	if src.exportM == nil {
-		return nil, fmt.Errorf("%w: %s has no rank-NN or stage-NN directories with %s", ErrManifest, exportDir, ManifestName)
+		return nil, fmt.Errorf("%w: %s has no rank-NN or stage-NN directories with %s", ErrManifest, src.Root, manifestName)
 	}
 	byFile := map[string]*outFile{}
 	for i, spec := range src.Specs {
-		sf := src.FileOf[i]
+		sf := src.fileOf[i]
 		of, ok := byFile[sf]
 		if !ok {
-			if !filepath.IsLocal(sf) {
-				return nil, fmt.Errorf("%w: source file %q leaves the output directory", ErrManifest, sf)
+			if !filepath.IsLocal(sf) || filepath.Base(sf) != sf {
+				return nil, fmt.Errorf("%w: %s: source file %q is not a plain name in the output directory", ErrManifest, src.Root, sf)
 			}
-			of = &outFile{name: sf, path: filepath.Join(out, sf), meta: fileMeta(src, sf)}
+			of = &outFile{name: sf, meta: fileMeta(src, sf)}
 			byFile[sf] = of
 		}
 		of.tensors = append(of.tensors, outTensor{spec: spec, src: src.data[i], shape: spec.Shape, held: HeldReplica})
 	}
-	res := &ReassembleResult{Missing: src.Missing}
-	idx := &safetensors.Index{WeightMap: map[string]string{}, Metadata: src.Info.IndexMetadata}
-	var files []*outFile
-	for _, sf := range src.Info.Files {
-		of, ok := byFile[sf.Name]
+	d := DirPlan{Dir: ".", Rank: -1, Stage: -1, side: src.aux, indexNoNewline: src.info.IndexNoFinalNewline}
+	for _, f := range src.info.Files {
+		of, ok := byFile[f.Name]
 		if !ok {
 			continue
 		}
-		if err := of.planSteps(); err != nil {
+		if err := of.plan(); err != nil {
 			return nil, err
 		}
-		for _, t := range of.tensors {
-			n, _ := safetensors.ByteSize(t.spec.DType, t.spec.Shape)
-			idx.TotalSize += n
-			idx.WeightMap[t.spec.Name] = of.name
-		}
-		res.Files++
-		files = append(files, of)
+		d.files = append(d.files, of)
 	}
-	if err := prepareOut(out, o.Force); err != nil {
-		return nil, err
-	}
-	if res.Bytes, err = writeFiles(ctx, files, o.Jobs, o.Progress, nil); err != nil {
-		return nil, err
-	}
-	for name, b := range src.aux {
-		if err := atomicfile.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
-			return nil, err
+	d.index = indexOf(d.files, src.info.IndexMetadata)
+	p := &Plan{Op: opReassemble, Source: src.Root, Dirs: []DirPlan{d}, Dropped: src.missing, src: src}
+	p.describe()
+	return p, nil
+}
+
+// fileMeta is a source file's metadata as the source recorded it.
+func fileMeta(src *Source, name string) map[string]string {
+	for _, f := range src.info.Files {
+		if f.Name == name {
+			return f.Metadata
 		}
 	}
-	if err := safetensors.WriteIndex(filepath.Join(out, safetensors.IndexName), idx); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return nil
 }
 
 // Compare checks that every tensor of b exists in a with the same dtype,
@@ -106,7 +67,7 @@ func Compare(ctx context.Context, a, b *Source) (int64, error) {
 	for i, s := range a.Specs {
 		at[s.Name] = i
 	}
-	bufA, bufB := make([]byte, WindowSize), make([]byte, WindowSize)
+	bufA, bufB := make([]byte, windowSize), make([]byte, windowSize)
 	var total int64
 	for j, s := range b.Specs {
 		i, ok := at[s.Name]

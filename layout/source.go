@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -59,25 +58,28 @@ func (m memTensor) section(off, n int64) *io.SectionReader {
 	return io.NewSectionReader(bytes.NewReader(m), off, n)
 }
 
-// SourceFile is one file of the source checkpoint, kept so a reassembly can
+// sourceFile is one file of the source checkpoint, kept so a reassembly can
 // write it back byte for byte.
-type SourceFile struct {
+type sourceFile struct {
 	// Name is the shard name relative to the checkpoint root.
 	Name string `json:"name"`
 	// Metadata is the file's __metadata__ (nil when absent).
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// SourceInfo describes the checkpoint an export was made from.
-type SourceInfo struct {
+// sourceInfo describes the checkpoint an export was made from.
+type sourceInfo struct {
 	// TotalSize is the index's total_size: the bytes of all source tensors.
 	TotalSize int64 `json:"total_size"`
 	// Tensors is the number of source tensors.
 	Tensors int `json:"tensors"`
 	// Files are the source shards in order.
-	Files []SourceFile `json:"files"`
+	Files []sourceFile `json:"files"`
 	// IndexMetadata holds the index's metadata keys besides total_size.
 	IndexMetadata map[string]any `json:"index_metadata,omitempty"`
+	// IndexNoFinalNewline records an index that ends without a newline (as
+	// the released checkpoint's does), so reassembly writes it back alike.
+	IndexNoFinalNewline bool `json:"index_no_final_newline,omitempty"`
 }
 
 // Source is what an export or a reassembly reads: a checkpoint, or the output
@@ -87,28 +89,29 @@ type Source struct {
 	Root string
 	// Specs lists every tensor available, in source-file order.
 	Specs []safetensors.TensorSpec
-	// FileOf is the source shard of each tensor (parallel to Specs).
-	FileOf []string
-	// Info describes the original checkpoint.
-	Info SourceInfo
-	// Config is config.json (nil when absent), without this package's stage
+	// fileOf is the source shard of each tensor (parallel to Specs).
+	fileOf []string
+	// info describes the original checkpoint.
+	info sourceInfo
+	// config is config.json (nil when absent), without this package's stage
 	// annotation when read back from a stage directory.
-	Config []byte
-	// Missing names tensors of the original checkpoint that an export source
+	config []byte
+	// missing names tensors of the original checkpoint that an export source
 	// no longer holds (dropped by its layout).
-	Missing []string
+	missing []string
 
 	data    []tensorData
 	files   map[string]*safetensors.File // a checkpoint source's shards by name
 	counts  map[string]int               // tensors per source file
 	aux     map[string][]byte
 	closers []io.Closer
-	exportM *Manifest // the first manifest, for an export source
+	exportM *manifest // the first manifest, for an export source
+	stamps  []string  // the files read, for resume fingerprints
 }
 
 func (s *Source) countFiles() {
 	s.counts = map[string]int{}
-	for _, f := range s.FileOf {
+	for _, f := range s.fileOf {
 		s.counts[f]++
 	}
 }
@@ -125,10 +128,10 @@ func (s *Source) Close() error {
 
 // Model reads the model dimensions from the source's config.json.
 func (s *Source) Model() (Model, error) {
-	if s.Config == nil {
+	if s.config == nil {
 		return Model{}, fmt.Errorf("%w: %s has no %s", ErrManifest, s.Root, model.ConfigName)
 	}
-	c, err := model.ParseConfig(s.Config)
+	c, err := model.ParseConfig(s.config)
 	if err != nil {
 		return Model{}, fmt.Errorf("%s: %w", filepath.Join(s.Root, model.ConfigName), err)
 	}
@@ -138,11 +141,13 @@ func (s *Source) Model() (Model, error) {
 // auxSkip are root entries that are not copied along as side files.
 func auxSkip(name string) bool {
 	return strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".safetensors") ||
-		name == safetensors.IndexName || name == ManifestName
+		name == safetensors.IndexName || name == manifestName
 }
 
 // readAux reads the small side files (config.json, tokenizer files…) of a
-// local directory.
+// local directory. A side file must be a regular file; a link is followed
+// only when it resolves inside the directory.
+// TODO(layout): the codec's link rule (hub cache snapshots) once it exists.
 func readAux(dir string) (map[string][]byte, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -150,23 +155,62 @@ func readAux(dir string) (map[string][]byte, error) {
 	}
 	out := map[string][]byte{}
 	for _, e := range ents {
-		if !e.Type().IsRegular() || auxSkip(e.Name()) {
+		if e.IsDir() || auxSkip(e.Name()) {
 			continue
 		}
-		info, err := e.Info()
-		if err != nil {
-			return nil, err
+		path := filepath.Join(dir, e.Name())
+		if e.Type()&os.ModeSymlink != 0 {
+			ok, err := within(dir, path)
+			if err != nil {
+				return nil, fmt.Errorf("side file %s: %w", path, err)
+			}
+			if !ok {
+				return nil, fmt.Errorf("%w: side file %s links outside %s", ErrLink, path, dir)
+			}
 		}
-		if info.Size() > safetensors.MaxAuxSize {
-			return nil, fmt.Errorf("side file %s: %d bytes (limit %d)", filepath.Join(dir, e.Name()), info.Size(), safetensors.MaxAuxSize)
-		}
-		b, err := fsx.ReadFile(filepath.Join(dir, e.Name()), safetensors.MaxAuxSize)
+		b, err := fsx.ReadFile(path, safetensors.MaxAuxSize)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("side file: %w", err)
 		}
 		out[e.Name()] = b
 	}
 	return out, nil
+}
+
+// endsInNewline reports whether a local file's last byte is a newline (true
+// for a file that is not local: the codec's own form).
+func endsInNewline(path string) (bool, error) {
+	f, err := fsx.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return true, err
+	}
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], st.Size()-1); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return b[0] == '\n', nil
+}
+
+// stampOf identifies a local file's version (name, size, modification
+// time) for resume fingerprints; "" for a file not served from disk.
+func stampOf(name string, ra io.ReaderAt) string {
+	f, ok := ra.(*os.File)
+	if !ok {
+		return name
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return name
+	}
+	return fmt.Sprintf("%s %d %d", name, st.Size(), st.ModTime().UnixNano())
 }
 
 // OpenSource opens a checkpoint (directory, index or single file), or an
@@ -182,312 +226,44 @@ func OpenSource(path string) (*Source, error) {
 	s := &Source{Root: path, closers: []io.Closer{c}, files: map[string]*safetensors.File{}}
 	for _, f := range c.Files {
 		s.files[f.Path] = f
-		s.Info.Files = append(s.Info.Files, SourceFile{Name: f.Path, Metadata: f.Metadata})
+		s.stamps = append(s.stamps, stampOf(f.Path, f.ReaderAt()))
+		s.info.Files = append(s.info.Files, sourceFile{Name: f.Path, Metadata: f.Metadata})
 		for _, t := range f.Tensors {
 			s.Specs = append(s.Specs, safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape})
-			s.FileOf = append(s.FileOf, f.Path)
+			s.fileOf = append(s.fileOf, f.Path)
 			s.data = append(s.data, fileTensor{f, t})
-			s.Info.TotalSize += t.Size()
+			s.info.TotalSize += t.Size()
 		}
 	}
-	s.Info.Tensors = len(s.Specs)
+	s.info.Tensors = len(s.Specs)
 	s.countFiles()
+	if idx := c.Index(); idx != nil {
+		s.info.IndexMetadata = idx.Metadata
+		nl, err := endsInNewline(filepath.Join(c.Root, c.IndexName))
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.info.IndexNoFinalNewline = !nl
+	}
 	root := c.Root
 	if st, err := os.Stat(root); err == nil && st.IsDir() {
-		if idx, err := safetensors.ReadIndex(filepath.Join(root, safetensors.IndexName)); err == nil {
-			s.Info.IndexMetadata = idx.Metadata
-		}
 		if s.aux, err = readAux(root); err != nil {
 			s.Close()
 			return nil, err
 		}
-	} else if b, err := c.ReadAux(model.ConfigName); err == nil {
-		s.aux = map[string][]byte{model.ConfigName: b}
+	} else {
+		b, err := c.ReadAux(model.ConfigName)
+		switch {
+		case err == nil:
+			s.aux = map[string][]byte{model.ConfigName: b}
+		case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, safetensors.ErrNotFound):
+			s.Close()
+			return nil, err
+		}
 	}
-	s.Config = s.aux[model.ConfigName]
+	s.config = s.aux[model.ConfigName]
 	return s, nil
-}
-
-// exportDirs lists the rank-NN / stage-NN subdirectories of an export that
-// hold a manifest.
-func exportDirs(path string) ([]string, error) {
-	ents, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if !e.IsDir() || !(strings.HasPrefix(e.Name(), rankDirPrefix) || strings.HasPrefix(e.Name(), stageDirPrefix)) {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(path, e.Name(), ManifestName)); err == nil {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-// holder is one piece of a source tensor found in an export directory.
-type holder struct {
-	dir string
-	e   Entry
-	f   *safetensors.File
-	t   safetensors.TensorInfo
-}
-
-// openExport reads every manifest of an export and rebuilds each source
-// tensor from the pieces: whole copies are read in place, slices through a
-// reader that interleaves them, packed scales by unpacking and gathering.
-func openExport(root string, dirs []string) (*Source, error) {
-	s := &Source{Root: root}
-	files := map[string]*safetensors.File{}
-	pieces := map[string][]holder{}
-	dropped := map[string]bool{}
-	var first *Manifest
-	fail := func(err error) (*Source, error) { s.Close(); return nil, err }
-	for _, d := range dirs {
-		dir := filepath.Join(root, d)
-		m, err := ReadManifest(dir)
-		if err != nil {
-			return fail(err)
-		}
-		if first == nil {
-			first = m
-			s.aux, err = readAux(dir)
-			if err != nil {
-				return fail(err)
-			}
-		} else if m.Layout.Name != first.Layout.Name || m.Ranks != first.Ranks || m.Source.TotalSize != first.Source.TotalSize || m.Source.Tensors != first.Source.Tensors {
-			return fail(fmt.Errorf("%w: %s: layout %s of %d ranks over %d source bytes, but %s has %s of %d over %d",
-				ErrManifest, dir, m.Layout.Name, m.Ranks, m.Source.TotalSize, dirs[0], first.Layout.Name, first.Ranks, first.Source.TotalSize))
-		}
-		for _, n := range m.Dropped {
-			dropped[n] = true
-		}
-		for _, e := range m.Tensors {
-			key := d + "/" + e.File
-			f, ok := files[key]
-			if !ok {
-				f, err = safetensors.OpenFile(filepath.Join(dir, e.File))
-				if err != nil {
-					return fail(err)
-				}
-				s.closers = append(s.closers, f)
-				files[key] = f
-			}
-			t, ok := f.Lookup(e.Name)
-			if !ok {
-				return fail(fmt.Errorf("%w: %s: tensor %s is in the manifest but not in %s", ErrManifest, dir, e.Name, e.File))
-			}
-			pieces[e.Name] = append(pieces[e.Name], holder{dir: d, e: e, f: f, t: t})
-		}
-	}
-	s.Info, s.exportM = first.Source, first
-	// A stage directory's config.json carries the stage's layer range; the
-	// manifest keeps the original bytes.
-	delete(s.aux, model.ConfigName)
-	if first.SourceConfig != "" {
-		s.Config = []byte(first.SourceConfig)
-		s.aux[model.ConfigName] = s.Config
-	}
-	// Source order: by source file, then name.
-	names := make([]string, 0, len(pieces))
-	for n := range pieces {
-		names = append(names, n)
-	}
-	fileRank := map[string]int{}
-	for i, f := range s.Info.Files {
-		fileRank[f.Name] = i
-	}
-	sort.Slice(names, func(a, b int) bool {
-		fa, fb := fileRank[pieces[names[a]][0].e.SourceFile], fileRank[pieces[names[b]][0].e.SourceFile]
-		if fa != fb {
-			return fa < fb
-		}
-		return names[a] < names[b]
-	})
-	for _, n := range names {
-		hs := pieces[n]
-		e := hs[0].e
-		d, err := rebuild(n, hs)
-		if err != nil {
-			return fail(err)
-		}
-		s.Specs = append(s.Specs, safetensors.TensorSpec{Name: n, DType: e.DType, Shape: e.Shape})
-		s.FileOf = append(s.FileOf, e.SourceFile)
-		s.data = append(s.data, d)
-	}
-	s.countFiles()
-	for n := range dropped {
-		if _, ok := pieces[n]; !ok {
-			s.Missing = append(s.Missing, n)
-		}
-	}
-	sort.Strings(s.Missing)
-	if len(s.Specs)+len(s.Missing) != s.Info.Tensors {
-		return fail(fmt.Errorf("%w: %s: %d tensors held and %d dropped, but the source had %d; are rank directories missing?",
-			ErrManifest, root, len(s.Specs), len(s.Missing), s.Info.Tensors))
-	}
-	return s, nil
-}
-
-// rebuild returns the full source tensor from its pieces.
-func rebuild(name string, hs []holder) (tensorData, error) {
-	e := hs[0].e
-	for _, h := range hs {
-		if h.e.DType != e.DType || !equalShape(h.e.Shape, e.Shape) || h.e.SourceFile != e.SourceFile {
-			return nil, fmt.Errorf("%w: tensor %s: %s says %s %v in %s, %s says %s %v in %s", ErrManifest, name,
-				hs[0].dir, e.DType, e.Shape, e.SourceFile, h.dir, h.e.DType, h.e.Shape, h.e.SourceFile)
-		}
-	}
-	if e.Packed != nil {
-		return unpackScale(name, hs)
-	}
-	for _, h := range hs {
-		if h.e.Held != HeldSlice {
-			if h.t.DType != e.DType || !equalShape(h.t.Shape, e.Shape) {
-				return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest says %s %v", ErrManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, e.DType, e.Shape)
-			}
-			return fileTensor{h.f, h.t}, nil
-		}
-	}
-	return newSliced(name, hs)
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// slicedTensor reads a tensor split along an axis from its slices, filling the
-// padding a Valid split dropped with zeros.
-type slicedTensor struct {
-	parts       []holder // sorted by start, tiling [0, valid)
-	size        int64
-	innerB      int64 // bytes of one step along the axis
-	rowB        int64 // bytes of one full outer row (dim × innerB)
-	valid       int64
-	readerForAt func(h holder) io.ReaderAt
-}
-
-func newSliced(name string, hs []holder) (*slicedTensor, error) {
-	e := hs[0].e
-	// Distinct slices (a replica group holds each slice on several ranks).
-	seen := map[[2]int64]bool{}
-	var parts []holder
-	for _, h := range hs {
-		k := [2]int64{h.e.Start, h.e.Stop}
-		if h.e.Axis != e.Axis || h.e.Valid != e.Valid {
-			return nil, fmt.Errorf("%w: tensor %s: slices disagree on axis or valid length", ErrManifest, name)
-		}
-		want := append([]int64(nil), e.Shape...)
-		if e.Axis >= len(want) {
-			return nil, fmt.Errorf("%w: tensor %s: axis %d of %v", ErrManifest, name, e.Axis, e.Shape)
-		}
-		want[e.Axis] = h.e.Stop - h.e.Start
-		if h.t.DType != e.DType || !equalShape(h.t.Shape, want) {
-			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest slice [%d,%d) needs %v", ErrManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, h.e.Start, h.e.Stop, want)
-		}
-		if !seen[k] {
-			seen[k] = true
-			parts = append(parts, h)
-		}
-	}
-	sort.Slice(parts, func(a, b int) bool { return parts[a].e.Start < parts[b].e.Start })
-	dim := e.Shape[e.Axis]
-	valid := dim
-	if e.Valid > 0 {
-		valid = e.Valid
-	}
-	var at int64
-	for _, p := range parts {
-		if p.e.Start != at || p.e.Stop <= p.e.Start {
-			return nil, fmt.Errorf("%w: tensor %s: slices along axis %d do not tile [0,%d): gap or overlap at %d; is a rank directory missing?", ErrManifest, name, e.Axis, valid, at)
-		}
-		at = p.e.Stop
-	}
-	if at != valid {
-		return nil, fmt.Errorf("%w: tensor %s: slices along axis %d cover [0,%d) of [0,%d); is a rank directory missing?", ErrManifest, name, e.Axis, at, valid)
-	}
-	inner, _ := safetensors.NumElements(e.Shape[e.Axis+1:])
-	if inner*e.DType.Bits()%8 != 0 {
-		return nil, fmt.Errorf("%w: tensor %s: a step along axis %d is not a whole number of bytes", ErrManifest, name, e.Axis)
-	}
-	size, err := safetensors.ByteSize(e.DType, e.Shape)
-	if err != nil {
-		return nil, fmt.Errorf("tensor %s: %w", name, err)
-	}
-	innerB := inner * e.DType.Bits() / 8
-	return &slicedTensor{parts: parts, size: size, innerB: innerB, rowB: dim * innerB, valid: valid}, nil
-}
-
-// ReadAt gathers [off, off+len(p)) from the slices with one read per slice:
-// inside the request only the first and last outer rows are partial, so each
-// slice's share is one contiguous range of its file.
-func (st *slicedTensor) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off >= st.size {
-		return 0, io.EOF
-	}
-	end := min(off+int64(len(p)), st.size)
-	o0, o1 := off/st.rowB, ceilDiv(end, st.rowB)
-	var scratch []byte
-	for _, h := range st.parts {
-		partRowB := (h.e.Stop - h.e.Start) * st.innerB
-		a, b := int64(-1), int64(0)
-		for o := o0; o < o1; o++ {
-			gs := o*st.rowB + h.e.Start*st.innerB
-			lo, hi := max(gs, off), min(gs+partRowB, end)
-			if lo < hi {
-				if a < 0 {
-					a = o*partRowB + lo - gs
-				}
-				b = o*partRowB + hi - gs
-			}
-		}
-		if a < 0 {
-			continue
-		}
-		if int64(cap(scratch)) < b-a {
-			scratch = make([]byte, b-a)
-		}
-		buf := scratch[:b-a]
-		if err := readFull(fileTensor{h.f, h.t}, buf, a); err != nil {
-			return 0, fmt.Errorf("%s/%s: %w", h.dir, h.e.File, err)
-		}
-		for o := o0; o < o1; o++ {
-			gs := o*st.rowB + h.e.Start*st.innerB
-			lo, hi := max(gs, off), min(gs+partRowB, end)
-			if lo < hi {
-				src := o*partRowB + lo - gs - a
-				copy(p[lo-off:hi-off], buf[src:src+hi-lo])
-			}
-		}
-	}
-	if st.valid*st.innerB < st.rowB { // zero the padding a Valid split dropped
-		for o := o0; o < o1; o++ {
-			lo, hi := max(o*st.rowB+st.valid*st.innerB, off), min((o+1)*st.rowB, end)
-			if lo < hi {
-				clear(p[lo-off : hi-off])
-			}
-		}
-	}
-	n := int(end - off)
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-func (st *slicedTensor) section(off, n int64) *io.SectionReader {
-	return io.NewSectionReader(st, off, n)
 }
 
 // stageKey is the config.json key recording a stage checkpoint's layer range.

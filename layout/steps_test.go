@@ -48,7 +48,10 @@ func TestPlanStepsRuns(t *testing.T) {
 	})
 	// b1 starts, in b, at the very offset where a6 ends in a: only the source
 	// file tells the two apart.
-	a6, _ := a.Lookup("a6")
+	a6, ok := a.Lookup("a6")
+	if !ok {
+		t.Fatal("no a6")
+	}
 	var b *st.File
 	for n := int64(4); b == nil || b.DataStart+2*n != a.DataStart+a6.End; n += 4 {
 		if n > 1<<16 {
@@ -71,10 +74,10 @@ func TestPlanStepsRuns(t *testing.T) {
 	slice.spec.Shape = []int64{4, 4}
 	mem := outTensor{spec: st.TensorSpec{Name: "m", DType: st.F32, Shape: []int64{2}}, src: memTensor(make([]byte, 8)), shape: []int64{2}}
 	// Source order of the file's tensors (how planRank appends them).
-	of := &outFile{path: "out.safetensors", tensors: []outTensor{
+	of := &outFile{name: "out.safetensors", tensors: []outTensor{
 		whole(a, "a1"), whole(a, "a2"), slice, whole(a, "a4"), whole(a, "a6"), whole(a, "e1"), whole(a, "e2"), whole(b, "b1"), mem,
 	}}
-	if err := of.planSteps(); err != nil {
+	if err := of.plan(); err != nil {
 		t.Fatal(err)
 	}
 	lay, err := of.layout()
@@ -89,7 +92,13 @@ func TestPlanStepsRuns(t *testing.T) {
 	if want := []string{"m", "a1", "a2", "a3", "a4", "a6", "b1", "e1", "e2"}; !slices.Equal(order, want) {
 		t.Fatalf("layout order %v, want %v", order, want)
 	}
-	at := func(f *st.File, name string) int64 { ti, _ := f.Lookup(name); return f.DataStart + ti.Begin }
+	at := func(f *st.File, name string) int64 {
+		ti, ok := f.Lookup(name)
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		return f.DataStart + ti.Begin
+	}
 	want := []fileStep{
 		{first: 0, last: 0, tensor: 8}, // computed in memory
 		{first: 1, last: 2, tensor: -1, src: a, off: at(a, "a1"), n: 16},
@@ -105,51 +114,43 @@ func TestPlanStepsRuns(t *testing.T) {
 	}
 }
 
-// Every file of every rank of the tiny exports: the steps write each tensor
+// Every file of every rank of tiny exports (planned from headers): the steps write each tensor
 // once, in the layout's order; a run holds only whole tensors of one source
 // file, contiguous and in order on both sides, and is as long as allowed.
 func TestPlanStepsExports(t *testing.T) {
-	bf16, fp8 := fixtures(t)
+	bf16, fp8 := tinyCatalogs()
+	files := layerFiles(int(tinyDims.layers))
 	cases := []struct {
-		name string
-		src  string
-		o    Options
+		name  string
+		specs []st.TensorSpec
+		o     Options
 	}{
 		{"pp16", bf16, Options{}},
 		{"dp16", fp8, Options{TextOnly: true, WeightShard: true, VocabTP: true}},
 		{"dp2-dcp8", fp8, Options{TextOnly: true, VocabTP: true}},
 	}
 	for _, c := range cases {
-		s, err := OpenSource(c.src)
+		s, _ := fakeSource(t, nil, c.specs, files)
+		l, err := Builtin(c.name, tinyDims.model(), c.o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
-		m, err := s.Model()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := Builtin(c.name, m, c.o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan, err := l.Plan(s.Specs)
+		plan, err := PlanExport(s, l, ExportOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		runs, multi := 0, 0
-		for r := range plan.Ranks() {
-			ro, err := planRank(s, plan, t.TempDir(), r, PackNone)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, of := range ro.files {
+		for _, d := range plan.Dirs {
+			for _, of := range d.files {
 				if of.verbatim != nil {
 					continue
 				}
 				lay, err := of.layout()
 				if err != nil {
 					t.Fatal(err)
+				}
+				if !slices.Equal(lay.Header, of.lay.Header) {
+					t.Errorf("%s: planned header differs from a fresh layout", of.name)
 				}
 				checkFileSteps(t, of, lay)
 				for _, fs := range of.steps {
@@ -177,12 +178,12 @@ func checkFileSteps(t *testing.T, of *outFile, lay *st.Layout) {
 	next := 0
 	for k, fs := range of.steps {
 		if fs.first != next || fs.last < fs.first {
-			t.Fatalf("%s: step %d covers [%d, %d], want to start at %d", of.path, k, fs.first, fs.last, next)
+			t.Fatalf("%s: step %d covers [%d, %d], want to start at %d", of.name, k, fs.first, fs.last, next)
 		}
 		next = fs.last + 1
 		if fs.tensor >= 0 {
 			if fs.last != fs.first || of.tensors[fs.tensor].spec.Name != lay.Tensors[fs.first].Name {
-				t.Errorf("%s: step %d writes %s at %s", of.path, k, of.tensors[fs.tensor].spec.Name, lay.Tensors[fs.first].Name)
+				t.Errorf("%s: step %d writes %s at %s", of.name, k, of.tensors[fs.tensor].spec.Name, lay.Tensors[fs.first].Name)
 			}
 			continue
 		}
@@ -191,27 +192,27 @@ func checkFileSteps(t *testing.T, of *outFile, lay *st.Layout) {
 			ot := of.tensors[idx[lay.Tensors[i].Name]]
 			ft, ok := ot.src.(fileTensor)
 			if !ok || ot.held == HeldSlice || ot.pack != nil || ft.f != fs.src {
-				t.Errorf("%s: run %d..%d holds %s, not a whole tensor of %s", of.path, fs.first, fs.last, ot.spec.Name, fs.src.Path)
+				t.Errorf("%s: run %d..%d holds %s, not a whole tensor of %s", of.name, fs.first, fs.last, ot.spec.Name, fs.src.Path)
 				continue
 			}
 			if ft.f.DataStart+ft.t.Begin != fs.off+n {
-				t.Errorf("%s: run %d..%d: %s not contiguous in %s", of.path, fs.first, fs.last, ot.spec.Name, fs.src.Path)
+				t.Errorf("%s: run %d..%d: %s not contiguous in %s", of.name, fs.first, fs.last, ot.spec.Name, fs.src.Path)
 			}
 			n += ft.t.Size()
 		}
 		if n != fs.n {
-			t.Errorf("%s: run %d..%d: %d bytes, step says %d", of.path, fs.first, fs.last, n, fs.n)
+			t.Errorf("%s: run %d..%d: %d bytes, step says %d", of.name, fs.first, fs.last, n, fs.n)
 		}
 		// Maximal: a next run that goes on where this one ends in the same
 		// source could only be kept apart by the size limit.
 		if k+1 < len(of.steps) {
 			nx := of.steps[k+1]
-			if nx.tensor < 0 && nx.src == fs.src && nx.off == fs.off+fs.n && fs.n+lay.Tensors[nx.first].Size() <= MaxRunBytes {
-				t.Errorf("%s: runs %d..%d and %d..%d could be one", of.path, fs.first, fs.last, nx.first, nx.last)
+			if nx.tensor < 0 && nx.src == fs.src && nx.off == fs.off+fs.n && fs.n+lay.Tensors[nx.first].Size() <= maxRunBytes {
+				t.Errorf("%s: runs %d..%d and %d..%d could be one", of.name, fs.first, fs.last, nx.first, nx.last)
 			}
 		}
 	}
 	if next != len(lay.Tensors) {
-		t.Errorf("%s: steps write %d of %d tensors", of.path, next, len(lay.Tensors))
+		t.Errorf("%s: steps write %d of %d tensors", of.name, next, len(lay.Tensors))
 	}
 }

@@ -146,6 +146,8 @@ func (c *Config) templates() *templates {
 			{"w3.weight_packed", u8, s(I, L/2)},
 			{"w3.weight_scale", u8, s(I, L/g)},
 		}
+	} else if c.Experts == ExpertsNVFP4 {
+		t.expert = c.nvfp4ExpertTemplates()
 	} else {
 		t.expert = []tmpl{
 			{"w1.weight", bf, s(I, L)},

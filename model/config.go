@@ -72,15 +72,20 @@ const (
 	ExpertsMXFP4 ExpertFormat = iota
 	// ExpertsBF16 is unquantized BF16 weights (a config without quantization_config).
 	ExpertsBF16
+	// ExpertsNVFP4 is NVFP4 (a ModelOpt conversion): weight + weight_scale
+	// (E4M3, one per 16) + weight_scale_2 and input_scale (F32 scalars).
+	ExpertsNVFP4
 )
 
-// String returns "mxfp4" or "bf16".
+// String returns "mxfp4", "bf16" or "nvfp4".
 func (f ExpertFormat) String() string {
 	switch f {
 	case ExpertsMXFP4:
 		return "mxfp4"
 	case ExpertsBF16:
 		return "bf16"
+	case ExpertsNVFP4:
+		return "nvfp4"
 	}
 	return fmt.Sprintf("ExpertFormat(%d)", uint8(f))
 }
@@ -142,8 +147,9 @@ type Config struct {
 
 	Experts   ExpertFormat
 	GroupSize int64 // MXFP4 group (32)
-	// Converted is the quant_method of a block-FP8 conversion ("fp8",
-	// "modelopt"), "" for a source checkpoint or a compressed-tensors one.
+	// Converted is the quant_method of a conversion's top-level config
+	// ("modelopt_mixed", "fp8"), "" for a source checkpoint or a
+	// compressed-tensors one.
 	Converted string
 
 	Vision *VisionConfig // nil when the config has no vision_config

@@ -383,12 +383,12 @@ func TestConfigErrors(t *testing.T) {
 		}},
 		{"text_config.quantization_config", func(m map[string]any) { at(m, "text_config")["quantization_config"] = "x" }},
 		{"quantization_config.quant_method", func(m map[string]any) { m["quantization_config"] = map[string]any{"quant_method": "gptq"} }},
-		{"quantization_config.experts_quantization_config", func(m map[string]any) {
-			m["quantization_config"] = map[string]any{"quant_method": "fp8"}
+		{"quantization_config.quant_algo", func(m map[string]any) {
+			m["quantization_config"] = map[string]any{"quant_method": "modelopt_mixed", "quant_algo": "FP8", "quantized_layers": map[string]any{}}
 		}},
-		{"quantization_config.experts_quantization_config.quant_method", func(m map[string]any) {
-			src := at(m, "text_config", "quantization_config")
-			m["quantization_config"] = map[string]any{"quant_method": "fp8", ExpertsQuantizationKey: map[string]any{"quant_method": "awq"}, "x": src}
+		{"quantization_config.quantized_layers.model.layers.1.mlp.experts.group_size", func(m map[string]any) {
+			m["quantization_config"] = map[string]any{"quant_method": "modelopt_mixed", "quant_algo": "MIXED_PRECISION", "quantized_layers": map[string]any{
+				"model.layers.1.mlp.experts": map[string]any{"quant_algo": "NVFP4", "group_size": n(32)}}}
 		}},
 		{"text_config.quantization_config.config_groups.group_0.weights.group_size", func(m map[string]any) {
 			at(m, "text_config", "quantization_config", "config_groups", "group_0", "weights")["group_size"] = n(16)
@@ -487,31 +487,6 @@ func TestConfigVariants(t *testing.T) {
 	for _, ts := range c.ShardTensors(1) {
 		if strings.HasSuffix(ts.Name, "experts.0.w2.weight") && !slices.Equal(ts.Shape, []int64{3584, 3072}) {
 			t.Errorf("BF16 w2 shape %v", ts.Shape)
-		}
-	}
-}
-
-// TestConvertedConfig parses the quantization_config a block-FP8 conversion
-// writes (deepseek fp8 and modelopt conventions): the experts' MXFP4 group is
-// found under experts_quantization_config, so the schema and catalog still
-// apply to a converted checkpoint.
-func TestConvertedConfig(t *testing.T) {
-	for _, qm := range []string{"fp8", "modelopt"} {
-		m := k3Raw(t)
-		src := at(m, "text_config", "quantization_config")
-		m["quantization_config"] = map[string]any{
-			"quant_method": qm, "fmt": "e4m3", "weight_block_size": []any{json.Number("128"), json.Number("128")},
-			ExpertsQuantizationKey: src,
-		}
-		c, err := ParseConfig(encode(t, m))
-		if err != nil {
-			t.Fatalf("%s: %v", qm, err)
-		}
-		if c.QuantizationPath() != "quantization_config" || c.QuantizationConfig()["quant_method"] != qm {
-			t.Errorf("%s: quantization_config read at %q", qm, c.QuantizationPath())
-		}
-		if c.Experts != ExpertsMXFP4 || c.GroupSize != 32 || c.Converted != qm || c.NumTensors() != 497220 {
-			t.Fatalf("%s: experts %v group %d converted %q tensors %d", qm, c.Experts, c.GroupSize, c.Converted, c.NumTensors())
 		}
 	}
 }

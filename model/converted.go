@@ -1,33 +1,119 @@
 package model
 
-// ExpertsQuantizationKey is where a converted checkpoint's quantization_config
-// (quant_method fp8 or modelopt) keeps the source's compressed-tensors
-// description of the MXFP4 experts, so the config states every tensor's format.
-const ExpertsQuantizationKey = "experts_quantization_config"
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
 
-// parseConverted reads the top-level quantization_config of a converted
-// checkpoint, whose quant_method is qm (not compressed-tensors): it records
-// the method in c.Converted and returns the compressed-tensors description
-// of the routed experts it carries. ok is false after a failure (recorded
-// in p).
-func (c *Config) parseConverted(p *fields, q jobj, qm string) (experts jobj, ok bool) {
-	if qm != "fp8" && qm != "modelopt" {
-		p.fail(q.name("quant_method"), "must be %q (MXFP4 experts), or \"fp8\"/\"modelopt\" for a converted checkpoint, got %q", compressedTensors, qm)
-		return jobj{}, false
-	}
-	// A block-FP8 conversion (convert's deepseek or modelopt convention)
-	// keeps the experts' own compressed-tensors description under
-	// ExpertsQuantizationKey; without it their format would be a guess.
-	c.Converted = qm
-	eq, ok := p.object(q, ExpertsQuantizationKey, false)
-	if !ok {
-		if p.err == nil {
-			p.fail(q.name(ExpertsQuantizationKey), "a %q quantization_config must describe the routed experts' format here", qm)
+// parseConverted reads the quantization_config a conversion wrote at the top
+// level and settles the routed experts' format from what it states:
+//   - modelopt_mixed: NVFP4 when quantized_layers lists an expert bank as
+//     NVFP4; BF16 when exclude_modules (ignore) covers the banks; otherwise
+//     MXFP4, which is how a ModelOpt loader that knows MXFP4 reads undeclared
+//     experts (TensorRT-LLM's K3 loader defaults them to MXFP4).
+//   - fp8 (DeepSeek): the block-FP8 config says nothing about the experts, so
+//     their description stays where the source had it, in
+//     text_config.quantization_config; without one they are BF16.
+func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
+	switch qm {
+	case QuantModelOptMixed:
+		c.Converted = qm
+		c.parseModelOptExperts(p, q)
+	case QuantFP8:
+		c.Converted = qm
+		if !c.Multimodal {
+			c.Experts = ExpertsBF16
+			return
 		}
-		return jobj{}, false
+		eq, ok := p.object(text, "quantization_config", false)
+		if !ok {
+			if p.err == nil {
+				c.Experts = ExpertsBF16
+			}
+			return
+		}
+		if m := p.str(eq, "quant_method", true); p.err == nil && m != compressedTensors {
+			p.fail(eq.name("quant_method"), "the experts must be %q (MXFP4), got %q", compressedTensors, m)
+			return
+		}
+		c.parseCompressedTensors(p, eq)
+	default:
+		p.fail(q.name("quant_method"), "must be %q (MXFP4 experts), or %q/%q for a converted checkpoint, got %q",
+			compressedTensors, QuantModelOptMixed, QuantFP8, qm)
 	}
-	if m := p.str(eq, "quant_method", true); p.err == nil && m != compressedTensors {
-		p.fail(eq.name("quant_method"), "the experts must be %q (MXFP4), got %q", compressedTensors, m)
+}
+
+// parseModelOptExperts finds the experts' format in a ModelOpt mixed
+// quantization_config (quantized_layers and ignore).
+func (c *Config) parseModelOptExperts(p *fields, q jobj) {
+	if algo := p.str(q, "quant_algo", true); p.err == nil && algo != "MIXED_PRECISION" {
+		p.fail(q.name("quant_algo"), "a %q config must be \"MIXED_PRECISION\", got %q", QuantModelOptMixed, algo)
 	}
-	return eq, p.err == nil
+	layers, _ := p.object(q, "quantized_layers", true)
+	if p.err != nil {
+		return
+	}
+	bank := c.TextPrefix() + "layers."
+	nvfp4 := false
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range layers.m {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		if !strings.HasSuffix(k, ".experts") {
+			continue
+		}
+		e, _ := p.object(layers, k, true)
+		algo := p.str(e, "quant_algo", true)
+		if p.err != nil {
+			return
+		}
+		if algo != modelOptNVFP4 {
+			p.fail(e.name("quant_algo"), "routed experts must be NVFP4 when declared, got %q", algo)
+			return
+		}
+		g := p.sizeOr(e, "group_size", 1, MaxDim, NVFP4GroupSize)
+		if p.err == nil && g != NVFP4GroupSize {
+			p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", NVFP4GroupSize, g)
+			return
+		}
+		nvfp4 = true
+	}
+	switch {
+	case nvfp4:
+		c.Experts, c.GroupSize = ExpertsNVFP4, NVFP4GroupSize
+	case c.NumExperts > 0 && c.firstMoELayer() >= 0 && ignores(q.m["ignore"], bank+strconv.Itoa(c.firstMoELayer())+".block_sparse_moe.experts"):
+		c.Experts = ExpertsBF16
+	default:
+		c.Experts, c.GroupSize = ExpertsMXFP4, 32
+	}
+}
+
+// firstMoELayer is the first layer with routed experts, or -1.
+func (c *Config) firstMoELayer() int {
+	if c.FirstKDense < c.NumLayers {
+		return c.FirstKDense
+	}
+	return -1
+}
+
+// ignores reports whether a ModelOpt ignore list matches module under any
+// engine spelling.
+func ignores(v any, module string) bool {
+	list, _ := v.([]any)
+	for _, e := range list {
+		pat, ok := e.(string)
+		if !ok {
+			continue
+		}
+		for _, n := range ModuleSpellings(module) {
+			if MatchModule(pat, n) {
+				return true
+			}
+		}
+	}
+	return false
 }

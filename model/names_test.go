@@ -285,3 +285,31 @@ func TestSideFiles(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseName: no name panics the matcher; a weight and its companions
+// share a module that prefixes the name; only experts have an expert index.
+func FuzzParseName(f *testing.F) {
+	for _, n := range []string{
+		"language_model.model.layers.1.block_sparse_moe.experts.10.w3.weight_scale",
+		"model.layers.3.self_attn.o_proj.weight_scale_inv", "language_model.lm_head.weight",
+		"model.layers.5.self_attn.A_log", "vision_tower.encoder.blocks.3.wqkv.weight", "model.layers.3.weight",
+		"language_model.model.layers.", "model.layers.1.mlp.experts.", ".", "",
+	} {
+		f.Add(n)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		n := ParseName(name)
+		if !strings.HasPrefix(name, n.Module) || (n.Module != "" && len(name) > len(n.Module) && name[len(n.Module)] != '.') {
+			t.Fatalf("%q: module %q", name, n.Module)
+		}
+		if (n.Expert >= 0) != (n.Group == GroupExperts) || (n.Expert >= 0 && n.Layer < 0) {
+			t.Fatalf("%q: %+v", name, n)
+		}
+		if n.Group != GroupOther && n.Group.Component() == Other {
+			t.Fatalf("%q: group %v has no component", name, n.Group)
+		}
+		if Classify(name) != n.Group.Component() {
+			t.Fatalf("%q: Classify disagrees", name)
+		}
+	})
+}

@@ -29,9 +29,8 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 		return
 	}
 	if qm != compressedTensors {
-		if q, ok = c.parseConverted(p, q, qm); !ok {
-			return
-		}
+		c.parseConverted(p, q, qm, text)
+		return
 	}
 	c.parseCompressedTensors(p, q)
 }

@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,14 +24,16 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/progress"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // convertFlags are the convert command's flags.
 type convertFlags struct {
 	recipe, format, scaleFmt, nonFinite, worker string
+	experts, numerics                           string
 	jobs                                        int
-	resume, dryRun, json                        bool
+	resume, restart, noSpaceCheck, dryRun, json bool
 }
 
 func newConvertCmd() *cobra.Command {
@@ -41,8 +45,11 @@ func newConvertCmd() *cobra.Command {
 are copied, quantized to 128×128 block-FP8 with their scales, or dropped; every
 file, offset and config), then carries it out: copied tensors move by byte
 range, quantized ones stream in 128-row bands, every file appears under its
-final name only when complete and synced. --resume after a crash or kill -9
-checks finished files against their recorded sha256 and redoes the rest.
+final name only when complete and synced. Running the same command again on
+a DST that holds the same plan (after a crash, kill -9 or Ctrl-C) resumes:
+finished files are checked against their recorded sha256 and kept, the rest
+is redone; --restart writes everything again. Before the first byte the
+planned output size is compared with DST's free space.
 --worker I/N converts a deterministic 1/N of the files (one worker per machine
 on shared storage); the last worker to finish, or 'k3ckpt merge DST', writes
 the index, config and manifest.`,
@@ -51,11 +58,15 @@ the index, config and manifest.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&fl.recipe, "recipe", convert.AttnMoEDenseFP8, "conversion recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
-	f.StringVar(&fl.format, "format", convert.DeepSeek.String(), "scale/config convention: deepseek, compressed-tensors or modelopt")
+	f.StringVar(&fl.format, "format", convert.ModelOpt.String(), "scale/config convention: modelopt (ModelOpt mixed precision, what K3 engines load), deepseek or compressed-tensors (see docs/COMPATIBILITY.md)")
+	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (MXFP4 bytes unchanged) or nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt)")
+	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
 	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
-	addJobsFlag(f, &fl.jobs)
-	f.BoolVar(&fl.resume, "resume", false, "skip files already finished whose size and sha256 match their record")
+	addJobsFlag(f, &fl.jobs) // memory: the plan, ~375 MiB for full K3, + 64 MiB per job
+	f.BoolVar(&fl.resume, "resume", false, "keep files already finished whose size and sha256 match their record (the default; the explicit form)")
+	f.BoolVar(&fl.restart, "restart", false, "discard what an earlier run of this plan left in DST and write every file again")
+	f.BoolVar(&fl.noSpaceCheck, "no-space-check", false, "do not compare the planned output size with DST's free space")
 	f.StringVar(&fl.worker, "worker", "", "convert only slice I of N (0-based), e.g. 3/8")
 	f.BoolVar(&fl.dryRun, "dry-run", false, "print the plan and the output sizes, write nothing")
 	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
@@ -69,8 +80,8 @@ func parseWorker(s string) (int, int, error) {
 	a, b, ok := strings.Cut(s, "/")
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("%w: --worker %q (want I/N with 0 ≤ I < N)", convert.ErrWorker, s)
+	if !ok || err1 != nil || err2 != nil || convert.CheckWorker(i, n) != nil {
+		return 0, 0, fmt.Errorf("%w: --worker %q (want I/N with 0 ≤ I < N ≤ %d)", convert.ErrWorker, s, convert.MaxWorkers)
 	}
 	return i, n, nil
 }
@@ -90,6 +101,12 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if opts.NonFinite, err = convert.ParseNonFinitePolicy(fl.nonFinite); err != nil {
 		return flagError("nonfinite", err)
 	}
+	if opts.Experts, err = convert.ParseExpertsMode(fl.experts); err != nil {
+		return err
+	}
+	if opts.Numerics, err = convert.ParseNumerics(fl.numerics); err != nil {
+		return err
+	}
 	wi, wn, err := parseWorker(fl.worker)
 	if err != nil {
 		return err
@@ -98,6 +115,13 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if err != nil {
 		return err
 	}
+	if jobs > convert.MaxJobs {
+		return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
+	}
+	if fl.resume && fl.restart {
+		return fmt.Errorf("--resume and --restart exclude each other")
+	}
+	planMemory()
 	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil {
 		return fmt.Errorf("%s is already a k3ckpt conversion (it holds %s): convert reads the original checkpoint", srcPath, convert.ManifestName)
 	}
@@ -122,7 +146,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	setMemoryLimit(jobs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	eo := convert.ExecOptions{Jobs: jobs, Resume: fl.resume, Worker: wi, Workers: wn}
+	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck}
 	label := "convert (read + written)"
 	if wn > 1 {
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
@@ -134,6 +158,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	start := time.Now()
 	res, err := convert.Execute(ctx, p, dst, eo)
 	bar.Finish()
+	if err != nil && ctx.Err() != nil {
+		return &exitError{code: 130, err: fmt.Errorf("convert interrupted: the files finished so far are kept; run the same command again to continue (finished files are checked and kept; --restart starts over)")}
+	}
 	if err != nil {
 		return err
 	}
@@ -177,13 +204,44 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	return nil
 }
 
-// setMemoryLimit makes the garbage collector keep the heap within the
-// converter's budget (256 MiB + 64 MiB per job) instead of letting it grow to
-// twice the live data; GOMEMLIMIT, when set, wins.
-func setMemoryLimit(jobs int) {
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(256<<20 + 64<<20*max(jobs, 1)))
+// Memory. A plan holds every source header (the codec's checkpoint) and
+// every output layout: for full K3 (497,220 tensors) about 375 MiB live,
+// growing with the tensor count, not with the data. The executor adds up to
+// 64 MiB per job of bounded buffers. While the plan is built the collector
+// keeps the heap within a quarter of what is live (instead of twice); once
+// it is built the limit is what is live plus the jobs' buffers, so the heap
+// stays there without the collector running continuously. GOGC or
+// GOMEMLIMIT, when set, win.
+
+// planMemory applies the planning phase's collector setting.
+func planMemory() {
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetGCPercent(25)
 	}
+}
+
+// setMemoryLimit bounds the heap at what is live now plus 64 MiB per job
+// (and a margin for the run's small allocations).
+func setMemoryLimit(jobs int) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	var live int64
+	if sample[0].Value.Kind() == metrics.KindUint64 {
+		live = int64(sample[0].Value.Uint64())
+	}
+	debug.SetMemoryLimit(live + 64<<20*int64(max(jobs, 1)) + 64<<20)
+	debug.SetGCPercent(100)
+}
+
+func nonNilSplits(s []convert.SplitReport) []convert.SplitReport {
+	if s == nil {
+		return []convert.SplitReport{}
+	}
+	return s
 }
 
 func nonNil(s []string) []string {
@@ -206,7 +264,7 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 		}
 		files := make([]file, 0, len(p.Files))
 		for _, f := range p.Files {
-			files = append(files, file{f.Name, f.Totals.Copied + f.Totals.Quantized*2, f.Totals.Quantized, f.Source.Size, f.Size})
+			files = append(files, file{f.Name, f.Totals.Copied + f.Totals.Quantized*2, f.Totals.Quantized, f.Source.Size, f.Size()})
 		}
 		aux := make([]string, 0, len(p.Aux))
 		for _, a := range p.Aux {
@@ -214,17 +272,25 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 		}
 		return writeJSON(w, map[string]any{
 			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
+			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
 			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
+			"fused_splits": nonNilSplits(p.Splits()),
 		})
 	}
 	fmt.Fprintf(w, "plan %.12s: recipe %s, format %s, scales %s\n", p.ID, p.Recipe.Name, p.Options.Format, p.Options.ScaleFmt)
 	for _, r := range p.Recipe.Rules {
 		fmt.Fprintf(w, "  %-8s %s  (%s)\n", r.Action, r.Pattern, r.Why)
 	}
-	fmt.Fprintf(w, "  %-8s everything else\n", p.Recipe.Default)
+	if p.Recipe.Quantize != 0 {
+		fmt.Fprintf(w, "  %-8s %s\n", convert.Quantize, p.Recipe.Quantize)
+	}
+	fmt.Fprintf(w, "  %-8s everything else; experts %s, numerics %s\n", p.Recipe.Default, p.Options.Experts, p.Options.Numerics)
+	for _, s := range p.Splits() {
+		fmt.Fprintln(w, "warning: recipe", p.Recipe.Name, s)
+	}
 	fmt.Fprintf(w, "%-40s %8s %8s %14s %14s\n", "file", "tensors", "fp8", "source bytes", "output bytes")
 	for _, f := range p.Files {
-		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, f.Totals.Copied+2*f.Totals.Quantized, f.Totals.Quantized, f.Source.Size, f.Size)
+		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, f.Totals.Copied+2*f.Totals.Quantized, f.Totals.Quantized, f.Source.Size, f.Size())
 	}
 	for _, a := range p.Aux {
 		fmt.Fprintf(w, "%-40s %8s %8s %14d %14d\n", a.Name, "copy", "", a.Size, a.Size)
@@ -239,29 +305,38 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 func newVerifyCmd() *cobra.Command {
 	var asJSON bool
 	var jobs int
+	var nonFinite string
 	cmd := &cobra.Command{
 		Use:   "verify SRC DST",
 		Short: "Check a conversion against its source: manifest hashes, structure, copied bytes, FP8 error",
-		Long: `verify re-reads DST against SRC: every file's size and sha256 against the
-manifest; the structure against a fresh plan (every tensor present with the
-dtype and shape of the recipe and convention, index and config consistent);
-every copied tensor (the MXFP4 experts among them) byte for byte; every FP8
-tensor dequantized against its source (max abs error, max relative error per
-128×128 block, SNR) and checked against the FP8 rounding bound. Exit 1 on any
-violation.`,
+		Long: `verify re-reads DST against SRC: DST holds exactly the manifest's files
+(no stray files, no links), each with its recorded size and sha256; the
+structure matches a fresh plan (every tensor present with the dtype and shape
+of the recipe and convention, index and config consistent); every copied
+tensor (the MXFP4 experts among them) equals the source byte for byte; every
+FP8 tensor and its scales equal a fresh quantization of the source bit for
+bit, with the dequantization error reported (max abs error, max relative
+error per 128×128 block, SNR). Exit 1 on any violation.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			policy, err := convert.ParseNonFinitePolicy(nonFinite)
+			if err != nil {
+				return flagError("nonfinite", err)
+			}
 			jobs, err := resolveJobs(jobs)
 			if err != nil {
 				return err
 			}
-			setMemoryLimit(jobs)
+			if jobs > convert.MaxJobs {
+				return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
+			}
+			planMemory()
 			src, err := safetensors.Open(args[0])
 			if err != nil {
 				return err
 			}
 			defer src.Close()
-			vo := convert.VerifyOptions{Jobs: jobs}
+			vo := convert.VerifyOptions{Jobs: jobs, NonFinite: policy}
 			b := newProgress(cmd, asJSON, "verify (read)", progress.Bytes)
 			if b != nil {
 				vo.Progress = b
@@ -291,6 +366,7 @@ violation.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full report as one JSON object")
 	addJobsFlag(cmd.Flags(), &jobs)
+	cmd.Flags().StringVar(&nonFinite, "nonfinite", convert.NonFiniteError.String(), "the policy DST was converted with: error (a NaN/Inf in a weight to quantize is a violation) or zero")
 	return cmd
 }
 

@@ -17,6 +17,7 @@ import (
 // instance (no package-level flag globals).
 type inspectFlags struct {
 	by, recipe, format, layout, partition, chart, gpuMem string
+	experts                                              string
 	asJSON, tensors, strict, wide                        bool
 }
 
@@ -32,6 +33,7 @@ and accounts its tensors and bytes (1 GiB = 2^30 bytes).
   --by component|dtype|layer|stage|rank|file   main table (default component;
                     stage and rank need --layout)
   --recipe NAME     also account the checkpoint the recipe would produce, before → after
+  --experts nvfp4   ... with the routed experts cast to NVFP4 (alone or with --recipe)
   --layout NAME     per-rank (and per-stage) resident bytes: ` + strings.Join(layout.Names(), ", ") + ` or FILE.json
   --chart FILE.svg  per-rank memory step by step (BF16 → text only → FP8 → weight shard → vocab TP8)
   --tensors         list every tensor (name, dtype, shape, file, data_offsets)
@@ -45,7 +47,8 @@ Tables fit 100 columns; --wide adds a column per component.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.by, "by", inspect.ByComponent.String(), "group by component|dtype|layer|stage|rank|file (stage, rank: with --layout)")
 	fl.StringVar(&f.recipe, "recipe", "", "what-if: account the output of this convert recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
-	fl.StringVar(&f.format, "format", convert.DeepSeek.String(), "with --recipe: scale convention of its output (deepseek|compressed-tensors|modelopt)")
+	fl.StringVar(&f.format, "format", convert.ModelOpt.String(), "with --recipe: scale convention of its output (modelopt|deepseek|compressed-tensors)")
+	fl.StringVar(&f.experts, "experts", convert.ExpertsKeep.String(), "what-if for the routed experts: keep, or nvfp4 (MXFP4 cast to NVFP4; alone or with --recipe)")
 	fl.StringVar(&f.layout, "layout", "", "per-rank/per-stage bytes under a layout: built-in name or FILE.json")
 	fl.StringVar(&f.partition, "pp-partition", "", "with a --layout that has pipeline stages: layers per stage, e.g. 7,5,7,5,…,6,3")
 	fl.StringVar(&f.chart, "chart", "", "write the per-rank memory steps of --layout (default "+inspect.DefaultRankLayout+") as a chart: FILE.svg, .png or .pdf")
@@ -62,7 +65,7 @@ Tables fit 100 columns; --wide adds a column per component.`,
 func checkInspectFlags(cmd *cobra.Command, f *inspectFlags) error {
 	changed := cmd.Flags().Changed
 	if f.tensors {
-		for _, n := range []string{"by", "recipe", "format", "layout", "pp-partition", "chart", "gpu-mem", "strict", "wide"} {
+		for _, n := range []string{"by", "recipe", "format", "experts", "layout", "pp-partition", "chart", "gpu-mem", "strict", "wide"} {
 			if changed(n) {
 				return fmt.Errorf("--tensors lists the tensors as stored; it does not combine with --%s (drop one of them)", n)
 			}
@@ -105,13 +108,17 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if err != nil {
 		return flagError("format", err)
 	}
+	experts, err := convert.ParseExpertsMode(f.experts)
+	if err != nil {
+		return flagError("experts", err)
+	}
 	var capacity int64
 	if f.gpuMem != "" {
 		if capacity, err = parseSize(f.gpuMem); err != nil {
 			return fmt.Errorf("--gpu-mem: %w", err)
 		}
 	}
-	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Layout: f.layout, Strict: f.strict}
+	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Experts: experts, Layout: f.layout, Strict: f.strict}
 	if f.partition != "" {
 		if opts.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
 			return err

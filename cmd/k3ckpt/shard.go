@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"syscall"
@@ -15,8 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/internal/progress"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
-	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/layout"
 )
 
@@ -25,8 +21,23 @@ import (
 type layoutFlags struct {
 	layout, partition, ranks, pack string
 	textOnly, weightShard, vocabTP bool
-	even, force, dryRun, asJSON    bool
+	even                           bool
 	jobs                           int
+	run                            runFlags
+}
+
+// runFlags are the flags of every command that writes a layout plan.
+type runFlags struct {
+	dryRun, asJSON, restart bool
+}
+
+func (r *runFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&r.dryRun, "dry-run", false, "print the plan (and run its data checks), write nothing")
+	fl.BoolVar(&r.asJSON, "json", false, "print the plan or the result as one JSON object")
+	fl.BoolVar(&r.restart, "restart", false, "discard what an earlier run left in DST instead of resuming it")
+	fl.BoolVar(&r.restart, "force", false, "same as --restart")
+	fl.MarkDeprecated("force", "use --restart")
 }
 
 func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
@@ -41,9 +52,6 @@ func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 	fl.StringVar(&f.partition, "pp-partition", "", "layouts with pipeline stages only: layers per stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
 	fl.BoolVar(&f.even, "even", false, "layouts with pipeline stages only: SGLang's default split (SGLANG_PP_LAYER_PARTITION unset)")
 	fl.BoolVar(&f.textOnly, "text-only", false, "drop the vision tower and projector (default on for the decode layouts)")
-	fl.BoolVar(&f.force, "force", false, "replace the content of existing output directories")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "print what each directory would hold (from headers only), write nothing")
-	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object (no progress display)")
 	addJobsFlag(fl, &f.jobs)
 }
 
@@ -130,13 +138,15 @@ exactly that stage's tensors, byte-identical to the source. Stage s owns layers
 layers; --even for SGLang's split without SGLANG_PP_LAYER_PARTITION); stage 0
 also holds embed_tokens and vision (unless --text-only), the last stage the final
 norms, output_attn_res_* and lm_head. Everything is checked before anything is
-written; files are written atomically.`,
+written (--dry-run prints the plan); files are written atomically, and a rerun
+after an interruption resumes (--restart starts over).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExport(cmd, args[0], args[1], "pp16", &f)
 		},
 	}
 	f.register(cmd, false)
+	f.run.register(cmd)
 	return cmd
 }
 
@@ -165,15 +175,12 @@ scales unpacked, gathered by head and repacked).`,
 		},
 	}
 	f.register(cmd, true)
+	f.run.register(cmd)
 	return cmd
 }
 
 func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) error {
 	pack, err := layout.ParsePackFormat(f.pack)
-	if err != nil {
-		return err
-	}
-	jobs, err := resolveJobs(f.jobs)
 	if err != nil {
 		return err
 	}
@@ -192,144 +199,69 @@ func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) er
 	if err != nil {
 		return err
 	}
-	plan, err := l.Plan(src.Specs)
-	if err != nil {
-		return fmt.Errorf("%s: %w", srcPath, err)
-	}
-	sel := ranks
-	if sel == nil {
-		for r := range plan.Ranks() {
-			sel = append(sel, r)
-		}
-	}
-	var total int64
-	for _, r := range sel {
-		if r < 0 || r >= plan.Ranks() {
-			return fmt.Errorf("--ranks: rank %d does not exist: layout %s has ranks 0-%d", r, l.Name, plan.Ranks()-1)
-		}
-		total += plan.RankBytes[r]
-	}
-	if f.dryRun {
-		return printExportPlan(cmd, plan, dst, sel, f.asJSON)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	bar := newProgress(cmd, f.asJSON, cmd.Name()+" (written)", progress.Bytes)
-	bar.Start(total)
-	opts := layout.ExportOptions{Ranks: ranks, Pack: pack, Jobs: jobs, Force: f.force}
-	if bar != nil {
-		opts.Progress = bar.Add
-	}
-	start := time.Now()
-	res, err := layout.Export(ctx, src, l, dst, opts)
-	bar.Finish()
+	plan, err := layout.PlanExport(src, l, layout.ExportOptions{Ranks: ranks, Pack: pack})
 	if err != nil {
 		return err
 	}
-	took := time.Since(start)
-	if f.asJSON {
-		type rank struct {
-			Dir     string `json:"dir"`
-			Rank    int    `json:"rank"`
-			Stage   int    `json:"stage"`
-			Layers  [2]int `json:"layers"`
-			Tensors int    `json:"tensors"`
-			Bytes   int64  `json:"bytes"`
-		}
-		rs := make([]rank, len(res.Ranks))
-		for i, rr := range res.Ranks {
-			rs[i] = rank{res.Dirs[i], rr.Rank, rr.Stage, rr.Layers, rr.Tensors, rr.Bytes}
-		}
-		return writeJSON(cmd.OutOrStdout(), map[string]any{
-			"layout": l.Name, "dst": dst, "ranks": rs, "files": res.Files, "bytes": res.Bytes,
-			"dropped_tensors": len(res.Plan.Dropped), "dropped_bytes": res.Plan.DroppedBytes,
-			"unaligned_scales": nonNil(res.Unaligned), "seconds": took.Seconds(),
-		})
-	}
-	printExport(summary(cmd), res, took)
-	return nil
+	return runPlan(cmd, plan, dst, f.jobs, &f.run)
 }
 
-// printExportPlan is --dry-run: what every selected directory would hold,
-// from the headers alone.
-func printExportPlan(cmd *cobra.Command, p *layout.Plan, dst string, ranks []int, asJSON bool) error {
-	l := p.Layout
-	type rank struct {
-		Dir     string `json:"dir"`
-		Rank    int    `json:"rank"`
-		Stage   int    `json:"stage"`
-		Layers  [2]int `json:"layers"`
-		Tensors int    `json:"tensors"`
-		Bytes   int64  `json:"bytes"`
-	}
-	rows := make([]rank, 0, len(ranks))
-	var total int64
-	for _, r := range ranks {
-		st := r / l.RanksPerStage
-		lo, hi := 0, l.Layers
-		if len(l.Partition) > 0 {
-			lo = 0
-			for _, n := range l.Partition[:st] {
-				lo += n
-			}
-			hi = lo + l.Partition[st]
-		}
-		rows = append(rows, rank{filepath.Join(dst, layout.DirName(l, r)), r, st, [2]int{lo, hi}, p.RankPieces[r], p.RankBytes[r]})
-		total += p.RankBytes[r]
-	}
-	if asJSON {
-		return writeJSON(cmd.OutOrStdout(), map[string]any{
-			"dry_run": true, "layout": l.Name, "dst": dst, "ranks": rows, "bytes": total,
-			"dropped_tensors": len(p.Dropped), "dropped_bytes": p.DroppedBytes, "unaligned_scales": nonNil(p.Unaligned),
-		})
-	}
+// runPlan prints the plan (--dry-run, after its data checks) or executes it
+// and prints what was written. Ctrl-C stops the run; the message says how to
+// resume it.
+func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *runFlags) error {
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "dry run: %s would write %s under %s (%.3f GiB of tensors); nothing written\n",
-		cmd.Name(), termtext.Plural(int64(len(rows)), "directory", "directories"), dst, gib(total))
-	fmt.Fprintf(w, "%-10s %6s %7s %9s %11s\n", "dir", "stage", "layers", "tensors", "GiB")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%-10s %6d %7s %9s %11.3f\n", filepath.Base(r.Dir), r.Stage, fmt.Sprintf("%d-%d", r.Layers[0], r.Layers[1]-1),
-			termtext.Int(int64(r.Tensors)), gib(r.Bytes))
+	jobs, err := resolveJobs(jobs)
+	if err != nil {
+		return err
 	}
-	if len(p.Dropped) > 0 {
-		fmt.Fprintf(w, "dropped: %s (%.3f GiB)\n", termtext.Plural(int64(len(p.Dropped)), "tensor", "tensors"), gib(p.DroppedBytes))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if rf.dryRun {
+		if err := plan.Validate(ctx); err != nil {
+			return err
+		}
+		if rf.asJSON {
+			return writeJSON(w, map[string]any{"dry_run": true, "plan": plan})
+		}
+		return plan.WriteText(w)
 	}
-	if len(p.Unaligned) > 0 {
-		fmt.Fprintf(w, "%s split across a 128 block would keep their scales replicated, e.g. %s\n",
-			termtext.Plural(int64(len(p.Unaligned)), "block-FP8 weight", "block-FP8 weights"), quote.Name(p.Unaligned[0]))
+	bar := newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
+	bar.Start(plan.Bytes)
+	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart}
+	if bar != nil {
+		eo.Progress = bar.Add
 	}
-	fmt.Fprintln(w, "not checked by a dry run: the checks that read tensor data (dropped padding is zero, scales fit the packing)")
-	return nil
-}
-
-func printExport(w io.Writer, res *layout.ExportResult, took time.Duration) {
-	p := res.Plan
-	l := p.Layout
-	fmt.Fprintf(w, "%s: %s", l.Name, termtext.Plural(int64(p.Ranks()), "rank", "ranks"))
-	if l.Stages() > 1 {
-		fmt.Fprintf(w, " in %d stages %v", l.Stages(), l.Partition)
+	start := time.Now()
+	res, err := plan.Execute(ctx, dst, eo)
+	bar.Finish()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; finished files are kept: run the same command again to resume (--restart to start over)")
+		}
+		return err
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-10s %7s %9s %11s\n", "dir", "layers", "tensors", "GiB")
-	for i, rr := range res.Ranks {
-		fmt.Fprintf(w, "%-10s %7s %9s %11.3f\n", filepath.Base(res.Dirs[i]), fmt.Sprintf("%d-%d", rr.Layers[0], rr.Layers[1]-1),
-			termtext.Int(int64(rr.Tensors)), gib(rr.Bytes))
+	took := time.Since(start)
+	if rf.asJSON {
+		return writeJSON(w, map[string]any{"plan": plan, "result": res, "seconds": took.Seconds()})
 	}
-	if len(p.Dropped) > 0 {
-		fmt.Fprintf(w, "dropped %s (%.3f GiB)\n", termtext.Plural(int64(len(p.Dropped)), "tensor", "tensors"), gib(p.DroppedBytes))
-	}
-	if len(res.Unaligned) > 0 {
-		fmt.Fprintf(w, "%s split across a 128 block keep their scale replicated, e.g. %s\n",
-			termtext.Plural(int64(len(res.Unaligned)), "block-FP8 weight", "block-FP8 weights"), quote.Name(res.Unaligned[0]))
+	w = summary(cmd)
+	if err := plan.WriteText(w); err != nil {
+		return err
 	}
 	secs := took.Seconds()
-	fmt.Fprintf(w, "wrote %s, %.3f GiB in %.2fs (%.0f MiB/s)\n", termtext.Plural(int64(res.Files), "file", "files"), gib(res.Bytes), secs, mib(res.Bytes)/max(secs, 1e-9))
+	fmt.Fprintf(w, "wrote %d files, %.3f GiB in %.2fs (%.0f MiB/s)", res.Written, float64(res.Bytes)/(1<<30), secs, float64(res.Bytes)/(1<<20)/max(secs, 1e-9))
+	if res.Kept > 0 {
+		fmt.Fprintf(w, "; kept %d files of an earlier run", res.Kept)
+	}
+	fmt.Fprintln(w)
+	return nil
 }
 
 func newReassembleCmd() *cobra.Command {
 	var check string
-	var force, asJSON, dryRun bool
 	var jobs int
+	var rf runFlags
 	cmd := &cobra.Command{
 		Use:   "reassemble DST OUT",
 		Short: "Rebuild the source checkpoint from shard/export output and prove it lossless",
@@ -342,76 +274,40 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 --check SRC compares every rebuilt tensor with SRC byte for byte.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			jobs, err := resolveJobs(jobs)
+			src, err := layout.OpenSource(args[0])
 			if err != nil {
 				return err
 			}
-			if dryRun {
-				return fmt.Errorf("reassemble --dry-run: not available; layout plans a reassembly only while writing it (inspect the export with: k3ckpt inspect %s)", args[0])
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			bar := newProgress(cmd, asJSON, "reassemble (written)", progress.Bytes)
-			opts := layout.ReassembleOptions{Jobs: jobs, Force: force}
-			if bar != nil {
-				opts.Progress = bar.Add
-			}
-			start := time.Now()
-			res, err := layout.Reassemble(ctx, args[0], args[1], opts)
-			bar.Finish()
+			defer src.Close()
+			plan, err := layout.PlanReassemble(src)
 			if err != nil {
 				return err
 			}
-			took := time.Since(start)
-			out := map[string]any{"out": args[1], "files": res.Files, "bytes": res.Bytes, "missing": nonNil(res.Missing), "seconds": took.Seconds()}
-			w := summary(cmd)
-			if !asJSON {
-				fmt.Fprintf(w, "rebuilt %s, %.3f GiB in %.2fs\n", termtext.Plural(int64(res.Files), "file", "files"), gib(res.Bytes), took.Seconds())
-				if len(res.Missing) > 0 {
-					fmt.Fprintf(w, "%s dropped by the layout (e.g. %s); their files lack them\n",
-						termtext.Plural(int64(len(res.Missing)), "source tensor was", "source tensors were"), quote.Name(res.Missing[0]))
-				}
+			if err := runPlan(cmd, plan, args[1], jobs, &rf); err != nil || check == "" || rf.dryRun {
+				return err
 			}
-			if check != "" {
-				n, tensors, err := compareTrees(ctx, check, args[1])
-				if err != nil {
-					return err
-				}
-				out["check"] = map[string]any{"against": check, "tensors": tensors, "bytes": n, "identical": true}
-				if !asJSON {
-					fmt.Fprintf(w, "check: %s, %.3f GiB byte-identical to %s\n", termtext.Plural(int64(tensors), "tensor", "tensors"), gib(n), check)
-				}
+			a, err := layout.OpenSource(check)
+			if err != nil {
+				return err
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
+			defer a.Close()
+			b, err := layout.OpenSource(args[1])
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			n, err := layout.Compare(context.Background(), a, b)
+			if err != nil {
+				return err
+			}
+			if !rf.asJSON {
+				fmt.Fprintf(cmd.OutOrStdout(), "check: %d tensors, %.3f GiB byte-identical to %s\n", len(b.Specs), float64(n)/(1<<30), check)
 			}
 			return nil
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&check, "check", "", "compare every rebuilt tensor with this source checkpoint")
-	fl.BoolVar(&force, "force", false, "replace the content of an existing OUT")
-	fl.BoolVar(&asJSON, "json", false, "print one JSON object (no progress display)")
-	fl.BoolVar(&dryRun, "dry-run", false, "plan only, write nothing (reassemble cannot plan without writing yet: exits with an error)")
-	addJobsFlag(fl, &jobs)
+	cmd.Flags().StringVar(&check, "check", "", "compare every rebuilt tensor with this source checkpoint")
+	addJobsFlag(cmd.Flags(), &jobs)
+	rf.register(cmd)
 	return cmd
-}
-
-// compareTrees is reassemble --check: every tensor of b against a, byte for byte.
-func compareTrees(ctx context.Context, aPath, bPath string) (int64, int, error) {
-	a, err := layout.OpenSource(aPath)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer a.Close()
-	b, err := layout.OpenSource(bPath)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer b.Close()
-	n, err := layout.Compare(ctx, a, b)
-	if err != nil {
-		return 0, 0, err
-	}
-	return n, len(b.Specs), nil
 }

@@ -1,0 +1,100 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// AuxFile is a side file (tokenizer, chat template, custom code) copied as is.
+type AuxFile struct {
+	// Name is the path relative to the checkpoint root, with forward slashes.
+	Name string
+	Size int64
+	// Mode is the source file's permission bits, which the copy keeps.
+	Mode fs.FileMode
+
+	stamp fileStamp
+}
+
+// ErrPartialSource: SRC is part of a larger checkpoint (one of its shards).
+var ErrPartialSource = errors.New("source is part of a larger checkpoint")
+
+// replacedNames are source side files the conversion rewrites or must not
+// carry over (a stale hf_quant_config.json would describe the wrong formats).
+var replacedNames = map[string]bool{
+	ConfigName: true, HFQuantConfigName: true, safetensors.IndexName: true, ManifestName: true,
+}
+
+// listAux finds the side files to copy: the checkpoint's side files
+// (model.SideFiles: every regular file outside hidden entries that is not a
+// shard, symlinks followed) less the files the conversion rewrites. A link
+// follows the rule of shards (fsx.Root: inside the checkpoint, or inside its hub cache repository folder). A shard file at the root
+// that the checkpoint does not hold, or an index it was not opened through,
+// means SRC named one file of a larger checkpoint: copying its siblings as
+// side files would make a broken tree, so that is refused.
+func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
+	shards := make([]string, len(src.Files))
+	for i, f := range src.Files {
+		shards[i] = f.Path
+	}
+	if src.IndexName == "" && len(src.Files) == 1 {
+		if _, err := os.Stat(filepath.Join(src.Root, safetensors.IndexName)); err == nil {
+			return nil, fmt.Errorf("%w: %s is one shard of the checkpoint indexed by %s; convert the directory %s instead",
+				ErrPartialSource, filepath.Join(src.Root, src.Files[0].Path), filepath.Join(src.Root, safetensors.IndexName), src.Root)
+		}
+	}
+	root, err := fsx.NewRoot(src.Root)
+	if err != nil {
+		return nil, fmt.Errorf("list side files of %s: %w", src.Root, err)
+	}
+	side, err := model.SideFiles(src.Root, shards)
+	if err != nil {
+		return nil, err
+	}
+	aux := make([]AuxFile, 0, len(side))
+	for _, sf := range side {
+		if replacedNames[sf.Name] {
+			continue
+		}
+		path := filepath.Join(src.Root, filepath.FromSlash(sf.Name))
+		if !strings.Contains(sf.Name, "/") && strings.HasSuffix(sf.Name, ".safetensors") {
+			return nil, fmt.Errorf("%w: %s is not among the shards planned (%d, from %s); convert the directory %s, or move the other files away",
+				ErrPartialSource, path, len(src.Files), sourceDesc(src), src.Root)
+		}
+		real, err := root.Resolve(sf.Name)
+		if err != nil {
+			return nil, fmt.Errorf("side file %s: %w", path, err)
+		}
+		st, err := os.Stat(real)
+		if err != nil {
+			return nil, err
+		}
+		aux = append(aux, AuxFile{Name: sf.Name, Size: st.Size(), Mode: st.Mode().Perm(), stamp: stampInfo(st)})
+	}
+	return aux, nil
+}
+
+func sourceDesc(src *safetensors.Checkpoint) string {
+	if src.IndexName != "" {
+		return src.IndexName
+	}
+	if len(src.Files) == 1 {
+		return src.Files[0].Path + " alone"
+	}
+	return "the directory listing"
+}
+
+// within reports whether path lies inside dir (both cleaned and absolute or
+// both relative).
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}

@@ -1,0 +1,63 @@
+package convert
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// checkAgainstConfig compares every tensor of a source file that the
+// config's catalog knows with its catalog dtype and shape, one catalog shard
+// at a time (a K3 file holds one), and every routed expert tensor with the
+// expert format the config declares: a config that no longer describes the
+// experts next to it would give an output config that lies about them.
+func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, shardIndex map[string]int) error {
+	cached := -1
+	var want map[string]safetensors.TensorSpec
+	for _, t := range f.Tensors {
+		if err := checkExpertFormat(t, cfg.Experts); err != nil {
+			return fmt.Errorf("file %s: %w", filepath.Join(root, f.Path), err)
+		}
+		i, ok := shardIndex[cfg.ShardOf(t.Name)]
+		if !ok {
+			continue
+		}
+		if i != cached {
+			specs := cfg.ShardTensors(i)
+			want = make(map[string]safetensors.TensorSpec, len(specs))
+			for _, s := range specs {
+				want[s.Name] = s
+			}
+			cached = i
+		}
+		s, ok := want[t.Name]
+		if !ok {
+			continue
+		}
+		if s.DType != t.DType || !slices.Equal(s.Shape, t.Shape) {
+			return fmt.Errorf("file %s: tensor %s: %w: %s %v, config.json implies %s %v",
+				filepath.Join(root, f.Path), t.Name, ErrConfigMismatch, t.DType, t.Shape, s.DType, s.Shape)
+		}
+	}
+	return nil
+}
+
+// checkExpertFormat checks one tensor against the declared expert format:
+// MXFP4 experts are packed bytes (U8 codes and scales), BF16 experts are
+// floating point.
+func checkExpertFormat(t safetensors.TensorInfo, experts model.ExpertFormat) error {
+	if model.Classify(t.Name) != model.RoutedExperts {
+		return nil
+	}
+	packed := t.DType == safetensors.U8
+	switch {
+	case experts == model.ExpertsMXFP4 && !packed:
+		return fmt.Errorf("tensor %s: %w: a routed expert stored as %s, but config.json declares MXFP4 experts (packed U8)", t.Name, ErrConfigMismatch, t.DType)
+	case experts == model.ExpertsBF16 && packed:
+		return fmt.Errorf("tensor %s: %w: a routed expert stored as packed U8, but config.json declares unquantized experts (no MXFP4 quantization_config)", t.Name, ErrConfigMismatch)
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+)
+
+// ErrNoSpace: DST's filesystem has less free space than the output needs.
+var ErrNoSpace = errors.New("not enough free space")
+
+// checkDestPath refuses a DST that is SRC or lies inside it: a second run
+// would count the first one's output as side files of the source.
+func checkDestPath(p *Plan, dst string) error {
+	if same, err := sameDir(p.SrcRoot, dst); err != nil {
+		return err
+	} else if same {
+		return fmt.Errorf("%w: %s", ErrSameDir, dst)
+	}
+	realSrc, err := filepath.EvalSymlinks(p.SrcRoot)
+	if err != nil {
+		return err
+	}
+	realDst, err := resolveExisting(dst)
+	if err != nil {
+		return err
+	}
+	if within(realSrc, realDst) {
+		return fmt.Errorf("%w: %s is inside the source %s; choose a destination outside it", ErrDestination, dst, p.SrcRoot)
+	}
+	return nil
+}
+
+// resolveExisting is path with the symlinks of its longest existing prefix
+// resolved, absolute.
+func resolveExisting(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for p := abs; ; p = filepath.Dir(p) {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			for i := len(rest) - 1; i >= 0; i-- {
+				real = filepath.Join(real, rest[i])
+			}
+			return real, nil
+		}
+		if filepath.Dir(p) == p {
+			return abs, nil
+		}
+		rest = append(rest, filepath.Base(p))
+	}
+}
+
+// prepareDest checks that DST can receive this plan before any byte is
+// written: empty or holding this same conversion (in progress or finished).
+// Then it records the plan. The record is made with a link, which fails when
+// the name exists, so that of two runs with different plans starting
+// together on one DST exactly one wins.
+func prepareDest(p *Plan, dst string, restart bool) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	statePath := filepath.Join(dst, StateDir, stateName)
+	var st planState
+	err := readJSON(statePath, &st)
+	switch {
+	case err == nil:
+		if st.Plan != p.ID {
+			return fmt.Errorf("%w: %s is converting plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
+				ErrDestination, dst, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
+		}
+		if restart {
+			return discardRun(dst)
+		}
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %v", ErrDestination, err)
+	}
+	m, err := ReadManifest(dst)
+	switch {
+	case err == nil:
+		if m.Plan != p.ID {
+			return fmt.Errorf("%w: %s holds a finished conversion of plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
+				ErrDestination, dst, m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %v", ErrDestination, err)
+	default:
+		ents, err := os.ReadDir(dst)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) && e.Name() != StateDir && e.Name() != dirlock.LockName {
+				return fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
+			}
+		}
+	}
+	if restart {
+		if err := discardRun(dst); err != nil {
+			return err
+		}
+	}
+	return createState(statePath, p)
+}
+
+// createState writes the plan record unless one exists; an existing one
+// must be this plan's.
+func createState(path string, p *Plan) error {
+	tmp := path + ".new-" + fmt.Sprint(os.Getpid())
+	if err := writeJSON(tmp, p.state()); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	err := os.Link(tmp, path)
+	if errors.Is(err, fs.ErrExist) {
+		var st planState
+		if err := readJSON(path, &st); err != nil {
+			return fmt.Errorf("%w: %v", ErrDestination, err)
+		}
+		if st.Plan != p.ID {
+			return fmt.Errorf("%w: %s was just claimed by a conversion of plan %.12s (recipe %s), this is plan %.12s",
+				ErrDestination, filepath.Dir(filepath.Dir(path)), st.Plan, st.Recipe, p.ID)
+		}
+		return nil
+	}
+	return err
+}
+
+// discardRun forgets an earlier run of this plan: its done records and its
+// manifest, so that every file is written again.
+func discardRun(dst string) error {
+	if err := os.RemoveAll(filepath.Join(dst, StateDir, doneDir)); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dst, ManifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// sameDir reports whether a and b name the same directory (b may not exist).
+func sameDir(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+// removeOwnTemps deletes leftovers of a killed run for these units only:
+// other workers may be writing their own temporaries in the same directory.
+func removeOwnTemps(dst string, units []Unit) error {
+	for _, u := range units {
+		dir, base := filepath.Split(filepath.Join(dst, filepath.FromSlash(u.Name)))
+		ents, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), atomicfile.TempPrefix+base+"-") {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkSpace compares what this run will write (its units, less those
+// finished that resume can keep, plus the configs and index) with the free
+// space of DST's filesystem.
+func checkSpace(dst string, p *Plan, units []Unit, m *Manifest, resume bool) error {
+	var need int64
+	for _, u := range units {
+		if resume {
+			if rec, ok := finishedRecord(dst, p.ID, u.Name, m); ok {
+				if fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u.Name))); err == nil && fi.Size() == rec.Size {
+					continue
+				}
+			}
+		}
+		need += u.Size
+	}
+	need += int64(len(p.Config) + len(p.HFQuantConfig))
+	free, ok, err := freeSpace(dst)
+	if err != nil {
+		return fmt.Errorf("free space of %s: %w", dst, err)
+	}
+	if ok && free < need {
+		return fmt.Errorf("%w: %s has %s free, the conversion writes %s more; free space or pass --no-space-check",
+			ErrNoSpace, dst, sizeString(free), sizeString(need))
+	}
+	return nil
+}
+
+// sizeString renders a byte count in GiB (with the exact count).
+func sizeString(n int64) string {
+	return fmt.Sprintf("%.2f GiB (%d bytes)", float64(n)/(1<<30), n)
+}

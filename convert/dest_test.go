@@ -1,0 +1,195 @@
+package convert
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// Side files follow the shards' link rule: a link to a file outside the
+// checkpoint is refused (it would copy a private file into DST); a link
+// inside it is followed, and every copy keeps its source's permission bits.
+func TestSideFileLinksAndModes(t *testing.T) {
+	src := copyWithShard(t, "")
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("private\n"), 0o600)
+	link := filepath.Join(src, "tokenizer.model")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := planFor(src, Options{}); !errors.Is(err, safetensors.ErrOutside) || !strings.Contains(err.Error(), secret) {
+		t.Fatalf("side file linked outside SRC: %v", err)
+	}
+	os.Remove(link)
+	// Inside: a private file and a link to it.
+	os.WriteFile(filepath.Join(src, "private.json"), []byte("{}\n"), 0o600)
+	os.Symlink("private.json", link)
+	os.Chmod(filepath.Join(src, "tiktoken.model"), 0o640)
+	dst := filepath.Join(t.TempDir(), "out")
+	if _, err := convertDir(src, dst, Options{}, ExecOptions{Jobs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]os.FileMode{"private.json": 0o600, "tokenizer.model": 0o600, "tiktoken.model": 0o640, "code/modeling_kimi_k3.py": 0o644} {
+		fi, err := os.Lstat(filepath.Join(dst, filepath.FromSlash(name)))
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want a regular file of mode %v", name, err, fi.Mode(), want)
+		}
+	}
+}
+
+// DST inside SRC is refused: a second run would take the first one's output
+// for side files of the source.
+func TestDestinationInsideSource(t *testing.T) {
+	src := copyWithShard(t, "")
+	for _, dst := range []string{filepath.Join(src, "fp8"), filepath.Join(src, "a", "b")} {
+		_, err := convertDir(src, dst, Options{}, ExecOptions{})
+		if !errors.Is(err, ErrDestination) || !strings.Contains(err.Error(), "inside the source") {
+			t.Errorf("DST %s inside SRC: %v", dst, err)
+		}
+	}
+	// Through a link to SRC, too.
+	ln := filepath.Join(t.TempDir(), "ln")
+	os.Symlink(src, ln)
+	if _, err := convertDir(src, filepath.Join(ln, "out"), Options{}, ExecOptions{}); !errors.Is(err, ErrDestination) {
+		t.Errorf("DST inside SRC through a link: %v", err)
+	}
+}
+
+// Two runs on one DST: the second is refused while the first holds it,
+// naming the holder; workers of one split share DST, one slice cannot run
+// twice, and workers of another split are refused.
+func TestDestinationLock(t *testing.T) {
+	p, c, err := planFor(tinySrc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dst := filepath.Join(t.TempDir(), "out")
+	os.MkdirAll(dst, 0o755)
+	held, err := dirlock.Acquire(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Execute(context.Background(), p, dst, ExecOptions{})
+	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "in use by pid") {
+		t.Fatalf("second run on a held DST: %v", err)
+	}
+	if _, err := Finalize(dst); !errors.Is(err, ErrInUse) {
+		t.Fatalf("merge on a held DST: %v", err)
+	}
+	held.Release()
+
+	// Worker 0/2 is running: 0/2 again, 0/3 and a single run are refused, 1/2 is not.
+	if err := prepareDest(p, dst, false); err != nil {
+		t.Fatal(err)
+	}
+	w0, err := lockSlice(dst, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 0, Workers: 2}); !errors.Is(err, ErrInUse) {
+		t.Errorf("the same slice twice: %v", err)
+	}
+	if _, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 1, Workers: 3}); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "another split") {
+		t.Errorf("a worker of another split: %v", err)
+	}
+	if _, err := Execute(context.Background(), p, dst, ExecOptions{}); !errors.Is(err, ErrInUse) {
+		t.Errorf("a single run while workers run: %v", err)
+	}
+	res, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 1, Workers: 2, Jobs: 2})
+	if err != nil || res.Finalized {
+		t.Fatalf("worker 1/2 next to 0/2: %v (finalized %v)", err, res != nil && res.Finalized)
+	}
+	if _, err := Finalize(dst); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "worker 0-of-2") {
+		t.Errorf("merge while worker 0/2 runs: %v", err)
+	}
+	w0.release()
+	res, err = Execute(context.Background(), p, dst, ExecOptions{Worker: 0, Workers: 2, Jobs: 2})
+	if err != nil || !res.Finalized {
+		t.Fatalf("worker 0/2: %v", err)
+	}
+	sameTree(t, dst, tinyRef)
+}
+
+// Flags are checked before anything is allocated from them.
+func TestWorkerBounds(t *testing.T) {
+	p, c, err := planFor(tinySrc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, w := range [][2]int{{0, 1 << 32}, {0, MaxWorkers + 1}, {-1, 2}, {2, 2}, {0, 0}} {
+		if _, err := p.Slice(w[0], w[1]); !errors.Is(err, ErrWorker) {
+			t.Errorf("slice %d/%d: %v", w[0], w[1], err)
+		}
+	}
+	// More workers than files: every file in exactly one slice.
+	n := len(p.Units()) + 5
+	seen := 0
+	for i := range n {
+		mine, err := p.Slice(i, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen += len(mine)
+	}
+	if seen != len(p.Units()) {
+		t.Errorf("%d units over %d slices, want %d", seen, n, len(p.Units()))
+	}
+}
+
+// Two conversions started together on one DST: one runs, the other is
+// refused (never a rename error from temporaries deleted under it); and of
+// two plans claiming one DST exactly one is recorded.
+func TestConcurrentRunsOnOneDestination(t *testing.T) {
+	p, c, err := planFor(tinySrc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dst := filepath.Join(t.TempDir(), "out")
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2})
+			errs <- err
+		}()
+	}
+	var ok, inUse int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrInUse):
+			inUse++
+		default:
+			t.Errorf("concurrent run: %v", err)
+		}
+	}
+	if ok < 1 || ok+inUse != 2 {
+		t.Errorf("%d runs succeeded, %d refused", ok, inUse)
+	}
+	sameTree(t, dst, tinyRef)
+
+	other, c2, err := planFor(tinySrc, Options{Format: ModelOpt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	claim := filepath.Join(t.TempDir(), StateDir, stateName)
+	if err := createState(claim, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := createState(claim, other); !errors.Is(err, ErrDestination) {
+		t.Errorf("a second plan claiming DST: %v", err)
+	}
+	if err := createState(claim, p); err != nil {
+		t.Errorf("the same plan again: %v", err)
+	}
+}

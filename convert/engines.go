@@ -1,0 +1,155 @@
+package convert
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// ExpertsMode says what a conversion does with the routed experts.
+type ExpertsMode uint8
+
+const (
+	// ExpertsKeep copies the experts byte for byte (MXFP4 in K3).
+	ExpertsKeep ExpertsMode = iota
+	// ExpertsNVFP4 casts MXFP4 experts to NVFP4 (NVIDIA's Kimi-K3 export).
+	ExpertsNVFP4
+
+	numExpertsModes = int(ExpertsNVFP4) + 1
+)
+
+var expertsModeNames = [numExpertsModes]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4"}
+
+// String is the --experts name.
+func (e ExpertsMode) String() string {
+	if int(e) < numExpertsModes {
+		return expertsModeNames[e]
+	}
+	return fmt.Sprintf("ExpertsMode(%d)", uint8(e))
+}
+
+// MarshalText writes the name.
+func (e ExpertsMode) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// UnmarshalText parses a name.
+func (e *ExpertsMode) UnmarshalText(b []byte) error {
+	v, err := ParseExpertsMode(string(b))
+	if err == nil {
+		*e = v
+	}
+	return err
+}
+
+// ParseExpertsMode maps an --experts name to its mode.
+func ParseExpertsMode(s string) (ExpertsMode, error) {
+	for i, n := range expertsModeNames {
+		if n == s {
+			return ExpertsMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: experts mode %q (known: %s)", ErrUnknownFormat, s, strings.Join(expertsModeNames[:], ", "))
+}
+
+// ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to the quant
+// package's choice of block-FP8 cast, the one definition of it.
+func ParseNumerics(s string) (quant.Numerics, error) {
+	var names []string
+	for n := range quant.Numerics(numNumerics) {
+		if n.String() == s {
+			return n, nil
+		}
+		names = append(names, n.String())
+	}
+	return 0, fmt.Errorf("%w: numerics %q (known: %s)", ErrUnknownFormat, s, strings.Join(names, ", "))
+}
+
+// numNumerics is how many quant.Numerics values there are.
+const numNumerics = int(quant.ModelOpt) + 1
+
+// ErrUnavailable: an option this build cannot carry out yet.
+var ErrUnavailable = fmt.Errorf("not available in this build")
+
+// checkExecutable refuses, before anything is planned, the options whose
+// numerics the executor does not have yet (the NVFP4 cast and ModelOpt's
+// FP8_PB_WO cast come from package quant), rather than writing something
+// other than what was asked.
+func checkExecutable(opts Options) error {
+	if opts.Experts == ExpertsNVFP4 && opts.Format != ModelOpt {
+		return fmt.Errorf("%w: --experts nvfp4 is described only by --format modelopt, not %s", ErrUnknownFormat, opts.Format)
+	}
+	if opts.Experts == ExpertsNVFP4 {
+		return fmt.Errorf("--experts nvfp4: %w (the MXFP4→NVFP4 cast is not wired into the executor yet; inspect --experts nvfp4 gives the size)", ErrUnavailable)
+	}
+	if opts.Numerics == quant.ModelOpt {
+		return fmt.Errorf("--numerics modelopt: %w (ModelOpt's FP8_PB_WO cast is not wired into the executor yet)", ErrUnavailable)
+	}
+	return nil
+}
+
+// SplitReport summarizes the fused groups a recipe splits: one line per
+// fusion and member choice, with how many layers it concerns. Engines that
+// build the fusion then load it with one method for all members: wrongly,
+// or not at all.
+type SplitReport struct {
+	// Fused is the fused layer's name (in_proj_qkvgfab, gate_up_proj, …).
+	Fused string `json:"fused"`
+	// Parent is the members' parent module (self_attn, shared_experts, mlp).
+	Parent string `json:"parent"`
+	// Engines build the fusion.
+	Engines []model.Engine `json:"engines"`
+	// Quantized and Kept are the members on each side.
+	Quantized []string `json:"quantized"`
+	Kept      []string `json:"kept"`
+	// Layers counts the modules split this way; Example names one.
+	Layers  int    `json:"layers"`
+	Example string `json:"example"`
+}
+
+// String is the report's line for --dry-run and inspect.
+func (s SplitReport) String() string {
+	eng := make([]string, len(s.Engines))
+	for i, e := range s.Engines {
+		eng[i] = string(e)
+	}
+	return fmt.Sprintf("splits %s.%s in %d layers (%s FP8, %s kept); the engines that fuse it (%s) give one method to all its members and load it wrongly or not at all (e.g. %s)",
+		s.Parent, s.Fused, s.Layers, strings.Join(s.Quantized, "/"), strings.Join(s.Kept, "/"), strings.Join(eng, ", "), s.Example)
+}
+
+func summarizeSplits(splits []model.Split) []SplitReport {
+	var out []SplitReport
+	for _, sp := range splits {
+		i := slices.IndexFunc(out, func(r SplitReport) bool {
+			return r.Fused == sp.Group.Name && r.Parent == sp.Group.Parent &&
+				slices.Equal(r.Quantized, sp.Quantized) && slices.Equal(r.Kept, sp.Kept)
+		})
+		if i < 0 {
+			out = append(out, SplitReport{Fused: sp.Group.Name, Parent: sp.Group.Parent, Engines: sp.Group.Engines,
+				Quantized: sp.Quantized, Kept: sp.Kept, Example: sp.Module})
+			i = len(out) - 1
+		}
+		out[i].Layers++
+	}
+	return out
+}
+
+// Splits reports the fused groups the plan's recipe splits.
+func (p *Plan) Splits() []SplitReport {
+	return summarizeSplits(model.FindSplits(p.modules.fp8, p.modules.kept))
+}
+
+// RecipeSplits reports, from tensor specs alone (inspect --recipe), the fused
+// groups recipe r splits in a checkpoint.
+func RecipeSplits(r *Recipe, specs []safetensors.TensorSpec, opts Options) ([]SplitReport, error) {
+	outs, err := PlanTensors(r, specs, opts)
+	if err != nil {
+		return nil, err
+	}
+	ms := newModuleSet()
+	ms.add(outs)
+	m := ms.sorted()
+	return summarizeSplits(model.FindSplits(m.fp8, m.kept)), nil
+}

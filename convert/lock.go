@@ -1,0 +1,113 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+)
+
+// ErrInUse: another process is working on DST.
+var ErrInUse = dirlock.ErrInUse
+
+// How runs share DST. One process doing the whole conversion, or finalizing
+// it, holds DST's lock (dirlock) throughout and checks that no worker slice
+// is held. A worker of a split (--worker I/N) holds DST's lock only while it
+// checks and records the plan and takes its slice's lock, which it then
+// holds for the rest of its run, so the workers of one split run side by
+// side while a second single run, the same slice twice or a worker of
+// another split (whose slices overlap, so each would remove the other's
+// temporaries) are refused. Every lock belongs to its process: a killed run
+// never blocks the next.
+
+// lockWait bounds how long a worker waits for DST's lock, which other
+// workers hold only for a moment; a single run holds it for hours, and then
+// the error after the wait says so.
+const lockWait = 30 * time.Second
+
+// acquireDest takes DST's lock, waiting up to wait while it is taken.
+func acquireDest(dst string, wait time.Duration) (*dirlock.Lock, error) {
+	deadline := time.Now().Add(wait)
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		l, err := dirlock.Acquire(dst)
+		if err == nil || !errors.Is(err, dirlock.ErrInUse) || time.Now().Add(delay).After(deadline) {
+			return l, err
+		}
+		time.Sleep(delay)
+	}
+}
+
+// sliceLock is a held worker slice.
+type sliceLock struct{ f *os.File }
+
+func (l *sliceLock) release() {
+	if l != nil && l.f != nil {
+		unlockFile(l.f)
+		l.f.Close()
+		l.f = nil
+	}
+}
+
+const slicePrefix, sliceSuffix = "worker-", ".lock"
+
+// lockSlice locks worker slice i/n of DST exclusively (the caller holds
+// DST's lock), refusing while workers of another split run.
+func lockSlice(dst string, i, n int) (*sliceLock, error) {
+	dir := filepath.Join(dst, StateDir)
+	name := fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, sliceSuffix)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dst, err)
+	}
+	if err := lockFile(f, true); err != nil {
+		f.Close()
+		if errors.Is(err, errWouldBlock) {
+			return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", ErrInUse, i, n, dst)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dst, err)
+	}
+	if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
+		unlockFile(f)
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", ErrInUse, dst, held)
+	}
+	return &sliceLock{f: f}, nil
+}
+
+// heldSlices names a worker slice of DST whose lock a live process holds,
+// skipping names ending in except ("" when none is held).
+func heldSlices(dst, except string) string {
+	dir := filepath.Join(dst, StateDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if !strings.HasPrefix(n, slicePrefix) || !strings.HasSuffix(n, sliceSuffix) || (except != "" && strings.HasSuffix(n, except)) {
+			continue
+		}
+		g, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			continue
+		}
+		err = lockFile(g, false)
+		g.Close() // closing drops the probe's lock
+		if errors.Is(err, errWouldBlock) {
+			return strings.TrimSuffix(strings.TrimPrefix(n, slicePrefix), sliceSuffix)
+		}
+	}
+	return ""
+}
+
+// checkNoWorkers refuses while any worker slice of DST is held.
+func checkNoWorkers(dst string) error {
+	if held := heldSlices(dst, ""); held != "" {
+		return fmt.Errorf("%w: worker %s of %s is still running; wait for the workers to finish", ErrInUse, held, dst)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package convert
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Manifest lists every output file with its size and sha256; written last.
+type Manifest struct {
+	Version  int          `json:"version"`
+	Plan     string       `json:"plan"`
+	Recipe   string       `json:"recipe"`
+	Format   Format       `json:"format"`
+	ScaleFmt string       `json:"scale_fmt"`
+	Files    []FileRecord `json:"files"`
+
+	byName map[string]int
+}
+
+// ReadManifest reads DST's manifest (ErrNotExist wrapped when absent). Every
+// name it lists must be a plain relative path inside DST.
+func ReadManifest(dst string) (*Manifest, error) {
+	var m Manifest
+	if err := readJSON(filepath.Join(dst, ManifestName), &m); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	m.byName = make(map[string]int, len(m.Files))
+	for i, f := range m.Files {
+		if !localName(f.Name) {
+			return nil, fmt.Errorf("manifest %s: %w: file name %q is not a path inside the destination", filepath.Join(dst, ManifestName), ErrDestination, f.Name)
+		}
+		if _, dup := m.byName[f.Name]; dup {
+			return nil, fmt.Errorf("manifest %s: %w: %s listed twice", filepath.Join(dst, ManifestName), ErrDestination, f.Name)
+		}
+		m.byName[f.Name] = i
+	}
+	return &m, nil
+}
+
+// localName reports whether a slash-separated name stays inside its root:
+// relative, clean, no "..", no backslashes or NULs.
+func localName(name string) bool {
+	return name != "" && !strings.ContainsAny(name, "\\\x00") && path.Clean(name) == name &&
+		filepath.IsLocal(filepath.FromSlash(name)) && !strings.HasPrefix(name, "/")
+}
+
+// Lookup finds a file's record.
+func (m *Manifest) Lookup(name string) (FileRecord, bool) {
+	i, ok := m.byName[name]
+	if !ok {
+		return FileRecord{}, false
+	}
+	return m.Files[i], true
+}
+
+// hashFile returns a regular file's size and sha256, counting bytes into
+// progress (which may be nil).
+func hashFile(path string, progress func(int64)) (FileRecord, error) {
+	f, fi, err := openRegular(path)
+	if err != nil {
+		return FileRecord{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := hashMapped(f, fi.Size(), h, progress)
+	if err != nil {
+		return FileRecord{}, fmt.Errorf("hash %s: %w", path, err)
+	}
+	if n < fi.Size() { // mapping refused: finish with read(2)
+		buf := make([]byte, hashBufSize)
+		if n, err = hashRead(f, n, h, buf, progress); err != nil {
+			return FileRecord{}, fmt.Errorf("hash %s: %w", path, err)
+		}
+	}
+	return FileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// hashRead continues a hash with read(2) from off to the end of the file and
+// returns the offset it reached.
+func hashRead(r io.ReaderAt, off int64, h hash.Hash, buf []byte, progress func(int64)) (int64, error) {
+	n := off
+	for {
+		m, err := r.ReadAt(buf, n)
+		if m > 0 {
+			h.Write(buf[:m])
+			n += int64(m)
+			if progress != nil {
+				progress(int64(m))
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+var quantElems = map[safetensors.DType]quant.Elem{safetensors.BF16: quant.BF16, safetensors.F16: quant.F16, safetensors.F32: quant.F32}
+
+// tileCols is the widest column tile (a multiple of 128) whose 128-row band of
+// elements of size esz fits TileBytes, or k when the whole band fits.
+func tileCols(k, esz int) int {
+	if BlockSize*k*esz <= TileBytes {
+		return k
+	}
+	return max(BlockSize, TileBytes/(BlockSize*esz)/BlockSize*BlockSize)
+}
+
+// quantize streams one [N, K] weight through the quantizer in bands of 128
+// rows (split into column tiles when a band is wider than TileBytes), hands
+// each band of FP8 codes to emit (when not nil) and leaves the block scales,
+// as little-endian fp32, in s.sbytes. It returns how many non-finite values
+// it zeroed.
+func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetensors.TensorInfo, opts Options,
+	emit func([]byte) error, prog Progress) (int64, error) {
+	elem, ok := quantElems[t.DType]
+	if !ok || len(t.Shape) != 2 {
+		return 0, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
+	}
+	if t.Shape[1] > quant.MaxK {
+		return 0, fmt.Errorf("%w: K = %d over %d", ErrNotQuantizable, t.Shape[1], quant.MaxK)
+	}
+	n, k, esz := t.Shape[0], int(t.Shape[1]), elem.Size()
+	nb, kb := Blocks(n), Blocks(int64(k))
+	if nb*kb > MaxScaleBlocks {
+		return 0, fmt.Errorf("%w: %d scale blocks, over %d", ErrNotQuantizable, nb*kb, MaxScaleBlocks)
+	}
+	sec := f.Section(t)
+	rowBytes := int64(k) * int64(esz)
+	wcols := tileCols(k, esz)
+	s.src = bufs.Grow(s.src, BlockSize*wcols*esz)
+	s.band = bufs.Grow(s.band, BlockSize*k)
+	if wcols < k {
+		s.tile = bufs.Grow(s.tile, BlockSize*wcols)
+	}
+	s.scales = bufs.Grow(s.scales, int(nb*kb))
+	quantizers := map[int]*quant.Quantizer{}
+	var zeroed int64
+	for b := range nb {
+		if err := ctx.Err(); err != nil {
+			return zeroed, err
+		}
+		rows := int(min(BlockSize, n-b*BlockSize))
+		for c0 := 0; c0 < k; c0 += wcols {
+			w := min(wcols, k-c0)
+			src := s.src[:rows*w*esz]
+			if w == k { // the band is contiguous
+				if _, err := sec.ReadAt(src, b*BlockSize*rowBytes); err != nil {
+					return zeroed, fmt.Errorf("read rows %d..%d: %w", b*BlockSize, b*BlockSize+int64(rows), err)
+				}
+			} else {
+				for r := range rows {
+					off := (b*BlockSize+int64(r))*rowBytes + int64(c0*esz)
+					if _, err := sec.ReadAt(src[r*w*esz:(r+1)*w*esz], off); err != nil {
+						return zeroed, fmt.Errorf("read row %d: %w", b*BlockSize+int64(r), err)
+					}
+				}
+			}
+			q := quantizers[w]
+			if q == nil {
+				q = quant.NewQuantizer(w, elem, opts.ScaleFmt)
+				quantizers[w] = q
+			}
+			dst := s.band[:rows*k]
+			if w != k {
+				dst = s.tile[:rows*w]
+			}
+			scales := s.scales[b*kb+int64(c0/BlockSize):]
+			err := q.QuantizeBandAt(int(b), dst, scales, src, rows)
+			var nf *quant.NonFiniteError
+			if errors.As(err, &nf) {
+				if opts.NonFinite != NonFiniteZero {
+					return zeroed, fmt.Errorf("%w: %s %#x at row %d, column %d (128×128 block %d,%d); pass --nonfinite zero to replace such values by 0",
+						ErrNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/BlockSize+nf.ColBlock)
+				}
+				zeroed += zeroNonFinite(src, elem)
+				err = q.QuantizeBandAt(int(b), dst, scales, src, rows)
+			}
+			if err != nil {
+				return zeroed, err
+			}
+			if w != k {
+				for r := range rows {
+					copy(s.band[r*k+c0:r*k+c0+w], dst[r*w:(r+1)*w])
+				}
+			}
+			prog.Add(int64(len(src)))
+		}
+		if emit != nil {
+			if err := emit(s.band[:rows*k]); err != nil {
+				return zeroed, err
+			}
+		}
+	}
+	s.sbytes = bufs.Grow(s.sbytes, 4*len(s.scales))
+	for i, v := range s.scales {
+		binary.LittleEndian.PutUint32(s.sbytes[4*i:], math.Float32bits(v))
+	}
+	return zeroed, nil
+}
+
+// zeroNonFinite replaces every Inf or NaN element of src by +0 and counts them.
+func zeroNonFinite(src []byte, e quant.Elem) int64 {
+	var n int64
+	switch e {
+	case quant.F32:
+		for i := 0; i+4 <= len(src); i += 4 {
+			if binary.LittleEndian.Uint32(src[i:])&0x7F800000 == 0x7F800000 {
+				binary.LittleEndian.PutUint32(src[i:], 0)
+				n++
+			}
+		}
+	case quant.BF16, quant.F16:
+		expMask := uint16(0x7F80)
+		if e == quant.F16 {
+			expMask = 0x7C00
+		}
+		for i := 0; i+2 <= len(src); i += 2 {
+			if binary.LittleEndian.Uint16(src[i:])&expMask == expMask {
+				binary.LittleEndian.PutUint16(src[i:], 0)
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,273 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// FP8 error bound checked per element by fp8Stats: round to nearest in E4M3
+// (3 mantissa bits) is off by at most 2^-4 of the value in the normal range
+// and by half the subnormal step 2^-9 below it, in units of the block scale.
+// boundSlack covers fp32 rounding of x·(1/sf) and of the dequantized product.
+const (
+	relBound   = 1.0 / 16
+	subBound   = 1.0 / 1024
+	boundSlack = 1 + 1.0/1024
+)
+
+// verifyShard checks one output shard against its plan: the header byte for
+// byte, then every step's output against what the step makes from the
+// source. A copy run must hold the source's bytes; a quantized weight must
+// hold exactly the codes and scales a fresh quantization of the source gives
+// under the plan's options (the same numerics the converter uses). Steps of
+// other kinds (other expert formats) get their reference here, next to these.
+func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Progress, report func(func(*VerifyReport))) error {
+	path := filepath.Join(dst, filepath.FromSlash(fp.Name))
+	out, err := safetensors.OpenFile(path)
+	if err != nil {
+		report(func(r *VerifyReport) { r.fail("%s: %v", fp.Name, err) })
+		return nil
+	}
+	defer out.Close()
+	l := fp.Layout
+	if out.DataStart != l.DataStart || out.Size != l.Size {
+		report(func(r *VerifyReport) {
+			r.fail("%s: header %d bytes, file %d bytes; planned %d and %d", fp.Name, out.DataStart, out.Size, l.DataStart, l.Size)
+		})
+		return nil
+	}
+	hdr := make([]byte, l.DataStart)
+	if _, err := out.ReaderAt().ReadAt(hdr, 0); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if !bytes.Equal(hdr, l.Header) {
+		report(func(r *VerifyReport) {
+			r.fail("%s: header (tensor names, dtypes, shapes, offsets) differs from the plan", fp.Name)
+		})
+		return nil
+	}
+	a, b := make([]byte, hashBufSize), make([]byte, hashBufSize)
+	var s scratch
+	for _, st := range fp.Steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch st.Kind {
+		case StepCopy:
+			for i := st.First; i <= st.Last; i++ {
+				t := l.Tensors[i]
+				from := st.Src + t.Begin - l.Tensors[st.First].Begin
+				same, err := sameBytes(io.NewSectionReader(fp.Source.ReaderAt(), from, t.Size()), out.Section(out.Tensors[i]), a, b, prog)
+				if err != nil {
+					return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
+				}
+				report(func(r *VerifyReport) {
+					r.Copied++
+					if !same {
+						r.fail("%s: tensor %s differs from the source", fp.Name, t.Name)
+					}
+				})
+			}
+		case StepCodes:
+			codes, scales := out.Tensors[st.First], out.Tensors[st.Last]
+			name := codes.Name
+			v, err := s.requantized(ctx, fp.Source, st.Source, p.Options, out.Section(codes), out.Section(scales))
+			if err != nil {
+				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
+			}
+			stats, err := fp8Stats(fp.Source.Section(st.Source), st.Source, out.Section(codes), out.Section(scales), prog)
+			if err != nil {
+				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
+			}
+			stats.Name, stats.File = name, fp.Name
+			report(func(r *VerifyReport) {
+				r.Quantized++
+				r.Tensors = append(r.Tensors, stats)
+				if v != "" {
+					r.fail("%s: tensor %s: %s", fp.Name, name, v)
+				}
+				if stats.OverBound > 0 || stats.NaN > 0 {
+					r.fail("%s: tensor %s: %d values beyond the FP8 rounding bound, %d NaN (max abs error %g)", fp.Name, name, stats.OverBound, stats.NaN, stats.MaxAbs)
+				}
+			})
+		}
+	}
+	return nil
+}
+
+// requantized quantizes the source weight again and compares, band by band,
+// its FP8 codes and then its block scales with the output's. It returns a
+// violation ("" when bit-identical); the error is for failures to read.
+func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safetensors.TensorInfo, opts Options, codes, scales *io.SectionReader) (string, error) {
+	var got []byte
+	var off int64
+	first := int64(-1)
+	emit := func(b []byte) error {
+		got = bufs.Grow(got, len(b))
+		if _, err := codes.ReadAt(got, off); err != nil {
+			return fmt.Errorf("read FP8 codes at %d: %w", off, err)
+		}
+		if first < 0 {
+			if i := firstDiff(got, b); i >= 0 {
+				first = off + int64(i)
+			}
+		}
+		off += int64(len(b))
+		return nil
+	}
+	_, err := s.quantize(ctx, sf, t, opts, emit, noProgress{})
+	var nf *quant.NonFiniteError
+	switch {
+	case errors.Is(err, ErrNonFinite) || errors.As(err, &nf):
+		return fmt.Sprintf("the source holds a non-finite value, which convert refuses (%v); verify with --nonfinite zero if it was converted so", err), nil
+	case err != nil:
+		return "", err
+	case off != codes.Size():
+		return fmt.Sprintf("FP8 tensor of %d bytes, a fresh quantization gives %d", codes.Size(), off), nil
+	case first >= 0:
+		return fmt.Sprintf("FP8 codes differ from a fresh quantization of the source (first at element %d)", first), nil
+	}
+	if scales.Size() != int64(len(s.sbytes)) {
+		return fmt.Sprintf("scale tensor of %d bytes, a fresh quantization gives %d", scales.Size(), len(s.sbytes)), nil
+	}
+	got = bufs.Grow(got, len(s.sbytes))
+	if _, err := scales.ReadAt(got, 0); err != nil {
+		return "", fmt.Errorf("read scales: %w", err)
+	}
+	if i := firstDiff(got, s.sbytes); i >= 0 {
+		j := i / 4 * 4
+		return fmt.Sprintf("block scale %d is %g, a fresh quantization gives %g", i/4,
+			math.Float32frombits(binary.LittleEndian.Uint32(got[j:])), math.Float32frombits(binary.LittleEndian.Uint32(s.sbytes[j:]))), nil
+	}
+	return "", nil
+}
+
+// firstDiff is the index of the first byte where a and b (of equal length) differ, or -1.
+func firstDiff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// sameBytes compares two readers of equal length chunk by chunk.
+func sameBytes(x, y io.Reader, a, b []byte, prog Progress) (bool, error) {
+	for {
+		n, errA := io.ReadFull(x, a)
+		if n > 0 {
+			if _, err := io.ReadFull(y, b[:n]); err != nil {
+				return false, nil // y is shorter
+			}
+			prog.Add(int64(2 * n))
+			if !bytes.Equal(a[:n], b[:n]) {
+				return false, nil
+			}
+		}
+		switch errA {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			m, _ := y.Read(b[:1])
+			return m == 0, nil
+		default:
+			return false, errA
+		}
+	}
+}
+
+// fp8Stats dequantizes an FP8 weight band by band and compares it with the
+// source, in float64.
+func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, prog Progress) (TensorStats, error) {
+	var st TensorStats
+	elem, ok := quantElems[t.DType]
+	if !ok || len(t.Shape) != 2 {
+		return st, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
+	}
+	n, k, esz := t.Shape[0], t.Shape[1], int64(elem.Size())
+	nb, kb := Blocks(n), Blocks(k)
+	if nb*kb > MaxScaleBlocks || k > quant.MaxK {
+		return st, fmt.Errorf("%w: shape %v", ErrNotQuantizable, t.Shape)
+	}
+	if q.Size() != n*k || scales.Size() != 4*nb*kb {
+		return st, fmt.Errorf("FP8 tensor of %d bytes and %d scale bytes for shape %v", q.Size(), scales.Size(), t.Shape)
+	}
+	sb := make([]byte, 4*nb*kb)
+	if _, err := scales.ReadAt(sb, 0); err != nil {
+		return st, err
+	}
+	// One row at a time keeps memory at O(K) whatever the tensor's size.
+	row := make([]byte, k*esz)
+	qrow := make([]byte, k)
+	blockAbs := make([]float64, kb)
+	blockMax := make([]float64, kb)
+	var sumX2, sumE2 float64
+	for r := range n {
+		if _, err := src.ReadAt(row, r*k*esz); err != nil {
+			return st, err
+		}
+		if _, err := q.ReadAt(qrow, r*k); err != nil {
+			return st, err
+		}
+		prog.Add(int64(len(row) + len(qrow)))
+		b := r / BlockSize
+		for c := range k {
+			x := float64(sourceValue(row, c, elem))
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				continue // zeroed under NonFiniteZero; nothing to compare with
+			}
+			s := math.Float32frombits(binary.LittleEndian.Uint32(sb[4*(b*kb+c/BlockSize):]))
+			d := float64(float32(quant.E4M3ToF32(qrow[c]) * s)) // the fp32 product engines compute
+			if math.IsNaN(d) {
+				st.NaN++
+				continue
+			}
+			e := math.Abs(x - d)
+			st.MaxAbs = max(st.MaxAbs, e)
+			j := c / BlockSize
+			blockAbs[j] = max(blockAbs[j], e)
+			blockMax[j] = max(blockMax[j], math.Abs(x))
+			sumX2 += x * x
+			sumE2 += e * e
+			if e > (relBound*math.Abs(x)+subBound*float64(s))*boundSlack {
+				st.OverBound++
+			}
+		}
+		if (r+1)%BlockSize == 0 || r == n-1 {
+			for j := range kb {
+				if blockMax[j] > 0 {
+					st.MaxRelBlock = max(st.MaxRelBlock, blockAbs[j]/blockMax[j])
+				}
+				blockAbs[j], blockMax[j] = 0, 0
+			}
+		}
+	}
+	if sumE2 > 0 {
+		snr := 10 * math.Log10(sumX2/sumE2)
+		st.SNRdB = &snr
+	}
+	return st, nil
+}
+
+func sourceValue(row []byte, c int64, e quant.Elem) float32 {
+	switch e {
+	case quant.BF16:
+		return quant.BF16ToF32(binary.LittleEndian.Uint16(row[2*c:]))
+	case quant.F16:
+		return quant.F16ToF32(binary.LittleEndian.Uint16(row[2*c:]))
+	}
+	return math.Float32frombits(binary.LittleEndian.Uint32(row[4*c:]))
+}

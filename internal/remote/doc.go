@@ -1,0 +1,14 @@
+// Package remote reads checkpoint files over HTTP: https:// directories served
+// with Range support and hf://org/name[@revision] repositories resolved the way
+// huggingface_hub resolves them.
+//
+// A Source is one resolved location; its File values are io.ReaderAt views of
+// single files that check every ranged response (status 206, Content-Range,
+// body length, size and ETag unchanged) and resume a transfer from the last
+// byte received after a transient failure. Fetch serves the byte ranges of a
+// plan: it coalesces nearby ranges into requests, runs them with bounded
+// parallelism and memory, and delivers the bytes in the caller's order.
+//
+// A bearer token is sent only to the host that owns it (the hub endpoint),
+// never to the host a redirect points at.
+package remote

@@ -1,0 +1,77 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+)
+
+// Sentinel errors, one per class of failure, wrapped by every *Error.
+var (
+	// ErrNotFound: the server answered 404 (or 410) for the file.
+	ErrNotFound = errors.New("not found")
+	// ErrAuth: the server refused the request (401 or 403).
+	ErrAuth = errors.New("access refused")
+	// ErrChanged: the file's size, ETag or revision differs between requests.
+	ErrChanged = errors.New("file changed on the server during the run")
+	// ErrProtocol: a response that does not answer the request (no range
+	// support, a wrong Content-Range, a body of the wrong length).
+	ErrProtocol = errors.New("bad response")
+	// ErrRedirect: too many redirects, a redirect loop, or a bad Location.
+	ErrRedirect = errors.New("bad redirect")
+	// ErrStatus: an HTTP status that is neither success nor one of the above.
+	ErrStatus = errors.New("unexpected HTTP status")
+	// ErrTimeout: no response or no body bytes within the stall timeout.
+	ErrTimeout = errors.New("timeout")
+	// ErrNetwork: the connection failed (refused, reset, closed mid-body).
+	ErrNetwork = errors.New("network error")
+	// ErrOffline: HF_HUB_OFFLINE is set and the file is not in the local cache.
+	ErrOffline = errors.New("offline mode (HF_HUB_OFFLINE) is enabled")
+	// ErrSource: a location that cannot be parsed or resolved.
+	ErrSource = errors.New("invalid remote source")
+)
+
+// Error describes one failed remote operation: which file, which host, what
+// happened, and after how many attempts.
+type Error struct {
+	// File is the file name relative to the source ("" for the source itself).
+	File string
+	// Host is the host (host:port) that answered or failed.
+	Host string
+	// Status is the HTTP status code, 0 when there was no response.
+	Status int
+	// Attempts is how many requests were made before giving up (0 or 1: no retry).
+	Attempts int
+	// Kind is the sentinel this error wraps.
+	Kind error
+	// Detail says what happened, in words.
+	Detail string
+}
+
+func (e *Error) Error() string {
+	s := "remote"
+	if e.File != "" {
+		s += " " + quote.Name(e.File) // names come from an index: escape what a terminal would act on
+	}
+	s += ": " + e.Kind.Error()
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d", e.Status)
+		if e.Host != "" {
+			s += " from " + e.Host
+		}
+		s += ")"
+	} else if e.Host != "" {
+		s += " (" + e.Host + ")"
+	}
+	if e.Attempts > 1 {
+		s += fmt.Sprintf(" after %d attempts", e.Attempts)
+	}
+	return s
+}
+
+// Unwrap returns the sentinel, so errors.Is(err, ErrNotFound) and the like work.
+func (e *Error) Unwrap() error { return e.Kind }

@@ -1,0 +1,327 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Defaults for FetchOptions fields left zero.
+const (
+	// DefaultConnections is the parallel requests of a fetch: enough to fill a
+	// datacenter link from a CDN that serves each connection at tens of MB/s.
+	DefaultConnections = 16
+	// DefaultGap merges ranges separated by at most this many bytes: reading
+	// 128 KiB more costs less time than another request's round trip.
+	DefaultGap = 128 << 10
+	// DefaultRequestSize is the largest single request; longer spans are
+	// split so that they spread over the connections and fit the buffers.
+	DefaultRequestSize = 4 << 20
+)
+
+// Range is a byte range of one file that a plan needs.
+type Range struct {
+	// File is the file name relative to the source.
+	File string
+	// Off and Len place the bytes in the file.
+	Off, Len int64
+}
+
+// Chunk is a piece of one Range, delivered in order: the chunks of range i
+// come before those of range i+1, and a range's chunks by increasing Off.
+type Chunk struct {
+	// Index is the range's position in the list given to Fetch.
+	Index int
+	// Off is the chunk's offset inside the range.
+	Off int64
+	// Data holds the bytes; it is reused once the delivering call returns.
+	Data []byte
+}
+
+// FetchOptions tune Fetch. The zero value is ready to use.
+type FetchOptions struct {
+	// Connections bounds the requests in flight (0: DefaultConnections).
+	Connections int
+	// Gap: consecutive ranges of one file at most Gap bytes apart are read by
+	// one request, the bytes between them fetched and dropped, as long as a
+	// request's dropped bytes do not outnumber its needed ones (0: DefaultGap,
+	// negative: only touching ranges).
+	Gap int64
+	// RequestSize bounds one request (0: DefaultRequestSize).
+	RequestSize int64
+	// Window bounds the buffers held at once, in flight or waiting for their
+	// turn to be delivered (0: twice Connections). Memory is at most
+	// Window × RequestSize.
+	Window int
+}
+
+func (o FetchOptions) withDefaults() FetchOptions {
+	if o.Connections <= 0 {
+		o.Connections = DefaultConnections
+	}
+	if o.Gap == 0 {
+		o.Gap = DefaultGap
+	}
+	if o.Gap < 0 {
+		o.Gap = 0
+	}
+	if o.RequestSize <= 0 {
+		o.RequestSize = DefaultRequestSize
+	}
+	if o.Window <= 0 {
+		o.Window = 2 * o.Connections
+	}
+	o.Window = max(o.Window, o.Connections)
+	return o
+}
+
+// FetchStats counts what a fetch cost.
+type FetchStats struct {
+	// Needed is the sum of the ranges' lengths.
+	Needed int64
+	// Requested is the bytes asked for: Needed plus the gaps merged over.
+	Requested int64
+	// Fetched is the bytes received, those of failed attempts included.
+	Fetched int64
+	// Requests is the number of range requests planned (retries not counted).
+	Requests int
+	// Retries is the failed attempts the source retried during the fetch.
+	Retries int64
+}
+
+// part is one planned request: bytes [off, off+n) of file, covering ranges
+// first..last of the caller's list.
+type part struct {
+	file        string
+	off, n      int64
+	first, last int
+}
+
+// planParts coalesces consecutive ranges of one file that move forward by at
+// most gap bytes into spans, and cuts spans into requests of at most size
+// bytes. A span never skips more bytes than it needs, so a fetch requests at
+// most twice the bytes its ranges need (small ranges far apart stay apart). Ranges keep their order: sort them by file and offset beforehand
+// for the most merging.
+func planParts(ranges []Range, gap, size int64) []part {
+	var parts []part
+	flush := func(file string, lo, hi int64, first, last int) {
+		for at := lo; at < hi; at += size {
+			n := min(size, hi-at)
+			// The ranges overlapping [at, at+n) among first..last.
+			// Empty ranges (of any file) inside the span are skipped.
+			for first < last && (ranges[first].Len == 0 || ranges[first].Off+ranges[first].Len <= at) {
+				first++
+			}
+			l := first
+			for l < last && (ranges[l+1].Len == 0 || ranges[l+1].Off < at+n) {
+				l++
+			}
+			parts = append(parts, part{file: file, off: at, n: n, first: first, last: l})
+		}
+	}
+	start := -1
+	var lo, hi, needed, waste int64
+	for i, r := range ranges {
+		if r.Len == 0 {
+			continue
+		}
+		if start >= 0 && r.File == ranges[start].File && r.Off >= hi && r.Off-hi <= gap &&
+			waste+(r.Off-hi) <= needed+r.Len {
+			waste += r.Off - hi
+			needed += r.Len
+			hi = r.Off + r.Len
+			continue
+		}
+		if start >= 0 {
+			flush(ranges[start].File, lo, hi, start, lastNonEmpty(ranges, start, i))
+		}
+		start, lo, hi, needed, waste = i, r.Off, r.Off+r.Len, r.Len, 0
+	}
+	if start >= 0 {
+		flush(ranges[start].File, lo, hi, start, lastNonEmpty(ranges, start, len(ranges)))
+	}
+	return parts
+}
+
+// lastNonEmpty is the last range before end (and from start on) with bytes.
+func lastNonEmpty(ranges []Range, start, end int) int {
+	for end--; end > start && ranges[end].Len == 0; end-- {
+	}
+	return end
+}
+
+type job struct {
+	p    part
+	buf  []byte
+	done chan error
+}
+
+// Fetch reads the ranges and hands their bytes to deliver in order (see
+// Chunk), from the calling goroutine. Requests run Connections at a time
+// while at most Window buffers are held, so a slow consumer slows the fetch
+// rather than growing memory. Every file is opened (probed) and every range
+// checked against its file's size before the first data request. The first
+// error, from a request or from deliver, cancels everything; Fetch returns
+// after all its requests have stopped.
+func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(Chunk) error) (st FetchStats, err error) {
+	o = o.withDefaults()
+	retries0 := s.retries.Load()
+	defer func() { st.Retries = s.retries.Load() - retries0 }()
+	files, err := s.openAll(ctx, ranges, o.Connections)
+	if err != nil {
+		return st, err
+	}
+	for i, r := range ranges {
+		f := files[r.File]
+		if r.Off < 0 || r.Len < 0 || r.Off > f.size || r.Len > f.size-r.Off {
+			return st, &Error{File: r.File, Kind: ErrSource, Detail: fmt.Sprintf("range %d (bytes %d+%d) is outside the file's %d bytes", i, r.Off, r.Len, f.size)}
+		}
+		st.Needed += r.Len
+	}
+	parts := planParts(ranges, o.Gap, o.RequestSize)
+	st.Requests = len(parts)
+	for _, p := range parts {
+		st.Requested += p.n
+	}
+	var fetched atomic.Int64
+	defer func() { st.Fetched = fetched.Load() }()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	queue := make(chan *job, o.Window)
+	free := make(chan []byte, o.Window)
+	sem := make(chan struct{}, o.Connections)
+	var workers sync.WaitGroup
+	dispatched := make(chan struct{})
+	go func() {
+		defer close(dispatched)
+		defer close(queue)
+		allocated := 0
+		for _, p := range parts {
+			if ctx.Err() != nil { // a select below may pick another ready case
+				return
+			}
+			var buf []byte
+			select {
+			case buf = <-free:
+			default:
+				if allocated < o.Window {
+					buf = make([]byte, o.RequestSize)
+					allocated++
+				} else {
+					select {
+					case buf = <-free:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			if ctx.Err() != nil {
+				<-sem
+				return
+			}
+			j := &job{p: p, buf: buf[:p.n], done: make(chan error, 1)}
+			queue <- j // never blocks: each queued job holds one of Window buffers
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				err := files[p.file].ReadRange(ctx, j.buf, p.off, &fetched)
+				if err != nil {
+					cancel(err) // before the slot is freed, so nothing new starts
+				}
+				<-sem
+				j.done <- err
+			}()
+		}
+	}()
+	err = s.deliverAll(ctx, queue, free, ranges, deliver)
+	if err != nil {
+		cancel(err)
+	}
+	<-dispatched
+	workers.Wait()
+	return st, err
+}
+
+// deliverAll hands each finished request's bytes to deliver, in plan order.
+func (s *Source) deliverAll(ctx context.Context, queue chan *job, free chan []byte, ranges []Range, deliver func(Chunk) error) error {
+	for j := range queue {
+		if err := <-j.done; err != nil {
+			if errors.Is(err, context.Canceled) {
+				if c := context.Cause(ctx); c != nil {
+					err = c
+				}
+			}
+			return err
+		}
+		p := j.p
+		for i := p.first; i <= p.last; i++ {
+			r := ranges[i]
+			lo, hi := max(r.Off, p.off), min(r.Off+r.Len, p.off+p.n)
+			if lo >= hi {
+				continue
+			}
+			if err := deliver(Chunk{Index: i, Off: lo - r.Off, Data: j.buf[lo-p.off : hi-p.off]}); err != nil {
+				return err
+			}
+		}
+		free <- j.buf[:cap(j.buf)]
+	}
+	return context.Cause(ctx) // nil unless the dispatcher stopped early
+}
+
+// openAll probes every file the ranges name, Connections at a time, stopping
+// at the first failure.
+func (s *Source) openAll(ctx context.Context, ranges []Range, conns int) (map[string]*File, error) {
+	var names []string
+	files := map[string]*File{}
+	for _, r := range ranges {
+		if _, ok := files[r.File]; !ok {
+			files[r.File] = nil
+			names = append(names, r.File)
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, conns)
+	var first error
+	for _, n := range names {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f, err := s.Open(ctx, n)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = err
+					cancel(err)
+				}
+				return
+			}
+			files[n] = f
+		}()
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = context.Cause(ctx)
+	}
+	return files, first
+}

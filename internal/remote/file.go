@@ -1,0 +1,310 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+)
+
+// probeLen is what opening a file reads: a safetensors file's 8-byte header
+// length, kept so that the first ReadAt of it costs no request.
+const probeLen = 8
+
+// File is one remote file read with range requests. Its size and ETag are
+// learnt when it is opened; every later response must report the same, or the
+// read fails with ErrChanged. It is safe for concurrent use.
+type File struct {
+	// Name is the file's name relative to its source.
+	Name string
+
+	src    *Source
+	origin string
+	size   int64
+	etag   string
+	prefix []byte
+	loc    atomic.Pointer[string] // the redirect target last served from
+}
+
+// Open probes a file (one small range request) for its size and ETag. Each
+// name is probed once per source; later calls return the same *File.
+func (s *Source) Open(ctx context.Context, name string) (*File, error) {
+	s.mu.Lock()
+	e := s.files[name]
+	if e == nil {
+		e = &fileEntry{}
+		s.files[name] = e
+	}
+	s.mu.Unlock()
+	e.once.Do(func() {
+		f := &File{Name: name, src: s, origin: s.URL(name), size: -1}
+		var buf [probeLen]byte
+		n, err := f.read(ctx, buf[:], 0, nil)
+		if err != nil {
+			e.err = err
+			return
+		}
+		f.prefix = append([]byte(nil), buf[:n]...)
+		e.f = f
+	})
+	if e.err != nil {
+		s.mu.Lock()
+		if s.files[name] == e { // let a later call try again
+			delete(s.files, name)
+		}
+		s.mu.Unlock()
+	}
+	return e.f, e.err
+}
+
+// Size is the file's length.
+func (f *File) Size() int64 { return f.size }
+
+// ETag is the entity tag the server gave ("" when none).
+func (f *File) ETag() string { return f.etag }
+
+// ReadAt reads len(p) bytes at off (fewer, with io.EOF, at the end of the
+// file), bounded by the source's context.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &Error{File: f.Name, Kind: ErrSource, Detail: fmt.Sprintf("negative offset %d", off)}
+	}
+	if off >= f.size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	want := p
+	if int64(len(p)) > f.size-off {
+		want = p[:f.size-off]
+	}
+	if err := f.ReadRange(context.Background(), want, off, nil); err != nil {
+		return 0, err
+	}
+	if len(want) < len(p) {
+		return len(want), io.EOF
+	}
+	return len(p), nil
+}
+
+// ReadRange fills p with the bytes at off, which must lie inside the file.
+// Transient failures are retried with backoff, each retry resuming at the
+// first byte not yet received. counter, if not nil, also counts the bytes
+// received (those of failed attempts included).
+func (f *File) ReadRange(ctx context.Context, p []byte, off int64, counter *atomic.Int64) error {
+	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
+		return &Error{File: f.Name, Kind: ErrSource, Detail: fmt.Sprintf("range %d+%d is outside the file's %d bytes", off, len(p), f.size)}
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	if off+int64(len(p)) <= int64(len(f.prefix)) {
+		copy(p, f.prefix[off:])
+		return nil
+	}
+	_, err := f.read(ctx, p, off, counter)
+	return err
+}
+
+// read is the retry loop. With f.size unknown (the probe) it accepts a file
+// shorter than p and returns how much there was.
+func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, error) {
+	s := f.src
+	ctx, stop := s.bound(ctx)
+	defer stop()
+	got, fails, refreshed := 0, 0, false
+	for attempt := 1; ; attempt++ {
+		n, after, done, err := f.attempt(ctx, p[got:], off+int64(got), counter)
+		got += n
+		if err == nil {
+			if done || got == len(p) {
+				return got, nil
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			// Cancelled, past the deadline, or stopped by another request's
+			// failure (the cause): not this read's error to annotate.
+			return got, context.Cause(ctx)
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			return got, err
+		}
+		if errors.Is(err, errRefused) && !refreshed {
+			// A redirect target (a CDN's signed URL) refused us: it expired.
+			// Ask the origin again, once.
+			refreshed = true
+			f.loc.Store(nil)
+			continue
+		}
+		if errors.Is(err, errRefused) {
+			e = e.Kind.(*refusal).err
+		}
+		if n > 0 {
+			fails = 0
+		}
+		fails++
+		if !transient(e) || fails > s.o.Retries {
+			e.Attempts = attempt
+			return got, e
+		}
+		wait := backoff(fails, s.o.RetryBase, s.o.RetryMax, after)
+		s.retries.Add(1)
+		s.o.Progress.Retry(RetryEvent{File: f.Name, Attempt: fails, Wait: wait, Resume: off + int64(got), Err: e})
+		if err := sleep(ctx, wait); err != nil {
+			return got, err
+		}
+	}
+}
+
+// errRefused marks a refusal by a cached redirect target; refusal carries the
+// error to report if asking the origin again does not help.
+var errRefused = errors.New("redirect target refused the request")
+
+type refusal struct{ err *Error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return errRefused }
+
+// attempt makes one request for p at off. It returns the bytes stored, the
+// server's Retry-After, whether the read is complete though shorter than p
+// (the probe of a short file), and what failed.
+func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, time.Duration, bool, error) {
+	s := f.src
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t := time.AfterFunc(s.o.StallTimeout, func() { cancel(errStall) })
+	defer t.Stop()
+
+	end := off + int64(len(p)) - 1
+	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, end)}}
+	target, cached := f.origin, false
+	if l := f.loc.Load(); l != nil {
+		target, cached = *l, true
+	}
+	resp, u, err := s.do(actx, f.Name, target, hdr)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer resp.Body.Close()
+	host := u.Host
+	after := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	fail := func(kind error, format string, a ...any) (int, time.Duration, bool, error) {
+		return 0, after, false, &Error{File: f.Name, Host: host, Status: resp.StatusCode, Kind: kind, Detail: fmt.Sprintf(format, a...)}
+	}
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+	case http.StatusOK:
+		return fail(ErrProtocol, "the server ignored the Range header (it must support byte ranges)")
+	case http.StatusRequestedRangeNotSatisfiable:
+		_, _, total, crErr := parseContentRange(resp.Header.Get("Content-Range"))
+		if f.size < 0 && off == 0 && crErr == nil && total == 0 {
+			f.size, f.etag = 0, resp.Header.Get("ETag")
+			return 0, 0, true, nil // an empty file
+		}
+		return fail(ErrChanged, "bytes %d-%d are no longer there; the file had %d bytes", off, end, f.size)
+	default:
+		e := statusError(f.Name, resp, host, s.loc.Token != "" && originOf(u) == s.loc.TokenHost)
+		if cached && (e.Kind == ErrNotFound || e.Kind == ErrAuth || resp.StatusCode == http.StatusBadRequest) {
+			return 0, after, false, &Error{File: f.Name, Host: host, Status: resp.StatusCode, Kind: &refusal{e}}
+		}
+		return 0, after, false, e
+	}
+	if u.String() != f.origin {
+		us := u.String()
+		f.loc.Store(&us)
+	}
+	cr := resp.Header.Get("Content-Range")
+	start, last, total, err := parseContentRange(cr)
+	if err != nil {
+		return fail(ErrProtocol, "Content-Range %q: %v", cr, err)
+	}
+	etag := resp.Header.Get("ETag")
+	if f.size < 0 { // the probe learns the size and ETag
+		if start != off || last > end || (last < end && total != last+1) {
+			return fail(ErrProtocol, "Content-Range %q does not answer bytes=%d-%d", cr, off, end)
+		}
+		f.size, f.etag = total, etag
+	} else {
+		if total != f.size {
+			return fail(ErrChanged, "its size was %d bytes, now Content-Range %q says %d", f.size, cr, total)
+		}
+		if etag != f.etag {
+			return fail(ErrChanged, "its ETag was %s, now %s", showETag(f.etag), showETag(etag))
+		}
+		if start != off || last != end {
+			return fail(ErrProtocol, "Content-Range %q does not answer bytes=%d-%d", cr, off, end)
+		}
+	}
+	want := last - start + 1
+	if resp.ContentLength >= 0 && resp.ContentLength != want {
+		return fail(ErrProtocol, "Content-Length %d for Content-Range %q", resp.ContentLength, cr)
+	}
+	count := s.received
+	if counter != nil {
+		count = func(n int64) { s.received(n); counter.Add(n) }
+	}
+	body := &stallReader{r: resp.Body, t: t, stall: s.o.StallTimeout, count: count}
+	n, err := io.ReadFull(body, p[:want])
+	if err != nil {
+		return n, after, false, netError(actx, err, f.Name, host, s.o.StallTimeout,
+			fmt.Sprintf(" after %d of %d bytes at offset %d", n, want, off))
+	}
+	var extra [1]byte
+	if m, _ := body.Read(extra[:]); m > 0 {
+		return fail(ErrProtocol, "the body is longer than Content-Range %q", cr)
+	}
+	return n, 0, int64(n) < int64(len(p)), nil
+}
+
+// parseContentRange reads "bytes first-last/total".
+func parseContentRange(s string) (start, last, total int64, err error) {
+	rest, ok := strings.CutPrefix(s, "bytes ")
+	if !ok {
+		return 0, 0, 0, errors.New("not a bytes range")
+	}
+	rng, tot, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, 0, errors.New("no total size")
+	}
+	if total, err = strconv.ParseInt(tot, 10, 64); err != nil || total < 0 {
+		return 0, 0, 0, errors.New("unreadable total size")
+	}
+	if rng == "*" {
+		return 0, -1, total, nil
+	}
+	a, b, ok := strings.Cut(rng, "-")
+	if !ok {
+		return 0, 0, 0, errors.New("malformed range")
+	}
+	if start, err = strconv.ParseInt(a, 10, 64); err != nil {
+		return 0, 0, 0, errors.New("unreadable first byte")
+	}
+	if last, err = strconv.ParseInt(b, 10, 64); err != nil {
+		return 0, 0, 0, errors.New("unreadable last byte")
+	}
+	if start < 0 || last < start || total <= last {
+		return 0, 0, 0, errors.New("inconsistent positions")
+	}
+	return start, last, total, nil
+}
+
+func showETag(e string) string {
+	if e == "" {
+		return "(none)"
+	}
+	// ETags are quoted strings: print them as sent unless the rest needs escaping.
+	if bare := strings.ReplaceAll(e, `"`, ""); quote.Name(bare) == bare {
+		return e
+	}
+	return quote.Name(e)
+}

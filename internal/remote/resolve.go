@@ -1,0 +1,347 @@
+package remote
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// DefaultEndpoint is the public hub, used when HF_ENDPOINT is unset.
+const DefaultEndpoint = "https://huggingface.co"
+
+// DefaultRevision is the branch an hf:// reference without @revision reads.
+const DefaultRevision = "main"
+
+// maxTokenFile bounds the token file read; a real token is under 100 bytes.
+const maxTokenFile = 64 << 10
+
+// Env looks up an environment variable ("" when unset); os.Getenv in use,
+// a map in tests.
+type Env func(key string) string
+
+// Location is where a checkpoint lives once resolved.
+type Location struct {
+	// Base is the directory URL, ending in '/', that file names are appended
+	// to (path-escaped). Empty when LocalDir is set.
+	Base string
+	// LocalDir is the cached snapshot directory an hf:// reference resolves to
+	// in offline mode (HF_HUB_OFFLINE); empty otherwise.
+	LocalDir string
+	// Name is the file the reference pointed at ("" for a directory).
+	Name string
+	// Token is the bearer token for TokenHost ("" for none).
+	Token string
+	// TokenHost is the origin (scheme://host[:port]) allowed to receive Token;
+	// a redirect to any other origin is followed without it.
+	TokenHost string
+	// Repo and Revision are the hub repository and revision (hf:// only).
+	Repo, Revision string
+}
+
+// IsRemote reports whether raw names a remote source (hf://, http://, https://).
+func IsRemote(raw string) bool {
+	return strings.HasPrefix(raw, "hf://") || strings.HasPrefix(raw, "http://") || strings.HasPrefix(raw, "https://")
+}
+
+// hub is the part of huggingface_hub's configuration a resolution needs.
+type hub struct {
+	endpoint string // without trailing '/'
+	origin   string
+	token    string
+	offline  bool
+	cache    string // HF_HUB_CACHE
+}
+
+func hubConfig(env Env) (hub, error) {
+	var h hub
+	h.endpoint = strings.TrimRight(env("HF_ENDPOINT"), "/")
+	if h.endpoint == "" {
+		h.endpoint = DefaultEndpoint
+	}
+	u, err := url.Parse(h.endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return h, &Error{Kind: ErrSource, Detail: fmt.Sprintf("HF_ENDPOINT %q is not an http(s) URL", h.endpoint)}
+	}
+	h.origin = originOf(u)
+	h.offline = isTrue(env("HF_HUB_OFFLINE")) || isTrue(env("TRANSFORMERS_OFFLINE"))
+	home := expandPath(env("HF_HOME"), env)
+	if home == "" {
+		xdg := env("XDG_CACHE_HOME")
+		if xdg == "" {
+			xdg = filepath.Join(homeDir(env), ".cache")
+		}
+		home = filepath.Join(xdg, "huggingface")
+	}
+	h.cache = expandPath(env("HF_HUB_CACHE"), env)
+	if h.cache == "" {
+		h.cache = expandPath(env("HUGGINGFACE_HUB_CACHE"), env)
+	}
+	if h.cache == "" {
+		h.cache = filepath.Join(home, "hub")
+	}
+	// huggingface_hub sends no token at all, not even HF_TOKEN, when implicit
+	// tokens are disabled.
+	if isTrue(env("HF_HUB_DISABLE_IMPLICIT_TOKEN")) {
+		return h, nil
+	}
+	h.token = cleanToken(env("HF_TOKEN"))
+	if h.token == "" {
+		h.token = cleanToken(env("HUGGING_FACE_HUB_TOKEN"))
+	}
+	if h.token == "" {
+		path := expandPath(env("HF_TOKEN_PATH"), env)
+		if path == "" {
+			path = filepath.Join(home, "token")
+		}
+		if h.token, err = readToken(path); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+// isTrue is huggingface_hub's reading of a boolean variable.
+func isTrue(v string) bool {
+	switch strings.ToUpper(v) {
+	case "1", "ON", "YES", "TRUE":
+		return true
+	}
+	return false
+}
+
+// cleanToken drops line breaks and surrounding blanks, as huggingface_hub does.
+func cleanToken(s string) string {
+	s = strings.NewReplacer("\r", "", "\n", "").Replace(s)
+	return strings.TrimSpace(s)
+}
+
+// readToken reads the token file; a missing file means no token. Anything but
+// a small regular file is refused rather than read (a FIFO would block, a
+// device would never end).
+func readToken(path string) (string, error) {
+	st, err := os.Stat(path)
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
+	}
+	if !st.Mode().IsRegular() {
+		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s is not a regular file", path)}
+	}
+	if st.Size() > maxTokenFile {
+		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %d bytes (limit %d)", path, st.Size(), maxTokenFile)}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
+	if err != nil {
+		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
+	}
+	return cleanToken(string(b)), nil
+}
+
+func homeDir(env Env) string {
+	if h := env("HOME"); h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// expandPath expands a leading ~ and $VAR / ${VAR} like Python's
+// expanduser(expandvars(...)); unknown variables are left as written.
+func expandPath(p string, env Env) string {
+	if p == "" {
+		return ""
+	}
+	p = os.Expand(p, func(k string) string {
+		if v := env(k); v != "" {
+			return v
+		}
+		return "${" + k + "}"
+	})
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		p = homeDir(env) + p[1:]
+	}
+	return p
+}
+
+// repoPart is one component of a repository id (huggingface_hub's rules:
+// word characters, '-' and '.', no leading or trailing '-' or '.').
+var repoPart = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`)
+
+// commitRE is a full commit hash.
+var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// Resolve turns raw into a Location: an http(s):// URL to a directory (ending
+// in '/') or to a file in one, or hf://org/name[@revision][/path] resolved as
+// huggingface_hub does: HF_ENDPOINT (default the public hub) +
+// /org/name/resolve/{revision}/{path}, the revision URL-quoted. The token
+// (HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then the file HF_TOKEN_PATH, default
+// $HF_HOME/token, HF_HOME defaulting to ~/.cache/huggingface) is attached for
+// the endpoint's origin only, also for an https:// URL on that origin. With
+// HF_HUB_OFFLINE set, hf:// resolves to the cached snapshot directory instead
+// (HF_HUB_CACHE/models--org--name/snapshots/{commit}) or fails with ErrOffline.
+func Resolve(raw string, env Env) (Location, error) {
+	if env == nil {
+		env = os.Getenv
+	}
+	h, err := hubConfig(env)
+	if err != nil {
+		return Location{}, err
+	}
+	if rest, ok := strings.CutPrefix(raw, "hf://"); ok {
+		return h.resolveHF(raw, rest)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%q is not an http(s):// or hf:// location", raw)}
+	}
+	if u.User != nil {
+		return Location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%s: credentials in the URL are not supported (use HF_TOKEN)", u.Redacted())}
+	}
+	u.RawQuery, u.Fragment = "", ""
+	s := u.String()
+	loc := Location{Base: s}
+	if !strings.HasSuffix(u.Path, "/") {
+		i := strings.LastIndex(s, "/")
+		loc.Base, loc.Name = s[:i+1], u.Path[strings.LastIndex(u.Path, "/")+1:]
+	}
+	if originOf(u) == h.origin && h.token != "" {
+		loc.Token, loc.TokenHost = h.token, h.origin
+	}
+	return loc, nil
+}
+
+func (h hub) resolveHF(raw, rest string) (Location, error) {
+	bad := func(why string) (Location, error) {
+		return Location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%s: %s (want hf://org/name[@revision][/path])", raw, why)}
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+		return bad("no org/name")
+	}
+	switch parts[0] {
+	case "datasets", "spaces", "models":
+		return bad("only model repositories are supported, named without a type prefix")
+	}
+	org, name, path := parts[0], parts[1], ""
+	if len(parts) == 3 {
+		path = parts[2]
+	}
+	rev := DefaultRevision
+	if i := strings.IndexByte(name, '@'); i >= 0 {
+		name, rev = name[:i], name[i+1:]
+		// A revision may itself contain '/' (refs/pr/N, refs/convert/X);
+		// otherwise the first '/' ends it. A quoted revision (refs%2Fpr%2F1)
+		// is unquoted.
+		if rev == "refs" {
+			seg := strings.SplitN(path, "/", 3)
+			if len(seg) >= 2 {
+				rev = "refs/" + seg[0] + "/" + seg[1]
+				path = ""
+				if len(seg) == 3 {
+					path = seg[2]
+				}
+			}
+		}
+		if u, err := url.PathUnescape(rev); err == nil {
+			rev = u
+		}
+		if rev == "" {
+			return bad("empty revision")
+		}
+	}
+	for _, p := range []string{org, name} {
+		if len(p) > 96 || !repoPart.MatchString(p) || strings.Contains(p, "--") || strings.Contains(p, "..") {
+			return bad(fmt.Sprintf("%q is not a valid repository name part", p))
+		}
+	}
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "." || seg == ".." {
+			return bad("the path may not contain . or ..")
+		}
+	}
+	repo := org + "/" + name
+	dir, file := "", path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		dir, file = path[:i+1], path[i+1:]
+	}
+	loc := Location{Name: file, Repo: repo, Revision: rev}
+	if h.offline {
+		snap, err := h.snapshot(repo, rev)
+		if err != nil {
+			return Location{}, err
+		}
+		loc.LocalDir = filepath.Join(snap, filepath.FromSlash(dir))
+		return loc, nil
+	}
+	loc.Base = h.endpoint + "/" + repo + "/resolve/" + urlQuote(rev, false) + "/" + urlQuote(dir, true)
+	if h.token != "" {
+		loc.Token, loc.TokenHost = h.token, h.origin
+	}
+	return loc, nil
+}
+
+// snapshot finds the cached snapshot of repo at rev: refs/{rev} names the
+// commit of a branch or tag; a commit hash names its snapshot directly.
+func (h hub) snapshot(repo, rev string) (string, error) {
+	dir := filepath.Join(h.cache, "models--"+strings.ReplaceAll(repo, "/", "--"))
+	commit := rev
+	if b, err := os.ReadFile(filepath.Join(dir, "refs", filepath.FromSlash(rev))); err == nil {
+		commit = strings.TrimSpace(string(b))
+	}
+	snap := filepath.Join(dir, "snapshots", commit)
+	if !commitRE.MatchString(commit) {
+		return "", &Error{Kind: ErrOffline, Detail: fmt.Sprintf("hf://%s@%s is not in the cache %s", repo, rev, dir)}
+	}
+	if st, err := os.Stat(snap); err != nil || !st.IsDir() {
+		return "", &Error{Kind: ErrOffline, Detail: fmt.Sprintf("hf://%s@%s: no snapshot %s", repo, rev, snap)}
+	}
+	return snap, nil
+}
+
+// urlQuote percent-escapes everything but unreserved characters (and '/' when
+// keepSlash), like Python's urllib.parse.quote with safe="" or "/".
+func urlQuote(s string, keepSlash bool) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '-', c == '.', c == '_', c == '~', c == '/' && keepSlash:
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}
+
+// originOf is scheme://host[:port] with the host lowercased and a default
+// port dropped, so that equal origins compare equal as strings.
+func originOf(u *url.URL) string {
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return strings.ToLower(u.Scheme) + "://" + host
+}

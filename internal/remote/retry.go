@@ -1,0 +1,162 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// RetryEvent reports one failed attempt that will be retried.
+type RetryEvent struct {
+	// File is the file being read.
+	File string
+	// Attempt counts the consecutive failed attempts that made no progress.
+	Attempt int
+	// Wait is how long the reader waits before the next request.
+	Wait time.Duration
+	// Resume is the absolute offset the next request starts at.
+	Resume int64
+	// Err is what went wrong.
+	Err error
+}
+
+// retryable is an attempt's failure with what the server asked for.
+type retryable struct {
+	err   *Error
+	after time.Duration // Retry-After, 0 when absent
+}
+
+// transient reports whether a failure may go away on its own: connection
+// failures, stalls, 408, 429 and 5xx (except 501 and 505, which will not).
+func transient(e *Error) bool {
+	switch {
+	case errors.Is(e.Kind, ErrNetwork), errors.Is(e.Kind, ErrTimeout):
+		return true
+	case errors.Is(e.Kind, ErrStatus):
+		s := e.Status
+		return s == http.StatusRequestTimeout || s == http.StatusTooManyRequests ||
+			(s >= 500 && s != http.StatusNotImplemented && s != http.StatusHTTPVersionNotSupported)
+	}
+	return false
+}
+
+// parseRetryAfter reads Retry-After as delay-seconds or an HTTP-date; 0 when
+// absent or unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		if n > 1<<31 {
+			n = 1 << 31
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// backoff is the wait before retry number n (1-based): base·2^(n-1) with
+// jitter in [½, 1], at least what the server asked for, never over max.
+func backoff(n int, base, max, asked time.Duration) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	d = d/2 + rand.N(d/2+1)
+	d = maxDur(d, asked)
+	return minDur(d, max)
+}
+
+func minDur(a, b time.Duration) time.Duration {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func maxDur(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// errStall cancels an attempt whose server went quiet.
+var errStall = errors.New("stalled")
+
+// netError turns a transport or body-read failure into an *Error saying what
+// happened. A stalled attempt (its context cancelled with errStall) is a
+// timeout; the caller's own cancellation is returned as is.
+func netError(attemptCtx context.Context, err error, file, host string, stall time.Duration, after string) error {
+	if c := context.Cause(attemptCtx); c != nil && !errors.Is(c, errStall) {
+		return c // the operation was cancelled, hit its deadline, or another request failed
+	}
+	e := netKind(attemptCtx, err, stall)
+	e.File, e.Host, e.Detail = file, host, e.Detail+after
+	return e
+}
+
+func netKind(attemptCtx context.Context, err error, stall time.Duration) *Error {
+	if errors.Is(context.Cause(attemptCtx), errStall) {
+		return &Error{Kind: ErrTimeout, Detail: fmt.Sprintf("no data for %v", stall)}
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &Error{Kind: ErrNetwork, Detail: "connection refused"}
+	case errors.Is(err, syscall.ECONNRESET):
+		return &Error{Kind: ErrNetwork, Detail: "connection reset"}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return &Error{Kind: ErrNetwork, Detail: "connection closed early"}
+	case errors.As(err, &ne) && ne.Timeout():
+		return &Error{Kind: ErrTimeout, Detail: err.Error()}
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return &Error{Kind: ErrNetwork, Detail: "DNS: " + dns.Error()}
+	}
+	return &Error{Kind: ErrNetwork, Detail: err.Error()}
+}
+
+// stallReader cancels its attempt when no byte arrives for the stall timeout
+// and counts the bytes it passes on.
+type stallReader struct {
+	r     io.Reader
+	t     *time.Timer
+	stall time.Duration
+	count func(int64)
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.t.Reset(s.stall)
+		s.count(int64(n))
+	}
+	return n, err
+}

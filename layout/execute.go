@@ -1,0 +1,189 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// defaultJobs is the least default number of files written at once. Each
+// writer hands its file to a committer (fsync, rename) and goes on, so the
+// disk flushes one file while the next is written.
+const defaultJobs = 4
+
+// commitsPerJob bounds files waiting for fsync per writer.
+const commitsPerJob = 4
+
+// ExecOptions controls Execute.
+type ExecOptions struct {
+	// Jobs bounds how many files are written at once (0: GOMAXPROCS, at
+	// least defaultJobs).
+	Jobs int
+	// Restart discards what an earlier, unfinished or different run left in
+	// the output directories; without it such a run is resumed (same plan)
+	// or refused (different plan, or files this package did not write).
+	Restart bool
+	// Progress, if set, is called with bytes written (from worker goroutines).
+	Progress func(n int64)
+}
+
+// Result says what Execute did.
+type Result struct {
+	// Written and Kept count the safetensors files written now and those
+	// kept from an earlier run of the same plan.
+	Written, Kept int
+	// Bytes is the tensor bytes written now.
+	Bytes int64
+	// Cleaned counts the temporaries of a killed run that were removed.
+	Cleaned int
+}
+
+// Execute writes the plan under dst, holding dst's lock for the whole run
+// (a second run on dst fails at once). It runs the validation pass first, so
+// that a failing check leaves dst untouched. Every file is written
+// atomically; a directory is finished (index, side files, then its
+// completion record) as soon as its last file is committed. A rerun of the
+// same plan after a kill resumes: finished files whose size and header match
+// the plan are kept, temporaries are removed.
+func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result, error) {
+	if p.src == nil {
+		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
+	}
+	if err := p.Validate(ctx); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := dirlock.Acquire(dst)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	res := &Result{}
+	runs := make([]*dirRun, len(p.Dirs))
+	var jobs []writeJob
+	for i := range p.Dirs {
+		dr, err := prepareDir(p, &p.Dirs[i], filepath.Join(dst, p.Dirs[i].Dir), o.Restart)
+		if err != nil {
+			return nil, err
+		}
+		runs[i] = dr
+		res.Kept += len(dr.d.files) - len(dr.todo)
+		res.Cleaned += dr.cleaned
+		dr.left.Store(int32(len(dr.todo)))
+		for _, of := range dr.todo {
+			jobs = append(jobs, writeJob{of: of, path: filepath.Join(dr.dir, of.name), dr: dr})
+		}
+	}
+	committed := func(j writeJob) error {
+		if j.dr.left.Add(-1) == 0 {
+			return j.dr.finish()
+		}
+		return nil
+	}
+	if res.Bytes, err = writeFiles(ctx, jobs, o.Jobs, o.Progress, committed); err != nil {
+		return nil, err
+	}
+	for _, dr := range runs {
+		if len(dr.todo) == 0 && !dr.finished {
+			if err := dr.finish(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	res.Written = len(jobs)
+	return res, nil
+}
+
+// writeJob is one file to write and the directory it completes.
+type writeJob struct {
+	of   *outFile
+	path string
+	dr   *dirRun
+}
+
+// finish writes the directory's side files and index, then its completion
+// record (layout.json for an export; the index for a reassembly), and
+// removes the run marker: a directory without the marker is complete.
+func (dr *dirRun) finish() error {
+	d := dr.d
+	for name, b := range d.side {
+		if err := atomicfile.WriteFile(filepath.Join(dr.dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	if d.man != nil {
+		if err := safetensors.WriteIndex(filepath.Join(dr.dir, safetensors.IndexName), d.index); err != nil {
+			return err
+		}
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dr.dir, dr.completionName()), dr.completion, 0o644); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dr.dir, markerName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	dr.finished = true
+	return atomicfile.SyncDir(dr.dir)
+}
+
+func jobsOr(n int) int {
+	if n > 0 {
+		return n
+	}
+	return max(defaultJobs, runtime.GOMAXPROCS(0))
+}
+
+// writeFiles writes files with jobs writers; each written file goes to a
+// committer (fsync, rename into place, then committed), so that waiting for
+// the disk overlaps writing the next file. It returns the tensor bytes
+// written. The first error cancels the rest.
+func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(writeJob) error) (int64, error) {
+	jobs = jobsOr(jobs)
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	g, gctx := errgroup.WithContext(cctx)
+	g.SetLimit(jobs)
+	var commits errgroup.Group
+	commits.SetLimit(commitsPerJob * jobs)
+	var total atomic.Int64
+	for _, j := range files {
+		g.Go(func() error {
+			n, commit, err := writeFile(gctx, j.of, j.path, progress)
+			if err != nil {
+				return err
+			}
+			commits.Go(func() error {
+				err := commit()
+				if err == nil {
+					err = committed(j)
+				}
+				if err != nil {
+					cancel(err)
+					return err
+				}
+				total.Add(n)
+				return nil
+			})
+			return nil
+		})
+	}
+	errWrite, errCommit := g.Wait(), commits.Wait()
+	if errCommit != nil {
+		return total.Load(), errCommit
+	}
+	if errWrite != nil {
+		return total.Load(), errWrite
+	}
+	return total.Load(), nil
+}

@@ -1,0 +1,518 @@
+package layout
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// placement is where one tensor goes.
+type placement struct {
+	rule   int32 // index into Layout.Rules; the weight's rule for a following scale
+	stage  int32 // -1: dropped
+	rank   int32 // the one global rank of an expert tensor, else -1
+	weight int32 // a following scale's weight, else -1
+	scale  ScaleMode
+	saxis  int8 // the scale axis a split of its weight maps to
+}
+
+// Placement is where every tensor of a checkpoint goes under a layout. It is pure
+// header arithmetic: no tensor data is read.
+type Placement struct {
+	// Layout is the planned layout.
+	Layout *Layout
+	// Tensors is the planned tensor list, in the order given.
+	Tensors []safetensors.TensorSpec
+	// RankBytes is the bytes each rank holds.
+	RankBytes []int64
+	// RankPieces is the number of pieces each rank holds.
+	RankPieces []int
+	// Dropped lists the indices of tensors no rank holds.
+	Dropped []int
+	// DroppedBytes is their total size.
+	DroppedBytes int64
+	// Unaligned names the block-FP8 weights whose split cuts a 128 block; their
+	// scales stay replicated over the group (see ScaleReplicated).
+	Unaligned []string
+
+	place  []placement
+	size   []int64
+	stageT [][]int32 // per stage: tensors on every rank of the stage
+	rankT  [][]int32 // per rank: tensors on that rank only
+}
+
+// maxListed bounds the names an error lists.
+const maxListed = 20
+
+// maxErrors bounds the per-tensor errors a failed plan reports in full.
+const maxErrors = 5
+
+// nameList collects names for an error message, counting the ones left out.
+type nameList struct {
+	names []string
+	n     int
+}
+
+func (l *nameList) add(s string) {
+	if len(l.names) < maxListed {
+		l.names = append(l.names, s)
+	}
+	l.n++
+}
+
+func (l *nameList) String() string {
+	s := strings.Join(l.names, ", ")
+	if l.n > len(l.names) {
+		s += fmt.Sprintf(", and %d more", l.n-len(l.names))
+	}
+	return s
+}
+
+// matchEntry caches the rule matches of one name shape.
+type matchEntry struct {
+	rules []int32
+	caps  captures
+}
+
+// Place places every tensor. It fails, naming the tensors, when a tensor is
+// matched by no rule or by more than one, when a split does not divide, or
+// when a layer or expert index is out of the layout's range.
+func (l *Layout) Place(tensors []safetensors.TensorSpec) (*Placement, error) {
+	rules, err := l.compile()
+	if err != nil {
+		return nil, err
+	}
+	if len(tensors) > 1<<31-1 {
+		return nil, fmt.Errorf("%w: %d tensors", ErrLayout, len(tensors))
+	}
+	stages, R := l.Stages(), l.RanksPerStage
+	p := &Placement{
+		Layout:     l,
+		Tensors:    tensors,
+		RankBytes:  make([]int64, stages*R),
+		RankPieces: make([]int, stages*R),
+		place:      make([]placement, len(tensors)),
+		size:       make([]int64, len(tensors)),
+		stageT:     make([][]int32, stages),
+		rankT:      make([][]int32, stages*R),
+	}
+	layerStage := make([]int32, l.Layers)
+	for s := 0; s < stages; s++ {
+		a, b := l.StageLayers(s)
+		for i := a; i < b && i < l.Layers; i++ {
+			layerStage[i] = int32(s)
+		}
+	}
+	cacheable, grouped := true, false
+	for _, r := range rules {
+		cacheable = cacheable && !r.numeric
+		grouped = grouped || r.groups != 0 || r.anyLayer
+	}
+
+	// Block-FP8 weights, so their scales can be recognised without a map of
+	// every name (the full catalog has ~500k tensors, ~1.6k FP8 weights).
+	fp8 := map[string]int32{}
+	for i, t := range tensors {
+		if t.DType == safetensors.F8_E4M3 && len(t.Shape) == 2 && strings.HasSuffix(t.Name, ".weight") {
+			fp8[t.Name] = int32(i)
+		}
+	}
+
+	var unmatched, ambiguous, bad nameList
+	var badErrs []error
+	fail := func(name string, err error) {
+		bad.add(name)
+		if len(badErrs) < maxErrors {
+			badErrs = append(badErrs, err)
+		}
+	}
+	cache := map[string]*matchEntry{}
+	var ns nameShape
+	lookup := func(name string) *matchEntry {
+		ns.scan(name)
+		if cacheable {
+			if e, ok := cache[string(ns.key)]; ok {
+				return e
+			}
+			e := matchAll(rules, strings.Split(string(ns.key), "."))
+			cache[string(ns.key)] = e
+			return e
+		}
+		return matchAll(rules, strings.Split(name, "."))
+	}
+
+	var companions []int32
+	for i, t := range tensors {
+		pl := &p.place[i]
+		pl.rank, pl.weight = -1, -1
+		n, err := safetensors.ByteSize(t.DType, t.Shape)
+		if err != nil {
+			fail(t.Name, fmt.Errorf("tensor %s: %w", t.Name, err))
+			continue
+		}
+		p.size[i] = n
+		e := lookup(t.Name)
+		matched := e.rules
+		layer, expert := int64(-1), int64(-1)
+		if len(e.rules) > 0 {
+			layer, expert = capture(t.Name, e.caps.layer, &ns), capture(t.Name, e.caps.expert, &ns)
+		}
+		w, isScale := int32(-1), false
+		if grouped {
+			tn := model.ParseName(t.Name)
+			if tn.Role.IsCompanion() {
+				w, isScale = scaleWeight(t, fp8, tensors)
+			}
+			// A block-FP8 scale follows its weight rather than matching the
+			// weight's group.
+			if !isScale {
+				var gm []int32
+				for ri, r := range rules {
+					if r.matchGroup(tn) {
+						gm = append(gm, int32(ri))
+					}
+				}
+				if len(gm) > 0 {
+					if len(matched) == 0 {
+						layer, expert = int64(tn.Layer), int64(tn.Expert)
+					}
+					matched = unionRules(matched, gm)
+				}
+			}
+		} else if len(matched) == 0 {
+			w, isScale = scaleWeight(t, fp8, tensors)
+		}
+		if len(matched) == 0 {
+			if isScale {
+				pl.weight = w
+				companions = append(companions, int32(i))
+				continue
+			}
+			unmatched.add(t.Name)
+			continue
+		}
+		if len(matched) > 1 {
+			var names []string
+			for _, r := range matched {
+				names = append(names, strconv.Quote(l.Rules[r].Name))
+			}
+			ambiguous.add(t.Name + " (rules " + strings.Join(names, ", ") + ")")
+			continue
+		}
+		pl.rule = matched[0]
+		if err := p.placeTensor(i, rules[pl.rule], layer, expert, layerStage); err != nil {
+			fail(t.Name, err)
+		}
+	}
+	for _, i := range companions {
+		if err := p.placeScale(int(i)); err != nil {
+			fail(tensors[i].Name, err)
+		}
+	}
+
+	var errs []error
+	if unmatched.n > 0 {
+		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", ErrUnmatched, l.Name, unmatched.n, unmatched.String()))
+	}
+	if ambiguous.n > 0 {
+		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", ErrAmbiguous, l.Name, ambiguous.n, ambiguous.String()))
+	}
+	errs = append(errs, badErrs...)
+	if bad.n > len(badErrs) {
+		errs = append(errs, fmt.Errorf("and %d more tensors with errors", bad.n-len(badErrs)))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	p.account()
+	return p, nil
+}
+
+// unionRules merges two ascending rule lists.
+func unionRules(a, b []int32) []int32 {
+	out := append([]int32(nil), a...)
+	for _, r := range b {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func matchAll(rules []compiledRule, segs []string) *matchEntry {
+	e := &matchEntry{caps: captures{-1, -1}}
+	for ri, r := range rules {
+		for _, pt := range r.pats {
+			if c, ok := pt.match(segs); ok {
+				if len(e.rules) == 0 {
+					e.caps = c
+				}
+				e.rules = append(e.rules, int32(ri))
+				break
+			}
+		}
+	}
+	return e
+}
+
+// scaleWeight reports whether t is the block scale of an FP8 weight: named
+// X.weight_scale_inv or X.weight_scale next to an F8_E4M3 X.weight, shaped as
+// that weight's block grid, [⌈N/128⌉, ⌈K/128⌉] or ModelOpt's [⌈N/128⌉, 1, ⌈K/128⌉, 1].
+func scaleWeight(t safetensors.TensorSpec, fp8 map[string]int32, all []safetensors.TensorSpec) (int32, bool) {
+	for _, suf := range scaleSuffixes {
+		base, ok := strings.CutSuffix(t.Name, suf)
+		if !ok {
+			continue
+		}
+		w, ok := fp8[base+".weight"]
+		if !ok {
+			return 0, false
+		}
+		ws := all[w].Shape
+		gn, gk := ceilDiv(ws[0], quant.BlockSize), ceilDiv(ws[1], quant.BlockSize)
+		s := t.Shape
+		switch {
+		case len(s) == 2 && s[0] == gn && s[1] == gk:
+			return w, true
+		case len(s) == 4 && s[0] == gn && s[1] == 1 && s[2] == gk && s[3] == 1:
+			return w, true
+		}
+		return 0, false
+	}
+	return 0, false
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// capture is the integer at segment position pos of name (-1 if none).
+func capture(name string, pos int, ns *nameShape) int64 {
+	if pos < 0 {
+		return -1
+	}
+	if pos < maxIntSegs {
+		return ns.intAt(pos)
+	}
+	v, err := strconv.ParseInt(segmentAt(name, pos), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// placeTensor places a tensor matched by one rule.
+func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, layerStage []int32) error {
+	l := p.Layout
+	t := p.Tensors[i]
+	pl := &p.place[i]
+	if r.Action == Drop {
+		pl.stage = -1
+		return nil
+	}
+	switch r.Stage {
+	case StageFirst:
+		pl.stage = 0
+	case StageLast:
+		pl.stage = int32(l.Stages() - 1)
+	default:
+		if l.Stages() > 1 {
+			if layer < 0 {
+				return fmt.Errorf("%w: tensor %s: rule %q places by layer, but the tensor has none", ErrRank, t.Name, r.Name)
+			}
+			if layer >= int64(l.Layers) {
+				return fmt.Errorf("%w: tensor %s: layer %d is outside the layout's %d layers", ErrRank, t.Name, layer, l.Layers)
+			}
+			pl.stage = layerStage[layer]
+		}
+	}
+	switch r.Action {
+	case Split:
+		if _, err := splitChunk(r.Rule, t); err != nil {
+			return err
+		}
+	case Expert:
+		e := expert
+		if e < 0 || e >= int64(r.Experts) {
+			return fmt.Errorf("%w: tensor %s: expert %d, but rule %q has %d experts", ErrExpert, t.Name, e, r.Name, r.Experts)
+		}
+		per := int64(r.Experts / l.RanksPerStage)
+		pl.rank = pl.stage*int32(l.RanksPerStage) + int32(e/per)
+	}
+	return nil
+}
+
+// splitChunk checks a split of t and returns the slice length along the axis.
+func splitChunk(r *Rule, t safetensors.TensorSpec) (int64, error) {
+	if r.Axis >= len(t.Shape) {
+		return 0, fmt.Errorf("%w: tensor %s: rule %q splits axis %d of a %d-D tensor %v", ErrLayout, t.Name, r.Name, r.Axis, len(t.Shape), t.Shape)
+	}
+	d := t.Shape[r.Axis]
+	v := d
+	if r.Valid > 0 {
+		if r.Valid > d {
+			return 0, fmt.Errorf("%w: tensor %s: rule %q keeps %d valid entries of axis %d, which has %d", ErrLayout, t.Name, r.Name, r.Valid, r.Axis, d)
+		}
+		v = r.Valid
+	}
+	if r.Units > 0 && v%r.Units != 0 {
+		return 0, fmt.Errorf("%w: tensor %s: axis %d has %d entries, not a whole number per head for %d heads", ErrIndivisible, t.Name, r.Axis, v, r.Units)
+	}
+	if v%int64(r.Parts) != 0 {
+		return 0, fmt.Errorf("%w: tensor %s: axis %d of %v has %d entries, not divisible by %d ranks", ErrIndivisible, t.Name, r.Axis, t.Shape, v, r.Parts)
+	}
+	chunk := v / int64(r.Parts)
+	inner, _ := safetensors.NumElements(t.Shape[r.Axis+1:])
+	// Every step along the axis (not only the whole slice) must be whole bytes:
+	// the exporter moves slices row by row.
+	if (inner*t.DType.Bits())%8 != 0 {
+		return 0, fmt.Errorf("%w: tensor %s: a step along axis %d of %s is not a whole number of bytes", ErrIndivisible, t.Name, r.Axis, t.DType)
+	}
+	return chunk, nil
+}
+
+// placeScale places a block-FP8 scale that no rule matched: it follows its weight.
+func (p *Placement) placeScale(i int) error {
+	pl := &p.place[i]
+	w := p.place[pl.weight]
+	pl.rule, pl.stage, pl.rank = w.rule, w.stage, w.rank
+	pl.scale = ScaleFollow
+	r := &p.Layout.Rules[w.rule]
+	if w.stage < 0 || r.Action != Split {
+		return nil
+	}
+	wt := p.Tensors[pl.weight]
+	chunk := wt.Shape[r.Axis] / int64(r.Parts)
+	if r.Valid > 0 {
+		chunk = r.Valid / int64(r.Parts)
+	}
+	pl.saxis = int8(r.Axis)
+	if len(p.Tensors[i].Shape) == 4 {
+		pl.saxis = int8(2 * r.Axis)
+	}
+	if chunk%quant.BlockSize == 0 && r.Valid == 0 {
+		return nil
+	}
+	if r.UnalignedScale == ScaleReject {
+		return fmt.Errorf("%w: tensor %s: rule %q cuts %s into %d-entry slices along axis %d, not a multiple of %d", ErrScaleAlign, p.Tensors[i].Name, r.Name, wt.Name, chunk, r.Axis, quant.BlockSize)
+	}
+	pl.scale = ScaleReplicated
+	p.Unaligned = append(p.Unaligned, wt.Name)
+	return nil
+}
+
+// account fills the per-rank byte totals and the per-stage/per-rank lists.
+func (p *Placement) account() {
+	R := p.Layout.RanksPerStage
+	for i := range p.Tensors {
+		pl := &p.place[i]
+		switch {
+		case pl.stage < 0:
+			p.Dropped = append(p.Dropped, i)
+			p.DroppedBytes += p.size[i]
+		case pl.rank >= 0:
+			p.rankT[pl.rank] = append(p.rankT[pl.rank], int32(i))
+			p.RankBytes[pl.rank] += p.size[i]
+			p.RankPieces[pl.rank]++
+		default:
+			p.stageT[pl.stage] = append(p.stageT[pl.stage], int32(i))
+			base := int(pl.stage) * R
+			for lr := 0; lr < R; lr++ {
+				pc := p.piece(i, base+lr)
+				p.RankBytes[base+lr] += pc.Bytes
+				p.RankPieces[base+lr]++
+			}
+		}
+	}
+	sort.Strings(p.Unaligned)
+}
+
+// piece builds the piece of tensor i held by a rank of its stage.
+func (p *Placement) piece(i, rank int) Piece {
+	t := p.Tensors[i]
+	pl := p.place[i]
+	r := &p.Layout.Rules[pl.rule]
+	pc := Piece{Index: i, Name: t.Name, DType: t.DType, Shape: t.Shape, Rule: r.Name, Bytes: p.size[i], Scale: pl.scale}
+	if pl.weight >= 0 {
+		pc.ScaleOf = p.Tensors[pl.weight].Name
+	}
+	if pl.rank >= 0 {
+		pc.Held = HeldExpert
+		return pc
+	}
+	if r.Action != Split || pl.scale == ScaleReplicated {
+		return pc
+	}
+	part := int64((rank % p.Layout.RanksPerStage) % r.Parts)
+	axis := r.Axis
+	var start, stop int64
+	if pl.scale == ScaleFollow {
+		wt := p.Tensors[pl.weight]
+		chunk := wt.Shape[r.Axis] / int64(r.Parts)
+		axis = int(pl.saxis)
+		start = part * chunk / quant.BlockSize
+		stop = min(ceilDiv((part+1)*chunk, quant.BlockSize), t.Shape[axis])
+	} else {
+		chunk, _ := splitChunk(r, t)
+		start, stop = part*chunk, (part+1)*chunk
+	}
+	pc.Held, pc.Axis, pc.Start, pc.Stop = HeldSlice, axis, start, stop
+	outer, _ := safetensors.NumElements(t.Shape[:axis])
+	inner, _ := safetensors.NumElements(t.Shape[axis+1:])
+	pc.Bytes = outer * (stop - start) * inner * t.DType.Bits() / 8
+	return pc
+}
+
+// Ranks is the number of ranks planned.
+func (p *Placement) Ranks() int { return len(p.RankBytes) }
+
+// StageOf is the pipeline stage of a rank.
+func (p *Placement) StageOf(rank int) int { return rank / p.Layout.RanksPerStage }
+
+// Pieces lists what a rank holds, in tensor order.
+func (p *Placement) Pieces(rank int) ([]Piece, error) {
+	if rank < 0 || rank >= p.Ranks() {
+		return nil, fmt.Errorf("%w: rank %d of %d", ErrRank, rank, p.Ranks())
+	}
+	a, b := p.stageT[p.StageOf(rank)], p.rankT[rank]
+	out := make([]Piece, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		var i int32
+		if len(b) == 0 || (len(a) > 0 && a[0] < b[0]) {
+			i, a = a[0], a[1:]
+		} else {
+			i, b = b[0], b[1:]
+		}
+		out = append(out, p.piece(int(i), rank))
+	}
+	return out, nil
+}
+
+// Files lists the source files a rank has to open, given each tensor's file
+// (a checkpoint index's weight_map).
+func (p *Placement) Files(rank int, fileOf map[string]string) ([]string, error) {
+	pcs, err := p.Pieces(rank)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, pc := range pcs {
+		f, ok := fileOf[pc.Name]
+		if !ok {
+			return nil, fmt.Errorf("%w: tensor %s has no file", ErrManifest, pc.Name)
+		}
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -1,0 +1,328 @@
+package layout
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"sort"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// maxMetadataBytes bounds a source file's __metadata__ (keys and values), so
+// that what a file claims cannot grow every output. Real checkpoints carry
+// {"format": "pt"}.
+const maxMetadataBytes = 64 << 10
+
+// metadataFormatKey is the one metadata key written rank files keep: loaders
+// check it.
+const metadataFormatKey = "format"
+
+const (
+	opExport     = "export"
+	opReassemble = "reassemble"
+)
+
+// ExportOptions selects what PlanExport plans.
+type ExportOptions struct {
+	// Ranks selects the ranks to write (nil: all).
+	Ranks []int
+	// Pack stores block scales packed.
+	Pack PackFormat
+}
+
+// dirName is the output directory of a rank: stage-NN for a pipeline layout
+// with one rank per stage, rank-NN otherwise.
+func dirName(l *Layout, rank int) string {
+	if l.RanksPerStage == 1 && l.Stages() > 1 {
+		return fmt.Sprintf("%s%02d", stageDirPrefix, rank)
+	}
+	return fmt.Sprintf("%s%02d", rankDirPrefix, rank)
+}
+
+// PlanExport plans, for each selected rank, the directory rank-NN (or
+// stage-NN): the rank's tensors in safetensors files (slices under their
+// source names; a source shard the rank holds whole and unchanged is copied
+// under its own name), an index, the side files (a stage's config.json
+// records its layer range) and layout.json. Planning reads headers only; the
+// plan's checks (padding the layout drops, scales to pack) read data when
+// validated.
+func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
+	if err := checkMetadata(src); err != nil {
+		return nil, err
+	}
+	pl, err := l.Place(src.Specs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Root, err)
+	}
+	ranks, err := selectRanks(o.Ranks, pl.Ranks())
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Op: opExport, Source: src.Root, Layout: l.Name, Stages: l.Stages(), Partition: l.Partition,
+		Ranks: pl.Ranks(), PackScales: o.Pack.String(), DroppedBytes: pl.DroppedBytes, Unaligned: pl.Unaligned, src: src}
+	for _, i := range pl.Dropped {
+		p.Dropped = append(p.Dropped, pl.Tensors[i].Name)
+	}
+	p.Dropped = append(p.Dropped, src.missing...)
+	sort.Strings(p.Dropped)
+	// Ranks are planned concurrently: each lays out its own files.
+	p.Dirs = make([]DirPlan, len(ranks))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, r := range ranks {
+		g.Go(func() error { return planRank(src, pl, r, o.Pack, p.Dropped, &p.Dirs[i]) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	p.Checks = append(paddingChecks(src, pl), packingChecks(p)...)
+	p.describe()
+	return p, nil
+}
+
+// checkMetadata refuses source files whose metadata exceeds maxMetadataBytes.
+func checkMetadata(src *Source) error {
+	for _, f := range src.info.Files {
+		n := 0
+		for k, v := range f.Metadata {
+			n += len(k) + len(v)
+		}
+		if n > maxMetadataBytes {
+			return fmt.Errorf("%w: %s: %s has %d bytes of __metadata__ (limit %d)", ErrMetadata, src.Root, f.Name, n, maxMetadataBytes)
+		}
+	}
+	return nil
+}
+
+// planRank lays out one rank's files, index, side files and manifest.
+func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []string, d *DirPlan) error {
+	l := pl.Layout
+	pcs, err := pl.Pieces(rank)
+	if err != nil {
+		return err
+	}
+	stage := pl.StageOf(rank)
+	first, end := l.StageLayers(stage)
+	*d = DirPlan{Dir: dirName(l, rank), Rank: rank, Stage: stage, Layers: [2]int{first, end}}
+	man := &manifest{Format: manifestFormat, Layout: l, Rank: rank, Ranks: pl.Ranks(), Stage: stage,
+		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: pack.String(), Source: src.info,
+		SourceConfig: string(src.config), Dropped: dropped, Tensors: make([]entry, 0, len(pcs))}
+	// The source files' metadata is recorded once, in rank 0's manifest.
+	if rank != 0 {
+		man.Source.IndexMetadata = nil
+		man.Source.Files = make([]sourceFile, len(src.info.Files))
+		for i, f := range src.info.Files {
+			man.Source.Files[i] = sourceFile{Name: f.Name}
+		}
+	}
+
+	weights := map[string]Piece{}
+	for _, pc := range pcs {
+		if pc.DType == safetensors.F8_E4M3 {
+			weights[pc.Name] = pc
+		}
+	}
+	verbatim, err := verbatimFiles(src, pcs, pack)
+	if err != nil {
+		return err
+	}
+	// Pieces in source order fill output files of up to maxShardBytes; a
+	// verbatim source shard becomes one file of its own.
+	var cur *outFile
+	var curBytes int64
+	whole := map[string]*outFile{}
+	opened := map[string]bool{}
+	fileOf := make([]*outFile, 0, len(pcs)) // output file of each manifest entry
+	for _, pc := range pcs {
+		sf := src.fileOf[pc.Index]
+		if !opened[sf] {
+			opened[sf] = true
+			man.SourceFiles = append(man.SourceFiles, sf)
+		}
+		ot := outTensor{spec: safetensors.TensorSpec{Name: pc.Name, DType: pc.DType, Shape: pc.sliceShape()},
+			src: src.data[pc.Index], shape: pc.Shape, held: pc.Held, axis: pc.Axis, start: pc.Start, stop: pc.Stop}
+		e := entry{Name: pc.Name, SourceFile: sf, DType: pc.DType, Shape: pc.Shape, Held: pc.Held, Rule: pc.Rule,
+			ScaleOf: pc.ScaleOf, Scale: pc.Scale}
+		if pc.Held == HeldSlice {
+			e.Axis, e.Start, e.Stop = pc.Axis, pc.Start, pc.Stop
+			if r := ruleOf(l, pc.Rule); r != nil && r.Valid > 0 && pc.ScaleOf == "" {
+				e.Valid = r.Valid
+			}
+		}
+		if pack == PackUE8M0 && pc.ScaleOf != "" {
+			pj, err := newPackJob(pc, weights[pc.ScaleOf], src.data[pc.Index])
+			if err != nil {
+				return err
+			}
+			ot.pack = pj
+			ot.spec = safetensors.TensorSpec{Name: pc.Name, DType: safetensors.I32, Shape: pj.shape()}
+			e.Packed = pj.describe()
+		}
+		man.Tensors = append(man.Tensors, e)
+		if vf := verbatim[sf]; vf != nil {
+			of := whole[sf]
+			if of == nil {
+				of = &outFile{name: sf, meta: vf.Metadata, verbatim: vf}
+				whole[sf] = of
+				d.files = append(d.files, of)
+			}
+			of.tensors = append(of.tensors, ot)
+			fileOf = append(fileOf, of)
+			continue
+		}
+		size := ot.size()
+		if cur == nil || (curBytes > 0 && curBytes+size > maxShardBytes) {
+			cur = &outFile{meta: rankFileMeta(src, sf)}
+			curBytes = 0
+			d.files = append(d.files, cur)
+		}
+		cur.tensors = append(cur.tensors, ot)
+		curBytes += size
+		fileOf = append(fileOf, cur)
+	}
+	if err := nameFiles(d.files, src); err != nil {
+		return err
+	}
+	for _, of := range d.files {
+		if err := of.plan(); err != nil {
+			return err
+		}
+	}
+	for i := range man.Tensors {
+		man.Tensors[i].File = fileOf[i].name
+	}
+	d.man = man
+	d.index = indexOf(d.files, nil)
+	d.side = map[string][]byte{}
+	for name, b := range src.aux {
+		if name == model.ConfigName && l.Stages() > 1 {
+			if b, err = stageConfig(b, l, man); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		d.side[name] = b
+	}
+	return nil
+}
+
+// nameFiles names the written (not copied) files model-NNNNN-of-NNNNNN in
+// order, after the copies that keep their source names; a written name that
+// a copy already holds is an error rather than a silent overwrite.
+func nameFiles(files []*outFile, src *Source) error {
+	var written []*outFile
+	taken := map[string]bool{}
+	for _, of := range files {
+		if of.verbatim != nil {
+			taken[of.name] = true
+		} else {
+			written = append(written, of)
+		}
+	}
+	for i, of := range written {
+		of.name = fmt.Sprintf(model.ShardNameFormat, i+1, len(written))
+		if taken[of.name] {
+			return fmt.Errorf("%w: %s: written file %s would replace the copy of the source file of that name", ErrLayout, src.Root, of.name)
+		}
+	}
+	return nil
+}
+
+// rankFileMeta is the metadata of a written rank file: the "format" key of
+// the source file its first tensor comes from, and nothing else a source
+// may carry.
+func rankFileMeta(src *Source, name string) map[string]string {
+	for _, f := range src.info.Files {
+		if f.Name == name {
+			if v, ok := f.Metadata[metadataFormatKey]; ok {
+				return map[string]string{metadataFormatKey: v}
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// indexOf is the index of a directory's files.
+func indexOf(files []*outFile, meta map[string]any) *safetensors.Index {
+	idx := &safetensors.Index{WeightMap: map[string]string{}, Metadata: meta}
+	for _, of := range files {
+		for _, t := range of.tensors {
+			idx.TotalSize += t.size()
+			idx.WeightMap[t.spec.Name] = of.name
+		}
+	}
+	return idx
+}
+
+// verbatimFiles picks the source shards a rank holds entirely and unchanged
+// (every tensor whole, none packed) whose header is already canonical: those
+// are copied as files. It reads headers only.
+func verbatimFiles(src *Source, pcs []Piece, pack PackFormat) (map[string]*safetensors.File, error) {
+	if src.files == nil {
+		return nil, nil
+	}
+	held := map[string]int{}
+	changed := map[string]bool{}
+	for _, pc := range pcs {
+		sf := src.fileOf[pc.Index]
+		held[sf]++
+		if pc.Held == HeldSlice || (pack != PackNone && pc.ScaleOf != "") {
+			changed[sf] = true
+		}
+	}
+	out := map[string]*safetensors.File{}
+	for sf, n := range held {
+		f := src.files[sf]
+		if changed[sf] || n != src.counts[sf] || f == nil {
+			continue
+		}
+		specs := make([]safetensors.TensorSpec, len(f.Tensors))
+		for i, t := range f.Tensors {
+			specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+		}
+		lay, err := safetensors.NewLayout(specs, f.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", sf, err)
+		}
+		if int64(len(lay.Header)) != f.DataStart || lay.Size != f.Size {
+			continue
+		}
+		hdr := make([]byte, f.DataStart)
+		if err := readFull(f.ReaderAt(), hdr, 0); err != nil {
+			return nil, fmt.Errorf("file %s: %w", sf, err)
+		}
+		if bytes.Equal(hdr, lay.Header) {
+			out[sf] = f
+		}
+	}
+	return out, nil
+}
+
+func ruleOf(l *Layout, name string) *Rule {
+	for i := range l.Rules {
+		if l.Rules[i].Name == name {
+			return &l.Rules[i]
+		}
+	}
+	return nil
+}
+
+// stageConfig annotates config.json with the stage's layer range.
+func stageConfig(cfg []byte, l *Layout, m *manifest) ([]byte, error) {
+	obj, err := decodeJSONObject(cfg)
+	if err != nil {
+		return nil, err
+	}
+	obj[stageKey] = map[string]any{
+		"layout":    l.Name,
+		"stage":     m.Stage,
+		"stages":    m.Stages,
+		"layers":    m.Layers,
+		"partition": l.Partition,
+	}
+	return marshalJSON(obj)
+}

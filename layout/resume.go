@@ -1,0 +1,226 @@
+package layout
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// markerName is the file an output directory holds while a run writes it:
+// the fingerprint of the plan being written. It starts with a dot, so no
+// reader of the directory takes it for a side file.
+const markerName = ".k3ckpt-partial"
+
+// dirRun is the state of one output directory during Execute.
+type dirRun struct {
+	d          *DirPlan
+	dir        string
+	todo       []*outFile // files still to write
+	left       atomic.Int32
+	completion []byte // layout.json (export) or the index (reassembly)
+	finished   bool
+	cleaned    int
+}
+
+func (dr *dirRun) completionName() string {
+	if dr.d.man != nil {
+		return manifestName
+	}
+	return safetensors.IndexName
+}
+
+// prepareDir makes an output directory ready and says what is left to write:
+//   - absent or empty: everything;
+//   - restart: its files are removed first (never subdirectories);
+//   - holding the run marker of this very plan (a killed run): temporaries are
+//     removed, files whose size and header match the plan kept;
+//   - complete (no marker, the completion record and every file as planned):
+//     nothing;
+//   - anything else (another plan's marker or files) is refused.
+func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) {
+	dr := &dirRun{d: d, dir: dir}
+	var err error
+	if d.man != nil {
+		dr.completion, err = d.man.marshal()
+	} else {
+		dr.completion, err = d.index.Marshal()
+		if d.indexNoNewline {
+			dr.completion = bytes.TrimSuffix(dr.completion, []byte("\n"))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	fp := fingerprint(p, d, dr.completion)
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		ents = nil
+	case err != nil:
+		return nil, err
+	}
+	if restart && len(ents) > 0 {
+		if err := emptyDir(dir, ents); err != nil {
+			return nil, err
+		}
+		ents = nil
+	}
+	if n, err := atomicfile.RemoveTemps(dir); err != nil {
+		return nil, err
+	} else {
+		dr.cleaned = n
+	}
+	marker, err := os.ReadFile(filepath.Join(dir, markerName))
+	switch {
+	case err == nil:
+		if string(marker) != fp {
+			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed); pass --restart to discard it", ErrOutputExists, dir)
+		}
+		return dr, dr.keepDone()
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	}
+	left := 0
+	for _, e := range ents {
+		if !transient(e.Name()) {
+			left++
+		}
+	}
+	if left > 0 {
+		if dr.complete() {
+			dr.finished = true
+			return dr, nil
+		}
+		return nil, fmt.Errorf("%w: %s holds %d entries that are not a run of this plan (remove them or pass --restart)", ErrOutputExists, dir, left)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, markerName), []byte(fp), 0o644); err != nil {
+		return nil, err
+	}
+	dr.todo = d.files
+	return dr, nil
+}
+
+// transient reports the entries of an output directory that no plan writes:
+// temporaries of a killed run and DST's lock.
+func transient(name string) bool { return isTemp(name) || name == dirlock.LockName }
+
+func isTemp(name string) bool {
+	return len(name) >= len(atomicfile.TempPrefix) && name[:len(atomicfile.TempPrefix)] == atomicfile.TempPrefix
+}
+
+// emptyDir removes the files of dir, refusing to touch a subdirectory.
+func emptyDir(dir string, ents []os.DirEntry) error {
+	for _, e := range ents {
+		if e.IsDir() {
+			return fmt.Errorf("%w: %s holds a directory %s; not touching it", ErrOutputExists, dir, e.Name())
+		}
+	}
+	for _, e := range ents {
+		if e.Name() == dirlock.LockName {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepDone keeps the files of a killed run that are as planned and queues
+// the others (removing any that are not).
+func (dr *dirRun) keepDone() error {
+	for _, of := range dr.d.files {
+		path := filepath.Join(dr.dir, of.name)
+		ok, err := matchesPlan(path, of)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		dr.todo = append(dr.todo, of)
+	}
+	return nil
+}
+
+// complete reports whether the directory already holds the finished plan:
+// its completion record byte for byte and every file as planned.
+func (dr *dirRun) complete() bool {
+	b, err := fsx.ReadFile(filepath.Join(dr.dir, dr.completionName()), int64(len(dr.completion)))
+	if err != nil || !bytes.Equal(b, dr.completion) {
+		return false
+	}
+	for _, of := range dr.d.files {
+		if ok, err := matchesPlan(filepath.Join(dr.dir, of.name), of); err != nil || !ok {
+			return false
+		}
+	}
+	for name, want := range dr.d.side {
+		b, err := fsx.ReadFile(filepath.Join(dr.dir, name), int64(len(want)))
+		if err != nil || !bytes.Equal(b, want) {
+			return false
+		}
+	}
+	return true
+}
+
+// matchesPlan reports whether path is a regular file of the planned size
+// whose header is the planned header. Files reach their final name only
+// complete (atomically), so this tells a finished file from a missing one.
+func matchesPlan(path string, of *outFile) (bool, error) {
+	f, err := fsx.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if st.Size() != of.lay.Size {
+		return false, nil
+	}
+	hdr := make([]byte, len(of.lay.Header))
+	if _, err := io.ReadFull(f, hdr); err != nil {
+		return false, nil
+	}
+	return bytes.Equal(hdr, of.lay.Header), nil
+}
+
+// fingerprint identifies what a directory's run writes: the completion
+// record, every file's name and header, and the source files as opened
+// (name, size, modification time), so a rerun after the source changed does
+// not resume.
+func fingerprint(p *Plan, d *DirPlan, completion []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%d\n", p.Op, d.Dir, len(completion))
+	h.Write(completion)
+	for _, of := range d.files {
+		fmt.Fprintf(h, "%s %d %d\n", of.name, of.lay.Size, len(of.lay.Header))
+		h.Write(of.lay.Header)
+	}
+	for _, s := range p.src.stamps {
+		fmt.Fprintln(h, s)
+	}
+	return hex.EncodeToString(h.Sum(nil)) + "\n"
+}

@@ -1,0 +1,234 @@
+package layout
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	st "github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// writeSmall writes a two-file checkpoint with distinct, position-dependent
+// bytes and the given metadata on every file.
+func writeSmall(t *testing.T, dir string, meta map[string]string) {
+	t.Helper()
+	check(t, os.MkdirAll(dir, 0o755))
+	files := map[string][]st.TensorSpec{
+		"a.safetensors": {{Name: "w.0", DType: st.BF16, Shape: []int64{8, 6}}, {Name: "n.0", DType: st.F32, Shape: []int64{6}}},
+		"b.safetensors": {{Name: "w.1", DType: st.BF16, Shape: []int64{8, 6}}, {Name: "n.1", DType: st.F32, Shape: []int64{6}}},
+	}
+	idx := &st.Index{WeightMap: map[string]string{}}
+	for name, specs := range files {
+		lay := must(st.NewLayout(specs, meta))(t)
+		w := must(st.Create(filepath.Join(dir, name), lay))(t)
+		for k, s := range specs {
+			b := make([]byte, must(st.ByteSize(s.DType, s.Shape))(t))
+			for i := range b {
+				b[i] = byte(i*7 + k*31 + len(name))
+			}
+			must(must(w.Tensor(s.Name))(t).Write(b))(t)
+			idx.WeightMap[s.Name] = name
+			idx.TotalSize += int64(len(b))
+		}
+		check(t, w.Commit())
+	}
+	check(t, st.WriteIndex(filepath.Join(dir, st.IndexName), idx))
+}
+
+const smallLayout = `{"name": "small4", "ranks_per_stage": 4, "rules": [
+	{"name": "rows", "match": ["w.#"], "action": "split", "axis": 0, "parts": 4},
+	{"name": "norms", "match": ["n.#"], "action": "replicate"}]}`
+
+func smallPlan(t *testing.T, src *Source, js string, o ExportOptions) *Plan {
+	t.Helper()
+	l := must(parseLayout([]byte(js)))(t)
+	return must(PlanExport(src, l, o))(t)
+}
+
+// treeEqual compares every file under two directories byte for byte.
+func treeEqual(t *testing.T, a, b string) {
+	t.Helper()
+	n := 0
+	check(t, filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel := must(filepath.Rel(a, p))(t)
+		x := must(os.ReadFile(p))(t)
+		y, err := os.ReadFile(filepath.Join(b, rel))
+		if err != nil || !bytes.Equal(x, y) {
+			t.Errorf("%s differs (%v)", rel, err)
+		}
+		n++
+		return nil
+	}))
+	m := 0
+	check(t, filepath.WalkDir(b, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			m++
+		}
+		return err
+	}))
+	if n != m || n == 0 {
+		t.Errorf("%s holds %d files, %s %d", a, n, b, m)
+	}
+}
+
+// A rerun after a kill keeps the files the killed run finished, removes its
+// temporaries and ends byte-identical to a run that was never interrupted;
+// a finished export reruns as a no-op; another plan is refused until
+// --restart.
+func TestResumeAfterKill(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, map[string]string{"format": "pt"})
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	ctx := context.Background()
+	ref := filepath.Join(tmp, "ref")
+	p := smallPlan(t, src, smallLayout, ExportOptions{})
+	must(p.Execute(ctx, ref, ExecOptions{}))(t)
+
+	// The killed run: rank-00's directory started, one file committed,
+	// a temporary left behind; the other ranks not begun.
+	dst := filepath.Join(tmp, "dst")
+	d0 := &p.Dirs[0]
+	dir0 := filepath.Join(dst, d0.Dir)
+	must(prepareDir(p, d0, dir0, false))(t)
+	of := d0.files[0]
+	_, commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil)
+	check(t, err)
+	check(t, commit())
+	check(t, os.WriteFile(filepath.Join(dir0, atomicfile.TempPrefix+"x-1"), []byte("partial"), 0o644))
+
+	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
+	if res.Kept != 1 || res.Written != p.Files-1 || res.Cleaned != 1 {
+		t.Errorf("resume: %+v, want 1 kept, %d written, 1 temporary cleaned", res, p.Files-1)
+	}
+	treeEqual(t, ref, dst)
+
+	// Finished: a rerun writes nothing.
+	res = must(p.Execute(ctx, dst, ExecOptions{}))(t)
+	if res.Written != 0 || res.Kept != p.Files {
+		t.Errorf("rerun of a finished export: %+v", res)
+	}
+	// Another plan (a different layout) is refused, then replaces with Restart.
+	other := smallPlan(t, src, strings.Replace(smallLayout, `"parts": 4`, `"parts": 2`, 1), ExportOptions{})
+	if _, err := other.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, ErrOutputExists) {
+		t.Errorf("another plan over a finished export: %v", err)
+	}
+	must(other.Execute(ctx, dst, ExecOptions{Restart: true}))(t)
+	// An unfinished run of another plan is refused too, naming it.
+	dst2 := filepath.Join(tmp, "dst2")
+	must(prepareDir(other, &other.Dirs[0], filepath.Join(dst2, other.Dirs[0].Dir), false))(t)
+	if _, err := p.Execute(ctx, dst2, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "different plan") {
+		t.Errorf("resume of another plan's run: %v", err)
+	}
+	// Files nobody planned are not taken for a run.
+	dst3 := filepath.Join(tmp, "dst3", "rank-02")
+	check(t, os.MkdirAll(dst3, 0o755))
+	check(t, os.WriteFile(filepath.Join(dst3, "junk"), []byte("x"), 0o644))
+	if _, err := p.Execute(ctx, filepath.Dir(dst3), ExecOptions{}); !errors.Is(err, ErrOutputExists) {
+		t.Errorf("occupied directory: %v", err)
+	}
+	// Another run holding DST's lock: refused at once.
+	lock := must(dirlock.Acquire(dst))(t)
+	if _, err := p.Execute(ctx, dst, ExecOptions{Restart: true}); !errors.Is(err, dirlock.ErrInUse) {
+		t.Errorf("locked DST: %v", err)
+	}
+	check(t, lock.Release())
+	if _, err := PlanExport(src, must(parseLayout([]byte(smallLayout)))(t), ExportOptions{Ranks: []int{3, 4}}); !errors.Is(err, ErrRank) {
+		t.Errorf("rank out of range: %v", err)
+	}
+}
+
+// The source files' metadata is recorded once, in rank 0's manifest; the
+// written rank files carry only the "format" key; reassembly restores every
+// file byte for byte; metadata past the cap is refused before writing.
+func TestMetadataRecordedOnce(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	meta := map[string]string{"format": "pt", "note": strings.Repeat("n", 1000)}
+	writeSmall(t, srcDir, meta)
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	dst := filepath.Join(tmp, "dst")
+	must(smallPlan(t, src, smallLayout, ExportOptions{}).Execute(context.Background(), dst, ExecOptions{}))(t)
+	for r, wantNote := range []bool{true, false, false, false} {
+		dir := filepath.Join(dst, dirName(must(parseLayout([]byte(smallLayout)))(t), r))
+		man := must(os.ReadFile(filepath.Join(dir, manifestName)))(t)
+		if got := bytes.Count(man, []byte(meta["note"])); got != map[bool]int{true: 2, false: 0}[wantNote] {
+			t.Errorf("rank %d manifest holds the source metadata %d times", r, got)
+		}
+		ents := must(os.ReadDir(dir))(t)
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".safetensors") {
+				continue
+			}
+			f := must(st.OpenFile(filepath.Join(dir, e.Name())))(t)
+			if len(f.Metadata) != 1 || f.Metadata["format"] != "pt" {
+				t.Errorf("rank %d %s metadata %v, want only format", r, e.Name(), f.Metadata)
+			}
+			f.Close()
+		}
+	}
+	out := filepath.Join(tmp, "re")
+	must(runReassemble(dst, out))(t)
+	for _, f := range []string{"a.safetensors", "b.safetensors"} {
+		if !sameFile(t, filepath.Join(srcDir, f), filepath.Join(out, f)) {
+			t.Errorf("reassembled %s differs", f)
+		}
+	}
+	// Without rank 0 the metadata is gone: reassembly refuses.
+	check(t, os.RemoveAll(filepath.Join(dst, "rank-00")))
+	if _, err := OpenSource(dst); !errors.Is(err, ErrManifest) {
+		t.Errorf("export without rank 0: %v", err)
+	}
+
+	big := filepath.Join(tmp, "big")
+	writeSmall(t, big, map[string]string{"format": "pt", "note": strings.Repeat("n", maxMetadataBytes)})
+	bs := must(OpenSource(big))(t)
+	defer bs.Close()
+	if _, err := PlanExport(bs, must(parseLayout([]byte(smallLayout)))(t), ExportOptions{}); !errors.Is(err, ErrMetadata) || !strings.Contains(err.Error(), "a.safetensors") {
+		t.Errorf("oversized metadata: %v", err)
+	}
+}
+
+// An export read back as a source: a rank file linked to a file outside the
+// export is refused; a link inside the export is read.
+func TestExportSourceLinks(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, nil)
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	dst := filepath.Join(tmp, "dst")
+	p := smallPlan(t, src, smallLayout, ExportOptions{})
+	must(p.Execute(context.Background(), dst, ExecOptions{}))(t)
+	rankFile := filepath.Join(dst, "rank-01", p.Dirs[1].files[0].name)
+	for _, c := range []struct {
+		target string
+		ok     bool
+	}{{filepath.Join(tmp, "outside.safetensors"), false}, {filepath.Join(dst, "spare.safetensors"), true}} {
+		if fi := must(os.Lstat(rankFile))(t); fi.Mode().IsRegular() {
+			check(t, os.Rename(rankFile, c.target))
+		} else {
+			check(t, os.Rename(must(os.Readlink(rankFile))(t), c.target))
+			check(t, os.Remove(rankFile))
+		}
+		check(t, os.Symlink(c.target, rankFile))
+		s, err := OpenSource(dst)
+		if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrLink)) {
+			t.Errorf("rank file linked to %s: %v", c.target, err)
+		}
+		if err == nil {
+			s.Close()
+		}
+	}
+}

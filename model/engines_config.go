@@ -1,0 +1,95 @@
+package model
+
+import (
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// Quantization methods of the configs a conversion writes.
+const (
+	// QuantModelOptMixed is ModelOpt mixed precision (NVIDIA's Kimi-K3
+	// export; SGLang selects its mixed-precision path on exactly this value).
+	QuantModelOptMixed = "modelopt_mixed"
+	// QuantFP8 is the DeepSeek-V3 block-FP8 convention.
+	QuantFP8 = "fp8"
+	// QuantCompressedTensors is the compressed-tensors library's method.
+	QuantCompressedTensors = compressedTensors
+)
+
+// NVFP4GroupSize is the NVFP4 block: one E4M3 scale per 16 elements.
+const NVFP4GroupSize = 16
+
+// modelOptNVFP4 is the quant_algo of NVFP4 modules in a ModelOpt manifest.
+const modelOptNVFP4 = "NVFP4"
+
+// nvfp4ExpertTemplates is one routed expert stored as NVFP4, after
+// "experts.{e}.": per projection the E2M1 codes (two per byte, as in MXFP4),
+// one E4M3 scale per 16 elements, the fp32 second-level scale and the fp32
+// input scale (both scalars).
+func (c *Config) nvfp4ExpertTemplates() []tmpl {
+	u8, f8, f32 := safetensors.U8, safetensors.F8_E4M3, safetensors.F32
+	I, L := c.MoEIntermediate, c.LatentDim
+	var out []tmpl
+	for _, p := range []struct {
+		name string
+		n, k int64
+	}{{"w1", I, L}, {"w2", L, I}, {"w3", I, L}} {
+		out = append(out,
+			tmpl{p.name + ".weight", u8, s(p.n, p.k/2)},
+			tmpl{p.name + ".weight_scale", f8, s(p.n, p.k/NVFP4GroupSize)},
+			tmpl{p.name + ".weight_scale_2", f32, s()},
+			tmpl{p.name + ".input_scale", f32, s()},
+		)
+	}
+	return out
+}
+
+// ExpertBytes is the size of one routed expert stored in format f (what
+// inspect's what-if reports for a cast the checkpoint has not had).
+func (c *Config) ExpertBytes(f ExpertFormat) int64 {
+	cc := *c
+	cc.Experts = f
+	if f == ExpertsMXFP4 && cc.GroupSize == 0 {
+		cc.GroupSize = 32
+	}
+	return sumBytes(cc.templates().expert)
+}
+
+// Suffixes of an MXFP4 expert projection's two tensors.
+const (
+	mxfp4Packed = ".weight_packed"
+	mxfp4Scale  = ".weight_scale"
+)
+
+// MXFP4Part says whether name is one of the two tensors of an MXFP4 routed
+// expert projection (X.weight_packed, X.weight_scale) and returns X.
+func MXFP4Part(name string) (base string, packed, ok bool) {
+	if Classify(name) != RoutedExperts {
+		return "", false, false
+	}
+	if b, ok := strings.CutSuffix(name, mxfp4Packed); ok {
+		return b, true, true
+	}
+	if b, ok := strings.CutSuffix(name, mxfp4Scale); ok {
+		return b, false, true
+	}
+	return "", false, false
+}
+
+// NVFP4Specs are the tensors NVIDIA's converter writes in place of the MXFP4
+// projection whose codes are packed (X.weight_packed U8 [N, K/2]), in this
+// order: X.weight U8 [N, K/2] (the same E2M1 codes), X.weight_scale F8_E4M3
+// [N, K/16], X.weight_scale_2 F32 [] and X.input_scale F32 [].
+func NVFP4Specs(base string, packed safetensors.TensorSpec) ([4]safetensors.TensorSpec, bool) {
+	var out [4]safetensors.TensorSpec
+	if packed.DType != safetensors.U8 || len(packed.Shape) != 2 || (2*packed.Shape[1])%NVFP4GroupSize != 0 {
+		return out, false
+	}
+	n, k := packed.Shape[0], 2*packed.Shape[1]
+	out[0] = safetensors.TensorSpec{Name: base + ".weight", DType: safetensors.U8, Shape: []int64{n, k / 2}}
+	out[1] = safetensors.TensorSpec{Name: base + ".weight_scale", DType: safetensors.F8_E4M3, Shape: []int64{n, k / NVFP4GroupSize}}
+	out[2] = safetensors.TensorSpec{Name: base + ".weight_scale_2", DType: safetensors.F32, Shape: []int64{}}
+	out[3] = safetensors.TensorSpec{Name: base + ".input_scale", DType: safetensors.F32, Shape: []int64{}}
+	return out, true
+}
