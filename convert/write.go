@@ -25,6 +25,9 @@ type scratch struct {
 	scales []float32 // every block scale of the tensor
 	sbytes []byte    // the scales as little-endian fp32
 	held   []byte    // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
+	cs     castScratch
+	// lastZeroScale is how many blocks the last quantize gave scale 0.
+	lastZeroScale int64
 }
 
 // copyAux copies a side file, which must still be the file planned (same
@@ -262,6 +265,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 				switch {
 				case st.Kind == StepScales:
 					scaleSums[weight] = sum
+					s.cs.zeroScale += s.lastZeroScale
 					_, err = hw.Write(s.sbytes)
 					if st.HoldCodes {
 						zeroed += n
@@ -274,6 +278,15 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 			}
 			if err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, st.Source.Name, err)
+			}
+		case StepNVFP4:
+			tw, err := w.Tensor(first)
+			if err != nil {
+				return zeroed, err
+			}
+			hw := &hashedWriter{tw: tw, fh: fh, off: off}
+			if err := s.writeNVFP4(ctx, sf, st, func(b []byte) error { _, err := hw.Write(b); return err }, fh.prog); err != nil {
+				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, first, err)
 			}
 		default:
 			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)

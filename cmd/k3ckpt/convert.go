@@ -170,7 +170,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return writeJSON(out, map[string]any{
 			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
+			"experts": opts.Experts, "numerics": opts.Numerics.String(),
 			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite,
+			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": castJSON(res.Cast),
 			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		})
 	}
@@ -194,6 +196,12 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	fmt.Fprintf(sw, "convert %s → %s%s: %s written, %s already done and kept, in %s\n",
 		srcPath, dst, worker, termtext.Plural(int64(len(res.Written)), "file", "files"),
 		termtext.Plural(int64(len(res.Skipped)), "file", "files"), elapsed.Round(time.Millisecond))
+	if res.ZeroScaleBlocks > 0 {
+		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
+	}
+	if opts.Experts == convert.ExpertsNVFP4 {
+		fmt.Fprintln(sw, castLine("MXFP4→NVFP4 cast of the files written", res.Cast))
+	}
 	if res.Finalized {
 		fmt.Fprintf(sw, "done: %s quantized, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
 			termtext.Plural(int64(t.Quantized), "tensor", "tensors"), gib(t.SourceBytes), gib(t.OutputBytes),
@@ -235,6 +243,20 @@ func setMemoryLimit(jobs int) {
 	}
 	debug.SetMemoryLimit(live + 64<<20*int64(max(jobs, 1)) + 64<<20)
 	debug.SetGCPercent(100)
+}
+
+// castJSON is the cast's block counts with NVIDIA's lossless count beside them.
+func castJSON(c quant.CastStats) map[string]int64 {
+	return map[string]int64{"blocks": c.Blocks, "out_of_range": c.OutOfRange, "lossless": c.Blocks - c.OutOfRange, "lossy": c.Lossy}
+}
+
+// castLine reports the cast's block counts in a sentence.
+func castLine(what string, c quant.CastStats) string {
+	pct := 100.0
+	if c.Blocks > 0 {
+		pct = 100 * float64(c.Blocks-c.OutOfRange) / float64(c.Blocks)
+	}
+	return fmt.Sprintf("%s: %d blocks, %d lossless (%.6f%%), %d outside E4M3's exponent window, %d with values changed", what, c.Blocks, c.Blocks-c.OutOfRange, pct, c.OutOfRange, c.Lossy)
 }
 
 func nonNilSplits(s []convert.SplitReport) []convert.SplitReport {
@@ -297,6 +319,9 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "tensors: %d copied (%.2f GiB), %d quantized (%.2f GiB → %.2f GiB FP8 + %.2f MiB scales), %d dropped\n",
 		t.Copied, gib(t.CopiedBytes), t.Quantized, gib(t.QuantizedBytes), gib(t.FP8Bytes), float64(t.ScaleBytes)/(1<<20), t.Dropped)
+	if t.NVFP4 > 0 {
+		fmt.Fprintf(w, "experts: %d MXFP4 projections cast to NVFP4 (%.2f GiB → %.2f GiB)\n", t.NVFP4, gib(t.MXFP4Bytes), gib(t.NVFP4Bytes))
+	}
 	fmt.Fprintf(w, "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files\n",
 		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, float64(t.AuxBytes)/(1<<20), t.OutputFiles+1)
 	return nil
@@ -382,6 +407,12 @@ func printVerify(w io.Writer, r *convert.VerifyReport) {
 		if t.SNRdB != nil && (minSNR < 0 || *t.SNRdB < minSNR) {
 			minSNR = *t.SNRdB
 		}
+	}
+	if r.ZeroScaleBlocks > 0 {
+		fmt.Fprintf(w, "FP8: %d blocks with scale 0 and NaN codes (all-zero tiles under ModelOpt numerics)\n", r.ZeroScaleBlocks)
+	}
+	if r.NVFP4 > 0 {
+		fmt.Fprintln(w, castLine(fmt.Sprintf("NVFP4: %d projections re-cast and compared bit for bit", r.NVFP4), r.Cast))
 	}
 	if len(r.Tensors) > 0 {
 		fmt.Fprintf(w, "FP8: worst block relative error %.4f (%s), lowest SNR %.2f dB\n", worst.MaxRelBlock, worst.Name, minSNR)
