@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
@@ -69,9 +71,9 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 		if q.Key != "" {
 			where += " " + q.Key
 		}
-		fmt.Fprintf(bw, "\nquantization (%s):\n", quote.Name(where))
+		fmt.Fprintf(bw, "\nquantization (%s):\n", termtext.Lines(where))
 		for _, s := range q.Summary {
-			fmt.Fprintf(bw, "  %s\n", quote.Name(s))
+			fmt.Fprintf(bw, "  %s\n", termtext.Lines(s))
 		}
 	}
 	if r.Layout != nil {
@@ -82,7 +84,7 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	if len(r.Warnings) > 0 {
 		fmt.Fprintln(bw, "\nwarnings:")
 		for _, s := range r.Warnings {
-			fmt.Fprintf(bw, "  %s\n", quote.Name(s))
+			fmt.Fprintln(bw, wrapText("  "+termtext.Lines(s), TextWidth, "    "))
 		}
 	}
 	return bw.Flush()
@@ -160,7 +162,7 @@ func recipeText(w io.Writer, r *Report) error {
 		u.str(r.TotalBytes), u.str(rr.TotalBytes), u.name, u.of(rr.TotalBytes-r.TotalBytes), u.name,
 		termtext.Int(r.TensorCount), termtext.Int(rr.TensorCount))
 	for _, s := range rr.Splits {
-		fmt.Fprintln(w, "warning: recipe", rr.Name, s)
+		fmt.Fprintln(w, wrapText(termtext.Lines(fmt.Sprintf("warning: recipe %s %s", rr.Name, s)), TextWidth, "  "))
 	}
 	before := make([]Row, len(r.DTypes))
 	for i, d := range r.DTypes {
@@ -206,6 +208,29 @@ func beforeAfter(w io.Writer, key string, u unit, before, after []Row, tb, ta Ac
 	t.Footer("total", termtext.Int(tb.TensorCount), termtext.Int(ta.TensorCount), u.str(tb.TotalBytes), u.str(ta.TotalBytes),
 		fmt.Sprintf("%+.2f", u.of(ta.TotalBytes-tb.TotalBytes)))
 	return t.Render()
+}
+
+// wrapText breaks s at spaces so that no line passes width columns (a
+// single longer word keeps its own line); continuation lines start with indent.
+func wrapText(s string, width int, indent string) string {
+	words := strings.Split(s, " ")
+	var b strings.Builder
+	col := 0
+	for i, wd := range words {
+		n := utf8.RuneCountInString(wd)
+		switch {
+		case i == 0:
+		case col+1+n > width:
+			b.WriteString("\n" + indent)
+			col = utf8.RuneCountInString(indent)
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(wd)
+		col += n
+	}
+	return b.String()
 }
 
 func gibStr(b int64) string { return strconv.FormatFloat(gib(b), 'f', 2, 64) }
