@@ -256,7 +256,11 @@ func castLine(what string, c quant.CastStats) string {
 	if c.Blocks > 0 {
 		pct = 100 * float64(c.Blocks-c.OutOfRange) / float64(c.Blocks)
 	}
-	return fmt.Sprintf("%s: %d blocks, %d lossless (%.6f%%), %d outside E4M3's exponent window, %d with values changed", what, c.Blocks, c.Blocks-c.OutOfRange, pct, c.OutOfRange, c.Lossy)
+	warn := ""
+	if c.OutOfRange > 0 || c.Lossy > 0 {
+		warn = "warning: "
+	}
+	return fmt.Sprintf("%s%s: %d blocks, %d lossless (%.6f%%), %d outside E4M3's exponent window, %d with values changed", warn, what, c.Blocks, c.Blocks-c.OutOfRange, pct, c.OutOfRange, c.Lossy)
 }
 
 func nonNilSplits(s []convert.SplitReport) []convert.SplitReport {
