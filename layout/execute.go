@@ -118,7 +118,11 @@ type writeJob struct {
 func (dr *dirRun) finish() error {
 	d := dr.d
 	for name, b := range d.side {
-		if err := atomicfile.WriteFile(filepath.Join(dr.dir, name), b, 0o644); err != nil {
+		path := filepath.Join(dr.dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
 			return err
 		}
 	}

@@ -74,7 +74,7 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 		return nil, err
 	}
 	if restart && len(ents) > 0 {
-		if err := emptyDir(dir, ents); err != nil {
+		if err := emptyDir(dir, ents, d.side); err != nil {
 			return nil, err
 		}
 		ents = nil
@@ -122,22 +122,49 @@ func isTemp(name string) bool {
 	return len(name) >= len(atomicfile.TempPrefix) && name[:len(atomicfile.TempPrefix)] == atomicfile.TempPrefix
 }
 
-// emptyDir removes the files of dir, refusing to touch a subdirectory.
-func emptyDir(dir string, ents []os.DirEntry) error {
+// emptyDir removes the entries of dir, refusing to touch a subdirectory
+// unless it holds nothing but side files of the plan (a checkpoint's
+// subfolders, carried over) and temporaries.
+func emptyDir(dir string, ents []os.DirEntry, side map[string][]byte) error {
 	for _, e := range ents {
-		if e.IsDir() {
-			return fmt.Errorf("%w: %s holds a directory %s; not touching it", ErrOutputExists, dir, e.Name())
+		if e.IsDir() && !onlySideFiles(dir, e.Name(), side) {
+			return fmt.Errorf("%w: %s holds a directory %s with files this plan does not write; not touching it", ErrOutputExists, dir, e.Name())
 		}
 	}
 	for _, e := range ents {
 		if e.Name() == dirlock.LockName {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+		rm := os.Remove
+		if e.IsDir() {
+			rm = os.RemoveAll
+		}
+		if err := rm(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// onlySideFiles reports whether the subdirectory sub of dir holds only
+// planned side files and temporaries.
+func onlySideFiles(dir, sub string, side map[string][]byte) bool {
+	ok := true
+	err := filepath.WalkDir(filepath.Join(dir, sub), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if _, planned := side[filepath.ToSlash(rel)]; !planned && !isTemp(d.Name()) {
+			ok = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return ok && err == nil
 }
 
 // keepDone keeps the files of a killed run that are as planned and queues
@@ -173,7 +200,7 @@ func (dr *dirRun) complete() bool {
 		}
 	}
 	for name, want := range dr.d.side {
-		b, err := fsx.ReadFile(filepath.Join(dr.dir, name), int64(len(want)))
+		b, err := fsx.ReadFile(filepath.Join(dr.dir, filepath.FromSlash(name)), int64(len(want)))
 		if err != nil || !bytes.Equal(b, want) {
 			return false
 		}

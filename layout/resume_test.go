@@ -232,3 +232,71 @@ func TestExportSourceLinks(t *testing.T) {
 		}
 	}
 }
+
+// The rank file read is the file checked: a link swapped between the open
+// and the check, either way (inside → outside the export, or outside →
+// inside), is refused rather than read.
+func TestRankFileSwappedWhileOpened(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, nil)
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	dst := filepath.Join(tmp, "dst")
+	p := smallPlan(t, src, smallLayout, ExportOptions{})
+	must(p.Execute(context.Background(), dst, ExecOptions{}))(t)
+	rankFile := filepath.Join(dst, "rank-01", p.Dirs[1].files[0].name)
+	inside, outside := filepath.Join(dst, "spare.safetensors"), filepath.Join(tmp, "outside.safetensors")
+	data := must(os.ReadFile(rankFile))(t)
+	check(t, os.WriteFile(inside, data, 0o644))
+	check(t, os.WriteFile(outside, data, 0o644))
+	relink := func(target string) {
+		check(t, os.Remove(rankFile))
+		check(t, os.Symlink(target, rankFile))
+	}
+	defer func() { testHookRankOpened = nil }()
+	for _, c := range []struct{ atOpen, atCheck string }{{inside, outside}, {outside, inside}} {
+		relink(c.atOpen)
+		testHookRankOpened = func(path string) {
+			if path == rankFile {
+				relink(c.atCheck)
+			}
+		}
+		s, err := OpenSource(dst)
+		if !errors.Is(err, ErrLink) {
+			t.Errorf("link %s at the open, %s at the check: %v, want ErrLink", c.atOpen, c.atCheck, err)
+		}
+		if err == nil {
+			s.Close()
+		}
+	}
+	testHookRankOpened = nil
+	relink(inside)
+	s := must(OpenSource(dst))(t)
+	s.Close()
+}
+
+// A source shard copied whole is copied from the file the source opened: one
+// replaced under its name since (same size, other bytes) fails the run
+// instead of being copied.
+func TestVerbatimSourceReplaced(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, map[string]string{"format": "pt"})
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	p := smallPlan(t, src, `{"name": "whole", "ranks_per_stage": 1, "rules": [{"name": "all", "match": ["**"], "action": "replicate"}]}`, ExportOptions{})
+	if p.Dirs[0].Files[0].CopyOf == "" {
+		t.Fatalf("plan copies no file whole: %+v", p.Dirs[0].Files)
+	}
+	a := filepath.Join(srcDir, "a.safetensors")
+	b := must(os.ReadFile(a))(t)
+	for i := len(b) - 8; i < len(b); i++ {
+		b[i] ^= 0xff
+	}
+	check(t, os.WriteFile(a+".new", b, 0o644))
+	check(t, os.Rename(a+".new", a))
+	if _, err := p.Execute(context.Background(), filepath.Join(tmp, "dst"), ExecOptions{}); !errors.Is(err, ErrChanged) {
+		t.Errorf("source shard replaced after planning: %v, want ErrChanged", err)
+	}
+}

@@ -138,41 +138,53 @@ func (s *Source) Model() (Model, error) {
 	return ModelOf(c), nil
 }
 
-// auxSkip are root entries that are not copied along as side files.
-func auxSkip(name string) bool {
-	return strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".safetensors") ||
-		name == safetensors.IndexName || name == manifestName
+// maxAuxTotal bounds the side files of a source together: they are held in
+// memory and written to every output directory (K3's tokenizer, chat
+// template and config are a few MB).
+const maxAuxTotal = 256 << 20
+
+// notSideFile reports the side-file names this package does not carry over:
+// safetensors files (shards are planned from the index; a stray one is not
+// copied into every rank) and an export's manifest, which it writes itself.
+func notSideFile(name string) bool {
+	return name == manifestName || strings.HasSuffix(name, ".safetensors")
 }
 
-// readAux reads the small side files (config.json, tokenizer files…) of a
-// local directory. A side file must be a regular file; a link is followed
-// only when it resolves inside the directory.
-// TODO(layout): the codec's link rule (hub cache snapshots) once it exists.
-func readAux(dir string) (map[string][]byte, error) {
-	ents, err := os.ReadDir(dir)
+// readAux reads the side files of a local directory (model.SideFiles: the
+// regular files that are not shards, subfolders included, hidden entries
+// not), following links by the checkpoint rule (fsx.Root): a link may lead
+// inside the directory or, for a Hugging Face hub cache snapshot, inside its
+// models--org--name folder, where the snapshot's links into ../../blobs/ go.
+func readAux(dir string, shards []string) (map[string][]byte, error) {
+	root, err := fsx.NewRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("side files of %s: %w", dir, err)
+	}
+	side, err := model.SideFiles(dir, shards)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]byte{}
-	for _, e := range ents {
-		if e.IsDir() || auxSkip(e.Name()) {
+	var total int64
+	for _, sf := range side {
+		if notSideFile(sf.Name) {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
-		if e.Type()&os.ModeSymlink != 0 {
-			ok, err := within(dir, path)
-			if err != nil {
-				return nil, fmt.Errorf("side file %s: %w", path, err)
-			}
-			if !ok {
-				return nil, fmt.Errorf("%w: side file %s links outside %s", ErrLink, path, dir)
-			}
-		}
-		b, err := fsx.ReadFile(path, safetensors.MaxAuxSize)
+		path := filepath.Join(dir, filepath.FromSlash(sf.Name))
+		real, err := root.Resolve(sf.Name)
 		if err != nil {
-			return nil, fmt.Errorf("side file: %w", err)
+			if errors.Is(err, fsx.ErrOutside) {
+				return nil, fmt.Errorf("%w: side file %s: %w", ErrLink, path, err)
+			}
+			return nil, fmt.Errorf("side file %s: %w", path, err)
 		}
-		out[e.Name()] = b
+		b, err := fsx.ReadFile(real, min(safetensors.MaxAuxSize, maxAuxTotal-total))
+		if err != nil {
+			return nil, fmt.Errorf("side file %s (side files are held in memory, %d MiB each and %d MiB together at most): %w",
+				path, safetensors.MaxAuxSize>>20, maxAuxTotal>>20, err)
+		}
+		total += int64(len(b))
+		out[sf.Name] = b
 	}
 	return out, nil
 }
@@ -248,7 +260,7 @@ func OpenSource(path string) (*Source, error) {
 	}
 	root := c.Root
 	if st, err := os.Stat(root); err == nil && st.IsDir() {
-		if s.aux, err = readAux(root); err != nil {
+		if s.aux, err = readAux(root, shardNames(c)); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -264,6 +276,15 @@ func OpenSource(path string) (*Source, error) {
 	}
 	s.config = s.aux[model.ConfigName]
 	return s, nil
+}
+
+// shardNames are the checkpoint's shards, relative to its root.
+func shardNames(c *safetensors.Checkpoint) []string {
+	out := make([]string, len(c.Files))
+	for i, f := range c.Files {
+		out[i] = f.Path
+	}
+	return out
 }
 
 // stageKey is the config.json key recording a stage checkpoint's layer range.
