@@ -127,7 +127,11 @@ func (dr *dirRun) finish() error {
 		}
 	}
 	if d.man != nil {
-		if err := safetensors.WriteIndex(filepath.Join(dr.dir, safetensors.IndexName), d.index); err != nil {
+		b, err := d.indexBytes()
+		if err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dr.dir, safetensors.IndexName), b, 0o644); err != nil {
 			return err
 		}
 	}

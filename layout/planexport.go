@@ -197,6 +197,7 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 	}
 	d.man = man
 	d.index = indexOf(d.files, nil)
+	d.indexNewline = !src.info.IndexNoFinalNewline
 	d.side = map[string][]byte{}
 	for name, b := range src.aux {
 		if name == model.ConfigName && l.Stages() > 1 {

@@ -54,10 +54,7 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 	if d.man != nil {
 		dr.completion, err = d.man.marshal()
 	} else {
-		dr.completion, err = d.index.Marshal()
-		if d.indexNoNewline {
-			dr.completion = bytes.TrimSuffix(dr.completion, []byte("\n"))
-		}
+		dr.completion, err = d.indexBytes()
 	}
 	if err != nil {
 		return nil, err

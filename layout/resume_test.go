@@ -300,3 +300,51 @@ func TestVerbatimSourceReplaced(t *testing.T) {
 		t.Errorf("source shard replaced after planning: %v, want ErrChanged", err)
 	}
 }
+
+// Every index this package writes takes the source's form: a rank
+// directory's own index and the reassembled one end in a newline exactly
+// when the source's did; a source without an index gets the codec's form
+// (none, as the released index).
+func TestIndexFollowsSourceNewline(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		edit    func(idx string)
+		newline bool
+	}{
+		{"codec index", func(string) {}, false},
+		{"index with a newline", func(idx string) {
+			b := must(os.ReadFile(idx))(t)
+			check(t, os.WriteFile(idx, append(b, '\n'), 0o644))
+		}, true},
+		{"no index", func(idx string) { check(t, os.Remove(idx)) }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			srcDir := filepath.Join(tmp, "src")
+			writeSmall(t, srcDir, nil)
+			idx := filepath.Join(srcDir, st.IndexName)
+			c.edit(idx)
+			src := must(OpenSource(srcDir))(t)
+			defer src.Close()
+			dst := filepath.Join(tmp, "dst")
+			p := smallPlan(t, src, smallLayout, ExportOptions{})
+			must(p.Execute(context.Background(), dst, ExecOptions{}))(t)
+			for _, d := range p.Dirs {
+				b := must(os.ReadFile(filepath.Join(dst, d.Dir, st.IndexName)))(t)
+				if got := bytes.HasSuffix(b, []byte("\n")); got != c.newline {
+					t.Errorf("%s's index ends in a newline: %v, want %v", d.Dir, got, c.newline)
+				}
+				must(st.ParseIndex(b, d.Dir))(t)
+			}
+			out := filepath.Join(tmp, "re")
+			must(runReassemble(dst, out))(t)
+			b := must(os.ReadFile(filepath.Join(out, st.IndexName)))(t)
+			if want, err := os.ReadFile(idx); err == nil && !bytes.Equal(b, want) {
+				t.Errorf("reassembled index differs from the source's (ends %q, source %q)", b[len(b)-2:], want[len(want)-2:])
+			}
+			if got := bytes.HasSuffix(b, []byte("\n")); got != c.newline {
+				t.Errorf("reassembled index ends in a newline: %v, want %v", got, c.newline)
+			}
+		})
+	}
+}

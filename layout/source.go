@@ -78,7 +78,9 @@ type sourceInfo struct {
 	// IndexMetadata holds the index's metadata keys besides total_size.
 	IndexMetadata map[string]any `json:"index_metadata,omitempty"`
 	// IndexNoFinalNewline records an index that ends without a newline (as
-	// the released checkpoint's does), so reassembly writes it back alike.
+	// the released checkpoint's does), or none at all; every index written
+	// from this source (rank directories', the reassembly's) takes the same
+	// form. False (absent) means the source's index ended in a newline.
 	IndexNoFinalNewline bool `json:"index_no_final_newline,omitempty"`
 }
 
@@ -189,20 +191,32 @@ func readAux(dir string, shards []string) (map[string][]byte, error) {
 	return out, nil
 }
 
-// endsInNewline reports whether a local file's last byte is a newline (true
-// for a file that is not local: the codec's own form).
-func endsInNewline(path string) (bool, error) {
-	f, err := fsx.Open(path)
+// endsInNewline reports whether the last byte of the checkpoint entry name
+// under root is a newline, following links by the checkpoint rule (false
+// for an entry that is not local: the codec's own form).
+func endsInNewline(root, name string) (bool, error) {
+	r, err := fsx.NewRoot(root)
 	if errors.Is(err, os.ErrNotExist) {
-		return true, nil
+		return false, nil
 	}
+	if err != nil {
+		return false, err
+	}
+	path, err := r.Resolve(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", filepath.Join(root, name), err)
+	}
+	f, err := fsx.Open(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil || st.Size() == 0 {
-		return true, err
+		return false, err
 	}
 	var b [1]byte
 	if _, err := f.ReadAt(b[:], st.Size()-1); err != nil {
@@ -249,9 +263,12 @@ func OpenSource(path string) (*Source, error) {
 	}
 	s.info.Tensors = len(s.Specs)
 	s.countFiles()
+	// The indexes written follow the source's (the codec's form, without a
+	// final newline, when it has none).
+	s.info.IndexNoFinalNewline = true
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
-		nl, err := endsInNewline(filepath.Join(c.Root, c.IndexName))
+		nl, err := endsInNewline(c.Root, c.IndexName)
 		if err != nil {
 			s.Close()
 			return nil, err
