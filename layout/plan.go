@@ -72,7 +72,7 @@ type DirPlan struct {
 	// did; without it the index has the codec's form (no final newline, as
 	// the release's).
 	indexNewline bool
-	side           map[string][]byte // side files by name
+	side         map[string][]byte // side files by name
 }
 
 // FilePlan describes one safetensors file of a directory.
