@@ -128,6 +128,19 @@ func (s *Source) Close() error {
 	return errors.Join(errs...)
 }
 
+// classifier reads tensor names by the source's own layer schedule (nil
+// without a config.json: K3's).
+func (s *Source) classifier() (*model.Classifier, error) {
+	if s.config == nil {
+		return nil, nil
+	}
+	c, err := model.ParseConfig(s.config)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(s.Root, model.ConfigName), err)
+	}
+	return c.Classifier(), nil
+}
+
 // Model reads the model dimensions from the source's config.json.
 func (s *Source) Model() (Model, error) {
 	if s.config == nil {
