@@ -32,7 +32,13 @@ type ExecOptions struct {
 	// the output directories; without it such a run is resumed (same plan)
 	// or refused (different plan, or files this package did not write).
 	Restart bool
-	// Progress, if set, is called with bytes written (from worker goroutines).
+	// Start, if set, is called once before the first write, after the
+	// validation pass and the check of what an earlier run left, with the
+	// tensor bytes this run will write (the plan's less what it keeps), so
+	// that a progress display's total and ETA are this run's.
+	Start func(total int64)
+	// Progress, if set, is called with tensor bytes written as they are
+	// (from worker goroutines); the calls add up to Start's total.
 	Progress func(n int64)
 }
 
@@ -84,6 +90,13 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		for _, of := range dr.todo {
 			jobs = append(jobs, writeJob{of: of, path: filepath.Join(dr.dir, of.name), dr: dr})
 		}
+	}
+	if o.Start != nil {
+		var total int64
+		for _, j := range jobs {
+			total += j.of.tensorBytes()
+		}
+		o.Start(total)
 	}
 	committed := func(j writeJob) error {
 		if j.dr.left.Add(-1) == 0 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
@@ -346,5 +347,39 @@ func TestIndexFollowsSourceNewline(t *testing.T) {
 				t.Errorf("reassembled index ends in a newline: %v, want %v", got, c.newline)
 			}
 		})
+	}
+}
+
+// Progress is this run's: Start announces the bytes a resumed run will
+// write (the plan's less the kept file's), and the Progress calls add up
+// to it and to what the result reports.
+func TestProgressOfResumedRun(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, nil)
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	ctx := context.Background()
+	p := smallPlan(t, src, smallLayout, ExportOptions{})
+	dst := filepath.Join(tmp, "dst")
+	d0 := &p.Dirs[0]
+	dir0 := filepath.Join(dst, d0.Dir)
+	must(prepareDir(p, d0, dir0, false))(t)
+	of := d0.files[0]
+	_, commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil)
+	check(t, err)
+	check(t, commit())
+
+	var starts int
+	var total int64
+	var done atomic.Int64
+	res := must(p.Execute(ctx, dst, ExecOptions{
+		Start:    func(n int64) { starts++; total = n },
+		Progress: func(n int64) { done.Add(n) },
+	}))(t)
+	want := p.Bytes - of.tensorBytes()
+	if starts != 1 || total != want || done.Load() != want || res.Bytes != want || want <= 0 {
+		t.Errorf("Start called %d times with %d, progress %d, result %d; want once with %d (plan %d less the kept %d)",
+			starts, total, done.Load(), res.Bytes, want, p.Bytes, of.tensorBytes())
 	}
 }

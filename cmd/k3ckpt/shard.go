@@ -227,10 +227,11 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		return plan.WriteText(w)
 	}
 	bar := newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
-	bar.Start(plan.Bytes)
 	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart}
 	if bar != nil {
-		eo.Progress = bar.Add
+		// Started by Execute once it knows what this run writes (a resumed
+		// run keeps files), so total and ETA are this run's.
+		eo.Start, eo.Progress = bar.Start, bar.Add
 	}
 	start := time.Now()
 	res, err := plan.Execute(ctx, dst, eo)
