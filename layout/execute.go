@@ -51,6 +51,9 @@ type Result struct {
 	Bytes int64
 	// Cleaned counts the temporaries of a killed run that were removed.
 	Cleaned int
+	// Changed counts the files an earlier run committed that were modified
+	// (or replaced) since: they are written again, and counted in Written.
+	Changed int
 }
 
 // Execute writes the plan under dst, holding dst's lock for the whole run
@@ -58,8 +61,10 @@ type Result struct {
 // that a failing check leaves dst untouched. Every file is written
 // atomically; a directory is finished (index, side files, then its
 // completion record) as soon as its last file is committed. A rerun of the
-// same plan after a kill resumes: finished files whose size and header match
-// the plan are kept, temporaries are removed.
+// same plan, after a kill or a finished run, resumes: files whose size and
+// header match the plan and that are unchanged since their commit (same
+// stamp: size, times, inode) are kept, others written again, temporaries
+// removed.
 func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
@@ -86,6 +91,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		runs[i] = dr
 		res.Kept += len(dr.d.files) - len(dr.todo)
 		res.Cleaned += dr.cleaned
+		res.Changed += dr.changed
 		dr.left.Store(int32(len(dr.todo)))
 		for _, of := range dr.todo {
 			jobs = append(jobs, writeJob{of: of, path: filepath.Join(dr.dir, of.name), dr: dr})
@@ -99,6 +105,9 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		o.Start(total)
 	}
 	committed := func(j writeJob) error {
+		if err := j.dr.recordCommit(j.of.name); err != nil {
+			return err
+		}
 		if j.dr.left.Add(-1) == 0 {
 			return j.dr.finish()
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
@@ -60,6 +61,9 @@ func treeEqual(t *testing.T, a, b string) {
 		if err != nil || d.IsDir() {
 			return err
 		}
+		if d.Name() == stampsName { // stat results, not content
+			return nil
+		}
 		rel := must(filepath.Rel(a, p))(t)
 		x := must(os.ReadFile(p))(t)
 		y, err := os.ReadFile(filepath.Join(b, rel))
@@ -71,7 +75,7 @@ func treeEqual(t *testing.T, a, b string) {
 	}))
 	m := 0
 	check(t, filepath.WalkDir(b, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
+		if err == nil && !d.IsDir() && d.Name() != stampsName {
 			m++
 		}
 		return err
@@ -101,11 +105,12 @@ func TestResumeAfterKill(t *testing.T) {
 	dst := filepath.Join(tmp, "dst")
 	d0 := &p.Dirs[0]
 	dir0 := filepath.Join(dst, d0.Dir)
-	must(prepareDir(p, d0, dir0, false))(t)
+	dr := must(prepareDir(p, d0, dir0, false))(t)
 	of := d0.files[0]
 	_, commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil)
 	check(t, err)
 	check(t, commit())
+	check(t, dr.recordCommit(of.name))
 	check(t, os.WriteFile(filepath.Join(dir0, atomicfile.TempPrefix+"x-1"), []byte("partial"), 0o644))
 
 	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
@@ -364,11 +369,12 @@ func TestProgressOfResumedRun(t *testing.T) {
 	dst := filepath.Join(tmp, "dst")
 	d0 := &p.Dirs[0]
 	dir0 := filepath.Join(dst, d0.Dir)
-	must(prepareDir(p, d0, dir0, false))(t)
+	dr := must(prepareDir(p, d0, dir0, false))(t)
 	of := d0.files[0]
 	_, commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil)
 	check(t, err)
 	check(t, commit())
+	check(t, dr.recordCommit(of.name))
 
 	var starts int
 	var total int64
@@ -382,4 +388,74 @@ func TestProgressOfResumedRun(t *testing.T) {
 		t.Errorf("Start called %d times with %d, progress %d, result %d; want once with %d (plan %d less the kept %d)",
 			starts, total, done.Load(), res.Bytes, want, p.Bytes, of.tensorBytes())
 	}
+}
+
+// modifyInPlace flips the last data byte of a file (same size, header
+// intact) and moves its mtime an hour back: the write's own times could fall
+// in the coarse timestamp tick of the commit, which no later edit would.
+func modifyInPlace(t *testing.T, path string) {
+	t.Helper()
+	f := must(os.OpenFile(path, os.O_RDWR, 0))(t)
+	fi := must(f.Stat())(t)
+	var b [1]byte
+	must(f.ReadAt(b[:], fi.Size()-1))(t)
+	b[0] ^= 0xff
+	must(f.WriteAt(b[:], fi.Size()-1))(t)
+	check(t, f.Close())
+	old := fi.ModTime().Add(-time.Hour)
+	check(t, os.Chtimes(path, old, old))
+}
+
+// A kept file must be the file committed: one modified after its commit
+// (same size, same header) is written again, whether the run that committed
+// it finished or was killed; a finished directory without the record of its
+// commits is not taken on trust.
+func TestKeptFileModifiedAfterCommit(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, nil)
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	ctx := context.Background()
+	p := smallPlan(t, src, smallLayout, ExportOptions{})
+	ref := filepath.Join(tmp, "ref")
+	must(p.Execute(ctx, ref, ExecOptions{}))(t)
+
+	// Finished run, then a file modified.
+	dst := filepath.Join(tmp, "dst")
+	must(p.Execute(ctx, dst, ExecOptions{}))(t)
+	modifyInPlace(t, filepath.Join(dst, p.Dirs[1].Dir, p.Dirs[1].files[0].name))
+	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
+	if res.Changed != 1 || res.Written != 1 || res.Kept != p.Files-1 {
+		t.Errorf("rerun after a file was modified: %+v, want it changed and written again, the other %d kept", res, p.Files-1)
+	}
+	treeEqual(t, ref, dst)
+	if res := must(p.Execute(ctx, dst, ExecOptions{}))(t); res.Written != 0 || res.Changed != 0 {
+		t.Errorf("rerun of the repaired export: %+v", res)
+	}
+
+	// Killed run: one file committed (and recorded), then modified.
+	dst2 := filepath.Join(tmp, "dst2")
+	d0 := &p.Dirs[0]
+	dr := must(prepareDir(p, d0, filepath.Join(dst2, d0.Dir), false))(t)
+	of := d0.files[0]
+	path := filepath.Join(dst2, d0.Dir, of.name)
+	_, commit, err := writeFile(ctx, of, path, nil)
+	check(t, err)
+	check(t, commit())
+	check(t, dr.recordCommit(of.name))
+	modifyInPlace(t, path)
+	res = must(p.Execute(ctx, dst2, ExecOptions{}))(t)
+	if res.Changed != 1 || res.Kept != 0 || res.Written != p.Files {
+		t.Errorf("resume after the killed run's file was modified: %+v, want it written again", res)
+	}
+	treeEqual(t, ref, dst2)
+
+	// No record of the commits: refused, saying why, until --restart.
+	check(t, os.Remove(filepath.Join(dst, p.Dirs[2].Dir, stampsName)))
+	if _, err := p.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "no record") {
+		t.Errorf("finished directory without its record: %v", err)
+	}
+	must(p.Execute(ctx, dst, ExecOptions{Restart: true}))(t)
+	treeEqual(t, ref, dst)
 }

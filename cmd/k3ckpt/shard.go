@@ -255,6 +255,9 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	if res.Kept > 0 {
 		fmt.Fprintf(w, "; kept %d files of an earlier run", res.Kept)
 	}
+	if res.Changed > 0 {
+		fmt.Fprintf(w, "; %d files modified since an earlier run committed them were written again", res.Changed)
+	}
 	fmt.Fprintln(w)
 	return nil
 }
