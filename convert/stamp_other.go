@@ -1,8 +1,0 @@
-//go:build !linux
-
-package convert
-
-import "io/fs"
-
-// sysStamp has no portable change time or inode: size and mtime remain.
-func sysStamp(fs.FileInfo) (ctime int64, dev, inode uint64) { return 0, 0, 0 }
