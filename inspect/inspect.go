@@ -1,13 +1,11 @@
 package inspect
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/layout"
@@ -178,18 +176,18 @@ func Inspect(path string, opts Options) (*Report, error) {
 	if _, err := opts.check(); err != nil {
 		return nil, err
 	}
-	ck, err := safetensors.Open(path)
+	src, err := streamHeaders(context.Background(), path)
 	if err != nil {
 		return nil, err
 	}
-	defer ck.Close()
-	return Audit(ck, path, opts)
+	return audit(src, path, opts)
 }
 
-// auditor holds the flattened tensor table of a checkpoint: every tensor in
-// file order, with its component and file.
+// auditor holds what an audit keeps of a checkpoint: its file names and,
+// when it plans, the flattened tensor table (every tensor in file order, with
+// its component and file).
 type auditor struct {
-	ck     *safetensors.Checkpoint
+	src    *headers
 	cfg    *model.Config // nil when config.json is absent or unusable
 	specs  []safetensors.TensorSpec
 	comps  []model.Component
@@ -200,11 +198,15 @@ type auditor struct {
 
 // Audit accounts an opened checkpoint; source names it in the report.
 func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, error) {
+	return audit(checkpointHeaders(ck), source, opts)
+}
+
+func audit(src *headers, source string, opts Options) (*Report, error) {
 	layoutName, err := opts.check()
 	if err != nil {
 		return nil, err
 	}
-	a := &auditor{ck: ck, opts: opts}
+	a := &auditor{src: src, opts: opts}
 	rep := &Report{Source: source, By: opts.By}
 	var auxBytes int64
 	if rep.Quantization, auxBytes, err = a.readConfigs(); err != nil {
@@ -236,10 +238,10 @@ func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, er
 		return nil, fmt.Errorf("%w: %d tensors: %s", ErrShape, a.warn.shape, a.warn.firstShape)
 	}
 	rep.Warnings = a.warn.list()
-	if f := ck.BytesFetched(); f > 0 {
+	if f := src.fetched(); f > 0 {
 		rep.BytesRead = f // remote: everything fetched, aux files included
 	} else {
-		rep.BytesRead = ck.HeaderBytesRead + auxBytes
+		rep.BytesRead = src.read() + auxBytes
 	}
 	return rep, nil
 }
@@ -268,180 +270,15 @@ func (w *warnings) list() []string {
 	return out
 }
 
-// fileTotals is one file's share of the accounting, summed by one worker.
-type fileTotals struct {
-	comp   [model.NumComponents]Sum
-	dtype  [256]Sum
-	layers map[int]*Sum
-	all    Sum
-	// problems found checking the file against config.json
-	shapeBad  []string
-	shapeN    int
-	missing   int
-	firstMiss string
-}
-
-// scan flattens the checkpoint into the auditor's tables and sums each file,
-// one file per task on every core.
-func (a *auditor) scan() ([]fileTotals, error) {
-	files := a.ck.Files
-	start := make([]int, len(files)+1)
-	for i, f := range files {
-		start[i+1] = start[i] + len(f.Tensors)
-	}
-	// The per-tensor table is only needed to plan a recipe or a layout.
-	o := a.opts
-	table := o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == ByRank || o.By == ByStage
-	if table {
-		n := start[len(files)]
-		a.specs = make([]safetensors.TensorSpec, n)
-		a.comps = make([]model.Component, n)
-		a.fileOf = make([]int32, n)
-	}
-	classify := model.Classify
-	if a.cfg != nil {
-		classify = a.cfg.Classifier().Classify
-	}
-	var shardOf map[string]int
-	if a.cfg != nil {
-		shardOf = make(map[string]int, a.cfg.NumShards())
-		for i := range a.cfg.NumShards() {
-			shardOf[a.cfg.ShardName(i)] = i
-		}
-	}
-	per := make([]fileTotals, len(files))
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for fi, f := range files {
-		g.Go(func() error {
-			ft := &per[fi]
-			if a.opts.By == ByLayer {
-				ft.layers = map[int]*Sum{}
-			}
-			for j, t := range f.Tensors {
-				c := classify(t.Name)
-				if table {
-					k := start[fi] + j
-					a.specs[k] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
-					a.comps[k] = c
-					a.fileOf[k] = int32(fi)
-				}
-				sz := t.Size()
-				ft.all.add(sz)
-				ft.comp[c].add(sz)
-				ft.dtype[t.DType].add(sz)
-				if ft.layers != nil {
-					l := -1
-					if v, ok := model.LayerOf(t.Name); ok {
-						l = v
-					}
-					s := ft.layers[l]
-					if s == nil {
-						s = &Sum{}
-						ft.layers[l] = s
-					}
-					s.add(sz)
-				}
-			}
-			if a.cfg != nil {
-				if si, ok := shardOf[f.Path]; ok {
-					a.checkShard(ft, f, a.cfg.ShardTensors(si))
-				}
-			}
-			return nil
-		})
-	}
-	_ = g.Wait() // tasks cannot fail
-	if a.cfg != nil {
-		a.collectProblems(append(per, a.checkRenamedShards()))
-	}
-	return per, nil
-}
-
-// checkShard compares a file with the tensors config.json places in it. A
-// tensor the config implies but the file lacks is looked up in the whole
-// checkpoint before it counts as missing.
-func (a *auditor) checkShard(ft *fileTotals, f *safetensors.File, want []safetensors.TensorSpec) {
-	for _, w := range want {
-		t, ok := f.Lookup(w.Name)
-		where := f
-		if !ok {
-			where, t, ok = a.ck.Lookup(w.Name)
-		}
-		ft.compare(where, t, ok, w)
-	}
-}
-
-// compare records a missing tensor or a shape that disagrees with the config.
-func (ft *fileTotals) compare(f *safetensors.File, t safetensors.TensorInfo, found bool, w safetensors.TensorSpec) {
-	switch {
-	case !found:
-		if ft.missing == 0 {
-			ft.firstMiss = w.Name
-		}
-		ft.missing++
-	case !slices.Equal(t.Shape, w.Shape):
-		ft.shapeN++
-		if len(ft.shapeBad) < MaxListedWarnings {
-			ft.shapeBad = append(ft.shapeBad, fmt.Sprintf("file %s: tensor %s: shape %v, config.json implies %v", f.Path, t.Name, t.Shape, w.Shape))
-		}
-	}
-}
-
-// checkRenamedShards checks, by tensor name, the config's shards whose file
-// names the checkpoint does not use (a renamed or re-sharded checkpoint).
-func (a *auditor) checkRenamedShards() fileTotals {
-	have := make(map[string]bool, len(a.ck.Files))
-	for _, f := range a.ck.Files {
-		have[f.Path] = true
-	}
-	var ft fileTotals
-	for i := range a.cfg.NumShards() {
-		if have[a.cfg.ShardName(i)] {
-			continue
-		}
-		for _, w := range a.cfg.ShardTensors(i) {
-			f, t, ok := a.ck.Lookup(w.Name)
-			ft.compare(f, t, ok, w)
-		}
-	}
-	return ft
-}
-
-// collectProblems turns the per-file findings into warnings.
-func (a *auditor) collectProblems(per []fileTotals) {
-	missing, firstMiss := 0, ""
-	for i := range per {
-		p := &per[i]
-		for _, s := range p.shapeBad {
-			if a.warn.shape == 0 {
-				a.warn.firstShape = s
-			}
-			a.warn.add(s)
-			a.warn.shape++
-		}
-		unlisted := p.shapeN - len(p.shapeBad)
-		a.warn.more += unlisted
-		a.warn.shape += unlisted
-		if p.missing > 0 && missing == 0 {
-			firstMiss = p.firstMiss
-		}
-		missing += p.missing
-	}
-	if missing > 0 {
-		a.warn.add(fmt.Sprintf("%d tensors that config.json implies are not in the checkpoint (first: %s)", missing, firstMiss))
-	}
-}
-
 // fill writes the checkpoint's own accounting into the report.
 func (a *auditor) fill(rep *Report, per []fileTotals) {
 	var comp [model.NumComponents]Sum
 	var dt [256]Sum
 	layers := map[int]*Sum{}
-	for fi, f := range a.ck.Files {
+	for fi := range per {
 		p := &per[fi]
-		rep.TensorCount += p.all.Tensors
-		rep.TotalBytes += p.all.Bytes
+		rep.TensorCount += p.row.Tensors
+		rep.TotalBytes += p.row.Bytes
 		for c := range comp {
 			comp[c].merge(p.comp[c])
 		}
@@ -454,7 +291,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 			}
 			layers[l].merge(*s)
 		}
-		rep.Files = append(rep.Files, FileRow{FileEntry: fileEntry(f), Sum: p.all})
+		rep.Files = append(rep.Files, p.row)
 	}
 	rep.Components = componentRows(comp[:])
 	rep.DTypes = dtypeRows(dt[:])
@@ -677,7 +514,7 @@ func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]RankRow, []
 	if l.Stages() > 1 {
 		stageFiles = make([][]bool, l.Stages())
 		for s := range stageFiles {
-			stageFiles[s] = make([]bool, len(a.ck.Files))
+			stageFiles[s] = make([]bool, len(a.src.names))
 		}
 		stageTensors = make([]int64, l.Stages())
 		seenIn = make([]int32, len(p.specs))
@@ -710,7 +547,7 @@ func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]RankRow, []
 		stages[s] = StageRow{Stage: s, Layers: [2]int{first, end}, Files: []string{}, Tensors: stageTensors[s]}
 		for fi, used := range stageFiles[s] {
 			if used {
-				stages[s].Files = append(stages[s].Files, a.ck.Files[fi].Path)
+				stages[s].Files = append(stages[s].Files, a.src.names[fi])
 			}
 		}
 	}
