@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 )
 
 // TestConvertedConventions reads back the tiny checkpoint as the converter
@@ -80,6 +81,7 @@ func TestConvertedConventions(t *testing.T) {
 // it out (deepseek convention): SPEC's 1403.79 GiB from real converted
 // headers, and the FP8 per-rank figures of dp16 directly.
 func TestConvertedFull(t *testing.T) {
+	testckpt.SkipShort(t)
 	dir := convertedReplica(t, "full", fullReplica(t), convert.DeepSeek)
 	rep, err := Inspect(dir, Options{Layout: "dp16", Steps: true, Strict: true})
 	if err != nil {
