@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -584,13 +583,20 @@ func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 		recipe = DefaultRecipe
 	}
 	src := a.source()
-	fp8, err := a.applyRecipe(recipe)
-	converted := errors.Is(err, convert.ErrNotQuantizable) || errors.Is(err, convert.ErrNameCollision)
-	switch {
-	case converted:
-		fp8 = src // already converted: the FP8 step changes nothing
-	case err != nil:
-		return nil, err
+	// A checkpoint past the FP8 step (its config.json declares a block-FP8
+	// conversion, or it holds the converter's FP8 weights: the
+	// compressed-tensors convention declares nothing new) is its own FP8
+	// step; any other is planned through the recipe, whose failure is the
+	// report's.
+	converted := a.cfg != nil && a.cfg.Converted != "" || slices.ContainsFunc(src.specs, func(s safetensors.TensorSpec) bool {
+		return s.DType == convert.WeightDType
+	})
+	fp8 := src
+	if !converted {
+		var err error
+		if fp8, err = a.applyRecipe(recipe); err != nil {
+			return nil, err
+		}
 	}
 	list := memorySteps
 	if !builtin {
