@@ -313,16 +313,25 @@ func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep bool)
 				sizeErr = fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", joinRoot(c.Root, f.Path), ErrFileSize)
 			}
 			mu.Unlock()
-			if indexed {
+			// checked compares f with the index; errors are reported after
+			// every header has been read (the index's own first, then the
+			// disagreements in shard order).
+			checked := func() bool {
 				if err := s.prepare(ctx); err != nil {
-					release()
-					return nil // reported after every header has been read
+					return false
 				}
 				if err := s.checkAgainstIndex(f); err != nil {
 					checkErr[i] = err
-					release()
-					return nil // reported in shard order, after the headers
+					return false
 				}
+				return true
+			}
+			// While the index is still being parsed, fn works on the shard
+			// instead of waiting; it is checked afterwards.
+			early := indexed && !closed(s.parsed)
+			if indexed && !early && !checked() {
+				release()
+				return nil
 			}
 			names.add(i, f)
 			if fn != nil {
@@ -333,6 +342,10 @@ func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep bool)
 					cancel(err)
 					return err
 				}
+			}
+			if early && !checked() {
+				release()
+				return nil
 			}
 			release()
 			return nil
@@ -372,6 +385,15 @@ func (s *Shards) parallelism(keep bool) int {
 		return OpenParallelism
 	}
 	return min(OpenParallelism, runtime.GOMAXPROCS(0)+1)
+}
+
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // readShard opens one shard and reads its header; errors name the full path.

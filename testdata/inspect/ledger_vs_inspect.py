@@ -13,8 +13,9 @@ ledger once and `k3ckpt inspect DIR` once, each under /usr/bin/time -v (wall
 clock and maximum resident set size of the process, interpreter start
 included), in alternating order. It prints every round, then the medians and
 the median of the per-round ratios (inspect / ledger): the issue's targets are
-a wall ratio of at most 0.2 and a peak-RSS ratio below 1. The 1-minute load
-average before and after is printed, since the machine is shared.
+a wall ratio of at most 0.2 and a peak-RSS ratio below 1. CPU time (user +
+system) is printed too: on a shared machine it moves less with the load than
+wall time does. The 1-minute load average before and after is printed.
 """
 import os
 import re
@@ -26,7 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def measure(cmd):
-    """Runs cmd under /usr/bin/time -v; returns (wall seconds, peak RSS MiB)."""
+    """Runs cmd under /usr/bin/time -v; returns (wall seconds, peak RSS MiB,
+    CPU seconds: user + system)."""
     p = subprocess.run(["/usr/bin/time", "-v"] + cmd, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
@@ -35,8 +37,9 @@ def measure(cmd):
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
     if not wall or not rss:
         sys.exit(f"cannot read /usr/bin/time -v output:\n{p.stderr}")
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", p.stderr))
     h, m, s = wall.groups()
-    return int(h or 0) * 3600 + int(m) * 60 + float(s), int(rss.group(1)) / 1024
+    return int(h or 0) * 3600 + int(m) * 60 + float(s), int(rss.group(1)) / 1024, cpu
 
 
 def load():
@@ -66,20 +69,22 @@ def main():
             pair.reverse()
         got = {name: measure(cmd) for name, cmd in pair}
         rows.append(got)
-        lw, lr = got["ledger"]
-        iw, ir = got["inspect"]
+        lw, lr, lc = got["ledger"]
+        iw, ir, ic = got["inspect"]
         print(f"round {r + 1}: ledger {lw:.2f} s {lr:.0f} MiB   inspect {iw:.2f} s {ir:.0f} MiB   "
-              f"ratio wall {iw / lw:.3f} rss {ir / lr:.3f}")
+              f"ratio wall {iw / lw:.3f} rss {ir / lr:.3f} cpu {ic / lc:.3f}")
     load1 = load()
 
     def med(f):
         return statistics.median(f(g) for g in rows)
 
     print(f"median over {rounds} rounds (load average {load0:.1f} before, {load1:.1f} after):")
-    print(f"  ledger  wall {med(lambda g: g['ledger'][0]):.2f} s  peak RSS {med(lambda g: g['ledger'][1]):.0f} MiB")
-    print(f"  inspect wall {med(lambda g: g['inspect'][0]):.2f} s  peak RSS {med(lambda g: g['inspect'][1]):.0f} MiB")
+    for name in ("ledger", "inspect"):
+        print(f"  {name:7} wall {med(lambda g: g[name][0]):.2f} s  peak RSS {med(lambda g: g[name][1]):.0f} MiB  "
+              f"CPU {med(lambda g: g[name][2]):.2f} s")
     print(f"  ratio   wall {med(lambda g: g['inspect'][0] / g['ledger'][0]):.3f} (target <= 0.2)  "
-          f"peak RSS {med(lambda g: g['inspect'][1] / g['ledger'][1]):.3f} (target < 1)")
+          f"peak RSS {med(lambda g: g['inspect'][1] / g['ledger'][1]):.3f} (target < 1)  "
+          f"CPU {med(lambda g: g['inspect'][2] / g['ledger'][2]):.3f}")
 
 
 if __name__ == "__main__":
