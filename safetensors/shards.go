@@ -83,9 +83,11 @@ func (s *Shards) BytesFetched() int64 { return s.c.BytesFetched() }
 func (s *Shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name) }
 
 // Walk reads every shard's header and calls fn with its position in Names
-// and the validated File, from up to OpenParallelism goroutines at once and
-// in no fixed order. The File's reader is closed when fn returns: fn may
-// keep what it copies, names and shapes included, but no File. Errors are
+// and the validated File, from up to OpenParallelism goroutines at once (a
+// local walk: one per CPU and one more) and
+// in no fixed order. The File's reader is closed when fn returns, so its
+// sections cannot be read afterwards; its names and shapes stay valid (they
+// keep the header's memory alive while held). Errors are
 // Open's, and so is their precedence (a bad header before a bad index before
 // an index that disagrees with a header); fn's first error ends the walk and
 // is returned. The checkpoint is valid only if Walk returns nil: fn may have
