@@ -5,8 +5,8 @@
 //
 // In memory (no disk, no synth): Fake(tb, scale) or FakeConfig(tb, json)
 // returns every shard of the checkpoint a config describes as a validated
-// *safetensors.File (a header parsed by the codec, tensors in the released
-// files' data order, no data behind it), the config and the index bytes.
+// *safetensors.File (a header read by the codec, tensors in the released
+// files' data order, data reading as zeros), the config and the index bytes.
 // Fakes are built once per config and test binary and shared: treat them as
 // read-only. Planner tests take Specs() or a File's tensors; packages whose
 // code reads a *safetensors.File take Files directly.
@@ -25,6 +25,7 @@ package testckpt
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -40,7 +41,7 @@ type Checkpoint struct {
 	Config     *model.Config
 	ConfigJSON []byte
 	// Files are the shards in name order, each a validated header with
-	// Path set to the shard's file name and no reader behind it.
+	// Path set to the shard's file name, its data reading as zeros.
 	Files []*safetensors.File
 	// Index is the model.safetensors.index.json of the shards.
 	Index []byte
@@ -152,19 +153,43 @@ func build(configJSON []byte) (*Checkpoint, error) {
 	return ck, nil
 }
 
-// FakeFile lays specs out as the codec writes a file and parses the header
-// back: a validated File named name, with no data behind it.
+// FakeFile lays specs out as the codec writes a file and reads the header
+// back through the codec: a validated File named name whose data reads as
+// zeros (a sparse file's holes), held in memory.
 func FakeFile(name string, specs []safetensors.TensorSpec) (*safetensors.File, error) {
 	l, err := safetensors.NewLayout(specs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	f, err := safetensors.ParseHeader(l.Header[8:])
+	f, err := safetensors.ReadHeader(holes{l.Header, l.Size}, l.Size, name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err
 	}
-	f.Path, f.Size = name, l.Size
 	return f, nil
+}
+
+// holes is a file of the given size holding header and then zeros.
+type holes struct {
+	header []byte
+	size   int64
+}
+
+func (h holes) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off >= h.size {
+		return 0, io.EOF
+	}
+	n := len(p)
+	if int64(n) > h.size-off {
+		n = int(h.size - off)
+	}
+	clear(p[:n])
+	if off < int64(len(h.header)) {
+		copy(p[:n], h.header[off:])
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 // The on-disk replicas of this test binary, under one temporary directory.

@@ -1,6 +1,7 @@
 package testckpt
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,6 +56,12 @@ func TestFakeIsTheReplica(t *testing.T) {
 	}
 	if n := len(fk.Specs()); n != ck.NumTensors() || n != fk.Config.NumTensors() {
 		t.Errorf("%d specs, %d on disk, config %d", n, ck.NumTensors(), fk.Config.NumTensors())
+	}
+	last := fk.Files[len(fk.Files)-1]
+	ti := last.Tensors[len(last.Tensors)-1]
+	b, err := io.ReadAll(last.Section(ti))
+	if err != nil || int64(len(b)) != ti.Size() || slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) {
+		t.Errorf("fake data of %s: %d bytes (want %d zeros), %v", ti.Name, len(b), ti.Size(), err)
 	}
 	if Fake(t, model.ScaleTiny) != fk || Replica(t, model.ScaleTiny) != dir {
 		t.Error("fixtures built twice")
