@@ -47,6 +47,8 @@ type Error struct {
 	Kind error
 	// Detail says what happened, in words.
 	Detail string
+
+	cause error // the transport's own error, kept for errors.Is (syscall.ECONNREFUSED…)
 }
 
 func (e *Error) Error() string {
@@ -73,5 +75,11 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap returns the sentinel, so errors.Is(err, ErrNotFound) and the like work.
-func (e *Error) Unwrap() error { return e.Kind }
+// Unwrap returns the sentinel, so errors.Is(err, ErrNotFound) and the like
+// work, and the transport's error when there was one.
+func (e *Error) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.Kind, e.cause}
+	}
+	return []error{e.Kind}
+}

@@ -153,7 +153,7 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 			fails = 0
 		}
 		fails++
-		if !transient(e) || fails > s.o.Retries {
+		if !transient(e) || fails > s.o.Retries || unreachable(e) && !s.answered.Load() {
 			e.Attempts = attempt
 			return got, e
 		}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -385,8 +387,13 @@ func TestErrorsSayWhat(t *testing.T) {
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
 	_, err := newTestSource(t, gone.URL+"/", o).Open(context.Background(), "a")
-	if !errors.Is(err, ErrNetwork) || !strings.Contains(err.Error(), "connection refused") {
+	if !errors.Is(err, ErrNetwork) || !strings.Contains(err.Error(), "connection refused") || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("refused: %v", err)
+	}
+	// A host never reached is a wrong location, not a passing failure: one
+	// attempt, not a minute of retries.
+	if e := (*Error)(nil); !errors.As(err, &e) || e.Attempts > 1 {
+		t.Errorf("refused before any answer: %v, want no retry", err)
 	}
 	// Too many redirects.
 	o.MaxRedirects = 3
@@ -479,3 +486,65 @@ func TestReadSmall(t *testing.T) {
 		t.Errorf("missing: %v", err)
 	}
 }
+
+// TestRefusedAfterAnswerRetried: once a server has answered, a refused
+// connection is a restart in progress, retried until the server is back.
+func TestRefusedAfterAnswerRetried(t *testing.T) {
+	data := []byte("0123456789abcdefghijklmnopqrstuvwxyz")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	serve := func(l net.Listener) *httptest.Server {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("ETag", `"e"`)
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+		}))
+		srv.Listener.Close()
+		srv.Listener = l
+		srv.Start()
+		return srv
+	}
+	first := serve(l)
+	var restarted *httptest.Server
+	var restartErr error
+	o := fastOptions()
+	o.Retries = 3
+	o.Progress = progressFunc(func(RetryEvent) {
+		if restarted != nil || restartErr != nil {
+			return
+		}
+		l2, err := net.Listen("tcp", addr)
+		if err != nil {
+			restartErr = err
+			return
+		}
+		restarted = serve(l2)
+	})
+	s := newTestSource(t, "http://"+addr+"/", o)
+	f, err := s.Open(context.Background(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // the server goes away: connections are refused
+	p := make([]byte, 10)
+	_, err = f.ReadAt(p, 20)
+	if restarted != nil {
+		defer restarted.Close()
+	}
+	if restartErr != nil {
+		t.Skipf("could not listen on %s again: %v", addr, restartErr)
+	}
+	if err != nil || string(p) != string(data[20:30]) {
+		t.Fatalf("read after restart: %q, %v", p, err)
+	}
+	if s.Stats().Retries < 1 {
+		t.Fatalf("no retry recorded")
+	}
+}
+
+type progressFunc func(RetryEvent)
+
+func (progressFunc) Fetched(int64)        {}
+func (f progressFunc) Retry(e RetryEvent) { f(e) }

@@ -47,6 +47,15 @@ func transient(e *Error) bool {
 	return false
 }
 
+// unreachable reports a failure to reach a host at all (connection refused,
+// unknown host name): worth retrying once the source has had an answer (a
+// server restarting mid-run), not before (a wrong URL or a server not
+// running), where retrying would only delay the error by minutes.
+func unreachable(e *Error) bool {
+	var dns *net.DNSError
+	return errors.Is(e, syscall.ECONNREFUSED) || errors.As(e, &dns) && dns.IsNotFound
+}
+
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP-date; 0 when
 // absent or unreadable.
 func parseRetryAfter(v string, now time.Time) time.Duration {
@@ -118,6 +127,9 @@ func netError(attemptCtx context.Context, err error, file, host string, stall ti
 	}
 	e := netKind(attemptCtx, err, stall)
 	e.File, e.Host, e.Detail = file, host, e.Detail+after
+	if !errors.Is(context.Cause(attemptCtx), errStall) {
+		e.cause = err
+	}
 	return e
 }
 

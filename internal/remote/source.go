@@ -134,6 +134,7 @@ type Source struct {
 	commit   string // the first X-Repo-Commit seen (hub sources)
 
 	bytes, requests, retries atomic.Int64
+	answered                 atomic.Bool // a server has responded: the location is right
 }
 
 type fileEntry struct {
@@ -226,6 +227,7 @@ func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http
 		if err != nil {
 			return nil, nil, netError(ctx, err, name, req.URL.Host, s.o.StallTimeout, "")
 		}
+		s.answered.Store(true)
 		if err := s.checkCommit(name, resp.Header); err != nil {
 			resp.Body.Close()
 			return nil, nil, err
@@ -294,7 +296,7 @@ func (s *Source) ReadSmall(ctx context.Context, name string, limit int64) ([]byt
 			return nil, r.final
 		}
 		fails++
-		if !transient(r.err) || fails > s.o.Retries {
+		if !transient(r.err) || fails > s.o.Retries || unreachable(r.err) && !s.answered.Load() {
 			r.err.Attempts = attempt
 			return nil, r.err
 		}
