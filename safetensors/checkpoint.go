@@ -33,6 +33,7 @@ type Checkpoint struct {
 	HeaderBytesRead int64
 
 	src       source
+	indexNL   bool // the index file ends with a newline
 	idx       *indexData
 	indexOnce sync.Once
 	index     *Index
@@ -52,18 +53,25 @@ type source interface {
 }
 
 // Open opens a checkpoint from a directory, a model.safetensors.index.json, a
-// single .safetensors file, or an http(s):// URL to any of those, reading only
-// headers and the index. It validates every header and, when there is an
+// single .safetensors file, or a remote location of any of those (an
+// http(s):// URL, hf://org/name[@revision][/file]), reading only headers and
+// the index. It validates every header and, when there is an
 // index, that index and shards agree exactly. It is OpenContext without a
 // caller's deadline (remote sources still get RemoteOpenTimeout).
 func Open(p string) (*Checkpoint, error) {
 	return OpenContext(context.Background(), p)
 }
 
-// OpenContext is Open bounded by ctx: the first error (or ctx's end) stops
+// OpenContext is OpenWith with default options.
+func OpenContext(ctx context.Context, p string) (*Checkpoint, error) {
+	return OpenWith(ctx, p, OpenOptions{})
+}
+
+// OpenWith is Open bounded by ctx: the first error (or ctx's end) stops
 // every header read still under way. A remote source whose ctx has no
 // deadline gets RemoteOpenTimeout for the whole opening. The ctx bounds only
-// the opening: later reads through the checkpoint are not tied to it.
+// the opening: later reads through the checkpoint are not tied to it (Close
+// ends those of a remote one).
 //
 // Local entries are read as they are in a plain directory, in a Hugging
 // Face --local-dir download (its .cache/ folder is not part of the
@@ -72,10 +80,13 @@ func Open(p string) (*Checkpoint, error) {
 // checkpoint directory or inside its hub repository folder, nowhere else
 // (fsx.Root.Allowed, wrapped as ErrOutside). Every entry must be a regular
 // file; FIFOs and devices are refused before they are opened for reading.
-func OpenContext(ctx context.Context, p string) (*Checkpoint, error) {
+//
+// A remote location is resolved as huggingface_hub resolves it (HF_ENDPOINT,
+// HF_TOKEN, HF_HUB_OFFLINE: see remote.Resolve); its errors match ErrRemote.
+func OpenWith(ctx context.Context, p string, o OpenOptions) (*Checkpoint, error) {
 	ctx, cancel := remoteDeadline(ctx, p)
 	defer cancel()
-	s, err := openShards(ctx, p)
+	s, err := openShards(ctx, p, o)
 	if err != nil {
 		return nil, err
 	}
@@ -108,8 +119,8 @@ func (s *Shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 		c.Close()
 		return nil, err
 	}
-	if h, ok := c.src.(*httpSource); ok {
-		c.HeaderBytesRead = h.fetched.Load()
+	if r, ok := c.src.(*remoteSource); ok {
+		c.HeaderBytesRead = r.s.Stats().Bytes
 	}
 	return c, nil
 }
@@ -147,6 +158,11 @@ func addSize(a, b int64) (int64, bool) {
 	}
 	return a + b, true
 }
+
+// IndexEndsInNewline reports whether the index file, as read, ends with a
+// newline (the released K3 index does not), so that a copy can be written
+// back alike; false without an index.
+func (c *Checkpoint) IndexEndsInNewline() bool { return c.indexNL }
 
 // Index returns the checkpoint's index as a map (built on first use; the
 // opener validates without it), or nil when the checkpoint has no index.
@@ -220,9 +236,12 @@ func (c *Checkpoint) ReadAux(name string) ([]byte, error) {
 	return b, nil
 }
 
-// Close releases every shard.
+// Close releases every shard, and stops the requests of a remote source.
 func (c *Checkpoint) Close() error {
 	var errs []error
+	if cl, ok := c.src.(io.Closer); ok {
+		errs = append(errs, cl.Close())
+	}
 	for _, f := range c.Files {
 		if f != nil {
 			errs = append(errs, f.Close())

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -46,13 +47,13 @@ var errIndexUnusable = errors.New("index unusable")
 func OpenShards(ctx context.Context, p string) (*Shards, error) {
 	ctx, cancel := remoteDeadline(ctx, p)
 	defer cancel()
-	return openShards(ctx, p)
+	return openShards(ctx, p, OpenOptions{})
 }
 
 // remoteDeadline bounds an opening of a remote source by RemoteOpenTimeout
 // when ctx has no deadline of its own.
 func remoteDeadline(ctx context.Context, p string) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); !ok && (strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://")) {
+	if _, ok := ctx.Deadline(); !ok && remote.IsRemote(p) {
 		return context.WithTimeout(ctx, RemoteOpenTimeout)
 	}
 	return ctx, func() {}
@@ -99,10 +100,14 @@ func (s *Shards) Walk(ctx context.Context, fn func(i int, f *File) error) error 
 }
 
 // openShards resolves p to a source, its root and its index (if any).
-func openShards(ctx context.Context, p string) (*Shards, error) {
-	if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") {
-		return openRemote(ctx, p)
+func openShards(ctx context.Context, p string, o OpenOptions) (*Shards, error) {
+	if remote.IsRemote(p) {
+		return openRemote(ctx, p, o)
 	}
+	return openLocal(ctx, p)
+}
+
+func openLocal(ctx context.Context, p string) (*Shards, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p, err)
@@ -154,6 +159,7 @@ func shardsWith(ctx context.Context, src source, root, indexName string) (*Shard
 		return nil, fmt.Errorf("index %s: %w", indexPath, err)
 	}
 	c.HeaderBytesRead += int64(len(b))
+	c.indexNL = len(b) > 0 && b[len(b)-1] == '\n'
 	present, listErr := src.list()
 	s.parsed = make(chan struct{})
 	go func() {
@@ -383,7 +389,7 @@ func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep bool)
 // reading is parsing, one per CPU and one more, so a walk that keeps nothing
 // holds only the headers being parsed.
 func (s *Shards) parallelism(keep bool) int {
-	if _, remote := s.c.src.(*httpSource); remote || keep {
+	if _, remote := s.c.src.(*remoteSource); remote || keep {
 		return OpenParallelism
 	}
 	return min(OpenParallelism, runtime.GOMAXPROCS(0)+1)
