@@ -281,11 +281,17 @@ func statusError(name string, resp *http.Response, host string, token bool) *Err
 // ReadSmall reads a whole small file (an index, config.json) of at most limit
 // bytes, retrying transient failures. A missing file is ErrNotFound.
 func (s *Source) ReadSmall(ctx context.Context, name string, limit int64) ([]byte, error) {
+	return s.readURL(ctx, name, s.URL(name), limit)
+}
+
+// readURL reads the whole answer to a GET of u (an API call or a file of
+// the source); name is what errors call it.
+func (s *Source) readURL(ctx context.Context, name, u string, limit int64) ([]byte, error) {
 	ctx, stop := s.bound(ctx)
 	defer stop()
 	fails := 0
 	for attempt := 1; ; attempt++ {
-		b, r := s.readSmallOnce(ctx, name, limit)
+		b, r := s.readSmallOnce(ctx, name, u, limit)
 		if r == nil {
 			return b, nil
 		}
@@ -316,12 +322,12 @@ type smallResult struct {
 	final error
 }
 
-func (s *Source) readSmallOnce(ctx context.Context, name string, limit int64) ([]byte, *smallResult) {
+func (s *Source) readSmallOnce(ctx context.Context, name, target string, limit int64) ([]byte, *smallResult) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	t := time.AfterFunc(s.o.StallTimeout, func() { cancel(errStall) })
 	defer t.Stop()
-	resp, u, err := s.do(actx, name, s.URL(name), nil)
+	resp, u, err := s.do(actx, name, target, nil)
 	if err != nil {
 		return nil, asResult(err)
 	}

@@ -1,0 +1,70 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// maxListing bounds the hub's answer to a file listing (a repository of
+// thousands of files takes well under a megabyte).
+const maxListing = 16 << 20
+
+// RepoFile is one file of a listed repository.
+type RepoFile struct {
+	// Name is the path relative to the source's base, slash separated.
+	Name string
+	// Size is the file's size in bytes.
+	Size int64
+}
+
+// ErrNotListable: the source is a plain https:// directory, which HTTP gives
+// no way to list.
+var ErrNotListable = fmt.Errorf("%w: an https:// directory cannot be listed (hf:// repositories can)", ErrSource)
+
+// List names the files under the source's base directory, with their sizes,
+// the way huggingface_hub's model_info does: one request to the hub's API,
+// {endpoint}/api/models/{repo}/revision/{revision}?blobs=true, with the token.
+// Only hf:// sources can be listed; any other fails with ErrNotListable.
+func (s *Source) List(ctx context.Context) ([]RepoFile, error) {
+	if s.loc.Repo == "" {
+		return nil, ErrNotListable
+	}
+	marker := "/" + s.loc.Repo + "/resolve/" + urlQuote(s.loc.Revision, false) + "/"
+	i := strings.Index(s.loc.Base, marker)
+	if i < 0 {
+		return nil, &Error{Kind: ErrSource, Detail: fmt.Sprintf("base %s is not a hub resolve URL", s.loc.Base)}
+	}
+	endpoint, dir := s.loc.Base[:i], s.loc.Base[i+len(marker):]
+	if d, err := url.PathUnescape(dir); err == nil {
+		dir = d
+	}
+	api := endpoint + "/api/models/" + s.loc.Repo + "/revision/" + urlQuote(s.loc.Revision, false) + "?blobs=true"
+	b, err := s.readURL(ctx, "(file listing)", api, maxListing)
+	if err != nil {
+		return nil, err
+	}
+	var info struct {
+		Siblings []struct {
+			RFilename string `json:"rfilename"`
+			Size      *int64 `json:"size"`
+		} `json:"siblings"`
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return nil, &Error{Kind: ErrProtocol, Detail: fmt.Sprintf("file listing of %s: %v", s.loc.Repo, err)}
+	}
+	var out []RepoFile
+	for _, f := range info.Siblings {
+		name, ok := strings.CutPrefix(f.RFilename, dir)
+		if !ok || name == "" {
+			continue
+		}
+		if f.Size == nil || *f.Size < 0 {
+			return nil, &Error{Kind: ErrProtocol, Detail: fmt.Sprintf("file listing of %s: no size for %s", s.loc.Repo, f.RFilename)}
+		}
+		out = append(out, RepoFile{Name: name, Size: *f.Size})
+	}
+	return out, nil
+}

@@ -1,0 +1,166 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrStreamClosed is the cause a closed stream's fetch stops with.
+var ErrStreamClosed = errors.New("stream closed")
+
+// Stream serves the reads of an executor that follows a plan: Fetch runs in
+// the background over the plan's ranges, coalesced and in parallel, and the
+// executor's ReadAt calls, made in the plan's order, take the bytes as they
+// arrive. A read that is not the next planned one is served by a range
+// request of its own and counted as unplanned, so a plan that misses a read
+// costs bytes, never correctness. Memory is Fetch's window. ReadAt calls are
+// serialized; a Stream serves one executor.
+type Stream struct {
+	src    *Source
+	ranges []Range
+	cancel context.CancelCauseFunc
+
+	chunks   chan Chunk
+	consumed chan struct{}
+	done     chan struct{}
+	stats    FetchStats // set before done is closed
+	err      error
+
+	mu        sync.Mutex
+	cur       Chunk
+	pos       int // bytes of cur already read
+	have      bool
+	unplanned atomic.Int64
+	closeOnce sync.Once
+}
+
+// Stream starts fetching ranges for an executor that will read them, in this
+// order, through the readers of File. Close it when done (it stops a fetch
+// still running).
+func (s *Source) Stream(ctx context.Context, ranges []Range, o FetchOptions) *Stream {
+	ctx, cancel := context.WithCancelCause(ctx)
+	st := &Stream{src: s, ranges: ranges, cancel: cancel,
+		chunks: make(chan Chunk), consumed: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(st.done)
+		st.stats, st.err = s.Fetch(ctx, ranges, o, func(c Chunk) error {
+			select {
+			case st.chunks <- c:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			select { // Data is Fetch's buffer: hold it until read
+			case <-st.consumed:
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+	}()
+	return st
+}
+
+// File is an io.ReaderAt over one file of the stream's source.
+func (st *Stream) File(name string) io.ReaderAt { return streamFile{st, name} }
+
+type streamFile struct {
+	st   *Stream
+	name string
+}
+
+func (f streamFile) ReadAt(p []byte, off int64) (int, error) { return f.st.readAt(f.name, p, off) }
+
+func (st *Stream) readAt(name string, p []byte, off int64) (int, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n := 0
+	for n < len(p) {
+		if !st.have {
+			select {
+			case c := <-st.chunks:
+				st.cur, st.pos, st.have = c, 0, true
+			case <-st.done:
+				if st.err != nil && !errors.Is(st.err, ErrStreamClosed) {
+					return n, st.err
+				}
+				return st.direct(name, p, n, off)
+			}
+		}
+		r := st.ranges[st.cur.Index]
+		at := r.Off + st.cur.Off + int64(st.pos)
+		if r.File != name || at != off+int64(n) {
+			return st.direct(name, p, n, off)
+		}
+		m := copy(p[n:], st.cur.Data[st.pos:])
+		n += m
+		st.pos += m
+		if st.pos == len(st.cur.Data) {
+			st.have = false
+			st.consumed <- struct{}{}
+		}
+	}
+	return n, nil
+}
+
+// direct reads p[n:] with a request of its own: a read the plan did not have
+// next.
+func (st *Stream) direct(name string, p []byte, n int, off int64) (int, error) {
+	f, err := st.src.Open(context.Background(), name)
+	if err != nil {
+		return n, err
+	}
+	rest := p[n:]
+	at := off + int64(n)
+	if at >= f.Size() {
+		return n, io.EOF
+	}
+	short := int64(len(rest)) > f.Size()-at
+	if short {
+		rest = rest[:f.Size()-at]
+	}
+	var got atomic.Int64
+	if err := f.ReadRange(context.Background(), rest, at, &got); err != nil {
+		return n, err
+	}
+	st.unplanned.Add(int64(len(rest)))
+	if short {
+		return n + len(rest), io.EOF
+	}
+	return len(p), nil
+}
+
+// StreamStats is what a stream's fetch cost, with the reads outside its plan.
+type StreamStats struct {
+	FetchStats
+	// Unplanned is the bytes read by requests of their own, outside the plan
+	// (0 when the executor read exactly what it planned).
+	Unplanned int64
+}
+
+// Close stops the fetch (if the executor stopped early) and reports what it
+// cost; err is the fetch's failure, nil when it completed or was stopped by
+// Close.
+func (st *Stream) Close() (StreamStats, error) {
+	st.closeOnce.Do(func() { st.cancel(ErrStreamClosed) })
+	<-st.done
+	err := st.err
+	if errors.Is(err, ErrStreamClosed) {
+		err = nil
+	}
+	return StreamStats{FetchStats: st.stats, Unplanned: st.unplanned.Load()}, err
+}
+
+// Needed sums the ranges' lengths: the bytes a plan reads.
+func Needed(ranges []Range) int64 {
+	var n int64
+	for _, r := range ranges {
+		n += r.Len
+	}
+	return n
+}
+
+func (r Range) String() string { return fmt.Sprintf("%s@%d+%d", r.File, r.Off, r.Len) }
