@@ -18,6 +18,9 @@ var ErrNoSpace = errors.New("not enough free space")
 // checkDestPath refuses a DST that is SRC or lies inside it: a second run
 // would count the first one's output as side files of the source.
 func checkDestPath(p *Plan, dst string) error {
+	if p.remote != nil {
+		return nil // a remote source cannot contain a local DST
+	}
 	if same, err := sameDir(p.SrcRoot, dst); err != nil {
 		return err
 	} else if same {
@@ -78,9 +81,12 @@ func prepareDest(p *Plan, dst string, restart bool) error {
 				ErrDestination, dst, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
 		}
 		if restart {
-			return discardRun(dst)
+			if err := discardRun(dst); err != nil {
+				return err
+			}
+			return writeJSON(statePath, p.state()) // the source versions of this run
 		}
-		return nil
+		return checkVersions(dst, &st, p)
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: %v", ErrDestination, err)
 	}

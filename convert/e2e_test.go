@@ -641,7 +641,7 @@ func TestWideBandTiles(t *testing.T) {
 	stw, _ := w.Tensor("s")
 	s := &scratch{}
 	emit := func(b []byte) error { _, err := tw.Write(b); return err }
-	if _, err := s.quantize(context.Background(), f, f.Tensors[0], Options{}, emit, noProgress{}); err != nil {
+	if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, emit, noProgress{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stw.Write(s.sbytes); err != nil {

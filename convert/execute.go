@@ -59,6 +59,9 @@ type ExecOptions struct {
 	NoSpaceCheck bool
 	// Progress, if set, is told about the work as it happens.
 	Progress Progress
+	// Connections bounds the parallel range requests per file being
+	// written from a remote source (0: remote.DefaultConnections).
+	Connections int
 }
 
 // Result reports what Execute did.
@@ -79,6 +82,8 @@ type Result struct {
 	// them, those outside E4M3's exponent window and those whose values
 	// changed.
 	Cast quant.CastStats
+	// Network counts the source bytes fetched (nil for a local source).
+	Network *NetStats
 }
 
 // Execute carries out this worker's slice of the plan into dst, then, if
@@ -191,8 +196,12 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	done := make([]int8, len(units)) // 1 written, 2 skipped
 	var zeroed atomic.Int64
 	pool := make(chan *scratch, jobs)
+	var net *netCounter
+	if p.remote != nil {
+		net = &netCounter{}
+	}
 	for range jobs {
-		pool <- &scratch{}
+		pool <- &scratch{conns: eo.Connections, net: net}
 	}
 	// Two stages: jobs write and hash files' data (CPU and page cache),
 	// committers sync, rename and record them, so that waiting for the disk
@@ -254,6 +263,9 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 		res.ZeroScaleBlocks += s.cs.zeroScale
 		res.Cast = res.Cast.Add(s.cs.cast)
 	}
+	if net != nil {
+		res.Network = net.stats()
+	}
 	return res, nil
 }
 
@@ -297,6 +309,10 @@ func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, pro
 	case UnitShard:
 		return s.writeShard(ctx, p, path, u.File, prog)
 	default:
+		if p.remote != nil {
+			rec, c, err := s.copyRemoteAux(ctx, p, u.Aux, path, prog)
+			return 0, rec, c, err
+		}
 		rec, c, err := s.copyAux(ctx, p.SrcRoot, u.Aux, path, prog)
 		return 0, rec, c, err
 	}

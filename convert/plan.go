@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -48,6 +50,7 @@ type FilePlan struct {
 	SourceHeader [sha256.Size]byte
 
 	stamp fileStamp // the source file's size and times when planned
+	etag  string    // a remote source file's ETag when planned
 }
 
 // Size is the output file's size.
@@ -81,19 +84,20 @@ type Plan struct {
 	Config, HFQuantConfig []byte
 	// ID fingerprints everything above; outputs of one plan carry it.
 	ID string
+	// AuxUnlisted is set when the source (an https:// directory) could not
+	// be listed: its side files besides config.json are not in Aux.
+	AuxUnlisted bool
 
 	// modules are the output's linear modules by treatment (for Splits).
 	modules modules
+	remote *remote.Source // the source's, nil for a local one
 }
 
-// NewPlan plans the conversion of a local checkpoint. config is the source
+// NewPlan plans the conversion of a checkpoint, local or remote. config is the source
 // config.json (read from the checkpoint when nil). It fails, before anything
 // is written, on a tensor the recipe cannot quantize, a tensor whose shape or
 // dtype disagrees with the config, or output names that collide.
 func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options) (*Plan, error) {
-	if strings.Contains(src.Root, "://") {
-		return nil, fmt.Errorf("convert %s: the source must be a local directory", src.Root)
-	}
 	if err := checkExecutable(opts); err != nil {
 		return nil, fmt.Errorf("convert %s: %w", src.Root, err)
 	}
@@ -110,7 +114,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
 		return nil, fmt.Errorf("convert %s: --experts nvfp4 casts MXFP4 experts, and %s declares %s ones", src.Root, filepath.Join(src.Root, ConfigName), cfg.Experts)
 	}
-	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*FilePlan, len(src.Files))}
+	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*FilePlan, len(src.Files)), remote: src.Remote()}
 	mods := newModuleSet()
 	var seen nameSet
 	var mu sync.Mutex
@@ -145,7 +149,12 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, p.modules, opts); err != nil {
 		return nil, err
 	}
-	if p.Aux, err = listAux(src); err != nil {
+	if p.remote != nil {
+		p.Aux, p.AuxUnlisted, err = listRemoteAux(context.Background(), src)
+	} else {
+		p.Aux, err = listAux(src)
+	}
+	if err != nil {
 		return nil, err
 	}
 	p.ID = p.fingerprint()
@@ -174,7 +183,11 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 	if fp.Steps, err = planSteps(f, l, outs); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", root, err)
 	}
-	if fp.SourceHeader, err = headerSum(f); err != nil {
+	if rf, ok := f.ReaderAt().(*remote.File); ok {
+		// Every response must repeat the size and ETag the file was
+		// opened with: no header re-read needed to know it is the same.
+		fp.etag = rf.ETag()
+	} else if fp.SourceHeader, err = headerSum(f); err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}
 	if fp.stamp, err = stampOf(f.ReaderAt()); err != nil {

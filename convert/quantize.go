@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
@@ -29,7 +30,7 @@ func tileCols(k, esz int) int {
 // as little-endian fp32, in s.sbytes. It returns how many non-finite values
 // it zeroed, and leaves in s.lastZeroScale how many blocks got scale 0 (ModelOpt
 // numerics).
-func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetensors.TensorInfo, opts Options,
+func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
 	emit func([]byte) error, prog Progress) (int64, error) {
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
@@ -43,7 +44,7 @@ func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetenso
 	if nb*kb > MaxScaleBlocks {
 		return 0, fmt.Errorf("%w: %d scale blocks, over %d", ErrNotQuantizable, nb*kb, MaxScaleBlocks)
 	}
-	sec := f.Section(t)
+	sec := io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()) // ra: f's bytes, or a stream of them
 	rowBytes := int64(k) * int64(esz)
 	wcols := tileCols(k, esz)
 	s.src = bufs.Grow(s.src, BlockSize*wcols*esz)

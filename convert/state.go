@@ -55,13 +55,16 @@ type planState struct {
 	Aux           []string `json:"aux"`
 	Config        string   `json:"config"`
 	HFQuantConfig string   `json:"hf_quant_config,omitempty"`
+	// Sources are a remote source's files as the run found them: a resumed
+	// run refuses sources that changed since.
+	Sources []sourceVersion `json:"sources,omitempty"`
 }
 
 func (p *Plan) state() *planState {
 	s := &planState{
 		Version: planVersion, Plan: p.ID, Recipe: p.Recipe.Name, Format: p.Options.Format,
 		ScaleFmt: p.Options.ScaleFmt.String(), Experts: p.Options.Experts.String(), Numerics: p.Options.Numerics.String(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
-		Shards: []string{}, Aux: []string{},
+		Shards: []string{}, Aux: []string{}, Sources: p.sourceVersions(),
 	}
 	for _, f := range p.Files {
 		s.Shards = append(s.Shards, f.Name)

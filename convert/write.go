@@ -28,6 +28,9 @@ type scratch struct {
 	cs     castScratch
 	// lastZeroScale is how many blocks the last quantize gave scale 0.
 	lastZeroScale int64
+
+	conns int         // parallel requests of a remote source's fetch
+	net   *netCounter // a remote source's traffic, shared by the jobs
 }
 
 // copyAux copies a side file, which must still be the file planned (same
@@ -155,8 +158,10 @@ func (w *hashedWriter) Write(p []byte) (int, error) {
 // lie in the file. It checks before and after that the source is the file
 // planned, and returns the file's record (size and sha256).
 func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, FileRecord, func() error, error) {
-	if err := checkSource(p.SrcRoot, fp); err != nil {
-		return 0, FileRecord{}, nil, err
+	if p.remote == nil { // a remote file is checked by every response (size, ETag)
+		if err := checkSource(p.SrcRoot, fp); err != nil {
+			return 0, FileRecord{}, nil, err
+		}
 	}
 	l := fp.Layout
 	w, err := safetensors.Create(path, l)
@@ -167,7 +172,11 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 	err = fh.write(0, l.Header) // written by Create
 	var zeroed int64
 	if err == nil {
-		zeroed, err = s.runSteps(ctx, p, w, path, fp, fh)
+		ra, done := s.sourceReader(ctx, p, fp)
+		zeroed, err = s.runSteps(ctx, p, w, path, fp, fh, ra)
+		if derr := done(); err == nil && derr != nil {
+			err = fmt.Errorf("file %s: read %s: %w", path, fp.Source.Path, derr)
+		}
 	}
 	if err == nil && fh.off != l.Size {
 		err = fmt.Errorf("file %s: the plan's steps wrote %d of %d bytes", path, fh.off, l.Size)
@@ -185,7 +194,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 }
 
 // runSteps carries out a shard's steps.
-func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, path string, fp *FilePlan, fh *fileHash) (int64, error) {
+func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, path string, fp *FilePlan, fh *fileHash, ra io.ReaderAt) (int64, error) {
 	sf, l := fp.Source, fp.Layout
 	srcPath := filepath.Join(p.SrcRoot, sf.Path)
 	var zeroed int64
@@ -219,7 +228,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 			if err != nil {
 				return zeroed, err
 			}
-			if err := s.copyRun(ctx, sf, tw, st, off, fh); err != nil {
+			if err := s.copyRun(ctx, ra, p.remote == nil, tw, st, off, fh); err != nil {
 				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, first, last, srcPath, err)
 			}
 		case StepScales, StepCodes:
@@ -256,7 +265,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 				}
 			}
 			start := len(s.held)
-			n, err := s.quantize(ctx, sf, st.Source, p.Options, emit, fh.prog)
+			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, fh.prog)
 			if st.Kind == StepScales && st.HoldCodes {
 				heldAt[weight] = [2]int{start, len(s.held)}
 			}
@@ -303,7 +312,9 @@ const copyChunk = 4 << 20
 // (copy_file_range, which lets filesystems that can share extents or copy
 // server-side do so) from the page cache the read just filled. The source's
 // stamp, checked after the file, tells whether the two reads saw the same bytes.
-func (s *scratch) copyRun(ctx context.Context, sf *safetensors.File, tw *safetensors.TensorWriter, st Step, off int64, fh *fileHash) error {
+// A source that is not a local file (remote) is read once: the chunk read
+// for hashing is the one written.
+func (s *scratch) copyRun(ctx context.Context, ra io.ReaderAt, local bool, tw *safetensors.TensorWriter, st Step, off int64, fh *fileHash) error {
 	s.hash = bufs.Grow(s.hash, copyChunk)
 	for done := int64(0); done < st.Len; {
 		if err := ctx.Err(); err != nil {
@@ -311,7 +322,7 @@ func (s *scratch) copyRun(ctx context.Context, sf *safetensors.File, tw *safeten
 		}
 		n := min(copyChunk, st.Len-done)
 		buf := s.hash[:n]
-		if m, err := sf.ReaderAt().ReadAt(buf, st.Src+done); m < len(buf) {
+		if m, err := ra.ReadAt(buf, st.Src+done); m < len(buf) {
 			if err == nil || err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
@@ -320,7 +331,15 @@ func (s *scratch) copyRun(ctx context.Context, sf *safetensors.File, tw *safeten
 		if err := fh.write(off+done, buf); err != nil {
 			return err
 		}
-		m, err := tw.ReadFrom(io.NewSectionReader(sf.ReaderAt(), st.Src+done, n))
+		var m int64
+		var err error
+		if local {
+			m, err = tw.ReadFrom(io.NewSectionReader(ra, st.Src+done, n))
+		} else {
+			var k int
+			k, err = tw.Write(buf)
+			m = int64(k)
+		}
 		fh.prog.Add(m)
 		if err != nil {
 			return err

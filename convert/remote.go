@@ -1,0 +1,219 @@
+package convert
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// A remote source (https://, hf://) is converted as a local one, with three
+// differences: the source bytes each output shard needs are fetched by one
+// coalescing, parallel Fetch in the order its steps read them; a source
+// file's identity is its size and ETag (which every response must repeat)
+// instead of its stamp and header; and side files come from the hub's file
+// listing (an https:// directory cannot be listed: only config.json is read).
+
+// NetStats counts what a conversion from a remote source fetched.
+type NetStats struct {
+	// Needed is the source bytes the written files' steps read.
+	Needed int64
+	// Fetched is the bytes received for them (gaps merged over and failed
+	// attempts included); side files and headers are not counted.
+	Fetched int64
+	// Requests is the range requests planned; Unplanned the bytes read
+	// outside the plan (0 unless the executor and its plan disagree).
+	Requests  int64
+	Unplanned int64
+}
+
+type netCounter struct{ needed, fetched, requests, unplanned atomic.Int64 }
+
+func (c *netCounter) add(st remote.StreamStats) {
+	c.needed.Add(st.Needed)
+	c.fetched.Add(st.Fetched)
+	c.requests.Add(int64(st.Requests))
+	c.unplanned.Add(st.Unplanned)
+}
+
+func (c *netCounter) stats() *NetStats {
+	return &NetStats{Needed: c.needed.Load(), Fetched: c.fetched.Load(), Requests: c.requests.Load(), Unplanned: c.unplanned.Load()}
+}
+
+// sourceVersion is what identifies a remote source file between runs.
+type sourceVersion struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	ETag string `json:"etag"`
+}
+
+func (p *Plan) sourceVersions() []sourceVersion {
+	if p.remote == nil {
+		return nil
+	}
+	var vs []sourceVersion
+	for _, f := range p.Files {
+		vs = append(vs, sourceVersion{Name: f.Name, Size: f.Source.Size, ETag: f.etag})
+	}
+	return vs
+}
+
+// checkVersions refuses to resume a run whose remote source files are no
+// longer the ones it started from: finished outputs would mix two versions.
+func checkVersions(dst string, st *planState, p *Plan) error {
+	was := map[string]sourceVersion{}
+	for _, v := range st.Sources {
+		was[v.Name] = v
+	}
+	for _, v := range p.sourceVersions() {
+		if w, ok := was[v.Name]; ok && w != v {
+			return fmt.Errorf("%w: source file %s is not the one this conversion in %s started from (size %d, ETag %s; now %d, %s); pass --restart to convert the new version",
+				ErrChanged, v.Name, dst, w.Size, w.ETag, v.Size, v.ETag)
+		}
+	}
+	return nil
+}
+
+// listRemoteAux lists a remote checkpoint's side files from the hub's
+// listing, with the rules of listAux: hidden entries, the index and the
+// files the conversion rewrites are left out, and a shard the checkpoint
+// does not hold means SRC named part of a larger checkpoint. An https://
+// directory cannot be listed: no side file is copied, and unlisted says so.
+func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []AuxFile, unlisted bool, err error) {
+	files, err := src.Remote().List(ctx)
+	if errors.Is(err, remote.ErrNotListable) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("list side files of %s: %w", src.Root, err)
+	}
+	shards := map[string]bool{}
+	for _, f := range src.Files {
+		shards[f.Path] = true
+	}
+	for _, f := range files {
+		if shards[f.Name] || !model.IsSideFileName(f.Name) || replacedNames[f.Name] {
+			continue
+		}
+		if !strings.Contains(f.Name, "/") && strings.HasSuffix(f.Name, ".safetensors") {
+			return nil, false, fmt.Errorf("%w: %s%s is not among the shards planned (%d, from %s); convert the whole repository",
+				ErrPartialSource, src.Root, f.Name, len(src.Files), sourceDesc(src))
+		}
+		if f.Size > safetensors.MaxAuxSize {
+			return nil, false, fmt.Errorf("side file %s%s: %d bytes (limit %d)", src.Root, f.Name, f.Size, safetensors.MaxAuxSize)
+		}
+		aux = append(aux, AuxFile{Name: f.Name, Size: f.Size})
+	}
+	slices.SortFunc(aux, func(a, b AuxFile) int { return strings.Compare(a.Name, b.Name) })
+	return aux, false, nil
+}
+
+// fileRanges are the source bytes a shard's steps read, in the order they
+// read them: copy runs whole, quantized weights as quantize reads them (a
+// weight whose codes are not held is read twice).
+func fileRanges(fp *FilePlan) []remote.Range {
+	var rs []remote.Range
+	sf := fp.Source
+	for _, st := range fp.Steps {
+		switch {
+		case st.Kind == StepCopy:
+			rs = append(rs, remote.Range{File: sf.Path, Off: st.Src, Len: st.Len})
+		case st.Kind == StepScales || !st.HoldCodes:
+			quantReads(st.Source, func(off, n int64) {
+				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + st.Source.Begin + off, Len: n})
+			})
+		}
+	}
+	return rs
+}
+
+// quantReads calls read with each (offset in the tensor, length) quantize
+// reads, in its order: whole 128-row bands, or a band's rows tile by tile
+// when a band is wider than TileBytes.
+func quantReads(t safetensors.TensorInfo, read func(off, n int64)) {
+	elem, ok := quantElems[t.DType]
+	if !ok || len(t.Shape) != 2 {
+		return // quantize fails before reading
+	}
+	n, k, esz := t.Shape[0], int(t.Shape[1]), elem.Size()
+	rowBytes := int64(k) * int64(esz)
+	wcols := tileCols(k, esz)
+	if wcols >= k {
+		read(0, n*rowBytes)
+		return
+	}
+	for b := range Blocks(n) {
+		rows := min(BlockSize, n-b*BlockSize)
+		for c0 := 0; c0 < k; c0 += wcols {
+			w := min(wcols, k-c0)
+			for r := range rows {
+				read((b*BlockSize+r)*rowBytes+int64(c0*esz), int64(w*esz))
+			}
+		}
+	}
+}
+
+// sourceReader is where a shard's steps read the source: a stream of the
+// shard's planned ranges for a remote source, the file itself for a local
+// one. done ends the stream and counts what it cost.
+func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *FilePlan) (io.ReaderAt, func() error) {
+	if p.remote == nil {
+		return fp.Source.ReaderAt(), func() error { return nil }
+	}
+	st := p.remote.Stream(ctx, fileRanges(fp), remote.FetchOptions{Connections: s.conns})
+	return st.File(fp.Source.Path), func() error {
+		stats, err := st.Close()
+		if s.net != nil {
+			s.net.add(stats)
+		}
+		return err
+	}
+}
+
+// copyRemoteAux copies a side file of a remote source: read by range
+// requests (size and ETag checked on each), written and hashed in one pass.
+func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *AuxFile, to string, prog Progress) (FileRecord, func() error, error) {
+	from := p.SrcRoot + a.Name
+	f, err := p.remote.Open(ctx, a.Name)
+	if err != nil {
+		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+	}
+	if f.Size() != a.Size {
+		return FileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, ErrChanged, f.Size(), a.Size)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
+	}
+	out, err := atomicfile.Create(to)
+	if err != nil {
+		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
+	}
+	h := sha256.New()
+	s.hash = bufs.Grow(s.hash, hashBufSize)
+	n, err := io.CopyBuffer(io.MultiWriter(out.File, h), io.NewSectionReader(f, 0, a.Size), s.hash)
+	prog.Add(2 * n)
+	if err != nil {
+		out.Abort()
+		return FileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
+	}
+	rec := FileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}
+	return rec, func() error {
+		if err := out.Commit(); err != nil {
+			return fmt.Errorf("copy %s: %w", to, err)
+		}
+		return nil
+	}, nil
+}
