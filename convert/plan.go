@@ -90,7 +90,7 @@ type Plan struct {
 
 	// modules are the output's linear modules by treatment (for Splits).
 	modules modules
-	remote *remote.Source // the source's, nil for a local one
+	remote  *remote.Source // the source's, nil for a local one
 }
 
 // NewPlan plans the conversion of a checkpoint, local or remote. config is the source

@@ -217,3 +217,19 @@ func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *AuxFile, to str
 		return nil
 	}, nil
 }
+
+// FetchBytes is what carrying out the whole plan reads from a remote source:
+// every shard's planned ranges and the side files (0 for a local source).
+func (p *Plan) FetchBytes() int64 {
+	if p.remote == nil {
+		return 0
+	}
+	var n int64
+	for _, fp := range p.Files {
+		n += remote.Needed(fileRanges(fp))
+	}
+	for _, a := range p.Aux {
+		n += a.Size
+	}
+	return n
+}

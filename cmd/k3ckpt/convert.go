@@ -32,7 +32,7 @@ import (
 type convertFlags struct {
 	recipe, format, scaleFmt, nonFinite, worker string
 	experts, numerics                           string
-	jobs                                        int
+	jobs, connections                           int
 	resume, restart, noSpaceCheck, dryRun, json bool
 }
 
@@ -70,6 +70,7 @@ the index, config and manifest.`,
 	f.StringVar(&fl.worker, "worker", "", "convert only slice I of N (0-based), e.g. 3/8")
 	f.BoolVar(&fl.dryRun, "dry-run", false, "print the plan and the output sizes, write nothing")
 	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
+	connectionsFlag(f, &fl.connections)
 	return cmd
 }
 
@@ -125,7 +126,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil {
 		return fmt.Errorf("%s is already a k3ckpt conversion (it holds %s): convert reads the original checkpoint", srcPath, convert.ManifestName)
 	}
-	src, err := safetensors.Open(srcPath)
+	src, net, err := openSource(context.Background(), srcPath, fl.connections)
 	if err != nil {
 		return err
 	}
@@ -146,17 +147,26 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	setMemoryLimit(jobs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck}
+	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck,
+		Connections: fl.connections}
 	label := "convert (read + written)"
 	if wn > 1 {
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
 	}
-	bar := newProgress(cmd, fl.json, label, progress.Bytes)
+	if p.AuxUnlisted {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them\n", srcPath)
+	}
+	var bar *progress.Bar
+	if net == nil { // a remote source shows its network progress instead
+		bar = newProgress(cmd, fl.json, label, progress.Bytes)
+	}
 	if bar != nil {
 		eo.Progress = bar
 	}
+	net.show(cmd, fl.json, p.FetchBytes())
 	start := time.Now()
 	res, err := convert.Execute(ctx, p, dst, eo)
+	net.done()
 	bar.Finish()
 	if err != nil && ctx.Err() != nil {
 		return &exitError{code: 130, err: fmt.Errorf("convert interrupted: the files finished so far are kept; run the same command again to continue (finished files are checked and kept; --restart starts over)")}
@@ -166,15 +176,23 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	elapsed := time.Since(start)
 	t := p.Totals()
+	var nr *netReport
+	if n := res.Network; n != nil {
+		nr = &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: src.BytesFetched(), Requests: n.Requests, Retries: net.retries()}
+	}
 	if fl.json {
-		return writeJSON(out, map[string]any{
+		v := map[string]any{
 			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
 			"experts": opts.Experts, "numerics": opts.Numerics.String(),
 			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite,
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": castJSON(res.Cast),
 			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
-		})
+		}
+		if nr != nil {
+			v["network"] = nr
+		}
+		return writeJSON(out, v)
 	}
 	if res.ZeroedNonFinite > 0 { // a warning, printed even under -q
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s replaced by 0 (--nonfinite zero)\n",
@@ -196,6 +214,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	fmt.Fprintf(sw, "convert %s → %s%s: %s written, %s already done and kept, in %s\n",
 		srcPath, dst, worker, termtext.Plural(int64(len(res.Written)), "file", "files"),
 		termtext.Plural(int64(len(res.Skipped)), "file", "files"), elapsed.Round(time.Millisecond))
+	if nr != nil {
+		nr.print(sw)
+	}
 	if res.ZeroScaleBlocks > 0 {
 		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
 	}

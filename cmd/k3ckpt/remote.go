@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// connectionsFlag registers --connections on a command that reads a source.
+func connectionsFlag(f *pflag.FlagSet, p *int) {
+	f.IntVar(p, "connections", remote.DefaultConnections, "parallel range requests to an https:// or hf:// source")
+}
+
+func newHTTPClient(conns int) *http.Client {
+	return &http.Client{Transport: remote.NewTransport(conns)}
+}
+
+// netMeter counts a remote source's traffic for the progress display and
+// the final report; nil for a local source.
+type netMeter struct {
+	m   *remote.Meter
+	bar atomic.Pointer[progress.Bar]
+}
+
+// Fetched implements remote.Progress: the meter counts, the bar (once
+// shown) draws.
+func (nm *netMeter) Fetched(n int64) {
+	nm.m.Fetched(n)
+	nm.bar.Load().Add(n)
+}
+
+// Retry implements remote.Progress.
+func (nm *netMeter) Retry(ev remote.RetryEvent) { nm.m.Retry(ev) }
+
+// openSource opens a checkpoint; a remote one gets a transport for conns
+// parallel requests and a meter that hears every byte received.
+func openSource(ctx context.Context, path string, conns int) (*safetensors.Checkpoint, *netMeter, error) {
+	if conns < 1 || conns > 1024 {
+		return nil, nil, fmt.Errorf("--connections %d: want 1 to 1024", conns)
+	}
+	if !remote.IsRemote(path) {
+		c, err := safetensors.OpenContext(ctx, path)
+		return c, nil, err
+	}
+	nm := &netMeter{m: remote.NewMeter(0, nil)}
+	c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{Remote: remote.Options{
+		Client:   newHTTPClient(conns),
+		Progress: nm,
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.Remote() == nil { // an hf:// reference served from the offline cache
+		nm = nil
+	}
+	return c, nm, nil
+}
+
+// received is every byte the source received (0 for a local one).
+func (nm *netMeter) received() int64 {
+	if nm == nil {
+		return 0
+	}
+	return nm.m.Snapshot().Bytes
+}
+
+// retries is the failed attempts the source retried.
+func (nm *netMeter) retries() int64 {
+	if nm == nil {
+		return 0
+	}
+	return nm.m.Snapshot().Retries
+}
+
+// show starts the network display: bytes received of the plan's total, rate
+// and ETA, on the commands' one progress line (none under --json, -q or
+// off a terminal).
+func (nm *netMeter) show(cmd *cobra.Command, asJSON bool, total int64) {
+	if nm == nil {
+		return
+	}
+	nm.m.SetTotal(total)
+	b := newProgress(cmd, asJSON, "network (received)", progress.Bytes)
+	b.Start(total)
+	nm.bar.Store(b)
+}
+
+func (nm *netMeter) done() {
+	if nm != nil {
+		nm.bar.Swap(nil).Finish()
+	}
+}
+
+// netReport is the network figures a command prints: the bytes its plan
+// needed from the source, the bytes received for them, and everything
+// received (headers, index and side files included).
+type netReport struct {
+	Needed   int64 `json:"needed_bytes"`
+	Fetched  int64 `json:"fetched_bytes"`
+	Total    int64 `json:"total_received_bytes"`
+	Requests int64 `json:"requests"`
+	Retries  int64 `json:"retries"`
+}
+
+func (r netReport) print(w io.Writer) {
+	ratio := 0.0
+	if r.Needed > 0 {
+		ratio = float64(r.Fetched) / float64(r.Needed)
+	}
+	fmt.Fprintf(w, "network: %s needed, %s fetched for them (×%.3f), %s received in all, %d range requests, %d retries\n",
+		sizeStr(r.Needed), sizeStr(r.Fetched), ratio, sizeStr(r.Total), r.Requests, r.Retries)
+}
+
+func sizeStr(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+}
