@@ -40,6 +40,9 @@ type ExecOptions struct {
 	// Progress, if set, is called with tensor bytes written as they are
 	// (from worker goroutines); the calls add up to Start's total.
 	Progress func(n int64)
+	// Connections bounds the parallel range requests per file written from
+	// a remote source (0: remote.DefaultConnections).
+	Connections int
 }
 
 // Result says what Execute did.
@@ -54,6 +57,8 @@ type Result struct {
 	// Changed counts the files an earlier run committed that were modified
 	// (or replaced) since: they are written again, and counted in Written.
 	Changed int
+	// Network counts the source bytes fetched (nil for a local source).
+	Network *NetStats
 }
 
 // Execute writes the plan under dst, holding dst's lock for the whole run
@@ -113,8 +118,15 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		}
 		return nil
 	}
-	if res.Bytes, err = writeFiles(ctx, jobs, o.Jobs, o.Progress, committed); err != nil {
+	var net *netFetch
+	if p.src.remote != nil {
+		net = &netFetch{src: p.src.remote, conns: o.Connections}
+	}
+	if res.Bytes, err = writeFiles(ctx, jobs, o.Jobs, o.Progress, committed, net); err != nil {
 		return nil, err
+	}
+	if net != nil {
+		res.Network = net.stats()
 	}
 	for _, dr := range runs {
 		if len(dr.todo) == 0 && !dr.finished {
@@ -178,7 +190,7 @@ func jobsOr(n int) int {
 // committer (fsync, rename into place, then committed), so that waiting for
 // the disk overlaps writing the next file. It returns the tensor bytes
 // written. The first error cancels the rest.
-func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(writeJob) error) (int64, error) {
+func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(writeJob) error, net *netFetch) (int64, error) {
 	jobs = jobsOr(jobs)
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -189,7 +201,7 @@ func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(i
 	var total atomic.Int64
 	for _, j := range files {
 		g.Go(func() error {
-			n, commit, err := writeFile(gctx, j.of, j.path, progress)
+			n, commit, err := writeFile(gctx, j.of, j.path, progress, net)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package layout
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -44,6 +45,17 @@ type outFile struct {
 	// lay is the file's header and offsets; steps write it in data order.
 	lay   *safetensors.Layout
 	steps []fileStep
+	// readers, when set, says where a source file's bytes are read (a
+	// remote source's stream) instead of its own ReaderAt.
+	readers func(*safetensors.File) io.ReaderAt
+}
+
+// reader is where the file's steps read source file f.
+func (of *outFile) reader(f *safetensors.File) io.ReaderAt {
+	if of.readers != nil {
+		return of.readers(f)
+	}
+	return f.ReaderAt()
 }
 
 // fileStep is one write of an output file: a run of whole tensors that lie

@@ -88,6 +88,20 @@ func (pj *packJob) describe() *packedScale {
 	return &packedScale{Format: PackUE8M0.String(), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
 }
 
+// rowOffset is where block row b's scales from block column c0 lie in the
+// source scale tensor.
+func (pj *packJob) rowOffset(b, c0 int64) int64 { return (b*pj.gk + c0) * 4 }
+
+// reads calls fn with each read blockScales makes, in order (offsets in
+// the source scale tensor).
+func (pj *packJob) reads(fn func(off, n int64)) {
+	b0, b1 := pj.rows[0]/quant.BlockSize, ceilDiv(pj.rows[1], quant.BlockSize)
+	c0, c1 := pj.cols[0]/quant.BlockSize, ceilDiv(pj.cols[1], quant.BlockSize)
+	for b := b0; b < b1; b++ {
+		fn(pj.rowOffset(b, c0), (c1-c0)*4)
+	}
+}
+
 // blockScales reads the block grid rows and columns the job covers.
 func (pj *packJob) blockScales() ([]float32, error) {
 	b0, b1 := pj.rows[0]/quant.BlockSize, ceilDiv(pj.rows[1], quant.BlockSize)
@@ -96,7 +110,7 @@ func (pj *packJob) blockScales() ([]float32, error) {
 	v := make([]float32, (b1-b0)*kc)
 	row := make([]byte, kc*4)
 	for b := b0; b < b1; b++ {
-		if err := readFull(pj.src, row, (b*pj.gk+c0)*4); err != nil {
+		if err := readFull(pj.src, row, pj.rowOffset(b, c0)); err != nil {
 			return nil, fmt.Errorf("tensor %s: %w", pj.name, err)
 		}
 		for c := range kc {
@@ -159,7 +173,7 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, packed rows %v cols %v need I32 [%d %d]", ErrManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, p.Rows, p.Cols, words, stride)
 		}
 		raw := make([]byte, h.t.Size())
-		if err := readFull(fileTensor{h.f, h.t}, raw, 0); err != nil {
+		if err := readFull(fileTensor{f: h.f, t: h.t}, raw, 0); err != nil {
 			return nil, fmt.Errorf("%s/%s: tensor %s: %w", h.dir, h.e.File, name, err)
 		}
 		packed := make([]int32, len(raw)/4)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -25,8 +26,16 @@ type tensorData interface {
 
 // fileTensor is a tensor stored whole in a safetensors file.
 type fileTensor struct {
-	f *safetensors.File
-	t safetensors.TensorInfo
+	f  *safetensors.File
+	t  safetensors.TensorInfo
+	ra io.ReaderAt // where f's bytes are read: f.ReaderAt() when nil, else a stream of them
+}
+
+func (ft fileTensor) reader() io.ReaderAt {
+	if ft.ra != nil {
+		return ft.ra
+	}
+	return ft.f.ReaderAt()
 }
 
 func (ft fileTensor) ReadAt(p []byte, off int64) (int, error) {
@@ -38,7 +47,7 @@ func (ft fileTensor) ReadAt(p []byte, off int64) (int, error) {
 	if int64(want) > size-off {
 		p = p[:size-off]
 	}
-	n, err := ft.f.ReaderAt().ReadAt(p, ft.f.DataStart+ft.t.Begin+off)
+	n, err := ft.reader().ReadAt(p, ft.f.DataStart+ft.t.Begin+off)
 	if err == nil && n < want {
 		err = io.EOF
 	}
@@ -46,6 +55,9 @@ func (ft fileTensor) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (ft fileTensor) section(off, n int64) *io.SectionReader {
+	if ft.ra != nil {
+		return io.NewSectionReader(ft.ra, ft.f.DataStart+ft.t.Begin+off, n)
+	}
 	return ft.f.Section(safetensors.TensorInfo{Begin: ft.t.Begin + off, End: ft.t.Begin + off + n})
 }
 
@@ -109,6 +121,10 @@ type Source struct {
 	closers []io.Closer
 	exportM *manifest // the first manifest, for an export source
 	stamps  []string  // the files read, for resume fingerprints
+	remote  *remote.Source
+	// AuxUnlisted is set for an https:// source, which cannot be listed:
+	// its side files other than config.json are not carried over.
+	AuxUnlisted bool
 }
 
 func (s *Source) countFiles() {
@@ -238,9 +254,13 @@ func endsInNewline(root, name string) (bool, error) {
 	return b[0] == '\n', nil
 }
 
-// stampOf identifies a local file's version (name, size, modification
-// time) for resume fingerprints; "" for a file not served from disk.
+// stampOf identifies a file's version for resume fingerprints: name, size
+// and modification time of a local file, name, size and ETag of a remote
+// one, the name alone for anything else.
 func stampOf(name string, ra io.ReaderAt) string {
+	if rf, ok := ra.(*remote.File); ok {
+		return fmt.Sprintf("%s %d %s", name, rf.Size(), rf.ETag())
+	}
 	f, ok := ra.(*os.File)
 	if !ok {
 		return name
@@ -262,7 +282,21 @@ func OpenSource(path string) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{Root: path, closers: []io.Closer{c}, files: map[string]*safetensors.File{}}
+	s, err := OpenCheckpoint(c)
+	if err != nil {
+		return nil, err
+	}
+	s.Root = path
+	return s, nil
+}
+
+// OpenCheckpoint makes a Source of an opened checkpoint, local or remote
+// (https://, hf://); the Source closes it. A remote source's side files are
+// those of the hub's listing (an https:// directory has only config.json),
+// and Execute fetches each output file's source bytes with one coalescing,
+// parallel fetch.
+func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
+	s := &Source{Root: c.Root, closers: []io.Closer{c}, files: map[string]*safetensors.File{}, remote: c.Remote()}
 	for _, f := range c.Files {
 		s.files[f.Path] = f
 		s.stamps = append(s.stamps, stampOf(f.Path, f.ReaderAt()))
@@ -270,7 +304,7 @@ func OpenSource(path string) (*Source, error) {
 		for _, t := range f.Tensors {
 			s.Specs = append(s.Specs, safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape})
 			s.fileOf = append(s.fileOf, f.Path)
-			s.data = append(s.data, fileTensor{f, t})
+			s.data = append(s.data, fileTensor{f: f, t: t})
 			s.info.TotalSize += t.Size()
 		}
 	}
@@ -281,15 +315,24 @@ func OpenSource(path string) (*Source, error) {
 	s.info.IndexNoFinalNewline = true
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
-		nl, err := endsInNewline(c.Root, c.IndexName)
-		if err != nil {
-			s.Close()
-			return nil, err
+		nl := c.IndexEndsInNewline()
+		if s.remote == nil {
+			var err error
+			if nl, err = endsInNewline(c.Root, c.IndexName); err != nil {
+				s.Close()
+				return nil, err
+			}
 		}
 		s.info.IndexNoFinalNewline = !nl
 	}
 	root := c.Root
-	if st, err := os.Stat(root); err == nil && st.IsDir() {
+	if s.remote != nil {
+		var err error
+		if s.aux, s.AuxUnlisted, err = readRemoteAux(c); err != nil {
+			s.Close()
+			return nil, err
+		}
+	} else if st, err := os.Stat(root); err == nil && st.IsDir() {
 		if s.aux, err = readAux(root, shardNames(c)); err != nil {
 			s.Close()
 			return nil, err

@@ -26,7 +26,16 @@ var windowPool = sync.Pool{New: func() any { b := make([]byte, 2*windowSize); re
 // writeFile writes one planned file to path under a temporary name and
 // returns the tensor bytes written and how to commit it (sync and rename).
 // On error nothing is left behind.
-func writeFile(ctx context.Context, of *outFile, path string, progress func(int64)) (int64, func() error, error) {
+func writeFile(ctx context.Context, of *outFile, path string, progress func(int64), net *netFetch) (n int64, commit func() error, err error) {
+	if net != nil {
+		var done func() error
+		of, done = net.stream(ctx, of)
+		defer func() {
+			if derr := done(); derr != nil && err == nil {
+				err = fmt.Errorf("file %s: %w", path, derr)
+			}
+		}()
+	}
 	if of.verbatim != nil {
 		commit, err := copyVerbatim(of, path)
 		if err != nil {
@@ -54,8 +63,8 @@ func writeFile(ctx context.Context, of *outFile, path string, progress func(int6
 // a local file the kernel moves the bytes where the platform can
 // (os.File.ReadFrom).
 func copyVerbatim(of *outFile, path string) (func() error, error) {
-	var in io.Reader = io.NewSectionReader(of.verbatim.ReaderAt(), 0, of.verbatim.Size)
-	if src, ok := of.verbatim.ReaderAt().(*os.File); ok {
+	var in io.Reader = io.NewSectionReader(of.reader(of.verbatim), 0, of.verbatim.Size)
+	if src, ok := of.reader(of.verbatim).(*os.File); ok {
 		// A handle of its own, for the offset ReadFrom advances; it must be
 		// the file the source opened, not whatever now has its name.
 		f, err := fsx.Open(src.Name())
@@ -111,7 +120,7 @@ func writeSteps(ctx context.Context, w *safetensors.Writer, of *outFile, path st
 			if err != nil {
 				return total, err
 			}
-			if n, err = tw.ReadFrom(io.NewSectionReader(st.src.ReaderAt(), st.off, st.n)); err != nil {
+			if n, err = tw.ReadFrom(io.NewSectionReader(of.reader(st.src), st.off, st.n)); err != nil {
 				return total, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, first, last, st.src.Path, err)
 			}
 		} else {
@@ -150,18 +159,48 @@ func writeTensor(ctx context.Context, tw *safetensors.TensorWriter, t outTensor,
 	return copySlice(ctx, tw, t, buf)
 }
 
+// sliceGeom is a slice's row geometry: outer rows of rowB bytes, each
+// holding one contiguous run of run bytes at start·innerB.
+func sliceGeom(t outTensor) (outer, innerB, rowB, run int64) {
+	outer, _ = safetensors.NumElements(t.shape[:t.axis])
+	inner, _ := safetensors.NumElements(t.shape[t.axis+1:])
+	innerB = inner * t.spec.DType.Bits() / 8
+	rowB = t.shape[t.axis] * innerB
+	return outer, innerB, rowB, (t.stop - t.start) * innerB
+}
+
+// sliceDirect reports whether a slice is copied run by run (long runs, in
+// the kernel for a local file) rather than gathered from windows of rows.
+func sliceDirect(t outTensor) bool {
+	outer, _, _, run := sliceGeom(t)
+	return outer == 1 || run >= directCopyMin
+}
+
+// sliceWindows calls fn with each read of a gathered slice, in order: rows
+// [o, o+w) read whole (bytes off, n of the tensor), or, where one row
+// exceeds the window, just that row's run.
+func sliceWindows(t outTensor, window int64, fn func(o, w, off, n int64) error) error {
+	outer, innerB, rowB, run := sliceGeom(t)
+	rows := max(window/rowB, 1)
+	for o := int64(0); o < outer; o += rows {
+		w := min(rows, outer-o)
+		off, n := o*rowB, rowB*w
+		if n > window {
+			off, n = o*rowB+t.start*innerB, run
+		}
+		if err := fn(o, w, off, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // copySlice copies the slice [start, stop) along axis. Each outer row holds
 // one contiguous run; long runs are copied in the kernel, short ones are
 // gathered from windows of whole rows.
 func copySlice(ctx context.Context, tw *safetensors.TensorWriter, t outTensor, buf []byte) error {
-	dt := t.spec.DType
-	outer, _ := safetensors.NumElements(t.shape[:t.axis])
-	inner, _ := safetensors.NumElements(t.shape[t.axis+1:])
-	innerB := inner * dt.Bits() / 8
-	rowB := t.shape[t.axis] * innerB
-	run := (t.stop - t.start) * innerB
-	if outer == 1 || run >= directCopyMin {
-		return forRuns(t.shape, dt, t.axis, t.start, t.stop, func(off, n int64) error {
+	if sliceDirect(t) {
+		return forRuns(t.shape, t.spec.DType, t.axis, t.start, t.stop, func(off, n int64) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -169,17 +208,16 @@ func copySlice(ctx context.Context, tw *safetensors.TensorWriter, t outTensor, b
 			return err
 		})
 	}
+	_, innerB, rowB, run := sliceGeom(t)
 	in, out := buf[:len(buf)/2], buf[len(buf)/2:]
-	rows := max(int64(len(in))/rowB, 1)
-	for o := int64(0); o < outer; o += rows {
+	return sliceWindows(t, int64(len(in)), func(o, w, off, n int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		w := min(rows, outer-o)
 		var got []byte
-		if rowB*w <= int64(len(in)) {
-			win := in[:rowB*w]
-			if err := readFull(t.src, win, o*rowB); err != nil {
+		if n == rowB*w && n <= int64(len(in)) {
+			win := in[:n]
+			if err := readFull(t.src, win, off); err != nil {
 				return err
 			}
 			got = out[:0]
@@ -189,15 +227,13 @@ func copySlice(ctx context.Context, tw *safetensors.TensorWriter, t outTensor, b
 			}
 		} else { // one row exceeds the window: read just the run
 			got = out[:run]
-			if err := readFull(t.src, got, o*rowB+t.start*innerB); err != nil {
+			if err := readFull(t.src, got, off); err != nil {
 				return err
 			}
 		}
-		if _, err := tw.Write(got); err != nil {
-			return err
-		}
-	}
-	return nil
+		_, err := tw.Write(got)
+		return err
+	})
 }
 
 // readFull fills p from r at off or fails.

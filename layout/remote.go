@@ -1,0 +1,168 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// A remote source (https://, hf://) is exported as a local one; the
+// difference is how bytes arrive. Each output file's source bytes, listed
+// in the order its steps read them, are fetched by one Stream (requests
+// coalesced, Connections in parallel), and the steps read that stream. An
+// export of one rank or stage thus fetches that rank's bytes only.
+
+// NetStats counts what an Execute fetched from a remote source.
+type NetStats struct {
+	// Needed is the source bytes the written files read; Fetched the bytes
+	// received for them (merged gaps and failed attempts included).
+	Needed, Fetched int64
+	// Requests is the range requests planned; Unplanned the bytes read
+	// outside the plan (0 unless the executor and its plan disagree).
+	Requests, Unplanned int64
+}
+
+// netFetch streams a remote source's bytes to the writers.
+type netFetch struct {
+	src                                  *remote.Source
+	conns                                int
+	needed, fetched, requests, unplanned atomic.Int64
+}
+
+func (n *netFetch) stats() *NetStats {
+	return &NetStats{Needed: n.needed.Load(), Fetched: n.fetched.Load(), Requests: n.requests.Load(), Unplanned: n.unplanned.Load()}
+}
+
+// readRemoteAux reads a remote checkpoint's side files: those of the hub's
+// listing, by readAux's rule (model.IsSideFileName: subfolders included,
+// hidden entries and the index not; shards and manifests not). An https://
+// directory cannot be listed: only config.json is read, and unlisted says so.
+func readRemoteAux(c *safetensors.Checkpoint) (aux map[string][]byte, unlisted bool, err error) {
+	names := []string{model.ConfigName}
+	files, err := c.Remote().List(context.Background())
+	switch {
+	case errors.Is(err, remote.ErrNotListable):
+		unlisted = true
+	case err != nil:
+		return nil, false, fmt.Errorf("list side files of %s: %w", c.Root, err)
+	default:
+		shards := map[string]bool{}
+		for _, f := range c.Files {
+			shards[f.Path] = true
+		}
+		names = names[:0]
+		var total int64
+		for _, f := range files {
+			if shards[f.Name] || !model.IsSideFileName(f.Name) || notSideFile(f.Name) {
+				continue
+			}
+			if total += f.Size; f.Size > safetensors.MaxAuxSize || total > maxAuxTotal {
+				return nil, false, fmt.Errorf("side file %s%s: %d bytes (side files are held in memory, %d MiB each and %d MiB together at most)",
+					c.Root, f.Name, f.Size, safetensors.MaxAuxSize>>20, maxAuxTotal>>20)
+			}
+			names = append(names, f.Name)
+		}
+	}
+	aux = map[string][]byte{}
+	for _, name := range names {
+		b, err := c.ReadAux(name)
+		if unlisted && errors.Is(err, safetensors.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		aux[name] = b
+	}
+	return aux, unlisted, nil
+}
+
+// reads calls fn with each source read the file's writing makes, in order:
+// (source shard, absolute offset, length). Only bytes of checkpoint shards
+// are listed (an export source's rebuilt tensors are read locally).
+func (of *outFile) reads(fn func(f *safetensors.File, off, n int64)) {
+	if of.verbatim != nil {
+		fn(of.verbatim, 0, of.verbatim.Size)
+		return
+	}
+	for _, st := range of.steps {
+		if st.tensor < 0 {
+			fn(st.src, st.off, st.n)
+			continue
+		}
+		t := of.tensors[st.tensor]
+		tensorAt := func(src tensorData, off, n int64) {
+			if ft, ok := src.(fileTensor); ok {
+				fn(ft.f, ft.f.DataStart+ft.t.Begin+off, n)
+			}
+		}
+		switch {
+		case t.pack != nil:
+			t.pack.reads(func(off, n int64) { tensorAt(t.pack.src, off, n) })
+		case t.held != HeldSlice:
+			tensorAt(t.src, 0, t.size())
+		case sliceDirect(t):
+			forRuns(t.shape, t.spec.DType, t.axis, t.start, t.stop, func(off, n int64) error {
+				tensorAt(t.src, off, n)
+				return nil
+			})
+		default:
+			sliceWindows(t, windowSize, func(_, _, off, n int64) error {
+				tensorAt(t.src, off, n)
+				return nil
+			})
+		}
+	}
+}
+
+// stream starts fetching the file's source bytes and returns a copy of the
+// file whose reads come from the stream, and how to end it.
+func (n *netFetch) stream(ctx context.Context, of *outFile) (*outFile, func() error) {
+	var ranges []remote.Range
+	of.reads(func(f *safetensors.File, off, size int64) {
+		ranges = append(ranges, remote.Range{File: f.Path, Off: off, Len: size})
+	})
+	st := n.src.Stream(ctx, ranges, remote.FetchOptions{Connections: n.conns})
+	readers := map[*safetensors.File]io.ReaderAt{}
+	ra := func(f *safetensors.File) io.ReaderAt {
+		r, ok := readers[f]
+		if !ok {
+			r = st.File(f.Path)
+			readers[f] = r
+		}
+		return r
+	}
+	rebind := func(src tensorData) tensorData {
+		if ft, ok := src.(fileTensor); ok {
+			ft.ra = ra(ft.f)
+			return ft
+		}
+		return src
+	}
+	c := *of
+	c.tensors = make([]outTensor, len(of.tensors))
+	for i, t := range of.tensors {
+		t.src = rebind(t.src)
+		if t.pack != nil {
+			pj := *t.pack
+			pj.src = rebind(pj.src)
+			t.pack = &pj
+		}
+		c.tensors[i] = t
+	}
+	c.readers = ra
+	return &c, func() error {
+		stats, err := st.Close()
+		n.needed.Add(stats.Needed)
+		n.fetched.Add(stats.Fetched)
+		n.requests.Add(int64(stats.Requests))
+		n.unplanned.Add(stats.Unplanned)
+		return err
+	}
+}
