@@ -166,3 +166,18 @@ func (n *netFetch) stream(ctx context.Context, of *outFile) (*outFile, func() er
 		return err
 	}
 }
+
+// FetchBytes is what writing the whole plan reads from a remote source (0
+// for a local one): the progress display's total.
+func (p *Plan) FetchBytes() int64 {
+	if p.src == nil || p.src.remote == nil {
+		return 0
+	}
+	var n int64
+	for _, d := range p.Dirs {
+		for _, of := range d.files {
+			of.reads(func(_ *safetensors.File, _, size int64) { n += size })
+		}
+	}
+	return n
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/progress"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -79,6 +80,28 @@ func (nm *netMeter) retries() int64 {
 		return 0
 	}
 	return nm.m.Snapshot().Retries
+}
+
+// openLayoutSource opens the SRC of shard and export: a remote checkpoint
+// through openSource, anything else (an export directory too) as before.
+func openLayoutSource(cmd *cobra.Command, path string, conns int) (*layout.Source, *netMeter, error) {
+	if !remote.IsRemote(path) {
+		s, err := layout.OpenSource(path)
+		return s, nil, err
+	}
+	c, nm, err := openSource(context.Background(), path, conns)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := layout.OpenCheckpoint(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.Root = path
+	if s.AuxUnlisted {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s cannot be listed over https://: side files other than config.json (tokenizer, code) are not copied; use hf://org/name to get them\n", path)
+	}
+	return s, nm, nil
 }
 
 // show starts the network display: bytes received of the plan's total, rate

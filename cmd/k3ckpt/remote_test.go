@@ -92,3 +92,83 @@ func (c *countW) Write(p []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
+
+// TestExportFromURL runs `k3ckpt export --layout dp16 --ranks 0` on the tiny
+// replica over HTTP and on the directory: the same files, and the report's
+// network figures show the rank fetched its own bytes only (fetched within
+// twice the needed bytes, the server's total below the checkpoint's size).
+func TestExportFromURL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("exports the tiny replica twice")
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	ents, _ := os.ReadDir(src)
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil {
+			size += info.Size()
+		}
+	}
+	var sent atomic.Int64
+	fsrv := http.FileServer(http.Dir(src))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fsrv.ServeHTTP(&countW{w, &sent}, r)
+	}))
+	defer srv.Close()
+	run := func(args ...string) string {
+		cmd := newExportCmd()
+		var out, errs bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&errs)
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("export %v: %v\n%s%s", args, err, out.String(), errs.String())
+		}
+		return out.String()
+	}
+	local, remote := filepath.Join(t.TempDir(), "local"), filepath.Join(t.TempDir(), "remote")
+	run(src, local, "--layout", "dp16", "--ranks", "0")
+	out := run(srv.URL+"/", remote, "--layout", "dp16", "--ranks", "0", "--json", "--connections", "8")
+	var rep struct {
+		Network *struct {
+			Needed  int64 `json:"needed_bytes"`
+			Fetched int64 `json:"fetched_bytes"`
+			Total   int64 `json:"total_received_bytes"`
+		} `json:"network"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Network == nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	n := rep.Network
+	if n.Needed <= 0 || n.Fetched < n.Needed || n.Fetched > 2*n.Needed || n.Total > sent.Load() || sent.Load() >= size {
+		t.Fatalf("network %+v, server sent %d of %d", *n, sent.Load(), size)
+	}
+	want := map[string][]byte{}
+	// Dot files are the runs' records of their outputs' stamps (inode, times):
+	// they differ between any two runs.
+	filepath.WalkDir(local, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
+			rel, _ := filepath.Rel(local, p)
+			want[rel], _ = os.ReadFile(p)
+		}
+		return nil
+	})
+	got := 0
+	filepath.WalkDir(remote, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
+			rel, _ := filepath.Rel(remote, p)
+			b, _ := os.ReadFile(p)
+			if w, ok := want[rel]; !ok || !bytes.Equal(w, b) {
+				t.Errorf("%s: not the local export's", rel)
+			}
+			got++
+		}
+		return nil
+	})
+	if got != len(want) || got == 0 {
+		t.Errorf("%d files from the URL, %d from the directory", got, len(want))
+	}
+}

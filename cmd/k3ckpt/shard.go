@@ -22,7 +22,7 @@ type layoutFlags struct {
 	layout, partition, ranks, pack string
 	textOnly, weightShard, vocabTP bool
 	even                           bool
-	jobs                           int
+	jobs, connections              int
 	run                            runFlags
 }
 
@@ -42,6 +42,7 @@ func (r *runFlags) register(cmd *cobra.Command) {
 
 func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 	fl := cmd.Flags()
+	connectionsFlag(fl, &f.connections)
 	if withLayout {
 		fl.StringVar(&f.layout, "layout", "", "layout: "+strings.Join(layout.Names(), ", ")+", or FILE.json")
 		fl.StringVar(&f.ranks, "ranks", "", "ranks to write, e.g. 0,3,8-11 (default all)")
@@ -190,7 +191,7 @@ func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) er
 			return err
 		}
 	}
-	src, err := layout.OpenSource(srcPath)
+	src, net, err := openLayoutSource(cmd, srcPath, f.connections)
 	if err != nil {
 		return err
 	}
@@ -203,13 +204,13 @@ func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) er
 	if err != nil {
 		return err
 	}
-	return runPlan(cmd, plan, dst, f.jobs, &f.run)
+	return runPlan(cmd, plan, dst, f.jobs, &f.run, net, f.connections)
 }
 
 // runPlan prints the plan (--dry-run, after its data checks) or executes it
 // and prints what was written. Ctrl-C stops the run; the message says how to
 // resume it.
-func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *runFlags) error {
+func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *runFlags, net *netMeter, conns int) error {
 	w := cmd.OutOrStdout()
 	jobs, err := resolveJobs(jobs)
 	if err != nil {
@@ -226,16 +227,21 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		}
 		return plan.WriteText(w)
 	}
-	bar := newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
-	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart}
+	var bar *progress.Bar
+	if net == nil { // a remote source shows its network progress instead
+		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
+	}
+	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, Connections: conns}
 	if bar != nil {
 		// Started by Execute once it knows what this run writes (a resumed
 		// run keeps files), so total and ETA are this run's.
 		eo.Start, eo.Progress = bar.Start, bar.Add
 	}
 	start := time.Now()
+	net.show(cmd, rf.asJSON, plan.FetchBytes())
 	res, err := plan.Execute(ctx, dst, eo)
 	bar.Finish()
+	net.done()
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; finished files are kept: run the same command again to resume (--restart to start over)")
@@ -243,8 +249,16 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		return err
 	}
 	took := time.Since(start)
+	var nr *netReport
+	if n := res.Network; n != nil {
+		nr = &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: net.received(), Requests: n.Requests, Retries: net.retries()}
+	}
 	if rf.asJSON {
-		return writeJSON(w, map[string]any{"plan": plan, "result": res, "seconds": took.Seconds()})
+		v := map[string]any{"plan": plan, "result": res, "seconds": took.Seconds()}
+		if nr != nil {
+			v["network"] = nr
+		}
+		return writeJSON(w, v)
 	}
 	w = summary(cmd)
 	if err := plan.WriteText(w); err != nil {
@@ -259,6 +273,9 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		fmt.Fprintf(w, "; %d files modified since an earlier run committed them were written again", res.Changed)
 	}
 	fmt.Fprintln(w)
+	if nr != nil {
+		nr.print(w)
+	}
 	return nil
 }
 
@@ -287,7 +304,7 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 			if err != nil {
 				return err
 			}
-			if err := runPlan(cmd, plan, args[1], jobs, &rf); err != nil || check == "" || rf.dryRun {
+			if err := runPlan(cmd, plan, args[1], jobs, &rf, nil, 0); err != nil || check == "" || rf.dryRun {
 				return err
 			}
 			a, err := layout.OpenSource(check)
