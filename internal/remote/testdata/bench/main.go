@@ -3,15 +3,19 @@
 // parallel) with curl downloading the whole checkpoint, both from one loopback
 // server that limits every connection to the same rate, as a CDN does.
 //
-//	go run ./internal/remote/testdata/bench [-scale tiny|small] [-layout dp16] [-rank 0] [-rate 10] [-conns 16]
+//	go run ./internal/remote/testdata/bench [-scale tiny|small] [-layout dp16] [-rank 0] [-rate 10] [-conns 16] [-k3ckpt BIN]
 //
-// It prints the bytes and wall time of each side and their ratios. It is a
-// measurement script, not a test: nothing here asserts a speed.
+// It prints the bytes and wall time of each side and their ratios: the
+// fetcher alone, then the real command (`k3ckpt export URL DST --layout L
+// --ranks R`, built from ./cmd/k3ckpt unless -k3ckpt names a binary), which
+// also writes the rank's files. It is a measurement script, not a test:
+// nothing here asserts a speed.
 package main
 
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -39,14 +43,15 @@ func main() {
 	rate := flag.Float64("rate", 10, "per-connection rate limit of the server, MiB/s")
 	conns := flag.Int("conns", remote.DefaultConnections, "connections of the fetcher and of parallel curl")
 	gap := flag.Int64("gap", remote.DefaultGap, "coalescing gap in bytes (-1: touching ranges only)")
+	bin := flag.String("k3ckpt", "", "k3ckpt binary for the real export (default: go build ./cmd/k3ckpt)")
 	flag.Parse()
-	if err := run(*scale, *src, *lay, *rank, *rate*(1<<20), *conns, *gap); err != nil {
+	if err := run(*scale, *src, *lay, *rank, *rate*(1<<20), *conns, *gap, *bin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(scale, dir, layName string, rank int, rate float64, conns int, gap int64) error {
+func run(scale, dir, layName string, rank int, rate float64, conns int, gap int64, bin string) error {
 	tmp, err := os.MkdirTemp("", "k3ckpt-remote-bench-")
 	if err != nil {
 		return err
@@ -122,6 +127,38 @@ func run(scale, dir, layName string, rank int, rate float64, conns int, gap int6
 	fmt.Printf("remote fetch (%s rank %d, %d connections, gap %d): %.1f MiB needed, %.1f MiB requested in %d requests (%d ranges), %.1f MiB received in all (headers, index, config included), %v (%v of it opening: index, config, headers)\n",
 		layName, rank, conns, gap, mib(st.Needed), mib(st.Requested), st.Requests, len(ranges), mib(remoteBytes), remoteTime.Round(time.Millisecond), tHeaders.Round(time.Millisecond))
 
+	// The real command: open, plan, fetch and write the rank.
+	if bin == "" {
+		bin = filepath.Join(tmp, "k3ckpt")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/k3ckpt").CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./cmd/k3ckpt (run from the module root, or pass -k3ckpt): %v\n%s", err, out)
+		}
+	}
+	t1 := time.Now()
+	cmd := exec.Command(bin, "export", base, filepath.Join(tmp, "export"), "--layout", layName,
+		"--ranks", strconv.Itoa(rank), "--connections", strconv.Itoa(conns), "--json")
+	cmd.Stderr = os.Stderr
+	outJSON, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("k3ckpt export: %v", err)
+	}
+	exportTime := time.Since(t1)
+	var rep struct {
+		Network struct {
+			Needed   int64 `json:"needed_bytes"`
+			Fetched  int64 `json:"fetched_bytes"`
+			Total    int64 `json:"total_received_bytes"`
+			Requests int64 `json:"requests"`
+		} `json:"network"`
+	}
+	if err := json.Unmarshal(outJSON, &rep); err != nil {
+		return fmt.Errorf("k3ckpt export --json: %v", err)
+	}
+	exportBytes := rep.Network.Total
+	fmt.Printf("k3ckpt export %s --ranks %d (%d connections): %.1f MiB needed, %.1f MiB fetched for them in %d requests, %.1f MiB received in all, %v (files written)\n",
+		layName, rank, conns, mib(rep.Network.Needed), mib(rep.Network.Fetched), rep.Network.Requests, mib(exportBytes), exportTime.Round(time.Millisecond))
+	os.RemoveAll(filepath.Join(tmp, "export"))
+
 	// curl: the whole checkpoint, one connection (as a plain download) and
 	// conns connections at once (as a parallel downloader).
 	for _, par := range []int{1, conns} {
@@ -141,8 +178,9 @@ func run(scale, dir, layName string, rank int, rate float64, conns int, gap int6
 			return fmt.Errorf("curl: %v", err)
 		}
 		d := time.Since(t)
-		fmt.Printf("curl whole checkpoint (%d connection(s)): %.1f MiB, %v; remote/curl: bytes %.3f, time %.3f\n",
-			par, mib(total), d.Round(time.Millisecond), float64(remoteBytes)/float64(total), remoteTime.Seconds()/d.Seconds())
+		fmt.Printf("curl whole checkpoint (%d connection(s)): %.1f MiB, %v; fetcher/curl: bytes %.3f, time %.3f; k3ckpt export/curl: bytes %.3f, time %.3f\n",
+			par, mib(total), d.Round(time.Millisecond), float64(remoteBytes)/float64(total), remoteTime.Seconds()/d.Seconds(),
+			float64(exportBytes)/float64(total), exportTime.Seconds()/d.Seconds())
 		os.RemoveAll(dst)
 	}
 	return nil
@@ -170,7 +208,7 @@ func rankRanges(dir, layName string, rank int) ([]remote.Range, []string, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	plan, err := l.Plan(src.Specs)
+	plan, err := l.Place(src.Specs)
 	if err != nil {
 		return nil, nil, err
 	}
