@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -27,10 +28,12 @@ type hub struct {
 	dir  string
 	mu   sync.Mutex
 	sent map[string]int64
+	fail map[string]bool   // files answered 501
+	etag map[string]string // files with another ETag than "e1"
 }
 
 func newHub(t *testing.T, dir string) *hub {
-	h := &hub{dir: dir, sent: map[string]int64{}}
+	h := &hub{dir: dir, sent: map[string]int64{}, fail: map[string]bool{}, etag: map[string]string{}}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/models/org/name/revision/main" {
 			var sibs []map[string]any
@@ -52,7 +55,17 @@ func newHub(t *testing.T, dir string) *hub {
 			return
 		}
 		defer f.Close()
-		w.Header().Set("ETag", `"e1"`)
+		h.mu.Lock()
+		fail, etag := h.fail[name], h.etag[name]
+		h.mu.Unlock()
+		if fail {
+			http.Error(w, "failing on purpose", http.StatusNotImplemented)
+			return
+		}
+		if etag == "" {
+			etag = `"e1"`
+		}
+		w.Header().Set("ETag", etag)
 		http.ServeContent(&countingWriter{w, func(n int) {
 			if r.Header.Get("Range") != "" {
 				h.mu.Lock()
@@ -218,4 +231,62 @@ func TestExportFromHTTPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTrees(t, dst, want)
+}
+
+// TestExportFromHubResumes interrupts a pp16 export from a loopback hub (the
+// shard of the last layer fails) and runs it again: the stages finished the
+// first time are kept without fetching their bytes again, and the result is
+// the local export. A rerun after a source file changed (new ETag) is
+// refused as a different plan.
+func TestExportFromHubResumes(t *testing.T) {
+	e2e(t)
+	_, fp8 := fixtures(t)
+	want, _ := export(t, fp8, "pp16", Options{}, ExportOptions{})
+	h := newHub(t, fp8)
+	plan := func() *Plan {
+		s := openHub(t, h, "hf://org/name")
+		m := must(s.Model())(t)
+		return must(PlanExport(s, must(Builtin("pp16", m, Options{}))(t), ExportOptions{}))(t)
+	}
+	p := plan()
+	last := p.src.info.Files[len(p.src.info.Files)-4].Name // layer 92's shard (93 of 96)
+	h.mu.Lock()
+	h.fail[last] = true
+	h.mu.Unlock()
+	dst := filepath.Join(t.TempDir(), "out")
+	if _, err := p.Execute(context.Background(), dst, ExecOptions{Jobs: 1}); err == nil || !strings.Contains(err.Error(), "501") {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	h.mu.Lock()
+	delete(h.fail, last)
+	h.sent = map[string]int64{}
+	h.mu.Unlock()
+	res, err := plan().Execute(context.Background(), dst, ExecOptions{Jobs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTrees(t, dst, want)
+	if res.Kept == 0 || res.Network.Needed >= p.FetchBytes() {
+		t.Fatalf("kept %d files, fetched for %d of the plan's %d bytes", res.Kept, res.Network.Needed, p.FetchBytes())
+	}
+	// The files kept were not fetched: what was fetched is what was written.
+	if res.Network.Needed > res.Bytes+int64(res.Written)*(64<<10) {
+		t.Fatalf("needed %d for %d bytes written in %d files", res.Network.Needed, res.Bytes, res.Written)
+	}
+
+	dst2 := filepath.Join(t.TempDir(), "out2")
+	p2 := plan()
+	h.mu.Lock()
+	h.fail[last] = true
+	h.mu.Unlock()
+	if _, err := p2.Execute(context.Background(), dst2, ExecOptions{Jobs: 1}); err == nil {
+		t.Fatal("interrupted run succeeded")
+	}
+	h.mu.Lock()
+	delete(h.fail, last)
+	h.etag[last] = `"e2"`
+	h.mu.Unlock()
+	if _, err := plan().Execute(context.Background(), dst2, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "different plan") {
+		t.Fatalf("changed source resumed: %v", err)
+	}
 }
