@@ -233,3 +233,17 @@ func (p *Plan) FetchBytes() int64 {
 	}
 	return n
 }
+
+// hashRemote hashes a side file of a remote source (verify's comparison).
+func hashRemote(ctx context.Context, p *Plan, a AuxFile) (FileRecord, error) {
+	f, err := p.remote.Open(ctx, a.Name)
+	if err != nil {
+		return FileRecord{}, fmt.Errorf("%s%s: %w", p.SrcRoot, a.Name, err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, io.NewSectionReader(f, 0, f.Size()))
+	if err != nil {
+		return FileRecord{}, fmt.Errorf("%s%s: %w", p.SrcRoot, a.Name, err)
+	}
+	return FileRecord{Name: a.Name, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}

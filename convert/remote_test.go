@@ -171,6 +171,11 @@ func TestConvertFromHub(t *testing.T) {
 	if n.Needed != needed || n.Fetched < needed || n.Fetched > 2*needed {
 		t.Fatalf("needed %d fetched %d, plan reads %d", n.Needed, n.Fetched, needed)
 	}
+	// verify reads the source from the hub too.
+	rep, err := Verify(context.Background(), openRemote(t, h, "hf://org/name"), dst, VerifyOptions{Jobs: 2})
+	if err != nil || !rep.OK {
+		t.Fatalf("verify from the hub: %v %v", err, rep.Violations)
+	}
 }
 
 // TestConvertFromHTTPS: an https:// directory cannot be listed, so only its

@@ -182,17 +182,24 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			return gctx.Err()
 		})
 	}
-	root, err := fsx.NewRoot(p.SrcRoot)
-	if err != nil {
-		return nil, err
+	var root *fsx.Root
+	if p.remote == nil {
+		if root, err = fsx.NewRoot(p.SrcRoot); err != nil {
+			return nil, err
+		}
 	}
 	for _, a := range p.Aux {
 		g.Go(func() error {
-			real, err := root.Resolve(a.Name)
-			if err != nil {
-				return err
+			var s FileRecord
+			var err error
+			if p.remote != nil {
+				s, err = hashRemote(gctx, p, a)
+			} else {
+				var real string
+				if real, err = root.Resolve(a.Name); err == nil {
+					s, err = hashFile(real, nil)
+				}
 			}
-			s, err := hashFile(real, nil)
 			if err != nil {
 				return err
 			}
