@@ -123,7 +123,9 @@ func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []AuxF
 
 // fileRanges are the source bytes a shard's steps read, in the order they
 // read them: copy runs whole, quantized weights as quantize reads them (a
-// weight whose codes are not held is read twice).
+// weight whose codes are not held is read twice). An NVFP4 cast's reads
+// (E8M0 scales for K_max, then scales and codes band by band) are not
+// listed: they go to the source file's own checked range reads.
 func fileRanges(fp *FilePlan) []remote.Range {
 	var rs []remote.Range
 	sf := fp.Source
@@ -131,7 +133,7 @@ func fileRanges(fp *FilePlan) []remote.Range {
 		switch {
 		case st.Kind == StepCopy:
 			rs = append(rs, remote.Range{File: sf.Path, Off: st.Src, Len: st.Len})
-		case st.Kind == StepScales || !st.HoldCodes:
+		case st.Kind == StepScales, st.Kind == StepCodes && !st.HoldCodes:
 			quantReads(st.Source, func(off, n int64) {
 				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + st.Source.Begin + off, Len: n})
 			})
