@@ -279,3 +279,32 @@ func TestConvertFromHubResumes(t *testing.T) {
 	}
 	sameTree(t, dst2, tinyRef)
 }
+
+// TestConvertFromHubNVFP4: NVIDIA's numerics with the MXFP4 → NVFP4 cast,
+// from the loopback hub, give the local conversion's bytes (the cast's
+// reads go to the remote files' own checked range reads).
+func TestConvertFromHubNVFP4(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two conversions of the tiny replica")
+	}
+	want := filepath.Join(t.TempDir(), "local")
+	if _, err := convertDir(tinySrc, want, nvidiaOpts, ExecOptions{Jobs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	h := newHubServer(t, tinySrc)
+	c := openRemote(t, h, "hf://org/name")
+	r, _ := Lookup(AttnMoEDenseFP8)
+	p, err := NewPlan(c, nil, r, nvidiaOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "out")
+	res, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, dst, want)
+	if res.Network == nil || res.Network.Unplanned != 0 {
+		t.Fatalf("network %+v", res.Network)
+	}
+}

@@ -7,7 +7,10 @@
 // body length, size and ETag unchanged) and resume a transfer from the last
 // byte received after a transient failure. Fetch serves the byte ranges of a
 // plan: it coalesces nearby ranges into requests, runs them with bounded
-// parallelism and memory, and delivers the bytes in the caller's order.
+// parallelism and memory, and delivers the bytes in the caller's order;
+// Stream puts a Fetch behind io.ReaderAt views, so that an executor reading
+// its plan's ranges in order gets them from the coalesced fetch. List names
+// a hub repository's files.
 //
 // A bearer token is sent only to the host that owns it (the hub endpoint),
 // never to the host a redirect points at.
