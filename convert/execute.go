@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
@@ -59,8 +61,8 @@ type ExecOptions struct {
 	NoSpaceCheck bool
 	// Progress, if set, is told about the work as it happens.
 	Progress Progress
-	// Connections bounds the parallel range requests per file being
-	// written from a remote source (0: remote.DefaultConnections).
+	// Connections bounds the parallel range requests to a remote source,
+	// shared by the files written at once (0: remote.DefaultConnections).
 	Connections int
 }
 
@@ -200,8 +202,12 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	if p.remote != nil {
 		net = &netCounter{}
 	}
+	conns := eo.Connections
+	if conns <= 0 {
+		conns = remote.DefaultConnections
+	}
 	for range jobs {
-		pool <- &scratch{conns: eo.Connections, net: net}
+		pool <- &scratch{conns: max(1, conns/jobs), net: net}
 	}
 	// Two stages: jobs write and hash files' data (CPU and page cache),
 	// committers sync, rename and record them, so that waiting for the disk

@@ -12,6 +12,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -40,8 +41,8 @@ type ExecOptions struct {
 	// Progress, if set, is called with tensor bytes written as they are
 	// (from worker goroutines); the calls add up to Start's total.
 	Progress func(n int64)
-	// Connections bounds the parallel range requests per file written from
-	// a remote source (0: remote.DefaultConnections).
+	// Connections bounds the parallel range requests to a remote source,
+	// shared by the files written at once (0: remote.DefaultConnections).
 	Connections int
 }
 
@@ -120,7 +121,11 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 	}
 	var net *netFetch
 	if p.src.remote != nil {
-		net = &netFetch{src: p.src.remote, conns: o.Connections}
+		conns := o.Connections
+		if conns <= 0 {
+			conns = remote.DefaultConnections
+		}
+		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
 	}
 	if res.Bytes, err = writeFiles(ctx, jobs, o.Jobs, o.Progress, committed, net); err != nil {
 		return nil, err

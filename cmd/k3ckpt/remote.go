@@ -18,7 +18,7 @@ import (
 
 // connectionsFlag registers --connections on a command that reads a source.
 func connectionsFlag(f *pflag.FlagSet, p *int) {
-	f.IntVar(p, "connections", remote.DefaultConnections, "parallel range requests to an https:// or hf:// source")
+	f.IntVar(p, "connections", remote.DefaultConnections, "parallel range requests to an https:// or hf:// source (shared by the files written at once)")
 }
 
 func newHTTPClient(conns int) *http.Client {
