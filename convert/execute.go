@@ -1,15 +1,19 @@
 package convert
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 )
 
 // Limits of the executor. Per job it holds one source tile (≤ TileBytes), one
@@ -181,8 +185,9 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	done := make([]int8, len(units)) // 1 written, 2 skipped
 	var zeroed atomic.Int64
 	pool := make(chan *scratch, jobs)
+	bufs := filewrite.NewPool(buffersPerJob * jobs)
 	for range jobs {
-		pool <- &scratch{}
+		pool <- &scratch{pool: bufs}
 	}
 	// Two stages: jobs write and hash files' data (CPU and page cache),
 	// committers sync, rename and record them, so that waiting for the disk
@@ -193,7 +198,15 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	g.SetLimit(jobs)
 	var commits errgroup.Group
 	commits.SetLimit(commitsPerJob * jobs)
-	for i, u := range units {
+	// Largest first: the last file to finish is a small one, so the jobs
+	// end together instead of one writing the biggest file alone.
+	order := make([]int, len(units))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(units[b].Work, units[a].Work) })
+	for _, i := range order {
+		u := units[i]
 		g.Go(func() error {
 			s := <-pool
 			if eo.Resume {
@@ -298,6 +311,11 @@ func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit func() error
 	}
 	return writeRecord(dst, doneRecord{Plan: p.ID, FileRecord: rec})
 }
+
+// buffersPerJob is how many output buffers (filewrite.BufferSize each) a job
+// may have on their way to the disk: enough that producing a file never waits
+// for the disk while the files before it are written.
+const buffersPerJob = 4
 
 // commitsPerJob bounds files waiting for the disk per job: enough that
 // fsyncs overlap, few enough that an interrupted run has little to redo.
