@@ -132,14 +132,18 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 		return 0, FileRecord{}, nil, err
 	}
 	l := fp.Layout
-	if int64(len(l.Header)) != l.DataStart {
-		return 0, FileRecord{}, nil, fmt.Errorf("file %s: a %d-byte header for data at %d", path, len(l.Header), l.DataStart)
+	header, err := l.HeaderBytes()
+	if err == nil && int64(len(header)) != l.DataStart {
+		err = fmt.Errorf("a %d-byte header for data at %d", len(header), l.DataStart)
+	}
+	if err != nil {
+		return 0, FileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
 	}
 	f, err := s.create(path, prog)
 	if err != nil {
 		return 0, FileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
 	}
-	_, err = f.Write(l.Header)
+	_, err = f.Write(header)
 	var zeroed int64
 	if err == nil {
 		zeroed, err = s.runSteps(ctx, p, f, path, fp, prog)

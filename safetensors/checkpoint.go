@@ -298,6 +298,7 @@ func (c *Checkpoint) checkIndex() error {
 	for i, e := range c.idx.entries {
 		perFile[e.file] = append(perFile[e.file], int32(i))
 	}
+	at := make([][]int32, len(c.Files)) // each entry's tensor in its shard
 	var g errgroup.Group
 	g.SetLimit(OpenParallelism)
 	for fi, f := range c.Files {
@@ -309,6 +310,7 @@ func (c *Checkpoint) checkIndex() error {
 				if !ok {
 					return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
 				}
+				at[fi] = append(at[fi], int32(ti))
 				if seen[ti] {
 					return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, quote.Name(name), ErrIndex)
 				}
@@ -334,6 +336,14 @@ func (c *Checkpoint) checkIndex() error {
 	}
 	if total := c.TotalBytes(); total != c.idx.totalSize {
 		return fmt.Errorf("index %s: %w: total_size %d, shards hold %d bytes of tensors", joinRoot(c.Root, c.IndexName), ErrIndex, c.idx.totalSize, total)
+	}
+	// Entries now name the shards' own strings, so the index's bytes (as
+	// large as every header's names together) are not kept alive by
+	// substrings of them.
+	for fi, eis := range perFile {
+		for k, ei := range eis {
+			c.idx.entries[ei].name = c.Files[fi].Tensors[at[fi][k]].Name
+		}
 	}
 	return nil
 }
