@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 )
 
@@ -184,20 +182,11 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	res := &Result{}
 	done := make([]int8, len(units)) // 1 written, 2 skipped
 	var zeroed atomic.Int64
-	pool := make(chan *scratch, jobs)
 	bufs := filewrite.NewPool(buffersPerJob * jobs)
-	for range jobs {
-		pool <- &scratch{pool: bufs}
+	scratches := make([]*scratch, jobs)
+	for j := range scratches {
+		scratches[j] = &scratch{pool: bufs}
 	}
-	// Two stages: jobs write and hash files' data (CPU and page cache),
-	// committers sync, rename and record them, so that waiting for the disk
-	// in fsync overlaps the next file's work. Commits in flight are bounded.
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	g, gctx := errgroup.WithContext(cctx)
-	g.SetLimit(jobs)
-	var commits errgroup.Group
-	commits.SetLimit(commitsPerJob * jobs)
 	// Largest first: the last file to finish is a small one, so the jobs
 	// end together instead of one writing the biggest file alone.
 	order := make([]int, len(units))
@@ -205,44 +194,35 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(units[b].Work, units[a].Work) })
-	for _, i := range order {
+	// Jobs write and hash files' data; committers sync, rename and record
+	// them, so that waiting for the disk overlaps the next file's work.
+	err := filewrite.Run(ctx, jobs, commitsPerJob, len(order), func(ctx context.Context, job, k int) (func() error, error) {
+		i, s := order[k], scratches[job]
 		u := units[i]
-		g.Go(func() error {
-			s := <-pool
-			if eo.Resume {
-				if ok, err := s.resumeUnit(gctx, p, dst, u, manifest, prog); err != nil {
-					pool <- s
-					return err
-				} else if ok {
+		if eo.Resume {
+			if ok, err := s.resumeUnit(ctx, p, dst, u, manifest, prog); err != nil || ok {
+				if ok {
 					done[i] = 2
-					pool <- s
-					return nil
 				}
+				return nil, err
 			}
-			path := filepath.Join(dst, filepath.FromSlash(u.Name))
-			n, rec, commit, err := s.produce(gctx, p, path, u, prog)
-			pool <- s
-			zeroed.Add(n)
-			if err != nil {
+		}
+		path := filepath.Join(dst, filepath.FromSlash(u.Name))
+		n, rec, commit, err := s.produce(ctx, p, path, u, prog)
+		zeroed.Add(n)
+		if err != nil {
+			return nil, err
+		}
+		return func() error {
+			if err := commitUnit(p, dst, u, rec, commit); err != nil {
 				return err
 			}
-			commits.Go(func() error {
-				if err := commitUnit(p, dst, u, rec, commit); err != nil {
-					cancel(err)
-					return err
-				}
-				done[i] = 1
-				return nil
-			})
+			done[i] = 1
 			return nil
-		})
-	}
-	errWrite, errCommit := g.Wait(), commits.Wait()
-	if errCommit != nil {
-		return nil, errCommit
-	}
-	if errWrite != nil {
-		return nil, errWrite
+		}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i, u := range units {
 		if done[i] == 1 {
