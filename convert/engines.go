@@ -70,22 +70,19 @@ func ParseNumerics(s string) (quant.Numerics, error) {
 // numNumerics is how many quant.Numerics values there are.
 const numNumerics = int(quant.ModelOpt) + 1
 
-// ErrUnavailable: an option this build cannot carry out yet.
-var ErrUnavailable = fmt.Errorf("not available in this build")
-
-// checkExecutable refuses, before anything is planned, the options whose
-// numerics the executor does not have yet (the NVFP4 cast and ModelOpt's
-// FP8_PB_WO cast come from package quant), rather than writing something
-// other than what was asked.
+// checkExecutable refuses, before anything is planned, option combinations
+// that have no meaning: NVFP4 experts are described only by ModelOpt's
+// config, and ModelOpt's FP8_PB_WO cast has BF16 scales (stored as F32),
+// never UE8M0 powers of two.
 func checkExecutable(opts Options) error {
 	if opts.Experts == ExpertsNVFP4 && opts.Format != ModelOpt {
 		return fmt.Errorf("%w: --experts nvfp4 is described only by --format modelopt, not %s", ErrUnknownFormat, opts.Format)
 	}
-	if opts.Experts == ExpertsNVFP4 {
-		return fmt.Errorf("--experts nvfp4: %w (the MXFP4→NVFP4 cast is not wired into the executor yet; inspect --experts nvfp4 gives the size)", ErrUnavailable)
+	if opts.Numerics == quant.ModelOpt && opts.ScaleFmt != quant.ScaleFP32 {
+		return fmt.Errorf("%w: --numerics modelopt writes ModelOpt's BF16 block scales as fp32, not --scale-fmt %s", ErrUnknownFormat, opts.ScaleFmt)
 	}
-	if opts.Numerics == quant.ModelOpt {
-		return fmt.Errorf("--numerics modelopt: %w (ModelOpt's FP8_PB_WO cast is not wired into the executor yet)", ErrUnavailable)
+	if int(opts.Numerics) >= numNumerics || int(opts.Experts) >= numExpertsModes {
+		return fmt.Errorf("%w: numerics %v, experts %v", ErrUnknownFormat, opts.Numerics, opts.Experts)
 	}
 	return nil
 }

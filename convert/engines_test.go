@@ -18,7 +18,6 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/model"
-	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -316,20 +315,6 @@ func TestRecipeSplits(t *testing.T) {
 		if tc.want == 1 && (s[0].Fused != "in_proj_qkvgfab" || s[0].Layers != 69 || !slices.Equal(s[0].Kept, []string{"f_a_proj", "b_proj"}) ||
 			!strings.Contains(s[0].String(), "vLLM")) {
 			t.Errorf("split %+v", s[0])
-		}
-	}
-}
-
-// Options a build cannot carry out are refused before planning, with the
-// reason, instead of producing something else.
-func TestUnavailableOptionsRefused(t *testing.T) {
-	for _, opts := range []Options{
-		{Format: ModelOpt, Experts: ExpertsNVFP4},
-		{Format: ModelOpt, Numerics: quant.ModelOpt},
-		{Format: DeepSeek, Experts: ExpertsNVFP4},
-	} {
-		if _, _, err := planFor(tinySrc, opts); err == nil {
-			t.Errorf("%+v planned", opts)
 		}
 	}
 }

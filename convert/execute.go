@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/quant"
 )
 
 // Limits of the executor. Per job it holds one source tile (≤ TileBytes), one
@@ -71,6 +72,14 @@ type Result struct {
 	Manifest  *Manifest
 	// ZeroedNonFinite counts source values replaced by 0 under NonFiniteZero.
 	ZeroedNonFinite int64
+	// ZeroScaleBlocks counts the 128×128 FP8 blocks of the files written
+	// that got scale 0 and NaN codes (ModelOpt numerics: all-zero tiles,
+	// as NVIDIA writes them).
+	ZeroScaleBlocks int64
+	// Cast counts the MXFP4 → NVFP4 blocks of the files written: all of
+	// them, those outside E4M3's exponent window and those whose values
+	// changed.
+	Cast quant.CastStats
 }
 
 // Execute carries out this worker's slice of the plan into dst, then, if
@@ -232,6 +241,10 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 		}
 	}
 	res.ZeroedNonFinite = zeroed.Load()
+	for _, s := range scratches {
+		res.ZeroScaleBlocks += s.cs.zeroScale
+		res.Cast = res.Cast.Add(s.cs.cast)
+	}
 	return res, nil
 }
 

@@ -93,7 +93,7 @@ func finalize(dst string) (*Manifest, error) {
 		}
 		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
 	}
-	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt}
+	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics}
 	var missing []string
 	units := st.units()
 	for _, u := range units {

@@ -13,11 +13,15 @@ import (
 
 // Manifest lists every output file with its size and sha256; written last.
 type Manifest struct {
-	Version  int          `json:"version"`
-	Plan     string       `json:"plan"`
-	Recipe   string       `json:"recipe"`
-	Format   Format       `json:"format"`
-	ScaleFmt string       `json:"scale_fmt"`
+	Version  int    `json:"version"`
+	Plan     string `json:"plan"`
+	Recipe   string `json:"recipe"`
+	Format   Format `json:"format"`
+	ScaleFmt string `json:"scale_fmt"`
+	// Experts and Numerics are the --experts and --numerics the files were
+	// made with (absent: keep and deepgemm).
+	Experts  string       `json:"experts,omitempty"`
+	Numerics string       `json:"numerics,omitempty"`
 	Files    []FileRecord `json:"files"`
 
 	byName map[string]int

@@ -108,6 +108,9 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, ConfigName), err)
 	}
+	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
+		return nil, fmt.Errorf("convert %s: --experts nvfp4 casts MXFP4 experts, and %s declares %s ones", src.Root, filepath.Join(src.Root, ConfigName), cfg.Experts)
+	}
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*FilePlan, len(src.Files))}
 	mods := newModuleSet()
 	var seen nameSet
@@ -243,6 +246,22 @@ func (fp *FilePlan) summarize(outs []OutputTensor) {
 			kept++
 		case RoleScale:
 			t.ScaleBytes += sz
+		case RoleNVFP4:
+			t.NVFP4Bytes += sz
+		}
+	}
+	for _, st := range fp.Steps {
+		if st.Kind != StepNVFP4 {
+			continue
+		}
+		switch st.Part {
+		case PartCodes: // both MXFP4 tensors are consumed by the cast
+			t.NVFP4++
+			t.MXFP4Bytes += st.Cast.Packed.Size() + st.Cast.Scales.Size()
+			kept += 2
+			fp.ReadBytes += st.Cast.Packed.Size() + st.Cast.Scales.Size()
+		case PartScales, PartScale2: // K_max: once per w1/w3 pair, each reading its own
+			fp.ReadBytes += st.Cast.Scales.Size()
 		}
 	}
 	t.Dropped = len(fp.Source.Tensors) - kept
@@ -300,6 +319,8 @@ type Totals struct {
 	Copied, Quantized, Dropped   int   // source tensors by action
 	CopiedBytes, QuantizedBytes  int64 // source bytes by action
 	FP8Bytes, ScaleBytes         int64 // output bytes of quantized tensors
+	NVFP4                        int   // MXFP4 expert projections cast to NVFP4
+	MXFP4Bytes, NVFP4Bytes       int64 // their source and output bytes
 	AuxBytes                     int64
 	Files, AuxFiles, OutputFiles int
 }
@@ -319,6 +340,9 @@ func (p *Plan) Totals() Totals {
 		t.QuantizedBytes += ft.QuantizedBytes
 		t.FP8Bytes += ft.FP8Bytes
 		t.ScaleBytes += ft.ScaleBytes
+		t.NVFP4 += ft.NVFP4
+		t.MXFP4Bytes += ft.MXFP4Bytes
+		t.NVFP4Bytes += ft.NVFP4Bytes
 	}
 	for _, a := range p.Aux {
 		t.AuxFiles++

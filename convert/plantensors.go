@@ -67,6 +67,11 @@ type OutputTensor struct {
 	Role        Role
 }
 
+// SourceSpec is the source tensor's spec.
+func (o OutputTensor) SourceSpec() safetensors.TensorSpec {
+	return safetensors.TensorSpec{Name: o.Source, DType: o.SourceDType, Shape: o.SourceShape}
+}
+
 // quantizableDTypes are the source dtypes block quantization reads.
 var quantizableDTypes = map[safetensors.DType]bool{safetensors.BF16: true, safetensors.F16: true, safetensors.F32: true}
 
@@ -105,6 +110,9 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 		case Quantize:
 			if err := checkQuantizable(s); err != nil {
 				return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
+			}
+			if opts.Numerics == quant.ModelOpt && s.DType != safetensors.BF16 {
+				return nil, fmt.Errorf("recipe %s: tensor %s: %w: --numerics modelopt reproduces ModelOpt's cast of BF16 weights, not %s", r.Name, s.Name, ErrNotQuantizable, s.DType)
 			}
 			n, k := s.Shape[0], s.Shape[1]
 			scale := opts.Format.ScaleName(s.Name)

@@ -27,7 +27,8 @@ func tileCols(k, esz int) int {
 // rows (split into column tiles when a band is wider than TileBytes), hands
 // each band of FP8 codes to emit (when not nil) and leaves the block scales,
 // as little-endian fp32, in s.sbytes. It returns how many non-finite values
-// it zeroed.
+// it zeroed, and leaves in s.lastZeroScale how many blocks got scale 0 (ModelOpt
+// numerics).
 func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetensors.TensorInfo, opts Options,
 	emit func([]byte) error, prog Progress) (int64, error) {
 	elem, ok := quantElems[t.DType]
@@ -52,7 +53,7 @@ func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetenso
 	}
 	s.scales = bufs.Grow(s.scales, int(nb*kb))
 	quantizers := map[int]*quant.Quantizer{}
-	var zeroed int64
+	var zeroed, recounted int64
 	for b := range nb {
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
@@ -76,6 +77,9 @@ func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetenso
 			q := quantizers[w]
 			if q == nil {
 				q = quant.NewQuantizer(w, elem, opts.ScaleFmt)
+				if err := q.SetNumerics(opts.Numerics); err != nil {
+					return zeroed, err
+				}
 				quantizers[w] = q
 			}
 			dst := s.band[:rows*k]
@@ -83,9 +87,11 @@ func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetenso
 				dst = s.tile[:rows*w]
 			}
 			scales := s.scales[b*kb+int64(c0/BlockSize):]
+			z0 := q.ZeroScaleBlocks()
 			err := q.QuantizeBandAt(int(b), dst, scales, src, rows)
 			var nf *quant.NonFiniteError
 			if errors.As(err, &nf) {
+				recounted += q.ZeroScaleBlocks() - z0 // the blocks before it, counted again below
 				if opts.NonFinite != NonFiniteZero {
 					return zeroed, fmt.Errorf("%w: %s %#x at row %d, column %d (128×128 block %d,%d); pass --nonfinite zero to replace such values by 0",
 						ErrNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/BlockSize+nf.ColBlock)
@@ -108,6 +114,10 @@ func (s *scratch) quantize(ctx context.Context, f *safetensors.File, t safetenso
 				return zeroed, err
 			}
 		}
+	}
+	s.lastZeroScale = -recounted
+	for _, q := range quantizers {
+		s.lastZeroScale += q.ZeroScaleBlocks()
 	}
 	s.sbytes = bufs.Grow(s.sbytes, 4*len(s.scales))
 	for i, v := range s.scales {

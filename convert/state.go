@@ -49,6 +49,8 @@ type planState struct {
 	Recipe        string   `json:"recipe"`
 	Format        Format   `json:"format"`
 	ScaleFmt      string   `json:"scale_fmt"`
+	Experts       string   `json:"experts,omitempty"`
+	Numerics      string   `json:"numerics,omitempty"`
 	Shards        []string `json:"shards"`
 	Aux           []string `json:"aux"`
 	Config        string   `json:"config"`
@@ -58,7 +60,7 @@ type planState struct {
 func (p *Plan) state() *planState {
 	s := &planState{
 		Version: planVersion, Plan: p.ID, Recipe: p.Recipe.Name, Format: p.Options.Format,
-		ScaleFmt: p.Options.ScaleFmt.String(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
+		ScaleFmt: p.Options.ScaleFmt.String(), Experts: p.Options.Experts.String(), Numerics: p.Options.Numerics.String(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
 		Shards: []string{}, Aux: []string{},
 	}
 	for _, f := range p.Files {

@@ -2,7 +2,10 @@ package convert
 
 import (
 	"fmt"
+	"slices"
 
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -23,11 +26,54 @@ const (
 	// StepCodes writes a weight's FP8 codes: the held ones, or quantizing
 	// the weight once more.
 	StepCodes
+	// StepNVFP4 writes one tensor (Part) of an MXFP4 projection cast to
+	// NVFP4 (Cast). The four tensors lie apart in a canonical file (F32
+	// scalars first, E4M3 scales before U8 codes), so each is a step of its
+	// own: the E4M3 scales depend only on the E8M0 scales and K_max, the codes
+	// step casts the codes band by band.
+	StepNVFP4
 
-	numStepKinds = int(StepCodes) + 1
+	numStepKinds = int(StepNVFP4) + 1
 )
 
-var stepKindNames = [numStepKinds]string{StepCopy: "copy", StepScales: "scales", StepCodes: "codes"}
+var stepKindNames = [numStepKinds]string{StepCopy: "copy", StepScales: "scales", StepCodes: "codes", StepNVFP4: "nvfp4"}
+
+// NVFP4Part is which of the four NVFP4 tensors of a projection a step writes,
+// in model.NVFP4Specs order.
+type NVFP4Part uint8
+
+const (
+	// PartCodes is X.weight: the E2M1 codes, U8 [N, K/2].
+	PartCodes NVFP4Part = iota
+	// PartScales is X.weight_scale: E4M3 [N, K/16].
+	PartScales
+	// PartScale2 is X.weight_scale_2: F32 [], 2^(K_max − 8).
+	PartScale2
+	// PartInputScale is X.input_scale: F32 [] = 1.0 (no calibration, as NVIDIA's).
+	PartInputScale
+
+	numNVFP4Parts = int(PartInputScale) + 1
+)
+
+// CastSource is the MXFP4 source of an NVFP4 cast: the packed codes, the
+// E8M0 scales, and the scales of the projection that shares K_max with it
+// (w3 for w1 and w1 for w3; nil for w2).
+type CastSource struct {
+	Packed, Scales safetensors.TensorInfo
+	Partner        *safetensors.TensorInfo
+}
+
+// K is the number of elements per row.
+func (c *CastSource) K() int { return int(2 * c.Packed.Shape[1]) }
+
+// kmaxKey names the K_max a cast shares with its partner (the w1/w3 pair's
+// scale tensor that sorts first), so a file's run computes it once.
+func (c *CastSource) kmaxKey() string {
+	if c.Partner != nil && c.Partner.Name < c.Scales.Name {
+		return c.Partner.Name
+	}
+	return c.Scales.Name
+}
 
 // String names the kind.
 func (k StepKind) String() string {
@@ -67,6 +113,9 @@ type Step struct {
 	// Source is the weight a scale or code step quantizes (its dtype, shape
 	// and offsets in the source file).
 	Source safetensors.TensorInfo
+	// Part and Cast describe a StepNVFP4.
+	Part NVFP4Part
+	Cast *CastSource
 }
 
 // Writes is how many output tensors the step writes.
@@ -104,7 +153,16 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 		}
 	}
 	var steps []Step
+	casts := map[string]*CastSource{}
 	for i, o := range outs {
+		if o.Role == RoleNVFP4 {
+			st, err := nvfp4Step(sf, o, i, casts)
+			if err != nil {
+				return nil, err
+			}
+			steps = append(steps, st)
+			continue
+		}
 		src, ok := sf.Lookup(o.Source)
 		if !ok {
 			return nil, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
@@ -136,4 +194,58 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 		}
 	}
 	return steps, nil
+}
+
+// nvfp4Step plans the step writing output i, one tensor of the NVFP4 cast of
+// the MXFP4 projection o.Source (its packed codes). The w1/w3 partner whose
+// scales share K_max must lie in the same file, as NVIDIA's converter
+// requires.
+func nvfp4Step(sf *safetensors.File, o OutputTensor, i int, casts map[string]*CastSource) (Step, error) {
+	base, packed, ok := model.MXFP4Part(o.Source)
+	if !ok || !packed {
+		return Step{}, fmt.Errorf("file %s: tensor %s: NVFP4 output of %s, which is no MXFP4 packed tensor", sf.Path, o.Name, o.Source)
+	}
+	c := casts[base]
+	if c == nil {
+		c = &CastSource{}
+		var ok bool
+		if c.Packed, ok = sf.Lookup(o.Source); !ok {
+			return Step{}, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
+		}
+		scales := model.MXFP4Scales(base)
+		if c.Scales, ok = sf.Lookup(scales); !ok {
+			return Step{}, fmt.Errorf("file %s: tensor %s: its MXFP4 scales %s: %w in the file", sf.Path, o.Source, scales, safetensors.ErrNotFound)
+		}
+		n, k := c.Packed.Shape[0], 2*c.Packed.Shape[1]
+		if k > quant.MaxK || c.Scales.DType != safetensors.U8 || len(c.Scales.Shape) != 2 || c.Scales.Shape[0] != n || c.Scales.Shape[1]*quant.MXGroupSize != k {
+			return Step{}, fmt.Errorf("file %s: tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
+				sf.Path, scales, ErrNotQuantizable, c.Scales.DType, c.Scales.Shape, c.Packed.Shape, n, k/quant.MXGroupSize)
+		}
+		if pb, ok := model.NVFP4ScalePartner(base); ok {
+			ps := model.MXFP4Scales(pb)
+			t, ok := sf.Lookup(ps)
+			if !ok {
+				return Step{}, fmt.Errorf("file %s: tensor %s: %s shares weight_scale_2 with %s (one fused GEMM), whose scales %s are not in the same file",
+					sf.Path, o.Source, base, pb, ps)
+			}
+			if t.DType != safetensors.U8 {
+				return Step{}, fmt.Errorf("file %s: tensor %s: %w: E8M0 scales of dtype %s", sf.Path, ps, ErrNotQuantizable, t.DType)
+			}
+			c.Partner = &t
+		}
+		casts[base] = c
+	}
+	specs, _ := model.NVFP4Specs(base, o.SourceSpec())
+	part := slices.IndexFunc(specs[:], func(s safetensors.TensorSpec) bool { return s.Name == o.Name })
+	if part < 0 {
+		return Step{}, fmt.Errorf("file %s: tensor %s is none of the NVFP4 tensors of %s", sf.Path, o.Name, o.Source)
+	}
+	st := Step{Kind: StepNVFP4, First: i, Last: i, Part: NVFP4Part(part), Cast: c}
+	switch st.Part {
+	case PartCodes:
+		st.Src, st.Len = sf.DataStart+c.Packed.Begin, c.Packed.Size()
+	case PartScales, PartScale2:
+		st.Src, st.Len = sf.DataStart+c.Scales.Begin, c.Scales.Size()
+	}
+	return st, nil
 }

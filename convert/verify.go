@@ -17,6 +17,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -36,23 +37,36 @@ type TensorStats struct {
 	SNRdB *float64 `json:"snr_db"`
 	// OverBound counts elements whose error exceeds the FP8 rounding bound.
 	OverBound int64 `json:"over_bound"`
-	// NaN counts dequantized values that are NaN.
+	// NaN counts dequantized values that are NaN (outside zero-scale blocks).
 	NaN int64 `json:"nan"`
+	// ZeroScaleBlocks counts blocks with scale 0 (ModelOpt numerics: NaN
+	// codes for an all-zero tile, as NVIDIA writes them; not compared).
+	ZeroScaleBlocks int64 `json:"zero_scale_blocks"`
 }
 
 // VerifyReport is what Verify found; OK is false on any violation.
 type VerifyReport struct {
-	OK         bool          `json:"ok"`
-	Plan       string        `json:"plan"`
-	Recipe     string        `json:"recipe"`
-	Format     Format        `json:"format"`
-	ScaleFmt   string        `json:"scale_fmt"`
-	Files      int           `json:"files"`
-	Hashed     int64         `json:"bytes_hashed"`
-	Copied     int           `json:"tensors_identical"`
-	Quantized  int           `json:"tensors_fp8"`
-	Violations []string      `json:"violations"`
-	Tensors    []TensorStats `json:"tensors"`
+	OK        bool        `json:"ok"`
+	Plan      string      `json:"plan"`
+	Recipe    string      `json:"recipe"`
+	Format    Format      `json:"format"`
+	ScaleFmt  string      `json:"scale_fmt"`
+	Files     int         `json:"files"`
+	Hashed    int64       `json:"bytes_hashed"`
+	Copied    int         `json:"tensors_identical"`
+	Quantized int         `json:"tensors_fp8"`
+	Experts   ExpertsMode `json:"experts"`
+	Numerics  string      `json:"numerics"`
+	// NVFP4 counts the expert projections whose NVFP4 tensors were re-cast
+	// from the source and compared bit for bit; Cast is that re-cast's
+	// block counts (what convert reported).
+	NVFP4 int             `json:"projections_nvfp4"`
+	Cast  quant.CastStats `json:"nvfp4_cast"`
+	// ZeroScaleBlocks counts FP8 blocks with scale 0 and NaN codes
+	// (ModelOpt numerics' all-zero tiles); they are reported, not violations.
+	ZeroScaleBlocks int64         `json:"fp8_zero_scale_blocks"`
+	Violations      []string      `json:"violations"`
+	Tensors         []TensorStats `json:"tensors"`
 }
 
 func (r *VerifyReport) fail(format string, args ...any) {
@@ -98,7 +112,19 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	if err != nil {
 		return nil, err
 	}
-	p, err := NewPlan(src, nil, r, Options{Format: m.Format, ScaleFmt: sf, NonFinite: vo.NonFinite})
+	opts := Options{Format: m.Format, ScaleFmt: sf, NonFinite: vo.NonFinite}
+	if m.Experts != "" {
+		if opts.Experts, err = ParseExpertsMode(m.Experts); err != nil {
+			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
+		}
+	}
+	if m.Numerics != "" {
+		if opts.Numerics, err = ParseNumerics(m.Numerics); err != nil {
+			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
+		}
+	}
+	rep.Experts, rep.Numerics = opts.Experts, opts.Numerics.String()
+	p, err := NewPlan(src, nil, r, opts)
 	if err != nil {
 		return nil, err
 	}

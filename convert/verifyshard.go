@@ -19,10 +19,15 @@ import (
 // (3 mantissa bits) is off by at most 2^-4 of the value in the normal range
 // and by half the subnormal step 2^-9 below it, in units of the block scale.
 // boundSlack covers fp32 rounding of x·(1/sf) and of the dequantized product.
+//
+// ModelOpt's cast rounds x/scale to BF16 (8 significant bits, off by at most
+// 2^-8 of the value) before E4M3: the bound grows to (1 + 2^-8)·2^-4 + 2^-8,
+// taken as 1/16 + 1/256 + 1/2048 to leave room for boundSlack's roundings.
 const (
-	relBound   = 1.0 / 16
-	subBound   = 1.0 / 1024
-	boundSlack = 1 + 1.0/1024
+	relBoundModelOpt = 1.0/16 + 1.0/256 + 1.0/2048
+	relBound         = 1.0 / 16
+	subBound         = 1.0 / 1024
+	boundSlack       = 1 + 1.0/1024
 )
 
 // verifyShard checks one output shard against its plan: the header byte for
@@ -82,6 +87,22 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 					}
 				})
 			}
+		case StepNVFP4:
+			t := out.Tensors[st.First]
+			v, cs, err := s.verifyNVFP4(ctx, fp.Source, st, out.Section(t))
+			if err != nil {
+				return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
+			}
+			prog.Add(st.Len + t.Size())
+			report(func(r *VerifyReport) {
+				if st.Part == PartCodes {
+					r.NVFP4++
+					r.Cast = r.Cast.Add(cs)
+				}
+				if v != "" {
+					r.fail("%s: tensor %s: %s", fp.Name, t.Name, v)
+				}
+			})
 		case StepCodes:
 			codes, scales := out.Tensors[st.First], out.Tensors[st.Last]
 			name := codes.Name
@@ -89,13 +110,14 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
 			}
-			stats, err := fp8Stats(fp.Source.Section(st.Source), st.Source, out.Section(codes), out.Section(scales), prog)
+			stats, err := fp8Stats(fp.Source.Section(st.Source), st.Source, out.Section(codes), out.Section(scales), p.Options.Numerics, prog)
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
 			}
 			stats.Name, stats.File = name, fp.Name
 			report(func(r *VerifyReport) {
 				r.Quantized++
+				r.ZeroScaleBlocks += stats.ZeroScaleBlocks
 				r.Tensors = append(r.Tensors, stats)
 				if v != "" {
 					r.fail("%s: tensor %s: %s", fp.Name, name, v)
@@ -195,7 +217,7 @@ func sameBytes(x, y io.Reader, a, b []byte, prog Progress) (bool, error) {
 
 // fp8Stats dequantizes an FP8 weight band by band and compares it with the
 // source, in float64.
-func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, prog Progress) (TensorStats, error) {
+func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, num quant.Numerics, prog Progress) (TensorStats, error) {
 	var st TensorStats
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
@@ -212,6 +234,15 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 	sb := make([]byte, 4*nb*kb)
 	if _, err := scales.ReadAt(sb, 0); err != nil {
 		return st, err
+	}
+	rel := relBound
+	if num == quant.ModelOpt {
+		rel = relBoundModelOpt
+		for i := 0; i < len(sb); i += 4 {
+			if binary.LittleEndian.Uint32(sb[i:])&0x7FFFFFFF == 0 {
+				st.ZeroScaleBlocks++
+			}
+		}
 	}
 	// One row at a time keeps memory at O(K) whatever the tensor's size.
 	row := make([]byte, k*esz)
@@ -234,6 +265,9 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 				continue // zeroed under NonFiniteZero; nothing to compare with
 			}
 			s := math.Float32frombits(binary.LittleEndian.Uint32(sb[4*(b*kb+c/BlockSize):]))
+			if s == 0 && num == quant.ModelOpt {
+				continue // a zero-scale block: NaN codes, counted above
+			}
 			d := float64(float32(quant.E4M3ToF32(qrow[c]) * s)) // the fp32 product engines compute
 			if math.IsNaN(d) {
 				st.NaN++
@@ -246,7 +280,7 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 			blockMax[j] = max(blockMax[j], math.Abs(x))
 			sumX2 += x * x
 			sumE2 += e * e
-			if e > (relBound*math.Abs(x)+subBound*float64(s))*boundSlack {
+			if e > (rel*math.Abs(x)+subBound*float64(s))*boundSlack {
 				st.OverBound++
 			}
 		}

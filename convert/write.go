@@ -25,9 +25,12 @@ type scratch struct {
 	scales []float32       // every block scale of the tensor
 	sbytes []byte          // the scales as little-endian fp32
 	held   []byte          // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
+	cs     castScratch
+	// lastZeroScale is how many blocks the last quantize gave scale 0.
+	lastZeroScale int64
 }
 
-// create starts an output file on the job's staging buffer.
+// create starts an output file on the run's staging buffers.
 func (s *scratch) create(path string, prog Progress) (*filewrite.File, error) {
 	return filewrite.Create(path, s.pool, prog.Add)
 }
@@ -260,6 +263,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				switch {
 				case st.Kind == StepScales:
 					scaleSums[weight] = sum
+					s.cs.zeroScale += s.lastZeroScale
 					err = out.write(s.sbytes)
 					if st.HoldCodes {
 						zeroed += n
@@ -272,6 +276,11 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			}
 			if err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, st.Source.Name, err)
+			}
+		case StepNVFP4:
+			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
+			if err := s.writeNVFP4(ctx, sf, st, out.write, prog); err != nil {
+				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, first, err)
 			}
 		default:
 			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)

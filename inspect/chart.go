@@ -2,10 +2,12 @@ package inspect
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image/color"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,22 +15,36 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgpdf"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
-// Chart size: wide enough for five labelled bars and a legend of a dozen components.
+// Chart geometry: the plot on the left, the legend in its own column on the
+// right (so no legend text can run under a bar or a swatch), both inside
+// the canvas with room to spare for a wider fallback font.
 const (
-	chartWidth  = 22 * vg.Centimeter
-	chartHeight = 14 * vg.Centimeter
-	barWidth    = 1.6 * vg.Centimeter
+	chartWidth   = 24 * vg.Centimeter
+	chartHeight  = 14 * vg.Centimeter
+	legendWidth  = 5.6 * vg.Centimeter
+	barWidth     = 1.5 * vg.Centimeter
+	chartPadding = 4 * vg.Millimeter
+	chartDPI     = 144
 )
 
 // chartBase is the component drawn at the bottom of every bar.
 const chartBase = "routed_experts"
+
+// svgFontFamily replaces the one font name gonum writes into an SVG: the
+// metric-compatible fallbacks and a generic family, so a viewer without
+// Liberation Sans still draws text of about the size the layout assumed.
+const svgFontFamily = `font-family:'Liberation Sans',Arimo,Arial,Helvetica,sans-serif;`
 
 // componentColors gives every component a stable color across charts, in the
 // order components are listed (Tableau-like palette: distinguishable, printable).
@@ -39,16 +55,34 @@ var componentColors = []color.RGBA{
 	{0xba, 0xb0, 0xac, 0xff}, {0x1f, 0x4e, 0x79, 0xff}, {0x8c, 0x8c, 0x8c, 0xff},
 }
 
+// capacityColor draws the GPU capacity line.
+var capacityColor = color.RGBA{0xc0, 0x10, 0x10, 0xff}
+
 // ChartFormats are the image formats SaveChart writes, by file extension.
 var ChartFormats = []string{"svg", "png", "pdf"}
 
-// WriteChart draws the steps as stacked bars (one bar per step, one layer per
-// component, GiB on the y axis, the total above each bar) and writes SVG to w.
-func WriteChart(w io.Writer, title string, steps []Step) error {
-	return writeChart(w, title, steps, "svg")
+// ChartOptions say what the chart is about.
+type ChartOptions struct {
+	// Title is the first line of the title (the checkpoint and layout).
+	Title string
+	// Recipe names the recipe of the FP8 step ("" = DefaultRecipe).
+	Recipe string
+	// GPUMem, when positive, draws a horizontal line at that many bytes.
+	GPUMem int64
 }
 
-func writeChart(w io.Writer, title string, steps []Step, format string) error {
+// WriteChart draws the steps as stacked bars (one bar per step, one layer per
+// component, the total above each bar) and writes SVG to w.
+func WriteChart(w io.Writer, steps []Step, o ChartOptions) error {
+	return writeChart(w, steps, o, "svg")
+}
+
+// chartFont is the sans-serif face every text of the chart uses.
+func chartFont(s *text.Style, size vg.Length) {
+	s.Font.Typeface, s.Font.Variant, s.Font.Size = "Liberation", "Sans", size
+}
+
+func writeChart(w io.Writer, steps []Step, o ChartOptions, format string) error {
 	if len(steps) == 0 {
 		return fmt.Errorf("%w: chart needs at least one step", ErrUsage)
 	}
@@ -66,16 +100,24 @@ func writeChart(w io.Writer, title string, steps []Step, format string) error {
 			}
 		}
 	}
+	top := maxTotal(steps)
+	if o.GPUMem > 0 {
+		top = max(top, float64(o.GPUMem))
+	}
+	u := unitFor(int64(top))
 	vals := make([]plotter.Values, len(names))
 	for i := range vals {
 		vals[i] = make(plotter.Values, len(steps))
 	}
-	u := unitFor(int64(maxTotal(steps)))
 	labels := make([]string, len(steps))
 	totals := make(plotter.XYs, len(steps))
 	totalText := make([]string, len(steps))
+	recipe := o.Recipe
+	if recipe == "" {
+		recipe = DefaultRecipe
+	}
 	for j, s := range steps {
-		labels[j] = s.Label
+		labels[j] = s.Label + "\nrank " + strconv.Itoa(s.Rank)
 		for _, r := range s.Components {
 			vals[seen[r.Key]][j] = u.of(r.Bytes)
 		}
@@ -84,12 +126,17 @@ func writeChart(w io.Writer, title string, steps []Step, format string) error {
 	}
 
 	p := plot.New()
-	p.Title.Text = title
+	p.Title.Text = o.Title + "\neach bar: the rank holding the most weight bytes at that step; FP8 = recipe " + recipe
+	chartFont(&p.Title.TextStyle, 11)
+	p.Title.Padding = 3 * vg.Millimeter
 	p.Y.Label.Text = u.name + " per rank"
+	chartFont(&p.Y.Label.TextStyle, 11)
+	chartFont(&p.Y.Tick.Label, 9)
+	chartFont(&p.X.Tick.Label, 9)
 	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = false
-	p.Legend.XOffs = -2 * vg.Millimeter
+	p.Y.Max = top / u.size * 1.15 // head room for the total labels
+	p.Y.Tick.Marker = gibTicks{}
+	p.X.Min, p.X.Max = -0.7, float64(len(steps)-1)+0.7
 	var below *plotter.BarChart
 	bars := make([]*plotter.BarChart, len(names))
 	for i := range names {
@@ -107,42 +154,104 @@ func writeChart(w io.Writer, title string, steps []Step, format string) error {
 		bars[i] = bc
 		below = bc
 	}
+	leg := plot.NewLegend()
+	chartFont(&leg.TextStyle, 10)
+	leg.Top, leg.Left = true, true
+	leg.ThumbnailWidth = 4 * vg.Millimeter
 	for i := len(names) - 1; i >= 0; i-- { // legend top to bottom = stack top to bottom
-		p.Legend.Add(names[i], bars[i])
+		leg.Add(names[i], bars[i])
 	}
 	lb, err := plotter.NewLabels(plotter.XYLabels{XYs: totals, Labels: totalText})
 	if err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
 	for i := range lb.TextStyle {
+		chartFont(&lb.TextStyle[i], 9)
 		lb.TextStyle[i].XAlign = draw.XCenter
 		lb.TextStyle[i].YAlign = draw.YBottom
 	}
 	p.Add(lb)
-	p.NominalX(labels...)
-	// Head room for the total labels and the legend.
-	p.Y.Max = u.of(int64(maxTotal(steps))) * 1.35
-	p.Y.Tick.Marker = gibTicks{}
-	wt, err := p.WriterTo(chartWidth, chartHeight, format)
-	if err != nil {
-		return fmt.Errorf("chart: %w", err)
+	if o.GPUMem > 0 {
+		y := u.of(o.GPUMem)
+		line, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: y}, {X: p.X.Max, Y: y}})
+		if err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		line.Color = capacityColor
+		line.Width = vg.Points(1.2)
+		line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		p.Add(line)
+		leg.Add("GPU memory "+u.str(o.GPUMem)+" "+u.name, line)
 	}
-	_, err = wt.WriteTo(w)
+	p.NominalX(labels...)
+
+	var c vg.CanvasWriterTo
+	switch format {
+	case "svg":
+		c = vgsvg.New(chartWidth, chartHeight)
+	case "png":
+		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartWidth, chartHeight), vgimg.UseDPI(chartDPI))}
+	case "pdf":
+		c = vgpdf.New(chartWidth, chartHeight)
+	default:
+		return fmt.Errorf("%w: chart format %q (want one of %v)", ErrUsage, format, ChartFormats)
+	}
+	dc := draw.New(c)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	dc = draw.Crop(dc, chartPadding, -chartPadding, chartPadding, -chartPadding)
+	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+	legArea := draw.Crop(dc, dc.Max.X-dc.Min.X-legendWidth+chartPadding, 0, 0, -p.Title.TextStyle.Height(p.Title.Text)-p.Title.Padding)
+	leg.Draw(legArea)
+	if format != "svg" {
+		_, err = c.WriteTo(w)
+		return err
+	}
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		return err
+	}
+	_, err = w.Write(bytes.ReplaceAll(buf.Bytes(), []byte("font-family:Liberation Sans;"), []byte(svgFontFamily)))
 	return err
 }
 
-// SaveChart writes the chart to path atomically, in the format its extension
-// names (one of ChartFormats).
-func SaveChart(path, title string, steps []Step) error {
+// CheckChartPath checks, before any work, that path names a chart format
+// and lies in an existing directory.
+func CheckChartPath(path string) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if !slices.Contains(ChartFormats, format) {
-		return fmt.Errorf("%w: chart %s: extension must be one of %v", ErrUsage, path, ChartFormats)
+		return fmt.Errorf("%w: --chart %s: the name must end in .%s", ErrUsage, path, strings.Join(ChartFormats, ", ."))
 	}
-	var buf bytes.Buffer
-	if err := writeChart(&buf, title, steps, format); err != nil {
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: --chart %s: directory %s does not exist", ErrUsage, path, dir)
+	}
+	return nil
+}
+
+// SaveChart writes the chart to path atomically, in the format its extension
+// names (one of ChartFormats). Errors name path, never the temporary file.
+func SaveChart(path string, steps []Step, o ChartOptions) error {
+	if err := CheckChartPath(path); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(path, buf.Bytes(), 0o644)
+	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	var buf bytes.Buffer
+	if err := writeChart(&buf, steps, o, format); err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		var pe *os.PathError
+		var le *os.LinkError
+		switch {
+		case errors.As(err, &le):
+			err = le.Err
+		case errors.As(err, &pe):
+			err = pe.Err
+		}
+		return fmt.Errorf("chart %s: cannot write: %w", path, err)
+	}
+	return nil
 }
 
 // componentColor keeps a component's color the same in every chart: it is

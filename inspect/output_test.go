@@ -42,6 +42,7 @@ func TestTensorListJSON(t *testing.T) {
 	var buf bytes.Buffer
 	must(t, WriteTensorList(&buf, ck, true))
 	var out struct {
+		Schema  int `json:"schema"`
 		Tensors []struct {
 			Name        string  `json:"name"`
 			DType       string  `json:"dtype"`
@@ -58,6 +59,9 @@ func TestTensorListJSON(t *testing.T) {
 	dec := json.NewDecoder(&buf)
 	dec.DisallowUnknownFields()
 	must(t, dec.Decode(&out))
+	if out.Schema != TensorListSchema {
+		t.Errorf("schema %d, want %d", out.Schema, TensorListSchema)
+	}
 	ents, err := os.ReadDir(dir)
 	must(t, err)
 	var shards []string
@@ -203,7 +207,7 @@ func TestReportOutputs(t *testing.T) {
 				}
 			}
 			var txt bytes.Buffer
-			must(t, WriteText(&txt, rep))
+			must(t, WriteText(&txt, rep, TextOptions{}))
 			s := txt.String()
 			for _, want := range []string{"total", gibStr(rep.TotalBytes), "recipe " + DefaultRecipe, "quantization (config.json text_config.quantization_config)"} {
 				if !strings.Contains(s, want) {
@@ -244,7 +248,7 @@ func TestChart(t *testing.T) {
 		{Label: "after", Total: 85 * GiB, Components: []Row{{Key: "attention.kda", Sum: Sum{1, 5 * GiB}}, {Key: "routed_experts", Sum: Sum{1, 80 * GiB}}}},
 	}
 	var buf bytes.Buffer
-	must(t, WriteChart(&buf, "test chart", steps))
+	must(t, WriteChart(&buf, steps, ChartOptions{Title: "test chart", GPUMem: 141 * GiB}))
 	svg := buf.String()
 	d := xml.NewDecoder(strings.NewReader(svg))
 	for {
@@ -254,7 +258,7 @@ func TestChart(t *testing.T) {
 			t.Fatalf("chart is not well-formed XML: %v", err)
 		}
 	}
-	for _, s := range []string{"test chart", "before", "after", "100.00", "85.00", "attention.kda", "routed_experts", "GiB per rank"} {
+	for _, s := range []string{"test chart", "before", "after", "rank 0", "100.00", "85.00", "attention.kda", "routed_experts", "GiB per rank", "GPU memory 141.00 GiB"} {
 		if !strings.Contains(svg, ">"+s+"<") {
 			t.Errorf("chart lacks text %q", s)
 		}
@@ -283,7 +287,7 @@ func TestChart(t *testing.T) {
 	if !near(exp[0], exp[1]) || !near(kda[0]/exp[0], 20.0/80) || !near(kda[1]/exp[1], 5.0/80) {
 		t.Errorf("bar heights kda %v experts %v, want 20:80 and 5:80", kda, exp)
 	}
-	if err := SaveChart(filepath.Join(t.TempDir(), "c.gif"), "x", steps); !errors.Is(err, ErrUsage) {
+	if err := SaveChart(filepath.Join(t.TempDir(), "c.gif"), steps, ChartOptions{}); !errors.Is(err, ErrUsage) {
 		t.Errorf("a .gif chart: err = %v, want ErrUsage", err)
 	}
 	if _, err := Inspect(tinyReplica(t), Options{Steps: true}); !errors.Is(err, ErrUsage) {
@@ -374,5 +378,34 @@ func TestLayoutFile(t *testing.T) {
 	}
 	if len(rep.Steps) != 2 || rep.Steps[0].Label != "as is" || rep.Steps[1].Label != "FP8" || rep.Steps[1].Total >= rep.Steps[0].Total {
 		t.Errorf("steps of a layout file: %+v", rep.Steps)
+	}
+}
+
+// TestTensorListEscapes lists a file whose tensor name carries a terminal
+// escape and a newline: the table shows them escaped, on one line, and the
+// JSON keeps the exact name.
+func TestTensorListEscapes(t *testing.T) {
+	dir := t.TempDir()
+	name := "evil\x1b[2J\nname"
+	path := filepath.Join(dir, "x.safetensors")
+	hdr := `{"` + strings.ReplaceAll(strings.ReplaceAll(name, "\x1b", `\u001b`), "\n", `\n`) + `":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}`
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+	b = append(append(b, hdr...), 1, 2)
+	must(t, os.WriteFile(path, b, 0o644))
+	ck, err := safetensors.Open(path)
+	must(t, err)
+	defer ck.Close()
+	var txt, js bytes.Buffer
+	must(t, WriteTensorList(&txt, ck, false))
+	if s := txt.String(); strings.ContainsAny(s, "\x1b") || !strings.Contains(s, `evil\x1b[2J\nname`) || strings.Count(s, "\n") != 3 {
+		t.Errorf("table does not escape the name:\n%q", s)
+	}
+	must(t, WriteTensorList(&js, ck, true))
+	var out struct {
+		Tensors []TensorEntry `json:"tensors"`
+	}
+	must(t, json.Unmarshal(js.Bytes(), &out))
+	if len(out.Tensors) != 1 || out.Tensors[0].Name != name {
+		t.Errorf("JSON tensors %+v, want one named %q", out.Tensors, name)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -35,10 +36,15 @@ func fileEntry(f *safetensors.File) FileEntry {
 	return FileEntry{Path: f.Path, HeaderBytes: f.DataStart, Size: f.Size}
 }
 
+// TensorListSchema is the "schema" field of the JSON listing: the version of
+// its layout, shared with every other --json output of the k3ckpt command.
+const TensorListSchema = 1
+
 // WriteTensorList lists every tensor of the checkpoint (files in name order,
 // tensors in data order within a file): as a table, or with asJSON as one object
-// {"tensors": [...], "files": [...]}. Rows are streamed, so the listing of the
-// 497,220 tensors of K3 never exists in memory as a whole.
+// {"schema": 1, "tensors": [...], "files": [...]}. Rows are streamed, so the
+// listing of the 497,220 tensors of K3 never exists in memory as a whole. The
+// table escapes control characters in names and paths (JSON escapes them itself).
 func WriteTensorList(w io.Writer, ck *safetensors.Checkpoint, asJSON bool) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	var err error
@@ -70,7 +76,7 @@ func writeTensorListJSON(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 		w.Write(bytes.TrimSuffix(scratch.Bytes(), []byte("\n")))
 		return nil
 	}
-	w.WriteString(`{"tensors": [`)
+	fmt.Fprintf(w, `{"schema": %d, "tensors": [`, TensorListSchema)
 	first := true
 	for _, f := range ck.Files {
 		for _, t := range f.Tensors {
@@ -102,9 +108,9 @@ func writeTensorListTable(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 	}
 	var scratch []byte
 	for _, f := range ck.Files {
-		widths[3] = max(widths[3], len(f.Path))
+		widths[3] = max(widths[3], textWidth(quote.Name(f.Path)))
 		for _, t := range f.Tensors {
-			widths[0] = max(widths[0], len(t.Name))
+			widths[0] = max(widths[0], textWidth(quote.Name(t.Name)))
 			widths[1] = max(widths[1], len(t.DType.String()))
 			scratch = appendShape(scratch[:0], t.Shape)
 			widths[2] = max(widths[2], len(scratch))
@@ -116,7 +122,7 @@ func writeTensorListTable(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 		for i, c := range cells {
 			line = append(line, c...)
 			if i < len(cells)-1 {
-				for n := len(c); n < widths[i]+2; n++ {
+				for n := textWidth(c); n < widths[i]+2; n++ {
 					line = append(line, ' ')
 				}
 			}
@@ -136,10 +142,11 @@ func writeTensorListTable(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 		return err
 	}
 	for _, f := range ck.Files {
+		path := quote.Name(f.Path)
 		for _, t := range f.Tensors {
 			shape := string(appendShape(scratch[:0], t.Shape))
 			offs := string(appendOffsets(scratch[:0], t.Begin, t.End))
-			if err := emit(t.Name, t.DType.String(), shape, f.Path, offs); err != nil {
+			if err := emit(quote.Name(t.Name), t.DType.String(), shape, path, offs); err != nil {
 				return err
 			}
 		}

@@ -77,6 +77,10 @@ func MXFP4Part(name string) (base string, packed, ok bool) {
 	return "", false, false
 }
 
+// MXFP4Scales is the E8M0 scale tensor of the MXFP4 expert projection X
+// (whose codes are X.weight_packed).
+func MXFP4Scales(base string) string { return base + mxfp4Scale }
+
 // NVFP4Specs are the tensors NVIDIA's converter writes in place of the MXFP4
 // projection whose codes are packed (X.weight_packed U8 [N, K/2]), in this
 // order: X.weight U8 [N, K/2] (the same E2M1 codes), X.weight_scale F8_E4M3
@@ -92,4 +96,20 @@ func NVFP4Specs(base string, packed safetensors.TensorSpec) ([4]safetensors.Tens
 	out[2] = safetensors.TensorSpec{Name: base + ".weight_scale_2", DType: safetensors.F32, Shape: []int64{}}
 	out[3] = safetensors.TensorSpec{Name: base + ".input_scale", DType: safetensors.F32, Shape: []int64{}}
 	return out, true
+}
+
+// NVFP4ScalePartner returns the projection that shares weight_scale_2 with
+// the routed-expert projection base (X of X.weight_packed): w1 and w3 of one
+// expert feed one fused GEMM (gate and up), so NVIDIA's cast takes K_max over
+// both; w2 has none (ok false).
+func NVFP4ScalePartner(base string) (string, bool) {
+	if Classify(base+mxfp4Packed) != RoutedExperts {
+		return "", false
+	}
+	for _, p := range [...][2]string{{".w1", ".w3"}, {".w3", ".w1"}, {".gate_proj", ".up_proj"}, {".up_proj", ".gate_proj"}} {
+		if b, ok := strings.CutSuffix(base, p[0]); ok {
+			return b + p[1], true
+		}
+	}
+	return "", false
 }

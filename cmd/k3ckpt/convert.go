@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -16,18 +18,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
-
-func init() {
-	rootCmd.AddCommand(newConvertCmd(), newVerifyCmd(), newMergeCmd())
-}
 
 // convertFlags are the convert command's flags.
 type convertFlags struct {
@@ -64,13 +63,13 @@ the index, config and manifest.`,
 	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
 	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
-	f.IntVar(&fl.jobs, "jobs", 2, "files converted at once (memory: the plan, ~375 MiB for full K3, + 64 MiB per job)")
+	addJobsFlag(f, &fl.jobs) // memory: the plan, ~375 MiB for full K3, + 64 MiB per job
 	f.BoolVar(&fl.resume, "resume", false, "keep files already finished whose size and sha256 match their record (the default; the explicit form)")
 	f.BoolVar(&fl.restart, "restart", false, "discard what an earlier run of this plan left in DST and write every file again")
 	f.BoolVar(&fl.noSpaceCheck, "no-space-check", false, "do not compare the planned output size with DST's free space")
 	f.StringVar(&fl.worker, "worker", "", "convert only slice I of N (0-based), e.g. 3/8")
 	f.BoolVar(&fl.dryRun, "dry-run", false, "print the plan and the output sizes, write nothing")
-	f.BoolVar(&fl.json, "json", false, "print the result as JSON (no progress display)")
+	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
 	return cmd
 }
 
@@ -94,13 +93,13 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	var opts convert.Options
 	if opts.Format, err = convert.ParseFormat(fl.format); err != nil {
-		return err
+		return flagError("format", err)
 	}
 	if opts.ScaleFmt, err = convert.ParseScaleFmt(fl.scaleFmt); err != nil {
-		return err
+		return flagError("scale-fmt", err)
 	}
 	if opts.NonFinite, err = convert.ParseNonFinitePolicy(fl.nonFinite); err != nil {
-		return err
+		return flagError("nonfinite", err)
 	}
 	if opts.Experts, err = convert.ParseExpertsMode(fl.experts); err != nil {
 		return err
@@ -112,13 +111,20 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if err != nil {
 		return err
 	}
-	if fl.jobs < 1 || fl.jobs > convert.MaxJobs {
-		return fmt.Errorf("--jobs %d: want 1 to %d", fl.jobs, convert.MaxJobs)
+	jobs, err := resolveJobs(fl.jobs)
+	if err != nil {
+		return err
+	}
+	if jobs > convert.MaxJobs {
+		return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
 	}
 	if fl.resume && fl.restart {
 		return fmt.Errorf("--resume and --restart exclude each other")
 	}
 	planMemory()
+	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil {
+		return fmt.Errorf("%s is already a k3ckpt conversion (it holds %s): convert reads the original checkpoint", srcPath, convert.ManifestName)
+	}
 	src, err := safetensors.Open(srcPath)
 	if err != nil {
 		return err
@@ -132,19 +138,26 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if fl.dryRun {
 		return printPlan(out, p, fl.json)
 	}
-	setMemoryLimit(fl.jobs)
+	if verbose(cmd) && !fl.json {
+		if err := printPlan(cmd.ErrOrStderr(), p, false); err != nil {
+			return err
+		}
+	}
+	setMemoryLimit(jobs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	eo := convert.ExecOptions{Jobs: fl.jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck}
-	bar := newBar(fl.json, fmt.Sprintf("convert %d/%d", wi, wn))
+	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck}
+	label := "convert (read + written)"
+	if wn > 1 {
+		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
+	}
+	bar := newProgress(cmd, fl.json, label, progress.Bytes)
 	if bar != nil {
 		eo.Progress = bar
 	}
 	start := time.Now()
 	res, err := convert.Execute(ctx, p, dst, eo)
-	if bar != nil {
-		bar.finish()
-	}
+	bar.Finish()
 	if err != nil && ctx.Err() != nil {
 		return &exitError{code: 130, err: fmt.Errorf("convert interrupted: the files finished so far are kept; run the same command again to continue (finished files are checked and kept; --restart starts over)")}
 	}
@@ -157,20 +170,44 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return writeJSON(out, map[string]any{
 			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
+			"experts": opts.Experts, "numerics": opts.Numerics.String(),
 			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite,
+			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": castJSON(res.Cast),
 			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		})
 	}
-	fmt.Fprintf(out, "convert %s → %s: %d files written, %d verified and skipped (worker %d/%d) in %s\n",
-		srcPath, dst, len(res.Written), len(res.Skipped), wi, wn, elapsed.Round(time.Millisecond))
-	if res.ZeroedNonFinite > 0 {
-		fmt.Fprintf(out, "warning: %d NaN/Inf source values were replaced by 0 (--nonfinite zero)\n", res.ZeroedNonFinite)
+	if res.ZeroedNonFinite > 0 { // a warning, printed even under -q
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s replaced by 0 (--nonfinite zero)\n",
+			termtext.Plural(res.ZeroedNonFinite, "NaN/Inf source value was", "NaN/Inf source values were"))
+	}
+	sw := summary(cmd)
+	if verbose(cmd) {
+		for _, n := range res.Written {
+			fmt.Fprintln(sw, "written", quote.Name(n))
+		}
+		for _, n := range res.Skipped {
+			fmt.Fprintln(sw, "kept (already done, hash checked)", quote.Name(n))
+		}
+	}
+	worker := ""
+	if wn > 1 {
+		worker = fmt.Sprintf(" (worker %d of %d)", wi, wn)
+	}
+	fmt.Fprintf(sw, "convert %s → %s%s: %s written, %s already done and kept, in %s\n",
+		srcPath, dst, worker, termtext.Plural(int64(len(res.Written)), "file", "files"),
+		termtext.Plural(int64(len(res.Skipped)), "file", "files"), elapsed.Round(time.Millisecond))
+	if res.ZeroScaleBlocks > 0 {
+		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
+	}
+	if opts.Experts == convert.ExpertsNVFP4 {
+		fmt.Fprintln(sw, castLine("MXFP4→NVFP4 cast of the files written", res.Cast))
 	}
 	if res.Finalized {
-		fmt.Fprintf(out, "done: %d tensors quantized, %.2f GiB → %.2f GiB of tensors; manifest %s lists %d files\n",
-			t.Quantized, gib(t.SourceBytes), gib(t.OutputBytes), convert.ManifestName, len(res.Manifest.Files))
+		fmt.Fprintf(sw, "done: %s quantized, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
+			termtext.Plural(int64(t.Quantized), "tensor", "tensors"), gib(t.SourceBytes), gib(t.OutputBytes),
+			convert.ManifestName, termtext.Plural(int64(len(res.Manifest.Files)), "file", "files"))
 	} else {
-		fmt.Fprintf(out, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)
+		fmt.Fprintf(sw, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)
 	}
 	return nil
 }
@@ -208,7 +245,19 @@ func setMemoryLimit(jobs int) {
 	debug.SetGCPercent(100)
 }
 
-func gib(b int64) float64 { return float64(b) / (1 << 30) }
+// castJSON is the cast's block counts with NVIDIA's lossless count beside them.
+func castJSON(c quant.CastStats) map[string]int64 {
+	return map[string]int64{"blocks": c.Blocks, "out_of_range": c.OutOfRange, "lossless": c.Blocks - c.OutOfRange, "lossy": c.Lossy}
+}
+
+// castLine reports the cast's block counts in a sentence.
+func castLine(what string, c quant.CastStats) string {
+	pct := 100.0
+	if c.Blocks > 0 {
+		pct = 100 * float64(c.Blocks-c.OutOfRange) / float64(c.Blocks)
+	}
+	return fmt.Sprintf("%s: %d blocks, %d lossless (%.6f%%), %d outside E4M3's exponent window, %d with values changed", what, c.Blocks, c.Blocks-c.OutOfRange, pct, c.OutOfRange, c.Lossy)
+}
 
 func nonNilSplits(s []convert.SplitReport) []convert.SplitReport {
 	if s == nil {
@@ -222,12 +271,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // printPlan shows what a conversion would do, file by file, and the totals.
@@ -276,33 +319,13 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "tensors: %d copied (%.2f GiB), %d quantized (%.2f GiB → %.2f GiB FP8 + %.2f MiB scales), %d dropped\n",
 		t.Copied, gib(t.CopiedBytes), t.Quantized, gib(t.QuantizedBytes), gib(t.FP8Bytes), float64(t.ScaleBytes)/(1<<20), t.Dropped)
+	if t.NVFP4 > 0 {
+		fmt.Fprintf(w, "experts: %d MXFP4 projections cast to NVFP4 (%.2f GiB → %.2f GiB)\n", t.NVFP4, gib(t.MXFP4Bytes), gib(t.NVFP4Bytes))
+	}
 	fmt.Fprintf(w, "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files\n",
 		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, float64(t.AuxBytes)/(1<<20), t.OutputFiles+1)
 	return nil
 }
-
-// bar is a terminal progress display (bytes, rate, ETA) or nil when stderr is
-// not a terminal or the output is JSON.
-type bar struct{ pb *progressbar.ProgressBar }
-
-func newBar(asJSON bool, label string) *bar {
-	if asJSON || !term.IsTerminal(int(os.Stderr.Fd())) {
-		return nil
-	}
-	return &bar{pb: progressbar.NewOptions64(-1,
-		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionSetDescription(label),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-	)}
-}
-
-func (b *bar) Start(total int64) { b.pb.ChangeMax64(total) }
-func (b *bar) Add(n int64)       { b.pb.Add64(n) }
-func (b *bar) finish()           { b.pb.Finish() }
 
 func newVerifyCmd() *cobra.Command {
 	var asJSON bool
@@ -323,9 +346,13 @@ error per 128×128 block, SNR). Exit 1 on any violation.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			policy, err := convert.ParseNonFinitePolicy(nonFinite)
 			if err != nil {
+				return flagError("nonfinite", err)
+			}
+			jobs, err := resolveJobs(jobs)
+			if err != nil {
 				return err
 			}
-			if jobs < 1 || jobs > convert.MaxJobs {
+			if jobs > convert.MaxJobs {
 				return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
 			}
 			planMemory()
@@ -335,20 +362,22 @@ error per 128×128 block, SNR). Exit 1 on any violation.`,
 			}
 			defer src.Close()
 			vo := convert.VerifyOptions{Jobs: jobs, NonFinite: policy}
-			b := newBar(asJSON, "verify")
+			b := newProgress(cmd, asJSON, "verify (read)", progress.Bytes)
 			if b != nil {
 				vo.Progress = b
 			}
 			rep, err := convert.Verify(cmd.Context(), src, args[1], vo)
-			if b != nil {
-				b.finish()
-			}
+			b.Finish()
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := rep.WriteJSON(out); err != nil {
+				var buf bytes.Buffer
+				if err := rep.WriteJSON(&buf); err != nil {
+					return err
+				}
+				if err := writeJSON(out, json.RawMessage(buf.Bytes())); err != nil {
 					return err
 				}
 			} else {
@@ -360,8 +389,8 @@ error per 128×128 block, SNR). Exit 1 on any violation.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full report as JSON")
-	cmd.Flags().IntVar(&jobs, "jobs", 2, "files checked at once")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full report as one JSON object")
+	addJobsFlag(cmd.Flags(), &jobs)
 	cmd.Flags().StringVar(&nonFinite, "nonfinite", convert.NonFiniteError.String(), "the policy DST was converted with: error (a NaN/Inf in a weight to quantize is a violation) or zero")
 	return cmd
 }
@@ -379,6 +408,12 @@ func printVerify(w io.Writer, r *convert.VerifyReport) {
 			minSNR = *t.SNRdB
 		}
 	}
+	if r.ZeroScaleBlocks > 0 {
+		fmt.Fprintf(w, "FP8: %d blocks with scale 0 and NaN codes (all-zero tiles under ModelOpt numerics)\n", r.ZeroScaleBlocks)
+	}
+	if r.NVFP4 > 0 {
+		fmt.Fprintln(w, castLine(fmt.Sprintf("NVFP4: %d projections re-cast and compared bit for bit", r.NVFP4), r.Cast))
+	}
 	if len(r.Tensors) > 0 {
 		fmt.Fprintf(w, "FP8: worst block relative error %.4f (%s), lowest SNR %.2f dB\n", worst.MaxRelBlock, worst.Name, minSNR)
 	}
@@ -391,7 +426,8 @@ func printVerify(w io.Writer, r *convert.VerifyReport) {
 }
 
 func newMergeCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "merge DST",
 		Short: "Finish a multi-worker conversion: write the index, config and manifest once every slice is done",
 		Args:  cobra.ExactArgs(1),
@@ -403,8 +439,14 @@ func newMergeCmd() *cobra.Command {
 				}
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "merged %s: manifest %s lists %d files (plan %.12s)\n", args[0], convert.ManifestName, len(m.Files), m.Plan)
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"dst": args[0], "plan": m.Plan, "manifest": convert.ManifestName, "files": len(m.Files)})
+			}
+			fmt.Fprintf(summary(cmd), "merged %s: manifest %s lists %s (plan %.12s)\n", args[0], convert.ManifestName,
+				termtext.Plural(int64(len(m.Files)), "file", "files"), m.Plan)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
 }

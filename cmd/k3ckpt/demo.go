@@ -20,17 +20,24 @@ type demoStep struct {
 }
 
 // demoSteps is the walkthrough: the same commands a user would type, so the
-// demo exercises exactly the CLI it documents.
-func demoSteps(dir string) []demoStep {
+// demo exercises exactly the CLI it documents. With keep false the outputs
+// are removed at the end, so no step writes the chart (its name would point
+// at a file that is gone).
+func demoSteps(dir string, keep bool) []demoStep {
 	src := filepath.Join(dir, "k3-tiny")
 	fp8 := filepath.Join(dir, "k3-tiny-fp8")
+	audit := demoStep{"audit the converted checkpoint per rank under the DP16 decode layout", []string{"inspect", fp8, "--layout", "dp16"}}
+	if keep {
+		audit.what += ", and chart its memory step by step"
+		audit.args = append(audit.args, "--chart", filepath.Join(dir, "dp16-memory.svg"))
+	}
 	return []demoStep{
 		{"build a tiny Kimi-K3 replica (93 layers, every tensor kind, 96 shards)", []string{"synth", src, "--scale", "tiny", "--seed", "1"}},
 		{"audit it from headers only", []string{"inspect", src}},
 		{"what would ATTN-MOE-DENSE-FP8 do? (no bytes converted)", []string{"inspect", src, "--recipe", "attn-moe-dense-fp8"}},
 		{"convert it to ATTN-MOE-DENSE-FP8 (block-FP8 128×128, experts untouched)", []string{"convert", src, fp8, "--jobs", "2"}},
 		{"verify the conversion against the source", []string{"verify", src, fp8}},
-		{"audit the converted checkpoint per rank under the DP16 decode layout", []string{"inspect", fp8, "--layout", "dp16", "--chart", filepath.Join(dir, "dp16-memory.svg")}},
+		audit,
 		{"pre-shard it into the 16 prefill pipeline stages", []string{"shard", fp8, filepath.Join(dir, "pp16")}},
 		{"export ranks 0 and 9 of the DP16 decode layout", []string{"export", fp8, filepath.Join(dir, "dp16"), "--layout", "dp16", "--ranks", "0,9"}},
 		{"export all ranks of the DP2×DCP8 decode layout", []string{"export", fp8, filepath.Join(dir, "dcp8"), "--layout", "dp2-dcp8"}},
@@ -63,7 +70,11 @@ func newDemoCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			steps := demoSteps(dir)
+			kept := keep || cmd.Flags().Changed("dir")
+			steps := demoSteps(dir, kept)
+			if onPath, err := exec.LookPath("k3ckpt"); err != nil || !sameFile(onPath, self) {
+				fmt.Fprintf(out, "(k3ckpt below is %s; to type the commands yourself, put it on PATH: go install ./cmd/k3ckpt)\n", self)
+			}
 			start := time.Now()
 			for i, s := range steps {
 				fmt.Fprintf(out, "\n── step %d/%d: %s\n$ k3ckpt %s\n", i+1, len(steps), s.what, strings.Join(s.args, " "))
@@ -71,11 +82,11 @@ func newDemoCmd() *cobra.Command {
 					return fmt.Errorf("demo step %d (k3ckpt %s): %w", i+1, s.args[0], err)
 				}
 			}
-			fmt.Fprintf(out, "\ndemo finished in %.1fs; outputs in %s", time.Since(start).Seconds(), dir)
-			if dir != "" && !keep && !cmd.Flags().Changed("dir") {
-				fmt.Fprint(out, " (removed; use --keep or --dir to keep them)")
+			if kept {
+				fmt.Fprintf(out, "\ndemo finished in %.1fs; outputs in %s (chart: %s)\n", time.Since(start).Seconds(), dir, filepath.Join(dir, "dp16-memory.svg"))
+			} else {
+				fmt.Fprintf(out, "\ndemo finished in %.1fs; its temporary outputs are removed (--dir DIR keeps them and adds the memory chart)\n", time.Since(start).Seconds())
 			}
-			fmt.Fprintln(out)
 			return nil
 		},
 	}
@@ -90,4 +101,9 @@ func runSelf(self string, args []string, stdout, stderr io.Writer) error {
 	return c.Run()
 }
 
-func init() { rootCmd.AddCommand(newDemoCmd()) }
+// sameFile reports whether two paths name one file.
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}

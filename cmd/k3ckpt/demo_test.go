@@ -26,7 +26,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
 	s := string(out)
-	steps := demoSteps(dir)
+	steps := demoSteps(dir, true)
 	for i := range steps {
 		if !strings.Contains(s, fmt.Sprintf("step %d/%d", i+1, len(steps))) {
 			t.Errorf("step %d did not run", i+1)

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/inspect"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -14,9 +16,9 @@ import (
 // inspectFlags are the inspect command's flag values, local to one command
 // instance (no package-level flag globals).
 type inspectFlags struct {
-	by, recipe, format, layout, partition, chart string
-	experts                                      string
-	asJSON, tensors, strict                      bool
+	by, recipe, format, layout, partition, chart, gpuMem string
+	experts                                              string
+	asJSON, tensors, strict, wide                        bool
 }
 
 func newInspectCmd() *cobra.Command {
@@ -28,57 +30,66 @@ func newInspectCmd() *cobra.Command {
 tensor data) of a checkpoint directory, index file, single file or http(s) URL,
 and accounts its tensors and bytes (1 GiB = 2^30 bytes).
 
-  --by component|dtype|layer|stage|rank|file   main table (default component)
-  --recipe NAME     also account the checkpoint the recipe would produce
+  --by component|dtype|layer|stage|rank|file   main table (default component;
+                    stage and rank need --layout)
+  --recipe NAME     also account the checkpoint the recipe would produce, before → after
   --experts nvfp4   ... with the routed experts cast to NVFP4 (alone or with --recipe)
-  --layout NAME     per-rank (and per-stage) resident bytes: ` + fmt.Sprint(layout.Names()) + ` or FILE.json
+  --layout NAME     per-rank (and per-stage) resident bytes: ` + strings.Join(layout.Names(), ", ") + ` or FILE.json
   --chart FILE.svg  per-rank memory step by step (BF16 → text only → FP8 → weight shard → vocab TP8)
-  --tensors         list every tensor (name, dtype, shape, file, data_offsets)`,
+  --tensors         list every tensor (name, dtype, shape, file, data_offsets)
+
+Tables fit 100 columns; --wide adds a column per component.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runInspect(cmd, args[0], &f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.by, "by", inspect.ByComponent.String(), "group by component|dtype|layer|stage|rank|file")
-	fl.StringVar(&f.recipe, "recipe", "", "what-if: account the output of this convert recipe ("+fmt.Sprint(convert.RecipeNames())+")")
-	fl.StringVar(&f.format, "format", convert.ModelOpt.String(), "scale convention of the --recipe output (modelopt|deepseek|compressed-tensors)")
+	fl.StringVar(&f.by, "by", inspect.ByComponent.String(), "group by component|dtype|layer|stage|rank|file (stage, rank: with --layout)")
+	fl.StringVar(&f.recipe, "recipe", "", "what-if: account the output of this convert recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
+	fl.StringVar(&f.format, "format", convert.ModelOpt.String(), "with --recipe: scale convention of its output (modelopt|deepseek|compressed-tensors)")
 	fl.StringVar(&f.experts, "experts", convert.ExpertsKeep.String(), "what-if for the routed experts: keep, or nvfp4 (MXFP4 cast to NVFP4; alone or with --recipe)")
 	fl.StringVar(&f.layout, "layout", "", "per-rank/per-stage bytes under a layout: built-in name or FILE.json")
-	fl.StringVar(&f.partition, "pp-partition", "", "layers per pipeline stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
-	fl.StringVar(&f.chart, "chart", "", "write the per-rank memory steps of --layout (default dp16) as an SVG chart")
+	fl.StringVar(&f.partition, "pp-partition", "", "with a --layout that has pipeline stages: layers per stage, e.g. 7,5,7,5,…,6,3")
+	fl.StringVar(&f.chart, "chart", "", "write the per-rank memory steps of --layout (default "+inspect.DefaultRankLayout+") as a chart: FILE.svg, .png or .pdf")
+	fl.StringVar(&f.gpuMem, "gpu-mem", "", "with --chart: draw a GPU capacity line, e.g. 141GiB or 80GB")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object instead of tables")
 	fl.BoolVar(&f.tensors, "tensors", false, "list every tensor instead of the accounting")
 	fl.BoolVar(&f.strict, "strict", false, "fail when a tensor's shape disagrees with config.json")
+	fl.BoolVar(&f.wide, "wide", false, "tables with a column per component (wider than 100 columns)")
 	return cmd
 }
 
-func init() { rootCmd.AddCommand(newInspectCmd()) }
+// checkInspectFlags turns combinations the command would otherwise ignore
+// into errors that say what to do instead.
+func checkInspectFlags(cmd *cobra.Command, f *inspectFlags) error {
+	changed := cmd.Flags().Changed
+	if f.tensors {
+		for _, n := range []string{"by", "recipe", "format", "experts", "layout", "pp-partition", "chart", "gpu-mem", "strict", "wide"} {
+			if changed(n) {
+				return fmt.Errorf("--tensors lists the tensors as stored; it does not combine with --%s (drop one of them)", n)
+			}
+		}
+		return nil
+	}
+	if changed("format") && f.recipe == "" {
+		return fmt.Errorf("--format is the scale convention of a --recipe's output: add --recipe NAME (%s)", strings.Join(convert.RecipeNames(), ", "))
+	}
+	if (f.by == "rank" || f.by == "stage") && f.layout == "" {
+		return fmt.Errorf("--by %s needs a layout to place tensors on %ss: add --layout NAME (%s, or FILE.json)", f.by, f.by, strings.Join(layout.Names(), ", "))
+	}
+	if f.partition != "" && f.layout == "" {
+		return fmt.Errorf("--pp-partition splits the layers of a --layout's pipeline stages: add --layout NAME (e.g. pp16)")
+	}
+	if f.gpuMem != "" && f.chart == "" {
+		return fmt.Errorf("--gpu-mem draws a line on the chart: add --chart FILE.svg")
+	}
+	return nil
+}
 
 func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
-	by, err := inspect.ParseGroupBy(f.by)
-	if err != nil {
+	if err := checkInspectFlags(cmd, f); err != nil {
 		return err
-	}
-	format, err := convert.ParseFormat(f.format)
-	if err != nil {
-		return err
-	}
-	experts, err := convert.ParseExpertsMode(f.experts)
-	if err != nil {
-		return err
-	}
-	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Experts: experts, Layout: f.layout, Strict: f.strict}
-	if f.partition != "" {
-		if opts.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
-			return err
-		}
-	}
-	if f.chart != "" {
-		opts.Steps = true
-		if opts.Layout == "" {
-			opts.Layout = inspect.DefaultRankLayout
-		}
 	}
 	out := cmd.OutOrStdout()
 	if f.tensors {
@@ -89,19 +100,67 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		defer ck.Close()
 		return inspect.WriteTensorList(out, ck, f.asJSON)
 	}
+	by, err := inspect.ParseGroupBy(f.by)
+	if err != nil {
+		return err
+	}
+	format, err := convert.ParseFormat(f.format)
+	if err != nil {
+		return flagError("format", err)
+	}
+	experts, err := convert.ParseExpertsMode(f.experts)
+	if err != nil {
+		return flagError("experts", err)
+	}
+	var capacity int64
+	if f.gpuMem != "" {
+		if capacity, err = parseSize(f.gpuMem); err != nil {
+			return fmt.Errorf("--gpu-mem: %w", err)
+		}
+	}
+	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Experts: experts, Layout: f.layout, Strict: f.strict}
+	if f.partition != "" {
+		if opts.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
+			return err
+		}
+	}
+	if f.chart != "" {
+		if err := inspect.CheckChartPath(f.chart); err != nil {
+			return err
+		}
+		opts.Steps = true
+		if opts.Layout == "" {
+			opts.Layout = inspect.DefaultRankLayout
+		}
+	}
 	rep, err := inspect.Inspect(path, opts)
 	if err != nil {
 		return err
 	}
+	if f.partition != "" && rep.Layout != nil && len(rep.Layout.Stages) < 2 {
+		return fmt.Errorf("--pp-partition: layout %s has no pipeline stages (every rank holds every layer)", rep.Layout.Name)
+	}
 	if f.chart != "" {
-		title := fmt.Sprintf("%s: weight memory per rank under %s", rep.Source, rep.Layout.Name)
-		if err := inspect.SaveChart(f.chart, title, rep.Layout.Steps); err != nil {
+		co := inspect.ChartOptions{Title: chartTitle(rep), GPUMem: capacity}
+		if err := inspect.SaveChart(f.chart, rep.Layout.Steps, co); err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "chart written to %s\n", f.chart)
+		if !quiet(cmd) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "chart written to %s\n", f.chart)
+		}
 	}
 	if f.asJSON {
-		return inspect.WriteJSON(out, rep)
+		return writeJSON(out, rep)
 	}
-	return inspect.WriteText(out, rep)
+	return inspect.WriteText(out, rep, inspect.TextOptions{Wide: f.wide})
+}
+
+// chartTitle names what the chart shows: the checkpoint, the layout, and
+// which rank each bar is (the one holding the most bytes).
+func chartTitle(rep *inspect.Report) string {
+	what := "weight memory of the fullest rank"
+	if rep.Layout != nil && len(rep.Layout.Stages) > 1 {
+		what = "weight memory of the fullest stage's rank"
+	}
+	return fmt.Sprintf("%s: %s under %s", quote.Name(rep.Source), what, rep.Layout.Name)
 }

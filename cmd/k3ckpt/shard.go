@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/k3ckpt/k3ckpt/internal/progress"
 	"github.com/k3ckpt/k3ckpt/layout"
 )
 
@@ -44,17 +46,18 @@ func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 		fl.StringVar(&f.layout, "layout", "", "layout: "+strings.Join(layout.Names(), ", ")+", or FILE.json")
 		fl.StringVar(&f.ranks, "ranks", "", "ranks to write, e.g. 0,3,8-11 (default all)")
 		fl.StringVar(&f.pack, "pack-scales", "", "store block-FP8 scales packed: ue8m0 (DeepGEMM SM100 layout)")
-		fl.BoolVar(&f.weightShard, "weight-shard", false, "dp16: split the weight-shard set 8 ways (default on for dp16)")
-		fl.BoolVar(&f.vocabTP, "vocab-tp", false, "dp16, dp2-dcp8: split embed_tokens/lm_head rows 8 ways (default on)")
+		fl.BoolVar(&f.weightShard, "weight-shard", false, "dp16 only: split the weight-shard set 8 ways (default on for dp16)")
+		fl.BoolVar(&f.vocabTP, "vocab-tp", false, "dp16, dp2-dcp8 only: split embed_tokens/lm_head rows 8 ways (default on)")
 	}
-	fl.StringVar(&f.partition, "pp-partition", "", "layers per pipeline stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
-	fl.BoolVar(&f.even, "even", false, "SGLang's default split (SGLANG_PP_LAYER_PARTITION unset) instead of the layout's partition")
+	fl.StringVar(&f.partition, "pp-partition", "", "layouts with pipeline stages only: layers per stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
+	fl.BoolVar(&f.even, "even", false, "layouts with pipeline stages only: SGLang's default split (SGLANG_PP_LAYER_PARTITION unset)")
 	fl.BoolVar(&f.textOnly, "text-only", false, "drop the vision tower and projector (default on for the decode layouts)")
-	fl.IntVar(&f.jobs, "jobs", 0, "files written at once (0: the larger of 4 and the CPU count)")
+	addJobsFlag(fl, &f.jobs)
 }
 
 // resolve builds the layout: a built-in with the seed script's options,
-// overridden by the flags given, or a JSON file.
+// overridden by the flags given, or a JSON file. A flag the chosen layout
+// has no use for is an error, not silently dropped.
 func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Source) (*layout.Layout, error) {
 	o, err := layout.DefaultOptions(name)
 	builtin := err == nil
@@ -70,6 +73,9 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 	}
 	o.EvenPartition = f.even
 	if f.partition != "" {
+		if f.even {
+			return nil, fmt.Errorf("--even and --pp-partition both choose the partition: give one")
+		}
 		if o.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
 			return nil, err
 		}
@@ -86,7 +92,37 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 	if err != nil {
 		return nil, err
 	}
-	return layout.Builtin(name, m, o)
+	l, err := layout.Builtin(name, m, o)
+	if err != nil {
+		return nil, err
+	}
+	if (f.partition != "" || f.even) && l.Stages() == 1 {
+		flag := "--pp-partition"
+		if f.even {
+			flag = "--even"
+		}
+		return nil, fmt.Errorf("%s: layout %s has no pipeline stages (every rank holds all %d layers)", flag, name, l.Layers)
+	}
+	// A switch that changes nothing in this layout's rules does not apply to it.
+	for _, sw := range []struct {
+		flag string
+		set  func(*layout.Options)
+	}{
+		{"weight-shard", func(o *layout.Options) { o.WeightShard = !o.WeightShard }},
+		{"vocab-tp", func(o *layout.Options) { o.VocabTP = !o.VocabTP }},
+		{"text-only", func(o *layout.Options) { o.TextOnly = !o.TextOnly }},
+	} {
+		if !fl.Changed(sw.flag) {
+			continue
+		}
+		other := o
+		sw.set(&other)
+		ol, err := layout.Builtin(name, m, other)
+		if err == nil && reflect.DeepEqual(ol.Rules, l.Rules) {
+			return nil, fmt.Errorf("--%s has no effect on layout %s (see k3ckpt export --help for which layouts use it)", sw.flag, name)
+		}
+	}
+	return l, nil
 }
 
 func newShardCmd() *cobra.Command {
@@ -170,14 +206,15 @@ func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) er
 	return runPlan(cmd, plan, dst, f.jobs, &f.run)
 }
 
-// planJSONSchema versions the JSON that --dry-run --json and --json print.
-const planJSONSchema = 1
-
 // runPlan prints the plan (--dry-run, after its data checks) or executes it
 // and prints what was written. Ctrl-C stops the run; the message says how to
 // resume it.
 func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *runFlags) error {
 	w := cmd.OutOrStdout()
+	jobs, err := resolveJobs(jobs)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if rf.dryRun {
@@ -185,12 +222,19 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 			return err
 		}
 		if rf.asJSON {
-			return writeJSON(w, map[string]any{"schema": planJSONSchema, "dry_run": true, "plan": plan})
+			return writeJSON(w, map[string]any{"dry_run": true, "plan": plan})
 		}
 		return plan.WriteText(w)
 	}
+	bar := newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
+	bar.Start(plan.Bytes)
+	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart}
+	if bar != nil {
+		eo.Progress = bar.Add
+	}
 	start := time.Now()
-	res, err := plan.Execute(ctx, dst, layout.ExecOptions{Jobs: jobs, Restart: rf.restart})
+	res, err := plan.Execute(ctx, dst, eo)
+	bar.Finish()
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; finished files are kept: run the same command again to resume (--restart to start over)")
@@ -199,8 +243,9 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	}
 	took := time.Since(start)
 	if rf.asJSON {
-		return writeJSON(w, map[string]any{"schema": planJSONSchema, "plan": plan, "result": res, "seconds": took.Seconds()})
+		return writeJSON(w, map[string]any{"plan": plan, "result": res, "seconds": took.Seconds()})
 	}
+	w = summary(cmd)
 	if err := plan.WriteText(w); err != nil {
 		return err
 	}
@@ -262,11 +307,7 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 		},
 	}
 	cmd.Flags().StringVar(&check, "check", "", "compare every rebuilt tensor with this source checkpoint")
-	cmd.Flags().IntVar(&jobs, "jobs", 0, "files written at once (0: the larger of 4 and the CPU count)")
+	addJobsFlag(cmd.Flags(), &jobs)
 	rf.register(cmd)
 	return cmd
-}
-
-func init() {
-	rootCmd.AddCommand(newShardCmd(), newExportCmd(), newReassembleCmd())
 }

@@ -3,22 +3,21 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/model"
 )
-
-func init() { rootCmd.AddCommand(newSynthCmd()) }
 
 func newSynthCmd() *cobra.Command {
 	opts := model.SynthOptions{Scale: model.ScaleTiny}
 	var configPath string
+	var jobs int
+	var asJSON, dryRun bool
 	cmd := &cobra.Command{
 		Use:   "synth DIR",
 		Short: "Write a faithful Kimi-K3 replica checkpoint (config, index, 96 shards)",
@@ -30,27 +29,27 @@ and tiny (<64 MB) keep the 93-layer schedule with smaller dimensions and real
 seeded values. The same --seed gives the same bytes on every machine.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if configPath != "" {
-				b, err := readConfigFile(configPath)
-				if err != nil {
-					return err
-				}
-				opts.Config = b
-			}
-			dir := args[0]
-			start := time.Now()
-			if err := model.Synth(dir, opts); err != nil {
+			var err error
+			if opts.Workers, err = resolveJobs(jobs); err != nil {
 				return err
 			}
-			elapsed := time.Since(start)
-			cfgJSON, err := os.ReadFile(filepath.Join(dir, model.ConfigName))
-			if err != nil {
+			cfgJSON := []byte(nil)
+			if configPath != "" {
+				if cfgJSON, err = readConfigFile(configPath); err != nil {
+					return err
+				}
+				opts.Config = cfgJSON
+			} else if cfgJSON, err = model.ScaledConfigJSON(opts.Scale); err != nil {
 				return err
 			}
 			cfg, err := model.ParseConfig(cfgJSON)
 			if err != nil {
+				if configPath != "" {
+					return fmt.Errorf("%s: %w", configPath, err)
+				}
 				return err
 			}
+			dir := args[0]
 			what := opts.Scale.String()
 			if configPath != "" {
 				what = configPath
@@ -59,9 +58,41 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 			if opts.HeaderOnly {
 				mode = "header-only"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "synth %s (%s, seed %d): %d shards, %d tensors, %.2f GiB of tensor data; %.1f MiB on disk; %s\n",
-				what, mode, opts.Seed, cfg.NumShards(), cfg.NumTensors(),
-				float64(cfg.TotalBytes())/(1<<30), float64(diskUsage(dir))/(1<<20), elapsed.Round(time.Millisecond))
+			result := map[string]any{
+				"dir": dir, "replica": what, "header_only": opts.HeaderOnly, "seed": opts.Seed,
+				"shards": cfg.NumShards(), "tensors": cfg.NumTensors(), "tensor_bytes": cfg.TotalBytes(),
+			}
+			if dryRun {
+				result["dry_run"] = true
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), result)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "dry run: synth %s (%s, seed %d) would write %s, %s, %.2f GiB of tensor data into %s; nothing written\n",
+					what, mode, opts.Seed, termtext.Plural(int64(cfg.NumShards()), "shard", "shards"),
+					termtext.Plural(int64(cfg.NumTensors()), "tensor", "tensors"), gib(cfg.TotalBytes()), dir)
+				return nil
+			}
+			bar := newProgress(cmd, asJSON, "synth (shards)", progress.Items)
+			bar.Start(int64(cfg.NumShards()))
+			if bar != nil {
+				opts.Progress = func(int, int) { bar.Add(1) }
+			}
+			start := time.Now()
+			err = model.Synth(dir, opts)
+			bar.Finish()
+			if err != nil {
+				return err
+			}
+			elapsed := time.Since(start)
+			disk := diskUsage(dir)
+			result["disk_bytes"], result["seconds"] = disk, elapsed.Seconds()
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), result)
+			}
+			fmt.Fprintf(summary(cmd), "synth %s (%s, seed %d): %s, %s, %.2f GiB of tensor data; %.1f MiB on disk; %s\n",
+				what, mode, opts.Seed, termtext.Plural(int64(cfg.NumShards()), "shard", "shards"),
+				termtext.Plural(int64(cfg.NumTensors()), "tensor", "tensors"),
+				gib(cfg.TotalBytes()), mib(disk), elapsed.Round(time.Millisecond))
 			return nil
 		},
 	}
@@ -70,8 +101,11 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 	f.BoolVar(&opts.HeaderOnly, "header-only", false, "write headers only; data regions stay sparse holes")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the values")
 	f.BoolVar(&opts.Force, "force", false, "write into a non-empty directory (replaces its shards, index and config)")
-	f.IntVar(&opts.Workers, "workers", 0, "shards written at once (0: one per CPU)")
+	addJobsFlag(f, &jobs)
 	f.StringVar(&configPath, "config", "", "replicate this config.json instead of a built-in scale")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object (no progress display)")
+	f.BoolVar(&dryRun, "dry-run", false, "print what would be written, write nothing")
+	cmd.MarkFlagsMutuallyExclusive("scale", "config")
 	return cmd
 }
 
@@ -86,21 +120,4 @@ func readConfigFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return b, nil
-}
-
-// diskUsage is the space dir's regular files really occupy (allocated
-// blocks, so sparse holes count as nothing), as du reports it.
-func diskUsage(dir string) int64 {
-	var n int64
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
-	for _, e := range ents {
-		var st unix.Stat_t
-		if unix.Stat(filepath.Join(dir, e.Name()), &st) == nil {
-			n += st.Blocks * 512
-		}
-	}
-	return n
 }

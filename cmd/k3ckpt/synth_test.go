@@ -28,7 +28,7 @@ func TestSynthCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "96 shards, 497220 tensors, 1453.66 GiB") {
+	if !strings.Contains(out, "96 shards, 497,220 tensors, 1453.66 GiB") {
 		t.Errorf("summary: %q", out)
 	}
 	if _, err := runSynth(t, dir, "--scale", "tiny"); !errors.Is(err, model.ErrOutputExists) {

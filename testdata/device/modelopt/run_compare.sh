@@ -20,6 +20,9 @@ scales=${*:-tiny small}
 here=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
 export PYTHONUNBUFFERED=1
+# The one intended difference: k3ckpt's producer.version names k3ckpt (hf_quant_config.json and
+# config.json); NVIDIA's stubbed modelopt.__version__ is set to the same so the JSON compares equal.
+export MODELOPT_VERSION=${MODELOPT_VERSION:-k3ckpt}
 python3 -c 'import torch, safetensors, os; print("torch", torch.__version__, "safetensors", safetensors.__version__, "cpus", os.cpu_count())' | tee "$R/versions.txt"
 cat "$MO/COMMIT" >> "$R/versions.txt" 2>/dev/null || true
 python3 "$here/mo_stub.py" "$MO" "$T/mo" > /dev/null

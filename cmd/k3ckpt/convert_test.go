@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/model"
+)
+
+func runCmd(t *testing.T, cmd interface {
+	SetOut(io.Writer)
+	SetErr(io.Writer)
+	SetArgs([]string)
+	Execute() error
+}, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// The exact command the GPU comparison with NVIDIA's converter runs prints
+// one JSON object with the cast's counts, and verify accepts its output.
+func TestConvertNVIDIAFlagsJSON(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(t, newConvertCmd(), src, dst, "--recipe", "modelopt-k3", "--experts", "nvfp4", "--numerics", "modelopt", "--jobs", "16", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	var res struct {
+		Finalized bool   `json:"finalized"`
+		Experts   string `json:"experts"`
+		Numerics  string `json:"numerics"`
+		Cast      *struct {
+			Blocks     *int64 `json:"blocks"`
+			OutOfRange *int64 `json:"out_of_range"`
+			Lossless   *int64 `json:"lossless"`
+			Lossy      *int64 `json:"lossy"`
+		} `json:"nvfp4_cast"`
+		ZeroScale *int64 `json:"fp8_zero_scale_blocks"`
+	}
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	if dec.More() {
+		t.Fatalf("more than one JSON value: %q", out)
+	}
+	if !res.Finalized || res.Experts != "nvfp4" || res.Numerics != "modelopt" || res.Cast == nil || res.ZeroScale == nil ||
+		res.Cast.Blocks == nil || *res.Cast.Blocks == 0 || res.Cast.Lossless == nil || res.Cast.OutOfRange == nil || res.Cast.Lossy == nil || *res.Cast.Lossless != *res.Cast.Blocks {
+		t.Fatalf("result: %s", out)
+	}
+	vout, _, err := runCmd(t, newVerifyCmd(), src, dst)
+	if err != nil || !strings.Contains(vout, "NVFP4: ") || !strings.Contains(vout, "\nOK\n") {
+		t.Fatalf("verify: %v\n%s", err, vout)
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/k3ckpt/k3ckpt/internal/progress"
+)
+
+// jsonSchema is the version of every --json object's layout. It changes
+// only when a field changes meaning or disappears; new fields keep it.
+const jsonSchema = 1
+
+// writeJSON writes v, which must encode as a JSON object, as one indented
+// object on w with "schema" as its first field.
+func writeJSON(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	body := bytes.TrimSpace(buf.Bytes())
+	if len(body) < 2 || body[0] != '{' {
+		return fmt.Errorf("internal error: --json output is not an object")
+	}
+	var out bytes.Buffer
+	fmt.Fprintf(&out, `{"schema":%d`, jsonSchema)
+	if rest := bytes.TrimSpace(body[1:]); len(rest) > 0 && rest[0] != '}' {
+		out.WriteByte(',')
+	}
+	out.Write(body[1:])
+	var ind bytes.Buffer
+	if err := json.Indent(&ind, out.Bytes(), "", "  "); err != nil {
+		return err
+	}
+	ind.WriteByte('\n')
+	_, err := w.Write(ind.Bytes())
+	return err
+}
+
+// globalBool reads a global flag (-q, -v); false when the command runs
+// outside the root (tests build single commands).
+func globalBool(cmd *cobra.Command, name string) bool {
+	f := cmd.Flag(name)
+	return f != nil && f.Value.String() == "true"
+}
+
+func quiet(cmd *cobra.Command) bool   { return globalBool(cmd, "quiet") }
+func verbose(cmd *cobra.Command) bool { return globalBool(cmd, "verbose") }
+
+// summary is where a writing command prints its human-readable summary:
+// stdout, or nothing under -q.
+func summary(cmd *cobra.Command) io.Writer {
+	if quiet(cmd) {
+		return io.Discard
+	}
+	return cmd.OutOrStdout()
+}
+
+// newProgress is the progress display of a long command: on a terminal
+// stderr, unless the output is JSON or -q is given.
+func newProgress(cmd *cobra.Command, asJSON bool, label string, unit progress.Unit) *progress.Bar {
+	return progress.New(label, unit, asJSON || quiet(cmd))
+}
+
+// jobsUsage is the one meaning of --jobs across commands.
+const jobsUsage = "files read or written at once (0: one per CPU core, at least 2, at most 8)"
+
+// addJobsFlag registers --jobs with its one meaning and default.
+func addJobsFlag(fs *pflag.FlagSet, jobs *int) {
+	fs.IntVar(jobs, "jobs", 0, jobsUsage)
+}
+
+// resolveJobs turns the --jobs value into a count; negative values are errors.
+func resolveJobs(n int) (int, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("--jobs %d: want 0 (automatic) or a positive count", n)
+	}
+	if n == 0 {
+		n = min(max(runtime.NumCPU(), 2), 8)
+	}
+	return n, nil
+}
+
+// gib and mib convert bytes to the binary units every table uses.
+func gib(b int64) float64 { return float64(b) / (1 << 30) }
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// flagValueError is a flag value a library parser refused, said in the
+// user's terms: the flag first, then what the parser knows, without the
+// library's error class in front. It still matches that class (errors.Is).
+type flagValueError struct {
+	flag string
+	err  error
+}
+
+func (e *flagValueError) Error() string {
+	msg := e.err.Error()
+	if u := errors.Unwrap(e.err); u != nil {
+		msg = strings.TrimPrefix(msg, u.Error()+": ")
+	}
+	return "--" + e.flag + ": unknown " + msg
+}
+
+func (e *flagValueError) Unwrap() error { return e.err }
+
+func flagError(flag string, err error) error { return &flagValueError{flag, err} }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// buildVersion is what the binary knows about its own build: the module
+// version the go command stamped (a tag, a pseudo-version, or "(devel)"),
+// the VCS revision and time, and whether the work tree had local changes.
+type buildVersion struct {
+	Module   string `json:"module"`
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
+	Time     string `json:"time,omitempty"`
+	Modified bool   `json:"modified"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+}
+
+func readVersion() buildVersion {
+	v := buildVersion{Version: "(unknown)", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	v.Module, v.Version = bi.Main.Path, bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.time":
+			v.Time = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
+
+// versionString is the one-line form: "v0.1.0 (rev 6c1cde5b1a2f, 2026-12-01T08:00:00Z, modified) go1.26.8 linux/amd64".
+func versionString(v buildVersion) string {
+	s := v.Version
+	if v.Revision != "" {
+		rev := v.Revision
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		s += " (rev " + rev
+		if v.Time != "" {
+			s += ", " + v.Time
+		}
+		if v.Modified {
+			s += ", modified"
+		}
+		s += ")"
+	}
+	return s + " " + v.Go + " " + v.Platform
+}
+
+func newVersionCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, VCS revision and platform of this binary",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := readVersion()
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), v)
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "k3ckpt", versionString(v))
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}

@@ -1,0 +1,191 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// NVFP4BandBytes bounds the packed MXFP4 codes cast at once (one band of
+// rows); with its E8M0 and E4M3 scales a job holds about 1.2× this.
+const NVFP4BandBytes = 4 << 20
+
+// inputScaleOne is X.input_scale, F32 1.0: NVIDIA's converter pins every
+// expert's activation scale to --input_scale (default 1.0), no calibration.
+var inputScaleOne = binary.LittleEndian.AppendUint32(nil, math.Float32bits(1))
+
+// castScratch is a job's state for NVFP4 casts and the counts it reports.
+type castScratch struct {
+	mx, e4 []byte // one band of E8M0 and of E4M3 scales
+	zeros  []byte // zero codes for casts that only want the scales
+	// file and kmax: the K_max of the w1/w3 pairs of the file being
+	// written (the scale_2, scale and code steps of both share it).
+	file *safetensors.File
+	kmax map[string]int
+	// counts of the files this job wrote.
+	cast      quant.CastStats
+	zeroScale int64
+}
+
+// kmaxOf returns the K_max of a cast: NVIDIA's mxfp4_kmax of the projection's
+// E8M0 scales, and for w1/w3 the larger of the two projections' values (a
+// projection whose scales are all zero counts as 0, as in NVIDIA's rule). It
+// reads the scale tensors in chunks the first time the file needs it.
+func (s *scratch) kmaxOf(ctx context.Context, sf *safetensors.File, c *CastSource, prog Progress) (int, error) {
+	if s.cs.file != sf {
+		s.cs.file = sf
+		clear(s.cs.kmax)
+	}
+	key := c.kmaxKey()
+	if k, ok := s.cs.kmax[key]; ok {
+		return k, nil
+	}
+	k, err := s.scanKMax(ctx, sf, c.Scales, prog)
+	if err != nil {
+		return 0, err
+	}
+	if c.Partner != nil {
+		kp, err := s.scanKMax(ctx, sf, *c.Partner, prog)
+		if err != nil {
+			return 0, err
+		}
+		k = max(k, kp)
+	}
+	if s.cs.kmax == nil {
+		s.cs.kmax = map[string]int{}
+	}
+	s.cs.kmax[key] = k
+	return k, nil
+}
+
+// scanKMax is KMax over one E8M0 scale tensor, read NVFP4BandBytes at a time.
+func (s *scratch) scanKMax(ctx context.Context, sf *safetensors.File, t safetensors.TensorInfo, prog Progress) (int, error) {
+	var m quant.KMax
+	sec := sf.Section(t)
+	for off := int64(0); off < t.Size(); {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		n := min(NVFP4BandBytes, t.Size()-off)
+		s.cs.mx = bufs.Grow(s.cs.mx, int(n))
+		if _, err := sec.ReadAt(s.cs.mx, off); err != nil {
+			return 0, fmt.Errorf("read %s at %d: %w", t.Name, off, err)
+		}
+		if err := m.Add(s.cs.mx); err != nil {
+			return 0, fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		prog.Add(n)
+		off += n
+	}
+	return m.Value(), nil
+}
+
+// castBandRows is how many rows of k elements one band of the cast holds.
+func castBandRows(n int64, k int) int {
+	return int(min(n, max(1, int64(NVFP4BandBytes/(k/2)))))
+}
+
+// castNVFP4 casts one MXFP4 projection to NVFP4 band by band with the given
+// K_max, handing each band's codes to codes and its E4M3 scales to scales
+// (either may be nil). Without codes the packed source is not read: the E4M3
+// scales depend on the E8M0 scales and K_max alone, so the band is cast
+// from zero codes, whose value counts (Lossy) are then not the tensor's. It
+// returns the cast's counts.
+func (s *scratch) castNVFP4(ctx context.Context, sf *safetensors.File, c *CastSource, kmax int, codes, scales func([]byte) error, prog Progress) (quant.CastStats, error) {
+	n, k := c.Packed.Shape[0], c.K()
+	cast, err := quant.NewNVFP4Cast(k, kmax)
+	if err != nil {
+		return quant.CastStats{}, fmt.Errorf("tensor %s: %w", c.Packed.Name, err)
+	}
+	rows := castBandRows(n, k)
+	pb, sb := rows*k/2, rows*k/quant.MXGroupSize
+	s.cs.mx = bufs.Grow(s.cs.mx, sb)
+	s.cs.e4 = bufs.Grow(s.cs.e4, 2*sb)
+	var packed []byte
+	if codes != nil {
+		s.src = bufs.Grow(s.src, pb)
+		packed = s.src
+	} else {
+		if len(s.cs.zeros) < pb {
+			s.cs.zeros = make([]byte, pb) // cast in place: zero codes stay zero
+		}
+		packed = s.cs.zeros
+	}
+	pSec, sSec := sf.Section(c.Packed), sf.Section(c.Scales)
+	for r0 := int64(0); r0 < n; r0 += int64(rows) {
+		if err := ctx.Err(); err != nil {
+			return cast.Stats(), err
+		}
+		m := int(min(int64(rows), n-r0))
+		mp, ms := m*k/2, m*k/quant.MXGroupSize
+		if _, err := sSec.ReadAt(s.cs.mx[:ms], r0*int64(k/quant.MXGroupSize)); err != nil {
+			return cast.Stats(), fmt.Errorf("read %s rows %d..%d: %w", c.Scales.Name, r0, r0+int64(m), err)
+		}
+		read := int64(ms)
+		if codes != nil {
+			if _, err := pSec.ReadAt(packed[:mp], r0*int64(k/2)); err != nil {
+				return cast.Stats(), fmt.Errorf("read %s rows %d..%d: %w", c.Packed.Name, r0, r0+int64(m), err)
+			}
+			read += int64(mp)
+		}
+		prog.Add(read)
+		if err := cast.CastBand(packed[:mp], s.cs.e4[:2*ms], packed[:mp], s.cs.mx[:ms], m); err != nil {
+			return cast.Stats(), fmt.Errorf("tensor %s: %w", c.Packed.Name, err)
+		}
+		if codes != nil {
+			if err := codes(packed[:mp]); err != nil {
+				return cast.Stats(), err
+			}
+		}
+		if scales != nil {
+			if err := scales(s.cs.e4[:2*ms]); err != nil {
+				return cast.Stats(), err
+			}
+		}
+	}
+	return cast.Stats(), nil
+}
+
+// writeNVFP4 writes the tensor of a StepNVFP4 and counts the cast of its
+// code step (the one step that casts the codes) into the job's totals.
+func (s *scratch) writeNVFP4(ctx context.Context, sf *safetensors.File, st Step, w func([]byte) error, prog Progress) error {
+	if st.Part == PartInputScale {
+		return w(inputScaleOne)
+	}
+	kmax, err := s.kmaxOf(ctx, sf, st.Cast, prog)
+	if err != nil {
+		return err
+	}
+	switch st.Part {
+	case PartScale2:
+		b, err := scale2Bytes(kmax)
+		if err != nil {
+			return err
+		}
+		return w(b)
+	case PartScales:
+		_, err := s.castNVFP4(ctx, sf, st.Cast, kmax, nil, w, prog)
+		return err
+	case PartCodes:
+		cs, err := s.castNVFP4(ctx, sf, st.Cast, kmax, w, nil, prog)
+		if err == nil {
+			s.cs.cast = s.cs.cast.Add(cs)
+		}
+		return err
+	}
+	return fmt.Errorf("unknown NVFP4 part %d", st.Part)
+}
+
+// scale2Bytes is weight_scale_2 = 2^(K_max − 8) as little-endian F32.
+func scale2Bytes(kmax int) ([]byte, error) {
+	c, err := quant.NewNVFP4Cast(quant.MXGroupSize, kmax)
+	if err != nil {
+		return nil, err
+	}
+	return binary.LittleEndian.AppendUint32(nil, math.Float32bits(c.Scale2())), nil
+}

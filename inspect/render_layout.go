@@ -1,0 +1,339 @@
+package inspect
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
+)
+
+// otherColumn holds, in a narrow table, the components that got no column.
+const otherColumn = "other"
+
+// compTable is a table of fixed columns followed by one column per component
+// (bytes in one unit). Narrow, it keeps the largest components' columns that
+// fit TextWidth and sums the rest under "other".
+type compTable struct {
+	u     unit
+	head  []string
+	fixed [][]string
+	vals  []map[string]int64
+	cols  []string // every component seen, in schema order
+}
+
+func (c *compTable) add(fixed []string, comps []Row) {
+	c.fixed = append(c.fixed, fixed)
+	m := make(map[string]int64, len(comps))
+	for _, r := range comps {
+		m[r.Key] = r.Bytes
+	}
+	c.vals = append(c.vals, m)
+}
+
+// width is the printed width of a boxed table whose columns are w wide.
+func tableWidth(ws []int) int {
+	n := 1
+	for _, w := range ws {
+		n += w + 3
+	}
+	return n
+}
+
+func textWidth(s string) int { return utf8.RuneCountInString(s) }
+
+// colWidth is the widest cell of component column col (header included).
+func (c *compTable) colWidth(col string) int {
+	w := textWidth(col)
+	for _, m := range c.vals {
+		w = max(w, textWidth(c.u.str(m[col])))
+	}
+	return w
+}
+
+// choose returns the component columns to show (schema order) and whether
+// an "other" column sums the rest.
+func (c *compTable) choose(wide bool) ([]string, bool) {
+	if wide {
+		return c.cols, false
+	}
+	ws := make([]int, len(c.head))
+	for i, h := range c.head {
+		ws[i] = textWidth(h)
+	}
+	for _, row := range c.fixed {
+		for i, s := range row {
+			ws[i] = max(ws[i], textWidth(s))
+		}
+	}
+	if tableWidth(append(slices.Clone(ws), c.widths(c.cols)...)) <= TextWidth {
+		return c.cols, false
+	}
+	// Largest components first, while they fit next to an "other" column.
+	bySize := slices.Clone(c.cols)
+	total := func(col string) int64 {
+		var n int64
+		for _, m := range c.vals {
+			n += m[col]
+		}
+		return n
+	}
+	slices.SortStableFunc(bySize, func(a, b string) int {
+		ta, tb := total(a), total(b)
+		switch {
+		case ta > tb:
+			return -1
+		case ta < tb:
+			return 1
+		}
+		return 0
+	})
+	var shown []string
+	for _, col := range bySize {
+		try := append(slices.Clone(shown), col)
+		if tableWidth(append(append(slices.Clone(ws), c.widths(try)...), c.otherWidth(try))) <= TextWidth {
+			shown = try
+		}
+	}
+	slices.SortStableFunc(shown, func(a, b string) int { return componentRank(a) - componentRank(b) })
+	return shown, len(shown) < len(c.cols)
+}
+
+func (c *compTable) widths(cols []string) []int {
+	ws := make([]int, len(cols))
+	for i, col := range cols {
+		ws[i] = c.colWidth(col)
+	}
+	return ws
+}
+
+// otherWidth is the width of the "other" column when shown are the columns.
+func (c *compTable) otherWidth(shown []string) int {
+	w := len(otherColumn)
+	for _, m := range c.vals {
+		w = max(w, textWidth(c.u.str(c.rest(m, shown))))
+	}
+	return w
+}
+
+func (c *compTable) rest(m map[string]int64, shown []string) int64 {
+	var n int64
+	for k, v := range m {
+		if !slices.Contains(shown, k) {
+			n += v
+		}
+	}
+	return n
+}
+
+func (c *compTable) render(w io.Writer, wide bool) error {
+	shown, other := c.choose(wide)
+	head := slices.Concat(c.head, shown)
+	if other {
+		head = append(head, otherColumn)
+	}
+	t := newTable(w, len(head), 1)
+	t.Header(head)
+	for i, fixed := range c.fixed {
+		row := slices.Clone(fixed)
+		for _, col := range shown {
+			row = append(row, c.u.str(c.vals[i][col]))
+		}
+		if other {
+			row = append(row, c.u.str(c.rest(c.vals[i], shown)))
+		}
+		if err := t.Append(row); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if other {
+		var rest []string
+		for _, col := range c.cols {
+			if !slices.Contains(shown, col) {
+				rest = append(rest, col)
+			}
+		}
+		fmt.Fprintf(w, "%s: %s (--wide: a column each)\n", otherColumn, wrapList(rest, TextWidth-len(otherColumn)-24))
+	}
+	return nil
+}
+
+// wrapList joins names with ", ", breaking lines so none passes width.
+func wrapList(names []string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(",")
+			line++
+			if line+1+len(n) > width {
+				b.WriteString("\n  ")
+				line = 2
+			} else {
+				b.WriteString(" ")
+				line++
+			}
+		}
+		b.WriteString(n)
+		line += len(n)
+	}
+	return b.String()
+}
+
+// componentColumns is the union of components over rows, in the order of
+// componentRows (the schema's, other last).
+func componentColumns(lists ...[]Row) []string {
+	var cols []string
+	seen := map[string]bool{}
+	for _, l := range lists {
+		for _, r := range l {
+			if !seen[r.Key] {
+				seen[r.Key] = true
+				cols = append(cols, r.Key)
+			}
+		}
+	}
+	slices.SortStableFunc(cols, func(a, b string) int { return componentRank(a) - componentRank(b) })
+	return cols
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, o TextOptions) error {
+	var largest int64
+	for _, r := range lr.Ranks {
+		largest = max(largest, r.Bytes)
+	}
+	for _, s := range lr.Stages {
+		largest = max(largest, s.Bytes)
+	}
+	for _, s := range lr.Steps {
+		largest = max(largest, s.Total)
+	}
+	u := unitFor(largest)
+	fmt.Fprintf(w, "\nlayout %s", quote.Name(lr.Name))
+	if lr.Recipe != "" {
+		fmt.Fprintf(w, " on the %s output", lr.Recipe)
+	}
+	fmt.Fprintf(w, ": %s, %s per rank, %s %s dropped\n", termtext.Plural(int64(len(lr.Ranks)), "rank", "ranks"), u.name, u.str(lr.DroppedBytes), u.name)
+	if op := lr.Options; op != nil {
+		fmt.Fprintf(w, "  text only %s, weight shard %s, vocab TP %s\n", onOff(op.TextOnly), onOff(op.WeightShard), onOff(op.VocabTP))
+		if len(op.PPPartition) > 0 {
+			fmt.Fprintf(w, "  partition %s\n", joinInts(op.PPPartition))
+		}
+	}
+	var lists [][]Row
+	for _, r := range lr.Ranks {
+		lists = append(lists, r.Components)
+	}
+	ranks := compTable{u: u, head: []string{"rank", "stage", "tensors", u.name}, cols: componentColumns(lists...)}
+	// Consecutive ranks holding the same amounts share a row ("0–15" under dp16).
+	for i := 0; i < len(lr.Ranks); {
+		r := lr.Ranks[i]
+		j := i
+		for j+1 < len(lr.Ranks) && sameHoldings(lr.Ranks[j+1], r) {
+			j++
+		}
+		label := strconv.Itoa(r.Rank)
+		if j > i {
+			label += "–" + strconv.Itoa(lr.Ranks[j].Rank)
+		}
+		i = j + 1
+		ranks.add([]string{label, strconv.Itoa(r.Stage), termtext.Int(r.Tensors), u.str(r.Bytes)}, r.Components)
+	}
+	if err := ranks.render(w, o.Wide); err != nil {
+		return err
+	}
+	if len(lr.Unaligned) > 0 {
+		fmt.Fprintf(w, "%s split across a 128 block; their scales stay replicated\n  (first: %s)\n",
+			termtext.Plural(int64(len(lr.Unaligned)), "FP8 weight is", "FP8 weights are"), quote.Name(lr.Unaligned[0]))
+	}
+	if len(lr.Stages) > 0 {
+		fmt.Fprintln(w)
+		pos := map[string]int{}
+		for i, f := range files {
+			pos[f.Path] = i + 1
+		}
+		t := newTable(w, 6, 3)
+		t.Header("stage", "layers", "files opened (# in name order)", "files", "tensors", u.name)
+		for _, s := range lr.Stages {
+			if err := t.Append(strconv.Itoa(s.Stage), fmt.Sprintf("%d–%d", s.Layers[0], s.Layers[1]-1),
+				fileRanges(s.Files, pos), strconv.Itoa(len(s.Files)), termtext.Int(s.Tensors), u.str(s.Bytes)); err != nil {
+				return err
+			}
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
+	if len(lr.Steps) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nper-rank weight memory, step by step (%s; each step: the rank holding the most):\n", u.name)
+	lists = lists[:0]
+	for _, s := range lr.Steps {
+		lists = append(lists, s.Components)
+	}
+	steps := compTable{u: u, head: []string{"step", "rank", u.name, "saved", "sliced (full)"}, cols: componentColumns(lists...)}
+	for i, s := range lr.Steps {
+		saved := ""
+		if i > 0 {
+			saved = u.str(lr.Steps[i-1].Total - s.Total)
+		}
+		steps.add([]string{s.Label, strconv.Itoa(s.Rank), u.str(s.Total), saved, u.str(s.Sliced)}, s.Components)
+	}
+	return steps.render(w, o.Wide)
+}
+
+// sameHoldings reports whether two ranks of one stage hold the same amounts.
+func sameHoldings(a, b RankRow) bool {
+	return a.Stage == b.Stage && a.Tensors == b.Tensors && a.Bytes == b.Bytes && slices.Equal(a.Components, b.Components)
+}
+
+// fileRanges shows a stage's files compactly by their 1-based place in the
+// checkpoint's name-ordered file list ("#1–7, #94, #96"); for K3's shard
+// names that is the shard number.
+func fileRanges(files []string, pos map[string]int) string {
+	nums := make([]int, 0, len(files))
+	for _, f := range files {
+		nums = append(nums, pos[f])
+	}
+	slices.Sort(nums)
+	var parts []string
+	for i := 0; i < len(nums); {
+		j := i
+		for j+1 < len(nums) && nums[j+1] == nums[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("#%d–%d", nums[i], nums[j]))
+		} else {
+			parts = append(parts, fmt.Sprintf("#%d", nums[i]))
+		}
+		i = j + 1
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,186 @@
+// Package progress is the one progress display of the k3ckpt commands: a
+// single status line on a terminal (done / total in binary units, percent,
+// rate, ETA), redrawn at most a few times a second and erased when the work
+// ends. Everything that is not a terminal gets nothing, so logs and pipes stay
+// clean.
+package progress
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// interval is the least time between two redraws.
+const interval = 200 * time.Millisecond
+
+// Bar is a progress display. A nil *Bar is valid and shows nothing, so
+// callers never test whether a display is wanted. Start, Add and Finish are
+// safe for concurrent use.
+type Bar struct {
+	w     io.Writer
+	label string
+	unit  Unit
+	now   func() time.Time
+
+	total atomic.Int64
+	done  atomic.Int64
+
+	mu    sync.Mutex
+	start time.Time
+	last  time.Time
+	width int // columns of the last line drawn, to erase it
+	ended bool
+}
+
+// Unit says what the counts are: bytes (shown in MiB/GiB) or items (shards,
+// files) shown as integers.
+type Unit uint8
+
+// The units a Bar counts.
+const (
+	Bytes Unit = iota
+	Items
+)
+
+// New returns a display on stderr labelled label, or nil when stderr is not
+// a terminal or quiet is set (--json, -q).
+func New(label string, unit Unit, quiet bool) *Bar {
+	if quiet || !term.IsTerminal(int(os.Stderr.Fd())) {
+		return nil
+	}
+	return NewWriter(os.Stderr, label, unit)
+}
+
+// NewWriter returns a display drawing on w whatever w is (tests, or a
+// caller that checked the terminal itself).
+func NewWriter(w io.Writer, label string, unit Unit) *Bar {
+	return &Bar{w: w, label: label, unit: unit, now: time.Now}
+}
+
+// Start sets the total (0 or less: unknown, no percent or ETA) and starts the clock.
+func (b *Bar) Start(total int64) {
+	if b == nil {
+		return
+	}
+	b.total.Store(total)
+	b.mu.Lock()
+	b.start = b.now()
+	b.mu.Unlock()
+}
+
+// Add counts n more done and redraws when the last redraw is old enough.
+func (b *Bar) Add(n int64) {
+	if b == nil {
+		return
+	}
+	b.done.Add(n)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return
+	}
+	t := b.now()
+	if b.start.IsZero() {
+		b.start = t
+	}
+	if t.Sub(b.last) < interval {
+		return
+	}
+	b.last = t
+	b.draw(t)
+}
+
+// Finish erases the line; later calls draw nothing.
+func (b *Bar) Finish() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return
+	}
+	b.ended = true
+	if b.width > 0 {
+		fmt.Fprintf(b.w, "\r%s\r", strings.Repeat(" ", b.width))
+	}
+}
+
+func (b *Bar) draw(t time.Time) {
+	line := Line(b.label, b.unit, b.done.Load(), b.total.Load(), t.Sub(b.start))
+	pad := ""
+	if n := len([]rune(line)); n < b.width {
+		pad = strings.Repeat(" ", b.width-n)
+	} else {
+		b.width = n
+	}
+	fmt.Fprintf(b.w, "\r%s%s", line, pad)
+}
+
+// Line is the text of one redraw: label, done/total, percent, rate and ETA
+// ("convert  1.25 / 4.00 GiB  31%  210.4 MiB/s  ETA 0:13").
+func Line(label string, unit Unit, done, total int64, elapsed time.Duration) string {
+	var b strings.Builder
+	b.WriteString(label)
+	b.WriteString("  ")
+	secs := elapsed.Seconds()
+	if unit == Items {
+		fmt.Fprintf(&b, "%d", done)
+		if total > 0 {
+			fmt.Fprintf(&b, " / %d", total)
+		}
+	} else {
+		scale := max(done, total)
+		fmt.Fprintf(&b, "%s", Size(done, scale))
+		if total > 0 {
+			fmt.Fprintf(&b, " / %s", Size(total, scale))
+		}
+		b.WriteString(" " + unitName(scale))
+	}
+	if total > 0 {
+		fmt.Fprintf(&b, "  %3d%%", min(100, done*100/total))
+	}
+	if secs > 0 && done > 0 {
+		rate := float64(done) / secs
+		if unit == Bytes {
+			fmt.Fprintf(&b, "  %s %s/s", Size(int64(rate), int64(rate)), unitName(int64(rate)))
+		}
+		if total > done {
+			eta := time.Duration(float64(total-done) / rate * float64(time.Second))
+			b.WriteString("  ETA " + Clock(eta))
+		}
+	}
+	return b.String()
+}
+
+// Size formats n bytes with two decimals in the unit chosen by scale: MiB
+// below 1 GiB, GiB from there (the units of every k3ckpt table).
+func Size(n, scale int64) string {
+	if scale < 1<<30 {
+		return fmt.Sprintf("%.2f", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f", float64(n)/(1<<30))
+}
+
+func unitName(scale int64) string {
+	if scale < 1<<30 {
+		return "MiB"
+	}
+	return "GiB"
+}
+
+// Clock formats a duration as m:ss or h:mm:ss.
+func Clock(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	if s >= 3600 {
+		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
+	}
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}

@@ -1,0 +1,106 @@
+// Package termtext is the text the k3ckpt command prints on a terminal:
+// counts with thousands separators and plurals, and whole messages made
+// safe to print. A name inside a message is quoted where it is written
+// (internal/quote); Lines is the last line of defence for the message as a
+// whole: control characters, which could move the cursor, rewrite earlier
+// lines or change the terminal's state, are shown as Go escapes.
+package termtext
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// escape returns s with every control character (C0, DEL, C1, and the
+// Unicode format characters that reorder text) and every invalid UTF-8 byte
+// written as a Go escape (\n, \x1b, \u202e); s itself when it has none.
+func escape(s string) string {
+	if !needs(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteString(`\x`)
+			b.WriteString(hex2(s[i]))
+		case unsafe(r):
+			q := strconv.QuoteRuneToASCII(r) // 'x' with the escape inside
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// Lines is escape for multi-line messages: newlines are kept, every other
+// control character escaped (an error that wraps several lines stays readable).
+func Lines(s string) string {
+	parts := strings.Split(s, "\n")
+	for i, p := range parts {
+		parts[i] = escape(p)
+	}
+	return strings.Join(parts, "\n")
+}
+
+func needs(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
+			if c < 0x80 {
+				return true
+			}
+			// Non-ASCII: decode properly.
+			for _, r := range s[i:] {
+				if r == utf8.RuneError || unsafe(r) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
+}
+
+func unsafe(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError
+}
+
+func hex2(c byte) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[c>>4], digits[c&15]})
+}
+
+// Int writes an integer with thousands separators ("1,453,660").
+func Int(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Plural writes n with thousands separators and the noun in the number's
+// form ("1 file", "1,234 files").
+func Plural(n int64, one, many string) string {
+	if n == 1 || n == -1 {
+		return Int(n) + " " + one
+	}
+	return Int(n) + " " + many
+}
