@@ -17,9 +17,10 @@ import (
 
 // Limits of the executor. Per job it holds one source tile (≤ TileBytes), one
 // band of FP8 output (128 × K bytes), a tile of FP8 codes when a band is split,
-// the tensor's block scales and a copy-and-hash buffer: about 25 MiB for K3's
+// the tensor's block scales and its share of the output staging buffers
+// (buffersPerJob × filewrite.BufferSize = 16 MiB): about 30 MiB for K3's
 // widest matrix, whatever the tensor's or checkpoint's size; plus a small
-// shard's held codes (≤ MaxHeldCodes).
+// shard's held codes (≤ MaxHeldCodes), so at most about 62 MiB.
 const (
 	// TileBytes bounds the source bytes read at once for quantization: a
 	// 128-row band, split into column tiles (multiples of 128 columns) when a
