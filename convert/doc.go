@@ -5,7 +5,9 @@
 // The work is split so that every decision is made before any byte is written:
 //
 //   - PlanTensors (pure, headers only) decides for every source tensor whether
-//     it is copied, quantized to block-FP8 with its scale tensor, or dropped;
+//     it is copied, quantized to block-FP8 with its scale tensor (DeepGEMM's
+//     or ModelOpt's numerics), cast from MXFP4 to NVFP4 (four tensors per
+//     expert projection, as NVIDIA's converter writes them), or dropped;
 //     inspect's what-if accounting calls it too.
 //   - NewPlan adds, per output shard (one per source shard, same name), its
 //     complete layout and the steps that fill it, plus the output config (in
@@ -14,13 +16,16 @@
 //   - Execute carries a plan out without deciding anything: it checks that
 //     each source file is still the one planned (size, times, header), writes
 //     the planned header, moves copied tensors by byte range
-//     (copy_file_range) and streams quantized tensors in 128-row bands
-//     through bounded, pooled buffers. Files appear under their final names
+//     (copy_file_range), streams quantized tensors in 128-row bands and
+//     NVFP4 casts in bands of rows through bounded, pooled buffers, and
+//     counts what a format cannot hold (zero-scale FP8 tiles, NVFP4 blocks
+//     outside E4M3's exponent window) for the caller to report. Files appear under their final names
 //     only when complete and synced; a record per finished file lets Resume
 //     skip work that verifies, and lets several workers (processes or
 //     machines) share one conversion that Finalize (k3ckpt merge) completes.
 //     A run holds DST locked throughout.
 //   - Verify re-reads an output against its source: DST holds exactly the
 //     manifest's files, copied tensors are the source's bytes, FP8 tensors
-//     and scales are bit for bit a fresh quantization.
+//     and scales are bit for bit a fresh quantization, NVFP4 tensors bit for
+//     bit a fresh cast, with the same counts.
 package convert

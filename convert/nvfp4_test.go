@@ -288,3 +288,37 @@ func TestModelOptRefusals(t *testing.T) {
 		}
 	}
 }
+
+// The planner refuses a w1 whose w3 (which shares its weight_scale_2) is not
+// in the same file, as NVIDIA's converter does, and MXFP4 scales of the
+// wrong shape, naming the tensor.
+func TestNVFP4PlanRefusals(t *testing.T) {
+	r, _ := Lookup(ModelOptK3)
+	e := "language_model.model.layers.1.block_sparse_moe.experts.0."
+	u8 := func(name string, shape ...int64) safetensors.TensorSpec {
+		return safetensors.TensorSpec{Name: name, DType: safetensors.U8, Shape: shape}
+	}
+	for _, c := range []struct {
+		specs []safetensors.TensorSpec
+		want  string
+	}{
+		{[]safetensors.TensorSpec{u8(e+"w1.weight_packed", 4, 32), u8(e+"w1.weight_scale", 4, 2)}, "not in the same file"},
+		{[]safetensors.TensorSpec{u8(e+"w2.weight_packed", 4, 32), u8(e+"w2.weight_scale", 4, 3)}, "are not the E8M0 scales"},
+	} {
+		path := filepath.Join(t.TempDir(), "model-00002-of-000096.safetensors")
+		data := make([][]byte, len(c.specs))
+		for i, s := range c.specs {
+			data[i] = make([]byte, s.Shape[0]*s.Shape[1])
+		}
+		writeFile(t, path, c.specs, data)
+		f, err := safetensors.OpenFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		_, _, err = planFile(filepath.Dir(path), f, r, nvidiaOpts)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), e) {
+			t.Errorf("%s: %v, want an error naming the tensor and %q", c.specs[0].Name, err, c.want)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"io/fs"
 	"time"
+
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
 // fileStamp is what the filesystem says about a source file: a write to it
@@ -22,9 +24,8 @@ type fileStamp struct {
 }
 
 func stampInfo(fi fs.FileInfo) fileStamp {
-	s := fileStamp{known: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	s.ctime, s.dev, s.inode = sysStamp(fi)
-	return s
+	s := fsx.StampOf(fi)
+	return fileStamp{known: true, size: s.Size, mtime: s.MTime, ctime: s.CTime, dev: s.Dev, inode: s.Inode}
 }
 
 // stampOf stamps the file a reader reads from; readers that are not local

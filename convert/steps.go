@@ -217,7 +217,7 @@ func nvfp4Step(sf *safetensors.File, o OutputTensor, i int, casts map[string]*Ca
 			return Step{}, fmt.Errorf("file %s: tensor %s: its MXFP4 scales %s: %w in the file", sf.Path, o.Source, scales, safetensors.ErrNotFound)
 		}
 		n, k := c.Packed.Shape[0], 2*c.Packed.Shape[1]
-		if k > quant.MaxK || c.Scales.DType != safetensors.U8 || len(c.Scales.Shape) != 2 || c.Scales.Shape[0] != n || c.Scales.Shape[1]*quant.MXGroupSize != k {
+		if k == 0 || k > quant.MaxK || c.Scales.DType != safetensors.U8 || len(c.Scales.Shape) != 2 || c.Scales.Shape[0] != n || c.Scales.Shape[1]*quant.MXGroupSize != k {
 			return Step{}, fmt.Errorf("file %s: tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
 				sf.Path, scales, ErrNotQuantizable, c.Scales.DType, c.Scales.Shape, c.Packed.Shape, n, k/quant.MXGroupSize)
 		}

@@ -9,7 +9,8 @@ import (
 // BenchmarkInspectFull is the end-to-end figure: open the full-size K3
 // replica (96 files, 497,220 tensors, ~76 MB of headers + the index) and
 // account it by component and dtype, with the shape check against config.json.
-// Compare with testdata/inspect/json_loads.py on the same directory.
+// testdata/inspect/ledger_vs_inspect.py sets the CLI side by side with the
+// Python ledger (json_loads.py) on the same directory and prints the ratios.
 func BenchmarkInspectFull(b *testing.B) {
 	dir := fullReplica(b)
 	var rep *Report
@@ -34,6 +35,19 @@ func BenchmarkOpenFull(b *testing.B) {
 			b.Fatal(err)
 		}
 		ck.Close()
+	}
+}
+
+// BenchmarkAuditFullFake is inspect's own share of BenchmarkInspectFull: the
+// accounting and the shape check of the full-size headers, already parsed
+// (the in-memory fake), with no reading or codec validation.
+func BenchmarkAuditFullFake(b *testing.B) {
+	fk := fullFake(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := audit(fakeHeaders(fk), "fake", Options{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

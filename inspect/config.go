@@ -44,7 +44,7 @@ const (
 func (a *auditor) readConfigs() ([]QuantSection, int64, error) {
 	var read int64
 	var secs []QuantSection
-	b, err := a.ck.ReadAux(model.ConfigName)
+	b, err := a.src.readAux(model.ConfigName)
 	switch {
 	case errors.Is(err, safetensors.ErrNotFound):
 		a.warn.add(fmt.Sprintf("no %s: classified with the public K3 layer schedule; shapes not checked", model.ConfigName))
@@ -78,7 +78,7 @@ func (a *auditor) readConfigs() ([]QuantSection, int64, error) {
 			secs = append(secs, s)
 		}
 	}
-	hb, err := a.ck.ReadAux(convert.HFQuantConfigName)
+	hb, err := a.src.readAux(convert.HFQuantConfigName)
 	switch {
 	case errors.Is(err, safetensors.ErrNotFound):
 	case err != nil:

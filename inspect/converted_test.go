@@ -6,15 +6,23 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // TestConvertedConventions reads back the tiny checkpoint as the converter
-// lays it out in each engine convention: the headers inspect reads are
-// convert's, not inspect's own what-if, so agreeing with the what-if checks
-// both paths; scales must land in their weight's component.
+// lays it out in each engine convention, and checks it against figures that
+// do not come from convert's planner (comparing with inspect's --recipe
+// what-if would compare convert's plan with itself): the schedule's 952
+// quantized weights (5 KDA × 69 + 6 MLA × 24 + 5 MoE × 92 + 3 dense, the
+// same at every scale), each now F8_E4M3 codes at one byte an element plus
+// one fp32 scale per 128 × 128 block, every scale counted in its weight's
+// component, and nothing else changed.
 func TestConvertedConventions(t *testing.T) {
+	const converted = 5*69 + 6*24 + 5*92 + 3
 	src := tinyReplica(t)
-	whatIf, err := Inspect(src, Options{Recipe: DefaultRecipe})
+	source, err := Inspect(src, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,17 +39,63 @@ func TestConvertedConventions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.TotalBytes != whatIf.Recipe.TotalBytes || rep.TensorCount != whatIf.Recipe.TensorCount {
-				t.Errorf("converted %d B / %d tensors, what-if %d B / %d", rep.TotalBytes, rep.TensorCount, whatIf.Recipe.TotalBytes, whatIf.Recipe.TensorCount)
+			if rep.TensorCount != source.TensorCount+converted {
+				t.Errorf("%d tensors, want the source's %d + %d scales", rep.TensorCount, source.TensorCount, converted)
 			}
-			// Scale tensors are counted with their weight's component: the
-			// converted checkpoint's components equal the what-if's, and
-			// nothing falls under other.
-			if !slices.Equal(rep.Components, whatIf.Recipe.Components) {
-				t.Errorf("components\n got %v\nwant %v", rep.Components, whatIf.Recipe.Components)
+			// From the converted headers themselves: the FP8 weights, the
+			// blocks they hold, and the component of each.
+			ck, err := safetensors.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			var fp8, fp8Bytes, blocks int64
+			perComp := map[string]int64{}
+			for _, f := range ck.Files {
+				for _, ti := range f.Tensors {
+					if ti.DType != safetensors.F8_E4M3 {
+						continue
+					}
+					n, k := ti.Shape[0], ti.Shape[1]
+					fp8++
+					fp8Bytes += ti.Size()
+					blocks += (n + 127) / 128 * ((k + 127) / 128)
+					perComp[model.Classify(ti.Name).String()]++
+					if ti.Size() != n*k {
+						t.Errorf("%s: %d B for [%d, %d] FP8 codes", ti.Name, ti.Size(), n, k)
+					}
+				}
+			}
+			if fp8 != converted {
+				t.Errorf("%d F8_E4M3 weights, want %d", fp8, converted)
+			}
+			// BF16 weights became FP8 codes (half the bytes) plus 4-byte scales.
+			bf16 := func(r *Report) int64 {
+				for _, d := range r.DTypes {
+					if d.DType == "BF16" {
+						return d.Bytes
+					}
+				}
+				return 0
+			}
+			if lost := bf16(source) - bf16(rep); lost != 2*fp8Bytes {
+				t.Errorf("BF16 shrank by %d B, want twice the %d B of FP8 codes", lost, fp8Bytes)
+			}
+			if want := source.TotalBytes - fp8Bytes + 4*blocks; rep.TotalBytes != want {
+				t.Errorf("%d B, want source %d − %d B halved away + 4 × %d blocks = %d", rep.TotalBytes, source.TotalBytes, fp8Bytes, blocks, want)
+			}
+			// Each scale is counted with its weight: a component gains one
+			// tensor per FP8 weight it holds, and none other changes count.
+			for _, c := range rep.Components {
+				if got := c.Tensors - rowTensors(source.Components, c.Key); got != perComp[c.Key] {
+					t.Errorf("%s gained %d tensors, holds %d FP8 weights", c.Key, got, perComp[c.Key])
+				}
 			}
 			if rowBytes(rep.Components, "other") != 0 {
 				t.Errorf("scale tensors left unclassified: %v", rep.Components)
+			}
+			if got, want := rowBytes(rep.Components, "routed_experts"), rowBytes(source.Components, "routed_experts"); got != want {
+				t.Errorf("routed experts %d B, source %d B: the recipe keeps them", got, want)
 			}
 			var lines []string
 			for _, q := range rep.Quantization {
@@ -80,6 +134,7 @@ func TestConvertedConventions(t *testing.T) {
 // it out (deepseek convention): SPEC's 1403.79 GiB from real converted
 // headers, and the FP8 per-rank figures of dp16 directly.
 func TestConvertedFull(t *testing.T) {
+	testckpt.SkipShort(t)
 	dir := convertedReplica(t, "full", fullReplica(t), convert.DeepSeek)
 	rep, err := Inspect(dir, Options{Layout: "dp16", Steps: true, Strict: true})
 	if err != nil {
@@ -102,4 +157,13 @@ func TestConvertedFull(t *testing.T) {
 	check(t, "weight-shard set", gib1(ws.Sliced), "48.8")
 	check(t, "weight-shard saving", gib1(text.Total-ws.Total), "42.7")
 	check(t, "embed + lm_head per rank", gib2(rowBytes(vtp.Components, "embedding", "lm_head")), "0.55")
+}
+
+func rowTensors(rows []Row, key string) int64 {
+	for _, r := range rows {
+		if r.Key == key {
+			return r.Tensors
+		}
+	}
+	return 0
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // Figures of SPEC §1.5 and the seed (luno-4801, 4912, 4914, 5003), the
@@ -66,11 +66,8 @@ func check(t *testing.T, what, got, want string) {
 }
 
 func TestFullReplicaFigures(t *testing.T) {
-	dir := fullReplica(t)
-	rep, err := Inspect(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fk := fullFake(t)
+	rep := auditFake(t, fk, Options{})
 	if rep.TensorCount != fullTensorCount || len(rep.Files) != fullFiles {
 		t.Fatalf("%d tensors in %d files, want %d in %d", rep.TensorCount, len(rep.Files), fullTensorCount, fullFiles)
 	}
@@ -113,8 +110,7 @@ func TestFullReplicaFigures(t *testing.T) {
 	if headers < 70e6 || headers > 82e6 {
 		t.Errorf("headers are %d bytes, want about 76 MB", headers)
 	}
-	idx, _ := readHead(dir + "/" + safetensors.IndexName)
-	cfg, _ := readHead(dir + "/" + model.ConfigName)
+	idx, cfg := fk.Index, fk.ConfigJSON
 	if want := headers + int64(len(idx)) + int64(len(cfg)); rep.BytesRead != want {
 		t.Errorf("read %d bytes, want headers %d + index %d + config %d = %d", rep.BytesRead, headers, len(idx), len(cfg), want)
 	}
@@ -127,10 +123,7 @@ func TestFullReplicaFigures(t *testing.T) {
 }
 
 func TestFullReplicaRecipe(t *testing.T) {
-	rep, err := Inspect(fullReplica(t), Options{Recipe: DefaultRecipe})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := auditFake(t, fullFake(t), Options{Recipe: DefaultRecipe})
 	check(t, "before GiB", gib2(rep.TotalBytes), "1453.66")
 	check(t, "after GiB", gib2(rep.Recipe.TotalBytes), "1403.79")
 	check(t, "non-expert after GiB", gib1(nonExpertText(rep.Recipe.Components)), "55.8")
@@ -152,10 +145,7 @@ func TestFullReplicaRecipe(t *testing.T) {
 
 // TestFullReplicaDP16 reproduces the seed's DP16 per-rank memory story.
 func TestFullReplicaDP16(t *testing.T) {
-	rep, err := Inspect(fullReplica(t), Options{Recipe: DefaultRecipe, Layout: "dp16", Steps: true, By: ByRank})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := auditFake(t, fullFake(t), Options{Recipe: DefaultRecipe, Layout: "dp16", Steps: true, By: ByRank})
 	lr := rep.Layout
 	if len(lr.Ranks) != ep || len(rep.Groups) != ep {
 		t.Fatalf("%d ranks, want %d", len(lr.Ranks), ep)
@@ -218,34 +208,18 @@ func layerOfName(name string) (int, bool) {
 }
 
 func TestFullReplicaPP16(t *testing.T) {
-	dir := fullReplica(t)
-	rep, err := Inspect(dir, Options{By: ByStage})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fk := fullFake(t)
+	rep := auditFake(t, fk, Options{By: ByStage})
 	lr := rep.Layout
 	part := []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} // SPEC §5
 	if lr.Name != "pp16" || len(lr.Stages) != len(part) {
 		t.Fatalf("layout %s with %d stages", lr.Name, len(lr.Stages))
 	}
-	// Expected per SPEC §5 from the index and the tensor names alone: layer
-	// tensors go with their layer's stage, embedding and vision to stage 0,
-	// final norms, output_attn_res_* and lm_head to the last stage.
-	ck, err := safetensors.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	idxJSON, err := readHead(dir + "/" + safetensors.IndexName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var idx struct {
-		WeightMap map[string]string `json:"weight_map"`
-	}
-	if err := json.Unmarshal(idxJSON, &idx); err != nil {
-		t.Fatal(err)
-	}
+	// Expected per SPEC §5 from the file holding each tensor (what the
+	// index says: testckpt checks the fake's index is synth's) and the
+	// tensor names alone: layer tensors go with their layer's stage,
+	// embedding and vision to stage 0, final norms, output_attn_res_* and
+	// lm_head to the last stage.
 	stageOfLayer := map[int]int{}
 	first := 0
 	for s, n := range part {
@@ -259,7 +233,7 @@ func TestFullReplicaPP16(t *testing.T) {
 	for s := range wantFiles {
 		wantFiles[s] = map[string]bool{}
 	}
-	for _, f := range ck.Files {
+	for _, f := range fk.Files {
 		for _, tn := range f.Tensors {
 			s := len(part) - 1
 			if l, ok := layerOfName(tn.Name); ok {
@@ -268,7 +242,7 @@ func TestFullReplicaPP16(t *testing.T) {
 				s = 0
 			}
 			wantBytes[s] += tn.Size()
-			wantFiles[s][idx.WeightMap[tn.Name]] = true
+			wantFiles[s][f.Path] = true
 		}
 	}
 	var total int64
@@ -302,5 +276,28 @@ func TestFullReplicaPP16(t *testing.T) {
 	// Stage 7 (layers 43–47) opens exactly its five layer shards (files 44–48).
 	if got := lr.Stages[7].Files; len(got) != 5 || got[0] != "model-00044-of-000096.safetensors" || got[4] != "model-00048-of-000096.safetensors" {
 		t.Errorf("stage 7 files %v", got)
+	}
+}
+
+// TestFullReplicaOnDisk is the end-to-end check of the figures above: the
+// full-size replica synthesized to disk and inspected through its path (the
+// streamed headers) gives the in-memory fake's reports, byte for byte, with
+// and without a plan.
+func TestFullReplicaOnDisk(t *testing.T) {
+	testckpt.SkipShort(t)
+	dir := fullReplica(t)
+	fk := fullFake(t)
+	for _, o := range []Options{{}, {By: ByStage}, {By: ByLayer, Recipe: DefaultRecipe}} {
+		got, err := Inspect(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := auditFake(t, fk, o)
+		got.Source = want.Source
+		gj, _ := json.Marshal(got)
+		wj, _ := json.Marshal(want)
+		if string(gj) != string(wj) {
+			t.Errorf("%+v: the replica on disk and the fake disagree:\n disk %.600s\n fake %.600s", o, gj, wj)
+		}
 	}
 }

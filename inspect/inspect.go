@@ -1,13 +1,10 @@
 package inspect
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/layout"
@@ -178,18 +175,18 @@ func Inspect(path string, opts Options) (*Report, error) {
 	if _, err := opts.check(); err != nil {
 		return nil, err
 	}
-	ck, err := safetensors.Open(path)
+	src, err := streamHeaders(context.Background(), path)
 	if err != nil {
 		return nil, err
 	}
-	defer ck.Close()
-	return Audit(ck, path, opts)
+	return audit(src, path, opts)
 }
 
-// auditor holds the flattened tensor table of a checkpoint: every tensor in
-// file order, with its component and file.
+// auditor holds what an audit keeps of a checkpoint: its file names and,
+// when it plans, the flattened tensor table (every tensor in file order, with
+// its component and file).
 type auditor struct {
-	ck     *safetensors.Checkpoint
+	src    *headers
 	cfg    *model.Config // nil when config.json is absent or unusable
 	specs  []safetensors.TensorSpec
 	comps  []model.Component
@@ -200,11 +197,15 @@ type auditor struct {
 
 // Audit accounts an opened checkpoint; source names it in the report.
 func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, error) {
+	return audit(checkpointHeaders(ck), source, opts)
+}
+
+func audit(src *headers, source string, opts Options) (*Report, error) {
 	layoutName, err := opts.check()
 	if err != nil {
 		return nil, err
 	}
-	a := &auditor{ck: ck, opts: opts}
+	a := &auditor{src: src, opts: opts}
 	rep := &Report{Source: source, By: opts.By}
 	var auxBytes int64
 	if rep.Quantization, auxBytes, err = a.readConfigs(); err != nil {
@@ -236,10 +237,10 @@ func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, er
 		return nil, fmt.Errorf("%w: %d tensors: %s", ErrShape, a.warn.shape, a.warn.firstShape)
 	}
 	rep.Warnings = a.warn.list()
-	if f := ck.BytesFetched(); f > 0 {
+	if f := src.fetched(); f > 0 {
 		rep.BytesRead = f // remote: everything fetched, aux files included
 	} else {
-		rep.BytesRead = ck.HeaderBytesRead + auxBytes
+		rep.BytesRead = src.read() + auxBytes
 	}
 	return rep, nil
 }
@@ -268,180 +269,15 @@ func (w *warnings) list() []string {
 	return out
 }
 
-// fileTotals is one file's share of the accounting, summed by one worker.
-type fileTotals struct {
-	comp   [model.NumComponents]Sum
-	dtype  [256]Sum
-	layers map[int]*Sum
-	all    Sum
-	// problems found checking the file against config.json
-	shapeBad  []string
-	shapeN    int
-	missing   int
-	firstMiss string
-}
-
-// scan flattens the checkpoint into the auditor's tables and sums each file,
-// one file per task on every core.
-func (a *auditor) scan() ([]fileTotals, error) {
-	files := a.ck.Files
-	start := make([]int, len(files)+1)
-	for i, f := range files {
-		start[i+1] = start[i] + len(f.Tensors)
-	}
-	// The per-tensor table is only needed to plan a recipe or a layout.
-	o := a.opts
-	table := o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == ByRank || o.By == ByStage
-	if table {
-		n := start[len(files)]
-		a.specs = make([]safetensors.TensorSpec, n)
-		a.comps = make([]model.Component, n)
-		a.fileOf = make([]int32, n)
-	}
-	classify := model.Classify
-	if a.cfg != nil {
-		classify = a.cfg.Classifier().Classify
-	}
-	var shardOf map[string]int
-	if a.cfg != nil {
-		shardOf = make(map[string]int, a.cfg.NumShards())
-		for i := range a.cfg.NumShards() {
-			shardOf[a.cfg.ShardName(i)] = i
-		}
-	}
-	per := make([]fileTotals, len(files))
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for fi, f := range files {
-		g.Go(func() error {
-			ft := &per[fi]
-			if a.opts.By == ByLayer {
-				ft.layers = map[int]*Sum{}
-			}
-			for j, t := range f.Tensors {
-				c := classify(t.Name)
-				if table {
-					k := start[fi] + j
-					a.specs[k] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
-					a.comps[k] = c
-					a.fileOf[k] = int32(fi)
-				}
-				sz := t.Size()
-				ft.all.add(sz)
-				ft.comp[c].add(sz)
-				ft.dtype[t.DType].add(sz)
-				if ft.layers != nil {
-					l := -1
-					if v, ok := model.LayerOf(t.Name); ok {
-						l = v
-					}
-					s := ft.layers[l]
-					if s == nil {
-						s = &Sum{}
-						ft.layers[l] = s
-					}
-					s.add(sz)
-				}
-			}
-			if a.cfg != nil {
-				if si, ok := shardOf[f.Path]; ok {
-					a.checkShard(ft, f, a.cfg.ShardTensors(si))
-				}
-			}
-			return nil
-		})
-	}
-	_ = g.Wait() // tasks cannot fail
-	if a.cfg != nil {
-		a.collectProblems(append(per, a.checkRenamedShards()))
-	}
-	return per, nil
-}
-
-// checkShard compares a file with the tensors config.json places in it. A
-// tensor the config implies but the file lacks is looked up in the whole
-// checkpoint before it counts as missing.
-func (a *auditor) checkShard(ft *fileTotals, f *safetensors.File, want []safetensors.TensorSpec) {
-	for _, w := range want {
-		t, ok := f.Lookup(w.Name)
-		where := f
-		if !ok {
-			where, t, ok = a.ck.Lookup(w.Name)
-		}
-		ft.compare(where, t, ok, w)
-	}
-}
-
-// compare records a missing tensor or a shape that disagrees with the config.
-func (ft *fileTotals) compare(f *safetensors.File, t safetensors.TensorInfo, found bool, w safetensors.TensorSpec) {
-	switch {
-	case !found:
-		if ft.missing == 0 {
-			ft.firstMiss = w.Name
-		}
-		ft.missing++
-	case !slices.Equal(t.Shape, w.Shape):
-		ft.shapeN++
-		if len(ft.shapeBad) < MaxListedWarnings {
-			ft.shapeBad = append(ft.shapeBad, fmt.Sprintf("file %s: tensor %s: shape %v, config.json implies %v", f.Path, t.Name, t.Shape, w.Shape))
-		}
-	}
-}
-
-// checkRenamedShards checks, by tensor name, the config's shards whose file
-// names the checkpoint does not use (a renamed or re-sharded checkpoint).
-func (a *auditor) checkRenamedShards() fileTotals {
-	have := make(map[string]bool, len(a.ck.Files))
-	for _, f := range a.ck.Files {
-		have[f.Path] = true
-	}
-	var ft fileTotals
-	for i := range a.cfg.NumShards() {
-		if have[a.cfg.ShardName(i)] {
-			continue
-		}
-		for _, w := range a.cfg.ShardTensors(i) {
-			f, t, ok := a.ck.Lookup(w.Name)
-			ft.compare(f, t, ok, w)
-		}
-	}
-	return ft
-}
-
-// collectProblems turns the per-file findings into warnings.
-func (a *auditor) collectProblems(per []fileTotals) {
-	missing, firstMiss := 0, ""
-	for i := range per {
-		p := &per[i]
-		for _, s := range p.shapeBad {
-			if a.warn.shape == 0 {
-				a.warn.firstShape = s
-			}
-			a.warn.add(s)
-			a.warn.shape++
-		}
-		unlisted := p.shapeN - len(p.shapeBad)
-		a.warn.more += unlisted
-		a.warn.shape += unlisted
-		if p.missing > 0 && missing == 0 {
-			firstMiss = p.firstMiss
-		}
-		missing += p.missing
-	}
-	if missing > 0 {
-		a.warn.add(fmt.Sprintf("%d tensors that config.json implies are not in the checkpoint (first: %s)", missing, firstMiss))
-	}
-}
-
 // fill writes the checkpoint's own accounting into the report.
 func (a *auditor) fill(rep *Report, per []fileTotals) {
 	var comp [model.NumComponents]Sum
 	var dt [256]Sum
 	layers := map[int]*Sum{}
-	for fi, f := range a.ck.Files {
+	for fi := range per {
 		p := &per[fi]
-		rep.TensorCount += p.all.Tensors
-		rep.TotalBytes += p.all.Bytes
+		rep.TensorCount += p.row.Tensors
+		rep.TotalBytes += p.row.Bytes
 		for c := range comp {
 			comp[c].merge(p.comp[c])
 		}
@@ -454,7 +290,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 			}
 			layers[l].merge(*s)
 		}
-		rep.Files = append(rep.Files, FileRow{FileEntry: fileEntry(f), Sum: p.all})
+		rep.Files = append(rep.Files, p.row)
 	}
 	rep.Components = componentRows(comp[:])
 	rep.DTypes = dtypeRows(dt[:])
@@ -536,274 +372,6 @@ func cmpInt64(x, y int64) int {
 		return 1
 	}
 	return 0
-}
-
-// planned is a tensor list to account: the checkpoint's own, or a recipe's
-// output, with each tensor's component and file.
-type planned struct {
-	recipe string
-	specs  []safetensors.TensorSpec
-	comps  []model.Component
-	fileOf []int32
-}
-
-func (a *auditor) source() *planned {
-	return &planned{specs: a.specs, comps: a.comps, fileOf: a.fileOf}
-}
-
-// applyRecipe plans a recipe's output. Each output tensor is accounted with
-// the tensor it is made from: a scale belongs to its weight's component (the
-// schema's rule), and the output keeps the source's shard names.
-func (a *auditor) applyRecipe(name string) (*planned, error) {
-	r, err := lookupRecipe(name)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --recipe: %w", ErrUsage, err)
-	}
-	outs, err := convert.PlanTensors(r, a.specs, a.convertOptions())
-	if err != nil {
-		return nil, err
-	}
-	p := &planned{recipe: name,
-		specs:  make([]safetensors.TensorSpec, len(outs)),
-		comps:  make([]model.Component, len(outs)),
-		fileOf: make([]int32, len(outs))}
-	j := 0 // outputs follow the input order: walk both lists together
-	for i, o := range outs {
-		for j < len(a.specs) && a.specs[j].Name != o.Source {
-			j++
-		}
-		if j == len(a.specs) {
-			return nil, fmt.Errorf("recipe %s: output %s: source %s out of order", name, o.Name, o.Source)
-		}
-		p.specs[i], p.comps[i], p.fileOf[i] = o.TensorSpec, a.comps[j], a.fileOf[j]
-	}
-	return p, nil
-}
-
-func (p *planned) accounting() Accounting {
-	var comp [model.NumComponents]Sum
-	var dt [256]Sum
-	var acc Accounting
-	for i, s := range p.specs {
-		n, _ := safetensors.ByteSize(s.DType, s.Shape) // validated by the codec or the planner
-		comp[p.comps[i]].add(n)
-		dt[s.DType].add(n)
-		acc.TensorCount++
-		acc.TotalBytes += n
-	}
-	acc.Components = componentRows(comp[:])
-	acc.DTypes = dtypeRows(dt[:])
-	return acc
-}
-
-func (a *auditor) recipe(name string) (*RecipeReport, error) {
-	p, err := a.applyRecipe(name)
-	if err != nil {
-		return nil, err
-	}
-	r, err := lookupRecipe(name)
-	if err != nil {
-		return nil, err
-	}
-	splits, err := convert.RecipeSplits(r, a.specs, a.convertOptions())
-	if err != nil {
-		return nil, err
-	}
-	return &RecipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: splits, Accounting: p.accounting()}, nil
-}
-
-// layoutModel gives the layout package the model dimensions it derives the
-// built-in layouts from: the config's, or K3's without one.
-func (a *auditor) layoutModel() layout.Model {
-	if a.cfg == nil {
-		return layout.K3()
-	}
-	return layout.ModelOf(a.cfg)
-}
-
-// resolveLayout builds the layout with the given switches; a layout file has
-// none (nil options).
-func (a *auditor) resolveLayout(name string, o *layout.Options) (*layout.Layout, error) {
-	lo := layout.Options{}
-	if o != nil {
-		lo = *o
-	}
-	lo.PPPartition = a.opts.PPPartition
-	return layout.Resolve(name, a.layoutModel(), lo)
-}
-
-func (a *auditor) layoutReport(name string) (*LayoutReport, error) {
-	var opts *layout.Options
-	if o, err := layout.DefaultOptions(name); err == nil {
-		opts = &o
-	}
-	l, err := a.resolveLayout(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	p := a.source()
-	if a.opts.Recipe != "" {
-		if p, err = a.applyRecipe(a.opts.Recipe); err != nil {
-			return nil, err
-		}
-	}
-	plan, err := l.Place(p.specs)
-	if err != nil {
-		return nil, err
-	}
-	lr := &LayoutReport{Name: l.Name, Recipe: p.recipe, Options: opts, DroppedBytes: plan.DroppedBytes, Unaligned: plan.Unaligned}
-	if opts != nil {
-		lr.Options.PPPartition = l.Partition
-	}
-	if lr.Ranks, lr.Stages, err = a.accountPlan(plan, p); err != nil {
-		return nil, err
-	}
-	if a.opts.Steps {
-		if lr.Steps, err = a.steps(name, opts != nil); err != nil {
-			return nil, err
-		}
-	}
-	return lr, nil
-}
-
-// accountPlan sums every rank's pieces by component and, for pipeline
-// layouts, lists each stage's layers and the files its loader opens.
-func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]RankRow, []StageRow, error) {
-	l := plan.Layout
-	ranks := make([]RankRow, plan.Ranks())
-	var stageFiles [][]bool
-	var stageTensors []int64
-	var seenIn []int32 // per tensor: 1 + the last stage that counted it
-	if l.Stages() > 1 {
-		stageFiles = make([][]bool, l.Stages())
-		for s := range stageFiles {
-			stageFiles[s] = make([]bool, len(a.ck.Files))
-		}
-		stageTensors = make([]int64, l.Stages())
-		seenIn = make([]int32, len(p.specs))
-	}
-	for r := range ranks {
-		pcs, err := plan.Pieces(r)
-		if err != nil {
-			return nil, nil, err
-		}
-		var comp [model.NumComponents]Sum
-		st := plan.StageOf(r)
-		for _, pc := range pcs {
-			comp[p.comps[pc.Index]].add(pc.Bytes)
-			if stageFiles != nil {
-				stageFiles[st][p.fileOf[pc.Index]] = true
-				if seenIn[pc.Index] != int32(st+1) { // ranks come in stage order
-					seenIn[pc.Index] = int32(st + 1)
-					stageTensors[st]++
-				}
-			}
-		}
-		ranks[r] = RankRow{Rank: r, Stage: st, Tensors: int64(len(pcs)), Bytes: plan.RankBytes[r], Components: componentRows(comp[:])}
-	}
-	if stageFiles == nil {
-		return ranks, nil, nil
-	}
-	stages := make([]StageRow, l.Stages())
-	for s := range stages {
-		first, end := l.StageLayers(s)
-		stages[s] = StageRow{Stage: s, Layers: [2]int{first, end}, Files: []string{}, Tensors: stageTensors[s]}
-		for fi, used := range stageFiles[s] {
-			if used {
-				stages[s].Files = append(stages[s].Files, a.ck.Files[fi].Path)
-			}
-		}
-	}
-	for _, r := range ranks {
-		stages[r.Stage].Bytes += r.Bytes
-	}
-	return ranks, stages, nil
-}
-
-// memoryStep is one change of the seed's per-rank weight memory story (DP16
-// decode): which tensors (source or FP8) under which layout switches.
-type memoryStep struct {
-	label string
-	fp8   bool
-	opts  layout.Options
-}
-
-// memorySteps is the seed's order of changes, each on top of the previous.
-var memorySteps = []memoryStep{
-	{"BF16 baseline", false, layout.Options{}},
-	{"text only", false, layout.Options{TextOnly: true}},
-	{"FP8", true, layout.Options{TextOnly: true}},
-	{"weight shard", true, layout.Options{TextOnly: true, WeightShard: true}},
-	{"vocab TP8", true, layout.Options{TextOnly: true, WeightShard: true, VocabTP: true}},
-}
-
-// steps plans the layout once per memory step and reports, for each, the
-// rank holding the most bytes. Steps that change no rank's bytes (weight
-// shard outside dp16, FP8 on a converted source) are left out. A layout file
-// has no switches: its steps are the checkpoint as is and after the recipe.
-func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
-	recipe := a.opts.Recipe
-	if recipe == "" {
-		recipe = DefaultRecipe
-	}
-	src := a.source()
-	fp8, err := a.applyRecipe(recipe)
-	converted := errors.Is(err, convert.ErrNotQuantizable) || errors.Is(err, convert.ErrNameCollision)
-	switch {
-	case converted:
-		fp8 = src // already converted: the FP8 step changes nothing
-	case err != nil:
-		return nil, err
-	}
-	list := memorySteps
-	if !builtin {
-		list = []memoryStep{{"as is", false, layout.Options{}}, {"FP8", true, layout.Options{}}}
-	}
-	var out []Step
-	var prev []int64
-	for _, ms := range list {
-		l, err := a.resolveLayout(name, &ms.opts)
-		if err != nil {
-			return nil, err
-		}
-		p := src
-		if ms.fp8 {
-			p = fp8
-		}
-		plan, err := l.Place(p.specs)
-		if err != nil {
-			return nil, fmt.Errorf("step %q: %w", ms.label, err)
-		}
-		if prev != nil && slices.Equal(prev, plan.RankBytes) {
-			continue // the switch does not apply to this layout or checkpoint
-		}
-		prev = plan.RankBytes
-		top := 0
-		for r, b := range plan.RankBytes {
-			if b > plan.RankBytes[top] {
-				top = r
-			}
-		}
-		pcs, err := plan.Pieces(top)
-		if err != nil {
-			return nil, err
-		}
-		var comp [model.NumComponents]Sum
-		var sliced int64
-		for _, pc := range pcs {
-			comp[p.comps[pc.Index]].add(pc.Bytes)
-			if pc.Held == layout.HeldSlice {
-				n, _ := safetensors.ByteSize(pc.DType, pc.Shape)
-				sliced += n
-			}
-		}
-		label := ms.label
-		if converted && label == memorySteps[0].label {
-			label = "source"
-		}
-		out = append(out, Step{Label: label, Rank: top, Total: plan.RankBytes[top], Sliced: sliced, Components: componentRows(comp[:])})
-	}
-	return out, nil
 }
 
 func rankGroups(lr *LayoutReport) []Row {

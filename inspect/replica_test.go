@@ -4,76 +4,62 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// Replicas shared by the tests and benchmarks of this package: made once per
-// test binary (a full-size header-only replica costs seconds and ~130 MB of
-// real disk), removed by TestMain.
-var (
-	replicaRoot string
-	replicaMu   sync.Mutex
-	replicas    = map[string]string{}
-)
+// The test checkpoints come from internal/testckpt: in-memory header-only
+// fakes for the figures (no disk), on-disk replicas made once per test binary
+// for the tests of reading files, and the full-size replica only for the few
+// end-to-end tests (skipped under -short) and the benchmarks.
+func TestMain(m *testing.M) { testckpt.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "k3ckpt-inspect-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	replicaRoot = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// fullFake is the full-size K3 checkpoint, header only, in memory.
+func fullFake(tb testing.TB) *testckpt.Checkpoint { return testckpt.Fake(tb, model.ScaleFull) }
 
-// replica returns the directory of a named replica, making it on first use.
-func replica(tb testing.TB, name string, make func(dir string) error) string {
+// auditFake audits an in-memory checkpoint as Inspect audits a directory.
+func auditFake(tb testing.TB, fk *testckpt.Checkpoint, opts Options) *Report {
 	tb.Helper()
-	replicaMu.Lock()
-	defer replicaMu.Unlock()
-	if d, ok := replicas[name]; ok {
-		return d
-	}
-	d := filepath.Join(replicaRoot, name)
-	if err := os.MkdirAll(d, 0o755); err != nil {
+	rep, err := audit(fakeHeaders(fk), "fake", opts)
+	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := make(d); err != nil {
-		tb.Fatalf("replica %s: %v", name, err)
-	}
-	replicas[name] = d
-	return d
+	return rep
 }
 
-// fullReplica is the full-size K3 checkpoint, header only (data as holes).
-func fullReplica(tb testing.TB) string {
-	return replica(tb, "full", func(dir string) error {
-		return model.Synth(dir, model.SynthOptions{Scale: model.ScaleFull, HeaderOnly: true})
-	})
+// fakeHeaders serves a fake as a directory with its index and config.json
+// is served: the same bytes read (headers and index) are counted.
+func fakeHeaders(fk *testckpt.Checkpoint) *headers {
+	ck := &safetensors.Checkpoint{Files: fk.Files}
+	h := checkpointHeaders(ck)
+	h.readAux = fk.ReadAux
+	h.read = func() int64 { return fk.HeaderBytes() + int64(len(fk.Index)) }
+	h.fetched = func() int64 { return 0 }
+	return h
 }
 
-// tinyReplica is the tiny-scale checkpoint, header only: every kind of tensor
-// on the real 93-layer schedule, in milliseconds.
-func tinyReplica(tb testing.TB) string {
-	return replica(tb, "tiny", func(dir string) error {
-		return model.Synth(dir, model.SynthOptions{Scale: model.ScaleTiny, HeaderOnly: true})
-	})
-}
+// fullReplica is the full-size K3 checkpoint on disk, header only (data as
+// holes): seconds and ~130 MB of disk, for end-to-end tests and benchmarks.
+func fullReplica(tb testing.TB) string { return testckpt.Replica(tb, model.ScaleFull) }
+
+// tinyReplica is the tiny-scale checkpoint on disk, header only: every kind
+// of tensor on the real 93-layer schedule, in milliseconds.
+func tinyReplica(tb testing.TB) string { return testckpt.Replica(tb, model.ScaleTiny) }
+
+// copyReplica copies a header-only replica into a directory a test may damage.
+func copyReplica(tb testing.TB, src string) string { return testckpt.Copy(tb, src) }
 
 // convertedReplica is src as the converter would write it in a convention:
 // convert's own plan gives every output header, config.json and ModelOpt's
 // hf_quant_config.json; the index lists the files written; the data is left
-// as holes. inspect is
-// then tested on converted headers it did not compute itself.
+// as holes. inspect is then tested on converted headers it did not compute
+// itself.
 func convertedReplica(tb testing.TB, srcName, src string, format convert.Format) string {
-	return replica(tb, srcName+"-"+format.String(), func(dir string) error {
+	return testckpt.Dir(tb, srcName+"-"+format.String(), func(dir string) error {
 		ck, err := safetensors.Open(src)
 		if err != nil {
 			return err
@@ -112,39 +98,6 @@ func convertedReplica(tb testing.TB, srcName, src string, format convert.Format)
 		}
 		return safetensors.WriteIndex(filepath.Join(dir, safetensors.IndexName), idx)
 	})
-}
-
-// copyReplica copies a header-only replica (headers and sizes; holes stay
-// holes) into a fresh directory that a test may damage.
-func copyReplica(tb testing.TB, src string) string {
-	tb.Helper()
-	dst := tb.TempDir()
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := readHead(filepath.Join(src, e.Name()))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		st, err := os.Stat(filepath.Join(src, e.Name()))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		f, err := os.Create(filepath.Join(dst, e.Name()))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := f.Write(b); err != nil {
-			tb.Fatal(err)
-		}
-		if err := f.Truncate(st.Size()); err != nil {
-			tb.Fatal(err)
-		}
-		f.Close()
-	}
-	return dst
 }
 
 // readHead reads a JSON side file whole, or a shard's 8-byte length and header.

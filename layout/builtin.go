@@ -20,6 +20,10 @@ type Model struct {
 	Experts int
 	// AttnResBlock is the AttnRes block size in layers (attn_res_block_size).
 	AttnResBlock int
+
+	// cls is the config's layer schedule, which tells KDA and MLA o_proj and
+	// g_proj apart (nil: K3's).
+	cls *model.Classifier
 }
 
 // K3 is Kimi K3's dimensions: 93 layers, 96 MLA and 96 KDA heads, 896 routed
@@ -28,10 +32,10 @@ func K3() Model {
 	return Model{Layers: 93, AttnHeads: 96, LinearHeads: 96, Experts: 896, AttnResBlock: 12}
 }
 
-// ModelOf takes the dimensions from a parsed config.
+// ModelOf takes the dimensions, and the layer schedule, from a parsed config.
 func ModelOf(c *model.Config) Model {
 	return Model{Layers: c.NumLayers, AttnHeads: int(c.NumHeads), LinearHeads: int(c.KDAHeads),
-		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize}
+		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize, cls: c.Classifier()}
 }
 
 // Options switch the optional features of the built-in layouts, one per step
@@ -127,7 +131,7 @@ func Builtin(name string, m Model, o Options) (*Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.Name, l.Doc, l.Layers = name, b.doc, m.Layers
+	l.Name, l.Doc, l.Layers, l.cls = name, b.doc, m.Layers, m.cls
 	if err := l.validate(); err != nil {
 		return nil, err
 	}

@@ -35,7 +35,11 @@ var (
 	ErrMismatch = errors.New("tensor bytes differ")
 	// ErrMetadata: a source file's __metadata__ beyond maxMetadataBytes.
 	ErrMetadata = errors.New("source metadata too large")
-	// ErrLink: a side file or an export's rank file that links outside its
-	// checkpoint or export.
+	// ErrLink: a side file or an export's rank file that links where the
+	// checkpoint rule does not allow (outside the checkpoint or export, and
+	// outside a hub cache snapshot's repository folder), or that was
+	// replaced while it was opened.
 	ErrLink = errors.New("link leaves its directory")
+	// ErrChanged: a source file replaced while the run used it.
+	ErrChanged = errors.New("source file changed")
 )

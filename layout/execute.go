@@ -32,7 +32,13 @@ type ExecOptions struct {
 	// the output directories; without it such a run is resumed (same plan)
 	// or refused (different plan, or files this package did not write).
 	Restart bool
-	// Progress, if set, is called with bytes written (from worker goroutines).
+	// Start, if set, is called once before the first write, after the
+	// validation pass and the check of what an earlier run left, with the
+	// tensor bytes this run will write (the plan's less what it keeps), so
+	// that a progress display's total and ETA are this run's.
+	Start func(total int64)
+	// Progress, if set, is called with tensor bytes written as they are
+	// (from worker goroutines); the calls add up to Start's total.
 	Progress func(n int64)
 }
 
@@ -45,6 +51,9 @@ type Result struct {
 	Bytes int64
 	// Cleaned counts the temporaries of a killed run that were removed.
 	Cleaned int
+	// Changed counts the files an earlier run committed that were modified
+	// (or replaced) since: they are written again, and counted in Written.
+	Changed int
 }
 
 // Execute writes the plan under dst, holding dst's lock for the whole run
@@ -52,8 +61,10 @@ type Result struct {
 // that a failing check leaves dst untouched. Every file is written
 // atomically; a directory is finished (index, side files, then its
 // completion record) as soon as its last file is committed. A rerun of the
-// same plan after a kill resumes: finished files whose size and header match
-// the plan are kept, temporaries are removed.
+// same plan, after a kill or a finished run, resumes: files whose size and
+// header match the plan and that are unchanged since their commit (same
+// stamp: size, times, inode) are kept, others written again, temporaries
+// removed.
 func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
@@ -80,12 +91,23 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		runs[i] = dr
 		res.Kept += len(dr.d.files) - len(dr.todo)
 		res.Cleaned += dr.cleaned
+		res.Changed += dr.changed
 		dr.left.Store(int32(len(dr.todo)))
 		for _, of := range dr.todo {
 			jobs = append(jobs, writeJob{of: of, path: filepath.Join(dr.dir, of.name), dr: dr})
 		}
 	}
+	if o.Start != nil {
+		var total int64
+		for _, j := range jobs {
+			total += j.of.tensorBytes()
+		}
+		o.Start(total)
+	}
 	committed := func(j writeJob) error {
+		if err := j.dr.recordCommit(j.of.name); err != nil {
+			return err
+		}
 		if j.dr.left.Add(-1) == 0 {
 			return j.dr.finish()
 		}
@@ -118,12 +140,20 @@ type writeJob struct {
 func (dr *dirRun) finish() error {
 	d := dr.d
 	for name, b := range d.side {
-		if err := atomicfile.WriteFile(filepath.Join(dr.dir, name), b, 0o644); err != nil {
+		path := filepath.Join(dr.dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
 			return err
 		}
 	}
 	if d.man != nil {
-		if err := safetensors.WriteIndex(filepath.Join(dr.dir, safetensors.IndexName), d.index); err != nil {
+		b, err := d.indexBytes()
+		if err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dr.dir, safetensors.IndexName), b, 0o644); err != nil {
 			return err
 		}
 	}

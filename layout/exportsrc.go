@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,30 +34,54 @@ func exportDirs(path string) ([]string, error) {
 	return out, nil
 }
 
-// openRankFile opens a safetensors file of an export directory: a regular
-// file, or a link that resolves inside the export.
-func openRankFile(root, path string) (*safetensors.File, error) {
-	st, err := os.Lstat(path)
+// openRankFile opens name (slash-separated, relative to the export root) and
+// reads its header. It opens first and then checks the open file: the path,
+// links resolved, must be allowed by the checkpoint rule (inside the export,
+// or inside its hub cache repository folder) and must still be the file that
+// was opened; so the file read is the file checked, with no window in which
+// a link swapped between a check and an open could smuggle another in.
+func openRankFile(root *fsx.Root, dir, name string) (*safetensors.File, error) {
+	path := filepath.Join(dir, filepath.FromSlash(name))
+	fh, err := fsx.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+		return nil, fmt.Errorf("%w: %w", ErrManifest, err)
 	}
-	if st.Mode()&os.ModeSymlink != 0 {
-		ok, err := within(root, path)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrManifest, err)
-		}
-		if !ok {
-			return nil, fmt.Errorf("%w: %s links outside the export %s; copy the file in or export again", ErrLink, path, root)
-		}
+	if testHookRankOpened != nil {
+		testHookRankOpened(path)
 	}
-	f, err := fsx.Open(path)
-	if err != nil {
+	if err := checkOpened(root, name, path, fh); err != nil {
+		fh.Close()
 		return nil, err
 	}
-	f.Close()
-	// TODO(layout): a safetensors opener over the checked *os.File, so the
-	// check and the open are one step.
-	return safetensors.OpenFile(path)
+	return safetensors.FromFile(fh, path)
+}
+
+// testHookRankOpened, when set by a test, runs between the open of a rank
+// file and the check of what was opened.
+var testHookRankOpened func(path string)
+
+// checkOpened verifies that the open file fh is the one name resolves to
+// now, and that the resolution is allowed.
+func checkOpened(root *fsx.Root, name, path string, fh *os.File) error {
+	real, err := root.Resolve(name)
+	if errors.Is(err, fsx.ErrOutside) {
+		return fmt.Errorf("%w: %s: %w; copy the file in or export again", ErrLink, path, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrManifest, err)
+	}
+	opened, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	now, err := os.Stat(real)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrManifest, err)
+	}
+	if !os.SameFile(opened, now) {
+		return fmt.Errorf("%w: %s was replaced while it was opened (it now resolves to %s); rerun once the export is not changing", ErrLink, path, real)
+	}
+	return nil
 }
 
 // holder is one piece of a source tensor found in an export directory.
@@ -72,6 +97,10 @@ type holder struct {
 // reader that interleaves them, packed scales by unpacking and gathering.
 func openExport(root string, dirs []string) (*Source, error) {
 	s := &Source{Root: root}
+	fr, err := fsx.NewRoot(root)
+	if err != nil {
+		return nil, err
+	}
 	files := map[string]*safetensors.File{}
 	pieces := map[string][]holder{}
 	dropped := map[string]bool{}
@@ -85,7 +114,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 		}
 		if first == nil {
 			first = m
-			s.aux, err = readAux(dir)
+			s.aux, err = readAux(dir, m.files())
 			if err != nil {
 				return fail(err)
 			}
@@ -103,7 +132,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 			key := d + "/" + e.File
 			f, ok := files[key]
 			if !ok {
-				if f, err = openRankFile(root, filepath.Join(dir, e.File)); err != nil {
+				if f, err = openRankFile(fr, root, d+"/"+e.File); err != nil {
 					return fail(err)
 				}
 				s.closers = append(s.closers, f)

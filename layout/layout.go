@@ -209,6 +209,10 @@ type Layout struct {
 	RanksPerStage int `json:"ranks_per_stage"`
 	// Rules are matched against every tensor name; exactly one must match.
 	Rules []Rule `json:"rules"`
+
+	// cls reads names by the layer schedule of the model a built-in was
+	// built for (nil: K3's, or the source's when planning an export).
+	cls *model.Classifier
 }
 
 // Stages is the number of pipeline stages (1 without a partition).
@@ -231,6 +235,17 @@ func (l *Layout) StageLayers(s int) (first, end int) {
 		first += l.Partition[i]
 	}
 	return first, first + l.Partition[s]
+}
+
+// byGroup reports whether a rule names tensors by group, which reads names
+// against the model's schema and layer schedule.
+func (l *Layout) byGroup() bool {
+	for _, r := range l.Rules {
+		if len(r.Groups) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // compiledRule is a rule with its patterns and groups compiled.

@@ -132,6 +132,19 @@ func readManifest(dir string) (*manifest, error) {
 	return &m, nil
 }
 
+// files names the directory's safetensors files, as its entries give them.
+func (m *manifest) files() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range m.Tensors {
+		if !seen[e.File] {
+			seen[e.File] = true
+			out = append(out, e.File)
+		}
+	}
+	return out
+}
+
 // marshal writes the manifest indented, but each tensor entry compact on its
 // own line: a full-size rank lists tens of thousands of entries, which stay
 // greppable and take a fraction of the time to encode.

@@ -83,8 +83,25 @@ type matchEntry struct {
 
 // Place places every tensor. It fails, naming the tensors, when a tensor is
 // matched by no rule or by more than one, when a split does not divide, or
-// when a layer or expert index is out of the layout's range.
+// when a layer or expert index is out of the layout's range. Rules by group
+// read names with the layer schedule of the model the layout was built for
+// (Builtin with ModelOf a config), else K3's; PlanExport uses its source's
+// config.
 func (l *Layout) Place(tensors []safetensors.TensorSpec) (*Placement, error) {
+	return l.place(tensors, nil)
+}
+
+// place is Place reading names with cls (nil: the layout's classifier, else
+// K3's schedule). Only o_proj and g_proj depend on it: both KDA and MLA
+// layers have them, and the schedule says which a layer is.
+func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) (*Placement, error) {
+	if cls == nil {
+		cls = l.cls
+	}
+	parse := model.ParseName
+	if cls != nil {
+		parse = cls.ParseName
+	}
 	rules, err := l.compile()
 	if err != nil {
 		return nil, err
@@ -166,7 +183,7 @@ func (l *Layout) Place(tensors []safetensors.TensorSpec) (*Placement, error) {
 		}
 		w, isScale := int32(-1), false
 		if grouped {
-			tn := model.ParseName(t.Name)
+			tn := parse(t.Name)
 			if tn.Role.IsCompanion() {
 				w, isScale = scaleWeight(t, fp8, tensors)
 			}

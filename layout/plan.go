@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -67,9 +68,11 @@ type DirPlan struct {
 	files []*outFile
 	man   *manifest          // export only
 	index *safetensors.Index // the index written
-	// indexNoNewline writes the index without its final newline.
-	indexNoNewline bool
-	side           map[string][]byte // side files by name
+	// indexNewline ends the written index with a newline, as the source's
+	// did; without it the index has the codec's form (no final newline, as
+	// the release's).
+	indexNewline bool
+	side         map[string][]byte // side files by name
 }
 
 // FilePlan describes one safetensors file of a directory.
@@ -110,6 +113,20 @@ func (p *Plan) Validate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// indexBytes is the directory's index as written: the codec's form, plus a
+// final newline when the source's index had one.
+func (d *DirPlan) indexBytes() ([]byte, error) {
+	b, err := d.index.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	if d.indexNewline {
+		b = append(b, '\n')
+	}
+	return b, nil
 }
 
 // describe fills the exported summary of each directory from its files.

@@ -39,8 +39,9 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 	if !strings.HasPrefix(bareSpecs[0].Name, "model.") {
 		t.Fatalf("bare catalog starts with %s", bareSpecs[0].Name)
 	}
-	if ModelOf(bare) != ModelOf(mm) {
-		t.Fatalf("bare dims %+v, multimodal %+v", ModelOf(bare), ModelOf(mm))
+	if b, m := ModelOf(bare), ModelOf(mm); b.Layers != m.Layers || b.AttnHeads != m.AttnHeads || b.LinearHeads != m.LinearHeads ||
+		b.Experts != m.Experts || b.AttnResBlock != m.AttnResBlock {
+		t.Fatalf("bare dims %+v, multimodal %+v", b, m)
 	}
 	for _, name := range Names() {
 		def, err := DefaultOptions(name)

@@ -54,7 +54,11 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	if err := checkMetadata(src); err != nil {
 		return nil, err
 	}
-	pl, err := l.Place(src.Specs)
+	cls, err := src.classifier()
+	if err != nil && l.byGroup() {
+		return nil, err
+	}
+	pl, err := l.place(src.Specs, cls)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.Root, err)
 	}
@@ -197,6 +201,7 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 	}
 	d.man = man
 	d.index = indexOf(d.files, nil)
+	d.indexNewline = !src.info.IndexNoFinalNewline
 	d.side = map[string][]byte{}
 	for name, b := range src.aux {
 		if name == model.ConfigName && l.Stages() > 1 {

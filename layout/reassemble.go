@@ -32,7 +32,7 @@ func PlanReassemble(src *Source) (*Plan, error) {
 		}
 		of.tensors = append(of.tensors, outTensor{spec: spec, src: src.data[i], shape: spec.Shape, held: HeldReplica})
 	}
-	d := DirPlan{Dir: ".", Rank: -1, Stage: -1, side: src.aux, indexNoNewline: src.info.IndexNoFinalNewline}
+	d := DirPlan{Dir: ".", Rank: -1, Stage: -1, side: src.aux, indexNewline: !src.info.IndexNoFinalNewline}
 	for _, f := range src.info.Files {
 		of, ok := byFile[f.Name]
 		if !ok {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
@@ -31,6 +32,10 @@ type dirRun struct {
 	completion []byte // layout.json (export) or the index (reassembly)
 	finished   bool
 	cleaned    int
+	changed    int // files committed earlier, modified since, written again
+
+	mu     sync.Mutex   // guards stamps once writers run
+	stamps *stampRecord // the files committed, for the record
 }
 
 func (dr *dirRun) completionName() string {
@@ -42,27 +47,30 @@ func (dr *dirRun) completionName() string {
 
 // prepareDir makes an output directory ready and says what is left to write:
 //   - absent or empty: everything;
-//   - restart: its files are removed first (never subdirectories);
+//   - restart: its entries are removed first (subdirectories only when they
+//     hold nothing but the plan's side files);
 //   - holding the run marker of this very plan (a killed run): temporaries are
-//     removed, files whose size and header match the plan kept;
-//   - complete (no marker, the completion record and every file as planned):
-//     nothing;
-//   - anything else (another plan's marker or files) is refused.
+//     removed; a file is kept when its size and header are the plan's and its
+//     stamp is the one recorded when it was committed (stampsName), else
+//     written again;
+//   - this plan's finished output (no marker, its record of committed files
+//     is this plan's): nothing when the completion record, the side files
+//     and every file are as planned and as committed; else resumed as above,
+//     writing again what changed since;
+//   - anything else (another plan's marker, record or files) is refused.
 func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) {
 	dr := &dirRun{d: d, dir: dir}
 	var err error
 	if d.man != nil {
 		dr.completion, err = d.man.marshal()
 	} else {
-		dr.completion, err = d.index.Marshal()
-		if d.indexNoNewline {
-			dr.completion = bytes.TrimSuffix(dr.completion, []byte("\n"))
-		}
+		dr.completion, err = d.indexBytes()
 	}
 	if err != nil {
 		return nil, err
 	}
 	fp := fingerprint(p, d, dr.completion)
+	dr.stamps = &stampRecord{Plan: fp, Files: map[string]fsx.Stamp{}}
 	ents, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -74,7 +82,7 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 		return nil, err
 	}
 	if restart && len(ents) > 0 {
-		if err := emptyDir(dir, ents); err != nil {
+		if err := emptyDir(dir, ents, d.side); err != nil {
 			return nil, err
 		}
 		ents = nil
@@ -84,13 +92,20 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 	} else {
 		dr.cleaned = n
 	}
+	rec, err := readStamps(dir)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil && rec.Plan != fp {
+		rec = nil
+	}
 	marker, err := os.ReadFile(filepath.Join(dir, markerName))
 	switch {
 	case err == nil:
 		if string(marker) != fp {
 			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed); pass --restart to discard it", ErrOutputExists, dir)
 		}
-		return dr, dr.keepDone()
+		return dr, dr.keepDone(rec)
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
@@ -101,11 +116,21 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 		}
 	}
 	if left > 0 {
-		if dr.complete() {
+		if rec == nil {
+			if dr.completionMatches() {
+				return nil, fmt.Errorf("%w: %s holds this plan's output but no record of its files as committed (%s), so they cannot be checked without reading them all; pass --restart to write it again", ErrOutputExists, dir, stampsName)
+			}
+			return nil, fmt.Errorf("%w: %s holds %d entries that are not a run of this plan (remove them or pass --restart)", ErrOutputExists, dir, left)
+		}
+		if dr.complete(rec) {
 			dr.finished = true
 			return dr, nil
 		}
-		return nil, fmt.Errorf("%w: %s holds %d entries that are not a run of this plan (remove them or pass --restart)", ErrOutputExists, dir, left)
+		// This plan's finished output, changed since: resume it.
+		if err := atomicfile.WriteFile(filepath.Join(dir, markerName), []byte(fp), 0o644); err != nil {
+			return nil, err
+		}
+		return dr, dr.keepDone(rec)
 	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, markerName), []byte(fp), 0o644); err != nil {
 		return nil, err
@@ -122,58 +147,98 @@ func isTemp(name string) bool {
 	return len(name) >= len(atomicfile.TempPrefix) && name[:len(atomicfile.TempPrefix)] == atomicfile.TempPrefix
 }
 
-// emptyDir removes the files of dir, refusing to touch a subdirectory.
-func emptyDir(dir string, ents []os.DirEntry) error {
+// emptyDir removes the entries of dir, refusing to touch a subdirectory
+// unless it holds nothing but side files of the plan (a checkpoint's
+// subfolders, carried over) and temporaries.
+func emptyDir(dir string, ents []os.DirEntry, side map[string][]byte) error {
 	for _, e := range ents {
-		if e.IsDir() {
-			return fmt.Errorf("%w: %s holds a directory %s; not touching it", ErrOutputExists, dir, e.Name())
+		if e.IsDir() && !onlySideFiles(dir, e.Name(), side) {
+			return fmt.Errorf("%w: %s holds a directory %s with files this plan does not write; not touching it", ErrOutputExists, dir, e.Name())
 		}
 	}
 	for _, e := range ents {
 		if e.Name() == dirlock.LockName {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+		rm := os.Remove
+		if e.IsDir() {
+			rm = os.RemoveAll
+		}
+		if err := rm(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// keepDone keeps the files of a killed run that are as planned and queues
-// the others (removing any that are not).
-func (dr *dirRun) keepDone() error {
-	for _, of := range dr.d.files {
-		path := filepath.Join(dr.dir, of.name)
-		ok, err := matchesPlan(path, of)
+// onlySideFiles reports whether the subdirectory sub of dir holds only
+// planned side files and temporaries.
+func onlySideFiles(dir, sub string, side map[string][]byte) bool {
+	ok := true
+	err := filepath.WalkDir(filepath.Join(dir, sub), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
-		if ok {
+		if _, planned := side[filepath.ToSlash(rel)]; !planned && !isTemp(d.Name()) {
+			ok = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return ok && err == nil
+}
+
+// keepDone keeps the files of an earlier run that are as planned and as
+// committed (rec), queues the others (removing any that are there), and
+// writes the record of the kept ones.
+func (dr *dirRun) keepDone(rec *stampRecord) error {
+	for _, of := range dr.d.files {
+		path := filepath.Join(dr.dir, of.name)
+		ok, now, err := matchesPlan(path, of)
+		if err != nil {
+			return err
+		}
+		if ok && committed(rec, of.name, now) {
+			dr.stamps.Files[of.name] = now
 			continue
+		}
+		if ok && rec != nil && rec.Files[of.name] != (fsx.Stamp{}) {
+			dr.changed++
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		dr.todo = append(dr.todo, of)
 	}
-	return nil
+	return dr.writeStamps()
+}
+
+// completionMatches reports whether the directory holds the plan's
+// completion record byte for byte.
+func (dr *dirRun) completionMatches() bool {
+	b, err := fsx.ReadFile(filepath.Join(dr.dir, dr.completionName()), int64(len(dr.completion)))
+	return err == nil && bytes.Equal(b, dr.completion)
 }
 
 // complete reports whether the directory already holds the finished plan:
-// its completion record byte for byte and every file as planned.
-func (dr *dirRun) complete() bool {
-	b, err := fsx.ReadFile(filepath.Join(dr.dir, dr.completionName()), int64(len(dr.completion)))
-	if err != nil || !bytes.Equal(b, dr.completion) {
+// its completion record and side files byte for byte, and every file as
+// planned and as committed.
+func (dr *dirRun) complete(rec *stampRecord) bool {
+	if !dr.completionMatches() {
 		return false
 	}
 	for _, of := range dr.d.files {
-		if ok, err := matchesPlan(filepath.Join(dr.dir, of.name), of); err != nil || !ok {
+		ok, now, err := matchesPlan(filepath.Join(dr.dir, of.name), of)
+		if err != nil || !ok || !committed(rec, of.name, now) {
 			return false
 		}
 	}
 	for name, want := range dr.d.side {
-		b, err := fsx.ReadFile(filepath.Join(dr.dir, name), int64(len(want)))
+		b, err := fsx.ReadFile(filepath.Join(dr.dir, filepath.FromSlash(name)), int64(len(want)))
 		if err != nil || !bytes.Equal(b, want) {
 			return false
 		}
@@ -182,29 +247,30 @@ func (dr *dirRun) complete() bool {
 }
 
 // matchesPlan reports whether path is a regular file of the planned size
-// whose header is the planned header. Files reach their final name only
-// complete (atomically), so this tells a finished file from a missing one.
-func matchesPlan(path string, of *outFile) (bool, error) {
+// whose header is the planned header, and returns its stamp. Files reach
+// their final name only complete (atomically), so this tells a finished
+// file from a missing one; the stamp tells whether it changed since.
+func matchesPlan(path string, of *outFile) (bool, fsx.Stamp, error) {
 	f, err := fsx.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return false, fsx.Stamp{}, nil
 	}
 	if err != nil {
-		return false, err
+		return false, fsx.Stamp{}, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return false, err
+		return false, fsx.Stamp{}, err
 	}
 	if st.Size() != of.lay.Size {
-		return false, nil
+		return false, fsx.Stamp{}, nil
 	}
 	hdr := make([]byte, len(of.lay.Header))
 	if _, err := io.ReadFull(f, hdr); err != nil {
-		return false, nil
+		return false, fsx.Stamp{}, nil
 	}
-	return bytes.Equal(hdr, of.lay.Header), nil
+	return bytes.Equal(hdr, of.lay.Header), fsx.StampOf(st), nil
 }
 
 // fingerprint identifies what a directory's run writes: the completion

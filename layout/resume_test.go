@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
@@ -59,6 +61,9 @@ func treeEqual(t *testing.T, a, b string) {
 		if err != nil || d.IsDir() {
 			return err
 		}
+		if d.Name() == stampsName { // stat results, not content
+			return nil
+		}
 		rel := must(filepath.Rel(a, p))(t)
 		x := must(os.ReadFile(p))(t)
 		y, err := os.ReadFile(filepath.Join(b, rel))
@@ -70,7 +75,7 @@ func treeEqual(t *testing.T, a, b string) {
 	}))
 	m := 0
 	check(t, filepath.WalkDir(b, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
+		if err == nil && !d.IsDir() && d.Name() != stampsName {
 			m++
 		}
 		return err
@@ -100,11 +105,12 @@ func TestResumeAfterKill(t *testing.T) {
 	dst := filepath.Join(tmp, "dst")
 	d0 := &p.Dirs[0]
 	dir0 := filepath.Join(dst, d0.Dir)
-	must(prepareDir(p, d0, dir0, false))(t)
+	dr := must(prepareDir(p, d0, dir0, false))(t)
 	of := d0.files[0]
 	_, commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil)
 	check(t, err)
 	check(t, commit())
+	check(t, dr.recordCommit(of.name))
 	check(t, os.WriteFile(filepath.Join(dir0, atomicfile.TempPrefix+"x-1"), []byte("partial"), 0o644))
 
 	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
@@ -231,4 +237,225 @@ func TestExportSourceLinks(t *testing.T) {
 			s.Close()
 		}
 	}
+}
+
+// The rank file read is the file checked: a link swapped between the open
+// and the check, either way (inside → outside the export, or outside →
+// inside), is refused rather than read.
+func TestRankFileSwappedWhileOpened(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, nil)
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	dst := filepath.Join(tmp, "dst")
+	p := smallPlan(t, src, smallLayout, ExportOptions{})
+	must(p.Execute(context.Background(), dst, ExecOptions{}))(t)
+	rankFile := filepath.Join(dst, "rank-01", p.Dirs[1].files[0].name)
+	inside, outside := filepath.Join(dst, "spare.safetensors"), filepath.Join(tmp, "outside.safetensors")
+	data := must(os.ReadFile(rankFile))(t)
+	check(t, os.WriteFile(inside, data, 0o644))
+	check(t, os.WriteFile(outside, data, 0o644))
+	relink := func(target string) {
+		check(t, os.Remove(rankFile))
+		check(t, os.Symlink(target, rankFile))
+	}
+	defer func() { testHookRankOpened = nil }()
+	for _, c := range []struct{ atOpen, atCheck string }{{inside, outside}, {outside, inside}} {
+		relink(c.atOpen)
+		testHookRankOpened = func(path string) {
+			if path == rankFile {
+				relink(c.atCheck)
+			}
+		}
+		s, err := OpenSource(dst)
+		if !errors.Is(err, ErrLink) {
+			t.Errorf("link %s at the open, %s at the check: %v, want ErrLink", c.atOpen, c.atCheck, err)
+		}
+		if err == nil {
+			s.Close()
+		}
+	}
+	testHookRankOpened = nil
+	relink(inside)
+	s := must(OpenSource(dst))(t)
+	s.Close()
+}
+
+// A source shard copied whole is copied from the file the source opened: one
+// replaced under its name since (same size, other bytes) fails the run
+// instead of being copied.
+func TestVerbatimSourceReplaced(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, map[string]string{"format": "pt"})
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	p := smallPlan(t, src, `{"name": "whole", "ranks_per_stage": 1, "rules": [{"name": "all", "match": ["**"], "action": "replicate"}]}`, ExportOptions{})
+	if p.Dirs[0].Files[0].CopyOf == "" {
+		t.Fatalf("plan copies no file whole: %+v", p.Dirs[0].Files)
+	}
+	a := filepath.Join(srcDir, "a.safetensors")
+	b := must(os.ReadFile(a))(t)
+	for i := len(b) - 8; i < len(b); i++ {
+		b[i] ^= 0xff
+	}
+	check(t, os.WriteFile(a+".new", b, 0o644))
+	check(t, os.Rename(a+".new", a))
+	if _, err := p.Execute(context.Background(), filepath.Join(tmp, "dst"), ExecOptions{}); !errors.Is(err, ErrChanged) {
+		t.Errorf("source shard replaced after planning: %v, want ErrChanged", err)
+	}
+}
+
+// Every index this package writes takes the source's form: a rank
+// directory's own index and the reassembled one end in a newline exactly
+// when the source's did; a source without an index gets the codec's form
+// (none, as the released index).
+func TestIndexFollowsSourceNewline(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		edit    func(idx string)
+		newline bool
+	}{
+		{"codec index", func(string) {}, false},
+		{"index with a newline", func(idx string) {
+			b := must(os.ReadFile(idx))(t)
+			check(t, os.WriteFile(idx, append(b, '\n'), 0o644))
+		}, true},
+		{"no index", func(idx string) { check(t, os.Remove(idx)) }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			srcDir := filepath.Join(tmp, "src")
+			writeSmall(t, srcDir, nil)
+			idx := filepath.Join(srcDir, st.IndexName)
+			c.edit(idx)
+			src := must(OpenSource(srcDir))(t)
+			defer src.Close()
+			dst := filepath.Join(tmp, "dst")
+			p := smallPlan(t, src, smallLayout, ExportOptions{})
+			must(p.Execute(context.Background(), dst, ExecOptions{}))(t)
+			for _, d := range p.Dirs {
+				b := must(os.ReadFile(filepath.Join(dst, d.Dir, st.IndexName)))(t)
+				if got := bytes.HasSuffix(b, []byte("\n")); got != c.newline {
+					t.Errorf("%s's index ends in a newline: %v, want %v", d.Dir, got, c.newline)
+				}
+				must(st.ParseIndex(b, d.Dir))(t)
+			}
+			out := filepath.Join(tmp, "re")
+			must(runReassemble(dst, out))(t)
+			b := must(os.ReadFile(filepath.Join(out, st.IndexName)))(t)
+			if want, err := os.ReadFile(idx); err == nil && !bytes.Equal(b, want) {
+				t.Errorf("reassembled index differs from the source's (ends %q, source %q)", b[len(b)-2:], want[len(want)-2:])
+			}
+			if got := bytes.HasSuffix(b, []byte("\n")); got != c.newline {
+				t.Errorf("reassembled index ends in a newline: %v, want %v", got, c.newline)
+			}
+		})
+	}
+}
+
+// Progress is this run's: Start announces the bytes a resumed run will
+// write (the plan's less the kept file's), and the Progress calls add up
+// to it and to what the result reports.
+func TestProgressOfResumedRun(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, nil)
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	ctx := context.Background()
+	p := smallPlan(t, src, smallLayout, ExportOptions{})
+	dst := filepath.Join(tmp, "dst")
+	d0 := &p.Dirs[0]
+	dir0 := filepath.Join(dst, d0.Dir)
+	dr := must(prepareDir(p, d0, dir0, false))(t)
+	of := d0.files[0]
+	_, commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil)
+	check(t, err)
+	check(t, commit())
+	check(t, dr.recordCommit(of.name))
+
+	var starts int
+	var total int64
+	var done atomic.Int64
+	res := must(p.Execute(ctx, dst, ExecOptions{
+		Start:    func(n int64) { starts++; total = n },
+		Progress: func(n int64) { done.Add(n) },
+	}))(t)
+	want := p.Bytes - of.tensorBytes()
+	if starts != 1 || total != want || done.Load() != want || res.Bytes != want || want <= 0 {
+		t.Errorf("Start called %d times with %d, progress %d, result %d; want once with %d (plan %d less the kept %d)",
+			starts, total, done.Load(), res.Bytes, want, p.Bytes, of.tensorBytes())
+	}
+}
+
+// modifyInPlace flips the last data byte of a file (same size, header
+// intact) and moves its mtime an hour back: the write's own times could fall
+// in the coarse timestamp tick of the commit, which no later edit would.
+func modifyInPlace(t *testing.T, path string) {
+	t.Helper()
+	f := must(os.OpenFile(path, os.O_RDWR, 0))(t)
+	fi := must(f.Stat())(t)
+	var b [1]byte
+	must(f.ReadAt(b[:], fi.Size()-1))(t)
+	b[0] ^= 0xff
+	must(f.WriteAt(b[:], fi.Size()-1))(t)
+	check(t, f.Close())
+	old := fi.ModTime().Add(-time.Hour)
+	check(t, os.Chtimes(path, old, old))
+}
+
+// A kept file must be the file committed: one modified after its commit
+// (same size, same header) is written again, whether the run that committed
+// it finished or was killed; a finished directory without the record of its
+// commits is not taken on trust.
+func TestKeptFileModifiedAfterCommit(t *testing.T) {
+	tmp := t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, nil)
+	src := must(OpenSource(srcDir))(t)
+	defer src.Close()
+	ctx := context.Background()
+	p := smallPlan(t, src, smallLayout, ExportOptions{})
+	ref := filepath.Join(tmp, "ref")
+	must(p.Execute(ctx, ref, ExecOptions{}))(t)
+
+	// Finished run, then a file modified.
+	dst := filepath.Join(tmp, "dst")
+	must(p.Execute(ctx, dst, ExecOptions{}))(t)
+	modifyInPlace(t, filepath.Join(dst, p.Dirs[1].Dir, p.Dirs[1].files[0].name))
+	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
+	if res.Changed != 1 || res.Written != 1 || res.Kept != p.Files-1 {
+		t.Errorf("rerun after a file was modified: %+v, want it changed and written again, the other %d kept", res, p.Files-1)
+	}
+	treeEqual(t, ref, dst)
+	if res := must(p.Execute(ctx, dst, ExecOptions{}))(t); res.Written != 0 || res.Changed != 0 {
+		t.Errorf("rerun of the repaired export: %+v", res)
+	}
+
+	// Killed run: one file committed (and recorded), then modified.
+	dst2 := filepath.Join(tmp, "dst2")
+	d0 := &p.Dirs[0]
+	dr := must(prepareDir(p, d0, filepath.Join(dst2, d0.Dir), false))(t)
+	of := d0.files[0]
+	path := filepath.Join(dst2, d0.Dir, of.name)
+	_, commit, err := writeFile(ctx, of, path, nil)
+	check(t, err)
+	check(t, commit())
+	check(t, dr.recordCommit(of.name))
+	modifyInPlace(t, path)
+	res = must(p.Execute(ctx, dst2, ExecOptions{}))(t)
+	if res.Changed != 1 || res.Kept != 0 || res.Written != p.Files {
+		t.Errorf("resume after the killed run's file was modified: %+v, want it written again", res)
+	}
+	treeEqual(t, ref, dst2)
+
+	// No record of the commits: refused, saying why, until --restart.
+	check(t, os.Remove(filepath.Join(dst, p.Dirs[2].Dir, stampsName)))
+	if _, err := p.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "no record") {
+		t.Errorf("finished directory without its record: %v", err)
+	}
+	must(p.Execute(ctx, dst, ExecOptions{Restart: true}))(t)
+	treeEqual(t, ref, dst)
 }

@@ -78,7 +78,9 @@ type sourceInfo struct {
 	// IndexMetadata holds the index's metadata keys besides total_size.
 	IndexMetadata map[string]any `json:"index_metadata,omitempty"`
 	// IndexNoFinalNewline records an index that ends without a newline (as
-	// the released checkpoint's does), so reassembly writes it back alike.
+	// the released checkpoint's does), or none at all; every index written
+	// from this source (rank directories', the reassembly's) takes the same
+	// form. False (absent) means the source's index ended in a newline.
 	IndexNoFinalNewline bool `json:"index_no_final_newline,omitempty"`
 }
 
@@ -126,6 +128,19 @@ func (s *Source) Close() error {
 	return errors.Join(errs...)
 }
 
+// classifier reads tensor names by the source's own layer schedule (nil
+// without a config.json: K3's).
+func (s *Source) classifier() (*model.Classifier, error) {
+	if s.config == nil {
+		return nil, nil
+	}
+	c, err := model.ParseConfig(s.config)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(s.Root, model.ConfigName), err)
+	}
+	return c.Classifier(), nil
+}
+
 // Model reads the model dimensions from the source's config.json.
 func (s *Source) Model() (Model, error) {
 	if s.config == nil {
@@ -138,59 +153,83 @@ func (s *Source) Model() (Model, error) {
 	return ModelOf(c), nil
 }
 
-// auxSkip are root entries that are not copied along as side files.
-func auxSkip(name string) bool {
-	return strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".safetensors") ||
-		name == safetensors.IndexName || name == manifestName
+// maxAuxTotal bounds the side files of a source together: they are held in
+// memory and written to every output directory (K3's tokenizer, chat
+// template and config are a few MB).
+const maxAuxTotal = 256 << 20
+
+// notSideFile reports the side-file names this package does not carry over:
+// safetensors files (shards are planned from the index; a stray one is not
+// copied into every rank) and an export's manifest, which it writes itself.
+func notSideFile(name string) bool {
+	return name == manifestName || strings.HasSuffix(name, ".safetensors")
 }
 
-// readAux reads the small side files (config.json, tokenizer files…) of a
-// local directory. A side file must be a regular file; a link is followed
-// only when it resolves inside the directory.
-// TODO(layout): the codec's link rule (hub cache snapshots) once it exists.
-func readAux(dir string) (map[string][]byte, error) {
-	ents, err := os.ReadDir(dir)
+// readAux reads the side files of a local directory (model.SideFiles: the
+// regular files that are not shards, subfolders included, hidden entries
+// not), following links by the checkpoint rule (fsx.Root): a link may lead
+// inside the directory or, for a Hugging Face hub cache snapshot, inside its
+// models--org--name folder, where the snapshot's links into ../../blobs/ go.
+func readAux(dir string, shards []string) (map[string][]byte, error) {
+	root, err := fsx.NewRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("side files of %s: %w", dir, err)
+	}
+	side, err := model.SideFiles(dir, shards)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]byte{}
-	for _, e := range ents {
-		if e.IsDir() || auxSkip(e.Name()) {
+	var total int64
+	for _, sf := range side {
+		if notSideFile(sf.Name) {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
-		if e.Type()&os.ModeSymlink != 0 {
-			ok, err := within(dir, path)
-			if err != nil {
-				return nil, fmt.Errorf("side file %s: %w", path, err)
-			}
-			if !ok {
-				return nil, fmt.Errorf("%w: side file %s links outside %s", ErrLink, path, dir)
-			}
-		}
-		b, err := fsx.ReadFile(path, safetensors.MaxAuxSize)
+		path := filepath.Join(dir, filepath.FromSlash(sf.Name))
+		real, err := root.Resolve(sf.Name)
 		if err != nil {
-			return nil, fmt.Errorf("side file: %w", err)
+			if errors.Is(err, fsx.ErrOutside) {
+				return nil, fmt.Errorf("%w: side file %s: %w", ErrLink, path, err)
+			}
+			return nil, fmt.Errorf("side file %s: %w", path, err)
 		}
-		out[e.Name()] = b
+		b, err := fsx.ReadFile(real, min(safetensors.MaxAuxSize, maxAuxTotal-total))
+		if err != nil {
+			return nil, fmt.Errorf("side file %s (side files are held in memory, %d MiB each and %d MiB together at most): %w",
+				path, safetensors.MaxAuxSize>>20, maxAuxTotal>>20, err)
+		}
+		total += int64(len(b))
+		out[sf.Name] = b
 	}
 	return out, nil
 }
 
-// endsInNewline reports whether a local file's last byte is a newline (true
-// for a file that is not local: the codec's own form).
-func endsInNewline(path string) (bool, error) {
-	f, err := fsx.Open(path)
+// endsInNewline reports whether the last byte of the checkpoint entry name
+// under root is a newline, following links by the checkpoint rule (false
+// for an entry that is not local: the codec's own form).
+func endsInNewline(root, name string) (bool, error) {
+	r, err := fsx.NewRoot(root)
 	if errors.Is(err, os.ErrNotExist) {
-		return true, nil
+		return false, nil
 	}
+	if err != nil {
+		return false, err
+	}
+	path, err := r.Resolve(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", filepath.Join(root, name), err)
+	}
+	f, err := fsx.Open(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil || st.Size() == 0 {
-		return true, err
+		return false, err
 	}
 	var b [1]byte
 	if _, err := f.ReadAt(b[:], st.Size()-1); err != nil {
@@ -237,9 +276,12 @@ func OpenSource(path string) (*Source, error) {
 	}
 	s.info.Tensors = len(s.Specs)
 	s.countFiles()
+	// The indexes written follow the source's (the codec's form, without a
+	// final newline, when it has none).
+	s.info.IndexNoFinalNewline = true
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
-		nl, err := endsInNewline(filepath.Join(c.Root, c.IndexName))
+		nl, err := endsInNewline(c.Root, c.IndexName)
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -248,7 +290,7 @@ func OpenSource(path string) (*Source, error) {
 	}
 	root := c.Root
 	if st, err := os.Stat(root); err == nil && st.IsDir() {
-		if s.aux, err = readAux(root); err != nil {
+		if s.aux, err = readAux(root, shardNames(c)); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -264,6 +306,15 @@ func OpenSource(path string) (*Source, error) {
 	}
 	s.config = s.aux[model.ConfigName]
 	return s, nil
+}
+
+// shardNames are the checkpoint's shards, relative to its root.
+func shardNames(c *safetensors.Checkpoint) []string {
+	out := make([]string, len(c.Files))
+	for i, f := range c.Files {
+		out[i] = f.Path
+	}
+	return out
 }
 
 // stageKey is the config.json key recording a stage checkpoint's layer range.

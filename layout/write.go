@@ -56,11 +56,24 @@ func writeFile(ctx context.Context, of *outFile, path string, progress func(int6
 func copyVerbatim(of *outFile, path string) (func() error, error) {
 	var in io.Reader = io.NewSectionReader(of.verbatim.ReaderAt(), 0, of.verbatim.Size)
 	if src, ok := of.verbatim.ReaderAt().(*os.File); ok {
+		// A handle of its own, for the offset ReadFrom advances; it must be
+		// the file the source opened, not whatever now has its name.
 		f, err := fsx.Open(src.Name())
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
+		was, err := src.Stat()
+		if err != nil {
+			return nil, err
+		}
+		now, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if !os.SameFile(was, now) {
+			return nil, fmt.Errorf("file %s: copy from %s: %w: the source file was replaced since it was opened", path, of.verbatim.Path, ErrChanged)
+		}
 		in = io.LimitReader(f, of.verbatim.Size)
 	}
 	out, err := atomicfile.Create(path)

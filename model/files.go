@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -48,10 +49,12 @@ func IsSideFileName(rel string) bool {
 	return true
 }
 
-// SideFiles lists the side files under root, sorted by name: every regular
-// file (symlinks followed, as in a hub cache snapshot) that IsSideFileName
+// SideFiles lists the side files under root, sorted by name: every file
+// (symlinks followed, as in a hub cache snapshot) that IsSideFileName
 // accepts and that is not one of the shards (root-relative names, as the
-// index gives them). Hidden folders are not descended into.
+// index gives them). Hidden folders are not descended into. A side file that
+// is not a regular file (a FIFO, a device, a link to a directory) is an
+// error wrapping fsx.ErrNotRegular.
 func SideFiles(root string, shards []string) ([]SideFile, error) {
 	isShard := make(map[string]bool, len(shards))
 	for _, s := range shards {
@@ -81,7 +84,9 @@ func SideFiles(root string, shards []string) ([]SideFile, error) {
 			return err
 		}
 		if !st.Mode().IsRegular() {
-			return nil
+			// Skipping it would write an output that silently lacks a file
+			// the source has (a FIFO could also block the copy forever).
+			return fmt.Errorf("side file %s: %w: it is %s", name, fsx.ErrNotRegular, fsx.Kind(st.Mode()))
 		}
 		out = append(out, SideFile{Name: name, Size: st.Size()})
 		return nil

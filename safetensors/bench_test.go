@@ -123,6 +123,25 @@ func BenchmarkOpenFullCheckpoint(b *testing.B) {
 	b.SetBytes(hdr)
 }
 
+// BenchmarkWalkFullCheckpoint is BenchmarkOpenFullCheckpoint streamed: every
+// header read, validated against the index, handed over and let go.
+func BenchmarkWalkFullCheckpoint(b *testing.B) {
+	dir := fullSizeCheckpoint(b)
+	b.ReportAllocs()
+	var hdr int64
+	for b.Loop() {
+		s, err := OpenShards(b.Context(), dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Walk(b.Context(), func(int, *File) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+		hdr = s.HeaderBytesRead()
+	}
+	b.SetBytes(hdr)
+}
+
 // BenchmarkParseFullIndex parses a full-size K3-shaped index (497K entries).
 func BenchmarkParseFullIndex(b *testing.B) {
 	idx := &Index{WeightMap: map[string]string{}}

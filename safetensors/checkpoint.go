@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/quote"
-	"golang.org/x/sync/errgroup"
 )
 
 // OpenParallelism bounds how many headers are read at once.
@@ -76,121 +74,72 @@ func Open(p string) (*Checkpoint, error) {
 // (fsx.Root.Allowed, wrapped as ErrOutside). Every entry must be a regular
 // file; FIFOs and devices are refused before they are opened for reading.
 func OpenContext(ctx context.Context, p string) (*Checkpoint, error) {
-	if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") {
-		return openRemote(ctx, p)
-	}
-	st, err := os.Stat(p)
+	ctx, cancel := remoteDeadline(ctx, p)
+	defer cancel()
+	s, err := openShards(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", p, err)
+		return nil, err
 	}
-	if st.IsDir() {
-		return openWith(ctx, &dirSource{root: p}, p, "")
-	}
-	dir, base := filepath.Split(p)
-	if dir == "" {
-		dir = "."
-	}
-	if strings.HasSuffix(base, ".json") {
-		return openWith(ctx, &dirSource{root: dir}, dir, base)
-	}
-	return openSingle(ctx, &dirSource{root: dir}, dir, base)
+	return s.keepAll(ctx)
 }
 
 // openWith opens a directory-like root; indexName selects the index ("" means
 // the default index if present, else every .safetensors file).
 func openWith(ctx context.Context, src source, root, indexName string) (*Checkpoint, error) {
-	c := &Checkpoint{Root: root, src: src}
-	if indexName == "" {
-		ok, err := src.exists(ctx, IndexName)
-		if err != nil {
-			return nil, fmt.Errorf("index %s: %w", joinRoot(root, IndexName), err)
-		}
-		if ok {
-			indexName = IndexName
-		}
-	}
-	if indexName == "" {
-		names, err := src.list()
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", root, err)
-		}
-		if len(names) == 0 {
-			return nil, fmt.Errorf("open %s: %w: no .safetensors files and no %s", root, ErrNotFound, IndexName)
-		}
-		if err := c.openFiles(ctx, names); err != nil {
-			return nil, err
-		}
-		c.buildNames() // detects duplicates across files
-		if c.dupErr != nil {
-			c.Close()
-			return nil, c.dupErr
-		}
-		return c, nil
-	}
-	c.IndexName = indexName
-	indexPath := joinRoot(root, indexName)
-	b, err := src.readAux(ctx, indexName, MaxIndexSize)
+	s, err := shardsWith(ctx, src, root, indexName)
 	if err != nil {
-		return nil, fmt.Errorf("index %s: %w", indexPath, err)
-	}
-	c.HeaderBytesRead += int64(len(b))
-	// Where the directory can be listed, parse the index while the headers of
-	// the listed shards are read; the two lists must then agree.
-	present, listErr := src.list()
-	var parseErr error
-	parsed := make(chan struct{})
-	go func() {
-		defer close(parsed)
-		c.idx, parseErr = parseIndexData(b, indexPath, true)
-	}()
-	if listErr == nil {
-		if err := c.openFiles(ctx, present); err != nil {
-			<-parsed
-			return nil, err
-		}
-	}
-	<-parsed
-	if parseErr != nil {
-		c.Close()
-		return nil, parseErr
-	}
-	if listErr == nil {
-		for _, f := range present {
-			if _, ok := slices.BinarySearch(c.idx.files, f); !ok {
-				c.Close()
-				return nil, fmt.Errorf("file %s: %w: shard is not in %s", joinRoot(root, f), ErrIndex, indexName)
-			}
-		}
-		for _, f := range c.idx.files {
-			if _, ok := slices.BinarySearch(present, f); !ok {
-				c.Close()
-				// Name the cause precisely: missing, or a link leaving the directory.
-				_, _, closer, err := src.open(ctx, f)
-				if err != nil {
-					return nil, fmt.Errorf("file %s: %w", joinRoot(root, f), err)
-				}
-				if closer != nil {
-					closer.Close()
-				}
-				return nil, fmt.Errorf("file %s: %w: named by %s but not a shard here", joinRoot(root, f), ErrNotFound, indexName)
-			}
-		}
-	} else if err := c.openFiles(ctx, c.idx.files); err != nil {
 		return nil, err
 	}
-	if err := c.checkIndex(); err != nil {
+	return s.keepAll(ctx)
+}
+
+// keepAll walks the shards keeping every File: the Checkpoint Open returns.
+func (s *Shards) keepAll(ctx context.Context) (*Checkpoint, error) {
+	c := s.c
+	c.Files = make([]*File, len(s.names))
+	err := s.walk(ctx, func(i int, f *File) error {
+		c.Files[i] = f
+		return nil
+	}, true)
+	if err == nil && s.parsed == nil {
+		c.buildNames() // detects duplicates across files
+		err = c.dupErr
+	}
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
+	if h, ok := c.src.(*httpSource); ok {
+		c.HeaderBytesRead = h.fetched.Load()
+	}
+	s.shareNames()
 	return c, nil
 }
 
-func openSingle(ctx context.Context, src source, root, name string) (*Checkpoint, error) {
-	c := &Checkpoint{Root: root, src: src}
-	if err := c.openFiles(ctx, []string{name}); err != nil {
-		return nil, err
+// shareNames points every index entry at its shard's own copy of the name
+// (the walk checked that each is there), so that the index's bytes, as large
+// as every header's names together, are not kept alive by substrings of them
+// while the checkpoint is open.
+func (s *Shards) shareNames() {
+	c := s.c
+	if c.idx == nil || s.perFile == nil {
+		return
 	}
-	return c, nil
+	var wg sync.WaitGroup
+	for _, f := range c.Files {
+		fi, ok := slices.BinarySearch(c.idx.files, f.Path)
+		if !ok || fi >= len(s.perFile) {
+			continue
+		}
+		wg.Go(func() {
+			for _, ei := range s.perFile[fi] {
+				if ti, ok := f.index[c.idx.entries[ei].name]; ok {
+					c.idx.entries[ei].name = f.Tensors[ti].Name
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func joinRoot(root, name string) string {
@@ -198,65 +147,6 @@ func joinRoot(root, name string) string {
 		return root + name
 	}
 	return filepath.Join(root, name)
-}
-
-// openFiles reads the headers of names in parallel: at most OpenParallelism
-// files open at once, their header bytes bounded by MaxHeaderBytesInFlight,
-// and the first error cancels the rest.
-func (c *Checkpoint) openFiles(ctx context.Context, names []string) error {
-	c.Files = make([]*File, len(names))
-	errs := make([]error, len(names))
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var g errgroup.Group
-	g.SetLimit(OpenParallelism)
-	for i, name := range names {
-		g.Go(func() error {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			ra, size, closer, err := c.src.open(ctx, name)
-			if err != nil {
-				errs[i] = fmt.Errorf("file %s: %w", joinRoot(c.Root, name), err)
-				cancel(errs[i])
-				return errs[i]
-			}
-			f, err := readHeader(ctx, ra, size, joinRoot(c.Root, name), cancel) // errors name the full path
-			if err != nil {
-				if closer != nil {
-					closer.Close()
-				}
-				errs[i] = err
-				cancel(err)
-				return err
-			}
-			f.Path = name
-			f.closer = closer
-			c.Files[i] = f
-			return nil
-		})
-	}
-	err := g.Wait()
-	if err != nil {
-		err = firstError(context.Cause(ctx), errs)
-	}
-	var total int64
-	for _, f := range c.Files {
-		if f == nil {
-			continue
-		}
-		c.HeaderBytesRead += f.DataStart
-		if err == nil {
-			var ok bool
-			if total, ok = addSize(total, f.DataSize()); !ok {
-				err = fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", joinRoot(c.Root, f.Path), ErrFileSize)
-			}
-		}
-	}
-	if err != nil {
-		c.Close()
-	}
-	return err
 }
 
 // firstError picks the error to report from a cancelled group: the one that
@@ -284,68 +174,6 @@ func addSize(a, b int64) (int64, bool) {
 		return 0, false
 	}
 	return a + b, true
-}
-
-// checkIndex verifies index and headers agree: every indexed tensor is in its
-// named shard, every shard tensor is indexed to that shard exactly once, and
-// total_size is the sum of tensor sizes. It works per shard, in parallel, on the
-// shards' own name tables.
-func (c *Checkpoint) checkIndex() error {
-	if err := c.idx.checkUnique(joinRoot(c.Root, c.IndexName)); err != nil {
-		return err
-	}
-	perFile := make([][]int32, len(c.Files))
-	for i, e := range c.idx.entries {
-		perFile[e.file] = append(perFile[e.file], int32(i))
-	}
-	at := make([][]int32, len(c.Files)) // each entry's tensor in its shard
-	var g errgroup.Group
-	g.SetLimit(OpenParallelism)
-	for fi, f := range c.Files {
-		g.Go(func() error {
-			seen := make([]bool, len(f.Tensors))
-			for _, ei := range perFile[fi] {
-				name := c.idx.entries[ei].name
-				ti, ok := f.index[name]
-				if !ok {
-					return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
-				}
-				at[fi] = append(at[fi], int32(ti))
-				if seen[ti] {
-					return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, quote.Name(name), ErrIndex)
-				}
-				seen[ti] = true
-			}
-			for ti, ok := range seen {
-				if ok {
-					continue
-				}
-				name := f.Tensors[ti].Name
-				for _, e := range c.idx.entries {
-					if e.name == name {
-						return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex, c.idx.files[e.file])
-					}
-				}
-				return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	if total := c.TotalBytes(); total != c.idx.totalSize {
-		return fmt.Errorf("index %s: %w: total_size %d, shards hold %d bytes of tensors", joinRoot(c.Root, c.IndexName), ErrIndex, c.idx.totalSize, total)
-	}
-	// Entries now name the shards' own strings, so the index's bytes (as
-	// large as every header's names together) are not kept alive by
-	// substrings of them.
-	for fi, eis := range perFile {
-		for k, ei := range eis {
-			c.idx.entries[ei].name = c.Files[fi].Tensors[at[fi][k]].Name
-		}
-	}
-	return nil
 }
 
 // Index returns the checkpoint's index as a map (built on first use; the

@@ -3,6 +3,7 @@ package safetensors
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
@@ -35,10 +36,23 @@ func OpenFile(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", path, err)
 	}
+	return FromFile(fh, path)
+}
+
+// FromFile reads the header of a file the caller has already opened and
+// checked (with fsx.Open, or a check on the open descriptor), so that what
+// was checked is what is read: no second open by name. The File owns fh from
+// then on: Close closes it, and so does a failure here. path names the file
+// in errors and in File.Path.
+func FromFile(fh *os.File, path string) (*File, error) {
 	st, err := fh.Stat()
 	if err != nil {
 		fh.Close()
 		return nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		fh.Close()
+		return nil, fmt.Errorf("file %s: %w: it is %s", path, fsx.ErrNotRegular, fsx.Kind(st.Mode()))
 	}
 	f, err := ReadHeader(fh, st.Size(), path)
 	if err != nil {

@@ -170,10 +170,13 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 				if err != nil {
 					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), err)
 				}
-				if _, dup := f.index[name]; dup {
+				// One hash operation per tensor: a name already present
+				// leaves the map's length unchanged.
+				n := len(f.index)
+				f.index[name] = int32(len(f.Tensors))
+				if len(f.index) == n {
 					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), ErrDuplicate)
 				}
-				f.index[name] = int32(len(f.Tensors))
 				f.Tensors = append(f.Tensors, t)
 			}
 			p.ws()

@@ -273,6 +273,9 @@ func TestIndexRejections(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.wants) {
 				t.Fatalf("got %v, want an error mentioning %q", err, c.wants)
 			}
+			if werr := walkAll(t, dir); werr == nil || werr.Error() != err.Error() {
+				t.Errorf("Walk: %v, Open: %v", werr, err)
+			}
 		})
 	}
 	// Duplicate keys in the JSON itself.
@@ -302,8 +305,12 @@ func TestDuplicateAcrossFilesWithoutIndex(t *testing.T) {
 	dir := t.TempDir()
 	writeTestFile(t, dir, "a.safetensors", []TensorSpec{{"x", U8, []int64{1}}})
 	writeTestFile(t, dir, "b.safetensors", []TensorSpec{{"x", U8, []int64{1}}})
-	if _, err := Open(dir); !errors.Is(err, ErrDuplicate) {
+	_, err := Open(dir)
+	if !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("got %v", err)
+	}
+	if werr := walkAll(t, dir); werr == nil || werr.Error() != err.Error() {
+		t.Errorf("Walk: %v, Open: %v", werr, err)
 	}
 }
 

@@ -288,12 +288,9 @@ func (h *httpSource) list() ([]string, error) {
 // loop as such (see remoteError).
 var DefaultHTTPClient = &http.Client{Timeout: RemoteTimeout, CheckRedirect: checkRedirect}
 
-func openRemote(ctx context.Context, raw string) (*Checkpoint, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, RemoteOpenTimeout)
-		defer cancel()
-	}
+// openRemote finds the shards of a URL (a directory with an index or a
+// model.safetensors, an index, or a file); the caller bounds ctx.
+func openRemote(ctx context.Context, raw string) (*Shards, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w: %v", raw, ErrRemote, err)
@@ -306,7 +303,6 @@ func openRemote(ctx context.Context, raw string) (*Checkpoint, error) {
 		base.Path = u.Path[:i+1]
 	}
 	src := &httpSource{client: DefaultHTTPClient, base: &base}
-	var c *Checkpoint
 	switch {
 	case name == "":
 		hasIndex, xerr := src.exists(ctx, IndexName)
@@ -314,8 +310,7 @@ func openRemote(ctx context.Context, raw string) (*Checkpoint, error) {
 			return nil, fmt.Errorf("open %s: %w", raw, xerr)
 		}
 		if hasIndex {
-			c, err = openWith(ctx, src, base.String(), IndexName)
-			break
+			return shardsWith(ctx, src, base.String(), IndexName)
 		}
 		single, xerr := src.exists(ctx, "model.safetensors")
 		if xerr != nil {
@@ -324,17 +319,12 @@ func openRemote(ctx context.Context, raw string) (*Checkpoint, error) {
 		if !single {
 			return nil, fmt.Errorf("open %s: %w: neither %s nor model.safetensors", raw, ErrNotFound, IndexName)
 		}
-		c, err = openSingle(ctx, src, base.String(), "model.safetensors")
+		return shardsSingle(src, base.String(), "model.safetensors"), nil
 	case strings.HasSuffix(name, ".json"):
-		c, err = openWith(ctx, src, base.String(), name)
+		return shardsWith(ctx, src, base.String(), name)
 	default:
-		c, err = openSingle(ctx, src, base.String(), name)
+		return shardsSingle(src, base.String(), name), nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	c.HeaderBytesRead = src.fetched.Load()
-	return c, nil
 }
 
 // BytesFetched reports how many bytes a remote checkpoint has downloaded so far

@@ -256,7 +256,11 @@ func castLine(what string, c quant.CastStats) string {
 	if c.Blocks > 0 {
 		pct = 100 * float64(c.Blocks-c.OutOfRange) / float64(c.Blocks)
 	}
-	return fmt.Sprintf("%s: %d blocks, %d lossless (%.6f%%), %d outside E4M3's exponent window, %d with values changed", what, c.Blocks, c.Blocks-c.OutOfRange, pct, c.OutOfRange, c.Lossy)
+	warn := ""
+	if c.OutOfRange > 0 || c.Lossy > 0 {
+		warn = "warning: "
+	}
+	return fmt.Sprintf("%s%s: %d blocks, %d lossless (%.6f%%), %d outside E4M3's exponent window, %d with values changed", warn, what, c.Blocks, c.Blocks-c.OutOfRange, pct, c.OutOfRange, c.Lossy)
 }
 
 func nonNilSplits(s []convert.SplitReport) []convert.SplitReport {
@@ -286,7 +290,7 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 		}
 		files := make([]file, 0, len(p.Files))
 		for _, f := range p.Files {
-			files = append(files, file{f.Name, f.Totals.Copied + f.Totals.Quantized*2, f.Totals.Quantized, f.Source.Size, f.Size()})
+			files = append(files, file{f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Size()})
 		}
 		aux := make([]string, 0, len(p.Aux))
 		for _, a := range p.Aux {
@@ -312,7 +316,7 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "%-40s %8s %8s %14s %14s\n", "file", "tensors", "fp8", "source bytes", "output bytes")
 	for _, f := range p.Files {
-		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, f.Totals.Copied+2*f.Totals.Quantized, f.Totals.Quantized, f.Source.Size, f.Size())
+		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Size())
 	}
 	for _, a := range p.Aux {
 		fmt.Fprintf(w, "%-40s %8s %8s %14d %14d\n", a.Name, "copy", "", a.Size, a.Size)

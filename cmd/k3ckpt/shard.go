@@ -227,10 +227,11 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		return plan.WriteText(w)
 	}
 	bar := newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
-	bar.Start(plan.Bytes)
 	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart}
 	if bar != nil {
-		eo.Progress = bar.Add
+		// Started by Execute once it knows what this run writes (a resumed
+		// run keeps files), so total and ETA are this run's.
+		eo.Start, eo.Progress = bar.Start, bar.Add
 	}
 	start := time.Now()
 	res, err := plan.Execute(ctx, dst, eo)
@@ -253,6 +254,9 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	fmt.Fprintf(w, "wrote %d files, %.3f GiB in %.2fs (%.0f MiB/s)", res.Written, float64(res.Bytes)/(1<<30), secs, float64(res.Bytes)/(1<<20)/max(secs, 1e-9))
 	if res.Kept > 0 {
 		fmt.Fprintf(w, "; kept %d files of an earlier run", res.Kept)
+	}
+	if res.Changed > 0 {
+		fmt.Fprintf(w, "; %d files modified since an earlier run committed them were written again", res.Changed)
 	}
 	fmt.Fprintln(w)
 	return nil

@@ -169,8 +169,12 @@ def check_config(dst, fmt, scale_fmt):
         algos = {v.get("quant_algo") for v in sec.get("quantized_layers", {}).values()}
         if "FP8_PB_WO" not in algos:
             fail("hf_quant_config.json: no FP8_PB_WO layer")
-        if qc.get("quant_method") != "modelopt":
-            fail("config.json: quant_method %r, want modelopt" % qc.get("quant_method"))
+        # NVIDIA's Kimi-K3 exporter writes quant_method "modelopt_mixed" at the
+        # top level and removes text_config.quantization_config.
+        if qc.get("quant_method") != "modelopt_mixed":
+            fail("config.json: quant_method %r, want modelopt_mixed" % qc.get("quant_method"))
+        if "quantization_config" in cfg.get("text_config", {}):
+            fail("config.json: text_config.quantization_config still present")
     return qc
 
 

@@ -20,8 +20,11 @@ for f in deepseek:fp32 deepseek:ue8m0 compressed-tensors:fp32 compressed-tensors
   $B verify "$T/src" "$d" --json > "$R/verify-$fmt-$sf.json"
   python3 "$here/../convert/check_converted.py" "$T/src" "$d" --verify-json "$R/verify-$fmt-$sf.json" --out "$R/check-$fmt-$sf.json" | tail -3
 done
+# NVIDIA's layout (ModelOpt FP8_PB_WO numerics, NVFP4 experts): verify, then re-serialize below.
+$B convert "$T/src" "$T/modelopt-nvfp4" --recipe modelopt-k3 --experts nvfp4 --numerics modelopt --jobs 4 --json > "$R/convert-modelopt-nvfp4.json"
+$B verify "$T/src" "$T/modelopt-nvfp4" --json > "$R/verify-modelopt-nvfp4.json"
 $B shard "$T/deepseek-ue8m0" "$T/pp16" > "$R/shard.txt"
 $B export "$T/deepseek-ue8m0" "$T/dp16" --layout dp16 > "$R/export-dp16.txt"
 $B export "$T/deepseek-ue8m0" "$T/dcp8" --layout dp2-dcp8 --pack-scales ue8m0 > "$R/export-dcp8.txt"
-python3 "$here/check_reserialize.py" "$T/src" "$T/deepseek-fp32" "$T/compressed-tensors-fp32" "$T/modelopt-ue8m0" "$T/pp16" "$T/dp16" "$T/dcp8" | tee "$R/reserialize.txt"
+python3 "$here/check_reserialize.py" "$T/src" "$T/deepseek-fp32" "$T/compressed-tensors-fp32" "$T/modelopt-ue8m0" "$T/modelopt-nvfp4" "$T/pp16" "$T/dp16" "$T/dcp8" | tee "$R/reserialize.txt"
 echo ALL-CHECKS-PASSED | tee -a "$R/versions.txt"

@@ -1,0 +1,286 @@
+package inspect
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/layout"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// planned is a tensor list to account: the checkpoint's own, or a recipe's
+// output, with each tensor's component and file.
+type planned struct {
+	recipe string
+	specs  []safetensors.TensorSpec
+	comps  []model.Component
+	fileOf []int32
+}
+
+func (a *auditor) source() *planned {
+	return &planned{specs: a.specs, comps: a.comps, fileOf: a.fileOf}
+}
+
+// applyRecipe plans a recipe's output. Each output tensor is accounted with
+// the tensor it is made from: a scale belongs to its weight's component (the
+// schema's rule), and the output keeps the source's shard names.
+func (a *auditor) applyRecipe(name string) (*planned, error) {
+	r, err := lookupRecipe(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --recipe: %w", ErrUsage, err)
+	}
+	outs, err := convert.PlanTensors(r, a.specs, a.convertOptions())
+	if err != nil {
+		return nil, err
+	}
+	p := &planned{recipe: name,
+		specs:  make([]safetensors.TensorSpec, len(outs)),
+		comps:  make([]model.Component, len(outs)),
+		fileOf: make([]int32, len(outs))}
+	j := 0 // outputs follow the input order: walk both lists together
+	for i, o := range outs {
+		for j < len(a.specs) && a.specs[j].Name != o.Source {
+			j++
+		}
+		if j == len(a.specs) {
+			return nil, fmt.Errorf("recipe %s: output %s: source %s out of order", name, o.Name, o.Source)
+		}
+		p.specs[i], p.comps[i], p.fileOf[i] = o.TensorSpec, a.comps[j], a.fileOf[j]
+	}
+	return p, nil
+}
+
+func (p *planned) accounting() Accounting {
+	var comp [model.NumComponents]Sum
+	var dt [256]Sum
+	var acc Accounting
+	for i, s := range p.specs {
+		n, _ := safetensors.ByteSize(s.DType, s.Shape) // validated by the codec or the planner
+		comp[p.comps[i]].add(n)
+		dt[s.DType].add(n)
+		acc.TensorCount++
+		acc.TotalBytes += n
+	}
+	acc.Components = componentRows(comp[:])
+	acc.DTypes = dtypeRows(dt[:])
+	return acc
+}
+
+func (a *auditor) recipe(name string) (*RecipeReport, error) {
+	p, err := a.applyRecipe(name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := lookupRecipe(name)
+	if err != nil {
+		return nil, err
+	}
+	splits, err := convert.RecipeSplits(r, a.specs, a.convertOptions())
+	if err != nil {
+		return nil, err
+	}
+	return &RecipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: splits, Accounting: p.accounting()}, nil
+}
+
+// layoutModel gives the layout package the model dimensions it derives the
+// built-in layouts from: the config's, or K3's without one.
+func (a *auditor) layoutModel() layout.Model {
+	if a.cfg == nil {
+		return layout.K3()
+	}
+	return layout.ModelOf(a.cfg)
+}
+
+// resolveLayout builds the layout with the given switches; a layout file has
+// none (nil options).
+func (a *auditor) resolveLayout(name string, o *layout.Options) (*layout.Layout, error) {
+	lo := layout.Options{}
+	if o != nil {
+		lo = *o
+	}
+	lo.PPPartition = a.opts.PPPartition
+	return layout.Resolve(name, a.layoutModel(), lo)
+}
+
+func (a *auditor) layoutReport(name string) (*LayoutReport, error) {
+	var opts *layout.Options
+	if o, err := layout.DefaultOptions(name); err == nil {
+		opts = &o
+	}
+	l, err := a.resolveLayout(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	p := a.source()
+	if a.opts.Recipe != "" {
+		if p, err = a.applyRecipe(a.opts.Recipe); err != nil {
+			return nil, err
+		}
+	}
+	plan, err := l.Place(p.specs)
+	if err != nil {
+		return nil, err
+	}
+	lr := &LayoutReport{Name: l.Name, Recipe: p.recipe, Options: opts, DroppedBytes: plan.DroppedBytes, Unaligned: plan.Unaligned}
+	if opts != nil {
+		lr.Options.PPPartition = l.Partition
+	}
+	if lr.Ranks, lr.Stages, err = a.accountPlan(plan, p); err != nil {
+		return nil, err
+	}
+	if a.opts.Steps {
+		if lr.Steps, err = a.steps(name, opts != nil); err != nil {
+			return nil, err
+		}
+	}
+	return lr, nil
+}
+
+// accountPlan sums every rank's pieces by component and, for pipeline
+// layouts, lists each stage's layers and the files its loader opens.
+func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]RankRow, []StageRow, error) {
+	l := plan.Layout
+	ranks := make([]RankRow, plan.Ranks())
+	var stageFiles [][]bool
+	var stageTensors []int64
+	var seenIn []int32 // per tensor: 1 + the last stage that counted it
+	if l.Stages() > 1 {
+		stageFiles = make([][]bool, l.Stages())
+		for s := range stageFiles {
+			stageFiles[s] = make([]bool, len(a.src.names))
+		}
+		stageTensors = make([]int64, l.Stages())
+		seenIn = make([]int32, len(p.specs))
+	}
+	for r := range ranks {
+		pcs, err := plan.Pieces(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		var comp [model.NumComponents]Sum
+		st := plan.StageOf(r)
+		for _, pc := range pcs {
+			comp[p.comps[pc.Index]].add(pc.Bytes)
+			if stageFiles != nil {
+				stageFiles[st][p.fileOf[pc.Index]] = true
+				if seenIn[pc.Index] != int32(st+1) { // ranks come in stage order
+					seenIn[pc.Index] = int32(st + 1)
+					stageTensors[st]++
+				}
+			}
+		}
+		ranks[r] = RankRow{Rank: r, Stage: st, Tensors: int64(len(pcs)), Bytes: plan.RankBytes[r], Components: componentRows(comp[:])}
+	}
+	if stageFiles == nil {
+		return ranks, nil, nil
+	}
+	stages := make([]StageRow, l.Stages())
+	for s := range stages {
+		first, end := l.StageLayers(s)
+		stages[s] = StageRow{Stage: s, Layers: [2]int{first, end}, Files: []string{}, Tensors: stageTensors[s]}
+		for fi, used := range stageFiles[s] {
+			if used {
+				stages[s].Files = append(stages[s].Files, a.src.names[fi])
+			}
+		}
+	}
+	for _, r := range ranks {
+		stages[r.Stage].Bytes += r.Bytes
+	}
+	return ranks, stages, nil
+}
+
+// memoryStep is one change of the seed's per-rank weight memory story (DP16
+// decode): which tensors (source or FP8) under which layout switches.
+type memoryStep struct {
+	label string
+	fp8   bool
+	opts  layout.Options
+}
+
+// memorySteps is the seed's order of changes, each on top of the previous.
+var memorySteps = []memoryStep{
+	{"BF16 baseline", false, layout.Options{}},
+	{"text only", false, layout.Options{TextOnly: true}},
+	{"FP8", true, layout.Options{TextOnly: true}},
+	{"weight shard", true, layout.Options{TextOnly: true, WeightShard: true}},
+	{"vocab TP8", true, layout.Options{TextOnly: true, WeightShard: true, VocabTP: true}},
+}
+
+// steps plans the layout once per memory step and reports, for each, the
+// rank holding the most bytes. Steps that change no rank's bytes (weight
+// shard outside dp16, FP8 on a converted source) are left out. A layout file
+// has no switches: its steps are the checkpoint as is and after the recipe.
+func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
+	recipe := a.opts.Recipe
+	if recipe == "" {
+		recipe = DefaultRecipe
+	}
+	src := a.source()
+	// A checkpoint past the FP8 step (its config.json declares a block-FP8
+	// conversion, or it holds the converter's FP8 weights: the
+	// compressed-tensors convention declares nothing new) is its own FP8
+	// step; any other is planned through the recipe, whose failure is the
+	// report's.
+	converted := a.cfg != nil && a.cfg.Converted != "" || slices.ContainsFunc(src.specs, func(s safetensors.TensorSpec) bool {
+		return s.DType == convert.WeightDType
+	})
+	fp8 := src
+	if !converted {
+		var err error
+		if fp8, err = a.applyRecipe(recipe); err != nil {
+			return nil, err
+		}
+	}
+	list := memorySteps
+	if !builtin {
+		list = []memoryStep{{"as is", false, layout.Options{}}, {"FP8", true, layout.Options{}}}
+	}
+	var out []Step
+	var prev []int64
+	for _, ms := range list {
+		l, err := a.resolveLayout(name, &ms.opts)
+		if err != nil {
+			return nil, err
+		}
+		p := src
+		if ms.fp8 {
+			p = fp8
+		}
+		plan, err := l.Place(p.specs)
+		if err != nil {
+			return nil, fmt.Errorf("step %q: %w", ms.label, err)
+		}
+		if prev != nil && slices.Equal(prev, plan.RankBytes) {
+			continue // the switch does not apply to this layout or checkpoint
+		}
+		prev = plan.RankBytes
+		top := 0
+		for r, b := range plan.RankBytes {
+			if b > plan.RankBytes[top] {
+				top = r
+			}
+		}
+		pcs, err := plan.Pieces(top)
+		if err != nil {
+			return nil, err
+		}
+		var comp [model.NumComponents]Sum
+		var sliced int64
+		for _, pc := range pcs {
+			comp[p.comps[pc.Index]].add(pc.Bytes)
+			if pc.Held == layout.HeldSlice {
+				n, _ := safetensors.ByteSize(pc.DType, pc.Shape)
+				sliced += n
+			}
+		}
+		label := ms.label
+		if converted && label == memorySteps[0].label {
+			label = "source"
+		}
+		out = append(out, Step{Label: label, Rank: top, Total: plan.RankBytes[top], Sliced: sliced, Components: componentRows(comp[:])})
+	}
+	return out, nil
+}

@@ -1,0 +1,303 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// headers is what an audit reads: side files, the shard names, and passes
+// over the shard headers, each File handed over once per pass. An opened
+// Checkpoint serves them from memory; a path is streamed (safetensors.Shards),
+// so the default audit of K3 never holds more than the headers in flight.
+type headers struct {
+	names   []string
+	readAux func(name string) ([]byte, error)
+	// walk calls fn for every shard, concurrently; a second walk (the rare
+	// search for tensors found outside their shard) may read the headers again.
+	walk func(fn func(i int, f *safetensors.File) error) error
+	// read is the header and index bytes read so far; fetched what a remote
+	// source downloaded (side files included), 0 for a local one.
+	read, fetched func() int64
+}
+
+// checkpointHeaders serves an opened checkpoint.
+func checkpointHeaders(ck *safetensors.Checkpoint) *headers {
+	names := make([]string, len(ck.Files))
+	for i, f := range ck.Files {
+		names[i] = f.Path
+	}
+	return &headers{
+		names:   names,
+		readAux: ck.ReadAux,
+		walk: func(fn func(int, *safetensors.File) error) error {
+			var g errgroup.Group
+			g.SetLimit(runtime.GOMAXPROCS(0))
+			for i, f := range ck.Files {
+				g.Go(func() error { return fn(i, f) })
+			}
+			return g.Wait()
+		},
+		read:    func() int64 { return ck.HeaderBytesRead },
+		fetched: ck.BytesFetched,
+	}
+}
+
+// streamHeaders opens path for streaming; every walk after the first opens it again.
+func streamHeaders(ctx context.Context, path string) (*headers, error) {
+	s, err := safetensors.OpenShards(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	var read, fetched int64 // of the walks before the current one
+	cur := s
+	h := &headers{names: s.Names(), readAux: s.ReadAux}
+	h.walk = func(fn func(int, *safetensors.File) error) error {
+		mu.Lock()
+		w := cur
+		cur = nil
+		mu.Unlock()
+		if w == nil {
+			var err error
+			if w, err = safetensors.OpenShards(ctx, path); err != nil {
+				return err
+			}
+			if !slices.Equal(w.Names(), h.names) {
+				return fmt.Errorf("%s: the shards changed while it was inspected", path)
+			}
+		}
+		err := w.Walk(ctx, fn)
+		mu.Lock()
+		read += w.HeaderBytesRead()
+		fetched += w.BytesFetched()
+		mu.Unlock()
+		return err
+	}
+	h.read = func() int64 { mu.Lock(); defer mu.Unlock(); return read }
+	h.fetched = func() int64 { mu.Lock(); defer mu.Unlock(); return fetched }
+	return h, nil
+}
+
+// fileTotals is one file's share of the accounting, summed by one worker.
+type fileTotals struct {
+	row    FileRow
+	comp   [model.NumComponents]Sum
+	dtype  [256]Sum
+	layers map[int]*Sum
+	// specs and comps are the file's tensors when the audit plans a recipe
+	// or a layout (names and shapes alias the header, kept for the plan).
+	specs []safetensors.TensorSpec
+	comps []model.Component
+	// problems are the config's tensors this file should hold that it does
+	// not hold as the config says, in the config's order.
+	problems []problem
+}
+
+// problem is a tensor config.json implies that a shard does not hold as
+// implied: found elsewhere (where), with another shape, or nowhere.
+type problem struct {
+	want  safetensors.TensorSpec
+	where string  // the file holding it; "" while unresolved or missing
+	shape []int64 // its shape there (copied)
+	found bool
+}
+
+// bad reports whether the problem, once resolved, is a difference.
+func (p *problem) bad() bool { return !p.found || !slices.Equal(p.shape, p.want.Shape) }
+
+// table reports whether the audit needs the per-tensor table (to plan a recipe or a layout).
+func (a *auditor) table() bool {
+	o := a.opts
+	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == ByRank || o.By == ByStage
+}
+
+// scan sums every file, one file per task, and checks it against the
+// tensors config.json places in it.
+func (a *auditor) scan() ([]fileTotals, error) {
+	names := a.src.names
+	classify := model.Classify
+	var shardOf map[string]int
+	if a.cfg != nil {
+		classify = a.cfg.Classifier().Classify
+		shardOf = make(map[string]int, a.cfg.NumShards())
+		for i := range a.cfg.NumShards() {
+			shardOf[a.cfg.ShardName(i)] = i
+		}
+	}
+	table := a.table()
+	per := make([]fileTotals, len(names))
+	err := a.src.walk(func(fi int, f *safetensors.File) error {
+		ft := &per[fi]
+		ft.row = FileRow{FileEntry: fileEntry(f)}
+		if a.opts.By == ByLayer {
+			ft.layers = map[int]*Sum{}
+		}
+		if table {
+			ft.specs = make([]safetensors.TensorSpec, len(f.Tensors))
+			ft.comps = make([]model.Component, len(f.Tensors))
+		}
+		for j, t := range f.Tensors {
+			c := classify(t.Name)
+			if table {
+				ft.specs[j] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+				ft.comps[j] = c
+			}
+			sz := t.Size()
+			ft.row.add(sz)
+			ft.comp[c].add(sz)
+			ft.dtype[t.DType].add(sz)
+			if ft.layers != nil {
+				l := -1
+				if v, ok := model.LayerOf(t.Name); ok {
+					l = v
+				}
+				s := ft.layers[l]
+				if s == nil {
+					s = &Sum{}
+					ft.layers[l] = s
+				}
+				s.add(sz)
+			}
+		}
+		if si, ok := shardOf[f.Path]; ok {
+			ft.problems = checkShard(f, a.cfg.ShardTensors(si))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if table {
+		a.flatten(per)
+	}
+	if a.cfg != nil {
+		renamed := fileTotals{problems: a.renamedShards()}
+		per = append(per, renamed)
+		if err := a.resolve(per); err != nil {
+			return nil, err
+		}
+		a.collectProblems(per)
+		per = per[:len(per)-1]
+	}
+	return per, nil
+}
+
+// flatten joins the files' tensor tables in file order.
+func (a *auditor) flatten(per []fileTotals) {
+	n := 0
+	for i := range per {
+		n += len(per[i].specs)
+	}
+	a.specs = make([]safetensors.TensorSpec, 0, n)
+	a.comps = make([]model.Component, 0, n)
+	a.fileOf = make([]int32, 0, n)
+	for i := range per {
+		a.specs = append(a.specs, per[i].specs...)
+		a.comps = append(a.comps, per[i].comps...)
+		for range per[i].specs {
+			a.fileOf = append(a.fileOf, int32(i))
+		}
+		per[i].specs, per[i].comps = nil, nil
+	}
+}
+
+// checkShard compares a file with the tensors config.json places in it.
+func checkShard(f *safetensors.File, want []safetensors.TensorSpec) []problem {
+	var out []problem
+	for _, w := range want {
+		t, ok := f.Lookup(w.Name)
+		switch {
+		case !ok:
+			out = append(out, problem{want: w}) // looked up in the other files later
+		case !slices.Equal(t.Shape, w.Shape):
+			out = append(out, problem{want: w, where: f.Path, shape: slices.Clone(t.Shape), found: true})
+		}
+	}
+	return out
+}
+
+// renamedShards lists, as unresolved problems, the tensors of the config's
+// shards whose file names the checkpoint does not use (a renamed or
+// re-sharded checkpoint): they are looked up by name in every file.
+func (a *auditor) renamedShards() []problem {
+	var out []problem
+	for i := range a.cfg.NumShards() {
+		if _, ok := slices.BinarySearch(a.src.names, a.cfg.ShardName(i)); ok {
+			continue
+		}
+		for _, w := range a.cfg.ShardTensors(i) {
+			out = append(out, problem{want: w})
+		}
+	}
+	return out
+}
+
+// resolve looks up the tensors not found in their own shard in every file,
+// in one more pass over the headers, and only when there are any.
+func (a *auditor) resolve(per []fileTotals) error {
+	pending := map[string]*problem{}
+	for i := range per {
+		for j := range per[i].problems {
+			if p := &per[i].problems[j]; !p.found {
+				pending[p.want.Name] = p
+			}
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	var mu sync.Mutex
+	return a.src.walk(func(_ int, f *safetensors.File) error {
+		for _, t := range f.Tensors {
+			if p, ok := pending[t.Name]; ok { // each name is in one file only: no race
+				mu.Lock()
+				p.where, p.shape, p.found = f.Path, slices.Clone(t.Shape), true
+				mu.Unlock()
+			}
+		}
+		return nil
+	})
+}
+
+// collectProblems turns the per-file findings into warnings: each file's
+// shape differences (the first MaxListedWarnings spelled out, the rest
+// counted), then the count of missing tensors.
+func (a *auditor) collectProblems(per []fileTotals) {
+	missing, firstMiss := 0, ""
+	for i := range per {
+		listed := 0
+		for _, p := range per[i].problems {
+			switch {
+			case !p.found:
+				if missing == 0 {
+					firstMiss = p.want.Name
+				}
+				missing++
+			case p.bad():
+				s := fmt.Sprintf("file %s: tensor %s: shape %v, config.json implies %v", p.where, p.want.Name, p.shape, p.want.Shape)
+				if a.warn.shape == 0 {
+					a.warn.firstShape = s
+				}
+				a.warn.shape++
+				if listed < MaxListedWarnings {
+					a.warn.add(s)
+					listed++
+				} else {
+					a.warn.more++
+				}
+			}
+		}
+	}
+	if missing > 0 {
+		a.warn.add(fmt.Sprintf("%d tensors that config.json implies are not in the checkpoint (first: %s)", missing, firstMiss))
+	}
+}

@@ -1,0 +1,85 @@
+package layout
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
+)
+
+// stampsName is each output directory's record of the files a run of its
+// plan committed, with their stamps (size, modification and change time,
+// device and inode) taken right after the commit. A rerun keeps a file only
+// while its stamp is the recorded one: a file written to since, or replaced,
+// is written again. The manifest records no data hash, and hashing the kept
+// files to check them would re-read everything written (1.45 TB for K3);
+// the stamp costs one stat per file. The name starts with a dot, so no reader
+// of the directory (side files, shard listings) takes it for data.
+const stampsName = ".k3ckpt-stamps"
+
+// maxStampsFile bounds the record read back (a directory of a few hundred
+// files records a few tens of KB).
+const maxStampsFile = 16 << 20
+
+// stampRecord is the content of stampsName.
+type stampRecord struct {
+	// Plan is the fingerprint of the plan whose run committed the files.
+	Plan string `json:"plan"`
+	// Files maps file names to their stamps at commit.
+	Files map[string]fsx.Stamp `json:"files"`
+}
+
+// readStamps reads dir's record; nil when it is absent or unreadable (then
+// no file of dir counts as committed by a run).
+func readStamps(dir string) (*stampRecord, error) {
+	b, err := fsx.ReadFile(filepath.Join(dir, stampsName), maxStampsFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var r stampRecord
+	if dec.Decode(&r) != nil || r.Files == nil {
+		return nil, nil
+	}
+	return &r, nil
+}
+
+// recordCommit stamps a file just committed and rewrites the record. A run
+// killed between the commit and the record writes that file again.
+func (dr *dirRun) recordCommit(name string) error {
+	fi, err := os.Stat(filepath.Join(dr.dir, name))
+	if err != nil {
+		return err
+	}
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	dr.stamps.Files[name] = fsx.StampOf(fi)
+	return dr.writeStamps()
+}
+
+// writeStamps writes the record (dr.mu held, or no writer running yet).
+func (dr *dirRun) writeStamps() error {
+	b, err := json.Marshal(dr.stamps)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dr.dir, stampsName), b, 0o644)
+}
+
+// committed reports whether name's current stamp is the one recorded at its
+// commit by a run of this plan.
+func committed(rec *stampRecord, name string, now fsx.Stamp) bool {
+	if rec == nil {
+		return false
+	}
+	s, ok := rec.Files[name]
+	return ok && s == now
+}

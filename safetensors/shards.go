@@ -1,0 +1,454 @@
+package safetensors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"golang.org/x/sync/errgroup"
+)
+
+// Shards is a checkpoint opened for one pass over its shard headers, for
+// audits that look at every header once and keep no tensor table: opening
+// finds the shards (and reads the index) as Open does, and Walk reads every
+// header, validates it and the index against it exactly as Open does, and
+// hands it to a callback, then lets it go. An audit of 497,220 tensors then
+// costs the index and the headers in flight, not every header at once.
+type Shards struct {
+	c      *Checkpoint // Root, IndexName, src, idx and HeaderBytesRead; no Files
+	names  []string    // the shards, sorted
+	listed bool        // names come from a directory listing the index must match
+
+	parsed   chan struct{} // closed when the index is parsed (nil: no index)
+	parseErr error
+
+	prepOnce sync.Once
+	prepErr  error
+	perFile  [][]int32 // per entry of idx.files: its index entries
+
+	walkMu sync.Mutex
+	walked bool
+}
+
+// errIndexUnusable stops a header's checks when the index itself failed; the
+// index's own error is reported once every header has been read.
+var errIndexUnusable = errors.New("index unusable")
+
+// OpenShards finds the shards of a checkpoint (directory, index file, single
+// file or http(s) URL, as Open takes) and reads its index, but no header yet.
+func OpenShards(ctx context.Context, p string) (*Shards, error) {
+	ctx, cancel := remoteDeadline(ctx, p)
+	defer cancel()
+	return openShards(ctx, p)
+}
+
+// remoteDeadline bounds an opening of a remote source by RemoteOpenTimeout
+// when ctx has no deadline of its own.
+func remoteDeadline(ctx context.Context, p string) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); !ok && (strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://")) {
+		return context.WithTimeout(ctx, RemoteOpenTimeout)
+	}
+	return ctx, func() {}
+}
+
+// Names lists the shards, in the order of Checkpoint.Files.
+func (s *Shards) Names() []string { return s.names }
+
+// Root is the directory (or URL base, ending in '/') holding the shards.
+func (s *Shards) Root() string { return s.c.Root }
+
+// IndexName is the index the checkpoint is opened through ("" if none).
+func (s *Shards) IndexName() string { return s.c.IndexName }
+
+// HeaderBytesRead counts the index and header bytes read so far (for a
+// remote source: every byte fetched).
+func (s *Shards) HeaderBytesRead() int64 {
+	if f := s.c.BytesFetched(); f > 0 {
+		return f
+	}
+	return s.c.HeaderBytesRead
+}
+
+// BytesFetched reports the bytes a remote source has downloaded (0 for local ones).
+func (s *Shards) BytesFetched() int64 { return s.c.BytesFetched() }
+
+// ReadAux reads a side file next to the shards, as Checkpoint.ReadAux does.
+func (s *Shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name) }
+
+// Walk reads every shard's header and calls fn with its position in Names
+// and the validated File, from up to OpenParallelism goroutines at once (a
+// local walk: one per CPU and one more) and
+// in no fixed order. The File's reader is closed when fn returns, so its
+// sections cannot be read afterwards; its names and shapes stay valid (they
+// keep the header's memory alive while held). Errors are
+// Open's, and so is their precedence (a bad header before a bad index before
+// an index that disagrees with a header); fn's first error ends the walk and
+// is returned. The checkpoint is valid only if Walk returns nil: fn may have
+// seen some shards of an invalid one. Walk may be called once.
+func (s *Shards) Walk(ctx context.Context, fn func(i int, f *File) error) error {
+	ctx, cancel := remoteDeadline(ctx, s.c.Root)
+	defer cancel()
+	return s.walk(ctx, fn, false)
+}
+
+// openShards resolves p to a source, its root and its index (if any).
+func openShards(ctx context.Context, p string) (*Shards, error) {
+	if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") {
+		return openRemote(ctx, p)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	if st.IsDir() {
+		return shardsWith(ctx, &dirSource{root: p}, p, "")
+	}
+	dir, base := filepath.Split(p)
+	if dir == "" {
+		dir = "."
+	}
+	if strings.HasSuffix(base, ".json") {
+		return shardsWith(ctx, &dirSource{root: dir}, dir, base)
+	}
+	return shardsSingle(&dirSource{root: dir}, dir, base), nil
+}
+
+// shardsWith opens a directory-like root; indexName selects the index (""
+// means the default index if present, else every .safetensors file). Where
+// the directory can be listed, the index is parsed while the first headers
+// are read; the two lists must then agree.
+func shardsWith(ctx context.Context, src source, root, indexName string) (*Shards, error) {
+	s := &Shards{c: &Checkpoint{Root: root, src: src}}
+	c := s.c
+	if indexName == "" {
+		ok, err := src.exists(ctx, IndexName)
+		if err != nil {
+			return nil, fmt.Errorf("index %s: %w", joinRoot(root, IndexName), err)
+		}
+		if ok {
+			indexName = IndexName
+		}
+	}
+	if indexName == "" {
+		names, err := src.list()
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", root, err)
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("open %s: %w: no .safetensors files and no %s", root, ErrNotFound, IndexName)
+		}
+		s.names = names
+		return s, nil
+	}
+	c.IndexName = indexName
+	indexPath := joinRoot(root, indexName)
+	b, err := src.readAux(ctx, indexName, MaxIndexSize)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", indexPath, err)
+	}
+	c.HeaderBytesRead += int64(len(b))
+	present, listErr := src.list()
+	s.parsed = make(chan struct{})
+	go func() {
+		defer close(s.parsed)
+		c.idx, s.parseErr = parseIndexData(b, indexPath, true)
+	}()
+	if listErr == nil {
+		s.names, s.listed = present, true
+		return s, nil
+	}
+	<-s.parsed
+	if s.parseErr != nil {
+		return nil, s.parseErr
+	}
+	s.names = c.idx.files
+	return s, nil
+}
+
+func shardsSingle(src source, root, name string) *Shards {
+	return &Shards{c: &Checkpoint{Root: root, src: src}, names: []string{name}}
+}
+
+// prepare waits for the index and checks it on its own and against the
+// listed shards, once: the shard lists agree, no tensor is listed twice.
+// Then it sorts the index entries by shard for the per-header checks.
+func (s *Shards) prepare(ctx context.Context) error {
+	s.prepOnce.Do(func() {
+		<-s.parsed
+		if s.parseErr != nil {
+			s.prepErr = s.parseErr
+			return
+		}
+		c := s.c
+		if s.listed {
+			for _, f := range s.names {
+				if _, ok := slices.BinarySearch(c.idx.files, f); !ok {
+					s.prepErr = fmt.Errorf("file %s: %w: shard is not in %s", joinRoot(c.Root, f), ErrIndex, c.IndexName)
+					return
+				}
+			}
+			for _, f := range c.idx.files {
+				if _, ok := slices.BinarySearch(s.names, f); !ok {
+					s.prepErr = s.notAShard(ctx, f)
+					return
+				}
+			}
+		}
+		if err := c.idx.checkUnique(joinRoot(c.Root, c.IndexName)); err != nil {
+			s.prepErr = err
+			return
+		}
+		s.perFile = make([][]int32, len(c.idx.files))
+		for i, e := range c.idx.entries {
+			s.perFile[e.file] = append(s.perFile[e.file], int32(i))
+		}
+	})
+	return s.prepErr
+}
+
+// notAShard names precisely why a file the index names is not among the
+// listed shards: missing, or a link leaving the directory.
+func (s *Shards) notAShard(ctx context.Context, f string) error {
+	_, _, closer, err := s.c.src.open(ctx, f)
+	if err != nil {
+		return fmt.Errorf("file %s: %w", joinRoot(s.c.Root, f), err)
+	}
+	if closer != nil {
+		closer.Close()
+	}
+	return fmt.Errorf("file %s: %w: named by %s but not a shard here", joinRoot(s.c.Root, f), ErrNotFound, s.c.IndexName)
+}
+
+// checkAgainstIndex verifies that the index lists exactly the tensors of
+// shard f, each once, and places them in f.
+func (s *Shards) checkAgainstIndex(f *File) error {
+	c := s.c
+	fi, ok := slices.BinarySearch(c.idx.files, f.Path)
+	if !ok {
+		return fmt.Errorf("file %s: %w: shard is not in %s", joinRoot(c.Root, f.Path), ErrIndex, c.IndexName)
+	}
+	seen := make([]bool, len(f.Tensors))
+	for _, ei := range s.perFile[fi] {
+		name := c.idx.entries[ei].name
+		ti, ok := f.index[name]
+		if !ok {
+			return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
+		}
+		if seen[ti] {
+			return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, quote.Name(name), ErrIndex)
+		}
+		seen[ti] = true
+	}
+	for ti, ok := range seen {
+		if ok {
+			continue
+		}
+		name := f.Tensors[ti].Name
+		for _, e := range c.idx.entries {
+			if e.name == name {
+				return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex, c.idx.files[e.file])
+			}
+		}
+		return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
+	}
+	return nil
+}
+
+// walk reads the headers of every shard in parallel: at most
+// OpenParallelism files open at once, their header bytes bounded by
+// MaxHeaderBytesInFlight. A bad header cancels the rest. Each header is
+// checked against the index and handed to fn; keep leaves the File open
+// (Open keeps them all), otherwise it is closed when fn returns.
+func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep bool) error {
+	s.walkMu.Lock()
+	again := s.walked
+	s.walked = true
+	s.walkMu.Unlock()
+	if again {
+		return fmt.Errorf("walk %s: the shards were walked already", s.c.Root)
+	}
+	c := s.c
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu       sync.Mutex
+		total    int64
+		sizeErr  error
+		checkErr = make([]error, len(s.names)) // index disagreements, by shard
+		names    *nameSet
+	)
+	indexed := s.parsed != nil // c.idx is set once the parse is done
+	if !indexed && !keep && len(s.names) > 1 {
+		names = &nameSet{}
+	}
+	errs := make([]error, len(s.names))
+	var g errgroup.Group
+	g.SetLimit(s.parallelism(keep))
+	for i, name := range s.names {
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			f, err := c.readShard(ctx, name, cancel)
+			if err != nil {
+				errs[i] = err
+				cancel(err)
+				return err
+			}
+			handed := false // with keep, a File handed to fn stays open
+			release := func() {
+				if !keep || !handed {
+					f.Close()
+				}
+			}
+			mu.Lock()
+			c.HeaderBytesRead += f.DataStart
+			var ok bool
+			if total, ok = addSize(total, f.DataSize()); !ok && sizeErr == nil {
+				sizeErr = fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", joinRoot(c.Root, f.Path), ErrFileSize)
+			}
+			mu.Unlock()
+			// checked compares f with the index; errors are reported after
+			// every header has been read (the index's own first, then the
+			// disagreements in shard order).
+			checked := func() bool {
+				if err := s.prepare(ctx); err != nil {
+					return false
+				}
+				if err := s.checkAgainstIndex(f); err != nil {
+					checkErr[i] = err
+					return false
+				}
+				return true
+			}
+			// While the index is still being parsed, fn works on the shard
+			// instead of waiting; it is checked afterwards.
+			early := indexed && !closed(s.parsed)
+			if indexed && !early && !checked() {
+				release()
+				return nil
+			}
+			names.add(i, f)
+			if fn != nil {
+				handed = true
+				if err := fn(i, f); err != nil {
+					release()
+					errs[i] = err
+					cancel(err)
+					return err
+				}
+			}
+			if early && !checked() {
+				release()
+				return nil
+			}
+			release()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return firstError(context.Cause(ctx), errs)
+	}
+	if indexed {
+		if err := s.prepare(ctx); err != nil {
+			return err
+		}
+	}
+	if sizeErr != nil {
+		return sizeErr
+	}
+	for _, err := range checkErr {
+		if err != nil {
+			return err
+		}
+	}
+	if err := names.err(c, s.names); err != nil {
+		return err
+	}
+	if indexed && total != c.idx.totalSize {
+		return fmt.Errorf("index %s: %w: total_size %d, shards hold %d bytes of tensors", joinRoot(c.Root, c.IndexName), ErrIndex, c.idx.totalSize, total)
+	}
+	return nil
+}
+
+// parallelism is how many headers a walk reads at once: OpenParallelism
+// over HTTP, where requests wait on the network; on a local disk, where
+// reading is parsing, one per CPU and one more, so a walk that keeps nothing
+// holds only the headers being parsed.
+func (s *Shards) parallelism(keep bool) int {
+	if _, remote := s.c.src.(*httpSource); remote || keep {
+		return OpenParallelism
+	}
+	return min(OpenParallelism, runtime.GOMAXPROCS(0)+1)
+}
+
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// readShard opens one shard and reads its header; errors name the full path.
+func (c *Checkpoint) readShard(ctx context.Context, name string, stop func(error)) (*File, error) {
+	ra, size, closer, err := c.src.open(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", joinRoot(c.Root, name), err)
+	}
+	f, err := readHeader(ctx, ra, size, joinRoot(c.Root, name), stop)
+	if err != nil {
+		if closer != nil {
+			closer.Close()
+		}
+		return nil, err
+	}
+	f.Path = name
+	f.closer = closer
+	return f, nil
+}
+
+// nameSet finds a tensor name in two shards of a checkpoint without an
+// index, when the shards are not kept (a nil set checks nothing). It holds
+// copies of the names.
+type nameSet struct {
+	mu     sync.Mutex
+	byName map[string]int32
+	dup    [2]int32 // first duplicate found: the shards, in Names order
+	dupOf  string
+}
+
+func (n *nameSet) add(fi int, f *File) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.byName == nil {
+		n.byName = make(map[string]int32, len(f.Tensors))
+	}
+	for _, t := range f.Tensors {
+		if prev, ok := n.byName[t.Name]; ok {
+			if n.dupOf == "" {
+				n.dup, n.dupOf = [2]int32{min(prev, int32(fi)), max(prev, int32(fi))}, strings.Clone(t.Name)
+			}
+			continue
+		}
+		n.byName[strings.Clone(t.Name)] = int32(fi)
+	}
+}
+
+func (n *nameSet) err(c *Checkpoint, names []string) error {
+	if n == nil || n.dupOf == "" {
+		return nil
+	}
+	return fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, names[n.dup[1]]), quote.Name(n.dupOf), ErrDuplicate, names[n.dup[0]])
+}
