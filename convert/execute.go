@@ -1,26 +1,27 @@
 package convert
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
-
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
 // Limits of the executor. Per job it holds one source tile (≤ TileBytes), one
 // band of FP8 output (128 × K bytes), a tile of FP8 codes when a band is split,
-// the tensor's block scales and a copy-and-hash buffer: about 25 MiB for K3's
+// the tensor's block scales and its share of the output staging buffers
+// (buffersPerJob × filewrite.BufferSize = 16 MiB): about 30 MiB for K3's
 // widest matrix, whatever the tensor's or checkpoint's size; plus a small
-// shard's held codes (≤ MaxHeldCodes).
+// shard's held codes (≤ MaxHeldCodes), so at most about 62 MiB.
 const (
 	// TileBytes bounds the source bytes read at once for quantization: a
 	// 128-row band, split into column tiles (multiples of 128 columns) when a
@@ -197,7 +198,6 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	res := &Result{}
 	done := make([]int8, len(units)) // 1 written, 2 skipped
 	var zeroed atomic.Int64
-	pool := make(chan *scratch, jobs)
 	var net *netCounter
 	if p.remote != nil {
 		net = &netCounter{}
@@ -206,55 +206,47 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	if conns <= 0 {
 		conns = remote.DefaultConnections
 	}
-	for range jobs {
-		pool <- &scratch{conns: max(1, conns/jobs), net: net}
+	bufs := filewrite.NewPool(buffersPerJob * jobs)
+	scratches := make([]*scratch, jobs)
+	for j := range scratches {
+		scratches[j] = &scratch{pool: bufs, conns: max(1, conns/jobs), net: net}
 	}
-	// Two stages: jobs write and hash files' data (CPU and page cache),
-	// committers sync, rename and record them, so that waiting for the disk
-	// in fsync overlaps the next file's work. Commits in flight are bounded.
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	g, gctx := errgroup.WithContext(cctx)
-	g.SetLimit(jobs)
-	var commits errgroup.Group
-	commits.SetLimit(commitsPerJob * jobs)
-	for i, u := range units {
-		g.Go(func() error {
-			s := <-pool
-			if eo.Resume {
-				if ok, err := s.resumeUnit(gctx, p, dst, u, manifest, prog); err != nil {
-					pool <- s
-					return err
-				} else if ok {
+	// Largest first: the last file to finish is a small one, so the jobs
+	// end together instead of one writing the biggest file alone.
+	order := make([]int, len(units))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(units[b].Work, units[a].Work) })
+	// Jobs write and hash files' data; committers sync, rename and record
+	// them, so that waiting for the disk overlaps the next file's work.
+	err := filewrite.Run(ctx, jobs, commitsPerJob, len(order), func(ctx context.Context, job, k int) (func() error, error) {
+		i, s := order[k], scratches[job]
+		u := units[i]
+		if eo.Resume {
+			if ok, err := s.resumeUnit(ctx, p, dst, u, manifest, prog); err != nil || ok {
+				if ok {
 					done[i] = 2
-					pool <- s
-					return nil
 				}
+				return nil, err
 			}
-			path := filepath.Join(dst, filepath.FromSlash(u.Name))
-			n, rec, commit, err := s.produce(gctx, p, path, u, prog)
-			pool <- s
-			zeroed.Add(n)
-			if err != nil {
+		}
+		path := filepath.Join(dst, filepath.FromSlash(u.Name))
+		n, rec, commit, err := s.produce(ctx, p, path, u, prog)
+		zeroed.Add(n)
+		if err != nil {
+			return nil, err
+		}
+		return func() error {
+			if err := commitUnit(p, dst, u, rec, commit); err != nil {
 				return err
 			}
-			commits.Go(func() error {
-				if err := commitUnit(p, dst, u, rec, commit); err != nil {
-					cancel(err)
-					return err
-				}
-				done[i] = 1
-				return nil
-			})
+			done[i] = 1
 			return nil
-		})
-	}
-	errWrite, errCommit := g.Wait(), commits.Wait()
-	if errCommit != nil {
-		return nil, errCommit
-	}
-	if errWrite != nil {
-		return nil, errWrite
+		}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i, u := range units {
 		if done[i] == 1 {
@@ -264,8 +256,7 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 		}
 	}
 	res.ZeroedNonFinite = zeroed.Load()
-	for range jobs {
-		s := <-pool
+	for _, s := range scratches {
 		res.ZeroScaleBlocks += s.cs.zeroScale
 		res.Cast = res.Cast.Add(s.cs.cast)
 	}
@@ -335,6 +326,11 @@ func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit func() error
 	}
 	return writeRecord(dst, doneRecord{Plan: p.ID, FileRecord: rec})
 }
+
+// buffersPerJob is how many output buffers (filewrite.BufferSize each) a job
+// may have on their way to the disk: enough that producing a file never waits
+// for the disk while the files before it are written.
+const buffersPerJob = 4
 
 // commitsPerJob bounds files waiting for the disk per job: enough that
 // fsyncs overlap, few enough that an interrupted run has little to redo.

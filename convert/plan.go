@@ -49,8 +49,9 @@ type FilePlan struct {
 	// is never converted with a stale plan.
 	SourceHeader [sha256.Size]byte
 
-	stamp fileStamp // the source file's size and times when planned
-	etag  string    // a remote source file's ETag when planned
+	stamp     fileStamp         // the source file's size and times when planned
+	etag      string            // a remote source file's ETag when planned
+	layoutSum [sha256.Size]byte // sha256 of the output header (the plan's ID covers it)
 }
 
 // Size is the output file's size.
@@ -179,7 +180,10 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 	if err != nil {
 		return nil, nil, err
 	}
-	fp := &FilePlan{Name: f.Path, Source: f, Layout: l}
+	// The header is rendered again when the file is written: a plan of
+	// every file of K3 would otherwise hold ~80 MB of headers meanwhile.
+	fp := &FilePlan{Name: f.Path, Source: f, Layout: l, layoutSum: sha256.Sum256(l.Header)}
+	l.DropHeader()
 	if fp.Steps, err = planSteps(f, l, outs); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", root, err)
 	}
@@ -312,8 +316,7 @@ func (p *Plan) fingerprint() string {
 	line("options", p.Options.Format.String(), p.Options.ScaleFmt.String(), p.Options.Experts.String(), p.Options.Numerics.String())
 	for _, f := range p.Files {
 		line("file", f.Name, strconv.FormatInt(f.Source.Size, 10))
-		sum := sha256.Sum256(f.Layout.Header)
-		h.Write(sum[:])
+		h.Write(f.layoutSum[:])
 	}
 	for _, a := range p.Aux {
 		line("aux", a.Name, strconv.FormatInt(a.Size, 10))

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
-	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -199,19 +197,18 @@ func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *AuxFile, to str
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
-	out, err := atomicfile.Create(to)
+	out, err := s.create(to, prog)
 	if err != nil {
 		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
-	h := sha256.New()
-	s.hash = bufs.Grow(s.hash, hashBufSize)
-	n, err := io.CopyBuffer(io.MultiWriter(out.File, h), io.NewSectionReader(f, 0, a.Size), s.hash)
-	prog.Add(2 * n)
-	if err != nil {
+	// One pass: the bytes hashed are the bytes written.
+	if err := out.CopyFrom(f, 0, a.Size); err != nil {
 		out.Abort()
 		return FileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
 	}
-	rec := FileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}
+	prog.Add(a.Size)
+	out.Finish()
+	rec := FileRecord{Size: a.Size, SHA256: out.SHA256()}
 	return rec, func() error {
 		if err := out.Commit(); err != nil {
 			return fmt.Errorf("copy %s: %w", to, err)

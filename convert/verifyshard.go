@@ -55,7 +55,11 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 	if _, err := out.ReaderAt().ReadAt(hdr, 0); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if !bytes.Equal(hdr, l.Header) {
+	planned, err := l.HeaderBytes()
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if !bytes.Equal(hdr, planned) {
 		report(func(r *VerifyReport) {
 			r.fail("%s: header (tensor names, dtypes, shapes, offsets) differs from the plan", fp.Name)
 		})

@@ -3,34 +3,39 @@ package convert
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // scratch is one job's reusable buffers.
 type scratch struct {
-	hash   []byte    // hashing and aux copies
-	src    []byte    // one source tile
-	band   []byte    // one band of FP8 output, 128 × K
-	tile   []byte    // FP8 codes of one tile when a band is split
-	scales []float32 // every block scale of the tensor
-	sbytes []byte    // the scales as little-endian fp32
-	held   []byte    // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
+	pool   *filewrite.Pool // output staging buffers, shared by the run's jobs
+	src    []byte          // one source tile
+	band   []byte          // one band of FP8 output, 128 × K
+	tile   []byte          // FP8 codes of one tile when a band is split
+	scales []float32       // every block scale of the tensor
+	sbytes []byte          // the scales as little-endian fp32
+	held   []byte          // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
 	cs     castScratch
 	// lastZeroScale is how many blocks the last quantize gave scale 0.
 	lastZeroScale int64
 
 	conns int         // parallel requests of a remote source's fetch
 	net   *netCounter // a remote source's traffic, shared by the jobs
+}
+
+// create starts an output file on the run's staging buffers.
+func (s *scratch) create(path string, prog Progress) (*filewrite.File, error) {
+	return filewrite.Create(path, s.pool, prog.Add)
 }
 
 // copyAux copies a side file, which must still be the file planned (same
@@ -61,17 +66,21 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to strin
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
-	out, err := atomicfile.Create(to)
+	out, err := s.create(to, prog)
 	if err != nil {
 		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
-	h := sha256.New()
-	s.hash = bufs.Grow(s.hash, hashBufSize)
 	// What is hashed is what is written: both come from the one read.
-	n, err := io.CopyBuffer(io.MultiWriter(out.File, h), in, s.hash)
-	prog.Add(2 * n)
-	if err == nil && n != a.Size {
-		err = fmt.Errorf("%w: %d bytes, planned %d (did the source change?)", ErrChanged, n, a.Size)
+	err = out.CopyFrom(in, 0, a.Size)
+	prog.Add(a.Size)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("%w: shorter than the planned %d bytes (did the source change?)", ErrChanged, a.Size)
+	}
+	if err == nil {
+		var one [1]byte
+		if n, _ := in.ReadAt(one[:], a.Size); n > 0 {
+			err = fmt.Errorf("%w: longer than the planned %d bytes (did the source change?)", ErrChanged, a.Size)
+		}
 	}
 	if err == nil && a.Mode != 0 {
 		err = out.Chmod(a.Mode)
@@ -83,7 +92,8 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to strin
 		out.Abort()
 		return FileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
 	}
-	rec := FileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}
+	out.Finish()
+	rec := FileRecord{Size: a.Size, SHA256: out.SHA256()}
 	return rec, func() error {
 		if err := out.Commit(); err != nil {
 			return fmt.Errorf("copy %s: %w", to, err)
@@ -118,45 +128,11 @@ func checkSource(root string, fp *FilePlan) error {
 	return nil
 }
 
-// fileHash is the sha256 of an output file taken as the file is written, so
-// that the file is never read back: bytes must arrive in file order, which
-// the plan's steps guarantee and this checks.
-type fileHash struct {
-	h    hash.Hash
-	off  int64 // how many bytes were hashed: the offset of the next one
-	prog Progress
-}
-
-func (f *fileHash) write(off int64, p []byte) error {
-	if off != f.off {
-		return fmt.Errorf("bytes at offset %d written while hashing at %d: the plan's steps are out of file order", off, f.off)
-	}
-	f.h.Write(p)
-	f.off += int64(len(p))
-	f.prog.Add(int64(len(p)))
-	return nil
-}
-
-// hashedWriter writes a tensor's bytes and hashes them.
-type hashedWriter struct {
-	tw  *safetensors.TensorWriter
-	fh  *fileHash
-	off int64
-}
-
-func (w *hashedWriter) Write(p []byte) (int, error) {
-	if err := w.fh.write(w.off, p); err != nil {
-		return 0, err
-	}
-	n, err := w.tw.Write(p)
-	w.off += int64(n)
-	return n, err
-}
-
 // writeShard writes one output shard by following its planned steps, which
 // go in file order: the header, then copy runs and quantized tensors as they
-// lie in the file. It checks before and after that the source is the file
-// planned, and returns the file's record (size and sha256).
+// lie in the file. The file is hashed as it is written (never read back). It
+// checks before and after that the source is the file planned, and returns
+// the file's record (size and sha256).
 func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, FileRecord, func() error, error) {
 	if p.remote == nil { // a remote file is checked by every response (size, ETag)
 		if err := checkSource(p.SrcRoot, fp); err != nil {
@@ -164,37 +140,60 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 		}
 	}
 	l := fp.Layout
-	w, err := safetensors.Create(path, l)
-	if err != nil {
-		return 0, FileRecord{}, nil, err
+	header, err := l.HeaderBytes()
+	if err == nil && int64(len(header)) != l.DataStart {
+		err = fmt.Errorf("a %d-byte header for data at %d", len(header), l.DataStart)
 	}
-	fh := &fileHash{h: sha256.New(), prog: prog}
-	err = fh.write(0, l.Header) // written by Create
+	if err != nil {
+		return 0, FileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	f, err := s.create(path, prog)
+	if err != nil {
+		return 0, FileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	_, err = f.Write(header)
 	var zeroed int64
 	if err == nil {
 		ra, done := s.sourceReader(ctx, p, fp)
-		zeroed, err = s.runSteps(ctx, p, w, path, fp, fh, ra)
+		zeroed, err = s.runSteps(ctx, p, f, path, fp, ra, prog)
 		if derr := done(); err == nil && derr != nil {
 			err = fmt.Errorf("file %s: read %s: %w", path, fp.Source.Path, derr)
 		}
 	}
-	if err == nil && fh.off != l.Size {
-		err = fmt.Errorf("file %s: the plan's steps wrote %d of %d bytes", path, fh.off, l.Size)
+	if err == nil && f.Offset() != l.Size {
+		err = fmt.Errorf("file %s: the plan's steps wrote %d of %d bytes", path, f.Offset(), l.Size)
 	}
 	if err == nil {
-		// Bytes copied in the kernel were hashed from a read of their own:
-		// a source unchanged from start to end makes the two the same.
+		// The source unchanged from start to end: what was read is what
+		// was planned.
 		err = checkStampNow(fp.Source.ReaderAt(), fp.stamp, filepath.Join(p.SrcRoot, fp.Source.Path))
 	}
 	if err != nil {
-		w.Abort()
+		f.Abort()
 		return zeroed, FileRecord{}, nil, err
 	}
-	return zeroed, FileRecord{Size: l.Size, SHA256: hex.EncodeToString(fh.h.Sum(nil))}, w.Commit, nil
+	f.Finish()
+	return zeroed, FileRecord{Size: l.Size, SHA256: f.SHA256()}, f.Commit, nil
 }
 
-// runSteps carries out a shard's steps.
-func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, path string, fp *FilePlan, fh *fileHash, ra io.ReaderAt) (int64, error) {
+// tensorSpan writes the bytes of output tensors that end at end, refusing
+// any past it, so a miscounted step fails instead of corrupting a neighbour.
+type tensorSpan struct {
+	f   *filewrite.File
+	end int64
+}
+
+func (w tensorSpan) write(b []byte) error {
+	if over := w.f.Offset() + int64(len(b)) - w.end; over > 0 {
+		return fmt.Errorf("%w: %d bytes past the tensor's end", safetensors.ErrWrite, over)
+	}
+	_, err := w.f.Write(b)
+	return err
+}
+
+// runSteps carries out a shard's steps. Each starts where the previous one
+// ended (the file is written in order) and writes exactly its tensors' bytes.
+func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path string, fp *FilePlan, ra io.ReaderAt, prog Progress) (int64, error) {
 	sf, l := fp.Source, fp.Layout
 	srcPath := filepath.Join(p.SrcRoot, sf.Path)
 	var zeroed int64
@@ -222,39 +221,38 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 		}
 		first, last := l.Tensors[st.First].Name, l.Tensors[st.Last].Name
 		off := l.DataStart + l.Tensors[st.First].Begin
+		if f.Offset() != off {
+			return zeroed, fmt.Errorf("file %s: step %s for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, st.Kind, quote.Name(first), off, f.Offset())
+		}
 		switch st.Kind {
 		case StepCopy:
-			tw, err := w.Span(first, last)
-			if err != nil {
-				return zeroed, err
+			if end := l.DataStart + l.Tensors[st.Last].End; st.Len != end-off {
+				return zeroed, fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, quote.Name(first), quote.Name(last), safetensors.ErrSizeMismatch, st.Len, end-off)
 			}
-			if err := s.copyRun(ctx, ra, p.remote == nil, tw, st, off, fh); err != nil {
-				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, first, last, srcPath, err)
+			if err := f.CopyFrom(ra, st.Src, st.Len); err != nil {
+				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, quote.Name(first), quote.Name(last), srcPath, err)
 			}
+			prog.Add(st.Len)
 		case StepScales, StepCodes:
 			weight := st.First
 			if st.Kind == StepScales {
 				weight = st.Last
 			}
-			tw, err := w.Tensor(first)
-			if err != nil {
-				return zeroed, err
-			}
-			hw := &hashedWriter{tw: tw, fh: fh, off: off}
+			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
 			if st.Kind == StepCodes && st.HoldCodes {
 				at, ok := heldAt[weight]
 				if !ok {
-					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, first)
+					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, quote.Name(first))
 				}
-				if _, err := hw.Write(s.held[at[0]:at[1]]); err != nil {
-					return zeroed, err
+				if err := out.write(s.held[at[0]:at[1]]); err != nil {
+					return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, quote.Name(first), err)
 				}
 				continue
 			}
 			var emit func([]byte) error
 			switch {
 			case st.Kind == StepCodes:
-				emit = func(b []byte) error { _, err := hw.Write(b); return err }
+				emit = out.write
 			case st.HoldCodes:
 				emit = func(b []byte) error {
 					if len(s.held)+len(b) > cap(s.held) {
@@ -265,7 +263,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 				}
 			}
 			start := len(s.held)
-			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, fh.prog)
+			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, prog)
 			if st.Kind == StepScales && st.HoldCodes {
 				heldAt[weight] = [2]int{start, len(s.held)}
 			}
@@ -275,7 +273,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 				case st.Kind == StepScales:
 					scaleSums[weight] = sum
 					s.cs.zeroScale += s.lastZeroScale
-					_, err = hw.Write(s.sbytes)
+					err = out.write(s.sbytes)
 					if st.HoldCodes {
 						zeroed += n
 					}
@@ -289,62 +287,16 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, w *safetensors.Writer, 
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, st.Source.Name, err)
 			}
 		case StepNVFP4:
-			tw, err := w.Tensor(first)
-			if err != nil {
-				return zeroed, err
-			}
-			hw := &hashedWriter{tw: tw, fh: fh, off: off}
-			if err := s.writeNVFP4(ctx, sf, st, func(b []byte) error { _, err := hw.Write(b); return err }, fh.prog); err != nil {
+			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
+			if err := s.writeNVFP4(ctx, sf, st, out.write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, first, err)
 			}
 		default:
 			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)
 		}
+		if end := l.DataStart + l.Tensors[st.First].End; st.Kind != StepCopy && f.Offset() != end {
+			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, quote.Name(first), safetensors.ErrWrite, f.Offset()-off, end-off)
+		}
 	}
 	return zeroed, nil
-}
-
-// copyChunk is how much of a copy run is hashed and copied at a time.
-const copyChunk = 4 << 20
-
-// copyRun copies a run of source bytes into its span, chunk by chunk: each
-// chunk is read once to be hashed, then moved by the kernel
-// (copy_file_range, which lets filesystems that can share extents or copy
-// server-side do so) from the page cache the read just filled. The source's
-// stamp, checked after the file, tells whether the two reads saw the same bytes.
-// A source that is not a local file (remote) is read once: the chunk read
-// for hashing is the one written.
-func (s *scratch) copyRun(ctx context.Context, ra io.ReaderAt, local bool, tw *safetensors.TensorWriter, st Step, off int64, fh *fileHash) error {
-	s.hash = bufs.Grow(s.hash, copyChunk)
-	for done := int64(0); done < st.Len; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(copyChunk, st.Len-done)
-		buf := s.hash[:n]
-		if m, err := ra.ReadAt(buf, st.Src+done); m < len(buf) {
-			if err == nil || err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return fmt.Errorf("read at %d: %w", st.Src+done, err)
-		}
-		if err := fh.write(off+done, buf); err != nil {
-			return err
-		}
-		var m int64
-		var err error
-		if local {
-			m, err = tw.ReadFrom(io.NewSectionReader(ra, st.Src+done, n))
-		} else {
-			var k int
-			k, err = tw.Write(buf)
-			m = int64(k)
-		}
-		fh.prog.Add(m)
-		if err != nil {
-			return err
-		}
-		done += n
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -122,7 +123,34 @@ func (s *Shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 	if r, ok := c.src.(*remoteSource); ok {
 		c.HeaderBytesRead = r.s.Stats().Bytes
 	}
+	s.shareNames()
 	return c, nil
+}
+
+// shareNames points every index entry at its shard's own copy of the name
+// (the walk checked that each is there), so that the index's bytes, as large
+// as every header's names together, are not kept alive by substrings of them
+// while the checkpoint is open.
+func (s *Shards) shareNames() {
+	c := s.c
+	if c.idx == nil || s.perFile == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, f := range c.Files {
+		fi, ok := slices.BinarySearch(c.idx.files, f.Path)
+		if !ok || fi >= len(s.perFile) {
+			continue
+		}
+		wg.Go(func() {
+			for _, ei := range s.perFile[fi] {
+				if ti, ok := f.index[c.idx.entries[ei].name]; ok {
+					c.idx.entries[ei].name = f.Tensors[ti].Name
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func joinRoot(root, name string) string {

@@ -19,7 +19,8 @@ import (
 // of 8). A file written from a Layout is byte-identical to what
 // safetensors.torch.save_file writes for the same tensors.
 type Layout struct {
-	// Header is the complete prefix: the 8-byte length, the JSON, the padding.
+	// Header is the complete prefix: the 8-byte length, the JSON, the
+	// padding; nil after DropHeader (HeaderBytes renders it again).
 	Header []byte
 	// Tensors lists the tensors in data order with their offsets assigned.
 	Tensors []TensorInfo
@@ -28,7 +29,8 @@ type Layout struct {
 	// Size is the total file size.
 	Size int64
 
-	index map[string]int
+	index    map[string]int
+	metadata map[string]string
 }
 
 // headerAlign is the reference's header padding unit.
@@ -74,16 +76,11 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 		pos = end
 		l.index[t.Name] = i
 	}
-	js := appendHeaderJSON(make([]byte, 8, 8+64*len(specs)+64), l.Tensors, metadata)
-	for (len(js)-8)%headerAlign != 0 {
-		js = append(js, ' ')
+	js, err := renderHeader(l.Tensors, metadata)
+	if err != nil {
+		return nil, err
 	}
-	n := len(js) - 8
-	if n > MaxHeaderSize {
-		return nil, fmt.Errorf("%w: %d bytes for %d tensors", ErrHeaderTooLarge, n, len(specs))
-	}
-	binary.LittleEndian.PutUint64(js, uint64(n))
-	l.Header = js
+	l.Header, l.metadata = js, metadata
 	l.DataStart = int64(len(js))
 	size, ok := addSize(l.DataStart, pos)
 	if !ok {
@@ -91,6 +88,39 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 	}
 	l.Size = size
 	return l, nil
+}
+
+// renderHeader renders the complete prefix of a file holding ts (in data
+// order, offsets assigned): length, JSON, padding.
+func renderHeader(ts []TensorInfo, metadata map[string]string) ([]byte, error) {
+	js := appendHeaderJSON(make([]byte, 8, 8+64*len(ts)+64), ts, metadata)
+	for (len(js)-8)%headerAlign != 0 {
+		js = append(js, ' ')
+	}
+	n := len(js) - 8
+	if n > MaxHeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes for %d tensors", ErrHeaderTooLarge, n, len(ts))
+	}
+	binary.LittleEndian.PutUint64(js, uint64(n))
+	return js, nil
+}
+
+// DropHeader lets go of the rendered header bytes (about as large as the
+// tensors' descriptions), keeping what renders them again: for a plan that
+// holds every file's layout until the file is written.
+func (l *Layout) DropHeader() { l.Header = nil }
+
+// HeaderBytes returns the header: the kept bytes, or after DropHeader the
+// same bytes rendered again.
+func (l *Layout) HeaderBytes() ([]byte, error) {
+	if l.Header != nil {
+		return l.Header, nil
+	}
+	b, err := renderHeader(l.Tensors, l.metadata)
+	if err == nil && int64(len(b)) != l.DataStart {
+		err = fmt.Errorf("%w: header rendered again is %d bytes, laid out %d", ErrWrite, len(b), l.DataStart)
+	}
+	return b, err
 }
 
 // Lookup finds a tensor's assigned offsets.

@@ -23,11 +23,15 @@ type Writer struct {
 
 // Create starts a file at path (through a temporary) and writes its header.
 func Create(path string, l *Layout) (*Writer, error) {
+	header, err := l.HeaderBytes()
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", path, err)
+	}
 	f, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", path, err)
 	}
-	if _, err := f.WriteAt(l.Header, 0); err != nil {
+	if _, err := f.WriteAt(header, 0); err != nil {
 		f.Abort()
 		return nil, fmt.Errorf("file %s: write header: %w", path, err)
 	}

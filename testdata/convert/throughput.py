@@ -6,7 +6,9 @@ runs every command given, each into an empty DST on the same filesystem.
 Everything runs warm: SRC is read once before the first round, and every
 output is removed and synced away (untimed) before the next command. The
 medians over the rounds are printed, with each command's ratio to cp -r and
-to cp -r + sync and its peak RSS (GNU time's %M).
+to cp -r + sync and its peak RSS (GNU time's %M), and the median over the
+rounds of its time divided by the time of that round's cp -r + sync (the
+paired ratio, which machine load moves least).
 
 Commands named convert* are rated by SRC's bytes per second (the checkpoint
 converted); the others (shard, export) by the bytes they write.
@@ -50,6 +52,7 @@ def main():
     subprocess.run(f"cat '{src}'/* > /dev/null", shell=True, check=True)
     rates = {k: [] for k in ["cp -r", "cp -r + sync"] + [n for n, _ in cmds]}
     rss, wrote = {n: 0 for n, _ in cmds}, {}
+    paired = {n: [] for n, _ in cmds}
     for _ in range(rounds):
         clean()
         t0 = time.monotonic()
@@ -59,6 +62,7 @@ def main():
         t2 = time.monotonic()
         rates["cp -r"].append(size / (t1 - t0))
         rates["cp -r + sync"].append(size / (t2 - t0))
+        cp_sync = t2 - t0
         for name, cmd in cmds:
             clean()
             argv = [a.replace("SRC", src).replace("DST", out) for a in cmd.split()]
@@ -69,6 +73,7 @@ def main():
             if p.returncode:
                 sys.exit(f"{name}: exit {p.returncode}: {p.stderr.decode()}")
             wrote[name] = tree_bytes(out)
+            paired[name].append((t1 - t0) / cp_sync)
             rates[name].append((size if name.startswith("convert") else wrote[name]) / (t1 - t0))
             with open(rss_file) as f:
                 rss[name] = max(rss[name], int(f.read().split()[-1]))
@@ -82,6 +87,7 @@ def main():
     for name, _ in cmds:
         m = med[name]
         print(f"  {name:14s} {m / 1e6:6.0f} MB/s  {m / cp:.2f}x cp -r  {m / cps:.2f}x cp -r + sync  "
+              f"time {statistics.median(paired[name]):.2f}x cp -r + sync (paired)  "
               f"wrote {wrote[name] / 1e9:.2f} GB  peak RSS {rss[name] / 1024:.0f} MiB  "
               f"(rounds: {' '.join(f'{x / 1e6:.0f}' for x in rates[name])})")
 

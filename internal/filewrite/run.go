@@ -1,0 +1,69 @@
+package filewrite
+
+import (
+	"context"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Run produces n files with at most jobs at once, in the order 0…n-1, and
+// commits them on other goroutines, so that a file waiting for the disk
+// (fsync, rename) overlaps producing the next ones; at most commitsPerJob ×
+// jobs commits are in flight, beyond which producers wait (an interrupted
+// run then has little to redo).
+//
+// produce(ctx, job, i) writes file i using job's resources (job is in
+// [0, jobs) and no two calls running at once share it) and returns how to
+// commit it, or nil when there is nothing to commit (a file found done). On
+// error it must leave nothing behind (File.Abort). The first error of a
+// produce or a commit cancels ctx for the others and no further file is
+// started; Run returns once every call has returned, with the first
+// commit's error if any (producers then only saw the cancellation), else
+// the first producer's.
+func Run(ctx context.Context, jobs, commitsPerJob, n int, produce func(ctx context.Context, job, i int) (commit func() error, err error)) error {
+	jobs, commitsPerJob = max(jobs, 1), max(commitsPerJob, 1)
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	g, gctx := errgroup.WithContext(cctx)
+	g.SetLimit(jobs)
+	var commits errgroup.Group
+	commits.SetLimit(commitsPerJob * jobs)
+	free := make(chan int, jobs)
+	for j := range jobs {
+		free <- j
+	}
+	started := 0
+	for i := range n {
+		if gctx.Err() != nil {
+			break
+		}
+		started++
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			job := <-free
+			commit, err := produce(gctx, job, i)
+			free <- job
+			if err != nil || commit == nil {
+				return err
+			}
+			commits.Go(func() error {
+				if err := commit(); err != nil {
+					cancel(err)
+					return err
+				}
+				return nil
+			})
+			return nil
+		})
+	}
+	errProduce, errCommit := g.Wait(), commits.Wait()
+	if errCommit != nil {
+		return errCommit
+	}
+	if errProduce == nil && started < n {
+		errProduce = context.Cause(gctx) // cancelled before every file started
+	}
+	return errProduce
+}
