@@ -199,9 +199,36 @@ func FindSplits(quantized, kept []string) []Split {
 // MatchModule reports whether a ModelOpt exclude_modules wildcard (fnmatch:
 // * matches any run of characters, dots included) matches a module name.
 func MatchModule(pattern, module string) bool {
+	// The exporter's patterns are literals with * at either end: match those
+	// without the general matcher (a conversion checks every pattern against
+	// every module name of the checkpoint).
+	if lit, lead, trail, ok := starEnds(pattern); ok {
+		switch {
+		case lead && trail:
+			return strings.Contains(module, lit)
+		case lead:
+			return strings.HasSuffix(module, lit)
+		case trail:
+			return strings.HasPrefix(module, lit)
+		default:
+			return module == lit
+		}
+	}
 	// path.Match's * stops at '/', which module names never contain.
 	ok, err := path.Match(pattern, module)
 	return err == nil && ok
+}
+
+// starEnds splits a pattern whose only wildcards are a * at its start or
+// end (or both) into its literal middle; ok is false for any other pattern.
+func starEnds(pattern string) (lit string, lead, trail, ok bool) {
+	lit = pattern
+	lit, lead = strings.CutPrefix(lit, "*")
+	lit, trail = strings.CutSuffix(lit, "*")
+	if strings.ContainsAny(lit, `*?[\`) {
+		return "", false, false, false
+	}
+	return lit, lead, trail, true
 }
 
 // ModelOptExcludes returns the exclude_modules patterns of NVIDIA's Kimi-K3

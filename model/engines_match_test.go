@@ -1,0 +1,38 @@
+package model
+
+import (
+	"path"
+	"testing"
+)
+
+// MatchModule's literal fast path gives what the general matcher gives, for
+// every spelling of every exporter pattern against every module of K3
+// (one expert per layer keeps it quick), and for hand-picked edge patterns.
+func TestMatchModuleFastPathIsPathMatch(t *testing.T) {
+	c := mustK3(t)
+	var mods []string
+	for i := range c.NumShards() {
+		for _, ts := range c.ShardTensors(i) {
+			tn := ParseName(ts.Name)
+			if tn.Expert > 0 {
+				continue
+			}
+			for _, sp := range ModuleSpellings(tn.Module) {
+				mods = append(mods, sp)
+			}
+		}
+	}
+	pats := []string{"*", "**", "", "x", "*.weight", "language_model.*", "*?*", "[a]*", "*experts.0*"}
+	for _, p := range c.ModelOptExcludes() {
+		pats = append(pats, ModuleSpellings(p)...)
+	}
+	for _, p := range pats {
+		for _, m := range mods {
+			want, err := path.Match(p, m)
+			want = want && err == nil
+			if got := MatchModule(p, m); got != want {
+				t.Fatalf("MatchModule(%q, %q) = %v, path.Match says %v", p, m, got, want)
+			}
+		}
+	}
+}
