@@ -99,7 +99,7 @@ func TestKillAndResume(t *testing.T) {
 	// temporary exists, i.e. in the middle of writing the first file).
 	for _, after := range []int{0, 3, 40, 95} {
 		dst := filepath.Join(t.TempDir(), "out")
-		cmd := exec.Command(bin, "convert", tinySrc, dst, "--jobs", "2", "--json")
+		cmd := exec.Command(bin, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2", "--json")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestKillAndResume(t *testing.T) {
 			t.Logf("after %d: the conversion finished before the kill", after)
 		}
 		finals := finalsComplete(t, dst)
-		_, stderr, code := runCLI(t, "convert", tinySrc, dst, "--jobs", "2", "--resume", "--json")
+		_, stderr, code := runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2", "--resume", "--json")
 		if code != 0 {
 			t.Fatalf("resume after kill at %d: exit %d: %s", after, code, stderr)
 		}
@@ -153,7 +153,7 @@ func TestWorkerProcesses(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(bin, "convert", tinySrc, dst, "--jobs", "1", "--json", "--worker", []string{"0/3", "1/3", "2/3"}[i])
+			cmd := exec.Command(bin, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "1", "--json", "--worker", []string{"0/3", "1/3", "2/3"}[i])
 			cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 			errs[i] = cmd.Run()
 		}()
@@ -182,13 +182,18 @@ func TestWorkerProcesses(t *testing.T) {
 	}
 }
 
+// tinyRef is the library default conversion (Options{}: the deepseek
+// convention); the CLI defaults to modelopt, so the CLI tests that compare
+// with tinyRef ask for --format deepseek.
+
 // A write error (file size limit, then a full disk) is a clear error, exit
-// status 1, and leaves no temporary and no partial file.
+// status 1, and leaves no temporary and no partial file. The size limit sits
+// above the run state's plan.json and below the largest shards.
 func TestWriteErrors(t *testing.T) {
 	bin := buildCLI(t)
 	if _, err := exec.LookPath("prlimit"); err == nil {
 		dst := filepath.Join(t.TempDir(), "out")
-		cmd := exec.Command("prlimit", "--fsize=200000", bin, "convert", tinySrc, dst, "--jobs", "2")
+		cmd := exec.Command("prlimit", "--fsize=300000", bin, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2")
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "file too large") || !strings.Contains(string(out), ".safetensors") {
@@ -209,7 +214,7 @@ func TestWriteErrors(t *testing.T) {
 	defer exec.Command("umount", mnt).Run()
 	dst := filepath.Join(mnt, "out")
 	// Refused before the first byte, with both figures.
-	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--jobs", "2")
+	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2")
 	if code != 1 || !strings.Contains(stderr, "not enough free space") || !strings.Contains(stderr, "bytes) free, the conversion writes") || stdout != "" {
 		t.Errorf("space check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -217,7 +222,7 @@ func TestWriteErrors(t *testing.T) {
 		t.Errorf("space check: %d files written before refusing", got)
 	}
 	// Overridden, the disk fills: a clean error and no partial file.
-	stdout, stderr, code = runCLI(t, "convert", tinySrc, dst, "--jobs", "2", "--no-space-check")
+	stdout, stderr, code = runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2", "--no-space-check")
 	if code != 1 || !strings.Contains(stderr, "no space left on device") || stdout != "" {
 		t.Errorf("disk full: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -258,7 +263,7 @@ func TestCLIDryRunAndVerify(t *testing.T) {
 func TestInterruptThenRerunResumes(t *testing.T) {
 	bin := buildCLI(t)
 	dst := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(bin, "convert", tinySrc, dst, "--jobs", "1")
+	cmd := exec.Command(bin, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -290,7 +295,7 @@ wait:
 		t.Fatalf("interrupt: exit %d, stderr %q", code, stderr.String())
 	}
 	kept := countEntries(doneDir, func(string) bool { return true })
-	stdout, errOut, code := runCLI(t, "convert", tinySrc, dst, "--jobs", "2", "--json")
+	stdout, errOut, code := runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2", "--json")
 	var res struct{ Written, Skipped []string }
 	if code != 0 || json.Unmarshal([]byte(stdout), &res) != nil {
 		t.Fatalf("rerun: exit %d %s %s", code, stdout, errOut)
@@ -300,11 +305,11 @@ wait:
 	}
 	sameTree(t, dst, tinyRef)
 	// A rerun on the finished DST writes nothing; --restart writes it all.
-	stdout, _, code = runCLI(t, "convert", tinySrc, dst, "--json")
+	stdout, _, code = runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--json")
 	if json.Unmarshal([]byte(stdout), &res) != nil || code != 0 || len(res.Written) != 0 {
 		t.Errorf("rerun on a finished DST: exit %d, wrote %v", code, res.Written)
 	}
-	stdout, _, code = runCLI(t, "convert", tinySrc, dst, "--json", "--restart")
+	stdout, _, code = runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--json", "--restart")
 	if json.Unmarshal([]byte(stdout), &res) != nil || code != 0 || len(res.Skipped) != 0 || len(res.Written) == 0 {
 		t.Errorf("--restart: exit %d, skipped %v", code, res.Skipped)
 	}
