@@ -1,6 +1,7 @@
-// Package convert turns a BF16/MXFP4 Kimi-K3-class checkpoint into a
-// block-FP8 one (the ATTN-MOE-DENSE-FP8 recipe and any other recipe written as
-// data), and checks the result.
+// Package convert turns a BF16/MXFP4 Kimi-K3-class checkpoint into one with
+// block-FP8 weights and, on request, NVFP4 routed experts (the built-in
+// recipes attn-moe-dense-fp8 and modelopt-k3, or any recipe written as data),
+// in one of three engine conventions, and checks the result.
 //
 // The work is split so that every decision is made before any byte is written:
 //
@@ -18,14 +19,16 @@
 //     the planned header, moves copied tensors by byte range
 //     (copy_file_range), streams quantized tensors in 128-row bands and
 //     NVFP4 casts in bands of rows through bounded, pooled buffers, and
-//     counts what a format cannot hold (zero-scale FP8 tiles, NVFP4 blocks
-//     outside E4M3's exponent window) for the caller to report. Files appear under their final names
-//     only when complete and synced; a record per finished file lets Resume
-//     skip work that verifies, and lets several workers (processes or
-//     machines) share one conversion that Finalize (k3ckpt merge) completes.
-//     A run holds DST locked throughout.
+//     counts what a format cannot hold exactly (zero-scale FP8 tiles, NVFP4
+//     blocks outside E4M3's exponent window or whose values changed) for
+//     the caller to report. Files appear under their final names only when
+//     complete and synced; a record per finished file lets a rerun skip
+//     work that verifies, and lets several workers (processes or machines) share
+//     one conversion that Finalize (k3ckpt merge) completes. A single run
+//     holds DST locked throughout; a worker of a split holds its slice's
+//     lock, so workers of one split run side by side.
 //   - Verify re-reads an output against its source: DST holds exactly the
 //     manifest's files, copied tensors are the source's bytes, FP8 tensors
 //     and scales are bit for bit a fresh quantization, NVFP4 tensors bit for
-//     bit a fresh cast, with the same counts.
+//     bit a fresh cast, whose block counts it reports.
 package convert
