@@ -15,17 +15,19 @@
 //     the chosen engine convention), the side files to copy, what every
 //     source file looked like when planned, and a fingerprint of all of it.
 //   - Execute carries a plan out without deciding anything: it checks that
-//     each source file is still the one planned (size, times, header), writes
-//     the planned header, moves copied tensors by byte range
-//     (copy_file_range), streams quantized tensors in 128-row bands and
-//     NVFP4 casts in bands of rows through bounded, pooled buffers, and
-//     counts what a format cannot hold exactly (zero-scale FP8 tiles, NVFP4
-//     blocks outside E4M3's exponent window or whose values changed) for
-//     the caller to report. Files appear under their final names only when
-//     complete and synced; a record per finished file lets a rerun skip
-//     work that verifies, and lets several workers (processes or machines) share
-//     one conversion that Finalize (k3ckpt merge) completes. A single run
-//     holds DST locked throughout; a worker of a split holds its slice's
+//     each source file is still the one planned (size, times and header; a
+//     remote one's size and ETag), writes the planned header, copies kept
+//     tensors by byte range (from a local file, or from one coalesced fetch
+//     per shard of a remote source), streams quantized tensors in 128-row
+//     bands and NVFP4 casts in bands of rows, all through bounded, pooled
+//     buffers and one in-order, hashing writer per file (internal/filewrite),
+//     and counts what a format cannot hold exactly (zero-scale FP8 tiles,
+//     NVFP4 blocks outside E4M3's exponent window or whose values changed)
+//     for the caller to report. Files appear under their final names only
+//     when complete and synced; a record per finished file lets a rerun skip
+//     work that verifies, and lets several workers (processes or machines)
+//     share one conversion that Finalize (k3ckpt merge) completes. A single
+//     run holds DST locked throughout; a worker of a split holds its slice's
 //     lock, so workers of one split run side by side.
 //   - Verify re-reads an output against its source: DST holds exactly the
 //     manifest's files, copied tensors are the source's bytes, FP8 tensors
