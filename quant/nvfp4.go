@@ -105,6 +105,14 @@ type CastStats struct {
 	Lossy int64
 }
 
+// MarshalJSON writes the counts in the tool's snake_case keys, with NVIDIA's
+// lossless figure (Blocks − OutOfRange) beside them, so convert's and
+// verify's reports read the same.
+func (s CastStats) MarshalJSON() ([]byte, error) {
+	return fmt.Appendf(nil, `{"blocks":%d,"out_of_range":%d,"lossless":%d,"lossy":%d}`,
+		s.Blocks, s.OutOfRange, s.Blocks-s.OutOfRange, s.Lossy), nil
+}
+
 // Add returns the sum of two counts (for w1 + w3, or a whole checkpoint).
 func (s CastStats) Add(t CastStats) CastStats {
 	return CastStats{s.Blocks + t.Blocks, s.OutOfRange + t.OutOfRange, s.Lossy + t.Lossy}

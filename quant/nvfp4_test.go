@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -347,5 +348,13 @@ func TestModelOptReciprocal(t *testing.T) {
 				t.Fatalf("x %g, sf %g: divide 0x%04x, multiply 0x%04x", x, sf, a, b)
 			}
 		}
+	}
+}
+
+// The cast counts marshal in the report's keys, with NVIDIA's lossless count.
+func TestCastStatsJSON(t *testing.T) {
+	b, err := json.Marshal(CastStats{Blocks: 10, OutOfRange: 3, Lossy: 2})
+	if want := `{"blocks":10,"out_of_range":3,"lossless":7,"lossy":2}`; err != nil || string(b) != want {
+		t.Fatalf("got %s, %v; want %s", b, err, want)
 	}
 }
