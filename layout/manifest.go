@@ -89,6 +89,11 @@ type manifest struct {
 	SourceFiles []string `json:"source_files"`
 	// PackScales is "ue8m0" when block scales are stored packed.
 	PackScales string `json:"pack_scales,omitempty"`
+	// Loader says who can read the directory: a per-rank directory is input
+	// for a loader that knows this layout (stock engines' sharded-state
+	// loaders read only files they wrote themselves, and none reads packed
+	// int32 scales), so an engine pointed at it by mistake is told why.
+	Loader string `json:"loader"`
 	// Source describes the original checkpoint, for reassembly.
 	Source sourceInfo `json:"source"`
 	// SourceConfig is the original config.json, byte for byte.
@@ -97,6 +102,16 @@ type manifest struct {
 	Dropped []string `json:"dropped,omitempty"`
 	// Tensors lists the rank's pieces.
 	Tensors []entry `json:"tensors"`
+}
+
+// loaderNote is a manifest's Loader for a directory with or without packed scales.
+func loaderNote(packed bool) string {
+	const note = "input for a loader that knows this layout (e.g. a modified SGLang that reads per-rank or per-stage directories); " +
+		"stock engines' ShardedStateLoader reads only files written by their own save_sharded_state"
+	if packed {
+		return note + "; block scales are packed int32 UE8M0 in DeepGEMM's SM100 layout, which no stock engine reads from a checkpoint"
+	}
+	return note
 }
 
 // readManifest reads and checks dir/layout.json.

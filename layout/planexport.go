@@ -113,7 +113,7 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 	first, end := l.StageLayers(stage)
 	*d = DirPlan{Dir: dirName(l, rank), Rank: rank, Stage: stage, Layers: [2]int{first, end}}
 	man := &manifest{Format: manifestFormat, Layout: l, Rank: rank, Ranks: pl.Ranks(), Stage: stage,
-		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: pack.String(), Source: src.info,
+		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: pack.String(), Loader: loaderNote(pack != PackNone), Source: src.info,
 		SourceConfig: string(src.config), Dropped: dropped, Tensors: make([]entry, 0, len(pcs))}
 	// The source files' metadata is recorded once, in rank 0's manifest.
 	if rank != 0 {
