@@ -3,8 +3,6 @@ package layout
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,45 +10,22 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // hubSnapshot lays the tiny replica (headers only) out as huggingface_hub's
-// cache does: models--moonshotai--Kimi-K3/snapshots/<rev>/ whose every
-// entry, shards, index, config.json and side files alike, is a relative link
-// into ../../blobs/<sha256>. It adds a tokenizer file at the root and one in
-// a subfolder (linked from one level deeper, ../../../blobs/).
+// cache does (testckpt.HubCache), with a tokenizer file at the root and one
+// in a subfolder (linked from one level deeper, ../../../blobs/).
 func hubSnapshot(t *testing.T) (snap, repo string) {
 	t.Helper()
-	tmp := t.TempDir()
-	src := filepath.Join(tmp, "plain")
+	src := filepath.Join(t.TempDir(), "plain")
 	check(t, model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, HeaderOnly: true, Seed: 5}))
 	check(t, os.WriteFile(filepath.Join(src, "tiktoken.model"), []byte("tiktoken ranks\n"), 0o644))
 	check(t, os.MkdirAll(filepath.Join(src, "figures"), 0o755))
 	check(t, os.WriteFile(filepath.Join(src, "figures", "logo.txt"), []byte("a logo"), 0o644))
-	repo = filepath.Join(tmp, "hub", "models--moonshotai--Kimi-K3")
-	snap = filepath.Join(repo, "snapshots", "0123abcd")
-	blobs := filepath.Join(repo, "blobs")
-	check(t, os.MkdirAll(blobs, 0o755))
-	check(t, filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel := must(filepath.Rel(src, p))(t)
-		sum := sha256.Sum256([]byte(rel)) // a blob name per file; huggingface uses the content's hash
-		blob := hex.EncodeToString(sum[:])
-		if err := os.Rename(p, filepath.Join(blobs, blob)); err != nil {
-			return err
-		}
-		link := filepath.Join(snap, rel)
-		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-			return err
-		}
-		up := strings.Repeat("../", strings.Count(filepath.ToSlash(rel), "/")+2)
-		return os.Symlink(up+"blobs/"+blob, link)
-	}))
-	return snap, repo
+	return testckpt.HubCache(t, src)
 }
 
 // A hub cache snapshot is read as it is, side files included: shard (pp16),

@@ -1,0 +1,93 @@
+package testckpt
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// HubRepo is the repository folder name huggingface_hub's cache gives K3.
+const HubRepo = "models--moonshotai--Kimi-K3"
+
+// HubCache lays a checkpoint directory out as huggingface_hub's cache does,
+// in a fresh tb.TempDir(): repo is <tmp>/hub/models--moonshotai--Kimi-K3 and
+// snap its snapshots/<rev>/, whose every entry (shards, index, config.json,
+// side files, in subfolders too) is a relative link into ../../blobs/<sha256
+// of the content> (one level deeper per subfolder). Blobs are hard links to
+// src's files where the file system allows (src is left as it is), copies
+// otherwise; files with equal content share one blob, as in the cache.
+func HubCache(tb testing.TB, src string) (snap, repo string) {
+	tb.Helper()
+	repo = filepath.Join(tb.TempDir(), "hub", HubRepo)
+	snap = filepath.Join(repo, "snapshots", "0123abcd")
+	blobs := filepath.Join(repo, "blobs")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		sum, err := fileSum(p)
+		if err != nil {
+			return err
+		}
+		blob := filepath.Join(blobs, sum)
+		if _, err := os.Lstat(blob); os.IsNotExist(err) {
+			if os.Link(p, blob) != nil {
+				if err := copyFile(p, blob); err != nil {
+					return err
+				}
+			}
+		}
+		link := filepath.Join(snap, rel)
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			return err
+		}
+		up := strings.Repeat("../", strings.Count(filepath.ToSlash(rel), "/")+2)
+		return os.Symlink(up+"blobs/"+sum, link)
+	})
+	if err != nil {
+		tb.Fatalf("hub cache of %s: %v", src, err)
+	}
+	return snap, repo
+}
+
+func fileSum(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func copyFile(from, to string) error {
+	r, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	w, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
