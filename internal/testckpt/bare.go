@@ -39,17 +39,3 @@ func bareConfig(scale model.Scale) ([]byte, error) {
 	}
 	return model.MarshalConfig(tc)
 }
-
-// BareReplica is the directory of a header-only bare kimi_linear replica of
-// a built-in scale (BareConfigJSON), synthesized on first use in this test
-// binary. Tests must not write into it (Copy).
-func BareReplica(tb testing.TB, scale model.Scale) string {
-	tb.Helper()
-	return Dir(tb, "bare-"+scale.String(), func(dir string) error {
-		b, err := bareConfig(scale)
-		if err != nil {
-			return err
-		}
-		return model.Synth(dir, model.SynthOptions{Config: b, HeaderOnly: true})
-	})
-}
