@@ -126,7 +126,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 		// description stays where the released checkpoint keeps it.
 		if srcQC != nil {
 			if text == nil {
-				return nil, nil, fmt.Errorf("%w: --format deepseek keeps the experts' quantization_config in text_config, and this config has none", ErrConfig)
+				return nil, nil, fmt.Errorf("%w: --format deepseek keeps the MXFP4 experts' quantization_config in text_config, and a bare kimi_linear config has no text_config: use --format modelopt or --format compressed-tensors", ErrConfig)
 			}
 			text[quantKey] = srcQC
 		}
