@@ -126,8 +126,10 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	names := a.src.names
 	classify := model.Classify
 	var shardOf map[string]int
+	var match *model.ShardMatcher
 	if a.cfg != nil {
 		classify = a.cfg.Classifier().Classify
+		match = a.cfg.ShardMatcher()
 		shardOf = make(map[string]int, a.cfg.NumShards())
 		for i := range a.cfg.NumShards() {
 			shardOf[a.cfg.ShardName(i)] = i
@@ -169,7 +171,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 			}
 		}
 		if si, ok := shardOf[f.Path]; ok {
-			ft.problems = checkShard(f, a.cfg.ShardTensors(si))
+			ft.problems = a.checkShard(f, match, si)
 		}
 		return nil
 	})
@@ -210,8 +212,34 @@ func (a *auditor) flatten(per []fileTotals) {
 	}
 }
 
-// checkShard compares a file with the tensors config.json places in it.
-func checkShard(f *safetensors.File, want []safetensors.TensorSpec) []problem {
+// checkShard compares a file with the tensors config.json places in its
+// shard si: one catalog match per tensor of the file and no catalog names,
+// which are built (checkShardNames) only when something differs.
+func (a *auditor) checkShard(f *safetensors.File, m *model.ShardMatcher, si int) []problem {
+	seen := make([]bool, m.Len(si))
+	found := 0
+	for _, t := range f.Tensors {
+		pos, _, shape, ok := m.Find(si, t.Name)
+		if !ok {
+			continue
+		}
+		if !slices.Equal(t.Shape, shape) {
+			return checkShardNames(f, a.cfg.ShardTensors(si))
+		}
+		if !seen[pos] {
+			seen[pos] = true
+			found++
+		}
+	}
+	if found == len(seen) {
+		return nil
+	}
+	return checkShardNames(f, a.cfg.ShardTensors(si))
+}
+
+// checkShardNames compares a file with the tensors of its shard's catalog,
+// by name, listing the differences in the catalog's order.
+func checkShardNames(f *safetensors.File, want []safetensors.TensorSpec) []problem {
 	var out []problem
 	for _, w := range want {
 		t, ok := f.Lookup(w.Name)

@@ -1,0 +1,154 @@
+package model
+
+import (
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// ShardMatcher finds a tensor name in the catalog of its shard
+// (ShardTensors) without building the catalog's names: a full-size K3
+// catalog is 497,220 names, the matcher a few small tables. A check of a
+// shard against the config then costs one match per tensor, and names are
+// built only for the tensors that disagree. It is read-only once built and
+// safe for concurrent use.
+type ShardMatcher struct {
+	c      *Config
+	t      *templates
+	layers string         // TextPrefix() + "layers."
+	kinds  [2][2]layerKind // [MLA][MoE]: the tables of the four layer kinds
+	level  []map[string]int
+}
+
+// layerKind is the catalog of one kind of layer: the tail after
+// "layers.N." of every tensor that is not a routed expert's, with its
+// position, then the routed experts (moe only).
+type layerKind struct {
+	tail   map[string]int
+	ts     []tmpl // by position, for the tensors of tail
+	n      int    // tensors before the experts
+	expert []tmpl // nil for a dense layer
+}
+
+// ShardMatcher builds the matcher of this config's catalog.
+func (c *Config) ShardMatcher() *ShardMatcher {
+	t := c.templates()
+	m := &ShardMatcher{c: c, t: t, layers: c.TextPrefix() + "layers."}
+	for mla := range 2 {
+		attn := t.kda
+		if mla == 1 {
+			attn = t.mla
+		}
+		for moe := range 2 {
+			k := layerKind{tail: map[string]int{}}
+			parts := [][]tmpl{t.layer, attn, t.dense}
+			if moe == 1 {
+				parts[2], k.expert = t.moe, t.expert
+			}
+			for _, p := range parts {
+				for _, x := range p {
+					k.tail[x.suffix] = len(k.ts)
+					k.ts = append(k.ts, x)
+				}
+			}
+			k.n = len(k.ts)
+			m.kinds[mla][moe] = k
+		}
+	}
+	// Model-level shards are small (K3: 5, 3 and 168 tensors): a map of
+	// their full names.
+	for i := c.NumLayers; i < c.NumShards(); i++ {
+		names := map[string]int{}
+		for j, s := range c.shardTensors(t, i) {
+			names[s.Name] = j
+		}
+		m.level = append(m.level, names)
+	}
+	return m
+}
+
+// Len is the number of tensors of 0-based shard i (len(ShardTensors(i))).
+func (m *ShardMatcher) Len(i int) int {
+	switch {
+	case i < 0 || i >= m.c.NumShards():
+		return 0
+	case i >= m.c.NumLayers:
+		return len(m.level[i-m.c.NumLayers])
+	}
+	k := m.kind(i)
+	return k.n + int(m.c.NumExperts)*len(k.expert)
+}
+
+func (m *ShardMatcher) kind(i int) *layerKind {
+	l := m.c.layers[i]
+	mla, moe := 0, 0
+	if l.Attention == MLA {
+		mla = 1
+	}
+	if l.MoE {
+		moe = 1
+	}
+	return &m.kinds[mla][moe]
+}
+
+// Find reports the position of the named tensor in ShardTensors(i) and the
+// dtype and shape the catalog gives it (shared: not to be modified); ok is
+// false when the shard's catalog has no tensor of that name.
+func (m *ShardMatcher) Find(i int, name string) (pos int, dtype safetensors.DType, shape []int64, ok bool) {
+	c := m.c
+	switch {
+	case i < 0 || i >= c.NumShards():
+		return 0, 0, nil, false
+	case i >= c.NumLayers:
+		j, ok := m.level[i-c.NumLayers][name]
+		if !ok {
+			return 0, 0, nil, false
+		}
+		s := m.t.slots[i-c.NumLayers]
+		if j < len(s) {
+			x := s[j]
+			return j, x.dtype, x.shape, true
+		}
+		x := m.t.vblock[(j-len(s))%len(m.t.vblock)]
+		return j, x.dtype, x.shape, true
+	}
+	rest, ok := strings.CutPrefix(name, m.layers)
+	if !ok {
+		return 0, 0, nil, false
+	}
+	n, rest, ok := canonicalInt(rest)
+	if !ok || n != i || rest == "" || rest[0] != '.' {
+		return 0, 0, nil, false
+	}
+	rest = rest[1:]
+	k := m.kind(i)
+	if k.expert != nil {
+		if er, ok := strings.CutPrefix(rest, "block_sparse_moe.experts."); ok {
+			if e, er, ok := canonicalInt(er); ok && int64(e) < c.NumExperts && er != "" && er[0] == '.' {
+				er = er[1:]
+				for j, x := range k.expert {
+					if x.suffix == er {
+						return k.n + e*len(k.expert) + j, x.dtype, x.shape, true
+					}
+				}
+			}
+			return 0, 0, nil, false // no other tensor of a layer is under experts.
+		}
+	}
+	j, ok := k.tail[rest]
+	if !ok {
+		return 0, 0, nil, false
+	}
+	x := k.ts[j]
+	return j, x.dtype, x.shape, true
+}
+
+// canonicalInt reads a decimal number at the start of s as strconv.Itoa
+// writes it (no sign, no leading zero), at most 9 digits.
+func canonicalInt(s string) (n int, rest string, ok bool) {
+	n, rest, ok = leadingInt(s)
+	if ok && s[0] == '0' && len(s)-len(rest) > 1 {
+		return 0, s, false
+	}
+	return n, rest, ok
+}
