@@ -15,7 +15,7 @@ import (
 type ShardMatcher struct {
 	c      *Config
 	t      *templates
-	layers string         // TextPrefix() + "layers."
+	layers string          // TextPrefix() + "layers."
 	kinds  [2][2]layerKind // [MLA][MoE]: the tables of the four layer kinds
 	level  []map[string]int
 }
