@@ -166,9 +166,12 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 					return nil, err
 				}
 			} else {
-				t, err := p.tensor(name)
-				if err != nil {
-					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), err)
+				t, ok := p.compactTensor(name)
+				if !ok {
+					var err error
+					if t, err = p.tensor(name); err != nil {
+						return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), err)
+					}
 				}
 				// One hash operation per tensor: a name already present
 				// leaves the map's length unchanged.

@@ -19,6 +19,10 @@ type parser struct {
 	i       int
 	arena   []int64 // backing store for shapes, carved into capped sub-slices
 	scratch [16]int64
+	// lastDType is the dtype name of the previous compact entry, and
+	// lastDTypeVal its value.
+	lastDType    string
+	lastDTypeVal DType
 }
 
 func (p *parser) errf(class error, format string, args ...any) error {
