@@ -51,8 +51,10 @@ func checkpointHeaders(ck *safetensors.Checkpoint) *headers {
 	}
 }
 
-// streamHeaders opens path for streaming; every walk after the first opens it again.
-func streamHeaders(ctx context.Context, path string) (*headers, error) {
+// streamHeaders opens path for streaming; every walk after the first opens
+// it again. transient says the audit keeps nothing of a File once its
+// callback returns, so the codec may reuse each header's memory.
+func streamHeaders(ctx context.Context, path string, transient bool) (*headers, error) {
 	s, err := safetensors.OpenShards(ctx, path)
 	if err != nil {
 		return nil, err
@@ -75,7 +77,11 @@ func streamHeaders(ctx context.Context, path string) (*headers, error) {
 				return fmt.Errorf("%s: the shards changed while it was inspected", path)
 			}
 		}
-		err := w.Walk(ctx, fn)
+		walk := w.Walk
+		if transient {
+			walk = w.WalkTransient
+		}
+		err := walk(ctx, fn)
 		mu.Lock()
 		read += w.HeaderBytesRead()
 		fetched += w.BytesFetched()
@@ -114,9 +120,11 @@ type problem struct {
 // bad reports whether the problem, once resolved, is a difference.
 func (p *problem) bad() bool { return !p.found || !slices.Equal(p.shape, p.want.Shape) }
 
-// table reports whether the audit needs the per-tensor table (to plan a recipe or a layout).
-func (a *auditor) table() bool {
-	o := a.opts
+// table reports whether the audit needs the per-tensor table (to plan a
+// recipe or a layout), which keeps the headers' names and shapes.
+func (a *auditor) table() bool { return a.opts.table() }
+
+func (o Options) table() bool {
 	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == ByRank || o.By == ByStage
 }
 
