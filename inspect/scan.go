@@ -155,8 +155,18 @@ func (a *auditor) scan() ([]fileTotals, error) {
 			ft.specs = make([]safetensors.TensorSpec, len(f.Tensors))
 			ft.comps = make([]model.Component, len(f.Tensors))
 		}
+		var chk *shardCheck
+		si, inShard := shardOf[f.Path]
+		if inShard {
+			chk = newShardCheck(match, si)
+		}
 		for j, t := range f.Tensors {
-			c := classify(t.Name)
+			var c model.Component
+			if g, ok := chk.match(t); ok {
+				c = g.Component() // the catalog's group: what classify says of its name
+			} else {
+				c = classify(t.Name)
+			}
 			if table {
 				ft.specs[j] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
 				ft.comps[j] = c
@@ -178,8 +188,8 @@ func (a *auditor) scan() ([]fileTotals, error) {
 				s.add(sz)
 			}
 		}
-		if si, ok := shardOf[f.Path]; ok {
-			ft.problems = a.checkShard(f, match, si)
+		if inShard && !chk.agrees() {
+			ft.problems = checkShardNames(f, a.cfg.ShardTensors(si))
 		}
 		return nil
 	})
@@ -220,30 +230,43 @@ func (a *auditor) flatten(per []fileTotals) {
 	}
 }
 
-// checkShard compares a file with the tensors config.json places in its
-// shard si: one catalog match per tensor of the file and no catalog names,
-// which are built (checkShardNames) only when something differs.
-func (a *auditor) checkShard(f *safetensors.File, m *model.ShardMatcher, si int) []problem {
-	seen := make([]bool, m.Len(si))
-	found := 0
-	for _, t := range f.Tensors {
-		pos, _, shape, ok := m.Find(si, t.Name)
-		if !ok {
-			continue
-		}
-		if !slices.Equal(t.Shape, shape) {
-			return checkShardNames(f, a.cfg.ShardTensors(si))
-		}
-		if !seen[pos] {
-			seen[pos] = true
-			found++
-		}
-	}
-	if found == len(seen) {
-		return nil
-	}
-	return checkShardNames(f, a.cfg.ShardTensors(si))
+// shardCheck compares a file with the tensors config.json places in its
+// shard, one catalog match per tensor as the tensors are classified, and no
+// catalog names: those are built (checkShardNames) only when something differs.
+type shardCheck struct {
+	m       *model.ShardMatcher
+	si      int
+	seen    []bool // by catalog position
+	found   int
+	differs bool
 }
+
+func newShardCheck(m *model.ShardMatcher, si int) *shardCheck {
+	return &shardCheck{m: m, si: si, seen: make([]bool, m.Len(si))}
+}
+
+// match finds t in the catalog, noting it and whether its shape differs,
+// and returns its group; a nil check matches nothing.
+func (c *shardCheck) match(t safetensors.TensorInfo) (model.Group, bool) {
+	if c == nil {
+		return 0, false
+	}
+	m, ok := c.m.Find(c.si, t.Name)
+	if !ok {
+		return 0, false
+	}
+	if !slices.Equal(t.Shape, m.Shape) {
+		c.differs = true
+	}
+	if !c.seen[m.Pos] {
+		c.seen[m.Pos] = true
+		c.found++
+	}
+	return m.Group, true
+}
+
+// agrees reports whether the file held every catalog tensor with its shape.
+func (c *shardCheck) agrees() bool { return !c.differs && c.found == len(c.seen) }
 
 // checkShardNames compares a file with the tensors of its shard's catalog,
 // by name, listing the differences in the catalog's order.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -17,7 +18,7 @@ type ShardMatcher struct {
 	t      *templates
 	layers string          // TextPrefix() + "layers."
 	kinds  [2][2]layerKind // [MLA][MoE]: the tables of the four layer kinds
-	level  []map[string]int
+	level  []map[string]Match
 }
 
 // layerKind is the catalog of one kind of layer: the tail after
@@ -25,15 +26,29 @@ type ShardMatcher struct {
 // position, then the routed experts (moe only).
 type layerKind struct {
 	tail   map[string]int
-	ts     []tmpl // by position, for the tensors of tail
-	n      int    // tensors before the experts
-	expert []tmpl // nil for a dense layer
+	ts     []tmpl  // by position, for the tensors of tail
+	groups []Group // by position, likewise
+	n      int     // tensors before the experts
+	expert []tmpl  // nil for a dense layer
+}
+
+// Match is a tensor's entry in its shard's catalog.
+type Match struct {
+	// Pos is the tensor's position in ShardTensors.
+	Pos int
+	// DType and Shape are what the catalog gives it (Shape is shared: not
+	// to be modified).
+	DType safetensors.DType
+	Shape []int64
+	// Group is the tensor's group, as the config's Classifier parses its name.
+	Group Group
 }
 
 // ShardMatcher builds the matcher of this config's catalog.
 func (c *Config) ShardMatcher() *ShardMatcher {
 	t := c.templates()
 	m := &ShardMatcher{c: c, t: t, layers: c.TextPrefix() + "layers."}
+	cls := c.Classifier()
 	for mla := range 2 {
 		attn := t.kda
 		if mla == 1 {
@@ -52,15 +67,27 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 				}
 			}
 			k.n = len(k.ts)
+			// The groups, as the classifier reads the names of a layer of
+			// this kind (only o_proj and g_proj depend on the layer).
+			k.groups = make([]Group, k.n)
+			for _, l := range c.layers {
+				if (l.Attention == MLA) == (mla == 1) && l.MoE == (moe == 1) {
+					p := m.layers + strconv.Itoa(l.Index) + "."
+					for j, x := range k.ts {
+						k.groups[j] = cls.ParseName(p + x.suffix).Group
+					}
+					break
+				}
+			}
 			m.kinds[mla][moe] = k
 		}
 	}
 	// Model-level shards are small (K3: 5, 3 and 168 tensors): a map of
 	// their full names.
 	for i := c.NumLayers; i < c.NumShards(); i++ {
-		names := map[string]int{}
+		names := map[string]Match{}
 		for j, s := range c.shardTensors(t, i) {
-			names[s.Name] = j
+			names[s.Name] = Match{j, s.DType, s.Shape, cls.ParseName(s.Name).Group}
 		}
 		m.level = append(m.level, names)
 	}
@@ -91,34 +118,24 @@ func (m *ShardMatcher) kind(i int) *layerKind {
 	return &m.kinds[mla][moe]
 }
 
-// Find reports the position of the named tensor in ShardTensors(i) and the
-// dtype and shape the catalog gives it (shared: not to be modified); ok is
-// false when the shard's catalog has no tensor of that name.
-func (m *ShardMatcher) Find(i int, name string) (pos int, dtype safetensors.DType, shape []int64, ok bool) {
+// Find reports the named tensor's entry in the catalog of 0-based shard
+// i; ok is false when the shard's catalog has no tensor of that name.
+func (m *ShardMatcher) Find(i int, name string) (Match, bool) {
 	c := m.c
 	switch {
 	case i < 0 || i >= c.NumShards():
-		return 0, 0, nil, false
+		return Match{}, false
 	case i >= c.NumLayers:
-		j, ok := m.level[i-c.NumLayers][name]
-		if !ok {
-			return 0, 0, nil, false
-		}
-		s := m.t.slots[i-c.NumLayers]
-		if j < len(s) {
-			x := s[j]
-			return j, x.dtype, x.shape, true
-		}
-		x := m.t.vblock[(j-len(s))%len(m.t.vblock)]
-		return j, x.dtype, x.shape, true
+		e, ok := m.level[i-c.NumLayers][name]
+		return e, ok
 	}
 	rest, ok := strings.CutPrefix(name, m.layers)
 	if !ok {
-		return 0, 0, nil, false
+		return Match{}, false
 	}
 	n, rest, ok := canonicalInt(rest)
 	if !ok || n != i || rest == "" || rest[0] != '.' {
-		return 0, 0, nil, false
+		return Match{}, false
 	}
 	rest = rest[1:]
 	k := m.kind(i)
@@ -128,19 +145,19 @@ func (m *ShardMatcher) Find(i int, name string) (pos int, dtype safetensors.DTyp
 				er = er[1:]
 				for j, x := range k.expert {
 					if x.suffix == er {
-						return k.n + e*len(k.expert) + j, x.dtype, x.shape, true
+						return Match{k.n + e*len(k.expert) + j, x.dtype, x.shape, GroupExperts}, true
 					}
 				}
 			}
-			return 0, 0, nil, false // no other tensor of a layer is under experts.
+			return Match{}, false // no other tensor of a layer is under experts.
 		}
 	}
 	j, ok := k.tail[rest]
 	if !ok {
-		return 0, 0, nil, false
+		return Match{}, false
 	}
 	x := k.ts[j]
-	return j, x.dtype, x.shape, true
+	return Match{j, x.dtype, x.shape, k.groups[j]}, true
 }
 
 // canonicalInt reads a decimal number at the start of s as strconv.Itoa

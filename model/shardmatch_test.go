@@ -23,15 +23,17 @@ func TestShardMatcherAgreesWithCatalog(t *testing.T) {
 	}
 	for _, c := range []*Config{full, bare, tiny} {
 		m := c.ShardMatcher()
+		cls := c.Classifier()
 		for i := range c.NumShards() {
 			specs := c.ShardTensors(i)
 			if m.Len(i) != len(specs) {
 				t.Fatalf("shard %d: Len %d, catalog %d", i, m.Len(i), len(specs))
 			}
 			for j, s := range specs {
-				pos, dt, shape, ok := m.Find(i, s.Name)
-				if !ok || pos != j || dt != s.DType || !slices.Equal(shape, s.Shape) {
-					t.Fatalf("shard %d: Find(%s) = %d %v %v %v, catalog %d %v %v", i, s.Name, pos, dt, shape, ok, j, s.DType, s.Shape)
+				got, ok := m.Find(i, s.Name)
+				g := cls.ParseName(s.Name).Group
+				if !ok || got.Pos != j || got.DType != s.DType || !slices.Equal(got.Shape, s.Shape) || got.Group != g {
+					t.Fatalf("shard %d: Find(%s) = %+v %v, catalog %d %v %v %v", i, s.Name, got, ok, j, s.DType, s.Shape, g)
 				}
 			}
 			for _, o := range []int{i - 1, i + 1, c.NumLayers, c.NumShards() - 1} {
@@ -39,7 +41,7 @@ func TestShardMatcherAgreesWithCatalog(t *testing.T) {
 					continue
 				}
 				for _, s := range c.ShardTensors(o) {
-					if _, _, _, ok := m.Find(i, s.Name); ok {
+					if _, ok := m.Find(i, s.Name); ok {
 						t.Fatalf("shard %d: Find(%s) of shard %d found", i, s.Name, o)
 					}
 				}
@@ -64,8 +66,8 @@ func TestShardMatcherAgreesWithCatalog(t *testing.T) {
 		{full.NumShards(), "language_model.model.norm.weight"},
 		{-1, "language_model.model.norm.weight"},
 	} {
-		if pos, _, _, ok := m.Find(bad.shard, bad.name); ok {
-			t.Errorf("shard %d: Find(%s) = %d, want not found", bad.shard, bad.name, pos)
+		if got, ok := m.Find(bad.shard, bad.name); ok {
+			t.Errorf("shard %d: Find(%s) = %+v, want not found", bad.shard, bad.name, got)
 		}
 	}
 	if !strings.HasPrefix(full.ShardTensors(4)[0].Name, "language_model.model.layers.4.") {
