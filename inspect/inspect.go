@@ -175,7 +175,7 @@ func Inspect(path string, opts Options) (*Report, error) {
 	if _, err := opts.check(); err != nil {
 		return nil, err
 	}
-	src, err := streamHeaders(context.Background(), path)
+	src, err := streamHeaders(context.Background(), path, !opts.table())
 	if err != nil {
 		return nil, err
 	}

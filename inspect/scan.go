@@ -51,8 +51,10 @@ func checkpointHeaders(ck *safetensors.Checkpoint) *headers {
 	}
 }
 
-// streamHeaders opens path for streaming; every walk after the first opens it again.
-func streamHeaders(ctx context.Context, path string) (*headers, error) {
+// streamHeaders opens path for streaming; every walk after the first opens
+// it again. transient says the audit keeps nothing of a File once its
+// callback returns, so the codec may reuse each header's memory.
+func streamHeaders(ctx context.Context, path string, transient bool) (*headers, error) {
 	s, err := safetensors.OpenShards(ctx, path)
 	if err != nil {
 		return nil, err
@@ -75,7 +77,11 @@ func streamHeaders(ctx context.Context, path string) (*headers, error) {
 				return fmt.Errorf("%s: the shards changed while it was inspected", path)
 			}
 		}
-		err := w.Walk(ctx, fn)
+		walk := w.Walk
+		if transient {
+			walk = w.WalkTransient
+		}
+		err := walk(ctx, fn)
 		mu.Lock()
 		read += w.HeaderBytesRead()
 		fetched += w.BytesFetched()
@@ -114,9 +120,11 @@ type problem struct {
 // bad reports whether the problem, once resolved, is a difference.
 func (p *problem) bad() bool { return !p.found || !slices.Equal(p.shape, p.want.Shape) }
 
-// table reports whether the audit needs the per-tensor table (to plan a recipe or a layout).
-func (a *auditor) table() bool {
-	o := a.opts
+// table reports whether the audit needs the per-tensor table (to plan a
+// recipe or a layout), which keeps the headers' names and shapes.
+func (a *auditor) table() bool { return a.opts.table() }
+
+func (o Options) table() bool {
 	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == ByRank || o.By == ByStage
 }
 
@@ -126,8 +134,10 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	names := a.src.names
 	classify := model.Classify
 	var shardOf map[string]int
+	var match *model.ShardMatcher
 	if a.cfg != nil {
 		classify = a.cfg.Classifier().Classify
+		match = a.cfg.ShardMatcher()
 		shardOf = make(map[string]int, a.cfg.NumShards())
 		for i := range a.cfg.NumShards() {
 			shardOf[a.cfg.ShardName(i)] = i
@@ -145,8 +155,18 @@ func (a *auditor) scan() ([]fileTotals, error) {
 			ft.specs = make([]safetensors.TensorSpec, len(f.Tensors))
 			ft.comps = make([]model.Component, len(f.Tensors))
 		}
+		var chk *shardCheck
+		si, inShard := shardOf[f.Path]
+		if inShard {
+			chk = newShardCheck(match, si)
+		}
 		for j, t := range f.Tensors {
-			c := classify(t.Name)
+			var c model.Component
+			if g, ok := chk.match(t); ok {
+				c = g.Component() // the catalog's group: what classify says of its name
+			} else {
+				c = classify(t.Name)
+			}
 			if table {
 				ft.specs[j] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
 				ft.comps[j] = c
@@ -168,8 +188,8 @@ func (a *auditor) scan() ([]fileTotals, error) {
 				s.add(sz)
 			}
 		}
-		if si, ok := shardOf[f.Path]; ok {
-			ft.problems = checkShard(f, a.cfg.ShardTensors(si))
+		if inShard && !chk.agrees() {
+			ft.problems = checkShardNames(f, a.cfg.ShardTensors(si))
 		}
 		return nil
 	})
@@ -210,8 +230,47 @@ func (a *auditor) flatten(per []fileTotals) {
 	}
 }
 
-// checkShard compares a file with the tensors config.json places in it.
-func checkShard(f *safetensors.File, want []safetensors.TensorSpec) []problem {
+// shardCheck compares a file with the tensors config.json places in its
+// shard, one catalog match per tensor as the tensors are classified, and no
+// catalog names: those are built (checkShardNames) only when something differs.
+type shardCheck struct {
+	m       *model.ShardMatcher
+	si      int
+	seen    []bool // by catalog position
+	found   int
+	differs bool
+}
+
+func newShardCheck(m *model.ShardMatcher, si int) *shardCheck {
+	return &shardCheck{m: m, si: si, seen: make([]bool, m.Len(si))}
+}
+
+// match finds t in the catalog, noting it and whether its shape differs,
+// and returns its group; a nil check matches nothing.
+func (c *shardCheck) match(t safetensors.TensorInfo) (model.Group, bool) {
+	if c == nil {
+		return 0, false
+	}
+	m, ok := c.m.Find(c.si, t.Name)
+	if !ok {
+		return 0, false
+	}
+	if !slices.Equal(t.Shape, m.Shape) {
+		c.differs = true
+	}
+	if !c.seen[m.Pos] {
+		c.seen[m.Pos] = true
+		c.found++
+	}
+	return m.Group, true
+}
+
+// agrees reports whether the file held every catalog tensor with its shape.
+func (c *shardCheck) agrees() bool { return !c.differs && c.found == len(c.seen) }
+
+// checkShardNames compares a file with the tensors of its shard's catalog,
+// by name, listing the differences in the catalog's order.
+func checkShardNames(f *safetensors.File, want []safetensors.TensorSpec) []problem {
 	var out []problem
 	for _, w := range want {
 		t, ok := f.Lookup(w.Name)

@@ -111,7 +111,7 @@ func (s *Shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 	err := s.walk(ctx, func(i int, f *File) error {
 		c.Files[i] = f
 		return nil
-	}, true)
+	}, true, false)
 	if err == nil && s.parsed == nil {
 		c.buildNames() // detects duplicates across files
 		err = c.dupErr

@@ -52,14 +52,14 @@ var headerBudget = semaphore.NewWeighted(MaxHeaderBytesInFlight)
 // the file in errors. It rejects everything the reference reader rejects, plus
 // duplicate tensor names and metadata over MaxMetadataSize.
 func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
-	return readHeader(context.Background(), r, size, path, nil)
+	return readHeader(context.Background(), r, size, path, nil, nil)
 }
 
 // readHeader is ReadHeader waiting for its share of MaxHeaderBytesInFlight
 // under ctx. A parse failure calls stop (when given) before the share goes
 // back, so that readers waiting for it see the cancellation instead of
 // reading their own headers.
-func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, stop func(error)) (*File, error) {
+func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, stop func(error), mem *headerMem) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, fmt.Errorf("file %s: %w", path, err) }
 	if size < 8 {
 		return fail(fmt.Errorf("%w (size %d)", ErrTooSmall, size))
@@ -78,7 +78,7 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 	if err := headerBudget.Acquire(ctx, int64(n)); err != nil {
 		return fail(err)
 	}
-	f, err := readHeaderBody(r, size, int64(n))
+	f, err := readHeaderBody(r, size, int64(n), mem)
 	if err != nil && stop != nil {
 		err = fmt.Errorf("file %s: %w", path, err)
 		stop(err)
@@ -94,13 +94,22 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 	return f, nil
 }
 
-// readHeaderBody reads and parses the n header bytes after the length.
-func readHeaderBody(r io.ReaderAt, size, n int64) (*File, error) {
-	buf := make([]byte, n) // bounded by MaxHeaderSize, the file size and headerBudget
+// readHeaderBody reads and parses the n header bytes after the length,
+// into mem's memory when it is given.
+func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error) {
+	var buf []byte
+	if mem != nil && int64(cap(mem.buf)) >= n {
+		buf = mem.buf[:n]
+	} else {
+		buf = make([]byte, n) // bounded by MaxHeaderSize, the file size and headerBudget
+		if mem != nil && n <= maxReusedHeader {
+			mem.buf = buf
+		}
+	}
 	if _, err := io.ReadFull(io.NewSectionReader(r, 8, n), buf); err != nil {
 		return nil, fmt.Errorf("read header: %w", err)
 	}
-	f, err := parseHeader(buf, true)
+	f, err := parseHeader(buf, true, mem)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +127,7 @@ func readHeaderBody(r io.ReaderAt, size, n int64) (*File, error) {
 // ParseHeader validates a header's JSON bytes (without the 8-byte length) on
 // their own: tensors, offsets contiguity and sizes, but not the file size.
 func ParseHeader(b []byte) (*File, error) {
-	f, err := parseHeader(b, false)
+	f, err := parseHeader(b, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +135,11 @@ func ParseHeader(b []byte) (*File, error) {
 	return f, nil
 }
 
-// parseHeader parses b; owned says b belongs to the parser and is never
-// written again, so names may alias it without a copy.
-func parseHeader(b []byte, owned bool) (*File, error) {
+// parseHeader parses b; owned says b belongs to the parser and is not
+// written again while the File is in use, so names may alias it without a
+// copy. mem, when given, lends the tensor table, the name map and the
+// shapes' memory, and keeps them for the next header.
+func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 	if !utf8.Valid(b) {
 		return nil, ErrHeaderUTF8
 	}
@@ -139,8 +150,13 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 	// Estimate the tensor count from the size so slices rarely regrow; the
 	// estimate is bounded by the header length, never by a count the file states.
 	est := min(len(b)/96, maxTensorEstimate)
-	f.Tensors = make([]TensorInfo, 0, est)
-	f.index = make(map[string]int32, est)
+	if mem != nil && mem.tensors != nil {
+		f.Tensors, f.index, p.arena = mem.tensors[:0], mem.index, mem.arena[:0]
+		clear(f.index)
+	} else {
+		f.Tensors = make([]TensorInfo, 0, est)
+		f.index = make(map[string]int32, est)
+	}
 	p.ws()
 	if !p.eat('{') {
 		return nil, p.errf(ErrHeaderJSON, "header does not start with '{'")
@@ -166,9 +182,12 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 					return nil, err
 				}
 			} else {
-				t, err := p.tensor(name)
-				if err != nil {
-					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), err)
+				t, ok := p.compactTensor(name)
+				if !ok {
+					var err error
+					if t, err = p.tensor(name); err != nil {
+						return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), err)
+					}
 				}
 				// One hash operation per tensor: a name already present
 				// leaves the map's length unchanged.
@@ -202,8 +221,28 @@ func parseHeader(b []byte, owned bool) (*File, error) {
 	if owned {
 		f.compactNames(len(b))
 	}
+	if mem != nil && len(b) <= maxReusedHeader {
+		mem.tensors, mem.index = f.Tensors, f.index
+		if cap(mem.arena) < p.dims {
+			mem.arena = make([]int64, 0, p.dims) // for the next header: one chunk
+		}
+	}
 	return f, nil
 }
+
+// headerMem is the memory a header is parsed into, reused from one header
+// to the next by a walk whose callback keeps nothing of the File
+// (Shards.WalkTransient): its bytes, tensor table, name map and shapes.
+type headerMem struct {
+	buf     []byte
+	tensors []TensorInfo
+	index   map[string]int32
+	arena   []int64
+}
+
+// maxReusedHeader bounds the headers whose memory is kept for the next one;
+// the memory of a larger (rare) header goes back to the collector.
+const maxReusedHeader = 16 << 20
 
 // compactNames copies the tensor names out of the header they alias when
 // they are a small part of a large header (padding or ignored values), so
@@ -391,6 +430,7 @@ func (p *parser) carve(dims []int64) []int64 {
 	}
 	start := len(p.arena)
 	p.arena = append(p.arena, dims...)
+	p.dims += len(dims)
 	return p.arena[start:len(p.arena):len(p.arena)]
 }
 

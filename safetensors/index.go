@@ -98,9 +98,10 @@ func (d *indexData) toIndex(name string) (*Index, error) {
 }
 
 func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
-	fail := func(format string, args ...any) (*indexData, error) {
-		return nil, fmt.Errorf("index %s: %w: %s", name, ErrIndex, fmt.Sprintf(format, args...))
+	failf := func(format string, args ...any) error {
+		return fmt.Errorf("index %s: %w: %s", name, ErrIndex, fmt.Sprintf(format, args...))
 	}
+	fail := func(format string, args ...any) (*indexData, error) { return nil, failf(format, args...) }
 	if !utf8.Valid(b) {
 		return fail("not valid UTF-8")
 	}
@@ -165,41 +166,14 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 				return fail("weight_map is not an object")
 			}
 			p.ws()
-			for !p.eat('}') {
-				p.ws()
-				t, err := p.str()
-				if err != nil {
-					return fail("weight_map: %v", err)
-				}
-				p.ws()
-				if !p.eat(':') {
-					return fail("expected ':' at byte %d", p.i)
-				}
-				p.ws()
-				raw, esc, err := p.rawStr()
-				if err != nil {
-					return fail("weight_map[%s]: %v", quote.Name(t), err)
-				}
-				id, ok := fileIDs[string(raw)]
-				if !ok {
-					f := string(raw)
-					if esc {
-						if f, err = p.unescape(raw); err != nil {
-							return fail("weight_map[%s]: %v", quote.Name(t), err)
-						}
-					}
-					if err := checkShardName(f); err != nil {
-						return fail("tensor %s: %v", quote.Name(t), err)
-					}
-					id = uint32(len(provisional))
-					provisional = append(provisional, f)
-					fileIDs[string(raw)] = id
-				}
-				d.entries = append(d.entries, indexEntry{t, id})
-				if err := p.next('}'); err != nil {
-					return fail("weight_map: %v", err)
+			w := weightMap{fileIDs: fileIDs}
+			if !w.parallel(&p, failf) {
+				w.entries = d.entries
+				if _, err := w.members(&p, -1, failf); err != nil {
+					return nil, err
 				}
 			}
+			d.entries, provisional = w.entries, w.provisional
 		default:
 			if err := p.skip(0); err != nil {
 				return fail("%s: %v", key, err)

@@ -18,7 +18,12 @@ type parser struct {
 	s       string // the same bytes as b when names should share its memory, else ""
 	i       int
 	arena   []int64 // backing store for shapes, carved into capped sub-slices
+	dims    int     // shape entries carved so far
 	scratch [16]int64
+	// lastDType is the dtype name of the previous compact entry, and
+	// lastDTypeVal its value.
+	lastDType    string
+	lastDTypeVal DType
 }
 
 func (p *parser) errf(class error, format string, args ...any) error {

@@ -96,7 +96,17 @@ func (s *Shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name)
 func (s *Shards) Walk(ctx context.Context, fn func(i int, f *File) error) error {
 	ctx, cancel := remoteDeadline(ctx, s.c.Root)
 	defer cancel()
-	return s.walk(ctx, fn, false)
+	return s.walk(ctx, fn, false, false)
+}
+
+// WalkTransient is Walk for a callback that keeps nothing of the File it is
+// handed: no name, shape, tensor or metadata outlives the call (copy what
+// must). The memory of each header is then reused for the next one, so a
+// walk over 96 headers of 800 KB allocates a few, not 96.
+func (s *Shards) WalkTransient(ctx context.Context, fn func(i int, f *File) error) error {
+	ctx, cancel := remoteDeadline(ctx, s.c.Root)
+	defer cancel()
+	return s.walk(ctx, fn, false, true)
 }
 
 // openShards resolves p to a source, its root and its index (if any).
@@ -271,8 +281,9 @@ func (s *Shards) checkAgainstIndex(f *File) error {
 // OpenParallelism files open at once, their header bytes bounded by
 // MaxHeaderBytesInFlight. A bad header cancels the rest. Each header is
 // checked against the index and handed to fn; keep leaves the File open
-// (Open keeps them all), otherwise it is closed when fn returns.
-func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep bool) error {
+// (Open keeps them all), otherwise it is closed when fn returns; reuse
+// parses each header into the memory of one already done with.
+func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep, reuse bool) error {
 	s.walkMu.Lock()
 	again := s.walked
 	s.walked = true
@@ -295,6 +306,7 @@ func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep bool)
 		names = &nameSet{}
 	}
 	errs := make([]error, len(s.names))
+	var mems sync.Pool // *headerMem, with reuse
 	var g errgroup.Group
 	g.SetLimit(s.parallelism(keep))
 	for i, name := range s.names {
@@ -302,8 +314,18 @@ func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep bool)
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			f, err := c.readShard(ctx, name, cancel)
+			var mem *headerMem
+			if reuse {
+				mem, _ = mems.Get().(*headerMem)
+				if mem == nil {
+					mem = &headerMem{}
+				}
+			}
+			f, err := c.readShard(ctx, name, cancel, mem)
 			if err != nil {
+				if mem != nil {
+					mems.Put(mem)
+				}
 				errs[i] = err
 				cancel(err)
 				return err
@@ -312,6 +334,9 @@ func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep bool)
 			release := func() {
 				if !keep || !handed {
 					f.Close()
+				}
+				if mem != nil {
+					mems.Put(mem) // fn and the index check are done with f
 				}
 			}
 			mu.Lock()
@@ -405,12 +430,12 @@ func closed(c chan struct{}) bool {
 }
 
 // readShard opens one shard and reads its header; errors name the full path.
-func (c *Checkpoint) readShard(ctx context.Context, name string, stop func(error)) (*File, error) {
+func (c *Checkpoint) readShard(ctx context.Context, name string, stop func(error), mem *headerMem) (*File, error) {
 	ra, size, closer, err := c.src.open(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", joinRoot(c.Root, name), err)
 	}
-	f, err := readHeader(ctx, ra, size, joinRoot(c.Root, name), stop)
+	f, err := readHeader(ctx, ra, size, joinRoot(c.Root, name), stop, mem)
 	if err != nil {
 		if closer != nil {
 			closer.Close()

@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,5 +113,91 @@ func TestShardsWalkBadHeader(t *testing.T) {
 	}
 	if werr := walkAll(t, dir); werr == nil || werr.Error() != err.Error() {
 		t.Errorf("Walk: %v, Open: %v", werr, err)
+	}
+}
+
+// manyShardCheckpoint writes n shards of different sizes, names, dtypes and
+// shapes (shard i holds 1+3i tensors, the last with i+1 dimensions), with
+// their index: a walk reusing header memory must not let one shard's
+// tensors show through in another's.
+func manyShardCheckpoint(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	idx := &Index{WeightMap: map[string]string{}}
+	dts := []DType{F32, BF16, U8, I64}
+	for i := range n {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, n)
+		var specs []TensorSpec
+		for j := range 1 + 3*i {
+			shape := []int64{int64(j + 1), int64(i + 2)}
+			if j == 3*i {
+				shape = slices.Repeat([]int64{2}, i+1)
+			}
+			specs = append(specs, TensorSpec{fmt.Sprintf("s%d.t%d", i, j), dts[(i+j)%len(dts)], shape})
+			idx.WeightMap[specs[j].Name] = name
+		}
+		writeTestFile(t, dir, name, specs)
+		f, err := OpenFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx.TotalSize += f.DataSize()
+		f.Close()
+	}
+	if err := WriteIndex(filepath.Join(dir, IndexName), idx); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestShardsWalkTransient: a walk that reuses header memory hands every
+// shard over with the tensors Open keeps (copied inside the callback, as
+// its contract asks), over more shards than headers in flight.
+func TestShardsWalkTransient(t *testing.T) {
+	dir := manyShardCheckpoint(t, 12)
+	ck, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	s, err := OpenShards(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([][]TensorInfo, len(ck.Files))
+	err = s.WalkTransient(t.Context(), func(i int, f *File) error {
+		ts := make([]TensorInfo, len(f.Tensors))
+		for j, x := range f.Tensors {
+			ts[j] = TensorInfo{strings.Clone(x.Name), x.DType, slices.Clone(x.Shape), x.Begin, x.End}
+			if y, ok := f.Lookup(x.Name); !ok || y.Begin != x.Begin {
+				t.Errorf("shard %d: Lookup(%s) = %v %v", i, x.Name, y, ok)
+			}
+		}
+		got[i] = ts
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range ck.Files {
+		if !slices.EqualFunc(got[i], f.Tensors, func(a, b TensorInfo) bool {
+			return a.Name == b.Name && a.DType == b.DType && slices.Equal(a.Shape, b.Shape) && a.Begin == b.Begin && a.End == b.End
+		}) {
+			t.Errorf("shard %d: walked %v, Open has %v", i, got[i], f.Tensors)
+		}
+	}
+	// A bad index is reported as Walk reports it.
+	if err := os.WriteFile(filepath.Join(dir, IndexName), []byte(`{"metadata":{"total_size":0},"weight_map":{}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s1, err1 := OpenShards(t.Context(), dir)
+	s2, err2 := OpenShards(t.Context(), dir)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	werr := s1.Walk(t.Context(), func(int, *File) error { return nil })
+	terr := s2.WalkTransient(t.Context(), func(int, *File) error { return nil })
+	if werr == nil || terr == nil || werr.Error() != terr.Error() {
+		t.Errorf("Walk: %v, WalkTransient: %v", werr, terr)
 	}
 }

@@ -1,0 +1,171 @@
+package model
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// ShardMatcher finds a tensor name in the catalog of its shard
+// (ShardTensors) without building the catalog's names: a full-size K3
+// catalog is 497,220 names, the matcher a few small tables. A check of a
+// shard against the config then costs one match per tensor, and names are
+// built only for the tensors that disagree. It is read-only once built and
+// safe for concurrent use.
+type ShardMatcher struct {
+	c      *Config
+	t      *templates
+	layers string          // TextPrefix() + "layers."
+	kinds  [2][2]layerKind // [MLA][MoE]: the tables of the four layer kinds
+	level  []map[string]Match
+}
+
+// layerKind is the catalog of one kind of layer: the tail after
+// "layers.N." of every tensor that is not a routed expert's, with its
+// position, then the routed experts (moe only).
+type layerKind struct {
+	tail   map[string]int
+	ts     []tmpl  // by position, for the tensors of tail
+	groups []Group // by position, likewise
+	n      int     // tensors before the experts
+	expert []tmpl  // nil for a dense layer
+}
+
+// Match is a tensor's entry in its shard's catalog.
+type Match struct {
+	// Pos is the tensor's position in ShardTensors.
+	Pos int
+	// DType and Shape are what the catalog gives it (Shape is shared: not
+	// to be modified).
+	DType safetensors.DType
+	Shape []int64
+	// Group is the tensor's group, as the config's Classifier parses its name.
+	Group Group
+}
+
+// ShardMatcher builds the matcher of this config's catalog.
+func (c *Config) ShardMatcher() *ShardMatcher {
+	t := c.templates()
+	m := &ShardMatcher{c: c, t: t, layers: c.TextPrefix() + "layers."}
+	cls := c.Classifier()
+	for mla := range 2 {
+		attn := t.kda
+		if mla == 1 {
+			attn = t.mla
+		}
+		for moe := range 2 {
+			k := layerKind{tail: map[string]int{}}
+			parts := [][]tmpl{t.layer, attn, t.dense}
+			if moe == 1 {
+				parts[2], k.expert = t.moe, t.expert
+			}
+			for _, p := range parts {
+				for _, x := range p {
+					k.tail[x.suffix] = len(k.ts)
+					k.ts = append(k.ts, x)
+				}
+			}
+			k.n = len(k.ts)
+			// The groups, as the classifier reads the names of a layer of
+			// this kind (only o_proj and g_proj depend on the layer).
+			k.groups = make([]Group, k.n)
+			for _, l := range c.layers {
+				if (l.Attention == MLA) == (mla == 1) && l.MoE == (moe == 1) {
+					p := m.layers + strconv.Itoa(l.Index) + "."
+					for j, x := range k.ts {
+						k.groups[j] = cls.ParseName(p + x.suffix).Group
+					}
+					break
+				}
+			}
+			m.kinds[mla][moe] = k
+		}
+	}
+	// Model-level shards are small (K3: 5, 3 and 168 tensors): a map of
+	// their full names.
+	for i := c.NumLayers; i < c.NumShards(); i++ {
+		names := map[string]Match{}
+		for j, s := range c.shardTensors(t, i) {
+			names[s.Name] = Match{j, s.DType, s.Shape, cls.ParseName(s.Name).Group}
+		}
+		m.level = append(m.level, names)
+	}
+	return m
+}
+
+// Len is the number of tensors of 0-based shard i (len(ShardTensors(i))).
+func (m *ShardMatcher) Len(i int) int {
+	switch {
+	case i < 0 || i >= m.c.NumShards():
+		return 0
+	case i >= m.c.NumLayers:
+		return len(m.level[i-m.c.NumLayers])
+	}
+	k := m.kind(i)
+	return k.n + int(m.c.NumExperts)*len(k.expert)
+}
+
+func (m *ShardMatcher) kind(i int) *layerKind {
+	l := m.c.layers[i]
+	mla, moe := 0, 0
+	if l.Attention == MLA {
+		mla = 1
+	}
+	if l.MoE {
+		moe = 1
+	}
+	return &m.kinds[mla][moe]
+}
+
+// Find reports the named tensor's entry in the catalog of 0-based shard
+// i; ok is false when the shard's catalog has no tensor of that name.
+func (m *ShardMatcher) Find(i int, name string) (Match, bool) {
+	c := m.c
+	switch {
+	case i < 0 || i >= c.NumShards():
+		return Match{}, false
+	case i >= c.NumLayers:
+		e, ok := m.level[i-c.NumLayers][name]
+		return e, ok
+	}
+	rest, ok := strings.CutPrefix(name, m.layers)
+	if !ok {
+		return Match{}, false
+	}
+	n, rest, ok := canonicalInt(rest)
+	if !ok || n != i || rest == "" || rest[0] != '.' {
+		return Match{}, false
+	}
+	rest = rest[1:]
+	k := m.kind(i)
+	if k.expert != nil {
+		if er, ok := strings.CutPrefix(rest, "block_sparse_moe.experts."); ok {
+			if e, er, ok := canonicalInt(er); ok && int64(e) < c.NumExperts && er != "" && er[0] == '.' {
+				er = er[1:]
+				for j, x := range k.expert {
+					if x.suffix == er {
+						return Match{k.n + e*len(k.expert) + j, x.dtype, x.shape, GroupExperts}, true
+					}
+				}
+			}
+			return Match{}, false // no other tensor of a layer is under experts.
+		}
+	}
+	j, ok := k.tail[rest]
+	if !ok {
+		return Match{}, false
+	}
+	x := k.ts[j]
+	return Match{j, x.dtype, x.shape, k.groups[j]}, true
+}
+
+// canonicalInt reads a decimal number at the start of s as strconv.Itoa
+// writes it (no sign, no leading zero), at most 9 digits.
+func canonicalInt(s string) (n int, rest string, ok bool) {
+	n, rest, ok = leadingInt(s)
+	if ok && s[0] == '0' && len(s)-len(rest) > 1 {
+		return 0, s, false
+	}
+	return n, rest, ok
+}
