@@ -35,7 +35,7 @@ func writeFile(ctx context.Context, of *outFile, path string, pool *filewrite.Po
 			}
 		}()
 	}
-	f, err := filewrite.Create(path, pool, tensorProgress(of.lay.DataStart, progress))
+	f, err := filewrite.CreateUnhashed(path, pool, tensorProgress(of.lay.DataStart, progress))
 	if err != nil {
 		return nil, err
 	}
