@@ -8,21 +8,25 @@ import (
 	"runtime"
 	"sync/atomic"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // defaultJobs is the least default number of files written at once. Each
-// writer hands its file to a committer (fsync, rename) and goes on, so the
+// job hands its file to a committer (fsync, rename) and goes on, so the
 // disk flushes one file while the next is written.
 const defaultJobs = 4
 
-// commitsPerJob bounds files waiting for fsync per writer.
+// commitsPerJob bounds files waiting for the disk per job: enough that
+// fsyncs overlap, few enough that an interrupted run has little to redo.
 const commitsPerJob = 4
+
+// buffersPerJob is how many output buffers (filewrite.BufferSize each) a job
+// may have on their way to the disk.
+const buffersPerJob = 4
 
 // ExecOptions controls Execute.
 type ExecOptions struct {
@@ -127,7 +131,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		}
 		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
 	}
-	if res.Bytes, err = writeFiles(ctx, jobs, o.Jobs, o.Progress, committed, net); err != nil {
+	if res.Bytes, err = writeFiles(ctx, jobs, jobsOr(o.Jobs), o.Progress, committed, net); err != nil {
 		return nil, err
 	}
 	if net != nil {
@@ -191,46 +195,30 @@ func jobsOr(n int) int {
 	return max(defaultJobs, runtime.GOMAXPROCS(0))
 }
 
-// writeFiles writes files with jobs writers; each written file goes to a
-// committer (fsync, rename into place, then committed), so that waiting for
-// the disk overlaps writing the next file. It returns the tensor bytes
-// written. The first error cancels the rest.
+// writeFiles writes the files with jobs at once through filewrite.Run: each
+// job writes a file front to back, a committer syncs and renames it, then
+// committed records it. It returns the tensor bytes committed. The first
+// error cancels the rest.
 func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(writeJob) error, net *netFetch) (int64, error) {
-	jobs = jobsOr(jobs)
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	g, gctx := errgroup.WithContext(cctx)
-	g.SetLimit(jobs)
-	var commits errgroup.Group
-	commits.SetLimit(commitsPerJob * jobs)
+	pool := filewrite.NewPool(buffersPerJob * jobs)
+	windows := make([][]byte, jobs) // each job's read window, made on first use
 	var total atomic.Int64
-	for _, j := range files {
-		g.Go(func() error {
-			n, commit, err := writeFile(gctx, j.of, j.path, progress, net)
-			if err != nil {
+	err := filewrite.Run(ctx, jobs, commitsPerJob, len(files), func(ctx context.Context, job, i int) (func() error, error) {
+		j := files[i]
+		commit, err := writeFile(ctx, j.of, j.path, pool, &windows[job], progress, net)
+		if err != nil {
+			return nil, err
+		}
+		return func() error {
+			if err := commit(); err != nil {
 				return err
 			}
-			commits.Go(func() error {
-				err := commit()
-				if err == nil {
-					err = committed(j)
-				}
-				if err != nil {
-					cancel(err)
-					return err
-				}
-				total.Add(n)
-				return nil
-			})
+			if err := committed(j); err != nil {
+				return err
+			}
+			total.Add(j.of.tensorBytes())
 			return nil
-		})
-	}
-	errWrite, errCommit := g.Wait(), commits.Wait()
-	if errCommit != nil {
-		return total.Load(), errCommit
-	}
-	if errWrite != nil {
-		return total.Load(), errWrite
-	}
-	return total.Load(), nil
+		}, nil
+	})
+	return total.Load(), err
 }

@@ -353,7 +353,3 @@ func (st *slicedTensor) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, nil
 }
-
-func (st *slicedTensor) section(off, n int64) *io.SectionReader {
-	return io.NewSectionReader(st, off, n)
-}

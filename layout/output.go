@@ -11,8 +11,8 @@ import (
 // begun (the 5 GB of huggingface's default max_shard_size).
 const maxShardBytes = 5_000_000_000
 
-// maxRunBytes bounds one copy run, so that cancellation is never held up
-// for long by one system call.
+// maxRunBytes bounds one copy run (and each part of a verbatim copy):
+// cancellation is checked between them, so it is never held up for long.
 const maxRunBytes = 256 << 20
 
 // outTensor is one tensor of an output file and where its bytes come from.

@@ -107,7 +107,7 @@ func TestResumeAfterKill(t *testing.T) {
 	dir0 := filepath.Join(dst, d0.Dir)
 	dr := must(prepareDir(p, d0, dir0, false))(t)
 	of := d0.files[0]
-	_, commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, nil)
+	commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
 	check(t, dr.recordCommit(of.name))
@@ -371,7 +371,7 @@ func TestProgressOfResumedRun(t *testing.T) {
 	dir0 := filepath.Join(dst, d0.Dir)
 	dr := must(prepareDir(p, d0, dir0, false))(t)
 	of := d0.files[0]
-	_, commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, nil)
+	commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
 	check(t, dr.recordCommit(of.name))
@@ -440,7 +440,7 @@ func TestKeptFileModifiedAfterCommit(t *testing.T) {
 	dr := must(prepareDir(p, d0, filepath.Join(dst2, d0.Dir), false))(t)
 	of := d0.files[0]
 	path := filepath.Join(dst2, d0.Dir, of.name)
-	_, commit, err := writeFile(ctx, of, path, nil, nil)
+	commit, err := writeFile(ctx, of, path, nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
 	check(t, dr.recordCommit(of.name))

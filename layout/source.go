@@ -17,12 +17,7 @@ import (
 )
 
 // tensorData is one source tensor's bytes, addressed relative to its start.
-type tensorData interface {
-	io.ReaderAt
-	// section is a reader over bytes [off, off+n); for a local file it is a
-	// section of the *os.File, so the codec's writer copies it in the kernel.
-	section(off, n int64) *io.SectionReader
-}
+type tensorData = io.ReaderAt
 
 // fileTensor is a tensor stored whole in a safetensors file.
 type fileTensor struct {
@@ -54,21 +49,10 @@ func (ft fileTensor) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-func (ft fileTensor) section(off, n int64) *io.SectionReader {
-	if ft.ra != nil {
-		return io.NewSectionReader(ft.ra, ft.f.DataStart+ft.t.Begin+off, n)
-	}
-	return ft.f.Section(safetensors.TensorInfo{Begin: ft.t.Begin + off, End: ft.t.Begin + off + n})
-}
-
 // memTensor is a tensor computed in memory (an unpacked scale).
 type memTensor []byte
 
 func (m memTensor) ReadAt(p []byte, off int64) (int, error) { return bytes.NewReader(m).ReadAt(p, off) }
-
-func (m memTensor) section(off, n int64) *io.SectionReader {
-	return io.NewSectionReader(bytes.NewReader(m), off, n)
-}
 
 // sourceFile is one file of the source checkpoint, kept so a reassembly can
 // write it back byte for byte.

@@ -3,30 +3,29 @@ package layout
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"sync"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
-	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// windowSize is the read buffer of one writer: a column split reads whole
-// rows in windows of this size and keeps only the rank's columns, so memory
-// is jobs × 2 × windowSize whatever the tensor size.
+// windowSize is the read buffer of one job: a column split reads whole rows
+// in windows of this size and keeps only the rank's columns, so memory is
+// jobs × windowSize whatever the tensor size.
 const windowSize = 4 << 20
 
-// directCopyMin is the contiguous run length from which a slice row is copied
-// in the kernel instead of through the window.
+// directCopyMin is the contiguous run length from which a slice row is
+// copied on its own, straight into the output, instead of gathered from a
+// window of whole rows.
 const directCopyMin = 256 << 10
 
-var windowPool = sync.Pool{New: func() any { b := make([]byte, 2*windowSize); return &b }}
-
-// writeFile writes one planned file to path under a temporary name and
-// returns the tensor bytes written and how to commit it (sync and rename).
-// On error nothing is left behind.
-func writeFile(ctx context.Context, of *outFile, path string, progress func(int64), net *netFetch) (n int64, commit func() error, err error) {
+// writeFile writes one planned file to path, front to back, under a
+// temporary name and returns how to commit it (sync and rename). window is
+// the job's read buffer (windowSize bytes, allocated here when nil); the
+// tensor bytes accepted are reported to progress as they are. On error
+// nothing is left behind.
+func writeFile(ctx context.Context, of *outFile, path string, pool *filewrite.Pool, window *[]byte, progress func(int64), net *netFetch) (commit func() error, err error) {
 	if net != nil {
 		var done func() error
 		of, done = net.stream(ctx, of)
@@ -36,214 +35,128 @@ func writeFile(ctx context.Context, of *outFile, path string, progress func(int6
 			}
 		}()
 	}
-	if of.verbatim != nil {
-		commit, err := copyVerbatim(of, path)
-		if err != nil {
-			return 0, nil, err
-		}
-		n := of.tensorBytes()
-		if progress != nil {
-			progress(n)
-		}
-		return n, commit, nil
-	}
-	w, err := safetensors.Create(path, of.lay)
-	if err != nil {
-		return 0, nil, err
-	}
-	total, err := writeSteps(ctx, w, of, path, progress)
-	if err != nil {
-		w.Abort()
-		return total, nil, err
-	}
-	return total, w.Commit, nil
-}
-
-// copyVerbatim copies a whole source shard through an atomic temporary; for
-// a local file the kernel moves the bytes where the platform can
-// (os.File.ReadFrom).
-func copyVerbatim(of *outFile, path string) (func() error, error) {
-	var in io.Reader = io.NewSectionReader(of.reader(of.verbatim), 0, of.verbatim.Size)
-	if src, ok := of.reader(of.verbatim).(*os.File); ok {
-		// A handle of its own, for the offset ReadFrom advances; it must be
-		// the file the source opened, not whatever now has its name.
-		f, err := fsx.Open(src.Name())
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		was, err := src.Stat()
-		if err != nil {
-			return nil, err
-		}
-		now, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
-		if !os.SameFile(was, now) {
-			return nil, fmt.Errorf("file %s: copy from %s: %w: the source file was replaced since it was opened", path, of.verbatim.Path, ErrChanged)
-		}
-		in = io.LimitReader(f, of.verbatim.Size)
-	}
-	out, err := atomicfile.Create(path)
+	f, err := filewrite.CreateUnhashed(path, pool, tensorProgress(of.lay.DataStart, progress))
 	if err != nil {
 		return nil, err
 	}
-	n, err := out.File.ReadFrom(in)
-	if err == nil && n != of.verbatim.Size {
-		err = fmt.Errorf("copied %d of %d bytes", n, of.verbatim.Size)
+	if of.verbatim != nil {
+		err = copyVerbatim(ctx, f, of, path)
+	} else {
+		err = writeSteps(ctx, f, of, path, window)
+	}
+	if err == nil && f.Offset() != of.lay.Size {
+		err = fmt.Errorf("file %s: %w: %d bytes written, planned %d", path, safetensors.ErrWrite, f.Offset(), of.lay.Size)
 	}
 	if err != nil {
-		out.Abort()
-		return nil, fmt.Errorf("file %s: copy from %s: %w", path, of.verbatim.Path, err)
+		f.Abort()
+		return nil, err
 	}
-	return out.Commit, nil
+	f.Finish()
+	return f.Commit, nil
 }
 
-// writeSteps carries out a file's steps.
-func writeSteps(ctx context.Context, w *safetensors.Writer, of *outFile, path string, progress func(int64)) (int64, error) {
-	bp := windowPool.Get().(*[]byte)
-	defer windowPool.Put(bp)
-	lay := of.lay
-	var total int64
-	for _, st := range of.steps {
-		if err := ctx.Err(); err != nil {
-			return total, err
+// tensorProgress reports to progress the bytes a file accepts past its
+// header: the tensor bytes. It is called only by the file's producer.
+func tensorProgress(header int64, progress func(int64)) func(int64) {
+	if progress == nil {
+		return nil
+	}
+	return func(n int64) {
+		if skip := min(header, n); skip > 0 {
+			header, n = header-skip, n-skip
 		}
-		if st.first < 0 || st.last < st.first || st.last >= len(lay.Tensors) || st.tensor >= len(of.tensors) {
-			return total, fmt.Errorf("file %s: step [%d, %d] outside its %d tensors", path, st.first, st.last, len(lay.Tensors))
-		}
-		var n int64
-		if st.tensor < 0 {
-			first, last := lay.Tensors[st.first].Name, lay.Tensors[st.last].Name
-			tw, err := w.Span(first, last)
-			if err != nil {
-				return total, err
-			}
-			if n, err = tw.ReadFrom(io.NewSectionReader(of.reader(st.src), st.off, st.n)); err != nil {
-				return total, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, first, last, st.src.Path, err)
-			}
-		} else {
-			t := of.tensors[st.tensor]
-			tw, err := w.Tensor(t.spec.Name)
-			if err != nil {
-				return total, err
-			}
-			if err := writeTensor(ctx, tw, t, *bp); err != nil {
-				return total, fmt.Errorf("file %s: tensor %s: %w", path, t.spec.Name, err)
-			}
-			n = lay.Tensors[st.first].Size()
-		}
-		total += n
-		if progress != nil {
+		if n > 0 {
 			progress(n)
 		}
 	}
-	return total, nil
 }
 
-// writeTensor copies one tensor (or slice) into its writer.
-func writeTensor(ctx context.Context, tw *safetensors.TensorWriter, t outTensor, buf []byte) error {
-	if t.pack != nil {
-		b, err := t.pack.bytes()
+// copyVerbatim copies a whole source shard from the file the source opened,
+// in runs of at most maxRunBytes so that cancellation is seen between them.
+// A local shard replaced under its name since it was opened fails the run
+// instead of being copied: the output would no longer be what its name holds.
+func copyVerbatim(ctx context.Context, f *filewrite.File, of *outFile, path string) error {
+	v := of.verbatim
+	if v.Size != of.lay.Size {
+		return fmt.Errorf("file %s: copy from %s: %w: %d bytes, planned %d", path, v.Path, safetensors.ErrWrite, v.Size, of.lay.Size)
+	}
+	r := of.reader(v)
+	if src, ok := r.(*os.File); ok {
+		was, err := src.Stat()
 		if err != nil {
 			return err
 		}
-		_, err = tw.Write(b)
-		return err
-	}
-	if t.held != HeldSlice {
-		_, err := tw.ReadFrom(t.src.section(0, t.size()))
-		return err
-	}
-	return copySlice(ctx, tw, t, buf)
-}
-
-// sliceGeom is a slice's row geometry: outer rows of rowB bytes, each
-// holding one contiguous run of run bytes at start·innerB.
-func sliceGeom(t outTensor) (outer, innerB, rowB, run int64) {
-	outer, _ = safetensors.NumElements(t.shape[:t.axis])
-	inner, _ := safetensors.NumElements(t.shape[t.axis+1:])
-	innerB = inner * t.spec.DType.Bits() / 8
-	rowB = t.shape[t.axis] * innerB
-	return outer, innerB, rowB, (t.stop - t.start) * innerB
-}
-
-// sliceDirect reports whether a slice is copied run by run (long runs, in
-// the kernel for a local file) rather than gathered from windows of rows.
-func sliceDirect(t outTensor) bool {
-	outer, _, _, run := sliceGeom(t)
-	return outer == 1 || run >= directCopyMin
-}
-
-// sliceWindows calls fn with each read of a gathered slice, in order: rows
-// [o, o+w) read whole (bytes off, n of the tensor), or, where one row
-// exceeds the window, just that row's run.
-func sliceWindows(t outTensor, window int64, fn func(o, w, off, n int64) error) error {
-	outer, innerB, rowB, run := sliceGeom(t)
-	rows := max(window/rowB, 1)
-	for o := int64(0); o < outer; o += rows {
-		w := min(rows, outer-o)
-		off, n := o*rowB, rowB*w
-		if n > window {
-			off, n = o*rowB+t.start*innerB, run
+		now, err := os.Stat(src.Name())
+		if err != nil || !os.SameFile(was, now) {
+			return fmt.Errorf("file %s: copy from %s: %w: the source file was replaced since it was opened", path, v.Path, ErrChanged)
 		}
-		if err := fn(o, w, off, n); err != nil {
+	}
+	for off := int64(0); off < v.Size; off += maxRunBytes {
+		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if err := f.CopyFrom(r, off, min(maxRunBytes, v.Size-off)); err != nil {
+			return fmt.Errorf("file %s: copy from %s: %w", path, v.Path, err)
 		}
 	}
 	return nil
 }
 
-// copySlice copies the slice [start, stop) along axis. Each outer row holds
-// one contiguous run; long runs are copied in the kernel, short ones are
-// gathered from windows of whole rows.
-func copySlice(ctx context.Context, tw *safetensors.TensorWriter, t outTensor, buf []byte) error {
-	if sliceDirect(t) {
-		return forRuns(t.shape, t.spec.DType, t.axis, t.start, t.stop, func(off, n int64) error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			_, err := tw.ReadFrom(t.src.section(off, n))
-			return err
-		})
+// writeSteps writes the header, then carries out the file's steps in order:
+// each starts where the previous one ended and writes exactly its tensors'
+// bytes.
+func writeSteps(ctx context.Context, f *filewrite.File, of *outFile, path string, window *[]byte) error {
+	lay := of.lay
+	if _, err := f.Write(lay.Header); err != nil {
+		return err
 	}
-	_, innerB, rowB, run := sliceGeom(t)
-	in, out := buf[:len(buf)/2], buf[len(buf)/2:]
-	return sliceWindows(t, int64(len(in)), func(o, w, off, n int64) error {
+	for _, st := range of.steps {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var got []byte
-		if n == rowB*w && n <= int64(len(in)) {
-			win := in[:n]
-			if err := readFull(t.src, win, off); err != nil {
-				return err
+		if st.first < 0 || st.last < st.first || st.last >= len(lay.Tensors) || st.tensor >= len(of.tensors) {
+			return fmt.Errorf("file %s: step [%d, %d] outside its %d tensors", path, st.first, st.last, len(lay.Tensors))
+		}
+		first, last := lay.Tensors[st.first].Name, lay.Tensors[st.last].Name
+		start, end := lay.DataStart+lay.Tensors[st.first].Begin, lay.DataStart+lay.Tensors[st.last].End
+		if f.Offset() != start {
+			return fmt.Errorf("file %s: step for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, quote.Name(first), start, f.Offset())
+		}
+		if st.tensor < 0 {
+			if st.n != end-start {
+				return fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, quote.Name(first), quote.Name(last), safetensors.ErrSizeMismatch, st.n, end-start)
 			}
-			got = out[:0]
-			for k := int64(0); k < w; k++ {
-				a := k*rowB + t.start*innerB
-				got = append(got, win[a:a+run]...)
+			if err := f.CopyFrom(of.reader(st.src), st.off, st.n); err != nil {
+				return fmt.Errorf("file %s: copy %s…%s from %s: %w", path, quote.Name(first), quote.Name(last), st.src.Path, err)
 			}
-		} else { // one row exceeds the window: read just the run
-			got = out[:run]
-			if err := readFull(t.src, got, off); err != nil {
-				return err
+		} else {
+			t := of.tensors[st.tensor]
+			if err := writeTensor(ctx, f, t, end-start, window); err != nil {
+				return fmt.Errorf("file %s: tensor %s: %w", path, quote.Name(t.spec.Name), err)
 			}
 		}
-		_, err := tw.Write(got)
-		return err
-	})
+		if f.Offset() != end {
+			return fmt.Errorf("file %s: %s…%s: %w: %d bytes written for %d", path, quote.Name(first), quote.Name(last), safetensors.ErrWrite, f.Offset()-start, end-start)
+		}
+	}
+	return nil
 }
 
-// readFull fills p from r at off or fails.
-func readFull(r io.ReaderAt, p []byte, off int64) error {
-	n, err := r.ReadAt(p, off)
-	if n == len(p) {
-		return nil
+// writeTensor writes one tensor (or slice) of size bytes.
+func writeTensor(ctx context.Context, f *filewrite.File, t outTensor, size int64, window *[]byte) error {
+	switch {
+	case t.pack != nil:
+		b, err := t.pack.bytes()
+		if err != nil {
+			return err
+		}
+		if int64(len(b)) != size {
+			return fmt.Errorf("%w: %d packed bytes for %d", safetensors.ErrWrite, len(b), size)
+		}
+		_, err = f.Write(b)
+		return err
+	case t.held != HeldSlice:
+		return f.CopyFrom(t.src, 0, size)
 	}
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
+	return copySlice(ctx, f, t, window)
 }

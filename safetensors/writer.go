@@ -2,8 +2,6 @@ package safetensors
 
 import (
 	"fmt"
-	"io"
-	"sync"
 	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
@@ -13,7 +11,8 @@ import (
 // Writer streams tensors into a file laid out by a Layout. The file lives under
 // a temporary name in the target directory until Commit renames it, so the
 // final name never holds a partial file. Tensors may be written in any order
-// and concurrently (each through its own TensorWriter).
+// and concurrently (each through its own TensorWriter). Writers of large
+// files in file order use internal/filewrite instead.
 type Writer struct {
 	l       *Layout
 	f       *atomicfile.File
@@ -54,31 +53,7 @@ func (w *Writer) Tensor(name string) (*TensorWriter, error) {
 		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), quote.Name(name), ErrWrite)
 	}
 	t := w.l.Tensors[i]
-	return &TensorWriter{w: w, i: i, j: i + 1, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
-}
-
-// Span returns one writer over the consecutive tensors first … last (in the
-// file's data order), so a run of tensors that also lie back to back in a
-// source file moves in one copy instead of one per tensor. Each tensor of the
-// run counts as opened.
-func (w *Writer) Span(first, last string) (*TensorWriter, error) {
-	i, ok1 := w.l.index[first]
-	j, ok2 := w.l.index[last]
-	switch {
-	case !ok1 || !ok2:
-		return nil, fmt.Errorf("file %s: span %s…%s: %w: not in layout", w.Path(), quote.Name(first), quote.Name(last), ErrWrite)
-	case j < i:
-		return nil, fmt.Errorf("file %s: span %s…%s: %w: last precedes first in the file", w.Path(), quote.Name(first), quote.Name(last), ErrWrite)
-	}
-	for k := i; k <= j; k++ {
-		if w.opened[k].Swap(true) {
-			for m := i; m < k; m++ {
-				w.opened[m].Store(false)
-			}
-			return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), quote.Name(w.l.Tensors[k].Name), ErrWrite)
-		}
-	}
-	return &TensorWriter{w: w, i: i, j: j + 1, off: w.l.DataStart + w.l.Tensors[i].Begin, end: w.l.DataStart + w.l.Tensors[j].End}, nil
+	return &TensorWriter{w: w, i: i, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
 }
 
 // Commit checks that every tensor received exactly its bytes, then syncs and
@@ -113,39 +88,16 @@ func (w *Writer) CommitSparse() error {
 // Abort removes the temporary; after Commit it does nothing, so it can be deferred.
 func (w *Writer) Abort() error { return w.f.Abort() }
 
-// TensorWriter writes one tensor's bytes (or a span of consecutive tensors')
-// sequentially and refuses to write past its end, so a miscounted stream fails
-// loudly instead of corrupting a neighbour.
+// TensorWriter writes one tensor's bytes sequentially and refuses to write
+// past its end, so a miscounted stream fails loudly instead of corrupting a
+// neighbour.
 type TensorWriter struct {
 	w        *Writer
-	i, j     int // tensors [i, j) of the layout
+	i        int // the tensor's index in the layout
 	off, end int64
 }
 
-// advance records n more bytes written, crediting each tensor of the span
-// with the part of them that falls inside it.
-func (tw *TensorWriter) advance(n int64) {
-	start := tw.off
-	tw.off += n
-	if tw.j == tw.i+1 {
-		tw.w.written[tw.i].Add(n)
-		return
-	}
-	for k := tw.i; k < tw.j; k++ {
-		t := tw.w.l.Tensors[k]
-		b, e := tw.w.l.DataStart+t.Begin, tw.w.l.DataStart+t.End
-		if lo, hi := max(b, start), min(e, tw.off); hi > lo {
-			tw.w.written[k].Add(hi - lo)
-		}
-	}
-}
-
-func (tw *TensorWriter) label() string {
-	if tw.j == tw.i+1 {
-		return "tensor " + quote.Name(tw.w.l.Tensors[tw.i].Name)
-	}
-	return "span " + quote.Name(tw.w.l.Tensors[tw.i].Name) + "…" + quote.Name(tw.w.l.Tensors[tw.j-1].Name)
-}
+func (tw *TensorWriter) label() string { return "tensor " + quote.Name(tw.w.l.Tensors[tw.i].Name) }
 
 // Remaining is how many bytes the tensor still expects.
 func (tw *TensorWriter) Remaining() int64 { return tw.end - tw.off }
@@ -160,48 +112,10 @@ func (tw *TensorWriter) Write(p []byte) (int, error) {
 		return 0, tw.overflow(int64(len(p)) - tw.Remaining())
 	}
 	n, err := tw.w.f.WriteAt(p, tw.off)
-	tw.advance(int64(n))
+	tw.off += int64(n)
+	tw.w.written[tw.i].Add(int64(n))
 	if err != nil {
 		return n, fmt.Errorf("file %s: %s: %w", tw.w.Path(), tw.label(), err)
 	}
 	return n, nil
 }
-
-// ReadFrom copies r into the tensor. When r is a section of a local file the
-// bytes move inside the kernel where the system can (Linux: copy_file_range,
-// which also lets filesystems share extents), falling back to a buffered copy
-// elsewhere.
-func (tw *TensorWriter) ReadFrom(r io.Reader) (int64, error) {
-	if sr, ok := r.(*io.SectionReader); ok {
-		if n, err, handled := tw.copyRange(sr); handled {
-			return n, err
-		}
-	}
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
-	var total int64
-	for {
-		n, rerr := io.ReadFull(r, buf)
-		if n > 0 {
-			m, err := tw.Write(buf[:n])
-			total += int64(m)
-			if err != nil {
-				return total, err
-			}
-		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			return total, nil
-		}
-		if rerr != nil {
-			return total, rerr
-		}
-	}
-}
-
-// copyBufSize bounds the fallback copy's buffer.
-const copyBufSize = 1 << 20
-
-// copyBufs recycles fallback buffers, so copies across filesystems (where
-// copy_file_range is refused) do not allocate a megabyte per tensor.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}

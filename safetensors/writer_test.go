@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,39 +170,6 @@ func TestWriterRejectsMiscounts(t *testing.T) {
 	}
 }
 
-func TestCopyFileRange(t *testing.T) {
-	dir := t.TempDir()
-	src := filepath.Join(dir, "src.safetensors")
-	payload := bytes.Repeat([]byte("0123456789abcdef"), 4096)
-	l, _ := NewLayout([]TensorSpec{{"x", U8, []int64{int64(len(payload))}}}, nil)
-	w, _ := Create(src, l)
-	tw, _ := w.Tensor("x")
-	tw.Write(payload)
-	if err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := OpenFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ti, _ := f.Lookup("x")
-	dst := filepath.Join(dir, "dst.safetensors")
-	w2, _ := Create(dst, l)
-	tw2, _ := w2.Tensor("x")
-	if n, err := tw2.ReadFrom(f.Section(ti)); err != nil || n != int64(len(payload)) {
-		t.Fatalf("ReadFrom: %d %v", n, err)
-	}
-	if err := w2.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	a, _ := os.ReadFile(src)
-	b, _ := os.ReadFile(dst)
-	if !bytes.Equal(a, b) {
-		t.Fatal("copy differs")
-	}
-}
-
 func TestCommitSparse(t *testing.T) {
 	l, _ := NewLayout([]TensorSpec{{"big", BF16, []int64{1 << 20, 1024}}}, nil)
 	path := filepath.Join(t.TempDir(), "s.safetensors")
@@ -219,71 +185,6 @@ func TestCommitSparse(t *testing.T) {
 	if f.Size != l.Size || f.Tensors[0].Size() != 2<<30 {
 		t.Fatalf("size %d", f.Size)
 	}
-}
-
-// TestSpanCopy copies three tensors that lie back to back in a source file with
-// one span writer (one copy_file_range), and checks a short span is caught.
-func TestSpanCopy(t *testing.T) {
-	dir := t.TempDir()
-	specs := []TensorSpec{{"a", F32, []int64{3}}, {"b", F32, []int64{5}}, {"c", F32, []int64{2}}, {"z", U8, []int64{4}}}
-	writeTestFile(t, dir, "src.safetensors", specs)
-	src, err := OpenFile(filepath.Join(dir, "src.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	a, _ := src.Lookup("a")
-	c, _ := src.Lookup("c")
-	l, _ := NewLayout(specs, nil)
-	dst := filepath.Join(dir, "dst.safetensors")
-	w, _ := Create(dst, l)
-	sw, err := w.Span("a", "c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Tensor("b"); !errors.Is(err, ErrWrite) {
-		t.Fatalf("tensor inside an open span: %v", err)
-	}
-	run := io.NewSectionReader(src.ReaderAt(), src.DataStart+a.Begin, c.End-a.Begin)
-	if n, err := sw.ReadFrom(run); err != nil || n != c.End-a.Begin {
-		t.Fatalf("span copy: %d %v", n, err)
-	}
-	zw, _ := w.Tensor("z")
-	zw.ReadFrom(src.Section(mustLookup(t, src, "z")))
-	if err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	x, _ := os.ReadFile(filepath.Join(dir, "src.safetensors"))
-	y, _ := os.ReadFile(dst)
-	if !bytes.Equal(x, y) {
-		t.Fatal("span copy differs")
-	}
-	if st, _ := os.Stat(dst); st.Mode().Perm() != 0o644 {
-		t.Fatalf("mode %v, want 0644", st.Mode().Perm())
-	}
-	// A span written short leaves its last tensor incomplete: Commit names it.
-	w2, _ := Create(filepath.Join(dir, "short.safetensors"), l)
-	sw2, _ := w2.Span("a", "c")
-	sw2.Write(make([]byte, 12+20+4))
-	for _, n := range []string{"z"} {
-		tw, _ := w2.Tensor(n)
-		tw.Write(make([]byte, 4))
-	}
-	if err := w2.Commit(); !errors.Is(err, ErrWrite) || !strings.Contains(err.Error(), "tensor c") {
-		t.Fatalf("short span: %v", err)
-	}
-	if _, err := w.Span("c", "a"); !errors.Is(err, ErrWrite) {
-		t.Fatalf("reversed span: %v", err)
-	}
-}
-
-func mustLookup(t *testing.T, f *File, name string) TensorInfo {
-	t.Helper()
-	ti, ok := f.Lookup(name)
-	if !ok {
-		t.Fatalf("no tensor %s", name)
-	}
-	return ti
 }
 
 // A layout whose header was dropped renders it again byte for byte,

@@ -1,6 +1,6 @@
 // Package filewrite is the one engine that writes output files: a File takes
 // its bytes strictly in file order, hashes exactly the bytes it writes (so no
-// file is ever read back to be hashed), stages them in an aligned buffer that
+// file is ever read back to be hashed; CreateUnhashed skips it), stages them in an aligned buffer that
 // goes to the disk in large writes, and appears under its final name only
 // when complete and synced (temporary, fsync, rename, directory fsync). Run
 // drives many files at once: jobs produce them, committers sync and rename
@@ -73,7 +73,7 @@ func alignedBuffer(n int) []byte {
 // File is an output file being written in order under a temporary name.
 type File struct {
 	af       *atomicfile.File
-	h        hash.Hash
+	h        hash.Hash // nil: not hashed
 	pool     *Pool
 	cur      []byte // the buffer being filled; cur[:n] is pending
 	n        int
@@ -99,6 +99,17 @@ type chunk struct {
 // buffers of pool (nil: a pool of its own). progress, when not nil, is told
 // about every byte accepted.
 func Create(path string, pool *Pool, progress func(int64)) (*File, error) {
+	f, err := CreateUnhashed(path, pool, progress)
+	if err == nil {
+		f.h = sha256.New()
+	}
+	return f, err
+}
+
+// CreateUnhashed is Create for a file whose digest nobody records: its bytes
+// are not hashed (sha256 costs about a CPU second per 2 GB, a copy's main
+// cost), and SHA256 returns "".
+func CreateUnhashed(path string, pool *Pool, progress func(int64)) (*File, error) {
 	if pool == nil {
 		pool = NewPool(2)
 	}
@@ -106,7 +117,7 @@ func Create(path string, pool *Pool, progress func(int64)) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &File{af: af, h: sha256.New(), pool: pool, progress: progress,
+	f := &File{af: af, pool: pool, progress: progress,
 		chunks: make(chan chunk, cap(pool.free)), done: make(chan error, 1)}
 	f.direct = setDirect(af.File, true) == nil
 	go f.writer()
@@ -119,8 +130,14 @@ func (f *File) Path() string { return f.af.Final() }
 // Offset is how many bytes the file has accepted: the offset of the next one.
 func (f *File) Offset() int64 { return f.base + int64(f.n) }
 
-// SHA256 is the hex sha256 of the bytes accepted so far.
-func (f *File) SHA256() string { return hex.EncodeToString(f.h.Sum(nil)) }
+// SHA256 is the hex sha256 of the bytes accepted so far ("" for a file
+// made by CreateUnhashed).
+func (f *File) SHA256() string {
+	if f.h == nil {
+		return ""
+	}
+	return hex.EncodeToString(f.h.Sum(nil))
+}
 
 // Write appends p to the file.
 func (f *File) Write(p []byte) (int, error) {
@@ -175,7 +192,9 @@ func (f *File) fill() {
 
 // accept hashes the c bytes just staged and sends the buffer off once full.
 func (f *File) accept(c int) {
-	f.h.Write(f.cur[f.n : f.n+c])
+	if f.h != nil {
+		f.h.Write(f.cur[f.n : f.n+c])
+	}
 	f.n += c
 	if f.progress != nil {
 		f.progress(int64(c))

@@ -191,3 +191,31 @@ func TestSharedPool(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestUnhashed: a file made by CreateUnhashed holds the same bytes as a
+// hashed one and reports no digest.
+func TestUnhashed(t *testing.T) {
+	dir := t.TempDir()
+	data := pattern(BufferSize+Align+3, 5)
+	path := filepath.Join(dir, "x")
+	f, err := CreateUnhashed(path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if f.SHA256() != "" {
+		t.Errorf("unhashed file reports sha256 %s", f.SHA256())
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Errorf("file of %d bytes differs from the %d written", len(got), len(data))
+	}
+}
