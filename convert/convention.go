@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -30,16 +31,15 @@ const (
 	numFormats = int(ModelOpt) + 1
 )
 
-// formatFacts is the one table of what differs between conventions.
+// formatFacts names each convention and its scale tensors' names and shapes
+// (the schema's table).
 var formatFacts = [numFormats]struct {
-	name        string
-	scaleSuffix string // replaces the trailing "weight" of X.weight
-	// scaleShape is the scale tensor's shape for [nb, kb] blocks.
-	scaleShape func(nb, kb int64) []int64
+	name   string
+	scales model.BlockScales
 }{
-	DeepSeek:          {"deepseek", "weight_scale_inv", func(nb, kb int64) []int64 { return []int64{nb, kb} }},
-	CompressedTensors: {"compressed-tensors", "weight_scale", func(nb, kb int64) []int64 { return []int64{nb, kb} }},
-	ModelOpt:          {"modelopt", "weight_scale", func(nb, kb int64) []int64 { return []int64{nb, 1, kb, 1} }},
+	DeepSeek:          {"deepseek", model.DeepSeekScales},
+	CompressedTensors: {"compressed-tensors", model.CompressedTensorsScales},
+	ModelOpt:          {"modelopt", model.ModelOptScales},
 }
 
 // String is the convention's name as given to --format.
@@ -76,12 +76,12 @@ func ParseFormat(s string) (Format, error) {
 
 // ScaleName is the name of the scale tensor of weight tensor name (X.weight).
 func (f Format) ScaleName(weight string) string {
-	return strings.TrimSuffix(weight, "weight") + formatFacts[f].scaleSuffix
+	return formatFacts[f].scales.Name(weight)
 }
 
 // ScaleShape is the scale tensor's shape for an [n, k] weight.
 func (f Format) ScaleShape(n, k int64) []int64 {
-	return formatFacts[f].scaleShape(Blocks(n), Blocks(k))
+	return formatFacts[f].scales.Shape(Blocks(n), Blocks(k))
 }
 
 // Blocks is the number of 128-wide blocks covering n (quant.NumBlocks for int64 sizes).

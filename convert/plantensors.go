@@ -131,9 +131,9 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 	// A scale name can only collide with a source tensor of the same name
 	// (source names are unique): scan the names ending like a scale.
 	if len(quantized) > 0 {
-		suffix := formatFacts[opts.Format].scaleSuffix
+		role := formatFacts[opts.Format].scales.Role()
 		for _, s := range in {
-			if !strings.HasSuffix(s.Name, suffix) {
+			if _, r := model.SplitRole(s.Name); r != role {
 				continue
 			}
 			if w, ok := quantized[s.Name]; ok && classify(s.Name) != Drop {

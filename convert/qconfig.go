@@ -59,29 +59,11 @@ func newModuleSet() *moduleSet {
 	return &moduleSet{fp8: map[string]bool{}, kept: map[string]bool{}, experts: map[string]bool{}}
 }
 
-// expertSubtree returns the ".experts" module that holds a routed expert's
-// tensor (X.experts.N.…), or "" for any other name.
-func expertSubtree(name string) string {
-	i := strings.Index(name, ".experts.")
-	if i < 0 {
-		return ""
-	}
-	rest := name[i+len(".experts."):]
-	d := 0
-	for d < len(rest) && rest[d] >= '0' && rest[d] <= '9' {
-		d++
-	}
-	if d == 0 || d == len(rest) || rest[d] != '.' {
-		return ""
-	}
-	return name[:i+len(".experts")]
-}
-
 // add records the modules of one file's outputs (names are cloned: they
 // alias the source header otherwise).
 func (m *moduleSet) add(outs []OutputTensor) {
 	for _, o := range outs {
-		if sub := expertSubtree(o.Name); sub != "" {
+		if sub := model.ExpertBank(o.Name); sub != "" {
 			if !m.experts[sub] {
 				m.experts[strings.Clone(sub)] = true
 			}
@@ -347,40 +329,19 @@ func compressedTensorsConfig(src map[string]any, m modules) (map[string]any, err
 	return qc, nil
 }
 
-// ctPatterns turns module names into prefix-agnostic "re:" patterns, one per
-// module kind: the part after "layers.N." with any layer number when no
-// module of the same kind is in others, else one pattern per layer; modules
-// outside the layers keep their last component. block_sparse_moe also
-// matches the engines' mlp spelling.
+// ctPatterns turns module names into the schema's prefix-agnostic "re:"
+// patterns, one per module kind in any layer when no module of the same kind
+// is in others, else one per layer.
 func ctPatterns(mods, others []string) []string {
-	tail := func(m string) (string, string) {
-		l, ok := model.LayerOf(m)
-		if !ok {
-			return "", m[strings.LastIndexByte(m, '.')+1:]
-		}
-		key := "layers." + strconv.Itoa(l) + "."
-		return strconv.Itoa(l), m[strings.Index(m, key)+len(key):]
-	}
 	mixed := map[string]bool{}
 	for _, o := range others {
-		_, t := tail(o)
-		mixed[t] = true
-	}
-	quote := func(t string) string {
-		q := regexp.QuoteMeta(t)
-		return strings.ReplaceAll(q, "block_sparse_moe", "(?:block_sparse_moe|mlp)")
+		_, kind := model.ModuleKind(o)
+		mixed[kind] = true
 	}
 	var out []string
 	for _, m := range mods {
-		layer, t := tail(m)
-		switch {
-		case layer == "":
-			out = append(out, `re:(?:.*\.)?`+quote(t)+`$`)
-		case mixed[t]:
-			out = append(out, `re:(?:.*\.)?layers\.`+layer+`\.`+quote(t)+`$`)
-		default:
-			out = append(out, `re:(?:.*\.)?layers\.\d+\.`+quote(t)+`$`)
-		}
+		_, kind := model.ModuleKind(m)
+		out = append(out, "re:"+model.ModuleRegexp(m, !mixed[kind]))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -30,8 +30,8 @@ const (
 // spelling. module may be a wildcard pattern: the same rewrites apply.
 func ModuleSpellings(module string) []string {
 	names := []string{module}
-	if strings.Contains(module, "block_sparse_moe") {
-		names = append(names, strings.ReplaceAll(module, "block_sparse_moe", "mlp"))
+	if strings.Contains(module, moeBlock) {
+		names = append(names, strings.ReplaceAll(module, moeBlock, engineMoeBlock))
 	}
 	for _, n := range slices.Clone(names) {
 		switch {

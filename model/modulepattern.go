@@ -1,0 +1,55 @@
+package model
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The MoE block's name: block_sparse_moe in the checkpoint, mlp in the
+// engines' runtime modules (SGLang's and vLLM's weight mappers rename it).
+const (
+	moeBlock       = "block_sparse_moe"
+	engineMoeBlock = "mlp"
+)
+
+// ModuleKind splits a module name into its decoder layer and its kind, the
+// name after layers.N. (….layers.3.self_attn.q_proj → 3, "self_attn.q_proj");
+// a module outside the layers has layer -1 and its last component as kind.
+func ModuleKind(module string) (layer int, kind string) {
+	l, ok := LayerOf(module)
+	if !ok {
+		return -1, module[strings.LastIndexByte(module, '.')+1:]
+	}
+	// Neither text prefix contains "layers.", so the first one is the layer's.
+	rest := module[strings.Index(module, layersPart)+len(layersPart):]
+	return l, rest[strings.IndexByte(rest, '.')+1:]
+}
+
+// ModuleRegexp is a regular expression (RE2 and Python re alike) that
+// matches module under either text prefix, none, and the engines' mlp
+// spelling of the MoE block, anchored at the end: a decoder-layer module
+// by its kind in its layer (in any layer when anyLayer), any other module by
+// its last component.
+func ModuleRegexp(module string, anyLayer bool) string {
+	layer, kind := ModuleKind(module)
+	q := strings.ReplaceAll(regexp.QuoteMeta(kind), moeBlock, "(?:"+moeBlock+"|"+engineMoeBlock+")")
+	switch {
+	case layer < 0:
+		return `(?:.*\.)?` + q + `$`
+	case anyLayer:
+		return `(?:.*\.)?layers\.\d+\.` + q + `$`
+	}
+	return `(?:.*\.)?layers\.` + strconv.Itoa(layer) + `\.` + q + `$`
+}
+
+// ExpertBank returns the module that holds a routed expert's tensor, its MoE
+// layer's bank of experts (….block_sparse_moe.experts, or ….mlp.experts as
+// some exports write it), or "" for any other tensor.
+func ExpertBank(name string) string {
+	if ParseName(name).Group != GroupExperts {
+		return ""
+	}
+	const bank = ".experts"
+	return name[:strings.Index(name, bank+".")+len(bank)]
+}
