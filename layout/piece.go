@@ -61,10 +61,6 @@ func (s *ScaleMode) UnmarshalText(b []byte) error {
 	return err
 }
 
-// scaleSuffixes are the names a block-FP8 scale tensor takes next to
-// "X.weight", one per engine convention (DeepSeek/SGLang, ModelOpt).
-var scaleSuffixes = []string{".weight_scale_inv", ".weight_scale"}
-
 // Piece is one tensor, or one slice of one, that a rank holds.
 type Piece struct {
 	// Index is the tensor's position in the planned list.

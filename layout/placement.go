@@ -284,27 +284,15 @@ func matchAll(rules []compiledRule, segs []string) *matchEntry {
 // X.weight_scale_inv or X.weight_scale next to an F8_E4M3 X.weight, shaped as
 // that weight's block grid, [⌈N/128⌉, ⌈K/128⌉] or ModelOpt's [⌈N/128⌉, 1, ⌈K/128⌉, 1].
 func scaleWeight(t safetensors.TensorSpec, fp8 map[string]int32, all []safetensors.TensorSpec) (int32, bool) {
-	for _, suf := range scaleSuffixes {
-		base, ok := strings.CutSuffix(t.Name, suf)
-		if !ok {
-			continue
-		}
-		w, ok := fp8[base+".weight"]
-		if !ok {
-			return 0, false
-		}
-		ws := all[w].Shape
-		gn, gk := ceilDiv(ws[0], quant.BlockSize), ceilDiv(ws[1], quant.BlockSize)
-		s := t.Shape
-		switch {
-		case len(s) == 2 && s[0] == gn && s[1] == gk:
-			return w, true
-		case len(s) == 4 && s[0] == gn && s[1] == 1 && s[2] == gk && s[3] == 1:
-			return w, true
-		}
+	wname, ok := model.BlockScaleOf(t.Name)
+	if !ok {
 		return 0, false
 	}
-	return 0, false
+	w, ok := fp8[wname]
+	if !ok {
+		return 0, false
+	}
+	return w, model.IsBlockScaleShape(t.Shape, all[w].Shape)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
