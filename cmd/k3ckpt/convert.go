@@ -40,7 +40,7 @@ func newConvertCmd() *cobra.Command {
 	var fl convertFlags
 	cmd := &cobra.Command{
 		Use:   "convert SRC DST",
-		Short: "Convert a checkpoint to block-FP8 (ATTN-MOE-DENSE-FP8) by streaming, atomically and resumably",
+		Short: "Convert a checkpoint to block-FP8 (ModelOpt layout by default; optional NVFP4 experts) by streaming, atomically and resumably",
 		Long: `convert plans the whole conversion from headers and config.json (which tensors
 are copied, quantized to 128×128 block-FP8 with their scales, or dropped; every
 file, offset and config), then carries it out: copied tensors move by byte
@@ -354,7 +354,7 @@ func newVerifyCmd() *cobra.Command {
 	var nonFinite string
 	cmd := &cobra.Command{
 		Use:   "verify SRC DST",
-		Short: "Check a conversion against its source: manifest hashes, structure, copied bytes, FP8 error",
+		Short: "Check a conversion against its source: a fresh quantization bit for bit (FP8, NVFP4), hashes, exactly the manifest's files",
 		Long: `verify re-reads DST against SRC: DST holds exactly the manifest's files
 (no stray files, no links), each with its recorded size and sha256; the
 structure matches a fresh plan (every tensor present with the dtype and shape
