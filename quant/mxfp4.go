@@ -66,7 +66,7 @@ func DecodeMXFP4(dst []float32, packed, scales []byte) error {
 }
 
 // EncodeMXFP4 quantizes one row of len(src) elements (a multiple of 32) to
-// MXFP4, for replicas and tests. The scale rule is SPEC §3's: exponent =
+// MXFP4, for replicas and tests. The scale rule is DeepGEMM's RCEIL: exponent =
 // ceil(log2(amax/6)) clamped to E8M0's [-127, 127] (an all-zero group gets
 // -127), so no element exceeds 6 after scaling; elements round to nearest
 // even on the E2M1 grid (compressed-tensors' cast_to_fp4 thresholds) and an
