@@ -147,6 +147,9 @@ func convertRemote(t *testing.T, h *hubServer, dst string, eo ExecOptions) (*Res
 // listing included), every source byte read came from the planned fetch,
 // and the server sent no shard more than its needed bytes allow.
 func TestConvertFromHub(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end from a loopback hub; TestConvertFromHTTPS covers the remote path under -short")
+	}
 	h := newHubServer(t, tinySrc)
 	dst := filepath.Join(t.TempDir(), "out")
 	res, p, err := convertRemote(t, h, dst, ExecOptions{Jobs: 2, Connections: 4})
@@ -209,6 +212,9 @@ func TestConvertFromHTTPS(t *testing.T) {
 // kept without fetching their data again, and the result is the local
 // conversion. A source file whose ETag changed in between is refused.
 func TestConvertFromHubResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end from a loopback hub; TestConvertFromHTTPS covers the remote path under -short")
+	}
 	h := newHubServer(t, tinySrc)
 	dst := filepath.Join(t.TempDir(), "out")
 	c := openRemote(t, h, "hf://org/name")
