@@ -2,125 +2,23 @@ package convert
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io/fs"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// hubServer serves a local checkpoint directory as a hub repository on
-// 127.0.0.1: files under /org/name/resolve/main/ (byte ranges, an ETag per
-// file), the file listing under /api/models/org/name/revision/main. It counts
-// the body bytes of the range requests per file, and can fail a file or give
-// it another ETag.
-type hubServer struct {
-	srv *httptest.Server
-	dir string
-
-	mu    sync.Mutex
-	sent  map[string]int64 // range-request body bytes per file
-	fail  map[string]int   // file → HTTP status to answer
-	etags map[string]string
-}
-
-func newHubServer(t *testing.T, dir string) *hubServer {
-	h := &hubServer{dir: dir, sent: map[string]int64{}, fail: map[string]int{}, etags: map[string]string{}}
-	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
-	t.Cleanup(h.srv.Close)
-	return h
-}
-
-func (h *hubServer) env(k string) string {
-	return map[string]string{"HF_ENDPOINT": h.srv.URL, "HOME": h.dir + "-nohome"}[k]
-}
-
-func (h *hubServer) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/api/models/org/name/revision/main" {
-		type sib struct {
-			RFilename string `json:"rfilename"`
-			Size      int64  `json:"size"`
-		}
-		var sibs []sib
-		filepath.WalkDir(h.dir, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				st, _ := os.Stat(p)
-				rel, _ := filepath.Rel(h.dir, p)
-				sibs = append(sibs, sib{filepath.ToSlash(rel), st.Size()})
-			}
-			return nil
-		})
-		json.NewEncoder(w).Encode(map[string]any{"siblings": sibs})
-		return
-	}
-	name, ok := strings.CutPrefix(r.URL.Path, "/org/name/resolve/main/")
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	h.mu.Lock()
-	status, etag := h.fail[name], h.etags[name]
-	h.mu.Unlock()
-	if status != 0 {
-		http.Error(w, "failing on purpose", status)
-		return
-	}
-	f, err := os.Open(filepath.Join(h.dir, filepath.FromSlash(name)))
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	defer f.Close()
-	if etag == "" {
-		etag = `"v1"`
-	}
-	w.Header().Set("ETag", etag)
-	cw := &countingWriter{ResponseWriter: w, add: func(n int) {
-		if r.Header.Get("Range") != "" {
-			h.mu.Lock()
-			h.sent[name] += int64(n)
-			h.mu.Unlock()
-		}
-	}}
-	http.ServeContent(cw, r, "", time.Time{}, f)
-}
-
-func (h *hubServer) sentTo(name string) int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.sent[name]
-}
-
-func (h *hubServer) reset() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.sent = map[string]int64{}
-}
-
-type countingWriter struct {
-	http.ResponseWriter
-	add func(int)
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.ResponseWriter.Write(p)
-	c.add(n)
-	return n, err
-}
-
-func openRemote(t *testing.T, h *hubServer, ref string) *safetensors.Checkpoint {
+func openRemote(t *testing.T, h *testckpt.HubServer, ref string) *safetensors.Checkpoint {
 	t.Helper()
 	c, err := safetensors.OpenWith(context.Background(), ref, safetensors.OpenOptions{
-		Env:    h.env,
+		Env:    h.Env,
 		Remote: remote.Options{RetryBase: time.Microsecond, RetryMax: time.Millisecond},
 	})
 	if err != nil {
@@ -130,7 +28,7 @@ func openRemote(t *testing.T, h *hubServer, ref string) *safetensors.Checkpoint 
 	return c
 }
 
-func convertRemote(t *testing.T, h *hubServer, dst string, eo ExecOptions) (*Result, *Plan, error) {
+func convertRemote(t *testing.T, h *testckpt.HubServer, dst string, eo ExecOptions) (*Result, *Plan, error) {
 	t.Helper()
 	c := openRemote(t, h, "hf://org/name")
 	r, _ := Lookup(AttnMoEDenseFP8)
@@ -150,7 +48,7 @@ func TestConvertFromHub(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end from a loopback hub; TestConvertFromHTTPS covers the remote path under -short")
 	}
-	h := newHubServer(t, tinySrc)
+	h := testckpt.NewHubServer(t, tinySrc)
 	dst := filepath.Join(t.TempDir(), "out")
 	res, p, err := convertRemote(t, h, dst, ExecOptions{Jobs: 2, Connections: 4})
 	if err != nil {
@@ -167,7 +65,7 @@ func TestConvertFromHub(t *testing.T) {
 		needed += fn
 		// Per shard: its header (read at open) and its planned ranges,
 		// with the fetcher's bound of twice the needed bytes.
-		if got := h.sentTo(fp.Name); got > fp.Source.DataStart+2*fn {
+		if got := h.Sent(fp.Name); got > fp.Source.DataStart+2*fn {
 			t.Errorf("%s: server sent %d bytes, header %d + planned %d", fp.Name, got, fp.Source.DataStart, fn)
 		}
 	}
@@ -185,8 +83,8 @@ func TestConvertFromHub(t *testing.T) {
 // shards and config are converted (the plan says side files were not
 // listed); those files are the local conversion's.
 func TestConvertFromHTTPS(t *testing.T) {
-	h := newHubServer(t, tinySrc)
-	c := openRemote(t, h, h.srv.URL+"/org/name/resolve/main/")
+	h := testckpt.NewHubServer(t, tinySrc)
+	c := openRemote(t, h, h.URL+"/org/name/resolve/main/")
 	r, _ := Lookup(AttnMoEDenseFP8)
 	p, err := NewPlan(c, nil, r, Options{})
 	if err != nil {
@@ -215,13 +113,11 @@ func TestConvertFromHubResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end from a loopback hub; TestConvertFromHTTPS covers the remote path under -short")
 	}
-	h := newHubServer(t, tinySrc)
+	h := testckpt.NewHubServer(t, tinySrc)
 	dst := filepath.Join(t.TempDir(), "out")
 	c := openRemote(t, h, "hf://org/name")
 	last := c.Files[len(c.Files)-1].Path
-	h.mu.Lock()
-	h.fail[last] = http.StatusNotImplemented // not transient: the run stops
-	h.mu.Unlock()
+	h.Fail(last, http.StatusNotImplemented) // not transient: the run stops
 	// Opened before the failure was set: the plan is complete.
 	r, _ := Lookup(AttnMoEDenseFP8)
 	p, err := NewPlan(c, nil, r, Options{})
@@ -240,18 +136,16 @@ func TestConvertFromHubResumes(t *testing.T) {
 	if len(done) == 0 || done[last] {
 		t.Fatalf("finished before the failure: %v", done)
 	}
-	h.mu.Lock()
-	delete(h.fail, last)
-	h.mu.Unlock()
-	h.reset()
+	h.Fail(last, 0)
+	h.Reset()
 	res, p2, err := convertRemote(t, h, dst, ExecOptions{Jobs: 2, Resume: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, dst, tinyRef)
 	for _, fp := range p2.Files {
-		if done[fp.Name] && h.sentTo(fp.Name) > fp.Source.DataStart {
-			t.Errorf("%s: finished in the first run, yet %d bytes fetched again (header %d)", fp.Name, h.sentTo(fp.Name), fp.Source.DataStart)
+		if done[fp.Name] && h.Sent(fp.Name) > fp.Source.DataStart {
+			t.Errorf("%s: finished in the first run, yet %d bytes fetched again (header %d)", fp.Name, h.Sent(fp.Name), fp.Source.DataStart)
 		}
 	}
 	if len(res.Skipped) < len(done) {
@@ -266,16 +160,12 @@ func TestConvertFromHubResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.mu.Lock()
-	h.fail[last] = http.StatusNotImplemented
-	h.mu.Unlock()
+	h.Fail(last, http.StatusNotImplemented)
 	if _, err := Execute(context.Background(), p3, dst2, ExecOptions{Jobs: 1}); err == nil {
 		t.Fatal("interrupted run succeeded")
 	}
-	h.mu.Lock()
-	delete(h.fail, last)
-	h.etags[c3.Files[0].Path] = `"v2"`
-	h.mu.Unlock()
+	h.Fail(last, 0)
+	h.SetETag(c3.Files[0].Path, `"v2"`)
 	_, _, err = convertRemote(t, h, dst2, ExecOptions{Jobs: 1, Resume: true})
 	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), c3.Files[0].Path) {
 		t.Fatalf("changed source resumed: %v", err)
@@ -297,7 +187,7 @@ func TestConvertFromHubNVFP4(t *testing.T) {
 	if _, err := convertDir(tinySrc, want, nvidiaOpts, ExecOptions{Jobs: 2}); err != nil {
 		t.Fatal(err)
 	}
-	h := newHubServer(t, tinySrc)
+	h := testckpt.NewHubServer(t, tinySrc)
 	c := openRemote(t, h, "hf://org/name")
 	r, _ := Lookup(AttnMoEDenseFP8)
 	p, err := NewPlan(c, nil, r, nvidiaOpts)

@@ -3,106 +3,23 @@ package layout
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// hub serves a checkpoint directory as hf://org/name on 127.0.0.1 (files
-// with byte ranges under /org/name/resolve/main/, the listing under
-// /api/models/org/name/revision/main) and counts the bytes of range
-// requests per file.
-type hub struct {
-	srv  *httptest.Server
-	dir  string
-	mu   sync.Mutex
-	sent map[string]int64
-	fail map[string]bool   // files answered 501
-	etag map[string]string // files with another ETag than "e1"
-}
-
-func newHub(t *testing.T, dir string) *hub {
-	h := &hub{dir: dir, sent: map[string]int64{}, fail: map[string]bool{}, etag: map[string]string{}}
-	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/api/models/org/name/revision/main" {
-			var sibs []map[string]any
-			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() {
-					info, _ := d.Info()
-					rel, _ := filepath.Rel(dir, p)
-					sibs = append(sibs, map[string]any{"rfilename": filepath.ToSlash(rel), "size": info.Size()})
-				}
-				return nil
-			})
-			json.NewEncoder(w).Encode(map[string]any{"siblings": sibs})
-			return
-		}
-		name, ok := strings.CutPrefix(r.URL.Path, "/org/name/resolve/main/")
-		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(name)))
-		if !ok || err != nil {
-			http.NotFound(w, r)
-			return
-		}
-		defer f.Close()
-		h.mu.Lock()
-		fail, etag := h.fail[name], h.etag[name]
-		h.mu.Unlock()
-		if fail {
-			http.Error(w, "failing on purpose", http.StatusNotImplemented)
-			return
-		}
-		if etag == "" {
-			etag = `"e1"`
-		}
-		w.Header().Set("ETag", etag)
-		http.ServeContent(&countingWriter{w, func(n int) {
-			if r.Header.Get("Range") != "" {
-				h.mu.Lock()
-				h.sent[name] += int64(n)
-				h.mu.Unlock()
-			}
-		}}, r, "", time.Time{}, f)
-	}))
-	t.Cleanup(h.srv.Close)
-	return h
-}
-
-func (h *hub) total() int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var n int64
-	for _, v := range h.sent {
-		n += v
-	}
-	return n
-}
-
-type countingWriter struct {
-	http.ResponseWriter
-	add func(int)
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.ResponseWriter.Write(p)
-	c.add(n)
-	return n, err
-}
-
-func openHub(t *testing.T, h *hub, ref string) *Source {
+func openHub(t *testing.T, h *testckpt.HubServer, ref string) *Source {
 	t.Helper()
 	c, err := st.OpenWith(context.Background(), ref, st.OpenOptions{
-		Env: func(k string) string { return map[string]string{"HF_ENDPOINT": h.srv.URL, "HOME": t.TempDir()}[k] },
+		Env: func(k string) string { return map[string]string{"HF_ENDPOINT": h.URL, "HOME": t.TempDir()}[k] },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -170,16 +87,14 @@ func TestExportFromHub(t *testing.T) {
 	} {
 		t.Run(c.layout, func(t *testing.T) {
 			want, _ := export(t, fp8, c.layout, c.o, c.eo)
-			h := newHub(t, fp8)
+			h := testckpt.NewHubServer(t, fp8)
 			s := openHub(t, h, "hf://org/name")
 			var headers, all int64
 			for _, f := range s.files {
 				headers += f.DataStart
 				all += f.Size
 			}
-			h.mu.Lock()
-			h.sent = map[string]int64{} // count from here: opening read the headers
-			h.mu.Unlock()
+			h.Reset() // count from here: opening read the headers
 			m := must(s.Model())(t)
 			l := must(Builtin(c.layout, m, c.o))(t)
 			p := must(PlanExport(s, l, c.eo))(t)
@@ -200,10 +115,10 @@ func TestExportFromHub(t *testing.T) {
 			}
 			// Validation checks read outside the stream (small scale and
 			// padding reads); everything else is the planned fetch.
-			if got := h.total(); got > n.Fetched+headers || got >= all {
+			if got := h.Total(); got > n.Fetched+headers || got >= all {
 				t.Fatalf("server sent %d bytes: fetched %d, headers %d, checkpoint %d", got, n.Fetched, headers, all)
 			}
-			t.Logf("%s %v: needed %d, fetched %d, written %d, server sent %d of %d", c.layout, c.eo.Ranks, n.Needed, n.Fetched, res.Bytes, h.total(), all)
+			t.Logf("%s %v: needed %d, fetched %d, written %d, server sent %d of %d", c.layout, c.eo.Ranks, n.Needed, n.Fetched, res.Bytes, h.Total(), all)
 		})
 	}
 }
@@ -214,8 +129,8 @@ func TestExportFromHTTPS(t *testing.T) {
 	e2e(t)
 	_, fp8 := fixtures(t)
 	want, _ := export(t, fp8, "dp16", Options{}, ExportOptions{Ranks: []int{1}})
-	h := newHub(t, fp8)
-	c, err := st.OpenWith(context.Background(), h.srv.URL+"/org/name/resolve/main/", st.OpenOptions{Remote: remote.Options{}})
+	h := testckpt.NewHubServer(t, fp8)
+	c, err := st.OpenWith(context.Background(), h.URL+"/org/name/resolve/main/", st.OpenOptions{Remote: remote.Options{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +157,7 @@ func TestExportFromHubResumes(t *testing.T) {
 	e2e(t)
 	_, fp8 := fixtures(t)
 	want, _ := export(t, fp8, "pp16", Options{}, ExportOptions{})
-	h := newHub(t, fp8)
+	h := testckpt.NewHubServer(t, fp8)
 	plan := func() *Plan {
 		s := openHub(t, h, "hf://org/name")
 		m := must(s.Model())(t)
@@ -250,17 +165,13 @@ func TestExportFromHubResumes(t *testing.T) {
 	}
 	p := plan()
 	last := p.src.info.Files[len(p.src.info.Files)-4].Name // layer 92's shard (93 of 96)
-	h.mu.Lock()
-	h.fail[last] = true
-	h.mu.Unlock()
+	h.Fail(last, http.StatusNotImplemented)
 	dst := filepath.Join(t.TempDir(), "out")
 	if _, err := p.Execute(context.Background(), dst, ExecOptions{Jobs: 1}); err == nil || !strings.Contains(err.Error(), "501") {
 		t.Fatalf("interrupted run: %v", err)
 	}
-	h.mu.Lock()
-	delete(h.fail, last)
-	h.sent = map[string]int64{}
-	h.mu.Unlock()
+	h.Fail(last, 0)
+	h.Reset()
 	res, err := plan().Execute(context.Background(), dst, ExecOptions{Jobs: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -276,16 +187,12 @@ func TestExportFromHubResumes(t *testing.T) {
 
 	dst2 := filepath.Join(t.TempDir(), "out2")
 	p2 := plan()
-	h.mu.Lock()
-	h.fail[last] = true
-	h.mu.Unlock()
+	h.Fail(last, http.StatusNotImplemented)
 	if _, err := p2.Execute(context.Background(), dst2, ExecOptions{Jobs: 1}); err == nil {
 		t.Fatal("interrupted run succeeded")
 	}
-	h.mu.Lock()
-	delete(h.fail, last)
-	h.etag[last] = `"e2"`
-	h.mu.Unlock()
+	h.Fail(last, 0)
+	h.SetETag(last, `"v2"`)
 	if _, err := plan().Execute(context.Background(), dst2, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "--restart") {
 		t.Fatalf("changed source resumed: %v", err)
 	}
