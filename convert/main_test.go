@@ -2,8 +2,6 @@ package convert
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -101,43 +100,12 @@ func convertDir(src, dst string, opts Options, eo ExecOptions) (*Result, error) 
 	return Execute(context.Background(), p, dst, eo)
 }
 
-// treeHashes maps every regular file under dir (relative, slash-separated)
-// to its sha256, so two output trees can be compared byte for byte.
-func treeHashes(t testing.TB, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		sum := sha256.Sum256(b)
-		out[filepath.ToSlash(rel)] = hex.EncodeToString(sum[:])
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+// treeHashes maps every file under dir to its sha256.
+func treeHashes(t testing.TB, dir string) map[string]string { return testckpt.TreeHashes(t, dir, nil) }
 
 func sameTree(t testing.TB, got, want string) {
 	t.Helper()
-	g, w := treeHashes(t, got), treeHashes(t, want)
-	for name, h := range w {
-		if g[name] != h {
-			t.Errorf("%s: differs from the reference conversion", name)
-		}
-	}
-	for name := range g {
-		if _, ok := w[name]; !ok {
-			t.Errorf("%s: not in the reference conversion", name)
-		}
-	}
+	testckpt.SameTree(t, got, want, "the reference conversion", nil)
 }
 
 // tempsUnder lists leftover temporaries anywhere under dir.

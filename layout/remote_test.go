@@ -2,11 +2,9 @@ package layout
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"io/fs"
 	"net/http"
-	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,40 +30,11 @@ func openHub(t *testing.T, h *testckpt.HubServer, ref string) *Source {
 	return s
 }
 
-func treeSums(t *testing.T, dir string) map[string][32]byte {
-	t.Helper()
-	out := map[string][32]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		if strings.HasPrefix(d.Name(), ".") {
-			return nil // the run's record of its outputs' stamps: differs between any two runs
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[filepath.ToSlash(rel)] = sha256.Sum256(b)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
+// sameTrees compares two export trees byte for byte, leaving out the hidden
+// record of each run's output stamps (it differs between any two runs).
 func sameTrees(t *testing.T, got, want string) {
 	t.Helper()
-	g, w := treeSums(t, got), treeSums(t, want)
-	for name, sum := range w {
-		if g[name] != sum {
-			t.Errorf("%s: differs from the local export", name)
-		}
-	}
-	for name := range g {
-		if _, ok := w[name]; !ok {
-			t.Errorf("%s: not in the local export", name)
-		}
-	}
+	testckpt.SameTree(t, got, want, "the local export", func(rel string) bool { return strings.HasPrefix(path.Base(rel), ".") })
 }
 
 // TestExportFromHub exports one rank of dp16 (packed scales: slices,
