@@ -73,6 +73,12 @@ func countEntries(dir string, pred func(string) bool) int {
 	return n
 }
 
+// doneCount is how many finished files DST's done records list.
+func doneCount(dst string) int {
+	recs, _ := loadRecords(dst)
+	return len(recs)
+}
+
 // finalsComplete checks that every file under a final name in a killed
 // conversion is complete: byte-identical to the uninterrupted run's.
 func finalsComplete(t *testing.T, dst string) int {
@@ -105,7 +111,6 @@ func TestKillAndResume(t *testing.T) {
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		doneDir := filepath.Join(dst, StateDir, "done")
 		killed := false
 	poll:
 		for {
@@ -118,7 +123,7 @@ func TestKillAndResume(t *testing.T) {
 			if after == 0 {
 				reached = countEntries(dst, func(n string) bool { return strings.HasPrefix(n, ".k3tmp-") }) > 0
 			} else {
-				reached = countEntries(doneDir, func(string) bool { return true }) >= after
+				reached = doneCount(dst) >= after
 			}
 			if reached {
 				cmd.Process.Signal(syscall.SIGKILL)
@@ -271,7 +276,6 @@ func TestInterruptThenRerunResumes(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	doneDir := filepath.Join(dst, StateDir, "done")
 	interrupted := false
 wait:
 	for {
@@ -280,7 +284,7 @@ wait:
 			break wait
 		default:
 		}
-		if countEntries(doneDir, func(string) bool { return true }) >= 3 {
+		if doneCount(dst) >= 3 {
 			cmd.Process.Signal(syscall.SIGINT)
 			<-exited
 			interrupted = true
@@ -294,7 +298,7 @@ wait:
 	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "run the same command again to continue") {
 		t.Fatalf("interrupt: exit %d, stderr %q", code, stderr.String())
 	}
-	kept := countEntries(doneDir, func(string) bool { return true })
+	kept := doneCount(dst)
 	stdout, errOut, code := runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2", "--json")
 	var res struct{ Written, Skipped []string }
 	if code != 0 || json.Unmarshal([]byte(stdout), &res) != nil {

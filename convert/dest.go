@@ -196,10 +196,17 @@ func removeOwnTemps(dst string, units []Unit) error {
 // finished that resume can keep, plus the configs and index) with the free
 // space of DST's filesystem.
 func checkSpace(dst string, p *Plan, units []Unit, m *Manifest, resume bool) error {
+	var recs records
+	if resume {
+		var err error
+		if recs, err = loadRecords(dst); err != nil {
+			return err
+		}
+	}
 	var need int64
 	for _, u := range units {
 		if resume {
-			if rec, ok := finishedRecord(dst, p.ID, u.Name, m); ok {
+			if rec, ok := recs.finished(p.ID, u.Name, m); ok {
 				if fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u.Name))); err == nil && fi.Size() == rec.Size {
 					continue
 				}

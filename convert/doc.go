@@ -24,7 +24,7 @@
 //     and counts what a format cannot hold exactly (zero-scale FP8 tiles,
 //     NVFP4 blocks outside E4M3's exponent window or whose values changed)
 //     for the caller to report. Files appear under their final names only
-//     when complete and synced; a record per finished file lets a rerun skip
+//     when complete and synced; a record of each finished file lets a rerun skip
 //     work that verifies, and lets several workers (processes or machines)
 //     share one conversion that Finalize (k3ckpt merge) completes. A single
 //     run holds DST locked throughout; a worker of a split holds its slice's

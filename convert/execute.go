@@ -157,11 +157,19 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := removeOwnTemps(dst, units); err != nil {
 		return nil, err
 	}
-	res, err := run(ctx, p, dst, units, manifest, jobs, eo)
+	log := newRecordLog(dst, eo.Worker, workers)
+	res, err := run(ctx, p, dst, units, manifest, log, jobs, eo)
+	if cerr := log.close(); err == nil && cerr != nil {
+		err = fmt.Errorf("records in %s: %w", dst, cerr)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if !allDone(dst, p) {
+	recs, err := loadRecords(dst) // every worker's
+	if err != nil {
+		return nil, err
+	}
+	if !recs.allDone(p) {
 		return res, nil
 	}
 	var m *Manifest
@@ -184,7 +192,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 }
 
 // run writes (or verifies and skips) the units with jobs at once.
-func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manifest, jobs int, eo ExecOptions) (*Result, error) {
+func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
 	prog := eo.Progress
 	if prog == nil {
 		prog = noProgress{}
@@ -195,6 +203,13 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	}
 	prog.Start(total)
 
+	var recs records
+	if eo.Resume {
+		var err error
+		if recs, err = loadRecords(dst); err != nil {
+			return nil, err
+		}
+	}
 	res := &Result{}
 	done := make([]int8, len(units)) // 1 written, 2 skipped
 	var zeroed atomic.Int64
@@ -224,7 +239,7 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 		i, s := order[k], scratches[job]
 		u := units[i]
 		if eo.Resume {
-			if ok, err := s.resumeUnit(ctx, p, dst, u, manifest, prog); err != nil || ok {
+			if ok, err := s.resumeUnit(ctx, p, dst, u, recs, manifest, log, prog); err != nil || ok {
 				if ok {
 					done[i] = 2
 				}
@@ -238,7 +253,7 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 			return nil, err
 		}
 		return func() error {
-			if err := commitUnit(p, dst, u, rec, commit); err != nil {
+			if err := commitUnit(p, dst, u, rec, commit, log); err != nil {
 				return err
 			}
 			done[i] = 1
@@ -273,8 +288,8 @@ func (noProgress) Add(int64)   {}
 
 // resumeUnit checks a unit finished earlier under this plan: it is skipped
 // when its file still has the recorded size and sha256.
-func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, m *Manifest, prog Progress) (bool, error) {
-	rec, ok := finishedRecord(dst, p.ID, u.Name, m)
+func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, recs records, m *Manifest, log *recordLog, prog Progress) (bool, error) {
+	rec, ok := recs.finished(p.ID, u.Name, m)
 	if !ok {
 		return false, nil
 	}
@@ -295,13 +310,13 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, m
 	}
 	prog.Add(u.Work - got.Size)
 	// Re-record it, so Finalize sees it even when it came from a manifest.
-	return true, writeRecord(dst, doneRecord{Plan: p.ID, FileRecord: rec})
+	return true, log.add(doneRecord{Plan: p.ID, FileRecord: rec})
 }
 
 // produce writes one unit's data under a temporary name, hashing it on the
 // way, and returns how to commit it (sync and rename), its record and how
 // many non-finite values it zeroed. On error nothing is left behind.
-func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, prog Progress) (int64, FileRecord, func() error, error) {
+func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, prog Progress) (int64, FileRecord, commitFunc, error) {
 	switch u.Kind {
 	case UnitShard:
 		return s.writeShard(ctx, p, path, u.File, prog)
@@ -316,15 +331,17 @@ func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, pro
 }
 
 // commitUnit syncs and renames a written unit and records it as done.
-func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit func() error) error {
-	if err := commit(); err != nil {
+func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit commitFunc, log *recordLog) error {
+	sum, err := commit()
+	if err != nil {
 		return err
 	}
+	rec.SHA256 = sum
 	rec.Name = u.Name
 	if rec.Size != u.Size {
 		return fmt.Errorf("file %s: wrote %d bytes, planned %d", filepath.Join(dst, filepath.FromSlash(u.Name)), rec.Size, u.Size)
 	}
-	return writeRecord(dst, doneRecord{Plan: p.ID, FileRecord: rec})
+	return log.add(doneRecord{Plan: p.ID, FileRecord: rec})
 }
 
 // buffersPerJob is how many output buffers (filewrite.BufferSize each) a job

@@ -94,13 +94,17 @@ func finalize(dst string) (*Manifest, error) {
 		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
 	}
 	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics}
+	recs, err := loadRecords(dst)
+	if err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
 	var missing []string
 	units := st.units()
 	for _, u := range units {
 		if !localName(u) {
 			return nil, fmt.Errorf("merge %s: %w: the recorded plan names %q, not a path inside it", dst, ErrDestination, u)
 		}
-		rec, ok := finishedRecord(dst, st.Plan, u, nil)
+		rec, ok := recs.finished(st.Plan, u, nil)
 		if !ok {
 			missing = append(missing, u)
 			continue

@@ -185,7 +185,7 @@ func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *FilePlan) (io.R
 
 // copyRemoteAux copies a side file of a remote source: read by range
 // requests (size and ETag checked on each), written and hashed in one pass.
-func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *AuxFile, to string, prog Progress) (FileRecord, func() error, error) {
+func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *AuxFile, to string, prog Progress) (FileRecord, commitFunc, error) {
 	from := p.SrcRoot + a.Name
 	f, err := p.remote.Open(ctx, a.Name)
 	if err != nil {
@@ -208,13 +208,7 @@ func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *AuxFile, to str
 	}
 	prog.Add(a.Size)
 	out.Finish()
-	rec := FileRecord{Size: a.Size, SHA256: out.SHA256()}
-	return rec, func() error {
-		if err := out.Commit(); err != nil {
-			return fmt.Errorf("copy %s: %w", to, err)
-		}
-		return nil
-	}, nil
+	return FileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
 }
 
 // FetchBytes is what carrying out the whole plan reads from a remote source:

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,14 +12,13 @@ import (
 )
 
 // StateDir is the directory inside DST that holds a conversion in progress:
-// the plan every worker agreed on and one record per finished file. Finalize
-// removes it once the manifest is written.
+// the plan every worker agreed on and the records of the finished files.
+// Finalize removes it once the manifest is written.
 const StateDir = ".k3ckpt"
 
 const (
 	stateName   = "plan.json"
 	doneDir     = "done"
-	recordExt   = ".json"
 	hashBufSize = 1 << 20
 	// MaxStateFile bounds state and manifest files read back (the full K3
 	// plan state, with its index, is about 50 MB).
@@ -77,10 +75,6 @@ func (p *Plan) state() *planState {
 
 func (s *planState) units() []string { return slices.Concat(s.Shards, s.Aux) }
 
-func recordPath(dst, unit string) string {
-	return filepath.Join(dst, StateDir, doneDir, url.PathEscape(unit)+recordExt)
-}
-
 func readJSON(path string, v any) error {
 	f, _, err := openRegular(path)
 	if err != nil {
@@ -109,53 +103,4 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
-}
-
-// writeRecord records a finished file. It is renamed into place (never seen
-// partial) but not synced: a record lost with a power failure only makes
-// resume redo its file, and its file was synced before it was written.
-func writeRecord(dst string, r doneRecord) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	path := recordPath(dst, r.Name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := atomicfile.Create(path)
-	if err != nil {
-		return fmt.Errorf("record %s: %w", r.Name, err)
-	}
-	defer f.Abort()
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("record %s: %w", r.Name, err)
-	}
-	if err := f.CommitNoSync(); err != nil {
-		return fmt.Errorf("record %s: %w", r.Name, err)
-	}
-	return nil
-}
-
-// finishedRecord returns the record of a unit finished under this plan, from
-// its done record or from a finished conversion's manifest.
-func finishedRecord(dst, plan, unit string, m *Manifest) (FileRecord, bool) {
-	var r doneRecord
-	if err := readJSON(recordPath(dst, unit), &r); err == nil && r.Plan == plan && r.Name == unit {
-		return r.FileRecord, true
-	}
-	if m != nil && m.Plan == plan {
-		return m.Lookup(unit)
-	}
-	return FileRecord{}, false
-}
-
-// allDone reports whether every unit of the plan has a record in DST.
-func allDone(dst string, p *Plan) bool {
-	for _, u := range p.Units() {
-		if _, ok := finishedRecord(dst, p.ID, u.Name, nil); !ok {
-			return false
-		}
-	}
-	return true
 }

@@ -346,7 +346,7 @@ func TestHeldAndRequantizedCodesAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := commit(); err != nil {
+		if rec.SHA256, err = commit(); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(path)

@@ -42,7 +42,7 @@ func (s *scratch) create(path string, prog Progress) (*filewrite.File, error) {
 // size and times, links still inside the source): one that changed is an
 // error and never reaches its final name. The copy keeps the source's
 // permission bits.
-func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to string, prog Progress) (FileRecord, func() error, error) {
+func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to string, prog Progress) (FileRecord, commitFunc, error) {
 	if err := ctx.Err(); err != nil {
 		return FileRecord{}, nil, err
 	}
@@ -93,13 +93,7 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to strin
 		return FileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
 	}
 	out.Finish()
-	rec := FileRecord{Size: a.Size, SHA256: out.SHA256()}
-	return rec, func() error {
-		if err := out.Commit(); err != nil {
-			return fmt.Errorf("copy %s: %w", to, err)
-		}
-		return nil
-	}, nil
+	return FileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
 }
 
 // checkStampNow compares an open file's stamp with the planned one.
@@ -133,7 +127,7 @@ func checkSource(root string, fp *FilePlan) error {
 // lie in the file. The file is hashed as it is written (never read back). It
 // checks before and after that the source is the file planned, and returns
 // the file's record (size and sha256).
-func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, FileRecord, func() error, error) {
+func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, FileRecord, commitFunc, error) {
 	if p.remote == nil { // a remote file is checked by every response (size, ETag)
 		if err := checkSource(p.SrcRoot, fp); err != nil {
 			return 0, FileRecord{}, nil, err
@@ -173,7 +167,25 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 		return zeroed, FileRecord{}, nil, err
 	}
 	f.Finish()
-	return zeroed, FileRecord{Size: l.Size, SHA256: f.SHA256()}, f.Commit, nil
+	return zeroed, FileRecord{Size: l.Size}, commitHashed(f, ""), nil
+}
+
+// commitFunc syncs and renames a written file and returns its sha256.
+type commitFunc func() (sha256 string, err error)
+
+// commitHashed commits f (on a committer, so that the producer moves on to
+// the next file without waiting for the hash or the disk); a failure is
+// prefixed with what, when given.
+func commitHashed(f *filewrite.File, what string) commitFunc {
+	return func() (string, error) {
+		if err := f.Commit(); err != nil {
+			if what != "" {
+				err = fmt.Errorf("%s: %w", what, err)
+			}
+			return "", err
+		}
+		return f.SHA256(), nil
+	}
 }
 
 // tensorSpan writes the bytes of output tensors that end at end, refusing

@@ -6,9 +6,9 @@
 // drives many files at once: jobs produce them, committers sync and rename
 // them, so that waiting for the disk overlaps producing the next file.
 //
-// Staged buffers go to the disk on a goroutine of the file's own, from a
-// Pool shared by the files of a run: the producer never waits for the disk
-// unless every buffer is in flight. Where the system allows it (Linux),
+// Staged buffers are hashed and go to the disk on goroutines of the file's
+// own, from a Pool shared by the files of a run: the producer never waits
+// for the hash or the disk unless every buffer is in flight. Where the system allows it (Linux),
 // they bypass the page cache (O_DIRECT): the disk reads them straight from
 // the buffer, which saves copying every byte into the cache and writing it
 // back later, and leaves the final fsync little to wait for. Elsewhere, or
@@ -79,13 +79,16 @@ type File struct {
 	n        int
 	base     int64 // file offset of cur[0]
 	progress func(int64)
-	finished bool  // no more bytes: the writer has its last chunk
+	finished bool // no more bytes: the writer has its last chunk
+	aborted  bool
 	waited   bool  // the writer's result was taken
 	werr     error // the writer's first error
 
-	chunks chan chunk // to the writer
-	done   chan error // the writer's result, once chunks is closed
-	direct bool       // owned by the writer once started
+	chunks chan chunk    // to the writer
+	in     chan chunk    // what the producer sends: chunks, or the hasher's queue
+	hashed chan struct{} // closed once every chunk sent has been hashed
+	done   chan error    // the writer's result, once chunks is closed
+	direct bool          // owned by the writer once started
 }
 
 // chunk is a filled buffer on its way to the disk.
@@ -99,17 +102,20 @@ type chunk struct {
 // buffers of pool (nil: a pool of its own). progress, when not nil, is told
 // about every byte accepted.
 func Create(path string, pool *Pool, progress func(int64)) (*File, error) {
-	f, err := CreateUnhashed(path, pool, progress)
-	if err == nil {
-		f.h = sha256.New()
-	}
-	return f, err
+	return create(path, pool, progress, true)
 }
 
 // CreateUnhashed is Create for a file whose digest nobody records: its bytes
 // are not hashed (sha256 costs about a CPU second per 2 GB, a copy's main
 // cost), and SHA256 returns "".
 func CreateUnhashed(path string, pool *Pool, progress func(int64)) (*File, error) {
+	return create(path, pool, progress, false)
+}
+
+// create starts the file; a hashed one gets a hasher between the producer
+// and the writer, so that hashing a chunk overlaps both producing the next
+// one and writing the one before.
+func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, error) {
 	if pool == nil {
 		pool = NewPool(2)
 	}
@@ -118,10 +124,28 @@ func CreateUnhashed(path string, pool *Pool, progress func(int64)) (*File, error
 		return nil, err
 	}
 	f := &File{af: af, pool: pool, progress: progress,
-		chunks: make(chan chunk, cap(pool.free)), done: make(chan error, 1)}
+		chunks: make(chan chunk, cap(pool.free)), hashed: make(chan struct{}), done: make(chan error, 1)}
 	f.direct = setDirect(af.File, true) == nil
+	f.in = f.chunks
+	if hashed {
+		f.h = sha256.New()
+		f.in = make(chan chunk, cap(pool.free))
+		go f.hasher()
+	} else {
+		close(f.hashed)
+	}
 	go f.writer()
 	return f, nil
+}
+
+// hasher hashes the chunks in order and passes them on to the writer.
+func (f *File) hasher() {
+	for c := range f.in {
+		f.h.Write(c.b[:c.n])
+		f.chunks <- c
+	}
+	close(f.hashed)
+	close(f.chunks)
 }
 
 // Path is the name the file gets on Commit.
@@ -130,12 +154,14 @@ func (f *File) Path() string { return f.af.Final() }
 // Offset is how many bytes the file has accepted: the offset of the next one.
 func (f *File) Offset() int64 { return f.base + int64(f.n) }
 
-// SHA256 is the hex sha256 of the bytes accepted so far ("" for a file
-// made by CreateUnhashed).
+// SHA256 is the hex sha256 of every byte the file accepted, once Finish has
+// been called (it waits for the hashing to catch up); "" before Finish, after
+// Abort, or for a file made by CreateUnhashed.
 func (f *File) SHA256() string {
-	if f.h == nil {
+	if f.h == nil || !f.finished || f.aborted {
 		return ""
 	}
+	<-f.hashed
 	return hex.EncodeToString(f.h.Sum(nil))
 }
 
@@ -190,11 +216,8 @@ func (f *File) fill() {
 	}
 }
 
-// accept hashes the c bytes just staged and sends the buffer off once full.
+// accept counts the c bytes just staged and sends the buffer off once full.
 func (f *File) accept(c int) {
-	if f.h != nil {
-		f.h.Write(f.cur[f.n : f.n+c])
-	}
 	f.n += c
 	if f.progress != nil {
 		f.progress(int64(c))
@@ -207,7 +230,7 @@ func (f *File) accept(c int) {
 // send hands the current buffer to the writer.
 func (f *File) send() {
 	if f.cur != nil {
-		f.chunks <- chunk{b: f.cur, n: f.n, off: f.base}
+		f.in <- chunk{b: f.cur, n: f.n, off: f.base}
 		f.base += int64(f.n)
 	}
 	f.cur, f.n = nil, 0
@@ -270,7 +293,7 @@ func (f *File) Finish() {
 	}
 	f.finished = true
 	f.send()
-	close(f.chunks)
+	close(f.in)
 }
 
 // Commit finishes the file, waits for its writes, syncs it, renames it to
@@ -296,13 +319,14 @@ func (f *File) wait() error {
 // Abort removes the temporary once its writes have stopped; after Commit it
 // does nothing, so it can be deferred.
 func (f *File) Abort() error {
+	f.aborted = true
 	if !f.finished {
 		f.finished = true
 		if f.cur != nil {
 			f.pool.put(f.cur)
 			f.cur = nil
 		}
-		close(f.chunks)
+		close(f.in)
 	}
 	f.wait() // the writer must not outlive the descriptor it writes to
 	return f.af.Abort()

@@ -1,0 +1,192 @@
+package convert
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Done records say which output files are finished, under which plan, with
+// their size and sha256, so that a resumed run or merge trusts them without
+// hashing them again. Each process appends its records, one JSON line each,
+// to a log of its own in StateDir/done (a worker's is named after its
+// slice), so that recording a file costs one write instead of creating,
+// renaming and later deleting a file per record. Logs are not synced: a
+// record lost with a power failure only makes resume redo its file, whose
+// own data was synced before the record was written.
+const (
+	logExt    = ".jsonl"
+	legacyExt = ".json" // one record per file, as earlier versions kept them
+	// maxRecordLine bounds one record line read back.
+	maxRecordLine = 64 << 10
+)
+
+// recordLog is the log a run appends its done records to.
+type recordLog struct {
+	mu   sync.Mutex
+	dir  string
+	name string
+	f    *os.File // opened on the first record
+}
+
+// newRecordLog names the log of worker (of workers; 1 for a whole run).
+func newRecordLog(dst string, worker, workers int) *recordLog {
+	name := "run" + logExt
+	if workers > 1 {
+		name = fmt.Sprintf("worker-%d-of-%d%s", worker, workers, logExt)
+	}
+	return &recordLog{dir: filepath.Join(dst, StateDir, doneDir), name: name}
+}
+
+// add appends one record in a single write. A log left by a killed run may
+// end in a torn line: the first record starts on a line of its own.
+func (l *recordLog) add(r doneRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		if err := l.open(); err != nil {
+			return fmt.Errorf("record %s: %w", r.Name, err)
+		}
+	}
+	if _, err := l.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("record %s: %w", r.Name, err)
+	}
+	return nil
+}
+
+func (l *recordLog) open() error {
+	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(l.dir, l.name)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: not a regular file", path)
+	}
+	if err == nil && fi.Size() > 0 {
+		var last [1]byte
+		_, err = f.ReadAt(last[:], fi.Size()-1)
+		if err == nil && last[0] != '\n' {
+			_, err = f.Write([]byte{'\n'})
+		}
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	l.f = f
+	return nil
+}
+
+// close closes the log (records already written stay).
+func (l *recordLog) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// records are the done records found in DST, by output file name.
+type records map[string]doneRecord
+
+// loadRecords reads every log in DST's StateDir (and single-record files of
+// earlier versions). A line that does not parse, as the torn last line of a
+// killed run, is no record: its file is redone.
+func loadRecords(dst string) (records, error) {
+	dir := filepath.Join(dst, StateDir, doneDir)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return records{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	recs := records{}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") {
+			continue
+		}
+		switch filepath.Ext(name) {
+		case logExt:
+			if err := recs.readLog(filepath.Join(dir, name)); err != nil {
+				return nil, err
+			}
+		case legacyExt:
+			var r doneRecord
+			if err := readJSON(filepath.Join(dir, name), &r); err == nil {
+				recs[r.Name] = r
+			}
+		}
+	}
+	return recs, nil
+}
+
+func (recs records) readLog(path string) error {
+	f, _, err := openRegular(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(io.LimitReader(f, MaxStateFile), maxRecordLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return fmt.Errorf("%s: a record line over %d bytes", path, maxRecordLine)
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			var r doneRecord
+			if json.Unmarshal(line, &r) == nil && r.Name != "" {
+				recs[r.Name] = r
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+}
+
+// finished returns the record of a unit finished under plan, from its done
+// record or from a finished conversion's manifest (m may be nil).
+func (recs records) finished(plan, unit string, m *Manifest) (FileRecord, bool) {
+	if r, ok := recs[unit]; ok && r.Plan == plan {
+		return r.FileRecord, true
+	}
+	if m != nil && m.Plan == plan {
+		return m.Lookup(unit)
+	}
+	return FileRecord{}, false
+}
+
+// allDone reports whether every unit of the plan has a record.
+func (recs records) allDone(p *Plan) bool {
+	for _, u := range p.Units() {
+		if _, ok := recs.finished(p.ID, u.Name, nil); !ok {
+			return false
+		}
+	}
+	return true
+}
