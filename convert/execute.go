@@ -157,6 +157,15 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := removeOwnTemps(dst, units); err != nil {
 		return nil, err
 	}
+	var index *earlyIndex
+	if workers == 1 {
+		// A whole run writes its index alongside the shards.
+		if err := removeOwnTemps(dst, finalNames[:1]); err != nil {
+			return nil, err
+		}
+		index = stageEarlyIndex(p, dst)
+		defer index.abort()
+	}
 	log := newRecordLog(dst, eo.Worker, workers)
 	res, err := run(ctx, p, dst, units, manifest, log, jobs, eo)
 	if cerr := log.close(); err == nil && cerr != nil {
@@ -174,7 +183,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	var m *Manifest
 	if workers == 1 {
-		m, err = finalize(dst) // under this run's lock
+		m, err = finalize(dst, index) // under this run's lock
 	} else {
 		// The last worker to finish finalizes: one that finds another still
 		// holding its slice leaves it to that one.

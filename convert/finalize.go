@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bufio"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +17,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
+
+// finalNames are the files Finalize writes, the index first.
+var finalNames = []Unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ManifestName}}
 
 // metaFiles are the configs Finalize writes (besides the index and the manifest).
 func metaFiles(config, hfq []byte) map[string][]byte {
@@ -35,24 +39,90 @@ func streamIndex(w io.Writer, dst string, shards []string) error {
 
 // writeIndex writes DST's index atomically and returns its record.
 func writeIndex(dst string, shards []string) (FileRecord, error) {
+	f, rec, err := stageIndex(dst, func(w io.Writer) error { return streamIndex(w, dst, shards) })
+	if err != nil {
+		return FileRecord{}, err
+	}
+	return rec, commitIndex(f)
+}
+
+// stageIndex writes the index that render streams under a temporary name
+// and syncs it, leaving the rename to commitIndex; on error nothing is left.
+func stageIndex(dst string, render func(io.Writer) error) (*atomicfile.File, FileRecord, error) {
 	path := filepath.Join(dst, safetensors.IndexName)
 	f, err := atomicfile.Create(path)
 	if err != nil {
-		return FileRecord{}, err
+		return nil, FileRecord{}, err
 	}
-	defer f.Abort()
 	h := sha256.New()
-	if err := streamIndex(io.MultiWriter(f.File, h), dst, shards); err != nil {
-		return FileRecord{}, fmt.Errorf("index %s: %w", path, err)
+	bw := bufio.NewWriterSize(io.MultiWriter(f.File, h), 1<<20)
+	err = render(bw)
+	if err == nil {
+		err = bw.Flush()
 	}
-	size, err := f.Seek(0, io.SeekCurrent) // written sequentially: the position is the size
+	var size int64
+	if err == nil {
+		size, err = f.Seek(0, io.SeekCurrent) // written sequentially: the position is the size
+	}
+	if err == nil {
+		err = f.Sync()
+	}
 	if err != nil {
-		return FileRecord{}, err
+		f.Abort()
+		return nil, FileRecord{}, fmt.Errorf("index %s: %w", path, err)
 	}
-	if err := f.Commit(); err != nil {
-		return FileRecord{}, err
+	return f, FileRecord{Name: safetensors.IndexName, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+func commitIndex(f *atomicfile.File) error {
+	defer f.Abort()
+	return f.Commit()
+}
+
+// earlyIndex is a whole run's index, written from the plan's layouts while
+// the shards are written (it does not depend on their data), so that
+// finalizing the run only renames it: the bytes are those writeIndex would
+// rebuild from the written headers.
+type earlyIndex struct {
+	done chan struct{}
+	f    *atomicfile.File
+	rec  FileRecord
+	err  error
+}
+
+// stageEarlyIndex starts writing p's index into dst.
+func stageEarlyIndex(p *Plan, dst string) *earlyIndex {
+	e := &earlyIndex{done: make(chan struct{})}
+	names := make([]string, len(p.Files))
+	layouts := make([]*safetensors.Layout, len(p.Files))
+	for i, f := range p.Files {
+		names[i], layouts[i] = f.Name, f.Layout
 	}
-	return FileRecord{Name: safetensors.IndexName, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	go func() {
+		defer close(e.done)
+		e.f, e.rec, e.err = stageIndex(dst, func(w io.Writer) error {
+			_, err := safetensors.WriteLayoutIndex(w, names, layouts)
+			return err
+		})
+	}()
+	return e
+}
+
+// commit renames the staged index into place and returns its record.
+func (e *earlyIndex) commit() (FileRecord, error) {
+	<-e.done
+	if e.err != nil {
+		return FileRecord{}, e.err
+	}
+	return e.rec, commitIndex(e.f)
+}
+
+// abort removes the staged index (nothing once committed).
+func (e *earlyIndex) abort() {
+	<-e.done
+	if e.f != nil {
+		e.f.Abort()
+	}
 }
 
 // Finalize completes a conversion once every unit has been written (by one
@@ -79,11 +149,13 @@ func finalizeLocked(dst string, wait time.Duration) (*Manifest, error) {
 	if err := checkNoWorkers(dst); err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
-	return finalize(dst)
+	return finalize(dst, nil)
 }
 
-// finalize is Finalize for a caller that holds DST exclusively.
-func finalize(dst string) (*Manifest, error) {
+// finalize is Finalize for a caller that holds DST exclusively; a run that
+// staged its index early passes it (nil: the index is rebuilt from the
+// written headers).
+func finalize(dst string, index *earlyIndex) (*Manifest, error) {
 	var st planState
 	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -121,11 +193,19 @@ func finalize(dst string) (*Manifest, error) {
 	}
 	// Temporaries of a finalizer killed earlier (we hold DST, so no other
 	// finalizer is writing these now).
-	stale := []Unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ManifestName}}
+	stale := finalNames
+	if index != nil {
+		stale = stale[1:] // the run removed stale ones before staging its own
+	}
 	if err := removeOwnTemps(dst, stale); err != nil {
 		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}
-	rec, err := writeIndex(dst, st.Shards)
+	var rec FileRecord
+	if index != nil {
+		rec, err = index.commit()
+	} else {
+		rec, err = writeIndex(dst, st.Shards)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}

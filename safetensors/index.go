@@ -299,6 +299,35 @@ func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 	return d.totalSize, err
 }
 
+// WriteLayoutIndex streams the index of shards about to be written with
+// these layouts (names[i] is the file of layouts[i], relative to the index):
+// the bytes WriteShardIndex renders from the written files, so that a writer
+// that laid the files out need not read their headers back. It returns the
+// total size recorded.
+func WriteLayoutIndex(w io.Writer, names []string, layouts []*Layout) (int64, error) {
+	if len(names) != len(layouts) {
+		return 0, fmt.Errorf("%w: %d shard names for %d layouts", ErrWrite, len(names), len(layouts))
+	}
+	d := &indexData{files: names}
+	n := 0
+	for _, l := range layouts {
+		n += len(l.Tensors)
+	}
+	d.entries = make([]indexEntry, 0, n)
+	for i, l := range layouts {
+		for _, t := range l.Tensors {
+			d.entries = append(d.entries, indexEntry{t.Name, uint32(i)})
+		}
+		total, ok := addSize(d.totalSize, l.Size-l.DataStart)
+		if !ok {
+			return 0, fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", names[i], ErrFileSize)
+		}
+		d.totalSize = total
+	}
+	_, err := d.writeTo(w)
+	return d.totalSize, err
+}
+
 // writeTo renders json.dumps(index, indent=2, sort_keys=True), with no
 // trailing newline, as the released Kimi-K3 index is written.
 func (d *indexData) writeTo(w io.Writer) (int64, error) {

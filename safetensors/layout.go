@@ -181,6 +181,17 @@ func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []b
 	return append(b, '}')
 }
 
+// plainJSON reports whether s is printable ASCII without quotes or
+// backslashes: a JSON string as it is, in either escaping mode.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // appendJSONString escapes s as a JSON string. With ensureASCII false it
 // matches serde_json (the safetensors header): quote, backslash and control
 // characters only (\b \t \n \f \r, else \u00xx in lowercase hex), other
@@ -193,6 +204,10 @@ func appendJSONString(b []byte, s string, ensureASCII bool) []byte {
 		return append(b, '\\', 'u', hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
 	}
 	b = append(b, '"')
+	if plainJSON(s) { // every tensor name of a real checkpoint
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {

@@ -131,6 +131,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return err
 	}
 	defer src.Close()
+	sourceMemory(src.NumTensors())
 	p, err := convert.NewPlan(src, nil, r, opts)
 	if err != nil {
 		return err
@@ -238,7 +239,8 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 // (580 MiB with --experts nvfp4),
 // growing with the tensor count, not with the data. The executor adds up to
 // 64 MiB per job of bounded buffers. While the plan is built the collector
-// keeps the heap within a quarter of what is live (instead of twice); once
+// keeps the heap within a quarter of what is live (instead of twice) when the
+// checkpoint has many tensors; once
 // it is built the limit is what is live plus the jobs' buffers, so the heap
 // stays there without the collector running continuously. GOGC or
 // GOMEMLIMIT, when set, win.
@@ -247,6 +249,20 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 func planMemory() {
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetGCPercent(25)
+	}
+}
+
+// smallPlanTensors is the tensor count under which a plan's heap (about
+// 500 bytes a tensor) stays small enough for the collector's default pace:
+// collecting at a quarter of it, as for full K3, would cost more CPU than
+// the whole plan saves in memory.
+const smallPlanTensors = 150_000
+
+// sourceMemory relaxes the collector once the source is open, for a
+// checkpoint whose plan stays small.
+func sourceMemory(tensors int) {
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" && tensors < smallPlanTensors {
+		debug.SetGCPercent(100)
 	}
 }
 
