@@ -70,11 +70,8 @@ func makeReplica(dir string, configJSON []byte) error {
 	return nil
 }
 
-// quantizedOn counts the weights attn-moe-dense-fp8 quantizes in a
-// checkpoint, from the recipe's definition and the config's schedule rather
-// than the planner: KDA q/k/v/g/o, the 6 MLA projections, per MoE layer the
-// 3 shared-expert and 2 latent projections, per dense layer the 3 MLP
-// projections.
+// quantizedOn counts the weights attn-moe-dense-fp8 quantizes in the
+// checkpoint in dir (quantizedIn).
 func quantizedOn(t testing.TB, dir string) int {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, ConfigName))
@@ -85,21 +82,36 @@ func quantizedOn(t testing.TB, dir string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return quantizedIn(cfg, AttnMoEDenseFP8)
+}
+
+// quantizedIn counts the weights a built-in recipe quantizes in the
+// checkpoint cfg describes, from the recipes' definitions and the config's
+// schedule rather than the planner: attn-moe-dense-fp8 takes KDA q/k/v/g/o,
+// the 6 MLA projections, per MoE layer the 3 shared-expert and 2 latent
+// projections, per dense layer the 3 MLP projections; modelopt-k3 takes KDA
+// q/k/v/g/o/b/f_a/f_b and the 6 MLA projections.
+func quantizedIn(cfg *model.Config, recipe string) int {
 	full := map[int]bool{}
 	for _, l := range cfg.FullAttnLayers {
 		full[l] = true
 	}
+	kda, mla, dense := 5, 6, 3
+	moe := 5
+	if recipe == ModelOptK3 {
+		kda, dense, moe = 8, 0, 0
+	}
 	n := 0
 	for l := 1; l <= cfg.NumLayers; l++ {
 		if full[l] {
-			n += 6
+			n += mla
 		} else {
-			n += 5
+			n += kda
 		}
 		if l <= cfg.FirstKDense {
-			n += 3
+			n += dense
 		} else {
-			n += 5
+			n += moe
 		}
 	}
 	return n
@@ -132,8 +144,10 @@ func TestMiniReplica(t *testing.T) {
 	if got, want := quantizedOn(t, miniSrc), 3*5+2*6+3+4*5; got != want {
 		t.Errorf("quantizedOn(mini) = %d, want %d", got, want)
 	}
-	if got := quantizedOn(t, tinySrc); got != quantizedOnK3[AttnMoEDenseFP8] {
-		t.Errorf("quantizedOn(tiny) = %d, want %d", got, quantizedOnK3[AttnMoEDenseFP8])
+	for recipe, want := range quantizedOnK3 {
+		if got := quantizedIn(tinyConfig(t), recipe); got != want {
+			t.Errorf("%s: quantizedIn(tiny) = %d, want %d", recipe, got, want)
+		}
 	}
 	if strings.Contains(miniShard(0), "000096") {
 		t.Errorf("mini shard name %s", miniShard(0))

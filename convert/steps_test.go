@@ -394,7 +394,7 @@ func (c *countProgress) Add(n int64)   { c.done.Add(n) }
 // byte hashed, so a progress bar ends at 100%.
 func TestProgressAddsUp(t *testing.T) {
 	var c countProgress
-	if _, err := convertDir(tinySrc, filepath.Join(t.TempDir(), "out"), Options{}, ExecOptions{Jobs: 2, Progress: &c}); err != nil {
+	if _, err := convertDir(miniSrc, filepath.Join(t.TempDir(), "out"), Options{}, ExecOptions{Jobs: 2, Progress: &c}); err != nil {
 		t.Fatal(err)
 	}
 	if c.total.Load() == 0 || c.done.Load() != c.total.Load() {
