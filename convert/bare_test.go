@@ -85,7 +85,7 @@ func TestConvertBareKimiLinear(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: plan of the bare checkpoint: %v", what, err)
 				}
-				mm, err := PlanTensors(r, mmCfg.Catalog(), opts)
+				mm, err := PlanTensors(r, catalogOf(t, mmCfg), opts)
 				if err != nil {
 					t.Fatal(err)
 				}

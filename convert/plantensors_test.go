@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -18,7 +19,26 @@ func k3Catalog(t testing.TB) []safetensors.TensorSpec {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cfg.Catalog()
+	return catalogOf(t, cfg)
+}
+
+// catalogs holds the catalogs catalogOf built, by config.json.
+var catalogs sync.Map
+
+// catalogOf is cfg.Catalog(), built once per config and test binary (the
+// full K3 catalog is 497,220 specs); callers must not modify it.
+func catalogOf(t testing.TB, cfg *model.Config) []safetensors.TensorSpec {
+	t.Helper()
+	b, err := cfg.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := catalogs.Load(string(b)); ok {
+		return c.([]safetensors.TensorSpec)
+	}
+	c := cfg.Catalog()
+	catalogs.Store(string(b), c)
+	return c
 }
 
 func mustRecipe(t testing.TB) *Recipe {
@@ -136,7 +156,7 @@ func TestMemoClassifierExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range cfg.Catalog() {
+	for _, s := range catalogOf(t, cfg) {
 		if a, _ := r.Classify(s.Name); memo(s.Name) != a {
 			t.Fatalf("%s: memo %v, rules %v", s.Name, memo(s.Name), a)
 		}
