@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -95,16 +96,19 @@ func TestVerifyStrayFiles(t *testing.T) {
 
 // A manifest that names files outside DST is refused before anything is hashed.
 func TestVerifyManifestPathsInsideDst(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "out")
+	copyTree(t, miniRef, dst)
+	m, err := ReadManifest(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := m.Files
 	for _, bad := range []string{"../../etc/hostname", "/etc/hostname", "a/../../b", `..\x`} {
-		dst := filepath.Join(t.TempDir(), "out")
-		copyTree(t, miniRef, dst)
-		m, err := ReadManifest(dst)
-		if err != nil {
+		m.Files = append(slices.Clip(files), FileRecord{Name: bad, Size: 1, SHA256: strings.Repeat("0", 64)})
+		if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
 			t.Fatal(err)
 		}
-		m.Files = append(m.Files, FileRecord{Name: bad, Size: 1, SHA256: strings.Repeat("0", 64)})
-		writeJSON(filepath.Join(dst, ManifestName), m)
-		_, err = Verify(context.Background(), openSrc(t, miniSrc), dst, VerifyOptions{})
+		_, err := Verify(context.Background(), openSrc(t, miniSrc), dst, VerifyOptions{})
 		if !errors.Is(err, ErrDestination) || !strings.Contains(err.Error(), "not a path inside the destination") {
 			t.Errorf("manifest entry %q: %v", bad, err)
 		}
