@@ -16,7 +16,7 @@ import (
 // checkpoint is refused (it would copy a private file into DST); a link
 // inside it is followed, and every copy keeps its source's permission bits.
 func TestSideFileLinksAndModes(t *testing.T) {
-	src := copyWithShard(t, "")
+	src := copyWithShard(t, "tiktoken.model") // a copy: its mode changes
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("private\n"), 0o600)
 	link := filepath.Join(src, "tokenizer.model")
@@ -65,7 +65,7 @@ func TestDestinationInsideSource(t *testing.T) {
 // naming the holder; workers of one split share DST, one slice cannot run
 // twice, and workers of another split are refused.
 func TestDestinationLock(t *testing.T) {
-	p, c, err := planFor(tinySrc, Options{})
+	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +114,12 @@ func TestDestinationLock(t *testing.T) {
 	if err != nil || !res.Finalized {
 		t.Fatalf("worker 0/2: %v", err)
 	}
-	sameTree(t, dst, tinyRef)
+	sameTree(t, dst, miniRef)
 }
 
 // Flags are checked before anything is allocated from them.
 func TestWorkerBounds(t *testing.T) {
-	p, c, err := planFor(tinySrc, Options{})
+	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestWorkerBounds(t *testing.T) {
 // refused (never a rename error from temporaries deleted under it); and of
 // two plans claiming one DST exactly one is recorded.
 func TestConcurrentRunsOnOneDestination(t *testing.T) {
-	p, c, err := planFor(tinySrc, Options{})
+	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,9 +175,9 @@ func TestConcurrentRunsOnOneDestination(t *testing.T) {
 	if ok < 1 || ok+inUse != 2 {
 		t.Errorf("%d runs succeeded, %d refused", ok, inUse)
 	}
-	sameTree(t, dst, tinyRef)
+	sameTree(t, dst, miniRef)
 
-	other, c2, err := planFor(tinySrc, Options{Format: ModelOpt})
+	other, c2, err := planFor(miniSrc, Options{Format: ModelOpt})
 	if err != nil {
 		t.Fatal(err)
 	}

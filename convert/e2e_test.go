@@ -39,35 +39,46 @@ func refQuantize(t *testing.T, raw []byte, dt safetensors.DType, n, k int, sf qu
 	return fp8, scales
 }
 
-func TestConvertTinyEveryConvention(t *testing.T) {
+// Each convention's conversion, checked tensor by tensor against the quant
+// reference, of the mini replica (which holds every tensor kind the tiny one
+// does) and of the tiny replica: under -short the tiny one in the default
+// convention only (tinyRef), the full suite in every convention.
+func TestConvertEveryConvention(t *testing.T) {
 	cases := []Options{
-		{Format: DeepSeek, ScaleFmt: quant.ScaleFP32},
+		{Format: DeepSeek, ScaleFmt: quant.ScaleFP32}, // Options{}: tinyRef, miniRef
 		{Format: DeepSeek, ScaleFmt: quant.ScaleUE8M0},
 		{Format: CompressedTensors, ScaleFmt: quant.ScaleFP32},
 		{Format: ModelOpt, ScaleFmt: quant.ScaleUE8M0},
 	}
-	for _, opts := range cases {
-		t.Run(opts.Format.String()+"-"+opts.ScaleFmt.String(), func(t *testing.T) {
-			dst := tinyRef
-			if opts != (Options{}) {
-				dst = filepath.Join(t.TempDir(), "out")
-				res, err := convertDir(tinySrc, dst, opts, ExecOptions{Jobs: 2})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !res.Finalized || len(res.Skipped) != 0 {
-					t.Fatalf("result %+v", res)
-				}
+	for _, r := range []struct{ what, src, ref string }{{"tiny", tinySrc, tinyRef}, {"mini", miniSrc, miniRef}} {
+		for _, opts := range cases {
+			if r.src == tinySrc && opts != (Options{}) && testing.Short() {
+				continue
 			}
-			checkConversion(t, tinySrc, dst, opts)
-		})
+			t.Run(r.what+"/"+opts.Format.String()+"-"+opts.ScaleFmt.String(), func(t *testing.T) {
+				dst := r.ref
+				if opts != (Options{}) {
+					dst = filepath.Join(t.TempDir(), "out")
+					res, err := convertDir(r.src, dst, opts, ExecOptions{Jobs: 2})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !res.Finalized || len(res.Skipped) != 0 {
+						t.Fatalf("result %+v", res)
+					}
+				}
+				checkConversion(t, r.src, dst, opts)
+			})
+		}
 	}
 }
 
 // checkConversion checks an output against its source independently of the
-// planner: every tensor copied or quantized as SPEC §2 and the convention
-// say, bytes equal to the source or to the quant reference, index, manifest
-// and side files right.
+// planner: every tensor the recipe keeps copied byte for byte, every weight
+// it converts (KDA q/k/v/g/o, the MLA projections, shared experts, latent
+// projections, the dense MLP) quantized to the quant reference's FP8 codes
+// with its scale tensor named and shaped as the convention says (⌈N/128⌉ ×
+// ⌈K/128⌉ fp32 values); index, manifest and side files right.
 func checkConversion(t *testing.T, srcDir, dst string, opts Options) {
 	src := openSrc(t, srcDir)
 	out := openSrc(t, dst) // the codec validates headers, index and total_size
@@ -133,9 +144,9 @@ func checkConversion(t *testing.T, srcDir, dst string, opts Options) {
 			t.Fatalf("%s: %d tensors, want %d", of.Path, len(of.Tensors), wantTensors)
 		}
 	}
-	// 69 KDA × 5 + 24 MLA × 6 + 92 MoE × 5 + 3 dense, at every scale.
-	if quantized != 952 {
-		t.Errorf("%d tensors quantized, want 952", quantized)
+	// On the tiny replica 69 KDA × 5 + 24 MLA × 6 + 92 MoE × 5 + 3 dense.
+	if want := quantizedOn(t, srcDir); quantized != want {
+		t.Errorf("%d tensors quantized, want %d", quantized, want)
 	}
 	// Side files copied, hidden ones not.
 	for name, body := range sideFiles {
@@ -357,9 +368,11 @@ func TestVerify(t *testing.T) {
 		}
 	}
 
-	// Damage a copy: one FP8 code becomes NaN, one expert byte changes.
+	// Damage a copy of the mini replica's conversion: one FP8 code becomes
+	// NaN, one expert byte changes.
+	src = openSrc(t, miniSrc)
 	dst := filepath.Join(t.TempDir(), "bad")
-	copyTree(t, tinyRef, dst)
+	copyTree(t, miniRef, dst)
 	out := openSrc(t, dst)
 	f, w, _ := out.Lookup("language_model.model.layers.3.self_attn.q_b_proj.weight")
 	_, e, _ := out.Lookup("language_model.model.layers.3.block_sparse_moe.experts.3.w2.weight_packed")
@@ -420,29 +433,29 @@ func copyTree(t *testing.T, from, to string) {
 // Resume redoes exactly the files that no longer match their record.
 func TestResumeRedoesOnlyDamagedFiles(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "out")
-	copyTree(t, tinyRef, dst)
-	damaged := "model-00005-of-000096.safetensors"
+	copyTree(t, miniRef, dst)
+	damaged := miniShard(4)
 	patch(t, filepath.Join(dst, damaged), 4096, 0x55)
 	os.Remove(filepath.Join(dst, "tiktoken.model"))
 	// A leftover temporary of a killed run.
 	os.WriteFile(filepath.Join(dst, atomicfile.TempPrefix+damaged+"-123"), []byte("partial"), 0o644)
-	res, err := convertDir(tinySrc, dst, Options{}, ExecOptions{Jobs: 2, Resume: true})
+	res, err := convertDir(miniSrc, dst, Options{}, ExecOptions{Jobs: 2, Resume: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(res.Written, []string{damaged, "tiktoken.model"}) || !res.Finalized {
 		t.Fatalf("written %v finalized %v", res.Written, res.Finalized)
 	}
-	if len(res.Skipped) != len(openSrc(t, tinySrc).Files)-1+len(sideFiles)-2 {
+	if len(res.Skipped) != len(openSrc(t, miniSrc).Files)-1+len(sideFiles)-2 {
 		t.Errorf("skipped %d", len(res.Skipped))
 	}
-	sameTree(t, dst, tinyRef)
+	sameTree(t, dst, miniRef)
 }
 
 // N workers, each converting its slice, then merge: byte-identical to one run.
 func TestWorkersAndMerge(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "out")
-	p, c, err := planFor(tinySrc, Options{})
+	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +495,7 @@ func TestWorkersAndMerge(t *testing.T) {
 	if !res.Finalized {
 		t.Fatal("last worker did not finalize")
 	}
-	sameTree(t, dst, tinyRef)
+	sameTree(t, dst, miniRef)
 	if _, err := p.Slice(3, 3); !errors.Is(err, ErrWorker) {
 		t.Errorf("slice 3/3: %v", err)
 	}
@@ -490,14 +503,14 @@ func TestWorkersAndMerge(t *testing.T) {
 
 func TestDestinationChecks(t *testing.T) {
 	// SRC == DST
-	if _, err := convertDir(tinySrc, tinySrc, Options{}, ExecOptions{}); !errors.Is(err, ErrSameDir) {
+	if _, err := convertDir(miniSrc, miniSrc, Options{}, ExecOptions{}); !errors.Is(err, ErrSameDir) {
 		t.Errorf("SRC == DST: %v", err)
 	}
 	// A finished conversion with another convention.
 	dst := filepath.Join(t.TempDir(), "out")
-	copyTree(t, tinyRef, dst)
+	copyTree(t, miniRef, dst)
 	before := treeHashes(t, dst)
-	_, err := convertDir(tinySrc, dst, Options{Format: ModelOpt}, ExecOptions{})
+	_, err := convertDir(miniSrc, dst, Options{Format: ModelOpt}, ExecOptions{})
 	if !errors.Is(err, ErrDestination) || !strings.Contains(err.Error(), "deepseek") {
 		t.Errorf("other conversion in DST: %v", err)
 	}
@@ -507,7 +520,7 @@ func TestDestinationChecks(t *testing.T) {
 	// A directory holding something else.
 	foreign := t.TempDir()
 	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o644)
-	if _, err := convertDir(tinySrc, foreign, Options{}, ExecOptions{}); !errors.Is(err, ErrDestination) {
+	if _, err := convertDir(miniSrc, foreign, Options{}, ExecOptions{}); !errors.Is(err, ErrDestination) {
 		t.Errorf("foreign DST: %v", err)
 	}
 	if got := listDir(t, foreign); !slices.Equal(got, []string{"notes.txt"}) {
@@ -515,13 +528,24 @@ func TestDestinationChecks(t *testing.T) {
 	}
 }
 
-// copyWithShard makes a source whose shard `name` can be modified: every
-// file is hard-linked except that shard and config.json, which are copied.
+// copyWithShard makes a mini replica whose file `name` (a shard or a side
+// file) can be modified: every file is hard-linked except that one and
+// config.json, which are copied. A test must modify no other file of it
+// (mustBeCopy).
 func copyWithShard(t *testing.T, name string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "src")
-	copyTreeLinked(t, tinySrc, dir, map[string]bool{name: true, ConfigName: true})
+	copyTreeLinked(t, miniSrc, dir, map[string]bool{name: true, ConfigName: true})
 	return dir
+}
+
+// mustBeCopy fails a test about to modify path of a copyWithShard tree
+// unless path is the file copied (the others are the shared replica's).
+func mustBeCopy(t *testing.T, path, copied string) {
+	t.Helper()
+	if filepath.Base(path) != copied {
+		t.Fatalf("%s is a link into the shared replica; only %s is a copy", path, copied)
+	}
 }
 
 func copyTreeLinked(t *testing.T, from, to string, copied map[string]bool) {
@@ -550,7 +574,7 @@ func copyTreeLinked(t *testing.T, from, to string, copied map[string]bool) {
 }
 
 func TestNonFiniteWeight(t *testing.T) {
-	shard := "model-00001-of-000096.safetensors"
+	shard := miniShard(0)
 	name := "language_model.model.layers.0.mlp.down_proj.weight"
 	src := copyWithShard(t, shard)
 	c := openSrc(t, src)
@@ -561,6 +585,7 @@ func TestNonFiniteWeight(t *testing.T) {
 	k := ti.Shape[1]
 	row, col := int64(130), int64(300) // row band 1, column block 2
 	f2 := filepath.Join(src, f.Path)
+	mustBeCopy(t, f2, shard)
 	fh, err := os.OpenFile(f2, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ func configsFor(t *testing.T, cfg *model.Config, recipe string, opts Options) (m
 	if err != nil {
 		t.Fatal(err)
 	}
-	outs, err := PlanTensors(r, cfg.Catalog(), opts)
+	outs, err := PlanTensors(r, catalogOf(t, cfg), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,17 +270,16 @@ func TestCompressedTensorsSchema(t *testing.T) {
 			fp8Group = gm
 		}
 	}
-	match := func(n string) bool {
-		for _, e := range fp8Group["targets"].([]any) {
-			pat, ok := strings.CutPrefix(e.(string), "re:")
-			if !ok {
-				t.Fatalf("target %v is not a re: pattern", e)
-			}
-			if regexp.MustCompile(`^(?:` + pat + `)`).MatchString(n) {
-				return true
-			}
+	var targets []*regexp.Regexp
+	for _, e := range fp8Group["targets"].([]any) {
+		pat, ok := strings.CutPrefix(e.(string), "re:")
+		if !ok {
+			t.Fatalf("target %v is not a re: pattern", e)
 		}
-		return false
+		targets = append(targets, regexp.MustCompile(`^(?:`+pat+`)`))
+	}
+	match := func(n string) bool {
+		return slices.ContainsFunc(targets, func(re *regexp.Regexp) bool { return re.MatchString(n) })
 	}
 	for _, m := range mods.fp8 {
 		for _, n := range model.ModuleSpellings(m) {
@@ -305,7 +304,7 @@ func TestRecipeSplits(t *testing.T) {
 		want   int
 	}{{AttnMoEDenseFP8, 1}, {ModelOptK3, 0}} {
 		r, _ := Lookup(tc.recipe)
-		s, err := RecipeSplits(r, cfg.Catalog(), Options{Format: ModelOpt})
+		s, err := RecipeSplits(r, catalogOf(t, cfg), Options{Format: ModelOpt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -346,14 +345,14 @@ func TestConvertedConfigsParse(t *testing.T) {
 		{Options{Format: DeepSeek}, model.ExpertsMXFP4},
 		{Options{Format: CompressedTensors}, model.ExpertsMXFP4},
 	} {
-		outs, err := PlanTensors(asIs, cfg.Catalog(), tc.opts)
+		outs, err := PlanTensors(asIs, catalogOf(t, cfg), tc.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ms := newModuleSet()
 		ms.add(outs)
 		r, _ := Lookup(ModelOptK3)
-		q, _ := PlanTensors(r, cfg.Catalog(), Options{Format: tc.opts.Format})
+		q, _ := PlanTensors(r, catalogOf(t, cfg), Options{Format: tc.opts.Format})
 		ms.add(q) // something quantized, as every real conversion has
 		b, _, err := outputConfigs(cfg, ms.sorted(), tc.opts)
 		if err != nil {
@@ -402,7 +401,7 @@ func TestModelOptMatchesNVIDIAGolden(t *testing.T) {
 	cfg := tinyConfig(t)
 	r, _ := Lookup(ModelOptK3)
 	opts := Options{Format: ModelOpt, Experts: ExpertsNVFP4}
-	outs, err := PlanTensors(r, cfg.Catalog(), opts)
+	outs, err := PlanTensors(r, catalogOf(t, cfg), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,7 @@ var convertFlags = [][]string{
 // excluded), and verify passes it. A side file linked out of the repository
 // folder makes convert refuse, naming the file and what is allowed.
 func TestConvertHubCacheSnapshot(t *testing.T) {
+	buildCLI(t) // before building the cache: skipped under -short
 	snap, repo := testckpt.HubCache(t, tinySrc)
 	if fi, err := os.Lstat(filepath.Join(snap, ConfigName)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("snapshot's config.json is not a link: %v", err)
@@ -118,6 +119,7 @@ func TestConvertHubCacheSnapshot(t *testing.T) {
 // the download's bookkeeping) converts to exactly what the same files without
 // .cache convert to: nothing of .cache reaches the output.
 func TestConvertLocalDirDownload(t *testing.T) {
+	buildCLI(t) // before building the tree: skipped under -short
 	dir := filepath.Join(t.TempDir(), "Kimi-K3")
 	copyTreeLinked(t, tinySrc, dir, nil)
 	meta := filepath.Join(dir, ".cache", "huggingface", "download")

@@ -12,12 +12,12 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
-	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// tinySrc is a tiny K3 replica (model.Synth) with side files added, shared
-// by the tests of this package; tinyRef is its default conversion.
+// tinySrc is a tiny K3 replica (model.Synth: the 93-layer schedule, 96
+// shards) with side files added, shared by the tests of this package;
+// tinyRef is its default conversion.
 var tinySrc, tinyRef, testRoot string
 
 func TestMain(m *testing.M) {
@@ -33,22 +33,23 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(testRoot)
 	tinySrc = filepath.Join(testRoot, "src")
-	if err := model.Synth(tinySrc, model.SynthOptions{Scale: model.ScaleTiny, Seed: 7}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	for name, body := range sideFiles {
-		p := filepath.Join(tinySrc, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-			err = os.WriteFile(p, []byte(body), 0o644)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
 	tinyRef = filepath.Join(testRoot, "ref")
-	if _, err := convertDir(tinySrc, tinyRef, Options{}, ExecOptions{Jobs: 2}); err != nil {
+	miniSrc = filepath.Join(testRoot, "mini-src")
+	miniRef = filepath.Join(testRoot, "mini-ref")
+	miniJSON, err := miniConfigJSON()
+	if err == nil {
+		err = makeReplica(tinySrc, nil)
+	}
+	if err == nil {
+		err = makeReplica(miniSrc, miniJSON)
+	}
+	if err == nil {
+		_, err = convertDir(tinySrc, tinyRef, Options{}, ExecOptions{Jobs: 2})
+	}
+	if err == nil {
+		_, err = convertDir(miniSrc, miniRef, Options{}, ExecOptions{Jobs: 2})
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -139,10 +139,24 @@ func checkNVFP4Files(t *testing.T, srcDir, dst string) (projections int, differi
 	return projections, differing
 }
 
+// NVIDIA's recipe with NVFP4 experts, on the mini replica and (in the full
+// suite) the tiny one: every cast block's value equals the MXFP4 one, the
+// conversion verifies, is reproducible, and a flipped byte in each NVFP4
+// tensor kind is a violation naming it.
 func TestConvertNVFP4ModelOpt(t *testing.T) {
+	srcs := []string{miniSrc}
+	if !testing.Short() {
+		srcs = append(srcs, tinySrc)
+	}
+	for _, src := range srcs {
+		checkNVFP4ModelOpt(t, src)
+	}
+}
+
+func checkNVFP4ModelOpt(t *testing.T, src string) {
 	dst := filepath.Join(t.TempDir(), "nv")
-	res := convertNVIDIA(t, tinySrc, dst)
-	n, differing := checkNVFP4Files(t, tinySrc, dst)
+	res := convertNVIDIA(t, src, dst)
+	n, differing := checkNVFP4Files(t, src, dst)
 	if n == 0 || differing != 0 {
 		t.Fatalf("%d projections, %d blocks whose NVFP4 value differs from MXFP4", n, differing)
 	}
@@ -150,13 +164,13 @@ func TestConvertNVFP4ModelOpt(t *testing.T) {
 	if res.Cast.Blocks == 0 || res.Cast.OutOfRange != 0 || res.Cast.Lossy != 0 {
 		t.Fatalf("cast counts %+v", res.Cast)
 	}
-	rep := verifyDir(t, tinySrc, dst)
+	rep := verifyDir(t, src, dst)
 	if !rep.OK || rep.NVFP4 != n || rep.Cast != res.Cast || rep.Experts != ExpertsNVFP4 || rep.Numerics != "modelopt" {
 		t.Fatalf("verify: ok %v, %d projections (want %d), cast %+v (convert %+v), %v/%s; %v", rep.OK, rep.NVFP4, n, rep.Cast, res.Cast, rep.Experts, rep.Numerics, rep.Violations)
 	}
 	// The same conversion twice gives the same bytes.
 	again := filepath.Join(t.TempDir(), "again")
-	convertNVIDIA(t, tinySrc, again)
+	convertNVIDIA(t, src, again)
 	sameTree(t, again, dst)
 
 	// A flipped byte in each NVFP4 tensor kind is a violation naming it.
@@ -171,7 +185,7 @@ func TestConvertNVFP4ModelOpt(t *testing.T) {
 		}
 		patch(t, filepath.Join(bad, f.Path), f.DataStart+ti.Begin+min(ti.Size()-1, 5), 0x33)
 	}
-	rep = verifyDir(t, tinySrc, bad)
+	rep = verifyDir(t, src, bad)
 	joined := strings.Join(rep.Violations, "\n")
 	for _, want := range []string{
 		base + ".weight_scale: E4M3 scales differ from a fresh cast",
@@ -185,10 +199,11 @@ func TestConvertNVFP4ModelOpt(t *testing.T) {
 }
 
 // TestNVFP4OutOfRangeCounted crafts an expert whose scales span more than
-// E4M3's window: convert and verify count the blocks, NVIDIA's way.
+// E4M3's window (in a copy of the mini replica): convert and verify count
+// the blocks, NVIDIA's way.
 func TestNVFP4OutOfRangeCounted(t *testing.T) {
-	srcDir := filepath.Join(t.TempDir(), "src")
-	copyTree(t, tinySrc, srcDir)
+	shard := miniShard(2)
+	srcDir := copyWithShard(t, shard)
 	src := openSrc(t, srcDir)
 	base := "language_model.model.layers.2.block_sparse_moe.experts.5.w3"
 	f, ti, ok := src.Lookup(model.MXFP4Scales(base))
@@ -196,6 +211,7 @@ func TestNVFP4OutOfRangeCounted(t *testing.T) {
 		t.Fatal("no scales")
 	}
 	path := filepath.Join(srcDir, f.Path)
+	mustBeCopy(t, path, shard)
 	// Three blocks at 2^-126, far below K_max: out of range, and their
 	// non-zero codes round to zero (lossy).
 	for _, i := range []int64{0, 1, 7} {
@@ -234,10 +250,10 @@ func allZero(b []byte) bool {
 
 // TestModelOptZeroTileCounted: an all-zero 128×128 tile gets ModelOpt's
 // scale 0 and NaN codes (0xFF, what NVIDIA's CPU run writes); convert and
-// verify count it, and verify accepts it.
+// verify count it, and verify accepts it (in a copy of the mini replica).
 func TestModelOptZeroTileCounted(t *testing.T) {
-	srcDir := filepath.Join(t.TempDir(), "src")
-	copyTree(t, tinySrc, srcDir)
+	shard := miniShard(1)
+	srcDir := copyWithShard(t, shard)
 	src := openSrc(t, srcDir)
 	name := "language_model.model.layers.1.self_attn.q_proj.weight"
 	f, ti, ok := src.Lookup(name)
@@ -245,6 +261,7 @@ func TestModelOptZeroTileCounted(t *testing.T) {
 		t.Fatalf("%s: %v %v", name, ti.DType, ti.Shape)
 	}
 	src.Close()
+	mustBeCopy(t, f.Path, shard)
 	fh, err := os.OpenFile(filepath.Join(srcDir, f.Path), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +294,7 @@ func TestModelOptZeroTileCounted(t *testing.T) {
 // TestModelOptRefusals: combinations without a meaning are refused before
 // anything is planned.
 func TestModelOptRefusals(t *testing.T) {
-	c := openSrc(t, tinySrc)
+	c := openSrc(t, miniSrc)
 	r, _ := Lookup(ModelOptK3)
 	for _, o := range []Options{
 		{Format: DeepSeek, Experts: ExpertsNVFP4},

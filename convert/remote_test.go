@@ -83,7 +83,7 @@ func TestConvertFromHub(t *testing.T) {
 // shards and config are converted (the plan says side files were not
 // listed); those files are the local conversion's.
 func TestConvertFromHTTPS(t *testing.T) {
-	h := testckpt.NewHubServer(t, tinySrc)
+	h := testckpt.NewHubServer(t, miniSrc)
 	c := openRemote(t, h, h.URL+"/org/name/resolve/main/")
 	r, _ := Lookup(AttnMoEDenseFP8)
 	p, err := NewPlan(c, nil, r, Options{})
@@ -97,7 +97,7 @@ func TestConvertFromHTTPS(t *testing.T) {
 	if _, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 1}); err != nil {
 		t.Fatal(err)
 	}
-	want := treeHashes(t, tinyRef)
+	want := treeHashes(t, miniRef)
 	for name, sum := range treeHashes(t, dst) {
 		if want[name] != sum && name != ManifestName {
 			t.Errorf("%s differs from the local conversion", name)

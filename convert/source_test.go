@@ -15,7 +15,7 @@ import (
 // A source shard rewritten between planning and execution (same size,
 // another header) is refused before anything is written under its name.
 func TestSourceHeaderChangedSincePlanning(t *testing.T) {
-	shard := "model-00003-of-000096.safetensors"
+	shard := miniShard(2)
 	src := copyWithShard(t, shard)
 	p, c, err := planFor(src, Options{})
 	if err != nil {
@@ -69,7 +69,7 @@ func (m *mutator) Add(n int64) {
 // conversion naming the file: never exit 0 with a manifest that does not
 // describe the written files.
 func TestSourceModifiedDuringConversion(t *testing.T) {
-	shard := "model-00002-of-000096.safetensors"
+	shard := miniShard(1)
 	src := copyWithShard(t, shard)
 	p, c, err := planFor(src, Options{})
 	if err != nil {

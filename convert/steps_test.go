@@ -174,14 +174,25 @@ func TestPlanStepsRunLimit(t *testing.T) {
 	}
 }
 
-// Every planned shard of the tiny replica, in every convention: the steps
+// Every planned shard of the mini replica (and, in the full suite, of the
+// tiny one), in every convention: the steps
 // write each output tensor exactly once, in file order; a copy run's
 // tensors are contiguous and in order on both sides, so its source range
 // holds exactly its tensors (never a quantized or dropped one); runs are as
 // long as allowed; scale and code steps pair a weight with its own scale.
-func TestPlanStepsTinyInvariants(t *testing.T) {
+func TestPlanStepsInvariants(t *testing.T) {
+	srcs := []string{miniSrc}
+	if !testing.Short() {
+		srcs = append(srcs, tinySrc)
+	}
+	for _, src := range srcs {
+		checkPlanSteps(t, src)
+	}
+}
+
+func checkPlanSteps(t *testing.T, src string) {
 	for _, opts := range []Options{{}, {Format: CompressedTensors}, {Format: ModelOpt, ScaleFmt: quant.ScaleUE8M0}} {
-		p, c, err := planFor(tinySrc, opts)
+		p, c, err := planFor(src, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,7 +405,7 @@ func (c *countProgress) Add(n int64)   { c.done.Add(n) }
 // byte hashed, so a progress bar ends at 100%.
 func TestProgressAddsUp(t *testing.T) {
 	var c countProgress
-	if _, err := convertDir(tinySrc, filepath.Join(t.TempDir(), "out"), Options{}, ExecOptions{Jobs: 2, Progress: &c}); err != nil {
+	if _, err := convertDir(miniSrc, filepath.Join(t.TempDir(), "out"), Options{}, ExecOptions{Jobs: 2, Progress: &c}); err != nil {
 		t.Fatal(err)
 	}
 	if c.total.Load() == 0 || c.done.Load() != c.total.Load() {

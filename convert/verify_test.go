@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,9 +35,10 @@ func rehash(t *testing.T, dst string) {
 	}
 }
 
+// verifyDst verifies dst as a conversion of the mini replica.
 func verifyDst(t *testing.T, dst string) *VerifyReport {
 	t.Helper()
-	rep, err := Verify(context.Background(), openSrc(t, tinySrc), dst, VerifyOptions{Jobs: 2})
+	rep, err := Verify(context.Background(), openSrc(t, miniSrc), dst, VerifyOptions{Jobs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func verifyDst(t *testing.T, dst string) *VerifyReport {
 // quantization catches it.
 func TestVerifyRequiresBitEqualScales(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "out")
-	copyTree(t, tinyRef, dst)
+	copyTree(t, miniRef, dst)
 	out := openSrc(t, dst)
 	const name = "language_model.model.layers.3.self_attn.q_b_proj.weight_scale_inv"
 	f, st, ok := out.Lookup(name)
@@ -74,7 +76,7 @@ func TestVerifyRequiresBitEqualScales(t *testing.T) {
 // engine would run, a quantization config an engine would read, another shard.
 func TestVerifyStrayFiles(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "out")
-	copyTree(t, tinyRef, dst)
+	copyTree(t, miniRef, dst)
 	os.WriteFile(filepath.Join(dst, "evil.py"), []byte("import os\n"), 0o644)
 	os.WriteFile(filepath.Join(dst, HFQuantConfigName), []byte("{}\n"), 0o644) // deepseek convention: no such file
 	os.MkdirAll(filepath.Join(dst, "sub"), 0o755)
@@ -94,16 +96,19 @@ func TestVerifyStrayFiles(t *testing.T) {
 
 // A manifest that names files outside DST is refused before anything is hashed.
 func TestVerifyManifestPathsInsideDst(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "out")
+	copyTree(t, miniRef, dst)
+	m, err := ReadManifest(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := m.Files
 	for _, bad := range []string{"../../etc/hostname", "/etc/hostname", "a/../../b", `..\x`} {
-		dst := filepath.Join(t.TempDir(), "out")
-		copyTree(t, tinyRef, dst)
-		m, err := ReadManifest(dst)
-		if err != nil {
+		m.Files = append(slices.Clip(files), FileRecord{Name: bad, Size: 1, SHA256: strings.Repeat("0", 64)})
+		if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
 			t.Fatal(err)
 		}
-		m.Files = append(m.Files, FileRecord{Name: bad, Size: 1, SHA256: strings.Repeat("0", 64)})
-		writeJSON(filepath.Join(dst, ManifestName), m)
-		_, err = Verify(context.Background(), openSrc(t, tinySrc), dst, VerifyOptions{})
+		_, err := Verify(context.Background(), openSrc(t, miniSrc), dst, VerifyOptions{})
 		if !errors.Is(err, ErrDestination) || !strings.Contains(err.Error(), "not a path inside the destination") {
 			t.Errorf("manifest entry %q: %v", bad, err)
 		}

@@ -15,19 +15,26 @@ import (
 // level.
 func BareConfigJSON(tb testing.TB, scale model.Scale) []byte {
 	tb.Helper()
-	b, err := bareConfig(scale)
+	b, err := model.ScaledConfigJSON(scale)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return BareConfig(tb, b)
+}
+
+// BareConfig is the config.json of the bare kimi_linear checkpoint a
+// kimi_k3 config.json's text model is: its text_config as the whole config.
+func BareConfig(tb testing.TB, configJSON []byte) []byte {
+	tb.Helper()
+	b, err := bareConfig(configJSON)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return b
 }
 
-func bareConfig(scale model.Scale) ([]byte, error) {
-	b, err := model.ScaledConfigJSON(scale)
-	if err != nil {
-		return nil, err
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
+func bareConfig(configJSON []byte) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(configJSON))
 	d.UseNumber()
 	var m map[string]any
 	if err := d.Decode(&m); err != nil {
@@ -35,7 +42,7 @@ func bareConfig(scale model.Scale) ([]byte, error) {
 	}
 	tc, ok := m["text_config"].(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%s config has no text_config", scale)
+		return nil, fmt.Errorf("config has no text_config")
 	}
 	return model.MarshalConfig(tc)
 }
