@@ -84,7 +84,7 @@ func prepareDest(p *Plan, dst string, restart bool) error {
 			if err := discardRun(dst); err != nil {
 				return err
 			}
-			return writeJSON(statePath, p.state()) // the source versions of this run
+			return writeState(statePath, p.state()) // the source versions of this run
 		}
 		return checkVersions(dst, &st, p)
 	case !errors.Is(err, fs.ErrNotExist):
@@ -122,7 +122,7 @@ func prepareDest(p *Plan, dst string, restart bool) error {
 // must be this plan's.
 func createState(path string, p *Plan) error {
 	tmp := path + ".new-" + fmt.Sprint(os.Getpid())
-	if err := writeJSON(tmp, p.state()); err != nil {
+	if err := writeState(tmp, p.state()); err != nil {
 		return err
 	}
 	defer os.Remove(tmp)
