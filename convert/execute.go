@@ -19,7 +19,7 @@ import (
 // Limits of the executor. Per job it holds one source tile (≤ TileBytes), one
 // band of FP8 output (128 × K bytes), a tile of FP8 codes when a band is split,
 // the tensor's block scales and its share of the output staging buffers
-// (buffersPerJob × filewrite.BufferSize = 16 MiB): about 30 MiB for K3's
+// (filewrite.BuffersPerJob × filewrite.BufferSize = 16 MiB): about 30 MiB for K3's
 // widest matrix, whatever the tensor's or checkpoint's size; plus a small
 // shard's held codes (≤ MaxHeldCodes), so at most about 62 MiB.
 const (
@@ -230,7 +230,7 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	if conns <= 0 {
 		conns = remote.DefaultConnections
 	}
-	bufs := filewrite.NewPool(buffersPerJob * jobs)
+	bufs := filewrite.NewPool(filewrite.BuffersPerJob * jobs)
 	scratches := make([]*scratch, jobs)
 	for j := range scratches {
 		scratches[j] = &scratch{pool: bufs, conns: max(1, conns/jobs), net: net}
@@ -244,7 +244,7 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(units[b].Work, units[a].Work) })
 	// Jobs write and hash files' data; committers sync, rename and record
 	// them, so that waiting for the disk overlaps the next file's work.
-	err := filewrite.Run(ctx, jobs, commitsPerJob, len(order), func(ctx context.Context, job, k int) (func() error, error) {
+	err := filewrite.Run(ctx, jobs, filewrite.CommitsPerJob, len(order), func(ctx context.Context, job, k int) (func() error, error) {
 		i, s := order[k], scratches[job]
 		u := units[i]
 		if eo.Resume {
@@ -352,12 +352,3 @@ func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit commitFunc, 
 	}
 	return log.add(doneRecord{Plan: p.ID, FileRecord: rec})
 }
-
-// buffersPerJob is how many output buffers (filewrite.BufferSize each) a job
-// may have on their way to the disk: enough that producing a file never waits
-// for the disk while the files before it are written.
-const buffersPerJob = 4
-
-// commitsPerJob bounds files waiting for the disk per job: enough that
-// fsyncs overlap, few enough that an interrupted run has little to redo.
-const commitsPerJob = 4

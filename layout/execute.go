@@ -20,14 +20,6 @@ import (
 // disk flushes one file while the next is written.
 const defaultJobs = 4
 
-// commitsPerJob bounds files waiting for the disk per job: enough that
-// fsyncs overlap, few enough that an interrupted run has little to redo.
-const commitsPerJob = 4
-
-// buffersPerJob is how many output buffers (filewrite.BufferSize each) a job
-// may have on their way to the disk.
-const buffersPerJob = 4
-
 // ExecOptions controls Execute.
 type ExecOptions struct {
 	// Jobs bounds how many files are written at once (0: GOMAXPROCS, at
@@ -200,10 +192,10 @@ func jobsOr(n int) int {
 // committed records it. It returns the tensor bytes committed. The first
 // error cancels the rest.
 func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(writeJob) error, net *netFetch) (int64, error) {
-	pool := filewrite.NewPool(buffersPerJob * jobs)
+	pool := filewrite.NewPool(filewrite.BuffersPerJob * jobs)
 	windows := make([][]byte, jobs) // each job's read window, made on first use
 	var total atomic.Int64
-	err := filewrite.Run(ctx, jobs, commitsPerJob, len(files), func(ctx context.Context, job, i int) (func() error, error) {
+	err := filewrite.Run(ctx, jobs, filewrite.CommitsPerJob, len(files), func(ctx context.Context, job, i int) (func() error, error) {
 		j := files[i]
 		commit, err := writeFile(ctx, j.of, j.path, pool, &windows[job], progress, net)
 		if err != nil {

@@ -6,6 +6,16 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
+// The defaults of a run, per job: how many staging buffers its pool holds
+// (NewPool(BuffersPerJob × jobs): producing a file never waits for the disk
+// while the files before it are written) and how many commits may wait for
+// the disk (CommitsPerJob: enough that fsyncs overlap, few enough that an
+// interrupted run has little to redo).
+const (
+	BuffersPerJob = 4
+	CommitsPerJob = 4
+)
+
 // Run produces n files with at most jobs at once, in the order 0…n-1, and
 // commits them on other goroutines, so that a file waiting for the disk
 // (fsync, rename) overlaps producing the next ones; at most commitsPerJob ×
