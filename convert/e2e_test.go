@@ -488,6 +488,19 @@ func TestWorkersAndMerge(t *testing.T) {
 	if _, err := ReadManifest(dst); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("manifest written early: %v", err)
 	}
+	// merge --dry-run names exactly the last slice's files as missing.
+	st, err := StatusOfMerge(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _ := p.Slice(n-1, n)
+	var want []string
+	for _, u := range last {
+		want = append(want, u.Name)
+	}
+	if st.Ready() || st.Finalized || !slices.Equal(st.Missing, want) || len(st.Done)+len(st.Missing) != len(p.Units()) || st.Plan != p.ID {
+		t.Fatalf("status with slice %d missing: %+v, want missing %v", n-1, st, want)
+	}
 	res, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2, Worker: n - 1, Workers: n})
 	if err != nil {
 		t.Fatal(err)
@@ -496,6 +509,17 @@ func TestWorkersAndMerge(t *testing.T) {
 		t.Fatal("last worker did not finalize")
 	}
 	sameTree(t, dst, miniRef)
+	m, err := ReadManifest(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, f := range m.Files {
+		listed = append(listed, f.Name)
+	}
+	if st, err := StatusOfMerge(dst); err != nil || !st.Finalized || st.Ready() || !slices.Equal(st.Done, listed) {
+		t.Fatalf("status of the finished conversion: %+v %v, want done = the manifest's %v", st, err, listed)
+	}
 	if _, err := p.Slice(3, 3); !errors.Is(err, ErrWorker) {
 		t.Errorf("slice 3/3: %v", err)
 	}

@@ -152,6 +152,32 @@ func finalizeLocked(dst string, wait time.Duration) (*Manifest, error) {
 	return finalize(dst, nil)
 }
 
+// unitsDone splits the units of DST's recorded plan into those done (a
+// record of this plan and a file of the recorded size) and those missing.
+func unitsDone(dst string, st *planState) (done []FileRecord, missing []string, err error) {
+	recs, err := loadRecords(dst)
+	if err != nil {
+		return nil, nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
+	for _, u := range st.units() {
+		if !localName(u) {
+			return nil, nil, fmt.Errorf("merge %s: %w: the recorded plan names %q, not a path inside it", dst, ErrDestination, u)
+		}
+		rec, ok := recs.finished(st.Plan, u, nil)
+		if !ok {
+			missing = append(missing, u)
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u)))
+		if err != nil || fi.Size() != rec.Size {
+			missing = append(missing, u)
+			continue
+		}
+		done = append(done, rec)
+	}
+	return done, missing, nil
+}
+
 // finalize is Finalize for a caller that holds DST exclusively; a run that
 // staged its index early passes it (nil: the index is rebuilt from the
 // written headers).
@@ -166,31 +192,14 @@ func finalize(dst string, index *earlyIndex) (*Manifest, error) {
 		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
 	}
 	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics}
-	recs, err := loadRecords(dst)
+	done, missing, err := unitsDone(dst, &st)
 	if err != nil {
-		return nil, fmt.Errorf("merge %s: %w", dst, err)
-	}
-	var missing []string
-	units := st.units()
-	for _, u := range units {
-		if !localName(u) {
-			return nil, fmt.Errorf("merge %s: %w: the recorded plan names %q, not a path inside it", dst, ErrDestination, u)
-		}
-		rec, ok := recs.finished(st.Plan, u, nil)
-		if !ok {
-			missing = append(missing, u)
-			continue
-		}
-		fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u)))
-		if err != nil || fi.Size() != rec.Size {
-			missing = append(missing, u)
-			continue
-		}
-		m.Files = append(m.Files, rec)
+		return nil, err
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", dst, ErrIncomplete, len(missing), len(units), missing[0])
+		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", dst, ErrIncomplete, len(missing), len(done)+len(missing), missing[0])
 	}
+	m.Files = done
 	// Temporaries of a finalizer killed earlier (we hold DST, so no other
 	// finalizer is writing these now).
 	stale := finalNames

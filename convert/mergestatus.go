@@ -1,0 +1,92 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// MergeStatus is what merge would do to DST now, found without writing or
+// locking anything (k3ckpt merge --dry-run): workers may still be running.
+type MergeStatus struct {
+	Dst  string `json:"dst"`
+	Plan string `json:"plan"`
+	// Finalized: DST holds a finished conversion (a manifest, no state).
+	Finalized bool `json:"finalized"`
+	// Done and Missing split the plan's files (shards and side files).
+	Done    []string `json:"done"`
+	Missing []string `json:"missing"`
+	// Running names a worker slice whose lock is held ("" when none): merge
+	// refuses to start until it ends.
+	Running string `json:"running,omitempty"`
+	// Writes are the files merge would write, in order, once nothing is
+	// missing or running.
+	Writes []string `json:"writes"`
+}
+
+// Ready reports whether merge would finalize DST now.
+func (s *MergeStatus) Ready() bool { return !s.Finalized && len(s.Missing) == 0 && s.Running == "" }
+
+// StatusOfMerge reports what Finalize would do to DST, changing nothing.
+func StatusOfMerge(dst string) (*MergeStatus, error) {
+	var st planState
+	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if m, merr := ReadManifest(dst); merr == nil {
+				s := &MergeStatus{Dst: dst, Plan: m.Plan, Finalized: true, Done: []string{}, Missing: []string{}, Writes: []string{}}
+				for _, f := range m.Files {
+					s.Done = append(s.Done, f.Name)
+				}
+				return s, nil
+			}
+		}
+		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
+	}
+	done, missing, err := unitsDone(dst, &st)
+	if err != nil {
+		return nil, err
+	}
+	s := &MergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: missing, Running: heldSlices(dst, "")}
+	if s.Missing == nil {
+		s.Missing = []string{}
+	}
+	for _, r := range done {
+		s.Done = append(s.Done, r.Name)
+	}
+	s.Writes = []string{safetensors.IndexName, ConfigName}
+	if st.HFQuantConfig != "" {
+		s.Writes = append(s.Writes, HFQuantConfigName)
+	}
+	s.Writes = append(s.Writes, ManifestName)
+	return s, nil
+}
+
+// String says it in a sentence or two.
+func (s *MergeStatus) String() string {
+	if s.Finalized {
+		return fmt.Sprintf("%s is a finished conversion (plan %.12s): merge has nothing to do", s.Dst, s.Plan)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (plan %.12s): %d of %d files done", s.Dst, s.Plan, len(s.Done), len(s.Done)+len(s.Missing))
+	if len(s.Missing) > 0 {
+		fmt.Fprintf(&b, "; missing: %s", strings.Join(firstN(s.Missing, 5), ", "))
+		if len(s.Missing) > 5 {
+			fmt.Fprintf(&b, " and %d more", len(s.Missing)-5)
+		}
+	}
+	if s.Running != "" {
+		fmt.Fprintf(&b, "; worker %s is still running", s.Running)
+	}
+	if s.Ready() {
+		fmt.Fprintf(&b, "\nmerge would write %s", strings.Join(s.Writes, ", "))
+	} else {
+		b.WriteString("\nmerge would refuse until every file is done and no worker runs")
+	}
+	return b.String()
+}
+
+func firstN(s []string, n int) []string { return s[:min(n, len(s))] }
