@@ -14,15 +14,15 @@ import (
 // at a time (a K3 file holds one), and every routed expert tensor with the
 // expert format the config declares: a config that no longer describes the
 // experts next to it would give an output config that lies about them.
-func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, shardIndex map[string]int) error {
+func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config) error {
 	cached := -1
 	var want map[string]safetensors.TensorSpec
 	for _, t := range f.Tensors {
 		if err := checkExpertFormat(t, cfg.Experts); err != nil {
 			return fmt.Errorf("file %s: %w", filepath.Join(root, f.Path), err)
 		}
-		i, ok := shardIndex[cfg.ShardOf(t.Name)]
-		if !ok {
+		i := cfg.ShardIndexOf(t.Name)
+		if i < 0 {
 			continue
 		}
 		if i != cached {

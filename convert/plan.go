@@ -121,15 +121,11 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	var mu sync.Mutex
 	// Files are planned concurrently (each is independent); what they add
 	// to the shared module and name sets is merged under a lock.
-	shardIndex := make(map[string]int, cfg.NumShards())
-	for i := range cfg.NumShards() {
-		shardIndex[cfg.ShardName(i)] = i
-	}
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, f := range src.Files {
 		g.Go(func() error {
-			if err := checkAgainstConfig(src.Root, f, cfg, shardIndex); err != nil {
+			if err := checkAgainstConfig(src.Root, f, cfg); err != nil {
 				return err
 			}
 			fp, outs, err := planFile(src.Root, f, r, opts)

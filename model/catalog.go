@@ -231,18 +231,26 @@ func (c *Config) ShardName(i int) string {
 // schema, so a converted weight's scale tensor lands next to its weight; it
 // does not check that the tensor is in the catalog.
 func (c *Config) ShardOf(name string) string {
+	if i := c.ShardIndexOf(name); i >= 0 {
+		return c.ShardName(i)
+	}
+	return ""
+}
+
+// ShardIndexOf is ShardOf as a 0-based shard number (-1 for no place).
+func (c *Config) ShardIndexOf(name string) int {
 	n := c.Classifier().ParseName(name)
 	if n.Layer >= 0 {
 		if n.Layer < c.NumLayers {
-			return c.ShardName(n.Layer)
+			return n.Layer
 		}
-		return ""
+		return -1
 	}
 	slot, ok := modelLevelSlot[n.Group]
 	if !ok || c.NumLayers+slot >= c.NumShards() {
-		return ""
+		return -1
 	}
-	return c.ShardName(c.NumLayers + slot)
+	return c.NumLayers + slot
 }
 
 // shardUnits lists, for 0-based shard i, the template groups it holds and
