@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -312,25 +313,65 @@ func TestSynthTinyValues(t *testing.T) {
 }
 
 // Same seed, same bytes, whatever the parallelism; another seed, other bytes.
+// The replica is the tiny config cut to 8 layers (11 shards, every kind of
+// tensor: the dense layer, KDA, MLA, experts, the model-level tensors, the
+// projector and the vision tower), so that synthesizing it three times costs
+// less than synthesizing the 93-layer tiny replica once; the tiny replica's
+// own bytes are pinned by TestSynthTinyGoldens.
 func TestSynthDeterministic(t *testing.T) {
-	ref := dirHashes(t, tinyReplica(t))
-	d1 := filepath.Join(t.TempDir(), "w1")
-	if err := Synth(d1, SynthOptions{Scale: ScaleTiny, Workers: 1}); err != nil {
-		t.Fatal(err)
+	cfg := fewLayersConfig(t, 8)
+	synth := func(name string, o SynthOptions) map[string]string {
+		t.Helper()
+		d := filepath.Join(t.TempDir(), name)
+		o.Config = cfg
+		if err := Synth(d, o); err != nil {
+			t.Fatal(err)
+		}
+		return dirHashes(t, d)
 	}
-	if got := dirHashes(t, d1); !maps.Equal(got, ref) {
+	ref := synth("ref", SynthOptions{})
+	if len(ref) != 8+3+2 {
+		t.Fatalf("%d files, want 11 shards, the index and config.json", len(ref))
+	}
+	if got := synth("w1", SynthOptions{Workers: 1}); !maps.Equal(got, ref) {
 		t.Error("one worker wrote different bytes than GOMAXPROCS workers")
 	}
-	d2 := filepath.Join(t.TempDir(), "s1")
-	if err := Synth(d2, SynthOptions{Scale: ScaleTiny, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	got := dirHashes(t, d2)
+	got := synth("s1", SynthOptions{Seed: 1})
 	for name, sum := range got {
 		if strings.HasSuffix(name, ".safetensors") && ref[name] == sum {
 			t.Errorf("%s identical under seeds 0 and 1", name)
 		}
 	}
+}
+
+// fewLayersConfig is the tiny config.json cut to its first n layers (n a
+// multiple of 4: MLA every 4th layer as in K3, KDA in the others).
+func fewLayersConfig(t *testing.T, n int) []byte {
+	t.Helper()
+	b, err := ScaledConfigJSON(ScaleTiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := decodeJSON(t, b)
+	var full, kda []any
+	for l := 1; l <= n; l++ {
+		if l%4 == 0 {
+			full = append(full, json.Number(strconv.Itoa(l)))
+		} else {
+			kda = append(kda, json.Number(strconv.Itoa(l)))
+		}
+	}
+	at(m, "text_config")["num_hidden_layers"] = json.Number(strconv.Itoa(n))
+	lin := at(m, "text_config", "linear_attn_config")
+	lin["full_attn_layers"], lin["kda_layers"] = full, kda
+	out, err := MarshalConfig(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ParseConfig(out); err != nil || c.NumLayers != n || c.Vision == nil {
+		t.Fatalf("%d-layer config: %v", n, err)
+	}
+	return out
 }
 
 func diskBytes(t *testing.T, dir string) int64 {
