@@ -476,12 +476,13 @@ func checkReleasedLayout(t *testing.T, dir string, ck *safetensors.Checkpoint) {
 }
 
 func TestSynthRefusesNonEmptyDir(t *testing.T) {
+	cfg := fewLayersConfig(t, 4) // 7 shards: the same rules as 96, fewer files to create
 	dir := t.TempDir()
 	keep := filepath.Join(dir, "notes.txt")
 	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := Synth(dir, SynthOptions{Scale: ScaleTiny, HeaderOnly: true})
+	err := Synth(dir, SynthOptions{Config: cfg, HeaderOnly: true})
 	if !errors.Is(err, ErrOutputExists) {
 		t.Fatalf("got %v, want ErrOutputExists", err)
 	}
@@ -491,7 +492,7 @@ func TestSynthRefusesNonEmptyDir(t *testing.T) {
 	// With Force: written, the foreign file kept, a stale shard removed.
 	stale := filepath.Join(dir, "model-00001-of-00002.safetensors")
 	os.WriteFile(stale, []byte("old"), 0o644)
-	if err := Synth(dir, SynthOptions{Scale: ScaleTiny, HeaderOnly: true, Force: true}); err != nil {
+	if err := Synth(dir, SynthOptions{Config: cfg, HeaderOnly: true, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(keep); err != nil || string(b) != "mine" {
@@ -500,7 +501,7 @@ func TestSynthRefusesNonEmptyDir(t *testing.T) {
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Error("stale shard kept")
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1+96+2 {
+	if ents, _ := os.ReadDir(dir); len(ents) != 1+7+2 {
 		t.Errorf("%d entries", len(ents))
 	}
 }
