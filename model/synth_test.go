@@ -344,8 +344,9 @@ func TestSynthDeterministic(t *testing.T) {
 	}
 }
 
-// fewLayersConfig is the tiny config.json cut to its first n layers (n a
-// multiple of 4: MLA every 4th layer as in K3, KDA in the others).
+// fewLayersConfig is the tiny config.json cut to its first n layers, MLA at
+// every 4th as in K3 and KDA at the others: testckpt.LayersConfigJSON, which
+// package model's own tests cannot import (testckpt imports model).
 func fewLayersConfig(t *testing.T, n int) []byte {
 	t.Helper()
 	b, err := ScaledConfigJSON(ScaleTiny)
