@@ -73,6 +73,10 @@ func TestTensorListJSON(t *testing.T) {
 	if len(out.Files) != len(shards) {
 		t.Fatalf("%d files listed, %d on disk", len(out.Files), len(shards))
 	}
+	listed := make(map[string]int, len(out.Tensors)) // name → first entry
+	for k := len(out.Tensors) - 1; k >= 0; k-- {
+		listed[out.Tensors[k].Name] = k
+	}
 	seen := 0
 	for i, f := range out.Files {
 		if f.Path != shards[i] {
@@ -91,16 +95,8 @@ func TestTensorListJSON(t *testing.T) {
 				DataOffsets []int64 `json:"data_offsets"`
 			}
 			must(t, json.Unmarshal(raw, &want))
-			k := slices.IndexFunc(out.Tensors, func(e struct {
-				Name        string  `json:"name"`
-				DType       string  `json:"dtype"`
-				Shape       []int64 `json:"shape"`
-				File        string  `json:"file"`
-				DataOffsets []int64 `json:"data_offsets"`
-			}) bool {
-				return e.Name == name
-			})
-			if k < 0 {
+			k, ok := listed[name]
+			if !ok {
 				t.Fatalf("%s: tensor %s not listed", f.Path, name)
 			}
 			e := out.Tensors[k]
