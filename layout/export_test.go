@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
@@ -33,6 +34,7 @@ var (
 // an FP8 version of it (written here, see writeFP8).
 func fixtures(t testing.TB) (bf16, fp8 string) {
 	t.Helper()
+	cfg := testckpt.TPConfigJSON(t)
 	fixtureOnce.Do(func() {
 		fixtureRoot, fixtureErr = os.MkdirTemp("", "k3ckpt-layout-")
 		if fixtureErr != nil {
@@ -47,10 +49,6 @@ func fixtures(t testing.TB) (bf16, fp8 string) {
 		}
 		// The tiny replica's experts (moe_intermediate_size 32: one MXFP4 group
 		// per w2 row) cannot be TP-split 8 ways; pp8-tp8 gets a variant with 256.
-		var cfg []byte
-		if cfg, fixtureErr = tpConfig(); fixtureErr != nil {
-			return
-		}
 		tp := filepath.Join(fixtureRoot, "bf16-tp")
 		if fixtureErr = model.Synth(tp, model.SynthOptions{Config: cfg, Seed: 3}); fixtureErr != nil {
 			return
@@ -67,25 +65,6 @@ func fixtures(t testing.TB) (bf16, fp8 string) {
 func tpFixture(t testing.TB) string {
 	fixtures(t)
 	return filepath.Join(fixtureRoot, "fp8-tp")
-}
-
-func tpConfig() ([]byte, error) {
-	b, err := model.ScaledConfigJSON(model.ScaleTiny)
-	if err != nil {
-		return nil, err
-	}
-	obj, err := decodeJSONObject(b)
-	if err != nil {
-		return nil, err
-	}
-	text := obj["text_config"].(map[string]any)
-	text["moe_intermediate_size"] = json.Number("256")
-	text["num_experts"] = json.Number("16")
-	// One 128-row head per rank: q_b_proj slices keep 128 blocks whole, so
-	// their packed scales follow them (as K3's 2304-row slices do).
-	text["qk_nope_head_dim"] = json.Number("64")
-	text["qk_rope_head_dim"] = json.Number("64")
-	return json.Marshal(obj)
 }
 
 // fp8Targets are SPEC §2's converted projections.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -28,10 +29,7 @@ func mustConfig(t testing.TB, b []byte) *model.Config {
 // every built-in layout exactly as the multimodal one does without vision:
 // the same bytes on every rank, the same pieces under the bare names.
 func TestBareKimiLinearEveryLayout(t *testing.T) {
-	mmJSON, err := tpConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mmJSON := testckpt.TPConfigJSON(t)
 	mm := mustConfig(t, mmJSON)
 	bareJSON := bareConfig(t, mmJSON)
 	bare := mustConfig(t, bareJSON)

@@ -65,3 +65,39 @@ func layersConfig(scale model.Scale, n int) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// TPConfigJSON is the tiny config with experts and MLA heads that split 8
+// ways (pp8-tp8): the tiny replica's experts (moe_intermediate_size 32, one
+// MXFP4 scale group per w2 row) cannot, so this variant has 16 experts of
+// width 256 and one 128-row q_b_proj head per rank, whose block scales then
+// follow their slices as K3's 2304-row slices do.
+func TPConfigJSON(tb testing.TB) []byte {
+	tb.Helper()
+	b, err := tpConfig()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func tpConfig() ([]byte, error) {
+	b, err := model.ScaledConfigJSON(model.ScaleTiny)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	tc, ok := m["text_config"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("tiny config has no text_config")
+	}
+	tc["moe_intermediate_size"] = 256
+	tc["num_experts"] = 16
+	tc["qk_nope_head_dim"] = 64
+	tc["qk_rope_head_dim"] = 64
+	return model.MarshalConfig(m)
+}
