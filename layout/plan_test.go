@@ -199,10 +199,10 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // vision tower and the projector (95 and 96 in the release), and those
 // shards hold nothing else. The released config places them; every built-in
 // layout's drop is checked on the tiny config whose experts split 8 ways
-// (96 shards, the same vision tower and projector; pp8-tp8 fits it), as
-// placing the release's 497,220 tensors under each layout would cost a
-// second, and TestPP16Stages and TestDP16SpecFigures count the release's 168
-// dropped tensors under pp16 and dp16.
+// (96 shards, a shallower vision tower and the projector in the same two;
+// pp8-tp8 fits it), as placing the release's 497,220 tensors under each
+// layout would cost a second; TestPP16Stages and TestDP16SpecFigures count
+// the release's 168 dropped tensors under pp16 and dp16.
 func TestTextOnlyDropsVisionShards(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "model", "testdata", "k3", "config.json"))
 	if err != nil {
