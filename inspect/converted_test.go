@@ -28,7 +28,7 @@ func TestConvertedConventions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What each convention's config must say (SPEC §2), as summary lines.
+	// What each convention's config must say for engines to load it, as summary lines.
 	wantQuant := map[convert.Format][]string{
 		convert.DeepSeek:          {`quant_method: "fp8"`, `fmt: "e4m3"`, `weight_block_size: [128, 128]`},
 		convert.CompressedTensors: {`quant_method: "compressed-tensors"`, `format: "mixed-precision"`},
@@ -133,8 +133,8 @@ func TestConvertedConventions(t *testing.T) {
 }
 
 // TestConvertedFull reads back the full-size checkpoint as the converter lays
-// it out (deepseek convention): SPEC's 1403.79 GiB from real converted
-// headers, and the FP8 per-rank figures of dp16 directly.
+// it out (deepseek convention): the audited 1403.79 GiB after the recipe from
+// real converted headers, and the FP8 per-rank figures of dp16 directly.
 func TestConvertedFull(t *testing.T) {
 	testckpt.SkipShort(t)
 	dir := convertedReplica(t, "full", fullReplica(t), convert.DeepSeek)

@@ -67,7 +67,9 @@ func tpFixture(t testing.TB) string {
 	return filepath.Join(fixtureRoot, "fp8-tp")
 }
 
-// fp8Targets are SPEC §2's converted projections.
+// fp8Targets are the projections the ATTN-MOE-DENSE-FP8 recipe converts:
+// KDA q/k/v/g/o, MLA q_a/q_b/kv_a/kv_b/o, the shared and routed expert
+// projections it names, and layer 0's dense MLP.
 var fp8Targets = []string{
 	".self_attn.q_proj.weight", ".self_attn.k_proj.weight", ".self_attn.v_proj.weight", ".self_attn.g_proj.weight",
 	".self_attn.o_proj.weight", ".self_attn.q_a_proj.weight", ".self_attn.q_b_proj.weight",
@@ -78,7 +80,7 @@ var fp8Targets = []string{
 }
 
 // writeFP8 makes a block-FP8 checkpoint shaped like the converter's output
-// (DeepSeek names): every SPEC §2 target becomes F8_E4M3 (the high byte of
+// (DeepSeek names): every fp8Targets weight becomes F8_E4M3 (the high byte of
 // each BF16 value, which is all a layout test needs: distinct, position-
 // dependent bytes) plus an F32 scale whose blocks hold distinct powers of two.
 func writeFP8(src, dst string) error {

@@ -225,11 +225,13 @@ func f32s(b []byte) []float64 {
 	return out
 }
 
-// e2m1 is the E2M1 code table of SPEC §1.4, written out independently of quant.
+// e2m1 is the E2M1 code table (bit 3 of a code is the sign), written out
+// independently of quant.
 var e2m1 = [8]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6}
 
 // The values have the spreads the generator promises: independent checks by
-// decoding the bytes per SPEC §1.4 and the BF16/F32 bit layouts.
+// decoding the bytes as MXFP4 (two E2M1 codes a byte, one E8M0 scale
+// 2^(byte−127) per 32 elements) and the BF16/F32 bit layouts.
 func TestSynthTinyValues(t *testing.T) {
 	dir := tinyReplica(t)
 	ck, err := safetensors.Open(dir)
@@ -274,7 +276,8 @@ func TestSynthTinyValues(t *testing.T) {
 		t.Errorf("dt_bias mean %.2f", m)
 	}
 
-	// MXFP4 expert: decode codes and E8M0 scales as SPEC §1.4 describes.
+	// MXFP4 expert: decode the codes (element 2i in the low nibble) and the
+	// E8M0 scales (2^(byte−127), 0xFF NaN).
 	ex := P + "layers.7.block_sparse_moe.experts.31.w2."
 	packed := readTensor(t, ck, ex+"weight_packed")
 	scales := readTensor(t, ck, ex+"weight_scale")
