@@ -16,12 +16,14 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// TestBadInput damages a copy of the tiny header-only replica in each way the
-// issue lists and checks the audit fails with the codec's sentinel and an
-// error naming the file.
+// TestBadInput damages a copy of a header-only replica (the tiny one cut to 4
+// layers, 7 shards) in each way a checkpoint can be broken: a missing or
+// unindexed shard, an index disagreeing with a header, a truncated file or
+// header, a malformed header, a file shorter than its length prefix. The
+// audit fails with the codec's sentinel and an error naming the file.
 func TestBadInput(t *testing.T) {
-	src := tinyReplica(t)
-	const victim = "model-00002-of-000096.safetensors"
+	src := smallReplica(t)
+	const victim = "model-00002-of-000007.safetensors"
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, dir string) string // returns the name the error must mention
@@ -47,7 +49,7 @@ func TestBadInput(t *testing.T) {
 			// Move one tensor of shard 2 to shard 3 in the index only.
 			for name, f := range wm {
 				if f == victim {
-					wm[name] = "model-00003-of-000096.safetensors"
+					wm[name] = "model-00003-of-000007.safetensors"
 					break
 				}
 			}
@@ -202,21 +204,22 @@ func TestRemoteBad(t *testing.T) {
 		}
 	})
 	t.Run("missing shard", func(t *testing.T) {
-		d := copyReplica(t, dir)
-		must(t, os.Remove(filepath.Join(d, "model-00005-of-000096.safetensors")))
+		d := copyReplica(t, smallReplica(t))
+		must(t, os.Remove(filepath.Join(d, "model-00005-of-000007.safetensors")))
 		srv := httptest.NewServer(http.FileServer(http.Dir(d)))
 		defer srv.Close()
 		_, err := Inspect(srv.URL+"/", Options{})
-		if err == nil || !strings.Contains(err.Error(), "model-00005-of-000096.safetensors") {
+		if err == nil || !strings.Contains(err.Error(), "model-00005-of-000007.safetensors") {
 			t.Fatalf("err = %v, want an error naming the missing shard", err)
 		}
 	})
 }
 
-// TestShapeAgainstConfig gives the tiny replica a config.json whose vocabulary
-// disagrees with embed_tokens and lm_head: a warning, or ErrShape with Strict.
+// TestShapeAgainstConfig gives a replica (the tiny one cut to 4 layers) a
+// config.json whose vocabulary disagrees with embed_tokens and lm_head: a
+// warning, or ErrShape with Strict.
 func TestShapeAgainstConfig(t *testing.T) {
-	dir := copyReplica(t, tinyReplica(t))
+	dir := copyReplica(t, smallReplica(t))
 	p := filepath.Join(dir, model.ConfigName)
 	b, err := os.ReadFile(p)
 	must(t, err)

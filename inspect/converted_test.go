@@ -11,22 +11,24 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// TestConvertedConventions reads back the tiny checkpoint as the converter
-// lays it out in each engine convention, and checks it against figures that
-// do not come from convert's planner (comparing with inspect's --recipe
-// what-if would compare convert's plan with itself): the schedule's 952
-// quantized weights (5 KDA × 69 + 6 MLA × 24 + 5 MoE × 92 + 3 dense, the
-// same at every scale), each now F8_E4M3 codes at one byte an element plus
-// one fp32 scale per 128 × 128 block, every scale counted in its weight's
+// TestConvertedConventions reads back a checkpoint (the tiny one cut to 4
+// layers: 7 shards with every kind of tensor) as the converter lays it out in
+// each engine convention, and checks it against figures that do not come
+// from convert's planner (comparing with inspect's --recipe what-if would
+// compare convert's plan with itself): the schedule's quantized weights (5 per
+// KDA layer, 6 per MLA layer, 5 per MoE layer, 3 in a dense layer: layers 1–3
+// KDA, layer 4 MLA, layer 1 dense and 2–4 MoE give 39; the 93 released
+// layers give 952), each now F8_E4M3 codes at one byte an element plus one
+// fp32 scale per 128 × 128 block, every scale counted in its weight's
 // component, and nothing else changed.
 func TestConvertedConventions(t *testing.T) {
-	const converted = 5*69 + 6*24 + 5*92 + 3
-	src := tinyReplica(t)
+	const converted = 5*3 + 6*1 + 5*3 + 3
+	src := smallReplica(t)
 	source, err := Inspect(src, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What each convention's config must say (SPEC §2), as summary lines.
+	// What each convention's config must say for engines to load it, as summary lines.
 	wantQuant := map[convert.Format][]string{
 		convert.DeepSeek:          {`quant_method: "fp8"`, `fmt: "e4m3"`, `weight_block_size: [128, 128]`},
 		convert.CompressedTensors: {`quant_method: "compressed-tensors"`, `format: "mixed-precision"`},
@@ -34,7 +36,7 @@ func TestConvertedConventions(t *testing.T) {
 	}
 	for _, format := range []convert.Format{convert.DeepSeek, convert.CompressedTensors, convert.ModelOpt} {
 		t.Run(format.String(), func(t *testing.T) {
-			dir := convertedReplica(t, "tiny", src, format)
+			dir := convertedReplica(t, "tiny-4-layers", src, format)
 			rep, err := Inspect(dir, Options{Strict: true})
 			if err != nil {
 				t.Fatal(err)
@@ -131,8 +133,8 @@ func TestConvertedConventions(t *testing.T) {
 }
 
 // TestConvertedFull reads back the full-size checkpoint as the converter lays
-// it out (deepseek convention): SPEC's 1403.79 GiB from real converted
-// headers, and the FP8 per-rank figures of dp16 directly.
+// it out (deepseek convention): the audited 1403.79 GiB after the recipe from
+// real converted headers, and the FP8 per-rank figures of dp16 directly.
 func TestConvertedFull(t *testing.T) {
 	testckpt.SkipShort(t)
 	dir := convertedReplica(t, "full", fullReplica(t), convert.DeepSeek)

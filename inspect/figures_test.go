@@ -12,10 +12,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
-// Figures of SPEC §1.5 and the seed (luno-4801, 4912, 4914, 5003), the
-// independent reference of these tests. Exact byte counts come from SPEC §1.2
-// shapes by hand arithmetic; GiB figures are compared at the precision the
-// spec quotes them.
+// Size figures of the released checkpoint from independent audits of it (not
+// from this code), the reference of these tests. Exact byte counts come from
+// the released tensor shapes by hand arithmetic; GiB figures are compared at
+// the precision the audits quote them.
 const (
 	hidden      = 7168
 	vocab       = 163840
@@ -130,8 +130,10 @@ func TestFullReplicaRecipe(t *testing.T) {
 	if got := rowBytes(rep.Recipe.Components, "routed_experts"); got != routedExpertBytes {
 		t.Errorf("the recipe changed the routed experts: %d B", got)
 	}
-	// SPEC §2: 5 KDA × 69 + 6 MLA × 24 + 5 MoE × 92 + 3 dense = 952 weights,
-	// each gaining one scale tensor.
+	// The recipe converts 5 weights per KDA layer (q, k, v, g, o), 6 per MLA
+	// layer (q_a, q_b, kv_a, kv_b, o, g), 5 per MoE layer (shared gate, up,
+	// down; routed_expert_down, routed_expert_up) and layer 0's 3 dense MLP
+	// weights: 5 × 69 + 6 × 24 + 5 × 92 + 3 = 952, each gaining one scale.
 	const converted = 5*69 + 6*24 + 5*92 + 3
 	if rep.Recipe.TensorCount != fullTensorCount+converted {
 		t.Errorf("%d tensors after, want %d", rep.Recipe.TensorCount, fullTensorCount+converted)
@@ -179,7 +181,8 @@ func TestFullReplicaDP16(t *testing.T) {
 	check(t, "embed + lm_head per rank before vocab TP", gib2(rowBytes(ws.Components, "embedding", "lm_head")), "4.38")
 	check(t, "embed + lm_head per rank under vocab TP8", gib2(rowBytes(vtp.Components, "embedding", "lm_head")), "0.55")
 	check(t, "vocab TP8 saving", gib2(ws.Total-vtp.Total), "3.83")
-	// ONLY_LANGUAGE saves ≈0.83 GiB per rank (luno-4793).
+	// Text only (an engine's ONLY_LANGUAGE) saves ≈0.83 GiB per rank: the
+	// vision tower and projector.
 	check(t, "text-only saving", gib2(base.Total-text.Total), "0.83")
 	// The last step is the layout's defaults on the FP8 output, as the --recipe --layout report.
 	if vtp.Total != lr.Ranks[0].Bytes {
@@ -211,11 +214,11 @@ func TestFullReplicaPP16(t *testing.T) {
 	fk := fullFake(t)
 	rep := auditFake(t, fk, Options{By: ByStage})
 	lr := rep.Layout
-	part := []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} // SPEC §5
+	part := []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} // the PP16 prefill partition (SGLANG_PP_LAYER_PARTITION)
 	if lr.Name != "pp16" || len(lr.Stages) != len(part) {
 		t.Fatalf("layout %s with %d stages", lr.Name, len(lr.Stages))
 	}
-	// Expected per SPEC §5 from the file holding each tensor (what the
+	// Expected from the partition and the file holding each tensor (what the
 	// index says: testckpt checks the fake's index is synth's) and the
 	// tensor names alone: layer tensors go with their layer's stage,
 	// embedding and vision to stage 0, final norms, output_attn_res_* and

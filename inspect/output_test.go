@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -73,6 +74,10 @@ func TestTensorListJSON(t *testing.T) {
 	if len(out.Files) != len(shards) {
 		t.Fatalf("%d files listed, %d on disk", len(out.Files), len(shards))
 	}
+	listed := make(map[string]int, len(out.Tensors)) // name → first entry
+	for k := len(out.Tensors) - 1; k >= 0; k-- {
+		listed[out.Tensors[k].Name] = k
+	}
 	seen := 0
 	for i, f := range out.Files {
 		if f.Path != shards[i] {
@@ -91,16 +96,8 @@ func TestTensorListJSON(t *testing.T) {
 				DataOffsets []int64 `json:"data_offsets"`
 			}
 			must(t, json.Unmarshal(raw, &want))
-			k := slices.IndexFunc(out.Tensors, func(e struct {
-				Name        string  `json:"name"`
-				DType       string  `json:"dtype"`
-				Shape       []int64 `json:"shape"`
-				File        string  `json:"file"`
-				DataOffsets []int64 `json:"data_offsets"`
-			}) bool {
-				return e.Name == name
-			})
-			if k < 0 {
+			k, ok := listed[name]
+			if !ok {
 				t.Fatalf("%s: tensor %s not listed", f.Path, name)
 			}
 			e := out.Tensors[k]
@@ -322,7 +319,8 @@ func TestInspectEntryPoints(t *testing.T) {
 
 // TestStageTensorsDistinct: a stage row counts each tensor once, however many
 // ranks of the stage hold a piece of it (pp8-tp8 splits tensors over 8 ranks).
-// pp8-tp8 runs on the full replica: the tiny one's MXFP4 w2 scales ([96, 1])
+// pp8-tp8 runs on the tiny variant whose experts and MLA heads split 8 ways
+// (testckpt.TPConfigJSON): the tiny replica's MXFP4 w2 scales ([96, 1])
 // cannot be split 8 ways.
 func TestStageTensorsDistinct(t *testing.T) {
 	for _, name := range []string{"pp16", "pp8-tp8"} {
@@ -333,7 +331,7 @@ func TestStageTensorsDistinct(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			rep = auditFake(t, fullFake(t), Options{By: ByStage, Layout: name})
+			rep = auditFake(t, testckpt.FakeConfig(t, testckpt.TPConfigJSON(t)), Options{By: ByStage, Layout: name})
 		}
 		var n, pieces int64
 		for _, s := range rep.Layout.Stages {

@@ -13,15 +13,15 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// TestTensorsOutsideTheirShard writes the tiny checkpoint with tensors out of
-// place: one moved to another shard unchanged (no warning: it is found),
-// one moved with a wrong shape (a warning naming the file it is in), one
-// removed (counted missing) and one shard under another file name (its
-// tensors checked by name: one has a wrong shape). The streamed audit of the directory (which
-// looks for them in a second pass) and the audit of the opened checkpoint
-// must both say exactly that.
+// TestTensorsOutsideTheirShard writes the tiny checkpoint (cut to 8 layers,
+// 11 shards) with tensors out of place: one moved to another shard unchanged
+// (no warning: it is found), one moved with a wrong shape (a warning naming
+// the file it is in), one removed (counted missing) and one shard under
+// another file name (its tensors checked by name: one has a wrong shape). The
+// streamed audit of the directory (which looks for them in a second pass) and
+// the audit of the opened checkpoint must both say exactly that.
 func TestTensorsOutsideTheirShard(t *testing.T) {
-	fk := testckpt.Fake(t, model.ScaleTiny)
+	fk := testckpt.FakeConfig(t, testckpt.LayersConfigJSON(t, model.ScaleTiny, 8)) // 11 shards
 	cfg := fk.Config
 	shards := make([][]safetensors.TensorSpec, cfg.NumShards())
 	names := make([]string, cfg.NumShards())

@@ -42,9 +42,10 @@ func WriteJSON(w io.Writer, r *Report) error {
 // the checkpoint are printed with their control characters escaped.
 func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%s: %s, %s, %s bytes (%.2f GiB)\n", quote.Name(r.Source),
+	summary := fmt.Sprintf("%s, %s, %s bytes (%.2f GiB)",
 		termtext.Plural(int64(len(r.Files)), "file", "files"), termtext.Plural(r.TensorCount, "tensor", "tensors"),
 		termtext.Int(r.TotalBytes), gib(r.TotalBytes))
+	fmt.Fprintln(bw, headline(quote.Name(r.Source), summary))
 	pct := 0.0
 	if r.TotalBytes > 0 {
 		pct = 100 * float64(r.BytesRead) / float64(r.TotalBytes)
@@ -88,6 +89,17 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// headline is the report's first line, "source: summary", or, when that
+// would pass TextWidth, the source alone on its line and the summary indented
+// on the next: a long path never widens the report beyond what the path
+// itself needs.
+func headline(source, summary string) string {
+	if utf8.RuneCountInString(source)+2+utf8.RuneCountInString(summary) <= TextWidth {
+		return source + ": " + summary
+	}
+	return source + ":\n  " + summary
 }
 
 // mainTables writes the --by table and, unless it is the dtype table, the dtype table.

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -13,22 +14,56 @@ import (
 // TestTextFits renders the report of every built-in layout, with the recipe
 // and the memory steps: no line passes TextWidth columns, the components left
 // out are named under "other", and --wide gives every component a column.
+// The checkpoint's path is set rather than taken from where the replica lies
+// (TMPDIR), so that each of three paths is rendered: a short one keeps
+// "path: summary" on one line; one that fits TextWidth only without the
+// summary puts the summary indented on the next line; one longer than
+// TextWidth is the only line allowed past it, on its own line as "path:".
+// Whatever the path, the rest of the report is the same bytes.
 func TestTextFits(t *testing.T) {
 	dir := tinyReplica(t)
+	short := "/ckpt/Kimi-K3"
+	fitsAlone := "/" + strings.Repeat("d", TextWidth-2) // "path:" is TextWidth columns
+	tooLong := "/" + strings.Repeat("long-directory/", 10) + "Kimi-K3"
 	for _, name := range layout.Names() {
 		rep, err := Inspect(dir, Options{Recipe: DefaultRecipe, Layout: name, Steps: true})
 		if err != nil {
 			t.Logf("%s does not fit the tiny replica: %.200v", name, err)
 			continue
 		}
+		summary := fmt.Sprintf("%s files, %s tensors, %s bytes (%.2f GiB)",
+			termtext.Int(int64(len(rep.Files))), termtext.Int(rep.TensorCount), termtext.Int(rep.TotalBytes), gib(rep.TotalBytes))
+		if len(short)+2+len(summary) > TextWidth || len(fitsAlone)+2+len(summary) <= TextWidth {
+			t.Fatalf("the paths do not test both sides of TextWidth: summary %q", summary)
+		}
+		var rest string // the report after its first line, rendered for the short path
+		for _, src := range []string{short, fitsAlone, tooLong} {
+			rep.Source = src
+			var narrow bytes.Buffer
+			must(t, WriteText(&narrow, rep, TextOptions{}))
+			s := narrow.String()
+			head := src + ": " + summary + "\n"
+			if src != short {
+				head = src + ":\n  " + summary + "\n"
+			}
+			if !strings.HasPrefix(s, head) {
+				t.Errorf("%s, path of %d columns: report starts %.300q, want %q", name, len(src), s, head)
+				continue
+			}
+			if src == short {
+				rest = s[len(head):]
+			} else if s[len(head):] != rest {
+				t.Errorf("%s, path of %d columns: the report after its first line differs from the short path's", name, len(src))
+			}
+			for i, line := range strings.Split(s, "\n") {
+				if n := utf8.RuneCountInString(line); n > TextWidth && (i != 0 || line != src+":") {
+					t.Errorf("%s, path of %d columns: line %d is %d columns: %s", name, len(src), i+1, n, line)
+				}
+			}
+		}
 		var narrow, wide bytes.Buffer
 		must(t, WriteText(&narrow, rep, TextOptions{}))
 		must(t, WriteText(&wide, rep, TextOptions{Wide: true}))
-		for i, line := range strings.Split(narrow.String(), "\n") {
-			if n := utf8.RuneCountInString(line); n > TextWidth {
-				t.Errorf("%s: line %d is %d columns: %s", name, i+1, n, line)
-			}
-		}
 		// Every component the layout places is a column of the wide table.
 		header := ""
 		for _, line := range strings.Split(wide.String(), "\n") {

@@ -50,6 +50,16 @@ func fullReplica(tb testing.TB) string { return testckpt.Replica(tb, model.Scale
 // of tensor on the real 93-layer schedule, in milliseconds.
 func tinyReplica(tb testing.TB) string { return testckpt.Replica(tb, model.ScaleTiny) }
 
+// smallReplica is the tiny checkpoint cut to 4 layers on disk, header only:
+// every kind of tensor and file in 7 shards, for the tests that copy a
+// replica to damage it (each copy creates every file anew).
+func smallReplica(tb testing.TB) string {
+	cfg := testckpt.LayersConfigJSON(tb, model.ScaleTiny, 4)
+	return testckpt.Dir(tb, "tiny-4-layers", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Config: cfg, HeaderOnly: true})
+	})
+}
+
 // copyReplica copies a header-only replica into a directory a test may damage.
 func copyReplica(tb testing.TB, src string) string { return testckpt.Copy(tb, src) }
 

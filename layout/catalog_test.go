@@ -6,8 +6,8 @@ import (
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// dims shapes a K3-like tensor catalog for tests, written from SPEC §1.2
-// independently of the model package.
+// dims shapes a K3-like tensor catalog for tests, written from the released
+// tensor shapes independently of the model package.
 type dims struct {
 	layers, h, linHeads, attnHeads, vocab, dense, experts, moeInter, latent, shared int64
 	vision                                                                          bool
@@ -119,7 +119,7 @@ func (d dims) catalog() []st.TensorSpec {
 	return out
 }
 
-// fp8Converted is SPEC §2's recipe applied to a catalog: the listed BF16
+// fp8Converted is the ATTN-MOE-DENSE-FP8 recipe applied to a catalog: the listed BF16
 // projections become F8_E4M3 plus an F32 scale of the 128×128 block grid,
 // named with the given suffix (".weight_scale_inv" for DeepSeek/SGLang).
 func fp8Converted(in []st.TensorSpec, suffix string, modelopt bool) []st.TensorSpec {

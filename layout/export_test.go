@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
@@ -33,6 +34,7 @@ var (
 // an FP8 version of it (written here, see writeFP8).
 func fixtures(t testing.TB) (bf16, fp8 string) {
 	t.Helper()
+	cfg := testckpt.TPConfigJSON(t)
 	fixtureOnce.Do(func() {
 		fixtureRoot, fixtureErr = os.MkdirTemp("", "k3ckpt-layout-")
 		if fixtureErr != nil {
@@ -47,10 +49,6 @@ func fixtures(t testing.TB) (bf16, fp8 string) {
 		}
 		// The tiny replica's experts (moe_intermediate_size 32: one MXFP4 group
 		// per w2 row) cannot be TP-split 8 ways; pp8-tp8 gets a variant with 256.
-		var cfg []byte
-		if cfg, fixtureErr = tpConfig(); fixtureErr != nil {
-			return
-		}
 		tp := filepath.Join(fixtureRoot, "bf16-tp")
 		if fixtureErr = model.Synth(tp, model.SynthOptions{Config: cfg, Seed: 3}); fixtureErr != nil {
 			return
@@ -69,26 +67,9 @@ func tpFixture(t testing.TB) string {
 	return filepath.Join(fixtureRoot, "fp8-tp")
 }
 
-func tpConfig() ([]byte, error) {
-	b, err := model.ScaledConfigJSON(model.ScaleTiny)
-	if err != nil {
-		return nil, err
-	}
-	obj, err := decodeJSONObject(b)
-	if err != nil {
-		return nil, err
-	}
-	text := obj["text_config"].(map[string]any)
-	text["moe_intermediate_size"] = json.Number("256")
-	text["num_experts"] = json.Number("16")
-	// One 128-row head per rank: q_b_proj slices keep 128 blocks whole, so
-	// their packed scales follow them (as K3's 2304-row slices do).
-	text["qk_nope_head_dim"] = json.Number("64")
-	text["qk_rope_head_dim"] = json.Number("64")
-	return json.Marshal(obj)
-}
-
-// fp8Targets are SPEC §2's converted projections.
+// fp8Targets are the projections the ATTN-MOE-DENSE-FP8 recipe converts:
+// KDA q/k/v/g/o, MLA q_a/q_b/kv_a/kv_b/o, the shared and routed expert
+// projections it names, and layer 0's dense MLP.
 var fp8Targets = []string{
 	".self_attn.q_proj.weight", ".self_attn.k_proj.weight", ".self_attn.v_proj.weight", ".self_attn.g_proj.weight",
 	".self_attn.o_proj.weight", ".self_attn.q_a_proj.weight", ".self_attn.q_b_proj.weight",
@@ -99,7 +80,7 @@ var fp8Targets = []string{
 }
 
 // writeFP8 makes a block-FP8 checkpoint shaped like the converter's output
-// (DeepSeek names): every SPEC §2 target becomes F8_E4M3 (the high byte of
+// (DeepSeek names): every fp8Targets weight becomes F8_E4M3 (the high byte of
 // each BF16 value, which is all a layout test needs: distinct, position-
 // dependent bytes) plus an F32 scale whose blocks hold distinct powers of two.
 func writeFP8(src, dst string) error {

@@ -15,13 +15,18 @@ import (
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// hubSnapshot lays the tiny replica (headers only) out as huggingface_hub's
-// cache does (testckpt.HubCache), with a tokenizer file at the root and one
-// in a subfolder (linked from one level deeper, ../../../blobs/).
+// hubSnapshot lays a header-only replica out as huggingface_hub's cache does
+// (testckpt.HubCache), with a tokenizer file at the root and one in a
+// subfolder (linked from one level deeper, ../../../blobs/). The replica is
+// the tiny one cut to 16 layers (one per pp16 stage; 19 shards instead of
+// 96): what is tested is reading through the cache's links, which the
+// number of shards does not change, and every shard is exported twice and
+// reassembled twice.
 func hubSnapshot(t *testing.T) (snap, repo string) {
 	t.Helper()
 	src := filepath.Join(t.TempDir(), "plain")
-	check(t, model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, HeaderOnly: true, Seed: 5}))
+	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 16)
+	check(t, model.Synth(src, model.SynthOptions{Config: cfg, HeaderOnly: true, Seed: 5}))
 	check(t, os.WriteFile(filepath.Join(src, "tiktoken.model"), []byte("tiktoken ranks\n"), 0o644))
 	check(t, os.MkdirAll(filepath.Join(src, "figures"), 0o755))
 	check(t, os.WriteFile(filepath.Join(src, "figures", "logo.txt"), []byte("a logo"), 0o644))

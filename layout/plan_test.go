@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -28,10 +30,7 @@ func mustConfig(t testing.TB, b []byte) *model.Config {
 // every built-in layout exactly as the multimodal one does without vision:
 // the same bytes on every rank, the same pieces under the bare names.
 func TestBareKimiLinearEveryLayout(t *testing.T) {
-	mmJSON, err := tpConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mmJSON := testckpt.TPConfigJSON(t)
 	mm := mustConfig(t, mmJSON)
 	bareJSON := bareConfig(t, mmJSON)
 	bare := mustConfig(t, bareJSON)
@@ -198,32 +197,45 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // Text-only layouts drop exactly the tensors of the shards that hold the
 // vision tower and the projector (95 and 96 in the release), and those
-// shards hold nothing else.
+// shards hold nothing else. The released config places them; every built-in
+// layout's drop is checked on the tiny config whose experts split 8 ways
+// (96 shards, a shallower vision tower and the projector in the same two;
+// pp8-tp8 fits it), as placing the release's 497,220 tensors under each
+// layout would cost a second; TestPP16Stages and TestDP16SpecFigures count
+// the release's 168 dropped tensors under pp16 and dp16.
 func TestTextOnlyDropsVisionShards(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "model", "testdata", "k3", "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := mustConfig(t, raw)
-	specs := c.Catalog()
-	visionShards := map[string]bool{}
-	for _, s := range specs {
-		if g := model.ParseName(s.Name).Group; g == model.GroupVisionTower || g == model.GroupMMProjector {
-			visionShards[c.ShardOf(s.Name)] = true
+	visionOf := func(c *model.Config, specs []st.TensorSpec) (shards map[string]bool, names []string) {
+		shards = map[string]bool{}
+		for _, s := range specs {
+			if g := model.ParseName(s.Name).Group; g == model.GroupVisionTower || g == model.GroupMMProjector {
+				shards[c.ShardOf(s.Name)] = true
+			}
 		}
+		for _, s := range specs {
+			if shards[c.ShardOf(s.Name)] {
+				names = append(names, s.Name)
+			}
+		}
+		slices.Sort(names)
+		return shards, names
 	}
+	release := mustConfig(t, raw)
+	visionShards, want := visionOf(release, release.Catalog())
 	if len(visionShards) != 2 || !visionShards["model-00095-of-000096.safetensors"] || !visionShards["model-00096-of-000096.safetensors"] {
 		t.Errorf("vision sits in %v, want the released shards 95 and 96", visionShards)
 	}
-	var want []string
-	for _, s := range specs {
-		if visionShards[c.ShardOf(s.Name)] {
-			want = append(want, s.Name)
-		}
-	}
-	slices.Sort(want)
 	if len(want) != 3+165 {
 		t.Errorf("the vision shards hold %d tensors, want the 3 mm_projector and 165 vision_tower", len(want))
+	}
+	c := mustConfig(t, testckpt.TPConfigJSON(t))
+	specs := c.Catalog()
+	if visionShards, want = visionOf(c, specs); !maps.Equal(visionShards, map[string]bool{
+		"model-00095-of-000096.safetensors": true, "model-00096-of-000096.safetensors": true}) {
+		t.Fatalf("tiny: vision sits in %v, want shards 95 and 96", visionShards)
 	}
 	for _, name := range Names() {
 		l, err := Builtin(name, ModelOf(c), Options{TextOnly: true})

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -14,7 +15,7 @@ import (
 // layers (more than K3's 93), MLA at layers 2, 50, 97 and 100 (1-based).
 func scheduleConfig(t testing.TB) ([]byte, []int) {
 	t.Helper()
-	obj := must(decodeJSONObject(must(tpConfig())(t)))(t) // pp8-tp8 splits its experts
+	obj := must(decodeJSONObject(testckpt.TPConfigJSON(t)))(t) // pp8-tp8 splits its experts
 	text := obj["text_config"].(map[string]any)
 	const layers = 100
 	full := []int{2, 50, 97, 100}

@@ -29,7 +29,7 @@ func TestComponentNames(t *testing.T) {
 	}
 }
 
-// Names written out by hand from SPEC §1.2 (0-based layer 3 is MLA, 0 and 1 KDA, 92 MLA).
+// Names written out by hand from the released checkpoint (0-based layer 3 is MLA, 0 and 1 KDA, 92 MLA).
 func TestClassify(t *testing.T) {
 	P := "language_model.model."
 	cases := []struct {

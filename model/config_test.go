@@ -29,7 +29,7 @@ func mustK3(t testing.TB) *Config {
 	return c
 }
 
-// The figures of SPEC §1.5 (independent audits of the real checkpoint).
+// The size figures of independent audits of the released checkpoint.
 func TestK3CatalogFigures(t *testing.T) {
 	c := mustK3(t)
 	cat := c.Catalog()
@@ -70,7 +70,7 @@ func TestK3CatalogFigures(t *testing.T) {
 	check := func(what string, got int64, want float64, dec int) {
 		t.Helper()
 		if !near(got, want, dec) {
-			t.Errorf("%s: %.4f GiB, SPEC says %.*f", what, float64(got)/gib, dec, want)
+			t.Errorf("%s: %.4f GiB, the audits say %.*f", what, float64(got)/gib, dec, want)
 		}
 	}
 	check("whole checkpoint", total, 1453.66, 2)
@@ -88,17 +88,17 @@ func TestK3CatalogFigures(t *testing.T) {
 	nonExpert := total - comp[RoutedExperts] - comp[Vision]
 	check("non-expert text weights", nonExpert, 105.7, 1)
 	if math.Abs(float64(nonExpert)/1e9-113.5) > 0.05 {
-		t.Errorf("non-expert text weights %.2f GB, SPEC says 113.5 GB", float64(nonExpert)/1e9)
+		t.Errorf("non-expert text weights %.2f GB, the audits say 113.5 GB", float64(nonExpert)/1e9)
 	}
 	if math.Round(float64(vt)/1e6) != 802 || math.Round(float64(mm)/1e6) != 92 {
-		t.Errorf("vision tower %.1f MB + projector %.1f MB, SPEC says 802 + 92", float64(vt)/1e6, float64(mm)/1e6)
+		t.Errorf("vision tower %.1f MB + projector %.1f MB, the audits say 802 + 92", float64(vt)/1e6, float64(mm)/1e6)
 	}
 	if !near(comp[RoutedExperts]/16, 84.2, 1) {
-		t.Errorf("experts per EP16 rank %.2f GiB, SPEC says 84.2", float64(comp[RoutedExperts]/16)/gib)
+		t.Errorf("experts per EP16 rank %.2f GiB, the audits say 84.2", float64(comp[RoutedExperts]/16)/gib)
 	}
 }
 
-// Shapes written out by hand from SPEC §1.2.
+// Shapes written out by hand from the released checkpoint's headers.
 func TestK3Shapes(t *testing.T) {
 	c := mustK3(t)
 	P := "language_model.model."
@@ -203,7 +203,7 @@ func TestK3Schedule(t *testing.T) {
 			t.Errorf("layer %d block %d start %v", i, l.Block, l.BlockStart)
 		}
 	}
-	// SPEC §1.1: l = 3, 7, 11, …, 91, 92.
+	// The released config's full_attn_layers (1-based 4, 8, …, 92, 93): 0-based l = 3, 7, 11, …, 91, 92.
 	want := []int{3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63, 67, 71, 75, 79, 83, 87, 91, 92}
 	if !slices.Equal(mla, want) {
 		t.Errorf("MLA layers %v, want %v", mla, want)
@@ -270,7 +270,8 @@ func TestShardPlacement(t *testing.T) {
 	}
 }
 
-// The replica scales keep every layout of SPEC §5–6 applicable.
+// The replica scales keep every built-in layout (PP16 stages; 16-rank
+// decode layouts, 8 GPUs a node) applicable.
 func TestScaleConstraints(t *testing.T) {
 	for _, sc := range []Scale{ScaleFull, ScaleSmall, ScaleTiny} {
 		c, err := ScaledConfig(sc)

@@ -10,7 +10,8 @@ import (
 // (one expert per layer keeps it quick), and for hand-picked edge patterns.
 func TestMatchModuleFastPathIsPathMatch(t *testing.T) {
 	c := mustK3(t)
-	var mods []string
+	var mods []string // each distinct module spelling once (a weight and its scale share one)
+	seen := map[string]bool{}
 	for i := range c.NumShards() {
 		for _, ts := range c.ShardTensors(i) {
 			tn := ParseName(ts.Name)
@@ -18,7 +19,10 @@ func TestMatchModuleFastPathIsPathMatch(t *testing.T) {
 				continue
 			}
 			for _, sp := range ModuleSpellings(tn.Module) {
-				mods = append(mods, sp)
+				if !seen[sp] {
+					seen[sp] = true
+					mods = append(mods, sp)
+				}
 			}
 		}
 	}

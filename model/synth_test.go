@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -224,11 +225,13 @@ func f32s(b []byte) []float64 {
 	return out
 }
 
-// e2m1 is the E2M1 code table of SPEC §1.4, written out independently of quant.
+// e2m1 is the E2M1 code table (bit 3 of a code is the sign), written out
+// independently of quant.
 var e2m1 = [8]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6}
 
 // The values have the spreads the generator promises: independent checks by
-// decoding the bytes per SPEC §1.4 and the BF16/F32 bit layouts.
+// decoding the bytes as MXFP4 (two E2M1 codes a byte, one E8M0 scale
+// 2^(byte−127) per 32 elements) and the BF16/F32 bit layouts.
 func TestSynthTinyValues(t *testing.T) {
 	dir := tinyReplica(t)
 	ck, err := safetensors.Open(dir)
@@ -273,7 +276,8 @@ func TestSynthTinyValues(t *testing.T) {
 		t.Errorf("dt_bias mean %.2f", m)
 	}
 
-	// MXFP4 expert: decode codes and E8M0 scales as SPEC §1.4 describes.
+	// MXFP4 expert: decode the codes (element 2i in the low nibble) and the
+	// E8M0 scales (2^(byte−127), 0xFF NaN).
 	ex := P + "layers.7.block_sparse_moe.experts.31.w2."
 	packed := readTensor(t, ck, ex+"weight_packed")
 	scales := readTensor(t, ck, ex+"weight_scale")
@@ -312,25 +316,66 @@ func TestSynthTinyValues(t *testing.T) {
 }
 
 // Same seed, same bytes, whatever the parallelism; another seed, other bytes.
+// The replica is the tiny config cut to 8 layers (11 shards, every kind of
+// tensor: the dense layer, KDA, MLA, experts, the model-level tensors, the
+// projector and the vision tower), so that synthesizing it three times costs
+// less than synthesizing the 93-layer tiny replica once; the tiny replica's
+// own bytes are pinned by TestSynthTinyGoldens.
 func TestSynthDeterministic(t *testing.T) {
-	ref := dirHashes(t, tinyReplica(t))
-	d1 := filepath.Join(t.TempDir(), "w1")
-	if err := Synth(d1, SynthOptions{Scale: ScaleTiny, Workers: 1}); err != nil {
-		t.Fatal(err)
+	cfg := fewLayersConfig(t, 8)
+	synth := func(name string, o SynthOptions) map[string]string {
+		t.Helper()
+		d := filepath.Join(t.TempDir(), name)
+		o.Config = cfg
+		if err := Synth(d, o); err != nil {
+			t.Fatal(err)
+		}
+		return dirHashes(t, d)
 	}
-	if got := dirHashes(t, d1); !maps.Equal(got, ref) {
+	ref := synth("ref", SynthOptions{})
+	if len(ref) != 8+3+2 {
+		t.Fatalf("%d files, want 11 shards, the index and config.json", len(ref))
+	}
+	if got := synth("w1", SynthOptions{Workers: 1}); !maps.Equal(got, ref) {
 		t.Error("one worker wrote different bytes than GOMAXPROCS workers")
 	}
-	d2 := filepath.Join(t.TempDir(), "s1")
-	if err := Synth(d2, SynthOptions{Scale: ScaleTiny, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	got := dirHashes(t, d2)
+	got := synth("s1", SynthOptions{Seed: 1})
 	for name, sum := range got {
 		if strings.HasSuffix(name, ".safetensors") && ref[name] == sum {
 			t.Errorf("%s identical under seeds 0 and 1", name)
 		}
 	}
+}
+
+// fewLayersConfig is the tiny config.json cut to its first n layers, MLA at
+// every 4th as in K3 and KDA at the others: testckpt.LayersConfigJSON, which
+// package model's own tests cannot import (testckpt imports model).
+func fewLayersConfig(t *testing.T, n int) []byte {
+	t.Helper()
+	b, err := ScaledConfigJSON(ScaleTiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := decodeJSON(t, b)
+	var full, kda []any
+	for l := 1; l <= n; l++ {
+		if l%4 == 0 {
+			full = append(full, json.Number(strconv.Itoa(l)))
+		} else {
+			kda = append(kda, json.Number(strconv.Itoa(l)))
+		}
+	}
+	at(m, "text_config")["num_hidden_layers"] = json.Number(strconv.Itoa(n))
+	lin := at(m, "text_config", "linear_attn_config")
+	lin["full_attn_layers"], lin["kda_layers"] = full, kda
+	out, err := MarshalConfig(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ParseConfig(out); err != nil || c.NumLayers != n || c.Vision == nil {
+		t.Fatalf("%d-layer config: %v", n, err)
+	}
+	return out
 }
 
 func diskBytes(t *testing.T, dir string) int64 {
@@ -435,12 +480,13 @@ func checkReleasedLayout(t *testing.T, dir string, ck *safetensors.Checkpoint) {
 }
 
 func TestSynthRefusesNonEmptyDir(t *testing.T) {
+	cfg := fewLayersConfig(t, 4) // 7 shards: the same rules as 96, fewer files to create
 	dir := t.TempDir()
 	keep := filepath.Join(dir, "notes.txt")
 	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := Synth(dir, SynthOptions{Scale: ScaleTiny, HeaderOnly: true})
+	err := Synth(dir, SynthOptions{Config: cfg, HeaderOnly: true})
 	if !errors.Is(err, ErrOutputExists) {
 		t.Fatalf("got %v, want ErrOutputExists", err)
 	}
@@ -450,7 +496,7 @@ func TestSynthRefusesNonEmptyDir(t *testing.T) {
 	// With Force: written, the foreign file kept, a stale shard removed.
 	stale := filepath.Join(dir, "model-00001-of-00002.safetensors")
 	os.WriteFile(stale, []byte("old"), 0o644)
-	if err := Synth(dir, SynthOptions{Scale: ScaleTiny, HeaderOnly: true, Force: true}); err != nil {
+	if err := Synth(dir, SynthOptions{Config: cfg, HeaderOnly: true, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(keep); err != nil || string(b) != "mine" {
@@ -459,7 +505,7 @@ func TestSynthRefusesNonEmptyDir(t *testing.T) {
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Error("stale shard kept")
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1+96+2 {
+	if ents, _ := os.ReadDir(dir); len(ents) != 1+7+2 {
 		t.Errorf("%d entries", len(ents))
 	}
 }

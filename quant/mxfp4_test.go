@@ -52,7 +52,7 @@ func TestEncodeMXFP4Golden(t *testing.T) {
 }
 
 func TestMXFP4Figures(t *testing.T) {
-	// SPEC §1.4: code values {0, .5, 1, 1.5, 2, 3, 4, 6}, bit 3 the sign,
+	// E2M1 code values {0, .5, 1, 1.5, 2, 3, 4, 6}, bit 3 the sign,
 	// element 2i in the low nibble, scale 2^(byte-127).
 	packed := []byte{0x71, 0xF9, 0x2A, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 	dst := make([]float32, 32)

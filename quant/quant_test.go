@@ -8,7 +8,10 @@ import (
 	"testing"
 )
 
-// TestE4M3FromF32Figures checks the facts SPEC §3 states about torch's cast.
+// TestE4M3FromF32Figures checks torch's fp32 → E4M3FN cast (c10's
+// fp8e4m3fn_from_fp32_value): round to nearest even, subnormals in steps of
+// 2^-9, no saturation (|x| > 464 is NaN 0x7F, 464 ties to 448), inf and NaN
+// to 0x7F with the sign.
 func TestE4M3FromF32Figures(t *testing.T) {
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
 	for _, c := range []struct {

@@ -58,9 +58,10 @@ func TestPackUE8M0Golden(t *testing.T) {
 	}
 }
 
-// TestGatherHeadsDCPGolden is luno-5242: q_b_proj [18432, 1536] split over 8
-// ranks of 12 heads × 192 rows. Each rank's packing and the gathered whole
-// must equal DeepGEMM's packing of the slices and of the full grid.
+// TestGatherHeadsDCPGolden: q_b_proj [18432, 1536] split over 8 ranks of 12
+// heads × 192 rows, whose packed UE8M0 scales are gathered per head. Each
+// rank's packing and the gathered whole must equal DeepGEMM's packing of the
+// slices and of the full grid.
 func TestGatherHeadsDCPGolden(t *testing.T) {
 	g := golden(t)
 	d := g.DCP
@@ -96,7 +97,7 @@ func TestGatherHeadsDCPGolden(t *testing.T) {
 	if !slices.Equal(gathered, full) {
 		t.Errorf("gathered heads differ from the direct packing")
 	}
-	// Concatenating the ranks' buffers (what luno-5242 fixed) is not the same.
+	// Concatenating the ranks' packed buffers (a bug once) is not the same.
 	if slices.Equal(slices.Concat(parts...), full) {
 		t.Errorf("plain concatenation equals the packing: the test proves nothing")
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -19,13 +20,13 @@ func k3(args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
+func TestMain(m *testing.M) { testckpt.Main(m) }
+
+// headerOnlyReplica is the tiny header-only replica, synthesized once per
+// test binary and shared: tests only read it (testckpt.Copy for one to damage).
 func headerOnlyReplica(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "k3")
-	if err := model.Synth(dir, model.SynthOptions{Scale: model.ScaleTiny, HeaderOnly: true}); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return testckpt.Replica(t, model.ScaleTiny)
 }
 
 // decodeSchema checks that out is exactly one JSON object whose first field
@@ -164,7 +165,7 @@ func TestParseSize(t *testing.T) {
 // A converted checkpoint given as SRC is named as such, not reported as a
 // dtype disagreement.
 func TestConvertRefusesConverted(t *testing.T) {
-	dir := headerOnlyReplica(t)
+	dir := testckpt.Copy(t, headerOnlyReplica(t))
 	if err := os.WriteFile(filepath.Join(dir, convert.ManifestName), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}

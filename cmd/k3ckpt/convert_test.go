@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -27,11 +28,14 @@ func runCmd(t *testing.T, cmd interface {
 }
 
 // The exact command the GPU comparison with NVIDIA's converter runs prints
-// one JSON object with the cast's counts, and verify accepts its output.
+// one JSON object with the cast's counts, and verify accepts its output. The
+// source is the tiny replica cut to 4 layers: every kind of tensor the
+// recipe casts, in 7 shards instead of 96.
 func TestConvertNVIDIAFlagsJSON(t *testing.T) {
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 1}); err != nil {
+	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 4)
+	if err := model.Synth(src, model.SynthOptions{Config: cfg, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := runCmd(t, newConvertCmd(), src, dst, "--recipe", "modelopt-k3", "--experts", "nvfp4", "--numerics", "modelopt", "--jobs", "16", "--json")

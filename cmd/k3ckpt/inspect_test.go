@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/inspect"
-	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -26,10 +26,7 @@ func runInspectCmd(t *testing.T, args ...string) (string, string, error) {
 }
 
 func TestInspectCommand(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "k3")
-	if err := model.Synth(dir, model.SynthOptions{Scale: model.ScaleTiny, HeaderOnly: true}); err != nil {
-		t.Fatal(err)
-	}
+	dir := testckpt.Copy(t, headerOnlyReplica(t)) // damaged at the end
 	out, _, err := runInspectCmd(t, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -22,14 +22,34 @@ func runSynth(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// synth writes a replica and prints its figures: the full-size one (497,220
+// tensors in 96 sparse files, seconds of CPU) without -short; under -short
+// the tiny one, and the full-size figures from --dry-run, which plans the
+// same replica without writing it. A non-empty directory needs --force; a
+// bad scale or config is refused before anything is created.
 func TestSynthCommand(t *testing.T) {
+	const full = "96 shards, 497,220 tensors, 1453.66 GiB"
 	dir := filepath.Join(t.TempDir(), "k3")
-	out, err := runSynth(t, dir, "--scale", "full", "--header-only")
+	scale, want := "full", full
+	if testing.Short() {
+		scale, want = "tiny", "96 shards, 20,142 tensors, 0.05 GiB"
+		dry := filepath.Join(t.TempDir(), "dry")
+		if out, err := runSynth(t, dry, "--scale", "full", "--header-only", "--dry-run"); err != nil || !strings.Contains(out, full) {
+			t.Errorf("--scale full --dry-run: %v, %q", err, out)
+		}
+		if _, err := os.Stat(dry); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--dry-run created %s", dry)
+		}
+	}
+	out, err := runSynth(t, dir, "--scale", scale, "--header-only")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "96 shards, 497,220 tensors, 1453.66 GiB") {
-		t.Errorf("summary: %q", out)
+	if !strings.Contains(out, want) {
+		t.Errorf("summary: %q, want %q", out, want)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 96+2 {
+		t.Errorf("%s: %d entries (%v), want 96 shards, the index and config.json", dir, len(ents), err)
 	}
 	if _, err := runSynth(t, dir, "--scale", "tiny"); !errors.Is(err, model.ErrOutputExists) {
 		t.Errorf("non-empty dir without --force: %v", err)

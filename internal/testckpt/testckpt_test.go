@@ -93,3 +93,23 @@ func TestCopyKeepsHeadersAndSizes(t *testing.T) {
 		t.Errorf("damaging the copy touched the replica: %v", err)
 	}
 }
+
+// TestLayersConfig: a config cut to n layers keeps K3's schedule on them
+// (MLA at every 4th layer) and the vision tower, in n+3 shards.
+func TestLayersConfig(t *testing.T) {
+	for _, n := range []int{4, 16} {
+		c, err := model.ParseConfig(LayersConfigJSON(t, model.ScaleTiny, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.NumLayers != n || c.NumShards() != n+3 || c.Vision == nil {
+			t.Errorf("%d layers: config has %d layers, %d shards, vision %v", n, c.NumLayers, c.NumShards(), c.Vision != nil)
+		}
+		layers := c.Layers()
+		for l := range n {
+			if mla := (l+1)%4 == 0; (layers[l].Attention == model.MLA) != mla || !layers[l].MoE != (l == 0) {
+				t.Errorf("%d layers: layer %d (0-based) %+v, want MLA %v, dense only layer 0", n, l, layers[l], mla)
+			}
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package testckpt
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/model"
+)
+
+// LayersConfigJSON is the config.json of a built-in scale cut to its first n
+// layers, MLA at every 4th (1-based) as in K3 and KDA at the others: every
+// kind of tensor (the dense layer, KDA, MLA, experts, the model-level
+// tensors, projector and vision tower) in n+3 shards instead of 96, for tests
+// whose subject does not depend on the released layer count and that would
+// otherwise create, fill or copy 96 files.
+func LayersConfigJSON(tb testing.TB, scale model.Scale, n int) []byte {
+	tb.Helper()
+	b, err := layersConfig(scale, n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func layersConfig(scale model.Scale, n int) ([]byte, error) {
+	b, err := model.ScaledConfigJSON(scale)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	tc, ok := m["text_config"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s config has no text_config", scale)
+	}
+	lin, ok := tc["linear_attn_config"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s config has no text_config.linear_attn_config", scale)
+	}
+	var full, kda []any
+	for l := 1; l <= n; l++ {
+		if l%4 == 0 {
+			full = append(full, l)
+		} else {
+			kda = append(kda, l)
+		}
+	}
+	tc["num_hidden_layers"] = n
+	lin["full_attn_layers"], lin["kda_layers"] = full, kda
+	if b, err = model.MarshalConfig(m); err != nil {
+		return nil, err
+	}
+	c, err := model.ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s config cut to %d layers: %w", scale, n, err)
+	}
+	if c.NumLayers != n || c.NumShards() != n+3 {
+		return nil, fmt.Errorf("%s config cut to %d layers has %d layers in %d shards", scale, n, c.NumLayers, c.NumShards())
+	}
+	return b, nil
+}
+
+// TPConfigJSON is the tiny config with experts and MLA heads that split 8
+// ways (pp8-tp8): the tiny replica's experts (moe_intermediate_size 32, one
+// MXFP4 scale group per w2 row) cannot, so this variant has 16 experts of
+// width 256 and one 128-row q_b_proj head per rank, whose block scales then
+// follow their slices as K3's 2304-row slices do.
+func TPConfigJSON(tb testing.TB) []byte {
+	tb.Helper()
+	b, err := tpConfig()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func tpConfig() ([]byte, error) {
+	b, err := model.ScaledConfigJSON(model.ScaleTiny)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	tc, ok := m["text_config"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("tiny config has no text_config")
+	}
+	tc["moe_intermediate_size"] = 256
+	tc["num_experts"] = 16
+	tc["qk_nope_head_dim"] = 64
+	tc["qk_rope_head_dim"] = 64
+	return model.MarshalConfig(m)
+}
