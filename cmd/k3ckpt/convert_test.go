@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,5 +69,44 @@ func TestConvertNVIDIAFlagsJSON(t *testing.T) {
 	vout, _, err := runCmd(t, newVerifyCmd(), src, dst)
 	if err != nil || !strings.Contains(vout, "NVFP4: ") || !strings.Contains(vout, "\nOK\n") {
 		t.Fatalf("verify: %v\n%s", err, vout)
+	}
+}
+
+// merge --dry-run on a split conversion with one slice left: it names the
+// slice's files as missing, exits 1 through run (so scripts can wait on it)
+// and changes nothing; once the last worker has finished it exits 0.
+func TestMergeDryRun(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := model.Synth(src, model.SynthOptions{Config: testckpt.LayersConfigJSON(t, model.ScaleTiny, 2), Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if code := run([]string{"convert", src, dst, "--worker", "0/2", "-q"}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("worker 0/2: exit %d", code)
+	}
+	before := testckpt.TreeHashes(t, dst, nil)
+	var out, errOut bytes.Buffer
+	if code := run([]string{"merge", dst, "--dry-run", "--json"}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d with a slice missing: %s %s", code, out.String(), errOut.String())
+	}
+	var st struct {
+		Done, Missing []string
+		Writes        []string
+	}
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(st.Missing) == 0 || len(st.Done) == 0 || !strings.Contains(errOut.String(), "would refuse") {
+		t.Fatalf("status %+v, stderr %q", st, errOut.String())
+	}
+	if after := testckpt.TreeHashes(t, dst, nil); !maps.Equal(after, before) {
+		t.Fatalf("dry run changed DST: %d files before, %d after", len(before), len(after))
+	}
+	if code := run([]string{"convert", src, dst, "--worker", "1/2", "-q"}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("worker 1/2: exit %d", code)
+	}
+	out.Reset()
+	if code := run([]string{"merge", dst, "--dry-run"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "finished conversion") {
+		t.Fatalf("after the last worker: exit %d: %s", code, out.String())
 	}
 }
