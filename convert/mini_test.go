@@ -1,14 +1,13 @@
 package convert
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -32,24 +31,16 @@ func miniConfigJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var cfg map[string]any
-	if err := d.Decode(&cfg); err != nil {
-		return nil, err
-	}
-	text, ok := cfg["text_config"].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("tiny config has no text_config")
-	}
-	lin, ok := text["linear_attn_config"].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("tiny config has no linear_attn_config")
-	}
-	text["num_hidden_layers"] = miniLayers
-	lin["full_attn_layers"] = []any{4, 5}
-	lin["kda_layers"] = []any{1, 2, 3}
-	return model.MarshalConfig(cfg)
+	return testckpt.EditTextConfig(b, func(text map[string]any) error {
+		lin, ok := text["linear_attn_config"].(map[string]any)
+		if !ok {
+			return fmt.Errorf("tiny config has no linear_attn_config")
+		}
+		text["num_hidden_layers"] = miniLayers
+		lin["full_attn_layers"] = []any{4, 5}
+		lin["kda_layers"] = []any{1, 2, 3}
+		return nil
+	})
 }
 
 // makeReplica synthesizes the checkpoint configJSON describes (nil: the

@@ -1,9 +1,6 @@
 package testckpt
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -34,15 +31,9 @@ func BareConfig(tb testing.TB, configJSON []byte) []byte {
 }
 
 func bareConfig(configJSON []byte) ([]byte, error) {
-	d := json.NewDecoder(bytes.NewReader(configJSON))
-	d.UseNumber()
-	var m map[string]any
-	if err := d.Decode(&m); err != nil {
+	_, tc, err := decodeConfig(configJSON)
+	if err != nil {
 		return nil, err
-	}
-	tc, ok := m["text_config"].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("config has no text_config")
 	}
 	return model.MarshalConfig(tc)
 }

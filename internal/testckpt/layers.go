@@ -29,31 +29,24 @@ func layersConfig(scale model.Scale, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var m map[string]any
-	if err := d.Decode(&m); err != nil {
-		return nil, err
-	}
-	tc, ok := m["text_config"].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%s config has no text_config", scale)
-	}
-	lin, ok := tc["linear_attn_config"].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%s config has no text_config.linear_attn_config", scale)
-	}
-	var full, kda []any
-	for l := 1; l <= n; l++ {
-		if l%4 == 0 {
-			full = append(full, l)
-		} else {
-			kda = append(kda, l)
+	b, err = EditTextConfig(b, func(tc map[string]any) error {
+		lin, ok := tc["linear_attn_config"].(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s config has no text_config.linear_attn_config", scale)
 		}
-	}
-	tc["num_hidden_layers"] = n
-	lin["full_attn_layers"], lin["kda_layers"] = full, kda
-	if b, err = model.MarshalConfig(m); err != nil {
+		var full, kda []any
+		for l := 1; l <= n; l++ {
+			if l%4 == 0 {
+				full = append(full, l)
+			} else {
+				kda = append(kda, l)
+			}
+		}
+		tc["num_hidden_layers"] = n
+		lin["full_attn_layers"], lin["kda_layers"] = full, kda
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	c, err := model.ParseConfig(b)
@@ -85,19 +78,40 @@ func tpConfig() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var m map[string]any
-	if err := d.Decode(&m); err != nil {
+	return EditTextConfig(b, func(tc map[string]any) error {
+		tc["moe_intermediate_size"] = 256
+		tc["num_experts"] = 16
+		tc["qk_nope_head_dim"] = 64
+		tc["qk_rope_head_dim"] = 64
+		return nil
+	})
+}
+
+// EditTextConfig returns configJSON with its text_config changed by edit,
+// numbers kept as written and rendered as the released file is (for
+// fixtures derived from a built-in config).
+func EditTextConfig(configJSON []byte, edit func(textConfig map[string]any) error) ([]byte, error) {
+	m, tc, err := decodeConfig(configJSON)
+	if err != nil {
 		return nil, err
+	}
+	if err := edit(tc); err != nil {
+		return nil, err
+	}
+	return model.MarshalConfig(m)
+}
+
+// decodeConfig decodes a config.json keeping its numbers as written, and
+// finds its text_config.
+func decodeConfig(configJSON []byte) (m, textConfig map[string]any, err error) {
+	d := json.NewDecoder(bytes.NewReader(configJSON))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return nil, nil, err
 	}
 	tc, ok := m["text_config"].(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("tiny config has no text_config")
+		return nil, nil, fmt.Errorf("config has no text_config")
 	}
-	tc["moe_intermediate_size"] = 256
-	tc["num_experts"] = 16
-	tc["qk_nope_head_dim"] = 64
-	tc["qk_rope_head_dim"] = 64
-	return model.MarshalConfig(m)
+	return m, tc, nil
 }
