@@ -8,8 +8,8 @@
 //
 // Staged buffers are hashed and go to the disk on goroutines of the file's
 // own, from a Pool shared by the files of a run: the producer never waits
-// for the hash or the disk unless every buffer is in flight. Where the system allows it (Linux),
-// they bypass the page cache (O_DIRECT): the disk reads them straight from
+// for the hash or the disk unless every buffer is in flight. Where the
+// system allows it (Linux), they bypass the page cache (O_DIRECT): the disk reads them straight from
 // the buffer, which saves copying every byte into the cache and writing it
 // back later, and leaves the final fsync little to wait for. Elsewhere, or
 // on a filesystem that refuses direct I/O, writes go through the page cache.
@@ -72,17 +72,18 @@ func alignedBuffer(n int) []byte {
 
 // File is an output file being written in order under a temporary name.
 type File struct {
-	af       *atomicfile.File
-	h        hash.Hash // nil: not hashed
-	pool     *Pool
-	cur      []byte // the buffer being filled; cur[:n] is pending
-	n        int
-	base     int64 // file offset of cur[0]
-	progress func(int64)
-	finished bool // no more bytes: the writer has its last chunk
-	aborted  bool
-	waited   bool  // the writer's result was taken
-	werr     error // the writer's first error
+	af        *atomicfile.File
+	h         hash.Hash // nil: not hashed
+	pool      *Pool
+	cur       []byte // the buffer being filled; cur[:n] is pending
+	n         int
+	base      int64 // file offset of cur[0]
+	progress  func(int64)
+	finished  bool // no more bytes: the writer has its last chunk
+	aborted   bool // removed: no digest to report
+	committed bool
+	waited    bool  // the writer's result was taken
+	werr      error // the writer's first error
 
 	chunks chan chunk    // to the writer
 	in     chan chunk    // what the producer sends: chunks, or the hasher's queue
@@ -304,7 +305,9 @@ func (f *File) Commit() error {
 		f.af.Abort()
 		return fmt.Errorf("write %s: %w", f.Path(), err)
 	}
-	return f.af.Commit()
+	err := f.af.Commit()
+	f.committed = err == nil
+	return err
 }
 
 // wait waits for the writer to end and returns its first error.
@@ -319,7 +322,7 @@ func (f *File) wait() error {
 // Abort removes the temporary once its writes have stopped; after Commit it
 // does nothing, so it can be deferred.
 func (f *File) Abort() error {
-	f.aborted = true
+	f.aborted = !f.committed
 	if !f.finished {
 		f.finished = true
 		if f.cur != nil {

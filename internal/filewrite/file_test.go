@@ -85,6 +85,11 @@ func TestFileBytesAndHash(t *testing.T) {
 		if !bytes.Equal(got, want) || sum != hex.EncodeToString(disk[:]) {
 			t.Fatalf("size %d: file of %d bytes (equal %v), hash %s, file's %x", size, len(got), bytes.Equal(got, want), sum, disk)
 		}
+		// A deferred Abort after the commit keeps the file and its digest.
+		f.Abort()
+		if after := f.SHA256(); after != sum {
+			t.Fatalf("size %d: sha256 after Commit and Abort %q, want %s", size, after, sum)
+		}
 		if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o644 {
 			t.Errorf("size %d: mode %v", size, fi.Mode())
 		}
@@ -114,6 +119,9 @@ func TestAbortRemovesTemporary(t *testing.T) {
 		}
 		if err := f.Abort(); err != nil {
 			t.Fatal(err)
+		}
+		if sum := f.SHA256(); sum != "" {
+			t.Errorf("an aborted file reports sha256 %s", sum)
 		}
 		if _, err := f.Write([]byte{1}); err == nil {
 			t.Error("write after Abort accepted")
