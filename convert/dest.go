@@ -193,9 +193,9 @@ func removeOwnTemps(dst string, units []Unit) error {
 }
 
 // checkSpace compares what this run will write (its units, less those
-// finished that resume can keep, plus the configs and index) with the free
-// space of DST's filesystem.
-func checkSpace(dst string, p *Plan, units []Unit, m *Manifest, resume bool) error {
+// finished that resume can keep, plus the configs and index, plus the spills
+// of jobs files at once) with the free space of DST's filesystem.
+func checkSpace(dst string, p *Plan, units []Unit, m *Manifest, resume bool, jobs int) error {
 	var recs records
 	if resume {
 		var err error
@@ -215,6 +215,13 @@ func checkSpace(dst string, p *Plan, units []Unit, m *Manifest, resume bool) err
 		need += u.Size
 	}
 	need += int64(len(p.Config) + len(p.HFQuantConfig))
+	var spill int64
+	for _, u := range units {
+		if u.File != nil {
+			spill = max(spill, u.File.spillBytes())
+		}
+	}
+	need += int64(max(jobs, 1)) * spill
 	free, ok, err := freeSpace(dst)
 	if err != nil {
 		return fmt.Errorf("free space of %s: %w", dst, err)

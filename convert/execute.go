@@ -139,7 +139,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		}
 	}
 	if !eo.NoSpaceCheck {
-		if err := checkSpace(dst, p, units, manifest, eo.Resume); err != nil {
+		if err := checkSpace(dst, p, units, manifest, eo.Resume, jobs); err != nil {
 			return nil, err
 		}
 	}

@@ -57,13 +57,29 @@ type FilePlan struct {
 // Size is the output file's size.
 func (fp *FilePlan) Size() int64 { return fp.Layout.Size }
 
-// rereadBytes is what the file's code steps read again (weights whose codes
-// are not held from their scale step).
+// rereadBytes is what the file's code steps read again: weights whose codes
+// are not held from their scale step, or the spilled codes.
 func (fp *FilePlan) rereadBytes() int64 {
 	var n int64
 	for _, st := range fp.Steps {
-		if st.Kind == StepCodes && !st.HoldCodes {
+		switch {
+		case st.Kind != StepCodes || st.HoldCodes:
+		case st.SpillCodes:
+			n += fp.Layout.Tensors[st.First].Size()
+		default:
 			n += st.Len
+		}
+	}
+	return n
+}
+
+// spillBytes is what the file's spill holds at most: the codes of the
+// weights it spills.
+func (fp *FilePlan) spillBytes() int64 {
+	var n int64
+	for _, st := range fp.Steps {
+		if st.Kind == StepCodes && st.SpillCodes {
+			n += fp.Layout.Tensors[st.First].Size()
 		}
 	}
 	return n
@@ -187,6 +203,12 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 		// Every response must repeat the size and ETag the file was
 		// opened with: no header re-read needed to know it is the same.
 		fp.etag = rf.ETag()
+		// A second fetch of a weight costs more than a local spill.
+		for i, st := range fp.Steps {
+			if (st.Kind == StepScales || st.Kind == StepCodes) && !st.HoldCodes {
+				fp.Steps[i].SpillCodes = true
+			}
+		}
 	} else if fp.SourceHeader, err = headerSum(f); err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}

@@ -121,7 +121,7 @@ func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []AuxF
 
 // fileRanges are the source bytes a shard's steps read, in the order they
 // read them: copy runs whole, quantized weights as quantize reads them (a
-// weight whose codes are not held is read twice). An NVFP4 cast's reads
+// weight whose codes are neither held nor spilled is read twice). An NVFP4 cast's reads
 // (E8M0 scales for K_max, then scales and codes band by band) are not
 // listed: they go to the source file's own checked range reads.
 func fileRanges(fp *FilePlan) []remote.Range {
@@ -131,7 +131,7 @@ func fileRanges(fp *FilePlan) []remote.Range {
 		switch {
 		case st.Kind == StepCopy:
 			rs = append(rs, remote.Range{File: sf.Path, Off: st.Src, Len: st.Len})
-		case st.Kind == StepScales, st.Kind == StepCodes && !st.HoldCodes:
+		case st.Kind == StepScales, st.Kind == StepCodes && !st.HoldCodes && !st.SpillCodes:
 			quantReads(st.Source, func(off, n int64) {
 				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + st.Source.Begin + off, Len: n})
 			})

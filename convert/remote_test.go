@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +203,67 @@ func TestConvertFromHubNVFP4(t *testing.T) {
 	sameTree(t, dst, want)
 	if res.Network == nil || res.Network.Unplanned != 0 {
 		t.Fatalf("network %+v", res.Network)
+	}
+}
+
+// TestConvertFromHubSpillsCodes: a remote file whose FP8 codes are not held
+// in memory spills them beside the output between its scale and code steps,
+// so each weight is fetched once (a local one would be read twice); the
+// output is the local conversion's, and no spill is left behind.
+func TestConvertFromHubSpillsCodes(t *testing.T) {
+	defer func(b int64) { heldCodesBudget = b }(heldCodesBudget)
+	heldCodesBudget = 0 // no file's codes are held
+	h := testckpt.NewHubServer(t, miniSrc)
+	dst := filepath.Join(t.TempDir(), "out")
+	var c countProgress
+	res, p, err := convertRemote(t, h, dst, ExecOptions{Jobs: 2, Connections: 4, Progress: &c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, dst, miniRef)
+	if c.total.Load() == 0 || c.done.Load() != c.total.Load() {
+		t.Errorf("reported %d of %d bytes of work", c.done.Load(), c.total.Load())
+	}
+	if temps := tempsUnder(t, dst); len(temps) != 0 {
+		t.Errorf("left %v", temps)
+	}
+	var spilled, saved, needed int64
+	for _, fp := range p.Files {
+		once := remote.Needed(fileRanges(fp))
+		needed += once
+		twice := *fp
+		twice.Steps = slices.Clone(fp.Steps)
+		var again int64
+		for i, st := range twice.Steps {
+			if st.Kind == StepCodes && st.HoldCodes {
+				t.Fatalf("%s: codes held under a zero budget", fp.Name)
+			}
+			if st.Kind == StepCodes && st.SpillCodes {
+				spilled++
+				again += st.Len
+			}
+			twice.Steps[i].SpillCodes = false
+		}
+		saved += again
+		if got := remote.Needed(fileRanges(&twice)) - once; got != again {
+			t.Errorf("%s: reading its weights again would fetch %d more bytes, want their %d", fp.Name, got, again)
+		}
+	}
+	if spilled == 0 {
+		t.Fatal("no weight spilled")
+	}
+	n := res.Network
+	if n == nil || n.Unplanned != 0 || n.Needed != needed {
+		t.Fatalf("network %+v, the plan's ranges %d", n, needed)
+	}
+	// Each quantized weight is needed once: the plan's fetch is what the
+	// held-codes plan of the same files fetches.
+	heldCodesBudget = MaxHeldCodes
+	_, held, err := convertRemote(t, h, filepath.Join(t.TempDir(), "held"), ExecOptions{Jobs: 2, Connections: 4, NoSpaceCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.FetchBytes() != p.FetchBytes() {
+		t.Errorf("spilling plan fetches %d bytes, the held-codes plan %d (%d spilled weights, %d bytes not fetched twice)", p.FetchBytes(), held.FetchBytes(), spilled, saved)
 	}
 }

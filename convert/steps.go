@@ -20,11 +20,13 @@ const (
 	// StepScales quantizes a weight to get its block scales and writes the
 	// scale tensor. Scale tensors (F32) precede the FP8 codes in a canonical
 	// file; writing strictly in file order lets the executor hash the file
-	// as it writes it instead of reading it back, so the codes are either
-	// held in memory until their place (HoldCodes) or made again there.
+	// as it writes it instead of reading it back, so the codes are held in
+	// memory until their place (HoldCodes), spilled to a local file until
+	// then (SpillCodes: a remote source, whose bytes cost a fetch) or made
+	// again there.
 	StepScales
-	// StepCodes writes a weight's FP8 codes: the held ones, or quantizing
-	// the weight once more.
+	// StepCodes writes a weight's FP8 codes: the held or spilled ones, or
+	// quantizing the weight once more.
 	StepCodes
 	// StepNVFP4 writes one tensor (Part) of an MXFP4 projection cast to
 	// NVFP4 (Cast). The four tensors lie apart in a canonical file (F32
@@ -94,6 +96,10 @@ const MaxRunBytes = 256 << 20
 // reading its weights again costs less than reading the written file back.
 const MaxHeldCodes = 32 << 20
 
+// heldCodesBudget is MaxHeldCodes, lowered by tests to plan files whose
+// codes are not held.
+var heldCodesBudget int64 = MaxHeldCodes
+
 // Step is one piece of work on an output shard, decided at plan time. A
 // shard's steps write its tensors in file order, each exactly once.
 type Step struct {
@@ -110,6 +116,11 @@ type Step struct {
 	// keeps the FP8 codes it makes and StepCodes writes them without
 	// reading the weight again.
 	HoldCodes bool
+	// SpillCodes, on the scale and code steps of a remote source's file
+	// whose codes do not fit MaxHeldCodes, says that StepScales writes the
+	// codes it makes to a local spill file beside the output and StepCodes
+	// copies them from there: the weight is fetched once, not twice.
+	SpillCodes bool
 	// Source is the weight a scale or code step quantizes (its dtype, shape
 	// and offsets in the source file).
 	Source safetensors.TensorInfo
@@ -186,7 +197,7 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 			if p[0] == 0 || p[1] == 0 {
 				return nil, fmt.Errorf("file %s: tensor %s: planned without both its FP8 codes and its scale", sf.Path, o.Source)
 			}
-			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: codes <= MaxHeldCodes, Source: src}
+			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: codes <= heldCodesBudget, Source: src}
 			if o.Role == RoleScale {
 				st.Kind, st.First, st.Last = StepScales, p[1]-1, p[0]-1
 			}

@@ -25,6 +25,7 @@ type scratch struct {
 	scales []float32       // every block scale of the tensor
 	sbytes []byte          // the scales as little-endian fp32
 	held   []byte          // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
+	spill  *spill          // a remote file's codes between those steps, when not held
 	cs     castScratch
 	// lastZeroScale is how many blocks the last quantize gave scale 0.
 	lastZeroScale int64
@@ -150,6 +151,10 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 	if err == nil {
 		ra, done := s.sourceReader(ctx, p, fp)
 		zeroed, err = s.runSteps(ctx, p, f, path, fp, ra, prog)
+		if serr := s.spill.remove(); err == nil && serr != nil {
+			err = fmt.Errorf("file %s: spill: %w", path, serr)
+		}
+		s.spill = nil
 		if derr := done(); err == nil && derr != nil {
 			err = fmt.Errorf("file %s: read %s: %w", path, fp.Source.Path, derr)
 		}
@@ -214,6 +219,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 	// meanwhile). Held codes: where each weight's lie in s.held.
 	scaleSums := map[int][sha256.Size]byte{}
 	heldAt := map[int][2]int{}
+	spillAt := map[int][2]int64{} // where each weight's spilled codes lie
 	var held int64
 	for _, st := range fp.Steps {
 		if st.Kind == StepCodes && st.HoldCodes && st.First >= 0 && st.First < len(l.Tensors) {
@@ -261,6 +267,21 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				}
 				continue
 			}
+			if st.Kind == StepCodes && st.SpillCodes {
+				at, ok := spillAt[weight]
+				if !ok || at[1]-at[0] != l.Tensors[st.First].Size() {
+					return zeroed, fmt.Errorf("file %s: tensor %s: %d bytes of codes spilled for its %d", path, quote.Name(first), at[1]-at[0], l.Tensors[st.First].Size())
+				}
+				r, err := s.spill.reader()
+				if err == nil {
+					err = f.CopyFrom(r, at[0], at[1]-at[0])
+				}
+				if err != nil {
+					return zeroed, fmt.Errorf("file %s: tensor %s: codes spilled to %s: %w", path, quote.Name(first), s.spill.f.Name(), err)
+				}
+				prog.Add(at[1] - at[0])
+				continue
+			}
 			var emit func([]byte) error
 			switch {
 			case st.Kind == StepCodes:
@@ -273,11 +294,26 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 					s.held = append(s.held, b...)
 					return nil
 				}
+			case st.SpillCodes:
+				if s.spill == nil {
+					sp, err := openSpill(path)
+					if err != nil {
+						return zeroed, fmt.Errorf("file %s: spill for its codes: %w", path, err)
+					}
+					s.spill = sp
+				}
+				emit = s.spill.write
 			}
-			start := len(s.held)
+			start, spillStart := len(s.held), int64(0)
+			if s.spill != nil {
+				spillStart = s.spill.n
+			}
 			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, prog)
-			if st.Kind == StepScales && st.HoldCodes {
+			switch {
+			case st.Kind == StepScales && st.HoldCodes:
 				heldAt[weight] = [2]int{start, len(s.held)}
+			case st.Kind == StepScales && st.SpillCodes:
+				spillAt[weight] = [2]int64{spillStart, s.spill.n}
 			}
 			if err == nil {
 				sum := sha256.Sum256(s.sbytes)
@@ -286,7 +322,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 					scaleSums[weight] = sum
 					s.cs.zeroScale += s.lastZeroScale
 					err = out.write(s.sbytes)
-					if st.HoldCodes {
+					if st.HoldCodes || st.SpillCodes {
 						zeroed += n
 					}
 				case scaleSums[weight] != sum:
