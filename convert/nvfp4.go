@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
@@ -35,8 +36,9 @@ type castScratch struct {
 // kmaxOf returns the K_max of a cast: NVIDIA's mxfp4_kmax of the projection's
 // E8M0 scales, and for w1/w3 the larger of the two projections' values (a
 // projection whose scales are all zero counts as 0, as in NVIDIA's rule). It
-// reads the scale tensors in chunks the first time the file needs it.
-func (s *scratch) kmaxOf(ctx context.Context, sf *safetensors.File, c *CastSource, prog Progress) (int, error) {
+// reads the scale tensors in chunks from ra (sf's bytes, or a stream of
+// them) the first time the file needs it.
+func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *CastSource, prog Progress) (int, error) {
 	if s.cs.file != sf {
 		s.cs.file = sf
 		clear(s.cs.kmax)
@@ -45,12 +47,12 @@ func (s *scratch) kmaxOf(ctx context.Context, sf *safetensors.File, c *CastSourc
 	if k, ok := s.cs.kmax[key]; ok {
 		return k, nil
 	}
-	k, err := s.scanKMax(ctx, sf, c.Scales, prog)
+	k, err := s.scanKMax(ctx, ra, sf, c.Scales, prog)
 	if err != nil {
 		return 0, err
 	}
 	if c.Partner != nil {
-		kp, err := s.scanKMax(ctx, sf, *c.Partner, prog)
+		kp, err := s.scanKMax(ctx, ra, sf, *c.Partner, prog)
 		if err != nil {
 			return 0, err
 		}
@@ -64,9 +66,9 @@ func (s *scratch) kmaxOf(ctx context.Context, sf *safetensors.File, c *CastSourc
 }
 
 // scanKMax is KMax over one E8M0 scale tensor, read NVFP4BandBytes at a time.
-func (s *scratch) scanKMax(ctx context.Context, sf *safetensors.File, t safetensors.TensorInfo, prog Progress) (int, error) {
+func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, t safetensors.TensorInfo, prog Progress) (int, error) {
 	var m quant.KMax
-	sec := sf.Section(t)
+	sec := tensorSection(ra, sf, t)
 	for off := int64(0); off < t.Size(); {
 		if err := ctx.Err(); err != nil {
 			return 0, err
@@ -96,7 +98,7 @@ func castBandRows(n int64, k int) int {
 // scales depend on the E8M0 scales and K_max alone, so the band is cast
 // from zero codes, whose value counts (Lossy) are then not the tensor's. It
 // returns the cast's counts.
-func (s *scratch) castNVFP4(ctx context.Context, sf *safetensors.File, c *CastSource, kmax int, codes, scales func([]byte) error, prog Progress) (quant.CastStats, error) {
+func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *CastSource, kmax int, codes, scales func([]byte) error, prog Progress) (quant.CastStats, error) {
 	n, k := c.Packed.Shape[0], c.K()
 	cast, err := quant.NewNVFP4Cast(k, kmax)
 	if err != nil {
@@ -116,7 +118,7 @@ func (s *scratch) castNVFP4(ctx context.Context, sf *safetensors.File, c *CastSo
 		}
 		packed = s.cs.zeros
 	}
-	pSec, sSec := sf.Section(c.Packed), sf.Section(c.Scales)
+	pSec, sSec := tensorSection(ra, sf, c.Packed), tensorSection(ra, sf, c.Scales)
 	for r0 := int64(0); r0 < n; r0 += int64(rows) {
 		if err := ctx.Err(); err != nil {
 			return cast.Stats(), err
@@ -153,11 +155,11 @@ func (s *scratch) castNVFP4(ctx context.Context, sf *safetensors.File, c *CastSo
 
 // writeNVFP4 writes the tensor of a StepNVFP4 and counts the cast of its
 // code step (the one step that casts the codes) into the job's totals.
-func (s *scratch) writeNVFP4(ctx context.Context, sf *safetensors.File, st Step, w func([]byte) error, prog Progress) error {
+func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st Step, w func([]byte) error, prog Progress) error {
 	if st.Part == PartInputScale {
 		return w(inputScaleOne)
 	}
-	kmax, err := s.kmaxOf(ctx, sf, st.Cast, prog)
+	kmax, err := s.kmaxOf(ctx, ra, sf, st.Cast, prog)
 	if err != nil {
 		return err
 	}
@@ -169,16 +171,58 @@ func (s *scratch) writeNVFP4(ctx context.Context, sf *safetensors.File, st Step,
 		}
 		return w(b)
 	case PartScales:
-		_, err := s.castNVFP4(ctx, sf, st.Cast, kmax, nil, w, prog)
+		_, err := s.castNVFP4(ctx, ra, sf, st.Cast, kmax, nil, w, prog)
 		return err
 	case PartCodes:
-		cs, err := s.castNVFP4(ctx, sf, st.Cast, kmax, w, nil, prog)
+		cs, err := s.castNVFP4(ctx, ra, sf, st.Cast, kmax, w, nil, prog)
 		if err == nil {
 			s.cs.cast = s.cs.cast.Add(cs)
 		}
 		return err
 	}
 	return fmt.Errorf("unknown NVFP4 part %d", st.Part)
+}
+
+// tensorSection is t's bytes in ra, which holds sf's bytes (the file, or a
+// stream of its planned ranges).
+func tensorSection(ra io.ReaderAt, sf *safetensors.File, t safetensors.TensorInfo) *io.SectionReader {
+	return io.NewSectionReader(ra, sf.DataStart+t.Begin, t.Size())
+}
+
+// nvfp4Reads calls read with each (tensor, offset in it, length) a StepNVFP4
+// reads, in the order the cast reads them: the E8M0 scales of its K_max the
+// first time the file's steps need that K_max (seen holds the keys met
+// already), then band by band the scales, and for the codes the packed
+// codes after each band's scales.
+func nvfp4Reads(st Step, seen map[string]bool, read func(t safetensors.TensorInfo, off, n int64)) {
+	c := st.Cast
+	if st.Part == PartInputScale || c == nil {
+		return
+	}
+	if key := c.kmaxKey(); !seen[key] {
+		seen[key] = true
+		scan := func(t safetensors.TensorInfo) {
+			for off := int64(0); off < t.Size(); off += NVFP4BandBytes {
+				read(t, off, min(NVFP4BandBytes, t.Size()-off))
+			}
+		}
+		scan(c.Scales)
+		if c.Partner != nil {
+			scan(*c.Partner)
+		}
+	}
+	if st.Part != PartScales && st.Part != PartCodes {
+		return
+	}
+	n, k := c.Packed.Shape[0], c.K()
+	rows := int64(castBandRows(n, k))
+	for r0 := int64(0); r0 < n; r0 += rows {
+		m := min(rows, n-r0)
+		read(c.Scales, r0*int64(k/quant.MXGroupSize), m*int64(k/quant.MXGroupSize))
+		if st.Part == PartCodes {
+			read(c.Packed, r0*int64(k/2), m*int64(k/2))
+		}
+	}
 }
 
 // scale2Bytes is weight_scale_2 = 2^(K_max − 8) as little-endian F32.

@@ -121,14 +121,19 @@ func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []AuxF
 
 // fileRanges are the source bytes a shard's steps read, in the order they
 // read them: copy runs whole, quantized weights as quantize reads them (a
-// weight whose codes are neither held nor spilled is read twice). An NVFP4 cast's reads
-// (E8M0 scales for K_max, then scales and codes band by band) are not
-// listed: they go to the source file's own checked range reads.
+// weight whose codes are neither held nor spilled is read twice), NVFP4
+// casts as the cast reads them (E8M0 scales for K_max, then scales and codes
+// band by band).
 func fileRanges(fp *FilePlan) []remote.Range {
 	var rs []remote.Range
 	sf := fp.Source
+	seen := map[string]bool{} // the K_max already scanned
 	for _, st := range fp.Steps {
 		switch {
+		case st.Kind == StepNVFP4:
+			nvfp4Reads(st, seen, func(t safetensors.TensorInfo, off, n int64) {
+				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
+			})
 		case st.Kind == StepCopy:
 			rs = append(rs, remote.Range{File: sf.Path, Off: st.Src, Len: st.Len})
 		case st.Kind == StepScales, st.Kind == StepCodes && !st.HoldCodes && !st.SpillCodes:

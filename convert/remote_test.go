@@ -178,31 +178,50 @@ func TestConvertFromHubResumes(t *testing.T) {
 }
 
 // TestConvertFromHubNVFP4: NVIDIA's numerics with the MXFP4 → NVFP4 cast,
-// from the loopback hub, give the local conversion's bytes (the cast's
-// reads go to the remote files' own checked range reads).
+// from the loopback hub, give the local conversion's bytes, and the casts
+// read through the shards' planned, coalesced fetches.
 func TestConvertFromHubNVFP4(t *testing.T) {
-	if testing.Short() {
-		t.Skip("two conversions of the tiny replica")
-	}
 	want := filepath.Join(t.TempDir(), "local")
-	if _, err := convertDir(tinySrc, want, nvidiaOpts, ExecOptions{Jobs: 2}); err != nil {
+	if _, err := convertDir(miniSrc, want, nvidiaOpts, ExecOptions{Jobs: 2}); err != nil {
 		t.Fatal(err)
 	}
-	h := testckpt.NewHubServer(t, tinySrc)
+	h := testckpt.NewHubServer(t, miniSrc)
 	c := openRemote(t, h, "hf://org/name")
 	r, _ := Lookup(AttnMoEDenseFP8)
 	p, err := NewPlan(c, nil, r, nvidiaOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.Reset() // count what the conversion fetches, not the open
 	dst := filepath.Join(t.TempDir(), "out")
 	res, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, dst, want)
-	if res.Network == nil || res.Network.Unplanned != 0 {
-		t.Fatalf("network %+v", res.Network)
+	n := res.Network
+	if n == nil || n.Unplanned != 0 {
+		t.Fatalf("network %+v", n)
+	}
+	// The casts' reads are planned, so they come with the shard's one
+	// coalesced fetch: the server sends a shard no byte beyond the
+	// fetcher's bound of twice the planned bytes, and the plan covers
+	// every MXFP4 code the casts read.
+	var needed, packed int64
+	for _, fp := range p.Files {
+		fn := remote.Needed(fileRanges(fp))
+		needed += fn
+		if got := h.Sent(fp.Name); got > 2*fn {
+			t.Errorf("%s: server sent %d bytes for %d planned", fp.Name, got, fn)
+		}
+		for _, st := range fp.Steps {
+			if st.Kind == StepNVFP4 && st.Part == PartCodes {
+				packed += st.Cast.Packed.Size()
+			}
+		}
+	}
+	if packed == 0 || n.Needed != needed || needed < packed {
+		t.Fatalf("needed %d (network %d), MXFP4 codes cast %d", needed, n.Needed, packed)
 	}
 }
 

@@ -35,7 +35,7 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st Step
 		}
 		return "", quant.CastStats{}, nil
 	}
-	kmax, err := s.kmaxOf(ctx, sf, st.Cast, noProgress{})
+	kmax, err := s.kmaxOf(ctx, sf.ReaderAt(), sf, st.Cast, noProgress{})
 	if err != nil {
 		return "", quant.CastStats{}, err
 	}
@@ -83,9 +83,9 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st Step
 	}
 	var cs quant.CastStats
 	if st.Part == PartCodes {
-		cs, err = s.castNVFP4(ctx, sf, st.Cast, kmax, compare, nil, noProgress{})
+		cs, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, compare, nil, noProgress{})
 	} else {
-		_, err = s.castNVFP4(ctx, sf, st.Cast, kmax, nil, compare, noProgress{})
+		_, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, nil, compare, noProgress{})
 	}
 	if err != nil {
 		return "", cs, err

@@ -336,7 +336,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			}
 		case StepNVFP4:
 			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
-			if err := s.writeNVFP4(ctx, sf, st, out.write, prog); err != nil {
+			if err := s.writeNVFP4(ctx, ra, sf, st, out.write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, first, err)
 			}
 		default:
