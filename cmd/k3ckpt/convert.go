@@ -123,6 +123,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return fmt.Errorf("--resume and --restart exclude each other")
 	}
 	planMemory()
+	localIndexMemory(srcPath)
 	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil {
 		return fmt.Errorf("%s is already a k3ckpt conversion (it holds %s): convert reads the original checkpoint", srcPath, convert.ManifestName)
 	}
@@ -257,6 +258,19 @@ func planMemory() {
 // collecting at a quarter of it, as for full K3, would cost more CPU than
 // the whole plan saves in memory.
 const smallPlanTensors = 150_000
+
+// smallPlanIndex is the index size (about 117 bytes a tensor) of a
+// checkpoint of smallPlanTensors.
+const smallPlanIndex = smallPlanTensors * 117
+
+// localIndexMemory relaxes the collector before a local source is opened
+// when its index says the plan stays small: opening (the index and every
+// header) is most of what planning allocates.
+func localIndexMemory(src string) {
+	if fi, err := os.Stat(filepath.Join(src, safetensors.IndexName)); err == nil && fi.Mode().IsRegular() && fi.Size() < smallPlanIndex {
+		sourceMemory(0)
+	}
+}
 
 // sourceMemory relaxes the collector once the source is open, for a
 // checkpoint whose plan stays small.
@@ -393,6 +407,7 @@ error per 128×128 block, SNR). Exit 1 on any violation.`,
 				return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
 			}
 			planMemory()
+			localIndexMemory(args[0])
 			src, err := safetensors.Open(args[0])
 			if err != nil {
 				return err
