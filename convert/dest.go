@@ -193,19 +193,13 @@ func removeOwnTemps(dst string, units []Unit) error {
 }
 
 // checkSpace compares what this run will write (its units, less those
-// finished that resume can keep, plus the configs and index, plus the spills
-// of jobs files at once) with the free space of DST's filesystem.
-func checkSpace(dst string, p *Plan, units []Unit, m *Manifest, resume bool, jobs int) error {
-	var recs records
-	if resume {
-		var err error
-		if recs, err = loadRecords(dst); err != nil {
-			return err
-		}
-	}
+// finished that resume can keep, as recs and m record them, plus the configs
+// and index, plus the spills of jobs files at once) with the free space of
+// DST's filesystem. A run that starts over passes no records.
+func checkSpace(dst string, p *Plan, units []Unit, recs records, m *Manifest, jobs int) error {
 	var need int64
 	for _, u := range units {
-		if resume {
+		if recs != nil {
 			if rec, ok := recs.finished(p.ID, u.Name, m); ok {
 				if fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u.Name))); err == nil && fi.Size() == rec.Size {
 					continue

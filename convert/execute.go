@@ -138,8 +138,15 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 			manifest = m
 		}
 	}
+	// Finished files this run may keep (none when it starts over).
+	var recs records
+	if eo.Resume {
+		if recs, err = loadRecords(dst); err != nil {
+			return nil, err
+		}
+	}
 	if !eo.NoSpaceCheck {
-		if err := checkSpace(dst, p, units, manifest, eo.Resume, jobs); err != nil {
+		if err := checkSpace(dst, p, units, recs, manifest, jobs); err != nil {
 			return nil, err
 		}
 	}
@@ -167,18 +174,18 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		defer index.abort()
 	}
 	log := newRecordLog(dst, eo.Worker, workers)
-	res, err := run(ctx, p, dst, units, manifest, log, jobs, eo)
+	res, err := run(ctx, p, dst, units, recs, manifest, log, jobs, eo)
 	if cerr := log.close(); err == nil && cerr != nil {
 		err = fmt.Errorf("records in %s: %w", dst, cerr)
 	}
 	if err != nil {
 		return nil, err
 	}
-	recs, err := loadRecords(dst) // every worker's
+	all, err := loadRecords(dst) // every worker's, this run's included
 	if err != nil {
 		return nil, err
 	}
-	if !recs.allDone(p) {
+	if !all.allDone(p) {
 		return res, nil
 	}
 	var m *Manifest
@@ -201,7 +208,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 }
 
 // run writes (or verifies and skips) the units with jobs at once.
-func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
+func run(ctx context.Context, p *Plan, dst string, units []Unit, recs records, manifest *Manifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
 	prog := eo.Progress
 	if prog == nil {
 		prog = noProgress{}
@@ -212,13 +219,6 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, manifest *Manif
 	}
 	prog.Start(total)
 
-	var recs records
-	if eo.Resume {
-		var err error
-		if recs, err = loadRecords(dst); err != nil {
-			return nil, err
-		}
-	}
 	res := &Result{}
 	done := make([]int8, len(units)) // 1 written, 2 skipped
 	var zeroed atomic.Int64

@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"bufio"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,7 +42,7 @@ func writeIndex(dst string, shards []string) (FileRecord, error) {
 	if err != nil {
 		return FileRecord{}, err
 	}
-	return rec, commitIndex(f)
+	return rec, f.Commit()
 }
 
 // stageIndex writes the index that render streams under a temporary name
@@ -55,11 +54,7 @@ func stageIndex(dst string, render func(io.Writer) error) (*atomicfile.File, Fil
 		return nil, FileRecord{}, err
 	}
 	h := sha256.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(f.File, h), 1<<20)
-	err = render(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
+	err = render(io.MultiWriter(f.File, h)) // the index renderer buffers its writes
 	var size int64
 	if err == nil {
 		size, err = f.Seek(0, io.SeekCurrent) // written sequentially: the position is the size
@@ -72,11 +67,6 @@ func stageIndex(dst string, render func(io.Writer) error) (*atomicfile.File, Fil
 		return nil, FileRecord{}, fmt.Errorf("index %s: %w", path, err)
 	}
 	return f, FileRecord{Name: safetensors.IndexName, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-func commitIndex(f *atomicfile.File) error {
-	defer f.Abort()
-	return f.Commit()
 }
 
 // earlyIndex is a whole run's index, written from the plan's layouts while
@@ -114,7 +104,7 @@ func (e *earlyIndex) commit() (FileRecord, error) {
 	if e.err != nil {
 		return FileRecord{}, e.err
 	}
-	return e.rec, commitIndex(e.f)
+	return e.rec, e.f.Commit()
 }
 
 // abort removes the staged index (nothing once committed).

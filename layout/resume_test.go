@@ -206,18 +206,25 @@ func TestMetadataRecordedOnce(t *testing.T) {
 	}
 }
 
-// An export read back as a source: a rank file linked to a file outside the
-// export is refused; a link inside the export is read.
-func TestExportSourceLinks(t *testing.T) {
-	tmp := t.TempDir()
+// exportSmall exports the small replica into tmp/dst and names a file of
+// rank 1 there.
+func exportSmall(t *testing.T) (tmp, dst, rankFile string) {
+	t.Helper()
+	tmp = t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	writeSmall(t, srcDir, nil)
 	src := must(OpenSource(srcDir))(t)
 	defer src.Close()
-	dst := filepath.Join(tmp, "dst")
+	dst = filepath.Join(tmp, "dst")
 	p := smallPlan(t, src, smallLayout, ExportOptions{})
 	must(p.Execute(context.Background(), dst, ExecOptions{}))(t)
-	rankFile := filepath.Join(dst, "rank-01", p.Dirs[1].files[0].name)
+	return tmp, dst, filepath.Join(dst, "rank-01", p.Dirs[1].files[0].name)
+}
+
+// An export read back as a source: a rank file linked to a file outside the
+// export is refused; a link inside the export is read.
+func TestExportSourceLinks(t *testing.T) {
+	tmp, dst, rankFile := exportSmall(t)
 	for _, c := range []struct {
 		target string
 		ok     bool
@@ -243,15 +250,7 @@ func TestExportSourceLinks(t *testing.T) {
 // and the check, either way (inside → outside the export, or outside →
 // inside), is refused rather than read.
 func TestRankFileSwappedWhileOpened(t *testing.T) {
-	tmp := t.TempDir()
-	srcDir := filepath.Join(tmp, "src")
-	writeSmall(t, srcDir, nil)
-	src := must(OpenSource(srcDir))(t)
-	defer src.Close()
-	dst := filepath.Join(tmp, "dst")
-	p := smallPlan(t, src, smallLayout, ExportOptions{})
-	must(p.Execute(context.Background(), dst, ExecOptions{}))(t)
-	rankFile := filepath.Join(dst, "rank-01", p.Dirs[1].files[0].name)
+	tmp, dst, rankFile := exportSmall(t)
 	inside, outside := filepath.Join(dst, "spare.safetensors"), filepath.Join(tmp, "outside.safetensors")
 	data := must(os.ReadFile(rankFile))(t)
 	check(t, os.WriteFile(inside, data, 0o644))

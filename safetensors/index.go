@@ -285,18 +285,27 @@ func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		for _, t := range f.Tensors {
-			d.entries = append(d.entries, indexEntry{t.Name, uint32(i)})
-		}
-		total, ok := addSize(d.totalSize, f.DataSize())
+		err = d.addShard(i, f.Path, f.Tensors, f.DataSize())
 		f.Close()
-		if !ok {
-			return 0, fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", f.Path, ErrFileSize)
+		if err != nil {
+			return 0, err
 		}
-		d.totalSize = total
 	}
 	_, err := d.writeTo(w)
 	return d.totalSize, err
+}
+
+// addShard lists shard i's tensors and adds its data size to the total.
+func (d *indexData) addShard(i int, path string, tensors []TensorInfo, dataSize int64) error {
+	for _, t := range tensors {
+		d.entries = append(d.entries, indexEntry{t.Name, uint32(i)})
+	}
+	total, ok := addSize(d.totalSize, dataSize)
+	if !ok {
+		return fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", path, ErrFileSize)
+	}
+	d.totalSize = total
+	return nil
 }
 
 // WriteLayoutIndex streams the index of shards about to be written with
@@ -315,14 +324,9 @@ func WriteLayoutIndex(w io.Writer, names []string, layouts []*Layout) (int64, er
 	}
 	d.entries = make([]indexEntry, 0, n)
 	for i, l := range layouts {
-		for _, t := range l.Tensors {
-			d.entries = append(d.entries, indexEntry{t.Name, uint32(i)})
+		if err := d.addShard(i, names[i], l.Tensors, l.Size-l.DataStart); err != nil {
+			return 0, err
 		}
-		total, ok := addSize(d.totalSize, l.Size-l.DataStart)
-		if !ok {
-			return 0, fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", names[i], ErrFileSize)
-		}
-		d.totalSize = total
 	}
 	_, err := d.writeTo(w)
 	return d.totalSize, err

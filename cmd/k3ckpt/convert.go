@@ -268,14 +268,22 @@ const smallPlanIndex = smallPlanTensors * 117
 // header) is most of what planning allocates.
 func localIndexMemory(src string) {
 	if fi, err := os.Stat(filepath.Join(src, safetensors.IndexName)); err == nil && fi.Mode().IsRegular() && fi.Size() < smallPlanIndex {
-		sourceMemory(0)
+		defaultCollector()
 	}
 }
 
 // sourceMemory relaxes the collector once the source is open, for a
 // checkpoint whose plan stays small.
 func sourceMemory(tensors int) {
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" && tensors < smallPlanTensors {
+	if tensors < smallPlanTensors {
+		defaultCollector()
+	}
+}
+
+// defaultCollector puts the collector back to its default pace, unless GOGC
+// or GOMEMLIMIT set it.
+func defaultCollector() {
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetGCPercent(100)
 	}
 }

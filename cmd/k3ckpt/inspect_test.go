@@ -16,13 +16,7 @@ import (
 
 func runInspectCmd(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := newInspectCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	return out.String(), errOut.String(), err
+	return runCmd(t, newInspectCmd(), args...)
 }
 
 func TestInspectCommand(t *testing.T) {
