@@ -203,12 +203,6 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 		// Every response must repeat the size and ETag the file was
 		// opened with: no header re-read needed to know it is the same.
 		fp.etag = rf.ETag()
-		// A second fetch of a weight costs more than a local spill.
-		for i, st := range fp.Steps {
-			if (st.Kind == StepScales || st.Kind == StepCodes) && !st.HoldCodes {
-				fp.Steps[i].SpillCodes = true
-			}
-		}
 	} else if fp.SourceHeader, err = headerSum(f); err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -143,7 +144,7 @@ func (s Step) Writes() int {
 // a run never spans a tensor that is quantized, dropped or a scale, since
 // those break the contiguity on one side; each scale tensor and each FP8
 // weight is a step of its own, holding the codes in between when all of the
-// file's fit MaxHeldCodes.
+// file's fit MaxHeldCodes, else spilling them for a remote source.
 func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor) ([]Step, error) {
 	if len(outs) != len(l.Tensors) {
 		return nil, fmt.Errorf("file %s: %d outputs for %d laid-out tensors", sf.Path, len(outs), len(l.Tensors))
@@ -163,6 +164,10 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 			pair[o.Source] = p
 		}
 	}
+	hold := codes <= heldCodesBudget
+	// Codes not held are made again where they go, except from a remote
+	// source: a second fetch of a weight costs more than a local spill.
+	_, fetched := sf.ReaderAt().(*remote.File)
 	var steps []Step
 	casts := map[string]*CastSource{}
 	for i, o := range outs {
@@ -197,7 +202,7 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 			if p[0] == 0 || p[1] == 0 {
 				return nil, fmt.Errorf("file %s: tensor %s: planned without both its FP8 codes and its scale", sf.Path, o.Source)
 			}
-			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: codes <= heldCodesBudget, Source: src}
+			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: hold, SpillCodes: !hold && fetched, Source: src}
 			if o.Role == RoleScale {
 				st.Kind, st.First, st.Last = StepScales, p[1]-1, p[0]-1
 			}
