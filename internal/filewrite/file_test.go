@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -225,5 +226,49 @@ func TestUnhashed(t *testing.T) {
 	}
 	if !bytes.Equal(got, data) {
 		t.Errorf("file of %d bytes differs from the %d written", len(got), len(data))
+	}
+}
+
+// TestConcurrentFilesHash writes files of one pool at once, so that their
+// buffers are hashed in pairs, and checks each file's SHA256 against the
+// sha256 of its bytes on disk.
+func TestConcurrentFilesHash(t *testing.T) {
+	dir := t.TempDir()
+	pool := NewPool(6)
+	sizes := []int{2*BufferSize + 333, 3*BufferSize + 64, BufferSize - 1, 5*BufferSize/2 + 7}
+	sums := make([]string, len(sizes))
+	errs := make([]error, len(sizes))
+	var wg sync.WaitGroup
+	for i, size := range sizes {
+		wg.Go(func() {
+			f, err := Create(filepath.Join(dir, fmt.Sprint(i)), pool, nil)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			data := pattern(size, byte(i))
+			for len(data) > 0 { // uneven writes, so buffers fill at different times
+				n := min(len(data), 1+(len(data)*7919)%(BufferSize/3))
+				f.Write(data[:n])
+				data = data[n:]
+			}
+			f.Finish()
+			sums[i] = f.SHA256()
+			errs[i] = f.Commit()
+		})
+	}
+	wg.Wait()
+	for i, size := range sizes {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		got, err := os.ReadFile(filepath.Join(dir, fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		disk := sha256.Sum256(got)
+		if !bytes.Equal(got, pattern(size, byte(i))) || sums[i] != hex.EncodeToString(disk[:]) {
+			t.Errorf("file %d: %d bytes, hash %s, file's %x", i, len(got), sums[i], disk)
+		}
 	}
 }
