@@ -138,6 +138,7 @@ func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, 
 	f.in = f.chunks
 	if hashed {
 		f.h = sha256x.New()
+		pool.hashes.Open()
 		f.in = make(chan chunk, cap(pool.free))
 		go f.hasher()
 	} else {
@@ -153,6 +154,7 @@ func (f *File) hasher() {
 		f.pool.hashes.Write(f.h, c.b[:c.n])
 		f.chunks <- c
 	}
+	f.pool.hashes.Close()
 	close(f.hashed)
 	close(f.chunks)
 }

@@ -19,12 +19,14 @@ const alonePiece = 64 << 10
 // It is safe for concurrent use; its zero value is ready.
 type Pairer struct {
 	// Linger is how long a stream that finds nobody to pair with waits for
-	// a partner before it hashes alone (0: it never waits). Waiting costs
-	// no CPU, and streams whose data arrives in bursts (a file's buffers
-	// as they fill) otherwise seldom meet.
+	// a partner before it hashes alone (0: it never waits), while another
+	// stream is open (see Open). Waiting costs no CPU, and streams whose
+	// data arrives in bursts (a file's buffers as they fill) otherwise
+	// seldom meet.
 	Linger time.Duration
 
 	mu     sync.Mutex
+	open   int        // streams between Open and Close
 	parked []*pending // streams waiting to be hashed along with another
 	alone  int        // goroutines hashing a piece alone (each takes a parked stream next)
 }
@@ -70,7 +72,7 @@ func (pr *Pairer) Write(d *Digest, p []byte) {
 			pr.mu.Lock()
 			continue
 		}
-		if pr.Linger > 0 && !lingered {
+		if pr.Linger > 0 && !lingered && pr.open > 1 {
 			lingered = true
 			if me.wake == nil {
 				me.wake = make(chan struct{}, 1)
@@ -94,6 +96,21 @@ func (pr *Pairer) Write(d *Digest, p []byte) {
 		pr.alone--
 	}
 	pr.spread()
+	pr.mu.Unlock()
+}
+
+// Open counts a stream that will be written: a Write lingers for a
+// partner only while another stream is open. Each Open needs a Close.
+func (pr *Pairer) Open() {
+	pr.mu.Lock()
+	pr.open++
+	pr.mu.Unlock()
+}
+
+// Close ends a stream counted by Open.
+func (pr *Pairer) Close() {
+	pr.mu.Lock()
+	pr.open--
 	pr.mu.Unlock()
 }
 

@@ -104,8 +104,12 @@ func testPairer(t *testing.T, pr *Pairer) {
 	}
 	var wg sync.WaitGroup
 	got := make([][Size]byte, streams)
+	for range streams {
+		pr.Open()
+	}
 	for i := range streams {
 		wg.Go(func() {
+			defer pr.Close()
 			d, at := New(), 0
 			for _, end := range cuts[i] {
 				pr.Write(d, data[i][at:end])
