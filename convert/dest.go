@@ -171,9 +171,19 @@ func sameDir(a, b string) (bool, error) {
 
 // removeOwnTemps deletes leftovers of a killed run for these units only:
 // other workers may be writing their own temporaries in the same directory.
+// Each directory is listed once, however many units it holds.
 func removeOwnTemps(dst string, units []Unit) error {
+	bases := map[string]map[string]bool{} // directory → unit base names
+	var dirs []string
 	for _, u := range units {
 		dir, base := filepath.Split(filepath.Join(dst, filepath.FromSlash(u.Name)))
+		if bases[dir] == nil {
+			bases[dir] = map[string]bool{}
+			dirs = append(dirs, dir)
+		}
+		bases[dir][base] = true
+	}
+	for _, dir := range dirs {
 		ents, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -182,14 +192,30 @@ func removeOwnTemps(dst string, units []Unit) error {
 			return err
 		}
 		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), atomicfile.TempPrefix+base+"-") {
-				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return err
-				}
+			if !ownTemp(e.Name(), bases[dir]) {
+				continue
+			}
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// ownTemp reports whether name is a temporary of one of bases: the temporary
+// prefix, the base, a dash and anything (bases may hold dashes themselves).
+func ownTemp(name string, bases map[string]bool) bool {
+	rest, ok := strings.CutPrefix(name, atomicfile.TempPrefix)
+	if !ok {
+		return false
+	}
+	for i := range len(rest) {
+		if rest[i] == '-' && bases[rest[:i]] {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSpace compares what this run will write (its units, less those

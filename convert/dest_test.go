@@ -193,3 +193,38 @@ func TestConcurrentRunsOnOneDestination(t *testing.T) {
 		t.Errorf("the same plan again: %v", err)
 	}
 }
+
+// A run removes the temporaries a killed run left of its own units, in
+// every directory they lie in, and nothing else: not another worker's
+// temporaries in the same directory, not finished files.
+func TestRemoveOwnTemps(t *testing.T) {
+	dst := t.TempDir()
+	os.MkdirAll(filepath.Join(dst, "code"), 0o755)
+	files := map[string]bool{ // name → removed
+		".k3tmp-model-00001-of-000002.safetensors-123":       true,
+		".k3tmp-model-00002-of-000002.safetensors-99":        false, // another worker's unit
+		".k3tmp-config.json-7":                               true,
+		"model-00001-of-000002.safetensors":                  false,
+		".k3tmp-model-00001-of-000002.safetensors":           false, // no dash after the base: not a temporary of it
+		"code/.k3tmp-modeling_kimi_k3.py-5":                  true,
+		"code/.k3tmp-model-00001-of-000002.safetensors-1":    false, // same base, other directory
+		"code/modeling_kimi_k3.py":                           false,
+		"code/.k3tmp-tokenizer.json-2":                       false,
+		".k3tmp-model-00001-of-000002.safetensors-part-3-x7": true,
+	}
+	for name := range files {
+		if err := os.WriteFile(filepath.Join(dst, filepath.FromSlash(name)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	units := []Unit{{Name: "model-00001-of-000002.safetensors"}, {Name: "config.json"}, {Name: "code/modeling_kimi_k3.py"}, {Name: "missing/dir.json"}}
+	if err := removeOwnTemps(dst, units); err != nil {
+		t.Fatal(err)
+	}
+	for name, removed := range files {
+		_, err := os.Lstat(filepath.Join(dst, filepath.FromSlash(name)))
+		if gone := errors.Is(err, os.ErrNotExist); gone != removed {
+			t.Errorf("%s: removed %v, want %v (%v)", name, gone, removed, err)
+		}
+	}
+}

@@ -164,14 +164,14 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := removeOwnTemps(dst, units); err != nil {
 		return nil, err
 	}
-	var index *earlyIndex
+	var early *earlyFiles
 	if workers == 1 {
-		// A whole run writes its index alongside the shards.
-		if err := removeOwnTemps(dst, finalNames[:1]); err != nil {
+		// A whole run writes its index and configs alongside the shards.
+		if err := removeOwnTemps(dst, finalNames[:len(finalNames)-1]); err != nil {
 			return nil, err
 		}
-		index = stageEarlyIndex(p, dst)
-		defer index.abort()
+		early = stageEarly(p, dst)
+		defer early.abort()
 	}
 	log := newRecordLog(dst, eo.Worker, workers)
 	res, err := run(ctx, p, dst, units, recs, manifest, log, jobs, eo)
@@ -181,17 +181,23 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err != nil {
 		return nil, err
 	}
-	all, err := loadRecords(dst) // every worker's, this run's included
-	if err != nil {
-		return nil, err
-	}
-	if !all.allDone(p) {
-		return res, nil
-	}
 	var m *Manifest
 	if workers == 1 {
-		m, err = finalize(dst, index) // under this run's lock
+		// A whole run wrote or re-recorded every unit of the plan and holds
+		// DST: it finalizes from what it recorded and the plan it recorded.
+		all := log.added()
+		if !all.allDone(p) {
+			return res, nil
+		}
+		m, err = finalize(dst, p.state(), all, early)
 	} else {
+		all, err := loadRecords(dst) // every worker's, this run's included
+		if err != nil {
+			return nil, err
+		}
+		if !all.allDone(p) {
+			return res, nil
+		}
 		// The last worker to finish finalizes: one that finds another still
 		// holding its slice leaves it to that one.
 		slice.release()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,49 +70,93 @@ func stageIndex(dst string, render func(io.Writer) error) (*atomicfile.File, Fil
 	return f, FileRecord{Name: safetensors.IndexName, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// earlyIndex is a whole run's index, written from the plan's layouts while
-// the shards are written (it does not depend on their data), so that
-// finalizing the run only renames it: the bytes are those writeIndex would
-// rebuild from the written headers.
-type earlyIndex struct {
-	done chan struct{}
-	f    *atomicfile.File
-	rec  FileRecord
-	err  error
+// stageFile writes data under a temporary name for path and syncs it,
+// leaving the rename to the caller; on error nothing is left.
+func stageFile(path string, data []byte) (*atomicfile.File, FileRecord, error) {
+	f, err := atomicfile.Create(path)
+	if err != nil {
+		return nil, FileRecord{}, err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Abort()
+		return nil, FileRecord{}, fmt.Errorf("write %s: %w", path, err)
+	}
+	sum := sha256.Sum256(data)
+	return f, FileRecord{Name: filepath.Base(path), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, nil
 }
 
-// stageEarlyIndex starts writing p's index into dst.
-func stageEarlyIndex(p *Plan, dst string) *earlyIndex {
-	e := &earlyIndex{done: make(chan struct{})}
+// earlyFiles are a whole run's index and configs, written and synced under
+// temporary names while the shards are written (none depends on their
+// data), so that finalizing the run only renames them. The index bytes are
+// those writeIndex would rebuild from the written headers.
+type earlyFiles struct {
+	dst   string
+	done  chan struct{}
+	files []*atomicfile.File // the index first
+	recs  []FileRecord
+	err   error
+}
+
+// stageEarly starts writing p's index and configs into dst.
+func stageEarly(p *Plan, dst string) *earlyFiles {
+	e := &earlyFiles{dst: dst, done: make(chan struct{})}
 	names := make([]string, len(p.Files))
 	layouts := make([]*safetensors.Layout, len(p.Files))
 	for i, f := range p.Files {
 		names[i], layouts[i] = f.Name, f.Layout
 	}
+	meta := metaFiles(p.Config, p.HFQuantConfig)
 	go func() {
 		defer close(e.done)
-		e.f, e.rec, e.err = stageIndex(dst, func(w io.Writer) error {
+		f, rec, err := stageIndex(dst, func(w io.Writer) error {
 			_, err := safetensors.WriteLayoutIndex(w, names, layouts)
 			return err
 		})
+		if err != nil {
+			e.err = err
+			return
+		}
+		e.files, e.recs = append(e.files, f), append(e.recs, rec)
+		for _, name := range slices.Sorted(maps.Keys(meta)) {
+			f, rec, err := stageFile(filepath.Join(dst, name), meta[name])
+			if err != nil {
+				e.err = err
+				return
+			}
+			e.files, e.recs = append(e.files, f), append(e.recs, rec)
+		}
 	}()
 	return e
 }
 
-// commit renames the staged index into place and returns its record.
-func (e *earlyIndex) commit() (FileRecord, error) {
+// commit renames the staged files into place, the index first, and makes
+// the renames durable; it returns their records.
+func (e *earlyFiles) commit() ([]FileRecord, error) {
 	<-e.done
 	if e.err != nil {
-		return FileRecord{}, e.err
+		return nil, e.err
 	}
-	return e.rec, e.f.Commit()
+	for _, f := range e.files {
+		// Synced when staged: one directory sync below covers the renames.
+		if err := f.CommitNoSync(); err != nil {
+			return nil, err
+		}
+	}
+	if err := atomicfile.SyncDir(e.dst); err != nil {
+		return nil, err
+	}
+	return e.recs, nil
 }
 
-// abort removes the staged index (nothing once committed).
-func (e *earlyIndex) abort() {
+// abort removes the staged files (nothing once committed).
+func (e *earlyFiles) abort() {
 	<-e.done
-	if e.f != nil {
-		e.f.Abort()
+	for _, f := range e.files {
+		f.Abort()
 	}
 }
 
@@ -129,7 +174,7 @@ func Finalize(dst string) (*Manifest, error) {
 }
 
 // finalizeLocked takes DST's lock (waiting up to wait) and, when no worker
-// still runs, finalizes.
+// still runs, finalizes from the plan state and done records in DST.
 func finalizeLocked(dst string, wait time.Duration) (*Manifest, error) {
 	lock, err := acquireDest(dst, wait)
 	if err != nil {
@@ -139,16 +184,25 @@ func finalizeLocked(dst string, wait time.Duration) (*Manifest, error) {
 	if err := checkNoWorkers(dst); err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
-	return finalize(dst, nil)
+	var st planState
+	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if m, merr := ReadManifest(dst); merr == nil {
+				return m, nil // already finalized
+			}
+		}
+		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
+	}
+	recs, err := loadRecords(dst)
+	if err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
+	return finalize(dst, &st, recs, nil)
 }
 
 // unitsDone splits the units of DST's recorded plan into those done (a
 // record of this plan and a file of the recorded size) and those missing.
-func unitsDone(dst string, st *planState) (done []FileRecord, missing []string, err error) {
-	recs, err := loadRecords(dst)
-	if err != nil {
-		return nil, nil, fmt.Errorf("merge %s: %w", dst, err)
-	}
+func unitsDone(dst string, st *planState, recs records) (done []FileRecord, missing []string, err error) {
 	for _, u := range st.units() {
 		if !localName(u) {
 			return nil, nil, fmt.Errorf("merge %s: %w: the recorded plan names %q, not a path inside it", dst, ErrDestination, u)
@@ -168,21 +222,14 @@ func unitsDone(dst string, st *planState) (done []FileRecord, missing []string, 
 	return done, missing, nil
 }
 
-// finalize is Finalize for a caller that holds DST exclusively; a run that
-// staged its index early passes it (nil: the index is rebuilt from the
-// written headers).
-func finalize(dst string, index *earlyIndex) (*Manifest, error) {
-	var st planState
-	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			if m, merr := ReadManifest(dst); merr == nil {
-				return m, nil // already finalized
-			}
-		}
-		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
-	}
+// finalize is Finalize for a caller that holds DST exclusively, with DST's
+// plan state st and done records recs. A whole run passes them from memory
+// with the files it staged early; a merge passes what it read from DST and
+// no early files (the index is rebuilt from the written headers, the
+// configs written now).
+func finalize(dst string, st *planState, recs records, early *earlyFiles) (*Manifest, error) {
 	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics}
-	done, missing, err := unitsDone(dst, &st)
+	done, missing, err := unitsDone(dst, st, recs)
 	if err != nil {
 		return nil, err
 	}
@@ -193,28 +240,31 @@ func finalize(dst string, index *earlyIndex) (*Manifest, error) {
 	// Temporaries of a finalizer killed earlier (we hold DST, so no other
 	// finalizer is writing these now).
 	stale := finalNames
-	if index != nil {
-		stale = stale[1:] // the run removed stale ones before staging its own
+	if early != nil {
+		stale = finalNames[len(finalNames)-1:] // the manifest's: the run removed the others before staging its own
 	}
 	if err := removeOwnTemps(dst, stale); err != nil {
 		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}
-	var rec FileRecord
-	if index != nil {
-		rec, err = index.commit()
-	} else {
-		rec, err = writeIndex(dst, st.Shards)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("merge %s: %w", dst, err)
-	}
-	m.Files = append(m.Files, rec)
-	for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig)) {
-		if err := atomicfile.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+	if early != nil {
+		recs, err := early.commit()
+		if err != nil {
 			return nil, fmt.Errorf("merge %s: %w", dst, err)
 		}
-		sum := sha256.Sum256(b)
-		m.Files = append(m.Files, FileRecord{Name: name, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])})
+		m.Files = append(m.Files, recs...)
+	} else {
+		rec, err := writeIndex(dst, st.Shards)
+		if err != nil {
+			return nil, fmt.Errorf("merge %s: %w", dst, err)
+		}
+		m.Files = append(m.Files, rec)
+		for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig)) {
+			if err := atomicfile.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+				return nil, fmt.Errorf("merge %s: %w", dst, err)
+			}
+			sum := sha256.Sum256(b)
+			m.Files = append(m.Files, FileRecord{Name: name, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])})
+		}
 	}
 	slices.SortFunc(m.Files, func(a, b FileRecord) int { return cmp.Compare(a.Name, b.Name) })
 	if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
@@ -226,5 +276,8 @@ func finalize(dst string, index *earlyIndex) (*Manifest, error) {
 	if err := atomicfile.SyncDir(dst); err != nil {
 		return nil, err
 	}
-	return ReadManifest(dst)
+	if err := m.index(filepath.Join(dst, ManifestName)); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

@@ -34,17 +34,26 @@ func ReadManifest(dst string) (*Manifest, error) {
 	if err := readJSON(filepath.Join(dst, ManifestName), &m); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
+	if err := m.index(filepath.Join(dst, ManifestName)); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// index checks the manifest at path names plain relative paths, each once,
+// and indexes them for Lookup.
+func (m *Manifest) index(path string) error {
 	m.byName = make(map[string]int, len(m.Files))
 	for i, f := range m.Files {
 		if !localName(f.Name) {
-			return nil, fmt.Errorf("manifest %s: %w: file name %q is not a path inside the destination", filepath.Join(dst, ManifestName), ErrDestination, f.Name)
+			return fmt.Errorf("manifest %s: %w: file name %q is not a path inside the destination", path, ErrDestination, f.Name)
 		}
 		if _, dup := m.byName[f.Name]; dup {
-			return nil, fmt.Errorf("manifest %s: %w: %s listed twice", filepath.Join(dst, ManifestName), ErrDestination, f.Name)
+			return fmt.Errorf("manifest %s: %w: %s listed twice", path, ErrDestination, f.Name)
 		}
 		m.byName[f.Name] = i
 	}
-	return &m, nil
+	return nil
 }
 
 // localName reports whether a slash-separated name stays inside its root:

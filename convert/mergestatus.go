@@ -46,7 +46,11 @@ func StatusOfMerge(dst string) (*MergeStatus, error) {
 		}
 		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
 	}
-	done, missing, err := unitsDone(dst, &st)
+	recs, err := loadRecords(dst)
+	if err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
+	done, missing, err := unitsDone(dst, &st, recs)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,7 @@ type recordLog struct {
 	dir  string
 	name string
 	f    *os.File // opened on the first record
+	recs records  // what was added
 }
 
 // newRecordLog names the log of worker (of workers; 1 for a whole run).
@@ -63,7 +65,18 @@ func (l *recordLog) add(r doneRecord) error {
 	if _, err := l.f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("record %s: %w", r.Name, err)
 	}
+	if l.recs == nil {
+		l.recs = records{}
+	}
+	l.recs[r.Name] = r
 	return nil
+}
+
+// added returns the records this log was given.
+func (l *recordLog) added() records {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.recs)
 }
 
 func (l *recordLog) open() error {
