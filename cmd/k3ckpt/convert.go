@@ -146,7 +146,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			return err
 		}
 	}
-	setMemoryLimit(jobs)
+	setMemoryLimit(jobs, src.NumTensors())
 	writerProcs(jobs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -290,13 +290,20 @@ func defaultCollector() {
 }
 
 // setMemoryLimit bounds the heap at what is live now plus 64 MiB per job
-// (and a margin for the run's small allocations).
-func setMemoryLimit(jobs int) {
+// (and a margin for the run's small allocations). For a plan of many
+// tensors a collection measures what is live; a small plan's heap is small
+// enough to take whole, garbage included (a bound a little higher than the
+// live heap), without the collection's pause before the first write.
+func setMemoryLimit(jobs, tensors int) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	runtime.GC()
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	if tensors < smallPlanTensors {
+		sample[0].Name = "/memory/classes/heap/objects:bytes" // live and not yet swept
+	} else {
+		runtime.GC()
+	}
 	metrics.Read(sample)
 	var live int64
 	if sample[0].Value.Kind() == metrics.KindUint64 {
