@@ -28,7 +28,7 @@ func TestCopyAuxChangedSource(t *testing.T) {
 	if err != nil || rec.Size != 10 {
 		t.Fatalf("copy: %v %+v", err, rec)
 	}
-	if _, err := commit(); err != nil {
+	if _, err := commit(func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(to); string(b) != "0123456789" {

@@ -68,54 +68,97 @@ func resolveExisting(path string) (string, error) {
 // the name exists, so that of two runs with different plans starting
 // together on one DST exactly one wins.
 func prepareDest(p *Plan, dst string, restart bool) error {
+	record, err := checkDest(p, dst, restart)
+	if err != nil || record == nil {
+		return err
+	}
+	return record()
+}
+
+// checkDest is prepareDest less recording the plan: it returns how to
+// record it (nil when DST holds this plan's record already).
+func checkDest(p *Plan, dst string, restart bool) (record func() error, err error) {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dst, err)
+		return nil, fmt.Errorf("create %s: %w", dst, err)
 	}
 	statePath := filepath.Join(dst, StateDir, stateName)
 	var st planState
-	err := readJSON(statePath, &st)
+	err = readJSON(statePath, &st)
 	switch {
 	case err == nil:
 		if st.Plan != p.ID {
-			return fmt.Errorf("%w: %s is converting plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
+			return nil, fmt.Errorf("%w: %s is converting plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
 				ErrDestination, dst, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
 		}
 		if restart {
 			if err := discardRun(dst); err != nil {
-				return err
+				return nil, err
 			}
-			return writeState(statePath, p.state()) // the source versions of this run
+			// The source versions of this run.
+			return func() error { return writeState(statePath, p.state()) }, nil
 		}
-		return checkVersions(dst, &st, p)
+		return nil, checkVersions(dst, &st, p)
 	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %v", ErrDestination, err)
+		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
 	}
 	m, err := ReadManifest(dst)
 	switch {
 	case err == nil:
 		if m.Plan != p.ID {
-			return fmt.Errorf("%w: %s holds a finished conversion of plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
+			return nil, fmt.Errorf("%w: %s holds a finished conversion of plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
 				ErrDestination, dst, m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
 		}
 	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %v", ErrDestination, err)
+		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
 	default:
 		ents, err := os.ReadDir(dst)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, e := range ents {
 			if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) && e.Name() != StateDir && e.Name() != dirlock.LockName {
-				return fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
+				return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
 			}
 		}
 	}
 	if restart {
 		if err := discardRun(dst); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return createState(statePath, p)
+	return func() error { return createState(statePath, p) }, nil
+}
+
+// pendingState is the plan record a whole run writes while its first files
+// are produced: no file is committed or recorded before it is durable, so
+// a kill before then leaves only temporaries (which the next run removes)
+// and no record of a plan DST does not hold.
+type pendingState struct {
+	done chan struct{}
+	err  error
+}
+
+// recordState starts record (nil: nothing to record).
+func recordState(record func() error) *pendingState {
+	s := &pendingState{done: make(chan struct{})}
+	if record == nil {
+		close(s.done)
+		return s
+	}
+	go func() {
+		defer close(s.done)
+		s.err = record()
+	}()
+	return s
+}
+
+// wait returns once the record is durable, with its error (nil: none pending).
+func (s *pendingState) wait() error {
+	if s == nil {
+		return nil
+	}
+	<-s.done
+	return s.err
 }
 
 // createState writes the plan record unless one exists; an existing one

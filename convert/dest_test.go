@@ -228,3 +228,45 @@ func TestRemoveOwnTemps(t *testing.T) {
 		}
 	}
 }
+
+// A whole run records its plan while it produces its first files: a commit
+// waits for the record, and when recording fails no file reaches its final
+// name, no done record is written and no temporary is left.
+func TestNoCommitBeforePlanRecorded(t *testing.T) {
+	p, c, err := planFor(miniSrc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dst := t.TempDir()
+	failed := errors.New("plan record failed")
+	state := recordState(func() error { return failed })
+	log := newRecordLog(dst, 0, 1, state)
+	_, err = run(context.Background(), p, dst, p.Units(), nil, nil, log, 2, ExecOptions{Jobs: 2})
+	log.close()
+	if !errors.Is(err, failed) {
+		t.Fatalf("run with a failed plan record: %v", err)
+	}
+	if left := listDir(t, dst); len(left) != 0 {
+		t.Errorf("left in DST: %v", left)
+	}
+	// Resume re-records the files it keeps: not before the plan either.
+	copyTree(t, miniRef, dst)
+	recs := records{}
+	m, err := ReadManifest(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Files {
+		recs[f.Name] = doneRecord{Plan: p.ID, FileRecord: f}
+	}
+	log = newRecordLog(dst, 0, 1, state)
+	_, err = run(context.Background(), p, dst, p.Units(), recs, nil, log, 2, ExecOptions{Jobs: 2, Resume: true})
+	log.close()
+	if !errors.Is(err, failed) {
+		t.Fatalf("resume with a failed plan record: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, StateDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("records written before the plan: %v", err)
+	}
+}

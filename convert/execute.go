@@ -150,7 +150,17 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 			return nil, err
 		}
 	}
-	if err := prepareDest(p, dst, eo.Restart); err != nil {
+	var state *pendingState
+	if workers == 1 {
+		// Held for the whole run: the plan is recorded while the first
+		// files are produced (each commit waits for it).
+		record, err := checkDest(p, dst, eo.Restart)
+		if err != nil {
+			return nil, err
+		}
+		state = recordState(record)
+		defer state.wait() // before the lock is released
+	} else if err := prepareDest(p, dst, eo.Restart); err != nil {
 		return nil, err
 	}
 	var slice *sliceLock
@@ -173,12 +183,15 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		early = stageEarly(p, dst)
 		defer early.abort()
 	}
-	log := newRecordLog(dst, eo.Worker, workers)
+	log := newRecordLog(dst, eo.Worker, workers, state)
 	res, err := run(ctx, p, dst, units, recs, manifest, log, jobs, eo)
 	if cerr := log.close(); err == nil && cerr != nil {
 		err = fmt.Errorf("records in %s: %w", dst, cerr)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := state.wait(); err != nil {
 		return nil, err
 	}
 	var m *Manifest
@@ -347,7 +360,7 @@ func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, pro
 
 // commitUnit syncs and renames a written unit and records it as done.
 func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit commitFunc, log *recordLog) error {
-	sum, err := commit()
+	sum, err := commit(log.ready)
 	if err != nil {
 		return err
 	}

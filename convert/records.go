@@ -37,20 +37,31 @@ type recordLog struct {
 	name string
 	f    *os.File // opened on the first record
 	recs records  // what was added
+	// state is the plan record that must be durable before any record
+	// (nil: it is).
+	state *pendingState
 }
 
-// newRecordLog names the log of worker (of workers; 1 for a whole run).
-func newRecordLog(dst string, worker, workers int) *recordLog {
+// newRecordLog names the log of worker (of workers; 1 for a whole run),
+// whose records wait for state.
+func newRecordLog(dst string, worker, workers int, state *pendingState) *recordLog {
 	name := "run" + logExt
 	if workers > 1 {
 		name = fmt.Sprintf("worker-%d-of-%d%s", worker, workers, logExt)
 	}
-	return &recordLog{dir: filepath.Join(dst, StateDir, doneDir), name: name}
+	return &recordLog{dir: filepath.Join(dst, StateDir, doneDir), name: name, state: state}
 }
+
+// ready waits until the plan the records belong to is recorded in DST: a
+// file must not reach its final name, nor a record the log, before then.
+func (l *recordLog) ready() error { return l.state.wait() }
 
 // add appends one record in a single write. A log left by a killed run may
 // end in a torn line: the first record starts on a line of its own.
 func (l *recordLog) add(r doneRecord) error {
+	if err := l.ready(); err != nil {
+		return err
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 // their own, so none of them is lost to the torn one.
 func TestRecordLogTornLine(t *testing.T) {
 	dst := t.TempDir()
-	l := newRecordLog(dst, 0, 1)
+	l := newRecordLog(dst, 0, 1, nil)
 	a := doneRecord{Plan: "p1", FileRecord: FileRecord{Name: "a.safetensors", Size: 1, SHA256: "aa"}}
 	if err := l.add(a); err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestRecordLogTornLine(t *testing.T) {
 	f.WriteString(`{"plan":"p1","name":"b.safetensors","si`) // killed mid-write
 	f.Close()
 
-	l = newRecordLog(dst, 0, 1)
+	l = newRecordLog(dst, 0, 1, nil)
 	c := doneRecord{Plan: "p1", FileRecord: FileRecord{Name: "c.safetensors", Size: 3, SHA256: "cc"}}
 	if err := l.add(c); err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestRecordLogTornLine(t *testing.T) {
 func TestRecordsOfWorkersAndEarlierVersions(t *testing.T) {
 	dst := t.TempDir()
 	for w := range 2 {
-		l := newRecordLog(dst, w, 2)
+		l := newRecordLog(dst, w, 2, nil)
 		name := []string{"x", "y"}[w]
 		if err := l.add(doneRecord{Plan: "p", FileRecord: FileRecord{Name: name, Size: 1}}); err != nil {
 			t.Fatal(err)

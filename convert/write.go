@@ -175,14 +175,20 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 	return zeroed, FileRecord{Size: l.Size}, commitHashed(f, ""), nil
 }
 
-// commitFunc syncs and renames a written file and returns its sha256.
-type commitFunc func() (sha256 string, err error)
+// commitFunc syncs and renames a written file and returns its sha256, once
+// ready (the plan's record in DST) returns; on ready's error it removes the
+// file instead.
+type commitFunc func(ready func() error) (sha256 string, err error)
 
 // commitHashed commits f (on a committer, so that the producer moves on to
 // the next file without waiting for the hash or the disk); a failure is
 // prefixed with what, when given.
 func commitHashed(f *filewrite.File, what string) commitFunc {
-	return func() (string, error) {
+	return func(ready func() error) (string, error) {
+		if err := ready(); err != nil {
+			f.Abort()
+			return "", err
+		}
 		if err := f.Commit(); err != nil {
 			if what != "" {
 				err = fmt.Errorf("%s: %w", what, err)
