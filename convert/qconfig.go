@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -123,13 +125,20 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 		return nil, nil, err
 	}
 	raw[quantKey] = qc
-	if config, err = marshalConfig(raw); err != nil {
-		return nil, nil, err
-	}
+	// The two files share maps they only read: rendered at once (a large
+	// checkpoint's each lists every quantized module).
+	var hfErr error
+	var wg sync.WaitGroup
 	if hf != nil {
-		if hfq, err = marshalConfig(hf); err != nil {
-			return nil, nil, err
-		}
+		wg.Go(func() { hfq, hfErr = marshalConfig(hf) })
+	}
+	config, err = marshalConfig(raw)
+	wg.Wait()
+	if err == nil {
+		err = hfErr
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	return config, hfq, nil
 }
@@ -203,16 +212,19 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	if opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsMXFP4 {
 		protected = append(protected, spellAll(m.experts)...)
 	}
+	var aliases []string
+	for _, pat := range cfg.ModelOptExcludes() {
+		aliases = append(aliases, model.ModuleSpellings(pat)...)
+	}
+	reaches := reachesAny(aliases, protected)
 	var exclude []string
 	seen := map[string]bool{}
-	for _, pat := range cfg.ModelOptExcludes() {
-		for _, alias := range model.ModuleSpellings(pat) {
-			if seen[alias] || slices.ContainsFunc(protected, func(n string) bool { return model.MatchModule(alias, n) }) {
-				continue
-			}
-			seen[alias] = true
-			exclude = append(exclude, alias)
+	for i, alias := range aliases {
+		if seen[alias] || reaches[i] {
+			continue
 		}
+		seen[alias] = true
+		exclude = append(exclude, alias)
 	}
 	if opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsBF16 {
 		for _, n := range spellAll(m.experts) {
@@ -248,6 +260,23 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 		"quant_method":     model.QuantModelOptMixed,
 	}
 	return qc, hfq, nil
+}
+
+// reachesAny reports for each pattern whether it matches one of mods (every
+// pattern against every module: split over the cores).
+func reachesAny(patterns, mods []string) []bool {
+	out := make([]bool, len(patterns))
+	n := min(runtime.GOMAXPROCS(0), len(patterns))
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			for i := w; i < len(patterns); i += n {
+				out[i] = slices.ContainsFunc(mods, func(m string) bool { return model.MatchModule(patterns[i], m) })
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // modelOptGroup is convert_hf_quant_config_format's config group for one
