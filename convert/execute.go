@@ -171,15 +171,17 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		defer slice.release()
 		lock.Release() // the workers of the split share DST from here
 	}
-	if err := removeOwnTemps(dst, units); err != nil {
+	own := units
+	if workers == 1 {
+		// Held until the end: no finalizer writes DST's last files but this run.
+		own = slices.Concat(units, finalNames)
+	}
+	if err := removeOwnTemps(dst, own); err != nil {
 		return nil, err
 	}
 	var early *earlyFiles
 	if workers == 1 {
 		// A whole run writes its index and configs alongside the shards.
-		if err := removeOwnTemps(dst, finalNames[:len(finalNames)-1]); err != nil {
-			return nil, err
-		}
 		early = stageEarly(p, dst)
 		defer early.abort()
 	}

@@ -238,13 +238,12 @@ func finalize(dst string, st *planState, recs records, early *earlyFiles) (*Mani
 	}
 	m.Files = done
 	// Temporaries of a finalizer killed earlier (we hold DST, so no other
-	// finalizer is writing these now).
-	stale := finalNames
-	if early != nil {
-		stale = finalNames[len(finalNames)-1:] // the manifest's: the run removed the others before staging its own
-	}
-	if err := removeOwnTemps(dst, stale); err != nil {
-		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	// finalizer is writing these now); a whole run removed them when it
+	// started.
+	if early == nil {
+		if err := removeOwnTemps(dst, finalNames); err != nil {
+			return nil, fmt.Errorf("merge %s: %w", dst, err)
+		}
 	}
 	if early != nil {
 		recs, err := early.commit()
