@@ -152,8 +152,9 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	var state *pendingState
 	if workers == 1 {
-		// Held for the whole run: the plan is recorded while the first
-		// files are produced (each commit waits for it).
+		// A whole run holds DST to its end, so it records the plan while
+		// its first files are produced: no file is committed nor recorded
+		// before the plan's record is durable (see pendingState).
 		record, err := checkDest(p, dst, eo.Restart)
 		if err != nil {
 			return nil, err
