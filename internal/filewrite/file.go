@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
@@ -47,14 +49,32 @@ const hashLinger = 2 * time.Millisecond
 type Pool struct {
 	free   chan []byte
 	hashes sha256x.Pairer
+	mapped *mappedBuffers // buffers mapped outside the heap, released with the pool
+}
+
+// mappedBuffers are a pool's buffers that mapBuffer made.
+type mappedBuffers struct {
+	mu   sync.Mutex
+	bufs [][]byte
+}
+
+// release unmaps them: it runs once the pool, and so every file that used
+// its buffers, is unreachable.
+func (m *mappedBuffers) release() {
+	for _, b := range m.bufs {
+		unmapBuffer(b)
+	}
 }
 
 // NewPool makes a pool of n buffers (at least 2) of BufferSize bytes,
-// aligned for direct writes. Buffers are allocated as they are first needed.
+// aligned for direct writes (and, on Linux, backed by huge pages where the
+// system has them: see mapBuffer). Buffers are allocated as they are first
+// needed.
 func NewPool(n int) *Pool {
 	n = max(n, 2)
-	p := &Pool{free: make(chan []byte, n)}
+	p := &Pool{free: make(chan []byte, n), mapped: &mappedBuffers{}}
 	p.hashes.Linger = hashLinger
+	runtime.AddCleanup(p, (*mappedBuffers).release, p.mapped)
 	for range n {
 		p.free <- nil
 	}
@@ -63,10 +83,16 @@ func NewPool(n int) *Pool {
 
 func (p *Pool) get() []byte {
 	b := <-p.free
-	if b == nil {
-		b = alignedBuffer(BufferSize)
+	if b != nil {
+		return b
 	}
-	return b
+	if b = mapBuffer(BufferSize); b != nil {
+		p.mapped.mu.Lock()
+		p.mapped.bufs = append(p.mapped.bufs, b)
+		p.mapped.mu.Unlock()
+		return b
+	}
+	return alignedBuffer(BufferSize)
 }
 
 func (p *Pool) put(b []byte) { p.free <- b }

@@ -1,0 +1,29 @@
+//go:build linux
+
+package filewrite
+
+import "testing"
+
+// TestMapBuffer checks that a mapped buffer has the size asked, starts on a
+// huge-page boundary (so direct writes from it can use 2 MiB pages) and is
+// writable through its whole length.
+func TestMapBuffer(t *testing.T) {
+	for _, n := range []int{Align, hugePage, BufferSize, BufferSize + Align} {
+		b := mapBuffer(n)
+		if b == nil {
+			t.Fatalf("%d bytes: no mapping", n)
+		}
+		if len(b) != n || cap(b) != n || addr(b)%hugePage != 0 {
+			t.Fatalf("%d bytes: len %d cap %d at %#x", n, len(b), cap(b), addr(b))
+		}
+		for i := range b {
+			b[i] = byte(i)
+		}
+		for i := 0; i < n; i += 4093 {
+			if b[i] != byte(i) {
+				t.Fatalf("%d bytes: byte %d reads %d", n, i, b[i])
+			}
+		}
+		unmapBuffer(b)
+	}
+}
