@@ -3,7 +3,9 @@
 // iofloor measures what writing a conversion's bytes costs this disk with
 // no computing at all: N files of SIZE bytes written in 4 MiB chunks by
 // JOBS goroutines, each file fsynced, renamed and its directory synced, as
-// convert commits its shards, either with O_DIRECT (convert's writes) or
+// convert commits its shards, either with O_DIRECT from buffers on 2 MiB
+// pages (convert's writes; -huge=false: 4 KiB pages, whose direct writes
+// reach a virtual disk as smaller requests and take ~1.4× the time here) or
 // through the page cache. The small replica's conversion writes 96 files of
 // about 7 MiB:
 //
@@ -36,6 +38,7 @@ func main() {
 	size := flag.Int64("size", 7<<20, "bytes per file")
 	jobs := flag.Int("jobs", 2, "files written at once")
 	direct := flag.Bool("direct", true, "write with O_DIRECT")
+	huge := flag.Bool("huge", true, "write from buffers on 2 MiB pages, as convert does (else Go's heap, 4 KiB pages)")
 	keep := flag.Bool("keep", false, "leave the files (for testdata/convert/throughput.py, which measures DST)")
 	flag.Parse()
 	if *dir == "" {
@@ -55,7 +58,7 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := aligned(chunk)
+			buf := aligned(chunk, *huge)
 			for i := range buf {
 				buf[i] = byte(i * 31)
 			}
@@ -73,7 +76,7 @@ func main() {
 	wg.Wait()
 	d := time.Since(start)
 	total := float64(*n) * float64(*size)
-	fmt.Printf("%d files × %d bytes, %d jobs, direct=%v: %.3f s, %.0f MB/s\n", *n, *size, *jobs, *direct, d.Seconds(), total/d.Seconds()/1e6)
+	fmt.Printf("%d files × %d bytes, %d jobs, direct=%v huge=%v: %.3f s, %.0f MB/s\n", *n, *size, *jobs, *direct, *huge, d.Seconds(), total/d.Seconds()/1e6)
 }
 
 func writeOne(dir string, i int, size int64, buf []byte, direct bool) error {
@@ -115,8 +118,22 @@ func writeOne(dir string, i int, size int64, buf []byte, direct bool) error {
 	return d.Sync()
 }
 
-// aligned returns n bytes at an address that O_DIRECT accepts.
-func aligned(n int) []byte {
+// aligned returns n bytes at an address that O_DIRECT accepts: mapped on
+// huge pages, or from Go's heap.
+func aligned(n int, huge bool) []byte {
+	if huge {
+		const page = 2 << 20
+		m, err := syscall.Mmap(-1, 0, n+page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+		if err != nil {
+			log.Fatal(err)
+		}
+		skip := (page - int(uintptr(unsafe.Pointer(&m[0]))%page)) % page
+		b := m[skip : skip+n]
+		if err := syscall.Madvise(b, 14); err != nil { // MADV_HUGEPAGE
+			log.Fatal(err)
+		}
+		return b
+	}
 	b := make([]byte, n+4096)
 	skip := (4096 - int(uintptr(unsafe.Pointer(&b[0]))%4096)) % 4096
 	return b[skip : skip+n]
