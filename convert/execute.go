@@ -253,6 +253,7 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, recs records, m
 		conns = remote.DefaultConnections
 	}
 	bufs := filewrite.NewPool(filewrite.BuffersPerJob * jobs)
+	defer bufs.Close() // its memory is outside the heap: give it back now, not when collected
 	scratches := make([]*scratch, jobs)
 	for j := range scratches {
 		scratches[j] = &scratch{pool: bufs, conns: max(1, conns/jobs), net: net}

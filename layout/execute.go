@@ -193,6 +193,7 @@ func jobsOr(n int) int {
 // error cancels the rest.
 func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(writeJob) error, net *netFetch) (int64, error) {
 	pool := filewrite.NewPool(filewrite.BuffersPerJob * jobs)
+	defer pool.Close()              // its memory is outside the heap: give it back now, not when collected
 	windows := make([][]byte, jobs) // each job's read window, made on first use
 	var total atomic.Int64
 	err := filewrite.Run(ctx, jobs, filewrite.CommitsPerJob, len(files), func(ctx context.Context, job, i int) (func() error, error) {

@@ -52,14 +52,35 @@ type Pool struct {
 	mapped *mappedBuffers // buffers mapped outside the heap, released with the pool
 }
 
-// mappedBuffers are a pool's buffers that mapBuffer made.
+// mappedBuffers are a pool's buffers that mapBuffer made and that are still
+// mapped, by address. The memory is not Go's heap: the collector neither
+// counts it nor frees it.
 type mappedBuffers struct {
 	mu   sync.Mutex
-	bufs [][]byte
+	bufs map[*byte][]byte
 }
 
-// release unmaps them: it runs once the pool, and so every file that used
-// its buffers, is unreachable.
+func (m *mappedBuffers) add(b []byte) {
+	m.mu.Lock()
+	m.bufs[&b[0]] = b
+	m.mu.Unlock()
+}
+
+// unmap releases b if it is one of them.
+func (m *mappedBuffers) unmap(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.bufs[&b[0]]; ok {
+		delete(m.bufs, &b[0])
+		unmapBuffer(b)
+	}
+}
+
+// release unmaps them all: it runs once the pool, and so every file that
+// used its buffers, is unreachable (a pool that was not closed).
 func (m *mappedBuffers) release() {
 	for _, b := range m.bufs {
 		unmapBuffer(b)
@@ -72,7 +93,7 @@ func (m *mappedBuffers) release() {
 // needed.
 func NewPool(n int) *Pool {
 	n = max(n, 2)
-	p := &Pool{free: make(chan []byte, n), mapped: &mappedBuffers{}}
+	p := &Pool{free: make(chan []byte, n), mapped: &mappedBuffers{bufs: map[*byte][]byte{}}}
 	p.hashes.Linger = hashLinger
 	runtime.AddCleanup(p, (*mappedBuffers).release, p.mapped)
 	for range n {
@@ -87,15 +108,28 @@ func (p *Pool) get() []byte {
 		return b
 	}
 	if b = mapBuffer(BufferSize); b != nil {
-		p.mapped.mu.Lock()
-		p.mapped.bufs = append(p.mapped.bufs, b)
-		p.mapped.mu.Unlock()
+		p.mapped.add(b)
 		return b
 	}
 	return alignedBuffer(BufferSize)
 }
 
 func (p *Pool) put(b []byte) { p.free <- b }
+
+// Close gives back the memory of the buffers not in use now: all of them
+// once no file of the pool is being written (as after Run). The pool stays
+// usable: a file made later gets new buffers.
+func (p *Pool) Close() {
+	for range len(p.free) {
+		select {
+		case b := <-p.free:
+			p.mapped.unmap(b)
+			p.free <- nil
+		default:
+			return
+		}
+	}
+}
 
 // alignedBuffer returns n bytes whose address is a multiple of Align.
 func alignedBuffer(n int) []byte {
@@ -119,11 +153,12 @@ type File struct {
 	waited    bool  // the writer's result was taken
 	werr      error // the writer's first error
 
-	chunks chan chunk    // to the writer
-	in     chan chunk    // what the producer sends: chunks, or the hasher's queue
-	hashed chan struct{} // closed once every chunk sent has been hashed
-	done   chan error    // the writer's result, once chunks is closed
-	direct bool          // owned by the writer once started
+	chunks  chan chunk    // to the writer
+	in      chan chunk    // what the producer sends: chunks, or the hasher's queue
+	hashed  chan struct{} // closed once every chunk sent has been hashed
+	done    chan error    // the writer's result, once chunks is closed
+	direct  bool          // owned by the writer once started
+	ownPool bool          // the pool is the file's own: closed once its writes stop
 }
 
 // chunk is a filled buffer on its way to the disk.
@@ -151,14 +186,15 @@ func CreateUnhashed(path string, pool *Pool, progress func(int64)) (*File, error
 // and the writer, so that hashing a chunk overlaps both producing the next
 // one and writing the one before.
 func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, error) {
-	if pool == nil {
+	own := pool == nil
+	if own {
 		pool = NewPool(2)
 	}
 	af, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	f := &File{af: af, pool: pool, progress: progress,
+	f := &File{af: af, pool: pool, progress: progress, ownPool: own,
 		chunks: make(chan chunk, cap(pool.free)), hashed: make(chan struct{}), done: make(chan error, 1)}
 	f.direct = setDirect(af.File, true) == nil
 	f.in = f.chunks
@@ -352,6 +388,9 @@ func (f *File) wait() error {
 	if !f.waited {
 		f.waited = true
 		f.werr = <-f.done
+		if f.ownPool { // every buffer is back: the writer has stopped
+			f.pool.Close()
+		}
 	}
 	return f.werr
 }

@@ -27,3 +27,25 @@ func TestMapBuffer(t *testing.T) {
 		unmapBuffer(b)
 	}
 }
+
+// TestPoolClose checks that closing a pool unmaps the buffers it mapped and
+// leaves it usable.
+func TestPoolClose(t *testing.T) {
+	p := NewPool(3)
+	bs := [][]byte{p.get(), p.get()}
+	for _, b := range bs {
+		b[0] = 1
+		p.put(b)
+	}
+	if len(p.mapped.bufs) != 2 {
+		t.Fatalf("%d buffers mapped, want 2", len(p.mapped.bufs))
+	}
+	p.Close()
+	if len(p.mapped.bufs) != 0 {
+		t.Fatalf("%d buffers still mapped after Close", len(p.mapped.bufs))
+	}
+	b := p.get()
+	b[len(b)-1] = 2 // a new buffer, writable
+	p.put(b)
+	p.Close()
+}
