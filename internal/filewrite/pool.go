@@ -1,0 +1,111 @@
+package filewrite
+
+import (
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/k3ckpt/k3ckpt/internal/sha256x"
+)
+
+// hashLinger is how long a file's buffer waits for another file's to be
+// hashed along with it: about the time a producer takes to fill a buffer.
+const hashLinger = 2 * time.Millisecond
+
+// Pool holds the staging buffers of a run's files. A File takes one to fill
+// and, once it is full, hands it to its writer and takes the next, so the
+// buffers in a pool bound the bytes in flight of all its files together.
+// The files of a pool hash their buffers in pairs where the CPU allows it
+// (two files' sha256 in the time of one).
+type Pool struct {
+	free   chan []byte
+	hashes sha256x.Pairer
+	mapped *mappedBuffers // buffers mapped outside the heap, released with the pool
+}
+
+// mappedBuffers are a pool's buffers that mapBuffer made and that are still
+// mapped, by address. The memory is not Go's heap: the collector neither
+// counts it nor frees it.
+type mappedBuffers struct {
+	mu   sync.Mutex
+	bufs map[*byte][]byte
+}
+
+func (m *mappedBuffers) add(b []byte) {
+	m.mu.Lock()
+	m.bufs[&b[0]] = b
+	m.mu.Unlock()
+}
+
+// unmap releases b if it is one of them.
+func (m *mappedBuffers) unmap(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.bufs[&b[0]]; ok {
+		delete(m.bufs, &b[0])
+		unmapBuffer(b)
+	}
+}
+
+// release unmaps them all: it runs once the pool, and so every file that
+// used its buffers, is unreachable (a pool that was not closed).
+func (m *mappedBuffers) release() {
+	for _, b := range m.bufs {
+		unmapBuffer(b)
+	}
+}
+
+// NewPool makes a pool of n buffers (at least 2) of BufferSize bytes,
+// aligned for direct writes (and, on Linux, backed by huge pages where the
+// system has them: see mapBuffer). Buffers are allocated as they are first
+// needed.
+func NewPool(n int) *Pool {
+	n = max(n, 2)
+	p := &Pool{free: make(chan []byte, n), mapped: &mappedBuffers{bufs: map[*byte][]byte{}}}
+	p.hashes.Linger = hashLinger
+	runtime.AddCleanup(p, (*mappedBuffers).release, p.mapped)
+	for range n {
+		p.free <- nil
+	}
+	return p
+}
+
+func (p *Pool) get() []byte {
+	b := <-p.free
+	if b != nil {
+		return b
+	}
+	if b = mapBuffer(BufferSize); b != nil {
+		p.mapped.add(b)
+		return b
+	}
+	return alignedBuffer(BufferSize)
+}
+
+func (p *Pool) put(b []byte) { p.free <- b }
+
+// Close gives back the memory of the buffers not in use now: all of them
+// once no file of the pool is being written (as after Run). The pool stays
+// usable: a file made later gets new buffers.
+func (p *Pool) Close() {
+	for range len(p.free) {
+		select {
+		case b := <-p.free:
+			p.mapped.unmap(b)
+			p.free <- nil
+		default:
+			return
+		}
+	}
+}
+
+// alignedBuffer returns n bytes whose address is a multiple of Align.
+func alignedBuffer(n int) []byte {
+	b := make([]byte, n+Align)
+	skip := (Align - int(addr(b)%Align)) % Align
+	return b[skip : skip+n : skip+n]
+}
+
