@@ -108,4 +108,3 @@ func alignedBuffer(n int) []byte {
 	skip := (Align - int(addr(b)%Align)) % Align
 	return b[skip : skip+n : skip+n]
 }
-
