@@ -690,7 +690,7 @@ func TestWideBandTiles(t *testing.T) {
 	stw, _ := w.Tensor("s")
 	s := &scratch{}
 	emit := func(b []byte) error { _, err := tw.Write(b); return err }
-	if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, emit, noProgress{}); err != nil {
+	if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, emit, nil, noProgress{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stw.Write(s.sbytes); err != nil {
@@ -718,6 +718,41 @@ func TestWideBandTiles(t *testing.T) {
 		if binary.LittleEndian.Uint32(sb[4*i:]) != math.Float32bits(v) {
 			t.Fatalf("scale %d differs", i)
 		}
+	}
+}
+
+// TestQuantizeHeld quantizes weights into held codes, a band at a time in
+// place (one band wide) or through the band buffer (in column tiles): the
+// codes equal a reference quantization, and holding more than the capacity
+// planned is an error.
+func TestQuantizeHeld(t *testing.T) {
+	for _, c := range [][2]int{{300, 512}, {130, 40000}} {
+		n, k := c[0], c[1]
+		raw := make([]byte, n*k*2)
+		var x uint32 = 7
+		for i := 0; i < len(raw); i += 2 {
+			x = x*1664525 + 1013904223
+			binary.LittleEndian.PutUint16(raw[i:], quant.F32ToBF16(float32(int32(x))/(1<<31)*float32(1+i%5)))
+		}
+		in := filepath.Join(t.TempDir(), "in.safetensors")
+		writeFile(t, in, []safetensors.TensorSpec{{Name: "w", DType: safetensors.BF16, Shape: []int64{int64(n), int64(k)}}}, [][]byte{raw})
+		f, err := safetensors.OpenFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp8, _ := refQuantize(t, raw, safetensors.BF16, n, k, quant.ScaleFP32)
+		s := &scratch{held: make([]byte, 0, n*k)}
+		if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, nil, &s.held, noProgress{}); err != nil {
+			t.Fatalf("%d×%d: %v", n, k, err)
+		}
+		if !bytes.Equal(s.held, fp8) {
+			t.Errorf("%d×%d: held codes differ from the reference quantization", n, k)
+		}
+		s.held = make([]byte, 0, n*k-1)
+		if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, nil, &s.held, noProgress{}); err == nil || !strings.Contains(err.Error(), "codes held over") {
+			t.Errorf("%d×%d: holding past the planned capacity: %v", n, k, err)
+		}
+		f.Close()
 	}
 }
 

@@ -26,12 +26,13 @@ func tileCols(k, esz int) int {
 
 // quantize streams one [N, K] weight through the quantizer in bands of 128
 // rows (split into column tiles when a band is wider than TileBytes), hands
-// each band of FP8 codes to emit (when not nil) and leaves the block scales,
+// each band of FP8 codes to emit or appends it to *hold (when not nil; a
+// band is quantized in place there, within hold's capacity) and leaves the block scales,
 // as little-endian fp32, in s.sbytes. It returns how many non-finite values
 // it zeroed, and leaves in s.lastZeroScale how many blocks got scale 0 (ModelOpt
 // numerics).
 func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
-	emit func([]byte) error, prog Progress) (int64, error) {
+	emit func([]byte) error, hold *[]byte, prog Progress) (int64, error) {
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
 		return 0, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
@@ -86,6 +87,12 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			dst := s.band[:rows*k]
 			if w != k {
 				dst = s.tile[:rows*w]
+			} else if hold != nil {
+				// Straight into the held codes: no copy of the band.
+				if len(*hold)+rows*k > cap(*hold) {
+					return zeroed, fmt.Errorf("codes held over the planned %d bytes", cap(*hold))
+				}
+				dst = (*hold)[len(*hold) : len(*hold)+rows*k]
 			}
 			scales := s.scales[b*kb+int64(c0/BlockSize):]
 			z0 := q.ZeroScaleBlocks()
@@ -110,7 +117,15 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			}
 			prog.Add(int64(len(src)))
 		}
-		if emit != nil {
+		switch {
+		case hold != nil && wcols == k:
+			*hold = (*hold)[:len(*hold)+rows*k]
+		case hold != nil:
+			if len(*hold)+rows*k > cap(*hold) {
+				return zeroed, fmt.Errorf("codes held over the planned %d bytes", cap(*hold))
+			}
+			*hold = append(*hold, s.band[:rows*k]...)
+		case emit != nil:
 			if err := emit(s.band[:rows*k]); err != nil {
 				return zeroed, err
 			}

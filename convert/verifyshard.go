@@ -151,7 +151,7 @@ func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safet
 		off += int64(len(b))
 		return nil
 	}
-	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, emit, noProgress{})
+	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, emit, nil, noProgress{})
 	var nf *quant.NonFiniteError
 	switch {
 	case errors.Is(err, ErrNonFinite) || errors.As(err, &nf):

@@ -289,17 +289,12 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				continue
 			}
 			var emit func([]byte) error
+			var hold *[]byte
 			switch {
 			case st.Kind == StepCodes:
 				emit = out.write
 			case st.HoldCodes:
-				emit = func(b []byte) error {
-					if len(s.held)+len(b) > cap(s.held) {
-						return fmt.Errorf("codes held over the planned %d bytes", cap(s.held))
-					}
-					s.held = append(s.held, b...)
-					return nil
-				}
+				hold = &s.held
 			case st.SpillCodes:
 				if s.spill == nil {
 					sp, err := openSpill(path)
@@ -314,7 +309,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if s.spill != nil {
 				spillStart = s.spill.n
 			}
-			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, prog)
+			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, hold, prog)
 			switch {
 			case st.Kind == StepScales && st.HoldCodes:
 				heldAt[weight] = [2]int{start, len(s.held)}
