@@ -188,14 +188,13 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 	if err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}
-	l, outs, err := layoutFile(f, outs)
+	// The header is rendered again when the file is written: a plan of
+	// every file of K3 would otherwise hold ~80 MB of headers meanwhile.
+	l, sum, outs, err := layoutFile(f, outs)
 	if err != nil {
 		return nil, nil, err
 	}
-	// The header is rendered again when the file is written: a plan of
-	// every file of K3 would otherwise hold ~80 MB of headers meanwhile.
-	fp := &FilePlan{Name: f.Path, Source: f, Layout: l, layoutSum: sha256.Sum256(l.Header)}
-	l.DropHeader()
+	fp := &FilePlan{Name: f.Path, Source: f, Layout: l, layoutSum: sum}
 	if fp.Steps, err = planSteps(f, l, outs); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", root, err)
 	}
@@ -292,23 +291,24 @@ func (fp *FilePlan) summarize(outs []OutputTensor) {
 	t.Dropped = len(fp.Source.Tensors) - kept
 }
 
-// layoutFile lays out one output shard and orders its outputs like the layout.
-func layoutFile(f *safetensors.File, outs []OutputTensor) (*safetensors.Layout, []OutputTensor, error) {
+// layoutFile lays out one output shard, without keeping its header, and
+// orders its outputs like the layout; it returns the header's sha256.
+func layoutFile(f *safetensors.File, outs []OutputTensor) (*safetensors.Layout, [sha256.Size]byte, []OutputTensor, error) {
 	specs := make([]safetensors.TensorSpec, len(outs))
 	byName := make(map[string]int, len(outs))
 	for i, o := range outs {
 		specs[i] = o.TensorSpec
 		byName[o.Name] = i
 	}
-	l, err := safetensors.NewLayout(specs, f.Metadata)
+	l, sum, err := safetensors.NewLayoutSum(specs, f.Metadata)
 	if err != nil {
-		return nil, nil, fmt.Errorf("file %s: %w", f.Path, err)
+		return nil, sum, nil, fmt.Errorf("file %s: %w", f.Path, err)
 	}
 	ordered := make([]OutputTensor, len(outs))
 	for i, t := range l.Tensors {
 		ordered[i] = outs[byName[t.Name]]
 	}
-	return l, ordered, nil
+	return l, sum, ordered, nil
 }
 
 // fingerprint hashes what the plan produces: the tool version, the recipe,

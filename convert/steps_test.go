@@ -73,7 +73,7 @@ func TestPlanStepsHandMade(t *testing.T) {
 		{TensorSpec: safetensors.TensorSpec{Name: "c.weight_scale_inv", DType: ScaleDType, Shape: []int64{2, 1}}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: RoleScale},
 		keep("d"), keep("f"), keep("u1"), keep("u2"), keep("u3"), keep("z"), // "e" dropped
 	}
-	l, ordered, err := layoutFile(sf, outs)
+	l, _, ordered, err := layoutFile(sf, outs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestPlanStepsHoldLimit(t *testing.T) {
 		t.Fatal("codes fit MaxHeldCodes")
 	}
 	sf := sourceFile(t, specs)
-	l, ordered, err := layoutFile(sf, outs)
+	l, _, ordered, err := layoutFile(sf, outs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestPlanStepsRunLimit(t *testing.T) {
 	for _, s := range specs {
 		outs = append(outs, OutputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleCopy})
 	}
-	l, ordered, err := layoutFile(sf, outs)
+	l, _, ordered, err := layoutFile(sf, outs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,12 @@ package safetensors
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -39,7 +41,56 @@ const headerAlign = 8
 // NewLayout orders the tensors canonically, assigns offsets and renders the
 // header. metadata may be nil; its keys are written sorted.
 func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) {
-	l := &Layout{Tensors: make([]TensorInfo, len(specs)), index: make(map[string]int, len(specs))}
+	l, err := layOut(specs, metadata)
+	if err != nil {
+		return nil, err
+	}
+	js, err := renderHeader(make([]byte, 0, headerEstimate(l.Tensors, metadata)), l.Tensors, metadata)
+	if err != nil {
+		return nil, err
+	}
+	l.Header = js
+	return l, l.place(int64(len(js)))
+}
+
+// NewLayoutSum is NewLayout for a planner that holds many layouts until their
+// files are written: it returns the layout without its header bytes (as
+// after DropHeader) and the sha256 of those bytes, rendered in a buffer that
+// the next call reuses.
+func NewLayoutSum(specs []TensorSpec, metadata map[string]string) (*Layout, [sha256.Size]byte, error) {
+	l, err := layOut(specs, metadata)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	bp, _ := renderBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	js, err := renderHeader((*bp)[:0], l.Tensors, metadata)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	sum := sha256.Sum256(js)
+	if cap(js) <= maxReusedHeader {
+		*bp = js
+		renderBufs.Put(bp)
+	}
+	return l, sum, l.place(int64(len(js)))
+}
+
+// renderBufs holds the buffers NewLayoutSum renders headers in (*[]byte).
+var renderBufs sync.Pool
+
+// layOut orders the tensors canonically and assigns their offsets; the
+// header is rendered by the caller.
+func layOut(specs []TensorSpec, metadata map[string]string) (*Layout, error) {
+	l := &Layout{Tensors: make([]TensorInfo, len(specs)), index: make(map[string]int, len(specs)), metadata: metadata}
+	dims := 0
+	for _, s := range specs {
+		dims += len(s.Shape)
+	}
+	// The shapes are copied into one array: a layout holds its own.
+	arena := make([]int64, 0, dims)
 	for i, s := range specs {
 		if s.Name == metadataKey {
 			return nil, fmt.Errorf("tensor %s: %w: reserved name", quote.Name(s.Name), ErrDuplicate)
@@ -50,7 +101,13 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 		if _, err := ByteSize(s.DType, s.Shape); err != nil {
 			return nil, fmt.Errorf("tensor %s: %w", quote.Name(s.Name), err)
 		}
-		l.Tensors[i] = TensorInfo{Name: s.Name, DType: s.DType, Shape: slices.Clone(s.Shape)}
+		var shape []int64
+		if s.Shape != nil {
+			n := len(arena)
+			arena = append(arena, s.Shape...)
+			shape = arena[n:len(arena):len(arena)]
+		}
+		l.Tensors[i] = TensorInfo{Name: s.Name, DType: s.DType, Shape: shape}
 	}
 	slices.SortFunc(l.Tensors, func(a, b TensorInfo) int {
 		if c := cmp.Compare(b.DType, a.DType); c != 0 {
@@ -64,7 +121,10 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 		if i > 0 && l.Tensors[i-1].Name == t.Name {
 			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), ErrDuplicate)
 		}
-		if _, dup := l.index[t.Name]; dup {
+		// One hash operation per tensor: a name already present leaves
+		// the map's length unchanged.
+		n := len(l.index)
+		if l.index[t.Name] = i; len(l.index) == n {
 			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), ErrDuplicate)
 		}
 		sz, _ := ByteSize(t.DType, t.Shape)
@@ -74,26 +134,40 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 		}
 		t.Begin, t.End = pos, end
 		pos = end
-		l.index[t.Name] = i
 	}
-	js, err := renderHeader(l.Tensors, metadata)
-	if err != nil {
-		return nil, err
-	}
-	l.Header, l.metadata = js, metadata
-	l.DataStart = int64(len(js))
-	size, ok := addSize(l.DataStart, pos)
-	if !ok {
-		return nil, fmt.Errorf("%w: the file's size exceeds 2^63-1", ErrShape)
-	}
-	l.Size = size
+	l.Size = pos
 	return l, nil
 }
 
+// place puts the data after a header of n bytes: l.Size holds the data's
+// length before.
+func (l *Layout) place(n int64) error {
+	size, ok := addSize(n, l.Size)
+	if !ok {
+		return fmt.Errorf("%w: the file's size exceeds 2^63-1", ErrShape)
+	}
+	l.DataStart, l.Size = n, size
+	return nil
+}
+
+// headerEstimate is about the length of the header of ts, a little more for
+// the names and numbers of real checkpoints, so that rendering it rarely
+// grows its buffer.
+func headerEstimate(ts []TensorInfo, metadata map[string]string) int {
+	n := 8 + 2 + headerAlign
+	for k, v := range metadata {
+		n += len(k) + len(v) + 8
+	}
+	for _, t := range ts {
+		n += len(t.Name) + 72 + 12*len(t.Shape)
+	}
+	return n
+}
+
 // renderHeader renders the complete prefix of a file holding ts (in data
-// order, offsets assigned): length, JSON, padding.
-func renderHeader(ts []TensorInfo, metadata map[string]string) ([]byte, error) {
-	js := appendHeaderJSON(make([]byte, 8, 8+64*len(ts)+64), ts, metadata)
+// order, offsets assigned) into b[:0]: length, JSON, padding.
+func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte, error) {
+	js := appendHeaderJSON(append(b[:0], make([]byte, 8)...), ts, metadata)
 	for (len(js)-8)%headerAlign != 0 {
 		js = append(js, ' ')
 	}
@@ -116,7 +190,7 @@ func (l *Layout) HeaderBytes() ([]byte, error) {
 	if l.Header != nil {
 		return l.Header, nil
 	}
-	b, err := renderHeader(l.Tensors, l.metadata)
+	b, err := renderHeader(make([]byte, 0, headerEstimate(l.Tensors, l.metadata)), l.Tensors, l.metadata)
 	if err == nil && int64(len(b)) != l.DataStart {
 		err = fmt.Errorf("%w: header rendered again is %d bytes, laid out %d", ErrWrite, len(b), l.DataStart)
 	}
