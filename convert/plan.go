@@ -202,6 +202,9 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 		// Every response must repeat the size and ETag the file was
 		// opened with: no header re-read needed to know it is the same.
 		fp.etag = rf.ETag()
+	} else if sum, ok := f.HeaderSum(); ok {
+		// The header's bytes as parsed: what the plan was made from.
+		fp.SourceHeader = sum
 	} else if fp.SourceHeader, err = headerSum(f); err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}

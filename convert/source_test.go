@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"os"
@@ -40,6 +41,25 @@ func TestSourceHeaderChangedSincePlanning(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dst, ManifestName)); !os.IsNotExist(err) {
 		t.Error("manifest written")
+	}
+}
+
+// A plan records, per file, the sha256 of the source's header prefix
+// [0, DataStart): the bytes on disk, hashed here on their own.
+func TestPlanRecordsSourceHeaderSum(t *testing.T) {
+	p, c, err := planFor(miniSrc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, fp := range p.Files {
+		b, err := os.ReadFile(filepath.Join(miniSrc, fp.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sha256.Sum256(b[:fp.Source.DataStart]); fp.SourceHeader != want {
+			t.Errorf("%s: planned header sum %x, the file's is %x", fp.Name, fp.SourceHeader, want)
+		}
 	}
 }
 

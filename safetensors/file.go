@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,8 @@ type File struct {
 	Tensors []TensorInfo
 
 	index  map[string]int32
+	raw    []byte             // the header as read (names alias it), nil once compacted
+	rawSum *[sha256.Size]byte // HeaderSum of a compacted header
 	ra     io.ReaderAt
 	closer io.Closer
 }

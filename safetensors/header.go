@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -219,6 +220,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 		return nil, err
 	}
 	if owned {
+		f.raw = b
 		f.compactNames(len(b))
 	}
 	if mem != nil && len(b) <= maxReusedHeader {
@@ -263,6 +265,8 @@ func (f *File) compactNames(headerLen int) {
 	for _, t := range f.Tensors {
 		sb.WriteString(t.Name)
 	}
+	sum := f.sumRaw()
+	f.rawSum, f.raw = &sum, nil
 	all, pos := sb.String(), 0
 	for i := range f.Tensors {
 		n := len(f.Tensors[i].Name)
@@ -278,6 +282,30 @@ func (f *File) compactNames(headerLen int) {
 	for i, t := range f.Tensors {
 		f.index[t.Name] = int32(i)
 	}
+}
+
+// HeaderSum returns the sha256 of the file's first DataStart bytes (the
+// 8-byte length and the JSON header) as they were read and parsed: a caller
+// that records what a file's header was need not read it again. ok is false
+// for a File parsed from bytes of the caller's (ParseHeader).
+func (f *File) HeaderSum() (sum [sha256.Size]byte, ok bool) {
+	switch {
+	case f.rawSum != nil:
+		return *f.rawSum, true
+	case f.raw != nil:
+		return f.sumRaw(), true
+	}
+	return sum, false
+}
+
+// sumRaw hashes the length prefix and the header bytes.
+func (f *File) sumRaw() [sha256.Size]byte {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(f.raw)))
+	h := sha256.New()
+	h.Write(n[:])
+	h.Write(f.raw)
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
 // validateOffsets sorts the tensors by data offsets and checks, as the reference
