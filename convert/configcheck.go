@@ -10,30 +10,16 @@ import (
 )
 
 // checkAgainstConfig compares every tensor of a source file that the
-// config's catalog knows with its catalog dtype and shape, one catalog shard
-// at a time (a K3 file holds one), and every routed expert tensor with the
-// expert format the config declares: a config that no longer describes the
-// experts next to it would give an output config that lies about them.
-func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config) error {
-	cached := -1
-	var want map[string]safetensors.TensorSpec
+// config's catalog knows (catalog is cfg.CatalogLookup's) with its catalog
+// dtype and shape, and every routed expert tensor with the expert format
+// the config declares: a config that no longer describes the experts next
+// to it would give an output config that lies about them.
+func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, catalog func(string) (safetensors.TensorSpec, bool)) error {
 	for _, t := range f.Tensors {
 		if err := checkExpertFormat(t, cfg.Experts); err != nil {
 			return fmt.Errorf("file %s: %w", filepath.Join(root, f.Path), err)
 		}
-		i := cfg.ShardIndexOf(t.Name)
-		if i < 0 {
-			continue
-		}
-		if i != cached {
-			specs := cfg.ShardTensors(i)
-			want = make(map[string]safetensors.TensorSpec, len(specs))
-			for _, s := range specs {
-				want[s.Name] = s
-			}
-			cached = i
-		}
-		s, ok := want[t.Name]
+		s, ok := catalog(t.Name)
 		if !ok {
 			continue
 		}

@@ -133,6 +133,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	}
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*FilePlan, len(src.Files)), remote: src.Remote()}
 	mods := newModuleSet()
+	catalog := cfg.CatalogLookup()
 	var seen nameSet
 	var mu sync.Mutex
 	// Files are planned concurrently (each is independent); what they add
@@ -141,7 +142,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, f := range src.Files {
 		g.Go(func() error {
-			if err := checkAgainstConfig(src.Root, f, cfg); err != nil {
+			if err := checkAgainstConfig(src.Root, f, cfg, catalog); err != nil {
 				return err
 			}
 			fp, outs, err := planFile(src.Root, f, r, opts)

@@ -1,0 +1,90 @@
+package model
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// TestCatalogLookupIsShardTensors: CatalogLookup answers, for every catalog
+// name and for names a little off (other prefix, layer or expert numbers
+// spelled otherwise or out of range, suffixes cut or extended), exactly
+// what a map of ShardTensors(ShardIndexOf(name)) answers, for multimodal
+// and bare configs with MXFP4 and BF16 experts.
+func TestCatalogLookupIsShardTensors(t *testing.T) {
+	configs := map[string][]byte{}
+	for _, sc := range []Scale{ScaleTiny, ScaleSmall} {
+		b, err := ScaledConfigJSON(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs[sc.String()] = b
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		text := m["text_config"].(map[string]any)
+		configs[sc.String()+"/bare"] = encode(t, text)
+		delete(text, "quantization_config")
+		configs[sc.String()+"/bf16"] = encode(t, m)
+	}
+	num := regexp.MustCompile(`\.(\d+)\.`)
+	for name, raw := range configs {
+		c, err := ParseConfig(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		shards := map[int]map[string]safetensors.TensorSpec{}
+		want := func(n string) (safetensors.TensorSpec, bool) {
+			i := c.ShardIndexOf(n)
+			if i < 0 {
+				return safetensors.TensorSpec{}, false
+			}
+			if shards[i] == nil {
+				shards[i] = map[string]safetensors.TensorSpec{}
+				for _, s := range c.ShardTensors(i) {
+					shards[i][s.Name] = s
+				}
+			}
+			s, ok := shards[i][n]
+			return s, ok
+		}
+		lookup := c.CatalogLookup()
+		found, probes := 0, 0
+		probe := func(n string) bool {
+			probes++
+			w, wok := want(n)
+			g, gok := lookup(n)
+			if wok != gok || g.Name != w.Name || g.DType != w.DType || !slices.Equal(g.Shape, w.Shape) {
+				t.Fatalf("%s: %q: lookup %+v %v, shard tensors %+v %v", name, n, g, gok, w, wok)
+			}
+			return gok
+		}
+		for i := range c.NumShards() {
+			for _, s := range c.ShardTensors(i) {
+				n := s.Name
+				if probe(n) {
+					found++
+				}
+				probe(n + "x")
+				probe(n[:len(n)-1])
+				probe("language_model." + n)
+				probe(strings.TrimPrefix(n, "language_model."))
+				for _, m := range num.FindAllStringSubmatchIndex(n, -1) {
+					v, _ := strconv.Atoi(n[m[2]:m[3]])
+					for _, alt := range []string{"0" + n[m[2]:m[3]], "+" + n[m[2]:m[3]], strconv.Itoa(v + 1), strconv.Itoa(int(c.NumExperts)), strconv.Itoa(c.NumLayers)} {
+						probe(n[:m[2]] + alt + n[m[3]:])
+					}
+				}
+			}
+		}
+		if found != c.NumTensors() {
+			t.Errorf("%s: %d names found of %d catalog tensors (%d probes)", name, found, c.NumTensors(), probes)
+		}
+	}
+}
