@@ -271,7 +271,7 @@ func reachesAny(patterns, mods []string) []bool {
 	for w := range n {
 		wg.Go(func() {
 			for i := w; i < len(patterns); i += n {
-				out[i] = slices.ContainsFunc(mods, func(m string) bool { return model.MatchModule(patterns[i], m) })
+				out[i] = slices.ContainsFunc(mods, model.ModuleMatcher(patterns[i]))
 			}
 		})
 	}

@@ -198,25 +198,31 @@ func FindSplits(quantized, kept []string) []Split {
 
 // MatchModule reports whether a ModelOpt exclude_modules wildcard (fnmatch:
 // * matches any run of characters, dots included) matches a module name.
-func MatchModule(pattern, module string) bool {
+func MatchModule(pattern, module string) bool { return ModuleMatcher(pattern)(module) }
+
+// ModuleMatcher is MatchModule with the pattern read once, for a pattern
+// tested against many modules (a conversion tests every exclusion against
+// every quantized module).
+func ModuleMatcher(pattern string) func(module string) bool {
 	// The exporter's patterns are literals with * at either end: match those
-	// without the general matcher (a conversion checks every pattern against
-	// every module name of the checkpoint).
+	// without the general matcher.
 	if lit, lead, trail, ok := starEnds(pattern); ok {
 		switch {
 		case lead && trail:
-			return strings.Contains(module, lit)
+			return func(module string) bool { return strings.Contains(module, lit) }
 		case lead:
-			return strings.HasSuffix(module, lit)
+			return func(module string) bool { return strings.HasSuffix(module, lit) }
 		case trail:
-			return strings.HasPrefix(module, lit)
+			return func(module string) bool { return strings.HasPrefix(module, lit) }
 		default:
-			return module == lit
+			return func(module string) bool { return module == lit }
 		}
 	}
 	// path.Match's * stops at '/', which module names never contain.
-	ok, err := path.Match(pattern, module)
-	return err == nil && ok
+	return func(module string) bool {
+		ok, err := path.Match(pattern, module)
+		return err == nil && ok
+	}
 }
 
 // starEnds splits a pattern whose only wildcards are a * at its start or
