@@ -85,7 +85,14 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 		return nil, fmt.Errorf("%w: %v", ErrUnknownFormat, opts.Format)
 	}
 	classify := r.memoClassifier()
-	out := make([]OutputTensor, 0, len(in)+len(in)/64)
+	// Room for what real shards make, so that out never regrows: a weight
+	// quantized adds its scale (a few per hundred tensors of a layer), an
+	// MXFP4 projection cast to NVFP4 is four tensors for two.
+	n := len(in) + len(in)/8 + 16
+	if opts.Experts == ExpertsNVFP4 {
+		n = 2*len(in) + 16
+	}
+	out := make([]OutputTensor, 0, n)
 	var quantized map[string]string // X.weight's scale name → X.weight
 	for _, s := range in {
 		if opts.Experts == ExpertsNVFP4 {
