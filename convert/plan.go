@@ -136,8 +136,8 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	catalog := cfg.CatalogLookup()
 	var seen nameSet
 	var mu sync.Mutex
-	// Files are planned concurrently (each is independent); what they add
-	// to the shared module and name sets is merged under a lock.
+	// Files are planned concurrently (each is independent); their modules
+	// and names are merged into the shared sets under a lock.
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, f := range src.Files {
@@ -150,9 +150,11 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 				return err
 			}
 			p.Files[i] = fp
+			fm := newModuleSet()
+			fm.add(outs)
 			mu.Lock()
 			defer mu.Unlock()
-			mods.add(outs)
+			mods.merge(fm)
 			return seen.add(f.Path, outs)
 		})
 	}

@@ -61,21 +61,33 @@ func newModuleSet() *moduleSet {
 	return &moduleSet{fp8: map[string]bool{}, kept: map[string]bool{}, experts: map[string]bool{}}
 }
 
-// add records the modules of one file's outputs (names are cloned: they
-// alias the source header otherwise).
+// add records the modules of one file's outputs (names are cloned when
+// first recorded: they alias the source header otherwise).
 func (m *moduleSet) add(outs []OutputTensor) {
+	put := func(set map[string]bool, name string) {
+		if !set[name] {
+			set[strings.Clone(name)] = true
+		}
+	}
 	for _, o := range outs {
 		if sub := model.ExpertBank(o.Name); sub != "" {
-			if !m.experts[sub] {
-				m.experts[strings.Clone(sub)] = true
-			}
+			put(m.experts, sub)
 			continue
 		}
 		switch {
 		case o.Role == RoleWeight:
-			m.fp8[strings.Clone(strings.TrimSuffix(o.Name, ".weight"))] = true
+			put(m.fp8, strings.TrimSuffix(o.Name, ".weight"))
 		case o.Role == RoleCopy && len(o.Shape) == 2 && quantizableDTypes[o.DType] && strings.HasSuffix(o.Name, ".weight"):
-			m.kept[strings.Clone(strings.TrimSuffix(o.Name, ".weight"))] = true
+			put(m.kept, strings.TrimSuffix(o.Name, ".weight"))
+		}
+	}
+}
+
+// merge adds another set's modules.
+func (m *moduleSet) merge(o *moduleSet) {
+	for _, p := range [...][2]map[string]bool{{m.fp8, o.fp8}, {m.kept, o.kept}, {m.experts, o.experts}} {
+		for k := range p[1] {
+			p[0][k] = true
 		}
 	}
 }
