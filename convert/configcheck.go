@@ -35,15 +35,16 @@ func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, cat
 // MXFP4 experts are packed bytes (U8 codes and scales), BF16 experts are
 // floating point.
 func checkExpertFormat(t safetensors.TensorInfo, experts model.ExpertFormat) error {
-	if model.Classify(t.Name) != model.RoutedExperts {
+	packed := t.DType == safetensors.U8
+	mxfp4 := experts == model.ExpertsMXFP4
+	// Only a tensor stored otherwise than the declared experts can be
+	// wrong: the name is read for those alone (not for every expert).
+	wrong := mxfp4 && !packed || experts == model.ExpertsBF16 && packed
+	if !wrong || model.Classify(t.Name) != model.RoutedExperts {
 		return nil
 	}
-	packed := t.DType == safetensors.U8
-	switch {
-	case experts == model.ExpertsMXFP4 && !packed:
+	if mxfp4 {
 		return fmt.Errorf("tensor %s: %w: a routed expert stored as %s, but config.json declares MXFP4 experts (packed U8)", t.Name, ErrConfigMismatch, t.DType)
-	case experts == model.ExpertsBF16 && packed:
-		return fmt.Errorf("tensor %s: %w: a routed expert stored as packed U8, but config.json declares unquantized experts (no MXFP4 quantization_config)", t.Name, ErrConfigMismatch)
 	}
-	return nil
+	return fmt.Errorf("tensor %s: %w: a routed expert stored as packed U8, but config.json declares unquantized experts (no MXFP4 quantization_config)", t.Name, ErrConfigMismatch)
 }

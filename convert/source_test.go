@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // A source shard rewritten between planning and execution (same size,
@@ -179,5 +182,34 @@ func TestSingleShardSource(t *testing.T) {
 	defer c.Close()
 	if len(p.Files) != 1 || len(p.Aux) != 1 || p.Aux[0].Name != "tiktoken.model" {
 		t.Errorf("one-file checkpoint: %d shards, side files %+v", len(p.Files), p.Aux)
+	}
+}
+
+// checkExpertFormat refuses exactly a routed expert stored otherwise than the
+// config declares: non-U8 under MXFP4, U8 under BF16; any other tensor, and
+// any expert under another format, passes.
+func TestCheckExpertFormat(t *testing.T) {
+	const expert = "language_model.model.layers.3.block_sparse_moe.experts.7.w1.weight_packed"
+	const other = "language_model.model.layers.3.self_attn.q_proj.weight"
+	for _, c := range []struct {
+		experts model.ExpertFormat
+		name    string
+		dtype   safetensors.DType
+		want    string // a piece of the error, "" for none
+	}{
+		{model.ExpertsMXFP4, expert, safetensors.U8, ""},
+		{model.ExpertsMXFP4, expert, safetensors.BF16, "declares MXFP4 experts"},
+		{model.ExpertsMXFP4, other, safetensors.BF16, ""},
+		{model.ExpertsMXFP4, other, safetensors.U8, ""},
+		{model.ExpertsBF16, expert, safetensors.BF16, ""},
+		{model.ExpertsBF16, expert, safetensors.U8, "declares unquantized experts"},
+		{model.ExpertsBF16, other, safetensors.U8, ""},
+		{model.ExpertsNVFP4, expert, safetensors.U8, ""},
+		{model.ExpertsNVFP4, expert, safetensors.BF16, ""},
+	} {
+		err := checkExpertFormat(safetensors.TensorInfo{Name: c.name, DType: c.dtype}, c.experts)
+		if c.want == "" && err != nil || c.want != "" && (!errors.Is(err, ErrConfigMismatch) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name)) {
+			t.Errorf("%v experts, %s %s: %v (want %q)", c.experts, c.dtype, c.name, err, c.want)
+		}
 	}
 }
