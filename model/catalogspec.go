@@ -57,24 +57,22 @@ func (c *Config) CatalogLookup() func(name string) (safetensors.TensorSpec, bool
 	}
 	prefix := c.TextPrefix() + layersPart
 	return func(name string) (safetensors.TensorSpec, bool) {
-		i := c.ShardIndexOf(name)
-		if i < 0 {
-			return safetensors.TensorSpec{}, false
-		}
-		if i >= c.NumLayers {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			// Not a layer's: a model-level shard's, or none.
+			i := c.ShardIndexOf(name)
+			if i < c.NumLayers {
+				return safetensors.TensorSpec{}, false
+			}
 			s, ok := slots[i-c.NumLayers][name]
 			return s, ok
 		}
-		rest, ok := strings.CutPrefix(name, prefix)
+		// A layer's tensor: its number as the catalog spells it, then the
+		// layer's own tensors or an expert's.
+		i, rest, ok := catalogNumber(rest, int64(c.NumLayers))
 		if !ok {
 			return safetensors.TensorSpec{}, false
 		}
-		// The layer's number as its catalog names spell it.
-		n := strconv.Itoa(i)
-		if rest, ok = strings.CutPrefix(rest, n); !ok || rest == "" || rest[0] != '.' {
-			return safetensors.TensorSpec{}, false
-		}
-		rest = rest[1:]
 		l := c.layers[i]
 		if x, ok := layerKinds[kind{l.Attention, l.MoE}][rest]; ok {
 			return safetensors.TensorSpec{Name: name, DType: x.dtype, Shape: x.shape}, true
@@ -85,17 +83,26 @@ func (c *Config) CatalogLookup() func(name string) (safetensors.TensorSpec, bool
 		if rest, ok = strings.CutPrefix(rest, expertsPart); !ok {
 			return safetensors.TensorSpec{}, false
 		}
-		dot := strings.IndexByte(rest, '.')
-		if dot < 0 {
+		if _, rest, ok = catalogNumber(rest, c.NumExperts); !ok {
 			return safetensors.TensorSpec{}, false
 		}
-		e, err := strconv.ParseInt(rest[:dot], 10, 64)
-		if err != nil || e < 0 || e >= c.NumExperts || strconv.FormatInt(e, 10) != rest[:dot] {
-			return safetensors.TensorSpec{}, false
-		}
-		if x, ok := expert[rest[dot+1:]]; ok {
+		if x, ok := expert[rest]; ok {
 			return safetensors.TensorSpec{Name: name, DType: x.dtype, Shape: x.shape}, true
 		}
 		return safetensors.TensorSpec{}, false
 	}
+}
+
+// catalogNumber reads "N.rest" where N is below n and written as the
+// catalog writes numbers (decimal, no sign, no leading zero).
+func catalogNumber(s string, n int64) (int, string, bool) {
+	dot := strings.IndexByte(s, '.')
+	if dot < 0 {
+		return 0, "", false
+	}
+	v, err := strconv.ParseInt(s[:dot], 10, 64)
+	if err != nil || v < 0 || v >= n || strconv.FormatInt(v, 10) != s[:dot] {
+		return 0, "", false
+	}
+	return int(v), s[dot+1:], true
 }

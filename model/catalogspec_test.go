@@ -75,9 +75,10 @@ func TestCatalogLookupIsShardTensors(t *testing.T) {
 				probe(n[:len(n)-1])
 				probe("language_model." + n)
 				probe(strings.TrimPrefix(n, "language_model."))
+				probe(strings.Replace(n, "layers.", "layers.x", 1))
 				for _, m := range num.FindAllStringSubmatchIndex(n, -1) {
 					v, _ := strconv.Atoi(n[m[2]:m[3]])
-					for _, alt := range []string{"0" + n[m[2]:m[3]], "+" + n[m[2]:m[3]], strconv.Itoa(v + 1), strconv.Itoa(int(c.NumExperts)), strconv.Itoa(c.NumLayers)} {
+					for _, alt := range []string{"0" + n[m[2]:m[3]], "+" + n[m[2]:m[3]], strconv.Itoa(v + 1), strconv.Itoa(int(c.NumExperts)), strconv.Itoa(c.NumLayers), "1" + strings.Repeat("0", 9) + n[m[2]:m[3]], "", "-1"} {
 						probe(n[:m[2]] + alt + n[m[3]:])
 					}
 				}
