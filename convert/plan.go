@@ -270,7 +270,7 @@ func (fp *FilePlan) summarize(outs []OutputTensor) {
 		case RoleWeight:
 			t.Quantized++
 			t.FP8Bytes += sz
-			src, _ := fp.Source.Lookup(o.Source)
+			src, _ := o.sourceIn(fp.Source)
 			t.QuantizedBytes += src.Size()
 			fp.ReadBytes += src.Size()
 			kept++

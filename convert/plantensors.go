@@ -65,6 +65,17 @@ type OutputTensor struct {
 	SourceDType safetensors.DType
 	SourceShape []int64
 	Role        Role
+
+	src int32 // 1 + the source's index among PlanTensors' specs, 0 if unknown
+}
+
+// sourceIn finds the output's source tensor in f, whose tensors were the
+// specs it was planned from (in order) when it was planned from a file's.
+func (o OutputTensor) sourceIn(f *safetensors.File) (safetensors.TensorInfo, bool) {
+	if i := int(o.src) - 1; i >= 0 && i < len(f.Tensors) && f.Tensors[i].Name == o.Source {
+		return f.Tensors[i], true
+	}
+	return f.Lookup(o.Source)
 }
 
 // SourceSpec is the source tensor's spec.
@@ -94,7 +105,8 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 	}
 	out := make([]OutputTensor, 0, n)
 	var quantized map[string]string // X.weight's scale name → X.weight
-	for _, s := range in {
+	for i, s := range in {
+		src := int32(i + 1)
 		if opts.Experts == ExpertsNVFP4 {
 			if base, packed, ok := model.MXFP4Part(s.Name); ok {
 				if !packed {
@@ -105,7 +117,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 					return nil, fmt.Errorf("tensor %s: %w: %s %v is not MXFP4 packed codes", s.Name, ErrNotQuantizable, s.DType, s.Shape)
 				}
 				for _, o := range specs {
-					out = append(out, OutputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleNVFP4})
+					out = append(out, OutputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleNVFP4, src: src})
 				}
 				continue
 			}
@@ -113,7 +125,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 		switch classify(s.Name) {
 		case Drop:
 		case Keep:
-			out = append(out, OutputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleCopy})
+			out = append(out, OutputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleCopy, src: src})
 		case Quantize:
 			if err := checkQuantizable(s); err != nil {
 				return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
@@ -124,8 +136,8 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 			n, k := s.Shape[0], s.Shape[1]
 			scale := opts.Format.ScaleName(s.Name)
 			out = append(out,
-				OutputTensor{TensorSpec: safetensors.TensorSpec{Name: s.Name, DType: WeightDType, Shape: s.Shape}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleWeight},
-				OutputTensor{TensorSpec: safetensors.TensorSpec{Name: scale, DType: ScaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleScale})
+				OutputTensor{TensorSpec: safetensors.TensorSpec{Name: s.Name, DType: WeightDType, Shape: s.Shape}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleWeight, src: src},
+				OutputTensor{TensorSpec: safetensors.TensorSpec{Name: scale, DType: ScaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleScale, src: src})
 			if quantized == nil {
 				quantized = make(map[string]string)
 			}

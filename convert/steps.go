@@ -179,7 +179,7 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 			steps = append(steps, st)
 			continue
 		}
-		src, ok := sf.Lookup(o.Source)
+		src, ok := o.sourceIn(sf)
 		if !ok {
 			return nil, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
 		}
