@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -513,5 +514,38 @@ func BenchmarkK3Catalog(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = c.Catalog()
+	}
+}
+
+// A map that recurs in a document (quantized_layers gives every module the
+// same entry) renders exactly as distinct copies of it do, at every depth
+// it recurs at, in maps and in lists.
+func TestMarshalConfigSharedMaps(t *testing.T) {
+	doc := func(shared func() map[string]any) map[string]any {
+		layers := map[string]any{}
+		for i := range 50 {
+			layers["m"+strconv.Itoa(i)] = shared()
+		}
+		return map[string]any{
+			"a":      shared(),
+			"layers": layers,
+			"list":   []any{shared(), []any{shared(), map[string]any{"x": shared()}}},
+			"q":      map[string]any{"quantized_layers": layers, "deeper": map[string]any{"layers": layers}},
+		}
+	}
+	entry := map[string]any{"quant_algo": "FP8_PB_WO", "group_size": 16, "nested": map[string]any{"k": []any{1, "é"}}}
+	got, err := MarshalConfig(doc(func() map[string]any { return entry }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := MarshalConfig(doc(func() map[string]any { return deepCopy(entry).(map[string]any) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("a shared map renders otherwise than its copies:\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(string(got), "\n      \"group_size\": 16,\n") {
+		t.Fatalf("no entry rendered at depth 3:\n%s", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,17 +20,32 @@ import (
 // to its own bytes. Values may be maps with string keys, slices of any,
 // strings, json.Number, bool, nil, Go integers and finite float64s.
 func MarshalConfig(v any) ([]byte, error) {
-	return appendConfigValue(nil, v, 0)
+	var r configRenderer
+	return r.append(nil, v, 0)
 }
 
-func appendConfigValue(b []byte, v any, depth int) ([]byte, error) {
-	newline := func(b []byte, depth int) []byte {
-		b = append(b, '\n')
-		for range depth {
-			b = append(b, ' ', ' ')
-		}
-		return b
+// configRenderer renders one document. It remembers where each map went
+// in the output, so a map that recurs at the same depth (quantized_layers
+// gives thousands of modules the same entry) is copied, not rendered again.
+type configRenderer struct {
+	rendered map[renderedMap][2]int
+}
+
+type renderedMap struct {
+	m     uintptr // the map's identity (maps do not move)
+	depth int
+}
+
+// newline ends a line and indents the next one.
+func newline(b []byte, depth int) []byte {
+	b = append(b, '\n')
+	for range depth {
+		b = append(b, ' ', ' ')
 	}
+	return b
+}
+
+func (r *configRenderer) append(b []byte, v any, depth int) ([]byte, error) {
 	var err error
 	switch t := v.(type) {
 	case nil:
@@ -59,7 +75,7 @@ func appendConfigValue(b []byte, v any, depth int) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = newline(b, depth+1)
-			if b, err = appendConfigValue(b, x, depth+1); err != nil {
+			if b, err = r.append(b, x, depth+1); err != nil {
 				return nil, err
 			}
 		}
@@ -68,25 +84,43 @@ func appendConfigValue(b []byte, v any, depth int) ([]byte, error) {
 		if len(t) == 0 {
 			return append(b, "{}"...), nil
 		}
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
+		id := renderedMap{reflect.ValueOf(t).Pointer(), depth}
+		if at, ok := r.rendered[id]; ok {
+			return append(b, b[at[0]:at[1]]...), nil
 		}
-		slices.Sort(keys) // byte order of UTF-8 is code point order, Python's
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = newline(b, depth+1)
-			b = append(safetensors.AppendPythonJSONString(b, k), ':', ' ')
-			if b, err = appendConfigValue(b, t[k], depth+1); err != nil {
-				return nil, err
-			}
+		start := len(b)
+		if b, err = r.appendMap(b, t, depth); err != nil {
+			return nil, err
 		}
-		return append(newline(b, depth), '}'), nil
+		if r.rendered == nil {
+			r.rendered = map[renderedMap][2]int{}
+		}
+		r.rendered[id] = [2]int{start, len(b)}
+		return b, nil
 	}
 	return nil, fmt.Errorf("config: cannot write a %T as JSON", v)
+}
+
+// appendMap renders a non-empty map, keys sorted.
+func (r *configRenderer) appendMap(b []byte, t map[string]any, depth int) ([]byte, error) {
+	var err error
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // byte order of UTF-8 is code point order, Python's
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = newline(b, depth+1)
+		b = append(safetensors.AppendPythonJSONString(b, k), ':', ' ')
+		if b, err = r.append(b, t[k], depth+1); err != nil {
+			return nil, err
+		}
+	}
+	return append(newline(b, depth), '}'), nil
 }
 
 // validNumber checks the JSON number grammar.
