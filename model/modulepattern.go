@@ -47,7 +47,17 @@ func ModuleRegexp(module string, anyLayer bool) string {
 // layer's bank of experts (….block_sparse_moe.experts, or ….mlp.experts as
 // some exports write it), or "" for any other tensor.
 func ExpertBank(name string) string {
-	if ParseName(name).Group != GroupExperts {
+	// What ParseName reads of a routed expert's name, and no more: a
+	// checkpoint's names are nearly all experts'.
+	rest := strings.TrimPrefix(name, mmPrefix)
+	rest, ok := strings.CutPrefix(rest, textModel+layersPart)
+	if !ok {
+		return ""
+	}
+	if _, rest, ok = leadingInt(rest); !ok || len(rest) < 2 || rest[0] != '.' {
+		return ""
+	}
+	if _, _, ok := expertTail(rest[1:]); !ok {
 		return ""
 	}
 	const bank = ".experts"

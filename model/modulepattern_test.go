@@ -2,6 +2,7 @@ package model
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +60,38 @@ func TestExpertBank(t *testing.T) {
 		if got := ExpertBank(name); got != want {
 			t.Errorf("ExpertBank(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// ExpertBank names a bank for exactly the names ParseName reads as routed
+// experts: every tensor of the small catalog and names a little off.
+func TestExpertBankIsParseName(t *testing.T) {
+	b, err := ScaledConfigJSON(ScaleSmall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	experts := 0
+	for i := range c.NumShards() {
+		for _, s := range c.ShardTensors(i) {
+			for _, n := range []string{s.Name, strings.TrimPrefix(s.Name, "language_model."), "x" + s.Name,
+				strings.Replace(s.Name, "layers.", "layers.x", 1), strings.Replace(s.Name, "experts.", "experts.x", 1),
+				strings.Replace(s.Name, "block_sparse_moe.", "mlp.", 1), strings.Replace(s.Name, ".w1.", ".", 1),
+				s.Name[:strings.LastIndexByte(s.Name, '.')+1], strings.Replace(s.Name, "layers.", "layers.1234567890", 1)} {
+				got, isExpert := ExpertBank(n), ParseName(n).Group == GroupExperts
+				if (got != "") != isExpert || isExpert && !strings.HasPrefix(n, got+".") || isExpert && !strings.HasSuffix(got, ".experts") {
+					t.Fatalf("ExpertBank(%q) = %q; ParseName reads an expert: %v", n, got, isExpert)
+				}
+				if isExpert {
+					experts++
+				}
+			}
+		}
+	}
+	if experts == 0 {
+		t.Fatal("no expert names probed")
 	}
 }
