@@ -301,18 +301,17 @@ func (fp *FilePlan) summarize(outs []OutputTensor) {
 // orders its outputs like the layout; it returns the header's sha256.
 func layoutFile(f *safetensors.File, outs []OutputTensor) (*safetensors.Layout, [sha256.Size]byte, []OutputTensor, error) {
 	specs := make([]safetensors.TensorSpec, len(outs))
-	byName := make(map[string]int, len(outs))
 	for i, o := range outs {
 		specs[i] = o.TensorSpec
-		byName[o.Name] = i
 	}
 	l, sum, err := safetensors.NewLayoutSum(specs, f.Metadata)
 	if err != nil {
 		return nil, sum, nil, fmt.Errorf("file %s: %w", f.Path, err)
 	}
 	ordered := make([]OutputTensor, len(outs))
-	for i, t := range l.Tensors {
-		ordered[i] = outs[byName[t.Name]]
+	for _, o := range outs {
+		i, _ := l.Index(o.Name) // the layout holds every name once
+		ordered[i] = o
 	}
 	return l, sum, ordered, nil
 }

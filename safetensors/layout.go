@@ -98,7 +98,8 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*Layout, error) {
 		if !utf8.ValidString(s.Name) {
 			return nil, fmt.Errorf("tensor %q: %w", s.Name, ErrHeaderUTF8)
 		}
-		if _, err := ByteSize(s.DType, s.Shape); err != nil {
+		sz, err := ByteSize(s.DType, s.Shape)
+		if err != nil {
 			return nil, fmt.Errorf("tensor %s: %w", quote.Name(s.Name), err)
 		}
 		var shape []int64
@@ -107,7 +108,8 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*Layout, error) {
 			arena = append(arena, s.Shape...)
 			shape = arena[n:len(arena):len(arena)]
 		}
-		l.Tensors[i] = TensorInfo{Name: s.Name, DType: s.DType, Shape: shape}
+		// End holds the size until the offsets are assigned.
+		l.Tensors[i] = TensorInfo{Name: s.Name, DType: s.DType, Shape: shape, End: sz}
 	}
 	slices.SortFunc(l.Tensors, func(a, b TensorInfo) int {
 		if c := cmp.Compare(b.DType, a.DType); c != 0 {
@@ -127,8 +129,7 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*Layout, error) {
 		if l.index[t.Name] = i; len(l.index) == n {
 			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), ErrDuplicate)
 		}
-		sz, _ := ByteSize(t.DType, t.Shape)
-		end, ok := addSize(pos, sz)
+		end, ok := addSize(pos, t.End)
 		if !ok {
 			return nil, fmt.Errorf("tensor %s: %w: the tensors' bytes add up to more than 2^63-1", quote.Name(t.Name), ErrShape)
 		}
@@ -195,6 +196,12 @@ func (l *Layout) HeaderBytes() ([]byte, error) {
 		err = fmt.Errorf("%w: header rendered again is %d bytes, laid out %d", ErrWrite, len(b), l.DataStart)
 	}
 	return b, err
+}
+
+// Index is the named tensor's position in Tensors.
+func (l *Layout) Index(name string) (int, bool) {
+	i, ok := l.index[name]
+	return i, ok
 }
 
 // Lookup finds a tensor's assigned offsets.

@@ -53,6 +53,14 @@ func TestNewLayoutSumMatchesReference(t *testing.T) {
 			if err != nil || string(again) != string(hdr) {
 				t.Errorf("%s: header rendered again differs from the reference (%v)", name, err)
 			}
+			for i, ti := range l.Tensors {
+				if j, ok := l.Index(ti.Name); !ok || j != i {
+					t.Errorf("%s: Index(%q) = %d, %v; it is tensor %d", name, ti.Name, j, ok, i)
+				}
+			}
+			if _, ok := l.Index("no such tensor"); ok {
+				t.Errorf("%s: Index finds a tensor not laid out", name)
+			}
 			// The layout holds its own shapes.
 			kept := slices.Clone(l.Tensors)
 			for i := range kept {
