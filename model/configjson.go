@@ -21,7 +21,34 @@ import (
 // strings, json.Number, bool, nil, Go integers and finite float64s.
 func MarshalConfig(v any) ([]byte, error) {
 	var r configRenderer
-	return r.append(nil, v, 0)
+	// Rendered into one buffer of about the right size: a converted
+	// config lists thousands of modules, and growing to it costs more than
+	// walking it once.
+	return r.append(make([]byte, 0, renderedSize(v, 0)+512), v, 0)
+}
+
+// renderedSize is about the length of v rendered at depth (exact but for
+// escapes and numbers, which it counts as a few bytes).
+func renderedSize(v any, depth int) int {
+	switch t := v.(type) {
+	case string:
+		return len(t) + 2
+	case json.Number:
+		return len(t)
+	case []any:
+		n := 2*depth + 3
+		for _, x := range t {
+			n += 2*depth + 4 + renderedSize(x, depth+1)
+		}
+		return n
+	case map[string]any:
+		n := 2*depth + 3
+		for k, x := range t {
+			n += 2*depth + 8 + len(k) + renderedSize(x, depth+1)
+		}
+		return n
+	}
+	return 8
 }
 
 // configRenderer renders one document. It remembers where each map went
