@@ -5,7 +5,8 @@
 #    torch that each conversion loads, requantizes to the same bytes and
 #    dequantizes to verify's statistics (testdata/convert/check_converted.py);
 # 2. export dp16 / dp2-dcp8 ranks and pp16 stages of a conversion;
-# 3. re-serialize every file written above with safetensors.torch.save_file and
+# 3. check every manifest's sha256 and sizes with hashlib (check_manifests.py);
+# 4. re-serialize every file written above with safetensors.torch.save_file and
 #    require identical bytes (check_reserialize.py).
 set -euo pipefail
 B=${K3CKPT:-./k3ckpt}
@@ -23,6 +24,8 @@ done
 # NVIDIA's layout (ModelOpt FP8_PB_WO numerics, NVFP4 experts): verify, then re-serialize below.
 $B convert "$T/src" "$T/modelopt-nvfp4" --recipe modelopt-k3 --experts nvfp4 --numerics modelopt --jobs 4 --json > "$R/convert-modelopt-nvfp4.json"
 $B verify "$T/src" "$T/modelopt-nvfp4" --json > "$R/verify-modelopt-nvfp4.json"
+# Every manifest digest (taken as written, two files hashed at once) against hashlib.
+python3 "$here/check_manifests.py" "$T"/deepseek-* "$T"/compressed-tensors-* "$T"/modelopt-* | sed "s|$T/||" | tee "$R/manifests.txt"
 $B shard "$T/deepseek-ue8m0" "$T/pp16" > "$R/shard.txt"
 $B export "$T/deepseek-ue8m0" "$T/dp16" --layout dp16 > "$R/export-dp16.txt"
 $B export "$T/deepseek-ue8m0" "$T/dcp8" --layout dp2-dcp8 --pack-scales ue8m0 > "$R/export-dcp8.txt"
