@@ -47,15 +47,29 @@ func writeIndex(dst string, shards []string) (FileRecord, error) {
 }
 
 // stageIndex writes the index that render streams under a temporary name
-// and syncs it, leaving the rename to commitIndex; on error nothing is left.
+// and syncs it, leaving the rename to the caller; on error nothing is left.
 func stageIndex(dst string, render func(io.Writer) error) (*atomicfile.File, FileRecord, error) {
-	path := filepath.Join(dst, safetensors.IndexName)
+	return stage(filepath.Join(dst, safetensors.IndexName), "index", render) // the index renderer buffers its writes
+}
+
+// stageFile is stageIndex for a file of known bytes.
+func stageFile(path string, data []byte) (*atomicfile.File, FileRecord, error) {
+	return stage(path, "write", func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// stage writes what render streams under a temporary name for path, hashing
+// it on the way, and syncs it, leaving the rename to the caller; on error
+// nothing is left and the error says what (e.g. "index") and path.
+func stage(path, what string, render func(io.Writer) error) (*atomicfile.File, FileRecord, error) {
 	f, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, FileRecord{}, err
 	}
 	h := sha256.New()
-	err = render(io.MultiWriter(f.File, h)) // the index renderer buffers its writes
+	err = render(io.MultiWriter(f.File, h))
 	var size int64
 	if err == nil {
 		size, err = f.Seek(0, io.SeekCurrent) // written sequentially: the position is the size
@@ -65,28 +79,9 @@ func stageIndex(dst string, render func(io.Writer) error) (*atomicfile.File, Fil
 	}
 	if err != nil {
 		f.Abort()
-		return nil, FileRecord{}, fmt.Errorf("index %s: %w", path, err)
+		return nil, FileRecord{}, fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	return f, FileRecord{Name: safetensors.IndexName, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-// stageFile writes data under a temporary name for path and syncs it,
-// leaving the rename to the caller; on error nothing is left.
-func stageFile(path string, data []byte) (*atomicfile.File, FileRecord, error) {
-	f, err := atomicfile.Create(path)
-	if err != nil {
-		return nil, FileRecord{}, err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if err != nil {
-		f.Abort()
-		return nil, FileRecord{}, fmt.Errorf("write %s: %w", path, err)
-	}
-	sum := sha256.Sum256(data)
-	return f, FileRecord{Name: filepath.Base(path), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, nil
+	return f, FileRecord{Name: filepath.Base(path), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // earlyFiles are a whole run's index and configs, written and synced under
@@ -258,11 +253,14 @@ func finalize(dst string, st *planState, recs records, early *earlyFiles) (*Mani
 		}
 		m.Files = append(m.Files, rec)
 		for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig)) {
-			if err := atomicfile.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+			f, rec, err := stageFile(filepath.Join(dst, name), b)
+			if err == nil {
+				err = f.Commit()
+			}
+			if err != nil {
 				return nil, fmt.Errorf("merge %s: %w", dst, err)
 			}
-			sum := sha256.Sum256(b)
-			m.Files = append(m.Files, FileRecord{Name: name, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])})
+			m.Files = append(m.Files, rec)
 		}
 	}
 	slices.SortFunc(m.Files, func(a, b FileRecord) int { return cmp.Compare(a.Name, b.Name) })

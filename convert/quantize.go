@@ -61,6 +61,9 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			return zeroed, err
 		}
 		rows := int(min(BlockSize, n-b*BlockSize))
+		if hold != nil && len(*hold)+rows*k > cap(*hold) {
+			return zeroed, fmt.Errorf("codes held over the planned %d bytes", cap(*hold))
+		}
 		for c0 := 0; c0 < k; c0 += wcols {
 			w := min(wcols, k-c0)
 			src := s.src[:rows*w*esz]
@@ -87,11 +90,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			dst := s.band[:rows*k]
 			if w != k {
 				dst = s.tile[:rows*w]
-			} else if hold != nil {
-				// Straight into the held codes: no copy of the band.
-				if len(*hold)+rows*k > cap(*hold) {
-					return zeroed, fmt.Errorf("codes held over the planned %d bytes", cap(*hold))
-				}
+			} else if hold != nil { // straight into the held codes: no copy of the band
 				dst = (*hold)[len(*hold) : len(*hold)+rows*k]
 			}
 			scales := s.scales[b*kb+int64(c0/BlockSize):]
@@ -121,9 +120,6 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 		case hold != nil && wcols == k:
 			*hold = (*hold)[:len(*hold)+rows*k]
 		case hold != nil:
-			if len(*hold)+rows*k > cap(*hold) {
-				return zeroed, fmt.Errorf("codes held over the planned %d bytes", cap(*hold))
-			}
 			*hold = append(*hold, s.band[:rows*k]...)
 		case emit != nil:
 			if err := emit(s.band[:rows*k]); err != nil {

@@ -47,7 +47,7 @@ func (pr *Pairer) Write(d *Digest, p []byte) {
 		d.std.Write(p)
 		return
 	}
-	me := &pending{d: d, p: p}
+	me := &pending{d: d, p: p, wake: make(chan struct{}, 1)}
 	lingered := false // once per Write: a stream waits for a partner at most Linger
 	pr.mu.Lock()
 	for len(me.p) > 0 {
@@ -63,9 +63,6 @@ func (pr *Pairer) Write(d *Digest, p []byte) {
 		if pr.alone > 0 {
 			// A goroutine hashing alone takes this stream along after
 			// its current piece.
-			if me.wake == nil {
-				me.wake = make(chan struct{}, 1)
-			}
 			pr.parked = append(pr.parked, me)
 			pr.mu.Unlock()
 			<-me.wake
@@ -74,9 +71,6 @@ func (pr *Pairer) Write(d *Digest, p []byte) {
 		}
 		if pr.Linger > 0 && !lingered && pr.open > 1 {
 			lingered = true
-			if me.wake == nil {
-				me.wake = make(chan struct{}, 1)
-			}
 			me.lingering = true
 			pr.parked = append(pr.parked, me)
 			pr.mu.Unlock()

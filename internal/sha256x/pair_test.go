@@ -144,3 +144,47 @@ func FuzzDigest(f *testing.F) {
 		}
 	})
 }
+
+// TestPairerPairs checks that a stream waiting for a partner is hashed along
+// with the next one: with a linger of an hour, the first Write returns only
+// if the second takes its bytes (or wakes it to go on) instead of hashing
+// alone.
+func TestPairerPairs(t *testing.T) {
+	if !hasSHA {
+		t.Skip("no SHA instructions: a Write hashes alone, at once")
+	}
+	pr := &Pairer{Linger: time.Hour}
+	pr.Open()
+	pr.Open()
+	r := rand.New(rand.NewPCG(9, 10))
+	a, b := randomBytes(r, 1<<20), randomBytes(r, 1<<20)
+	da, db := New(), New()
+	done := make(chan struct{})
+	go func() {
+		pr.Write(da, a)
+		close(done)
+	}()
+	for parked := 0; parked == 0; time.Sleep(time.Millisecond) {
+		pr.mu.Lock()
+		parked = len(pr.parked)
+		pr.mu.Unlock()
+	}
+	doneB := make(chan struct{})
+	go func() {
+		pr.Write(db, b)
+		close(doneB)
+	}()
+	deadline := time.After(10 * time.Second)
+	for _, c := range []chan struct{}{done, doneB} {
+		select {
+		case <-c:
+		case <-deadline:
+			t.Fatal("the waiting stream was not taken along")
+		}
+	}
+	pr.Close()
+	pr.Close()
+	if da.Sum() != sha256.Sum256(a) || db.Sum() != sha256.Sum256(b) {
+		t.Error("wrong digests")
+	}
+}
