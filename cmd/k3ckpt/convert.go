@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,7 +20,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/quant"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // convertFlags are the convert command's flags.
@@ -236,83 +230,6 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	return nil
 }
 
-// Memory. A plan holds every source header (the codec's checkpoint) and
-// every output layout: for full K3 (497,220 tensors) about 240 MiB live
-// (580 MiB with --experts nvfp4),
-// growing with the tensor count, not with the data. The executor adds up to
-// 64 MiB per job of bounded buffers. While the plan is built the collector
-// keeps the heap within a quarter of what is live (instead of twice) when the
-// checkpoint has many tensors; once
-// it is built the limit is what is live plus the jobs' buffers, so the heap
-// stays there without the collector running continuously. GOGC or
-// GOMEMLIMIT, when set, win.
-
-// planMemory applies the planning phase's collector setting.
-func planMemory() {
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetGCPercent(25)
-	}
-}
-
-// smallPlanTensors is the tensor count under which a plan's heap (about
-// 500 bytes a tensor) stays small enough for the collector's default pace:
-// collecting at a quarter of it, as for full K3, would cost more CPU than
-// the whole plan saves in memory.
-const smallPlanTensors = 150_000
-
-// smallPlanIndex is the index size (about 117 bytes a tensor) of a
-// checkpoint of smallPlanTensors.
-const smallPlanIndex = smallPlanTensors * 117
-
-// localIndexMemory relaxes the collector before a local source is opened
-// when its index says the plan stays small: opening (the index and every
-// header) is most of what planning allocates.
-func localIndexMemory(src string) {
-	if fi, err := os.Stat(filepath.Join(src, safetensors.IndexName)); err == nil && fi.Mode().IsRegular() && fi.Size() < smallPlanIndex {
-		defaultCollector()
-	}
-}
-
-// sourceMemory relaxes the collector once the source is open, for a
-// checkpoint whose plan stays small.
-func sourceMemory(tensors int) {
-	if tensors < smallPlanTensors {
-		defaultCollector()
-	}
-}
-
-// defaultCollector puts the collector back to its default pace, unless GOGC
-// or GOMEMLIMIT set it.
-func defaultCollector() {
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetGCPercent(100)
-	}
-}
-
-// setMemoryLimit bounds the heap at what is live now plus 64 MiB per job
-// (and a margin for the run's small allocations). For a plan of many
-// tensors a collection measures what is live; a small plan's heap is small
-// enough to take whole, garbage included (a bound a little higher than the
-// live heap), without the collection's pause before the first write.
-func setMemoryLimit(jobs, tensors int) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	if tensors < smallPlanTensors {
-		sample[0].Name = "/memory/classes/heap/objects:bytes" // live and not yet swept
-	} else {
-		runtime.GC()
-	}
-	metrics.Read(sample)
-	var live int64
-	if sample[0].Value.Kind() == metrics.KindUint64 {
-		live = int64(sample[0].Value.Uint64())
-	}
-	debug.SetMemoryLimit(live + 64<<20*int64(max(jobs, 1)) + 64<<20)
-	debug.SetGCPercent(100)
-}
-
 // castLine reports the cast's block counts in a sentence.
 func castLine(what string, c quant.CastStats) string {
 	pct := 100.0
@@ -392,149 +309,4 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 	fmt.Fprintf(w, "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files\n",
 		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, float64(t.AuxBytes)/(1<<20), t.OutputFiles+1)
 	return nil
-}
-
-func newVerifyCmd() *cobra.Command {
-	var asJSON bool
-	var jobs int
-	var nonFinite string
-	cmd := &cobra.Command{
-		Use:   "verify SRC DST",
-		Short: "Check a conversion against its source: a fresh quantization bit for bit (FP8, NVFP4), hashes, exactly the manifest's files",
-		Long: `verify re-reads DST against SRC: DST holds exactly the manifest's files
-(no stray files, no links), each with its recorded size and sha256; the
-structure matches a fresh plan (every tensor present with the dtype and shape
-of the recipe and convention, index and config consistent); every copied
-tensor (the MXFP4 experts among them) equals the source byte for byte; every
-FP8 tensor and its scales equal a fresh quantization of the source bit for
-bit, with the dequantization error reported (max abs error, max relative
-error per 128×128 block, SNR). Exit 1 on any violation.`,
-		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			policy, err := convert.ParseNonFinitePolicy(nonFinite)
-			if err != nil {
-				return flagError("nonfinite", err)
-			}
-			jobs, err := resolveJobs(jobs)
-			if err != nil {
-				return err
-			}
-			if jobs > convert.MaxJobs {
-				return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
-			}
-			planMemory()
-			localIndexMemory(args[0])
-			src, err := safetensors.Open(args[0])
-			if err != nil {
-				return err
-			}
-			defer src.Close()
-			vo := convert.VerifyOptions{Jobs: jobs, NonFinite: policy}
-			b := newProgress(cmd, asJSON, "verify (read)", progress.Bytes)
-			if b != nil {
-				vo.Progress = b
-			}
-			rep, err := convert.Verify(cmd.Context(), src, args[1], vo)
-			b.Finish()
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				var buf bytes.Buffer
-				if err := rep.WriteJSON(&buf); err != nil {
-					return err
-				}
-				if err := writeJSON(out, json.RawMessage(buf.Bytes())); err != nil {
-					return err
-				}
-			} else {
-				printVerify(out, rep)
-			}
-			if !rep.OK {
-				return &exitError{code: 1, err: fmt.Errorf("%w: %d violations", convert.ErrVerify, len(rep.Violations))}
-			}
-			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full report as one JSON object")
-	addJobsFlag(cmd.Flags(), &jobs)
-	cmd.Flags().StringVar(&nonFinite, "nonfinite", convert.NonFiniteError.String(), "the policy DST was converted with: error (a NaN/Inf in a weight to quantize is a violation) or zero")
-	return cmd
-}
-
-func printVerify(w io.Writer, r *convert.VerifyReport) {
-	fmt.Fprintf(w, "verify plan %.12s (recipe %s, format %s, scales %s): %d files hashed (%.2f GiB), %d tensors identical, %d FP8 tensors\n",
-		r.Plan, r.Recipe, r.Format, r.ScaleFmt, r.Files, gib(r.Hashed), r.Copied, r.Quantized)
-	var worst convert.TensorStats
-	minSNR := -1.0
-	for _, t := range r.Tensors {
-		if t.MaxRelBlock > worst.MaxRelBlock {
-			worst = t
-		}
-		if t.SNRdB != nil && (minSNR < 0 || *t.SNRdB < minSNR) {
-			minSNR = *t.SNRdB
-		}
-	}
-	if r.ZeroScaleBlocks > 0 {
-		fmt.Fprintf(w, "FP8: %d blocks with scale 0 and NaN codes (all-zero tiles under ModelOpt numerics)\n", r.ZeroScaleBlocks)
-	}
-	if r.NVFP4 > 0 {
-		fmt.Fprintln(w, castLine(fmt.Sprintf("NVFP4: %d projections re-cast and compared bit for bit", r.NVFP4), r.Cast))
-	}
-	if len(r.Tensors) > 0 {
-		fmt.Fprintf(w, "FP8: worst block relative error %.4f (%s), lowest SNR %.2f dB\n", worst.MaxRelBlock, worst.Name, minSNR)
-	}
-	for _, v := range r.Violations {
-		fmt.Fprintln(w, "violation:", v)
-	}
-	if r.OK {
-		fmt.Fprintln(w, "OK")
-	}
-}
-
-func newMergeCmd() *cobra.Command {
-	var asJSON, dryRun bool
-	cmd := &cobra.Command{
-		Use:   "merge DST",
-		Short: "Finish a multi-worker conversion: write the index, config and manifest once every slice is done",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if dryRun {
-				st, err := convert.StatusOfMerge(args[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					err = writeJSON(cmd.OutOrStdout(), st)
-				} else {
-					_, err = fmt.Fprintln(cmd.OutOrStdout(), st)
-				}
-				if err == nil && !st.Ready() && !st.Finalized {
-					why := fmt.Sprintf("%d of %d files missing", len(st.Missing), len(st.Done)+len(st.Missing))
-					if st.Running != "" {
-						why += ", worker " + st.Running + " still running"
-					}
-					return &exitError{code: 1, err: fmt.Errorf("merge %s would refuse (%s): %w", args[0], why, convert.ErrIncomplete)}
-				}
-				return err
-			}
-			m, err := convert.Finalize(args[0])
-			if err != nil {
-				if errors.Is(err, convert.ErrIncomplete) {
-					return &exitError{code: 1, err: err}
-				}
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"dst": args[0], "plan": m.Plan, "manifest": convert.ManifestName, "files": len(m.Files)})
-			}
-			fmt.Fprintf(summary(cmd), "merged %s: manifest %s lists %s (plan %.12s)\n", args[0], convert.ManifestName,
-				termtext.Plural(int64(len(m.Files)), "file", "files"), m.Plan)
-			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say which files are done and missing and what merge would write, changing nothing (exit 1 when merge would refuse)")
-	return cmd
 }

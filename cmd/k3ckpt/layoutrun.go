@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"reflect"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/layout"
+)
+
+// layoutFlags are the flag values shared by shard and export, local to one
+// command instance.
+type layoutFlags struct {
+	layout, partition, ranks, pack string
+	textOnly, weightShard, vocabTP bool
+	even                           bool
+	jobs, connections              int
+	run                            runFlags
+}
+
+// runFlags are the flags of every command that writes a layout plan.
+type runFlags struct {
+	dryRun, asJSON, restart bool
+}
+
+func (r *runFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&r.dryRun, "dry-run", false, "print the plan (and run its data checks), write nothing")
+	fl.BoolVar(&r.asJSON, "json", false, "print the plan or the result as one JSON object")
+	fl.BoolVar(&r.restart, "restart", false, "discard what an earlier run left in DST instead of resuming it")
+	fl.BoolVar(&r.restart, "force", false, "same as --restart")
+	fl.MarkDeprecated("force", "use --restart")
+}
+
+func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
+	fl := cmd.Flags()
+	connectionsFlag(fl, &f.connections)
+	if withLayout {
+		fl.StringVar(&f.layout, "layout", "", "layout: "+strings.Join(layout.Names(), ", ")+", or FILE.json")
+		fl.StringVar(&f.ranks, "ranks", "", "ranks to write, e.g. 0,3,8-11 (default all)")
+		fl.StringVar(&f.pack, "pack-scales", "", "store block-FP8 scales packed: ue8m0 (DeepGEMM SM100 layout)")
+		fl.BoolVar(&f.weightShard, "weight-shard", false, "dp16 only: split the weight-shard set 8 ways (default on for dp16)")
+		fl.BoolVar(&f.vocabTP, "vocab-tp", false, "dp16, dp2-dcp8 only: split embed_tokens/lm_head rows 8 ways (default on)")
+	}
+	fl.StringVar(&f.partition, "pp-partition", "", "layouts with pipeline stages only: layers per stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
+	fl.BoolVar(&f.even, "even", false, "layouts with pipeline stages only: SGLang's default split (SGLANG_PP_LAYER_PARTITION unset)")
+	fl.BoolVar(&f.textOnly, "text-only", false, "drop the vision tower and projector (default on for the decode layouts)")
+	addJobsFlag(fl, &f.jobs)
+}
+
+// resolve builds the layout: a built-in with the seed script's options,
+// overridden by the flags given, or a JSON file. A flag the chosen layout
+// has no use for is an error, not silently dropped.
+func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Source) (*layout.Layout, error) {
+	o, err := layout.DefaultOptions(name)
+	builtin := err == nil
+	fl := cmd.Flags()
+	if fl.Changed("text-only") {
+		o.TextOnly = f.textOnly
+	}
+	if fl.Changed("weight-shard") {
+		o.WeightShard = f.weightShard
+	}
+	if fl.Changed("vocab-tp") {
+		o.VocabTP = f.vocabTP
+	}
+	o.EvenPartition = f.even
+	if f.partition != "" {
+		if f.even {
+			return nil, fmt.Errorf("--even and --pp-partition both choose the partition: give one")
+		}
+		if o.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
+			return nil, err
+		}
+	}
+	if !builtin {
+		for _, n := range []string{"text-only", "weight-shard", "vocab-tp", "pp-partition", "even"} {
+			if fl.Changed(n) {
+				return nil, fmt.Errorf("--%s applies to built-in layouts; %s defines its own rules", n, name)
+			}
+		}
+		return layout.Resolve(name, layout.Model{}, o)
+	}
+	m, err := src.Model()
+	if err != nil {
+		return nil, err
+	}
+	l, err := layout.Builtin(name, m, o)
+	if err != nil {
+		return nil, err
+	}
+	if (f.partition != "" || f.even) && l.Stages() == 1 {
+		flag := "--pp-partition"
+		if f.even {
+			flag = "--even"
+		}
+		return nil, fmt.Errorf("%s: layout %s has no pipeline stages (every rank holds all %d layers)", flag, name, l.Layers)
+	}
+	// A switch that changes nothing in this layout's rules does not apply to it.
+	for _, sw := range []struct {
+		flag string
+		set  func(*layout.Options)
+	}{
+		{"weight-shard", func(o *layout.Options) { o.WeightShard = !o.WeightShard }},
+		{"vocab-tp", func(o *layout.Options) { o.VocabTP = !o.VocabTP }},
+		{"text-only", func(o *layout.Options) { o.TextOnly = !o.TextOnly }},
+	} {
+		if !fl.Changed(sw.flag) {
+			continue
+		}
+		other := o
+		sw.set(&other)
+		ol, err := layout.Builtin(name, m, other)
+		if err == nil && reflect.DeepEqual(ol.Rules, l.Rules) {
+			return nil, fmt.Errorf("--%s has no effect on layout %s (see k3ckpt export --help for which layouts use it)", sw.flag, name)
+		}
+	}
+	return l, nil
+}
+
+func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) error {
+	pack, err := layout.ParsePackFormat(f.pack)
+	if err != nil {
+		return err
+	}
+	var ranks []int
+	if f.ranks != "" {
+		if ranks, err = layout.ParseRanks(f.ranks); err != nil {
+			return err
+		}
+	}
+	src, net, err := openLayoutSource(cmd, srcPath, f.connections)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	l, err := f.resolve(cmd, name, src)
+	if err != nil {
+		return err
+	}
+	plan, err := layout.PlanExport(src, l, layout.ExportOptions{Ranks: ranks, Pack: pack})
+	if err != nil {
+		return err
+	}
+	return runPlan(cmd, plan, dst, f.jobs, &f.run, net, f.connections)
+}
+
+// runPlan prints the plan (--dry-run, after its data checks) or executes it
+// and prints what was written. Ctrl-C stops the run; the message says how to
+// resume it.
+func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *runFlags, net *netMeter, conns int) error {
+	w := cmd.OutOrStdout()
+	jobs, err := resolveJobs(jobs)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if rf.dryRun {
+		if err := plan.Validate(ctx); err != nil {
+			return err
+		}
+		if rf.asJSON {
+			return writeJSON(w, map[string]any{"dry_run": true, "plan": plan})
+		}
+		return plan.WriteText(w)
+	}
+	writerProcs(jobs)
+	var bar *progress.Bar
+	if net == nil { // a remote source shows its network progress instead
+		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
+	}
+	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, Connections: conns}
+	if bar != nil {
+		// Started by Execute once it knows what this run writes (a resumed
+		// run keeps files), so total and ETA are this run's.
+		eo.Start, eo.Progress = bar.Start, bar.Add
+	}
+	start := time.Now()
+	net.show(cmd, rf.asJSON, plan.FetchBytes())
+	res, err := plan.Execute(ctx, dst, eo)
+	bar.Finish()
+	net.done()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; finished files are kept: run the same command again to resume (--restart to start over)")
+		}
+		return err
+	}
+	took := time.Since(start)
+	var nr *netReport
+	if n := res.Network; n != nil {
+		nr = &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: net.received(), Requests: n.Requests, Retries: net.retries()}
+	}
+	if rf.asJSON {
+		v := map[string]any{"plan": plan, "result": res, "seconds": took.Seconds()}
+		if nr != nil {
+			v["network"] = nr
+		}
+		return writeJSON(w, v)
+	}
+	w = summary(cmd)
+	if err := plan.WriteText(w); err != nil {
+		return err
+	}
+	secs := took.Seconds()
+	fmt.Fprintf(w, "wrote %d files, %.3f GiB in %.2fs (%.0f MiB/s)", res.Written, float64(res.Bytes)/(1<<30), secs, float64(res.Bytes)/(1<<20)/max(secs, 1e-9))
+	if res.Kept > 0 {
+		fmt.Fprintf(w, "; kept %d files of an earlier run", res.Kept)
+	}
+	if res.Changed > 0 {
+		fmt.Fprintf(w, "; %d files modified since an earlier run committed them were written again", res.Changed)
+	}
+	fmt.Fprintln(w)
+	if nr != nil {
+		nr.print(w)
+	}
+	return nil
+}
