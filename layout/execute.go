@@ -61,8 +61,9 @@ type Result struct {
 }
 
 // Execute writes the plan under dst, holding dst's lock for the whole run
-// (a second run on dst fails at once). It runs the validation pass first, so
-// that a failing check leaves dst untouched. Every file is written
+// (a second run on dst fails at once). A dst that is, holds or lies inside a
+// local source is refused first (fsx.Disjoint). It runs the validation pass
+// next, so that a failing check leaves dst untouched. Every file is written
 // atomically; a directory is finished (index, side files, then its
 // completion record) as soon as its last file is committed. A rerun of the
 // same plan, after a kill or a finished run, resumes: files whose size and
@@ -73,13 +74,13 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
 	}
-	if err := p.Validate(ctx); err != nil {
-		return nil, err
-	}
 	if p.src.remote == nil {
 		if err := fsx.Disjoint(dst, p.src.Root); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.Validate(ctx); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, err

@@ -29,11 +29,11 @@ func Disjoint(dst string, inputs ...string) error {
 		}
 		switch {
 		case s == d:
-			return fmt.Errorf("%w: DST %s is the input %s; choose a DST outside every input", ErrOverlap, dst, in)
+			return fmt.Errorf("%w: DST %s is the source %s; choose a DST outside every source", ErrOverlap, dst, in)
 		case within(s, d):
-			return fmt.Errorf("%w: DST %s is inside the input %s; choose a DST outside it", ErrOverlap, dst, in)
+			return fmt.Errorf("%w: DST %s is inside the source %s; choose a DST outside it", ErrOverlap, dst, in)
 		case within(d, s):
-			return fmt.Errorf("%w: the input %s is inside DST %s; choose a DST that does not contain it", ErrOverlap, in, dst)
+			return fmt.Errorf("%w: the source %s is inside DST %s; choose a DST that does not contain it", ErrOverlap, in, dst)
 		}
 	}
 	return nil
