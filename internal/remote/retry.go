@@ -155,4 +155,3 @@ func netKind(attemptCtx context.Context, err error, stall time.Duration) *Error 
 	}
 	return &Error{Kind: ErrNetwork, Detail: err.Error()}
 }
-
