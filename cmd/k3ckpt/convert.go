@@ -121,7 +121,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil {
 		return fmt.Errorf("%s is already a k3ckpt conversion (it holds %s): convert reads the original checkpoint", srcPath, convert.ManifestName)
 	}
-	src, net, err := openSource(context.Background(), srcPath, fl.connections)
+	src, net, err := openSource(cmd, srcPath, fl.connections)
 	if err != nil {
 		return err
 	}
