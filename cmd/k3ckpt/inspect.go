@@ -141,7 +141,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		return fmt.Errorf("--pp-partition: layout %s has no pipeline stages (every rank holds every layer)", rep.Layout.Name)
 	}
 	if f.chart != "" {
-		co := inspect.ChartOptions{Title: chartTitle(rep), GPUMem: capacity}
+		co := inspect.ChartOptions{Title: chartTitle(rep), Recipe: opts.Recipe, Experts: opts.Experts, GPUMem: capacity}
 		if err := inspect.SaveChart(f.chart, rep.Layout.Steps, co); err != nil {
 			return err
 		}
