@@ -95,9 +95,12 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return flagError("nonfinite", err)
 	}
 	if opts.Experts, err = convert.ParseExpertsMode(fl.experts); err != nil {
-		return err
+		return flagError("experts", err)
 	}
 	if opts.Numerics, err = convert.ParseNumerics(fl.numerics); err != nil {
+		return flagError("numerics", err)
+	}
+	if err := checkOptionPairs(opts); err != nil {
 		return err
 	}
 	wi, wn, err := parseWorker(fl.worker)

@@ -114,6 +114,11 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if err != nil {
 		return flagError("experts", err)
 	}
+	if f.recipe != "" {
+		if err := checkOptionPairs(convert.Options{Format: format, Experts: experts}); err != nil {
+			return err
+		}
+	}
 	var capacity int64
 	if f.gpuMem != "" {
 		if capacity, err = parseSize(f.gpuMem); err != nil {
