@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -40,6 +42,11 @@ error per 128×128 block, SNR). Exit 1 on any violation.`,
 			}
 			if jobs > convert.MaxJobs {
 				return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
+			}
+			if !remote.IsRemote(args[0]) {
+				if err := fsx.Disjoint(args[1], args[0]); err != nil {
+					return err
+				}
 			}
 			planMemory()
 			localIndexMemory(args[0])
