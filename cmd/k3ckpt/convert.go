@@ -219,7 +219,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
 	}
 	if opts.Experts == convert.ExpertsNVFP4 {
-		fmt.Fprintln(sw, castLine("MXFP4→NVFP4 cast of the files written", res.Cast))
+		fmt.Fprintln(sw, castLine(castScope(res), res.Cast))
 	}
 	if res.Finalized {
 		fmt.Fprintf(sw, "done: %s quantized, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +11,25 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
+	"github.com/k3ckpt/k3ckpt/layout"
 )
+
+// writeLayoutPlan prints an export plan under the name of the command that
+// runs it: shard is an export of layout pp16, and its summary says "shard".
+func writeLayoutPlan(cmd *cobra.Command, w io.Writer, plan *layout.Plan) error {
+	var b bytes.Buffer
+	if err := plan.WriteText(&b); err != nil {
+		return err
+	}
+	text := b.String()
+	if cmd.Name() == "shard" {
+		if rest, ok := strings.CutPrefix(text, "export "); ok {
+			text = "shard " + rest
+		}
+	}
+	_, err := io.WriteString(w, text)
+	return err
+}
 
 // printPlan shows what a conversion would do, file by file, and the totals.
 // The text fits the terminal (termWidth): sizes in GiB, lists wrapped; -v
@@ -90,4 +109,14 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 	line("  ", "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files",
 		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, mib(t.AuxBytes), t.OutputFiles+1)
 	return nil
+}
+
+// castScope says which files the cast's counts cover: those written by this
+// run (the records of an earlier run's files keep no counts).
+func castScope(res *convert.Result) string {
+	if len(res.Skipped) == 0 {
+		return "MXFP4→NVFP4 cast of the files written"
+	}
+	return fmt.Sprintf("MXFP4→NVFP4 cast of the %s written by this run (not of the %s kept from an earlier run: k3ckpt verify re-casts every file)",
+		termtext.Plural(int64(len(res.Written)), "file", "files"), termtext.Plural(int64(len(res.Skipped)), "file", "files"))
 }
