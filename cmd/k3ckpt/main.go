@@ -30,7 +30,7 @@ func newRootCmd() *cobra.Command {
 	pf.BoolP("verbose", "v", false, "also print each file as it is written and the plan before a writing command starts")
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 	root.AddCommand(
-		newSynthCmd(), newInspectCmd(), newConvertCmd(), newVerifyCmd(), newMergeCmd(),
+		newSynthCmd(), newInspectCmd(), newCheckCmd(), newConvertCmd(), newVerifyCmd(), newMergeCmd(),
 		newShardCmd(), newExportCmd(), newReassembleCmd(), newDemoCmd(), newVersionCmd(),
 	)
 	return root
