@@ -47,10 +47,41 @@ func (v Verdict) Summary() string {
 			if it.Message != "" {
 				msg += `: "` + it.Message + `"`
 			}
-			return fmt.Sprintf("%s: %s (%s)", outcomeWord(v.Outcome), msg, strings.Join(it.Groups, ","))
+			return fmt.Sprintf("%s: %s (%s)", outcomeWord(v.Outcome), msg, compactGroups(it.Groups))
 		}
 	}
 	return outcomeWord(v.Outcome)
+}
+
+// compactGroups joins group names, naming a family ("kda") for all of its
+// linear groups when every one is listed.
+func compactGroups(names []string) string {
+	var out []string
+	done := map[string]bool{}
+	for _, n := range names {
+		g, err := model.ParseGroup(n)
+		if err != nil {
+			out = append(out, n)
+			continue
+		}
+		fam := g.Family()
+		if done[fam] {
+			continue
+		}
+		all := fam != n
+		for h := range model.Group(model.NumGroups) {
+			if all && h.Family() == fam && linear(h) && !slices.Contains(names, h.String()) {
+				all = false
+			}
+		}
+		if all {
+			done[fam] = true
+			out = append(out, fam)
+		} else {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // outcomeWord is how reports say an outcome.

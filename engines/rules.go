@@ -234,14 +234,17 @@ func EngineNames() []string {
 	return out
 }
 
-// lookupEngine finds an engine by name, case-insensitively.
+// lookupEngine finds an engine by name, ignoring case, '-' and '_'
+// (trtllm, TensorRT-LLM and tensorrt_llm are one engine; so is trt).
 func lookupEngine(name string) (string, error) {
+	norm := func(s string) string { return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(s)) }
+	n := norm(name)
 	for _, e := range rules.Engines {
-		if strings.EqualFold(e.Name, name) {
+		if k := norm(e.Name); k == n || (n == "trt" || n == "trtllm") && k == "tensorrtllm" {
 			return e.Name, nil
 		}
 	}
-	return "", fmt.Errorf("unknown engine %q (known: %s)", name, strings.Join(EngineNames(), ", "))
+	return "", fmt.Errorf("engine %q is not one of %s", name, strings.Join(EngineNames(), ", "))
 }
 
 // ParseGPU reads sm90 or sm100 (also hopper, blackwell).
@@ -252,5 +255,5 @@ func ParseGPU(s string) (GPU, error) {
 	case "sm100", "blackwell", "b200", "b300":
 		return SM100, nil
 	}
-	return "", fmt.Errorf("unknown GPU %q (want sm90 or sm100)", s)
+	return "", fmt.Errorf("GPU %q: want sm90 (Hopper) or sm100 (Blackwell)", s)
 }

@@ -272,7 +272,7 @@ func reasons(v Verdict) []string {
 		if it.Rule == "" {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s %s %s: %s [%s]", strings.Join(it.Groups, ","), it.Form, it.Outcome, it.Why, it.Source))
+		out = append(out, fmt.Sprintf("%s %s %s: %s [%s]", compactGroups(it.Groups), it.Form, it.Outcome, it.Why, it.Source))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -28,6 +28,7 @@ type convertFlags struct {
 	experts, numerics                           string
 	jobs, connections                           int
 	resume, restart, noSpaceCheck, dryRun, json bool
+	tgt                                         targetFlags
 }
 
 func newConvertCmd() *cobra.Command {
@@ -65,6 +66,7 @@ the index, config and manifest.`,
 	f.BoolVar(&fl.dryRun, "dry-run", false, "print the plan and the output sizes, write nothing")
 	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
 	connectionsFlag(f, &fl.connections)
+	addTargetFlags(f, &fl.tgt)
 	return cmd
 }
 
@@ -127,8 +129,14 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	defer src.Close()
 	sourceMemory(src.NumTensors())
+	if r, opts, err = applyTarget(cmd, src, fl.tgt, r, opts); err != nil {
+		return err
+	}
 	p, err := convert.NewPlan(src, nil, r, opts)
 	if err != nil {
+		return err
+	}
+	if err := checkPlanEngines(cmd, p, fl.tgt, fl.json); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
@@ -182,7 +190,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
 			"experts": opts.Experts, "numerics": opts.Numerics.String(),
-			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite,
+			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite, "engines": engineReport(p),
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast,
 			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
@@ -280,7 +288,7 @@ func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
 			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
 			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
 			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
-			"fused_splits": nonNilSplits(p.Splits()),
+			"fused_splits": nonNilSplits(p.Splits()), "engines": engineReport(p),
 		})
 	}
 	fmt.Fprintf(w, "plan %.12s: recipe %s, format %s, scales %s\n", p.ID, p.Recipe.Name, p.Options.Format, p.Options.ScaleFmt)
