@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -326,4 +327,49 @@ func TestReadmeSection(t *testing.T) {
 	end += start + 1
 	want := slices.Concat(b[:start], readmeSection(), b[end:])
 	checkGenerated(t, "../README.md", want)
+}
+
+// TestExecutedRules: a rule marked "executed" is backed by a run of the
+// engine's own code (testdata/device/*_results.json) that agrees with it,
+// and every run result names a rule.
+func TestExecutedRules(t *testing.T) {
+	files, _ := filepath.Glob("testdata/device/*_results.json")
+	ran := map[string]bool{}
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			Engine  string
+			Results []struct {
+				Rule, Outcome, Detail string
+				Agrees                bool
+			}
+		}
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, r := range res.Results {
+			i := slices.IndexFunc(rules.Rules, func(x Rule) bool { return x.ID == r.Rule })
+			if i < 0 {
+				t.Errorf("%s: result for unknown rule %s", p, r.Rule)
+				continue
+			}
+			if !r.Agrees {
+				t.Errorf("%s: %s disagrees: %s %s", p, r.Rule, r.Outcome, r.Detail)
+			}
+			if r.Outcome == string(rules.Rules[i].Outcome) {
+				ran[r.Rule] = true
+			}
+			if m := rules.Rules[i].Message; r.Outcome == "refused" && m != "" && !strings.Contains(r.Detail, strings.TrimPrefix(strings.SplitN(m, "…", 2)[0], "TypeError: ")) {
+				t.Errorf("%s: %s: the engine said %q, the rule quotes %q", p, r.Rule, r.Detail, m)
+			}
+		}
+	}
+	for _, r := range rules.Rules {
+		if (r.Evidence == "executed") != ran[r.ID] {
+			t.Errorf("rule %s: evidence %s, but a run that reproduces its outcome: %v", r.ID, r.Evidence, ran[r.ID])
+		}
+	}
 }
