@@ -4,9 +4,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
@@ -177,5 +180,69 @@ func TestConvertTarget(t *testing.T) {
 	_, e, code = k3("convert", src, dst(), "--target", "nosuch", "--dry-run")
 	if code != 1 || !strings.Contains(e, "nosuch") {
 		t.Errorf("--target nosuch: exit %d\n%s", code, e)
+	}
+}
+
+// countingHandler serves a directory and counts the body bytes it sends.
+type countingHandler struct {
+	h    http.Handler
+	sent atomic.Int64
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w countingWriter) Write(b []byte) (int, error) {
+	w.n.Add(int64(len(b)))
+	return w.ResponseWriter.Write(b)
+}
+
+func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.h.ServeHTTP(countingWriter{w, &c.sent}, r)
+}
+
+// TestCheckRemote: check over https:// gives the local verdicts and
+// fetches headers and configs only.
+func TestCheckRemote(t *testing.T) {
+	dir := converted(t, "default")
+	h := &countingHandler{h: http.FileServer(http.Dir(dir))}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	remote, _, code := k3("check", srv.URL+"/", "--json")
+	local, _, code2 := k3("check", dir, "--json")
+	if code != 0 || code2 != 0 {
+		t.Fatalf("exit %d / %d", code, code2)
+	}
+	rv, lv := decodeSchema(t, "remote", remote)["verdicts"], decodeSchema(t, "local", local)["verdicts"]
+	if fmt.Sprint(rv) != fmt.Sprint(lv) {
+		t.Errorf("remote verdicts differ from local")
+	}
+	var headers, total int64
+	shards, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	for _, s := range shards {
+		f, err := os.Open(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n [8]byte
+		if _, err := f.Read(n[:]); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		f.Close()
+		headers += 8 + int64(binary.LittleEndian.Uint64(n[:]))
+		total += st.Size()
+	}
+	for _, aux := range []string{"config.json", "hf_quant_config.json", "model.safetensors.index.json"} {
+		st, err := os.Stat(filepath.Join(dir, aux))
+		if err != nil {
+			t.Fatal(err)
+		}
+		headers += st.Size()
+	}
+	if sent := h.sent.Load(); sent > headers+headers/20 || sent > total/4 {
+		t.Errorf("check fetched %d bytes; the headers, index and configs are %d of %d", sent, headers, total)
 	}
 }
