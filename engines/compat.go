@@ -79,15 +79,15 @@ Engines, as read:
 		fmt.Fprintf(&b, "| %s |", label)
 		for _, e := range rules.Engines {
 			for _, g := range GPUs {
-				v, _ := Evaluate(f, e.Name, g)
+				v, _ := evaluate(f, e.Name, g)
 				fmt.Fprintf(&b, " %s |", cell(v))
 			}
 		}
 		b.WriteString("\n")
 	}
 	row("the release, unconverted", releaseFacts())
-	for _, p := range Profiles() {
-		f, err := Predict(releaseFacts(), p)
+	for _, p := range profiles() {
+		f, err := predict(releaseFacts(), p)
 		if err != nil {
 			continue
 		}
@@ -180,7 +180,7 @@ what that engine keeps most of resident. Generated from the rules in
 | engine | GPU | ` + "`convert --target`" + ` picks | default ` + "`convert`" + ` output |
 | --- | --- | --- | --- |
 `)
-	def, _ := Predict(releaseFacts(), Profiles()[0])
+	def, _ := predict(releaseFacts(), profiles()[0])
 	for _, e := range rules.Engines {
 		for _, g := range GPUs {
 			pick := ""
@@ -193,7 +193,7 @@ what that engine keeps most of resident. Generated from the rules in
 			default:
 				pick = "none known to load"
 			}
-			v, _ := Evaluate(def, e.Name, g)
+			v, _ := evaluate(def, e.Name, g)
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", e.Name, g, pick, cell(v))
 		}
 	}

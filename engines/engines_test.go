@@ -76,8 +76,8 @@ func TestPredictMatchesPlan(t *testing.T) {
 	if src.Convention != Release || len(src.Problems) > 0 {
 		t.Fatalf("the release replica: %+v", src)
 	}
-	for _, p := range Profiles() {
-		pred, err := Predict(src, p)
+	for _, p := range profiles() {
+		pred, err := predict(src, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestPredictMatchesPlan(t *testing.T) {
 
 func verdict(t *testing.T, f *Facts, engine string, gpu GPU) Verdict {
 	t.Helper()
-	v, err := Evaluate(f, engine, gpu)
+	v, err := evaluate(f, engine, gpu)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestRulesChecked(t *testing.T) {
 	if err := json.Unmarshal(rulesJSON, &tb); err != nil {
 		t.Fatal(err)
 	}
-	tb.Rules[3].Source = Source{Repo: "x/y"}
+	tb.Rules[3].Source = source{Repo: "x/y"}
 	b, _ := json.Marshal(tb)
 	if _, err := load(b); err == nil || !strings.Contains(err.Error(), "source") {
 		t.Errorf("a rule without a path or PR: %v", err)
@@ -351,7 +351,7 @@ func TestExecutedRules(t *testing.T) {
 			t.Fatalf("%s: %v", p, err)
 		}
 		for _, r := range res.Results {
-			i := slices.IndexFunc(rules.Rules, func(x Rule) bool { return x.ID == r.Rule })
+			i := slices.IndexFunc(rules.Rules, func(x rule) bool { return x.ID == r.Rule })
 			if i < 0 {
 				t.Errorf("%s: result for unknown rule %s", p, r.Rule)
 				continue

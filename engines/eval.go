@@ -103,7 +103,7 @@ func outcomeWord(o Outcome) string {
 // rules for that engine's defaults. Every part gets the first rule that
 // matches it; a rule about the whole checkpoint (a capability check) adds
 // an item of its own.
-func Evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
+func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 	name, err := lookupEngine(engine)
 	if err != nil {
 		return Verdict{}, err
@@ -136,7 +136,7 @@ func Evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 		add(r.item(nil))
 	}
 	for _, p := range f.Parts {
-		var hit *Rule
+		var hit *rule
 		for i := range rules.Rules {
 			r := &rules.Rules[i]
 			if r.Engine != name || len(r.Groups) == 0 || !r.matches(f, p, gpu) {
@@ -168,7 +168,7 @@ func Evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 }
 
 // holds reports whether a rule's GPU, convention and conditions apply.
-func (r *Rule) holds(f *Facts, gpu GPU) bool {
+func (r *rule) holds(f *Facts, gpu GPU) bool {
 	if !slices.Contains(r.GPUs, gpu) || !slices.Contains(r.Conventions, f.Convention) {
 		return false
 	}
@@ -182,7 +182,7 @@ func (r *Rule) holds(f *Facts, gpu GPU) bool {
 }
 
 // matches reports whether the rule is about part p.
-func (r *Rule) matches(f *Facts, p Part, gpu GPU) bool {
+func (r *rule) matches(f *Facts, p Part, gpu GPU) bool {
 	if !r.groups.Has(p.Group) || !slices.Contains(r.Forms, p.Form) {
 		return false
 	}
@@ -195,7 +195,7 @@ func (r *Rule) matches(f *Facts, p Part, gpu GPU) bool {
 	return r.holds(f, gpu)
 }
 
-func (r *Rule) item(p *Part) Item {
+func (r *rule) item(p *Part) Item {
 	it := Item{Outcome: r.Outcome, Why: r.Why, Message: r.Message, Rule: r.ID, Source: r.Source.String(), Evidence: r.Evidence}
 	if p == nil {
 		it.Groups = []string{"checkpoint"}
@@ -221,7 +221,7 @@ func EvaluateAll(f *Facts, engine string, gpu GPU) ([]Verdict, error) {
 	var out []Verdict
 	for _, n := range names {
 		for _, g := range gpus {
-			v, err := Evaluate(f, n, g)
+			v, err := evaluate(f, n, g)
 			if err != nil {
 				return nil, err
 			}

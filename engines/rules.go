@@ -48,9 +48,9 @@ func worse(a, b Outcome) bool { return outcomeRank[a] > outcomeRank[b] }
 // Fails reports whether the outcome means the checkpoint is not served as it is.
 func (o Outcome) Fails() bool { return o == Wrong || o == Refused }
 
-// Source is where a rule was read: a repository file and function at a
+// source is where a rule was read: a repository file and function at a
 // commit, or a pull request.
-type Source struct {
+type source struct {
 	Repo     string `json:"repo"`
 	Commit   string `json:"commit,omitempty"`
 	Path     string `json:"path,omitempty"`
@@ -60,7 +60,7 @@ type Source struct {
 }
 
 // String cites the source in one line.
-func (s Source) String() string {
+func (s source) String() string {
 	var b strings.Builder
 	b.WriteString(s.Repo)
 	if s.PR != "" {
@@ -78,17 +78,17 @@ func (s Source) String() string {
 	return b.String()
 }
 
-// Cond names tensor groups and the forms they must be stored in.
-type Cond struct {
+// cond names tensor groups and the forms they must be stored in.
+type cond struct {
 	Groups []string `json:"groups"`
 	Forms  []Form   `json:"forms"`
 }
 
-// Rule is one verdict of one engine: for checkpoints of the given
+// rule is one verdict of one engine: for checkpoints of the given
 // conventions on the given GPUs, the tensor groups stored in the given
 // forms (and scale layouts, and declared algorithms) have Outcome. A rule
 // without groups is about the checkpoint as a whole (a capability check).
-type Rule struct {
+type rule struct {
 	ID      string `json:"id"`
 	Engine  string `json:"engine"`
 	Version string `json:"version"`
@@ -104,21 +104,21 @@ type Rule struct {
 	Declared []string `json:"declared,omitempty"`
 	// Also are conditions on other groups of the checkpoint (a fused layer's
 	// other members).
-	Also []Cond `json:"also,omitempty"`
+	Also []cond `json:"also,omitempty"`
 	// Env is an opt-in switch the rule needs (NAME=value); rules without
 	// it describe the engine's defaults, which is what check evaluates.
 	Env      string  `json:"env,omitempty"`
 	Outcome  Outcome `json:"outcome"`
 	Message  string  `json:"message,omitempty"`
 	Why      string  `json:"why"`
-	Source   Source  `json:"source"`
+	Source   source  `json:"source"`
 	Evidence string  `json:"evidence"`
 
 	groups model.GroupSet
 }
 
-// Engine is an engine the rules speak about.
-type Engine struct {
+// engine is an engine the rules speak about.
+type engine struct {
 	Name string `json:"name"`
 	Repo string `json:"repo"`
 	// Read says which versions the rules were read at.
@@ -128,8 +128,8 @@ type Engine struct {
 // table is rules.json.
 type table struct {
 	Schema  int      `json:"schema"`
-	Engines []Engine `json:"engines"`
-	Rules   []Rule   `json:"rules"`
+	Engines []engine `json:"engines"`
+	Rules   []rule   `json:"rules"`
 }
 
 //go:embed rules.json
@@ -171,11 +171,11 @@ func load(b []byte) (*table, error) {
 	return &t, nil
 }
 
-func (r *Rule) check(t *table) error {
+func (r *rule) check(t *table) error {
 	if r.ID == "" || r.Why == "" || r.Version == "" {
 		return fmt.Errorf("id, version and why are required")
 	}
-	if !slices.ContainsFunc(t.Engines, func(e Engine) bool { return e.Name == r.Engine }) {
+	if !slices.ContainsFunc(t.Engines, func(e engine) bool { return e.Name == r.Engine }) {
 		return fmt.Errorf("unknown engine %q", r.Engine)
 	}
 	if len(r.GPUs) == 0 || len(r.Conventions) == 0 {

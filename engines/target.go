@@ -38,7 +38,7 @@ func expertModes() []string {
 
 // Profiles lists every combination convert accepts, in a fixed order
 // (formats, recipes, experts as convert lists them, default first).
-func Profiles() []Profile {
+func profiles() []Profile {
 	var out []Profile
 	for _, f := range []string{"modelopt", "deepseek", "compressed-tensors"} {
 		for _, r := range convert.RecipeNames() {
@@ -85,7 +85,7 @@ var releaseFacts = sync.OnceValue(func() *Facts {
 // format's scale layout (declared FP8_PB_WO under ModelOpt), the experts as
 // --experts says. Bytes are estimated from the source's (FP8 half of BF16;
 // NVFP4 18/17 of MXFP4: 4.5 bits per value against 4.25).
-func Predict(src *Facts, p Profile) (*Facts, error) {
+func predict(src *Facts, p Profile) (*Facts, error) {
 	r, err := convert.Lookup(p.Recipe)
 	if err != nil {
 		return nil, err
@@ -193,11 +193,11 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (Cho
 	}
 	var best *Choice
 	var refusals []string
-	for _, p := range Profiles() {
+	for _, p := range profiles() {
 		if allowed != nil && !allowed(p) {
 			continue
 		}
-		f, err := Predict(src, p)
+		f, err := predict(src, p)
 		if err != nil {
 			return Choice{}, err
 		}
@@ -251,7 +251,7 @@ func loads(f *Facts, engine string, gpu GPU) (Verdict, cost, string) {
 	var v Verdict
 	var c cost
 	for i, g := range gpus {
-		gv, err := Evaluate(f, engine, g)
+		gv, err := evaluate(f, engine, g)
 		if err != nil {
 			return v, c, err.Error()
 		}
