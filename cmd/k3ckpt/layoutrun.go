@@ -173,7 +173,6 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		}
 		return plan.WriteText(w)
 	}
-	writerProcs(jobs)
 	var bar *progress.Bar
 	if net == nil { // a remote source shows its network progress instead
 		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
