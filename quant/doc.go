@@ -16,8 +16,8 @@
 //
 // A bit pattern that differs from what PyTorch/DeepGEMM writes is a silent
 // accuracy bug in production, so the tests compare every byte against goldens
-// made by testdata/quant/gen_goldens.py with PyTorch 2.11 on CPU and CUDA
+// made by quant/testdata/torch/gen_goldens.py with PyTorch 2.11 on CPU and CUDA
 // (K3CKPT_EXHAUSTIVE=1 extends the float32 cast checks to all 2^32 inputs),
 // and the ModelOpt numerics against goldens made by NVIDIA's own functions
-// (testdata/modelopt_goldens.json.gz, from testdata/device/modelopt).
+// (testdata/modelopt_goldens.json.gz, from scripts/device/modelopt).
 package quant
