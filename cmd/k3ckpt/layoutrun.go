@@ -171,7 +171,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		if rf.asJSON {
 			return writeJSON(w, map[string]any{"dry_run": true, "plan": plan})
 		}
-		return plan.WriteText(w)
+		return writeLayoutPlan(cmd, w, plan)
 	}
 	var bar *progress.Bar
 	if net == nil { // a remote source shows its network progress instead
@@ -207,7 +207,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		return writeJSON(w, v)
 	}
 	w = summary(cmd)
-	if err := plan.WriteText(w); err != nil {
+	if err := writeLayoutPlan(cmd, w, plan); err != nil {
 		return err
 	}
 	secs := took.Seconds()
