@@ -28,7 +28,7 @@ const (
 	// DivCUDA multiplies by float32(1/448): torch's CUDA kernel for a tensor
 	// divided by a Python scalar computes the reciprocal once and multiplies,
 	// so this is what DeepGEMM's reference writes when run on a GPU (the
-	// default; every golden block of testdata/quant differs from DivExact).
+	// default; every golden block of quant/testdata/torch differs from DivExact).
 	DivCUDA ScaleDiv = iota
 	// DivExact is the correctly rounded quotient, what torch computes on CPU.
 	DivExact

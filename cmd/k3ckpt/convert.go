@@ -152,7 +152,6 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		}
 	}
 	setMemoryLimit(jobs, src.NumTensors())
-	writerProcs(jobs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck,
