@@ -56,7 +56,7 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
 			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
 			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
-			"fused_splits": nonNilSplits(p.Splits()),
+			"fused_splits": nonNilSplits(p.Splits()), "engines": engineReport(p),
 		})
 	}
 	width := termWidth(cmd)
@@ -105,6 +105,12 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 		t.Copied, gib(t.CopiedBytes), t.Quantized, gib(t.QuantizedBytes), gib(t.FP8Bytes), mib(t.ScaleBytes), t.Dropped)
 	if t.NVFP4 > 0 {
 		line("  ", "experts: %d MXFP4 projections cast to NVFP4 (%.2f GiB → %.2f GiB)", t.NVFP4, gib(t.MXFP4Bytes), gib(t.NVFP4Bytes))
+	}
+	if t.Decoded > 0 {
+		line("  ", "decoded: %d quantized tensors to BF16 (%.2f GiB of BF16)", t.Decoded, gib(t.DecodedBytes))
+	}
+	if t.Packed > 0 {
+		line("  ", "packed: %d BF16 experts to MXFP4 (%.2f GiB of BF16)", t.Packed, gib(t.PackedBytes))
 	}
 	line("  ", "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files",
 		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, mib(t.AuxBytes), t.OutputFiles+1)
