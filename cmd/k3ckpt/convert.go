@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -97,9 +95,12 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return flagError("nonfinite", err)
 	}
 	if opts.Experts, err = convert.ParseExpertsMode(fl.experts); err != nil {
-		return err
+		return flagError("experts", err)
 	}
 	if opts.Numerics, err = convert.ParseNumerics(fl.numerics); err != nil {
+		return flagError("numerics", err)
+	}
+	if err := checkOptionPairs(opts); err != nil {
 		return err
 	}
 	wi, wn, err := parseWorker(fl.worker)
@@ -122,7 +123,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil && !back {
 		return fmt.Errorf("%s is already a k3ckpt conversion (it holds %s): convert reads the original checkpoint", srcPath, convert.ManifestName)
 	}
-	src, net, err := openSource(context.Background(), srcPath, fl.connections)
+	src, net, err := openSource(cmd, srcPath, fl.connections)
 	if err != nil {
 		return err
 	}
@@ -134,10 +135,10 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	out := cmd.OutOrStdout()
 	if fl.dryRun {
-		return printPlan(out, p, fl.json)
+		return printPlan(cmd, out, p, fl.json)
 	}
 	if verbose(cmd) && !fl.json {
-		if err := printPlan(cmd.ErrOrStderr(), p, false); err != nil {
+		if err := printPlan(cmd, cmd.ErrOrStderr(), p, false); err != nil {
 			return err
 		}
 	}
@@ -220,7 +221,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
 	}
 	if opts.Experts == convert.ExpertsNVFP4 {
-		fmt.Fprintln(sw, castLine("MXFP4→NVFP4 cast of the files written", res.Cast))
+		fmt.Fprintln(sw, castLine(castScope(res), res.Cast))
 	}
 	if res.Decoded > 0 {
 		fmt.Fprintf(sw, "decoded %s to BF16 (codes × scales in float32, one rounding, as torch)\n", termtext.Plural(int64(res.Decoded), "quantized tensor", "quantized tensors"))
@@ -282,64 +283,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// printPlan shows what a conversion would do, file by file, and the totals.
-func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
-	t := p.Totals()
-	if asJSON {
-		type file struct {
-			Name        string `json:"name"`
-			Tensors     int    `json:"tensors"`
-			Quantized   int    `json:"quantized"`
-			SourceBytes int64  `json:"source_bytes"`
-			OutputBytes int64  `json:"output_bytes"`
-		}
-		files := make([]file, 0, len(p.Files))
-		for _, f := range p.Files {
-			files = append(files, file{f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Size()})
-		}
-		aux := make([]string, 0, len(p.Aux))
-		for _, a := range p.Aux {
-			aux = append(aux, a.Name)
-		}
-		return writeJSON(w, map[string]any{
-			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
-			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
-			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
-			"fused_splits": nonNilSplits(p.Splits()),
-		})
-	}
-	fmt.Fprintf(w, "plan %.12s: recipe %s, format %s, scales %s\n", p.ID, p.Recipe.Name, p.Options.Format, p.Options.ScaleFmt)
-	for _, r := range p.Recipe.Rules {
-		fmt.Fprintf(w, "  %-8s %s  (%s)\n", r.Action, r.Pattern, r.Why)
-	}
-	if p.Recipe.Quantize != 0 {
-		fmt.Fprintf(w, "  %-8s %s\n", convert.Quantize, p.Recipe.Quantize)
-	}
-	fmt.Fprintf(w, "  %-8s everything else; experts %s, numerics %s\n", p.Recipe.Default, p.Options.Experts, p.Options.Numerics)
-	for _, s := range p.Splits() {
-		fmt.Fprintln(w, "warning: recipe", p.Recipe.Name, s)
-	}
-	fmt.Fprintf(w, "%-40s %8s %8s %14s %14s\n", "file", "tensors", "fp8", "source bytes", "output bytes")
-	for _, f := range p.Files {
-		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Size())
-	}
-	for _, a := range p.Aux {
-		fmt.Fprintf(w, "%-40s %8s %8s %14d %14d\n", a.Name, "copy", "", a.Size, a.Size)
-	}
-	fmt.Fprintf(w, "tensors: %d copied (%.2f GiB), %d quantized (%.2f GiB → %.2f GiB FP8 + %.2f MiB scales), %d dropped\n",
-		t.Copied, gib(t.CopiedBytes), t.Quantized, gib(t.QuantizedBytes), gib(t.FP8Bytes), float64(t.ScaleBytes)/(1<<20), t.Dropped)
-	if t.NVFP4 > 0 {
-		fmt.Fprintf(w, "experts: %d MXFP4 projections cast to NVFP4 (%.2f GiB → %.2f GiB)\n", t.NVFP4, gib(t.MXFP4Bytes), gib(t.NVFP4Bytes))
-	}
-	if t.Decoded > 0 {
-		fmt.Fprintf(w, "decoded: %d quantized tensors to BF16 (%.2f GiB of BF16)\n", t.Decoded, gib(t.DecodedBytes))
-	}
-	if t.Packed > 0 {
-		fmt.Fprintf(w, "packed: %d BF16 experts to MXFP4 (%.2f GiB of BF16)\n", t.Packed, gib(t.PackedBytes))
-	}
-	fmt.Fprintf(w, "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files\n",
-		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, float64(t.AuxBytes)/(1<<20), t.OutputFiles+1)
-	return nil
 }
