@@ -26,6 +26,7 @@ type convertFlags struct {
 	experts, numerics                           string
 	jobs, connections                           int
 	resume, restart, noSpaceCheck, dryRun, json bool
+	tgt                                         targetFlags
 }
 
 func newConvertCmd() *cobra.Command {
@@ -63,6 +64,7 @@ the index, config and manifest.`,
 	f.BoolVar(&fl.dryRun, "dry-run", false, "print the plan and the output sizes, write nothing")
 	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
 	connectionsFlag(f, &fl.connections)
+	addTargetFlags(f, &fl.tgt)
 	return cmd
 }
 
@@ -129,8 +131,14 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	defer src.Close()
 	sourceMemory(src.NumTensors())
+	if r, opts, err = applyTarget(cmd, src, fl.tgt, r, opts); err != nil {
+		return err
+	}
 	p, err := convert.NewPlan(src, nil, r, opts)
 	if err != nil {
+		return err
+	}
+	if err := checkPlanEngines(cmd, p, fl.tgt, fl.json); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
@@ -184,7 +192,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
 			"experts": opts.Experts, "numerics": opts.Numerics.String(),
-			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite,
+			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite, "engines": engineReport(p),
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast,
 			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
 			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,

@@ -35,7 +35,7 @@ func newRootCmd() *cobra.Command {
 	pf.BoolP("verbose", "v", false, "also print each file as it is written and the plan before a writing command starts")
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 	root.AddCommand(
-		newSynthCmd(), newInspectCmd(), newConvertCmd(), newVerifyCmd(), newMergeCmd(),
+		newSynthCmd(), newInspectCmd(), newCheckCmd(), newConvertCmd(), newVerifyCmd(), newMergeCmd(),
 		newShardCmd(), newExportCmd(), newReassembleCmd(), newDemoCmd(), newVersionCmd(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
