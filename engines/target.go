@@ -42,8 +42,14 @@ func profiles() []Profile {
 	var out []Profile
 	for _, f := range []string{"modelopt", "deepseek", "compressed-tensors"} {
 		for _, r := range convert.RecipeNames() {
+			if r == convert.BF16 {
+				continue // the way back to BF16 masters, not a serving choice
+			}
 			for _, e := range expertModes() {
 				if e == "nvfp4" && f != "modelopt" { // convert refuses it
+					continue
+				}
+				if e == "bf16" { // decoding the experts is the way back to training, not a serving choice
 					continue
 				}
 				out = append(out, Profile{Format: f, Recipe: r, Experts: e})
