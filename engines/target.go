@@ -49,7 +49,7 @@ func profiles() []Profile {
 				if e == "nvfp4" && f != "modelopt" { // convert refuses it
 					continue
 				}
-				if e == "bf16" { // decoding the experts is the way back to training, not a serving choice
+				if e == "bf16" || e == "mxfp4" { // the way back to BF16 masters and to the release's own format: no serving choice
 					continue
 				}
 				out = append(out, Profile{Format: f, Recipe: r, Experts: e})
