@@ -33,6 +33,7 @@ func newRootCmd() *cobra.Command {
 		newSynthCmd(), newInspectCmd(), newConvertCmd(), newVerifyCmd(), newMergeCmd(),
 		newShardCmd(), newExportCmd(), newReassembleCmd(), newDemoCmd(), newVersionCmd(),
 	)
+	checkLocations(root)
 	return root
 }
 
