@@ -16,7 +16,7 @@ var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 // The schemes a command reads from and writes to; any other scheme:// is an
 // error, never a local path (a DST "s3://b/x" must not become ./s3:/b/x).
 var (
-	readSchemes  = []string{"hf", "http", "https"}
+	readSchemes  = []string{"hf", "http", "https", "s3", "gs"}
 	writeSchemes = []string{}
 )
 
@@ -24,8 +24,9 @@ var (
 type role int
 
 const (
-	roleSrc role = iota // read: a local path or a remote source
-	roleDst             // written: a local path or an object store
+	roleSrc   role = iota // a checkpoint read: a local path or a remote source
+	roleLocal             // read, local only (an export's or a conversion's directory)
+	roleDst               // written: a local path or an object store
 )
 
 // argRoles gives each command's positional arguments their roles; the last
@@ -34,14 +35,14 @@ var argRoles = map[string][]role{
 	"convert":    {roleSrc, roleDst},
 	"shard":      {roleSrc, roleDst},
 	"export":     {roleSrc, roleDst},
-	"reassemble": {roleSrc, roleDst},
+	"reassemble": {roleLocal, roleDst},
 	"merge":      {roleDst},
 	"synth":      {roleDst},
-	"verify":     {roleSrc, roleSrc},
+	"verify":     {roleSrc, roleLocal},
 }
 
-// locationFlags are the flags that name a source to read.
-var locationFlags = []string{"check"}
+// locationFlags are the flags that name a location to read, by command.
+var locationFlags = map[string]map[string]role{"reassemble": {"check": roleLocal}}
 
 // checkLocations wraps every subcommand's argument check so that an
 // unsupported scheme:// in a positional argument (or a flag naming a source)
@@ -70,9 +71,9 @@ func checkLocations(root *cobra.Command) {
 					return err
 				}
 			}
-			for _, name := range locationFlags {
-				if f := cmd.Flags().Lookup(name); f != nil && f.Value.Type() == "string" && f.Changed {
-					if err := checkLocation(cmd.Name()+" --"+name, f.Value.String(), roleSrc); err != nil {
+			for name, r := range locationFlags[cmd.Name()] {
+				if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+					if err := checkLocation(cmd.Name()+" --"+name, f.Value.String(), r); err != nil {
 						return err
 					}
 				}
@@ -90,7 +91,10 @@ func checkLocation(what, p string, r role) error {
 	}
 	scheme := strings.ToLower(m[1])
 	ok, verb := readSchemes, "read from"
-	if r == roleDst {
+	switch r {
+	case roleLocal:
+		ok = nil
+	case roleDst:
 		ok, verb = writeSchemes, "write to"
 	}
 	for _, s := range ok {

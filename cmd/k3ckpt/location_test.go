@@ -30,6 +30,8 @@ func TestUnknownSchemeIsAnError(t *testing.T) {
 		{"reassemble", filepath.Join(local, "e"), filepath.Join(local, "r"), "--check", "ftp://host/ckpt"},
 		{"merge", "nosuch://bucket/out"},
 		{"synth", "nosuch://bucket/out", "--dry-run"},
+		{"reassemble", "s3://bucket/export", filepath.Join(local, "r")},
+		{"verify", dir, "s3://bucket/out"},
 	} {
 		_, stderr, code := k3(args...)
 		if code == 0 {
@@ -37,10 +39,10 @@ func TestUnknownSchemeIsAnError(t *testing.T) {
 			continue
 		}
 		scheme := "ftp://"
-		if strings.Contains(strings.Join(args, " "), "nosuch://") {
-			scheme = "nosuch://"
-		} else if args[0] == "convert" && args[2] == "hf://org/name" {
-			scheme = "hf://"
+		for _, s := range []string{"nosuch://", "hf://", "s3://"} {
+			if strings.Contains(strings.Join(args, " "), s) {
+				scheme = s
+			}
 		}
 		if !strings.Contains(stderr, "cannot") || !strings.Contains(stderr, scheme) {
 			t.Errorf("%v: error does not name the scheme %s: %s", args, scheme, stderr)
