@@ -37,7 +37,7 @@ const BufferSize = 4 << 20
 // File is an output file being written in order under a temporary name.
 type File struct {
 	af        *atomicfile.File
-	sink      Sink // instead of af: see CreateSink
+	sink      Sink            // instead of af: see CreateSink
 	h         *sha256x.Digest // nil: not hashed
 	pool      *Pool
 	cur       []byte // the buffer being filled; cur[:n] is pending
