@@ -91,10 +91,3 @@ func sourceDesc(src *safetensors.Checkpoint) string {
 	}
 	return "the directory listing"
 }
-
-// within reports whether path lies inside dir (both cleaned and absolute or
-// both relative).
-func within(dir, path string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
-}

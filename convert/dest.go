@@ -10,13 +10,16 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
 // ErrNoSpace: DST's filesystem has less free space than the output needs.
 var ErrNoSpace = errors.New("not enough free space")
 
-// checkDestPath refuses a DST that is SRC or lies inside it: a second run
-// would count the first one's output as side files of the source.
+// checkDestPath refuses a DST that is SRC, lies inside it or holds it,
+// however the paths are spelled (fsx.Disjoint resolves both absolutely
+// through their links): a second run would count the first one's output as
+// side files of the source.
 func checkDestPath(p *Plan, dst string) error {
 	if p.remote != nil {
 		return nil // a remote source cannot contain a local DST
@@ -26,40 +29,10 @@ func checkDestPath(p *Plan, dst string) error {
 	} else if same {
 		return fmt.Errorf("%w: %s", ErrSameDir, dst)
 	}
-	realSrc, err := filepath.EvalSymlinks(p.SrcRoot)
-	if err != nil {
-		return err
-	}
-	realDst, err := resolveExisting(dst)
-	if err != nil {
-		return err
-	}
-	if within(realSrc, realDst) {
-		return fmt.Errorf("%w: %s is inside the source %s; choose a destination outside it", ErrDestination, dst, p.SrcRoot)
+	if err := fsx.Disjoint(dst, p.SrcRoot); err != nil {
+		return fmt.Errorf("%w: %w", ErrDestination, err)
 	}
 	return nil
-}
-
-// resolveExisting is path with the symlinks of its longest existing prefix
-// resolved, absolute.
-func resolveExisting(path string) (string, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	var rest []string
-	for p := abs; ; p = filepath.Dir(p) {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			for i := len(rest) - 1; i >= 0; i-- {
-				real = filepath.Join(real, rest[i])
-			}
-			return real, nil
-		}
-		if filepath.Dir(p) == p {
-			return abs, nil
-		}
-		rest = append(rest, filepath.Base(p))
-	}
 }
 
 // prepareDest checks that DST can receive this plan before any byte is

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -58,6 +59,19 @@ func TestDestinationInsideSource(t *testing.T) {
 	os.Symlink(src, ln)
 	if _, err := convertDir(src, filepath.Join(ln, "out"), Options{}, ExecOptions{}); !errors.Is(err, ErrDestination) {
 		t.Errorf("DST inside SRC through a link: %v", err)
+	}
+	// Relative spellings from the parent directory (convert ckpt ckpt/fp8),
+	// and a DST holding SRC: refused before DST is made.
+	t.Chdir(filepath.Dir(src))
+	base := filepath.Base(src)
+	for _, c := range []struct{ src, dst string }{{base, base + "/fp8"}, {"./" + base, base + "/x/../fp8"}, {base, "."}} {
+		_, err := convertDir(c.src, c.dst, Options{}, ExecOptions{})
+		if !errors.Is(err, ErrDestination) || !errors.Is(err, fsx.ErrOverlap) {
+			t.Errorf("convert %s %s: %v", c.src, c.dst, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(src, "fp8")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused DST inside SRC was created: %v", err)
 	}
 }
 

@@ -18,11 +18,16 @@ const (
 	ExpertsKeep ExpertsMode = iota
 	// ExpertsNVFP4 casts MXFP4 experts to NVFP4 (NVIDIA's Kimi-K3 export).
 	ExpertsNVFP4
+	// ExpertsBF16 decodes quantized experts (MXFP4, NVFP4, block FP8) to BF16.
+	ExpertsBF16
+	// ExpertsMXFP4 packs BF16 experts into the release's compressed-tensors
+	// mxfp4-pack-quantized format, bit for bit as compressed-tensors does.
+	ExpertsMXFP4
 
-	numExpertsModes = int(ExpertsNVFP4) + 1
+	numExpertsModes = int(ExpertsMXFP4) + 1
 )
 
-var expertsModeNames = [numExpertsModes]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4"}
+var expertsModeNames = [numExpertsModes]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4"}
 
 // String is the --experts name.
 func (e ExpertsMode) String() string {

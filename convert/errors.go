@@ -24,8 +24,10 @@ var (
 	ErrNonFinite = errors.New("non-finite value in a weight to quantize")
 	// ErrSameDir: source and destination are the same directory.
 	ErrSameDir = errors.New("source and destination are the same directory")
-	// ErrDestination: the destination holds something other than this conversion.
-	ErrDestination = errors.New("destination holds a different conversion")
+	// ErrDestination: the destination cannot receive this conversion (it
+	// holds another conversion or other files, or overlaps the source); the
+	// message says which.
+	ErrDestination = errors.New("destination refused")
 	// ErrIncomplete: merge was asked to finish a conversion with units still missing.
 	ErrIncomplete = errors.New("conversion incomplete")
 	// ErrWorker: an invalid --worker I/N.

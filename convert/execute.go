@@ -85,6 +85,16 @@ type Result struct {
 	// them, those outside E4M3's exponent window and those whose values
 	// changed.
 	Cast quant.CastStats
+	// Decoded counts the quantized tensors of the files written that were
+	// decoded to BF16; DecodedNaN the NaN values among them (NaN codes, or
+	// ModelOpt's NaN codes of all-zero tiles times their scale 0, as torch
+	// computes them).
+	Decoded    int
+	DecodedNaN int64
+	// Packed counts the BF16 tensors packed to MXFP4 and what packing could
+	// not keep (Pack.Lossy: groups whose values changed).
+	Packed int
+	Pack   quant.PackStats
 	// Network counts the source bytes fetched (nil for a local source).
 	Network *NetStats
 }
@@ -306,6 +316,10 @@ func run(ctx context.Context, p *Plan, dst string, units []Unit, recs records, m
 	for _, s := range scratches {
 		res.ZeroScaleBlocks += s.cs.zeroScale
 		res.Cast = res.Cast.Add(s.cs.cast)
+		res.Decoded += s.xs.stats.decoded
+		res.DecodedNaN += s.xs.stats.nan
+		res.Packed += s.xs.stats.packed
+		res.Pack = res.Pack.Add(s.xs.stats.pack)
 	}
 	if net != nil {
 		res.Network = net.stats()

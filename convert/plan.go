@@ -131,6 +131,9 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
 		return nil, fmt.Errorf("convert %s: --experts nvfp4 casts MXFP4 experts, and %s declares %s ones", src.Root, filepath.Join(src.Root, ConfigName), cfg.Experts)
 	}
+	if err := checkExpertsWay(src.Root, cfg, r, opts); err != nil {
+		return nil, err
+	}
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*FilePlan, len(src.Files)), remote: src.Remote()}
 	mods := newModuleSet()
 	catalog := cfg.CatalogLookup()
@@ -162,6 +165,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 		return nil, err
 	}
 	p.modules = mods.sorted()
+	p.modules.decodes = r.decodes()
 	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, p.modules, opts); err != nil {
 		return nil, err
 	}
@@ -281,6 +285,20 @@ func (fp *FilePlan) summarize(outs []OutputTensor) {
 		}
 	}
 	for _, st := range fp.Steps {
+		if st.xf != nil {
+			xfReads(st.xf, func(_ safetensors.TensorInfo, _, n int64) { fp.ReadBytes += n })
+			switch {
+			case st.Kind == StepDecode:
+				t.Decoded++
+				t.DecodedBytes += fp.Layout.Tensors[st.First].Size()
+				kept++
+			case st.xf.part == 0:
+				t.Packed++
+				t.PackedBytes += st.xf.codes.Size()
+				kept++
+			}
+			continue
+		}
 		if st.Kind != StepNVFP4 {
 			continue
 		}
@@ -351,6 +369,8 @@ type Totals struct {
 	FP8Bytes, ScaleBytes         int64 // output bytes of quantized tensors
 	NVFP4                        int   // MXFP4 expert projections cast to NVFP4
 	MXFP4Bytes, NVFP4Bytes       int64 // their source and output bytes
+	Decoded, Packed              int   // quantized weights decoded to BF16; BF16 experts packed to MXFP4
+	DecodedBytes, PackedBytes    int64 // the BF16 bytes written, and read
 	AuxBytes                     int64
 	Files, AuxFiles, OutputFiles int
 }
@@ -373,6 +393,10 @@ func (p *Plan) Totals() Totals {
 		t.NVFP4 += ft.NVFP4
 		t.MXFP4Bytes += ft.MXFP4Bytes
 		t.NVFP4Bytes += ft.NVFP4Bytes
+		t.Decoded += ft.Decoded
+		t.DecodedBytes += ft.DecodedBytes
+		t.Packed += ft.Packed
+		t.PackedBytes += ft.PackedBytes
 	}
 	for _, a := range p.Aux {
 		t.AuxFiles++

@@ -23,11 +23,16 @@ const (
 	// (Source is its weight_packed): codes, E4M3 block scales, the fp32
 	// second-level scale or the fp32 input scale, in NVFP4Specs order.
 	RoleNVFP4
+	// RoleBF16 is a quantized weight decoded to BF16 (Source is its codes).
+	RoleBF16
+	// RoleMXFP4 is weight_packed or weight_scale of a BF16 weight packed to
+	// MXFP4 (Source is the BF16 weight).
+	RoleMXFP4
 
-	numRoles = int(RoleNVFP4) + 1
+	numRoles = int(RoleMXFP4) + 1
 )
 
-var roleNames = [numRoles]string{RoleCopy: "copy", RoleWeight: "fp8", RoleScale: "scale", RoleNVFP4: "nvfp4"}
+var roleNames = [numRoles]string{RoleCopy: "copy", RoleWeight: "fp8", RoleScale: "scale", RoleNVFP4: "nvfp4", RoleBF16: "bf16", RoleMXFP4: "mxfp4"}
 
 // String is the role's name in plans.
 func (r Role) String() string {
@@ -66,7 +71,9 @@ type OutputTensor struct {
 	SourceShape []int64
 	Role        Role
 
-	src int32 // 1 + the source's index among PlanTensors' specs, 0 if unknown
+	src  int32   // 1 + the source's index among PlanTensors' specs, 0 if unknown
+	xf   *xfSpec // the transform of a RoleBF16 or RoleMXFP4 output
+	part int     // which of xf's outputs
 }
 
 // sourceIn finds the output's source tensor in f, whose tensors were the
@@ -104,9 +111,26 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 		n = 2*len(in) + 16
 	}
 	out := make([]OutputTensor, 0, n)
+	xf, consumed, err := planTransforms(r, in, opts)
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s, experts %s: %w", r.Name, opts.Experts, err)
+	}
 	var quantized map[string]string // X.weight's scale name → X.weight
 	for i, s := range in {
 		src := int32(i + 1)
+		if consumed[s.Name] {
+			continue
+		}
+		if x := xf[s.Name]; x != nil {
+			role := RoleBF16
+			if x.kind == xfPack {
+				role = RoleMXFP4
+			}
+			for part, o := range x.outs {
+				out = append(out, OutputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: role, src: src, xf: x, part: part})
+			}
+			continue
+		}
 		if opts.Experts == ExpertsNVFP4 {
 			if base, packed, ok := model.MXFP4Part(s.Name); ok {
 				if !packed {
@@ -124,7 +148,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 		}
 		switch classify(s.Name) {
 		case Drop:
-		case Keep:
+		case Keep, Decode:
 			out = append(out, OutputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleCopy, src: src})
 		case Quantize:
 			if err := checkQuantizable(s); err != nil {

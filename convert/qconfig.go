@@ -37,6 +37,8 @@ const (
 	nvfp4Algo = "NVFP4"
 	// ctFloatFormat is compressed-tensors' format of FP8 float weights.
 	ctFloatFormat = "float-quantized"
+	// ctMXFP4Format is the release's format of its MXFP4 experts.
+	ctMXFP4Format = "mxfp4-pack-quantized"
 	// ctMixedFormat is the top-level format when groups differ.
 	ctMixedFormat = "mixed-precision"
 	// ue8m0 is the scale_fmt value DeepSeek-style loaders read.
@@ -52,6 +54,9 @@ const (
 // routed-expert banks (….experts, one per MoE layer).
 type modules struct {
 	fp8, kept, experts []string
+	// decodes is set when the recipe decodes quantized weights to BF16 (a
+	// plan with no FP8 left then writes no block-FP8 config at all).
+	decodes bool
 }
 
 // moduleSet accumulates modules file by file.
@@ -77,7 +82,7 @@ func (m *moduleSet) add(outs []OutputTensor) {
 		switch {
 		case o.Role == RoleWeight:
 			put(m.fp8, strings.TrimSuffix(o.Name, ".weight"))
-		case o.Role == RoleCopy && len(o.Shape) == 2 && quantizableDTypes[o.DType] && strings.HasSuffix(o.Name, ".weight"):
+		case (o.Role == RoleCopy || o.Role == RoleBF16) && len(o.Shape) == 2 && quantizableDTypes[o.DType] && strings.HasSuffix(o.Name, ".weight"):
 			put(m.kept, strings.TrimSuffix(o.Name, ".weight"))
 		}
 	}
@@ -102,17 +107,48 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	raw := cfg.Raw()
 	text, _ := raw[textKey].(map[string]any)
 	var srcQC map[string]any // the source's description of its experts
+	var mxQC map[string]any  // a compressed-tensors MXFP4 one, top level or in text_config
 	for _, holder := range []map[string]any{raw, text} {
 		if v, ok := holder[quantKey]; ok && holder != nil {
-			if srcQC, ok = v.(map[string]any); !ok {
+			qc, ok := v.(map[string]any)
+			if !ok {
 				return nil, nil, fmt.Errorf("%w: %s is not an object", ErrConfig, quantKey)
 			}
-			delete(holder, quantKey)
-			break
+			if qc["format"] == ctMXFP4Format && mxQC == nil {
+				mxQC = qc
+			}
+			if srcQC == nil {
+				srcQC = qc
+				delete(holder, quantKey)
+			} else if mods.decodes || opts.Experts == ExpertsBF16 || opts.Experts == ExpertsMXFP4 {
+				delete(holder, quantKey)
+			}
 		}
 	}
 	if opts.Experts == ExpertsNVFP4 && opts.Format != ModelOpt {
 		return nil, nil, fmt.Errorf("%w: NVFP4 experts are described only by --format modelopt, not %s", ErrUnknownFormat, opts.Format)
+	}
+	switch opts.Experts {
+	case ExpertsBF16:
+		srcQC = nil // the experts' description goes with their quantization
+	case ExpertsMXFP4:
+		srcQC = releaseMXFP4Config()
+	}
+	if len(mods.fp8) == 0 && opts.Experts != ExpertsNVFP4 && (mods.decodes || opts.Experts == ExpertsBF16 || opts.Experts == ExpertsMXFP4) {
+		// Nothing block-FP8 left: no quantization_config but the MXFP4
+		// experts', where the release keeps it; no hf_quant_config.json.
+		if outputExperts(cfg, opts) == model.ExpertsMXFP4 {
+			if mxQC == nil {
+				mxQC = releaseMXFP4Config()
+			}
+			holder := text
+			if holder == nil {
+				holder = raw
+			}
+			holder[quantKey] = mxQC
+		}
+		config, err = marshalConfig(raw)
+		return config, nil, err
 	}
 	var qc, hf map[string]any
 	switch opts.Format {
@@ -221,7 +257,8 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	// An exclusion must not reach a quantized module, nor undeclared MXFP4
 	// experts (TensorRT-LLM lets an exclusion outrank its MXFP4 default).
 	protected := slices.Collect(maps.Keys(layers))
-	if opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsMXFP4 {
+	outExperts := outputExperts(cfg, opts)
+	if outExperts == model.ExpertsMXFP4 {
 		protected = append(protected, spellAll(m.experts)...)
 	}
 	var aliases []string
@@ -238,7 +275,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 		seen[alias] = true
 		exclude = append(exclude, alias)
 	}
-	if opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsBF16 {
+	if outExperts == model.ExpertsBF16 {
 		for _, n := range spellAll(m.experts) {
 			if !seen[n] {
 				seen[n] = true
@@ -479,4 +516,60 @@ func marshalConfig(v map[string]any) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	return append(b, '\n'), nil
+}
+
+// outputExperts is the format of the output's routed experts.
+func outputExperts(cfg *model.Config, opts Options) model.ExpertFormat {
+	switch opts.Experts {
+	case ExpertsNVFP4:
+		return model.ExpertsNVFP4
+	case ExpertsBF16:
+		return model.ExpertsBF16
+	case ExpertsMXFP4:
+		return model.ExpertsMXFP4
+	}
+	return cfg.Experts
+}
+
+// releaseMXFP4Config is the quantization_config Kimi-K3's release declares
+// for its MXFP4 experts (text_config.quantization_config of
+// moonshotai/Kimi-K3's config.json), which --experts mxfp4 writes back.
+func releaseMXFP4Config() map[string]any {
+	return map[string]any{
+		"config_groups": map[string]any{
+			"group_0": map[string]any{
+				"format":             ctMXFP4Format,
+				"input_activations":  nil,
+				"output_activations": nil,
+				"targets":            []any{"Linear"},
+				"weights": map[string]any{
+					"actorder":        nil,
+					"block_structure": nil,
+					"dynamic":         false,
+					"group_size":      quant.MXGroupSize,
+					"num_bits":        4,
+					"observer":        "minmax",
+					"observer_kwargs": map[string]any{},
+					"scale_dtype":     "torch.uint8",
+					"strategy":        "group",
+					"symmetric":       true,
+					"type":            "float",
+					"zp_dtype":        nil,
+				},
+			},
+		},
+		"format":                   ctMXFP4Format,
+		"global_compression_ratio": nil,
+		"ignore": []any{
+			"re:.*self_attn.*",
+			"re:.*shared_experts.*",
+			`re:.*mlp\.(gate|up|gate_up|down)_proj.*`,
+			"re:.*lm_head.*",
+			"re:.*vision_tower.*",
+			"re:.*mm_projector.*",
+		},
+		"kv_cache_scheme":     nil,
+		"quant_method":        "compressed-tensors",
+		"quantization_status": "compressed",
+	}
 }

@@ -19,11 +19,15 @@ const (
 	Quantize
 	// Drop leaves the tensor out of the output.
 	Drop
+	// Decode turns a quantized weight (block FP8, MXFP4, NVFP4) back into
+	// BF16 under its unquantized name, dropping its companions; anything
+	// else is kept. Routed experts follow --experts instead.
+	Decode
 
-	numActions = int(Drop) + 1
+	numActions = int(Decode) + 1
 )
 
-var actionNames = [numActions]string{Keep: "keep", Quantize: "quantize", Drop: "drop"}
+var actionNames = [numActions]string{Keep: "keep", Quantize: "quantize", Drop: "drop", Decode: "bf16"}
 
 // String is the action's name in plans and reports.
 func (a Action) String() string {
@@ -109,6 +113,8 @@ const (
 	// ModelOptK3 is NVIDIA's choice for nvidia/Kimi-K3-NVFP4 (--attn_fp8_pb):
 	// every attention projection in block FP8, MLPs BF16.
 	ModelOptK3 = "modelopt-k3"
+	// BF16 decodes every quantized non-expert weight back to BF16.
+	BF16 = "bf16"
 )
 
 // builtinRecipes is the table of recipes the toolkit ships; everything no
@@ -146,6 +152,11 @@ var builtinRecipes = []struct {
 		quantize: "kda.q_proj,kda.k_proj,kda.v_proj,kda.g_proj,kda.o_proj,kda.b_proj,kda.f_a_proj,kda.f_b_proj," +
 			"mla.q_a_proj,mla.q_b_proj,mla.kv_a_proj_with_mqa,mla.kv_b_proj,mla.o_proj,mla.g_proj",
 		def: Keep,
+	},
+	{
+		name: BF16,
+		doc:  "every block-FP8 (any convention, fp32 or UE8M0 scales) or NVFP4 weight decoded back to BF16 under its unquantized name, its scales dropped; routed experts as --experts says (bf16 for the whole BF16 checkpoint)",
+		def:  Decode,
 	},
 }
 

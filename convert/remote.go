@@ -136,6 +136,10 @@ func fileRanges(fp *FilePlan) []remote.Range {
 			})
 		case st.Kind == StepCopy:
 			rs = append(rs, remote.Range{File: sf.Path, Off: st.Src, Len: st.Len})
+		case (st.Kind == StepDecode || st.Kind == StepPack) && st.xf != nil:
+			xfReads(st.xf, func(t safetensors.TensorInfo, off, n int64) {
+				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
+			})
 		case st.Kind == StepScales, st.Kind == StepCodes && !st.HoldCodes && !st.SpillCodes:
 			quantReads(st.Source, func(off, n int64) {
 				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + st.Source.Begin + off, Len: n})

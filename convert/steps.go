@@ -35,11 +35,16 @@ const (
 	// own: the E4M3 scales depend only on the E8M0 scales and K_max, the codes
 	// step casts the codes band by band.
 	StepNVFP4
+	// StepDecode writes a quantized weight (block FP8, MXFP4 or NVFP4)
+	// decoded to BF16, chunk by chunk.
+	StepDecode
+	// StepPack writes one of the two MXFP4 tensors a BF16 weight packs to.
+	StepPack
 
-	numStepKinds = int(StepNVFP4) + 1
+	numStepKinds = int(StepPack) + 1
 )
 
-var stepKindNames = [numStepKinds]string{StepCopy: "copy", StepScales: "scales", StepCodes: "codes", StepNVFP4: "nvfp4"}
+var stepKindNames = [numStepKinds]string{StepCopy: "copy", StepScales: "scales", StepCodes: "codes", StepNVFP4: "nvfp4", StepDecode: "decode", StepPack: "pack"}
 
 // NVFP4Part is which of the four NVFP4 tensors of a projection a step writes,
 // in model.NVFP4Specs order.
@@ -128,6 +133,8 @@ type Step struct {
 	// Part and Cast describe a StepNVFP4.
 	Part NVFP4Part
 	Cast *CastSource
+
+	xf *transform // what a StepDecode or StepPack reads
 }
 
 // Writes is how many output tensors the step writes.
@@ -171,6 +178,14 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 	var steps []Step
 	casts := map[string]*CastSource{}
 	for i, o := range outs {
+		if o.Role == RoleBF16 || o.Role == RoleMXFP4 {
+			st, err := transformStep(sf, o, i)
+			if err != nil {
+				return nil, err
+			}
+			steps = append(steps, st)
+			continue
+		}
 		if o.Role == RoleNVFP4 {
 			st, err := nvfp4Step(sf, o, i, casts)
 			if err != nil {
@@ -209,6 +224,7 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 			steps = append(steps, st)
 		}
 	}
+	markHeld(steps)
 	return steps, nil
 }
 

@@ -64,9 +64,15 @@ type VerifyReport struct {
 	Cast  quant.CastStats `json:"nvfp4_cast"`
 	// ZeroScaleBlocks counts FP8 blocks with scale 0 and NaN codes
 	// (ModelOpt numerics' all-zero tiles); they are reported, not violations.
-	ZeroScaleBlocks int64         `json:"fp8_zero_scale_blocks"`
-	Violations      []string      `json:"violations"`
-	Tensors         []TensorStats `json:"tensors"`
+	ZeroScaleBlocks int64 `json:"fp8_zero_scale_blocks"`
+	// Decoded and Packed count the tensors decoded to BF16 and packed to
+	// MXFP4 again from the source and compared bit for bit; Pack is that
+	// packing's counts (what convert reported).
+	Decoded    int             `json:"tensors_decoded_bf16"`
+	Packed     int             `json:"tensors_packed_mxfp4"`
+	Pack       quant.PackStats `json:"mxfp4_pack"`
+	Violations []string        `json:"violations"`
+	Tensors    []TensorStats   `json:"tensors"`
 }
 
 func (r *VerifyReport) fail(format string, args ...any) {

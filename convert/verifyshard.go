@@ -103,6 +103,23 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 					r.fail("%s: tensor %s: %s", fp.Name, t.Name, v)
 				}
 			})
+		case StepDecode, StepPack:
+			t := out.Tensors[st.First]
+			before := s.xs.stats
+			diff, err := s.retransformed(ctx, fp.Source, st, out.Section(t), prog)
+			if err != nil {
+				return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
+			}
+			after := s.xs.stats
+			report(func(r *VerifyReport) {
+				r.Decoded += after.decoded - before.decoded
+				r.Packed += after.packed - before.packed
+				r.Pack = r.Pack.Add(quant.PackStats{Groups: after.pack.Groups - before.pack.Groups, Lossy: after.pack.Lossy - before.pack.Lossy,
+					Saturated: after.pack.Saturated - before.pack.Saturated, ZeroGroups: after.pack.ZeroGroups - before.pack.ZeroGroups})
+				if diff >= 0 {
+					r.fail("%s: tensor %s differs from a fresh %s of %s at byte %d", fp.Name, t.Name, st.Kind, st.xf.codes.Name, diff)
+				}
+			})
 		case StepCodes:
 			codes, scales := out.Tensors[st.First], out.Tensors[st.Last]
 			name := codes.Name
@@ -308,4 +325,37 @@ func sourceValue(row []byte, c int64, e quant.Elem) float32 {
 		return quant.F16ToF32(binary.LittleEndian.Uint16(row[2*c:]))
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(row[4*c:]))
+}
+
+// retransformed runs a decode or pack step again from the source and
+// compares what it makes with the output tensor out, returning the offset
+// of the first differing byte (-1 when identical).
+func (s *scratch) retransformed(ctx context.Context, sf *safetensors.File, st Step, out *io.SectionReader, prog Progress) (int64, error) {
+	var off int64
+	diff := int64(-1)
+	var buf []byte
+	err := s.runTransform(ctx, sf.ReaderAt(), sf, st, func(b []byte) error {
+		if diff < 0 {
+			if cap(buf) < len(b) {
+				buf = make([]byte, len(b))
+			}
+			n, err := out.ReadAt(buf[:len(b)], off)
+			if err != nil && !(err == io.EOF && n == len(b)) {
+				diff = off + int64(n)
+				if n == len(b) {
+					diff = -1
+				}
+			}
+			if i := firstDiff(buf[:n], b[:n]); diff < 0 && i >= 0 {
+				diff = off + int64(i)
+			}
+			prog.Add(int64(len(b)))
+		}
+		off += int64(len(b))
+		return nil
+	}, prog)
+	if err == nil && diff < 0 && off != out.Size() {
+		diff = min(off, out.Size())
+	}
+	return diff, err
 }

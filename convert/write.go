@@ -27,6 +27,7 @@ type scratch struct {
 	held   []byte          // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
 	spill  *spill          // a remote file's codes between those steps, when not held
 	cs     castScratch
+	xs     xfScratch // decode and pack steps
 	// lastZeroScale is how many blocks the last quantize gave scale 0.
 	lastZeroScale int64
 
@@ -339,6 +340,14 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
 			if err := s.writeNVFP4(ctx, ra, sf, st, out.write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, first, err)
+			}
+		case StepDecode, StepPack:
+			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
+			if st.xf == nil {
+				return zeroed, fmt.Errorf("file %s: step %s for %s has no source", path, st.Kind, quote.Name(first))
+			}
+			if err := s.runTransform(ctx, ra, sf, st, out.write, prog); err != nil {
+				return zeroed, fmt.Errorf("file %s: tensor %s (from %s): %w", srcPath, first, st.xf.codes.Name, err)
 			}
 		default:
 			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)

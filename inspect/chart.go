@@ -22,6 +22,7 @@ import (
 	"gonum.org/v1/plot/vg/vgpdf"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/model"
 )
@@ -65,8 +66,12 @@ var ChartFormats = []string{"svg", "png", "pdf"}
 type ChartOptions struct {
 	// Title is the first line of the title (the checkpoint and layout).
 	Title string
-	// Recipe names the recipe of the FP8 step ("" = DefaultRecipe).
+	// Recipe names the recipe of the FP8 step ("" = DefaultRecipe): set it
+	// to the Options.Recipe the steps were planned with, or the title names
+	// another recipe than the bars show.
 	Recipe string
+	// Experts is the Options.Experts the steps were planned with.
+	Experts convert.ExpertsMode
 	// GPUMem, when positive, draws a horizontal line at that many bytes.
 	GPUMem int64
 }
@@ -112,10 +117,6 @@ func writeChart(w io.Writer, steps []Step, o ChartOptions, format string) error 
 	labels := make([]string, len(steps))
 	totals := make(plotter.XYs, len(steps))
 	totalText := make([]string, len(steps))
-	recipe := o.Recipe
-	if recipe == "" {
-		recipe = DefaultRecipe
-	}
 	for j, s := range steps {
 		labels[j] = s.Label + "\nrank " + strconv.Itoa(s.Rank)
 		for _, r := range s.Components {
@@ -126,7 +127,7 @@ func writeChart(w io.Writer, steps []Step, o ChartOptions, format string) error 
 	}
 
 	p := plot.New()
-	p.Title.Text = o.Title + "\neach bar: the rank holding the most weight bytes at that step; FP8 = recipe " + recipe
+	p.Title.Text = o.Title + "\neach bar: the rank holding the most weight bytes at that step" + fp8Caption(steps, o)
 	chartFont(&p.Title.TextStyle, 11)
 	p.Title.Padding = 3 * vg.Millimeter
 	p.Y.Label.Text = u.name + " per rank"
@@ -252,6 +253,23 @@ func SaveChart(path string, steps []Step, o ChartOptions) error {
 		return fmt.Errorf("chart %s: cannot write: %w", path, err)
 	}
 	return nil
+}
+
+// fp8Caption says what the FP8 bar applies, when there is one (a converted
+// source is its own FP8 step, which adds no bar).
+func fp8Caption(steps []Step, o ChartOptions) string {
+	if !slices.ContainsFunc(steps, func(s Step) bool { return s.Label == fp8Label }) {
+		return ""
+	}
+	recipe := o.Recipe
+	if recipe == "" {
+		recipe = DefaultRecipe
+	}
+	c := "; FP8 = recipe " + recipe
+	if o.Experts == convert.ExpertsNVFP4 {
+		c += ", routed experts NVFP4"
+	}
+	return c
 }
 
 // componentColor keeps a component's color the same in every chart: it is

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/model"
@@ -283,6 +284,14 @@ func TestChart(t *testing.T) {
 	near := func(a, b float64) bool { return a > b*0.99 && a < b*1.01 }
 	if !near(exp[0], exp[1]) || !near(kda[0]/exp[0], 20.0/80) || !near(kda[1]/exp[1], 5.0/80) {
 		t.Errorf("bar heights kda %v experts %v, want 20:80 and 5:80", kda, exp)
+	}
+	if strings.Contains(svg, "FP8 =") {
+		t.Errorf("chart without an FP8 step names a recipe")
+	}
+	buf.Reset()
+	must(t, WriteChart(&buf, []Step{{Label: "FP8", Total: GiB}}, ChartOptions{Recipe: "modelopt-k3", Experts: convert.ExpertsNVFP4}))
+	if !strings.Contains(buf.String(), "FP8 = recipe modelopt-k3, routed experts NVFP4<") {
+		t.Errorf("chart title does not name the recipe and experts mode it was given")
 	}
 	if err := SaveChart(filepath.Join(t.TempDir(), "c.gif"), steps, ChartOptions{}); !errors.Is(err, ErrUsage) {
 		t.Errorf("a .gif chart: err = %v, want ErrUsage", err)

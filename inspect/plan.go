@@ -192,7 +192,7 @@ func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]RankRow, []
 	return ranks, stages, nil
 }
 
-// memoryStep is one change of the seed's per-rank weight memory story (DP16
+// memoryStep is one change of the per-rank weight memory story (DP16
 // decode): which tensors (source or FP8) under which layout switches.
 type memoryStep struct {
 	label string
@@ -200,11 +200,14 @@ type memoryStep struct {
 	opts  layout.Options
 }
 
-// memorySteps is the seed's order of changes, each on top of the previous.
+// fp8Label names the step planned through the recipe.
+const fp8Label = "FP8"
+
+// memorySteps is the order of changes, each on top of the previous.
 var memorySteps = []memoryStep{
 	{"BF16 baseline", false, layout.Options{}},
 	{"text only", false, layout.Options{TextOnly: true}},
-	{"FP8", true, layout.Options{TextOnly: true}},
+	{fp8Label, true, layout.Options{TextOnly: true}},
 	{"weight shard", true, layout.Options{TextOnly: true, WeightShard: true}},
 	{"vocab TP8", true, layout.Options{TextOnly: true, WeightShard: true, VocabTP: true}},
 }
@@ -236,7 +239,7 @@ func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 	}
 	list := memorySteps
 	if !builtin {
-		list = []memoryStep{{"as is", false, layout.Options{}}, {"FP8", true, layout.Options{}}}
+		list = []memoryStep{{"as is", false, layout.Options{}}, {fp8Label, true, layout.Options{}}}
 	}
 	var out []Step
 	var prev []int64

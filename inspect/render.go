@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter"
@@ -16,15 +17,29 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
-// TextWidth is the widest line WriteText writes unless TextOptions.Wide is set.
-const TextWidth = 100
+// defaultTextWidth is the terminal width assumed when none is known.
+const defaultTextWidth = 80
 
 // TextOptions shape the text report.
 type TextOptions struct {
-	// Wide gives every component its own column in the layout tables,
-	// however wide they get; otherwise the smallest components share an
-	// "other" column so that every line fits TextWidth.
+	// Width is the widest line of the report (0: 80), the terminal's: the
+	// smallest components of the layout tables share an "other" column and
+	// the exact byte counts (in the JSON report) leave the tables that would
+	// pass it. Only a path or a name longer than Width passes it.
+	Width int
+	// Wide ignores Width: every component its own column and every table its
+	// byte counts, however wide they get.
 	Wide bool
+}
+
+func (o TextOptions) width() int {
+	switch {
+	case o.Wide:
+		return math.MaxInt
+	case o.Width <= 0:
+		return defaultTextWidth
+	}
+	return o.Width
 }
 
 // WriteJSON writes the report as one indented JSON object.
@@ -42,27 +57,28 @@ func WriteJSON(w io.Writer, r *Report) error {
 // the checkpoint are printed with their control characters escaped.
 func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	bw := bufio.NewWriter(w)
+	width := o.width()
 	summary := fmt.Sprintf("%s, %s, %s bytes (%.2f GiB)",
 		termtext.Plural(int64(len(r.Files)), "file", "files"), termtext.Plural(r.TensorCount, "tensor", "tensors"),
 		termtext.Int(r.TotalBytes), gib(r.TotalBytes))
-	fmt.Fprintln(bw, headline(quote.Name(r.Source), summary))
+	fmt.Fprintln(bw, headline(quote.Name(r.Source), summary, width))
 	pct := 0.0
 	if r.TotalBytes > 0 {
 		pct = 100 * float64(r.BytesRead) / float64(r.TotalBytes)
 	}
-	fmt.Fprintf(bw, "read %s bytes of headers, index and config (%.4f%% of the data), no tensor data\n", termtext.Int(r.BytesRead), pct)
+	fmt.Fprintln(bw, termtext.Wrap(fmt.Sprintf("no tensor data read: %s bytes of headers, index and config (%.4f%% of the data)", termtext.Int(r.BytesRead), pct), width, "  "))
 
 	sideBySide := r.Recipe != nil && r.By == ByComponent
 	if sideBySide {
-		if err := recipeText(bw, r); err != nil {
+		if err := recipeText(bw, r, width); err != nil {
 			return err
 		}
 	} else {
-		if err := mainTables(bw, r); err != nil {
+		if err := mainTables(bw, r, width); err != nil {
 			return err
 		}
 		if r.Recipe != nil {
-			if err := recipeText(bw, r); err != nil {
+			if err := recipeText(bw, r, width); err != nil {
 				return err
 			}
 		}
@@ -74,36 +90,36 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 		}
 		fmt.Fprintf(bw, "\nquantization (%s):\n", termtext.Lines(where))
 		for _, s := range q.Summary {
-			fmt.Fprintf(bw, "  %s\n", termtext.Lines(s))
+			fmt.Fprintln(bw, termtext.Wrap("  "+termtext.Lines(s), width, "    "))
 		}
 	}
 	if r.Layout != nil {
-		if err := layoutText(bw, r.Layout, r.Files, o); err != nil {
+		if err := layoutText(bw, r.Layout, r.Files, width); err != nil {
 			return err
 		}
 	}
 	if len(r.Warnings) > 0 {
 		fmt.Fprintln(bw, "\nwarnings:")
 		for _, s := range r.Warnings {
-			fmt.Fprintln(bw, wrapText("  "+termtext.Lines(s), TextWidth, "    "))
+			fmt.Fprintln(bw, termtext.Wrap("  "+termtext.Lines(s), width, "    "))
 		}
 	}
 	return bw.Flush()
 }
 
 // headline is the report's first line, "source: summary", or, when that
-// would pass TextWidth, the source alone on its line and the summary indented
+// would pass width, the source alone on its line and the summary indented
 // on the next: a long path never widens the report beyond what the path
 // itself needs.
-func headline(source, summary string) string {
-	if utf8.RuneCountInString(source)+2+utf8.RuneCountInString(summary) <= TextWidth {
+func headline(source, summary string, width int) string {
+	if utf8.RuneCountInString(source)+2+utf8.RuneCountInString(summary) <= width {
 		return source + ": " + summary
 	}
 	return source + ":\n  " + summary
 }
 
 // mainTables writes the --by table and, unless it is the dtype table, the dtype table.
-func mainTables(w io.Writer, r *Report) error {
+func mainTables(w io.Writer, r *Report, width int) error {
 	fmt.Fprintln(w)
 	groups := r.Groups
 	if r.By == ByComponent {
@@ -118,7 +134,7 @@ func mainTables(w io.Writer, r *Report) error {
 			total.merge(g.Sum)
 		}
 	}
-	if err := shareTable(w, r.By.String(), groups, total); err != nil {
+	if err := shareTable(w, r.By.String(), groups, total, width); err != nil {
 		return err
 	}
 	if r.By == ByDType {
@@ -129,7 +145,7 @@ func mainTables(w io.Writer, r *Report) error {
 	for i, d := range r.DTypes {
 		rows[i] = Row{Key: d.DType, Sum: d.Sum}
 	}
-	return shareTable(w, "dtype", rows, Sum{Tensors: r.TensorCount, Bytes: r.TotalBytes})
+	return shareTable(w, "dtype", rows, Sum{Tensors: r.TensorCount, Bytes: r.TotalBytes}, width)
 }
 
 // newTable is a boxed table with left-aligned text and right-aligned numbers
@@ -152,29 +168,56 @@ func newTable(w io.Writer, cols, numFrom int) *tablewriter.Table {
 	)
 }
 
-// shareTable renders key | tensors | bytes | GiB | share with a total line.
-func shareTable(w io.Writer, key string, rows []Row, total Sum) error {
-	t := newTable(w, 5, 1)
-	t.Header(key, "tensors", "bytes", "GiB", "share")
+// shareTable renders key | tensors | bytes | GiB | share with a total line;
+// without the bytes column when the table would pass width.
+func shareTable(w io.Writer, key string, rows []Row, total Sum, width int) error {
+	cells := make([][]string, 0, len(rows)+2)
+	cells = append(cells, []string{key, "tensors", "bytes", "GiB", "share"})
 	for _, r := range rows {
-		if err := t.Append(quote.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibStr(r.Bytes), share(r.Bytes, total.Bytes)); err != nil {
+		cells = append(cells, []string{quote.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibStr(r.Bytes), share(r.Bytes, total.Bytes)})
+	}
+	cells = append(cells, []string{"total", termtext.Int(total.Tensors), termtext.Int(total.Bytes), gibStr(total.Bytes), share(total.Bytes, total.Bytes)})
+	if tableWidth(cellWidths(cells)) > width {
+		for i, row := range cells {
+			cells[i] = slices.Delete(row, 2, 3)
+		}
+	}
+	t := newTable(w, len(cells[0]), 1)
+	t.Header(cells[0])
+	for _, row := range cells[1 : len(cells)-1] {
+		if err := t.Append(row); err != nil {
 			return err
 		}
 	}
-	t.Footer("total", termtext.Int(total.Tensors), termtext.Int(total.Bytes), gibStr(total.Bytes), share(total.Bytes, total.Bytes))
+	t.Footer(cells[len(cells)-1])
 	return t.Render()
+}
+
+// cellWidths is the widest cell of every column.
+func cellWidths(rows [][]string) []int {
+	var ws []int
+	for _, row := range rows {
+		for i, c := range row {
+			if i == len(ws) {
+				ws = append(ws, 0)
+			}
+			ws[i] = max(ws[i], textWidth(c))
+		}
+	}
+	return ws
 }
 
 // recipeText is the what-if of --recipe: one line of totals, then the
 // components and the dtypes before → after, side by side.
-func recipeText(w io.Writer, r *Report) error {
+func recipeText(w io.Writer, r *Report, width int) error {
 	rr := r.Recipe
 	u := unitFor(max(r.TotalBytes, rr.TotalBytes))
-	fmt.Fprintf(w, "\nrecipe %s (%s scales, experts %s), before → after:\n  %s → %s %s (%+.2f %s), %s → %s tensors\n", rr.Name, rr.Format, rr.Experts,
+	fmt.Fprintf(w, "\nrecipe %s (%s scales, experts %s), before → after:\n", rr.Name, rr.Format, rr.Experts)
+	fmt.Fprintln(w, termtext.Wrap(fmt.Sprintf("  %s → %s %s (%+.2f %s), %s → %s tensors",
 		u.str(r.TotalBytes), u.str(rr.TotalBytes), u.name, u.of(rr.TotalBytes-r.TotalBytes), u.name,
-		termtext.Int(r.TensorCount), termtext.Int(rr.TensorCount))
+		termtext.Int(r.TensorCount), termtext.Int(rr.TensorCount)), width, "    "))
 	for _, s := range rr.Splits {
-		fmt.Fprintln(w, wrapText(termtext.Lines(fmt.Sprintf("warning: recipe %s %s", rr.Name, s)), TextWidth, "  "))
+		fmt.Fprintln(w, termtext.Wrap(termtext.Lines(fmt.Sprintf("warning: recipe %s %s", rr.Name, s)), width, "  "))
 	}
 	before := make([]Row, len(r.DTypes))
 	for i, d := range r.DTypes {
@@ -220,29 +263,6 @@ func beforeAfter(w io.Writer, key string, u unit, before, after []Row, tb, ta Ac
 	t.Footer("total", termtext.Int(tb.TensorCount), termtext.Int(ta.TensorCount), u.str(tb.TotalBytes), u.str(ta.TotalBytes),
 		fmt.Sprintf("%+.2f", u.of(ta.TotalBytes-tb.TotalBytes)))
 	return t.Render()
-}
-
-// wrapText breaks s at spaces so that no line passes width columns (a
-// single longer word keeps its own line); continuation lines start with indent.
-func wrapText(s string, width int, indent string) string {
-	words := strings.Split(s, " ")
-	var b strings.Builder
-	col := 0
-	for i, wd := range words {
-		n := utf8.RuneCountInString(wd)
-		switch {
-		case i == 0:
-		case col+1+n > width:
-			b.WriteString("\n" + indent)
-			col = utf8.RuneCountInString(indent)
-		default:
-			b.WriteByte(' ')
-			col++
-		}
-		b.WriteString(wd)
-		col += n
-	}
-	return b.String()
 }
 
 func gibStr(b int64) string { return strconv.FormatFloat(gib(b), 'f', 2, 64) }

@@ -17,8 +17,9 @@ const otherColumn = "other"
 
 // compTable is a table of fixed columns followed by one column per component
 // (bytes in one unit). Narrow, it keeps the largest components' columns that
-// fit TextWidth and sums the rest under "other".
+// fit width and sums the rest under "other".
 type compTable struct {
+	width int
 	u     unit
 	head  []string
 	fixed [][]string
@@ -57,10 +58,7 @@ func (c *compTable) colWidth(col string) int {
 
 // choose returns the component columns to show (schema order) and whether
 // an "other" column sums the rest.
-func (c *compTable) choose(wide bool) ([]string, bool) {
-	if wide {
-		return c.cols, false
-	}
+func (c *compTable) choose() ([]string, bool) {
 	ws := make([]int, len(c.head))
 	for i, h := range c.head {
 		ws[i] = textWidth(h)
@@ -70,7 +68,7 @@ func (c *compTable) choose(wide bool) ([]string, bool) {
 			ws[i] = max(ws[i], textWidth(s))
 		}
 	}
-	if tableWidth(append(slices.Clone(ws), c.widths(c.cols)...)) <= TextWidth {
+	if tableWidth(append(slices.Clone(ws), c.widths(c.cols)...)) <= c.width {
 		return c.cols, false
 	}
 	// Largest components first, while they fit next to an "other" column.
@@ -95,7 +93,7 @@ func (c *compTable) choose(wide bool) ([]string, bool) {
 	var shown []string
 	for _, col := range bySize {
 		try := append(slices.Clone(shown), col)
-		if tableWidth(append(append(slices.Clone(ws), c.widths(try)...), c.otherWidth(try))) <= TextWidth {
+		if tableWidth(append(append(slices.Clone(ws), c.widths(try)...), c.otherWidth(try))) <= c.width {
 			shown = try
 		}
 	}
@@ -130,8 +128,8 @@ func (c *compTable) rest(m map[string]int64, shown []string) int64 {
 	return n
 }
 
-func (c *compTable) render(w io.Writer, wide bool) error {
-	shown, other := c.choose(wide)
+func (c *compTable) render(w io.Writer) error {
+	shown, other := c.choose()
 	head := slices.Concat(c.head, shown)
 	if other {
 		head = append(head, otherColumn)
@@ -160,7 +158,7 @@ func (c *compTable) render(w io.Writer, wide bool) error {
 				rest = append(rest, col)
 			}
 		}
-		fmt.Fprintf(w, "%s: %s (--wide: a column each)\n", otherColumn, wrapList(rest, TextWidth-len(otherColumn)-24))
+		fmt.Fprintf(w, "%s: %s (--wide: a column each)\n", otherColumn, wrapList(rest, c.width-len(otherColumn)-24))
 	}
 	return nil
 }
@@ -211,7 +209,7 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, o TextOptions) error {
+func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, width int) error {
 	var largest int64
 	for _, r := range lr.Ranks {
 		largest = max(largest, r.Bytes)
@@ -223,11 +221,12 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, o TextOptions) e
 		largest = max(largest, s.Total)
 	}
 	u := unitFor(largest)
-	fmt.Fprintf(w, "\nlayout %s", quote.Name(lr.Name))
+	head := "layout " + quote.Name(lr.Name)
 	if lr.Recipe != "" {
-		fmt.Fprintf(w, " on the %s output", lr.Recipe)
+		head += " on the " + lr.Recipe + " output"
 	}
-	fmt.Fprintf(w, ": %s, %s per rank, %s %s dropped\n", termtext.Plural(int64(len(lr.Ranks)), "rank", "ranks"), u.name, u.str(lr.DroppedBytes), u.name)
+	head += fmt.Sprintf(": %s, %s per rank, %s %s dropped", termtext.Plural(int64(len(lr.Ranks)), "rank", "ranks"), u.name, u.str(lr.DroppedBytes), u.name)
+	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(head, width, "  "))
 	if op := lr.Options; op != nil {
 		fmt.Fprintf(w, "  text only %s, weight shard %s, vocab TP %s\n", onOff(op.TextOnly), onOff(op.WeightShard), onOff(op.VocabTP))
 		if len(op.PPPartition) > 0 {
@@ -238,7 +237,7 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, o TextOptions) e
 	for _, r := range lr.Ranks {
 		lists = append(lists, r.Components)
 	}
-	ranks := compTable{u: u, head: []string{"rank", "stage", "tensors", u.name}, cols: componentColumns(lists...)}
+	ranks := compTable{width: width, u: u, head: []string{"rank", "stage", "tensors", u.name}, cols: componentColumns(lists...)}
 	// Consecutive ranks holding the same amounts share a row ("0–15" under dp16).
 	for i := 0; i < len(lr.Ranks); {
 		r := lr.Ranks[i]
@@ -253,12 +252,12 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, o TextOptions) e
 		i = j + 1
 		ranks.add([]string{label, strconv.Itoa(r.Stage), termtext.Int(r.Tensors), u.str(r.Bytes)}, r.Components)
 	}
-	if err := ranks.render(w, o.Wide); err != nil {
+	if err := ranks.render(w); err != nil {
 		return err
 	}
 	if len(lr.Unaligned) > 0 {
-		fmt.Fprintf(w, "%s split across a 128 block; their scales stay replicated\n  (first: %s)\n",
-			termtext.Plural(int64(len(lr.Unaligned)), "FP8 weight is", "FP8 weights are"), quote.Name(lr.Unaligned[0]))
+		fmt.Fprintf(w, "%s split across a 128 block; their scales stay replicated\n%s\n",
+			termtext.Plural(int64(len(lr.Unaligned)), "FP8 weight is", "FP8 weights are"), termtext.Wrap("  (first: "+quote.Name(lr.Unaligned[0])+")", width, "    "))
 	}
 	if len(lr.Stages) > 0 {
 		fmt.Fprintln(w)
@@ -281,12 +280,12 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, o TextOptions) e
 	if len(lr.Steps) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nper-rank weight memory, step by step (%s; each step: the rank holding the most):\n", u.name)
+	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(fmt.Sprintf("per-rank weight memory, step by step (%s, the fullest rank at each step):", u.name), width, "  "))
 	lists = lists[:0]
 	for _, s := range lr.Steps {
 		lists = append(lists, s.Components)
 	}
-	steps := compTable{u: u, head: []string{"step", "rank", u.name, "saved", "sliced (full)"}, cols: componentColumns(lists...)}
+	steps := compTable{width: width, u: u, head: []string{"step", "rank", u.name, "saved", "sliced (full)"}, cols: componentColumns(lists...)}
 	for i, s := range lr.Steps {
 		saved := ""
 		if i > 0 {
@@ -294,7 +293,7 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, o TextOptions) e
 		}
 		steps.add([]string{s.Label, strconv.Itoa(s.Rank), u.str(s.Total), saved, u.str(s.Sliced)}, s.Components)
 	}
-	return steps.render(w, o.Wide)
+	return steps.render(w)
 }
 
 // sameHoldings reports whether two ranks of one stage hold the same amounts.

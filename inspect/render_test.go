@@ -12,35 +12,46 @@ import (
 )
 
 // TestTextFits renders the report of every built-in layout, with the recipe
-// and the memory steps: no line passes TextWidth columns, the components left
+// and the memory steps, and each --by table: at the default 80 columns and
+// at a given width, no line passes the width, the components left
 // out are named under "other", and --wide gives every component a column.
 // The checkpoint's path is set rather than taken from where the replica lies
 // (TMPDIR), so that each of three paths is rendered: a short one keeps
-// "path: summary" on one line; one that fits TextWidth only without the
+// "path: summary" on one line; one that fits width only without the
 // summary puts the summary indented on the next line; one longer than
-// TextWidth is the only line allowed past it, on its own line as "path:".
+// width is the only line allowed past it, on its own line as "path:".
 // Whatever the path, the rest of the report is the same bytes.
 func TestTextFits(t *testing.T) {
+	for _, width := range []int{defaultTextWidth, 100} {
+		textFits(t, width)
+	}
+}
+
+func textFits(t *testing.T, width int) {
 	dir := tinyReplica(t)
+	o := TextOptions{}
+	if width != defaultTextWidth {
+		o.Width = width
+	}
 	short := "/ckpt/Kimi-K3"
-	fitsAlone := "/" + strings.Repeat("d", TextWidth-2) // "path:" is TextWidth columns
+	fitsAlone := "/" + strings.Repeat("d", width-2) // "path:" is width columns
 	tooLong := "/" + strings.Repeat("long-directory/", 10) + "Kimi-K3"
 	for _, name := range layout.Names() {
-		rep, err := Inspect(dir, Options{Recipe: DefaultRecipe, Layout: name, Steps: true})
+		rep, err := Inspect(dir, Options{Recipe: DefaultRecipe, Layout: name, Steps: true, By: ByStage})
 		if err != nil {
 			t.Logf("%s does not fit the tiny replica: %.200v", name, err)
 			continue
 		}
 		summary := fmt.Sprintf("%s files, %s tensors, %s bytes (%.2f GiB)",
 			termtext.Int(int64(len(rep.Files))), termtext.Int(rep.TensorCount), termtext.Int(rep.TotalBytes), gib(rep.TotalBytes))
-		if len(short)+2+len(summary) > TextWidth || len(fitsAlone)+2+len(summary) <= TextWidth {
-			t.Fatalf("the paths do not test both sides of TextWidth: summary %q", summary)
+		if len(short)+2+len(summary) > width || len(fitsAlone)+2+len(summary) <= width {
+			t.Fatalf("the paths do not test both sides of width: summary %q", summary)
 		}
 		var rest string // the report after its first line, rendered for the short path
 		for _, src := range []string{short, fitsAlone, tooLong} {
 			rep.Source = src
 			var narrow bytes.Buffer
-			must(t, WriteText(&narrow, rep, TextOptions{}))
+			must(t, WriteText(&narrow, rep, o))
 			s := narrow.String()
 			head := src + ": " + summary + "\n"
 			if src != short {
@@ -56,13 +67,13 @@ func TestTextFits(t *testing.T) {
 				t.Errorf("%s, path of %d columns: the report after its first line differs from the short path's", name, len(src))
 			}
 			for i, line := range strings.Split(s, "\n") {
-				if n := utf8.RuneCountInString(line); n > TextWidth && (i != 0 || line != src+":") {
+				if n := utf8.RuneCountInString(line); n > width && (i != 0 || line != src+":") {
 					t.Errorf("%s, path of %d columns: line %d is %d columns: %s", name, len(src), i+1, n, line)
 				}
 			}
 		}
 		var narrow, wide bytes.Buffer
-		must(t, WriteText(&narrow, rep, TextOptions{}))
+		must(t, WriteText(&narrow, rep, o))
 		must(t, WriteText(&wide, rep, TextOptions{Wide: true}))
 		// Every component the layout places is a column of the wide table.
 		header := ""
@@ -79,6 +90,18 @@ func TestTextFits(t *testing.T) {
 		}
 		if s := narrow.String(); strings.Contains(s, "│ other │") != strings.Contains(s, "\nother: ") {
 			t.Errorf("%s: an 'other' column without the list of what it holds:\n%s", name, s)
+		}
+	}
+	// Every grouping's table fits too; --by file leaves out the exact bytes.
+	for _, by := range []GroupBy{ByComponent, ByDType, ByLayer, ByFile} {
+		rep, err := Inspect(dir, Options{By: by})
+		must(t, err)
+		var buf bytes.Buffer
+		must(t, WriteText(&buf, rep, o))
+		for i, line := range strings.Split(buf.String(), "\n") {
+			if n := utf8.RuneCountInString(line); n > width && i != 0 {
+				t.Errorf("--by %s at %d columns: line %d is %d columns: %s", by, width, i+1, n, line)
+			}
 		}
 	}
 }
@@ -112,3 +135,29 @@ func TestRecipeSideBySide(t *testing.T) {
 }
 
 func commasOf(n int64) string { return termtext.Int(n) }
+
+// TestShareTableNarrow: a table that would pass the width leaves out the
+// bytes column (full-size shards: 15-digit byte counts), one that fits keeps it.
+func TestShareTableNarrow(t *testing.T) {
+	rows := []Row{{Key: "model-00002-of-000096.safetensors", Sum: Sum{5414, 16990911504}}}
+	total := Sum{497220, 1560860324864}
+	for _, c := range []struct {
+		width     int
+		wantBytes bool
+	}{{80, false}, {100, true}} {
+		var buf bytes.Buffer
+		must(t, shareTable(&buf, "file", rows, total, c.width))
+		s := buf.String()
+		if strings.Contains(s, "16,990,911,504") != c.wantBytes || strings.Contains(s, " bytes ") != c.wantBytes {
+			t.Errorf("width %d: bytes column shown = %v, want %v:\n%s", c.width, !c.wantBytes, c.wantBytes, s)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+			if n := utf8.RuneCountInString(line); n > c.width {
+				t.Errorf("width %d: line of %d columns: %s", c.width, n, line)
+			}
+		}
+		if !strings.Contains(s, "15.82") {
+			t.Errorf("width %d: GiB column lost:\n%s", c.width, s)
+		}
+	}
+}

@@ -145,7 +145,14 @@ func Resolve(nameOrPath string, m Model, o Options) (*Layout, error) {
 		return Builtin(nameOrPath, m, o)
 	}
 	if strings.HasSuffix(nameOrPath, ".json") || strings.ContainsRune(nameOrPath, '/') {
-		return loadLayout(nameOrPath)
+		l, err := loadLayout(nameOrPath)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.checkLayers(m); err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
 	return nil, unknownLayout(nameOrPath)
 }

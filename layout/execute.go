@@ -11,6 +11,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -26,8 +27,9 @@ type ExecOptions struct {
 	// least defaultJobs).
 	Jobs int
 	// Restart discards what an earlier, unfinished or different run left in
-	// the output directories; without it such a run is resumed (same plan)
-	// or refused (different plan, or files this package did not write).
+	// the output directories (only the files its records say it wrote);
+	// without it such a run is resumed (same plan) or refused (different
+	// plan). Files no run wrote are refused either way, never removed.
 	Restart bool
 	// Start, if set, is called once before the first write, after the
 	// validation pass and the check of what an earlier run left, with the
@@ -59,8 +61,9 @@ type Result struct {
 }
 
 // Execute writes the plan under dst, holding dst's lock for the whole run
-// (a second run on dst fails at once). It runs the validation pass first, so
-// that a failing check leaves dst untouched. Every file is written
+// (a second run on dst fails at once). A dst that is, holds or lies inside a
+// local source is refused first (fsx.Disjoint). It runs the validation pass
+// next, so that a failing check leaves dst untouched. Every file is written
 // atomically; a directory is finished (index, side files, then its
 // completion record) as soon as its last file is committed. A rerun of the
 // same plan, after a kill or a finished run, resumes: files whose size and
@@ -70,6 +73,11 @@ type Result struct {
 func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
+	}
+	if p.src.remote == nil {
+		if err := fsx.Disjoint(dst, p.src.Root); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.Validate(ctx); err != nil {
 		return nil, err
@@ -82,6 +90,9 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		return nil, err
 	}
 	defer lock.Release()
+	if err := checkRoot(p, dst); err != nil {
+		return nil, err
+	}
 	res := &Result{}
 	runs := make([]*dirRun, len(p.Dirs))
 	var jobs []writeJob

@@ -32,6 +32,15 @@ func FuzzParseLayout(f *testing.F) {
 	}
 	f.Add([]byte(`{"name":"x","rules":[{"match":["a.{b,c}.#"],"action":"replicate"}]}`))
 	f.Add([]byte(`{}`))
+	// Inputs of a few hundred bytes that once cost gigabytes or minutes.
+	rule := func(pat string) string {
+		return `"rules":[{"name":"a","match":["` + pat + `"],"action":"replicate"}]`
+	}
+	f.Add([]byte(`{"name":"x",` + rule(strings.Repeat("{a,b}", 40)) + `}`))
+	f.Add([]byte(`{"name":"x",` + rule(strings.Repeat("**.", 40)+"x") + `}`))
+	f.Add([]byte(`{"name":"x","layers":4611686018427387904,` + rule("**") + `}`))
+	f.Add([]byte(`{"name":"x","layers":2147483648,"ranks_per_stage":1,` + rule("**") + `}`))
+	f.Add([]byte(`{"name":"x","ranks_per_stage":4096,` + rule("**") + `}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := parseLayout(data)
 		if err != nil {
@@ -39,6 +48,9 @@ func FuzzParseLayout(f *testing.F) {
 				t.Fatalf("rejection is neither ErrLayout nor ErrPattern: %v", err)
 			}
 			return
+		}
+		if l.Layers > maxLayers || l.RanksPerStage > maxRanks || l.Ranks() > maxRanks {
+			t.Fatalf("accepted %d layers, %d ranks: past the bounds", l.Layers, l.Ranks())
 		}
 		b, err := l.JSON()
 		if err != nil {
@@ -63,6 +75,7 @@ func FuzzCompilePattern(f *testing.F) {
 		"language_model.model.layers.<layer>.self_attn.{q,k,v}_proj.weight",
 		"model.layers.#.mlp.experts.<expert>.*.*",
 		"vision_tower.**", "a.{b,c", "a..b", "<layer>.<layer>", "[", "x.y.z",
+		strings.Repeat("{a,b}", 40), strings.Repeat("**.", 40) + "x", strings.Repeat("**.*.", 30) + "#",
 	} {
 		f.Add(s)
 	}
@@ -74,6 +87,15 @@ func FuzzCompilePattern(f *testing.F) {
 			}
 			return
 		}
+		for _, sg := range p.segs {
+			if len(sg.alts) > maxAlternatives {
+				t.Fatalf("%q: a segment of %d alternatives", src, len(sg.alts))
+			}
+		}
+		// Matching a long name costs one test per (segment, name segment):
+		// any backtracking shows as a fuzz run that does not end.
+		long := strings.Split(strings.Repeat("a.1.", 500)+"z", ".")
+		p.match(long)
 		if strings.ContainsAny(src, `*?[\{},<>#`) {
 			return
 		}

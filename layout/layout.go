@@ -34,6 +34,16 @@ const maxRanks = 1 << 16
 // maxRules bounds the number of rules (and patterns per rule) in a layout.
 const maxRules = 4096
 
+// maxLayers bounds a layout's layer count before anything is sized by it
+// (placement keeps a stage per layer); a layout used with a checkpoint must
+// also state the checkpoint's own num_hidden_layers (see checkLayers).
+const maxLayers = 1 << 16
+
+// maxPatternCost bounds a layout's patterns together, counted as their glob
+// alternatives plus their segments: every tensor name may be matched
+// against all of them.
+const maxPatternCost = 1 << 16
+
 // Action is what a rule does with the tensors it matches.
 type Action uint8
 
@@ -237,6 +247,17 @@ func (l *Layout) StageLayers(s int) (first, end int) {
 	return first, first + l.Partition[s]
 }
 
+// checkLayers refuses a layout that states a layer count other than the
+// checkpoint's num_hidden_layers: its stages would not be the model's. A
+// layout that states none (0) places nothing by layer count.
+func (l *Layout) checkLayers(m Model) error {
+	if l.Layers != 0 && m.Layers > 0 && l.Layers != m.Layers {
+		return fmt.Errorf("%w: %s: \"layers\" is %d, but the checkpoint's config.json has num_hidden_layers %d; they must be equal",
+			ErrLayout, l.Name, l.Layers, m.Layers)
+	}
+	return nil
+}
+
 // byGroup reports whether a rule names tensors by group, which reads names
 // against the model's schema and layer schedule.
 func (l *Layout) byGroup() bool {
@@ -323,6 +344,7 @@ func (l *Layout) compile() ([]compiledRule, error) {
 		return nil, err
 	}
 	out := make([]compiledRule, len(l.Rules))
+	cost := 0
 	for i := range l.Rules {
 		r := &l.Rules[i]
 		cr := compiledRule{Rule: r}
@@ -350,6 +372,13 @@ func (l *Layout) compile() ([]compiledRule, error) {
 			if r.Action == Expert && !hasExpert {
 				return nil, fmt.Errorf("%w: %s: rule %q: expert rule pattern %q does not capture <expert>", ErrLayout, l.Name, r.Name, m)
 			}
+			cost += len(p.segs)
+			for _, sg := range p.segs {
+				cost += len(sg.alts)
+			}
+			if cost > maxPatternCost {
+				return nil, fmt.Errorf("%w: %s: rule %q: the layout's patterns add up to more than %d segments and alternatives", ErrPattern, l.Name, r.Name, maxPatternCost)
+			}
 			cr.numeric = cr.numeric || p.numeric
 			cr.pats = append(cr.pats, p)
 		}
@@ -363,18 +392,18 @@ func (l *Layout) compile() ([]compiledRule, error) {
 }
 
 func (l *Layout) validateShape() error {
-	if l.Layers < 0 {
-		return fmt.Errorf("%w: %s: negative layer count %d", ErrLayout, l.Name, l.Layers)
+	if l.Layers < 0 || l.Layers > maxLayers {
+		return fmt.Errorf("%w: %s: \"layers\" is %d, out of [0, %d]", ErrLayout, l.Name, l.Layers, maxLayers)
 	}
 	if l.RanksPerStage < 1 || l.RanksPerStage > maxRanks {
-		return fmt.Errorf("%w: %s: ranks_per_stage %d out of [1, %d]", ErrLayout, l.Name, l.RanksPerStage, maxRanks)
+		return fmt.Errorf("%w: %s: \"ranks_per_stage\" is %d, out of [1, %d]", ErrLayout, l.Name, l.RanksPerStage, maxRanks)
 	}
 	if len(l.Rules) == 0 || len(l.Rules) > maxRules {
 		return fmt.Errorf("%w: %s: %d rules (want 1..%d)", ErrLayout, l.Name, len(l.Rules), maxRules)
 	}
 	if len(l.Partition) > 0 {
 		if len(l.Partition) > maxRanks/l.RanksPerStage {
-			return fmt.Errorf("%w: %s: %d stages × %d ranks exceeds %d ranks", ErrLayout, l.Name, len(l.Partition), l.RanksPerStage, maxRanks)
+			return fmt.Errorf("%w: %s: \"partition\" has %d stages; × %d ranks per stage exceeds %d ranks", ErrLayout, l.Name, len(l.Partition), l.RanksPerStage, maxRanks)
 		}
 		if err := checkPartition(l.Partition, len(l.Partition), l.Layers); err != nil {
 			return fmt.Errorf("%s: %w", l.Name, err)

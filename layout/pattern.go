@@ -24,6 +24,19 @@ const (
 	maxPatterns = 1 << 12
 )
 
+// Bounds on one pattern, so that what a layout file spells in a few bytes
+// cannot cost gigabytes to compile or minutes to match: brace alternatives
+// multiply (expansion is capped before it is done), and matching is linear in
+// the name for a pattern of at most maxPatternSegs segments (see match).
+const (
+	// maxPatternLen bounds a pattern's length in bytes.
+	maxPatternLen = 1 << 10
+	// maxPatternSegs bounds a pattern's dot-separated segments.
+	maxPatternSegs = 63
+	// maxAlternatives bounds the glob alternatives one segment's braces expand to.
+	maxAlternatives = 1 << 10
+)
+
 // segKind is what one compiled pattern segment matches.
 type segKind uint8
 
@@ -62,8 +75,15 @@ func compilePattern(src string) (*pattern, error) {
 	if src == "" {
 		return nil, fmt.Errorf("%w: empty pattern", ErrPattern)
 	}
+	if len(src) > maxPatternLen {
+		return nil, fmt.Errorf("%w: %.40q…: %d bytes (limit %d)", ErrPattern, src, len(src), maxPatternLen)
+	}
+	parts := strings.Split(src, ".")
+	if len(parts) > maxPatternSegs {
+		return nil, fmt.Errorf("%w: %.40q…: %d segments (limit %d)", ErrPattern, src, len(parts), maxPatternSegs)
+	}
 	p := &pattern{src: src}
-	for _, s := range strings.Split(src, ".") {
+	for _, s := range parts {
 		switch s {
 		case segAnyRun:
 			p.segs = append(p.segs, segment{kind: kindRun})
@@ -76,6 +96,9 @@ func compilePattern(src string) (*pattern, error) {
 		default:
 			if s == "" {
 				return nil, fmt.Errorf("%w: %q has an empty segment", ErrPattern, src)
+			}
+			if n := braceCount(s); n > maxAlternatives {
+				return nil, fmt.Errorf("%w: %q: segment %.40q expands to %d alternatives or more (limit %d)", ErrPattern, src, s, n, maxAlternatives)
 			}
 			alts, err := expandBraces(s)
 			if err != nil {
@@ -109,6 +132,27 @@ func compilePattern(src string) (*pattern, error) {
 		return nil, fmt.Errorf("%w: %q captures <layer> or <expert> more than once", ErrPattern, src)
 	}
 	return p, nil
+}
+
+// braceCount is how many alternatives expandBraces makes of s, saturating
+// just past maxAlternatives, without expanding anything.
+func braceCount(s string) int {
+	n := 1
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			return n
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return n // expandBraces reports the imbalance
+		}
+		n *= strings.Count(s[i:i+j], ",") + 1
+		if n > maxAlternatives {
+			return maxAlternatives + 1
+		}
+		s = s[i+j+1:]
+	}
 }
 
 // expandBraces turns "{q,k}_proj" into ["q_proj", "k_proj"]; braces do not nest.
@@ -179,52 +223,92 @@ func isInt(s string) bool {
 }
 
 // match reports whether the name segments match, and where the captures are.
+// Where several ways match (a ** can take more or fewer segments), the one
+// taken gives every ** the fewest segments, earliest first: the result of
+// trying them in that order, found without trying them.
 func (p *pattern) match(name []string) (captures, bool) {
 	c := captures{-1, -1}
-	ok := p.matchFrom(p.segs, name, 0, &c)
-	return c, ok
+	if !p.hasRun() {
+		if len(name) != len(p.segs) {
+			return c, false
+		}
+		for i := range p.segs {
+			if !p.segs[i].matchOne(name[i], i, &c) {
+				return c, false
+			}
+		}
+		return c, true
+	}
+	// ok[j] bit i: segs[i:] matches name[j:]. Filled from the ends, one
+	// segment test per (segment, position): linear in the name.
+	var buf [32]uint64
+	var ok []uint64
+	if len(name)+1 <= len(buf) {
+		ok = buf[:len(name)+1]
+	} else {
+		ok = make([]uint64, len(name)+1)
+	}
+	n, m := len(name), len(p.segs)
+	ok[n] = 1 << m
+	var scratch captures
+	for i := m - 1; i >= 0; i-- {
+		sg := &p.segs[i]
+		bit, next := uint64(1)<<i, uint64(1)<<(i+1)
+		for j := n; j >= 0; j-- {
+			if sg.kind == kindRun {
+				if ok[j]&next != 0 || (j < n && ok[j+1]&bit != 0) {
+					ok[j] |= bit
+				}
+				continue
+			}
+			if j < n && ok[j+1]&next != 0 && sg.matchOne(name[j], j, &scratch) {
+				ok[j] |= bit
+			}
+		}
+	}
+	if ok[0]&1 == 0 {
+		return c, false
+	}
+	j := 0
+	for i := range p.segs {
+		sg := &p.segs[i]
+		if sg.kind == kindRun {
+			for ok[j]&(uint64(1)<<(i+1)) == 0 {
+				j++
+			}
+			continue
+		}
+		sg.matchOne(name[j], j, &c)
+		j++
+	}
+	return c, true
 }
 
-func (p *pattern) matchFrom(segs []segment, name []string, pos int, c *captures) bool {
-	for len(segs) > 0 {
-		sg := segs[0]
-		if sg.kind == kindRun {
-			for k := 0; k <= len(name); k++ {
-				saved := *c
-				if p.matchFrom(segs[1:], name[k:], pos+k, c) {
-					return true
-				}
-				*c = saved
-			}
-			return false
+func (p *pattern) hasRun() bool {
+	for i := range p.segs {
+		if p.segs[i].kind == kindRun {
+			return true
 		}
-		if len(name) == 0 {
-			return false
-		}
-		n := name[0]
-		switch sg.kind {
-		case kindInt:
-			if !intSeg(n) {
-				return false
-			}
-		case kindLayer:
-			if !intSeg(n) {
-				return false
-			}
-			c.layer = pos
-		case kindExpert:
-			if !intSeg(n) {
-				return false
-			}
-			c.expert = pos
-		case kindGlob:
-			if !sg.matchGlob(n) {
-				return false
-			}
-		}
-		segs, name, pos = segs[1:], name[1:], pos+1
 	}
-	return len(name) == 0
+	return false
+}
+
+// matchOne reports whether one name segment n, at position pos, matches a
+// segment other than **, recording a capture in c.
+func (sg *segment) matchOne(n string, pos int, c *captures) bool {
+	switch sg.kind {
+	case kindInt:
+		return intSeg(n)
+	case kindLayer:
+		c.layer = pos
+		return intSeg(n)
+	case kindExpert:
+		c.expert = pos
+		return intSeg(n)
+	case kindGlob:
+		return sg.matchGlob(n)
+	}
+	return false
 }
 
 func (sg *segment) matchGlob(n string) bool {

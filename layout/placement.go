@@ -413,8 +413,15 @@ func (p *Placement) placeScale(i int) error {
 }
 
 // account fills the per-rank byte totals and the per-stage/per-rank lists.
+// A stage's tensor costs one step, or one per part of its split, not one per
+// rank of the stage: local rank lr holds part lr % Parts, so the totals of a
+// split repeat with period Parts.
 func (p *Placement) account() {
 	R := p.Layout.RanksPerStage
+	stages := p.Layout.Stages()
+	whole := make([]int64, stages) // per stage: bytes every rank holds
+	pieces := make([]int, stages)  // per stage: pieces every rank holds
+	periodic := map[int][]int64{}  // per Parts: [stage*Parts + part] bytes
 	for i := range p.Tensors {
 		pl := &p.place[i]
 		switch {
@@ -426,13 +433,30 @@ func (p *Placement) account() {
 			p.RankBytes[pl.rank] += p.size[i]
 			p.RankPieces[pl.rank]++
 		default:
-			p.stageT[pl.stage] = append(p.stageT[pl.stage], int32(i))
-			base := int(pl.stage) * R
-			for lr := 0; lr < R; lr++ {
-				pc := p.piece(i, base+lr)
-				p.RankBytes[base+lr] += pc.Bytes
-				p.RankPieces[base+lr]++
+			s := int(pl.stage)
+			p.stageT[s] = append(p.stageT[s], int32(i))
+			pieces[s]++
+			r := &p.Layout.Rules[pl.rule]
+			if r.Action != Split || pl.scale == ScaleReplicated {
+				whole[s] += p.size[i]
+				continue
 			}
+			acc := periodic[r.Parts]
+			if acc == nil {
+				acc = make([]int64, stages*r.Parts)
+				periodic[r.Parts] = acc
+			}
+			for part := 0; part < r.Parts; part++ {
+				acc[s*r.Parts+part] += p.piece(i, s*R+part).Bytes
+			}
+		}
+	}
+	for rank := range p.RankBytes {
+		s, lr := rank/R, rank%R
+		p.RankBytes[rank] += whole[s]
+		p.RankPieces[rank] += pieces[s]
+		for parts, acc := range periodic {
+			p.RankBytes[rank] += acc[s*parts+lr%parts]
 		}
 	}
 	sort.Strings(p.Unaligned)

@@ -21,6 +21,13 @@ const maxMetadataBytes = 64 << 10
 // check it.
 const metadataFormatKey = "format"
 
+// maxPlanPieces bounds the tensor pieces one export plans over its selected
+// ranks together: the plan holds every piece (its manifest entry, header
+// entry and copy step, about 750 bytes) until the run ends, so a layout of
+// many ranks that each hold everything would otherwise take memory without
+// limit. Full K3 replicated over 16 ranks plans about 8M.
+const maxPlanPieces = 1 << 24
+
 const (
 	opExport     = "export"
 	opReassemble = "reassemble"
@@ -54,6 +61,13 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	if err := checkMetadata(src); err != nil {
 		return nil, err
 	}
+	if src.config != nil {
+		if m, err := src.Model(); err == nil {
+			if err := l.checkLayers(m); err != nil {
+				return nil, fmt.Errorf("%s: %w", src.Root, err)
+			}
+		}
+	}
 	cls, err := src.classifier()
 	if err != nil && l.byGroup() {
 		return nil, err
@@ -65,6 +79,14 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	ranks, err := selectRanks(o.Ranks, pl.Ranks())
 	if err != nil {
 		return nil, err
+	}
+	total := 0
+	for _, r := range ranks {
+		total += pl.RankPieces[r]
+	}
+	if total > maxPlanPieces {
+		return nil, fmt.Errorf("%w: %s: %d ranks (ranks_per_stage %d) hold %d tensor pieces together, more than one plan holds (%d); export fewer ranks per run with --ranks",
+			ErrLayout, l.Name, len(ranks), l.RanksPerStage, total, maxPlanPieces)
 	}
 	p := &Plan{Op: opExport, Source: src.Root, Layout: l.Name, Stages: l.Stages(), Partition: l.Partition,
 		Ranks: pl.Ranks(), PackScales: o.Pack.String(), DroppedBytes: pl.DroppedBytes, Unaligned: pl.Unaligned, src: src}

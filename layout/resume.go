@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -45,10 +46,13 @@ func (dr *dirRun) completionName() string {
 	return safetensors.IndexName
 }
 
-// prepareDir makes an output directory ready and says what is left to write:
+// prepareDir makes an output directory ready and says what is left to write.
+// First, whatever the flags, it refuses a directory that is a link, and one
+// holding anything no run of the tool wrote (see ownership), naming it.
+// Then:
 //   - absent or empty: everything;
-//   - restart: its entries are removed first (subdirectories only when they
-//     hold nothing but the plan's side files);
+//   - restart: the files the tool's records say it wrote are removed first,
+//     then everything is written;
 //   - holding the run marker of this very plan (a killed run): temporaries are
 //     removed; a file is kept when its size and header are the plan's and its
 //     stamp is the one recorded when it was committed (stampsName), else
@@ -57,7 +61,7 @@ func (dr *dirRun) completionName() string {
 //     is this plan's): nothing when the completion record, the side files
 //     and every file are as planned and as committed; else resumed as above,
 //     writing again what changed since;
-//   - anything else (another plan's marker, record or files) is refused.
+//   - another plan's marker or record is refused (--restart replaces it).
 func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) {
 	dr := &dirRun{d: d, dir: dir}
 	var err error
@@ -70,32 +74,48 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 		return nil, err
 	}
 	fp := fingerprint(p, d, dr.completion)
-	dr.stamps = &stampRecord{Plan: fp, Files: map[string]fsx.Stamp{}}
-	ents, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
+	dr.stamps = &stampRecord{Plan: fp, Names: dr.plannedNames(), Files: map[string]fsx.Stamp{}}
+	exists, err := checkOutputDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		ents = nil
-	case err != nil:
+		return dr, dr.start()
+	}
+	want, err := dr.plannedBytes()
+	if err != nil {
 		return nil, err
 	}
-	if restart && len(ents) > 0 {
-		if err := emptyDir(dir, ents, d.side); err != nil {
+	prev, err := readStamps(dir)
+	if err != nil {
+		return nil, err
+	}
+	own, err := survey(dir, prev, want)
+	if err != nil {
+		return nil, err
+	}
+	if len(own.foreign) > 0 {
+		if prev == nil && dr.completionMatches() {
+			return nil, fmt.Errorf("%w: %s holds this plan's output but no record (%s) that a k3ckpt run committed its files (%s): k3ckpt does not delete or overwrite files it has no record of, not even with --restart; remove them to write the directory again, or keep them and check them with reassemble --check",
+				ErrOutputExists, dir, stampsName, strings.Join(own.foreign, ", "))
+		}
+		return nil, own.foreignError(dir)
+	}
+	if restart {
+		if err := removeOwned(dir, own.owned); err != nil {
 			return nil, err
 		}
-		ents = nil
+		return dr, dr.start()
 	}
 	if n, err := atomicfile.RemoveTemps(dir); err != nil {
 		return nil, err
 	} else {
 		dr.cleaned = n
 	}
-	rec, err := readStamps(dir)
-	if err != nil {
-		return nil, err
-	}
+	rec := prev
 	if rec != nil && rec.Plan != fp {
 		rec = nil
 	}
@@ -109,34 +129,49 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
-	left := 0
-	for _, e := range ents {
-		if !transient(e.Name()) {
-			left++
-		}
-	}
-	if left > 0 {
-		if rec == nil {
-			if dr.completionMatches() {
-				return nil, fmt.Errorf("%w: %s holds this plan's output but no record of its files as committed (%s), so they cannot be checked without reading them all; pass --restart to write it again", ErrOutputExists, dir, stampsName)
-			}
-			return nil, fmt.Errorf("%w: %s holds %d entries that are not a run of this plan (remove them or pass --restart)", ErrOutputExists, dir, left)
-		}
-		if dr.complete(rec) {
-			dr.finished = true
-			return dr, nil
-		}
+	switch {
+	case rec != nil && dr.complete(rec):
+		dr.finished = true
+		return dr, nil
+	case rec != nil:
 		// This plan's finished output, changed since: resume it.
 		if err := atomicfile.WriteFile(filepath.Join(dir, markerName), []byte(fp), 0o644); err != nil {
 			return nil, err
 		}
 		return dr, dr.keepDone(rec)
+	case prev != nil:
+		return nil, fmt.Errorf("%w: %s holds the output of a different plan (source, layout or options changed); pass --restart to replace it", ErrOutputExists, dir)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, markerName), []byte(fp), 0o644); err != nil {
-		return nil, err
+	// Only bookkeeping, or files byte for byte as this plan writes them.
+	return dr, dr.start()
+}
+
+// start begins a run from nothing: the marker, then the record of every
+// name the run writes (before it writes any: a run killed after a commit
+// leaves no file the record does not claim), then every file to write.
+func (dr *dirRun) start() error {
+	if err := atomicfile.WriteFile(filepath.Join(dr.dir, markerName), []byte(dr.stamps.Plan), 0o644); err != nil {
+		return err
 	}
-	dr.todo = d.files
-	return dr, nil
+	dr.todo = dr.d.files
+	return dr.writeStamps()
+}
+
+// plannedBytes maps the names the plan writes whole from memory (side
+// files, the index, the completion record) to their bytes.
+func (dr *dirRun) plannedBytes() (map[string][]byte, error) {
+	want := map[string][]byte{dr.completionName(): dr.completion}
+	if dr.d.man != nil {
+		b, err := dr.d.indexBytes()
+		if err != nil {
+			return nil, err
+		}
+		want[safetensors.IndexName] = b
+	}
+	for n, b := range dr.d.side {
+		want[n] = b
+	}
+	return want, nil
 }
 
 // transient reports the entries of an output directory that no plan writes:
@@ -145,51 +180,6 @@ func transient(name string) bool { return isTemp(name) || name == dirlock.LockNa
 
 func isTemp(name string) bool {
 	return len(name) >= len(atomicfile.TempPrefix) && name[:len(atomicfile.TempPrefix)] == atomicfile.TempPrefix
-}
-
-// emptyDir removes the entries of dir, refusing to touch a subdirectory
-// unless it holds nothing but side files of the plan (a checkpoint's
-// subfolders, carried over) and temporaries.
-func emptyDir(dir string, ents []os.DirEntry, side map[string][]byte) error {
-	for _, e := range ents {
-		if e.IsDir() && !onlySideFiles(dir, e.Name(), side) {
-			return fmt.Errorf("%w: %s holds a directory %s with files this plan does not write; not touching it", ErrOutputExists, dir, e.Name())
-		}
-	}
-	for _, e := range ents {
-		if e.Name() == dirlock.LockName {
-			continue
-		}
-		rm := os.Remove
-		if e.IsDir() {
-			rm = os.RemoveAll
-		}
-		if err := rm(filepath.Join(dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// onlySideFiles reports whether the subdirectory sub of dir holds only
-// planned side files and temporaries.
-func onlySideFiles(dir, sub string, side map[string][]byte) bool {
-	ok := true
-	err := filepath.WalkDir(filepath.Join(dir, sub), func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		if _, planned := side[filepath.ToSlash(rel)]; !planned && !isTemp(d.Name()) {
-			ok = false
-			return filepath.SkipAll
-		}
-		return nil
-	})
-	return ok && err == nil
 }
 
 // keepDone keeps the files of an earlier run that are as planned and as

@@ -450,11 +450,19 @@ func TestKeptFileModifiedAfterCommit(t *testing.T) {
 	}
 	treeEqual(t, ref, dst2)
 
-	// No record of the commits: refused, saying why, until --restart.
-	check(t, os.Remove(filepath.Join(dst, p.Dirs[2].Dir, stampsName)))
-	if _, err := p.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "no record") {
-		t.Errorf("finished directory without its record: %v", err)
+	// No record of the commits: refused, saying why, even with --restart
+	// (no record says a run wrote those files), until they are removed.
+	rank2 := filepath.Join(dst, p.Dirs[2].Dir)
+	check(t, os.Remove(filepath.Join(rank2, stampsName)))
+	for _, restart := range []bool{false, true} {
+		if _, err := p.Execute(ctx, dst, ExecOptions{Restart: restart}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "no record") {
+			t.Errorf("finished directory without its record (restart %v): %v", restart, err)
+		}
 	}
-	must(p.Execute(ctx, dst, ExecOptions{Restart: true}))(t)
+	if _, err := os.Stat(filepath.Join(rank2, p.Dirs[2].files[0].name)); err != nil {
+		t.Errorf("a file without a record was touched: %v", err)
+	}
+	check(t, os.RemoveAll(rank2))
+	must(p.Execute(ctx, dst, ExecOptions{}))(t)
 	treeEqual(t, ref, dst)
 }

@@ -29,6 +29,9 @@ const maxStampsFile = 16 << 20
 type stampRecord struct {
 	// Plan is the fingerprint of the plan whose run committed the files.
 	Plan string `json:"plan"`
+	// Names is every name the run writes, recorded before it writes any:
+	// what --restart may remove (see ownership).
+	Names []string `json:"names,omitempty"`
 	// Files maps file names to their stamps at commit.
 	Files map[string]fsx.Stamp `json:"files"`
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Scale selects the dimensions of a replica.
@@ -40,9 +41,10 @@ func ParseScale(name string) (Scale, error) {
 	return 0, fmt.Errorf("model: unknown scale %q (want full, small or tiny)", name)
 }
 
-// Set implements pflag.Value so a Scale can be a command-line flag.
+// Set implements pflag.Value so a Scale can be a command-line flag; the
+// name's case does not matter there (--scale TINY).
 func (s *Scale) Set(name string) error {
-	v, err := ParseScale(name)
+	v, err := ParseScale(strings.ToLower(name))
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ trap 'rm -rf "$src"' EXIT
 git clone -q --no-checkout "$(pwd)" "$src/k3ckpt"
 git -C "$src/k3ckpt" checkout -q "$(git rev-parse HEAD)"
 cd "$src/k3ckpt"
+rev=$(git rev-parse HEAD) # also linked in, for a version line that never lacks it
 
 build() { # build DIR: every target into DIR; prints the failures
   local dir="$1" failed=""
@@ -32,7 +33,7 @@ build() { # build DIR: every target into DIR; prints the failures
     local os="${t%/*}" arch="${t#*/}"
     local bin="$dir/k3ckpt-$os-$arch"
     if CGO_ENABLED=0 GOOS="$os" GOARCH="$arch" GOFLAGS=-buildvcs=true \
-        go build -trimpath -ldflags="-s -w -buildid=" -o "$bin" ./cmd/k3ckpt 2>"$dir/.err-$os-$arch"; then
+        go build -trimpath -ldflags="-s -w -buildid= -X main.revision=$rev" -o "$bin" ./cmd/k3ckpt 2>"$dir/.err-$os-$arch"; then
       rm -f "$dir/.err-$os-$arch"
     else
       failed="$failed $t"

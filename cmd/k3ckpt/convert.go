@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -28,6 +26,7 @@ type convertFlags struct {
 	experts, numerics                           string
 	jobs, connections                           int
 	resume, restart, noSpaceCheck, dryRun, json bool
+	tgt                                         targetFlags
 }
 
 func newConvertCmd() *cobra.Command {
@@ -53,7 +52,7 @@ the index, config and manifest.`,
 	f := cmd.Flags()
 	f.StringVar(&fl.recipe, "recipe", convert.AttnMoEDenseFP8, "conversion recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
 	f.StringVar(&fl.format, "format", convert.ModelOpt.String(), "scale/config convention: modelopt (ModelOpt mixed precision, what K3 engines load), deepseek or compressed-tensors (see docs/COMPATIBILITY.md)")
-	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (MXFP4 bytes unchanged) or nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt)")
+	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (bytes unchanged), nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt), bf16 (MXFP4/NVFP4/FP8 decoded to BF16, as torch computes it) or mxfp4 (BF16 packed into the release's compressed-tensors mxfp4-pack-quantized, byte for byte as compressed-tensors does)")
 	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
 	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
@@ -65,6 +64,7 @@ the index, config and manifest.`,
 	f.BoolVar(&fl.dryRun, "dry-run", false, "print the plan and the output sizes, write nothing")
 	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
 	connectionsFlag(f, &fl.connections)
+	addTargetFlags(f, &fl.tgt)
 	return cmd
 }
 
@@ -97,9 +97,12 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return flagError("nonfinite", err)
 	}
 	if opts.Experts, err = convert.ParseExpertsMode(fl.experts); err != nil {
-		return err
+		return flagError("experts", err)
 	}
 	if opts.Numerics, err = convert.ParseNumerics(fl.numerics); err != nil {
+		return flagError("numerics", err)
+	}
+	if err := checkOptionPairs(opts); err != nil {
 		return err
 	}
 	wi, wn, err := parseWorker(fl.worker)
@@ -118,25 +121,32 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	planMemory()
 	localIndexMemory(srcPath)
-	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil {
+	back := r.Name == convert.BF16 || opts.Experts == convert.ExpertsBF16 || opts.Experts == convert.ExpertsMXFP4
+	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil && !back {
 		return fmt.Errorf("%s is already a k3ckpt conversion (it holds %s): convert reads the original checkpoint", srcPath, convert.ManifestName)
 	}
-	src, net, err := openSource(context.Background(), srcPath, fl.connections)
+	src, net, err := openSource(cmd, srcPath, fl.connections)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
 	sourceMemory(src.NumTensors())
+	if r, opts, err = applyTarget(cmd, src, fl.tgt, r, opts); err != nil {
+		return err
+	}
 	p, err := convert.NewPlan(src, nil, r, opts)
 	if err != nil {
 		return err
 	}
+	if err := checkPlanEngines(cmd, p, fl.tgt, fl.json); err != nil {
+		return err
+	}
 	out := cmd.OutOrStdout()
 	if fl.dryRun {
-		return printPlan(out, p, fl.json)
+		return printPlan(cmd, out, p, fl.json)
 	}
 	if verbose(cmd) && !fl.json {
-		if err := printPlan(cmd.ErrOrStderr(), p, false); err != nil {
+		if err := printPlan(cmd, cmd.ErrOrStderr(), p, false); err != nil {
 			return err
 		}
 	}
@@ -182,8 +192,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
 			"experts": opts.Experts, "numerics": opts.Numerics.String(),
-			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite,
+			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite, "engines": engineReport(p),
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast,
+			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
 			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
 		if nr != nil {
@@ -218,7 +229,17 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
 	}
 	if opts.Experts == convert.ExpertsNVFP4 {
-		fmt.Fprintln(sw, castLine("MXFP4→NVFP4 cast of the files written", res.Cast))
+		fmt.Fprintln(sw, castLine(castScope(res), res.Cast))
+	}
+	if res.Decoded > 0 {
+		fmt.Fprintf(sw, "decoded %s to BF16 (codes × scales in float32, one rounding, as torch)\n", termtext.Plural(int64(res.Decoded), "quantized tensor", "quantized tensors"))
+	}
+	if res.DecodedNaN > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s in the BF16 output, as torch computes them (NaN codes; under ModelOpt numerics an all-zero tile is NaN codes × scale 0)\n",
+			termtext.Plural(res.DecodedNaN, "value is NaN", "values are NaN"))
+	}
+	if res.Packed > 0 {
+		fmt.Fprintln(sw, packLine(res.Packed, res.Pack))
 	}
 	if res.Finalized {
 		fmt.Fprintf(sw, "done: %s quantized, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
@@ -228,6 +249,21 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintf(sw, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)
 	}
 	return nil
+}
+
+// packLine reports what packing BF16 to MXFP4 could not keep.
+func packLine(tensors int, p quant.PackStats) string {
+	warn := ""
+	if p.Lossy > 0 {
+		warn = "warning: "
+	}
+	return fmt.Sprintf("%spacked %s to MXFP4 (compressed-tensors' rule): %d groups of 32, %d whose values did not come back exactly (their bytes cannot be the source's), %d elements saturated, %d all-zero groups",
+		warn, termtext.Plural(int64(tensors), "tensor", "tensors"), p.Groups, p.Lossy, p.Saturated, p.ZeroGroups)
+}
+
+// packJSON is the MXFP4 pack counts in --json's keys.
+func packJSON(p quant.PackStats) map[string]int64 {
+	return map[string]int64{"groups": p.Groups, "lossy": p.Lossy, "saturated": p.Saturated, "zero_groups": p.ZeroGroups}
 }
 
 // castLine reports the cast's block counts in a sentence.
@@ -255,58 +291,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// printPlan shows what a conversion would do, file by file, and the totals.
-func printPlan(w io.Writer, p *convert.Plan, asJSON bool) error {
-	t := p.Totals()
-	if asJSON {
-		type file struct {
-			Name        string `json:"name"`
-			Tensors     int    `json:"tensors"`
-			Quantized   int    `json:"quantized"`
-			SourceBytes int64  `json:"source_bytes"`
-			OutputBytes int64  `json:"output_bytes"`
-		}
-		files := make([]file, 0, len(p.Files))
-		for _, f := range p.Files {
-			files = append(files, file{f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Size()})
-		}
-		aux := make([]string, 0, len(p.Aux))
-		for _, a := range p.Aux {
-			aux = append(aux, a.Name)
-		}
-		return writeJSON(w, map[string]any{
-			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
-			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
-			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
-			"fused_splits": nonNilSplits(p.Splits()),
-		})
-	}
-	fmt.Fprintf(w, "plan %.12s: recipe %s, format %s, scales %s\n", p.ID, p.Recipe.Name, p.Options.Format, p.Options.ScaleFmt)
-	for _, r := range p.Recipe.Rules {
-		fmt.Fprintf(w, "  %-8s %s  (%s)\n", r.Action, r.Pattern, r.Why)
-	}
-	if p.Recipe.Quantize != 0 {
-		fmt.Fprintf(w, "  %-8s %s\n", convert.Quantize, p.Recipe.Quantize)
-	}
-	fmt.Fprintf(w, "  %-8s everything else; experts %s, numerics %s\n", p.Recipe.Default, p.Options.Experts, p.Options.Numerics)
-	for _, s := range p.Splits() {
-		fmt.Fprintln(w, "warning: recipe", p.Recipe.Name, s)
-	}
-	fmt.Fprintf(w, "%-40s %8s %8s %14s %14s\n", "file", "tensors", "fp8", "source bytes", "output bytes")
-	for _, f := range p.Files {
-		fmt.Fprintf(w, "%-40s %8d %8d %14d %14d\n", f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Size())
-	}
-	for _, a := range p.Aux {
-		fmt.Fprintf(w, "%-40s %8s %8s %14d %14d\n", a.Name, "copy", "", a.Size, a.Size)
-	}
-	fmt.Fprintf(w, "tensors: %d copied (%.2f GiB), %d quantized (%.2f GiB → %.2f GiB FP8 + %.2f MiB scales), %d dropped\n",
-		t.Copied, gib(t.CopiedBytes), t.Quantized, gib(t.QuantizedBytes), gib(t.FP8Bytes), float64(t.ScaleBytes)/(1<<20), t.Dropped)
-	if t.NVFP4 > 0 {
-		fmt.Fprintf(w, "experts: %d MXFP4 projections cast to NVFP4 (%.2f GiB → %.2f GiB)\n", t.NVFP4, gib(t.MXFP4Bytes), gib(t.NVFP4Bytes))
-	}
-	fmt.Fprintf(w, "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files\n",
-		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, float64(t.AuxBytes)/(1<<20), t.OutputFiles+1)
-	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,7 +48,7 @@ func demoSteps(dir string, keep bool) []demoStep {
 
 func newDemoCmd() *cobra.Command {
 	var dir string
-	var keep bool
+	var keep, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Build a tiny K3 replica, convert, verify, inspect, shard and export it",
@@ -69,18 +70,42 @@ func newDemoCmd() *cobra.Command {
 			} else if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
 			kept := keep || cmd.Flags().Changed("dir")
 			steps := demoSteps(dir, kept)
+			// Under -q or --json the steps run quietly and their output is
+			// dropped: errors still reach stderr.
+			out, stepOut := cmd.OutOrStdout(), cmd.OutOrStdout()
+			if quiet(cmd) || asJSON {
+				out, stepOut = io.Discard, io.Discard
+			}
 			if onPath, err := exec.LookPath("k3ckpt"); err != nil || !sameFile(onPath, self) {
 				fmt.Fprintf(out, "(k3ckpt below is %s; to type the commands yourself, put it on PATH: go install ./cmd/k3ckpt)\n", self)
 			}
+			type stepReport struct {
+				Step    string   `json:"step"`
+				Args    []string `json:"args"`
+				Seconds float64  `json:"seconds"`
+			}
+			var done []stepReport
 			start := time.Now()
 			for i, s := range steps {
 				fmt.Fprintf(out, "\n── step %d/%d: %s\n$ k3ckpt %s\n", i+1, len(steps), s.what, strings.Join(s.args, " "))
-				if err := runSelf(self, s.args, out, cmd.ErrOrStderr()); err != nil {
+				args := s.args
+				if stepOut == io.Discard {
+					args = append(slices.Clone(args), "-q")
+				}
+				t0 := time.Now()
+				if err := runSelf(self, args, stepOut, cmd.ErrOrStderr()); err != nil {
 					return fmt.Errorf("demo step %d (k3ckpt %s): %w", i+1, s.args[0], err)
 				}
+				done = append(done, stepReport{s.what, s.args, time.Since(t0).Seconds()})
+			}
+			if asJSON {
+				v := map[string]any{"steps": done, "seconds": time.Since(start).Seconds(), "kept": kept}
+				if kept {
+					v["dir"] = dir
+				}
+				return writeJSON(cmd.OutOrStdout(), v)
 			}
 			if kept {
 				fmt.Fprintf(out, "\ndemo finished in %.1fs; outputs in %s (chart: %s)\n", time.Since(start).Seconds(), dir, filepath.Join(dir, "dp16-memory.svg"))
@@ -92,6 +117,7 @@ func newDemoCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "write the demo's checkpoints here (kept)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary demo directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "run the steps quietly and print one JSON object: each step's command and seconds")
 	return cmd
 }
 

@@ -37,6 +37,14 @@ func TestDemo(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+	// --json runs the steps quietly: one JSON object, each step in it.
+	jout, err := exec.Command(bin, "demo", "--json").Output()
+	if err != nil {
+		t.Fatalf("demo --json: %v", err)
+	}
+	if m := decodeSchema(t, "demo --json", string(jout)); len(m["steps"].([]any)) != len(steps) {
+		t.Errorf("demo --json: %d steps, want %d", len(m["steps"].([]any)), len(steps))
+	}
 	for _, p := range []string{"k3-tiny-fp8/model.safetensors.index.json", "dp16-memory.svg", "pp16/stage-15/config.json", "dcp8/rank-15/layout.json"} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			t.Errorf("demo did not write %s: %v", p, err)

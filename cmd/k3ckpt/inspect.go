@@ -38,7 +38,9 @@ and accounts its tensors and bytes (1 GiB = 2^30 bytes).
   --chart FILE.svg  per-rank memory step by step (BF16 → text only → FP8 → weight shard → vocab TP8)
   --tensors         list every tensor (name, dtype, shape, file, data_offsets)
 
-Tables fit 100 columns; --wide adds a column per component.`,
+Tables fit $COLUMNS, else the terminal, else 80 columns: the smallest components
+share an "other" column and wide tables leave out the exact byte counts (--json
+has them); --wide gives every component a column and every table its bytes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runInspect(cmd, args[0], &f)
@@ -56,7 +58,7 @@ Tables fit 100 columns; --wide adds a column per component.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object instead of tables")
 	fl.BoolVar(&f.tensors, "tensors", false, "list every tensor instead of the accounting")
 	fl.BoolVar(&f.strict, "strict", false, "fail when a tensor's shape disagrees with config.json")
-	fl.BoolVar(&f.wide, "wide", false, "tables with a column per component (wider than 100 columns)")
+	fl.BoolVar(&f.wide, "wide", false, "tables with a column per component and exact bytes, however wide")
 	return cmd
 }
 
@@ -112,6 +114,11 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if err != nil {
 		return flagError("experts", err)
 	}
+	if f.recipe != "" {
+		if err := checkOptionPairs(convert.Options{Format: format, Experts: experts}); err != nil {
+			return err
+		}
+	}
 	var capacity int64
 	if f.gpuMem != "" {
 		if capacity, err = parseSize(f.gpuMem); err != nil {
@@ -141,7 +148,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		return fmt.Errorf("--pp-partition: layout %s has no pipeline stages (every rank holds every layer)", rep.Layout.Name)
 	}
 	if f.chart != "" {
-		co := inspect.ChartOptions{Title: chartTitle(rep), GPUMem: capacity}
+		co := inspect.ChartOptions{Title: chartTitle(rep), Recipe: opts.Recipe, Experts: opts.Experts, GPUMem: capacity}
 		if err := inspect.SaveChart(f.chart, rep.Layout.Steps, co); err != nil {
 			return err
 		}
@@ -152,7 +159,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if f.asJSON {
 		return writeJSON(out, rep)
 	}
-	return inspect.WriteText(out, rep, inspect.TextOptions{Wide: f.wide})
+	return inspect.WriteText(out, rep, inspect.TextOptions{Width: termWidth(cmd), Wide: f.wide})
 }
 
 // chartTitle names what the chart shows: the checkpoint, the layout, and

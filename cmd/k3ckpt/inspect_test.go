@@ -51,6 +51,22 @@ func TestInspectCommand(t *testing.T) {
 		t.Errorf("chart file: %v", err)
 	}
 
+	// The chart's title names the recipe and experts mode its FP8 bar was
+	// planned with, not the default recipe.
+	for _, args := range [][]string{{"--recipe", "modelopt-k3"}, {"--experts", "nvfp4"}} {
+		if _, _, err := runInspectCmd(t, append([]string{dir, "--chart", chart}, args...)...); err != nil {
+			t.Fatalf("--chart %v: %v", args, err)
+		}
+		b, _ := os.ReadFile(chart)
+		want, notWant := "FP8 = recipe modelopt-k3<", "attn-moe"
+		if args[0] == "--experts" {
+			want, notWant = "FP8 = recipe attn-moe-dense-fp8, routed experts NVFP4<", "modelopt"
+		}
+		if !bytes.Contains(b, []byte(want)) || bytes.Contains(b, []byte(notWant)) {
+			t.Errorf("--chart %v: title lacks %q (or names %q)", args, want, notWant)
+		}
+	}
+
 	out, _, err = runInspectCmd(t, dir, "--tensors", "--json")
 	if err != nil {
 		t.Fatal(err)

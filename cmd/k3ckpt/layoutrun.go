@@ -171,7 +171,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		if rf.asJSON {
 			return writeJSON(w, map[string]any{"dry_run": true, "plan": plan})
 		}
-		return plan.WriteText(w)
+		return writeLayoutPlan(cmd, w, plan)
 	}
 	writerProcs(jobs)
 	var bar *progress.Bar
@@ -208,7 +208,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		return writeJSON(w, v)
 	}
 	w = summary(cmd)
-	if err := plan.WriteText(w); err != nil {
+	if err := writeLayoutPlan(cmd, w, plan); err != nil {
 		return err
 	}
 	secs := took.Seconds()

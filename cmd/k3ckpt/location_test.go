@@ -16,6 +16,7 @@ func TestUnknownSchemeIsAnError(t *testing.T) {
 	local := t.TempDir()
 	for _, args := range [][]string{
 		{"inspect", "ftp://host/ckpt"},
+		{"check", "ftp://host/ckpt"},
 		{"convert", "ftp://host/ckpt", filepath.Join(local, "c")},
 		{"convert", dir, "nosuch://bucket/out"},
 		{"convert", dir, "hf://org/name"},

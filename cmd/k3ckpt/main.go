@@ -8,10 +8,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
+	"github.com/k3ckpt/k3ckpt/layout"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // newRootCmd builds the whole command tree: the global flags and every
@@ -30,11 +35,77 @@ func newRootCmd() *cobra.Command {
 	pf.BoolP("verbose", "v", false, "also print each file as it is written and the plan before a writing command starts")
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 	root.AddCommand(
-		newSynthCmd(), newInspectCmd(), newConvertCmd(), newVerifyCmd(), newMergeCmd(),
+		newSynthCmd(), newInspectCmd(), newCheckCmd(), newConvertCmd(), newVerifyCmd(), newMergeCmd(),
 		newShardCmd(), newExportCmd(), newReassembleCmd(), newDemoCmd(), newVersionCmd(),
 	)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nusage: %s (%s --help lists the flags)", err, c.UseLine(), c.CommandPath())
+	})
+	for _, c := range root.Commands() {
+		withUsage(c)
+	}
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		foldNameFlags(c)
+		return nil
+	}
 	checkLocations(root)
 	return root
+}
+
+// withUsage makes a wrong argument count say how the command is called:
+// cobra's "accepts 2 arg(s), received 0" alone does not.
+func withUsage(c *cobra.Command) {
+	check := c.Args
+	if check == nil {
+		return
+	}
+	c.Args = func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return fmt.Errorf("%s: %w\nusage: %s (%s --help for more)", c.Name(), err, c.UseLine(), c.CommandPath())
+		}
+		return nil
+	}
+}
+
+// nameFlags take a name from a fixed list (a recipe, a format, a mode), so
+// their values are matched whatever their case: --experts NVFP4 is nvfp4.
+// --layout is one too when its value names a built-in layout (else it is a
+// file, whose case matters).
+var nameFlags = []string{"recipe", "format", "experts", "numerics", "scale-fmt", "nonfinite", "by", "pack-scales"}
+
+func foldNameFlags(c *cobra.Command) {
+	fold := func(name string) {
+		if f := c.Flags().Lookup(name); f != nil && f.Changed {
+			if v := f.Value.String(); v != strings.ToLower(v) {
+				_ = f.Value.Set(strings.ToLower(v)) // a refused value is reported by the command's own parse
+			}
+		}
+	}
+	for _, n := range nameFlags {
+		fold(n)
+	}
+	if f := c.Flags().Lookup("layout"); f != nil && f.Changed && slices.Contains(layout.Names(), strings.ToLower(f.Value.String())) {
+		fold("layout")
+	}
+}
+
+// withSourceHint adds what to do when a checkpoint argument is a JSON file
+// that is not an index (config.json, most often): the checkpoint is its
+// directory.
+func withSourceHint(err error, args []string) error {
+	if !errors.Is(err, safetensors.ErrIndex) {
+		return err
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") || !strings.HasSuffix(strings.ToLower(a), ".json") || strings.HasSuffix(a, ".index.json") {
+			continue
+		}
+		if fi, serr := os.Stat(a); serr == nil && fi.Mode().IsRegular() && strings.Contains(err.Error(), a) {
+			dir := filepath.Dir(a)
+			return fmt.Errorf("%w\n%s is not a checkpoint index: pass the checkpoint directory (%s), or its model.safetensors.index.json", err, a, dir)
+		}
+	}
+	return err
 }
 
 // exitError carries a specific exit status out of a subcommand.
@@ -62,7 +133,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(err.Error()))
+	err = withDestHint(withSourceHint(err, args), args)
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command ") {
+		// cobra indents its suggestions with a tab, which escaping would show as \t.
+		msg = strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n\t", "\n  ") + "\n(k3ckpt --help lists the commands)"
+	}
+	fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(msg))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/k3ckpt/k3ckpt/internal/progress"
 )
@@ -89,6 +92,20 @@ func resolveJobs(n int) (int, error) {
 		n = min(max(runtime.NumCPU(), 2), 8)
 	}
 	return n, nil
+}
+
+// termWidth is the width tables and plans fit: $COLUMNS when it is a
+// positive number, else the width of the terminal stdout is, else 80.
+func termWidth(cmd *cobra.Command) int {
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	if f, ok := cmd.OutOrStdout().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
+			return w
+		}
+	}
+	return 80
 }
 
 // gib and mib convert bytes to the binary units every table uses.

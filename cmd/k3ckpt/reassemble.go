@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/layout"
 )
 
@@ -25,6 +27,11 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 --check SRC compares every rebuilt tensor with SRC byte for byte.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if check != "" && !remote.IsRemote(check) {
+				if err := fsx.Disjoint(args[1], check); err != nil {
+					return fmt.Errorf("--check: %w", err)
+				}
+			}
 			src, err := layout.OpenSource(args[0])
 			if err != nil {
 				return err

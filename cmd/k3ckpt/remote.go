@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -16,9 +18,37 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// connectionsFlag registers --connections on a command that reads a source.
+// connectionsFlag registers the remote-transfer flags on a command that
+// reads a source: --connections, and --min-rate and --time-limit, which bound
+// every range request's time (openSource reads them).
 func connectionsFlag(f *pflag.FlagSet, p *int) {
 	f.IntVar(p, "connections", remote.DefaultConnections, "parallel range requests to an https:// or hf:// source (shared by the files written at once)")
+	f.String("min-rate", "16KiB", "least throughput per second of each range request to an https:// or hf:// source, measured over every minute of it; a slower request is retried from where it stopped (0: none)")
+	f.Duration("time-limit", remote.DefaultTimeLimit, "a range request to an https:// or hf:// source, its retries included, fails after this long plus its bytes' time at --min-rate")
+}
+
+// transferOptions reads --min-rate and --time-limit.
+func transferOptions(cmd *cobra.Command, o *remote.Options) error {
+	fl := cmd.Flags()
+	if v, err := fl.GetString("min-rate"); err == nil {
+		switch v {
+		case "0", "0B":
+			o.MinRate = -1
+		default:
+			n, err := parseSize(v)
+			if err != nil {
+				return fmt.Errorf("--min-rate: %w", err)
+			}
+			o.MinRate = n
+		}
+	}
+	if d, err := fl.GetDuration("time-limit"); err == nil {
+		if d <= 0 {
+			return fmt.Errorf("--time-limit %v: want a positive duration (e.g. 10m)", d)
+		}
+		o.TimeLimit = d
+	}
+	return nil
 }
 
 func newHTTPClient(conns int) *http.Client {
@@ -28,8 +58,47 @@ func newHTTPClient(conns int) *http.Client {
 // netMeter counts a remote source's traffic for the progress display and
 // the final report; nil for a local source.
 type netMeter struct {
-	m   *remote.Meter
-	bar atomic.Pointer[progress.Bar]
+	m      *remote.Meter
+	bar    atomic.Pointer[progress.Bar]
+	log    chan struct{} // closed to stop the -v progress lines (nil: none)
+	logged sync.WaitGroup
+}
+
+// netLogEvery is how often -v prints a progress line where no terminal
+// shows the bar.
+var netLogEvery = 30 * time.Second
+
+// startLog prints the meter's reading to w every period until done: the
+// progress of a long transfer in a log file or a batch job's output.
+func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
+	nm.log = make(chan struct{})
+	nm.logged.Add(1)
+	go func() {
+		defer nm.logged.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-nm.log:
+				return
+			case <-t.C:
+			}
+			fmt.Fprintln(w, nm.line(label))
+		}
+	}()
+}
+
+// line is one -v progress line: the bar's text, and the retries so far.
+func (nm *netMeter) line(label string) string {
+	s := nm.m.Snapshot()
+	line := progress.Line(label, progress.Bytes, s.Bytes, s.Total, s.Elapsed)
+	if s.Retries > 0 {
+		line += fmt.Sprintf("  %d retries", s.Retries)
+		if ev := s.LastRetry; ev != nil {
+			line += fmt.Sprintf(" (last: %v)", ev.Err)
+		}
+	}
+	return line
 }
 
 // Fetched implements remote.Progress: the meter counts, the bar (once
@@ -43,20 +112,24 @@ func (nm *netMeter) Fetched(n int64) {
 func (nm *netMeter) Retry(ev remote.RetryEvent) { nm.m.Retry(ev) }
 
 // openSource opens a checkpoint; a remote one gets a transport for conns
-// parallel requests and a meter that hears every byte received.
-func openSource(ctx context.Context, path string, conns int) (*safetensors.Checkpoint, *netMeter, error) {
+// parallel requests, the command's transfer bounds and a meter that hears
+// every byte received.
+func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkpoint, *netMeter, error) {
+	ctx := context.Background()
 	if conns < 1 || conns > 1024 {
 		return nil, nil, fmt.Errorf("--connections %d: want 1 to 1024", conns)
+	}
+	o := remote.Options{Client: newHTTPClient(conns)}
+	if err := transferOptions(cmd, &o); err != nil {
+		return nil, nil, err
 	}
 	if !remote.IsRemote(path) {
 		c, err := safetensors.OpenContext(ctx, path)
 		return c, nil, err
 	}
 	nm := &netMeter{m: remote.NewMeter(0, nil)}
-	c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{Remote: remote.Options{
-		Client:   newHTTPClient(conns),
-		Progress: nm,
-	}})
+	o.Progress = nm
+	c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{Remote: o})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,7 +162,7 @@ func openLayoutSource(cmd *cobra.Command, path string, conns int) (*layout.Sourc
 		s, err := layout.OpenSource(path)
 		return s, nil, err
 	}
-	c, nm, err := openSource(context.Background(), path, conns)
+	c, nm, err := openSource(cmd, path, conns)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,14 +185,23 @@ func (nm *netMeter) show(cmd *cobra.Command, asJSON bool, total int64) {
 		return
 	}
 	nm.m.SetTotal(total)
-	b := newProgress(cmd, asJSON, "network (received)", progress.Bytes)
+	const label = "network (received)"
+	b := newProgress(cmd, asJSON, label, progress.Bytes)
 	b.Start(total)
 	nm.bar.Store(b)
+	if b == nil && !asJSON && verbose(cmd) {
+		nm.startLog(cmd.ErrOrStderr(), label, netLogEvery)
+	}
 }
 
 func (nm *netMeter) done() {
 	if nm != nil {
 		nm.bar.Swap(nil).Finish()
+		if nm.log != nil {
+			close(nm.log)
+			nm.logged.Wait()
+			nm.log = nil
+		}
 	}
 }
 

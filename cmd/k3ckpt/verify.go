@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -41,6 +43,11 @@ error per 128×128 block, SNR). Exit 1 on any violation.`,
 			if jobs > convert.MaxJobs {
 				return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
 			}
+			if !remote.IsRemote(args[0]) {
+				if err := fsx.Disjoint(args[1], args[0]); err != nil {
+					return err
+				}
+			}
 			planMemory()
 			localIndexMemory(args[0])
 			src, err := safetensors.Open(args[0])
@@ -68,7 +75,7 @@ error per 128×128 block, SNR). Exit 1 on any violation.`,
 					return err
 				}
 			} else {
-				printVerify(out, rep)
+				printVerify(out, rep, quiet(cmd))
 			}
 			if !rep.OK {
 				return &exitError{code: 1, err: fmt.Errorf("%w: %d violations", convert.ErrVerify, len(rep.Violations))}
@@ -82,7 +89,15 @@ error per 128×128 block, SNR). Exit 1 on any violation.`,
 	return cmd
 }
 
-func printVerify(w io.Writer, r *convert.VerifyReport) {
+// printVerify prints the verdict; quiet, only the violations (the exit
+// status says the rest).
+func printVerify(w io.Writer, r *convert.VerifyReport, quiet bool) {
+	if quiet {
+		for _, v := range r.Violations {
+			fmt.Fprintln(w, "violation:", v)
+		}
+		return
+	}
 	fmt.Fprintf(w, "verify plan %.12s (recipe %s, format %s, scales %s): %d files hashed (%.2f GiB), %d tensors identical, %d FP8 tensors\n",
 		r.Plan, r.Recipe, r.Format, r.ScaleFmt, r.Files, gib(r.Hashed), r.Copied, r.Quantized)
 	var worst convert.TensorStats

@@ -8,6 +8,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// revision is the VCS revision given at link time (-ldflags "-X
+// main.revision=…", as scripts/release.sh does), for builds the go command
+// does not stamp: -buildvcs=false, or a git worktree, whose .git is a file.
+var revision string
+
+// noRevision says how to get a revision into a build that has none.
+const noRevision = `revision unknown: built without VCS stamping (-buildvcs=false, or outside a plain git clone); build with scripts/release.sh, or go build -ldflags "-X main.revision=$(git rev-parse HEAD)" ./cmd/k3ckpt`
+
 // buildVersion is what the binary knows about its own build: the module
 // version the go command stamped (a tag, a pseudo-version, or "(devel)"),
 // the VCS revision and time, and whether the work tree had local changes.
@@ -19,14 +27,26 @@ type buildVersion struct {
 	Modified bool   `json:"modified"`
 	Go       string `json:"go"`
 	Platform string `json:"platform"`
+	// Note says why Revision is missing and how to stamp it.
+	Note string `json:"note,omitempty"`
 }
 
 func readVersion() buildVersion {
 	v := buildVersion{Version: "(unknown)", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		stamped(&v, bi)
 	}
+	if v.Revision == "" {
+		v.Revision = revision
+	}
+	if v.Revision == "" {
+		v.Note = noRevision
+	}
+	return v
+}
+
+// stamped fills v from what the go command recorded in the binary.
+func stamped(v *buildVersion, bi *debug.BuildInfo) {
 	v.Module, v.Version = bi.Main.Path, bi.Main.Version
 	for _, s := range bi.Settings {
 		switch s.Key {
@@ -38,7 +58,6 @@ func readVersion() buildVersion {
 			v.Modified = s.Value == "true"
 		}
 	}
-	return v
 }
 
 // versionString is the one-line form: "v0.1.0 (rev 6c1cde5b1a2f, 2026-12-01T08:00:00Z, modified) go1.26.8 linux/amd64".
@@ -57,6 +76,8 @@ func versionString(v buildVersion) string {
 			s += ", modified"
 		}
 		s += ")"
+	} else if v.Note != "" {
+		s += " (" + v.Note + ")"
 	}
 	return s + " " + v.Go + " " + v.Platform
 }

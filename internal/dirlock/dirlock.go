@@ -55,7 +55,7 @@ func Acquire(dir string) (*Lock, error) {
 		return nil, err
 	}
 	// The pid is for the message of whoever finds the lock taken.
-	if err := f.Truncate(0); err == nil {
+	if err = f.Truncate(0); err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -230,7 +230,7 @@ func TestUnhashed(t *testing.T) {
 }
 
 // TestConcurrentFilesHash writes files of one pool at once, so that their
-// buffers are hashed in pairs, and checks each file's SHA256 against the
+// hashers run side by side, and checks each file's SHA256 against the
 // sha256 of its bytes on disk.
 func TestConcurrentFilesHash(t *testing.T) {
 	dir := t.TempDir()

@@ -3,23 +3,13 @@ package filewrite
 import (
 	"runtime"
 	"sync"
-	"time"
-
-	"github.com/k3ckpt/k3ckpt/internal/sha256x"
 )
-
-// hashLinger is how long a file's buffer waits for another file's to be
-// hashed along with it: about the time a producer takes to fill a buffer.
-const hashLinger = 2 * time.Millisecond
 
 // Pool holds the staging buffers of a run's files. A File takes one to fill
 // and, once it is full, hands it to its writer and takes the next, so the
 // buffers in a pool bound the bytes in flight of all its files together.
-// The files of a pool hash their buffers in pairs where the CPU allows it
-// (two files' sha256 in the time of one).
 type Pool struct {
 	free   chan []byte
-	hashes sha256x.Pairer
 	mapped *mappedBuffers // buffers mapped outside the heap, released with the pool
 }
 
@@ -65,7 +55,6 @@ func (m *mappedBuffers) release() {
 func NewPool(n int) *Pool {
 	n = max(n, 2)
 	p := &Pool{free: make(chan []byte, n), mapped: &mappedBuffers{bufs: map[*byte][]byte{}}}
-	p.hashes.Linger = hashLinger
 	runtime.AddCleanup(p, (*mappedBuffers).release, p.mapped)
 	for range n {
 		p.free <- nil

@@ -1,6 +1,6 @@
 package filewrite
 
-import "github.com/k3ckpt/k3ckpt/internal/sha256x"
+import "crypto/sha256"
 
 // Sink is where a File made by CreateSink puts its bytes instead of a local
 // temporary: an object store's multipart upload, which no reader sees under
@@ -27,8 +27,7 @@ func CreateSink(s Sink, pool *Pool, progress func(int64)) *File {
 	}
 	f := &File{sink: s, pool: pool, progress: progress, ownPool: own,
 		chunks: make(chan chunk, cap(pool.free)), hashed: make(chan struct{}), done: make(chan error, 1)}
-	f.h = sha256x.New()
-	pool.hashes.Open()
+	f.h = sha256.New()
 	f.in = make(chan chunk, cap(pool.free))
 	go f.hasher()
 	go f.writer()

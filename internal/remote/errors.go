@@ -22,7 +22,8 @@ var (
 	ErrRedirect = errors.New("bad redirect")
 	// ErrStatus: an HTTP status that is neither success nor one of the above.
 	ErrStatus = errors.New("unexpected HTTP status")
-	// ErrTimeout: no response or no body bytes within the stall timeout.
+	// ErrTimeout: no response within the stall timeout, a body slower than the
+	// minimum rate, or a read past its deadline.
 	ErrTimeout = errors.New("timeout")
 	// ErrNetwork: the connection failed (refused, reset, closed mid-body).
 	ErrNetwork = errors.New("network error")

@@ -97,7 +97,8 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 
 // ReadRange fills p with the bytes at off, which must lie inside the file.
 // Transient failures are retried with backoff, each retry resuming at the
-// first byte not yet received. counter, if not nil, also counts the bytes
+// first byte not yet received, up to the source's Retries in all and within
+// its TimeLimit plus len(p) bytes' time at its MinRate. counter, if not nil, also counts the bytes
 // received (those of failed attempts included).
 func (f *File) ReadRange(ctx context.Context, p []byte, off int64, counter *atomic.Int64) error {
 	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
@@ -123,6 +124,8 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 	}
 	ctx, stop := s.bound(ctx)
 	defer stop()
+	ctx, cancel := s.readDeadline(ctx, f.Name, off, int64(len(p)))
+	defer cancel()
 	got, fails, refreshed := 0, 0, false
 	for attempt := 1; ; attempt++ {
 		n, after, done, err := f.attempt(ctx, p[got:], off+int64(got), counter)
@@ -151,9 +154,6 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 		}
 		if errors.Is(err, errRefused) {
 			e = e.Kind.(*refusal).err
-		}
-		if n > 0 {
-			fails = 0
 		}
 		fails++
 		if !transient(e) || fails > s.o.Retries || unreachable(e) && !s.answered.Load() {
@@ -185,8 +185,8 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	s := f.src
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	t := time.AfterFunc(s.o.StallTimeout, func() { cancel(errStall) })
-	defer t.Stop()
+	pace := newPacer(s.o.StallTimeout, s.o.MinRate, cancel)
+	defer pace.stop()
 
 	end := off + int64(len(p)) - 1
 	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, end)}}
@@ -256,7 +256,8 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	if counter != nil {
 		count = func(n int64) { s.received(n); counter.Add(n) }
 	}
-	body := &stallReader{r: resp.Body, t: t, stall: s.o.StallTimeout, count: count}
+	pace.startBody(want)
+	body := pace.reader(resp.Body, count)
 	n, err := io.ReadFull(body, p[:want])
 	if err != nil {
 		return n, after, false, netError(actx, err, f.Name, host, s.o.StallTimeout,

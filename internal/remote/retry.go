@@ -17,7 +17,7 @@ import (
 type RetryEvent struct {
 	// File is the file being read.
 	File string
-	// Attempt counts the consecutive failed attempts that made no progress.
+	// Attempt counts the failed attempts of this read so far.
 	Attempt int
 	// Wait is how long the reader waits before the next request.
 	Wait time.Duration
@@ -115,9 +115,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// errStall cancels an attempt whose server went quiet.
-var errStall = errors.New("stalled")
-
 // netError turns a transport or body-read failure into an *Error saying what
 // happened. A stalled attempt (its context cancelled with errStall) is a
 // timeout; the caller's own cancellation is returned as is.
@@ -134,6 +131,10 @@ func netError(attemptCtx context.Context, err error, file, host string, stall ti
 }
 
 func netKind(attemptCtx context.Context, err error, stall time.Duration) *Error {
+	var slow *slowError
+	if errors.As(context.Cause(attemptCtx), &slow) {
+		return &Error{Kind: ErrTimeout, Detail: slow.Error()}
+	}
 	if errors.Is(context.Cause(attemptCtx), errStall) {
 		return &Error{Kind: ErrTimeout, Detail: fmt.Sprintf("no data for %v", stall)}
 	}
@@ -153,22 +154,4 @@ func netKind(attemptCtx context.Context, err error, stall time.Duration) *Error 
 		return &Error{Kind: ErrNetwork, Detail: "DNS: " + dns.Error()}
 	}
 	return &Error{Kind: ErrNetwork, Detail: err.Error()}
-}
-
-// stallReader cancels its attempt when no byte arrives for the stall timeout
-// and counts the bytes it passes on.
-type stallReader struct {
-	r     io.Reader
-	t     *time.Timer
-	stall time.Duration
-	count func(int64)
-}
-
-func (s *stallReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if n > 0 {
-		s.t.Reset(s.stall)
-		s.count(int64(n))
-	}
-	return n, err
 }

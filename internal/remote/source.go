@@ -18,8 +18,8 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	// DefaultRetries is how many consecutive attempts without progress a read
-	// makes before it fails.
+	// DefaultRetries is how many failed attempts one read retries before it
+	// fails.
 	DefaultRetries = 8
 	// DefaultRetryBase is the first backoff wait.
 	DefaultRetryBase = 500 * time.Millisecond
@@ -27,6 +27,12 @@ const (
 	DefaultRetryMax = 30 * time.Second
 	// DefaultStallTimeout fails an attempt that receives nothing for this long.
 	DefaultStallTimeout = 60 * time.Second
+	// DefaultMinRate is the least body throughput of an attempt, in bytes per
+	// second over every stall timeout: a 4 MiB request may take 4 minutes.
+	DefaultMinRate = 16 << 10
+	// DefaultTimeLimit is the fixed part of a read's deadline: room for the
+	// retries' backoff on top of the time its bytes take at the minimum rate.
+	DefaultTimeLimit = 10 * time.Minute
 	// DefaultMaxRedirects bounds the redirects one request follows.
 	DefaultMaxRedirects = 10
 )
@@ -37,17 +43,24 @@ type Options struct {
 	// range requests. Its redirect policy is replaced: the Source follows
 	// redirects itself, to keep the token on its own origin.
 	Client *http.Client
-	// Retries bounds consecutive failed attempts that received no byte; an
-	// attempt that made progress resets the count, so a long transfer on a
-	// flaky link goes on while it advances.
+	// Retries bounds the failed attempts one read (a range request, a small
+	// file) retries, whether or not they made progress: a server that sends a
+	// little and then stalls on every attempt cannot hold a read for ever.
 	Retries int
 	// RetryBase is the first backoff wait; each retry doubles it.
 	RetryBase time.Duration
 	// RetryMax caps every wait, including a server's Retry-After.
 	RetryMax time.Duration
-	// StallTimeout fails an attempt that gets no response header or no body
-	// byte for this long (a transient failure: retried and resumed).
+	// StallTimeout fails an attempt that gets no response header for this
+	// long, or fewer body bytes than MinRate asks for in any such window (a
+	// transient failure: retried and resumed).
 	StallTimeout time.Duration
+	// MinRate is the least body throughput of an attempt, in bytes per second
+	// (0: DefaultMinRate; negative: none, only a byte per StallTimeout).
+	MinRate int64
+	// TimeLimit bounds every read with its retries: a read of n bytes fails
+	// after TimeLimit plus n bytes' time at MinRate (0: DefaultTimeLimit).
+	TimeLimit time.Duration
 	// MaxRedirects bounds the redirects one request follows.
 	MaxRedirects int
 	// Progress, if not nil, hears every byte received and every retry.
@@ -75,6 +88,13 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = DefaultStallTimeout
+	}
+	if o.MinRate == 0 {
+		o.MinRate = DefaultMinRate
+	}
+	o.MinRate = max(o.MinRate, 0)
+	if o.TimeLimit <= 0 {
+		o.TimeLimit = DefaultTimeLimit
 	}
 	if o.MaxRedirects <= 0 {
 		o.MaxRedirects = DefaultMaxRedirects
@@ -295,6 +315,8 @@ func (s *Source) ReadSmall(ctx context.Context, name string, limit int64) ([]byt
 func (s *Source) readURL(ctx context.Context, name, u string, limit int64) ([]byte, error) {
 	ctx, stop := s.bound(ctx)
 	defer stop()
+	ctx, cancel := s.readDeadline(ctx, name, -1, limit)
+	defer cancel()
 	fails := 0
 	for attempt := 1; ; attempt++ {
 		b, r := s.readSmallOnce(ctx, name, u, limit)
@@ -331,8 +353,8 @@ type smallResult struct {
 func (s *Source) readSmallOnce(ctx context.Context, name, target string, limit int64) ([]byte, *smallResult) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	t := time.AfterFunc(s.o.StallTimeout, func() { cancel(errStall) })
-	defer t.Stop()
+	pace := newPacer(s.o.StallTimeout, s.o.MinRate, cancel)
+	defer pace.stop()
 	resp, u, err := s.do(actx, name, target, nil)
 	if err != nil {
 		return nil, asResult(err)
@@ -346,7 +368,12 @@ func (s *Source) readSmallOnce(ctx context.Context, name, target string, limit i
 		return nil, &smallResult{final: &Error{File: name, Host: u.Host, Kind: ErrProtocol,
 			Detail: fmt.Sprintf("%d bytes is over the %d-byte limit", resp.ContentLength, limit)}}
 	}
-	body := &stallReader{r: io.LimitReader(resp.Body, limit+1), t: t, stall: s.o.StallTimeout, count: s.received}
+	owed := limit + 1
+	if resp.ContentLength >= 0 {
+		owed = resp.ContentLength
+	}
+	pace.startBody(owed)
+	body := pace.reader(io.LimitReader(resp.Body, limit+1), s.received)
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return nil, asResult(netError(actx, err, name, u.Host, s.o.StallTimeout, ""))

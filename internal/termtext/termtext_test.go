@@ -53,3 +53,20 @@ func TestInt(t *testing.T) {
 		t.Errorf("Plural: %q", got)
 	}
 }
+
+func TestWrap(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		width int
+		want  string
+	}{
+		{"a bb ccc dddd", 6, "a bb\n  ccc\n  dddd"},
+		{"a bb ccc", 8, "a bb ccc"},
+		{"averyveryverylongword x", 5, "averyveryverylongword\n  x"},
+		{"é é é", 3, "é é\n  é"},
+	} {
+		if got := Wrap(c.in, c.width, "  "); got != c.want {
+			t.Errorf("Wrap(%q, %d) = %q, want %q", c.in, c.width, got, c.want)
+		}
+	}
+}

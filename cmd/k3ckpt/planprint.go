@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
+	"github.com/k3ckpt/k3ckpt/layout"
+)
+
+// writeLayoutPlan prints an export plan under the name of the command that
+// runs it: shard is an export of layout pp16, and its summary says "shard".
+func writeLayoutPlan(cmd *cobra.Command, w io.Writer, plan *layout.Plan) error {
+	var b bytes.Buffer
+	if err := plan.WriteText(&b); err != nil {
+		return err
+	}
+	text := b.String()
+	if cmd.Name() == "shard" {
+		if rest, ok := strings.CutPrefix(text, "export "); ok {
+			text = "shard " + rest
+		}
+	}
+	_, err := io.WriteString(w, text)
+	return err
+}
+
+// printPlan shows what a conversion would do, file by file, and the totals.
+// The text fits the terminal (termWidth): sizes in GiB, lists wrapped; -v
+// adds the exact byte counts, which --json always has.
+func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) error {
+	t := p.Totals()
+	if asJSON {
+		type file struct {
+			Name        string `json:"name"`
+			Tensors     int    `json:"tensors"`
+			Quantized   int    `json:"quantized"`
+			SourceBytes int64  `json:"source_bytes"`
+			OutputBytes int64  `json:"output_bytes"`
+		}
+		files := make([]file, 0, len(p.Files))
+		for _, f := range p.Files {
+			files = append(files, file{f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Size()})
+		}
+		aux := make([]string, 0, len(p.Aux))
+		for _, a := range p.Aux {
+			aux = append(aux, a.Name)
+		}
+		return writeJSON(w, map[string]any{
+			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
+			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
+			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
+			"fused_splits": nonNilSplits(p.Splits()), "engines": engineReport(p),
+		})
+	}
+	width := termWidth(cmd)
+	line := func(indent, format string, a ...any) {
+		fmt.Fprintln(w, termtext.Wrap(fmt.Sprintf(format, a...), width, indent))
+	}
+	line("  ", "plan %.12s: recipe %s, format %s, scales %s", p.ID, p.Recipe.Name, p.Options.Format, p.Options.ScaleFmt)
+	for _, r := range p.Recipe.Rules {
+		line("           ", "  %-8s %s  (%s)", r.Action, r.Pattern, r.Why)
+	}
+	if p.Recipe.Quantize != 0 {
+		// The projection list is one comma-separated word: break it after commas.
+		line("           ", "  %-8s %s", convert.Quantize, strings.ReplaceAll(p.Recipe.Quantize.String(), ",", ", "))
+	}
+	line("           ", "  %-8s everything else; experts %s, numerics %s", p.Recipe.Default, p.Options.Experts, p.Options.Numerics)
+	for _, s := range p.Splits() {
+		line("  ", "warning: recipe %s %s", p.Recipe.Name, s)
+	}
+	nameW := len("file")
+	for _, f := range p.Files {
+		nameW = max(nameW, len(f.Name))
+	}
+	for _, a := range p.Aux {
+		nameW = max(nameW, len(a.Name))
+	}
+	exact := verbose(cmd)
+	if exact {
+		fmt.Fprintf(w, "%-*s %7s %5s %14s %14s\n", nameW, "file", "tensors", "fp8", "source bytes", "output bytes")
+	} else {
+		fmt.Fprintf(w, "%-*s %7s %5s %10s %10s\n", nameW, "file", "tensors", "fp8", "source GiB", "output GiB")
+	}
+	row := func(name, tensors, fp8 string, src, out int64) {
+		if exact {
+			fmt.Fprintf(w, "%-*s %7s %5s %14d %14d\n", nameW, name, tensors, fp8, src, out)
+		} else {
+			fmt.Fprintf(w, "%-*s %7s %5s %10.2f %10.2f\n", nameW, name, tensors, fp8, gib(src), gib(out))
+		}
+	}
+	for _, f := range p.Files {
+		row(f.Name, fmt.Sprint(len(f.Layout.Tensors)), fmt.Sprint(f.Totals.Quantized), f.Source.Size, f.Size())
+	}
+	for _, a := range p.Aux {
+		row(a.Name, "copy", "", a.Size, a.Size)
+	}
+	line("  ", "tensors: %d copied (%.2f GiB), %d quantized (%.2f GiB → %.2f GiB FP8 + %.2f MiB scales), %d dropped",
+		t.Copied, gib(t.CopiedBytes), t.Quantized, gib(t.QuantizedBytes), gib(t.FP8Bytes), mib(t.ScaleBytes), t.Dropped)
+	if t.NVFP4 > 0 {
+		line("  ", "experts: %d MXFP4 projections cast to NVFP4 (%.2f GiB → %.2f GiB)", t.NVFP4, gib(t.MXFP4Bytes), gib(t.NVFP4Bytes))
+	}
+	if t.Decoded > 0 {
+		line("  ", "decoded: %d quantized tensors to BF16 (%.2f GiB of BF16)", t.Decoded, gib(t.DecodedBytes))
+	}
+	if t.Packed > 0 {
+		line("  ", "packed: %d BF16 experts to MXFP4 (%.2f GiB of BF16)", t.Packed, gib(t.PackedBytes))
+	}
+	line("  ", "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files",
+		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, mib(t.AuxBytes), t.OutputFiles+1)
+	return nil
+}
+
+// castScope says which files the cast's counts cover: those written by this
+// run (the records of an earlier run's files keep no counts).
+func castScope(res *convert.Result) string {
+	if len(res.Skipped) == 0 {
+		return "MXFP4→NVFP4 cast of the files written"
+	}
+	return fmt.Sprintf("MXFP4→NVFP4 cast of the %s written by this run (not of the %s kept from an earlier run: k3ckpt verify re-casts every file)",
+		termtext.Plural(int64(len(res.Written)), "file", "files"), termtext.Plural(int64(len(res.Skipped)), "file", "files"))
+}

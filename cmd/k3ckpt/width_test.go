@@ -1,0 +1,71 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// TestOutputFitsColumns: the dry-run plan and the tables fit 80 columns
+// when nothing says otherwise, and $COLUMNS when it is set (inspect's first
+// line may be a long path alone).
+func TestOutputFitsColumns(t *testing.T) {
+	dir := headerOnlyReplica(t)
+	dst := filepath.Join(t.TempDir(), "out")
+	cases := [][]string{
+		{"convert", dir, dst, "--dry-run"},
+		{"convert", dir, dst, "--dry-run", "--recipe", "modelopt-k3", "--experts", "nvfp4"},
+		{"convert", dir, dst, "--dry-run", "-v"},
+		{"inspect", dir, "--layout", "dp16"},
+		{"inspect", dir, "--layout", "pp16", "--by", "stage", "--recipe", "modelopt-k3"},
+		{"inspect", dir, "--by", "file"},
+	}
+	for _, cols := range []string{"", "100"} {
+		t.Setenv("COLUMNS", cols)
+		width := 80
+		if cols != "" {
+			width = 100
+		}
+		for _, args := range cases {
+			out, errOut, code := k3(args...)
+			if code != 0 {
+				t.Fatalf("%v: exit %d: %s", args, code, errOut)
+			}
+			for i, line := range strings.Split(out, "\n") {
+				n := utf8.RuneCountInString(line)
+				if n <= width || i == 0 && args[0] == "inspect" {
+					continue
+				}
+				t.Errorf("COLUMNS=%q %v: line %d is %d columns: %s", cols, args, i+1, n, line)
+			}
+		}
+	}
+	// $COLUMNS decides whether the --by file table keeps its bytes column.
+	hasBytes := func(out string) bool {
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "│ file ") {
+				return strings.Contains(line, " bytes ")
+			}
+		}
+		return false
+	}
+	t.Setenv("COLUMNS", "100")
+	if out, _, _ := k3("inspect", dir, "--by", "file"); !hasBytes(out) {
+		t.Errorf("COLUMNS=100: --by file table lacks the bytes column:\n%.400s", out)
+	}
+	t.Setenv("COLUMNS", "60")
+	if out, _, _ := k3("inspect", dir, "--by", "file"); hasBytes(out) {
+		t.Errorf("COLUMNS=60: --by file table has the bytes column:\n%.400s", out)
+	}
+	t.Setenv("COLUMNS", "")
+	// The plan's file rows are GiB; -v gives the exact bytes.
+	out, _, _ := k3("convert", dir, dst, "--dry-run")
+	if !strings.Contains(out, "source GiB") || strings.Contains(out, "source bytes") {
+		t.Errorf("plan rows are not in GiB:\n%.400s", out)
+	}
+	out, _, _ = k3("convert", dir, dst, "--dry-run", "-v")
+	if !strings.Contains(out, "source bytes") {
+		t.Errorf("-v plan rows lack the exact bytes:\n%.400s", out)
+	}
+}

@@ -1,0 +1,258 @@
+package convert
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// xfKind is how a transform step turns its source tensors into its output.
+type xfKind uint8
+
+const (
+	// xfFP8 decodes block-FP8 codes (F8_E4M3 [N, K]) with their 128×128
+	// block scales (F32 [⌈N/128⌉, ⌈K/128⌉] or ModelOpt's [⌈N/128⌉, 1,
+	// ⌈K/128⌉, 1]; plain, UE8M0 powers of two, or DeepGEMM's packed UE8M0
+	// I32 buffer) to BF16.
+	xfFP8 xfKind = iota
+	// xfMXFP4 decodes MXFP4 (weight_packed U8 [N, K/2], weight_scale E8M0
+	// U8 [N, K/32]) to BF16.
+	xfMXFP4
+	// xfNVFP4 decodes NVFP4 (weight U8 [N, K/2], weight_scale F8_E4M3
+	// [N, K/16], weight_scale_2 F32 []) to BF16.
+	xfNVFP4
+	// xfPack packs BF16 [N, K] into compressed-tensors MXFP4: part 0 writes
+	// weight_packed, part 1 weight_scale.
+	xfPack
+)
+
+// xfScales is the form of an FP8 source's block scales.
+type xfScales uint8
+
+const (
+	scalesGrid   xfScales = iota // F32 values, one per 128×128 block, row-major
+	scalesPacked                 // DeepGEMM's packed UE8M0 I32 buffer
+)
+
+// transform is what a StepDecode or StepPack reads: the source tensors (as
+// planned: offsets in the source file) and the shape of the BF16 matrix.
+type transform struct {
+	kind   xfKind
+	codes  safetensors.TensorInfo // FP8 codes, packed E2M1 codes, or the BF16 weight (pack)
+	scales safetensors.TensorInfo // their scales (not for pack)
+	scale2 safetensors.TensorInfo // NVFP4's weight_scale_2
+	sform  xfScales
+	n, k   int64
+	part   int        // pack: 0 weight_packed, 1 weight_scale
+	held   bool       // pack: the pair's first step keeps this part's bytes for it
+	pair   *transform // pack: the other part's step
+}
+
+// xfSpec is a planned transform before the file's offsets are known: the
+// names of its sources and the output(s) it makes.
+type xfSpec struct {
+	kind     xfKind
+	sources  []string // codes first, then scales, then scale_2
+	outs     []safetensors.TensorSpec
+	consumed []string // companions the output no longer holds
+}
+
+// decodes reports whether a plan with these options turns some tensors back
+// into BF16 or packs BF16 experts, so PlanTensors looks at companions.
+func (r *Recipe) decodes() bool { return r.Default == Decode }
+
+// planTransforms finds, among one file's specs, every quantized weight the
+// options decode to BF16 (non-expert weights when the recipe decodes,
+// routed experts under --experts bf16) and every BF16 expert --experts
+// mxfp4 packs, with the companions each consumes. A companion that is
+// missing or of the wrong shape, or a weight that cannot take the step, is
+// an error naming the tensor.
+func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options) (map[string]*xfSpec, map[string]bool, error) {
+	if !r.decodes() && opts.Experts != ExpertsBF16 && opts.Experts != ExpertsMXFP4 {
+		return nil, nil, nil
+	}
+	byName := make(map[string]safetensors.TensorSpec, len(in))
+	for _, s := range in {
+		byName[s.Name] = s
+	}
+	xf := map[string]*xfSpec{}
+	consumed := map[string]bool{}
+	for _, s := range in {
+		module, role := model.SplitRole(s.Name)
+		if role != model.RoleWeight && role != model.RolePacked {
+			continue
+		}
+		expert := model.Classify(s.Name) == model.RoutedExperts
+		var x *xfSpec
+		var err error
+		switch {
+		case expert && opts.Experts == ExpertsMXFP4:
+			x, err = packSpec(module, s)
+		case expert && opts.Experts == ExpertsBF16, !expert && r.decodes():
+			x, err = decodeSpec(module, s, byName)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if x == nil {
+			continue
+		}
+		xf[s.Name] = x
+		for _, c := range x.consumed {
+			consumed[c] = true
+		}
+	}
+	return xf, consumed, nil
+}
+
+// decodeSpec plans the BF16 decode of module's quantized weight s, or
+// returns nil when s is not quantized (a BF16 weight stays as it is).
+func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safetensors.TensorSpec) (*xfSpec, error) {
+	out := module + ".weight"
+	companions := func(names ...string) []string {
+		var c []string
+		for _, n := range names {
+			if _, ok := byName[n]; ok {
+				c = append(c, n)
+			}
+		}
+		return c
+	}
+	all := companions(module+".weight_scale", module+".weight_scale_inv", module+".weight_scale_2", module+".input_scale",
+		module+".weight_global_scale", module+".input_global_scale", module+".weight_zero_point")
+	need := func(name string) (safetensors.TensorSpec, error) {
+		t, ok := byName[name]
+		if !ok {
+			return t, fmt.Errorf("tensor %s: %w: its scale tensor %s is not in the same file", s.Name, ErrNotQuantizable, name)
+		}
+		return t, nil
+	}
+	switch {
+	case s.DType == safetensors.F8_E4M3 && len(s.Shape) == 2:
+		n, k := s.Shape[0], s.Shape[1]
+		if n < 1 || k < 1 || k > quant.MaxK || n > quant.MaxK {
+			return nil, fmt.Errorf("tensor %s: %w: FP8 matrix %v outside [1, %d]²", s.Name, ErrNotQuantizable, s.Shape, quant.MaxK)
+		}
+		name := module + ".weight_scale_inv"
+		if _, ok := byName[name]; !ok {
+			name = module + ".weight_scale"
+		}
+		sc, err := need(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkFP8Scales(s, sc); err != nil {
+			return nil, err
+		}
+		if _, ok := byName[module+".weight_zero_point"]; ok {
+			return nil, fmt.Errorf("tensor %s: %w: an asymmetric FP8 weight (weight_zero_point) is not block FP8", s.Name, ErrNotQuantizable)
+		}
+		return &xfSpec{kind: xfFP8, sources: []string{s.Name, name}, consumed: all,
+			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
+	case s.DType == safetensors.U8 && len(s.Shape) == 2 && roleOfName(s.Name) == model.RolePacked:
+		n, k := s.Shape[0], 2*s.Shape[1]
+		sc, err := need(module + ".weight_scale")
+		if err != nil {
+			return nil, err
+		}
+		if sc.DType != safetensors.U8 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
+			return nil, fmt.Errorf("tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
+				sc.Name, ErrNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.MXGroupSize)
+		}
+		return &xfSpec{kind: xfMXFP4, sources: []string{s.Name, sc.Name}, consumed: all,
+			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
+	case s.DType == safetensors.U8 && len(s.Shape) == 2:
+		n, k := s.Shape[0], 2*s.Shape[1]
+		sc, err := need(module + ".weight_scale")
+		if err != nil {
+			return nil, err
+		}
+		s2, err := need(module + ".weight_scale_2")
+		if err != nil {
+			return nil, err
+		}
+		if sc.DType != safetensors.F8_E4M3 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.NVFP4GroupSize != k {
+			return nil, fmt.Errorf("tensor %s: %w: %s %v are not the E4M3 scales of NVFP4 codes %v (want F8_E4M3 [%d, %d])",
+				sc.Name, ErrNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.NVFP4GroupSize)
+		}
+		if s2.DType != safetensors.F32 || numel(s2.Shape) != 1 {
+			return nil, fmt.Errorf("tensor %s: %w: %s %v is not NVFP4's F32 scalar weight_scale_2", s2.Name, ErrNotQuantizable, s2.DType, s2.Shape)
+		}
+		return &xfSpec{kind: xfNVFP4, sources: []string{s.Name, sc.Name, s2.Name}, consumed: all,
+			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
+	}
+	return nil, nil
+}
+
+// checkFP8Scales checks that sc holds the 128×128 block scales of the FP8
+// weight w in one of the layouts the three conventions write, or DeepGEMM's
+// packed UE8M0 buffer.
+func checkFP8Scales(w, sc safetensors.TensorSpec) error {
+	n, k := w.Shape[0], w.Shape[1]
+	nb, kb := Blocks(n), Blocks(k)
+	switch {
+	case sc.DType == safetensors.F32 && len(sc.Shape) == 2 && sc.Shape[0] == nb && sc.Shape[1] == kb:
+	case sc.DType == safetensors.F32 && len(sc.Shape) == 4 && sc.Shape[0] == nb && sc.Shape[1] == 1 && sc.Shape[2] == kb && sc.Shape[3] == 1:
+	case sc.DType == safetensors.I32 && len(sc.Shape) == 2:
+		words, stride := quant.PackedUE8M0Shape(int(n), int(k))
+		if sc.Shape[0] != int64(words) || sc.Shape[1] != int64(stride) {
+			return fmt.Errorf("tensor %s: %w: packed UE8M0 scales %v of FP8 weight %v, want I32 [%d, %d]", sc.Name, ErrNotQuantizable, sc.Shape, w.Shape, words, stride)
+		}
+	default:
+		return fmt.Errorf("tensor %s: %w: %s %v are not the block scales of FP8 weight %s %v (want F32 [%d, %d] or [%d, 1, %d, 1], or packed UE8M0 I32)",
+			sc.Name, ErrNotQuantizable, sc.DType, sc.Shape, w.Name, w.Shape, nb, kb, nb, kb)
+	}
+	return nil
+}
+
+// packSpec plans the MXFP4 packing of a routed expert's weight s.
+func packSpec(module string, s safetensors.TensorSpec) (*xfSpec, error) {
+	if roleOfName(s.Name) == model.RolePacked || s.DType == safetensors.U8 {
+		return nil, fmt.Errorf("tensor %s: %w: --experts mxfp4 packs BF16 experts, and this one is already packed (%s %v): the source is already mxfp4-pack-quantized", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+	}
+	if s.DType != safetensors.BF16 || len(s.Shape) != 2 {
+		return nil, fmt.Errorf("tensor %s: %w: --experts mxfp4 packs BF16 [N, K] experts, not %s %v (decode it first with --experts bf16)", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+	}
+	n, k := s.Shape[0], s.Shape[1]
+	if k%quant.MXGroupSize != 0 || k < 1 || k > quant.MaxK || n < 1 {
+		return nil, fmt.Errorf("tensor %s: %w: K = %d is not a positive multiple of %d (MXFP4 groups 32 elements of a row)", s.Name, ErrNotQuantizable, k, quant.MXGroupSize)
+	}
+	return &xfSpec{kind: xfPack, sources: []string{s.Name}, outs: []safetensors.TensorSpec{
+		{Name: module + ".weight_packed", DType: safetensors.U8, Shape: []int64{n, k / 2}},
+		{Name: module + ".weight_scale", DType: safetensors.U8, Shape: []int64{n, k / quant.MXGroupSize}},
+	}}, nil
+}
+
+// numel is the element count of a shape (1 for a scalar).
+func numel(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// roleOfName is the role a tensor's last name segment gives it.
+func roleOfName(name string) model.Role {
+	_, r := model.SplitRole(name)
+	return r
+}
+
+// checkExpertsWay refuses, before anything is planned, expert modes that do
+// not fit the experts config.json declares.
+func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) error {
+	cfgPath := filepath.Join(root, ConfigName)
+	switch {
+	case opts.Experts == ExpertsMXFP4 && cfg.Experts == model.ExpertsMXFP4:
+		return fmt.Errorf("convert %s: %w: --experts mxfp4 packs BF16 experts, and %s declares them already mxfp4-pack-quantized (compressed-tensors MXFP4): there is nothing to pack; keep them with --experts keep, or decode them with --experts bf16",
+			root, ErrNotQuantizable, cfgPath)
+	case opts.Experts == ExpertsMXFP4 && cfg.Experts == model.ExpertsNVFP4:
+		return fmt.Errorf("convert %s: %w: --experts mxfp4 packs BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then pack that", root, ErrNotQuantizable, cfgPath)
+	case r.decodes() && opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsNVFP4:
+		return fmt.Errorf("convert %s: --recipe %s writes a config without a ModelOpt description, which NVFP4 experts need: decode them too (--experts bf16)", root, r.Name)
+	}
+	return nil
+}

@@ -1,0 +1,359 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// xfStats counts what a job's transform steps met.
+type xfStats struct {
+	decoded int   // tensors decoded to BF16
+	nan     int64 // NaN BF16 values written (NaN codes, or NaN × 0 of ModelOpt's zero tiles, as torch computes them)
+	packed  int   // BF16 tensors packed to MXFP4
+	pack    quant.PackStats
+}
+
+// transformStep plans the step writing output i, made from o.Source by the
+// transform o.xf.
+func transformStep(sf *safetensors.File, o OutputTensor, i int) (Step, error) {
+	x := &transform{part: o.part}
+	spec := o.xf
+	x.kind = spec.kind
+	look := func(name string) (safetensors.TensorInfo, error) {
+		t, ok := sf.Lookup(name)
+		if !ok {
+			return t, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, name, safetensors.ErrNotFound)
+		}
+		return t, nil
+	}
+	var err error
+	if x.codes, err = look(spec.sources[0]); err != nil {
+		return Step{}, err
+	}
+	if len(spec.sources) > 1 {
+		if x.scales, err = look(spec.sources[1]); err != nil {
+			return Step{}, err
+		}
+	}
+	if len(spec.sources) > 2 {
+		if x.scale2, err = look(spec.sources[2]); err != nil {
+			return Step{}, err
+		}
+	}
+	switch x.kind {
+	case xfFP8, xfPack:
+		x.n, x.k = x.codes.Shape[0], x.codes.Shape[1]
+		if x.kind == xfFP8 && x.scales.DType == safetensors.I32 {
+			x.sform = scalesPacked
+		}
+	default:
+		x.n, x.k = x.codes.Shape[0], 2*x.codes.Shape[1]
+	}
+	kind := StepDecode
+	if x.kind == xfPack {
+		kind = StepPack
+	}
+	return Step{Kind: kind, First: i, Last: i, Src: sf.DataStart + x.codes.Begin, Len: x.codes.Size(), xf: x}, nil
+}
+
+// markHeld pairs the two pack steps of each BF16 weight of a file and
+// decides whether the first keeps the part the second writes (so the weight
+// is read once), while the parts kept at any moment fit MaxHeldCodes.
+func markHeld(steps []Step) {
+	first := map[string]*transform{}
+	var held int64
+	pending := map[string]int64{}
+	for i := range steps {
+		if steps[i].Kind != StepPack {
+			continue
+		}
+		x := steps[i].xf
+		name := x.codes.Name
+		f, ok := first[name]
+		if !ok {
+			first[name] = x
+			if size := packPartSize(x, 1-x.part); held+size <= heldCodesBudget {
+				held += size
+				pending[name] = size
+			}
+			continue
+		}
+		f.pair, x.pair = x, f
+		if size, ok := pending[name]; ok {
+			x.held = true
+			held -= size
+			delete(pending, name)
+		}
+	}
+}
+
+// packPartSize is the byte size of part p of x's MXFP4 output.
+func packPartSize(x *transform, p int) int64 {
+	if p == 0 {
+		return x.n * x.k / 2
+	}
+	return x.n * x.k / quant.MXGroupSize
+}
+
+// xfRows is how many rows one chunk of a transform holds: a BF16 chunk of
+// about TileBytes, never across a 128-row scale block of an FP8 source.
+func xfRows(x *transform, r0 int64) int64 {
+	m := max(1, int64(TileBytes)/(2*x.k))
+	if x.kind == xfFP8 {
+		m = min(m, BlockSize-r0%BlockSize)
+	}
+	return min(m, x.n-r0)
+}
+
+// xfReads calls read with each (tensor, offset in it, length) the step
+// reads, in the order it reads them: the once-read scales (NVFP4's scale_2,
+// a packed UE8M0 buffer), then chunk by chunk the scales and the codes. A
+// pack step whose part is held reads nothing.
+func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
+	if x.kind == xfPack && x.held {
+		return
+	}
+	switch {
+	case x.kind == xfNVFP4:
+		read(x.scale2, 0, 4)
+	case x.kind == xfFP8 && x.sform == scalesPacked:
+		read(x.scales, 0, x.scales.Size())
+	}
+	for r0 := int64(0); r0 < x.n; {
+		m := xfRows(x, r0)
+		switch x.kind {
+		case xfFP8:
+			if x.sform == scalesGrid {
+				kb := Blocks(x.k)
+				read(x.scales, r0/BlockSize*kb*4, kb*4)
+			}
+			read(x.codes, r0*x.k, m*x.k)
+		case xfMXFP4:
+			read(x.scales, r0*x.k/quant.MXGroupSize, m*x.k/quant.MXGroupSize)
+			read(x.codes, r0*x.k/2, m*x.k/2)
+		case xfNVFP4:
+			read(x.scales, r0*x.k/quant.NVFP4GroupSize, m*x.k/quant.NVFP4GroupSize)
+			read(x.codes, r0*x.k/2, m*x.k/2)
+		case xfPack:
+			read(x.codes, r0*2*x.k, m*2*x.k)
+		}
+		r0 += m
+	}
+}
+
+// xfScratch is a job's buffers for transform steps.
+type xfScratch struct {
+	codes, scales, out, out2 []byte
+	grid                     []float32
+	held                     map[string][]byte // pack parts kept for the pair's second step
+	stats                    xfStats
+}
+
+// runTransform carries out a StepDecode or StepPack, handing its output to
+// w chunk by chunk; ra holds sf's bytes (the file or a stream of them).
+func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st Step, w func([]byte) error, prog Progress) error {
+	x := st.xf
+	xs := &s.xs
+	if x.kind == xfPack && x.held {
+		b, ok := xs.held[x.codes.Name]
+		if !ok {
+			return fmt.Errorf("no %s part held for it", []string{"weight_packed", "weight_scale"}[x.part])
+		}
+		delete(xs.held, x.codes.Name)
+		return w(b)
+	}
+	var keep []byte // the part the pair's other step writes, when held
+	keepPart := -1
+	if x.kind == xfPack {
+		if next, ok := nextHeld(x); ok {
+			keepPart = next
+			keep = make([]byte, 0, packPartSize(x, next))
+		}
+	}
+	var s2 float32
+	readInto := func(buf *[]byte, t safetensors.TensorInfo, off, n int64) ([]byte, error) {
+		*buf = bufs.Grow(*buf, int(n))
+		b := (*buf)[:n]
+		if _, err := tensorSection(ra, sf, t).ReadAt(b, off); err != nil {
+			return nil, fmt.Errorf("read %s at %d: %w", t.Name, off, err)
+		}
+		prog.Add(n)
+		return b, nil
+	}
+	switch {
+	case x.kind == xfNVFP4:
+		b, err := readInto(&xs.scales, x.scale2, 0, 4)
+		if err != nil {
+			return err
+		}
+		s2 = math.Float32frombits(binary.LittleEndian.Uint32(b))
+	case x.kind == xfFP8 && x.sform == scalesPacked:
+		b, err := readInto(&xs.scales, x.scales, 0, x.scales.Size())
+		if err != nil {
+			return err
+		}
+		words := make([]int32, len(b)/4)
+		for i := range words {
+			words[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		grid, err := quant.UnpackUE8M0(words, int(x.n), int(x.k))
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", x.scales.Name, err)
+		}
+		xs.grid = grid
+	}
+	k := int(x.k)
+	for r0 := int64(0); r0 < x.n; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m := xfRows(x, r0)
+		rows := int(m)
+		switch x.kind {
+		case xfFP8:
+			kb := int(Blocks(x.k))
+			var scales []float32
+			if x.sform == scalesGrid {
+				b, err := readInto(&xs.scales, x.scales, r0/BlockSize*int64(kb)*4, int64(kb)*4)
+				if err != nil {
+					return err
+				}
+				xs.grid = growF32(xs.grid, kb)
+				for j := range kb {
+					xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+				}
+				scales = xs.grid[:kb]
+			} else {
+				scales = xs.grid[int(r0/BlockSize)*kb : int(r0/BlockSize+1)*kb]
+			}
+			codes, err := readInto(&xs.codes, x.codes, r0*x.k, m*x.k)
+			if err != nil {
+				return err
+			}
+			xs.out = bufs.Grow(xs.out, 2*rows*k)
+			out := xs.out[:2*rows*k]
+			if err := quant.DequantizeBandBF16(out, codes, scales, rows, k); err != nil {
+				return fmt.Errorf("rows %d..%d: %w", r0, r0+m, err)
+			}
+			xs.stats.nan += countBF16NaN(out)
+			if err := w(out); err != nil {
+				return err
+			}
+		case xfMXFP4, xfNVFP4:
+			g := quant.MXGroupSize
+			if x.kind == xfNVFP4 {
+				g = quant.NVFP4GroupSize
+			}
+			sc, err := readInto(&xs.scales, x.scales, r0*x.k/int64(g), m*x.k/int64(g))
+			if err != nil {
+				return err
+			}
+			codes, err := readInto(&xs.codes, x.codes, r0*x.k/2, m*x.k/2)
+			if err != nil {
+				return err
+			}
+			xs.out = bufs.Grow(xs.out, 2*rows*k)
+			out := xs.out[:2*rows*k]
+			for r := range rows {
+				o, p, q := out[2*r*k:2*(r+1)*k], codes[r*k/2:(r+1)*k/2], sc[r*k/g:(r+1)*k/g]
+				if x.kind == xfNVFP4 {
+					if err := quant.NVFP4ToBF16(o, p, q, s2); err != nil {
+						return fmt.Errorf("row %d: %w", r0+int64(r), err)
+					}
+					continue
+				}
+				if nan, err := quant.MXFP4ToBF16(o, p, q); err != nil || nan > 0 {
+					if err == nil {
+						grp := firstByte(q, quant.E8M0NaN)
+						err = fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of row %d, group %d (elements %d..%d) in %s: the release never holds one; the file is damaged",
+							quant.ErrNonFinite, r0+int64(r), grp, grp*g, grp*g+g-1, x.scales.Name)
+					}
+					return err
+				}
+			}
+			xs.stats.nan += countBF16NaN(out)
+			if err := w(out); err != nil {
+				return err
+			}
+		case xfPack:
+			src, err := readInto(&xs.codes, x.codes, r0*2*x.k, m*2*x.k)
+			if err != nil {
+				return err
+			}
+			xs.out = bufs.Grow(xs.out, rows*k/2)
+			xs.out2 = bufs.Grow(xs.out2, rows*k/quant.MXGroupSize)
+			p, sc := xs.out[:rows*k/2], xs.out2[:rows*k/quant.MXGroupSize]
+			ps, err := quant.PackMXFP4(p, sc, src, rows, k)
+			if err != nil {
+				return fmt.Errorf("rows %d..%d: %w", r0, r0+m, err)
+			}
+			if x.part == 0 || keepPart == 0 {
+				xs.stats.pack = xs.stats.pack.Add(ps)
+			}
+			parts := [2][]byte{p, sc}
+			if err := w(parts[x.part]); err != nil {
+				return err
+			}
+			if keepPart >= 0 {
+				keep = append(keep, parts[keepPart]...)
+			}
+		}
+		r0 += m
+	}
+	switch {
+	case x.kind == xfPack && keepPart >= 0:
+		if xs.held == nil {
+			xs.held = map[string][]byte{}
+		}
+		xs.held[x.codes.Name] = keep
+		xs.stats.packed++
+	case x.kind == xfPack && x.part == 0:
+		xs.stats.packed++
+	case x.kind != xfPack:
+		xs.stats.decoded++
+	}
+	return nil
+}
+
+// nextHeld reports the part a pack step keeps for its pair's second step
+// (planned by markHeld).
+func nextHeld(x *transform) (int, bool) {
+	if x.pair != nil && x.pair.held {
+		return x.pair.part, true
+	}
+	return 0, false
+}
+
+func growF32(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// countBF16NaN counts the NaN values of little-endian BF16 bytes.
+func countBF16NaN(b []byte) int64 {
+	var n int64
+	for i := 0; i+1 < len(b); i += 2 {
+		if binary.LittleEndian.Uint16(b[i:])&0x7FFF > 0x7F80 {
+			n++
+		}
+	}
+	return n
+}
+
+func firstByte(b []byte, v byte) int {
+	for i, c := range b {
+		if c == v {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,375 @@
+package engines
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/COMPATIBILITY.md and README's engine section from rules.json")
+
+func TestMain(m *testing.M) { testckpt.Main(m) }
+
+// planFacts plans profile p over the tiny replica and reads the facts of
+// the planned output (configs and headers, nothing written).
+func planFacts(t *testing.T, p Profile) *Facts {
+	t.Helper()
+	src, err := safetensors.Open(testckpt.Replica(t, model.ScaleTiny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	r, err := convert.Lookup(p.Recipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o convert.Options
+	if o.Format, err = convert.ParseFormat(p.Format); err != nil {
+		t.Fatal(err)
+	}
+	if o.Experts, err = convert.ParseExpertsMode(p.Experts); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := convert.NewPlan(src, nil, r, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files [][]safetensors.TensorInfo
+	for _, f := range plan.Files {
+		files = append(files, f.Layout.Tensors)
+	}
+	f, err := FactsOf(plan.Config, plan.HFQuantConfig, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func shape(f *Facts) []string {
+	var out []string
+	for _, p := range f.Parts {
+		out = append(out, strings.Join([]string{p.Group.String(), string(p.Form), string(p.Scale), p.Declared}, " "))
+	}
+	slices.Sort(out)
+	return append(out, "convention "+string(f.Convention))
+}
+
+// TestPredictMatchesPlan: what Predict says convert writes (the basis of
+// --target and of the docs' table) is what the planner writes, for every
+// profile.
+func TestPredictMatchesPlan(t *testing.T) {
+	src, err := Scan(t.Context(), testckpt.Replica(t, model.ScaleTiny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Convention != Release || len(src.Problems) > 0 {
+		t.Fatalf("the release replica: %+v", src)
+	}
+	for _, p := range profiles() {
+		pred, err := predict(src, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := shape(pred), shape(planFacts(t, p))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: predicted\n%s\nplanned\n%s", p.Flags(), strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+func verdict(t *testing.T, f *Facts, engine string, gpu GPU) Verdict {
+	t.Helper()
+	v, err := evaluate(f, engine, gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// ruleOf is the rule that decided group g's item in v ("" if none).
+func ruleOf(v Verdict, g string) (Outcome, string) {
+	for _, it := range v.Items {
+		if slices.Contains(it.Groups, g) {
+			return it.Outcome, it.Rule
+		}
+	}
+	return "", ""
+}
+
+// TestVerdicts checks the verdicts re-read in the engines' code (the rules)
+// over the planned outputs of convert.
+func TestVerdicts(t *testing.T) {
+	def := planFacts(t, Profile{"modelopt", convert.AttnMoEDenseFP8, "keep"})
+	nv := planFacts(t, Profile{"modelopt", convert.ModelOptK3, "nvfp4"})
+	ds := planFacts(t, Profile{"deepseek", convert.AttnMoEDenseFP8, "keep"})
+	for _, c := range []struct {
+		f       *Facts
+		engine  string
+		gpu     GPU
+		group   string
+		outcome Outcome
+		rule    string
+	}{
+		// tokenspeed: KimiKDAMergedProj refuses BF16 f_a/b beside FP8 q; Blackwell only.
+		{def, "tokenspeed", SM100, "kda.f_a_proj", Refused, "tokenspeed.modelopt.kda-split"},
+		{def, "tokenspeed", SM90, "checkpoint", Refused, "tokenspeed.modelopt.capability"},
+		{nv, "tokenspeed", SM100, "kda.q_proj", Resident, "tokenspeed.modelopt.kda-merged"},
+		{nv, "tokenspeed", SM100, "kda.f_b_proj", Dequantized, "tokenspeed.modelopt.fb"},
+		// TensorRT-LLM: FP8 dequantized to BF16 at load by default, on Hopper too.
+		{def, "TensorRT-LLM", SM90, "kda.q_proj", Dequantized, "trtllm.fp8-dequant"},
+		{def, "TensorRT-LLM", SM100, "experts", Resident, "trtllm.mxfp4-sm100"},
+		{ds, "TensorRT-LLM", SM100, "kda.q_proj", Refused, "trtllm.fp8-scale-inv"},
+		// SGLang main serves NVIDIA's layout; NVFP4 MoE is Blackwell-only.
+		{nv, "SGLang", SM100, "mla.q_b_proj", Resident, "sglang.modelopt.attention-fp8"},
+		{nv, "SGLang", SM100, "experts", Resident, "sglang.modelopt.nvfp4-sm100"},
+		{nv, "SGLang", SM90, "experts", Refused, "sglang.modelopt.nvfp4-sm90"},
+		{def, "SGLang", SM100, "latent.up_proj", Wrong, "sglang.modelopt.latent-fp8"},
+		// vLLM: FP8_PB_WO dispatch is an open PR.
+		{nv, "vLLM", SM100, "kda.q_proj", Refused, "vllm.modelopt.fp8"},
+		{def, "vLLM", SM100, "kda.b_proj", Wrong, "vllm.modelopt.kda-split"},
+	} {
+		v := verdict(t, c.f, c.engine, c.gpu)
+		o, r := ruleOf(v, c.group)
+		if o != c.outcome || r != c.rule {
+			t.Errorf("%s %s %s: %s by %q, want %s by %q", c.engine, c.gpu, c.group, o, r, c.outcome, c.rule)
+		}
+	}
+	// The worst item decides: the default output fails in three engines.
+	for _, e := range []string{"SGLang", "vLLM", "tokenspeed"} {
+		if v := verdict(t, def, e, SM100); !v.Outcome.Fails() {
+			t.Errorf("default output in %s sm100: %s", e, v.Outcome)
+		}
+	}
+	if v := verdict(t, def, "TensorRT-LLM", SM100); v.Outcome != Dequantized {
+		t.Errorf("default output in TensorRT-LLM sm100: %s", v.Outcome)
+	}
+	// An opt-in switch is reported, never applied by default.
+	if v := verdict(t, def, "TensorRT-LLM", SM100); len(v.OptIn) == 0 || !strings.Contains(v.OptIn[0], "KIMI_K3_FP8_WEIGHT_READ=1") {
+		t.Errorf("TensorRT-LLM sm100 opt-in: %q", v.OptIn)
+	}
+}
+
+// TestMissingScale: an FP8 weight whose scale is gone is a problem of the
+// checkpoint, and TensorRT-LLM's refusal.
+func TestMissingScale(t *testing.T) {
+	src, err := safetensors.Open(testckpt.Replica(t, model.ScaleTiny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	r, _ := convert.Lookup(convert.AttnMoEDenseFP8)
+	plan, err := convert.NewPlan(src, nil, r, convert.Options{Format: convert.ModelOpt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files [][]safetensors.TensorInfo
+	dropped := ""
+	for _, f := range plan.Files {
+		ts := f.Layout.Tensors
+		if dropped == "" {
+			if i := slices.IndexFunc(ts, func(t safetensors.TensorInfo) bool { return strings.HasSuffix(t.Name, "q_proj.weight_scale") }); i >= 0 {
+				dropped = ts[i].Name
+				ts = slices.Delete(slices.Clone(ts), i, i+1)
+			}
+		}
+		files = append(files, ts)
+	}
+	f, err := FactsOf(plan.Config, plan.HFQuantConfig, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Problems) != 1 || !strings.Contains(f.Problems[0], strings.TrimSuffix(dropped, "_scale")) {
+		t.Fatalf("problems %q, want one naming %s", f.Problems, dropped)
+	}
+	v := verdict(t, f, "TensorRT-LLM", SM100)
+	if o, r := ruleOf(v, "kda.q_proj"); v.Outcome != Refused || o != Refused || r != "trtllm.fp8-scale-inv" {
+		t.Errorf("TensorRT-LLM on a missing scale: %s (%s by %s)", v.Outcome, o, r)
+	}
+}
+
+// TestHandEditedConfig: a quant_method no rule knows leaves every
+// quantized part unknown (never a guess), and a ModelOpt config that does
+// not declare an FP8 module is a problem.
+func TestHandEditedConfig(t *testing.T) {
+	f, err := FactsOf([]byte(`{"quantization_config": {"quant_method": "awq"}}`), nil, [][]safetensors.TensorInfo{{
+		{Name: "model.layers.0.self_attn.q_proj.weight", DType: safetensors.F8_E4M3, Shape: []int64{128, 128}, End: 128 * 128},
+		{Name: "model.layers.0.self_attn.q_proj.weight_scale", DType: safetensors.F32, Shape: []int64{1, 1, 1, 1}, Begin: 128 * 128, End: 128*128 + 4},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Convention != Other {
+		t.Fatalf("convention %s", f.Convention)
+	}
+	for _, e := range []string{"SGLang", "vLLM", "tokenspeed"} {
+		if v := verdict(t, f, e, SM100); v.Outcome != Unknown {
+			t.Errorf("%s on an unknown config: %s", e, v.Outcome)
+		}
+	}
+	g, err := FactsOf([]byte(`{"quantization_config": {"quant_method": "modelopt_mixed", "quant_algo": "MIXED_PRECISION", "quantized_layers": {}}}`), nil,
+		[][]safetensors.TensorInfo{{
+			{Name: "model.layers.0.self_attn.q_proj.weight", DType: safetensors.F8_E4M3, Shape: []int64{128, 128}, End: 128 * 128},
+			{Name: "model.layers.0.self_attn.q_proj.weight_scale", DType: safetensors.F32, Shape: []int64{1, 1, 1, 1}, Begin: 128 * 128, End: 128*128 + 4},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Problems) != 1 || !strings.Contains(g.Problems[0], "not declared FP8_PB_WO") {
+		t.Errorf("undeclared FP8 module: problems %q", g.Problems)
+	}
+}
+
+// TestChoose: the targets differ between Hopper and Blackwell where the
+// rules say so.
+func TestChoose(t *testing.T) {
+	if _, err := Choose(nil, "sglang", SM90, nil); !errors.Is(err, ErrNoGain) {
+		t.Errorf("SGLang sm90: %v, want ErrNoGain (its FP8 paths need NVFP4 experts, Blackwell-only)", err)
+	}
+	c, err := Choose(nil, "sglang", SM100, nil)
+	if err != nil || c.Profile != (Profile{"modelopt", convert.ModelOptK3, "nvfp4"}) {
+		t.Errorf("SGLang sm100: %+v %v", c.Profile, err)
+	}
+	c, err = Choose(nil, "TensorRT-LLM", SM100, nil)
+	if err != nil || c.Profile != (Profile{"modelopt", convert.AttnMoEDenseFP8, "keep"}) || c.Verdict.Outcome != Dequantized {
+		t.Errorf("TensorRT-LLM sm100: %+v %s %v", c.Profile, c.Verdict.Outcome, err)
+	}
+	if _, err := Choose(nil, "tokenspeed", SM90, nil); !errors.Is(err, ErrNoTarget) {
+		t.Errorf("tokenspeed sm90: %v, want ErrNoTarget", err)
+	}
+	_, err = Choose(nil, "tokenspeed", SM100, func(p Profile) bool { return p.Recipe == convert.AttnMoEDenseFP8 })
+	if !errors.Is(err, ErrNoTarget) || !strings.Contains(err.Error(), "FP8-resident merged KDA projection") {
+		t.Errorf("tokenspeed sm100 with the default recipe: %v", err)
+	}
+	if _, err := Choose(nil, "nosuch", SM90, nil); err == nil {
+		t.Error("unknown engine accepted")
+	}
+}
+
+// TestRulesChecked: load rejects tables with unknown names or no source.
+func TestRulesChecked(t *testing.T) {
+	for _, bad := range []struct{ from, to string }{
+		{`"engine": "SGLang"`, `"engine": "SGlang2"`},
+		{`"gpus": [`, `"gpus": ["sm80", `},
+		{`"kda.f_a_proj"`, `"kda.nope"`},
+		{`"outcome": "refused"`, `"outcome": "maybe"`},
+		{`"evidence": "read"`, `"evidence": "guessed"`},
+		{`"schema": 1`, `"schema": 1, "extra": 0`},
+	} {
+		b := bytes.Replace(rulesJSON, []byte(bad.from), []byte(bad.to), 1)
+		if bytes.Equal(b, rulesJSON) {
+			t.Fatalf("%s not in rules.json", bad.from)
+		}
+		if _, err := load(b); err == nil {
+			t.Errorf("%s → %s accepted", bad.from, bad.to)
+		}
+	}
+	var tb table
+	if err := json.Unmarshal(rulesJSON, &tb); err != nil {
+		t.Fatal(err)
+	}
+	tb.Rules[3].Source = source{Repo: "x/y"}
+	b, _ := json.Marshal(tb)
+	if _, err := load(b); err == nil || !strings.Contains(err.Error(), "source") {
+		t.Errorf("a rule without a path or PR: %v", err)
+	}
+}
+
+func checkGenerated(t *testing.T, path string, want []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	have, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(have, want) {
+		t.Errorf("%s is stale: run go test ./engines -update", path)
+	}
+}
+
+// TestCompatibilityDoc: docs/COMPATIBILITY.md is what the rules say.
+func TestCompatibilityDoc(t *testing.T) {
+	checkGenerated(t, "../docs/COMPATIBILITY.md", compatibility())
+}
+
+const readmeHeading = "## Which engine loads what\n"
+
+// TestReadmeSection: README's engine section is generated from the rules.
+func TestReadmeSection(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte(readmeHeading))
+	if i < 0 {
+		t.Fatalf("README.md has no %q", readmeHeading)
+	}
+	start := i + len(readmeHeading)
+	end := bytes.Index(b[start:], []byte("\n## "))
+	if end < 0 {
+		t.Fatal("README.md: no section after the engine section")
+	}
+	end += start + 1
+	want := slices.Concat(b[:start], readmeSection(), b[end:])
+	checkGenerated(t, "../README.md", want)
+}
+
+// TestExecutedRules: a rule marked "executed" is backed by a run of the
+// engine's own code (testdata/device/*_results.json) that agrees with it,
+// and every run result names a rule.
+func TestExecutedRules(t *testing.T) {
+	files, _ := filepath.Glob("testdata/device/*_results.json")
+	ran := map[string]bool{}
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			Engine  string
+			Results []struct {
+				Rule, Outcome, Detail string
+				Agrees                bool
+			}
+		}
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, r := range res.Results {
+			i := slices.IndexFunc(rules.Rules, func(x rule) bool { return x.ID == r.Rule })
+			if i < 0 {
+				t.Errorf("%s: result for unknown rule %s", p, r.Rule)
+				continue
+			}
+			if !r.Agrees {
+				t.Errorf("%s: %s disagrees: %s %s", p, r.Rule, r.Outcome, r.Detail)
+			}
+			if r.Outcome == string(rules.Rules[i].Outcome) {
+				ran[r.Rule] = true
+			}
+			if m := rules.Rules[i].Message; r.Outcome == "refused" && m != "" && !strings.Contains(r.Detail, strings.TrimPrefix(strings.SplitN(m, "…", 2)[0], "TypeError: ")) {
+				t.Errorf("%s: %s: the engine said %q, the rule quotes %q", p, r.Rule, r.Detail, m)
+			}
+		}
+	}
+	for _, r := range rules.Rules {
+		if (r.Evidence == "executed") != ran[r.ID] {
+			t.Errorf("rule %s: evidence %s, but a run that reproduces its outcome: %v", r.ID, r.Evidence, ran[r.ID])
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package engines
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
+)
+
+// Item is what one engine makes of some parts of a checkpoint, and which
+// rule says so (nil: BF16 parts no rule names load as BF16; other parts no
+// rule names are Unknown).
+type Item struct {
+	Groups  []string `json:"groups"`
+	Form    Form     `json:"form"`
+	Outcome Outcome  `json:"outcome"`
+	Why     string   `json:"why"`
+	Message string   `json:"message,omitempty"`
+	Rule    string   `json:"rule,omitempty"`
+	Source  string   `json:"source,omitempty"`
+	// Evidence is "read" or "executed" (how the rule was established).
+	Evidence string `json:"evidence,omitempty"`
+	Modules  int    `json:"modules"`
+	// Example names one module.
+	Example string `json:"example"`
+
+	bytes int64 // stored bytes of the parts
+}
+
+// Verdict is what an engine on a GPU makes of a checkpoint: its worst
+// item's outcome, and the items.
+type Verdict struct {
+	Engine  string  `json:"engine"`
+	GPU     GPU     `json:"gpu"`
+	Outcome Outcome `json:"outcome"`
+	Items   []Item  `json:"items"`
+	// OptIn are rules that would apply with an engine switch set (not the default).
+	OptIn []string `json:"opt_in,omitempty"`
+}
+
+// Summary is the verdict in one line: the outcome and the first reason.
+func (v Verdict) Summary() string {
+	for _, it := range v.Items {
+		if it.Outcome == v.Outcome && v.Outcome != Resident {
+			msg := it.Why
+			if it.Message != "" {
+				msg += `: "` + it.Message + `"`
+			}
+			return fmt.Sprintf("%s: %s (%s)", outcomeWord(v.Outcome), msg, compactGroups(it.Groups))
+		}
+	}
+	return outcomeWord(v.Outcome)
+}
+
+// compactGroups joins group names, naming a family ("kda") for all of its
+// linear groups when every one is listed.
+func compactGroups(names []string) string {
+	var out []string
+	done := map[string]bool{}
+	for _, n := range names {
+		g, err := model.ParseGroup(n)
+		if err != nil {
+			out = append(out, n)
+			continue
+		}
+		fam := g.Family()
+		if done[fam] {
+			continue
+		}
+		all := fam != n
+		for h := range model.Group(model.NumGroups) {
+			if all && h.Family() == fam && linear(h) && !slices.Contains(names, h.String()) {
+				all = false
+			}
+		}
+		if all {
+			done[fam] = true
+			out = append(out, fam)
+		} else {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// outcomeWord is how reports say an outcome.
+func outcomeWord(o Outcome) string {
+	switch o {
+	case Resident:
+		return "loads, quantized weights kept resident"
+	case Dequantized:
+		return "loads, some FP8 weights dequantized to BF16 at load"
+	case Wrong:
+		return "loads WRONG (silently)"
+	case Refused:
+		return "refused"
+	}
+	return "unknown (code path not read)"
+}
+
+// Evaluate says what an engine on a GPU makes of a checkpoint, from the
+// rules for that engine's defaults. Every part gets the first rule that
+// matches it; a rule about the whole checkpoint (a capability check) adds
+// an item of its own.
+func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
+	name, err := lookupEngine(engine)
+	if err != nil {
+		return Verdict{}, err
+	}
+	v := Verdict{Engine: name, GPU: gpu, Outcome: Resident}
+	add := func(it Item) {
+		if worse(it.Outcome, v.Outcome) {
+			v.Outcome = it.Outcome
+		}
+		for i := range v.Items {
+			o := &v.Items[i]
+			if o.Rule == it.Rule && o.Form == it.Form && o.Outcome == it.Outcome && o.Why == it.Why {
+				o.Groups = append(o.Groups, it.Groups...)
+				o.Modules += it.Modules
+				o.bytes += it.bytes
+				return
+			}
+		}
+		v.Items = append(v.Items, it)
+	}
+	for i := range rules.Rules {
+		r := &rules.Rules[i]
+		if r.Engine != name || len(r.Groups) > 0 || !r.holds(f, gpu) {
+			continue
+		}
+		if r.Env != "" {
+			v.OptIn = append(v.OptIn, fmt.Sprintf("with %s: %s (%s)", r.Env, r.Outcome, r.Why))
+			continue
+		}
+		add(r.item(nil))
+	}
+	for _, p := range f.Parts {
+		var hit *rule
+		for i := range rules.Rules {
+			r := &rules.Rules[i]
+			if r.Engine != name || len(r.Groups) == 0 || !r.matches(f, p, gpu) {
+				continue
+			}
+			if r.Env != "" {
+				note := fmt.Sprintf("with %s: %s %s (%s)", r.Env, p.Group, r.Outcome, r.Why)
+				if !slices.Contains(v.OptIn, note) {
+					v.OptIn = append(v.OptIn, note)
+				}
+				continue
+			}
+			hit = r
+			break
+		}
+		var it Item
+		switch {
+		case hit != nil:
+			it = hit.item(&p)
+		case p.Form == BF16:
+			it = Item{Outcome: Resident, Why: "BF16 weights load as BF16"}
+		default:
+			it = Item{Outcome: Unknown, Why: fmt.Sprintf("no rule for %s %s under %s: this path of %s was not read", p.Form, p.Group, f.Convention, name)}
+		}
+		it.Groups, it.Form, it.Modules, it.Example, it.bytes = []string{p.Group.String()}, p.Form, p.Modules, p.Example, p.Bytes
+		add(it)
+	}
+	return v, nil
+}
+
+// holds reports whether a rule's GPU, convention and conditions apply.
+func (r *rule) holds(f *Facts, gpu GPU) bool {
+	if !slices.Contains(r.GPUs, gpu) || !slices.Contains(r.Conventions, f.Convention) {
+		return false
+	}
+	for _, c := range r.Also {
+		gs, _ := model.ParseGroupSet(strings.Join(c.Groups, ","))
+		if !f.has(gs, c.Forms) {
+			return false
+		}
+	}
+	return true
+}
+
+// matches reports whether the rule is about part p.
+func (r *rule) matches(f *Facts, p Part, gpu GPU) bool {
+	if !r.groups.Has(p.Group) || !slices.Contains(r.Forms, p.Form) {
+		return false
+	}
+	if len(r.Scales) > 0 && !slices.Contains(r.Scales, p.Scale) {
+		return false
+	}
+	if len(r.Declared) > 0 && !slices.Contains(r.Declared, p.Declared) {
+		return false
+	}
+	return r.holds(f, gpu)
+}
+
+func (r *rule) item(p *Part) Item {
+	it := Item{Outcome: r.Outcome, Why: r.Why, Message: r.Message, Rule: r.ID, Source: r.Source.String(), Evidence: r.Evidence}
+	if p == nil {
+		it.Groups = []string{"checkpoint"}
+	}
+	return it
+}
+
+// EvaluateAll evaluates every engine on every GPU (engine and gpu narrow
+// it when not empty).
+func EvaluateAll(f *Facts, engine string, gpu GPU) ([]Verdict, error) {
+	names := EngineNames()
+	if engine != "" {
+		n, err := lookupEngine(engine)
+		if err != nil {
+			return nil, err
+		}
+		names = []string{n}
+	}
+	gpus := GPUs
+	if gpu != "" {
+		gpus = []GPU{gpu}
+	}
+	var out []Verdict
+	for _, n := range names {
+		for _, g := range gpus {
+			v, err := evaluate(f, n, g)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,365 @@
+package engines
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// Convention is how a checkpoint's configs describe its quantization.
+type Convention string
+
+// The conventions rules distinguish.
+const (
+	// Release: compressed-tensors with only the MXFP4 experts group (moonshotai/Kimi-K3).
+	Release Convention = "release"
+	// ModelOpt: quant_method modelopt_mixed / hf_quant_config.json MIXED_PRECISION.
+	ModelOpt Convention = "modelopt"
+	// DeepSeek: quant_method fp8 with weight_block_size.
+	DeepSeek Convention = "deepseek"
+	// CompressedTensors: compressed-tensors with an FP8 block group beside MXFP4.
+	CompressedTensors Convention = "compressed-tensors"
+	// NoQuant: no quantization config at all (a BF16 checkpoint).
+	NoQuant Convention = "none"
+	// Other: a quantization config no rule knows.
+	Other Convention = "other"
+)
+
+var conventions = []Convention{Release, ModelOpt, DeepSeek, CompressedTensors, NoQuant, Other}
+
+// Form is how one module's weight is stored.
+type Form string
+
+// The forms.
+const (
+	BF16       Form = "bf16"        // BF16, F16 or F32 weight
+	FP8        Form = "fp8"         // F8_E4M3 weight with a block scale
+	FP8NoScale Form = "fp8-noscale" // F8_E4M3 weight without any scale tensor
+	MXFP4      Form = "mxfp4"       // U8 weight_packed + U8 (E8M0) weight_scale
+	NVFP4      Form = "nvfp4"       // U8 weight + F8_E4M3 weight_scale + weight_scale_2
+	Odd        Form = "other"       // anything else
+)
+
+var forms = []Form{BF16, FP8, FP8NoScale, MXFP4, NVFP4, Odd}
+
+// Scale is the layout of an FP8 weight's block scale.
+type Scale string
+
+// The scale layouts.
+const (
+	Scale4D  Scale = "weight_scale-4d"  // ModelOpt: F32 [⌈N/128⌉, 1, ⌈K/128⌉, 1]
+	Scale2D  Scale = "weight_scale-2d"  // compressed-tensors: F32 [⌈N/128⌉, ⌈K/128⌉]
+	ScaleInv Scale = "weight_scale_inv" // DeepSeek: F32 [⌈N/128⌉, ⌈K/128⌉]
+)
+
+var scales = []Scale{Scale4D, Scale2D, ScaleInv}
+
+// Part is the modules of one group that share a form, scale layout and
+// declaration.
+type Part struct {
+	Group    model.Group `json:"group"`
+	Form     Form        `json:"form"`
+	Scale    Scale       `json:"scale,omitempty"`
+	Declared string      `json:"declared,omitempty"`
+	Modules  int         `json:"modules"`
+	Bytes    int64       `json:"bytes"`
+	// Example names one module.
+	Example string `json:"example"`
+}
+
+// Facts are what the rules are evaluated over: a checkpoint's convention
+// and its parts. Problems are inconsistencies found on the way (an FP8
+// weight without a scale, a scale without its weight).
+type Facts struct {
+	Convention Convention `json:"convention"`
+	// Method is the quant_method read (or "").
+	Method   string   `json:"quant_method,omitempty"`
+	Parts    []Part   `json:"parts"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// has reports whether some part of a group in gs has one of the forms.
+func (f *Facts) has(gs model.GroupSet, fs []Form) bool {
+	return slices.ContainsFunc(f.Parts, func(p Part) bool { return gs.Has(p.Group) && slices.Contains(fs, p.Form) })
+}
+
+// configFacts reads the convention and the declarations from config.json
+// and hf_quant_config.json (nil when absent).
+type configFacts struct {
+	conv     Convention
+	method   string
+	declared map[string]string // ModelOpt quantized_layers: module → quant_algo
+}
+
+func readConfigs(config, hfq []byte) (configFacts, error) {
+	var cf configFacts
+	var cfg map[string]any
+	if err := json.Unmarshal(config, &cfg); err != nil {
+		return cf, fmt.Errorf("config.json: %w", err)
+	}
+	q, _ := cfg["quantization_config"].(map[string]any)
+	if q == nil {
+		if tc, ok := cfg["text_config"].(map[string]any); ok {
+			q, _ = tc["quantization_config"].(map[string]any)
+		}
+	}
+	var hq map[string]any
+	if hfq != nil {
+		var top map[string]any
+		if err := json.Unmarshal(hfq, &top); err != nil {
+			return cf, fmt.Errorf("hf_quant_config.json: %w", err)
+		}
+		hq, _ = top["quantization"].(map[string]any)
+	}
+	if q != nil {
+		cf.method, _ = q["quant_method"].(string)
+	}
+	switch {
+	case cf.method == "modelopt_mixed" || (hq != nil && hq["quant_algo"] == "MIXED_PRECISION"):
+		cf.conv = ModelOpt
+		src := hq
+		if src == nil {
+			src = q
+		}
+		cf.declared = map[string]string{}
+		layers, _ := src["quantized_layers"].(map[string]any)
+		for k, v := range layers {
+			if e, ok := v.(map[string]any); ok {
+				a, _ := e["quant_algo"].(string)
+				cf.declared[k] = a
+			}
+		}
+		if cf.method == "" {
+			cf.method = "modelopt_mixed"
+		}
+	case q == nil:
+		cf.conv = NoQuant
+	case cf.method == "fp8":
+		cf.conv = DeepSeek
+	case cf.method == "compressed-tensors":
+		cf.conv = Release
+		groups, _ := q["config_groups"].(map[string]any)
+		for _, g := range groups {
+			gm, _ := g.(map[string]any)
+			w, _ := gm["weights"].(map[string]any)
+			if w != nil && w["strategy"] == "block" {
+				cf.conv = CompressedTensors
+			}
+		}
+	default:
+		cf.conv = Other
+	}
+	return cf, nil
+}
+
+// tensor is what the scanner keeps of one header entry (names and shapes
+// of a transient walk do not outlive the file).
+type tensor struct {
+	ok   bool
+	dt   safetensors.DType
+	rank int
+}
+
+// module is one module's weight and companions, as the headers give them.
+type module struct {
+	weight, packed, scale, scaleInv, scale2 tensor
+	bytes                                   int64
+}
+
+func (m *module) form() (Form, Scale) {
+	switch {
+	case m.packed.ok && m.packed.dt == safetensors.U8 && m.scale.ok && m.scale.dt == safetensors.U8:
+		return MXFP4, ""
+	case !m.weight.ok:
+		return Odd, ""
+	case m.weight.dt == safetensors.U8 && m.scale.ok && m.scale.dt == safetensors.F8_E4M3 && m.scale2.ok:
+		return NVFP4, ""
+	case m.weight.dt == safetensors.F8_E4M3:
+		switch {
+		case m.scaleInv.ok:
+			return FP8, ScaleInv
+		case m.scale.ok && m.scale.rank == 4:
+			return FP8, Scale4D
+		case m.scale.ok:
+			return FP8, Scale2D
+		}
+		return FP8NoScale, ""
+	case m.weight.dt == safetensors.BF16 || m.weight.dt == safetensors.F16 || m.weight.dt == safetensors.F32:
+		if m.scale.ok || m.scaleInv.ok {
+			return Odd, ""
+		}
+		return BF16, ""
+	}
+	return Odd, ""
+}
+
+// scanner accumulates parts from tensor headers, one file at a time: a
+// module's tensors are paired within the file that holds them, and only
+// modules left incomplete at a file's end are carried to the next, so what
+// it holds is the parts (a few dozen) plus those strays.
+type scanner struct {
+	cf      configFacts
+	cls     *model.Classifier
+	mu      sync.Mutex
+	pending map[string]*module
+	parts   map[partKey]*Part
+}
+
+type partKey struct {
+	g        model.Group
+	f        Form
+	s        Scale
+	declared string
+}
+
+func newScanner(cf configFacts, cls *model.Classifier) *scanner {
+	return &scanner{cf: cf, cls: cls, pending: map[string]*module{}, parts: map[partKey]*Part{}}
+}
+
+// linear reports whether the group is a linear module's weight a
+// conversion may quantize (the groups the rules speak about).
+func linear(g model.Group) bool {
+	switch g {
+	case model.GroupKDAConv, model.GroupKDADTBias, model.GroupKDAALog, model.GroupKDAONorm,
+		model.GroupMLAQANorm, model.GroupMLAKVANorm, model.GroupLatentNorm:
+		return false
+	}
+	switch g.Component() {
+	case model.AttentionKDA, model.AttentionMLA, model.DenseMLP, model.SharedExperts, model.RoutedExperts, model.Latent:
+		return true
+	}
+	return false
+}
+
+// file adds one file's tensors; it may be called from several goroutines.
+func (s *scanner) file(ts []safetensors.TensorInfo) {
+	local := map[string]*module{}
+	for i := range ts {
+		t := &ts[i]
+		tn := s.cls.ParseName(t.Name)
+		if !linear(tn.Group) {
+			continue
+		}
+		m := local[tn.Module]
+		if m == nil {
+			m = &module{}
+			local[tn.Module] = m
+		}
+		m.bytes += t.Size()
+		v := tensor{ok: true, dt: t.DType, rank: len(t.Shape)}
+		switch tn.Role {
+		case model.RoleWeight:
+			m.weight = v
+		case model.RolePacked:
+			m.packed = v
+		case model.RoleScale:
+			m.scale = v
+		case model.RoleScaleInv:
+			m.scaleInv = v
+		case model.RoleScale2:
+			m.scale2 = v
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, m := range local {
+		if p := s.pending[name]; p != nil {
+			delete(s.pending, name)
+			m.merge(p)
+		}
+		f, sc := m.form()
+		if (!m.weight.ok && !m.packed.ok) || f == FP8NoScale {
+			s.pending[strings.Clone(name)] = m // the rest may be in a later file
+			continue
+		}
+		s.add(name, m, f, sc)
+	}
+}
+
+// merge takes in what another file held of the same module.
+func (m *module) merge(o *module) {
+	for _, p := range [...][2]*tensor{{&m.weight, &o.weight}, {&m.packed, &o.packed}, {&m.scale, &o.scale}, {&m.scaleInv, &o.scaleInv}, {&m.scale2, &o.scale2}} {
+		if !p[0].ok {
+			*p[0] = *p[1]
+		}
+	}
+	m.bytes += o.bytes
+}
+
+// add records a finished module.
+func (s *scanner) add(name string, m *module, f Form, sc Scale) {
+	tn := s.cls.ParseName(name + ".weight")
+	k := partKey{g: tn.Group, f: f, s: sc, declared: s.declaredFor(tn)}
+	p := s.parts[k]
+	if p == nil {
+		p = &Part{Group: k.g, Form: f, Scale: sc, Declared: k.declared, Example: strings.Clone(name)}
+		s.parts[k] = p
+	}
+	p.Modules++
+	p.Bytes += m.bytes
+	if name < p.Example {
+		p.Example = strings.Clone(name)
+	}
+}
+
+// declaredFor is the ModelOpt algorithm a module's config declares: its own
+// entry, or for a routed expert the bank's (….experts).
+func (s *scanner) declaredFor(tn model.TensorName) string {
+	if s.cf.declared == nil {
+		return ""
+	}
+	if a, ok := s.cf.declared[tn.Module]; ok {
+		return a
+	}
+	if tn.Group == model.GroupExperts {
+		if i := strings.Index(tn.Module, ".experts."); i >= 0 {
+			return s.cf.declared[tn.Module[:i+len(".experts")]]
+		}
+	}
+	return ""
+}
+
+// finish settles what is still pending and returns the facts.
+func (s *scanner) finish() *Facts {
+	f := &Facts{Convention: s.cf.conv, Method: s.cf.method}
+	var names []string
+	for n := range s.pending {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		m := s.pending[n]
+		fm, sc := m.form()
+		switch {
+		case !m.weight.ok && !m.packed.ok:
+			f.Problems = append(f.Problems, fmt.Sprintf("%s: scale or companion tensors without their weight", n))
+			continue
+		case fm == FP8NoScale:
+			f.Problems = append(f.Problems, fmt.Sprintf("%s.weight is F8_E4M3 but the checkpoint has no %s.weight_scale or %s.weight_scale_inv: no engine can dequantize it; reconvert from the source", n, n, n))
+		}
+		s.add(n, m, fm, sc)
+	}
+	for _, p := range s.parts {
+		f.Parts = append(f.Parts, *p)
+	}
+	slices.SortFunc(f.Parts, func(a, b Part) int {
+		if a.Group != b.Group {
+			return int(a.Group) - int(b.Group)
+		}
+		return strings.Compare(string(a.Form)+string(a.Scale)+a.Declared, string(b.Form)+string(b.Scale)+b.Declared)
+	})
+	if f.Convention == ModelOpt {
+		for _, p := range f.Parts {
+			want := map[Form]string{FP8: "FP8_PB_WO", NVFP4: "NVFP4"}[p.Form]
+			if want != "" && p.Declared != want && p.Group != model.GroupExperts {
+				f.Problems = append(f.Problems, fmt.Sprintf("%s: %d %s modules (e.g. %s) are not declared %s in quantized_layers", p.Group, p.Modules, p.Form, p.Example, want))
+			}
+		}
+	}
+	return f
+}

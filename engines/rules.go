@@ -1,0 +1,259 @@
+package engines
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
+)
+
+// GPU is a CUDA compute capability class an engine's code tests for.
+type GPU string
+
+// The GPUs K3 is served on.
+const (
+	SM90  GPU = "sm90"  // Hopper (H100, H200)
+	SM100 GPU = "sm100" // Blackwell (B200, B300, GB200, GB300)
+)
+
+// GPUs lists the capability classes every verdict is given for.
+var GPUs = []GPU{SM90, SM100}
+
+// Outcome is what an engine does with a tensor group (or a checkpoint).
+type Outcome string
+
+// Outcomes, from best to worst.
+const (
+	// Resident: loaded and kept in its stored format (FP8, NVFP4, MXFP4, BF16).
+	Resident Outcome = "resident"
+	// Dequantized: loaded, but turned into BF16 at load (saves disk, not GPU memory).
+	Dequantized Outcome = "dequantized"
+	// Unknown: no rule covers it (the code path was not found or not read).
+	Unknown Outcome = "unknown"
+	// Wrong: loads without an error, but the weights are read wrongly.
+	Wrong Outcome = "wrong"
+	// Refused: the engine stops with an error.
+	Refused Outcome = "refused"
+)
+
+var outcomeRank = map[Outcome]int{Resident: 0, Dequantized: 1, Unknown: 2, Wrong: 3, Refused: 4}
+
+// worse reports whether a is worse than b.
+func worse(a, b Outcome) bool { return outcomeRank[a] > outcomeRank[b] }
+
+// Fails reports whether the outcome means the checkpoint is not served as it is.
+func (o Outcome) Fails() bool { return o == Wrong || o == Refused }
+
+// source is where a rule was read: a repository file and function at a
+// commit, or a pull request.
+type source struct {
+	Repo     string `json:"repo"`
+	Commit   string `json:"commit,omitempty"`
+	Path     string `json:"path,omitempty"`
+	Function string `json:"function,omitempty"`
+	// PR names a pull request (#N) when the rule rests on one.
+	PR string `json:"pr,omitempty"`
+}
+
+// String cites the source in one line.
+func (s source) String() string {
+	var b strings.Builder
+	b.WriteString(s.Repo)
+	if s.PR != "" {
+		b.WriteString(s.PR)
+	}
+	if s.Path != "" {
+		b.WriteString(" " + s.Path)
+	}
+	if s.Commit != "" {
+		b.WriteString(" @" + s.Commit)
+	}
+	if s.Function != "" {
+		b.WriteString(" " + s.Function)
+	}
+	return b.String()
+}
+
+// cond names tensor groups and the forms they must be stored in.
+type cond struct {
+	Groups []string `json:"groups"`
+	Forms  []Form   `json:"forms"`
+}
+
+// rule is one verdict of one engine: for checkpoints of the given
+// conventions on the given GPUs, the tensor groups stored in the given
+// forms (and scale layouts, and declared algorithms) have Outcome. A rule
+// without groups is about the checkpoint as a whole (a capability check).
+type rule struct {
+	ID      string `json:"id"`
+	Engine  string `json:"engine"`
+	Version string `json:"version"`
+	GPUs    []GPU  `json:"gpus"`
+	// Conventions are the config conventions the rule holds for (Convention values).
+	Conventions []Convention `json:"conventions"`
+	Groups      []string     `json:"groups,omitempty"`
+	Forms       []Form       `json:"forms,omitempty"`
+	// Scales narrows FP8 groups to scale layouts (Scale values).
+	Scales []Scale `json:"scales,omitempty"`
+	// Declared narrows to what the quantization config declares for the
+	// group ("" for nothing).
+	Declared []string `json:"declared,omitempty"`
+	// Also are conditions on other groups of the checkpoint (a fused layer's
+	// other members).
+	Also []cond `json:"also,omitempty"`
+	// Env is an opt-in switch the rule needs (NAME=value); rules without
+	// it describe the engine's defaults, which is what check evaluates.
+	Env      string  `json:"env,omitempty"`
+	Outcome  Outcome `json:"outcome"`
+	Message  string  `json:"message,omitempty"`
+	Why      string  `json:"why"`
+	Source   source  `json:"source"`
+	Evidence string  `json:"evidence"`
+
+	groups model.GroupSet
+}
+
+// engine is an engine the rules speak about.
+type engine struct {
+	Name string `json:"name"`
+	Repo string `json:"repo"`
+	// Read says which versions the rules were read at.
+	Read string `json:"read"`
+}
+
+// table is rules.json.
+type table struct {
+	Schema  int      `json:"schema"`
+	Engines []engine `json:"engines"`
+	Rules   []rule   `json:"rules"`
+}
+
+//go:embed rules.json
+var rulesJSON []byte
+
+var rules = mustLoad(rulesJSON)
+
+func mustLoad(b []byte) *table {
+	t, err := load(b)
+	if err != nil {
+		panic("engines: rules.json: " + err.Error())
+	}
+	return t
+}
+
+// load parses and checks a rule table: every rule names a known engine,
+// GPU, convention, group, form, outcome and evidence, and a source.
+func load(b []byte) (*table, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var t table
+	if err := dec.Decode(&t); err != nil {
+		return nil, err
+	}
+	if t.Schema != 1 {
+		return nil, fmt.Errorf("schema %d, want 1", t.Schema)
+	}
+	ids := map[string]bool{}
+	for i := range t.Rules {
+		r := &t.Rules[i]
+		if err := r.check(&t); err != nil {
+			return nil, fmt.Errorf("rule %d (%s): %w", i, r.ID, err)
+		}
+		if ids[r.ID] {
+			return nil, fmt.Errorf("rule %d: duplicate id %q", i, r.ID)
+		}
+		ids[r.ID] = true
+	}
+	return &t, nil
+}
+
+func (r *rule) check(t *table) error {
+	if r.ID == "" || r.Why == "" || r.Version == "" {
+		return fmt.Errorf("id, version and why are required")
+	}
+	if !slices.ContainsFunc(t.Engines, func(e engine) bool { return e.Name == r.Engine }) {
+		return fmt.Errorf("unknown engine %q", r.Engine)
+	}
+	if len(r.GPUs) == 0 || len(r.Conventions) == 0 {
+		return fmt.Errorf("gpus and conventions are required")
+	}
+	for _, g := range r.GPUs {
+		if !slices.Contains(GPUs, g) {
+			return fmt.Errorf("unknown gpu %q", g)
+		}
+	}
+	for _, c := range r.Conventions {
+		if !slices.Contains(conventions, c) {
+			return fmt.Errorf("unknown convention %q", c)
+		}
+	}
+	var err error
+	if r.groups, err = model.ParseGroupSet(strings.Join(r.Groups, ",")); err != nil {
+		return err
+	}
+	if (len(r.Groups) == 0) != (len(r.Forms) == 0) {
+		return fmt.Errorf("groups and forms go together")
+	}
+	for _, f := range r.Forms {
+		if !slices.Contains(forms, f) {
+			return fmt.Errorf("unknown form %q", f)
+		}
+	}
+	for _, s := range r.Scales {
+		if s != "" && !slices.Contains(scales, s) { // "": no scale
+			return fmt.Errorf("unknown scale %q", s)
+		}
+	}
+	for _, c := range r.Also {
+		if _, err := model.ParseGroupSet(strings.Join(c.Groups, ",")); err != nil || len(c.Forms) == 0 {
+			return fmt.Errorf("also: groups %v forms %v: %v", c.Groups, c.Forms, err)
+		}
+	}
+	if _, ok := outcomeRank[r.Outcome]; !ok {
+		return fmt.Errorf("unknown outcome %q", r.Outcome)
+	}
+	if r.Evidence != "read" && r.Evidence != "executed" {
+		return fmt.Errorf("evidence %q: want read or executed", r.Evidence)
+	}
+	if r.Source.Repo == "" || (r.Source.Path == "" && r.Source.PR == "") {
+		return fmt.Errorf("source needs a repository and a path or pull request")
+	}
+	return nil
+}
+
+// EngineNames lists the engines, in the table's order.
+func EngineNames() []string {
+	out := make([]string, len(rules.Engines))
+	for i, e := range rules.Engines {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// lookupEngine finds an engine by name, ignoring case, '-' and '_'
+// (trtllm, TensorRT-LLM and tensorrt_llm are one engine; so is trt).
+func lookupEngine(name string) (string, error) {
+	norm := func(s string) string { return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(s)) }
+	n := norm(name)
+	for _, e := range rules.Engines {
+		if k := norm(e.Name); k == n || (n == "trt" || n == "trtllm") && k == "tensorrtllm" {
+			return e.Name, nil
+		}
+	}
+	return "", fmt.Errorf("engine %q is not one of %s", name, strings.Join(EngineNames(), ", "))
+}
+
+// ParseGPU reads sm90 or sm100 (also hopper, blackwell).
+func ParseGPU(s string) (GPU, error) {
+	switch strings.ToLower(s) {
+	case "sm90", "hopper", "h100", "h200":
+		return SM90, nil
+	case "sm100", "blackwell", "b200", "b300":
+		return SM100, nil
+	}
+	return "", fmt.Errorf("GPU %q: want sm90 (Hopper) or sm100 (Blackwell)", s)
+}

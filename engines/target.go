@@ -1,0 +1,293 @@
+package engines
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// Profile is one combination of convert's choices, named as its flags are.
+type Profile struct {
+	Format  string `json:"format"`
+	Recipe  string `json:"recipe"`
+	Experts string `json:"experts"`
+}
+
+// Flags is the profile as convert flags.
+func (p Profile) Flags() string {
+	return fmt.Sprintf("--format %s --recipe %s --experts %s", p.Format, p.Recipe, p.Experts)
+}
+
+// expertModes are the --experts values convert knows, from the ones the
+// rules can describe.
+func expertModes() []string {
+	var out []string
+	for _, m := range []string{"keep", "nvfp4", "mxfp4", "bf16", "fp8"} {
+		if _, err := convert.ParseExpertsMode(m); err == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Profiles lists every combination convert accepts, in a fixed order
+// (formats, recipes, experts as convert lists them, default first).
+func profiles() []Profile {
+	var out []Profile
+	for _, f := range []string{"modelopt", "deepseek", "compressed-tensors"} {
+		for _, r := range convert.RecipeNames() {
+			for _, e := range expertModes() {
+				if e == "nvfp4" && f != "modelopt" { // convert refuses it
+					continue
+				}
+				out = append(out, Profile{Format: f, Recipe: r, Experts: e})
+			}
+		}
+	}
+	return out
+}
+
+// releaseFacts is the facts of the release (the full-size K3 schema's
+// tensors, as synth lays them out), for predictions without a source.
+var releaseFacts = sync.OnceValue(func() *Facts {
+	cfg, err := model.K3Config()
+	if err != nil {
+		panic(err)
+	}
+	raw, err := model.ScaledConfigJSON(model.ScaleFull)
+	if err != nil {
+		panic(err)
+	}
+	sc, err := scannerFor(raw, nil)
+	if err != nil {
+		panic(err)
+	}
+	for i := range cfg.NumShards() {
+		specs := cfg.ShardTensors(i)
+		ts := make([]safetensors.TensorInfo, len(specs))
+		for j, sp := range specs {
+			n, _ := safetensors.ByteSize(sp.DType, sp.Shape)
+			ts[j] = safetensors.TensorInfo{Name: sp.Name, DType: sp.DType, Shape: sp.Shape, End: n}
+		}
+		sc.file(ts)
+	}
+	return sc.finish()
+})
+
+// Predict is the facts of what convert would write from a checkpoint with
+// facts src under profile p: the recipe's groups become FP8 with the
+// format's scale layout (declared FP8_PB_WO under ModelOpt), the experts as
+// --experts says. Bytes are estimated from the source's (FP8 half of BF16;
+// NVFP4 18/17 of MXFP4: 4.5 bits per value against 4.25).
+func predict(src *Facts, p Profile) (*Facts, error) {
+	r, err := convert.Lookup(p.Recipe)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := convert.ParseFormat(p.Format); err != nil {
+		return nil, err
+	}
+	if _, err := convert.ParseExpertsMode(p.Experts); err != nil {
+		return nil, err
+	}
+	out := &Facts{}
+	scale, algo := map[string]Scale{"modelopt": Scale4D, "deepseek": ScaleInv, "compressed-tensors": Scale2D}[p.Format], ""
+	switch p.Format {
+	case "modelopt":
+		out.Convention, out.Method, algo = ModelOpt, "modelopt_mixed", "FP8_PB_WO"
+	case "deepseek":
+		out.Convention, out.Method = DeepSeek, "fp8"
+	default:
+		out.Convention, out.Method = Release, "compressed-tensors"
+	}
+	for _, sp := range src.Parts {
+		q := sp
+		switch {
+		case sp.Group == model.GroupExperts:
+			switch p.Experts {
+			case "nvfp4":
+				q.Form, q.Declared, q.Bytes = NVFP4, "NVFP4", sp.Bytes*18/17
+			case "bf16":
+				q.Form, q.Bytes = BF16, sp.Bytes*64/17
+			case "fp8":
+				q.Form, q.Scale, q.Declared, q.Bytes = FP8, scale, algo, sp.Bytes*32/17
+			}
+		case sp.Form == BF16 && r.Quantize.Has(sp.Group):
+			q.Form, q.Scale, q.Declared, q.Bytes = FP8, scale, algo, sp.Bytes/2
+		}
+		if q.Form == FP8 && out.Convention == Release {
+			out.Convention = CompressedTensors
+		}
+		out.Parts = append(out.Parts, q)
+	}
+	return out, nil
+}
+
+// Choice is the profile chosen for an engine and GPU, with its verdict and
+// the reasons, one line each.
+type Choice struct {
+	Profile Profile  `json:"profile"`
+	Verdict Verdict  `json:"verdict"`
+	Why     []string `json:"why"`
+	// GPUBytes is the predicted weight memory at run time (stored bytes, or
+	// BF16 for what is dequantized at load); DiskBytes what is written.
+	GPUBytes  int64 `json:"gpu_bytes"`
+	DiskBytes int64 `json:"disk_bytes"`
+
+	cost cost
+}
+
+// cost orders conversions for a target: the weight memory of everything
+// but the routed experts once loaded (a dequantized part counts as BF16),
+// then the experts', then the bytes on disk. Lower is better.
+type cost [3]int64
+
+func (a cost) less(b cost) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+func costOf(v Verdict) cost {
+	var c cost
+	for _, it := range v.Items {
+		b := it.bytes
+		c[2] += b
+		if it.Outcome == Dequantized && it.Form == FP8 {
+			b *= 2
+		}
+		if slices.Contains(it.Groups, model.GroupExperts.String()) {
+			c[1] += b
+		} else {
+			c[0] += b
+		}
+	}
+	return c
+}
+
+// Choose picks, among the profiles allowed (nil: all), the one whose
+// output engine on gpu (every GPU when gpu is "") loads (no part refused,
+// loaded wrong or unknown) at the least cost: the least non-expert weight
+// memory once loaded, then expert memory, then disk; ties go to the earlier
+// profile (convert's defaults come first). src is the source checkpoint's
+// facts (nil: the release). It fails with ErrNoTarget, naming a reason,
+// when allowed leaves no profile that loads, with ErrNoGain when the source as it
+// is loads at no higher cost, and with ErrNoTarget, naming a reason, when
+// no profile loads.
+func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (Choice, error) {
+	name, err := lookupEngine(engine)
+	if err != nil {
+		return Choice{}, err
+	}
+	if src == nil {
+		src = releaseFacts()
+	}
+	var best *Choice
+	var refusals []string
+	for _, p := range profiles() {
+		if allowed != nil && !allowed(p) {
+			continue
+		}
+		f, err := predict(src, p)
+		if err != nil {
+			return Choice{}, err
+		}
+		v, c, why := loads(f, name, gpu)
+		if why != "" {
+			refusals = append(refusals, p.Flags()+" "+why)
+			continue
+		}
+		if best == nil || c.less(best.cost) {
+			best = &Choice{Profile: p, Verdict: v, GPUBytes: c[0] + c[1], DiskBytes: c[2], cost: c}
+		}
+	}
+	if best == nil && allowed != nil && len(refusals) > 0 {
+		return Choice{}, fmt.Errorf("%w: with the flags given, no conversion loads in %s on %s: %s", ErrNoTarget, name, where(gpu), refusals[0])
+	}
+	if _, c, why := loads(src, name, gpu); why == "" && (best == nil || !best.cost.less(c)) {
+		return Choice{}, fmt.Errorf("%w: %s on %s loads the source as it is, and no conversion k3ckpt writes keeps less in GPU memory or on disk; serve it unconverted (k3ckpt check SRC shows why)", ErrNoGain, name, where(gpu))
+	}
+	if best == nil {
+		if len(refusals) == 0 {
+			return Choice{}, fmt.Errorf("%w: the flags given leave no conversion to choose from", ErrNoTarget)
+		}
+		return Choice{}, fmt.Errorf("%w: none of k3ckpt's conversions loads in %s on %s; e.g. %s", ErrNoTarget, name, where(gpu), refusals[0])
+	}
+	best.Why = reasons(best.Verdict)
+	return *best, nil
+}
+
+// Errors of Choose.
+var (
+	// ErrNoGain: the source as it is serves as well as any conversion.
+	ErrNoGain = errors.New("nothing to convert")
+	// ErrNoTarget: no conversion loads in the target.
+	ErrNoTarget = errors.New("no conversion for this target")
+)
+
+func where(gpu GPU) string {
+	if gpu == "" {
+		return "every GPU"
+	}
+	return string(gpu)
+}
+
+// loads evaluates f for engine on gpu (every GPU when ""): the verdict
+// and cost on the costliest GPU, or why it does not load ("" when it does).
+func loads(f *Facts, engine string, gpu GPU) (Verdict, cost, string) {
+	gpus := GPUs
+	if gpu != "" {
+		gpus = []GPU{gpu}
+	}
+	var v Verdict
+	var c cost
+	for i, g := range gpus {
+		gv, err := evaluate(f, engine, g)
+		if err != nil {
+			return v, c, err.Error()
+		}
+		if gv.Outcome != Resident && gv.Outcome != Dequantized {
+			return v, c, fmt.Sprintf("on %s: %s", g, gv.Summary())
+		}
+		if gc := costOf(gv); i == 0 || c.less(gc) {
+			v, c = gv, gc
+		}
+	}
+	return v, c, ""
+}
+
+// reasons lists, per outcome other than plain BF16, the groups and why.
+func reasons(v Verdict) []string {
+	var out []string
+	for _, it := range v.Items {
+		if it.Rule == "" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s %s: %s [%s]", compactGroups(it.Groups), it.Form, it.Outcome, it.Why, it.Source))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// ParseTarget reads ENGINE[/GPU] (GPU sm90 or sm100; "" when not given).
+func ParseTarget(s string) (string, GPU, error) {
+	e, g, ok := strings.Cut(s, "/")
+	name, err := lookupEngine(e)
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		return name, "", nil
+	}
+	gpu, err := ParseGPU(g)
+	return name, gpu, err
+}

@@ -1,0 +1,131 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+)
+
+// errStall cancels an attempt whose server went quiet.
+var errStall = errors.New("stalled")
+
+// slowError cancels an attempt whose body came slower than the minimum rate.
+// It is a stall (errors.Is errStall): transient, retried and resumed.
+type slowError struct {
+	got    int64
+	window time.Duration
+	rate   int64
+}
+
+func (e *slowError) Error() string {
+	return fmt.Sprintf("%d bytes in %v, under the minimum rate of %s/s", e.got, e.window, rateStr(e.rate))
+}
+
+func (e *slowError) Unwrap() error { return errStall }
+
+// pacer enforces an attempt's pace: the response header within one window
+// (the stall timeout), then, in every window of the body, at least the
+// minimum rate's worth of bytes (one byte with no minimum rate; no more than
+// the body still owes). A trickle that keeps a stall timer alive with a
+// byte now and then fails as surely as a silent server.
+type pacer struct {
+	window    time.Duration
+	rate      int64 // bytes per second, 0: none
+	perWindow int64 // bytes every window needs, at least 1
+	cancel    context.CancelCauseFunc
+	t         *time.Timer
+
+	body atomic.Bool  // the response header has arrived
+	got  atomic.Int64 // body bytes of the current window
+	left atomic.Int64 // body bytes still owed
+}
+
+func newPacer(window time.Duration, rate int64, cancel context.CancelCauseFunc) *pacer {
+	p := &pacer{window: window, rate: max(rate, 0), cancel: cancel, perWindow: 1}
+	if r := int64(float64(p.rate) * window.Seconds()); r > 1 {
+		p.perWindow = r
+	}
+	p.t = time.AfterFunc(window, p.tick)
+	return p
+}
+
+// startBody starts the body's windows: n bytes are owed.
+func (p *pacer) startBody(n int64) {
+	p.left.Store(n)
+	p.got.Store(0)
+	p.body.Store(true)
+	p.t.Reset(p.window)
+}
+
+func (p *pacer) stop() { p.t.Stop() }
+
+func (p *pacer) tick() {
+	if !p.body.Load() {
+		p.cancel(errStall)
+		return
+	}
+	got := p.got.Swap(0)
+	need := min(p.perWindow, p.left.Load())
+	switch {
+	case need <= 0 || got >= need:
+		p.t.Reset(p.window)
+	case got == 0:
+		p.cancel(errStall)
+	default:
+		p.cancel(&slowError{got: got, window: p.window, rate: p.rate})
+	}
+}
+
+// reader counts r's bytes into the pace and into count.
+func (p *pacer) reader(r io.Reader, count func(int64)) io.Reader {
+	return &pacedReader{r: r, p: p, count: count}
+}
+
+type pacedReader struct {
+	r     io.Reader
+	p     *pacer
+	count func(int64)
+}
+
+func (r *pacedReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if n > 0 {
+		r.p.got.Add(int64(n))
+		r.p.left.Add(-int64(n))
+		r.count(int64(n))
+	}
+	return n, err
+}
+
+// readDeadline bounds one read of n bytes, its retries included: it must end
+// within the time limit plus n bytes at the minimum rate. The cause the
+// context ends with is an *Error saying so.
+func (s *Source) readDeadline(ctx context.Context, name string, off, n int64) (context.Context, context.CancelFunc) {
+	d := s.o.TimeLimit
+	if s.o.MinRate > 0 {
+		d += time.Duration(float64(n) / float64(s.o.MinRate) * float64(time.Second))
+	}
+	what := fmt.Sprintf("%d bytes at offset %d", n, off)
+	if off < 0 {
+		what = fmt.Sprintf("up to %d bytes", n)
+	}
+	detail := fmt.Sprintf("%s not received within %v (the time limit %v", what, d.Round(time.Millisecond), s.o.TimeLimit)
+	if s.o.MinRate > 0 {
+		detail += fmt.Sprintf(" plus their time at the minimum rate of %s/s", rateStr(s.o.MinRate))
+	}
+	return context.WithTimeoutCause(ctx, d, &Error{File: name, Kind: ErrTimeout, Detail: detail + ")"})
+}
+
+// rateStr writes a byte rate's count in the tool's binary units.
+func rateStr(b int64) string {
+	switch {
+	case b >= 1<<20 && b%(1<<10) == 0:
+		return fmt.Sprintf("%g MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%g KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}

@@ -1,0 +1,226 @@
+package layout
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// maxForeignNamed bounds the entries a refusal names (and the walk that
+// finds them: a directory full of someone else's files is not listed whole).
+const maxForeignNamed = 8
+
+// plannedNames is every name (slash-separated, relative to the directory) a
+// run of d writes besides temporaries: its safetensors files, side files,
+// index and completion record, sorted.
+func (dr *dirRun) plannedNames() []string {
+	names := []string{dr.completionName()}
+	if dr.d.man != nil {
+		names = append(names, safetensors.IndexName)
+	}
+	for _, of := range dr.d.files {
+		names = append(names, of.name)
+	}
+	for n := range dr.d.side {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// ownership sorts the entries of an output directory by who wrote them. A
+// file is the tool's when its name is in the directory's record of a run
+// (any plan's: the record lists every name its run writes, before the run
+// writes it), when it is bookkeeping of a run (the run marker, the record,
+// a temporary, the lock), or when its bytes are exactly what this plan
+// writes under its name (a side file, the index, the completion record:
+// replacing it loses nothing). Anything else, links included (no run makes
+// one), is foreign: no flag lets the tool delete or overwrite it.
+type ownership struct {
+	owned   []string // slash-separated paths of files the tool wrote
+	foreign []string // the first maxForeignNamed entries it did not
+	more    bool     // more foreign entries than named
+}
+
+// survey walks dir (which must not be a link) without following links.
+// prev is its record of a run, nil when absent; want maps the plan's
+// non-safetensors names to their bytes.
+func survey(dir string, prev *stampRecord, want map[string][]byte) (*ownership, error) {
+	recorded := map[string]bool{}
+	if prev != nil {
+		for n := range prev.Files {
+			recorded[n] = true
+		}
+		for _, n := range prev.Names {
+			recorded[n] = true
+		}
+	}
+	o := &ownership{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		name := filepath.ToSlash(rel)
+		if d.IsDir() {
+			return nil // judged by what it holds
+		}
+		if d.Type().IsRegular() && ours(name, recorded, want, path) {
+			o.owned = append(o.owned, name)
+			return nil
+		}
+		if len(o.foreign) == maxForeignNamed {
+			o.more = true
+			return filepath.SkipAll
+		}
+		desc := name
+		if !d.Type().IsRegular() {
+			desc += " (" + fsx.Kind(d.Type()) + ")"
+		}
+		o.foreign = append(o.foreign, desc)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// ours decides one regular file (see ownership).
+func ours(name string, recorded map[string]bool, want map[string][]byte, path string) bool {
+	base := filepath.Base(name)
+	switch {
+	case isTemp(base):
+		return true
+	case name == markerName, name == stampsName, name == dirlock.LockName:
+		return true
+	case recorded[name]:
+		return true
+	}
+	w, ok := want[name]
+	if !ok {
+		return false
+	}
+	b, err := fsx.ReadFile(path, int64(len(w)))
+	return err == nil && bytes.Equal(b, w)
+}
+
+// foreignError refuses a directory holding entries no run of the tool
+// wrote, naming them. No flag overrides it: --restart discards only what
+// the tool's records say it wrote.
+func (o *ownership) foreignError(dir string) error {
+	list := make([]string, len(o.foreign))
+	for i, n := range o.foreign {
+		list[i] = quote.Name(n)
+	}
+	names := strings.Join(list, ", ")
+	if o.more {
+		names += ", …"
+	}
+	return fmt.Errorf("%w: %s holds entries that no k3ckpt run wrote (%s); k3ckpt never deletes or overwrites them, not even with --restart: move them away or choose another DST", ErrOutputExists, dir, names)
+}
+
+// removeOwned deletes the files the tool wrote in dir (the lock aside), then
+// the subdirectories left empty on their way: what --restart discards.
+func removeOwned(dir string, owned []string) error {
+	dirs := map[string]bool{}
+	for _, name := range owned {
+		if name == dirlock.LockName {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, filepath.FromSlash(name))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		for d := filepath.Dir(filepath.FromSlash(name)); d != "."; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	sub := make([]string, 0, len(dirs))
+	for d := range dirs {
+		sub = append(sub, d)
+	}
+	sort.Slice(sub, func(i, j int) bool { return len(sub[i]) > len(sub[j]) }) // deepest first
+	for _, d := range sub {
+		os.Remove(filepath.Join(dir, d)) // fails, harmlessly, while it holds anything
+	}
+	return nil
+}
+
+// checkOutputDir refuses an output directory that is a link (it would be
+// followed out of DST) or not a directory, and says whether it exists.
+func checkOutputDir(dir string) (bool, error) {
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return false, fmt.Errorf("%w: %s is a symbolic link; output directories are never followed: remove the link or choose another DST", ErrOutputExists, dir)
+	case !fi.IsDir():
+		return false, fmt.Errorf("%w: %s is %s, not a directory; move it away or choose another DST", ErrOutputExists, dir, fsx.Kind(fi.Mode()))
+	}
+	return true, nil
+}
+
+// checkRoot refuses a DST whose top level holds entries no run of the tool
+// wrote, for a plan whose directories lie below DST (rank-NN, stage-NN):
+// besides the lock and temporaries, DST may hold only rank-NN and stage-NN
+// directories, each either planned (checked by prepareDir) or holding a
+// run's bookkeeping or manifest (another run's ranks, left alone).
+func checkRoot(p *Plan, dst string) error {
+	planned := map[string]bool{}
+	for _, d := range p.Dirs {
+		if d.Dir == "." {
+			return nil // the plan's own directory is DST: prepareDir checks it
+		}
+		planned[d.Dir] = true
+	}
+	ents, err := os.ReadDir(dst)
+	if err != nil {
+		return err
+	}
+	o := &ownership{}
+	for _, e := range ents {
+		name := e.Name()
+		if planned[name] || transient(name) {
+			continue
+		}
+		if e.IsDir() && (strings.HasPrefix(name, rankDirPrefix) || strings.HasPrefix(name, stageDirPrefix)) && holdsRun(filepath.Join(dst, name)) {
+			continue
+		}
+		if len(o.foreign) == maxForeignNamed {
+			o.more = true
+			break
+		}
+		o.foreign = append(o.foreign, name)
+	}
+	if len(o.foreign) > 0 {
+		return o.foreignError(dst)
+	}
+	return nil
+}
+
+// holdsRun reports whether dir holds a run's marker, record or manifest.
+func holdsRun(dir string) bool {
+	for _, n := range []string{markerName, stampsName, manifestName} {
+		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,153 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
+)
+
+// ownedFixture exports the small replica (with a side file in a
+// subdirectory) into tmp/dst and reassembles it into tmp/re.
+func ownedFixture(t *testing.T) (tmp string, p *Plan, dst, re string) {
+	t.Helper()
+	tmp = t.TempDir()
+	srcDir := filepath.Join(tmp, "src")
+	writeSmall(t, srcDir, nil)
+	check(t, os.MkdirAll(filepath.Join(srcDir, "tok"), 0o755))
+	check(t, os.WriteFile(filepath.Join(srcDir, "tok", "vocab.json"), []byte(`{"a": 1}`), 0o644))
+	src := must(OpenSource(srcDir))(t)
+	t.Cleanup(func() { src.Close() })
+	p = smallPlan(t, src, smallLayout, ExportOptions{})
+	dst = filepath.Join(tmp, "dst")
+	must(p.Execute(context.Background(), dst, ExecOptions{}))(t)
+	re = filepath.Join(tmp, "re")
+	must(runReassemble(dst, re))(t)
+	return tmp, p, dst, re
+}
+
+func reassemblePlan(t *testing.T, exportDir string) *Plan {
+	t.Helper()
+	s := must(OpenSource(exportDir))(t)
+	t.Cleanup(func() { s.Close() })
+	return must(PlanReassemble(s))(t)
+}
+
+// A file no run wrote survives every run on its directory, --restart
+// included, and the run is refused naming it: a user's file, a dotfile, a
+// file in a side files' subdirectory, in a rank directory, in a reassembly's
+// output, or next to the rank directories.
+func TestRestartKeepsForeignFiles(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ name, where string }{
+		{"user file in a rank directory", "dst/rank-01/notes.txt"},
+		{"dotfile in a rank directory", "dst/rank-01/.env"},
+		{"user file in a side files' subdirectory", "dst/rank-00/tok/mine.json"},
+		{"user file next to the rank directories", "dst/README"},
+		{"user file in a reassembly's output", "re/notes.txt"},
+		{"dotfile in a reassembly's output", "re/.hidden"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tmp, p, dst, re := ownedFixture(t)
+			path := filepath.Join(tmp, filepath.FromSlash(c.where))
+			check(t, os.WriteFile(path, []byte("mine"), 0o600))
+			run := func(restart bool) error {
+				if strings.HasPrefix(c.where, "re/") {
+					_, err := reassemblePlan(t, dst).Execute(ctx, re, ExecOptions{Restart: restart})
+					return err
+				}
+				_, err := p.Execute(ctx, dst, ExecOptions{Restart: restart})
+				return err
+			}
+			for _, restart := range []bool{false, true} {
+				err := run(restart)
+				if !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), filepath.Base(path)) || !strings.Contains(err.Error(), "no k3ckpt run wrote") {
+					t.Errorf("restart %v: %v, want a refusal naming %s", restart, err, filepath.Base(path))
+				}
+				if b, err := os.ReadFile(path); err != nil || string(b) != "mine" {
+					t.Fatalf("restart %v: the user's file is gone or changed: %q %v", restart, b, err)
+				}
+			}
+		})
+	}
+}
+
+// --restart removes what the records say a run wrote, and nothing else: the
+// export's files are replaced; a different plan's finished output, all of
+// it the tool's, is replaced too.
+func TestRestartReplacesOwnFiles(t *testing.T) {
+	ctx := context.Background()
+	_, p, dst, re := ownedFixture(t)
+	res := must(p.Execute(ctx, dst, ExecOptions{Restart: true}))(t)
+	if res.Written != p.Files {
+		t.Errorf("restart wrote %d files, want %d", res.Written, p.Files)
+	}
+	must(reassemblePlan(t, dst).Execute(ctx, re, ExecOptions{Restart: true}))(t)
+}
+
+// A file committed by a run killed before it recorded the commit is still
+// the tool's (the record names every file before the first is written): the
+// rerun resumes instead of refusing it.
+func TestKilledBeforeRecordResumes(t *testing.T) {
+	tmp, p, _, _ := ownedFixture(t)
+	ctx := context.Background()
+	dst := filepath.Join(tmp, "killed")
+	d0 := &p.Dirs[0]
+	dir0 := filepath.Join(dst, d0.Dir)
+	must(prepareDir(p, d0, dir0, false))(t)
+	of := d0.files[0]
+	commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, new([]byte), nil, nil)
+	check(t, err)
+	check(t, commit())
+	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
+	if res.Written != p.Files {
+		t.Errorf("resume: %+v, want every file written (the unrecorded one again)", res)
+	}
+}
+
+// An output directory that is a link is never followed, whatever the
+// flags: the directory it points to (here an earlier export's rank, all of
+// it the tool's) is left as it was.
+func TestSymlinkedOutputDirRefused(t *testing.T) {
+	tmp, p, dst, _ := ownedFixture(t)
+	ctx := context.Background()
+	elsewhere := filepath.Join(tmp, "elsewhere")
+	check(t, os.Rename(filepath.Join(dst, "rank-01"), elsewhere))
+	check(t, os.Symlink(elsewhere, filepath.Join(dst, "rank-01")))
+	before := must(os.ReadDir(elsewhere))(t)
+	for _, restart := range []bool{false, true} {
+		if _, err := p.Execute(ctx, dst, ExecOptions{Restart: restart}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("restart %v: %v, want a refusal of the link", restart, err)
+		}
+	}
+	if after := must(os.ReadDir(elsewhere))(t); len(after) != len(before) {
+		t.Errorf("the linked directory changed: %d entries, was %d", len(after), len(before))
+	}
+	// A dangling link: the same clear refusal, not "file exists".
+	check(t, os.RemoveAll(elsewhere))
+	if _, err := p.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("dangling link: %v", err)
+	}
+}
+
+// A reassembly into its own input (a stage directory, the export itself, a
+// directory holding the export), however spelled, is refused before
+// anything is touched, --restart or not.
+func TestReassembleIntoItsInput(t *testing.T) {
+	tmp, _, dst, _ := ownedFixture(t)
+	ctx := context.Background()
+	t.Chdir(tmp)
+	for _, out := range []string{filepath.Join(dst, "rank-00"), "dst/rank-00", "dst", "./dst/../dst", tmp, "."} {
+		for _, restart := range []bool{false, true} {
+			_, err := reassemblePlan(t, dst).Execute(ctx, out, ExecOptions{Restart: restart})
+			if !errors.Is(err, fsx.ErrOverlap) {
+				t.Errorf("reassemble into %s (restart %v): %v, want ErrOverlap", out, restart, err)
+			}
+		}
+	}
+	must(OpenSource(dst))(t).Close() // the input is intact
+}

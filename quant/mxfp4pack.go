@@ -1,0 +1,127 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// PackStats counts what packing BF16 rows into MXFP4 could not keep.
+type PackStats struct {
+	// Groups is the number of 32-element groups packed.
+	Groups int64
+	// Lossy is the number of groups with an element whose MXFP4 value
+	// differs from its BF16 value (±0 count as equal).
+	Lossy int64
+	// Saturated is the number of elements whose scaled magnitude exceeded 6
+	// and was clamped (the rule's scale can leave amax up to 7·2^e).
+	Saturated int64
+	// ZeroGroups is the number of all-zero groups (scale byte 0).
+	ZeroGroups int64
+}
+
+// Add returns the sum of two counts.
+func (s PackStats) Add(t PackStats) PackStats {
+	return PackStats{s.Groups + t.Groups, s.Lossy + t.Lossy, s.Saturated + t.Saturated, s.ZeroGroups + t.ZeroGroups}
+}
+
+// MXFP4ScaleByte is the E8M0 scale byte compressed-tensors picks for a group
+// whose largest magnitude has BF16 bits amax (sign clear):
+// generate_mx_scales(round_to_power_2(amax)). round_to_power_2 adds 1<<5 to the
+// BF16 bits and keeps sign and exponent, so a mantissa of 0.75 or more rounds
+// up to the next power of two 2^E; the scale exponent is then
+// 127 + log2(2^E) − 2, clamped by the uint8 cast to [0, 255] (an all-zero group,
+// log2(0) = −Inf, gets 0). ok is false when that power of two is Inf (amax ≥
+// 1.75·2^127), where the rule's scale overflows.
+func MXFP4ScaleByte(amax uint16) (b uint8, ok bool) {
+	r := (uint32(amax) + 1<<5) & 0xFF80
+	e := int(r >> 7) // biased exponent of the power of two, 0 for zero
+	if e == 0xFF {
+		return 0, false
+	}
+	return uint8(max(e-2, 0)), true
+}
+
+// PackMXFP4 packs rows of k BF16 elements (little-endian, k a multiple of
+// 32) into MXFP4 exactly as compressed-tensors' mxfp4-pack-quantized
+// compressor does (calculate_qparams → generate_mx_scales, quantize →
+// cast_to_fp4, pack_fp4_to_uint8, compress_mx_scale): the scale byte of
+// MXFP4ScaleByte; each element divided by 2^(byte−127) in BF16, clamped to
+// ±6 and rounded to the E2M1 grid with the thresholds of cast_to_fp4 (ties:
+// 0.25→0, 0.75→1, 1.25→1, 1.75→2, 2.5→2, 3.5→4, 5→4), times torch.sign of the
+// scaled value: a negative value that rounds to zero is −0 (code 8), while a
+// scaled value that is itself −0 (a −0 element, or one whose quotient
+// underflows) is code 0. compressed-tensors' torch functions give these
+// bytes on CPU and on CUDA alike. packed gets rows×k/2 bytes, element 2i in the low
+// nibble; scales rows×k/32 bytes. A non-finite element, or a group whose
+// scale would overflow, is an error wrapping ErrNonFinite or ErrRange that
+// names the row and group.
+func PackMXFP4(packed, scales, src []byte, rows, k int) (PackStats, error) {
+	var st PackStats
+	switch {
+	case k <= 0 || k%MXGroupSize != 0 || k > MaxK:
+		return st, errorf(ErrShape, "MXFP4 rows of %d elements: K must be a positive multiple of %d (up to %d)", k, MXGroupSize, MaxK)
+	case len(src) < 2*rows*k:
+		return st, errorf(ErrShape, "%d BF16 bytes for %d rows of %d", len(src), rows, k)
+	case len(packed) < rows*k/2 || len(scales) < rows*k/MXGroupSize:
+		return st, errorf(ErrShape, "output of %d packed and %d scale bytes for %d rows of %d", len(packed), len(scales), rows, k)
+	}
+	var x [MXGroupSize]uint16
+	for r := range rows {
+		for g := range k / MXGroupSize {
+			base := r*k + g*MXGroupSize
+			var amax uint16
+			for i := range x {
+				x[i] = binary.LittleEndian.Uint16(src[2*(base+i):])
+				a := x[i] & 0x7FFF
+				if a >= 0x7F80 {
+					return st, errorf(ErrNonFinite, "row %d, group %d (elements %d..%d): BF16 0x%04x", r, g, g*MXGroupSize, g*MXGroupSize+MXGroupSize-1, x[i])
+				}
+				amax = max(amax, a)
+			}
+			sb, ok := MXFP4ScaleByte(amax)
+			if !ok {
+				return st, errorf(ErrRange, "row %d, group %d: amax %g rounds to a power of two above E8M0's, which compressed-tensors' rule turns into an Inf scale", r, g, BF16ToF32(amax))
+			}
+			scales[r*k/MXGroupSize+g] = sb
+			st.Groups++
+			if amax == 0 {
+				st.ZeroGroups++
+			}
+			s := E8M0ToF32(sb)
+			lossy := false
+			for i := 0; i < MXGroupSize; i += 2 {
+				lo, l1, s1 := packCode(x[i], s)
+				hi, l2, s2 := packCode(x[i+1], s)
+				packed[(base+i)/2] = lo | hi<<4
+				lossy = lossy || l1 || l2
+				st.Saturated += int64(s1 + s2)
+			}
+			if lossy {
+				st.Lossy++
+			}
+		}
+	}
+	return st, nil
+}
+
+// packCode is one element of PackMXFP4: its E2M1 code, whether the code's
+// value differs from the element's, and 1 if it saturated.
+func packCode(x uint16, s float32) (code uint8, lossy bool, sat int) {
+	v := BF16ToF32(x)
+	q := BF16ToF32(F32ToBF16(v / s)) // torch divides BF16 by BF16: float32, rounded to BF16
+	a := float32(math.Abs(float64(q)))
+	if a > 6 {
+		a, sat = 6, 1
+	}
+	c := uint8(7)
+	for i, b := range e2m1Bounds {
+		if float64(a) < b.v || (b.inclusive && float64(a) == b.v) {
+			c = uint8(i)
+			break
+		}
+	}
+	if q < 0 { // cast_to_fp4's sign is torch.sign(q): 0 for −0
+		c |= 8
+	}
+	return c, e2m1Table[c]*s != v, sat
+}
