@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,4 +176,48 @@ func TestUploads(t *testing.T) {
 			t.Errorf("%d unfinished uploads left after the rerun", n)
 		}
 	})
+}
+
+// TestGSAlias reads and writes gs:// through the S3-compatible XML API the
+// way GCS is reached with HMAC keys (GS_ENDPOINT_URL, GS_ACCESS_KEY_ID,
+// GS_SECRET_ACCESS_KEY; Content-MD5 part checks), against MinIO standing in
+// for storage.googleapis.com; the AWS settings are cleared so none is used.
+func TestGSAlias(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "gcs")
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("GS_ENDPOINT_URL", srv.Endpoint)
+	t.Setenv("GS_ACCESS_KEY_ID", s3test.User)
+	t.Setenv("GS_SECRET_ACCESS_KEY", s3test.Password)
+	ctx := context.Background()
+	data := make([]byte, objstore.PartSize+999)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	b := bucket(t, "gs://gcs/m")
+	up, err := b.Create(ctx, "w.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filewrite.CreateSink(up, nil, nil)
+	f.Write(data)
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := source(t, "gs://gcs/m")
+	file, err := s.Open(ctx, "w.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 2999)
+	if _, err := file.ReadAt(got, int64(objstore.PartSize-2000)); err != nil || !bytes.Equal(got, data[objstore.PartSize-2000:]) {
+		t.Errorf("gs:// read across the part boundary: %v", err)
+	}
+	t.Setenv("GS_SECRET_ACCESS_KEY", "wrong")
+	s, _ = source(t, "gs://gcs/m")
+	if _, err := s.Open(ctx, "w.safetensors"); err == nil || !strings.Contains(err.Error(), "GS_SECRET_ACCESS_KEY") || !strings.Contains(err.Error(), "gs://gcs/m/w.safetensors") {
+		t.Errorf("gs:// with a wrong HMAC secret: %v", err)
+	}
 }

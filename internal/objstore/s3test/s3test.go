@@ -39,9 +39,12 @@ type Server struct {
 	Client *s3.Client
 }
 
-// Binary finds the MinIO binary ("" when there is none).
+// Binary finds the MinIO binary ("" when there is none, or when
+// K3CKPT_MINIO is "off").
 func Binary() string {
-	if p := os.Getenv("K3CKPT_MINIO"); p != "" {
+	if p := os.Getenv("K3CKPT_MINIO"); p == "off" {
+		return ""
+	} else if p != "" {
 		return p
 	}
 	if p, err := exec.LookPath("minio"); err == nil {
@@ -62,7 +65,7 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
-		t.Skip("no MinIO server: set K3CKPT_MINIO or install it (go install github.com/minio/minio@latest); .ci/run does with K3CKPT_CI_S3=on")
+		t.Skip("no MinIO server (or K3CKPT_MINIO=off): set K3CKPT_MINIO to its binary or install it (go install github.com/minio/minio@latest); .ci/run does with K3CKPT_CI_S3=on")
 	}
 	addr, console := freeAddr(t), freeAddr(t)
 	dir := t.TempDir()
