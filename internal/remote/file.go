@@ -141,6 +141,9 @@ func (f *File) ReadRange(ctx context.Context, p []byte, off int64, counter *atom
 // shorter than p and returns how much there was.
 func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, error) {
 	s := f.src
+	if s.store != nil {
+		return f.readStore(ctx, p, off, counter)
+	}
 	ctx, stop := s.bound(ctx)
 	defer stop()
 	ctx, cancel := s.readDeadline(ctx, f.Name, off, int64(len(p)))

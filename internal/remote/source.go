@@ -146,9 +146,10 @@ type Stats struct {
 
 // Source is one resolved remote location. It is safe for concurrent use.
 type Source struct {
-	loc Location
-	o   Options
-	ctx context.Context
+	loc   Location
+	o     Options
+	ctx   context.Context
+	store Store // nil: plain HTTP (see NewStoreSource)
 
 	mu    sync.Mutex
 	files map[string]*fileEntry
@@ -330,6 +331,11 @@ func statusError(name string, resp *http.Response, host string, token bool) *Err
 // ReadSmall reads a whole small file (an index, config.json) of at most limit
 // bytes, retrying transient failures. A missing file is ErrNotFound.
 func (s *Source) ReadSmall(ctx context.Context, name string, limit int64) ([]byte, error) {
+	if s.store != nil {
+		ctx, stop := s.bound(ctx)
+		defer stop()
+		return s.store.ReadAll(ctx, name, limit)
+	}
 	return s.readURL(ctx, name, s.URL(name), limit)
 }
 
