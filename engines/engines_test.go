@@ -376,3 +376,23 @@ func TestExecutedRules(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedGroupsAgreeWithRules: an engine whose rules fail a split KDA
+// fusion is among the engines model's fused-group table (the --dry-run and
+// inspect warning) names for it.
+func TestFusedGroupsAgreeWithRules(t *testing.T) {
+	for _, r := range rules.Rules {
+		if len(r.Also) == 0 || !r.Outcome.Fails() {
+			continue
+		}
+		found := false
+		for _, g := range model.FusedGroups() {
+			if g.Name == "in_proj_qkvgfab" && slices.Contains(g.Engines, model.Engine(r.Engine)) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("rule %s: %s fails a split KDA fusion, but model's fused groups do not name it", r.ID, r.Engine)
+		}
+	}
+}
