@@ -93,7 +93,7 @@ func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, 
 	}
 	f := &File{af: af, pool: pool, progress: progress, ownPool: own,
 		chunks: make(chan chunk, cap(pool.free)), hashed: make(chan struct{}), done: make(chan error, 1)}
-	f.direct = setDirect(af.File, true) == nil
+	f.direct = directOn(af.File, true) == nil
 	f.in = f.chunks
 	if hashed {
 		f.h = sha256.New()
