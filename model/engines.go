@@ -90,16 +90,6 @@ var fusedGroups = []FusedGroup{
 	{Name: "gate_up_proj", Parent: "mlp", Members: []string{"gate_proj", "up_proj"}, Engines: []Engine{SGLang, VLLM, TensorRTLLM}},
 }
 
-// FusedGroups lists the fusions engines build from K3's projections.
-func FusedGroups() []FusedGroup {
-	out := slices.Clone(fusedGroups)
-	for i := range out {
-		out[i].Members = slices.Clone(out[i].Members)
-		out[i].Engines = slices.Clone(out[i].Engines)
-	}
-	return out
-}
-
 // splitModule cuts a module name (no ".weight") into its parent path and leaf.
 func splitModule(module string) (parent, leaf string) {
 	i := strings.LastIndexByte(module, '.')

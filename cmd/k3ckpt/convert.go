@@ -82,6 +82,7 @@ func parseWorker(s string) (int, int, error) {
 }
 
 func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error {
+	defer limitToSource(srcPath)()
 	r, err := convert.Lookup(fl.recipe)
 	if err != nil {
 		return err
@@ -151,7 +152,6 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		}
 	}
 	setMemoryLimit(jobs, src.NumTensors())
-	writerProcs(jobs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck,

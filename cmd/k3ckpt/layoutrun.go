@@ -127,6 +127,7 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 }
 
 func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) error {
+	defer limitToSource(srcPath)()
 	pack, err := layout.ParsePackFormat(f.pack)
 	if err != nil {
 		return err
@@ -173,7 +174,6 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		}
 		return writeLayoutPlan(cmd, w, plan)
 	}
-	writerProcs(jobs)
 	var bar *progress.Bar
 	if net == nil { // a remote source shows its network progress instead
 		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
