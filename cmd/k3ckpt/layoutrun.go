@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"reflect"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -163,8 +159,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := cmd.Context() // cancelled by a stop signal (see catchSignals)
 	if rf.dryRun {
 		if err := plan.Validate(ctx); err != nil {
 			return err
@@ -191,9 +186,6 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	bar.Finish()
 	net.done()
 	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted; finished files are kept: run the same command again to resume (--restart to start over)")
-		}
 		return err
 	}
 	took := time.Since(start)
