@@ -84,7 +84,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 	if err := p.Validate(ctx); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := fsx.MkdirAll(dst); err != nil {
 		return nil, err
 	}
 	lock, err := dirlock.Acquire(dst)
