@@ -24,7 +24,7 @@ type layoutFlags struct {
 
 // runFlags are the flags of every command that writes a layout plan.
 type runFlags struct {
-	dryRun, asJSON, restart bool
+	dryRun, asJSON, restart, noSpaceCheck bool
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -32,6 +32,7 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&r.dryRun, "dry-run", false, "print the plan (and run its data checks), write nothing")
 	fl.BoolVar(&r.asJSON, "json", false, "print the plan or the result as one JSON object")
 	fl.BoolVar(&r.restart, "restart", false, "discard what an earlier run left in DST instead of resuming it")
+	fl.BoolVar(&r.noSpaceCheck, "no-space-check", false, "do not compare what the run writes with DST's free space")
 	fl.BoolVar(&r.restart, "force", false, "same as --restart")
 	fl.MarkDeprecated("force", "use --restart")
 }
@@ -174,7 +175,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	if net == nil { // a remote source shows its network progress instead
 		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
 	}
-	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, Connections: conns}
+	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck, Connections: conns}
 	if bar != nil {
 		// Started by Execute once it knows what this run writes (a resumed
 		// run keeps files), so total and ETA are this run's.
