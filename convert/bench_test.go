@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -145,8 +144,8 @@ func BenchmarkConvertSmall4xTensors(b *testing.B) {
 
 func buildCLIBench(b *testing.B) string {
 	bin := filepath.Join(benchDir(b), "k3ckpt")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if out, err := exec.Command(gobin, "build", "-o", bin, "github.com/k3ckpt/k3ckpt/cmd/k3ckpt").CombinedOutput(); err != nil {
+	// go test puts its own toolchain first on the PATH of the tests.
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/k3ckpt/k3ckpt/cmd/k3ckpt").CombinedOutput(); err != nil {
 		b.Fatalf("build: %v: %s", err, out)
 	}
 	return bin

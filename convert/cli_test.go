@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,8 +33,8 @@ func buildCLI(t *testing.T) string {
 	}
 	cliOnce.Do(func() {
 		cliPath = filepath.Join(testRoot, "k3ckpt")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(gobin, "build", "-o", cliPath, "github.com/k3ckpt/k3ckpt/cmd/k3ckpt").CombinedOutput()
+		// go test puts its own toolchain first on the PATH of the tests.
+		out, err := exec.Command("go", "build", "-o", cliPath, "github.com/k3ckpt/k3ckpt/cmd/k3ckpt").CombinedOutput()
 		if err != nil {
 			cliErr = errors.New(string(out))
 		}

@@ -59,8 +59,6 @@ const (
 	PartScale2
 	// PartInputScale is X.input_scale: F32 [] = 1.0 (no calibration, as NVIDIA's).
 	PartInputScale
-
-	numNVFP4Parts = int(PartInputScale) + 1
 )
 
 // CastSource is the MXFP4 source of an NVFP4 cast: the packed codes, the

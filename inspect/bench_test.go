@@ -9,7 +9,7 @@ import (
 // BenchmarkInspectFull is the end-to-end figure: open the full-size K3
 // replica (96 files, 497,220 tensors, ~76 MB of headers + the index) and
 // account it by component and dtype, with the shape check against config.json.
-// testdata/inspect/ledger_vs_inspect.py sets the CLI side by side with the
+// inspect/testdata/ledger_vs_inspect.py sets the CLI side by side with the
 // Python ledger (json_loads.py) on the same directory and prints the ratios.
 func BenchmarkInspectFull(b *testing.B) {
 	dir := fullReplica(b)

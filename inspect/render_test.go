@@ -123,14 +123,22 @@ func TestRecipeSideBySide(t *testing.T) {
 			kda = c
 		}
 	}
+	if kda.Tensors == 0 {
+		t.Fatalf("no attention.kda component with tensors in %+v", rep.Components)
+	}
+	rows := 0
 	for _, line := range strings.Split(s, "\n") {
 		if strings.HasPrefix(line, "│ attention.kda ") {
+			rows++
 			f := strings.Fields(strings.ReplaceAll(line, "│", " "))
 			// name, tensors before, after, MiB before, after, change
 			if len(f) != 6 || f[1] != commasOf(kda.Tensors) {
-				t.Errorf("kda row %q: want 6 cells with 966 tensors before", line)
+				t.Errorf("kda row %q: want 6 cells with %d tensors before", line, kda.Tensors)
 			}
 		}
+	}
+	if rows != 1 {
+		t.Errorf("attention.kda has %d rows, want 1 (before → after):\n%s", rows, s)
 	}
 }
 

@@ -238,12 +238,11 @@ func equalShape(a, b []int64) bool {
 // slicedTensor reads a tensor split along an axis from its slices, filling the
 // padding a Valid split dropped with zeros.
 type slicedTensor struct {
-	parts       []holder // sorted by start, tiling [0, valid)
-	size        int64
-	innerB      int64 // bytes of one step along the axis
-	rowB        int64 // bytes of one full outer row (dim × innerB)
-	valid       int64
-	readerForAt func(h holder) io.ReaderAt
+	parts  []holder // sorted by start, tiling [0, valid)
+	size   int64
+	innerB int64 // bytes of one step along the axis
+	rowB   int64 // bytes of one full outer row (dim × innerB)
+	valid  int64
 }
 
 func newSliced(name string, hs []holder) (*slicedTensor, error) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 	"math"
 	"os"
 	"path/filepath"
@@ -699,10 +698,10 @@ func TestSplitSubByteRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Place([]safetensors.TensorSpec{{Name: "w", DType: safetensors.F4, Shape: []int64{4, 6}}}); err != nil {
+	if _, err := l.Place([]st.TensorSpec{{Name: "w", DType: st.F4, Shape: []int64{4, 6}}}); err != nil {
 		t.Errorf("whole-byte rows: %v", err)
 	}
-	if _, err := l.Place([]safetensors.TensorSpec{{Name: "w", DType: safetensors.F4, Shape: []int64{4, 3}}}); !errors.Is(err, ErrIndivisible) {
+	if _, err := l.Place([]st.TensorSpec{{Name: "w", DType: st.F4, Shape: []int64{4, 3}}}); !errors.Is(err, ErrIndivisible) {
 		t.Errorf("1.5-byte rows: %v", err)
 	}
 }

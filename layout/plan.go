@@ -144,10 +144,7 @@ func (p *Plan) describe() {
 			d.Tensors += len(of.tensors)
 			d.Bytes += of.tensorBytes()
 		}
-		d.SideFiles = []string{safetensors.IndexName}
-		for _, n := range slices.Sorted(maps.Keys(d.side)) {
-			d.SideFiles = append(d.SideFiles, n)
-		}
+		d.SideFiles = append([]string{safetensors.IndexName}, slices.Sorted(maps.Keys(d.side))...)
 		if d.man != nil {
 			d.SideFiles = append(d.SideFiles, manifestName)
 		}

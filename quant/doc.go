@@ -16,10 +16,10 @@
 //
 // A bit pattern that differs from what PyTorch/DeepGEMM writes is a silent
 // accuracy bug in production, so the tests compare every byte against goldens
-// made by testdata/quant/gen_goldens.py with PyTorch 2.11 on CPU and CUDA
+// made by quant/testdata/torch/gen_goldens.py with PyTorch 2.11 on CPU and CUDA
 // (K3CKPT_EXHAUSTIVE=1 extends the float32 cast checks to all 2^32 inputs),
 // and the ModelOpt numerics against goldens made by NVIDIA's own functions
-// (testdata/modelopt_goldens.json.gz, from testdata/device/modelopt). The
+// (testdata/modelopt_goldens.json.gz, from scripts/device/modelopt). The
 // way back, to BF16 (MXFP4ToBF16, NVFP4ToBF16, DequantizeBandBF16), and the
 // release's own MXFP4 packing (PackMXFP4, compressed-tensors' rule) are
 // checked against goldens from torch and compressed-tensors' functions

@@ -15,8 +15,8 @@ import (
 	"testing"
 )
 
-// goldenDir holds the PyTorch goldens (testdata/quant/gen_goldens.py made them).
-var goldenDir = filepath.Join("..", "testdata", "quant")
+// goldenDir holds the PyTorch goldens (quant/testdata/torch/gen_goldens.py made them).
+var goldenDir = filepath.Join("testdata", "torch")
 
 type goldenCase struct {
 	Name     string     `json:"name"`

@@ -16,7 +16,7 @@ import (
 
 // The goldens of NVIDIA Model-Optimizer's own converter functions (commit
 // 575c27ae, run with torch 2.11 on an H200 machine by
-// testdata/device/modelopt/gen_goldens.py): its FP8_PB_WO cast
+// scripts/device/modelopt/gen_goldens.py): its FP8_PB_WO cast
 // (_quantize_weight_fp8_pb) and its MXFP4 → NVFP4 cast
 // (mxfp4_kmax, build_w13_kmax_overrides, quantize_mxfp4_to_nvfp4_lossless,
 // NVFP4QTensor.dequantize), on CPU and CUDA.

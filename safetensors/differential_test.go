@@ -26,7 +26,7 @@ import (
 func TestDifferentialNLPOdyssey(t *testing.T) {
 	var inputs [][]byte
 	for _, name := range []string{"f32", "i32", "bf16", "u8", "scalar", "empty", "metadata", "metadata_escape", "unicode_names"} {
-		b, err := os.ReadFile(filepath.Join("../testdata/safetensors", name+".safetensors"))
+		b, err := os.ReadFile(filepath.Join("testdata/golden", name+".safetensors"))
 		if err != nil {
 			t.Fatal(err)
 		}

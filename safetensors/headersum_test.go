@@ -21,7 +21,7 @@ func TestHeaderSum(t *testing.T) {
 		}
 	}
 	for name := range loadGoldens(t) {
-		path := "../testdata/safetensors/" + name + ".safetensors"
+		path := "testdata/golden/" + name + ".safetensors"
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

@@ -31,10 +31,13 @@ func TestLayoutIndexIsShardIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Write(l.Header); err == nil {
+		if _, err = f.Write(l.Header); err == nil {
 			err = f.Truncate(l.Size)
 		}
-		if err := f.Close(); err != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		names, layouts = append(names, name), append(layouts, l)

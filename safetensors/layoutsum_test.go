@@ -10,7 +10,7 @@ import (
 )
 
 // TestNewLayoutSumMatchesReference: for every file Python safetensors wrote
-// (testdata/safetensors/gen_goldens.py), NewLayoutSum's sum is the sha256 of
+// (safetensors/testdata/golden/gen_goldens.py), NewLayoutSum's sum is the sha256 of
 // the reference file's header prefix, its offsets are the reference's, and
 // it keeps no header bytes. The cases run twice over in alternating sizes,
 // so a reused render buffer of a larger header never leaks into a smaller one.
@@ -26,7 +26,7 @@ func TestNewLayoutSumMatchesReference(t *testing.T) {
 	for range 2 {
 		for _, name := range names {
 			c := cases[name]
-			want, err := os.ReadFile("../testdata/safetensors/" + name + ".safetensors")
+			want, err := os.ReadFile("testdata/golden/" + name + ".safetensors")
 			if err != nil {
 				t.Fatal(err)
 			}

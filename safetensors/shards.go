@@ -2,7 +2,6 @@ package safetensors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,10 +36,6 @@ type Shards struct {
 	walkMu sync.Mutex
 	walked bool
 }
-
-// errIndexUnusable stops a header's checks when the index itself failed; the
-// index's own error is reported once every header has been read.
-var errIndexUnusable = errors.New("index unusable")
 
 // OpenShards finds the shards of a checkpoint (directory, index file, single
 // file or http(s) URL, as Open takes) and reads its index, but no header yet.

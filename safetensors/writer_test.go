@@ -24,7 +24,7 @@ type goldenCase struct {
 
 func loadGoldens(t testing.TB) map[string]goldenCase {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/safetensors/cases.json")
+	b, err := os.ReadFile("testdata/golden/cases.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,12 +41,12 @@ func loadGoldens(t testing.TB) map[string]goldenCase {
 }
 
 // TestWriterMatchesReference rebuilds every file that Python safetensors 0.8
-// wrote (testdata/safetensors/gen_goldens.py) from the same tensors and compares
+// wrote (safetensors/testdata/golden/gen_goldens.py) from the same tensors and compares
 // every byte.
 func TestWriterMatchesReference(t *testing.T) {
 	for name, c := range loadGoldens(t) {
 		t.Run(name, func(t *testing.T) {
-			want, err := os.ReadFile("../testdata/safetensors/" + name + ".safetensors")
+			want, err := os.ReadFile("testdata/golden/" + name + ".safetensors")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestWriterMatchesReference(t *testing.T) {
 				t.Fatalf("bytes differ from the reference\n got %q\nwant %q", got[:min(len(got), 300)], want[:min(len(want), 300)])
 			}
 			// And the reader reads the reference file back to the same tensors.
-			f, err := OpenFile("../testdata/safetensors/" + name + ".safetensors")
+			f, err := OpenFile("testdata/golden/" + name + ".safetensors")
 			if err != nil {
 				t.Fatal(err)
 			}

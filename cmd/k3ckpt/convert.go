@@ -149,7 +149,6 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		}
 	}
 	setMemoryLimit(jobs, src.NumTensors())
-	writerProcs(jobs)
 	ctx := cmd.Context() // cancelled by a stop signal (see catchSignals)
 	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck,
 		Connections: fl.connections}

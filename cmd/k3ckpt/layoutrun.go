@@ -170,7 +170,6 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		}
 		return writeLayoutPlan(cmd, w, plan)
 	}
-	writerProcs(jobs)
 	var bar *progress.Bar
 	if net == nil { // a remote source shows its network progress instead
 		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)

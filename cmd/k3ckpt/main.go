@@ -49,6 +49,7 @@ func newRootCmd() *cobra.Command {
 		foldNameFlags(c)
 		return nil
 	}
+	checkLocations(root)
 	return root
 }
 

@@ -91,37 +91,32 @@ func (f *File) Final() string { return f.final }
 
 // Commit syncs the temporary, renames it to the final name and syncs the
 // directory. On failure the temporary is removed.
-func (f *File) Commit() error {
-	if f.done {
-		return errors.New("atomicfile: already committed or aborted")
-	}
-	f.done = true
-	tmp := f.File.Name()
-	if err := f.File.Sync(); err != nil {
-		f.File.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("sync %s: %w", f.final, err)
-	}
-	if err := f.File.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("close %s: %w", f.final, err)
-	}
-	if err := os.Rename(tmp, f.final); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("rename %s: %w", f.final, err)
-	}
-	return SyncDir(filepath.Dir(f.final))
-}
+func (f *File) Commit() error { return f.commit(true) }
 
 // CommitNoSync renames the temporary into place without fsync: for small
 // records whose loss in a power failure only means redoing some work, never a
 // partial file under the final name.
-func (f *File) CommitNoSync() error {
+func (f *File) CommitNoSync() error { return f.commit(false) }
+
+// fsync and syncDir are the two syncs of a Commit (tests count them).
+var (
+	fsync   = (*os.File).Sync
+	syncDir = SyncDir
+)
+
+func (f *File) commit(durable bool) error {
 	if f.done {
 		return errors.New("atomicfile: already committed or aborted")
 	}
 	f.done = true
 	tmp := f.File.Name()
+	if durable {
+		if err := fsync(f.File); err != nil {
+			f.File.Close()
+			os.Remove(tmp)
+			return fmt.Errorf("sync %s: %w", f.final, err)
+		}
+	}
 	if err := f.File.Close(); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("close %s: %w", f.final, err)
@@ -130,7 +125,10 @@ func (f *File) CommitNoSync() error {
 		os.Remove(tmp)
 		return fmt.Errorf("rename %s: %w", f.final, err)
 	}
-	return nil
+	if !durable {
+		return nil
+	}
+	return syncDir(filepath.Dir(f.final))
 }
 
 // Abort closes and removes the temporary. It is safe to call after Commit (a

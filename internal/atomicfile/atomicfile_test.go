@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,21 +68,45 @@ func TestWriteFileAndRemoveTemps(t *testing.T) {
 	}
 }
 
+// TestCommitNoSync: CommitNoSync puts the complete file under its name
+// without syncing the file or the directory; Commit syncs both.
 func TestCommitNoSync(t *testing.T) {
+	var files, dirs int
+	defer func(f func(*os.File) error, d func(string) error) { fsync, syncDir = f, d }(fsync, syncDir)
+	fsync = func(f *os.File) error { files++; return f.Sync() }
+	syncDir = func(d string) error { dirs++; return SyncDir(d) }
 	dir := t.TempDir()
-	f, err := Create(filepath.Join(dir, "r.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("{}")
-	if err := f.CommitNoSync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.CommitNoSync(); err == nil {
-		t.Fatal("second commit accepted")
+	for _, durable := range []bool{false, true} {
+		files, dirs = 0, 0
+		path := filepath.Join(dir, fmt.Sprintf("r-%v.json", durable))
+		f, err := Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("{}")
+		commit := f.CommitNoSync
+		if durable {
+			commit = f.Commit
+		}
+		if err := commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := commit(); err == nil {
+			t.Fatal("second commit accepted")
+		}
+		want := 0
+		if durable {
+			want = 1
+		}
+		if files != want || dirs != want {
+			t.Errorf("durable %v: %d file and %d directory syncs, want %d each", durable, files, dirs, want)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != "{}" {
+			t.Errorf("durable %v: %q, %v", durable, b, err)
+		}
 	}
 	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 || ents[0].Name() != "r.json" {
+	if len(ents) != 2 {
 		t.Fatalf("entries %v", ents)
 	}
 }

@@ -67,7 +67,7 @@ func (p *Pool) get() []byte {
 	if b != nil {
 		return b
 	}
-	if b = mapBuffer(BufferSize); b != nil {
+	if b = mapHuge(BufferSize); b != nil {
 		p.mapped.add(b)
 		return b
 	}
@@ -75,6 +75,13 @@ func (p *Pool) get() []byte {
 }
 
 func (p *Pool) put(b []byte) { p.free <- b }
+
+// directOn and mapHuge are the system's O_DIRECT switch and huge-page
+// mapping; the tests replace them to take the fallbacks.
+var (
+	directOn = setDirect
+	mapHuge  = mapBuffer
+)
 
 // Close gives back the memory of the buffers not in use now: all of them
 // once no file of the pool is being written (as after Run). The pool stays

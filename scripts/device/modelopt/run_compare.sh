@@ -2,8 +2,8 @@
 # NVIDIA's Kimi-K3 converter next to k3ckpt, on the GPU machine's CPUs (python3 with torch 2.11
 # and safetensors; nothing else installed):
 #
-#   K3CKPT=./k3ckpt MODELOPT=testdata/device/modelopt/nvidia \
-#     bash testdata/device/modelopt/run_compare.sh OUTDIR [tiny small]
+#   K3CKPT=./k3ckpt MODELOPT=scripts/device/modelopt/nvidia \
+#     bash scripts/device/modelopt/run_compare.sh OUTDIR [tiny small]
 #
 # MODELOPT is a folder with NVIDIA Model-Optimizer's files at commit 575c27ae (see README.md:
 # they are fetched, never committed). For each replica scale: synth a replica (seed 1); run

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Device-side checks (needs python3 with torch 2.11 and safetensors 0.8):
-#   K3CKPT=path/to/static/k3ckpt bash testdata/device/run_checks.sh OUTDIR
+#   K3CKPT=path/to/static/k3ckpt bash scripts/device/run_checks.sh OUTDIR
 # 1. synth a tiny replica; convert it in every convention; verify; check with
 #    torch that each conversion loads, requantizes to the same bytes and
-#    dequantizes to verify's statistics (testdata/convert/check_converted.py);
+#    dequantizes to verify's statistics (convert/testdata/check_converted.py);
 # 2. export dp16 / dp2-dcp8 ranks and pp16 stages of a conversion;
 # 3. check every manifest's sha256 and sizes with hashlib (check_manifests.py);
 # 4. re-serialize every file written above with safetensors.torch.save_file and
@@ -19,7 +19,7 @@ for f in deepseek:fp32 deepseek:ue8m0 compressed-tensors:fp32 compressed-tensors
   fmt=${f%%:*}; sf=${f##*:}; d="$T/$fmt-$sf"
   $B convert "$T/src" "$d" --format "$fmt" --scale-fmt "$sf" --jobs 4 --json > "$R/convert-$fmt-$sf.json"
   $B verify "$T/src" "$d" --json > "$R/verify-$fmt-$sf.json"
-  python3 "$here/../convert/check_converted.py" "$T/src" "$d" --verify-json "$R/verify-$fmt-$sf.json" --out "$R/check-$fmt-$sf.json" | tail -3
+  python3 "$here/../../convert/testdata/check_converted.py" "$T/src" "$d" --verify-json "$R/verify-$fmt-$sf.json" --out "$R/check-$fmt-$sf.json" | tail -3
 done
 # NVIDIA's layout (ModelOpt FP8_PB_WO numerics, NVFP4 experts): verify, then re-serialize below.
 $B convert "$T/src" "$T/modelopt-nvfp4" --recipe modelopt-k3 --experts nvfp4 --numerics modelopt --jobs 4 --json > "$R/convert-modelopt-nvfp4.json"

@@ -6,7 +6,7 @@ For every *.safetensors under each DIR (recursively) it loads the tensors with
 safetensors.torch.load_file, writes them again with safetensors.torch.save_file
 (same metadata) and compares the two files byte for byte. Exit 1 on any
 difference. Used on the device with a tiny replica, its conversion and its
-exports (see testdata/device/README.md); its output is committed next to it.
+exports (see scripts/device/README.md); its output is committed next to it.
 """
 import glob
 import os

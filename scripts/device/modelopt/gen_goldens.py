@@ -268,7 +268,7 @@ def main():
     commit = open(os.path.join(args.modelopt, "COMMIT")).read().strip() if os.path.exists(
         os.path.join(args.modelopt, "COMMIT")) else "unknown"
     out = {
-        "made_by": "testdata/device/modelopt/gen_goldens.py",
+        "made_by": "scripts/device/modelopt/gen_goldens.py",
         "modelopt_commit": commit,
         "torch": torch.__version__,
         "python": platform.python_version(),

@@ -9,14 +9,14 @@
 // through the page cache. The small replica's conversion writes 96 files of
 // about 7 MiB:
 //
-//	go run testdata/convert/iofloor.go -dir /data/iofloor -direct
-//	go run testdata/convert/iofloor.go -dir /data/iofloor -direct=false
+//	go run convert/testdata/iofloor.go -dir /data/iofloor -direct
+//	go run convert/testdata/iofloor.go -dir /data/iofloor -direct=false
 //
 // DIR is created and removed (-keep leaves it); put it on the disk measured.
 // Side by side with cp -r + sync and convert:
 //
-//	go build -o /tmp/iofloor testdata/convert/iofloor.go
-//	testdata/convert/throughput.py /data/small 5 "iofloor=/tmp/iofloor -dir DST -keep" \
+//	go build -o /tmp/iofloor convert/testdata/iofloor.go
+//	convert/testdata/throughput.py /data/small 5 "iofloor=/tmp/iofloor -dir DST -keep" \
 //	    "convert=k3ckpt convert SRC DST --jobs 2"
 package main
 
@@ -39,7 +39,7 @@ func main() {
 	jobs := flag.Int("jobs", 2, "files written at once")
 	direct := flag.Bool("direct", true, "write with O_DIRECT")
 	huge := flag.Bool("huge", true, "write from buffers on 2 MiB pages, as convert does (else Go's heap, 4 KiB pages)")
-	keep := flag.Bool("keep", false, "leave the files (for testdata/convert/throughput.py, which measures DST)")
+	keep := flag.Bool("keep", false, "leave the files (for convert/testdata/throughput.py, which measures DST)")
 	flag.Parse()
 	if *dir == "" {
 		log.Fatal("-dir is required")

@@ -14,7 +14,7 @@ Commands named convert* are rated by SRC's bytes per second (the checkpoint
 converted); the others (shard, export) by the bytes they write.
 
     k3ckpt synth /data/small --scale small
-    testdata/convert/throughput.py /data/small 5 \\
+    convert/testdata/throughput.py /data/small 5 \\
         "convert=k3ckpt convert SRC DST --jobs 2" \\
         "pp16=k3ckpt shard SRC DST" \\
         "dp16=k3ckpt export --layout dp16 SRC DST" \\
