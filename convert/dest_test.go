@@ -124,6 +124,10 @@ func TestDestinationLock(t *testing.T) {
 		t.Errorf("merge while worker 0/2 runs: %v", err)
 	}
 	w0.release()
+	// No worker of 2 runs now: a worker of another split is still refused.
+	if _, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 2, Workers: 3}); !errors.Is(err, ErrWorker) || !strings.Contains(err.Error(), "0/2") {
+		t.Errorf("a worker of another split after the first split's workers stopped: %v", err)
+	}
 	res, err = Execute(context.Background(), p, dst, ExecOptions{Worker: 0, Workers: 2, Jobs: 2})
 	if err != nil || !res.Finalized {
 		t.Fatalf("worker 0/2: %v", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/quant"
 )
@@ -123,8 +124,8 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := checkDestPath(p, dst); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dst, err)
+	if err := fsx.MkdirAll(dst); err != nil {
+		return nil, err
 	}
 	wait := time.Duration(0)
 	if workers > 1 {

@@ -59,6 +59,14 @@ const slicePrefix, sliceSuffix = "worker-", ".lock"
 func lockSlice(dst string, i, n int) (*sliceLock, error) {
 	dir := filepath.Join(dst, StateDir)
 	name := fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, sliceSuffix)
+	// Workers of another split, running or not, come first: the slice file
+	// made below records this split for the workers after it.
+	if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
+		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", ErrInUse, dst, held)
+	}
+	if other := otherSplit(dir, n); other != "" {
+		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)", ErrWorker, i, n, dst, other, dst)
+	}
 	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dst, err)
@@ -75,7 +83,29 @@ func lockSlice(dst string, i, n int) (*sliceLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", ErrInUse, dst, held)
 	}
+	if other := otherSplit(dir, n); other != "" {
+		unlockFile(f)
+		f.Close()
+		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)", ErrWorker, i, n, dst, other, dst)
+	}
 	return &sliceLock{f: f}, nil
+}
+
+// otherSplit names a worker slice file of dir (held or not: the workers of
+// a split come and go) of a split other than n ways, "" when none.
+func otherSplit(dir string, n int) string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	own := fmt.Sprintf("-of-%d%s", n, sliceSuffix)
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, slicePrefix) && strings.HasSuffix(name, sliceSuffix) && !strings.HasSuffix(name, own) {
+			return strings.Replace(strings.TrimSuffix(strings.TrimPrefix(name, slicePrefix), sliceSuffix), "-of-", "/", 1)
+		}
+	}
+	return ""
 }
 
 // heldSlices names a worker slice of DST whose lock a live process holds,

@@ -39,6 +39,8 @@ type ExecOptions struct {
 	// Progress, if set, is called with tensor bytes written as they are
 	// (from worker goroutines); the calls add up to Start's total.
 	Progress func(n int64)
+	// NoSpaceCheck skips comparing what the run writes with DST's free space.
+	NoSpaceCheck bool
 	// Connections bounds the parallel range requests to a remote source,
 	// shared by the files written at once (0: remote.DefaultConnections).
 	Connections int
@@ -84,7 +86,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 	if err := p.Validate(ctx); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := fsx.MkdirAll(dst); err != nil {
 		return nil, err
 	}
 	lock, err := dirlock.Acquire(dst)
@@ -110,6 +112,11 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		dr.left.Store(int32(len(dr.todo)))
 		for _, of := range dr.todo {
 			jobs = append(jobs, writeJob{of: of, path: filepath.Join(dr.dir, of.name), dr: dr})
+		}
+	}
+	if !o.NoSpaceCheck {
+		if err := checkSpace(dst, runs); err != nil {
+			return nil, err
 		}
 	}
 	if o.Start != nil {

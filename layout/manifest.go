@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -138,6 +139,13 @@ func readManifest(dir string) (*manifest, error) {
 	}
 	if m.Rank < 0 || m.Rank >= m.Ranks || m.Ranks != m.Layout.Ranks() {
 		return nil, fmt.Errorf("%w: %s: rank %d of %d (layout has %d)", ErrManifest, path, m.Rank, m.Ranks, m.Layout.Ranks())
+	}
+	seen := make(map[string]bool, len(m.Source.Files))
+	for _, f := range m.Source.Files {
+		if seen[f.Name] {
+			return nil, fmt.Errorf("%w: %s: source file %s is listed twice in source.files; the manifest was edited or damaged: export again", ErrManifest, path, quote.Name(f.Name))
+		}
+		seen[f.Name] = true
 	}
 	for _, e := range m.Tensors {
 		if !filepath.IsLocal(e.File) || filepath.Base(e.File) != e.File {

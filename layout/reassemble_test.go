@@ -1,6 +1,11 @@
 package layout
 
 import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -15,5 +20,24 @@ func TestReassembleReportsDroppedBytes(t *testing.T) {
 	rp := reassemblePlan(t, dst)
 	if rp.DroppedBytes != ep.DroppedBytes || len(rp.Dropped) != len(ep.Dropped) {
 		t.Errorf("reassembly: %d tensors, %d bytes dropped; the export dropped %d tensors, %d bytes", len(rp.Dropped), rp.DroppedBytes, len(ep.Dropped), ep.DroppedBytes)
+	}
+}
+
+// A manifest listing a source file twice is refused when the export is
+// opened, naming the file: reassembly would otherwise plan the shard twice
+// and write an index whose total_size disagrees with its shards.
+func TestManifestDuplicateSourceFile(t *testing.T) {
+	_, _, dst, _ := ownedFixture(t)
+	path := filepath.Join(dst, "rank-00", manifestName)
+	b := must(os.ReadFile(path))(t)
+	var m map[string]any
+	check(t, json.Unmarshal(b, &m))
+	src := m["source"].(map[string]any)
+	files := src["files"].([]any)
+	src["files"] = append(files, files[0])
+	check(t, os.WriteFile(path, must(json.Marshal(m))(t), 0o644))
+	name := files[0].(map[string]any)["name"].(string)
+	if _, err := OpenSource(dst); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("duplicated source file: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
@@ -218,6 +219,9 @@ func checkShardName(f string) error {
 		return fmt.Errorf("shard %q is an absolute path", f)
 	case strings.ContainsRune(f, 0):
 		return fmt.Errorf("shard %q contains NUL", f)
+	case strings.IndexFunc(f, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0:
+		// It would be printed in every message that names the file.
+		return fmt.Errorf("shard %s holds a control character: rename the file and its index entries", quote.Name(f))
 	}
 	if c := path.Clean(f); c != f || c == ".." || strings.HasPrefix(c, "../") || slices.Contains(strings.Split(f, "/"), "..") {
 		return fmt.Errorf("shard %q leaves the checkpoint directory or is not clean", f)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -152,8 +149,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		}
 	}
 	setMemoryLimit(jobs, src.NumTensors())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := cmd.Context() // cancelled by a stop signal (see catchSignals)
 	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck,
 		Connections: fl.connections}
 	label := "convert (read + written)"
@@ -175,9 +171,6 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	res, err := convert.Execute(ctx, p, dst, eo)
 	net.done()
 	bar.Finish()
-	if err != nil && ctx.Err() != nil {
-		return &exitError{code: 130, err: fmt.Errorf("convert interrupted: the files finished so far are kept; run the same command again to continue (finished files are checked and kept; --restart starts over)")}
-	}
 	if err != nil {
 		return err
 	}

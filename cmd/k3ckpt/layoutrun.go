@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"reflect"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +24,7 @@ type layoutFlags struct {
 
 // runFlags are the flags of every command that writes a layout plan.
 type runFlags struct {
-	dryRun, asJSON, restart bool
+	dryRun, asJSON, restart, noSpaceCheck bool
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -36,6 +32,7 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&r.dryRun, "dry-run", false, "print the plan (and run its data checks), write nothing")
 	fl.BoolVar(&r.asJSON, "json", false, "print the plan or the result as one JSON object")
 	fl.BoolVar(&r.restart, "restart", false, "discard what an earlier run left in DST instead of resuming it")
+	fl.BoolVar(&r.noSpaceCheck, "no-space-check", false, "do not compare what the run writes with DST's free space")
 	fl.BoolVar(&r.restart, "force", false, "same as --restart")
 	fl.MarkDeprecated("force", "use --restart")
 }
@@ -163,8 +160,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := cmd.Context() // cancelled by a stop signal (see catchSignals)
 	if rf.dryRun {
 		if err := plan.Validate(ctx); err != nil {
 			return err
@@ -178,7 +174,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	if net == nil { // a remote source shows its network progress instead
 		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
 	}
-	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, Connections: conns}
+	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck, Connections: conns}
 	if bar != nil {
 		// Started by Execute once it knows what this run writes (a resumed
 		// run keeps files), so total and ETA are this run's.
@@ -190,9 +186,6 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	bar.Finish()
 	net.done()
 	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted; finished files are kept: run the same command again to resume (--restart to start over)")
-		}
 		return err
 	}
 	took := time.Since(start)

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -125,11 +126,24 @@ func main() {
 // printed with their control characters escaped: they quote tensor names and
 // paths taken from files.
 func run(args []string, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in := catchSignals(cancel, stderr)
+	defer in.stop()
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	pre := root.PersistentPreRunE
+	root.PersistentPreRunE = func(c *cobra.Command, a []string) error {
+		in.started(c.Name())
+		return pre(c, a)
+	}
+	err := root.ExecuteContext(ctx)
+	if err != nil && in.received() != 0 {
+		fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(in.message()))
+		return in.code()
+	}
 	if err == nil {
 		return 0
 	}

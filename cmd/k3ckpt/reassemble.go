@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -55,7 +54,7 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 				return err
 			}
 			defer b.Close()
-			n, err := layout.Compare(context.Background(), a, b)
+			n, err := layout.Compare(cmd.Context(), a, b)
 			if err != nil {
 				return err
 			}

@@ -65,6 +65,9 @@ func (s *Source) List(ctx context.Context) ([]RepoFile, error) {
 		if !ok || name == "" {
 			continue
 		}
+		if err := checkListedName(s.loc.Repo, name); err != nil {
+			return nil, err
+		}
 		if f.Size == nil || *f.Size < 0 {
 			return nil, &Error{Kind: ErrProtocol, Detail: fmt.Sprintf("file listing of %s: no size for %s", s.loc.Repo, f.RFilename)}
 		}

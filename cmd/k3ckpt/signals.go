@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
+)
+
+// stopSignals are the signals that end a run: Ctrl-C, kill's default and a
+// closed terminal or ssh session. All three are handled alike.
+var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+
+// cancellable names the commands that stop on a cancelled context: they
+// remove their temporaries and release DST's lock before returning. Any
+// other command stops at once on a signal (it writes nothing that a rerun
+// must clean up, or cannot be cut short).
+var cancellable = map[string]bool{"convert": true, "shard": true, "export": true, "reassemble": true, "verify": true}
+
+// writing names the commands whose interruption keeps finished files.
+var writing = map[string]bool{"convert": true, "shard": true, "export": true, "reassemble": true}
+
+// interrupt watches for stopSignals during one run.
+type interrupt struct {
+	mu      sync.Mutex
+	sig     syscall.Signal
+	command string
+	stderr  io.Writer
+	ch      chan os.Signal
+	cancel  context.CancelFunc
+}
+
+// catchSignals cancels the run's context on the first stop signal; a second
+// one ends the process at once (the default action is restored).
+func catchSignals(cancel context.CancelFunc, stderr io.Writer) *interrupt {
+	in := &interrupt{ch: make(chan os.Signal, 1), cancel: cancel, stderr: stderr}
+	signal.Notify(in.ch, stopSignals...)
+	go func() {
+		s, ok := <-in.ch
+		if !ok {
+			return
+		}
+		signal.Reset(stopSignals...)
+		in.mu.Lock()
+		in.sig = s.(syscall.Signal)
+		quit := !cancellable[in.command]
+		in.mu.Unlock()
+		cancel()
+		if quit {
+			fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(in.message()))
+			os.Exit(in.code())
+		}
+	}()
+	return in
+}
+
+// started records the command that runs, once its flags are parsed.
+func (in *interrupt) started(name string) {
+	in.mu.Lock()
+	in.command = name
+	in.mu.Unlock()
+}
+
+// stop ends the watch.
+func (in *interrupt) stop() {
+	signal.Stop(in.ch)
+	close(in.ch)
+}
+
+// received is the signal that stopped the run, 0 when none did.
+func (in *interrupt) received() syscall.Signal {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.sig
+}
+
+// code is the exit status of a run a signal stopped: 128 + its number.
+func (in *interrupt) code() int { return 128 + int(in.received()) }
+
+// message is the one wording of every interrupted command.
+func (in *interrupt) message() string {
+	in.mu.Lock()
+	name, sig := in.command, in.sig
+	in.mu.Unlock()
+	if name == "" {
+		name = "k3ckpt"
+	}
+	msg := fmt.Sprintf("%s interrupted (%s)", name, signalName(sig))
+	if writing[name] {
+		msg += ": the files finished so far are kept; run the same command again to continue (--restart starts over)"
+	}
+	return msg
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return s.String()
+}
