@@ -21,7 +21,7 @@ type AuxFile struct {
 	// Mode is the source file's permission bits, which the copy keeps.
 	Mode fs.FileMode
 
-	stamp fileStamp
+	stamp fsx.Stamp
 }
 
 // ErrPartialSource: SRC is part of a larger checkpoint (one of its shards).
@@ -77,7 +77,7 @@ func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		aux = append(aux, AuxFile{Name: sf.Name, Size: st.Size(), Mode: st.Mode().Perm(), stamp: stampInfo(st)})
+		aux = append(aux, AuxFile{Name: sf.Name, Size: st.Size(), Mode: st.Mode().Perm(), stamp: fsx.StampOf(st)})
 	}
 	return aux, nil
 }

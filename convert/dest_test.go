@@ -123,7 +123,7 @@ func TestDestinationLock(t *testing.T) {
 	if _, err := Finalize(dst); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "worker 0-of-2") {
 		t.Errorf("merge while worker 0/2 runs: %v", err)
 	}
-	w0.release()
+	w0.Release()
 	res, err = Execute(context.Background(), p, dst, ExecOptions{Worker: 0, Workers: 2, Jobs: 2})
 	if err != nil || !res.Finalized {
 		t.Fatalf("worker 0/2: %v", err)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -96,7 +97,7 @@ type Result struct {
 	Packed int
 	Pack   quant.PackStats
 	// Network counts the source bytes fetched (nil for a local source).
-	Network *NetStats
+	Network *remote.Stats
 }
 
 // Execute carries out this worker's slice of the plan into dst, then, if
@@ -174,12 +175,12 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	} else if err := prepareDest(p, dst, eo.Restart); err != nil {
 		return nil, err
 	}
-	var slice *sliceLock
+	var slice *dirlock.Lock
 	if workers > 1 {
 		if slice, err = lockSlice(dst, eo.Worker, workers); err != nil {
 			return nil, err
 		}
-		defer slice.release()
+		defer slice.Release()
 		lock.Release() // the workers of the split share DST from here
 	}
 	own := units
@@ -226,7 +227,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		}
 		// The last worker to finish finalizes: one that finds another still
 		// holding its slice leaves it to that one.
-		slice.release()
+		slice.Release()
 		m, err = finalizeLocked(dst, lockWait)
 		if errors.Is(err, ErrInUse) {
 			return res, nil

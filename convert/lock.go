@@ -41,41 +41,25 @@ func acquireDest(dst string, wait time.Duration) (*dirlock.Lock, error) {
 	}
 }
 
-// sliceLock is a held worker slice.
-type sliceLock struct{ f *os.File }
-
-func (l *sliceLock) release() {
-	if l != nil && l.f != nil {
-		unlockFile(l.f)
-		l.f.Close()
-		l.f = nil
-	}
-}
-
 const slicePrefix, sliceSuffix = "worker-", ".lock"
 
 // lockSlice locks worker slice i/n of DST exclusively (the caller holds
-// DST's lock), refusing while workers of another split run.
-func lockSlice(dst string, i, n int) (*sliceLock, error) {
-	dir := filepath.Join(dst, StateDir)
+// DST's lock), refusing while workers of another split run. Release gives
+// it up (a nil lock's Release does nothing).
+func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	name := fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, sliceSuffix)
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", dst, err)
+	l, err := dirlock.AcquireFile(filepath.Join(dst, StateDir, name))
+	if errors.Is(err, ErrInUse) {
+		return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", ErrInUse, i, n, dst)
 	}
-	if err := lockFile(f, true); err != nil {
-		f.Close()
-		if errors.Is(err, errWouldBlock) {
-			return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", ErrInUse, i, n, dst)
-		}
-		return nil, fmt.Errorf("lock %s: %w", dst, err)
+	if err != nil {
+		return nil, err
 	}
 	if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
-		unlockFile(f)
-		f.Close()
+		l.Release()
 		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", ErrInUse, dst, held)
 	}
-	return &sliceLock{f: f}, nil
+	return l, nil
 }
 
 // heldSlices names a worker slice of DST whose lock a live process holds,
@@ -91,13 +75,7 @@ func heldSlices(dst, except string) string {
 		if !strings.HasPrefix(n, slicePrefix) || !strings.HasSuffix(n, sliceSuffix) || (except != "" && strings.HasSuffix(n, except)) {
 			continue
 		}
-		g, err := os.Open(filepath.Join(dir, n))
-		if err != nil {
-			continue
-		}
-		err = lockFile(g, false)
-		g.Close() // closing drops the probe's lock
-		if errors.Is(err, errWouldBlock) {
+		if dirlock.Held(filepath.Join(dir, n)) {
 			return strings.TrimSuffix(strings.TrimPrefix(n, slicePrefix), sliceSuffix)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -49,7 +50,7 @@ type FilePlan struct {
 	// is never converted with a stale plan.
 	SourceHeader [sha256.Size]byte
 
-	stamp     fileStamp         // the source file's size and times when planned
+	stamp     fsx.Stamp         // the source file's size and times when planned
 	etag      string            // a remote source file's ETag when planned
 	layoutSum [sha256.Size]byte // sha256 of the output header (the plan's ID covers it)
 }
@@ -215,7 +216,7 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 	} else if fp.SourceHeader, err = headerSum(f); err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}
-	if fp.stamp, err = stampOf(f.ReaderAt()); err != nil {
+	if fp.stamp, err = fsx.StampReader(f.ReaderAt()); err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}
 	fp.summarize(outs)

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
@@ -25,30 +25,25 @@ import (
 // instead of its stamp and header; and side files come from the hub's file
 // listing (an https:// directory cannot be listed: only config.json is read).
 
-// NetStats counts what a conversion from a remote source fetched.
-type NetStats struct {
-	// Needed is the source bytes the written files' steps read.
-	Needed int64
-	// Fetched is the bytes received for them (gaps merged over and failed
-	// attempts included); side files and headers are not counted.
-	Fetched int64
-	// Requests is the range requests planned; Unplanned the bytes read
-	// outside the plan (0 unless the executor and its plan disagree).
-	Requests  int64
-	Unplanned int64
+// netCounter adds up the streams of a run (its jobs share it): the source
+// bytes the written files' steps read and what fetching them cost; side
+// files and headers are not counted.
+type netCounter struct {
+	mu  sync.Mutex
+	sum remote.Stats
 }
 
-type netCounter struct{ needed, fetched, requests, unplanned atomic.Int64 }
-
-func (c *netCounter) add(st remote.StreamStats) {
-	c.needed.Add(st.Needed)
-	c.fetched.Add(st.Fetched)
-	c.requests.Add(int64(st.Requests))
-	c.unplanned.Add(st.Unplanned)
+func (c *netCounter) add(st remote.Stats) {
+	c.mu.Lock()
+	c.sum = c.sum.Add(st)
+	c.mu.Unlock()
 }
 
-func (c *netCounter) stats() *NetStats {
-	return &NetStats{Needed: c.needed.Load(), Fetched: c.fetched.Load(), Requests: c.requests.Load(), Unplanned: c.unplanned.Load()}
+func (c *netCounter) stats() *remote.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sum
+	return &s
 }
 
 // sourceVersion is what identifies a remote source file between runs.

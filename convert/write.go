@@ -62,7 +62,7 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to strin
 		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}
 	defer in.Close()
-	if err := a.stamp.check(stampInfo(fi), from); err != nil {
+	if err := checkStamp(a.stamp, fsx.StampOf(fi), from); err != nil {
 		return FileRecord{}, nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
@@ -96,15 +96,6 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to strin
 	}
 	out.Finish()
 	return FileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
-}
-
-// checkStampNow compares an open file's stamp with the planned one.
-func checkStampNow(r io.ReaderAt, planned fileStamp, path string) error {
-	now, err := stampOf(r)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return planned.check(now, path)
 }
 
 // checkSource makes sure a source shard is still what it was planned from:

@@ -31,14 +31,16 @@ type ExecOptions struct {
 	// without it such a run is resumed (same plan) or refused (different
 	// plan). Files no run wrote are refused either way, never removed.
 	Restart bool
-	// Start, if set, is called once before the first write, after the
+	// Progress, if set, hears the run in tensor bytes written, as
+	// convert.Progress does: Start once before the first write, after the
 	// validation pass and the check of what an earlier run left, with the
-	// tensor bytes this run will write (the plan's less what it keeps), so
-	// that a progress display's total and ETA are this run's.
-	Start func(total int64)
-	// Progress, if set, is called with tensor bytes written as they are
-	// (from worker goroutines); the calls add up to Start's total.
-	Progress func(n int64)
+	// bytes this run will write (the plan's less what it keeps), so that a
+	// display's total and ETA are this run's; then Add as bytes are written
+	// (from worker goroutines), adding up to Start's total.
+	Progress interface {
+		Start(total int64)
+		Add(n int64)
+	}
 	// Connections bounds the parallel range requests to a remote source,
 	// shared by the files written at once (0: remote.DefaultConnections).
 	Connections int
@@ -57,7 +59,7 @@ type Result struct {
 	// (or replaced) since: they are written again, and counted in Written.
 	Changed int
 	// Network counts the source bytes fetched (nil for a local source).
-	Network *NetStats
+	Network *remote.Stats
 }
 
 // Execute writes the plan under dst, holding dst's lock for the whole run
@@ -110,12 +112,14 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 			jobs = append(jobs, writeJob{of: of, path: filepath.Join(dr.dir, of.name), dr: dr})
 		}
 	}
-	if o.Start != nil {
+	var progress func(int64)
+	if o.Progress != nil {
 		var total int64
 		for _, j := range jobs {
 			total += j.of.tensorBytes()
 		}
-		o.Start(total)
+		o.Progress.Start(total)
+		progress = o.Progress.Add
 	}
 	committed := func(j writeJob) error {
 		if err := j.dr.recordCommit(j.of.name); err != nil {
@@ -134,7 +138,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		}
 		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
 	}
-	if res.Bytes, err = writeFiles(ctx, jobs, jobsOr(o.Jobs), o.Progress, committed, net); err != nil {
+	if res.Bytes, err = writeFiles(ctx, jobs, jobsOr(o.Jobs), progress, committed, net); err != nil {
 		return nil, err
 	}
 	if net != nil {

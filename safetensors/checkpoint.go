@@ -121,7 +121,7 @@ func (s *Shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 		return nil, err
 	}
 	if r, ok := c.src.(*remoteSource); ok {
-		c.HeaderBytesRead = r.s.Stats().Bytes
+		c.HeaderBytesRead = r.s.Stats().Fetched
 	}
 	s.shareNames()
 	return c, nil

@@ -199,7 +199,7 @@ func (c *Checkpoint) Remote() *remote.Source {
 // (0 for local ones).
 func (c *Checkpoint) BytesFetched() int64 {
 	if s := c.Remote(); s != nil {
-		return s.Stats().Bytes
+		return s.Stats().Fetched
 	}
 	return 0
 }

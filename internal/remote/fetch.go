@@ -77,20 +77,6 @@ func (o FetchOptions) withDefaults() FetchOptions {
 	return o
 }
 
-// FetchStats counts what a fetch cost.
-type FetchStats struct {
-	// Needed is the sum of the ranges' lengths.
-	Needed int64
-	// Requested is the bytes asked for: Needed plus the gaps merged over.
-	Requested int64
-	// Fetched is the bytes received, those of failed attempts included.
-	Fetched int64
-	// Requests is the number of range requests planned (retries not counted).
-	Requests int
-	// Retries is the failed attempts the source retried during the fetch.
-	Retries int64
-}
-
 // part is one planned request: bytes [off, off+n) of file, covering ranges
 // first..last of the caller's list.
 type part struct {
@@ -165,7 +151,7 @@ type job struct {
 // checked against its file's size before the first data request. The first
 // error, from a request or from deliver, cancels everything; Fetch returns
 // after all its requests have stopped.
-func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(Chunk) error) (st FetchStats, err error) {
+func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(Chunk) error) (st Stats, err error) {
 	o = o.withDefaults()
 	retries0 := s.retries.Load()
 	defer func() { st.Retries = s.retries.Load() - retries0 }()
@@ -181,7 +167,7 @@ func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 		st.Needed += r.Len
 	}
 	parts := planParts(ranges, o.Gap, o.RequestSize)
-	st.Requests = len(parts)
+	st.Requests = int64(len(parts))
 	for _, p := range parts {
 		st.Requested += p.n
 	}

@@ -14,7 +14,7 @@ import (
 
 // collect runs Fetch and reassembles each range from its chunks, checking
 // the delivery order promised by Chunk.
-func collect(t *testing.T, s *Source, ranges []Range, o FetchOptions) ([][]byte, FetchStats, error) {
+func collect(t *testing.T, s *Source, ranges []Range, o FetchOptions) ([][]byte, Stats, error) {
 	t.Helper()
 	out := make([][]byte, len(ranges))
 	last := -1

@@ -130,15 +130,30 @@ func NewTransport(conns int) *http.Transport {
 	}
 }
 
-// Stats counts a source's traffic.
+// Stats counts network traffic: a Source's (Fetched, Requests, Retries:
+// every body byte and HTTP request, redirects included), or a Fetch's or
+// Stream's, or a run's streams added up (every field).
 type Stats struct {
-	// Bytes is every body byte received (headers, index, data, and the bytes
-	// of attempts that failed midway).
-	Bytes int64
-	// Requests is the number of HTTP requests sent, redirects included.
+	// Needed is the bytes the ranges asked for cover.
+	Needed int64
+	// Requested is the bytes asked for: Needed plus the gaps merged over.
+	Requested int64
+	// Fetched is the body bytes received, those of failed attempts included.
+	Fetched int64
+	// Requests is the requests sent (for a fetch: the range requests
+	// planned, retries not counted).
 	Requests int64
-	// Retries is the number of failed attempts that were retried.
+	// Retries is the failed attempts that were retried.
 	Retries int64
+	// Unplanned is the bytes a stream's reader read by requests of their
+	// own, outside its plan (0 when it read exactly what was planned).
+	Unplanned int64
+}
+
+// Add is the sum of two counts.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{Needed: s.Needed + o.Needed, Requested: s.Requested + o.Requested, Fetched: s.Fetched + o.Fetched,
+		Requests: s.Requests + o.Requests, Retries: s.Retries + o.Retries, Unplanned: s.Unplanned + o.Unplanned}
 }
 
 // Source is one resolved remote location. It is safe for concurrent use.
@@ -184,7 +199,7 @@ func (s *Source) URL(name string) string { return s.loc.Base + urlQuote(name, tr
 
 // Stats reports the traffic so far.
 func (s *Source) Stats() Stats {
-	return Stats{Bytes: s.bytes.Load(), Requests: s.requests.Load(), Retries: s.retries.Load()}
+	return Stats{Fetched: s.bytes.Load(), Requests: s.requests.Load(), Retries: s.retries.Load()}
 }
 
 // Commit is the repository commit the hub reported (X-Repo-Commit), "" when

@@ -27,7 +27,7 @@ type Stream struct {
 	chunks   chan Chunk
 	consumed chan struct{}
 	done     chan struct{}
-	stats    FetchStats // set before done is closed
+	stats    Stats // set before done is closed
 	err      error
 
 	mu        sync.Mutex
@@ -133,25 +133,19 @@ func (st *Stream) direct(name string, p []byte, n int, off int64) (int, error) {
 	return len(p), nil
 }
 
-// StreamStats is what a stream's fetch cost, with the reads outside its plan.
-type StreamStats struct {
-	FetchStats
-	// Unplanned is the bytes read by requests of their own, outside the plan
-	// (0 when the executor read exactly what it planned).
-	Unplanned int64
-}
-
 // Close stops the fetch (if the executor stopped early) and reports what it
 // cost; err is the fetch's failure, nil when it completed or was stopped by
 // Close.
-func (st *Stream) Close() (StreamStats, error) {
+func (st *Stream) Close() (Stats, error) {
 	st.closeOnce.Do(func() { st.cancel(ErrStreamClosed) })
 	<-st.done
 	err := st.err
 	if errors.Is(err, ErrStreamClosed) {
 		err = nil
 	}
-	return StreamStats{FetchStats: st.stats, Unplanned: st.unplanned.Load()}, err
+	stats := st.stats
+	stats.Unplanned = st.unplanned.Load()
+	return stats, err
 }
 
 // Needed sums the ranges' lengths: the bytes a plan reads.
