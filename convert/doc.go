@@ -1,7 +1,11 @@
 // Package convert turns a BF16/MXFP4 Kimi-K3-class checkpoint into one with
 // block-FP8 weights and, on request, NVFP4 routed experts (the built-in
 // recipes attn-moe-dense-fp8 and modelopt-k3, or any recipe written as data),
-// in one of three engine conventions, and checks the result.
+// in one of three engine conventions, and checks the result. It also goes
+// back: --recipe bf16 / --experts bf16 decode block FP8, MXFP4 and NVFP4 to
+// BF16 as torch computes them, and --experts mxfp4 packs BF16 experts into
+// the release's compressed-tensors MXFP4, bit for bit as compressed-tensors
+// does (StepDecode, StepPack).
 //
 // The work is split so that every decision is made before any byte is written:
 //

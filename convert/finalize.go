@@ -223,7 +223,8 @@ func unitsDone(dst string, st *planState, recs records) (done []FileRecord, miss
 // no early files (the index is rebuilt from the written headers, the
 // configs written now).
 func finalize(dst string, st *planState, recs records, early *earlyFiles) (*Manifest, error) {
-	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics}
+	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
+		SourceUnverified: st.unverified()}
 	done, missing, err := unitsDone(dst, st, recs)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,12 @@ type Manifest struct {
 	Numerics string       `json:"numerics,omitempty"`
 	Files    []FileRecord `json:"files"`
 
+	// SourceUnverified lists the remote source files whose server offered
+	// nothing to verify their content by (no ETag, Last-Modified or commit):
+	// had one been replaced during the run by another of its size, the
+	// output would not show it.
+	SourceUnverified []string `json:"source_unverified,omitempty"`
+
 	byName map[string]int
 }
 

@@ -209,7 +209,7 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 	if rf, ok := f.ReaderAt().(*remote.File); ok {
 		// Every response must repeat the size and ETag the file was
 		// opened with: no header re-read needed to know it is the same.
-		fp.etag = rf.ETag()
+		fp.etag = rf.Version()
 	} else if sum, ok := f.HeaderSum(); ok {
 		// The header's bytes as parsed: what the plan was made from.
 		fp.SourceHeader = sum

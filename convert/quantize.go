@@ -106,6 +106,11 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				zeroed += zeroNonFinite(src, elem)
 				err = q.QuantizeBandAt(int(b), dst, scales, src, rows)
 			}
+			var so *quant.ScaleOverflowError
+			if errors.As(err, &so) {
+				return zeroed, fmt.Errorf("%w: %s amax %#x in 128×128 block %d,%d gets the %v block scale %g, at which it dequantizes to infinity; convert with --scale-fmt fp32",
+					quant.ErrRange, so.Elem, so.Bits, b, c0/BlockSize+so.ColBlock, opts.ScaleFmt, so.Scale)
+			}
 			if err != nil {
 				return zeroed, err
 			}

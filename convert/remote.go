@@ -21,8 +21,9 @@ import (
 // A remote source (https://, hf://) is converted as a local one, with three
 // differences: the source bytes each output shard needs are fetched by one
 // coalescing, parallel Fetch in the order its steps read them; a source
-// file's identity is its size and ETag (which every response must repeat)
-// instead of its stamp and header; and side files come from the hub's file
+// file's identity is its size and version (ETag or Last-Modified, which
+// every response must repeat, or a commit) instead of its stamp and header,
+// and the manifest lists the files that had none; and side files come from the hub's file
 // listing (an https:// directory cannot be listed: only config.json is read).
 
 // netCounter adds up the streams of a run (its jobs share it): the source
@@ -46,11 +47,24 @@ func (c *netCounter) stats() *remote.Stats {
 	return &s
 }
 
-// sourceVersion is what identifies a remote source file between runs.
+// sourceVersion is what identifies a remote source file between runs: its
+// size and remote.File.Version (ETag, Last-Modified or commit; "" when the
+// server offers none).
 type sourceVersion struct {
 	Name string `json:"name"`
 	Size int64  `json:"size"`
 	ETag string `json:"etag"`
+}
+
+// unverified lists the remote source files recorded without a version.
+func (st *planState) unverified() []string {
+	var out []string
+	for _, v := range st.Sources {
+		if v.ETag == "" {
+			out = append(out, v.Name)
+		}
+	}
+	return out
 }
 
 func (p *Plan) sourceVersions() []sourceVersion {

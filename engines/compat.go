@@ -67,7 +67,7 @@ Engines, as read:
 	for _, e := range rules.Engines {
 		fmt.Fprintf(&b, "- %s (%s): %s\n", e.Name, e.Repo, e.Read)
 	}
-	b.WriteString("\n## Conversions × engines × GPUs\n\nWhat each `convert` output becomes (predicted from the rules for the release as source; the numbers are the rules below that decide the cell).\n\n")
+	b.WriteString("\n## Conversions × engines × GPUs\n\nWhat each `convert` output becomes (predicted from the rules for the release as source; the numbers are the rules below that decide the cell; an output equal to one above is not repeated).\n\n")
 	b.WriteString("| output |")
 	for _, e := range rules.Engines {
 		for _, g := range GPUs {
@@ -86,11 +86,13 @@ Engines, as read:
 		b.WriteString("\n")
 	}
 	row("the release, unconverted", releaseFacts())
+	seen := map[string]bool{factsKey(releaseFacts()): true}
 	for _, p := range profiles() {
 		f, err := predict(releaseFacts(), p)
-		if err != nil {
+		if err != nil || seen[factsKey(f)] { // not applicable to the release, or the same output as a row above
 			continue
 		}
+		seen[factsKey(f)] = true
 		row("`"+p.Flags()+"`", f)
 	}
 	b.WriteString("\n## Rules\n\nFirst match wins, in this order, per tensor group; a rule without groups is about the whole checkpoint. Rules with a switch (`env`) describe an opt-in, not the default `check` evaluates.\n\n")
@@ -133,6 +135,15 @@ Engines, as read:
 	b.WriteString("\n")
 	b.Write(compatNotes)
 	return b.Bytes()
+}
+
+// factsKey identifies what a checkpoint holds, for rows that would repeat.
+func factsKey(f *Facts) string {
+	k := string(f.Convention)
+	for _, p := range f.Parts {
+		k += fmt.Sprintf("|%s %s %s %s", p.Group, p.Form, p.Scale, p.Declared)
+	}
+	return k
 }
 
 func joinForms(fs []Form) string {

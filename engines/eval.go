@@ -24,8 +24,6 @@ type Item struct {
 	Modules  int    `json:"modules"`
 	// Example names one module.
 	Example string `json:"example"`
-
-	bytes int64 // stored bytes of the parts
 }
 
 // Verdict is what an engine on a GPU makes of a checkpoint: its worst
@@ -37,6 +35,16 @@ type Verdict struct {
 	Items   []Item  `json:"items"`
 	// OptIn are rules that would apply with an engine switch set (not the default).
 	OptIn []string `json:"opt_in,omitempty"`
+
+	parts []partOutcome // per part, for costs
+}
+
+// partOutcome is one part's outcome.
+type partOutcome struct {
+	group   model.Group
+	form    Form
+	outcome Outcome
+	bytes   int64
 }
 
 // Summary is the verdict in one line: the outcome and the first reason.
@@ -118,7 +126,6 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 			if o.Rule == it.Rule && o.Form == it.Form && o.Outcome == it.Outcome && o.Why == it.Why {
 				o.Groups = append(o.Groups, it.Groups...)
 				o.Modules += it.Modules
-				o.bytes += it.bytes
 				return
 			}
 		}
@@ -161,7 +168,8 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 		default:
 			it = Item{Outcome: Unknown, Why: fmt.Sprintf("no rule for %s %s under %s: this path of %s was not read", p.Form, p.Group, f.Convention, name)}
 		}
-		it.Groups, it.Form, it.Modules, it.Example, it.bytes = []string{p.Group.String()}, p.Form, p.Modules, p.Example, p.Bytes
+		it.Groups, it.Form, it.Modules, it.Example = []string{p.Group.String()}, p.Form, p.Modules, p.Example
+		v.parts = append(v.parts, partOutcome{p.Group, p.Form, it.Outcome, p.Bytes})
 		add(it)
 	}
 	return v, nil

@@ -42,8 +42,14 @@ func profiles() []Profile {
 	var out []Profile
 	for _, f := range []string{"modelopt", "deepseek", "compressed-tensors"} {
 		for _, r := range convert.RecipeNames() {
+			if r == convert.BF16 {
+				continue // the way back to BF16 masters, not a serving choice
+			}
 			for _, e := range expertModes() {
 				if e == "nvfp4" && f != "modelopt" { // convert refuses it
+					continue
+				}
+				if e == "bf16" || e == "mxfp4" { // the way back to BF16 masters and to the release's own format: no serving choice
 					continue
 				}
 				out = append(out, Profile{Format: f, Recipe: r, Experts: e})
@@ -110,14 +116,22 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 		q := sp
 		switch {
 		case sp.Group == model.GroupExperts:
-			switch p.Experts {
-			case "nvfp4":
+			switch {
+			case p.Experts == "keep":
+			case p.Experts == "nvfp4" && sp.Form == MXFP4:
 				q.Form, q.Declared, q.Bytes = NVFP4, "NVFP4", sp.Bytes*18/17
-			case "bf16":
+			case p.Experts == "bf16" && sp.Form == MXFP4:
 				q.Form, q.Bytes = BF16, sp.Bytes*64/17
-			case "fp8":
-				q.Form, q.Scale, q.Declared, q.Bytes = FP8, scale, algo, sp.Bytes*32/17
+			case p.Experts == "bf16" && sp.Form == NVFP4:
+				q.Form, q.Bytes = BF16, sp.Bytes*64/18
+			case p.Experts == "bf16" && sp.Form == BF16:
+			case p.Experts == "mxfp4" && sp.Form == BF16:
+				q.Form, q.Bytes = MXFP4, sp.Bytes*17/64
+			default:
+				return nil, fmt.Errorf("%w: --experts %s of %s experts", errNotApplicable, p.Experts, sp.Form)
 			}
+		case r.Name == convert.BF16 && (sp.Form == FP8 || sp.Form == NVFP4):
+			q.Form, q.Scale, q.Declared, q.Bytes = BF16, "", "", sp.Bytes*2
 		case sp.Form == BF16 && r.Quantize.Has(sp.Group):
 			q.Form, q.Scale, q.Declared, q.Bytes = FP8, scale, algo, sp.Bytes/2
 		}
@@ -126,8 +140,20 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 		}
 		out.Parts = append(out.Parts, q)
 	}
+	// Nothing quantized but MXFP4 experts: convert keeps the source's
+	// compressed-tensors description; nothing quantized at all: no config.
+	if !out.has(model.AllGroups, []Form{FP8, NVFP4}) {
+		out.Convention, out.Method = NoQuant, ""
+		if out.has(model.AllGroups, []Form{MXFP4}) {
+			out.Convention, out.Method = Release, "compressed-tensors"
+		}
+	}
 	return out, nil
 }
+
+// errNotApplicable: convert refuses the profile for this source (it has
+// nothing for that --experts to do).
+var errNotApplicable = errors.New("not applicable")
 
 // Choice is the profile chosen for an engine and GPU, with its verdict and
 // the reasons, one line each.
@@ -135,50 +161,53 @@ type Choice struct {
 	Profile Profile  `json:"profile"`
 	Verdict Verdict  `json:"verdict"`
 	Why     []string `json:"why"`
-	// GPUBytes is the predicted weight memory at run time (stored bytes, or
-	// BF16 for what is dequantized at load); DiskBytes what is written.
+	// GPUBytes is the predicted weight memory per GPU (see cost); DiskBytes
+	// what is written.
 	GPUBytes  int64 `json:"gpu_bytes"`
 	DiskBytes int64 `json:"disk_bytes"`
 
 	cost cost
 }
 
-// cost orders conversions for a target: the weight memory of everything
-// but the routed experts once loaded (a dequantized part counts as BF16),
-// then the experts', then the bytes on disk. Lower is better.
-type cost [3]int64
+// cost orders conversions for a target: [0] the weight memory per GPU
+// once loaded (a dequantized part counts as BF16) in the layout K3 is
+// deployed in, attention DP with EP16 experts: every rank holds the
+// non-expert weights and 1/16 of the routed experts; [1] the bytes on
+// disk. Lower is better.
+type cost [2]int64
+
+// epRanks is the expert-parallel width the memory per GPU assumes.
+const epRanks = 16
 
 func (a cost) less(b cost) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return a[i] < b[i]
-		}
+	if a[0] != b[0] {
+		return a[0] < b[0]
 	}
-	return false
+	return a[1] < b[1]
 }
 
 func costOf(v Verdict) cost {
 	var c cost
-	for _, it := range v.Items {
-		b := it.bytes
-		c[2] += b
-		if it.Outcome == Dequantized && it.Form == FP8 {
+	for _, p := range v.parts {
+		b := p.bytes
+		c[1] += b
+		if p.outcome == Dequantized && p.form == FP8 {
 			b *= 2
 		}
-		if slices.Contains(it.Groups, model.GroupExperts.String()) {
-			c[1] += b
-		} else {
-			c[0] += b
+		if p.group == model.GroupExperts {
+			b /= epRanks
 		}
+		c[0] += b
 	}
 	return c
 }
 
 // Choose picks, among the profiles allowed (nil: all), the one whose
 // output engine on gpu (every GPU when gpu is "") loads (no part refused,
-// loaded wrong or unknown) at the least cost: the least non-expert weight
-// memory once loaded, then expert memory, then disk; ties go to the earlier
-// profile (convert's defaults come first). src is the source checkpoint's
+// loaded wrong or unknown) at the least cost: the least weight memory per
+// GPU (attention DP, EP16 experts), then the least disk; ties go to the earlier
+// profile (convert's defaults come first). Unless allowed asks for them,
+// profiles that decode quantized experts to BF16 are not considered. src is the source checkpoint's
 // facts (nil: the release). It fails with ErrNoTarget, naming a reason,
 // when allowed leaves no profile that loads, with ErrNoGain when the source as it
 // is loads at no higher cost, and with ErrNoTarget, naming a reason, when
@@ -193,11 +222,19 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (Cho
 	}
 	var best *Choice
 	var refusals []string
+	decoded := false // a profile skipped because it decodes the experts
 	for _, p := range profiles() {
 		if allowed != nil && !allowed(p) {
 			continue
 		}
+		if allowed == nil && p.Experts == "bf16" && !src.has(model.Groups(model.GroupExperts), []Form{BF16}) {
+			decoded = true // quadruples the experts: never chosen unasked
+			continue
+		}
 		f, err := predict(src, p)
+		if errors.Is(err, errNotApplicable) {
+			continue
+		}
 		if err != nil {
 			return Choice{}, err
 		}
@@ -207,7 +244,7 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (Cho
 			continue
 		}
 		if best == nil || c.less(best.cost) {
-			best = &Choice{Profile: p, Verdict: v, GPUBytes: c[0] + c[1], DiskBytes: c[2], cost: c}
+			best = &Choice{Profile: p, Verdict: v, GPUBytes: c[0], DiskBytes: c[1], cost: c}
 		}
 	}
 	if best == nil && allowed != nil && len(refusals) > 0 {
@@ -220,7 +257,11 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (Cho
 		if len(refusals) == 0 {
 			return Choice{}, fmt.Errorf("%w: the flags given leave no conversion to choose from", ErrNoTarget)
 		}
-		return Choice{}, fmt.Errorf("%w: none of k3ckpt's conversions loads in %s on %s; e.g. %s", ErrNoTarget, name, where(gpu), refusals[0])
+		hint := ""
+		if decoded {
+			hint = "; only decoding the experts to BF16 is left (ask for it: --experts bf16; it quadruples their memory)"
+		}
+		return Choice{}, fmt.Errorf("%w: none of k3ckpt's conversions that keep the experts quantized is known to load in %s on %s; e.g. %s%s", ErrNoTarget, name, where(gpu), refusals[0], hint)
 	}
 	best.Why = reasons(best.Verdict)
 	return *best, nil

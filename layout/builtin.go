@@ -139,7 +139,8 @@ func Builtin(name string, m Model, o Options) (*Layout, error) {
 }
 
 // Resolve returns a built-in layout by name, or loads a JSON layout file when
-// nameOrPath is not a built-in name but a path to one.
+// nameOrPath is not a built-in name but a path to one; a file's "layers",
+// when stated, must be m.Layers (when m states them).
 func Resolve(nameOrPath string, m Model, o Options) (*Layout, error) {
 	if _, ok := builtins[nameOrPath]; ok {
 		return Builtin(nameOrPath, m, o)

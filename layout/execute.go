@@ -67,11 +67,13 @@ type Result struct {
 // local source is refused first (fsx.Disjoint). It runs the validation pass
 // next, so that a failing check leaves dst untouched. Every file is written
 // atomically; a directory is finished (index, side files, then its
-// completion record) as soon as its last file is committed. A rerun of the
-// same plan, after a kill or a finished run, resumes: files whose size and
-// header match the plan and that are unchanged since their commit (same
-// stamp: size, times, inode) are kept, others written again, temporaries
-// removed.
+// completion record) as soon as its last file is committed, and then holds
+// no bookkeeping: two runs give identical trees. A rerun of the same plan
+// after a kill resumes: files whose size and header match the plan and that
+// are unchanged since their commit (same stamp: size, times, inode) are
+// kept, others written again, temporaries removed. A rerun over a finished
+// directory keeps every file whose name, size and header are the plan's
+// (reassemble --check and verify read the bytes) and writes the others.
 func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
@@ -188,8 +190,13 @@ func (dr *dirRun) finish() error {
 	if err := atomicfile.WriteFile(filepath.Join(dr.dir, dr.completionName()), dr.completion, 0o644); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(dr.dir, markerName)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	// The bookkeeping goes: the marker first (a run killed here leaves a
+	// record that the rerun finds complete and removes), then the record.
+	// The finished directory holds only the plan's files.
+	for _, n := range []string{markerName, stampsName} {
+		if err := os.Remove(filepath.Join(dr.dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	dr.finished = true
 	return atomicfile.SyncDir(dr.dir)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -40,32 +42,82 @@ func (dr *dirRun) plannedNames() []string {
 }
 
 // ownership sorts the entries of an output directory by who wrote them. A
-// file is the tool's when its name is in the directory's record of a run
-// (any plan's: the record lists every name its run writes, before the run
-// writes it), when it is bookkeeping of a run (the run marker, the record,
+// file is the tool's when its name is in the directory's record of an
+// unfinished run (any plan's: the record lists every name its run writes,
+// before the run writes it), when it is a safetensors file of this plan and
+// the directory holds this plan's completion record (written last, it
+// names them), when it is bookkeeping of a run (the run marker, the record,
 // a temporary, the lock), or when its bytes are exactly what this plan
 // writes under its name (a side file, the index, the completion record:
 // replacing it loses nothing). Anything else, links included (no run makes
-// one), is foreign: no flag lets the tool delete or overwrite it.
+// one), is foreign: no flag lets the tool delete or overwrite it. A
+// finished run keeps no bookkeeping; another plan's finished export is
+// claimed by its manifest (layout.json names its files), another plan's
+// finished reassembly (an index, as any checkpoint has) by nothing.
 type ownership struct {
 	owned   []string // slash-separated paths of files the tool wrote
 	foreign []string // the first maxForeignNamed entries it did not
 	more    bool     // more foreign entries than named
 }
 
-// survey walks dir (which must not be a link) without following links.
-// prev is its record of a run, nil when absent; want maps the plan's
-// non-safetensors names to their bytes.
-func survey(dir string, prev *stampRecord, want map[string][]byte) (*ownership, error) {
-	recorded := map[string]bool{}
+// claims are what a directory's own records say the tool wrote there.
+type claims struct {
+	recorded map[string]bool   // names a record lists
+	want     map[string][]byte // names the tool's if their bytes are these
+	// other is set when the records are another plan's finished export.
+	other bool
+}
+
+// claimsOf gathers the claims on dir: prev, its record of an unfinished run
+// (nil when absent); want, the plan's non-safetensors names with their
+// bytes; finished, this plan's files when its completion record says its
+// run finished there; and, for an export, the manifest of another plan's
+// finished run, which names its files (its config.json is claimed as that
+// run wrote it).
+func claimsOf(dir string, prev *stampRecord, want map[string][]byte, finished []string, export bool) *claims {
+	c := &claims{recorded: map[string]bool{}, want: want}
 	if prev != nil {
 		for n := range prev.Files {
-			recorded[n] = true
+			c.recorded[n] = true
 		}
 		for _, n := range prev.Names {
-			recorded[n] = true
+			c.recorded[n] = true
 		}
 	}
+	for _, n := range finished {
+		if _, whole := want[n]; !whole { // side files count only as written
+			c.recorded[n] = true
+		}
+	}
+	if !export || finished != nil || prev != nil {
+		return c
+	}
+	m, err := readManifest(dir)
+	if err != nil {
+		return c
+	}
+	c.other = true
+	c.recorded[manifestName], c.recorded[safetensors.IndexName] = true, true
+	for _, n := range m.files() {
+		c.recorded[n] = true
+	}
+	if m.SourceConfig == "" {
+		return c
+	}
+	cfg := []byte(m.SourceConfig)
+	if m.Layout.Stages() > 1 {
+		if cfg, err = stageConfig(cfg, m.Layout, m); err != nil {
+			return c
+		}
+	}
+	c.want = maps.Clone(want)
+	c.want[model.ConfigName] = cfg // as the other run wrote it, not as this plan would
+	return c
+}
+
+// survey walks dir (which must not be a link) without following links and
+// sorts its entries by the claims c.
+func survey(dir string, c *claims) (*ownership, error) {
 	o := &ownership{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -79,7 +131,7 @@ func survey(dir string, prev *stampRecord, want map[string][]byte) (*ownership, 
 		if d.IsDir() {
 			return nil // judged by what it holds
 		}
-		if d.Type().IsRegular() && ours(name, recorded, want, path) {
+		if d.Type().IsRegular() && c.ours(name, path) {
 			o.owned = append(o.owned, name)
 			return nil
 		}
@@ -101,17 +153,17 @@ func survey(dir string, prev *stampRecord, want map[string][]byte) (*ownership, 
 }
 
 // ours decides one regular file (see ownership).
-func ours(name string, recorded map[string]bool, want map[string][]byte, path string) bool {
+func (c *claims) ours(name, path string) bool {
 	base := filepath.Base(name)
 	switch {
 	case isTemp(base):
 		return true
 	case name == markerName, name == stampsName, name == dirlock.LockName:
 		return true
-	case recorded[name]:
+	case c.recorded[name]:
 		return true
 	}
-	w, ok := want[name]
+	w, ok := c.want[name]
 	if !ok {
 		return false
 	}
@@ -122,7 +174,7 @@ func ours(name string, recorded map[string]bool, want map[string][]byte, path st
 // foreignError refuses a directory holding entries no run of the tool
 // wrote, naming them. No flag overrides it: --restart discards only what
 // the tool's records say it wrote.
-func (o *ownership) foreignError(dir string) error {
+func (o *ownership) foreignError(dir, completion string) error {
 	list := make([]string, len(o.foreign))
 	for i, n := range o.foreign {
 		list[i] = quote.Name(n)
@@ -130,6 +182,11 @@ func (o *ownership) foreignError(dir string) error {
 	names := strings.Join(list, ", ")
 	if o.more {
 		names += ", …"
+	}
+	if completion != "" {
+		if fi, err := os.Lstat(filepath.Join(dir, completion)); err == nil && fi.Mode().IsRegular() {
+			return fmt.Errorf("%w: %s holds a finished output other than this plan's (%s differs), or files no k3ckpt run wrote (%s); a finished run keeps no record of its files, so k3ckpt deletes or overwrites none of them, not even with --restart: remove the directory to write this plan there, or choose another DST", ErrOutputExists, dir, completion, names)
+		}
 	}
 	return fmt.Errorf("%w: %s holds entries that no k3ckpt run wrote (%s); k3ckpt never deletes or overwrites them, not even with --restart: move them away or choose another DST", ErrOutputExists, dir, names)
 }
@@ -210,7 +267,7 @@ func checkRoot(p *Plan, dst string) error {
 		o.foreign = append(o.foreign, name)
 	}
 	if len(o.foreign) > 0 {
-		return o.foreignError(dst)
+		return o.foreignError(dst, "")
 	}
 	return nil
 }

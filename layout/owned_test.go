@@ -3,12 +3,14 @@ package layout
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 )
 
 // ownedFixture exports the small replica (with a side file in a
@@ -150,4 +152,57 @@ func TestReassembleIntoItsInput(t *testing.T) {
 		}
 	}
 	must(OpenSource(dst))(t).Close() // the input is intact
+}
+
+// A finished directory holds only the plan's files: no bookkeeping (which
+// verify would call stray, and whose stamps would differ between runs), so
+// two runs of the same plan give identical trees, exports and
+// reassemblies alike.
+func TestFinishedTreeHoldsNoBookkeeping(t *testing.T) {
+	tmp, p, dst, re := ownedFixture(t)
+	ctx := context.Background()
+	dst2, re2 := filepath.Join(tmp, "dst2"), filepath.Join(tmp, "re2")
+	must(p.Execute(ctx, dst2, ExecOptions{}))(t)
+	must(runReassemble(dst2, re2))(t)
+	for _, pair := range [][2]string{{dst, dst2}, {re, re2}} {
+		a, b := testckpt.TreeHashes(t, pair[0], nil), testckpt.TreeHashes(t, pair[1], nil)
+		if len(a) == 0 || !maps.Equal(a, b) {
+			t.Errorf("%s and %s differ:\n%v\n%v", pair[0], pair[1], a, b)
+		}
+		for name := range a {
+			if strings.HasPrefix(filepath.Base(name), ".") {
+				t.Errorf("%s: bookkeeping %s left in a finished tree", pair[0], name)
+			}
+		}
+	}
+	// A rerun of the finished trees writes nothing and leaves them as they were.
+	if res := must(p.Execute(ctx, dst, ExecOptions{}))(t); res.Written != 0 || res.Kept != p.Files {
+		t.Errorf("rerun of a finished export: %+v", res)
+	}
+	if res := must(reassemblePlan(t, dst).Execute(ctx, re, ExecOptions{}))(t); res.Written != 0 {
+		t.Errorf("rerun of a finished reassembly: %+v", res)
+	}
+	for _, pair := range [][2]string{{dst, dst2}, {re, re2}} {
+		if a, b := testckpt.TreeHashes(t, pair[0], nil), testckpt.TreeHashes(t, pair[1], nil); !maps.Equal(a, b) {
+			t.Errorf("a rerun changed %s", pair[0])
+		}
+	}
+}
+
+// Another plan's finished export is claimed by its manifest: refused
+// without --restart, replaced with it, config.json of a staged layout
+// included; a user's file beside it is still refused.
+func TestRestartReplacesOtherFinishedExport(t *testing.T) {
+	tmp, _, dst, _ := ownedFixture(t)
+	ctx := context.Background()
+	src := must(OpenSource(filepath.Join(tmp, "src")))(t)
+	defer src.Close()
+	other := smallPlan(t, src, strings.Replace(smallLayout, `"parts": 4`, `"parts": 2`, 1), ExportOptions{})
+	if _, err := other.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "--restart") {
+		t.Errorf("another plan over a finished export: %v", err)
+	}
+	must(other.Execute(ctx, dst, ExecOptions{Restart: true}))(t)
+	ref := filepath.Join(tmp, "ref")
+	must(other.Execute(ctx, ref, ExecOptions{}))(t)
+	treeEqual(t, ref, dst)
 }

@@ -16,6 +16,11 @@ import (
 //	other     one segment, a glob: * matches any run of characters, {a,b,c} alternatives
 //
 // Example: language_model.model.layers.<layer>.self_attn.{q,k,v,g}_proj.weight
+//
+// A pattern has at most maxPatternLen bytes and maxPatternSegs segments, a
+// segment's braces expand to at most maxAlternatives globs, and a layout's
+// patterns together to at most maxPatternCost; matching takes one segment
+// test per (pattern segment, name segment), however many ** there are.
 const (
 	segAnyRun   = "**"
 	segInt      = "#"

@@ -44,9 +44,31 @@ func PlanReassemble(src *Source) (*Plan, error) {
 		d.files = append(d.files, of)
 	}
 	d.index = indexOf(d.files, src.info.IndexMetadata)
-	p := &Plan{Op: opReassemble, Source: src.Root, Dirs: []DirPlan{d}, Dropped: src.missing, src: src}
+	dropped, err := droppedBytes(src)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Op: opReassemble, Source: src.Root, Dirs: []DirPlan{d}, Dropped: src.missing, DroppedBytes: dropped, src: src}
 	p.describe()
 	return p, nil
+}
+
+// droppedBytes is the size of the source tensors the export dropped: the
+// source's total_size, as its manifests record it, less the tensors held.
+func droppedBytes(src *Source) (int64, error) {
+	held := int64(0)
+	for _, s := range src.Specs {
+		n, err := safetensors.ByteSize(s.DType, s.Shape)
+		if err != nil {
+			return 0, err
+		}
+		held += n
+	}
+	if d := src.info.TotalSize - held; d >= 0 && (d > 0) == (len(src.missing) > 0) {
+		return d, nil
+	}
+	return 0, fmt.Errorf("%w: %s: the source's total_size %d and the %d bytes of tensors held disagree with %d tensors dropped",
+		ErrManifest, src.Root, src.info.TotalSize, held, len(src.missing))
 }
 
 // fileMeta is a source file's metadata as the source recorded it.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -51,16 +50,19 @@ func (dr *dirRun) completionName() string {
 // holding anything no run of the tool wrote (see ownership), naming it.
 // Then:
 //   - absent or empty: everything;
-//   - restart: the files the tool's records say it wrote are removed first,
-//     then everything is written;
+//   - restart: the files the tool wrote (by its records, or this plan's
+//     finished output) are removed first, then everything is written;
 //   - holding the run marker of this very plan (a killed run): temporaries are
 //     removed; a file is kept when its size and header are the plan's and its
 //     stamp is the one recorded when it was committed (stampsName), else
 //     written again;
-//   - this plan's finished output (no marker, its record of committed files
-//     is this plan's): nothing when the completion record, the side files
-//     and every file are as planned and as committed; else resumed as above,
-//     writing again what changed since;
+//   - this plan's finished output (no bookkeeping left; its completion record
+//     byte for byte this plan's): a file is kept when its size and header
+//     are the plan's, written again otherwise (nothing is written when all
+//     are kept). A finished directory holds no record of stamps (two runs
+//     give identical trees, and verify sees no stray file), so the bytes
+//     past a kept file's header are not checked: reassemble --check and
+//     verify read them;
 //   - another plan's marker or record is refused (--restart replaces it).
 func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) {
 	dr := &dirRun{d: d, dir: dir}
@@ -93,16 +95,20 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 	if err != nil {
 		return nil, err
 	}
-	own, err := survey(dir, prev, want)
+	// A completion record byte for byte this plan's names the plan's files
+	// as the tool's: it is written last, by a run of this plan.
+	done := dr.completionMatches()
+	var finished []string
+	if done {
+		finished = dr.stamps.Names
+	}
+	c := claimsOf(dir, prev, want, finished, d.man != nil)
+	own, err := survey(dir, c)
 	if err != nil {
 		return nil, err
 	}
 	if len(own.foreign) > 0 {
-		if prev == nil && dr.completionMatches() {
-			return nil, fmt.Errorf("%w: %s holds this plan's output but no record (%s) that a k3ckpt run committed its files (%s): k3ckpt does not delete or overwrite files it has no record of, not even with --restart; remove them to write the directory again, or keep them and check them with reassemble --check",
-				ErrOutputExists, dir, stampsName, strings.Join(own.foreign, ", "))
-		}
-		return nil, own.foreignError(dir)
+		return nil, own.foreignError(dir, dr.completionName())
 	}
 	if restart {
 		if err := removeOwned(dir, own.owned); err != nil {
@@ -125,22 +131,26 @@ func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) 
 		if string(marker) != fp {
 			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed); pass --restart to discard it", ErrOutputExists, dir)
 		}
-		return dr, dr.keepDone(rec)
+		return dr, dr.keepDone(rec, false)
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
 	switch {
-	case rec != nil && dr.complete(rec):
+	case prev != nil && rec == nil, c.other:
+		return nil, fmt.Errorf("%w: %s holds the output of a different plan (source, layout or options changed); pass --restart to replace it", ErrOutputExists, dir)
+	case done && dr.complete(rec):
+		// Finished; a record left by a run killed as it finished goes.
+		if err := os.Remove(filepath.Join(dir, stampsName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
 		dr.finished = true
 		return dr, nil
-	case rec != nil:
-		// This plan's finished output, changed since: resume it.
+	case done || rec != nil:
+		// This plan's output, changed since: resume it.
 		if err := atomicfile.WriteFile(filepath.Join(dir, markerName), []byte(fp), 0o644); err != nil {
 			return nil, err
 		}
-		return dr, dr.keepDone(rec)
-	case prev != nil:
-		return nil, fmt.Errorf("%w: %s holds the output of a different plan (source, layout or options changed); pass --restart to replace it", ErrOutputExists, dir)
+		return dr, dr.keepDone(rec, rec == nil)
 	}
 	// Only bookkeeping, or files byte for byte as this plan writes them.
 	return dr, dr.start()
@@ -182,17 +192,19 @@ func isTemp(name string) bool {
 	return len(name) >= len(atomicfile.TempPrefix) && name[:len(atomicfile.TempPrefix)] == atomicfile.TempPrefix
 }
 
-// keepDone keeps the files of an earlier run that are as planned and as
-// committed (rec), queues the others (removing any that are there), and
-// writes the record of the kept ones.
-func (dr *dirRun) keepDone(rec *stampRecord) error {
+// keepDone keeps the files of an earlier run that are as planned (size and
+// header) and, when rec records the run's commits, as committed; it queues
+// the others (removing any that are there) and writes the record of the
+// kept ones. With asPlanned (this plan's finished output, which keeps no
+// record) a file as planned is kept.
+func (dr *dirRun) keepDone(rec *stampRecord, asPlanned bool) error {
 	for _, of := range dr.d.files {
 		path := filepath.Join(dr.dir, of.name)
 		ok, now, err := matchesPlan(path, of)
 		if err != nil {
 			return err
 		}
-		if ok && committed(rec, of.name, now) {
+		if ok && (asPlanned || committed(rec, of.name, now)) {
 			dr.stamps.Files[of.name] = now
 			continue
 		}
@@ -216,14 +228,14 @@ func (dr *dirRun) completionMatches() bool {
 
 // complete reports whether the directory already holds the finished plan:
 // its completion record and side files byte for byte, and every file as
-// planned and as committed.
+// planned (and as committed, when rec records the commits).
 func (dr *dirRun) complete(rec *stampRecord) bool {
 	if !dr.completionMatches() {
 		return false
 	}
 	for _, of := range dr.d.files {
 		ok, now, err := matchesPlan(filepath.Join(dr.dir, of.name), of)
-		if err != nil || !ok || !committed(rec, of.name, now) {
+		if err != nil || !ok || (rec != nil && !committed(rec, of.name, now)) {
 			return false
 		}
 	}

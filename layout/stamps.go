@@ -11,11 +11,13 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
-// stampsName is each output directory's record of the files a run of its
-// plan committed, with their stamps (size, modification and change time,
-// device and inode) taken right after the commit. A rerun keeps a file only
-// while its stamp is the recorded one: a file written to since, or replaced,
-// is written again. The manifest records no data hash, and hashing the kept
+// stampsName is each output directory's record, while a run writes it, of
+// the names the run writes and of the files it committed, with their stamps
+// (size, modification and change time, device and inode) taken right after
+// the commit. A resumed run keeps a file only while its stamp is the
+// recorded one: a file written to since, or replaced, is written again. The
+// record goes when the directory is finished (stamps differ between runs,
+// and verify would take the record for a stray file). The manifest records no data hash, and hashing the kept
 // files to check them would re-read everything written (1.45 TB for K3);
 // the stamp costs one stat per file. The name starts with a dot, so no reader
 // of the directory (side files, shard listings) takes it for data.

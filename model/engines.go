@@ -78,12 +78,14 @@ type FusedGroup struct {
 // fusedGroups is the table of fusions the K3 loaders build: SGLang
 // kimi_k3.py fuses KDA q/k/v/g into fused_qkvg_proj (b/f_a/f_b stay
 // standalone) and MLA q_a + kv_a into fused_qkv_a_proj_with_mqa; vLLM's
-// kimi_k3 fuses KDA q/k/v/g/f_a/b into in_proj_qkvgfab and MLA q_a + kv_a into
-// fused_qkv_a_proj; every engine merges an MLP's gate and up projections into
-// gate_up_proj.
+// kimi_k3 fuses KDA q/k/v/g/f_a/b into in_proj_qkvgfab (tokenspeed stacks the
+// same six in KimiKDAMergedProj, which the manifest names by in_proj_qkvgfab)
+// and MLA q_a + kv_a into fused_qkv_a_proj; every engine merges an MLP's gate
+// and up projections into gate_up_proj. engines/rules.json says what each
+// engine then does with a split group.
 var fusedGroups = []FusedGroup{
 	{Name: "fused_qkvg_proj", Parent: "self_attn", Members: []string{"q_proj", "k_proj", "v_proj", "g_proj"}, Engines: []Engine{SGLang}},
-	{Name: "in_proj_qkvgfab", Parent: "self_attn", Members: []string{"q_proj", "k_proj", "v_proj", "g_proj", "f_a_proj", "b_proj"}, Engines: []Engine{VLLM}},
+	{Name: "in_proj_qkvgfab", Parent: "self_attn", Members: []string{"q_proj", "k_proj", "v_proj", "g_proj", "f_a_proj", "b_proj"}, Engines: []Engine{VLLM, Tokenspeed}},
 	{Name: "fused_qkv_a_proj_with_mqa", Parent: "self_attn", Members: []string{"q_a_proj", "kv_a_proj_with_mqa"}, Engines: []Engine{SGLang}},
 	{Name: "fused_qkv_a_proj", Parent: "self_attn", Members: []string{"q_a_proj", "kv_a_proj_with_mqa"}, Engines: []Engine{VLLM}},
 	{Name: "gate_up_proj", Parent: "shared_experts", Members: []string{"gate_proj", "up_proj"}, Engines: []Engine{SGLang, VLLM, TensorRTLLM}},

@@ -48,16 +48,18 @@ const (
 	ihScale = 1.0 / 65536
 )
 
-// sum4x16 adds the four 16-bit lanes of x.
-func sum4x16(x uint64) uint64 {
-	p := x&lanes16 + x>>16&lanes16
+// sum12 is the sum of the twelve 16-bit lanes of the next three outputs,
+// the integer behind a normal value: the lanes are added in 32-bit lanes
+// (six 16-bit values fit) and folded once.
+func (r *splitmix) sum12() uint64 {
+	a, b, c := r.next(), r.next(), r.next()
+	p := a&lanes16 + a>>16&lanes16 + b&lanes16 + b>>16&lanes16 + c&lanes16 + c>>16&lanes16
 	return p&lanes32 + p>>32
 }
 
 // normal draws an approximately standard normal value.
 func (r *splitmix) normal() float64 {
-	s := sum4x16(r.next()) + sum4x16(r.next()) + sum4x16(r.next())
-	return (float64(s) - ihMean) * ihScale
+	return (float64(r.sum12()) - ihMean) * ihScale
 }
 
 // valueDist is the distribution of a tensor's values: realistic magnitudes so
@@ -67,7 +69,14 @@ type valueDist struct {
 }
 
 func (d valueDist) draw(r *splitmix) float32 {
-	return float32(float64(r.normal()*d.std) + d.mean)
+	return d.of(r.sum12())
+}
+
+// of is the value of the Irwin–Hall sum s: nondecreasing in s (std > 0),
+// since every step rounds monotonically; the MXFP4 path relies on it.
+func (d valueDist) of(s uint64) float32 {
+	n := (float64(s) - ihMean) * ihScale
+	return float32(float64(n*d.std) + d.mean)
 }
 
 // defaultDist is projections, embeddings, experts: std 0.02 (the usual init range).

@@ -296,17 +296,28 @@ func (s *synth) fillMXFP4(w *safetensors.Writer, weight string, packed, scale sa
 	band := max(1, SynthChunkElems/k)
 	dist := distOf(weight)
 	r := tensorStream(s.opts.Seed, weight)
-	buf.f32 = bufs.Grow(buf.f32, int(band*k))
+	if g != quant.MXGroupSize {
+		buf.f32 = bufs.Grow(buf.f32, int(band*k))
+	}
 	buf.out = bufs.Grow(buf.out, int(band*k/2))
 	buf.scales = bufs.Grow(buf.scales, int(band*k/g))
+	var tables *mxTables
+	if g == quant.MXGroupSize {
+		tables = mxTablesFor(dist)
+	}
 	for row := int64(0); row < rows; row += band {
 		m := min(band, rows-row) * k
-		src := buf.f32[:m]
-		for j := range src {
-			src[j] = dist.draw(&r)
-		}
 		p, sc := buf.out[:m/2], buf.scales[:m/g]
-		if err := quant.EncodeMXFP4(p, sc, src); err != nil {
+		if tables != nil {
+			err = tables.encodeGroups(&r, p, sc)
+		} else {
+			src := buf.f32[:m]
+			for j := range src {
+				src[j] = dist.draw(&r)
+			}
+			err = quant.EncodeMXFP4(p, sc, src)
+		}
+		if err != nil {
 			return fmt.Errorf("tensor %s: %w", weight, err)
 		}
 		if _, err := pw.Write(p); err != nil {

@@ -129,8 +129,9 @@ func (q *Quantizer) QuantizeBand(dst []byte, scales []float32, src []byte, rows 
 // zero-padded to multiples of 128, so a partial band or column block gets the
 // amax of its real elements. Only the leading rows×K (and ⌈K/128⌉) entries of
 // the buffers are used. A non-finite element is a *NonFiniteError (wrapping
-// ErrNonFinite) naming the first such element of the band, and nothing useful
-// is left in dst.
+// ErrNonFinite) naming the first such element of the band, and a block whose
+// scale would make its largest code dequantize to infinity a
+// *ScaleOverflowError; either way nothing useful is left in dst.
 func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) error {
 	if q.err != nil {
 		return q.err
@@ -163,7 +164,11 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 			encodeModelOpt(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
 			continue
 		}
-		sf := q.scale(q.bitsToF32(m))
+		amax := q.bitsToF32(m)
+		sf := q.scale(amax)
+		if math.IsInf(float64(E4M3ToF32(E4M3FromF32(amax*(1/sf)))*sf), 0) {
+			return &ScaleOverflowError{Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
+		}
 		scales[kb] = sf
 		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)
 	}

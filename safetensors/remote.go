@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
@@ -30,8 +31,9 @@ type OpenOptions struct {
 // remoteSource serves a checkpoint from a remote.Source: shards through its
 // checked, resumed range reads, side files whole.
 type remoteSource struct {
-	s    *remote.Source
-	stop context.CancelFunc // ends every request of the source (Checkpoint.Close)
+	s        *remote.Source
+	stop     context.CancelFunc // ends every request of the source (Checkpoint.Close)
+	listable bool               // an object store: list names its objects
 
 	mu    sync.Mutex
 	small map[string][]byte // small files read whole by exists, handed to readAux once
@@ -88,9 +90,13 @@ func (r *remoteSource) exists(ctx context.Context, name string) (bool, error) {
 	return true, nil
 }
 
-// list cannot enumerate a web server's directory; remote checkpoints need an
-// index (or a direct file URL).
+// list names an object store's *.safetensors; a web server's directory
+// cannot be listed, so those remote checkpoints need an index (or a direct
+// file URL).
 func (r *remoteSource) list() ([]string, error) {
+	if r.listable {
+		return r.listObjects()
+	}
 	return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
 }
 
@@ -130,6 +136,9 @@ func remoteErr(err error) error {
 // bounds ctx. Offline (HF_HUB_OFFLINE) an hf:// reference opens its cached
 // snapshot directory instead.
 func openRemote(ctx context.Context, raw string, o OpenOptions) (*Shards, error) {
+	if objstore.IsURL(raw) {
+		return openObjstore(ctx, raw, o)
+	}
 	loc, err := remote.Resolve(raw, o.Env)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", raw, remoteErr(err))
@@ -149,9 +158,15 @@ func openRemote(ctx context.Context, raw string, o OpenOptions) (*Shards, error)
 		stop()
 		return nil, fmt.Errorf("open %s: %w", raw, remoteErr(err))
 	}
-	src := &remoteSource{s: s, stop: stop}
-	base, name := loc.Base, loc.Name
+	return openRemoteSource(ctx, &remoteSource{s: s, stop: stop}, raw, loc.Base, loc.Name)
+}
+
+// openRemoteSource finds the shards of src: name "" a directory with an
+// index or a model.safetensors (or, where src can be listed, any shards),
+// a .json an index, anything else a single file. On failure it stops src.
+func openRemoteSource(ctx context.Context, src *remoteSource, raw, base, name string) (*Shards, error) {
 	var sh *Shards
+	var err error
 	switch {
 	case name == "":
 		hasIndex, xerr := src.exists(ctx, IndexName)
@@ -168,6 +183,10 @@ func openRemote(ctx context.Context, raw string, o OpenOptions) (*Shards, error)
 			err = fmt.Errorf("open %s: %w", raw, xerr)
 			break
 		}
+		if !single && src.listable {
+			sh, err = shardsWith(ctx, src, base, "")
+			break
+		}
 		if !single {
 			err = fmt.Errorf("open %s: %w: neither %s nor model.safetensors", raw, ErrNotFound, IndexName)
 			break
@@ -179,7 +198,7 @@ func openRemote(ctx context.Context, raw string, o OpenOptions) (*Shards, error)
 		sh = shardsSingle(src, base, name)
 	}
 	if err != nil {
-		stop()
+		src.stop()
 		return nil, err
 	}
 	return sh, nil

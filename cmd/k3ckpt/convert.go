@@ -82,6 +82,7 @@ func parseWorker(s string) (int, int, error) {
 }
 
 func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error {
+	defer limitToSource(srcPath)()
 	r, err := convert.Lookup(fl.recipe)
 	if err != nil {
 		return err

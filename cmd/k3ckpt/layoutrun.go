@@ -127,6 +127,7 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 }
 
 func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) error {
+	defer limitToSource(srcPath)()
 	pack, err := layout.ParsePackFormat(f.pack)
 	if err != nil {
 		return err

@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 		foldNameFlags(c)
 		return nil
 	}
+	checkLocations(root)
 	return root
 }
 

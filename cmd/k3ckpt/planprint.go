@@ -110,7 +110,7 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 		line("  ", "decoded: %d quantized tensors to BF16 (%.2f GiB of BF16)", t.Decoded, gib(t.DecodedBytes))
 	}
 	if t.Packed > 0 {
-		line("  ", "packed: %d BF16 experts to MXFP4 (%.2f GiB of BF16)", t.Packed, gib(t.PackedBytes))
+		line("  ", "packed: %d BF16 experts to MXFP4 (%.2f GiB of BF16 read)", t.Packed, gib(t.PackedBytes))
 	}
 	line("  ", "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files",
 		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, mib(t.AuxBytes), t.OutputFiles+1)

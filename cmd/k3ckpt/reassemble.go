@@ -32,6 +32,7 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 					return fmt.Errorf("--check: %w", err)
 				}
 			}
+			defer limitToSource(args[0])()
 			src, err := layout.OpenSource(args[0])
 			if err != nil {
 				return err

@@ -8,43 +8,82 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // TempPrefix starts the name of every temporary, so that cleanup and resume can
 // recognise (and remove) leftovers of a killed run.
 const TempPrefix = ".k3tmp-"
 
-// DefaultPerm is the mode of files made by Create: readable by all, like a
-// file made by cp, rather than CreateTemp's private 0600.
+// DefaultPerm is the most a file made by Create may be readable: by all,
+// like a file made by cp, rather than CreateTemp's private 0600. The
+// process's umask and LimitPerm take from it.
 const DefaultPerm = 0o644
+
+// limit caps the permission bits of the files Create makes (LimitPerm).
+var limit atomic.Uint32
+
+func init() { limit.Store(uint32(DefaultPerm)) }
+
+// LimitPerm caps the permission bits of every file Create and WriteFile
+// make from now on in this process at m (0o644 at most), and returns how to
+// restore the cap it replaced. A command sets it once to the permission
+// bits its source shares, so that no output is more readable than what it
+// was made from; within the cap the umask applies, as to any file created.
+func LimitPerm(m os.FileMode) (restore func()) {
+	old := limit.Swap(uint32(m.Perm() & DefaultPerm))
+	return func() { limit.Store(old) }
+}
 
 // File is a file being written under a temporary name.
 type File struct {
 	*os.File
 	final string
+	perm  os.FileMode // the bits it was created with, umask and limit applied
 	done  bool
 }
 
-// Create opens a new temporary for the final path.
+// Create opens a new temporary for the final path, with DefaultPerm less
+// the umask and the LimitPerm cap.
 func Create(path string) (*File, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, TempPrefix+base+"-*")
-	if err != nil {
-		return nil, err
+	perm := os.FileMode(limit.Load())
+	for range 100 {
+		name := filepath.Join(dir, TempPrefix+base+"-"+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			os.Remove(name)
+			return nil, err
+		}
+		return &File{File: f, final: path, perm: st.Mode().Perm()}, nil
 	}
-	// CreateTemp makes 0600 files; a checkpoint is meant to be shared.
-	if err := f.Chmod(DefaultPerm); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
-	}
-	return &File{File: f, final: path}, nil
+	return nil, fmt.Errorf("create a temporary for %s: too many names taken", path)
+}
+
+// Chmod sets the file's permission bits to m, within those it was created
+// with (so never past the umask and LimitPerm): a copied file keeps its
+// source's mode only as far as the output may be readable. Execute bits
+// are kept where the matching read bit is.
+func (f *File) Chmod(m os.FileMode) error {
+	allowed := f.perm | (f.perm&0o444)>>2
+	return f.File.Chmod(m.Perm() & allowed)
 }
 
 // Final is the name the file gets on Commit.

@@ -38,6 +38,7 @@ const BufferSize = 4 << 20
 // File is an output file being written in order under a temporary name.
 type File struct {
 	af        *atomicfile.File
+	sink      Sink      // instead of af: see CreateSink
 	h         hash.Hash // sha256; nil: not hashed
 	pool      *Pool
 	cur       []byte // the buffer being filled; cur[:n] is pending
@@ -116,7 +117,12 @@ func (f *File) hasher() {
 }
 
 // Path is the name the file gets on Commit.
-func (f *File) Path() string { return f.af.Final() }
+func (f *File) Path() string {
+	if f.sink != nil {
+		return f.sink.Final()
+	}
+	return f.af.Final()
+}
 
 // Offset is how many bytes the file has accepted: the offset of the next one.
 func (f *File) Offset() int64 { return f.base + int64(f.n) }
@@ -221,6 +227,10 @@ func (f *File) writer() {
 // page cache. A filesystem that took O_DIRECT at open but refuses the write
 // gets this and every later write through the page cache.
 func (f *File) write(p []byte, off int64) error {
+	if f.sink != nil {
+		_, err := f.sink.WriteAt(p, off)
+		return err
+	}
 	if a := len(p) / Align * Align; f.direct && a > 0 {
 		_, err := f.af.WriteAt(p[:a], off)
 		if err != nil && !errors.Is(err, errInvalid) {
@@ -249,7 +259,12 @@ func (f *File) write(p []byte, off int64) error {
 }
 
 // Chmod sets the permission bits the file will have.
-func (f *File) Chmod(mode os.FileMode) error { return f.af.Chmod(mode) }
+func (f *File) Chmod(mode os.FileMode) error {
+	if f.sink != nil {
+		return nil // an object has no permission bits
+	}
+	return f.af.Chmod(mode)
+}
 
 // Finish hands what is pending to the writer; nothing can be written after
 // it. It does not wait for the disk: Commit (possibly on another goroutine)
@@ -268,10 +283,15 @@ func (f *File) Finish() {
 func (f *File) Commit() error {
 	f.Finish()
 	if err := f.wait(); err != nil {
-		f.af.Abort()
+		f.abortTemp()
 		return fmt.Errorf("write %s: %w", f.Path(), err)
 	}
-	err := f.af.Commit()
+	var err error
+	if f.sink != nil {
+		err = f.sink.Commit()
+	} else {
+		err = f.af.Commit()
+	}
 	f.committed = err == nil
 	return err
 }
@@ -301,5 +321,16 @@ func (f *File) Abort() error {
 		close(f.in)
 	}
 	f.wait() // the writer must not outlive the descriptor it writes to
+	if f.committed {
+		return nil
+	}
+	return f.abortTemp()
+}
+
+// abortTemp removes the temporary, or discards the sink's upload.
+func (f *File) abortTemp() error {
+	if f.sink != nil {
+		return f.sink.Abort()
+	}
 	return f.af.Abort()
 }

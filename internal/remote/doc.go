@@ -4,8 +4,11 @@
 //
 // A Source is one resolved location; its File values are io.ReaderAt views of
 // single files that check every ranged response (status 206, Content-Range,
-// body length, size and ETag unchanged) and resume a transfer from the last
-// byte received after a transient failure. Fetch serves the byte ranges of a
+// body length, size and ETag — or Last-Modified — unchanged) and resume a
+// transfer from the last byte received after a transient failure. Every read
+// ends in bounded time: each attempt must keep up a minimum rate, a read
+// retries a bounded number of times in all, and it has a deadline that grows
+// with its size. Fetch serves the byte ranges of a
 // plan: it coalesces nearby ranges into requests, runs them with bounded
 // parallelism and memory, and delivers the bytes in the caller's order;
 // Stream puts a Fetch behind io.ReaderAt views, so that an executor reading

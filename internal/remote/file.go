@@ -25,12 +25,13 @@ type File struct {
 	// Name is the file's name relative to its source.
 	Name string
 
-	src    *Source
-	origin string
-	size   int64
-	etag   string
-	prefix []byte
-	loc    atomic.Pointer[string] // the redirect target last served from
+	src     *Source
+	origin  string
+	size    int64
+	etag    string
+	lastMod string // Last-Modified, checked on every response when there is no ETag
+	prefix  []byte
+	loc     atomic.Pointer[string] // the redirect target last served from
 }
 
 // Open probes a file (one small range request) for its size and ETag. Each
@@ -53,6 +54,9 @@ func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 		}
 		f.prefix = append([]byte(nil), buf[:n]...)
 		e.f = f
+		if f.Version() == "" {
+			s.unverified(name)
+		}
 	})
 	if e.err != nil {
 		s.mu.Lock()
@@ -69,6 +73,24 @@ func (f *File) Size() int64 { return f.size }
 
 // ETag is the entity tag the server gave ("" when none).
 func (f *File) ETag() string { return f.etag }
+
+// Version is what identifies the file's content between runs and requests:
+// its ETag, else its Last-Modified date, else the commit its revision is
+// pinned to or the hub reported. "" means the server offered nothing: a
+// change of content that keeps the size cannot be detected.
+func (f *File) Version() string {
+	switch {
+	case f.etag != "":
+		return f.etag
+	case f.lastMod != "":
+		return "last-modified " + f.lastMod
+	case pinnedCommit(f.src.loc.Revision):
+		return "commit " + f.src.loc.Revision
+	case f.src.Commit() != "":
+		return "commit " + f.src.Commit()
+	}
+	return ""
+}
 
 // ReadAt reads len(p) bytes at off (fewer, with io.EOF, at the end of the
 // file), bounded by the source's context.
@@ -119,6 +141,9 @@ func (f *File) ReadRange(ctx context.Context, p []byte, off int64, counter *atom
 // shorter than p and returns how much there was.
 func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, error) {
 	s := f.src
+	if s.store != nil {
+		return f.readStore(ctx, p, off, counter)
+	}
 	ctx, stop := s.bound(ctx)
 	defer stop()
 	ctx, cancel := s.readDeadline(ctx, f.Name, off, int64(len(p)))
@@ -208,7 +233,7 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	case http.StatusRequestedRangeNotSatisfiable:
 		_, _, total, crErr := parseContentRange(resp.Header.Get("Content-Range"))
 		if f.size < 0 && off == 0 && crErr == nil && total == 0 {
-			f.size, f.etag = 0, resp.Header.Get("ETag")
+			f.size, f.etag, f.lastMod = 0, resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
 			return 0, 0, true, nil // an empty file
 		}
 		return fail(ErrChanged, "bytes %d-%d are no longer there; the file had %d bytes", off, end, f.size)
@@ -233,13 +258,16 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 		if start != off || last > end || (last < end && total != last+1) {
 			return fail(ErrProtocol, "Content-Range %q does not answer bytes=%d-%d", cr, off, end)
 		}
-		f.size, f.etag = total, etag
+		f.size, f.etag, f.lastMod = total, etag, resp.Header.Get("Last-Modified")
 	} else {
 		if total != f.size {
 			return fail(ErrChanged, "its size was %d bytes, now Content-Range %q says %d", f.size, cr, total)
 		}
 		if etag != f.etag {
 			return fail(ErrChanged, "its ETag was %s, now %s", showETag(f.etag), showETag(etag))
+		}
+		if lm := resp.Header.Get("Last-Modified"); f.etag == "" && lm != f.lastMod {
+			return fail(ErrChanged, "its Last-Modified was %s, now %s", showETag(f.lastMod), showETag(lm))
 		}
 		if start != off || last != end {
 			return fail(ErrProtocol, "Content-Range %q does not answer bytes=%d-%d", cr, off, end)

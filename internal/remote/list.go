@@ -27,8 +27,12 @@ var ErrNotListable = fmt.Errorf("%w: an https:// directory cannot be listed (hf:
 // List names the files under the source's base directory, with their sizes,
 // the way huggingface_hub's model_info does: one request to the hub's API,
 // {endpoint}/api/models/{repo}/revision/{revision}?blobs=true, with the token.
-// Only hf:// sources can be listed; any other fails with ErrNotListable.
+// A Store lists its own objects. Only hf:// and Store sources can be
+// listed; any other fails with ErrNotListable.
 func (s *Source) List(ctx context.Context) ([]RepoFile, error) {
+	if s.store != nil {
+		return s.store.List(ctx)
+	}
 	if s.loc.Repo == "" {
 		return nil, ErrNotListable
 	}

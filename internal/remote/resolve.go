@@ -42,9 +42,16 @@ type Location struct {
 	Repo, Revision string
 }
 
-// IsRemote reports whether raw names a remote source (hf://, http://, https://).
+// IsRemote reports whether raw names a remote source (hf://, http://,
+// https://, or an object store's s3:// or gs://, which Resolve leaves to
+// internal/objstore).
 func IsRemote(raw string) bool {
-	return strings.HasPrefix(raw, "hf://") || strings.HasPrefix(raw, "http://") || strings.HasPrefix(raw, "https://")
+	for _, p := range []string{"hf://", "http://", "https://", "s3://", "gs://"} {
+		if strings.HasPrefix(raw, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // hub is the part of huggingface_hub's configuration a resolution needs.

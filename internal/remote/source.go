@@ -67,6 +67,9 @@ type Options struct {
 	Progress Progress
 	// UserAgent is sent with every request ("k3ckpt" when empty).
 	UserAgent string
+	// Warn, if not nil, hears once per source that a file was opened whose
+	// server offers nothing to verify its content by (see File.Version).
+	Warn func(msg string)
 }
 
 func (o Options) withDefaults() Options {
@@ -158,9 +161,10 @@ func (s Stats) Add(o Stats) Stats {
 
 // Source is one resolved remote location. It is safe for concurrent use.
 type Source struct {
-	loc Location
-	o   Options
-	ctx context.Context
+	loc   Location
+	o     Options
+	ctx   context.Context
+	store Store // nil: plain HTTP (see NewStoreSource)
 
 	mu    sync.Mutex
 	files map[string]*fileEntry
@@ -170,6 +174,32 @@ type Source struct {
 
 	bytes, requests, retries atomic.Int64
 	answered                 atomic.Bool // a server has responded: the location is right
+
+	warnOnce sync.Once
+}
+
+// unverified warns, once, that a file's content cannot be verified.
+func (s *Source) unverified(name string) {
+	s.warnOnce.Do(func() {
+		if s.o.Warn != nil {
+			s.o.Warn(fmt.Sprintf("%s sends no ETag, Last-Modified or commit for %s (nor is the revision a commit): a file replaced on the server during the run with the same size cannot be detected; the output's manifest records its source as unverified",
+				s.loc.Base, quote.Name(name)))
+		}
+	})
+}
+
+// pinnedCommit reports whether a hub revision is a full commit hash, whose
+// content cannot change.
+func pinnedCommit(rev string) bool {
+	if len(rev) != 40 {
+		return false
+	}
+	for i := 0; i < len(rev); i++ {
+		if c := rev[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 type fileEntry struct {
@@ -316,6 +346,11 @@ func statusError(name string, resp *http.Response, host string, token bool) *Err
 // ReadSmall reads a whole small file (an index, config.json) of at most limit
 // bytes, retrying transient failures. A missing file is ErrNotFound.
 func (s *Source) ReadSmall(ctx context.Context, name string, limit int64) ([]byte, error) {
+	if s.store != nil {
+		ctx, stop := s.bound(ctx)
+		defer stop()
+		return s.store.ReadAll(ctx, name, limit)
+	}
 	return s.readURL(ctx, name, s.URL(name), limit)
 }
 

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+)
+
+// schemeRE matches a location written scheme://… (RFC 3986 scheme syntax).
+var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
+
+// The schemes a command reads from and writes to; any other scheme:// is an
+// error, never a local path (a DST "s3://b/x" must not become ./s3:/b/x).
+var (
+	readSchemes  = []string{"hf", "http", "https", "s3", "gs"}
+	writeSchemes = []string{}
+)
+
+// role is what a positional argument is to its command.
+type role int
+
+const (
+	roleSrc   role = iota // a checkpoint read: a local path or a remote source
+	roleLocal             // read, local only (an export's or a conversion's directory)
+	roleDst               // written: a local path or an object store
+)
+
+// argRoles gives each command's positional arguments their roles; the last
+// one repeats. A command not listed (one added later) reads every argument.
+var argRoles = map[string][]role{
+	"convert":    {roleSrc, roleDst},
+	"shard":      {roleSrc, roleDst},
+	"export":     {roleSrc, roleDst},
+	"reassemble": {roleLocal, roleDst},
+	"merge":      {roleDst},
+	"synth":      {roleDst},
+	"verify":     {roleSrc, roleLocal},
+}
+
+// locationFlags are the flags that name a location to read, by command.
+var locationFlags = map[string]map[string]role{"reassemble": {"check": roleLocal}}
+
+// checkLocations wraps every subcommand's argument check so that an
+// unsupported scheme:// in a positional argument (or a flag naming a source)
+// fails before anything runs.
+func checkLocations(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		roles := argRoles[c.Name()]
+		inner := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if inner != nil {
+				if err := inner(cmd, args); err != nil {
+					return err
+				}
+			}
+			names := strings.Fields(cmd.Use)[1:]
+			for i, a := range args {
+				r := roleSrc
+				if len(roles) > 0 {
+					r = roles[min(i, len(roles)-1)]
+				}
+				what := cmd.Name()
+				if i < len(names) {
+					what += " " + names[i]
+				}
+				if err := checkLocation(what, a, r); err != nil {
+					return err
+				}
+			}
+			for name, r := range locationFlags[cmd.Name()] {
+				if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+					if err := checkLocation(cmd.Name()+" --"+name, f.Value.String(), r); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+	}
+}
+
+// checkLocation fails for a scheme:// the role does not support.
+func checkLocation(what, p string, r role) error {
+	m := schemeRE.FindStringSubmatch(p)
+	if m == nil {
+		return nil
+	}
+	scheme := strings.ToLower(m[1])
+	ok, verb := readSchemes, "read from"
+	switch r {
+	case roleLocal:
+		ok = nil
+	case roleDst:
+		ok, verb = writeSchemes, "write to"
+	}
+	for _, s := range ok {
+		if s == scheme {
+			return nil
+		}
+	}
+	supported := "local paths only"
+	if len(ok) > 0 {
+		supported = "local paths and " + strings.Join(ok, "://, ") + "://"
+	}
+	return fmt.Errorf("%s %s: cannot %s %s:// locations (supported: %s)", what, quote.Name(p), verb, scheme, supported)
+}

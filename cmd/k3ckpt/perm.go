@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+)
+
+// limitToSource caps the permission bits of every file the command writes
+// at those the source's checkpoint files share (safetensors files, index,
+// config.json, an export's layout.json, at the top and in rank-NN or
+// stage-NN directories): no output is more readable than what it was made
+// from. Within the cap the umask applies. A remote source, or one that
+// cannot be listed (the command reports that itself), sets no cap. The
+// returned function restores the cap it replaced.
+func limitToSource(src string) (restore func()) {
+	if remote.IsRemote(src) {
+		return func() {}
+	}
+	perm, found := os.FileMode(atomicfile.DefaultPerm), false
+	var scan func(dir string, depth int)
+	scan = func(dir string, depth int) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if e.IsDir() && depth == 0 && (strings.HasPrefix(name, "rank-") || strings.HasPrefix(name, "stage-")) {
+				scan(filepath.Join(dir, name), 1)
+				continue
+			}
+			if !strings.HasSuffix(name, ".safetensors") && !strings.HasSuffix(name, ".json") {
+				continue
+			}
+			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() {
+				perm &= fi.Mode().Perm()
+				found = true
+			}
+		}
+	}
+	scan(src, 0)
+	if !found {
+		return func() {}
+	}
+	return atomicfile.LimitPerm(perm)
+}

@@ -1,0 +1,35 @@
+package filewrite
+
+import "crypto/sha256"
+
+// Sink is where a File made by CreateSink puts its bytes instead of a local
+// temporary: an object store's multipart upload, which no reader sees under
+// its final name before Commit completes it.
+type Sink interface {
+	// WriteAt takes the file's bytes in order (off is the count so far),
+	// from one goroutine; p is reused once it returns.
+	WriteAt(p []byte, off int64) (int, error)
+	// Commit makes the bytes appear under the final name, whole.
+	Commit() error
+	// Abort discards what was written; the final name is untouched.
+	Abort() error
+	// Final names the file (a URL) in messages.
+	Final() string
+}
+
+// CreateSink is Create for a file streamed to s: its bytes are hashed as
+// they go (SHA256 is the sha256 of what s received) and staged in pool's
+// buffers, and Commit hands over to s.Commit once every byte is written.
+func CreateSink(s Sink, pool *Pool, progress func(int64)) *File {
+	own := pool == nil
+	if own {
+		pool = NewPool(2)
+	}
+	f := &File{sink: s, pool: pool, progress: progress, ownPool: own,
+		chunks: make(chan chunk, cap(pool.free)), hashed: make(chan struct{}), done: make(chan error, 1)}
+	f.h = sha256.New()
+	f.in = make(chan chunk, cap(pool.free))
+	go f.hasher()
+	go f.writer()
+	return f
+}

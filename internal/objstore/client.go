@@ -1,0 +1,166 @@
+package objstore
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+)
+
+// GCSEndpoint is the endpoint of Google Cloud Storage's XML API, which
+// speaks S3's protocol to HMAC keys.
+const GCSEndpoint = "https://storage.googleapis.com"
+
+// Defaults for Options fields left zero.
+const (
+	// DefaultMaxAttempts is how many times the SDK tries one request.
+	DefaultMaxAttempts = 8
+	// DefaultStallTimeout fails an attempt whose body sends nothing for
+	// this long (then retried and resumed).
+	DefaultStallTimeout = 60 * time.Second
+)
+
+// Options tune a Bucket. The zero value is ready to use.
+type Options struct {
+	// Connections is how many requests run at once (the HTTP transport
+	// keeps twice that many idle connections per host; 0: 64, more than
+	// any fetch of the commands opens by default).
+	Connections int
+	// MaxAttempts bounds the tries of one request (0: DefaultMaxAttempts).
+	MaxAttempts int
+	// StallTimeout bounds a body that stops sending (0: DefaultStallTimeout).
+	StallTimeout time.Duration
+	// Env looks up gs://'s own settings, GS_ENDPOINT_URL,
+	// GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY (nil: os.Getenv). The AWS
+	// settings are read by the SDK from the process environment.
+	Env remote.Env
+}
+
+// Bucket is a client for the objects under one s3:// or gs:// location.
+// It is safe for concurrent use.
+type Bucket struct {
+	u       URL
+	c       *s3.Client
+	host    string // the endpoint's host, named in errors
+	gs      bool
+	stall   time.Duration
+	retryer aws.RetryerV2
+	onRetry func(remote.RetryEvent) // set once, before the first request
+
+	free chan []byte // part buffers kept for the next uploads
+}
+
+// New makes a client for u. Credentials and region resolve lazily: a
+// missing or refused credential is reported by the first request, naming
+// the bucket and key.
+func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
+	if o.Connections <= 0 {
+		o.Connections = 64
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
+	env := o.Env
+	if env == nil {
+		env = os.Getenv
+	}
+	b := &Bucket{u: u, gs: u.Scheme == "gs", stall: o.StallTimeout, free: make(chan []byte, PartsInFlight+1)}
+	b.retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+		so.MaxAttempts = o.MaxAttempts
+		// A long throttle must not drain a shared retry budget and fail
+		// every other request with it: each request retries on its own.
+		so.RateLimiter = ratelimit.None
+	})
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = 4 * o.Connections
+		t.MaxIdleConnsPerHost = 2 * o.Connections
+		t.DisableCompression = true
+	})
+	opts := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(hc),
+		config.WithRetryer(func() aws.Retryer { return countingRetryer{b.retryer, b} }),
+	}
+	if b.gs {
+		if id, secret := env("GS_ACCESS_KEY_ID"), env("GS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
+			opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(id, secret, "")))
+		}
+		opts = append(opts, config.WithRegion("auto"))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, &remote.Error{File: u.String(), Kind: remote.ErrSource, Detail: "AWS configuration: " + err.Error()}
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1" // S3's default region; S3-compatible stores accept it
+	}
+	var gsEndpoint string
+	if b.gs {
+		gsEndpoint = env("GS_ENDPOINT_URL")
+		if gsEndpoint == "" {
+			gsEndpoint = GCSEndpoint
+		}
+	}
+	b.c = s3.NewFromConfig(cfg, func(so *s3.Options) {
+		if b.gs {
+			so.BaseEndpoint = aws.String(gsEndpoint)
+			// GCS verifies Content-MD5, not S3's x-amz-checksum headers.
+			so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+			so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		}
+		if so.BaseEndpoint != nil {
+			// MinIO, Ceph RGW and the like serve buckets under the path.
+			so.UsePathStyle = true
+			if pu, err := url.Parse(*so.BaseEndpoint); err == nil {
+				b.host = pu.Host
+			}
+		}
+		// Ranged reads carry no whole-object checksum to validate.
+		so.DisableLogOutputChecksumValidationSkipped = true
+	})
+	if b.host == "" {
+		b.host = fmt.Sprintf("s3.%s.amazonaws.com", cfg.Region)
+	}
+	return b, nil
+}
+
+// URL is the location the bucket client was made for.
+func (b *Bucket) URL() URL { return b.u }
+
+// OnRetry sets what hears each retry of the SDK (a Source's Retried); call
+// it before the first request.
+func (b *Bucket) OnRetry(f func(remote.RetryEvent)) { b.onRetry = f }
+
+// countingRetryer is the standard retryer that also reports each retry.
+type countingRetryer struct {
+	aws.RetryerV2
+	b *Bucket
+}
+
+func (r countingRetryer) RetryDelay(attempt int, err error) (time.Duration, error) {
+	d, derr := r.RetryerV2.RetryDelay(attempt, err)
+	if derr == nil {
+		r.b.retried(attempt, d, err)
+	}
+	return d, derr
+}
+
+func (b *Bucket) retried(attempt int, wait time.Duration, err error) {
+	if b.onRetry != nil {
+		b.onRetry(remote.RetryEvent{File: b.u.String(), Attempt: attempt, Wait: wait, Err: err})
+	}
+}

@@ -1,0 +1,196 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+)
+
+// maxListed bounds a listing: a checkpoint prefix holds hundreds of
+// objects; a prefix of millions is not one.
+const maxListed = 100000
+
+// Get implements remote.Store: a ranged GET of the object name under the
+// bucket's prefix, conditional on etag when given; a body cut off midway is
+// asked again from the next byte, up to the retryer's attempts.
+func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64, received func(int64)) (int, int64, string, error) {
+	key := b.u.Join(name)
+	want, got, size := int64(len(p)), int64(0), int64(-1)
+	if want == 0 {
+		return 0, 0, etag, nil
+	}
+	for attempt := 1; ; attempt++ {
+		in := &s3.GetObjectInput{Bucket: &b.u.Bucket, Key: &key,
+			Range: aws.String(fmt.Sprintf("bytes=%d-%d", off+got, off+want-1))}
+		if etag != "" {
+			in.IfMatch = aws.String(etag)
+		}
+		out, err := b.c.GetObject(ctx, in)
+		if err != nil {
+			if off == 0 && got == 0 && etag == "" && isInvalidRange(err) {
+				return b.empty(ctx, key)
+			}
+			return int(got), 0, "", b.fail(key, err)
+		}
+		total, cerr := rangeTotal(aws.ToString(out.ContentRange))
+		if cerr != nil {
+			out.Body.Close()
+			return int(got), 0, "", &remote.Error{File: b.u.Scheme + "://" + b.u.Bucket + "/" + key, Host: b.host, Kind: remote.ErrProtocol,
+				Detail: fmt.Sprintf("Content-Range %q: %v", aws.ToString(out.ContentRange), cerr)}
+		}
+		if size < 0 {
+			size = total
+			want = min(want, max(size-off, 0))
+		}
+		if etag == "" {
+			etag = aws.ToString(out.ETag) // a resumed body must be the same object
+		}
+		n, rerr := b.readBody(ctx, out.Body, p[got:want], received)
+		out.Body.Close()
+		got += int64(n)
+		if rerr == nil {
+			return int(got), size, etag, nil
+		}
+		if ctx.Err() != nil {
+			return int(got), size, etag, context.Cause(ctx)
+		}
+		wait, derr := b.retryer.RetryDelay(attempt, rerr)
+		if attempt >= b.retryer.MaxAttempts() || derr != nil {
+			return int(got), size, etag, &remote.Error{File: b.u.Scheme + "://" + b.u.Bucket + "/" + key, Host: b.host, Kind: remote.ErrNetwork,
+				Attempts: attempt, Detail: fmt.Sprintf("body cut off after %d of %d bytes at offset %d: %v", got, want, off, rerr)}
+		}
+		b.retried(attempt, wait, rerr)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return int(got), size, etag, context.Cause(ctx)
+		}
+	}
+}
+
+// readBody fills p from body; a body that sends nothing for the stall
+// timeout is closed (and the read retried by the caller).
+func (b *Bucket) readBody(ctx context.Context, body io.ReadCloser, p []byte, received func(int64)) (int, error) {
+	t := time.AfterFunc(b.stall, func() { body.Close() })
+	defer t.Stop()
+	n := 0
+	for n < len(p) {
+		m, err := body.Read(p[n:])
+		if m > 0 {
+			n += m
+			received(int64(m))
+			t.Reset(b.stall)
+		}
+		if err == io.EOF {
+			if n < len(p) {
+				return n, io.ErrUnexpectedEOF
+			}
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// empty answers the probe of an object with no bytes (its range is not
+// satisfiable).
+func (b *Bucket) empty(ctx context.Context, key string) (int, int64, string, error) {
+	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.u.Bucket, Key: &key})
+	if err != nil {
+		return 0, 0, "", b.fail(key, err)
+	}
+	return 0, aws.ToInt64(h.ContentLength), aws.ToString(h.ETag), nil
+}
+
+func isInvalidRange(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "InvalidRange"
+}
+
+// rangeTotal reads the object size from "bytes first-last/total".
+func rangeTotal(cr string) (int64, error) {
+	_, tot, ok := strings.Cut(cr, "/")
+	if !ok || !strings.HasPrefix(cr, "bytes ") {
+		return 0, errors.New("not a bytes range with a total")
+	}
+	n, err := strconv.ParseInt(tot, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("unreadable total size")
+	}
+	return n, nil
+}
+
+// ReadAll implements remote.Store: a whole small object.
+func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte, error) {
+	key := b.u.Join(name)
+	for attempt := 1; ; attempt++ {
+		out, err := b.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.u.Bucket, Key: &key})
+		if err != nil {
+			return nil, b.fail(key, err)
+		}
+		if n := aws.ToInt64(out.ContentLength); n > limit {
+			out.Body.Close()
+			return nil, &remote.Error{File: b.u.Scheme + "://" + b.u.Bucket + "/" + key, Host: b.host, Kind: remote.ErrProtocol,
+				Detail: fmt.Sprintf("%d bytes is over the %d-byte limit", n, limit)}
+		}
+		buf := make([]byte, aws.ToInt64(out.ContentLength))
+		n, rerr := b.readBody(ctx, out.Body, buf, func(int64) {})
+		out.Body.Close()
+		if rerr == nil {
+			return buf[:n], nil
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		wait, derr := b.retryer.RetryDelay(attempt, rerr)
+		if attempt >= b.retryer.MaxAttempts() || derr != nil {
+			return nil, &remote.Error{File: b.u.Scheme + "://" + b.u.Bucket + "/" + key, Host: b.host, Kind: remote.ErrNetwork, Attempts: attempt, Detail: rerr.Error()}
+		}
+		b.retried(attempt, wait, rerr)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// List implements remote.Store: every object under the prefix, subfolders
+// included (as a hub repository's listing), with their sizes.
+func (b *Bucket) List(ctx context.Context) ([]remote.RepoFile, error) {
+	prefix := ""
+	if b.u.Key != "" {
+		prefix = b.u.Key + "/"
+	}
+	pg := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.u.Bucket, Prefix: &prefix})
+	var out []remote.RepoFile
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, b.fail(prefix, err)
+		}
+		for _, o := range page.Contents {
+			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
+			if name != "" {
+				out = append(out, remote.RepoFile{Name: name, Size: aws.ToInt64(o.Size)})
+			}
+		}
+		if len(out) > maxListed {
+			return nil, &remote.Error{File: b.u.Dir(), Host: b.host, Kind: remote.ErrSource,
+				Detail: fmt.Sprintf("more than %d objects under the prefix: not a checkpoint", maxListed)}
+		}
+	}
+	return out, nil
+}

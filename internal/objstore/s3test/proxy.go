@@ -1,0 +1,94 @@
+package s3test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"testing"
+)
+
+// Proxy is a loopback reverse proxy in front of a Server that misbehaves on
+// purpose: it answers 503 SlowDown to the first Throttle requests, and cuts
+// the connection halfway through the body of the first Cut GETs that carry
+// a body. The Host header passes unchanged, so signatures stay valid.
+type Proxy struct {
+	// URL is the proxy's endpoint, to use instead of the server's.
+	URL string
+	// Throttle, Cut and Corrupt are the misbehaviours left to perform;
+	// Corrupt flips a byte in the body of that many uploaded parts.
+	Throttle, Cut, Corrupt atomic.Int64
+	// Throttled, Cuts and Corrupted count what was done.
+	Throttled, Cuts, Corrupted atomic.Int64
+}
+
+// NewProxy starts a proxy to s, stopped at the end of the test.
+func (s *Server) NewProxy(t testing.TB) *Proxy {
+	target, _ := url.Parse(s.Endpoint)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	p := &Proxy{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.Throttle.Add(-1) >= 0 {
+			p.Throttled.Add(1)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
+			return
+		}
+		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") && p.Corrupt.Add(-1) >= 0 {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			if len(b) > 0 {
+				b[len(b)/2] ^= 0x40
+			}
+			p.Corrupted.Add(1)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		if r.Method == http.MethodGet && !r.URL.Query().Has("list-type") && p.Cut.Add(-1) >= 0 {
+			p.Cuts.Add(1)
+			rp.ServeHTTP(&cutWriter{ResponseWriter: w}, r)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+// cutWriter passes the headers and half of the announced body, then aborts
+// the connection.
+type cutWriter struct {
+	http.ResponseWriter
+	limit, sent int64
+}
+
+func (c *cutWriter) WriteHeader(code int) {
+	if n := c.Header().Get("Content-Length"); n != "" {
+		v, _ := strconv.ParseInt(n, 10, 64)
+		c.limit = v / 2
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *cutWriter) Write(b []byte) (int, error) {
+	if c.sent+int64(len(b)) > c.limit {
+		n, _ := c.ResponseWriter.Write(b[:c.limit-c.sent])
+		c.sent += int64(n)
+		c.ResponseWriter.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	n, err := c.ResponseWriter.Write(b)
+	c.sent += int64(n)
+	return n, err
+}
+
+// Flush lets the reverse proxy flush through.
+func (c *cutWriter) Flush() { c.ResponseWriter.(http.Flusher).Flush() }

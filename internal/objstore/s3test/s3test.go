@@ -1,0 +1,220 @@
+// Package s3test runs a real S3 server (MinIO) on loopback for the tests of
+// the packages that read and write object storage. The binary is
+// $K3CKPT_MINIO, else minio on PATH, else ~/go/bin/minio (where `go install
+// github.com/minio/minio@latest` puts it); without one, Start skips the
+// test, saying so. The server listens on 127.0.0.1 only, with its console
+// and update checks off, and its data under the test's temporary directory.
+package s3test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// The server's root credentials.
+const (
+	User     = "k3ckpt-test"
+	Password = "k3ckpt-test-secret"
+)
+
+// Server is a running MinIO.
+type Server struct {
+	// Endpoint is its URL, http://127.0.0.1:PORT.
+	Endpoint string
+	// Client is an SDK client with the root credentials, for fixtures.
+	Client *s3.Client
+}
+
+// Binary finds the MinIO binary ("" when there is none, or when
+// K3CKPT_MINIO is "off").
+func Binary() string {
+	if p := os.Getenv("K3CKPT_MINIO"); p == "off" {
+		return ""
+	} else if p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("minio"); err == nil {
+		return p
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		p := filepath.Join(h, "go", "bin", "minio")
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
+// Start starts a MinIO for the test (stopped at its end) and points the AWS
+// settings of the process at it (Env).
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		t.Skip("no MinIO server (or K3CKPT_MINIO=off): set K3CKPT_MINIO to its binary or install it (go install github.com/minio/minio@latest); .ci/run does with K3CKPT_CI_S3=on")
+	}
+	addr, console := freeAddr(t), freeAddr(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", console, filepath.Join(dir, "data"))
+	cmd.Env = append(os.Environ(),
+		"MINIO_ROOT_USER="+User, "MINIO_ROOT_PASSWORD="+Password,
+		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=1",
+		"HOME="+dir, // its config and certs directory (~/.minio)
+	)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	s := &Server{Endpoint: "http://" + addr}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(s.Endpoint + "/minio/health/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) || cmd.ProcessState != nil {
+			t.Fatalf("MinIO at %s not ready after 60 s: %v\n%s", addr, err, log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.Client = s3.New(s3.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(User, Password, ""),
+	})
+	s.Env(t)
+	return s
+}
+
+// Env sets the variables every AWS tool reads to reach the server with the
+// root credentials, and hides the user's own AWS configuration and the
+// instance metadata service.
+func (s *Server) Env(t testing.TB) {
+	t.Setenv("AWS_ACCESS_KEY_ID", User)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", Password)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_ENDPOINT_URL_S3", s.Endpoint)
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+func freeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Bucket makes a bucket.
+func (s *Server) Bucket(t testing.TB, name string) {
+	t.Helper()
+	if _, err := s.Client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: &name}); err != nil {
+		t.Fatalf("create bucket %s: %v", name, err)
+	}
+}
+
+// PutDir uploads every regular file of dir (recursively) under
+// bucket/prefix, keyed by its slash-separated relative path.
+func (s *Server) PutDir(t testing.TB, dir, bucket, prefix string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return s.Put(bucket, join(prefix, filepath.ToSlash(rel)), f)
+	})
+	if err != nil {
+		t.Fatalf("upload %s: %v", dir, err)
+	}
+}
+
+// Put writes one object.
+func (s *Server) Put(bucket, key string, r io.ReadSeeker) error {
+	_, err := s.Client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: r})
+	return err
+}
+
+// GetDir downloads every object under bucket/prefix into dir, keyed by
+// the rest of its key.
+func (s *Server) GetDir(t testing.TB, bucket, prefix, dir string) []string {
+	t.Helper()
+	ctx := context.Background()
+	p := prefix
+	if p != "" {
+		p += "/"
+	}
+	pg := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &p})
+	var keys []string
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("list %s/%s: %v", bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, strings.TrimPrefix(*o.Key, p))
+		}
+	}
+	for _, k := range keys {
+		out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(join(prefix, k))})
+		if err != nil {
+			t.Fatalf("get %s: %v", k, err)
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(k))
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		f, err := os.Create(dst)
+		if err == nil {
+			_, err = io.Copy(f, out.Body)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		out.Body.Close()
+		if err != nil {
+			t.Fatalf("get %s: %v", k, err)
+		}
+	}
+	return keys
+}
+
+func join(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "/" + name
+}
+
+// String names the server in messages.
+func (s *Server) String() string { return fmt.Sprintf("MinIO at %s", s.Endpoint) }

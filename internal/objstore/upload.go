@@ -1,0 +1,272 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+)
+
+// PartSize is the size of an upload's parts (S3 wants at least 5 MiB for
+// every part but the last; 10,000 parts of 8 MiB make 78 GiB, more than
+// any checkpoint shard).
+const PartSize = 8 << 20
+
+// PartsInFlight bounds the parts of one upload being sent while the next
+// fills: an upload holds at most PartsInFlight+1 buffers of PartSize,
+// whatever the object's size. Each upload waits only for its own parts, so
+// uploads cannot hold each other up.
+const PartsInFlight = 3
+
+// Upload is one object being written as a multipart upload: parts go up
+// while the next fills, each checked by the store against its checksum
+// (SHA-256 for S3, Content-MD5 for GCS's XML API), and the object appears
+// under its key only when Commit completes the upload. It implements
+// filewrite.Sink.
+type Upload struct {
+	b      *Bucket
+	key    string
+	id     string
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	buf    []byte        // the part being filled (nil: none yet)
+	size   int64         // bytes taken so far
+	next   int32         // the next part's number
+	flight chan struct{} // one token per part being sent
+
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	parts []types.CompletedPart
+	err   error
+	done  bool // committed or aborted
+}
+
+// partBuffer takes a free part buffer of the bucket, or makes one.
+func (b *Bucket) partBuffer() []byte {
+	select {
+	case buf := <-b.free:
+		return buf[:0]
+	default:
+		return make([]byte, 0, PartSize)
+	}
+}
+
+// putBuffer keeps a buffer for the next part, up to a few; the rest are
+// left to the collector.
+func (b *Bucket) putBuffer(buf []byte) {
+	select {
+	case b.free <- buf:
+	default:
+	}
+}
+
+// Create starts the multipart upload of object name under the bucket's
+// prefix, first aborting the unfinished uploads of the same key (a killed
+// run's: the destination belongs to the run writing it). ctx bounds every
+// request of the upload.
+func (b *Bucket) Create(ctx context.Context, name string) (*Upload, error) {
+	key := b.u.Join(name)
+	if _, err := b.abortUnder(ctx, key, true); err != nil {
+		return nil, err
+	}
+	in := &s3.CreateMultipartUploadInput{Bucket: &b.u.Bucket, Key: &key}
+	if !b.gs {
+		in.ChecksumAlgorithm = types.ChecksumAlgorithmSha256
+	}
+	out, err := b.c.CreateMultipartUpload(ctx, in)
+	if err != nil {
+		return nil, b.fail(key, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	return &Upload{b: b, key: key, id: aws.ToString(out.UploadId), ctx: ctx, cancel: cancel, next: 1,
+		flight: make(chan struct{}, PartsInFlight)}, nil
+}
+
+// Final is the object's address, s3://bucket/key.
+func (u *Upload) Final() string { return u.b.u.Scheme + "://" + u.b.u.Bucket + "/" + u.key }
+
+// WriteAt implements filewrite.Sink: p follows the bytes taken so far.
+func (u *Upload) WriteAt(p []byte, off int64) (int, error) {
+	if off != u.size {
+		return 0, fmt.Errorf("upload %s: write at %d, after %d bytes", u.Final(), off, u.size)
+	}
+	n := 0
+	for n < len(p) {
+		if err := u.failed(); err != nil {
+			return n, err
+		}
+		if u.buf == nil {
+			u.buf = u.b.partBuffer()
+		}
+		c := copy(u.buf[len(u.buf):cap(u.buf)], p[n:])
+		u.buf = u.buf[:len(u.buf)+c]
+		n += c
+		u.size += int64(c)
+		if len(u.buf) == cap(u.buf) {
+			u.send()
+		}
+	}
+	return n, nil
+}
+
+func (u *Upload) failed() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.err
+}
+
+// send uploads the filled part on a goroutine of its own, once fewer than
+// PartsInFlight are being sent; its buffer goes back to the bucket's once
+// the store has it.
+func (u *Upload) send() {
+	buf, num := u.buf, u.next
+	u.buf = nil
+	u.next++
+	select {
+	case u.flight <- struct{}{}:
+	case <-u.ctx.Done():
+		u.b.putBuffer(buf)
+		return
+	}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		defer func() { <-u.flight; u.b.putBuffer(buf) }()
+		in := &s3.UploadPartInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id, PartNumber: &num, Body: bytes.NewReader(buf)}
+		if u.b.gs {
+			sum := md5.Sum(buf)
+			in.ContentMD5 = aws.String(base64.StdEncoding.EncodeToString(sum[:]))
+		} else {
+			in.ChecksumAlgorithm = types.ChecksumAlgorithmSha256
+		}
+		out, err := u.b.c.UploadPart(u.ctx, in)
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if err != nil {
+			if u.err == nil {
+				u.err = fmt.Errorf("part %d: %w", num, u.b.fail(u.key, err))
+				u.cancel()
+			}
+			return
+		}
+		u.parts = append(u.parts, types.CompletedPart{PartNumber: &num, ETag: out.ETag, ChecksumSHA256: out.ChecksumSHA256})
+	}()
+}
+
+// Commit implements filewrite.Sink: the last part goes up, then the upload
+// is completed; on failure it is aborted.
+func (u *Upload) Commit() error {
+	if u.buf != nil || u.next == 1 {
+		if u.buf == nil { // an empty object: one empty part
+			u.buf = u.b.partBuffer()
+		}
+		u.send()
+	}
+	u.wg.Wait()
+	if err := u.failed(); err != nil {
+		u.Abort()
+		return err
+	}
+	slices.SortFunc(u.parts, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
+	_, err := u.b.c.CompleteMultipartUpload(u.ctx, &s3.CompleteMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: u.parts}})
+	if err != nil {
+		err = u.b.fail(u.key, err)
+		u.Abort()
+		return err
+	}
+	u.done = true
+	u.cancel()
+	return nil
+}
+
+// Abort implements filewrite.Sink: the parts sent are discarded and the key
+// is left as it was. After Commit it does nothing.
+func (u *Upload) Abort() error {
+	if u.done {
+		return nil
+	}
+	u.done = true
+	if u.buf != nil {
+		u.b.putBuffer(u.buf)
+		u.buf = nil
+	}
+	u.cancel()
+	u.wg.Wait()
+	_, err := u.b.c.AbortMultipartUpload(context.WithoutCancel(u.ctx), &s3.AbortMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id})
+	if err != nil {
+		return u.b.fail(u.key, err)
+	}
+	return nil
+}
+
+// AbortUnfinished aborts every multipart upload under the bucket's prefix
+// that was never completed (those of a killed run) and reports how many
+// there were. Some stores (MinIO) list uploads only by exact key: there
+// Create's own clean-up is what finds them.
+func (b *Bucket) AbortUnfinished(ctx context.Context) (int, error) {
+	prefix := ""
+	if b.u.Key != "" {
+		prefix = b.u.Key + "/"
+	}
+	return b.abortUnder(ctx, prefix, false)
+}
+
+// abortUnder aborts the unfinished uploads whose key starts with prefix
+// (exact: only those of that key).
+func (b *Bucket) abortUnder(ctx context.Context, prefix string, exact bool) (int, error) {
+	n := 0
+	p := s3.NewListMultipartUploadsPaginator(b.c, &s3.ListMultipartUploadsInput{Bucket: &b.u.Bucket, Prefix: &prefix})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return n, b.fail(prefix, err)
+		}
+		for _, up := range page.Uploads {
+			if exact && aws.ToString(up.Key) != prefix {
+				continue
+			}
+			if _, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.u.Bucket, Key: up.Key, UploadId: up.UploadId}); err != nil && !isNoSuchUpload(err) {
+				return n, b.fail(aws.ToString(up.Key), err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func isNoSuchUpload(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload"
+}
+
+// Stat reports an object's size, or ok false when there is none.
+func (b *Bucket) Stat(ctx context.Context, name string) (size int64, ok bool, err error) {
+	key := b.u.Join(name)
+	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.u.Bucket, Key: &key})
+	if err != nil {
+		err = b.fail(key, err)
+		if isNotFound(err) {
+			return 0, false, nil
+		}
+		return 0, false, err
+	}
+	return aws.ToInt64(h.ContentLength), true, nil
+}
+
+func isNotFound(err error) bool {
+	e, ok := err.(*remote.Error)
+	return ok && e.Kind == remote.ErrNotFound
+}
