@@ -48,7 +48,7 @@ const slicePrefix, sliceSuffix = "worker-", ".lock"
 // it up (a nil lock's Release does nothing).
 func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	name := fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, sliceSuffix)
-	l, err := dirlock.AcquireFile(filepath.Join(dst, StateDir, name))
+	l, err := dirlock.AcquireFile(filepath.Join(dst, stateDir, name))
 	if errors.Is(err, ErrInUse) {
 		return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", ErrInUse, i, n, dst)
 	}
@@ -65,7 +65,7 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 // heldSlices names a worker slice of DST whose lock a live process holds,
 // skipping names ending in except ("" when none is held).
 func heldSlices(dst, except string) string {
-	dir := filepath.Join(dst, StateDir)
+	dir := filepath.Join(dst, stateDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return ""

@@ -46,8 +46,8 @@ type ExecOptions struct {
 	Connections int
 }
 
-// Result says what Execute did.
-type Result struct {
+// result says what Execute did.
+type result struct {
 	// Written and Kept count the safetensors files written now and those
 	// kept from an earlier run of the same plan.
 	Written, Kept int
@@ -74,7 +74,7 @@ type Result struct {
 // kept, others written again, temporaries removed. A rerun over a finished
 // directory keeps every file whose name, size and header are the plan's
 // (reassemble --check and verify read the bytes) and writes the others.
-func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result, error) {
+func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
 	}
@@ -97,7 +97,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 	if err := checkRoot(p, dst); err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &result{}
 	runs := make([]*dirRun, len(p.Dirs))
 	var jobs []writeJob
 	for i := range p.Dirs {
