@@ -13,12 +13,12 @@ const (
 	// DefaultConnections is the parallel requests of a fetch: enough to fill a
 	// datacenter link from a CDN that serves each connection at tens of MB/s.
 	DefaultConnections = 16
-	// DefaultGap merges ranges separated by at most this many bytes: reading
+	// defaultGap merges ranges separated by at most this many bytes: reading
 	// 128 KiB more costs less time than another request's round trip.
-	DefaultGap = 128 << 10
-	// DefaultRequestSize is the largest single request; longer spans are
+	defaultGap = 128 << 10
+	// defaultRequestSize is the largest single request; longer spans are
 	// split so that they spread over the connections and fit the buffers.
-	DefaultRequestSize = 4 << 20
+	defaultRequestSize = 4 << 20
 )
 
 // Range is a byte range of one file that a plan needs.
@@ -62,13 +62,13 @@ func (o FetchOptions) withDefaults() FetchOptions {
 		o.Connections = DefaultConnections
 	}
 	if o.Gap == 0 {
-		o.Gap = DefaultGap
+		o.Gap = defaultGap
 	}
 	if o.Gap < 0 {
 		o.Gap = 0
 	}
 	if o.RequestSize <= 0 {
-		o.RequestSize = DefaultRequestSize
+		o.RequestSize = defaultRequestSize
 	}
 	if o.Window <= 0 {
 		o.Window = 2 * o.Connections

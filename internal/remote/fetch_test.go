@@ -339,7 +339,7 @@ func TestSourceContextBoundsReadAt(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, _ := NewSource(ctx, Location{Base: fs.url()}, fastOptions())
+	s, _ := NewSource(ctx, location{Base: fs.url()}, fastOptions())
 	f, err := s.Open(context.Background(), "a")
 	if err != nil {
 		t.Fatal(err)
