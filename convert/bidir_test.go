@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -400,5 +401,114 @@ func TestBidirErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dst, f.Path)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s written despite the error", f.Path)
+	}
+}
+
+// TestBidirFromHub: both directions from a remote source write the local
+// conversion's bytes, every read within the shard's planned ranges; split
+// over two workers and merged, the same tree again.
+func TestBidirFromHub(t *testing.T) {
+	bf16, _ := Lookup(BF16)
+	root := t.TempDir()
+	localBF, localMX := filepath.Join(root, "bf"), filepath.Join(root, "mx")
+	convertRecipe(t, miniSrc, localBF, BF16, Options{Experts: ExpertsBF16})
+	convertRecipe(t, localBF, localMX, BF16, Options{Experts: ExpertsMXFP4})
+	for _, c := range []struct {
+		src, want string
+		opts      Options
+	}{{miniSrc, localBF, Options{Experts: ExpertsBF16}}, {localBF, localMX, Options{Experts: ExpertsMXFP4}}} {
+		h := testckpt.NewHubServer(t, c.src)
+		p, err := NewPlan(openRemote(t, h, "hf://org/name"), nil, bf16, c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(t.TempDir(), "out")
+		res, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameTree(t, dst, c.want)
+		if n := res.Network; n == nil || n.Unplanned != 0 {
+			t.Fatalf("%s: network %+v", c.opts.Experts, n)
+		}
+		// Two workers and the merge: the same files.
+		pl, err := NewPlan(openSrc(t, c.src), nil, bf16, c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		split := filepath.Join(t.TempDir(), "split")
+		for i := range 2 {
+			if _, err := Execute(context.Background(), pl, split, ExecOptions{Jobs: 1, Worker: i, Workers: 2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(split, ManifestName)); err != nil {
+			if _, err := Finalize(split); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sameTree(t, split, c.want)
+	}
+}
+
+// TestBidirPackedUE8M0: FP8 weights whose scales are DeepGEMM's packed UE8M0
+// I32 buffer decode like the same scales as an F32 grid.
+func TestBidirPackedUE8M0(t *testing.T) {
+	const n, k = 200, 300 // partial blocks both ways
+	nb, kb := quant.NumBlocks(n), quant.NumBlocks(k)
+	grid := make([]float32, nb*kb)
+	for i := range grid {
+		grid[i] = float32(math.Ldexp(1, i%9-6))
+	}
+	codes := make([]byte, n*k)
+	for i := range codes {
+		codes[i] = byte(i*37) &^ 0x80 // no NaN codes: 0x7F is skipped below
+		if codes[i] == 0x7F {
+			codes[i] = 0x7E
+		}
+	}
+	words, err := quant.PackUE8M0(grid, n, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb := make([]byte, 4*len(words))
+	for i, w := range words {
+		binary.LittleEndian.PutUint32(wb[4*i:], uint32(w))
+	}
+	ws, stride := quant.PackedUE8M0Shape(n, k)
+	name := "model.layers.0.self_attn.q_proj"
+	path := filepath.Join(t.TempDir(), "m.safetensors")
+	writeFile(t, path, []safetensors.TensorSpec{
+		{Name: name + ".weight", DType: safetensors.F8_E4M3, Shape: []int64{n, k}},
+		{Name: name + ".weight_scale_inv", DType: safetensors.I32, Shape: []int64{int64(ws), int64(stride)}},
+	}, [][]byte{codes, wb})
+	f, err := safetensors.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Path = filepath.Base(path)
+	bf16, _ := Lookup(BF16)
+	fp, _, err := planFile(filepath.Dir(path), f, bf16, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fp.Steps) != 1 || fp.Steps[0].Kind != StepDecode {
+		t.Fatalf("steps %+v", fp.Steps)
+	}
+	var s scratch
+	var got []byte
+	if err := s.runTransform(context.Background(), f.ReaderAt(), f, fp.Steps[0], func(b []byte) error { got = append(got, b...); return nil }, noProgress{}); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 2*n*k)
+	for b := range nb {
+		r0, r1 := b*128, min(b*128+128, n)
+		if err := quant.DequantizeBandBF16(want[2*r0*k:2*r1*k], codes[r0*k:r1*k], grid[b*kb:], r1-r0, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("packed UE8M0 scales decode differently from their grid")
 	}
 }

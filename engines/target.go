@@ -42,14 +42,11 @@ func profiles() []Profile {
 	var out []Profile
 	for _, f := range []string{"modelopt", "deepseek", "compressed-tensors"} {
 		for _, r := range convert.RecipeNames() {
-			if r == convert.BF16 {
-				continue // the way back to BF16 masters, not a serving choice
-			}
 			for _, e := range expertModes() {
 				if e == "nvfp4" && f != "modelopt" { // convert refuses it
 					continue
 				}
-				if e == "bf16" || e == "mxfp4" { // the way back to BF16 masters and to the release's own format: no serving choice
+				if e == "mxfp4" { // packs BF16 experts: the release's are MXFP4 already
 					continue
 				}
 				out = append(out, Profile{Format: f, Recipe: r, Experts: e})

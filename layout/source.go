@@ -239,11 +239,12 @@ func endsInNewline(root, name string) (bool, error) {
 }
 
 // stampOf identifies a file's version for resume fingerprints: name, size
-// and modification time of a local file, name, size and ETag of a remote
+// and modification time of a local file, name, size and version (ETag,
+// Last-Modified or pinned revision: remote.File.Version) of a remote
 // one, the name alone for anything else.
 func stampOf(name string, ra io.ReaderAt) string {
 	if rf, ok := ra.(*remote.File); ok {
-		return fmt.Sprintf("%s %d %s", name, rf.Size(), rf.ETag())
+		return fmt.Sprintf("%s %d %s", name, rf.Size(), rf.Version())
 	}
 	s, err := fsx.StampReader(ra)
 	if err != nil || s == (fsx.Stamp{}) {

@@ -242,8 +242,12 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintln(sw, packLine(res.Packed, res.Pack))
 	}
 	if res.Finalized {
-		fmt.Fprintf(sw, "done: %s quantized, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
-			termtext.Plural(int64(t.Quantized), "tensor", "tensors"), gib(t.SourceBytes), gib(t.OutputBytes),
+		what := termtext.Plural(int64(t.Quantized), "tensor", "tensors") + " quantized"
+		if t.Decoded > 0 || t.Packed > 0 {
+			what = fmt.Sprintf("%s quantized, %d decoded to BF16, %d packed to MXFP4", termtext.Plural(int64(t.Quantized), "tensor", "tensors"), t.Decoded, t.Packed)
+		}
+		fmt.Fprintf(sw, "done: %s, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
+			what, gib(t.SourceBytes), gib(t.OutputBytes),
 			convert.ManifestName, termtext.Plural(int64(len(res.Manifest.Files)), "file", "files"))
 	} else {
 		fmt.Fprintf(sw, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)

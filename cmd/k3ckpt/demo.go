@@ -27,6 +27,7 @@ type demoStep struct {
 func demoSteps(dir string, keep bool) []demoStep {
 	src := filepath.Join(dir, "k3-tiny")
 	fp8 := filepath.Join(dir, "k3-tiny-fp8")
+	bf16, mx := filepath.Join(dir, "k3-tiny-bf16"), filepath.Join(dir, "k3-tiny-mxfp4")
 	audit := demoStep{"audit the converted checkpoint per rank under the DP16 decode layout", []string{"inspect", fp8, "--layout", "dp16"}}
 	if keep {
 		audit.what += ", and chart its memory step by step"
@@ -43,6 +44,9 @@ func demoSteps(dir string, keep bool) []demoStep {
 		{"export ranks 0 and 9 of the DP16 decode layout", []string{"export", fp8, filepath.Join(dir, "dp16"), "--layout", "dp16", "--ranks", "0,9"}},
 		{"export all ranks of the DP2×DCP8 decode layout", []string{"export", fp8, filepath.Join(dir, "dcp8"), "--layout", "dp2-dcp8"}},
 		{"rebuild the checkpoint from the DP2×DCP8 export and prove it lossless", []string{"reassemble", filepath.Join(dir, "dcp8"), filepath.Join(dir, "dcp8-rebuilt"), "--check", fp8}},
+		{"decode the release to BF16 masters (MXFP4 experts → BF16, exactly as torch computes it)", []string{"convert", src, bf16, "--recipe", "bf16", "--experts", "bf16", "--jobs", "2"}},
+		{"pack the BF16 experts back into the release's MXFP4 (compressed-tensors' rule; every value comes back)", []string{"convert", bf16, mx, "--recipe", "bf16", "--experts", "mxfp4", "--jobs", "2"}},
+		{"verify the packed experts byte for byte against a fresh packing of the BF16 masters", []string{"verify", bf16, mx}},
 	}
 }
 

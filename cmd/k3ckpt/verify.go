@@ -100,6 +100,9 @@ func printVerify(w io.Writer, r *convert.VerifyReport, quiet bool) {
 	}
 	fmt.Fprintf(w, "verify plan %.12s (recipe %s, format %s, scales %s): %d files hashed (%.2f GiB), %d tensors identical, %d FP8 tensors\n",
 		r.Plan, r.Recipe, r.Format, r.ScaleFmt, r.Files, gib(r.Hashed), r.Copied, r.Quantized)
+	if r.Decoded > 0 || r.Packed > 0 {
+		fmt.Fprintf(w, "%d tensors decoded to BF16 and %d packed to MXFP4 equal a fresh decode / packing of the source bit for bit\n", r.Decoded, r.Packed)
+	}
 	var worst convert.TensorStats
 	minSNR := -1.0
 	for _, t := range r.Tensors {

@@ -103,6 +103,18 @@ func Start(t testing.TB) *Server {
 		Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(User, Password, ""),
 	})
+	// Ready is not yet serving: under load MinIO answers 503
+	// XMinioServerNotInitialized for a while after it.
+	for {
+		_, err := s.Client.ListBuckets(context.Background(), &s3.ListBucketsInput{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("MinIO at %s not serving after 60 s: %v\n%s", addr, err, log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	s.Env(t)
 	return s
 }
