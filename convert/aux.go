@@ -13,15 +13,15 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// AuxFile is a side file (tokenizer, chat template, custom code) copied as is.
-type AuxFile struct {
+// auxFile is a side file (tokenizer, chat template, custom code) copied as is.
+type auxFile struct {
 	// Name is the path relative to the checkpoint root, with forward slashes.
 	Name string
 	Size int64
 	// Mode is the source file's permission bits, which the copy keeps.
 	Mode fs.FileMode
 
-	stamp fileStamp
+	stamp fsx.Stamp
 }
 
 // ErrPartialSource: SRC is part of a larger checkpoint (one of its shards).
@@ -40,7 +40,7 @@ var replacedNames = map[string]bool{
 // that the checkpoint does not hold, or an index it was not opened through,
 // means SRC named one file of a larger checkpoint: copying its siblings as
 // side files would make a broken tree, so that is refused.
-func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
+func listAux(src *safetensors.Checkpoint) ([]auxFile, error) {
 	shards := make([]string, len(src.Files))
 	for i, f := range src.Files {
 		shards[i] = f.Path
@@ -59,7 +59,7 @@ func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	aux := make([]AuxFile, 0, len(side))
+	aux := make([]auxFile, 0, len(side))
 	for _, sf := range side {
 		if replacedNames[sf.Name] {
 			continue
@@ -77,7 +77,7 @@ func listAux(src *safetensors.Checkpoint) ([]AuxFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		aux = append(aux, AuxFile{Name: sf.Name, Size: st.Size(), Mode: st.Mode().Perm(), stamp: stampInfo(st)})
+		aux = append(aux, auxFile{Name: sf.Name, Size: st.Size(), Mode: st.Mode().Perm(), stamp: fsx.StampOf(st)})
 	}
 	return aux, nil
 }

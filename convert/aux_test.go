@@ -15,7 +15,7 @@ func TestCopyAuxChangedSource(t *testing.T) {
 	from, to := filepath.Join(dir, "tokenizer.json"), filepath.Join(dir, "out", "tokenizer.json")
 	os.WriteFile(from, []byte("0123456789"), 0o644)
 	var s scratch
-	a := &AuxFile{Name: "tokenizer.json", Size: 7}
+	a := &auxFile{Name: "tokenizer.json", Size: 7}
 	if _, _, err := s.copyAux(context.Background(), dir, a, to, noProgress{}); !errors.Is(err, ErrChanged) {
 		t.Fatalf("changed source: %v", err)
 	}

@@ -91,7 +91,7 @@ func TestConvertBareKimiLinear(t *testing.T) {
 				}
 				mmQuantized := 0
 				for _, o := range mm {
-					if o.Role == RoleWeight {
+					if o.Role == roleWeight {
 						mmQuantized++
 					}
 				}

@@ -493,7 +493,7 @@ func TestBidirPackedUE8M0(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fp.Steps) != 1 || fp.Steps[0].Kind != StepDecode {
+	if len(fp.Steps) != 1 || fp.Steps[0].Kind != stepDecode {
 		t.Fatalf("steps %+v", fp.Steps)
 	}
 	var s scratch

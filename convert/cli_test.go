@@ -85,7 +85,7 @@ func finalsComplete(t *testing.T, dst string) int {
 	ref := treeHashes(t, tinyRef)
 	n := 0
 	for name, h := range treeHashes(t, dst) {
-		if strings.HasPrefix(name, StateDir+"/") || strings.HasPrefix(filepath.Base(name), ".k3tmp-") || name == dirlock.LockName {
+		if strings.HasPrefix(name, stateDir+"/") || strings.HasPrefix(filepath.Base(name), ".k3tmp-") || name == dirlock.LockName {
 			continue
 		}
 		n++

@@ -9,8 +9,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// BlockSize is the edge of a quantization block: one scale per 128×128 weights.
-const BlockSize = quant.BlockSize
+// blockSize is the edge of a quantization block: one scale per 128×128 weights.
+const blockSize = quant.BlockSize
 
 // Format is the engine convention an FP8 checkpoint is written in: the name and
 // shape of each scale tensor and the shape of the quantization config.
@@ -81,15 +81,15 @@ func (f Format) ScaleName(weight string) string {
 
 // ScaleShape is the scale tensor's shape for an [n, k] weight.
 func (f Format) ScaleShape(n, k int64) []int64 {
-	return formatFacts[f].scales.Shape(Blocks(n), Blocks(k))
+	return formatFacts[f].scales.Shape(blocks(n), blocks(k))
 }
 
-// Blocks is the number of 128-wide blocks covering n (quant.NumBlocks for int64 sizes).
-func Blocks(n int64) int64 { return (n + BlockSize - 1) / BlockSize }
+// blocks is the number of 128-wide blocks covering n (quant.NumBlocks for int64 sizes).
+func blocks(n int64) int64 { return (n + blockSize - 1) / blockSize }
 
-// ScaleDType is the dtype of every scale tensor: fp32 in all three
+// scaleDType is the dtype of every scale tensor: fp32 in all three
 // conventions (with UE8M0 the values are powers of two, still stored as fp32).
-const ScaleDType = safetensors.F32
+const scaleDType = safetensors.F32
 
 // WeightDType is the dtype of every quantized weight.
 const WeightDType = safetensors.F8_E4M3
@@ -110,23 +110,23 @@ func ParseScaleFmt(s string) (quant.ScaleFmt, error) {
 // numScaleFmts is how many quant.ScaleFmt values there are.
 const numScaleFmts = int(quant.ScaleUE8M0) + 1
 
-// NonFinitePolicy says what to do with NaN or ±Inf in a weight to quantize.
-type NonFinitePolicy uint8
+// nonFinitePolicy says what to do with NaN or ±Inf in a weight to quantize.
+type nonFinitePolicy uint8
 
 const (
 	// NonFiniteError stops with an error naming the tensor and block.
-	NonFiniteError NonFinitePolicy = iota
-	// NonFiniteZero replaces each non-finite source value by 0 before
+	NonFiniteError nonFinitePolicy = iota
+	// nonFiniteZero replaces each non-finite source value by 0 before
 	// quantizing, on the user's explicit request; the count is reported.
-	NonFiniteZero
+	nonFiniteZero
 
-	numPolicies = int(NonFiniteZero) + 1
+	numPolicies = int(nonFiniteZero) + 1
 )
 
-var policyNames = [numPolicies]string{NonFiniteError: "error", NonFiniteZero: "zero"}
+var policyNames = [numPolicies]string{NonFiniteError: "error", nonFiniteZero: "zero"}
 
 // String is the --nonfinite name.
-func (p NonFinitePolicy) String() string {
+func (p nonFinitePolicy) String() string {
 	if int(p) < numPolicies {
 		return policyNames[p]
 	}
@@ -134,10 +134,10 @@ func (p NonFinitePolicy) String() string {
 }
 
 // MarshalText writes the name.
-func (p NonFinitePolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+func (p nonFinitePolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
 // UnmarshalText parses a name.
-func (p *NonFinitePolicy) UnmarshalText(b []byte) error {
+func (p *nonFinitePolicy) UnmarshalText(b []byte) error {
 	v, err := ParseNonFinitePolicy(string(b))
 	if err == nil {
 		*p = v
@@ -146,10 +146,10 @@ func (p *NonFinitePolicy) UnmarshalText(b []byte) error {
 }
 
 // ParseNonFinitePolicy maps a --nonfinite name to its policy.
-func ParseNonFinitePolicy(s string) (NonFinitePolicy, error) {
+func ParseNonFinitePolicy(s string) (nonFinitePolicy, error) {
 	for i, n := range policyNames {
 		if n == s {
-			return NonFinitePolicy(i), nil
+			return nonFinitePolicy(i), nil
 		}
 	}
 	return 0, fmt.Errorf("%w: non-finite policy %q (known: %s)", ErrUnknownFormat, s, strings.Join(policyNames[:], ", "))

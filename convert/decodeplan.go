@@ -62,7 +62,7 @@ type xfSpec struct {
 
 // decodes reports whether a plan with these options turns some tensors back
 // into BF16 or packs BF16 experts, so PlanTensors looks at companions.
-func (r *Recipe) decodes() bool { return r.Default == Decode }
+func (r *Recipe) decodes() bool { return r.Default == decode }
 
 // planTransforms finds, among one file's specs, every quantized weight the
 // options decode to BF16 (non-expert weights when the recipe decodes,
@@ -192,7 +192,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 // packed UE8M0 buffer.
 func checkFP8Scales(w, sc safetensors.TensorSpec) error {
 	n, k := w.Shape[0], w.Shape[1]
-	nb, kb := Blocks(n), Blocks(k)
+	nb, kb := blocks(n), blocks(k)
 	switch {
 	case sc.DType == safetensors.F32 && len(sc.Shape) == 2 && sc.Shape[0] == nb && sc.Shape[1] == kb:
 	case sc.DType == safetensors.F32 && len(sc.Shape) == 4 && sc.Shape[0] == nb && sc.Shape[1] == 1 && sc.Shape[2] == kb && sc.Shape[3] == 1:

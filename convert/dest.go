@@ -54,7 +54,7 @@ func checkDest(p *Plan, dst string, restart bool) (record func() error, err erro
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dst, err)
 	}
-	statePath := filepath.Join(dst, StateDir, stateName)
+	statePath := filepath.Join(dst, stateDir, stateName)
 	var st planState
 	err = readJSON(statePath, &st)
 	switch {
@@ -74,7 +74,7 @@ func checkDest(p *Plan, dst string, restart bool) (record func() error, err erro
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
 	}
-	m, err := ReadManifest(dst)
+	m, err := readManifest(dst)
 	switch {
 	case err == nil:
 		if m.Plan != p.ID {
@@ -89,7 +89,7 @@ func checkDest(p *Plan, dst string, restart bool) (record func() error, err erro
 			return nil, err
 		}
 		for _, e := range ents {
-			if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) && e.Name() != StateDir && e.Name() != dirlock.LockName {
+			if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) && e.Name() != stateDir && e.Name() != dirlock.LockName {
 				return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
 			}
 		}
@@ -160,7 +160,7 @@ func createState(path string, p *Plan) error {
 // discardRun forgets an earlier run of this plan: its done records and its
 // manifest, so that every file is written again.
 func discardRun(dst string) error {
-	if err := os.RemoveAll(filepath.Join(dst, StateDir, doneDir)); err != nil {
+	if err := os.RemoveAll(filepath.Join(dst, stateDir, doneDir)); err != nil {
 		return err
 	}
 	if err := os.Remove(filepath.Join(dst, ManifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -188,7 +188,7 @@ func sameDir(a, b string) (bool, error) {
 // removeOwnTemps deletes leftovers of a killed run for these units only:
 // other workers may be writing their own temporaries in the same directory.
 // Each directory is listed once, however many units it holds.
-func removeOwnTemps(dst string, units []Unit) error {
+func removeOwnTemps(dst string, units []unit) error {
 	bases := map[string]map[string]bool{} // directory → unit base names
 	var dirs []string
 	for _, u := range units {
@@ -238,7 +238,7 @@ func ownTemp(name string, bases map[string]bool) bool {
 // finished that resume can keep, as recs and m record them, plus the configs
 // and index, plus the spills of jobs files at once) with the free space of
 // DST's filesystem. A run that starts over passes no records.
-func checkSpace(dst string, p *Plan, units []Unit, recs records, m *Manifest, jobs int) error {
+func checkSpace(dst string, p *Plan, units []unit, recs records, m *Manifest, jobs int) error {
 	var need int64
 	for _, u := range units {
 		if recs != nil {

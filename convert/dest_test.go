@@ -123,7 +123,7 @@ func TestDestinationLock(t *testing.T) {
 	if _, err := Finalize(dst); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "worker 0-of-2") {
 		t.Errorf("merge while worker 0/2 runs: %v", err)
 	}
-	w0.release()
+	w0.Release()
 	// No worker of 2 runs now: a worker of another split is still refused.
 	if _, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 2, Workers: 3}); !errors.Is(err, ErrWorker) || !strings.Contains(err.Error(), "0/2") {
 		t.Errorf("a worker of another split after the first split's workers stopped: %v", err)
@@ -200,7 +200,7 @@ func TestConcurrentRunsOnOneDestination(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	claim := filepath.Join(t.TempDir(), StateDir, stateName)
+	claim := filepath.Join(t.TempDir(), stateDir, stateName)
 	if err := createState(claim, p); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestRemoveOwnTemps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	units := []Unit{{Name: "model-00001-of-000002.safetensors"}, {Name: "config.json"}, {Name: "code/modeling_kimi_k3.py"}, {Name: "missing/dir.json"}}
+	units := []unit{{Name: "model-00001-of-000002.safetensors"}, {Name: "config.json"}, {Name: "code/modeling_kimi_k3.py"}, {Name: "missing/dir.json"}}
 	if err := removeOwnTemps(dst, units); err != nil {
 		t.Fatal(err)
 	}
@@ -271,12 +271,12 @@ func TestNoCommitBeforePlanRecorded(t *testing.T) {
 	// Resume re-records the files it keeps: not before the plan either.
 	copyTree(t, miniRef, dst)
 	recs := records{}
-	m, err := ReadManifest(dst)
+	m, err := readManifest(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range m.Files {
-		recs[f.Name] = doneRecord{Plan: p.ID, FileRecord: f}
+		recs[f.Name] = doneRecord{Plan: p.ID, fileRecord: f}
 	}
 	log = newRecordLog(dst, 0, 1, state)
 	_, err = run(context.Background(), p, dst, p.Units(), recs, nil, log, 2, ExecOptions{Jobs: 2, Resume: true})
@@ -284,7 +284,7 @@ func TestNoCommitBeforePlanRecorded(t *testing.T) {
 	if !errors.Is(err, failed) {
 		t.Fatalf("resume with a failed plan record: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dst, StateDir)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dst, stateDir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("records written before the plan: %v", err)
 	}
 }

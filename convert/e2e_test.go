@@ -162,7 +162,7 @@ func checkConversion(t *testing.T, srcDir, dst string, opts Options) {
 		}
 	}
 	// The manifest lists every file with its size and sha256, and nothing else.
-	m, err := ReadManifest(dst)
+	m, err := readManifest(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func checkConversion(t *testing.T, srcDir, dst string, opts Options) {
 			t.Errorf("manifest: %s sha256 %s, file has %s", f.Name, f.SHA256, tree[f.Name])
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dst, StateDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dst, stateDir)); !os.IsNotExist(err) {
 		t.Errorf("state directory left after finalize: %v", err)
 	}
 	checkConfig(t, dst, opts)
@@ -485,7 +485,7 @@ func TestWorkersAndMerge(t *testing.T) {
 	if _, err := Finalize(dst); !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("merge with a slice missing: %v", err)
 	}
-	if _, err := ReadManifest(dst); !errors.Is(err, os.ErrNotExist) {
+	if _, err := readManifest(dst); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("manifest written early: %v", err)
 	}
 	// merge --dry-run names exactly the last slice's files as missing.
@@ -509,7 +509,7 @@ func TestWorkersAndMerge(t *testing.T) {
 		t.Fatal("last worker did not finalize")
 	}
 	sameTree(t, dst, miniRef)
-	m, err := ReadManifest(dst)
+	m, err := readManifest(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +628,7 @@ func TestNonFiniteWeight(t *testing.T) {
 			t.Errorf("%s left in DST after the error", e)
 		}
 	}
-	res, err := convertDir(src, dst, Options{NonFinite: NonFiniteZero}, ExecOptions{Jobs: 2, Resume: true})
+	res, err := convertDir(src, dst, Options{NonFinite: nonFiniteZero}, ExecOptions{Jobs: 2, Resume: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,7 +640,7 @@ func TestNonFiniteWeight(t *testing.T) {
 	if err != nil || rep.OK || len(rep.Violations) != 1 || !strings.Contains(rep.Violations[0], name+": the source holds a non-finite value") {
 		t.Fatalf("verify of a NaN source under the default policy: %v %v", err, rep.Violations)
 	}
-	rep, err = Verify(context.Background(), c, dst, VerifyOptions{NonFinite: NonFiniteZero})
+	rep, err = Verify(context.Background(), c, dst, VerifyOptions{NonFinite: nonFiniteZero})
 	if err != nil || !rep.OK {
 		t.Fatalf("verify after --nonfinite zero: %v %v", err, rep.Violations)
 	}
@@ -662,7 +662,7 @@ func TestConfigMismatch(t *testing.T) {
 // buffers, and gives the same bytes as one whole band.
 func TestWideBandTiles(t *testing.T) {
 	const n, k = 130, 40000 // 128·40000·2 bytes > TileBytes; partial last row band and tile
-	if BlockSize*k*2 <= TileBytes {
+	if blockSize*k*2 <= tileBytes {
 		t.Fatal("not wide enough to tile")
 	}
 	raw := make([]byte, n*k*2)
@@ -699,7 +699,7 @@ func TestWideBandTiles(t *testing.T) {
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if cap(s.src) > TileBytes || cap(s.band) != BlockSize*k {
+	if cap(s.src) > tileBytes || cap(s.band) != blockSize*k {
 		t.Errorf("buffers %d and %d bytes", cap(s.src), cap(s.band))
 	}
 	out, err := safetensors.OpenFile(filepath.Join(dir, "out.safetensors"))

@@ -1,6 +1,10 @@
 package convert
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+)
 
 // Sentinel errors, one per class of problem, always wrapped with the file or
 // tensor they concern so that callers can test them with errors.Is.
@@ -32,8 +36,9 @@ var (
 	ErrIncomplete = errors.New("conversion incomplete")
 	// ErrWorker: an invalid --worker I/N.
 	ErrWorker = errors.New("invalid worker slice")
-	// ErrChanged: a source file no longer matches what was planned from it.
-	ErrChanged = errors.New("source changed since planning")
+	// ErrChanged: a source file no longer matches what was planned from it
+	// (remote.ErrChanged itself, for local and remote sources alike).
+	ErrChanged = remote.ErrChanged
 	// ErrVerify: verify found a violation.
 	ErrVerify = errors.New("verification failed")
 )

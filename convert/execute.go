@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
@@ -24,21 +25,21 @@ import (
 // widest matrix, whatever the tensor's or checkpoint's size; plus a small
 // shard's held codes (≤ MaxHeldCodes), so at most about 62 MiB.
 const (
-	// TileBytes bounds the source bytes read at once for quantization: a
+	// tileBytes bounds the source bytes read at once for quantization: a
 	// 128-row band, split into column tiles (multiples of 128 columns) when a
 	// band is larger.
-	TileBytes = 8 << 20
+	tileBytes = 8 << 20
 	// MaxJobs bounds --jobs.
 	MaxJobs = 256
-	// MaxScaleBlocks bounds one tensor's scale count (4 bytes each) so that a
+	// maxScaleBlocks bounds one tensor's scale count (4 bytes each) so that a
 	// corrupt shape cannot make the executor allocate without bound; K3's
 	// largest has 33,792/128 × 7,168/128 = 14,784.
-	MaxScaleBlocks = 1 << 24
+	maxScaleBlocks = 1 << 24
 )
 
-// Progress receives the executor's progress in bytes of work (source bytes
+// progress receives the executor's progress in bytes of work (source bytes
 // read plus output bytes hashed). Implementations must be safe for concurrent use.
-type Progress interface {
+type progress interface {
 	// Start is called once with the total before any work.
 	Start(total int64)
 	// Add reports n more bytes done.
@@ -62,7 +63,7 @@ type ExecOptions struct {
 	// DST's free space.
 	NoSpaceCheck bool
 	// Progress, if set, is told about the work as it happens.
-	Progress Progress
+	Progress progress
 	// Connections bounds the parallel range requests to a remote source,
 	// shared by the files written at once (0: remote.DefaultConnections).
 	Connections int
@@ -97,7 +98,7 @@ type Result struct {
 	Packed int
 	Pack   quant.PackStats
 	// Network counts the source bytes fetched (nil for a local source).
-	Network *NetStats
+	Network *remote.Stats
 }
 
 // Execute carries out this worker's slice of the plan into dst, then, if
@@ -145,7 +146,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	// discarded the finished conversion already there).
 	var manifest *Manifest
 	if eo.Resume {
-		if m, err := ReadManifest(dst); err == nil {
+		if m, err := readManifest(dst); err == nil {
 			manifest = m
 		}
 	}
@@ -175,12 +176,12 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	} else if err := prepareDest(p, dst, eo.Restart); err != nil {
 		return nil, err
 	}
-	var slice *sliceLock
+	var slice *dirlock.Lock
 	if workers > 1 {
 		if slice, err = lockSlice(dst, eo.Worker, workers); err != nil {
 			return nil, err
 		}
-		defer slice.release()
+		defer slice.Release()
 		lock.Release() // the workers of the split share DST from here
 	}
 	own := units
@@ -227,7 +228,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		}
 		// The last worker to finish finalizes: one that finds another still
 		// holding its slice leaves it to that one.
-		slice.release()
+		slice.Release()
 		m, err = finalizeLocked(dst, lockWait)
 		if errors.Is(err, ErrInUse) {
 			return res, nil
@@ -241,7 +242,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 }
 
 // run writes (or verifies and skips) the units with jobs at once.
-func run(ctx context.Context, p *Plan, dst string, units []Unit, recs records, manifest *Manifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
+func run(ctx context.Context, p *Plan, dst string, units []unit, recs records, manifest *Manifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
 	prog := eo.Progress
 	if prog == nil {
 		prog = noProgress{}
@@ -335,7 +336,7 @@ func (noProgress) Add(int64)   {}
 
 // resumeUnit checks a unit finished earlier under this plan: it is skipped
 // when its file still has the recorded size and sha256.
-func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, recs records, m *Manifest, log *recordLog, prog Progress) (bool, error) {
+func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u unit, recs records, m *Manifest, log *recordLog, prog progress) (bool, error) {
 	rec, ok := recs.finished(p.ID, u.Name, m)
 	if !ok {
 		return false, nil
@@ -357,15 +358,15 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u Unit, r
 	}
 	prog.Add(u.Work - got.Size)
 	// Re-record it, so Finalize sees it even when it came from a manifest.
-	return true, log.add(doneRecord{Plan: p.ID, FileRecord: rec})
+	return true, log.add(doneRecord{Plan: p.ID, fileRecord: rec})
 }
 
 // produce writes one unit's data under a temporary name, hashing it on the
 // way, and returns how to commit it (sync and rename), its record and how
 // many non-finite values it zeroed. On error nothing is left behind.
-func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, prog Progress) (int64, FileRecord, commitFunc, error) {
+func (s *scratch) produce(ctx context.Context, p *Plan, path string, u unit, prog progress) (int64, fileRecord, commitFunc, error) {
 	switch u.Kind {
-	case UnitShard:
+	case unitShard:
 		return s.writeShard(ctx, p, path, u.File, prog)
 	default:
 		if p.remote != nil {
@@ -378,7 +379,7 @@ func (s *scratch) produce(ctx context.Context, p *Plan, path string, u Unit, pro
 }
 
 // commitUnit syncs and renames a written unit and records it as done.
-func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit commitFunc, log *recordLog) error {
+func commitUnit(p *Plan, dst string, u unit, rec fileRecord, commit commitFunc, log *recordLog) error {
 	sum, err := commit(log.ready)
 	if err != nil {
 		return err
@@ -388,5 +389,5 @@ func commitUnit(p *Plan, dst string, u Unit, rec FileRecord, commit commitFunc, 
 	if rec.Size != u.Size {
 		return fmt.Errorf("file %s: wrote %d bytes, planned %d", filepath.Join(dst, filepath.FromSlash(u.Name)), rec.Size, u.Size)
 	}
-	return log.add(doneRecord{Plan: p.ID, FileRecord: rec})
+	return log.add(doneRecord{Plan: p.ID, fileRecord: rec})
 }

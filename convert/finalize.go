@@ -19,7 +19,7 @@ import (
 )
 
 // finalNames are the files Finalize writes, the index first.
-var finalNames = []Unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ManifestName}}
+var finalNames = []unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ManifestName}}
 
 // metaFiles are the configs Finalize writes (besides the index and the manifest).
 func metaFiles(config, hfq []byte) map[string][]byte {
@@ -38,22 +38,22 @@ func streamIndex(w io.Writer, dst string, shards []string) error {
 }
 
 // writeIndex writes DST's index atomically and returns its record.
-func writeIndex(dst string, shards []string) (FileRecord, error) {
+func writeIndex(dst string, shards []string) (fileRecord, error) {
 	f, rec, err := stageIndex(dst, func(w io.Writer) error { return streamIndex(w, dst, shards) })
 	if err != nil {
-		return FileRecord{}, err
+		return fileRecord{}, err
 	}
 	return rec, f.Commit()
 }
 
 // stageIndex writes the index that render streams under a temporary name
 // and syncs it, leaving the rename to the caller; on error nothing is left.
-func stageIndex(dst string, render func(io.Writer) error) (*atomicfile.File, FileRecord, error) {
+func stageIndex(dst string, render func(io.Writer) error) (*atomicfile.File, fileRecord, error) {
 	return stage(filepath.Join(dst, safetensors.IndexName), "index", render) // the index renderer buffers its writes
 }
 
 // stageFile is stageIndex for a file of known bytes.
-func stageFile(path string, data []byte) (*atomicfile.File, FileRecord, error) {
+func stageFile(path string, data []byte) (*atomicfile.File, fileRecord, error) {
 	return stage(path, "write", func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
@@ -63,10 +63,10 @@ func stageFile(path string, data []byte) (*atomicfile.File, FileRecord, error) {
 // stage writes what render streams under a temporary name for path, hashing
 // it on the way, and syncs it, leaving the rename to the caller; on error
 // nothing is left and the error says what (e.g. "index") and path.
-func stage(path, what string, render func(io.Writer) error) (*atomicfile.File, FileRecord, error) {
+func stage(path, what string, render func(io.Writer) error) (*atomicfile.File, fileRecord, error) {
 	f, err := atomicfile.Create(path)
 	if err != nil {
-		return nil, FileRecord{}, err
+		return nil, fileRecord{}, err
 	}
 	h := sha256.New()
 	err = render(io.MultiWriter(f.File, h))
@@ -79,9 +79,9 @@ func stage(path, what string, render func(io.Writer) error) (*atomicfile.File, F
 	}
 	if err != nil {
 		f.Abort()
-		return nil, FileRecord{}, fmt.Errorf("%s %s: %w", what, path, err)
+		return nil, fileRecord{}, fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	return f, FileRecord{Name: filepath.Base(path), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return f, fileRecord{Name: filepath.Base(path), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // earlyFiles are a whole run's index and configs, written and synced under
@@ -92,7 +92,7 @@ type earlyFiles struct {
 	dst   string
 	done  chan struct{}
 	files []*atomicfile.File // the index first
-	recs  []FileRecord
+	recs  []fileRecord
 	err   error
 }
 
@@ -130,7 +130,7 @@ func stageEarly(p *Plan, dst string) *earlyFiles {
 
 // commit renames the staged files into place, the index first, and makes
 // the renames durable; it returns their records.
-func (e *earlyFiles) commit() ([]FileRecord, error) {
+func (e *earlyFiles) commit() ([]fileRecord, error) {
 	<-e.done
 	if e.err != nil {
 		return nil, e.err
@@ -180,9 +180,9 @@ func finalizeLocked(dst string, wait time.Duration) (*Manifest, error) {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
 	var st planState
-	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
+	if err := readJSON(filepath.Join(dst, stateDir, stateName), &st); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			if m, merr := ReadManifest(dst); merr == nil {
+			if m, merr := readManifest(dst); merr == nil {
 				return m, nil // already finalized
 			}
 		}
@@ -197,7 +197,7 @@ func finalizeLocked(dst string, wait time.Duration) (*Manifest, error) {
 
 // unitsDone splits the units of DST's recorded plan into those done (a
 // record of this plan and a file of the recorded size) and those missing.
-func unitsDone(dst string, st *planState, recs records) (done []FileRecord, missing []string, err error) {
+func unitsDone(dst string, st *planState, recs records) (done []fileRecord, missing []string, err error) {
 	for _, u := range st.units() {
 		if !localName(u) {
 			return nil, nil, fmt.Errorf("merge %s: %w: the recorded plan names %q, not a path inside it", dst, ErrDestination, u)
@@ -264,11 +264,11 @@ func finalize(dst string, st *planState, recs records, early *earlyFiles) (*Mani
 			m.Files = append(m.Files, rec)
 		}
 	}
-	slices.SortFunc(m.Files, func(a, b FileRecord) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(m.Files, func(a, b fileRecord) int { return cmp.Compare(a.Name, b.Name) })
 	if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
 		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}
-	if err := os.RemoveAll(filepath.Join(dst, StateDir)); err != nil {
+	if err := os.RemoveAll(filepath.Join(dst, stateDir)); err != nil {
 		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}
 	if err := atomicfile.SyncDir(dst); err != nil {

@@ -39,12 +39,12 @@ func TestResumeAfterKilledFinalize(t *testing.T) {
 	for _, renamed := range []bool{false, true} {
 		dst := filepath.Join(t.TempDir(), "out")
 		copyTree(t, ref, dst)
-		m, err := ReadManifest(dst)
+		m, err := readManifest(dst)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// What the killed run left: its plan, its records, no manifest.
-		if err := writeState(filepath.Join(dst, StateDir, stateName), p.state()); err != nil {
+		if err := writeState(filepath.Join(dst, stateDir, stateName), p.state()); err != nil {
 			t.Fatal(err)
 		}
 		var log []byte
@@ -53,11 +53,11 @@ func TestResumeAfterKilledFinalize(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s not in the reference manifest", u.Name)
 			}
-			b, _ := json.Marshal(doneRecord{Plan: p.ID, FileRecord: rec})
+			b, _ := json.Marshal(doneRecord{Plan: p.ID, fileRecord: rec})
 			log = append(append(log, b...), '\n')
 		}
-		os.MkdirAll(filepath.Join(dst, StateDir, doneDir), 0o755)
-		if err := os.WriteFile(filepath.Join(dst, StateDir, doneDir, "run"+logExt), log, 0o644); err != nil {
+		os.MkdirAll(filepath.Join(dst, stateDir, doneDir), 0o755)
+		if err := os.WriteFile(filepath.Join(dst, stateDir, doneDir, "run"+logExt), log, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		os.Remove(filepath.Join(dst, ManifestName))
@@ -84,7 +84,7 @@ func TestResumeAfterKilledFinalize(t *testing.T) {
 		if temps := tempsUnder(t, dst); len(temps) > 0 {
 			t.Errorf("renamed %v: temporaries left: %v", renamed, temps)
 		}
-		written, err := ReadManifest(dst)
+		written, err := readManifest(dst)
 		if err != nil {
 			t.Fatal(err)
 		}

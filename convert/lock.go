@@ -41,24 +41,14 @@ func acquireDest(dst string, wait time.Duration) (*dirlock.Lock, error) {
 	}
 }
 
-// sliceLock is a held worker slice.
-type sliceLock struct{ f *os.File }
-
-func (l *sliceLock) release() {
-	if l != nil && l.f != nil {
-		unlockFile(l.f)
-		l.f.Close()
-		l.f = nil
-	}
-}
-
 const slicePrefix, sliceSuffix = "worker-", ".lock"
 
 // lockSlice locks worker slice i/n of DST exclusively (the caller holds
-// DST's lock), refusing while workers of another split run.
-func lockSlice(dst string, i, n int) (*sliceLock, error) {
-	dir := filepath.Join(dst, StateDir)
+// DST's lock), refusing while workers of another split run. Release gives
+// it up (a nil lock's Release does nothing).
+func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	name := fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, sliceSuffix)
+	dir := filepath.Join(dst, stateDir)
 	// Workers of another split, running or not, come first: the slice file
 	// made below records this split for the workers after it.
 	if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
@@ -67,28 +57,19 @@ func lockSlice(dst string, i, n int) (*sliceLock, error) {
 	if other := otherSplit(dir, n); other != "" {
 		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)", ErrWorker, i, n, dst, other, dst)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR, 0o644)
+	l, err := dirlock.AcquireFile(filepath.Join(dir, name))
+	if errors.Is(err, ErrInUse) {
+		return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", ErrInUse, i, n, dst)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", dst, err)
+		return nil, err
 	}
-	if err := lockFile(f, true); err != nil {
-		f.Close()
-		if errors.Is(err, errWouldBlock) {
-			return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", ErrInUse, i, n, dst)
-		}
-		return nil, fmt.Errorf("lock %s: %w", dst, err)
-	}
+	// A worker of another split may have started since the check above.
 	if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
-		unlockFile(f)
-		f.Close()
+		l.Release()
 		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", ErrInUse, dst, held)
 	}
-	if other := otherSplit(dir, n); other != "" {
-		unlockFile(f)
-		f.Close()
-		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)", ErrWorker, i, n, dst, other, dst)
-	}
-	return &sliceLock{f: f}, nil
+	return l, nil
 }
 
 // otherSplit names a worker slice file of dir (held or not: the workers of
@@ -111,7 +92,7 @@ func otherSplit(dir string, n int) string {
 // heldSlices names a worker slice of DST whose lock a live process holds,
 // skipping names ending in except ("" when none is held).
 func heldSlices(dst, except string) string {
-	dir := filepath.Join(dst, StateDir)
+	dir := filepath.Join(dst, stateDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return ""
@@ -121,13 +102,7 @@ func heldSlices(dst, except string) string {
 		if !strings.HasPrefix(n, slicePrefix) || !strings.HasSuffix(n, sliceSuffix) || (except != "" && strings.HasSuffix(n, except)) {
 			continue
 		}
-		g, err := os.Open(filepath.Join(dir, n))
-		if err != nil {
-			continue
-		}
-		err = lockFile(g, false)
-		g.Close() // closing drops the probe's lock
-		if errors.Is(err, errWouldBlock) {
+		if dirlock.Held(filepath.Join(dir, n)) {
 			return strings.TrimSuffix(strings.TrimPrefix(n, slicePrefix), sliceSuffix)
 		}
 	}

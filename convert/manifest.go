@@ -22,7 +22,7 @@ type Manifest struct {
 	// made with (absent: keep and deepgemm).
 	Experts  string       `json:"experts,omitempty"`
 	Numerics string       `json:"numerics,omitempty"`
-	Files    []FileRecord `json:"files"`
+	Files    []fileRecord `json:"files"`
 
 	// SourceUnverified lists the remote source files whose server offered
 	// nothing to verify their content by (no ETag, Last-Modified or commit):
@@ -33,9 +33,9 @@ type Manifest struct {
 	byName map[string]int
 }
 
-// ReadManifest reads DST's manifest (ErrNotExist wrapped when absent). Every
+// readManifest reads DST's manifest (ErrNotExist wrapped when absent). Every
 // name it lists must be a plain relative path inside DST.
-func ReadManifest(dst string) (*Manifest, error) {
+func readManifest(dst string) (*Manifest, error) {
 	var m Manifest
 	if err := readJSON(filepath.Join(dst, ManifestName), &m); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
@@ -70,34 +70,34 @@ func localName(name string) bool {
 }
 
 // Lookup finds a file's record.
-func (m *Manifest) Lookup(name string) (FileRecord, bool) {
+func (m *Manifest) Lookup(name string) (fileRecord, bool) {
 	i, ok := m.byName[name]
 	if !ok {
-		return FileRecord{}, false
+		return fileRecord{}, false
 	}
 	return m.Files[i], true
 }
 
 // hashFile returns a regular file's size and sha256, counting bytes into
 // progress (which may be nil).
-func hashFile(path string, progress func(int64)) (FileRecord, error) {
+func hashFile(path string, progress func(int64)) (fileRecord, error) {
 	f, fi, err := openRegular(path)
 	if err != nil {
-		return FileRecord{}, err
+		return fileRecord{}, err
 	}
 	defer f.Close()
 	h := sha256.New()
 	n, err := hashMapped(f, fi.Size(), h, progress)
 	if err != nil {
-		return FileRecord{}, fmt.Errorf("hash %s: %w", path, err)
+		return fileRecord{}, fmt.Errorf("hash %s: %w", path, err)
 	}
 	if n < fi.Size() { // mapping refused: finish with read(2)
 		buf := make([]byte, hashBufSize)
 		if n, err = hashRead(f, n, h, buf, progress); err != nil {
-			return FileRecord{}, fmt.Errorf("hash %s: %w", path, err)
+			return fileRecord{}, fmt.Errorf("hash %s: %w", path, err)
 		}
 	}
-	return FileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return fileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // hashRead continues a hash with read(2) from off to the end of the file and

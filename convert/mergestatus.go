@@ -10,9 +10,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// MergeStatus is what merge would do to DST now, found without writing or
+// mergeStatus is what merge would do to DST now, found without writing or
 // locking anything (k3ckpt merge --dry-run): workers may still be running.
-type MergeStatus struct {
+type mergeStatus struct {
 	Dst  string `json:"dst"`
 	Plan string `json:"plan"`
 	// Finalized: DST holds a finished conversion (a manifest, no state).
@@ -29,15 +29,15 @@ type MergeStatus struct {
 }
 
 // Ready reports whether merge would finalize DST now.
-func (s *MergeStatus) Ready() bool { return !s.Finalized && len(s.Missing) == 0 && s.Running == "" }
+func (s *mergeStatus) Ready() bool { return !s.Finalized && len(s.Missing) == 0 && s.Running == "" }
 
 // StatusOfMerge reports what Finalize would do to DST, changing nothing.
-func StatusOfMerge(dst string) (*MergeStatus, error) {
+func StatusOfMerge(dst string) (*mergeStatus, error) {
 	var st planState
-	if err := readJSON(filepath.Join(dst, StateDir, stateName), &st); err != nil {
+	if err := readJSON(filepath.Join(dst, stateDir, stateName), &st); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			if m, merr := ReadManifest(dst); merr == nil {
-				s := &MergeStatus{Dst: dst, Plan: m.Plan, Finalized: true, Done: []string{}, Missing: []string{}, Writes: []string{}}
+			if m, merr := readManifest(dst); merr == nil {
+				s := &mergeStatus{Dst: dst, Plan: m.Plan, Finalized: true, Done: []string{}, Missing: []string{}, Writes: []string{}}
 				for _, f := range m.Files {
 					s.Done = append(s.Done, f.Name)
 				}
@@ -54,7 +54,7 @@ func StatusOfMerge(dst string) (*MergeStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &MergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: missing, Running: heldSlices(dst, "")}
+	s := &mergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: missing, Running: heldSlices(dst, "")}
 	if s.Missing == nil {
 		s.Missing = []string{}
 	}
@@ -70,7 +70,7 @@ func StatusOfMerge(dst string) (*MergeStatus, error) {
 }
 
 // String says it in a sentence or two.
-func (s *MergeStatus) String() string {
+func (s *mergeStatus) String() string {
 	if s.Finalized {
 		return fmt.Sprintf("%s is a finished conversion (plan %.12s): merge has nothing to do", s.Dst, s.Plan)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// NVFP4BandBytes bounds the packed MXFP4 codes cast at once (one band of
+// nVFP4BandBytes bounds the packed MXFP4 codes cast at once (one band of
 // rows); with its E8M0 and E4M3 scales a job holds about 1.2× this.
-const NVFP4BandBytes = 4 << 20
+const nVFP4BandBytes = 4 << 20
 
 // inputScaleOne is X.input_scale, F32 1.0: NVIDIA's converter pins every
 // expert's activation scale to --input_scale (default 1.0), no calibration.
@@ -38,7 +38,7 @@ type castScratch struct {
 // projection whose scales are all zero counts as 0, as in NVIDIA's rule). It
 // reads the scale tensors in chunks from ra (sf's bytes, or a stream of
 // them) the first time the file needs it.
-func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *CastSource, prog Progress) (int, error) {
+func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, prog progress) (int, error) {
 	if s.cs.file != sf {
 		s.cs.file = sf
 		clear(s.cs.kmax)
@@ -66,14 +66,14 @@ func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.Fi
 }
 
 // scanKMax is KMax over one E8M0 scale tensor, read NVFP4BandBytes at a time.
-func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, t safetensors.TensorInfo, prog Progress) (int, error) {
+func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, t safetensors.TensorInfo, prog progress) (int, error) {
 	var m quant.KMax
 	sec := tensorSection(ra, sf, t)
 	for off := int64(0); off < t.Size(); {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		n := min(NVFP4BandBytes, t.Size()-off)
+		n := min(nVFP4BandBytes, t.Size()-off)
 		s.cs.mx = bufs.Grow(s.cs.mx, int(n))
 		if _, err := sec.ReadAt(s.cs.mx, off); err != nil {
 			return 0, fmt.Errorf("read %s at %d: %w", t.Name, off, err)
@@ -89,7 +89,7 @@ func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.
 
 // castBandRows is how many rows of k elements one band of the cast holds.
 func castBandRows(n int64, k int) int {
-	return int(min(n, max(1, int64(NVFP4BandBytes/(k/2)))))
+	return int(min(n, max(1, int64(nVFP4BandBytes/(k/2)))))
 }
 
 // castNVFP4 casts one MXFP4 projection to NVFP4 band by band with the given
@@ -98,7 +98,7 @@ func castBandRows(n int64, k int) int {
 // scales depend on the E8M0 scales and K_max alone, so the band is cast
 // from zero codes, whose value counts (Lossy) are then not the tensor's. It
 // returns the cast's counts.
-func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *CastSource, kmax int, codes, scales func([]byte) error, prog Progress) (quant.CastStats, error) {
+func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, kmax int, codes, scales func([]byte) error, prog progress) (quant.CastStats, error) {
 	n, k := c.Packed.Shape[0], c.K()
 	cast, err := quant.NewNVFP4Cast(k, kmax)
 	if err != nil {
@@ -155,8 +155,8 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 
 // writeNVFP4 writes the tensor of a StepNVFP4 and counts the cast of its
 // code step (the one step that casts the codes) into the job's totals.
-func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st Step, w func([]byte) error, prog Progress) error {
-	if st.Part == PartInputScale {
+func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st step, w func([]byte) error, prog progress) error {
+	if st.Part == partInputScale {
 		return w(inputScaleOne)
 	}
 	kmax, err := s.kmaxOf(ctx, ra, sf, st.Cast, prog)
@@ -164,16 +164,16 @@ func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensor
 		return err
 	}
 	switch st.Part {
-	case PartScale2:
+	case partScale2:
 		b, err := scale2Bytes(kmax)
 		if err != nil {
 			return err
 		}
 		return w(b)
-	case PartScales:
+	case partScales:
 		_, err := s.castNVFP4(ctx, ra, sf, st.Cast, kmax, nil, w, prog)
 		return err
-	case PartCodes:
+	case partCodes:
 		cs, err := s.castNVFP4(ctx, ra, sf, st.Cast, kmax, w, nil, prog)
 		if err == nil {
 			s.cs.cast = s.cs.cast.Add(cs)
@@ -194,16 +194,16 @@ func tensorSection(ra io.ReaderAt, sf *safetensors.File, t safetensors.TensorInf
 // first time the file's steps need that K_max (seen holds the keys met
 // already), then band by band the scales, and for the codes the packed
 // codes after each band's scales.
-func nvfp4Reads(st Step, seen map[string]bool, read func(t safetensors.TensorInfo, off, n int64)) {
+func nvfp4Reads(st step, seen map[string]bool, read func(t safetensors.TensorInfo, off, n int64)) {
 	c := st.Cast
-	if st.Part == PartInputScale || c == nil {
+	if st.Part == partInputScale || c == nil {
 		return
 	}
 	if key := c.kmaxKey(); !seen[key] {
 		seen[key] = true
 		scan := func(t safetensors.TensorInfo) {
-			for off := int64(0); off < t.Size(); off += NVFP4BandBytes {
-				read(t, off, min(NVFP4BandBytes, t.Size()-off))
+			for off := int64(0); off < t.Size(); off += nVFP4BandBytes {
+				read(t, off, min(nVFP4BandBytes, t.Size()-off))
 			}
 		}
 		scan(c.Scales)
@@ -211,7 +211,7 @@ func nvfp4Reads(st Step, seen map[string]bool, read func(t safetensors.TensorInf
 			scan(*c.Partner)
 		}
 	}
-	if st.Part != PartScales && st.Part != PartCodes {
+	if st.Part != partScales && st.Part != partCodes {
 		return
 	}
 	n, k := c.Packed.Shape[0], c.K()
@@ -219,7 +219,7 @@ func nvfp4Reads(st Step, seen map[string]bool, read func(t safetensors.TensorInf
 	for r0 := int64(0); r0 < n; r0 += rows {
 		m := min(rows, n-r0)
 		read(c.Scales, r0*int64(k/quant.MXGroupSize), m*int64(k/quant.MXGroupSize))
-		if st.Part == PartCodes {
+		if st.Part == partCodes {
 			read(c.Packed, r0*int64(k/2), m*int64(k/2))
 		}
 	}

@@ -87,10 +87,10 @@ func TestConvertSucceedsThenVerifies(t *testing.T) {
 	rng := rand.New(rand.NewSource(246))
 	gens := []struct {
 		what string
-		nf   NonFinitePolicy
+		nf   nonFinitePolicy
 		gen  func(i int) uint16
 	}{
-		{"any bits, non-finite zeroed", NonFiniteZero, func(int) uint16 { return uint16(rng.Intn(1 << 16)) }},
+		{"any bits, non-finite zeroed", nonFiniteZero, func(int) uint16 { return uint16(rng.Intn(1 << 16)) }},
 		{"finite bits", NonFiniteError, func(int) uint16 {
 			b := uint16(rng.Intn(1 << 16))
 			if b&0x7F80 == 0x7F80 {

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -27,10 +28,10 @@ const ManifestName = "k3ckpt-manifest.json"
 // never mixes outputs of two versions.
 const planVersion = "k3ckpt-convert/1"
 
-// FilePlan is one output shard (same name as its source shard) and all that
+// filePlan is one output shard (same name as its source shard) and all that
 // writing it takes: its layout, the program of steps that fills it, and what
 // the source looked like when it was planned.
-type FilePlan struct {
+type filePlan struct {
 	// Name is the shard's path relative to the checkpoint root.
 	Name string
 	// Source is the source shard (its headers; data is read by the executor).
@@ -39,31 +40,31 @@ type FilePlan struct {
 	Layout *safetensors.Layout
 	// Steps is the executor's program for the file, in the layout's data
 	// order: copy runs and quantized weights.
-	Steps []Step
+	Steps []step
 	// ReadBytes is how many source bytes producing the file reads.
 	ReadBytes int64
 	// Totals counts the file's tensors and bytes.
-	Totals Totals
+	Totals totals
 	// SourceHeader is the sha256 of the source file's header as planned; the
 	// executor checks it before writing, so a shard replaced since planning
 	// is never converted with a stale plan.
 	SourceHeader [sha256.Size]byte
 
-	stamp     fileStamp         // the source file's size and times when planned
+	stamp     fsx.Stamp         // the source file's size and times when planned
 	etag      string            // a remote source file's ETag when planned
 	layoutSum [sha256.Size]byte // sha256 of the output header (the plan's ID covers it)
 }
 
 // Size is the output file's size.
-func (fp *FilePlan) Size() int64 { return fp.Layout.Size }
+func (fp *filePlan) Size() int64 { return fp.Layout.Size }
 
 // rereadBytes is what the file's code steps read again: weights whose codes
 // are not held from their scale step, or the spilled codes.
-func (fp *FilePlan) rereadBytes() int64 {
+func (fp *filePlan) rereadBytes() int64 {
 	var n int64
 	for _, st := range fp.Steps {
 		switch {
-		case st.Kind != StepCodes || st.HoldCodes:
+		case st.Kind != stepCodes || st.HoldCodes:
 		case st.SpillCodes:
 			n += fp.Layout.Tensors[st.First].Size()
 		default:
@@ -75,10 +76,10 @@ func (fp *FilePlan) rereadBytes() int64 {
 
 // spillBytes is what the file's spill holds at most: the codes of the
 // weights it spills.
-func (fp *FilePlan) spillBytes() int64 {
+func (fp *filePlan) spillBytes() int64 {
 	var n int64
 	for _, st := range fp.Steps {
-		if st.Kind == StepCodes && st.SpillCodes {
+		if st.Kind == stepCodes && st.SpillCodes {
 			n += fp.Layout.Tensors[st.First].Size()
 		}
 	}
@@ -93,9 +94,9 @@ type Plan struct {
 	// SrcRoot is the source checkpoint directory.
 	SrcRoot string
 	// Files are the output shards, in source order.
-	Files []*FilePlan
+	Files []*filePlan
 	// Aux are the side files copied unchanged.
-	Aux []AuxFile
+	Aux []auxFile
 	// Config is the output config.json; HFQuantConfig is hf_quant_config.json
 	// (ModelOpt only, else nil).
 	Config, HFQuantConfig []byte
@@ -134,7 +135,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err := checkExpertsWay(src.Root, cfg, r, opts); err != nil {
 		return nil, err
 	}
-	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*FilePlan, len(src.Files)), remote: src.Remote()}
+	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*filePlan, len(src.Files)), remote: src.Remote()}
 	mods := newModuleSet()
 	catalog := cfg.CatalogLookup()
 	var seen nameSet
@@ -185,7 +186,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 // recipe makes of its tensors, their layout and the steps that write them.
 // It returns the outputs in the layout's data order too (the plan keeps only
 // what the executor needs).
-func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FilePlan, []OutputTensor, error) {
+func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*filePlan, []outputTensor, error) {
 	path := filepath.Join(root, f.Path)
 	specs := make([]safetensors.TensorSpec, len(f.Tensors))
 	for i, t := range f.Tensors {
@@ -201,7 +202,7 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 	if err != nil {
 		return nil, nil, err
 	}
-	fp := &FilePlan{Name: f.Path, Source: f, Layout: l, layoutSum: sum}
+	fp := &filePlan{Name: f.Path, Source: f, Layout: l, layoutSum: sum}
 	if fp.Steps, err = planSteps(f, l, outs); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", root, err)
 	}
@@ -215,7 +216,7 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*FileP
 	} else if fp.SourceHeader, err = headerSum(f); err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}
-	if fp.stamp, err = stampOf(f.ReaderAt()); err != nil {
+	if fp.stamp, err = fsx.StampReader(f.ReaderAt()); err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}
 	fp.summarize(outs)
@@ -239,12 +240,12 @@ type nameSet struct {
 	files map[string]string
 }
 
-func (n *nameSet) add(file string, outs []OutputTensor) error {
+func (n *nameSet) add(file string, outs []outputTensor) error {
 	if n.files == nil {
 		n.files = map[string]string{}
 	}
 	for _, o := range outs {
-		if o.Role != RoleScale {
+		if o.Role != roleScale {
 			continue
 		}
 		if prev, dup := n.files[o.Name]; dup {
@@ -256,7 +257,7 @@ func (n *nameSet) add(file string, outs []OutputTensor) error {
 }
 
 // summarize counts a file's tensors and bytes for Totals.
-func (fp *FilePlan) summarize(outs []OutputTensor) {
+func (fp *filePlan) summarize(outs []outputTensor) {
 	l := fp.Layout
 	t := &fp.Totals
 	t.Files = 1
@@ -266,21 +267,21 @@ func (fp *FilePlan) summarize(outs []OutputTensor) {
 	for i, o := range outs {
 		sz := l.Tensors[i].Size()
 		switch o.Role {
-		case RoleCopy:
+		case roleCopy:
 			t.Copied++
 			t.CopiedBytes += sz
 			fp.ReadBytes += sz
 			kept++
-		case RoleWeight:
+		case roleWeight:
 			t.Quantized++
 			t.FP8Bytes += sz
 			src, _ := o.sourceIn(fp.Source)
 			t.QuantizedBytes += src.Size()
 			fp.ReadBytes += src.Size()
 			kept++
-		case RoleScale:
+		case roleScale:
 			t.ScaleBytes += sz
-		case RoleNVFP4:
+		case roleNVFP4:
 			t.NVFP4Bytes += sz
 		}
 	}
@@ -288,7 +289,7 @@ func (fp *FilePlan) summarize(outs []OutputTensor) {
 		if st.xf != nil {
 			xfReads(st.xf, func(_ safetensors.TensorInfo, _, n int64) { fp.ReadBytes += n })
 			switch {
-			case st.Kind == StepDecode:
+			case st.Kind == stepDecode:
 				t.Decoded++
 				t.DecodedBytes += fp.Layout.Tensors[st.First].Size()
 				kept++
@@ -299,16 +300,16 @@ func (fp *FilePlan) summarize(outs []OutputTensor) {
 			}
 			continue
 		}
-		if st.Kind != StepNVFP4 {
+		if st.Kind != stepNVFP4 {
 			continue
 		}
 		switch st.Part {
-		case PartCodes: // both MXFP4 tensors are consumed by the cast
+		case partCodes: // both MXFP4 tensors are consumed by the cast
 			t.NVFP4++
 			t.MXFP4Bytes += st.Cast.Packed.Size() + st.Cast.Scales.Size()
 			kept += 2
 			fp.ReadBytes += st.Cast.Packed.Size() + st.Cast.Scales.Size()
-		case PartScales, PartScale2: // K_max: once per w1/w3 pair, each reading its own
+		case partScales, partScale2: // K_max: once per w1/w3 pair, each reading its own
 			fp.ReadBytes += st.Cast.Scales.Size()
 		}
 	}
@@ -317,7 +318,7 @@ func (fp *FilePlan) summarize(outs []OutputTensor) {
 
 // layoutFile lays out one output shard, without keeping its header, and
 // orders its outputs like the layout; it returns the header's sha256.
-func layoutFile(f *safetensors.File, outs []OutputTensor) (*safetensors.Layout, [sha256.Size]byte, []OutputTensor, error) {
+func layoutFile(f *safetensors.File, outs []outputTensor) (*safetensors.Layout, [sha256.Size]byte, []outputTensor, error) {
 	specs := make([]safetensors.TensorSpec, len(outs))
 	for i, o := range outs {
 		specs[i] = o.TensorSpec
@@ -326,7 +327,7 @@ func layoutFile(f *safetensors.File, outs []OutputTensor) (*safetensors.Layout, 
 	if err != nil {
 		return nil, sum, nil, fmt.Errorf("file %s: %w", f.Path, err)
 	}
-	ordered := make([]OutputTensor, len(outs))
+	ordered := make([]outputTensor, len(outs))
 	for _, o := range outs {
 		i, _ := l.Index(o.Name) // the layout holds every name once
 		ordered[i] = o
@@ -361,8 +362,8 @@ func (p *Plan) fingerprint() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Totals sums a plan for --dry-run.
-type Totals struct {
+// totals sums a plan for --dry-run.
+type totals struct {
 	SourceBytes, OutputBytes     int64 // tensor data bytes
 	Copied, Quantized, Dropped   int   // source tensors by action
 	CopiedBytes, QuantizedBytes  int64 // source bytes by action
@@ -376,8 +377,8 @@ type Totals struct {
 }
 
 // Totals counts the plan's tensors and bytes.
-func (p *Plan) Totals() Totals {
-	var t Totals
+func (p *Plan) Totals() totals {
+	var t totals
 	for _, f := range p.Files {
 		ft := f.Totals
 		t.Files += ft.Files

@@ -9,33 +9,33 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// Role is what an output tensor is.
-type Role uint8
+// role is what an output tensor is.
+type role uint8
 
 const (
-	// RoleCopy is a source tensor copied byte for byte.
-	RoleCopy Role = iota
-	// RoleWeight is the FP8 E4M3 codes of a quantized weight.
-	RoleWeight
-	// RoleScale is the fp32 block scales of a quantized weight.
-	RoleScale
-	// RoleNVFP4 is an NVFP4 expert tensor cast from an MXFP4 projection
+	// roleCopy is a source tensor copied byte for byte.
+	roleCopy role = iota
+	// roleWeight is the FP8 E4M3 codes of a quantized weight.
+	roleWeight
+	// roleScale is the fp32 block scales of a quantized weight.
+	roleScale
+	// roleNVFP4 is an NVFP4 expert tensor cast from an MXFP4 projection
 	// (Source is its weight_packed): codes, E4M3 block scales, the fp32
 	// second-level scale or the fp32 input scale, in NVFP4Specs order.
-	RoleNVFP4
-	// RoleBF16 is a quantized weight decoded to BF16 (Source is its codes).
-	RoleBF16
-	// RoleMXFP4 is weight_packed or weight_scale of a BF16 weight packed to
+	roleNVFP4
+	// roleBF16 is a quantized weight decoded to BF16 (Source is its codes).
+	roleBF16
+	// roleMXFP4 is weight_packed or weight_scale of a BF16 weight packed to
 	// MXFP4 (Source is the BF16 weight).
-	RoleMXFP4
+	roleMXFP4
 
-	numRoles = int(RoleMXFP4) + 1
+	numRoles = int(roleMXFP4) + 1
 )
 
-var roleNames = [numRoles]string{RoleCopy: "copy", RoleWeight: "fp8", RoleScale: "scale", RoleNVFP4: "nvfp4", RoleBF16: "bf16", RoleMXFP4: "mxfp4"}
+var roleNames = [numRoles]string{roleCopy: "copy", roleWeight: "fp8", roleScale: "scale", roleNVFP4: "nvfp4", roleBF16: "bf16", roleMXFP4: "mxfp4"}
 
 // String is the role's name in plans.
-func (r Role) String() string {
+func (r role) String() string {
 	if int(r) < numRoles {
 		return roleNames[r]
 	}
@@ -43,7 +43,7 @@ func (r Role) String() string {
 }
 
 // MarshalText writes the role's name.
-func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+func (r role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // Options are the choices that shape the output checkpoint.
 type Options struct {
@@ -52,16 +52,16 @@ type Options struct {
 	// ScaleFmt chooses plain fp32 or power-of-two (UE8M0) block scales.
 	ScaleFmt quant.ScaleFmt
 	// NonFinite decides what a NaN or Inf in a weight to quantize does.
-	NonFinite NonFinitePolicy
+	NonFinite nonFinitePolicy
 	// Experts keeps the routed experts or casts them to NVFP4.
 	Experts ExpertsMode
 	// Numerics chooses the block-FP8 cast (DeepGEMM's or ModelOpt's).
 	Numerics quant.Numerics
 }
 
-// OutputTensor is one tensor of the output and where its bytes come from. The
+// outputTensor is one tensor of the output and where its bytes come from. The
 // Shape shares its backing array with the source spec for copied tensors.
-type OutputTensor struct {
+type outputTensor struct {
 	safetensors.TensorSpec
 	// Source is the source tensor's name: the tensor itself for a copy, the
 	// BF16/F16/F32 weight for both outputs of a quantized weight.
@@ -69,7 +69,7 @@ type OutputTensor struct {
 	// SourceDType and SourceShape describe the source tensor.
 	SourceDType safetensors.DType
 	SourceShape []int64
-	Role        Role
+	Role        role
 
 	src  int32   // 1 + the source's index among PlanTensors' specs, 0 if unknown
 	xf   *xfSpec // the transform of a RoleBF16 or RoleMXFP4 output
@@ -78,7 +78,7 @@ type OutputTensor struct {
 
 // sourceIn finds the output's source tensor in f, whose tensors were the
 // specs it was planned from (in order) when it was planned from a file's.
-func (o OutputTensor) sourceIn(f *safetensors.File) (safetensors.TensorInfo, bool) {
+func (o outputTensor) sourceIn(f *safetensors.File) (safetensors.TensorInfo, bool) {
 	if i := int(o.src) - 1; i >= 0 && i < len(f.Tensors) && f.Tensors[i].Name == o.Source {
 		return f.Tensors[i], true
 	}
@@ -86,7 +86,7 @@ func (o OutputTensor) sourceIn(f *safetensors.File) (safetensors.TensorInfo, boo
 }
 
 // SourceSpec is the source tensor's spec.
-func (o OutputTensor) SourceSpec() safetensors.TensorSpec {
+func (o outputTensor) SourceSpec() safetensors.TensorSpec {
 	return safetensors.TensorSpec{Name: o.Source, DType: o.SourceDType, Shape: o.SourceShape}
 }
 
@@ -98,7 +98,7 @@ var quantizableDTypes = map[safetensors.DType]bool{safetensors.BF16: true, safet
 // weight it quantizes, nothing for dropped ones. Outputs follow the input order
 // (a quantized weight's FP8 codes, then its scale). It is pure and cheap, so
 // header-only tools (inspect --recipe) can call it on a whole checkpoint.
-func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]OutputTensor, error) {
+func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]outputTensor, error) {
 	if int(opts.Format) >= numFormats {
 		return nil, fmt.Errorf("%w: %v", ErrUnknownFormat, opts.Format)
 	}
@@ -110,7 +110,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 	if opts.Experts == ExpertsNVFP4 {
 		n = 2*len(in) + 16
 	}
-	out := make([]OutputTensor, 0, n)
+	out := make([]outputTensor, 0, n)
 	xf, consumed, err := planTransforms(r, in, opts)
 	if err != nil {
 		return nil, fmt.Errorf("recipe %s, experts %s: %w", r.Name, opts.Experts, err)
@@ -122,12 +122,12 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 			continue
 		}
 		if x := xf[s.Name]; x != nil {
-			role := RoleBF16
+			role := roleBF16
 			if x.kind == xfPack {
-				role = RoleMXFP4
+				role = roleMXFP4
 			}
 			for part, o := range x.outs {
-				out = append(out, OutputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: role, src: src, xf: x, part: part})
+				out = append(out, outputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: role, src: src, xf: x, part: part})
 			}
 			continue
 		}
@@ -141,15 +141,15 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 					return nil, fmt.Errorf("tensor %s: %w: %s %v is not MXFP4 packed codes", s.Name, ErrNotQuantizable, s.DType, s.Shape)
 				}
 				for _, o := range specs {
-					out = append(out, OutputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleNVFP4, src: src})
+					out = append(out, outputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleNVFP4, src: src})
 				}
 				continue
 			}
 		}
 		switch classify(s.Name) {
-		case Drop:
-		case Keep, Decode:
-			out = append(out, OutputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleCopy, src: src})
+		case drop:
+		case Keep, decode:
+			out = append(out, outputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleCopy, src: src})
 		case Quantize:
 			if err := checkQuantizable(s); err != nil {
 				return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
@@ -160,8 +160,8 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 			n, k := s.Shape[0], s.Shape[1]
 			scale := opts.Format.ScaleName(s.Name)
 			out = append(out,
-				OutputTensor{TensorSpec: safetensors.TensorSpec{Name: s.Name, DType: WeightDType, Shape: s.Shape}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleWeight, src: src},
-				OutputTensor{TensorSpec: safetensors.TensorSpec{Name: scale, DType: ScaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleScale, src: src})
+				outputTensor{TensorSpec: safetensors.TensorSpec{Name: s.Name, DType: WeightDType, Shape: s.Shape}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
+				outputTensor{TensorSpec: safetensors.TensorSpec{Name: scale, DType: scaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleScale, src: src})
 			if quantized == nil {
 				quantized = make(map[string]string)
 			}
@@ -179,7 +179,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]Output
 			if _, r := model.SplitRole(s.Name); r != role {
 				continue
 			}
-			if w, ok := quantized[s.Name]; ok && classify(s.Name) != Drop {
+			if w, ok := quantized[s.Name]; ok && classify(s.Name) != drop {
 				return nil, fmt.Errorf("tensor %s: %w: the source already holds %s (is it already converted?)", w, ErrNameCollision, s.Name)
 			}
 		}
@@ -207,20 +207,20 @@ func checkQuantizable(s safetensors.TensorSpec) error {
 // is exact when no rule pattern mentions a digit: RE2 patterns without digit
 // literals cannot tell two digits apart, and the skeleton keeps positions.
 // Otherwise every name goes through the rules.
-func (r *Recipe) memoClassifier() func(string) Action {
+func (r *Recipe) memoClassifier() func(string) action {
 	if r.Quantize != 0 {
 		// Groups depend on the layer number (o_proj and g_proj are KDA or MLA
 		// by the schedule); the schema's parser is as cheap as the memo.
-		return func(name string) Action { a, _ := r.Classify(name); return a }
+		return func(name string) action { a, _ := r.Classify(name); return a }
 	}
 	for _, rule := range r.Rules {
 		if strings.ContainsAny(rule.Pattern, "0123456789") {
-			return func(name string) Action { a, _ := r.Classify(name); return a }
+			return func(name string) action { a, _ := r.Classify(name); return a }
 		}
 	}
-	memo := make(map[string]Action, 64)
+	memo := make(map[string]action, 64)
 	var buf []byte
-	return func(name string) Action {
+	return func(name string) action {
 		buf = append(buf[:0], name...)
 		for i, c := range buf {
 			if c >= '0' && c <= '9' {

@@ -76,7 +76,7 @@ func TestPlanTensorsK3Figures(t *testing.T) {
 	quantized := 0
 	for i, o := range outs {
 		specs[i] = o.TensorSpec
-		if o.Role == RoleWeight {
+		if o.Role == roleWeight {
 			quantized++
 		}
 		if model.Classify(o.Name) != model.RoutedExperts && model.Classify(o.Name) != model.Vision {
@@ -111,7 +111,7 @@ func TestPlanTensorsK3Figures(t *testing.T) {
 func TestRecipeActionsPerSpec(t *testing.T) {
 	r := mustRecipe(t)
 	P := "language_model.model.layers."
-	cases := map[string]Action{
+	cases := map[string]action{
 		// KDA layer 0 (layer 0 is KDA and dense)
 		P + "0.self_attn.q_proj.weight": Quantize, P + "0.self_attn.k_proj.weight": Quantize,
 		P + "0.self_attn.v_proj.weight": Quantize, P + "0.self_attn.g_proj.weight": Quantize,
@@ -162,12 +162,12 @@ func TestMemoClassifierExact(t *testing.T) {
 		}
 	}
 	// A recipe that tells layers apart by number must not be memoized by skeleton.
-	r2, err := NewRecipe("layer0", "", Keep, []Rule{{Pattern: `layers\.0\.`, Action: Drop}})
+	r2, err := NewRecipe("layer0", "", Keep, []rule{{Pattern: `layers\.0\.`, Action: drop}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m2 := r2.memoClassifier()
-	if m2("model.layers.1.x") != Keep || m2("model.layers.0.x") != Drop {
+	if m2("model.layers.1.x") != Keep || m2("model.layers.0.x") != drop {
 		t.Error("digit-aware recipe memoized by skeleton")
 	}
 }
@@ -192,10 +192,10 @@ func TestScaleNamesAndShapes(t *testing.T) {
 		if len(outs) != 2 {
 			t.Fatalf("%v: %d outputs", f, len(outs))
 		}
-		if o := outs[0]; o.Role != RoleWeight || o.DType != safetensors.F8_E4M3 || !slices.Equal(o.Shape, []int64{576, 7200}) || o.Source != in[0].Name {
+		if o := outs[0]; o.Role != roleWeight || o.DType != safetensors.F8_E4M3 || !slices.Equal(o.Shape, []int64{576, 7200}) || o.Source != in[0].Name {
 			t.Errorf("%v: weight %+v", f, o)
 		}
-		if o := outs[1]; o.Role != RoleScale || o.Name != w.name || o.DType != safetensors.F32 || !slices.Equal(o.Shape, w.shape) {
+		if o := outs[1]; o.Role != roleScale || o.Name != w.name || o.DType != safetensors.F32 || !slices.Equal(o.Shape, w.shape) {
 			t.Errorf("%v: scale %s %v %v, want %s F32 %v", f, o.Name, o.DType, o.Shape, w.name, w.shape)
 		}
 	}
@@ -218,7 +218,7 @@ func TestPlanTensorsErrors(t *testing.T) {
 			{Name: strings.TrimSuffix(name, "weight") + "weight_scale_inv", DType: safetensors.F32, Shape: []int64{1, 1}},
 		}, ErrNameCollision},
 	}
-	packed, err := NewRecipe("bad", "", Keep, []Rule{{Pattern: `weight_packed$`, Action: Quantize}})
+	packed, err := NewRecipe("bad", "", Keep, []rule{{Pattern: `weight_packed$`, Action: Quantize}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestPlanTensorsErrors(t *testing.T) {
 	if _, err := Lookup("nope"); !errors.Is(err, ErrUnknownRecipe) {
 		t.Errorf("Lookup(nope): %v", err)
 	}
-	if _, err := NewRecipe("x", "", Keep, []Rule{{Pattern: "(", Action: Drop}}); err == nil {
+	if _, err := NewRecipe("x", "", Keep, []rule{{Pattern: "(", Action: drop}}); err == nil {
 		t.Error("bad pattern accepted")
 	}
 }

@@ -68,7 +68,7 @@ func newModuleSet() *moduleSet {
 
 // add records the modules of one file's outputs (names are cloned when
 // first recorded: they alias the source header otherwise).
-func (m *moduleSet) add(outs []OutputTensor) {
+func (m *moduleSet) add(outs []outputTensor) {
 	put := func(set map[string]bool, name string) {
 		if !set[name] {
 			set[strings.Clone(name)] = true
@@ -80,9 +80,9 @@ func (m *moduleSet) add(outs []OutputTensor) {
 			continue
 		}
 		switch {
-		case o.Role == RoleWeight:
+		case o.Role == roleWeight:
 			put(m.fp8, strings.TrimSuffix(o.Name, ".weight"))
-		case (o.Role == RoleCopy || o.Role == RoleBF16) && len(o.Shape) == 2 && quantizableDTypes[o.DType] && strings.HasSuffix(o.Name, ".weight"):
+		case (o.Role == roleCopy || o.Role == roleBF16) && len(o.Shape) == 2 && quantizableDTypes[o.DType] && strings.HasSuffix(o.Name, ".weight"):
 			put(m.kept, strings.TrimSuffix(o.Name, ".weight"))
 		}
 	}
@@ -209,7 +209,7 @@ func deepSeekConfig(m modules, opts Options) map[string]any {
 		"quant_method":      model.QuantFP8,
 		"fmt":               "e4m3",
 		"activation_scheme": "dynamic",
-		"weight_block_size": []any{BlockSize, BlockSize},
+		"weight_block_size": []any{blockSize, blockSize},
 	}
 	if opts.ScaleFmt == quant.ScaleUE8M0 {
 		qc["scale_fmt"] = ue8m0
@@ -382,11 +382,11 @@ func compressedTensorsConfig(src map[string]any, m modules) (map[string]any, err
 		"format":  ctFloatFormat,
 		"targets": anyStrings(ctPatterns(m.fp8, m.kept)),
 		"weights": map[string]any{
-			"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []any{BlockSize, BlockSize},
+			"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []any{blockSize, blockSize},
 			"symmetric": true, "dynamic": false,
 		},
 		"input_activations": map[string]any{
-			"num_bits": 8, "type": "float", "strategy": "group", "group_size": BlockSize,
+			"num_bits": 8, "type": "float", "strategy": "group", "group_size": blockSize,
 			"symmetric": true, "dynamic": true,
 		},
 	}

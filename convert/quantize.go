@@ -18,10 +18,10 @@ var quantElems = map[safetensors.DType]quant.Elem{safetensors.BF16: quant.BF16, 
 // tileCols is the widest column tile (a multiple of 128) whose 128-row band of
 // elements of size esz fits TileBytes, or k when the whole band fits.
 func tileCols(k, esz int) int {
-	if BlockSize*k*esz <= TileBytes {
+	if blockSize*k*esz <= tileBytes {
 		return k
 	}
-	return max(BlockSize, TileBytes/(BlockSize*esz)/BlockSize*BlockSize)
+	return max(blockSize, tileBytes/(blockSize*esz)/blockSize*blockSize)
 }
 
 // quantize streams one [N, K] weight through the quantizer in bands of 128
@@ -32,7 +32,7 @@ func tileCols(k, esz int) int {
 // it zeroed, and leaves in s.lastZeroScale how many blocks got scale 0 (ModelOpt
 // numerics).
 func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
-	emit func([]byte) error, hold *[]byte, prog Progress) (int64, error) {
+	emit func([]byte) error, hold *[]byte, prog progress) (int64, error) {
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
 		return 0, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
@@ -41,17 +41,17 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 		return 0, fmt.Errorf("%w: K = %d over %d", ErrNotQuantizable, t.Shape[1], quant.MaxK)
 	}
 	n, k, esz := t.Shape[0], int(t.Shape[1]), elem.Size()
-	nb, kb := Blocks(n), Blocks(int64(k))
-	if nb*kb > MaxScaleBlocks {
-		return 0, fmt.Errorf("%w: %d scale blocks, over %d", ErrNotQuantizable, nb*kb, MaxScaleBlocks)
+	nb, kb := blocks(n), blocks(int64(k))
+	if nb*kb > maxScaleBlocks {
+		return 0, fmt.Errorf("%w: %d scale blocks, over %d", ErrNotQuantizable, nb*kb, maxScaleBlocks)
 	}
 	sec := io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()) // ra: f's bytes, or a stream of them
 	rowBytes := int64(k) * int64(esz)
 	wcols := tileCols(k, esz)
-	s.src = bufs.Grow(s.src, BlockSize*wcols*esz)
-	s.band = bufs.Grow(s.band, BlockSize*k)
+	s.src = bufs.Grow(s.src, blockSize*wcols*esz)
+	s.band = bufs.Grow(s.band, blockSize*k)
 	if wcols < k {
-		s.tile = bufs.Grow(s.tile, BlockSize*wcols)
+		s.tile = bufs.Grow(s.tile, blockSize*wcols)
 	}
 	s.scales = bufs.Grow(s.scales, int(nb*kb))
 	quantizers := map[int]*quant.Quantizer{}
@@ -60,7 +60,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
 		}
-		rows := int(min(BlockSize, n-b*BlockSize))
+		rows := int(min(blockSize, n-b*blockSize))
 		if hold != nil && len(*hold)+rows*k > cap(*hold) {
 			return zeroed, fmt.Errorf("codes held over the planned %d bytes", cap(*hold))
 		}
@@ -68,14 +68,14 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			w := min(wcols, k-c0)
 			src := s.src[:rows*w*esz]
 			if w == k { // the band is contiguous
-				if _, err := sec.ReadAt(src, b*BlockSize*rowBytes); err != nil {
-					return zeroed, fmt.Errorf("read rows %d..%d: %w", b*BlockSize, b*BlockSize+int64(rows), err)
+				if _, err := sec.ReadAt(src, b*blockSize*rowBytes); err != nil {
+					return zeroed, fmt.Errorf("read rows %d..%d: %w", b*blockSize, b*blockSize+int64(rows), err)
 				}
 			} else {
 				for r := range rows {
-					off := (b*BlockSize+int64(r))*rowBytes + int64(c0*esz)
+					off := (b*blockSize+int64(r))*rowBytes + int64(c0*esz)
 					if _, err := sec.ReadAt(src[r*w*esz:(r+1)*w*esz], off); err != nil {
-						return zeroed, fmt.Errorf("read row %d: %w", b*BlockSize+int64(r), err)
+						return zeroed, fmt.Errorf("read row %d: %w", b*blockSize+int64(r), err)
 					}
 				}
 			}
@@ -93,15 +93,15 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			} else if hold != nil { // straight into the held codes: no copy of the band
 				dst = (*hold)[len(*hold) : len(*hold)+rows*k]
 			}
-			scales := s.scales[b*kb+int64(c0/BlockSize):]
+			scales := s.scales[b*kb+int64(c0/blockSize):]
 			z0 := q.ZeroScaleBlocks()
 			err := q.QuantizeBandAt(int(b), dst, scales, src, rows)
 			var nf *quant.NonFiniteError
 			if errors.As(err, &nf) {
 				recounted += q.ZeroScaleBlocks() - z0 // the blocks before it, counted again below
-				if opts.NonFinite != NonFiniteZero {
+				if opts.NonFinite != nonFiniteZero {
 					return zeroed, fmt.Errorf("%w: %s %#x at row %d, column %d (128×128 block %d,%d); pass --nonfinite zero to replace such values by 0",
-						ErrNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/BlockSize+nf.ColBlock)
+						ErrNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/blockSize+nf.ColBlock)
 				}
 				zeroed += zeroNonFinite(src, elem)
 				err = q.QuantizeBandAt(int(b), dst, scales, src, rows)
@@ -109,7 +109,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			var so *quant.ScaleOverflowError
 			if errors.As(err, &so) {
 				return zeroed, fmt.Errorf("%w: %s amax %#x in 128×128 block %d,%d gets the %v block scale %g, at which it dequantizes to infinity; convert with --scale-fmt fp32",
-					quant.ErrRange, so.Elem, so.Bits, b, c0/BlockSize+so.ColBlock, opts.ScaleFmt, so.Scale)
+					quant.ErrRange, so.Elem, so.Bits, b, c0/blockSize+so.ColBlock, opts.ScaleFmt, so.Scale)
 			}
 			if err != nil {
 				return zeroed, err

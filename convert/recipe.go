@@ -9,28 +9,28 @@ import (
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
-// Action is what a recipe does with one source tensor.
-type Action uint8
+// action is what a recipe does with one source tensor.
+type action uint8
 
 const (
 	// Keep copies the tensor byte for byte.
-	Keep Action = iota
+	Keep action = iota
 	// Quantize turns a 2-D float weight into block-FP8 (E4M3, one fp32 scale per 128×128 block).
 	Quantize
-	// Drop leaves the tensor out of the output.
-	Drop
-	// Decode turns a quantized weight (block FP8, MXFP4, NVFP4) back into
+	// drop leaves the tensor out of the output.
+	drop
+	// decode turns a quantized weight (block FP8, MXFP4, NVFP4) back into
 	// BF16 under its unquantized name, dropping its companions; anything
 	// else is kept. Routed experts follow --experts instead.
-	Decode
+	decode
 
-	numActions = int(Decode) + 1
+	numActions = int(decode) + 1
 )
 
-var actionNames = [numActions]string{Keep: "keep", Quantize: "quantize", Drop: "drop", Decode: "bf16"}
+var actionNames = [numActions]string{Keep: "keep", Quantize: "quantize", drop: "drop", decode: "bf16"}
 
 // String is the action's name in plans and reports.
-func (a Action) String() string {
+func (a action) String() string {
 	if int(a) < numActions {
 		return actionNames[a]
 	}
@@ -38,13 +38,13 @@ func (a Action) String() string {
 }
 
 // MarshalText writes the action's name, so plans serialize readably.
-func (a Action) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+func (a action) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
 
-// Rule maps the tensor names matching Pattern to Action. Patterns are Go
+// rule maps the tensor names matching Pattern to Action. Patterns are Go
 // regular expressions over the full tensor name.
-type Rule struct {
+type rule struct {
 	Pattern string
-	Action  Action
+	Action  action
 	// Why is a short reason shown by --dry-run and in docs.
 	Why string
 
@@ -60,18 +60,18 @@ type Recipe struct {
 	Doc  string
 	// Quantize are the groups whose X.weight tensors become block FP8.
 	Quantize model.GroupSet
-	Rules    []Rule
-	Default  Action
+	Rules    []rule
+	Default  action
 }
 
 // NewRecipe compiles a recipe's patterns, so that a bad pattern fails once,
 // here, rather than on some tensor later.
-func NewRecipe(name, doc string, def Action, rules []Rule) (*Recipe, error) {
-	return NewGroupRecipe(name, doc, 0, def, rules)
+func NewRecipe(name, doc string, def action, rules []rule) (*Recipe, error) {
+	return newGroupRecipe(name, doc, 0, def, rules)
 }
 
-// NewGroupRecipe is NewRecipe with the schema groups to quantize.
-func NewGroupRecipe(name, doc string, quantize model.GroupSet, def Action, rules []Rule) (*Recipe, error) {
+// newGroupRecipe is NewRecipe with the schema groups to quantize.
+func newGroupRecipe(name, doc string, quantize model.GroupSet, def action, rules []rule) (*Recipe, error) {
 	r := &Recipe{Name: name, Doc: doc, Quantize: quantize, Default: def, Rules: slices.Clone(rules)}
 	for i := range r.Rules {
 		re, err := regexp.Compile(r.Rules[i].Pattern)
@@ -86,12 +86,12 @@ func NewGroupRecipe(name, doc string, quantize model.GroupSet, def Action, rules
 	return r, nil
 }
 
-// GroupRule is the index Classify returns for a tensor decided by Quantize.
-const GroupRule = -2
+// groupRule is the index Classify returns for a tensor decided by Quantize.
+const groupRule = -2
 
 // Classify returns the action for a tensor name and the index of the rule that
 // decided it (GroupRule for the groups, -1 for the default).
-func (r *Recipe) Classify(name string) (Action, int) {
+func (r *Recipe) Classify(name string) (action, int) {
 	for i := range r.Rules {
 		if r.Rules[i].re.MatchString(name) {
 			return r.Rules[i].Action, i
@@ -99,7 +99,7 @@ func (r *Recipe) Classify(name string) (Action, int) {
 	}
 	if r.Quantize != 0 {
 		if tn := model.ParseName(name); tn.Role == model.RoleWeight && r.Quantize.Has(tn.Group) {
-			return Quantize, GroupRule
+			return Quantize, groupRule
 		}
 	}
 	return r.Default, -1
@@ -135,8 +135,8 @@ const (
 var builtinRecipes = []struct {
 	name, doc string
 	quantize  string // model.ParseGroupSet list
-	def       Action
-	rules     []Rule
+	def       action
+	rules     []rule
 }{
 	{
 		name: AttnMoEDenseFP8,
@@ -156,7 +156,7 @@ var builtinRecipes = []struct {
 	{
 		name: BF16,
 		doc:  "every block-FP8 (any convention, fp32 or UE8M0 scales) or NVFP4 weight decoded back to BF16 under its unquantized name, its scales dropped; routed experts as --experts says (bf16 for the whole BF16 checkpoint)",
-		def:  Decode,
+		def:  decode,
 	},
 }
 
@@ -167,7 +167,7 @@ var recipes = func() map[string]*Recipe {
 		if err != nil {
 			panic("convert: built-in recipe invalid: " + err.Error())
 		}
-		r, err := NewGroupRecipe(b.name, b.doc, gs, b.def, b.rules)
+		r, err := newGroupRecipe(b.name, b.doc, gs, b.def, b.rules)
 		if err != nil {
 			panic("convert: built-in recipe invalid: " + err.Error()) // a programming error, caught by every test
 		}

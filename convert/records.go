@@ -49,7 +49,7 @@ func newRecordLog(dst string, worker, workers int, state *pendingState) *recordL
 	if workers > 1 {
 		name = fmt.Sprintf("worker-%d-of-%d%s", worker, workers, logExt)
 	}
-	return &recordLog{dir: filepath.Join(dst, StateDir, doneDir), name: name, state: state}
+	return &recordLog{dir: filepath.Join(dst, stateDir, doneDir), name: name, state: state}
 }
 
 // ready waits until the plan the records belong to is recorded in DST: a
@@ -137,7 +137,7 @@ type records map[string]doneRecord
 // earlier versions). A line that does not parse, as the torn last line of a
 // killed run, is no record: its file is redone.
 func loadRecords(dst string) (records, error) {
-	dir := filepath.Join(dst, StateDir, doneDir)
+	dir := filepath.Join(dst, stateDir, doneDir)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return records{}, nil
@@ -172,7 +172,7 @@ func (recs records) readLog(path string) error {
 		return err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(io.LimitReader(f, MaxStateFile), maxRecordLine)
+	br := bufio.NewReaderSize(io.LimitReader(f, maxStateFile), maxRecordLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -195,14 +195,14 @@ func (recs records) readLog(path string) error {
 
 // finished returns the record of a unit finished under plan, from its done
 // record or from a finished conversion's manifest (m may be nil).
-func (recs records) finished(plan, unit string, m *Manifest) (FileRecord, bool) {
+func (recs records) finished(plan, unit string, m *Manifest) (fileRecord, bool) {
 	if r, ok := recs[unit]; ok && r.Plan == plan {
-		return r.FileRecord, true
+		return r.fileRecord, true
 	}
 	if m != nil && m.Plan == plan {
 		return m.Lookup(unit)
 	}
-	return FileRecord{}, false
+	return fileRecord{}, false
 }
 
 // allDone reports whether every unit of the plan has a record.

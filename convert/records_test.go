@@ -13,14 +13,14 @@ import (
 func TestRecordLogTornLine(t *testing.T) {
 	dst := t.TempDir()
 	l := newRecordLog(dst, 0, 1, nil)
-	a := doneRecord{Plan: "p1", FileRecord: FileRecord{Name: "a.safetensors", Size: 1, SHA256: "aa"}}
+	a := doneRecord{Plan: "p1", fileRecord: fileRecord{Name: "a.safetensors", Size: 1, SHA256: "aa"}}
 	if err := l.add(a); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.close(); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dst, StateDir, doneDir, "run"+logExt)
+	path := filepath.Join(dst, stateDir, doneDir, "run"+logExt)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestRecordLogTornLine(t *testing.T) {
 	f.Close()
 
 	l = newRecordLog(dst, 0, 1, nil)
-	c := doneRecord{Plan: "p1", FileRecord: FileRecord{Name: "c.safetensors", Size: 3, SHA256: "cc"}}
+	c := doneRecord{Plan: "p1", fileRecord: fileRecord{Name: "c.safetensors", Size: 3, SHA256: "cc"}}
 	if err := l.add(c); err != nil {
 		t.Fatal(err)
 	}
@@ -54,15 +54,15 @@ func TestRecordsOfWorkersAndEarlierVersions(t *testing.T) {
 	for w := range 2 {
 		l := newRecordLog(dst, w, 2, nil)
 		name := []string{"x", "y"}[w]
-		if err := l.add(doneRecord{Plan: "p", FileRecord: FileRecord{Name: name, Size: 1}}); err != nil {
+		if err := l.add(doneRecord{Plan: "p", fileRecord: fileRecord{Name: name, Size: 1}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.add(doneRecord{Plan: "p", FileRecord: FileRecord{Name: name, Size: 2}}); err != nil {
+		if err := l.add(doneRecord{Plan: "p", fileRecord: fileRecord{Name: name, Size: 2}}); err != nil {
 			t.Fatal(err)
 		}
 		l.close()
 	}
-	legacy := filepath.Join(dst, StateDir, doneDir, "z.safetensors"+legacyExt)
+	legacy := filepath.Join(dst, stateDir, doneDir, "z.safetensors"+legacyExt)
 	os.WriteFile(legacy, []byte(`{"plan":"p","name":"z","size":5,"sha256":"zz"}`+"\n"), 0o644)
 	recs, err := loadRecords(dst)
 	if err != nil {
@@ -81,7 +81,7 @@ func TestRecordsOfWorkersAndEarlierVersions(t *testing.T) {
 // naming the file, not an unbounded read.
 func TestRecordLineTooLong(t *testing.T) {
 	dst := t.TempDir()
-	dir := filepath.Join(dst, StateDir, doneDir)
+	dir := filepath.Join(dst, stateDir, doneDir)
 	os.MkdirAll(dir, 0o755)
 	path := filepath.Join(dir, "run"+logExt)
 	os.WriteFile(path, []byte(strings.Repeat("x", maxRecordLine+1)), 0o644)

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
@@ -26,30 +26,25 @@ import (
 // and the manifest lists the files that had none; and side files come from the hub's file
 // listing (an https:// directory cannot be listed: only config.json is read).
 
-// NetStats counts what a conversion from a remote source fetched.
-type NetStats struct {
-	// Needed is the source bytes the written files' steps read.
-	Needed int64
-	// Fetched is the bytes received for them (gaps merged over and failed
-	// attempts included); side files and headers are not counted.
-	Fetched int64
-	// Requests is the range requests planned; Unplanned the bytes read
-	// outside the plan (0 unless the executor and its plan disagree).
-	Requests  int64
-	Unplanned int64
+// netCounter adds up the streams of a run (its jobs share it): the source
+// bytes the written files' steps read and what fetching them cost; side
+// files and headers are not counted.
+type netCounter struct {
+	mu  sync.Mutex
+	sum remote.Stats
 }
 
-type netCounter struct{ needed, fetched, requests, unplanned atomic.Int64 }
-
-func (c *netCounter) add(st remote.StreamStats) {
-	c.needed.Add(st.Needed)
-	c.fetched.Add(st.Fetched)
-	c.requests.Add(int64(st.Requests))
-	c.unplanned.Add(st.Unplanned)
+func (c *netCounter) add(st remote.Stats) {
+	c.mu.Lock()
+	c.sum = c.sum.Add(st)
+	c.mu.Unlock()
 }
 
-func (c *netCounter) stats() *NetStats {
-	return &NetStats{Needed: c.needed.Load(), Fetched: c.fetched.Load(), Requests: c.requests.Load(), Unplanned: c.unplanned.Load()}
+func (c *netCounter) stats() *remote.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sum
+	return &s
 }
 
 // sourceVersion is what identifies a remote source file between runs: its
@@ -104,7 +99,7 @@ func checkVersions(dst string, st *planState, p *Plan) error {
 // files the conversion rewrites are left out, and a shard the checkpoint
 // does not hold means SRC named part of a larger checkpoint. An https://
 // directory cannot be listed: no side file is copied, and unlisted says so.
-func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []AuxFile, unlisted bool, err error) {
+func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []auxFile, unlisted bool, err error) {
 	files, err := src.Remote().List(ctx)
 	if errors.Is(err, remote.ErrNotListable) {
 		return nil, true, nil
@@ -127,9 +122,9 @@ func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []AuxF
 		if f.Size > safetensors.MaxAuxSize {
 			return nil, false, fmt.Errorf("side file %s%s: %d bytes (limit %d)", src.Root, f.Name, f.Size, safetensors.MaxAuxSize)
 		}
-		aux = append(aux, AuxFile{Name: f.Name, Size: f.Size})
+		aux = append(aux, auxFile{Name: f.Name, Size: f.Size})
 	}
-	slices.SortFunc(aux, func(a, b AuxFile) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(aux, func(a, b auxFile) int { return strings.Compare(a.Name, b.Name) })
 	return aux, false, nil
 }
 
@@ -138,23 +133,23 @@ func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []AuxF
 // weight whose codes are neither held nor spilled is read twice), NVFP4
 // casts as the cast reads them (E8M0 scales for K_max, then scales and codes
 // band by band).
-func fileRanges(fp *FilePlan) []remote.Range {
+func fileRanges(fp *filePlan) []remote.Range {
 	var rs []remote.Range
 	sf := fp.Source
 	seen := map[string]bool{} // the K_max already scanned
 	for _, st := range fp.Steps {
 		switch {
-		case st.Kind == StepNVFP4:
+		case st.Kind == stepNVFP4:
 			nvfp4Reads(st, seen, func(t safetensors.TensorInfo, off, n int64) {
 				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
 			})
-		case st.Kind == StepCopy:
+		case st.Kind == stepCopy:
 			rs = append(rs, remote.Range{File: sf.Path, Off: st.Src, Len: st.Len})
-		case (st.Kind == StepDecode || st.Kind == StepPack) && st.xf != nil:
+		case (st.Kind == stepDecode || st.Kind == stepPack) && st.xf != nil:
 			xfReads(st.xf, func(t safetensors.TensorInfo, off, n int64) {
 				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
 			})
-		case st.Kind == StepScales, st.Kind == StepCodes && !st.HoldCodes && !st.SpillCodes:
+		case st.Kind == stepScales, st.Kind == stepCodes && !st.HoldCodes && !st.SpillCodes:
 			quantReads(st.Source, func(off, n int64) {
 				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + st.Source.Begin + off, Len: n})
 			})
@@ -178,12 +173,12 @@ func quantReads(t safetensors.TensorInfo, read func(off, n int64)) {
 		read(0, n*rowBytes)
 		return
 	}
-	for b := range Blocks(n) {
-		rows := min(BlockSize, n-b*BlockSize)
+	for b := range blocks(n) {
+		rows := min(blockSize, n-b*blockSize)
 		for c0 := 0; c0 < k; c0 += wcols {
 			w := min(wcols, k-c0)
 			for r := range rows {
-				read((b*BlockSize+r)*rowBytes+int64(c0*esz), int64(w*esz))
+				read((b*blockSize+r)*rowBytes+int64(c0*esz), int64(w*esz))
 			}
 		}
 	}
@@ -192,7 +187,7 @@ func quantReads(t safetensors.TensorInfo, read func(off, n int64)) {
 // sourceReader is where a shard's steps read the source: a stream of the
 // shard's planned ranges for a remote source, the file itself for a local
 // one. done ends the stream and counts what it cost.
-func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *FilePlan) (io.ReaderAt, func() error) {
+func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *filePlan) (io.ReaderAt, func() error) {
 	if p.remote == nil {
 		return fp.Source.ReaderAt(), func() error { return nil }
 	}
@@ -208,30 +203,30 @@ func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *FilePlan) (io.R
 
 // copyRemoteAux copies a side file of a remote source: read by range
 // requests (size and ETag checked on each), written and hashed in one pass.
-func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *AuxFile, to string, prog Progress) (FileRecord, commitFunc, error) {
+func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *auxFile, to string, prog progress) (fileRecord, commitFunc, error) {
 	from := p.SrcRoot + a.Name
 	f, err := p.remote.Open(ctx, a.Name)
 	if err != nil {
-		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}
 	if f.Size() != a.Size {
-		return FileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, ErrChanged, f.Size(), a.Size)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, ErrChanged, f.Size(), a.Size)
 	}
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	out, err := s.create(to, prog)
 	if err != nil {
-		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	// One pass: the bytes hashed are the bytes written.
 	if err := out.CopyFrom(f, 0, a.Size); err != nil {
 		out.Abort()
-		return FileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
 	}
 	prog.Add(a.Size)
 	out.Finish()
-	return FileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
+	return fileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
 }
 
 // FetchBytes is what carrying out the whole plan reads from a remote source:
@@ -251,15 +246,15 @@ func (p *Plan) FetchBytes() int64 {
 }
 
 // hashRemote hashes a side file of a remote source (verify's comparison).
-func hashRemote(ctx context.Context, p *Plan, a AuxFile) (FileRecord, error) {
+func hashRemote(ctx context.Context, p *Plan, a auxFile) (fileRecord, error) {
 	f, err := p.remote.Open(ctx, a.Name)
 	if err != nil {
-		return FileRecord{}, fmt.Errorf("%s%s: %w", p.SrcRoot, a.Name, err)
+		return fileRecord{}, fmt.Errorf("%s%s: %w", p.SrcRoot, a.Name, err)
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, io.NewSectionReader(f, 0, f.Size()))
 	if err != nil {
-		return FileRecord{}, fmt.Errorf("%s%s: %w", p.SrcRoot, a.Name, err)
+		return fileRecord{}, fmt.Errorf("%s%s: %w", p.SrcRoot, a.Name, err)
 	}
-	return FileRecord{Name: a.Name, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return fileRecord{Name: a.Name, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }

@@ -215,7 +215,7 @@ func TestConvertFromHubNVFP4(t *testing.T) {
 			t.Errorf("%s: server sent %d bytes for %d planned", fp.Name, got, fn)
 		}
 		for _, st := range fp.Steps {
-			if st.Kind == StepNVFP4 && st.Part == PartCodes {
+			if st.Kind == stepNVFP4 && st.Part == partCodes {
 				packed += st.Cast.Packed.Size()
 			}
 		}
@@ -254,10 +254,10 @@ func TestConvertFromHubSpillsCodes(t *testing.T) {
 		twice.Steps = slices.Clone(fp.Steps)
 		var again int64
 		for i, st := range twice.Steps {
-			if st.Kind == StepCodes && st.HoldCodes {
+			if st.Kind == stepCodes && st.HoldCodes {
 				t.Fatalf("%s: codes held under a zero budget", fp.Name)
 			}
-			if st.Kind == StepCodes && st.SpillCodes {
+			if st.Kind == stepCodes && st.SpillCodes {
 				spilled++
 				again += st.Len
 			}
@@ -277,7 +277,7 @@ func TestConvertFromHubSpillsCodes(t *testing.T) {
 	}
 	// Each quantized weight is needed once: the plan's fetch is what the
 	// held-codes plan of the same files fetches.
-	heldCodesBudget = MaxHeldCodes
+	heldCodesBudget = maxHeldCodes
 	_, held, err := convertRemote(t, h, filepath.Join(t.TempDir(), "held"), ExecOptions{Jobs: 2, Connections: 4, NoSpaceCheck: true})
 	if err != nil {
 		t.Fatal(err)

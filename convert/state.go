@@ -11,22 +11,22 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 )
 
-// StateDir is the directory inside DST that holds a conversion in progress:
+// stateDir is the directory inside DST that holds a conversion in progress:
 // the plan every worker agreed on and the records of the finished files.
 // Finalize removes it once the manifest is written.
-const StateDir = ".k3ckpt"
+const stateDir = ".k3ckpt"
 
 const (
 	stateName   = "plan.json"
 	doneDir     = "done"
 	hashBufSize = 1 << 20
-	// MaxStateFile bounds state and manifest files read back (the full K3
+	// maxStateFile bounds state and manifest files read back (the full K3
 	// plan state, with its index, is about 50 MB).
-	MaxStateFile = 1 << 30
+	maxStateFile = 1 << 30
 )
 
-// FileRecord is the size and sha256 of one finished output file.
-type FileRecord struct {
+// fileRecord is the size and sha256 of one finished output file.
+type fileRecord struct {
 	Name   string `json:"name"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
@@ -35,7 +35,7 @@ type FileRecord struct {
 // doneRecord is FileRecord plus the plan it belongs to.
 type doneRecord struct {
 	Plan string `json:"plan"`
-	FileRecord
+	fileRecord
 }
 
 // planState is what a worker leaves in StateDir so that merge (which never
@@ -81,12 +81,12 @@ func readJSON(path string, v any) error {
 		return err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxStateFile+1))
+	b, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
 	if err != nil {
 		return err
 	}
-	if len(b) > MaxStateFile {
-		return fmt.Errorf("%s: over %d bytes", path, MaxStateFile)
+	if len(b) > maxStateFile {
+		return fmt.Errorf("%s: over %d bytes", path, maxStateFile)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%s: %w", path, err)

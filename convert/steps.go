@@ -10,71 +10,71 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// StepKind is what one step of a shard's program writes.
-type StepKind uint8
+// stepKind is what one step of a shard's program writes.
+type stepKind uint8
 
 const (
-	// StepCopy copies a run of kept tensors that lie back to back, in the
+	// stepCopy copies a run of kept tensors that lie back to back, in the
 	// same order, in the source and in the output: one span writer, one copy
 	// (hundreds of expert tensors of a layer move as one).
-	StepCopy StepKind = iota
-	// StepScales quantizes a weight to get its block scales and writes the
+	stepCopy stepKind = iota
+	// stepScales quantizes a weight to get its block scales and writes the
 	// scale tensor. Scale tensors (F32) precede the FP8 codes in a canonical
 	// file; writing strictly in file order lets the executor hash the file
 	// as it writes it instead of reading it back, so the codes are held in
 	// memory until their place (HoldCodes), spilled to a local file until
 	// then (SpillCodes: a remote source, whose bytes cost a fetch) or made
 	// again there.
-	StepScales
-	// StepCodes writes a weight's FP8 codes: the held or spilled ones, or
+	stepScales
+	// stepCodes writes a weight's FP8 codes: the held or spilled ones, or
 	// quantizing the weight once more.
-	StepCodes
-	// StepNVFP4 writes one tensor (Part) of an MXFP4 projection cast to
+	stepCodes
+	// stepNVFP4 writes one tensor (Part) of an MXFP4 projection cast to
 	// NVFP4 (Cast). The four tensors lie apart in a canonical file (F32
 	// scalars first, E4M3 scales before U8 codes), so each is a step of its
 	// own: the E4M3 scales depend only on the E8M0 scales and K_max, the codes
 	// step casts the codes band by band.
-	StepNVFP4
-	// StepDecode writes a quantized weight (block FP8, MXFP4 or NVFP4)
+	stepNVFP4
+	// stepDecode writes a quantized weight (block FP8, MXFP4 or NVFP4)
 	// decoded to BF16, chunk by chunk.
-	StepDecode
-	// StepPack writes one of the two MXFP4 tensors a BF16 weight packs to.
-	StepPack
+	stepDecode
+	// stepPack writes one of the two MXFP4 tensors a BF16 weight packs to.
+	stepPack
 
-	numStepKinds = int(StepPack) + 1
+	numStepKinds = int(stepPack) + 1
 )
 
-var stepKindNames = [numStepKinds]string{StepCopy: "copy", StepScales: "scales", StepCodes: "codes", StepNVFP4: "nvfp4", StepDecode: "decode", StepPack: "pack"}
+var stepKindNames = [numStepKinds]string{stepCopy: "copy", stepScales: "scales", stepCodes: "codes", stepNVFP4: "nvfp4", stepDecode: "decode", stepPack: "pack"}
 
-// NVFP4Part is which of the four NVFP4 tensors of a projection a step writes,
+// nVFP4Part is which of the four NVFP4 tensors of a projection a step writes,
 // in model.NVFP4Specs order.
-type NVFP4Part uint8
+type nVFP4Part uint8
 
 const (
-	// PartCodes is X.weight: the E2M1 codes, U8 [N, K/2].
-	PartCodes NVFP4Part = iota
-	// PartScales is X.weight_scale: E4M3 [N, K/16].
-	PartScales
-	// PartScale2 is X.weight_scale_2: F32 [], 2^(K_max − 8).
-	PartScale2
-	// PartInputScale is X.input_scale: F32 [] = 1.0 (no calibration, as NVIDIA's).
-	PartInputScale
+	// partCodes is X.weight: the E2M1 codes, U8 [N, K/2].
+	partCodes nVFP4Part = iota
+	// partScales is X.weight_scale: E4M3 [N, K/16].
+	partScales
+	// partScale2 is X.weight_scale_2: F32 [], 2^(K_max − 8).
+	partScale2
+	// partInputScale is X.input_scale: F32 [] = 1.0 (no calibration, as NVIDIA's).
+	partInputScale
 )
 
-// CastSource is the MXFP4 source of an NVFP4 cast: the packed codes, the
+// castSource is the MXFP4 source of an NVFP4 cast: the packed codes, the
 // E8M0 scales, and the scales of the projection that shares K_max with it
 // (w3 for w1 and w1 for w3; nil for w2).
-type CastSource struct {
+type castSource struct {
 	Packed, Scales safetensors.TensorInfo
 	Partner        *safetensors.TensorInfo
 }
 
 // K is the number of elements per row.
-func (c *CastSource) K() int { return int(2 * c.Packed.Shape[1]) }
+func (c *castSource) K() int { return int(2 * c.Packed.Shape[1]) }
 
 // kmaxKey names the K_max a cast shares with its partner (the w1/w3 pair's
 // scale tensor that sorts first), so a file's run computes it once.
-func (c *CastSource) kmaxKey() string {
+func (c *castSource) kmaxKey() string {
 	if c.Partner != nil && c.Partner.Name < c.Scales.Name {
 		return c.Partner.Name
 	}
@@ -82,32 +82,32 @@ func (c *CastSource) kmaxKey() string {
 }
 
 // String names the kind.
-func (k StepKind) String() string {
+func (k stepKind) String() string {
 	if int(k) < numStepKinds {
 		return stepKindNames[k]
 	}
 	return fmt.Sprintf("StepKind(%d)", uint8(k))
 }
 
-// MaxRunBytes bounds the tensors one copy run gathers (a longer single
+// maxRunBytes bounds the tensors one copy run gathers (a longer single
 // tensor, K3's 2.2 GB embedding, is a run of its own): a layer's experts
 // (15.7 GB in K3) move in several spans.
-const MaxRunBytes = 256 << 20
+const maxRunBytes = 256 << 20
 
-// MaxHeldCodes bounds the FP8 codes a job holds in memory between a file's
+// maxHeldCodes bounds the FP8 codes a job holds in memory between a file's
 // scale steps and its code steps. A file whose codes fit is quantized once;
 // a larger one (a K3 layer has about 0.9 GB) is quantized twice, since
 // reading its weights again costs less than reading the written file back.
-const MaxHeldCodes = 32 << 20
+const maxHeldCodes = 32 << 20
 
 // heldCodesBudget is MaxHeldCodes, lowered by tests to plan files whose
 // codes are not held.
-var heldCodesBudget int64 = MaxHeldCodes
+var heldCodesBudget int64 = maxHeldCodes
 
-// Step is one piece of work on an output shard, decided at plan time. A
+// step is one piece of work on an output shard, decided at plan time. A
 // shard's steps write its tensors in file order, each exactly once.
-type Step struct {
-	Kind StepKind
+type step struct {
+	Kind stepKind
 	// First and Last index output tensors (in the layout's data order). A
 	// copy run writes First…Last; StepScales writes the scale tensor First
 	// of the weight Last; StepCodes writes the FP8 codes First of the weight
@@ -129,15 +129,15 @@ type Step struct {
 	// and offsets in the source file).
 	Source safetensors.TensorInfo
 	// Part and Cast describe a StepNVFP4.
-	Part NVFP4Part
-	Cast *CastSource
+	Part nVFP4Part
+	Cast *castSource
 
 	xf *transform // what a StepDecode or StepPack reads
 }
 
 // Writes is how many output tensors the step writes.
-func (s Step) Writes() int {
-	if s.Kind == StepCopy {
+func (s step) Writes() int {
+	if s.Kind == stepCopy {
 		return s.Last - s.First + 1
 	}
 	return 1
@@ -150,7 +150,7 @@ func (s Step) Writes() int {
 // those break the contiguity on one side; each scale tensor and each FP8
 // weight is a step of its own, holding the codes in between when all of the
 // file's fit MaxHeldCodes, else spilling them for a remote source.
-func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor) ([]Step, error) {
+func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []outputTensor) ([]step, error) {
 	if len(outs) != len(l.Tensors) {
 		return nil, fmt.Errorf("file %s: %d outputs for %d laid-out tensors", sf.Path, len(outs), len(l.Tensors))
 	}
@@ -158,12 +158,12 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 	var codes int64
 	for i, o := range outs {
 		switch o.Role {
-		case RoleWeight:
+		case roleWeight:
 			codes += l.Tensors[i].Size()
 			p := pair[o.Source]
 			p[0] = i + 1
 			pair[o.Source] = p
-		case RoleScale:
+		case roleScale:
 			p := pair[o.Source]
 			p[1] = i + 1
 			pair[o.Source] = p
@@ -173,10 +173,10 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 	// Codes not held are made again where they go, except from a remote
 	// source: a second fetch of a weight costs more than a local spill.
 	_, fetched := sf.ReaderAt().(*remote.File)
-	var steps []Step
-	casts := map[string]*CastSource{}
+	var steps []step
+	casts := map[string]*castSource{}
 	for i, o := range outs {
-		if o.Role == RoleBF16 || o.Role == RoleMXFP4 {
+		if o.Role == roleBF16 || o.Role == roleMXFP4 {
 			st, err := transformStep(sf, o, i)
 			if err != nil {
 				return nil, err
@@ -184,7 +184,7 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 			steps = append(steps, st)
 			continue
 		}
-		if o.Role == RoleNVFP4 {
+		if o.Role == roleNVFP4 {
 			st, err := nvfp4Step(sf, o, i, casts)
 			if err != nil {
 				return nil, err
@@ -198,26 +198,26 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 		}
 		abs := sf.DataStart + src.Begin
 		switch o.Role {
-		case RoleCopy:
+		case roleCopy:
 			if src.Size() != l.Tensors[i].Size() {
 				return nil, fmt.Errorf("file %s: tensor %s: %w: %d source bytes for %d output bytes", sf.Path, o.Name, safetensors.ErrSizeMismatch, src.Size(), l.Tensors[i].Size())
 			}
 			if n := len(steps); n > 0 {
 				last := &steps[n-1]
-				if last.Kind == StepCopy && last.Last == i-1 && last.Src+last.Len == abs && last.Len+src.Size() <= MaxRunBytes {
+				if last.Kind == stepCopy && last.Last == i-1 && last.Src+last.Len == abs && last.Len+src.Size() <= maxRunBytes {
 					last.Last, last.Len = i, last.Len+src.Size()
 					continue
 				}
 			}
-			steps = append(steps, Step{Kind: StepCopy, First: i, Last: i, Src: abs, Len: src.Size()})
-		case RoleWeight, RoleScale:
+			steps = append(steps, step{Kind: stepCopy, First: i, Last: i, Src: abs, Len: src.Size()})
+		case roleWeight, roleScale:
 			p := pair[o.Source]
 			if p[0] == 0 || p[1] == 0 {
 				return nil, fmt.Errorf("file %s: tensor %s: planned without both its FP8 codes and its scale", sf.Path, o.Source)
 			}
-			st := Step{Kind: StepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: hold, SpillCodes: !hold && fetched, Source: src}
-			if o.Role == RoleScale {
-				st.Kind, st.First, st.Last = StepScales, p[1]-1, p[0]-1
+			st := step{Kind: stepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: hold, SpillCodes: !hold && fetched, Source: src}
+			if o.Role == roleScale {
+				st.Kind, st.First, st.Last = stepScales, p[1]-1, p[0]-1
 			}
 			steps = append(steps, st)
 		}
@@ -230,36 +230,36 @@ func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []OutputTensor)
 // the MXFP4 projection o.Source (its packed codes). The w1/w3 partner whose
 // scales share K_max must lie in the same file, as NVIDIA's converter
 // requires.
-func nvfp4Step(sf *safetensors.File, o OutputTensor, i int, casts map[string]*CastSource) (Step, error) {
+func nvfp4Step(sf *safetensors.File, o outputTensor, i int, casts map[string]*castSource) (step, error) {
 	base, packed, ok := model.MXFP4Part(o.Source)
 	if !ok || !packed {
-		return Step{}, fmt.Errorf("file %s: tensor %s: NVFP4 output of %s, which is no MXFP4 packed tensor", sf.Path, o.Name, o.Source)
+		return step{}, fmt.Errorf("file %s: tensor %s: NVFP4 output of %s, which is no MXFP4 packed tensor", sf.Path, o.Name, o.Source)
 	}
 	c := casts[base]
 	if c == nil {
-		c = &CastSource{}
+		c = &castSource{}
 		var ok bool
 		if c.Packed, ok = sf.Lookup(o.Source); !ok {
-			return Step{}, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
+			return step{}, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
 		}
 		scales := model.MXFP4Scales(base)
 		if c.Scales, ok = sf.Lookup(scales); !ok {
-			return Step{}, fmt.Errorf("file %s: tensor %s: its MXFP4 scales %s: %w in the file", sf.Path, o.Source, scales, safetensors.ErrNotFound)
+			return step{}, fmt.Errorf("file %s: tensor %s: its MXFP4 scales %s: %w in the file", sf.Path, o.Source, scales, safetensors.ErrNotFound)
 		}
 		n, k := c.Packed.Shape[0], 2*c.Packed.Shape[1]
 		if k == 0 || k > quant.MaxK || c.Scales.DType != safetensors.U8 || len(c.Scales.Shape) != 2 || c.Scales.Shape[0] != n || c.Scales.Shape[1]*quant.MXGroupSize != k {
-			return Step{}, fmt.Errorf("file %s: tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
+			return step{}, fmt.Errorf("file %s: tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
 				sf.Path, scales, ErrNotQuantizable, c.Scales.DType, c.Scales.Shape, c.Packed.Shape, n, k/quant.MXGroupSize)
 		}
 		if pb, ok := model.NVFP4ScalePartner(base); ok {
 			ps := model.MXFP4Scales(pb)
 			t, ok := sf.Lookup(ps)
 			if !ok {
-				return Step{}, fmt.Errorf("file %s: tensor %s: %s shares weight_scale_2 with %s (one fused GEMM), whose scales %s are not in the same file",
+				return step{}, fmt.Errorf("file %s: tensor %s: %s shares weight_scale_2 with %s (one fused GEMM), whose scales %s are not in the same file",
 					sf.Path, o.Source, base, pb, ps)
 			}
 			if t.DType != safetensors.U8 {
-				return Step{}, fmt.Errorf("file %s: tensor %s: %w: E8M0 scales of dtype %s", sf.Path, ps, ErrNotQuantizable, t.DType)
+				return step{}, fmt.Errorf("file %s: tensor %s: %w: E8M0 scales of dtype %s", sf.Path, ps, ErrNotQuantizable, t.DType)
 			}
 			c.Partner = &t
 		}
@@ -268,13 +268,13 @@ func nvfp4Step(sf *safetensors.File, o OutputTensor, i int, casts map[string]*Ca
 	specs, _ := model.NVFP4Specs(base, o.SourceSpec())
 	part := slices.IndexFunc(specs[:], func(s safetensors.TensorSpec) bool { return s.Name == o.Name })
 	if part < 0 {
-		return Step{}, fmt.Errorf("file %s: tensor %s is none of the NVFP4 tensors of %s", sf.Path, o.Name, o.Source)
+		return step{}, fmt.Errorf("file %s: tensor %s is none of the NVFP4 tensors of %s", sf.Path, o.Name, o.Source)
 	}
-	st := Step{Kind: StepNVFP4, First: i, Last: i, Part: NVFP4Part(part), Cast: c}
+	st := step{Kind: stepNVFP4, First: i, Last: i, Part: nVFP4Part(part), Cast: c}
 	switch st.Part {
-	case PartCodes:
+	case partCodes:
 		st.Src, st.Len = sf.DataStart+c.Packed.Begin, c.Packed.Size()
-	case PartScales, PartScale2:
+	case partScales, partScale2:
 		st.Src, st.Len = sf.DataStart+c.Scales.Begin, c.Scales.Size()
 	}
 	return st, nil

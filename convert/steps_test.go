@@ -61,16 +61,16 @@ func TestPlanStepsHandMade(t *testing.T) {
 		{Name: "u3", DType: u8, Shape: []int64{8}},
 		{Name: "z", DType: f32, Shape: []int64{2}},
 	})
-	keep := func(name string) OutputTensor {
+	keep := func(name string) outputTensor {
 		src, _ := sf.Lookup(name)
 		spec := safetensors.TensorSpec{Name: name, DType: src.DType, Shape: src.Shape}
-		return OutputTensor{TensorSpec: spec, Source: name, SourceDType: src.DType, SourceShape: src.Shape, Role: RoleCopy}
+		return outputTensor{TensorSpec: spec, Source: name, SourceDType: src.DType, SourceShape: src.Shape, Role: roleCopy}
 	}
 	cw := []int64{256, 128}
-	outs := []OutputTensor{
+	outs := []outputTensor{
 		keep("a"), keep("b"),
-		{TensorSpec: safetensors.TensorSpec{Name: "c.weight", DType: WeightDType, Shape: cw}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: RoleWeight},
-		{TensorSpec: safetensors.TensorSpec{Name: "c.weight_scale_inv", DType: ScaleDType, Shape: []int64{2, 1}}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: RoleScale},
+		{TensorSpec: safetensors.TensorSpec{Name: "c.weight", DType: WeightDType, Shape: cw}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: roleWeight},
+		{TensorSpec: safetensors.TensorSpec{Name: "c.weight_scale_inv", DType: scaleDType, Shape: []int64{2, 1}}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: roleScale},
 		keep("d"), keep("f"), keep("u1"), keep("u2"), keep("u3"), keep("z"), // "e" dropped
 	}
 	l, _, ordered, err := layoutFile(sf, outs)
@@ -92,17 +92,17 @@ func TestPlanStepsHandMade(t *testing.T) {
 	}
 	at := func(name string) int64 { ti, _ := sf.Lookup(name); return sf.DataStart + ti.Begin }
 	cw2 := int64(256 * 128 * 2)
-	want := []Step{
+	want := []step{
 		// The file's codes (32 KiB) fit MaxHeldCodes: made once, held.
-		{Kind: StepScales, First: 0, Last: 6, Src: at("c.weight"), Len: cw2, HoldCodes: true},
+		{Kind: stepScales, First: 0, Last: 6, Src: at("c.weight"), Len: cw2, HoldCodes: true},
 		// z ends the source's F32 region where a begins: z a b are contiguous
 		// on both sides, and the scale before them is not part of the run.
-		{Kind: StepCopy, First: 1, Last: 3, Src: at("z"), Len: 8 + 8 + 8},
-		{Kind: StepCopy, First: 4, Last: 4, Src: at("d"), Len: 8}, // c.weight lies between b and d in the source
-		{Kind: StepCopy, First: 5, Last: 5, Src: at("f"), Len: 8}, // dropped e lies between d and f
-		{Kind: StepCodes, First: 6, Last: 0, Src: at("c.weight"), Len: cw2, HoldCodes: true},
+		{Kind: stepCopy, First: 1, Last: 3, Src: at("z"), Len: 8 + 8 + 8},
+		{Kind: stepCopy, First: 4, Last: 4, Src: at("d"), Len: 8}, // c.weight lies between b and d in the source
+		{Kind: stepCopy, First: 5, Last: 5, Src: at("f"), Len: 8}, // dropped e lies between d and f
+		{Kind: stepCodes, First: 6, Last: 0, Src: at("c.weight"), Len: cw2, HoldCodes: true},
 		// f and u1 are contiguous in the source but c.weight's codes lie between them in the output.
-		{Kind: StepCopy, First: 7, Last: 9, Src: at("u1"), Len: 24},
+		{Kind: stepCopy, First: 7, Last: 9, Src: at("u1"), Len: 24},
 	}
 	if !slices.EqualFunc(stripSources(t, steps), want, sameStep) {
 		t.Errorf("steps\n got %+v\nwant %+v", steps, want)
@@ -114,15 +114,15 @@ func TestPlanStepsHandMade(t *testing.T) {
 func TestPlanStepsHoldLimit(t *testing.T) {
 	const n = 4096 // three 4096×4096 weights: 48 MiB of codes
 	var specs []safetensors.TensorSpec
-	var outs []OutputTensor
+	var outs []outputTensor
 	for _, name := range []string{"a.weight", "b.weight", "c.weight"} {
 		sh := []int64{n, n}
 		specs = append(specs, safetensors.TensorSpec{Name: name, DType: safetensors.BF16, Shape: sh})
 		outs = append(outs,
-			OutputTensor{TensorSpec: safetensors.TensorSpec{Name: name, DType: WeightDType, Shape: sh}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: RoleWeight},
-			OutputTensor{TensorSpec: safetensors.TensorSpec{Name: name + "_scale_inv", DType: ScaleDType, Shape: []int64{n / 128, n / 128}}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: RoleScale})
+			outputTensor{TensorSpec: safetensors.TensorSpec{Name: name, DType: WeightDType, Shape: sh}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: roleWeight},
+			outputTensor{TensorSpec: safetensors.TensorSpec{Name: name + "_scale_inv", DType: scaleDType, Shape: []int64{n / 128, n / 128}}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: roleScale})
 	}
-	if 3*n*n <= MaxHeldCodes {
+	if 3*n*n <= maxHeldCodes {
 		t.Fatal("codes fit MaxHeldCodes")
 	}
 	sf := sourceFile(t, specs)
@@ -153,9 +153,9 @@ func TestPlanStepsRunLimit(t *testing.T) {
 		{Name: "x2", DType: safetensors.U8, Shape: []int64{n}},
 	}
 	sf := sourceFile(t, specs)
-	var outs []OutputTensor
+	var outs []outputTensor
 	for _, s := range specs {
-		outs = append(outs, OutputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: RoleCopy})
+		outs = append(outs, outputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleCopy})
 	}
 	l, _, ordered, err := layoutFile(sf, outs)
 	if err != nil {
@@ -165,9 +165,9 @@ func TestPlanStepsRunLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Step{
-		{Kind: StepCopy, First: 0, Last: 1, Src: sf.DataStart, Len: 2 * n},
-		{Kind: StepCopy, First: 2, Last: 2, Src: sf.DataStart + 2*n, Len: n},
+	want := []step{
+		{Kind: stepCopy, First: 0, Last: 1, Src: sf.DataStart, Len: 2 * n},
+		{Kind: stepCopy, First: 2, Last: 2, Src: sf.DataStart + 2*n, Len: n},
 	}
 	if !slices.EqualFunc(stripSources(t, steps), want, sameStep) {
 		t.Errorf("steps %+v, want %+v", steps, want)
@@ -205,7 +205,7 @@ func checkPlanSteps(t *testing.T, src string) {
 			}
 			checkSteps(t, fp, fp.Layout, outs)
 			for _, st := range fp.Steps {
-				if st.Kind == StepCopy {
+				if st.Kind == stepCopy {
 					runs++
 					if st.Last > st.First {
 						multi++
@@ -219,17 +219,17 @@ func checkPlanSteps(t *testing.T, src string) {
 	}
 }
 
-func checkSteps(t *testing.T, fp *FilePlan, l *safetensors.Layout, outs []OutputTensor) {
+func checkSteps(t *testing.T, fp *filePlan, l *safetensors.Layout, outs []outputTensor) {
 	t.Helper()
 	sf := fp.Source
 	var codes int64
 	for i, o := range outs {
-		if o.Role == RoleWeight {
+		if o.Role == roleWeight {
 			codes += l.Tensors[i].Size()
 		}
 	}
 	for _, st := range fp.Steps {
-		if want := st.Kind != StepCopy && codes <= MaxHeldCodes; st.HoldCodes != want {
+		if want := st.Kind != stepCopy && codes <= maxHeldCodes; st.HoldCodes != want {
 			t.Errorf("%s: %s step at %d: HoldCodes %v with %d bytes of codes in the file", fp.Name, st.Kind, st.First, st.HoldCodes, codes)
 		}
 	}
@@ -241,11 +241,11 @@ func checkSteps(t *testing.T, fp *FilePlan, l *safetensors.Layout, outs []Output
 		}
 		next = st.First + st.Writes()
 		switch st.Kind {
-		case StepCopy:
+		case stepCopy:
 			var n int64
 			for i := st.First; i <= st.Last; i++ {
 				covered[i]++
-				if outs[i].Role != RoleCopy {
+				if outs[i].Role != roleCopy {
 					t.Errorf("%s: copy run %d..%d holds %s (%s)", fp.Name, st.First, st.Last, outs[i].Name, outs[i].Role)
 					continue
 				}
@@ -264,7 +264,7 @@ func checkSteps(t *testing.T, fp *FilePlan, l *safetensors.Layout, outs []Output
 			// The source range holds exactly the run's tensors.
 			for _, ti := range sf.Tensors {
 				if b := sf.DataStart + ti.Begin; b >= st.Src && b < st.Src+st.Len && ti.Size() > 0 {
-					if j := slices.IndexFunc(outs[st.First:st.Last+1], func(o OutputTensor) bool { return o.Source == ti.Name }); j < 0 {
+					if j := slices.IndexFunc(outs[st.First:st.Last+1], func(o outputTensor) bool { return o.Source == ti.Name }); j < 0 {
 						t.Errorf("%s: run %d..%d crosses source tensor %s, which it does not copy", fp.Name, st.First, st.Last, ti.Name)
 					}
 				}
@@ -272,17 +272,17 @@ func checkSteps(t *testing.T, fp *FilePlan, l *safetensors.Layout, outs []Output
 			// Maximal: the next step could not have joined this run.
 			if k+1 < len(fp.Steps) {
 				nx := fp.Steps[k+1]
-				if nx.Kind == StepCopy && nx.First == st.Last+1 && nx.Src == st.Src+st.Len && st.Len+outSize(l, nx.First) <= MaxRunBytes {
+				if nx.Kind == stepCopy && nx.First == st.Last+1 && nx.Src == st.Src+st.Len && st.Len+outSize(l, nx.First) <= maxRunBytes {
 					t.Errorf("%s: runs %d..%d and %d..%d could be one", fp.Name, st.First, st.Last, nx.First, nx.Last)
 				}
 			}
-		case StepScales, StepCodes:
+		case stepScales, stepCodes:
 			covered[st.First]++
 			w, s := outs[st.First], outs[st.Last]
-			if st.Kind == StepScales {
+			if st.Kind == stepScales {
 				w, s = s, w
 			}
-			if w.Role != RoleWeight || s.Role != RoleScale || s.Source != w.Source {
+			if w.Role != roleWeight || s.Role != roleScale || s.Source != w.Source {
 				t.Errorf("%s: %s step pairs %s (%s) with %s (%s)", fp.Name, st.Kind, w.Name, w.Role, s.Name, s.Role)
 			}
 			src, _ := sf.Lookup(w.Source)
@@ -341,7 +341,7 @@ func TestHeldAndRequantizedCodesAgree(t *testing.T) {
 		fp.Steps = slices.Clone(planned)
 		quantized := 0
 		for i := range fp.Steps {
-			if fp.Steps[i].Kind != StepCopy {
+			if fp.Steps[i].Kind != stepCopy {
 				if !fp.Steps[i].HoldCodes {
 					t.Fatalf("%s step not holding codes for a %d-byte file", fp.Steps[i].Kind, l.Size)
 				}
@@ -416,11 +416,11 @@ func TestProgressAddsUp(t *testing.T) {
 // stripSources checks that each scale and code step names the weight it
 // reads (its size is the step's length) and clears it, so steps compare
 // with slices.Equal.
-func stripSources(t *testing.T, steps []Step) []Step {
+func stripSources(t *testing.T, steps []step) []step {
 	t.Helper()
 	out := slices.Clone(steps)
 	for i, st := range out {
-		if st.Kind != StepCopy && (st.Source.Name == "" || st.Source.Size() != st.Len) {
+		if st.Kind != stepCopy && (st.Source.Name == "" || st.Source.Size() != st.Len) {
 			t.Errorf("%s step %d: source %+v for %d bytes", st.Kind, i, st.Source, st.Len)
 		}
 		out[i].Source = safetensors.TensorInfo{}
@@ -429,6 +429,6 @@ func stripSources(t *testing.T, steps []Step) []Step {
 }
 
 // sameStep compares steps whose Source is cleared.
-func sameStep(a, b Step) bool {
+func sameStep(a, b step) bool {
 	return a.Kind == b.Kind && a.First == b.First && a.Last == b.Last && a.Src == b.Src && a.Len == b.Len && a.HoldCodes == b.HoldCodes
 }

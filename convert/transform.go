@@ -22,7 +22,7 @@ type xfStats struct {
 
 // transformStep plans the step writing output i, made from o.Source by the
 // transform o.xf.
-func transformStep(sf *safetensors.File, o OutputTensor, i int) (Step, error) {
+func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 	x := &transform{part: o.part}
 	spec := o.xf
 	x.kind = spec.kind
@@ -35,16 +35,16 @@ func transformStep(sf *safetensors.File, o OutputTensor, i int) (Step, error) {
 	}
 	var err error
 	if x.codes, err = look(spec.sources[0]); err != nil {
-		return Step{}, err
+		return step{}, err
 	}
 	if len(spec.sources) > 1 {
 		if x.scales, err = look(spec.sources[1]); err != nil {
-			return Step{}, err
+			return step{}, err
 		}
 	}
 	if len(spec.sources) > 2 {
 		if x.scale2, err = look(spec.sources[2]); err != nil {
-			return Step{}, err
+			return step{}, err
 		}
 	}
 	switch x.kind {
@@ -56,22 +56,22 @@ func transformStep(sf *safetensors.File, o OutputTensor, i int) (Step, error) {
 	default:
 		x.n, x.k = x.codes.Shape[0], 2*x.codes.Shape[1]
 	}
-	kind := StepDecode
+	kind := stepDecode
 	if x.kind == xfPack {
-		kind = StepPack
+		kind = stepPack
 	}
-	return Step{Kind: kind, First: i, Last: i, Src: sf.DataStart + x.codes.Begin, Len: x.codes.Size(), xf: x}, nil
+	return step{Kind: kind, First: i, Last: i, Src: sf.DataStart + x.codes.Begin, Len: x.codes.Size(), xf: x}, nil
 }
 
 // markHeld pairs the two pack steps of each BF16 weight of a file and
 // decides whether the first keeps the part the second writes (so the weight
 // is read once), while the parts kept at any moment fit MaxHeldCodes.
-func markHeld(steps []Step) {
+func markHeld(steps []step) {
 	first := map[string]*transform{}
 	var held int64
 	pending := map[string]int64{}
 	for i := range steps {
-		if steps[i].Kind != StepPack {
+		if steps[i].Kind != stepPack {
 			continue
 		}
 		x := steps[i].xf
@@ -105,9 +105,9 @@ func packPartSize(x *transform, p int) int64 {
 // xfRows is how many rows one chunk of a transform holds: a BF16 chunk of
 // about TileBytes, never across a 128-row scale block of an FP8 source.
 func xfRows(x *transform, r0 int64) int64 {
-	m := max(1, int64(TileBytes)/(2*x.k))
+	m := max(1, int64(tileBytes)/(2*x.k))
 	if x.kind == xfFP8 {
-		m = min(m, BlockSize-r0%BlockSize)
+		m = min(m, blockSize-r0%blockSize)
 	}
 	return min(m, x.n-r0)
 }
@@ -131,8 +131,8 @@ func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
 		switch x.kind {
 		case xfFP8:
 			if x.sform == scalesGrid {
-				kb := Blocks(x.k)
-				read(x.scales, r0/BlockSize*kb*4, kb*4)
+				kb := blocks(x.k)
+				read(x.scales, r0/blockSize*kb*4, kb*4)
 			}
 			read(x.codes, r0*x.k, m*x.k)
 		case xfMXFP4:
@@ -158,7 +158,7 @@ type xfScratch struct {
 
 // runTransform carries out a StepDecode or StepPack, handing its output to
 // w chunk by chunk; ra holds sf's bytes (the file or a stream of them).
-func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st Step, w func([]byte) error, prog Progress) error {
+func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st step, w func([]byte) error, prog progress) error {
 	x := st.xf
 	xs := &s.xs
 	if x.kind == xfPack && x.held {
@@ -218,10 +218,10 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 		rows := int(m)
 		switch x.kind {
 		case xfFP8:
-			kb := int(Blocks(x.k))
+			kb := int(blocks(x.k))
 			var scales []float32
 			if x.sform == scalesGrid {
-				b, err := readInto(&xs.scales, x.scales, r0/BlockSize*int64(kb)*4, int64(kb)*4)
+				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb)*4, int64(kb)*4)
 				if err != nil {
 					return err
 				}
@@ -231,7 +231,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				}
 				scales = xs.grid[:kb]
 			} else {
-				scales = xs.grid[int(r0/BlockSize)*kb : int(r0/BlockSize+1)*kb]
+				scales = xs.grid[int(r0/blockSize)*kb : int(r0/blockSize+1)*kb]
 			}
 			codes, err := readInto(&xs.codes, x.codes, r0*x.k, m*x.k)
 			if err != nil {

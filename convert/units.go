@@ -6,36 +6,36 @@ import (
 	"slices"
 )
 
-// UnitKind says how a unit of work is produced.
-type UnitKind uint8
+// unitKind says how a unit of work is produced.
+type unitKind uint8
 
 const (
-	// UnitShard is an output shard written from its source shard.
-	UnitShard UnitKind = iota
-	// UnitAux is a side file copied byte for byte.
-	UnitAux
+	// unitShard is an output shard written from its source shard.
+	unitShard unitKind = iota
+	// unitAux is a side file copied byte for byte.
+	unitAux
 )
 
 // String names the kind.
-func (k UnitKind) String() string {
-	if k == UnitAux {
+func (k unitKind) String() string {
+	if k == unitAux {
 		return "aux"
 	}
 	return "shard"
 }
 
-// Unit is one output file the workers produce (the index, configs and
+// unit is one output file the workers produce (the index, configs and
 // manifest are written by Finalize once every unit is done).
-type Unit struct {
+type unit struct {
 	Name string
-	Kind UnitKind
+	Kind unitKind
 	// Size is the output file's size.
 	Size int64
 	// Work is the bytes read and hashed to produce it (what progress counts).
 	Work int64
 	// File is set for shards, Aux for side files.
-	File *FilePlan
-	Aux  *AuxFile
+	File *filePlan
+	Aux  *auxFile
 }
 
 // MaxWorkers bounds N in a worker slice I/N: far more machines than any
@@ -51,16 +51,16 @@ func CheckWorker(i, n int) error {
 }
 
 // Units lists the plan's units sorted by name.
-func (p *Plan) Units() []Unit {
-	us := make([]Unit, 0, len(p.Files)+len(p.Aux))
+func (p *Plan) Units() []unit {
+	us := make([]unit, 0, len(p.Files)+len(p.Aux))
 	for _, f := range p.Files {
-		us = append(us, Unit{Name: f.Name, Kind: UnitShard, Size: f.Size(), Work: f.ReadBytes + f.rereadBytes() + f.Size(), File: f})
+		us = append(us, unit{Name: f.Name, Kind: unitShard, Size: f.Size(), Work: f.ReadBytes + f.rereadBytes() + f.Size(), File: f})
 	}
 	for i := range p.Aux {
 		a := &p.Aux[i]
-		us = append(us, Unit{Name: a.Name, Kind: UnitAux, Size: a.Size, Work: 2 * a.Size, Aux: a})
+		us = append(us, unit{Name: a.Name, Kind: unitAux, Size: a.Size, Work: 2 * a.Size, Aux: a})
 	}
-	slices.SortFunc(us, func(a, b Unit) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(us, func(a, b unit) int { return cmp.Compare(a.Name, b.Name) })
 	return us
 }
 
@@ -68,16 +68,16 @@ func (p *Plan) Units() []Unit {
 // dealt largest first to the least loaded worker (ties to the lowest worker
 // and then by name), which balances bytes and depends only on the plan, so
 // every worker computes the same partition on its own.
-func (p *Plan) Slice(i, n int) ([]Unit, error) {
+func (p *Plan) Slice(i, n int) ([]unit, error) {
 	if err := CheckWorker(i, n); err != nil {
 		return nil, err
 	}
 	us := p.Units()
 	order := slices.Clone(us)
-	slices.SortStableFunc(order, func(a, b Unit) int { return cmp.Compare(b.Size, a.Size) })
+	slices.SortStableFunc(order, func(a, b unit) int { return cmp.Compare(b.Size, a.Size) })
 	// More workers than units: the first len(us) workers get one each.
 	load := make([]int64, min(n, max(len(us), 1)))
-	var mine []Unit
+	var mine []unit
 	for _, u := range order {
 		w := 0
 		for j := 1; j < len(load); j++ {
@@ -90,6 +90,6 @@ func (p *Plan) Slice(i, n int) ([]Unit, error) {
 			mine = append(mine, u)
 		}
 	}
-	slices.SortFunc(mine, func(a, b Unit) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(mine, func(a, b unit) int { return cmp.Compare(a.Name, b.Name) })
 	return mine, nil
 }

@@ -58,7 +58,7 @@ func TestConvertUnverifiedSource(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "no ETag, Last-Modified or commit") {
 		t.Fatalf("warnings %q, want one", warnings)
 	}
-	m, err := ReadManifest(dst)
+	m, err := readManifest(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestConvertUnverifiedSource(t *testing.T) {
 	if _, err := Execute(context.Background(), p2, dst2, ExecOptions{Jobs: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if m2, err := ReadManifest(dst2); err != nil || len(m2.SourceUnverified) != 0 || len(warnings) != 0 {
+	if m2, err := readManifest(dst2); err != nil || len(m2.SourceUnverified) != 0 || len(warnings) != 0 {
 		t.Fatalf("with ETags: unverified %v, warnings %q (%v)", m2.SourceUnverified, warnings, err)
 	}
 }

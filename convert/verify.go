@@ -87,9 +87,9 @@ type VerifyOptions struct {
 	// (the default) a NaN or Inf in a weight to quantize is a violation, as
 	// convert refuses it; under NonFiniteZero the output must hold the
 	// quantization of the source with those values zeroed.
-	NonFinite NonFinitePolicy
+	NonFinite nonFinitePolicy
 	// Progress, if set, receives bytes read.
-	Progress Progress
+	Progress progress
 	// MaxViolations caps the violations listed (default 100); more are counted.
 	MaxViolations int
 }
@@ -105,7 +105,7 @@ type VerifyOptions struct {
 // the report (OK false).
 func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo VerifyOptions) (*VerifyReport, error) {
 	rep := &VerifyReport{}
-	m, err := ReadManifest(dst)
+	m, err := readManifest(dst)
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: not a finished conversion: %w", dst, err)
 	}
@@ -196,7 +196,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	}
 	for _, a := range p.Aux {
 		g.Go(func() error {
-			var s FileRecord
+			var s fileRecord
 			var err error
 			if p.remote != nil {
 				s, err = hashRemote(gctx, p, a)
@@ -334,9 +334,9 @@ func readRegular(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxStateFile+1))
-	if err == nil && len(b) > MaxStateFile {
-		err = fmt.Errorf("%s: over %d bytes", path, MaxStateFile)
+	b, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
+	if err == nil && len(b) > maxStateFile {
+		err = fmt.Errorf("%s: over %d bytes", path, maxStateFile)
 	}
 	return b, err
 }

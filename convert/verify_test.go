@@ -18,7 +18,7 @@ import (
 // as someone hiding a modification would.
 func rehash(t *testing.T, dst string) {
 	t.Helper()
-	m, err := ReadManifest(dst)
+	m, err := readManifest(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,13 +98,13 @@ func TestVerifyStrayFiles(t *testing.T) {
 func TestVerifyManifestPathsInsideDst(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "out")
 	copyTree(t, miniRef, dst)
-	m, err := ReadManifest(dst)
+	m, err := readManifest(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
 	files := m.Files
 	for _, bad := range []string{"../../etc/hostname", "/etc/hostname", "a/../../b", `..\x`} {
-		m.Files = append(slices.Clip(files), FileRecord{Name: bad, Size: 1, SHA256: strings.Repeat("0", 64)})
+		m.Files = append(slices.Clip(files), fileRecord{Name: bad, Size: 1, SHA256: strings.Repeat("0", 64)})
 		if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 // violation ("" when bit-identical) naming the first differing block, and
 // for the code step the cast's block counts; the error is for failures to
 // read.
-func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st Step, out *io.SectionReader) (string, quant.CastStats, error) {
+func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st step, out *io.SectionReader) (string, quant.CastStats, error) {
 	var got []byte
 	read := func(n int, off int64) ([]byte, error) {
 		got = bufs.Grow(got, n)
@@ -25,7 +25,7 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st Step
 		}
 		return got, nil
 	}
-	if st.Part == PartInputScale {
+	if st.Part == partInputScale {
 		b, err := read(len(inputScaleOne), 0)
 		if err != nil {
 			return "", quant.CastStats{}, err
@@ -39,7 +39,7 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st Step
 	if err != nil {
 		return "", quant.CastStats{}, err
 	}
-	if st.Part == PartScale2 {
+	if st.Part == partScale2 {
 		want, err := scale2Bytes(kmax)
 		if err != nil {
 			return "", quant.CastStats{}, err
@@ -55,7 +55,7 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st Step
 	}
 	k := st.Cast.K()
 	unit, what := k/2, "NVFP4 codes" // bytes per row of the tensor compared
-	if st.Part == PartScales {
+	if st.Part == partScales {
 		unit, what = k/quant.NVFP4GroupSize, "E4M3 scales"
 	}
 	var off int64
@@ -72,7 +72,7 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st Step
 			at := off + int64(i)
 			row, col := at/int64(unit), at%int64(unit)
 			block := col / (quant.NVFP4GroupSize / 2) // 8 code bytes per 16-element block
-			if st.Part == PartScales {
+			if st.Part == partScales {
 				block = col
 			}
 			violation = fmt.Sprintf("%s differ from a fresh cast of %s (K_max %d): first at row %d, 16-element block %d (byte 0x%02x, the cast gives 0x%02x)",
@@ -82,7 +82,7 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st Step
 		return nil
 	}
 	var cs quant.CastStats
-	if st.Part == PartCodes {
+	if st.Part == partCodes {
 		cs, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, compare, nil, noProgress{})
 	} else {
 		_, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, nil, compare, noProgress{})

@@ -36,7 +36,7 @@ const (
 // hold exactly the codes and scales a fresh quantization of the source gives
 // under the plan's options (the same numerics the converter uses). Steps of
 // other kinds (other expert formats) get their reference here, next to these.
-func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Progress, report func(func(*VerifyReport))) error {
+func verifyShard(ctx context.Context, p *Plan, fp *filePlan, dst string, prog progress, report func(func(*VerifyReport))) error {
 	path := filepath.Join(dst, filepath.FromSlash(fp.Name))
 	out, err := safetensors.OpenFile(path)
 	if err != nil {
@@ -72,7 +72,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 			return err
 		}
 		switch st.Kind {
-		case StepCopy:
+		case stepCopy:
 			for i := st.First; i <= st.Last; i++ {
 				t := l.Tensors[i]
 				from := st.Src + t.Begin - l.Tensors[st.First].Begin
@@ -87,7 +87,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 					}
 				})
 			}
-		case StepNVFP4:
+		case stepNVFP4:
 			t := out.Tensors[st.First]
 			v, cs, err := s.verifyNVFP4(ctx, fp.Source, st, out.Section(t))
 			if err != nil {
@@ -95,7 +95,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 			}
 			prog.Add(st.Len + t.Size())
 			report(func(r *VerifyReport) {
-				if st.Part == PartCodes {
+				if st.Part == partCodes {
 					r.NVFP4++
 					r.Cast = r.Cast.Add(cs)
 				}
@@ -103,7 +103,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 					r.fail("%s: tensor %s: %s", fp.Name, t.Name, v)
 				}
 			})
-		case StepDecode, StepPack:
+		case stepDecode, stepPack:
 			t := out.Tensors[st.First]
 			before := s.xs.stats
 			diff, err := s.retransformed(ctx, fp.Source, st, out.Section(t), prog)
@@ -120,7 +120,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *FilePlan, dst string, prog Pr
 					r.fail("%s: tensor %s differs from a fresh %s of %s at byte %d", fp.Name, t.Name, st.Kind, st.xf.codes.Name, diff)
 				}
 			})
-		case StepCodes:
+		case stepCodes:
 			codes, scales := out.Tensors[st.First], out.Tensors[st.Last]
 			name := codes.Name
 			v, err := s.requantized(ctx, fp.Source, st.Source, p.Options, out.Section(codes), out.Section(scales))
@@ -209,7 +209,7 @@ func firstDiff(a, b []byte) int {
 }
 
 // sameBytes compares two readers of equal length chunk by chunk.
-func sameBytes(x, y io.Reader, a, b []byte, prog Progress) (bool, error) {
+func sameBytes(x, y io.Reader, a, b []byte, prog progress) (bool, error) {
 	for {
 		n, errA := io.ReadFull(x, a)
 		if n > 0 {
@@ -234,15 +234,15 @@ func sameBytes(x, y io.Reader, a, b []byte, prog Progress) (bool, error) {
 
 // fp8Stats dequantizes an FP8 weight band by band and compares it with the
 // source, in float64.
-func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, num quant.Numerics, prog Progress) (TensorStats, error) {
+func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, num quant.Numerics, prog progress) (TensorStats, error) {
 	var st TensorStats
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
 		return st, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
 	}
 	n, k, esz := t.Shape[0], t.Shape[1], int64(elem.Size())
-	nb, kb := Blocks(n), Blocks(k)
-	if nb*kb > MaxScaleBlocks || k > quant.MaxK {
+	nb, kb := blocks(n), blocks(k)
+	if nb*kb > maxScaleBlocks || k > quant.MaxK {
 		return st, fmt.Errorf("%w: shape %v", ErrNotQuantizable, t.Shape)
 	}
 	if q.Size() != n*k || scales.Size() != 4*nb*kb {
@@ -275,13 +275,13 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 			return st, err
 		}
 		prog.Add(int64(len(row) + len(qrow)))
-		b := r / BlockSize
+		b := r / blockSize
 		for c := range k {
 			x := float64(sourceValue(row, c, elem))
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				continue // zeroed under NonFiniteZero; nothing to compare with
 			}
-			s := math.Float32frombits(binary.LittleEndian.Uint32(sb[4*(b*kb+c/BlockSize):]))
+			s := math.Float32frombits(binary.LittleEndian.Uint32(sb[4*(b*kb+c/blockSize):]))
 			if s == 0 && num == quant.ModelOpt {
 				continue // a zero-scale block: NaN codes, counted above
 			}
@@ -292,7 +292,7 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 			}
 			e := math.Abs(x - d)
 			st.MaxAbs = max(st.MaxAbs, e)
-			j := c / BlockSize
+			j := c / blockSize
 			blockAbs[j] = max(blockAbs[j], e)
 			blockMax[j] = max(blockMax[j], math.Abs(x))
 			sumX2 += x * x
@@ -301,7 +301,7 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 				st.OverBound++
 			}
 		}
-		if (r+1)%BlockSize == 0 || r == n-1 {
+		if (r+1)%blockSize == 0 || r == n-1 {
 			for j := range kb {
 				if blockMax[j] > 0 {
 					st.MaxRelBlock = max(st.MaxRelBlock, blockAbs[j]/blockMax[j])
@@ -330,7 +330,7 @@ func sourceValue(row []byte, c int64, e quant.Elem) float32 {
 // retransformed runs a decode or pack step again from the source and
 // compares what it makes with the output tensor out, returning the offset
 // of the first differing byte (-1 when identical).
-func (s *scratch) retransformed(ctx context.Context, sf *safetensors.File, st Step, out *io.SectionReader, prog Progress) (int64, error) {
+func (s *scratch) retransformed(ctx context.Context, sf *safetensors.File, st step, out *io.SectionReader, prog progress) (int64, error) {
 	var off int64
 	diff := int64(-1)
 	var buf []byte

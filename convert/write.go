@@ -36,7 +36,7 @@ type scratch struct {
 }
 
 // create starts an output file on the run's staging buffers.
-func (s *scratch) create(path string, prog Progress) (*filewrite.File, error) {
+func (s *scratch) create(path string, prog progress) (*filewrite.File, error) {
 	return filewrite.Create(path, s.pool, prog.Add)
 }
 
@@ -44,33 +44,33 @@ func (s *scratch) create(path string, prog Progress) (*filewrite.File, error) {
 // size and times, links still inside the source): one that changed is an
 // error and never reaches its final name. The copy keeps the source's
 // permission bits.
-func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to string, prog Progress) (FileRecord, commitFunc, error) {
+func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to string, prog progress) (fileRecord, commitFunc, error) {
 	if err := ctx.Err(); err != nil {
-		return FileRecord{}, nil, err
+		return fileRecord{}, nil, err
 	}
 	from := filepath.Join(root, filepath.FromSlash(a.Name))
 	r, err := fsx.NewRoot(root)
 	if err != nil {
-		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}
 	real, err := r.Resolve(a.Name)
 	if err != nil {
-		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}
 	in, fi, err := openRegular(real)
 	if err != nil {
-		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}
 	defer in.Close()
-	if err := a.stamp.check(stampInfo(fi), from); err != nil {
-		return FileRecord{}, nil, err
+	if err := checkStamp(a.stamp, fsx.StampOf(fi), from); err != nil {
+		return fileRecord{}, nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	out, err := s.create(to, prog)
 	if err != nil {
-		return FileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	// What is hashed is what is written: both come from the one read.
 	err = out.CopyFrom(in, 0, a.Size)
@@ -92,24 +92,15 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *AuxFile, to strin
 	}
 	if err != nil {
 		out.Abort()
-		return FileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
+		return fileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
 	}
 	out.Finish()
-	return FileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
-}
-
-// checkStampNow compares an open file's stamp with the planned one.
-func checkStampNow(r io.ReaderAt, planned fileStamp, path string) error {
-	now, err := stampOf(r)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return planned.check(now, path)
+	return fileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
 }
 
 // checkSource makes sure a source shard is still what it was planned from:
 // the same size and times, and the same header bytes.
-func checkSource(root string, fp *FilePlan) error {
+func checkSource(root string, fp *filePlan) error {
 	path := filepath.Join(root, fp.Source.Path)
 	if err := checkStampNow(fp.Source.ReaderAt(), fp.stamp, path); err != nil {
 		return err
@@ -129,10 +120,10 @@ func checkSource(root string, fp *FilePlan) error {
 // lie in the file. The file is hashed as it is written (never read back). It
 // checks before and after that the source is the file planned, and returns
 // the file's record (size and sha256).
-func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *FilePlan, prog Progress) (int64, FileRecord, commitFunc, error) {
+func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *filePlan, prog progress) (int64, fileRecord, commitFunc, error) {
 	if p.remote == nil { // a remote file is checked by every response (size, ETag)
 		if err := checkSource(p.SrcRoot, fp); err != nil {
-			return 0, FileRecord{}, nil, err
+			return 0, fileRecord{}, nil, err
 		}
 	}
 	l := fp.Layout
@@ -141,11 +132,11 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 		err = fmt.Errorf("a %d-byte header for data at %d", len(header), l.DataStart)
 	}
 	if err != nil {
-		return 0, FileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
+		return 0, fileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
 	}
 	f, err := s.create(path, prog)
 	if err != nil {
-		return 0, FileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
+		return 0, fileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
 	}
 	_, err = f.Write(header)
 	var zeroed int64
@@ -170,10 +161,10 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *File
 	}
 	if err != nil {
 		f.Abort()
-		return zeroed, FileRecord{}, nil, err
+		return zeroed, fileRecord{}, nil, err
 	}
 	f.Finish()
-	return zeroed, FileRecord{Size: l.Size}, commitHashed(f, ""), nil
+	return zeroed, fileRecord{Size: l.Size}, commitHashed(f, ""), nil
 }
 
 // commitFunc syncs and renames a written file and returns its sha256, once
@@ -217,7 +208,7 @@ func (w tensorSpan) write(b []byte) error {
 
 // runSteps carries out a shard's steps. Each starts where the previous one
 // ended (the file is written in order) and writes exactly its tensors' bytes.
-func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path string, fp *FilePlan, ra io.ReaderAt, prog Progress) (int64, error) {
+func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path string, fp *filePlan, ra io.ReaderAt, prog progress) (int64, error) {
 	sf, l := fp.Source, fp.Layout
 	srcPath := filepath.Join(p.SrcRoot, sf.Path)
 	var zeroed int64
@@ -229,19 +220,19 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 	spillAt := map[int][2]int64{} // where each weight's spilled codes lie
 	var held int64
 	for _, st := range fp.Steps {
-		if st.Kind == StepCodes && st.HoldCodes && st.First >= 0 && st.First < len(l.Tensors) {
+		if st.Kind == stepCodes && st.HoldCodes && st.First >= 0 && st.First < len(l.Tensors) {
 			held += l.Tensors[st.First].Size()
 		}
 	}
-	if held > MaxHeldCodes {
-		return 0, fmt.Errorf("file %s: the plan holds %d bytes of codes, over %d", path, held, MaxHeldCodes)
+	if held > maxHeldCodes {
+		return 0, fmt.Errorf("file %s: the plan holds %d bytes of codes, over %d", path, held, maxHeldCodes)
 	}
 	s.held = bufs.Grow(s.held, int(held))[:0]
 	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
 		}
-		if min(st.First, st.Last) < 0 || max(st.First, st.Last) >= len(l.Tensors) || (st.Kind == StepCopy && st.First > st.Last) {
+		if min(st.First, st.Last) < 0 || max(st.First, st.Last) >= len(l.Tensors) || (st.Kind == stepCopy && st.First > st.Last) {
 			return zeroed, fmt.Errorf("file %s: step %s [%d, %d] outside the file's %d tensors", path, st.Kind, st.First, st.Last, len(l.Tensors))
 		}
 		first, last := l.Tensors[st.First].Name, l.Tensors[st.Last].Name
@@ -250,7 +241,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			return zeroed, fmt.Errorf("file %s: step %s for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, st.Kind, quote.Name(first), off, f.Offset())
 		}
 		switch st.Kind {
-		case StepCopy:
+		case stepCopy:
 			if end := l.DataStart + l.Tensors[st.Last].End; st.Len != end-off {
 				return zeroed, fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, quote.Name(first), quote.Name(last), safetensors.ErrSizeMismatch, st.Len, end-off)
 			}
@@ -258,13 +249,13 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, quote.Name(first), quote.Name(last), srcPath, err)
 			}
 			prog.Add(st.Len)
-		case StepScales, StepCodes:
+		case stepScales, stepCodes:
 			weight := st.First
-			if st.Kind == StepScales {
+			if st.Kind == stepScales {
 				weight = st.Last
 			}
 			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
-			if st.Kind == StepCodes && st.HoldCodes {
+			if st.Kind == stepCodes && st.HoldCodes {
 				at, ok := heldAt[weight]
 				if !ok {
 					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, quote.Name(first))
@@ -274,7 +265,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				}
 				continue
 			}
-			if st.Kind == StepCodes && st.SpillCodes {
+			if st.Kind == stepCodes && st.SpillCodes {
 				at, ok := spillAt[weight]
 				if !ok || at[1]-at[0] != l.Tensors[st.First].Size() {
 					return zeroed, fmt.Errorf("file %s: tensor %s: %d bytes of codes spilled for its %d", path, quote.Name(first), at[1]-at[0], l.Tensors[st.First].Size())
@@ -292,7 +283,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			var emit func([]byte) error
 			var hold *[]byte
 			switch {
-			case st.Kind == StepCodes:
+			case st.Kind == stepCodes:
 				emit = out.write
 			case st.HoldCodes:
 				hold = &s.held
@@ -312,15 +303,15 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			}
 			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, hold, prog)
 			switch {
-			case st.Kind == StepScales && st.HoldCodes:
+			case st.Kind == stepScales && st.HoldCodes:
 				heldAt[weight] = [2]int{start, len(s.held)}
-			case st.Kind == StepScales && st.SpillCodes:
+			case st.Kind == stepScales && st.SpillCodes:
 				spillAt[weight] = [2]int64{spillStart, s.spill.n}
 			}
 			if err == nil {
 				sum := sha256.Sum256(s.sbytes)
 				switch {
-				case st.Kind == StepScales:
+				case st.Kind == stepScales:
 					scaleSums[weight] = sum
 					s.cs.zeroScale += s.lastZeroScale
 					err = out.write(s.sbytes)
@@ -336,12 +327,12 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, st.Source.Name, err)
 			}
-		case StepNVFP4:
+		case stepNVFP4:
 			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
 			if err := s.writeNVFP4(ctx, ra, sf, st, out.write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, first, err)
 			}
-		case StepDecode, StepPack:
+		case stepDecode, stepPack:
 			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
 			if st.xf == nil {
 				return zeroed, fmt.Errorf("file %s: step %s for %s has no source", path, st.Kind, quote.Name(first))
@@ -352,7 +343,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 		default:
 			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)
 		}
-		if end := l.DataStart + l.Tensors[st.First].End; st.Kind != StepCopy && f.Offset() != end {
+		if end := l.DataStart + l.Tensors[st.First].End; st.Kind != stepCopy && f.Offset() != end {
 			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, quote.Name(first), safetensors.ErrWrite, f.Offset()-off, end-off)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 var compatNotes []byte
 
 var outcomeCell = map[Outcome]string{
-	Resident: "resident", Dequantized: "BF16 at load", Unknown: "not read", Wrong: "**loads wrong**", Refused: "**refused**",
+	Resident: "resident", dequantized: "BF16 at load", Unknown: "not read", wrong: "**loads wrong**", refused: "**refused**",
 }
 
 // ruleNo numbers the rules as the rule table lists them (R1…).
@@ -70,15 +70,15 @@ Engines, as read:
 	b.WriteString("\n## Conversions × engines × GPUs\n\nWhat each `convert` output becomes (predicted from the rules for the release as source; the numbers are the rules below that decide the cell; an output equal to one above is not repeated).\n\n")
 	b.WriteString("| output |")
 	for _, e := range rules.Engines {
-		for _, g := range GPUs {
+		for _, g := range gPUs {
 			fmt.Fprintf(&b, " %s %s |", e.Name, g)
 		}
 	}
-	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(rules.Engines)*len(GPUs)) + "\n")
+	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(rules.Engines)*len(gPUs)) + "\n")
 	row := func(label string, f *Facts) {
 		fmt.Fprintf(&b, "| %s |", label)
 		for _, e := range rules.Engines {
-			for _, g := range GPUs {
+			for _, g := range gPUs {
 				v, _ := evaluate(f, e.Name, g)
 				fmt.Fprintf(&b, " %s |", cell(v))
 			}
@@ -118,7 +118,7 @@ Engines, as read:
 		msg := ""
 		if r.Message != "" {
 			msg = "`" + strings.ReplaceAll(r.Message, "|", `\|`) + "`"
-		} else if r.Outcome == Refused {
+		} else if r.Outcome == refused {
 			msg = "(not quoted)"
 		}
 		gpus := make([]string, len(r.GPUs))
@@ -146,7 +146,7 @@ func factsKey(f *Facts) string {
 	return k
 }
 
-func joinForms(fs []Form) string {
+func joinForms(fs []form) string {
 	s := make([]string, len(fs))
 	for i, f := range fs {
 		s[i] = string(f)
@@ -154,7 +154,7 @@ func joinForms(fs []Form) string {
 	return strings.Join(s, "/")
 }
 
-func joinScales(ss []Scale) string {
+func joinScales(ss []scale) string {
 	s := make([]string, len(ss))
 	for i, x := range ss {
 		s[i] = string(x)
@@ -193,7 +193,7 @@ what that engine keeps most of resident. Generated from the rules in
 `)
 	def, _ := predict(releaseFacts(), profiles()[0])
 	for _, e := range rules.Engines {
-		for _, g := range GPUs {
+		for _, g := range gPUs {
 			pick := ""
 			c, err := Choose(nil, e.Name, g, nil)
 			switch {

@@ -73,7 +73,7 @@ func TestPredictMatchesPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if src.Convention != Release || len(src.Problems) > 0 {
+	if src.Convention != release || len(src.Problems) > 0 {
 		t.Fatalf("the release replica: %+v", src)
 	}
 	for _, p := range profiles() {
@@ -125,22 +125,22 @@ func TestVerdicts(t *testing.T) {
 		rule    string
 	}{
 		// tokenspeed: KimiKDAMergedProj refuses BF16 f_a/b beside FP8 q; Blackwell only.
-		{def, "tokenspeed", SM100, "kda.f_a_proj", Refused, "tokenspeed.modelopt.kda-split"},
-		{def, "tokenspeed", SM90, "checkpoint", Refused, "tokenspeed.modelopt.capability"},
-		{nv, "tokenspeed", SM100, "kda.q_proj", Resident, "tokenspeed.modelopt.kda-merged"},
-		{nv, "tokenspeed", SM100, "kda.f_b_proj", Dequantized, "tokenspeed.modelopt.fb"},
+		{def, "tokenspeed", sM100, "kda.f_a_proj", refused, "tokenspeed.modelopt.kda-split"},
+		{def, "tokenspeed", sM90, "checkpoint", refused, "tokenspeed.modelopt.capability"},
+		{nv, "tokenspeed", sM100, "kda.q_proj", Resident, "tokenspeed.modelopt.kda-merged"},
+		{nv, "tokenspeed", sM100, "kda.f_b_proj", dequantized, "tokenspeed.modelopt.fb"},
 		// TensorRT-LLM: FP8 dequantized to BF16 at load by default, on Hopper too.
-		{def, "TensorRT-LLM", SM90, "kda.q_proj", Dequantized, "trtllm.fp8-dequant"},
-		{def, "TensorRT-LLM", SM100, "experts", Resident, "trtllm.mxfp4-sm100"},
-		{ds, "TensorRT-LLM", SM100, "kda.q_proj", Refused, "trtllm.fp8-scale-inv"},
+		{def, "TensorRT-LLM", sM90, "kda.q_proj", dequantized, "trtllm.fp8-dequant"},
+		{def, "TensorRT-LLM", sM100, "experts", Resident, "trtllm.mxfp4-sm100"},
+		{ds, "TensorRT-LLM", sM100, "kda.q_proj", refused, "trtllm.fp8-scale-inv"},
 		// SGLang main serves NVIDIA's layout; NVFP4 MoE is Blackwell-only.
-		{nv, "SGLang", SM100, "mla.q_b_proj", Resident, "sglang.modelopt.attention-fp8"},
-		{nv, "SGLang", SM100, "experts", Resident, "sglang.modelopt.nvfp4-sm100"},
-		{nv, "SGLang", SM90, "experts", Refused, "sglang.modelopt.nvfp4-sm90"},
-		{def, "SGLang", SM100, "latent.up_proj", Wrong, "sglang.modelopt.latent-fp8"},
+		{nv, "SGLang", sM100, "mla.q_b_proj", Resident, "sglang.modelopt.attention-fp8"},
+		{nv, "SGLang", sM100, "experts", Resident, "sglang.modelopt.nvfp4-sm100"},
+		{nv, "SGLang", sM90, "experts", refused, "sglang.modelopt.nvfp4-sm90"},
+		{def, "SGLang", sM100, "latent.up_proj", wrong, "sglang.modelopt.latent-fp8"},
 		// vLLM: FP8_PB_WO dispatch is an open PR.
-		{nv, "vLLM", SM100, "kda.q_proj", Refused, "vllm.modelopt.fp8"},
-		{def, "vLLM", SM100, "kda.b_proj", Wrong, "vllm.modelopt.kda-split"},
+		{nv, "vLLM", sM100, "kda.q_proj", refused, "vllm.modelopt.fp8"},
+		{def, "vLLM", sM100, "kda.b_proj", wrong, "vllm.modelopt.kda-split"},
 	} {
 		v := verdict(t, c.f, c.engine, c.gpu)
 		o, r := ruleOf(v, c.group)
@@ -150,15 +150,15 @@ func TestVerdicts(t *testing.T) {
 	}
 	// The worst item decides: the default output fails in three engines.
 	for _, e := range []string{"SGLang", "vLLM", "tokenspeed"} {
-		if v := verdict(t, def, e, SM100); !v.Outcome.Fails() {
+		if v := verdict(t, def, e, sM100); !v.Outcome.Fails() {
 			t.Errorf("default output in %s sm100: %s", e, v.Outcome)
 		}
 	}
-	if v := verdict(t, def, "TensorRT-LLM", SM100); v.Outcome != Dequantized {
+	if v := verdict(t, def, "TensorRT-LLM", sM100); v.Outcome != dequantized {
 		t.Errorf("default output in TensorRT-LLM sm100: %s", v.Outcome)
 	}
 	// An opt-in switch is reported, never applied by default.
-	if v := verdict(t, def, "TensorRT-LLM", SM100); len(v.OptIn) == 0 || !strings.Contains(v.OptIn[0], "KIMI_K3_FP8_WEIGHT_READ=1") {
+	if v := verdict(t, def, "TensorRT-LLM", sM100); len(v.OptIn) == 0 || !strings.Contains(v.OptIn[0], "KIMI_K3_FP8_WEIGHT_READ=1") {
 		t.Errorf("TensorRT-LLM sm100 opt-in: %q", v.OptIn)
 	}
 }
@@ -195,8 +195,8 @@ func TestMissingScale(t *testing.T) {
 	if len(f.Problems) != 1 || !strings.Contains(f.Problems[0], strings.TrimSuffix(dropped, "_scale")) {
 		t.Fatalf("problems %q, want one naming %s", f.Problems, dropped)
 	}
-	v := verdict(t, f, "TensorRT-LLM", SM100)
-	if o, r := ruleOf(v, "kda.q_proj"); v.Outcome != Refused || o != Refused || r != "trtllm.fp8-scale-inv" {
+	v := verdict(t, f, "TensorRT-LLM", sM100)
+	if o, r := ruleOf(v, "kda.q_proj"); v.Outcome != refused || o != refused || r != "trtllm.fp8-scale-inv" {
 		t.Errorf("TensorRT-LLM on a missing scale: %s (%s by %s)", v.Outcome, o, r)
 	}
 }
@@ -212,11 +212,11 @@ func TestHandEditedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Convention != Other {
+	if f.Convention != other {
 		t.Fatalf("convention %s", f.Convention)
 	}
 	for _, e := range []string{"SGLang", "vLLM", "tokenspeed"} {
-		if v := verdict(t, f, e, SM100); v.Outcome != Unknown {
+		if v := verdict(t, f, e, sM100); v.Outcome != Unknown {
 			t.Errorf("%s on an unknown config: %s", e, v.Outcome)
 		}
 	}
@@ -236,25 +236,25 @@ func TestHandEditedConfig(t *testing.T) {
 // TestChoose: the targets differ between Hopper and Blackwell where the
 // rules say so.
 func TestChoose(t *testing.T) {
-	if _, err := Choose(nil, "sglang", SM90, nil); !errors.Is(err, ErrNoGain) {
+	if _, err := Choose(nil, "sglang", sM90, nil); !errors.Is(err, ErrNoGain) {
 		t.Errorf("SGLang sm90: %v, want ErrNoGain (its FP8 paths need NVFP4 experts, Blackwell-only)", err)
 	}
-	c, err := Choose(nil, "sglang", SM100, nil)
+	c, err := Choose(nil, "sglang", sM100, nil)
 	if err != nil || c.Profile != (Profile{"modelopt", convert.ModelOptK3, "nvfp4"}) {
 		t.Errorf("SGLang sm100: %+v %v", c.Profile, err)
 	}
-	c, err = Choose(nil, "TensorRT-LLM", SM100, nil)
-	if err != nil || c.Profile != (Profile{"modelopt", convert.AttnMoEDenseFP8, "keep"}) || c.Verdict.Outcome != Dequantized {
+	c, err = Choose(nil, "TensorRT-LLM", sM100, nil)
+	if err != nil || c.Profile != (Profile{"modelopt", convert.AttnMoEDenseFP8, "keep"}) || c.Verdict.Outcome != dequantized {
 		t.Errorf("TensorRT-LLM sm100: %+v %s %v", c.Profile, c.Verdict.Outcome, err)
 	}
-	if _, err := Choose(nil, "tokenspeed", SM90, nil); !errors.Is(err, ErrNoTarget) {
+	if _, err := Choose(nil, "tokenspeed", sM90, nil); !errors.Is(err, ErrNoTarget) {
 		t.Errorf("tokenspeed sm90: %v, want ErrNoTarget", err)
 	}
-	_, err = Choose(nil, "tokenspeed", SM100, func(p Profile) bool { return p.Recipe == convert.AttnMoEDenseFP8 })
+	_, err = Choose(nil, "tokenspeed", sM100, func(p Profile) bool { return p.Recipe == convert.AttnMoEDenseFP8 })
 	if !errors.Is(err, ErrNoTarget) || !strings.Contains(err.Error(), "FP8-resident merged KDA projection") {
 		t.Errorf("tokenspeed sm100 with the default recipe: %v", err)
 	}
-	if _, err := Choose(nil, "nosuch", SM90, nil); err == nil {
+	if _, err := Choose(nil, "nosuch", sM90, nil); err == nil {
 		t.Error("unknown engine accepted")
 	}
 }

@@ -8,12 +8,12 @@ import (
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
-// Item is what one engine makes of some parts of a checkpoint, and which
+// item is what one engine makes of some parts of a checkpoint, and which
 // rule says so (nil: BF16 parts no rule names load as BF16; other parts no
 // rule names are Unknown).
-type Item struct {
+type item struct {
 	Groups  []string `json:"groups"`
-	Form    Form     `json:"form"`
+	Form    form     `json:"form"`
 	Outcome Outcome  `json:"outcome"`
 	Why     string   `json:"why"`
 	Message string   `json:"message,omitempty"`
@@ -32,7 +32,7 @@ type Verdict struct {
 	Engine  string  `json:"engine"`
 	GPU     GPU     `json:"gpu"`
 	Outcome Outcome `json:"outcome"`
-	Items   []Item  `json:"items"`
+	Items   []item  `json:"items"`
 	// OptIn are rules that would apply with an engine switch set (not the default).
 	OptIn []string `json:"opt_in,omitempty"`
 
@@ -42,7 +42,7 @@ type Verdict struct {
 // partOutcome is one part's outcome.
 type partOutcome struct {
 	group   model.Group
-	form    Form
+	form    form
 	outcome Outcome
 	bytes   int64
 }
@@ -97,11 +97,11 @@ func outcomeWord(o Outcome) string {
 	switch o {
 	case Resident:
 		return "loads, quantized weights kept resident"
-	case Dequantized:
+	case dequantized:
 		return "loads, some FP8 weights dequantized to BF16 at load"
-	case Wrong:
+	case wrong:
 		return "loads WRONG (silently)"
-	case Refused:
+	case refused:
 		return "refused"
 	}
 	return "unknown (code path not read)"
@@ -117,7 +117,7 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 		return Verdict{}, err
 	}
 	v := Verdict{Engine: name, GPU: gpu, Outcome: Resident}
-	add := func(it Item) {
+	add := func(it item) {
 		if worse(it.Outcome, v.Outcome) {
 			v.Outcome = it.Outcome
 		}
@@ -159,14 +159,14 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 			hit = r
 			break
 		}
-		var it Item
+		var it item
 		switch {
 		case hit != nil:
 			it = hit.item(&p)
 		case p.Form == BF16:
-			it = Item{Outcome: Resident, Why: "BF16 weights load as BF16"}
+			it = item{Outcome: Resident, Why: "BF16 weights load as BF16"}
 		default:
-			it = Item{Outcome: Unknown, Why: fmt.Sprintf("no rule for %s %s under %s: this path of %s was not read", p.Form, p.Group, f.Convention, name)}
+			it = item{Outcome: Unknown, Why: fmt.Sprintf("no rule for %s %s under %s: this path of %s was not read", p.Form, p.Group, f.Convention, name)}
 		}
 		it.Groups, it.Form, it.Modules, it.Example = []string{p.Group.String()}, p.Form, p.Modules, p.Example
 		v.parts = append(v.parts, partOutcome{p.Group, p.Form, it.Outcome, p.Bytes})
@@ -190,7 +190,7 @@ func (r *rule) holds(f *Facts, gpu GPU) bool {
 }
 
 // matches reports whether the rule is about part p.
-func (r *rule) matches(f *Facts, p Part, gpu GPU) bool {
+func (r *rule) matches(f *Facts, p part, gpu GPU) bool {
 	if !r.groups.Has(p.Group) || !slices.Contains(r.Forms, p.Form) {
 		return false
 	}
@@ -203,8 +203,8 @@ func (r *rule) matches(f *Facts, p Part, gpu GPU) bool {
 	return r.holds(f, gpu)
 }
 
-func (r *rule) item(p *Part) Item {
-	it := Item{Outcome: r.Outcome, Why: r.Why, Message: r.Message, Rule: r.ID, Source: r.Source.String(), Evidence: r.Evidence}
+func (r *rule) item(p *part) item {
+	it := item{Outcome: r.Outcome, Why: r.Why, Message: r.Message, Rule: r.ID, Source: r.Source.String(), Evidence: r.Evidence}
 	if p == nil {
 		it.Groups = []string{"checkpoint"}
 	}
@@ -222,7 +222,7 @@ func EvaluateAll(f *Facts, engine string, gpu GPU) ([]Verdict, error) {
 		}
 		names = []string{n}
 	}
-	gpus := GPUs
+	gpus := gPUs
 	if gpu != "" {
 		gpus = []GPU{gpu}
 	}

@@ -11,60 +11,60 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// Convention is how a checkpoint's configs describe its quantization.
-type Convention string
+// convention is how a checkpoint's configs describe its quantization.
+type convention string
 
 // The conventions rules distinguish.
 const (
 	// Release: compressed-tensors with only the MXFP4 experts group (moonshotai/Kimi-K3).
-	Release Convention = "release"
+	release convention = "release"
 	// ModelOpt: quant_method modelopt_mixed / hf_quant_config.json MIXED_PRECISION.
-	ModelOpt Convention = "modelopt"
+	modelOpt convention = "modelopt"
 	// DeepSeek: quant_method fp8 with weight_block_size.
-	DeepSeek Convention = "deepseek"
+	deepSeek convention = "deepseek"
 	// CompressedTensors: compressed-tensors with an FP8 block group beside MXFP4.
-	CompressedTensors Convention = "compressed-tensors"
+	compressedTensors convention = "compressed-tensors"
 	// NoQuant: no quantization config at all (a BF16 checkpoint).
-	NoQuant Convention = "none"
+	noQuant convention = "none"
 	// Other: a quantization config no rule knows.
-	Other Convention = "other"
+	other convention = "other"
 )
 
-var conventions = []Convention{Release, ModelOpt, DeepSeek, CompressedTensors, NoQuant, Other}
+var conventions = []convention{release, modelOpt, deepSeek, compressedTensors, noQuant, other}
 
-// Form is how one module's weight is stored.
-type Form string
+// form is how one module's weight is stored.
+type form string
 
 // The forms.
 const (
-	BF16       Form = "bf16"        // BF16, F16 or F32 weight
-	FP8        Form = "fp8"         // F8_E4M3 weight with a block scale
-	FP8NoScale Form = "fp8-noscale" // F8_E4M3 weight without any scale tensor
-	MXFP4      Form = "mxfp4"       // U8 weight_packed + U8 (E8M0) weight_scale
-	NVFP4      Form = "nvfp4"       // U8 weight + F8_E4M3 weight_scale + weight_scale_2
-	Odd        Form = "other"       // anything else
+	BF16       form = "bf16"        // BF16, F16 or F32 weight
+	fP8        form = "fp8"         // F8_E4M3 weight with a block scale
+	fP8NoScale form = "fp8-noscale" // F8_E4M3 weight without any scale tensor
+	mXFP4      form = "mxfp4"       // U8 weight_packed + U8 (E8M0) weight_scale
+	nVFP4      form = "nvfp4"       // U8 weight + F8_E4M3 weight_scale + weight_scale_2
+	odd        form = "other"       // anything else
 )
 
-var forms = []Form{BF16, FP8, FP8NoScale, MXFP4, NVFP4, Odd}
+var forms = []form{BF16, fP8, fP8NoScale, mXFP4, nVFP4, odd}
 
-// Scale is the layout of an FP8 weight's block scale.
-type Scale string
+// scale is the layout of an FP8 weight's block scale.
+type scale string
 
 // The scale layouts.
 const (
-	Scale4D  Scale = "weight_scale-4d"  // ModelOpt: F32 [⌈N/128⌉, 1, ⌈K/128⌉, 1]
-	Scale2D  Scale = "weight_scale-2d"  // compressed-tensors: F32 [⌈N/128⌉, ⌈K/128⌉]
-	ScaleInv Scale = "weight_scale_inv" // DeepSeek: F32 [⌈N/128⌉, ⌈K/128⌉]
+	scale4D  scale = "weight_scale-4d"  // ModelOpt: F32 [⌈N/128⌉, 1, ⌈K/128⌉, 1]
+	scale2D  scale = "weight_scale-2d"  // compressed-tensors: F32 [⌈N/128⌉, ⌈K/128⌉]
+	scaleInv scale = "weight_scale_inv" // DeepSeek: F32 [⌈N/128⌉, ⌈K/128⌉]
 )
 
-var scales = []Scale{Scale4D, Scale2D, ScaleInv}
+var scales = []scale{scale4D, scale2D, scaleInv}
 
-// Part is the modules of one group that share a form, scale layout and
+// part is the modules of one group that share a form, scale layout and
 // declaration.
-type Part struct {
+type part struct {
 	Group    model.Group `json:"group"`
-	Form     Form        `json:"form"`
-	Scale    Scale       `json:"scale,omitempty"`
+	Form     form        `json:"form"`
+	Scale    scale       `json:"scale,omitempty"`
 	Declared string      `json:"declared,omitempty"`
 	Modules  int         `json:"modules"`
 	Bytes    int64       `json:"bytes"`
@@ -76,22 +76,22 @@ type Part struct {
 // and its parts. Problems are inconsistencies found on the way (an FP8
 // weight without a scale, a scale without its weight).
 type Facts struct {
-	Convention Convention `json:"convention"`
+	Convention convention `json:"convention"`
 	// Method is the quant_method read (or "").
 	Method   string   `json:"quant_method,omitempty"`
-	Parts    []Part   `json:"parts"`
+	Parts    []part   `json:"parts"`
 	Problems []string `json:"problems,omitempty"`
 }
 
 // has reports whether some part of a group in gs has one of the forms.
-func (f *Facts) has(gs model.GroupSet, fs []Form) bool {
-	return slices.ContainsFunc(f.Parts, func(p Part) bool { return gs.Has(p.Group) && slices.Contains(fs, p.Form) })
+func (f *Facts) has(gs model.GroupSet, fs []form) bool {
+	return slices.ContainsFunc(f.Parts, func(p part) bool { return gs.Has(p.Group) && slices.Contains(fs, p.Form) })
 }
 
 // configFacts reads the convention and the declarations from config.json
 // and hf_quant_config.json (nil when absent).
 type configFacts struct {
-	conv     Convention
+	conv     convention
 	method   string
 	declared map[string]string // ModelOpt quantized_layers: module → quant_algo
 }
@@ -121,7 +121,7 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 	}
 	switch {
 	case cf.method == "modelopt_mixed" || (hq != nil && hq["quant_algo"] == "MIXED_PRECISION"):
-		cf.conv = ModelOpt
+		cf.conv = modelOpt
 		src := hq
 		if src == nil {
 			src = q
@@ -138,21 +138,21 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 			cf.method = "modelopt_mixed"
 		}
 	case q == nil:
-		cf.conv = NoQuant
+		cf.conv = noQuant
 	case cf.method == "fp8":
-		cf.conv = DeepSeek
+		cf.conv = deepSeek
 	case cf.method == "compressed-tensors":
-		cf.conv = Release
+		cf.conv = release
 		groups, _ := q["config_groups"].(map[string]any)
 		for _, g := range groups {
 			gm, _ := g.(map[string]any)
 			w, _ := gm["weights"].(map[string]any)
 			if w != nil && w["strategy"] == "block" {
-				cf.conv = CompressedTensors
+				cf.conv = compressedTensors
 			}
 		}
 	default:
-		cf.conv = Other
+		cf.conv = other
 	}
 	return cf, nil
 }
@@ -171,31 +171,31 @@ type module struct {
 	bytes                                   int64
 }
 
-func (m *module) form() (Form, Scale) {
+func (m *module) form() (form, scale) {
 	switch {
 	case m.packed.ok && m.packed.dt == safetensors.U8 && m.scale.ok && m.scale.dt == safetensors.U8:
-		return MXFP4, ""
+		return mXFP4, ""
 	case !m.weight.ok:
-		return Odd, ""
+		return odd, ""
 	case m.weight.dt == safetensors.U8 && m.scale.ok && m.scale.dt == safetensors.F8_E4M3 && m.scale2.ok:
-		return NVFP4, ""
+		return nVFP4, ""
 	case m.weight.dt == safetensors.F8_E4M3:
 		switch {
 		case m.scaleInv.ok:
-			return FP8, ScaleInv
+			return fP8, scaleInv
 		case m.scale.ok && m.scale.rank == 4:
-			return FP8, Scale4D
+			return fP8, scale4D
 		case m.scale.ok:
-			return FP8, Scale2D
+			return fP8, scale2D
 		}
-		return FP8NoScale, ""
+		return fP8NoScale, ""
 	case m.weight.dt == safetensors.BF16 || m.weight.dt == safetensors.F16 || m.weight.dt == safetensors.F32:
 		if m.scale.ok || m.scaleInv.ok {
-			return Odd, ""
+			return odd, ""
 		}
 		return BF16, ""
 	}
-	return Odd, ""
+	return odd, ""
 }
 
 // scanner accumulates parts from tensor headers, one file at a time: a
@@ -207,18 +207,18 @@ type scanner struct {
 	cls     *model.Classifier
 	mu      sync.Mutex
 	pending map[string]*module
-	parts   map[partKey]*Part
+	parts   map[partKey]*part
 }
 
 type partKey struct {
 	g        model.Group
-	f        Form
-	s        Scale
+	f        form
+	s        scale
 	declared string
 }
 
 func newScanner(cf configFacts, cls *model.Classifier) *scanner {
-	return &scanner{cf: cf, cls: cls, pending: map[string]*module{}, parts: map[partKey]*Part{}}
+	return &scanner{cf: cf, cls: cls, pending: map[string]*module{}, parts: map[partKey]*part{}}
 }
 
 // linear reports whether the group is a linear module's weight a
@@ -273,7 +273,7 @@ func (s *scanner) file(ts []safetensors.TensorInfo) {
 			m.merge(p)
 		}
 		f, sc := m.form()
-		if (!m.weight.ok && !m.packed.ok) || f == FP8NoScale {
+		if (!m.weight.ok && !m.packed.ok) || f == fP8NoScale {
 			s.pending[strings.Clone(name)] = m // the rest may be in a later file
 			continue
 		}
@@ -292,12 +292,12 @@ func (m *module) merge(o *module) {
 }
 
 // add records a finished module.
-func (s *scanner) add(name string, m *module, f Form, sc Scale) {
+func (s *scanner) add(name string, m *module, f form, sc scale) {
 	tn := s.cls.ParseName(name + ".weight")
 	k := partKey{g: tn.Group, f: f, s: sc, declared: s.declaredFor(tn)}
 	p := s.parts[k]
 	if p == nil {
-		p = &Part{Group: k.g, Form: f, Scale: sc, Declared: k.declared, Example: strings.Clone(name)}
+		p = &part{Group: k.g, Form: f, Scale: sc, Declared: k.declared, Example: strings.Clone(name)}
 		s.parts[k] = p
 	}
 	p.Modules++
@@ -339,7 +339,7 @@ func (s *scanner) finish() *Facts {
 		case !m.weight.ok && !m.packed.ok:
 			f.Problems = append(f.Problems, fmt.Sprintf("%s: scale or companion tensors without their weight", n))
 			continue
-		case fm == FP8NoScale:
+		case fm == fP8NoScale:
 			f.Problems = append(f.Problems, fmt.Sprintf("%s.weight is F8_E4M3 but the checkpoint has no %s.weight_scale or %s.weight_scale_inv: no engine can dequantize it; reconvert from the source", n, n, n))
 		}
 		s.add(n, m, fm, sc)
@@ -347,15 +347,15 @@ func (s *scanner) finish() *Facts {
 	for _, p := range s.parts {
 		f.Parts = append(f.Parts, *p)
 	}
-	slices.SortFunc(f.Parts, func(a, b Part) int {
+	slices.SortFunc(f.Parts, func(a, b part) int {
 		if a.Group != b.Group {
 			return int(a.Group) - int(b.Group)
 		}
 		return strings.Compare(string(a.Form)+string(a.Scale)+a.Declared, string(b.Form)+string(b.Scale)+b.Declared)
 	})
-	if f.Convention == ModelOpt {
+	if f.Convention == modelOpt {
 		for _, p := range f.Parts {
-			want := map[Form]string{FP8: "FP8_PB_WO", NVFP4: "NVFP4"}[p.Form]
+			want := map[form]string{fP8: "FP8_PB_WO", nVFP4: "NVFP4"}[p.Form]
 			if want != "" && p.Declared != want && p.Group != model.GroupExperts {
 				f.Problems = append(f.Problems, fmt.Sprintf("%s: %d %s modules (e.g. %s) are not declared %s in quantized_layers", p.Group, p.Modules, p.Form, p.Example, want))
 			}

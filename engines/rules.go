@@ -16,12 +16,12 @@ type GPU string
 
 // The GPUs K3 is served on.
 const (
-	SM90  GPU = "sm90"  // Hopper (H100, H200)
-	SM100 GPU = "sm100" // Blackwell (B200, B300, GB200, GB300)
+	sM90  GPU = "sm90"  // Hopper (H100, H200)
+	sM100 GPU = "sm100" // Blackwell (B200, B300, GB200, GB300)
 )
 
-// GPUs lists the capability classes every verdict is given for.
-var GPUs = []GPU{SM90, SM100}
+// gPUs lists the capability classes every verdict is given for.
+var gPUs = []GPU{sM90, sM100}
 
 // Outcome is what an engine does with a tensor group (or a checkpoint).
 type Outcome string
@@ -31,22 +31,22 @@ const (
 	// Resident: loaded and kept in its stored format (FP8, NVFP4, MXFP4, BF16).
 	Resident Outcome = "resident"
 	// Dequantized: loaded, but turned into BF16 at load (saves disk, not GPU memory).
-	Dequantized Outcome = "dequantized"
+	dequantized Outcome = "dequantized"
 	// Unknown: no rule covers it (the code path was not found or not read).
 	Unknown Outcome = "unknown"
 	// Wrong: loads without an error, but the weights are read wrongly.
-	Wrong Outcome = "wrong"
+	wrong Outcome = "wrong"
 	// Refused: the engine stops with an error.
-	Refused Outcome = "refused"
+	refused Outcome = "refused"
 )
 
-var outcomeRank = map[Outcome]int{Resident: 0, Dequantized: 1, Unknown: 2, Wrong: 3, Refused: 4}
+var outcomeRank = map[Outcome]int{Resident: 0, dequantized: 1, Unknown: 2, wrong: 3, refused: 4}
 
 // worse reports whether a is worse than b.
 func worse(a, b Outcome) bool { return outcomeRank[a] > outcomeRank[b] }
 
 // Fails reports whether the outcome means the checkpoint is not served as it is.
-func (o Outcome) Fails() bool { return o == Wrong || o == Refused }
+func (o Outcome) Fails() bool { return o == wrong || o == refused }
 
 // source is where a rule was read: a repository file and function at a
 // commit, or a pull request.
@@ -81,7 +81,7 @@ func (s source) String() string {
 // cond names tensor groups and the forms they must be stored in.
 type cond struct {
 	Groups []string `json:"groups"`
-	Forms  []Form   `json:"forms"`
+	Forms  []form   `json:"forms"`
 }
 
 // rule is one verdict of one engine: for checkpoints of the given
@@ -94,11 +94,11 @@ type rule struct {
 	Version string `json:"version"`
 	GPUs    []GPU  `json:"gpus"`
 	// Conventions are the config conventions the rule holds for (Convention values).
-	Conventions []Convention `json:"conventions"`
+	Conventions []convention `json:"conventions"`
 	Groups      []string     `json:"groups,omitempty"`
-	Forms       []Form       `json:"forms,omitempty"`
+	Forms       []form       `json:"forms,omitempty"`
 	// Scales narrows FP8 groups to scale layouts (Scale values).
-	Scales []Scale `json:"scales,omitempty"`
+	Scales []scale `json:"scales,omitempty"`
 	// Declared narrows to what the quantization config declares for the
 	// group ("" for nothing).
 	Declared []string `json:"declared,omitempty"`
@@ -182,7 +182,7 @@ func (r *rule) check(t *table) error {
 		return fmt.Errorf("gpus and conventions are required")
 	}
 	for _, g := range r.GPUs {
-		if !slices.Contains(GPUs, g) {
+		if !slices.Contains(gPUs, g) {
 			return fmt.Errorf("unknown gpu %q", g)
 		}
 	}
@@ -251,9 +251,9 @@ func lookupEngine(name string) (string, error) {
 func ParseGPU(s string) (GPU, error) {
 	switch strings.ToLower(s) {
 	case "sm90", "hopper", "h100", "h200":
-		return SM90, nil
+		return sM90, nil
 	case "sm100", "blackwell", "b200", "b300":
-		return SM100, nil
+		return sM100, nil
 	}
 	return "", fmt.Errorf("GPU %q: want sm90 (Hopper) or sm100 (Blackwell)", s)
 }

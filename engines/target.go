@@ -100,14 +100,14 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 		return nil, err
 	}
 	out := &Facts{}
-	scale, algo := map[string]Scale{"modelopt": Scale4D, "deepseek": ScaleInv, "compressed-tensors": Scale2D}[p.Format], ""
+	scale, algo := map[string]scale{"modelopt": scale4D, "deepseek": scaleInv, "compressed-tensors": scale2D}[p.Format], ""
 	switch p.Format {
 	case "modelopt":
-		out.Convention, out.Method, algo = ModelOpt, "modelopt_mixed", "FP8_PB_WO"
+		out.Convention, out.Method, algo = modelOpt, "modelopt_mixed", "FP8_PB_WO"
 	case "deepseek":
-		out.Convention, out.Method = DeepSeek, "fp8"
+		out.Convention, out.Method = deepSeek, "fp8"
 	default:
-		out.Convention, out.Method = Release, "compressed-tensors"
+		out.Convention, out.Method = release, "compressed-tensors"
 	}
 	for _, sp := range src.Parts {
 		q := sp
@@ -115,34 +115,34 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 		case sp.Group == model.GroupExperts:
 			switch {
 			case p.Experts == "keep":
-			case p.Experts == "nvfp4" && sp.Form == MXFP4:
-				q.Form, q.Declared, q.Bytes = NVFP4, "NVFP4", sp.Bytes*18/17
-			case p.Experts == "bf16" && sp.Form == MXFP4:
+			case p.Experts == "nvfp4" && sp.Form == mXFP4:
+				q.Form, q.Declared, q.Bytes = nVFP4, "NVFP4", sp.Bytes*18/17
+			case p.Experts == "bf16" && sp.Form == mXFP4:
 				q.Form, q.Bytes = BF16, sp.Bytes*64/17
-			case p.Experts == "bf16" && sp.Form == NVFP4:
+			case p.Experts == "bf16" && sp.Form == nVFP4:
 				q.Form, q.Bytes = BF16, sp.Bytes*64/18
 			case p.Experts == "bf16" && sp.Form == BF16:
 			case p.Experts == "mxfp4" && sp.Form == BF16:
-				q.Form, q.Bytes = MXFP4, sp.Bytes*17/64
+				q.Form, q.Bytes = mXFP4, sp.Bytes*17/64
 			default:
 				return nil, fmt.Errorf("%w: --experts %s of %s experts", errNotApplicable, p.Experts, sp.Form)
 			}
-		case r.Name == convert.BF16 && (sp.Form == FP8 || sp.Form == NVFP4):
+		case r.Name == convert.BF16 && (sp.Form == fP8 || sp.Form == nVFP4):
 			q.Form, q.Scale, q.Declared, q.Bytes = BF16, "", "", sp.Bytes*2
 		case sp.Form == BF16 && r.Quantize.Has(sp.Group):
-			q.Form, q.Scale, q.Declared, q.Bytes = FP8, scale, algo, sp.Bytes/2
+			q.Form, q.Scale, q.Declared, q.Bytes = fP8, scale, algo, sp.Bytes/2
 		}
-		if q.Form == FP8 && out.Convention == Release {
-			out.Convention = CompressedTensors
+		if q.Form == fP8 && out.Convention == release {
+			out.Convention = compressedTensors
 		}
 		out.Parts = append(out.Parts, q)
 	}
 	// Nothing quantized but MXFP4 experts: convert keeps the source's
 	// compressed-tensors description; nothing quantized at all: no config.
-	if !out.has(model.AllGroups, []Form{FP8, NVFP4}) {
-		out.Convention, out.Method = NoQuant, ""
-		if out.has(model.AllGroups, []Form{MXFP4}) {
-			out.Convention, out.Method = Release, "compressed-tensors"
+	if !out.has(model.AllGroups, []form{fP8, nVFP4}) {
+		out.Convention, out.Method = noQuant, ""
+		if out.has(model.AllGroups, []form{mXFP4}) {
+			out.Convention, out.Method = release, "compressed-tensors"
 		}
 	}
 	return out, nil
@@ -152,9 +152,9 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 // nothing for that --experts to do).
 var errNotApplicable = errors.New("not applicable")
 
-// Choice is the profile chosen for an engine and GPU, with its verdict and
+// choice is the profile chosen for an engine and GPU, with its verdict and
 // the reasons, one line each.
-type Choice struct {
+type choice struct {
 	Profile Profile  `json:"profile"`
 	Verdict Verdict  `json:"verdict"`
 	Why     []string `json:"why"`
@@ -188,7 +188,7 @@ func costOf(v Verdict) cost {
 	for _, p := range v.parts {
 		b := p.bytes
 		c[1] += b
-		if p.outcome == Dequantized && p.form == FP8 {
+		if p.outcome == dequantized && p.form == fP8 {
 			b *= 2
 		}
 		if p.group == model.GroupExperts {
@@ -209,22 +209,22 @@ func costOf(v Verdict) cost {
 // when allowed leaves no profile that loads, with ErrNoGain when the source as it
 // is loads at no higher cost, and with ErrNoTarget, naming a reason, when
 // no profile loads.
-func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (Choice, error) {
+func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (choice, error) {
 	name, err := lookupEngine(engine)
 	if err != nil {
-		return Choice{}, err
+		return choice{}, err
 	}
 	if src == nil {
 		src = releaseFacts()
 	}
-	var best *Choice
+	var best *choice
 	var refusals []string
 	decoded := false // a profile skipped because it decodes the experts
 	for _, p := range profiles() {
 		if allowed != nil && !allowed(p) {
 			continue
 		}
-		if allowed == nil && p.Experts == "bf16" && !src.has(model.Groups(model.GroupExperts), []Form{BF16}) {
+		if allowed == nil && p.Experts == "bf16" && !src.has(model.Groups(model.GroupExperts), []form{BF16}) {
 			decoded = true // quadruples the experts: never chosen unasked
 			continue
 		}
@@ -233,7 +233,7 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (Cho
 			continue
 		}
 		if err != nil {
-			return Choice{}, err
+			return choice{}, err
 		}
 		v, c, why := loads(f, name, gpu)
 		if why != "" {
@@ -241,24 +241,24 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (Cho
 			continue
 		}
 		if best == nil || c.less(best.cost) {
-			best = &Choice{Profile: p, Verdict: v, GPUBytes: c[0], DiskBytes: c[1], cost: c}
+			best = &choice{Profile: p, Verdict: v, GPUBytes: c[0], DiskBytes: c[1], cost: c}
 		}
 	}
 	if best == nil && allowed != nil && len(refusals) > 0 {
-		return Choice{}, fmt.Errorf("%w: with the flags given, no conversion loads in %s on %s: %s", ErrNoTarget, name, where(gpu), refusals[0])
+		return choice{}, fmt.Errorf("%w: with the flags given, no conversion loads in %s on %s: %s", ErrNoTarget, name, where(gpu), refusals[0])
 	}
 	if _, c, why := loads(src, name, gpu); why == "" && (best == nil || !best.cost.less(c)) {
-		return Choice{}, fmt.Errorf("%w: %s on %s loads the source as it is, and no conversion k3ckpt writes keeps less in GPU memory or on disk; serve it unconverted (k3ckpt check SRC shows why)", ErrNoGain, name, where(gpu))
+		return choice{}, fmt.Errorf("%w: %s on %s loads the source as it is, and no conversion k3ckpt writes keeps less in GPU memory or on disk; serve it unconverted (k3ckpt check SRC shows why)", ErrNoGain, name, where(gpu))
 	}
 	if best == nil {
 		if len(refusals) == 0 {
-			return Choice{}, fmt.Errorf("%w: the flags given leave no conversion to choose from", ErrNoTarget)
+			return choice{}, fmt.Errorf("%w: the flags given leave no conversion to choose from", ErrNoTarget)
 		}
 		hint := ""
 		if decoded {
 			hint = "; only decoding the experts to BF16 is left (ask for it: --experts bf16; it quadruples their memory)"
 		}
-		return Choice{}, fmt.Errorf("%w: none of k3ckpt's conversions that keep the experts quantized is known to load in %s on %s; e.g. %s%s", ErrNoTarget, name, where(gpu), refusals[0], hint)
+		return choice{}, fmt.Errorf("%w: none of k3ckpt's conversions that keep the experts quantized is known to load in %s on %s; e.g. %s%s", ErrNoTarget, name, where(gpu), refusals[0], hint)
 	}
 	best.Why = reasons(best.Verdict)
 	return *best, nil
@@ -282,7 +282,7 @@ func where(gpu GPU) string {
 // loads evaluates f for engine on gpu (every GPU when ""): the verdict
 // and cost on the costliest GPU, or why it does not load ("" when it does).
 func loads(f *Facts, engine string, gpu GPU) (Verdict, cost, string) {
-	gpus := GPUs
+	gpus := gPUs
 	if gpu != "" {
 		gpus = []GPU{gpu}
 	}
@@ -293,7 +293,7 @@ func loads(f *Facts, engine string, gpu GPU) (Verdict, cost, string) {
 		if err != nil {
 			return v, c, err.Error()
 		}
-		if gv.Outcome != Resident && gv.Outcome != Dequantized {
+		if gv.Outcome != Resident && gv.Outcome != dequantized {
 			return v, c, fmt.Sprintf("on %s: %s", g, gv.Summary())
 		}
 		if gc := costOf(gv); i == 0 || c.less(gc) {

@@ -158,7 +158,7 @@ func TestRemote(t *testing.T) {
 	t.Logf("fetched %d bytes for %d bytes of headers, index and config", rep.BytesRead, need)
 }
 
-func equalRows(a, b []Row) bool {
+func equalRows(a, b []row) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -271,15 +271,15 @@ func TestOtherListed(t *testing.T) {
 	}
 	must(t, w.Commit())
 
-	rep, err := Inspect(path, Options{By: ByLayer})
+	rep, err := Inspect(path, Options{By: byLayer})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Row{{Key: "norms", Sum: Sum{1, 32}}, {Key: "other", Sum: Sum{1, 60}}}
+	want := []row{{Key: "norms", Sum: Sum{1, 32}}, {Key: "other", Sum: Sum{1, 60}}}
 	if !equalRows(rep.Components, want) {
 		t.Errorf("components %v, want %v", rep.Components, want)
 	}
-	wantLayers := []Row{{Key: "0", Sum: Sum{1, 32}}, {Key: "model", Sum: Sum{1, 60}}}
+	wantLayers := []row{{Key: "0", Sum: Sum{1, 32}}, {Key: "model", Sum: Sum{1, 60}}}
 	if !equalRows(rep.Groups, wantLayers) {
 		t.Errorf("layers %v, want %v", rep.Groups, wantLayers)
 	}

@@ -42,7 +42,7 @@ func TestBareRecipeWhatIf(t *testing.T) {
 					t.Errorf("%s: bare checkpoint %d tensors %d bytes, multimodal %d/%d, vision %d/%d", what, b.TensorCount, b.TotalBytes, a.TensorCount, a.TotalBytes, vision.Tensors, vision.Bytes)
 				}
 				var av Sum
-				var text []Row
+				var text []row
 				for _, r := range a.Recipe.Components {
 					if r.Key == "vision" {
 						av = r.Sum
@@ -59,7 +59,7 @@ func TestBareRecipeWhatIf(t *testing.T) {
 				if a.Recipe.TensorCount-b.Recipe.TensorCount != vision.Tensors || a.Recipe.TotalBytes-b.Recipe.TotalBytes != vision.Bytes {
 					t.Errorf("%s: what-if after: bare %d/%d, multimodal %d/%d, vision %d/%d", what, b.Recipe.TensorCount, b.Recipe.TotalBytes, a.Recipe.TensorCount, a.Recipe.TotalBytes, vision.Tensors, vision.Bytes)
 				}
-				if sc == model.ScaleFull && recipe == DefaultRecipe && f == convert.ModelOpt {
+				if sc == model.ScaleFull && recipe == defaultRecipe && f == convert.ModelOpt {
 					if got := gib2(a.Recipe.TotalBytes); got != "1403.79" {
 						t.Errorf("multimodal what-if %s GiB, want 1403.79", got)
 					}

@@ -59,8 +59,8 @@ var componentColors = []color.RGBA{
 // capacityColor draws the GPU capacity line.
 var capacityColor = color.RGBA{0xc0, 0x10, 0x10, 0xff}
 
-// ChartFormats are the image formats SaveChart writes, by file extension.
-var ChartFormats = []string{"svg", "png", "pdf"}
+// chartFormats are the image formats SaveChart writes, by file extension.
+var chartFormats = []string{"svg", "png", "pdf"}
 
 // ChartOptions say what the chart is about.
 type ChartOptions struct {
@@ -78,7 +78,7 @@ type ChartOptions struct {
 
 // WriteChart draws the steps as stacked bars (one bar per step, one layer per
 // component, the total above each bar) and writes SVG to w.
-func WriteChart(w io.Writer, steps []Step, o ChartOptions) error {
+func WriteChart(w io.Writer, steps []step, o ChartOptions) error {
 	return writeChart(w, steps, o, "svg")
 }
 
@@ -87,7 +87,7 @@ func chartFont(s *text.Style, size vg.Length) {
 	s.Font.Typeface, s.Font.Variant, s.Font.Size = "Liberation", "Sans", size
 }
 
-func writeChart(w io.Writer, steps []Step, o ChartOptions, format string) error {
+func writeChart(w io.Writer, steps []step, o ChartOptions, format string) error {
 	if len(steps) == 0 {
 		return fmt.Errorf("%w: chart needs at least one step", ErrUsage)
 	}
@@ -195,7 +195,7 @@ func writeChart(w io.Writer, steps []Step, o ChartOptions, format string) error 
 	case "pdf":
 		c = vgpdf.New(chartWidth, chartHeight)
 	default:
-		return fmt.Errorf("%w: chart format %q (want one of %v)", ErrUsage, format, ChartFormats)
+		return fmt.Errorf("%w: chart format %q (want one of %v)", ErrUsage, format, chartFormats)
 	}
 	dc := draw.New(c)
 	dc.SetColor(color.White)
@@ -220,8 +220,8 @@ func writeChart(w io.Writer, steps []Step, o ChartOptions, format string) error 
 // and lies in an existing directory.
 func CheckChartPath(path string) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
-	if !slices.Contains(ChartFormats, format) {
-		return fmt.Errorf("%w: --chart %s: the name must end in .%s", ErrUsage, path, strings.Join(ChartFormats, ", ."))
+	if !slices.Contains(chartFormats, format) {
+		return fmt.Errorf("%w: --chart %s: the name must end in .%s", ErrUsage, path, strings.Join(chartFormats, ", ."))
 	}
 	dir := filepath.Dir(path)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -232,7 +232,7 @@ func CheckChartPath(path string) error {
 
 // SaveChart writes the chart to path atomically, in the format its extension
 // names (one of ChartFormats). Errors name path, never the temporary file.
-func SaveChart(path string, steps []Step, o ChartOptions) error {
+func SaveChart(path string, steps []step, o ChartOptions) error {
 	if err := CheckChartPath(path); err != nil {
 		return err
 	}
@@ -257,13 +257,13 @@ func SaveChart(path string, steps []Step, o ChartOptions) error {
 
 // fp8Caption says what the FP8 bar applies, when there is one (a converted
 // source is its own FP8 step, which adds no bar).
-func fp8Caption(steps []Step, o ChartOptions) string {
-	if !slices.ContainsFunc(steps, func(s Step) bool { return s.Label == fp8Label }) {
+func fp8Caption(steps []step, o ChartOptions) string {
+	if !slices.ContainsFunc(steps, func(s step) bool { return s.Label == fp8Label }) {
 		return ""
 	}
 	recipe := o.Recipe
 	if recipe == "" {
-		recipe = DefaultRecipe
+		recipe = defaultRecipe
 	}
 	c := "; FP8 = recipe " + recipe
 	if o.Experts == convert.ExpertsNVFP4 {
@@ -282,7 +282,7 @@ func componentColor(name string, i int) color.Color {
 }
 
 // maxTotal is the tallest bar in bytes (at least 1, so an empty chart has a scale).
-func maxTotal(steps []Step) float64 {
+func maxTotal(steps []step) float64 {
 	m := 1.0
 	for _, s := range steps {
 		m = max(m, float64(s.Total))

@@ -12,9 +12,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// QuantSection is a quantization description found next to the shards: the
+// quantSection is a quantization description found next to the shards: the
 // quantization_config of config.json, or ModelOpt's hf_quant_config.json.
-type QuantSection struct {
+type quantSection struct {
 	// File is the config file it comes from.
 	File string `json:"file"`
 	// Key is the JSON key of the section inside File ("" = the whole file).
@@ -29,21 +29,21 @@ type QuantSection struct {
 // Limits of a quantization summary: deep or wide parts are counted, not
 // listed, so a ModelOpt file naming 1,600 modules stays a dozen lines.
 const (
-	// SummaryDepth is how many levels of nested objects are spelled out.
-	SummaryDepth = 3
-	// SummaryMaxList is the longest array shown element by element.
-	SummaryMaxList = 4
-	// SummaryMaxWidth is the widest object shown key by key.
-	SummaryMaxWidth = 12
+	// summaryDepth is how many levels of nested objects are spelled out.
+	summaryDepth = 3
+	// summaryMaxList is the longest array shown element by element.
+	summaryMaxList = 4
+	// summaryMaxWidth is the widest object shown key by key.
+	summaryMaxWidth = 12
 )
 
 // readConfigs reads config.json (the schema, for classification and the
 // shape check) and the quantization descriptions. A checkpoint without
 // config.json is still audited with the public K3 schedule; one whose
 // config.json the schema rejects is too, with a warning (an error if Strict).
-func (a *auditor) readConfigs() ([]QuantSection, int64, error) {
+func (a *auditor) readConfigs() ([]quantSection, int64, error) {
 	var read int64
-	var secs []QuantSection
+	var secs []quantSection
 	b, err := a.src.readAux(model.ConfigName)
 	switch {
 	case errors.Is(err, safetensors.ErrNotFound):
@@ -115,12 +115,12 @@ func rawAt(b []byte, path string) (json.RawMessage, error) {
 	return cur, nil
 }
 
-func newSection(file, key string, raw []byte) (QuantSection, error) {
+func newSection(file, key string, raw []byte) (quantSection, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return QuantSection{}, fmt.Errorf("%s: %w: %v", file, ErrConfig, err)
+		return quantSection{}, fmt.Errorf("%s: %w: %v", file, ErrConfig, err)
 	}
-	s := QuantSection{File: file, Key: key, Raw: json.RawMessage(raw)}
+	s := quantSection{File: file, Key: key, Raw: json.RawMessage(raw)}
 	summarize(&s.Summary, "", v, 0)
 	return s, nil
 }
@@ -129,7 +129,7 @@ func newSection(file, key string, raw []byte) (QuantSection, error) {
 func summarize(out *[]string, path string, v any, depth int) {
 	switch x := v.(type) {
 	case map[string]any:
-		if depth >= SummaryDepth || len(x) > SummaryMaxWidth {
+		if depth >= summaryDepth || len(x) > summaryMaxWidth {
 			*out = append(*out, fmt.Sprintf("%s: {%d entries}", path, len(x)))
 			return
 		}
@@ -146,7 +146,7 @@ func summarize(out *[]string, path string, v any, depth int) {
 			summarize(out, p, x[k], depth+1)
 		}
 	case []any:
-		if len(x) > SummaryMaxList {
+		if len(x) > summaryMaxList {
 			*out = append(*out, fmt.Sprintf("%s: [%d entries]", path, len(x)))
 			return
 		}

@@ -150,7 +150,7 @@ func TestConvertedFull(t *testing.T) {
 	if rowBytes(rep.Components, "other") != 0 {
 		t.Errorf("scale tensors left unclassified: %v", rep.Components)
 	}
-	steps := map[string]Step{}
+	steps := map[string]step{}
 	for _, s := range rep.Layout.Steps {
 		steps[s.Label] = s
 	}
@@ -161,7 +161,7 @@ func TestConvertedFull(t *testing.T) {
 	check(t, "embed + lm_head per rank", gib2(rowBytes(vtp.Components, "embedding", "lm_head")), "0.55")
 }
 
-func rowTensors(rows []Row, key string) int64 {
+func rowTensors(rows []row, key string) int64 {
 	for _, r := range rows {
 		if r.Key == key {
 			return r.Tensors

@@ -11,11 +11,11 @@ package inspect
 
 import "strconv"
 
-// GiB is the unit of every table: 2^30 bytes.
-const GiB = 1 << 30
+// giB is the unit of every table: 2^30 bytes.
+const giB = 1 << 30
 
 // gib converts bytes to GiB for display.
-func gib(b int64) float64 { return float64(b) / GiB }
+func gib(b int64) float64 { return float64(b) / giB }
 
 // unit is how a table or chart shows byte counts.
 type unit struct {
@@ -26,10 +26,10 @@ type unit struct {
 // unitFor picks GiB, or MiB when even the largest figure is under 1 GiB, so
 // that a tiny replica's layout tables do not read 0.00 everywhere.
 func unitFor(largest int64) unit {
-	if largest < GiB {
+	if largest < giB {
 		return unit{"MiB", 1 << 20}
 	}
-	return unit{"GiB", GiB}
+	return unit{"GiB", giB}
 }
 
 func (u unit) of(b int64) float64 { return float64(b) / u.size }

@@ -33,10 +33,10 @@ const (
 )
 
 // gib2 and gib1 format bytes as the spec quotes GiB.
-func gib2(b int64) string { return fmt.Sprintf("%.2f", float64(b)/GiB) }
-func gib1(b int64) string { return fmt.Sprintf("%.1f", float64(b)/GiB) }
+func gib2(b int64) string { return fmt.Sprintf("%.2f", float64(b)/giB) }
+func gib1(b int64) string { return fmt.Sprintf("%.1f", float64(b)/giB) }
 
-func rowBytes(rows []Row, keys ...string) int64 {
+func rowBytes(rows []row, keys ...string) int64 {
 	var n int64
 	for _, r := range rows {
 		if slices.Contains(keys, r.Key) {
@@ -48,7 +48,7 @@ func rowBytes(rows []Row, keys ...string) int64 {
 
 // nonExpertText is the non-expert text weights: everything but the routed
 // experts and the vision stack.
-func nonExpertText(rows []Row) int64 {
+func nonExpertText(rows []row) int64 {
 	var n int64
 	for _, r := range rows {
 		if r.Key != model.RoutedExperts.String() && r.Key != model.Vision.String() {
@@ -123,7 +123,7 @@ func TestFullReplicaFigures(t *testing.T) {
 }
 
 func TestFullReplicaRecipe(t *testing.T) {
-	rep := auditFake(t, fullFake(t), Options{Recipe: DefaultRecipe})
+	rep := auditFake(t, fullFake(t), Options{Recipe: defaultRecipe})
 	check(t, "before GiB", gib2(rep.TotalBytes), "1453.66")
 	check(t, "after GiB", gib2(rep.Recipe.TotalBytes), "1403.79")
 	check(t, "non-expert after GiB", gib1(nonExpertText(rep.Recipe.Components)), "55.8")
@@ -147,7 +147,7 @@ func TestFullReplicaRecipe(t *testing.T) {
 
 // TestFullReplicaDP16 reproduces the seed's DP16 per-rank memory story.
 func TestFullReplicaDP16(t *testing.T) {
-	rep := auditFake(t, fullFake(t), Options{Recipe: DefaultRecipe, Layout: "dp16", Steps: true, By: ByRank})
+	rep := auditFake(t, fullFake(t), Options{Recipe: defaultRecipe, Layout: "dp16", Steps: true, By: byRank})
 	lr := rep.Layout
 	if len(lr.Ranks) != ep || len(rep.Groups) != ep {
 		t.Fatalf("%d ranks, want %d", len(lr.Ranks), ep)
@@ -164,7 +164,7 @@ func TestFullReplicaDP16(t *testing.T) {
 		}
 	}
 	check(t, "experts per rank GiB", gib1(routedExpertsPerRank), "84.2")
-	steps := map[string]Step{}
+	steps := map[string]step{}
 	var labels []string
 	for _, s := range lr.Steps {
 		steps[s.Label] = s
@@ -212,7 +212,7 @@ func layerOfName(name string) (int, bool) {
 
 func TestFullReplicaPP16(t *testing.T) {
 	fk := fullFake(t)
-	rep := auditFake(t, fk, Options{By: ByStage})
+	rep := auditFake(t, fk, Options{By: byStage})
 	lr := rep.Layout
 	part := []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} // the PP16 prefill partition (SGLANG_PP_LAYER_PARTITION)
 	if lr.Name != "pp16" || len(lr.Stages) != len(part) {
@@ -290,7 +290,7 @@ func TestFullReplicaOnDisk(t *testing.T) {
 	testckpt.SkipShort(t)
 	dir := fullReplica(t)
 	fk := fullFake(t)
-	for _, o := range []Options{{}, {By: ByStage}, {By: ByLayer, Recipe: DefaultRecipe}} {
+	for _, o := range []Options{{}, {By: byStage}, {By: byLayer, Recipe: defaultRecipe}} {
 		got, err := Inspect(dir, o)
 		if err != nil {
 			t.Fatal(err)

@@ -2,33 +2,33 @@ package inspect
 
 import "fmt"
 
-// GroupBy selects the rows of the main table of a report.
-type GroupBy uint8
+// groupBy selects the rows of the main table of a report.
+type groupBy uint8
 
 const (
 	// ByComponent groups tensors by the schema's component class (model.Classify).
-	ByComponent GroupBy = iota
-	// ByDType groups tensors by their safetensors dtype.
-	ByDType
-	// ByLayer groups tensors by decoder layer; model-level tensors form their own row.
-	ByLayer
-	// ByStage groups resident bytes by pipeline stage of a stage layout (pp16 unless --layout says otherwise).
-	ByStage
-	// ByRank groups resident bytes by GPU rank of a rank layout (dp16 unless --layout says otherwise).
-	ByRank
-	// ByFile groups tensors by the shard file that holds them.
-	ByFile
+	ByComponent groupBy = iota
+	// byDType groups tensors by their safetensors dtype.
+	byDType
+	// byLayer groups tensors by decoder layer; model-level tensors form their own row.
+	byLayer
+	// byStage groups resident bytes by pipeline stage of a stage layout (pp16 unless --layout says otherwise).
+	byStage
+	// byRank groups resident bytes by GPU rank of a rank layout (dp16 unless --layout says otherwise).
+	byRank
+	// byFile groups tensors by the shard file that holds them.
+	byFile
 
-	numGroupBy = int(ByFile) + 1
+	numGroupBy = int(byFile) + 1
 )
 
 var groupByNames = [numGroupBy]string{
-	ByComponent: "component", ByDType: "dtype", ByLayer: "layer",
-	ByStage: "stage", ByRank: "rank", ByFile: "file",
+	ByComponent: "component", byDType: "dtype", byLayer: "layer",
+	byStage: "stage", byRank: "rank", byFile: "file",
 }
 
 // String returns the name used by --by and in JSON.
-func (g GroupBy) String() string {
+func (g groupBy) String() string {
 	if int(g) < numGroupBy {
 		return groupByNames[g]
 	}
@@ -36,17 +36,17 @@ func (g GroupBy) String() string {
 }
 
 // ParseGroupBy maps a --by value to its GroupBy.
-func ParseGroupBy(s string) (GroupBy, error) {
+func ParseGroupBy(s string) (groupBy, error) {
 	for i, n := range groupByNames {
 		if n == s {
-			return GroupBy(i), nil
+			return groupBy(i), nil
 		}
 	}
 	return 0, fmt.Errorf("%w: --by %q (want one of %v)", ErrUsage, s, groupByNames)
 }
 
 // MarshalText writes the --by name, so GroupBy serializes as a string in JSON.
-func (g GroupBy) MarshalText() ([]byte, error) {
+func (g groupBy) MarshalText() ([]byte, error) {
 	if int(g) >= numGroupBy {
 		return nil, fmt.Errorf("%w: group %d", ErrUsage, uint8(g))
 	}
@@ -54,7 +54,7 @@ func (g GroupBy) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText parses a --by name, so a JSON report reads back.
-func (g *GroupBy) UnmarshalText(b []byte) error {
+func (g *groupBy) UnmarshalText(b []byte) error {
 	v, err := ParseGroupBy(string(b))
 	if err != nil {
 		return err

@@ -12,24 +12,24 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// MaxListedWarnings bounds the individual problems a report spells out; the
+// maxListedWarnings bounds the individual problems a report spells out; the
 // rest are counted, so a checkpoint with half a million bad tensors still gets a
 // readable report.
-const MaxListedWarnings = 20
+const maxListedWarnings = 20
 
-// DefaultRecipe is the recipe of the FP8 step in the per-rank memory steps.
-const DefaultRecipe = "attn-moe-dense-fp8"
+// defaultRecipe is the recipe of the FP8 step in the per-rank memory steps.
+const defaultRecipe = "attn-moe-dense-fp8"
 
 // Default layouts for --by rank and --by stage when no --layout is given.
 const (
 	DefaultRankLayout  = "dp16"
-	DefaultStageLayout = "pp16"
+	defaultStageLayout = "pp16"
 )
 
 // Options choose what Audit accounts and plans.
 type Options struct {
 	// By selects the rows of the main table.
-	By GroupBy
+	By groupBy
 	// Recipe, when set, adds the accounting of the checkpoint the convert
 	// recipe would produce (and plans Layout on that checkpoint).
 	Recipe string
@@ -56,60 +56,60 @@ type Report struct {
 	Source string `json:"source"`
 	// BytesRead is every byte read: headers, index, config files.
 	BytesRead int64 `json:"bytes_read"`
-	Accounting
+	accounting
 	// Files lists the shards with their header and data sizes.
-	Files []FileRow `json:"files"`
+	Files []fileRow `json:"files"`
 	// By is the grouping of Groups.
-	By GroupBy `json:"by"`
+	By groupBy `json:"by"`
 	// Groups is the table selected by By (for stage and rank: the layout's).
-	Groups []Row `json:"groups"`
+	Groups []row `json:"groups"`
 	// Quantization holds the quantization sections of the checkpoint's configs.
-	Quantization []QuantSection `json:"quantization,omitempty"`
+	Quantization []quantSection `json:"quantization,omitempty"`
 	// Warnings lists problems that did not stop the audit.
 	Warnings []string `json:"warnings,omitempty"`
 	// Recipe is the what-if accounting of Options.Recipe.
-	Recipe *RecipeReport `json:"recipe,omitempty"`
+	Recipe *recipeReport `json:"recipe,omitempty"`
 	// Layout is the per-rank / per-stage accounting of Options.Layout.
-	Layout *LayoutReport `json:"layout,omitempty"`
+	Layout *layoutReport `json:"layout,omitempty"`
 	// Ranks, Stages and Steps are Layout's, at the top level of the JSON
 	// object ("ranks": [{"rank", "bytes", "components"}] as the issue asks).
-	Ranks  []RankRow  `json:"ranks,omitempty"`
-	Stages []StageRow `json:"stages,omitempty"`
-	Steps  []Step     `json:"steps,omitempty"`
+	Ranks  []rankRow  `json:"ranks,omitempty"`
+	Stages []stageRow `json:"stages,omitempty"`
+	Steps  []step     `json:"steps,omitempty"`
 }
 
-// Accounting is the tensor count and bytes of a checkpoint, by component and dtype.
-type Accounting struct {
+// accounting is the tensor count and bytes of a checkpoint, by component and dtype.
+type accounting struct {
 	TensorCount int64      `json:"tensor_count"`
 	TotalBytes  int64      `json:"total_bytes"`
-	Components  []Row      `json:"components"`
-	DTypes      []DTypeRow `json:"dtypes"`
+	Components  []row      `json:"components"`
+	DTypes      []dTypeRow `json:"dtypes"`
 }
 
-// DTypeRow is one dtype's share of a checkpoint.
-type DTypeRow struct {
+// dTypeRow is one dtype's share of a checkpoint.
+type dTypeRow struct {
 	DType string `json:"dtype"`
 	Sum
 }
 
-// FileRow is one shard: its header (what inspect reads) and its tensors.
-type FileRow struct {
+// fileRow is one shard: its header (what inspect reads) and its tensors.
+type fileRow struct {
 	FileEntry
 	Sum
 }
 
-// RecipeReport is the accounting of the checkpoint a recipe would produce.
-type RecipeReport struct {
+// recipeReport is the accounting of the checkpoint a recipe would produce.
+type recipeReport struct {
 	Name    string              `json:"name"`
 	Format  convert.Format      `json:"format"`
 	Experts convert.ExpertsMode `json:"experts"`
 	// Splits are the fused groups the recipe splits (engines load them wrongly).
 	Splits []convert.SplitReport `json:"fused_splits,omitempty"`
-	Accounting
+	accounting
 }
 
-// LayoutReport is the resident bytes of every rank (and stage) under a layout.
-type LayoutReport struct {
+// layoutReport is the resident bytes of every rank (and stage) under a layout.
+type layoutReport struct {
 	Name string `json:"name"`
 	// Recipe is the recipe the planned tensors come from ("" = the checkpoint as is).
 	Recipe string `json:"recipe,omitempty"`
@@ -119,25 +119,25 @@ type LayoutReport struct {
 	// Unaligned lists FP8 weights whose split cuts a scale block (their scale stays replicated).
 	Unaligned []string `json:"unaligned_scales,omitempty"`
 	// Ranks is what every rank holds (in JSON: the report's "ranks").
-	Ranks []RankRow `json:"-"`
+	Ranks []rankRow `json:"-"`
 	// Stages is every pipeline stage of a stage layout (the report's "stages").
-	Stages []StageRow `json:"-"`
+	Stages []stageRow `json:"-"`
 	// Steps is the per-rank memory story of Options.Steps (the report's "steps").
-	Steps []Step `json:"-"`
+	Steps []step `json:"-"`
 }
 
-// RankRow is what one rank holds.
-type RankRow struct {
+// rankRow is what one rank holds.
+type rankRow struct {
 	Rank       int   `json:"rank"`
 	Stage      int   `json:"stage"`
 	Tensors    int64 `json:"tensors"`
 	Bytes      int64 `json:"bytes"`
-	Components []Row `json:"components"`
+	Components []row `json:"components"`
 }
 
-// StageRow is one pipeline stage: its layers [first, end), the source files its
+// stageRow is one pipeline stage: its layers [first, end), the source files its
 // loader must open, the distinct tensors it holds and its bytes over all its ranks.
-type StageRow struct {
+type stageRow struct {
 	Stage   int      `json:"stage"`
 	Layers  [2]int   `json:"layers"`
 	Files   []string `json:"files"`
@@ -152,11 +152,11 @@ func (o Options) check() (string, error) {
 		return "", fmt.Errorf("%w: group %d", ErrUsage, o.By)
 	}
 	name := o.Layout
-	if name == "" && o.By == ByRank {
+	if name == "" && o.By == byRank {
 		name = DefaultRankLayout
 	}
-	if name == "" && o.By == ByStage {
-		name = DefaultStageLayout
+	if name == "" && o.By == byStage {
+		name = defaultStageLayout
 	}
 	if o.Steps && name == "" {
 		return "", fmt.Errorf("%w: the memory steps (--chart) need a layout", ErrUsage)
@@ -228,9 +228,9 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 		rep.Ranks, rep.Stages, rep.Steps = rep.Layout.Ranks, rep.Layout.Stages, rep.Layout.Steps
 	}
 	switch opts.By {
-	case ByStage:
+	case byStage:
 		rep.Groups = stageGroups(rep.Layout)
-	case ByRank:
+	case byRank:
 		rep.Groups = rankGroups(rep.Layout)
 	}
 	if opts.Strict && a.warn.shape > 0 {
@@ -254,7 +254,7 @@ type warnings struct {
 }
 
 func (w *warnings) add(s string) {
-	if len(w.listed) < MaxListedWarnings {
+	if len(w.listed) < maxListedWarnings {
 		w.listed = append(w.listed, s)
 	} else {
 		w.more++
@@ -297,11 +297,11 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	switch a.opts.By {
 	case ByComponent:
 		rep.Groups = rep.Components
-	case ByDType:
+	case byDType:
 		for _, d := range rep.DTypes {
-			rep.Groups = append(rep.Groups, Row{Key: d.DType, Sum: d.Sum})
+			rep.Groups = append(rep.Groups, row{Key: d.DType, Sum: d.Sum})
 		}
-	case ByLayer:
+	case byLayer:
 		keys := slices.Sorted(func(yield func(int) bool) {
 			for l := range layers {
 				if !yield(l) {
@@ -314,15 +314,15 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 			if l >= 0 {
 				key = strconv.Itoa(l)
 			}
-			rep.Groups = append(rep.Groups, Row{Key: key, Sum: *layers[l]})
+			rep.Groups = append(rep.Groups, row{Key: key, Sum: *layers[l]})
 		}
 		// Model-level tensors after the layers, as in the checkpoint's files.
 		if len(keys) > 0 && keys[0] < 0 {
 			rep.Groups = append(rep.Groups[1:], rep.Groups[0])
 		}
-	case ByFile:
+	case byFile:
 		for _, f := range rep.Files {
-			rep.Groups = append(rep.Groups, Row{Key: f.Path, Sum: f.Sum})
+			rep.Groups = append(rep.Groups, row{Key: f.Path, Sum: f.Sum})
 		}
 	}
 }
@@ -339,28 +339,28 @@ func componentRank(name string) int {
 
 // componentRows lists the non-empty components in the schema's order, with
 // other last so unclassified tensors stand out.
-func componentRows(comp []Sum) []Row {
-	var rows []Row
+func componentRows(comp []Sum) []row {
+	var rows []row
 	for c := 1; c < len(comp); c++ {
 		if comp[c].Tensors > 0 {
-			rows = append(rows, Row{Key: model.Component(c).String(), Sum: comp[c]})
+			rows = append(rows, row{Key: model.Component(c).String(), Sum: comp[c]})
 		}
 	}
 	if comp[model.Other].Tensors > 0 {
-		rows = append(rows, Row{Key: model.Other.String(), Sum: comp[model.Other]})
+		rows = append(rows, row{Key: model.Other.String(), Sum: comp[model.Other]})
 	}
 	return rows
 }
 
 // dtypeRows lists the dtypes present, largest share first.
-func dtypeRows(dt []Sum) []DTypeRow {
-	var rows []DTypeRow
+func dtypeRows(dt []Sum) []dTypeRow {
+	var rows []dTypeRow
 	for d, s := range dt {
 		if s.Tensors > 0 {
-			rows = append(rows, DTypeRow{DType: safetensors.DType(d).String(), Sum: s})
+			rows = append(rows, dTypeRow{DType: safetensors.DType(d).String(), Sum: s})
 		}
 	}
-	slices.SortStableFunc(rows, func(x, y DTypeRow) int { return -cmpInt64(x.Bytes, y.Bytes) })
+	slices.SortStableFunc(rows, func(x, y dTypeRow) int { return -cmpInt64(x.Bytes, y.Bytes) })
 	return rows
 }
 
@@ -374,21 +374,21 @@ func cmpInt64(x, y int64) int {
 	return 0
 }
 
-func rankGroups(lr *LayoutReport) []Row {
-	var rows []Row
+func rankGroups(lr *layoutReport) []row {
+	var rows []row
 	for _, r := range lr.Ranks {
-		rows = append(rows, Row{Key: strconv.Itoa(r.Rank), Sum: Sum{Tensors: r.Tensors, Bytes: r.Bytes}})
+		rows = append(rows, row{Key: strconv.Itoa(r.Rank), Sum: Sum{Tensors: r.Tensors, Bytes: r.Bytes}})
 	}
 	return rows
 }
 
-func stageGroups(lr *LayoutReport) []Row {
+func stageGroups(lr *layoutReport) []row {
 	if len(lr.Stages) == 0 {
 		return rankGroups(lr)
 	}
-	var rows []Row
+	var rows []row
 	for _, s := range lr.Stages {
-		rows = append(rows, Row{Key: strconv.Itoa(s.Stage), Sum: Sum{Tensors: s.Tensors, Bytes: s.Bytes}})
+		rows = append(rows, row{Key: strconv.Itoa(s.Stage), Sum: Sum{Tensors: s.Tensors, Bytes: s.Bytes}})
 	}
 	return rows
 }

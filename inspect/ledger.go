@@ -16,16 +16,16 @@ func (s *Sum) merge(o Sum) {
 	s.Bytes += o.Bytes
 }
 
-// Row is one line of a grouped table: a key (a component, dtype, layer, file,
+// row is one line of a grouped table: a key (a component, dtype, layer, file,
 // stage or rank) and what falls under it.
-type Row struct {
+type row struct {
 	Key string `json:"name"`
 	Sum
 }
 
-// Step is one bar of the per-rank memory chart: a deployment change, and the
+// step is one bar of the per-rank memory chart: a deployment change, and the
 // bytes one rank then holds, by component.
-type Step struct {
+type step struct {
 	// Label names the step on the chart (e.g. "FP8").
 	Label string `json:"step"`
 	// Rank is the rank whose bytes are shown (the largest one).
@@ -36,5 +36,5 @@ type Step struct {
 	// (at the weight-shard step: the weight-shard set).
 	Sliced int64 `json:"sliced_bytes"`
 	// Components splits Total by component.
-	Components []Row `json:"components"`
+	Components []row `json:"components"`
 }

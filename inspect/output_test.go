@@ -61,8 +61,8 @@ func TestTensorListJSON(t *testing.T) {
 	dec := json.NewDecoder(&buf)
 	dec.DisallowUnknownFields()
 	must(t, dec.Decode(&out))
-	if out.Schema != TensorListSchema {
-		t.Errorf("schema %d, want %d", out.Schema, TensorListSchema)
+	if out.Schema != tensorListSchema {
+		t.Errorf("schema %d, want %d", out.Schema, tensorListSchema)
 	}
 	ents, err := os.ReadDir(dir)
 	must(t, err)
@@ -148,9 +148,9 @@ func TestTensorListTable(t *testing.T) {
 // the tiny replica, for every grouping.
 func TestReportOutputs(t *testing.T) {
 	dir := tinyReplica(t)
-	for _, by := range []GroupBy{ByComponent, ByDType, ByLayer, ByStage, ByRank, ByFile} {
+	for _, by := range []groupBy{ByComponent, byDType, byLayer, byStage, byRank, byFile} {
 		t.Run(by.String(), func(t *testing.T) {
-			rep, err := Inspect(dir, Options{By: by, Recipe: DefaultRecipe})
+			rep, err := Inspect(dir, Options{By: by, Recipe: defaultRecipe})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,15 +159,15 @@ func TestReportOutputs(t *testing.T) {
 				sum.merge(g.Sum)
 			}
 			switch by {
-			case ByRank:
+			case byRank:
 				if len(rep.Groups) != 16 {
 					t.Errorf("%d rank rows", len(rep.Groups))
 				}
-			case ByStage:
+			case byStage:
 				if len(rep.Groups) != 16 || sum.Bytes != rep.Recipe.TotalBytes {
 					t.Errorf("%d stage rows holding %d B, want 16 holding the recipe output's %d", len(rep.Groups), sum.Bytes, rep.Recipe.TotalBytes)
 				}
-			case ByLayer:
+			case byLayer:
 				if len(rep.Groups) != 94 || rep.Groups[93].Key != "model" || sum != (Sum{rep.TensorCount, rep.TotalBytes}) {
 					t.Errorf("%d layer rows (last %s) summing to %+v", len(rep.Groups), rep.Groups[len(rep.Groups)-1].Key, sum)
 				}
@@ -177,7 +177,7 @@ func TestReportOutputs(t *testing.T) {
 				}
 			}
 			var js bytes.Buffer
-			must(t, WriteJSON(&js, rep))
+			must(t, writeJSON(&js, rep))
 			var m map[string]any
 			must(t, json.Unmarshal(js.Bytes(), &m))
 			for _, k := range []string{"total_bytes", "tensor_count", "files", "components", "dtypes", "recipe"} {
@@ -196,7 +196,7 @@ func TestReportOutputs(t *testing.T) {
 					}
 				}
 			}
-			if by == ByRank {
+			if by == byRank {
 				r0 := m["ranks"].([]any)[0].(map[string]any)
 				for _, k := range []string{"rank", "bytes", "components"} {
 					if _, ok := r0[k]; !ok {
@@ -207,7 +207,7 @@ func TestReportOutputs(t *testing.T) {
 			var txt bytes.Buffer
 			must(t, WriteText(&txt, rep, TextOptions{}))
 			s := txt.String()
-			for _, want := range []string{"total", gibStr(rep.TotalBytes), "recipe " + DefaultRecipe, "quantization (config.json text_config.quantization_config)"} {
+			for _, want := range []string{"total", gibStr(rep.TotalBytes), "recipe " + defaultRecipe, "quantization (config.json text_config.quantization_config)"} {
 				if !strings.Contains(s, want) {
 					t.Errorf("text lacks %q:\n%s", want, s)
 				}
@@ -221,7 +221,7 @@ func TestReportOutputs(t *testing.T) {
 func TestPartition(t *testing.T) {
 	dir := tinyReplica(t)
 	part := []int{6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 3}
-	rep, err := Inspect(dir, Options{By: ByStage, PPPartition: part})
+	rep, err := Inspect(dir, Options{By: byStage, PPPartition: part})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestPartition(t *testing.T) {
 		}
 	}
 	bad := slices.Repeat([]int{7}, 16)
-	if _, err := Inspect(dir, Options{By: ByStage, PPPartition: bad}); err == nil || !strings.Contains(err.Error(), "112") || !strings.Contains(err.Error(), "93") {
+	if _, err := Inspect(dir, Options{By: byStage, PPPartition: bad}); err == nil || !strings.Contains(err.Error(), "112") || !strings.Contains(err.Error(), "93") {
 		t.Errorf("partition summing to 112: err = %v, want the layout error naming 112 and 93", err)
 	}
 }
@@ -241,12 +241,12 @@ var barPath = regexp.MustCompile(`<path d="M([0-9.]+),([0-9.]+)L[0-9.]+,([0-9.]+
 // TestChart draws two steps and measures the bars in the SVG: heights must be
 // proportional to the GiB given, and every label must be there.
 func TestChart(t *testing.T) {
-	steps := []Step{
-		{Label: "before", Total: 100 * GiB, Components: []Row{{Key: "attention.kda", Sum: Sum{1, 20 * GiB}}, {Key: "routed_experts", Sum: Sum{1, 80 * GiB}}}},
-		{Label: "after", Total: 85 * GiB, Components: []Row{{Key: "attention.kda", Sum: Sum{1, 5 * GiB}}, {Key: "routed_experts", Sum: Sum{1, 80 * GiB}}}},
+	steps := []step{
+		{Label: "before", Total: 100 * giB, Components: []row{{Key: "attention.kda", Sum: Sum{1, 20 * giB}}, {Key: "routed_experts", Sum: Sum{1, 80 * giB}}}},
+		{Label: "after", Total: 85 * giB, Components: []row{{Key: "attention.kda", Sum: Sum{1, 5 * giB}}, {Key: "routed_experts", Sum: Sum{1, 80 * giB}}}},
 	}
 	var buf bytes.Buffer
-	must(t, WriteChart(&buf, steps, ChartOptions{Title: "test chart", GPUMem: 141 * GiB}))
+	must(t, WriteChart(&buf, steps, ChartOptions{Title: "test chart", GPUMem: 141 * giB}))
 	svg := buf.String()
 	d := xml.NewDecoder(strings.NewReader(svg))
 	for {
@@ -289,7 +289,7 @@ func TestChart(t *testing.T) {
 		t.Errorf("chart without an FP8 step names a recipe")
 	}
 	buf.Reset()
-	must(t, WriteChart(&buf, []Step{{Label: "FP8", Total: GiB}}, ChartOptions{Recipe: "modelopt-k3", Experts: convert.ExpertsNVFP4}))
+	must(t, WriteChart(&buf, []step{{Label: "FP8", Total: giB}}, ChartOptions{Recipe: "modelopt-k3", Experts: convert.ExpertsNVFP4}))
 	if !strings.Contains(buf.String(), "FP8 = recipe modelopt-k3, routed experts NVFP4<") {
 		t.Errorf("chart title does not name the recipe and experts mode it was given")
 	}
@@ -315,7 +315,7 @@ func TestInspectEntryPoints(t *testing.T) {
 	if viaIndex.TotalBytes != whole.TotalBytes || !equalRows(viaIndex.Components, whole.Components) {
 		t.Errorf("index audit differs from directory audit")
 	}
-	one, err := Inspect(filepath.Join(dir, "model-00001-of-000096.safetensors"), Options{By: ByLayer})
+	one, err := Inspect(filepath.Join(dir, "model-00001-of-000096.safetensors"), Options{By: byLayer})
 	must(t, err)
 	if len(one.Files) != 1 || len(one.Groups) != 1 || one.Groups[0].Key != "0" || one.TotalBytes != whole.Files[0].Bytes {
 		t.Errorf("single file: %d files, groups %v, %d B (want layer 0 only, %d B)", len(one.Files), one.Groups, one.TotalBytes, whole.Files[0].Bytes)
@@ -336,11 +336,11 @@ func TestStageTensorsDistinct(t *testing.T) {
 		var rep *Report
 		if name == "pp16" {
 			var err error
-			if rep, err = Inspect(tinyReplica(t), Options{By: ByStage, Layout: name}); err != nil {
+			if rep, err = Inspect(tinyReplica(t), Options{By: byStage, Layout: name}); err != nil {
 				t.Fatal(err)
 			}
 		} else {
-			rep = auditFake(t, testckpt.FakeConfig(t, testckpt.TPConfigJSON(t)), Options{By: ByStage, Layout: name})
+			rep = auditFake(t, testckpt.FakeConfig(t, testckpt.TPConfigJSON(t)), Options{By: byStage, Layout: name})
 		}
 		var n, pieces int64
 		for _, s := range rep.Layout.Stages {

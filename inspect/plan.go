@@ -52,10 +52,10 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 	return p, nil
 }
 
-func (p *planned) accounting() Accounting {
+func (p *planned) accounting() accounting {
 	var comp [model.NumComponents]Sum
 	var dt [256]Sum
-	var acc Accounting
+	var acc accounting
 	for i, s := range p.specs {
 		n, _ := safetensors.ByteSize(s.DType, s.Shape) // validated by the codec or the planner
 		comp[p.comps[i]].add(n)
@@ -68,7 +68,7 @@ func (p *planned) accounting() Accounting {
 	return acc
 }
 
-func (a *auditor) recipe(name string) (*RecipeReport, error) {
+func (a *auditor) recipe(name string) (*recipeReport, error) {
 	p, err := a.applyRecipe(name)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func (a *auditor) recipe(name string) (*RecipeReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &RecipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: splits, Accounting: p.accounting()}, nil
+	return &recipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: splits, accounting: p.accounting()}, nil
 }
 
 // layoutModel gives the layout package the model dimensions it derives the
@@ -104,7 +104,7 @@ func (a *auditor) resolveLayout(name string, o *layout.Options) (*layout.Layout,
 	return layout.Resolve(name, a.layoutModel(), lo)
 }
 
-func (a *auditor) layoutReport(name string) (*LayoutReport, error) {
+func (a *auditor) layoutReport(name string) (*layoutReport, error) {
 	var opts *layout.Options
 	if o, err := layout.DefaultOptions(name); err == nil {
 		opts = &o
@@ -123,7 +123,7 @@ func (a *auditor) layoutReport(name string) (*LayoutReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	lr := &LayoutReport{Name: l.Name, Recipe: p.recipe, Options: opts, DroppedBytes: plan.DroppedBytes, Unaligned: plan.Unaligned}
+	lr := &layoutReport{Name: l.Name, Recipe: p.recipe, Options: opts, DroppedBytes: plan.DroppedBytes, Unaligned: plan.Unaligned}
 	if opts != nil {
 		lr.Options.PPPartition = l.Partition
 	}
@@ -140,9 +140,9 @@ func (a *auditor) layoutReport(name string) (*LayoutReport, error) {
 
 // accountPlan sums every rank's pieces by component and, for pipeline
 // layouts, lists each stage's layers and the files its loader opens.
-func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]RankRow, []StageRow, error) {
+func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]rankRow, []stageRow, error) {
 	l := plan.Layout
-	ranks := make([]RankRow, plan.Ranks())
+	ranks := make([]rankRow, plan.Ranks())
 	var stageFiles [][]bool
 	var stageTensors []int64
 	var seenIn []int32 // per tensor: 1 + the last stage that counted it
@@ -171,15 +171,15 @@ func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]RankRow, []
 				}
 			}
 		}
-		ranks[r] = RankRow{Rank: r, Stage: st, Tensors: int64(len(pcs)), Bytes: plan.RankBytes[r], Components: componentRows(comp[:])}
+		ranks[r] = rankRow{Rank: r, Stage: st, Tensors: int64(len(pcs)), Bytes: plan.RankBytes[r], Components: componentRows(comp[:])}
 	}
 	if stageFiles == nil {
 		return ranks, nil, nil
 	}
-	stages := make([]StageRow, l.Stages())
+	stages := make([]stageRow, l.Stages())
 	for s := range stages {
 		first, end := l.StageLayers(s)
-		stages[s] = StageRow{Stage: s, Layers: [2]int{first, end}, Files: []string{}, Tensors: stageTensors[s]}
+		stages[s] = stageRow{Stage: s, Layers: [2]int{first, end}, Files: []string{}, Tensors: stageTensors[s]}
 		for fi, used := range stageFiles[s] {
 			if used {
 				stages[s].Files = append(stages[s].Files, a.src.names[fi])
@@ -216,10 +216,10 @@ var memorySteps = []memoryStep{
 // rank holding the most bytes. Steps that change no rank's bytes (weight
 // shard outside dp16, FP8 on a converted source) are left out. A layout file
 // has no switches: its steps are the checkpoint as is and after the recipe.
-func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
+func (a *auditor) steps(name string, builtin bool) ([]step, error) {
 	recipe := a.opts.Recipe
 	if recipe == "" {
-		recipe = DefaultRecipe
+		recipe = defaultRecipe
 	}
 	src := a.source()
 	// A checkpoint past the FP8 step (its config.json declares a block-FP8
@@ -241,7 +241,7 @@ func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 	if !builtin {
 		list = []memoryStep{{"as is", false, layout.Options{}}, {fp8Label, true, layout.Options{}}}
 	}
-	var out []Step
+	var out []step
 	var prev []int64
 	for _, ms := range list {
 		l, err := a.resolveLayout(name, &ms.opts)
@@ -283,7 +283,7 @@ func (a *auditor) steps(name string, builtin bool) ([]Step, error) {
 		if converted && label == memorySteps[0].label {
 			label = "source"
 		}
-		out = append(out, Step{Label: label, Rank: top, Total: plan.RankBytes[top], Sliced: sliced, Components: componentRows(comp[:])})
+		out = append(out, step{Label: label, Rank: top, Total: plan.RankBytes[top], Sliced: sliced, Components: componentRows(comp[:])})
 	}
 	return out, nil
 }

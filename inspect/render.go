@@ -42,8 +42,8 @@ func (o TextOptions) width() int {
 	return o.Width
 }
 
-// WriteJSON writes the report as one indented JSON object.
-func WriteJSON(w io.Writer, r *Report) error {
+// writeJSON writes the report as one indented JSON object.
+func writeJSON(w io.Writer, r *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
@@ -126,7 +126,7 @@ func mainTables(w io.Writer, r *Report, width int) error {
 		groups = r.Components
 	}
 	total := Sum{Tensors: r.TensorCount, Bytes: r.TotalBytes}
-	if r.By == ByStage || r.By == ByRank {
+	if r.By == byStage || r.By == byRank {
 		// Resident bytes under a layout: replicas count once per rank, dropped
 		// tensors not at all, so the total is the rows' own.
 		total = Sum{}
@@ -137,13 +137,13 @@ func mainTables(w io.Writer, r *Report, width int) error {
 	if err := shareTable(w, r.By.String(), groups, total, width); err != nil {
 		return err
 	}
-	if r.By == ByDType {
+	if r.By == byDType {
 		return nil
 	}
 	fmt.Fprintln(w)
-	rows := make([]Row, len(r.DTypes))
+	rows := make([]row, len(r.DTypes))
 	for i, d := range r.DTypes {
-		rows[i] = Row{Key: d.DType, Sum: d.Sum}
+		rows[i] = row{Key: d.DType, Sum: d.Sum}
 	}
 	return shareTable(w, "dtype", rows, Sum{Tensors: r.TensorCount, Bytes: r.TotalBytes}, width)
 }
@@ -170,7 +170,7 @@ func newTable(w io.Writer, cols, numFrom int) *tablewriter.Table {
 
 // shareTable renders key | tensors | bytes | GiB | share with a total line;
 // without the bytes column when the table would pass width.
-func shareTable(w io.Writer, key string, rows []Row, total Sum, width int) error {
+func shareTable(w io.Writer, key string, rows []row, total Sum, width int) error {
 	cells := make([][]string, 0, len(rows)+2)
 	cells = append(cells, []string{key, "tensors", "bytes", "GiB", "share"})
 	for _, r := range rows {
@@ -219,25 +219,25 @@ func recipeText(w io.Writer, r *Report, width int) error {
 	for _, s := range rr.Splits {
 		fmt.Fprintln(w, termtext.Wrap(termtext.Lines(fmt.Sprintf("warning: recipe %s %s", rr.Name, s)), width, "  "))
 	}
-	before := make([]Row, len(r.DTypes))
+	before := make([]row, len(r.DTypes))
 	for i, d := range r.DTypes {
-		before[i] = Row{Key: d.DType, Sum: d.Sum}
+		before[i] = row{Key: d.DType, Sum: d.Sum}
 	}
-	after := make([]Row, len(rr.DTypes))
+	after := make([]row, len(rr.DTypes))
 	for i, d := range rr.DTypes {
-		after[i] = Row{Key: d.DType, Sum: d.Sum}
+		after[i] = row{Key: d.DType, Sum: d.Sum}
 	}
-	if err := beforeAfter(w, "component", u, r.Components, rr.Components, r.Accounting, rr.Accounting); err != nil {
+	if err := beforeAfter(w, "component", u, r.Components, rr.Components, r.accounting, rr.accounting); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
-	return beforeAfter(w, "dtype", u, before, after, r.Accounting, rr.Accounting)
+	return beforeAfter(w, "dtype", u, before, after, r.accounting, rr.accounting)
 }
 
 // beforeAfter renders key | tensors before | after | size before | after | change,
 // the rows of before first, then those only after has.
-func beforeAfter(w io.Writer, key string, u unit, before, after []Row, tb, ta Accounting) error {
-	am := map[string]Row{}
+func beforeAfter(w io.Writer, key string, u unit, before, after []row, tb, ta accounting) error {
+	am := map[string]row{}
 	for _, a := range after {
 		am[a.Key] = a
 	}

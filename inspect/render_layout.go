@@ -27,7 +27,7 @@ type compTable struct {
 	cols  []string // every component seen, in schema order
 }
 
-func (c *compTable) add(fixed []string, comps []Row) {
+func (c *compTable) add(fixed []string, comps []row) {
 	c.fixed = append(c.fixed, fixed)
 	m := make(map[string]int64, len(comps))
 	for _, r := range comps {
@@ -187,7 +187,7 @@ func wrapList(names []string, width int) string {
 
 // componentColumns is the union of components over rows, in the order of
 // componentRows (the schema's, other last).
-func componentColumns(lists ...[]Row) []string {
+func componentColumns(lists ...[]row) []string {
 	var cols []string
 	seen := map[string]bool{}
 	for _, l := range lists {
@@ -209,7 +209,7 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, width int) error {
+func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error {
 	var largest int64
 	for _, r := range lr.Ranks {
 		largest = max(largest, r.Bytes)
@@ -233,7 +233,7 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, width int) error
 			fmt.Fprintf(w, "  partition %s\n", joinInts(op.PPPartition))
 		}
 	}
-	var lists [][]Row
+	var lists [][]row
 	for _, r := range lr.Ranks {
 		lists = append(lists, r.Components)
 	}
@@ -297,7 +297,7 @@ func layoutText(w io.Writer, lr *LayoutReport, files []FileRow, width int) error
 }
 
 // sameHoldings reports whether two ranks of one stage hold the same amounts.
-func sameHoldings(a, b RankRow) bool {
+func sameHoldings(a, b rankRow) bool {
 	return a.Stage == b.Stage && a.Tensors == b.Tensors && a.Bytes == b.Bytes && slices.Equal(a.Components, b.Components)
 }
 

@@ -37,7 +37,7 @@ func textFits(t *testing.T, width int) {
 	fitsAlone := "/" + strings.Repeat("d", width-2) // "path:" is width columns
 	tooLong := "/" + strings.Repeat("long-directory/", 10) + "Kimi-K3"
 	for _, name := range layout.Names() {
-		rep, err := Inspect(dir, Options{Recipe: DefaultRecipe, Layout: name, Steps: true, By: ByStage})
+		rep, err := Inspect(dir, Options{Recipe: defaultRecipe, Layout: name, Steps: true, By: byStage})
 		if err != nil {
 			t.Logf("%s does not fit the tiny replica: %.200v", name, err)
 			continue
@@ -93,7 +93,7 @@ func textFits(t *testing.T, width int) {
 		}
 	}
 	// Every grouping's table fits too; --by file leaves out the exact bytes.
-	for _, by := range []GroupBy{ByComponent, ByDType, ByLayer, ByFile} {
+	for _, by := range []groupBy{ByComponent, byDType, byLayer, byFile} {
 		rep, err := Inspect(dir, Options{By: by})
 		must(t, err)
 		var buf bytes.Buffer
@@ -109,7 +109,7 @@ func textFits(t *testing.T, width int) {
 // TestRecipeSideBySide: with --recipe the component and dtype tables show
 // before and after in one row each, and are not printed twice.
 func TestRecipeSideBySide(t *testing.T) {
-	rep, err := Inspect(tinyReplica(t), Options{Recipe: DefaultRecipe})
+	rep, err := Inspect(tinyReplica(t), Options{Recipe: defaultRecipe})
 	must(t, err)
 	var buf bytes.Buffer
 	must(t, WriteText(&buf, rep, TextOptions{}))
@@ -117,7 +117,7 @@ func TestRecipeSideBySide(t *testing.T) {
 	if n := strings.Count(s, "│ routed_experts "); n != 1 {
 		t.Errorf("routed_experts appears in %d tables, want 1 (before → after):\n%s", n, s)
 	}
-	var kda Row
+	var kda row
 	for _, c := range rep.Components {
 		if c.Key == "attention.kda" {
 			kda = c
@@ -147,7 +147,7 @@ func commasOf(n int64) string { return termtext.Int(n) }
 // TestShareTableNarrow: a table that would pass the width leaves out the
 // bytes column (full-size shards: 15-digit byte counts), one that fits keeps it.
 func TestShareTableNarrow(t *testing.T) {
-	rows := []Row{{Key: "model-00002-of-000096.safetensors", Sum: Sum{5414, 16990911504}}}
+	rows := []row{{Key: "model-00002-of-000096.safetensors", Sum: Sum{5414, 16990911504}}}
 	total := Sum{497220, 1560860324864}
 	for _, c := range []struct {
 		width     int

@@ -75,7 +75,7 @@ func convertedReplica(tb testing.TB, srcName, src string, format convert.Format)
 			return err
 		}
 		defer ck.Close()
-		r, err := convert.Lookup(DefaultRecipe)
+		r, err := convert.Lookup(defaultRecipe)
 		if err != nil {
 			return err
 		}

@@ -95,7 +95,7 @@ func streamHeaders(ctx context.Context, path string, transient bool) (*headers, 
 
 // fileTotals is one file's share of the accounting, summed by one worker.
 type fileTotals struct {
-	row    FileRow
+	row    fileRow
 	comp   [model.NumComponents]Sum
 	dtype  [256]Sum
 	layers map[int]*Sum
@@ -125,7 +125,7 @@ func (p *problem) bad() bool { return !p.found || !slices.Equal(p.shape, p.want.
 func (a *auditor) table() bool { return a.opts.table() }
 
 func (o Options) table() bool {
-	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == ByRank || o.By == ByStage
+	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == byRank || o.By == byStage
 }
 
 // scan sums every file, one file per task, and checks it against the
@@ -147,8 +147,8 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	per := make([]fileTotals, len(names))
 	err := a.src.walk(func(fi int, f *safetensors.File) error {
 		ft := &per[fi]
-		ft.row = FileRow{FileEntry: fileEntry(f)}
-		if a.opts.By == ByLayer {
+		ft.row = fileRow{FileEntry: fileEntry(f)}
+		if a.opts.By == byLayer {
 			ft.layers = map[int]*Sum{}
 		}
 		if table {
@@ -347,7 +347,7 @@ func (a *auditor) collectProblems(per []fileTotals) {
 					a.warn.firstShape = s
 				}
 				a.warn.shape++
-				if listed < MaxListedWarnings {
+				if listed < maxListedWarnings {
 					a.warn.add(s)
 					listed++
 				} else {

@@ -36,9 +36,9 @@ func fileEntry(f *safetensors.File) FileEntry {
 	return FileEntry{Path: f.Path, HeaderBytes: f.DataStart, Size: f.Size}
 }
 
-// TensorListSchema is the "schema" field of the JSON listing: the version of
+// tensorListSchema is the "schema" field of the JSON listing: the version of
 // its layout, shared with every other --json output of the k3ckpt command.
-const TensorListSchema = 1
+const tensorListSchema = 1
 
 // WriteTensorList lists every tensor of the checkpoint (files in name order,
 // tensors in data order within a file): as a table, or with asJSON as one object
@@ -76,7 +76,7 @@ func writeTensorListJSON(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 		w.Write(bytes.TrimSuffix(scratch.Bytes(), []byte("\n")))
 		return nil
 	}
-	fmt.Fprintf(w, `{"schema": %d, "tensors": [`, TensorListSchema)
+	fmt.Fprintf(w, `{"schema": %d, "tensors": [`, tensorListSchema)
 	first := true
 	for _, f := range ck.Files {
 		for _, t := range f.Tensors {

@@ -216,24 +216,24 @@ func cat(groups ...[]string) []string {
 	return out
 }
 
-func repl(name string, st StagePlace, groups ...[]string) Rule {
-	return Rule{Name: name, Groups: cat(groups...), Action: Replicate, Stage: st}
+func repl(name string, st stagePlace, groups ...[]string) rule {
+	return rule{Name: name, Groups: cat(groups...), Action: replicate, Stage: st}
 }
 
-func split(name string, axis, parts int, groups ...[]string) Rule {
-	return Rule{Name: name, Groups: cat(groups...), Action: Split, Axis: axis, Parts: parts}
+func split(name string, axis, parts int, groups ...[]string) rule {
+	return rule{Name: name, Groups: cat(groups...), Action: Split, Axis: axis, Parts: parts}
 }
 
 // experts is a split of some projections of the routed experts.
-func experts(name string, axis int, projs ...string) Rule {
+func experts(name string, axis int, projs ...string) rule {
 	r := split(name, axis, nodeGPUs, grpExperts)
 	r.Projs = projs
 	return r
 }
 
-func heads(r Rule, units int64) Rule { r.Units = units; return r }
+func heads(r rule, units int64) rule { r.Units = units; return r }
 
-func at(r Rule, st StagePlace) Rule { r.Stage = st; return r }
+func at(r rule, st stagePlace) rule { r.Stage = st; return r }
 
 // sharedHeads is the head count of names both KDA and MLA layers use (o_proj,
 // g_proj): the common one when they agree, else 0 (split by element only).
@@ -245,22 +245,22 @@ func sharedHeads(m Model) int64 {
 }
 
 // onOff is replicate when off, an 8-way row split inside the node when on.
-func onOff(on bool, name string, pats ...[]string) Rule {
+func onOff(on bool, name string, pats ...[]string) rule {
 	if on {
 		return split(name, 0, nodeGPUs, pats...)
 	}
-	return repl(name, StageAuto, pats...)
+	return repl(name, stageAuto, pats...)
 }
 
-func vision(o Options, st StagePlace) Rule {
+func vision(o Options, st stagePlace) rule {
 	if o.TextOnly {
-		return Rule{Name: "vision", Groups: grpVision, Action: Drop}
+		return rule{Name: "vision", Groups: grpVision, Action: drop}
 	}
 	return repl("vision", st, grpVision)
 }
 
-func ep(m Model) Rule {
-	return Rule{Name: "experts-ep", Groups: grpExperts, Action: Expert, Experts: m.Experts}
+func ep(m Model) rule {
+	return rule{Name: "experts-ep", Groups: grpExperts, Action: Expert, Experts: m.Experts}
 }
 
 func buildPP16(m Model, o Options) (*Layout, error) {
@@ -273,30 +273,30 @@ func buildPP16(m Model, o Options) (*Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Layout{Partition: p, RanksPerStage: 1, Rules: []Rule{
-		repl("layers", StageLayer, grpLayer),
-		repl("embedding", StageFirst, grpEmbed),
-		vision(o, StageFirst),
-		repl("output", StageLast, grpFinal, grpLMHead),
+	return &Layout{Partition: p, RanksPerStage: 1, Rules: []rule{
+		repl("layers", stageLayer, grpLayer),
+		repl("embedding", stageFirst, grpEmbed),
+		vision(o, stageFirst),
+		repl("output", stageLast, grpFinal, grpLMHead),
 	}}, nil
 }
 
 func buildDP16(m Model, o Options) (*Layout, error) {
-	return &Layout{RanksPerStage: decodeRanks, Rules: []Rule{
+	return &Layout{RanksPerStage: decodeRanks, Rules: []rule{
 		ep(m),
 		onOff(o.WeightShard, "weight-shard", grpWeightShard),
 		onOff(o.VocabTP, "vocab", grpEmbed, grpLMHead),
-		vision(o, StageAuto),
-		repl("replicated", StageAuto, grpLayerNorms, grpKDAStateRows, grpKDAALog, grpKDARepl,
+		vision(o, stageAuto),
+		repl("replicated", stageAuto, grpLayerNorms, grpKDAStateRows, grpKDAALog, grpKDARepl,
 			grpMLARepl, grpMLAKV, grpDenseUp, grpDenseDown, grpRouter, grpFinal),
 	}}, nil
 }
 
-func kdaHeadTP(m Model) []Rule {
+func kdaHeadTP(m Model) []rule {
 	h := int64(m.LinearHeads)
 	alog := heads(split("kda-a-log", 0, nodeGPUs, grpKDAALog), h)
 	alog.Valid = h
-	return []Rule{
+	return []rule{
 		heads(split("kda-head-rows", 0, nodeGPUs, grpKDAProjRows, grpKDAStateRows), h),
 		alog,
 		heads(split("attn-g-rows", 0, nodeGPUs, grpGRows), sharedHeads(m)),
@@ -305,15 +305,15 @@ func kdaHeadTP(m Model) []Rule {
 }
 
 func buildDP2DCP8(m Model, o Options) (*Layout, error) {
-	rules := []Rule{ep(m)}
+	rules := []rule{ep(m)}
 	rules = append(rules, kdaHeadTP(m)...)
 	rules = append(rules,
-		repl("replicated-q", StageAuto, grpMLAQB),
+		repl("replicated-q", stageAuto, grpMLAQB),
 		split("dense-up", 0, nodeGPUs, grpDenseUp),
 		split("dense-down", 1, nodeGPUs, grpDenseDown),
 		onOff(o.VocabTP, "vocab", grpEmbed, grpLMHead),
-		vision(o, StageAuto),
-		repl("replicated", StageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpMLAKV,
+		vision(o, stageAuto),
+		repl("replicated", stageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpMLAKV,
 			grpRouter, grpLatentDown, grpLatentUp, grpSharedUp, grpSharedDown, grpFinal),
 	)
 	return &Layout{RanksPerStage: decodeRanks, Rules: rules}, nil
@@ -326,7 +326,7 @@ func buildPP8TP8(m Model, o Options) (*Layout, error) {
 		return nil, err
 	}
 	h := int64(m.AttnHeads)
-	rules := []Rule{
+	rules := []rule{
 		experts("experts-up", 0, "w1", "w3"),
 		experts("experts-down", 1, "w2"),
 	}
@@ -336,11 +336,11 @@ func buildPP8TP8(m Model, o Options) (*Layout, error) {
 		heads(split("mla-kv-b", 0, nodeGPUs, grpMLAKV), h),
 		split("mlp-up", 0, nodeGPUs, grpDenseUp, grpSharedUp, grpLatentDown),
 		split("mlp-down", 1, nodeGPUs, grpDenseDown, grpSharedDown, grpLatentUp),
-		at(split("vocab-first", 0, nodeGPUs, grpEmbed), StageFirst),
-		at(split("vocab-last", 0, nodeGPUs, grpLMHead), StageLast),
-		vision(o, StageFirst),
-		repl("replicated", StageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpRouter),
-		repl("final", StageLast, grpFinal),
+		at(split("vocab-first", 0, nodeGPUs, grpEmbed), stageFirst),
+		at(split("vocab-last", 0, nodeGPUs, grpLMHead), stageLast),
+		vision(o, stageFirst),
+		repl("replicated", stageAuto, grpLayerNorms, grpKDARepl, grpMLARepl, grpRouter),
+		repl("final", stageLast, grpFinal),
 	)
 	return &Layout{Partition: p, RanksPerStage: nodeGPUs, Rules: rules}, nil
 }

@@ -1,6 +1,10 @@
 package layout
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+)
 
 // Sentinel errors; every error of the package wraps one of them.
 var (
@@ -40,6 +44,7 @@ var (
 	// outside a hub cache snapshot's repository folder), or that was
 	// replaced while it was opened.
 	ErrLink = errors.New("link leaves its directory")
-	// ErrChanged: a source file replaced while the run used it.
-	ErrChanged = errors.New("source file changed")
+	// ErrChanged: a source file replaced while the run used it
+	// (remote.ErrChanged itself, for local and remote sources alike).
+	ErrChanged = remote.ErrChanged
 )

@@ -31,14 +31,16 @@ type ExecOptions struct {
 	// without it such a run is resumed (same plan) or refused (different
 	// plan). Files no run wrote are refused either way, never removed.
 	Restart bool
-	// Start, if set, is called once before the first write, after the
+	// Progress, if set, hears the run in tensor bytes written, as
+	// convert.Progress does: Start once before the first write, after the
 	// validation pass and the check of what an earlier run left, with the
-	// tensor bytes this run will write (the plan's less what it keeps), so
-	// that a progress display's total and ETA are this run's.
-	Start func(total int64)
-	// Progress, if set, is called with tensor bytes written as they are
-	// (from worker goroutines); the calls add up to Start's total.
-	Progress func(n int64)
+	// bytes this run will write (the plan's less what it keeps), so that a
+	// display's total and ETA are this run's; then Add as bytes are written
+	// (from worker goroutines), adding up to Start's total.
+	Progress interface {
+		Start(total int64)
+		Add(n int64)
+	}
 	// NoSpaceCheck skips comparing what the run writes with DST's free space.
 	NoSpaceCheck bool
 	// Connections bounds the parallel range requests to a remote source,
@@ -46,8 +48,8 @@ type ExecOptions struct {
 	Connections int
 }
 
-// Result says what Execute did.
-type Result struct {
+// result says what Execute did.
+type result struct {
 	// Written and Kept count the safetensors files written now and those
 	// kept from an earlier run of the same plan.
 	Written, Kept int
@@ -59,7 +61,7 @@ type Result struct {
 	// (or replaced) since: they are written again, and counted in Written.
 	Changed int
 	// Network counts the source bytes fetched (nil for a local source).
-	Network *NetStats
+	Network *remote.Stats
 }
 
 // Execute writes the plan under dst, holding dst's lock for the whole run
@@ -74,7 +76,7 @@ type Result struct {
 // kept, others written again, temporaries removed. A rerun over a finished
 // directory keeps every file whose name, size and header are the plan's
 // (reassemble --check and verify read the bytes) and writes the others.
-func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result, error) {
+func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
 	}
@@ -97,7 +99,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 	if err := checkRoot(p, dst); err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &result{}
 	runs := make([]*dirRun, len(p.Dirs))
 	var jobs []writeJob
 	for i := range p.Dirs {
@@ -119,12 +121,14 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 			return nil, err
 		}
 	}
-	if o.Start != nil {
+	var progress func(int64)
+	if o.Progress != nil {
 		var total int64
 		for _, j := range jobs {
 			total += j.of.tensorBytes()
 		}
-		o.Start(total)
+		o.Progress.Start(total)
+		progress = o.Progress.Add
 	}
 	committed := func(j writeJob) error {
 		if err := j.dr.recordCommit(j.of.name); err != nil {
@@ -143,7 +147,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*Result,
 		}
 		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
 	}
-	if res.Bytes, err = writeFiles(ctx, jobs, jobsOr(o.Jobs), o.Progress, committed, net); err != nil {
+	if res.Bytes, err = writeFiles(ctx, jobs, jobsOr(o.Jobs), progress, committed, net); err != nil {
 		return nil, err
 	}
 	if net != nil {

@@ -411,7 +411,7 @@ func TestExportDP16Tiny(t *testing.T) {
 			g := int64(r % 8)
 			experts := map[int]bool{}
 			for _, e := range m.Tensors {
-				if e.Held == HeldExpert {
+				if e.Held == heldExpert {
 					var x int
 					fmt.Sscanf(e.Name[strings.Index(e.Name, "experts.")+8:], "%d", &x)
 					experts[x] = true
@@ -429,7 +429,7 @@ func TestExportDP16Tiny(t *testing.T) {
 				t.Errorf("rank %d q_proj %+v", r, e)
 			}
 			if src == fp {
-				if e := es[q+"weight_scale_inv"]; e.Held != HeldReplica || e.Scale != ScaleReplicated || e.ScaleOf != q+"weight" {
+				if e := es[q+"weight_scale_inv"]; e.Held != heldReplica || e.Scale != scaleReplicated || e.ScaleOf != q+"weight" {
 					t.Errorf("rank %d q_proj scale %+v, want replicated", r, e)
 				}
 			}
@@ -516,7 +516,7 @@ func TestExportDCPAndTP(t *testing.T) {
 		if e := es[K+"A_log"]; e.Valid != 8 {
 			t.Errorf("A_log valid %d, want 8 (heads)", e.Valid)
 		}
-		if e := es[M+"q_b_proj.weight"]; e.Held != HeldReplica {
+		if e := es[M+"q_b_proj.weight"]; e.Held != heldReplica {
 			t.Errorf("q_b_proj %+v, want replicated", e)
 		}
 	}
@@ -571,10 +571,10 @@ func TestExportPP8TP8(t *testing.T) {
 // gathering by head and repacking; that must equal packing the full matrix.
 func TestReplicatedQFromPackedShards(t *testing.T) {
 	e2e(t)
-	packed := ExportOptions{Pack: PackUE8M0}
+	packed := ExportOptions{Pack: packUE8M0}
 	fp := tpFixture(t)
 	tp, _ := export(t, fp, "pp8-tp8", Options{}, packed) // q_b_proj split by head, scales packed
-	some := ExportOptions{Pack: PackUE8M0, Ranks: []int{0, 5, 13}}
+	some := ExportOptions{Pack: packUE8M0, Ranks: []int{0, 5, 13}}
 	direct, _ := export(t, fp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, some)
 	gathered, _ := export(t, tp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, some)
 	q := "language_model.model.layers.3.self_attn.q_b_proj.weight_scale_inv"
@@ -585,7 +585,7 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 	for g := 0; g < 8; g++ {
 		dir := filepath.Join(tp, fmt.Sprintf("rank-%02d", g))
 		m := must(readManifest(dir))(t)
-		if e := entries(m)[q]; e.Packed == nil || e.Packed.Rows != [2]int64{128 * int64(g), 128 * int64(g+1)} || e.Scale != ScaleFollow {
+		if e := entries(m)[q]; e.Packed == nil || e.Packed.Rows != [2]int64{128 * int64(g), 128 * int64(g+1)} || e.Scale != scaleFollow {
 			t.Fatalf("pp8-tp8 rank %d %s = %+v, want packed rows [%d,%d)", g, q, e, 128*g, 128*(g+1))
 		}
 		c := must(st.Open(dir))(t)
@@ -743,7 +743,7 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 	}
 	defer src.Close()
 	dst := filepath.Join(t.TempDir(), "out")
-	if _, err := runExport(src, l, dst, ExportOptions{Pack: PackUE8M0}); !errors.Is(err, quant.ErrNotUE8M0) {
+	if _, err := runExport(src, l, dst, ExportOptions{Pack: packUE8M0}); !errors.Is(err, quant.ErrNotUE8M0) {
 		t.Errorf("packing non-UE8M0 scales: err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
@@ -758,10 +758,10 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 	}
 	mans := checkExport(t, dir, dst)
 	es := entries(mans[1])
-	if e := es["a.weight_scale"]; e.Held != HeldSlice || e.Axis != 0 || e.Start != 1 || e.Stop != 2 || e.Scale != ScaleFollow {
+	if e := es["a.weight_scale"]; e.Held != HeldSlice || e.Axis != 0 || e.Start != 1 || e.Stop != 2 || e.Scale != scaleFollow {
 		t.Errorf("a scale %+v, want block row [1,2)", e)
 	}
-	if e := es["b.weight_scale"]; e.Held != HeldReplica || e.Scale != ScaleReplicated {
+	if e := es["b.weight_scale"]; e.Held != heldReplica || e.Scale != scaleReplicated {
 		t.Errorf("b scale %+v, want replicated", e)
 	}
 	if e := es["c"]; e.Axis != 1 || e.Start != 3 || e.Stop != 6 {

@@ -44,94 +44,94 @@ const maxLayers = 1 << 16
 // against all of them.
 const maxPatternCost = 1 << 16
 
-// Action is what a rule does with the tensors it matches.
-type Action uint8
+// action is what a rule does with the tensors it matches.
+type action uint8
 
 const (
-	// Replicate puts the whole tensor on every rank of its stage.
-	Replicate Action = iota
+	// replicate puts the whole tensor on every rank of its stage.
+	replicate action = iota
 	// Split cuts the tensor along Axis into Parts equal slices; local rank l
 	// holds slice l % Parts.
 	Split
 	// Expert puts the tensor on the one rank of its stage that owns its expert
 	// index: rank = expert / (Experts / ranks per stage).
 	Expert
-	// Drop leaves the tensor out of every rank (e.g. vision for text-only serving).
-	Drop
+	// drop leaves the tensor out of every rank (e.g. vision for text-only serving).
+	drop
 )
 
-var actionNames = [...]string{Replicate: "replicate", Split: "split", Expert: "expert", Drop: "drop"}
+var actionNames = [...]string{replicate: "replicate", Split: "split", Expert: "expert", drop: "drop"}
 
 // String returns the action's JSON name.
-func (a Action) String() string { return enumString(actionNames[:], int(a), "Action") }
+func (a action) String() string { return enumString(actionNames[:], int(a), "Action") }
 
 // MarshalText writes the JSON name.
-func (a Action) MarshalText() ([]byte, error) { return enumMarshal(actionNames[:], int(a), "action") }
+func (a action) MarshalText() ([]byte, error) { return enumMarshal(actionNames[:], int(a), "action") }
 
 // UnmarshalText parses the JSON name.
-func (a *Action) UnmarshalText(b []byte) error {
+func (a *action) UnmarshalText(b []byte) error {
 	v, err := enumParse(actionNames[:], string(b), "action")
-	*a = Action(v)
+	*a = action(v)
 	return err
 }
 
-// StagePlace says which pipeline stage a rule's tensors belong to.
-type StagePlace uint8
+// stagePlace says which pipeline stage a rule's tensors belong to.
+type stagePlace uint8
 
 const (
-	// StageAuto is StageLayer when the rule's patterns capture <layer>; a
+	// stageAuto is StageLayer when the rule's patterns capture <layer>; a
 	// pipeline layout rejects it otherwise.
-	StageAuto StagePlace = iota
-	// StageLayer puts a tensor on the stage that owns its <layer>.
-	StageLayer
-	// StageFirst puts a tensor on stage 0 (embedding, vision).
-	StageFirst
-	// StageLast puts a tensor on the last stage (final norms, lm_head).
-	StageLast
+	stageAuto stagePlace = iota
+	// stageLayer puts a tensor on the stage that owns its <layer>.
+	stageLayer
+	// stageFirst puts a tensor on stage 0 (embedding, vision).
+	stageFirst
+	// stageLast puts a tensor on the last stage (final norms, lm_head).
+	stageLast
 )
 
-var stageNames = [...]string{StageAuto: "", StageLayer: "layer", StageFirst: "first", StageLast: "last"}
+var stageNames = [...]string{stageAuto: "", stageLayer: "layer", stageFirst: "first", stageLast: "last"}
 
 // String returns the JSON name ("" for StageAuto).
-func (s StagePlace) String() string { return enumString(stageNames[:], int(s), "StagePlace") }
+func (s stagePlace) String() string { return enumString(stageNames[:], int(s), "StagePlace") }
 
 // MarshalText writes the JSON name.
-func (s StagePlace) MarshalText() ([]byte, error) {
+func (s stagePlace) MarshalText() ([]byte, error) {
 	return enumMarshal(stageNames[:], int(s), "stage")
 }
 
 // UnmarshalText parses the JSON name.
-func (s *StagePlace) UnmarshalText(b []byte) error {
+func (s *stagePlace) UnmarshalText(b []byte) error {
 	v, err := enumParse(stageNames[:], string(b), "stage")
-	*s = StagePlace(v)
+	*s = stagePlace(v)
 	return err
 }
 
-// ScalePolicy says what happens to the block-FP8 scale of a weight whose split
+// scalePolicy says what happens to the block-FP8 scale of a weight whose split
 // cuts a 128-row (or column) block, so the scale rows cannot follow the slices.
-type ScalePolicy uint8
+type scalePolicy uint8
 
 const (
-	// ScaleReplicate keeps the whole scale on every rank of the group.
-	ScaleReplicate ScalePolicy = iota
-	// ScaleReject makes planning fail with ErrScaleAlign.
-	ScaleReject
+	// scaleReplicate keeps the whole scale on every rank of the group.
+	scaleReplicate scalePolicy = iota
+	// scaleReject makes planning fail with ErrScaleAlign.
+	scaleReject
 )
 
-var scalePolicyNames = [...]string{ScaleReplicate: "replicate", ScaleReject: "reject"}
+var scalePolicyNames = [...]string{scaleReplicate: "replicate", scaleReject: "reject"}
 
 // String returns the JSON name.
-func (p ScalePolicy) String() string { return enumString(scalePolicyNames[:], int(p), "ScalePolicy") }
+func (p scalePolicy) String() string { return enumString(scalePolicyNames[:], int(p), "ScalePolicy") }
 
 // MarshalText writes the JSON name.
-func (p ScalePolicy) MarshalText() ([]byte, error) {
+func (p scalePolicy) MarshalText() ([]byte, error) {
 	return enumMarshal(scalePolicyNames[:], int(p), "unaligned_scale")
 }
 
 // UnmarshalText parses the JSON name.
-func (p *ScalePolicy) UnmarshalText(b []byte) error {
+func (p *scalePolicy) UnmarshalText(b []byte) error {
 	v, err := enumParse(scalePolicyNames[:], string(b), "unaligned_scale")
-	*p = ScalePolicy(v)
+	*p = scalePolicy(v)
 	return err
 }
 
@@ -167,9 +167,9 @@ func enumParse(names []string, s, field string) (int, error) {
 	return 0, fmt.Errorf("%w: unknown %s %q (want one of %s)", ErrLayout, field, s, strings.Join(valid, ", "))
 }
 
-// Rule maps tensors, named by patterns or by the model's tensor groups, to
+// rule maps tensors, named by patterns or by the model's tensor groups, to
 // an action. See pattern.go for the pattern syntax.
-type Rule struct {
+type rule struct {
 	// Name identifies the rule in errors and manifests.
 	Name string `json:"name"`
 	// Match lists name patterns; a tensor matches the rule if any matches.
@@ -183,9 +183,9 @@ type Rule struct {
 	// Projs narrows the experts group to some projections ("w1", "w2", "w3").
 	Projs []string `json:"projs,omitempty"`
 	// Action is what happens to matched tensors.
-	Action Action `json:"action"`
+	Action action `json:"action"`
 	// Stage places matched tensors on a pipeline stage (pipeline layouts only).
-	Stage StagePlace `json:"stage,omitempty"`
+	Stage stagePlace `json:"stage,omitempty"`
 	// Axis is the split dimension (Split).
 	Axis int `json:"axis,omitempty"`
 	// Parts is the number of slices (Split); it must divide the ranks per stage.
@@ -200,7 +200,7 @@ type Rule struct {
 	// ranks per stage.
 	Experts int `json:"experts,omitempty"`
 	// UnalignedScale is what a block-FP8 scale does when the split cuts a block.
-	UnalignedScale ScalePolicy `json:"unaligned_scale,omitempty"`
+	UnalignedScale scalePolicy `json:"unaligned_scale,omitempty"`
 }
 
 // Layout is a complete description of how tensors spread over ranks.
@@ -218,7 +218,7 @@ type Layout struct {
 	// rank r % RanksPerStage of stage r / RanksPerStage.
 	RanksPerStage int `json:"ranks_per_stage"`
 	// Rules are matched against every tensor name; exactly one must match.
-	Rules []Rule `json:"rules"`
+	Rules []rule `json:"rules"`
 
 	// cls reads names by the layer schedule of the model a built-in was
 	// built for (nil: K3's, or the source's when planning an export).
@@ -271,7 +271,7 @@ func (l *Layout) byGroup() bool {
 
 // compiledRule is a rule with its patterns and groups compiled.
 type compiledRule struct {
-	*Rule
+	*rule
 	pats     []*pattern
 	numeric  bool
 	hasLayer bool
@@ -301,7 +301,7 @@ func (r *compiledRule) matchGroup(tn model.TensorName) bool {
 // compileGroups reads Groups and Projs; it reports whether every group
 // lies inside the decoder layers.
 func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
-	r := cr.Rule
+	r := cr.rule
 	allLayer = true
 	for _, g := range r.Groups {
 		if g == anyLayerGroup {
@@ -347,7 +347,7 @@ func (l *Layout) compile() ([]compiledRule, error) {
 	cost := 0
 	for i := range l.Rules {
 		r := &l.Rules[i]
-		cr := compiledRule{Rule: r}
+		cr := compiledRule{rule: r}
 		if len(r.Match) == 0 && len(r.Groups) == 0 {
 			return nil, fmt.Errorf("%w: %s: rule %q has no patterns or groups", ErrLayout, l.Name, r.Name)
 		}
@@ -412,28 +412,28 @@ func (l *Layout) validateShape() error {
 	return nil
 }
 
-func (l *Layout) validateRule(r *Rule, allLayer bool) error {
+func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: rule %q: %s", ErrLayout, l.Name, r.Name, fmt.Sprintf(format, a...))
 	}
-	if r.Action > Drop {
+	if r.Action > drop {
 		return fail("unknown action %d", r.Action)
 	}
-	if r.Stage > StageLast {
+	if r.Stage > stageLast {
 		return fail("unknown stage placement %d", r.Stage)
 	}
-	if r.UnalignedScale > ScaleReject {
+	if r.UnalignedScale > scaleReject {
 		return fail("unknown unaligned_scale %d", r.UnalignedScale)
 	}
-	if l.Stages() > 1 && r.Action != Drop {
+	if l.Stages() > 1 && r.Action != drop {
 		switch r.Stage {
-		case StageAuto, StageLayer:
+		case stageAuto, stageLayer:
 			if !allLayer {
 				return fail("a pipeline layout needs stage \"first\" or \"last\" for patterns without <layer>")
 			}
 		}
 	}
-	if r.Stage == StageLayer && !allLayer {
+	if r.Stage == stageLayer && !allLayer {
 		return fail("stage \"layer\" needs every pattern to capture <layer>")
 	}
 	switch r.Action {

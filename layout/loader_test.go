@@ -15,7 +15,7 @@ func TestManifestNamesItsLoader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pack := range []PackFormat{PackNone, PackUE8M0} {
+	for _, pack := range []packFormat{packNone, packUE8M0} {
 		p, err := PlanExport(src, l, ExportOptions{Pack: pack, Ranks: []int{0, 9}})
 		if err != nil {
 			t.Fatal(err)
@@ -25,7 +25,7 @@ func TestManifestNamesItsLoader(t *testing.T) {
 			if !strings.Contains(note, "loader that knows this layout") || !strings.Contains(note, "ShardedStateLoader") {
 				t.Errorf("%s: loader note %q", d.Dir, note)
 			}
-			if got := strings.Contains(note, "no stock engine reads"); got != (pack == PackUE8M0) {
+			if got := strings.Contains(note, "no stock engine reads"); got != (pack == packUE8M0) {
 				t.Errorf("%s (pack %q): packed-scale warning present = %v", d.Dir, pack, got)
 			}
 		}

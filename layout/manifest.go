@@ -54,7 +54,7 @@ type entry struct {
 	DType safetensors.DType `json:"dtype"`
 	Shape []int64           `json:"shape"`
 	// Held says whether this is a replica, a slice or an expert's tensor.
-	Held Held `json:"held"`
+	Held held `json:"held"`
 	// Axis, Start and Stop give a slice (Held "slice").
 	Axis  int   `json:"axis,omitempty"`
 	Start int64 `json:"start,omitempty"`
@@ -67,7 +67,7 @@ type entry struct {
 	// ScaleOf names the block-FP8 weight this scale belongs to.
 	ScaleOf string `json:"scale_of,omitempty"`
 	// Scale says how the scale follows its weight ("follow", "replicated").
-	Scale ScaleMode `json:"scale,omitempty"`
+	Scale scaleMode `json:"scale,omitempty"`
 	// Packed is set when the scale is stored packed.
 	Packed *packedScale `json:"packed,omitempty"`
 }

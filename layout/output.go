@@ -20,7 +20,7 @@ type outTensor struct {
 	spec  safetensors.TensorSpec // as stored
 	src   tensorData
 	shape []int64 // source shape
-	held  Held
+	held  held
 	axis  int
 	start int64
 	stop  int64

@@ -9,21 +9,21 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// PackFormat is how block-FP8 scales are stored in an export.
-type PackFormat uint8
+// packFormat is how block-FP8 scales are stored in an export.
+type packFormat uint8
 
 const (
-	// PackNone keeps scales as in the source (F32 block grid).
-	PackNone PackFormat = iota
-	// PackUE8M0 stores scales in DeepGEMM's SM100 packed UE8M0 layout: int32
+	// packNone keeps scales as in the source (F32 block grid).
+	packNone packFormat = iota
+	// packUE8M0 stores scales in DeepGEMM's SM100 packed UE8M0 layout: int32
 	// [⌈⌈K/128⌉/4⌉, align(N, 4)], one row per weight row.
-	PackUE8M0
+	packUE8M0
 )
 
-var packNames = [...]string{PackNone: "", PackUE8M0: "ue8m0"}
+var packNames = [...]string{packNone: "", packUE8M0: "ue8m0"}
 
 // String returns the flag value ("" for PackNone).
-func (p PackFormat) String() string {
+func (p packFormat) String() string {
 	if int(p) < len(packNames) {
 		return packNames[p]
 	}
@@ -31,12 +31,12 @@ func (p PackFormat) String() string {
 }
 
 // ParsePackFormat reads a --pack-scales value ("", "none" or "ue8m0").
-func ParsePackFormat(s string) (PackFormat, error) {
+func ParsePackFormat(s string) (packFormat, error) {
 	switch s {
 	case "", "none":
-		return PackNone, nil
+		return packNone, nil
 	case "ue8m0":
-		return PackUE8M0, nil
+		return packUE8M0, nil
 	}
 	return 0, fmt.Errorf("%w: unknown scale packing %q (want ue8m0)", ErrLayout, s)
 }
@@ -56,7 +56,7 @@ type packJob struct {
 // newPackJob works out which weight rows and columns a rank's packed scale
 // covers: its slice where the plan lets the scale follow the weight (the
 // slice keeps 128 blocks whole), else the whole weight, as the F32 scale.
-func newPackJob(sc, w Piece, src tensorData) (*packJob, error) {
+func newPackJob(sc, w piece, src tensorData) (*packJob, error) {
 	if w.Name == "" || len(w.Shape) != 2 {
 		return nil, fmt.Errorf("%w: tensor %s: cannot pack the scale of %s, which the rank does not hold", ErrLayout, sc.Name, sc.ScaleOf)
 	}
@@ -68,7 +68,7 @@ func newPackJob(sc, w Piece, src tensorData) (*packJob, error) {
 	}
 	n, k := w.Shape[0], w.Shape[1]
 	pj := &packJob{name: sc.Name, src: src, gk: ceilDiv(k, quant.BlockSize), rows: [2]int64{0, n}, cols: [2]int64{0, k}}
-	if w.Held == HeldSlice && sc.Scale == ScaleFollow {
+	if w.Held == HeldSlice && sc.Scale == scaleFollow {
 		if w.Axis == 0 {
 			pj.rows = [2]int64{w.Start, w.Stop}
 		} else {
@@ -85,7 +85,7 @@ func (pj *packJob) shape() []int64 {
 }
 
 func (pj *packJob) describe() *packedScale {
-	return &packedScale{Format: PackUE8M0.String(), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
+	return &packedScale{Format: packUE8M0.String(), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
 }
 
 // rowOffset is where block row b's scales from block column c0 lie in the
@@ -159,7 +159,7 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 	set := make([]bool, gn*gk)
 	for _, h := range hs {
 		p := h.e.Packed
-		if p == nil || p.Format != PackUE8M0.String() {
+		if p == nil || p.Format != packUE8M0.String() {
 			return nil, fmt.Errorf("%w: %s: tensor %s mixes packed and unpacked pieces", ErrManifest, h.dir, name)
 		}
 		n, k := p.Rows[1]-p.Rows[0], p.Cols[1]-p.Cols[0]

@@ -2,67 +2,67 @@ package layout
 
 import "github.com/k3ckpt/k3ckpt/safetensors"
 
-// Held says how a rank holds a tensor.
-type Held uint8
+// held says how a rank holds a tensor.
+type held uint8
 
 const (
-	// HeldReplica is the whole tensor, copied on every rank of its stage.
-	HeldReplica Held = iota
+	// heldReplica is the whole tensor, copied on every rank of its stage.
+	heldReplica held = iota
 	// HeldSlice is the slice [Start, Stop) of the tensor along Axis.
 	HeldSlice
-	// HeldExpert is the whole tensor on this one rank (expert parallel).
-	HeldExpert
+	// heldExpert is the whole tensor on this one rank (expert parallel).
+	heldExpert
 )
 
-var heldNames = [...]string{HeldReplica: "replicated", HeldSlice: "slice", HeldExpert: "expert"}
+var heldNames = [...]string{heldReplica: "replicated", HeldSlice: "slice", heldExpert: "expert"}
 
 // String returns the manifest name.
-func (h Held) String() string { return enumString(heldNames[:], int(h), "Held") }
+func (h held) String() string { return enumString(heldNames[:], int(h), "Held") }
 
 // MarshalText writes the manifest name.
-func (h Held) MarshalText() ([]byte, error) { return enumMarshal(heldNames[:], int(h), "held") }
+func (h held) MarshalText() ([]byte, error) { return enumMarshal(heldNames[:], int(h), "held") }
 
 // UnmarshalText parses the manifest name.
-func (h *Held) UnmarshalText(b []byte) error {
+func (h *held) UnmarshalText(b []byte) error {
 	v, err := enumParse(heldNames[:], string(b), "held")
-	*h = Held(v)
+	*h = held(v)
 	return err
 }
 
-// ScaleMode says how a block-FP8 scale tensor is placed relative to its weight.
-type ScaleMode uint8
+// scaleMode says how a block-FP8 scale tensor is placed relative to its weight.
+type scaleMode uint8
 
 const (
 	// ScaleNone: the tensor is not the scale of a block-FP8 weight (or a rule
 	// matched it explicitly).
-	ScaleNone ScaleMode = iota
+	scaleNone scaleMode = iota
 	// ScaleFollow: placed like its weight; a split takes the block rows or
 	// columns that cover the weight's slice exactly.
-	ScaleFollow
+	scaleFollow
 	// ScaleReplicated: the weight's split cuts a 128 block, so every rank of
 	// the group keeps the whole scale.
-	ScaleReplicated
+	scaleReplicated
 )
 
-var scaleModeNames = [...]string{ScaleNone: "none", ScaleFollow: "follow", ScaleReplicated: "replicated"}
+var scaleModeNames = [...]string{scaleNone: "none", scaleFollow: "follow", scaleReplicated: "replicated"}
 
 // String returns the manifest name.
-func (s ScaleMode) String() string { return enumString(scaleModeNames[:], int(s), "ScaleMode") }
+func (s scaleMode) String() string { return enumString(scaleModeNames[:], int(s), "ScaleMode") }
 
 // MarshalText writes the manifest name.
-func (s ScaleMode) MarshalText() ([]byte, error) {
+func (s scaleMode) MarshalText() ([]byte, error) {
 	return enumMarshal(scaleModeNames[:], int(s), "scale")
 }
 
 // UnmarshalText parses the manifest name.
-func (s *ScaleMode) UnmarshalText(b []byte) error {
+func (s *scaleMode) UnmarshalText(b []byte) error {
 	v, err := enumParse(scaleModeNames[:], string(b), "scale")
-	*s = ScaleMode(v)
+	*s = scaleMode(v)
 	return err
 }
 
-// Piece is one tensor, or one slice of one, that a rank holds.
-type Piece struct {
+// piece is one tensor, or one slice of one, that a rank holds.
+type piece struct {
 	// Index is the tensor's position in the planned list.
 	Index int
 	// Name is the source tensor name (a slice keeps the name).
@@ -72,7 +72,7 @@ type Piece struct {
 	// Shape is the source tensor's full shape.
 	Shape []int64
 	// Held says whether the rank holds a copy, a slice or an expert's tensor.
-	Held Held
+	Held held
 	// Axis, Start and Stop give the slice (HeldSlice only).
 	Axis        int
 	Start, Stop int64
@@ -84,11 +84,11 @@ type Piece struct {
 	// ScaleOf is the weight's name when this is a block-FP8 scale tensor.
 	ScaleOf string
 	// Scale says how such a scale follows its weight.
-	Scale ScaleMode
+	Scale scaleMode
 }
 
 // sliceShape is the shape of the piece as stored on the rank.
-func (p Piece) sliceShape() []int64 {
+func (p piece) sliceShape() []int64 {
 	s := append([]int64(nil), p.Shape...)
 	if p.Held == HeldSlice {
 		s[p.Axis] = p.Stop - p.Start

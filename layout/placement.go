@@ -19,7 +19,7 @@ type placement struct {
 	stage  int32 // -1: dropped
 	rank   int32 // the one global rank of an expert tensor, else -1
 	weight int32 // a following scale's weight, else -1
-	scale  ScaleMode
+	scale  scaleMode
 	saxis  int8 // the scale axis a split of its weight maps to
 }
 
@@ -317,14 +317,14 @@ func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, laye
 	l := p.Layout
 	t := p.Tensors[i]
 	pl := &p.place[i]
-	if r.Action == Drop {
+	if r.Action == drop {
 		pl.stage = -1
 		return nil
 	}
 	switch r.Stage {
-	case StageFirst:
+	case stageFirst:
 		pl.stage = 0
-	case StageLast:
+	case stageLast:
 		pl.stage = int32(l.Stages() - 1)
 	default:
 		if l.Stages() > 1 {
@@ -339,7 +339,7 @@ func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, laye
 	}
 	switch r.Action {
 	case Split:
-		if _, err := splitChunk(r.Rule, t); err != nil {
+		if _, err := splitChunk(r.rule, t); err != nil {
 			return err
 		}
 	case Expert:
@@ -354,7 +354,7 @@ func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, laye
 }
 
 // splitChunk checks a split of t and returns the slice length along the axis.
-func splitChunk(r *Rule, t safetensors.TensorSpec) (int64, error) {
+func splitChunk(r *rule, t safetensors.TensorSpec) (int64, error) {
 	if r.Axis >= len(t.Shape) {
 		return 0, fmt.Errorf("%w: tensor %s: rule %q splits axis %d of a %d-D tensor %v", ErrLayout, t.Name, r.Name, r.Axis, len(t.Shape), t.Shape)
 	}
@@ -387,7 +387,7 @@ func (p *Placement) placeScale(i int) error {
 	pl := &p.place[i]
 	w := p.place[pl.weight]
 	pl.rule, pl.stage, pl.rank = w.rule, w.stage, w.rank
-	pl.scale = ScaleFollow
+	pl.scale = scaleFollow
 	r := &p.Layout.Rules[w.rule]
 	if w.stage < 0 || r.Action != Split {
 		return nil
@@ -404,10 +404,10 @@ func (p *Placement) placeScale(i int) error {
 	if chunk%quant.BlockSize == 0 && r.Valid == 0 {
 		return nil
 	}
-	if r.UnalignedScale == ScaleReject {
+	if r.UnalignedScale == scaleReject {
 		return fmt.Errorf("%w: tensor %s: rule %q cuts %s into %d-entry slices along axis %d, not a multiple of %d", ErrScaleAlign, p.Tensors[i].Name, r.Name, wt.Name, chunk, r.Axis, quant.BlockSize)
 	}
-	pl.scale = ScaleReplicated
+	pl.scale = scaleReplicated
 	p.Unaligned = append(p.Unaligned, wt.Name)
 	return nil
 }
@@ -437,7 +437,7 @@ func (p *Placement) account() {
 			p.stageT[s] = append(p.stageT[s], int32(i))
 			pieces[s]++
 			r := &p.Layout.Rules[pl.rule]
-			if r.Action != Split || pl.scale == ScaleReplicated {
+			if r.Action != Split || pl.scale == scaleReplicated {
 				whole[s] += p.size[i]
 				continue
 			}
@@ -463,25 +463,25 @@ func (p *Placement) account() {
 }
 
 // piece builds the piece of tensor i held by a rank of its stage.
-func (p *Placement) piece(i, rank int) Piece {
+func (p *Placement) piece(i, rank int) piece {
 	t := p.Tensors[i]
 	pl := p.place[i]
 	r := &p.Layout.Rules[pl.rule]
-	pc := Piece{Index: i, Name: t.Name, DType: t.DType, Shape: t.Shape, Rule: r.Name, Bytes: p.size[i], Scale: pl.scale}
+	pc := piece{Index: i, Name: t.Name, DType: t.DType, Shape: t.Shape, Rule: r.Name, Bytes: p.size[i], Scale: pl.scale}
 	if pl.weight >= 0 {
 		pc.ScaleOf = p.Tensors[pl.weight].Name
 	}
 	if pl.rank >= 0 {
-		pc.Held = HeldExpert
+		pc.Held = heldExpert
 		return pc
 	}
-	if r.Action != Split || pl.scale == ScaleReplicated {
+	if r.Action != Split || pl.scale == scaleReplicated {
 		return pc
 	}
 	part := int64((rank % p.Layout.RanksPerStage) % r.Parts)
 	axis := r.Axis
 	var start, stop int64
-	if pl.scale == ScaleFollow {
+	if pl.scale == scaleFollow {
 		wt := p.Tensors[pl.weight]
 		chunk := wt.Shape[r.Axis] / int64(r.Parts)
 		axis = int(pl.saxis)
@@ -505,12 +505,12 @@ func (p *Placement) Ranks() int { return len(p.RankBytes) }
 func (p *Placement) StageOf(rank int) int { return rank / p.Layout.RanksPerStage }
 
 // Pieces lists what a rank holds, in tensor order.
-func (p *Placement) Pieces(rank int) ([]Piece, error) {
+func (p *Placement) Pieces(rank int) ([]piece, error) {
 	if rank < 0 || rank >= p.Ranks() {
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrRank, rank, p.Ranks())
 	}
 	a, b := p.stageT[p.StageOf(rank)], p.rankT[rank]
-	out := make([]Piece, 0, len(a)+len(b))
+	out := make([]piece, 0, len(a)+len(b))
 	for len(a) > 0 || len(b) > 0 {
 		var i int32
 		if len(b) == 0 || (len(a) > 0 && a[0] < b[0]) {

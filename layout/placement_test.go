@@ -94,7 +94,7 @@ func mustPlan(t testing.TB, name string, m Model, o Options, specs []st.TensorSp
 	return p
 }
 
-func pieces(t testing.TB, p *Placement, rank int) []Piece {
+func pieces(t testing.TB, p *Placement, rank int) []piece {
 	t.Helper()
 	pcs, err := p.Pieces(rank)
 	if err != nil {
@@ -103,8 +103,8 @@ func pieces(t testing.TB, p *Placement, rank int) []Piece {
 	return pcs
 }
 
-func pieceMap(t testing.TB, p *Placement, rank int) map[string]Piece {
-	m := map[string]Piece{}
+func pieceMap(t testing.TB, p *Placement, rank int) map[string]piece {
+	m := map[string]piece{}
 	for _, pc := range pieces(t, p, rank) {
 		m[pc.Name] = pc
 	}
@@ -130,7 +130,7 @@ func TestK3FixtureMatchesSpec(t *testing.T) {
 	near(t, "FP8 checkpoint GiB", float64(totalBytes(t, fp))/gib, 1403.79, 0.005)
 }
 
-func sumRule(pcs []Piece, rules ...string) (n int64) {
+func sumRule(pcs []piece, rules ...string) (n int64) {
 	for _, pc := range pcs {
 		for _, r := range rules {
 			if pc.Rule == r {
@@ -141,7 +141,7 @@ func sumRule(pcs []Piece, rules ...string) (n int64) {
 	return n
 }
 
-func sumNames(pcs []Piece, names ...string) (n int64) {
+func sumNames(pcs []piece, names ...string) (n int64) {
 	for _, pc := range pcs {
 		for _, s := range names {
 			if pc.Name == s {
@@ -189,7 +189,7 @@ func TestDP16RankSlices(t *testing.T) {
 		// EP16: experts [56r, 56r+56) of every MoE layer, nothing else.
 		experts := map[int]bool{}
 		for name, pc := range pm {
-			if pc.Held == HeldExpert {
+			if pc.Held == heldExpert {
 				var l, e int
 				var rest string
 				if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "language_model model layers %d block_sparse_moe experts %d %s", &l, &e, &rest); err != nil {
@@ -227,12 +227,12 @@ func TestDP16RankSlices(t *testing.T) {
 		check("language_model.model.layers.3.self_attn.q_b_proj.weight", 0, 2304*g, 2304*(g+1))
 		check(L1+"block_sparse_moe.shared_experts.down_proj.weight", 0, 896*g, 896*(g+1))
 		check(L1+"block_sparse_moe.routed_expert_down_proj.weight", 0, 448*g, 448*(g+1))
-		if pc := pm[L1+"block_sparse_moe.routed_expert_down_proj.weight_scale_inv"]; pc.Held != HeldReplica || pc.Scale != ScaleReplicated || pc.Bytes != 28*56*4 {
+		if pc := pm[L1+"block_sparse_moe.routed_expert_down_proj.weight_scale_inv"]; pc.Held != heldReplica || pc.Scale != scaleReplicated || pc.Bytes != 28*56*4 {
 			t.Errorf("unaligned scale piece = %+v, want the whole [28,56] scale replicated", pc)
 		}
 		for _, name := range []string{L1 + "self_attn.A_log", L1 + "self_attn.b_proj.weight", "language_model.model.layers.3.self_attn.kv_b_proj.weight",
 			"language_model.model.layers.0.mlp.down_proj.weight", "language_model.model.norm.weight"} {
-			if pc, ok := pm[name]; !ok || pc.Held != HeldReplica || pc.Bytes != byteSize(t, pc) {
+			if pc, ok := pm[name]; !ok || pc.Held != heldReplica || pc.Bytes != byteSize(t, pc) {
 				t.Errorf("rank %d %s = %+v, want replicated whole", r, name, pc)
 			}
 		}
@@ -242,7 +242,7 @@ func TestDP16RankSlices(t *testing.T) {
 	}
 }
 
-func byteSize(t testing.TB, pc Piece) int64 {
+func byteSize(t testing.TB, pc piece) int64 {
 	n, err := st.ByteSize(pc.DType, pc.Shape)
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ func TestDP2DCP8RankSlices(t *testing.T) {
 		for _, name := range []string{M + "q_b_proj.weight", M + "q_b_proj.weight_scale_inv", M + "kv_b_proj.weight", M + "q_a_proj.weight",
 			K + "f_a_proj.weight", K + "o_norm.weight", "language_model.model.layers.5.block_sparse_moe.shared_experts.down_proj.weight",
 			"language_model.model.layers.5.block_sparse_moe.routed_expert_up_proj.weight", "language_model.model.layers.5.block_sparse_moe.gate.weight"} {
-			if pc, ok := pm[name]; !ok || pc.Held != HeldReplica || pc.Bytes != byteSize(t, pc) {
+			if pc, ok := pm[name]; !ok || pc.Held != heldReplica || pc.Bytes != byteSize(t, pc) {
 				t.Errorf("rank %d %s = %+v, want replicated whole", r, name, pc)
 			}
 		}
@@ -449,7 +449,7 @@ func TestPlansTileTensors(t *testing.T) {
 				ranks   int
 				axis    int
 				scaleOf string
-				scale   ScaleMode
+				scale   scaleMode
 				slices  map[[2]int64]int
 			}
 			seen := make([]cover, len(fp))
@@ -505,7 +505,7 @@ func TestPlansTileTensors(t *testing.T) {
 					end := s.Shape[c.axis]
 					if strings.HasSuffix(s.Name, "A_log") {
 						end = tinyDims.linHeads
-					} else if c.scaleOf != "" && c.scale == ScaleFollow {
+					} else if c.scaleOf != "" && c.scale == scaleFollow {
 						end = s.Shape[c.axis]
 					}
 					if ks[0][0] != 0 || ks[len(ks)-1][1] != end {
@@ -541,7 +541,7 @@ func TestBadLayouts(t *testing.T) {
 	// A layout file that leaves tensors unmatched and matches some twice.
 	l = must(Builtin("dp16", tinyDims.model(), Options{}))(t)
 	l.Rules = l.Rules[1:] // no expert rule
-	l.Rules = append(l.Rules, Rule{Name: "norms-again", Match: []string{"language_model.model.norm.weight"}})
+	l.Rules = append(l.Rules, rule{Name: "norms-again", Match: []string{"language_model.model.norm.weight"}})
 	b := must(l.JSON())(t)
 	path := filepath.Join(t.TempDir(), "bad.json")
 	check(t, os.WriteFile(path, b, 0o644))
@@ -588,7 +588,7 @@ func TestBadLayouts(t *testing.T) {
 	// Reject policy for a split cutting a scale block.
 	_, k3fp := k3Catalogs()
 	l = must(Builtin("dp16", K3(), Options{WeightShard: true}))(t)
-	l.Rules[1].UnalignedScale = ScaleReject
+	l.Rules[1].UnalignedScale = scaleReject
 	if _, err := l.Place(k3fp[:20000]); !errors.Is(err, ErrScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
 		t.Errorf("scale align err %v", err)
 	}

@@ -31,7 +31,7 @@ type Plan struct {
 	// PackScales is "ue8m0" when block scales are stored packed.
 	PackScales string `json:"pack_scales,omitempty"`
 	// Dirs are the output directories, relative to DST ("." for a reassembly).
-	Dirs []DirPlan `json:"dirs"`
+	Dirs []dirPlan `json:"dirs"`
 	// Checks is the validation pass: the data checks Validate runs, and
 	// Execute runs before any write.
 	Checks []Check `json:"checks"`
@@ -47,9 +47,9 @@ type Plan struct {
 	src *Source
 }
 
-// DirPlan is one output directory: a rank's (or stage's) files, or the
+// dirPlan is one output directory: a rank's (or stage's) files, or the
 // reassembled checkpoint.
-type DirPlan struct {
+type dirPlan struct {
 	// Dir is the directory relative to DST.
 	Dir string `json:"dir"`
 	// Rank and Stage place it (-1 for a reassembly); Layers is the stage's
@@ -62,7 +62,7 @@ type DirPlan struct {
 	Bytes   int64 `json:"bytes"`
 	// Files are its safetensors files; SideFiles the other files written
 	// (index, config.json and the like, layout.json last).
-	Files     []FilePlan `json:"files"`
+	Files     []filePlan `json:"files"`
 	SideFiles []string   `json:"side_files"`
 
 	files []*outFile
@@ -75,8 +75,8 @@ type DirPlan struct {
 	side         map[string][]byte // side files by name
 }
 
-// FilePlan describes one safetensors file of a directory.
-type FilePlan struct {
+// filePlan describes one safetensors file of a directory.
+type filePlan struct {
 	// Name is the file name in the directory.
 	Name string `json:"name"`
 	// Tensors and Size are its tensor count and file size.
@@ -117,7 +117,7 @@ func (p *Plan) Validate(ctx context.Context) error {
 
 // indexBytes is the directory's index as written: the codec's form, plus a
 // final newline when the source's index had one.
-func (d *DirPlan) indexBytes() ([]byte, error) {
+func (d *dirPlan) indexBytes() ([]byte, error) {
 	b, err := d.index.Marshal()
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func (p *Plan) describe() {
 		d := &p.Dirs[i]
 		d.Files, d.Tensors, d.Bytes = nil, 0, 0
 		for _, of := range d.files {
-			fp := FilePlan{Name: of.name, Tensors: len(of.tensors), Size: of.lay.Size, Steps: len(of.steps)}
+			fp := filePlan{Name: of.name, Tensors: len(of.tensors), Size: of.lay.Size, Steps: len(of.steps)}
 			if of.verbatim != nil {
 				fp.CopyOf, fp.Steps = of.verbatim.Path, 1
 			}

@@ -69,8 +69,8 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 			// holding, every other tensor piece for piece.
 			type expertKey struct{ layer, expert, proj int }
 			for _, r := range []int{0, pb.Ranks() - 1} {
-				want := map[string]Piece{}
-				wantExpert := map[expertKey]Piece{}
+				want := map[string]piece{}
+				wantExpert := map[expertKey]piece{}
 				for _, pc := range pieces(t, pm, r) {
 					if tn := model.ParseName(pc.Name); tn.Group == model.GroupExperts {
 						wantExpert[expertKey{tn.Layer, tn.Expert, int(tn.Proj)}] = pc
@@ -138,7 +138,7 @@ func TestPlanReadsHeadersOnly(t *testing.T) {
 	bad := make([]byte, 4*128)
 	bad[len(bad)-1] = 1
 	src.data[alog] = memTensor(bad)
-	p, err := PlanExport(src, l, ExportOptions{Pack: PackUE8M0, Ranks: []int{0, 9}})
+	p, err := PlanExport(src, l, ExportOptions{Pack: packUE8M0, Ranks: []int{0, 9}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ type ExportOptions struct {
 	// Ranks selects the ranks to write (nil: all).
 	Ranks []int
 	// Pack stores block scales packed.
-	Pack PackFormat
+	Pack packFormat
 }
 
 // dirName is the output directory of a rank: stage-NN for a pipeline layout
@@ -96,7 +96,7 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	p.Dropped = append(p.Dropped, src.missing...)
 	sort.Strings(p.Dropped)
 	// Ranks are planned concurrently: each lays out its own files.
-	p.Dirs = make([]DirPlan, len(ranks))
+	p.Dirs = make([]dirPlan, len(ranks))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, r := range ranks {
@@ -125,7 +125,7 @@ func checkMetadata(src *Source) error {
 }
 
 // planRank lays out one rank's files, index, side files and manifest.
-func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []string, d *DirPlan) error {
+func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []string, d *dirPlan) error {
 	l := pl.Layout
 	pcs, err := pl.Pieces(rank)
 	if err != nil {
@@ -133,9 +133,9 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 	}
 	stage := pl.StageOf(rank)
 	first, end := l.StageLayers(stage)
-	*d = DirPlan{Dir: dirName(l, rank), Rank: rank, Stage: stage, Layers: [2]int{first, end}}
+	*d = dirPlan{Dir: dirName(l, rank), Rank: rank, Stage: stage, Layers: [2]int{first, end}}
 	man := &manifest{Format: manifestFormat, Layout: l, Rank: rank, Ranks: pl.Ranks(), Stage: stage,
-		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: pack.String(), Loader: loaderNote(pack != PackNone), Source: src.info,
+		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: pack.String(), Loader: loaderNote(pack != packNone), Source: src.info,
 		SourceConfig: string(src.config), Dropped: dropped, Tensors: make([]entry, 0, len(pcs))}
 	// The source files' metadata is recorded once, in rank 0's manifest.
 	if rank != 0 {
@@ -146,7 +146,7 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 		}
 	}
 
-	weights := map[string]Piece{}
+	weights := map[string]piece{}
 	for _, pc := range pcs {
 		if pc.DType == safetensors.F8_E4M3 {
 			weights[pc.Name] = pc
@@ -179,7 +179,7 @@ func planRank(src *Source, pl *Placement, rank int, pack PackFormat, dropped []s
 				e.Valid = r.Valid
 			}
 		}
-		if pack == PackUE8M0 && pc.ScaleOf != "" {
+		if pack == packUE8M0 && pc.ScaleOf != "" {
 			pj, err := newPackJob(pc, weights[pc.ScaleOf], src.data[pc.Index])
 			if err != nil {
 				return err
@@ -288,7 +288,7 @@ func indexOf(files []*outFile, meta map[string]any) *safetensors.Index {
 // verbatimFiles picks the source shards a rank holds entirely and unchanged
 // (every tensor whole, none packed) whose header is already canonical: those
 // are copied as files. It reads headers only.
-func verbatimFiles(src *Source, pcs []Piece, pack PackFormat) (map[string]*safetensors.File, error) {
+func verbatimFiles(src *Source, pcs []piece, pack packFormat) (map[string]*safetensors.File, error) {
 	if src.files == nil {
 		return nil, nil
 	}
@@ -297,7 +297,7 @@ func verbatimFiles(src *Source, pcs []Piece, pack PackFormat) (map[string]*safet
 	for _, pc := range pcs {
 		sf := src.fileOf[pc.Index]
 		held[sf]++
-		if pc.Held == HeldSlice || (pack != PackNone && pc.ScaleOf != "") {
+		if pc.Held == HeldSlice || (pack != packNone && pc.ScaleOf != "") {
 			changed[sf] = true
 		}
 	}
@@ -329,7 +329,7 @@ func verbatimFiles(src *Source, pcs []Piece, pack PackFormat) (map[string]*safet
 	return out, nil
 }
 
-func ruleOf(l *Layout, name string) *Rule {
+func ruleOf(l *Layout, name string) *rule {
 	for i := range l.Rules {
 		if l.Rules[i].Name == name {
 			return &l.Rules[i]

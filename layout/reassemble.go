@@ -30,9 +30,9 @@ func PlanReassemble(src *Source) (*Plan, error) {
 			of = &outFile{name: sf, meta: fileMeta(src, sf)}
 			byFile[sf] = of
 		}
-		of.tensors = append(of.tensors, outTensor{spec: spec, src: src.data[i], shape: spec.Shape, held: HeldReplica})
+		of.tensors = append(of.tensors, outTensor{spec: spec, src: src.data[i], shape: spec.Shape, held: heldReplica})
 	}
-	d := DirPlan{Dir: ".", Rank: -1, Stage: -1, side: src.aux, indexNewline: !src.info.IndexNoFinalNewline}
+	d := dirPlan{Dir: ".", Rank: -1, Stage: -1, side: src.aux, indexNewline: !src.info.IndexNoFinalNewline}
 	for _, f := range src.info.Files {
 		of, ok := byFile[f.Name]
 		if !ok {
@@ -48,7 +48,7 @@ func PlanReassemble(src *Source) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Op: opReassemble, Source: src.Root, Dirs: []DirPlan{d}, Dropped: src.missing, DroppedBytes: dropped, src: src}
+	p := &Plan{Op: opReassemble, Source: src.Root, Dirs: []dirPlan{d}, Dropped: src.missing, DroppedBytes: dropped, src: src}
 	p.describe()
 	return p, nil
 }

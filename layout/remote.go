@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
+	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
@@ -18,25 +18,20 @@ import (
 // coalesced, Connections in parallel), and the steps read that stream. An
 // export of one rank or stage thus fetches that rank's bytes only.
 
-// NetStats counts what an Execute fetched from a remote source.
-type NetStats struct {
-	// Needed is the source bytes the written files read; Fetched the bytes
-	// received for them (merged gaps and failed attempts included).
-	Needed, Fetched int64
-	// Requests is the range requests planned; Unplanned the bytes read
-	// outside the plan (0 unless the executor and its plan disagree).
-	Requests, Unplanned int64
-}
-
-// netFetch streams a remote source's bytes to the writers.
+// netFetch streams a remote source's bytes to the writers, adding up what
+// the written files' streams read and cost.
 type netFetch struct {
-	src                                  *remote.Source
-	conns                                int
-	needed, fetched, requests, unplanned atomic.Int64
+	src   *remote.Source
+	conns int
+	mu    sync.Mutex
+	sum   remote.Stats
 }
 
-func (n *netFetch) stats() *NetStats {
-	return &NetStats{Needed: n.needed.Load(), Fetched: n.fetched.Load(), Requests: n.requests.Load(), Unplanned: n.unplanned.Load()}
+func (n *netFetch) stats() *remote.Stats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.sum
+	return &s
 }
 
 // readRemoteAux reads a remote checkpoint's side files: those of the hub's
@@ -159,10 +154,9 @@ func (n *netFetch) stream(ctx context.Context, of *outFile) (*outFile, func() er
 	c.readers = ra
 	return &c, func() error {
 		stats, err := st.Close()
-		n.needed.Add(stats.Needed)
-		n.fetched.Add(stats.Fetched)
-		n.requests.Add(int64(stats.Requests))
-		n.unplanned.Add(stats.Unplanned)
+		n.mu.Lock()
+		n.sum = n.sum.Add(stats)
+		n.mu.Unlock()
 		return err
 	}
 }

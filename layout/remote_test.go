@@ -51,7 +51,7 @@ func TestExportFromHub(t *testing.T) {
 		o      Options
 		eo     ExportOptions
 	}{
-		{"dp16", Options{}, ExportOptions{Ranks: []int{0}, Pack: PackUE8M0}},
+		{"dp16", Options{}, ExportOptions{Ranks: []int{0}, Pack: packUE8M0}},
 		{"pp16", Options{}, ExportOptions{Ranks: []int{3}}},
 	} {
 		t.Run(c.layout, func(t *testing.T) {

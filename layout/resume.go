@@ -25,7 +25,7 @@ const markerName = ".k3ckpt-partial"
 
 // dirRun is the state of one output directory during Execute.
 type dirRun struct {
-	d          *DirPlan
+	d          *dirPlan
 	dir        string
 	todo       []*outFile // files still to write
 	left       atomic.Int32
@@ -64,7 +64,7 @@ func (dr *dirRun) completionName() string {
 //     past a kept file's header are not checked: reassemble --check and
 //     verify read them;
 //   - another plan's marker or record is refused (--restart replaces it).
-func prepareDir(p *Plan, d *DirPlan, dir string, restart bool) (*dirRun, error) {
+func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) {
 	dr := &dirRun{d: d, dir: dir}
 	var err error
 	if d.man != nil {
@@ -279,7 +279,7 @@ func matchesPlan(path string, of *outFile) (bool, fsx.Stamp, error) {
 // record, every file's name and header, and the source files as opened
 // (name, size, modification time), so a rerun after the source changed does
 // not resume.
-func fingerprint(p *Plan, d *DirPlan, completion []byte) string {
+func fingerprint(p *Plan, d *dirPlan, completion []byte) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%d\n", p.Op, d.Dir, len(completion))
 	h.Write(completion)

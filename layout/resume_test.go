@@ -372,17 +372,12 @@ func TestProgressOfResumedRun(t *testing.T) {
 	check(t, commit())
 	check(t, dr.recordCommit(of.name))
 
-	var starts int
-	var total int64
-	var done atomic.Int64
-	res := must(p.Execute(ctx, dst, ExecOptions{
-		Start:    func(n int64) { starts++; total = n },
-		Progress: func(n int64) { done.Add(n) },
-	}))(t)
+	var pr countingProgress
+	res := must(p.Execute(ctx, dst, ExecOptions{Progress: &pr}))(t)
 	want := p.Bytes - of.tensorBytes()
-	if starts != 1 || total != want || done.Load() != want || res.Bytes != want || want <= 0 {
+	if pr.starts != 1 || pr.total != want || pr.done.Load() != want || res.Bytes != want || want <= 0 {
 		t.Errorf("Start called %d times with %d, progress %d, result %d; want once with %d (plan %d less the kept %d)",
-			starts, total, done.Load(), res.Bytes, want, p.Bytes, of.tensorBytes())
+			pr.starts, pr.total, pr.done.Load(), res.Bytes, want, p.Bytes, of.tensorBytes())
 	}
 }
 
@@ -449,3 +444,13 @@ func TestKeptFileModifiedAfterCommit(t *testing.T) {
 	}
 	treeEqual(t, ref, dst2)
 }
+
+// countingProgress counts what ExecOptions.Progress hears.
+type countingProgress struct {
+	starts int
+	total  int64
+	done   atomic.Int64
+}
+
+func (c *countingProgress) Start(n int64) { c.starts++; c.total = n }
+func (c *countingProgress) Add(n int64)   { c.done.Add(n) }

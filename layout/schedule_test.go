@@ -59,7 +59,7 @@ func TestOwnLayerSchedule(t *testing.T) {
 			l.Rules[i].Groups = slices.DeleteFunc(l.Rules[i].Groups, func(g string) bool { return g == "mla.o_proj" || g == "mla.g_proj" })
 		}
 	}
-	l.Rules = append(l.Rules, Rule{Name: "mla-out", Groups: []string{"mla.o_proj", "mla.g_proj"}, Action: Replicate})
+	l.Rules = append(l.Rules, rule{Name: "mla-out", Groups: []string{"mla.o_proj", "mla.g_proj"}, Action: replicate})
 	js := must(l.JSON())(t)
 	fromFile := must(parseLayout(js))(t) // a user's layout file: no model attached
 	want := func(layer int) string {     // 0-based layer

@@ -246,15 +246,11 @@ func stampOf(name string, ra io.ReaderAt) string {
 	if rf, ok := ra.(*remote.File); ok {
 		return fmt.Sprintf("%s %d %s", name, rf.Size(), rf.Version())
 	}
-	f, ok := ra.(*os.File)
-	if !ok {
+	s, err := fsx.StampReader(ra)
+	if err != nil || s == (fsx.Stamp{}) {
 		return name
 	}
-	st, err := f.Stat()
-	if err != nil {
-		return name
-	}
-	return fmt.Sprintf("%s %d %d", name, st.Size(), st.ModTime().UnixNano())
+	return fmt.Sprintf("%s %d %d", name, s.Size, s.MTime)
 }
 
 // OpenSource opens a checkpoint (directory, index or single file), or an

@@ -67,7 +67,7 @@ func TestPlanStepsRuns(t *testing.T) {
 		if !ok {
 			t.Fatalf("no %s", name)
 		}
-		return outTensor{spec: st.TensorSpec{Name: name, DType: ti.DType, Shape: ti.Shape}, src: fileTensor{f: f, t: ti}, shape: ti.Shape, held: HeldReplica}
+		return outTensor{spec: st.TensorSpec{Name: name, DType: ti.DType, Shape: ti.Shape}, src: fileTensor{f: f, t: ti}, shape: ti.Shape, held: heldReplica}
 	}
 	slice := whole(a, "a3")
 	slice.held, slice.axis, slice.start, slice.stop = HeldSlice, 0, 0, 4

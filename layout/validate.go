@@ -35,7 +35,7 @@ func paddingChecks(src *Source, pl *Placement) []Check {
 }
 
 // checkZero reads the entries past r.Valid along r.Axis of t.
-func checkZero(ctx context.Context, data tensorData, t safetensors.TensorSpec, r *Rule) error {
+func checkZero(ctx context.Context, data tensorData, t safetensors.TensorSpec, r *rule) error {
 	buf := make([]byte, 64<<10)
 	return forRuns(t.Shape, t.DType, r.Axis, r.Valid, t.Shape[r.Axis], func(off, n int64) error {
 		for n > 0 {

@@ -82,7 +82,7 @@ func (c *Config) templates() *templates {
 		{"mlp_res_proj.weight", bf, s(1, H)},
 	}
 	P := c.KDAHeads * c.KDAHeadDim
-	alog := (c.KDAHeads + ALogAlign - 1) / ALogAlign * ALogAlign
+	alog := (c.KDAHeads + aLogAlign - 1) / aLogAlign * aLogAlign
 	t.kda = []tmpl{
 		{"self_attn.q_proj.weight", bf, s(P, H)},
 		{"self_attn.k_proj.weight", bf, s(P, H)},
@@ -260,7 +260,7 @@ func (c *Config) shardUnits(t *templates, i int, fn func(prefix string, ts []tmp
 		l := c.layers[i]
 		p := c.TextPrefix() + "layers." + strconv.Itoa(i) + "."
 		fn(p, t.layer)
-		if l.Attention == KDA {
+		if l.Attention == kDA {
 			fn(p, t.kda)
 		} else {
 			fn(p, t.mla)
@@ -338,7 +338,7 @@ func (c *Config) NumTensors() int {
 	n := len(t.slots[0]) + len(t.slots[1]) + len(t.slots[2])
 	for _, l := range c.layers {
 		n += len(t.layer)
-		if l.Attention == KDA {
+		if l.Attention == kDA {
 			n += len(t.kda)
 		} else {
 			n += len(t.mla)

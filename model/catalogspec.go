@@ -23,7 +23,7 @@ func (c *Config) CatalogLookup() func(name string) (safetensors.TensorSpec, bool
 	// shardUnits' order: a later template of the same name wins, as in a map
 	// of the shard's specs.
 	type kind struct {
-		att AttnKind
+		att attnKind
 		moe bool
 	}
 	layerKinds := map[kind]map[string]tmpl{}

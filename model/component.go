@@ -22,18 +22,18 @@ const (
 	SharedExperts
 	// Latent is the latent MoE projections (routed_expert_down/up_proj) and routed_expert_norm.
 	Latent
-	// Router is the MoE gate weight and its e_score_correction_bias.
-	Router
+	// router is the MoE gate weight and its e_score_correction_bias.
+	router
 	// RoutedExperts is the MXFP4 routed experts.
 	RoutedExperts
 	// DenseMLP is the dense MLP of the first_k_dense_replace layers (layer 0 in K3).
 	DenseMLP
-	// Embedding is embed_tokens.
-	Embedding
-	// LMHead is the output projection.
-	LMHead
-	// Norms is layer norms, AttnRes norms and projections, the final norm and output_attn_res_*.
-	Norms
+	// embedding is embed_tokens.
+	embedding
+	// lMHead is the output projection.
+	lMHead
+	// norms is layer norms, AttnRes norms and projections, the final norm and output_attn_res_*.
+	norms
 	// Vision is the vision tower and the multimodal projector.
 	Vision
 
@@ -47,12 +47,12 @@ var componentNames = [NumComponents]string{
 	AttentionMLA:  "attention.mla",
 	SharedExperts: "shared_experts",
 	Latent:        "latent",
-	Router:        "router",
+	router:        "router",
 	RoutedExperts: "routed_experts",
 	DenseMLP:      "dense_mlp",
-	Embedding:     "embedding",
-	LMHead:        "lm_head",
-	Norms:         "norms",
+	embedding:     "embedding",
+	lMHead:        "lm_head",
+	norms:         "norms",
 	Vision:        "vision",
 }
 
@@ -77,8 +77,8 @@ func ParseComponent(s string) (Component, error) {
 	return Other, fmt.Errorf("model: unknown component %q", s)
 }
 
-// Components lists every class in enum order.
-func Components() []Component {
+// components lists every class in enum order.
+func components() []Component {
 	out := make([]Component, NumComponents)
 	for i := range out {
 		out[i] = Component(i)
@@ -93,8 +93,8 @@ type Classifier struct {
 	mla []bool // indexed by 0-based layer
 }
 
-// NewClassifier builds a classifier for a layer schedule.
-func NewClassifier(layers []Layer) *Classifier {
+// newClassifier builds a classifier for a layer schedule.
+func newClassifier(layers []layer) *Classifier {
 	c := &Classifier{mla: make([]bool, len(layers))}
 	for i, l := range layers {
 		c.mla[i] = l.Attention == MLA

@@ -8,7 +8,7 @@ import (
 func TestComponentNames(t *testing.T) {
 	want := []string{"other", "attention.kda", "attention.mla", "shared_experts", "latent", "router",
 		"routed_experts", "dense_mlp", "embedding", "lm_head", "norms", "vision"}
-	got := Components()
+	got := components()
 	if len(got) != len(want) {
 		t.Fatalf("%d components, want %d", len(got), len(want))
 	}
@@ -63,21 +63,21 @@ func TestClassify(t *testing.T) {
 		{P + "layers.1.block_sparse_moe.routed_expert_down_proj.weight", Latent},
 		{P + "layers.1.block_sparse_moe.routed_expert_up_proj.weight_scale", Latent},
 		{P + "layers.1.block_sparse_moe.routed_expert_norm.weight", Latent},
-		{P + "layers.1.block_sparse_moe.gate.weight", Router},
-		{P + "layers.1.block_sparse_moe.gate.e_score_correction_bias", Router},
+		{P + "layers.1.block_sparse_moe.gate.weight", router},
+		{P + "layers.1.block_sparse_moe.gate.e_score_correction_bias", router},
 		{P + "layers.1.block_sparse_moe.experts.0.w1.weight_packed", RoutedExperts},
 		{P + "layers.92.block_sparse_moe.experts.895.w2.weight_scale", RoutedExperts},
 		{P + "layers.0.mlp.gate_proj.weight", DenseMLP},
 		{P + "layers.0.mlp.down_proj.weight_scale_inv", DenseMLP},
-		{P + "layers.0.input_layernorm.weight", Norms},
-		{P + "layers.0.post_attention_layernorm.weight", Norms},
-		{P + "layers.0.self_attention_res_norm.weight", Norms},
-		{P + "layers.0.mlp_res_proj.weight", Norms},
-		{P + "norm.weight", Norms},
-		{P + "output_attn_res_norm.weight", Norms},
-		{P + "output_attn_res_proj.weight", Norms},
-		{P + "embed_tokens.weight", Embedding},
-		{"language_model.lm_head.weight", LMHead},
+		{P + "layers.0.input_layernorm.weight", norms},
+		{P + "layers.0.post_attention_layernorm.weight", norms},
+		{P + "layers.0.self_attention_res_norm.weight", norms},
+		{P + "layers.0.mlp_res_proj.weight", norms},
+		{P + "norm.weight", norms},
+		{P + "output_attn_res_norm.weight", norms},
+		{P + "output_attn_res_proj.weight", norms},
+		{P + "embed_tokens.weight", embedding},
+		{"language_model.lm_head.weight", lMHead},
 		{"vision_tower.encoder.blocks.3.wqkv.weight", Vision},
 		{"vision_tower.encoder.blocks.26.norm0.weight", Vision},
 		{"vision_tower.patch_embed.pos_emb.weight", Vision},
@@ -85,9 +85,9 @@ func TestClassify(t *testing.T) {
 		{"mm_projector.proj.2.weight", Vision},
 		// a bare text checkpoint
 		{"model.layers.3.self_attn.o_proj.weight", AttentionMLA},
-		{"model.embed_tokens.weight", Embedding},
-		{"model.norm.weight", Norms},
-		{"lm_head.weight", LMHead},
+		{"model.embed_tokens.weight", embedding},
+		{"model.norm.weight", norms},
+		{"lm_head.weight", lMHead},
 		// never dropped, never guessed
 		{P + "layers.1.block_sparse_moe.something_new.weight", Other},
 		{P + "layers.500.self_attn.o_proj.weight", Other},
@@ -103,7 +103,7 @@ func TestClassify(t *testing.T) {
 
 // The classifier follows the schedule it is given, not K3's.
 func TestClassifierSchedule(t *testing.T) {
-	c := NewClassifier([]Layer{{Index: 0, Attention: MLA}, {Index: 1, Attention: KDA}})
+	c := newClassifier([]layer{{Index: 0, Attention: MLA}, {Index: 1, Attention: kDA}})
 	if got := c.Classify("model.layers.0.self_attn.o_proj.weight"); got != AttentionMLA {
 		t.Errorf("layer 0 o_proj: %v", got)
 	}
@@ -134,7 +134,7 @@ func TestLayerExpertOf(t *testing.T) {
 		if ok != c.isLayer || (ok && l != c.layer) {
 			t.Errorf("LayerOf(%q) = %d, %v", c.name, l, ok)
 		}
-		e, ok := ExpertOf(c.name)
+		e, ok := expertOf(c.name)
 		if ok != c.isExp || (ok && e != c.expert) {
 			t.Errorf("ExpertOf(%q) = %d, %v", c.name, e, ok)
 		}

@@ -11,52 +11,52 @@ import (
 // ErrInvalidConfig is wrapped by every config validation error.
 var ErrInvalidConfig = errors.New("invalid config")
 
-// FieldError is a config error that names the offending JSON field by its
+// fieldError is a config error that names the offending JSON field by its
 // dotted path, e.g. "text_config.linear_attn_config.full_attn_layers[3]".
-type FieldError struct {
+type fieldError struct {
 	Field string
 	Msg   string
 }
 
-func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
+func (e *fieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
 
 // Unwrap lets callers test errors.Is(err, ErrInvalidConfig).
-func (e *FieldError) Unwrap() error { return ErrInvalidConfig }
+func (e *fieldError) Unwrap() error { return ErrInvalidConfig }
 
 // Limits a config must respect. They keep a hostile or mistyped config from
 // making the catalog (and everything sized from it) explode.
 const (
-	// MaxLayers bounds num_hidden_layers.
-	MaxLayers = 4096
-	// MaxDim bounds every single dimension (hidden size, vocabulary, ranks…).
-	MaxDim = 1 << 24
-	// MaxExperts bounds num_experts.
-	MaxExperts = 1 << 16
-	// MaxTensors bounds the catalog size (K3 has 497,220 tensors).
-	MaxTensors = 16 << 20
+	// maxLayers bounds num_hidden_layers.
+	maxLayers = 4096
+	// maxDim bounds every single dimension (hidden size, vocabulary, ranks…).
+	maxDim = 1 << 24
+	// maxExperts bounds num_experts.
+	maxExperts = 1 << 16
+	// maxTensors bounds the catalog size (K3 has 497,220 tensors).
+	maxTensors = 16 << 20
 	// MaxConfigSize bounds the config.json bytes ParseConfig accepts.
 	MaxConfigSize = 16 << 20
 )
 
-// ALogAlign is the length multiple A_log is zero-padded to: K3 stores its 96
+// aLogAlign is the length multiple A_log is zero-padded to: K3 stores its 96
 // heads' values in an F32 [128]. The spec gives only that instance; padding
 // to a multiple of 128 is this package's rule for other head counts.
-const ALogAlign = 128
+const aLogAlign = 128
 
-// AttnKind is the attention type of a decoder layer.
-type AttnKind uint8
+// attnKind is the attention type of a decoder layer.
+type attnKind uint8
 
 const (
-	// KDA is Kimi Delta Attention, the linear-attention layer with a recurrent state.
-	KDA AttnKind = iota
+	// kDA is Kimi Delta Attention, the linear-attention layer with a recurrent state.
+	kDA attnKind = iota
 	// MLA is multi-head latent attention, the full-attention layer.
 	MLA
 )
 
 // String returns "kda" or "mla".
-func (k AttnKind) String() string {
+func (k attnKind) String() string {
 	switch k {
-	case KDA:
+	case kDA:
 		return "kda"
 	case MLA:
 		return "mla"
@@ -90,12 +90,12 @@ func (f ExpertFormat) String() string {
 	return fmt.Sprintf("ExpertFormat(%d)", uint8(f))
 }
 
-// Layer is one entry of the layer schedule.
-type Layer struct {
+// layer is one entry of the layer schedule.
+type layer struct {
 	// Index is the 0-based layer number (tensor names use it).
 	Index int
 	// Attention is KDA or MLA.
-	Attention AttnKind
+	Attention attnKind
 	// MoE is false for the first_k_dense_replace dense layers.
 	MoE bool
 	// Block is the AttnRes block (Index / attn_res_block_size).
@@ -152,11 +152,11 @@ type Config struct {
 	// compressed-tensors one.
 	Converted string
 
-	Vision *VisionConfig // nil when the config has no vision_config
+	Vision *visionConfig // nil when the config has no vision_config
 
 	raw       map[string]any
 	quantPath string // where quantization_config was read, dotted
-	layers    []Layer
+	layers    []layer
 	cls       *Classifier
 }
 
@@ -164,7 +164,7 @@ type Config struct {
 // with text_config, or a bare kimi_linear text config.
 func ParseConfig(data []byte) (*Config, error) {
 	if len(data) > MaxConfigSize {
-		return nil, &FieldError{Field: "(file)", Msg: fmt.Sprintf("%d bytes, over the %d-byte limit", len(data), MaxConfigSize)}
+		return nil, &fieldError{Field: "(file)", Msg: fmt.Sprintf("%d bytes, over the %d-byte limit", len(data), MaxConfigSize)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -194,7 +194,7 @@ func (c *Config) Raw() map[string]any { return deepCopy(c.raw).(map[string]any) 
 func (c *Config) JSON() ([]byte, error) { return MarshalConfig(c.raw) }
 
 // Layers returns the layer schedule, one entry per 0-based layer.
-func (c *Config) Layers() []Layer { return slices.Clone(c.layers) }
+func (c *Config) Layers() []layer { return slices.Clone(c.layers) }
 
 // Classifier returns the classifier for this config's schedule (shared;
 // classifiers are immutable).
@@ -245,27 +245,27 @@ func fromRaw(raw map[string]any) (*Config, error) {
 		return nil, p.err
 	}
 
-	c.NumLayers = int(p.size(text, "num_hidden_layers", MaxLayers))
-	c.Hidden = p.size(text, "hidden_size", MaxDim)
-	c.Vocab = p.size(text, "vocab_size", MaxDim)
+	c.NumLayers = int(p.size(text, "num_hidden_layers", maxLayers))
+	c.Hidden = p.size(text, "hidden_size", maxDim)
+	c.Vocab = p.size(text, "vocab_size", maxDim)
 	c.RMSNormEps = p.float(text, "rms_norm_eps")
-	c.NumHeads = p.size(text, "num_attention_heads", MaxDim)
-	c.NumKVHeads = p.sizeOr(text, "num_key_value_heads", 1, MaxDim, c.NumHeads)
+	c.NumHeads = p.size(text, "num_attention_heads", maxDim)
+	c.NumKVHeads = p.sizeOr(text, "num_key_value_heads", 1, maxDim, c.NumHeads)
 	if p.err == nil && c.NumHeads%c.NumKVHeads != 0 {
 		p.fail(text.name("num_key_value_heads"), "%d does not divide num_attention_heads %d", c.NumKVHeads, c.NumHeads)
 	}
-	c.QLoraRank = p.size(text, "q_lora_rank", MaxDim)
-	c.KVLoraRank = p.size(text, "kv_lora_rank", MaxDim)
-	c.QKNopeHeadDim = p.size(text, "qk_nope_head_dim", MaxDim)
-	c.QKRopeHeadDim = p.size(text, "qk_rope_head_dim", MaxDim)
-	c.VHeadDim = p.size(text, "v_head_dim", MaxDim)
+	c.QLoraRank = p.size(text, "q_lora_rank", maxDim)
+	c.KVLoraRank = p.size(text, "kv_lora_rank", maxDim)
+	c.QKNopeHeadDim = p.size(text, "qk_nope_head_dim", maxDim)
+	c.QKRopeHeadDim = p.size(text, "qk_rope_head_dim", maxDim)
+	c.VHeadDim = p.size(text, "v_head_dim", maxDim)
 	c.MLAOutputGate = p.boolean(text, "mla_use_output_gate", false)
 
 	lin, _ := p.object(text, "linear_attn_config", true)
 	if p.err == nil {
-		c.KDAHeadDim = p.size(lin, "head_dim", MaxDim)
-		c.KDAHeads = p.size(lin, "num_heads", MaxDim)
-		c.ConvKernel = p.size(lin, "short_conv_kernel_size", MaxDim)
+		c.KDAHeadDim = p.size(lin, "head_dim", maxDim)
+		c.KDAHeads = p.size(lin, "num_heads", maxDim)
+		c.ConvKernel = p.size(lin, "short_conv_kernel_size", maxDim)
 		if !p.boolean(lin, "use_full_rank_gate", true) {
 			p.fail(lin.name("use_full_rank_gate"), "only full-rank output gates (g_proj) are supported, got false")
 		}
@@ -273,21 +273,21 @@ func fromRaw(raw map[string]any) (*Config, error) {
 			c.parseSchedule(p, lin)
 		}
 	}
-	c.AttnResBlockSize = int(p.size(text, "attn_res_block_size", MaxLayers))
+	c.AttnResBlockSize = int(p.size(text, "attn_res_block_size", maxLayers))
 
 	c.FirstKDense = int(p.sizeOr(text, "first_k_dense_replace", 0, int64(c.NumLayers), 0))
 	if c.FirstKDense > 0 {
-		c.Intermediate = p.size(text, "intermediate_size", MaxDim)
+		c.Intermediate = p.size(text, "intermediate_size", maxDim)
 	}
 	if c.FirstKDense < c.NumLayers {
-		c.NumExperts = p.size(text, "num_experts", MaxExperts)
-		c.TopK = p.size(text, "num_experts_per_token", MaxExperts)
+		c.NumExperts = p.size(text, "num_experts", maxExperts)
+		c.TopK = p.size(text, "num_experts_per_token", maxExperts)
 		if p.err == nil && c.TopK >= c.NumExperts {
 			p.fail(text.name("num_experts"), "must be greater than num_experts_per_token (%d), got %d", c.TopK, c.NumExperts)
 		}
-		c.NumShared = p.sizeOr(text, "num_shared_experts", 0, MaxExperts, 0)
-		c.MoEIntermediate = p.size(text, "moe_intermediate_size", MaxDim)
-		c.LatentDim = p.size(text, "routed_expert_hidden_size", MaxDim)
+		c.NumShared = p.sizeOr(text, "num_shared_experts", 0, maxExperts, 0)
+		c.MoEIntermediate = p.size(text, "moe_intermediate_size", maxDim)
+		c.LatentDim = p.size(text, "routed_expert_hidden_size", maxDim)
 		c.LatentNorm = p.boolean(text, "latent_moe_use_norm", false)
 	}
 	c.TieEmbeddings = p.boolean(text, "tie_word_embeddings", false)
@@ -303,8 +303,8 @@ func fromRaw(raw map[string]any) (*Config, error) {
 		return nil, p.err
 	}
 	c.buildLayers()
-	if n := c.NumTensors(); n > MaxTensors {
-		return nil, &FieldError{Field: text.name("num_experts"), Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, MaxTensors)}
+	if n := c.NumTensors(); n > maxTensors {
+		return nil, &fieldError{Field: text.name("num_experts"), Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, maxTensors)}
 	}
 	return c, nil
 }
@@ -342,13 +342,13 @@ func (c *Config) buildLayers() {
 	for _, l := range c.FullAttnLayers {
 		full[l-1] = true
 	}
-	c.layers = make([]Layer, c.NumLayers)
+	c.layers = make([]layer, c.NumLayers)
 	for i := range c.layers {
-		k := KDA
+		k := kDA
 		if full[i] {
 			k = MLA
 		}
-		c.layers[i] = Layer{
+		c.layers[i] = layer{
 			Index:      i,
 			Attention:  k,
 			MoE:        i >= c.FirstKDense,
@@ -356,5 +356,5 @@ func (c *Config) buildLayers() {
 			BlockStart: i%c.AttnResBlockSize == 0,
 		}
 	}
-	c.cls = NewClassifier(c.layers)
+	c.cls = newClassifier(c.layers)
 }

@@ -78,9 +78,9 @@ func TestK3CatalogFigures(t *testing.T) {
 	check("attention (KDA + MLA)", comp[AttentionKDA]+comp[AttentionMLA], 67.4, 1)
 	check("shared experts", comp[SharedExperts], 22.6, 1)
 	check("latent", comp[Latent], 8.8, 1)
-	check("embedding + lm_head", comp[Embedding]+comp[LMHead], 4.38, 2)
+	check("embedding + lm_head", comp[embedding]+comp[lMHead], 4.38, 2)
 	check("dense L0", comp[DenseMLP], 1.35, 2)
-	check("router", comp[Router], 1.10, 2)
+	check("router", comp[router], 1.10, 2)
 	check("routed experts", comp[RoutedExperts], 1347.12, 2)
 	check("vision", comp[Vision], 0.83, 2)
 	if want := int64(92 * 896 * 17547264); comp[RoutedExperts] != want {
@@ -213,7 +213,7 @@ func TestK3Schedule(t *testing.T) {
 		t.Errorf("%d AttnRes blocks, want 8", c.NumBlocks())
 	}
 	ls[0].Attention = MLA // Layers returns a copy
-	if c.Layers()[0].Attention != KDA {
+	if c.Layers()[0].Attention != kDA {
 		t.Error("Layers exposes internal state")
 	}
 }
@@ -303,7 +303,7 @@ func TestScaleConstraints(t *testing.T) {
 			}
 		}
 	}
-	if _, err := ParseScale("huge"); err == nil {
+	if _, err := parseScale("huge"); err == nil {
 		t.Error("ParseScale accepted huge")
 	}
 }
@@ -410,7 +410,7 @@ func TestConfigErrors(t *testing.T) {
 		m := k3Raw(t)
 		c.mutate(m)
 		_, err := ParseConfig(encode(t, m))
-		var fe *FieldError
+		var fe *fieldError
 		if !errors.As(err, &fe) || !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: got %v, want a FieldError", c.field, err)
 			continue

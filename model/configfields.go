@@ -24,7 +24,7 @@ type fields struct{ err error }
 
 func (p *fields) fail(field, format string, args ...any) {
 	if p.err == nil {
-		p.err = &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+		p.err = &fieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 }
 

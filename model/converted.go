@@ -75,7 +75,7 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 			p.fail(e.name("quant_algo"), "routed experts must be NVFP4 when declared, got %q", algo)
 			return
 		}
-		g := p.sizeOr(e, "group_size", 1, MaxDim, NVFP4GroupSize)
+		g := p.sizeOr(e, "group_size", 1, maxDim, NVFP4GroupSize)
 		if p.err == nil && g != NVFP4GroupSize {
 			p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", NVFP4GroupSize, g)
 			return

@@ -53,17 +53,17 @@ type Engine string
 
 // The engines that run K3.
 const (
-	SGLang      Engine = "SGLang"
-	VLLM        Engine = "vLLM"
-	TensorRTLLM Engine = "TensorRT-LLM"
-	Tokenspeed  Engine = "tokenspeed"
+	sGLang      Engine = "SGLang"
+	vLLM        Engine = "vLLM"
+	tensorRTLLM Engine = "TensorRT-LLM"
+	tokenspeed  Engine = "tokenspeed"
 )
 
-// FusedGroup is a set of sibling projections an engine loads into one fused
+// fusedGroup is a set of sibling projections an engine loads into one fused
 // linear layer. The fused layer has one quantization method, so its members
 // must be all quantized or all BF16: a group split by a recipe is loaded
 // wrongly (or refused) by the engines named here.
-type FusedGroup struct {
+type fusedGroup struct {
 	// Name is the fused layer's name, a sibling of its members
 	// (….self_attn.fused_qkvg_proj).
 	Name string
@@ -83,13 +83,13 @@ type FusedGroup struct {
 // and MLA q_a + kv_a into fused_qkv_a_proj; every engine merges an MLP's gate
 // and up projections into gate_up_proj. engines/rules.json says what each
 // engine then does with a split group.
-var fusedGroups = []FusedGroup{
-	{Name: "fused_qkvg_proj", Parent: "self_attn", Members: []string{"q_proj", "k_proj", "v_proj", "g_proj"}, Engines: []Engine{SGLang}},
-	{Name: "in_proj_qkvgfab", Parent: "self_attn", Members: []string{"q_proj", "k_proj", "v_proj", "g_proj", "f_a_proj", "b_proj"}, Engines: []Engine{VLLM, Tokenspeed}},
-	{Name: "fused_qkv_a_proj_with_mqa", Parent: "self_attn", Members: []string{"q_a_proj", "kv_a_proj_with_mqa"}, Engines: []Engine{SGLang}},
-	{Name: "fused_qkv_a_proj", Parent: "self_attn", Members: []string{"q_a_proj", "kv_a_proj_with_mqa"}, Engines: []Engine{VLLM}},
-	{Name: "gate_up_proj", Parent: "shared_experts", Members: []string{"gate_proj", "up_proj"}, Engines: []Engine{SGLang, VLLM, TensorRTLLM}},
-	{Name: "gate_up_proj", Parent: "mlp", Members: []string{"gate_proj", "up_proj"}, Engines: []Engine{SGLang, VLLM, TensorRTLLM}},
+var fusedGroups = []fusedGroup{
+	{Name: "fused_qkvg_proj", Parent: "self_attn", Members: []string{"q_proj", "k_proj", "v_proj", "g_proj"}, Engines: []Engine{sGLang}},
+	{Name: "in_proj_qkvgfab", Parent: "self_attn", Members: []string{"q_proj", "k_proj", "v_proj", "g_proj", "f_a_proj", "b_proj"}, Engines: []Engine{vLLM, tokenspeed}},
+	{Name: "fused_qkv_a_proj_with_mqa", Parent: "self_attn", Members: []string{"q_a_proj", "kv_a_proj_with_mqa"}, Engines: []Engine{sGLang}},
+	{Name: "fused_qkv_a_proj", Parent: "self_attn", Members: []string{"q_a_proj", "kv_a_proj_with_mqa"}, Engines: []Engine{vLLM}},
+	{Name: "gate_up_proj", Parent: "shared_experts", Members: []string{"gate_proj", "up_proj"}, Engines: []Engine{sGLang, vLLM, tensorRTLLM}},
+	{Name: "gate_up_proj", Parent: "mlp", Members: []string{"gate_proj", "up_proj"}, Engines: []Engine{sGLang, vLLM, tensorRTLLM}},
 }
 
 // splitModule cuts a module name (no ".weight") into its parent path and leaf.
@@ -137,7 +137,7 @@ func FusedNames(quantized []string) []string {
 type Split struct {
 	// Module is the fused layer's checkpoint-spelled name.
 	Module string
-	Group  FusedGroup
+	Group  fusedGroup
 	// Quantized and Kept are the members (leaf names) on each side.
 	Quantized, Kept []string
 }

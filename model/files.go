@@ -13,20 +13,20 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// FP8Block is the edge of a block-FP8 scale block: one scale per 128 × 128
+// fP8Block is the edge of a block-FP8 scale block: one scale per 128 × 128
 // weights (a partial block at the right or bottom edge has its own scale).
-const FP8Block = 128
+const fP8Block = 128
 
-// ScaleBlocks is the block-scale grid of an [n, k] weight: ⌈n/128⌉ rows of
+// scaleBlocks is the block-scale grid of an [n, k] weight: ⌈n/128⌉ rows of
 // ⌈k/128⌉ scales.
-func ScaleBlocks(n, k int64) (rows, cols int64) {
-	return (n + FP8Block - 1) / FP8Block, (k + FP8Block - 1) / FP8Block
+func scaleBlocks(n, k int64) (rows, cols int64) {
+	return (n + fP8Block - 1) / fP8Block, (k + fP8Block - 1) / fP8Block
 }
 
-// SideFile is a file of a checkpoint directory that is not tensor data:
+// sideFile is a file of a checkpoint directory that is not tensor data:
 // config.json, the tokenizer, custom code, README… A conversion or an export
 // carries every side file over unchanged (or rewrites it, like config.json).
-type SideFile struct {
+type sideFile struct {
 	// Name is the path relative to the checkpoint root, slash separated.
 	Name string
 	// Size is the file's size in bytes (of the link's target for a symlink).
@@ -55,12 +55,12 @@ func IsSideFileName(rel string) bool {
 // index gives them). Hidden folders are not descended into. A side file that
 // is not a regular file (a FIFO, a device, a link to a directory) is an
 // error wrapping fsx.ErrNotRegular.
-func SideFiles(root string, shards []string) ([]SideFile, error) {
+func SideFiles(root string, shards []string) ([]sideFile, error) {
 	isShard := make(map[string]bool, len(shards))
 	for _, s := range shards {
 		isShard[s] = true
 	}
-	var out []SideFile
+	var out []sideFile
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -88,12 +88,12 @@ func SideFiles(root string, shards []string) ([]SideFile, error) {
 			// the source has (a FIFO could also block the copy forever).
 			return fmt.Errorf("side file %s: %w: it is %s", name, fsx.ErrNotRegular, fsx.Kind(st.Mode()))
 		}
-		out = append(out, SideFile{Name: name, Size: st.Size()})
+		out = append(out, sideFile{Name: name, Size: st.Size()})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("side files of %s: %w", root, err)
 	}
-	slices.SortFunc(out, func(a, b SideFile) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b sideFile) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
 }

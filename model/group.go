@@ -15,52 +15,52 @@ type Group uint8
 // The groups. Their String forms are stable: recipes and layouts name groups
 // in data.
 const (
-	// GroupOther holds tensors the schema does not know.
-	GroupOther Group = iota
+	// groupOther holds tensors the schema does not know.
+	groupOther Group = iota
 
 	// KDA (linear attention) layers, self_attn.*.
-	GroupKDAQ      // kda.q_proj
-	GroupKDAK      // kda.k_proj
-	GroupKDAV      // kda.v_proj
-	GroupKDAG      // kda.g_proj: the full-rank output gate
-	GroupKDAO      // kda.o_proj
-	GroupKDAFA     // kda.f_a_proj
-	GroupKDAFB     // kda.f_b_proj
-	GroupKDAB      // kda.b_proj
+	groupKDAQ      // kda.q_proj
+	groupKDAK      // kda.k_proj
+	groupKDAV      // kda.v_proj
+	groupKDAG      // kda.g_proj: the full-rank output gate
+	groupKDAO      // kda.o_proj
+	groupKDAFA     // kda.f_a_proj
+	groupKDAFB     // kda.f_b_proj
+	groupKDAB      // kda.b_proj
 	GroupKDAConv   // kda.conv1d: q_conv1d, k_conv1d, v_conv1d
 	GroupKDADTBias // kda.dt_bias: one value per head channel
 	GroupKDAALog   // kda.A_log: one value per head, zero padded to ALogAlign
 	GroupKDAONorm  // kda.o_norm
 
 	// MLA (full attention) layers, self_attn.*.
-	GroupMLAQA      // mla.q_a_proj
+	groupMLAQA      // mla.q_a_proj
 	GroupMLAQANorm  // mla.q_a_layernorm
-	GroupMLAQB      // mla.q_b_proj
-	GroupMLAKVA     // mla.kv_a_proj_with_mqa
+	groupMLAQB      // mla.q_b_proj
+	groupMLAKVA     // mla.kv_a_proj_with_mqa
 	GroupMLAKVANorm // mla.kv_a_layernorm
-	GroupMLAKVB     // mla.kv_b_proj
-	GroupMLAO       // mla.o_proj
-	GroupMLAG       // mla.g_proj: the output gate (mla_use_output_gate)
+	groupMLAKVB     // mla.kv_b_proj
+	groupMLAO       // mla.o_proj
+	groupMLAG       // mla.g_proj: the output gate (mla_use_output_gate)
 
 	// The dense MLP of the first_k_dense_replace layers, mlp.*.
-	GroupDenseGate // dense_mlp.gate_proj
-	GroupDenseUp   // dense_mlp.up_proj
-	GroupDenseDown // dense_mlp.down_proj
+	groupDenseGate // dense_mlp.gate_proj
+	groupDenseUp   // dense_mlp.up_proj
+	groupDenseDown // dense_mlp.down_proj
 
 	// MoE layers, block_sparse_moe.*.
-	GroupRouterGate // router.gate: gate.weight
-	GroupRouterBias // router.e_score_correction_bias
-	GroupLatentDown // latent.down_proj: routed_expert_down_proj (hidden → latent)
-	GroupLatentUp   // latent.up_proj: routed_expert_up_proj (latent → hidden)
+	groupRouterGate // router.gate: gate.weight
+	groupRouterBias // router.e_score_correction_bias
+	groupLatentDown // latent.down_proj: routed_expert_down_proj (hidden → latent)
+	groupLatentUp   // latent.up_proj: routed_expert_up_proj (latent → hidden)
 	GroupLatentNorm // latent.norm: routed_expert_norm
-	GroupSharedGate // shared_experts.gate_proj
-	GroupSharedUp   // shared_experts.up_proj
-	GroupSharedDown // shared_experts.down_proj
+	groupSharedGate // shared_experts.gate_proj
+	groupSharedUp   // shared_experts.up_proj
+	groupSharedDown // shared_experts.down_proj
 	GroupExperts    // experts: the routed experts (w1 gate, w2 down, w3 up)
 
 	// Per-layer norms.
-	GroupLayerNorms // layer_norms: input_layernorm, post_attention_layernorm
-	GroupAttnRes    // attn_res: self_attention_res_norm/proj, mlp_res_norm/proj
+	groupLayerNorms // layer_norms: input_layernorm, post_attention_layernorm
+	groupAttnRes    // attn_res: self_attention_res_norm/proj, mlp_res_norm/proj
 
 	// Model level.
 	GroupEmbedding   // embedding: embed_tokens
@@ -77,44 +77,44 @@ var groupInfo = [NumGroups]struct {
 	name string
 	comp Component
 }{
-	GroupOther:       {"other", Other},
-	GroupKDAQ:        {"kda.q_proj", AttentionKDA},
-	GroupKDAK:        {"kda.k_proj", AttentionKDA},
-	GroupKDAV:        {"kda.v_proj", AttentionKDA},
-	GroupKDAG:        {"kda.g_proj", AttentionKDA},
-	GroupKDAO:        {"kda.o_proj", AttentionKDA},
-	GroupKDAFA:       {"kda.f_a_proj", AttentionKDA},
-	GroupKDAFB:       {"kda.f_b_proj", AttentionKDA},
-	GroupKDAB:        {"kda.b_proj", AttentionKDA},
+	groupOther:       {"other", Other},
+	groupKDAQ:        {"kda.q_proj", AttentionKDA},
+	groupKDAK:        {"kda.k_proj", AttentionKDA},
+	groupKDAV:        {"kda.v_proj", AttentionKDA},
+	groupKDAG:        {"kda.g_proj", AttentionKDA},
+	groupKDAO:        {"kda.o_proj", AttentionKDA},
+	groupKDAFA:       {"kda.f_a_proj", AttentionKDA},
+	groupKDAFB:       {"kda.f_b_proj", AttentionKDA},
+	groupKDAB:        {"kda.b_proj", AttentionKDA},
 	GroupKDAConv:     {"kda.conv1d", AttentionKDA},
 	GroupKDADTBias:   {"kda.dt_bias", AttentionKDA},
 	GroupKDAALog:     {"kda.A_log", AttentionKDA},
 	GroupKDAONorm:    {"kda.o_norm", AttentionKDA},
-	GroupMLAQA:       {"mla.q_a_proj", AttentionMLA},
+	groupMLAQA:       {"mla.q_a_proj", AttentionMLA},
 	GroupMLAQANorm:   {"mla.q_a_layernorm", AttentionMLA},
-	GroupMLAQB:       {"mla.q_b_proj", AttentionMLA},
-	GroupMLAKVA:      {"mla.kv_a_proj_with_mqa", AttentionMLA},
+	groupMLAQB:       {"mla.q_b_proj", AttentionMLA},
+	groupMLAKVA:      {"mla.kv_a_proj_with_mqa", AttentionMLA},
 	GroupMLAKVANorm:  {"mla.kv_a_layernorm", AttentionMLA},
-	GroupMLAKVB:      {"mla.kv_b_proj", AttentionMLA},
-	GroupMLAO:        {"mla.o_proj", AttentionMLA},
-	GroupMLAG:        {"mla.g_proj", AttentionMLA},
-	GroupDenseGate:   {"dense_mlp.gate_proj", DenseMLP},
-	GroupDenseUp:     {"dense_mlp.up_proj", DenseMLP},
-	GroupDenseDown:   {"dense_mlp.down_proj", DenseMLP},
-	GroupRouterGate:  {"router.gate", Router},
-	GroupRouterBias:  {"router.e_score_correction_bias", Router},
-	GroupLatentDown:  {"latent.down_proj", Latent},
-	GroupLatentUp:    {"latent.up_proj", Latent},
+	groupMLAKVB:      {"mla.kv_b_proj", AttentionMLA},
+	groupMLAO:        {"mla.o_proj", AttentionMLA},
+	groupMLAG:        {"mla.g_proj", AttentionMLA},
+	groupDenseGate:   {"dense_mlp.gate_proj", DenseMLP},
+	groupDenseUp:     {"dense_mlp.up_proj", DenseMLP},
+	groupDenseDown:   {"dense_mlp.down_proj", DenseMLP},
+	groupRouterGate:  {"router.gate", router},
+	groupRouterBias:  {"router.e_score_correction_bias", router},
+	groupLatentDown:  {"latent.down_proj", Latent},
+	groupLatentUp:    {"latent.up_proj", Latent},
 	GroupLatentNorm:  {"latent.norm", Latent},
-	GroupSharedGate:  {"shared_experts.gate_proj", SharedExperts},
-	GroupSharedUp:    {"shared_experts.up_proj", SharedExperts},
-	GroupSharedDown:  {"shared_experts.down_proj", SharedExperts},
+	groupSharedGate:  {"shared_experts.gate_proj", SharedExperts},
+	groupSharedUp:    {"shared_experts.up_proj", SharedExperts},
+	groupSharedDown:  {"shared_experts.down_proj", SharedExperts},
 	GroupExperts:     {"experts", RoutedExperts},
-	GroupLayerNorms:  {"layer_norms", Norms},
-	GroupAttnRes:     {"attn_res", Norms},
-	GroupEmbedding:   {"embedding", Embedding},
-	GroupLMHead:      {"lm_head", LMHead},
-	GroupFinalNorms:  {"final_norms", Norms},
+	groupLayerNorms:  {"layer_norms", norms},
+	groupAttnRes:     {"attn_res", norms},
+	GroupEmbedding:   {"embedding", embedding},
+	GroupLMHead:      {"lm_head", lMHead},
+	GroupFinalNorms:  {"final_norms", norms},
 	GroupVisionTower: {"vision_tower", Vision},
 	GroupMMProjector: {"mm_projector", Vision},
 }
@@ -152,7 +152,7 @@ func ParseGroup(s string) (Group, error) {
 			return Group(i), nil
 		}
 	}
-	return GroupOther, fmt.Errorf("model: unknown tensor group %q", s)
+	return groupOther, fmt.Errorf("model: unknown tensor group %q", s)
 }
 
 // GroupSet is a set of groups.
@@ -213,7 +213,7 @@ func ParseGroupSet(list string) (GroupSet, error) {
 		}
 		var fam GroupSet
 		for g := range Group(NumGroups) {
-			if g != GroupOther && g.Family() == item && strings.Contains(g.String(), ".") {
+			if g != groupOther && g.Family() == item && strings.Contains(g.String(), ".") {
 				fam |= Groups(g)
 			}
 		}

@@ -11,10 +11,10 @@ import (
 type Role uint8
 
 const (
-	// RoleParam is a parameter that is not a module's weight or companion
+	// roleParam is a parameter that is not a module's weight or companion
 	// (dt_bias, A_log, e_score_correction_bias, a bias); its module is the
 	// name without its last segment.
-	RoleParam Role = iota
+	roleParam Role = iota
 	// RoleWeight is X.weight (for ModelOpt NVFP4, the packed FP4 codes).
 	RoleWeight
 	// RolePacked is X.weight_packed: compressed-tensors packed codes (MXFP4, NVFP4).
@@ -26,16 +26,16 @@ const (
 	RoleScaleInv
 	// RoleScale2 is X.weight_scale_2: ModelOpt NVFP4's per-tensor second-level scale.
 	RoleScale2
-	// RoleInputScale is X.input_scale: a static activation scale.
-	RoleInputScale
-	// RoleGlobalScale is X.weight_global_scale: compressed-tensors NVFP4's per-tensor scale.
-	RoleGlobalScale
-	// RoleInputGlobalScale is X.input_global_scale: compressed-tensors NVFP4's activation scale.
-	RoleInputGlobalScale
-	// RoleZeroPoint is X.weight_zero_point: compressed-tensors asymmetric zero points.
-	RoleZeroPoint
+	// roleInputScale is X.input_scale: a static activation scale.
+	roleInputScale
+	// roleGlobalScale is X.weight_global_scale: compressed-tensors NVFP4's per-tensor scale.
+	roleGlobalScale
+	// roleInputGlobalScale is X.input_global_scale: compressed-tensors NVFP4's activation scale.
+	roleInputGlobalScale
+	// roleZeroPoint is X.weight_zero_point: compressed-tensors asymmetric zero points.
+	roleZeroPoint
 
-	numRoles = int(RoleZeroPoint) + 1
+	numRoles = int(roleZeroPoint) + 1
 )
 
 // roleSuffix is each role's last name segment ("" for RoleParam).
@@ -45,16 +45,16 @@ var roleSuffix = [numRoles]string{
 	RoleScale:            "weight_scale",
 	RoleScaleInv:         "weight_scale_inv",
 	RoleScale2:           "weight_scale_2",
-	RoleInputScale:       "input_scale",
-	RoleGlobalScale:      "weight_global_scale",
-	RoleInputGlobalScale: "input_global_scale",
-	RoleZeroPoint:        "weight_zero_point",
+	roleInputScale:       "input_scale",
+	roleGlobalScale:      "weight_global_scale",
+	roleInputGlobalScale: "input_global_scale",
+	roleZeroPoint:        "weight_zero_point",
 }
 
 // String is the role's name suffix ("weight_scale_inv"), "param" for RoleParam.
 func (r Role) String() string {
 	switch {
-	case r == RoleParam:
+	case r == roleParam:
 		return "param"
 	case int(r) < numRoles:
 		return roleSuffix[r]
@@ -94,15 +94,15 @@ func roleOf(last string) Role {
 	case "weight_scale_2":
 		return RoleScale2
 	case "input_scale":
-		return RoleInputScale
+		return roleInputScale
 	case "weight_global_scale":
-		return RoleGlobalScale
+		return roleGlobalScale
 	case "input_global_scale":
-		return RoleInputGlobalScale
+		return roleInputGlobalScale
 	case "weight_zero_point":
-		return RoleZeroPoint
+		return roleZeroPoint
 	}
-	return RoleParam
+	return roleParam
 }
 
 // ExpertProj is which of a routed expert's three projections a tensor is.
@@ -177,7 +177,7 @@ func (c *Classifier) ParseName(name string) TensorName {
 	// key is what names the tensor's kind from offset off on: its module, or
 	// the whole name for a parameter.
 	key := func(off int) string {
-		if role == RoleParam {
+		if role == roleParam {
 			return name[off:]
 		}
 		if len(module) < off {
@@ -241,7 +241,7 @@ func topLevelGroup(name string) Group {
 	case strings.HasPrefix(rest, "mm_projector."):
 		return GroupMMProjector
 	}
-	return GroupOther
+	return groupOther
 }
 
 func isWord(s string) bool {
@@ -291,52 +291,52 @@ type layerGroup struct{ kda, mla Group }
 // block_sparse_moe in K3; the mlp. spellings of the router and the shared
 // experts are accepted as other exports write them.
 var layerGroups = map[string]layerGroup{
-	"input_layernorm":          {GroupLayerNorms, 0},
-	"post_attention_layernorm": {GroupLayerNorms, 0},
-	"self_attention_res_norm":  {GroupAttnRes, 0},
-	"mlp_res_norm":             {GroupAttnRes, 0},
-	"self_attention_res_proj":  {GroupAttnRes, 0},
-	"mlp_res_proj":             {GroupAttnRes, 0},
+	"input_layernorm":          {groupLayerNorms, 0},
+	"post_attention_layernorm": {groupLayerNorms, 0},
+	"self_attention_res_norm":  {groupAttnRes, 0},
+	"mlp_res_norm":             {groupAttnRes, 0},
+	"self_attention_res_proj":  {groupAttnRes, 0},
+	"mlp_res_proj":             {groupAttnRes, 0},
 
-	"self_attn.q_proj":    {GroupKDAQ, 0},
-	"self_attn.k_proj":    {GroupKDAK, 0},
-	"self_attn.v_proj":    {GroupKDAV, 0},
-	"self_attn.f_a_proj":  {GroupKDAFA, 0},
-	"self_attn.f_b_proj":  {GroupKDAFB, 0},
-	"self_attn.b_proj":    {GroupKDAB, 0},
+	"self_attn.q_proj":    {groupKDAQ, 0},
+	"self_attn.k_proj":    {groupKDAK, 0},
+	"self_attn.v_proj":    {groupKDAV, 0},
+	"self_attn.f_a_proj":  {groupKDAFA, 0},
+	"self_attn.f_b_proj":  {groupKDAFB, 0},
+	"self_attn.b_proj":    {groupKDAB, 0},
 	"self_attn.q_conv1d":  {GroupKDAConv, 0},
 	"self_attn.k_conv1d":  {GroupKDAConv, 0},
 	"self_attn.v_conv1d":  {GroupKDAConv, 0},
 	"self_attn.dt_bias":   {GroupKDADTBias, 0},
 	"self_attn.A_log":     {GroupKDAALog, 0},
 	"self_attn.o_norm":    {GroupKDAONorm, 0},
-	"self_attn.o_proj":    {GroupKDAO, GroupMLAO},
-	"self_attn.g_proj":    {GroupKDAG, GroupMLAG},
-	"self_attn.q_a_proj":  {0, GroupMLAQA},
-	"self_attn.q_b_proj":  {0, GroupMLAQB},
-	"self_attn.kv_b_proj": {0, GroupMLAKVB},
+	"self_attn.o_proj":    {groupKDAO, groupMLAO},
+	"self_attn.g_proj":    {groupKDAG, groupMLAG},
+	"self_attn.q_a_proj":  {0, groupMLAQA},
+	"self_attn.q_b_proj":  {0, groupMLAQB},
+	"self_attn.kv_b_proj": {0, groupMLAKVB},
 
 	"self_attn.q_a_layernorm":      {0, GroupMLAQANorm},
-	"self_attn.kv_a_proj_with_mqa": {0, GroupMLAKVA},
+	"self_attn.kv_a_proj_with_mqa": {0, groupMLAKVA},
 	"self_attn.kv_a_layernorm":     {0, GroupMLAKVANorm},
 
-	"mlp.gate_proj": {GroupDenseGate, 0},
-	"mlp.up_proj":   {GroupDenseUp, 0},
-	"mlp.down_proj": {GroupDenseDown, 0},
+	"mlp.gate_proj": {groupDenseGate, 0},
+	"mlp.up_proj":   {groupDenseUp, 0},
+	"mlp.down_proj": {groupDenseDown, 0},
 
-	"block_sparse_moe.gate": {GroupRouterGate, 0},
-	"mlp.gate":              {GroupRouterGate, 0},
-	"block_sparse_moe.gate.e_score_correction_bias": {GroupRouterBias, 0},
-	"mlp.gate.e_score_correction_bias":              {GroupRouterBias, 0},
-	"block_sparse_moe.routed_expert_down_proj":      {GroupLatentDown, 0},
-	"block_sparse_moe.routed_expert_up_proj":        {GroupLatentUp, 0},
+	"block_sparse_moe.gate": {groupRouterGate, 0},
+	"mlp.gate":              {groupRouterGate, 0},
+	"block_sparse_moe.gate.e_score_correction_bias": {groupRouterBias, 0},
+	"mlp.gate.e_score_correction_bias":              {groupRouterBias, 0},
+	"block_sparse_moe.routed_expert_down_proj":      {groupLatentDown, 0},
+	"block_sparse_moe.routed_expert_up_proj":        {groupLatentUp, 0},
 	"block_sparse_moe.routed_expert_norm":           {GroupLatentNorm, 0},
-	"block_sparse_moe.shared_experts.gate_proj":     {GroupSharedGate, 0},
-	"block_sparse_moe.shared_experts.up_proj":       {GroupSharedUp, 0},
-	"block_sparse_moe.shared_experts.down_proj":     {GroupSharedDown, 0},
-	"mlp.shared_experts.gate_proj":                  {GroupSharedGate, 0},
-	"mlp.shared_experts.up_proj":                    {GroupSharedUp, 0},
-	"mlp.shared_experts.down_proj":                  {GroupSharedDown, 0},
+	"block_sparse_moe.shared_experts.gate_proj":     {groupSharedGate, 0},
+	"block_sparse_moe.shared_experts.up_proj":       {groupSharedUp, 0},
+	"block_sparse_moe.shared_experts.down_proj":     {groupSharedDown, 0},
+	"mlp.shared_experts.gate_proj":                  {groupSharedGate, 0},
+	"mlp.shared_experts.up_proj":                    {groupSharedUp, 0},
+	"mlp.shared_experts.down_proj":                  {groupSharedDown, 0},
 }
 
 // textTopGroups are the text model's tensors outside the layers, keyed by
@@ -354,8 +354,8 @@ func LayerOf(name string) (layer int, ok bool) {
 	return t.Layer, t.Layer >= 0
 }
 
-// ExpertOf returns the routed expert index of an expert tensor.
-func ExpertOf(name string) (expert int, ok bool) {
+// expertOf returns the routed expert index of an expert tensor.
+func expertOf(name string) (expert int, ok bool) {
 	t := ParseName(name)
 	return t.Expert, t.Expert >= 0
 }

@@ -32,9 +32,9 @@ func TestGroupNames(t *testing.T) {
 		}
 		// The component is the family's, read off the name.
 		fam := map[string]Component{"kda": AttentionKDA, "mla": AttentionMLA, "dense_mlp": DenseMLP,
-			"router": Router, "latent": Latent, "shared_experts": SharedExperts, "experts": RoutedExperts,
-			"layer_norms": Norms, "attn_res": Norms, "final_norms": Norms, "embedding": Embedding,
-			"lm_head": LMHead, "vision_tower": Vision, "mm_projector": Vision, "other": Other}
+			"router": router, "latent": Latent, "shared_experts": SharedExperts, "experts": RoutedExperts,
+			"layer_norms": norms, "attn_res": norms, "final_norms": norms, "embedding": embedding,
+			"lm_head": lMHead, "vision_tower": Vision, "mm_projector": Vision, "other": Other}
 		if c := fam[strings.SplitN(n, ".", 2)[0]]; g.Component() != c {
 			t.Errorf("%s: component %v, want %v", n, g.Component(), c)
 		}
@@ -51,10 +51,10 @@ func TestParseGroupSet(t *testing.T) {
 	}{
 		{"", 0},
 		{"experts", Groups(GroupExperts)},
-		{" mla.q_b_proj , kda.q_proj", Groups(GroupMLAQB, GroupKDAQ)},
-		{"shared_experts", Groups(GroupSharedGate, GroupSharedUp, GroupSharedDown)},
-		{"latent,dense_mlp.down_proj", Groups(GroupLatentDown, GroupLatentUp, GroupLatentNorm, GroupDenseDown)},
-		{"router", Groups(GroupRouterGate, GroupRouterBias)},
+		{" mla.q_b_proj , kda.q_proj", Groups(groupMLAQB, groupKDAQ)},
+		{"shared_experts", Groups(groupSharedGate, groupSharedUp, groupSharedDown)},
+		{"latent,dense_mlp.down_proj", Groups(groupLatentDown, groupLatentUp, GroupLatentNorm, groupDenseDown)},
+		{"router", Groups(groupRouterGate, groupRouterBias)},
 	}
 	for _, c := range cases {
 		got, err := ParseGroupSet(c.in)
@@ -66,7 +66,7 @@ func TestParseGroupSet(t *testing.T) {
 		}
 	}
 	kda, err := ParseGroupSet("kda")
-	if err != nil || len(kda.Members()) != 12 || kda.Has(GroupMLAO) || !kda.Has(GroupKDAALog) {
+	if err != nil || len(kda.Members()) != 12 || kda.Has(groupMLAO) || !kda.Has(GroupKDAALog) {
 		t.Errorf("kda family: %v, %v", kda, err)
 	}
 	for _, bad := range []string{"kda.x", "nope", "kda,,mla", "other.x"} {
@@ -74,7 +74,7 @@ func TestParseGroupSet(t *testing.T) {
 			t.Errorf("ParseGroupSet(%q) = %v", bad, err)
 		}
 	}
-	if AllGroups.Has(GroupOther) || len(AllGroups.Members()) != NumGroups-1 {
+	if AllGroups.Has(groupOther) || len(AllGroups.Members()) != NumGroups-1 {
 		t.Errorf("AllGroups = %v", AllGroups)
 	}
 }
@@ -93,61 +93,61 @@ func TestParseName(t *testing.T) {
 	for _, P := range []string{"language_model.model.", "model."} {
 		L := P + "layers."
 		cases := map[string]want{
-			L + "0.self_attn.q_proj.weight":                          {GroupKDAQ, 0, -1, 0, L + "0.self_attn.q_proj", RoleWeight},
-			L + "0.self_attn.q_proj.weight_scale_inv":                {GroupKDAQ, 0, -1, 0, L + "0.self_attn.q_proj", RoleScaleInv},
-			L + "1.self_attn.k_proj.weight_scale":                    {GroupKDAK, 1, -1, 0, L + "1.self_attn.k_proj", RoleScale},
-			L + "1.self_attn.v_proj.input_scale":                     {GroupKDAV, 1, -1, 0, L + "1.self_attn.v_proj", RoleInputScale},
-			L + "2.self_attn.g_proj.weight":                          {GroupKDAG, 2, -1, 0, L + "2.self_attn.g_proj", RoleWeight},
-			L + "3.self_attn.g_proj.weight":                          {GroupMLAG, 3, -1, 0, L + "3.self_attn.g_proj", RoleWeight},
-			L + "2.self_attn.o_proj.weight_scale_2":                  {GroupKDAO, 2, -1, 0, L + "2.self_attn.o_proj", RoleScale2},
-			L + "92.self_attn.o_proj.weight":                         {GroupMLAO, 92, -1, 0, L + "92.self_attn.o_proj", RoleWeight},
-			L + "5.self_attn.f_a_proj.weight":                        {GroupKDAFA, 5, -1, 0, L + "5.self_attn.f_a_proj", RoleWeight},
-			L + "5.self_attn.f_b_proj.weight":                        {GroupKDAFB, 5, -1, 0, L + "5.self_attn.f_b_proj", RoleWeight},
-			L + "5.self_attn.b_proj.weight":                          {GroupKDAB, 5, -1, 0, L + "5.self_attn.b_proj", RoleWeight},
+			L + "0.self_attn.q_proj.weight":                          {groupKDAQ, 0, -1, 0, L + "0.self_attn.q_proj", RoleWeight},
+			L + "0.self_attn.q_proj.weight_scale_inv":                {groupKDAQ, 0, -1, 0, L + "0.self_attn.q_proj", RoleScaleInv},
+			L + "1.self_attn.k_proj.weight_scale":                    {groupKDAK, 1, -1, 0, L + "1.self_attn.k_proj", RoleScale},
+			L + "1.self_attn.v_proj.input_scale":                     {groupKDAV, 1, -1, 0, L + "1.self_attn.v_proj", roleInputScale},
+			L + "2.self_attn.g_proj.weight":                          {groupKDAG, 2, -1, 0, L + "2.self_attn.g_proj", RoleWeight},
+			L + "3.self_attn.g_proj.weight":                          {groupMLAG, 3, -1, 0, L + "3.self_attn.g_proj", RoleWeight},
+			L + "2.self_attn.o_proj.weight_scale_2":                  {groupKDAO, 2, -1, 0, L + "2.self_attn.o_proj", RoleScale2},
+			L + "92.self_attn.o_proj.weight":                         {groupMLAO, 92, -1, 0, L + "92.self_attn.o_proj", RoleWeight},
+			L + "5.self_attn.f_a_proj.weight":                        {groupKDAFA, 5, -1, 0, L + "5.self_attn.f_a_proj", RoleWeight},
+			L + "5.self_attn.f_b_proj.weight":                        {groupKDAFB, 5, -1, 0, L + "5.self_attn.f_b_proj", RoleWeight},
+			L + "5.self_attn.b_proj.weight":                          {groupKDAB, 5, -1, 0, L + "5.self_attn.b_proj", RoleWeight},
 			L + "5.self_attn.v_conv1d.weight":                        {GroupKDAConv, 5, -1, 0, L + "5.self_attn.v_conv1d", RoleWeight},
-			L + "5.self_attn.dt_bias":                                {GroupKDADTBias, 5, -1, 0, L + "5.self_attn", RoleParam},
-			L + "5.self_attn.A_log":                                  {GroupKDAALog, 5, -1, 0, L + "5.self_attn", RoleParam},
+			L + "5.self_attn.dt_bias":                                {GroupKDADTBias, 5, -1, 0, L + "5.self_attn", roleParam},
+			L + "5.self_attn.A_log":                                  {GroupKDAALog, 5, -1, 0, L + "5.self_attn", roleParam},
 			L + "5.self_attn.o_norm.weight":                          {GroupKDAONorm, 5, -1, 0, L + "5.self_attn.o_norm", RoleWeight},
-			L + "7.self_attn.q_a_proj.weight":                        {GroupMLAQA, 7, -1, 0, L + "7.self_attn.q_a_proj", RoleWeight},
+			L + "7.self_attn.q_a_proj.weight":                        {groupMLAQA, 7, -1, 0, L + "7.self_attn.q_a_proj", RoleWeight},
 			L + "7.self_attn.q_a_layernorm.weight":                   {GroupMLAQANorm, 7, -1, 0, L + "7.self_attn.q_a_layernorm", RoleWeight},
-			L + "7.self_attn.q_b_proj.weight_scale":                  {GroupMLAQB, 7, -1, 0, L + "7.self_attn.q_b_proj", RoleScale},
-			L + "7.self_attn.kv_a_proj_with_mqa.weight":              {GroupMLAKVA, 7, -1, 0, L + "7.self_attn.kv_a_proj_with_mqa", RoleWeight},
+			L + "7.self_attn.q_b_proj.weight_scale":                  {groupMLAQB, 7, -1, 0, L + "7.self_attn.q_b_proj", RoleScale},
+			L + "7.self_attn.kv_a_proj_with_mqa.weight":              {groupMLAKVA, 7, -1, 0, L + "7.self_attn.kv_a_proj_with_mqa", RoleWeight},
 			L + "7.self_attn.kv_a_layernorm.weight":                  {GroupMLAKVANorm, 7, -1, 0, L + "7.self_attn.kv_a_layernorm", RoleWeight},
-			L + "7.self_attn.kv_b_proj.weight":                       {GroupMLAKVB, 7, -1, 0, L + "7.self_attn.kv_b_proj", RoleWeight},
-			L + "0.mlp.gate_proj.weight":                             {GroupDenseGate, 0, -1, 0, L + "0.mlp.gate_proj", RoleWeight},
-			L + "0.mlp.up_proj.weight_scale_inv":                     {GroupDenseUp, 0, -1, 0, L + "0.mlp.up_proj", RoleScaleInv},
-			L + "0.mlp.down_proj.weight":                             {GroupDenseDown, 0, -1, 0, L + "0.mlp.down_proj", RoleWeight},
-			L + "1.block_sparse_moe.gate.weight":                     {GroupRouterGate, 1, -1, 0, L + "1.block_sparse_moe.gate", RoleWeight},
-			L + "1.block_sparse_moe.gate.e_score_correction_bias":    {GroupRouterBias, 1, -1, 0, L + "1.block_sparse_moe.gate", RoleParam},
-			L + "1.block_sparse_moe.routed_expert_down_proj.weight":  {GroupLatentDown, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_down_proj", RoleWeight},
-			L + "1.block_sparse_moe.routed_expert_up_proj.weight":    {GroupLatentUp, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_up_proj", RoleWeight},
+			L + "7.self_attn.kv_b_proj.weight":                       {groupMLAKVB, 7, -1, 0, L + "7.self_attn.kv_b_proj", RoleWeight},
+			L + "0.mlp.gate_proj.weight":                             {groupDenseGate, 0, -1, 0, L + "0.mlp.gate_proj", RoleWeight},
+			L + "0.mlp.up_proj.weight_scale_inv":                     {groupDenseUp, 0, -1, 0, L + "0.mlp.up_proj", RoleScaleInv},
+			L + "0.mlp.down_proj.weight":                             {groupDenseDown, 0, -1, 0, L + "0.mlp.down_proj", RoleWeight},
+			L + "1.block_sparse_moe.gate.weight":                     {groupRouterGate, 1, -1, 0, L + "1.block_sparse_moe.gate", RoleWeight},
+			L + "1.block_sparse_moe.gate.e_score_correction_bias":    {groupRouterBias, 1, -1, 0, L + "1.block_sparse_moe.gate", roleParam},
+			L + "1.block_sparse_moe.routed_expert_down_proj.weight":  {groupLatentDown, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_down_proj", RoleWeight},
+			L + "1.block_sparse_moe.routed_expert_up_proj.weight":    {groupLatentUp, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_up_proj", RoleWeight},
 			L + "1.block_sparse_moe.routed_expert_norm.weight":       {GroupLatentNorm, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_norm", RoleWeight},
-			L + "9.block_sparse_moe.shared_experts.gate_proj.weight": {GroupSharedGate, 9, -1, 0, L + "9.block_sparse_moe.shared_experts.gate_proj", RoleWeight},
-			L + "9.block_sparse_moe.shared_experts.up_proj.weight":   {GroupSharedUp, 9, -1, 0, L + "9.block_sparse_moe.shared_experts.up_proj", RoleWeight},
-			L + "9.block_sparse_moe.shared_experts.down_proj.weight_scale_inv": {GroupSharedDown, 9, -1, 0,
+			L + "9.block_sparse_moe.shared_experts.gate_proj.weight": {groupSharedGate, 9, -1, 0, L + "9.block_sparse_moe.shared_experts.gate_proj", RoleWeight},
+			L + "9.block_sparse_moe.shared_experts.up_proj.weight":   {groupSharedUp, 9, -1, 0, L + "9.block_sparse_moe.shared_experts.up_proj", RoleWeight},
+			L + "9.block_sparse_moe.shared_experts.down_proj.weight_scale_inv": {groupSharedDown, 9, -1, 0,
 				L + "9.block_sparse_moe.shared_experts.down_proj", RoleScaleInv},
 			L + "1.block_sparse_moe.experts.0.w1.weight_packed":  {GroupExperts, 1, 0, ExpertW1, L + "1.block_sparse_moe.experts.0.w1", RolePacked},
 			L + "1.block_sparse_moe.experts.10.w3.weight_scale":  {GroupExperts, 1, 10, ExpertW3, L + "1.block_sparse_moe.experts.10.w3", RoleScale},
 			L + "92.block_sparse_moe.experts.895.w2.weight":      {GroupExperts, 92, 895, ExpertW2, L + "92.block_sparse_moe.experts.895.w2", RoleWeight},
 			L + "4.block_sparse_moe.experts.7.w2.weight_scale_2": {GroupExperts, 4, 7, ExpertW2, L + "4.block_sparse_moe.experts.7.w2", RoleScale2},
-			L + "4.block_sparse_moe.experts.7.w1.input_scale":    {GroupExperts, 4, 7, ExpertW1, L + "4.block_sparse_moe.experts.7.w1", RoleInputScale},
+			L + "4.block_sparse_moe.experts.7.w1.input_scale":    {GroupExperts, 4, 7, ExpertW1, L + "4.block_sparse_moe.experts.7.w1", roleInputScale},
 			L + "4.block_sparse_moe.experts.7.w1.weight_global_scale": {GroupExperts, 4, 7, ExpertW1,
-				L + "4.block_sparse_moe.experts.7.w1", RoleGlobalScale},
+				L + "4.block_sparse_moe.experts.7.w1", roleGlobalScale},
 			L + "4.mlp.experts.3.up_proj.weight":      {GroupExperts, 4, 3, ExpertW3, L + "4.mlp.experts.3.up_proj", RoleWeight},
-			L + "0.input_layernorm.weight":            {GroupLayerNorms, 0, -1, 0, L + "0.input_layernorm", RoleWeight},
-			L + "0.post_attention_layernorm.weight":   {GroupLayerNorms, 0, -1, 0, L + "0.post_attention_layernorm", RoleWeight},
-			L + "0.self_attention_res_norm.weight":    {GroupAttnRes, 0, -1, 0, L + "0.self_attention_res_norm", RoleWeight},
-			L + "0.mlp_res_proj.weight":               {GroupAttnRes, 0, -1, 0, L + "0.mlp_res_proj", RoleWeight},
+			L + "0.input_layernorm.weight":            {groupLayerNorms, 0, -1, 0, L + "0.input_layernorm", RoleWeight},
+			L + "0.post_attention_layernorm.weight":   {groupLayerNorms, 0, -1, 0, L + "0.post_attention_layernorm", RoleWeight},
+			L + "0.self_attention_res_norm.weight":    {groupAttnRes, 0, -1, 0, L + "0.self_attention_res_norm", RoleWeight},
+			L + "0.mlp_res_proj.weight":               {groupAttnRes, 0, -1, 0, L + "0.mlp_res_proj", RoleWeight},
 			P + "embed_tokens.weight":                 {GroupEmbedding, -1, -1, 0, P + "embed_tokens", RoleWeight},
 			P + "norm.weight":                         {GroupFinalNorms, -1, -1, 0, P + "norm", RoleWeight},
 			P + "output_attn_res_norm.weight":         {GroupFinalNorms, -1, -1, 0, P + "output_attn_res_norm", RoleWeight},
 			P + "output_attn_res_proj.weight":         {GroupFinalNorms, -1, -1, 0, P + "output_attn_res_proj", RoleWeight},
-			L + "1.block_sparse_moe.new_thing.weight": {GroupOther, 1, -1, 0, L + "1.block_sparse_moe.new_thing", RoleWeight},
-			L + "500.self_attn.o_proj.weight":         {GroupOther, 500, -1, 0, L + "500.self_attn.o_proj", RoleWeight},
-			L + "500.self_attn.q_proj.weight":         {GroupKDAQ, 500, -1, 0, L + "500.self_attn.q_proj", RoleWeight},
-			P + "rotary_emb.inv_freq":                 {GroupOther, -1, -1, 0, P + "rotary_emb", RoleParam},
-			L + "x.self_attn.q_proj.weight":           {GroupOther, -1, -1, 0, L + "x.self_attn.q_proj", RoleWeight},
-			L + "3.weight":                            {GroupOther, 3, -1, 0, L + "3", RoleWeight},
+			L + "1.block_sparse_moe.new_thing.weight": {groupOther, 1, -1, 0, L + "1.block_sparse_moe.new_thing", RoleWeight},
+			L + "500.self_attn.o_proj.weight":         {groupOther, 500, -1, 0, L + "500.self_attn.o_proj", RoleWeight},
+			L + "500.self_attn.q_proj.weight":         {groupKDAQ, 500, -1, 0, L + "500.self_attn.q_proj", RoleWeight},
+			P + "rotary_emb.inv_freq":                 {groupOther, -1, -1, 0, P + "rotary_emb", roleParam},
+			L + "x.self_attn.q_proj.weight":           {groupOther, -1, -1, 0, L + "x.self_attn.q_proj", RoleWeight},
+			L + "3.weight":                            {groupOther, 3, -1, 0, L + "3", RoleWeight},
 		}
 		for name, w := range cases {
 			got := ParseName(name)
@@ -165,14 +165,14 @@ func TestParseName(t *testing.T) {
 		"mm_projector.proj.0.weight":                GroupMMProjector,
 		"mm_projector.post_norm.weight":             GroupMMProjector,
 		"language_model.mm_projector.proj.2.weight": GroupMMProjector,
-		"language_model.model.layers.3":             GroupOther,
-		"language_model.weight":                     GroupOther,
-		"model.weight":                              GroupOther,
-		"weight":                                    GroupOther,
-		"":                                          GroupOther,
-		".":                                         GroupOther,
-		"a.b.vision_tower.x":                        GroupOther,
-		"language_model.model.layers.1.block_sparse_moe.experts.": GroupOther,
+		"language_model.model.layers.3":             groupOther,
+		"language_model.weight":                     groupOther,
+		"model.weight":                              groupOther,
+		"weight":                                    groupOther,
+		"":                                          groupOther,
+		".":                                         groupOther,
+		"a.b.vision_tower.x":                        groupOther,
+		"language_model.model.layers.1.block_sparse_moe.experts.": groupOther,
 	} {
 		if got := ParseName(name); got.Group != g || got.Expert != -1 {
 			t.Errorf("ParseName(%q) = %+v, want group %v", name, got, g)
@@ -188,7 +188,7 @@ func TestParseNameCatalog(t *testing.T) {
 	counts := make([]int, NumGroups)
 	for _, ts := range c.Catalog() {
 		n := cl.ParseName(ts.Name)
-		if n.Group == GroupOther {
+		if n.Group == groupOther {
 			t.Fatalf("%s has no group", ts.Name)
 		}
 		counts[n.Group]++
@@ -201,9 +201,9 @@ func TestParseNameCatalog(t *testing.T) {
 	}
 	// Counts from the released layout: 69 KDA and 24 MLA layers, 92 MoE
 	// layers of 896 experts × 6 tensors, 27 vision blocks of 6 + 3 tensors.
-	want := map[Group]int{GroupKDAQ: 69, GroupKDAConv: 3 * 69, GroupKDAALog: 69, GroupMLAO: 24, GroupKDAO: 69,
-		GroupMLAG: 24, GroupDenseGate: 1, GroupRouterBias: 92, GroupSharedDown: 92, GroupExperts: 92 * 896 * 6,
-		GroupLayerNorms: 2 * 93, GroupAttnRes: 4 * 93, GroupFinalNorms: 3, GroupEmbedding: 1, GroupLMHead: 1,
+	want := map[Group]int{groupKDAQ: 69, GroupKDAConv: 3 * 69, GroupKDAALog: 69, groupMLAO: 24, groupKDAO: 69,
+		groupMLAG: 24, groupDenseGate: 1, groupRouterBias: 92, groupSharedDown: 92, GroupExperts: 92 * 896 * 6,
+		groupLayerNorms: 2 * 93, groupAttnRes: 4 * 93, GroupFinalNorms: 3, GroupEmbedding: 1, GroupLMHead: 1,
 		GroupVisionTower: 27*6 + 3, GroupMMProjector: 3}
 	for g, n := range want {
 		if counts[g] != n {
@@ -222,7 +222,7 @@ func TestSplitRole(t *testing.T) {
 			t.Errorf("%v.IsCompanion() = %v", r, r.IsCompanion())
 		}
 	}
-	if m, r := SplitRole("x.bias"); m != "x" || r != RoleParam || r.IsCompanion() {
+	if m, r := SplitRole("x.bias"); m != "x" || r != roleParam || r.IsCompanion() {
 		t.Errorf("x.bias: %q %v", m, r)
 	}
 	if m, r := SplitRole("weight"); m != "" || r != RoleWeight {
@@ -234,7 +234,7 @@ func TestScaleBlocks(t *testing.T) {
 	for _, c := range []struct{ n, k, r, c int64 }{
 		{576, 7168, 5, 56}, {96, 7168, 1, 56}, {12288, 128, 96, 1}, {128, 129, 1, 2}, {1, 1, 1, 1},
 	} {
-		if r, k := ScaleBlocks(c.n, c.k); r != c.r || k != c.c {
+		if r, k := scaleBlocks(c.n, c.k); r != c.r || k != c.c {
 			t.Errorf("ScaleBlocks(%d, %d) = %d, %d; want %d, %d", c.n, c.k, r, k, c.r, c.c)
 		}
 	}
@@ -274,7 +274,7 @@ func TestSideFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []SideFile{{"README.md", 5}, {"assets/logo.png", 3}, {"config.json", 2}, {"stray.safetensors", 22}, {"tiktoken.model", 3}}
+	want := []sideFile{{"README.md", 5}, {"assets/logo.png", 3}, {"config.json", 2}, {"stray.safetensors", 22}, {"tiktoken.model", 3}}
 	if !slices.Equal(got, want) {
 		t.Errorf("SideFiles = %v, want %v", got, want)
 	}
@@ -305,7 +305,7 @@ func FuzzParseName(f *testing.F) {
 		if (n.Expert >= 0) != (n.Group == GroupExperts) || (n.Expert >= 0 && n.Layer < 0) {
 			t.Fatalf("%q: %+v", name, n)
 		}
-		if n.Group != GroupOther && n.Group.Component() == Other {
+		if n.Group != groupOther && n.Group.Component() == Other {
 			t.Fatalf("%q: group %v has no component", name, n.Group)
 		}
 		if Classify(name) != n.Group.Component() {

@@ -94,7 +94,7 @@ func (c *Config) parseCompressedTensors(p *fields, q jobj) {
 		if t := p.str(w, "type", true); p.err == nil && t != "float" {
 			p.fail(w.name("type"), "MXFP4 weights must be \"float\", got %q", t)
 		}
-		c.GroupSize = p.size(w, "group_size", MaxDim)
+		c.GroupSize = p.size(w, "group_size", maxDim)
 		if p.err == nil && c.GroupSize != 32 {
 			p.fail(w.name("group_size"), "MXFP4 blocks are 32 elements, got %d", c.GroupSize)
 		}

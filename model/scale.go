@@ -31,8 +31,8 @@ func (s Scale) String() string {
 	return fmt.Sprintf("Scale(%d)", uint8(s))
 }
 
-// ParseScale parses a scale name.
-func ParseScale(name string) (Scale, error) {
+// parseScale parses a scale name.
+func parseScale(name string) (Scale, error) {
 	for i, n := range scaleNames {
 		if n == name {
 			return Scale(i), nil
@@ -44,7 +44,7 @@ func ParseScale(name string) (Scale, error) {
 // Set implements pflag.Value so a Scale can be a command-line flag; the
 // name's case does not matter there (--scale TINY).
 func (s *Scale) Set(name string) error {
-	v, err := ParseScale(strings.ToLower(name))
+	v, err := parseScale(strings.ToLower(name))
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ type ShardMatcher struct {
 	t      *templates
 	layers string          // TextPrefix() + "layers."
 	kinds  [2][2]layerKind // [MLA][MoE]: the tables of the four layer kinds
-	level  []map[string]Match
+	level  []map[string]match
 }
 
 // layerKind is the catalog of one kind of layer: the tail after
@@ -32,8 +32,8 @@ type layerKind struct {
 	expert []tmpl  // nil for a dense layer
 }
 
-// Match is a tensor's entry in its shard's catalog.
-type Match struct {
+// match is a tensor's entry in its shard's catalog.
+type match struct {
 	// Pos is the tensor's position in ShardTensors.
 	Pos int
 	// DType and Shape are what the catalog gives it (Shape is shared: not
@@ -85,9 +85,9 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 	// Model-level shards are small (K3: 5, 3 and 168 tensors): a map of
 	// their full names.
 	for i := c.NumLayers; i < c.NumShards(); i++ {
-		names := map[string]Match{}
+		names := map[string]match{}
 		for j, s := range c.shardTensors(t, i) {
-			names[s.Name] = Match{j, s.DType, s.Shape, cls.ParseName(s.Name).Group}
+			names[s.Name] = match{j, s.DType, s.Shape, cls.ParseName(s.Name).Group}
 		}
 		m.level = append(m.level, names)
 	}
@@ -120,22 +120,22 @@ func (m *ShardMatcher) kind(i int) *layerKind {
 
 // Find reports the named tensor's entry in the catalog of 0-based shard
 // i; ok is false when the shard's catalog has no tensor of that name.
-func (m *ShardMatcher) Find(i int, name string) (Match, bool) {
+func (m *ShardMatcher) Find(i int, name string) (match, bool) {
 	c := m.c
 	switch {
 	case i < 0 || i >= c.NumShards():
-		return Match{}, false
+		return match{}, false
 	case i >= c.NumLayers:
 		e, ok := m.level[i-c.NumLayers][name]
 		return e, ok
 	}
 	rest, ok := strings.CutPrefix(name, m.layers)
 	if !ok {
-		return Match{}, false
+		return match{}, false
 	}
 	n, rest, ok := canonicalInt(rest)
 	if !ok || n != i || rest == "" || rest[0] != '.' {
-		return Match{}, false
+		return match{}, false
 	}
 	rest = rest[1:]
 	k := m.kind(i)
@@ -145,19 +145,19 @@ func (m *ShardMatcher) Find(i int, name string) (Match, bool) {
 				er = er[1:]
 				for j, x := range k.expert {
 					if x.suffix == er {
-						return Match{k.n + e*len(k.expert) + j, x.dtype, x.shape, GroupExperts}, true
+						return match{k.n + e*len(k.expert) + j, x.dtype, x.shape, GroupExperts}, true
 					}
 				}
 			}
-			return Match{}, false // no other tensor of a layer is under experts.
+			return match{}, false // no other tensor of a layer is under experts.
 		}
 	}
 	j, ok := k.tail[rest]
 	if !ok {
-		return Match{}, false
+		return match{}, false
 	}
 	x := k.ts[j]
-	return Match{j, x.dtype, x.shape, k.groups[j]}, true
+	return match{j, x.dtype, x.shape, k.groups[j]}, true
 }
 
 // canonicalInt reads a decimal number at the start of s as strconv.Itoa

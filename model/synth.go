@@ -24,9 +24,9 @@ import (
 // ErrOutputExists: synth was pointed at a non-empty directory without Force.
 var ErrOutputExists = errors.New("output directory is not empty")
 
-// SynthChunkElems bounds the values generated at once per worker (256 KiB of
+// synthChunkElems bounds the values generated at once per worker (256 KiB of
 // float32), so memory stays flat whatever the tensor size.
-const SynthChunkElems = 64 << 10
+const synthChunkElems = 64 << 10
 
 // SynthOptions controls Synth.
 type SynthOptions struct {
@@ -253,9 +253,9 @@ func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf 
 	live := s.liveElems(ts.Name, n)
 	dist := distOf(ts.Name)
 	r := tensorStream(s.opts.Seed, ts.Name)
-	buf.out = bufs.Grow(buf.out, SynthChunkElems*width)
+	buf.out = bufs.Grow(buf.out, synthChunkElems*width)
 	for pos := int64(0); pos < n; {
-		k := int(min(n-pos, SynthChunkElems))
+		k := int(min(n-pos, synthChunkElems))
 		b := buf.out[:k*width]
 		for j := range k {
 			var v float32
@@ -293,7 +293,7 @@ func (s *synth) fillMXFP4(w *safetensors.Writer, weight string, packed, scale sa
 	if err != nil {
 		return err
 	}
-	band := max(1, SynthChunkElems/k)
+	band := max(1, synthChunkElems/k)
 	dist := distOf(weight)
 	r := tensorStream(s.opts.Seed, weight)
 	if g != quant.MXGroupSize {

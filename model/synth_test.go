@@ -264,7 +264,7 @@ func TestSynthTinyValues(t *testing.T) {
 	}
 
 	alog := f32s(readTensor(t, ck, P+"layers.0.self_attn.A_log"))
-	if len(alog) != ALogAlign {
+	if len(alog) != aLogAlign {
 		t.Fatalf("A_log has %d entries", len(alog))
 	}
 	for i, x := range alog {
@@ -515,7 +515,7 @@ func TestSynthBadConfigWritesNothing(t *testing.T) {
 	at(m, "text_config", "linear_attn_config")["full_attn_layers"].([]any)[5] = "24"
 	dir := filepath.Join(t.TempDir(), "out")
 	err := Synth(dir, SynthOptions{Config: encode(t, m)})
-	var fe *FieldError
+	var fe *fieldError
 	if !errors.As(err, &fe) || fe.Field != "text_config.linear_attn_config.full_attn_layers[5]" {
 		t.Fatalf("got %v", err)
 	}

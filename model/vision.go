@@ -1,8 +1,8 @@
 package model
 
-// VisionConfig is the vision tower and projector geometry, read from the
+// visionConfig is the vision tower and projector geometry, read from the
 // released vision_config fields.
-type VisionConfig struct {
+type visionConfig struct {
 	Hidden       int64 // vt_hidden_size
 	Layers       int64 // vt_num_hidden_layers
 	Intermediate int64 // vt_intermediate_size
@@ -20,19 +20,19 @@ type VisionConfig struct {
 // ProjIn is the projector's input width: MergeH × MergeW merged patches of
 // Hidden each (mm_projector.proj.0 is [ProjIn, ProjIn]). The config's
 // mm_hidden_size does not enter the shapes.
-func (v *VisionConfig) ProjIn() int64 { return v.Hidden * v.MergeH * v.MergeW }
+func (v *visionConfig) ProjIn() int64 { return v.Hidden * v.MergeH * v.MergeW }
 
 func (c *Config) parseVision(p *fields, top jobj) {
 	v, ok := p.object(top, "vision_config", false)
 	if !ok {
 		return
 	}
-	vc := &VisionConfig{}
-	vc.Hidden = p.size(v, "vt_hidden_size", MaxDim)
-	vc.Layers = p.size(v, "vt_num_hidden_layers", MaxLayers)
-	vc.Intermediate = p.size(v, "vt_intermediate_size", MaxDim)
-	vc.Heads = p.size(v, "vt_num_attention_heads", MaxDim)
-	vc.QKVHidden = p.size(v, "qkv_hidden_size", MaxDim)
+	vc := &visionConfig{}
+	vc.Hidden = p.size(v, "vt_hidden_size", maxDim)
+	vc.Layers = p.size(v, "vt_num_hidden_layers", maxLayers)
+	vc.Intermediate = p.size(v, "vt_intermediate_size", maxDim)
+	vc.Heads = p.size(v, "vt_num_attention_heads", maxDim)
+	vc.QKVHidden = p.size(v, "qkv_hidden_size", maxDim)
 	if p.err != nil {
 		return
 	}
@@ -60,11 +60,11 @@ func (c *Config) parseVision(p *fields, top jobj) {
 		p.fail(v.name("merge_kernel_size"), "sizes must be in 1..64, got [%d, %d]", mh, mw)
 	}
 	vc.MergeH, vc.MergeW = mh, mw
-	if th := p.sizeOr(v, "text_hidden_size", 1, MaxDim, c.Hidden); p.err == nil && th != c.Hidden {
+	if th := p.sizeOr(v, "text_hidden_size", 1, maxDim, c.Hidden); p.err == nil && th != c.Hidden {
 		p.fail(v.name("text_hidden_size"), "must equal text_config.hidden_size %d, got %d", c.Hidden, th)
 	}
-	if p.err == nil && vc.ProjIn() > MaxDim {
-		p.fail(v.name("merge_kernel_size"), "projector input %d × %d × %d is over %d", vc.Hidden, mh, mw, MaxDim)
+	if p.err == nil && vc.ProjIn() > maxDim {
+		p.fail(v.name("merge_kernel_size"), "projector input %d × %d × %d is over %d", vc.Hidden, mh, mw, maxDim)
 	}
 	if p.err == nil {
 		c.Vision = vc

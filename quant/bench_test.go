@@ -115,7 +115,7 @@ func BenchmarkDequantize(b *testing.B) {
 				setAVX2(kernel == "vector")
 				defer setAVX2(true)
 				runBands(b, w, func() []float32 { return make([]float32, BlockSize*benchK) }, func(dst []float32, band int) error {
-					return DequantizeBand(dst, fp8[band*BlockSize*benchK:(band+1)*BlockSize*benchK], scales[band*nkb:], BlockSize, benchK)
+					return dequantizeBand(dst, fp8[band*BlockSize*benchK:(band+1)*BlockSize*benchK], scales[band*nkb:], BlockSize, benchK)
 				})
 			})
 		}

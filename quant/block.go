@@ -15,29 +15,29 @@ const BlockSize = 128
 // without bound.
 const MaxK = 1 << 24
 
-// AmaxFloor is the floor DeepGEMM clamps a block's amax to before dividing by
+// amaxFloor is the floor DeepGEMM clamps a block's amax to before dividing by
 // 448, so an all-zero block gets a finite, non-zero scale.
-const AmaxFloor float32 = 1e-4
+const amaxFloor float32 = 1e-4
 
-// ScaleDiv is how the quantizer rounds sf = amax/448. The reference line
+// scaleDiv is how the quantizer rounds sf = amax/448. The reference line
 // `x_amax / 448.0` gives different float32 bits on the two torch backends, so
 // matching "the reference" bit for bit means choosing one.
-type ScaleDiv uint8
+type scaleDiv uint8
 
 const (
-	// DivCUDA multiplies by float32(1/448): torch's CUDA kernel for a tensor
+	// divCUDA multiplies by float32(1/448): torch's CUDA kernel for a tensor
 	// divided by a Python scalar computes the reciprocal once and multiplies,
 	// so this is what DeepGEMM's reference writes when run on a GPU (the
 	// default; every golden block of quant/testdata/torch differs from DivExact).
-	DivCUDA ScaleDiv = iota
-	// DivExact is the correctly rounded quotient, what torch computes on CPU.
-	DivExact
+	divCUDA scaleDiv = iota
+	// divExact is the correctly rounded quotient, what torch computes on CPU.
+	divExact
 )
 
-var scaleDivNames = [...]string{DivCUDA: "cuda", DivExact: "exact"}
+var scaleDivNames = [...]string{divCUDA: "cuda", divExact: "exact"}
 
 // String returns "cuda" or "exact".
-func (d ScaleDiv) String() string {
+func (d scaleDiv) String() string {
 	if int(d) >= len(scaleDivNames) {
 		return fmt.Sprintf("ScaleDiv(%d)", uint8(d))
 	}
@@ -45,7 +45,7 @@ func (d ScaleDiv) String() string {
 }
 
 // invMaxE4M3 is float32(1/448), the multiplier of DivCUDA.
-const invMaxE4M3 float32 = 1.0 / MaxE4M3
+const invMaxE4M3 float32 = 1.0 / maxE4M3
 
 // ScaleFmt is the form of the per-block scale.
 type ScaleFmt uint8
@@ -78,7 +78,7 @@ type Quantizer struct {
 	k     int
 	in    Elem
 	fmt   ScaleFmt
-	div   ScaleDiv
+	div   scaleDiv
 	num   Numerics
 	err   error // set by NewQuantizer for arguments out of range
 	nkb   int   // ⌈K/128⌉
@@ -104,7 +104,7 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 }
 
 // SetScaleDiv chooses how amax/448 is rounded (DivCUDA unless set).
-func (q *Quantizer) SetScaleDiv(d ScaleDiv) error {
+func (q *Quantizer) SetScaleDiv(d scaleDiv) error {
 	if int(d) >= len(scaleDivNames) {
 		return errorf(ErrShape, "unsupported scale division %v", d)
 	}
@@ -166,7 +166,7 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 		}
 		amax := q.bitsToF32(m)
 		sf := q.scale(amax)
-		if math.IsInf(float64(E4M3ToF32(E4M3FromF32(amax*(1/sf)))*sf), 0) {
+		if math.IsInf(float64(E4M3ToF32(e4M3FromF32(amax*(1/sf)))*sf), 0) {
 			return &ScaleOverflowError{Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
 		}
 		scales[kb] = sf
@@ -178,15 +178,15 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 // scale turns a block's amax into its scale: clamp, divide by 448, and for
 // UE8M0 round up to a power of two.
 func (q *Quantizer) scale(amax float32) float32 {
-	amax = max(amax, AmaxFloor)
+	amax = max(amax, amaxFloor)
 	var sf float32
-	if q.div == DivExact {
-		sf = amax / MaxE4M3
+	if q.div == divExact {
+		sf = amax / maxE4M3
 	} else {
 		sf = amax * invMaxE4M3
 	}
 	if q.fmt == ScaleUE8M0 {
-		sf = CeilUE8M0(sf)
+		sf = ceilUE8M0(sf)
 	}
 	return sf
 }
@@ -237,10 +237,10 @@ func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error 
 	return errorf(ErrNonFinite, "row band %d, column block %d", band, kb) // unreachable: amax saw one
 }
 
-// DequantizeBand widens a band of rows×k FP8 E4M3FN bytes to float32,
+// dequantizeBand widens a band of rows×k FP8 E4M3FN bytes to float32,
 // multiplying each by its column block's scale (scales holds ⌈k/128⌉ values).
 // NaN codes stay NaN. Only the leading entries of the buffers are used.
-func DequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) error {
+func dequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) error {
 	if err := checkDequant(len(dst), src, scales, rows, k); err != nil {
 		return err
 	}

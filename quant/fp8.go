@@ -2,12 +2,12 @@ package quant
 
 import "math"
 
-// MaxE4M3 is the largest finite FP8 E4M3FN value (code 0x7E).
-const MaxE4M3 = 448
+// maxE4M3 is the largest finite FP8 E4M3FN value (code 0x7E).
+const maxE4M3 = 448
 
-// E4M3NaN is the FP8 E4M3FN NaN code; E4M3FN has no infinities, and
+// e4M3NaN is the FP8 E4M3FN NaN code; E4M3FN has no infinities, and
 // 0x7F|0x80 is the negative NaN.
-const E4M3NaN = 0x7F
+const e4M3NaN = 0x7F
 
 // Bit patterns of the float32 thresholds of the E4M3FN cast.
 const (
@@ -17,17 +17,17 @@ const (
 	f32BiasShift   = 0x3C000000 // (127-7)<<23: the exponent bias difference, in place
 )
 
-// E4M3FromF32 converts to FP8 E4M3FN exactly as torch's cast does
+// e4M3FromF32 converts to FP8 E4M3FN exactly as torch's cast does
 // (c10::detail::fp8e4m3fn_from_fp32_value): round to nearest even, subnormals
 // included (step 2^-9), and no saturation: magnitudes above 464 round into the
 // NaN code 0x7F (464 itself ties to 448), as do Inf and NaN, keeping the sign.
-func E4M3FromF32(f float32) uint8 {
+func e4M3FromF32(f float32) uint8 {
 	b := math.Float32bits(f)
 	sign := uint8(b>>24) & 0x80
 	a := b & 0x7FFFFFFF
 	switch {
 	case a >= f32Bits480:
-		return sign | E4M3NaN
+		return sign | e4M3NaN
 	case a < f32BitsMinNorm:
 		// In [0, 2^-6) the E4M3FN step is 2^-9; adding 2^14 in float32 leaves
 		// exactly round-to-nearest-even(|x|·2^9) in the low mantissa bits.
@@ -53,7 +53,7 @@ func e4m3Decode(c uint8) float32 {
 	exp, man := int(c>>3)&0xF, float64(c&7)
 	var v float64
 	switch {
-	case c&0x7F == E4M3NaN:
+	case c&0x7F == e4M3NaN:
 		// The NaN torch widens to (c10's bit manipulation leaves the code's
 		// mantissa bits in place): 0x7FF00000 with the sign.
 		return math.Float32frombits(uint32(c&0x80)<<24 | 0x7FF00000)
@@ -71,11 +71,11 @@ func e4m3Decode(c uint8) float32 {
 // E4M3ToF32 widens an FP8 E4M3FN code exactly; 0x7F and 0xFF are NaN.
 func E4M3ToF32(b uint8) float32 { return e4m3Table[b] }
 
-// CeilUE8M0 rounds a positive scale up to a power of two, DeepGEMM's
+// ceilUE8M0 rounds a positive scale up to a power of two, DeepGEMM's
 // ceil_to_ue8m0: the float32 exponent plus one when any mantissa bit is set,
 // clamped to the biased range [1, 254] (so the result is a normal float32 and
 // its exponent byte is a valid, non-NaN UE8M0 code). The sign is ignored.
-func CeilUE8M0(x float32) float32 {
+func ceilUE8M0(x float32) float32 {
 	b := math.Float32bits(x) & 0x7FFFFFFF
 	exp := b >> 23
 	if b&0x7FFFFF != 0 {

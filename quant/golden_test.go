@@ -179,7 +179,7 @@ func TestE4M3FromBF16AllGolden(t *testing.T) {
 	}
 	for b := range 1 << 16 {
 		f := BF16ToF32(uint16(b))
-		if got := E4M3FromF32(f); got != want[b] {
+		if got := e4M3FromF32(f); got != want[b] {
 			t.Errorf("E4M3FromF32(bf16 0x%04x = %g) = 0x%02x, torch 0x%02x", b, f, got, want[b])
 		}
 		if got := e4m3Select(f); got != want[b] {
@@ -217,7 +217,7 @@ func TestF16ToF32Golden(t *testing.T) {
 func TestE8M0ToF32Golden(t *testing.T) {
 	want := golden(t).mustSection(t, "casts/e8m0_to_f32")
 	for b := range 256 {
-		if got := math.Float32bits(E8M0ToF32(uint8(b))); got != u32At(want, b) {
+		if got := math.Float32bits(e8M0ToF32(uint8(b))); got != u32At(want, b) {
 			t.Errorf("E8M0ToF32(0x%02x) bits 0x%08x, torch 0x%08x", b, got, u32At(want, b))
 		}
 	}
@@ -299,7 +299,7 @@ func TestF32ToE4M3Exhaustive(t *testing.T) {
 		encode(F32, out, 0, in, 0, 1, len(out), 1)
 		for i, k := range out {
 			f := math.Float32frombits(c<<24 | uint32(i))
-			s, sel := E4M3FromF32(f), e4m3Select(f)
+			s, sel := e4M3FromF32(f), e4m3Select(f)
 			if k != s || sel != s {
 				t.Errorf("bits 0x%08x: E4M3FromF32 0x%02x, kernel 0x%02x, e4m3Select 0x%02x", c<<24|uint32(i), s, k, sel)
 				return
@@ -332,7 +332,7 @@ func TestF32ToBF16Exhaustive(t *testing.T) {
 }
 
 // quantizeAll block-quantizes a whole golden matrix band by band.
-func quantizeAll(t *testing.T, src []byte, e Elem, n, k int, f ScaleFmt, d ScaleDiv) (fp8 []byte, scales []float32) {
+func quantizeAll(t *testing.T, src []byte, e Elem, n, k int, f ScaleFmt, d scaleDiv) (fp8 []byte, scales []float32) {
 	t.Helper()
 	q := NewQuantizer(k, e, f)
 	if err := q.SetScaleDiv(d); err != nil {
@@ -376,7 +376,7 @@ func testBlockQuantGolden(t *testing.T) {
 			{ScaleUE8M0, c.BandSHAUE8M0, c.DeqF32UE8M0, c.DeqBF16UE8M0, c.CPUSHAUE8M0, c.CPUEqualsCUDAUE8M0},
 		} {
 			name := c.Name + "/" + fc.f.String()
-			fp8, scales := quantizeAll(t, src, e, c.N, c.K, fc.f, DivCUDA)
+			fp8, scales := quantizeAll(t, src, e, c.N, c.K, fc.f, divCUDA)
 			if want := g.mustSection(t, c.Name+"/scales_"+fc.f.String()); !bytes.Equal(f32Bytes(scales), want) {
 				for i := range scales {
 					if math.Float32bits(scales[i]) != u32At(want, i) {
@@ -397,7 +397,7 @@ func testBlockQuantGolden(t *testing.T) {
 				}
 			}
 			// torch on CPU divides exactly; DivExact must reproduce its bytes too.
-			cpu, cpuScales := quantizeAll(t, src, e, c.N, c.K, fc.f, DivExact)
+			cpu, cpuScales := quantizeAll(t, src, e, c.N, c.K, fc.f, divExact)
 			if got := shaHex(cpu); got != fc.cpuSHA {
 				t.Errorf("%s: DivExact bytes differ from torch on CPU", name)
 			}
@@ -410,7 +410,7 @@ func testBlockQuantGolden(t *testing.T) {
 			deqB := make([]byte, 2*c.N*c.K)
 			for b := range NumBlocks(c.N) {
 				r0, r1 := b*BlockSize, min(b*BlockSize+BlockSize, c.N)
-				if err := DequantizeBand(deq[r0*c.K:r1*c.K], fp8[r0*c.K:r1*c.K], scales[b*nkb:], r1-r0, c.K); err != nil {
+				if err := dequantizeBand(deq[r0*c.K:r1*c.K], fp8[r0*c.K:r1*c.K], scales[b*nkb:], r1-r0, c.K); err != nil {
 					t.Fatal(err)
 				}
 				if err := DequantizeBandBF16(deqB[2*r0*c.K:2*r1*c.K], fp8[r0*c.K:r1*c.K], scales[b*nkb:], r1-r0, c.K); err != nil {

@@ -109,7 +109,7 @@ func e4m3Select(f float32) uint8 {
 		r = s
 	}
 	if a >= f32Bits480 {
-		r = E4M3NaN
+		r = e4M3NaN
 	}
 	return uint8(r) | uint8(b>>24)&0x80
 }

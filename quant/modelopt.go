@@ -62,7 +62,7 @@ func (q *Quantizer) ZeroScaleBlocks() int64 { return q.zeros }
 // and the one through float32(1/448) for every BF16 amax (checked in the
 // tests), so torch's CPU and CUDA division agree.
 func modelOptScale(m uint16) float32 {
-	return BF16ToF32(F32ToBF16(BF16ToF32(m) / MaxE4M3))
+	return BF16ToF32(F32ToBF16(BF16ToF32(m) / maxE4M3))
 }
 
 // bf16ToE4M3 holds E4M3FromF32 of every BF16 pattern: the last two steps of
@@ -70,7 +70,7 @@ func modelOptScale(m uint16) float32 {
 var bf16ToE4M3 = sync.OnceValue(func() *[1 << 16]uint8 {
 	var t [1 << 16]uint8
 	for b := range t {
-		t[b] = E4M3FromF32(BF16ToF32(uint16(b)))
+		t[b] = e4M3FromF32(BF16ToF32(uint16(b)))
 	}
 	return &t
 })
@@ -96,9 +96,9 @@ func encodeModelOpt(dst []byte, dstStride int, src []byte, srcStride, rows, cols
 			for i := range d {
 				b := binary.LittleEndian.Uint16(s[2*i:])
 				if b&0x7FFF == 0 {
-					d[i] = 0x80 | E4M3NaN
+					d[i] = 0x80 | e4M3NaN
 				} else {
-					d[i] = uint8(b>>8)&0x80 | E4M3NaN
+					d[i] = uint8(b>>8)&0x80 | e4M3NaN
 				}
 			}
 		case sf < minNormalF32:

@@ -23,9 +23,9 @@ var e2m1Table = func() (t [16]float32) {
 	return t
 }()
 
-// E8M0ToF32 returns the scale 2^(b-127) an E8M0 byte stands for (code 0 is the
+// e8M0ToF32 returns the scale 2^(b-127) an E8M0 byte stands for (code 0 is the
 // float32 subnormal 2^-127), NaN for 0xFF.
-func E8M0ToF32(b uint8) float32 {
+func e8M0ToF32(b uint8) float32 {
 	switch b {
 	case 0:
 		return math.Float32frombits(1 << 22)
@@ -54,7 +54,7 @@ func DecodeMXFP4(dst []float32, packed, scales []byte) error {
 		if sb == E8M0NaN {
 			return errorf(ErrNonFinite, "MXFP4 scale of group %d (elements %d..%d) is NaN (0xff)", g, g*MXGroupSize, g*MXGroupSize+MXGroupSize-1)
 		}
-		s := E8M0ToF32(sb)
+		s := e8M0ToF32(sb)
 		d := dst[g*MXGroupSize : (g+1)*MXGroupSize]
 		p := packed[g*MXGroupSize/2 : (g+1)*MXGroupSize/2]
 		for i, b := range p {

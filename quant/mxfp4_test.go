@@ -64,7 +64,7 @@ func TestMXFP4Figures(t *testing.T) {
 			t.Errorf("element %d = %g, want %g", i, dst[i], want)
 		}
 	}
-	if E8M0ToF32(127) != 1 || E8M0ToF32(0) != 0x1p-127 || E8M0ToF32(254) != 0x1p127 || !math.IsNaN(float64(E8M0ToF32(255))) {
+	if e8M0ToF32(127) != 1 || e8M0ToF32(0) != 0x1p-127 || e8M0ToF32(254) != 0x1p127 || !math.IsNaN(float64(e8M0ToF32(255))) {
 		t.Error("E8M0ToF32 figures wrong")
 	}
 	for _, c := range []struct {

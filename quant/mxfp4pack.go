@@ -87,7 +87,7 @@ func PackMXFP4(packed, scales, src []byte, rows, k int) (PackStats, error) {
 			if amax == 0 {
 				st.ZeroGroups++
 			}
-			s := E8M0ToF32(sb)
+			s := e8M0ToF32(sb)
 			lossy := false
 			for i := 0; i < MXGroupSize; i += 2 {
 				lo, l1, s1 := packCode(x[i], s)

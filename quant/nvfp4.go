@@ -47,10 +47,10 @@ const (
 	e8m0Bias    = 127
 )
 
-// MinKMax and MaxKMax bound a K_max: the exponents of scale bytes 0x01 and 0xFE.
+// minKMax and MaxKMax bound a K_max: the exponents of scale bytes 0x01 and 0xFE.
 const (
-	MinKMax = 1 - e8m0Bias
-	MaxKMax = 0xFE - e8m0Bias
+	minKMax = 1 - e8m0Bias
+	maxKMax = 0xFE - e8m0Bias
 )
 
 // KMax accumulates K_max over the E8M0 scale bytes of one tensor, chunk by
@@ -118,10 +118,10 @@ func (s CastStats) Add(t CastStats) CastStats {
 	return CastStats{s.Blocks + t.Blocks, s.OutOfRange + t.OutOfRange, s.Lossy + t.Lossy}
 }
 
-// NVFP4Cast casts the row bands of one MXFP4 tensor of rows of K elements to
+// nVFP4Cast casts the row bands of one MXFP4 tensor of rows of K elements to
 // NVFP4 with a K_max fixed up front. It allocates nothing per band and is not
 // safe for concurrent use (one per worker and tensor).
-type NVFP4Cast struct {
+type nVFP4Cast struct {
 	k     int
 	kmax  int
 	stats CastStats
@@ -130,22 +130,22 @@ type NVFP4Cast struct {
 
 // NewNVFP4Cast returns a cast for rows of k elements (a multiple of 32) and the
 // tensor's (or the w1/w3 pair's) K_max, in [MinKMax, MaxKMax] or 0.
-func NewNVFP4Cast(k, kmax int) (*NVFP4Cast, error) {
+func NewNVFP4Cast(k, kmax int) (*nVFP4Cast, error) {
 	switch {
 	case k <= 0 || k > MaxK || k%MXGroupSize != 0:
 		return nil, errorf(ErrShape, "MXFP4 rows of %d elements: want a multiple of %d in [%d, %d]", k, MXGroupSize, MXGroupSize, MaxK)
-	case kmax < MinKMax || kmax > MaxKMax:
-		return nil, errorf(ErrShape, "K_max %d outside [%d, %d]", kmax, MinKMax, MaxKMax)
+	case kmax < minKMax || kmax > maxKMax:
+		return nil, errorf(ErrShape, "K_max %d outside [%d, %d]", kmax, minKMax, maxKMax)
 	}
-	return &NVFP4Cast{k: k, kmax: kmax}, nil
+	return &nVFP4Cast{k: k, kmax: kmax}, nil
 }
 
 // Scale2 returns weight_scale_2 = 2^(K_max − 8), exact (a float32 subnormal
 // for K_max < -118).
-func (c *NVFP4Cast) Scale2() float32 { return float32(math.Ldexp(1, c.kmax-nvScaleKMax)) }
+func (c *nVFP4Cast) Scale2() float32 { return float32(math.Ldexp(1, c.kmax-nvScaleKMax)) }
 
 // Stats returns the counts of the bands cast so far.
-func (c *NVFP4Cast) Stats() CastStats { return c.stats }
+func (c *nVFP4Cast) Stats() CastStats { return c.stats }
 
 // CastBand casts the next band of rows rows: srcPacked holds rows×K/2 code
 // bytes and srcScales rows×K/32 E8M0 bytes; dstPacked gets rows×K/2 NVFP4 code
@@ -153,7 +153,7 @@ func (c *NVFP4Cast) Stats() CastStats { return c.stats }
 // scale byte, or one above K_max (a K_max computed over other tensors), is an
 // error naming row and block, with nothing useful left in the outputs and the
 // counts unchanged.
-func (c *NVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, rows int) error {
+func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, rows int) error {
 	k := c.k
 	nb := k / MXGroupSize
 	switch {
@@ -241,7 +241,7 @@ type byteTable struct {
 // pow2E4M3[d+9] is the E4M3FN code of 2^d for d in [-9, 8].
 var pow2E4M3 = func() (t [nvWindow + 1]uint8) {
 	for i := range t {
-		t[i] = E4M3FromF32(float32(math.Ldexp(1, i+nvScaleKMin)))
+		t[i] = e4M3FromF32(float32(math.Ldexp(1, i+nvScaleKMin)))
 	}
 	return t
 }()
@@ -297,8 +297,8 @@ func nvRecode(c uint8, s int) (uint8, bool) {
 // reports whether a value changed.
 func castHot(dst, src []byte, kj, kmax int) bool {
 	p := float32(math.Ldexp(1, kj)) // 2^126 or 2^127: a float32
-	s := float32(MaxE4M3) * float32(math.Ldexp(1, kmax-nvScaleKMax))
-	scale := float64(MaxE4M3) * math.Ldexp(1, kmax-nvScaleKMax)
+	s := float32(maxE4M3) * float32(math.Ldexp(1, kmax-nvScaleKMax))
+	scale := float64(maxE4M3) * math.Ldexp(1, kmax-nvScaleKMax)
 	lossy := false
 	for i, b := range src[:16] {
 		var out uint8

@@ -38,7 +38,7 @@ func kmaxOf(t *testing.T, scales ...[]byte) int {
 	return k
 }
 
-func castAll(t *testing.T, packed, scales []byte, rows, k, kmax int) ([]byte, []byte, *NVFP4Cast) {
+func castAll(t *testing.T, packed, scales []byte, rows, k, kmax int) ([]byte, []byte, *nVFP4Cast) {
 	t.Helper()
 	c, err := NewNVFP4Cast(k, kmax)
 	if err != nil {
@@ -128,7 +128,7 @@ func TestNVFP4CastInRangeBytes(t *testing.T) {
 		}
 	}
 	for i, b := range scales {
-		want := E4M3FromF32(float32(math.Ldexp(1, int(b)-127+8)))
+		want := e4M3FromF32(float32(math.Ldexp(1, int(b)-127+8)))
 		if osc[2*i] != want || osc[2*i+1] != want {
 			t.Fatalf("block %d: scales 0x%02x 0x%02x, want 0x%02x", i, osc[2*i], osc[2*i+1], want)
 		}
@@ -249,8 +249,8 @@ func TestNVFP4CastNoAllocs(t *testing.T) {
 func TestModelOptScaleDivision(t *testing.T) {
 	for m := range uint16(0x7F80) {
 		a := BF16ToF32(m)
-		exact := F32ToBF16(float32(float64(a) / MaxE4M3)) // float64 quotient: double rounding cannot bite at 24 → 8 bits here
-		div := F32ToBF16(a / MaxE4M3)
+		exact := F32ToBF16(float32(float64(a) / maxE4M3)) // float64 quotient: double rounding cannot bite at 24 → 8 bits here
+		div := F32ToBF16(a / maxE4M3)
 		mul := F32ToBF16(a * invMaxE4M3)
 		if exact != div || div != mul || math.Float32bits(modelOptScale(m)) != uint32(div)<<16 {
 			t.Fatalf("amax 0x%04x: exact 0x%04x, div 0x%04x, mul 0x%04x", m, exact, div, mul)
@@ -316,7 +316,7 @@ func FuzzNVFP4Cast(f *testing.F) {
 			}
 			return
 		}
-		kmax := min(m.Value()+int(extra), MaxKMax)
+		kmax := min(m.Value()+int(extra), maxKMax)
 		c, err := NewNVFP4Cast(k, kmax)
 		if err != nil {
 			t.Fatal(err)
@@ -341,7 +341,7 @@ func TestModelOptReciprocal(t *testing.T) {
 		inv := 1 / sf
 		for range 48 {
 			x := BF16ToF32(uint16(rng.Uint32()) & 0x7FFF)
-			if x > sf*MaxE4M3*1.01 || math.IsInf(float64(x), 0) || x != x {
+			if x > sf*maxE4M3*1.01 || math.IsInf(float64(x), 0) || x != x {
 				continue
 			}
 			if a, b := F32ToBF16(x/sf), F32ToBF16(x*inv); a != b {

@@ -26,18 +26,18 @@ func TestE4M3FromF32Figures(t *testing.T) {
 		{7.5 * 0x1p-9, 0x08}, {0x1p-6, 0x08}, {1, 0x38}, {1.0625, 0x38}, {1.0625 + 0x1p-20, 0x39},
 		{240, 0x77}, {-0x1p-11, 0x80},
 	} {
-		if got := E4M3FromF32(c.f); got != c.want {
+		if got := e4M3FromF32(c.f); got != c.want {
 			t.Errorf("E4M3FromF32(%g) = 0x%02x, want 0x%02x", c.f, got, c.want)
 		}
 	}
-	if E4M3ToF32(0x7E) != MaxE4M3 || E4M3ToF32(0x01) != 0x1p-9 || E4M3ToF32(0xB8) != -1 {
+	if E4M3ToF32(0x7E) != maxE4M3 || E4M3ToF32(0x01) != 0x1p-9 || E4M3ToF32(0xB8) != -1 {
 		t.Errorf("E4M3ToF32 figures wrong: %g %g %g", E4M3ToF32(0x7E), E4M3ToF32(0x01), E4M3ToF32(0xB8))
 	}
 	for c := range 256 {
-		if c&0x7F == E4M3NaN {
+		if c&0x7F == e4M3NaN {
 			continue
 		}
-		if back := E4M3FromF32(E4M3ToF32(uint8(c))); back != uint8(c) {
+		if back := e4M3FromF32(E4M3ToF32(uint8(c))); back != uint8(c) {
 			t.Errorf("code 0x%02x round-trips to 0x%02x", c, back)
 		}
 	}
@@ -50,7 +50,7 @@ func TestCeilUE8M0(t *testing.T) {
 		{3e38, 0x1p127}, {float32(math.Inf(1)), 0x1p127}, // and to ≤ 254
 		{-3, 4}, // sign ignored (DeepGEMM takes abs)
 	} {
-		if got := CeilUE8M0(c.x); got != c.want {
+		if got := ceilUE8M0(c.x); got != c.want {
 			t.Errorf("CeilUE8M0(%g) = %g, want %g", c.x, got, c.want)
 		}
 	}
@@ -139,7 +139,7 @@ func testQuantizeErrorBound(t *testing.T) {
 					t.Fatal(err)
 				}
 				deq := make([]float32, rows*k)
-				if err := DequantizeBand(deq, dst, scales, rows, k); err != nil {
+				if err := dequantizeBand(deq, dst, scales, rows, k); err != nil {
 					t.Fatal(err)
 				}
 				for i := range deq {
@@ -158,7 +158,7 @@ func testQuantizeErrorBound(t *testing.T) {
 							amax = max(amax, float32(math.Abs(float64(elemValue(src, e, r*k+c)))))
 						}
 					}
-					if f == ScaleUE8M0 && (sf < max(amax, AmaxFloor)/MaxE4M3 || sf/2 >= max(amax, AmaxFloor)/MaxE4M3) {
+					if f == ScaleUE8M0 && (sf < max(amax, amaxFloor)/maxE4M3 || sf/2 >= max(amax, amaxFloor)/maxE4M3) {
 						t.Fatalf("UE8M0 scale %g for amax %g is not the least power of two ≥ amax/448", sf, amax)
 					}
 				}
@@ -190,7 +190,7 @@ func TestKernelsAgree(t *testing.T) {
 						t.Fatal(err)
 					}
 					deq[m] = make([]float32, rows*k)
-					if err := DequantizeBand(deq[m], out[0], sc[0], rows, k); err != nil {
+					if err := dequantizeBand(deq[m], out[0], sc[0], rows, k); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -213,7 +213,7 @@ func TestKernelsAgree(t *testing.T) {
 	for m := range 2 {
 		setAVX2(m == 0)
 		deq[m] = make([]float32, 256)
-		if err := DequantizeBand(deq[m], codes, []float32{0.75, 3}, 1, 256); err != nil {
+		if err := dequantizeBand(deq[m], codes, []float32{0.75, 3}, 1, 256); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -269,9 +269,9 @@ func TestQuantizeShapeErrors(t *testing.T) {
 		{"K too large", NewQuantizer(MaxK+1, BF16, ScaleFP32).QuantizeBand(dst, sc, src, 1)},
 		{"bad elem", NewQuantizer(256, Elem(9), ScaleFP32).QuantizeBand(dst, sc, src, 1)},
 		{"bad fmt", NewQuantizer(256, BF16, ScaleFmt(9)).QuantizeBand(dst, sc, src, 1)},
-		{"bad div", q.SetScaleDiv(ScaleDiv(9))},
-		{"dequant short", DequantizeBand(make([]float32, 10), dst, sc, 128, 256)},
-		{"dequant K 0", DequantizeBand(nil, dst, sc, 1, 0)},
+		{"bad div", q.SetScaleDiv(scaleDiv(9))},
+		{"dequant short", dequantizeBand(make([]float32, 10), dst, sc, 128, 256)},
+		{"dequant K 0", dequantizeBand(nil, dst, sc, 1, 0)},
 		{"dequant BF16 short", DequantizeBandBF16(make([]byte, 10), dst, sc, 128, 256)},
 	} {
 		if !errors.Is(c.err, ErrShape) {
@@ -290,7 +290,7 @@ func TestQuantizeNoAllocs(t *testing.T) {
 		if err := q.QuantizeBand(dst, sc, src, BlockSize); err != nil {
 			t.Fatal(err)
 		}
-		if err := DequantizeBand(deq, dst, sc, BlockSize, k); err != nil {
+		if err := dequantizeBand(deq, dst, sc, BlockSize, k); err != nil {
 			t.Fatal(err)
 		}
 	}); a != 0 {
@@ -302,7 +302,7 @@ func TestEnumStrings(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{BF16.String(), "BF16"}, {F16.String(), "F16"}, {F32.String(), "F32"}, {Elem(7).String(), "Elem(7)"},
 		{ScaleFP32.String(), "fp32"}, {ScaleUE8M0.String(), "ue8m0"}, {ScaleFmt(5).String(), "ScaleFmt(5)"},
-		{DivCUDA.String(), "cuda"}, {DivExact.String(), "exact"}, {ScaleDiv(4).String(), "ScaleDiv(4)"},
+		{divCUDA.String(), "cuda"}, {divExact.String(), "exact"}, {scaleDiv(4).String(), "ScaleDiv(4)"},
 	} {
 		if c.got != c.want {
 			t.Errorf("String() = %q, want %q", c.got, c.want)

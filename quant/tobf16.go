@@ -30,7 +30,7 @@ func MXFP4ToBF16(dst, packed, scales []byte) (nanGroups int, err error) {
 			}
 			continue
 		}
-		s := E8M0ToF32(scales[g])
+		s := e8M0ToF32(scales[g])
 		for i, b := range p {
 			binary.LittleEndian.PutUint16(d[4*i:], F32ToBF16(e2m1Table[b&0xF]*s))
 			binary.LittleEndian.PutUint16(d[4*i+2:], F32ToBF16(e2m1Table[b>>4]*s))

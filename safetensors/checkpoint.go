@@ -14,8 +14,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
-// OpenParallelism bounds how many headers are read at once.
-const OpenParallelism = 16
+// openParallelism bounds how many headers are read at once.
+const openParallelism = 16
 
 // MaxAuxSize bounds side files read next to the shards (config.json and the like).
 const MaxAuxSize = 64 << 20
@@ -105,7 +105,7 @@ func openWith(ctx context.Context, src source, root, indexName string) (*Checkpo
 }
 
 // keepAll walks the shards keeping every File: the Checkpoint Open returns.
-func (s *Shards) keepAll(ctx context.Context) (*Checkpoint, error) {
+func (s *shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 	c := s.c
 	c.Files = make([]*File, len(s.names))
 	err := s.walk(ctx, func(i int, f *File) error {
@@ -121,7 +121,7 @@ func (s *Shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 		return nil, err
 	}
 	if r, ok := c.src.(*remoteSource); ok {
-		c.HeaderBytesRead = r.s.Stats().Bytes
+		c.HeaderBytesRead = r.s.Stats().Fetched
 	}
 	s.shareNames()
 	return c, nil
@@ -131,7 +131,7 @@ func (s *Shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 // (the walk checked that each is there), so that the index's bytes, as large
 // as every header's names together, are not kept alive by substrings of them
 // while the checkpoint is open.
-func (s *Shards) shareNames() {
+func (s *shards) shareNames() {
 	c := s.c
 	if c.idx == nil || s.perFile == nil {
 		return

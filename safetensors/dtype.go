@@ -9,52 +9,52 @@ type DType uint8
 
 // The 22 dtypes of the reference, in its enum order (ascending alignment/size).
 const (
-	// BOOL is one byte per element, 0 or 1.
-	BOOL DType = iota
+	// bOOL is one byte per element, 0 or 1.
+	bOOL DType = iota
 	// F4 is a 4-bit float (E2M1); two elements per byte.
 	F4
-	// F6_E2M3 is a 6-bit float; four elements per three bytes.
-	F6_E2M3
-	// F6_E3M2 is a 6-bit float; four elements per three bytes.
-	F6_E3M2
+	// f6_E2M3 is a 6-bit float; four elements per three bytes.
+	f6_E2M3
+	// f6_E3M2 is a 6-bit float; four elements per three bytes.
+	f6_E3M2
 	// U8 is an unsigned byte (also the carrier of packed MXFP4 codes and E8M0 scales).
 	U8
-	// I8 is a signed byte.
-	I8
-	// F8_E5M2 is an 8-bit float with 5 exponent bits.
-	F8_E5M2
+	// i8 is a signed byte.
+	i8
+	// f8_E5M2 is an 8-bit float with 5 exponent bits.
+	f8_E5M2
 	// F8_E4M3 is the 8-bit E4M3FN float used by block-FP8 weights.
 	F8_E4M3
-	// F8_E8M0 is an 8-bit power-of-two scale (UE8M0).
-	F8_E8M0
-	// F8_E4M3FNUZ is AMD's E4M3 variant without negative zero.
-	F8_E4M3FNUZ
-	// F8_E5M2FNUZ is AMD's E5M2 variant without negative zero.
-	F8_E5M2FNUZ
-	// I16 is a signed 16-bit integer.
-	I16
-	// U16 is an unsigned 16-bit integer.
-	U16
+	// f8_E8M0 is an 8-bit power-of-two scale (UE8M0).
+	f8_E8M0
+	// f8_E4M3FNUZ is AMD's E4M3 variant without negative zero.
+	f8_E4M3FNUZ
+	// f8_E5M2FNUZ is AMD's E5M2 variant without negative zero.
+	f8_E5M2FNUZ
+	// i16 is a signed 16-bit integer.
+	i16
+	// u16 is an unsigned 16-bit integer.
+	u16
 	// F16 is IEEE half precision.
 	F16
 	// BF16 is bfloat16.
 	BF16
 	// I32 is a signed 32-bit integer.
 	I32
-	// U32 is an unsigned 32-bit integer.
-	U32
+	// u32 is an unsigned 32-bit integer.
+	u32
 	// F32 is IEEE single precision.
 	F32
-	// C64 is a complex number of two F32.
-	C64
-	// F64 is IEEE double precision.
-	F64
-	// I64 is a signed 64-bit integer.
-	I64
-	// U64 is an unsigned 64-bit integer.
-	U64
+	// c64 is a complex number of two F32.
+	c64
+	// f64 is IEEE double precision.
+	f64
+	// i64 is a signed 64-bit integer.
+	i64
+	// u64 is an unsigned 64-bit integer.
+	u64
 
-	numDTypes = int(U64) + 1
+	numDTypes = int(u64) + 1
 )
 
 // dtypeFacts is the one table of facts about each dtype: its name in headers and
@@ -63,12 +63,12 @@ var dtypeFacts = [numDTypes]struct {
 	name string
 	bits int64
 }{
-	BOOL: {"BOOL", 8}, F4: {"F4", 4}, F6_E2M3: {"F6_E2M3", 6}, F6_E3M2: {"F6_E3M2", 6},
-	U8: {"U8", 8}, I8: {"I8", 8}, F8_E5M2: {"F8_E5M2", 8}, F8_E4M3: {"F8_E4M3", 8},
-	F8_E8M0: {"F8_E8M0", 8}, F8_E4M3FNUZ: {"F8_E4M3FNUZ", 8}, F8_E5M2FNUZ: {"F8_E5M2FNUZ", 8},
-	I16: {"I16", 16}, U16: {"U16", 16}, F16: {"F16", 16}, BF16: {"BF16", 16},
-	I32: {"I32", 32}, U32: {"U32", 32}, F32: {"F32", 32}, C64: {"C64", 64},
-	F64: {"F64", 64}, I64: {"I64", 64}, U64: {"U64", 64},
+	bOOL: {"BOOL", 8}, F4: {"F4", 4}, f6_E2M3: {"F6_E2M3", 6}, f6_E3M2: {"F6_E3M2", 6},
+	U8: {"U8", 8}, i8: {"I8", 8}, f8_E5M2: {"F8_E5M2", 8}, F8_E4M3: {"F8_E4M3", 8},
+	f8_E8M0: {"F8_E8M0", 8}, f8_E4M3FNUZ: {"F8_E4M3FNUZ", 8}, f8_E5M2FNUZ: {"F8_E5M2FNUZ", 8},
+	i16: {"I16", 16}, u16: {"U16", 16}, F16: {"F16", 16}, BF16: {"BF16", 16},
+	I32: {"I32", 32}, u32: {"U32", 32}, F32: {"F32", 32}, c64: {"C64", 64},
+	f64: {"F64", 64}, i64: {"I64", 64}, u64: {"U64", 64},
 }
 
 var dtypeByName = func() map[string]DType {
@@ -98,8 +98,8 @@ func (d DType) Bits() int64 {
 // Valid reports whether d is one of the 22 known dtypes.
 func (d DType) Valid() bool { return int(d) < numDTypes }
 
-// ParseDType maps a header dtype name to its DType.
-func ParseDType(s string) (DType, error) {
+// parseDType maps a header dtype name to its DType.
+func parseDType(s string) (DType, error) {
 	if d, ok := dtypeByName[s]; ok {
 		return d, nil
 	}
@@ -116,7 +116,7 @@ func (d DType) MarshalText() ([]byte, error) {
 
 // UnmarshalText parses a header name.
 func (d *DType) UnmarshalText(b []byte) error {
-	v, err := ParseDType(string(b))
+	v, err := parseDType(string(b))
 	if err != nil {
 		return err
 	}

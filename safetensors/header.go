@@ -29,24 +29,24 @@ const maxTensorEstimate = 1 << 14
 // metadataKey is the reserved header key for free-form string metadata.
 const metadataKey = "__metadata__"
 
-// MaxMetadataSize bounds the bytes of a header's __metadata__ (keys and
+// maxMetadataSize bounds the bytes of a header's __metadata__ (keys and
 // values together). The reference sets no limit, but metadata is carried into
 // outputs (one copy per rank of a layout), so a file cannot make it huge.
-const MaxMetadataSize = 1 << 20
+const maxMetadataSize = 1 << 20
 
-// MaxHeaderBytesInFlight bounds the header bytes being read and parsed at any
+// maxHeaderBytesInFlight bounds the header bytes being read and parsed at any
 // moment in the process, whatever the number of files and how much each
 // claims: a checkpoint of many files that each claim MaxHeaderSize costs this
 // much memory, not the sum of the claims. It must be at least MaxHeaderSize:
 // a share larger than the whole budget would never be granted.
-const MaxHeaderBytesInFlight = 256 << 20
+const maxHeaderBytesInFlight = 256 << 20
 
 // The budget holds at least one header of the largest size accepted.
-var _ [MaxHeaderBytesInFlight - MaxHeaderSize]struct{}
+var _ [maxHeaderBytesInFlight - MaxHeaderSize]struct{}
 
 // headerBudget holds MaxHeaderBytesInFlight; a header read takes its length
 // from it before allocating and gives it back once parsed.
-var headerBudget = semaphore.NewWeighted(MaxHeaderBytesInFlight)
+var headerBudget = semaphore.NewWeighted(maxHeaderBytesInFlight)
 
 // ReadHeader reads and validates the header of a safetensors file of the given
 // size, reading exactly 8 bytes and then the header, never the data. path names
@@ -397,7 +397,7 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 						return t, err
 					}
 				}
-				if t.DType, err = ParseDType(ds); err != nil {
+				if t.DType, err = parseDType(ds); err != nil {
 					return t, err
 				}
 			case "shape":
@@ -497,8 +497,8 @@ func (p *parser) metadata() (map[string]string, error) {
 		if _, dup := m[k]; dup {
 			return nil, p.errf(ErrMetadata, "duplicate key %s", quote.Name(k))
 		}
-		if total += len(k) + len(v); total > MaxMetadataSize {
-			return nil, p.errf(ErrMetadata, "more than %d bytes of metadata (the limit)", MaxMetadataSize)
+		if total += len(k) + len(v); total > maxMetadataSize {
+			return nil, p.errf(ErrMetadata, "more than %d bytes of metadata (the limit)", maxMetadataSize)
 		}
 		m[k] = v
 		p.ws()

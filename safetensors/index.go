@@ -21,10 +21,10 @@ import (
 // IndexName is the conventional name of a sharded checkpoint's index.
 const IndexName = "model.safetensors.index.json"
 
-// MaxIndexSize bounds the index file read whole (Kimi-K3's, the largest this
+// maxIndexSize bounds the index file read whole (Kimi-K3's, the largest this
 // tool is meant for, is about 58 MB; 128 MiB leaves room for twice as many
 // tensors and keeps a hostile index from setting the memory).
-const MaxIndexSize = 128 << 20
+const maxIndexSize = 128 << 20
 
 // maxIndexMetadata bounds the index's metadata object, which is decoded as
 // generic JSON and carried into written indexes.
@@ -232,7 +232,7 @@ func checkShardName(f string) error {
 // ReadIndex reads and parses an index file (a regular file of at most
 // MaxIndexSize bytes).
 func ReadIndex(p string) (*Index, error) {
-	b, err := fsx.ReadFile(p, MaxIndexSize)
+	b, err := fsx.ReadFile(p, maxIndexSize)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", p, err)
 	}

@@ -33,7 +33,7 @@ func TestNewLayoutSumMatchesReference(t *testing.T) {
 			hdr := want[:8+binary.LittleEndian.Uint64(want)]
 			specs := make([]TensorSpec, len(c.Tensors))
 			for i, ct := range c.Tensors {
-				dt, err := ParseDType(ct.DType)
+				dt, err := parseDType(ct.DType)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -14,9 +14,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// RemoteOpenTimeout bounds the whole opening of a remote checkpoint (index,
+// remoteOpenTimeout bounds the whole opening of a remote checkpoint (index,
 // every header, side-file probes) when the caller's context sets no deadline.
-const RemoteOpenTimeout = 5 * time.Minute
+const remoteOpenTimeout = 5 * time.Minute
 
 // OpenOptions tune how a checkpoint is opened. The zero value is ready to use.
 type OpenOptions struct {
@@ -72,7 +72,7 @@ func (r *remoteSource) exists(ctx context.Context, name string) (bool, error) {
 		_, err = r.s.Open(ctx, name)
 	} else {
 		var b []byte
-		if b, err = r.s.ReadSmall(ctx, name, MaxIndexSize); err == nil {
+		if b, err = r.s.ReadSmall(ctx, name, maxIndexSize); err == nil {
 			r.mu.Lock()
 			if r.small == nil {
 				r.small = map[string][]byte{}
@@ -135,7 +135,7 @@ func remoteErr(err error) error {
 // with an index or a model.safetensors, an index, or a file); the caller
 // bounds ctx. Offline (HF_HUB_OFFLINE) an hf:// reference opens its cached
 // snapshot directory instead.
-func openRemote(ctx context.Context, raw string, o OpenOptions) (*Shards, error) {
+func openRemote(ctx context.Context, raw string, o OpenOptions) (*shards, error) {
 	if objstore.IsURL(raw) {
 		return openObjstore(ctx, raw, o)
 	}
@@ -164,8 +164,8 @@ func openRemote(ctx context.Context, raw string, o OpenOptions) (*Shards, error)
 // openRemoteSource finds the shards of src: name "" a directory with an
 // index or a model.safetensors (or, where src can be listed, any shards),
 // a .json an index, anything else a single file. On failure it stops src.
-func openRemoteSource(ctx context.Context, src *remoteSource, raw, base, name string) (*Shards, error) {
-	var sh *Shards
+func openRemoteSource(ctx context.Context, src *remoteSource, raw, base, name string) (*shards, error) {
+	var sh *shards
 	var err error
 	switch {
 	case name == "":
@@ -218,7 +218,7 @@ func (c *Checkpoint) Remote() *remote.Source {
 // (0 for local ones).
 func (c *Checkpoint) BytesFetched() int64 {
 	if s := c.Remote(); s != nil {
-		return s.Stats().Bytes
+		return s.Stats().Fetched
 	}
 	return 0
 }

@@ -15,13 +15,13 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Shards is a checkpoint opened for one pass over its shard headers, for
+// shards is a checkpoint opened for one pass over its shard headers, for
 // audits that look at every header once and keep no tensor table: opening
 // finds the shards (and reads the index) as Open does, and Walk reads every
 // header, validates it and the index against it exactly as Open does, and
 // hands it to a callback, then lets it go. An audit of 497,220 tensors then
 // costs the index and the headers in flight, not every header at once.
-type Shards struct {
+type shards struct {
 	c      *Checkpoint // Root, IndexName, src, idx and HeaderBytesRead; no Files
 	names  []string    // the shards, sorted
 	listed bool        // names come from a directory listing the index must match
@@ -39,7 +39,7 @@ type Shards struct {
 
 // OpenShards finds the shards of a checkpoint (directory, index file, single
 // file or http(s) URL, as Open takes) and reads its index, but no header yet.
-func OpenShards(ctx context.Context, p string) (*Shards, error) {
+func OpenShards(ctx context.Context, p string) (*shards, error) {
 	ctx, cancel := remoteDeadline(ctx, p)
 	defer cancel()
 	return openShards(ctx, p, OpenOptions{})
@@ -49,23 +49,23 @@ func OpenShards(ctx context.Context, p string) (*Shards, error) {
 // when ctx has no deadline of its own.
 func remoteDeadline(ctx context.Context, p string) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); !ok && remote.IsRemote(p) {
-		return context.WithTimeout(ctx, RemoteOpenTimeout)
+		return context.WithTimeout(ctx, remoteOpenTimeout)
 	}
 	return ctx, func() {}
 }
 
 // Names lists the shards, in the order of Checkpoint.Files.
-func (s *Shards) Names() []string { return s.names }
+func (s *shards) Names() []string { return s.names }
 
 // Root is the directory (or URL base, ending in '/') holding the shards.
-func (s *Shards) Root() string { return s.c.Root }
+func (s *shards) Root() string { return s.c.Root }
 
 // IndexName is the index the checkpoint is opened through ("" if none).
-func (s *Shards) IndexName() string { return s.c.IndexName }
+func (s *shards) IndexName() string { return s.c.IndexName }
 
 // HeaderBytesRead counts the index and header bytes read so far (for a
 // remote source: every byte fetched).
-func (s *Shards) HeaderBytesRead() int64 {
+func (s *shards) HeaderBytesRead() int64 {
 	if f := s.c.BytesFetched(); f > 0 {
 		return f
 	}
@@ -73,10 +73,10 @@ func (s *Shards) HeaderBytesRead() int64 {
 }
 
 // BytesFetched reports the bytes a remote source has downloaded (0 for local ones).
-func (s *Shards) BytesFetched() int64 { return s.c.BytesFetched() }
+func (s *shards) BytesFetched() int64 { return s.c.BytesFetched() }
 
 // ReadAux reads a side file next to the shards, as Checkpoint.ReadAux does.
-func (s *Shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name) }
+func (s *shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name) }
 
 // Walk reads every shard's header and calls fn with its position in Names
 // and the validated File, from up to OpenParallelism goroutines at once (a
@@ -88,7 +88,7 @@ func (s *Shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name)
 // an index that disagrees with a header); fn's first error ends the walk and
 // is returned. The checkpoint is valid only if Walk returns nil: fn may have
 // seen some shards of an invalid one. Walk may be called once.
-func (s *Shards) Walk(ctx context.Context, fn func(i int, f *File) error) error {
+func (s *shards) Walk(ctx context.Context, fn func(i int, f *File) error) error {
 	ctx, cancel := remoteDeadline(ctx, s.c.Root)
 	defer cancel()
 	return s.walk(ctx, fn, false, false)
@@ -98,21 +98,21 @@ func (s *Shards) Walk(ctx context.Context, fn func(i int, f *File) error) error 
 // handed: no name, shape, tensor or metadata outlives the call (copy what
 // must). The memory of each header is then reused for the next one, so a
 // walk over 96 headers of 800 KB allocates a few, not 96.
-func (s *Shards) WalkTransient(ctx context.Context, fn func(i int, f *File) error) error {
+func (s *shards) WalkTransient(ctx context.Context, fn func(i int, f *File) error) error {
 	ctx, cancel := remoteDeadline(ctx, s.c.Root)
 	defer cancel()
 	return s.walk(ctx, fn, false, true)
 }
 
 // openShards resolves p to a source, its root and its index (if any).
-func openShards(ctx context.Context, p string, o OpenOptions) (*Shards, error) {
+func openShards(ctx context.Context, p string, o OpenOptions) (*shards, error) {
 	if remote.IsRemote(p) {
 		return openRemote(ctx, p, o)
 	}
 	return openLocal(ctx, p)
 }
 
-func openLocal(ctx context.Context, p string) (*Shards, error) {
+func openLocal(ctx context.Context, p string) (*shards, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p, err)
@@ -134,8 +134,8 @@ func openLocal(ctx context.Context, p string) (*Shards, error) {
 // means the default index if present, else every .safetensors file). Where
 // the directory can be listed, the index is parsed while the first headers
 // are read; the two lists must then agree.
-func shardsWith(ctx context.Context, src source, root, indexName string) (*Shards, error) {
-	s := &Shards{c: &Checkpoint{Root: root, src: src}}
+func shardsWith(ctx context.Context, src source, root, indexName string) (*shards, error) {
+	s := &shards{c: &Checkpoint{Root: root, src: src}}
 	c := s.c
 	if indexName == "" {
 		ok, err := src.exists(ctx, IndexName)
@@ -159,7 +159,7 @@ func shardsWith(ctx context.Context, src source, root, indexName string) (*Shard
 	}
 	c.IndexName = indexName
 	indexPath := joinRoot(root, indexName)
-	b, err := src.readAux(ctx, indexName, MaxIndexSize)
+	b, err := src.readAux(ctx, indexName, maxIndexSize)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", indexPath, err)
 	}
@@ -183,14 +183,14 @@ func shardsWith(ctx context.Context, src source, root, indexName string) (*Shard
 	return s, nil
 }
 
-func shardsSingle(src source, root, name string) *Shards {
-	return &Shards{c: &Checkpoint{Root: root, src: src}, names: []string{name}}
+func shardsSingle(src source, root, name string) *shards {
+	return &shards{c: &Checkpoint{Root: root, src: src}, names: []string{name}}
 }
 
 // prepare waits for the index and checks it on its own and against the
 // listed shards, once: the shard lists agree, no tensor is listed twice.
 // Then it sorts the index entries by shard for the per-header checks.
-func (s *Shards) prepare(ctx context.Context) error {
+func (s *shards) prepare(ctx context.Context) error {
 	s.prepOnce.Do(func() {
 		<-s.parsed
 		if s.parseErr != nil {
@@ -226,7 +226,7 @@ func (s *Shards) prepare(ctx context.Context) error {
 
 // notAShard names precisely why a file the index names is not among the
 // listed shards: missing, or a link leaving the directory.
-func (s *Shards) notAShard(ctx context.Context, f string) error {
+func (s *shards) notAShard(ctx context.Context, f string) error {
 	_, _, closer, err := s.c.src.open(ctx, f)
 	if err != nil {
 		return fmt.Errorf("file %s: %w", joinRoot(s.c.Root, f), err)
@@ -239,7 +239,7 @@ func (s *Shards) notAShard(ctx context.Context, f string) error {
 
 // checkAgainstIndex verifies that the index lists exactly the tensors of
 // shard f, each once, and places them in f.
-func (s *Shards) checkAgainstIndex(f *File) error {
+func (s *shards) checkAgainstIndex(f *File) error {
 	c := s.c
 	fi, ok := slices.BinarySearch(c.idx.files, f.Path)
 	if !ok {
@@ -278,7 +278,7 @@ func (s *Shards) checkAgainstIndex(f *File) error {
 // checked against the index and handed to fn; keep leaves the File open
 // (Open keeps them all), otherwise it is closed when fn returns; reuse
 // parses each header into the memory of one already done with.
-func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep, reuse bool) error {
+func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reuse bool) error {
 	s.walkMu.Lock()
 	again := s.walked
 	s.walked = true
@@ -408,11 +408,11 @@ func (s *Shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 // over HTTP, where requests wait on the network; on a local disk, where
 // reading is parsing, one per CPU and one more, so a walk that keeps nothing
 // holds only the headers being parsed.
-func (s *Shards) parallelism(keep bool) int {
+func (s *shards) parallelism(keep bool) int {
 	if _, remote := s.c.src.(*remoteSource); remote || keep {
-		return OpenParallelism
+		return openParallelism
 	}
-	return min(OpenParallelism, runtime.GOMAXPROCS(0)+1)
+	return min(openParallelism, runtime.GOMAXPROCS(0)+1)
 }
 
 func closed(c chan struct{}) bool {

@@ -124,7 +124,7 @@ func manyShardCheckpoint(t *testing.T, n int) string {
 	t.Helper()
 	dir := t.TempDir()
 	idx := &Index{WeightMap: map[string]string{}}
-	dts := []DType{F32, BF16, U8, I64}
+	dts := []DType{F32, BF16, U8, i64}
 	for i := range n {
 		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, n)
 		var specs []TensorSpec

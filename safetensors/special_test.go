@@ -221,7 +221,7 @@ func TestHeaderClaimsBoundMemory(t *testing.T) {
 	}
 	// Each header read allocates its claim; a bounded, cancelled open reads at
 	// most MaxHeaderBytesInFlight/claim of them at once and stops after.
-	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(MaxHeaderBytesInFlight+claim); got > limit {
+	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(maxHeaderBytesInFlight+claim); got > limit {
 		t.Fatalf("allocated %d MB opening 96 hostile files, want at most %d MB", got>>20, limit>>20)
 	}
 }
@@ -250,7 +250,7 @@ func TestSizeSumsDoNotWrap(t *testing.T) {
 	// The writer's sums are checked too.
 	var specs []TensorSpec
 	for i := range 16 {
-		specs = append(specs, TensorSpec{fmt.Sprint("x", i), F64, []int64{elems}})
+		specs = append(specs, TensorSpec{fmt.Sprint("x", i), f64, []int64{elems}})
 	}
 	if _, err := NewLayout(specs, nil); err == nil {
 		t.Fatal("layout of 2^63 bytes accepted")

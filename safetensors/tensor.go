@@ -32,9 +32,9 @@ type TensorSpec struct {
 	Shape []int64
 }
 
-// MaxElements bounds element counts so that bit counts (at most 64 bits an
+// maxElements bounds element counts so that bit counts (at most 64 bits an
 // element) never overflow int64: 2^57-1 elements are at most 2^63-64 bits.
-const MaxElements = int64(1)<<57 - 1
+const maxElements = int64(1)<<57 - 1
 
 // NumElements multiplies a shape with overflow checks.
 func NumElements(shape []int64) (int64, error) {
@@ -44,7 +44,7 @@ func NumElements(shape []int64) (int64, error) {
 			return 0, fmt.Errorf("%w: negative dimension %d", ErrShape, d)
 		}
 		hi, lo := bits.Mul64(n, uint64(d))
-		if hi != 0 || lo > uint64(MaxElements) {
+		if hi != 0 || lo > uint64(maxElements) {
 			return 0, fmt.Errorf("%w: %v overflows", ErrShape, shape)
 		}
 		n = lo

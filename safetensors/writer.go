@@ -44,7 +44,7 @@ func (w *Writer) Layout() *Layout { return w.l }
 func (w *Writer) Path() string { return w.f.Final() }
 
 // Tensor returns the writer for one tensor's bytes. Each tensor can be opened once.
-func (w *Writer) Tensor(name string) (*TensorWriter, error) {
+func (w *Writer) Tensor(name string) (*tensorWriter, error) {
 	i, ok := w.l.index[name]
 	if !ok {
 		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.Path(), quote.Name(name), ErrWrite)
@@ -53,7 +53,7 @@ func (w *Writer) Tensor(name string) (*TensorWriter, error) {
 		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), quote.Name(name), ErrWrite)
 	}
 	t := w.l.Tensors[i]
-	return &TensorWriter{w: w, i: i, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
+	return &tensorWriter{w: w, i: i, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
 }
 
 // Commit checks that every tensor received exactly its bytes, then syncs and
@@ -88,26 +88,26 @@ func (w *Writer) CommitSparse() error {
 // Abort removes the temporary; after Commit it does nothing, so it can be deferred.
 func (w *Writer) Abort() error { return w.f.Abort() }
 
-// TensorWriter writes one tensor's bytes sequentially and refuses to write
+// tensorWriter writes one tensor's bytes sequentially and refuses to write
 // past its end, so a miscounted stream fails loudly instead of corrupting a
 // neighbour.
-type TensorWriter struct {
+type tensorWriter struct {
 	w        *Writer
 	i        int // the tensor's index in the layout
 	off, end int64
 }
 
-func (tw *TensorWriter) label() string { return "tensor " + quote.Name(tw.w.l.Tensors[tw.i].Name) }
+func (tw *tensorWriter) label() string { return "tensor " + quote.Name(tw.w.l.Tensors[tw.i].Name) }
 
 // Remaining is how many bytes the tensor still expects.
-func (tw *TensorWriter) Remaining() int64 { return tw.end - tw.off }
+func (tw *tensorWriter) Remaining() int64 { return tw.end - tw.off }
 
-func (tw *TensorWriter) overflow(n int64) error {
+func (tw *tensorWriter) overflow(n int64) error {
 	return fmt.Errorf("file %s: %s: %w: %d bytes past its end", tw.w.Path(), tw.label(), ErrWrite, n)
 }
 
 // Write appends p to the tensor.
-func (tw *TensorWriter) Write(p []byte) (int, error) {
+func (tw *tensorWriter) Write(p []byte) (int, error) {
 	if int64(len(p)) > tw.Remaining() {
 		return 0, tw.overflow(int64(len(p)) - tw.Remaining())
 	}

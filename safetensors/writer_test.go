@@ -53,7 +53,7 @@ func TestWriterMatchesReference(t *testing.T) {
 			specs := make([]TensorSpec, len(c.Tensors))
 			data := map[string][]byte{}
 			for i, ct := range c.Tensors {
-				dt, err := ParseDType(ct.DType)
+				dt, err := parseDType(ct.DType)
 				if err != nil {
 					t.Fatal(err)
 				}

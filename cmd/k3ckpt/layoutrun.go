@@ -178,7 +178,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	if bar != nil {
 		// Started by Execute once it knows what this run writes (a resumed
 		// run keeps files), so total and ETA are this run's.
-		eo.Start, eo.Progress = bar.Start, bar.Add
+		eo.Progress = bar
 	}
 	start := time.Now()
 	net.show(cmd, rf.asJSON, plan.FetchBytes())

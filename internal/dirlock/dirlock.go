@@ -49,7 +49,14 @@ type Lock struct {
 // with an error wrapping ErrInUse, naming the holder's pid, when another
 // process (or another Lock in this one) holds it.
 func Acquire(dir string) (*Lock, error) {
-	p := filepath.Join(dir, LockName)
+	return AcquireFile(filepath.Join(dir, LockName))
+}
+
+// AcquireFile is Acquire for a lock file of the caller's naming, for a lock
+// finer than a whole directory (one worker's slice of DST): the same
+// exclusive, non-blocking lock, dropped when the process dies, the file
+// removed by Release.
+func AcquireFile(p string) (*Lock, error) {
 	f, err := lock(p)
 	if err != nil {
 		return nil, err
@@ -64,6 +71,10 @@ func Acquire(dir string) (*Lock, error) {
 	}
 	return &Lock{f: f, path: p}, nil
 }
+
+// Held reports whether a live process holds the lock file at p (false when
+// there is no such file).
+func Held(p string) bool { return held(p) }
 
 // Path is the lock file's path.
 func (l *Lock) Path() string { return l.path }

@@ -94,3 +94,29 @@ func TestSecondLockerProcess(t *testing.T) {
 	}
 	l.Release()
 }
+
+// TestHeld: a lock file of the caller's naming is held while its Lock is,
+// and neither held nor left behind after Release.
+func TestHeld(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "worker-0-of-2.lock")
+	if Held(p) {
+		t.Fatal("a missing lock file is held")
+	}
+	l, err := AcquireFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Held(p) {
+		t.Error("a held lock file is not reported held")
+	}
+	if _, err := AcquireFile(p); !errors.Is(err, ErrInUse) {
+		t.Errorf("second AcquireFile: %v, want ErrInUse", err)
+	}
+	l.Release()
+	if Held(p) {
+		t.Error("a released lock file is held")
+	}
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Errorf("lock file left after Release: %v", err)
+	}
+}

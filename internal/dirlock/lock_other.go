@@ -23,6 +23,12 @@ func lock(p string) (*os.File, error) {
 	return f, nil
 }
 
+// held: the file's existence is the lock.
+func held(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
 func unlock(f *os.File, p string) error {
 	err := f.Close()
 	if rerr := os.Remove(p); err == nil {

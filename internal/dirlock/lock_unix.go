@@ -42,6 +42,21 @@ func lock(p string) (*os.File, error) {
 	return nil, fmt.Errorf("lock %s: the lock file keeps being replaced", p)
 }
 
+// held probes p with a shared lock: refused while an exclusive one is held.
+func held(p string) bool {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd) // closing drops the probe's lock
+	for {
+		err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			return errors.Is(err, unix.EWOULDBLOCK)
+		}
+	}
+}
+
 // unlock removes the file while still holding the lock (so nobody locks a
 // file about to vanish unnoticed: lock checks the path still names it), then
 // closes it, which drops the lock.

@@ -44,11 +44,11 @@ func TestHeapBuffers(t *testing.T) {
 	mapHuge = func(int) []byte { return nil }
 	pool := NewPool(2)
 	b := pool.get()
-	if len(b) != BufferSize || addr(b)%Align != 0 {
-		t.Fatalf("heap buffer of %d bytes at %#x, want %d aligned to %d", len(b), addr(b), BufferSize, Align)
+	if len(b) != BufferSize || addr(b)%align != 0 {
+		t.Fatalf("heap buffer of %d bytes at %#x, want %d aligned to %d", len(b), addr(b), BufferSize, align)
 	}
 	pool.put(b)
-	data := pattern(3*BufferSize+Align+11, 3)
+	data := pattern(3*BufferSize+align+11, 3)
 	if disk, _ := writeOne(t, pool, data); !bytes.Equal(disk, data) {
 		t.Fatalf("file of %d bytes differs from the %d written", len(disk), len(data))
 	}
@@ -62,7 +62,7 @@ func TestHeapBuffers(t *testing.T) {
 func TestDirectRefusedAtOpen(t *testing.T) {
 	defer func(d func(*os.File, bool) error) { directOn = d }(directOn)
 	directOn = func(*os.File, bool) error { return errInvalid }
-	data := pattern(2*BufferSize+Align+5, 4)
+	data := pattern(2*BufferSize+align+5, 4)
 	disk, direct := writeOne(t, NewPool(2), data)
 	if !bytes.Equal(disk, data) || direct {
 		t.Fatalf("file of %d bytes (equal %v) from %d written, direct %v", len(disk), bytes.Equal(disk, data), len(data), direct)
@@ -75,7 +75,7 @@ func TestDirectRefusedAtOpen(t *testing.T) {
 // exact.
 func TestDirectRefusedAtWrite(t *testing.T) {
 	defer func(m func(int) []byte) { mapHuge = m }(mapHuge)
-	mapHuge = func(n int) []byte { return make([]byte, n+Align)[1 : 1+n] }
+	mapHuge = func(n int) []byte { return make([]byte, n+align)[1 : 1+n] }
 	probe, err := Create(filepath.Join(t.TempDir(), "probe"), nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -27,9 +27,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 )
 
-// Align is the alignment of direct writes: buffer addresses, file offsets and
+// align is the alignment of direct writes: buffer addresses, file offsets and
 // lengths are multiples of it (the largest logical block size in use).
-const Align = 4096
+const align = 4096
 
 // BufferSize is the size of a Pool's buffers: large enough that writes reach
 // the disk in few calls, small enough to hold several per job.
@@ -38,7 +38,7 @@ const BufferSize = 4 << 20
 // File is an output file being written in order under a temporary name.
 type File struct {
 	af        *atomicfile.File
-	sink      Sink      // instead of af: see CreateSink
+	sink      sink      // instead of af: see CreateSink
 	h         hash.Hash // sha256; nil: not hashed
 	pool      *Pool
 	cur       []byte // the buffer being filled; cur[:n] is pending
@@ -231,7 +231,7 @@ func (f *File) write(p []byte, off int64) error {
 		_, err := f.sink.WriteAt(p, off)
 		return err
 	}
-	if a := len(p) / Align * Align; f.direct && a > 0 {
+	if a := len(p) / align * align; f.direct && a > 0 {
 		_, err := f.af.WriteAt(p[:a], off)
 		if err != nil && !errors.Is(err, errInvalid) {
 			return err

@@ -41,7 +41,7 @@ func TestFileBytesAndHash(t *testing.T) {
 	}
 	defer in.Close()
 	pool := NewPool(2)
-	for _, size := range []int{0, 1, Align - 1, Align, Align + 1, BufferSize - 1, BufferSize, BufferSize + 1, 2*BufferSize + Align, 3*BufferSize + 17} {
+	for _, size := range []int{0, 1, align - 1, align, align + 1, BufferSize - 1, BufferSize, BufferSize + 1, 2*BufferSize + align, 3*BufferSize + 17} {
 		path := filepath.Join(dir, "out")
 		os.Remove(path)
 		f, err := Create(path, pool, nil)
@@ -182,7 +182,7 @@ func TestSharedPool(t *testing.T) {
 				errs <- err
 				return
 			}
-			data := pattern(BufferSize*2+i*Align+i, byte(i))
+			data := pattern(BufferSize*2+i*align+i, byte(i))
 			f.Write(data)
 			if err := f.Commit(); err != nil {
 				errs <- err
@@ -205,7 +205,7 @@ func TestSharedPool(t *testing.T) {
 // hashed one and reports no digest.
 func TestUnhashed(t *testing.T) {
 	dir := t.TempDir()
-	data := pattern(BufferSize+Align+3, 5)
+	data := pattern(BufferSize+align+3, 5)
 	path := filepath.Join(dir, "x")
 	f, err := CreateUnhashed(path, nil, nil)
 	if err != nil {

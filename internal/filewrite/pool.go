@@ -100,7 +100,7 @@ func (p *Pool) Close() {
 
 // alignedBuffer returns n bytes whose address is a multiple of Align.
 func alignedBuffer(n int) []byte {
-	b := make([]byte, n+Align)
-	skip := (Align - int(addr(b)%Align)) % Align
+	b := make([]byte, n+align)
+	skip := (align - int(addr(b)%align)) % align
 	return b[skip : skip+n : skip+n]
 }

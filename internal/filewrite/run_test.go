@@ -105,7 +105,7 @@ func TestRunProduceFailure(t *testing.T) {
 	dir := t.TempDir()
 	pool := NewPool(4)
 	err := Run(context.Background(), 2, 2, 30, func(ctx context.Context, job, i int) (func() error, error) {
-		return writeFile(ctx, pool, filepath.Join(dir, fmt.Sprint(i)), BufferSize+Align+i, i == 4)
+		return writeFile(ctx, pool, filepath.Join(dir, fmt.Sprint(i)), BufferSize+align+i, i == 4)
 	})
 	if err == nil || err.Error() != "produce failed" {
 		t.Fatalf("Run: %v", err)
@@ -120,7 +120,7 @@ func TestRunProduceFailure(t *testing.T) {
 	for _, e := range ents {
 		var i int
 		fmt.Sscan(e.Name(), &i)
-		if fi, _ := e.Info(); fi.Size() != int64(BufferSize+Align+i) {
+		if fi, _ := e.Info(); fi.Size() != int64(BufferSize+align+i) {
 			t.Errorf("%s: %d bytes", e.Name(), fi.Size())
 		}
 	}

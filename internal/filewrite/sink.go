@@ -2,10 +2,10 @@ package filewrite
 
 import "crypto/sha256"
 
-// Sink is where a File made by CreateSink puts its bytes instead of a local
+// sink is where a File made by CreateSink puts its bytes instead of a local
 // temporary: an object store's multipart upload, which no reader sees under
 // its final name before Commit completes it.
-type Sink interface {
+type sink interface {
 	// WriteAt takes the file's bytes in order (off is the count so far),
 	// from one goroutine; p is reused once it returns.
 	WriteAt(p []byte, off int64) (int, error)
@@ -20,7 +20,7 @@ type Sink interface {
 // CreateSink is Create for a file streamed to s: its bytes are hashed as
 // they go (SHA256 is the sha256 of what s received) and staged in pool's
 // buffers, and Commit hands over to s.Commit once every byte is written.
-func CreateSink(s Sink, pool *Pool, progress func(int64)) *File {
+func CreateSink(s sink, pool *Pool, progress func(int64)) *File {
 	own := pool == nil
 	if own {
 		pool = NewPool(2)

@@ -92,9 +92,9 @@ func (r *Root) Allowed(real string) error {
 	return fmt.Errorf("%w: it resolves to %s; links may point only %s", ErrOutside, real, allowed)
 }
 
-// Allowed is Root.Allowed for a single decision: whether the resolved path
+// allowed is Root.Allowed for a single decision: whether the resolved path
 // real may be read for the checkpoint directory root.
-func Allowed(root, real string) error {
+func allowed(root, real string) error {
 	r, err := NewRoot(root)
 	if err != nil {
 		return err

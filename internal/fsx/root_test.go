@@ -54,11 +54,11 @@ func TestRootHubSnapshot(t *testing.T) {
 	}
 	// The same decision for a caller that resolved the path itself.
 	blob, _ := filepath.EvalSymlinks(filepath.Join(repo, "blobs", "aa11"))
-	if err := Allowed(snap, blob); err != nil {
+	if err := allowed(snap, blob); err != nil {
 		t.Fatal(err)
 	}
 	secret, _ := filepath.EvalSymlinks(filepath.Join(base, "secret"))
-	if err := Allowed(snap, secret); !errors.Is(err, ErrOutside) {
+	if err := allowed(snap, secret); !errors.Is(err, ErrOutside) {
 		t.Fatalf("secret: %v", err)
 	}
 	// A subfolder of a snapshot belongs to the same repository.

@@ -1,6 +1,11 @@
 package fsx
 
-import "io/fs"
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+)
 
 // Stamp is what the filesystem says about a file's version: any write to
 // the file changes its size or its modification and change times, and a
@@ -22,4 +27,36 @@ func StampOf(fi fs.FileInfo) Stamp {
 	s := Stamp{Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
 	s.CTime, s.Dev, s.Inode = sysStamp(fi)
 	return s
+}
+
+// StampReader is the stamp of the file r reads from when r is a local file
+// (it has Stat); for any other reader (a remote file, an in-memory source)
+// it is the zero Stamp, which Change never reports as changed.
+func StampReader(r io.ReaderAt) (Stamp, error) {
+	f, ok := r.(interface{ Stat() (fs.FileInfo, error) })
+	if !ok {
+		return Stamp{}, nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return Stamp{}, err
+	}
+	return StampOf(fi), nil
+}
+
+// Change says in words how now differs from s ("" when it does not, or
+// when either is the zero Stamp: a file whose version is not known).
+func (s Stamp) Change(now Stamp) string {
+	if s == (Stamp{}) || now == (Stamp{}) || s == now {
+		return ""
+	}
+	switch {
+	case s.Size != now.Size:
+		return fmt.Sprintf("resized from %d to %d bytes", s.Size, now.Size)
+	case s.Inode != now.Inode || s.Dev != now.Dev:
+		return "replaced by another file"
+	case s.MTime != now.MTime:
+		return "modified at " + time.Unix(0, now.MTime).Format(time.RFC3339Nano)
+	}
+	return "modified"
 }

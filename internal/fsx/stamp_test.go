@@ -61,3 +61,29 @@ func TestStamp(t *testing.T) {
 		t.Errorf("a replacement left the stamp unchanged: %+v", s)
 	}
 }
+
+// TestStampChange: Change names the difference that matters most, and says
+// nothing for an unknown (zero) stamp on either side.
+func TestStampChange(t *testing.T) {
+	s := Stamp{Size: 10, MTime: 5, CTime: 5, Dev: 1, Inode: 7}
+	for _, c := range []struct {
+		now  Stamp
+		want string
+	}{
+		{s, ""},
+		{Stamp{}, ""},
+		{Stamp{Size: 11, MTime: 6, Dev: 1, Inode: 8}, "resized from 10 to 11 bytes"},
+		{Stamp{Size: 10, MTime: 5, CTime: 5, Dev: 1, Inode: 8}, "replaced by another file"},
+		{Stamp{Size: 10, MTime: 5, CTime: 6, Dev: 1, Inode: 7}, "modified"},
+	} {
+		if got := s.Change(c.now); got != c.want {
+			t.Errorf("%+v → %+v: %q, want %q", s, c.now, got, c.want)
+		}
+	}
+	if got := (Stamp{}).Change(s); got != "" {
+		t.Errorf("unknown → %+v: %q", s, got)
+	}
+	if got := s.Change(Stamp{Size: 10, MTime: 9, CTime: 5, Dev: 1, Inode: 7}); len(got) < 12 || got[:12] != "modified at " {
+		t.Errorf("mtime moved: %q", got)
+	}
+}

@@ -19,17 +19,17 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// GCSEndpoint is the endpoint of Google Cloud Storage's XML API, which
+// gCSEndpoint is the endpoint of Google Cloud Storage's XML API, which
 // speaks S3's protocol to HMAC keys.
-const GCSEndpoint = "https://storage.googleapis.com"
+const gCSEndpoint = "https://storage.googleapis.com"
 
 // Defaults for Options fields left zero.
 const (
-	// DefaultMaxAttempts is how many times the SDK tries one request.
-	DefaultMaxAttempts = 8
-	// DefaultStallTimeout fails an attempt whose body sends nothing for
+	// defaultMaxAttempts is how many times the SDK tries one request.
+	defaultMaxAttempts = 8
+	// defaultStallTimeout fails an attempt whose body sends nothing for
 	// this long (then retried and resumed).
-	DefaultStallTimeout = 60 * time.Second
+	defaultStallTimeout = 60 * time.Second
 )
 
 // Options tune a Bucket. The zero value is ready to use.
@@ -70,16 +70,16 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 		o.Connections = 64
 	}
 	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = DefaultMaxAttempts
+		o.MaxAttempts = defaultMaxAttempts
 	}
 	if o.StallTimeout <= 0 {
-		o.StallTimeout = DefaultStallTimeout
+		o.StallTimeout = defaultStallTimeout
 	}
 	env := o.Env
 	if env == nil {
 		env = os.Getenv
 	}
-	b := &Bucket{u: u, gs: u.Scheme == "gs", stall: o.StallTimeout, free: make(chan []byte, PartsInFlight+1)}
+	b := &Bucket{u: u, gs: u.Scheme == "gs", stall: o.StallTimeout, free: make(chan []byte, partsInFlight+1)}
 	b.retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 		so.MaxAttempts = o.MaxAttempts
 		// A long throttle must not drain a shared retry budget and fail
@@ -112,7 +112,7 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if b.gs {
 		gsEndpoint = env("GS_ENDPOINT_URL")
 		if gsEndpoint == "" {
-			gsEndpoint = GCSEndpoint
+			gsEndpoint = gCSEndpoint
 		}
 	}
 	b.c = s3.NewFromConfig(cfg, func(so *s3.Options) {

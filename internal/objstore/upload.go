@@ -23,18 +23,18 @@ import (
 // any checkpoint shard).
 const PartSize = 8 << 20
 
-// PartsInFlight bounds the parts of one upload being sent while the next
+// partsInFlight bounds the parts of one upload being sent while the next
 // fills: an upload holds at most PartsInFlight+1 buffers of PartSize,
 // whatever the object's size. Each upload waits only for its own parts, so
 // uploads cannot hold each other up.
-const PartsInFlight = 3
+const partsInFlight = 3
 
-// Upload is one object being written as a multipart upload: parts go up
+// upload is one object being written as a multipart upload: parts go up
 // while the next fills, each checked by the store against its checksum
 // (SHA-256 for S3, Content-MD5 for GCS's XML API), and the object appears
 // under its key only when Commit completes the upload. It implements
 // filewrite.Sink.
-type Upload struct {
+type upload struct {
 	b      *Bucket
 	key    string
 	id     string
@@ -76,7 +76,7 @@ func (b *Bucket) putBuffer(buf []byte) {
 // prefix, first aborting the unfinished uploads of the same key (a killed
 // run's: the destination belongs to the run writing it). ctx bounds every
 // request of the upload.
-func (b *Bucket) Create(ctx context.Context, name string) (*Upload, error) {
+func (b *Bucket) Create(ctx context.Context, name string) (*upload, error) {
 	key := b.u.Join(name)
 	if _, err := b.abortUnder(ctx, key, true); err != nil {
 		return nil, err
@@ -90,15 +90,15 @@ func (b *Bucket) Create(ctx context.Context, name string) (*Upload, error) {
 		return nil, b.fail(key, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	return &Upload{b: b, key: key, id: aws.ToString(out.UploadId), ctx: ctx, cancel: cancel, next: 1,
-		flight: make(chan struct{}, PartsInFlight)}, nil
+	return &upload{b: b, key: key, id: aws.ToString(out.UploadId), ctx: ctx, cancel: cancel, next: 1,
+		flight: make(chan struct{}, partsInFlight)}, nil
 }
 
 // Final is the object's address, s3://bucket/key.
-func (u *Upload) Final() string { return u.b.u.Scheme + "://" + u.b.u.Bucket + "/" + u.key }
+func (u *upload) Final() string { return u.b.u.Scheme + "://" + u.b.u.Bucket + "/" + u.key }
 
 // WriteAt implements filewrite.Sink: p follows the bytes taken so far.
-func (u *Upload) WriteAt(p []byte, off int64) (int, error) {
+func (u *upload) WriteAt(p []byte, off int64) (int, error) {
 	if off != u.size {
 		return 0, fmt.Errorf("upload %s: write at %d, after %d bytes", u.Final(), off, u.size)
 	}
@@ -121,7 +121,7 @@ func (u *Upload) WriteAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-func (u *Upload) failed() error {
+func (u *upload) failed() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.err
@@ -130,7 +130,7 @@ func (u *Upload) failed() error {
 // send uploads the filled part on a goroutine of its own, once fewer than
 // PartsInFlight are being sent; its buffer goes back to the bucket's once
 // the store has it.
-func (u *Upload) send() {
+func (u *upload) send() {
 	buf, num := u.buf, u.next
 	u.buf = nil
 	u.next++
@@ -167,7 +167,7 @@ func (u *Upload) send() {
 
 // Commit implements filewrite.Sink: the last part goes up, then the upload
 // is completed; on failure it is aborted.
-func (u *Upload) Commit() error {
+func (u *upload) Commit() error {
 	if u.buf != nil || u.next == 1 {
 		if u.buf == nil { // an empty object: one empty part
 			u.buf = u.b.partBuffer()
@@ -194,7 +194,7 @@ func (u *Upload) Commit() error {
 
 // Abort implements filewrite.Sink: the parts sent are discarded and the key
 // is left as it was. After Commit it does nothing.
-func (u *Upload) Abort() error {
+func (u *upload) Abort() error {
 	if u.done {
 		return nil
 	}

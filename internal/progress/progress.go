@@ -55,12 +55,12 @@ func New(label string, unit Unit, quiet bool) *Bar {
 	if quiet || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return nil
 	}
-	return NewWriter(os.Stderr, label, unit)
+	return newWriter(os.Stderr, label, unit)
 }
 
-// NewWriter returns a display drawing on w whatever w is (tests, or a
+// newWriter returns a display drawing on w whatever w is (tests, or a
 // caller that checked the terminal itself).
-func NewWriter(w io.Writer, label string, unit Unit) *Bar {
+func newWriter(w io.Writer, label string, unit Unit) *Bar {
 	return &Bar{w: w, label: label, unit: unit, now: time.Now}
 }
 
@@ -138,9 +138,9 @@ func Line(label string, unit Unit, done, total int64, elapsed time.Duration) str
 		}
 	} else {
 		scale := max(done, total)
-		fmt.Fprintf(&b, "%s", Size(done, scale))
+		fmt.Fprintf(&b, "%s", size(done, scale))
 		if total > 0 {
-			fmt.Fprintf(&b, " / %s", Size(total, scale))
+			fmt.Fprintf(&b, " / %s", size(total, scale))
 		}
 		b.WriteString(" " + unitName(scale))
 	}
@@ -150,19 +150,19 @@ func Line(label string, unit Unit, done, total int64, elapsed time.Duration) str
 	if secs > 0 && done > 0 {
 		rate := float64(done) / secs
 		if unit == Bytes {
-			fmt.Fprintf(&b, "  %s %s/s", Size(int64(rate), int64(rate)), unitName(int64(rate)))
+			fmt.Fprintf(&b, "  %s %s/s", size(int64(rate), int64(rate)), unitName(int64(rate)))
 		}
 		if total > done {
 			eta := time.Duration(float64(total-done) / rate * float64(time.Second))
-			b.WriteString("  ETA " + Clock(eta))
+			b.WriteString("  ETA " + clock(eta))
 		}
 	}
 	return b.String()
 }
 
-// Size formats n bytes with two decimals in the unit chosen by scale: MiB
+// size formats n bytes with two decimals in the unit chosen by scale: MiB
 // below 1 GiB, GiB from there (the units of every k3ckpt table).
-func Size(n, scale int64) string {
+func size(n, scale int64) string {
 	if scale < 1<<30 {
 		return fmt.Sprintf("%.2f", float64(n)/(1<<20))
 	}
@@ -176,8 +176,8 @@ func unitName(scale int64) string {
 	return "GiB"
 }
 
-// Clock formats a duration as m:ss or h:mm:ss.
-func Clock(d time.Duration) string {
+// clock formats a duration as m:ss or h:mm:ss.
+func clock(d time.Duration) string {
 	s := int64(d.Round(time.Second) / time.Second)
 	if s >= 3600 {
 		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)

@@ -31,7 +31,7 @@ func TestLine(t *testing.T) {
 
 func TestClock(t *testing.T) {
 	for d, want := range map[time.Duration]string{0: "0:00", 59 * time.Second: "0:59", 61 * time.Second: "1:01", 3723 * time.Second: "1:02:03"} {
-		if got := Clock(d); got != want {
+		if got := clock(d); got != want {
 			t.Errorf("Clock(%v) = %q, want %q", d, got, want)
 		}
 	}
@@ -49,7 +49,7 @@ func TestNilBar(t *testing.T) {
 // erases its line at the end.
 func TestBarDraws(t *testing.T) {
 	var out bytes.Buffer
-	b := NewWriter(&out, "copy", Items)
+	b := newWriter(&out, "copy", Items)
 	clock := time.Unix(0, 0)
 	b.now = func() time.Time { return clock }
 	b.Start(4)

@@ -13,8 +13,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrAuth: the server refused the request (401 or 403).
 	ErrAuth = errors.New("access refused")
-	// ErrChanged: the file's size, ETag or revision differs between requests.
-	ErrChanged = errors.New("file changed on the server during the run")
+	// ErrChanged: a source file changed while a run used it: here, its size,
+	// ETag or revision differs between requests. convert's and layout's
+	// ErrChanged are this error, so errors.Is on any one matches them all.
+	ErrChanged = errors.New("source changed during the run")
 	// ErrProtocol: a response that does not answer the request (no range
 	// support, a wrong Content-Range, a body of the wrong length).
 	ErrProtocol = errors.New("bad response")

@@ -13,12 +13,12 @@ const (
 	// DefaultConnections is the parallel requests of a fetch: enough to fill a
 	// datacenter link from a CDN that serves each connection at tens of MB/s.
 	DefaultConnections = 16
-	// DefaultGap merges ranges separated by at most this many bytes: reading
+	// defaultGap merges ranges separated by at most this many bytes: reading
 	// 128 KiB more costs less time than another request's round trip.
-	DefaultGap = 128 << 10
-	// DefaultRequestSize is the largest single request; longer spans are
+	defaultGap = 128 << 10
+	// defaultRequestSize is the largest single request; longer spans are
 	// split so that they spread over the connections and fit the buffers.
-	DefaultRequestSize = 4 << 20
+	defaultRequestSize = 4 << 20
 )
 
 // Range is a byte range of one file that a plan needs.
@@ -62,33 +62,19 @@ func (o FetchOptions) withDefaults() FetchOptions {
 		o.Connections = DefaultConnections
 	}
 	if o.Gap == 0 {
-		o.Gap = DefaultGap
+		o.Gap = defaultGap
 	}
 	if o.Gap < 0 {
 		o.Gap = 0
 	}
 	if o.RequestSize <= 0 {
-		o.RequestSize = DefaultRequestSize
+		o.RequestSize = defaultRequestSize
 	}
 	if o.Window <= 0 {
 		o.Window = 2 * o.Connections
 	}
 	o.Window = max(o.Window, o.Connections)
 	return o
-}
-
-// FetchStats counts what a fetch cost.
-type FetchStats struct {
-	// Needed is the sum of the ranges' lengths.
-	Needed int64
-	// Requested is the bytes asked for: Needed plus the gaps merged over.
-	Requested int64
-	// Fetched is the bytes received, those of failed attempts included.
-	Fetched int64
-	// Requests is the number of range requests planned (retries not counted).
-	Requests int
-	// Retries is the failed attempts the source retried during the fetch.
-	Retries int64
 }
 
 // part is one planned request: bytes [off, off+n) of file, covering ranges
@@ -165,7 +151,7 @@ type job struct {
 // checked against its file's size before the first data request. The first
 // error, from a request or from deliver, cancels everything; Fetch returns
 // after all its requests have stopped.
-func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(Chunk) error) (st FetchStats, err error) {
+func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(Chunk) error) (st Stats, err error) {
 	o = o.withDefaults()
 	retries0 := s.retries.Load()
 	defer func() { st.Retries = s.retries.Load() - retries0 }()
@@ -181,7 +167,7 @@ func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 		st.Needed += r.Len
 	}
 	parts := planParts(ranges, o.Gap, o.RequestSize)
-	st.Requests = len(parts)
+	st.Requests = int64(len(parts))
 	for _, p := range parts {
 		st.Requested += p.n
 	}

@@ -14,7 +14,7 @@ import (
 
 // collect runs Fetch and reassembles each range from its chunks, checking
 // the delivery order promised by Chunk.
-func collect(t *testing.T, s *Source, ranges []Range, o FetchOptions) ([][]byte, FetchStats, error) {
+func collect(t *testing.T, s *Source, ranges []Range, o FetchOptions) ([][]byte, Stats, error) {
 	t.Helper()
 	out := make([][]byte, len(ranges))
 	last := -1
@@ -339,7 +339,7 @@ func TestSourceContextBoundsReadAt(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, _ := NewSource(ctx, Location{Base: fs.url()}, fastOptions())
+	s, _ := NewSource(ctx, location{Base: fs.url()}, fastOptions())
 	f, err := s.Open(context.Background(), "a")
 	if err != nil {
 		t.Fatal(err)

@@ -228,7 +228,7 @@ func TestResumeAfterDrop(t *testing.T) {
 	if len(rec.retries) != 2 || rec.retries[0].Resume != off+cut || !errors.Is(rec.retries[0].Err, ErrNetwork) {
 		t.Errorf("retries %+v", rec.retries)
 	}
-	if got := s.Stats().Bytes; got != probeLen+int64(len(buf)) {
+	if got := s.Stats().Fetched; got != probeLen+int64(len(buf)) {
 		t.Errorf("received %d bytes, want %d: nothing fetched twice", got, probeLen+len(buf))
 	}
 }

@@ -52,7 +52,7 @@ func TestList(t *testing.T) {
 	}
 }
 
-func newTestSourceLoc(t *testing.T, loc Location) *Source {
+func newTestSourceLoc(t *testing.T, loc location) *Source {
 	t.Helper()
 	s, err := NewSource(context.Background(), loc, fastOptions())
 	if err != nil {

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Progress hears a transfer as it happens. Its methods are called from many
+// progress hears a transfer as it happens. Its methods are called from many
 // goroutines at once and must be cheap (count, do not print).
-type Progress interface {
+type progress interface {
 	// Fetched reports n more body bytes received from the network.
 	Fetched(n int64)
 	// Retry reports a failed attempt about to be retried.
@@ -71,8 +71,8 @@ func (m *Meter) Retry(ev RetryEvent) {
 	m.last.Store(&ev)
 }
 
-// Snapshot is a meter's reading.
-type Snapshot struct {
+// snapshot is a meter's reading.
+type snapshot struct {
 	// Bytes received so far and Total expected (0: unknown).
 	Bytes, Total int64
 	// Rate is bytes per second, averaged over the last few seconds.
@@ -88,7 +88,7 @@ type Snapshot struct {
 }
 
 // Snapshot reads the meter.
-func (m *Meter) Snapshot() Snapshot {
+func (m *Meter) Snapshot() snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := m.now()
@@ -102,7 +102,7 @@ func (m *Meter) Snapshot() Snapshot {
 		}
 		m.sampleT, m.sampleB = t, b
 	}
-	s := Snapshot{Bytes: b, Total: m.total.Load(), Rate: m.rate, ETA: -1, Elapsed: t.Sub(m.start),
+	s := snapshot{Bytes: b, Total: m.total.Load(), Rate: m.rate, ETA: -1, Elapsed: t.Sub(m.start),
 		Retries: m.retries.Load(), LastRetry: m.last.Load()}
 	if s.Total > 0 && m.haveRate && m.rate > 0 {
 		left := max(s.Total-b, 0)

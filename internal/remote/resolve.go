@@ -10,11 +10,11 @@ import (
 	"strings"
 )
 
-// DefaultEndpoint is the public hub, used when HF_ENDPOINT is unset.
-const DefaultEndpoint = "https://huggingface.co"
+// defaultEndpoint is the public hub, used when HF_ENDPOINT is unset.
+const defaultEndpoint = "https://huggingface.co"
 
-// DefaultRevision is the branch an hf:// reference without @revision reads.
-const DefaultRevision = "main"
+// defaultRevision is the branch an hf:// reference without @revision reads.
+const defaultRevision = "main"
 
 // maxTokenFile bounds the token file read; a real token is under 100 bytes.
 const maxTokenFile = 64 << 10
@@ -23,8 +23,8 @@ const maxTokenFile = 64 << 10
 // a map in tests.
 type Env func(key string) string
 
-// Location is where a checkpoint lives once resolved.
-type Location struct {
+// location is where a checkpoint lives once resolved.
+type location struct {
 	// Base is the directory URL, ending in '/', that file names are appended
 	// to (path-escaped). Empty when LocalDir is set.
 	Base string
@@ -67,7 +67,7 @@ func hubConfig(env Env) (hub, error) {
 	var h hub
 	h.endpoint = strings.TrimRight(env("HF_ENDPOINT"), "/")
 	if h.endpoint == "" {
-		h.endpoint = DefaultEndpoint
+		h.endpoint = defaultEndpoint
 	}
 	u, err := url.Parse(h.endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -197,27 +197,27 @@ var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // the endpoint's origin only, also for an https:// URL on that origin. With
 // HF_HUB_OFFLINE set, hf:// resolves to the cached snapshot directory instead
 // (HF_HUB_CACHE/models--org--name/snapshots/{commit}) or fails with ErrOffline.
-func Resolve(raw string, env Env) (Location, error) {
+func Resolve(raw string, env Env) (location, error) {
 	if env == nil {
 		env = os.Getenv
 	}
 	h, err := hubConfig(env)
 	if err != nil {
-		return Location{}, err
+		return location{}, err
 	}
 	if rest, ok := strings.CutPrefix(raw, "hf://"); ok {
 		return h.resolveHF(raw, rest)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return Location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%q is not an http(s):// or hf:// location", raw)}
+		return location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%q is not an http(s):// or hf:// location", raw)}
 	}
 	if u.User != nil {
-		return Location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%s: credentials in the URL are not supported (use HF_TOKEN)", u.Redacted())}
+		return location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%s: credentials in the URL are not supported (use HF_TOKEN)", u.Redacted())}
 	}
 	u.RawQuery, u.Fragment = "", ""
 	s := u.String()
-	loc := Location{Base: s}
+	loc := location{Base: s}
 	if !strings.HasSuffix(u.Path, "/") {
 		i := strings.LastIndex(s, "/")
 		loc.Base, loc.Name = s[:i+1], u.Path[strings.LastIndex(u.Path, "/")+1:]
@@ -228,9 +228,9 @@ func Resolve(raw string, env Env) (Location, error) {
 	return loc, nil
 }
 
-func (h hub) resolveHF(raw, rest string) (Location, error) {
-	bad := func(why string) (Location, error) {
-		return Location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%s: %s (want hf://org/name[@revision][/path])", raw, why)}
+func (h hub) resolveHF(raw, rest string) (location, error) {
+	bad := func(why string) (location, error) {
+		return location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%s: %s (want hf://org/name[@revision][/path])", raw, why)}
 	}
 	parts := strings.SplitN(rest, "/", 3)
 	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
@@ -244,7 +244,7 @@ func (h hub) resolveHF(raw, rest string) (Location, error) {
 	if len(parts) == 3 {
 		path = parts[2]
 	}
-	rev := DefaultRevision
+	rev := defaultRevision
 	if i := strings.IndexByte(name, '@'); i >= 0 {
 		name, rev = name[:i], name[i+1:]
 		// A revision may itself contain '/' (refs/pr/N, refs/convert/X);
@@ -282,11 +282,11 @@ func (h hub) resolveHF(raw, rest string) (Location, error) {
 	if i := strings.LastIndexByte(path, '/'); i >= 0 {
 		dir, file = path[:i+1], path[i+1:]
 	}
-	loc := Location{Name: file, Repo: repo, Revision: rev}
+	loc := location{Name: file, Repo: repo, Revision: rev}
 	if h.offline {
 		snap, err := h.snapshot(repo, rev)
 		if err != nil {
-			return Location{}, err
+			return location{}, err
 		}
 		loc.LocalDir = filepath.Join(snap, filepath.FromSlash(dir))
 		return loc, nil

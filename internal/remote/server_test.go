@@ -154,7 +154,7 @@ func fastOptions() Options {
 
 func newTestSource(t *testing.T, base string, o Options) *Source {
 	t.Helper()
-	s, err := NewSource(context.Background(), Location{Base: base}, o)
+	s, err := NewSource(context.Background(), location{Base: base}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

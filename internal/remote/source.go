@@ -18,18 +18,18 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	// DefaultRetries is how many failed attempts one read retries before it
+	// defaultRetries is how many failed attempts one read retries before it
 	// fails.
-	DefaultRetries = 8
-	// DefaultRetryBase is the first backoff wait.
-	DefaultRetryBase = 500 * time.Millisecond
-	// DefaultRetryMax caps every wait, Retry-After included.
-	DefaultRetryMax = 30 * time.Second
-	// DefaultStallTimeout fails an attempt that receives nothing for this long.
-	DefaultStallTimeout = 60 * time.Second
-	// DefaultMinRate is the least body throughput of an attempt, in bytes per
+	defaultRetries = 8
+	// defaultRetryBase is the first backoff wait.
+	defaultRetryBase = 500 * time.Millisecond
+	// defaultRetryMax caps every wait, Retry-After included.
+	defaultRetryMax = 30 * time.Second
+	// defaultStallTimeout fails an attempt that receives nothing for this long.
+	defaultStallTimeout = 60 * time.Second
+	// defaultMinRate is the least body throughput of an attempt, in bytes per
 	// second over every stall timeout: a 4 MiB request may take 4 minutes.
-	DefaultMinRate = 16 << 10
+	defaultMinRate = 16 << 10
 	// DefaultTimeLimit is the fixed part of a read's deadline: room for the
 	// retries' backoff on top of the time its bytes take at the minimum rate.
 	DefaultTimeLimit = 10 * time.Minute
@@ -64,7 +64,7 @@ type Options struct {
 	// MaxRedirects bounds the redirects one request follows.
 	MaxRedirects int
 	// Progress, if not nil, hears every byte received and every retry.
-	Progress Progress
+	Progress progress
 	// UserAgent is sent with every request ("k3ckpt" when empty).
 	UserAgent string
 	// Warn, if not nil, hears once per source that a file was opened whose
@@ -81,19 +81,19 @@ func (o Options) withDefaults() Options {
 	c.Timeout = 0 // attempts are bounded by the stall timer and the caller's context
 	o.Client = &c
 	if o.Retries <= 0 {
-		o.Retries = DefaultRetries
+		o.Retries = defaultRetries
 	}
 	if o.RetryBase <= 0 {
-		o.RetryBase = DefaultRetryBase
+		o.RetryBase = defaultRetryBase
 	}
 	if o.RetryMax <= 0 {
-		o.RetryMax = DefaultRetryMax
+		o.RetryMax = defaultRetryMax
 	}
 	if o.StallTimeout <= 0 {
-		o.StallTimeout = DefaultStallTimeout
+		o.StallTimeout = defaultStallTimeout
 	}
 	if o.MinRate == 0 {
-		o.MinRate = DefaultMinRate
+		o.MinRate = defaultMinRate
 	}
 	o.MinRate = max(o.MinRate, 0)
 	if o.TimeLimit <= 0 {
@@ -133,23 +133,38 @@ func NewTransport(conns int) *http.Transport {
 	}
 }
 
-// Stats counts a source's traffic.
+// Stats counts network traffic: a Source's (Fetched, Requests, Retries:
+// every body byte and HTTP request, redirects included), or a Fetch's or
+// Stream's, or a run's streams added up (every field).
 type Stats struct {
-	// Bytes is every body byte received (headers, index, data, and the bytes
-	// of attempts that failed midway).
-	Bytes int64
-	// Requests is the number of HTTP requests sent, redirects included.
+	// Needed is the bytes the ranges asked for cover.
+	Needed int64
+	// Requested is the bytes asked for: Needed plus the gaps merged over.
+	Requested int64
+	// Fetched is the body bytes received, those of failed attempts included.
+	Fetched int64
+	// Requests is the requests sent (for a fetch: the range requests
+	// planned, retries not counted).
 	Requests int64
-	// Retries is the number of failed attempts that were retried.
+	// Retries is the failed attempts that were retried.
 	Retries int64
+	// Unplanned is the bytes a stream's reader read by requests of their
+	// own, outside its plan (0 when it read exactly what was planned).
+	Unplanned int64
+}
+
+// Add is the sum of two counts.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{Needed: s.Needed + o.Needed, Requested: s.Requested + o.Requested, Fetched: s.Fetched + o.Fetched,
+		Requests: s.Requests + o.Requests, Retries: s.Retries + o.Retries, Unplanned: s.Unplanned + o.Unplanned}
 }
 
 // Source is one resolved remote location. It is safe for concurrent use.
 type Source struct {
-	loc   Location
+	loc   location
 	o     Options
 	ctx   context.Context
-	store Store // nil: plain HTTP (see NewStoreSource)
+	store store // nil: plain HTTP (see NewStoreSource)
 
 	mu    sync.Mutex
 	files map[string]*fileEntry
@@ -196,7 +211,7 @@ type fileEntry struct {
 // NewSource prepares reads from loc. ctx bounds every request the source makes,
 // including those of File.ReadAt (which has no context of its own): cancel
 // it, or give it a deadline, to bound the whole operation.
-func NewSource(ctx context.Context, loc Location, o Options) (*Source, error) {
+func NewSource(ctx context.Context, loc location, o Options) (*Source, error) {
 	if loc.Base == "" || !strings.HasSuffix(loc.Base, "/") {
 		return nil, &Error{Kind: ErrSource, Detail: fmt.Sprintf("base %q is not a directory URL ending in '/'", loc.Base)}
 	}
@@ -207,14 +222,14 @@ func NewSource(ctx context.Context, loc Location, o Options) (*Source, error) {
 }
 
 // Location is what the source was made from.
-func (s *Source) Location() Location { return s.loc }
+func (s *Source) Location() location { return s.loc }
 
 // URL is the address of a file of the source (the name path-escaped).
 func (s *Source) URL(name string) string { return s.loc.Base + urlQuote(name, true) }
 
 // Stats reports the traffic so far.
 func (s *Source) Stats() Stats {
-	return Stats{Bytes: s.bytes.Load(), Requests: s.requests.Load(), Retries: s.retries.Load()}
+	return Stats{Fetched: s.bytes.Load(), Requests: s.requests.Load(), Retries: s.retries.Load()}
 }
 
 // Commit is the repository commit the hub reported (X-Repo-Commit), "" when

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 )
 
-// Store is an object store that a Source reads through instead of plain
+// store is an object store that a Source reads through instead of plain
 // HTTP GETs (an S3 bucket under a prefix): it signs its requests and retries
 // them with its own SDK's policy, so a Source over a Store keeps only the
 // range planning, the size and ETag checks and the accounting.
@@ -15,7 +15,7 @@ import (
 // Its errors are *Error values (File naming the object's full address), so
 // that they match this package's sentinels: ErrNotFound, ErrAuth, ErrChanged
 // and the rest.
-type Store interface {
+type store interface {
 	// Get reads up to len(p) bytes of object name at off into p and returns
 	// how many it stored, with the object's size and ETag. With etag not
 	// "", the read is conditional: an object whose ETag is no longer etag
@@ -33,11 +33,11 @@ type Store interface {
 // in errors and by URL (base ends in '/', e.g. s3://bucket/prefix/). ctx
 // bounds every read, as for NewSource; only o.Progress of the options
 // applies (the store has its own client and retries).
-func NewStoreSource(ctx context.Context, base string, st Store, o Options) (*Source, error) {
+func NewStoreSource(ctx context.Context, base string, st store, o Options) (*Source, error) {
 	if !strings.HasSuffix(base, "/") {
 		return nil, &Error{Kind: ErrSource, Detail: fmt.Sprintf("base %q does not end in '/'", base)}
 	}
-	return &Source{loc: Location{Base: base}, o: o.withDefaults(), ctx: ctx, files: map[string]*fileEntry{}, store: st}, nil
+	return &Source{loc: location{Base: base}, o: o.withDefaults(), ctx: ctx, files: map[string]*fileEntry{}, store: st}, nil
 }
 
 // Retried counts a failed attempt that a Store is about to retry, in the

@@ -12,14 +12,14 @@ import (
 // ErrStreamClosed is the cause a closed stream's fetch stops with.
 var ErrStreamClosed = errors.New("stream closed")
 
-// Stream serves the reads of an executor that follows a plan: Fetch runs in
+// stream serves the reads of an executor that follows a plan: Fetch runs in
 // the background over the plan's ranges, coalesced and in parallel, and the
 // executor's ReadAt calls, made in the plan's order, take the bytes as they
 // arrive. A read that is not the next planned one is served by a range
 // request of its own and counted as unplanned, so a plan that misses a read
 // costs bytes, never correctness. Memory is Fetch's window. ReadAt calls are
 // serialized; a Stream serves one executor.
-type Stream struct {
+type stream struct {
 	src    *Source
 	ranges []Range
 	cancel context.CancelCauseFunc
@@ -27,7 +27,7 @@ type Stream struct {
 	chunks   chan Chunk
 	consumed chan struct{}
 	done     chan struct{}
-	stats    FetchStats // set before done is closed
+	stats    Stats // set before done is closed
 	err      error
 
 	mu        sync.Mutex
@@ -41,9 +41,9 @@ type Stream struct {
 // Stream starts fetching ranges for an executor that will read them, in this
 // order, through the readers of File. Close it when done (it stops a fetch
 // still running).
-func (s *Source) Stream(ctx context.Context, ranges []Range, o FetchOptions) *Stream {
+func (s *Source) Stream(ctx context.Context, ranges []Range, o FetchOptions) *stream {
 	ctx, cancel := context.WithCancelCause(ctx)
-	st := &Stream{src: s, ranges: ranges, cancel: cancel,
+	st := &stream{src: s, ranges: ranges, cancel: cancel,
 		chunks: make(chan Chunk), consumed: make(chan struct{}, 1), done: make(chan struct{})}
 	go func() {
 		defer close(st.done)
@@ -65,16 +65,16 @@ func (s *Source) Stream(ctx context.Context, ranges []Range, o FetchOptions) *St
 }
 
 // File is an io.ReaderAt over one file of the stream's source.
-func (st *Stream) File(name string) io.ReaderAt { return streamFile{st, name} }
+func (st *stream) File(name string) io.ReaderAt { return streamFile{st, name} }
 
 type streamFile struct {
-	st   *Stream
+	st   *stream
 	name string
 }
 
 func (f streamFile) ReadAt(p []byte, off int64) (int, error) { return f.st.readAt(f.name, p, off) }
 
-func (st *Stream) readAt(name string, p []byte, off int64) (int, error) {
+func (st *stream) readAt(name string, p []byte, off int64) (int, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	n := 0
@@ -108,7 +108,7 @@ func (st *Stream) readAt(name string, p []byte, off int64) (int, error) {
 
 // direct reads p[n:] with a request of its own: a read the plan did not have
 // next.
-func (st *Stream) direct(name string, p []byte, n int, off int64) (int, error) {
+func (st *stream) direct(name string, p []byte, n int, off int64) (int, error) {
 	f, err := st.src.Open(context.Background(), name)
 	if err != nil {
 		return n, err
@@ -133,25 +133,19 @@ func (st *Stream) direct(name string, p []byte, n int, off int64) (int, error) {
 	return len(p), nil
 }
 
-// StreamStats is what a stream's fetch cost, with the reads outside its plan.
-type StreamStats struct {
-	FetchStats
-	// Unplanned is the bytes read by requests of their own, outside the plan
-	// (0 when the executor read exactly what it planned).
-	Unplanned int64
-}
-
 // Close stops the fetch (if the executor stopped early) and reports what it
 // cost; err is the fetch's failure, nil when it completed or was stopped by
 // Close.
-func (st *Stream) Close() (StreamStats, error) {
+func (st *stream) Close() (Stats, error) {
 	st.closeOnce.Do(func() { st.cancel(ErrStreamClosed) })
 	<-st.done
 	err := st.err
 	if errors.Is(err, ErrStreamClosed) {
 		err = nil
 	}
-	return StreamStats{FetchStats: st.stats, Unplanned: st.unplanned.Load()}, err
+	stats := st.stats
+	stats.Unplanned = st.unplanned.Load()
+	return stats, err
 }
 
 // Needed sums the ranges' lengths: the bytes a plan reads.

@@ -80,7 +80,7 @@ func TestUnverifiedWarnedOnce(t *testing.T) {
 	}
 	const commit = "0123456789abcdef0123456789abcdef01234567"
 	warned = nil
-	ps, err := NewSource(context.Background(), Location{Base: fs.url(), Revision: commit}, o)
+	ps, err := NewSource(context.Background(), location{Base: fs.url(), Revision: commit}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

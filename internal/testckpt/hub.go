@@ -11,8 +11,8 @@ import (
 	"testing"
 )
 
-// HubRepo is the repository folder name huggingface_hub's cache gives K3.
-const HubRepo = "models--moonshotai--Kimi-K3"
+// hubRepo is the repository folder name huggingface_hub's cache gives K3.
+const hubRepo = "models--moonshotai--Kimi-K3"
 
 // HubCache lays a checkpoint directory out as huggingface_hub's cache does,
 // in a fresh tb.TempDir(): repo is <tmp>/hub/models--moonshotai--Kimi-K3 and
@@ -23,7 +23,7 @@ const HubRepo = "models--moonshotai--Kimi-K3"
 // otherwise; files with equal content share one blob, as in the cache.
 func HubCache(tb testing.TB, src string) (snap, repo string) {
 	tb.Helper()
-	repo = filepath.Join(tb.TempDir(), "hub", HubRepo)
+	repo = filepath.Join(tb.TempDir(), "hub", hubRepo)
 	snap = filepath.Join(repo, "snapshots", "0123abcd")
 	blobs := filepath.Join(repo, "blobs")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {

@@ -135,7 +135,7 @@ func build(configJSON []byte) (*Checkpoint, error) {
 	var g sync.WaitGroup
 	errs := make([]error, len(ck.Files))
 	for i := range ck.Files {
-		g.Go(func() { ck.Files[i], errs[i] = FakeFile(cfg.ShardName(i), cfg.ShardTensors(i)) })
+		g.Go(func() { ck.Files[i], errs[i] = fakeFile(cfg.ShardName(i), cfg.ShardTensors(i)) })
 	}
 	g.Wait()
 	for i, f := range ck.Files {
@@ -153,10 +153,10 @@ func build(configJSON []byte) (*Checkpoint, error) {
 	return ck, nil
 }
 
-// FakeFile lays specs out as the codec writes a file and reads the header
+// fakeFile lays specs out as the codec writes a file and reads the header
 // back through the codec: a validated File named name whose data reads as
 // zeros (a sparse file's holes), held in memory.
-func FakeFile(name string, specs []safetensors.TensorSpec) (*safetensors.File, error) {
+func fakeFile(name string, specs []safetensors.TensorSpec) (*safetensors.File, error) {
 	l, err := safetensors.NewLayout(specs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -12,11 +12,11 @@ import (
 	"testing"
 )
 
-// Proxy is a loopback reverse proxy in front of a Server that misbehaves on
+// proxy is a loopback reverse proxy in front of a Server that misbehaves on
 // purpose: it answers 503 SlowDown to the first Throttle requests, and cuts
 // the connection halfway through the body of the first Cut GETs that carry
 // a body. The Host header passes unchanged, so signatures stay valid.
-type Proxy struct {
+type proxy struct {
 	// URL is the proxy's endpoint, to use instead of the server's.
 	URL string
 	// Throttle, Cut and Corrupt are the misbehaviours left to perform;
@@ -27,10 +27,10 @@ type Proxy struct {
 }
 
 // NewProxy starts a proxy to s, stopped at the end of the test.
-func (s *Server) NewProxy(t testing.TB) *Proxy {
+func (s *Server) NewProxy(t testing.TB) *proxy {
 	target, _ := url.Parse(s.Endpoint)
 	rp := httputil.NewSingleHostReverseProxy(target)
-	p := &Proxy{}
+	p := &proxy{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.Throttle.Add(-1) >= 0 {
 			p.Throttled.Add(1)

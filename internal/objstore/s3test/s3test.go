@@ -39,9 +39,9 @@ type Server struct {
 	Client *s3.Client
 }
 
-// Binary finds the MinIO binary ("" when there is none, or when
+// binary finds the MinIO binary ("" when there is none, or when
 // K3CKPT_MINIO is "off").
-func Binary() string {
+func binary() string {
 	if p := os.Getenv("K3CKPT_MINIO"); p == "off" {
 		return ""
 	} else if p != "" {
@@ -63,7 +63,7 @@ func Binary() string {
 // settings of the process at it (Env).
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin := Binary()
+	bin := binary()
 	if bin == "" {
 		t.Skip("no MinIO server (or K3CKPT_MINIO=off): set K3CKPT_MINIO to its binary or install it (go install github.com/minio/minio@latest); .ci/run does with K3CKPT_CI_S3=on")
 	}

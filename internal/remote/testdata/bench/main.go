@@ -123,7 +123,7 @@ func run(scale, dir, layName string, rank int, rate float64, conns int, gap int6
 		return err
 	}
 	remoteTime := time.Since(t0)
-	remoteBytes := s.Stats().Bytes
+	remoteBytes := s.Stats().Fetched
 	fmt.Printf("remote fetch (%s rank %d, %d connections, gap %d): %.1f MiB needed, %.1f MiB requested in %d requests (%d ranges), %.1f MiB received in all (headers, index, config included), %v (%v of it opening: index, config, headers)\n",
 		layName, rank, conns, gap, mib(st.Needed), mib(st.Requested), st.Requests, len(ranges), mib(remoteBytes), remoteTime.Round(time.Millisecond), tHeaders.Round(time.Millisecond))
 
