@@ -43,6 +43,10 @@ func acquireDest(dst string, wait time.Duration) (*dirlock.Lock, error) {
 
 const slicePrefix, sliceSuffix = "worker-", ".lock"
 
+// splitSuffix names the record a worker leaves of its split (worker-I-of-N.split),
+// which outlives its lock file.
+const splitSuffix = ".split"
+
 // lockSlice locks worker slice i/n of DST exclusively (the caller holds
 // DST's lock), refusing while workers of another split run. Release gives
 // it up (a nil lock's Release does nothing).
@@ -69,21 +73,29 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 		l.Release()
 		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", ErrInUse, dst, held)
 	}
+	// The lock file goes with the lock; this record of the split stays for
+	// the workers after it, until the conversion is finalized.
+	rec := filepath.Join(dir, fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, splitSuffix))
+	if err := os.WriteFile(rec, nil, 0o644); err != nil {
+		l.Release()
+		return nil, fmt.Errorf("record the split of %s: %w", dst, err)
+	}
 	return l, nil
 }
 
-// otherSplit names a worker slice file of dir (held or not: the workers of
-// a split come and go) of a split other than n ways, "" when none.
+// otherSplit names a worker's split record in dir (its worker may have
+// stopped: the workers of a split come and go) of a split other than n
+// ways, "" when none.
 func otherSplit(dir string, n int) string {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return ""
 	}
-	own := fmt.Sprintf("-of-%d%s", n, sliceSuffix)
+	own := fmt.Sprintf("-of-%d%s", n, splitSuffix)
 	for _, e := range ents {
 		name := e.Name()
-		if strings.HasPrefix(name, slicePrefix) && strings.HasSuffix(name, sliceSuffix) && !strings.HasSuffix(name, own) {
-			return strings.Replace(strings.TrimSuffix(strings.TrimPrefix(name, slicePrefix), sliceSuffix), "-of-", "/", 1)
+		if strings.HasPrefix(name, slicePrefix) && strings.HasSuffix(name, splitSuffix) && !strings.HasSuffix(name, own) {
+			return strings.Replace(strings.TrimSuffix(strings.TrimPrefix(name, slicePrefix), splitSuffix), "-of-", "/", 1)
 		}
 	}
 	return ""
