@@ -20,23 +20,7 @@ var nvidiaOpts = Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quan
 
 func convertNVIDIA(t *testing.T, src, dst string) *Result {
 	t.Helper()
-	c := openSrc(t, src)
-	r, err := Lookup(ModelOptK3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPlan(c, nil, r, nvidiaOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Finalized {
-		t.Fatal("not finalized")
-	}
-	return res
+	return convertRecipe(t, src, dst, ModelOptK3, nvidiaOpts)
 }
 
 func verifyDir(t *testing.T, src, dst string) *VerifyReport {
