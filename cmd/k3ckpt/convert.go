@@ -193,6 +193,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		if nr != nil {
 			v["network"] = nr
 		}
+		if res.Report != nil {
+			v["quantization_report"] = res.Report
+		}
 		return writeJSON(out, v)
 	}
 	if res.ZeroedNonFinite > 0 { // a warning, printed even under -q
@@ -242,6 +245,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintf(sw, "done: %s, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
 			what, gib(t.SourceBytes), gib(t.OutputBytes),
 			convert.ManifestName, termtext.Plural(int64(len(res.Manifest.Files)), "file", "files"))
+		if r := res.Report; r != nil {
+			fmt.Fprintf(sw, "error on record in %s: %s\n", convert.ReportName, reportTotalLine(r.Total))
+		}
 	} else {
 		fmt.Fprintf(sw, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)
 	}

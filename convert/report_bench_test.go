@@ -1,0 +1,78 @@
+package convert
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// BenchmarkReportOverhead converts the tiny replica (and, for the MXFP4
+// packing, its BF16 decode) with the error measurement off and on, side by
+// side in alternating order, and reports the ratio of their times (on/off):
+// what quantization_report.json costs convert.
+//
+//	go test -run XXX -bench ReportOverhead -benchtime 5x ./convert
+func BenchmarkReportOverhead(b *testing.B) {
+	bf16 := filepath.Join(b.TempDir(), "bf16")
+	for _, c := range []struct {
+		name, recipe, src string
+		opts              Options
+	}{
+		{"fp8-default", AttnMoEDenseFP8, tinySrc, Options{}},
+		{"fp8-modelopt-nvfp4", ModelOptK3, tinySrc, Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
+		{"mxfp4-pack", BF16, bf16, Options{Experts: ExpertsMXFP4}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if c.src == bf16 {
+				if _, err := os.Stat(bf16); err != nil {
+					convertBench(b, tinySrc, bf16, BF16, Options{Experts: ExpertsBF16})
+				}
+			}
+			var on, off time.Duration
+			i := 0
+			for b.Loop() {
+				for j := range 2 {
+					measure := (i+j)%2 == 1
+					dst := filepath.Join(b.TempDir(), "out")
+					measureErrors = measure
+					t0 := time.Now()
+					convertBench(b, c.src, dst, c.recipe, c.opts)
+					d := time.Since(t0)
+					measureErrors = true
+					if measure {
+						on += d
+					} else {
+						off += d
+					}
+					os.RemoveAll(dst)
+				}
+				i++
+			}
+			b.ReportMetric(float64(on)/float64(off), "on/off")
+		})
+	}
+}
+
+func convertBench(b *testing.B, src, dst, recipe string, opts Options) {
+	c, err := safetensors.Open(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	r, err := Lookup(recipe)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := NewPlan(c, nil, r, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2}); err != nil {
+		b.Fatal(err)
+	}
+}

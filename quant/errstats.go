@@ -1,0 +1,270 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// ErrStats is the error of a quantization against its source, summed over
+// the elements of one tensor (or of many, with Add). x is the source value
+// (widened exactly to float64), x̂ the output as engines dequantize it
+// (FP8: the float32 product code × scale; MXFP4: code × 2^(e−127); NVFP4:
+// code × float32(E4M3 scale × weight_scale_2)), and the sums are float64.
+// An element whose x̂ is NaN is counted in NaN and left out of every sum.
+//
+// Sums are taken block by block in a fixed order (rows of a block in order,
+// alternate elements in two lanes added at the block's end; blocks in row-major
+// order), so the same tensor gives the same bits whatever the caller's
+// threading. Float64 addition is not associative: combine ErrStats with Add
+// in an order of your own that is fixed too.
+type ErrStats struct {
+	// Blocks counts the format's scale blocks: 128×128 FP8 tiles, 32-element
+	// MXFP4 groups, and for the MXFP4 → NVFP4 cast the 32-element source
+	// blocks it casts (two NVFP4 groups each).
+	Blocks int64 `json:"blocks"`
+	// LossyBlocks counts blocks with an element whose x̂ differs from x (±0
+	// equal; NaN differs).
+	LossyBlocks int64 `json:"lossy_blocks"`
+	// ZeroTiles counts blocks whose source elements are all ±0.
+	ZeroTiles int64 `json:"zero_tiles"`
+	// Saturated counts elements clipped to the format's largest magnitude
+	// (448 for E4M3, 6 for E2M1): x̂ is that magnitude and |x| > |x̂|.
+	Saturated int64 `json:"saturated"`
+	// NaN counts elements whose x̂ is NaN (ModelOpt's zero-scale tiles).
+	NaN int64 `json:"nan"`
+	// MaxAbs is max |x − x̂|.
+	MaxAbs float64 `json:"max_abs_error"`
+	// SumSq is Σx², SumSqErr Σ(x − x̂)².
+	SumSq    float64 `json:"sum_sq"`
+	SumSqErr float64 `json:"sum_sq_error"`
+}
+
+// Add adds t's counts and sums to s (s's sums first).
+func (s *ErrStats) Add(t ErrStats) {
+	s.Blocks += t.Blocks
+	s.LossyBlocks += t.LossyBlocks
+	s.ZeroTiles += t.ZeroTiles
+	s.Saturated += t.Saturated
+	s.NaN += t.NaN
+	s.MaxAbs = max(s.MaxAbs, t.MaxAbs)
+	s.SumSq += t.SumSq
+	s.SumSqErr += t.SumSqErr
+}
+
+// blockErr is one block's partial sums: two lanes (even and odd elements of
+// a row) so that the adds of neighbouring elements do not wait on each other.
+type blockErr struct {
+	sx0, sx1, se0, se1 float64
+	maxBits            uint64 // of |x − x̂|: non-negative floats order like their bits
+	sat, nan           int64
+}
+
+// addTo closes the block into s: the lanes are added (even lane first).
+func (b *blockErr) addTo(s *ErrStats, zero bool) {
+	s.Blocks++
+	if zero {
+		s.ZeroTiles++
+	}
+	if b.maxBits != 0 || b.nan > 0 {
+		s.LossyBlocks++
+	}
+	s.Saturated += b.sat
+	s.NaN += b.nan
+	s.MaxAbs = max(s.MaxAbs, math.Float64frombits(b.maxBits))
+	s.SumSq += b.sx0 + b.sx1
+	s.SumSqErr += b.se0 + b.se1
+}
+
+const absMask = 1<<63 - 1
+
+// fp8Block adds one FP8 block (rows×cols of codes, stride cstride bytes, of
+// source elements src, stride sstride bytes, format in) with scale sf; zero
+// says its source amax is 0. A NaN code, which the casts write only in
+// ModelOpt's zero-scale tiles, is counted and skipped.
+func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf float32, zero bool) {
+	var b blockErr
+	size := in.Size()
+	fast := in == BF16
+	if fast {
+		for r := range rows {
+			if b.rowBF16(codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf) {
+				fast = false
+				break
+			}
+		}
+	}
+	if !fast { // another format, or NaN codes: element by element
+		b = blockErr{}
+		for r := range rows {
+			b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
+		}
+	}
+	b.addTo(s, zero)
+}
+
+// rowBF16 adds a row of BF16 sources. It reports a NaN code instead (the
+// block is then redone by rowAny), leaving b unchanged. Four elements at a
+// time: elements 4i and 4i+2 go to the even lane, 4i+1 and 4i+3 to the odd
+// one, each pair summed first (so no add waits on the one before it).
+func (b *blockErr) rowBF16(c, src []byte, sf float32) bool {
+	src = src[:2*len(c)]
+	sx0, sx1, se0, se1, m, sat := b.sx0, b.sx1, b.se0, b.se1, b.maxBits, b.sat
+	i := 0
+	for ; i+4 <= len(c); i += 4 {
+		cs := c[i : i+4 : i+4]
+		w := binary.LittleEndian.Uint64(src[2*i:])
+		x0 := float64(math.Float32frombits(uint32(w) << 16))
+		x1 := float64(math.Float32frombits(uint32(w>>16) << 16))
+		x2 := float64(math.Float32frombits(uint32(w>>32) << 16))
+		x3 := float64(math.Float32frombits(uint32(w>>48) << 16))
+		d0 := x0 - float64(float32(e4m3Table[cs[0]]*sf))
+		d1 := x1 - float64(float32(e4m3Table[cs[1]]*sf))
+		d2 := x2 - float64(float32(e4m3Table[cs[2]]*sf))
+		d3 := x3 - float64(float32(e4m3Table[cs[3]]*sf))
+		sx0 += x0*x0 + x2*x2
+		sx1 += x1*x1 + x3*x3
+		se0 += d0*d0 + d2*d2
+		se1 += d1*d1 + d3*d3
+		m = max(m, math.Float64bits(d0)&absMask, math.Float64bits(d1)&absMask, math.Float64bits(d2)&absMask, math.Float64bits(d3)&absMask)
+		if cs[0]&0x7F >= 0x7E || cs[1]&0x7F >= 0x7E || cs[2]&0x7F >= 0x7E || cs[3]&0x7F >= 0x7E { // rare: 448 or NaN
+			for j, x := range [4]float64{x0, x1, x2, x3} {
+				nan, s := fp8Edge(cs[j], x, float64(float32(e4m3Table[cs[j]]*sf)))
+				if nan {
+					return true
+				}
+				sat += s
+			}
+		}
+	}
+	for ; i < len(c); i++ {
+		x := float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16))
+		y := float64(float32(e4m3Table[c[i]] * sf))
+		d := x - y
+		if i%2 == 0 {
+			sx0 += x * x
+			se0 += d * d
+		} else {
+			sx1 += x * x
+			se1 += d * d
+		}
+		m = max(m, math.Float64bits(d)&absMask)
+		nan, s := fp8Edge(c[i], x, y)
+		if nan {
+			return true
+		}
+		sat += s
+	}
+	b.sx0, b.sx1, b.se0, b.se1, b.maxBits, b.sat = sx0, sx1, se0, se1, m, sat
+	return false
+}
+
+// fp8Edge reports whether code c is NaN (0x7F, 0xFF), and 1 when it is ±448
+// with its source x beyond x̂ = y (saturated).
+func fp8Edge(c uint8, x, y float64) (nan bool, sat int64) {
+	switch c & 0x7F {
+	case 0x7F:
+		return true, 0
+	case 0x7E:
+		if math.Abs(x) > math.Abs(y) {
+			return false, 1
+		}
+	}
+	return false, 0
+}
+
+// rowAny adds a row of sources of any format one element at a time,
+// counting NaN codes instead of adding them.
+func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
+	for i, code := range c {
+		var x float64
+		switch in {
+		case BF16:
+			x = float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
+		case F16:
+			x = float64(F16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
+		default:
+			x = float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])))
+		}
+		y := float64(float32(e4m3Table[code] * sf))
+		nan, sat := fp8Edge(code, x, y)
+		if nan {
+			b.nan++
+			continue
+		}
+		b.sat += sat
+		d := x - y
+		if i%2 == 0 {
+			b.sx0 += x * x
+			b.se0 += d * d
+		} else {
+			b.sx1 += x * x
+			b.se1 += d * d
+		}
+		b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
+	}
+}
+
+// SetErrStats makes the quantizer add the error of every block it quantizes
+// to s (nil: stop). A band that fails leaves s as it was before the band.
+func (q *Quantizer) SetErrStats(s *ErrStats) { q.errs = s }
+
+// SetErrStats makes the cast add the error of every 32-element block it
+// casts to s (nil: stop); x is the MXFP4 value, x̂ the NVFP4 one.
+func (c *nVFP4Cast) SetErrStats(s *ErrStats) { c.errs = s }
+
+// e2m1Sq4 is 4·(v_lo² + v_hi²) for the two E2M1 codes of a byte: an integer,
+// so a block's Σx² is exact.
+var e2m1Sq4 = func() (t [256]uint16) {
+	for b := range t {
+		lo, hi := e2m1Values[b&7], e2m1Values[b>>4&7]
+		t[b] = uint16(4*lo*lo + 4*hi*hi)
+	}
+	return t
+}()
+
+// nvfp4Block adds one 32-element block of the MXFP4 → NVFP4 cast: src the
+// MXFP4 code bytes with exponent kj, dst the NVFP4 ones with E4M3 scale e4.
+// exact says the cast kept every value (x̂ = x).
+func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale2 float32, exact bool) {
+	var q int
+	for _, v := range src {
+		q += int(e2m1Sq4[v])
+	}
+	var b blockErr
+	if exact {
+		b.sx0 = math.Ldexp(float64(q), 2*kj-2)
+		b.addTo(s, q == 0)
+		return
+	}
+	sc := float32(E4M3ToF32(e4) * scale2)
+	for i, v := range src {
+		w := dst[i]
+		for h := range 2 {
+			cx, cy := v>>(4*h)&0xF, w>>(4*h)&0xF
+			x := math.Ldexp(float64(e2m1Table[cx]), kj)
+			b.add(h, x, float64(nvE2M1[cy]*sc), cy&7 == 7)
+		}
+	}
+	b.addTo(s, q == 0)
+}
+
+// add adds one element to lane l: its source x, its output y, and whether y
+// has the format's largest magnitude.
+func (b *blockErr) add(l int, x, y float64, top bool) {
+	if y != y {
+		b.nan++
+		return
+	}
+	if top && math.Abs(x) > math.Abs(y) {
+		b.sat++
+	}
+	d := x - y
+	if l == 0 {
+		b.sx0 += x * x
+		b.se0 += d * d
+	} else {
+		b.sx1 += x * x
+		b.se1 += d * d
+	}
+	b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
+}
