@@ -242,7 +242,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	res.Finalized, res.Manifest = true, m
 	if _, ok := m.Lookup(ReportName); ok {
-		if res.Report, err = ReadReport(dst); err != nil {
+		if res.Report, err = readReport(dst); err != nil {
 			return nil, err
 		}
 	}

@@ -182,21 +182,32 @@ func (r *Report) marshal() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// ReadReport reads dir's quantization_report.json (an error wrapping
+// readReport reads dir's quantization_report.json (an error wrapping
 // fs.ErrNotExist when the conversion wrote none).
-func ReadReport(dir string) (*Report, error) {
-	b, err := readRegular(filepath.Join(dir, ReportName))
+func readReport(dir string) (*Report, error) {
+	path := filepath.Join(dir, ReportName)
+	b, err := readRegular(path)
 	if err != nil {
 		return nil, err
 	}
+	r, err := ParseReport(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// ParseReport reads the bytes of a quantization_report.json: unknown
+// fields and another schema are errors, not guesses.
+func ParseReport(b []byte) (*Report, error) {
 	var r Report
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ReportName), err)
+		return nil, err
 	}
 	if r.Schema != reportSchema {
-		return nil, fmt.Errorf("%s: schema %d, this version reads %d", filepath.Join(dir, ReportName), r.Schema, reportSchema)
+		return nil, fmt.Errorf("schema %d, this version reads %d", r.Schema, reportSchema)
 	}
 	return &r, nil
 }
@@ -304,7 +315,7 @@ func checkReport(rep *VerifyReport, dst string) {
 	if bytes.Equal(got, want) {
 		return
 	}
-	r, err := ReadReport(dst)
+	r, err := readReport(dst)
 	if err != nil {
 		rep.fail("%s differs from the report recomputed from the source and the output: %v", ReportName, err)
 		return

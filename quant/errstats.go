@@ -78,37 +78,59 @@ func (b *blockErr) addTo(s *ErrStats, zero bool) {
 const absMask = 1<<63 - 1
 
 // fp8Block adds one FP8 block (rows×cols of codes, stride cstride bytes, of
-// source elements src, stride sstride bytes, format in) with scale sf; zero
-// says its source amax is 0. A NaN code, which the casts write only in
-// ModelOpt's zero-scale tiles, is counted and skipped.
-func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf float32, zero bool) {
+// source elements src, stride sstride bytes, format in) with scale sf and
+// source amax; zero says amax is 0. A NaN code, which the casts write only
+// in ModelOpt's zero-scale tiles, is counted and skipped.
+func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero bool) {
 	var b blockErr
 	size := in.Size()
-	fast := in == BF16
-	if fast {
+	if in == BF16 {
+		// x̂ depends on the code alone: one product per code, not per element.
+		var t [256]float64
+		for c := range t {
+			t[c] = float64(float32(e4m3Table[c] * sf))
+		}
 		for r := range rows {
-			if b.rowBF16(codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf) {
-				fast = false
-				break
+			b.rowBF16(&t, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+2*cols])
+		}
+		if !math.IsNaN(b.se0 + b.se1) { // else a NaN code: element by element below
+			if top := t[0x7E]; float64(amax) > top {
+				b.sat = countAbove(src, sstride, rows, cols, top)
 			}
+			b.addTo(s, zero)
+			return
 		}
-	}
-	if !fast { // another format, or NaN codes: element by element
 		b = blockErr{}
-		for r := range rows {
-			b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
-		}
+	}
+	for r := range rows {
+		b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
 	}
 	b.addTo(s, zero)
 }
 
-// rowBF16 adds a row of BF16 sources. It reports a NaN code instead (the
-// block is then redone by rowAny), leaving b unchanged. Four elements at a
-// time: elements 4i and 4i+2 go to the even lane, 4i+1 and 4i+3 to the odd
-// one, each pair summed first (so no add waits on the one before it).
-func (b *blockErr) rowBF16(c, src []byte, sf float32) bool {
+// countAbove counts the BF16 elements of a window whose magnitude exceeds
+// top: the saturated ones, when top is the value of code 448 (every element
+// above it got that code).
+func countAbove(src []byte, stride, rows, cols int, top float64) int64 {
+	var n int64
+	for r := range rows {
+		row := src[r*stride : r*stride+2*cols]
+		for i := 0; i+2 <= len(row); i += 2 {
+			if float64(BF16ToF32(binary.LittleEndian.Uint16(row[i:])&0x7FFF)) > top {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// rowBF16 adds a row of BF16 sources, t[c] being code c's x̂. Four elements
+// at a time: elements 4i and 4i+2 go to the even lane, 4i+1 and 4i+3 to the
+// odd one, each pair summed first, so that no add waits on the one before.
+// A NaN code makes the lanes NaN.
+func (b *blockErr) rowBF16(t *[256]float64, c, src []byte) {
 	src = src[:2*len(c)]
-	sx0, sx1, se0, se1, m, sat := b.sx0, b.sx1, b.se0, b.se1, b.maxBits, b.sat
+	sx0, sx1, se0, se1, m := b.sx0, b.sx1, b.se0, b.se1, b.maxBits
 	i := 0
 	for ; i+4 <= len(c); i += 4 {
 		cs := c[i : i+4 : i+4]
@@ -117,29 +139,16 @@ func (b *blockErr) rowBF16(c, src []byte, sf float32) bool {
 		x1 := float64(math.Float32frombits(uint32(w>>16) << 16))
 		x2 := float64(math.Float32frombits(uint32(w>>32) << 16))
 		x3 := float64(math.Float32frombits(uint32(w>>48) << 16))
-		d0 := x0 - float64(float32(e4m3Table[cs[0]]*sf))
-		d1 := x1 - float64(float32(e4m3Table[cs[1]]*sf))
-		d2 := x2 - float64(float32(e4m3Table[cs[2]]*sf))
-		d3 := x3 - float64(float32(e4m3Table[cs[3]]*sf))
+		d0, d1, d2, d3 := x0-t[cs[0]], x1-t[cs[1]], x2-t[cs[2]], x3-t[cs[3]]
 		sx0 += x0*x0 + x2*x2
 		sx1 += x1*x1 + x3*x3
 		se0 += d0*d0 + d2*d2
 		se1 += d1*d1 + d3*d3
 		m = max(m, math.Float64bits(d0)&absMask, math.Float64bits(d1)&absMask, math.Float64bits(d2)&absMask, math.Float64bits(d3)&absMask)
-		if cs[0]&0x7F >= 0x7E || cs[1]&0x7F >= 0x7E || cs[2]&0x7F >= 0x7E || cs[3]&0x7F >= 0x7E { // rare: 448 or NaN
-			for j, x := range [4]float64{x0, x1, x2, x3} {
-				nan, s := fp8Edge(cs[j], x, float64(float32(e4m3Table[cs[j]]*sf)))
-				if nan {
-					return true
-				}
-				sat += s
-			}
-		}
 	}
 	for ; i < len(c); i++ {
 		x := float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16))
-		y := float64(float32(e4m3Table[c[i]] * sf))
-		d := x - y
+		d := x - t[c[i]]
 		if i%2 == 0 {
 			sx0 += x * x
 			se0 += d * d
@@ -148,14 +157,8 @@ func (b *blockErr) rowBF16(c, src []byte, sf float32) bool {
 			se1 += d * d
 		}
 		m = max(m, math.Float64bits(d)&absMask)
-		nan, s := fp8Edge(c[i], x, y)
-		if nan {
-			return true
-		}
-		sat += s
 	}
-	b.sx0, b.sx1, b.se0, b.se1, b.maxBits, b.sat = sx0, sx1, se0, se1, m, sat
-	return false
+	b.sx0, b.sx1, b.se0, b.se1, b.maxBits = sx0, sx1, se0, se1, m
 }
 
 // fp8Edge reports whether code c is NaN (0x7F, 0xFF), and 1 when it is ±448
