@@ -6,15 +6,15 @@ import "github.com/k3ckpt/k3ckpt/quant"
 // keeps them, so that a resumed run reports the whole output and not only
 // the files it wrote itself.
 type unitCounts struct {
-	ZeroedNonFinite int64           `json:"zeroed_nonfinite,omitempty"`
-	ZeroScaleBlocks int64           `json:"zero_scale_blocks,omitempty"`
-	Cast            quant.CastStats `json:"-"`
-	CastBlocks      [3]int64        `json:"cast,omitzero"` // Cast as blocks, out of range, lossy
-	Decoded         int             `json:"decoded,omitempty"`
-	DecodedNaN      int64           `json:"decoded_nan,omitempty"`
-	Packed          int             `json:"packed,omitempty"`
-	Pack            quant.PackStats `json:"-"`
-	PackGroups      [4]int64        `json:"pack,omitzero"` // Pack as groups, lossy, saturated, zero groups
+	ZeroedNonFinite int64             `json:"zeroed_nonfinite,omitempty"`
+	ZeroScaleBlocks int64             `json:"zero_scale_blocks,omitempty"`
+	Cast            quant.CastStats   `json:"-"`
+	CastBlocks      [3]int64          `json:"cast,omitzero"` // Cast as blocks, out of range, lossy
+	Decoded         int               `json:"decoded,omitempty"`
+	DecodedNaN      int64             `json:"decoded_nan,omitempty"`
+	Packed          int               `json:"packed,omitempty"`
+	Pack            quant.PackStats   `json:"pack,omitzero"`
+	Repack          quant.RepackStats `json:"repack,omitzero"`
 }
 
 // takeCounts returns what the job counted since it last was asked, and
@@ -23,13 +23,13 @@ func (s *scratch) takeCounts(zeroed int64) *unitCounts {
 	c := &unitCounts{
 		ZeroedNonFinite: zeroed, ZeroScaleBlocks: s.cs.zeroScale, Cast: s.cs.cast,
 		Decoded: s.xs.stats.decoded, DecodedNaN: s.xs.stats.nan, Packed: s.xs.stats.packed, Pack: s.xs.stats.pack,
+		Repack: s.xs.stats.repack,
 	}
 	s.cs.zeroScale, s.cs.cast, s.xs.stats = 0, quant.CastStats{}, xfStats{}
 	if *c == (unitCounts{}) {
 		return nil
 	}
 	c.CastBlocks = [3]int64{c.Cast.Blocks, c.Cast.OutOfRange, c.Cast.Lossy}
-	c.PackGroups = [4]int64{c.Pack.Groups, c.Pack.Lossy, c.Pack.Saturated, c.Pack.ZeroGroups}
 	return c
 }
 
@@ -40,7 +40,6 @@ func (c *unitCounts) loaded() *unitCounts {
 	}
 	d := *c
 	d.Cast = quant.CastStats{Blocks: c.CastBlocks[0], OutOfRange: c.CastBlocks[1], Lossy: c.CastBlocks[2]}
-	d.Pack = quant.PackStats{Groups: c.PackGroups[0], Lossy: c.PackGroups[1], Saturated: c.PackGroups[2], ZeroGroups: c.PackGroups[3]}
 	return &d
 }
 
@@ -56,4 +55,5 @@ func (res *Result) add(c *unitCounts) {
 	res.DecodedNaN += c.DecodedNaN
 	res.Packed += c.Packed
 	res.Pack = res.Pack.Add(c.Pack)
+	res.Repack = res.Repack.Add(c.Repack)
 }

@@ -62,7 +62,7 @@ func TestResumedCountsCoverTheOutput(t *testing.T) {
 				t.Fatalf("resume wrote %d and kept %d files (finalized %v): not a resumed run", len(res.Written), len(res.Skipped), res.Finalized)
 			}
 			if res.Cast != fresh.Cast || res.Decoded != fresh.Decoded || res.DecodedNaN != fresh.DecodedNaN ||
-				res.Packed != fresh.Packed || res.Pack != fresh.Pack || res.ZeroScaleBlocks != fresh.ZeroScaleBlocks || res.Uncounted != 0 {
+				res.Packed != fresh.Packed || res.Pack != fresh.Pack || res.Repack != fresh.Repack || res.ZeroScaleBlocks != fresh.ZeroScaleBlocks || res.Uncounted != 0 {
 				t.Errorf("resumed run counted cast %+v decoded %d/%d packed %d %+v zero-scale %d uncounted %d;\nfresh run: cast %+v decoded %d/%d packed %d %+v zero-scale %d",
 					res.Cast, res.Decoded, res.DecodedNaN, res.Packed, res.Pack, res.ZeroScaleBlocks, res.Uncounted,
 					fresh.Cast, fresh.Decoded, fresh.DecodedNaN, fresh.Packed, fresh.Pack, fresh.ZeroScaleBlocks)

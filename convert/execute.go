@@ -96,6 +96,10 @@ type Result struct {
 	// not keep (Pack.Lossy: groups whose values changed).
 	Packed int
 	Pack   quant.PackStats
+	// Repack counts the MXFP4 groups decoded to BF16 and those whose bytes
+	// packing the BF16 back (--experts mxfp4) would not restore: their
+	// values come back, their scale byte or a −0 code does not.
+	Repack quant.RepackStats
 	// Uncounted is how many of the Skipped files came from a finished
 	// conversion's manifest, which keeps no counts: the counts above leave
 	// them out.
