@@ -130,7 +130,8 @@ func countAbove(src []byte, stride, rows, cols int, top float64) int64 {
 // A NaN code makes the lanes NaN.
 func (b *blockErr) rowBF16(t *[256]float64, c, src []byte) {
 	src = src[:2*len(c)]
-	sx0, sx1, se0, se1, m := b.sx0, b.sx1, b.se0, b.se1, b.maxBits
+	sx0, sx1, se0, se1 := b.sx0, b.sx1, b.se0, b.se1
+	m := math.Float64frombits(b.maxBits)
 	i := 0
 	for ; i+4 <= len(c); i += 4 {
 		cs := c[i : i+4 : i+4]
@@ -144,7 +145,21 @@ func (b *blockErr) rowBF16(t *[256]float64, c, src []byte) {
 		sx1 += x1*x1 + x3*x3
 		se0 += d0*d0 + d2*d2
 		se1 += d1*d1 + d3*d3
-		m = max(m, math.Float64bits(d0)&absMask, math.Float64bits(d1)&absMask, math.Float64bits(d2)&absMask, math.Float64bits(d3)&absMask)
+		// Branches, not max: a new largest error is rare, so they are
+		// predicted, and cheaper than a select. (A NaN fails every
+		// comparison; the caller redoes such a block.)
+		if a := math.Abs(d0); a > m {
+			m = a
+		}
+		if a := math.Abs(d1); a > m {
+			m = a
+		}
+		if a := math.Abs(d2); a > m {
+			m = a
+		}
+		if a := math.Abs(d3); a > m {
+			m = a
+		}
 	}
 	for ; i < len(c); i++ {
 		x := float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16))
@@ -156,9 +171,11 @@ func (b *blockErr) rowBF16(t *[256]float64, c, src []byte) {
 			sx1 += x * x
 			se1 += d * d
 		}
-		m = max(m, math.Float64bits(d)&absMask)
+		if a := math.Abs(d); a > m {
+			m = a
+		}
 	}
-	b.sx0, b.sx1, b.se0, b.se1, b.maxBits = sx0, sx1, se0, se1, m
+	b.sx0, b.sx1, b.se0, b.se1, b.maxBits = sx0, sx1, se0, se1, math.Float64bits(m)
 }
 
 // fp8Edge reports whether code c is NaN (0x7F, 0xFF), and 1 when it is ±448
