@@ -42,7 +42,10 @@ is redone; --restart writes everything again. Before the first byte the
 planned output size is compared with DST's free space.
 --worker I/N converts a deterministic 1/N of the files (one worker per machine
 on shared storage); the last worker to finish, or 'k3ckpt merge DST', writes
-the index, config and manifest.`,
+the index, config and manifest. A conversion with a lossy step (FP8, NVFP4,
+MXFP4) also writes quantization_report.json: per tensor group the max abs
+error, relative Frobenius error, SQNR and lossy blocks of x̂ (the output as
+engines dequantize it) against the source, listed in the manifest.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error { return runConvert(cmd, args[0], args[1], fl) },
 	}
