@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkReportOverhead converts the tiny replica (and, for the MXFP4
-// packing, its BF16 decode) with the error measurement off and on, side by
+// packing, its BF16 decode; and the small replica) with the error measurement off and on, side by
 // side in alternating order, and reports the ratio of their times (on/off):
 // what quantization_report.json costs convert.
 //
@@ -26,8 +26,12 @@ func BenchmarkReportOverhead(b *testing.B) {
 		{"fp8-default", AttnMoEDenseFP8, tinySrc, Options{}},
 		{"fp8-modelopt-nvfp4", ModelOptK3, tinySrc, Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
 		{"mxfp4-pack", BF16, bf16, Options{Experts: ExpertsMXFP4}},
+		{"fp8-default-small", AttnMoEDenseFP8, "small", Options{}}, // the small replica (0.86 GiB)
 	} {
 		b.Run(c.name, func(b *testing.B) {
+			if c.src == "small" {
+				c.src = replica(b, "small", nil)
+			}
 			if c.src == bf16 {
 				if _, err := os.Stat(bf16); err != nil {
 					convertBench(b, tinySrc, bf16, BF16, Options{Experts: ExpertsBF16})

@@ -85,16 +85,18 @@ func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstr
 	var b blockErr
 	size := in.Size()
 	if in == BF16 {
-		// x̂ depends on the code alone: one product per code, not per element.
-		var t [256]float64
-		for c := range t {
-			t[c] = float64(float32(e4m3Table[c] * sf))
-		}
+		var xhat [BlockSize]float32
+		var l laneSums
+		sc := [1]float32{sf}
 		for r := range rows {
-			b.rowBF16(&t, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+2*cols])
+			xh := xhat[:cols]
+			dequantRow(xh, codes[r*cstride:r*cstride+cols], sc[:]) // float32(code value × sf)
+			errRowBF16(&l, src[r*sstride:r*sstride+2*cols], xh)
 		}
-		if !math.IsNaN(b.se0 + b.se1) { // else a NaN code: element by element below
-			if top := t[0x7E]; float64(amax) > top {
+		b.sx0, b.se0 = l.sx.sum(), l.se.sum()
+		b.maxBits = math.Float64bits(max(l.m[0], l.m[1], l.m[2], l.m[3], l.m[4], l.m[5], l.m[6], l.m[7]))
+		if !math.IsNaN(b.se0) { // else a NaN code: element by element below
+			if top := float64(float32(e4m3Table[0x7E] * sf)); float64(amax) > top {
 				b.sat = countAbove(src, sstride, rows, cols, top)
 			}
 			b.addTo(s, zero)
@@ -124,58 +126,36 @@ func countAbove(src []byte, stride, rows, cols int, top float64) int64 {
 	return n
 }
 
-// rowBF16 adds a row of BF16 sources, t[c] being code c's x̂. Four elements
-// at a time: elements 4i and 4i+2 go to the even lane, 4i+1 and 4i+3 to the
-// odd one, each pair summed first, so that no add waits on the one before.
-// A NaN code makes the lanes NaN.
-func (b *blockErr) rowBF16(t *[256]float64, c, src []byte) {
-	src = src[:2*len(c)]
-	sx0, sx1, se0, se1 := b.sx0, b.sx1, b.se0, b.se1
-	m := math.Float64frombits(b.maxBits)
-	i := 0
-	for ; i+4 <= len(c); i += 4 {
-		cs := c[i : i+4 : i+4]
-		w := binary.LittleEndian.Uint64(src[2*i:])
-		x0 := float64(math.Float32frombits(uint32(w) << 16))
-		x1 := float64(math.Float32frombits(uint32(w>>16) << 16))
-		x2 := float64(math.Float32frombits(uint32(w>>32) << 16))
-		x3 := float64(math.Float32frombits(uint32(w>>48) << 16))
-		d0, d1, d2, d3 := x0-t[cs[0]], x1-t[cs[1]], x2-t[cs[2]], x3-t[cs[3]]
-		sx0 += x0*x0 + x2*x2
-		sx1 += x1*x1 + x3*x3
-		se0 += d0*d0 + d2*d2
-		se1 += d1*d1 + d3*d3
-		// Branches, not max: a new largest error is rare, so they are
-		// predicted, and cheaper than a select. (A NaN fails every
-		// comparison; the caller redoes such a block.)
-		if a := math.Abs(d0); a > m {
-			m = a
-		}
-		if a := math.Abs(d1); a > m {
-			m = a
-		}
-		if a := math.Abs(d2); a > m {
-			m = a
-		}
-		if a := math.Abs(d3); a > m {
-			m = a
+// laneSums are a block's partial sums of BF16 rows in eight lanes (element
+// j of a row goes to lane j%8, as the vector kernel adds them): Σx², Σ(x−x̂)²
+// and max|x−x̂|.
+type laneSums struct {
+	sx, se, m lanes
+}
+
+type lanes [8]float64
+
+// sum adds the lanes pairwise: ((0+1)+(2+3))+((4+5)+(6+7)).
+func (l *lanes) sum() float64 {
+	return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+}
+
+// errRowBF16Go adds elements from on of a BF16 row against their
+// dequantized values xhat. The products are converted explicitly so that no
+// compiler fuses them with the adds (an FMA would round once, and the vector
+// kernel, whose sums must be these bit for bit, rounds twice).
+func errRowBF16Go(l *laneSums, src []byte, xhat []float32, from int) {
+	src = src[:2*len(xhat)]
+	for j := from; j < len(xhat); j++ {
+		x := float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*j:])))
+		d := x - float64(xhat[j])
+		k := j & 7
+		l.sx[k] += float64(x * x)
+		l.se[k] += float64(d * d)
+		if a := math.Abs(d); a > l.m[k] {
+			l.m[k] = a
 		}
 	}
-	for ; i < len(c); i++ {
-		x := float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16))
-		d := x - t[c[i]]
-		if i%2 == 0 {
-			sx0 += x * x
-			se0 += d * d
-		} else {
-			sx1 += x * x
-			se1 += d * d
-		}
-		if a := math.Abs(d); a > m {
-			m = a
-		}
-	}
-	b.sx0, b.sx1, b.se0, b.se1, b.maxBits = sx0, sx1, se0, se1, math.Float64bits(m)
 }
 
 // fp8Edge reports whether code c is NaN (0x7F, 0xFF), and 1 when it is ±448
@@ -214,11 +194,11 @@ func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 		b.sat += sat
 		d := x - y
 		if i%2 == 0 {
-			b.sx0 += x * x
-			b.se0 += d * d
+			b.sx0 += float64(x * x)
+			b.se0 += float64(d * d)
 		} else {
-			b.sx1 += x * x
-			b.se1 += d * d
+			b.sx1 += float64(x * x)
+			b.se1 += float64(d * d)
 		}
 		b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
 	}
@@ -279,12 +259,12 @@ func (b *blockErr) add(l int, x, y float64, top bool) {
 		b.sat++
 	}
 	d := x - y
-	if l == 0 {
-		b.sx0 += x * x
-		b.se0 += d * d
+	if l == 0 { // products converted: never fused into an FMA (see errRowBF16Go)
+		b.sx0 += float64(x * x)
+		b.se0 += float64(d * d)
 	} else {
-		b.sx1 += x * x
-		b.se1 += d * d
+		b.sx1 += float64(x * x)
+		b.se1 += float64(d * d)
 	}
 	b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
 }
