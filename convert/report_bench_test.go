@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,8 +15,10 @@ import (
 
 // BenchmarkReportOverhead converts the tiny replica (and, for the MXFP4
 // packing, its BF16 decode; and the small replica) with the error measurement off and on, side by
-// side in alternating order, and reports the ratio of their times (on/off):
-// what quantization_report.json costs convert.
+// side in alternating order, and reports the ratio of their median times
+// (on/off: wall clock; cpu-on/off: the process's user + system CPU time,
+// which other work on the machine disturbs less): what
+// quantization_report.json costs convert.
 //
 //	go test -run XXX -bench ReportOverhead -benchtime 5x ./convert
 func BenchmarkReportOverhead(b *testing.B) {
@@ -37,32 +41,35 @@ func BenchmarkReportOverhead(b *testing.B) {
 					convertBench(b, tinySrc, bf16, BF16, Options{Experts: ExpertsBF16})
 				}
 			}
-			var on, off time.Duration
+			var on, off, cpuOn, cpuOff []time.Duration
 			i := 0
 			for b.Loop() {
 				for j := range 2 {
 					measure := (i+j)%2 == 1
 					dst := filepath.Join(b.TempDir(), "out")
 					measureErrors = measure
-					t0 := time.Now()
+					t0, c0 := time.Now(), cpuTime(b)
 					convertBench(b, c.src, dst, c.recipe, c.opts)
-					d := time.Since(t0)
+					d, cpu := time.Since(t0), cpuTime(b)-c0
 					measureErrors = true
 					if measure {
-						on += d
+						on, cpuOn = append(on, d), append(cpuOn, cpu)
 					} else {
-						off += d
+						off, cpuOff = append(off, d), append(cpuOff, cpu)
 					}
 					os.RemoveAll(dst)
 				}
 				i++
 			}
-			b.ReportMetric(float64(on)/float64(off), "on/off")
+			// Medians: one conversion stalled by the machine's other work
+			// does not decide the ratio.
+			b.ReportMetric(float64(median(on))/float64(median(off)), "on/off")
+			b.ReportMetric(float64(median(cpuOn))/float64(median(cpuOff)), "cpu-on/off")
 		})
 	}
 }
 
-func convertBench(b *testing.B, src, dst, recipe string, opts Options) {
+func convertBench(b testing.TB, src, dst, recipe string, opts Options) {
 	c, err := safetensors.Open(src)
 	if err != nil {
 		b.Fatal(err)
@@ -79,4 +86,21 @@ func convertBench(b *testing.B, src, dst, recipe string, opts Options) {
 	if _, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2}); err != nil {
 		b.Fatal(err)
 	}
+}
+
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	if n := len(d); n%2 == 0 {
+		return (d[n/2-1] + d[n/2]) / 2
+	}
+	return d[len(d)/2]
+}
+
+// cpuTime is the process's user + system CPU time so far.
+func cpuTime(b testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
