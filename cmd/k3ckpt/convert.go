@@ -222,7 +222,12 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if res.ZeroScaleBlocks > 0 {
 		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
 	}
-	if opts.Experts == convert.ExpertsNVFP4 {
+	switch {
+	case opts.Experts != convert.ExpertsNVFP4:
+	case res.Cast.Blocks == 0 && res.Uncounted > 0:
+		fmt.Fprintf(sw, "MXFP4→NVFP4 cast: not counted; the %s kept from a finished conversion (k3ckpt verify re-casts and counts every file)\n",
+			termtext.Plural(int64(res.Uncounted), "file was", "files were"))
+	default:
 		fmt.Fprintln(sw, castLine(castScope(res), res.Cast))
 	}
 	if res.Decoded > 0 {
