@@ -157,7 +157,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
 	}
 	if p.AuxUnlisted {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them\n", srcPath)
+		warn(cmd, "%s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them", srcPath)
 	}
 	var bar *progress.Bar
 	if net == nil { // a remote source shows its network progress instead
@@ -197,7 +197,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return writeJSON(out, v)
 	}
 	if res.ZeroedNonFinite > 0 { // a warning, printed even under -q
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s replaced by 0 (--nonfinite zero)\n",
+		warn(cmd, "%s replaced by 0 (--nonfinite zero)",
 			termtext.Plural(res.ZeroedNonFinite, "NaN/Inf source value was", "NaN/Inf source values were"))
 	}
 	sw := summary(cmd)
@@ -238,7 +238,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			termtext.Int(r.Changed), termtext.Int(r.Groups))
 	}
 	if res.DecodedNaN > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s in the BF16 output, as torch computes them (NaN codes; under ModelOpt numerics an all-zero tile is NaN codes × scale 0)\n",
+		warn(cmd, "%s in the BF16 output, as torch computes them (NaN codes; under ModelOpt numerics an all-zero tile is NaN codes × scale 0)",
 			termtext.Plural(res.DecodedNaN, "value is NaN", "values are NaN"))
 	}
 	if res.Packed > 0 {
