@@ -12,11 +12,12 @@ import (
 // code × float32(E4M3 scale × weight_scale_2)), and the sums are float64.
 // An element whose x̂ is NaN is counted in NaN and left out of every sum.
 //
-// Sums are taken block by block in a fixed order (rows of a block in order,
-// alternate elements in two lanes added at the block's end; blocks in row-major
-// order), so the same tensor gives the same bits whatever the caller's
-// threading. Float64 addition is not associative: combine ErrStats with Add
-// in an order of your own that is fixed too.
+// Sums are taken block by block in a fixed order: within a block, rows in
+// order, element j of a row in lane j%8 (BF16 → FP8) or j%2 (the rest), the
+// lanes added at the block's end; blocks one by one in row-major order. So a
+// tensor gives the same bits whatever the caller's threading and whichever
+// kernels (vector or portable) run. Float64 addition is not associative:
+// combine ErrStats with Add in an order of your own that is fixed too.
 type ErrStats struct {
 	// Blocks counts the format's scale blocks: 128×128 FP8 tiles, 32-element
 	// MXFP4 groups, and for the MXFP4 → NVFP4 cast the 32-element source
