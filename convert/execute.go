@@ -97,6 +97,9 @@ type Result struct {
 	// not keep (Pack.Lossy: groups whose values changed).
 	Packed int
 	Pack   quant.PackStats
+	// FP8Experts counts the routed experts' blocks cast to block FP8 by
+	// --experts fp8 and those that lost precision.
+	FP8Experts FP8ExpertStats
 	// Network counts the source bytes fetched (nil for a local source).
 	Network *remote.Stats
 }
@@ -322,6 +325,7 @@ func run(ctx context.Context, p *Plan, dst string, units []unit, recs records, m
 		res.DecodedNaN += s.xs.stats.nan
 		res.Packed += s.xs.stats.packed
 		res.Pack = res.Pack.Add(s.xs.stats.pack)
+		res.FP8Experts = res.FP8Experts.Add(s.fx.stats)
 	}
 	if net != nil {
 		res.Network = net.stats()

@@ -13,6 +13,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -27,7 +28,8 @@ type scratch struct {
 	held   []byte          // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
 	spill  *spill          // a remote file's codes between those steps, when not held
 	cs     castScratch
-	xs     xfScratch // decode and pack steps
+	xs     xfScratch   // decode and pack steps
+	fx     fp8xScratch // routed experts cast to block FP8
 	// lastZeroScale is how many blocks the last quantize gave scale 0.
 	lastZeroScale int64
 
@@ -301,7 +303,9 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if s.spill != nil {
 				spillStart = s.spill.n
 			}
+			s.fx.count = st.Kind == stepScales && p.Options.Experts == ExpertsFP8 && model.Classify(st.Source.Name) == model.RoutedExperts
 			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, hold, prog)
+			s.fx.count = false
 			switch {
 			case st.Kind == stepScales && st.HoldCodes:
 				heldAt[weight] = [2]int{start, len(s.held)}

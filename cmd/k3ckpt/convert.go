@@ -188,6 +188,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite, "engines": engineReport(p),
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast,
 			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
+			"fp8_experts": fp8ExpertsJSON(res.FP8Experts),
 			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
 		if nr != nil {
@@ -234,6 +235,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if res.Packed > 0 {
 		fmt.Fprintln(sw, packLine(res.Packed, res.Pack))
 	}
+	if opts.Experts == convert.ExpertsFP8 {
+		fmt.Fprintln(sw, fp8ExpertsLine(res.FP8Experts, opts.ScaleFmt))
+	}
 	if res.Finalized {
 		what := termtext.Plural(int64(t.Quantized), "tensor", "tensors") + " quantized"
 		if t.Decoded > 0 || t.Packed > 0 {
@@ -261,6 +265,23 @@ func packLine(tensors int, p quant.PackStats) string {
 // packJSON is the MXFP4 pack counts in --json's keys.
 func packJSON(p quant.PackStats) map[string]int64 {
 	return map[string]int64{"groups": p.Groups, "lossy": p.Lossy, "saturated": p.Saturated, "zero_groups": p.ZeroGroups}
+}
+
+// fp8ExpertsLine reports the routed experts' blocks cast to block FP8.
+func fp8ExpertsLine(s convert.FP8ExpertStats, sf quant.ScaleFmt) string {
+	line := fmt.Sprintf("experts to block FP8: %s, %d blocks of 128×128, %d lossless, %d lossy (some value changed)",
+		termtext.Plural(s.Tensors, "tensor", "tensors"), s.Blocks, s.Blocks-s.Lossy, s.Lossy)
+	if s.Lossy > 0 && sf != quant.ScaleUE8M0 {
+		line = "warning: " + line + "; --scale-fmt ue8m0 keeps the blocks whose E8M0 group scales an E4M3 code can span lossless"
+	} else if s.Lossy > 0 {
+		line = "warning: " + line + ": an E4M3 code under one block scale cannot span those blocks' E8M0 group scales"
+	}
+	return line
+}
+
+// fp8ExpertsJSON is the FP8 expert counts in --json's keys.
+func fp8ExpertsJSON(s convert.FP8ExpertStats) map[string]int64 {
+	return map[string]int64{"tensors": s.Tensors, "blocks": s.Blocks, "lossless": s.Blocks - s.Lossy, "lossy": s.Lossy}
 }
 
 // castLine reports the cast's block counts in a sentence.
