@@ -149,7 +149,7 @@ func TestFP8ExpertsResumeWorkersHub(t *testing.T) {
 	r, _ := Lookup(AttnMoEDenseFP8)
 	opts := Options{Format: DeepSeek, ScaleFmt: quant.ScaleUE8M0, Experts: ExpertsFP8}
 	want := filepath.Join(t.TempDir(), "want")
-	convertRecipe(t, miniSrc, want, AttnMoEDenseFP8, opts)
+	full := convertRecipe(t, miniSrc, want, AttnMoEDenseFP8, opts)
 
 	h := testckpt.NewHubServer(t, miniSrc)
 	p, err := NewPlan(openRemote(t, h, "hf://org/name"), nil, r, opts)
@@ -182,6 +182,21 @@ func TestFP8ExpertsResumeWorkersHub(t *testing.T) {
 		}
 	}
 	sameTree(t, split, want)
+
+	// A run resuming a half-done output counts the files it keeps from
+	// their records: the summary covers the whole output.
+	half := filepath.Join(t.TempDir(), "half")
+	if _, err := Execute(context.Background(), pl, half, ExecOptions{Jobs: 1, Worker: 0, Workers: 2}); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := Execute(context.Background(), pl, half, ExecOptions{Jobs: 1, Resume: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.Skipped) == 0 || whole.FP8Experts != full.FP8Experts || whole.FP8Experts.Blocks == 0 {
+		t.Fatalf("resumed run kept %d files and counts %+v, the whole run %+v", len(whole.Skipped), whole.FP8Experts, full.FP8Experts)
+	}
+	sameTree(t, half, want)
 
 	// A rerun over the finished output keeps every file.
 	res, err = Execute(context.Background(), pl, split, ExecOptions{Jobs: 1, Resume: true})

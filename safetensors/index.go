@@ -239,20 +239,6 @@ func ReadIndex(p string) (*Index, error) {
 	return ParseIndex(b, p)
 }
 
-// Files lists the distinct shard names, sorted.
-func (idx *Index) Files() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, f := range idx.WeightMap {
-		if !seen[f] {
-			seen[f] = true
-			out = append(out, f)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // Marshal renders the index as huggingface tooling does (json.dumps with
 // indent=2 and sorted keys, plus a final newline).
 func (idx *Index) Marshal() ([]byte, error) {

@@ -180,10 +180,10 @@ func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte
 	return js, nil
 }
 
-// DropHeader lets go of the rendered header bytes (about as large as the
+// dropHeader lets go of the rendered header bytes (about as large as the
 // tensors' descriptions), keeping what renders them again: for a plan that
 // holds every file's layout until the file is written.
-func (l *Layout) DropHeader() { l.Header = nil }
+func (l *Layout) dropHeader() { l.Header = nil }
 
 // HeaderBytes returns the header: the kept bytes, or after DropHeader the
 // same bytes rendered again.

@@ -201,7 +201,7 @@ func TestDropHeaderRendersSameBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := bytes.Clone(l.Header)
-		l.DropHeader()
+		l.dropHeader()
 		if l.Header != nil {
 			t.Fatal("header kept")
 		}

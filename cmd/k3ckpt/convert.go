@@ -186,10 +186,11 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
 			"experts": opts.Experts, "numerics": opts.Numerics.String(),
 			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite, "engines": engineReport(p),
-			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast,
+			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast, "uncounted_files": res.Uncounted,
 			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
-			"fp8_experts": fp8ExpertsJSON(res.FP8Experts),
-			"seconds":     elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
+			"mxfp4_repack": map[string]int64{"groups": res.Repack.Groups, "changed": res.Repack.Changed},
+			"fp8_experts":  fp8ExpertsJSON(res.FP8Experts),
+			"seconds":      elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
 		if nr != nil {
 			v["network"] = nr
@@ -227,6 +228,10 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	if res.Decoded > 0 {
 		fmt.Fprintf(sw, "decoded %s to BF16 (codes × scales in float32, one rounding, as torch)\n", termtext.Plural(int64(res.Decoded), "quantized tensor", "quantized tensors"))
+	}
+	if r := res.Repack; r.Changed > 0 {
+		fmt.Fprintf(sw, "%s of %s MXFP4 groups would repack (--experts mxfp4) to other bytes, every value the same: their scale byte is not compressed-tensors' pick, or they hold −0 codes\n",
+			termtext.Int(r.Changed), termtext.Int(r.Groups))
 	}
 	if res.DecodedNaN > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s in the BF16 output, as torch computes them (NaN codes; under ModelOpt numerics an all-zero tile is NaN codes × scale 0)\n",

@@ -47,9 +47,9 @@ type Checkpoint struct {
 	Index []byte
 }
 
-// Specs lists every tensor in file order (the order a Checkpoint opened
+// specs lists every tensor in file order (the order a Checkpoint opened
 // from disk lists them). Shapes alias the Files': do not modify them.
-func (c *Checkpoint) Specs() []safetensors.TensorSpec {
+func (c *Checkpoint) specs() []safetensors.TensorSpec {
 	n := 0
 	for _, f := range c.Files {
 		n += len(f.Tensors)
