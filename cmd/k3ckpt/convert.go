@@ -274,8 +274,8 @@ func packJSON(p quant.PackStats) map[string]int64 {
 
 // fp8ExpertsLine reports the routed experts' blocks cast to block FP8.
 func fp8ExpertsLine(s convert.FP8ExpertStats, sf quant.ScaleFmt) string {
-	line := fmt.Sprintf("experts to block FP8: %s, %d blocks of 128×128, %d lossless, %d lossy (some value changed)",
-		termtext.Plural(s.Tensors, "tensor", "tensors"), s.Blocks, s.Blocks-s.Lossy, s.Lossy)
+	line := fmt.Sprintf("experts to block FP8: %s, %s blocks of 128×128, %s lossless, %s lossy (some value changed)",
+		termtext.Plural(s.Tensors, "tensor", "tensors"), termtext.Int(s.Blocks), termtext.Int(s.Blocks-s.Lossy), termtext.Int(s.Lossy))
 	if s.Lossy > 0 && sf != quant.ScaleUE8M0 {
 		line = "warning: " + line + "; --scale-fmt ue8m0 keeps the blocks whose E8M0 group scales an E4M3 code can span lossless"
 	} else if s.Lossy > 0 {
