@@ -298,12 +298,12 @@ func (d *indexData) addShard(i int, path string, tensors []TensorInfo, dataSize 
 	return nil
 }
 
-// WriteLayoutIndex streams the index of shards about to be written with
+// WriteFilePlanIndex streams the index of shards about to be written with
 // these layouts (names[i] is the file of layouts[i], relative to the index):
 // the bytes WriteShardIndex renders from the written files, so that a writer
 // that laid the files out need not read their headers back. It returns the
 // total size recorded.
-func WriteLayoutIndex(w io.Writer, names []string, layouts []*Layout) (int64, error) {
+func WriteFilePlanIndex(w io.Writer, names []string, layouts []*FilePlan) (int64, error) {
 	if len(names) != len(layouts) {
 		return 0, fmt.Errorf("%w: %d shard names for %d layouts", ErrWrite, len(names), len(layouts))
 	}

@@ -8,20 +8,20 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
-// Writer streams tensors into a file laid out by a Layout. The file lives under
+// Writer streams tensors into a file laid out by a FilePlan. The file lives under
 // a temporary name in the target directory until Commit renames it, so the
 // final name never holds a partial file. Tensors may be written in any order
 // and concurrently (each through its own TensorWriter). Writers of large
 // files in file order use internal/filewrite instead.
 type Writer struct {
-	l       *Layout
+	l       *FilePlan
 	f       *atomicfile.File
 	written []atomic.Int64
 	opened  []atomic.Bool
 }
 
 // Create starts a file at path (through a temporary) and writes its header.
-func Create(path string, l *Layout) (*Writer, error) {
+func Create(path string, l *FilePlan) (*Writer, error) {
 	header, err := l.HeaderBytes()
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", path, err)

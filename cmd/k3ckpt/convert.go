@@ -157,7 +157,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
 	}
 	if p.AuxUnlisted {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them\n", srcPath)
+		warn(cmd, "%s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them", srcPath)
 	}
 	var bar *progress.Bar
 	if net == nil { // a remote source shows its network progress instead
@@ -198,7 +198,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return writeJSON(out, v)
 	}
 	if res.ZeroedNonFinite > 0 { // a warning, printed even under -q
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s replaced by 0 (--nonfinite zero)\n",
+		warn(cmd, "%s replaced by 0 (--nonfinite zero)",
 			termtext.Plural(res.ZeroedNonFinite, "NaN/Inf source value was", "NaN/Inf source values were"))
 	}
 	sw := summary(cmd)
@@ -223,7 +223,12 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if res.ZeroScaleBlocks > 0 {
 		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
 	}
-	if opts.Experts == convert.ExpertsNVFP4 {
+	switch {
+	case opts.Experts != convert.ExpertsNVFP4:
+	case res.Cast.Blocks == 0 && res.Uncounted > 0:
+		fmt.Fprintf(sw, "MXFP4→NVFP4 cast: not counted; the %s kept from a finished conversion (k3ckpt verify re-casts and counts every file)\n",
+			termtext.Plural(int64(res.Uncounted), "file was", "files were"))
+	default:
 		fmt.Fprintln(sw, castLine(castScope(res), res.Cast))
 	}
 	if res.Decoded > 0 {
@@ -234,7 +239,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			termtext.Int(r.Changed), termtext.Int(r.Groups))
 	}
 	if res.DecodedNaN > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s in the BF16 output, as torch computes them (NaN codes; under ModelOpt numerics an all-zero tile is NaN codes × scale 0)\n",
+		warn(cmd, "%s in the BF16 output, as torch computes them (NaN codes; under ModelOpt numerics an all-zero tile is NaN codes × scale 0)",
 			termtext.Plural(res.DecodedNaN, "value is NaN", "values are NaN"))
 	}
 	if res.Packed > 0 {

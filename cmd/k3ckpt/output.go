@@ -10,12 +10,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // jsonSchema is the version of every --json object's layout. It changes
@@ -131,3 +133,18 @@ func (e *flagValueError) Error() string {
 func (e *flagValueError) Unwrap() error { return e.err }
 
 func flagError(flag string, err error) error { return &flagValueError{flag, err} }
+
+// warn prints a warning on stderr, even under -q, wrapped to termWidth with
+// its continuation lines indented: a warning is read, not parsed.
+// A word too long for a line (a comma-separated list) is broken after its
+// commas.
+func warn(cmd *cobra.Command, format string, a ...any) {
+	width := termWidth(cmd)
+	words := strings.Split("warning: "+fmt.Sprintf(format, a...), " ")
+	for i, w := range words {
+		if utf8.RuneCountInString(w) > width-2 {
+			words[i] = strings.ReplaceAll(w, ",", ", ")
+		}
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), termtext.Wrap(strings.Join(words, " "), width, "  "))
+}

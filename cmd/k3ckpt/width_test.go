@@ -39,6 +39,12 @@ func TestOutputFitsColumns(t *testing.T) {
 				}
 				t.Errorf("COLUMNS=%q %v: line %d is %d columns: %s", cols, args, i+1, n, line)
 			}
+			// Warnings (the engines' verdicts on stderr) wrap too.
+			for i, line := range strings.Split(errOut, "\n") {
+				if n := utf8.RuneCountInString(line); n > width {
+					t.Errorf("COLUMNS=%q %v: stderr line %d is %d columns: %s", cols, args, i+1, n, line)
+				}
+			}
 		}
 	}
 	// $COLUMNS decides whether the --by file table keeps its bytes column.

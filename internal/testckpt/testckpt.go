@@ -157,7 +157,7 @@ func build(configJSON []byte) (*Checkpoint, error) {
 // back through the codec: a validated File named name whose data reads as
 // zeros (a sparse file's holes), held in memory.
 func fakeFile(name string, specs []safetensors.TensorSpec) (*safetensors.File, error) {
-	l, err := safetensors.NewLayout(specs, nil)
+	l, err := safetensors.NewFilePlan(specs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
