@@ -324,3 +324,37 @@ func quantizeAll(t *testing.T, s *scratch, f *safetensors.File, name string) []b
 	}
 	return codes
 }
+
+// TestFP8ExpertsBackToBF16: where every block is counted lossless (UE8M0
+// scales on the mini replica), decoding the FP8 experts to BF16 gives back
+// exactly the MXFP4 values (decoded by the format's definition, not by
+// package quant), in every convention.
+func TestFP8ExpertsBackToBF16(t *testing.T) {
+	src := tensorsOf(t, miniSrc)
+	for _, format := range []Format{ModelOpt, DeepSeek, CompressedTensors} {
+		root := t.TempDir()
+		fp8, bf := filepath.Join(root, "fp8"), filepath.Join(root, "bf16")
+		res := convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: format, ScaleFmt: quant.ScaleUE8M0, Experts: ExpertsFP8})
+		if res.FP8Experts.Lossy != 0 || res.FP8Experts.Blocks == 0 {
+			t.Fatalf("%s: counts %+v, want every block lossless", format, res.FP8Experts)
+		}
+		convertRecipe(t, fp8, bf, BF16, Options{Experts: ExpertsBF16})
+		back := tensorsOf(t, bf)
+		n := 0
+		for name, s := range src {
+			base, packed, ok := model.MXFP4Part(name)
+			if !ok || !packed {
+				continue
+			}
+			want := refMXFP4(t, s.data, src[base+".weight_scale"].data, int(2*s.shape[1]))
+			got, ok := back[base+".weight"]
+			if !ok || got.dtype != safetensors.BF16 || !sameUpToZeroSign(got.data, want) {
+				t.Fatalf("%s: %s.weight is not the MXFP4 values", format, base)
+			}
+			n++
+		}
+		if n == 0 {
+			t.Fatal("no MXFP4 experts")
+		}
+	}
+}
