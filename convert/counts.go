@@ -57,5 +57,5 @@ func (res *Result) add(c *unitCounts) {
 	res.Packed += c.Packed
 	res.Pack = res.Pack.Add(c.Pack)
 	res.Repack = res.Repack.Add(c.Repack)
-	res.FP8Experts = res.FP8Experts.Add(c.FP8Experts)
+	res.FP8Experts = res.FP8Experts.add(c.FP8Experts)
 }

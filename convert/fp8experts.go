@@ -22,8 +22,8 @@ type FP8ExpertStats struct {
 	Lossy   int64 `json:"lossy"`
 }
 
-// Add is the sum of two counts.
-func (s FP8ExpertStats) Add(o FP8ExpertStats) FP8ExpertStats {
+// add is the sum of two counts.
+func (s FP8ExpertStats) add(o FP8ExpertStats) FP8ExpertStats {
 	return FP8ExpertStats{Tensors: s.Tensors + o.Tensors, Blocks: s.Blocks + o.Blocks, Lossy: s.Lossy + o.Lossy}
 }
 
