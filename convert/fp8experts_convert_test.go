@@ -358,3 +358,25 @@ func TestFP8ExpertsBackToBF16(t *testing.T) {
 		}
 	}
 }
+
+// TestFP8ExpertsVerifyCatchesChange: verify re-quantizes an FP8 expert from
+// its MXFP4 source and names it when one of its codes changed.
+func TestFP8ExpertsVerifyCatchesChange(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "fp8")
+	convertRecipe(t, miniSrc, dst, AttnMoEDenseFP8, Options{Format: DeepSeek, Experts: ExpertsFP8})
+	name := "language_model.model.layers.2.block_sparse_moe.experts.5.w3.weight"
+	out := openSrc(t, dst)
+	f, ti, ok := out.Lookup(name)
+	if !ok {
+		t.Fatal(name + " not in the output")
+	}
+	patch(t, filepath.Join(dst, f.Path), f.DataStart+ti.Begin+7, 0x3C)
+	rep := verifyDir(t, miniSrc, dst)
+	found := false
+	for _, v := range rep.Violations {
+		found = found || strings.Contains(v, name+": FP8 codes differ from a fresh quantization")
+	}
+	if rep.OK || !found {
+		t.Fatalf("verify after a changed expert code: ok %v, %v", rep.OK, rep.Violations)
+	}
+}
