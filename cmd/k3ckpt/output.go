@@ -68,7 +68,39 @@ func summary(cmd *cobra.Command) io.Writer {
 	if quiet(cmd) {
 		return io.Discard
 	}
-	return cmd.OutOrStdout()
+	return wrapLines(cmd)
+}
+
+// wrapLines is stdout with every line longer than termWidth wrapped, its
+// continuation lines indented: summaries fit the terminal as tables do.
+func wrapLines(cmd *cobra.Command) io.Writer {
+	return &lineWrapper{w: cmd.OutOrStdout(), width: termWidth(cmd)}
+}
+
+// lineWrapper wraps each complete line written to it; the lines a command
+// prints end in a newline.
+type lineWrapper struct {
+	w       io.Writer
+	width   int
+	partial []byte
+}
+
+func (l *lineWrapper) Write(p []byte) (int, error) {
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(l.partial[:i])
+		if utf8.RuneCountInString(line) > l.width {
+			line = termtext.Wrap(line, l.width, "  ")
+		}
+		if _, err := io.WriteString(l.w, line+"\n"); err != nil {
+			return 0, err
+		}
+		l.partial = l.partial[i+1:]
+	}
 }
 
 // newProgress is the progress display of a long command: on a terminal
