@@ -25,6 +25,9 @@ const (
 // of each form per component, per DP16 rank and per PP16 stage, exactly as
 // the shapes give them.
 func TestWhatIfExperts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	release := fullFake(t)
 	full, err := model.ScaledConfigJSON(model.ScaleFull)
 	if err != nil {
