@@ -53,7 +53,8 @@ type Options struct {
 	ScaleFmt quant.ScaleFmt
 	// NonFinite decides what a NaN or Inf in a weight to quantize does.
 	NonFinite nonFinitePolicy
-	// Experts keeps the routed experts or casts them to NVFP4.
+	// Experts keeps the routed experts, casts them (NVFP4, block FP8), decodes
+	// them to BF16 or packs BF16 ones to MXFP4.
 	Experts ExpertsMode
 	// Numerics chooses the block-FP8 cast (DeepGEMM's or ModelOpt's).
 	Numerics quant.Numerics
