@@ -1,10 +1,8 @@
 package convert
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -15,7 +13,8 @@ import (
 // --experts fp8 cast to block FP8. A block is lossy when some weight's
 // dequantized value (E4M3 code × block scale, in float32, as an FP8 GEMM
 // sees it) differs from the source's: one E4M3 scale cannot always hold
-// every E8M0 scale of the block's 32-wide MXFP4 groups.
+// every E8M0 scale of the block's 32-wide MXFP4 groups. They are the
+// quantization report's blocks and lossy blocks of the experts group.
 type FP8ExpertStats struct {
 	Tensors int64 `json:"tensors"`
 	Blocks  int64 `json:"blocks"`
@@ -195,69 +194,22 @@ func mxfp4Reads(f *safetensors.File, t safetensors.TensorInfo, read func(t safet
 	})
 }
 
-// fp8xScratch is a job's state for FP8 experts: the view's buffer, whether
-// the quantize under way counts its blocks, the per-block state of the tile
-// being counted, and the counts.
+// fp8xScratch is a job's state for FP8 experts: the view's buffer and the
+// block counts.
 type fp8xScratch struct {
 	buf   []byte
-	count bool
-	lossy []bool
-	tabs  [][256]uint32
 	stats FP8ExpertStats
 }
 
-// countBlocks adds the blocks of one quantized tile (rows × w FP8 codes,
-// the tile's block scales from scales[0]) to the counts, comparing each
-// dequantized value (the float32 product E4M3 code × scale) with the
-// source's, row by row; ±0 are equal, as in float comparison.
-func (x *fp8xScratch) countBlocks(codes []byte, scales []float32, src []byte, rows, w int, e quant.Elem) {
-	nb := (w + blockSize - 1) / blockSize
-	if cap(x.lossy) < nb {
-		x.lossy, x.tabs = make([]bool, nb), make([][256]uint32, nb)
-	}
-	lossy, tabs := x.lossy[:nb], x.tabs[:nb]
-	clear(lossy)
-	// Each block's products as float32 bits, so that a BF16 source (the
-	// MXFP4 decode) is compared by bits: -0 is stored as +0.
-	for j := range nb {
-		for c := range 256 {
-			b := math.Float32bits(quant.E4M3ToF32(byte(c)) * scales[j])
-			if b == 0x80000000 {
-				b = 0
-			}
-			tabs[j][c] = b
-		}
-	}
-	esz := e.Size()
-	for r := range rows {
-		crow, srow := codes[r*w:(r+1)*w], src[r*w*esz:(r+1)*w*esz]
-		for j := range nb {
-			if lossy[j] {
-				continue
-			}
-			tab := &tabs[j]
-			for c := j * blockSize; c < min(j*blockSize+blockSize, w); c++ {
-				var v uint32
-				if e == quant.BF16 {
-					v = uint32(binary.LittleEndian.Uint16(srow[2*c:])) << 16
-				} else {
-					v = math.Float32bits(sourceValue(srow, int64(c), e))
-				}
-				if v == 0x80000000 {
-					v = 0
-				}
-				if tab[crow[c]] != v {
-					lossy[j] = true
-					break
-				}
-			}
-		}
-	}
-	x.stats.Blocks += int64(nb)
-	for _, l := range lossy {
-		if l {
-			x.stats.Lossy++
-		}
+// counted adds one expert tensor's blocks to the counts, from the error the
+// quantization report measured for it in the same pass (quant.ErrStats: a
+// block is lossy when some float32 product code × scale differs from the
+// source value, ±0 equal). m is nil only when measuring is off.
+func (x *fp8xScratch) counted(m *quant.ErrStats) {
+	x.stats.Tensors++
+	if m != nil {
+		x.stats.Blocks += m.Blocks
+		x.stats.Lossy += m.LossyBlocks
 	}
 }
 

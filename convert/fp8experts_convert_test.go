@@ -91,6 +91,23 @@ func TestFP8ExpertsFromMXFP4IsBF16Path(t *testing.T) {
 			if res.FP8Experts != want {
 				t.Errorf("%s: counts %+v, an independent dequantization finds %+v", name, res.FP8Experts, want)
 			}
+			// The summary's counts are the report's for the experts group.
+			if res.Report == nil {
+				t.Fatalf("%s: no quantization report", name)
+			}
+			found := false
+			for _, g := range res.Report.Groups {
+				if g.Group != model.GroupExperts.String() {
+					continue
+				}
+				found = true
+				if g.Blocks != want.Blocks || g.LossyBlocks != want.Lossy || g.Tensors != want.Tensors {
+					t.Errorf("%s: report's experts group %+v, counts %+v", name, g, want)
+				}
+			}
+			if !found {
+				t.Errorf("%s: no experts group in the report", name)
+			}
 			if resBF.FP8Experts != want {
 				t.Errorf("%s from BF16: counts %+v, want %+v", name, resBF.FP8Experts, want)
 			}

@@ -58,6 +58,8 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 	}
 	s.scales = bufs.Grow(s.scales, int(nb*kb))
 	quantizers := map[int]*quant.Quantizer{}
+	measure := s.measure
+	s.measure = nil
 	var zeroed, recounted int64
 	for b := range nb {
 		if err := ctx.Err(); err != nil {
@@ -88,6 +90,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				if err := q.SetNumerics(opts.Numerics); err != nil {
 					return zeroed, err
 				}
+				q.SetErrStats(measure)
 				quantizers[w] = q
 			}
 			dst := s.band[:rows*k]
@@ -117,9 +120,6 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			if err != nil {
 				return zeroed, err
 			}
-			if s.fx.count {
-				s.fx.countBlocks(dst, scales, src, rows, w, elem)
-			}
 			if w != k {
 				for r := range rows {
 					copy(s.band[r*k+c0:r*k+c0+w], dst[r*w:(r+1)*w])
@@ -139,9 +139,6 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				return zeroed, err
 			}
 		}
-	}
-	if s.fx.count {
-		s.fx.stats.Tensors++
 	}
 	s.lastZeroScale = -recounted
 	for _, q := range quantizers {

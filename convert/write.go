@@ -14,6 +14,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -30,6 +31,11 @@ type scratch struct {
 	cs     castScratch
 	xs     xfScratch   // decode and pack steps
 	fx     fp8xScratch // routed experts cast to block FP8
+	// errs collects the error of each tensor the file being written
+	// quantizes; measure, when set, is the accumulator the next quantize
+	// or NVFP4 code cast fills (and clears).
+	errs    errCollector
+	measure *quant.ErrStats
 	// lastZeroScale is how many blocks the last quantize gave scale 0.
 	lastZeroScale int64
 
@@ -142,6 +148,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 	}
 	_, err = f.Write(header)
 	var zeroed int64
+	s.errs.take() // nothing left from a file that failed
 	if err == nil {
 		ra, done := s.sourceReader(ctx, p, fp)
 		zeroed, err = s.runSteps(ctx, p, f, path, fp, ra, prog)
@@ -166,7 +173,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 		return zeroed, fileRecord{}, nil, err
 	}
 	f.Finish()
-	return zeroed, fileRecord{Size: l.Size}, commitHashed(f, ""), nil
+	return zeroed, fileRecord{Size: l.Size, Report: s.errs.take()}, commitHashed(f, ""), nil
 }
 
 // commitFunc syncs and renames a written file and returns its sha256, once
@@ -303,9 +310,14 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if s.spill != nil {
 				spillStart = s.spill.n
 			}
-			s.fx.count = st.Kind == stepScales && p.Options.Experts == ExpertsFP8 && model.Classify(st.Source.Name) == model.RoutedExperts
+			if st.Kind == stepScales { // the one pass over the weight that always runs
+				s.measure = s.errs.tensor(st.Source.Name)
+			}
+			measured := s.measure
 			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, hold, prog)
-			s.fx.count = false
+			if err == nil && st.Kind == stepScales && p.Options.Experts == ExpertsFP8 && model.Classify(st.Source.Name) == model.RoutedExperts {
+				s.fx.counted(measured)
+			}
 			switch {
 			case st.Kind == stepScales && st.HoldCodes:
 				heldAt[weight] = [2]int{start, len(s.held)}
