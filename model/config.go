@@ -75,9 +75,12 @@ const (
 	// ExpertsNVFP4 is NVFP4 (a ModelOpt conversion): weight + weight_scale
 	// (E4M3, one per 16) + weight_scale_2 and input_scale (F32 scalars).
 	ExpertsNVFP4
+	// ExpertsFP8 is 128×128 block FP8 (a conversion's --experts fp8):
+	// weight F8_E4M3 + its convention's block scales, as other FP8 weights.
+	ExpertsFP8
 )
 
-// String returns "mxfp4", "bf16" or "nvfp4".
+// String returns "mxfp4", "bf16", "nvfp4" or "fp8".
 func (f ExpertFormat) String() string {
 	switch f {
 	case ExpertsMXFP4:
@@ -86,6 +89,8 @@ func (f ExpertFormat) String() string {
 		return "bf16"
 	case ExpertsNVFP4:
 		return "nvfp4"
+	case ExpertsFP8:
+		return "fp8"
 	}
 	return fmt.Sprintf("ExpertFormat(%d)", uint8(f))
 }
