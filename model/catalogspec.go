@@ -7,10 +7,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// expertsPart is what follows a MoE layer's prefix in a routed expert's
-// catalog name, before the expert's number.
-const expertsPart = "block_sparse_moe.experts."
-
 // CatalogLookup returns a function that finds a tensor's catalog spec (its
 // dtype and shape as this config implies them) by name: the spec named so
 // in ShardTensors(ShardIndexOf(name)), without building a shard's names.
@@ -22,18 +18,14 @@ func (c *Config) CatalogLookup() func(name string) (safetensors.TensorSpec, bool
 	// prefix, for each kind of layer (attention, MoE or dense), in
 	// shardUnits' order: a later template of the same name wins, as in a map
 	// of the shard's specs.
-	type kind struct {
-		att attnKind
-		moe bool
-	}
-	layerKinds := map[kind]map[string]tmpl{}
+	layerKinds := map[uint64]map[string]tmpl{}
 	for _, l := range c.layers {
-		k := kind{l.Attention, l.MoE}
+		k := l.parts
 		if layerKinds[k] != nil {
 			continue
 		}
 		m := map[string]tmpl{}
-		own := c.TextPrefix() + layersPart + strconv.Itoa(l.Index) + "."
+		own := c.TextPrefix() + c.schema().layers + strconv.Itoa(l.Index) + "."
 		c.shardUnits(t, l.Index, func(prefix string, ts []tmpl) {
 			if prefix == own { // not an expert's
 				for _, x := range ts {
@@ -43,10 +35,16 @@ func (c *Config) CatalogLookup() func(name string) (safetensors.TensorSpec, bool
 		})
 		layerKinds[k] = m
 	}
-	expert := make(map[string]tmpl, len(t.expert))
-	for _, x := range t.expert {
+	rep := c.repeatedPart()
+	var experts resolvedPart
+	if rep >= 0 {
+		experts = t.layer[rep]
+	}
+	expert := make(map[string]tmpl, len(experts.ts))
+	for _, x := range experts.ts {
 		expert[x.suffix] = x
 	}
+	expertsPart := c.schema().expertsPart
 	slots := make([]map[string]safetensors.TensorSpec, c.NumShards()-c.NumLayers)
 	for s := range slots {
 		specs := c.shardTensors(t, c.NumLayers+s)
@@ -55,7 +53,7 @@ func (c *Config) CatalogLookup() func(name string) (safetensors.TensorSpec, bool
 			slots[s][x.Name] = x
 		}
 	}
-	prefix := c.TextPrefix() + layersPart
+	prefix := c.TextPrefix() + c.schema().layers
 	return func(name string) (safetensors.TensorSpec, bool) {
 		rest, ok := strings.CutPrefix(name, prefix)
 		if !ok {
@@ -74,16 +72,16 @@ func (c *Config) CatalogLookup() func(name string) (safetensors.TensorSpec, bool
 			return safetensors.TensorSpec{}, false
 		}
 		l := c.layers[i]
-		if x, ok := layerKinds[kind{l.Attention, l.MoE}][rest]; ok {
+		if x, ok := layerKinds[l.parts][rest]; ok {
 			return safetensors.TensorSpec{Name: name, DType: x.dtype, Shape: x.shape}, true
 		}
-		if !l.MoE {
+		if rep < 0 || l.parts&(1<<rep) == 0 {
 			return safetensors.TensorSpec{}, false
 		}
 		if rest, ok = strings.CutPrefix(rest, expertsPart); !ok {
 			return safetensors.TensorSpec{}, false
 		}
-		if _, rest, ok = catalogNumber(rest, c.NumExperts); !ok {
+		if _, rest, ok = catalogNumber(rest, experts.repeat); !ok {
 			return safetensors.TensorSpec{}, false
 		}
 		if x, ok := expert[rest]; ok {

@@ -91,11 +91,12 @@ func components() []Component {
 // the schedule tells them apart.
 type Classifier struct {
 	mla []bool // indexed by 0-based layer
+	s   *schema
 }
 
 // newClassifier builds a classifier for a layer schedule.
-func newClassifier(layers []layer) *Classifier {
-	c := &Classifier{mla: make([]bool, len(layers))}
+func newClassifier(s *schema, layers []layer) *Classifier {
+	c := &Classifier{mla: make([]bool, len(layers)), s: s}
 	for i, l := range layers {
 		c.mla[i] = l.Attention == MLA
 	}
@@ -105,7 +106,7 @@ func newClassifier(layers []layer) *Classifier {
 // k3Classifier uses the public K3 schedule, for callers without a config.
 var k3Classifier = func() *Classifier {
 	full, _ := k3FullAttnLayers()
-	c := &Classifier{mla: make([]bool, k3Layers)}
+	c := &Classifier{mla: make([]bool, k3Layers), s: k3Schema}
 	for _, l := range full {
 		c.mla[l-1] = true
 	}

@@ -257,7 +257,7 @@ func (c *Config) ModelOptExcludes() []string {
 	for l := range c.FirstKDense {
 		out = append(out, c.TextPrefix()+"layers."+strconv.Itoa(l)+".mlp.*")
 	}
-	out = append(out, strings.TrimSuffix(c.slotName("/lm_head.weight"), ".weight"), "vision_tower*", "mm_projector*",
+	out = append(out, c.prefixVars()["LM"]+"lm_head", "vision_tower*", "mm_projector*",
 		"*self_attn.f_a_proj*", "*self_attn.b_proj*")
 	return out
 }

@@ -73,51 +73,14 @@ const (
 	NumGroups = int(GroupMMProjector) + 1
 )
 
-var groupInfo = [NumGroups]struct {
-	name string
-	comp Component
-}{
-	groupOther:       {"other", Other},
-	groupKDAQ:        {"kda.q_proj", AttentionKDA},
-	groupKDAK:        {"kda.k_proj", AttentionKDA},
-	groupKDAV:        {"kda.v_proj", AttentionKDA},
-	groupKDAG:        {"kda.g_proj", AttentionKDA},
-	groupKDAO:        {"kda.o_proj", AttentionKDA},
-	groupKDAFA:       {"kda.f_a_proj", AttentionKDA},
-	groupKDAFB:       {"kda.f_b_proj", AttentionKDA},
-	groupKDAB:        {"kda.b_proj", AttentionKDA},
-	GroupKDAConv:     {"kda.conv1d", AttentionKDA},
-	GroupKDADTBias:   {"kda.dt_bias", AttentionKDA},
-	GroupKDAALog:     {"kda.A_log", AttentionKDA},
-	GroupKDAONorm:    {"kda.o_norm", AttentionKDA},
-	groupMLAQA:       {"mla.q_a_proj", AttentionMLA},
-	GroupMLAQANorm:   {"mla.q_a_layernorm", AttentionMLA},
-	groupMLAQB:       {"mla.q_b_proj", AttentionMLA},
-	groupMLAKVA:      {"mla.kv_a_proj_with_mqa", AttentionMLA},
-	GroupMLAKVANorm:  {"mla.kv_a_layernorm", AttentionMLA},
-	groupMLAKVB:      {"mla.kv_b_proj", AttentionMLA},
-	groupMLAO:        {"mla.o_proj", AttentionMLA},
-	groupMLAG:        {"mla.g_proj", AttentionMLA},
-	groupDenseGate:   {"dense_mlp.gate_proj", DenseMLP},
-	groupDenseUp:     {"dense_mlp.up_proj", DenseMLP},
-	groupDenseDown:   {"dense_mlp.down_proj", DenseMLP},
-	groupRouterGate:  {"router.gate", router},
-	groupRouterBias:  {"router.e_score_correction_bias", router},
-	groupLatentDown:  {"latent.down_proj", Latent},
-	groupLatentUp:    {"latent.up_proj", Latent},
-	GroupLatentNorm:  {"latent.norm", Latent},
-	groupSharedGate:  {"shared_experts.gate_proj", SharedExperts},
-	groupSharedUp:    {"shared_experts.up_proj", SharedExperts},
-	groupSharedDown:  {"shared_experts.down_proj", SharedExperts},
-	GroupExperts:     {"experts", RoutedExperts},
-	groupLayerNorms:  {"layer_norms", norms},
-	groupAttnRes:     {"attn_res", norms},
-	GroupEmbedding:   {"embedding", embedding},
-	GroupLMHead:      {"lm_head", lMHead},
-	GroupFinalNorms:  {"final_norms", norms},
-	GroupVisionTower: {"vision_tower", Vision},
-	GroupMMProjector: {"mm_projector", Vision},
-}
+// groupInfo is each group's name and component, as the built-in family's
+// schema file lists them (in Group order).
+var groupInfo = func() []groupDef {
+	if len(k3Schema.groups) != NumGroups {
+		panic(fmt.Sprintf("model: families/k3.json lists %d groups, the package %d", len(k3Schema.groups), NumGroups))
+	}
+	return k3Schema.groups
+}()
 
 // String is the group's stable name, e.g. "kda.q_proj", "shared_experts.down_proj".
 func (g Group) String() string {

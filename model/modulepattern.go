@@ -22,7 +22,8 @@ func ModuleKind(module string) (layer int, kind string) {
 		return -1, module[strings.LastIndexByte(module, '.')+1:]
 	}
 	// Neither text prefix contains "layers.", so the first one is the layer's.
-	rest := module[strings.Index(module, layersPart)+len(layersPart):]
+	lp := k3Schema.layers // neither text prefix contains it
+	rest := module[strings.Index(module, lp)+len(lp):]
 	return l, rest[strings.IndexByte(rest, '.')+1:]
 }
 
@@ -49,15 +50,16 @@ func ModuleRegexp(module string, anyLayer bool) string {
 func ExpertBank(name string) string {
 	// What ParseName reads of a routed expert's name, and no more: a
 	// checkpoint's names are nearly all experts'.
-	rest := strings.TrimPrefix(name, mmPrefix)
-	rest, ok := strings.CutPrefix(rest, textModel+layersPart)
+	s := k3Schema
+	rest := strings.TrimPrefix(name, s.outer)
+	rest, ok := strings.CutPrefix(rest, s.text+s.layers)
 	if !ok {
 		return ""
 	}
 	if _, rest, ok = leadingInt(rest); !ok || len(rest) < 2 || rest[0] != '.' {
 		return ""
 	}
-	if _, _, ok := expertTail(rest[1:]); !ok {
+	if _, _, ok := s.expertTail(rest[1:]); !ok {
 		return ""
 	}
 	const bank = ".experts"

@@ -70,3 +70,32 @@ func (c *Config) parseVision(p *fields, top jobj) {
 		c.Vision = vc
 	}
 }
+
+// value is a vision_config key as parseVision read it.
+func (v *visionConfig) value(key string) (int64, bool) {
+	switch key {
+	case "vt_hidden_size":
+		return v.Hidden, true
+	case "vt_num_hidden_layers":
+		return v.Layers, true
+	case "vt_intermediate_size":
+		return v.Intermediate, true
+	case "vt_num_attention_heads":
+		return v.Heads, true
+	case "qkv_hidden_size":
+		return v.QKVHidden, true
+	case "patch_size":
+		return v.PatchSize, true
+	case "num_channels":
+		return v.Channels, true
+	case "init_pos_emb_height":
+		return v.PosEmbH, true
+	case "init_pos_emb_width":
+		return v.PosEmbW, true
+	case "merge_kernel_size[0]":
+		return v.MergeH, true
+	case "merge_kernel_size[1]":
+		return v.MergeW, true
+	}
+	return 0, false
+}
