@@ -36,9 +36,12 @@ const (
 	norms
 	// Vision is the vision tower and the multimodal projector.
 	Vision
+	// attention is the self_attn tensors of a family whose layers have one
+	// kind of attention (not K3's).
+	attention
 
 	// NumComponents is the number of classes, for arrays indexed by Component.
-	NumComponents = int(Vision) + 1
+	NumComponents = int(attention) + 1
 )
 
 var componentNames = [NumComponents]string{
@@ -54,6 +57,7 @@ var componentNames = [NumComponents]string{
 	lMHead:        "lm_head",
 	norms:         "norms",
 	Vision:        "vision",
+	attention:     "attention",
 }
 
 // String is the class name used in reports (e.g. "attention.kda").
@@ -65,7 +69,9 @@ func (c Component) String() string {
 }
 
 // IsAttention reports whether c is one of the two attention classes.
-func (c Component) IsAttention() bool { return c == AttentionKDA || c == AttentionMLA }
+func (c Component) IsAttention() bool {
+	return c == AttentionKDA || c == AttentionMLA || c == attention
+}
 
 // ParseComponent maps a class name back to its Component.
 func ParseComponent(s string) (Component, error) {

@@ -7,7 +7,7 @@ import (
 
 func TestComponentNames(t *testing.T) {
 	want := []string{"other", "attention.kda", "attention.mla", "shared_experts", "latent", "router",
-		"routed_experts", "dense_mlp", "embedding", "lm_head", "norms", "vision"}
+		"routed_experts", "dense_mlp", "embedding", "lm_head", "norms", "vision", "attention"}
 	got := components()
 	if len(got) != len(want) {
 		t.Fatalf("%d components, want %d", len(got), len(want))
@@ -21,7 +21,7 @@ func TestComponentNames(t *testing.T) {
 			t.Errorf("ParseComponent(%q) = %v, %v", want[i], back, err)
 		}
 	}
-	if _, err := ParseComponent("attention"); err == nil {
+	if _, err := ParseComponent("attention.gqa"); err == nil {
 		t.Error("ParseComponent accepted an unknown name")
 	}
 	if s := Component(200).String(); !strings.Contains(s, "200") {

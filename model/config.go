@@ -156,8 +156,9 @@ type Config struct {
 	quantPath string // where quantization_config was read, dotted
 	layers    []layer
 	cls       *Classifier
-	sch       *schema    // the family (nil: Kimi-K3)
-	tmpl      *templates // the schema as this config reads it
+	sch       *schema          // the family (nil: Kimi-K3)
+	tmpl      *templates       // the schema as this config reads it
+	values    map[string]int64 // what a schema's reader read, by key
 }
 
 // ParseConfig parses and validates a config.json: a top-level kimi_k3 config
@@ -178,11 +179,12 @@ func ParseConfig(data []byte) (*Config, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("config: trailing data after the JSON object: %w", ErrInvalidConfig)
 	}
-	c, err := fromRaw(raw)
-	if err != nil {
-		return nil, err
+	if s := familyOf(modelType(raw)); s != nil && s.reader == "" {
+		return s.readGeneric(raw)
+	} else if s != nil {
+		return fromRaw(raw, s)
 	}
-	return c, nil
+	return fromRaw(raw, k3Schema)
 }
 
 // Raw returns a deep copy of the parsed JSON (numbers as json.Number, so they
@@ -223,10 +225,10 @@ func deepCopy(v any) any {
 	return v
 }
 
-func fromRaw(raw map[string]any) (*Config, error) {
+func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	p := &fields{}
 	top := jobj{m: raw}
-	c := &Config{raw: raw}
+	c := &Config{raw: raw, sch: s}
 
 	text := top
 	if _, ok := raw["text_config"]; ok {
@@ -426,5 +428,6 @@ func (c *Config) configValue(key string) (int64, bool) {
 	case "vision_config":
 		return b2i(c.Vision != nil), true
 	}
-	return 0, false
+	v, ok := c.values[key]
+	return v, ok
 }

@@ -88,9 +88,12 @@ func NVFP4ScalePartner(base string) (string, bool) {
 	if Classify(base+mxfp4Packed) != RoutedExperts {
 		return "", false
 	}
-	for _, p := range [...][2]string{{".w1", ".w3"}, {".w3", ".w1"}, {".gate_proj", ".up_proj"}, {".up_proj", ".gate_proj"}} {
-		if b, ok := strings.CutSuffix(base, p[0]); ok {
-			return b + p[1], true
+	for _, p := range k3Schema.sharedScale {
+		if b, ok := strings.CutSuffix(base, "."+p[0]); ok {
+			return b + "." + p[1], true
+		}
+		if b, ok := strings.CutSuffix(base, "."+p[1]); ok {
+			return b + "." + p[0], true
 		}
 	}
 	return "", false

@@ -69,22 +69,36 @@ const (
 	GroupVisionTower // vision_tower: every vision_tower.* tensor
 	GroupMMProjector // mm_projector: every mm_projector.* tensor
 
-	// NumGroups is the number of groups, for arrays indexed by Group.
+	// NumGroups is the number of the built-in family's groups, for arrays
+	// indexed by Group (another family's groups come after them).
 	NumGroups = int(GroupMMProjector) + 1
 )
 
-// groupInfo is each group's name and component, as the built-in family's
-// schema file lists them (in Group order).
-var groupInfo = func() []groupDef {
-	if len(k3Schema.groups) != NumGroups {
-		panic(fmt.Sprintf("model: families/k3.json lists %d groups, the package %d", len(k3Schema.groups), NumGroups))
+// groupInfo is every group's name and component: the built-in family's
+// (families/k3.json lists them in Group order), then those other families
+// add. It grows only while schema files are loaded (at start-up).
+var groupInfo []groupDef
+
+// internGroup returns the group of a name, adding it when no family has it.
+func internGroup(name string, comp Component) (Group, error) {
+	for i, g := range groupInfo {
+		if g.name == name {
+			if g.comp != comp {
+				return 0, fmt.Errorf("group %q is %s, not %s", name, g.comp, comp)
+			}
+			return Group(i), nil
+		}
 	}
-	return k3Schema.groups
-}()
+	if len(groupInfo) == 64 {
+		return 0, fmt.Errorf("group %q: more than 64 groups in all", name)
+	}
+	groupInfo = append(groupInfo, groupDef{name, comp})
+	return Group(len(groupInfo) - 1), nil
+}
 
 // String is the group's stable name, e.g. "kda.q_proj", "shared_experts.down_proj".
 func (g Group) String() string {
-	if int(g) < NumGroups {
+	if int(g) < len(groupInfo) {
 		return groupInfo[g].name
 	}
 	return fmt.Sprintf("Group(%d)", uint8(g))
@@ -92,7 +106,7 @@ func (g Group) String() string {
 
 // Component is the accounting class the group's tensors are counted in.
 func (g Group) Component() Component {
-	if int(g) < NumGroups {
+	if int(g) < len(groupInfo) {
 		return groupInfo[g].comp
 	}
 	return Other
@@ -130,16 +144,16 @@ func Groups(gs ...Group) GroupSet {
 	return s
 }
 
-// AllGroups is every group but GroupOther.
+// AllGroups is every group of the built-in family but GroupOther.
 const AllGroups = GroupSet(1<<NumGroups-1) &^ 1
 
 // Has reports whether g is in the set.
-func (s GroupSet) Has(g Group) bool { return int(g) < NumGroups && s&(1<<g) != 0 }
+func (s GroupSet) Has(g Group) bool { return g < 64 && s&(1<<g) != 0 }
 
 // Members lists the set's groups in Group order.
 func (s GroupSet) Members() []Group {
 	var out []Group
-	for g := range Group(NumGroups) {
+	for g := range Group(len(groupInfo)) {
 		if s.Has(g) {
 			out = append(out, g)
 		}
@@ -175,7 +189,7 @@ func ParseGroupSet(list string) (GroupSet, error) {
 			continue
 		}
 		var fam GroupSet
-		for g := range Group(NumGroups) {
+		for g := range Group(len(groupInfo)) {
 			if g != groupOther && g.Family() == item && strings.Contains(g.String(), ".") {
 				fam |= Groups(g)
 			}

@@ -6,13 +6,6 @@ import (
 	"strings"
 )
 
-// The MoE block's name: block_sparse_moe in the checkpoint, mlp in the
-// engines' runtime modules (SGLang's and vLLM's weight mappers rename it).
-const (
-	moeBlock       = "block_sparse_moe"
-	engineMoeBlock = "mlp"
-)
-
 // ModuleKind splits a module name into its decoder layer and its kind, the
 // name after layers.N. (….layers.3.self_attn.q_proj → 3, "self_attn.q_proj");
 // a module outside the layers has layer -1 and its last component as kind.
@@ -34,7 +27,10 @@ func ModuleKind(module string) (layer int, kind string) {
 // its last component.
 func ModuleRegexp(module string, anyLayer bool) string {
 	layer, kind := ModuleKind(module)
-	q := strings.ReplaceAll(regexp.QuoteMeta(kind), moeBlock, "(?:"+moeBlock+"|"+engineMoeBlock+")")
+	q := regexp.QuoteMeta(kind)
+	for _, r := range k3Schema.renames { // the engines' runtime spellings too
+		q = strings.ReplaceAll(q, r[0], "(?:"+r[0]+"|"+r[1]+")")
+	}
 	switch {
 	case layer < 0:
 		return `(?:.*\.)?` + q + `$`

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -24,6 +25,7 @@ var k3SchemaJSON []byte
 type schemaFile struct {
 	Family   string                       `json:"family"`
 	Doc      string                       `json:"doc"`
+	Config   configFile                   `json:"config"`
 	Prefixes map[string]map[string]string `json:"prefixes"`
 	Dims     map[string]string            `json:"dims"`
 	Groups   [][2]string                  `json:"groups"`
@@ -51,6 +53,18 @@ type schemaFile struct {
 		Experts           []string          `json:"experts"`
 		ExpertProjections map[string]string `json:"expert_projections"`
 	} `json:"names"`
+	Engines struct {
+		Doc     string      `json:"doc"`
+		Renames [][2]string `json:"renames"`
+		Fused   []struct {
+			Name    string   `json:"name"`
+			Parent  string   `json:"parent"`
+			Members []string `json:"members"`
+			Engines []Engine `json:"engines"`
+		} `json:"fused"`
+		ModelOptExclude []string    `json:"modelopt_exclude"`
+		SharedScale     [][2]string `json:"shared_scale"`
+	} `json:"engines"`
 }
 
 type partFile struct {
@@ -63,11 +77,14 @@ type partFile struct {
 // schema is a checked schema file, ready to interpret.
 type schema struct {
 	family string
+	// reader is "kimi_linear" for K3's Go reader, "" for readDims.
+	reader     string
+	modelTypes []string
+	readDims   []dimRule
 	// prefixes are the name variables ({P}, {LM}) of a bare text config
 	// ([0]) and of a multimodal one ([1]).
 	prefixes [2]map[string]string
 	dims     map[string]expr
-	groups   []groupDef
 	units    map[string][]tensorRule
 	// layerPrefix is the name prefix of layer {n}; layerParts its parts.
 	layerPrefix string
@@ -86,6 +103,12 @@ type schema struct {
 	// outer + text is the multimodal text prefix, text the bare one; layers
 	// is what follows it before a layer's number.
 	outer, text, layers string
+
+	// The engines' spellings.
+	renames         [][2]string // checkpoint → runtime module name parts
+	fused           []fusedGroup
+	modelOptExclude []string
+	sharedScale     [][2]string
 }
 
 type groupDef struct {
@@ -150,10 +173,14 @@ func loadSchema(data []byte) (*schema, error) {
 	s := &schema{family: f.Family, dims: map[string]expr{}, units: map[string][]tensorRule{},
 		layerKeys: map[string]layerGroup{}, textTop: map[string]Group{}, rootModules: map[string]Group{},
 		expertProj: map[string]ExpertProj{}}
-	for i, k := range []string{"text", "multimodal"} {
-		if s.prefixes[i] = f.Prefixes[k]; s.prefixes[i] == nil {
-			return nil, fail("prefixes", fmt.Errorf("no %q prefixes", k))
-		}
+	if err := s.loadConfig(f.Config); err != nil {
+		return nil, err
+	}
+	if s.prefixes[0] = f.Prefixes["text"]; s.prefixes[0] == nil {
+		return nil, fail("prefixes", fmt.Errorf("no \"text\" prefixes"))
+	}
+	if s.prefixes[1] = f.Prefixes["multimodal"]; s.prefixes[1] == nil {
+		s.prefixes[1] = s.prefixes[0]
 	}
 	for k, v := range f.Dims {
 		e, err := parseExpr(v)
@@ -162,6 +189,8 @@ func loadSchema(data []byte) (*schema, error) {
 		}
 		s.dims[k] = e
 	}
+	// A family's groups join the package's: a name another family has is
+	// the same group (with the same component), a new one is added.
 	byName := map[string]Group{}
 	for i, g := range f.Groups {
 		comp, err := ParseComponent(g[1])
@@ -171,11 +200,9 @@ func loadSchema(data []byte) (*schema, error) {
 		if _, dup := byName[g[0]]; dup || g[0] == "" {
 			return nil, fail(fmt.Sprintf("groups[%d]", i), fmt.Errorf("group %q named twice or empty", g[0]))
 		}
-		byName[g[0]] = Group(i)
-		s.groups = append(s.groups, groupDef{g[0], comp})
-	}
-	if len(s.groups) == 0 || s.groups[0].name != "other" || len(s.groups) > 64 {
-		return nil, fail("groups", fmt.Errorf("the first group must be \"other\", at most 64 in all"))
+		if byName[g[0]], err = internGroup(g[0], comp); err != nil {
+			return nil, fail(fmt.Sprintf("groups[%d]", i), err)
+		}
 	}
 	group := func(where, name string) (Group, error) {
 		g, ok := byName[name]
@@ -212,7 +239,12 @@ func loadSchema(data []byte) (*schema, error) {
 		for i, p := range ps {
 			w := fmt.Sprintf("%s[%d]", where, i)
 			r := partRule{unit: p.Unit, prefix: p.Prefix}
-			if _, ok := s.units[expand(p.Unit, map[string]string{"experts": ExpertsMXFP4.String()})]; !ok {
+			known := false // under one of the experts' formats, at least
+			for _, f := range []ExpertFormat{ExpertsMXFP4, ExpertsBF16, ExpertsNVFP4} {
+				_, ok := s.units[expand(p.Unit, map[string]string{"experts": f.String()})]
+				known = known || ok
+			}
+			if !known {
 				return nil, fail(w, fmt.Errorf("unknown unit %q", p.Unit))
 			}
 			var err error
@@ -259,6 +291,10 @@ func loadSchema(data []byte) (*schema, error) {
 	}
 	if err := s.nameTables(&f, group); err != nil {
 		return nil, err
+	}
+	s.renames, s.modelOptExclude, s.sharedScale = f.Engines.Renames, f.Engines.ModelOptExclude, f.Engines.SharedScale
+	for _, g := range f.Engines.Fused {
+		s.fused = append(s.fused, fusedGroup{Name: g.Name, Parent: g.Parent, Members: g.Members, Engines: g.Engines})
 	}
 	return s, nil
 }
@@ -356,8 +392,44 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// k3Schema is the built-in Kimi-K3 family.
-var k3Schema = mustSchema(k3SchemaJSON)
+// k3Schema is the built-in Kimi-K3 family; its groups are the package's
+// Group constants.
+var k3Schema = func() *schema {
+	s := mustSchema(k3SchemaJSON)
+	if len(groupInfo) != NumGroups {
+		panic(fmt.Sprintf("model: families/k3.json lists %d groups, the package %d", len(groupInfo), NumGroups))
+	}
+	return s
+}()
+
+// families are the schema files UseSchema loaded, the latest first.
+var families []*schema
+
+// UseSchema reads a schema file (a model family as data; see
+// model/families/k3.json) for every later ParseConfig: a config whose
+// model_type the file lists is read with it, before the built-in families
+// (a file of the same family name replaces the earlier one).
+// Call it at start-up, before anything else of the package runs: a
+// family's new groups join the package's.
+func UseSchema(data []byte) error {
+	s, err := loadSchema(data)
+	if err != nil {
+		return err
+	}
+	families = slices.DeleteFunc(families, func(o *schema) bool { return o.family == s.family })
+	families = append([]*schema{s}, families...)
+	return nil
+}
+
+// familyOf is the loaded family that lists model_type mt, nil for none.
+func familyOf(mt string) *schema {
+	for _, s := range families {
+		if slices.Contains(s.modelTypes, mt) {
+			return s
+		}
+	}
+	return nil
+}
 
 func mustSchema(b []byte) *schema {
 	s, err := loadSchema(b)
