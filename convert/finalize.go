@@ -100,7 +100,7 @@ type earlyFiles struct {
 func stageEarly(p *Plan, dst string) *earlyFiles {
 	e := &earlyFiles{dst: dst, done: make(chan struct{})}
 	names := make([]string, len(p.Files))
-	layouts := make([]*safetensors.Layout, len(p.Files))
+	layouts := make([]*safetensors.FilePlan, len(p.Files))
 	for i, f := range p.Files {
 		names[i], layouts[i] = f.Name, f.Layout
 	}
@@ -108,7 +108,7 @@ func stageEarly(p *Plan, dst string) *earlyFiles {
 	go func() {
 		defer close(e.done)
 		f, rec, err := stageIndex(dst, func(w io.Writer) error {
-			_, err := safetensors.WriteLayoutIndex(w, names, layouts)
+			_, err := safetensors.WriteFilePlanIndex(w, names, layouts)
 			return err
 		})
 		if err != nil {

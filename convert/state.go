@@ -36,6 +36,9 @@ type fileRecord struct {
 type doneRecord struct {
 	Plan string `json:"plan"`
 	fileRecord
+	// Counts are what writing the file counted (nil: nothing, or a record
+	// from before counts were kept).
+	Counts *unitCounts `json:"counts,omitempty"`
 }
 
 // planState is what a worker leaves in StateDir so that merge (which never

@@ -162,7 +162,7 @@ var mxfp4PackedRE = regexp.MustCompile(`^(.*\.weight)_packed$`)
 
 func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec, error) {
 	specs := s.cfg.shardTensors(s.t, i)
-	layout, err := safetensors.NewLayout(specs, nil)
+	layout, err := safetensors.NewFilePlan(specs, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -252,7 +252,7 @@ func TestSizeSumsDoNotWrap(t *testing.T) {
 	for i := range 16 {
 		specs = append(specs, TensorSpec{fmt.Sprint("x", i), f64, []int64{elems}})
 	}
-	if _, err := NewLayout(specs, nil); err == nil {
+	if _, err := NewFilePlan(specs, nil); err == nil {
 		t.Fatal("layout of 2^63 bytes accepted")
 	}
 }
