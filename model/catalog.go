@@ -41,9 +41,9 @@ func sumBytes(ts []tmpl) int64 {
 	return s
 }
 
-// TextPrefix is the prefix of the language model's tensors ("language_model.model."
+// textPrefix is the prefix of the language model's tensors ("language_model.model."
 // for the multimodal checkpoint, "model." for a bare text one).
-func (c *Config) TextPrefix() string { return c.prefixVars()["P"] }
+func (c *Config) textPrefix() string { return c.prefixVars()["P"] }
 
 // NumShards is the number of safetensors files: one per layer plus the
 // model-level shards the family places after them (K3: the embedding,
@@ -60,14 +60,14 @@ func (c *Config) ShardName(i int) string {
 // schema, so a converted weight's scale tensor lands next to its weight; it
 // does not check that the tensor is in the catalog.
 func (c *Config) ShardOf(name string) string {
-	if i := c.ShardIndexOf(name); i >= 0 {
+	if i := c.shardIndexOf(name); i >= 0 {
 		return c.ShardName(i)
 	}
 	return ""
 }
 
-// ShardIndexOf is ShardOf as a 0-based shard number (-1 for no place).
-func (c *Config) ShardIndexOf(name string) int {
+// shardIndexOf is ShardOf as a 0-based shard number (-1 for no place).
+func (c *Config) shardIndexOf(name string) int {
 	n := c.Classifier().ParseName(name)
 	if n.Layer >= 0 {
 		if n.Layer < c.NumLayers {
@@ -114,9 +114,9 @@ func (c *Config) Catalog() []safetensors.TensorSpec {
 	return out
 }
 
-// ShardStats returns the tensor count and data bytes of 0-based shard i
+// shardStats returns the tensor count and data bytes of 0-based shard i
 // without building names.
-func (c *Config) ShardStats(i int) (tensors int, bytes int64) {
+func (c *Config) shardStats(i int) (tensors int, bytes int64) {
 	if i < 0 || i >= c.NumShards() {
 		return 0, 0
 	}
@@ -132,7 +132,7 @@ func (c *Config) ShardStats(i int) (tensors int, bytes int64) {
 func (c *Config) NumTensors() int {
 	n := 0
 	for i := range c.NumShards() {
-		k, _ := c.ShardStats(i)
+		k, _ := c.shardStats(i)
 		n += k
 	}
 	return n
@@ -142,7 +142,7 @@ func (c *Config) NumTensors() int {
 func (c *Config) TotalBytes() int64 {
 	var n int64
 	for i := range c.NumShards() {
-		_, b := c.ShardStats(i)
+		_, b := c.shardStats(i)
 		n += b
 	}
 	return n

@@ -7,7 +7,7 @@ import (
 
 func TestComponentNames(t *testing.T) {
 	want := []string{"other", "attention.kda", "attention.mla", "shared_experts", "latent", "router",
-		"routed_experts", "dense_mlp", "embedding", "lm_head", "norms", "vision", "attention"}
+		"routed_experts", "dense_mlp", "embedding", "lm_head", "norms", "vision", "attention", "mtp"}
 	got := components()
 	if len(got) != len(want) {
 		t.Fatalf("%d components, want %d", len(got), len(want))

@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// ErrInvalidConfig is wrapped by every config validation error.
-var ErrInvalidConfig = errors.New("invalid config")
+// errInvalidConfig is wrapped by every config validation error.
+var errInvalidConfig = errors.New("invalid config")
 
 // fieldError is a config error that names the offending JSON field by its
 // dotted path, e.g. "text_config.linear_attn_config.full_attn_layers[3]".
@@ -21,8 +21,8 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
 
-// Unwrap lets callers test errors.Is(err, ErrInvalidConfig).
-func (e *fieldError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap lets callers test errors.Is(err, errInvalidConfig).
+func (e *fieldError) Unwrap() error { return errInvalidConfig }
 
 // Limits a config must respect. They keep a hostile or mistyped config from
 // making the catalog (and everything sized from it) explode.
@@ -100,6 +100,8 @@ type layer struct {
 	BlockStart bool
 	// parts is the set of the family's layer parts this layer has, by index.
 	parts uint64
+	// extra marks a layer after the main ones (DeepSeek's MTP layer).
+	extra bool
 }
 
 // Config is a validated K3 (or bare kimi_linear) config. Field names follow
@@ -171,13 +173,13 @@ func ParseConfig(data []byte) (*Config, error) {
 	dec.UseNumber()
 	var raw map[string]any
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("config: not a JSON object: %v: %w", err, ErrInvalidConfig)
+		return nil, fmt.Errorf("config: not a JSON object: %v: %w", err, errInvalidConfig)
 	}
 	if raw == nil {
-		return nil, fmt.Errorf("config: not a JSON object: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("config: not a JSON object: %w", errInvalidConfig)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("config: trailing data after the JSON object: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("config: trailing data after the JSON object: %w", errInvalidConfig)
 	}
 	if s := familyOf(modelType(raw)); s != nil && s.reader == "" {
 		return s.readGeneric(raw)
@@ -368,6 +370,9 @@ func (c *Config) buildLayers() error {
 // 1, defaults applied), for the schema's expressions: keys of the text
 // config by their names there, nested ones dotted.
 func (c *Config) configValue(key string) (int64, bool) {
+	if v, ok := c.values[key]; ok { // a schema's reader's
+		return v, true
+	}
 	if v, ok := strings.CutPrefix(key, "vision_config."); ok {
 		if c.Vision == nil {
 			return 0, false
@@ -428,6 +433,5 @@ func (c *Config) configValue(key string) (int64, bool) {
 	case "vision_config":
 		return b2i(c.Vision != nil), true
 	}
-	v, ok := c.values[key]
-	return v, ok
+	return 0, false
 }

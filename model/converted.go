@@ -54,7 +54,7 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 	if p.err != nil {
 		return
 	}
-	bank := c.TextPrefix() + "layers."
+	bank := c.textPrefix() + "layers."
 	nvfp4 := false
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range layers.m {

@@ -57,8 +57,8 @@ type fusedGroup struct {
 	Name string
 	// Parent is the members' parent module ("self_attn", "shared_experts", "mlp").
 	Parent string
-	// Members are the projections' names under Parent.
-	Members []string
+	// members are the projections' names under Parent.
+	members []string
 	// Engines are the engines that build this fused layer.
 	Engines []Engine
 }
@@ -78,7 +78,7 @@ func groupsOf(module string) (parent string, groups []int) {
 	parent, leaf := splitModule(module)
 	_, parentLeaf := splitModule(parent)
 	for i, g := range k3Schema.fused {
-		if g.Parent == parentLeaf && slices.Contains(g.Members, leaf) {
+		if g.Parent == parentLeaf && slices.Contains(g.members, leaf) {
 			groups = append(groups, i)
 		}
 	}
@@ -114,7 +114,7 @@ type Split struct {
 }
 
 // FindSplits reports every fused group with some members in quantized and
-// others in kept (module names without ".weight"). Members absent from both
+// others in kept (module names without ".weight"). members absent from both
 // (not in the checkpoint) are ignored. Splits are sorted by module.
 func FindSplits(quantized, kept []string) []Split {
 	state := map[string]map[string]bool{} // fused module → member leaf → quantized
@@ -139,7 +139,7 @@ func FindSplits(quantized, kept []string) []Split {
 	for key, members := range state {
 		var s Split
 		g := k3Schema.fused[idx[key]]
-		for _, leaf := range g.Members {
+		for _, leaf := range g.members {
 			q, ok := members[leaf]
 			switch {
 			case !ok:

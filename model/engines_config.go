@@ -23,9 +23,9 @@ const NVFP4GroupSize = 16
 // modelOptNVFP4 is the quant_algo of NVFP4 modules in a ModelOpt manifest.
 const modelOptNVFP4 = "NVFP4"
 
-// ExpertBytes is the size of one routed expert stored in format f (what
+// expertBytes is the size of one routed expert stored in format f (what
 // inspect's what-if reports for a cast the checkpoint has not had).
-func (c *Config) ExpertBytes(f ExpertFormat) int64 {
+func (c *Config) expertBytes(f ExpertFormat) int64 {
 	cc := *c
 	cc.Experts = f
 	if f == ExpertsMXFP4 && cc.GroupSize == 0 {

@@ -167,10 +167,10 @@ func boolInt(b bool) int {
 // 3584·192 + 8 for w2).
 func TestExpertBytes(t *testing.T) {
 	c := mustK3(t)
-	if got := c.ExpertBytes(ExpertsMXFP4); got != 17547264 {
+	if got := c.expertBytes(ExpertsMXFP4); got != 17547264 {
 		t.Errorf("MXFP4 expert %d bytes, want 17547264", got)
 	}
-	if got, want := c.ExpertBytes(ExpertsNVFP4), int64(2*(3072*1792+3072*224+8)+3584*1536+3584*192+8); got != want {
+	if got, want := c.expertBytes(ExpertsNVFP4), int64(2*(3072*1792+3072*224+8)+3584*1536+3584*192+8); got != want {
 		t.Errorf("NVFP4 expert %d bytes, want %d", got, want)
 	}
 }

@@ -150,8 +150,8 @@ const AllGroups = GroupSet(1<<NumGroups-1) &^ 1
 // Has reports whether g is in the set.
 func (s GroupSet) Has(g Group) bool { return g < 64 && s&(1<<g) != 0 }
 
-// Members lists the set's groups in Group order.
-func (s GroupSet) Members() []Group {
+// members lists the set's groups in Group order.
+func (s GroupSet) members() []Group {
 	var out []Group
 	for g := range Group(len(groupInfo)) {
 		if s.Has(g) {
@@ -164,7 +164,7 @@ func (s GroupSet) Members() []Group {
 // String lists the members' names, comma separated (what ParseGroupSet reads).
 func (s GroupSet) String() string {
 	var b strings.Builder
-	for _, g := range s.Members() {
+	for _, g := range s.members() {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}

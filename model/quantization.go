@@ -41,9 +41,9 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 // that has one at the top level, or a bare text config); "" when there is none.
 func (c *Config) QuantizationPath() string { return c.quantPath }
 
-// QuantizationConfig is a deep copy of the object at QuantizationPath (nil
+// quantizationConfig is a deep copy of the object at QuantizationPath (nil
 // when there is none).
-func (c *Config) QuantizationConfig() map[string]any {
+func (c *Config) quantizationConfig() map[string]any {
 	if c.quantPath == "" {
 		return nil
 	}

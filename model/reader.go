@@ -17,6 +17,10 @@ type configFile struct {
 	Reader     string    `json:"reader"`
 	ModelTypes []string  `json:"model_types"`
 	Dims       []dimFile `json:"dims"`
+	// FP8Block accepts a quantization_config of DeepSeek's block FP8
+	// (quant_method fp8, weight_block_size [128, 128]); the name fp8 reads 1
+	// then, else 0.
+	FP8Block bool `json:"fp8_block"`
 }
 
 // dimFile is one config key the reader reads.
@@ -31,24 +35,25 @@ type dimFile struct {
 	Max     exprText `json:"max"`
 	Default exprText `json:"default"`
 	// When, if set, is the condition under which the key is read (else it is 0).
-	When string `json:"when"`
+	When exprText `json:"when"`
 }
 
-// exprText is an expression written as a JSON string or integer.
-type exprText string
+// exprText is an expression written as a JSON string or integer (decoded
+// as json.Number).
+type exprText = any
 
-func (e *exprText) UnmarshalJSON(b []byte) error {
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err == nil {
-		*e = exprText(n)
-		return nil
+func exprString(v exprText) (string, error) {
+	switch t := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return t, nil
+	case float64:
+		if t == float64(int64(t)) {
+			return fmt.Sprint(int64(t)), nil
+		}
 	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want an expression (a string or an integer), got %s", b)
-	}
-	*e = exprText(s)
-	return nil
+	return "", fmt.Errorf("want an expression (a string or an integer), got %v", v)
 }
 
 // dimRule is a checked dimFile.
@@ -73,13 +78,16 @@ var roles = map[string]func(c *Config, v int64){
 	"moe_intermediate": func(c *Config, v int64) { c.MoEIntermediate = v },
 	"first_dense":      func(c *Config, v int64) { c.FirstKDense = int(v) },
 	"tie_embeddings":   func(c *Config, v int64) { c.TieEmbeddings = v != 0 },
+	// extra_layers are layers after the main ones (DeepSeek's MTP layers):
+	// the name mtp reads 1 in them.
+	"extra_layers": func(c *Config, v int64) {},
 }
 
 func (s *schema) loadConfig(f configFile) error {
 	fail := func(where string, err error) error {
 		return fmt.Errorf("schema %s: config.%s: %w", s.family, where, err)
 	}
-	s.reader, s.modelTypes = f.Reader, f.ModelTypes
+	s.reader, s.modelTypes, s.fp8Block = f.Reader, f.ModelTypes, f.FP8Block
 	switch {
 	case len(s.modelTypes) == 0:
 		return fail("model_types", fmt.Errorf("none"))
@@ -106,12 +114,15 @@ func (s *schema) loadConfig(f configFile) error {
 		default:
 			return fail(where, fmt.Errorf("type %q is not size or bool", d.Type))
 		}
-		var err error
 		for _, x := range []struct {
 			src exprText
 			dst **expr
-		}{{d.Min, &r.min}, {d.Max, &r.max}, {d.Default, &r.def}, {exprText(d.When), &r.when}} {
-			if *x.dst, err = optExpr(string(x.src)); err != nil {
+		}{{d.Min, &r.min}, {d.Max, &r.max}, {d.Default, &r.def}, {d.When, &r.when}} {
+			src, err := exprString(x.src)
+			if err == nil {
+				*x.dst, err = optExpr(src)
+			}
+			if err != nil {
 				return fail(where, err)
 			}
 		}
@@ -183,14 +194,28 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 			set(c, v)
 		}
 	}
-	if _, ok := raw["quantization_config"]; ok {
+	c.values["fp8"] = 0
+	if q, ok := p.object(top, "quantization_config", false); ok && !s.fp8Block {
 		return nil, &fieldError{Field: "quantization_config", Msg: "family " + s.family + " reads BF16 checkpoints only: its schema describes no quantization"}
+	} else if ok {
+		if m := p.str(q, "quant_method", true); p.err == nil && m != QuantFP8 {
+			p.fail(q.name("quant_method"), "family %s reads block FP8 (%q) only, got %q", s.family, QuantFP8, m)
+		}
+		if b, _ := q.m["weight_block_size"].([]any); p.err == nil && (len(b) != 2 || b[0] != json.Number("128") || b[1] != json.Number("128")) {
+			p.fail(q.name("weight_block_size"), "must be [128, 128], got %s", describe(q.m["weight_block_size"]))
+		}
+		c.values["fp8"] = 1
 	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	main := c.NumLayers
+	c.NumLayers += int(c.values[roleKey(s, "extra_layers")])
 	c.Experts = ExpertsBF16
 	c.AttnResBlockSize = max(c.NumLayers, 1)
 	c.layers = make([]layer, c.NumLayers)
 	for i := range c.layers {
-		c.layers[i] = layer{Index: i, Attention: MLA, MoE: i >= c.FirstKDense, BlockStart: i == 0}
+		c.layers[i] = layer{Index: i, Attention: MLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
 	}
 	c.cls = newClassifier(s, c.layers)
 	if err := c.resolve(); err != nil {

@@ -67,7 +67,7 @@ func (c *Config) value(name string, depth int) (int64, error) {
 
 func (c *Config) env(name string) (int64, error) { return c.value(name, 0) }
 
-// layerEnv adds a layer's kinds (kda, mla, dense, moe) to the config's names.
+// layerEnv adds a layer's kinds (kda, mla, dense, moe, mtp) to the config's names.
 func (c *Config) layerEnv(l layer) env {
 	return func(name string) (int64, error) {
 		switch name {
@@ -79,6 +79,8 @@ func (c *Config) layerEnv(l layer) env {
 			return b2i(!l.MoE), nil
 		case "moe":
 			return b2i(l.MoE), nil
+		case "mtp":
+			return b2i(l.extra), nil
 		}
 		return c.env(name)
 	}
@@ -263,14 +265,4 @@ func (c *Config) expertUnit() string {
 		}
 	}
 	return ""
-}
-
-// repeatedPart is the index of the layers' repeated part, -1 without one.
-func (c *Config) repeatedPart() int {
-	for j, p := range c.schema().layerParts {
-		if p.repeat != nil {
-			return j
-		}
-	}
-	return -1
 }

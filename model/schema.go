@@ -36,6 +36,10 @@ type schemaFile struct {
 		Shape []string          `json:"shape"`
 		When  string            `json:"when"`
 		Live  string            `json:"live"`
+		// FP8 marks a weight the release stores as block FP8 when the
+		// config declares it (fp8): F8_E4M3 with an F32 weight_scale_inv
+		// per 128×128 block, else BF16.
+		FP8 bool `json:"fp8"`
 	} `json:"units"`
 	Layer struct {
 		Prefix string     `json:"prefix"`
@@ -81,6 +85,7 @@ type schema struct {
 	reader     string
 	modelTypes []string
 	readDims   []dimRule
+	fp8Block   bool
 	// prefixes are the name variables ({P}, {LM}) of a bare text config
 	// ([0]) and of a multimodal one ([1]).
 	prefixes [2]map[string]string
@@ -231,7 +236,15 @@ func loadSchema(data []byte) (*schema, error) {
 			if r.live, err = optExpr(t.Live); err != nil {
 				return nil, fail(where, err)
 			}
-			s.units[u] = append(s.units[u], r)
+			if !t.FP8 {
+				s.units[u] = append(s.units[u], r)
+				continue
+			}
+			rules, err := fp8Rules(r, t.When)
+			if err != nil {
+				return nil, fail(where, err)
+			}
+			s.units[u] = append(s.units[u], rules...)
 		}
 	}
 	parts := func(where string, ps []partFile) ([]partRule, error) {
@@ -294,7 +307,7 @@ func loadSchema(data []byte) (*schema, error) {
 	}
 	s.renames, s.modelOptExclude, s.sharedScale = f.Engines.Renames, f.Engines.ModelOptExclude, f.Engines.SharedScale
 	for _, g := range f.Engines.Fused {
-		s.fused = append(s.fused, fusedGroup{Name: g.Name, Parent: g.Parent, Members: g.Members, Engines: g.Engines})
+		s.fused = append(s.fused, fusedGroup{Name: g.Name, Parent: g.Parent, members: g.Members, Engines: g.Engines})
 	}
 	return s, nil
 }
@@ -392,6 +405,43 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
+// fp8Rules expands a block-FP8 weight X.weight [N, K] into its two forms:
+// BF16 without fp8, else F8_E4M3 and X.weight_scale_inv F32
+// [⌈N/128⌉, ⌈K/128⌉] (DeepSeek's convention, BlockScales DeepSeekScales).
+func fp8Rules(r tensorRule, when string) ([]tensorRule, error) {
+	if len(r.shape) != 2 || !strings.HasSuffix(r.name, ".weight") {
+		return nil, fmt.Errorf("an fp8 tensor is a 2-D X.weight")
+	}
+	and := func(cond string) (*expr, error) {
+		switch {
+		case when == "":
+		case strings.HasPrefix(when, "!"):
+			cond = "(1-(" + when[1:] + "))*" + cond
+		default:
+			cond = "(" + when + ")*" + cond
+		}
+		return optExpr(cond)
+	}
+	bf, fp, sc := r, r, r
+	var err error
+	if bf.when, err = and("(1-fp8)"); err != nil {
+		return nil, err
+	}
+	bf.dtype = safetensors.BF16
+	if fp.when, err = and("fp8"); err != nil {
+		return nil, err
+	}
+	fp.dtype = safetensors.F8_E4M3
+	sc.name, sc.dtype, sc.when = DeepSeekScales.Name(r.name), safetensors.F32, fp.when
+	sc.shape = make([]expr, 2)
+	for i, d := range r.shape {
+		if sc.shape[i], err = parseExpr("((" + d.src + ")+127)/128"); err != nil {
+			return nil, err
+		}
+	}
+	return []tensorRule{bf, fp, sc}, nil
+}
+
 // k3Schema is the built-in Kimi-K3 family; its groups are the package's
 // Group constants.
 var k3Schema = func() *schema {
@@ -402,8 +452,15 @@ var k3Schema = func() *schema {
 	return s
 }()
 
-// families are the schema files UseSchema loaded, the latest first.
-var families []*schema
+//go:embed families/deepseek-v3.json
+var deepseekV3JSON []byte
+
+// families are the schema files UseSchema loaded, the latest first, then
+// the built-in families besides Kimi-K3 (which reads any other config).
+var families = func() []*schema {
+	_ = k3Schema // its groups are the first
+	return []*schema{mustSchema(deepseekV3JSON)}
+}()
 
 // UseSchema reads a schema file (a model family as data; see
 // model/families/k3.json) for every later ParseConfig: a config whose

@@ -15,7 +15,7 @@ import (
 // safe for concurrent use.
 type ShardMatcher struct {
 	c      *Config
-	layers string                // TextPrefix() + "layers."
+	layers string                // textPrefix() + "layers."
 	kinds  map[uint64]*layerKind // by a layer's set of parts
 	level  []map[string]match
 	// experts is the layers' repeated part's spelling before the number.
@@ -49,7 +49,7 @@ type match struct {
 // ShardMatcher builds the matcher of this config's catalog.
 func (c *Config) ShardMatcher() *ShardMatcher {
 	t := c.templates()
-	m := &ShardMatcher{c: c, layers: c.TextPrefix() + "layers.", kinds: map[uint64]*layerKind{}, experts: c.schema().expertsPart}
+	m := &ShardMatcher{c: c, layers: c.textPrefix() + "layers.", kinds: map[uint64]*layerKind{}, experts: c.schema().expertsPart}
 	cls := c.Classifier()
 	for _, l := range c.layers {
 		if m.kinds[l.parts] != nil {

@@ -17,10 +17,10 @@ type visionConfig struct {
 	MergeW       int64 // merge_kernel_size[1]
 }
 
-// ProjIn is the projector's input width: MergeH × MergeW merged patches of
-// Hidden each (mm_projector.proj.0 is [ProjIn, ProjIn]). The config's
+// projIn is the projector's input width: MergeH × MergeW merged patches of
+// Hidden each (mm_projector.proj.0 is [projIn, projIn]). The config's
 // mm_hidden_size does not enter the shapes.
-func (v *visionConfig) ProjIn() int64 { return v.Hidden * v.MergeH * v.MergeW }
+func (v *visionConfig) projIn() int64 { return v.Hidden * v.MergeH * v.MergeW }
 
 func (c *Config) parseVision(p *fields, top jobj) {
 	v, ok := p.object(top, "vision_config", false)
@@ -63,7 +63,7 @@ func (c *Config) parseVision(p *fields, top jobj) {
 	if th := p.sizeOr(v, "text_hidden_size", 1, maxDim, c.Hidden); p.err == nil && th != c.Hidden {
 		p.fail(v.name("text_hidden_size"), "must equal text_config.hidden_size %d, got %d", c.Hidden, th)
 	}
-	if p.err == nil && vc.ProjIn() > maxDim {
+	if p.err == nil && vc.projIn() > maxDim {
 		p.fail(v.name("merge_kernel_size"), "projector input %d × %d × %d is over %d", vc.Hidden, mh, mw, maxDim)
 	}
 	if p.err == nil {
