@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -98,5 +100,48 @@ func TestDeepSeekV3Family(t *testing.T) {
 	m["quantization_config"] = map[string]any{"quant_method": "fp8", "weight_block_size": []any{json.Number("128"), json.Number("128"), json.Number("128")}}
 	if _, err := ParseConfig(encode(t, m)); err == nil || err.Error() != "config: quantization_config.weight_block_size: must be [128, 128], got [128,128,128]" {
 		t.Errorf("a 3-D block: %v", err)
+	}
+}
+
+// synth writes a DeepSeek-format replica with data: each block-FP8 weight
+// is the E4M3 cast of seeded normals with its weight_scale_inv, the block's
+// amax / 448, so weight × scale holds values of the weight's distribution.
+func TestSynthDeepSeekFP8(t *testing.T) {
+	b, err := os.ReadFile("testdata/deepseek-v3/tiny.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "ds")
+	if err := Synth(dir, SynthOptions{Config: b, Workers: 2}); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := safetensors.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	// kv_a_proj_with_mqa is [80, 256]: one partial row block, two column blocks.
+	name := "model.layers.1.self_attn.kv_a_proj_with_mqa.weight"
+	codes, scales := readTensor(t, ck, name), f32s(readTensor(t, ck, name+"_scale_inv"))
+	if len(codes) != 80*256 || len(scales) != 2 {
+		t.Fatalf("%d codes, %d scales", len(codes), len(scales))
+	}
+	var vals []float64
+	for cb := range 2 {
+		amax := 0.0
+		for r := range 80 {
+			for c := cb * 128; c < (cb+1)*128; c++ {
+				v := float64(quant.E4M3ToF32(codes[r*256+c])) * scales[cb]
+				vals = append(vals, v)
+				amax = max(amax, math.Abs(v))
+			}
+		}
+		// The largest code of a block is ±448: its value is the block's scale × 448.
+		if math.Abs(amax-448*scales[cb]) > 1e-6*amax {
+			t.Errorf("block %d: amax %g, scale × 448 = %g", cb, amax, 448*scales[cb])
+		}
+	}
+	if mean, std := moments(vals); math.Abs(mean) > 0.002 || math.Abs(std-0.02) > 0.002 {
+		t.Errorf("values: mean %g, std %g; want ≈ 0, 0.02", mean, std)
 	}
 }

@@ -194,6 +194,9 @@ func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec
 				paired[sc.Name] = true
 			}
 		}
+		if sc, ok := fP8Scale(ts, byName); ok {
+			paired[sc.Name] = true
+		}
 	}
 	buf := &synthBuf{}
 	for _, ts := range specs {
@@ -203,7 +206,9 @@ func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec
 		if paired[ts.Name] {
 			continue // written with its packed codes
 		}
-		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
+		if sc, ok := fP8Scale(ts, byName); ok {
+			err = s.fillFP8(w, ts, sc, buf)
+		} else if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
 			sc, ok := byName[m[1]+"_scale"]
 			if !ok {
 				return nil, fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
@@ -224,6 +229,7 @@ type synthBuf struct {
 	f32    []float32
 	out    []byte
 	scales []byte
+	fp8    []byte
 }
 
 // fillFloat writes seeded normals as BF16 or F32.
