@@ -418,6 +418,9 @@ func TestBidirErrors(t *testing.T) {
 // conversion's bytes, every read within the shard's planned ranges; split
 // over two workers and merged, the same tree again.
 func TestBidirFromHub(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	bf16, _ := Lookup(BF16)
 	root := t.TempDir()
 	localBF, localMX := filepath.Join(root, "bf"), filepath.Join(root, "mx")

@@ -407,7 +407,7 @@ func containsString(list []string, s string) bool {
 
 // fp8Rules expands a block-FP8 weight X.weight [N, K] into its two forms:
 // BF16 without fp8, else F8_E4M3 and X.weight_scale_inv F32
-// [⌈N/128⌉, ⌈K/128⌉] (DeepSeek's convention, BlockScales DeepSeekScales).
+// [⌈N/128⌉, ⌈K/128⌉] (DeepSeek's convention, model.DeepSeek).
 func fp8Rules(r tensorRule, when string) ([]tensorRule, error) {
 	if len(r.shape) != 2 || !strings.HasSuffix(r.name, ".weight") {
 		return nil, fmt.Errorf("an fp8 tensor is a 2-D X.weight")
@@ -432,7 +432,7 @@ func fp8Rules(r tensorRule, when string) ([]tensorRule, error) {
 		return nil, err
 	}
 	fp.dtype = safetensors.F8_E4M3
-	sc.name, sc.dtype, sc.when = DeepSeekScales.Name(r.name), safetensors.F32, fp.when
+	sc.name, sc.dtype, sc.when = DeepSeek.ScaleName(r.name), safetensors.F32, fp.when
 	sc.shape = make([]expr, 2)
 	for i, d := range r.shape {
 		if sc.shape[i], err = parseExpr("((" + d.src + ")+127)/128"); err != nil {

@@ -16,7 +16,7 @@ func fP8Scale(weight safetensors.TensorSpec, byName map[string]safetensors.Tenso
 	if weight.DType != safetensors.F8_E4M3 || len(weight.Shape) != 2 {
 		return safetensors.TensorSpec{}, false
 	}
-	sc, ok := byName[DeepSeekScales.Name(weight.Name)]
+	sc, ok := byName[DeepSeek.ScaleName(weight.Name)]
 	return sc, ok && sc.DType == safetensors.F32 && IsBlockScaleShape(sc.Shape, weight.Shape) && len(sc.Shape) == 2
 }
 

@@ -11,6 +11,9 @@ import (
 // TestCommandsAlike: shard's summary names shard; verify -q prints nothing
 // on success (the exit status says it) and still prints violations.
 func TestCommandsAlike(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	dir := headerOnlyReplica(t)
 	tmp := t.TempDir()
 	out, errOut, code := k3("shard", dir, filepath.Join(tmp, "pp"), "--dry-run")
