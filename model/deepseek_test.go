@@ -1,6 +1,8 @@
 package model
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"os"
@@ -13,7 +15,7 @@ import (
 )
 
 // The DeepSeek-V3 family is built in: its config (testdata/deepseek-v3,
-// the values of deepseek-ai/DeepSeek-V3's config.json) gives the release's
+// deepseek-ai/DeepSeek-V3's config.json as mirrored) gives the release's
 // tensors as a public tensor listing of DeepSeek-R1 (the same layout)
 // counts them: 91,991 tensors holding 684,531,386,000 values (the README's
 // "685B … 671B of the Main Model weights and 14B of the MTP Module"),
@@ -22,6 +24,10 @@ func TestDeepSeekV3Family(t *testing.T) {
 	b, err := os.ReadFile("testdata/deepseek-v3/config.json")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The config as publicly mirrored (testdata/deepseek-v3/FACTS.md).
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != "79ddea672a62e95d3f0be27be434375538e1988975971cffcf87c96c1de84a65" {
+		t.Fatalf("testdata/deepseek-v3/config.json is not the mirrored file: sha256 %x", sum)
 	}
 	c, err := ParseConfig(b)
 	if err != nil {
