@@ -19,7 +19,7 @@ import (
 )
 
 // finalNames are the files Finalize writes, the index first.
-var finalNames = []unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ManifestName}}
+var finalNames = []unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ReportName}, {Name: ManifestName}}
 
 // metaFiles are the configs Finalize writes (besides the index and the manifest).
 func metaFiles(config, hfq []byte) map[string][]byte {
@@ -263,6 +263,13 @@ func finalize(dst string, st *planState, recs records, early *earlyFiles) (*Mani
 			}
 			m.Files = append(m.Files, rec)
 		}
+	}
+	if st.Report {
+		rec, err := writeReport(dst, st.Shards, done)
+		if err != nil {
+			return nil, fmt.Errorf("merge %s: %w", dst, err)
+		}
+		m.Files = append(m.Files, rec)
 	}
 	slices.SortFunc(m.Files, func(a, b fileRecord) int { return cmp.Compare(a.Name, b.Name) })
 	if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
