@@ -54,7 +54,7 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 	if p.err != nil {
 		return
 	}
-	bank := c.TextPrefix() + "layers."
+	bank := c.textPrefix() + "layers."
 	nvfp4, fp8 := false, false
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range layers.m {
@@ -139,7 +139,7 @@ func (c *Config) deepSeekExperts(q jobj) ExpertFormat {
 	if c.NumExperts == 0 || l < 0 {
 		return ExpertsBF16
 	}
-	bank := c.TextPrefix() + "layers." + strconv.Itoa(l) + ".block_sparse_moe.experts"
+	bank := c.textPrefix() + "layers." + strconv.Itoa(l) + ".block_sparse_moe.experts"
 	if ignores(q.m["ignored_layers"], bank) || ignores(q.m["modules_to_not_convert"], bank) {
 		return ExpertsBF16
 	}

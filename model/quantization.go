@@ -43,9 +43,9 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 // that has one at the top level, or a bare text config); "" when there is none.
 func (c *Config) QuantizationPath() string { return c.quantPath }
 
-// QuantizationConfig is a deep copy of the object at QuantizationPath (nil
+// quantizationConfig is a deep copy of the object at QuantizationPath (nil
 // when there is none).
-func (c *Config) QuantizationConfig() map[string]any {
+func (c *Config) quantizationConfig() map[string]any {
 	if c.quantPath == "" {
 		return nil
 	}
@@ -133,7 +133,7 @@ func (c *Config) floatQuantizedExperts(groups jobj, topFormat string) (ExpertFor
 	l := c.firstMoELayer()
 	var mods []string
 	if c.NumExperts > 0 && l >= 0 {
-		bank := c.TextPrefix() + "layers." + strconv.Itoa(l) + ".block_sparse_moe.experts"
+		bank := c.textPrefix() + "layers." + strconv.Itoa(l) + ".block_sparse_moe.experts"
 		mods = append(ModuleSpellings(bank), ModuleSpellings(bank+".0.w1")...)
 	}
 	for _, g := range groups.m {
