@@ -137,7 +137,13 @@ func (c *Config) unitTemplates(unit string) ([]tmpl, error) {
 
 // resolvePart resolves a part; a layer part's prefix is completed per layer.
 func (c *Config) resolvePart(p partRule, cache map[string][]tmpl) (resolvedPart, error) {
-	unit := expand(p.unit, map[string]string{"experts": c.Experts.String()})
+	// FP8 experts (--experts fp8) are described as the BF16 weights they
+	// were cast from, as every FP8 weight of a conversion is.
+	form := c.Experts
+	if form == ExpertsFP8 {
+		form = ExpertsBF16
+	}
+	unit := expand(p.unit, map[string]string{"experts": form.String()})
 	ts, ok := cache[unit]
 	if !ok {
 		var err error
