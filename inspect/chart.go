@@ -76,9 +76,9 @@ type ChartOptions struct {
 	GPUMem int64
 }
 
-// WriteChart draws the steps as stacked bars (one bar per step, one layer per
+// writeChartSVG draws the steps as stacked bars (one bar per step, one layer per
 // component, the total above each bar) and writes SVG to w.
-func WriteChart(w io.Writer, steps []step, o ChartOptions) error {
+func writeChartSVG(w io.Writer, steps []step, o ChartOptions) error {
 	return writeChart(w, steps, o, "svg")
 }
 

@@ -200,8 +200,8 @@ type auditor struct {
 	opts   Options
 }
 
-// Audit accounts an opened checkpoint; source names it in the report.
-func Audit(ck *safetensors.Checkpoint, source string, opts Options) (*Report, error) {
+// auditCheckpoint accounts an opened checkpoint; source names it in the report.
+func auditCheckpoint(ck *safetensors.Checkpoint, source string, opts Options) (*Report, error) {
 	return audit(checkpointHeaders(ck), source, opts)
 }
 

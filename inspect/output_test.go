@@ -246,7 +246,7 @@ func TestChart(t *testing.T) {
 		{Label: "after", Total: 85 * giB, Components: []row{{Key: "attention.kda", Sum: Sum{1, 5 * giB}}, {Key: "routed_experts", Sum: Sum{1, 80 * giB}}}},
 	}
 	var buf bytes.Buffer
-	must(t, WriteChart(&buf, steps, ChartOptions{Title: "test chart", GPUMem: 141 * giB}))
+	must(t, writeChartSVG(&buf, steps, ChartOptions{Title: "test chart", GPUMem: 141 * giB}))
 	svg := buf.String()
 	d := xml.NewDecoder(strings.NewReader(svg))
 	for {
@@ -289,7 +289,7 @@ func TestChart(t *testing.T) {
 		t.Errorf("chart without an FP8 step names a recipe")
 	}
 	buf.Reset()
-	must(t, WriteChart(&buf, []step{{Label: "FP8", Total: giB}}, ChartOptions{Recipe: "modelopt-k3", Experts: convert.ExpertsNVFP4}))
+	must(t, writeChartSVG(&buf, []step{{Label: "FP8", Total: giB}}, ChartOptions{Recipe: "modelopt-k3", Experts: convert.ExpertsNVFP4}))
 	if !strings.Contains(buf.String(), "FP8 = recipe modelopt-k3, routed experts NVFP4<") {
 		t.Errorf("chart title does not name the recipe and experts mode it was given")
 	}

@@ -83,7 +83,7 @@ func TestTensorsOutsideTheirShard(t *testing.T) {
 	ck, err := safetensors.Open(dir)
 	must(t, err)
 	defer ck.Close()
-	held, err := Audit(ck, dir, Options{})
+	held, err := auditCheckpoint(ck, dir, Options{})
 	must(t, err)
 	if !slices.Equal(held.Warnings, want) {
 		t.Errorf("opened: warnings\n %q\nwant\n %q", held.Warnings, want)

@@ -209,8 +209,8 @@ func (c *Config) Layers() []layer { return slices.Clone(c.layers) }
 // classifiers are immutable).
 func (c *Config) Classifier() *Classifier { return c.cls }
 
-// NumBlocks is the number of AttnRes blocks.
-func (c *Config) NumBlocks() int {
+// numBlocks is the number of AttnRes blocks.
+func (c *Config) numBlocks() int {
 	return (c.NumLayers + c.AttnResBlockSize - 1) / c.AttnResBlockSize
 }
 

@@ -209,8 +209,8 @@ func TestK3Schedule(t *testing.T) {
 	if !slices.Equal(mla, want) {
 		t.Errorf("MLA layers %v, want %v", mla, want)
 	}
-	if c.NumBlocks() != 8 {
-		t.Errorf("%d AttnRes blocks, want 8", c.NumBlocks())
+	if c.numBlocks() != 8 {
+		t.Errorf("%d AttnRes blocks, want 8", c.numBlocks())
 	}
 	ls[0].Attention = MLA // Layers returns a copy
 	if c.Layers()[0].Attention != kDA {

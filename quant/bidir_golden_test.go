@@ -92,7 +92,7 @@ func TestPackMXFP4Goldens(t *testing.T) {
 			for grp := range k / 32 {
 				gi := r*k/32 + grp
 				src := in[2*(r*k+grp*32) : 2*(r*k+grp*32+32)]
-				_, err := PackMXFP4(p[gi*16:gi*16+16], s[gi:gi+1], src, 1, 32)
+				_, err := packMXFP4(p[gi*16:gi*16+16], s[gi:gi+1], src, 1, 32)
 				if err != nil {
 					// Only a group whose amax rounds to Inf may fail; compressed-tensors
 					// then writes a scale it cannot decode.
@@ -211,7 +211,7 @@ func TestPackMXFP4GoldensCUDA(t *testing.T) {
 		in, wantP, wantS := g.sec(t, "pack/"+name+"/input"), g.sec(t, "pack/"+name+"/packed_cuda"), g.sec(t, "pack/"+name+"/scale_cuda")
 		for gi := range c.N * c.K / 32 {
 			p, s := make([]byte, 16), make([]byte, 1)
-			_, err := PackMXFP4(p, s, in[64*gi:64*gi+64], 1, 32)
+			_, err := packMXFP4(p, s, in[64*gi:64*gi+64], 1, 32)
 			same := s[0] == wantS[gi] && bytes.Equal(p, wantP[16*gi:16*gi+16])
 			if err == nil {
 				n++

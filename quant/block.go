@@ -94,7 +94,7 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	switch {
 	case k <= 0 || k > MaxK:
 		q.err = errorf(ErrShape, "K = %d outside [1, %d]", k, MaxK)
-	case !in.Valid():
+	case !in.valid():
 		q.err = errorf(ErrShape, "unsupported source format %v", in)
 	case int(fmt) >= len(scaleFmtNames):
 		q.err = errorf(ErrShape, "unsupported scale format %v", fmt)
@@ -104,17 +104,14 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	return q
 }
 
-// SetScaleDiv chooses how amax/448 is rounded (DivCUDA unless set).
-func (q *Quantizer) SetScaleDiv(d scaleDiv) error {
+// setScaleDiv chooses how amax/448 is rounded (DivCUDA unless set).
+func (q *Quantizer) setScaleDiv(d scaleDiv) error {
 	if int(d) >= len(scaleDivNames) {
 		return errorf(ErrShape, "unsupported scale division %v", d)
 	}
 	q.div = d
 	return nil
 }
-
-// K returns the row length the quantizer was made for.
-func (q *Quantizer) K() int { return q.k }
 
 // QuantizeBand quantizes the next band (the quantizer counts the bands it has
 // seen, for error messages); see QuantizeBandAt.

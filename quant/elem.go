@@ -30,12 +30,12 @@ var elemFacts = [...]struct {
 	F32:  {"F32", 4, 0x7F800000},
 }
 
-// Valid reports whether e is one of the defined formats.
-func (e Elem) Valid() bool { return int(e) < len(elemFacts) }
+// valid reports whether e is one of the defined formats.
+func (e Elem) valid() bool { return int(e) < len(elemFacts) }
 
 // String returns the safetensors dtype name of e.
 func (e Elem) String() string {
-	if !e.Valid() {
+	if !e.valid() {
 		return fmt.Sprintf("Elem(%d)", uint8(e))
 	}
 	return elemFacts[e].name
@@ -43,7 +43,7 @@ func (e Elem) String() string {
 
 // Size returns the number of bytes of one element (0 for an invalid Elem).
 func (e Elem) Size() int {
-	if !e.Valid() {
+	if !e.valid() {
 		return 0
 	}
 	return elemFacts[e].size

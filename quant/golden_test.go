@@ -335,7 +335,7 @@ func TestF32ToBF16Exhaustive(t *testing.T) {
 func quantizeAll(t *testing.T, src []byte, e Elem, n, k int, f ScaleFmt, d scaleDiv) (fp8 []byte, scales []float32) {
 	t.Helper()
 	q := NewQuantizer(k, e, f)
-	if err := q.SetScaleDiv(d); err != nil {
+	if err := q.setScaleDiv(d); err != nil {
 		t.Fatal(err)
 	}
 	nkb := NumBlocks(k)

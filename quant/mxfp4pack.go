@@ -41,7 +41,7 @@ func MXFP4ScaleByte(amax uint16) (b uint8, ok bool) {
 	return uint8(max(e-2, 0)), true
 }
 
-// PackMXFP4 packs rows of k BF16 elements (little-endian, k a multiple of
+// packMXFP4 packs rows of k BF16 elements (little-endian, k a multiple of
 // 32) into MXFP4 exactly as compressed-tensors' mxfp4-pack-quantized
 // compressor does (calculate_qparams → generate_mx_scales, quantize →
 // cast_to_fp4, pack_fp4_to_uint8, compress_mx_scale): the scale byte of
@@ -55,7 +55,7 @@ func MXFP4ScaleByte(amax uint16) (b uint8, ok bool) {
 // nibble; scales rows×k/32 bytes. A non-finite element, or a group whose
 // scale would overflow, is an error wrapping ErrNonFinite or ErrRange that
 // names the row and group.
-func PackMXFP4(packed, scales, src []byte, rows, k int) (PackStats, error) {
+func packMXFP4(packed, scales, src []byte, rows, k int) (PackStats, error) {
 	return PackMXFP4Measured(packed, scales, src, rows, k, nil)
 }
 

@@ -10,16 +10,16 @@ import (
 
 func TestPackMXFP4Errors(t *testing.T) {
 	p, s := make([]byte, 64), make([]byte, 4)
-	if _, err := PackMXFP4(p, s, make([]byte, 2*48), 1, 48); !errors.Is(err, ErrShape) {
+	if _, err := packMXFP4(p, s, make([]byte, 2*48), 1, 48); !errors.Is(err, ErrShape) {
 		t.Errorf("K = 48: %v, want ErrShape", err)
 	}
 	src := make([]byte, 64)
 	binary.LittleEndian.PutUint16(src[10:], 0x7FC0) // NaN
-	if _, err := PackMXFP4(p, s, src, 1, 32); !errors.Is(err, ErrNonFinite) {
+	if _, err := packMXFP4(p, s, src, 1, 32); !errors.Is(err, ErrNonFinite) {
 		t.Errorf("NaN element: %v, want ErrNonFinite", err)
 	}
 	binary.LittleEndian.PutUint16(src[10:], 0x7F70) // 1.875·2^127: the rule's power of two is Inf
-	if _, err := PackMXFP4(p, s, src, 1, 32); !errors.Is(err, ErrRange) {
+	if _, err := packMXFP4(p, s, src, 1, 32); !errors.Is(err, ErrRange) {
 		t.Errorf("amax over 1.75·2^127: %v, want ErrRange", err)
 	}
 }
@@ -60,7 +60,7 @@ func TestPackMXFP4RoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		p2, s2 := make([]byte, k/2), make([]byte, 1)
-		st, err := PackMXFP4(p2, s2, bf, 1, k)
+		st, err := packMXFP4(p2, s2, bf, 1, k)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func TestMXFP4RepackCountsWhatPackingChanges(t *testing.T) {
 		}
 		got = got.Add(MXFP4Repack(bf, packed, scales))
 		p2, s2 := make([]byte, k/2), make([]byte, k/MXGroupSize)
-		if _, err := PackMXFP4(p2, s2, bf, 1, k); err != nil {
+		if _, err := packMXFP4(p2, s2, bf, 1, k); err != nil {
 			t.Fatal(err)
 		}
 		for g := range scales {

@@ -269,7 +269,7 @@ func TestQuantizeShapeErrors(t *testing.T) {
 		{"K too large", NewQuantizer(MaxK+1, BF16, ScaleFP32).QuantizeBand(dst, sc, src, 1)},
 		{"bad elem", NewQuantizer(256, Elem(9), ScaleFP32).QuantizeBand(dst, sc, src, 1)},
 		{"bad fmt", NewQuantizer(256, BF16, ScaleFmt(9)).QuantizeBand(dst, sc, src, 1)},
-		{"bad div", q.SetScaleDiv(scaleDiv(9))},
+		{"bad div", q.setScaleDiv(scaleDiv(9))},
 		{"dequant short", dequantizeBand(make([]float32, 10), dst, sc, 128, 256)},
 		{"dequant K 0", dequantizeBand(nil, dst, sc, 1, 0)},
 		{"dequant BF16 short", DequantizeBandBF16(make([]byte, 10), dst, sc, 128, 256)},
