@@ -36,6 +36,9 @@ type fileRecord struct {
 type doneRecord struct {
 	Plan string `json:"plan"`
 	fileRecord
+	// ETag is a bucket DST's object as completed: resume keeps the object
+	// while HEAD still gives it.
+	ETag string `json:"etag,omitempty"`
 }
 
 // planState is what a worker leaves in StateDir so that merge (which never

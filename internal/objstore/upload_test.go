@@ -74,7 +74,7 @@ func TestUploads(t *testing.T) {
 				}
 			}
 			f.Finish()
-			if _, ok, err := b.Stat(ctx, "model.safetensors"); ok || err != nil {
+			if _, _, ok, err := b.Stat(ctx, "model.safetensors"); ok || err != nil {
 				t.Errorf("%d bytes: the object is there before the commit (%v)", n, err)
 			}
 			sum := f.SHA256()
@@ -108,7 +108,7 @@ func TestUploads(t *testing.T) {
 			t.Fatalf("a corrupted part was accepted: %v (corrupted %d)", err, p.Corrupted.Load())
 		}
 		t.Log(err)
-		if _, ok, _ := b.Stat(ctx, "x.safetensors"); ok {
+		if _, _, ok, _ := b.Stat(ctx, "x.safetensors"); ok {
 			t.Errorf("a failed upload left an object")
 		}
 	})
@@ -143,7 +143,7 @@ func TestUploads(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if _, ok, _ := b.Stat(ctx, "a.safetensors"); ok {
+		if _, _, ok, _ := b.Stat(ctx, "a.safetensors"); ok {
 			t.Fatal("an unfinished upload is visible under its key")
 		}
 		uploads := func() int {
