@@ -23,22 +23,21 @@ const maxPut = 1 << 30
 // complete or absent, never partial, and checked by the store as an upload's
 // parts are (CRC32C on S3, Content-MD5 on GCS). It returns the object's ETag.
 func (b *Bucket) Put(ctx context.Context, name string, r io.ReadSeeker, size int64) (string, error) {
-	return b.put(ctx, name, r, size, false)
+	return b.putKey(ctx, b.u.Join(name), r, size, false)
 }
 
 // PutIfAbsent is Put that creates the object only if no object has its key
 // (a conditional write, If-None-Match: *, which AWS S3, GCS and MinIO
 // honour); created is false when one exists, whoever wrote it.
 func (b *Bucket) PutIfAbsent(ctx context.Context, name string, r io.ReadSeeker, size int64) (created bool, err error) {
-	_, err = b.put(ctx, name, r, size, true)
+	_, err = b.putKey(ctx, b.u.Join(name), r, size, true)
 	if err != nil && isStatus(err, http.StatusPreconditionFailed, http.StatusConflict) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-func (b *Bucket) put(ctx context.Context, name string, r io.ReadSeeker, size int64, ifAbsent bool) (string, error) {
-	key := b.u.Join(name)
+func (b *Bucket) putKey(ctx context.Context, key string, r io.ReadSeeker, size int64, ifAbsent bool) (string, error) {
 	if size > maxPut {
 		return "", b.fail(key, errors.New("over the single-request limit"))
 	}

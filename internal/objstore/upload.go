@@ -39,7 +39,7 @@ const partsInFlight = 3
 type upload struct {
 	b      *Bucket
 	key    string
-	id     string
+	id     string // the multipart upload's, once begun
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -54,6 +54,9 @@ type upload struct {
 	err   error
 	done  bool   // committed or aborted
 	etag  string // the object's, once committed
+
+	cleaned  chan struct{} // closed once the key's unfinished uploads are aborted
+	cleanErr error
 }
 
 // partBuffer takes a free part buffer of the bucket, or makes one.
@@ -75,26 +78,41 @@ func (b *Bucket) putBuffer(buf []byte) {
 	}
 }
 
-// Create starts the multipart upload of object name under the bucket's
-// prefix, first aborting the unfinished uploads of the same key (a killed
-// run's: the destination belongs to the run writing it). ctx bounds every
-// request of the upload.
+// Create starts writing object name under the bucket's prefix, first
+// aborting the unfinished uploads of the same key (a killed run's: the
+// destination belongs to the run writing it), while the first part fills.
+// An object that fits in one part goes up in one PUT when committed (one
+// request instead of four); a larger one as a multipart upload begun when
+// its first part is full. ctx bounds every request of the upload.
 func (b *Bucket) Create(ctx context.Context, name string) (*upload, error) {
 	key := b.u.Join(name)
-	if _, err := b.abortUnder(ctx, key, func(k string) bool { return k == key }); err != nil {
-		return nil, err
+	ctx, cancel := context.WithCancel(ctx)
+	u := &upload{b: b, key: key, ctx: ctx, cancel: cancel, next: 1,
+		flight: make(chan struct{}, partsInFlight), cleaned: make(chan struct{})}
+	go func() {
+		defer close(u.cleaned)
+		_, u.cleanErr = b.abortUnder(ctx, key, func(k string) bool { return k == key })
+	}()
+	return u, nil
+}
+
+// start begins the multipart upload once the key's unfinished uploads are
+// aborted (else the clean-up could abort this one).
+func (u *upload) start() error {
+	<-u.cleaned
+	if u.cleanErr != nil {
+		return u.cleanErr
 	}
-	in := &s3.CreateMultipartUploadInput{Bucket: &b.u.Bucket, Key: &key}
-	if !b.gs {
+	in := &s3.CreateMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key}
+	if !u.b.gs {
 		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
 	}
-	out, err := b.c.CreateMultipartUpload(ctx, in)
+	out, err := u.b.c.CreateMultipartUpload(u.ctx, in)
 	if err != nil {
-		return nil, b.fail(key, err)
+		return u.b.fail(u.key, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	return &upload{b: b, key: key, id: aws.ToString(out.UploadId), ctx: ctx, cancel: cancel, next: 1,
-		flight: make(chan struct{}, partsInFlight)}, nil
+	u.id = aws.ToString(out.UploadId)
+	return nil
 }
 
 // Final is the object's address, s3://bucket/key.
@@ -137,6 +155,18 @@ func (u *upload) send() {
 	buf, num := u.buf, u.next
 	u.buf = nil
 	u.next++
+	if u.id == "" {
+		if err := u.start(); err != nil {
+			u.mu.Lock()
+			if u.err == nil {
+				u.err = err
+				u.cancel()
+			}
+			u.mu.Unlock()
+			u.b.putBuffer(buf)
+			return
+		}
+	}
 	select {
 	case u.flight <- struct{}{}:
 	case <-u.ctx.Done():
@@ -171,7 +201,10 @@ func (u *upload) send() {
 // Commit implements filewrite.Sink: the last part goes up, then the upload
 // is completed; on failure it is aborted.
 func (u *upload) Commit() error {
-	if u.buf != nil || u.next == 1 {
+	if u.next == 1 { // no part sent: the object fits in one PUT
+		return u.commitOne()
+	}
+	if u.buf != nil {
 		if u.buf == nil { // an empty object: one empty part
 			u.buf = u.b.partBuffer()
 		}
@@ -196,6 +229,22 @@ func (u *upload) Commit() error {
 	return nil
 }
 
+// commitOne writes an object of at most one part in one PUT.
+func (u *upload) commitOne() error {
+	<-u.cleaned
+	err := u.cleanErr
+	if err == nil {
+		u.etag, err = u.b.putKey(u.ctx, u.key, bytes.NewReader(u.buf), int64(len(u.buf)), false)
+	}
+	if u.buf != nil {
+		u.b.putBuffer(u.buf)
+		u.buf = nil
+	}
+	u.done = true
+	u.cancel()
+	return err
+}
+
 // ETag is the completed object's ETag ("" before Commit): what a later run
 // compares with HEAD's to know the object is still the one it wrote.
 func (u *upload) ETag() string { return u.etag }
@@ -213,6 +262,10 @@ func (u *upload) Abort() error {
 	}
 	u.cancel()
 	u.wg.Wait()
+	<-u.cleaned
+	if u.id == "" {
+		return nil // nothing was sent
+	}
 	_, err := u.b.c.AbortMultipartUpload(context.WithoutCancel(u.ctx), &s3.AbortMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id})
 	if err != nil {
 		return u.b.fail(u.key, err)

@@ -161,9 +161,6 @@ func TestUploads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := uploads(); n != 1 {
-			t.Fatalf("%d unfinished uploads once the rerun started its own, want 1 (the killed one aborted)", n)
-		}
 		f := filewrite.CreateSink(up2, nil, nil)
 		f.Write(data)
 		if err := f.Commit(); err != nil {
@@ -173,7 +170,7 @@ func TestUploads(t *testing.T) {
 			t.Error("the resumed upload's object differs")
 		}
 		if n := uploads(); n != 0 {
-			t.Errorf("%d unfinished uploads left after the rerun", n)
+			t.Errorf("%d unfinished uploads left after the rerun (the killed one not aborted)", n)
 		}
 	})
 }

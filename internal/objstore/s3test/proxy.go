@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -15,8 +16,8 @@ import (
 // proxy is a loopback reverse proxy in front of a Server that misbehaves on
 // purpose: it answers 503 SlowDown to the first Throttle requests, cuts
 // the connection halfway through the body of the first Cut GETs that carry
-// a body, and, once Hold parts have been uploaded, holds every later part
-// until its client goes away (a run killed mid-upload). The Host header
+// a body, and, once Hold object or part uploads have passed, holds every
+// later one until its client goes away (a run killed mid-upload). The Host header
 // passes unchanged, so signatures stay valid.
 type proxy struct {
 	// URL is the proxy's endpoint, to use instead of the server's.
@@ -24,11 +25,12 @@ type proxy struct {
 	// Throttle, Cut and Corrupt are the misbehaviours left to perform;
 	// Corrupt flips a byte in the body of that many uploaded parts.
 	Throttle, Cut, Corrupt atomic.Int64
-	// Hold is how many part uploads pass before the rest are held (0: none).
+	// Hold is how many uploads (PUTs of an object or a part, bar those
+	// under a .k3ckpt/ folder) pass before the rest are held (0: none).
 	Hold atomic.Int64
-	// Throttled, Cuts, Corrupted and Held count what was done; Parts counts
-	// the part uploads seen.
-	Throttled, Cuts, Corrupted, Held, Parts atomic.Int64
+	// Throttled, Cuts, Corrupted and Held count what was done; Puts counts
+	// the uploads seen.
+	Throttled, Cuts, Corrupted, Held, Puts atomic.Int64
 }
 
 // NewProxy starts a proxy to s, stopped at the end of the test.
@@ -46,8 +48,8 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 			return
 		}
 		isPart := r.Method == http.MethodPut && r.URL.Query().Has("partNumber")
-		if isPart {
-			if n, hold := p.Parts.Add(1), p.Hold.Load(); hold > 0 && n > hold {
+		if r.Method == http.MethodPut && !strings.Contains(r.URL.Path, "/.k3ckpt/") {
+			if n, hold := p.Puts.Add(1), p.Hold.Load(); hold > 0 && n > hold {
 				p.Held.Add(1)
 				io.Copy(io.Discard, r.Body) // then the server sees the client go
 				select {
