@@ -149,6 +149,7 @@ func TestBidirExpertsRoundTrip(t *testing.T) {
 		t.Fatalf("%d expert projections, %d decoded", experts, res.Decoded)
 	}
 
+	decoded := res
 	res = convertRecipe(t, bf, mx, BF16, Options{Experts: ExpertsMXFP4})
 	if res.Packed != experts || res.Pack.Lossy != 0 {
 		t.Fatalf("packed %d of %d, %d lossy groups", res.Packed, experts, res.Pack.Lossy)
@@ -160,7 +161,7 @@ func TestBidirExpertsRoundTrip(t *testing.T) {
 	if len(again) != len(src) {
 		t.Fatalf("%d tensors back, source %d", len(again), len(src))
 	}
-	var groups, sameScale, ruleDiffers int
+	var groups, sameScale, ruleDiffers, changed int
 	for name, s := range src {
 		a, ok := again[name]
 		if !ok || a.dtype != s.dtype || !reflect.DeepEqual(a.shape, s.shape) {
@@ -184,6 +185,9 @@ func TestBidirExpertsRoundTrip(t *testing.T) {
 		w := back[base+".weight"].data
 		for g := range len(ss) {
 			groups++
+			if as[g] != ss[g] || !bytes.Equal(a.data[16*g:16*g+16], s.data[16*g:16*g+16]) {
+				changed++
+			}
 			var amax uint16
 			negZero := false
 			for i := range 32 {
@@ -210,6 +214,12 @@ func TestBidirExpertsRoundTrip(t *testing.T) {
 	t.Logf("%d groups: %d byte-identical checked, %d where the replica's scale (DeepGEMM's RCEIL) is not compressed-tensors' pick", groups, sameScale, ruleDiffers)
 	if sameScale == 0 {
 		t.Fatal("no group compared byte for byte")
+	}
+	// The decode counted, before any packing, the groups whose bytes would
+	// not come back.
+	if decoded.Repack.Groups != int64(groups) || decoded.Repack.Changed != int64(changed) || changed == 0 {
+		t.Errorf("the decode counted %d of %d groups that would not come back byte for byte; the round trip changed %d of %d",
+			decoded.Repack.Changed, decoded.Repack.Groups, changed, groups)
 	}
 	for _, pair := range [][2]string{{miniSrc, bf}, {bf, mx}} {
 		rep, err := Verify(context.Background(), openSrc(t, pair[0]), pair[1], VerifyOptions{Jobs: 2})
@@ -408,6 +418,9 @@ func TestBidirErrors(t *testing.T) {
 // conversion's bytes, every read within the shard's planned ranges; split
 // over two workers and merged, the same tree again.
 func TestBidirFromHub(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	bf16, _ := Lookup(BF16)
 	root := t.TempDir()
 	localBF, localMX := filepath.Join(root, "bf"), filepath.Join(root, "mx")

@@ -12,76 +12,26 @@ import (
 // blockSize is the edge of a quantization block: one scale per 128×128 weights.
 const blockSize = quant.BlockSize
 
-// Format is the engine convention an FP8 checkpoint is written in: the name and
-// shape of each scale tensor and the shape of the quantization config.
-type Format uint8
+// Format is the engine convention an FP8 checkpoint is written in, the
+// one definition in model: the name and shape of each scale tensor; the
+// quantization config each convention writes is qconfig.go's.
+type Format = model.Format
 
+// The conventions, as --format names them.
 const (
-	// DeepSeek is the DeepSeek-V3 / SGLang "fp8" convention: X.weight_scale_inv
-	// F32 [⌈N/128⌉, ⌈K/128⌉], quant_method "fp8" in config.json.
-	DeepSeek Format = iota
-	// CompressedTensors is vLLM's compressed-tensors convention: X.weight_scale
-	// F32 [⌈N/128⌉, ⌈K/128⌉], a float-quantized config group with strategy "block".
-	CompressedTensors
-	// ModelOpt is NVIDIA ModelOpt's FP8_PB_WO (TensorRT-LLM, tokenspeed):
-	// X.weight_scale F32 [⌈N/128⌉, 1, ⌈K/128⌉, 1] and hf_quant_config.json with
-	// quant_algo MIXED_PRECISION.
-	ModelOpt
-
-	numFormats = int(ModelOpt) + 1
+	DeepSeek          = model.DeepSeek
+	CompressedTensors = model.CompressedTensors
+	ModelOpt          = model.ModelOpt
+	numFormats        = int(model.ModelOpt) + 1
 )
-
-// formatFacts names each convention and its scale tensors' names and shapes
-// (the schema's table).
-var formatFacts = [numFormats]struct {
-	name   string
-	scales model.BlockScales
-}{
-	DeepSeek:          {"deepseek", model.DeepSeekScales},
-	CompressedTensors: {"compressed-tensors", model.CompressedTensorsScales},
-	ModelOpt:          {"modelopt", model.ModelOptScales},
-}
-
-// String is the convention's name as given to --format.
-func (f Format) String() string {
-	if int(f) < numFormats {
-		return formatFacts[f].name
-	}
-	return fmt.Sprintf("Format(%d)", uint8(f))
-}
-
-// MarshalText writes the name.
-func (f Format) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
-
-// UnmarshalText parses a name.
-func (f *Format) UnmarshalText(b []byte) error {
-	v, err := ParseFormat(string(b))
-	if err == nil {
-		*f = v
-	}
-	return err
-}
 
 // ParseFormat maps a --format name to its Format.
 func ParseFormat(s string) (Format, error) {
-	names := make([]string, numFormats)
-	for i, ff := range formatFacts {
-		if ff.name == s {
-			return Format(i), nil
-		}
-		names[i] = ff.name
+	f, err := model.ParseFormat(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnknownFormat, err)
 	}
-	return 0, fmt.Errorf("%w: convention %q (known: %s)", ErrUnknownFormat, s, strings.Join(names, ", "))
-}
-
-// ScaleName is the name of the scale tensor of weight tensor name (X.weight).
-func (f Format) ScaleName(weight string) string {
-	return formatFacts[f].scales.Name(weight)
-}
-
-// ScaleShape is the scale tensor's shape for an [n, k] weight.
-func (f Format) ScaleShape(n, k int64) []int64 {
-	return formatFacts[f].scales.Shape(blocks(n), blocks(k))
+	return f, nil
 }
 
 // blocks is the number of 128-wide blocks covering n (quant.NumBlocks for int64 sizes).

@@ -681,7 +681,7 @@ func TestWideBandTiles(t *testing.T) {
 	}
 	defer f.Close()
 	outSpecs := []safetensors.TensorSpec{{Name: "w", DType: safetensors.F8_E4M3, Shape: []int64{n, k}}, {Name: "s", DType: safetensors.F32, Shape: []int64{2, (k + 127) / 128}}}
-	l, _ := safetensors.NewLayout(outSpecs, nil)
+	l, _ := safetensors.NewFilePlan(outSpecs, nil)
 	w, err := safetensors.Create(filepath.Join(dir, "out.safetensors"), l)
 	if err != nil {
 		t.Fatal(err)
@@ -758,7 +758,7 @@ func TestQuantizeHeld(t *testing.T) {
 
 func writeFile(t *testing.T, path string, specs []safetensors.TensorSpec, data [][]byte) {
 	t.Helper()
-	l, err := safetensors.NewLayout(specs, nil)
+	l, err := safetensors.NewFilePlan(specs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -206,6 +206,9 @@ func TestModelOptK3MatchesNVIDIAShape(t *testing.T) {
 // source (text_config.quantization_config removed, a top-level one added), for
 // the released config.json as for a replica's.
 func TestConfigRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	cfgs := []*model.Config{tinyConfig(t)}
 	if b, err := os.ReadFile(filepath.Join("..", "model", "testdata", "k3", "config.json")); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
@@ -79,26 +78,34 @@ type Result struct {
 	// index, configs and manifest; Manifest is then set.
 	Finalized bool
 	Manifest  *Manifest
+	// The counts below are over this worker's files, those it wrote and those
+	// it kept from an earlier run (from their done records).
+	//
 	// ZeroedNonFinite counts source values replaced by 0 under NonFiniteZero.
 	ZeroedNonFinite int64
-	// ZeroScaleBlocks counts the 128×128 FP8 blocks of the files written
-	// that got scale 0 and NaN codes (ModelOpt numerics: all-zero tiles,
-	// as NVIDIA writes them).
+	// ZeroScaleBlocks counts the 128×128 FP8 blocks that got scale 0 and
+	// NaN codes (ModelOpt numerics: all-zero tiles, as NVIDIA writes them).
 	ZeroScaleBlocks int64
-	// Cast counts the MXFP4 → NVFP4 blocks of the files written: all of
-	// them, those outside E4M3's exponent window and those whose values
-	// changed.
+	// Cast counts the MXFP4 → NVFP4 blocks: all of them, those outside
+	// E4M3's exponent window and those whose values changed.
 	Cast quant.CastStats
-	// Decoded counts the quantized tensors of the files written that were
-	// decoded to BF16; DecodedNaN the NaN values among them (NaN codes, or
-	// ModelOpt's NaN codes of all-zero tiles times their scale 0, as torch
-	// computes them).
+	// Decoded counts the quantized tensors decoded to BF16; DecodedNaN the
+	// NaN values among them (NaN codes, or ModelOpt's NaN codes of all-zero
+	// tiles times their scale 0, as torch computes them).
 	Decoded    int
 	DecodedNaN int64
 	// Packed counts the BF16 tensors packed to MXFP4 and what packing could
 	// not keep (Pack.Lossy: groups whose values changed).
 	Packed int
 	Pack   quant.PackStats
+	// Repack counts the MXFP4 groups decoded to BF16 and those whose bytes
+	// packing the BF16 back (--experts mxfp4) would not restore: their
+	// values come back, their scale byte or a −0 code does not.
+	Repack quant.RepackStats
+	// Uncounted is how many of the Skipped files came from a finished
+	// conversion's manifest, which keeps no counts: the counts above leave
+	// them out.
+	Uncounted int
 	// Network counts the source bytes fetched (nil for a local source).
 	Network *remote.Stats
 }
@@ -264,7 +271,8 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 
 	res := &Result{}
 	done := make([]int8, len(units)) // 1 written, 2 skipped
-	var zeroed atomic.Int64
+	counts := make([]*unitCounts, len(units))
+	uncounted := make([]bool, len(units))
 	var net *netCounter
 	if p.remote != nil {
 		net = &netCounter{}
@@ -292,24 +300,25 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 		i, s := order[k], scratches[job]
 		u := units[i]
 		if eo.Resume {
-			if ok, err := s.resumeUnit(ctx, p, d, u, recs, manifest, log, prog); err != nil || ok {
+			if ok, c, err := s.resumeUnit(ctx, p, d, u, recs, manifest, log, prog); err != nil || ok {
 				if ok {
-					done[i] = 2
+					done[i], counts[i] = 2, c
+					uncounted[i] = u.Kind == unitShard && !recs.recorded(p.ID, u.Name)
 				}
 				return nil, err
 			}
 		}
 		path := d.path(u.Name)
 		n, rec, commit, err := s.produce(ctx, p, path, u, prog)
-		zeroed.Add(n)
 		if err != nil {
 			return nil, err
 		}
+		c := s.takeCounts(n)
 		return func() error {
-			if err := commitUnit(p, d, u, rec, commit, log); err != nil {
+			if err := commitUnit(p, d, u, rec, c, commit, log); err != nil {
 				return err
 			}
-			done[i] = 1
+			done[i], counts[i] = 1, c
 			return nil
 		}, nil
 	})
@@ -322,15 +331,10 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 		} else {
 			res.Skipped = append(res.Skipped, u.Name)
 		}
-	}
-	res.ZeroedNonFinite = zeroed.Load()
-	for _, s := range scratches {
-		res.ZeroScaleBlocks += s.cs.zeroScale
-		res.Cast = res.Cast.Add(s.cs.cast)
-		res.Decoded += s.xs.stats.decoded
-		res.DecodedNaN += s.xs.stats.nan
-		res.Packed += s.xs.stats.packed
-		res.Pack = res.Pack.Add(s.xs.stats.pack)
+		if uncounted[i] {
+			res.Uncounted++
+		}
+		res.add(counts[i])
 	}
 	if net != nil {
 		res.Network = net.stats()
@@ -345,13 +349,13 @@ func (noProgress) Add(int64)   {}
 
 // resumeUnit checks a unit finished earlier under this plan: it is skipped
 // when its file still has the recorded size and sha256.
-func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u unit, recs records, m *Manifest, log *recordLog, prog progress) (bool, error) {
+func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u unit, recs records, m *Manifest, log *recordLog, prog progress) (bool, *unitCounts, error) {
 	rec, ok := recs.finished(p.ID, u.Name, m)
 	if !ok {
-		return false, nil
+		return false, nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	var etag string
 	if r, ok := recs[u.Name]; ok && r.Plan == p.ID {
@@ -359,11 +363,15 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 	}
 	ok, etag, err := d.kept(u.Name, rec, etag, prog.Add)
 	if err != nil || !ok {
-		return false, err
+		return false, nil, err
 	}
 	prog.Add(u.Work - rec.Size)
 	// Re-record it, so Finalize sees it even when it came from a manifest.
-	return true, log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: etag})
+	var c *unitCounts
+	if recs.recorded(p.ID, u.Name) {
+		c = recs[u.Name].Counts.loaded()
+	}
+	return true, c, log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: etag, Counts: c})
 }
 
 // produce writes one unit's data under a temporary name, hashing it on the
@@ -384,7 +392,7 @@ func (s *scratch) produce(ctx context.Context, p *Plan, path string, u unit, pro
 }
 
 // commitUnit syncs and renames a written unit and records it as done.
-func commitUnit(p *Plan, d *destination, u unit, rec fileRecord, commit commitFunc, log *recordLog) error {
+func commitUnit(p *Plan, d *destination, u unit, rec fileRecord, c *unitCounts, commit commitFunc, log *recordLog) error {
 	sum, err := commit(log.ready)
 	if err != nil {
 		return err
@@ -394,5 +402,5 @@ func commitUnit(p *Plan, d *destination, u unit, rec fileRecord, commit commitFu
 	if rec.Size != u.Size {
 		return fmt.Errorf("file %s: wrote %d bytes, planned %d", d.path(u.Name), rec.Size, u.Size)
 	}
-	return log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: d.etag(u.Name)})
+	return log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: d.etag(u.Name), Counts: c})
 }

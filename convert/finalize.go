@@ -102,18 +102,11 @@ type earlyFiles struct {
 func stageEarly(p *Plan, d *destination) *earlyFiles {
 	dst := d.dir
 	e := &earlyFiles{d: d, done: make(chan struct{})}
-	names := make([]string, len(p.Files))
-	layouts := make([]*safetensors.Layout, len(p.Files))
-	for i, f := range p.Files {
-		names[i], layouts[i] = f.Name, f.Layout
-	}
+	render := plannedIndex(p)
 	meta := metaFiles(p.Config, p.HFQuantConfig)
 	go func() {
 		defer close(e.done)
-		f, rec, err := stageIndex(dst, func(w io.Writer) error {
-			_, err := safetensors.WriteLayoutIndex(w, names, layouts)
-			return err
-		})
+		f, rec, err := stageIndex(dst, render)
 		if err != nil {
 			e.err = err
 			return
@@ -351,21 +344,27 @@ func writeLast(d *destination, st *planState) ([]fileRecord, error) {
 // stageIndexFor writes the planned index into a bucket DST's state
 // directory, for the merge of its workers (which never sees the plan).
 func stageIndexFor(p *Plan, d *destination) error {
-	names := make([]string, len(p.Files))
-	layouts := make([]*safetensors.Layout, len(p.Files))
-	for i, f := range p.Files {
-		names[i], layouts[i] = f.Name, f.Layout
-	}
 	dir := filepath.Join(d.dir, stateDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, _, err := stageIndex(dir, func(w io.Writer) error {
-		_, err := safetensors.WriteLayoutIndex(w, names, layouts)
-		return err
-	})
+	f, _, err := stageIndex(dir, plannedIndex(p))
 	if err != nil {
 		return err
 	}
 	return f.Commit()
+}
+
+// plannedIndex renders p's index from the planned layouts: the bytes
+// writeIndex rebuilds from the written headers.
+func plannedIndex(p *Plan) func(io.Writer) error {
+	names := make([]string, len(p.Files))
+	layouts := make([]*safetensors.FilePlan, len(p.Files))
+	for i, f := range p.Files {
+		names[i], layouts[i] = f.Name, f.Layout
+	}
+	return func(w io.Writer) error {
+		_, err := safetensors.WriteFilePlanIndex(w, names, layouts)
+		return err
+	}
 }

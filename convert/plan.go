@@ -37,7 +37,7 @@ type filePlan struct {
 	// Source is the source shard (its headers; data is read by the executor).
 	Source *safetensors.File
 	// Layout is the output file: header bytes and every tensor's offsets.
-	Layout *safetensors.Layout
+	Layout *safetensors.FilePlan
 	// Steps is the executor's program for the file, in the layout's data
 	// order: copy runs and quantized weights.
 	Steps []step
@@ -318,12 +318,12 @@ func (fp *filePlan) summarize(outs []outputTensor) {
 
 // layoutFile lays out one output shard, without keeping its header, and
 // orders its outputs like the layout; it returns the header's sha256.
-func layoutFile(f *safetensors.File, outs []outputTensor) (*safetensors.Layout, [sha256.Size]byte, []outputTensor, error) {
+func layoutFile(f *safetensors.File, outs []outputTensor) (*safetensors.FilePlan, [sha256.Size]byte, []outputTensor, error) {
 	specs := make([]safetensors.TensorSpec, len(outs))
 	for i, o := range outs {
 		specs[i] = o.TensorSpec
 	}
-	l, sum, err := safetensors.NewLayoutSum(specs, f.Metadata)
+	l, sum, err := safetensors.NewFilePlanSum(specs, f.Metadata)
 	if err != nil {
 		return nil, sum, nil, fmt.Errorf("file %s: %w", f.Path, err)
 	}

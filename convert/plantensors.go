@@ -174,7 +174,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]output
 	// A scale name can only collide with a source tensor of the same name
 	// (source names are unique): scan the names ending like a scale.
 	if len(quantized) > 0 {
-		role := formatFacts[opts.Format].scales.Role()
+		role := opts.Format.Role()
 		for _, s := range in {
 			if _, r := model.SplitRole(s.Name); r != role {
 				continue

@@ -205,6 +205,13 @@ func (recs records) finished(plan, unit string, m *Manifest) (fileRecord, bool) 
 	return fileRecord{}, false
 }
 
+// recorded reports whether unit has a done record of plan (and so its
+// counts), not only a manifest entry.
+func (recs records) recorded(plan, unit string) bool {
+	r, ok := recs[unit]
+	return ok && r.Plan == plan
+}
+
 // allDone reports whether every unit of the plan has a record.
 func (recs records) allDone(p *Plan) bool {
 	for _, u := range p.Units() {

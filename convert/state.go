@@ -39,6 +39,9 @@ type doneRecord struct {
 	// ETag is a bucket DST's object as completed: resume keeps the object
 	// while HEAD still gives it.
 	ETag string `json:"etag,omitempty"`
+	// Counts are what writing the file counted (nil: nothing, or a record
+	// from before counts were kept).
+	Counts *unitCounts `json:"counts,omitempty"`
 }
 
 // planState is what a worker leaves in StateDir so that merge (which never

@@ -150,7 +150,7 @@ func (s step) Writes() int {
 // those break the contiguity on one side; each scale tensor and each FP8
 // weight is a step of its own, holding the codes in between when all of the
 // file's fit MaxHeldCodes, else spilling them for a remote source.
-func planSteps(sf *safetensors.File, l *safetensors.Layout, outs []outputTensor) ([]step, error) {
+func planSteps(sf *safetensors.File, l *safetensors.FilePlan, outs []outputTensor) ([]step, error) {
 	if len(outs) != len(l.Tensors) {
 		return nil, fmt.Errorf("file %s: %d outputs for %d laid-out tensors", sf.Path, len(outs), len(l.Tensors))
 	}

@@ -34,7 +34,7 @@ func (h headerOnly) ReadAt(p []byte, off int64) (int, error) {
 // sourceFile lays out specs canonically and reads the header back as a source.
 func sourceFile(t *testing.T, specs []safetensors.TensorSpec) *safetensors.File {
 	t.Helper()
-	l, err := safetensors.NewLayout(specs, nil)
+	l, err := safetensors.NewFilePlan(specs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func checkPlanSteps(t *testing.T, src string) {
 	}
 }
 
-func checkSteps(t *testing.T, fp *filePlan, l *safetensors.Layout, outs []outputTensor) {
+func checkSteps(t *testing.T, fp *filePlan, l *safetensors.FilePlan, outs []outputTensor) {
 	t.Helper()
 	sf := fp.Source
 	var codes int64
@@ -300,7 +300,7 @@ func checkSteps(t *testing.T, fp *filePlan, l *safetensors.Layout, outs []output
 	}
 }
 
-func outSize(l *safetensors.Layout, i int) int64 { return l.Tensors[i].Size() }
+func outSize(l *safetensors.FilePlan, i int) int64 { return l.Tensors[i].Size() }
 
 // The executor writes the same file whether a shard's codes are held from
 // the scale steps or made again at the code steps: the FP8 codes and scales

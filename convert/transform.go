@@ -18,6 +18,7 @@ type xfStats struct {
 	nan     int64 // NaN BF16 values written (NaN codes, or NaN × 0 of ModelOpt's zero tiles, as torch computes them)
 	packed  int   // BF16 tensors packed to MXFP4
 	pack    quant.PackStats
+	repack  quant.RepackStats // MXFP4 groups decoded, and those packing would not give back byte for byte
 }
 
 // transformStep plans the step writing output i, made from o.Source by the
@@ -277,6 +278,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 					}
 					return err
 				}
+				xs.stats.repack = xs.stats.repack.Add(quant.MXFP4Repack(o, p, q))
 			}
 			xs.stats.nan += countBF16NaN(out)
 			if err := w(out); err != nil {

@@ -69,6 +69,9 @@ func shape(f *Facts) []string {
 // --target and of the docs' table) is what the planner writes, for every
 // profile.
 func TestPredictMatchesPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	src, err := Scan(t.Context(), testckpt.Replica(t, model.ScaleTiny))
 	if err != nil {
 		t.Fatal(err)

@@ -257,7 +257,7 @@ func TestOtherListed(t *testing.T) {
 		{Name: "language_model.model.layers.0.input_layernorm.weight", DType: safetensors.BF16, Shape: []int64{16}},
 		{Name: "some.custom.adapter", DType: safetensors.F32, Shape: []int64{3, 5}},
 	}
-	l, err := safetensors.NewLayout(specs, nil)
+	l, err := safetensors.NewFilePlan(specs, nil)
 	must(t, err)
 	path := filepath.Join(dir, "model.safetensors")
 	w, err := safetensors.Create(path, l)

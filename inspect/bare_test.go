@@ -17,6 +17,9 @@ import (
 // smaller by exactly the vision row. On the full-size replica too (outside
 // -short), where the multimodal what-if is the released 1403.79 GiB.
 func TestBareRecipeWhatIf(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	scales := []model.Scale{model.ScaleTiny}
 	if !testing.Short() {
 		scales = append(scales, model.ScaleFull)

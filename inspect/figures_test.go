@@ -66,6 +66,9 @@ func check(t *testing.T, what, got, want string) {
 }
 
 func TestFullReplicaFigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	fk := fullFake(t)
 	rep := auditFake(t, fk, Options{})
 	if rep.TensorCount != fullTensorCount || len(rep.Files) != fullFiles {
@@ -123,6 +126,9 @@ func TestFullReplicaFigures(t *testing.T) {
 }
 
 func TestFullReplicaRecipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	rep := auditFake(t, fullFake(t), Options{Recipe: defaultRecipe})
 	check(t, "before GiB", gib2(rep.TotalBytes), "1453.66")
 	check(t, "after GiB", gib2(rep.Recipe.TotalBytes), "1403.79")
@@ -147,6 +153,9 @@ func TestFullReplicaRecipe(t *testing.T) {
 
 // TestFullReplicaDP16 reproduces the seed's DP16 per-rank memory story.
 func TestFullReplicaDP16(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	rep := auditFake(t, fullFake(t), Options{Recipe: defaultRecipe, Layout: "dp16", Steps: true, By: byRank})
 	lr := rep.Layout
 	if len(lr.Ranks) != ep || len(rep.Groups) != ep {
@@ -211,6 +220,9 @@ func layerOfName(name string) (int, bool) {
 }
 
 func TestFullReplicaPP16(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	fk := fullFake(t)
 	rep := auditFake(t, fk, Options{By: byStage})
 	lr := rep.Layout

@@ -52,7 +52,7 @@ func TestTensorsOutsideTheirShard(t *testing.T) {
 	dir := t.TempDir()
 	idx := &safetensors.Index{WeightMap: map[string]string{}}
 	for i, specs := range shards {
-		l, err := safetensors.NewLayout(specs, nil)
+		l, err := safetensors.NewFilePlan(specs, nil)
 		must(t, err)
 		w, err := safetensors.Create(filepath.Join(dir, names[i]), l)
 		must(t, err)

@@ -125,7 +125,7 @@ func writeFP8(src, dst string) error {
 			specs = append(specs, st.TensorSpec{Name: name, DType: st.F32, Shape: []int64{gn, gk}})
 			data[name] = sc
 		}
-		lay, err := st.NewLayout(specs, f.Metadata)
+		lay, err := st.NewFilePlan(specs, f.Metadata)
 		if err != nil {
 			return err
 		}
@@ -703,7 +703,7 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 		{Name: "b.weight_scale", DType: st.F32, Shape: []int64{2, 1, 3, 1}},
 		{Name: "c", DType: st.BF16, Shape: []int64{4, 6}},
 	}
-	lay, err := st.NewLayout(specs, map[string]string{"format": "pt"})
+	lay, err := st.NewFilePlan(specs, map[string]string{"format": "pt"})
 	if err != nil {
 		t.Fatal(err)
 	}

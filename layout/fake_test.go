@@ -45,7 +45,7 @@ func fakeSource(t testing.TB, cfg []byte, specs []st.TensorSpec, fileOf func(str
 	reads := new(atomic.Int64)
 	src := &Source{Root: "mem", files: map[string]*st.File{}, aux: map[string][]byte{}}
 	for _, name := range order {
-		lay, err := st.NewLayout(byFile[name], map[string]string{"format": "pt"})
+		lay, err := st.NewFilePlan(byFile[name], map[string]string{"format": "pt"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,6 +39,9 @@ func hubSnapshot(t *testing.T) (snap, repo string) {
 // and side files byte for byte. A side file linking out of the repository
 // folder is refused, naming it and what is allowed.
 func TestHubCacheSnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	snap, repo := hubSnapshot(t)
 	read := func(p string) []byte { return must(os.ReadFile(p))(t) }
 	ctx := context.Background()

@@ -43,7 +43,7 @@ type outFile struct {
 	// copy is byte-identical to writing the tensors one by one, at cp speed.
 	verbatim *safetensors.File
 	// lay is the file's header and offsets; steps write it in data order.
-	lay   *safetensors.Layout
+	lay   *safetensors.FilePlan
 	steps []fileStep
 	// readers, when set, says where a source file's bytes are read (a
 	// remote source's stream) instead of its own ReaderAt.
@@ -73,12 +73,12 @@ type fileStep struct {
 }
 
 // layout lays the file out canonically.
-func (of *outFile) layout() (*safetensors.Layout, error) {
+func (of *outFile) layout() (*safetensors.FilePlan, error) {
 	specs := make([]safetensors.TensorSpec, len(of.tensors))
 	for i, t := range of.tensors {
 		specs[i] = t.spec
 	}
-	lay, err := safetensors.NewLayout(specs, of.meta)
+	lay, err := safetensors.NewFilePlan(specs, of.meta)
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", of.name, err)
 	}

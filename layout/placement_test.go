@@ -122,6 +122,9 @@ func near(t *testing.T, what string, got, want, tol float64) {
 // tensors, and audits of the release give 1453.66 GiB (BF16/MXFP4 as
 // released) and 1403.79 GiB after the FP8 recipe.
 func TestK3FixtureMatchesSpec(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	bf, fp := k3Catalogs()
 	if len(bf) != 497220 {
 		t.Errorf("catalog has %d tensors, want 497220", len(bf))
@@ -156,6 +159,9 @@ func sumNames(pcs []piece, names ...string) (n int64) {
 // experts, a 48.8 GiB weight-shard set saving 42.7 GiB when split 8 ways,
 // embedding + lm_head 4.38 GiB replicated and 0.55 GiB under vocab TP8.
 func TestDP16SpecFigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	on := k3Plan(t, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true}, true)
 	off := k3Plan(t, "dp16", Options{TextOnly: true}, true)
 	vocab := []string{"language_model.model.embed_tokens.weight", "language_model.lm_head.weight"}
@@ -295,6 +301,9 @@ func TestDP2DCP8RankSlices(t *testing.T) {
 }
 
 func TestPP16Stages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	bf, _ := k3Catalogs()
 	p := k3Plan(t, "pp16", Options{}, false)
 	if got := p.Layout.Partition; !reflect.DeepEqual(got, pp16Partition()) {
@@ -441,6 +450,9 @@ func TestPP8TP8Experts(t *testing.T) {
 // the (valid part of the) axis, replicas are whole on every rank of the stage,
 // experts sit on exactly one rank.
 func TestPlansTileTensors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	_, fp := tinyCatalogs()
 	for _, name := range Names() {
 		for _, o := range []Options{{}, {TextOnly: true, WeightShard: true, VocabTP: true}} {

@@ -30,6 +30,9 @@ func mustConfig(t testing.TB, b []byte) *model.Config {
 // every built-in layout exactly as the multimodal one does without vision:
 // the same bytes on every rank, the same pieces under the bare names.
 func TestBareKimiLinearEveryLayout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	mmJSON := testckpt.TPConfigJSON(t)
 	mm := mustConfig(t, mmJSON)
 	bareJSON := bareConfig(t, mmJSON)
@@ -204,6 +207,9 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // layout would cost a second; TestPP16Stages and TestDP16SpecFigures count
 // the release's 168 dropped tensors under pp16 and dp16.
 func TestTextOnlyDropsVisionShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	raw, err := os.ReadFile(filepath.Join("..", "model", "testdata", "k3", "config.json"))
 	if err != nil {
 		t.Fatal(err)

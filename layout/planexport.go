@@ -311,7 +311,7 @@ func verbatimFiles(src *Source, pcs []piece, pack packFormat) (map[string]*safet
 		for i, t := range f.Tensors {
 			specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
 		}
-		lay, err := safetensors.NewLayout(specs, f.Metadata)
+		lay, err := safetensors.NewFilePlan(specs, f.Metadata)
 		if err != nil {
 			return nil, fmt.Errorf("file %s: %w", sf, err)
 		}

@@ -12,6 +12,9 @@ import (
 // A reassembly reports the bytes the export dropped: the same figure the
 // export's plan gave (the vision tower of a text-only dp16 export).
 func TestReassembleReportsDroppedBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	bf, _ := fixtures(t)
 	dst, ep := export(t, bf, "dp16", Options{TextOnly: true, WeightShard: true}, ExportOptions{})
 	if ep.DroppedBytes <= 0 || len(ep.Dropped) == 0 {

@@ -27,7 +27,7 @@ func writeSmall(t *testing.T, dir string, meta map[string]string) {
 	}
 	idx := &st.Index{WeightMap: map[string]string{}}
 	for name, specs := range files {
-		lay := must(st.NewLayout(specs, meta))(t)
+		lay := must(st.NewFilePlan(specs, meta))(t)
 		w := must(st.Create(filepath.Join(dir, name), lay))(t)
 		for k, s := range specs {
 			b := make([]byte, must(st.ByteSize(s.DType, s.Shape))(t))

@@ -21,7 +21,7 @@ func (h headerOnly) ReadAt(p []byte, off int64) (int, error) {
 
 func headerFile(t *testing.T, name string, specs []st.TensorSpec) *st.File {
 	t.Helper()
-	l, err := st.NewLayout(specs, nil)
+	l, err := st.NewFilePlan(specs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestPlanStepsExports(t *testing.T) {
 	}
 }
 
-func checkFileSteps(t *testing.T, of *outFile, lay *st.Layout) {
+func checkFileSteps(t *testing.T, of *outFile, lay *st.FilePlan) {
 	t.Helper()
 	idx := map[string]int{}
 	for i, ot := range of.tensors {

@@ -181,7 +181,7 @@ func (s *synth) liveElems(name string, n int64) int64 {
 
 func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec, error) {
 	specs := s.cfg.shardTensors(s.t, i)
-	layout, err := safetensors.NewLayout(specs, nil)
+	layout, err := safetensors.NewFilePlan(specs, nil)
 	if err != nil {
 		return nil, err
 	}

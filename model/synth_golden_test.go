@@ -37,7 +37,7 @@ var synthGoldenSHA256 = map[string]string{
 // and compares each tensor's bytes with the recorded sha256.
 func TestSynthTensorGoldens(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "g.safetensors")
-	layout, err := safetensors.NewLayout(synthGoldenTensors, nil)
+	layout, err := safetensors.NewFilePlan(synthGoldenTensors, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func k3LayerSpecs(layer int) []TensorSpec {
 
 // BenchmarkParseLayerHeader parses one full-size K3 layer shard header.
 func BenchmarkParseLayerHeader(b *testing.B) {
-	l, err := NewLayout(k3LayerSpecs(5), nil)
+	l, err := NewFilePlan(k3LayerSpecs(5), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,12 +66,12 @@ func BenchmarkParseLayerHeader(b *testing.B) {
 	}
 }
 
-// BenchmarkNewLayout renders the same header canonically (the writer's cost).
-func BenchmarkNewLayout(b *testing.B) {
+// BenchmarkNewFilePlan renders the same header canonically (the writer's cost).
+func BenchmarkNewFilePlan(b *testing.B) {
 	specs := k3LayerSpecs(5)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := NewLayout(specs, nil); err != nil {
+		if _, err := NewFilePlan(specs, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -84,7 +84,7 @@ func fullSizeCheckpoint(b *testing.B) string {
 	idx := &Index{WeightMap: map[string]string{}}
 	for l := range 93 {
 		name := fmt.Sprintf("model-%05d-of-00093.safetensors", l+1)
-		lay, err := NewLayout(k3LayerSpecs(l), nil)
+		lay, err := NewFilePlan(k3LayerSpecs(l), nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -95,8 +95,8 @@ func (d DType) Bits() int64 {
 	return 0
 }
 
-// Valid reports whether d is one of the 22 known dtypes.
-func (d DType) Valid() bool { return int(d) < numDTypes }
+// valid reports whether d is one of the 22 known dtypes.
+func (d DType) valid() bool { return int(d) < numDTypes }
 
 // parseDType maps a header dtype name to its DType.
 func parseDType(s string) (DType, error) {
@@ -108,7 +108,7 @@ func parseDType(s string) (DType, error) {
 
 // MarshalText writes the header name, so DTypes serialize as strings in JSON.
 func (d DType) MarshalText() ([]byte, error) {
-	if !d.Valid() {
+	if !d.valid() {
 		return nil, fmt.Errorf("%w: %d", ErrDType, uint8(d))
 	}
 	return []byte(d.String()), nil

@@ -50,7 +50,7 @@ func FuzzParseHeader(f *testing.F) {
 		for i, ti := range got.Tensors {
 			specs[i] = TensorSpec{ti.Name, ti.DType, ti.Shape}
 		}
-		l, err := NewLayout(specs, got.Metadata)
+		l, err := NewFilePlan(specs, got.Metadata)
 		if err != nil {
 			t.Fatalf("accepted header cannot be written: %v", err)
 		}
@@ -68,7 +68,7 @@ func FuzzParseHeader(f *testing.F) {
 			}
 		}
 		// A canonical header is a fixed point.
-		again, _ := NewLayout(specs, back.Metadata)
+		again, _ := NewFilePlan(specs, back.Metadata)
 		if !bytes.Equal(again.Header, l.Header) {
 			t.Fatalf("canonical form is not stable")
 		}

@@ -239,20 +239,6 @@ func ReadIndex(p string) (*Index, error) {
 	return ParseIndex(b, p)
 }
 
-// Files lists the distinct shard names, sorted.
-func (idx *Index) Files() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, f := range idx.WeightMap {
-		if !seen[f] {
-			seen[f] = true
-			out = append(out, f)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // Marshal renders the index as huggingface tooling does (json.dumps with
 // indent=2 and sorted keys, plus a final newline).
 func (idx *Index) Marshal() ([]byte, error) {
@@ -312,12 +298,12 @@ func (d *indexData) addShard(i int, path string, tensors []TensorInfo, dataSize 
 	return nil
 }
 
-// WriteLayoutIndex streams the index of shards about to be written with
+// WriteFilePlanIndex streams the index of shards about to be written with
 // these layouts (names[i] is the file of layouts[i], relative to the index):
 // the bytes WriteShardIndex renders from the written files, so that a writer
 // that laid the files out need not read their headers back. It returns the
 // total size recorded.
-func WriteLayoutIndex(w io.Writer, names []string, layouts []*Layout) (int64, error) {
+func WriteFilePlanIndex(w io.Writer, names []string, layouts []*FilePlan) (int64, error) {
 	if len(names) != len(layouts) {
 		return 0, fmt.Errorf("%w: %d shard names for %d layouts", ErrWrite, len(names), len(layouts))
 	}

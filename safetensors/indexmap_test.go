@@ -39,6 +39,9 @@ func parseSequential(t *testing.T, b []byte) (*indexData, error) {
 // over lines (pieces may start inside a member), for one long line (no
 // piece boundary), and with errors in the last piece.
 func TestWeightMapParallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("one CPU: the weight_map is never split")
 	}

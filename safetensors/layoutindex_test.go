@@ -18,9 +18,9 @@ func TestLayoutIndexIsShardIndex(t *testing.T) {
 		{{Name: "m\\n", DType: I32, Shape: []int64{}}},
 	}
 	var names []string
-	var layouts []*Layout
+	var layouts []*FilePlan
 	for i, specs := range shards {
-		l, err := NewLayout(specs, map[string]string{"format": "pt"})
+		l, err := NewFilePlan(specs, map[string]string{"format": "pt"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,14 +47,14 @@ func TestLayoutIndexIsShardIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n2, err := WriteLayoutIndex(&fromLayouts, names, layouts)
+	n2, err := WriteFilePlanIndex(&fromLayouts, names, layouts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n1 != n2 || !bytes.Equal(fromFiles.Bytes(), fromLayouts.Bytes()) {
 		t.Fatalf("total %d vs %d; index from files:\n%s\nfrom layouts:\n%s", n1, n2, fromFiles.Bytes(), fromLayouts.Bytes())
 	}
-	if _, err := WriteLayoutIndex(&fromLayouts, names[:1], layouts); err == nil {
+	if _, err := WriteFilePlanIndex(&fromLayouts, names[:1], layouts); err == nil {
 		t.Error("mismatched names and layouts accepted")
 	}
 }

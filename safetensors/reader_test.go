@@ -168,7 +168,7 @@ func TestHeaderOnlyReads(t *testing.T) {
 
 func writeTestFile(t testing.TB, dir, name string, specs []TensorSpec) {
 	t.Helper()
-	l, err := NewLayout(specs, nil)
+	l, err := NewFilePlan(specs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,6 +192,9 @@ func TestLocalDirDownload(t *testing.T) {
 // and the first failure stops the others, so the bytes allocated stay near
 // two claims instead of 96 (9.6 GB) or OpenParallelism (1.6 GB) of them.
 func TestHeaderClaimsBoundMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	if runtime.GOOS == "windows" {
 		t.Skip("sparse files")
 	}
@@ -252,7 +255,7 @@ func TestSizeSumsDoNotWrap(t *testing.T) {
 	for i := range 16 {
 		specs = append(specs, TensorSpec{fmt.Sprint("x", i), f64, []int64{elems}})
 	}
-	if _, err := NewLayout(specs, nil); err == nil {
+	if _, err := NewFilePlan(specs, nil); err == nil {
 		t.Fatal("layout of 2^63 bytes accepted")
 	}
 }
@@ -261,6 +264,9 @@ func TestSizeSumsDoNotWrap(t *testing.T) {
 // padded with 32 MB of spaces: the File it returns must not keep the padding
 // alive through its names.
 func TestParsedHeaderKeepsOnlyWhatItUses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	h := `{"__metadata__":{"format":"pt"},"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}` + strings.Repeat(" ", 32<<20)
 	b := rawFile(h, 1)
 	runtime.GC()

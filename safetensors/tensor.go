@@ -19,12 +19,6 @@ type TensorInfo struct {
 // Size is the tensor's byte length.
 func (t TensorInfo) Size() int64 { return t.End - t.Begin }
 
-// NumElements is the product of the shape (1 for a scalar).
-func (t TensorInfo) NumElements() int64 {
-	n, _ := NumElements(t.Shape)
-	return n
-}
-
 // TensorSpec names a tensor to be written: no offsets yet, the layout assigns them.
 type TensorSpec struct {
 	Name  string
@@ -56,7 +50,7 @@ func NumElements(shape []int64) (int64, error) {
 // fails when the element count overflows or the bits do not fill whole bytes
 // (for example an odd number of F4 elements).
 func ByteSize(dt DType, shape []int64) (int64, error) {
-	if !dt.Valid() {
+	if !dt.valid() {
 		return 0, fmt.Errorf("%w: %d", ErrDType, uint8(dt))
 	}
 	n, err := NumElements(shape)

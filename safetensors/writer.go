@@ -8,20 +8,20 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
-// Writer streams tensors into a file laid out by a Layout. The file lives under
+// Writer streams tensors into a file laid out by a FilePlan. The file lives under
 // a temporary name in the target directory until Commit renames it, so the
 // final name never holds a partial file. Tensors may be written in any order
 // and concurrently (each through its own TensorWriter). Writers of large
 // files in file order use internal/filewrite instead.
 type Writer struct {
-	l       *Layout
+	l       *FilePlan
 	f       *atomicfile.File
 	written []atomic.Int64
 	opened  []atomic.Bool
 }
 
 // Create starts a file at path (through a temporary) and writes its header.
-func Create(path string, l *Layout) (*Writer, error) {
+func Create(path string, l *FilePlan) (*Writer, error) {
 	header, err := l.HeaderBytes()
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", path, err)
@@ -37,20 +37,17 @@ func Create(path string, l *Layout) (*Writer, error) {
 	return &Writer{l: l, f: f, written: make([]atomic.Int64, len(l.Tensors)), opened: make([]atomic.Bool, len(l.Tensors))}, nil
 }
 
-// Layout is the plan the writer follows.
-func (w *Writer) Layout() *Layout { return w.l }
-
-// Path is the final name of the file.
-func (w *Writer) Path() string { return w.f.Final() }
+// pathName is the final name of the file.
+func (w *Writer) pathName() string { return w.f.Final() }
 
 // Tensor returns the writer for one tensor's bytes. Each tensor can be opened once.
 func (w *Writer) Tensor(name string) (*tensorWriter, error) {
 	i, ok := w.l.index[name]
 	if !ok {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.Path(), quote.Name(name), ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.pathName(), quote.Name(name), ErrWrite)
 	}
 	if w.opened[i].Swap(true) {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.Path(), quote.Name(name), ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.pathName(), quote.Name(name), ErrWrite)
 	}
 	t := w.l.Tensors[i]
 	return &tensorWriter{w: w, i: i, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
@@ -62,11 +59,11 @@ func (w *Writer) Commit() error {
 	for i, t := range w.l.Tensors {
 		if got := w.written[i].Load(); got != t.Size() {
 			w.f.Abort()
-			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.Path(), quote.Name(t.Name), ErrWrite, got, t.Size())
+			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.pathName(), quote.Name(t.Name), ErrWrite, got, t.Size())
 		}
 	}
 	if err := w.f.Commit(); err != nil {
-		return fmt.Errorf("file %s: %w", w.Path(), err)
+		return fmt.Errorf("file %s: %w", w.pathName(), err)
 	}
 	return nil
 }
@@ -77,7 +74,7 @@ func (w *Writer) Commit() error {
 func (w *Writer) CommitSparse() error {
 	if err := w.f.Truncate(w.l.Size); err != nil {
 		w.f.Abort()
-		return fmt.Errorf("file %s: %w", w.Path(), err)
+		return fmt.Errorf("file %s: %w", w.pathName(), err)
 	}
 	for i, t := range w.l.Tensors {
 		w.written[i].Store(t.Size())
@@ -103,7 +100,7 @@ func (tw *tensorWriter) label() string { return "tensor " + quote.Name(tw.w.l.Te
 func (tw *tensorWriter) Remaining() int64 { return tw.end - tw.off }
 
 func (tw *tensorWriter) overflow(n int64) error {
-	return fmt.Errorf("file %s: %s: %w: %d bytes past its end", tw.w.Path(), tw.label(), ErrWrite, n)
+	return fmt.Errorf("file %s: %s: %w: %d bytes past its end", tw.w.pathName(), tw.label(), ErrWrite, n)
 }
 
 // Write appends p to the tensor.
@@ -115,7 +112,7 @@ func (tw *tensorWriter) Write(p []byte) (int, error) {
 	tw.off += int64(n)
 	tw.w.written[tw.i].Add(int64(n))
 	if err != nil {
-		return n, fmt.Errorf("file %s: %s: %w", tw.w.Path(), tw.label(), err)
+		return n, fmt.Errorf("file %s: %s: %w", tw.w.pathName(), tw.label(), err)
 	}
 	return n, nil
 }

@@ -62,7 +62,7 @@ func TestWriterMatchesReference(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			l, err := NewLayout(specs, c.Metadata)
+			l, err := NewFilePlan(specs, c.Metadata)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,7 +134,7 @@ func mapsEqual(a, b map[string]string) bool {
 }
 
 func TestWriterRejectsMiscounts(t *testing.T) {
-	l, err := NewLayout([]TensorSpec{{"a", F32, []int64{2}}, {"b", U8, []int64{3}}}, nil)
+	l, err := NewFilePlan([]TensorSpec{{"a", F32, []int64{2}}, {"b", U8, []int64{3}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,16 +162,16 @@ func TestWriterRejectsMiscounts(t *testing.T) {
 	if len(ents) != 0 {
 		t.Fatalf("left behind %v", ents)
 	}
-	if _, err := NewLayout([]TensorSpec{{"a", F32, nil}, {"a", F32, nil}}, nil); !errors.Is(err, ErrDuplicate) {
+	if _, err := NewFilePlan([]TensorSpec{{"a", F32, nil}, {"a", F32, nil}}, nil); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate names: %v", err)
 	}
-	if _, err := NewLayout([]TensorSpec{{"a", F4, []int64{3}}}, nil); !errors.Is(err, ErrSizeMismatch) {
+	if _, err := NewFilePlan([]TensorSpec{{"a", F4, []int64{3}}}, nil); !errors.Is(err, ErrSizeMismatch) {
 		t.Fatalf("odd F4 count: %v", err)
 	}
 }
 
 func TestCommitSparse(t *testing.T) {
-	l, _ := NewLayout([]TensorSpec{{"big", BF16, []int64{1 << 20, 1024}}}, nil)
+	l, _ := NewFilePlan([]TensorSpec{{"big", BF16, []int64{1 << 20, 1024}}}, nil)
 	path := filepath.Join(t.TempDir(), "s.safetensors")
 	w, _ := Create(path, l)
 	if err := w.CommitSparse(); err != nil {
@@ -196,12 +196,12 @@ func TestDropHeaderRendersSameBytes(t *testing.T) {
 		{Name: "name \"quoted\" \u00e9", DType: U8, Shape: []int64{7}},
 	}
 	for _, meta := range []map[string]string{nil, {"format": "pt", "z": "1\n"}} {
-		l, err := NewLayout(specs, meta)
+		l, err := NewFilePlan(specs, meta)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := bytes.Clone(l.Header)
-		l.DropHeader()
+		l.dropHeader()
 		if l.Header != nil {
 			t.Fatal("header kept")
 		}

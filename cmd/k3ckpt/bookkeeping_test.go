@@ -15,6 +15,9 @@ import (
 // replaced by another partition with --restart (its config.json, annotated
 // with the old stages, claimed by its manifest).
 func TestReassembledTreeVerifies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	tmp := t.TempDir()
 	src := headerOnlyReplica(t)
 	fp8, st, out, out2 := filepath.Join(tmp, "fp8"), filepath.Join(tmp, "st"), filepath.Join(tmp, "out"), filepath.Join(tmp, "out2")

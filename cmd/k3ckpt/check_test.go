@@ -31,6 +31,9 @@ func converted(t *testing.T, name string, args ...string) string {
 // TestCheckVerdicts runs check over the release and every convert output:
 // the exit status follows the --engine asked for.
 func TestCheckVerdicts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	rel := headerOnlyReplica(t)
 	def := converted(t, "default")
 	nv := converted(t, "nvfp4", "--recipe", "modelopt-k3", "--experts", "nvfp4", "--numerics", "modelopt")

@@ -159,7 +159,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
 	}
 	if p.AuxUnlisted {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them\n", srcPath)
+		warn(cmd, "%s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them", srcPath)
 	}
 	var bar *progress.Bar
 	if net == nil { // a remote source shows its network progress instead
@@ -188,9 +188,10 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
 			"experts": opts.Experts, "numerics": opts.Numerics.String(),
 			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite, "engines": engineReport(p),
-			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast,
+			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast, "uncounted_files": res.Uncounted,
 			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
-			"seconds": elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
+			"mxfp4_repack": map[string]int64{"groups": res.Repack.Groups, "changed": res.Repack.Changed},
+			"seconds":      elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
 		if nr != nil {
 			v["network"] = nr
@@ -198,7 +199,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return writeJSON(out, v)
 	}
 	if res.ZeroedNonFinite > 0 { // a warning, printed even under -q
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s replaced by 0 (--nonfinite zero)\n",
+		warn(cmd, "%s replaced by 0 (--nonfinite zero)",
 			termtext.Plural(res.ZeroedNonFinite, "NaN/Inf source value was", "NaN/Inf source values were"))
 	}
 	sw := summary(cmd)
@@ -223,14 +224,23 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if res.ZeroScaleBlocks > 0 {
 		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
 	}
-	if opts.Experts == convert.ExpertsNVFP4 {
+	switch {
+	case opts.Experts != convert.ExpertsNVFP4:
+	case res.Cast.Blocks == 0 && res.Uncounted > 0:
+		fmt.Fprintf(sw, "MXFP4→NVFP4 cast: not counted; the %s kept from a finished conversion (k3ckpt verify re-casts and counts every file)\n",
+			termtext.Plural(int64(res.Uncounted), "file was", "files were"))
+	default:
 		fmt.Fprintln(sw, castLine(castScope(res), res.Cast))
 	}
 	if res.Decoded > 0 {
 		fmt.Fprintf(sw, "decoded %s to BF16 (codes × scales in float32, one rounding, as torch)\n", termtext.Plural(int64(res.Decoded), "quantized tensor", "quantized tensors"))
 	}
+	if r := res.Repack; r.Changed > 0 {
+		fmt.Fprintf(sw, "%s of %s MXFP4 groups would repack (--experts mxfp4) to other bytes, every value the same: their scale byte is not compressed-tensors' pick, or they hold −0 codes\n",
+			termtext.Int(r.Changed), termtext.Int(r.Groups))
+	}
 	if res.DecodedNaN > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s in the BF16 output, as torch computes them (NaN codes; under ModelOpt numerics an all-zero tile is NaN codes × scale 0)\n",
+		warn(cmd, "%s in the BF16 output, as torch computes them (NaN codes; under ModelOpt numerics an all-zero tile is NaN codes × scale 0)",
 			termtext.Plural(res.DecodedNaN, "value is NaN", "values are NaN"))
 	}
 	if res.Packed > 0 {

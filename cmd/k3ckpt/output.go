@@ -10,12 +10,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/k3ckpt/k3ckpt/internal/progress"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // jsonSchema is the version of every --json object's layout. It changes
@@ -66,7 +68,39 @@ func summary(cmd *cobra.Command) io.Writer {
 	if quiet(cmd) {
 		return io.Discard
 	}
-	return cmd.OutOrStdout()
+	return wrapLines(cmd)
+}
+
+// wrapLines is stdout with every line longer than termWidth wrapped, its
+// continuation lines indented: summaries fit the terminal as tables do.
+func wrapLines(cmd *cobra.Command) io.Writer {
+	return &lineWrapper{w: cmd.OutOrStdout(), width: termWidth(cmd)}
+}
+
+// lineWrapper wraps each complete line written to it; the lines a command
+// prints end in a newline.
+type lineWrapper struct {
+	w       io.Writer
+	width   int
+	partial []byte
+}
+
+func (l *lineWrapper) Write(p []byte) (int, error) {
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(l.partial[:i])
+		if utf8.RuneCountInString(line) > l.width {
+			line = termtext.Wrap(line, l.width, "  ")
+		}
+		if _, err := io.WriteString(l.w, line+"\n"); err != nil {
+			return 0, err
+		}
+		l.partial = l.partial[i+1:]
+	}
 }
 
 // newProgress is the progress display of a long command: on a terminal
@@ -131,3 +165,18 @@ func (e *flagValueError) Error() string {
 func (e *flagValueError) Unwrap() error { return e.err }
 
 func flagError(flag string, err error) error { return &flagValueError{flag, err} }
+
+// warn prints a warning on stderr, even under -q, wrapped to termWidth with
+// its continuation lines indented: a warning is read, not parsed.
+// A word too long for a line (a comma-separated list) is broken after its
+// commas.
+func warn(cmd *cobra.Command, format string, a ...any) {
+	width := termWidth(cmd)
+	words := strings.Split("warning: "+fmt.Sprintf(format, a...), " ")
+	for i, w := range words {
+		if utf8.RuneCountInString(w) > width-2 {
+			words[i] = strings.ReplaceAll(w, ",", ", ")
+		}
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), termtext.Wrap(strings.Join(words, " "), width, "  "))
+}

@@ -40,6 +40,9 @@ func linkTree(t *testing.T, src, dir string) {
 // convert, reassemble (its export and its --check source) and verify refuse
 // before anything is written, exit non-zero and name the overlap.
 func TestOutputOverlapsInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	tmp := t.TempDir()
 	linkTree(t, headerOnlyReplica(t), filepath.Join(tmp, "ckpt"))
 	t.Chdir(tmp)

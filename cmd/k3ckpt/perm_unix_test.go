@@ -68,6 +68,9 @@ func permsUnder(t *testing.T, dir string, allowed os.FileMode) int {
 // gives 0600 outputs (shards, configs, index, side files alike) from
 // convert, shard, export and reassemble.
 func TestOutputsNoMoreReadableThanSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	tmp := t.TempDir()
 	src := filepath.Join(tmp, "src")
 	copyTree(t, headerOnlyReplica(t), src, 0o600)

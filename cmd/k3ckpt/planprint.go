@@ -117,12 +117,13 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 	return nil
 }
 
-// castScope says which files the cast's counts cover: those written by this
-// run (the records of an earlier run's files keep no counts).
+// castScope says which files the cast's counts cover: the whole output,
+// less the files kept from a finished conversion's manifest, which keeps no
+// counts.
 func castScope(res *convert.Result) string {
-	if len(res.Skipped) == 0 {
-		return "MXFP4→NVFP4 cast of the files written"
+	if res.Uncounted == 0 {
+		return "MXFP4→NVFP4 cast of the output"
 	}
-	return fmt.Sprintf("MXFP4→NVFP4 cast of the %s written by this run (not of the %s kept from an earlier run: k3ckpt verify re-casts every file)",
-		termtext.Plural(int64(len(res.Written)), "file", "files"), termtext.Plural(int64(len(res.Skipped)), "file", "files"))
+	return fmt.Sprintf("MXFP4→NVFP4 cast of the output less the %s kept from a finished conversion (k3ckpt verify re-casts every file)",
+		termtext.Plural(int64(res.Uncounted), "file", "files"))
 }

@@ -129,7 +129,7 @@ func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkp
 	}
 	nm := &netMeter{m: remote.NewMeter(0, nil)}
 	o.Progress = nm
-	o.Warn = func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", msg) }
+	o.Warn = func(msg string) { warn(cmd, "%s", msg) }
 	c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{Remote: o, Connections: conns})
 	if err != nil {
 		return nil, nil, err
@@ -173,7 +173,7 @@ func openLayoutSource(cmd *cobra.Command, path string, conns int) (*layout.Sourc
 	}
 	s.Root = path
 	if s.AuxUnlisted {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s cannot be listed over https://: side files other than config.json (tokenizer, code) are not copied; use hf://org/name to get them\n", path)
+		warn(cmd, "%s cannot be listed over https://: side files other than config.json (tokenizer, code) are not copied; use hf://org/name to get them", path)
 	}
 	return s, nm, nil
 }

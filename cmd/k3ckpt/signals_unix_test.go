@@ -30,6 +30,9 @@ func init() {
 // writes: exit 128+n, one wording, no temporary and no lock left, and the
 // same command run again finishes the job.
 func TestStopSignals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	src := headerOnlyReplica(t)
 	for _, c := range []struct {
 		cmd string

@@ -69,7 +69,7 @@ func applyTarget(cmd *cobra.Command, src *safetensors.Checkpoint, tf targetFlags
 	c, err := engines.Choose(facts, engine, gpu, allowed)
 	switch {
 	case errors.Is(err, engines.ErrNoTarget) && tf.force:
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: --force: %v; writing the flags as given\n", err)
+		warn(cmd, "--force: %v; writing the flags as given", err)
 		return r, opts, nil
 	case errors.Is(err, engines.ErrNoTarget) && (fs.Changed("format") || fs.Changed("recipe") || fs.Changed("experts")):
 		return nil, opts, fmt.Errorf("--target %s contradicts the flags given: %w (drop them to let --target choose, or --force)", tf.target, err)
@@ -158,7 +158,7 @@ func checkPlanEngines(cmd *cobra.Command, p *convert.Plan, tf targetFlags, asJSO
 			if len(whys) == 2 && whys[0][len(gpus[0]):] == whys[1][len(gpus[1]):] {
 				why = whys[0][len(gpus[0])+2:]
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s (%s) %s\n", name, strings.Join(gpus, ", "), why)
+			warn(cmd, "%s (%s) %s", name, strings.Join(gpus, ", "), why)
 		}
 	}
 	if len(failed) > 0 && !tf.force {

@@ -75,7 +75,7 @@ error per 128×128 block, SNR). Exit 1 on any violation.`,
 					return err
 				}
 			} else {
-				printVerify(out, rep, quiet(cmd))
+				printVerify(wrapLines(cmd), rep, quiet(cmd))
 			}
 			if !rep.OK {
 				return &exitError{code: 1, err: fmt.Errorf("%w: %d violations", convert.ErrVerify, len(rep.Violations))}

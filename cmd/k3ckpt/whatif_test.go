@@ -9,6 +9,9 @@ import (
 // exactly as convert plans it (the tensor bytes of --dry-run), and the BF16
 // masters are larger than the release by the decoded experts.
 func TestInspectWhatIfBF16(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (end to end): runs without -short")
+	}
 	src := headerOnlyReplica(t)
 	for _, args := range [][]string{
 		{"--recipe", "bf16", "--experts", "bf16"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,6 +40,12 @@ func TestOutputFitsColumns(t *testing.T) {
 				}
 				t.Errorf("COLUMNS=%q %v: line %d is %d columns: %s", cols, args, i+1, n, line)
 			}
+			// Warnings (the engines' verdicts on stderr) wrap too.
+			for i, line := range strings.Split(errOut, "\n") {
+				if n := utf8.RuneCountInString(line); n > width {
+					t.Errorf("COLUMNS=%q %v: stderr line %d is %d columns: %s", cols, args, i+1, n, line)
+				}
+			}
 		}
 	}
 	// $COLUMNS decides whether the --by file table keeps its bytes column.
@@ -67,5 +74,20 @@ func TestOutputFitsColumns(t *testing.T) {
 	out, _, _ = k3("convert", dir, dst, "--dry-run", "-v")
 	if !strings.Contains(out, "source bytes") {
 		t.Errorf("-v plan rows lack the exact bytes:\n%.400s", out)
+	}
+}
+
+// TestLineWrapper: a summary line longer than the width wraps at spaces with
+// its continuation indented; shorter lines and a line written in pieces
+// pass through as they were.
+func TestLineWrapper(t *testing.T) {
+	var b strings.Builder
+	w := &lineWrapper{w: &b, width: 20}
+	fmt.Fprintf(w, "short line\n")
+	fmt.Fprintf(w, "wrote 96 files")
+	fmt.Fprintf(w, "; kept 3 files of an earlier run\n")
+	want := "short line\nwrote 96 files; kept\n  3 files of an\n  earlier run\n"
+	if b.String() != want {
+		t.Fatalf("got %q, want %q", b.String(), want)
 	}
 }

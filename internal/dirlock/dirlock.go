@@ -76,9 +76,6 @@ func AcquireFile(p string) (*Lock, error) {
 // there is no such file).
 func Held(p string) bool { return held(p) }
 
-// Path is the lock file's path.
-func (l *Lock) Path() string { return l.path }
-
 // Release removes the lock file and drops the lock. It is safe to call more
 // than once (later calls do nothing), so it can be deferred.
 func (l *Lock) Release() error {

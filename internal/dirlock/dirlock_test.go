@@ -88,7 +88,7 @@ func TestSecondLockerProcess(t *testing.T) {
 		}
 		t.Fatalf("after the holder was killed: %v", err)
 	}
-	b, _ := os.ReadFile(l.Path())
+	b, _ := os.ReadFile(l.path)
 	if strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
 		t.Fatalf("lock file holds %q, want our pid", b)
 	}

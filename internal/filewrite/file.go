@@ -116,8 +116,8 @@ func (f *File) hasher() {
 	close(f.chunks)
 }
 
-// Path is the name the file gets on Commit.
-func (f *File) Path() string {
+// pathName is the name the file gets on Commit.
+func (f *File) pathName() string {
 	if f.sink != nil {
 		return f.sink.Final()
 	}
@@ -178,7 +178,7 @@ func (f *File) CopyFrom(r io.ReaderAt, off, n int64) error {
 	return nil
 }
 
-func (f *File) errFinished() error { return fmt.Errorf("write %s: %w", f.Path(), errFinished) }
+func (f *File) errFinished() error { return fmt.Errorf("write %s: %w", f.pathName(), errFinished) }
 
 var errFinished = errors.New("file already finished")
 
@@ -284,7 +284,7 @@ func (f *File) Commit() error {
 	f.Finish()
 	if err := f.wait(); err != nil {
 		f.abortTemp()
-		return fmt.Errorf("write %s: %w", f.Path(), err)
+		return fmt.Errorf("write %s: %w", f.pathName(), err)
 	}
 	var err error
 	if f.sink != nil {

@@ -67,19 +67,19 @@ func (r *Root) Resolve(name string) (string, error) {
 	if real, err = filepath.Abs(real); err != nil {
 		return "", err
 	}
-	if err := r.Allowed(real); err != nil {
+	if err := r.allowed(real); err != nil {
 		return "", err
 	}
 	return real, nil
 }
 
-// Allowed decides whether real, a fully resolved absolute path reached from
+// allowed decides whether real, a fully resolved absolute path reached from
 // an entry of the checkpoint, may be read: it must lie inside the checkpoint
 // directory or, when the checkpoint is a Hugging Face hub cache snapshot,
 // inside that repository's cache folder (the snapshot's links point into
 // ../../blobs/). Every reader of checkpoint entries (shards, index, side
 // files) applies this one rule.
-func (r *Root) Allowed(real string) error {
+func (r *Root) allowed(real string) error {
 	if within(r.real, real) || (r.repo != "" && within(r.repo, real)) {
 		return nil
 	}
@@ -99,7 +99,7 @@ func allowed(root, real string) error {
 	if err != nil {
 		return err
 	}
-	return r.Allowed(real)
+	return r.allowed(real)
 }
 
 func within(dir, p string) bool {

@@ -47,9 +47,9 @@ type Checkpoint struct {
 	Index []byte
 }
 
-// Specs lists every tensor in file order (the order a Checkpoint opened
+// specs lists every tensor in file order (the order a Checkpoint opened
 // from disk lists them). Shapes alias the Files': do not modify them.
-func (c *Checkpoint) Specs() []safetensors.TensorSpec {
+func (c *Checkpoint) specs() []safetensors.TensorSpec {
 	n := 0
 	for _, f := range c.Files {
 		n += len(f.Tensors)
@@ -157,7 +157,7 @@ func build(configJSON []byte) (*Checkpoint, error) {
 // back through the codec: a validated File named name whose data reads as
 // zeros (a sparse file's holes), held in memory.
 func fakeFile(name string, specs []safetensors.TensorSpec) (*safetensors.File, error) {
-	l, err := safetensors.NewLayout(specs, nil)
+	l, err := safetensors.NewFilePlan(specs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -54,7 +54,7 @@ func TestFakeIsTheReplica(t *testing.T) {
 	if fk.HeaderBytes()+int64(len(fk.Index)) != ck.HeaderBytesRead {
 		t.Errorf("fake headers %d B + index %d B, Open read %d B", fk.HeaderBytes(), len(fk.Index), ck.HeaderBytesRead)
 	}
-	if n := len(fk.Specs()); n != ck.NumTensors() || n != fk.Config.NumTensors() {
+	if n := len(fk.specs()); n != ck.NumTensors() || n != fk.Config.NumTensors() {
 		t.Errorf("%d specs, %d on disk, config %d", n, ck.NumTensors(), fk.Config.NumTensors())
 	}
 	last := fk.Files[len(fk.Files)-1]

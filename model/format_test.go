@@ -8,23 +8,23 @@ import (
 // The names and shapes the engines' loaders read: DeepSeek-V3's
 // weight_scale_inv [nb, kb] (its released safetensors), compressed-tensors'
 // weight_scale [nb, kb], ModelOpt FP8_PB_WO's weight_scale [nb, 1, kb, 1].
-func TestBlockScalesNamesAndShapes(t *testing.T) {
+func TestFormatNamesAndShapes(t *testing.T) {
 	const w = "language_model.model.layers.0.self_attn.q_proj.weight"
 	for _, c := range []struct {
-		s     BlockScales
+		s     Format
 		name  string
 		shape []int64
 		role  Role
 	}{
-		{DeepSeekScales, "language_model.model.layers.0.self_attn.q_proj.weight_scale_inv", []int64{5, 2}, RoleScaleInv},
-		{CompressedTensorsScales, "language_model.model.layers.0.self_attn.q_proj.weight_scale", []int64{5, 2}, RoleScale},
-		{ModelOptScales, "language_model.model.layers.0.self_attn.q_proj.weight_scale", []int64{5, 1, 2, 1}, RoleScale},
+		{DeepSeek, "language_model.model.layers.0.self_attn.q_proj.weight_scale_inv", []int64{5, 2}, RoleScaleInv},
+		{CompressedTensors, "language_model.model.layers.0.self_attn.q_proj.weight_scale", []int64{5, 2}, RoleScale},
+		{ModelOpt, "language_model.model.layers.0.self_attn.q_proj.weight_scale", []int64{5, 1, 2, 1}, RoleScale},
 	} {
-		if got := c.s.Name(w); got != c.name {
-			t.Errorf("%d: Name = %q, want %q", c.s, got, c.name)
+		if got := c.s.ScaleName(w); got != c.name {
+			t.Errorf("%d: ScaleName = %q, want %q", c.s, got, c.name)
 		}
-		if got := c.s.Shape(5, 2); !slices.Equal(got, c.shape) {
-			t.Errorf("%d: Shape = %v, want %v", c.s, got, c.shape)
+		if got := c.s.ScaleShape(576, 200); !slices.Equal(got, c.shape) {
+			t.Errorf("%d: ScaleShape = %v, want %v", c.s, got, c.shape)
 		}
 		if c.s.Role() != c.role {
 			t.Errorf("%d: Role = %v, want %v", c.s, c.s.Role(), c.role)

@@ -9,12 +9,12 @@ import (
 	"testing"
 )
 
-// TestNewLayoutSumMatchesReference: for every file Python safetensors wrote
-// (safetensors/testdata/golden/gen_goldens.py), NewLayoutSum's sum is the sha256 of
+// TestNewFilePlanSumMatchesReference: for every file Python safetensors wrote
+// (safetensors/testdata/golden/gen_goldens.py), NewFilePlanSum's sum is the sha256 of
 // the reference file's header prefix, its offsets are the reference's, and
 // it keeps no header bytes. The cases run twice over in alternating sizes,
 // so a reused render buffer of a larger header never leaks into a smaller one.
-func TestNewLayoutSumMatchesReference(t *testing.T) {
+func TestNewFilePlanSumMatchesReference(t *testing.T) {
 	cases := loadGoldens(t)
 	names := slices.Sorted(func(yield func(string) bool) {
 		for n := range cases {
@@ -39,7 +39,7 @@ func TestNewLayoutSumMatchesReference(t *testing.T) {
 				}
 				specs[i] = TensorSpec{Name: ct.Name, DType: dt, Shape: slices.Clone(ct.Shape)}
 			}
-			l, sum, err := NewLayoutSum(specs, c.Metadata)
+			l, sum, err := NewFilePlanSum(specs, c.Metadata)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}

@@ -14,15 +14,15 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
-// Layout is a file's complete plan computed before any data is written: the
+// FilePlan is a file's complete plan computed before any data is written: the
 // header bytes and every tensor's offsets, in the reference serializer's
 // canonical form (tensors sorted by dtype, descending in the reference's dtype
 // order, then by name; compact JSON; spaces padding the header to a multiple
-// of 8). A file written from a Layout is byte-identical to what
+// of 8). A file written from a FilePlan is byte-identical to what
 // safetensors.torch.save_file writes for the same tensors.
-type Layout struct {
+type FilePlan struct {
 	// Header is the complete prefix: the 8-byte length, the JSON, the
-	// padding; nil after DropHeader (HeaderBytes renders it again).
+	// padding; nil once the writer has written it (HeaderBytes renders it again).
 	Header []byte
 	// Tensors lists the tensors in data order with their offsets assigned.
 	Tensors []TensorInfo
@@ -38,9 +38,9 @@ type Layout struct {
 // headerAlign is the reference's header padding unit.
 const headerAlign = 8
 
-// NewLayout orders the tensors canonically, assigns offsets and renders the
+// NewFilePlan orders the tensors canonically, assigns offsets and renders the
 // header. metadata may be nil; its keys are written sorted.
-func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) {
+func NewFilePlan(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	l, err := layOut(specs, metadata)
 	if err != nil {
 		return nil, err
@@ -53,11 +53,11 @@ func NewLayout(specs []TensorSpec, metadata map[string]string) (*Layout, error) 
 	return l, l.place(int64(len(js)))
 }
 
-// NewLayoutSum is NewLayout for a planner that holds many layouts until their
+// NewFilePlanSum is NewFilePlan for a planner that holds many plans until their
 // files are written: it returns the layout without its header bytes (as
 // after DropHeader) and the sha256 of those bytes, rendered in a buffer that
 // the next call reuses.
-func NewLayoutSum(specs []TensorSpec, metadata map[string]string) (*Layout, [sha256.Size]byte, error) {
+func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, [sha256.Size]byte, error) {
 	l, err := layOut(specs, metadata)
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
@@ -78,13 +78,13 @@ func NewLayoutSum(specs []TensorSpec, metadata map[string]string) (*Layout, [sha
 	return l, sum, l.place(int64(len(js)))
 }
 
-// renderBufs holds the buffers NewLayoutSum renders headers in (*[]byte).
+// renderBufs holds the buffers NewFilePlanSum renders headers in (*[]byte).
 var renderBufs sync.Pool
 
 // layOut orders the tensors canonically and assigns their offsets; the
 // header is rendered by the caller.
-func layOut(specs []TensorSpec, metadata map[string]string) (*Layout, error) {
-	l := &Layout{Tensors: make([]TensorInfo, len(specs)), index: make(map[string]int, len(specs)), metadata: metadata}
+func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
+	l := &FilePlan{Tensors: make([]TensorInfo, len(specs)), index: make(map[string]int, len(specs)), metadata: metadata}
 	dims := 0
 	for _, s := range specs {
 		dims += len(s.Shape)
@@ -142,7 +142,7 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*Layout, error) {
 
 // place puts the data after a header of n bytes: l.Size holds the data's
 // length before.
-func (l *Layout) place(n int64) error {
+func (l *FilePlan) place(n int64) error {
 	size, ok := addSize(n, l.Size)
 	if !ok {
 		return fmt.Errorf("%w: the file's size exceeds 2^63-1", ErrShape)
@@ -180,14 +180,14 @@ func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte
 	return js, nil
 }
 
-// DropHeader lets go of the rendered header bytes (about as large as the
+// dropHeader lets go of the rendered header bytes (about as large as the
 // tensors' descriptions), keeping what renders them again: for a plan that
 // holds every file's layout until the file is written.
-func (l *Layout) DropHeader() { l.Header = nil }
+func (l *FilePlan) dropHeader() { l.Header = nil }
 
 // HeaderBytes returns the header: the kept bytes, or after DropHeader the
 // same bytes rendered again.
-func (l *Layout) HeaderBytes() ([]byte, error) {
+func (l *FilePlan) HeaderBytes() ([]byte, error) {
 	if l.Header != nil {
 		return l.Header, nil
 	}
@@ -199,13 +199,13 @@ func (l *Layout) HeaderBytes() ([]byte, error) {
 }
 
 // Index is the named tensor's position in Tensors.
-func (l *Layout) Index(name string) (int, bool) {
+func (l *FilePlan) Index(name string) (int, bool) {
 	i, ok := l.index[name]
 	return i, ok
 }
 
 // Lookup finds a tensor's assigned offsets.
-func (l *Layout) Lookup(name string) (TensorInfo, bool) {
+func (l *FilePlan) Lookup(name string) (TensorInfo, bool) {
 	i, ok := l.index[name]
 	if !ok {
 		return TensorInfo{}, false

@@ -1,0 +1,59 @@
+package convert
+
+import "github.com/k3ckpt/k3ckpt/quant"
+
+// unitCounts are what writing one output file counted. Its done record
+// keeps them, so that a resumed run reports the whole output and not only
+// the files it wrote itself.
+type unitCounts struct {
+	ZeroedNonFinite int64             `json:"zeroed_nonfinite,omitempty"`
+	ZeroScaleBlocks int64             `json:"zero_scale_blocks,omitempty"`
+	Cast            quant.CastStats   `json:"-"`
+	CastBlocks      [3]int64          `json:"cast,omitzero"` // Cast as blocks, out of range, lossy
+	Decoded         int               `json:"decoded,omitempty"`
+	DecodedNaN      int64             `json:"decoded_nan,omitempty"`
+	Packed          int               `json:"packed,omitempty"`
+	Pack            quant.PackStats   `json:"pack,omitzero"`
+	Repack          quant.RepackStats `json:"repack,omitzero"`
+}
+
+// takeCounts returns what the job counted since it last was asked, and
+// starts counting afresh: a job writes one file at a time.
+func (s *scratch) takeCounts(zeroed int64) *unitCounts {
+	c := &unitCounts{
+		ZeroedNonFinite: zeroed, ZeroScaleBlocks: s.cs.zeroScale, Cast: s.cs.cast,
+		Decoded: s.xs.stats.decoded, DecodedNaN: s.xs.stats.nan, Packed: s.xs.stats.packed, Pack: s.xs.stats.pack,
+		Repack: s.xs.stats.repack,
+	}
+	s.cs.zeroScale, s.cs.cast, s.xs.stats = 0, quant.CastStats{}, xfStats{}
+	if *c == (unitCounts{}) {
+		return nil
+	}
+	c.CastBlocks = [3]int64{c.Cast.Blocks, c.Cast.OutOfRange, c.Cast.Lossy}
+	return c
+}
+
+// loaded fills the typed counts of a record read back.
+func (c *unitCounts) loaded() *unitCounts {
+	if c == nil {
+		return nil
+	}
+	d := *c
+	d.Cast = quant.CastStats{Blocks: c.CastBlocks[0], OutOfRange: c.CastBlocks[1], Lossy: c.CastBlocks[2]}
+	return &d
+}
+
+// add counts one file's counts into the result.
+func (res *Result) add(c *unitCounts) {
+	if c == nil {
+		return
+	}
+	res.ZeroedNonFinite += c.ZeroedNonFinite
+	res.ZeroScaleBlocks += c.ZeroScaleBlocks
+	res.Cast = res.Cast.Add(c.Cast)
+	res.Decoded += c.Decoded
+	res.DecodedNaN += c.DecodedNaN
+	res.Packed += c.Packed
+	res.Pack = res.Pack.Add(c.Pack)
+	res.Repack = res.Repack.Add(c.Repack)
+}

@@ -1,0 +1,120 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/quant"
+)
+
+// Format is an engine convention for block-FP8 weights, as --format names
+// it: how the scale tensor of X.weight [N, K] is named and shaped (one F32
+// scale per 128×128 block). convert's conversions, its quantization configs
+// and every check of scale tensors read this one definition.
+type Format uint8
+
+const (
+	// DeepSeek is the DeepSeek-V3 / SGLang "fp8" convention:
+	// X.weight_scale_inv [⌈N/128⌉, ⌈K/128⌉].
+	DeepSeek Format = iota
+	// CompressedTensors is vLLM's compressed-tensors block strategy:
+	// X.weight_scale [⌈N/128⌉, ⌈K/128⌉].
+	CompressedTensors
+	// ModelOpt is NVIDIA ModelOpt's FP8_PB_WO:
+	// X.weight_scale [⌈N/128⌉, 1, ⌈K/128⌉, 1].
+	ModelOpt
+
+	numFormats = int(ModelOpt) + 1
+)
+
+// formatFacts is the one table of names, scale names and shapes per
+// convention.
+var formatFacts = [numFormats]struct {
+	name  string
+	role  Role
+	fourD bool // [nb, 1, kb, 1] rather than [nb, kb]
+}{
+	DeepSeek:          {"deepseek", RoleScaleInv, false},
+	CompressedTensors: {"compressed-tensors", RoleScale, false},
+	ModelOpt:          {"modelopt", RoleScale, true},
+}
+
+// String is the convention's name as given to --format.
+func (f Format) String() string {
+	if int(f) < numFormats {
+		return formatFacts[f].name
+	}
+	return fmt.Sprintf("Format(%d)", uint8(f))
+}
+
+// MarshalText writes the name.
+func (f Format) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// UnmarshalText parses a name.
+func (f *Format) UnmarshalText(b []byte) error {
+	v, err := ParseFormat(string(b))
+	if err == nil {
+		*f = v
+	}
+	return err
+}
+
+// ParseFormat maps a --format name to its Format.
+func ParseFormat(s string) (Format, error) {
+	names := make([]string, numFormats)
+	for i, ff := range formatFacts {
+		if ff.name == s {
+			return Format(i), nil
+		}
+		names[i] = ff.name
+	}
+	return 0, fmt.Errorf("convention %q (known: %s)", s, strings.Join(names, ", "))
+}
+
+// Role is the scale tensor's role next to its weight (RoleScaleInv or RoleScale).
+func (f Format) Role() Role { return formatFacts[f].role }
+
+// ScaleName is the scale tensor's name for the weight tensor weight (X.weight).
+func (f Format) ScaleName(weight string) string {
+	return strings.TrimSuffix(weight, "weight") + roleSuffix[f.Role()]
+}
+
+// ScaleShape is the scale tensor's shape for an [n, k] weight.
+func (f Format) ScaleShape(n, k int64) []int64 {
+	nb := (n + quant.BlockSize - 1) / quant.BlockSize
+	kb := (k + quant.BlockSize - 1) / quant.BlockSize
+	if formatFacts[f].fourD {
+		return []int64{nb, 1, kb, 1}
+	}
+	return []int64{nb, kb}
+}
+
+// BlockScaleOf reports whether name is named as the block-FP8 scale of a
+// weight in some convention (X.weight_scale_inv or X.weight_scale) and
+// returns that weight's name, X.weight. Whether the weight exists and is
+// FP8 is the caller's to check; IsBlockScaleShape checks the shape.
+func BlockScaleOf(name string) (weight string, ok bool) {
+	module, role := SplitRole(name)
+	if role != RoleScaleInv && role != RoleScale || module == "" {
+		return "", false
+	}
+	return module + "." + roleSuffix[RoleWeight], true
+}
+
+// IsBlockScaleShape reports whether scale is the shape a block-FP8 scale of
+// a 2-D weight of shape weight takes in some convention: [⌈N/128⌉, ⌈K/128⌉]
+// or ModelOpt's [⌈N/128⌉, 1, ⌈K/128⌉, 1].
+func IsBlockScaleShape(scale, weight []int64) bool {
+	if len(weight) != 2 || weight[0] < 0 || weight[1] < 0 {
+		return false
+	}
+	nb := (weight[0] + quant.BlockSize - 1) / quant.BlockSize
+	kb := (weight[1] + quant.BlockSize - 1) / quant.BlockSize
+	switch len(scale) {
+	case 2:
+		return scale[0] == nb && scale[1] == kb
+	case 4:
+		return scale[0] == nb && scale[1] == 1 && scale[2] == kb && scale[3] == 1
+	}
+	return false
+}

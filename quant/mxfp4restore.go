@@ -1,0 +1,40 @@
+package quant
+
+import "encoding/binary"
+
+// RepackStats counts, for MXFP4 decoded to BF16, the 32-element groups and
+// those whose bytes PackMXFP4 would not give back from the BF16 values: the
+// values come back, the bytes only where the source's scale byte is the one
+// compressed-tensors' rule picks for them and no code is −0 (a −0 element
+// packs to code 0).
+type RepackStats struct {
+	Groups, Changed int64
+}
+
+// Add returns the sum of two counts.
+func (s RepackStats) Add(t RepackStats) RepackStats {
+	return RepackStats{s.Groups + t.Groups, s.Changed + t.Changed}
+}
+
+// MXFP4Repack counts the groups of one row that MXFP4ToBF16 decoded from
+// packed and scales into bf16 (all three as MXFP4ToBF16 takes them), and
+// those among them whose bytes would not come back.
+func MXFP4Repack(bf16, packed, scales []byte) RepackStats {
+	k := min(len(bf16)/2, 2*len(packed), MXGroupSize*len(scales)) / MXGroupSize * MXGroupSize
+	st := RepackStats{Groups: int64(k / MXGroupSize)}
+	for g := range k / MXGroupSize {
+		var amax uint16
+		for i := range MXGroupSize {
+			amax = max(amax, binary.LittleEndian.Uint16(bf16[2*(g*MXGroupSize+i):])&0x7FFF)
+		}
+		b, ok := MXFP4ScaleByte(amax)
+		changed := !ok || b != scales[g]
+		for _, c := range packed[g*MXGroupSize/2 : (g+1)*MXGroupSize/2] {
+			changed = changed || c&0xF == 8 || c>>4 == 8
+		}
+		if changed {
+			st.Changed++
+		}
+	}
+	return st
+}
