@@ -194,14 +194,20 @@ func TestGSAlias(t *testing.T) {
 		data[i] = byte(i * 7)
 	}
 	b := bucket(t, "gs://gcs/m")
-	up, err := b.Create(ctx, "w.safetensors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := filewrite.CreateSink(up, nil, nil)
-	f.Write(data)
-	if err := f.Commit(); err != nil {
-		t.Fatal(err)
+	// A multipart upload, and an object of one PUT (each with Content-MD5).
+	for name, n := range map[string]int{"w.safetensors": len(data), "small.json": 5} {
+		up, err := b.Create(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filewrite.CreateSink(up, nil, nil)
+		f.Write(data[:n])
+		if err := f.Commit(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := get(t, srv, "gcs", "m/"+name); !bytes.Equal(got, data[:n]) {
+			t.Errorf("%s: %d bytes stored, not the %d written", name, len(got), n)
+		}
 	}
 	s, _ := source(t, "gs://gcs/m")
 	file, err := s.Open(ctx, "w.safetensors")
