@@ -42,6 +42,10 @@ type destination struct {
 	ctx    context.Context // bounds the bucket's requests
 
 	etags sync.Map // object name → ETag of an object this run completed
+
+	srcOnce sync.Once // src reads a bucket's shards back (verify)
+	src     *remote.Source
+	srcErr  error
 }
 
 // claimName is the key, under a bucket DST's prefix, of the object that

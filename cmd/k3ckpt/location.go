@@ -40,7 +40,7 @@ var argRoles = map[string][]role{
 	"reassemble": {roleLocal, roleDst},
 	"merge":      {roleBucket},
 	"synth":      {roleDst},
-	"verify":     {roleSrc, roleLocal},
+	"verify":     {roleSrc, roleBucket},
 }
 
 // locationFlags are the flags that name a location to read, by command.

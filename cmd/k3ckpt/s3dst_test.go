@@ -88,10 +88,24 @@ func TestS3Destination(t *testing.T) {
 		}
 		same(t, "a")
 		// verify reads the bucket's output against the source.
-		// must(t, "verify", src, "s3://out/a", "-q")
-		// A rerun with no state keeps everything (the manifest's hashes,
-		// read back) and leaves the same objects.
-		must(t, "convert", src, "s3://out/a", "--state-dir", state(), "-q")
+		must(t, "verify", src, "s3://out/a", "-q")
+		// One object changed in the bucket: verify fails naming it; a rerun
+		// with no state keeps every other object (the manifest's hashes,
+		// read back) and writes that one again.
+		const shard = "model-00002-of-000096.safetensors"
+		b, _ := os.ReadFile(filepath.Join(local, shard))
+		b = bytes.Clone(b)
+		b[len(b)-1] ^= 1
+		srv.Put("out", "a/"+shard, bytes.NewReader(b))
+		if out, _, code := k3("verify", src, "s3://out/a"); code != 1 || !strings.Contains(out, shard) {
+			t.Errorf("verify of a changed object: exit %d, %.300q", code, out)
+		}
+		out = must(t, "convert", src, "s3://out/a", "--state-dir", state(), "-q", "--json")
+		var rerun struct{ Written, Skipped []string }
+		json.Unmarshal([]byte(out), &rerun)
+		if !slices.Equal(rerun.Written, []string{shard}) || len(rerun.Skipped) < 90 {
+			t.Errorf("rerun wrote %v, kept %d files: want only %s written", rerun.Written, len(rerun.Skipped), shard)
+		}
 		same(t, "a")
 	})
 	t.Run("bucket source", func(t *testing.T) {
