@@ -247,6 +247,33 @@ func (d *destination) putStaged(name string, f *os.File) error {
 	return err
 }
 
+// putLocal uploads local file path as output name of a bucket, then
+// removes the local copy.
+func (d *destination) putLocal(name, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = d.putStaged(name, f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	return os.Remove(path)
+}
+
+// readFile reads a small output file (a config, the index, the report).
+func (d *destination) readFile(name string) ([]byte, error) {
+	if !d.remote() {
+		return readRegular(d.path(name))
+	}
+	b, err := d.bucket.ReadAll(d.ctx, name, maxStateFile)
+	if isObjNotFound(err) {
+		err = fmt.Errorf("%s: %w", d.path(name), fs.ErrNotExist)
+	}
+	return b, err
+}
+
 // putBytes writes a small output file of a bucket in one request.
 func (d *destination) putBytes(name string, b []byte) error {
 	_, err := d.bucket.Put(d.ctx, name, bytes.NewReader(b), int64(len(b)))

@@ -27,7 +27,9 @@
 //     buffers and one in-order, hashing writer per file (internal/filewrite),
 //     and counts what a format cannot hold exactly (zero-scale FP8 tiles,
 //     NVFP4 blocks outside E4M3's exponent window or whose values changed)
-//     for the caller to report. Files appear under their final names only
+//     for the caller to report, and measures the error of every lossy step
+//     in the same pass (quantization_report.json, one share per file kept
+//     with its done record). Files appear under their final names only
 //     when complete and synced; a record of each finished file lets a rerun skip
 //     work that verifies, and lets several workers (processes or machines)
 //     share one conversion that Finalize (k3ckpt merge) completes. A single

@@ -108,6 +108,9 @@ type Result struct {
 	Uncounted int
 	// Network counts the source bytes fetched (nil for a local source).
 	Network *remote.Stats
+	// Report is the quantization_report.json the finalizing run wrote (nil
+	// when it did not finalize, or nothing was quantized).
+	Report *Report
 }
 
 // Execute carries out this worker's slice of the plan into dst, then, if
@@ -254,6 +257,11 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		return nil, err
 	}
 	res.Finalized, res.Manifest = true, m
+	if _, ok := m.Lookup(ReportName); ok {
+		if res.Report, err = readReport(d); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 

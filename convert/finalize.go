@@ -20,7 +20,7 @@ import (
 )
 
 // finalNames are the files Finalize writes, the index first.
-var finalNames = []unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ManifestName}}
+var finalNames = []unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ReportName}, {Name: ManifestName}}
 
 // metaFiles are the configs Finalize writes (besides the index and the manifest).
 func metaFiles(config, hfq []byte) map[string][]byte {
@@ -273,6 +273,16 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 			return nil, fmt.Errorf("merge %s: %w", d.name, err)
 		}
 		m.Files = append(m.Files, recs...)
+	}
+	if st.Report {
+		rec, err := writeReport(dst, st.Shards, done) // a bucket's: staged in its state directory
+		if err == nil && d.remote() {
+			err = d.putLocal(ReportName, filepath.Join(dst, ReportName))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("merge %s: %w", d.name, err)
+		}
+		m.Files = append(m.Files, rec)
 	}
 	slices.SortFunc(m.Files, func(a, b fileRecord) int { return cmp.Compare(a.Name, b.Name) })
 	if err := d.writeManifest(m); err != nil {

@@ -104,6 +104,10 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 	if err != nil {
 		return quant.CastStats{}, fmt.Errorf("tensor %s: %w", c.Packed.Name, err)
 	}
+	if codes != nil { // zero codes (scales only) say nothing of the error
+		cast.SetErrStats(s.measure)
+	}
+	s.measure = nil
 	rows := castBandRows(n, k)
 	pb, sb := rows*k/2, rows*k/quant.MXGroupSize
 	s.cs.mx = bufs.Grow(s.cs.mx, sb)
@@ -174,6 +178,7 @@ func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensor
 		_, err := s.castNVFP4(ctx, ra, sf, st.Cast, kmax, nil, w, prog)
 		return err
 	case partCodes:
+		s.measure = s.errs.tensor(st.Cast.Packed.Name)
 		cs, err := s.castNVFP4(ctx, ra, sf, st.Cast, kmax, w, nil, prog)
 		if err == nil {
 			s.cs.cast = s.cs.cast.Add(cs)

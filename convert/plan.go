@@ -26,7 +26,7 @@ const ManifestName = "k3ckpt-manifest.json"
 
 // planVersion changes whenever the meaning of a plan changes, so that a resume
 // never mixes outputs of two versions.
-const planVersion = "k3ckpt-convert/1"
+const planVersion = "k3ckpt-convert/2"
 
 // filePlan is one output shard (same name as its source shard) and all that
 // writing it takes: its layout, the program of steps that fills it, and what

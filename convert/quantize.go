@@ -55,6 +55,8 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 	}
 	s.scales = bufs.Grow(s.scales, int(nb*kb))
 	quantizers := map[int]*quant.Quantizer{}
+	measure := s.measure
+	s.measure = nil
 	var zeroed, recounted int64
 	for b := range nb {
 		if err := ctx.Err(); err != nil {
@@ -85,6 +87,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				if err := q.SetNumerics(opts.Numerics); err != nil {
 					return zeroed, err
 				}
+				q.SetErrStats(measure)
 				quantizers[w] = q
 			}
 			dst := s.band[:rows*k]

@@ -30,6 +30,10 @@ type fileRecord struct {
 	Name   string `json:"name"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+	// Report is a shard's share of quantization_report.json (nil: nothing
+	// in it was quantized), so that a resumed run and merge need not read
+	// the source again to write the report.
+	Report *fileReport `json:"report,omitempty"`
 }
 
 // doneRecord is FileRecord plus the plan it belongs to.
@@ -59,6 +63,8 @@ type planState struct {
 	Aux           []string `json:"aux"`
 	Config        string   `json:"config"`
 	HFQuantConfig string   `json:"hf_quant_config,omitempty"`
+	// Report says that the conversion writes quantization_report.json.
+	Report bool `json:"report,omitempty"`
 	// Sources are a remote source's files as the run found them: a resumed
 	// run refuses sources that changed since.
 	Sources []sourceVersion `json:"sources,omitempty"`
@@ -68,7 +74,7 @@ func (p *Plan) state() *planState {
 	s := &planState{
 		Version: planVersion, Plan: p.ID, Recipe: p.Recipe.Name, Format: p.Options.Format,
 		ScaleFmt: p.Options.ScaleFmt.String(), Experts: p.Options.Experts.String(), Numerics: p.Options.Numerics.String(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
-		Shards: []string{}, Aux: []string{}, Sources: p.sourceVersions(),
+		Shards: []string{}, Aux: []string{}, Sources: p.sourceVersions(), Report: p.reports(),
 	}
 	for _, f := range p.Files {
 		s.Shards = append(s.Shards, f.Name)

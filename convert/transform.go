@@ -172,10 +172,14 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 	}
 	var keep []byte // the part the pair's other step writes, when held
 	keepPart := -1
+	var measure *quant.ErrStats
 	if x.kind == xfPack {
 		if next, ok := nextHeld(x); ok {
 			keepPart = next
 			keep = make([]byte, 0, packPartSize(x, next))
+		}
+		if x.part == 0 || keepPart == 0 { // the pass whose counts count
+			measure = s.errs.tensor(x.codes.Name)
 		}
 	}
 	var s2 float32
@@ -292,7 +296,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 			xs.out = bufs.Grow(xs.out, rows*k/2)
 			xs.out2 = bufs.Grow(xs.out2, rows*k/quant.MXGroupSize)
 			p, sc := xs.out[:rows*k/2], xs.out2[:rows*k/quant.MXGroupSize]
-			ps, err := quant.PackMXFP4(p, sc, src, rows, k)
+			ps, err := quant.PackMXFP4Measured(p, sc, src, rows, k, measure)
 			if err != nil {
 				return fmt.Errorf("rows %d..%d: %w", r0, r0+m, err)
 			}

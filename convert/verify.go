@@ -73,6 +73,9 @@ type VerifyReport struct {
 	Pack       quant.PackStats `json:"mxfp4_pack"`
 	Violations []string        `json:"violations"`
 	Tensors    []TensorStats   `json:"tensors"`
+	// Report is quantization_report.json as recomputed from SRC and DST
+	// (nil when the conversion quantized nothing); DST's must equal it.
+	Report *Report `json:"quantization_report,omitempty"`
 }
 
 func (r *VerifyReport) fail(format string, args ...any) {
@@ -228,16 +231,23 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			return gctx.Err()
 		})
 	}
-	for _, fp := range p.Files {
+	fileReps := make([]*fileReport, len(p.Files))
+	for i, fp := range p.Files {
 		if !regular[fp.Name] {
 			continue
 		}
 		g.Go(func() error {
-			return verifyShard(gctx, p, fp, d, prog, report)
+			return verifyShard(gctx, p, fp, d, prog, report, &fileReps[i])
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if p.reports() {
+		rep.Report = buildReport(fileReps)
+		if len(rep.Violations) == 0 { // else the recomputation may be partial, and the violations say why
+			checkReport(rep, d)
+		}
 	}
 	slices.SortFunc(rep.Tensors, func(a, b TensorStats) int {
 		if c := strings.Compare(a.File, b.File); c != 0 {
@@ -261,6 +271,9 @@ func checkFileSet(rep *VerifyReport, p *Plan, m *Manifest) {
 	}
 	for name := range metaFiles(p.Config, p.HFQuantConfig) {
 		want[name] = true
+	}
+	if p.reports() {
+		want[ReportName] = true
 	}
 	for _, f := range m.Files {
 		if !want[f.Name] {

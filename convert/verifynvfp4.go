@@ -83,6 +83,7 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st step
 	}
 	var cs quant.CastStats
 	if st.Part == partCodes {
+		s.measure = s.errs.tensor(st.Cast.Packed.Name)
 		cs, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, compare, nil, noProgress{})
 	} else {
 		_, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, nil, compare, noProgress{})

@@ -35,7 +35,7 @@ const (
 // hold exactly the codes and scales a fresh quantization of the source gives
 // under the plan's options (the same numerics the converter uses). Steps of
 // other kinds (other expert formats) get their reference here, next to these.
-func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, prog progress, report func(func(*VerifyReport))) error {
+func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, prog progress, report func(func(*VerifyReport)), errs **fileReport) error {
 	path := d.path(fp.Name)
 	out, err := d.openShard(ctx, fp.Name)
 	if err != nil {
@@ -66,6 +66,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 	}
 	a, b := make([]byte, hashBufSize), make([]byte, hashBufSize)
 	var s scratch
+	defer func() { *errs = s.errs.take() }()
 	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -122,6 +123,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 		case stepCodes:
 			codes, scales := out.Tensors[st.First], out.Tensors[st.Last]
 			name := codes.Name
+			s.measure = s.errs.tensor(st.Source.Name)
 			v, err := s.requantized(ctx, fp.Source, st.Source, p.Options, out.Section(codes), out.Section(scales))
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, name, err)

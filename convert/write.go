@@ -12,6 +12,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -27,6 +28,11 @@ type scratch struct {
 	spill  *spill          // a remote file's codes between those steps, when not held
 	cs     castScratch
 	xs     xfScratch // decode and pack steps
+	// errs collects the error of each tensor the file being written
+	// quantizes; measure, when set, is the accumulator the next quantize
+	// or NVFP4 code cast fills (and clears).
+	errs    errCollector
+	measure *quant.ErrStats
 	// lastZeroScale is how many blocks the last quantize gave scale 0.
 	lastZeroScale int64
 
@@ -137,6 +143,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 	}
 	_, err = f.Write(header)
 	var zeroed int64
+	s.errs.take() // nothing left from a file that failed
 	if err == nil {
 		ra, done := s.sourceReader(ctx, p, fp)
 		zeroed, err = s.runSteps(ctx, p, f, path, fp, ra, prog)
@@ -161,7 +168,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 		return zeroed, fileRecord{}, nil, err
 	}
 	f.Finish()
-	return zeroed, fileRecord{Size: l.Size}, commitHashed(f, ""), nil
+	return zeroed, fileRecord{Size: l.Size, Report: s.errs.take()}, commitHashed(f, ""), nil
 }
 
 // commitFunc syncs and renames a written file and returns its sha256, once
@@ -297,6 +304,9 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			start, spillStart := len(s.held), int64(0)
 			if s.spill != nil {
 				spillStart = s.spill.n
+			}
+			if st.Kind == stepScales { // the one pass over the weight that always runs
+				s.measure = s.errs.tensor(st.Source.Name)
 			}
 			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, hold, prog)
 			switch {

@@ -65,6 +65,9 @@ type Report struct {
 	Groups []row `json:"groups"`
 	// Quantization holds the quantization sections of the checkpoint's configs.
 	Quantization []quantSection `json:"quantization,omitempty"`
+	// QuantReport is a converted checkpoint's quantization_report.json: the
+	// error of each lossy step convert ran, per tensor group.
+	QuantReport *convert.Report `json:"quantization_report,omitempty"`
 	// Warnings lists problems that did not stop the audit.
 	Warnings []string `json:"warnings,omitempty"`
 	// Recipe is the what-if accounting of Options.Recipe.
@@ -211,6 +214,11 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 	if rep.Quantization, auxBytes, err = a.readConfigs(); err != nil {
 		return nil, err
 	}
+	var reportBytes int64
+	if rep.QuantReport, reportBytes, err = a.readQuantReport(); err != nil {
+		return nil, err
+	}
+	auxBytes += reportBytes
 	perFile, err := a.scan()
 	if err != nil {
 		return nil, err

@@ -93,6 +93,11 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 			fmt.Fprintln(bw, termtext.Wrap("  "+termtext.Lines(s), width, "    "))
 		}
 	}
+	if r.QuantReport != nil {
+		if err := quantReportText(bw, r.QuantReport, width); err != nil {
+			return err
+		}
+	}
 	if r.Layout != nil {
 		if err := layoutText(bw, r.Layout, r.Files, width); err != nil {
 			return err

@@ -84,6 +84,7 @@ type Quantizer struct {
 	nkb   int   // ⌈K/128⌉
 	band  int   // band index QuantizeBand reports in errors; advanced per call
 	zeros int64 // ModelOpt blocks whose scale is zero
+	errs  *ErrStats
 }
 
 // NewQuantizer returns a quantizer for rows of k elements of format in. Bad
@@ -133,6 +134,18 @@ func (q *Quantizer) QuantizeBand(dst []byte, scales []float32, src []byte, rows 
 // scale would make its largest code dequantize to infinity a
 // *ScaleOverflowError; either way nothing useful is left in dst.
 func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) error {
+	if q.errs == nil {
+		return q.quantizeBand(band, dst, scales, src, rows)
+	}
+	saved := *q.errs
+	err := q.quantizeBand(band, dst, scales, src, rows)
+	if err != nil {
+		*q.errs = saved
+	}
+	return err
+}
+
+func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []byte, rows int) error {
 	if q.err != nil {
 		return q.err
 	}
@@ -162,6 +175,9 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 				q.zeros++
 			}
 			encodeModelOpt(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
+			if q.errs != nil {
+				q.errs.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0)
+			}
 			continue
 		}
 		amax := q.bitsToF32(m)
@@ -171,6 +187,9 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 		}
 		scales[kb] = sf
 		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)
+		if q.errs != nil {
+			q.errs.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, amax, m == 0)
+		}
 	}
 	return nil
 }

@@ -8,6 +8,10 @@
 // closed-form MXFP4 → NVFP4 expert cast (KMax, NVFP4Cast, DecodeNVFP4), which
 // counts every block that is not lossless instead of hiding it.
 //
+// Every lossy kernel can also measure what it loses (ErrStats: Σx², Σ(x−x̂)²,
+// the largest error and the blocks that changed), in the same pass and in a
+// fixed summation order, for convert's quantization_report.json.
+//
 // It is a leaf package without I/O. The block quantizer works on one band of
 // at most BlockSize rows at a time, so a converter streaming a matrix needs no
 // more than one band of input and output per worker, and the hot loop

@@ -81,3 +81,19 @@ func dequantRow(dst []float32, src []byte, scales []float32) {
 	}
 	dequantRowGo(dst[full*BlockSize:], src[full*BlockSize:], scales[full:])
 }
+
+//go:noescape
+func errRowBF16AVX2(acc *float64, src *byte, xhat *float32, n int)
+
+// errRowBF16 adds a row of BF16 elements against their dequantized values
+// to the lanes (errRowBF16Go's sums, bit for bit).
+func errRowBF16(l *laneSums, src []byte, xhat []float32) {
+	n := len(xhat) &^ 7
+	if useAVX2 && n > 0 {
+		_ = src[2*n-1]
+		errRowBF16AVX2(&l.sx[0], &src[0], &xhat[0], n)
+	} else {
+		n = 0
+	}
+	errRowBF16Go(l, src, xhat, n)
+}

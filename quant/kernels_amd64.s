@@ -214,3 +214,57 @@ dqcol:
 	JNZ dqblock
 	VZEROUPPER
 	RET
+
+// func errRowBF16AVX2(acc *float64, src *byte, xhat *float32, n int)
+// Adds n (a positive multiple of 8) elements of a BF16 row against their
+// dequantized values xhat to eight lanes (element j to lane j%8) of Σx²
+// (acc[0:8]), Σ(x−x̂)² (acc[8:16]) and max|x−x̂| (acc[16:24]). Every product
+// is rounded before its add (no FMA), as errRowBF16Go does.
+TEXT ·errRowBF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), AX
+	MOVQ src+8(FP), SI
+	MOVQ xhat+16(FP), DI
+	MOVQ n+24(FP), CX
+	VMOVUPD 0(AX), Y8
+	VMOVUPD 32(AX), Y9
+	VMOVUPD 64(AX), Y10
+	VMOVUPD 96(AX), Y11
+	VMOVUPD 128(AX), Y12
+	VMOVUPD 160(AX), Y13
+	MOVQ $0x7FFFFFFFFFFFFFFF, DX
+	MOVQ DX, X15
+	VPBROADCASTQ X15, Y15
+errloop:
+	VPMOVZXWD (SI), Y0
+	VPSLLD $16, Y0, Y0           // the BF16 values as float32
+	VCVTPS2PD X0, Y1             // x, elements 0..3
+	VEXTRACTF128 $1, Y0, X0
+	VCVTPS2PD X0, Y2             // x, elements 4..7
+	VCVTPS2PD (DI), Y3
+	VCVTPS2PD 16(DI), Y4
+	VSUBPD Y3, Y1, Y3            // d = x − x̂
+	VSUBPD Y4, Y2, Y4
+	VMULPD Y1, Y1, Y1
+	VADDPD Y1, Y8, Y8
+	VMULPD Y2, Y2, Y2
+	VADDPD Y2, Y9, Y9
+	VMULPD Y3, Y3, Y5
+	VADDPD Y5, Y10, Y10
+	VMULPD Y4, Y4, Y6
+	VADDPD Y6, Y11, Y11
+	VANDPD Y15, Y3, Y3
+	VMAXPD Y3, Y12, Y12
+	VANDPD Y15, Y4, Y4
+	VMAXPD Y4, Y13, Y13
+	ADDQ $16, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNZ errloop
+	VMOVUPD Y8, 0(AX)
+	VMOVUPD Y9, 32(AX)
+	VMOVUPD Y10, 64(AX)
+	VMOVUPD Y11, 96(AX)
+	VMOVUPD Y12, 128(AX)
+	VMOVUPD Y13, 160(AX)
+	VZEROUPPER
+	RET

@@ -11,3 +11,5 @@ func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, col
 }
 
 func dequantRow(dst []float32, src []byte, scales []float32) { dequantRowGo(dst, src, scales) }
+
+func errRowBF16(l *laneSums, src []byte, xhat []float32) { errRowBF16Go(l, src, xhat, 0) }

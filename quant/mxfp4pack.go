@@ -56,7 +56,17 @@ func MXFP4ScaleByte(amax uint16) (b uint8, ok bool) {
 // scale would overflow, is an error wrapping ErrNonFinite or ErrRange that
 // names the row and group.
 func PackMXFP4(packed, scales, src []byte, rows, k int) (PackStats, error) {
+	return PackMXFP4Measured(packed, scales, src, rows, k, nil)
+}
+
+// PackMXFP4Measured is PackMXFP4 adding the error of every group to es
+// (when not nil; unchanged on error): x the BF16 value, x̂ code × 2^(e−127).
+func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (PackStats, error) {
 	var st PackStats
+	var acc ErrStats // es's sums continued block by block; stored on success
+	if es != nil {
+		acc = *es
+	}
 	switch {
 	case k <= 0 || k%MXGroupSize != 0 || k > MaxK:
 		return st, errorf(ErrShape, "MXFP4 rows of %d elements: K must be a positive multiple of %d (up to %d)", k, MXGroupSize, MaxK)
@@ -99,7 +109,18 @@ func PackMXFP4(packed, scales, src []byte, rows, k int) (PackStats, error) {
 			if lossy {
 				st.Lossy++
 			}
+			if es != nil {
+				var b blockErr
+				for i := range x {
+					c := packed[(base+i)/2] >> (4 * (i & 1)) & 0xF
+					b.add(i&1, float64(BF16ToF32(x[i])), float64(e2m1Table[c]*s), c&7 == 7)
+				}
+				b.addTo(&acc, amax == 0)
+			}
 		}
+	}
+	if es != nil {
+		*es = acc
 	}
 	return st, nil
 }

@@ -126,6 +126,7 @@ type nVFP4Cast struct {
 	kmax  int
 	stats CastStats
 	row   int64 // first row of the next band, for error positions
+	errs  *ErrStats
 }
 
 // NewNVFP4Cast returns a cast for rows of k elements (a multiple of 32) and the
@@ -178,36 +179,51 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 		}
 	}
 	var st CastStats
+	scale2 := c.Scale2()
 	for i, b := range srcScales[:rows*nb] {
 		src := srcPacked[16*i : 16*i+16]
 		dst := dstPacked[16*i : 16*i+16]
-		kj := int(b) - e8m0Bias
-		d := kj - c.kmax + nvScaleKMax
-		if d >= nvScaleKMin {
-			if kj >= hotK {
-				dstScales[2*i], dstScales[2*i+1] = e4m3Max, e4m3Max
-				if castHot(dst, src, kj, c.kmax) {
-					st.Lossy++
-				}
-				continue
-			}
-			sc := pow2E4M3[d-nvScaleKMin]
-			dstScales[2*i], dstScales[2*i+1] = sc, sc
-			clearNegZero(dst, src)
+		if c.errs == nil {
+			c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b)
 			continue
 		}
-		dstScales[2*i], dstScales[2*i+1] = pow2E4M3[0], pow2E4M3[0]
-		if b != 0 {
-			st.OutOfRange++
-		}
-		if castBytes(dst, src, oorTable(nvScaleKMin-d)) { // elements ×2^-(−9−d)
-			st.Lossy++
-		}
+		orig := [16]byte(src) // dst may be src
+		exact := c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b)
+		c.errs.nvfp4Block(&orig, dst, int(b)-e8m0Bias, dstScales[2*i], scale2, exact)
 	}
 	st.Blocks = int64(rows * nb)
 	c.stats = c.stats.Add(st)
 	c.row += int64(rows)
 	return nil
+}
+
+// castBlock casts one 32-element block (16 code bytes) with E8M0 scale byte b
+// into dst and its two E4M3 scales, counting into st. It reports whether the
+// block took the exact path (every value kept, only −0 cleared).
+func (c *nVFP4Cast) castBlock(st *CastStats, dst, scales, src []byte, b uint8) bool {
+	kj := int(b) - e8m0Bias
+	d := kj - c.kmax + nvScaleKMax
+	if d >= nvScaleKMin {
+		if kj >= hotK {
+			scales[0], scales[1] = e4m3Max, e4m3Max
+			if castHot(dst, src, kj, c.kmax) {
+				st.Lossy++
+			}
+			return false
+		}
+		sc := pow2E4M3[d-nvScaleKMin]
+		scales[0], scales[1] = sc, sc
+		clearNegZero(dst, src)
+		return true
+	}
+	scales[0], scales[1] = pow2E4M3[0], pow2E4M3[0]
+	if b != 0 {
+		st.OutOfRange++
+	}
+	if castBytes(dst, src, oorTable(nvScaleKMin-d)) { // elements ×2^-(−9−d)
+		st.Lossy++
+	}
+	return false
 }
 
 // clearNegZero copies 16 code bytes, turning every −0 nibble (0x8) into 0x0.

@@ -43,7 +43,10 @@ is redone; --restart writes everything again. Before the first byte the
 planned output size is compared with DST's free space.
 --worker I/N converts a deterministic 1/N of the files (one worker per machine
 on shared storage); the last worker to finish, or 'k3ckpt merge DST', writes
-the index, config and manifest.`,
+the index, config and manifest. A conversion with a lossy step (FP8, NVFP4,
+MXFP4) also writes quantization_report.json: per tensor group the max abs
+error, relative Frobenius error, SQNR and lossy blocks of x̂ (the output as
+engines dequantize it) against the source, listed in the manifest.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error { return runConvert(cmd, args[0], args[1], fl) },
 	}
@@ -196,6 +199,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		if nr != nil {
 			v["network"] = nr
 		}
+		if res.Report != nil {
+			v["quantization_report"] = res.Report
+		}
 		return writeJSON(out, v)
 	}
 	if res.ZeroedNonFinite > 0 { // a warning, printed even under -q
@@ -254,6 +260,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintf(sw, "done: %s, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
 			what, gib(t.SourceBytes), gib(t.OutputBytes),
 			convert.ManifestName, termtext.Plural(int64(len(res.Manifest.Files)), "file", "files"))
+		if r := res.Report; r != nil {
+			fmt.Fprintf(sw, "error on record in %s: %s\n", convert.ReportName, reportTotalLine(r.Total))
+		}
 	} else {
 		fmt.Fprintf(sw, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)
 	}

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 )
@@ -54,7 +57,8 @@ func TestConvertNVIDIAFlagsJSON(t *testing.T) {
 			Lossless   *int64 `json:"lossless"`
 			Lossy      *int64 `json:"lossy"`
 		} `json:"nvfp4_cast"`
-		ZeroScale *int64 `json:"fp8_zero_scale_blocks"`
+		ZeroScale *int64          `json:"fp8_zero_scale_blocks"`
+		Report    *convert.Report `json:"quantization_report"`
 	}
 	if err := dec.Decode(&res); err != nil {
 		t.Fatalf("%v: %q", err, out)
@@ -66,8 +70,27 @@ func TestConvertNVIDIAFlagsJSON(t *testing.T) {
 		res.Cast.Blocks == nil || *res.Cast.Blocks == 0 || res.Cast.Lossless == nil || res.Cast.OutOfRange == nil || res.Cast.Lossy == nil || *res.Cast.Lossless != *res.Cast.Blocks {
 		t.Fatalf("result: %s", out)
 	}
+	// The summary carries quantization_report.json, whose expert group
+	// counts the cast's blocks as the cast does.
+	b, err := os.ReadFile(filepath.Join(dst, convert.ReportName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := convert.ParseReport(b)
+	if err != nil || !reflect.DeepEqual(res.Report, file) {
+		t.Fatalf("--json quantization_report %+v, the file's %+v (%v)", res.Report, file, err)
+	}
+	var experts *convert.ReportEntry
+	for i, g := range file.Groups {
+		if g.Group == "experts" {
+			experts = &file.Groups[i]
+		}
+	}
+	if experts == nil || experts.Blocks != *res.Cast.Blocks || experts.LossyBlocks != *res.Cast.Lossy {
+		t.Fatalf("report's experts %+v, the cast's counts %d blocks, %d lossy", experts, *res.Cast.Blocks, *res.Cast.Lossy)
+	}
 	vout, _, err := runCmd(t, newVerifyCmd(), src, dst)
-	if err != nil || !strings.Contains(vout, "NVFP4: ") || !strings.Contains(vout, "\nOK\n") {
+	if err != nil || !strings.Contains(vout, "NVFP4: ") || !strings.Contains(vout, "\nOK\n") || !strings.Contains(vout, convert.ReportName+" recomputed from SRC and DST: ") {
 		t.Fatalf("verify: %v\n%s", err, vout)
 	}
 }

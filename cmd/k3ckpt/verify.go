@@ -29,7 +29,8 @@ of the recipe and convention, index and config consistent); every copied
 tensor (the MXFP4 experts among them) equals the source byte for byte; every
 FP8 tensor and its scales equal a fresh quantization of the source bit for
 bit, with the dequantization error reported (max abs error, max relative
-error per 128×128 block, SNR). Exit 1 on any violation.`,
+error per 128×128 block, SNR); quantization_report.json equals the report
+recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			policy, err := convert.ParseNonFinitePolicy(nonFinite)
@@ -121,6 +122,9 @@ func printVerify(w io.Writer, r *convert.VerifyReport, quiet bool) {
 	}
 	if len(r.Tensors) > 0 {
 		fmt.Fprintf(w, "FP8: worst block relative error %.4f (%s), lowest SNR %.2f dB\n", worst.MaxRelBlock, worst.Name, minSNR)
+	}
+	if r.Report != nil {
+		fmt.Fprintf(w, "%s recomputed from SRC and DST: %s\n", convert.ReportName, reportTotalLine(r.Report.Total))
 	}
 	for _, v := range r.Violations {
 		fmt.Fprintln(w, "violation:", v)

@@ -1,0 +1,328 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"path/filepath"
+	"slices"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
+)
+
+// ReportName is the file, beside the shards, that records the error of
+// every lossy step of a conversion (see README "quantization_report.json").
+const ReportName = "quantization_report.json"
+
+// reportSchema is the report's "schema" value; it changes with its meaning.
+const reportSchema = 1
+
+// Report is quantization_report.json: the error of every quantized tensor,
+// per tensor group and in total.
+type Report struct {
+	Schema int           `json:"schema"`
+	Groups []ReportEntry `json:"groups"`
+	Total  ReportEntry   `json:"total"`
+}
+
+// ReportEntry is the error over a set of quantized tensors. x is the source
+// value, x̂ the output as engines dequantize it (quant.ErrStats). RelFro
+// (√(Σ(x−x̂)²/Σx²)) and SQNR (10·log10(Σx²/Σ(x−x̂)²) dB) are null where the
+// quotient is not a finite number: SQNR when the error is zero, both when
+// Σx² is zero. Lossless says every x̂ equals its x.
+type ReportEntry struct {
+	Group       string   `json:"group,omitempty"`
+	Tensors     int64    `json:"tensors"`
+	Blocks      int64    `json:"blocks"`
+	MaxAbsError float64  `json:"max_abs_error"`
+	RelFro      *float64 `json:"rel_fro_error"`
+	SQNR        *float64 `json:"sqnr_db"`
+	Lossless    bool     `json:"lossless"`
+	Saturated   int64    `json:"saturated"`
+	NaN         int64    `json:"nan"`
+	ZeroTiles   int64    `json:"zero_tiles"`
+	LossyBlocks int64    `json:"lossy_blocks"`
+	SumSq       float64  `json:"sum_sq"`
+	SumSqError  float64  `json:"sum_sq_error"`
+}
+
+// errSums is a set of tensors' ErrStats with their count.
+type errSums struct {
+	Tensors int64 `json:"tensors"`
+	quant.ErrStats
+}
+
+func (s *errSums) add(t errSums) {
+	s.Tensors += t.Tensors
+	s.ErrStats.Add(t.ErrStats)
+}
+
+// groupSums is errSums of one tensor group.
+type groupSums struct {
+	Group string `json:"group"`
+	errSums
+}
+
+// fileReport is one shard's share of the report, kept in its done record
+// (and the manifest) so that a resumed run and merge combine the same
+// partial sums: the file's tensors, in name order, summed per group (in
+// model.Group order) and in total.
+type fileReport struct {
+	Groups []groupSums `json:"groups"`
+	Total  errSums     `json:"total"`
+}
+
+// errCollector gathers the error of each quantized tensor of the file being
+// written (or verified).
+type errCollector struct {
+	tensors map[string]*quant.ErrStats
+}
+
+// measureErrors is off only in the benchmark that measures what measuring costs.
+var measureErrors = true
+
+// tensor returns a fresh accumulator for the named source tensor, replacing
+// any earlier one (a tensor quantized twice files the same sums once).
+func (c *errCollector) tensor(name string) *quant.ErrStats {
+	if !measureErrors {
+		return nil
+	}
+	if c.tensors == nil {
+		c.tensors = map[string]*quant.ErrStats{}
+	}
+	s := &quant.ErrStats{}
+	c.tensors[name] = s
+	return s
+}
+
+// take folds what was collected into the file's report (nil when nothing
+// was quantized) and starts over.
+func (c *errCollector) take() *fileReport {
+	if len(c.tensors) == 0 {
+		return nil
+	}
+	var groups [model.NumGroups]errSums
+	r := &fileReport{}
+	for _, name := range slices.Sorted(maps.Keys(c.tensors)) {
+		one := errSums{Tensors: 1, ErrStats: *c.tensors[name]}
+		groups[model.ParseName(name).Group].add(one)
+		r.Total.add(one)
+	}
+	for g := range model.Group(model.NumGroups) {
+		if groups[g].Tensors > 0 {
+			r.Groups = append(r.Groups, groupSums{Group: g.String(), errSums: groups[g]})
+		}
+	}
+	c.tensors = nil
+	return r
+}
+
+// buildReport combines the files' reports in the plan's file order (nil
+// entries are files with nothing quantized): each group's sums and the
+// total are added file by file in that order.
+func buildReport(files []*fileReport) *Report {
+	var total errSums
+	byGroup := map[string]*errSums{}
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		total.add(f.Total)
+		for _, g := range f.Groups {
+			s := byGroup[g.Group]
+			if s == nil {
+				s = &errSums{}
+				byGroup[g.Group] = s
+			}
+			s.add(g.errSums)
+		}
+	}
+	r := &Report{Schema: reportSchema, Groups: []ReportEntry{}, Total: total.entry("")}
+	for g := range model.Group(model.NumGroups) {
+		if s := byGroup[g.String()]; s != nil {
+			r.Groups = append(r.Groups, s.entry(g.String()))
+		}
+	}
+	return r
+}
+
+// entry derives the report's figures from the sums.
+func (s *errSums) entry(group string) ReportEntry {
+	e := ReportEntry{Group: group, Tensors: s.Tensors, Blocks: s.Blocks, MaxAbsError: s.MaxAbs,
+		Lossless: s.SumSqErr == 0 && s.NaN == 0, Saturated: s.Saturated, NaN: s.NaN, ZeroTiles: s.ZeroTiles,
+		LossyBlocks: s.LossyBlocks, SumSq: s.SumSq, SumSqError: s.SumSqErr}
+	if s.SumSq > 0 {
+		rel := math.Sqrt(s.SumSqErr / s.SumSq)
+		e.RelFro = &rel
+		if s.SumSqErr > 0 {
+			db := 10 * math.Log10(s.SumSq/s.SumSqErr)
+			e.SQNR = &db
+		}
+	}
+	return e
+}
+
+// marshal renders the report as the file holds it: indented, one newline at
+// the end. Its bytes depend on the sums alone.
+func (r *Report) marshal() ([]byte, error) {
+	for _, e := range append([]ReportEntry{r.Total}, r.Groups...) {
+		for _, v := range []float64{e.MaxAbsError, e.SumSq, e.SumSqError} {
+			if math.IsInf(v, 0) || math.IsNaN(v) {
+				return nil, fmt.Errorf("%s: group %s: a non-finite error sum (%g)", ReportName, e.Group, v)
+			}
+		}
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// readReport reads DST's quantization_report.json (an error wrapping
+// fs.ErrNotExist when the conversion wrote none).
+func readReport(d *destination) (*Report, error) {
+	path := d.path(ReportName)
+	b, err := d.readFile(ReportName)
+	if err != nil {
+		return nil, err
+	}
+	r, err := ParseReport(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// ParseReport reads the bytes of a quantization_report.json: unknown
+// fields and another schema are errors, not guesses.
+func ParseReport(b []byte) (*Report, error) {
+	var r Report
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, err
+	}
+	if r.Schema != reportSchema {
+		return nil, fmt.Errorf("schema %d, this version reads %d", r.Schema, reportSchema)
+	}
+	return &r, nil
+}
+
+// diffReports names the first group and field where got (DST's report)
+// differs from want (the one recomputed), or "" when they are equal.
+func diffReports(got, want *Report) string {
+	if got.Schema != want.Schema {
+		return fmt.Sprintf("schema %d, want %d", got.Schema, want.Schema)
+	}
+	gs := map[string]ReportEntry{}
+	for _, e := range got.Groups {
+		gs[e.Group] = e
+	}
+	for _, w := range want.Groups {
+		g, ok := gs[w.Group]
+		if !ok {
+			return fmt.Sprintf("group %s is missing", w.Group)
+		}
+		if d := diffEntry(g, w); d != "" {
+			return fmt.Sprintf("group %s: %s", w.Group, d)
+		}
+		delete(gs, w.Group)
+	}
+	for _, e := range got.Groups {
+		if _, extra := gs[e.Group]; extra {
+			return fmt.Sprintf("group %s is not one this conversion quantized", e.Group)
+		}
+	}
+	if d := diffEntry(got.Total, want.Total); d != "" {
+		return "total: " + d
+	}
+	return ""
+}
+
+// diffEntry names the first field of a and b that differs.
+func diffEntry(got, want ReportEntry) string {
+	gb, _ := json.Marshal(got)
+	wb, _ := json.Marshal(want)
+	if bytes.Equal(gb, wb) {
+		return ""
+	}
+	var gm, wm map[string]json.RawMessage
+	_ = json.Unmarshal(gb, &gm)
+	_ = json.Unmarshal(wb, &wm)
+	for _, k := range []string{"tensors", "blocks", "max_abs_error", "rel_fro_error", "sqnr_db", "lossless", "saturated", "nan", "zero_tiles", "lossy_blocks", "sum_sq", "sum_sq_error"} {
+		if !bytes.Equal(gm[k], wm[k]) {
+			return fmt.Sprintf("%s is %s, the source and output give %s", k, gm[k], wm[k])
+		}
+	}
+	return "differs"
+}
+
+// reports says whether the plan has a lossy step, and so writes the report.
+// A new lossy step files each tensor it makes with s.errs.tensor(source
+// name), hands that accumulator to its kernel (quant.ErrStats) and is
+// listed in lossy.
+func (p *Plan) reports() bool {
+	return slices.ContainsFunc(p.Files, func(fp *filePlan) bool { return slices.ContainsFunc(fp.Steps, lossy) })
+}
+
+// lossy says whether a step is the one pass of a lossy conversion that
+// measures its tensor: a block-FP8 weight's scale step, an NVFP4 cast's code
+// step, an MXFP4 packing's steps.
+func lossy(st step) bool {
+	return st.Kind == stepScales || st.Kind == stepPack || (st.Kind == stepNVFP4 && st.Part == partCodes)
+}
+
+// writeReport writes DST's quantization_report.json atomically (temporary
+// name, fsync, rename, directory fsync, as the configs) from the shards'
+// records, combined in the plan's shard order, and returns its record.
+func writeReport(dst string, shards []string, done []fileRecord) (fileRecord, error) {
+	byName := make(map[string]*fileReport, len(done))
+	for _, r := range done {
+		byName[r.Name] = r.Report
+	}
+	files := make([]*fileReport, len(shards))
+	for i, name := range shards {
+		files[i] = byName[name]
+	}
+	b, err := buildReport(files).marshal()
+	if err != nil {
+		return fileRecord{}, err
+	}
+	f, rec, err := stageFile(filepath.Join(dst, ReportName), b)
+	if err == nil {
+		err = f.Commit()
+	}
+	return rec, err
+}
+
+// checkReport requires DST's quantization_report.json to be, byte for byte,
+// the report recomputed from SRC and DST (rep.Report).
+func checkReport(rep *VerifyReport, dst *destination) {
+	want, err := rep.Report.marshal()
+	if err != nil {
+		rep.fail("%v", err)
+		return
+	}
+	got, err := dst.readFile(ReportName)
+	if err != nil {
+		rep.fail("%s: %v", ReportName, err)
+		return
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	r, err := readReport(dst)
+	if err != nil {
+		rep.fail("%s differs from the report recomputed from the source and the output: %v", ReportName, err)
+		return
+	}
+	d := diffReports(r, rep.Report)
+	if d == "" {
+		d = "same values, other bytes"
+	}
+	rep.fail("%s differs from the report recomputed from the source and the output: %s", ReportName, d)
+}

@@ -1,0 +1,81 @@
+package inspect
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+
+	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// readQuantReport reads a converted checkpoint's quantization_report.json
+// (nil when it holds none).
+func (a *auditor) readQuantReport() (*convert.Report, int64, error) {
+	b, err := a.src.readAux(convert.ReportName)
+	switch {
+	case errors.Is(err, safetensors.ErrNotFound):
+		return nil, 0, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("%s: %w", convert.ReportName, err)
+	}
+	r, err := convert.ParseReport(b)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %s: %w", ErrConfig, convert.ReportName, err)
+	}
+	return r, int64(len(b)), nil
+}
+
+// quantReportText writes the report as a table: group, tensors, max abs
+// error, relative Frobenius error, SQNR and lossy blocks, with the total
+// last; without the tensors column when the table would pass width.
+func quantReportText(w io.Writer, r *convert.Report, width int) error {
+	fmt.Fprintf(w, "\nerror on record (%s; lossy: blocks with a changed value):\n", convert.ReportName)
+	cells := [][]string{{"group", "tensors", "max abs", "rel fro", "SQNR dB", "lossy"}}
+	for _, e := range append(slices.Clone(r.Groups), r.Total) {
+		key := quote.Name(e.Group)
+		if e.Group == "" {
+			key = "total"
+		}
+		cells = append(cells, []string{key, termtext.Int(e.Tensors), sci(e.MaxAbsError), optSci(e.RelFro), sqnr(e), termtext.Int(e.LossyBlocks)})
+	}
+	if tableWidth(cellWidths(cells)) > width {
+		for i, row := range cells {
+			cells[i] = slices.Delete(row, 1, 2)
+		}
+	}
+	t := newTable(w, len(cells[0]), 1)
+	t.Header(cells[0])
+	for _, row := range cells[1 : len(cells)-1] {
+		if err := t.Append(row); err != nil {
+			return err
+		}
+	}
+	t.Footer(cells[len(cells)-1])
+	return t.Render()
+}
+
+func sci(v float64) string { return strconv.FormatFloat(v, 'e', 2, 64) }
+
+func optSci(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return sci(*v)
+}
+
+// sqnr is the entry's SQNR in dB, "lossless" when the error is zero, "-"
+// where it is undefined (an all-zero source).
+func sqnr(e convert.ReportEntry) string {
+	switch {
+	case e.SQNR != nil:
+		return strconv.FormatFloat(*e.SQNR, 'f', 2, 64)
+	case e.Lossless:
+		return "lossless"
+	}
+	return "-"
+}

@@ -1,0 +1,271 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// ErrStats is the error of a quantization against its source, summed over
+// the elements of one tensor (or of many, with Add). x is the source value
+// (widened exactly to float64), x̂ the output as engines dequantize it
+// (FP8: the float32 product code × scale; MXFP4: code × 2^(e−127); NVFP4:
+// code × float32(E4M3 scale × weight_scale_2)), and the sums are float64.
+// An element whose x̂ is NaN is counted in NaN and left out of every sum.
+//
+// Sums are taken block by block in a fixed order: within a block, rows in
+// order, element j of a row in lane j%8 (BF16 → FP8) or j%2 (the rest), the
+// lanes added at the block's end; blocks one by one in row-major order. So a
+// tensor gives the same bits whatever the caller's threading and whichever
+// kernels (vector or portable) run. Float64 addition is not associative:
+// combine ErrStats with Add in an order of your own that is fixed too.
+type ErrStats struct {
+	// Blocks counts the format's scale blocks: 128×128 FP8 tiles, 32-element
+	// MXFP4 groups, and for the MXFP4 → NVFP4 cast the 32-element source
+	// blocks it casts (two NVFP4 groups each).
+	Blocks int64 `json:"blocks"`
+	// LossyBlocks counts blocks with an element whose x̂ differs from x (±0
+	// equal; NaN differs).
+	LossyBlocks int64 `json:"lossy_blocks"`
+	// ZeroTiles counts blocks whose source elements are all ±0.
+	ZeroTiles int64 `json:"zero_tiles"`
+	// Saturated counts elements clipped to the format's largest magnitude
+	// (448 for E4M3, 6 for E2M1): x̂ is that magnitude and |x| > |x̂|.
+	Saturated int64 `json:"saturated"`
+	// NaN counts elements whose x̂ is NaN (ModelOpt's zero-scale tiles).
+	NaN int64 `json:"nan"`
+	// MaxAbs is max |x − x̂|.
+	MaxAbs float64 `json:"max_abs_error"`
+	// SumSq is Σx², SumSqErr Σ(x − x̂)².
+	SumSq    float64 `json:"sum_sq"`
+	SumSqErr float64 `json:"sum_sq_error"`
+}
+
+// Add adds t's counts and sums to s (s's sums first).
+func (s *ErrStats) Add(t ErrStats) {
+	s.Blocks += t.Blocks
+	s.LossyBlocks += t.LossyBlocks
+	s.ZeroTiles += t.ZeroTiles
+	s.Saturated += t.Saturated
+	s.NaN += t.NaN
+	s.MaxAbs = max(s.MaxAbs, t.MaxAbs)
+	s.SumSq += t.SumSq
+	s.SumSqErr += t.SumSqErr
+}
+
+// blockErr is one block's partial sums: two lanes (even and odd elements of
+// a row) so that the adds of neighbouring elements do not wait on each other.
+type blockErr struct {
+	sx0, sx1, se0, se1 float64
+	maxBits            uint64 // of |x − x̂|: non-negative floats order like their bits
+	sat, nan           int64
+}
+
+// addTo closes the block into s: the lanes are added (even lane first).
+func (b *blockErr) addTo(s *ErrStats, zero bool) {
+	s.Blocks++
+	if zero {
+		s.ZeroTiles++
+	}
+	if b.maxBits != 0 || b.nan > 0 {
+		s.LossyBlocks++
+	}
+	s.Saturated += b.sat
+	s.NaN += b.nan
+	s.MaxAbs = max(s.MaxAbs, math.Float64frombits(b.maxBits))
+	s.SumSq += b.sx0 + b.sx1
+	s.SumSqErr += b.se0 + b.se1
+}
+
+const absMask = 1<<63 - 1
+
+// fp8Block adds one FP8 block (rows×cols of codes, stride cstride bytes, of
+// source elements src, stride sstride bytes, format in) with scale sf and
+// source amax; zero says amax is 0. A NaN code, which the casts write only
+// in ModelOpt's zero-scale tiles, is counted and skipped.
+func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero bool) {
+	var b blockErr
+	size := in.Size()
+	if in == BF16 {
+		var xhat [BlockSize]float32
+		var l laneSums
+		sc := [1]float32{sf}
+		for r := range rows {
+			xh := xhat[:cols]
+			dequantRow(xh, codes[r*cstride:r*cstride+cols], sc[:]) // float32(code value × sf)
+			errRowBF16(&l, src[r*sstride:r*sstride+2*cols], xh)
+		}
+		b.sx0, b.se0 = l.sx.sum(), l.se.sum()
+		b.maxBits = math.Float64bits(max(l.m[0], l.m[1], l.m[2], l.m[3], l.m[4], l.m[5], l.m[6], l.m[7]))
+		if !math.IsNaN(b.se0) { // else a NaN code: element by element below
+			if top := float64(float32(e4m3Table[0x7E] * sf)); float64(amax) > top {
+				b.sat = countAbove(src, sstride, rows, cols, top)
+			}
+			b.addTo(s, zero)
+			return
+		}
+		b = blockErr{}
+	}
+	for r := range rows {
+		b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
+	}
+	b.addTo(s, zero)
+}
+
+// countAbove counts the BF16 elements of a window whose magnitude exceeds
+// top: the saturated ones, when top is the value of code 448 (every element
+// above it got that code).
+func countAbove(src []byte, stride, rows, cols int, top float64) int64 {
+	var n int64
+	for r := range rows {
+		row := src[r*stride : r*stride+2*cols]
+		for i := 0; i+2 <= len(row); i += 2 {
+			if float64(BF16ToF32(binary.LittleEndian.Uint16(row[i:])&0x7FFF)) > top {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// laneSums are a block's partial sums of BF16 rows in eight lanes (element
+// j of a row goes to lane j%8, as the vector kernel adds them): Σx², Σ(x−x̂)²
+// and max|x−x̂|.
+type laneSums struct {
+	sx, se, m lanes
+}
+
+type lanes [8]float64
+
+// sum adds the lanes pairwise: ((0+1)+(2+3))+((4+5)+(6+7)).
+func (l *lanes) sum() float64 {
+	return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+}
+
+// errRowBF16Go adds elements from on of a BF16 row against their
+// dequantized values xhat. The products are converted explicitly so that no
+// compiler fuses them with the adds (an FMA would round once, and the vector
+// kernel, whose sums must be these bit for bit, rounds twice).
+func errRowBF16Go(l *laneSums, src []byte, xhat []float32, from int) {
+	src = src[:2*len(xhat)]
+	for j := from; j < len(xhat); j++ {
+		x := float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*j:])))
+		d := x - float64(xhat[j])
+		k := j & 7
+		l.sx[k] += float64(x * x)
+		l.se[k] += float64(d * d)
+		if a := math.Abs(d); a > l.m[k] {
+			l.m[k] = a
+		}
+	}
+}
+
+// fp8Edge reports whether code c is NaN (0x7F, 0xFF), and 1 when it is ±448
+// with its source x beyond x̂ = y (saturated).
+func fp8Edge(c uint8, x, y float64) (nan bool, sat int64) {
+	switch c & 0x7F {
+	case 0x7F:
+		return true, 0
+	case 0x7E:
+		if math.Abs(x) > math.Abs(y) {
+			return false, 1
+		}
+	}
+	return false, 0
+}
+
+// rowAny adds a row of sources of any format one element at a time,
+// counting NaN codes instead of adding them.
+func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
+	for i, code := range c {
+		var x float64
+		switch in {
+		case BF16:
+			x = float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
+		case F16:
+			x = float64(F16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
+		default:
+			x = float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])))
+		}
+		y := float64(float32(e4m3Table[code] * sf))
+		nan, sat := fp8Edge(code, x, y)
+		if nan {
+			b.nan++
+			continue
+		}
+		b.sat += sat
+		d := x - y
+		if i%2 == 0 {
+			b.sx0 += float64(x * x)
+			b.se0 += float64(d * d)
+		} else {
+			b.sx1 += float64(x * x)
+			b.se1 += float64(d * d)
+		}
+		b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
+	}
+}
+
+// SetErrStats makes the quantizer add the error of every block it quantizes
+// to s (nil: stop). A band that fails leaves s as it was before the band.
+func (q *Quantizer) SetErrStats(s *ErrStats) { q.errs = s }
+
+// SetErrStats makes the cast add the error of every 32-element block it
+// casts to s (nil: stop); x is the MXFP4 value, x̂ the NVFP4 one.
+func (c *nVFP4Cast) SetErrStats(s *ErrStats) { c.errs = s }
+
+// e2m1Sq4 is 4·(v_lo² + v_hi²) for the two E2M1 codes of a byte: an integer,
+// so a block's Σx² is exact.
+var e2m1Sq4 = func() (t [256]uint16) {
+	for b := range t {
+		lo, hi := e2m1Values[b&7], e2m1Values[b>>4&7]
+		t[b] = uint16(4*lo*lo + 4*hi*hi)
+	}
+	return t
+}()
+
+// nvfp4Block adds one 32-element block of the MXFP4 → NVFP4 cast: src the
+// MXFP4 code bytes with exponent kj, dst the NVFP4 ones with E4M3 scale e4.
+// exact says the cast kept every value (x̂ = x).
+func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale2 float32, exact bool) {
+	var q int
+	for _, v := range src {
+		q += int(e2m1Sq4[v])
+	}
+	var b blockErr
+	if exact {
+		b.sx0 = math.Ldexp(float64(q), 2*kj-2)
+		b.addTo(s, q == 0)
+		return
+	}
+	sc := float32(E4M3ToF32(e4) * scale2)
+	for i, v := range src {
+		w := dst[i]
+		for h := range 2 {
+			cx, cy := v>>(4*h)&0xF, w>>(4*h)&0xF
+			x := math.Ldexp(float64(e2m1Table[cx]), kj)
+			b.add(h, x, float64(nvE2M1[cy]*sc), cy&7 == 7)
+		}
+	}
+	b.addTo(s, q == 0)
+}
+
+// add adds one element to lane l: its source x, its output y, and whether y
+// has the format's largest magnitude.
+func (b *blockErr) add(l int, x, y float64, top bool) {
+	if y != y {
+		b.nan++
+		return
+	}
+	if top && math.Abs(x) > math.Abs(y) {
+		b.sat++
+	}
+	d := x - y
+	if l == 0 { // products converted: never fused into an FMA (see errRowBF16Go)
+		b.sx0 += float64(x * x)
+		b.se0 += float64(d * d)
+	} else {
+		b.sx1 += float64(x * x)
+		b.se1 += float64(d * d)
+	}
+	b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
+}
