@@ -15,6 +15,7 @@ type unitCounts struct {
 	Packed          int               `json:"packed,omitempty"`
 	Pack            quant.PackStats   `json:"pack,omitzero"`
 	Repack          quant.RepackStats `json:"repack,omitzero"`
+	FP8Experts      FP8ExpertStats    `json:"fp8_experts,omitzero"`
 }
 
 // takeCounts returns what the job counted since it last was asked, and
@@ -23,9 +24,9 @@ func (s *scratch) takeCounts(zeroed int64) *unitCounts {
 	c := &unitCounts{
 		ZeroedNonFinite: zeroed, ZeroScaleBlocks: s.cs.zeroScale, Cast: s.cs.cast,
 		Decoded: s.xs.stats.decoded, DecodedNaN: s.xs.stats.nan, Packed: s.xs.stats.packed, Pack: s.xs.stats.pack,
-		Repack: s.xs.stats.repack,
+		Repack: s.xs.stats.repack, FP8Experts: s.fx.stats,
 	}
-	s.cs.zeroScale, s.cs.cast, s.xs.stats = 0, quant.CastStats{}, xfStats{}
+	s.cs.zeroScale, s.cs.cast, s.xs.stats, s.fx.stats = 0, quant.CastStats{}, xfStats{}, FP8ExpertStats{}
 	if *c == (unitCounts{}) {
 		return nil
 	}
@@ -56,4 +57,5 @@ func (res *Result) add(c *unitCounts) {
 	res.Packed += c.Packed
 	res.Pack = res.Pack.Add(c.Pack)
 	res.Repack = res.Repack.Add(c.Repack)
+	res.FP8Experts = res.FP8Experts.add(c.FP8Experts)
 }

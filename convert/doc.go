@@ -5,7 +5,9 @@
 // back: --recipe bf16 / --experts bf16 decode block FP8, MXFP4 and NVFP4 to
 // BF16 as torch computes them, and --experts mxfp4 packs BF16 experts into
 // the release's compressed-tensors MXFP4, bit for bit as compressed-tensors
-// does (StepDecode, StepPack).
+// does (StepDecode, StepPack); --experts fp8 casts MXFP4 (or BF16) experts to
+// block FP8 through the BF16 path's quantizer, reading MXFP4 through its
+// exact BF16 decode (fp8experts.go).
 //
 // The work is split so that every decision is made before any byte is written:
 //

@@ -498,6 +498,9 @@ func TestWorkersAndMerge(t *testing.T) {
 	for _, u := range last {
 		want = append(want, u.Name)
 	}
+	if !slices.Contains(st.Writes, ReportName) {
+		t.Errorf("merge would write %v: no %s", st.Writes, ReportName)
+	}
 	if st.Ready() || st.Finalized || !slices.Equal(st.Missing, want) || len(st.Done)+len(st.Missing) != len(p.Units()) || st.Plan != p.ID {
 		t.Fatalf("status with slice %d missing: %+v, want missing %v", n-1, st, want)
 	}

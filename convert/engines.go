@@ -23,11 +23,14 @@ const (
 	// ExpertsMXFP4 packs BF16 experts into the release's compressed-tensors
 	// mxfp4-pack-quantized format, bit for bit as compressed-tensors does.
 	ExpertsMXFP4
+	// ExpertsFP8 turns MXFP4 (or BF16) experts into 128×128 block FP8 in
+	// the chosen --format, the Hopper-servable form of K3's experts.
+	ExpertsFP8
 
-	numExpertsModes = int(ExpertsMXFP4) + 1
+	numExpertsModes = int(ExpertsFP8) + 1
 )
 
-var expertsModeNames = [numExpertsModes]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4"}
+var expertsModeNames = [numExpertsModes]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4", ExpertsFP8: "fp8"}
 
 // String is the --experts name.
 func (e ExpertsMode) String() string {
@@ -82,6 +85,9 @@ const numNumerics = int(quant.ModelOpt) + 1
 func checkExecutable(opts Options) error {
 	if opts.Experts == ExpertsNVFP4 && opts.Format != ModelOpt {
 		return fmt.Errorf("%w: --experts nvfp4 is described only by --format modelopt, not %s", ErrUnknownFormat, opts.Format)
+	}
+	if err := checkFP8ExpertsOptions(opts); err != nil {
+		return err
 	}
 	if opts.Numerics == quant.ModelOpt && opts.ScaleFmt != quant.ScaleFP32 {
 		return fmt.Errorf("%w: --numerics modelopt writes ModelOpt's BF16 block scales as fp32, not --scale-fmt %s", ErrUnknownFormat, opts.ScaleFmt)

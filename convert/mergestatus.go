@@ -71,6 +71,9 @@ func StatusOfMerge(dst, stateRoot string) (*mergeStatus, error) {
 	if st.HFQuantConfig != "" {
 		s.Writes = append(s.Writes, HFQuantConfigName)
 	}
+	if st.Report {
+		s.Writes = append(s.Writes, ReportName)
+	}
 	s.Writes = append(s.Writes, ManifestName)
 	return s, nil
 }

@@ -135,6 +135,9 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err := checkExpertsWay(src.Root, cfg, r, opts); err != nil {
 		return nil, err
 	}
+	if err := checkFP8ExpertsSource(src.Root, cfg, opts); err != nil {
+		return nil, err
+	}
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*filePlan, len(src.Files)), remote: src.Remote()}
 	mods := newModuleSet()
 	catalog := cfg.CatalogLookup()
@@ -278,6 +281,9 @@ func (fp *filePlan) summarize(outs []outputTensor) {
 			src, _ := o.sourceIn(fp.Source)
 			t.QuantizedBytes += src.Size()
 			fp.ReadBytes += src.Size()
+			if isMXFP4Codes(src) { // and their E8M0 scales
+				fp.ReadBytes += src.Size() / 16
+			}
 			kept++
 		case roleScale:
 			t.ScaleBytes += sz

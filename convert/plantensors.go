@@ -53,7 +53,8 @@ type Options struct {
 	ScaleFmt quant.ScaleFmt
 	// NonFinite decides what a NaN or Inf in a weight to quantize does.
 	NonFinite nonFinitePolicy
-	// Experts keeps the routed experts or casts them to NVFP4.
+	// Experts keeps the routed experts, casts them (NVFP4, block FP8), decodes
+	// them to BF16 or packs BF16 ones to MXFP4.
 	Experts ExpertsMode
 	// Numerics chooses the block-FP8 cast (DeepGEMM's or ModelOpt's).
 	Numerics quant.Numerics
@@ -107,7 +108,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]output
 	// quantized adds its scale (a few per hundred tensors of a layer), an
 	// MXFP4 projection cast to NVFP4 is four tensors for two.
 	n := len(in) + len(in)/8 + 16
-	if opts.Experts == ExpertsNVFP4 {
+	if opts.Experts == ExpertsNVFP4 || opts.Experts == ExpertsFP8 {
 		n = 2*len(in) + 16
 	}
 	out := make([]outputTensor, 0, n)
@@ -116,6 +117,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]output
 		return nil, fmt.Errorf("recipe %s, experts %s: %w", r.Name, opts.Experts, err)
 	}
 	var quantized map[string]string // X.weight's scale name → X.weight
+	var names map[string]safetensors.TensorSpec
 	for i, s := range in {
 		src := int32(i + 1)
 		if consumed[s.Name] {
@@ -130,6 +132,19 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]output
 				out = append(out, outputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: role, src: src, xf: x, part: part})
 			}
 			continue
+		}
+		if opts.Experts == ExpertsFP8 {
+			if names == nil {
+				names = specsByName(in)
+			}
+			o, handled, err := fp8ExpertOutputs(s, src, names, opts)
+			if err != nil {
+				return nil, fmt.Errorf("recipe %s, experts %s: %w", r.Name, opts.Experts, err)
+			}
+			if handled {
+				out = append(out, o...)
+				continue
+			}
 		}
 		if opts.Experts == ExpertsNVFP4 {
 			if base, packed, ok := model.MXFP4Part(s.Name); ok {

@@ -120,7 +120,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 			if srcQC == nil {
 				srcQC = qc
 				delete(holder, quantKey)
-			} else if mods.decodes || opts.Experts == ExpertsBF16 || opts.Experts == ExpertsMXFP4 {
+			} else if mods.decodes || opts.Experts == ExpertsBF16 || opts.Experts == ExpertsMXFP4 || opts.Experts == ExpertsFP8 {
 				delete(holder, quantKey)
 			}
 		}
@@ -129,12 +129,12 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 		return nil, nil, fmt.Errorf("%w: NVFP4 experts are described only by --format modelopt, not %s", ErrUnknownFormat, opts.Format)
 	}
 	switch opts.Experts {
-	case ExpertsBF16:
+	case ExpertsBF16, ExpertsFP8:
 		srcQC = nil // the experts' description goes with their quantization
 	case ExpertsMXFP4:
 		srcQC = releaseMXFP4Config()
 	}
-	if len(mods.fp8) == 0 && opts.Experts != ExpertsNVFP4 && (mods.decodes || opts.Experts == ExpertsBF16 || opts.Experts == ExpertsMXFP4) {
+	if len(mods.fp8) == 0 && opts.Experts != ExpertsNVFP4 && opts.Experts != ExpertsFP8 && (mods.decodes || opts.Experts == ExpertsBF16 || opts.Experts == ExpertsMXFP4) {
 		// Nothing block-FP8 left: no quantization_config but the MXFP4
 		// experts', where the release keeps it; no hf_quant_config.json.
 		if outputExperts(cfg, opts) == model.ExpertsMXFP4 {
@@ -153,7 +153,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	var qc, hf map[string]any
 	switch opts.Format {
 	case DeepSeek:
-		qc = deepSeekConfig(mods, opts)
+		qc = deepSeekConfig(fp8ExpertsModules(mods, opts), opts)
 		// The block-FP8 config says nothing about the experts: their
 		// description stays where the released checkpoint keeps it.
 		if srcQC != nil {
@@ -163,7 +163,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 			text[quantKey] = srcQC
 		}
 	case CompressedTensors:
-		qc, err = compressedTensorsConfig(srcQC, mods)
+		qc, err = compressedTensorsConfig(srcQC, mods, opts)
 	case ModelOpt:
 		qc, hf, err = modelOptConfigs(cfg, mods, opts)
 	default:
@@ -250,7 +250,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	if opts.Experts == ExpertsNVFP4 {
 		declare(m.experts, map[string]any{"quant_algo": nvfp4Algo, "group_size": model.NVFP4GroupSize})
 	}
-	declare(slices.Concat(m.fp8, model.FusedNames(m.fp8)), map[string]any{"quant_algo": fp8BlockAlgo})
+	declare(slices.Concat(m.fp8, model.FusedNames(m.fp8), fp8Banks(m, opts)), map[string]any{"quant_algo": fp8BlockAlgo})
 	if len(layers) == 0 {
 		return nil, nil, fmt.Errorf("%w: --format modelopt with nothing quantized: ModelOpt mixed-precision loaders refuse an empty quantized_layers", ErrConfig)
 	}
@@ -351,7 +351,7 @@ func modelOptGroup(entry map[string]any) map[string]any {
 // (engines match them against their runtime names, not the checkpoint's).
 // Only keys of the library's QuantizationConfig / QuantizationScheme /
 // QuantizationArgs appear: it validates them with extra="forbid".
-func compressedTensorsConfig(src map[string]any, m modules) (map[string]any, error) {
+func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[string]any, error) {
 	qc := map[string]any{}
 	if src != nil {
 		qc = deepCopyJSON(src).(map[string]any)
@@ -380,7 +380,7 @@ func compressedTensorsConfig(src map[string]any, m modules) (map[string]any, err
 	}
 	fp8 := map[string]any{
 		"format":  ctFloatFormat,
-		"targets": anyStrings(ctPatterns(m.fp8, m.kept)),
+		"targets": anyStrings(append(ctPatterns(m.fp8, m.kept), fp8ExpertsTargets(m, opts)...)),
 		"weights": map[string]any{
 			"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []any{blockSize, blockSize},
 			"symmetric": true, "dynamic": false,
@@ -527,6 +527,8 @@ func outputExperts(cfg *model.Config, opts Options) model.ExpertFormat {
 		return model.ExpertsBF16
 	case ExpertsMXFP4:
 		return model.ExpertsMXFP4
+	case ExpertsFP8:
+		return model.ExpertsFP8
 	}
 	return cfg.Experts
 }

@@ -33,6 +33,10 @@ func tileCols(k, esz int) int {
 // numerics).
 func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
 	emit func([]byte) error, hold *[]byte, prog progress) (int64, error) {
+	sec, t, viewed, err := s.weightSource(ra, f, t, prog)
+	if err != nil {
+		return 0, err
+	}
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
 		return 0, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
@@ -45,7 +49,6 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 	if nb*kb > maxScaleBlocks {
 		return 0, fmt.Errorf("%w: %d scale blocks, over %d", ErrNotQuantizable, nb*kb, maxScaleBlocks)
 	}
-	sec := io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()) // ra: f's bytes, or a stream of them
 	rowBytes := int64(k) * int64(esz)
 	wcols := tileCols(k, esz)
 	s.src = bufs.Grow(s.src, blockSize*wcols*esz)
@@ -122,7 +125,9 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 					copy(s.band[r*k+c0:r*k+c0+w], dst[r*w:(r+1)*w])
 				}
 			}
-			prog.Add(int64(len(src)))
+			if !viewed { // a view counts the source bytes it reads
+				prog.Add(int64(len(src)))
+			}
 		}
 		switch {
 		case hold != nil && wcols == k:

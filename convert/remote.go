@@ -147,6 +147,10 @@ func fileRanges(fp *filePlan) []remote.Range {
 			xfReads(st.xf, func(t safetensors.TensorInfo, off, n int64) {
 				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
 			})
+		case (st.Kind == stepScales || st.Kind == stepCodes && !st.HoldCodes && !st.SpillCodes) && isMXFP4Codes(st.Source):
+			mxfp4Reads(sf, st.Source, func(t safetensors.TensorInfo, off, n int64) {
+				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
+			})
 		case st.Kind == stepScales, st.Kind == stepCodes && !st.HoldCodes && !st.SpillCodes:
 			quantReads(st.Source, func(off, n int64) {
 				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + st.Source.Begin + off, Len: n})

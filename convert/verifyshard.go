@@ -128,7 +128,11 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
 			}
-			stats, err := fp8Stats(fp.Source.Section(st.Source), st.Source, out.Section(codes), out.Section(scales), p.Options.Numerics, prog)
+			sec, view, _, err := s.weightSource(fp.Source.ReaderAt(), fp.Source, st.Source, noProgress{})
+			if err != nil {
+				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
+			}
+			stats, err := fp8Stats(sec, view, out.Section(codes), out.Section(scales), p.Options.Numerics, prog)
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
 			}

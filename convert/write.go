@@ -12,6 +12,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -27,7 +28,8 @@ type scratch struct {
 	held   []byte          // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
 	spill  *spill          // a remote file's codes between those steps, when not held
 	cs     castScratch
-	xs     xfScratch // decode and pack steps
+	xs     xfScratch   // decode and pack steps
+	fx     fp8xScratch // routed experts cast to block FP8
 	// errs collects the error of each tensor the file being written
 	// quantizes; measure, when set, is the accumulator the next quantize
 	// or NVFP4 code cast fills (and clears).
@@ -308,7 +310,11 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if st.Kind == stepScales { // the one pass over the weight that always runs
 				s.measure = s.errs.tensor(st.Source.Name)
 			}
+			measured := s.measure
 			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, hold, prog)
+			if err == nil && st.Kind == stepScales && p.Options.Experts == ExpertsFP8 && model.Classify(st.Source.Name) == model.RoutedExperts {
+				s.fx.counted(measured)
+			}
 			switch {
 			case st.Kind == stepScales && st.HoldCodes:
 				heldAt[weight] = [2]int{start, len(s.held)}

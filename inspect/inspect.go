@@ -116,6 +116,8 @@ type layoutReport struct {
 	Name string `json:"name"`
 	// Recipe is the recipe the planned tensors come from ("" = the checkpoint as is).
 	Recipe string `json:"recipe,omitempty"`
+	// Experts is the --experts what-if the planned tensors come from (keep: none).
+	Experts convert.ExpertsMode `json:"experts,omitempty"`
 	// Options are the built-in layout's switches used (nil for a layout file).
 	Options      *layout.Options `json:"options,omitempty"`
 	DroppedBytes int64           `json:"dropped_bytes"`

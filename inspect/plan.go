@@ -114,7 +114,7 @@ func (a *auditor) layoutReport(name string) (*layoutReport, error) {
 		return nil, err
 	}
 	p := a.source()
-	if a.opts.Recipe != "" {
+	if a.opts.Recipe != "" || a.opts.Experts != convert.ExpertsKeep {
 		if p, err = a.applyRecipe(a.opts.Recipe); err != nil {
 			return nil, err
 		}
@@ -123,7 +123,7 @@ func (a *auditor) layoutReport(name string) (*layoutReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	lr := &layoutReport{Name: l.Name, Recipe: p.recipe, Options: opts, DroppedBytes: plan.DroppedBytes, Unaligned: plan.Unaligned}
+	lr := &layoutReport{Name: l.Name, Recipe: p.recipe, Experts: a.opts.Experts, Options: opts, DroppedBytes: plan.DroppedBytes, Unaligned: plan.Unaligned}
 	if opts != nil {
 		lr.Options.PPPartition = l.Partition
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
@@ -222,8 +223,13 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 	}
 	u := unitFor(largest)
 	head := "layout " + quote.Name(lr.Name)
-	if lr.Recipe != "" {
+	switch {
+	case lr.Recipe != "" && lr.Experts != convert.ExpertsKeep:
+		head += " on the " + lr.Recipe + " --experts " + lr.Experts.String() + " output"
+	case lr.Recipe != "":
 		head += " on the " + lr.Recipe + " output"
+	case lr.Experts != convert.ExpertsKeep:
+		head += " on the --experts " + lr.Experts.String() + " output"
 	}
 	head += fmt.Sprintf(": %s, %s per rank, %s %s dropped", termtext.Plural(int64(len(lr.Ranks)), "rank", "ranks"), u.name, u.str(lr.DroppedBytes), u.name)
 	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(head, width, "  "))

@@ -14,7 +14,7 @@ import (
 // TestCatalogLookupIsShardTensors: CatalogLookup answers, for every catalog
 // name and for names a little off (other prefix, layer or expert numbers
 // spelled otherwise or out of range, suffixes cut or extended), exactly
-// what a map of ShardTensors(ShardIndexOf(name)) answers, for multimodal
+// what a map of ShardTensors(shardIndexOf(name)) answers, for multimodal
 // and bare configs with MXFP4 and BF16 experts.
 func TestCatalogLookupIsShardTensors(t *testing.T) {
 	configs := map[string][]byte{}
@@ -41,7 +41,7 @@ func TestCatalogLookupIsShardTensors(t *testing.T) {
 		}
 		shards := map[int]map[string]safetensors.TensorSpec{}
 		want := func(n string) (safetensors.TensorSpec, bool) {
-			i := c.ShardIndexOf(n)
+			i := c.shardIndexOf(n)
 			if i < 0 {
 				return safetensors.TensorSpec{}, false
 			}

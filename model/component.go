@@ -1,13 +1,18 @@
-// Package model knows the Kimi-K3 architecture: it parses and validates a K3
-// config.json, derives the layer schedule and the tensor catalog (every name,
-// dtype and shape the checkpoint must hold), assigns tensors to components and
-// shards, and writes faithful replicas of the checkpoint at any scale (Synth).
+// Package model knows model families: a family is a schema file
+// (families/k3.json, Kimi-K3, is built in; UseSchema reads another) giving
+// the config keys of its dimensions, every tensor with its group, dtype and
+// shape as expressions over them, the layer parts, the shard placement and
+// the engines' module spellings. The package interprets it: it parses and
+// validates a config.json, derives the layer schedule and the tensor catalog
+// (every name, dtype and shape the checkpoint must hold), assigns tensors to
+// groups, components and shards, and writes faithful replicas of the
+// checkpoint at any scale (Synth).
 package model
 
 import "fmt"
 
 // Component is the accounting class of a tensor: a union of Groups. inspect,
-// convert and layout all classify through the schema's one table (names.go),
+// convert and layout all classify through the family's schema (ParseName),
 // so a tensor is counted the same way everywhere.
 type Component uint8
 
@@ -36,9 +41,15 @@ const (
 	norms
 	// Vision is the vision tower and the multimodal projector.
 	Vision
+	// attention is the self_attn tensors of a family whose layers have one
+	// kind of attention (not K3's).
+	attention
+	// mtp is the multi-token-prediction layers' own tensors (DeepSeek's
+	// enorm, hnorm, eh_proj, shared_head, embed_tokens).
+	mtp
 
 	// NumComponents is the number of classes, for arrays indexed by Component.
-	NumComponents = int(Vision) + 1
+	NumComponents = int(mtp) + 1
 )
 
 var componentNames = [NumComponents]string{
@@ -54,6 +65,8 @@ var componentNames = [NumComponents]string{
 	lMHead:        "lm_head",
 	norms:         "norms",
 	Vision:        "vision",
+	attention:     "attention",
+	mtp:           "mtp",
 }
 
 // String is the class name used in reports (e.g. "attention.kda").
@@ -63,9 +76,6 @@ func (c Component) String() string {
 	}
 	return fmt.Sprintf("Component(%d)", uint8(c))
 }
-
-// IsAttention reports whether c is one of the two attention classes.
-func (c Component) IsAttention() bool { return c == AttentionKDA || c == AttentionMLA }
 
 // ParseComponent maps a class name back to its Component.
 func ParseComponent(s string) (Component, error) {
@@ -91,11 +101,12 @@ func components() []Component {
 // the schedule tells them apart.
 type Classifier struct {
 	mla []bool // indexed by 0-based layer
+	s   *schema
 }
 
 // newClassifier builds a classifier for a layer schedule.
-func newClassifier(layers []layer) *Classifier {
-	c := &Classifier{mla: make([]bool, len(layers))}
+func newClassifier(s *schema, layers []layer) *Classifier {
+	c := &Classifier{mla: make([]bool, len(layers)), s: s}
 	for i, l := range layers {
 		c.mla[i] = l.Attention == MLA
 	}
@@ -105,7 +116,7 @@ func newClassifier(layers []layer) *Classifier {
 // k3Classifier uses the public K3 schedule, for callers without a config.
 var k3Classifier = func() *Classifier {
 	full, _ := k3FullAttnLayers()
-	c := &Classifier{mla: make([]bool, k3Layers)}
+	c := &Classifier{mla: make([]bool, k3Layers), s: k3Schema}
 	for _, l := range full {
 		c.mla[l-1] = true
 	}

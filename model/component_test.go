@@ -7,7 +7,7 @@ import (
 
 func TestComponentNames(t *testing.T) {
 	want := []string{"other", "attention.kda", "attention.mla", "shared_experts", "latent", "router",
-		"routed_experts", "dense_mlp", "embedding", "lm_head", "norms", "vision"}
+		"routed_experts", "dense_mlp", "embedding", "lm_head", "norms", "vision", "attention", "mtp"}
 	got := components()
 	if len(got) != len(want) {
 		t.Fatalf("%d components, want %d", len(got), len(want))
@@ -21,7 +21,7 @@ func TestComponentNames(t *testing.T) {
 			t.Errorf("ParseComponent(%q) = %v, %v", want[i], back, err)
 		}
 	}
-	if _, err := ParseComponent("attention"); err == nil {
+	if _, err := ParseComponent("attention.gqa"); err == nil {
 		t.Error("ParseComponent accepted an unknown name")
 	}
 	if s := Component(200).String(); !strings.Contains(s, "200") {
@@ -103,7 +103,7 @@ func TestClassify(t *testing.T) {
 
 // The classifier follows the schedule it is given, not K3's.
 func TestClassifierSchedule(t *testing.T) {
-	c := newClassifier([]layer{{Index: 0, Attention: MLA}, {Index: 1, Attention: kDA}})
+	c := newClassifier(k3Schema, []layer{{Index: 0, Attention: MLA}, {Index: 1, Attention: kDA}})
 	if got := c.Classify("model.layers.0.self_attn.o_proj.weight"); got != AttentionMLA {
 		t.Errorf("layer 0 o_proj: %v", got)
 	}

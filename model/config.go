@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
-// ErrInvalidConfig is wrapped by every config validation error.
-var ErrInvalidConfig = errors.New("invalid config")
+// errInvalidConfig is wrapped by every config validation error.
+var errInvalidConfig = errors.New("invalid config")
 
 // fieldError is a config error that names the offending JSON field by its
 // dotted path, e.g. "text_config.linear_attn_config.full_attn_layers[3]".
@@ -20,8 +21,8 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
 
-// Unwrap lets callers test errors.Is(err, ErrInvalidConfig).
-func (e *fieldError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap lets callers test errors.Is(err, errInvalidConfig).
+func (e *fieldError) Unwrap() error { return errInvalidConfig }
 
 // Limits a config must respect. They keep a hostile or mistyped config from
 // making the catalog (and everything sized from it) explode.
@@ -37,11 +38,6 @@ const (
 	// MaxConfigSize bounds the config.json bytes ParseConfig accepts.
 	MaxConfigSize = 16 << 20
 )
-
-// aLogAlign is the length multiple A_log is zero-padded to: K3 stores its 96
-// heads' values in an F32 [128]. The spec gives only that instance; padding
-// to a multiple of 128 is this package's rule for other head counts.
-const aLogAlign = 128
 
 // attnKind is the attention type of a decoder layer.
 type attnKind uint8
@@ -75,9 +71,12 @@ const (
 	// ExpertsNVFP4 is NVFP4 (a ModelOpt conversion): weight + weight_scale
 	// (E4M3, one per 16) + weight_scale_2 and input_scale (F32 scalars).
 	ExpertsNVFP4
+	// ExpertsFP8 is 128×128 block FP8 (a conversion's --experts fp8):
+	// weight F8_E4M3 + its convention's block scales, as other FP8 weights.
+	ExpertsFP8
 )
 
-// String returns "mxfp4", "bf16" or "nvfp4".
+// String returns "mxfp4", "bf16", "nvfp4" or "fp8".
 func (f ExpertFormat) String() string {
 	switch f {
 	case ExpertsMXFP4:
@@ -86,6 +85,8 @@ func (f ExpertFormat) String() string {
 		return "bf16"
 	case ExpertsNVFP4:
 		return "nvfp4"
+	case ExpertsFP8:
+		return "fp8"
 	}
 	return fmt.Sprintf("ExpertFormat(%d)", uint8(f))
 }
@@ -102,6 +103,10 @@ type layer struct {
 	Block int
 	// BlockStart marks the first layer of a block, the one that writes a new bank row.
 	BlockStart bool
+	// parts is the set of the family's layer parts this layer has, by index.
+	parts uint64
+	// extra marks a layer after the main ones (DeepSeek's MTP layer).
+	extra bool
 }
 
 // Config is a validated K3 (or bare kimi_linear) config. Field names follow
@@ -158,6 +163,9 @@ type Config struct {
 	quantPath string // where quantization_config was read, dotted
 	layers    []layer
 	cls       *Classifier
+	sch       *schema          // the family (nil: Kimi-K3)
+	tmpl      *templates       // the schema as this config reads it
+	values    map[string]int64 // what a schema's reader read, by key
 }
 
 // ParseConfig parses and validates a config.json: a top-level kimi_k3 config
@@ -170,19 +178,20 @@ func ParseConfig(data []byte) (*Config, error) {
 	dec.UseNumber()
 	var raw map[string]any
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("config: not a JSON object: %v: %w", err, ErrInvalidConfig)
+		return nil, fmt.Errorf("config: not a JSON object: %v: %w", err, errInvalidConfig)
 	}
 	if raw == nil {
-		return nil, fmt.Errorf("config: not a JSON object: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("config: not a JSON object: %w", errInvalidConfig)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("config: trailing data after the JSON object: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("config: trailing data after the JSON object: %w", errInvalidConfig)
 	}
-	c, err := fromRaw(raw)
-	if err != nil {
-		return nil, err
+	if s := familyOf(modelType(raw)); s != nil && s.reader == "" {
+		return s.readGeneric(raw)
+	} else if s != nil {
+		return fromRaw(raw, s)
 	}
-	return c, nil
+	return fromRaw(raw, k3Schema)
 }
 
 // Raw returns a deep copy of the parsed JSON (numbers as json.Number, so they
@@ -223,10 +232,10 @@ func deepCopy(v any) any {
 	return v
 }
 
-func fromRaw(raw map[string]any) (*Config, error) {
+func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	p := &fields{}
 	top := jobj{m: raw}
-	c := &Config{raw: raw}
+	c := &Config{raw: raw, sch: s}
 
 	text := top
 	if _, ok := raw["text_config"]; ok {
@@ -302,7 +311,9 @@ func fromRaw(raw map[string]any) (*Config, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	c.buildLayers()
+	if err := c.buildLayers(); err != nil {
+		return nil, err
+	}
 	if n := c.NumTensors(); n > maxTensors {
 		return nil, &fieldError{Field: text.name("num_experts"), Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, maxTensors)}
 	}
@@ -337,7 +348,7 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 	}
 }
 
-func (c *Config) buildLayers() {
+func (c *Config) buildLayers() error {
 	full := make([]bool, c.NumLayers)
 	for _, l := range c.FullAttnLayers {
 		full[l-1] = true
@@ -356,5 +367,76 @@ func (c *Config) buildLayers() {
 			BlockStart: i%c.AttnResBlockSize == 0,
 		}
 	}
-	c.cls = newClassifier(c.layers)
+	c.cls = newClassifier(c.schema(), c.layers)
+	return c.resolve()
+}
+
+// configValue is a config key as the reader read it (sizes, flags as 0 or
+// 1, defaults applied), for the schema's expressions: keys of the text
+// config by their names there, nested ones dotted.
+func (c *Config) configValue(key string) (int64, bool) {
+	if v, ok := c.values[key]; ok { // a schema's reader's
+		return v, true
+	}
+	if v, ok := strings.CutPrefix(key, "vision_config."); ok {
+		if c.Vision == nil {
+			return 0, false
+		}
+		return c.Vision.value(v)
+	}
+	switch key {
+	case "num_hidden_layers":
+		return int64(c.NumLayers), true
+	case "hidden_size":
+		return c.Hidden, true
+	case "vocab_size":
+		return c.Vocab, true
+	case "intermediate_size":
+		return c.Intermediate, true
+	case "num_attention_heads":
+		return c.NumHeads, true
+	case "num_key_value_heads":
+		return c.NumKVHeads, true
+	case "q_lora_rank":
+		return c.QLoraRank, true
+	case "kv_lora_rank":
+		return c.KVLoraRank, true
+	case "qk_nope_head_dim":
+		return c.QKNopeHeadDim, true
+	case "qk_rope_head_dim":
+		return c.QKRopeHeadDim, true
+	case "v_head_dim":
+		return c.VHeadDim, true
+	case "mla_use_output_gate":
+		return b2i(c.MLAOutputGate), true
+	case "linear_attn_config.num_heads":
+		return c.KDAHeads, true
+	case "linear_attn_config.head_dim":
+		return c.KDAHeadDim, true
+	case "linear_attn_config.short_conv_kernel_size":
+		return c.ConvKernel, true
+	case "attn_res_block_size":
+		return int64(c.AttnResBlockSize), true
+	case "first_k_dense_replace":
+		return int64(c.FirstKDense), true
+	case "num_experts":
+		return c.NumExperts, true
+	case "num_experts_per_token":
+		return c.TopK, true
+	case "num_shared_experts":
+		return c.NumShared, true
+	case "moe_intermediate_size":
+		return c.MoEIntermediate, true
+	case "routed_expert_hidden_size":
+		return c.LatentDim, true
+	case "latent_moe_use_norm":
+		return b2i(c.LatentNorm), true
+	case "tie_word_embeddings":
+		return b2i(c.TieEmbeddings), true
+	case "quantization.group_size":
+		return c.GroupSize, true
+	case "vision_config":
+		return b2i(c.Vision != nil), true
+	}
+	return 0, false
 }

@@ -223,10 +223,10 @@ func TestShardPlacement(t *testing.T) {
 	counts := map[string]int{}
 	for i := range c.NumShards() {
 		name := c.ShardName(i)
-		n, _ := c.ShardStats(i)
+		n, _ := c.shardStats(i)
 		specs := c.ShardTensors(i)
 		if len(specs) != n || n == 0 {
-			t.Errorf("shard %s: %d specs, ShardStats %d", name, len(specs), n)
+			t.Errorf("shard %s: %d specs, shardStats %d", name, len(specs), n)
 		}
 		for _, ts := range specs {
 			if got := c.ShardOf(ts.Name); got != name {
@@ -335,7 +335,7 @@ func TestConfigErrors(t *testing.T) {
 		field  string
 		mutate func(m map[string]any)
 	}{
-		{"model_type", func(m map[string]any) { m["model_type"] = "deepseek_v3" }},
+		{"model_type", func(m map[string]any) { m["model_type"] = "llama" }},
 		{"text_config.model_type", func(m map[string]any) { at(m, "text_config")["model_type"] = "llama" }},
 		{"text_config", func(m map[string]any) { m["text_config"] = "x" }},
 		{"text_config.num_experts", func(m map[string]any) { delete(at(m, "text_config"), "num_experts") }},
@@ -411,7 +411,7 @@ func TestConfigErrors(t *testing.T) {
 		c.mutate(m)
 		_, err := ParseConfig(encode(t, m))
 		var fe *fieldError
-		if !errors.As(err, &fe) || !errors.Is(err, ErrInvalidConfig) {
+		if !errors.As(err, &fe) || !errors.Is(err, errInvalidConfig) {
 			t.Errorf("%s: got %v, want a FieldError", c.field, err)
 			continue
 		}
@@ -420,7 +420,7 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{``, `[]`, `null`, `{"model_type": "kimi_linear"} {}`, `{"model_type": `, `"x"`} {
-		if _, err := ParseConfig([]byte(bad)); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := ParseConfig([]byte(bad)); !errors.Is(err, errInvalidConfig) {
 			t.Errorf("ParseConfig(%q) = %v", bad, err)
 		}
 	}
@@ -479,7 +479,7 @@ func TestConfigVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Experts != ExpertsBF16 || c.NumShards() != 94 || c.QuantizationPath() != "" || c.QuantizationConfig() != nil {
+	if c.Experts != ExpertsBF16 || c.NumShards() != 94 || c.QuantizationPath() != "" || c.quantizationConfig() != nil {
 		t.Fatalf("experts %v, %d shards", c.Experts, c.NumShards())
 	}
 	want := 497220 - 1 /* lm_head */ - 92 /* norm */ - 24 /* MLA g_proj */ - 92*896*3 /* scales */ - (165 + 3)

@@ -23,13 +23,13 @@ func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 	case QuantFP8:
 		c.Converted = qm
 		if !c.Multimodal {
-			c.Experts = ExpertsBF16
+			c.Experts = c.deepSeekExperts(q)
 			return
 		}
 		eq, ok := p.object(text, "quantization_config", false)
 		if !ok {
 			if p.err == nil {
-				c.Experts = ExpertsBF16
+				c.Experts = c.deepSeekExperts(q)
 			}
 			return
 		}
@@ -54,8 +54,8 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 	if p.err != nil {
 		return
 	}
-	bank := c.TextPrefix() + "layers."
-	nvfp4 := false
+	bank := c.textPrefix() + "layers."
+	nvfp4, fp8 := false, false
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range layers.m {
 			if !yield(k) {
@@ -71,8 +71,12 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 		if p.err != nil {
 			return
 		}
+		if algo == modelOptFP8Block {
+			fp8 = true
+			continue
+		}
 		if algo != modelOptNVFP4 {
-			p.fail(e.name("quant_algo"), "routed experts must be NVFP4 when declared, got %q", algo)
+			p.fail(e.name("quant_algo"), "routed experts must be NVFP4 or %s when declared, got %q", modelOptFP8Block, algo)
 			return
 		}
 		g := p.sizeOr(e, "group_size", 1, maxDim, NVFP4GroupSize)
@@ -83,6 +87,10 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 		nvfp4 = true
 	}
 	switch {
+	case nvfp4 && fp8:
+		p.fail(layers.path, "routed experts declared both NVFP4 and %s", modelOptFP8Block)
+	case fp8:
+		c.Experts = ExpertsFP8
 	case nvfp4:
 		c.Experts, c.GroupSize = ExpertsNVFP4, NVFP4GroupSize
 	case c.NumExperts > 0 && c.firstMoELayer() >= 0 && ignores(q.m["ignore"], bank+strconv.Itoa(c.firstMoELayer())+".block_sparse_moe.experts"):
@@ -116,4 +124,24 @@ func ignores(v any, module string) bool {
 		}
 	}
 	return false
+}
+
+// modelOptFP8Block is ModelOpt's quant_algo of 128×128 block-FP8 weights.
+const modelOptFP8Block = "FP8_PB_WO"
+
+// deepSeekExperts reads the experts' format from a DeepSeek-V3 "fp8"
+// config that has no expert description of its own: every linear module is
+// block FP8 unless ignored_layers (or modules_to_not_convert) names it, so
+// experts left out of both are FP8 (DeepSeek-V3's own release), and BF16
+// otherwise.
+func (c *Config) deepSeekExperts(q jobj) ExpertFormat {
+	l := c.firstMoELayer()
+	if c.NumExperts == 0 || l < 0 {
+		return ExpertsBF16
+	}
+	bank := c.textPrefix() + "layers." + strconv.Itoa(l) + ".block_sparse_moe.experts"
+	if ignores(q.m["ignored_layers"], bank) || ignores(q.m["modules_to_not_convert"], bank) {
+		return ExpertsBF16
+	}
+	return ExpertsFP8
 }

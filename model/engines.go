@@ -13,14 +13,6 @@ import (
 // quantized module under each spelling and under the names of the fused
 // layers the engines build from it.
 
-// Prefixes of the language model's modules: the multimodal checkpoint's, the
-// bare text checkpoint's, and what remains when the engine strips it.
-const (
-	multimodalPrefix = "language_model.model."
-	languageModel    = "language_model."
-	textPrefix       = "model."
-)
-
 // ModuleSpellings returns every name an engine may look module up by, sorted:
 // the checkpoint name; with block_sparse_moe → mlp (SGLang's and vLLM's
 // weight mappers rename the MoE block); and, for each of those, with the
@@ -29,19 +21,23 @@ const (
 // layers.N…). A bare text checkpoint's model. names also get the stripped
 // spelling. module may be a wildcard pattern: the same rewrites apply.
 func ModuleSpellings(module string) []string {
+	s := k3Schema
 	names := []string{module}
-	if strings.Contains(module, moeBlock) {
-		names = append(names, strings.ReplaceAll(module, moeBlock, engineMoeBlock))
+	for _, r := range s.renames {
+		if strings.Contains(module, r[0]) {
+			names = append(names, strings.ReplaceAll(module, r[0], r[1]))
+		}
 	}
+	mm := s.outer + s.text
 	for _, n := range slices.Clone(names) {
 		switch {
-		case strings.HasPrefix(n, multimodalPrefix):
-			rest := n[len(multimodalPrefix):]
-			names = append(names, textPrefix+rest, rest)
-		case strings.HasPrefix(n, languageModel):
-			names = append(names, n[len(languageModel):])
-		case strings.HasPrefix(n, textPrefix):
-			names = append(names, n[len(textPrefix):])
+		case strings.HasPrefix(n, mm):
+			rest := n[len(mm):]
+			names = append(names, s.text+rest, rest)
+		case strings.HasPrefix(n, s.outer):
+			names = append(names, n[len(s.outer):])
+		case strings.HasPrefix(n, s.text):
+			names = append(names, n[len(s.text):])
 		}
 	}
 	slices.Sort(names)
@@ -50,14 +46,6 @@ func ModuleSpellings(module string) []string {
 
 // Engine names an inference engine whose K3 loader a fact was read from.
 type Engine string
-
-// The engines that run K3.
-const (
-	sGLang      Engine = "SGLang"
-	vLLM        Engine = "vLLM"
-	tensorRTLLM Engine = "TensorRT-LLM"
-	tokenspeed  Engine = "tokenspeed"
-)
 
 // fusedGroup is a set of sibling projections an engine loads into one fused
 // linear layer. The fused layer has one quantization method, so its members
@@ -69,27 +57,10 @@ type fusedGroup struct {
 	Name string
 	// Parent is the members' parent module ("self_attn", "shared_experts", "mlp").
 	Parent string
-	// Members are the projections' names under Parent.
-	Members []string
+	// members are the projections' names under Parent.
+	members []string
 	// Engines are the engines that build this fused layer.
 	Engines []Engine
-}
-
-// fusedGroups is the table of fusions the K3 loaders build: SGLang
-// kimi_k3.py fuses KDA q/k/v/g into fused_qkvg_proj (b/f_a/f_b stay
-// standalone) and MLA q_a + kv_a into fused_qkv_a_proj_with_mqa; vLLM's
-// kimi_k3 fuses KDA q/k/v/g/f_a/b into in_proj_qkvgfab (tokenspeed stacks the
-// same six in KimiKDAMergedProj, which the manifest names by in_proj_qkvgfab)
-// and MLA q_a + kv_a into fused_qkv_a_proj; every engine merges an MLP's gate
-// and up projections into gate_up_proj. engines/rules.json says what each
-// engine then does with a split group.
-var fusedGroups = []fusedGroup{
-	{Name: "fused_qkvg_proj", Parent: "self_attn", Members: []string{"q_proj", "k_proj", "v_proj", "g_proj"}, Engines: []Engine{sGLang}},
-	{Name: "in_proj_qkvgfab", Parent: "self_attn", Members: []string{"q_proj", "k_proj", "v_proj", "g_proj", "f_a_proj", "b_proj"}, Engines: []Engine{vLLM, tokenspeed}},
-	{Name: "fused_qkv_a_proj_with_mqa", Parent: "self_attn", Members: []string{"q_a_proj", "kv_a_proj_with_mqa"}, Engines: []Engine{sGLang}},
-	{Name: "fused_qkv_a_proj", Parent: "self_attn", Members: []string{"q_a_proj", "kv_a_proj_with_mqa"}, Engines: []Engine{vLLM}},
-	{Name: "gate_up_proj", Parent: "shared_experts", Members: []string{"gate_proj", "up_proj"}, Engines: []Engine{sGLang, vLLM, tensorRTLLM}},
-	{Name: "gate_up_proj", Parent: "mlp", Members: []string{"gate_proj", "up_proj"}, Engines: []Engine{sGLang, vLLM, tensorRTLLM}},
 }
 
 // splitModule cuts a module name (no ".weight") into its parent path and leaf.
@@ -106,8 +77,8 @@ func splitModule(module string) (parent, leaf string) {
 func groupsOf(module string) (parent string, groups []int) {
 	parent, leaf := splitModule(module)
 	_, parentLeaf := splitModule(parent)
-	for i, g := range fusedGroups {
-		if g.Parent == parentLeaf && slices.Contains(g.Members, leaf) {
+	for i, g := range k3Schema.fused {
+		if g.Parent == parentLeaf && slices.Contains(g.members, leaf) {
 			groups = append(groups, i)
 		}
 	}
@@ -126,7 +97,7 @@ func FusedNames(quantized []string) []string {
 	for _, m := range quantized {
 		parent, gs := groupsOf(m)
 		for _, gi := range gs {
-			out = append(out, parent+"."+fusedGroups[gi].Name)
+			out = append(out, parent+"."+k3Schema.fused[gi].Name)
 		}
 	}
 	slices.Sort(out)
@@ -143,7 +114,7 @@ type Split struct {
 }
 
 // FindSplits reports every fused group with some members in quantized and
-// others in kept (module names without ".weight"). Members absent from both
+// others in kept (module names without ".weight"). members absent from both
 // (not in the checkpoint) are ignored. Splits are sorted by module.
 func FindSplits(quantized, kept []string) []Split {
 	state := map[string]map[string]bool{} // fused module → member leaf → quantized
@@ -153,7 +124,7 @@ func FindSplits(quantized, kept []string) []Split {
 			parent, gs := groupsOf(m)
 			_, leaf := splitModule(m)
 			for _, gi := range gs {
-				key := parent + "." + fusedGroups[gi].Name + "\x00" + fusedGroups[gi].Parent
+				key := parent + "." + k3Schema.fused[gi].Name + "\x00" + k3Schema.fused[gi].Parent
 				if state[key] == nil {
 					state[key] = map[string]bool{}
 					idx[key] = gi
@@ -167,8 +138,8 @@ func FindSplits(quantized, kept []string) []Split {
 	var out []Split
 	for key, members := range state {
 		var s Split
-		g := fusedGroups[idx[key]]
-		for _, leaf := range g.Members {
+		g := k3Schema.fused[idx[key]]
+		for _, leaf := range g.members {
 			q, ok := members[leaf]
 			switch {
 			case !ok:
@@ -229,35 +200,26 @@ func starEnds(pattern string) (lit string, lead, trail, ok bool) {
 	return lit, lead, trail, true
 }
 
-// ModelOptExcludes returns the exclude_modules patterns of NVIDIA's Kimi-K3
-// exporter, in its order, before spelling expansion: the router, the latent
-// projections and norm, the shared experts, the KDA convolutions, f_b_proj,
-// the norms and AttnRes tensors, the dense MLP layers, lm_head and vision;
-// then the KDA f_a/b projections, which NVIDIA quantizes and so never lists
-// but which another recipe may keep. A caller removes the patterns that
-// match a module it quantized.
+// ModelOptExcludes returns the exclude_modules patterns of NVIDIA's
+// exporter for this family (families/*.json, engines.modelopt_exclude), in
+// its order, before spelling expansion, one per dense layer where the file
+// says {dense}; for K3 they end with the KDA f_a/b projections, which NVIDIA
+// quantizes and so never lists but which another recipe may keep. A caller
+// removes the patterns that match a module it quantized.
 func (c *Config) ModelOptExcludes() []string {
-	out := []string{
-		"*block_sparse_moe.gate*",
-		"*block_sparse_moe.routed_expert_up_proj*",
-		"*block_sparse_moe.routed_expert_down_proj*",
-		"*block_sparse_moe.routed_expert_norm*",
-		"*block_sparse_moe.shared_experts*",
-		"*self_attn.q_conv1d*",
-		"*self_attn.k_conv1d*",
-		"*self_attn.v_conv1d*",
-		"*self_attn.f_b_proj*",
-		"*self_attn.o_norm*",
-		"*self_attn.q_a_layernorm*",
-		"*self_attn.kv_a_layernorm*",
-		"*_res_proj*",
-		"*_res_norm*",
-		"*layernorm*",
+	var out []string
+	vars := c.prefixVars()
+	for _, p := range c.schema().modelOptExclude {
+		p = expand(p, vars)
+		if !strings.Contains(p, "{dense}") {
+			out = append(out, p)
+			continue
+		}
+		for _, l := range c.layers {
+			if !l.MoE {
+				out = append(out, strings.ReplaceAll(p, "{dense}", strconv.Itoa(l.Index)))
+			}
+		}
 	}
-	for l := range c.FirstKDense {
-		out = append(out, c.TextPrefix()+"layers."+strconv.Itoa(l)+".mlp.*")
-	}
-	out = append(out, strings.TrimSuffix(c.slotName("/lm_head.weight"), ".weight"), "vision_tower*", "mm_projector*",
-		"*self_attn.f_a_proj*", "*self_attn.b_proj*")
 	return out
 }

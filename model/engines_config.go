@@ -23,37 +23,19 @@ const NVFP4GroupSize = 16
 // modelOptNVFP4 is the quant_algo of NVFP4 modules in a ModelOpt manifest.
 const modelOptNVFP4 = "NVFP4"
 
-// nvfp4ExpertTemplates is one routed expert stored as NVFP4, after
-// "experts.{e}.": per projection the E2M1 codes (two per byte, as in MXFP4),
-// one E4M3 scale per 16 elements, the fp32 second-level scale and the fp32
-// input scale (both scalars).
-func (c *Config) nvfp4ExpertTemplates() []tmpl {
-	u8, f8, f32 := safetensors.U8, safetensors.F8_E4M3, safetensors.F32
-	I, L := c.MoEIntermediate, c.LatentDim
-	var out []tmpl
-	for _, p := range []struct {
-		name string
-		n, k int64
-	}{{"w1", I, L}, {"w2", L, I}, {"w3", I, L}} {
-		out = append(out,
-			tmpl{p.name + ".weight", u8, s(p.n, p.k/2)},
-			tmpl{p.name + ".weight_scale", f8, s(p.n, p.k/NVFP4GroupSize)},
-			tmpl{p.name + ".weight_scale_2", f32, s()},
-			tmpl{p.name + ".input_scale", f32, s()},
-		)
-	}
-	return out
-}
-
-// ExpertBytes is the size of one routed expert stored in format f (what
+// expertBytes is the size of one routed expert stored in format f (what
 // inspect's what-if reports for a cast the checkpoint has not had).
-func (c *Config) ExpertBytes(f ExpertFormat) int64 {
+func (c *Config) expertBytes(f ExpertFormat) int64 {
 	cc := *c
 	cc.Experts = f
 	if f == ExpertsMXFP4 && cc.GroupSize == 0 {
 		cc.GroupSize = 32
 	}
-	return sumBytes(cc.templates().expert)
+	ts, err := cc.unitTemplates(expand(c.expertUnit(), map[string]string{"experts": f.String()}))
+	if err != nil {
+		return 0
+	}
+	return sumBytes(ts)
 }
 
 // Suffixes of an MXFP4 expert projection's two tensors.
@@ -106,9 +88,12 @@ func NVFP4ScalePartner(base string) (string, bool) {
 	if Classify(base+mxfp4Packed) != RoutedExperts {
 		return "", false
 	}
-	for _, p := range [...][2]string{{".w1", ".w3"}, {".w3", ".w1"}, {".gate_proj", ".up_proj"}, {".up_proj", ".gate_proj"}} {
-		if b, ok := strings.CutSuffix(base, p[0]); ok {
-			return b + p[1], true
+	for _, p := range k3Schema.sharedScale {
+		if b, ok := strings.CutSuffix(base, "."+p[0]); ok {
+			return b + "." + p[1], true
+		}
+		if b, ok := strings.CutSuffix(base, "."+p[1]); ok {
+			return b + "." + p[0], true
 		}
 	}
 	return "", false

@@ -60,7 +60,7 @@ func TestFindSplits(t *testing.T) {
 	k := []string{P + "f_a_proj", P + "f_b_proj", P + "b_proj"}
 	s := FindSplits(q, k)
 	if len(s) != 1 || s[0].Module != P+"in_proj_qkvgfab" || !slices.Equal(s[0].Kept, []string{"f_a_proj", "b_proj"}) ||
-		!slices.Equal(s[0].Quantized, []string{"q_proj", "k_proj", "v_proj", "g_proj"}) || !slices.Contains(s[0].Group.Engines, vLLM) {
+		!slices.Equal(s[0].Quantized, []string{"q_proj", "k_proj", "v_proj", "g_proj"}) || !slices.Contains(s[0].Group.Engines, Engine("vLLM")) {
 		t.Fatalf("splits %+v", s)
 	}
 	if s := FindSplits(append(q, P+"f_a_proj", P+"b_proj"), []string{P + "f_b_proj"}); len(s) != 0 {
@@ -167,10 +167,10 @@ func boolInt(b bool) int {
 // 3584·192 + 8 for w2).
 func TestExpertBytes(t *testing.T) {
 	c := mustK3(t)
-	if got := c.ExpertBytes(ExpertsMXFP4); got != 17547264 {
+	if got := c.expertBytes(ExpertsMXFP4); got != 17547264 {
 		t.Errorf("MXFP4 expert %d bytes, want 17547264", got)
 	}
-	if got, want := c.ExpertBytes(ExpertsNVFP4), int64(2*(3072*1792+3072*224+8)+3584*1536+3584*192+8); got != want {
+	if got, want := c.expertBytes(ExpertsNVFP4), int64(2*(3072*1792+3072*224+8)+3584*1536+3584*192+8); got != want {
 		t.Errorf("NVFP4 expert %d bytes, want %d", got, want)
 	}
 }

@@ -69,59 +69,36 @@ const (
 	GroupVisionTower // vision_tower: every vision_tower.* tensor
 	GroupMMProjector // mm_projector: every mm_projector.* tensor
 
-	// NumGroups is the number of groups, for arrays indexed by Group.
+	// NumGroups is the number of the built-in family's groups, for arrays
+	// indexed by Group (another family's groups come after them).
 	NumGroups = int(GroupMMProjector) + 1
 )
 
-var groupInfo = [NumGroups]struct {
-	name string
-	comp Component
-}{
-	groupOther:       {"other", Other},
-	groupKDAQ:        {"kda.q_proj", AttentionKDA},
-	groupKDAK:        {"kda.k_proj", AttentionKDA},
-	groupKDAV:        {"kda.v_proj", AttentionKDA},
-	groupKDAG:        {"kda.g_proj", AttentionKDA},
-	groupKDAO:        {"kda.o_proj", AttentionKDA},
-	groupKDAFA:       {"kda.f_a_proj", AttentionKDA},
-	groupKDAFB:       {"kda.f_b_proj", AttentionKDA},
-	groupKDAB:        {"kda.b_proj", AttentionKDA},
-	GroupKDAConv:     {"kda.conv1d", AttentionKDA},
-	GroupKDADTBias:   {"kda.dt_bias", AttentionKDA},
-	GroupKDAALog:     {"kda.A_log", AttentionKDA},
-	GroupKDAONorm:    {"kda.o_norm", AttentionKDA},
-	groupMLAQA:       {"mla.q_a_proj", AttentionMLA},
-	GroupMLAQANorm:   {"mla.q_a_layernorm", AttentionMLA},
-	groupMLAQB:       {"mla.q_b_proj", AttentionMLA},
-	groupMLAKVA:      {"mla.kv_a_proj_with_mqa", AttentionMLA},
-	GroupMLAKVANorm:  {"mla.kv_a_layernorm", AttentionMLA},
-	groupMLAKVB:      {"mla.kv_b_proj", AttentionMLA},
-	groupMLAO:        {"mla.o_proj", AttentionMLA},
-	groupMLAG:        {"mla.g_proj", AttentionMLA},
-	groupDenseGate:   {"dense_mlp.gate_proj", DenseMLP},
-	groupDenseUp:     {"dense_mlp.up_proj", DenseMLP},
-	groupDenseDown:   {"dense_mlp.down_proj", DenseMLP},
-	groupRouterGate:  {"router.gate", router},
-	groupRouterBias:  {"router.e_score_correction_bias", router},
-	groupLatentDown:  {"latent.down_proj", Latent},
-	groupLatentUp:    {"latent.up_proj", Latent},
-	GroupLatentNorm:  {"latent.norm", Latent},
-	groupSharedGate:  {"shared_experts.gate_proj", SharedExperts},
-	groupSharedUp:    {"shared_experts.up_proj", SharedExperts},
-	groupSharedDown:  {"shared_experts.down_proj", SharedExperts},
-	GroupExperts:     {"experts", RoutedExperts},
-	groupLayerNorms:  {"layer_norms", norms},
-	groupAttnRes:     {"attn_res", norms},
-	GroupEmbedding:   {"embedding", embedding},
-	GroupLMHead:      {"lm_head", lMHead},
-	GroupFinalNorms:  {"final_norms", norms},
-	GroupVisionTower: {"vision_tower", Vision},
-	GroupMMProjector: {"mm_projector", Vision},
+// groupInfo is every group's name and component: the built-in family's
+// (families/k3.json lists them in Group order), then those other families
+// add. It grows only while schema files are loaded (at start-up).
+var groupInfo []groupDef
+
+// internGroup returns the group of a name, adding it when no family has it.
+func internGroup(name string, comp Component) (Group, error) {
+	for i, g := range groupInfo {
+		if g.name == name {
+			if g.comp != comp {
+				return 0, fmt.Errorf("group %q is %s, not %s", name, g.comp, comp)
+			}
+			return Group(i), nil
+		}
+	}
+	if len(groupInfo) == 64 {
+		return 0, fmt.Errorf("group %q: more than 64 groups in all", name)
+	}
+	groupInfo = append(groupInfo, groupDef{name, comp})
+	return Group(len(groupInfo) - 1), nil
 }
 
 // String is the group's stable name, e.g. "kda.q_proj", "shared_experts.down_proj".
 func (g Group) String() string {
-	if int(g) < NumGroups {
+	if int(g) < len(groupInfo) {
 		return groupInfo[g].name
 	}
 	return fmt.Sprintf("Group(%d)", uint8(g))
@@ -129,7 +106,7 @@ func (g Group) String() string {
 
 // Component is the accounting class the group's tensors are counted in.
 func (g Group) Component() Component {
-	if int(g) < NumGroups {
+	if int(g) < len(groupInfo) {
 		return groupInfo[g].comp
 	}
 	return Other
@@ -167,16 +144,16 @@ func Groups(gs ...Group) GroupSet {
 	return s
 }
 
-// AllGroups is every group but GroupOther.
+// AllGroups is every group of the built-in family but GroupOther.
 const AllGroups = GroupSet(1<<NumGroups-1) &^ 1
 
 // Has reports whether g is in the set.
-func (s GroupSet) Has(g Group) bool { return int(g) < NumGroups && s&(1<<g) != 0 }
+func (s GroupSet) Has(g Group) bool { return g < 64 && s&(1<<g) != 0 }
 
-// Members lists the set's groups in Group order.
-func (s GroupSet) Members() []Group {
+// members lists the set's groups in Group order.
+func (s GroupSet) members() []Group {
 	var out []Group
-	for g := range Group(NumGroups) {
+	for g := range Group(len(groupInfo)) {
 		if s.Has(g) {
 			out = append(out, g)
 		}
@@ -187,7 +164,7 @@ func (s GroupSet) Members() []Group {
 // String lists the members' names, comma separated (what ParseGroupSet reads).
 func (s GroupSet) String() string {
 	var b strings.Builder
-	for _, g := range s.Members() {
+	for _, g := range s.members() {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
@@ -212,7 +189,7 @@ func ParseGroupSet(list string) (GroupSet, error) {
 			continue
 		}
 		var fam GroupSet
-		for g := range Group(NumGroups) {
+		for g := range Group(len(groupInfo)) {
 			if g != groupOther && g.Family() == item && strings.Contains(g.String(), ".") {
 				fam |= Groups(g)
 			}

@@ -6,13 +6,6 @@ import (
 	"strings"
 )
 
-// The MoE block's name: block_sparse_moe in the checkpoint, mlp in the
-// engines' runtime modules (SGLang's and vLLM's weight mappers rename it).
-const (
-	moeBlock       = "block_sparse_moe"
-	engineMoeBlock = "mlp"
-)
-
 // ModuleKind splits a module name into its decoder layer and its kind, the
 // name after layers.N. (….layers.3.self_attn.q_proj → 3, "self_attn.q_proj");
 // a module outside the layers has layer -1 and its last component as kind.
@@ -22,7 +15,8 @@ func ModuleKind(module string) (layer int, kind string) {
 		return -1, module[strings.LastIndexByte(module, '.')+1:]
 	}
 	// Neither text prefix contains "layers.", so the first one is the layer's.
-	rest := module[strings.Index(module, layersPart)+len(layersPart):]
+	lp := k3Schema.layers // neither text prefix contains it
+	rest := module[strings.Index(module, lp)+len(lp):]
 	return l, rest[strings.IndexByte(rest, '.')+1:]
 }
 
@@ -33,7 +27,10 @@ func ModuleKind(module string) (layer int, kind string) {
 // its last component.
 func ModuleRegexp(module string, anyLayer bool) string {
 	layer, kind := ModuleKind(module)
-	q := strings.ReplaceAll(regexp.QuoteMeta(kind), moeBlock, "(?:"+moeBlock+"|"+engineMoeBlock+")")
+	q := regexp.QuoteMeta(kind)
+	for _, r := range k3Schema.renames { // the engines' runtime spellings too
+		q = strings.ReplaceAll(q, r[0], "(?:"+r[0]+"|"+r[1]+")")
+	}
 	switch {
 	case layer < 0:
 		return `(?:.*\.)?` + q + `$`
@@ -49,15 +46,16 @@ func ModuleRegexp(module string, anyLayer bool) string {
 func ExpertBank(name string) string {
 	// What ParseName reads of a routed expert's name, and no more: a
 	// checkpoint's names are nearly all experts'.
-	rest := strings.TrimPrefix(name, mmPrefix)
-	rest, ok := strings.CutPrefix(rest, textModel+layersPart)
+	s := k3Schema
+	rest := strings.TrimPrefix(name, s.outer)
+	rest, ok := strings.CutPrefix(rest, s.text+s.layers)
 	if !ok {
 		return ""
 	}
 	if _, rest, ok = leadingInt(rest); !ok || len(rest) < 2 || rest[0] != '.' {
 		return ""
 	}
-	if _, _, ok := expertTail(rest[1:]); !ok {
+	if _, _, ok := s.expertTail(rest[1:]); !ok {
 		return ""
 	}
 	const bank = ".experts"

@@ -150,28 +150,21 @@ type TensorName struct {
 	Role Role
 }
 
-// Text-model prefixes: the multimodal checkpoint nests the language model
-// under language_model.; a bare kimi_linear checkpoint starts at model.
-const (
-	mmPrefix   = "language_model."
-	textModel  = "model."
-	layersPart = "layers."
-)
-
 // ParseName reads a name with the public K3 layer schedule; use
 // (*Classifier).ParseName when the checkpoint's own config is at hand (only
 // o_proj and g_proj depend on the schedule).
 func ParseName(name string) TensorName { return k3Classifier.ParseName(name) }
 
 // ParseName reads a tensor name of either prefix (language_model.model.… or
-// model.…). Names the schema does not know get GroupOther, with Layer,
-// Module and Role still filled in where the name has them, so they can be
-// placed and reported, never dropped.
+// model.… for K3). Names the schema does not know get GroupOther, with
+// Layer, Module and Role still filled in where the name has them, so they
+// can be placed and reported, never dropped.
 func (c *Classifier) ParseName(name string) TensorName {
+	s := c.s
 	module, role := SplitRole(name)
 	t := TensorName{Layer: -1, Expert: -1, Module: module, Role: role}
-	if module == "lm_head" || module == mmPrefix+"lm_head" {
-		t.Group = GroupLMHead
+	if g, ok := s.rootModules[module]; ok {
+		t.Group = g
 		return t
 	}
 	// key is what names the tensor's kind from offset off on: its module, or
@@ -186,17 +179,17 @@ func (c *Classifier) ParseName(name string) TensorName {
 		return module[off:]
 	}
 	off := 0
-	if strings.HasPrefix(name, mmPrefix) {
-		off = len(mmPrefix)
+	if strings.HasPrefix(name, s.outer) {
+		off = len(s.outer)
 	}
-	if !strings.HasPrefix(name[off:], textModel) {
-		t.Group = topLevelGroup(name)
+	if !strings.HasPrefix(name[off:], s.text) {
+		t.Group = s.rootGroup(name)
 		return t
 	}
-	off += len(textModel)
-	tail, ok := strings.CutPrefix(name[off:], layersPart)
+	off += len(s.text)
+	tail, ok := strings.CutPrefix(name[off:], s.layers)
 	if !ok {
-		t.Group = textTopGroups[key(off)]
+		t.Group = s.textTop[key(off)]
 		return t
 	}
 	layer, rest, ok := leadingInt(tail)
@@ -206,11 +199,11 @@ func (c *Classifier) ParseName(name string) TensorName {
 	t.Layer = layer
 	tail = rest[1:]
 	// 99.5% of a K3 checkpoint is routed-expert tensors: settle them first.
-	if e, proj, ok := expertTail(tail); ok {
+	if e, proj, ok := s.expertTail(tail); ok {
 		t.Group, t.Expert, t.Proj = GroupExperts, e, proj
 		return t
 	}
-	g, ok := layerGroups[key(len(name)-len(tail))]
+	g, ok := s.layerKeys[key(len(name)-len(tail))]
 	switch {
 	case !ok:
 	case g.mla == 0:
@@ -227,19 +220,21 @@ func (c *Classifier) ParseName(name string) TensorName {
 	return t
 }
 
-// topLevelGroup classifies a name outside the text model: the vision tower
-// and the projector, which may sit under one more module.
-func topLevelGroup(name string) Group {
-	rest := name
-	if i := strings.IndexByte(name, '.'); i > 0 && isWord(name[:i]) &&
-		!strings.HasPrefix(name, "vision_tower.") && !strings.HasPrefix(name, "mm_projector.") {
-		rest = name[i+1:]
+// rootGroup classifies a name outside the text model by the family's root
+// prefixes (K3: the vision tower and the projector), which may sit under
+// one more module.
+func (s *schema) rootGroup(name string) Group {
+	for _, p := range s.rootPrefixes {
+		if strings.HasPrefix(name, p.prefix) {
+			return p.group
+		}
 	}
-	switch {
-	case strings.HasPrefix(rest, "vision_tower."):
-		return GroupVisionTower
-	case strings.HasPrefix(rest, "mm_projector."):
-		return GroupMMProjector
+	if i := strings.IndexByte(name, '.'); i > 0 && isWord(name[:i]) {
+		for _, p := range s.rootPrefixes {
+			if strings.HasPrefix(name[i+1:], p.prefix) {
+				return p.group
+			}
+		}
 	}
 	return groupOther
 }
@@ -254,14 +249,18 @@ func isWord(s string) bool {
 	return s != ""
 }
 
-// expertTail reads "block_sparse_moe.experts.E.P.…" (or mlp.experts.…, as
+// expertTail reads "<experts>E.P.…" for any of the family's spellings of
+// the routed experts (K3: block_sparse_moe.experts., and mlp.experts. as
 // some exports name the MoE block) and the projection P.
-func expertTail(tail string) (expert int, proj ExpertProj, ok bool) {
-	rest, ok := strings.CutPrefix(tail, "block_sparse_moe.experts.")
-	if !ok {
-		if rest, ok = strings.CutPrefix(tail, "mlp.experts."); !ok {
-			return 0, 0, false
+func (s *schema) expertTail(tail string) (expert int, proj ExpertProj, ok bool) {
+	var rest string
+	for _, p := range s.expertPaths {
+		if rest, ok = strings.CutPrefix(tail, p); ok {
+			break
 		}
+	}
+	if !ok {
+		return 0, 0, false
 	}
 	e, rest, ok := leadingInt(rest)
 	if !ok || rest == "" || rest[0] != '.' {
@@ -271,82 +270,12 @@ func expertTail(tail string) (expert int, proj ExpertProj, ok bool) {
 	if i := strings.IndexByte(p, '.'); i >= 0 {
 		p = p[:i]
 	}
-	switch p {
-	case "w1", "gate_proj":
-		proj = ExpertW1
-	case "w2", "down_proj":
-		proj = ExpertW2
-	case "w3", "up_proj":
-		proj = ExpertW3
-	}
-	return e, proj, true
+	return e, s.expertProj[p], true
 }
 
 // layerGroup is the group of a layer tensor kind; for kinds that exist in
 // both attention types (o_proj, g_proj) the schedule picks kda or mla.
 type layerGroup struct{ kda, mla Group }
-
-// layerGroups is THE table of decoder-layer tensor kinds, keyed by the module
-// after "layers.N." (a RoleParam tensor by its full tail). The MoE block is
-// block_sparse_moe in K3; the mlp. spellings of the router and the shared
-// experts are accepted as other exports write them.
-var layerGroups = map[string]layerGroup{
-	"input_layernorm":          {groupLayerNorms, 0},
-	"post_attention_layernorm": {groupLayerNorms, 0},
-	"self_attention_res_norm":  {groupAttnRes, 0},
-	"mlp_res_norm":             {groupAttnRes, 0},
-	"self_attention_res_proj":  {groupAttnRes, 0},
-	"mlp_res_proj":             {groupAttnRes, 0},
-
-	"self_attn.q_proj":    {groupKDAQ, 0},
-	"self_attn.k_proj":    {groupKDAK, 0},
-	"self_attn.v_proj":    {groupKDAV, 0},
-	"self_attn.f_a_proj":  {groupKDAFA, 0},
-	"self_attn.f_b_proj":  {groupKDAFB, 0},
-	"self_attn.b_proj":    {groupKDAB, 0},
-	"self_attn.q_conv1d":  {GroupKDAConv, 0},
-	"self_attn.k_conv1d":  {GroupKDAConv, 0},
-	"self_attn.v_conv1d":  {GroupKDAConv, 0},
-	"self_attn.dt_bias":   {GroupKDADTBias, 0},
-	"self_attn.A_log":     {GroupKDAALog, 0},
-	"self_attn.o_norm":    {GroupKDAONorm, 0},
-	"self_attn.o_proj":    {groupKDAO, groupMLAO},
-	"self_attn.g_proj":    {groupKDAG, groupMLAG},
-	"self_attn.q_a_proj":  {0, groupMLAQA},
-	"self_attn.q_b_proj":  {0, groupMLAQB},
-	"self_attn.kv_b_proj": {0, groupMLAKVB},
-
-	"self_attn.q_a_layernorm":      {0, GroupMLAQANorm},
-	"self_attn.kv_a_proj_with_mqa": {0, groupMLAKVA},
-	"self_attn.kv_a_layernorm":     {0, GroupMLAKVANorm},
-
-	"mlp.gate_proj": {groupDenseGate, 0},
-	"mlp.up_proj":   {groupDenseUp, 0},
-	"mlp.down_proj": {groupDenseDown, 0},
-
-	"block_sparse_moe.gate": {groupRouterGate, 0},
-	"mlp.gate":              {groupRouterGate, 0},
-	"block_sparse_moe.gate.e_score_correction_bias": {groupRouterBias, 0},
-	"mlp.gate.e_score_correction_bias":              {groupRouterBias, 0},
-	"block_sparse_moe.routed_expert_down_proj":      {groupLatentDown, 0},
-	"block_sparse_moe.routed_expert_up_proj":        {groupLatentUp, 0},
-	"block_sparse_moe.routed_expert_norm":           {GroupLatentNorm, 0},
-	"block_sparse_moe.shared_experts.gate_proj":     {groupSharedGate, 0},
-	"block_sparse_moe.shared_experts.up_proj":       {groupSharedUp, 0},
-	"block_sparse_moe.shared_experts.down_proj":     {groupSharedDown, 0},
-	"mlp.shared_experts.gate_proj":                  {groupSharedGate, 0},
-	"mlp.shared_experts.up_proj":                    {groupSharedUp, 0},
-	"mlp.shared_experts.down_proj":                  {groupSharedDown, 0},
-}
-
-// textTopGroups are the text model's tensors outside the layers, keyed by
-// the module after the "model." prefix.
-var textTopGroups = map[string]Group{
-	"embed_tokens":         GroupEmbedding,
-	"norm":                 GroupFinalNorms,
-	"output_attn_res_norm": GroupFinalNorms,
-	"output_attn_res_proj": GroupFinalNorms,
-}
 
 // LayerOf returns the 0-based decoder layer a tensor belongs to.
 func LayerOf(name string) (layer int, ok bool) {

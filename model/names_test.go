@@ -66,7 +66,7 @@ func TestParseGroupSet(t *testing.T) {
 		}
 	}
 	kda, err := ParseGroupSet("kda")
-	if err != nil || len(kda.Members()) != 12 || kda.Has(groupMLAO) || !kda.Has(GroupKDAALog) {
+	if err != nil || len(kda.members()) != 12 || kda.Has(groupMLAO) || !kda.Has(GroupKDAALog) {
 		t.Errorf("kda family: %v, %v", kda, err)
 	}
 	for _, bad := range []string{"kda.x", "nope", "kda,,mla", "other.x"} {
@@ -74,7 +74,7 @@ func TestParseGroupSet(t *testing.T) {
 			t.Errorf("ParseGroupSet(%q) = %v", bad, err)
 		}
 	}
-	if AllGroups.Has(groupOther) || len(AllGroups.Members()) != NumGroups-1 {
+	if AllGroups.Has(groupOther) || len(AllGroups.members()) != NumGroups-1 {
 		t.Errorf("AllGroups = %v", AllGroups)
 	}
 }

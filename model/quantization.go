@@ -1,7 +1,9 @@
 package model
 
 import (
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -41,9 +43,9 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 // that has one at the top level, or a bare text config); "" when there is none.
 func (c *Config) QuantizationPath() string { return c.quantPath }
 
-// QuantizationConfig is a deep copy of the object at QuantizationPath (nil
+// quantizationConfig is a deep copy of the object at QuantizationPath (nil
 // when there is none).
-func (c *Config) QuantizationConfig() map[string]any {
+func (c *Config) quantizationConfig() map[string]any {
 	if c.quantPath == "" {
 		return nil
 	}
@@ -114,5 +116,56 @@ func (c *Config) parseCompressedTensors(p *fields, q jobj) {
 		}
 		return
 	}
+	if f, ok := c.floatQuantizedExperts(groups, topFormat); ok {
+		c.Experts = f
+		return
+	}
 	p.fail(groups.path, "no %q group: the source's routed experts must be MXFP4", mxfp4Format)
+}
+
+// floatQuantizedExperts reads a converted compressed-tensors config without
+// an MXFP4 group: when some float-quantized (FP8) group targets the routed
+// experts (a "re:" pattern matching the first MoE layer's bank or its first
+// expert's w1, under any engine spelling) they are FP8, else BF16. ok is
+// false when no group is float-quantized (not a conversion's config).
+func (c *Config) floatQuantizedExperts(groups jobj, topFormat string) (ExpertFormat, bool) {
+	found := false
+	l := c.firstMoELayer()
+	var mods []string
+	if c.NumExperts > 0 && l >= 0 {
+		bank := c.textPrefix() + "layers." + strconv.Itoa(l) + ".block_sparse_moe.experts"
+		mods = append(ModuleSpellings(bank), ModuleSpellings(bank+".0.w1")...)
+	}
+	for _, g := range groups.m {
+		gm, _ := g.(map[string]any)
+		format, _ := gm["format"].(string)
+		if format == "" {
+			format = topFormat
+		}
+		if format != "float-quantized" {
+			continue
+		}
+		found = true
+		targets, _ := gm["targets"].([]any)
+		for _, t := range targets {
+			pat, ok := t.(string)
+			if !ok {
+				continue
+			}
+			re, ok := strings.CutPrefix(pat, "re:")
+			if !ok {
+				continue
+			}
+			rx, err := regexp.Compile(`^(?:` + re + `)`)
+			if err != nil {
+				continue
+			}
+			for _, m := range mods {
+				if rx.MatchString(m) {
+					return ExpertsFP8, true
+				}
+			}
+		}
+	}
+	return ExpertsBF16, found
 }

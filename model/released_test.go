@@ -90,11 +90,11 @@ func TestReleasedConfigFacts(t *testing.T) {
 		t.Errorf("experts %v group %d converted %q multimodal %v", c.Experts, c.GroupSize, c.Converted, c.Multimodal)
 	}
 	v := c.Vision
-	if v == nil || v.Hidden != 1024 || v.QKVHidden != 1536 || v.HeadDim != 128 || v.ProjIn() != 4096 ||
+	if v == nil || v.Hidden != 1024 || v.QKVHidden != 1536 || v.HeadDim != 128 || v.projIn() != 4096 ||
 		v.Channels != 3 || v.Layers != 27 || v.MergeH != 2 || v.MergeW != 2 {
 		t.Errorf("vision %+v", v)
 	}
-	if c.QuantizationPath() != "text_config.quantization_config" || c.QuantizationConfig()["format"] != "mxfp4-pack-quantized" {
+	if c.QuantizationPath() != "text_config.quantization_config" || c.quantizationConfig()["format"] != "mxfp4-pack-quantized" {
 		t.Errorf("quantization_config read at %q", c.QuantizationPath())
 	}
 	// The schedule constants behind the package-level classifier are the release's.

@@ -15,21 +15,23 @@ import (
 // safe for concurrent use.
 type ShardMatcher struct {
 	c      *Config
-	t      *templates
-	layers string          // TextPrefix() + "layers."
-	kinds  [2][2]layerKind // [MLA][MoE]: the tables of the four layer kinds
+	layers string                // textPrefix() + "layers."
+	kinds  map[uint64]*layerKind // by a layer's set of parts
 	level  []map[string]match
+	// experts is the layers' repeated part's spelling before the number.
+	experts string
 }
 
 // layerKind is the catalog of one kind of layer: the tail after
 // "layers.N." of every tensor that is not a routed expert's, with its
-// position, then the routed experts (moe only).
+// position, then the routed experts (for a layer that has them).
 type layerKind struct {
-	tail   map[string]int
-	ts     []tmpl  // by position, for the tensors of tail
-	groups []Group // by position, likewise
-	n      int     // tensors before the experts
-	expert []tmpl  // nil for a dense layer
+	tail    map[string]int
+	ts      []tmpl  // by position, for the tensors of tail
+	groups  []Group // by position, likewise
+	n       int     // tensors before the experts
+	expert  []tmpl  // nil for a layer without experts
+	nExpert int64
 }
 
 // match is a tensor's entry in its shard's catalog.
@@ -47,40 +49,34 @@ type match struct {
 // ShardMatcher builds the matcher of this config's catalog.
 func (c *Config) ShardMatcher() *ShardMatcher {
 	t := c.templates()
-	m := &ShardMatcher{c: c, t: t, layers: c.TextPrefix() + "layers."}
+	m := &ShardMatcher{c: c, layers: c.textPrefix() + "layers.", kinds: map[uint64]*layerKind{}, experts: c.schema().expertsPart}
 	cls := c.Classifier()
-	for mla := range 2 {
-		attn := t.kda
-		if mla == 1 {
-			attn = t.mla
+	for _, l := range c.layers {
+		if m.kinds[l.parts] != nil {
+			continue
 		}
-		for moe := range 2 {
-			k := layerKind{tail: map[string]int{}}
-			parts := [][]tmpl{t.layer, attn, t.dense}
-			if moe == 1 {
-				parts[2], k.expert = t.moe, t.expert
-			}
-			for _, p := range parts {
-				for _, x := range p {
+		k := &layerKind{tail: map[string]int{}}
+		for j, p := range t.layer {
+			switch {
+			case l.parts&(1<<j) == 0:
+			case p.repeated:
+				k.expert, k.nExpert = p.ts, p.repeat
+			default:
+				for _, x := range p.ts {
 					k.tail[x.suffix] = len(k.ts)
 					k.ts = append(k.ts, x)
 				}
 			}
-			k.n = len(k.ts)
-			// The groups, as the classifier reads the names of a layer of
-			// this kind (only o_proj and g_proj depend on the layer).
-			k.groups = make([]Group, k.n)
-			for _, l := range c.layers {
-				if (l.Attention == MLA) == (mla == 1) && l.MoE == (moe == 1) {
-					p := m.layers + strconv.Itoa(l.Index) + "."
-					for j, x := range k.ts {
-						k.groups[j] = cls.ParseName(p + x.suffix).Group
-					}
-					break
-				}
-			}
-			m.kinds[mla][moe] = k
 		}
+		k.n = len(k.ts)
+		// The groups, as the classifier reads the names of a layer of this
+		// kind (only o_proj and g_proj depend on the layer).
+		k.groups = make([]Group, k.n)
+		p := m.layers + strconv.Itoa(l.Index) + "."
+		for j, x := range k.ts {
+			k.groups[j] = cls.ParseName(p + x.suffix).Group
+		}
+		m.kinds[l.parts] = k
 	}
 	// Model-level shards are small (K3: 5, 3 and 168 tensors): a map of
 	// their full names.
@@ -102,20 +98,8 @@ func (m *ShardMatcher) Len(i int) int {
 	case i >= m.c.NumLayers:
 		return len(m.level[i-m.c.NumLayers])
 	}
-	k := m.kind(i)
-	return k.n + int(m.c.NumExperts)*len(k.expert)
-}
-
-func (m *ShardMatcher) kind(i int) *layerKind {
-	l := m.c.layers[i]
-	mla, moe := 0, 0
-	if l.Attention == MLA {
-		mla = 1
-	}
-	if l.MoE {
-		moe = 1
-	}
-	return &m.kinds[mla][moe]
+	k := m.kinds[m.c.layers[i].parts]
+	return k.n + int(k.nExpert)*len(k.expert)
 }
 
 // Find reports the named tensor's entry in the catalog of 0-based shard
@@ -138,10 +122,10 @@ func (m *ShardMatcher) Find(i int, name string) (match, bool) {
 		return match{}, false
 	}
 	rest = rest[1:]
-	k := m.kind(i)
+	k := m.kinds[c.layers[i].parts]
 	if k.expert != nil {
-		if er, ok := strings.CutPrefix(rest, "block_sparse_moe.experts."); ok {
-			if e, er, ok := canonicalInt(er); ok && int64(e) < c.NumExperts && er != "" && er[0] == '.' {
+		if er, ok := strings.CutPrefix(rest, m.experts); ok {
+			if e, er, ok := canonicalInt(er); ok && int64(e) < k.nExpert && er != "" && er[0] == '.' {
 				er = er[1:]
 				for j, x := range k.expert {
 					if x.suffix == er {

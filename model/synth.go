@@ -160,25 +160,6 @@ type synth struct {
 // sibling "<weight>_scale" and both are generated from one stream of normals.
 var mxfp4PackedRE = regexp.MustCompile(`^(.*\.weight)_packed$`)
 
-// paddedRules lists tensors whose tail past a config-given count is zero
-// padding rather than values.
-var paddedRules = []struct {
-	pattern *regexp.Regexp
-	live    func(*Config) int64
-}{
-	// A_log holds one value per KDA head, padded to ALogAlign.
-	{regexp.MustCompile(`\.A_log$`), func(c *Config) int64 { return c.KDAHeads }},
-}
-
-func (s *synth) liveElems(name string, n int64) int64 {
-	for _, r := range paddedRules {
-		if r.pattern.MatchString(name) {
-			return min(n, r.live(s.cfg))
-		}
-	}
-	return n
-}
-
 func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec, error) {
 	specs := s.cfg.shardTensors(s.t, i)
 	layout, err := safetensors.NewFilePlan(specs, nil)
@@ -197,12 +178,24 @@ func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec
 	for _, ts := range specs {
 		byName[ts.Name] = ts
 	}
+	// Tensors whose tail past a config-given count is zero padding (A_log).
+	live := map[string]int64{}
+	s.cfg.shardUnits(s.t, i, func(prefix string, ts []tmpl) {
+		for _, x := range ts {
+			if x.live >= 0 {
+				live[prefix+x.suffix] = x.live
+			}
+		}
+	})
 	paired := map[string]bool{}
 	for _, ts := range specs {
 		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
 			if sc, ok := byName[m[1]+"_scale"]; ok {
 				paired[sc.Name] = true
 			}
+		}
+		if sc, ok := fP8Scale(ts, byName); ok {
+			paired[sc.Name] = true
 		}
 	}
 	buf := &synthBuf{}
@@ -213,14 +206,16 @@ func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec
 		if paired[ts.Name] {
 			continue // written with its packed codes
 		}
-		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
+		if sc, ok := fP8Scale(ts, byName); ok {
+			err = s.fillFP8(w, ts, sc, buf)
+		} else if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
 			sc, ok := byName[m[1]+"_scale"]
 			if !ok {
 				return nil, fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
 			}
 			err = s.fillMXFP4(w, m[1], ts, sc, buf)
 		} else {
-			err = s.fillFloat(w, ts, buf)
+			err = s.fillFloat(w, ts, live, buf)
 		}
 		if err != nil {
 			return nil, err
@@ -234,10 +229,11 @@ type synthBuf struct {
 	f32    []float32
 	out    []byte
 	scales []byte
+	fp8    []byte
 }
 
 // fillFloat writes seeded normals as BF16 or F32.
-func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf *synthBuf) error {
+func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, padded map[string]int64, buf *synthBuf) error {
 	if ts.DType != safetensors.BF16 && ts.DType != safetensors.F32 {
 		return fmt.Errorf("tensor %s: synth cannot generate %s values", ts.Name, ts.DType)
 	}
@@ -250,7 +246,10 @@ func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf 
 	if err != nil {
 		return fmt.Errorf("tensor %s: %w", ts.Name, err)
 	}
-	live := s.liveElems(ts.Name, n)
+	live := n
+	if l, ok := padded[ts.Name]; ok {
+		live = min(n, l)
+	}
 	dist := distOf(ts.Name)
 	r := tensorStream(s.opts.Seed, ts.Name)
 	buf.out = bufs.Grow(buf.out, synthChunkElems*width)

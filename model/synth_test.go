@@ -264,7 +264,7 @@ func TestSynthTinyValues(t *testing.T) {
 	}
 
 	alog := f32s(readTensor(t, ck, P+"layers.0.self_attn.A_log"))
-	if len(alog) != aLogAlign {
+	if len(alog) != 128 { // A_log is padded to a multiple of 128 (families/k3.json)
 		t.Fatalf("A_log has %d entries", len(alog))
 	}
 	for i, x := range alog {

@@ -17,10 +17,10 @@ type visionConfig struct {
 	MergeW       int64 // merge_kernel_size[1]
 }
 
-// ProjIn is the projector's input width: MergeH × MergeW merged patches of
-// Hidden each (mm_projector.proj.0 is [ProjIn, ProjIn]). The config's
+// projIn is the projector's input width: MergeH × MergeW merged patches of
+// Hidden each (mm_projector.proj.0 is [projIn, projIn]). The config's
 // mm_hidden_size does not enter the shapes.
-func (v *visionConfig) ProjIn() int64 { return v.Hidden * v.MergeH * v.MergeW }
+func (v *visionConfig) projIn() int64 { return v.Hidden * v.MergeH * v.MergeW }
 
 func (c *Config) parseVision(p *fields, top jobj) {
 	v, ok := p.object(top, "vision_config", false)
@@ -63,10 +63,39 @@ func (c *Config) parseVision(p *fields, top jobj) {
 	if th := p.sizeOr(v, "text_hidden_size", 1, maxDim, c.Hidden); p.err == nil && th != c.Hidden {
 		p.fail(v.name("text_hidden_size"), "must equal text_config.hidden_size %d, got %d", c.Hidden, th)
 	}
-	if p.err == nil && vc.ProjIn() > maxDim {
+	if p.err == nil && vc.projIn() > maxDim {
 		p.fail(v.name("merge_kernel_size"), "projector input %d × %d × %d is over %d", vc.Hidden, mh, mw, maxDim)
 	}
 	if p.err == nil {
 		c.Vision = vc
 	}
+}
+
+// value is a vision_config key as parseVision read it.
+func (v *visionConfig) value(key string) (int64, bool) {
+	switch key {
+	case "vt_hidden_size":
+		return v.Hidden, true
+	case "vt_num_hidden_layers":
+		return v.Layers, true
+	case "vt_intermediate_size":
+		return v.Intermediate, true
+	case "vt_num_attention_heads":
+		return v.Heads, true
+	case "qkv_hidden_size":
+		return v.QKVHidden, true
+	case "patch_size":
+		return v.PatchSize, true
+	case "num_channels":
+		return v.Channels, true
+	case "init_pos_emb_height":
+		return v.PosEmbH, true
+	case "init_pos_emb_width":
+		return v.PosEmbW, true
+	case "merge_kernel_size[0]":
+		return v.MergeH, true
+	case "merge_kernel_size[1]":
+		return v.MergeW, true
+	}
+	return 0, false
 }

@@ -232,7 +232,7 @@ TEXT ·errRowBF16AVX2(SB), NOSPLIT, $0-32
 	VMOVUPD 128(AX), Y12
 	VMOVUPD 160(AX), Y13
 	MOVQ $0x7FFFFFFFFFFFFFFF, DX
-	MOVQ DX, X15
+	VMOVQ DX, X15                // VEX: a legacy-SSE write with the upper halves dirty stalls Intel cores
 	VPBROADCASTQ X15, Y15
 errloop:
 	VPMOVZXWD (SI), Y0

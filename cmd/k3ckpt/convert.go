@@ -53,7 +53,7 @@ engines dequantize it) against the source, listed in the manifest.`,
 	f := cmd.Flags()
 	f.StringVar(&fl.recipe, "recipe", convert.AttnMoEDenseFP8, "conversion recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
 	f.StringVar(&fl.format, "format", convert.ModelOpt.String(), "scale/config convention: modelopt (ModelOpt mixed precision, what K3 engines load), deepseek or compressed-tensors (see docs/COMPATIBILITY.md)")
-	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (bytes unchanged), nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt), bf16 (MXFP4/NVFP4/FP8 decoded to BF16, as torch computes it) or mxfp4 (BF16 packed into the release's compressed-tensors mxfp4-pack-quantized, byte for byte as compressed-tensors does)")
+	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (bytes unchanged), nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt), bf16 (MXFP4/NVFP4/FP8 decoded to BF16, as torch computes it), mxfp4 (BF16 packed into the release's compressed-tensors mxfp4-pack-quantized, byte for byte as compressed-tensors does) or fp8 (MXFP4/BF16 experts to 128×128 block FP8 in --format, --numerics deepgemm; for Hopper, but no engine's K3 loader is known to serve them: SGLang and vLLM load them by name under --format deepseek with their SiTU FP8 MoE path unread, TensorRT-LLM refuses them; see convert/README.md)")
 	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
 	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
@@ -194,6 +194,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast, "uncounted_files": res.Uncounted,
 			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
 			"mxfp4_repack": map[string]int64{"groups": res.Repack.Groups, "changed": res.Repack.Changed},
+			"fp8_experts":  fp8ExpertsJSON(res.FP8Experts),
 			"seconds":      elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
 		if nr != nil {
@@ -252,6 +253,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if res.Packed > 0 {
 		fmt.Fprintln(sw, packLine(res.Packed, res.Pack))
 	}
+	if opts.Experts == convert.ExpertsFP8 {
+		fmt.Fprintln(sw, fp8ExpertsLine(res.FP8Experts, opts.ScaleFmt))
+	}
 	if res.Finalized {
 		what := termtext.Plural(int64(t.Quantized), "tensor", "tensors") + " quantized"
 		if t.Decoded > 0 || t.Packed > 0 {
@@ -282,6 +286,23 @@ func packLine(tensors int, p quant.PackStats) string {
 // packJSON is the MXFP4 pack counts in --json's keys.
 func packJSON(p quant.PackStats) map[string]int64 {
 	return map[string]int64{"groups": p.Groups, "lossy": p.Lossy, "saturated": p.Saturated, "zero_groups": p.ZeroGroups}
+}
+
+// fp8ExpertsLine reports the routed experts' blocks cast to block FP8.
+func fp8ExpertsLine(s convert.FP8ExpertStats, sf quant.ScaleFmt) string {
+	line := fmt.Sprintf("experts to block FP8: %s, %s blocks of 128×128, %s lossless, %s lossy (some value changed)",
+		termtext.Plural(s.Tensors, "tensor", "tensors"), termtext.Int(s.Blocks), termtext.Int(s.Blocks-s.Lossy), termtext.Int(s.Lossy))
+	if s.Lossy > 0 && sf != quant.ScaleUE8M0 {
+		line = "warning: " + line + "; --scale-fmt ue8m0 keeps the blocks whose E8M0 group scales an E4M3 code can span lossless"
+	} else if s.Lossy > 0 {
+		line = "warning: " + line + ": an E4M3 code under one block scale cannot span those blocks' E8M0 group scales"
+	}
+	return line
+}
+
+// fp8ExpertsJSON is the FP8 expert counts in --json's keys.
+func fp8ExpertsJSON(s convert.FP8ExpertStats) map[string]int64 {
+	return map[string]int64{"tensors": s.Tensors, "blocks": s.Blocks, "lossless": s.Blocks - s.Lossy, "lossy": s.Lossy}
 }
 
 // castLine reports the cast's block counts in a sentence.

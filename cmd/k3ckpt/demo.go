@@ -47,6 +47,7 @@ func demoSteps(dir string, keep bool) []demoStep {
 		{"decode the release to BF16 masters (MXFP4 experts → BF16, exactly as torch computes it)", []string{"convert", src, bf16, "--recipe", "bf16", "--experts", "bf16", "--jobs", "2"}},
 		{"pack the BF16 experts back into the release's MXFP4 (compressed-tensors' rule; every value comes back)", []string{"convert", bf16, mx, "--recipe", "bf16", "--experts", "mxfp4", "--jobs", "2"}},
 		{"verify the packed experts byte for byte against a fresh packing of the BF16 masters", []string{"verify", bf16, mx}},
+		{"cast the MXFP4 experts to block FP8 for Hopper (power-of-two scales: the summary counts the lossless blocks)", []string{"convert", src, filepath.Join(dir, "k3-tiny-fp8-experts"), "--experts", "fp8", "--format", "deepseek", "--scale-fmt", "ue8m0", "--jobs", "2"}},
 	}
 }
 

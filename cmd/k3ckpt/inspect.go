@@ -33,7 +33,8 @@ and accounts its tensors and bytes (1 GiB = 2^30 bytes).
   --by component|dtype|layer|stage|rank|file   main table (default component;
                     stage and rank need --layout)
   --recipe NAME     also account the checkpoint the recipe would produce, before → after
-  --experts nvfp4   ... with the routed experts cast to NVFP4 (alone or with --recipe)
+  --experts MODE    ... with the routed experts as convert --experts MODE writes them:
+                    nvfp4, bf16, fp8 or mxfp4 (alone or with --recipe; --layout too)
   --layout NAME     per-rank (and per-stage) resident bytes: ` + strings.Join(layout.Names(), ", ") + ` or FILE.json
   --chart FILE.svg  per-rank memory step by step (BF16 → text only → FP8 → weight shard → vocab TP8)
   --tensors         list every tensor (name, dtype, shape, file, data_offsets)
@@ -50,7 +51,7 @@ has them); --wide gives every component a column and every table its bytes.`,
 	fl.StringVar(&f.by, "by", inspect.ByComponent.String(), "group by component|dtype|layer|stage|rank|file (stage, rank: with --layout)")
 	fl.StringVar(&f.recipe, "recipe", "", "what-if: account the output of this convert recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
 	fl.StringVar(&f.format, "format", convert.ModelOpt.String(), "with --recipe: scale convention of its output (modelopt|deepseek|compressed-tensors)")
-	fl.StringVar(&f.experts, "experts", convert.ExpertsKeep.String(), "what-if for the routed experts: keep, or nvfp4 (MXFP4 cast to NVFP4; alone or with --recipe)")
+	fl.StringVar(&f.experts, "experts", convert.ExpertsKeep.String(), "what-if for the routed experts, as convert --experts writes them: keep, nvfp4, bf16, fp8 or mxfp4 (alone or with --recipe; per rank and stage with --layout)")
 	fl.StringVar(&f.layout, "layout", "", "per-rank/per-stage bytes under a layout: built-in name or FILE.json")
 	fl.StringVar(&f.partition, "pp-partition", "", "with a --layout that has pipeline stages: layers per stage, e.g. 7,5,7,5,…,6,3")
 	fl.StringVar(&f.chart, "chart", "", "write the per-rank memory steps of --layout (default "+inspect.DefaultRankLayout+") as a chart: FILE.svg, .png or .pdf")
@@ -114,7 +115,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if err != nil {
 		return flagError("experts", err)
 	}
-	if f.recipe != "" {
+	if f.recipe != "" || experts != convert.ExpertsKeep {
 		if err := checkOptionPairs(convert.Options{Format: format, Experts: experts}); err != nil {
 			return err
 		}

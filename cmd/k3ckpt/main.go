@@ -42,12 +42,13 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nusage: %s (%s --help lists the flags)", err, c.UseLine(), c.CommandPath())
 	})
+	addSchemaFlags(root)
 	for _, c := range root.Commands() {
 		withUsage(c)
 	}
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		foldNameFlags(c)
-		return nil
+		return useSchemaFlag(c)
 	}
 	checkLocations(root)
 	return root

@@ -15,6 +15,6 @@ func reportTotalLine(e convert.ReportEntry) string {
 	} else if !e.Lossless {
 		sqnr = "SQNR undefined"
 	}
-	return fmt.Sprintf("%s, %d blocks (%d lossy), max abs error %.3g, %s",
-		termtext.Plural(e.Tensors, "tensor", "tensors"), e.Blocks, e.LossyBlocks, e.MaxAbsError, sqnr)
+	return fmt.Sprintf("%s, %s blocks (%s lossy), max abs error %.3g, %s",
+		termtext.Plural(e.Tensors, "tensor", "tensors"), termtext.Int(e.Blocks), termtext.Int(e.LossyBlocks), e.MaxAbsError, sqnr)
 }

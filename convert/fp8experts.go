@@ -1,0 +1,254 @@
+package convert
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/k3ckpt/k3ckpt/model"
+	"github.com/k3ckpt/k3ckpt/quant"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// FP8ExpertStats counts the 128×128 blocks of routed experts that
+// --experts fp8 cast to block FP8. A block is lossy when some weight's
+// dequantized value (E4M3 code × block scale, in float32, as an FP8 GEMM
+// sees it) differs from the source's: one E4M3 scale cannot always hold
+// every E8M0 scale of the block's 32-wide MXFP4 groups. They are the
+// quantization report's blocks and lossy blocks of the experts group.
+type FP8ExpertStats struct {
+	Tensors int64 `json:"tensors"`
+	Blocks  int64 `json:"blocks"`
+	Lossy   int64 `json:"lossy"`
+}
+
+// add is the sum of two counts.
+func (s FP8ExpertStats) add(o FP8ExpertStats) FP8ExpertStats {
+	return FP8ExpertStats{Tensors: s.Tensors + o.Tensors, Blocks: s.Blocks + o.Blocks, Lossy: s.Lossy + o.Lossy}
+}
+
+// checkFP8ExpertsOptions refuses the options --experts fp8 has no meaning
+// under, saying which do: ModelOpt's FP8_PB_WO cast writes an all-zero tile
+// as NaN codes under scale 0, and NVIDIA's exporter casts no expert with it,
+// so there is no ModelOpt reference to follow for experts.
+func checkFP8ExpertsOptions(opts Options) error {
+	if opts.Experts == ExpertsFP8 && opts.Numerics == quant.ModelOpt {
+		return fmt.Errorf("%w: --experts fp8 takes --numerics deepgemm (DeepGEMM's per_block_cast_to_fp8; ModelOpt's cast makes all-zero tiles NaN codes under scale 0, and NVIDIA casts no experts with it); it works with every --format (modelopt, deepseek, compressed-tensors) and --scale-fmt fp32 or ue8m0", ErrUnknownFormat)
+	}
+	return nil
+}
+
+// checkFP8ExpertsSource refuses --experts fp8 for experts it cannot read:
+// it casts MXFP4 or unquantized experts.
+func checkFP8ExpertsSource(root string, cfg *model.Config, opts Options) error {
+	if opts.Experts != ExpertsFP8 {
+		return nil
+	}
+	switch cfg.Experts {
+	case model.ExpertsNVFP4:
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then cast that", root, ErrNotQuantizable, ConfigName)
+	case model.ExpertsFP8:
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares them block FP8 already: keep them (--experts keep)", root, ErrNotQuantizable, ConfigName)
+	}
+	return nil
+}
+
+// fp8ExpertOutputs plans a routed expert tensor s under --experts fp8 (src
+// is its 1-based index among the specs, names every spec of its file):
+// MXFP4 codes X.weight_packed become X.weight F8_E4M3 [N, K] and the
+// format's scale tensor, their E8M0 scales are consumed, an unquantized
+// X.weight is quantized as the recipes quantize BF16 weights. handled is
+// false for tensors that are no routed expert's.
+func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safetensors.TensorSpec, opts Options) (out []outputTensor, handled bool, err error) {
+	if model.Classify(s.Name) != model.RoutedExperts {
+		return nil, false, nil
+	}
+	weight := func(name string, n, k int64) []outputTensor {
+		return []outputTensor{
+			{TensorSpec: safetensors.TensorSpec{Name: name, DType: WeightDType, Shape: []int64{n, k}}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
+			{TensorSpec: safetensors.TensorSpec{Name: opts.Format.ScaleName(name), DType: scaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleScale, src: src},
+		}
+	}
+	if base, packed, ok := model.MXFP4Part(s.Name); ok {
+		if !packed {
+			if _, ok := names[base+".weight_packed"]; !ok {
+				return nil, true, fmt.Errorf("tensor %s: %w: MXFP4 scales without their codes %s.weight_packed in the same file", s.Name, ErrNotQuantizable, base)
+			}
+			return nil, true, nil // consumed by the cast of the codes
+		}
+		sc, ok := names[model.MXFP4Scales(base)]
+		if !ok {
+			return nil, true, fmt.Errorf("tensor %s: %w: its E8M0 scales %s are not in the same file", s.Name, ErrNotQuantizable, model.MXFP4Scales(base))
+		}
+		if s.DType != safetensors.U8 || len(s.Shape) != 2 {
+			return nil, true, fmt.Errorf("tensor %s: %w: %s %v are not MXFP4 packed codes (want U8 [N, K/2])", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+		}
+		n, k := s.Shape[0], 2*s.Shape[1]
+		if n < 1 || k < 1 || k > quant.MaxK || sc.DType != safetensors.U8 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
+			return nil, true, fmt.Errorf("tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
+				sc.Name, ErrNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.MXGroupSize)
+		}
+		return weight(base+".weight", n, k), true, nil
+	}
+	if roleOfName(s.Name) != model.RoleWeight {
+		return nil, false, nil // a companion: its weight decides (and refuses an FP8 or NVFP4 one)
+	}
+	switch {
+	case s.DType == safetensors.F8_E4M3:
+		return nil, true, fmt.Errorf("tensor %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and this one is block FP8 already: keep it (--experts keep)", s.Name, ErrNotQuantizable)
+	case s.DType == safetensors.U8:
+		return nil, true, fmt.Errorf("tensor %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and this one is packed %s %v (NVFP4?): decode it first (--experts bf16)", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+	}
+	if err := checkQuantizable(s); err != nil {
+		return nil, true, err
+	}
+	return weight(s.Name, s.Shape[0], s.Shape[1]), true, nil
+}
+
+// isMXFP4Codes reports whether t is a routed expert's MXFP4 codes, which
+// quantize reads through their exact BF16 decode.
+func isMXFP4Codes(t safetensors.TensorInfo) bool {
+	_, packed, ok := model.MXFP4Part(t.Name)
+	return ok && packed && t.DType == safetensors.U8 && len(t.Shape) == 2
+}
+
+// weightSource is where quantize reads weight t of f (ra holds f's bytes)
+// and what it reads: t's own bytes, or for MXFP4 codes the BF16 view of
+// their decode (exact: an E2M1 value times a power of two has at most two
+// significant bits, so BF16 holds every finite product float32 does), with
+// a bounded buffer of the codes and E8M0 scales behind each read.
+func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, prog progress) (*io.SectionReader, safetensors.TensorInfo, bool, error) {
+	if !isMXFP4Codes(t) {
+		return io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()), t, false, nil
+	}
+	base, _, _ := model.MXFP4Part(t.Name)
+	sc, ok := f.Lookup(model.MXFP4Scales(base))
+	n, k := t.Shape[0], 2*t.Shape[1]
+	if !ok || sc.DType != safetensors.U8 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
+		return nil, t, false, fmt.Errorf("%w: the E8M0 scales %s of MXFP4 codes %v are missing or not U8 [%d, %d]", ErrNotQuantizable, model.MXFP4Scales(base), t.Shape, n, k/quant.MXGroupSize)
+	}
+	v := &mxfp4View{codes: tensorSection(ra, f, t), scales: tensorSection(ra, f, sc), scalesName: sc.Name, k: k, buf: &s.fx.buf, prog: prog}
+	view := safetensors.TensorInfo{Name: t.Name, DType: safetensors.BF16, Shape: []int64{n, k}, Begin: 0, End: 2 * n * k}
+	return io.NewSectionReader(v, 0, 2*n*k), view, true, nil
+}
+
+// mxfp4View reads MXFP4 codes and scales as the little-endian BF16 bytes of
+// their decode. Reads must cover whole 32-element groups, as every read of
+// quantize does (bands of rows, column tiles of multiples of 128).
+type mxfp4View struct {
+	codes, scales *io.SectionReader
+	scalesName    string
+	k             int64
+	buf           *[]byte
+	prog          progress
+}
+
+// groupBytes is one MXFP4 group's size in the BF16 view.
+const groupBytes = 2 * quant.MXGroupSize
+
+func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
+	if off%groupBytes != 0 || len(p)%groupBytes != 0 {
+		return 0, fmt.Errorf("MXFP4 view: read of %d bytes at %d is not whole groups of 32", len(p), off)
+	}
+	g0, ng := off/groupBytes, int64(len(p)/groupBytes)
+	need := int(ng * (1 + quant.MXGroupSize/2))
+	if cap(*v.buf) < need {
+		*v.buf = make([]byte, need)
+	}
+	b := (*v.buf)[:need]
+	sc, codes := b[:ng], b[ng:]
+	// Scales first, then codes: the order fileRanges plans for a remote source.
+	if _, err := v.scales.ReadAt(sc, g0); err != nil {
+		return 0, fmt.Errorf("read %s at %d: %w", v.scalesName, g0, err)
+	}
+	if _, err := v.codes.ReadAt(codes, g0*quant.MXGroupSize/2); err != nil {
+		return 0, fmt.Errorf("read MXFP4 codes at %d: %w", g0*quant.MXGroupSize/2, err)
+	}
+	v.prog.Add(int64(need))
+	nan, err := quant.MXFP4ToBF16(p, codes, sc)
+	if err != nil {
+		return 0, err
+	}
+	if nan > 0 {
+		g := g0 + int64(firstByte(sc, quant.E8M0NaN))
+		row, col := g*quant.MXGroupSize/v.k, g*quant.MXGroupSize%v.k
+		return 0, fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) in %s at row %d, group %d (elements %d..%d), 128×128 block %d,%d: the release never holds one; the file is damaged",
+			quant.ErrNonFinite, v.scalesName, row, col/quant.MXGroupSize, col, col+quant.MXGroupSize-1, row/blockSize, col/blockSize)
+	}
+	return len(p), nil
+}
+
+// mxfp4Reads calls read with each (tensor, offset in it, length) quantize
+// reads of MXFP4 codes t through their view: per view read, its scales
+// then its codes.
+func mxfp4Reads(f *safetensors.File, t safetensors.TensorInfo, read func(t safetensors.TensorInfo, off, n int64)) {
+	base, _, _ := model.MXFP4Part(t.Name)
+	sc, ok := f.Lookup(model.MXFP4Scales(base))
+	if !ok {
+		return // quantize fails before reading
+	}
+	n, k := t.Shape[0], 2*t.Shape[1]
+	quantReads(safetensors.TensorInfo{Name: t.Name, DType: safetensors.BF16, Shape: []int64{n, k}, End: 2 * n * k}, func(off, l int64) {
+		g0, ng := off/groupBytes, l/groupBytes
+		read(sc, g0, ng)
+		read(t, g0*quant.MXGroupSize/2, ng*quant.MXGroupSize/2)
+	})
+}
+
+// fp8xScratch is a job's state for FP8 experts: the view's buffer and the
+// block counts.
+type fp8xScratch struct {
+	buf   []byte
+	stats FP8ExpertStats
+}
+
+// counted adds one expert tensor's blocks to the counts, from the error the
+// quantization report measured for it in the same pass (quant.ErrStats: a
+// block is lossy when some float32 product code × scale differs from the
+// source value, ±0 equal). m is nil only when measuring is off.
+func (x *fp8xScratch) counted(m *quant.ErrStats) {
+	x.stats.Tensors++
+	if m != nil {
+		x.stats.Blocks += m.Blocks
+		x.stats.Lossy += m.LossyBlocks
+	}
+}
+
+// specsByName indexes a file's specs by name.
+func specsByName(in []safetensors.TensorSpec) map[string]safetensors.TensorSpec {
+	m := make(map[string]safetensors.TensorSpec, len(in))
+	for _, s := range in {
+		m[s.Name] = s
+	}
+	return m
+}
+
+// fp8Banks are the expert banks that are block FP8 in the output: every
+// one under --experts fp8, none otherwise.
+func fp8Banks(m modules, opts Options) []string {
+	if opts.Experts == ExpertsFP8 {
+		return m.experts
+	}
+	return nil
+}
+
+// fp8ExpertsModules is m as a DeepSeek-V3 config lists it: banks of FP8
+// experts are FP8 modules, not modules to ignore.
+func fp8ExpertsModules(m modules, opts Options) modules {
+	if opts.Experts == ExpertsFP8 {
+		m.experts = nil
+	}
+	return m
+}
+
+// expertsTarget is the compressed-tensors target of FP8 routed experts: a
+// MoE layer's bank (the fused layer engines build) and each expert's
+// projections, under either text prefix and the engines' mlp spelling.
+const expertsTarget = `re:(?:.*\.)?layers\.\d+\.(?:block_sparse_moe|mlp)\.experts(?:\.\d+\.\w+)?$`
+
+// fp8ExpertsTargets are the FP8 group's targets for the experts.
+func fp8ExpertsTargets(m modules, opts Options) []string {
+	if len(fp8Banks(m, opts)) == 0 {
+		return nil
+	}
+	return []string{expertsTarget}
+}

@@ -1,0 +1,234 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// A family's config reader. Kimi-K3's is Go (reader "kimi_linear": its
+// layer schedule lists, AttnRes, compressed-tensors and ModelOpt
+// quantization, vision_config); any other family's config is read from its
+// schema's "config" section by readGeneric: each dimension by its key, in
+// order, with its bounds, default and condition, and the roles the product
+// uses (layers, hidden, experts…) named.
+
+// configFile is a schema's "config" section.
+type configFile struct {
+	Reader     string    `json:"reader"`
+	ModelTypes []string  `json:"model_types"`
+	Dims       []dimFile `json:"dims"`
+	// FP8Block accepts a quantization_config of DeepSeek's block FP8
+	// (quant_method fp8, weight_block_size [128, 128]); the name fp8 reads 1
+	// then, else 0.
+	FP8Block bool `json:"fp8_block"`
+}
+
+// dimFile is one config key the reader reads.
+type dimFile struct {
+	Key  string `json:"key"`
+	Role string `json:"role"`
+	// Type is "size" (the default: an integer in [min, max]) or "bool".
+	Type string `json:"type"`
+	// Min, Max and Default are expressions over the keys read before; Min
+	// defaults to 1, Max to 2^24; without Default the key is required.
+	Min     exprText `json:"min"`
+	Max     exprText `json:"max"`
+	Default exprText `json:"default"`
+	// When, if set, is the condition under which the key is read (else it is 0).
+	When exprText `json:"when"`
+}
+
+// exprText is an expression written as a JSON string or integer (decoded
+// as json.Number).
+type exprText = any
+
+func exprString(v exprText) (string, error) {
+	switch t := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return t, nil
+	case float64:
+		if t == float64(int64(t)) {
+			return fmt.Sprint(int64(t)), nil
+		}
+	}
+	return "", fmt.Errorf("want an expression (a string or an integer), got %v", v)
+}
+
+// dimRule is a checked dimFile.
+type dimRule struct {
+	key, role           string
+	boolean             bool
+	min, max, def, when *expr
+}
+
+// roles are the dimensions the product reads by meaning, with the Config
+// field each fills.
+var roles = map[string]func(c *Config, v int64){
+	"layers":           func(c *Config, v int64) { c.NumLayers = int(v) },
+	"hidden":           func(c *Config, v int64) { c.Hidden = v },
+	"vocab":            func(c *Config, v int64) { c.Vocab = v },
+	"intermediate":     func(c *Config, v int64) { c.Intermediate = v },
+	"heads":            func(c *Config, v int64) { c.NumHeads = v },
+	"kv_heads":         func(c *Config, v int64) { c.NumKVHeads = v },
+	"experts":          func(c *Config, v int64) { c.NumExperts = v },
+	"top_k":            func(c *Config, v int64) { c.TopK = v },
+	"shared_experts":   func(c *Config, v int64) { c.NumShared = v },
+	"moe_intermediate": func(c *Config, v int64) { c.MoEIntermediate = v },
+	"first_dense":      func(c *Config, v int64) { c.FirstKDense = int(v) },
+	"tie_embeddings":   func(c *Config, v int64) { c.TieEmbeddings = v != 0 },
+	// extra_layers are layers after the main ones (DeepSeek's MTP layers):
+	// the name mtp reads 1 in them.
+	"extra_layers": func(c *Config, v int64) {},
+}
+
+func (s *schema) loadConfig(f configFile) error {
+	fail := func(where string, err error) error {
+		return fmt.Errorf("schema %s: config.%s: %w", s.family, where, err)
+	}
+	s.reader, s.modelTypes, s.fp8Block = f.Reader, f.ModelTypes, f.FP8Block
+	switch {
+	case len(s.modelTypes) == 0:
+		return fail("model_types", fmt.Errorf("none"))
+	case s.reader == "kimi_linear":
+		return nil
+	case s.reader != "":
+		return fail("reader", fmt.Errorf("unknown reader %q (kimi_linear, or none for the dims)", s.reader))
+	}
+	seen := map[string]bool{}
+	for i, d := range f.Dims {
+		where := fmt.Sprintf("dims[%d] (%s)", i, d.Key)
+		r := dimRule{key: d.Key, role: d.Role}
+		if d.Key == "" || seen[d.Key] {
+			return fail(where, fmt.Errorf("a key must be given, and once"))
+		}
+		seen[d.Key] = true
+		if _, ok := roles[d.Role]; d.Role != "" && !ok {
+			return fail(where, fmt.Errorf("unknown role %q", d.Role))
+		}
+		switch d.Type {
+		case "", "size":
+		case "bool":
+			r.boolean = true
+		default:
+			return fail(where, fmt.Errorf("type %q is not size or bool", d.Type))
+		}
+		for _, x := range []struct {
+			src exprText
+			dst **expr
+		}{{d.Min, &r.min}, {d.Max, &r.max}, {d.Default, &r.def}, {d.When, &r.when}} {
+			src, err := exprString(x.src)
+			if err == nil {
+				*x.dst, err = optExpr(src)
+			}
+			if err != nil {
+				return fail(where, err)
+			}
+		}
+		s.readDims = append(s.readDims, r)
+	}
+	if !seen[roleKey(s, "layers")] {
+		return fail("dims", fmt.Errorf("no dimension has the role \"layers\""))
+	}
+	return nil
+}
+
+func roleKey(s *schema, role string) string {
+	for _, d := range s.readDims {
+		if d.role == role {
+			return d.key
+		}
+	}
+	return ""
+}
+
+// readGeneric reads a config by its family's dims: every layer a full
+// attention layer, dense below first_dense, MoE from there, experts BF16.
+func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
+	p := &fields{}
+	top := jobj{m: raw}
+	c := &Config{raw: raw, sch: s, values: map[string]int64{}}
+	read := func(name string) (int64, error) {
+		if v, ok := c.values[name]; ok {
+			return v, nil
+		}
+		return 0, fmt.Errorf("%s: not read yet", name)
+	}
+	evalOr := func(e *expr, def int64) int64 {
+		if e == nil || p.err != nil {
+			return def
+		}
+		v, err := e.eval(read)
+		if err != nil {
+			p.fail("(schema "+s.family+")", "%v", err)
+		}
+		return v
+	}
+	for _, d := range s.readDims {
+		if d.when != nil && evalOr(d.when, 0) == 0 {
+			c.values[d.key] = 0
+			continue
+		}
+		var v int64
+		switch {
+		case d.boolean:
+			v = b2i(p.boolean(top, d.key, evalOr(d.def, 0) != 0))
+		case d.def != nil:
+			v = p.sizeOr(top, d.key, evalOr(d.min, 1), evalOr(d.max, maxDim), evalOr(d.def, 0))
+		default:
+			if lo := evalOr(d.min, 1); lo != 1 {
+				v = p.sizeOr(top, d.key, lo, evalOr(d.max, maxDim), -1)
+				if v == -1 && p.err == nil {
+					p.fail(d.key, "missing")
+				}
+			} else {
+				v = p.size(top, d.key, evalOr(d.max, maxDim))
+			}
+		}
+		if p.err != nil {
+			return nil, p.err
+		}
+		c.values[d.key] = v
+		if set := roles[d.role]; set != nil {
+			set(c, v)
+		}
+	}
+	c.values["fp8"] = 0
+	if q, ok := p.object(top, "quantization_config", false); ok && !s.fp8Block {
+		return nil, &fieldError{Field: "quantization_config", Msg: "family " + s.family + " reads BF16 checkpoints only: its schema describes no quantization"}
+	} else if ok {
+		if m := p.str(q, "quant_method", true); p.err == nil && m != QuantFP8 {
+			p.fail(q.name("quant_method"), "family %s reads block FP8 (%q) only, got %q", s.family, QuantFP8, m)
+		}
+		if b, _ := q.m["weight_block_size"].([]any); p.err == nil && (len(b) != 2 || b[0] != json.Number("128") || b[1] != json.Number("128")) {
+			p.fail(q.name("weight_block_size"), "must be [128, 128], got %s", describe(q.m["weight_block_size"]))
+		}
+		c.values["fp8"] = 1
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	main := c.NumLayers
+	c.NumLayers += int(c.values[roleKey(s, "extra_layers")])
+	c.Experts = ExpertsBF16
+	c.AttnResBlockSize = max(c.NumLayers, 1)
+	c.layers = make([]layer, c.NumLayers)
+	for i := range c.layers {
+		c.layers[i] = layer{Index: i, Attention: MLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
+	}
+	c.cls = newClassifier(s, c.layers)
+	if err := c.resolve(); err != nil {
+		return nil, err
+	}
+	if n := c.NumTensors(); n > maxTensors {
+		return nil, &fieldError{Field: roleKey(s, "layers"), Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, maxTensors)}
+	}
+	return c, nil
+}
+
+// modelType is the config's top-level model_type, "" when there is none.
+func modelType(raw map[string]any) string {
+	t, _ := raw["model_type"].(string)
+	return t
+}

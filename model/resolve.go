@@ -1,0 +1,274 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// templates is a config's reading of its family's schema: every unit it
+// uses with its tensors' dtypes and shapes, the layer parts, and the
+// model-level shards it has. A config resolves it once; it is read-only.
+type templates struct {
+	layer  []resolvedPart // every layer part; a layer has those of its mask
+	shards []resolvedShard
+}
+
+// resolvedPart is a unit placed under a prefix: once (repeat 0), or repeat
+// times under pre + n + post.
+type resolvedPart struct {
+	ts        []tmpl
+	repeat    int64
+	pre, post string
+	repeated  bool
+}
+
+func (p resolvedPart) count() int64 {
+	if p.repeated {
+		return p.repeat
+	}
+	return 1
+}
+
+type resolvedShard struct {
+	parts  []resolvedPart
+	groups []Group
+}
+
+// prefixVars are the name variables of this config's kind ({P}, {LM}).
+func (c *Config) prefixVars() map[string]string {
+	if c.Multimodal {
+		return c.schema().prefixes[1]
+	}
+	return c.schema().prefixes[0]
+}
+
+func (c *Config) schema() *schema {
+	if c.sch == nil {
+		return k3Schema
+	}
+	return c.sch
+}
+
+// value resolves a name of a schema expression: a dimension of the schema,
+// else a config key as the reader read it.
+func (c *Config) value(name string, depth int) (int64, error) {
+	if e, ok := c.schema().dims[name]; ok {
+		if depth > 16 {
+			return 0, fmt.Errorf("dimension %s: defined in terms of itself", name)
+		}
+		return e.root.eval(func(n string) (int64, error) { return c.value(n, depth+1) })
+	}
+	if v, ok := c.configValue(name); ok {
+		return v, nil
+	}
+	return 0, fmt.Errorf("%s: no such dimension or config key", name)
+}
+
+func (c *Config) env(name string) (int64, error) { return c.value(name, 0) }
+
+// layerEnv adds a layer's kinds (kda, mla, dense, moe, mtp) to the config's names.
+func (c *Config) layerEnv(l layer) env {
+	return func(name string) (int64, error) {
+		switch name {
+		case "kda":
+			return b2i(l.Attention == kDA), nil
+		case "mla":
+			return b2i(l.Attention == MLA), nil
+		case "dense":
+			return b2i(!l.MoE), nil
+		case "moe":
+			return b2i(l.MoE), nil
+		case "mtp":
+			return b2i(l.extra), nil
+		}
+		return c.env(name)
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// unitTemplates resolves one unit: its tensors that exist for this config,
+// their names with the prefix variables filled in, their shapes.
+func (c *Config) unitTemplates(unit string) ([]tmpl, error) {
+	rules, ok := c.schema().units[unit]
+	if !ok {
+		return nil, fmt.Errorf("model %s: no unit %q", c.schema().family, unit)
+	}
+	vars := c.prefixVars()
+	out := make([]tmpl, 0, len(rules))
+	for _, r := range rules {
+		if r.when != nil {
+			v, err := r.when.eval(c.env)
+			if err != nil {
+				return nil, fmt.Errorf("model %s: %s: %w", c.schema().family, r.name, err)
+			}
+			if v == 0 {
+				continue
+			}
+		}
+		t := tmpl{suffix: expand(r.name, vars), dtype: r.dtype, shape: make([]int64, len(r.shape)), live: -1}
+		for i, d := range r.shape {
+			v, err := d.eval(c.env)
+			if err == nil && v < 0 {
+				err = fmt.Errorf("%s is %d", d.src, v)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("model %s: %s: %w", c.schema().family, r.name, err)
+			}
+			t.shape[i] = v
+		}
+		if r.live != nil {
+			v, err := r.live.eval(c.env)
+			if err != nil {
+				return nil, fmt.Errorf("model %s: %s: %w", c.schema().family, r.name, err)
+			}
+			t.live = v
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// resolvePart resolves a part; a layer part's prefix is completed per layer.
+func (c *Config) resolvePart(p partRule, cache map[string][]tmpl) (resolvedPart, error) {
+	// FP8 experts (--experts fp8) are described as the BF16 weights they
+	// were cast from, as every FP8 weight of a conversion is.
+	form := c.Experts
+	if form == ExpertsFP8 {
+		form = ExpertsBF16
+	}
+	unit := expand(p.unit, map[string]string{"experts": form.String()})
+	ts, ok := cache[unit]
+	if !ok {
+		var err error
+		if ts, err = c.unitTemplates(unit); err != nil {
+			return resolvedPart{}, err
+		}
+		cache[unit] = ts
+	}
+	r := resolvedPart{ts: ts}
+	r.pre, r.post, r.repeated = strings.Cut(expand(p.prefix, c.prefixVars()), "{n}")
+	if p.repeat != nil {
+		v, err := p.repeat.eval(c.env)
+		if err == nil && v < 0 {
+			err = fmt.Errorf("%s is %d", p.repeat.src, v)
+		}
+		if err != nil {
+			return resolvedPart{}, fmt.Errorf("model %s: %s: %w", c.schema().family, p.unit, err)
+		}
+		r.repeat = v
+	}
+	return r, nil
+}
+
+// resolve reads the schema for this config: the layers' parts (and which
+// each layer has) and the model-level shards whose condition holds.
+func (c *Config) resolve() error {
+	s := c.schema()
+	t := &templates{}
+	cache := map[string][]tmpl{}
+	for i := range c.layers {
+		l := &c.layers[i]
+		for j, p := range s.layerParts {
+			if p.when != nil {
+				v, err := p.when.eval(c.layerEnv(*l))
+				if err != nil {
+					return fmt.Errorf("model %s: layer part %s: %w", s.family, p.unit, err)
+				}
+				if v == 0 {
+					continue
+				}
+			}
+			l.parts |= 1 << j
+		}
+	}
+	used := uint64(0)
+	for _, l := range c.layers {
+		used |= l.parts
+	}
+	t.layer = make([]resolvedPart, len(s.layerParts))
+	for j, p := range s.layerParts {
+		if used&(1<<j) == 0 {
+			continue
+		}
+		r, err := c.resolvePart(p, cache)
+		if err != nil {
+			return err
+		}
+		t.layer[j] = r
+	}
+	for _, sh := range s.shards {
+		if sh.when != nil {
+			v, err := sh.when.eval(c.env)
+			if err != nil {
+				return fmt.Errorf("model %s: shard: %w", s.family, err)
+			}
+			if v == 0 {
+				continue
+			}
+		}
+		rs := resolvedShard{groups: sh.groups}
+		for _, p := range sh.parts {
+			r, err := c.resolvePart(p, cache)
+			if err != nil {
+				return err
+			}
+			rs.parts = append(rs.parts, r)
+		}
+		t.shards = append(t.shards, rs)
+	}
+	c.tmpl = t
+	return nil
+}
+
+func (c *Config) templates() *templates { return c.tmpl }
+
+// shardParts lists the parts of 0-based shard i with their full prefixes.
+func (c *Config) shardParts(i int) []resolvedPart {
+	t := c.tmpl
+	if i >= c.NumLayers {
+		return t.shards[i-c.NumLayers].parts
+	}
+	l := c.layers[i]
+	lp := expand(c.schema().layerPrefix, c.prefixVars())
+	lp = strings.ReplaceAll(lp, "{n}", strconv.Itoa(i))
+	out := make([]resolvedPart, 0, len(t.layer))
+	for j, p := range t.layer {
+		if l.parts&(1<<j) != 0 {
+			p.pre = lp + p.pre
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// shardUnits lists, for 0-based shard i, the template groups it holds and
+// the name prefix of each (one entry per layer part, expert or vision block).
+func (c *Config) shardUnits(_ *templates, i int, fn func(prefix string, ts []tmpl)) {
+	for _, p := range c.shardParts(i) {
+		if !p.repeated {
+			fn(p.pre, p.ts)
+			continue
+		}
+		for n := range p.repeat {
+			fn(p.pre+strconv.FormatInt(n, 10)+p.post, p.ts)
+		}
+	}
+}
+
+// expertUnit is the unit of the layers' repeated part (the routed experts),
+// "" when the family has none.
+func (c *Config) expertUnit() string {
+	for _, p := range c.schema().layerParts {
+		if p.repeat != nil {
+			return p.unit
+		}
+	}
+	return ""
+}

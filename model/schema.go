@@ -1,0 +1,497 @@
+package model
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// A model family is a schema file (families/*.json for the built-ins): the
+// dimensions a config gives, the tensor groups, every tensor of a layer and
+// of the model-level shards with its dtype and shape as expressions over
+// those dimensions, the layer schedule's parts, the shard placement and the
+// name spellings the classifier accepts. This file reads and checks one; the
+// catalog, the classifier and synth interpret it.
+
+//go:embed families/k3.json
+var k3SchemaJSON []byte
+
+// schemaFile is a schema file as written.
+type schemaFile struct {
+	Family   string                       `json:"family"`
+	Doc      string                       `json:"doc"`
+	Config   configFile                   `json:"config"`
+	Prefixes map[string]map[string]string `json:"prefixes"`
+	Dims     map[string]string            `json:"dims"`
+	Groups   [][2]string                  `json:"groups"`
+	Units    map[string][]struct {
+		Name  string            `json:"name"`
+		Group string            `json:"group"`
+		DType safetensors.DType `json:"dtype"`
+		Shape []string          `json:"shape"`
+		When  string            `json:"when"`
+		Live  string            `json:"live"`
+		// FP8 marks a weight the release stores as block FP8 when the
+		// config declares it (fp8): F8_E4M3 with an F32 weight_scale_inv
+		// per 128×128 block, else BF16.
+		FP8 bool `json:"fp8"`
+	} `json:"units"`
+	Layer struct {
+		Prefix string     `json:"prefix"`
+		Parts  []partFile `json:"parts"`
+	} `json:"layer"`
+	Shards []struct {
+		Parts  []partFile `json:"parts"`
+		Groups []string   `json:"groups"`
+		When   string     `json:"when"`
+	} `json:"shards"`
+	Names struct {
+		Aliases           map[string]string `json:"aliases"`
+		RootModules       map[string]string `json:"root_modules"`
+		RootPrefixes      map[string]string `json:"root_prefixes"`
+		Experts           []string          `json:"experts"`
+		ExpertProjections map[string]string `json:"expert_projections"`
+	} `json:"names"`
+	Engines struct {
+		Doc     string      `json:"doc"`
+		Renames [][2]string `json:"renames"`
+		Fused   []struct {
+			Name    string   `json:"name"`
+			Parent  string   `json:"parent"`
+			Members []string `json:"members"`
+			Engines []Engine `json:"engines"`
+		} `json:"fused"`
+		ModelOptExclude []string    `json:"modelopt_exclude"`
+		SharedScale     [][2]string `json:"shared_scale"`
+	} `json:"engines"`
+}
+
+type partFile struct {
+	Unit   string `json:"unit"`
+	When   string `json:"when"`
+	Repeat string `json:"repeat"`
+	Prefix string `json:"prefix"`
+}
+
+// schema is a checked schema file, ready to interpret.
+type schema struct {
+	family string
+	// reader is "kimi_linear" for K3's Go reader, "" for readDims.
+	reader     string
+	modelTypes []string
+	readDims   []dimRule
+	fp8Block   bool
+	// prefixes are the name variables ({P}, {LM}) of a bare text config
+	// ([0]) and of a multimodal one ([1]).
+	prefixes [2]map[string]string
+	dims     map[string]expr
+	units    map[string][]tensorRule
+	// layerPrefix is the name prefix of layer {n}; layerParts its parts.
+	layerPrefix string
+	layerParts  []partRule
+	shards      []shardRule
+
+	// The classifier's tables.
+	layerKeys    map[string]layerGroup // after "layers.N.": module, or a parameter's whole tail
+	textTop      map[string]Group      // after the text prefix, outside the layers
+	rootModules  map[string]Group
+	rootPrefixes []prefixGroup
+	expertPaths  []string // after "layers.N.", before the expert's number
+	expertProj   map[string]ExpertProj
+	// expertsPart is the catalog's spelling of expertPaths.
+	expertsPart string
+	// outer + text is the multimodal text prefix, text the bare one; layers
+	// is what follows it before a layer's number.
+	outer, text, layers string
+
+	// The engines' spellings.
+	renames         [][2]string // checkpoint → runtime module name parts
+	fused           []fusedGroup
+	modelOptExclude []string
+	sharedScale     [][2]string
+}
+
+type groupDef struct {
+	name string
+	comp Component
+}
+
+type prefixGroup struct {
+	prefix string
+	group  Group
+}
+
+// tensorRule is a tensor of a unit: its name after the unit's prefix, its
+// group, dtype and shape, and when it exists.
+type tensorRule struct {
+	name  string
+	group Group
+	dtype safetensors.DType
+	shape []expr
+	when  *expr
+	live  *expr // the values before the zero padding, when padded
+}
+
+// partRule is a unit placed in a layer or a shard, once or repeat times
+// under prefix ({n} the repetition).
+type partRule struct {
+	unit   string
+	when   *expr
+	repeat *expr
+	prefix string
+}
+
+type shardRule struct {
+	parts  []partRule
+	groups []Group
+	when   *expr
+}
+
+func optExpr(s string) (*expr, error) {
+	if s == "" {
+		return nil, nil
+	}
+	e, err := parseExpr(s)
+	return &e, err
+}
+
+// loadSchema reads and checks a schema file: unknown fields, unknown groups
+// and dtypes, and expressions that do not parse are errors that name where.
+func loadSchema(data []byte) (*schema, error) {
+	var f schemaFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	if f.Family == "" {
+		return nil, fmt.Errorf("schema: no \"family\"")
+	}
+	fail := func(where string, err error) error {
+		return fmt.Errorf("schema %s: %s: %w", f.Family, where, err)
+	}
+	s := &schema{family: f.Family, dims: map[string]expr{}, units: map[string][]tensorRule{},
+		layerKeys: map[string]layerGroup{}, textTop: map[string]Group{}, rootModules: map[string]Group{},
+		expertProj: map[string]ExpertProj{}}
+	if err := s.loadConfig(f.Config); err != nil {
+		return nil, err
+	}
+	if s.prefixes[0] = f.Prefixes["text"]; s.prefixes[0] == nil {
+		return nil, fail("prefixes", fmt.Errorf("no \"text\" prefixes"))
+	}
+	if s.prefixes[1] = f.Prefixes["multimodal"]; s.prefixes[1] == nil {
+		s.prefixes[1] = s.prefixes[0]
+	}
+	for k, v := range f.Dims {
+		e, err := parseExpr(v)
+		if err != nil {
+			return nil, fail("dims."+k, err)
+		}
+		s.dims[k] = e
+	}
+	// A family's groups join the package's: a name another family has is
+	// the same group (with the same component), a new one is added.
+	byName := map[string]Group{}
+	for i, g := range f.Groups {
+		comp, err := ParseComponent(g[1])
+		if err != nil {
+			return nil, fail(fmt.Sprintf("groups[%d]", i), err)
+		}
+		if _, dup := byName[g[0]]; dup || g[0] == "" {
+			return nil, fail(fmt.Sprintf("groups[%d]", i), fmt.Errorf("group %q named twice or empty", g[0]))
+		}
+		if byName[g[0]], err = internGroup(g[0], comp); err != nil {
+			return nil, fail(fmt.Sprintf("groups[%d]", i), err)
+		}
+	}
+	group := func(where, name string) (Group, error) {
+		g, ok := byName[name]
+		if !ok {
+			return 0, fail(where, fmt.Errorf("unknown group %q", name))
+		}
+		return g, nil
+	}
+	for u, ts := range f.Units {
+		for i, t := range ts {
+			where := fmt.Sprintf("units.%s[%d] (%s)", u, i, t.Name)
+			r := tensorRule{name: t.Name, dtype: t.DType}
+			var err error
+			if r.group, err = group(where, t.Group); err != nil {
+				return nil, err
+			}
+			r.shape = make([]expr, len(t.Shape))
+			for j, d := range t.Shape {
+				if r.shape[j], err = parseExpr(d); err != nil {
+					return nil, fail(where, err)
+				}
+			}
+			if r.when, err = optExpr(t.When); err != nil {
+				return nil, fail(where, err)
+			}
+			if r.live, err = optExpr(t.Live); err != nil {
+				return nil, fail(where, err)
+			}
+			if !t.FP8 {
+				s.units[u] = append(s.units[u], r)
+				continue
+			}
+			rules, err := fp8Rules(r, t.When)
+			if err != nil {
+				return nil, fail(where, err)
+			}
+			s.units[u] = append(s.units[u], rules...)
+		}
+	}
+	parts := func(where string, ps []partFile) ([]partRule, error) {
+		var out []partRule
+		for i, p := range ps {
+			w := fmt.Sprintf("%s[%d]", where, i)
+			r := partRule{unit: p.Unit, prefix: p.Prefix}
+			known := false // under one of the experts' formats, at least
+			for _, f := range []ExpertFormat{ExpertsMXFP4, ExpertsBF16, ExpertsNVFP4} {
+				_, ok := s.units[expand(p.Unit, map[string]string{"experts": f.String()})]
+				known = known || ok
+			}
+			if !known {
+				return nil, fail(w, fmt.Errorf("unknown unit %q", p.Unit))
+			}
+			var err error
+			if r.when, err = optExpr(p.When); err != nil {
+				return nil, fail(w, err)
+			}
+			if r.repeat, err = optExpr(p.Repeat); err != nil {
+				return nil, fail(w, err)
+			}
+			if (r.repeat != nil) != strings.Contains(p.Prefix, "{n}") {
+				return nil, fail(w, fmt.Errorf("a repeated part needs a prefix with {n}, and only it"))
+			}
+			out = append(out, r)
+		}
+		return out, nil
+	}
+	var err error
+	s.layerPrefix = f.Layer.Prefix
+	if s.layerParts, err = parts("layer.parts", f.Layer.Parts); err != nil {
+		return nil, err
+	}
+	for i, sh := range f.Shards {
+		r := shardRule{}
+		if r.parts, err = parts(fmt.Sprintf("shards[%d].parts", i), sh.Parts); err != nil {
+			return nil, err
+		}
+		for _, g := range sh.Groups {
+			gr, err := group(fmt.Sprintf("shards[%d].groups", i), g)
+			if err != nil {
+				return nil, err
+			}
+			r.groups = append(r.groups, gr)
+		}
+		if r.when, err = optExpr(sh.When); err != nil {
+			return nil, fail(fmt.Sprintf("shards[%d]", i), err)
+		}
+		s.shards = append(s.shards, r)
+	}
+	s.text = s.prefixes[0]["P"]
+	s.outer, _ = strings.CutSuffix(s.prefixes[1]["P"], s.text)
+	lp, ok := strings.CutPrefix(f.Layer.Prefix, "{P}")
+	if s.layers, _, _ = strings.Cut(lp, "{n}"); !ok || s.text == "" || !strings.HasSuffix(f.Layer.Prefix, "{n}.") {
+		return nil, fail("layer.prefix", fmt.Errorf("must be {P}<name>{n}. with a text prefix P"))
+	}
+	if err := s.nameTables(&f, group); err != nil {
+		return nil, err
+	}
+	s.renames, s.modelOptExclude, s.sharedScale = f.Engines.Renames, f.Engines.ModelOptExclude, f.Engines.SharedScale
+	for _, g := range f.Engines.Fused {
+		s.fused = append(s.fused, fusedGroup{Name: g.Name, Parent: g.Parent, members: g.Members, Engines: g.Engines})
+	}
+	return s, nil
+}
+
+// nameTables derives the classifier's tables from the units: a layer
+// part's tensors by their name after the layer prefix (those of a part
+// that exists in MLA layers only on the MLA side, so the schedule decides
+// names both attention kinds have), the text model's other tensors by the
+// name after the text prefix, then the spellings the file adds.
+func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group, error)) error {
+	key := func(name string) string {
+		if module, role := SplitRole(name); role != roleParam {
+			return module
+		}
+		return name
+	}
+	fail := func(where string, err error) error {
+		return fmt.Errorf("schema %s: %s: %w", s.family, where, err)
+	}
+	for _, p := range s.layerParts {
+		if p.repeat != nil {
+			if s.expertsPart != "" {
+				return fail("layer.parts", fmt.Errorf("one repeated part per layer (the routed experts)"))
+			}
+			s.expertsPart, _, _ = strings.Cut(p.prefix, "{n}")
+			continue
+		}
+		mla := p.when != nil && p.when.src == "mla"
+		for _, t := range s.units[p.unit] {
+			k := key(t.name)
+			lg := s.layerKeys[k]
+			if mla {
+				lg.mla = t.group
+			} else {
+				lg.kda = t.group
+			}
+			s.layerKeys[k] = lg
+		}
+	}
+	for _, sh := range s.shards {
+		for _, p := range sh.parts {
+			for _, t := range s.units[p.unit] {
+				if rest, ok := strings.CutPrefix(t.name, "{P}"); ok {
+					s.textTop[key(rest)] = t.group
+				}
+			}
+		}
+	}
+	for alias, of := range f.Names.Aliases {
+		lg, ok := s.layerKeys[of]
+		if !ok {
+			return fail("names.aliases."+alias, fmt.Errorf("%q is no layer tensor", of))
+		}
+		s.layerKeys[alias] = lg
+	}
+	for m, g := range f.Names.RootModules {
+		gr, err := group("names.root_modules", g)
+		if err != nil {
+			return err
+		}
+		s.rootModules[m] = gr
+	}
+	for p, g := range f.Names.RootPrefixes {
+		gr, err := group("names.root_prefixes", g)
+		if err != nil {
+			return err
+		}
+		s.rootPrefixes = append(s.rootPrefixes, prefixGroup{p, gr})
+	}
+	s.expertPaths = f.Names.Experts
+	if s.expertsPart != "" && !containsString(s.expertPaths, s.expertsPart) {
+		s.expertPaths = append([]string{s.expertsPart}, s.expertPaths...)
+	}
+	for n, p := range f.Names.ExpertProjections {
+		switch p {
+		case "w1":
+			s.expertProj[n] = ExpertW1
+		case "w2":
+			s.expertProj[n] = ExpertW2
+		case "w3":
+			s.expertProj[n] = ExpertW3
+		default:
+			return fail("names.expert_projections."+n, fmt.Errorf("%q is not w1, w2 or w3", p))
+		}
+	}
+	return nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// fp8Rules expands a block-FP8 weight X.weight [N, K] into its two forms:
+// BF16 without fp8, else F8_E4M3 and X.weight_scale_inv F32
+// [⌈N/128⌉, ⌈K/128⌉] (DeepSeek's convention, model.DeepSeek).
+func fp8Rules(r tensorRule, when string) ([]tensorRule, error) {
+	if len(r.shape) != 2 || !strings.HasSuffix(r.name, ".weight") {
+		return nil, fmt.Errorf("an fp8 tensor is a 2-D X.weight")
+	}
+	and := func(cond string) (*expr, error) {
+		switch {
+		case when == "":
+		case strings.HasPrefix(when, "!"):
+			cond = "(1-(" + when[1:] + "))*" + cond
+		default:
+			cond = "(" + when + ")*" + cond
+		}
+		return optExpr(cond)
+	}
+	bf, fp, sc := r, r, r
+	var err error
+	if bf.when, err = and("(1-fp8)"); err != nil {
+		return nil, err
+	}
+	bf.dtype = safetensors.BF16
+	if fp.when, err = and("fp8"); err != nil {
+		return nil, err
+	}
+	fp.dtype = safetensors.F8_E4M3
+	sc.name, sc.dtype, sc.when = DeepSeek.ScaleName(r.name), safetensors.F32, fp.when
+	sc.shape = make([]expr, 2)
+	for i, d := range r.shape {
+		if sc.shape[i], err = parseExpr("((" + d.src + ")+127)/128"); err != nil {
+			return nil, err
+		}
+	}
+	return []tensorRule{bf, fp, sc}, nil
+}
+
+// k3Schema is the built-in Kimi-K3 family; its groups are the package's
+// Group constants.
+var k3Schema = func() *schema {
+	s := mustSchema(k3SchemaJSON)
+	if len(groupInfo) != NumGroups {
+		panic(fmt.Sprintf("model: families/k3.json lists %d groups, the package %d", len(groupInfo), NumGroups))
+	}
+	return s
+}()
+
+//go:embed families/deepseek-v3.json
+var deepseekV3JSON []byte
+
+// families are the schema files UseSchema loaded, the latest first, then
+// the built-in families besides Kimi-K3 (which reads any other config).
+var families = func() []*schema {
+	_ = k3Schema // its groups are the first
+	return []*schema{mustSchema(deepseekV3JSON)}
+}()
+
+// UseSchema reads a schema file (a model family as data; see
+// model/families/k3.json) for every later ParseConfig: a config whose
+// model_type the file lists is read with it, before the built-in families
+// (a file of the same family name replaces the earlier one).
+// Call it at start-up, before anything else of the package runs: a
+// family's new groups join the package's.
+func UseSchema(data []byte) error {
+	s, err := loadSchema(data)
+	if err != nil {
+		return err
+	}
+	families = slices.DeleteFunc(families, func(o *schema) bool { return o.family == s.family })
+	families = append([]*schema{s}, families...)
+	return nil
+}
+
+// familyOf is the loaded family that lists model_type mt, nil for none.
+func familyOf(mt string) *schema {
+	for _, s := range families {
+		if slices.Contains(s.modelTypes, mt) {
+			return s
+		}
+	}
+	return nil
+}
+
+func mustSchema(b []byte) *schema {
+	s, err := loadSchema(b)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
