@@ -456,7 +456,7 @@ func TestBidirFromHub(t *testing.T) {
 			}
 		}
 		if _, err := os.Stat(filepath.Join(split, ManifestName)); err != nil {
-			if _, err := Finalize(split); err != nil {
+			if _, err := Finalize(split, ""); err != nil {
 				t.Fatal(err)
 			}
 		}

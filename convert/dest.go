@@ -20,7 +20,16 @@ var ErrNoSpace = errors.New("not enough free space")
 // however the paths are spelled (fsx.Disjoint resolves both absolutely
 // through their links): a second run would count the first one's output as
 // side files of the source.
-func checkDestPath(p *Plan, dst string) error {
+func checkDestPath(p *Plan, d *destination) error {
+	dst := d.dir
+	if d.remote() {
+		// A bucket DST can only overlap a source in the same bucket.
+		src, out := p.SrcRoot, d.bucket.URL().Dir()
+		if p.remote != nil && (strings.HasPrefix(src, out) || strings.HasPrefix(out, src)) {
+			return fmt.Errorf("%w: %s and the source %s overlap", ErrDestination, d.name, src)
+		}
+		return nil
+	}
 	if p.remote != nil {
 		return nil // a remote source cannot contain a local DST
 	}
@@ -40,8 +49,8 @@ func checkDestPath(p *Plan, dst string) error {
 // Then it records the plan. The record is made with a link, which fails when
 // the name exists, so that of two runs with different plans starting
 // together on one DST exactly one wins.
-func prepareDest(p *Plan, dst string, restart bool) error {
-	record, err := checkDest(p, dst, restart)
+func prepareDest(p *Plan, d *destination, restart bool) error {
+	record, err := checkDest(p, d, restart)
 	if err != nil || record == nil {
 		return err
 	}
@@ -50,7 +59,8 @@ func prepareDest(p *Plan, dst string, restart bool) error {
 
 // checkDest is prepareDest less recording the plan: it returns how to
 // record it (nil when DST holds this plan's record already).
-func checkDest(p *Plan, dst string, restart bool) (record func() error, err error) {
+func checkDest(p *Plan, d *destination, restart bool) (record func() error, err error) {
+	dst, name := d.dir, d.name
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dst, err)
 	}
@@ -61,28 +71,32 @@ func checkDest(p *Plan, dst string, restart bool) (record func() error, err erro
 	case err == nil:
 		if st.Plan != p.ID {
 			return nil, fmt.Errorf("%w: %s is converting plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
-				ErrDestination, dst, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
+				ErrDestination, name, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
 		}
 		if restart {
-			if err := discardRun(dst); err != nil {
+			if err := discardRun(d); err != nil {
 				return nil, err
 			}
 			// The source versions of this run.
-			return func() error { return writeState(statePath, p.state()) }, nil
+			return withIndex(p, d, func() error { return writeState(statePath, p.state()) }), nil
 		}
 		return nil, checkVersions(dst, &st, p)
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
 	}
-	m, err := readManifest(dst)
+	m, err := d.readManifest()
 	switch {
 	case err == nil:
 		if m.Plan != p.ID {
 			return nil, fmt.Errorf("%w: %s holds a finished conversion of plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
-				ErrDestination, dst, m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
+				ErrDestination, name, m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
 		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
+	case d.remote():
+		if err := d.checkEmptyBucket(); err != nil {
+			return nil, err
+		}
 	default:
 		ents, err := os.ReadDir(dst)
 		if err != nil {
@@ -95,11 +109,25 @@ func checkDest(p *Plan, dst string, restart bool) (record func() error, err erro
 		}
 	}
 	if restart {
-		if err := discardRun(dst); err != nil {
+		if err := discardRun(d); err != nil {
 			return nil, err
 		}
 	}
-	return func() error { return createState(statePath, p) }, nil
+	return withIndex(p, d, func() error { return createState(statePath, p) }), nil
+}
+
+// withIndex is record preceded, for a bucket DST, by staging the planned
+// index for a merge: a recorded plan always has its index.
+func withIndex(p *Plan, d *destination, record func() error) func() error {
+	if !d.remote() {
+		return record
+	}
+	return func() error {
+		if err := stageIndexFor(p, d); err != nil {
+			return err
+		}
+		return record()
+	}
 }
 
 // pendingState is the plan record a whole run writes while its first files
@@ -159,14 +187,11 @@ func createState(path string, p *Plan) error {
 
 // discardRun forgets an earlier run of this plan: its done records and its
 // manifest, so that every file is written again.
-func discardRun(dst string) error {
-	if err := os.RemoveAll(filepath.Join(dst, stateDir, doneDir)); err != nil {
+func discardRun(d *destination) error {
+	if err := os.RemoveAll(filepath.Join(d.dir, stateDir, doneDir)); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(dst, ManifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return d.removeManifest()
 }
 
 // sameDir reports whether a and b name the same directory (b may not exist).
@@ -238,7 +263,11 @@ func ownTemp(name string, bases map[string]bool) bool {
 // finished that resume can keep, as recs and m record them, plus the configs
 // and index, plus the spills of jobs files at once) with the free space of
 // DST's filesystem. A run that starts over passes no records.
-func checkSpace(dst string, p *Plan, units []unit, recs records, m *Manifest, jobs int) error {
+func checkSpace(d *destination, p *Plan, units []unit, recs records, m *Manifest, jobs int) error {
+	if d.remote() {
+		return nil // a bucket has no free space to compare with
+	}
+	dst := d.dir
 	var need int64
 	for _, u := range units {
 		if recs != nil {

@@ -94,13 +94,13 @@ func TestDestinationLock(t *testing.T) {
 	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "in use by pid") {
 		t.Fatalf("second run on a held DST: %v", err)
 	}
-	if _, err := Finalize(dst); !errors.Is(err, ErrInUse) {
+	if _, err := Finalize(dst, ""); !errors.Is(err, ErrInUse) {
 		t.Fatalf("merge on a held DST: %v", err)
 	}
 	held.Release()
 
 	// Worker 0/2 is running: 0/2 again, 0/3 and a single run are refused, 1/2 is not.
-	if err := prepareDest(p, dst, false); err != nil {
+	if err := prepareDest(p, localDest(dst), false); err != nil {
 		t.Fatal(err)
 	}
 	w0, err := lockSlice(dst, 0, 2)
@@ -120,7 +120,7 @@ func TestDestinationLock(t *testing.T) {
 	if err != nil || res.Finalized {
 		t.Fatalf("worker 1/2 next to 0/2: %v (finalized %v)", err, res != nil && res.Finalized)
 	}
-	if _, err := Finalize(dst); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "worker 0-of-2") {
+	if _, err := Finalize(dst, ""); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "worker 0-of-2") {
 		t.Errorf("merge while worker 0/2 runs: %v", err)
 	}
 	w0.Release()
@@ -260,7 +260,7 @@ func TestNoCommitBeforePlanRecorded(t *testing.T) {
 	failed := errors.New("plan record failed")
 	state := recordState(func() error { return failed })
 	log := newRecordLog(dst, 0, 1, state)
-	_, err = run(context.Background(), p, dst, p.Units(), nil, nil, log, 2, ExecOptions{Jobs: 2})
+	_, err = run(context.Background(), p, localDest(dst), p.Units(), nil, nil, log, 2, ExecOptions{Jobs: 2})
 	log.close()
 	if !errors.Is(err, failed) {
 		t.Fatalf("run with a failed plan record: %v", err)
@@ -279,7 +279,7 @@ func TestNoCommitBeforePlanRecorded(t *testing.T) {
 		recs[f.Name] = doneRecord{Plan: p.ID, fileRecord: f}
 	}
 	log = newRecordLog(dst, 0, 1, state)
-	_, err = run(context.Background(), p, dst, p.Units(), recs, nil, log, 2, ExecOptions{Jobs: 2, Resume: true})
+	_, err = run(context.Background(), p, localDest(dst), p.Units(), recs, nil, log, 2, ExecOptions{Jobs: 2, Resume: true})
 	log.close()
 	if !errors.Is(err, failed) {
 		t.Fatalf("resume with a failed plan record: %v", err)

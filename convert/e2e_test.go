@@ -482,14 +482,14 @@ func TestWorkersAndMerge(t *testing.T) {
 			t.Fatalf("worker %d finalized with a slice missing", i)
 		}
 	}
-	if _, err := Finalize(dst); !errors.Is(err, ErrIncomplete) {
+	if _, err := Finalize(dst, ""); !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("merge with a slice missing: %v", err)
 	}
 	if _, err := readManifest(dst); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("manifest written early: %v", err)
 	}
 	// merge --dry-run names exactly the last slice's files as missing.
-	st, err := StatusOfMerge(dst)
+	st, err := StatusOfMerge(dst, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +520,7 @@ func TestWorkersAndMerge(t *testing.T) {
 	for _, f := range m.Files {
 		listed = append(listed, f.Name)
 	}
-	if st, err := StatusOfMerge(dst); err != nil || !st.Finalized || st.Ready() || !slices.Equal(st.Done, listed) {
+	if st, err := StatusOfMerge(dst, ""); err != nil || !st.Finalized || st.Ready() || !slices.Equal(st.Done, listed) {
 		t.Fatalf("status of the finished conversion: %+v %v, want done = the manifest's %v", st, err, listed)
 	}
 	if _, err := p.Slice(3, 3); !errors.Is(err, ErrWorker) {

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -64,8 +62,12 @@ type ExecOptions struct {
 	// Progress, if set, is told about the work as it happens.
 	Progress progress
 	// Connections bounds the parallel range requests to a remote source,
-	// shared by the files written at once (0: remote.DefaultConnections).
+	// shared by the files written at once (0: remote.DefaultConnections),
+	// and sizes a bucket DST's connections.
 	Connections int
+	// StateDir is where the bookkeeping of a bucket DST lives (see
+	// destination; "": a directory named after DST in the user's cache).
+	StateDir string
 }
 
 // Result reports what Execute did.
@@ -135,43 +137,50 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDestPath(p, dst); err != nil {
+	d, err := openDestination(ctx, dst, eo.StateDir, eo.Connections)
+	if err != nil {
 		return nil, err
 	}
-	if err := fsx.MkdirAll(dst); err != nil {
+	if err := checkDestPath(p, d); err != nil {
+		return nil, err
+	}
+	if err := fsx.MkdirAll(d.dir); err != nil {
 		return nil, err
 	}
 	wait := time.Duration(0)
 	if workers > 1 {
 		wait = lockWait
 	}
-	lock, err := acquireDest(dst, wait)
+	lock, err := acquireDest(d.dir, wait)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
 	if workers == 1 {
-		if err := checkNoWorkers(dst); err != nil {
+		if err := checkNoWorkers(d.dir); err != nil {
 			return nil, err
 		}
+	}
+	if err := d.claim(); err != nil {
+		return nil, err
 	}
 	// Checked before DST is touched (a refused --restart must not have
 	// discarded the finished conversion already there).
 	var manifest *Manifest
 	if eo.Resume {
-		if m, err := readManifest(dst); err == nil {
+		if m, err := d.readManifest(); err == nil {
 			manifest = m
 		}
 	}
 	// Finished files this run may keep (none when it starts over).
 	var recs records
 	if eo.Resume {
-		if recs, err = loadRecords(dst); err != nil {
+		if recs, err = loadRecords(d.dir); err != nil {
 			return nil, err
 		}
 	}
 	if !eo.NoSpaceCheck {
-		if err := checkSpace(dst, p, units, recs, manifest, jobs); err != nil {
+		if err := checkSpace(d, p, units, recs, manifest, jobs); err != nil {
 			return nil, err
 		}
 	}
@@ -180,18 +189,18 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		// A whole run holds DST to its end, so it records the plan while
 		// its first files are produced: no file is committed nor recorded
 		// before the plan's record is durable (see pendingState).
-		record, err := checkDest(p, dst, eo.Restart)
+		record, err := checkDest(p, d, eo.Restart)
 		if err != nil {
 			return nil, err
 		}
 		state = recordState(record)
 		defer state.wait() // before the lock is released
-	} else if err := prepareDest(p, dst, eo.Restart); err != nil {
+	} else if err := prepareDest(p, d, eo.Restart); err != nil {
 		return nil, err
 	}
 	var slice *dirlock.Lock
 	if workers > 1 {
-		if slice, err = lockSlice(dst, eo.Worker, workers); err != nil {
+		if slice, err = lockSlice(d.dir, eo.Worker, workers); err != nil {
 			return nil, err
 		}
 		defer slice.Release()
@@ -202,17 +211,17 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		// Held until the end: no finalizer writes DST's last files but this run.
 		own = slices.Concat(units, finalNames)
 	}
-	if err := removeOwnTemps(dst, own); err != nil {
+	if err := d.abortOwn(own); err != nil {
 		return nil, err
 	}
 	var early *earlyFiles
 	if workers == 1 {
 		// A whole run writes its index and configs alongside the shards.
-		early = stageEarly(p, dst)
+		early = stageEarly(p, d)
 		defer early.abort()
 	}
-	log := newRecordLog(dst, eo.Worker, workers, state)
-	res, err := run(ctx, p, dst, units, recs, manifest, log, jobs, eo)
+	log := newRecordLog(d.dir, eo.Worker, workers, state)
+	res, err := run(ctx, p, d, units, recs, manifest, log, jobs, eo)
 	if cerr := log.close(); err == nil && cerr != nil {
 		err = fmt.Errorf("records in %s: %w", dst, cerr)
 	}
@@ -230,9 +239,9 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		if !all.allDone(p) {
 			return res, nil
 		}
-		m, err = finalize(dst, p.state(), all, early)
+		m, err = finalize(d, p.state(), all, early)
 	} else {
-		all, err := loadRecords(dst) // every worker's, this run's included
+		all, err := loadRecords(d.dir) // every worker's, this run's included
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +251,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		// The last worker to finish finalizes: one that finds another still
 		// holding its slice leaves it to that one.
 		slice.Release()
-		m, err = finalizeLocked(dst, lockWait)
+		m, err = finalizeLocked(d, lockWait)
 		if errors.Is(err, ErrInUse) {
 			return res, nil
 		}
@@ -252,7 +261,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	res.Finalized, res.Manifest = true, m
 	if _, ok := m.Lookup(ReportName); ok {
-		if res.Report, err = readReport(dst); err != nil {
+		if res.Report, err = readReport(d); err != nil {
 			return nil, err
 		}
 	}
@@ -260,7 +269,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 }
 
 // run writes (or verifies and skips) the units with jobs at once.
-func run(ctx context.Context, p *Plan, dst string, units []unit, recs records, manifest *Manifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
+func run(ctx context.Context, p *Plan, d *destination, units []unit, recs records, manifest *Manifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
 	prog := eo.Progress
 	if prog == nil {
 		prog = noProgress{}
@@ -287,7 +296,7 @@ func run(ctx context.Context, p *Plan, dst string, units []unit, recs records, m
 	defer bufs.Close() // its memory is outside the heap: give it back now, not when collected
 	scratches := make([]*scratch, jobs)
 	for j := range scratches {
-		scratches[j] = &scratch{pool: bufs, conns: max(1, conns/jobs), net: net}
+		scratches[j] = &scratch{pool: bufs, out: d, conns: max(1, conns/jobs), net: net}
 	}
 	// Largest first: the last file to finish is a small one, so the jobs
 	// end together instead of one writing the biggest file alone.
@@ -302,7 +311,7 @@ func run(ctx context.Context, p *Plan, dst string, units []unit, recs records, m
 		i, s := order[k], scratches[job]
 		u := units[i]
 		if eo.Resume {
-			if ok, c, err := s.resumeUnit(ctx, p, dst, u, recs, manifest, log, prog); err != nil || ok {
+			if ok, c, err := s.resumeUnit(ctx, p, d, u, recs, manifest, log, prog); err != nil || ok {
 				if ok {
 					done[i], counts[i] = 2, c
 					uncounted[i] = u.Kind == unitShard && !recs.recorded(p.ID, u.Name)
@@ -310,14 +319,14 @@ func run(ctx context.Context, p *Plan, dst string, units []unit, recs records, m
 				return nil, err
 			}
 		}
-		path := filepath.Join(dst, filepath.FromSlash(u.Name))
+		path := d.path(u.Name)
 		n, rec, commit, err := s.produce(ctx, p, path, u, prog)
 		if err != nil {
 			return nil, err
 		}
 		c := s.takeCounts(n)
 		return func() error {
-			if err := commitUnit(p, dst, u, rec, c, commit, log); err != nil {
+			if err := commitUnit(p, d, u, rec, c, commit, log); err != nil {
 				return err
 			}
 			done[i], counts[i] = 1, c
@@ -351,33 +360,29 @@ func (noProgress) Add(int64)   {}
 
 // resumeUnit checks a unit finished earlier under this plan: it is skipped
 // when its file still has the recorded size and sha256.
-func (s *scratch) resumeUnit(ctx context.Context, p *Plan, dst string, u unit, recs records, m *Manifest, log *recordLog, prog progress) (bool, *unitCounts, error) {
+func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u unit, recs records, m *Manifest, log *recordLog, prog progress) (bool, *unitCounts, error) {
 	rec, ok := recs.finished(p.ID, u.Name, m)
 	if !ok {
-		return false, nil, nil
-	}
-	path := filepath.Join(dst, filepath.FromSlash(u.Name))
-	fi, err := os.Stat(path)
-	if err != nil || fi.Size() != rec.Size || !fi.Mode().IsRegular() {
 		return false, nil, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return false, nil, err
 	}
-	got, err := hashFile(path, prog.Add)
-	if err != nil {
+	var etag string
+	if r, ok := recs[u.Name]; ok && r.Plan == p.ID {
+		etag = r.ETag
+	}
+	ok, etag, err := d.kept(u.Name, rec, etag, prog.Add)
+	if err != nil || !ok {
 		return false, nil, err
 	}
-	if got.SHA256 != rec.SHA256 {
-		return false, nil, nil
-	}
-	prog.Add(u.Work - got.Size)
+	prog.Add(u.Work - rec.Size)
 	// Re-record it, so Finalize sees it even when it came from a manifest.
 	var c *unitCounts
 	if recs.recorded(p.ID, u.Name) {
 		c = recs[u.Name].Counts.loaded()
 	}
-	return true, c, log.add(doneRecord{Plan: p.ID, fileRecord: rec, Counts: c})
+	return true, c, log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: etag, Counts: c})
 }
 
 // produce writes one unit's data under a temporary name, hashing it on the
@@ -398,7 +403,7 @@ func (s *scratch) produce(ctx context.Context, p *Plan, path string, u unit, pro
 }
 
 // commitUnit syncs and renames a written unit and records it as done.
-func commitUnit(p *Plan, dst string, u unit, rec fileRecord, c *unitCounts, commit commitFunc, log *recordLog) error {
+func commitUnit(p *Plan, d *destination, u unit, rec fileRecord, c *unitCounts, commit commitFunc, log *recordLog) error {
 	sum, err := commit(log.ready)
 	if err != nil {
 		return err
@@ -406,7 +411,7 @@ func commitUnit(p *Plan, dst string, u unit, rec fileRecord, c *unitCounts, comm
 	rec.SHA256 = sum
 	rec.Name = u.Name
 	if rec.Size != u.Size {
-		return fmt.Errorf("file %s: wrote %d bytes, planned %d", filepath.Join(dst, filepath.FromSlash(u.Name)), rec.Size, u.Size)
+		return fmt.Errorf("file %s: wrote %d bytes, planned %d", d.path(u.Name), rec.Size, u.Size)
 	}
-	return log.add(doneRecord{Plan: p.ID, fileRecord: rec, Counts: c})
+	return log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: d.etag(u.Name), Counts: c})
 }

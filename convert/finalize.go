@@ -2,6 +2,7 @@ package convert
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -89,28 +90,23 @@ func stage(path, what string, render func(io.Writer) error) (*atomicfile.File, f
 // data), so that finalizing the run only renames them. The index bytes are
 // those writeIndex would rebuild from the written headers.
 type earlyFiles struct {
-	dst   string
+	d     *destination
 	done  chan struct{}
 	files []*atomicfile.File // the index first
 	recs  []fileRecord
 	err   error
 }
 
-// stageEarly starts writing p's index and configs into dst.
-func stageEarly(p *Plan, dst string) *earlyFiles {
-	e := &earlyFiles{dst: dst, done: make(chan struct{})}
-	names := make([]string, len(p.Files))
-	layouts := make([]*safetensors.FilePlan, len(p.Files))
-	for i, f := range p.Files {
-		names[i], layouts[i] = f.Name, f.Layout
-	}
+// stageEarly starts writing p's index and configs into DST (a bucket DST's
+// into its state directory, uploaded on commit).
+func stageEarly(p *Plan, d *destination) *earlyFiles {
+	dst := d.dir
+	e := &earlyFiles{d: d, done: make(chan struct{})}
+	render := plannedIndex(p)
 	meta := metaFiles(p.Config, p.HFQuantConfig)
 	go func() {
 		defer close(e.done)
-		f, rec, err := stageIndex(dst, func(w io.Writer) error {
-			_, err := safetensors.WriteFilePlanIndex(w, names, layouts)
-			return err
-		})
+		f, rec, err := stageIndex(dst, render)
 		if err != nil {
 			e.err = err
 			return
@@ -135,13 +131,22 @@ func (e *earlyFiles) commit() ([]fileRecord, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
+	if e.d.remote() {
+		for i, f := range e.files {
+			if err := e.d.putStaged(e.recs[i].Name, f.File); err != nil {
+				return nil, err
+			}
+		}
+		e.abort() // the local copies
+		return e.recs, nil
+	}
 	for _, f := range e.files {
 		// Synced when staged: one directory sync below covers the renames.
 		if err := f.CommitNoSync(); err != nil {
 			return nil, err
 		}
 	}
-	if err := atomicfile.SyncDir(e.dst); err != nil {
+	if err := atomicfile.SyncDir(e.d.dir); err != nil {
 		return nil, err
 	}
 	return e.recs, nil
@@ -161,16 +166,24 @@ func (e *earlyFiles) abort() {
 // DST's lock, and fails with ErrInUse while another run or a worker runs. It
 // checks that each unit has a record of this plan and a file of the recorded
 // size; hashes were taken when each file was written (verify re-checks them).
-func Finalize(dst string) (*Manifest, error) {
-	if _, err := os.Stat(dst); err != nil {
+//
+// A bucket DST is finalized from its state directory (stateRoot; "": the
+// default one, see destination).
+func Finalize(dst, stateRoot string) (*Manifest, error) {
+	d, err := openDestination(context.Background(), dst, stateRoot, 0)
+	if err != nil {
 		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}
-	return finalizeLocked(dst, 0)
+	if _, err := os.Stat(d.dir); err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
+	return finalizeLocked(d, 0)
 }
 
 // finalizeLocked takes DST's lock (waiting up to wait) and, when no worker
 // still runs, finalizes from the plan state and done records in DST.
-func finalizeLocked(dst string, wait time.Duration) (*Manifest, error) {
+func finalizeLocked(d *destination, wait time.Duration) (*Manifest, error) {
+	dst := d.dir
 	lock, err := acquireDest(dst, wait)
 	if err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
@@ -182,33 +195,39 @@ func finalizeLocked(dst string, wait time.Duration) (*Manifest, error) {
 	var st planState
 	if err := readJSON(filepath.Join(dst, stateDir, stateName), &st); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			if m, merr := readManifest(dst); merr == nil {
+			if m, merr := d.readManifest(); merr == nil {
 				return m, nil // already finalized
 			}
 		}
-		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
+		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", d.name, err)
+	}
+	if err := d.claim(); err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
 	}
 	recs, err := loadRecords(dst)
 	if err != nil {
-		return nil, fmt.Errorf("merge %s: %w", dst, err)
+		return nil, fmt.Errorf("merge %s: %w", d.name, err)
 	}
-	return finalize(dst, &st, recs, nil)
+	return finalize(d, &st, recs, nil)
 }
 
 // unitsDone splits the units of DST's recorded plan into those done (a
 // record of this plan and a file of the recorded size) and those missing.
-func unitsDone(dst string, st *planState, recs records) (done []fileRecord, missing []string, err error) {
+func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, missing []string, err error) {
 	for _, u := range st.units() {
 		if !localName(u) {
-			return nil, nil, fmt.Errorf("merge %s: %w: the recorded plan names %q, not a path inside it", dst, ErrDestination, u)
+			return nil, nil, fmt.Errorf("merge %s: %w: the recorded plan names %q, not a path inside it", d.name, ErrDestination, u)
 		}
 		rec, ok := recs.finished(st.Plan, u, nil)
 		if !ok {
 			missing = append(missing, u)
 			continue
 		}
-		fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u)))
-		if err != nil || fi.Size() != rec.Size {
+		ok, err := d.present(u, rec.Size, recs[u].ETag)
+		if err != nil {
+			return nil, nil, fmt.Errorf("merge %s: %w", d.name, err)
+		}
+		if !ok {
 			missing = append(missing, u)
 			continue
 		}
@@ -222,15 +241,16 @@ func unitsDone(dst string, st *planState, recs records) (done []fileRecord, miss
 // with the files it staged early; a merge passes what it read from DST and
 // no early files (the index is rebuilt from the written headers, the
 // configs written now).
-func finalize(dst string, st *planState, recs records, early *earlyFiles) (*Manifest, error) {
+func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*Manifest, error) {
+	dst := d.dir
 	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
 		SourceUnverified: st.unverified()}
-	done, missing, err := unitsDone(dst, st, recs)
+	done, missing, err := unitsDone(d, st, recs)
 	if err != nil {
 		return nil, err
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", dst, ErrIncomplete, len(missing), len(done)+len(missing), missing[0])
+		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", d.name, ErrIncomplete, len(missing), len(done)+len(missing), missing[0])
 	}
 	m.Files = done
 	// Temporaries of a finalizer killed earlier (we hold DST, so no other
@@ -248,41 +268,113 @@ func finalize(dst string, st *planState, recs records, early *earlyFiles) (*Mani
 		}
 		m.Files = append(m.Files, recs...)
 	} else {
-		rec, err := writeIndex(dst, st.Shards)
+		recs, err := writeLast(d, st)
 		if err != nil {
-			return nil, fmt.Errorf("merge %s: %w", dst, err)
+			return nil, fmt.Errorf("merge %s: %w", d.name, err)
 		}
-		m.Files = append(m.Files, rec)
-		for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig)) {
-			f, rec, err := stageFile(filepath.Join(dst, name), b)
-			if err == nil {
-				err = f.Commit()
-			}
-			if err != nil {
-				return nil, fmt.Errorf("merge %s: %w", dst, err)
-			}
-			m.Files = append(m.Files, rec)
-		}
+		m.Files = append(m.Files, recs...)
 	}
 	if st.Report {
-		rec, err := writeReport(dst, st.Shards, done)
+		rec, err := writeReport(dst, st.Shards, done) // a bucket's: staged in its state directory
+		if err == nil && d.remote() {
+			err = d.putLocal(ReportName, filepath.Join(dst, ReportName))
+		}
 		if err != nil {
-			return nil, fmt.Errorf("merge %s: %w", dst, err)
+			return nil, fmt.Errorf("merge %s: %w", d.name, err)
 		}
 		m.Files = append(m.Files, rec)
 	}
 	slices.SortFunc(m.Files, func(a, b fileRecord) int { return cmp.Compare(a.Name, b.Name) })
-	if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
-		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	if err := d.writeManifest(m); err != nil {
+		return nil, fmt.Errorf("merge %s: %w", d.name, err)
+	}
+	if err := d.unclaim(); err != nil {
+		return nil, fmt.Errorf("merge %s: %w", d.name, err)
 	}
 	if err := os.RemoveAll(filepath.Join(dst, stateDir)); err != nil {
-		return nil, fmt.Errorf("merge %s: %w", dst, err)
+		return nil, fmt.Errorf("merge %s: %w", d.name, err)
 	}
 	if err := atomicfile.SyncDir(dst); err != nil {
 		return nil, err
 	}
-	if err := m.index(filepath.Join(dst, ManifestName)); err != nil {
+	if err := m.index(d.path(ManifestName)); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// writeLast writes a merge's index (rebuilt from the written shards'
+// headers; a bucket's from the planned index its workers staged) and
+// configs, and returns their records.
+func writeLast(d *destination, st *planState) ([]fileRecord, error) {
+	var out []fileRecord
+	if d.remote() {
+		f, err := os.Open(filepath.Join(d.dir, stateDir, safetensors.IndexName))
+		if err != nil {
+			return nil, fmt.Errorf("the index its workers staged: %w", err)
+		}
+		defer f.Close()
+		rec, err := hashFile(f.Name(), nil)
+		if err == nil {
+			err = d.putStaged(safetensors.IndexName, f)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rec.Name = safetensors.IndexName
+		out = append(out, rec)
+	} else {
+		rec, err := writeIndex(d.dir, st.Shards)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig)) {
+		sum := sha256.Sum256(b)
+		rec := fileRecord{Name: name, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
+		var err error
+		if d.remote() {
+			err = d.putBytes(name, b)
+		} else {
+			var f *atomicfile.File
+			f, rec, err = stageFile(filepath.Join(d.dir, name), b)
+			if err == nil {
+				err = f.Commit()
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// stageIndexFor writes the planned index into a bucket DST's state
+// directory, for the merge of its workers (which never sees the plan).
+func stageIndexFor(p *Plan, d *destination) error {
+	dir := filepath.Join(d.dir, stateDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, _, err := stageIndex(dir, plannedIndex(p))
+	if err != nil {
+		return err
+	}
+	return f.Commit()
+}
+
+// plannedIndex renders p's index from the planned layouts: the bytes
+// writeIndex rebuilds from the written headers.
+func plannedIndex(p *Plan) func(io.Writer) error {
+	names := make([]string, len(p.Files))
+	layouts := make([]*safetensors.FilePlan, len(p.Files))
+	for i, f := range p.Files {
+		names[i], layouts[i] = f.Name, f.Layout
+	}
+	return func(w io.Writer) error {
+		_, err := safetensors.WriteFilePlanIndex(w, names, layouts)
+		return err
+	}
 }

@@ -108,7 +108,7 @@ func TestEarlyFilesStayTemporary(t *testing.T) {
 	}
 	defer c.Close()
 	dst := t.TempDir()
-	e := stageEarly(p, dst)
+	e := stageEarly(p, localDest(dst))
 	<-e.done
 	if e.err != nil {
 		t.Fatal(e.err)

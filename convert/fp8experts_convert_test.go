@@ -194,7 +194,7 @@ func TestFP8ExpertsResumeWorkersHub(t *testing.T) {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(split, ManifestName)); err != nil {
-		if _, err := Finalize(split); err != nil {
+		if _, err := Finalize(split, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -31,12 +32,17 @@ type mergeStatus struct {
 // Ready reports whether merge would finalize DST now.
 func (s *mergeStatus) Ready() bool { return !s.Finalized && len(s.Missing) == 0 && s.Running == "" }
 
-// StatusOfMerge reports what Finalize would do to DST, changing nothing.
-func StatusOfMerge(dst string) (*mergeStatus, error) {
+// StatusOfMerge reports what Finalize would do to DST (a bucket DST's state
+// in stateRoot, "" for the default), changing nothing.
+func StatusOfMerge(dst, stateRoot string) (*mergeStatus, error) {
+	d, err := openDestination(context.Background(), dst, stateRoot, 0)
+	if err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
 	var st planState
-	if err := readJSON(filepath.Join(dst, stateDir, stateName), &st); err != nil {
+	if err := readJSON(filepath.Join(d.dir, stateDir, stateName), &st); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			if m, merr := readManifest(dst); merr == nil {
+			if m, merr := d.readManifest(); merr == nil {
 				s := &mergeStatus{Dst: dst, Plan: m.Plan, Finalized: true, Done: []string{}, Missing: []string{}, Writes: []string{}}
 				for _, f := range m.Files {
 					s.Done = append(s.Done, f.Name)
@@ -46,15 +52,15 @@ func StatusOfMerge(dst string) (*mergeStatus, error) {
 		}
 		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
 	}
-	recs, err := loadRecords(dst)
+	recs, err := loadRecords(d.dir)
 	if err != nil {
 		return nil, fmt.Errorf("merge %s: %w", dst, err)
 	}
-	done, missing, err := unitsDone(dst, &st, recs)
+	done, missing, err := unitsDone(d, &st, recs)
 	if err != nil {
 		return nil, err
 	}
-	s := &mergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: missing, Running: heldSlices(dst, "")}
+	s := &mergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: missing, Running: heldSlices(d.dir, "")}
 	if s.Missing == nil {
 		s.Missing = []string{}
 	}

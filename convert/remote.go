@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -215,9 +213,6 @@ func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *auxFile, to str
 	}
 	if f.Size() != a.Size {
 		return fileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, ErrChanged, f.Size(), a.Size)
-	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	out, err := s.create(to, prog)
 	if err != nil {

@@ -182,11 +182,11 @@ func (r *Report) marshal() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// readReport reads dir's quantization_report.json (an error wrapping
+// readReport reads DST's quantization_report.json (an error wrapping
 // fs.ErrNotExist when the conversion wrote none).
-func readReport(dir string) (*Report, error) {
-	path := filepath.Join(dir, ReportName)
-	b, err := readRegular(path)
+func readReport(d *destination) (*Report, error) {
+	path := d.path(ReportName)
+	b, err := d.readFile(ReportName)
 	if err != nil {
 		return nil, err
 	}
@@ -301,13 +301,13 @@ func writeReport(dst string, shards []string, done []fileRecord) (fileRecord, er
 
 // checkReport requires DST's quantization_report.json to be, byte for byte,
 // the report recomputed from SRC and DST (rep.Report).
-func checkReport(rep *VerifyReport, dst string) {
+func checkReport(rep *VerifyReport, dst *destination) {
 	want, err := rep.Report.marshal()
 	if err != nil {
 		rep.fail("%v", err)
 		return
 	}
-	got, err := readRegular(filepath.Join(dst, ReportName))
+	got, err := dst.readFile(ReportName)
 	if err != nil {
 		rep.fail("%s: %v", ReportName, err)
 		return

@@ -69,7 +69,7 @@ func readReportFile(t *testing.T, dir string) (*Report, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := readReport(dir)
+	r, err := readReport(localDest(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

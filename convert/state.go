@@ -40,6 +40,9 @@ type fileRecord struct {
 type doneRecord struct {
 	Plan string `json:"plan"`
 	fileRecord
+	// ETag is a bucket DST's object as completed: resume keeps the object
+	// while HEAD still gives it.
+	ETag string `json:"etag,omitempty"`
 	// Counts are what writing the file counted (nil: nothing, or a record
 	// from before counts were kept).
 	Counts *unitCounts `json:"counts,omitempty"`

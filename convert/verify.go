@@ -108,7 +108,11 @@ type VerifyOptions struct {
 // the report (OK false).
 func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo VerifyOptions) (*VerifyReport, error) {
 	rep := &VerifyReport{}
-	m, err := readManifest(dst)
+	d, err := openDestination(ctx, dst, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	m, err := d.readManifest()
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: not a finished conversion: %w", dst, err)
 	}
@@ -154,11 +158,20 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	report := func(f func(*VerifyReport)) { mu.Lock(); f(rep); mu.Unlock() }
 
 	checkFileSet(rep, p, m)
-	regular, err := checkTree(rep, dst, m)
+	var regular map[string]bool
+	if d.remote() {
+		regular, err = checkObjects(rep, d, m)
+	} else {
+		regular, err = checkTree(rep, dst, m)
+	}
 	if err != nil {
 		return nil, err
 	}
-	checkMeta(rep, p, dst)
+	if d.remote() {
+		checkObjectsMeta(ctx, rep, p, d)
+	} else {
+		checkMeta(rep, p, dst)
+	}
 
 	var total int64
 	for _, f := range m.Files {
@@ -176,7 +189,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			continue // reported by checkTree
 		}
 		g.Go(func() error {
-			got, err := hashFile(filepath.Join(dst, filepath.FromSlash(rec.Name)), prog.Add)
+			got, err := d.hash(rec, prog.Add)
 			if err != nil {
 				report(func(r *VerifyReport) { r.fail("%s: %v", rec.Name, err) })
 				return gctx.Err()
@@ -224,7 +237,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			continue
 		}
 		g.Go(func() error {
-			return verifyShard(gctx, p, fp, dst, prog, report, &fileReps[i])
+			return verifyShard(gctx, p, fp, d, prog, report, &fileReps[i])
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -233,7 +246,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	if p.reports() {
 		rep.Report = buildReport(fileReps)
 		if len(rep.Violations) == 0 { // else the recomputation may be partial, and the violations say why
-			checkReport(rep, dst)
+			checkReport(rep, d)
 		}
 	}
 	slices.SortFunc(rep.Tensors, func(a, b TensorStats) int {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -36,9 +35,9 @@ const (
 // hold exactly the codes and scales a fresh quantization of the source gives
 // under the plan's options (the same numerics the converter uses). Steps of
 // other kinds (other expert formats) get their reference here, next to these.
-func verifyShard(ctx context.Context, p *Plan, fp *filePlan, dst string, prog progress, report func(func(*VerifyReport)), errs **fileReport) error {
-	path := filepath.Join(dst, filepath.FromSlash(fp.Name))
-	out, err := safetensors.OpenFile(path)
+func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, prog progress, report func(func(*VerifyReport)), errs **fileReport) error {
+	path := d.path(fp.Name)
+	out, err := d.openShard(ctx, fp.Name)
 	if err != nil {
 		report(func(r *VerifyReport) { r.fail("%s: %v", fp.Name, err) })
 		return nil

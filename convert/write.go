@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
@@ -39,13 +38,14 @@ type scratch struct {
 	// lastZeroScale is how many blocks the last quantize gave scale 0.
 	lastZeroScale int64
 
-	conns int         // parallel requests of a remote source's fetch
-	net   *netCounter // a remote source's traffic, shared by the jobs
+	out   *destination // where the files go
+	conns int          // parallel requests of a remote source's fetch
+	net   *netCounter  // a remote source's traffic, shared by the jobs
 }
 
 // create starts an output file on the run's staging buffers.
 func (s *scratch) create(path string, prog progress) (*filewrite.File, error) {
-	return filewrite.Create(path, s.pool, prog.Add)
+	return s.out.create(path, s.pool, prog.Add)
 }
 
 // copyAux copies a side file, which must still be the file planned (same
@@ -72,9 +72,6 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to strin
 	defer in.Close()
 	if err := checkStamp(a.stamp, fsx.StampOf(fi), from); err != nil {
 		return fileRecord{}, nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	out, err := s.create(to, prog)
 	if err != nil {
@@ -298,7 +295,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				hold = &s.held
 			case st.SpillCodes:
 				if s.spill == nil {
-					sp, err := openSpill(path)
+					sp, err := openSpill(s.out.spillPath(path))
 					if err != nil {
 						return zeroed, fmt.Errorf("file %s: spill for its codes: %w", path, err)
 					}

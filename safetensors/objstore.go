@@ -23,7 +23,7 @@ func openObjstore(ctx context.Context, raw string, o OpenOptions) (*shards, erro
 		i := strings.LastIndexByte(u.Key, '/')
 		dir.Key, name = u.Key[:max(i, 0)], u.Key[i+1:]
 	}
-	b, err := objstore.New(ctx, dir, objstore.Options{Env: o.Env})
+	b, err := objstore.New(ctx, dir, objstore.Options{Env: o.Env, Connections: o.Connections})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", raw, remoteErr(err))
 	}

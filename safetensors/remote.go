@@ -26,6 +26,10 @@ type OpenOptions struct {
 	// Env looks up HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE and the rest of
 	// huggingface_hub's settings (nil: os.Getenv).
 	Env remote.Env
+	// Connections sizes an s3:// or gs:// source's HTTP transport for that
+	// many parallel requests (Remote.Client serves the other schemes; 0:
+	// objstore's default).
+	Connections int
 }
 
 // remoteSource serves a checkpoint from a remote.Source: shards through its

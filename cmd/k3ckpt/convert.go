@@ -23,6 +23,7 @@ type convertFlags struct {
 	experts, numerics                           string
 	jobs, connections                           int
 	resume, restart, noSpaceCheck, dryRun, json bool
+	stateDir                                    string
 	tgt                                         targetFlags
 }
 
@@ -64,6 +65,7 @@ engines dequantize it) against the source, listed in the manifest.`,
 	f.BoolVar(&fl.dryRun, "dry-run", false, "print the plan and the output sizes, write nothing")
 	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
 	connectionsFlag(f, &fl.connections)
+	stateDirFlag(f, &fl.stateDir)
 	addTargetFlags(f, &fl.tgt)
 	return cmd
 }
@@ -154,7 +156,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	setMemoryLimit(jobs, src.NumTensors())
 	ctx := cmd.Context() // cancelled by a stop signal (see catchSignals)
 	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck,
-		Connections: fl.connections}
+		Connections: fl.connections, StateDir: fl.stateDir}
 	label := "convert (read + written)"
 	if wn > 1 {
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)

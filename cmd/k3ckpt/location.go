@@ -16,29 +16,31 @@ var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 // The schemes a command reads from and writes to; any other scheme:// is an
 // error, never a local path (a DST "s3://b/x" must not become ./s3:/b/x).
 var (
-	readSchemes  = []string{"hf", "http", "https", "s3", "gs"}
-	writeSchemes = []string{}
+	readSchemes   = []string{"hf", "http", "https", "s3", "gs"}
+	writeSchemes  = []string{}
+	bucketSchemes = []string{"s3", "gs"}
 )
 
 // role is what a positional argument is to its command.
 type role int
 
 const (
-	roleSrc   role = iota // a checkpoint read: a local path or a remote source
-	roleLocal             // read, local only (an export's or a conversion's directory)
-	roleDst               // written: a local path or an object store
+	roleSrc    role = iota // a checkpoint read: a local path or a remote source
+	roleLocal              // read, local only (an export's or a conversion's directory)
+	roleDst                // written: a local path
+	roleBucket             // written: a local path or an object store
 )
 
 // argRoles gives each command's positional arguments their roles; the last
 // one repeats. A command not listed (one added later) reads every argument.
 var argRoles = map[string][]role{
-	"convert":    {roleSrc, roleDst},
+	"convert":    {roleSrc, roleBucket},
 	"shard":      {roleSrc, roleDst},
 	"export":     {roleSrc, roleDst},
 	"reassemble": {roleLocal, roleDst},
-	"merge":      {roleDst},
+	"merge":      {roleBucket},
 	"synth":      {roleDst},
-	"verify":     {roleSrc, roleLocal},
+	"verify":     {roleSrc, roleBucket},
 }
 
 // locationFlags are the flags that name a location to read, by command.
@@ -96,6 +98,8 @@ func checkLocation(what, p string, r role) error {
 		ok = nil
 	case roleDst:
 		ok, verb = writeSchemes, "write to"
+	case roleBucket:
+		ok, verb = bucketSchemes, "write to"
 	}
 	for _, s := range ok {
 		if s == scheme {

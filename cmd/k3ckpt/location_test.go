@@ -32,7 +32,8 @@ func TestUnknownSchemeIsAnError(t *testing.T) {
 		{"merge", "nosuch://bucket/out"},
 		{"synth", "nosuch://bucket/out", "--dry-run"},
 		{"reassemble", "s3://bucket/export", filepath.Join(local, "r")},
-		{"verify", dir, "s3://bucket/out"},
+		{"shard", dir, "s3://bucket/out"}, // convert, merge and verify take a bucket DST; shard, export and reassemble not yet
+		{"export", dir, "gs://bucket/out", "--layout", "dp16"},
 	} {
 		_, stderr, code := k3(args...)
 		if code == 0 {
@@ -40,7 +41,7 @@ func TestUnknownSchemeIsAnError(t *testing.T) {
 			continue
 		}
 		scheme := "ftp://"
-		for _, s := range []string{"nosuch://", "hf://", "s3://"} {
+		for _, s := range []string{"nosuch://", "hf://", "s3://", "gs://"} {
 			if strings.Contains(strings.Join(args, " "), s) {
 				scheme = s
 			}

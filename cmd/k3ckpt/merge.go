@@ -12,13 +12,14 @@ import (
 
 func newMergeCmd() *cobra.Command {
 	var asJSON, dryRun bool
+	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "merge DST",
 		Short: "Finish a multi-worker conversion: write the index, config and manifest once every slice is done",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dryRun {
-				st, err := convert.StatusOfMerge(args[0])
+				st, err := convert.StatusOfMerge(args[0], stateDir)
 				if err != nil {
 					return err
 				}
@@ -36,7 +37,7 @@ func newMergeCmd() *cobra.Command {
 				}
 				return err
 			}
-			m, err := convert.Finalize(args[0])
+			m, err := convert.Finalize(args[0], stateDir)
 			if err != nil {
 				if errors.Is(err, convert.ErrIncomplete) {
 					return &exitError{code: 1, err: err}
@@ -52,6 +53,7 @@ func newMergeCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	stateDirFlag(cmd.Flags(), &stateDir)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say which files are done and missing and what merge would write, changing nothing (exit 1 when merge would refuse)")
 	return cmd
 }

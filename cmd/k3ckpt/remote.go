@@ -130,7 +130,7 @@ func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkp
 	nm := &netMeter{m: remote.NewMeter(0, nil)}
 	o.Progress = nm
 	o.Warn = func(msg string) { warn(cmd, "%s", msg) }
-	c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{Remote: o})
+	c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{Remote: o, Connections: conns})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -44,7 +44,7 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 			if jobs > convert.MaxJobs {
 				return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
 			}
-			if !remote.IsRemote(args[0]) {
+			if !remote.IsRemote(args[0]) && !remote.IsRemote(args[1]) {
 				if err := fsx.Disjoint(args[1], args[0]); err != nil {
 					return err
 				}

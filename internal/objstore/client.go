@@ -87,6 +87,8 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 		so.RateLimiter = ratelimit.None
 	})
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		// Every request of a run goes to one host: without idle room for
+		// each, connections would be closed and opened again per request.
 		t.MaxIdleConns = 4 * o.Connections
 		t.MaxIdleConnsPerHost = 2 * o.Connections
 		t.DisableCompression = true

@@ -31,13 +31,15 @@ const partsInFlight = 3
 
 // upload is one object being written as a multipart upload: parts go up
 // while the next fills, each checked by the store against its checksum
-// (SHA-256 for S3, Content-MD5 for GCS's XML API), and the object appears
+// (CRC32C for S3, which the SDK computes in hardware where the SHA-256 of
+// the manifest is already a full pass over every byte; Content-MD5 for
+// GCS's XML API, which verifies only that), and the object appears
 // under its key only when Commit completes the upload. It implements
 // filewrite.Sink.
 type upload struct {
 	b      *Bucket
 	key    string
-	id     string
+	id     string // the multipart upload's, once begun
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -50,7 +52,11 @@ type upload struct {
 	mu    sync.Mutex
 	parts []types.CompletedPart
 	err   error
-	done  bool // committed or aborted
+	done  bool   // committed or aborted
+	etag  string // the object's, once committed
+
+	cleaned  chan struct{} // closed once the key's unfinished uploads are aborted
+	cleanErr error
 }
 
 // partBuffer takes a free part buffer of the bucket, or makes one.
@@ -72,26 +78,41 @@ func (b *Bucket) putBuffer(buf []byte) {
 	}
 }
 
-// Create starts the multipart upload of object name under the bucket's
-// prefix, first aborting the unfinished uploads of the same key (a killed
-// run's: the destination belongs to the run writing it). ctx bounds every
-// request of the upload.
+// Create starts writing object name under the bucket's prefix, first
+// aborting the unfinished uploads of the same key (a killed run's: the
+// destination belongs to the run writing it), while the first part fills.
+// An object that fits in one part goes up in one PUT when committed (one
+// request instead of four); a larger one as a multipart upload begun when
+// its first part is full. ctx bounds every request of the upload.
 func (b *Bucket) Create(ctx context.Context, name string) (*upload, error) {
 	key := b.u.Join(name)
-	if _, err := b.abortUnder(ctx, key, true); err != nil {
-		return nil, err
-	}
-	in := &s3.CreateMultipartUploadInput{Bucket: &b.u.Bucket, Key: &key}
-	if !b.gs {
-		in.ChecksumAlgorithm = types.ChecksumAlgorithmSha256
-	}
-	out, err := b.c.CreateMultipartUpload(ctx, in)
-	if err != nil {
-		return nil, b.fail(key, err)
-	}
 	ctx, cancel := context.WithCancel(ctx)
-	return &upload{b: b, key: key, id: aws.ToString(out.UploadId), ctx: ctx, cancel: cancel, next: 1,
-		flight: make(chan struct{}, partsInFlight)}, nil
+	u := &upload{b: b, key: key, ctx: ctx, cancel: cancel, next: 1,
+		flight: make(chan struct{}, partsInFlight), cleaned: make(chan struct{})}
+	go func() {
+		defer close(u.cleaned)
+		_, u.cleanErr = b.abortUnder(ctx, key, func(k string) bool { return k == key })
+	}()
+	return u, nil
+}
+
+// start begins the multipart upload once the key's unfinished uploads are
+// aborted (else the clean-up could abort this one).
+func (u *upload) start() error {
+	<-u.cleaned
+	if u.cleanErr != nil {
+		return u.cleanErr
+	}
+	in := &s3.CreateMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key}
+	if !u.b.gs {
+		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
+	}
+	out, err := u.b.c.CreateMultipartUpload(u.ctx, in)
+	if err != nil {
+		return u.b.fail(u.key, err)
+	}
+	u.id = aws.ToString(out.UploadId)
+	return nil
 }
 
 // Final is the object's address, s3://bucket/key.
@@ -134,6 +155,18 @@ func (u *upload) send() {
 	buf, num := u.buf, u.next
 	u.buf = nil
 	u.next++
+	if u.id == "" {
+		if err := u.start(); err != nil {
+			u.mu.Lock()
+			if u.err == nil {
+				u.err = err
+				u.cancel()
+			}
+			u.mu.Unlock()
+			u.b.putBuffer(buf)
+			return
+		}
+	}
 	select {
 	case u.flight <- struct{}{}:
 	case <-u.ctx.Done():
@@ -149,7 +182,7 @@ func (u *upload) send() {
 			sum := md5.Sum(buf)
 			in.ContentMD5 = aws.String(base64.StdEncoding.EncodeToString(sum[:]))
 		} else {
-			in.ChecksumAlgorithm = types.ChecksumAlgorithmSha256
+			in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
 		}
 		out, err := u.b.c.UploadPart(u.ctx, in)
 		u.mu.Lock()
@@ -161,14 +194,17 @@ func (u *upload) send() {
 			}
 			return
 		}
-		u.parts = append(u.parts, types.CompletedPart{PartNumber: &num, ETag: out.ETag, ChecksumSHA256: out.ChecksumSHA256})
+		u.parts = append(u.parts, types.CompletedPart{PartNumber: &num, ETag: out.ETag, ChecksumCRC32C: out.ChecksumCRC32C})
 	}()
 }
 
 // Commit implements filewrite.Sink: the last part goes up, then the upload
 // is completed; on failure it is aborted.
 func (u *upload) Commit() error {
-	if u.buf != nil || u.next == 1 {
+	if u.next == 1 { // no part sent: the object fits in one PUT
+		return u.commitOne()
+	}
+	if u.buf != nil {
 		if u.buf == nil { // an empty object: one empty part
 			u.buf = u.b.partBuffer()
 		}
@@ -180,7 +216,7 @@ func (u *upload) Commit() error {
 		return err
 	}
 	slices.SortFunc(u.parts, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
-	_, err := u.b.c.CompleteMultipartUpload(u.ctx, &s3.CompleteMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id,
+	out, err := u.b.c.CompleteMultipartUpload(u.ctx, &s3.CompleteMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: u.parts}})
 	if err != nil {
 		err = u.b.fail(u.key, err)
@@ -188,9 +224,30 @@ func (u *upload) Commit() error {
 		return err
 	}
 	u.done = true
+	u.etag = aws.ToString(out.ETag)
 	u.cancel()
 	return nil
 }
+
+// commitOne writes an object of at most one part in one PUT.
+func (u *upload) commitOne() error {
+	<-u.cleaned
+	err := u.cleanErr
+	if err == nil {
+		u.etag, err = u.b.putKey(u.ctx, u.key, bytes.NewReader(u.buf), int64(len(u.buf)), false)
+	}
+	if u.buf != nil {
+		u.b.putBuffer(u.buf)
+		u.buf = nil
+	}
+	u.done = true
+	u.cancel()
+	return err
+}
+
+// ETag is the completed object's ETag ("" before Commit): what a later run
+// compares with HEAD's to know the object is still the one it wrote.
+func (u *upload) ETag() string { return u.etag }
 
 // Abort implements filewrite.Sink: the parts sent are discarded and the key
 // is left as it was. After Commit it does nothing.
@@ -205,6 +262,10 @@ func (u *upload) Abort() error {
 	}
 	u.cancel()
 	u.wg.Wait()
+	<-u.cleaned
+	if u.id == "" {
+		return nil // nothing was sent
+	}
 	_, err := u.b.c.AbortMultipartUpload(context.WithoutCancel(u.ctx), &s3.AbortMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id})
 	if err != nil {
 		return u.b.fail(u.key, err)
@@ -221,12 +282,12 @@ func (b *Bucket) AbortUnfinished(ctx context.Context) (int, error) {
 	if b.u.Key != "" {
 		prefix = b.u.Key + "/"
 	}
-	return b.abortUnder(ctx, prefix, false)
+	return b.abortUnder(ctx, prefix, func(string) bool { return true })
 }
 
 // abortUnder aborts the unfinished uploads whose key starts with prefix
-// (exact: only those of that key).
-func (b *Bucket) abortUnder(ctx context.Context, prefix string, exact bool) (int, error) {
+// and is one of those own accepts.
+func (b *Bucket) abortUnder(ctx context.Context, prefix string, own func(key string) bool) (int, error) {
 	n := 0
 	p := s3.NewListMultipartUploadsPaginator(b.c, &s3.ListMultipartUploadsInput{Bucket: &b.u.Bucket, Prefix: &prefix})
 	for p.HasMorePages() {
@@ -235,7 +296,7 @@ func (b *Bucket) abortUnder(ctx context.Context, prefix string, exact bool) (int
 			return n, b.fail(prefix, err)
 		}
 		for _, up := range page.Uploads {
-			if exact && aws.ToString(up.Key) != prefix {
+			if !own(aws.ToString(up.Key)) {
 				continue
 			}
 			if _, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.u.Bucket, Key: up.Key, UploadId: up.UploadId}); err != nil && !isNoSuchUpload(err) {
@@ -252,18 +313,18 @@ func isNoSuchUpload(err error) bool {
 	return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload"
 }
 
-// Stat reports an object's size, or ok false when there is none.
-func (b *Bucket) Stat(ctx context.Context, name string) (size int64, ok bool, err error) {
+// Stat reports an object's size and ETag, or ok false when there is none.
+func (b *Bucket) Stat(ctx context.Context, name string) (size int64, etag string, ok bool, err error) {
 	key := b.u.Join(name)
 	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.u.Bucket, Key: &key})
 	if err != nil {
 		err = b.fail(key, err)
 		if isNotFound(err) {
-			return 0, false, nil
+			return 0, "", false, nil
 		}
-		return 0, false, err
+		return 0, "", false, err
 	}
-	return aws.ToInt64(h.ContentLength), true, nil
+	return aws.ToInt64(h.ContentLength), aws.ToString(h.ETag), true, nil
 }
 
 func isNotFound(err error) bool {

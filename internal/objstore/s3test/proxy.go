@@ -8,22 +8,29 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
 
 // proxy is a loopback reverse proxy in front of a Server that misbehaves on
-// purpose: it answers 503 SlowDown to the first Throttle requests, and cuts
+// purpose: it answers 503 SlowDown to the first Throttle requests, cuts
 // the connection halfway through the body of the first Cut GETs that carry
-// a body. The Host header passes unchanged, so signatures stay valid.
+// a body, and, once Hold object or part uploads have passed, holds every
+// later one until its client goes away (a run killed mid-upload). The Host header
+// passes unchanged, so signatures stay valid.
 type proxy struct {
 	// URL is the proxy's endpoint, to use instead of the server's.
 	URL string
 	// Throttle, Cut and Corrupt are the misbehaviours left to perform;
 	// Corrupt flips a byte in the body of that many uploaded parts.
 	Throttle, Cut, Corrupt atomic.Int64
-	// Throttled, Cuts and Corrupted count what was done.
-	Throttled, Cuts, Corrupted atomic.Int64
+	// Hold is how many uploads (PUTs of an object or a part, bar those
+	// under a .k3ckpt/ folder) pass before the rest are held (0: none).
+	Hold atomic.Int64
+	// Throttled, Cuts, Corrupted and Held count what was done; Puts counts
+	// the uploads seen.
+	Throttled, Cuts, Corrupted, Held, Puts atomic.Int64
 }
 
 // NewProxy starts a proxy to s, stopped at the end of the test.
@@ -31,6 +38,7 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 	target, _ := url.Parse(s.Endpoint)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	p := &proxy{}
+	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.Throttle.Add(-1) >= 0 {
 			p.Throttled.Add(1)
@@ -39,7 +47,19 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 			w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
 			return
 		}
-		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") && p.Corrupt.Add(-1) >= 0 {
+		isPart := r.Method == http.MethodPut && r.URL.Query().Has("partNumber")
+		if r.Method == http.MethodPut && !strings.Contains(r.URL.Path, "/.k3ckpt/") {
+			if n, hold := p.Puts.Add(1), p.Hold.Load(); hold > 0 && n > hold {
+				p.Held.Add(1)
+				io.Copy(io.Discard, r.Body) // then the server sees the client go
+				select {
+				case <-r.Context().Done():
+				case <-release:
+				}
+				return
+			}
+		}
+		if isPart && p.Corrupt.Add(-1) >= 0 {
 			b, err := io.ReadAll(r.Body)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
@@ -59,6 +79,7 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before Close, which waits for the handlers
 	p.URL = srv.URL
 	return p
 }

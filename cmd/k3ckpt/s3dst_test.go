@@ -1,0 +1,239 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/k3ckpt/k3ckpt/internal/objstore/s3test"
+	"github.com/k3ckpt/k3ckpt/model"
+)
+
+// TestS3Destination converts a tiny replica into buckets of a real S3
+// server on loopback: the objects are byte-identical to a local run's files
+// (from a local source and from the bucket); a run killed mid-upload
+// (SIGKILL while an object is on its way) leaves no partial object and no
+// index or manifest, and resumes to the same objects with no unfinished
+// upload; two workers and merge write one prefix; a
+// throttling server is waited out; a missing bucket, wrong credentials and
+// a prefix claimed by another state directory are clear errors that write
+// nothing.
+func TestS3Destination(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MinIO and converts the tiny replica several times")
+	}
+	srv := s3test.Start(t)
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Bucket(t, "models")
+	srv.PutDir(t, src, "models", "tiny")
+	srv.Bucket(t, "out")
+	local := filepath.Join(tmp, "local")
+	must := func(t *testing.T, args ...string) string {
+		t.Helper()
+		out, stderr, code := k3(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		return out
+	}
+	must(t, "convert", src, local, "-q")
+	// same checks that prefix holds exactly the local run's files, byte for
+	// byte, and nothing else (no claim, no unfinished upload).
+	same := func(t *testing.T, prefix string) {
+		t.Helper()
+		got := filepath.Join(t.TempDir(), "got")
+		keys := srv.GetDir(t, "out", prefix, got)
+		sameOutputs(t, local, got)
+		var want []string
+		filepath.WalkDir(local, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.Contains(p, "/.") {
+				rel, _ := filepath.Rel(local, p)
+				want = append(want, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		slices.Sort(keys)
+		slices.Sort(want)
+		if !slices.Equal(keys, want) {
+			t.Errorf("%s holds %d objects %.200v, the local run %d files", prefix, len(keys), keys, len(want))
+		}
+		if n := unfinished(t, srv, prefix, keys); n > 0 {
+			t.Errorf("%s: %d unfinished multipart uploads left", prefix, n)
+		}
+	}
+	state := func() string { return filepath.Join(t.TempDir(), "state") }
+
+	t.Run("local source", func(t *testing.T) {
+		out := must(t, "convert", src, "s3://out/a", "--state-dir", state(), "-q", "--json")
+		var res struct{ Finalized bool }
+		json.Unmarshal([]byte(out), &res)
+		if !res.Finalized {
+			t.Errorf("not finalized: %s", out)
+		}
+		same(t, "a")
+		// verify reads the bucket's output against the source.
+		must(t, "verify", src, "s3://out/a", "-q")
+		// One object changed in the bucket: verify fails naming it; a rerun
+		// with no state keeps every other object (the manifest's hashes,
+		// read back) and writes that one again.
+		const shard = "model-00002-of-000096.safetensors"
+		b, _ := os.ReadFile(filepath.Join(local, shard))
+		b = bytes.Clone(b)
+		b[len(b)-1] ^= 1
+		srv.Put("out", "a/"+shard, bytes.NewReader(b))
+		if out, _, code := k3("verify", src, "s3://out/a"); code != 1 || !strings.Contains(out, shard) {
+			t.Errorf("verify of a changed object: exit %d, %.300q", code, out)
+		}
+		out = must(t, "convert", src, "s3://out/a", "--state-dir", state(), "-q", "--json")
+		var rerun struct{ Written, Skipped []string }
+		json.Unmarshal([]byte(out), &rerun)
+		if !slices.Equal(rerun.Written, []string{shard}) || len(rerun.Skipped) < 90 {
+			t.Errorf("rerun wrote %v, kept %d files: want only %s written", rerun.Written, len(rerun.Skipped), shard)
+		}
+		same(t, "a")
+	})
+	t.Run("bucket source", func(t *testing.T) {
+		must(t, "convert", "s3://models/tiny", "s3://out/b", "--state-dir", state(), "-q", "--jobs", "3")
+		same(t, "b")
+	})
+	t.Run("killed", func(t *testing.T) {
+		p := srv.NewProxy(t)
+		p.Hold.Store(20)
+		st := state()
+		args := []string{"convert", src, "s3://out/k", "--state-dir", st, "-q", "--jobs", "2"}
+		child := exec.Command(os.Args[0], args...)
+		child.Env = append(os.Environ(), "K3CKPT_TEST_AS_MAIN=1", "AWS_ENDPOINT_URL_S3="+p.URL)
+		var stderr bytes.Buffer
+		child.Stderr = &stderr
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for p.Held.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if p.Held.Load() == 0 {
+			child.Process.Kill()
+			child.Wait()
+			t.Fatalf("no part was held: %s", stderr.String())
+		}
+		child.Process.Kill()
+		child.Wait()
+		left := srv.GetDir(t, "out", "k", filepath.Join(t.TempDir(), "left"))
+		if len(left) == 0 || len(left) >= 96 || slices.Contains(left, "model.safetensors.index.json") || slices.Contains(left, "k3ckpt-manifest.json") {
+			t.Errorf("the killed run left %d objects %.300v: want some shards, no index, no manifest", len(left), left)
+		}
+		for _, name := range left {
+			if name == ".k3ckpt/claim" {
+				continue
+			}
+			a, _ := os.ReadFile(filepath.Join(local, filepath.FromSlash(name)))
+			if n, _, _ := statObject(srv, "out", "k/"+name); n != int64(len(a)) {
+				t.Errorf("the killed run left %s with %d bytes, not the %d of the file", name, n, len(a))
+			}
+		}
+		out := must(t, append(args, "--json")...)
+		var res struct {
+			Written, Skipped []string
+		}
+		json.Unmarshal([]byte(out), &res)
+		if len(res.Skipped) == 0 || len(res.Written) == 0 {
+			t.Errorf("the rerun wrote %d files and kept %d: want some of each", len(res.Written), len(res.Skipped))
+		}
+		same(t, "k")
+	})
+	t.Run("workers", func(t *testing.T) {
+		st := state()
+		must(t, "convert", src, "s3://out/w", "--state-dir", st, "--worker", "1/2", "-q")
+		if _, _, ok := statObject(srv, "out", "w/manifest.json"); ok {
+			t.Fatal("a manifest after one worker of two")
+		}
+		_, stderr, code := k3("merge", "s3://out/w", "--state-dir", st, "--dry-run")
+		if code != 1 {
+			t.Errorf("merge --dry-run with a slice missing: exit %d (%s)", code, stderr)
+		}
+		must(t, "convert", src, "s3://out/w", "--state-dir", st, "--worker", "0/2", "-q")
+		must(t, "merge", "s3://out/w", "--state-dir", st, "-q") // finalized by the last worker: nothing to do
+		same(t, "w")
+	})
+	t.Run("throttled", func(t *testing.T) {
+		p := srv.NewProxy(t)
+		p.Throttle.Store(6)
+		t.Setenv("AWS_ENDPOINT_URL_S3", p.URL)
+		must(t, "convert", src, "s3://out/t", "--state-dir", state(), "-q")
+		if p.Throttled.Load() != 6 {
+			t.Errorf("%d requests throttled, want 6", p.Throttled.Load())
+		}
+		t.Setenv("AWS_ENDPOINT_URL_S3", srv.Endpoint)
+		same(t, "t")
+	})
+	t.Run("errors", func(t *testing.T) {
+		st := state()
+		_, stderr, code := k3("convert", src, "s3://nosuchbucket/x", "--state-dir", st)
+		if code == 0 || !strings.Contains(stderr, `bucket "nosuchbucket" does not exist`) || !strings.Contains(stderr, "s3://nosuchbucket/x/") {
+			t.Errorf("missing bucket: exit %d, %q", code, stderr)
+		}
+		// Another state directory for a prefix being written.
+		must(t, "convert", src, "s3://out/c", "--state-dir", st, "--worker", "0/2", "-q")
+		_, stderr, code = k3("convert", src, "s3://out/c", "--state-dir", state(), "-q")
+		if code == 0 || !strings.Contains(stderr, "another state directory") || !strings.Contains(stderr, "s3://out/c/.k3ckpt/claim") {
+			t.Errorf("a second state directory: exit %d, %q", code, stderr)
+		}
+		// A prefix holding other objects.
+		srv.Put("out", "d/notes.txt", strings.NewReader("x"))
+		_, stderr, code = k3("convert", src, "s3://out/d", "--state-dir", state(), "-q")
+		if code == 0 || !strings.Contains(stderr, "s3://out/d is not empty (notes.txt)") {
+			t.Errorf("a prefix with other objects: exit %d, %q", code, stderr)
+		}
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+		_, stderr, code = k3("convert", src, "s3://out/e", "--state-dir", state())
+		if code == 0 || !strings.Contains(stderr, "s3://out/e/") || !strings.Contains(stderr, "AWS_SECRET_ACCESS_KEY") {
+			t.Errorf("wrong credentials: exit %d, %q", code, stderr)
+		}
+		t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.Password)
+		for _, prefix := range []string{"e"} {
+			if keys := srv.GetDir(t, "out", prefix, t.TempDir()); len(keys) > 0 {
+				t.Errorf("a refused run left %v under %s", keys, prefix)
+			}
+		}
+	})
+}
+
+// unfinished counts the multipart uploads left under prefix for the names
+// given (MinIO lists uploads by exact key only).
+func unfinished(t *testing.T, srv *s3test.Server, prefix string, names []string) int {
+	t.Helper()
+	n := 0
+	for _, name := range names {
+		out, err := srv.Client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: aws.String("out"), Prefix: aws.String(prefix + "/" + name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(out.Uploads)
+	}
+	return n
+}
+
+func statObject(srv *s3test.Server, bucket, key string) (int64, string, bool) {
+	h, err := srv.Client.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
+	if err != nil {
+		return 0, "", false
+	}
+	return aws.ToInt64(h.ContentLength), aws.ToString(h.ETag), true
+}

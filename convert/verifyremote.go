@@ -1,0 +1,171 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// The reads of verify from a bucket DST: the objects are listed instead of
+// walked, hashed by reading them back, and the shards read by range
+// requests through a remote.Source over the bucket.
+
+// checkObjects is checkTree for a bucket: every object under the prefix
+// must be one the manifest lists (or the manifest itself).
+func checkObjects(rep *VerifyReport, d *destination, m *Manifest) (map[string]bool, error) {
+	files, err := d.bucket.List(d.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: %w", d.name, err)
+	}
+	regular := map[string]bool{}
+	for _, f := range files {
+		_, listed := m.Lookup(f.Name)
+		switch {
+		case f.Name == ManifestName:
+		case !listed:
+			rep.fail("%s: stray object in the destination: not part of the conversion", f.Name)
+		default:
+			regular[f.Name] = true
+		}
+	}
+	return regular, nil
+}
+
+// checkObjectsMeta is checkMeta for a bucket: the configs are the planned
+// bytes, the output opens as a checkpoint (its index agrees with the
+// shards' headers, which verifyShard compares with the plan), and the index
+// is the one of the planned layouts.
+func checkObjectsMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) {
+	for name, b := range metaFiles(p.Config, p.HFQuantConfig) {
+		got, err := d.bucket.ReadAll(ctx, name, maxStateFile)
+		if err != nil {
+			rep.fail("%s: %v", name, err)
+		} else if !bytes.Equal(got, b) {
+			rep.fail("%s differs from the planned %s", name, name)
+		}
+	}
+	out, err := safetensors.OpenWith(ctx, d.name, safetensors.OpenOptions{})
+	if err != nil {
+		rep.fail("%v", err)
+		return
+	}
+	out.Close()
+	var want bytes.Buffer
+	if err := plannedIndex(p)(&want); err != nil {
+		rep.fail("index: %v", err)
+	} else if got, err := d.bucket.ReadAll(ctx, safetensors.IndexName, maxStateFile); err != nil || !bytes.Equal(got, want.Bytes()) {
+		rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
+	}
+}
+
+// hash is an output file's size and sha256, read back.
+func (d *destination) hash(rec fileRecord, prog func(int64)) (fileRecord, error) {
+	if !d.remote() {
+		return hashFile(d.path(rec.Name), prog)
+	}
+	size, _, ok, err := d.bucket.Stat(d.ctx, rec.Name)
+	if err == nil && !ok {
+		err = fmt.Errorf("no object %s", d.path(rec.Name))
+	}
+	if err != nil {
+		return fileRecord{}, err
+	}
+	sum, err := d.hashObject(rec.Name, size, prog)
+	return fileRecord{Size: size, SHA256: sum}, err
+}
+
+// openShard opens an output shard: a local file, or an object read by
+// range requests (each checked against the object's ETag).
+func (d *destination) openShard(ctx context.Context, name string) (*safetensors.File, error) {
+	if !d.remote() {
+		return safetensors.OpenFile(d.path(name))
+	}
+	d.srcOnce.Do(func() {
+		d.src, d.srcErr = remote.NewStoreSource(context.WithoutCancel(ctx), d.bucket.URL().Dir(), d.bucket, remote.Options{})
+	})
+	if d.srcErr != nil {
+		return nil, d.srcErr
+	}
+	f, err := d.src.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return safetensors.ReadHeader(newReadAhead(f, f.Size()), f.Size(), d.path(name))
+}
+
+// Read-ahead of a shard read back from a bucket: verify reads each stream
+// (a tensor's rows, its scales, a copied run) in small sequential pieces,
+// which would cost a request each.
+const (
+	readAheadWindows = 4       // streams read at once
+	readAheadSize    = 4 << 20 // bytes fetched per miss
+)
+
+// readAhead serves small reads from a few windows of the file, each filled
+// by one large read on a miss (the least recently used one is refilled).
+type readAhead struct {
+	r    io.ReaderAt
+	size int64
+	mu   sync.Mutex
+	win  [readAheadWindows]struct {
+		off  int64
+		buf  []byte
+		used int
+	}
+	tick int
+}
+
+func newReadAhead(r io.ReaderAt, size int64) *readAhead { return &readAhead{r: r, size: size} }
+
+func (ra *readAhead) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) >= readAheadSize {
+		return ra.r.ReadAt(p, off)
+	}
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	n := 0
+	for n < len(p) {
+		at := off + int64(n)
+		if at >= ra.size {
+			return n, io.EOF
+		}
+		w := -1
+		for i := range ra.win {
+			if b := ra.win[i].buf; b != nil && at >= ra.win[i].off && at < ra.win[i].off+int64(len(b)) {
+				w = i
+				break
+			}
+		}
+		if w < 0 {
+			w = 0
+			for i := range ra.win {
+				if ra.win[i].used < ra.win[w].used {
+					w = i
+				}
+			}
+			buf := ra.win[w].buf[:0]
+			if cap(buf) < readAheadSize {
+				buf = make([]byte, 0, readAheadSize)
+			}
+			buf = buf[:min(int64(readAheadSize), ra.size-at)]
+			m, err := ra.r.ReadAt(buf, at)
+			if m < len(buf) {
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				ra.win[w].buf = nil
+				return n, err
+			}
+			ra.win[w].off, ra.win[w].buf = at, buf
+		}
+		ra.tick++
+		ra.win[w].used = ra.tick
+		n += copy(p[n:], ra.win[w].buf[at-ra.win[w].off:])
+	}
+	return n, nil
+}

@@ -1,0 +1,107 @@
+package objstore
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// maxPut bounds the objects Put sends in one request (S3 takes up to 5 GiB;
+// the small files of a checkpoint are far below): larger ones go through
+// Create.
+const maxPut = 1 << 30
+
+// Put writes object name under the bucket's prefix in one request: it is
+// complete or absent, never partial, and checked by the store as an upload's
+// parts are (CRC32C on S3, Content-MD5 on GCS). It returns the object's ETag.
+func (b *Bucket) Put(ctx context.Context, name string, r io.ReadSeeker, size int64) (string, error) {
+	return b.putKey(ctx, b.u.Join(name), r, size, false)
+}
+
+// PutIfAbsent is Put that creates the object only if no object has its key
+// (a conditional write, If-None-Match: *, which AWS S3, GCS and MinIO
+// honour); created is false when one exists, whoever wrote it.
+func (b *Bucket) PutIfAbsent(ctx context.Context, name string, r io.ReadSeeker, size int64) (created bool, err error) {
+	_, err = b.putKey(ctx, b.u.Join(name), r, size, true)
+	if err != nil && isStatus(err, http.StatusPreconditionFailed, http.StatusConflict) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (b *Bucket) putKey(ctx context.Context, key string, r io.ReadSeeker, size int64, ifAbsent bool) (string, error) {
+	if size > maxPut {
+		return "", b.fail(key, errors.New("over the single-request limit"))
+	}
+	in := &s3.PutObjectInput{Bucket: &b.u.Bucket, Key: &key, Body: r, ContentLength: aws.Int64(size)}
+	if ifAbsent {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if b.gs {
+		h := md5.New()
+		if _, err := io.Copy(h, io.LimitReader(r, size)); err != nil {
+			return "", err
+		}
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return "", err
+		}
+		in.ContentMD5 = aws.String(base64.StdEncoding.EncodeToString(h.Sum(nil)))
+	} else {
+		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
+	}
+	out, err := b.c.PutObject(ctx, in)
+	if err != nil {
+		return "", b.fail(key, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// isStatus reports whether err (an SDK error) is an HTTP response with one
+// of the codes.
+func isStatus(err error, codes ...int) bool {
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, c := range codes {
+		if re.HTTPStatusCode() == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Delete removes object name under the prefix (no error when absent).
+func (b *Bucket) Delete(ctx context.Context, name string) error {
+	key := b.u.Join(name)
+	if _, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.u.Bucket, Key: &key}); err != nil {
+		if err := b.fail(key, err); !isNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// AbortOwn aborts the unfinished multipart uploads under the prefix whose
+// keys are names (a killed run's, for the files this run owns): other
+// workers' uploads under the same prefix are left alone. It reports how many
+// it aborted.
+func (b *Bucket) AbortOwn(ctx context.Context, names []string) (int, error) {
+	own := make(map[string]bool, len(names))
+	for _, n := range names {
+		own[b.u.Join(n)] = true
+	}
+	prefix := ""
+	if b.u.Key != "" {
+		prefix = b.u.Key + "/"
+	}
+	return b.abortUnder(ctx, prefix, func(k string) bool { return own[k] })
+}
