@@ -389,28 +389,10 @@ func TestBidirErrors(t *testing.T) {
 
 	// A NaN scale byte: the run fails naming file, tensor, row and group,
 	// and leaves no shard under its final name.
-	dir := filepath.Join(t.TempDir(), "nan")
-	copyTree(t, miniSrc, dir)
-	d := openSrc(t, dir)
-	name := "language_model.model.layers.2.block_sparse_moe.experts.5.w3.weight_scale"
-	f, sc, ok := d.Lookup(name)
-	if !ok {
-		t.Fatal(name + " not in the replica")
-	}
-	groups := int(sc.Shape[1])
-	patch(t, filepath.Join(dir, f.Path), f.DataStart+sc.Begin+int64(groups+1), 0xFF) // row 1, group 1
-	p, err := NewPlan(openSrc(t, dir), nil, bf16, Options{Experts: ExpertsBF16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := filepath.Join(t.TempDir(), "out")
-	_, err = Execute(context.Background(), p, dst, ExecOptions{Jobs: 1})
-	if err == nil || !strings.Contains(err.Error(), f.Path) || !strings.Contains(err.Error(), "experts.5.w3.weight_packed") ||
+	path, err := convertNaNScale(t, bf16, Options{Experts: ExpertsBF16})
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "experts.5.w3.weight_packed") ||
 		!strings.Contains(err.Error(), "row 1, group 1") || !errors.Is(err, quant.ErrNonFinite) {
 		t.Fatalf("NaN scale byte: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dst, f.Path)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s written despite the error", f.Path)
 	}
 }
 
@@ -524,4 +506,32 @@ func TestBidirPackedUE8M0(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("packed UE8M0 scales decode differently from their grid")
 	}
+}
+
+// convertNaNScale converts a copy of the mini replica with one expert scale
+// byte set to 0xFF (E8M0 NaN: row 1, group 1 of experts.5.w3 in layer 2)
+// under r and opts. It returns the damaged file and the run's error, after
+// checking that the file was not left under its final name.
+func convertNaNScale(t *testing.T, r *Recipe, opts Options) (string, error) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "nan")
+	copyTree(t, miniSrc, dir)
+	d := openSrc(t, dir)
+	name := "language_model.model.layers.2.block_sparse_moe.experts.5.w3.weight_scale"
+	f, sc, ok := d.Lookup(name)
+	if !ok {
+		t.Fatal(name + " not in the replica")
+	}
+	groups := int(sc.Shape[1])
+	patch(t, filepath.Join(dir, f.Path), f.DataStart+sc.Begin+int64(groups+1), 0xFF) // row 1, group 1
+	p, err := NewPlan(openSrc(t, dir), nil, r, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "out")
+	_, err = Execute(context.Background(), p, dst, ExecOptions{Jobs: 1})
+	if _, serr := os.Stat(filepath.Join(dst, f.Path)); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("%s written despite the error", f.Path)
+	}
+	return f.Path, err
 }

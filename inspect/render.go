@@ -182,9 +182,15 @@ func shareTable(w io.Writer, key string, rows []row, total Sum, width int) error
 		cells = append(cells, []string{quote.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibStr(r.Bytes), share(r.Bytes, total.Bytes)})
 	}
 	cells = append(cells, []string{"total", termtext.Int(total.Tensors), termtext.Int(total.Bytes), gibStr(total.Bytes), share(total.Bytes, total.Bytes)})
+	return fitTable(w, cells, 2, width)
+}
+
+// fitTable renders cells (a header row, the rows, a footer row), leaving out
+// column drop when the table would be wider than width.
+func fitTable(w io.Writer, cells [][]string, drop, width int) error {
 	if tableWidth(cellWidths(cells)) > width {
 		for i, row := range cells {
-			cells[i] = slices.Delete(row, 2, 3)
+			cells[i] = slices.Delete(row, drop, drop+1)
 		}
 	}
 	t := newTable(w, len(cells[0]), 1)

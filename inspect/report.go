@@ -43,20 +43,7 @@ func quantReportText(w io.Writer, r *convert.Report, width int) error {
 		}
 		cells = append(cells, []string{key, termtext.Int(e.Tensors), sci(e.MaxAbsError), optSci(e.RelFro), sqnr(e), termtext.Int(e.LossyBlocks)})
 	}
-	if tableWidth(cellWidths(cells)) > width {
-		for i, row := range cells {
-			cells[i] = slices.Delete(row, 1, 2)
-		}
-	}
-	t := newTable(w, len(cells[0]), 1)
-	t.Header(cells[0])
-	for _, row := range cells[1 : len(cells)-1] {
-		if err := t.Append(row); err != nil {
-			return err
-		}
-	}
-	t.Footer(cells[len(cells)-1])
-	return t.Render()
+	return fitTable(w, cells, 1, width)
 }
 
 func sci(v float64) string { return strconv.FormatFloat(v, 'e', 2, 64) }
