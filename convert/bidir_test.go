@@ -431,17 +431,7 @@ func TestBidirFromHub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		split := filepath.Join(t.TempDir(), "split")
-		for i := range 2 {
-			if _, err := Execute(context.Background(), pl, split, ExecOptions{Jobs: 1, Worker: i, Workers: 2}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := os.Stat(filepath.Join(split, ManifestName)); err != nil {
-			if _, err := Finalize(split, ""); err != nil {
-				t.Fatal(err)
-			}
-		}
+		split := splitAndMerge(t, pl)
 		sameTree(t, split, c.want)
 	}
 }
@@ -534,4 +524,23 @@ func convertNaNScale(t *testing.T, r *Recipe, opts Options) (string, error) {
 		t.Errorf("%s written despite the error", f.Path)
 	}
 	return f.Path, err
+}
+
+// splitAndMerge executes p as two workers into one new directory and
+// finalizes it if the last worker did not: the tree N Slurm tasks and a
+// merge would leave.
+func splitAndMerge(t *testing.T, p *Plan) string {
+	t.Helper()
+	split := filepath.Join(t.TempDir(), "split")
+	for i := range 2 {
+		if _, err := Execute(context.Background(), p, split, ExecOptions{Jobs: 1, Worker: i, Workers: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(split, ManifestName)); err != nil {
+		if _, err := Finalize(split, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return split
 }

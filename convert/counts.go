@@ -8,8 +8,7 @@ import "github.com/k3ckpt/k3ckpt/quant"
 type unitCounts struct {
 	ZeroedNonFinite int64             `json:"zeroed_nonfinite,omitempty"`
 	ZeroScaleBlocks int64             `json:"zero_scale_blocks,omitempty"`
-	Cast            quant.CastStats   `json:"-"`
-	CastBlocks      [3]int64          `json:"cast,omitzero"` // Cast as blocks, out of range, lossy
+	Cast            quant.CastStats   `json:"cast,omitzero"`
 	Decoded         int               `json:"decoded,omitempty"`
 	DecodedNaN      int64             `json:"decoded_nan,omitempty"`
 	Packed          int               `json:"packed,omitempty"`
@@ -30,18 +29,7 @@ func (s *scratch) takeCounts(zeroed int64) *unitCounts {
 	if *c == (unitCounts{}) {
 		return nil
 	}
-	c.CastBlocks = [3]int64{c.Cast.Blocks, c.Cast.OutOfRange, c.Cast.Lossy}
 	return c
-}
-
-// loaded fills the typed counts of a record read back.
-func (c *unitCounts) loaded() *unitCounts {
-	if c == nil {
-		return nil
-	}
-	d := *c
-	d.Cast = quant.CastStats{Blocks: c.CastBlocks[0], OutOfRange: c.CastBlocks[1], Lossy: c.CastBlocks[2]}
-	return &d
 }
 
 // add counts one file's counts into the result.

@@ -380,7 +380,7 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 	// Re-record it, so Finalize sees it even when it came from a manifest.
 	var c *unitCounts
 	if recs.recorded(p.ID, u.Name) {
-		c = recs[u.Name].Counts.loaded()
+		c = recs[u.Name].Counts
 	}
 	return true, c, log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: etag, Counts: c})
 }

@@ -187,17 +187,7 @@ func TestFP8ExpertsResumeWorkersHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	split := filepath.Join(t.TempDir(), "split")
-	for i := range 2 {
-		if _, err := Execute(context.Background(), pl, split, ExecOptions{Jobs: 1, Worker: i, Workers: 2}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(split, ManifestName)); err != nil {
-		if _, err := Finalize(split, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	split := splitAndMerge(t, pl)
 	sameTree(t, split, want)
 
 	// A run resuming a half-done output counts the files it keeps from

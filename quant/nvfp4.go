@@ -2,6 +2,7 @@ package quant
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -111,6 +112,20 @@ type CastStats struct {
 func (s CastStats) MarshalJSON() ([]byte, error) {
 	return fmt.Appendf(nil, `{"blocks":%d,"out_of_range":%d,"lossless":%d,"lossy":%d}`,
 		s.Blocks, s.OutOfRange, s.Blocks-s.OutOfRange, s.Lossy), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (lossless is derived).
+func (s *CastStats) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Blocks     int64 `json:"blocks"`
+		OutOfRange int64 `json:"out_of_range"`
+		Lossy      int64 `json:"lossy"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*s = CastStats{v.Blocks, v.OutOfRange, v.Lossy}
+	return nil
 }
 
 // Add returns the sum of two counts (for w1 + w3, or a whole checkpoint).

@@ -72,6 +72,7 @@ func goldenDir(t *testing.T, which string) string {
 	return dst
 }
 
+// readAll reads one tensor of ck whole.
 func readAll(t *testing.T, ck *safetensors.Checkpoint, name string) ([]byte, safetensors.TensorInfo) {
 	t.Helper()
 	f, ti, ok := ck.Lookup(name)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"io"
 	"math"
 	"path/filepath"
 	"strings"
@@ -68,21 +67,10 @@ func TestDeepSeekFP8ToBF16(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	read := func(ck *safetensors.Checkpoint, name string) ([]byte, safetensors.TensorInfo) {
-		f, ti, ok := ck.Lookup(name)
-		if !ok {
-			t.Fatalf("%s missing", name)
-		}
-		b := make([]byte, ti.Size())
-		if _, err := f.Section(ti).ReadAt(b, 0); err != nil && err != io.EOF {
-			t.Fatal(err)
-		}
-		return b, ti
-	}
 	for _, name := range []string{"model.layers.3.mlp.experts.7.down_proj.weight", "model.layers.0.self_attn.kv_a_proj_with_mqa.weight"} {
-		codes, ti := read(in, name)
-		sc, _ := read(in, name+"_scale_inv")
-		got, gi := read(out, name)
+		codes, ti := readAll(t, in, name)
+		sc, _ := readAll(t, in, name+"_scale_inv")
+		got, gi := readAll(t, out, name)
 		n, k := int(ti.Shape[0]), int(ti.Shape[1])
 		if gi.DType != safetensors.BF16 || len(got) != 2*n*k {
 			t.Fatalf("%s: %s %v", name, gi.DType, gi.Shape)
