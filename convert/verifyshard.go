@@ -266,20 +266,30 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 			}
 		}
 	}
-	// One row at a time keeps memory at O(K) whatever the tensor's size.
-	row := make([]byte, k*esz)
-	qrow := make([]byte, k)
+	// Bands of at most 1 MiB (or one row) keep memory at O(K) whatever the
+	// tensor's size, in few reads.
+	band := int64(1)
+	if k > 0 {
+		band = max(1, min(n, (1<<20)/(k*esz)))
+	}
+	rows := make([]byte, band*k*esz)
+	qrows := make([]byte, band*k)
 	blockAbs := make([]float64, kb)
 	blockMax := make([]float64, kb)
 	var sumX2, sumE2 float64
 	for r := range n {
-		if _, err := src.ReadAt(row, r*k*esz); err != nil {
-			return st, err
+		if r%band == 0 {
+			m := min(band, n-r)
+			if _, err := src.ReadAt(rows[:m*k*esz], r*k*esz); err != nil {
+				return st, err
+			}
+			if _, err := q.ReadAt(qrows[:m*k], r*k); err != nil {
+				return st, err
+			}
+			prog.Add(m * (k*esz + k))
 		}
-		if _, err := q.ReadAt(qrow, r*k); err != nil {
-			return st, err
-		}
-		prog.Add(int64(len(row) + len(qrow)))
+		row := rows[r%band*k*esz:][:k*esz]
+		qrow := qrows[r%band*k:][:k]
 		b := r / blockSize
 		for c := range k {
 			x := float64(sourceValue(row, c, elem))

@@ -76,12 +76,6 @@ type ChartOptions struct {
 	GPUMem int64
 }
 
-// writeChartSVG draws the steps as stacked bars (one bar per step, one layer per
-// component, the total above each bar) and writes SVG to w.
-func writeChartSVG(w io.Writer, steps []step, o ChartOptions) error {
-	return writeChart(w, steps, o, "svg")
-}
-
 // chartFont is the sans-serif face every text of the chart uses.
 func chartFont(s *text.Style, size vg.Length) {
 	s.Font.Typeface, s.Font.Variant, s.Font.Size = "Liberation", "Sans", size

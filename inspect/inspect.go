@@ -200,11 +200,6 @@ type auditor struct {
 	opts   Options
 }
 
-// auditCheckpoint accounts an opened checkpoint; source names it in the report.
-func auditCheckpoint(ck *safetensors.Checkpoint, source string, opts Options) (*Report, error) {
-	return audit(checkpointHeaders(ck), source, opts)
-}
-
 func audit(src *headers, source string, opts Options) (*Report, error) {
 	layoutName, err := opts.check()
 	if err != nil {

@@ -421,3 +421,17 @@ func TestTensorListEscapes(t *testing.T) {
 		t.Errorf("JSON tensors %+v, want one named %q", out.Tensors, name)
 	}
 }
+
+// writeChartSVG draws the steps as stacked bars (one bar per step, one layer per
+// component, the total above each bar) and writes SVG to w.
+func writeChartSVG(w io.Writer, steps []step, o ChartOptions) error {
+	return writeChart(w, steps, o, "svg")
+}
+
+// writeJSON writes the report as one indented JSON object.
+func writeJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

@@ -92,3 +92,8 @@ func TestTensorsOutsideTheirShard(t *testing.T) {
 		t.Errorf("strict: %v, want ErrShape for the reshaped tensor", err)
 	}
 }
+
+// auditCheckpoint accounts an opened checkpoint; source names it in the report.
+func auditCheckpoint(ck *safetensors.Checkpoint, source string, opts Options) (*Report, error) {
+	return audit(checkpointHeaders(ck), source, opts)
+}

@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -40,14 +39,6 @@ func (o TextOptions) width() int {
 		return defaultTextWidth
 	}
 	return o.Width
-}
-
-// writeJSON writes the report as one indented JSON object.
-func writeJSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }
 
 // WriteText writes the report as human-readable tables: the --by grouping

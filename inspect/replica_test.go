@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
+	"golang.org/x/sync/errgroup"
 )
 
 // The test checkpoints come from internal/testckpt: in-memory header-only
@@ -131,4 +133,26 @@ func readHead(path string) ([]byte, error) {
 	b := make([]byte, 8+size)
 	_, err = f.ReadAt(b, 0)
 	return b, err
+}
+
+// checkpointHeaders serves an opened checkpoint.
+func checkpointHeaders(ck *safetensors.Checkpoint) *headers {
+	names := make([]string, len(ck.Files))
+	for i, f := range ck.Files {
+		names[i] = f.Path
+	}
+	return &headers{
+		names:   names,
+		readAux: ck.ReadAux,
+		walk: func(fn func(int, *safetensors.File) error) error {
+			var g errgroup.Group
+			g.SetLimit(runtime.GOMAXPROCS(0))
+			for i, f := range ck.Files {
+				g.Go(func() error { return fn(i, f) })
+			}
+			return g.Wait()
+		},
+		read:    func() int64 { return ck.HeaderBytesRead },
+		fetched: ck.BytesFetched,
+	}
 }

@@ -3,11 +3,8 @@ package inspect
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/model"
@@ -27,28 +24,6 @@ type headers struct {
 	// read is the header and index bytes read so far; fetched what a remote
 	// source downloaded (side files included), 0 for a local one.
 	read, fetched func() int64
-}
-
-// checkpointHeaders serves an opened checkpoint.
-func checkpointHeaders(ck *safetensors.Checkpoint) *headers {
-	names := make([]string, len(ck.Files))
-	for i, f := range ck.Files {
-		names[i] = f.Path
-	}
-	return &headers{
-		names:   names,
-		readAux: ck.ReadAux,
-		walk: func(fn func(int, *safetensors.File) error) error {
-			var g errgroup.Group
-			g.SetLimit(runtime.GOMAXPROCS(0))
-			for i, f := range ck.Files {
-				g.Go(func() error { return fn(i, f) })
-			}
-			return g.Wait()
-		},
-		read:    func() int64 { return ck.HeaderBytesRead },
-		fetched: ck.BytesFetched,
-	}
 }
 
 // streamHeaders opens path for streaming; every walk after the first opens

@@ -34,7 +34,6 @@ var (
 // an FP8 version of it (written here, see writeFP8).
 func fixtures(t testing.TB) (bf16, fp8 string) {
 	t.Helper()
-	cfg := testckpt.TPConfigJSON(t)
 	fixtureOnce.Do(func() {
 		fixtureRoot, fixtureErr = os.MkdirTemp("", "k3ckpt-layout-")
 		if fixtureErr != nil {
@@ -44,16 +43,7 @@ func fixtures(t testing.TB) (bf16, fp8 string) {
 		if fixtureErr = model.Synth(bf, model.SynthOptions{Scale: model.ScaleTiny, Seed: 7}); fixtureErr != nil {
 			return
 		}
-		if fixtureErr = writeFP8(bf, filepath.Join(fixtureRoot, "fp8")); fixtureErr != nil {
-			return
-		}
-		// The tiny replica's experts (moe_intermediate_size 32: one MXFP4 group
-		// per w2 row) cannot be TP-split 8 ways; pp8-tp8 gets a variant with 256.
-		tp := filepath.Join(fixtureRoot, "bf16-tp")
-		if fixtureErr = model.Synth(tp, model.SynthOptions{Config: cfg, Seed: 3}); fixtureErr != nil {
-			return
-		}
-		fixtureErr = writeFP8(tp, filepath.Join(fixtureRoot, "fp8-tp"))
+		fixtureErr = writeFP8(bf, filepath.Join(fixtureRoot, "fp8"))
 	})
 	if fixtureErr != nil {
 		t.Fatal(fixtureErr)
@@ -61,9 +51,29 @@ func fixtures(t testing.TB) (bf16, fp8 string) {
 	return filepath.Join(fixtureRoot, "bf16"), filepath.Join(fixtureRoot, "fp8")
 }
 
-// tpFixture is the FP8 tiny variant whose experts split 8 ways.
+var (
+	tpOnce sync.Once
+	tpErr  error
+)
+
+// tpFixture is the FP8 tiny variant whose experts split 8 ways, built on
+// first use (only end-to-end tests need it).
 func tpFixture(t testing.TB) string {
+	t.Helper()
+	cfg := testckpt.TPConfigJSON(t)
 	fixtures(t)
+	tpOnce.Do(func() {
+		// The tiny replica's experts (moe_intermediate_size 32: one MXFP4 group
+		// per w2 row) cannot be TP-split 8 ways; pp8-tp8 gets a variant with 256.
+		tp := filepath.Join(fixtureRoot, "bf16-tp")
+		if tpErr = model.Synth(tp, model.SynthOptions{Config: cfg, Seed: 3}); tpErr != nil {
+			return
+		}
+		tpErr = writeFP8(tp, filepath.Join(fixtureRoot, "fp8-tp"))
+	})
+	if tpErr != nil {
+		t.Fatal(tpErr)
+	}
 	return filepath.Join(fixtureRoot, "fp8-tp")
 }
 

@@ -94,16 +94,6 @@ func OpenWith(ctx context.Context, p string, o OpenOptions) (*Checkpoint, error)
 	return s.keepAll(ctx)
 }
 
-// openWith opens a directory-like root; indexName selects the index ("" means
-// the default index if present, else every .safetensors file).
-func openWith(ctx context.Context, src source, root, indexName string) (*Checkpoint, error) {
-	s, err := shardsWith(ctx, src, root, indexName)
-	if err != nil {
-		return nil, err
-	}
-	return s.keepAll(ctx)
-}
-
 // keepAll walks the shards keeping every File: the Checkpoint Open returns.
 func (s *shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 	c := s.c

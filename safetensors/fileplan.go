@@ -180,11 +180,6 @@ func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte
 	return js, nil
 }
 
-// dropHeader lets go of the rendered header bytes (about as large as the
-// tensors' descriptions), keeping what renders them again: for a plan that
-// holds every file's layout until the file is written.
-func (l *FilePlan) dropHeader() { l.Header = nil }
-
 // HeaderBytes returns the header: the kept bytes, or after DropHeader the
 // same bytes rendered again.
 func (l *FilePlan) HeaderBytes() ([]byte, error) {

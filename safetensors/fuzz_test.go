@@ -123,3 +123,14 @@ func FuzzParseIndex(f *testing.F) {
 		}
 	})
 }
+
+// ParseHeader validates a header's JSON bytes (without the 8-byte length) on
+// their own: tensors, offsets contiguity and sizes, but not the file size.
+func ParseHeader(b []byte) (*File, error) {
+	f, err := parseHeader(b, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	f.HeaderLen, f.DataStart = int64(len(b)), 8+int64(len(b))
+	return f, nil
+}

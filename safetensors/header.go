@@ -125,17 +125,6 @@ func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error)
 	return f, nil
 }
 
-// ParseHeader validates a header's JSON bytes (without the 8-byte length) on
-// their own: tensors, offsets contiguity and sizes, but not the file size.
-func ParseHeader(b []byte) (*File, error) {
-	f, err := parseHeader(b, false, nil)
-	if err != nil {
-		return nil, err
-	}
-	f.HeaderLen, f.DataStart = int64(len(b)), 8+int64(len(b))
-	return f, nil
-}
-
 // parseHeader parses b; owned says b belongs to the parser and is not
 // written again while the File is in use, so names may alias it without a
 // copy. mem, when given, lends the tensor table, the name map and the

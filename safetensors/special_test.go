@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -285,4 +286,14 @@ func TestParsedHeaderKeepsOnlyWhatItUses(t *testing.T) {
 		t.Fatalf("lost content: %+v %v", ti, f.Metadata)
 	}
 	runtime.KeepAlive(b)
+}
+
+// openWith opens a directory-like root; indexName selects the index ("" means
+// the default index if present, else every .safetensors file).
+func openWith(ctx context.Context, src source, root, indexName string) (*Checkpoint, error) {
+	s, err := shardsWith(ctx, src, root, indexName)
+	if err != nil {
+		return nil, err
+	}
+	return s.keepAll(ctx)
 }

@@ -92,16 +92,6 @@ func (r *Root) allowed(real string) error {
 	return fmt.Errorf("%w: it resolves to %s; links may point only %s", ErrOutside, real, allowed)
 }
 
-// allowed is Root.Allowed for a single decision: whether the resolved path
-// real may be read for the checkpoint directory root.
-func allowed(root, real string) error {
-	r, err := NewRoot(root)
-	if err != nil {
-		return err
-	}
-	return r.allowed(real)
-}
-
 func within(dir, p string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)

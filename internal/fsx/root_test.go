@@ -101,3 +101,13 @@ func TestRootPlainDirectory(t *testing.T) {
 		t.Fatalf("missing: %v", err)
 	}
 }
+
+// allowed is Root.Allowed for a single decision: whether the resolved path
+// real may be read for the checkpoint directory root.
+func allowed(root, real string) error {
+	r, err := NewRoot(root)
+	if err != nil {
+		return err
+	}
+	return r.allowed(real)
+}

@@ -168,8 +168,10 @@ func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 	}
 	parts := planParts(ranges, o.Gap, o.RequestSize)
 	st.Requests = int64(len(parts))
+	var bufSize int64 // the longest request: small fetches get small buffers
 	for _, p := range parts {
 		st.Requested += p.n
+		bufSize = max(bufSize, p.n)
 	}
 	var fetched atomic.Int64
 	defer func() { st.Fetched = fetched.Load() }()
@@ -194,7 +196,7 @@ func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 			case buf = <-free:
 			default:
 				if allocated < o.Window {
-					buf = make([]byte, o.RequestSize)
+					buf = make([]byte, bufSize)
 					allocated++
 				} else {
 					select {

@@ -221,9 +221,6 @@ func NewSource(ctx context.Context, loc location, o Options) (*Source, error) {
 	return &Source{loc: loc, o: o.withDefaults(), ctx: ctx, files: map[string]*fileEntry{}}, nil
 }
 
-// Location is what the source was made from.
-func (s *Source) Location() location { return s.loc }
-
 // URL is the address of a file of the source (the name path-escaped).
 func (s *Source) URL(name string) string { return s.loc.Base + urlQuote(name, true) }
 

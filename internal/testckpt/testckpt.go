@@ -47,22 +47,6 @@ type Checkpoint struct {
 	Index []byte
 }
 
-// specs lists every tensor in file order (the order a Checkpoint opened
-// from disk lists them). Shapes alias the Files': do not modify them.
-func (c *Checkpoint) specs() []safetensors.TensorSpec {
-	n := 0
-	for _, f := range c.Files {
-		n += len(f.Tensors)
-	}
-	out := make([]safetensors.TensorSpec, 0, n)
-	for _, f := range c.Files {
-		for _, t := range f.Tensors {
-			out = append(out, safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape})
-		}
-	}
-	return out
-}
-
 // HeaderBytes is what reading every header costs (8-byte prefixes
 // included), as Checkpoint.HeaderBytesRead counts them without the index.
 func (c *Checkpoint) HeaderBytes() int64 {
