@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -54,10 +53,7 @@ func tensorsOf(t *testing.T, dir string) map[string]tensorData {
 	m := map[string]tensorData{}
 	for _, f := range c.Files {
 		for _, ti := range f.Tensors {
-			b, err := io.ReadAll(f.Section(ti))
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := readAll(t, f.Section(ti))
 			m[ti.Name] = tensorData{ti.DType, ti.Shape, b}
 		}
 	}

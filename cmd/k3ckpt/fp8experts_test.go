@@ -4,15 +4,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // TestConvertFP8ExpertsSummary: convert --experts fp8 reports its block
 // counts in the text summary and in --json, and refuses ModelOpt's
 // numerics naming what works.
 func TestConvertFP8ExpertsSummary(t *testing.T) {
+	// The tiny replica cut to 4 layers: its MoE layers' experts, in 7 shards.
 	src := filepath.Join(t.TempDir(), "src")
-	if _, e, code := k3("synth", src, "--scale", "tiny", "--seed", "3", "-q"); code != 0 {
-		t.Fatalf("synth: %s", e)
+	if err := model.Synth(src, model.SynthOptions{Config: testckpt.LayersConfigJSON(t, model.ScaleTiny, 4), Seed: 3}); err != nil {
+		t.Fatal(err)
 	}
 	o, e, code := k3("convert", src, filepath.Join(t.TempDir(), "j"), "--experts", "fp8", "--scale-fmt", "ue8m0", "--json")
 	if code != 0 {
