@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/convert"
@@ -21,10 +22,17 @@ var update = flag.Bool("update", false, "rewrite docs/COMPATIBILITY.md and READM
 
 func TestMain(m *testing.M) { testckpt.Main(m) }
 
+// planned holds planFacts' results, one per profile for the test binary
+// (read-only: nothing evaluates Facts in place).
+var planned sync.Map
+
 // planFacts plans profile p over the tiny replica and reads the facts of
 // the planned output (configs and headers, nothing written).
 func planFacts(t *testing.T, p Profile) *Facts {
 	t.Helper()
+	if f, ok := planned.Load(p); ok {
+		return f.(*Facts)
+	}
 	src, err := safetensors.Open(testckpt.Replica(t, model.ScaleTiny))
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +61,7 @@ func planFacts(t *testing.T, p Profile) *Facts {
 	if err != nil {
 		t.Fatal(err)
 	}
+	planned.Store(p, f)
 	return f
 }
 

@@ -8,7 +8,7 @@
 // *safetensors.File (a header read by the codec, tensors in the released
 // files' data order, data reading as zeros), the config and the index bytes.
 // Fakes are built once per config and test binary and shared: treat them as
-// read-only. Planner tests take Specs() or a File's tensors; packages whose
+// read-only. Planner tests take a File's tensors; packages whose
 // code reads a *safetensors.File take Files directly.
 //
 // On disk: Replica(tb, scale) synthesizes a header-only replica (data left as
