@@ -25,8 +25,8 @@ func TestBareRecipeWhatIf(t *testing.T) {
 		scales = append(scales, model.ScaleFull)
 	}
 	for _, sc := range scales {
-		mm := testckpt.Fake(t, sc)
-		bare := testckpt.FakeConfig(t, testckpt.BareConfigJSON(t, sc))
+		mm := fakeOf(t, sc)
+		bare := fakeConfig(t, bareConfigJSON(t, sc))
 		for _, recipe := range convert.RecipeNames() {
 			for _, f := range []convert.Format{convert.ModelOpt, convert.CompressedTensors} {
 				what := fmt.Sprintf("%s %s/%v", sc, recipe, f)
@@ -70,4 +70,17 @@ func TestBareRecipeWhatIf(t *testing.T) {
 			}
 		}
 	}
+}
+
+// bareConfigJSON is the config.json of a bare kimi_linear checkpoint (no
+// language_model. prefix, no vision) at a built-in scale: the scale's
+// text_config as the whole config, its quantization_config then at the top
+// level.
+func bareConfigJSON(tb testing.TB, scale model.Scale) []byte {
+	tb.Helper()
+	b, err := model.ScaledConfigJSON(scale)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return testckpt.BareConfig(tb, b)
 }

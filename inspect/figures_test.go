@@ -231,7 +231,7 @@ func TestFullReplicaPP16(t *testing.T) {
 		t.Fatalf("layout %s with %d stages", lr.Name, len(lr.Stages))
 	}
 	// Expected from the partition and the file holding each tensor (what the
-	// index says: testckpt checks the fake's index is synth's) and the
+	// index says: TestFakeIsTheReplica checks the fake's index is synth's) and the
 	// tensor names alone: layer tensors go with their layer's stage,
 	// embedding and vision to stage 0, final norms, output_attn_res_* and
 	// lm_head to the last stage.

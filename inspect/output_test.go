@@ -340,7 +340,7 @@ func TestStageTensorsDistinct(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			rep = auditFake(t, testckpt.FakeConfig(t, testckpt.TPConfigJSON(t)), Options{By: byStage, Layout: name})
+			rep = auditFake(t, fakeConfig(t, testckpt.TPConfigJSON(t)), Options{By: byStage, Layout: name})
 		}
 		var n, pieces int64
 		for _, s := range rep.Layout.Stages {

@@ -21,10 +21,10 @@ import (
 func TestMain(m *testing.M) { testckpt.Main(m) }
 
 // fullFake is the full-size K3 checkpoint, header only, in memory.
-func fullFake(tb testing.TB) *testckpt.Checkpoint { return testckpt.Fake(tb, model.ScaleFull) }
+func fullFake(tb testing.TB) *fakeCkpt { return fakeOf(tb, model.ScaleFull) }
 
 // auditFake audits an in-memory checkpoint as Inspect audits a directory.
-func auditFake(tb testing.TB, fk *testckpt.Checkpoint, opts Options) *Report {
+func auditFake(tb testing.TB, fk *fakeCkpt, opts Options) *Report {
 	tb.Helper()
 	rep, err := audit(fakeHeaders(fk), "fake", opts)
 	if err != nil {
@@ -35,7 +35,7 @@ func auditFake(tb testing.TB, fk *testckpt.Checkpoint, opts Options) *Report {
 
 // fakeHeaders serves a fake as a directory with its index and config.json
 // is served: the same bytes read (headers and index) are counted.
-func fakeHeaders(fk *testckpt.Checkpoint) *headers {
+func fakeHeaders(fk *fakeCkpt) *headers {
 	ck := &safetensors.Checkpoint{Files: fk.Files}
 	h := checkpointHeaders(ck)
 	h.readAux = fk.ReadAux

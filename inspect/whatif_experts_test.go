@@ -40,14 +40,14 @@ func TestWhatIfExperts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bf16Src := testckpt.FakeConfig(t, bf16Cfg)
+	bf16Src := fakeConfig(t, bf16Cfg)
 	type baseline struct{ ranks, stages *Report }
-	bases := map[*testckpt.Checkpoint]baseline{}
+	bases := map[*fakeCkpt]baseline{}
 	bases[release] = baseline{auditFake(t, release, Options{Layout: "dp16"}), auditFake(t, release, Options{Layout: "pp16"})}
 	bases[bf16Src] = baseline{ranks: auditFake(t, bf16Src, Options{Layout: "dp16"})}
 	for _, c := range []struct {
 		name         string
-		src          *testckpt.Checkpoint
+		src          *fakeCkpt
 		recipe       string
 		experts      convert.ExpertsMode
 		before, want int64 // one expert's bytes

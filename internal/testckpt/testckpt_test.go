@@ -1,10 +1,8 @@
 package testckpt
 
 import (
-	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -12,61 +10,6 @@ import (
 )
 
 func TestMain(m *testing.M) { Main(m) }
-
-// TestFakeIsTheReplica: the in-memory fake is, header for header, the
-// replica synth writes to disk (read back by the codec), with the same index.
-func TestFakeIsTheReplica(t *testing.T) {
-	fk := Fake(t, model.ScaleTiny)
-	dir := Replica(t, model.ScaleTiny)
-	ck, err := safetensors.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	if len(ck.Files) != len(fk.Files) || len(fk.Files) != fk.Config.NumShards() {
-		t.Fatalf("%d files on disk, %d fakes, config says %d", len(ck.Files), len(fk.Files), fk.Config.NumShards())
-	}
-	for i, f := range ck.Files {
-		g := fk.Files[i]
-		if g.Path != f.Path || g.Size != f.Size || g.DataStart != f.DataStart || len(g.Tensors) != len(f.Tensors) {
-			t.Fatalf("shard %d: fake %s %d B (header %d), disk %s %d B (header %d)", i, g.Path, g.Size, g.DataStart, f.Path, f.Size, f.DataStart)
-		}
-		for j, tf := range f.Tensors {
-			tg := g.Tensors[j]
-			if tg.Name != tf.Name || tg.DType != tf.DType || !slices.Equal(tg.Shape, tf.Shape) || tg.Begin != tf.Begin || tg.End != tf.End {
-				t.Fatalf("%s tensor %d: fake %+v, disk %+v", f.Path, j, tg, tf)
-			}
-			if _, ok := g.Lookup(tf.Name); !ok {
-				t.Fatalf("%s: fake cannot look up %s", f.Path, tf.Name)
-			}
-		}
-	}
-	disk, err := os.ReadFile(filepath.Join(dir, safetensors.IndexName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(disk) != string(fk.Index) {
-		t.Errorf("fake index differs from synth's (%d vs %d bytes)", len(fk.Index), len(disk))
-	}
-	if cfg, _ := os.ReadFile(filepath.Join(dir, model.ConfigName)); string(cfg) != string(fk.ConfigJSON) {
-		t.Error("fake config.json differs from synth's")
-	}
-	if fk.HeaderBytes()+int64(len(fk.Index)) != ck.HeaderBytesRead {
-		t.Errorf("fake headers %d B + index %d B, Open read %d B", fk.HeaderBytes(), len(fk.Index), ck.HeaderBytesRead)
-	}
-	if n := len(fk.specs()); n != ck.NumTensors() || n != fk.Config.NumTensors() {
-		t.Errorf("%d specs, %d on disk, config %d", n, ck.NumTensors(), fk.Config.NumTensors())
-	}
-	last := fk.Files[len(fk.Files)-1]
-	ti := last.Tensors[len(last.Tensors)-1]
-	b, err := io.ReadAll(last.Section(ti))
-	if err != nil || int64(len(b)) != ti.Size() || slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) {
-		t.Errorf("fake data of %s: %d bytes (want %d zeros), %v", ti.Name, len(b), ti.Size(), err)
-	}
-	if Fake(t, model.ScaleTiny) != fk || Replica(t, model.ScaleTiny) != dir {
-		t.Error("fixtures built twice")
-	}
-}
 
 // TestCopyKeepsHeadersAndSizes: a copy opens to the same checkpoint and
 // damaging it leaves the shared replica alone.
@@ -112,20 +55,4 @@ func TestLayersConfig(t *testing.T) {
 			}
 		}
 	}
-}
-
-// specs lists every tensor in file order (the order a Checkpoint opened
-// from disk lists them). Shapes alias the Files': do not modify them.
-func (c *Checkpoint) specs() []safetensors.TensorSpec {
-	n := 0
-	for _, f := range c.Files {
-		n += len(f.Tensors)
-	}
-	out := make([]safetensors.TensorSpec, 0, n)
-	for _, f := range c.Files {
-		for _, t := range f.Tensors {
-			out = append(out, safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape})
-		}
-	}
-	return out
 }
