@@ -215,56 +215,125 @@ dqcol:
 	VZEROUPPER
 	RET
 
-// func errRowBF16AVX2(acc *float64, src *byte, xhat *float32, n int)
-// Adds n (a positive multiple of 8) elements of a BF16 row against their
-// dequantized values xhat to eight lanes (element j to lane j%8) of Σx²
-// (acc[0:8]), Σ(x−x̂)² (acc[8:16]) and max|x−x̂| (acc[16:24]). Every product
-// is rounded before its add (no FMA), as errRowBF16Go does.
-TEXT ·errRowBF16AVX2(SB), NOSPLIT, $0-32
+// 120<<23: rebias an E4M3 exponent to float32
+DATA errRebias<>+0(SB)/4, $0x3C000000
+DATA errRebias<>+4(SB)/4, $0x3C000000
+DATA errRebias<>+8(SB)/4, $0x3C000000
+DATA errRebias<>+12(SB)/4, $0x3C000000
+DATA errRebias<>+16(SB)/4, $0x3C000000
+DATA errRebias<>+20(SB)/4, $0x3C000000
+DATA errRebias<>+24(SB)/4, $0x3C000000
+DATA errRebias<>+28(SB)/4, $0x3C000000
+GLOBL errRebias<>(SB), RODATA|NOPTR, $32
+
+// 2^-9: the value of subnormal code 1
+DATA errTwoM9<>+0(SB)/4, $0x3B000000
+DATA errTwoM9<>+4(SB)/4, $0x3B000000
+DATA errTwoM9<>+8(SB)/4, $0x3B000000
+DATA errTwoM9<>+12(SB)/4, $0x3B000000
+DATA errTwoM9<>+16(SB)/4, $0x3B000000
+DATA errTwoM9<>+20(SB)/4, $0x3B000000
+DATA errTwoM9<>+24(SB)/4, $0x3B000000
+DATA errTwoM9<>+28(SB)/4, $0x3B000000
+GLOBL errTwoM9<>(SB), RODATA|NOPTR, $32
+
+// the largest subnormal code
+DATA errSeven<>+0(SB)/4, $0x00000007
+DATA errSeven<>+4(SB)/4, $0x00000007
+DATA errSeven<>+8(SB)/4, $0x00000007
+DATA errSeven<>+12(SB)/4, $0x00000007
+DATA errSeven<>+16(SB)/4, $0x00000007
+DATA errSeven<>+20(SB)/4, $0x00000007
+DATA errSeven<>+24(SB)/4, $0x00000007
+DATA errSeven<>+28(SB)/4, $0x00000007
+GLOBL errSeven<>(SB), RODATA|NOPTR, $32
+
+// |x| mask
+DATA errAbs<>+0(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+4(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+8(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+12(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+16(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+20(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+24(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+28(SB)/4, $0x7FFFFFFF
+GLOBL errAbs<>(SB), RODATA|NOPTR, $32
+
+// func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride, rows, cols int, sf, top float32)
+// Adds a rows×cols window (cols a positive multiple of 8) of FP8 codes and
+// their BF16 sources to the eight lanes of acc (element j of a row to lane
+// j%8, rows in order): x̂ = float32(value(code) × sf) as dequantRowAVX2
+// widens it, e = |x| − |x̂| in float32 (exact: fp8Block's precondition),
+// Σx² and Σe² in float64 (each product rounded before its add, no FMA),
+// max|e| in float32, the count of |x| > top, and a flag for NaN codes
+// (0x7F, whose x̂ here is a finite stand-in: the caller discards the sums).
+TEXT ·errWinBF16AVX2(SB), NOSPLIT, $0-64
+	BCAST(0x7F, Y14, X14)
 	MOVQ acc+0(FP), AX
-	MOVQ src+8(FP), SI
-	MOVQ xhat+16(FP), DI
-	MOVQ n+24(FP), CX
-	VMOVUPD 0(AX), Y8
-	VMOVUPD 32(AX), Y9
-	VMOVUPD 64(AX), Y10
+	MOVQ codes+8(FP), DI
+	MOVQ cstride+16(FP), R8
+	MOVQ src+24(FP), SI
+	MOVQ sstride+32(FP), R9
+	MOVQ rows+40(FP), CX
+	MOVQ cols+48(FP), DX
+	VBROADCASTSS sf+56(FP), Y15
+	VBROADCASTSS top+60(FP), Y13
+	VMOVUPD 0(AX), Y8            // Σx², lanes 0..3
+	VMOVUPD 32(AX), Y9           // lanes 4..7
+	VMOVUPD 64(AX), Y10          // Σe²
 	VMOVUPD 96(AX), Y11
-	VMOVUPD 128(AX), Y12
-	VMOVUPD 160(AX), Y13
-	MOVQ $0x7FFFFFFFFFFFFFFF, DX
-	VMOVQ DX, X15                // VEX: a legacy-SSE write with the upper halves dirty stalls Intel cores
-	VPBROADCASTQ X15, Y15
-errloop:
-	VPMOVZXWD (SI), Y0
-	VPSLLD $16, Y0, Y0           // the BF16 values as float32
-	VCVTPS2PD X0, Y1             // x, elements 0..3
+	VMOVUPS 128(AX), Y12         // max|e| (float32)
+	VMOVDQU 160(AX), Y6          // saturated counts (int32)
+	VMOVDQU 192(AX), Y7          // NaN flags
+ewrow:
+	XORQ BX, BX
+ewcol:
+	VPMOVZXBD (DI)(BX*1), Y0
+	VPAND Y14, Y0, Y0            // magnitude code
+	VPCMPEQD Y14, Y0, Y1
+	VPOR Y1, Y7, Y7              // NaN code seen
+	VPSLLD $20, Y0, Y1
+	VPADDD errRebias<>(SB), Y1, Y1 // normal value bits
+	VCVTDQ2PS Y0, Y2
+	VMULPS errTwoM9<>(SB), Y2, Y2  // subnormal value
+	VPCMPGTD errSeven<>(SB), Y0, Y3 // code > 7: normal
+	VPBLENDVB Y3, Y1, Y2, Y1
+	VMULPS Y15, Y1, Y1           // |x̂|
+	VPMOVZXWD (SI)(BX*2), Y0
+	VPSLLD $17, Y0, Y0
+	VPSRLD $1, Y0, Y0            // |x| as float32
+	VCMPPS $0x1E, Y13, Y0, Y2    // |x| > top
+	VPSUBD Y2, Y6, Y6
+	VSUBPS Y1, Y0, Y1            // e = |x| − |x̂|
+	VANDPS errAbs<>(SB), Y1, Y2
+	VMAXPS Y2, Y12, Y12
+	VCVTPS2PD X0, Y2
 	VEXTRACTF128 $1, Y0, X0
-	VCVTPS2PD X0, Y2             // x, elements 4..7
-	VCVTPS2PD (DI), Y3
-	VCVTPS2PD 16(DI), Y4
-	VSUBPD Y3, Y1, Y3            // d = x − x̂
-	VSUBPD Y4, Y2, Y4
-	VMULPD Y1, Y1, Y1
-	VADDPD Y1, Y8, Y8
+	VCVTPS2PD X0, Y0
 	VMULPD Y2, Y2, Y2
-	VADDPD Y2, Y9, Y9
-	VMULPD Y3, Y3, Y5
-	VADDPD Y5, Y10, Y10
-	VMULPD Y4, Y4, Y6
-	VADDPD Y6, Y11, Y11
-	VANDPD Y15, Y3, Y3
-	VMAXPD Y3, Y12, Y12
-	VANDPD Y15, Y4, Y4
-	VMAXPD Y4, Y13, Y13
-	ADDQ $16, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JNZ errloop
+	VADDPD Y2, Y8, Y8
+	VMULPD Y0, Y0, Y0
+	VADDPD Y0, Y9, Y9
+	VCVTPS2PD X1, Y2
+	VEXTRACTF128 $1, Y1, X1
+	VCVTPS2PD X1, Y1
+	VMULPD Y2, Y2, Y2
+	VADDPD Y2, Y10, Y10
+	VMULPD Y1, Y1, Y1
+	VADDPD Y1, Y11, Y11
+	ADDQ $8, BX
+	CMPQ BX, DX
+	JB ewcol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ ewrow
 	VMOVUPD Y8, 0(AX)
 	VMOVUPD Y9, 32(AX)
 	VMOVUPD Y10, 64(AX)
 	VMOVUPD Y11, 96(AX)
-	VMOVUPD Y12, 128(AX)
-	VMOVUPD Y13, 160(AX)
+	VMOVUPS Y12, 128(AX)
+	VMOVDQU Y6, 160(AX)
+	VMOVDQU Y7, 192(AX)
 	VZEROUPPER
 	RET
