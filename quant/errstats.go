@@ -3,6 +3,7 @@ package quant
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 )
 
 // ErrStats is the error of a quantization against its source, summed over
@@ -93,7 +94,7 @@ func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstr
 		// Every element above the value of code 448 got that code: saturated.
 		top := float32(e4m3Table[0x7E] * sf)
 		errWindow(&l, codes, cstride, src, sstride, rows, cols, sf, top)
-		if l.nan == ([8]int32{}) { // else a NaN code: element by element below
+		if !slices.Contains(l.code[:], 0x7F) { // else a NaN code: element by element below
 			b.sx0, b.se0 = l.sx.sum(), l.se.sum()
 			m := l.m[0]
 			for k, v := range l.sat {
@@ -119,7 +120,7 @@ type laneSums struct {
 	sx, se lanes      // Σx², Σ(x−x̂)²
 	m      [8]float32 // max|x−x̂|
 	sat    [8]int32   // elements with |x| above top
-	nan    [8]int32   // non-zero where a code was NaN
+	code   [8]int32   // the largest magnitude code (0x7F: NaN)
 }
 
 type lanes [8]float64
@@ -141,9 +142,7 @@ func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, ro
 		for j, code := range c {
 			k := (from + j) & 7
 			code &= 0x7F
-			if code == 0x7F {
-				l.nan[k] = -1
-			}
+			l.code[k] = max(l.code[k], int32(code))
 			xh := float32(e4m3Table[code] * sf)
 			x := BF16ToF32(binary.LittleEndian.Uint16(x16[2*j:]) & 0x7FFF)
 			if x > top {
@@ -236,12 +235,12 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 		return
 	}
 	sc := float32(E4M3ToF32(e4) * scale2)
+	p := math.Ldexp(1, kj) // x = code value × 2^kj, exact in float64
 	for i, v := range src {
 		w := dst[i]
 		for h := range 2 {
 			cx, cy := v>>(4*h)&0xF, w>>(4*h)&0xF
-			x := math.Ldexp(float64(e2m1Table[cx]), kj)
-			b.add(h, x, float64(nvE2M1[cy]*sc), cy&7 == 7)
+			b.add(h, float64(e2m1Table[cx])*p, float64(nvE2M1[cy]*sc), cy&7 == 7)
 		}
 	}
 	b.addTo(s, q == 0)

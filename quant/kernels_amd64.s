@@ -265,9 +265,10 @@ GLOBL errAbs<>(SB), RODATA|NOPTR, $32
 // j%8, rows in order): x̂ = float32(value(code) × sf) as dequantRowAVX2
 // widens it, e = |x| − |x̂| in float32 (exact: fp8Block's precondition),
 // Σx² and Σe² in float64 (each product rounded before its add, no FMA),
-// max|e| in float32, the count of |x| > top, and a flag for NaN codes
-// (0x7F, whose x̂ here is a finite stand-in: the caller discards the sums).
-TEXT ·errWinBF16AVX2(SB), NOSPLIT, $0-64
+// max|e| in float32, the count of |x| > top, and the largest magnitude code
+// (0x7F: a NaN code, whose x̂ here is a finite stand-in; the caller discards
+// the sums).
+TEXT ·errWinBF16AVX2(SB), NOSPLIT, $64-64
 	BCAST(0x7F, Y14, X14)
 	MOVQ acc+0(FP), AX
 	MOVQ codes+8(FP), DI
@@ -284,14 +285,13 @@ TEXT ·errWinBF16AVX2(SB), NOSPLIT, $0-64
 	VMOVUPD 96(AX), Y11
 	VMOVUPS 128(AX), Y12         // max|e| (float32)
 	VMOVDQU 160(AX), Y6          // saturated counts (int32)
-	VMOVDQU 192(AX), Y7          // NaN flags
+	VMOVDQU 192(AX), Y7          // largest magnitude code
 ewrow:
 	XORQ BX, BX
 ewcol:
 	VPMOVZXBD (DI)(BX*1), Y0
 	VPAND Y14, Y0, Y0            // magnitude code
-	VPCMPEQD Y14, Y0, Y1
-	VPOR Y1, Y7, Y7              // NaN code seen
+	VPMAXUD Y0, Y7, Y7           // 0x7F once a NaN code is seen
 	VPSLLD $20, Y0, Y1
 	VPADDD errRebias<>(SB), Y1, Y1 // normal value bits
 	VCVTDQ2PS Y0, Y2
@@ -307,20 +307,22 @@ ewcol:
 	VSUBPS Y1, Y0, Y1            // e = |x| − |x̂|
 	VANDPS errAbs<>(SB), Y1, Y2
 	VMAXPS Y2, Y12, Y12
-	VCVTPS2PD X0, Y2
-	VEXTRACTF128 $1, Y0, X0
-	VCVTPS2PD X0, Y0
+	// Widened from memory: a register's upper half would need a shuffle,
+	// and shuffles share one port with the conversions on Intel cores.
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y1, 32(SP)
+	VCVTPS2PD 0(SP), Y2
+	VCVTPS2PD 16(SP), Y3
+	VCVTPS2PD 32(SP), Y4
+	VCVTPS2PD 48(SP), Y5
 	VMULPD Y2, Y2, Y2
 	VADDPD Y2, Y8, Y8
-	VMULPD Y0, Y0, Y0
-	VADDPD Y0, Y9, Y9
-	VCVTPS2PD X1, Y2
-	VEXTRACTF128 $1, Y1, X1
-	VCVTPS2PD X1, Y1
-	VMULPD Y2, Y2, Y2
-	VADDPD Y2, Y10, Y10
-	VMULPD Y1, Y1, Y1
-	VADDPD Y1, Y11, Y11
+	VMULPD Y3, Y3, Y3
+	VADDPD Y3, Y9, Y9
+	VMULPD Y4, Y4, Y4
+	VADDPD Y4, Y10, Y10
+	VMULPD Y5, Y5, Y5
+	VADDPD Y5, Y11, Y11
 	ADDQ $8, BX
 	CMPQ BX, DX
 	JB ewcol

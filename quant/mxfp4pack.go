@@ -99,22 +99,22 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 			}
 			s := e8M0ToF32(sb)
 			lossy := false
+			var b blockErr
 			for i := 0; i < MXGroupSize; i += 2 {
 				lo, l1, s1 := packCode(x[i], s)
 				hi, l2, s2 := packCode(x[i+1], s)
 				packed[(base+i)/2] = lo | hi<<4
 				lossy = lossy || l1 || l2
 				st.Saturated += int64(s1 + s2)
+				if es != nil {
+					b.add(0, float64(BF16ToF32(x[i])), float64(e2m1Table[lo]*s), lo&7 == 7)
+					b.add(1, float64(BF16ToF32(x[i+1])), float64(e2m1Table[hi]*s), hi&7 == 7)
+				}
 			}
 			if lossy {
 				st.Lossy++
 			}
 			if es != nil {
-				var b blockErr
-				for i := range x {
-					c := packed[(base+i)/2] >> (4 * (i & 1)) & 0xF
-					b.add(i&1, float64(BF16ToF32(x[i])), float64(e2m1Table[c]*s), c&7 == 7)
-				}
 				b.addTo(&acc, amax == 0)
 			}
 		}
