@@ -5,6 +5,45 @@
 // Broadcast a 32-bit constant into all lanes of a Y register.
 #define BCAST(c, y, x) MOVL $c, AX; VMOVD AX, x; VPBROADCASTD x, y
 
+// ERRHEAD widens 8 codes at (DI)(BX*1) to |x̂| (Y1) and 8 BF16 sources at
+// (SI)(BX*2) to |x| (Y0) as float32.
+#define ERRHEAD \
+	VPMOVZXBD (DI)(BX*1), Y0  \
+	VPAND Y14, Y0, Y0         /* magnitude code */ \
+	VPMAXUD Y0, Y7, Y7        /* 0x7F once a NaN code is seen */ \
+	VPSLLD $20, Y0, Y1        /* the code's value × 2^-120 (subnormal codes: float32 subnormals) */ \
+	VMULPS Y15, Y1, Y1        /* |x̂|: Y15 is sf × 2^120, so one rounding */ \
+	VPMOVZXWD (SI)(BX*2), Y0  \
+	VPSLLD $17, Y0, Y0        \
+	VPSRLD $1, Y0, Y0         /* |x| as float32 */
+
+// ERRSAT counts the elements with |x| > top in Y6.
+#define ERRSAT \
+	VCMPPS $0x1E, Y13, Y0, Y2 \
+	VPSUBD Y2, Y6, Y6
+
+// ERRTAIL adds e = |x| − |x̂| and |x| to the lanes. The float32 values are
+// widened from memory: a register's upper half would need a shuffle, and
+// shuffles share one port with the conversions on Intel cores.
+#define ERRTAIL \
+	VSUBPS Y1, Y0, Y1         /* e = |x| − |x̂| */ \
+	VANDPS errAbs<>(SB), Y1, Y2 \
+	VMAXPS Y2, Y12, Y12       \
+	VMOVUPS Y0, 0(SP)         \
+	VMOVUPS Y1, 32(SP)        \
+	VCVTPS2PD 0(SP), Y2       \
+	VCVTPS2PD 16(SP), Y3      \
+	VCVTPS2PD 32(SP), Y4      \
+	VCVTPS2PD 48(SP), Y5      \
+	VMULPD Y2, Y2, Y2         \
+	VADDPD Y2, Y8, Y8         \
+	VMULPD Y3, Y3, Y3         \
+	VADDPD Y3, Y9, Y9         \
+	VMULPD Y4, Y4, Y4         \
+	VADDPD Y4, Y10, Y10       \
+	VMULPD Y5, Y5, Y5         \
+	VADDPD Y5, Y11, Y11
+
 // func amax16AVX2(src *byte, stride, rows, cols int) uint16
 TEXT ·amax16AVX2(SB), NOSPLIT, $0-34
 	MOVQ src+0(FP), SI
@@ -255,38 +294,15 @@ TEXT ·errWinBF16AVX2(SB), NOSPLIT, $64-64
 	VMOVUPS 128(AX), Y12         // max|e| (float32)
 	VMOVDQU 160(AX), Y6          // saturated counts (int32)
 	VMOVDQU 192(AX), Y7          // largest magnitude code
+	MOVL top+60(FP), R10
+	CMPL R10, $0x7F800000        // top = +Inf: nothing saturated, nothing to count
+	JEQ enrow
 ewrow:
 	XORQ BX, BX
 ewcol:
-	VPMOVZXBD (DI)(BX*1), Y0
-	VPAND Y14, Y0, Y0            // magnitude code
-	VPMAXUD Y0, Y7, Y7           // 0x7F once a NaN code is seen
-	VPSLLD $20, Y0, Y1           // the code's value × 2^-120 (subnormal codes: float32 subnormals)
-	VMULPS Y15, Y1, Y1           // |x̂|: Y15 is sf × 2^120, so one rounding
-	VPMOVZXWD (SI)(BX*2), Y0
-	VPSLLD $17, Y0, Y0
-	VPSRLD $1, Y0, Y0            // |x| as float32
-	VCMPPS $0x1E, Y13, Y0, Y2    // |x| > top
-	VPSUBD Y2, Y6, Y6
-	VSUBPS Y1, Y0, Y1            // e = |x| − |x̂|
-	VANDPS errAbs<>(SB), Y1, Y2
-	VMAXPS Y2, Y12, Y12
-	// Widened from memory: a register's upper half would need a shuffle,
-	// and shuffles share one port with the conversions on Intel cores.
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y1, 32(SP)
-	VCVTPS2PD 0(SP), Y2
-	VCVTPS2PD 16(SP), Y3
-	VCVTPS2PD 32(SP), Y4
-	VCVTPS2PD 48(SP), Y5
-	VMULPD Y2, Y2, Y2
-	VADDPD Y2, Y8, Y8
-	VMULPD Y3, Y3, Y3
-	VADDPD Y3, Y9, Y9
-	VMULPD Y4, Y4, Y4
-	VADDPD Y4, Y10, Y10
-	VMULPD Y5, Y5, Y5
-	VADDPD Y5, Y11, Y11
+	ERRHEAD
+	ERRSAT
+	ERRTAIL
 	ADDQ $8, BX
 	CMPQ BX, DX
 	JB ewcol
@@ -294,6 +310,20 @@ ewcol:
 	ADDQ R9, SI
 	DECQ CX
 	JNZ ewrow
+	JMP ewdone
+enrow:
+	XORQ BX, BX
+encol:
+	ERRHEAD
+	ERRTAIL
+	ADDQ $8, BX
+	CMPQ BX, DX
+	JB encol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ enrow
+ewdone:
 	VMOVUPD Y8, 0(AX)
 	VMOVUPD Y9, 32(AX)
 	VMOVUPD Y10, 64(AX)
