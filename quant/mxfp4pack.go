@@ -106,9 +106,21 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 				packed[(base+i)/2] = lo | hi<<4
 				lossy = lossy || l1 || l2
 				st.Saturated += int64(s1 + s2)
-				if es != nil {
-					b.add(0, float64(BF16ToF32(x[i])), float64(e2m1Table[lo]*s), lo&7 == 7)
-					b.add(1, float64(BF16ToF32(x[i+1])), float64(e2m1Table[hi]*s), hi&7 == 7)
+				if es != nil { // blockErr.add for lanes 0 and 1, inline (E2M1 has no NaN)
+					x0, x1 := float64(BF16ToF32(x[i])), float64(BF16ToF32(x[i+1]))
+					y0, y1 := float64(e2m1Table[lo]*s), float64(e2m1Table[hi]*s)
+					if lo&7 == 7 && math.Abs(x0) > math.Abs(y0) {
+						b.sat++
+					}
+					if hi&7 == 7 && math.Abs(x1) > math.Abs(y1) {
+						b.sat++
+					}
+					d0, d1 := x0-y0, x1-y1
+					b.sx0 += float64(x0 * x0) // products converted: never fused into an FMA
+					b.se0 += float64(d0 * d0)
+					b.sx1 += float64(x1 * x1)
+					b.se1 += float64(d1 * d1)
+					b.maxBits = max(b.maxBits, math.Float64bits(d0)&absMask, math.Float64bits(d1)&absMask)
 				}
 			}
 			if lossy {
