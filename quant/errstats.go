@@ -88,9 +88,8 @@ func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstr
 	size := in.Size()
 	// The window kernel takes x − x̂ in float32, exact when x̂ is the code
 	// nearest x/sf on the E4M3 grid (so |x| ≤ 1.5·|x̂| or x̂ = 0, and x̂ is a
-	// normal float32): true for every scale in this range, whose top also
-	// keeps sf × 2^120 finite for the vector kernel.
-	if in == BF16 && sf >= 0x1p-100 && sf <= 0x1p7 {
+	// normal float32): true for every scale in this range.
+	if in == BF16 && sf >= 0x1p-100 && sf <= 0x1p100 {
 		var l laneSums
 		// Every element above the value of code 448 got that code: saturated.
 		// None is when amax is not (top +Inf: the kernel skips the count).

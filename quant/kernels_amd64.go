@@ -83,18 +83,17 @@ func dequantRow(dst []float32, src []byte, scales []float32) {
 }
 
 //go:noescape
-func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride, rows, cols int, sf120, top float32)
+func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride, rows, cols int, sf, top float32)
 
 // errWindow adds a window of FP8 codes and their BF16 sources to the lanes
 // (errWindowGo's sums, bit for bit): the vector kernel takes the columns
-// that fill whole vectors, then errWindowGo the rest. sf × 2^120 must be a
-// finite float32 (sf ≤ 2^7).
+// that fill whole vectors, then errWindowGo the rest.
 func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, top float32) {
 	n := cols &^ 7
 	if useAVX2 && n > 0 {
 		_ = codes[(rows-1)*cstride+n-1]
 		_ = src[(rows-1)*sstride+2*n-1]
-		errWinBF16AVX2(l, &codes[0], cstride, &src[0], sstride, rows, n, sf*0x1p120, top)
+		errWinBF16AVX2(l, &codes[0], cstride, &src[0], sstride, rows, n, sf, top)
 	} else {
 		errWindowGo(l, codes, cstride, src, sstride, rows, 0, n, sf, top)
 	}

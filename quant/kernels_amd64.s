@@ -11,8 +11,14 @@
 	VPMOVZXBD (DI)(BX*1), Y0  \
 	VPAND Y14, Y0, Y0         /* magnitude code */ \
 	VPMAXUD Y0, Y7, Y7        /* 0x7F once a NaN code is seen */ \
-	VPSLLD $20, Y0, Y1        /* the code's value × 2^-120 (subnormal codes: float32 subnormals) */ \
-	VMULPS Y15, Y1, Y1        /* |x̂|: Y15 is sf × 2^120, so one rounding */ \
+	VPSLLD $20, Y0, Y1        \
+	VPADDD errRebias<>(SB), Y1, Y1 /* the bits of a normal code's value */ \
+	VPCMPGTD errSeven<>(SB), Y0, Y3 /* code > 7: normal */ \
+	VPANDN errExp1<>(SB), Y3, Y4 \
+	VPADDD Y4, Y1, Y1         /* subnormal m: 2^-6·(1 + m/8) … */ \
+	VPANDN errTwoM6<>(SB), Y3, Y4 \
+	VSUBPS Y4, Y1, Y1         /* … − 2^-6 = m·2^-9, exact (no float32 subnormal is ever an operand) */ \
+	VMULPS Y15, Y1, Y1        /* |x̂| */ \
 	VPMOVZXWD (SI)(BX*2), Y0  \
 	VPSLLD $17, Y0, Y0        \
 	VPSRLD $1, Y0, Y0         /* |x| as float32 */
@@ -254,6 +260,50 @@ dqcol:
 	VZEROUPPER
 	RET
 
+// 120<<23: rebias an E4M3 exponent to float32
+DATA errRebias<>+0(SB)/4, $0x3C000000
+DATA errRebias<>+4(SB)/4, $0x3C000000
+DATA errRebias<>+8(SB)/4, $0x3C000000
+DATA errRebias<>+12(SB)/4, $0x3C000000
+DATA errRebias<>+16(SB)/4, $0x3C000000
+DATA errRebias<>+20(SB)/4, $0x3C000000
+DATA errRebias<>+24(SB)/4, $0x3C000000
+DATA errRebias<>+28(SB)/4, $0x3C000000
+GLOBL errRebias<>(SB), RODATA|NOPTR, $32
+
+// the largest subnormal E4M3 code
+DATA errSeven<>+0(SB)/4, $0x00000007
+DATA errSeven<>+4(SB)/4, $0x00000007
+DATA errSeven<>+8(SB)/4, $0x00000007
+DATA errSeven<>+12(SB)/4, $0x00000007
+DATA errSeven<>+16(SB)/4, $0x00000007
+DATA errSeven<>+20(SB)/4, $0x00000007
+DATA errSeven<>+24(SB)/4, $0x00000007
+DATA errSeven<>+28(SB)/4, $0x00000007
+GLOBL errSeven<>(SB), RODATA|NOPTR, $32
+
+// 1<<23: one more in the exponent field
+DATA errExp1<>+0(SB)/4, $0x00800000
+DATA errExp1<>+4(SB)/4, $0x00800000
+DATA errExp1<>+8(SB)/4, $0x00800000
+DATA errExp1<>+12(SB)/4, $0x00800000
+DATA errExp1<>+16(SB)/4, $0x00800000
+DATA errExp1<>+20(SB)/4, $0x00800000
+DATA errExp1<>+24(SB)/4, $0x00800000
+DATA errExp1<>+28(SB)/4, $0x00800000
+GLOBL errExp1<>(SB), RODATA|NOPTR, $32
+
+// 2^-6
+DATA errTwoM6<>+0(SB)/4, $0x3C800000
+DATA errTwoM6<>+4(SB)/4, $0x3C800000
+DATA errTwoM6<>+8(SB)/4, $0x3C800000
+DATA errTwoM6<>+12(SB)/4, $0x3C800000
+DATA errTwoM6<>+16(SB)/4, $0x3C800000
+DATA errTwoM6<>+20(SB)/4, $0x3C800000
+DATA errTwoM6<>+24(SB)/4, $0x3C800000
+DATA errTwoM6<>+28(SB)/4, $0x3C800000
+GLOBL errTwoM6<>(SB), RODATA|NOPTR, $32
+
 // |x| mask
 DATA errAbs<>+0(SB)/4, $0x7FFFFFFF
 DATA errAbs<>+4(SB)/4, $0x7FFFFFFF
@@ -265,12 +315,11 @@ DATA errAbs<>+24(SB)/4, $0x7FFFFFFF
 DATA errAbs<>+28(SB)/4, $0x7FFFFFFF
 GLOBL errAbs<>(SB), RODATA|NOPTR, $32
 
-// func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride, rows, cols int, sf120, top float32)
+// func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride, rows, cols int, sf, top float32)
 // Adds a rows×cols window (cols a positive multiple of 8) of FP8 codes and
 // their BF16 sources to the eight lanes of acc (element j of a row to lane
-// j%8, rows in order): x̂ = float32(value(code) × sf), one rounding of the
-// exact product of the code's bits shifted into a float32 (its value ×
-// 2^-120) and sf120 = sf × 2^120, e = |x| − |x̂| in float32 (exact:
+// j%8, rows in order): x̂ = float32(value(code) × sf) as dequantRowAVX2
+// widens it, e = |x| − |x̂| in float32 (exact:
 // fp8Block's precondition),
 // Σx² and Σe² in float64 (each product rounded before its add, no FMA),
 // max|e| in float32, the count of |x| > top, and the largest magnitude code
@@ -285,7 +334,7 @@ TEXT ·errWinBF16AVX2(SB), NOSPLIT, $64-64
 	MOVQ sstride+32(FP), R9
 	MOVQ rows+40(FP), CX
 	MOVQ cols+48(FP), DX
-	VBROADCASTSS sf120+56(FP), Y15
+	VBROADCASTSS sf+56(FP), Y15
 	VBROADCASTSS top+60(FP), Y13
 	VMOVUPD 0(AX), Y8            // Σx², lanes 0..3
 	VMOVUPD 32(AX), Y9           // lanes 4..7
