@@ -14,8 +14,10 @@ import (
 // An element whose x̂ is NaN is counted in NaN and left out of every sum.
 //
 // Sums are taken block by block in a fixed order: within a block, rows in
-// order, element j of a row in lane j%8 (BF16 → FP8) or j%2 (the rest), the
-// lanes added at the block's end; blocks one by one in row-major order. So a
+// order, element j of a row in lane j%8 (BF16 → FP8: first the columns that
+// fill whole groups of eight, then the rest, each row by row) or j%2 (the
+// rest), the lanes added at the block's end; blocks one by one in row-major
+// order. So a
 // tensor gives the same bits whatever the caller's threading and whichever
 // kernels (vector or portable) run. Float64 addition is not associative:
 // combine ErrStats with Add in an order of your own that is fixed too.
