@@ -3,6 +3,7 @@ package quant
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 )
 
 // ErrStats is the error of a quantization against its source, summed over
@@ -13,8 +14,10 @@ import (
 // An element whose x̂ is NaN is counted in NaN and left out of every sum.
 //
 // Sums are taken block by block in a fixed order: within a block, rows in
-// order, element j of a row in lane j%8 (BF16 → FP8) or j%2 (the rest), the
-// lanes added at the block's end; blocks one by one in row-major order. So a
+// order, element j of a row in lane j%8 (BF16 → FP8: first the columns that
+// fill whole groups of eight, then the rest, each row by row) or j%2 (the
+// rest), the lanes added at the block's end; blocks one by one in row-major
+// order. So a
 // tensor gives the same bits whatever the caller's threading and whichever
 // kernels (vector or portable) run. Float64 addition is not associative:
 // combine ErrStats with Add in an order of your own that is fixed too.
@@ -85,21 +88,26 @@ const absMask = 1<<63 - 1
 func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero bool) {
 	var b blockErr
 	size := in.Size()
-	if in == BF16 {
-		var xhat [BlockSize]float32
+	// The window kernel takes x − x̂ in float32, exact when x̂ is the code
+	// nearest x/sf on the E4M3 grid (so |x| ≤ 1.5·|x̂| or x̂ = 0, and x̂ is a
+	// normal float32): true for every scale in this range.
+	if in == BF16 && sf >= 0x1p-100 && sf <= 0x1p100 {
 		var l laneSums
-		sc := [1]float32{sf}
-		for r := range rows {
-			xh := xhat[:cols]
-			dequantRow(xh, codes[r*cstride:r*cstride+cols], sc[:]) // float32(code value × sf)
-			errRowBF16(&l, src[r*sstride:r*sstride+2*cols], xh)
+		// Every element above the value of code 448 got that code: saturated.
+		// None is when amax is not (top +Inf: the kernel skips the count).
+		top := float32(e4m3Table[0x7E] * sf)
+		if amax <= top {
+			top = float32(math.Inf(1))
 		}
-		b.sx0, b.se0 = l.sx.sum(), l.se.sum()
-		b.maxBits = math.Float64bits(max(l.m[0], l.m[1], l.m[2], l.m[3], l.m[4], l.m[5], l.m[6], l.m[7]))
-		if !math.IsNaN(b.se0) { // else a NaN code: element by element below
-			if top := float64(float32(e4m3Table[0x7E] * sf)); float64(amax) > top {
-				b.sat = countAbove(src, sstride, rows, cols, top)
+		errWindow(&l, codes, cstride, src, sstride, rows, cols, sf, top)
+		if !slices.Contains(l.code[:], 0x7F) { // else a NaN code: element by element below
+			b.sx0, b.se0 = l.sx.sum(), l.se.sum()
+			m := l.m[0]
+			for k, v := range l.sat {
+				m = max(m, l.m[k])
+				b.sat += int64(v)
 			}
+			b.maxBits = math.Float64bits(float64(m))
 			b.addTo(s, zero)
 			return
 		}
@@ -111,27 +119,14 @@ func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstr
 	b.addTo(s, zero)
 }
 
-// countAbove counts the BF16 elements of a window whose magnitude exceeds
-// top: the saturated ones, when top is the value of code 448 (every element
-// above it got that code).
-func countAbove(src []byte, stride, rows, cols int, top float64) int64 {
-	var n int64
-	for r := range rows {
-		row := src[r*stride : r*stride+2*cols]
-		for i := 0; i+2 <= len(row); i += 2 {
-			if float64(BF16ToF32(binary.LittleEndian.Uint16(row[i:])&0x7FFF)) > top {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-// laneSums are a block's partial sums of BF16 rows in eight lanes (element
-// j of a row goes to lane j%8, as the vector kernel adds them): Σx², Σ(x−x̂)²
-// and max|x−x̂|.
+// laneSums are a window's partial sums of BF16 elements in eight lanes
+// (element j of a row goes to lane j%8, as the vector kernel adds them). The
+// layout is errWinBF16AVX2's.
 type laneSums struct {
-	sx, se, m lanes
+	sx, se lanes      // Σx², Σ(x−x̂)²
+	m      [8]float32 // max|x−x̂|
+	sat    [8]int32   // elements with |x| above top
+	code   [8]int32   // the largest magnitude code (0x7F: NaN)
 }
 
 type lanes [8]float64
@@ -141,20 +136,28 @@ func (l *lanes) sum() float64 {
 	return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
 }
 
-// errRowBF16Go adds elements from on of a BF16 row against their
-// dequantized values xhat. The products are converted explicitly so that no
-// compiler fuses them with the adds (an FMA would round once, and the vector
-// kernel, whose sums must be these bit for bit, rounds twice).
-func errRowBF16Go(l *laneSums, src []byte, xhat []float32, from int) {
-	src = src[:2*len(xhat)]
-	for j := from; j < len(xhat); j++ {
-		x := float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*j:])))
-		d := x - float64(xhat[j])
-		k := j & 7
-		l.sx[k] += float64(x * x)
-		l.se[k] += float64(d * d)
-		if a := math.Abs(d); a > l.m[k] {
-			l.m[k] = a
+// errWindowGo adds columns [from, to) of a window of FP8 codes (scale sf)
+// and their BF16 sources to the lanes, row by row, as errWinBF16AVX2 does:
+// e = |x| − |x̂| in float32 and squared in float64. The conversions are
+// explicit so that no compiler fuses a product with an add or a subtraction
+// (an FMA rounds once; the vector kernel rounds each operation).
+func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, from, to int, sf, top float32) {
+	for r := range rows {
+		c := codes[r*cstride+from : r*cstride+to]
+		x16 := src[r*sstride+2*from : r*sstride+2*to]
+		for j, code := range c {
+			k := (from + j) & 7
+			code &= 0x7F
+			l.code[k] = max(l.code[k], int32(code))
+			xh := float32(e4m3Table[code] * sf)
+			x := BF16ToF32(binary.LittleEndian.Uint16(x16[2*j:]) & 0x7FFF)
+			if x > top {
+				l.sat[k]++
+			}
+			e := float32(x - xh)
+			l.m[k] = max(l.m[k], float32(math.Abs(float64(e))))
+			l.sx[k] += float64(float64(x) * float64(x))
+			l.se[k] += float64(float64(e) * float64(e))
 		}
 	}
 }
@@ -238,12 +241,12 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 		return
 	}
 	sc := float32(E4M3ToF32(e4) * scale2)
+	p := math.Ldexp(1, kj) // x = code value × 2^kj, exact in float64
 	for i, v := range src {
 		w := dst[i]
 		for h := range 2 {
 			cx, cy := v>>(4*h)&0xF, w>>(4*h)&0xF
-			x := math.Ldexp(float64(e2m1Table[cx]), kj)
-			b.add(h, x, float64(nvE2M1[cy]*sc), cy&7 == 7)
+			b.add(h, float64(e2m1Table[cx])*p, float64(nvE2M1[cy]*sc), cy&7 == 7)
 		}
 	}
 	b.addTo(s, q == 0)

@@ -52,9 +52,11 @@ func closeRel(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Abs(b) }
 // (counts and max exactly, sums to 1e-12), is the same bits on the vector
 // and the portable kernels, and a band that fails leaves it unchanged.
 func TestQuantizerErrStats(t *testing.T) {
-	const rows, k = 128, 128*3 + 40 // a partial column block, rows not a multiple of 8 wide
+	const rows, k = 128, 128*3 + 43 // a partial column block, not a multiple of 8 wide
 	src := make([]byte, 2*rows*k)
 	genFill(src, BF16, k, region{R0: 0, R1: rows, C0: 0, C1: k, Seed: 3, ELo: 100, EHi: 130})
+	// Column block 2 spans 2^13..2^24: large scales.
+	genFill(src, BF16, k, region{R0: 0, R1: rows, C0: 256, C1: 384, Seed: 5, ELo: 140, EHi: 150})
 	// One all-zero column block's worth of a tile: the last block's first 16 rows stay, the rest is zeroed.
 	for r := range rows {
 		for c := 128; c < 256; c++ {

@@ -83,17 +83,21 @@ func dequantRow(dst []float32, src []byte, scales []float32) {
 }
 
 //go:noescape
-func errRowBF16AVX2(acc *float64, src *byte, xhat *float32, n int)
+func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride, rows, cols int, sf, top float32)
 
-// errRowBF16 adds a row of BF16 elements against their dequantized values
-// to the lanes (errRowBF16Go's sums, bit for bit).
-func errRowBF16(l *laneSums, src []byte, xhat []float32) {
-	n := len(xhat) &^ 7
+// errWindow adds a window of FP8 codes and their BF16 sources to the lanes
+// (errWindowGo's sums, bit for bit): the vector kernel takes the columns
+// that fill whole vectors, then errWindowGo the rest.
+func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, top float32) {
+	n := cols &^ 7
 	if useAVX2 && n > 0 {
-		_ = src[2*n-1]
-		errRowBF16AVX2(&l.sx[0], &src[0], &xhat[0], n)
+		_ = codes[(rows-1)*cstride+n-1]
+		_ = src[(rows-1)*sstride+2*n-1]
+		errWinBF16AVX2(l, &codes[0], cstride, &src[0], sstride, rows, n, sf, top)
 	} else {
-		n = 0
+		errWindowGo(l, codes, cstride, src, sstride, rows, 0, n, sf, top)
 	}
-	errRowBF16Go(l, src, xhat, n)
+	if n < cols {
+		errWindowGo(l, codes, cstride, src, sstride, rows, n, cols, sf, top)
+	}
 }

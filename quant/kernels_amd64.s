@@ -5,6 +5,51 @@
 // Broadcast a 32-bit constant into all lanes of a Y register.
 #define BCAST(c, y, x) MOVL $c, AX; VMOVD AX, x; VPBROADCASTD x, y
 
+// ERRHEAD widens 8 codes at (DI)(BX*1) to |x̂| (Y1) and 8 BF16 sources at
+// (SI)(BX*2) to |x| (Y0) as float32.
+#define ERRHEAD \
+	VPMOVZXBD (DI)(BX*1), Y0  \
+	VPAND Y14, Y0, Y0         /* magnitude code */ \
+	VPMAXUD Y0, Y7, Y7        /* 0x7F once a NaN code is seen */ \
+	VPSLLD $20, Y0, Y1        \
+	VPADDD errRebias<>(SB), Y1, Y1 /* the bits of a normal code's value */ \
+	VPCMPGTD errSeven<>(SB), Y0, Y3 /* code > 7: normal */ \
+	VPANDN errExp1<>(SB), Y3, Y4 \
+	VPADDD Y4, Y1, Y1         /* subnormal m: 2^-6·(1 + m/8) … */ \
+	VPANDN errTwoM6<>(SB), Y3, Y4 \
+	VSUBPS Y4, Y1, Y1         /* … − 2^-6 = m·2^-9, exact (no float32 subnormal is ever an operand) */ \
+	VMULPS Y15, Y1, Y1        /* |x̂| */ \
+	VPMOVZXWD (SI)(BX*2), Y0  \
+	VPSLLD $17, Y0, Y0        \
+	VPSRLD $1, Y0, Y0         /* |x| as float32 */
+
+// ERRSAT counts the elements with |x| > top in Y6.
+#define ERRSAT \
+	VCMPPS $0x1E, Y13, Y0, Y2 \
+	VPSUBD Y2, Y6, Y6
+
+// ERRTAIL adds e = |x| − |x̂| and |x| to the lanes. The float32 values are
+// widened from memory: a register's upper half would need a shuffle, and
+// shuffles share one port with the conversions on Intel cores.
+#define ERRTAIL \
+	VSUBPS Y1, Y0, Y1         /* e = |x| − |x̂| */ \
+	VANDPS errAbs<>(SB), Y1, Y2 \
+	VMAXPS Y2, Y12, Y12       \
+	VMOVUPS Y0, 0(SP)         \
+	VMOVUPS Y1, 32(SP)        \
+	VCVTPS2PD 0(SP), Y2       \
+	VCVTPS2PD 16(SP), Y3      \
+	VCVTPS2PD 32(SP), Y4      \
+	VCVTPS2PD 48(SP), Y5      \
+	VMULPD Y2, Y2, Y2         \
+	VADDPD Y2, Y8, Y8         \
+	VMULPD Y3, Y3, Y3         \
+	VADDPD Y3, Y9, Y9         \
+	VMULPD Y4, Y4, Y4         \
+	VADDPD Y4, Y10, Y10       \
+	VMULPD Y5, Y5, Y5         \
+	VADDPD Y5, Y11, Y11
+
 // func amax16AVX2(src *byte, stride, rows, cols int) uint16
 TEXT ·amax16AVX2(SB), NOSPLIT, $0-34
 	MOVQ src+0(FP), SI
@@ -215,56 +260,125 @@ dqcol:
 	VZEROUPPER
 	RET
 
-// func errRowBF16AVX2(acc *float64, src *byte, xhat *float32, n int)
-// Adds n (a positive multiple of 8) elements of a BF16 row against their
-// dequantized values xhat to eight lanes (element j to lane j%8) of Σx²
-// (acc[0:8]), Σ(x−x̂)² (acc[8:16]) and max|x−x̂| (acc[16:24]). Every product
-// is rounded before its add (no FMA), as errRowBF16Go does.
-TEXT ·errRowBF16AVX2(SB), NOSPLIT, $0-32
+// 120<<23: rebias an E4M3 exponent to float32
+DATA errRebias<>+0(SB)/4, $0x3C000000
+DATA errRebias<>+4(SB)/4, $0x3C000000
+DATA errRebias<>+8(SB)/4, $0x3C000000
+DATA errRebias<>+12(SB)/4, $0x3C000000
+DATA errRebias<>+16(SB)/4, $0x3C000000
+DATA errRebias<>+20(SB)/4, $0x3C000000
+DATA errRebias<>+24(SB)/4, $0x3C000000
+DATA errRebias<>+28(SB)/4, $0x3C000000
+GLOBL errRebias<>(SB), RODATA|NOPTR, $32
+
+// the largest subnormal E4M3 code
+DATA errSeven<>+0(SB)/4, $0x00000007
+DATA errSeven<>+4(SB)/4, $0x00000007
+DATA errSeven<>+8(SB)/4, $0x00000007
+DATA errSeven<>+12(SB)/4, $0x00000007
+DATA errSeven<>+16(SB)/4, $0x00000007
+DATA errSeven<>+20(SB)/4, $0x00000007
+DATA errSeven<>+24(SB)/4, $0x00000007
+DATA errSeven<>+28(SB)/4, $0x00000007
+GLOBL errSeven<>(SB), RODATA|NOPTR, $32
+
+// 1<<23: one more in the exponent field
+DATA errExp1<>+0(SB)/4, $0x00800000
+DATA errExp1<>+4(SB)/4, $0x00800000
+DATA errExp1<>+8(SB)/4, $0x00800000
+DATA errExp1<>+12(SB)/4, $0x00800000
+DATA errExp1<>+16(SB)/4, $0x00800000
+DATA errExp1<>+20(SB)/4, $0x00800000
+DATA errExp1<>+24(SB)/4, $0x00800000
+DATA errExp1<>+28(SB)/4, $0x00800000
+GLOBL errExp1<>(SB), RODATA|NOPTR, $32
+
+// 2^-6
+DATA errTwoM6<>+0(SB)/4, $0x3C800000
+DATA errTwoM6<>+4(SB)/4, $0x3C800000
+DATA errTwoM6<>+8(SB)/4, $0x3C800000
+DATA errTwoM6<>+12(SB)/4, $0x3C800000
+DATA errTwoM6<>+16(SB)/4, $0x3C800000
+DATA errTwoM6<>+20(SB)/4, $0x3C800000
+DATA errTwoM6<>+24(SB)/4, $0x3C800000
+DATA errTwoM6<>+28(SB)/4, $0x3C800000
+GLOBL errTwoM6<>(SB), RODATA|NOPTR, $32
+
+// |x| mask
+DATA errAbs<>+0(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+4(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+8(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+12(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+16(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+20(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+24(SB)/4, $0x7FFFFFFF
+DATA errAbs<>+28(SB)/4, $0x7FFFFFFF
+GLOBL errAbs<>(SB), RODATA|NOPTR, $32
+
+// func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride, rows, cols int, sf, top float32)
+// Adds a rows×cols window (cols a positive multiple of 8) of FP8 codes and
+// their BF16 sources to the eight lanes of acc (element j of a row to lane
+// j%8, rows in order): x̂ = float32(value(code) × sf) as dequantRowAVX2
+// widens it, e = |x| − |x̂| in float32 (exact:
+// fp8Block's precondition),
+// Σx² and Σe² in float64 (each product rounded before its add, no FMA),
+// max|e| in float32, the count of |x| > top, and the largest magnitude code
+// (0x7F: a NaN code, whose x̂ here is a finite stand-in; the caller discards
+// the sums).
+TEXT ·errWinBF16AVX2(SB), NOSPLIT, $64-64
+	BCAST(0x7F, Y14, X14)
 	MOVQ acc+0(FP), AX
-	MOVQ src+8(FP), SI
-	MOVQ xhat+16(FP), DI
-	MOVQ n+24(FP), CX
-	VMOVUPD 0(AX), Y8
-	VMOVUPD 32(AX), Y9
-	VMOVUPD 64(AX), Y10
+	MOVQ codes+8(FP), DI
+	MOVQ cstride+16(FP), R8
+	MOVQ src+24(FP), SI
+	MOVQ sstride+32(FP), R9
+	MOVQ rows+40(FP), CX
+	MOVQ cols+48(FP), DX
+	VBROADCASTSS sf+56(FP), Y15
+	VBROADCASTSS top+60(FP), Y13
+	VMOVUPD 0(AX), Y8            // Σx², lanes 0..3
+	VMOVUPD 32(AX), Y9           // lanes 4..7
+	VMOVUPD 64(AX), Y10          // Σe²
 	VMOVUPD 96(AX), Y11
-	VMOVUPD 128(AX), Y12
-	VMOVUPD 160(AX), Y13
-	MOVQ $0x7FFFFFFFFFFFFFFF, DX
-	VMOVQ DX, X15                // VEX: a legacy-SSE write with the upper halves dirty stalls Intel cores
-	VPBROADCASTQ X15, Y15
-errloop:
-	VPMOVZXWD (SI), Y0
-	VPSLLD $16, Y0, Y0           // the BF16 values as float32
-	VCVTPS2PD X0, Y1             // x, elements 0..3
-	VEXTRACTF128 $1, Y0, X0
-	VCVTPS2PD X0, Y2             // x, elements 4..7
-	VCVTPS2PD (DI), Y3
-	VCVTPS2PD 16(DI), Y4
-	VSUBPD Y3, Y1, Y3            // d = x − x̂
-	VSUBPD Y4, Y2, Y4
-	VMULPD Y1, Y1, Y1
-	VADDPD Y1, Y8, Y8
-	VMULPD Y2, Y2, Y2
-	VADDPD Y2, Y9, Y9
-	VMULPD Y3, Y3, Y5
-	VADDPD Y5, Y10, Y10
-	VMULPD Y4, Y4, Y6
-	VADDPD Y6, Y11, Y11
-	VANDPD Y15, Y3, Y3
-	VMAXPD Y3, Y12, Y12
-	VANDPD Y15, Y4, Y4
-	VMAXPD Y4, Y13, Y13
-	ADDQ $16, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JNZ errloop
+	VMOVUPS 128(AX), Y12         // max|e| (float32)
+	VMOVDQU 160(AX), Y6          // saturated counts (int32)
+	VMOVDQU 192(AX), Y7          // largest magnitude code
+	MOVL top+60(FP), R10
+	CMPL R10, $0x7F800000        // top = +Inf: nothing saturated, nothing to count
+	JEQ enrow
+ewrow:
+	XORQ BX, BX
+ewcol:
+	ERRHEAD
+	ERRSAT
+	ERRTAIL
+	ADDQ $8, BX
+	CMPQ BX, DX
+	JB ewcol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ ewrow
+	JMP ewdone
+enrow:
+	XORQ BX, BX
+encol:
+	ERRHEAD
+	ERRTAIL
+	ADDQ $8, BX
+	CMPQ BX, DX
+	JB encol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ enrow
+ewdone:
 	VMOVUPD Y8, 0(AX)
 	VMOVUPD Y9, 32(AX)
 	VMOVUPD Y10, 64(AX)
 	VMOVUPD Y11, 96(AX)
-	VMOVUPD Y12, 128(AX)
-	VMOVUPD Y13, 160(AX)
+	VMOVUPS Y12, 128(AX)
+	VMOVDQU Y6, 160(AX)
+	VMOVDQU Y7, 192(AX)
 	VZEROUPPER
 	RET

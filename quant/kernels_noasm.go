@@ -12,4 +12,8 @@ func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, col
 
 func dequantRow(dst []float32, src []byte, scales []float32) { dequantRowGo(dst, src, scales) }
 
-func errRowBF16(l *laneSums, src []byte, xhat []float32) { errRowBF16Go(l, src, xhat, 0) }
+func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, top float32) {
+	n := cols &^ 7
+	errWindowGo(l, codes, cstride, src, sstride, rows, 0, n, sf, top)
+	errWindowGo(l, codes, cstride, src, sstride, rows, n, cols, sf, top)
+}

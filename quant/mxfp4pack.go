@@ -99,22 +99,34 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 			}
 			s := e8M0ToF32(sb)
 			lossy := false
+			var b blockErr
 			for i := 0; i < MXGroupSize; i += 2 {
 				lo, l1, s1 := packCode(x[i], s)
 				hi, l2, s2 := packCode(x[i+1], s)
 				packed[(base+i)/2] = lo | hi<<4
 				lossy = lossy || l1 || l2
 				st.Saturated += int64(s1 + s2)
+				if es != nil { // blockErr.add for lanes 0 and 1, inline (E2M1 has no NaN)
+					x0, x1 := float64(BF16ToF32(x[i])), float64(BF16ToF32(x[i+1]))
+					y0, y1 := float64(e2m1Table[lo]*s), float64(e2m1Table[hi]*s)
+					if lo&7 == 7 && math.Abs(x0) > math.Abs(y0) {
+						b.sat++
+					}
+					if hi&7 == 7 && math.Abs(x1) > math.Abs(y1) {
+						b.sat++
+					}
+					d0, d1 := x0-y0, x1-y1
+					b.sx0 += float64(x0 * x0) // products converted: never fused into an FMA
+					b.se0 += float64(d0 * d0)
+					b.sx1 += float64(x1 * x1)
+					b.se1 += float64(d1 * d1)
+					b.maxBits = max(b.maxBits, math.Float64bits(d0)&absMask, math.Float64bits(d1)&absMask)
+				}
 			}
 			if lossy {
 				st.Lossy++
 			}
 			if es != nil {
-				var b blockErr
-				for i := range x {
-					c := packed[(base+i)/2] >> (4 * (i & 1)) & 0xF
-					b.add(i&1, float64(BF16ToF32(x[i])), float64(e2m1Table[c]*s), c&7 == 7)
-				}
 				b.addTo(&acc, amax == 0)
 			}
 		}

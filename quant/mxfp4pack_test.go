@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -84,5 +85,53 @@ func TestPackMXFP4RoundTrip(t *testing.T) {
 		if s2[0] == scales[0] && !negZero && !bytes.Equal(p2, packed) {
 			t.Fatalf("case %d: same scale, codes % x came back as % x", it, packed, p2)
 		}
+	}
+}
+
+// The error PackMXFP4Measured adds agrees with one computed element by
+// element from the packed output (x̂ = code value × 2^(e−127)): counts and
+// max exactly, sums to 1e-12.
+func TestPackMXFP4MeasuredErr(t *testing.T) {
+	const rows, k = 8, 128
+	src := make([]byte, 2*rows*k)
+	genFill(src, BF16, k, region{R0: 0, R1: rows, C0: 0, C1: k, Seed: 9, ELo: 110, EHi: 135})
+	for i := 0; i < 64; i += 2 { // one all-zero group
+		binary.LittleEndian.PutUint16(src[i:], 0)
+	}
+	packed, scales := make([]byte, rows*k/2), make([]byte, rows*k/MXGroupSize)
+	var got ErrStats
+	if _, err := PackMXFP4Measured(packed, scales, src, rows, k, &got); err != nil {
+		t.Fatal(err)
+	}
+	var want ErrStats
+	for g := range rows * k / MXGroupSize {
+		lossy, zero := false, true
+		for i := g * MXGroupSize; i < (g+1)*MXGroupSize; i++ {
+			x := float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
+			c := packed[i/2] >> (4 * (i & 1)) & 0xF
+			y := float64(e2m1Table[c] * e8M0ToF32(scales[g]))
+			d := x - y
+			want.SumSq += x * x
+			want.SumSqErr += d * d
+			want.MaxAbs = max(want.MaxAbs, math.Abs(d))
+			lossy, zero = lossy || d != 0, zero && x == 0
+			if c&7 == 7 && math.Abs(x) > math.Abs(y) {
+				want.Saturated++
+			}
+		}
+		want.Blocks++
+		if lossy {
+			want.LossyBlocks++
+		}
+		if zero {
+			want.ZeroTiles++
+		}
+	}
+	if got.Blocks != want.Blocks || got.LossyBlocks != want.LossyBlocks || got.ZeroTiles != want.ZeroTiles || got.Saturated != want.Saturated ||
+		got.NaN != 0 || got.MaxAbs != want.MaxAbs || !closeRel(got.SumSq, want.SumSq) || !closeRel(got.SumSqErr, want.SumSqErr) {
+		t.Errorf("measured %+v, element by element %+v", got, want)
+	}
+	if want.Saturated == 0 || want.ZeroTiles != 1 {
+		t.Errorf("the data should saturate some elements and hold one zero group: %+v", want)
 	}
 }
