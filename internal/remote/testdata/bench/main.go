@@ -42,7 +42,7 @@ func main() {
 	rank := flag.Int("rank", 0, "rank to export")
 	rate := flag.Float64("rate", 10, "per-connection rate limit of the server, MiB/s")
 	conns := flag.Int("conns", remote.DefaultConnections, "connections of the fetcher and of parallel curl")
-	gap := flag.Int64("gap", remote.DefaultGap, "coalescing gap in bytes (-1: touching ranges only)")
+	gap := flag.Int64("gap", 0, "coalescing gap in bytes (0: the fetcher's default, -1: touching ranges only)")
 	bin := flag.String("k3ckpt", "", "k3ckpt binary for the real export (default: go build ./cmd/k3ckpt)")
 	flag.Parse()
 	if err := run(*scale, *src, *lay, *rank, *rate*(1<<20), *conns, *gap, *bin); err != nil {
@@ -97,7 +97,11 @@ func run(scale, dir, layName string, rank int, rate float64, conns int, gap int6
 	}
 	defer out.Close()
 	t0 := time.Now()
-	s, err := remote.NewSource(context.Background(), remote.Location{Base: base}, remote.Options{Client: &http.Client{Transport: remote.NewTransport(conns)}})
+	loc, err := remote.Resolve(base, func(string) string { return "" })
+	if err != nil {
+		return err
+	}
+	s, err := remote.NewSource(context.Background(), loc, remote.Options{Client: &http.Client{Transport: remote.NewTransport(conns)}})
 	if err != nil {
 		return err
 	}
