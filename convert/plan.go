@@ -154,7 +154,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 			}
 			fp, outs, err := planFile(src.Root, f, r, opts)
 			if err != nil {
-				return err
+				return locateScale(err, src, filepath.Join(src.Root, f.Path))
 			}
 			p.Files[i] = fp
 			fm := newModuleSet()

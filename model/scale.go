@@ -207,7 +207,7 @@ var (
 
 // BuiltinFamilies names the built-in families FamilyConfigJSON knows, the
 // default (Kimi-K3) first.
-func BuiltinFamilies() []string { return []string{"k3", "deepseek-v3"} }
+func BuiltinFamilies() []string { return []string{"kimi-k3", "deepseek-v3"} }
 
 // FamilyConfigJSON is the config.json of a built-in family's replica at a
 // scale: the family's released config at full scale. Kimi-K3 has every
@@ -215,7 +215,7 @@ func BuiltinFamilies() []string { return []string{"k3", "deepseek-v3"} }
 // family lacks is an error that lists what there is.
 func FamilyConfigJSON(family string, sc Scale) ([]byte, error) {
 	switch family {
-	case "", "k3":
+	case "", "kimi-k3":
 		return ScaledConfigJSON(sc)
 	case "deepseek-v3":
 		switch sc {

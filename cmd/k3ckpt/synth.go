@@ -55,7 +55,7 @@ weight_scale_inv), at --scale tiny a small config with its keys.`,
 			}
 			dir := args[0]
 			what := opts.Scale.String()
-			if opts.Family != "" && opts.Family != "k3" {
+			if opts.Family != "" && opts.Family != "kimi-k3" {
 				what = opts.Family + " " + what
 			}
 			if configPath != "" {
@@ -105,7 +105,7 @@ weight_scale_inv), at --scale tiny a small config with its keys.`,
 	}
 	f := cmd.Flags()
 	f.Var(&opts.Scale, "scale", "replica dimensions: full, small or tiny")
-	f.StringVar(&opts.Family, "family", "k3", "built-in model family to replicate: "+strings.Join(model.BuiltinFamilies(), ", ")+" (deepseek-v3: full and tiny scales)")
+	f.StringVar(&opts.Family, "family", "kimi-k3", "built-in model family to replicate: "+strings.Join(model.BuiltinFamilies(), ", ")+" (deepseek-v3: full and tiny scales)")
 	f.BoolVar(&opts.HeaderOnly, "header-only", false, "write headers only; data regions stay sparse holes")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the values")
 	f.BoolVar(&opts.Force, "force", false, "write into a non-empty directory (replaces its shards, index and config)")
