@@ -88,7 +88,7 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options) (map[s
 		if role != model.RoleWeight && role != model.RolePacked {
 			continue
 		}
-		expert := model.Classify(s.Name) == model.RoutedExperts
+		expert := opts.classifier().Classify(s.Name) == model.RoutedExperts
 		var x *xfSpec
 		var err error
 		switch {

@@ -77,7 +77,7 @@ func compactGroups(names []string) string {
 			continue
 		}
 		all := fam != n
-		for h := range model.Group(model.NumGroups) {
+		for h := range model.Group(model.NumAllGroups()) {
 			if all && h.Family() == fam && linear(h) && !slices.Contains(names, h.String()) {
 				all = false
 			}

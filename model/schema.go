@@ -475,8 +475,8 @@ func fp8Rules(r tensorRule, when string) ([]tensorRule, error) {
 // Group constants.
 var k3Schema = func() *schema {
 	s := mustSchema(k3SchemaJSON)
-	if len(groupInfo) != NumGroups {
-		panic(fmt.Sprintf("model: families/k3.json lists %d groups, the package %d", len(groupInfo), NumGroups))
+	if len(groupInfo) != numK3Groups {
+		panic(fmt.Sprintf("model: families/k3.json lists %d groups, the package %d", len(groupInfo), numK3Groups))
 	}
 	return s
 }()

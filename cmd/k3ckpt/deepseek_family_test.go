@@ -106,7 +106,8 @@ func bf16Golden(t *testing.T) string {
 // to ModelOpt FP8_PB_WO (--format modelopt --numerics modelopt) and to
 // UE8M0 block scales (--format deepseek --scale-fmt ue8m0, DeepGEMM's
 // numerics), and verify passes on both; convert prints none of the engine
-// verdicts read for Kimi-K3. Each quantized weight is checked
+// verdicts read for Kimi-K3, and its report files the weights under
+// DeepSeek's groups. Each quantized weight is checked
 // against the formats' definitions, restated here from their sources, not
 // against the converter's code. Per 128×128 block the scale is, for
 // ModelOpt, amax/448 in float32 rounded to BF16 (FP8QTensor.quantize keeps
@@ -165,6 +166,27 @@ func TestDeepSeekToModelOptAndUE8M0(t *testing.T) {
 			// two layers' shared experts; the routed experts stay BF16.
 			if quantized != 24 {
 				t.Errorf("%d weights quantized, want 24", quantized)
+			}
+			// The report's groups are DeepSeek's: o_proj is MLA's in every
+			// layer (Kimi-K3's schedule would call layer 0's KDA's).
+			rb, err := os.ReadFile(filepath.Join(dst, "quantization_report.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct {
+				Groups []struct {
+					Group string `json:"group"`
+				} `json:"groups"`
+			}
+			if err := json.Unmarshal(rb, &rep); err != nil {
+				t.Fatal(err)
+			}
+			var groups []string
+			for _, g := range rep.Groups {
+				groups = append(groups, g.Group)
+			}
+			if !slices.Contains(groups, "mla.o_proj") || slices.ContainsFunc(groups, func(g string) bool { return strings.HasPrefix(g, "kda.") }) {
+				t.Errorf("report groups %v, want mla.o_proj and no kda group", groups)
 			}
 			b, err := os.ReadFile(filepath.Join(dst, model.ConfigName))
 			if err != nil {
