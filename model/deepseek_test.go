@@ -249,3 +249,39 @@ func TestDeepSeekV3ReleaseFiles(t *testing.T) {
 		t.Errorf("the tiny config: %d files, %d shards", c.SynthShards(), c.NumShards())
 	}
 }
+
+// The config's classifier reads names as its family does, where Kimi-K3's
+// package-level readings differ: DeepSeek-V3's o_proj is MLA's in every
+// layer (K3's schedule makes layer 0 KDA), its MTP groups are among
+// AllGroups(), and its expert tensors are its own family's.
+func TestClassifierFollowsFamily(t *testing.T) {
+	b, err := os.ReadFile("testdata/deepseek-v3/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls := c.Classifier()
+	o := "model.layers.0.self_attn.o_proj.weight"
+	if g := cls.ParseName(o).Group.String(); g != "mla.o_proj" {
+		t.Errorf("DeepSeek %s: group %s", o, g)
+	}
+	if g := ParseName(o).Group.String(); g != "kda.o_proj" {
+		t.Errorf("K3 %s: group %s", o, g)
+	}
+	base := "model.layers.3.mlp.experts.7.gate_proj"
+	if p, ok := cls.NVFP4ScalePartner(base); !ok || p != "model.layers.3.mlp.experts.7.up_proj" {
+		t.Errorf("DeepSeek NVFP4ScalePartner(%s) = %q, %v", base, p, ok)
+	}
+	if b, packed, ok := cls.MXFP4Part(base + ".weight_packed"); !ok || !packed || b != base {
+		t.Errorf("DeepSeek MXFP4Part: %q %v %v", b, packed, ok)
+	}
+	if bank := cls.ExpertBank(base + ".weight"); bank != "model.layers.3.mlp.experts" {
+		t.Errorf("DeepSeek ExpertBank: %q", bank)
+	}
+	if !AllGroups().Has(cls.ParseName("model.layers.61.eh_proj.weight").Group) {
+		t.Error("AllGroups() lacks DeepSeek's mtp.eh_proj")
+	}
+}
