@@ -364,7 +364,7 @@ func TestBidirErrors(t *testing.T) {
 		{"already MXFP4", []safetensors.TensorSpec{{Name: expert + ".weight_packed", DType: safetensors.U8, Shape: []int64{64, 32}}, {Name: expert + ".weight_scale", DType: safetensors.U8, Shape: []int64{64, 2}}},
 			Options{Experts: ExpertsMXFP4}, "already mxfp4-pack-quantized"},
 		{"FP8 without scales", []safetensors.TensorSpec{{Name: "model.layers.0.self_attn.q_proj.weight", DType: safetensors.F8_E4M3, Shape: []int64{256, 256}}},
-			Options{}, "model.layers.0.self_attn.q_proj.weight_scale is not in the same file"},
+			Options{}, "model.layers.0.self_attn.q_proj.weight_scale_inv (or model.layers.0.self_attn.q_proj.weight_scale) is not in the same file"},
 		{"FP8 scales of the wrong shape", []safetensors.TensorSpec{{Name: "model.layers.0.self_attn.q_proj.weight", DType: safetensors.F8_E4M3, Shape: []int64{256, 256}},
 			{Name: "model.layers.0.self_attn.q_proj.weight_scale_inv", DType: safetensors.F32, Shape: []int64{2, 3}}},
 			Options{}, "are not the block scales of FP8 weight"},

@@ -16,7 +16,7 @@ import (
 // to it would give an output config that lies about them.
 func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, catalog func(string) (safetensors.TensorSpec, bool)) error {
 	for _, t := range f.Tensors {
-		if err := checkExpertFormat(t, cfg.Experts); err != nil {
+		if err := checkExpertFormat(cfg.Classifier(), t, cfg.Experts); err != nil {
 			return fmt.Errorf("file %s: %w", filepath.Join(root, f.Path), err)
 		}
 		s, ok := catalog(t.Name)
@@ -37,13 +37,13 @@ func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, cat
 // checkExpertFormat checks one tensor against the declared expert format:
 // MXFP4 experts are packed bytes (U8 codes and scales), BF16 experts are
 // floating point.
-func checkExpertFormat(t safetensors.TensorInfo, experts model.ExpertFormat) error {
+func checkExpertFormat(cls *model.Classifier, t safetensors.TensorInfo, experts model.ExpertFormat) error {
 	packed := t.DType == safetensors.U8
 	mxfp4 := experts == model.ExpertsMXFP4
 	// Only a tensor stored otherwise than the declared experts can be
 	// wrong: the name is read for those alone (not for every expert).
 	wrong := mxfp4 && !packed || experts == model.ExpertsBF16 && packed
-	if !wrong || model.Classify(t.Name) != model.RoutedExperts {
+	if !wrong || cls.Classify(t.Name) != model.RoutedExperts {
 		return nil
 	}
 	if mxfp4 {

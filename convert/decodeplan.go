@@ -1,8 +1,11 @@
 package convert
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -85,7 +88,7 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options) (map[s
 		if role != model.RoleWeight && role != model.RolePacked {
 			continue
 		}
-		expert := model.Classify(s.Name) == model.RoutedExperts
+		expert := opts.classifier().Classify(s.Name) == model.RoutedExperts
 		var x *xfSpec
 		var err error
 		switch {
@@ -123,10 +126,10 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 	}
 	all := companions(module+".weight_scale", module+".weight_scale_inv", module+".weight_scale_2", module+".input_scale",
 		module+".weight_global_scale", module+".input_global_scale", module+".weight_zero_point")
-	need := func(name string) (safetensors.TensorSpec, error) {
+	need := func(name string, or ...string) (safetensors.TensorSpec, error) {
 		t, ok := byName[name]
 		if !ok {
-			return t, fmt.Errorf("tensor %s: %w: its scale tensor %s is not in the same file", s.Name, ErrNotQuantizable, name)
+			return t, &missingScaleError{weight: s.Name, scales: append([]string{name}, or...)}
 		}
 		return t, nil
 	}
@@ -136,11 +139,21 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		if n < 1 || k < 1 || k > quant.MaxK || n > quant.MaxK {
 			return nil, fmt.Errorf("tensor %s: %w: FP8 matrix %v outside [1, %d]²", s.Name, ErrNotQuantizable, s.Shape, quant.MaxK)
 		}
-		name := module + ".weight_scale_inv"
+		// DeepSeek's weight_scale_inv, or ModelOpt's / compressed-tensors'
+		// weight_scale.
+		name, alt := module+".weight_scale_inv", module+".weight_scale"
 		if _, ok := byName[name]; !ok {
-			name = module + ".weight_scale"
+			if _, ok := byName[alt]; ok {
+				name, alt = alt, ""
+			}
 		}
-		sc, err := need(name)
+		var sc safetensors.TensorSpec
+		var err error
+		if alt != "" {
+			sc, err = need(name, alt)
+		} else {
+			sc, err = need(name)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -185,6 +198,49 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
 	}
 	return nil, nil
+}
+
+// missingScaleError: a quantized weight's scale tensor is not in the
+// weight's file (convert reads a weight's companions from its own file).
+// scales are the names it may have, the likeliest first; NewPlan names the
+// file that holds it, when one does.
+type missingScaleError struct {
+	weight string
+	scales []string
+	// in is the file that holds scales[0] ("" when unknown).
+	in string
+}
+
+func (e *missingScaleError) Error() string {
+	if e.in != "" {
+		return fmt.Sprintf("tensor %s: %v: its scale tensor %s is not in the same file but in %s; convert reads a weight's scales from the weight's own file: rewrite the two files with %s beside its weight (and the index's weight_map to match), then run again",
+			e.weight, ErrNotQuantizable, e.scales[0], e.in, e.scales[0])
+	}
+	or := ""
+	if len(e.scales) > 1 {
+		or = " (or " + strings.Join(e.scales[1:], ", ") + ")"
+	}
+	return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file", e.weight, ErrNotQuantizable, e.scales[0], or)
+}
+
+func (e *missingScaleError) Unwrap() error { return ErrNotQuantizable }
+
+// locateScale returns, for a missingScaleError in err, the error naming
+// the file of src that holds the weight's scale tensor (the file's error
+// string was formed when it was wrapped), err otherwise.
+func locateScale(err error, src *safetensors.Checkpoint, file string) error {
+	var m *missingScaleError
+	if !errors.As(err, &m) {
+		return err
+	}
+	for i, name := range m.scales {
+		if f, _, ok := src.Lookup(name); ok {
+			l := &missingScaleError{weight: m.weight, scales: slices.Clone(m.scales), in: f.Path}
+			l.scales[0], l.scales[i] = name, l.scales[0]
+			return fmt.Errorf("file %s: %w", file, l)
+		}
+	}
+	return err
 }
 
 // checkFP8Scales checks that sc holds the 128×128 block scales of the FP8

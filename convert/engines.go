@@ -156,7 +156,7 @@ func RecipeSplits(r *Recipe, specs []safetensors.TensorSpec, opts Options) ([]Sp
 	if err != nil {
 		return nil, err
 	}
-	ms := newModuleSet()
+	ms := newModuleSet(opts.classifier())
 	ms.add(outs)
 	m := ms.sorted()
 	return summarizeSplits(model.FindSplits(m.fp8, m.kept)), nil

@@ -33,7 +33,7 @@ func configsFor(t *testing.T, cfg *model.Config, recipe string, opts Options) (m
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := newModuleSet()
+	ms := newModuleSet(k3Classifier)
 	ms.add(outs)
 	mods = ms.sorted()
 	cb, hb, err := outputConfigs(cfg, mods, opts)
@@ -355,7 +355,7 @@ func TestConvertedConfigsParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ms := newModuleSet()
+		ms := newModuleSet(k3Classifier)
 		ms.add(outs)
 		r, _ := Lookup(ModelOptK3)
 		q, _ := PlanTensors(r, catalogOf(t, cfg), Options{Format: tc.opts.Format})
@@ -411,7 +411,7 @@ func TestModelOptMatchesNVIDIAGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := newModuleSet()
+	ms := newModuleSet(k3Classifier)
 	ms.add(outs)
 	config, hfq, err := outputConfigs(cfg, ms.sorted(), opts)
 	if err != nil {

@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -59,7 +60,7 @@ func checkFP8ExpertsSource(root string, cfg *model.Config, opts Options) error {
 // X.weight is quantized as the recipes quantize BF16 weights. handled is
 // false for tensors that are no routed expert's.
 func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safetensors.TensorSpec, opts Options) (out []outputTensor, handled bool, err error) {
-	if model.Classify(s.Name) != model.RoutedExperts {
+	if opts.classifier().Classify(s.Name) != model.RoutedExperts {
 		return nil, false, nil
 	}
 	weight := func(name string, n, k int64) []outputTensor {
@@ -68,7 +69,7 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 			{TensorSpec: safetensors.TensorSpec{Name: opts.Format.ScaleName(name), DType: scaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleScale, src: src},
 		}
 	}
-	if base, packed, ok := model.MXFP4Part(s.Name); ok {
+	if base, packed, ok := opts.classifier().MXFP4Part(s.Name); ok {
 		if !packed {
 			if _, ok := names[base+".weight_packed"]; !ok {
 				return nil, true, fmt.Errorf("tensor %s: %w: MXFP4 scales without their codes %s.weight_packed in the same file", s.Name, ErrNotQuantizable, base)
@@ -104,12 +105,16 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 	return weight(s.Name, s.Shape[0], s.Shape[1]), true, nil
 }
 
-// isMXFP4Codes reports whether t is a routed expert's MXFP4 codes, which
-// quantize reads through their exact BF16 decode.
+// isMXFP4Codes reports whether t, a tensor the plan quantizes (a routed
+// expert's: fp8ExpertOutputs read its name with the config's family), is
+// MXFP4 codes, which quantize reads through their exact BF16 decode.
 func isMXFP4Codes(t safetensors.TensorInfo) bool {
-	_, packed, ok := model.MXFP4Part(t.Name)
-	return ok && packed && t.DType == safetensors.U8 && len(t.Shape) == 2
+	_, ok := mxfp4Base(t.Name)
+	return ok && t.DType == safetensors.U8 && len(t.Shape) == 2
 }
+
+// mxfp4Base is X of MXFP4 codes X.weight_packed.
+func mxfp4Base(name string) (string, bool) { return strings.CutSuffix(name, ".weight_packed") }
 
 // weightSource is where quantize reads weight t of f (ra holds f's bytes)
 // and what it reads: t's own bytes, or for MXFP4 codes the BF16 view of
@@ -120,7 +125,7 @@ func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensor
 	if !isMXFP4Codes(t) {
 		return io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()), t, false, nil
 	}
-	base, _, _ := model.MXFP4Part(t.Name)
+	base, _ := mxfp4Base(t.Name)
 	sc, ok := f.Lookup(model.MXFP4Scales(base))
 	n, k := t.Shape[0], 2*t.Shape[1]
 	if !ok || sc.DType != safetensors.U8 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
@@ -181,7 +186,7 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 // reads of MXFP4 codes t through their view: per view read, its scales
 // then its codes.
 func mxfp4Reads(f *safetensors.File, t safetensors.TensorInfo, read func(t safetensors.TensorInfo, off, n int64)) {
-	base, _, _ := model.MXFP4Part(t.Name)
+	base, _ := mxfp4Base(t.Name)
 	sc, ok := f.Lookup(model.MXFP4Scales(base))
 	if !ok {
 		return // quantize fails before reading

@@ -129,6 +129,11 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, ConfigName), err)
 	}
+	if model.FamilyOfConfig(config) != model.BuiltinFamilies()[0] {
+		// Another family's names are read as its schema spells them;
+		// Kimi-K3's as ever, with its public layer schedule.
+		opts.cls = cfg.Classifier()
+	}
 	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
 		return nil, fmt.Errorf("convert %s: --experts nvfp4 casts MXFP4 experts, and %s declares %s ones", src.Root, filepath.Join(src.Root, ConfigName), cfg.Experts)
 	}
@@ -139,7 +144,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 		return nil, err
 	}
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*filePlan, len(src.Files)), remote: src.Remote()}
-	mods := newModuleSet()
+	mods := newModuleSet(opts.classifier())
 	catalog := cfg.CatalogLookup()
 	var seen nameSet
 	var mu sync.Mutex
@@ -154,10 +159,10 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 			}
 			fp, outs, err := planFile(src.Root, f, r, opts)
 			if err != nil {
-				return err
+				return locateScale(err, src, filepath.Join(src.Root, f.Path))
 			}
 			p.Files[i] = fp
-			fm := newModuleSet()
+			fm := newModuleSet(opts.classifier())
 			fm.add(outs)
 			mu.Lock()
 			defer mu.Unlock()
@@ -206,7 +211,7 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*fileP
 		return nil, nil, err
 	}
 	fp := &filePlan{Name: f.Path, Source: f, Layout: l, layoutSum: sum}
-	if fp.Steps, err = planSteps(f, l, outs); err != nil {
+	if fp.Steps, err = planSteps(opts.classifier(), f, l, outs); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", root, err)
 	}
 	if rf, ok := f.ReaderAt().(*remote.File); ok {

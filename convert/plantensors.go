@@ -58,7 +58,29 @@ type Options struct {
 	Experts ExpertsMode
 	// Numerics chooses the block-FP8 cast (DeepGEMM's or ModelOpt's).
 	Numerics quant.Numerics
+
+	// cls reads names as the source config's family does (NewPlan sets
+	// it); nil reads them as Kimi-K3's.
+	cls *model.Classifier
 }
+
+// classifier is the classifier names are read with: the source config's,
+// Kimi-K3's when the options were not planned from a config.
+func (o Options) classifier() *model.Classifier {
+	if o.cls != nil {
+		return o.cls
+	}
+	return k3Classifier
+}
+
+// k3Classifier reads names with Kimi-K3's public schedule.
+var k3Classifier = func() *model.Classifier {
+	c, err := model.K3Config()
+	if err != nil {
+		panic(err)
+	}
+	return c.Classifier()
+}()
 
 // outputTensor is one tensor of the output and where its bytes come from. The
 // Shape shares its backing array with the source spec for copied tensors.
@@ -103,7 +125,10 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]output
 	if int(opts.Format) >= numFormats {
 		return nil, fmt.Errorf("%w: %v", ErrUnknownFormat, opts.Format)
 	}
-	classify := r.memoClassifier()
+	// The built-in recipes name Kimi-K3's groups, and another family's
+	// tensors meet them through the spellings K3 shares (Qwen3-MoE's
+	// self_attn.*_proj are K3's KDA names): they are read as K3's.
+	classify := r.memoClassifier(k3Classifier)
 	// Room for what real shards make, so that out never regrows: a weight
 	// quantized adds its scale (a few per hundred tensors of a layer), an
 	// MXFP4 projection cast to NVFP4 is four tensors for two.
@@ -147,7 +172,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]output
 			}
 		}
 		if opts.Experts == ExpertsNVFP4 {
-			if base, packed, ok := model.MXFP4Part(s.Name); ok {
+			if base, packed, ok := opts.classifier().MXFP4Part(s.Name); ok {
 				if !packed {
 					continue // the MXFP4 scales are consumed by the cast
 				}
@@ -222,15 +247,15 @@ func checkQuantizable(s safetensors.TensorSpec) error {
 // is exact when no rule pattern mentions a digit: RE2 patterns without digit
 // literals cannot tell two digits apart, and the skeleton keeps positions.
 // Otherwise every name goes through the rules.
-func (r *Recipe) memoClassifier() func(string) action {
+func (r *Recipe) memoClassifier(cls *model.Classifier) func(string) action {
 	if r.Quantize != 0 {
 		// Groups depend on the layer number (o_proj and g_proj are KDA or MLA
 		// by the schedule); the schema's parser is as cheap as the memo.
-		return func(name string) action { a, _ := r.Classify(name); return a }
+		return func(name string) action { a, _ := r.classify(cls, name); return a }
 	}
 	for _, rule := range r.Rules {
 		if strings.ContainsAny(rule.Pattern, "0123456789") {
-			return func(name string) action { a, _ := r.Classify(name); return a }
+			return func(name string) action { a, _ := r.classify(cls, name); return a }
 		}
 	}
 	memo := make(map[string]action, 64)
@@ -245,7 +270,7 @@ func (r *Recipe) memoClassifier() func(string) action {
 		if a, ok := memo[string(buf)]; ok {
 			return a
 		}
-		a, _ := r.Classify(name)
+		a, _ := r.classify(cls, name)
 		memo[string(buf)] = a
 		return a
 	}

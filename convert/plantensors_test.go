@@ -151,7 +151,7 @@ func TestRecipeActionsPerSpec(t *testing.T) {
 // The memoized classifier agrees with the rules on every K3 name.
 func TestMemoClassifierExact(t *testing.T) {
 	r := mustRecipe(t)
-	memo := r.memoClassifier()
+	memo := r.memoClassifier(k3Classifier)
 	cfg, err := model.ScaledConfig(model.ScaleTiny) // every K3 name shape, fewer experts
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestMemoClassifierExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2 := r2.memoClassifier()
+	m2 := r2.memoClassifier(k3Classifier)
 	if m2("model.layers.1.x") != Keep || m2("model.layers.0.x") != drop {
 		t.Error("digit-aware recipe memoized by skeleton")
 	}

@@ -60,10 +60,13 @@ type modules struct {
 }
 
 // moduleSet accumulates modules file by file.
-type moduleSet struct{ fp8, kept, experts map[string]bool }
+type moduleSet struct {
+	fp8, kept, experts map[string]bool
+	cls                *model.Classifier // reads the expert banks' names
+}
 
-func newModuleSet() *moduleSet {
-	return &moduleSet{fp8: map[string]bool{}, kept: map[string]bool{}, experts: map[string]bool{}}
+func newModuleSet(cls *model.Classifier) *moduleSet {
+	return &moduleSet{fp8: map[string]bool{}, kept: map[string]bool{}, experts: map[string]bool{}, cls: cls}
 }
 
 // add records the modules of one file's outputs (names are cloned when
@@ -75,7 +78,7 @@ func (m *moduleSet) add(outs []outputTensor) {
 		}
 	}
 	for _, o := range outs {
-		if sub := model.ExpertBank(o.Name); sub != "" {
+		if sub := m.cls.ExpertBank(o.Name); sub != "" {
 			put(m.experts, sub)
 			continue
 		}
@@ -191,11 +194,12 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	return config, hfq, nil
 }
 
-// spellAll lists every engine spelling of each module, sorted and unique.
-func spellAll(mods []string) []string {
+// spellAll lists every engine spelling of each module (as the family of
+// cls spells them), sorted and unique.
+func spellAll(cls *model.Classifier, mods []string) []string {
 	var out []string
 	for _, m := range mods {
-		out = append(out, model.ModuleSpellings(m)...)
+		out = append(out, cls.ModuleSpellings(m)...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -214,7 +218,7 @@ func deepSeekConfig(m modules, opts Options) map[string]any {
 	if opts.ScaleFmt == quant.ScaleUE8M0 {
 		qc["scale_fmt"] = ue8m0
 	}
-	notFP8 := anyStrings(spellAll(slices.Concat(m.kept, m.experts)))
+	notFP8 := anyStrings(spellAll(opts.classifier(), slices.Concat(m.kept, m.experts)))
 	qc["ignored_layers"] = notFP8
 	qc["modules_to_not_convert"] = slices.Clone(notFP8)
 	return qc
@@ -241,7 +245,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 			return
 		}
 		g := &group{entry: entry}
-		for _, n := range spellAll(mods) {
+		for _, n := range spellAll(opts.classifier(), mods) {
 			layers[n] = entry
 			g.targets = append(g.targets, n)
 		}
@@ -259,11 +263,11 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	protected := slices.Collect(maps.Keys(layers))
 	outExperts := outputExperts(cfg, opts)
 	if outExperts == model.ExpertsMXFP4 {
-		protected = append(protected, spellAll(m.experts)...)
+		protected = append(protected, spellAll(opts.classifier(), m.experts)...)
 	}
 	var aliases []string
 	for _, pat := range cfg.ModelOptExcludes() {
-		aliases = append(aliases, model.ModuleSpellings(pat)...)
+		aliases = append(aliases, opts.classifier().ModuleSpellings(pat)...)
 	}
 	reaches := reachesAny(aliases, protected)
 	var exclude []string
@@ -276,7 +280,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 		exclude = append(exclude, alias)
 	}
 	if outExperts == model.ExpertsBF16 {
-		for _, n := range spellAll(m.experts) {
+		for _, n := range spellAll(opts.classifier(), m.experts) {
 			if !seen[n] {
 				seen[n] = true
 				exclude = append(exclude, n)
@@ -399,7 +403,7 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	groups[name] = fp8
 	qc["config_groups"] = groups
 
-	ignore, err := rewriteIgnore(qc["ignore"], m)
+	ignore, err := rewriteIgnore(opts.classifier(), qc["ignore"], m)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +446,7 @@ func ctMatcher(entry string) (func(string) bool, error) {
 // rewriteIgnore drops the ignore entries that match a converted module (under
 // any engine spelling) and ignores, by prefix-agnostic pattern, the kept
 // modules those entries covered.
-func rewriteIgnore(v any, m modules) ([]any, error) {
+func rewriteIgnore(cls *model.Classifier, v any, m modules) ([]any, error) {
 	var entries []string
 	switch t := v.(type) {
 	case nil:
@@ -457,7 +461,7 @@ func rewriteIgnore(v any, m modules) ([]any, error) {
 	default:
 		return nil, fmt.Errorf("%w: quantization_config.ignore is not a list", ErrConfig)
 	}
-	fp8 := spellAll(m.fp8)
+	fp8 := spellAll(cls, m.fp8)
 	var keep, covered []string
 	for _, e := range entries {
 		match, err := ctMatcher(e)
@@ -469,7 +473,7 @@ func rewriteIgnore(v any, m modules) ([]any, error) {
 			continue
 		}
 		for _, k := range m.kept {
-			if slices.ContainsFunc(model.ModuleSpellings(k), match) {
+			if slices.ContainsFunc(cls.ModuleSpellings(k), match) {
 				covered = append(covered, k)
 			}
 		}

@@ -90,15 +90,19 @@ func newGroupRecipe(name, doc string, quantize model.GroupSet, def action, rules
 const groupRule = -2
 
 // Classify returns the action for a tensor name and the index of the rule that
-// decided it (GroupRule for the groups, -1 for the default).
-func (r *Recipe) Classify(name string) (action, int) {
+// decided it (GroupRule for the groups, -1 for the default), reading the
+// name's group as Kimi-K3's.
+func (r *Recipe) Classify(name string) (action, int) { return r.classify(k3Classifier, name) }
+
+// classify is Classify with the name's group as cls reads it.
+func (r *Recipe) classify(cls *model.Classifier, name string) (action, int) {
 	for i := range r.Rules {
 		if r.Rules[i].re.MatchString(name) {
 			return r.Rules[i].Action, i
 		}
 	}
 	if r.Quantize != 0 {
-		if tn := model.ParseName(name); tn.Role == model.RoleWeight && r.Quantize.Has(tn.Group) {
+		if tn := cls.ParseName(name); tn.Role == model.RoleWeight && r.Quantize.Has(tn.Group) {
 			return Quantize, groupRule
 		}
 	}

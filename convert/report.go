@@ -100,18 +100,18 @@ func (c *errCollector) tensor(name string) *quant.ErrStats {
 
 // take folds what was collected into the file's report (nil when nothing
 // was quantized) and starts over.
-func (c *errCollector) take() *fileReport {
+func (c *errCollector) take(cls *model.Classifier) *fileReport {
 	if len(c.tensors) == 0 {
 		return nil
 	}
-	var groups [model.NumGroups]errSums
+	groups := make([]errSums, model.NumAllGroups())
 	r := &fileReport{}
 	for _, name := range slices.Sorted(maps.Keys(c.tensors)) {
 		one := errSums{Tensors: 1, ErrStats: *c.tensors[name]}
-		groups[model.ParseName(name).Group].add(one)
+		groups[cls.ParseName(name).Group].add(one)
 		r.Total.add(one)
 	}
-	for g := range model.Group(model.NumGroups) {
+	for g := range model.Group(len(groups)) {
 		if groups[g].Tensors > 0 {
 			r.Groups = append(r.Groups, groupSums{Group: g.String(), errSums: groups[g]})
 		}
@@ -141,7 +141,7 @@ func buildReport(files []*fileReport) *Report {
 		}
 	}
 	r := &Report{Schema: reportSchema, Groups: []ReportEntry{}, Total: total.entry("")}
-	for g := range model.Group(model.NumGroups) {
+	for g := range model.Group(model.NumAllGroups()) {
 		if s := byGroup[g.String()]; s != nil {
 			r.Groups = append(r.Groups, s.entry(g.String()))
 		}

@@ -207,7 +207,7 @@ func TestCheckExpertFormat(t *testing.T) {
 		{model.ExpertsNVFP4, expert, safetensors.U8, ""},
 		{model.ExpertsNVFP4, expert, safetensors.BF16, ""},
 	} {
-		err := checkExpertFormat(safetensors.TensorInfo{Name: c.name, DType: c.dtype}, c.experts)
+		err := checkExpertFormat(k3Classifier, safetensors.TensorInfo{Name: c.name, DType: c.dtype}, c.experts)
 		if c.want == "" && err != nil || c.want != "" && (!errors.Is(err, ErrConfigMismatch) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name)) {
 			t.Errorf("%v experts, %s %s: %v (want %q)", c.experts, c.dtype, c.name, err, c.want)
 		}

@@ -150,7 +150,7 @@ func (s step) Writes() int {
 // those break the contiguity on one side; each scale tensor and each FP8
 // weight is a step of its own, holding the codes in between when all of the
 // file's fit MaxHeldCodes, else spilling them for a remote source.
-func planSteps(sf *safetensors.File, l *safetensors.FilePlan, outs []outputTensor) ([]step, error) {
+func planSteps(cls *model.Classifier, sf *safetensors.File, l *safetensors.FilePlan, outs []outputTensor) ([]step, error) {
 	if len(outs) != len(l.Tensors) {
 		return nil, fmt.Errorf("file %s: %d outputs for %d laid-out tensors", sf.Path, len(outs), len(l.Tensors))
 	}
@@ -185,7 +185,7 @@ func planSteps(sf *safetensors.File, l *safetensors.FilePlan, outs []outputTenso
 			continue
 		}
 		if o.Role == roleNVFP4 {
-			st, err := nvfp4Step(sf, o, i, casts)
+			st, err := nvfp4Step(cls, sf, o, i, casts)
 			if err != nil {
 				return nil, err
 			}
@@ -230,8 +230,8 @@ func planSteps(sf *safetensors.File, l *safetensors.FilePlan, outs []outputTenso
 // the MXFP4 projection o.Source (its packed codes). The w1/w3 partner whose
 // scales share K_max must lie in the same file, as NVIDIA's converter
 // requires.
-func nvfp4Step(sf *safetensors.File, o outputTensor, i int, casts map[string]*castSource) (step, error) {
-	base, packed, ok := model.MXFP4Part(o.Source)
+func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i int, casts map[string]*castSource) (step, error) {
+	base, packed, ok := cls.MXFP4Part(o.Source)
 	if !ok || !packed {
 		return step{}, fmt.Errorf("file %s: tensor %s: NVFP4 output of %s, which is no MXFP4 packed tensor", sf.Path, o.Name, o.Source)
 	}
@@ -251,7 +251,7 @@ func nvfp4Step(sf *safetensors.File, o outputTensor, i int, casts map[string]*ca
 			return step{}, fmt.Errorf("file %s: tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
 				sf.Path, scales, ErrNotQuantizable, c.Scales.DType, c.Scales.Shape, c.Packed.Shape, n, k/quant.MXGroupSize)
 		}
-		if pb, ok := model.NVFP4ScalePartner(base); ok {
+		if pb, ok := cls.NVFP4ScalePartner(base); ok {
 			ps := model.MXFP4Scales(pb)
 			t, ok := sf.Lookup(ps)
 			if !ok {

@@ -86,7 +86,7 @@ func TestPlanStepsHandMade(t *testing.T) {
 	if !slices.Equal(names, wantOrder) {
 		t.Fatalf("output order %v, want %v", names, wantOrder)
 	}
-	steps, err := planSteps(sf, l, ordered)
+	steps, err := planSteps(k3Classifier, sf, l, ordered)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestPlanStepsHoldLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := planSteps(sf, l, ordered)
+	steps, err := planSteps(k3Classifier, sf, l, ordered)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestPlanStepsRunLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := planSteps(sf, l, ordered)
+	steps, err := planSteps(k3Classifier, sf, l, ordered)
 	if err != nil {
 		t.Fatal(err)
 	}

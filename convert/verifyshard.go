@@ -66,7 +66,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 	}
 	a, b := make([]byte, hashBufSize), make([]byte, hashBufSize)
 	var s scratch
-	defer func() { *errs = s.errs.take() }()
+	defer func() { *errs = s.errs.take(p.Options.classifier()) }()
 	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -145,7 +145,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 	}
 	_, err = f.Write(header)
 	var zeroed int64
-	s.errs.take() // nothing left from a file that failed
+	s.errs.take(p.Options.classifier()) // nothing left from a file that failed
 	if err == nil {
 		ra, done := s.sourceReader(ctx, p, fp)
 		zeroed, err = s.runSteps(ctx, p, f, path, fp, ra, prog)
@@ -170,7 +170,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 		return zeroed, fileRecord{}, nil, err
 	}
 	f.Finish()
-	return zeroed, fileRecord{Size: l.Size, Report: s.errs.take()}, commitHashed(f, ""), nil
+	return zeroed, fileRecord{Size: l.Size, Report: s.errs.take(p.Options.classifier())}, commitHashed(f, ""), nil
 }
 
 // commitFunc syncs and renames a written file and returns its sha256, once
@@ -312,7 +312,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			}
 			measured := s.measure
 			n, err := s.quantize(ctx, ra, sf, st.Source, p.Options, emit, hold, prog)
-			if err == nil && st.Kind == stepScales && p.Options.Experts == ExpertsFP8 && model.Classify(st.Source.Name) == model.RoutedExperts {
+			if err == nil && st.Kind == stepScales && p.Options.Experts == ExpertsFP8 && p.Options.classifier().Classify(st.Source.Name) == model.RoutedExperts {
 				s.fx.counted(measured)
 			}
 			switch {

@@ -409,3 +409,38 @@ func TestFusedGroupsAgreeWithRules(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesHoldForTheirFamily: rules.json was read for Kimi-K3's engine
+// code, so a DeepSeek-V3 checkpoint (model_type deepseek_v3) gets none of
+// its verdicts, even where the group names agree (MLA); the same tensors
+// under a config of no known family are read as K3's and get them.
+func TestRulesHoldForTheirFamily(t *testing.T) {
+	files := [][]safetensors.TensorInfo{{
+		{Name: "model.layers.0.self_attn.q_a_proj.weight", DType: safetensors.F8_E4M3, Shape: []int64{128, 128}, End: 128 * 128},
+		{Name: "model.layers.0.self_attn.q_a_proj.weight_scale", DType: safetensors.F32, Shape: []int64{1, 1, 1, 1}, Begin: 128 * 128, End: 128*128 + 4},
+	}}
+	q := `"quantization_config": {"quant_method": "modelopt_mixed", "quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.layers.0.self_attn.q_a_proj": {"quant_algo": "FP8_PB_WO"}}}`
+	for _, c := range []struct {
+		config string
+		ruled  bool
+	}{
+		{`{"model_type": "deepseek_v3", ` + q + `}`, false},
+		{`{` + q + `}`, true},
+	} {
+		f, err := FactsOf([]byte(c.config), nil, files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ruled := false
+		for _, e := range []string{"SGLang", "vLLM", "TensorRT-LLM", "tokenspeed"} {
+			for _, gpu := range gPUs {
+				for _, it := range verdict(t, f, e, gpu).Items {
+					ruled = ruled || it.Rule != ""
+				}
+			}
+		}
+		if ruled != c.ruled {
+			t.Errorf("%s: a rule applies: %v, want %v", c.config, ruled, c.ruled)
+		}
+	}
+}

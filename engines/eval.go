@@ -77,7 +77,7 @@ func compactGroups(names []string) string {
 			continue
 		}
 		all := fam != n
-		for h := range model.Group(model.NumGroups) {
+		for h := range model.Group(model.NumAllGroups()) {
 			if all && h.Family() == fam && linear(h) && !slices.Contains(names, h.String()) {
 				all = false
 			}
@@ -177,7 +177,7 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 
 // holds reports whether a rule's GPU, convention and conditions apply.
 func (r *rule) holds(f *Facts, gpu GPU) bool {
-	if !slices.Contains(r.GPUs, gpu) || !slices.Contains(r.Conventions, f.Convention) {
+	if !forFamily(f) || !slices.Contains(r.GPUs, gpu) || !slices.Contains(r.Conventions, f.Convention) {
 		return false
 	}
 	for _, c := range r.Also {
@@ -190,8 +190,12 @@ func (r *rule) holds(f *Facts, gpu GPU) bool {
 }
 
 // matches reports whether the rule is about part p.
+// forFamily reports whether the rules hold for the checkpoint's family (a
+// config of no family known is read as K3's, as its names are).
+func forFamily(f *Facts) bool { return f.family == "" || f.family == rules.Family }
+
 func (r *rule) matches(f *Facts, p part, gpu GPU) bool {
-	if !r.groups.Has(p.Group) || !slices.Contains(r.Forms, p.Form) {
+	if !forFamily(f) || !r.groups.Has(p.Group) || !slices.Contains(r.Forms, p.Form) {
 		return false
 	}
 	if len(r.Scales) > 0 && !slices.Contains(r.Scales, p.Scale) {

@@ -81,6 +81,10 @@ type Facts struct {
 	Method   string   `json:"quant_method,omitempty"`
 	Parts    []part   `json:"parts"`
 	Problems []string `json:"problems,omitempty"`
+
+	// family is the model family of the config ("" when the config was not
+	// read with a family): rules hold only for the family they were read for.
+	family string
 }
 
 // has reports whether some part of a group in gs has one of the forms.
@@ -205,6 +209,7 @@ func (m *module) form() (form, scale) {
 type scanner struct {
 	cf      configFacts
 	cls     *model.Classifier
+	family  string
 	mu      sync.Mutex
 	pending map[string]*module
 	parts   map[partKey]*part
@@ -326,7 +331,7 @@ func (s *scanner) declaredFor(tn model.TensorName) string {
 
 // finish settles what is still pending and returns the facts.
 func (s *scanner) finish() *Facts {
-	f := &Facts{Convention: s.cf.conv, Method: s.cf.method}
+	f := &Facts{Convention: s.cf.conv, Method: s.cf.method, family: s.family}
 	var names []string
 	for n := range s.pending {
 		names = append(names, n)

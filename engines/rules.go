@@ -127,7 +127,10 @@ type engine struct {
 
 // table is rules.json.
 type table struct {
-	Schema  int      `json:"schema"`
+	Schema int `json:"schema"`
+	// Family is the model family whose groups and engine code the rules
+	// were read for: they hold for its checkpoints only.
+	Family  string   `json:"family"`
 	Engines []engine `json:"engines"`
 	Rules   []rule   `json:"rules"`
 }
@@ -156,6 +159,9 @@ func load(b []byte) (*table, error) {
 	}
 	if t.Schema != 1 {
 		return nil, fmt.Errorf("schema %d, want 1", t.Schema)
+	}
+	if t.Family == "" {
+		return nil, fmt.Errorf("no family")
 	}
 	ids := map[string]bool{}
 	for i := range t.Rules {

@@ -66,11 +66,13 @@ func scannerFor(config, hfq []byte) (*scanner, error) {
 	if err != nil {
 		return nil, err
 	}
-	cls := defaultClassifier
+	cls, family := defaultClassifier, model.FamilyOfConfig(config)
 	if cfg, err := model.ParseConfig(config); err == nil {
 		cls = cfg.Classifier()
 	}
-	return newScanner(cf, cls), nil
+	sc := newScanner(cf, cls)
+	sc.family = family
+	return sc, nil
 }
 
 var defaultClassifier = func() *model.Classifier {

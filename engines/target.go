@@ -139,9 +139,9 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 	}
 	// Nothing quantized but MXFP4 experts: convert keeps the source's
 	// compressed-tensors description; nothing quantized at all: no config.
-	if !out.has(model.AllGroups, []form{fP8, nVFP4}) {
+	if !out.has(model.AllGroups(), []form{fP8, nVFP4}) {
 		out.Convention, out.Method = noQuant, ""
-		if out.has(model.AllGroups, []form{mXFP4}) {
+		if out.has(model.AllGroups(), []form{mXFP4}) {
 			out.Convention, out.Method = release, "compressed-tensors"
 		}
 	}

@@ -124,7 +124,7 @@ func Builtin(name string, m Model, o Options) (*Layout, error) {
 	if !ok {
 		return nil, unknownLayout(name)
 	}
-	if m.Layers < 1 || m.AttnHeads < 1 || m.LinearHeads < 1 || m.Experts < 1 {
+	if m.Layers < 1 || m.AttnHeads < 1 || m.LinearHeads < 0 || m.Experts < 1 {
 		return nil, fmt.Errorf("%w: %s: model dimensions must be positive: %+v", ErrLayout, name, m)
 	}
 	l, err := b.build(m, o)

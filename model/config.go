@@ -194,6 +194,20 @@ func ParseConfig(data []byte) (*Config, error) {
 	return fromRaw(raw, k3Schema)
 }
 
+// FamilyOfConfig names the family that reads a config.json: the loaded
+// family whose schema lists its model_type, else Kimi-K3 (which reads any
+// other). It reads only model_type, so it names the family of a config
+// ParseConfig refuses (a converted DeepSeek config, say).
+func FamilyOfConfig(data []byte) string {
+	var raw map[string]any
+	if json.Unmarshal(data, &raw) == nil {
+		if s := familyOf(modelType(raw)); s != nil {
+			return s.family
+		}
+	}
+	return k3Schema.family
+}
+
 // Raw returns a deep copy of the parsed JSON (numbers as json.Number, so they
 // re-encode exactly). convert edits it and writes it back as config.json.
 func (c *Config) Raw() map[string]any { return deepCopy(c.raw).(map[string]any) }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -149,5 +151,137 @@ func TestSynthDeepSeekFP8(t *testing.T) {
 	}
 	if mean, std := moments(vals); math.Abs(mean) > 0.002 || math.Abs(std-0.02) > 0.002 {
 		t.Errorf("values: mean %g, std %g; want ≈ 0, 0.02", mean, std)
+	}
+}
+
+// synth places the released config's tensors in the release's 163 files:
+// the names, the placements public sources give (testdata/deepseek-v3/
+// FACTS.md), and the file sizes of a public directory listing
+// (testdata/deepseek-v3/file_sizes.txt, `ls -lh`: rounded up to 0.1 GiB)
+// but for files 6 and 12, whose split the derivation does not reproduce.
+func TestDeepSeekV3ReleaseFiles(t *testing.T) {
+	b, err := os.ReadFile("testdata/deepseek-v3/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := c.synthFiles()
+	if len(files) != 163 || c.SynthShards() != 163 {
+		t.Fatalf("%d files", len(files))
+	}
+	listing, err := os.ReadFile("testdata/deepseek-v3/file_sizes.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(listing)), "\n")
+	if len(lines) != 163 {
+		t.Fatalf("file_sizes.txt: %d lines", len(lines))
+	}
+	where := map[string]int{}
+	var total int64
+	var differ []int
+	for i, f := range files {
+		size, name, _ := strings.Cut(lines[i], " ")
+		if f.name != name {
+			t.Errorf("file %d: %s, listed %s", i+1, f.name, name)
+		}
+		var n int64
+		for j, s := range f.specs {
+			if _, dup := where[s.Name]; dup {
+				t.Errorf("%s in two files", s.Name)
+			}
+			where[s.Name] = i + 1
+			z, _ := safetensors.ByteSize(s.DType, s.Shape)
+			n += z
+			if w, ok := strings.CutSuffix(s.Name, "_scale_inv"); ok && (j == 0 || f.specs[j-1].Name != w) {
+				t.Errorf("%s: not right after its weight in %s", s.Name, f.name)
+			}
+		}
+		total += n
+		// ls -h rounds up: "4.1G" is more than 4.0 GiB, at most 4.1 GiB.
+		listed, err := strconv.ParseFloat(strings.TrimSuffix(size, "G"), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := float64(n) / (1 << 30); g <= listed-0.1 || g > listed {
+			differ = append(differ, i+1)
+		}
+	}
+	if !slices.Equal(differ, []int{6, 12}) {
+		t.Errorf("files whose size differs from the listing: %v, want [6 12]", differ)
+	}
+	if len(where) != 91991 || total != 688574839360 {
+		t.Errorf("%d tensors, %d bytes", len(where), total)
+	}
+	for name, file := range map[string]int{
+		"model.embed_tokens.weight":                        1,
+		"model.layers.0.mlp.down_proj.weight":              1,
+		"model.layers.2.mlp.up_proj.weight_scale_inv":      1,
+		"model.layers.2.self_attn.kv_b_proj.weight":        1,
+		"lm_head.weight":                                   160,
+		"model.norm.weight":                                160,
+		"model.layers.61.self_attn.q_a_proj.weight":        160,
+		"model.layers.61.embed_tokens.weight":              163,
+		"model.layers.61.enorm.weight":                     163,
+		"model.layers.61.hnorm.weight":                     163,
+		"model.layers.61.eh_proj.weight":                   163,
+		"model.layers.61.shared_head.norm.weight":          163,
+		"model.layers.61.shared_head.head.weight":          163,
+		"model.layers.61.mlp.experts.0.gate_proj.weight":   161,
+		"model.layers.61.mlp.experts.255.down_proj.weight": 163,
+	} {
+		if where[name] != file {
+			t.Errorf("%s in file %d, want %d", name, where[name], file)
+		}
+	}
+	// Any other config of the family gets one file per layer.
+	tiny, err := os.ReadFile("testdata/deepseek-v3/tiny.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err = ParseConfig(tiny); err != nil {
+		t.Fatal(err)
+	}
+	if c.releaseFiles() != nil || c.SynthShards() != c.NumShards() {
+		t.Errorf("the tiny config: %d files, %d shards", c.SynthShards(), c.NumShards())
+	}
+}
+
+// The config's classifier reads names as its family does, where Kimi-K3's
+// package-level readings differ: DeepSeek-V3's o_proj is MLA's in every
+// layer (K3's schedule makes layer 0 KDA), its MTP groups are among
+// AllGroups(), and its expert tensors are its own family's.
+func TestClassifierFollowsFamily(t *testing.T) {
+	b, err := os.ReadFile("testdata/deepseek-v3/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls := c.Classifier()
+	o := "model.layers.0.self_attn.o_proj.weight"
+	if g := cls.ParseName(o).Group.String(); g != "mla.o_proj" {
+		t.Errorf("DeepSeek %s: group %s", o, g)
+	}
+	if g := ParseName(o).Group.String(); g != "kda.o_proj" {
+		t.Errorf("K3 %s: group %s", o, g)
+	}
+	base := "model.layers.3.mlp.experts.7.gate_proj"
+	if p, ok := cls.NVFP4ScalePartner(base); !ok || p != "model.layers.3.mlp.experts.7.up_proj" {
+		t.Errorf("DeepSeek NVFP4ScalePartner(%s) = %q, %v", base, p, ok)
+	}
+	if b, packed, ok := cls.MXFP4Part(base + ".weight_packed"); !ok || !packed || b != base {
+		t.Errorf("DeepSeek MXFP4Part: %q %v %v", b, packed, ok)
+	}
+	if bank := cls.ExpertBank(base + ".weight"); bank != "model.layers.3.mlp.experts" {
+		t.Errorf("DeepSeek ExpertBank: %q", bank)
+	}
+	if !AllGroups().Has(cls.ParseName("model.layers.61.eh_proj.weight").Group) {
+		t.Error("AllGroups() lacks DeepSeek's mtp.eh_proj")
 	}
 }

@@ -13,15 +13,20 @@ import (
 // quantized module under each spelling and under the names of the fused
 // layers the engines build from it.
 
+// ModuleSpellings is (*Classifier).ModuleSpellings under Kimi-K3's names.
+func ModuleSpellings(module string) []string { return k3Classifier.ModuleSpellings(module) }
+
 // ModuleSpellings returns every name an engine may look module up by, sorted:
-// the checkpoint name; with block_sparse_moe → mlp (SGLang's and vLLM's
-// weight mappers rename the MoE block); and, for each of those, with the
-// language_model.model. prefix replaced by model. (SGLang builds the language
-// model with an empty prefix) and removed (vLLM strips it and probes
-// layers.N…). A bare text checkpoint's model. names also get the stripped
-// spelling. module may be a wildcard pattern: the same rewrites apply.
-func ModuleSpellings(module string) []string {
-	s := k3Schema
+// the checkpoint name; with the family's engine renames (K3:
+// block_sparse_moe → mlp, as SGLang's and vLLM's weight mappers rename the
+// MoE block); and, for each of those, with the multimodal text prefix
+// (K3: language_model.model.) replaced by the bare one (model.; SGLang
+// builds the language model with an empty prefix) and removed (vLLM strips
+// it and probes layers.N…). A bare text checkpoint's model. names also get
+// the stripped spelling. module may be a wildcard pattern: the same
+// rewrites apply.
+func (c *Classifier) ModuleSpellings(module string) []string {
+	s := c.s
 	names := []string{module}
 	for _, r := range s.renames {
 		if strings.Contains(module, r[0]) {

@@ -44,10 +44,14 @@ const (
 	mxfp4Scale  = ".weight_scale"
 )
 
+// MXFP4Part is (*Classifier).MXFP4Part under Kimi-K3's names.
+func MXFP4Part(name string) (base string, packed, ok bool) { return k3Classifier.MXFP4Part(name) }
+
 // MXFP4Part says whether name is one of the two tensors of an MXFP4 routed
-// expert projection (X.weight_packed, X.weight_scale) and returns X.
-func MXFP4Part(name string) (base string, packed, ok bool) {
-	if Classify(name) != RoutedExperts {
+// expert projection (X.weight_packed, X.weight_scale) of the family and
+// returns X.
+func (c *Classifier) MXFP4Part(name string) (base string, packed, ok bool) {
+	if c.Classify(name) != RoutedExperts {
 		return "", false, false
 	}
 	if b, ok := strings.CutSuffix(name, mxfp4Packed); ok {
@@ -80,15 +84,19 @@ func NVFP4Specs(base string, packed safetensors.TensorSpec) ([4]safetensors.Tens
 	return out, true
 }
 
+// NVFP4ScalePartner is (*Classifier).NVFP4ScalePartner under Kimi-K3's names.
+func NVFP4ScalePartner(base string) (string, bool) { return k3Classifier.NVFP4ScalePartner(base) }
+
 // NVFP4ScalePartner returns the projection that shares weight_scale_2 with
-// the routed-expert projection base (X of X.weight_packed): w1 and w3 of one
-// expert feed one fused GEMM (gate and up), so NVIDIA's cast takes K_max over
-// both; w2 has none (ok false).
-func NVFP4ScalePartner(base string) (string, bool) {
-	if Classify(base+mxfp4Packed) != RoutedExperts {
+// the routed-expert projection base (X of X.weight_packed), as the family's
+// shared_scale pairs say: w1 and w3 of one K3 expert feed one fused GEMM
+// (gate and up), so NVIDIA's cast takes K_max over both; w2 has none (ok
+// false).
+func (c *Classifier) NVFP4ScalePartner(base string) (string, bool) {
+	if c.Classify(base+mxfp4Packed) != RoutedExperts {
 		return "", false
 	}
-	for _, p := range k3Schema.sharedScale {
+	for _, p := range c.s.sharedScale {
 		if b, ok := strings.CutSuffix(base, "."+p[0]); ok {
 			return b + "." + p[1], true
 		}

@@ -69,9 +69,9 @@ const (
 	GroupVisionTower // vision_tower: every vision_tower.* tensor
 	GroupMMProjector // mm_projector: every mm_projector.* tensor
 
-	// NumGroups is the number of the built-in family's groups, for arrays
+	// numK3Groups is the number of the built-in family's groups, for arrays
 	// indexed by Group (another family's groups come after them).
-	NumGroups = int(GroupMMProjector) + 1
+	numK3Groups = int(GroupMMProjector) + 1
 )
 
 // groupInfo is every group's name and component: the built-in family's
@@ -144,8 +144,12 @@ func Groups(gs ...Group) GroupSet {
 	return s
 }
 
-// AllGroups is every group of the built-in family but GroupOther.
-const AllGroups = GroupSet(1<<NumGroups-1) &^ 1
+// AllGroups is every group of every loaded family but GroupOther.
+func AllGroups() GroupSet { return GroupSet(1<<len(groupInfo)-1) &^ 1 }
+
+// NumAllGroups is how many groups the loaded families have in all (Group
+// values are below it), for tables indexed by Group.
+func NumAllGroups() int { return len(groupInfo) }
 
 // Has reports whether g is in the set.
 func (s GroupSet) Has(g Group) bool { return g < 64 && s&(1<<g) != 0 }

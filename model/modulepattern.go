@@ -41,12 +41,13 @@ func ModuleRegexp(module string, anyLayer bool) string {
 }
 
 // ExpertBank returns the module that holds a routed expert's tensor, its MoE
-// layer's bank of experts (….block_sparse_moe.experts, or ….mlp.experts as
-// some exports write it), or "" for any other tensor.
-func ExpertBank(name string) string {
+// layer's bank of experts as the family spells it (K3:
+// ….block_sparse_moe.experts, or ….mlp.experts as some exports write it),
+// or "" for any other tensor.
+func (c *Classifier) ExpertBank(name string) string {
 	// What ParseName reads of a routed expert's name, and no more: a
 	// checkpoint's names are nearly all experts'.
-	s := k3Schema
+	s := c.s
 	rest := strings.TrimPrefix(name, s.outer)
 	rest, ok := strings.CutPrefix(rest, s.text+s.layers)
 	if !ok {

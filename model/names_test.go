@@ -19,8 +19,8 @@ func TestGroupNames(t *testing.T) {
 		"router.gate", "router.e_score_correction_bias", "latent.down_proj", "latent.up_proj", "latent.norm",
 		"shared_experts.gate_proj", "shared_experts.up_proj", "shared_experts.down_proj", "experts",
 		"layer_norms", "attn_res", "embedding", "lm_head", "final_norms", "vision_tower", "mm_projector"}
-	if NumGroups != len(want) {
-		t.Fatalf("%d groups, want %d", NumGroups, len(want))
+	if numK3Groups != len(want) {
+		t.Fatalf("%d groups, want %d", numK3Groups, len(want))
 	}
 	for i, n := range want {
 		g := Group(i)
@@ -74,8 +74,8 @@ func TestParseGroupSet(t *testing.T) {
 			t.Errorf("ParseGroupSet(%q) = %v", bad, err)
 		}
 	}
-	if AllGroups.Has(groupOther) || len(AllGroups.members()) != NumGroups-1 {
-		t.Errorf("AllGroups = %v", AllGroups)
+	if all := AllGroups(); all.Has(groupOther) || len(all.members()) != NumAllGroups()-1 || !all.Has(GroupLMHead) {
+		t.Errorf("AllGroups() = %v", all)
 	}
 }
 
@@ -185,7 +185,7 @@ func TestParseName(t *testing.T) {
 func TestParseNameCatalog(t *testing.T) {
 	c := mustK3(t)
 	cl := c.Classifier()
-	counts := make([]int, NumGroups)
+	counts := make([]int, numK3Groups)
 	for _, ts := range c.Catalog() {
 		n := cl.ParseName(ts.Name)
 		if n.Group == groupOther {

@@ -195,3 +195,36 @@ func ScaledConfig(sc Scale) (*Config, error) {
 
 // K3Config is the released Kimi-K3 config.
 func K3Config() (*Config, error) { return ScaledConfig(ScaleFull) }
+
+// The DeepSeek-V3 config as publicly mirrored (testdata/deepseek-v3/FACTS.md
+// says from where) and a tiny config with its keys.
+var (
+	//go:embed testdata/deepseek-v3/config.json
+	deepseekV3Config []byte
+	//go:embed testdata/deepseek-v3/tiny.json
+	deepseekV3Tiny []byte
+)
+
+// BuiltinFamilies names the built-in families FamilyConfigJSON knows, the
+// default (Kimi-K3) first.
+func BuiltinFamilies() []string { return []string{"kimi-k3", "deepseek-v3"} }
+
+// FamilyConfigJSON is the config.json of a built-in family's replica at a
+// scale: the family's released config at full scale. Kimi-K3 has every
+// scale; DeepSeek-V3 has full and tiny. An unknown family or a scale the
+// family lacks is an error that lists what there is.
+func FamilyConfigJSON(family string, sc Scale) ([]byte, error) {
+	switch family {
+	case "", "kimi-k3":
+		return ScaledConfigJSON(sc)
+	case "deepseek-v3":
+		switch sc {
+		case ScaleFull:
+			return bytes.Clone(deepseekV3Config), nil
+		case ScaleTiny:
+			return bytes.Clone(deepseekV3Tiny), nil
+		}
+		return nil, fmt.Errorf("model: family deepseek-v3 has the scales full and tiny, not %s", sc)
+	}
+	return nil, fmt.Errorf("model: unknown family %q (built in: %s)", family, strings.Join(BuiltinFamilies(), ", "))
+}

@@ -50,6 +50,7 @@ type schemaFile struct {
 		Groups []string   `json:"groups"`
 		When   string     `json:"when"`
 	} `json:"shards"`
+	Files *filesFile `json:"files"`
 	Names struct {
 		Aliases           map[string]string `json:"aliases"`
 		RootModules       map[string]string `json:"root_modules"`
@@ -69,6 +70,28 @@ type schemaFile struct {
 		ModelOptExclude []string    `json:"modelopt_exclude"`
 		SharedScale     [][2]string `json:"shared_scale"`
 	} `json:"engines"`
+}
+
+// filesFile is the release's split of the tensors into files, where it
+// differs from one file per layer: the tensors in the order of the stages'
+// takes, each stage filling its files in turn.
+type filesFile struct {
+	Doc string `json:"doc"`
+	// MaxElements closes a file before a weight (with its scale tensors)
+	// that would take it past this many elements; a stage's last file
+	// takes the rest of the stage.
+	MaxElements int64 `json:"max_elements"`
+	Stages      []struct {
+		Take []struct {
+			// Group takes the model-level tensors of a group.
+			Group string `json:"group"`
+			// Layers takes the tensors of layers [a, b], only those whose
+			// name after the layer prefix starts with one of Only when given.
+			Layers *[2]int  `json:"layers"`
+			Only   []string `json:"only"`
+		} `json:"take"`
+		Files int `json:"files"`
+	} `json:"stages"`
 }
 
 type partFile struct {
@@ -95,6 +118,7 @@ type schema struct {
 	layerPrefix string
 	layerParts  []partRule
 	shards      []shardRule
+	files       *filesRule
 
 	// The classifier's tables.
 	layerKeys    map[string]layerGroup // after "layers.N.": module, or a parameter's whole tail
@@ -296,6 +320,11 @@ func loadSchema(data []byte) (*schema, error) {
 		}
 		s.shards = append(s.shards, r)
 	}
+	if f.Files != nil {
+		if s.files, err = loadFiles(f.Files, group); err != nil {
+			return nil, fail("files", err)
+		}
+	}
 	s.text = s.prefixes[0]["P"]
 	s.outer, _ = strings.CutSuffix(s.prefixes[1]["P"], s.text)
 	lp, ok := strings.CutPrefix(f.Layer.Prefix, "{P}")
@@ -446,8 +475,8 @@ func fp8Rules(r tensorRule, when string) ([]tensorRule, error) {
 // Group constants.
 var k3Schema = func() *schema {
 	s := mustSchema(k3SchemaJSON)
-	if len(groupInfo) != NumGroups {
-		panic(fmt.Sprintf("model: families/k3.json lists %d groups, the package %d", len(groupInfo), NumGroups))
+	if len(groupInfo) != numK3Groups {
+		panic(fmt.Sprintf("model: families/k3.json lists %d groups, the package %d", len(groupInfo), numK3Groups))
 	}
 	return s
 }()

@@ -30,6 +30,9 @@ const synthChunkElems = 64 << 10
 
 // SynthOptions controls Synth.
 type SynthOptions struct {
+	// Family is the built-in family to replicate ("" for Kimi-K3; see
+	// BuiltinFamilies), ignored when Config is set.
+	Family string
 	// Scale picks the built-in dimensions (ignored when Config is set).
 	Scale Scale
 	// Config, when non-nil, is a config.json to replicate instead of the
@@ -56,7 +59,7 @@ type SynthOptions struct {
 func Synth(dir string, opts SynthOptions) error {
 	cfgJSON := opts.Config
 	if cfgJSON == nil {
-		b, err := ScaledConfigJSON(opts.Scale)
+		b, err := FamilyConfigJSON(opts.Family, opts.Scale)
 		if err != nil {
 			return err
 		}
@@ -66,7 +69,8 @@ func Synth(dir string, opts SynthOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := prepareDir(dir, cfg, opts.Force); err != nil {
+	files := cfg.synthFiles()
+	if err := prepareDir(dir, files, opts.Force); err != nil {
 		return err
 	}
 	workers := opts.Workers
@@ -74,18 +78,18 @@ func Synth(dir string, opts SynthOptions) error {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	s := &synth{cfg: cfg, t: cfg.templates(), dir: dir, opts: opts}
-	n := cfg.NumShards()
-	names := make([][]safetensors.TensorSpec, n)
+	if !opts.HeaderOnly {
+		s.live = cfg.liveCounts()
+	}
+	n := len(files)
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(workers)
 	var done atomic.Int64
-	for i := range n {
+	for _, f := range files {
 		g.Go(func() error {
-			specs, err := s.writeShard(ctx, i)
-			if err != nil {
+			if err := s.writeShard(ctx, f.name, f.specs); err != nil {
 				return err
 			}
-			names[i] = specs
 			if opts.Progress != nil {
 				opts.Progress(int(done.Add(1)), n)
 			}
@@ -96,12 +100,11 @@ func Synth(dir string, opts SynthOptions) error {
 		return fmt.Errorf("synth %s: %w", dir, err)
 	}
 	idx := &safetensors.Index{WeightMap: make(map[string]string, cfg.NumTensors())}
-	for i, specs := range names {
-		shard := cfg.ShardName(i)
-		for _, ts := range specs {
+	for _, f := range files {
+		for _, ts := range f.specs {
 			sz, _ := safetensors.ByteSize(ts.DType, ts.Shape)
 			idx.TotalSize += sz
-			idx.WeightMap[ts.Name] = shard
+			idx.WeightMap[ts.Name] = f.name
 		}
 	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, ConfigName), cfgJSON, 0o644); err != nil {
@@ -117,7 +120,56 @@ func Synth(dir string, opts SynthOptions) error {
 // shardFileRE matches any shard name, to find stale shards under Force.
 var shardFileRE = regexp.MustCompile(`^model-\d{5}-of-\d{5,6}\.safetensors$`)
 
-func prepareDir(dir string, cfg *Config, force bool) error {
+// synthFile is one file synth writes: its name and tensors.
+type synthFile struct {
+	name  string
+	specs []safetensors.TensorSpec
+}
+
+// synthFiles lists the files synth writes: the family's release split when
+// it has one that fits the config, else one file per shard.
+func (c *Config) synthFiles() []synthFile {
+	if rf := c.releaseFiles(); rf != nil {
+		out := make([]synthFile, len(rf))
+		for i, specs := range rf {
+			out[i] = synthFile{fmt.Sprintf(ShardNameFormat, i+1, len(rf)), specs}
+		}
+		return out
+	}
+	t := c.templates()
+	out := make([]synthFile, c.NumShards())
+	for i := range out {
+		out[i] = synthFile{c.ShardName(i), c.shardTensors(t, i)}
+	}
+	return out
+}
+
+// SynthShards is the number of files Synth writes for this config: the
+// family's release split of the tensors where its schema gives one that
+// fits the config (DeepSeek-V3's 163 files), else NumShards.
+func (c *Config) SynthShards() int {
+	if rf := c.releaseFiles(); rf != nil {
+		return len(rf)
+	}
+	return c.NumShards()
+}
+
+// liveCounts maps each zero-padded tensor (A_log) to its count of values.
+func (c *Config) liveCounts() map[string]int64 {
+	live := map[string]int64{}
+	for i := range c.NumShards() {
+		c.shardUnits(c.tmpl, i, func(prefix string, ts []tmpl) {
+			for _, x := range ts {
+				if x.live >= 0 {
+					live[prefix+x.suffix] = x.live
+				}
+			}
+		})
+	}
+	return live
+}
+
+func prepareDir(dir string, files []synthFile, force bool) error {
 	ents, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -132,9 +184,9 @@ func prepareDir(dir string, cfg *Config, force bool) error {
 	case !force:
 		return fmt.Errorf("synth: %s: %w (%d entries; use --force to overwrite)", dir, ErrOutputExists, len(ents))
 	}
-	keep := make(map[string]bool, cfg.NumShards())
-	for i := range cfg.NumShards() {
-		keep[cfg.ShardName(i)] = true
+	keep := make(map[string]bool, len(files))
+	for _, f := range files {
+		keep[f.name] = true
 	}
 	for _, e := range ents {
 		if e.Type().IsRegular() && shardFileRE.MatchString(e.Name()) && !keep[e.Name()] {
@@ -154,39 +206,32 @@ type synth struct {
 	t    *templates
 	dir  string
 	opts SynthOptions
+	// live maps each zero-padded tensor to its count of values.
+	live map[string]int64
 }
 
 // mxfp4PackedRE finds an MXFP4 weight's packed codes; its scales are the
 // sibling "<weight>_scale" and both are generated from one stream of normals.
 var mxfp4PackedRE = regexp.MustCompile(`^(.*\.weight)_packed$`)
 
-func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec, error) {
-	specs := s.cfg.shardTensors(s.t, i)
+func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors.TensorSpec) error {
 	layout, err := safetensors.NewFilePlan(specs, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	w, err := safetensors.Create(filepath.Join(s.dir, s.cfg.ShardName(i)), layout)
+	w, err := safetensors.Create(filepath.Join(s.dir, name), layout)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer w.Abort()
 	if s.opts.HeaderOnly {
-		return specs, w.CommitSparse()
+		return w.CommitSparse()
 	}
 	byName := make(map[string]safetensors.TensorSpec, len(specs))
 	for _, ts := range specs {
 		byName[ts.Name] = ts
 	}
-	// Tensors whose tail past a config-given count is zero padding (A_log).
-	live := map[string]int64{}
-	s.cfg.shardUnits(s.t, i, func(prefix string, ts []tmpl) {
-		for _, x := range ts {
-			if x.live >= 0 {
-				live[prefix+x.suffix] = x.live
-			}
-		}
-	})
+	live := s.live
 	paired := map[string]bool{}
 	for _, ts := range specs {
 		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
@@ -201,7 +246,7 @@ func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec
 	buf := &synthBuf{}
 	for _, ts := range specs {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		if paired[ts.Name] {
 			continue // written with its packed codes
@@ -211,17 +256,17 @@ func (s *synth) writeShard(ctx context.Context, i int) ([]safetensors.TensorSpec
 		} else if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
 			sc, ok := byName[m[1]+"_scale"]
 			if !ok {
-				return nil, fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
+				return fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
 			}
 			err = s.fillMXFP4(w, m[1], ts, sc, buf)
 		} else {
 			err = s.fillFloat(w, ts, live, buf)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return specs, w.Commit()
+	return w.Commit()
 }
 
 // synthBuf is one worker's scratch space, reused across tensors.

@@ -124,19 +124,22 @@ func TestDeepSeekGoldens(t *testing.T) {
 	}
 
 	out := filepath.Join(t.TempDir(), "bf16")
-	if _, e, code := k3("convert", "-q", "--format", "deepseek", "--recipe", "bf16", "--experts", "bf16", fp8, out); code != 0 {
-		// The golden puts one weight_scale_inv in the shard after its
-		// weight's (make_golden.py does so on purpose), which convert
-		// refuses today: convert the same tensors with each scale moved
-		// beside its weight (DeepSeek's output per tensor is the same).
-		if !strings.Contains(e, "is not in the same file") {
-			t.Fatalf("convert: exit %d: %s", code, e)
-		}
-		t.Logf("convert refuses the golden as placed: %s", strings.TrimSpace(e))
-		moved := scalesBesideWeights(t, src, fp8)
-		if _, e, code := k3("convert", "-q", "--format", "deepseek", "--recipe", "bf16", "--experts", "bf16", moved, out); code != 0 {
-			t.Fatalf("convert: exit %d: %s", code, e)
-		}
+	// The golden puts one weight_scale_inv in the shard after its weight's
+	// (make_golden.py does so on purpose; fp8_cast_bf16.py finds it through
+	// the index). convert reads a weight's scales from its own file: it
+	// refuses, naming the scale tensor and the file that holds it, and
+	// converts the same tensors with each scale moved beside its weight
+	// (DeepSeek's output per tensor is the same).
+	_, e, code = k3("convert", "-q", "--format", "deepseek", "--recipe", "bf16", "--experts", "bf16", fp8, out)
+	if want := "its scale tensor model.layers.1.mlp.experts.1.down_proj.weight_scale_inv is not in the same file but in model-00003-of-000004.safetensors"; code == 0 || !strings.Contains(e, want) {
+		t.Fatalf("convert of the golden as placed: exit %d: %s\nwant an error with: %s", code, e, want)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("the refused convert left %s", out)
+	}
+	moved := scalesBesideWeights(t, src, fp8)
+	if _, e, code := k3("convert", "-q", "--format", "deepseek", "--recipe", "bf16", "--experts", "bf16", moved, out); code != 0 {
+		t.Fatalf("convert: exit %d: %s", code, e)
 	}
 	got, err := safetensors.Open(out)
 	if err != nil {

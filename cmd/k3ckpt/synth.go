@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,13 +21,16 @@ func newSynthCmd() *cobra.Command {
 	var asJSON, dryRun bool
 	cmd := &cobra.Command{
 		Use:   "synth DIR",
-		Short: "Write a faithful Kimi-K3 replica checkpoint (config, index, 96 shards)",
+		Short: "Write a faithful replica checkpoint (config, index, shards) of Kimi-K3 or another built-in family",
 		Long: `synth writes config.json, model.safetensors.index.json and the shards of a
 Kimi-K3 checkpoint replica with the real names, dtypes, file split and byte
 layout. --scale full uses the real dimensions (use --header-only: data regions
 become holes of sparse files, so 1.45 TB costs only the headers); small (~1 GB)
 and tiny (<64 MB) keep the 93-layer schedule with smaller dimensions and real
-seeded values. The same --seed gives the same bytes on every machine.`,
+seeded values. The same --seed gives the same bytes on every machine.
+--family deepseek-v3 writes DeepSeek-V3 instead: at --scale full its
+published config.json and 163 files (FP8 block weights with
+weight_scale_inv), at --scale tiny a small config with its keys.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -39,7 +43,7 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 					return err
 				}
 				opts.Config = cfgJSON
-			} else if cfgJSON, err = model.ScaledConfigJSON(opts.Scale); err != nil {
+			} else if cfgJSON, err = model.FamilyConfigJSON(opts.Family, opts.Scale); err != nil {
 				return err
 			}
 			cfg, err := model.ParseConfig(cfgJSON)
@@ -51,6 +55,9 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 			}
 			dir := args[0]
 			what := opts.Scale.String()
+			if opts.Family != "" && opts.Family != "kimi-k3" {
+				what = opts.Family + " " + what
+			}
 			if configPath != "" {
 				what = configPath
 			}
@@ -60,7 +67,7 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 			}
 			result := map[string]any{
 				"dir": dir, "replica": what, "header_only": opts.HeaderOnly, "seed": opts.Seed,
-				"shards": cfg.NumShards(), "tensors": cfg.NumTensors(), "tensor_bytes": cfg.TotalBytes(),
+				"shards": cfg.SynthShards(), "tensors": cfg.NumTensors(), "tensor_bytes": cfg.TotalBytes(),
 			}
 			if dryRun {
 				result["dry_run"] = true
@@ -68,12 +75,12 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 					return writeJSON(cmd.OutOrStdout(), result)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "dry run: synth %s (%s, seed %d) would write %s, %s, %.2f GiB of tensor data into %s; nothing written\n",
-					what, mode, opts.Seed, termtext.Plural(int64(cfg.NumShards()), "shard", "shards"),
+					what, mode, opts.Seed, termtext.Plural(int64(cfg.SynthShards()), "shard", "shards"),
 					termtext.Plural(int64(cfg.NumTensors()), "tensor", "tensors"), gib(cfg.TotalBytes()), dir)
 				return nil
 			}
 			bar := newProgress(cmd, asJSON, "synth (shards)", progress.Items)
-			bar.Start(int64(cfg.NumShards()))
+			bar.Start(int64(cfg.SynthShards()))
 			if bar != nil {
 				opts.Progress = func(int, int) { bar.Add(1) }
 			}
@@ -90,7 +97,7 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 				return writeJSON(cmd.OutOrStdout(), result)
 			}
 			fmt.Fprintf(summary(cmd), "synth %s (%s, seed %d): %s, %s, %.2f GiB of tensor data; %.1f MiB on disk; %s\n",
-				what, mode, opts.Seed, termtext.Plural(int64(cfg.NumShards()), "shard", "shards"),
+				what, mode, opts.Seed, termtext.Plural(int64(cfg.SynthShards()), "shard", "shards"),
 				termtext.Plural(int64(cfg.NumTensors()), "tensor", "tensors"),
 				gib(cfg.TotalBytes()), mib(disk), elapsed.Round(time.Millisecond))
 			return nil
@@ -98,6 +105,7 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 	}
 	f := cmd.Flags()
 	f.Var(&opts.Scale, "scale", "replica dimensions: full, small or tiny")
+	f.StringVar(&opts.Family, "family", "kimi-k3", "built-in model family to replicate: "+strings.Join(model.BuiltinFamilies(), ", ")+" (deepseek-v3: full and tiny scales)")
 	f.BoolVar(&opts.HeaderOnly, "header-only", false, "write headers only; data regions stay sparse holes")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the values")
 	f.BoolVar(&opts.Force, "force", false, "write into a non-empty directory (replaces its shards, index and config)")
@@ -106,6 +114,7 @@ seeded values. The same --seed gives the same bytes on every machine.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object (no progress display)")
 	f.BoolVar(&dryRun, "dry-run", false, "print what would be written, write nothing")
 	cmd.MarkFlagsMutuallyExclusive("scale", "config")
+	cmd.MarkFlagsMutuallyExclusive("family", "config")
 	return cmd
 }
 
