@@ -253,7 +253,7 @@ func (d *destination) unclaim() error {
 	return d.obj.Unclaim()
 }
 
-func isObjNotFound(err error) bool { return objdest.IsNotFound(err) }
+func isObjNotFound(err error) bool { return errors.Is(err, remote.ErrNotFound) }
 
 // localDest is the destination of local directory dst.
 func localDest(dst string) *destination {

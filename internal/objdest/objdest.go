@@ -230,7 +230,7 @@ func (d *Dest) PutLocal(name, path string) error {
 // one fails wrapping fs.ErrNotExist, naming its URL.
 func (d *Dest) ReadFile(name string, limit int64) ([]byte, error) {
 	b, err := d.bucket.ReadAll(d.ctx, name, limit)
-	if IsNotFound(err) {
+	if isNotFound(err) {
 		err = fmt.Errorf("%s: %w", d.Path(name), fs.ErrNotExist)
 	}
 	return b, err
@@ -278,7 +278,7 @@ func (d *Dest) Claim() error {
 			}
 			return fmt.Errorf("%w: %s is being written by runs with another state directory (claim %s says %q; this one is %s): run there, pass its --state-dir, or delete %s once no run writes it",
 				d.errs.InUse, d.name, d.Path(ClaimName), strings.TrimSpace(string(have)), d.dir, d.Path(ClaimName))
-		case !IsNotFound(err):
+		case !isNotFound(err):
 			return err
 		}
 		created, err := d.bucket.PutIfAbsent(d.ctx, ClaimName, bytes.NewReader(token), int64(len(token)))
@@ -305,5 +305,5 @@ func (d *Dest) Unclaim() error {
 	return os.Remove(filepath.Join(d.dir, "claim"))
 }
 
-// IsNotFound reports whether err is the store's answer for an absent object.
-func IsNotFound(err error) bool { return errors.Is(err, remote.ErrNotFound) }
+// isNotFound reports whether err is the store's answer for an absent object.
+func isNotFound(err error) bool { return errors.Is(err, remote.ErrNotFound) }
