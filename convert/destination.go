@@ -1,15 +1,10 @@
 package convert
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
-	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/objdest"
 	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
@@ -38,10 +33,9 @@ import (
 type destination struct {
 	name   string // DST as given, in messages
 	dir    string // the local DST, or a bucket DST's state directory
-	bucket *objstore.Bucket
-	ctx    context.Context // bounds the bucket's requests
-
-	etags sync.Map // object name → ETag of an object this run completed
+	obj    *objdest.Dest
+	bucket *objstore.Bucket // obj's
+	ctx    context.Context  // bounds the bucket's requests
 
 	srcOnce sync.Once // src reads a bucket's shards back (verify)
 	src     *remote.Source
@@ -50,46 +44,21 @@ type destination struct {
 
 // claimName is the key, under a bucket DST's prefix, of the object that
 // ties the prefix to the state directory of the runs writing it (see
-// destination.claim); finalizing removes it.
-const claimName = stateDir + "/claim"
+// objdest.Dest.Claim); finalizing removes it.
+const claimName = objdest.ClaimName
 
 // openDestination resolves DST: a local directory, or a bucket prefix with
-// its state directory (stateDir, or "" for defaultStateDir). conns sizes
+// its state directory (stateDir, or "" for objdest's default). conns sizes
 // the bucket client's connections.
 func openDestination(ctx context.Context, dst, stateDir string, conns int) (*destination, error) {
 	if !objstore.IsURL(dst) {
 		return localDest(dst), nil
 	}
-	u, err := objstore.Parse(dst)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDestination, err)
-	}
-	if stateDir == "" {
-		if stateDir, err = defaultStateDir(u); err != nil {
-			return nil, err
-		}
-	}
-	b, err := objstore.New(ctx, u, objstore.Options{Connections: conns})
+	o, err := objdest.Open(ctx, dst, stateDir, conns, objdest.Errors{Refused: ErrDestination, InUse: ErrInUse})
 	if err != nil {
 		return nil, err
 	}
-	return &destination{name: u.String(), dir: stateDir, bucket: b, ctx: ctx}, nil
-}
-
-// defaultStateDir is where the bookkeeping of a bucket DST lives unless
-// --state-dir says otherwise: the user's cache directory, named after the
-// location (scheme, bucket, key prefix), so that a rerun on the same
-// machine finds it.
-func defaultStateDir(u objstore.URL) (string, error) {
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("%w: %s: no state directory (%v); pass --state-dir", ErrDestination, u, err)
-	}
-	parts := []string{cache, "k3ckpt", "dst", u.Scheme, u.Bucket}
-	if u.Key != "" {
-		parts = append(parts, filepath.FromSlash(u.Key))
-	}
-	return filepath.Join(parts...), nil
+	return &destination{name: o.Name(), dir: o.StateDir(), obj: o, bucket: o.Bucket(), ctx: ctx}, nil
 }
 
 // remote reports whether DST is a bucket (nil: a local one, as the
@@ -116,43 +85,16 @@ func (d *destination) create(path string, pool *filewrite.Pool, prog func(int64)
 	if !ok {
 		return nil, fmt.Errorf("%s is not under %s", path, d.name)
 	}
-	up, err := d.bucket.Create(d.ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return filewrite.CreateSink(&trackedUpload{up, d, name}, pool, prog), nil
-}
-
-// upload is what objstore.Bucket.Create returns.
-type upload interface {
-	WriteAt(p []byte, off int64) (int, error)
-	Commit() error
-	Abort() error
-	Final() string
-	ETag() string
-}
-
-// trackedUpload keeps the ETag of the completed object for its done record.
-type trackedUpload struct {
-	upload
-	d    *destination
-	name string
-}
-
-func (t *trackedUpload) Commit() error {
-	if err := t.upload.Commit(); err != nil {
-		return err
-	}
-	t.d.etags.Store(t.name, t.upload.ETag())
-	return nil
+	return d.obj.Create(name, pool, prog)
 }
 
 // etag is the ETag of output object name as this run completed it ("" for
 // a local DST or an object not written by this run).
 func (d *destination) etag(name string) string {
-	v, _ := d.etags.Load(name)
-	s, _ := v.(string)
-	return s
+	if !d.remote() {
+		return ""
+	}
+	return d.obj.ETag(name)
 }
 
 // spillPath is the local name beside which an output file's spill goes:
@@ -183,42 +125,12 @@ func (d *destination) kept(name string, rec fileRecord, etag string, prog func(i
 		}
 		return got.SHA256 == rec.SHA256, "", nil
 	}
-	size, tag, ok, err := d.bucket.Stat(d.ctx, name)
-	if err != nil || !ok || size != rec.Size {
-		return false, "", err
-	}
-	if etag != "" {
-		if tag != etag {
-			return false, "", nil
-		}
-		prog(size)
-		return true, tag, nil
-	}
-	sum, err := d.hashObject(name, size, prog)
-	if err != nil {
-		return false, "", err
-	}
-	return sum == rec.SHA256, tag, nil
+	return d.obj.Kept(name, rec.Size, rec.SHA256, etag, prog)
 }
 
 // hashObject reads an object back in large ranges and returns its sha256.
 func (d *destination) hashObject(name string, size int64, prog func(int64)) (string, error) {
-	h := sha256.New()
-	buf := make([]byte, 8<<20)
-	etag := ""
-	for off := int64(0); off < size; {
-		n, _, tag, err := d.bucket.Get(d.ctx, name, etag, buf[:min(int64(len(buf)), size-off)], off, prog)
-		if err != nil {
-			return "", err
-		}
-		if n == 0 {
-			return "", fmt.Errorf("%s: %w: shorter than its %d bytes", d.path(name), ErrChanged, size)
-		}
-		etag = tag
-		h.Write(buf[:n])
-		off += int64(n)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return d.obj.HashObject(name, size, prog)
 }
 
 // present reports whether output file name has size bytes (and, in a
@@ -228,57 +140,26 @@ func (d *destination) present(name string, size int64, etag string) (bool, error
 		fi, err := os.Stat(d.path(name))
 		return err == nil && fi.Size() == size, nil
 	}
-	got, tag, ok, err := d.bucket.Stat(d.ctx, name)
-	if err != nil {
-		return false, err
-	}
-	return ok && got == size && (etag == "" || tag == etag), nil
+	return d.obj.Present(name, size, etag)
 }
 
 // putStaged uploads the synced local file f as output name of a bucket.
-func (d *destination) putStaged(name string, f *os.File) error {
-	fi, err := f.Stat()
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
-	}
-	if err == nil {
-		_, err = d.bucket.Put(d.ctx, name, f, fi.Size())
-	}
-	return err
-}
+func (d *destination) putStaged(name string, f *os.File) error { return d.obj.PutFile(name, f) }
 
 // putLocal uploads local file path as output name of a bucket, then
 // removes the local copy.
-func (d *destination) putLocal(name, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = d.putStaged(name, f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	return os.Remove(path)
-}
+func (d *destination) putLocal(name, path string) error { return d.obj.PutLocal(name, path) }
 
 // readFile reads a small output file (a config, the index, the report).
 func (d *destination) readFile(name string) ([]byte, error) {
 	if !d.remote() {
 		return readRegular(d.path(name))
 	}
-	b, err := d.bucket.ReadAll(d.ctx, name, maxStateFile)
-	if isObjNotFound(err) {
-		err = fmt.Errorf("%s: %w", d.path(name), fs.ErrNotExist)
-	}
-	return b, err
+	return d.obj.ReadFile(name, maxStateFile)
 }
 
 // putBytes writes a small output file of a bucket in one request.
-func (d *destination) putBytes(name string, b []byte) error {
-	_, err := d.bucket.Put(d.ctx, name, bytes.NewReader(b), int64(len(b)))
-	return err
-}
+func (d *destination) putBytes(name string, b []byte) error { return d.obj.PutBytes(name, b) }
 
 // readManifest reads DST's manifest (ErrNotExist wrapped when absent).
 func (d *destination) readManifest() (*Manifest, error) {
@@ -351,59 +232,17 @@ func (d *destination) abortOwn(units []unit) error {
 	for i, u := range units {
 		names[i] = u.Name
 	}
-	_, err := d.bucket.AbortOwn(d.ctx, names)
+	_, err := d.obj.AbortOwn(names)
 	return err
 }
 
 // claim ties a bucket DST to this state directory (the caller holds the
-// state directory's lock): the first run creates the claim object with a
-// conditional write and keeps its token in the state directory; a run with
-// another state directory finds a token it does not hold and is refused,
-// as a second run on a local DST is refused by its lock.
+// state directory's lock; see objdest.Dest.Claim).
 func (d *destination) claim() error {
 	if !d.remote() {
 		return nil
 	}
-	local := filepath.Join(d.dir, "claim")
-	token, err := os.ReadFile(local)
-	if errors.Is(err, fs.ErrNotExist) {
-		token, err = newClaimToken(d.dir)
-		if err == nil {
-			err = fsx.MkdirAll(d.dir)
-		}
-		if err == nil {
-			err = writeJSONBytes(local, token[:len(token)-1])
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("state directory %s of %s: %w", d.dir, d.name, err)
-	}
-	for range 2 {
-		have, err := d.bucket.ReadAll(d.ctx, claimName, 4096)
-		switch {
-		case err == nil:
-			if bytes.Equal(have, token) {
-				return nil
-			}
-			return fmt.Errorf("%w: %s is being written by runs with another state directory (claim %s says %q; this one is %s): run there, pass its --state-dir, or delete %s once no run writes it",
-				ErrInUse, d.name, d.path(claimName), strings.TrimSpace(string(have)), d.dir, d.path(claimName))
-		case !isObjNotFound(err):
-			return err
-		}
-		created, err := d.bucket.PutIfAbsent(d.ctx, claimName, bytes.NewReader(token), int64(len(token)))
-		if err != nil || created {
-			return err
-		}
-		// Another run created it between the read and the write: read it.
-	}
-	return fmt.Errorf("%w: %s: the claim %s keeps changing", ErrInUse, d.name, d.path(claimName))
-}
-
-// newClaimToken names the state directory and host, with random bytes so
-// that two machines' identical paths differ.
-func newClaimToken(dir string) ([]byte, error) {
-	host, _ := os.Hostname()
-	return []byte(fmt.Sprintf("%s:%s %s\n", host, dir, rand.Text())), nil
+	return d.obj.Claim()
 }
 
 // unclaim removes the claim once the conversion is finalized.
@@ -411,10 +250,7 @@ func (d *destination) unclaim() error {
 	if !d.remote() {
 		return nil
 	}
-	if err := d.bucket.Delete(d.ctx, claimName); err != nil {
-		return err
-	}
-	return os.Remove(filepath.Join(d.dir, "claim"))
+	return d.obj.Unclaim()
 }
 
 func isObjNotFound(err error) bool { return errors.Is(err, remote.ErrNotFound) }

@@ -64,6 +64,18 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 		})
 		return nil
 	}
+	if p.remote != nil {
+		// A remote source's reads go through read-ahead windows, as a
+		// bucket DST's do (openShard): verify reads each stream in small
+		// sequential pieces, which would cost a request each.
+		src, err := safetensors.ReadHeader(newReadAhead(fp.Source.ReaderAt(), fp.Source.Size), fp.Source.Size, fp.Source.Path)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", fp.Source.Path, err)
+		}
+		remoteFP := *fp
+		remoteFP.Source = src
+		fp = &remoteFP
+	}
 	a, b := make([]byte, hashBufSize), make([]byte, hashBufSize)
 	var s scratch
 	defer func() { *errs = s.errs.take(p.Options.classifier()) }()

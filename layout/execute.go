@@ -12,6 +12,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -46,6 +47,9 @@ type ExecOptions struct {
 	// Connections bounds the parallel range requests to a remote source,
 	// shared by the files written at once (0: remote.DefaultConnections).
 	Connections int
+	// StateDir is where the run records of an s3:// or gs:// dst live (""
+	// for a directory under the user's cache directory, named after dst).
+	StateDir string
 }
 
 // result says what Execute did.
@@ -79,6 +83,9 @@ type result struct {
 func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
+	}
+	if objstore.IsURL(dst) {
+		return p.executeBucket(ctx, dst, o)
 	}
 	if p.src.remote == nil {
 		if err := fsx.Disjoint(dst, p.src.Root); err != nil {
@@ -169,6 +176,11 @@ type writeJob struct {
 	of   *outFile
 	path string
 	dr   *dirRun
+	// create, when set, starts the file (an object of a bucket DST) instead
+	// of a local temporary beside path; bd is then its directory.
+	create func(pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error)
+	bd     *bucketDir
+	sum    func() string // the committed object's sha256
 }
 
 // finish writes the directory's side files and index, then its completion
@@ -227,7 +239,11 @@ func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(i
 	var total atomic.Int64
 	err := filewrite.Run(ctx, jobs, filewrite.CommitsPerJob, len(files), func(ctx context.Context, job, i int) (func() error, error) {
 		j := files[i]
-		commit, err := writeFile(ctx, j.of, j.path, pool, &windows[job], progress, net)
+		create := func(prog func(int64)) (*filewrite.File, error) { return filewrite.CreateUnhashed(j.path, pool, prog) }
+		if j.create != nil {
+			create = func(prog func(int64)) (*filewrite.File, error) { return j.create(pool, prog) }
+		}
+		commit, err := writeFileTo(ctx, j.of, j.path, create, &windows[job], progress, net)
 		if err != nil {
 			return nil, err
 		}

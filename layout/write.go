@@ -26,6 +26,15 @@ const directCopyMin = 256 << 10
 // tensor bytes accepted are reported to progress as they are. On error
 // nothing is left behind.
 func writeFile(ctx context.Context, of *outFile, path string, pool *filewrite.Pool, window *[]byte, progress func(int64), net *netFetch) (commit func() error, err error) {
+	return writeFileTo(ctx, of, path, func(prog func(int64)) (*filewrite.File, error) {
+		return filewrite.CreateUnhashed(path, pool, prog)
+	}, window, progress, net)
+}
+
+// writeFileTo is writeFile into the file create starts (a local temporary,
+// or an object's upload) with the progress function it is given; path names
+// it in messages.
+func writeFileTo(ctx context.Context, of *outFile, path string, create func(prog func(int64)) (*filewrite.File, error), window *[]byte, progress func(int64), net *netFetch) (commit func() error, err error) {
 	if net != nil {
 		var done func() error
 		of, done = net.stream(ctx, of)
@@ -35,7 +44,7 @@ func writeFile(ctx context.Context, of *outFile, path string, pool *filewrite.Po
 			}
 		}()
 	}
-	f, err := filewrite.CreateUnhashed(path, pool, tensorProgress(of.lay.DataStart, progress))
+	f, err := create(tensorProgress(of.lay.DataStart, progress))
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ type layoutFlags struct {
 // runFlags are the flags of every command that writes a layout plan.
 type runFlags struct {
 	dryRun, asJSON, restart, noSpaceCheck bool
+	stateDir                              string
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -35,6 +36,7 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&r.noSpaceCheck, "no-space-check", false, "do not compare what the run writes with DST's free space")
 	fl.BoolVar(&r.restart, "force", false, "same as --restart")
 	fl.MarkDeprecated("force", "use --restart")
+	stateDirFlag(fl, &r.stateDir)
 }
 
 func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
@@ -174,7 +176,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	if net == nil { // a remote source shows its network progress instead
 		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
 	}
-	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck, Connections: conns}
+	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck, Connections: conns, StateDir: rf.stateDir}
 	if bar != nil {
 		// Started by Execute once it knows what this run writes (a resumed
 		// run keeps files), so total and ETA are this run's.

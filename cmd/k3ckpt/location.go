@@ -35,9 +35,9 @@ const (
 // one repeats. A command not listed (one added later) reads every argument.
 var argRoles = map[string][]role{
 	"convert":    {roleSrc, roleBucket},
-	"shard":      {roleSrc, roleDst},
-	"export":     {roleSrc, roleDst},
-	"reassemble": {roleLocal, roleDst},
+	"shard":      {roleSrc, roleBucket},
+	"export":     {roleSrc, roleBucket},
+	"reassemble": {roleLocal, roleBucket},
 	"merge":      {roleBucket},
 	"synth":      {roleDst},
 	"verify":     {roleSrc, roleBucket},

@@ -32,8 +32,9 @@ func TestUnknownSchemeIsAnError(t *testing.T) {
 		{"merge", "nosuch://bucket/out"},
 		{"synth", "nosuch://bucket/out", "--dry-run"},
 		{"reassemble", "s3://bucket/export", filepath.Join(local, "r")},
-		{"shard", dir, "s3://bucket/out"}, // convert, merge and verify take a bucket DST; shard, export and reassemble not yet
-		{"export", dir, "gs://bucket/out", "--layout", "dp16"},
+		{"shard", dir, "hf://org/name"},
+		{"export", dir, "https://host/out", "--layout", "dp16"},
+		{"reassemble", filepath.Join(local, "e"), "hf://org/name"},
 	} {
 		_, stderr, code := k3(args...)
 		if code == 0 {
@@ -41,7 +42,7 @@ func TestUnknownSchemeIsAnError(t *testing.T) {
 			continue
 		}
 		scheme := "ftp://"
-		for _, s := range []string{"nosuch://", "hf://", "s3://", "gs://"} {
+		for _, s := range []string{"nosuch://", "hf://", "https://", "s3://", "gs://"} {
 			if strings.Contains(strings.Join(args, " "), s) {
 				scheme = s
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/layout"
 )
@@ -26,7 +27,7 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 --check SRC compares every rebuilt tensor with SRC byte for byte.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if check != "" && !remote.IsRemote(check) {
+			if check != "" && !remote.IsRemote(check) && !objstore.IsURL(args[1]) {
 				if err := fsx.Disjoint(args[1], check); err != nil {
 					return fmt.Errorf("--check: %w", err)
 				}
@@ -49,7 +50,7 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 				return err
 			}
 			defer a.Close()
-			b, err := layout.OpenSource(args[1])
+			b, _, err := openLayoutSource(cmd, args[1], remote.DefaultConnections)
 			if err != nil {
 				return err
 			}

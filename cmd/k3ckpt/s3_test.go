@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,6 +91,27 @@ func TestS3Sources(t *testing.T) {
 		must("convert", src, local, "-q")
 		must("convert", url, fromS3, "-q", "--connections", "4")
 		sameOutputs(t, local, fromS3)
+	})
+	t.Run("verify", func(t *testing.T) {
+		// verify reads the source in small sequential pieces: through
+		// read-ahead windows they take far fewer requests than the
+		// source has tensors (one request per read took one or more each).
+		out := filepath.Join(tmp, "v-local")
+		must("convert", src, out, "-q")
+		var idx struct {
+			WeightMap map[string]string `json:"weight_map"`
+		}
+		b, _ := os.ReadFile(filepath.Join(src, "model.safetensors.index.json"))
+		if err := json.Unmarshal(b, &idx); err != nil || len(idx.WeightMap) < 1000 {
+			t.Fatalf("index of %s: %v, %d tensors", src, err, len(idx.WeightMap))
+		}
+		p := srv.NewProxy(t)
+		t.Setenv("AWS_ENDPOINT_URL_S3", p.URL)
+		must("verify", url, out, "-q")
+		t.Setenv("AWS_ENDPOINT_URL_S3", srv.Endpoint)
+		if n := p.Requests.Load(); n == 0 || n > int64(len(idx.WeightMap)/10) {
+			t.Errorf("verify of a bucket source made %d requests for %d tensors: want at most a tenth", n, len(idx.WeightMap))
+		}
 	})
 	t.Run("shard", func(t *testing.T) {
 		local, fromS3 := filepath.Join(tmp, "s-local"), filepath.Join(tmp, "s-s3")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,7 +104,16 @@ func TestBenchS3(t *testing.T) {
 
 func run(t *testing.T, bin string, args ...string) (time.Duration, int64) {
 	t.Helper()
+	d, rss, _ := runWith(t, nil, bin, args...)
+	return d, rss
+}
+
+// runWith runs bin with stdout going to stdout (nil: discarded) and
+// returns its wall time, max RSS and CPU time.
+func runWith(t *testing.T, stdout io.Writer, bin string, args ...string) (time.Duration, int64, time.Duration) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Stdout = stdout
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr // the engine warnings of convert
 	start := time.Now()
@@ -116,7 +126,7 @@ func run(t *testing.T, bin string, args ...string) (time.Duration, int64) {
 	if ru != nil {
 		rss = ru.Maxrss << 10 // KiB on Linux
 	}
-	return d, rss
+	return d, rss, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 func dirBytes(t *testing.T, srv *s3test.Server, prefix string) (int64, []string) {

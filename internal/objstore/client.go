@@ -59,8 +59,16 @@ type Bucket struct {
 	retryer aws.RetryerV2
 	onRetry func(remote.RetryEvent) // set once, before the first request
 
-	free chan []byte // part buffers kept for the next uploads
+	free chan []byte // part buffers kept for the next uploads (see maxFreeParts)
 }
+
+// maxFreeParts bounds the part buffers a bucket keeps once their parts are
+// sent. A buffer is kept only after it was in use, so the kept ones never
+// exceed the most in use at once (uploads at once × (partsInFlight+1)):
+// they cap memory there instead of leaving every part's 8 MiB to the
+// collector, whose heap then grew with the number of parts, and so with
+// the objects' size.
+const maxFreeParts = 128
 
 // New makes a client for u. Credentials and region resolve lazily: a
 // missing or refused credential is reported by the first request, naming
@@ -79,7 +87,7 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if env == nil {
 		env = os.Getenv
 	}
-	b := &Bucket{u: u, gs: u.Scheme == "gs", stall: o.StallTimeout, free: make(chan []byte, partsInFlight+1)}
+	b := &Bucket{u: u, gs: u.Scheme == "gs", stall: o.StallTimeout, free: make(chan []byte, maxFreeParts)}
 	b.retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 		so.MaxAttempts = o.MaxAttempts
 		// A long throttle must not drain a shared retry budget and fail

@@ -69,8 +69,8 @@ func (b *Bucket) partBuffer() []byte {
 	}
 }
 
-// putBuffer keeps a buffer for the next part, up to a few; the rest are
-// left to the collector.
+// putBuffer keeps a buffer for the next part, up to maxFreeParts; the rest
+// are left to the collector.
 func (b *Bucket) putBuffer(buf []byte) {
 	select {
 	case b.free <- buf:

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,6 +32,76 @@ type proxy struct {
 	// Throttled, Cuts, Corrupted and Held count what was done; Puts counts
 	// the uploads seen.
 	Throttled, Cuts, Corrupted, Held, Puts atomic.Int64
+	// Requests and Received count the requests passed to the server and the
+	// response body bytes sent back to the client.
+	Requests, Received atomic.Int64
+
+	sizes atomic.Pointer[map[string]int64]
+}
+
+// ReportSizes makes the proxy answer as a store holding objects of the
+// given sizes (keyed bucket/key) would: listings, HEAD's Content-Length and
+// a ranged GET's Content-Range total give that size, whatever the server
+// stores. The server must hold every byte a client reads (e.g. the
+// safetensors headers of a replica whose data regions were left out).
+func (p *proxy) ReportSizes(sizes map[string]int64) { p.sizes.Store(&sizes) }
+
+// listedSizeRE matches an object's key and size in a ListObjectsV2 answer.
+var listedSizeRE = regexp.MustCompile(`(?s)<Key>([^<]*)</Key>(.*?)<Size>[0-9]+</Size>`)
+
+// rewrite is the ReverseProxy's ModifyResponse: it counts the body sent
+// back and, under ReportSizes, reports the sizes given.
+func (p *proxy) rewrite(resp *http.Response) error {
+	p.Requests.Add(1)
+	if m := p.sizes.Load(); m != nil {
+		sizes, r := *m, resp.Request
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		bucket, _, _ := strings.Cut(name, "/")
+		switch {
+		case r.Method == http.MethodGet && r.URL.Query().Has("list-type"):
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			b = listedSizeRE.ReplaceAllFunc(b, func(m []byte) []byte {
+				sub := listedSizeRE.FindSubmatch(m)
+				if n, ok := sizes[bucket+"/"+string(sub[1])]; ok {
+					return []byte("<Key>" + string(sub[1]) + "</Key>" + string(sub[2]) + "<Size>" + strconv.FormatInt(n, 10) + "</Size>")
+				}
+				return m
+			})
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			resp.ContentLength = int64(len(b))
+			resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		case r.Method == http.MethodHead:
+			if n, ok := sizes[name]; ok && resp.StatusCode == http.StatusOK {
+				resp.Header.Set("Content-Length", strconv.FormatInt(n, 10))
+			}
+		case r.Method == http.MethodGet:
+			if n, ok := sizes[name]; ok {
+				if cr := resp.Header.Get("Content-Range"); cr != "" {
+					if i := strings.LastIndexByte(cr, '/'); i >= 0 {
+						resp.Header.Set("Content-Range", cr[:i+1]+strconv.FormatInt(n, 10))
+					}
+				}
+			}
+		}
+	}
+	resp.Body = &countingBody{resp.Body, &p.Received}
+	return nil
+}
+
+// countingBody adds the bytes read through it to n.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c *countingBody) Read(b []byte) (int, error) {
+	k, err := c.ReadCloser.Read(b)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // NewProxy starts a proxy to s, stopped at the end of the test.
@@ -38,6 +109,7 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 	target, _ := url.Parse(s.Endpoint)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	p := &proxy{}
+	rp.ModifyResponse = p.rewrite
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.Throttle.Add(-1) >= 0 {

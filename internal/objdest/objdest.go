@@ -1,0 +1,309 @@
+// Package objdest is the writing side of an s3:// or gs:// DST, shared by
+// convert and layout (shard, export, reassemble), so that every command
+// writes a bucket the same way.
+//
+// A bucket has no rename, no append and no lock, so a bucket DST keeps the
+// run's bookkeeping in a local state directory. Each output file streams
+// through filewrite into an objstore upload (one PUT, or a multipart upload
+// whose parts the store checks against their CRC32C), which no reader sees
+// under its key before it is complete; its sha256 is taken as the bytes
+// stream. A claim object under the prefix, created with a conditional
+// write, ties the prefix to one state directory, so that runs with
+// different state directories cannot write one prefix at once.
+package objdest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/objstore"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+)
+
+// ClaimName is the key, under a bucket DST's prefix, of the object that
+// ties the prefix to the state directory of the runs writing it (see
+// Dest.Claim); Unclaim removes it.
+const ClaimName = ".k3ckpt/claim"
+
+// Errors are the sentinels a Dest's refusals wrap, the caller's own, so
+// that its errors.Is checks hold for a bucket DST as for a local one.
+type Errors struct {
+	Refused error // the DST cannot receive this run
+	InUse   error // another run (another state directory) writes the DST
+}
+
+// Dest is a bucket DST: the objects under an s3:// or gs:// prefix and the
+// local state directory of the runs writing them.
+type Dest struct {
+	name   string // DST as a URL, in messages
+	dir    string // the state directory
+	bucket *objstore.Bucket
+	ctx    context.Context // bounds the bucket's requests
+	errs   Errors
+
+	etags sync.Map // object name → ETag of an object this run completed
+}
+
+// Open resolves a bucket DST and its state directory (stateDir, or "" for
+// one under the user's cache directory named after the location, which a
+// rerun on the same machine finds). conns sizes the bucket client's
+// connections; ctx bounds every request.
+func Open(ctx context.Context, dst, stateDir string, conns int, errs Errors) (*Dest, error) {
+	u, err := objstore.Parse(dst)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errs.Refused, err)
+	}
+	if stateDir == "" {
+		if stateDir, err = defaultStateDir(u, errs.Refused); err != nil {
+			return nil, err
+		}
+	}
+	b, err := objstore.New(ctx, u, objstore.Options{Connections: conns})
+	if err != nil {
+		return nil, err
+	}
+	return &Dest{name: u.String(), dir: stateDir, bucket: b, ctx: ctx, errs: errs}, nil
+}
+
+func defaultStateDir(u objstore.URL, refused error) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: no state directory (%v); pass --state-dir", refused, u, err)
+	}
+	parts := []string{cache, "k3ckpt", "dst", u.Scheme, u.Bucket}
+	if u.Key != "" {
+		parts = append(parts, filepath.FromSlash(u.Key))
+	}
+	return filepath.Join(parts...), nil
+}
+
+// Name is the DST's URL, for messages.
+func (d *Dest) Name() string { return d.name }
+
+// StateDir is the local directory of the runs' bookkeeping.
+func (d *Dest) StateDir() string { return d.dir }
+
+// Bucket is the client of the DST's prefix.
+func (d *Dest) Bucket() *objstore.Bucket { return d.bucket }
+
+// Path is the URL of output object name (slash-separated, under the prefix).
+func (d *Dest) Path(name string) string { return d.bucket.URL().Dir() + name }
+
+// Create starts output object name, streamed from pool's buffers; its
+// ETag is kept for ETag once Commit completes it.
+func (d *Dest) Create(name string, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
+	up, err := d.bucket.Create(d.ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return filewrite.CreateSink(&trackedUpload{up, d, name}, pool, prog), nil
+}
+
+// upload is what objstore.Bucket.Create returns.
+type upload interface {
+	WriteAt(p []byte, off int64) (int, error)
+	Commit() error
+	Abort() error
+	Final() string
+	ETag() string
+}
+
+// trackedUpload keeps the ETag of the completed object for its record.
+type trackedUpload struct {
+	upload
+	d    *Dest
+	name string
+}
+
+func (t *trackedUpload) Commit() error {
+	if err := t.upload.Commit(); err != nil {
+		return err
+	}
+	t.d.etags.Store(t.name, t.upload.ETag())
+	return nil
+}
+
+// ETag is the ETag of output object name as this run completed it ("" for
+// an object not written by this run).
+func (d *Dest) ETag(name string) string {
+	v, _ := d.etags.Load(name)
+	s, _ := v.(string)
+	return s
+}
+
+// Kept reports whether output object name is still the one a run recorded
+// with size and, when etag is set, that ETag (one HEAD); without an ETag
+// (a finished run's manifest), whether its bytes read back have the
+// recorded sha256. It returns the ETag to record.
+func (d *Dest) Kept(name string, size int64, sha, etag string, prog func(int64)) (bool, string, error) {
+	got, tag, ok, err := d.bucket.Stat(d.ctx, name)
+	if err != nil || !ok || got != size {
+		return false, "", err
+	}
+	if etag != "" {
+		if tag != etag {
+			return false, "", nil
+		}
+		prog(size)
+		return true, tag, nil
+	}
+	sum, err := d.HashObject(name, size, prog)
+	if err != nil {
+		return false, "", err
+	}
+	return sum == sha, tag, nil
+}
+
+// HashObject reads an object back in large ranges and returns its sha256;
+// an object replaced meanwhile fails with remote.ErrChanged.
+func (d *Dest) HashObject(name string, size int64, prog func(int64)) (string, error) {
+	h := sha256.New()
+	buf := make([]byte, 8<<20)
+	etag := ""
+	for off := int64(0); off < size; {
+		n, _, tag, err := d.bucket.Get(d.ctx, name, etag, buf[:min(int64(len(buf)), size-off)], off, prog)
+		if err != nil {
+			return "", err
+		}
+		if n == 0 {
+			return "", fmt.Errorf("%s: %w: shorter than its %d bytes", d.Path(name), remote.ErrChanged, size)
+		}
+		etag = tag
+		h.Write(buf[:n])
+		off += int64(n)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Present reports whether output object name has size bytes (and the ETag
+// recorded, when given).
+func (d *Dest) Present(name string, size int64, etag string) (bool, error) {
+	got, tag, ok, err := d.bucket.Stat(d.ctx, name)
+	if err != nil {
+		return false, err
+	}
+	return ok && got == size && (etag == "" || tag == etag), nil
+}
+
+// PutFile uploads the synced local file f as output object name.
+func (d *Dest) PutFile(name string, f *os.File) error {
+	fi, err := f.Stat()
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err == nil {
+		_, err = d.bucket.Put(d.ctx, name, f, fi.Size())
+	}
+	return err
+}
+
+// PutLocal uploads local file path as output object name, then removes the
+// local copy.
+func (d *Dest) PutLocal(name, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = d.PutFile(name, f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	return os.Remove(path)
+}
+
+// ReadFile reads a small output object (at most limit bytes); an absent
+// one fails wrapping fs.ErrNotExist, naming its URL.
+func (d *Dest) ReadFile(name string, limit int64) ([]byte, error) {
+	b, err := d.bucket.ReadAll(d.ctx, name, limit)
+	if isNotFound(err) {
+		err = fmt.Errorf("%s: %w", d.Path(name), fs.ErrNotExist)
+	}
+	return b, err
+}
+
+// PutBytes writes a small output object in one request: complete or absent.
+func (d *Dest) PutBytes(name string, b []byte) error {
+	_, err := d.bucket.Put(d.ctx, name, bytes.NewReader(b), int64(len(b)))
+	return err
+}
+
+// Delete removes output object name (none: nothing).
+func (d *Dest) Delete(name string) error { return d.bucket.Delete(d.ctx, name) }
+
+// AbortOwn aborts the unfinished uploads of the objects names (a killed
+// run's, for the objects this run writes); other runs' uploads under the
+// prefix are left alone. It reports how many it aborted.
+func (d *Dest) AbortOwn(names []string) (int, error) {
+	return d.bucket.AbortOwn(d.ctx, names)
+}
+
+// Claim ties the DST to the state directory (the caller holds the state
+// directory's lock): the first run creates the claim object with a
+// conditional write and keeps its token in the state directory; a run with
+// another state directory finds a token it does not hold and is refused
+// (Errors.InUse), as a second run on a local DST is refused by its lock.
+func (d *Dest) Claim() error {
+	local := filepath.Join(d.dir, "claim")
+	token, err := os.ReadFile(local)
+	if errors.Is(err, fs.ErrNotExist) {
+		token = newClaimToken(d.dir)
+		if err = fsx.MkdirAll(d.dir); err == nil {
+			err = atomicfile.WriteFile(local, token, 0o644)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("state directory %s of %s: %w", d.dir, d.name, err)
+	}
+	for range 2 {
+		have, err := d.bucket.ReadAll(d.ctx, ClaimName, 4096)
+		switch {
+		case err == nil:
+			if bytes.Equal(have, token) {
+				return nil
+			}
+			return fmt.Errorf("%w: %s is being written by runs with another state directory (claim %s says %q; this one is %s): run there, pass its --state-dir, or delete %s once no run writes it",
+				d.errs.InUse, d.name, d.Path(ClaimName), strings.TrimSpace(string(have)), d.dir, d.Path(ClaimName))
+		case !isNotFound(err):
+			return err
+		}
+		created, err := d.bucket.PutIfAbsent(d.ctx, ClaimName, bytes.NewReader(token), int64(len(token)))
+		if err != nil || created {
+			return err
+		}
+		// Another run created it between the read and the write: read it.
+	}
+	return fmt.Errorf("%w: %s: the claim %s keeps changing", d.errs.InUse, d.name, d.Path(ClaimName))
+}
+
+// newClaimToken names the state directory and host, with random bytes so
+// that two machines' identical paths differ.
+func newClaimToken(dir string) []byte {
+	host, _ := os.Hostname()
+	return []byte(fmt.Sprintf("%s:%s %s\n", host, dir, rand.Text()))
+}
+
+// Unclaim removes the claim once the run's output is finished.
+func (d *Dest) Unclaim() error {
+	if err := d.bucket.Delete(d.ctx, ClaimName); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(d.dir, "claim"))
+}
+
+// isNotFound reports whether err is the store's answer for an absent object.
+func isNotFound(err error) bool { return errors.Is(err, remote.ErrNotFound) }

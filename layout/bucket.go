@@ -1,0 +1,458 @@
+package layout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/objdest"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
+
+// bucketStateDir is the folder of a bucket DST's state directory that holds
+// the records of layout runs (one per output directory, under its name).
+const bucketStateDir = "layout"
+
+// bucketRecordName is an output directory's record in the state directory
+// while a run writes it into a bucket.
+const bucketRecordName = "run.json"
+
+// bucketRecord is what a bucket DST's state directory knows of one output
+// directory being written: the plan, every name the run writes (recorded
+// before it writes any: what --restart deletes), and each object it
+// completed with its size, ETag and the sha256 of the bytes as they
+// streamed. A rerun keeps an object while HEAD gives the recorded size and
+// ETag (an object written to since has another ETag).
+type bucketRecord struct {
+	Plan  string                  `json:"plan"`
+	Names []string                `json:"names"`
+	Files map[string]bucketObject `json:"files"`
+}
+
+// bucketObject is one completed object of a bucketRecord.
+type bucketObject struct {
+	Size   int64  `json:"size"`
+	ETag   string `json:"etag"`
+	SHA256 string `json:"sha256"`
+}
+
+// bucketDir is the state of one output directory of a bucket DST during
+// executeBucket.
+type bucketDir struct {
+	d          *dirPlan
+	obj        *objdest.Dest
+	prefix     string // the directory's object names start with this ("" or "rank-00/")
+	state      string // its folder in the state directory
+	completion []byte
+	todo       []*outFile
+	left       atomic.Int32
+	finished   bool
+	changed    int
+	fp         string // the plan's fingerprint (see fingerprint)
+	recorded   bool   // rec was read from the state directory
+	restart    bool   // rec is to be discarded, with the objects it names
+	done       bool   // the bucket holds this plan's completion record
+
+	mu  sync.Mutex // guards rec once writers run
+	rec *bucketRecord
+}
+
+func (bd *bucketDir) completionName() string {
+	if bd.d.man != nil {
+		return manifestName
+	}
+	return safetensors.IndexName
+}
+
+// executeBucket is Execute into the objects under an s3:// or gs:// prefix,
+// with the guarantees of convert's bucket DST (objdest): the run holds the
+// lock of its local state directory and the prefix's claim; every file
+// streams into an upload that no reader sees under its key before it is
+// complete, checked by the store part by part; a directory's index and
+// side files go up once its last file is complete, its completion record
+// (layout.json, or a reassembly's index) last. A rerun of the same plan
+// keeps the objects its record says it completed that still have their
+// size and ETag, aborts its own unfinished uploads and writes the rest. A
+// prefix holding objects no run of this state directory wrote is refused,
+// except this plan's finished output, whose files are kept when their size
+// and header are the plan's.
+func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*result, error) {
+	obj, err := objdest.Open(ctx, dst, o.StateDir, o.Connections, objdest.Errors{Refused: ErrOutputExists, InUse: dirlock.ErrInUse})
+	if err != nil {
+		return nil, err
+	}
+	if p.src.remote != nil {
+		src, out := strings.TrimSuffix(p.src.Root, "/")+"/", obj.Bucket().URL().Dir()
+		if strings.HasPrefix(src, out) || strings.HasPrefix(out, src) {
+			return nil, fmt.Errorf("%w: %s and the source %s overlap: write to another prefix", ErrOutputExists, obj.Name(), p.src.Root)
+		}
+	}
+	if err := p.Validate(ctx); err != nil {
+		return nil, err
+	}
+	if err := fsx.MkdirAll(obj.StateDir()); err != nil {
+		return nil, fmt.Errorf("state directory of %s: %w", obj.Name(), err)
+	}
+	lock, err := dirlock.Acquire(obj.StateDir())
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	listed, err := obj.Bucket().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	present := make(map[string]int64, len(listed))
+	for _, f := range listed {
+		present[f.Name] = f.Size
+	}
+	res := &result{}
+	dirs := make([]*bucketDir, len(p.Dirs))
+	var jobs []writeJob
+	var own []string
+	for i := range p.Dirs {
+		if dirs[i], err = surveyBucketDir(p, &p.Dirs[i], obj, present, o.Restart); err != nil {
+			return nil, err
+		}
+	}
+	if err := obj.Claim(); err != nil {
+		return nil, err
+	}
+	for _, bd := range dirs {
+		if err := bd.prepare(ctx, present); err != nil {
+			return nil, err
+		}
+		res.Kept += len(bd.d.files) - len(bd.todo)
+		res.Changed += bd.changed
+		bd.left.Store(int32(len(bd.todo)))
+		for _, of := range bd.todo {
+			name := bd.prefix + of.name
+			own = append(own, name)
+			var made *filewrite.File
+			jobs = append(jobs, writeJob{of: of, path: obj.Path(name), bd: bd,
+				create: func(pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
+					f, err := obj.Create(name, pool, prog)
+					made = f
+					return f, err
+				},
+				sum: func() string { return made.SHA256() },
+			})
+		}
+	}
+	// Create aborts each key's unfinished uploads as it starts the key;
+	// those of a file whose job never starts (a failed run's) go now.
+	if res.Cleaned, err = obj.AbortOwn(own); err != nil {
+		return nil, err
+	}
+	var progress func(int64)
+	if o.Progress != nil {
+		var total int64
+		for _, j := range jobs {
+			total += j.of.tensorBytes()
+		}
+		o.Progress.Start(total)
+		progress = o.Progress.Add
+	}
+	committed := func(j writeJob) error {
+		if err := j.bd.recordCommit(j); err != nil {
+			return err
+		}
+		if j.bd.left.Add(-1) == 0 {
+			return j.bd.finish()
+		}
+		return nil
+	}
+	var net *netFetch
+	if p.src.remote != nil {
+		conns := o.Connections
+		if conns <= 0 {
+			conns = remote.DefaultConnections
+		}
+		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
+	}
+	if res.Bytes, err = writeFiles(ctx, jobs, jobsOr(o.Jobs), progress, committed, net); err != nil {
+		return nil, err
+	}
+	if net != nil {
+		res.Network = net.stats()
+	}
+	for _, bd := range dirs {
+		if !bd.finished {
+			if err := bd.finish(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := obj.Unclaim(); err != nil {
+		return nil, err
+	}
+	res.Written = len(jobs)
+	return res, nil
+}
+
+// surveyBucketDir reads what the state directory and the bucket (present:
+// the prefix's objects and their sizes) hold of one output directory,
+// writing nothing, and refuses what the run must not touch: a record of
+// another plan (unless restart), or objects no run of this state directory
+// wrote that are not this plan's finished output (whatever the flags).
+func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]int64, restart bool) (*bucketDir, error) {
+	bd := &bucketDir{d: d, obj: obj, prefix: objectPrefix(d.Dir),
+		state: filepath.Join(obj.StateDir(), bucketStateDir, filepath.FromSlash(d.Dir))}
+	var err error
+	if d.man != nil {
+		bd.completion, err = d.man.marshal()
+	} else {
+		bd.completion, err = d.indexBytes()
+	}
+	if err != nil {
+		return nil, err
+	}
+	fp := fingerprint(p, d, bd.completion)
+	bd.fp = fp
+	if bd.rec, err = readBucketRecord(bd.state); err != nil {
+		return nil, err
+	}
+	where := obj.Path(bd.prefix)
+	if bd.rec != nil {
+		if bd.rec.Plan != fp && !restart {
+			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed; record %s); pass --restart to discard it", ErrOutputExists, where, filepath.Join(bd.state, bucketRecordName))
+		}
+		bd.recorded, bd.restart = true, restart
+		return bd, nil
+	}
+	bd.rec = &bucketRecord{Plan: fp, Names: bd.plannedNames(), Files: map[string]bucketObject{}}
+	var there []string
+	for name := range present {
+		if rel, ok := strings.CutPrefix(name, bd.prefix); ok && !strings.HasPrefix(name, ".k3ckpt/") {
+			there = append(there, rel)
+		}
+	}
+	if len(there) == 0 {
+		return bd, nil
+	}
+	slices.Sort(there)
+	have, err := obj.ReadFile(bd.prefix+bd.completionName(), int64(len(bd.completion))+1)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if !bytes.Equal(have, bd.completion) {
+		return nil, fmt.Errorf("%w: %s holds %s (and %d more objects), which no run with this state directory (%s) wrote and which is not this plan's finished output: write to another prefix, delete them, or pass the --state-dir of the run that wrote them",
+			ErrOutputExists, where, there[0], len(there)-1, obj.StateDir())
+	}
+	bd.done = true
+	return bd, nil
+}
+
+// prepare makes the directory ready (the caller holds the state
+// directory's lock and the prefix's claim) and says what is left to write:
+//   - with a record of this plan (a killed or failed run): the objects it
+//     completed that still have their recorded size and ETag are kept;
+//   - with a record to discard (restart, or another plan's with restart):
+//     the objects it names are deleted and everything is written;
+//   - this plan's finished output: files of the planned size and header
+//     are kept; nothing is written when all are and the side files match;
+//   - else (nothing there) everything.
+func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) error {
+	d, obj := bd.d, bd.obj
+	switch {
+	case bd.restart:
+		for _, n := range bd.rec.Names {
+			if _, ok := present[bd.prefix+n]; ok {
+				if err := obj.Delete(bd.prefix + n); err != nil {
+					return err
+				}
+				delete(present, bd.prefix+n)
+			}
+		}
+		bd.rec = &bucketRecord{Plan: bd.fp, Names: bd.plannedNames(), Files: map[string]bucketObject{}}
+		bd.todo = d.files
+	case bd.recorded:
+		for _, of := range d.files {
+			if r, ok := bd.rec.Files[of.name]; ok {
+				kept, err := obj.Present(bd.prefix+of.name, of.lay.Size, r.ETag)
+				if err != nil {
+					return err
+				}
+				if kept && r.Size == of.lay.Size {
+					continue
+				}
+				bd.changed++
+				delete(bd.rec.Files, of.name)
+			}
+			bd.todo = append(bd.todo, of)
+		}
+	case bd.done:
+		for _, of := range d.files {
+			ok, err := bd.asPlanned(ctx, of, present)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				bd.todo = append(bd.todo, of)
+			}
+		}
+		if len(bd.todo) == 0 && bd.sideFilesMatch() {
+			bd.finished = true
+			return nil
+		}
+		// Files go up again: the completion record goes first, so that no
+		// reader takes the directory for finished meanwhile.
+		if err := bd.writeRecord(); err != nil {
+			return err
+		}
+		return obj.Delete(bd.prefix + bd.completionName())
+	default:
+		bd.todo = d.files
+	}
+	return bd.writeRecord()
+}
+
+// objectPrefix is the start of an output directory's object names.
+func objectPrefix(dir string) string {
+	if dir == "" || dir == "." {
+		return ""
+	}
+	return path.Clean(filepath.ToSlash(dir)) + "/"
+}
+
+// plannedNames is every name (relative to the directory) the run writes.
+func (bd *bucketDir) plannedNames() []string {
+	names := []string{bd.completionName()}
+	if bd.d.man != nil {
+		names = append(names, safetensors.IndexName)
+	}
+	for _, of := range bd.d.files {
+		names = append(names, of.name)
+	}
+	for n := range bd.d.side {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// asPlanned reports whether the object of of has the planned size and
+// header (read with one ranged GET).
+func (bd *bucketDir) asPlanned(ctx context.Context, of *outFile, present map[string]int64) (bool, error) {
+	name := bd.prefix + of.name
+	if size, ok := present[name]; !ok || size != of.lay.Size {
+		return false, nil
+	}
+	hdr := make([]byte, len(of.lay.Header))
+	n, _, _, err := bd.obj.Bucket().Get(ctx, name, "", hdr, 0, func(int64) {})
+	if err != nil {
+		return false, err
+	}
+	return n == len(hdr) && bytes.Equal(hdr, of.lay.Header), nil
+}
+
+// sideFilesMatch reports whether the directory's side files and index are
+// in the bucket byte for byte as planned.
+func (bd *bucketDir) sideFilesMatch() bool {
+	want := map[string][]byte{}
+	for n, b := range bd.d.side {
+		want[n] = b
+	}
+	if bd.d.man != nil {
+		b, err := bd.d.indexBytes()
+		if err != nil {
+			return false
+		}
+		want[safetensors.IndexName] = b
+	}
+	for n, b := range want {
+		have, err := bd.obj.ReadFile(bd.prefix+n, int64(len(b))+1)
+		if err != nil || !bytes.Equal(have, b) {
+			return false
+		}
+	}
+	return true
+}
+
+func readBucketRecord(dir string) (*bucketRecord, error) {
+	b, err := fsx.ReadFile(filepath.Join(dir, bucketRecordName), maxStampsFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r bucketRecord
+	if err := json.Unmarshal(b, &r); err != nil || r.Files == nil {
+		return nil, fmt.Errorf("%w: %s: not a run record (%v): delete it and pass --restart", ErrOutputExists, filepath.Join(dir, bucketRecordName), err)
+	}
+	return &r, nil
+}
+
+// writeRecord writes the record (bd.mu held, or no writer running yet).
+func (bd *bucketDir) writeRecord() error {
+	b, err := json.Marshal(bd.rec)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(bd.state, 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(bd.state, bucketRecordName), b, 0o644)
+}
+
+// recordCommit records an object just completed. A run killed between the
+// completion and the record writes it again.
+func (bd *bucketDir) recordCommit(j writeJob) error {
+	name := bd.prefix + j.of.name
+	bd.mu.Lock()
+	defer bd.mu.Unlock()
+	bd.rec.Files[j.of.name] = bucketObject{Size: j.of.lay.Size, ETag: bd.obj.ETag(name), SHA256: j.sum()}
+	return bd.writeRecord()
+}
+
+// finish puts the directory's side files and index, then its completion
+// record, and removes its record from the state directory.
+func (bd *bucketDir) finish() error {
+	d := bd.d
+	for _, name := range sortedKeys(d.side) {
+		if err := bd.obj.PutBytes(bd.prefix+name, d.side[name]); err != nil {
+			return err
+		}
+	}
+	if d.man != nil {
+		b, err := d.indexBytes()
+		if err != nil {
+			return err
+		}
+		if err := bd.obj.PutBytes(bd.prefix+safetensors.IndexName, b); err != nil {
+			return err
+		}
+	}
+	if err := bd.obj.PutBytes(bd.prefix+bd.completionName(), bd.completion); err != nil {
+		return err
+	}
+	bd.finished = true
+	if err := os.Remove(filepath.Join(bd.state, bucketRecordName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
