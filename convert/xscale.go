@@ -20,7 +20,9 @@ import (
 // bytes once (they are 1/4096 of their weight's codes) and its ID covers
 // their sha256, so an output shard depends on the scale's file as on its
 // own: a scale changed since a run started makes another plan, which a
-// resume, a --worker of the split and verify refuse as such.
+// resume, a --worker of the split and verify refuse as such, and the
+// weight's shard is written only while the scale's file has the stamp and
+// header it was planned with (checkForeign).
 
 // maxForeignScaleBytes bounds the scale bytes a plan holds for weights
 // whose scales sit in other shards (a real checkpoint has at most a few
@@ -118,4 +120,29 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*f
 // fingerprintLine is what the plan's ID holds of a foreign scale.
 func (x *foreignScale) fingerprintLine() []string {
 	return []string{"xscale", x.weight, x.info.Name, x.file, hex.EncodeToString(x.sum[:])}
+}
+
+// checkForeign makes sure the files that hold fp's foreign scales are
+// still what the plan read them from: their stamps, and with header also
+// their header bytes (a remote file is checked by every response). A shard
+// written from scales of a file that changed since would disagree with
+// that file's own output.
+func (p *Plan) checkForeign(fp *filePlan, header bool) error {
+	for _, x := range fp.foreign {
+		for _, other := range p.Files {
+			if other.Name != x.file {
+				continue
+			}
+			var err error
+			if header {
+				err = checkSource(p.SrcRoot, other)
+			} else {
+				err = checkStampNow(other.Source.ReaderAt(), other.stamp, filepath.Join(p.SrcRoot, other.Name))
+			}
+			if err != nil {
+				return fmt.Errorf("file %s: tensor %s: its scale %s: %w", filepath.Join(p.SrcRoot, fp.Name), x.weight, x.info.Name, err)
+			}
+		}
+	}
+	return nil
 }

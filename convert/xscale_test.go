@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -194,6 +195,65 @@ func TestCrossShardScale(t *testing.T) {
 	}
 	if _, err := Execute(context.Background(), q, part, ExecOptions{Resume: true, Worker: 1, Workers: len(c.Files)}); !errors.Is(err, ErrDestination) {
 		t.Errorf("a worker of the new plan joining the old one's split: %v, want %v", err, ErrDestination)
+	}
+}
+
+// A shard whose weight reads its scale from another file is refused when
+// that file changed since planning, even when the shard's own did not.
+func TestCrossShardScaleFileChanged(t *testing.T) {
+	root := t.TempDir()
+	fp8 := filepath.Join(root, "fp8")
+	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: DeepSeek})
+	c := openSrc(t, fp8)
+	f := c.Files[0]
+	var weight, scale string
+	for _, ti := range f.Tensors {
+		if _, ok := f.Lookup(ti.Name + "_scale_inv"); ok && weight == "" {
+			weight, scale = ti.Name, ti.Name+"_scale_inv"
+		}
+	}
+	to := c.Files[1].Path
+	moved := rewritten(t, fp8, map[string]string{scale: to}, nil)
+	p := planOf(t, moved, BF16)
+	n := len(p.Units())
+	worker := -1
+	for i := range n {
+		us, err := p.Slice(i, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := []string{}
+		for _, u := range us {
+			names = append(names, u.Name)
+		}
+		if slices.Contains(names, f.Path) && !slices.Contains(names, to) {
+			worker = i
+		}
+	}
+	if worker < 0 {
+		t.Fatalf("no worker of %d writes %s without %s", n, f.Path, to)
+	}
+	sf, si, _ := openSrc(t, moved).Lookup(scale)
+	path := filepath.Join(moved, to)
+	fh, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // a distinct mtime on coarse clocks
+	_, err = fh.WriteAt([]byte{0, 0, 0x80, 0x3f}, sf.DataStart+si.Begin)
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(root, "out")
+	_, err = Execute(context.Background(), p, dst, ExecOptions{Worker: worker, Workers: n})
+	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), scale) {
+		t.Fatalf("the scale's file changed since planning: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, f.Path)); !os.IsNotExist(err) {
+		t.Errorf("%s written from a changed scale file", f.Path)
 	}
 }
 
