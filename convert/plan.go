@@ -215,6 +215,9 @@ func planFileWith(root string, f *safetensors.File, r *Recipe, opts Options, fx 
 	if err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}
+	if len(outs) == 0 && len(fx.taken) > 0 {
+		return nil, nil, fmt.Errorf("file %s: %w: it holds only scales of weights in other shards, so its output would hold no tensor and no index could list it: rewrite the shards with each scale beside its weight (and the index's weight_map to match), then run again", path, ErrNotQuantizable)
+	}
 	// The header is rendered again when the file is written: a plan of
 	// every file of K3 would otherwise hold ~80 MB of headers meanwhile.
 	l, sum, outs, err := layoutFile(f, outs)

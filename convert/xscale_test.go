@@ -257,6 +257,28 @@ func TestCrossShardScaleFileChanged(t *testing.T) {
 	}
 }
 
+// A shard that holds nothing but another shard's weight's scale is
+// refused: its BF16 output would be a shard no index lists.
+func TestCrossShardScaleAlone(t *testing.T) {
+	root := t.TempDir()
+	fp8 := filepath.Join(root, "fp8")
+	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: DeepSeek})
+	c := openSrc(t, fp8)
+	f := c.Files[0]
+	var scale string
+	for _, ti := range f.Tensors {
+		if _, ok := f.Lookup(ti.Name + "_scale_inv"); ok && scale == "" {
+			scale = ti.Name + "_scale_inv"
+		}
+	}
+	moved := rewritten(t, fp8, map[string]string{scale: "model-extra.safetensors"}, nil)
+	r, _ := Lookup(BF16)
+	_, err := NewPlan(openSrc(t, moved), nil, r, Options{})
+	if want := "model-extra.safetensors: tensor cannot be block-quantized: it holds only scales of weights in other shards"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a shard of only another shard's scale: %v, want an error with %q", err, want)
+	}
+}
+
 // planOf plans the conversion of dir with a named recipe.
 func planOf(t *testing.T, dir, recipe string) *Plan {
 	t.Helper()
