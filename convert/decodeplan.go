@@ -52,6 +52,9 @@ type transform struct {
 	part   int        // pack: 0 weight_packed, 1 weight_scale
 	held   bool       // pack: the pair's first step keeps this part's bytes for it
 	pair   *transform // pack: the other part's step
+	// xscale holds the scales' bytes when they are in another file
+	// (scales then describes them in that file).
+	xscale []byte
 }
 
 // xfSpec is a planned transform before the file's offsets are known: the
@@ -61,6 +64,9 @@ type xfSpec struct {
 	sources  []string // codes first, then scales, then scale_2
 	outs     []safetensors.TensorSpec
 	consumed []string // companions the output no longer holds
+	// foreign is an FP8 weight's scale read from another file (nil: in
+	// the weight's own).
+	foreign *foreignScale
 }
 
 // decodes reports whether a plan with these options turns some tensors back
@@ -73,13 +79,21 @@ func (r *Recipe) decodes() bool { return r.Default == decode }
 // mxfp4 packs, with the companions each consumes. A companion that is
 // missing or of the wrong shape, or a weight that cannot take the step, is
 // an error naming the tensor.
-func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options) (map[string]*xfSpec, map[string]bool, error) {
+//
+// fx.in holds the scales of FP8 weights that sit in other files: a weight
+// decoded with one of them reads it from the plan.
+func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileScales) (map[string]*xfSpec, map[string]bool, error) {
 	if !r.decodes() && opts.Experts != ExpertsBF16 && opts.Experts != ExpertsMXFP4 {
 		return nil, nil, nil
 	}
 	byName := make(map[string]safetensors.TensorSpec, len(in))
 	for _, s := range in {
 		byName[s.Name] = s
+	}
+	for name, x := range fx.in {
+		if _, ok := byName[name]; !ok {
+			byName[name] = safetensors.TensorSpec{Name: name, DType: x.info.DType, Shape: x.info.Shape}
+		}
 	}
 	xf := map[string]*xfSpec{}
 	consumed := map[string]bool{}
@@ -102,6 +116,11 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options) (map[s
 		}
 		if x == nil {
 			continue
+		}
+		if x.kind == xfFP8 {
+			if f := fx.in[x.sources[1]]; f != nil && f.weight == s.Name {
+				x.foreign = f
+			}
 		}
 		xf[s.Name] = x
 		for _, c := range x.consumed {
@@ -201,24 +220,30 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 }
 
 // missingScaleError: a quantized weight's scale tensor is not in the
-// weight's file (convert reads a weight's companions from its own file).
-// scales are the names it may have, the likeliest first; NewPlan names the
-// file that holds it, when one does.
+// weight's file. A block-FP8 weight reads its scale from another file
+// (planForeignScales); an MXFP4 or NVFP4 weight's companions must be in its
+// own. scales are the names it may have, the likeliest first; NewPlan names
+// the file that holds it, or says that none does.
 type missingScaleError struct {
 	weight string
 	scales []string
 	// in is the file that holds scales[0] ("" when unknown).
 	in string
+	// nowhere: no file of the checkpoint holds any of the scales.
+	nowhere bool
 }
 
 func (e *missingScaleError) Error() string {
 	if e.in != "" {
-		return fmt.Sprintf("tensor %s: %v: its scale tensor %s is not in the same file but in %s; convert reads a weight's scales from the weight's own file: rewrite the two files with %s beside its weight (and the index's weight_map to match), then run again",
+		return fmt.Sprintf("tensor %s: %v: its scale tensor %s is not in the same file but in %s; convert reads the scales of MXFP4 and NVFP4 weights from the weight's own file: rewrite the two files with %s beside its weight (and the index's weight_map to match), then run again",
 			e.weight, ErrNotQuantizable, e.scales[0], e.in, e.scales[0])
 	}
 	or := ""
 	if len(e.scales) > 1 {
 		or = " (or " + strings.Join(e.scales[1:], ", ") + ")"
+	}
+	if e.nowhere {
+		return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file nor in any other shard of the checkpoint: the checkpoint is incomplete or damaged; fetch it again", e.weight, ErrNotQuantizable, e.scales[0], or)
 	}
 	return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file", e.weight, ErrNotQuantizable, e.scales[0], or)
 }
@@ -226,8 +251,9 @@ func (e *missingScaleError) Error() string {
 func (e *missingScaleError) Unwrap() error { return ErrNotQuantizable }
 
 // locateScale returns, for a missingScaleError in err, the error naming
-// the file of src that holds the weight's scale tensor (the file's error
-// string was formed when it was wrapped), err otherwise.
+// the file of src that holds the weight's scale tensor, or saying that no
+// file does (the file's error string was formed when it was wrapped), err
+// otherwise.
 func locateScale(err error, src *safetensors.Checkpoint, file string) error {
 	var m *missingScaleError
 	if !errors.As(err, &m) {
@@ -240,7 +266,7 @@ func locateScale(err error, src *safetensors.Checkpoint, file string) error {
 			return fmt.Errorf("file %s: %w", file, l)
 		}
 	}
-	return err
+	return fmt.Errorf("file %s: %w", file, &missingScaleError{weight: m.weight, scales: m.scales, nowhere: true})
 }
 
 // checkFP8Scales checks that sc holds the 128×128 block scales of the FP8

@@ -50,6 +50,7 @@ type filePlan struct {
 	// is never converted with a stale plan.
 	SourceHeader [sha256.Size]byte
 
+	foreign   []*foreignScale   // the scales its weights read from other files, by name
 	stamp     fsx.Stamp         // the source file's size and times when planned
 	etag      string            // a remote source file's ETag when planned
 	layoutSum [sha256.Size]byte // sha256 of the output header (the plan's ID covers it)
@@ -143,6 +144,10 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err := checkFP8ExpertsSource(src.Root, cfg, opts); err != nil {
 		return nil, err
 	}
+	xs, err := planForeignScales(src, r, opts)
+	if err != nil {
+		return nil, err
+	}
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*filePlan, len(src.Files)), remote: src.Remote()}
 	mods := newModuleSet(opts.classifier())
 	catalog := cfg.CatalogLookup()
@@ -157,7 +162,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 			if err := checkAgainstConfig(src.Root, f, cfg, catalog); err != nil {
 				return err
 			}
-			fp, outs, err := planFile(src.Root, f, r, opts)
+			fp, outs, err := planFileWith(src.Root, f, r, opts, fileScales{in: xs.in[f.Path], taken: xs.taken[f.Path]})
 			if err != nil {
 				return locateScale(err, src, filepath.Join(src.Root, f.Path))
 			}
@@ -195,14 +200,23 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 // It returns the outputs in the layout's data order too (the plan keeps only
 // what the executor needs).
 func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*filePlan, []outputTensor, error) {
+	return planFileWith(root, f, r, opts, fileScales{})
+}
+
+// planFileWith is planFile for a file whose FP8 weights may read their
+// scales from other files, or whose tensors other files' weights consume.
+func planFileWith(root string, f *safetensors.File, r *Recipe, opts Options, fx fileScales) (*filePlan, []outputTensor, error) {
 	path := filepath.Join(root, f.Path)
 	specs := make([]safetensors.TensorSpec, len(f.Tensors))
 	for i, t := range f.Tensors {
 		specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
 	}
-	outs, err := PlanTensors(r, specs, opts)
+	outs, err := planTensors(r, specs, opts, fx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
+	}
+	if len(outs) == 0 && len(fx.taken) > 0 {
+		return nil, nil, fmt.Errorf("file %s: %w: it holds only scales of weights in other shards, so its output would hold no tensor and no index could list it: rewrite the shards with each scale beside its weight (and the index's weight_map to match), then run again", path, ErrNotQuantizable)
 	}
 	// The header is rendered again when the file is written: a plan of
 	// every file of K3 would otherwise hold ~80 MB of headers meanwhile.
@@ -211,6 +225,11 @@ func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*fileP
 		return nil, nil, err
 	}
 	fp := &filePlan{Name: f.Path, Source: f, Layout: l, layoutSum: sum}
+	for _, o := range outs {
+		if o.xf != nil && o.xf.foreign != nil {
+			fp.foreign = append(fp.foreign, o.xf.foreign)
+		}
+	}
 	if fp.Steps, err = planSteps(opts.classifier(), f, l, outs); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", root, err)
 	}
@@ -364,6 +383,9 @@ func (p *Plan) fingerprint() string {
 	for _, f := range p.Files {
 		line("file", f.Name, strconv.FormatInt(f.Source.Size, 10))
 		h.Write(f.layoutSum[:])
+		for _, x := range f.foreign {
+			line(x.fingerprintLine()...)
+		}
 	}
 	for _, a := range p.Aux {
 		line("aux", a.Name, strconv.FormatInt(a.Size, 10))

@@ -122,6 +122,20 @@ var quantizableDTypes = map[safetensors.DType]bool{safetensors.BF16: true, safet
 // (a quantized weight's FP8 codes, then its scale). It is pure and cheap, so
 // header-only tools (inspect --recipe) can call it on a whole checkpoint.
 func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]outputTensor, error) {
+	return planTensors(r, in, opts, fileScales{})
+}
+
+// fileScales is what planning one file of a checkpoint knows of the others:
+// the scales of its FP8 weights that other files hold (by scale name), and
+// its tensors that other files' decoded weights consume.
+type fileScales struct {
+	in    map[string]*foreignScale
+	taken map[string]bool
+}
+
+// planTensors is PlanTensors for one file of a checkpoint whose FP8
+// weights may have their scales in other files.
+func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileScales) ([]outputTensor, error) {
 	if int(opts.Format) >= numFormats {
 		return nil, fmt.Errorf("%w: %v", ErrUnknownFormat, opts.Format)
 	}
@@ -137,7 +151,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]output
 		n = 2*len(in) + 16
 	}
 	out := make([]outputTensor, 0, n)
-	xf, consumed, err := planTransforms(r, in, opts)
+	xf, consumed, err := planTransforms(r, in, opts, fx)
 	if err != nil {
 		return nil, fmt.Errorf("recipe %s, experts %s: %w", r.Name, opts.Experts, err)
 	}
@@ -145,7 +159,7 @@ func PlanTensors(r *Recipe, in []safetensors.TensorSpec, opts Options) ([]output
 	var names map[string]safetensors.TensorSpec
 	for i, s := range in {
 		src := int32(i + 1)
-		if consumed[s.Name] {
+		if consumed[s.Name] || fx.taken[s.Name] {
 			continue
 		}
 		if x := xf[s.Name]; x != nil {

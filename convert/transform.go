@@ -38,7 +38,11 @@ func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 	if x.codes, err = look(spec.sources[0]); err != nil {
 		return step{}, err
 	}
-	if len(spec.sources) > 1 {
+	switch {
+	case spec.foreign != nil:
+		// Read with the plan from the file that holds it.
+		x.scales, x.xscale = spec.foreign.info, spec.foreign.data
+	case len(spec.sources) > 1:
 		if x.scales, err = look(spec.sources[1]); err != nil {
 			return step{}, err
 		}
@@ -121,6 +125,14 @@ func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
 	if x.kind == xfPack && x.held {
 		return
 	}
+	if x.xscale != nil { // the scales come with the plan, not from the file
+		inner := read
+		read = func(t safetensors.TensorInfo, off, n int64) {
+			if t.Name != x.scales.Name {
+				inner(t, off, n)
+			}
+		}
+	}
 	switch {
 	case x.kind == xfNVFP4:
 		read(x.scale2, 0, 4)
@@ -186,6 +198,14 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 	readInto := func(buf *[]byte, t safetensors.TensorInfo, off, n int64) ([]byte, error) {
 		*buf = bufs.Grow(*buf, int(n))
 		b := (*buf)[:n]
+		if x.xscale != nil && t.Name == x.scales.Name {
+			if off < 0 || off+n > int64(len(x.xscale)) {
+				return nil, fmt.Errorf("read %s at %d: %d bytes past its %d", t.Name, off, n, len(x.xscale))
+			}
+			copy(b, x.xscale[off:off+n])
+			prog.Add(n)
+			return b, nil
+		}
 		if _, err := tensorSection(ra, sf, t).ReadAt(b, off); err != nil {
 			return nil, fmt.Errorf("read %s at %d: %w", t.Name, off, err)
 		}

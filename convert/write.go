@@ -130,6 +130,9 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 		if err := checkSource(p.SrcRoot, fp); err != nil {
 			return 0, fileRecord{}, nil, err
 		}
+		if err := p.checkForeign(fp, true); err != nil {
+			return 0, fileRecord{}, nil, err
+		}
 	}
 	l := fp.Layout
 	header, err := l.HeaderBytes()
@@ -164,6 +167,9 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 		// The source unchanged from start to end: what was read is what
 		// was planned.
 		err = checkStampNow(fp.Source.ReaderAt(), fp.stamp, filepath.Join(p.SrcRoot, fp.Source.Path))
+	}
+	if err == nil && p.remote == nil {
+		err = p.checkForeign(fp, false)
 	}
 	if err != nil {
 		f.Abort()

@@ -126,20 +126,20 @@ func TestDeepSeekGoldens(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bf16")
 	// The golden puts one weight_scale_inv in the shard after its weight's
 	// (make_golden.py does so on purpose; fp8_cast_bf16.py finds it through
-	// the index). convert reads a weight's scales from its own file: it
-	// refuses, naming the scale tensor and the file that holds it, and
-	// converts the same tensors with each scale moved beside its weight
-	// (DeepSeek's output per tensor is the same).
-	_, e, code = k3("convert", "-q", "--format", "deepseek", "--recipe", "bf16", "--experts", "bf16", fp8, out)
-	if want := "its scale tensor model.layers.1.mlp.experts.1.down_proj.weight_scale_inv is not in the same file but in model-00003-of-000004.safetensors"; code == 0 || !strings.Contains(e, want) {
-		t.Fatalf("convert of the golden as placed: exit %d: %s\nwant an error with: %s", code, e, want)
-	}
-	if _, err := os.Stat(out); err == nil {
-		t.Errorf("the refused convert left %s", out)
-	}
-	moved := scalesBesideWeights(t, src, fp8)
-	if _, e, code := k3("convert", "-q", "--format", "deepseek", "--recipe", "bf16", "--experts", "bf16", moved, out); code != 0 {
+	// the index): its BF16 weight is compared below like every other.
+	if _, e, code := k3("convert", "-q", "--format", "deepseek", "--recipe", "bf16", "--experts", "bf16", fp8, out); code != 0 {
 		t.Fatalf("convert: exit %d: %s", code, e)
+	}
+	// A scale that no shard holds is still refused, by name, before
+	// anything is written.
+	const scale = "model.layers.1.mlp.experts.1.down_proj.weight_scale_inv"
+	missing, out2 := withoutTensor(t, src, fp8, scale), filepath.Join(t.TempDir(), "bf16")
+	_, e, code = k3("convert", "-q", "--format", "deepseek", "--recipe", "bf16", "--experts", "bf16", missing, out2)
+	if want := "its scale tensor " + scale + " (or model.layers.1.mlp.experts.1.down_proj.weight_scale) is not in the same file nor in any other shard"; code == 0 || !strings.Contains(e, want) {
+		t.Errorf("convert without %s: exit %d: %s\nwant an error with: %s", scale, code, e, want)
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Errorf("the refused convert left %s", out2)
 	}
 	got, err := safetensors.Open(out)
 	if err != nil {
@@ -161,6 +161,10 @@ func TestDeepSeekGoldens(t *testing.T) {
 	slices.Sort(names)
 	nanDiffs := 0
 	for _, name := range names {
+		// DeepSeek's index puts each BF16 weight in its weight's shard.
+		if g, w := got.Index().WeightMap[name], want.Index().WeightMap[name]; g != w {
+			t.Errorf("%s: in %s, DeepSeek's in %s", name, g, w)
+		}
 		w, wi := readAll(t, want, name)
 		g, gi := readAll(t, got, name)
 		if gi.DType != wi.DType || !slices.Equal(gi.Shape, wi.Shape) {
@@ -204,20 +208,22 @@ func TestDeepSeekGoldens(t *testing.T) {
 	}
 }
 
-// scalesBesideWeights copies checkpoint src (at dir) with every
-// X.weight_scale_inv in X.weight's file.
-func scalesBesideWeights(t *testing.T, src *safetensors.Checkpoint, dir string) string {
+// withoutTensor copies checkpoint src (at dir) without tensor drop.
+func withoutTensor(t *testing.T, src *safetensors.Checkpoint, dir, drop string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "moved")
+	out := filepath.Join(t.TempDir(), "without")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	idx := src.Index()
 	place := map[string]string{}
 	files := map[string][]safetensors.TensorSpec{}
+	total := idx.TotalSize
 	for name, file := range idx.WeightMap {
-		if w, ok := strings.CutSuffix(name, "_scale_inv"); ok {
-			file = idx.WeightMap[w]
+		if name == drop {
+			_, ti, _ := src.Lookup(name)
+			total -= ti.Size()
+			continue
 		}
 		place[name] = file
 		_, ti, _ := src.Lookup(name)
@@ -246,7 +252,7 @@ func scalesBesideWeights(t *testing.T, src *safetensors.Checkpoint, dir string) 
 			t.Fatal(err)
 		}
 	}
-	if err := safetensors.WriteIndex(filepath.Join(out, safetensors.IndexName), &safetensors.Index{TotalSize: idx.TotalSize, WeightMap: place}); err != nil {
+	if err := safetensors.WriteIndex(filepath.Join(out, safetensors.IndexName), &safetensors.Index{TotalSize: total, WeightMap: place}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, model.ConfigName))
