@@ -24,8 +24,8 @@ type auxFile struct {
 	stamp fsx.Stamp
 }
 
-// ErrPartialSource: SRC is part of a larger checkpoint (one of its shards).
-var ErrPartialSource = errors.New("source is part of a larger checkpoint")
+// errPartialSource: SRC is part of a larger checkpoint (one of its shards).
+var errPartialSource = errors.New("source is part of a larger checkpoint")
 
 // replacedNames are source side files the conversion rewrites or must not
 // carry over (a stale hf_quant_config.json would describe the wrong formats).
@@ -48,7 +48,7 @@ func listAux(src *safetensors.Checkpoint) ([]auxFile, error) {
 	if src.IndexName == "" && len(src.Files) == 1 {
 		if _, err := os.Stat(filepath.Join(src.Root, safetensors.IndexName)); err == nil {
 			return nil, fmt.Errorf("%w: %s is one shard of the checkpoint indexed by %s; convert the directory %s instead",
-				ErrPartialSource, filepath.Join(src.Root, src.Files[0].Path), filepath.Join(src.Root, safetensors.IndexName), src.Root)
+				errPartialSource, filepath.Join(src.Root, src.Files[0].Path), filepath.Join(src.Root, safetensors.IndexName), src.Root)
 		}
 	}
 	root, err := fsx.NewRoot(src.Root)
@@ -67,7 +67,7 @@ func listAux(src *safetensors.Checkpoint) ([]auxFile, error) {
 		path := filepath.Join(src.Root, filepath.FromSlash(sf.Name))
 		if !strings.Contains(sf.Name, "/") && strings.HasSuffix(sf.Name, ".safetensors") {
 			return nil, fmt.Errorf("%w: %s is not among the shards planned (%d, from %s); convert the directory %s, or move the other files away",
-				ErrPartialSource, path, len(src.Files), sourceDesc(src), src.Root)
+				errPartialSource, path, len(src.Files), sourceDesc(src), src.Root)
 		}
 		real, err := root.Resolve(sf.Name)
 		if err != nil {

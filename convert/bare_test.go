@@ -77,7 +77,7 @@ func TestConvertBareKimiLinear(t *testing.T) {
 					// MXFP4 experts; a bare config has no text_config to keep
 					// their description in, so the plan is refused, not
 					// written without it.
-					if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "text_config") || !strings.Contains(err.Error(), "--format modelopt") {
+					if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "text_config") || !strings.Contains(err.Error(), "--format modelopt") {
 						t.Errorf("%s: plan of the bare checkpoint: %v, want ErrConfig saying the experts' description has nowhere to go", what, err)
 					}
 					continue

@@ -372,7 +372,7 @@ func TestBidirErrors(t *testing.T) {
 			Options{Experts: ExpertsBF16}, "are not the E8M0 scales of MXFP4 codes"},
 	} {
 		_, err := PlanTensors(bf16, c.specs, c.opts)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrNotQuantizable) {
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, errNotQuantizable) {
 			t.Errorf("%s: %v, want %q", c.what, err, c.want)
 		}
 	}

@@ -28,7 +28,7 @@ func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, cat
 		fp8 := t.DType == safetensors.F8_E4M3 && s.DType == safetensors.BF16 && len(t.Shape) == 2
 		if (s.DType != t.DType && !fp8) || !slices.Equal(s.Shape, t.Shape) {
 			return fmt.Errorf("file %s: tensor %s: %w: %s %v, config.json implies %s %v",
-				filepath.Join(root, f.Path), t.Name, ErrConfigMismatch, t.DType, t.Shape, s.DType, s.Shape)
+				filepath.Join(root, f.Path), t.Name, errConfigMismatch, t.DType, t.Shape, s.DType, s.Shape)
 		}
 	}
 	return nil
@@ -47,7 +47,7 @@ func checkExpertFormat(cls *model.Classifier, t safetensors.TensorInfo, experts 
 		return nil
 	}
 	if mxfp4 {
-		return fmt.Errorf("tensor %s: %w: a routed expert stored as %s, but config.json declares MXFP4 experts (packed U8)", t.Name, ErrConfigMismatch, t.DType)
+		return fmt.Errorf("tensor %s: %w: a routed expert stored as %s, but config.json declares MXFP4 experts (packed U8)", t.Name, errConfigMismatch, t.DType)
 	}
-	return fmt.Errorf("tensor %s: %w: a routed expert stored as packed U8, but config.json declares unquantized experts (no MXFP4 quantization_config)", t.Name, ErrConfigMismatch)
+	return fmt.Errorf("tensor %s: %w: a routed expert stored as packed U8, but config.json declares unquantized experts (no MXFP4 quantization_config)", t.Name, errConfigMismatch)
 }

@@ -29,7 +29,7 @@ const (
 func ParseFormat(s string) (Format, error) {
 	f, err := model.ParseFormat(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnknownFormat, err)
+		return 0, fmt.Errorf("%w: %v", errUnknownFormat, err)
 	}
 	return f, nil
 }
@@ -54,7 +54,7 @@ func ParseScaleFmt(s string) (quant.ScaleFmt, error) {
 		}
 		names = append(names, f.String())
 	}
-	return 0, fmt.Errorf("%w: scale format %q (known: %s)", ErrUnknownFormat, s, strings.Join(names, ", "))
+	return 0, fmt.Errorf("%w: scale format %q (known: %s)", errUnknownFormat, s, strings.Join(names, ", "))
 }
 
 // numScaleFmts is how many quant.ScaleFmt values there are.
@@ -102,5 +102,5 @@ func ParseNonFinitePolicy(s string) (nonFinitePolicy, error) {
 			return nonFinitePolicy(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: non-finite policy %q (known: %s)", ErrUnknownFormat, s, strings.Join(policyNames[:], ", "))
+	return 0, fmt.Errorf("%w: non-finite policy %q (known: %s)", errUnknownFormat, s, strings.Join(policyNames[:], ", "))
 }

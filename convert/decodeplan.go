@@ -156,7 +156,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 	case s.DType == safetensors.F8_E4M3 && len(s.Shape) == 2:
 		n, k := s.Shape[0], s.Shape[1]
 		if n < 1 || k < 1 || k > quant.MaxK || n > quant.MaxK {
-			return nil, fmt.Errorf("tensor %s: %w: FP8 matrix %v outside [1, %d]²", s.Name, ErrNotQuantizable, s.Shape, quant.MaxK)
+			return nil, fmt.Errorf("tensor %s: %w: FP8 matrix %v outside [1, %d]²", s.Name, errNotQuantizable, s.Shape, quant.MaxK)
 		}
 		// DeepSeek's weight_scale_inv, or ModelOpt's / compressed-tensors'
 		// weight_scale.
@@ -180,7 +180,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 			return nil, err
 		}
 		if _, ok := byName[module+".weight_zero_point"]; ok {
-			return nil, fmt.Errorf("tensor %s: %w: an asymmetric FP8 weight (weight_zero_point) is not block FP8", s.Name, ErrNotQuantizable)
+			return nil, fmt.Errorf("tensor %s: %w: an asymmetric FP8 weight (weight_zero_point) is not block FP8", s.Name, errNotQuantizable)
 		}
 		return &xfSpec{kind: xfFP8, sources: []string{s.Name, name}, consumed: all,
 			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
@@ -192,7 +192,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		}
 		if sc.DType != safetensors.U8 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
 			return nil, fmt.Errorf("tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
-				sc.Name, ErrNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.MXGroupSize)
+				sc.Name, errNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.MXGroupSize)
 		}
 		return &xfSpec{kind: xfMXFP4, sources: []string{s.Name, sc.Name}, consumed: all,
 			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
@@ -208,10 +208,10 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		}
 		if sc.DType != safetensors.F8_E4M3 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.NVFP4GroupSize != k {
 			return nil, fmt.Errorf("tensor %s: %w: %s %v are not the E4M3 scales of NVFP4 codes %v (want F8_E4M3 [%d, %d])",
-				sc.Name, ErrNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.NVFP4GroupSize)
+				sc.Name, errNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.NVFP4GroupSize)
 		}
 		if s2.DType != safetensors.F32 || numel(s2.Shape) != 1 {
-			return nil, fmt.Errorf("tensor %s: %w: %s %v is not NVFP4's F32 scalar weight_scale_2", s2.Name, ErrNotQuantizable, s2.DType, s2.Shape)
+			return nil, fmt.Errorf("tensor %s: %w: %s %v is not NVFP4's F32 scalar weight_scale_2", s2.Name, errNotQuantizable, s2.DType, s2.Shape)
 		}
 		return &xfSpec{kind: xfNVFP4, sources: []string{s.Name, sc.Name, s2.Name}, consumed: all,
 			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
@@ -236,19 +236,19 @@ type missingScaleError struct {
 func (e *missingScaleError) Error() string {
 	if e.in != "" {
 		return fmt.Sprintf("tensor %s: %v: its scale tensor %s is not in the same file but in %s; convert reads the scales of MXFP4 and NVFP4 weights from the weight's own file: rewrite the two files with %s beside its weight (and the index's weight_map to match), then run again",
-			e.weight, ErrNotQuantizable, e.scales[0], e.in, e.scales[0])
+			e.weight, errNotQuantizable, e.scales[0], e.in, e.scales[0])
 	}
 	or := ""
 	if len(e.scales) > 1 {
 		or = " (or " + strings.Join(e.scales[1:], ", ") + ")"
 	}
 	if e.nowhere {
-		return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file nor in any other shard of the checkpoint: the checkpoint is incomplete or damaged; fetch it again", e.weight, ErrNotQuantizable, e.scales[0], or)
+		return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file nor in any other shard of the checkpoint: the checkpoint is incomplete or damaged; fetch it again", e.weight, errNotQuantizable, e.scales[0], or)
 	}
-	return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file", e.weight, ErrNotQuantizable, e.scales[0], or)
+	return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file", e.weight, errNotQuantizable, e.scales[0], or)
 }
 
-func (e *missingScaleError) Unwrap() error { return ErrNotQuantizable }
+func (e *missingScaleError) Unwrap() error { return errNotQuantizable }
 
 // locateScale returns, for a missingScaleError in err, the error naming
 // the file of src that holds the weight's scale tensor, or saying that no
@@ -281,11 +281,11 @@ func checkFP8Scales(w, sc safetensors.TensorSpec) error {
 	case sc.DType == safetensors.I32 && len(sc.Shape) == 2:
 		words, stride := quant.PackedUE8M0Shape(int(n), int(k))
 		if sc.Shape[0] != int64(words) || sc.Shape[1] != int64(stride) {
-			return fmt.Errorf("tensor %s: %w: packed UE8M0 scales %v of FP8 weight %v, want I32 [%d, %d]", sc.Name, ErrNotQuantizable, sc.Shape, w.Shape, words, stride)
+			return fmt.Errorf("tensor %s: %w: packed UE8M0 scales %v of FP8 weight %v, want I32 [%d, %d]", sc.Name, errNotQuantizable, sc.Shape, w.Shape, words, stride)
 		}
 	default:
 		return fmt.Errorf("tensor %s: %w: %s %v are not the block scales of FP8 weight %s %v (want F32 [%d, %d] or [%d, 1, %d, 1], or packed UE8M0 I32)",
-			sc.Name, ErrNotQuantizable, sc.DType, sc.Shape, w.Name, w.Shape, nb, kb, nb, kb)
+			sc.Name, errNotQuantizable, sc.DType, sc.Shape, w.Name, w.Shape, nb, kb, nb, kb)
 	}
 	return nil
 }
@@ -293,14 +293,14 @@ func checkFP8Scales(w, sc safetensors.TensorSpec) error {
 // packSpec plans the MXFP4 packing of a routed expert's weight s.
 func packSpec(module string, s safetensors.TensorSpec) (*xfSpec, error) {
 	if roleOfName(s.Name) == model.RolePacked || s.DType == safetensors.U8 {
-		return nil, fmt.Errorf("tensor %s: %w: --experts mxfp4 packs BF16 experts, and this one is already packed (%s %v): the source is already mxfp4-pack-quantized", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+		return nil, fmt.Errorf("tensor %s: %w: --experts mxfp4 packs BF16 experts, and this one is already packed (%s %v): the source is already mxfp4-pack-quantized", s.Name, errNotQuantizable, s.DType, s.Shape)
 	}
 	if s.DType != safetensors.BF16 || len(s.Shape) != 2 {
-		return nil, fmt.Errorf("tensor %s: %w: --experts mxfp4 packs BF16 [N, K] experts, not %s %v (decode it first with --experts bf16)", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+		return nil, fmt.Errorf("tensor %s: %w: --experts mxfp4 packs BF16 [N, K] experts, not %s %v (decode it first with --experts bf16)", s.Name, errNotQuantizable, s.DType, s.Shape)
 	}
 	n, k := s.Shape[0], s.Shape[1]
 	if k%quant.MXGroupSize != 0 || k < 1 || k > quant.MaxK || n < 1 {
-		return nil, fmt.Errorf("tensor %s: %w: K = %d is not a positive multiple of %d (MXFP4 groups 32 elements of a row)", s.Name, ErrNotQuantizable, k, quant.MXGroupSize)
+		return nil, fmt.Errorf("tensor %s: %w: K = %d is not a positive multiple of %d (MXFP4 groups 32 elements of a row)", s.Name, errNotQuantizable, k, quant.MXGroupSize)
 	}
 	return &xfSpec{kind: xfPack, sources: []string{s.Name}, outs: []safetensors.TensorSpec{
 		{Name: module + ".weight_packed", DType: safetensors.U8, Shape: []int64{n, k / 2}},
@@ -330,9 +330,9 @@ func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) er
 	switch {
 	case opts.Experts == ExpertsMXFP4 && cfg.Experts == model.ExpertsMXFP4:
 		return fmt.Errorf("convert %s: %w: --experts mxfp4 packs BF16 experts, and %s declares them already mxfp4-pack-quantized (compressed-tensors MXFP4): there is nothing to pack; keep them with --experts keep, or decode them with --experts bf16",
-			root, ErrNotQuantizable, cfgPath)
+			root, errNotQuantizable, cfgPath)
 	case opts.Experts == ExpertsMXFP4 && cfg.Experts == model.ExpertsNVFP4:
-		return fmt.Errorf("convert %s: %w: --experts mxfp4 packs BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then pack that", root, ErrNotQuantizable, cfgPath)
+		return fmt.Errorf("convert %s: %w: --experts mxfp4 packs BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then pack that", root, errNotQuantizable, cfgPath)
 	case r.decodes() && opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsNVFP4:
 		return fmt.Errorf("convert %s: --recipe %s writes a config without a ModelOpt description, which NVFP4 experts need: decode them too (--experts bf16)", root, r.Name)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
-// ErrNoSpace: DST's filesystem has less free space than the output needs.
-var ErrNoSpace = errors.New("not enough free space")
+// errNoSpace: DST's filesystem has less free space than the output needs.
+var errNoSpace = errors.New("not enough free space")
 
 // checkDestPath refuses a DST that is SRC, lies inside it or holds it,
 // however the paths are spelled (fsx.Disjoint resolves both absolutely
@@ -36,7 +36,7 @@ func checkDestPath(p *Plan, d *destination) error {
 	if same, err := sameDir(p.SrcRoot, dst); err != nil {
 		return err
 	} else if same {
-		return fmt.Errorf("%w: %s", ErrSameDir, dst)
+		return fmt.Errorf("%w: %s", errSameDir, dst)
 	}
 	if err := fsx.Disjoint(dst, p.SrcRoot); err != nil {
 		return fmt.Errorf("%w: %w", ErrDestination, err)
@@ -293,7 +293,7 @@ func checkSpace(d *destination, p *Plan, units []unit, recs records, m *Manifest
 	}
 	if ok && free < need {
 		return fmt.Errorf("%w: %s has %s free, the conversion writes %s more; free space or pass --no-space-check",
-			ErrNoSpace, dst, sizeString(free), sizeString(need))
+			errNoSpace, dst, sizeString(free), sizeString(need))
 	}
 	return nil
 }

@@ -91,10 +91,10 @@ func TestDestinationLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Execute(context.Background(), p, dst, ExecOptions{})
-	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "in use by pid") {
+	if !errors.Is(err, errInUse) || !strings.Contains(err.Error(), "in use by pid") {
 		t.Fatalf("second run on a held DST: %v", err)
 	}
-	if _, err := Finalize(dst, ""); !errors.Is(err, ErrInUse) {
+	if _, err := Finalize(dst, ""); !errors.Is(err, errInUse) {
 		t.Fatalf("merge on a held DST: %v", err)
 	}
 	held.Release()
@@ -107,20 +107,20 @@ func TestDestinationLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 0, Workers: 2}); !errors.Is(err, ErrInUse) {
+	if _, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 0, Workers: 2}); !errors.Is(err, errInUse) {
 		t.Errorf("the same slice twice: %v", err)
 	}
-	if _, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 1, Workers: 3}); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "another split") {
+	if _, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 1, Workers: 3}); !errors.Is(err, errInUse) || !strings.Contains(err.Error(), "another split") {
 		t.Errorf("a worker of another split: %v", err)
 	}
-	if _, err := Execute(context.Background(), p, dst, ExecOptions{}); !errors.Is(err, ErrInUse) {
+	if _, err := Execute(context.Background(), p, dst, ExecOptions{}); !errors.Is(err, errInUse) {
 		t.Errorf("a single run while workers run: %v", err)
 	}
 	res, err := Execute(context.Background(), p, dst, ExecOptions{Worker: 1, Workers: 2, Jobs: 2})
 	if err != nil || res.Finalized {
 		t.Fatalf("worker 1/2 next to 0/2: %v (finalized %v)", err, res != nil && res.Finalized)
 	}
-	if _, err := Finalize(dst, ""); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "worker 0-of-2") {
+	if _, err := Finalize(dst, ""); !errors.Is(err, errInUse) || !strings.Contains(err.Error(), "worker 0-of-2") {
 		t.Errorf("merge while worker 0/2 runs: %v", err)
 	}
 	w0.Release()
@@ -143,22 +143,22 @@ func TestWorkerBounds(t *testing.T) {
 	}
 	defer c.Close()
 	for _, w := range [][2]int{{0, 1 << 32}, {0, MaxWorkers + 1}, {-1, 2}, {2, 2}, {0, 0}} {
-		if _, err := p.Slice(w[0], w[1]); !errors.Is(err, ErrWorker) {
+		if _, err := p.slice(w[0], w[1]); !errors.Is(err, ErrWorker) {
 			t.Errorf("slice %d/%d: %v", w[0], w[1], err)
 		}
 	}
 	// More workers than files: every file in exactly one slice.
-	n := len(p.Units()) + 5
+	n := len(p.units()) + 5
 	seen := 0
 	for i := range n {
-		mine, err := p.Slice(i, n)
+		mine, err := p.slice(i, n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		seen += len(mine)
 	}
-	if seen != len(p.Units()) {
-		t.Errorf("%d units over %d slices, want %d", seen, n, len(p.Units()))
+	if seen != len(p.units()) {
+		t.Errorf("%d units over %d slices, want %d", seen, n, len(p.units()))
 	}
 }
 
@@ -184,7 +184,7 @@ func TestConcurrentRunsOnOneDestination(t *testing.T) {
 		switch err := <-errs; {
 		case err == nil:
 			ok++
-		case errors.Is(err, ErrInUse):
+		case errors.Is(err, errInUse):
 			inUse++
 		default:
 			t.Errorf("concurrent run: %v", err)
@@ -260,7 +260,7 @@ func TestNoCommitBeforePlanRecorded(t *testing.T) {
 	failed := errors.New("plan record failed")
 	state := recordState(func() error { return failed })
 	log := newRecordLog(dst, 0, 1, state)
-	_, err = run(context.Background(), p, localDest(dst), p.Units(), nil, nil, log, 2, ExecOptions{Jobs: 2})
+	_, err = run(context.Background(), p, localDest(dst), p.units(), nil, nil, log, 2, ExecOptions{Jobs: 2})
 	log.close()
 	if !errors.Is(err, failed) {
 		t.Fatalf("run with a failed plan record: %v", err)
@@ -279,7 +279,7 @@ func TestNoCommitBeforePlanRecorded(t *testing.T) {
 		recs[f.Name] = doneRecord{Plan: p.ID, fileRecord: f}
 	}
 	log = newRecordLog(dst, 0, 1, state)
-	_, err = run(context.Background(), p, localDest(dst), p.Units(), recs, nil, log, 2, ExecOptions{Jobs: 2, Resume: true})
+	_, err = run(context.Background(), p, localDest(dst), p.units(), recs, nil, log, 2, ExecOptions{Jobs: 2, Resume: true})
 	log.close()
 	if !errors.Is(err, failed) {
 		t.Fatalf("resume with a failed plan record: %v", err)

@@ -54,7 +54,7 @@ func openDestination(ctx context.Context, dst, stateDir string, conns int) (*des
 	if !objstore.IsURL(dst) {
 		return localDest(dst), nil
 	}
-	o, err := objdest.Open(ctx, dst, stateDir, conns, objdest.Errors{Refused: ErrDestination, InUse: ErrInUse})
+	o, err := objdest.Open(ctx, dst, stateDir, conns, objdest.Errors{Refused: ErrDestination, InUse: errInUse})
 	if err != nil {
 		return nil, err
 	}

@@ -463,12 +463,12 @@ func TestWorkersAndMerge(t *testing.T) {
 	const n = 3
 	seen := map[string]int{}
 	for i := range n {
-		mine, _ := p.Slice(i, n)
+		mine, _ := p.slice(i, n)
 		for _, u := range mine {
 			seen[u.Name]++
 		}
 	}
-	for _, u := range p.Units() {
+	for _, u := range p.units() {
 		if seen[u.Name] != 1 {
 			t.Fatalf("%s is in %d slices", u.Name, seen[u.Name])
 		}
@@ -493,7 +493,7 @@ func TestWorkersAndMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, _ := p.Slice(n-1, n)
+	last, _ := p.slice(n-1, n)
 	var want []string
 	for _, u := range last {
 		want = append(want, u.Name)
@@ -501,7 +501,7 @@ func TestWorkersAndMerge(t *testing.T) {
 	if !slices.Contains(st.Writes, ReportName) {
 		t.Errorf("merge would write %v: no %s", st.Writes, ReportName)
 	}
-	if st.Ready() || st.Finalized || !slices.Equal(st.Missing, want) || len(st.Done)+len(st.Missing) != len(p.Units()) || st.Plan != p.ID {
+	if st.Ready() || st.Finalized || !slices.Equal(st.Missing, want) || len(st.Done)+len(st.Missing) != len(p.units()) || st.Plan != p.ID {
 		t.Fatalf("status with slice %d missing: %+v, want missing %v", n-1, st, want)
 	}
 	res, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2, Worker: n - 1, Workers: n})
@@ -523,14 +523,14 @@ func TestWorkersAndMerge(t *testing.T) {
 	if st, err := StatusOfMerge(dst, ""); err != nil || !st.Finalized || st.Ready() || !slices.Equal(st.Done, listed) {
 		t.Fatalf("status of the finished conversion: %+v %v, want done = the manifest's %v", st, err, listed)
 	}
-	if _, err := p.Slice(3, 3); !errors.Is(err, ErrWorker) {
+	if _, err := p.slice(3, 3); !errors.Is(err, ErrWorker) {
 		t.Errorf("slice 3/3: %v", err)
 	}
 }
 
 func TestDestinationChecks(t *testing.T) {
 	// SRC == DST
-	if _, err := convertDir(miniSrc, miniSrc, Options{}, ExecOptions{}); !errors.Is(err, ErrSameDir) {
+	if _, err := convertDir(miniSrc, miniSrc, Options{}, ExecOptions{}); !errors.Is(err, errSameDir) {
 		t.Errorf("SRC == DST: %v", err)
 	}
 	// A finished conversion with another convention.
@@ -622,7 +622,7 @@ func TestNonFiniteWeight(t *testing.T) {
 
 	dst := filepath.Join(t.TempDir(), "out")
 	_, err = convertDir(src, dst, Options{}, ExecOptions{Jobs: 1})
-	if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), name) ||
+	if !errors.Is(err, errNonFinite) || !strings.Contains(err.Error(), name) ||
 		!strings.Contains(err.Error(), "row 130, column 300 (128×128 block 1,2)") {
 		t.Fatalf("NaN weight: %v", err)
 	}
@@ -656,7 +656,7 @@ func TestConfigMismatch(t *testing.T) {
 	b, _ := json.Marshal(cfg)
 	os.WriteFile(filepath.Join(src, ConfigName), b, 0o644)
 	_, _, err := planFor(src, Options{})
-	if !errors.Is(err, ErrConfigMismatch) || !regexp.MustCompile(`layers\.\d+\.self_attn\.q_a_`).MatchString(err.Error()) || !strings.Contains(err.Error(), "config.json implies") {
+	if !errors.Is(err, errConfigMismatch) || !regexp.MustCompile(`layers\.\d+\.self_attn\.q_a_`).MatchString(err.Error()) || !strings.Contains(err.Error(), "config.json implies") {
 		t.Fatalf("q_lora_rank changed: %v", err)
 	}
 }

@@ -59,7 +59,7 @@ func ParseExpertsMode(s string) (ExpertsMode, error) {
 			return ExpertsMode(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: experts mode %q (known: %s)", ErrUnknownFormat, s, strings.Join(expertsModeNames[:], ", "))
+	return 0, fmt.Errorf("%w: experts mode %q (known: %s)", errUnknownFormat, s, strings.Join(expertsModeNames[:], ", "))
 }
 
 // ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to the quant
@@ -72,7 +72,7 @@ func ParseNumerics(s string) (quant.Numerics, error) {
 		}
 		names = append(names, n.String())
 	}
-	return 0, fmt.Errorf("%w: numerics %q (known: %s)", ErrUnknownFormat, s, strings.Join(names, ", "))
+	return 0, fmt.Errorf("%w: numerics %q (known: %s)", errUnknownFormat, s, strings.Join(names, ", "))
 }
 
 // numNumerics is how many quant.Numerics values there are.
@@ -84,16 +84,16 @@ const numNumerics = int(quant.ModelOpt) + 1
 // never UE8M0 powers of two.
 func checkExecutable(opts Options) error {
 	if opts.Experts == ExpertsNVFP4 && opts.Format != ModelOpt {
-		return fmt.Errorf("%w: --experts nvfp4 is described only by --format modelopt, not %s", ErrUnknownFormat, opts.Format)
+		return fmt.Errorf("%w: --experts nvfp4 is described only by --format modelopt, not %s", errUnknownFormat, opts.Format)
 	}
 	if err := checkFP8ExpertsOptions(opts); err != nil {
 		return err
 	}
 	if opts.Numerics == quant.ModelOpt && opts.ScaleFmt != quant.ScaleFP32 {
-		return fmt.Errorf("%w: --numerics modelopt writes ModelOpt's BF16 block scales as fp32, not --scale-fmt %s", ErrUnknownFormat, opts.ScaleFmt)
+		return fmt.Errorf("%w: --numerics modelopt writes ModelOpt's BF16 block scales as fp32, not --scale-fmt %s", errUnknownFormat, opts.ScaleFmt)
 	}
 	if int(opts.Numerics) >= numNumerics || int(opts.Experts) >= numExpertsModes {
-		return fmt.Errorf("%w: numerics %v, experts %v", ErrUnknownFormat, opts.Numerics, opts.Experts)
+		return fmt.Errorf("%w: numerics %v, experts %v", errUnknownFormat, opts.Numerics, opts.Experts)
 	}
 	return nil
 }

@@ -133,7 +133,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		return nil, fmt.Errorf("convert: resume and restart exclude each other")
 	}
 	workers := max(eo.Workers, 1)
-	units, err := p.Slice(eo.Worker, workers)
+	units, err := p.slice(eo.Worker, workers)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		// holding its slice leaves it to that one.
 		slice.Release()
 		m, err = finalizeLocked(d, lockWait)
-		if errors.Is(err, ErrInUse) {
+		if errors.Is(err, errInUse) {
 			return res, nil
 		}
 	}
@@ -260,7 +260,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		return nil, err
 	}
 	res.Finalized, res.Manifest = true, m
-	if _, ok := m.Lookup(ReportName); ok {
+	if _, ok := m.lookup(ReportName); ok {
 		if res.Report, err = readReport(d); err != nil {
 			return nil, err
 		}

@@ -163,7 +163,7 @@ func (e *earlyFiles) abort() {
 // Finalize completes a conversion once every unit has been written (by one
 // or many workers): it writes the index, config.json (and
 // hf_quant_config.json), then the manifest, and removes StateDir. It holds
-// DST's lock, and fails with ErrInUse while another run or a worker runs. It
+// DST's lock, and fails with errInUse while another run or a worker runs. It
 // checks that each unit has a record of this plan and a file of the recorded
 // size; hashes were taken when each file was written (verify re-checks them).
 //

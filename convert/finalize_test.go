@@ -48,8 +48,8 @@ func TestResumeAfterKilledFinalize(t *testing.T) {
 			t.Fatal(err)
 		}
 		var log []byte
-		for _, u := range p.Units() {
-			rec, ok := m.Lookup(u.Name)
+		for _, u := range p.units() {
+			rec, ok := m.lookup(u.Name)
 			if !ok {
 				t.Fatalf("%s not in the reference manifest", u.Name)
 			}
@@ -92,7 +92,7 @@ func TestResumeAfterKilledFinalize(t *testing.T) {
 			t.Errorf("renamed %v: the run returned a manifest other than the one it wrote", renamed)
 		}
 		for _, name := range staged {
-			if _, ok := res.Manifest.Lookup(name); !ok {
+			if _, ok := res.Manifest.lookup(name); !ok {
 				t.Errorf("the returned manifest finds no %s", name)
 			}
 		}

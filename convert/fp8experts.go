@@ -33,7 +33,7 @@ func (s FP8ExpertStats) add(o FP8ExpertStats) FP8ExpertStats {
 // so there is no ModelOpt reference to follow for experts.
 func checkFP8ExpertsOptions(opts Options) error {
 	if opts.Experts == ExpertsFP8 && opts.Numerics == quant.ModelOpt {
-		return fmt.Errorf("%w: --experts fp8 takes --numerics deepgemm (DeepGEMM's per_block_cast_to_fp8; ModelOpt's cast makes all-zero tiles NaN codes under scale 0, and NVIDIA casts no experts with it); it works with every --format (modelopt, deepseek, compressed-tensors) and --scale-fmt fp32 or ue8m0", ErrUnknownFormat)
+		return fmt.Errorf("%w: --experts fp8 takes --numerics deepgemm (DeepGEMM's per_block_cast_to_fp8; ModelOpt's cast makes all-zero tiles NaN codes under scale 0, and NVIDIA casts no experts with it); it works with every --format (modelopt, deepseek, compressed-tensors) and --scale-fmt fp32 or ue8m0", errUnknownFormat)
 	}
 	return nil
 }
@@ -46,9 +46,9 @@ func checkFP8ExpertsSource(root string, cfg *model.Config, opts Options) error {
 	}
 	switch cfg.Experts {
 	case model.ExpertsNVFP4:
-		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then cast that", root, ErrNotQuantizable, ConfigName)
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then cast that", root, errNotQuantizable, ConfigName)
 	case model.ExpertsFP8:
-		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares them block FP8 already: keep them (--experts keep)", root, ErrNotQuantizable, ConfigName)
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares them block FP8 already: keep them (--experts keep)", root, errNotQuantizable, ConfigName)
 	}
 	return nil
 }
@@ -72,21 +72,21 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 	if base, packed, ok := opts.classifier().MXFP4Part(s.Name); ok {
 		if !packed {
 			if _, ok := names[base+".weight_packed"]; !ok {
-				return nil, true, fmt.Errorf("tensor %s: %w: MXFP4 scales without their codes %s.weight_packed in the same file", s.Name, ErrNotQuantizable, base)
+				return nil, true, fmt.Errorf("tensor %s: %w: MXFP4 scales without their codes %s.weight_packed in the same file", s.Name, errNotQuantizable, base)
 			}
 			return nil, true, nil // consumed by the cast of the codes
 		}
 		sc, ok := names[model.MXFP4Scales(base)]
 		if !ok {
-			return nil, true, fmt.Errorf("tensor %s: %w: its E8M0 scales %s are not in the same file", s.Name, ErrNotQuantizable, model.MXFP4Scales(base))
+			return nil, true, fmt.Errorf("tensor %s: %w: its E8M0 scales %s are not in the same file", s.Name, errNotQuantizable, model.MXFP4Scales(base))
 		}
 		if s.DType != safetensors.U8 || len(s.Shape) != 2 {
-			return nil, true, fmt.Errorf("tensor %s: %w: %s %v are not MXFP4 packed codes (want U8 [N, K/2])", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+			return nil, true, fmt.Errorf("tensor %s: %w: %s %v are not MXFP4 packed codes (want U8 [N, K/2])", s.Name, errNotQuantizable, s.DType, s.Shape)
 		}
 		n, k := s.Shape[0], 2*s.Shape[1]
 		if n < 1 || k < 1 || k > quant.MaxK || sc.DType != safetensors.U8 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
 			return nil, true, fmt.Errorf("tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
-				sc.Name, ErrNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.MXGroupSize)
+				sc.Name, errNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.MXGroupSize)
 		}
 		return weight(base+".weight", n, k), true, nil
 	}
@@ -95,9 +95,9 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 	}
 	switch {
 	case s.DType == safetensors.F8_E4M3:
-		return nil, true, fmt.Errorf("tensor %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and this one is block FP8 already: keep it (--experts keep)", s.Name, ErrNotQuantizable)
+		return nil, true, fmt.Errorf("tensor %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and this one is block FP8 already: keep it (--experts keep)", s.Name, errNotQuantizable)
 	case s.DType == safetensors.U8:
-		return nil, true, fmt.Errorf("tensor %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and this one is packed %s %v (NVFP4?): decode it first (--experts bf16)", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+		return nil, true, fmt.Errorf("tensor %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and this one is packed %s %v (NVFP4?): decode it first (--experts bf16)", s.Name, errNotQuantizable, s.DType, s.Shape)
 	}
 	if err := checkQuantizable(s); err != nil {
 		return nil, true, err
@@ -129,7 +129,7 @@ func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensor
 	sc, ok := f.Lookup(model.MXFP4Scales(base))
 	n, k := t.Shape[0], 2*t.Shape[1]
 	if !ok || sc.DType != safetensors.U8 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
-		return nil, t, false, fmt.Errorf("%w: the E8M0 scales %s of MXFP4 codes %v are missing or not U8 [%d, %d]", ErrNotQuantizable, model.MXFP4Scales(base), t.Shape, n, k/quant.MXGroupSize)
+		return nil, t, false, fmt.Errorf("%w: the E8M0 scales %s of MXFP4 codes %v are missing or not U8 [%d, %d]", errNotQuantizable, model.MXFP4Scales(base), t.Shape, n, k/quant.MXGroupSize)
 	}
 	v := &mxfp4View{codes: tensorSection(ra, f, t), scales: tensorSection(ra, f, sc), scalesName: sc.Name, k: k, buf: &s.fx.buf, prog: prog}
 	view := safetensors.TensorInfo{Name: t.Name, DType: safetensors.BF16, Shape: []int64{n, k}, Begin: 0, End: 2 * n * k}

@@ -239,7 +239,7 @@ func TestFP8ExpertsErrors(t *testing.T) {
 			"MXFP4 scales without their codes"},
 	} {
 		_, err := PlanTensors(r, c.specs, Options{Experts: ExpertsFP8})
-		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrNotQuantizable) {
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, errNotQuantizable) {
 			t.Errorf("%s: %v, want %q", c.what, err, c.want)
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 )
 
-// ErrInUse: another process is working on DST.
-var ErrInUse = dirlock.ErrInUse
+// errInUse: another process is working on DST.
+var errInUse = dirlock.ErrInUse
 
 // How runs share DST. One process doing the whole conversion, or finalizing
 // it, holds DST's lock (dirlock) throughout and checks that no worker slice
@@ -56,14 +56,14 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	// Workers of another split, running or not, come first: the slice file
 	// made below records this split for the workers after it.
 	if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
-		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", ErrInUse, dst, held)
+		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", errInUse, dst, held)
 	}
 	if other := otherSplit(dir, n); other != "" {
 		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)", ErrWorker, i, n, dst, other, dst)
 	}
 	l, err := dirlock.AcquireFile(filepath.Join(dir, name))
-	if errors.Is(err, ErrInUse) {
-		return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", ErrInUse, i, n, dst)
+	if errors.Is(err, errInUse) {
+		return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", errInUse, i, n, dst)
 	}
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	// A worker of another split may have started since the check above.
 	if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
 		l.Release()
-		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", ErrInUse, dst, held)
+		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", errInUse, dst, held)
 	}
 	// The lock file goes with the lock; this record of the split stays for
 	// the workers after it, until the conversion is finalized.
@@ -124,7 +124,7 @@ func heldSlices(dst, except string) string {
 // checkNoWorkers refuses while any worker slice of DST is held.
 func checkNoWorkers(dst string) error {
 	if held := heldSlices(dst, ""); held != "" {
-		return fmt.Errorf("%w: worker %s of %s is still running; wait for the workers to finish", ErrInUse, held, dst)
+		return fmt.Errorf("%w: worker %s of %s is still running; wait for the workers to finish", errInUse, held, dst)
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ func localName(name string) bool {
 }
 
 // Lookup finds a file's record.
-func (m *Manifest) Lookup(name string) (fileRecord, bool) {
+func (m *Manifest) lookup(name string) (fileRecord, bool) {
 	i, ok := m.byName[name]
 	if !ok {
 		return fileRecord{}, false

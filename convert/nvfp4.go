@@ -99,7 +99,7 @@ func castBandRows(n int64, k int) int {
 // from zero codes, whose value counts (Lossy) are then not the tensor's. It
 // returns the cast's counts.
 func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, kmax int, codes, scales func([]byte) error, prog progress) (quant.CastStats, error) {
-	n, k := c.Packed.Shape[0], c.K()
+	n, k := c.Packed.Shape[0], c.k()
 	cast, err := quant.NewNVFP4Cast(k, kmax)
 	if err != nil {
 		return quant.CastStats{}, fmt.Errorf("tensor %s: %w", c.Packed.Name, err)
@@ -219,7 +219,7 @@ func nvfp4Reads(st step, seen map[string]bool, read func(t safetensors.TensorInf
 	if st.Part != partScales && st.Part != partCodes {
 		return
 	}
-	n, k := c.Packed.Shape[0], c.K()
+	n, k := c.Packed.Shape[0], c.k()
 	rows := int64(castBandRows(n, k))
 	for r0 := int64(0); r0 < n; r0 += rows {
 		m := min(rows, n-r0)

@@ -125,7 +125,7 @@ func TestConvertSucceedsThenVerifies(t *testing.T) {
 						continue // a combination the planner refuses: nothing written
 					}
 					if _, err := convertDir(src, dst, opts, ExecOptions{Jobs: 2}); err != nil {
-						if !errors.Is(err, quant.ErrRange) && !errors.Is(err, ErrNonFinite) {
+						if !errors.Is(err, quant.ErrRange) && !errors.Is(err, errNonFinite) {
 							t.Fatalf("%s: convert: %v", what, err)
 						}
 						refused++

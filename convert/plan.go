@@ -216,7 +216,7 @@ func planFileWith(root string, f *safetensors.File, r *Recipe, opts Options, fx 
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}
 	if len(outs) == 0 && len(fx.taken) > 0 {
-		return nil, nil, fmt.Errorf("file %s: %w: it holds only scales of weights in other shards, so its output would hold no tensor and no index could list it: rewrite the shards with each scale beside its weight (and the index's weight_map to match), then run again", path, ErrNotQuantizable)
+		return nil, nil, fmt.Errorf("file %s: %w: it holds only scales of weights in other shards, so its output would hold no tensor and no index could list it: rewrite the shards with each scale beside its weight (and the index's weight_map to match), then run again", path, errNotQuantizable)
 	}
 	// The header is rendered again when the file is written: a plan of
 	// every file of K3 would otherwise hold ~80 MB of headers meanwhile.
@@ -276,7 +276,7 @@ func (n *nameSet) add(file string, outs []outputTensor) error {
 			continue
 		}
 		if prev, dup := n.files[o.Name]; dup {
-			return fmt.Errorf("file %s: tensor %s: %w: also written to %s", file, o.Name, ErrNameCollision, prev)
+			return fmt.Errorf("file %s: tensor %s: %w: also written to %s", file, o.Name, errNameCollision, prev)
 		}
 		n.files[o.Name] = file
 	}

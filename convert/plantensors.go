@@ -109,7 +109,7 @@ func (o outputTensor) sourceIn(f *safetensors.File) (safetensors.TensorInfo, boo
 }
 
 // SourceSpec is the source tensor's spec.
-func (o outputTensor) SourceSpec() safetensors.TensorSpec {
+func (o outputTensor) sourceSpec() safetensors.TensorSpec {
 	return safetensors.TensorSpec{Name: o.Source, DType: o.SourceDType, Shape: o.SourceShape}
 }
 
@@ -137,7 +137,7 @@ type fileScales struct {
 // weights may have their scales in other files.
 func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileScales) ([]outputTensor, error) {
 	if int(opts.Format) >= numFormats {
-		return nil, fmt.Errorf("%w: %v", ErrUnknownFormat, opts.Format)
+		return nil, fmt.Errorf("%w: %v", errUnknownFormat, opts.Format)
 	}
 	// The built-in recipes name Kimi-K3's groups, and another family's
 	// tensors meet them through the spellings K3 shares (Qwen3-MoE's
@@ -192,7 +192,7 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 				}
 				specs, ok := model.NVFP4Specs(base, s)
 				if !ok {
-					return nil, fmt.Errorf("tensor %s: %w: %s %v is not MXFP4 packed codes", s.Name, ErrNotQuantizable, s.DType, s.Shape)
+					return nil, fmt.Errorf("tensor %s: %w: %s %v is not MXFP4 packed codes", s.Name, errNotQuantizable, s.DType, s.Shape)
 				}
 				for _, o := range specs {
 					out = append(out, outputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleNVFP4, src: src})
@@ -209,7 +209,7 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 				return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
 			}
 			if opts.Numerics == quant.ModelOpt && s.DType != safetensors.BF16 {
-				return nil, fmt.Errorf("recipe %s: tensor %s: %w: --numerics modelopt reproduces ModelOpt's cast of BF16 weights, not %s", r.Name, s.Name, ErrNotQuantizable, s.DType)
+				return nil, fmt.Errorf("recipe %s: tensor %s: %w: --numerics modelopt reproduces ModelOpt's cast of BF16 weights, not %s", r.Name, s.Name, errNotQuantizable, s.DType)
 			}
 			n, k := s.Shape[0], s.Shape[1]
 			scale := opts.Format.ScaleName(s.Name)
@@ -220,7 +220,7 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 				quantized = make(map[string]string)
 			}
 			if prev, dup := quantized[scale]; dup {
-				return nil, fmt.Errorf("tensor %s: %w: its scale %s is also %s's", s.Name, ErrNameCollision, scale, prev)
+				return nil, fmt.Errorf("tensor %s: %w: its scale %s is also %s's", s.Name, errNameCollision, scale, prev)
 			}
 			quantized[scale] = s.Name
 		}
@@ -234,7 +234,7 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 				continue
 			}
 			if w, ok := quantized[s.Name]; ok && classify(s.Name) != drop {
-				return nil, fmt.Errorf("tensor %s: %w: the source already holds %s (is it already converted?)", w, ErrNameCollision, s.Name)
+				return nil, fmt.Errorf("tensor %s: %w: the source already holds %s (is it already converted?)", w, errNameCollision, s.Name)
 			}
 		}
 	}
@@ -246,11 +246,11 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 func checkQuantizable(s safetensors.TensorSpec) error {
 	switch {
 	case !quantizableDTypes[s.DType]:
-		return fmt.Errorf("tensor %s: %w: dtype %s (want BF16, F16 or F32)", s.Name, ErrNotQuantizable, s.DType)
+		return fmt.Errorf("tensor %s: %w: dtype %s (want BF16, F16 or F32)", s.Name, errNotQuantizable, s.DType)
 	case len(s.Shape) != 2:
-		return fmt.Errorf("tensor %s: %w: shape %v is not 2-D", s.Name, ErrNotQuantizable, s.Shape)
+		return fmt.Errorf("tensor %s: %w: shape %v is not 2-D", s.Name, errNotQuantizable, s.Shape)
 	case !strings.HasSuffix(s.Name, ".weight"):
-		return fmt.Errorf("tensor %s: %w: a scale can only be named after a tensor called X.weight", s.Name, ErrNotQuantizable)
+		return fmt.Errorf("tensor %s: %w: a scale can only be named after a tensor called X.weight", s.Name, errNotQuantizable)
 	}
 	return nil
 }

@@ -210,13 +210,13 @@ func TestPlanTensorsErrors(t *testing.T) {
 		in   []safetensors.TensorSpec
 		want error
 	}{
-		{"U8 weight", r, []safetensors.TensorSpec{{Name: name, DType: safetensors.U8, Shape: []int64{8, 8}}}, ErrNotQuantizable},
-		{"FP8 weight (already converted)", r, []safetensors.TensorSpec{{Name: name, DType: safetensors.F8_E4M3, Shape: []int64{8, 8}}}, ErrNotQuantizable},
-		{"3-D weight", r, []safetensors.TensorSpec{{Name: name, DType: safetensors.BF16, Shape: []int64{2, 8, 8}}}, ErrNotQuantizable},
+		{"U8 weight", r, []safetensors.TensorSpec{{Name: name, DType: safetensors.U8, Shape: []int64{8, 8}}}, errNotQuantizable},
+		{"FP8 weight (already converted)", r, []safetensors.TensorSpec{{Name: name, DType: safetensors.F8_E4M3, Shape: []int64{8, 8}}}, errNotQuantizable},
+		{"3-D weight", r, []safetensors.TensorSpec{{Name: name, DType: safetensors.BF16, Shape: []int64{2, 8, 8}}}, errNotQuantizable},
 		{"scale already present", r, []safetensors.TensorSpec{
 			{Name: name, DType: safetensors.BF16, Shape: []int64{8, 8}},
 			{Name: strings.TrimSuffix(name, "weight") + "weight_scale_inv", DType: safetensors.F32, Shape: []int64{1, 1}},
-		}, ErrNameCollision},
+		}, errNameCollision},
 	}
 	packed, err := NewRecipe("bad", "", Keep, []rule{{Pattern: `weight_packed$`, Action: Quantize}})
 	if err != nil {
@@ -227,7 +227,7 @@ func TestPlanTensorsErrors(t *testing.T) {
 		r    *Recipe
 		in   []safetensors.TensorSpec
 		want error
-	}{"recipe that would quantize MXFP4 experts", packed, []safetensors.TensorSpec{{Name: "m.layers.1.block_sparse_moe.experts.0.w1.weight_packed", DType: safetensors.U8, Shape: []int64{32, 16}}}, ErrNotQuantizable})
+	}{"recipe that would quantize MXFP4 experts", packed, []safetensors.TensorSpec{{Name: "m.layers.1.block_sparse_moe.experts.0.w1.weight_packed", DType: safetensors.U8, Shape: []int64{32, 16}}}, errNotQuantizable})
 	for _, c := range cases {
 		_, err := PlanTensors(c.r, c.in, Options{})
 		if !errors.Is(err, c.want) {
@@ -238,7 +238,7 @@ func TestPlanTensorsErrors(t *testing.T) {
 			t.Errorf("%s: error %q does not name the tensor", c.what, err)
 		}
 	}
-	if _, err := Lookup("nope"); !errors.Is(err, ErrUnknownRecipe) {
+	if _, err := Lookup("nope"); !errors.Is(err, errUnknownRecipe) {
 		t.Errorf("Lookup(nope): %v", err)
 	}
 	if _, err := NewRecipe("x", "", Keep, []rule{{Pattern: "(", Action: drop}}); err == nil {
@@ -257,13 +257,13 @@ func TestParseNames(t *testing.T) {
 			t.Errorf("ParseScaleFmt(%s) = %v, %v", s, f, err)
 		}
 	}
-	if _, err := ParseFormat("gguf"); !errors.Is(err, ErrUnknownFormat) {
+	if _, err := ParseFormat("gguf"); !errors.Is(err, errUnknownFormat) {
 		t.Errorf("ParseFormat(gguf): %v", err)
 	}
-	if _, err := ParseScaleFmt("e5m2"); !errors.Is(err, ErrUnknownFormat) {
+	if _, err := ParseScaleFmt("e5m2"); !errors.Is(err, errUnknownFormat) {
 		t.Errorf("ParseScaleFmt(e5m2): %v", err)
 	}
-	if _, err := ParseNonFinitePolicy("ignore"); !errors.Is(err, ErrUnknownFormat) {
+	if _, err := ParseNonFinitePolicy("ignore"); !errors.Is(err, errUnknownFormat) {
 		t.Errorf("ParseNonFinitePolicy(ignore): %v", err)
 	}
 }

@@ -115,7 +115,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 		if v, ok := holder[quantKey]; ok && holder != nil {
 			qc, ok := v.(map[string]any)
 			if !ok {
-				return nil, nil, fmt.Errorf("%w: %s is not an object", ErrConfig, quantKey)
+				return nil, nil, fmt.Errorf("%w: %s is not an object", errConfig, quantKey)
 			}
 			if qc["format"] == ctMXFP4Format && mxQC == nil {
 				mxQC = qc
@@ -129,7 +129,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 		}
 	}
 	if opts.Experts == ExpertsNVFP4 && opts.Format != ModelOpt {
-		return nil, nil, fmt.Errorf("%w: NVFP4 experts are described only by --format modelopt, not %s", ErrUnknownFormat, opts.Format)
+		return nil, nil, fmt.Errorf("%w: NVFP4 experts are described only by --format modelopt, not %s", errUnknownFormat, opts.Format)
 	}
 	switch opts.Experts {
 	case ExpertsBF16, ExpertsFP8:
@@ -161,7 +161,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 		// description stays where the released checkpoint keeps it.
 		if srcQC != nil {
 			if text == nil {
-				return nil, nil, fmt.Errorf("%w: --format deepseek keeps the MXFP4 experts' quantization_config in text_config, and a bare kimi_linear config has no text_config: use --format modelopt or --format compressed-tensors", ErrConfig)
+				return nil, nil, fmt.Errorf("%w: --format deepseek keeps the MXFP4 experts' quantization_config in text_config, and a bare kimi_linear config has no text_config: use --format modelopt or --format compressed-tensors", errConfig)
 			}
 			text[quantKey] = srcQC
 		}
@@ -170,7 +170,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	case ModelOpt:
 		qc, hf, err = modelOptConfigs(cfg, mods, opts)
 	default:
-		err = fmt.Errorf("%w: %v", ErrUnknownFormat, opts.Format)
+		err = fmt.Errorf("%w: %v", errUnknownFormat, opts.Format)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -256,7 +256,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	}
 	declare(slices.Concat(m.fp8, model.FusedNames(m.fp8), fp8Banks(m, opts)), map[string]any{"quant_algo": fp8BlockAlgo})
 	if len(layers) == 0 {
-		return nil, nil, fmt.Errorf("%w: --format modelopt with nothing quantized: ModelOpt mixed-precision loaders refuse an empty quantized_layers", ErrConfig)
+		return nil, nil, fmt.Errorf("%w: --format modelopt with nothing quantized: ModelOpt mixed-precision loaders refuse an empty quantized_layers", errConfig)
 	}
 	// An exclusion must not reach a quantized module, nor undeclared MXFP4
 	// experts (TensorRT-LLM lets an exclusion outrank its MXFP4 default).
@@ -436,7 +436,7 @@ func ctMatcher(entry string) (func(string) bool, error) {
 	if pat, ok := strings.CutPrefix(entry, "re:"); ok {
 		re, err := regexp.Compile(`^(?:` + pat + `)`)
 		if err != nil {
-			return nil, fmt.Errorf("%w: quantization_config.ignore entry %q: %v", ErrConfig, entry, err)
+			return nil, fmt.Errorf("%w: quantization_config.ignore entry %q: %v", errConfig, entry, err)
 		}
 		return re.MatchString, nil
 	}
@@ -454,12 +454,12 @@ func rewriteIgnore(cls *model.Classifier, v any, m modules) ([]any, error) {
 		for _, e := range t {
 			s, ok := e.(string)
 			if !ok {
-				return nil, fmt.Errorf("%w: quantization_config.ignore holds %v, not a string", ErrConfig, e)
+				return nil, fmt.Errorf("%w: quantization_config.ignore holds %v, not a string", errConfig, e)
 			}
 			entries = append(entries, s)
 		}
 	default:
-		return nil, fmt.Errorf("%w: quantization_config.ignore is not a list", ErrConfig)
+		return nil, fmt.Errorf("%w: quantization_config.ignore is not a list", errConfig)
 	}
 	fp8 := spellAll(cls, m.fp8)
 	var keep, covered []string
@@ -517,7 +517,7 @@ func deepCopyJSON(v any) any {
 func marshalConfig(v map[string]any) ([]byte, error) {
 	b, err := model.MarshalConfig(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %v", errConfig, err)
 	}
 	return append(b, '\n'), nil
 }

@@ -39,15 +39,15 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 	}
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
-		return 0, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
+		return 0, fmt.Errorf("%w: %s %v", errNotQuantizable, t.DType, t.Shape)
 	}
 	if t.Shape[1] > quant.MaxK {
-		return 0, fmt.Errorf("%w: K = %d over %d", ErrNotQuantizable, t.Shape[1], quant.MaxK)
+		return 0, fmt.Errorf("%w: K = %d over %d", errNotQuantizable, t.Shape[1], quant.MaxK)
 	}
 	n, k, esz := t.Shape[0], int(t.Shape[1]), elem.Size()
 	nb, kb := blocks(n), blocks(int64(k))
 	if nb*kb > maxScaleBlocks {
-		return 0, fmt.Errorf("%w: %d scale blocks, over %d", ErrNotQuantizable, nb*kb, maxScaleBlocks)
+		return 0, fmt.Errorf("%w: %d scale blocks, over %d", errNotQuantizable, nb*kb, maxScaleBlocks)
 	}
 	rowBytes := int64(k) * int64(esz)
 	wcols := tileCols(k, esz)
@@ -107,7 +107,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				recounted += q.ZeroScaleBlocks() - z0 // the blocks before it, counted again below
 				if opts.NonFinite != nonFiniteZero {
 					return zeroed, fmt.Errorf("%w: %s %#x at row %d, column %d (128×128 block %d,%d); pass --nonfinite zero to replace such values by 0",
-						ErrNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/blockSize+nf.ColBlock)
+						errNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/blockSize+nf.ColBlock)
 				}
 				zeroed += zeroNonFinite(src, elem)
 				err = q.QuantizeBandAt(int(b), dst, scales, src, rows)

@@ -185,7 +185,7 @@ func Lookup(name string) (*Recipe, error) {
 	if r, ok := recipes[name]; ok {
 		return r, nil
 	}
-	return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownRecipe, name, strings.Join(RecipeNames(), ", "))
+	return nil, fmt.Errorf("%w %q (known: %s)", errUnknownRecipe, name, strings.Join(RecipeNames(), ", "))
 }
 
 // RecipeNames lists the built-in recipes, sorted.

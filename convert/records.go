@@ -200,7 +200,7 @@ func (recs records) finished(plan, unit string, m *Manifest) (fileRecord, bool) 
 		return r.fileRecord, true
 	}
 	if m != nil && m.Plan == plan {
-		return m.Lookup(unit)
+		return m.lookup(unit)
 	}
 	return fileRecord{}, false
 }
@@ -214,7 +214,7 @@ func (recs records) recorded(plan, unit string) bool {
 
 // allDone reports whether every unit of the plan has a record.
 func (recs records) allDone(p *Plan) bool {
-	for _, u := range p.Units() {
+	for _, u := range p.units() {
 		if _, ok := recs.finished(p.ID, u.Name, nil); !ok {
 			return false
 		}

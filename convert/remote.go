@@ -115,7 +115,7 @@ func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []auxF
 		}
 		if !strings.Contains(f.Name, "/") && strings.HasSuffix(f.Name, ".safetensors") {
 			return nil, false, fmt.Errorf("%w: %s%s is not among the shards planned (%d, from %s); convert the whole repository",
-				ErrPartialSource, src.Root, f.Name, len(src.Files), sourceDesc(src))
+				errPartialSource, src.Root, f.Name, len(src.Files), sourceDesc(src))
 		}
 		if f.Size > safetensors.MaxAuxSize {
 			return nil, false, fmt.Errorf("side file %s%s: %d bytes (limit %d)", src.Root, f.Name, f.Size, safetensors.MaxAuxSize)

@@ -85,7 +85,7 @@ func TestReportWrittenAndListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, ok := m.Lookup(ReportName)
+	rec, ok := m.lookup(ReportName)
 	if !ok {
 		t.Fatalf("manifest does not list %s", ReportName)
 	}

@@ -102,7 +102,7 @@ func TestSourceModifiedDuringConversion(t *testing.T) {
 	// Work of the units before the shard (Jobs 1 does them in name order),
 	// plus a little of the shard's own.
 	var before int64
-	for _, u := range p.Units() {
+	for _, u := range p.units() {
 		if u.Name == shard {
 			break
 		}
@@ -155,7 +155,7 @@ func TestConfigExpertFormatMismatch(t *testing.T) {
 	b, _ := json.Marshal(cfg)
 	os.WriteFile(filepath.Join(src, ConfigName), b, 0o644)
 	_, _, err := planFor(src, Options{})
-	if !errors.Is(err, ErrConfigMismatch) || !strings.Contains(err.Error(), ".experts.") || !strings.Contains(err.Error(), "declares unquantized experts") {
+	if !errors.Is(err, errConfigMismatch) || !strings.Contains(err.Error(), ".experts.") || !strings.Contains(err.Error(), "declares unquantized experts") {
 		t.Fatalf("config without the MXFP4 experts: %v", err)
 	}
 }
@@ -164,7 +164,7 @@ func TestConfigExpertFormatMismatch(t *testing.T) {
 // never converted with its 95 siblings copied as side files.
 func TestSingleShardSource(t *testing.T) {
 	_, _, err := planFor(filepath.Join(tinySrc, "model-00007-of-000096.safetensors"), Options{})
-	if !errors.Is(err, ErrPartialSource) || !strings.Contains(err.Error(), "convert the directory") {
+	if !errors.Is(err, errPartialSource) || !strings.Contains(err.Error(), "convert the directory") {
 		t.Fatalf("one shard as SRC: %v", err)
 	}
 	// A checkpoint that is one file is a checkpoint of one file.
@@ -208,7 +208,7 @@ func TestCheckExpertFormat(t *testing.T) {
 		{model.ExpertsNVFP4, expert, safetensors.BF16, ""},
 	} {
 		err := checkExpertFormat(k3Classifier, safetensors.TensorInfo{Name: c.name, DType: c.dtype}, c.experts)
-		if c.want == "" && err != nil || c.want != "" && (!errors.Is(err, ErrConfigMismatch) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name)) {
+		if c.want == "" && err != nil || c.want != "" && (!errors.Is(err, errConfigMismatch) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name)) {
 			t.Errorf("%v experts, %s %s: %v (want %q)", c.experts, c.dtype, c.name, err, c.want)
 		}
 	}

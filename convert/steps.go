@@ -70,7 +70,7 @@ type castSource struct {
 }
 
 // K is the number of elements per row.
-func (c *castSource) K() int { return int(2 * c.Packed.Shape[1]) }
+func (c *castSource) k() int { return int(2 * c.Packed.Shape[1]) }
 
 // kmaxKey names the K_max a cast shares with its partner (the w1/w3 pair's
 // scale tensor that sorts first), so a file's run computes it once.
@@ -136,7 +136,7 @@ type step struct {
 }
 
 // Writes is how many output tensors the step writes.
-func (s step) Writes() int {
+func (s step) writes() int {
 	if s.Kind == stepCopy {
 		return s.Last - s.First + 1
 	}
@@ -249,7 +249,7 @@ func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i in
 		n, k := c.Packed.Shape[0], 2*c.Packed.Shape[1]
 		if k == 0 || k > quant.MaxK || c.Scales.DType != safetensors.U8 || len(c.Scales.Shape) != 2 || c.Scales.Shape[0] != n || c.Scales.Shape[1]*quant.MXGroupSize != k {
 			return step{}, fmt.Errorf("file %s: tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
-				sf.Path, scales, ErrNotQuantizable, c.Scales.DType, c.Scales.Shape, c.Packed.Shape, n, k/quant.MXGroupSize)
+				sf.Path, scales, errNotQuantizable, c.Scales.DType, c.Scales.Shape, c.Packed.Shape, n, k/quant.MXGroupSize)
 		}
 		if pb, ok := cls.NVFP4ScalePartner(base); ok {
 			ps := model.MXFP4Scales(pb)
@@ -259,13 +259,13 @@ func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i in
 					sf.Path, o.Source, base, pb, ps)
 			}
 			if t.DType != safetensors.U8 {
-				return step{}, fmt.Errorf("file %s: tensor %s: %w: E8M0 scales of dtype %s", sf.Path, ps, ErrNotQuantizable, t.DType)
+				return step{}, fmt.Errorf("file %s: tensor %s: %w: E8M0 scales of dtype %s", sf.Path, ps, errNotQuantizable, t.DType)
 			}
 			c.Partner = &t
 		}
 		casts[base] = c
 	}
-	specs, _ := model.NVFP4Specs(base, o.SourceSpec())
+	specs, _ := model.NVFP4Specs(base, o.sourceSpec())
 	part := slices.IndexFunc(specs[:], func(s safetensors.TensorSpec) bool { return s.Name == o.Name })
 	if part < 0 {
 		return step{}, fmt.Errorf("file %s: tensor %s is none of the NVFP4 tensors of %s", sf.Path, o.Name, o.Source)

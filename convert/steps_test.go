@@ -239,7 +239,7 @@ func checkSteps(t *testing.T, fp *filePlan, l *safetensors.FilePlan, outs []outp
 		if st.First != next {
 			t.Errorf("%s: step %d (%s) starts at output %d, want %d", fp.Name, k, st.Kind, st.First, next)
 		}
-		next = st.First + st.Writes()
+		next = st.First + st.writes()
 		switch st.Kind {
 		case stepCopy:
 			var n int64

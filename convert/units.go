@@ -51,7 +51,7 @@ func CheckWorker(i, n int) error {
 }
 
 // Units lists the plan's units sorted by name.
-func (p *Plan) Units() []unit {
+func (p *Plan) units() []unit {
 	us := make([]unit, 0, len(p.Files)+len(p.Aux))
 	for _, f := range p.Files {
 		us = append(us, unit{Name: f.Name, Kind: unitShard, Size: f.Size(), Work: f.ReadBytes + f.rereadBytes() + f.Size(), File: f})
@@ -68,11 +68,11 @@ func (p *Plan) Units() []unit {
 // dealt largest first to the least loaded worker (ties to the lowest worker
 // and then by name), which balances bytes and depends only on the plan, so
 // every worker computes the same partition on its own.
-func (p *Plan) Slice(i, n int) ([]unit, error) {
+func (p *Plan) slice(i, n int) ([]unit, error) {
 	if err := CheckWorker(i, n); err != nil {
 		return nil, err
 	}
-	us := p.Units()
+	us := p.units()
 	order := slices.Clone(us)
 	slices.SortStableFunc(order, func(a, b unit) int { return cmp.Compare(b.Size, a.Size) })
 	// More workers than units: the first len(us) workers get one each.

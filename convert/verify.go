@@ -225,7 +225,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			if err != nil {
 				return err
 			}
-			if rec, ok := m.Lookup(a.Name); ok && rec.SHA256 != s.SHA256 {
+			if rec, ok := m.lookup(a.Name); ok && rec.SHA256 != s.SHA256 {
 				report(func(r *VerifyReport) { r.fail("%s differs from the source's", a.Name) })
 			}
 			return gctx.Err()
@@ -266,7 +266,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 // checkFileSet requires the manifest to list every planned file and nothing else.
 func checkFileSet(rep *VerifyReport, p *Plan, m *Manifest) {
 	want := map[string]bool{safetensors.IndexName: true}
-	for _, u := range p.Units() {
+	for _, u := range p.units() {
 		want[u.Name] = true
 	}
 	for name := range metaFiles(p.Config, p.HFQuantConfig) {
@@ -305,7 +305,7 @@ func checkTree(rep *VerifyReport, dst string, m *Manifest) (map[string]bool, err
 		if d.IsDir() {
 			return nil
 		}
-		_, listed := m.Lookup(name)
+		_, listed := m.lookup(name)
 		switch {
 		case name == ManifestName, name == dirlock.LockName: // the lock of a run in progress is no file of the output
 		case !listed:

@@ -53,7 +53,7 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st step
 		}
 		return "", quant.CastStats{}, nil
 	}
-	k := st.Cast.K()
+	k := st.Cast.k()
 	unit, what := k/2, "NVFP4 codes" // bytes per row of the tensor compared
 	if st.Part == partScales {
 		unit, what = k/quant.NVFP4GroupSize, "E4M3 scales"

@@ -24,7 +24,7 @@ func checkObjects(rep *VerifyReport, d *destination, m *Manifest) (map[string]bo
 	}
 	regular := map[string]bool{}
 	for _, f := range files {
-		_, listed := m.Lookup(f.Name)
+		_, listed := m.lookup(f.Name)
 		switch {
 		case f.Name == ManifestName:
 		case !listed:

@@ -188,7 +188,7 @@ func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safet
 	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, emit, nil, noProgress{})
 	var nf *quant.NonFiniteError
 	switch {
-	case errors.Is(err, ErrNonFinite) || errors.As(err, &nf):
+	case errors.Is(err, errNonFinite) || errors.As(err, &nf):
 		return fmt.Sprintf("the source holds a non-finite value, which convert refuses (%v); verify with --nonfinite zero if it was converted so", err), nil
 	case err != nil:
 		return "", err
@@ -255,12 +255,12 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 	var st TensorStats
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
-		return st, fmt.Errorf("%w: %s %v", ErrNotQuantizable, t.DType, t.Shape)
+		return st, fmt.Errorf("%w: %s %v", errNotQuantizable, t.DType, t.Shape)
 	}
 	n, k, esz := t.Shape[0], t.Shape[1], int64(elem.Size())
 	nb, kb := blocks(n), blocks(k)
 	if nb*kb > maxScaleBlocks || k > quant.MaxK {
-		return st, fmt.Errorf("%w: shape %v", ErrNotQuantizable, t.Shape)
+		return st, fmt.Errorf("%w: shape %v", errNotQuantizable, t.Shape)
 	}
 	if q.Size() != n*k || scales.Size() != 4*nb*kb {
 		return st, fmt.Errorf("FP8 tensor of %d bytes and %d scale bytes for shape %v", q.Size(), scales.Size(), t.Shape)

@@ -94,7 +94,7 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*f
 			path := filepath.Join(src.Root, sf.Path)
 			if held += si.Size(); held > maxForeignScaleBytes {
 				return nil, fmt.Errorf("file %s: tensor %s: %w: its scale %s is in %s, and the scales of weights in other shards than their own pass %d MiB: rewrite the shards with each scale beside its weight (and the index's weight_map to match), then run again",
-					filepath.Join(src.Root, f.Path), t.Name, ErrNotQuantizable, si.Name, path, maxForeignScaleBytes>>20)
+					filepath.Join(src.Root, f.Path), t.Name, errNotQuantizable, si.Name, path, maxForeignScaleBytes>>20)
 			}
 			b := make([]byte, si.Size())
 			if _, err := sf.Section(si).ReadAt(b, 0); err != nil && err != io.EOF {

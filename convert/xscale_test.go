@@ -215,10 +215,10 @@ func TestCrossShardScaleFileChanged(t *testing.T) {
 	to := c.Files[1].Path
 	moved := rewritten(t, fp8, map[string]string{scale: to}, nil)
 	p := planOf(t, moved, BF16)
-	n := len(p.Units())
+	n := len(p.units())
 	worker := -1
 	for i := range n {
-		us, err := p.Slice(i, n)
+		us, err := p.slice(i, n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -199,7 +199,7 @@ what that engine keeps most of resident. Generated from the rules in
 			switch {
 			case err == nil:
 				pick = "`" + c.Profile.Flags() + "`"
-			case errors.Is(err, ErrNoGain):
+			case errors.Is(err, errNoGain):
 				pick = "nothing: serve the release unconverted"
 			default:
 				pick = "none known to load"

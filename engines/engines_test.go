@@ -248,7 +248,7 @@ func TestHandEditedConfig(t *testing.T) {
 // TestChoose: the targets differ between Hopper and Blackwell where the
 // rules say so.
 func TestChoose(t *testing.T) {
-	if _, err := Choose(nil, "sglang", sM90, nil); !errors.Is(err, ErrNoGain) {
+	if _, err := Choose(nil, "sglang", sM90, nil); !errors.Is(err, errNoGain) {
 		t.Errorf("SGLang sm90: %v, want ErrNoGain (its FP8 paths need NVFP4 experts, Blackwell-only)", err)
 	}
 	c, err := Choose(nil, "sglang", sM100, nil)

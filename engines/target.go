@@ -206,7 +206,7 @@ func costOf(v Verdict) cost {
 // profile (convert's defaults come first). Unless allowed asks for them,
 // profiles that decode quantized experts to BF16 are not considered. src is the source checkpoint's
 // facts (nil: the release). It fails with ErrNoTarget, naming a reason,
-// when allowed leaves no profile that loads, with ErrNoGain when the source as it
+// when allowed leaves no profile that loads, with errNoGain when the source as it
 // is loads at no higher cost, and with ErrNoTarget, naming a reason, when
 // no profile loads.
 func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (choice, error) {
@@ -248,7 +248,7 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (cho
 		return choice{}, fmt.Errorf("%w: with the flags given, no conversion loads in %s on %s: %s", ErrNoTarget, name, where(gpu), refusals[0])
 	}
 	if _, c, why := loads(src, name, gpu); why == "" && (best == nil || !best.cost.less(c)) {
-		return choice{}, fmt.Errorf("%w: %s on %s loads the source as it is, and no conversion k3ckpt writes keeps less in GPU memory or on disk; serve it unconverted (k3ckpt check SRC shows why)", ErrNoGain, name, where(gpu))
+		return choice{}, fmt.Errorf("%w: %s on %s loads the source as it is, and no conversion k3ckpt writes keeps less in GPU memory or on disk; serve it unconverted (k3ckpt check SRC shows why)", errNoGain, name, where(gpu))
 	}
 	if best == nil {
 		if len(refusals) == 0 {
@@ -266,8 +266,8 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (cho
 
 // Errors of Choose.
 var (
-	// ErrNoGain: the source as it is serves as well as any conversion.
-	ErrNoGain = errors.New("nothing to convert")
+	// errNoGain: the source as it is serves as well as any conversion.
+	errNoGain = errors.New("nothing to convert")
 	// ErrNoTarget: no conversion loads in the target.
 	ErrNoTarget = errors.New("no conversion for this target")
 )

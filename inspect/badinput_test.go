@@ -217,7 +217,7 @@ func TestRemoteBad(t *testing.T) {
 
 // TestShapeAgainstConfig gives a replica (the tiny one cut to 4 layers) a
 // config.json whose vocabulary disagrees with embed_tokens and lm_head: a
-// warning, or ErrShape with Strict.
+// warning, or errShape with Strict.
 func TestShapeAgainstConfig(t *testing.T) {
 	dir := copyReplica(t, smallReplica(t))
 	p := filepath.Join(dir, model.ConfigName)
@@ -244,7 +244,7 @@ func TestShapeAgainstConfig(t *testing.T) {
 	if hits != 2 || len(rep.Warnings) != 2 {
 		t.Errorf("warnings %q, want one each for embed_tokens and lm_head", rep.Warnings)
 	}
-	if _, err := Inspect(dir, Options{Strict: true}); !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), "2 tensors") {
+	if _, err := Inspect(dir, Options{Strict: true}); !errors.Is(err, errShape) || !strings.Contains(err.Error(), "2 tensors") {
 		t.Errorf("strict: err = %v, want ErrShape for 2 tensors", err)
 	}
 }

@@ -83,7 +83,7 @@ func chartFont(s *text.Style, size vg.Length) {
 
 func writeChart(w io.Writer, steps []step, o ChartOptions, format string) error {
 	if len(steps) == 0 {
-		return fmt.Errorf("%w: chart needs at least one step", ErrUsage)
+		return fmt.Errorf("%w: chart needs at least one step", errUsage)
 	}
 	// Routed experts first (the base, the same at every step), then the rest
 	// in first-seen order, so the steps' changes show at the top of the bars.
@@ -189,7 +189,7 @@ func writeChart(w io.Writer, steps []step, o ChartOptions, format string) error 
 	case "pdf":
 		c = vgpdf.New(chartWidth, chartHeight)
 	default:
-		return fmt.Errorf("%w: chart format %q (want one of %v)", ErrUsage, format, chartFormats)
+		return fmt.Errorf("%w: chart format %q (want one of %v)", errUsage, format, chartFormats)
 	}
 	dc := draw.New(c)
 	dc.SetColor(color.White)
@@ -215,11 +215,11 @@ func writeChart(w io.Writer, steps []step, o ChartOptions, format string) error 
 func CheckChartPath(path string) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if !slices.Contains(chartFormats, format) {
-		return fmt.Errorf("%w: --chart %s: the name must end in .%s", ErrUsage, path, strings.Join(chartFormats, ", ."))
+		return fmt.Errorf("%w: --chart %s: the name must end in .%s", errUsage, path, strings.Join(chartFormats, ", ."))
 	}
 	dir := filepath.Dir(path)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%w: --chart %s: directory %s does not exist", ErrUsage, path, dir)
+		return fmt.Errorf("%w: --chart %s: directory %s does not exist", errUsage, path, dir)
 	}
 	return nil
 }

@@ -49,13 +49,13 @@ func (a *auditor) readConfigs() ([]quantSection, int64, error) {
 	case errors.Is(err, safetensors.ErrNotFound):
 		a.warn.add(fmt.Sprintf("no %s: classified with the public K3 layer schedule; shapes not checked", model.ConfigName))
 	case err != nil:
-		return nil, 0, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, 0, fmt.Errorf("%w: %w", errConfig, err)
 	default:
 		read += int64(len(b))
 		cfg, perr := model.ParseConfig(b)
 		if perr != nil {
 			if a.opts.Strict {
-				return nil, 0, fmt.Errorf("%s: %w: %w", model.ConfigName, ErrConfig, perr)
+				return nil, 0, fmt.Errorf("%s: %w: %w", model.ConfigName, errConfig, perr)
 			}
 			a.warn.add(fmt.Sprintf("%s: %v: classified with the public K3 layer schedule; shapes not checked", model.ConfigName, perr))
 		}
@@ -68,7 +68,7 @@ func (a *auditor) readConfigs() ([]quantSection, int64, error) {
 		}
 		q, err := rawAt(b, path)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w: %v", model.ConfigName, ErrConfig, err)
+			return nil, 0, fmt.Errorf("%s: %w: %v", model.ConfigName, errConfig, err)
 		}
 		if q != nil {
 			s, err := newSection(model.ConfigName, path, q)
@@ -82,7 +82,7 @@ func (a *auditor) readConfigs() ([]quantSection, int64, error) {
 	switch {
 	case errors.Is(err, safetensors.ErrNotFound):
 	case err != nil:
-		return nil, 0, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, 0, fmt.Errorf("%w: %w", errConfig, err)
 	default:
 		read += int64(len(hb))
 		s, err := newSection(convert.HFQuantConfigName, "", hb)
@@ -118,7 +118,7 @@ func rawAt(b []byte, path string) (json.RawMessage, error) {
 func newSection(file, key string, raw []byte) (quantSection, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return quantSection{}, fmt.Errorf("%s: %w: %v", file, ErrConfig, err)
+		return quantSection{}, fmt.Errorf("%s: %w: %v", file, errConfig, err)
 	}
 	s := quantSection{File: file, Key: key, Raw: json.RawMessage(raw)}
 	summarize(&s.Summary, "", v, 0)

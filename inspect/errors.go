@@ -5,11 +5,11 @@ import "errors"
 // Sentinel errors of the package; every returned error wraps one of these (or a
 // codec/model/layout sentinel) with the file or tensor concerned.
 var (
-	// ErrUsage: an option value or combination that cannot be honoured.
-	ErrUsage = errors.New("invalid inspect options")
-	// ErrShape: a tensor whose shape or dtype disagrees with what config.json
+	// errUsage: an option value or combination that cannot be honoured.
+	errUsage = errors.New("invalid inspect options")
+	// errShape: a tensor whose shape or dtype disagrees with what config.json
 	// implies, reported as an error under Options.Strict (a warning otherwise).
-	ErrShape = errors.New("tensor disagrees with config.json")
-	// ErrConfig: config.json or hf_quant_config.json present but unreadable.
-	ErrConfig = errors.New("bad checkpoint config")
+	errShape = errors.New("tensor disagrees with config.json")
+	// errConfig: config.json or hf_quant_config.json present but unreadable.
+	errConfig = errors.New("bad checkpoint config")
 )

@@ -42,13 +42,13 @@ func ParseGroupBy(s string) (groupBy, error) {
 			return groupBy(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: --by %q (want one of %v)", ErrUsage, s, groupByNames)
+	return 0, fmt.Errorf("%w: --by %q (want one of %v)", errUsage, s, groupByNames)
 }
 
 // MarshalText writes the --by name, so GroupBy serializes as a string in JSON.
 func (g groupBy) MarshalText() ([]byte, error) {
 	if int(g) >= numGroupBy {
-		return nil, fmt.Errorf("%w: group %d", ErrUsage, uint8(g))
+		return nil, fmt.Errorf("%w: group %d", errUsage, uint8(g))
 	}
 	return []byte(g.String()), nil
 }

@@ -154,7 +154,7 @@ type stageRow struct {
 // layout to plan, "" for none.
 func (o Options) check() (string, error) {
 	if int(o.By) >= numGroupBy {
-		return "", fmt.Errorf("%w: group %d", ErrUsage, o.By)
+		return "", fmt.Errorf("%w: group %d", errUsage, o.By)
 	}
 	name := o.Layout
 	if name == "" && o.By == byRank {
@@ -164,11 +164,11 @@ func (o Options) check() (string, error) {
 		name = defaultStageLayout
 	}
 	if o.Steps && name == "" {
-		return "", fmt.Errorf("%w: the memory steps (--chart) need a layout", ErrUsage)
+		return "", fmt.Errorf("%w: the memory steps (--chart) need a layout", errUsage)
 	}
 	if o.Recipe != "" {
 		if _, err := convert.Lookup(o.Recipe); err != nil {
-			return "", fmt.Errorf("%w: --recipe: %w", ErrUsage, err)
+			return "", fmt.Errorf("%w: --recipe: %w", errUsage, err)
 		}
 	}
 	return name, nil
@@ -239,7 +239,7 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 		rep.Groups = rankGroups(rep.Layout)
 	}
 	if opts.Strict && a.warn.shape > 0 {
-		return nil, fmt.Errorf("%w: %d tensors: %s", ErrShape, a.warn.shape, a.warn.firstShape)
+		return nil, fmt.Errorf("%w: %d tensors: %s", errShape, a.warn.shape, a.warn.firstShape)
 	}
 	rep.Warnings = a.warn.list()
 	if f := src.fetched(); f > 0 {

@@ -293,13 +293,13 @@ func TestChart(t *testing.T) {
 	if !strings.Contains(buf.String(), "FP8 = recipe modelopt-k3, routed experts NVFP4<") {
 		t.Errorf("chart title does not name the recipe and experts mode it was given")
 	}
-	if err := SaveChart(filepath.Join(t.TempDir(), "c.gif"), steps, ChartOptions{}); !errors.Is(err, ErrUsage) {
+	if err := SaveChart(filepath.Join(t.TempDir(), "c.gif"), steps, ChartOptions{}); !errors.Is(err, errUsage) {
 		t.Errorf("a .gif chart: err = %v, want ErrUsage", err)
 	}
-	if _, err := Inspect(tinyReplica(t), Options{Steps: true}); !errors.Is(err, ErrUsage) {
+	if _, err := Inspect(tinyReplica(t), Options{Steps: true}); !errors.Is(err, errUsage) {
 		t.Errorf("steps without a layout: err = %v, want ErrUsage", err)
 	}
-	if _, err := Inspect(tinyReplica(t), Options{Recipe: "int3"}); !errors.Is(err, ErrUsage) {
+	if _, err := Inspect(tinyReplica(t), Options{Recipe: "int3"}); !errors.Is(err, errUsage) {
 		t.Errorf("unknown recipe: err = %v, want ErrUsage", err)
 	}
 }

@@ -29,7 +29,7 @@ func (a *auditor) source() *planned {
 func (a *auditor) applyRecipe(name string) (*planned, error) {
 	r, err := lookupRecipe(name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --recipe: %w", ErrUsage, err)
+		return nil, fmt.Errorf("%w: --recipe: %w", errUsage, err)
 	}
 	outs, err := convert.PlanTensors(r, a.specs, a.convertOptions())
 	if err != nil {

@@ -25,7 +25,7 @@ func (a *auditor) readQuantReport() (*convert.Report, int64, error) {
 	}
 	r, err := convert.ParseReport(b)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %s: %w", ErrConfig, convert.ReportName, err)
+		return nil, 0, fmt.Errorf("%w: %s: %w", errConfig, convert.ReportName, err)
 	}
 	return r, int64(len(b)), nil
 }

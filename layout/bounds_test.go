@@ -21,7 +21,7 @@ func TestLayoutNumbersBounded(t *testing.T) {
 		{`{"name":"x","layers":2,"partition":[1,1],"ranks_per_stage":65536,` + rule + `}`, `"partition" has 2 stages`},
 	} {
 		l, err := parseLayout([]byte(tc.js))
-		if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, errLayout) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, %v; want ErrLayout saying %q", tc.js, l, err, tc.want)
 		}
 	}
@@ -36,7 +36,7 @@ func TestPatternExpansionBounded(t *testing.T) {
 		strings.Repeat("{"+strings.Repeat("a,", 40)+"b}", 2),
 	} {
 		js := fmt.Sprintf(`{"name":"x","ranks_per_stage":1,"rules":[{"name":"a","match":[%q],"action":"replicate"}]}`, src)
-		if _, err := parseLayout([]byte(js)); !errors.Is(err, ErrPattern) || !strings.Contains(err.Error(), "alternatives or more (limit 1024)") {
+		if _, err := parseLayout([]byte(js)); !errors.Is(err, errPattern) || !strings.Contains(err.Error(), "alternatives or more (limit 1024)") {
 			t.Errorf("%.60s: got %v, want ErrPattern naming the 1024 alternatives limit", src, err)
 		}
 	}
@@ -45,7 +45,7 @@ func TestPatternExpansionBounded(t *testing.T) {
 		t.Fatalf("1024 alternatives: %v", err)
 	}
 	for _, src := range []string{strings.Repeat("a.", 63) + "a", strings.Repeat("x", maxPatternLen+1)} {
-		if _, err := compilePattern(src); !errors.Is(err, ErrPattern) || !strings.Contains(err.Error(), "limit") {
+		if _, err := compilePattern(src); !errors.Is(err, errPattern) || !strings.Contains(err.Error(), "limit") {
 			t.Errorf("%.40s…: got %v, want ErrPattern naming the limit", src, err)
 		}
 	}
@@ -55,7 +55,7 @@ func TestPatternExpansionBounded(t *testing.T) {
 		pats = append(pats, fmt.Sprintf("%q", strings.Repeat("{a,b,c,d}", 5)+fmt.Sprint(i)))
 	}
 	js := `{"name":"x","ranks_per_stage":1,"rules":[{"name":"a","match":[` + strings.Join(pats, ",") + `],"action":"replicate"}]}`
-	if _, err := parseLayout([]byte(js)); !errors.Is(err, ErrPattern) || !strings.Contains(err.Error(), "more than 65536 segments and alternatives") {
+	if _, err := parseLayout([]byte(js)); !errors.Is(err, errPattern) || !strings.Contains(err.Error(), "more than 65536 segments and alternatives") {
 		t.Errorf("100 patterns of 1024 alternatives: got %v", err)
 	}
 }
@@ -139,7 +139,7 @@ func TestLayoutLayersMustMatchConfig(t *testing.T) {
 	l := must(parseLayout([]byte(js)))(t)
 	_, err := PlanExport(src, l, ExportOptions{})
 	want := fmt.Sprintf(`"layers" is %d, but the checkpoint's config.json has num_hidden_layers %d`, m.Layers+1, m.Layers)
-	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), want) {
+	if !errors.Is(err, errLayout) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want ErrLayout saying %q", err, want)
 	}
 	if err := l.checkLayers(Model{Layers: m.Layers + 1}); err != nil {
@@ -156,7 +156,7 @@ func TestExportPlanSizeBounded(t *testing.T) {
 	defer src.Close()
 	l := must(parseLayout([]byte(`{"name":"wide","ranks_per_stage":4096,"rules":[{"name":"all","match":["**"],"action":"replicate"}]}`)))(t)
 	_, err := PlanExport(src, l, ExportOptions{})
-	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "4096 ranks (ranks_per_stage 4096)") ||
+	if !errors.Is(err, errLayout) || !strings.Contains(err.Error(), "4096 ranks (ranks_per_stage 4096)") ||
 		!strings.Contains(err.Error(), fmt.Sprintf("(%d); export fewer ranks per run with --ranks", maxPlanPieces)) {
 		t.Fatalf("got %v, want ErrLayout naming the bound and --ranks", err)
 	}

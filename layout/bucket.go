@@ -91,14 +91,14 @@ func (bd *bucketDir) completionName() string {
 // except this plan's finished output, whose files are kept when their size
 // and header are the plan's.
 func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*result, error) {
-	obj, err := objdest.Open(ctx, dst, o.StateDir, o.Connections, objdest.Errors{Refused: ErrOutputExists, InUse: dirlock.ErrInUse})
+	obj, err := objdest.Open(ctx, dst, o.StateDir, o.Connections, objdest.Errors{Refused: errOutputExists, InUse: dirlock.ErrInUse})
 	if err != nil {
 		return nil, err
 	}
 	if p.src.remote != nil {
 		src, out := strings.TrimSuffix(p.src.Root, "/")+"/", obj.Bucket().URL().Dir()
 		if strings.HasPrefix(src, out) || strings.HasPrefix(out, src) {
-			return nil, fmt.Errorf("%w: %s and the source %s overlap: write to another prefix", ErrOutputExists, obj.Name(), p.src.Root)
+			return nil, fmt.Errorf("%w: %s and the source %s overlap: write to another prefix", errOutputExists, obj.Name(), p.src.Root)
 		}
 	}
 	if err := p.Validate(ctx); err != nil {
@@ -229,7 +229,7 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 	where := obj.Path(bd.prefix)
 	if bd.rec != nil {
 		if bd.rec.Plan != fp && !restart {
-			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed; record %s); pass --restart to discard it", ErrOutputExists, where, filepath.Join(bd.state, bucketRecordName))
+			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed; record %s); pass --restart to discard it", errOutputExists, where, filepath.Join(bd.state, bucketRecordName))
 		}
 		bd.recorded, bd.restart = true, restart
 		return bd, nil
@@ -251,7 +251,7 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 	}
 	if !bytes.Equal(have, bd.completion) {
 		return nil, fmt.Errorf("%w: %s holds %s (and %d more objects), which no run with this state directory (%s) wrote and which is not this plan's finished output: write to another prefix, delete them, or pass the --state-dir of the run that wrote them",
-			ErrOutputExists, where, there[0], len(there)-1, obj.StateDir())
+			errOutputExists, where, there[0], len(there)-1, obj.StateDir())
 	}
 	bd.done = true
 	return bd, nil
@@ -393,7 +393,7 @@ func readBucketRecord(dir string) (*bucketRecord, error) {
 	}
 	var r bucketRecord
 	if err := json.Unmarshal(b, &r); err != nil || r.Files == nil {
-		return nil, fmt.Errorf("%w: %s: not a run record (%v): delete it and pass --restart", ErrOutputExists, filepath.Join(dir, bucketRecordName), err)
+		return nil, fmt.Errorf("%w: %s: not a run record (%v): delete it and pass --restart", errOutputExists, filepath.Join(dir, bucketRecordName), err)
 	}
 	return &r, nil
 }

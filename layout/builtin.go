@@ -115,7 +115,7 @@ func DefaultOptions(name string) (Options, error) {
 }
 
 func unknownLayout(name string) error {
-	return fmt.Errorf("%w %q (built-in: %s; or a path to a .json layout)", ErrUnknownLayout, name, strings.Join(Names(), ", "))
+	return fmt.Errorf("%w %q (built-in: %s; or a path to a .json layout)", errUnknownLayout, name, strings.Join(Names(), ", "))
 }
 
 // Builtin builds a built-in layout for a model.
@@ -125,7 +125,7 @@ func Builtin(name string, m Model, o Options) (*Layout, error) {
 		return nil, unknownLayout(name)
 	}
 	if m.Layers < 1 || m.AttnHeads < 1 || m.LinearHeads < 0 || m.Experts < 1 {
-		return nil, fmt.Errorf("%w: %s: model dimensions must be positive: %+v", ErrLayout, name, m)
+		return nil, fmt.Errorf("%w: %s: model dimensions must be positive: %+v", errLayout, name, m)
 	}
 	l, err := b.build(m, o)
 	if err != nil {

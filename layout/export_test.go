@@ -541,7 +541,7 @@ func TestExportPP8TP8(t *testing.T) {
 	l := must(Builtin("pp8-tp8", m, Options{}))(t)
 	_, err := runExport(s, l, filepath.Join(t.TempDir(), "x"), ExportOptions{})
 	s.Close()
-	if !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "w2.weight_scale: axis 1 of [96 1] has 1 entries, not divisible by 8") {
+	if !errors.Is(err, errIndivisible) || !strings.Contains(err.Error(), "w2.weight_scale: axis 1 of [96 1] has 1 entries, not divisible by 8") {
 		t.Errorf("expert TP err %v", err)
 	}
 	tp := tpFixture(t)
@@ -660,7 +660,7 @@ func TestExportBadInput(t *testing.T) {
 	m := must(s.Model())(t)
 	l := must(Builtin("dp16", m, Options{TextOnly: true}))(t)
 	dst := filepath.Join(t.TempDir(), "x")
-	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, ErrRank) {
+	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, errRank) {
 		t.Errorf("rank err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
@@ -674,7 +674,7 @@ func TestExportBadInput(t *testing.T) {
 			l2.Rules[i].Valid, l2.Rules[i].Units, l2.Rules[i].Parts = 4, 0, 4
 		}
 	}
-	if _, err := runExport(s, l2, dst, ExportOptions{}); !errors.Is(err, ErrPadding) || !strings.Contains(err.Error(), "A_log") {
+	if _, err := runExport(s, l2, dst, ExportOptions{}); !errors.Is(err, errPadding) || !strings.Contains(err.Error(), "A_log") {
 		t.Errorf("padding err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
@@ -683,10 +683,10 @@ func TestExportBadInput(t *testing.T) {
 	// An occupied output directory.
 	check(t, os.MkdirAll(filepath.Join(dst, "rank-00"), 0o755))
 	check(t, os.WriteFile(filepath.Join(dst, "rank-00", "junk"), []byte("x"), 0o644))
-	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{0}}); !errors.Is(err, ErrOutputExists) {
+	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{0}}); !errors.Is(err, errOutputExists) {
 		t.Errorf("exists err %v", err)
 	}
-	if _, err := ParseRanks("1,x"); !errors.Is(err, ErrRank) {
+	if _, err := ParseRanks("1,x"); !errors.Is(err, errRank) {
 		t.Errorf("parse ranks err %v", err)
 	}
 	if r, err := ParseRanks("0,3-5"); err != nil || fmt.Sprint(r) != "[0 3 4 5]" {
@@ -695,7 +695,7 @@ func TestExportBadInput(t *testing.T) {
 	// Reassembly with a rank directory missing names the gap.
 	full, _ := export(t, bf, "dp16", Options{TextOnly: true, WeightShard: true}, ExportOptions{})
 	os.RemoveAll(filepath.Join(full, "rank-05"))
-	if _, err := runReassemble(full, filepath.Join(t.TempDir(), "o")); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "missing") {
+	if _, err := runReassemble(full, filepath.Join(t.TempDir(), "o")); !errors.Is(err, errManifest) || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing rank err %v", err)
 	}
 }

@@ -44,7 +44,7 @@ func openRankFile(root *fsx.Root, dir, name string) (*safetensors.File, error) {
 	path := filepath.Join(dir, filepath.FromSlash(name))
 	fh, err := fsx.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrManifest, err)
+		return nil, fmt.Errorf("%w: %w", errManifest, err)
 	}
 	if testHookRankOpened != nil {
 		testHookRankOpened(path)
@@ -65,10 +65,10 @@ var testHookRankOpened func(path string)
 func checkOpened(root *fsx.Root, name, path string, fh *os.File) error {
 	real, err := root.Resolve(name)
 	if errors.Is(err, fsx.ErrOutside) {
-		return fmt.Errorf("%w: %s: %w; copy the file in or export again", ErrLink, path, err)
+		return fmt.Errorf("%w: %s: %w; copy the file in or export again", errLink, path, err)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrManifest, err)
+		return fmt.Errorf("%w: %w", errManifest, err)
 	}
 	opened, err := fh.Stat()
 	if err != nil {
@@ -76,10 +76,10 @@ func checkOpened(root *fsx.Root, name, path string, fh *os.File) error {
 	}
 	now, err := os.Stat(real)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrManifest, err)
+		return fmt.Errorf("%w: %w", errManifest, err)
 	}
 	if !os.SameFile(opened, now) {
-		return fmt.Errorf("%w: %s was replaced while it was opened (it now resolves to %s); rerun once the export is not changing", ErrLink, path, real)
+		return fmt.Errorf("%w: %s was replaced while it was opened (it now resolves to %s); rerun once the export is not changing", errLink, path, real)
 	}
 	return nil
 }
@@ -120,7 +120,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 			}
 		} else if m.Layout.Name != first.Layout.Name || m.Ranks != first.Ranks || m.Source.TotalSize != first.Source.TotalSize || m.Source.Tensors != first.Source.Tensors {
 			return fail(fmt.Errorf("%w: %s: layout %s of %d ranks over %d source bytes, but %s has %s of %d over %d",
-				ErrManifest, dir, m.Layout.Name, m.Ranks, m.Source.TotalSize, dirs[0], first.Layout.Name, first.Ranks, first.Source.TotalSize))
+				errManifest, dir, m.Layout.Name, m.Ranks, m.Source.TotalSize, dirs[0], first.Layout.Name, first.Ranks, first.Source.TotalSize))
 		}
 		for _, n := range m.Dropped {
 			dropped[n] = true
@@ -141,7 +141,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 			}
 			t, ok := f.Lookup(e.Name)
 			if !ok {
-				return fail(fmt.Errorf("%w: %s: tensor %s is in the manifest but not in %s", ErrManifest, dir, e.Name, e.File))
+				return fail(fmt.Errorf("%w: %s: tensor %s is in the manifest but not in %s", errManifest, dir, e.Name, e.File))
 			}
 			pieces[e.Name] = append(pieces[e.Name], holder{dir: d, e: e, f: f, t: t})
 		}
@@ -149,7 +149,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 	// Rank 0's manifest records the source files' metadata (the others
 	// only name the files), so reassembly needs it.
 	if rank0 == nil {
-		return fail(fmt.Errorf("%w: %s: rank 0's %s, which records the source files' metadata, is missing", ErrManifest, root, manifestName))
+		return fail(fmt.Errorf("%w: %s: rank 0's %s, which records the source files' metadata, is missing", errManifest, root, manifestName))
 	}
 	s.info, s.exportM = rank0.Source, first
 	// A stage directory's config.json carries the stage's layer range; the
@@ -195,7 +195,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 	sort.Strings(s.missing)
 	if len(s.Specs)+len(s.missing) != s.info.Tensors {
 		return fail(fmt.Errorf("%w: %s: %d tensors held and %d dropped, but the source had %d; are rank directories missing?",
-			ErrManifest, root, len(s.Specs), len(s.missing), s.info.Tensors))
+			errManifest, root, len(s.Specs), len(s.missing), s.info.Tensors))
 	}
 	return s, nil
 }
@@ -205,7 +205,7 @@ func rebuild(name string, hs []holder) (tensorData, error) {
 	e := hs[0].e
 	for _, h := range hs {
 		if h.e.DType != e.DType || !equalShape(h.e.Shape, e.Shape) || h.e.SourceFile != e.SourceFile {
-			return nil, fmt.Errorf("%w: tensor %s: %s says %s %v in %s, %s says %s %v in %s", ErrManifest, name,
+			return nil, fmt.Errorf("%w: tensor %s: %s says %s %v in %s, %s says %s %v in %s", errManifest, name,
 				hs[0].dir, e.DType, e.Shape, e.SourceFile, h.dir, h.e.DType, h.e.Shape, h.e.SourceFile)
 		}
 	}
@@ -215,7 +215,7 @@ func rebuild(name string, hs []holder) (tensorData, error) {
 	for _, h := range hs {
 		if h.e.Held != HeldSlice {
 			if h.t.DType != e.DType || !equalShape(h.t.Shape, e.Shape) {
-				return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest says %s %v", ErrManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, e.DType, e.Shape)
+				return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest says %s %v", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, e.DType, e.Shape)
 			}
 			return fileTensor{f: h.f, t: h.t}, nil
 		}
@@ -253,15 +253,15 @@ func newSliced(name string, hs []holder) (*slicedTensor, error) {
 	for _, h := range hs {
 		k := [2]int64{h.e.Start, h.e.Stop}
 		if h.e.Axis != e.Axis || h.e.Valid != e.Valid {
-			return nil, fmt.Errorf("%w: tensor %s: slices disagree on axis or valid length", ErrManifest, name)
+			return nil, fmt.Errorf("%w: tensor %s: slices disagree on axis or valid length", errManifest, name)
 		}
 		want := append([]int64(nil), e.Shape...)
 		if e.Axis >= len(want) {
-			return nil, fmt.Errorf("%w: tensor %s: axis %d of %v", ErrManifest, name, e.Axis, e.Shape)
+			return nil, fmt.Errorf("%w: tensor %s: axis %d of %v", errManifest, name, e.Axis, e.Shape)
 		}
 		want[e.Axis] = h.e.Stop - h.e.Start
 		if h.t.DType != e.DType || !equalShape(h.t.Shape, want) {
-			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest slice [%d,%d) needs %v", ErrManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, h.e.Start, h.e.Stop, want)
+			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest slice [%d,%d) needs %v", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, h.e.Start, h.e.Stop, want)
 		}
 		if !seen[k] {
 			seen[k] = true
@@ -277,16 +277,16 @@ func newSliced(name string, hs []holder) (*slicedTensor, error) {
 	var at int64
 	for _, p := range parts {
 		if p.e.Start != at || p.e.Stop <= p.e.Start {
-			return nil, fmt.Errorf("%w: tensor %s: slices along axis %d do not tile [0,%d): gap or overlap at %d; is a rank directory missing?", ErrManifest, name, e.Axis, valid, at)
+			return nil, fmt.Errorf("%w: tensor %s: slices along axis %d do not tile [0,%d): gap or overlap at %d; is a rank directory missing?", errManifest, name, e.Axis, valid, at)
 		}
 		at = p.e.Stop
 	}
 	if at != valid {
-		return nil, fmt.Errorf("%w: tensor %s: slices along axis %d cover [0,%d) of [0,%d); is a rank directory missing?", ErrManifest, name, e.Axis, at, valid)
+		return nil, fmt.Errorf("%w: tensor %s: slices along axis %d cover [0,%d) of [0,%d); is a rank directory missing?", errManifest, name, e.Axis, at, valid)
 	}
 	inner, _ := safetensors.NumElements(e.Shape[e.Axis+1:])
 	if inner*e.DType.Bits()%8 != 0 {
-		return nil, fmt.Errorf("%w: tensor %s: a step along axis %d is not a whole number of bytes", ErrManifest, name, e.Axis)
+		return nil, fmt.Errorf("%w: tensor %s: a step along axis %d is not a whole number of bytes", errManifest, name, e.Axis)
 	}
 	size, err := safetensors.ByteSize(e.DType, e.Shape)
 	if err != nil {

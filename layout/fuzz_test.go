@@ -44,13 +44,13 @@ func FuzzParseLayout(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := parseLayout(data)
 		if err != nil {
-			if !errors.Is(err, ErrLayout) && !errors.Is(err, ErrPattern) {
+			if !errors.Is(err, errLayout) && !errors.Is(err, errPattern) {
 				t.Fatalf("rejection is neither ErrLayout nor ErrPattern: %v", err)
 			}
 			return
 		}
-		if l.Layers > maxLayers || l.RanksPerStage > maxRanks || l.Ranks() > maxRanks {
-			t.Fatalf("accepted %d layers, %d ranks: past the bounds", l.Layers, l.Ranks())
+		if l.Layers > maxLayers || l.RanksPerStage > maxRanks || l.ranks() > maxRanks {
+			t.Fatalf("accepted %d layers, %d ranks: past the bounds", l.Layers, l.ranks())
 		}
 		b, err := l.JSON()
 		if err != nil {
@@ -68,7 +68,7 @@ func FuzzParseLayout(f *testing.F) {
 }
 
 // FuzzCompilePattern checks the pattern compiler never panics, rejects only
-// with ErrPattern, and that an accepted pattern without wildcards, braces or
+// with errPattern, and that an accepted pattern without wildcards, braces or
 // captures matches its own dotted segments.
 func FuzzCompilePattern(f *testing.F) {
 	for _, s := range []string{
@@ -82,7 +82,7 @@ func FuzzCompilePattern(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src string) {
 		p, err := compilePattern(src)
 		if err != nil {
-			if !errors.Is(err, ErrPattern) {
+			if !errors.Is(err, errPattern) {
 				t.Fatalf("rejection is not ErrPattern: %v", err)
 			}
 			return

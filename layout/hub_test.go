@@ -96,7 +96,7 @@ func TestHubCacheSnapshot(t *testing.T) {
 	check(t, os.WriteFile(outside, []byte(`{}`), 0o600))
 	check(t, os.Symlink(outside, filepath.Join(snap, "tokenizer_config.json")))
 	_, err := OpenSource(snap)
-	if !errors.Is(err, ErrLink) || !errors.Is(err, fsx.ErrOutside) || !strings.Contains(err.Error(), "tokenizer_config.json") || !strings.Contains(err.Error(), repo) {
+	if !errors.Is(err, errLink) || !errors.Is(err, fsx.ErrOutside) || !strings.Contains(err.Error(), "tokenizer_config.json") || !strings.Contains(err.Error(), repo) {
 		t.Errorf("side file linked out of the repository folder: %v, want ErrLink naming it and the folder", err)
 	}
 }

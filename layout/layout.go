@@ -114,7 +114,7 @@ type scalePolicy uint8
 const (
 	// scaleReplicate keeps the whole scale on every rank of the group.
 	scaleReplicate scalePolicy = iota
-	// scaleReject makes planning fail with ErrScaleAlign.
+	// scaleReject makes planning fail with errScaleAlign.
 	scaleReject
 )
 
@@ -149,7 +149,7 @@ func enumMarshal(names []string, v int, field string) ([]byte, error) {
 	if v >= 0 && v < len(names) {
 		return []byte(names[v]), nil
 	}
-	return nil, fmt.Errorf("%w: %s value %d", ErrLayout, field, v)
+	return nil, fmt.Errorf("%w: %s value %d", errLayout, field, v)
 }
 
 func enumParse(names []string, s, field string) (int, error) {
@@ -164,7 +164,7 @@ func enumParse(names []string, s, field string) (int, error) {
 			valid = append(valid, n)
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown %s %q (want one of %s)", ErrLayout, field, s, strings.Join(valid, ", "))
+	return 0, fmt.Errorf("%w: unknown %s %q (want one of %s)", errLayout, field, s, strings.Join(valid, ", "))
 }
 
 // rule maps tensors, named by patterns or by the model's tensor groups, to
@@ -234,7 +234,7 @@ func (l *Layout) Stages() int {
 }
 
 // Ranks is the world size: stages × ranks per stage.
-func (l *Layout) Ranks() int { return l.Stages() * l.RanksPerStage }
+func (l *Layout) ranks() int { return l.Stages() * l.RanksPerStage }
 
 // StageLayers returns the [first, end) layer range of stage s.
 func (l *Layout) StageLayers(s int) (first, end int) {
@@ -253,7 +253,7 @@ func (l *Layout) StageLayers(s int) (first, end int) {
 func (l *Layout) checkLayers(m Model) error {
 	if l.Layers != 0 && m.Layers > 0 && l.Layers != m.Layers {
 		return fmt.Errorf("%w: %s: \"layers\" is %d, but the checkpoint's config.json has num_hidden_layers %d; they must be equal",
-			ErrLayout, l.Name, l.Layers, m.Layers)
+			errLayout, l.Name, l.Layers, m.Layers)
 	}
 	return nil
 }
@@ -310,7 +310,7 @@ func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 		}
 		set, err := model.ParseGroupSet(g)
 		if err != nil {
-			return false, fmt.Errorf("%w: %s: rule %q: %v", ErrLayout, l.Name, r.Name, err)
+			return false, fmt.Errorf("%w: %s: rule %q: %v", errLayout, l.Name, r.Name, err)
 		}
 		cr.groups |= set
 	}
@@ -325,15 +325,15 @@ func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 			}
 		}
 		if ep == model.NoExpertProj {
-			return false, fmt.Errorf("%w: %s: rule %q: unknown expert projection %q (want w1, w2 or w3)", ErrLayout, l.Name, r.Name, p)
+			return false, fmt.Errorf("%w: %s: rule %q: unknown expert projection %q (want w1, w2 or w3)", errLayout, l.Name, r.Name, p)
 		}
 		cr.projs = append(cr.projs, ep)
 	}
 	if len(r.Projs) > 0 && cr.groups != model.Groups(model.GroupExperts) {
-		return false, fmt.Errorf("%w: %s: rule %q: projs applies to the experts group alone", ErrLayout, l.Name, r.Name)
+		return false, fmt.Errorf("%w: %s: rule %q: projs applies to the experts group alone", errLayout, l.Name, r.Name)
 	}
 	if r.Action == Expert && (cr.anyLayer || cr.groups&^model.Groups(model.GroupExperts) != 0) {
-		return false, fmt.Errorf("%w: %s: rule %q: an expert rule's groups must be experts", ErrLayout, l.Name, r.Name)
+		return false, fmt.Errorf("%w: %s: rule %q: an expert rule's groups must be experts", errLayout, l.Name, r.Name)
 	}
 	return allLayer, nil
 }
@@ -349,10 +349,10 @@ func (l *Layout) compile() ([]compiledRule, error) {
 		r := &l.Rules[i]
 		cr := compiledRule{rule: r}
 		if len(r.Match) == 0 && len(r.Groups) == 0 {
-			return nil, fmt.Errorf("%w: %s: rule %q has no patterns or groups", ErrLayout, l.Name, r.Name)
+			return nil, fmt.Errorf("%w: %s: rule %q has no patterns or groups", errLayout, l.Name, r.Name)
 		}
 		if len(r.Match) > maxRules || len(r.Groups) > maxRules || len(r.Projs) > maxRules {
-			return nil, fmt.Errorf("%w: %s: rule %q has more than %d patterns, groups or projections", ErrLayout, l.Name, r.Name, maxRules)
+			return nil, fmt.Errorf("%w: %s: rule %q has more than %d patterns, groups or projections", errLayout, l.Name, r.Name, maxRules)
 		}
 		allLayer, err := cr.compileGroups(l)
 		if err != nil {
@@ -370,14 +370,14 @@ func (l *Layout) compile() ([]compiledRule, error) {
 			}
 			allLayer = allLayer && hasLayer
 			if r.Action == Expert && !hasExpert {
-				return nil, fmt.Errorf("%w: %s: rule %q: expert rule pattern %q does not capture <expert>", ErrLayout, l.Name, r.Name, m)
+				return nil, fmt.Errorf("%w: %s: rule %q: expert rule pattern %q does not capture <expert>", errLayout, l.Name, r.Name, m)
 			}
 			cost += len(p.segs)
 			for _, sg := range p.segs {
 				cost += len(sg.alts)
 			}
 			if cost > maxPatternCost {
-				return nil, fmt.Errorf("%w: %s: rule %q: the layout's patterns add up to more than %d segments and alternatives", ErrPattern, l.Name, r.Name, maxPatternCost)
+				return nil, fmt.Errorf("%w: %s: rule %q: the layout's patterns add up to more than %d segments and alternatives", errPattern, l.Name, r.Name, maxPatternCost)
 			}
 			cr.numeric = cr.numeric || p.numeric
 			cr.pats = append(cr.pats, p)
@@ -393,17 +393,17 @@ func (l *Layout) compile() ([]compiledRule, error) {
 
 func (l *Layout) validateShape() error {
 	if l.Layers < 0 || l.Layers > maxLayers {
-		return fmt.Errorf("%w: %s: \"layers\" is %d, out of [0, %d]", ErrLayout, l.Name, l.Layers, maxLayers)
+		return fmt.Errorf("%w: %s: \"layers\" is %d, out of [0, %d]", errLayout, l.Name, l.Layers, maxLayers)
 	}
 	if l.RanksPerStage < 1 || l.RanksPerStage > maxRanks {
-		return fmt.Errorf("%w: %s: \"ranks_per_stage\" is %d, out of [1, %d]", ErrLayout, l.Name, l.RanksPerStage, maxRanks)
+		return fmt.Errorf("%w: %s: \"ranks_per_stage\" is %d, out of [1, %d]", errLayout, l.Name, l.RanksPerStage, maxRanks)
 	}
 	if len(l.Rules) == 0 || len(l.Rules) > maxRules {
-		return fmt.Errorf("%w: %s: %d rules (want 1..%d)", ErrLayout, l.Name, len(l.Rules), maxRules)
+		return fmt.Errorf("%w: %s: %d rules (want 1..%d)", errLayout, l.Name, len(l.Rules), maxRules)
 	}
 	if len(l.Partition) > 0 {
 		if len(l.Partition) > maxRanks/l.RanksPerStage {
-			return fmt.Errorf("%w: %s: \"partition\" has %d stages; × %d ranks per stage exceeds %d ranks", ErrLayout, l.Name, len(l.Partition), l.RanksPerStage, maxRanks)
+			return fmt.Errorf("%w: %s: \"partition\" has %d stages; × %d ranks per stage exceeds %d ranks", errLayout, l.Name, len(l.Partition), l.RanksPerStage, maxRanks)
 		}
 		if err := checkPartition(l.Partition, len(l.Partition), l.Layers); err != nil {
 			return fmt.Errorf("%s: %w", l.Name, err)
@@ -414,7 +414,7 @@ func (l *Layout) validateShape() error {
 
 func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s: rule %q: %s", ErrLayout, l.Name, r.Name, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%w: %s: rule %q: %s", errLayout, l.Name, r.Name, fmt.Sprintf(format, a...))
 	}
 	if r.Action > drop {
 		return fail("unknown action %d", r.Action)
@@ -439,7 +439,7 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	switch r.Action {
 	case Split:
 		if r.Parts < 1 || l.RanksPerStage%r.Parts != 0 {
-			return fmt.Errorf("%w: %s: rule %q: %d parts do not divide %d ranks per stage", ErrIndivisible, l.Name, r.Name, r.Parts, l.RanksPerStage)
+			return fmt.Errorf("%w: %s: rule %q: %d parts do not divide %d ranks per stage", errIndivisible, l.Name, r.Name, r.Parts, l.RanksPerStage)
 		}
 		if r.Axis < 0 {
 			return fail("negative axis %d", r.Axis)
@@ -448,11 +448,11 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 			return fail("negative units or valid")
 		}
 		if r.Units > 0 && r.Units%int64(r.Parts) != 0 {
-			return fmt.Errorf("%w: %s: rule %q: %d heads not divisible by %d ranks", ErrIndivisible, l.Name, r.Name, r.Units, r.Parts)
+			return fmt.Errorf("%w: %s: rule %q: %d heads not divisible by %d ranks", errIndivisible, l.Name, r.Name, r.Units, r.Parts)
 		}
 	case Expert:
 		if r.Experts < 1 || r.Experts%l.RanksPerStage != 0 {
-			return fmt.Errorf("%w: %s: rule %q: %d experts not divisible by %d ranks", ErrIndivisible, l.Name, r.Name, r.Experts, l.RanksPerStage)
+			return fmt.Errorf("%w: %s: rule %q: %d experts not divisible by %d ranks", errIndivisible, l.Name, r.Name, r.Experts, l.RanksPerStage)
 		}
 	}
 	return nil
@@ -470,7 +470,7 @@ func parseLayout(data []byte) (*Layout, error) {
 	dec.DisallowUnknownFields()
 	var l Layout
 	if err := dec.Decode(&l); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrLayout, err)
+		return nil, fmt.Errorf("%w: %v", errLayout, err)
 	}
 	if err := l.validate(); err != nil {
 		return nil, err
@@ -485,7 +485,7 @@ const maxLayoutFile = 16 << 20
 func loadLayout(path string) (*Layout, error) {
 	data, err := fsx.ReadFile(path, maxLayoutFile)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrLayout, err)
+		return nil, fmt.Errorf("%w: %w", errLayout, err)
 	}
 	l, err := parseLayout(data)
 	if err != nil {

@@ -120,36 +120,36 @@ func readManifest(dir string) (*manifest, error) {
 	path := filepath.Join(dir, manifestName)
 	b, err := fsx.ReadFile(path, maxManifestSize)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrManifest, err)
+		return nil, fmt.Errorf("%w: %w", errManifest, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var m manifest
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrManifest, path, err)
+		return nil, fmt.Errorf("%w: %s: %v", errManifest, path, err)
 	}
 	if m.Format != manifestFormat {
-		return nil, fmt.Errorf("%w: %s: format %q, want %q", ErrManifest, path, m.Format, manifestFormat)
+		return nil, fmt.Errorf("%w: %s: format %q, want %q", errManifest, path, m.Format, manifestFormat)
 	}
 	if m.Layout == nil {
-		return nil, fmt.Errorf("%w: %s: no layout", ErrManifest, path)
+		return nil, fmt.Errorf("%w: %s: no layout", errManifest, path)
 	}
 	if err := m.Layout.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if m.Rank < 0 || m.Rank >= m.Ranks || m.Ranks != m.Layout.Ranks() {
-		return nil, fmt.Errorf("%w: %s: rank %d of %d (layout has %d)", ErrManifest, path, m.Rank, m.Ranks, m.Layout.Ranks())
+	if m.Rank < 0 || m.Rank >= m.Ranks || m.Ranks != m.Layout.ranks() {
+		return nil, fmt.Errorf("%w: %s: rank %d of %d (layout has %d)", errManifest, path, m.Rank, m.Ranks, m.Layout.ranks())
 	}
 	seen := make(map[string]bool, len(m.Source.Files))
 	for _, f := range m.Source.Files {
 		if seen[f.Name] {
-			return nil, fmt.Errorf("%w: %s: source file %s is listed twice in source.files; the manifest was edited or damaged: export again", ErrManifest, path, quote.Name(f.Name))
+			return nil, fmt.Errorf("%w: %s: source file %s is listed twice in source.files; the manifest was edited or damaged: export again", errManifest, path, quote.Name(f.Name))
 		}
 		seen[f.Name] = true
 	}
 	for _, e := range m.Tensors {
 		if !filepath.IsLocal(e.File) || filepath.Base(e.File) != e.File {
-			return nil, fmt.Errorf("%w: %s: tensor %s: file %q is not a plain name in the directory", ErrManifest, path, e.Name, e.File)
+			return nil, fmt.Errorf("%w: %s: tensor %s: file %q is not a plain name in the directory", errManifest, path, e.Name, e.File)
 		}
 	}
 	return &m, nil

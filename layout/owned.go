@@ -185,10 +185,10 @@ func (o *ownership) foreignError(dir, completion string) error {
 	}
 	if completion != "" {
 		if fi, err := os.Lstat(filepath.Join(dir, completion)); err == nil && fi.Mode().IsRegular() {
-			return fmt.Errorf("%w: %s holds a finished output other than this plan's (%s differs), or files no k3ckpt run wrote (%s); a finished run keeps no record of its files, so k3ckpt deletes or overwrites none of them, not even with --restart: remove the directory to write this plan there, or choose another DST", ErrOutputExists, dir, completion, names)
+			return fmt.Errorf("%w: %s holds a finished output other than this plan's (%s differs), or files no k3ckpt run wrote (%s); a finished run keeps no record of its files, so k3ckpt deletes or overwrites none of them, not even with --restart: remove the directory to write this plan there, or choose another DST", errOutputExists, dir, completion, names)
 		}
 	}
-	return fmt.Errorf("%w: %s holds entries that no k3ckpt run wrote (%s); k3ckpt never deletes or overwrites them, not even with --restart: move them away or choose another DST", ErrOutputExists, dir, names)
+	return fmt.Errorf("%w: %s holds entries that no k3ckpt run wrote (%s); k3ckpt never deletes or overwrites them, not even with --restart: move them away or choose another DST", errOutputExists, dir, names)
 }
 
 // removeOwned deletes the files the tool wrote in dir (the lock aside), then
@@ -227,9 +227,9 @@ func checkOutputDir(dir string) (bool, error) {
 	case err != nil:
 		return false, err
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return false, fmt.Errorf("%w: %s is a symbolic link; output directories are never followed: remove the link or choose another DST", ErrOutputExists, dir)
+		return false, fmt.Errorf("%w: %s is a symbolic link; output directories are never followed: remove the link or choose another DST", errOutputExists, dir)
 	case !fi.IsDir():
-		return false, fmt.Errorf("%w: %s is %s, not a directory; move it away or choose another DST", ErrOutputExists, dir, fsx.Kind(fi.Mode()))
+		return false, fmt.Errorf("%w: %s is %s, not a directory; move it away or choose another DST", errOutputExists, dir, fsx.Kind(fi.Mode()))
 	}
 	return true, nil
 }

@@ -67,7 +67,7 @@ func TestRestartKeepsForeignFiles(t *testing.T) {
 			}
 			for _, restart := range []bool{false, true} {
 				err := run(restart)
-				if !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), filepath.Base(path)) || !strings.Contains(err.Error(), "no k3ckpt run wrote") {
+				if !errors.Is(err, errOutputExists) || !strings.Contains(err.Error(), filepath.Base(path)) || !strings.Contains(err.Error(), "no k3ckpt run wrote") {
 					t.Errorf("restart %v: %v, want a refusal naming %s", restart, err, filepath.Base(path))
 				}
 				if b, err := os.ReadFile(path); err != nil || string(b) != "mine" {
@@ -122,7 +122,7 @@ func TestSymlinkedOutputDirRefused(t *testing.T) {
 	check(t, os.Symlink(elsewhere, filepath.Join(dst, "rank-01")))
 	before := must(os.ReadDir(elsewhere))(t)
 	for _, restart := range []bool{false, true} {
-		if _, err := p.Execute(ctx, dst, ExecOptions{Restart: restart}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "symbolic link") {
+		if _, err := p.Execute(ctx, dst, ExecOptions{Restart: restart}); !errors.Is(err, errOutputExists) || !strings.Contains(err.Error(), "symbolic link") {
 			t.Errorf("restart %v: %v, want a refusal of the link", restart, err)
 		}
 	}
@@ -131,7 +131,7 @@ func TestSymlinkedOutputDirRefused(t *testing.T) {
 	}
 	// A dangling link: the same clear refusal, not "file exists".
 	check(t, os.RemoveAll(elsewhere))
-	if _, err := p.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "symbolic link") {
+	if _, err := p.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, errOutputExists) || !strings.Contains(err.Error(), "symbolic link") {
 		t.Errorf("dangling link: %v", err)
 	}
 }
@@ -198,7 +198,7 @@ func TestRestartReplacesOtherFinishedExport(t *testing.T) {
 	src := must(OpenSource(filepath.Join(tmp, "src")))(t)
 	defer src.Close()
 	other := smallPlan(t, src, strings.Replace(smallLayout, `"parts": 4`, `"parts": 2`, 1), ExportOptions{})
-	if _, err := other.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "--restart") {
+	if _, err := other.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, errOutputExists) || !strings.Contains(err.Error(), "--restart") {
 		t.Errorf("another plan over a finished export: %v", err)
 	}
 	must(other.Execute(ctx, dst, ExecOptions{Restart: true}))(t)

@@ -38,7 +38,7 @@ func ParsePackFormat(s string) (packFormat, error) {
 	case "ue8m0":
 		return packUE8M0, nil
 	}
-	return 0, fmt.Errorf("%w: unknown scale packing %q (want ue8m0)", ErrLayout, s)
+	return 0, fmt.Errorf("%w: unknown scale packing %q (want ue8m0)", errLayout, s)
 }
 
 // maxScaleBytes bounds a block scale tensor read into memory for packing or
@@ -58,13 +58,13 @@ type packJob struct {
 // slice keeps 128 blocks whole), else the whole weight, as the F32 scale.
 func newPackJob(sc, w piece, src tensorData) (*packJob, error) {
 	if w.Name == "" || len(w.Shape) != 2 {
-		return nil, fmt.Errorf("%w: tensor %s: cannot pack the scale of %s, which the rank does not hold", ErrLayout, sc.Name, sc.ScaleOf)
+		return nil, fmt.Errorf("%w: tensor %s: cannot pack the scale of %s, which the rank does not hold", errLayout, sc.Name, sc.ScaleOf)
 	}
 	if sc.DType != safetensors.F32 {
-		return nil, fmt.Errorf("%w: tensor %s: packing needs F32 scales, not %s", ErrLayout, sc.Name, sc.DType)
+		return nil, fmt.Errorf("%w: tensor %s: packing needs F32 scales, not %s", errLayout, sc.Name, sc.DType)
 	}
 	if size, _ := safetensors.ByteSize(sc.DType, sc.Shape); size > maxScaleBytes {
-		return nil, fmt.Errorf("%w: tensor %s: %d-byte scale (limit %d)", ErrLayout, sc.Name, size, maxScaleBytes)
+		return nil, fmt.Errorf("%w: tensor %s: %d-byte scale (limit %d)", errLayout, sc.Name, size, maxScaleBytes)
 	}
 	n, k := w.Shape[0], w.Shape[1]
 	pj := &packJob{name: sc.Name, src: src, gk: ceilDiv(k, quant.BlockSize), rows: [2]int64{0, n}, cols: [2]int64{0, k}}
@@ -144,7 +144,7 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 	e := hs[0].e
 	size, err := safetensors.ByteSize(e.DType, e.Shape)
 	if err != nil || e.DType != safetensors.F32 || size > maxScaleBytes {
-		return nil, fmt.Errorf("%w: tensor %s: packed scale of source %s %v", ErrManifest, name, e.DType, e.Shape)
+		return nil, fmt.Errorf("%w: tensor %s: packed scale of source %s %v", errManifest, name, e.DType, e.Shape)
 	}
 	var gn, gk int64
 	switch len(e.Shape) {
@@ -153,24 +153,24 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 	case 4:
 		gn, gk = e.Shape[0], e.Shape[2]
 	default:
-		return nil, fmt.Errorf("%w: tensor %s: packed scale of a %d-D source", ErrManifest, name, len(e.Shape))
+		return nil, fmt.Errorf("%w: tensor %s: packed scale of a %d-D source", errManifest, name, len(e.Shape))
 	}
 	grid := make([]uint32, gn*gk)
 	set := make([]bool, gn*gk)
 	for _, h := range hs {
 		p := h.e.Packed
 		if p == nil || p.Format != packUE8M0.String() {
-			return nil, fmt.Errorf("%w: %s: tensor %s mixes packed and unpacked pieces", ErrManifest, h.dir, name)
+			return nil, fmt.Errorf("%w: %s: tensor %s mixes packed and unpacked pieces", errManifest, h.dir, name)
 		}
 		n, k := p.Rows[1]-p.Rows[0], p.Cols[1]-p.Cols[0]
 		b0, c0 := p.Rows[0]/quant.BlockSize, p.Cols[0]/quant.BlockSize
 		nb, kb := ceilDiv(n, quant.BlockSize), ceilDiv(k, quant.BlockSize)
 		if n <= 0 || k <= 0 || p.Rows[0]%quant.BlockSize != 0 || p.Cols[0]%quant.BlockSize != 0 || b0+nb > gn || c0+kb > gk {
-			return nil, fmt.Errorf("%w: %s: tensor %s: packed rows %v cols %v do not sit on the %d×%d block grid", ErrManifest, h.dir, name, p.Rows, p.Cols, gn, gk)
+			return nil, fmt.Errorf("%w: %s: tensor %s: packed rows %v cols %v do not sit on the %d×%d block grid", errManifest, h.dir, name, p.Rows, p.Cols, gn, gk)
 		}
 		words, stride := quant.PackedUE8M0Shape(int(n), int(k))
 		if h.t.DType != safetensors.I32 || !equalShape(h.t.Shape, []int64{int64(words), int64(stride)}) {
-			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, packed rows %v cols %v need I32 [%d %d]", ErrManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, p.Rows, p.Cols, words, stride)
+			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, packed rows %v cols %v need I32 [%d %d]", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, p.Rows, p.Cols, words, stride)
 		}
 		raw := make([]byte, h.t.Size())
 		if err := readFull(fileTensor{f: h.f, t: h.t}, raw, 0); err != nil {
@@ -182,14 +182,14 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 		}
 		v, err := quant.UnpackUE8M0(packed, int(n), int(k))
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s/%s: tensor %s: %w", ErrManifest, h.dir, h.e.File, name, err)
+			return nil, fmt.Errorf("%w: %s/%s: tensor %s: %w", errManifest, h.dir, h.e.File, name, err)
 		}
 		for b := range nb {
 			for c := range kb {
 				bits := math.Float32bits(v[b*kb+c])
 				at := (b0+b)*gk + c0 + c
 				if set[at] && grid[at] != bits {
-					return nil, fmt.Errorf("%w: %s: tensor %s: block (%d, %d) is %g here, %g elsewhere", ErrManifest, h.dir, name, b0+b, c0+c, v[b*kb+c], math.Float32frombits(grid[at]))
+					return nil, fmt.Errorf("%w: %s: tensor %s: block (%d, %d) is %g here, %g elsewhere", errManifest, h.dir, name, b0+b, c0+c, v[b*kb+c], math.Float32frombits(grid[at]))
 				}
 				grid[at], set[at] = bits, true
 			}
@@ -198,7 +198,7 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 	out := make([]byte, size)
 	for i, ok := range set {
 		if !ok {
-			return nil, fmt.Errorf("%w: tensor %s: packed pieces leave block (%d, %d) uncovered; is a rank directory missing?", ErrManifest, name, int64(i)/gk, int64(i)%gk)
+			return nil, fmt.Errorf("%w: tensor %s: packed pieces leave block (%d, %d) uncovered; is a rank directory missing?", errManifest, name, int64(i)/gk, int64(i)%gk)
 		}
 		binary.LittleEndian.PutUint32(out[4*i:], grid[i])
 	}

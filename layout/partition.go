@@ -11,13 +11,13 @@ import (
 func ParsePartition(s string) ([]int, error) {
 	parts := strings.Split(s, ",")
 	if len(parts) > maxRanks {
-		return nil, fmt.Errorf("%w: %d entries (limit %d)", ErrPartition, len(parts), maxRanks)
+		return nil, fmt.Errorf("%w: %d entries (limit %d)", errPartition, len(parts), maxRanks)
 	}
 	out := make([]int, len(parts))
 	for i, p := range parts {
 		v, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil {
-			return nil, fmt.Errorf("%w: invalid partition string: %q", ErrPartition, s)
+			return nil, fmt.Errorf("%w: invalid partition string: %q", errPartition, s)
 		}
 		out[i] = v
 	}
@@ -29,20 +29,20 @@ func ParsePartition(s string) ([]int, error) {
 // SGLang would accept and then fail on at load time.
 func checkPartition(p []int, stages, layers int) error {
 	if len(p) != stages {
-		return fmt.Errorf("%w: len(partitions)=%d does not match pp_size=%d", ErrPartition, len(p), stages)
+		return fmt.Errorf("%w: len(partitions)=%d does not match pp_size=%d", errPartition, len(p), stages)
 	}
 	sum := 0
 	for i, v := range p {
 		if v <= 0 {
-			return fmt.Errorf("%w: partition entry %d (stage %d) is %d; every stage needs at least one layer", ErrPartition, i, i, v)
+			return fmt.Errorf("%w: partition entry %d (stage %d) is %d; every stage needs at least one layer", errPartition, i, i, v)
 		}
 		sum += v
 		if sum > 1<<30 {
-			return fmt.Errorf("%w: partition sum overflows", ErrPartition)
+			return fmt.Errorf("%w: partition sum overflows", errPartition)
 		}
 	}
 	if sum != layers {
-		return fmt.Errorf("%w: sum(partitions)=%d does not match num_hidden_layers=%d", ErrPartition, sum, layers)
+		return fmt.Errorf("%w: sum(partitions)=%d does not match num_hidden_layers=%d", errPartition, sum, layers)
 	}
 	return nil
 }
@@ -51,10 +51,10 @@ func checkPartition(p []int, stages, layers int) error {
 // every stage gets layers/stages layers and the last layers%stages stages one more.
 func defaultPartition(layers, stages int) ([]int, error) {
 	if stages < 1 || stages > maxRanks {
-		return nil, fmt.Errorf("%w: pp_size=%d", ErrPartition, stages)
+		return nil, fmt.Errorf("%w: pp_size=%d", errPartition, stages)
 	}
 	if layers < stages {
-		return nil, fmt.Errorf("%w: num_hidden_layers=%d is fewer than pp_size=%d", ErrPartition, layers, stages)
+		return nil, fmt.Errorf("%w: num_hidden_layers=%d is fewer than pp_size=%d", errPartition, layers, stages)
 	}
 	base, rem := layers/stages, layers%stages
 	p := make([]int, stages)

@@ -78,14 +78,14 @@ type captures struct{ layer, expert int }
 
 func compilePattern(src string) (*pattern, error) {
 	if src == "" {
-		return nil, fmt.Errorf("%w: empty pattern", ErrPattern)
+		return nil, fmt.Errorf("%w: empty pattern", errPattern)
 	}
 	if len(src) > maxPatternLen {
-		return nil, fmt.Errorf("%w: %.40q…: %d bytes (limit %d)", ErrPattern, src, len(src), maxPatternLen)
+		return nil, fmt.Errorf("%w: %.40q…: %d bytes (limit %d)", errPattern, src, len(src), maxPatternLen)
 	}
 	parts := strings.Split(src, ".")
 	if len(parts) > maxPatternSegs {
-		return nil, fmt.Errorf("%w: %.40q…: %d segments (limit %d)", ErrPattern, src, len(parts), maxPatternSegs)
+		return nil, fmt.Errorf("%w: %.40q…: %d segments (limit %d)", errPattern, src, len(parts), maxPatternSegs)
 	}
 	p := &pattern{src: src}
 	for _, s := range parts {
@@ -100,19 +100,19 @@ func compilePattern(src string) (*pattern, error) {
 			p.segs = append(p.segs, segment{kind: kindExpert})
 		default:
 			if s == "" {
-				return nil, fmt.Errorf("%w: %q has an empty segment", ErrPattern, src)
+				return nil, fmt.Errorf("%w: %q has an empty segment", errPattern, src)
 			}
 			if n := braceCount(s); n > maxAlternatives {
-				return nil, fmt.Errorf("%w: %q: segment %.40q expands to %d alternatives or more (limit %d)", ErrPattern, src, s, n, maxAlternatives)
+				return nil, fmt.Errorf("%w: %q: segment %.40q expands to %d alternatives or more (limit %d)", errPattern, src, s, n, maxAlternatives)
 			}
 			alts, err := expandBraces(s)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %q: %v", ErrPattern, src, err)
+				return nil, fmt.Errorf("%w: %q: %v", errPattern, src, err)
 			}
 			exact := true
 			for _, a := range alts {
 				if _, err := path.Match(a, ""); err != nil {
-					return nil, fmt.Errorf("%w: %q: bad glob %q", ErrPattern, src, a)
+					return nil, fmt.Errorf("%w: %q: bad glob %q", errPattern, src, a)
 				}
 				if strings.ContainsAny(a, `*?[\`) {
 					exact = false
@@ -134,7 +134,7 @@ func compilePattern(src string) (*pattern, error) {
 		}
 	}
 	if nl > 1 || ne > 1 {
-		return nil, fmt.Errorf("%w: %q captures <layer> or <expert> more than once", ErrPattern, src)
+		return nil, fmt.Errorf("%w: %q captures <layer> or <expert> more than once", errPattern, src)
 	}
 	return p, nil
 }

@@ -107,7 +107,7 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 		return nil, err
 	}
 	if len(tensors) > 1<<31-1 {
-		return nil, fmt.Errorf("%w: %d tensors", ErrLayout, len(tensors))
+		return nil, fmt.Errorf("%w: %d tensors", errLayout, len(tensors))
 	}
 	stages, R := l.Stages(), l.RanksPerStage
 	p := &Placement{
@@ -236,10 +236,10 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 
 	var errs []error
 	if unmatched.n > 0 {
-		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", ErrUnmatched, l.Name, unmatched.n, unmatched.String()))
+		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", errUnmatched, l.Name, unmatched.n, unmatched.String()))
 	}
 	if ambiguous.n > 0 {
-		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", ErrAmbiguous, l.Name, ambiguous.n, ambiguous.String()))
+		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", errAmbiguous, l.Name, ambiguous.n, ambiguous.String()))
 	}
 	errs = append(errs, badErrs...)
 	if bad.n > len(badErrs) {
@@ -329,10 +329,10 @@ func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, laye
 	default:
 		if l.Stages() > 1 {
 			if layer < 0 {
-				return fmt.Errorf("%w: tensor %s: rule %q places by layer, but the tensor has none", ErrRank, t.Name, r.Name)
+				return fmt.Errorf("%w: tensor %s: rule %q places by layer, but the tensor has none", errRank, t.Name, r.Name)
 			}
 			if layer >= int64(l.Layers) {
-				return fmt.Errorf("%w: tensor %s: layer %d is outside the layout's %d layers", ErrRank, t.Name, layer, l.Layers)
+				return fmt.Errorf("%w: tensor %s: layer %d is outside the layout's %d layers", errRank, t.Name, layer, l.Layers)
 			}
 			pl.stage = layerStage[layer]
 		}
@@ -345,7 +345,7 @@ func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, laye
 	case Expert:
 		e := expert
 		if e < 0 || e >= int64(r.Experts) {
-			return fmt.Errorf("%w: tensor %s: expert %d, but rule %q has %d experts", ErrExpert, t.Name, e, r.Name, r.Experts)
+			return fmt.Errorf("%w: tensor %s: expert %d, but rule %q has %d experts", errExpert, t.Name, e, r.Name, r.Experts)
 		}
 		per := int64(r.Experts / l.RanksPerStage)
 		pl.rank = pl.stage*int32(l.RanksPerStage) + int32(e/per)
@@ -356,28 +356,28 @@ func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, laye
 // splitChunk checks a split of t and returns the slice length along the axis.
 func splitChunk(r *rule, t safetensors.TensorSpec) (int64, error) {
 	if r.Axis >= len(t.Shape) {
-		return 0, fmt.Errorf("%w: tensor %s: rule %q splits axis %d of a %d-D tensor %v", ErrLayout, t.Name, r.Name, r.Axis, len(t.Shape), t.Shape)
+		return 0, fmt.Errorf("%w: tensor %s: rule %q splits axis %d of a %d-D tensor %v", errLayout, t.Name, r.Name, r.Axis, len(t.Shape), t.Shape)
 	}
 	d := t.Shape[r.Axis]
 	v := d
 	if r.Valid > 0 {
 		if r.Valid > d {
-			return 0, fmt.Errorf("%w: tensor %s: rule %q keeps %d valid entries of axis %d, which has %d", ErrLayout, t.Name, r.Name, r.Valid, r.Axis, d)
+			return 0, fmt.Errorf("%w: tensor %s: rule %q keeps %d valid entries of axis %d, which has %d", errLayout, t.Name, r.Name, r.Valid, r.Axis, d)
 		}
 		v = r.Valid
 	}
 	if r.Units > 0 && v%r.Units != 0 {
-		return 0, fmt.Errorf("%w: tensor %s: axis %d has %d entries, not a whole number per head for %d heads", ErrIndivisible, t.Name, r.Axis, v, r.Units)
+		return 0, fmt.Errorf("%w: tensor %s: axis %d has %d entries, not a whole number per head for %d heads", errIndivisible, t.Name, r.Axis, v, r.Units)
 	}
 	if v%int64(r.Parts) != 0 {
-		return 0, fmt.Errorf("%w: tensor %s: axis %d of %v has %d entries, not divisible by %d ranks", ErrIndivisible, t.Name, r.Axis, t.Shape, v, r.Parts)
+		return 0, fmt.Errorf("%w: tensor %s: axis %d of %v has %d entries, not divisible by %d ranks", errIndivisible, t.Name, r.Axis, t.Shape, v, r.Parts)
 	}
 	chunk := v / int64(r.Parts)
 	inner, _ := safetensors.NumElements(t.Shape[r.Axis+1:])
 	// Every step along the axis (not only the whole slice) must be whole bytes:
 	// the exporter moves slices row by row.
 	if (inner*t.DType.Bits())%8 != 0 {
-		return 0, fmt.Errorf("%w: tensor %s: a step along axis %d of %s is not a whole number of bytes", ErrIndivisible, t.Name, r.Axis, t.DType)
+		return 0, fmt.Errorf("%w: tensor %s: a step along axis %d of %s is not a whole number of bytes", errIndivisible, t.Name, r.Axis, t.DType)
 	}
 	return chunk, nil
 }
@@ -405,7 +405,7 @@ func (p *Placement) placeScale(i int) error {
 		return nil
 	}
 	if r.UnalignedScale == scaleReject {
-		return fmt.Errorf("%w: tensor %s: rule %q cuts %s into %d-entry slices along axis %d, not a multiple of %d", ErrScaleAlign, p.Tensors[i].Name, r.Name, wt.Name, chunk, r.Axis, quant.BlockSize)
+		return fmt.Errorf("%w: tensor %s: rule %q cuts %s into %d-entry slices along axis %d, not a multiple of %d", errScaleAlign, p.Tensors[i].Name, r.Name, wt.Name, chunk, r.Axis, quant.BlockSize)
 	}
 	pl.scale = scaleReplicated
 	p.Unaligned = append(p.Unaligned, wt.Name)
@@ -507,7 +507,7 @@ func (p *Placement) StageOf(rank int) int { return rank / p.Layout.RanksPerStage
 // Pieces lists what a rank holds, in tensor order.
 func (p *Placement) Pieces(rank int) ([]piece, error) {
 	if rank < 0 || rank >= p.Ranks() {
-		return nil, fmt.Errorf("%w: rank %d of %d", ErrRank, rank, p.Ranks())
+		return nil, fmt.Errorf("%w: rank %d of %d", errRank, rank, p.Ranks())
 	}
 	a, b := p.stageT[p.StageOf(rank)], p.rankT[rank]
 	out := make([]piece, 0, len(a)+len(b))
@@ -535,7 +535,7 @@ func (p *Placement) Files(rank int, fileOf map[string]string) ([]string, error) 
 	for _, pc := range pcs {
 		f, ok := fileOf[pc.Name]
 		if !ok {
-			return nil, fmt.Errorf("%w: tensor %s has no file", ErrManifest, pc.Name)
+			return nil, fmt.Errorf("%w: tensor %s has no file", errManifest, pc.Name)
 		}
 		if !seen[f] {
 			seen[f] = true

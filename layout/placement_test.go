@@ -398,7 +398,7 @@ func TestPartitions(t *testing.T) {
 		t.Errorf("pp16 even partition %v %v", l, err)
 	}
 	l, err = Builtin("pp8-tp8", K3(), Options{})
-	if err != nil || !reflect.DeepEqual(l.Partition, []int{12, 12, 12, 12, 12, 12, 12, 9}) || l.Ranks() != 64 {
+	if err != nil || !reflect.DeepEqual(l.Partition, []int{12, 12, 12, 12, 12, 12, 12, 9}) || l.ranks() != 64 {
 		t.Errorf("pp8-tp8 partition %v %v", l, err)
 	}
 	for _, c := range []struct {
@@ -411,11 +411,11 @@ func TestPartitions(t *testing.T) {
 		{[]int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 10, -1}, "is -1"},
 	} {
 		_, err := Builtin("pp16", K3(), Options{PPPartition: c.p})
-		if !errors.Is(err, ErrPartition) || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, errPartition) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("partition %v: err %v, want %q", c.p, err, c.want)
 		}
 	}
-	if _, err := ParsePartition("7,5,x"); !errors.Is(err, ErrPartition) || !strings.Contains(err.Error(), "invalid partition string") {
+	if _, err := ParsePartition("7,5,x"); !errors.Is(err, errPartition) || !strings.Contains(err.Error(), "invalid partition string") {
 		t.Errorf("parse err %v", err)
 	}
 	if p, err := ParsePartition("7, 5,3"); err != nil || !reflect.DeepEqual(p, []int{7, 5, 3}) {
@@ -531,23 +531,23 @@ func TestPlansTileTensors(t *testing.T) {
 
 func TestBadLayouts(t *testing.T) {
 	_, fp := tinyCatalogs()
-	if _, err := Builtin("dp32", K3(), Options{}); !errors.Is(err, ErrUnknownLayout) || !strings.Contains(err.Error(), "dp2-dcp8") {
+	if _, err := Builtin("dp32", K3(), Options{}); !errors.Is(err, errUnknownLayout) || !strings.Contains(err.Error(), "dp2-dcp8") {
 		t.Errorf("unknown layout err %v", err)
 	}
-	if _, err := Resolve("nope", K3(), Options{}); !errors.Is(err, ErrUnknownLayout) {
+	if _, err := Resolve("nope", K3(), Options{}); !errors.Is(err, errUnknownLayout) {
 		t.Errorf("resolve err %v", err)
 	}
 	// Heads not divisible by the group.
 	m := tinyDims.model()
 	m.LinearHeads = 12
-	if _, err := Builtin("dp2-dcp8", m, Options{}); !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "12 heads not divisible by 8") {
+	if _, err := Builtin("dp2-dcp8", m, Options{}); !errors.Is(err, errIndivisible) || !strings.Contains(err.Error(), "12 heads not divisible by 8") {
 		t.Errorf("heads err %v", err)
 	}
 	// Vocab not divisible by 8.
 	d := tinyDims
 	d.vocab = 1020
 	l := must(Builtin("dp16", d.model(), Options{VocabTP: true}))(t)
-	if _, err := l.Place(d.catalog()); !errors.Is(err, ErrIndivisible) || !strings.Contains(err.Error(), "embed_tokens.weight: axis 0 of [1020 256] has 1020 entries, not divisible by 8") {
+	if _, err := l.Place(d.catalog()); !errors.Is(err, errIndivisible) || !strings.Contains(err.Error(), "embed_tokens.weight: axis 0 of [1020 256] has 1020 entries, not divisible by 8") {
 		t.Errorf("vocab err %v", err)
 	}
 	// A layout file that leaves tensors unmatched and matches some twice.
@@ -562,7 +562,7 @@ func TestBadLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = bad.Place(fp)
-	if !errors.Is(err, ErrUnmatched) || !errors.Is(err, ErrAmbiguous) {
+	if !errors.Is(err, errUnmatched) || !errors.Is(err, errAmbiguous) {
 		t.Fatalf("err %v", err)
 	}
 	for _, want := range []string{"92 layers × 32 experts × 6", "language_model.model.layers.1.block_sparse_moe.experts.0.w1.weight_packed",
@@ -575,33 +575,33 @@ func TestBadLayouts(t *testing.T) {
 		}
 	}
 	// Unknown JSON fields and enum names are rejected.
-	if _, err := parseLayout([]byte(`{"name":"x","ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"copy"}]}`)); !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), `unknown action "copy"`) {
+	if _, err := parseLayout([]byte(`{"name":"x","ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"copy"}]}`)); !errors.Is(err, errLayout) || !strings.Contains(err.Error(), `unknown action "copy"`) {
 		t.Errorf("enum err %v", err)
 	}
-	if _, err := parseLayout([]byte(`{"name":"x","ranks_per_stage":1,"rulez":[]}`)); !errors.Is(err, ErrLayout) {
+	if _, err := parseLayout([]byte(`{"name":"x","ranks_per_stage":1,"rulez":[]}`)); !errors.Is(err, errLayout) {
 		t.Errorf("field err %v", err)
 	}
 	// A pipeline rule without <layer> must say first or last.
-	if _, err := parseLayout([]byte(`{"name":"x","layers":2,"partition":[1,1],"ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"replicate"}]}`)); !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), `"first" or "last"`) {
+	if _, err := parseLayout([]byte(`{"name":"x","layers":2,"partition":[1,1],"ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"replicate"}]}`)); !errors.Is(err, errLayout) || !strings.Contains(err.Error(), `"first" or "last"`) {
 		t.Errorf("stage err %v", err)
 	}
 	// Pieces of a rank out of range.
 	p := mustPlan(t, "dp16", tinyDims.model(), Options{}, fp)
-	if _, err := p.Pieces(16); !errors.Is(err, ErrRank) {
+	if _, err := p.Pieces(16); !errors.Is(err, errRank) {
 		t.Errorf("rank err %v", err)
 	}
 	// Expert index beyond the count.
 	m = tinyDims.model()
 	m.Experts = 16
 	l = must(Builtin("dp16", m, Options{}))(t)
-	if _, err := l.Place(fp); !errors.Is(err, ErrExpert) {
+	if _, err := l.Place(fp); !errors.Is(err, errExpert) {
 		t.Errorf("expert err %v", err)
 	}
 	// Reject policy for a split cutting a scale block.
 	_, k3fp := k3Catalogs()
 	l = must(Builtin("dp16", K3(), Options{WeightShard: true}))(t)
 	l.Rules[1].UnalignedScale = scaleReject
-	if _, err := l.Place(k3fp[:20000]); !errors.Is(err, ErrScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
+	if _, err := l.Place(k3fp[:20000]); !errors.Is(err, errScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
 		t.Errorf("scale align err %v", err)
 	}
 }
@@ -661,7 +661,7 @@ func TestPatterns(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "a..b", "a.{q,k.b", "a.<layer>.<layer>", "a.[.b"} {
-		if _, err := compilePattern(bad); !errors.Is(err, ErrPattern) {
+		if _, err := compilePattern(bad); !errors.Is(err, errPattern) {
 			t.Errorf("pattern %q: err %v", bad, err)
 		}
 	}
@@ -713,7 +713,7 @@ func TestSplitSubByteRows(t *testing.T) {
 	if _, err := l.Place([]st.TensorSpec{{Name: "w", DType: st.F4, Shape: []int64{4, 6}}}); err != nil {
 		t.Errorf("whole-byte rows: %v", err)
 	}
-	if _, err := l.Place([]st.TensorSpec{{Name: "w", DType: st.F4, Shape: []int64{4, 3}}}); !errors.Is(err, ErrIndivisible) {
+	if _, err := l.Place([]st.TensorSpec{{Name: "w", DType: st.F4, Shape: []int64{4, 3}}}); !errors.Is(err, errIndivisible) {
 		t.Errorf("1.5-byte rows: %v", err)
 	}
 }

@@ -118,7 +118,7 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: plan of a bare checkpoint: %v", name, err)
 		}
-		if p.Files == 0 || len(p.Dirs) != l.Ranks() {
+		if p.Files == 0 || len(p.Dirs) != l.ranks() {
 			t.Errorf("%s: %d files in %d dirs", name, p.Files, len(p.Dirs))
 		}
 	}
@@ -163,11 +163,11 @@ func TestPlanReadsHeadersOnly(t *testing.T) {
 	}
 	// Validation reads the data and fails on the padding; Execute refuses
 	// before creating DST.
-	if err := p.Validate(context.Background()); !errors.Is(err, ErrPadding) || !strings.Contains(err.Error(), src.Specs[alog].Name) {
+	if err := p.Validate(context.Background()); !errors.Is(err, errPadding) || !strings.Contains(err.Error(), src.Specs[alog].Name) {
 		t.Errorf("validate: %v", err)
 	}
 	dst := filepath.Join(t.TempDir(), "out")
-	if _, err := p.Execute(context.Background(), dst, ExecOptions{}); !errors.Is(err, ErrPadding) {
+	if _, err := p.Execute(context.Background(), dst, ExecOptions{}); !errors.Is(err, errPadding) {
 		t.Errorf("execute: %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {

@@ -86,7 +86,7 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	}
 	if total > maxPlanPieces {
 		return nil, fmt.Errorf("%w: %s: %d ranks (ranks_per_stage %d) hold %d tensor pieces together, more than one plan holds (%d); export fewer ranks per run with --ranks",
-			ErrLayout, l.Name, len(ranks), l.RanksPerStage, total, maxPlanPieces)
+			errLayout, l.Name, len(ranks), l.RanksPerStage, total, maxPlanPieces)
 	}
 	p := &Plan{Op: opExport, Source: src.Root, Layout: l.Name, Stages: l.Stages(), Partition: l.Partition,
 		Ranks: pl.Ranks(), PackScales: o.Pack.String(), DroppedBytes: pl.DroppedBytes, Unaligned: pl.Unaligned, src: src}
@@ -118,7 +118,7 @@ func checkMetadata(src *Source) error {
 			n += len(k) + len(v)
 		}
 		if n > maxMetadataBytes {
-			return fmt.Errorf("%w: %s: %s has %d bytes of __metadata__ (limit %d)", ErrMetadata, src.Root, f.Name, n, maxMetadataBytes)
+			return fmt.Errorf("%w: %s: %s has %d bytes of __metadata__ (limit %d)", errMetadata, src.Root, f.Name, n, maxMetadataBytes)
 		}
 	}
 	return nil
@@ -252,7 +252,7 @@ func nameFiles(files []*outFile, src *Source) error {
 	for i, of := range written {
 		of.name = fmt.Sprintf(model.ShardNameFormat, i+1, len(written))
 		if taken[of.name] {
-			return fmt.Errorf("%w: %s: written file %s would replace the copy of the source file of that name", ErrLayout, src.Root, of.name)
+			return fmt.Errorf("%w: %s: written file %s would replace the copy of the source file of that name", errLayout, src.Root, of.name)
 		}
 	}
 	return nil

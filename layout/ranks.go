@@ -18,10 +18,10 @@ func selectRanks(sel []int, n int) ([]int, error) {
 	seen := map[int]bool{}
 	for _, r := range sel {
 		if r < 0 || r >= n {
-			return nil, fmt.Errorf("%w: rank %d not in [0, %d)", ErrRank, r, n)
+			return nil, fmt.Errorf("%w: rank %d not in [0, %d)", errRank, r, n)
 		}
 		if seen[r] {
-			return nil, fmt.Errorf("%w: rank %d listed twice", ErrRank, r)
+			return nil, fmt.Errorf("%w: rank %d listed twice", errRank, r)
 		}
 		seen[r] = true
 	}
@@ -38,7 +38,7 @@ func ParseRanks(s string) ([]int, error) {
 		var a, b int
 		if _, err := fmt.Sscanf(f, "%d-%d", &a, &b); err == nil && strings.Count(f, "-") == 1 {
 			if b < a || b-a > maxRanks {
-				return nil, fmt.Errorf("%w: bad range %q", ErrRank, f)
+				return nil, fmt.Errorf("%w: bad range %q", errRank, f)
 			}
 			for r := a; r <= b; r++ {
 				out = append(out, r)
@@ -46,7 +46,7 @@ func ParseRanks(s string) ([]int, error) {
 			continue
 		}
 		if _, err := fmt.Sscanf(f, "%d", &a); err != nil || fmt.Sprint(a) != f {
-			return nil, fmt.Errorf("%w: bad rank %q in %q", ErrRank, f, s)
+			return nil, fmt.Errorf("%w: bad rank %q in %q", errRank, f, s)
 		}
 		out = append(out, a)
 	}

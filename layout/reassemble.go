@@ -17,7 +17,7 @@ import (
 // source's; the tensors the export's layout dropped are listed in Dropped.
 func PlanReassemble(src *Source) (*Plan, error) {
 	if src.exportM == nil {
-		return nil, fmt.Errorf("%w: %s has no rank-NN or stage-NN directories with %s", ErrManifest, src.Root, manifestName)
+		return nil, fmt.Errorf("%w: %s has no rank-NN or stage-NN directories with %s", errManifest, src.Root, manifestName)
 	}
 	byFile := map[string]*outFile{}
 	for i, spec := range src.Specs {
@@ -25,7 +25,7 @@ func PlanReassemble(src *Source) (*Plan, error) {
 		of, ok := byFile[sf]
 		if !ok {
 			if !filepath.IsLocal(sf) || filepath.Base(sf) != sf {
-				return nil, fmt.Errorf("%w: %s: source file %q is not a plain name in the output directory", ErrManifest, src.Root, sf)
+				return nil, fmt.Errorf("%w: %s: source file %q is not a plain name in the output directory", errManifest, src.Root, sf)
 			}
 			of = &outFile{name: sf, meta: fileMeta(src, sf)}
 			byFile[sf] = of
@@ -68,7 +68,7 @@ func droppedBytes(src *Source) (int64, error) {
 		return d, nil
 	}
 	return 0, fmt.Errorf("%w: %s: the source's total_size %d and the %d bytes of tensors held disagree with %d tensors dropped",
-		ErrManifest, src.Root, src.info.TotalSize, held, len(src.missing))
+		errManifest, src.Root, src.info.TotalSize, held, len(src.missing))
 }
 
 // fileMeta is a source file's metadata as the source recorded it.
@@ -94,11 +94,11 @@ func Compare(ctx context.Context, a, b *Source) (int64, error) {
 	for j, s := range b.Specs {
 		i, ok := at[s.Name]
 		if !ok {
-			return total, fmt.Errorf("%w: tensor %s of %s is not in %s", ErrMismatch, s.Name, b.Root, a.Root)
+			return total, fmt.Errorf("%w: tensor %s of %s is not in %s", errMismatch, s.Name, b.Root, a.Root)
 		}
 		sa := a.Specs[i]
 		if sa.DType != s.DType || !equalShape(sa.Shape, s.Shape) {
-			return total, fmt.Errorf("%w: tensor %s: %s %v in %s, %s %v in %s", ErrMismatch, s.Name, sa.DType, sa.Shape, a.Root, s.DType, s.Shape, b.Root)
+			return total, fmt.Errorf("%w: tensor %s: %s %v in %s, %s %v in %s", errMismatch, s.Name, sa.DType, sa.Shape, a.Root, s.DType, s.Shape, b.Root)
 		}
 		size, err := safetensors.ByteSize(s.DType, s.Shape)
 		if err != nil {
@@ -120,7 +120,7 @@ func Compare(ctx context.Context, a, b *Source) (int64, error) {
 				for bufA[k] == bufB[k] {
 					k++
 				}
-				return total, fmt.Errorf("%w: tensor %s: first difference at byte %d", ErrMismatch, s.Name, off+int64(k))
+				return total, fmt.Errorf("%w: tensor %s: first difference at byte %d", errMismatch, s.Name, off+int64(k))
 			}
 			off += n
 			total += n

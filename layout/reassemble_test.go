@@ -40,7 +40,7 @@ func TestManifestDuplicateSourceFile(t *testing.T) {
 	src["files"] = append(files, files[0])
 	check(t, os.WriteFile(path, must(json.Marshal(m))(t), 0o644))
 	name := files[0].(map[string]any)["name"].(string)
-	if _, err := OpenSource(dst); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "twice") {
+	if _, err := OpenSource(dst); !errors.Is(err, errManifest) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("duplicated source file: %v", err)
 	}
 }

@@ -162,7 +162,7 @@ func TestExportFromHubResumes(t *testing.T) {
 	}
 	h.Fail(last, 0)
 	h.SetETag(last, `"v2"`)
-	if _, err := plan().Execute(context.Background(), dst2, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "--restart") {
+	if _, err := plan().Execute(context.Background(), dst2, ExecOptions{}); !errors.Is(err, errOutputExists) || !strings.Contains(err.Error(), "--restart") {
 		t.Fatalf("changed source resumed: %v", err)
 	}
 }

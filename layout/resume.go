@@ -129,7 +129,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 	switch {
 	case err == nil:
 		if string(marker) != fp {
-			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed); pass --restart to discard it", ErrOutputExists, dir)
+			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed); pass --restart to discard it", errOutputExists, dir)
 		}
 		return dr, dr.keepDone(rec, false)
 	case !errors.Is(err, os.ErrNotExist):
@@ -137,7 +137,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 	}
 	switch {
 	case prev != nil && rec == nil, c.other:
-		return nil, fmt.Errorf("%w: %s holds the output of a different plan (source, layout or options changed); pass --restart to replace it", ErrOutputExists, dir)
+		return nil, fmt.Errorf("%w: %s holds the output of a different plan (source, layout or options changed); pass --restart to replace it", errOutputExists, dir)
 	case done && dr.complete(rec):
 		// Finished; a record left by a run killed as it finished goes.
 		if err := os.Remove(filepath.Join(dir, stampsName)); err != nil && !errors.Is(err, os.ErrNotExist) {

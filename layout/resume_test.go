@@ -123,21 +123,21 @@ func TestResumeAfterKill(t *testing.T) {
 	}
 	// Another plan (a different layout) is refused, then replaces with Restart.
 	other := smallPlan(t, src, strings.Replace(smallLayout, `"parts": 4`, `"parts": 2`, 1), ExportOptions{})
-	if _, err := other.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, ErrOutputExists) {
+	if _, err := other.Execute(ctx, dst, ExecOptions{}); !errors.Is(err, errOutputExists) {
 		t.Errorf("another plan over a finished export: %v", err)
 	}
 	must(other.Execute(ctx, dst, ExecOptions{Restart: true}))(t)
 	// An unfinished run of another plan is refused too, naming it.
 	dst2 := filepath.Join(tmp, "dst2")
 	must(prepareDir(other, &other.Dirs[0], filepath.Join(dst2, other.Dirs[0].Dir), false))(t)
-	if _, err := p.Execute(ctx, dst2, ExecOptions{}); !errors.Is(err, ErrOutputExists) || !strings.Contains(err.Error(), "different plan") {
+	if _, err := p.Execute(ctx, dst2, ExecOptions{}); !errors.Is(err, errOutputExists) || !strings.Contains(err.Error(), "different plan") {
 		t.Errorf("resume of another plan's run: %v", err)
 	}
 	// Files nobody planned are not taken for a run.
 	dst3 := filepath.Join(tmp, "dst3", "rank-02")
 	check(t, os.MkdirAll(dst3, 0o755))
 	check(t, os.WriteFile(filepath.Join(dst3, "junk"), []byte("x"), 0o644))
-	if _, err := p.Execute(ctx, filepath.Dir(dst3), ExecOptions{}); !errors.Is(err, ErrOutputExists) {
+	if _, err := p.Execute(ctx, filepath.Dir(dst3), ExecOptions{}); !errors.Is(err, errOutputExists) {
 		t.Errorf("occupied directory: %v", err)
 	}
 	// Another run holding DST's lock: refused at once.
@@ -146,7 +146,7 @@ func TestResumeAfterKill(t *testing.T) {
 		t.Errorf("locked DST: %v", err)
 	}
 	check(t, lock.Release())
-	if _, err := PlanExport(src, must(parseLayout([]byte(smallLayout)))(t), ExportOptions{Ranks: []int{3, 4}}); !errors.Is(err, ErrRank) {
+	if _, err := PlanExport(src, must(parseLayout([]byte(smallLayout)))(t), ExportOptions{Ranks: []int{3, 4}}); !errors.Is(err, errRank) {
 		t.Errorf("rank out of range: %v", err)
 	}
 }
@@ -190,7 +190,7 @@ func TestMetadataRecordedOnce(t *testing.T) {
 	}
 	// Without rank 0 the metadata is gone: reassembly refuses.
 	check(t, os.RemoveAll(filepath.Join(dst, "rank-00")))
-	if _, err := OpenSource(dst); !errors.Is(err, ErrManifest) {
+	if _, err := OpenSource(dst); !errors.Is(err, errManifest) {
 		t.Errorf("export without rank 0: %v", err)
 	}
 
@@ -198,7 +198,7 @@ func TestMetadataRecordedOnce(t *testing.T) {
 	writeSmall(t, big, map[string]string{"format": "pt", "note": strings.Repeat("n", maxMetadataBytes)})
 	bs := must(OpenSource(big))(t)
 	defer bs.Close()
-	if _, err := PlanExport(bs, must(parseLayout([]byte(smallLayout)))(t), ExportOptions{}); !errors.Is(err, ErrMetadata) || !strings.Contains(err.Error(), "a.safetensors") {
+	if _, err := PlanExport(bs, must(parseLayout([]byte(smallLayout)))(t), ExportOptions{}); !errors.Is(err, errMetadata) || !strings.Contains(err.Error(), "a.safetensors") {
 		t.Errorf("oversized metadata: %v", err)
 	}
 }
@@ -234,7 +234,7 @@ func TestExportSourceLinks(t *testing.T) {
 		}
 		check(t, os.Symlink(c.target, rankFile))
 		s, err := OpenSource(dst)
-		if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrLink)) {
+		if c.ok != (err == nil) || (!c.ok && !errors.Is(err, errLink)) {
 			t.Errorf("rank file linked to %s: %v", c.target, err)
 		}
 		if err == nil {
@@ -265,7 +265,7 @@ func TestRankFileSwappedWhileOpened(t *testing.T) {
 			}
 		}
 		s, err := OpenSource(dst)
-		if !errors.Is(err, ErrLink) {
+		if !errors.Is(err, errLink) {
 			t.Errorf("link %s at the open, %s at the check: %v, want ErrLink", c.atOpen, c.atCheck, err)
 		}
 		if err == nil {
@@ -298,7 +298,7 @@ func TestVerbatimSourceReplaced(t *testing.T) {
 	}
 	check(t, os.WriteFile(a+".new", b, 0o644))
 	check(t, os.Rename(a+".new", a))
-	if _, err := p.Execute(context.Background(), filepath.Join(tmp, "dst"), ExecOptions{}); !errors.Is(err, ErrChanged) {
+	if _, err := p.Execute(context.Background(), filepath.Join(tmp, "dst"), ExecOptions{}); !errors.Is(err, errChanged) {
 		t.Errorf("source shard replaced after planning: %v, want ErrChanged", err)
 	}
 }

@@ -144,7 +144,7 @@ func (s *Source) classifier() (*model.Classifier, error) {
 // Model reads the model dimensions from the source's config.json.
 func (s *Source) Model() (Model, error) {
 	if s.config == nil {
-		return Model{}, fmt.Errorf("%w: %s has no %s", ErrManifest, s.Root, model.ConfigName)
+		return Model{}, fmt.Errorf("%w: %s has no %s", errManifest, s.Root, model.ConfigName)
 	}
 	c, err := model.ParseConfig(s.config)
 	if err != nil {
@@ -189,7 +189,7 @@ func readAux(dir string, shards []string) (map[string][]byte, error) {
 		real, err := root.Resolve(sf.Name)
 		if err != nil {
 			if errors.Is(err, fsx.ErrOutside) {
-				return nil, fmt.Errorf("%w: side file %s: %w", ErrLink, path, err)
+				return nil, fmt.Errorf("%w: side file %s: %w", errLink, path, err)
 			}
 			return nil, fmt.Errorf("side file %s: %w", path, err)
 		}

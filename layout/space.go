@@ -7,8 +7,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
-// ErrNoSpace: DST's filesystem has less free space than the run writes.
-var ErrNoSpace = errors.New("not enough free space")
+// errNoSpace: DST's filesystem has less free space than the run writes.
+var errNoSpace = errors.New("not enough free space")
 
 // freeSpace is fsx.FreeSpace (a test stands in a full disk).
 var freeSpace = fsx.FreeSpace
@@ -39,7 +39,7 @@ func checkSpace(dst string, runs []*dirRun) error {
 	}
 	if ok && free < need {
 		return fmt.Errorf("%w: %s has %.2f GiB (%d bytes) free, this run writes %.2f GiB (%d bytes) more; free space, or pass --no-space-check",
-			ErrNoSpace, dst, float64(free)/(1<<30), free, float64(need)/(1<<30), need)
+			errNoSpace, dst, float64(free)/(1<<30), free, float64(need)/(1<<30), need)
 	}
 	return nil
 }

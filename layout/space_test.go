@@ -20,7 +20,7 @@ func TestFreeSpaceChecked(t *testing.T) {
 	defer func() { freeSpace = was }()
 	dst := filepath.Join(tmp, "full")
 	_, err := p.Execute(ctx, dst, ExecOptions{})
-	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "1000 bytes") || !strings.Contains(err.Error(), "--no-space-check") {
+	if !errors.Is(err, errNoSpace) || !strings.Contains(err.Error(), "1000 bytes") || !strings.Contains(err.Error(), "--no-space-check") {
 		t.Fatalf("full disk: %v", err)
 	}
 	if m, _ := filepath.Glob(filepath.Join(dst, "*", "*.safetensors")); len(m) > 0 {

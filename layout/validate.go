@@ -49,7 +49,7 @@ func checkZero(ctx context.Context, data tensorData, t safetensors.TensorSpec, r
 			for _, b := range buf[:m] {
 				if b != 0 {
 					return fmt.Errorf("%w: tensor %s: rule %q keeps the first %d of %d entries along axis %d, but the rest is not zero",
-						ErrPadding, t.Name, r.Name, r.Valid, t.Shape[r.Axis], r.Axis)
+						errPadding, t.Name, r.Name, r.Valid, t.Shape[r.Axis], r.Axis)
 				}
 			}
 			off, n = off+m, n-m

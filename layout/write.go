@@ -97,7 +97,7 @@ func copyVerbatim(ctx context.Context, f *filewrite.File, of *outFile, path stri
 		}
 		now, err := os.Stat(src.Name())
 		if err != nil || !os.SameFile(was, now) {
-			return fmt.Errorf("file %s: copy from %s: %w: the source file was replaced since it was opened", path, v.Path, ErrChanged)
+			return fmt.Errorf("file %s: copy from %s: %w: the source file was replaced since it was opened", path, v.Path, errChanged)
 		}
 	}
 	for off := int64(0); off < v.Size; off += maxRunBytes {

@@ -93,11 +93,11 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	q := &Quantizer{k: k, in: in, fmt: fmt}
 	switch {
 	case k <= 0 || k > MaxK:
-		q.err = errorf(ErrShape, "K = %d outside [1, %d]", k, MaxK)
+		q.err = errorf(errShape, "K = %d outside [1, %d]", k, MaxK)
 	case !in.valid():
-		q.err = errorf(ErrShape, "unsupported source format %v", in)
+		q.err = errorf(errShape, "unsupported source format %v", in)
 	case int(fmt) >= len(scaleFmtNames):
-		q.err = errorf(ErrShape, "unsupported scale format %v", fmt)
+		q.err = errorf(errShape, "unsupported scale format %v", fmt)
 	default:
 		q.nkb = NumBlocks(k)
 	}
@@ -107,7 +107,7 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 // setScaleDiv chooses how amax/448 is rounded (DivCUDA unless set).
 func (q *Quantizer) setScaleDiv(d scaleDiv) error {
 	if int(d) >= len(scaleDivNames) {
-		return errorf(ErrShape, "unsupported scale division %v", d)
+		return errorf(errShape, "unsupported scale division %v", d)
 	}
 	q.div = d
 	return nil
@@ -149,13 +149,13 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 	k, nkb, size := q.k, q.nkb, q.in.Size()
 	switch {
 	case rows < 1 || rows > BlockSize:
-		return errorf(ErrShape, "band of %d rows, want 1..%d", rows, BlockSize)
+		return errorf(errShape, "band of %d rows, want 1..%d", rows, BlockSize)
 	case len(src) < rows*k*size:
-		return errorf(ErrShape, "source band has %d bytes, want %d (%d×%d %v)", len(src), rows*k*size, rows, k, q.in)
+		return errorf(errShape, "source band has %d bytes, want %d (%d×%d %v)", len(src), rows*k*size, rows, k, q.in)
 	case len(dst) < rows*k:
-		return errorf(ErrShape, "FP8 band has %d bytes, want %d", len(dst), rows*k)
+		return errorf(errShape, "FP8 band has %d bytes, want %d", len(dst), rows*k)
 	case len(scales) < nkb:
-		return errorf(ErrShape, "%d scales, want %d", len(scales), nkb)
+		return errorf(errShape, "%d scales, want %d", len(scales), nkb)
 	}
 	// Block by block, so the encoding pass finds the rows its amax pass
 	// just read still in cache.
@@ -291,15 +291,15 @@ func DequantizeBandBF16(dst []byte, src []byte, scales []float32, rows, k int) e
 func checkDequant(dstLen int, src []byte, scales []float32, rows, k int) error {
 	switch {
 	case k <= 0 || k > MaxK:
-		return errorf(ErrShape, "K = %d outside [1, %d]", k, MaxK)
+		return errorf(errShape, "K = %d outside [1, %d]", k, MaxK)
 	case rows < 1 || rows > BlockSize:
-		return errorf(ErrShape, "band of %d rows, want 1..%d", rows, BlockSize)
+		return errorf(errShape, "band of %d rows, want 1..%d", rows, BlockSize)
 	case len(src) < rows*k:
-		return errorf(ErrShape, "FP8 band has %d bytes, want %d", len(src), rows*k)
+		return errorf(errShape, "FP8 band has %d bytes, want %d", len(src), rows*k)
 	case dstLen < rows*k:
-		return errorf(ErrShape, "output holds %d elements, want %d", dstLen, rows*k)
+		return errorf(errShape, "output holds %d elements, want %d", dstLen, rows*k)
 	case len(scales) < NumBlocks(k):
-		return errorf(ErrShape, "%d scales, want %d", len(scales), NumBlocks(k))
+		return errorf(errShape, "%d scales, want %d", len(scales), NumBlocks(k))
 	}
 	return nil
 }

@@ -10,8 +10,8 @@ var (
 	// ErrNonFinite: an Inf or NaN where a finite value is required (an input
 	// element, an E8M0 scale of 0xFF).
 	ErrNonFinite = errors.New("non-finite value")
-	// ErrShape: dimensions out of range or a buffer of the wrong length.
-	ErrShape = errors.New("bad shape")
+	// errShape: dimensions out of range or a buffer of the wrong length.
+	errShape = errors.New("bad shape")
 	// ErrNotUE8M0: a scale that is not a non-negative power of two (or zero)
 	// representable as a UE8M0 exponent byte.
 	ErrNotUE8M0 = errors.New("scale is not UE8M0")
@@ -19,9 +19,9 @@ var (
 	// above the K_max an MXFP4 → NVFP4 cast was set up with, a block scale
 	// at which the block's codes dequantize to infinity).
 	ErrRange = errors.New("scale out of range")
-	// ErrInconsistent: a packed UE8M0 buffer whose broadcast rows of one
+	// errInconsistent: a packed UE8M0 buffer whose broadcast rows of one
 	// 128-row block disagree, or whose padding slots are not zero.
-	ErrInconsistent = errors.New("inconsistent packed scales")
+	errInconsistent = errors.New("inconsistent packed scales")
 )
 
 // NonFiniteError locates a non-finite input element of a block quantization,

@@ -43,11 +43,11 @@ func (n Numerics) String() string {
 func (q *Quantizer) SetNumerics(n Numerics) error {
 	switch {
 	case int(n) >= len(numericsNames):
-		return errorf(ErrShape, "unsupported numerics %v", n)
+		return errorf(errShape, "unsupported numerics %v", n)
 	case n == ModelOpt && q.in != BF16:
-		return errorf(ErrShape, "ModelOpt numerics take BF16 sources, not %v", q.in)
+		return errorf(errShape, "ModelOpt numerics take BF16 sources, not %v", q.in)
 	case n == ModelOpt && q.fmt != ScaleFP32:
-		return errorf(ErrShape, "ModelOpt numerics have BF16 scales stored as float32, not %v", q.fmt)
+		return errorf(errShape, "ModelOpt numerics have BF16 scales stored as float32, not %v", q.fmt)
 	}
 	q.num = n
 	return nil

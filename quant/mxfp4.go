@@ -43,11 +43,11 @@ func DecodeMXFP4(dst []float32, packed, scales []byte) error {
 	k := len(dst)
 	switch {
 	case k%MXGroupSize != 0:
-		return errorf(ErrShape, "MXFP4 row of %d elements, not a multiple of %d", k, MXGroupSize)
+		return errorf(errShape, "MXFP4 row of %d elements, not a multiple of %d", k, MXGroupSize)
 	case len(packed) < k/2:
-		return errorf(ErrShape, "MXFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
+		return errorf(errShape, "MXFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
 	case len(scales) < k/MXGroupSize:
-		return errorf(ErrShape, "MXFP4 row of %d elements has %d scales, want %d", k, len(scales), k/MXGroupSize)
+		return errorf(errShape, "MXFP4 row of %d elements has %d scales, want %d", k, len(scales), k/MXGroupSize)
 	}
 	for g := range k / MXGroupSize {
 		sb := scales[g]
@@ -76,11 +76,11 @@ func EncodeMXFP4(packed, scales []byte, src []float32) error {
 	k := len(src)
 	switch {
 	case k%MXGroupSize != 0:
-		return errorf(ErrShape, "MXFP4 row of %d elements, not a multiple of %d", k, MXGroupSize)
+		return errorf(errShape, "MXFP4 row of %d elements, not a multiple of %d", k, MXGroupSize)
 	case len(packed) < k/2:
-		return errorf(ErrShape, "MXFP4 row of %d elements needs %d packed bytes, have %d", k, k/2, len(packed))
+		return errorf(errShape, "MXFP4 row of %d elements needs %d packed bytes, have %d", k, k/2, len(packed))
 	case len(scales) < k/MXGroupSize:
-		return errorf(ErrShape, "MXFP4 row of %d elements needs %d scales, have %d", k, k/MXGroupSize, len(scales))
+		return errorf(errShape, "MXFP4 row of %d elements needs %d scales, have %d", k, k/MXGroupSize, len(scales))
 	}
 	for g := range k / MXGroupSize {
 		x := src[g*MXGroupSize : (g+1)*MXGroupSize]

@@ -120,7 +120,7 @@ func TestMXFP4Errors(t *testing.T) {
 		{"encode short packed", EncodeMXFP4(make([]byte, 31), make([]byte, 2), dst)},
 		{"encode short scales", EncodeMXFP4(make([]byte, 32), make([]byte, 1), dst)},
 	} {
-		if !errors.Is(c.err, ErrShape) {
+		if !errors.Is(c.err, errShape) {
 			t.Errorf("%s: %v, want ErrShape", c.name, c.err)
 		}
 	}

@@ -69,11 +69,11 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 	}
 	switch {
 	case k <= 0 || k%MXGroupSize != 0 || k > MaxK:
-		return st, errorf(ErrShape, "MXFP4 rows of %d elements: K must be a positive multiple of %d (up to %d)", k, MXGroupSize, MaxK)
+		return st, errorf(errShape, "MXFP4 rows of %d elements: K must be a positive multiple of %d (up to %d)", k, MXGroupSize, MaxK)
 	case len(src) < 2*rows*k:
-		return st, errorf(ErrShape, "%d BF16 bytes for %d rows of %d", len(src), rows, k)
+		return st, errorf(errShape, "%d BF16 bytes for %d rows of %d", len(src), rows, k)
 	case len(packed) < rows*k/2 || len(scales) < rows*k/MXGroupSize:
-		return st, errorf(ErrShape, "output of %d packed and %d scale bytes for %d rows of %d", len(packed), len(scales), rows, k)
+		return st, errorf(errShape, "output of %d packed and %d scale bytes for %d rows of %d", len(packed), len(scales), rows, k)
 	}
 	var x [MXGroupSize]uint16
 	for r := range rows {

@@ -11,7 +11,7 @@ import (
 
 func TestPackMXFP4Errors(t *testing.T) {
 	p, s := make([]byte, 64), make([]byte, 4)
-	if _, err := packMXFP4(p, s, make([]byte, 2*48), 1, 48); !errors.Is(err, ErrShape) {
+	if _, err := packMXFP4(p, s, make([]byte, 2*48), 1, 48); !errors.Is(err, errShape) {
 		t.Errorf("K = 48: %v, want ErrShape", err)
 	}
 	src := make([]byte, 64)

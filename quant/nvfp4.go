@@ -149,9 +149,9 @@ type nVFP4Cast struct {
 func NewNVFP4Cast(k, kmax int) (*nVFP4Cast, error) {
 	switch {
 	case k <= 0 || k > MaxK || k%MXGroupSize != 0:
-		return nil, errorf(ErrShape, "MXFP4 rows of %d elements: want a multiple of %d in [%d, %d]", k, MXGroupSize, MXGroupSize, MaxK)
+		return nil, errorf(errShape, "MXFP4 rows of %d elements: want a multiple of %d in [%d, %d]", k, MXGroupSize, MXGroupSize, MaxK)
 	case kmax < minKMax || kmax > maxKMax:
-		return nil, errorf(ErrShape, "K_max %d outside [%d, %d]", kmax, minKMax, maxKMax)
+		return nil, errorf(errShape, "K_max %d outside [%d, %d]", kmax, minKMax, maxKMax)
 	}
 	return &nVFP4Cast{k: k, kmax: kmax}, nil
 }
@@ -174,13 +174,13 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 	nb := k / MXGroupSize
 	switch {
 	case rows < 0:
-		return errorf(ErrShape, "band of %d rows", rows)
+		return errorf(errShape, "band of %d rows", rows)
 	case len(srcPacked) < rows*k/2 || len(dstPacked) < rows*k/2:
-		return errorf(ErrShape, "packed band has %d (source) and %d (output) bytes, want %d (%d×%d codes)", len(srcPacked), len(dstPacked), rows*k/2, rows, k)
+		return errorf(errShape, "packed band has %d (source) and %d (output) bytes, want %d (%d×%d codes)", len(srcPacked), len(dstPacked), rows*k/2, rows, k)
 	case len(srcScales) < rows*nb:
-		return errorf(ErrShape, "E8M0 band has %d bytes, want %d", len(srcScales), rows*nb)
+		return errorf(errShape, "E8M0 band has %d bytes, want %d", len(srcScales), rows*nb)
 	case len(dstScales) < 2*rows*nb:
-		return errorf(ErrShape, "E4M3 band has %d bytes, want %d", len(dstScales), 2*rows*nb)
+		return errorf(errShape, "E4M3 band has %d bytes, want %d", len(dstScales), 2*rows*nb)
 	}
 	top := uint8(c.kmax + e8m0Bias)
 	for i, b := range srcScales[:rows*nb] {
@@ -377,11 +377,11 @@ func DecodeNVFP4(dst []float32, packed, scales []byte, scale2 float32) error {
 	k := len(dst)
 	switch {
 	case k%NVFP4GroupSize != 0:
-		return errorf(ErrShape, "NVFP4 row of %d elements, not a multiple of %d", k, NVFP4GroupSize)
+		return errorf(errShape, "NVFP4 row of %d elements, not a multiple of %d", k, NVFP4GroupSize)
 	case len(packed) < k/2:
-		return errorf(ErrShape, "NVFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
+		return errorf(errShape, "NVFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
 	case len(scales) < k/NVFP4GroupSize:
-		return errorf(ErrShape, "NVFP4 row of %d elements has %d scales, want %d", k, len(scales), k/NVFP4GroupSize)
+		return errorf(errShape, "NVFP4 row of %d elements has %d scales, want %d", k, len(scales), k/NVFP4GroupSize)
 	}
 	for g := range k / NVFP4GroupSize {
 		s := float32(E4M3ToF32(scales[g]) * scale2)

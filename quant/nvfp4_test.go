@@ -215,14 +215,14 @@ func TestNVFP4CastEdges(t *testing.T) {
 	}
 	// Shapes.
 	for _, bad := range [][2]int{{0, 0}, {48, 0}, {64, -127}, {64, 128}} {
-		if _, err := NewNVFP4Cast(bad[0], bad[1]); !errors.Is(err, ErrShape) {
+		if _, err := NewNVFP4Cast(bad[0], bad[1]); !errors.Is(err, errShape) {
 			t.Errorf("NewNVFP4Cast(%d, %d) = %v", bad[0], bad[1], err)
 		}
 	}
-	if err := c.CastBand(make([]byte, k/2-1), make([]byte, k/16), make([]byte, k/2), []byte{1, 1}, 1); !errors.Is(err, ErrShape) {
+	if err := c.CastBand(make([]byte, k/2-1), make([]byte, k/16), make([]byte, k/2), []byte{1, 1}, 1); !errors.Is(err, errShape) {
 		t.Errorf("short output: %v", err)
 	}
-	if err := DecodeNVFP4(make([]float32, 24), nil, nil, 1); !errors.Is(err, ErrShape) {
+	if err := DecodeNVFP4(make([]float32, 24), nil, nil, 1); !errors.Is(err, errShape) {
 		t.Errorf("DecodeNVFP4(24) = %v", err)
 	}
 }
@@ -261,10 +261,10 @@ func TestModelOptScaleDivision(t *testing.T) {
 // TestModelOptOptions: ModelOpt numerics take BF16 and FP32 scales only, and
 // have no 1e-4 floor (an all-zero block gets scale 0 and NaN codes).
 func TestModelOptOptions(t *testing.T) {
-	if err := NewQuantizer(128, F32, ScaleFP32).SetNumerics(ModelOpt); !errors.Is(err, ErrShape) {
+	if err := NewQuantizer(128, F32, ScaleFP32).SetNumerics(ModelOpt); !errors.Is(err, errShape) {
 		t.Errorf("F32 source: %v", err)
 	}
-	if err := NewQuantizer(128, BF16, ScaleUE8M0).SetNumerics(ModelOpt); !errors.Is(err, ErrShape) {
+	if err := NewQuantizer(128, BF16, ScaleUE8M0).SetNumerics(ModelOpt); !errors.Is(err, errShape) {
 		t.Errorf("UE8M0: %v", err)
 	}
 	q := NewQuantizer(130, BF16, ScaleFP32)

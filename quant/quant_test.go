@@ -274,7 +274,7 @@ func TestQuantizeShapeErrors(t *testing.T) {
 		{"dequant K 0", dequantizeBand(nil, dst, sc, 1, 0)},
 		{"dequant BF16 short", DequantizeBandBF16(make([]byte, 10), dst, sc, 128, 256)},
 	} {
-		if !errors.Is(c.err, ErrShape) {
+		if !errors.Is(c.err, errShape) {
 			t.Errorf("%s: %v, want ErrShape", c.name, c.err)
 		}
 	}

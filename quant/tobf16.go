@@ -14,11 +14,11 @@ func MXFP4ToBF16(dst, packed, scales []byte) (nanGroups int, err error) {
 	k := len(dst) / 2
 	switch {
 	case len(dst)%2 != 0 || k%MXGroupSize != 0:
-		return 0, errorf(ErrShape, "MXFP4 row of %d BF16 bytes, not 2×32·n", len(dst))
+		return 0, errorf(errShape, "MXFP4 row of %d BF16 bytes, not 2×32·n", len(dst))
 	case len(packed) < k/2:
-		return 0, errorf(ErrShape, "MXFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
+		return 0, errorf(errShape, "MXFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
 	case len(scales) < k/MXGroupSize:
-		return 0, errorf(ErrShape, "MXFP4 row of %d elements has %d scales, want %d", k, len(scales), k/MXGroupSize)
+		return 0, errorf(errShape, "MXFP4 row of %d elements has %d scales, want %d", k, len(scales), k/MXGroupSize)
 	}
 	for g := range k / MXGroupSize {
 		d := dst[2*g*MXGroupSize : 2*(g+1)*MXGroupSize]
@@ -48,11 +48,11 @@ func NVFP4ToBF16(dst, packed, scales []byte, scale2 float32) error {
 	k := len(dst) / 2
 	switch {
 	case len(dst)%2 != 0 || k%NVFP4GroupSize != 0:
-		return errorf(ErrShape, "NVFP4 row of %d BF16 bytes, not 2×16·n", len(dst))
+		return errorf(errShape, "NVFP4 row of %d BF16 bytes, not 2×16·n", len(dst))
 	case len(packed) < k/2:
-		return errorf(ErrShape, "NVFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
+		return errorf(errShape, "NVFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
 	case len(scales) < k/NVFP4GroupSize:
-		return errorf(ErrShape, "NVFP4 row of %d elements has %d scales, want %d", k, len(scales), k/NVFP4GroupSize)
+		return errorf(errShape, "NVFP4 row of %d elements has %d scales, want %d", k, len(scales), k/NVFP4GroupSize)
 	}
 	for g := range k / NVFP4GroupSize {
 		s := E4M3ToF32(scales[g]) * scale2

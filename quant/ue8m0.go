@@ -25,7 +25,7 @@ func PackedUE8M0Shape(n, k int) (words, stride int) {
 
 func checkMatrix(n, k int) error {
 	if n <= 0 || n > MaxK || k <= 0 || k > MaxK {
-		return errorf(ErrShape, "matrix %d×%d outside [1, %d]²", n, k, MaxK)
+		return errorf(errShape, "matrix %d×%d outside [1, %d]²", n, k, MaxK)
 	}
 	return nil
 }
@@ -46,7 +46,7 @@ func PackUE8M0(scales []float32, n, k int) ([]int32, error) {
 	}
 	nb, kb := NumBlocks(n), NumBlocks(k)
 	if len(scales) != nb*kb {
-		return nil, errorf(ErrShape, "%d scales for a %d×%d weight, want %d×%d", len(scales), n, k, nb, kb)
+		return nil, errorf(errShape, "%d scales for a %d×%d weight, want %d×%d", len(scales), n, k, nb, kb)
 	}
 	words, stride := PackedUE8M0Shape(n, k)
 	out := make([]int32, words*stride)
@@ -74,7 +74,7 @@ func PackUE8M0(scales []float32, n, k int) ([]int32, error) {
 // UnpackUE8M0 is the inverse of PackUE8M0: it returns the block scales
 // [⌈N/128⌉, ⌈K/128⌉] (exponent byte << 23 as float32). Every row of a 128-row
 // block must carry the same words and unused K slots must be zero, else the
-// buffer does not come from a block scale and the error wraps ErrInconsistent;
+// buffer does not come from a block scale and the error wraps errInconsistent;
 // an exponent byte 0xFF (E8M0 NaN) wraps ErrNonFinite. The padding rows are
 // not read: DeepGEMM's CUDA packer leaves them unwritten.
 func UnpackUE8M0(packed []int32, n, k int) ([]float32, error) {
@@ -83,7 +83,7 @@ func UnpackUE8M0(packed []int32, n, k int) ([]float32, error) {
 	}
 	words, stride := PackedUE8M0Shape(n, k)
 	if len(packed) != words*stride {
-		return nil, errorf(ErrShape, "packed UE8M0 scales of a %d×%d weight have %d int32, want %d×%d", n, k, len(packed), words, stride)
+		return nil, errorf(errShape, "packed UE8M0 scales of a %d×%d weight have %d int32, want %d×%d", n, k, len(packed), words, stride)
 	}
 	nb, kb := NumBlocks(n), NumBlocks(k)
 	out := make([]float32, nb*kb)
@@ -93,14 +93,14 @@ func UnpackUE8M0(packed []int32, n, k int) ([]float32, error) {
 			w := uint32(packed[p*stride+r0])
 			for r := r0 + 1; r < r1; r++ {
 				if v := uint32(packed[p*stride+r]); v != w {
-					return nil, errorf(ErrInconsistent, "row %d word %d = 0x%08x, but row %d of the same 128-row block has 0x%08x", r, p, v, r0, w)
+					return nil, errorf(errInconsistent, "row %d word %d = 0x%08x, but row %d of the same 128-row block has 0x%08x", r, p, v, r0, w)
 				}
 			}
 			for j := range ue8m0PerWord {
 				col, e := p*ue8m0PerWord+j, uint8(w>>(8*j))
 				switch {
 				case col >= kb && e != 0:
-					return nil, errorf(ErrInconsistent, "row %d word %d = 0x%08x: slot %d is past the %d column blocks but not zero", r0, p, w, j, kb)
+					return nil, errorf(errInconsistent, "row %d word %d = 0x%08x: slot %d is past the %d column blocks but not zero", r0, p, w, j, kb)
 				case col >= kb:
 				case e == E8M0NaN:
 					return nil, errorf(ErrNonFinite, "scale (%d, %d) has exponent byte 0xff", b, col)
@@ -121,16 +121,16 @@ func UnpackUE8M0(packed []int32, n, k int) ([]float32, error) {
 // block scales are gathered, and the whole is packed again; the result equals
 // packing the full matrix's scales directly. Parts whose boundaries do not
 // fall on multiples of 128 rows work only where the 128-row blocks of the
-// whole they straddle get the same scales from each side (ErrInconsistent
+// whole they straddle get the same scales from each side (errInconsistent
 // otherwise).
 func GatherHeadsUE8M0(parts [][]int32, rowsPerPart []int, k int) ([]int32, error) {
 	if len(parts) == 0 || len(parts) != len(rowsPerPart) {
-		return nil, errorf(ErrShape, "%d parts with %d row counts", len(parts), len(rowsPerPart))
+		return nil, errorf(errShape, "%d parts with %d row counts", len(parts), len(rowsPerPart))
 	}
 	n := 0
 	for i, r := range rowsPerPart {
 		if r <= 0 || r > MaxK-n {
-			return nil, errorf(ErrShape, "part %d has %d rows (after %d rows; at most %d in all)", i, r, n, MaxK)
+			return nil, errorf(errShape, "part %d has %d rows (after %d rows; at most %d in all)", i, r, n, MaxK)
 		}
 		n += r
 	}
@@ -159,7 +159,7 @@ func GatherHeadsUE8M0(parts [][]int32, rowsPerPart []int, k int) ([]int32, error
 			} else {
 				for j := range kb {
 					if math.Float32bits(dst[j]) != math.Float32bits(src[j]) {
-						return nil, errorf(ErrInconsistent, "rows %d..%d (part %d) and other rows of 128-row block %d have different scales in column block %d (%g vs %g): parts not split on 128-row boundaries must agree there",
+						return nil, errorf(errInconsistent, "rows %d..%d (part %d) and other rows of 128-row block %d have different scales in column block %d (%g vs %g): parts not split on 128-row boundaries must agree there",
 							first+r, first+r+run-1, i, fb, j, src[j], dst[j])
 					}
 				}

@@ -168,7 +168,7 @@ func TestGatherHeadsUnaligned(t *testing.T) {
 	other := slices.Clone(scales[kb:])
 	other[2] *= 2
 	c, _ := PackUE8M0(other, 64, k)
-	if _, err := GatherHeadsUE8M0([][]int32{a, c}, []int{192, 64}, k); !errors.Is(err, ErrInconsistent) {
+	if _, err := GatherHeadsUE8M0([][]int32{a, c}, []int{192, 64}, k); !errors.Is(err, errInconsistent) {
 		t.Fatalf("disagreeing unaligned split: err %v, want ErrInconsistent", err)
 	}
 }
@@ -184,14 +184,14 @@ func TestUnpackUE8M0Rejects(t *testing.T) {
 	_, stride := PackedUE8M0Shape(n, k)
 	bad := slices.Clone(p)
 	bad[stride+200]++ // row 200 (block 1) word 1 disagrees with row 128
-	if _, err := UnpackUE8M0(bad, n, k); !errors.Is(err, ErrInconsistent) {
+	if _, err := UnpackUE8M0(bad, n, k); !errors.Is(err, errInconsistent) {
 		t.Errorf("disagreeing row: %v, want ErrInconsistent", err)
 	}
 	bad = slices.Clone(p)
 	for r := range n { // slot 3 of word 1 is column block 7, past the 6 that exist
 		bad[stride+r] |= 1 << 24
 	}
-	if _, err := UnpackUE8M0(bad, n, k); !errors.Is(err, ErrInconsistent) {
+	if _, err := UnpackUE8M0(bad, n, k); !errors.Is(err, errInconsistent) {
 		t.Errorf("non-zero padding slot: %v, want ErrInconsistent", err)
 	}
 	bad = slices.Clone(p)
@@ -201,10 +201,10 @@ func TestUnpackUE8M0Rejects(t *testing.T) {
 	if _, err := UnpackUE8M0(bad, n, k); !errors.Is(err, ErrNonFinite) {
 		t.Errorf("exponent 0xff: %v, want ErrNonFinite", err)
 	}
-	if _, err := UnpackUE8M0(p[1:], n, k); !errors.Is(err, ErrShape) {
+	if _, err := UnpackUE8M0(p[1:], n, k); !errors.Is(err, errShape) {
 		t.Errorf("short buffer: %v, want ErrShape", err)
 	}
-	if _, err := UnpackUE8M0(p, 0, k); !errors.Is(err, ErrShape) {
+	if _, err := UnpackUE8M0(p, 0, k); !errors.Is(err, errShape) {
 		t.Errorf("zero rows: %v, want ErrShape", err)
 	}
 	// The padding rows 300..303 do not exist here (300 % 4 == 0); with
@@ -223,7 +223,7 @@ func TestPackUE8M0Rejects(t *testing.T) {
 			t.Errorf("scale %g: %v, want ErrNotUE8M0", s, err)
 		}
 	}
-	if _, err := PackUE8M0([]float32{1}, 10, 200); !errors.Is(err, ErrShape) {
+	if _, err := PackUE8M0([]float32{1}, 10, 200); !errors.Is(err, errShape) {
 		t.Errorf("one scale for two blocks: %v, want ErrShape", err)
 	}
 	// zero is a representable UE8M0 byte (DeepGEMM's packer accepts it)

@@ -82,7 +82,7 @@ func TestDifferentialNLPOdyssey(t *testing.T) {
 		case oerr != nil && terr == nil:
 			// Deliberate: duplicates that its map-based decoding collapses, and
 			// invalid UTF-8, which encoding/json replaces and the Rust reference rejects.
-			if !errors.Is(oerr, ErrDuplicate) && !errors.Is(oerr, ErrHeaderUTF8) && !strings.Contains(oerr.Error(), "duplicate") {
+			if !errors.Is(oerr, errDuplicate) && !errors.Is(oerr, errHeaderUTF8) && !strings.Contains(oerr.Error(), "duplicate") {
 				t.Fatalf("input %d: we reject (%v) what the reference parser accepts:\n%s", i, oerr, in[8:])
 			}
 		default:

@@ -103,13 +103,13 @@ func parseDType(s string) (DType, error) {
 	if d, ok := dtypeByName[s]; ok {
 		return d, nil
 	}
-	return 0, fmt.Errorf("%w: %q", ErrDType, s)
+	return 0, fmt.Errorf("%w: %q", errDType, s)
 }
 
 // MarshalText writes the header name, so DTypes serialize as strings in JSON.
 func (d DType) MarshalText() ([]byte, error) {
 	if !d.valid() {
-		return nil, fmt.Errorf("%w: %d", ErrDType, uint8(d))
+		return nil, fmt.Errorf("%w: %d", errDType, uint8(d))
 	}
 	return []byte(d.String()), nil
 }

@@ -93,10 +93,10 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	arena := make([]int64, 0, dims)
 	for i, s := range specs {
 		if s.Name == metadataKey {
-			return nil, fmt.Errorf("tensor %s: %w: reserved name", quote.Name(s.Name), ErrDuplicate)
+			return nil, fmt.Errorf("tensor %s: %w: reserved name", quote.Name(s.Name), errDuplicate)
 		}
 		if !utf8.ValidString(s.Name) {
-			return nil, fmt.Errorf("tensor %q: %w", s.Name, ErrHeaderUTF8)
+			return nil, fmt.Errorf("tensor %q: %w", s.Name, errHeaderUTF8)
 		}
 		sz, err := ByteSize(s.DType, s.Shape)
 		if err != nil {
@@ -121,17 +121,17 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	for i := range l.Tensors {
 		t := &l.Tensors[i]
 		if i > 0 && l.Tensors[i-1].Name == t.Name {
-			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), ErrDuplicate)
+			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), errDuplicate)
 		}
 		// One hash operation per tensor: a name already present leaves
 		// the map's length unchanged.
 		n := len(l.index)
 		if l.index[t.Name] = i; len(l.index) == n {
-			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), ErrDuplicate)
+			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), errDuplicate)
 		}
 		end, ok := addSize(pos, t.End)
 		if !ok {
-			return nil, fmt.Errorf("tensor %s: %w: the tensors' bytes add up to more than 2^63-1", quote.Name(t.Name), ErrShape)
+			return nil, fmt.Errorf("tensor %s: %w: the tensors' bytes add up to more than 2^63-1", quote.Name(t.Name), errShape)
 		}
 		t.Begin, t.End = pos, end
 		pos = end
@@ -145,7 +145,7 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 func (l *FilePlan) place(n int64) error {
 	size, ok := addSize(n, l.Size)
 	if !ok {
-		return fmt.Errorf("%w: the file's size exceeds 2^63-1", ErrShape)
+		return fmt.Errorf("%w: the file's size exceeds 2^63-1", errShape)
 	}
 	l.DataStart, l.Size = n, size
 	return nil
@@ -174,7 +174,7 @@ func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte
 	}
 	n := len(js) - 8
 	if n > MaxHeaderSize {
-		return nil, fmt.Errorf("%w: %d bytes for %d tensors", ErrHeaderTooLarge, n, len(ts))
+		return nil, fmt.Errorf("%w: %d bytes for %d tensors", errHeaderTooLarge, n, len(ts))
 	}
 	binary.LittleEndian.PutUint64(js, uint64(n))
 	return js, nil

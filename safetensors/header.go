@@ -71,7 +71,7 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
 	if n > MaxHeaderSize {
-		return fail(fmt.Errorf("%w: %d > %d", ErrHeaderTooLarge, n, MaxHeaderSize))
+		return fail(fmt.Errorf("%w: %d > %d", errHeaderTooLarge, n, MaxHeaderSize))
 	}
 	if int64(n) > size-8 {
 		return fail(fmt.Errorf("%w: header length %d, file size %d", ErrHeaderTruncated, n, size))
@@ -131,7 +131,7 @@ func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error)
 // shapes' memory, and keeps them for the next header.
 func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 	if !utf8.Valid(b) {
-		return nil, ErrHeaderUTF8
+		return nil, errHeaderUTF8
 	}
 	// Tensor names are substrings of one string holding the whole header
 	// instead of one allocation each.
@@ -166,7 +166,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 			p.ws()
 			if name == metadataKey {
 				if f.Metadata != nil {
-					return nil, fmt.Errorf("%w: %s", ErrDuplicate, metadataKey)
+					return nil, fmt.Errorf("%w: %s", errDuplicate, metadataKey)
 				}
 				if f.Metadata, err = p.metadata(); err != nil {
 					return nil, err
@@ -184,7 +184,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 				n := len(f.index)
 				f.index[name] = int32(len(f.Tensors))
 				if len(f.index) == n {
-					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), ErrDuplicate)
+					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), errDuplicate)
 				}
 				f.Tensors = append(f.Tensors, t)
 			}
@@ -311,7 +311,7 @@ func (f *File) validateOffsets() error {
 	var pos int64
 	for _, t := range f.Tensors {
 		if t.Begin != pos || t.End < t.Begin {
-			return fmt.Errorf("tensor %s: %w: data_offsets [%d, %d], expected start %d", quote.Name(t.Name), ErrOffsets, t.Begin, t.End, pos)
+			return fmt.Errorf("tensor %s: %w: data_offsets [%d, %d], expected start %d", quote.Name(t.Name), errOffsets, t.Begin, t.End, pos)
 		}
 		want, err := ByteSize(t.DType, t.Shape)
 		if err != nil {
@@ -391,7 +391,7 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 				}
 			case "shape":
 				bit = hasShape
-				dims, err := p.uintArray(ErrShape, "shape", p.scratch[:0])
+				dims, err := p.uintArray(errShape, "shape", p.scratch[:0])
 				if err != nil {
 					return t, err
 				}
@@ -399,12 +399,12 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 			case "data_offsets":
 				bit = hasOffsets
 				var buf [2]int64
-				offs, err := p.uintArray(ErrOffsets, "data_offsets", buf[:0])
+				offs, err := p.uintArray(errOffsets, "data_offsets", buf[:0])
 				if err != nil {
 					return t, err
 				}
 				if len(offs) != 2 {
-					return t, p.errf(ErrOffsets, "data_offsets has %d entries, want 2", len(offs))
+					return t, p.errf(errOffsets, "data_offsets has %d entries, want 2", len(offs))
 				}
 				t.Begin, t.End = offs[0], offs[1]
 			default:
@@ -430,11 +430,11 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 	}
 	switch {
 	case seen&hasDType == 0:
-		return t, fmt.Errorf("%w: dtype", ErrMissingField)
+		return t, fmt.Errorf("%w: dtype", errMissingField)
 	case seen&hasShape == 0:
-		return t, fmt.Errorf("%w: shape", ErrMissingField)
+		return t, fmt.Errorf("%w: shape", errMissingField)
 	case seen&hasOffsets == 0:
-		return t, fmt.Errorf("%w: data_offsets", ErrMissingField)
+		return t, fmt.Errorf("%w: data_offsets", errMissingField)
 	}
 	return t, nil
 }
@@ -457,7 +457,7 @@ func (p *parser) metadata() (map[string]string, error) {
 		return map[string]string{}, nil
 	}
 	if !p.eat('{') {
-		return nil, p.errf(ErrMetadata, "not an object")
+		return nil, p.errf(errMetadata, "not an object")
 	}
 	m := map[string]string{}
 	total := 0
@@ -477,17 +477,17 @@ func (p *parser) metadata() (map[string]string, error) {
 		}
 		p.ws()
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, p.errf(ErrMetadata, "value of %s is not a string", quote.Name(k))
+			return nil, p.errf(errMetadata, "value of %s is not a string", quote.Name(k))
 		}
 		v, err := p.str()
 		if err != nil {
 			return nil, err
 		}
 		if _, dup := m[k]; dup {
-			return nil, p.errf(ErrMetadata, "duplicate key %s", quote.Name(k))
+			return nil, p.errf(errMetadata, "duplicate key %s", quote.Name(k))
 		}
 		if total += len(k) + len(v); total > maxMetadataSize {
-			return nil, p.errf(ErrMetadata, "more than %d bytes of metadata (the limit)", maxMetadataSize)
+			return nil, p.errf(errMetadata, "more than %d bytes of metadata (the limit)", maxMetadataSize)
 		}
 		m[k] = v
 		p.ws()

@@ -58,10 +58,10 @@ func remoteDeadline(ctx context.Context, p string) (context.Context, context.Can
 func (s *shards) Names() []string { return s.names }
 
 // Root is the directory (or URL base, ending in '/') holding the shards.
-func (s *shards) Root() string { return s.c.Root }
+func (s *shards) root() string { return s.c.Root }
 
 // IndexName is the index the checkpoint is opened through ("" if none).
-func (s *shards) IndexName() string { return s.c.IndexName }
+func (s *shards) indexName() string { return s.c.IndexName }
 
 // HeaderBytesRead counts the index and header bytes read so far (for a
 // remote source: every byte fetched).
@@ -476,5 +476,5 @@ func (n *nameSet) err(c *Checkpoint, names []string) error {
 	if n == nil || n.dupOf == "" {
 		return nil
 	}
-	return fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, names[n.dup[1]]), quote.Name(n.dupOf), ErrDuplicate, names[n.dup[0]])
+	return fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, names[n.dup[1]]), quote.Name(n.dupOf), errDuplicate, names[n.dup[0]])
 }

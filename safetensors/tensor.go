@@ -35,11 +35,11 @@ func NumElements(shape []int64) (int64, error) {
 	n := uint64(1)
 	for _, d := range shape {
 		if d < 0 {
-			return 0, fmt.Errorf("%w: negative dimension %d", ErrShape, d)
+			return 0, fmt.Errorf("%w: negative dimension %d", errShape, d)
 		}
 		hi, lo := bits.Mul64(n, uint64(d))
 		if hi != 0 || lo > uint64(maxElements) {
-			return 0, fmt.Errorf("%w: %v overflows", ErrShape, shape)
+			return 0, fmt.Errorf("%w: %v overflows", errShape, shape)
 		}
 		n = lo
 	}
@@ -51,7 +51,7 @@ func NumElements(shape []int64) (int64, error) {
 // (for example an odd number of F4 elements).
 func ByteSize(dt DType, shape []int64) (int64, error) {
 	if !dt.valid() {
-		return 0, fmt.Errorf("%w: %d", ErrDType, uint8(dt))
+		return 0, fmt.Errorf("%w: %d", errDType, uint8(dt))
 	}
 	n, err := NumElements(shape)
 	if err != nil {

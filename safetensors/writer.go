@@ -97,7 +97,7 @@ type tensorWriter struct {
 func (tw *tensorWriter) label() string { return "tensor " + quote.Name(tw.w.l.Tensors[tw.i].Name) }
 
 // Remaining is how many bytes the tensor still expects.
-func (tw *tensorWriter) Remaining() int64 { return tw.end - tw.off }
+func (tw *tensorWriter) remaining() int64 { return tw.end - tw.off }
 
 func (tw *tensorWriter) overflow(n int64) error {
 	return fmt.Errorf("file %s: %s: %w: %d bytes past its end", tw.w.pathName(), tw.label(), ErrWrite, n)
@@ -105,8 +105,8 @@ func (tw *tensorWriter) overflow(n int64) error {
 
 // Write appends p to the tensor.
 func (tw *tensorWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) > tw.Remaining() {
-		return 0, tw.overflow(int64(len(p)) - tw.Remaining())
+	if int64(len(p)) > tw.remaining() {
+		return 0, tw.overflow(int64(len(p)) - tw.remaining())
 	}
 	n, err := tw.w.f.WriteAt(p, tw.off)
 	tw.off += int64(n)

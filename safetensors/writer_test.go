@@ -162,7 +162,7 @@ func TestWriterRejectsMiscounts(t *testing.T) {
 	if len(ents) != 0 {
 		t.Fatalf("left behind %v", ents)
 	}
-	if _, err := NewFilePlan([]TensorSpec{{"a", F32, nil}, {"a", F32, nil}}, nil); !errors.Is(err, ErrDuplicate) {
+	if _, err := NewFilePlan([]TensorSpec{{"a", F32, nil}, {"a", F32, nil}}, nil); !errors.Is(err, errDuplicate) {
 		t.Fatalf("duplicate names: %v", err)
 	}
 	if _, err := NewFilePlan([]TensorSpec{{"a", F4, []int64{3}}}, nil); !errors.Is(err, ErrSizeMismatch) {

@@ -17,8 +17,8 @@ import (
 // file; the message says what the path is instead.
 var ErrNotRegular = errors.New("not a regular file")
 
-// ErrTooLarge is wrapped when a file read whole holds more than its limit.
-var ErrTooLarge = errors.New("file over its size limit")
+// errTooLarge is wrapped when a file read whole holds more than its limit.
+var errTooLarge = errors.New("file over its size limit")
 
 // Open opens path for reading, refusing anything that is not a regular file
 // (after following symbolic links) without blocking on it. Errors are
@@ -70,7 +70,7 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 }
 
 func tooLarge(path string, size, limit int64) error {
-	return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %d bytes or more, the limit is %d", ErrTooLarge, size, limit)}
+	return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %d bytes or more, the limit is %d", errTooLarge, size, limit)}
 }
 
 func notRegular(path string, m fs.FileMode) error {

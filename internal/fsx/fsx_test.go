@@ -89,7 +89,7 @@ func TestOpenRegular(t *testing.T) {
 	if b, err := ReadFile(p, 5); err != nil || string(b) != "hello" {
 		t.Fatalf("ReadFile: %q %v", b, err)
 	}
-	if _, err := ReadFile(p, 4); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), p) {
+	if _, err := ReadFile(p, 4); !errors.Is(err, errTooLarge) || !strings.Contains(err.Error(), p) {
 		t.Fatalf("over the limit: %v", err)
 	}
 	empty := filepath.Join(t.TempDir(), "e")

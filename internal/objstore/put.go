@@ -23,14 +23,14 @@ const maxPut = 1 << 30
 // complete or absent, never partial, and checked by the store as an upload's
 // parts are (CRC32C on S3, Content-MD5 on GCS). It returns the object's ETag.
 func (b *Bucket) Put(ctx context.Context, name string, r io.ReadSeeker, size int64) (string, error) {
-	return b.putKey(ctx, b.u.Join(name), r, size, false)
+	return b.putKey(ctx, b.u.join(name), r, size, false)
 }
 
 // PutIfAbsent is Put that creates the object only if no object has its key
 // (a conditional write, If-None-Match: *, which AWS S3, GCS and MinIO
 // honour); created is false when one exists, whoever wrote it.
 func (b *Bucket) PutIfAbsent(ctx context.Context, name string, r io.ReadSeeker, size int64) (created bool, err error) {
-	_, err = b.putKey(ctx, b.u.Join(name), r, size, true)
+	_, err = b.putKey(ctx, b.u.join(name), r, size, true)
 	if err != nil && isStatus(err, http.StatusPreconditionFailed, http.StatusConflict) {
 		return false, nil
 	}
@@ -81,7 +81,7 @@ func isStatus(err error, codes ...int) bool {
 
 // Delete removes object name under the prefix (no error when absent).
 func (b *Bucket) Delete(ctx context.Context, name string) error {
-	key := b.u.Join(name)
+	key := b.u.join(name)
 	if _, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.u.Bucket, Key: &key}); err != nil {
 		if err := b.fail(key, err); !isNotFound(err) {
 			return err
@@ -97,7 +97,7 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 func (b *Bucket) AbortOwn(ctx context.Context, names []string) (int, error) {
 	own := make(map[string]bool, len(names))
 	for _, n := range names {
-		own[b.u.Join(n)] = true
+		own[b.u.join(n)] = true
 	}
 	prefix := ""
 	if b.u.Key != "" {

@@ -24,7 +24,7 @@ const maxListed = 100000
 // bucket's prefix, conditional on etag when given; a body cut off midway is
 // asked again from the next byte, up to the retryer's attempts.
 func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64, received func(int64)) (int, int64, string, error) {
-	key := b.u.Join(name)
+	key := b.u.join(name)
 	want, got, size := int64(len(p)), int64(0), int64(-1)
 	if want == 0 {
 		return 0, 0, etag, nil
@@ -134,7 +134,7 @@ func rangeTotal(cr string) (int64, error) {
 
 // ReadAll implements remote.Store: a whole small object.
 func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte, error) {
-	key := b.u.Join(name)
+	key := b.u.join(name)
 	for attempt := 1; ; attempt++ {
 		out, err := b.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.u.Bucket, Key: &key})
 		if err != nil {

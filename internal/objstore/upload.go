@@ -85,7 +85,7 @@ func (b *Bucket) putBuffer(buf []byte) {
 // request instead of four); a larger one as a multipart upload begun when
 // its first part is full. ctx bounds every request of the upload.
 func (b *Bucket) Create(ctx context.Context, name string) (*upload, error) {
-	key := b.u.Join(name)
+	key := b.u.join(name)
 	ctx, cancel := context.WithCancel(ctx)
 	u := &upload{b: b, key: key, ctx: ctx, cancel: cancel, next: 1,
 		flight: make(chan struct{}, partsInFlight), cleaned: make(chan struct{})}
@@ -277,7 +277,7 @@ func (u *upload) Abort() error {
 // that was never completed (those of a killed run) and reports how many
 // there were. Some stores (MinIO) list uploads only by exact key: there
 // Create's own clean-up is what finds them.
-func (b *Bucket) AbortUnfinished(ctx context.Context) (int, error) {
+func (b *Bucket) abortUnfinished(ctx context.Context) (int, error) {
 	prefix := ""
 	if b.u.Key != "" {
 		prefix = b.u.Key + "/"
@@ -315,7 +315,7 @@ func isNoSuchUpload(err error) bool {
 
 // Stat reports an object's size and ETag, or ok false when there is none.
 func (b *Bucket) Stat(ctx context.Context, name string) (size int64, etag string, ok bool, err error) {
-	key := b.u.Join(name)
+	key := b.u.join(name)
 	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.u.Bucket, Key: &key})
 	if err != nil {
 		err = b.fail(key, err)

@@ -57,7 +57,7 @@ func (u URL) String() string {
 func (u URL) Dir() string { return u.String() + "/" }
 
 // Join is the key of name under u's key as a prefix.
-func (u URL) Join(name string) string {
+func (u URL) join(name string) string {
 	if u.Key == "" {
 		return name
 	}

@@ -20,17 +20,17 @@ var (
 	// ErrProtocol: a response that does not answer the request (no range
 	// support, a wrong Content-Range, a body of the wrong length).
 	ErrProtocol = errors.New("bad response")
-	// ErrRedirect: too many redirects, a redirect loop, or a bad Location.
-	ErrRedirect = errors.New("bad redirect")
+	// errRedirect: too many redirects, a redirect loop, or a bad Location.
+	errRedirect = errors.New("bad redirect")
 	// ErrStatus: an HTTP status that is neither success nor one of the above.
 	ErrStatus = errors.New("unexpected HTTP status")
-	// ErrTimeout: no response within the stall timeout, a body slower than the
+	// errTimeout: no response within the stall timeout, a body slower than the
 	// minimum rate, or a read past its deadline.
-	ErrTimeout = errors.New("timeout")
+	errTimeout = errors.New("timeout")
 	// ErrNetwork: the connection failed (refused, reset, closed mid-body).
 	ErrNetwork = errors.New("network error")
-	// ErrOffline: HF_HUB_OFFLINE is set and the file is not in the local cache.
-	ErrOffline = errors.New("offline mode (HF_HUB_OFFLINE) is enabled")
+	// errOffline: HF_HUB_OFFLINE is set and the file is not in the local cache.
+	errOffline = errors.New("offline mode (HF_HUB_OFFLINE) is enabled")
 	// ErrSource: a location that cannot be parsed or resolved.
 	ErrSource = errors.New("invalid remote source")
 )

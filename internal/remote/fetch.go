@@ -220,7 +220,7 @@ func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 			workers.Add(1)
 			go func() {
 				defer workers.Done()
-				err := files[p.file].ReadRange(ctx, j.buf, p.off, &fetched)
+				err := files[p.file].readRange(ctx, j.buf, p.off, &fetched)
 				if err != nil {
 					cancel(err) // before the slot is freed, so nothing new starts
 				}

@@ -45,7 +45,7 @@ func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 	}
 	s.mu.Unlock()
 	e.once.Do(func() {
-		f := &File{Name: name, src: s, origin: s.URL(name), size: -1}
+		f := &File{Name: name, src: s, origin: s.url(name), size: -1}
 		var buf [probeLen]byte
 		n, err := f.read(ctx, buf[:], 0, nil)
 		if err != nil {
@@ -108,7 +108,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if int64(len(p)) > f.size-off {
 		want = p[:f.size-off]
 	}
-	if err := f.ReadRange(context.Background(), want, off, nil); err != nil {
+	if err := f.readRange(context.Background(), want, off, nil); err != nil {
 		return 0, err
 	}
 	if len(want) < len(p) {
@@ -122,7 +122,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 // first byte not yet received, up to the source's Retries in all and within
 // its TimeLimit plus len(p) bytes' time at its MinRate. counter, if not nil, also counts the bytes
 // received (those of failed attempts included).
-func (f *File) ReadRange(ctx context.Context, p []byte, off int64, counter *atomic.Int64) error {
+func (f *File) readRange(ctx context.Context, p []byte, off int64, counter *atomic.Int64) error {
 	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
 		return &Error{File: f.Name, Kind: ErrSource, Detail: fmt.Sprintf("range %d+%d is outside the file's %d bytes", off, len(p), f.size)}
 	}

@@ -361,8 +361,8 @@ func TestErrorsSayWhat(t *testing.T) {
 	}{
 		{"missing", ErrNotFound, []string{"missing", "HTTP 404", host}},
 		{"500", ErrStatus, []string{"HTTP 500", host, "after 3 attempts"}},
-		{"loop", ErrRedirect, []string{"redirect loop"}},
-		{"hang", ErrTimeout, []string{"no data for 20ms", host, "after 3 attempts"}},
+		{"loop", errRedirect, []string{"redirect loop"}},
+		{"hang", errTimeout, []string{"no data for 20ms", host, "after 3 attempts"}},
 		{"norange", ErrProtocol, []string{"ignored the Range header"}},
 		{"badcr", ErrProtocol, []string{"Content-Range"}},
 		{"badlen", ErrProtocol, []string{"Content-Length 9"}},
@@ -402,7 +402,7 @@ func TestErrorsSayWhat(t *testing.T) {
 	}))
 	defer chain.Close()
 	_, err = newTestSource(t, chain.URL+"/", o).Open(context.Background(), "a")
-	if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), "more than 3 redirects") {
+	if !errors.Is(err, errRedirect) || !strings.Contains(err.Error(), "more than 3 redirects") {
 		t.Errorf("redirects: %v", err)
 	}
 }

@@ -116,7 +116,7 @@ func (s *Source) readDeadline(ctx context.Context, name string, off, n int64) (c
 	if s.o.MinRate > 0 {
 		detail += fmt.Sprintf(" plus their time at the minimum rate of %s/s", rateStr(s.o.MinRate))
 	}
-	return context.WithTimeoutCause(ctx, d, &Error{File: name, Kind: ErrTimeout, Detail: detail + ")"})
+	return context.WithTimeoutCause(ctx, d, &Error{File: name, Kind: errTimeout, Detail: detail + ")"})
 }
 
 // rateStr writes a byte rate's count in the tool's binary units.

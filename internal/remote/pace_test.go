@@ -62,9 +62,9 @@ func TestTrickleFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = f.ReadRange(context.Background(), make([]byte, 32<<10), 100, nil)
+	err = f.readRange(context.Background(), make([]byte, 32<<10), 100, nil)
 	var e *Error
-	if !errors.Is(err, ErrTimeout) || !errors.As(err, &e) || e.Attempts != 3 ||
+	if !errors.Is(err, errTimeout) || !errors.As(err, &e) || e.Attempts != 3 ||
 		!strings.Contains(err.Error(), "under the minimum rate of 1000 B/s") {
 		t.Fatalf("got %v, want a timeout under the minimum rate after 3 attempts", err)
 	}
@@ -100,9 +100,9 @@ func TestStallAfterProgressBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = f.ReadRange(context.Background(), make([]byte, 500_000), 1000, nil)
+	err = f.readRange(context.Background(), make([]byte, 500_000), 1000, nil)
 	var e *Error
-	if !errors.Is(err, ErrTimeout) || !errors.As(err, &e) || e.Attempts != 4 || !strings.Contains(err.Error(), "no data for 50ms") {
+	if !errors.Is(err, errTimeout) || !errors.As(err, &e) || e.Attempts != 4 || !strings.Contains(err.Error(), "no data for 50ms") {
 		t.Fatalf("got %v, want a stall after 4 attempts", err)
 	}
 	if n := dataRequests(fs); n != 4 {
@@ -137,8 +137,8 @@ func TestReadDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = f.ReadRange(context.Background(), make([]byte, 1<<19), 1000, nil)
-	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "524288 bytes at offset 1000 not received within 600ms (the time limit 100ms plus their time at the minimum rate of 1 MiB/s)") {
+	err = f.readRange(context.Background(), make([]byte, 1<<19), 1000, nil)
+	if !errors.Is(err, errTimeout) || !strings.Contains(err.Error(), "524288 bytes at offset 1000 not received within 600ms (the time limit 100ms plus their time at the minimum rate of 1 MiB/s)") {
 		t.Fatalf("got %v, want the read's deadline", err)
 	}
 	if n := dataRequests(fs); n > 200 {

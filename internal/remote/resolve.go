@@ -196,7 +196,7 @@ var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // $HF_HOME/token, HF_HOME defaulting to ~/.cache/huggingface) is attached for
 // the endpoint's origin only, also for an https:// URL on that origin. With
 // HF_HUB_OFFLINE set, hf:// resolves to the cached snapshot directory instead
-// (HF_HUB_CACHE/models--org--name/snapshots/{commit}) or fails with ErrOffline.
+// (HF_HUB_CACHE/models--org--name/snapshots/{commit}) or fails with errOffline.
 func Resolve(raw string, env Env) (location, error) {
 	if env == nil {
 		env = os.Getenv
@@ -308,10 +308,10 @@ func (h hub) snapshot(repo, rev string) (string, error) {
 	}
 	snap := filepath.Join(dir, "snapshots", commit)
 	if !commitRE.MatchString(commit) {
-		return "", &Error{Kind: ErrOffline, Detail: fmt.Sprintf("hf://%s@%s is not in the cache %s", repo, rev, dir)}
+		return "", &Error{Kind: errOffline, Detail: fmt.Sprintf("hf://%s@%s is not in the cache %s", repo, rev, dir)}
 	}
 	if st, err := os.Stat(snap); err != nil || !st.IsDir() {
-		return "", &Error{Kind: ErrOffline, Detail: fmt.Sprintf("hf://%s@%s: no snapshot %s", repo, rev, snap)}
+		return "", &Error{Kind: errOffline, Detail: fmt.Sprintf("hf://%s@%s: no snapshot %s", repo, rev, snap)}
 	}
 	return snap, nil
 }

@@ -157,13 +157,13 @@ func TestResolveOffline(t *testing.T) {
 		t.Fatalf("by commit: %+v, %v", loc, err)
 	}
 	for _, raw := range []string{"hf://org/name@v2", "hf://org/other"} {
-		if _, err := Resolve(raw, env); !errors.Is(err, ErrOffline) {
+		if _, err := Resolve(raw, env); !errors.Is(err, errOffline) {
 			t.Errorf("%s: got %v, want ErrOffline", raw, err)
 		}
 	}
 	// TRANSFORMERS_OFFLINE counts too; HF_HUB_CACHE falls back to $HF_HOME/hub.
 	env = mapEnv(map[string]string{"TRANSFORMERS_OFFLINE": "1", "HF_HOME": filepath.Dir(cache), "HOME": t.TempDir()})
-	if _, err := Resolve("hf://org/name", env); !errors.Is(err, ErrOffline) {
+	if _, err := Resolve("hf://org/name", env); !errors.Is(err, errOffline) {
 		t.Errorf("TRANSFORMERS_OFFLINE: %v", err)
 	}
 }

@@ -37,7 +37,7 @@ type retryable struct {
 // failures, stalls, 408, 429 and 5xx (except 501 and 505, which will not).
 func transient(e *Error) bool {
 	switch {
-	case errors.Is(e.Kind, ErrNetwork), errors.Is(e.Kind, ErrTimeout):
+	case errors.Is(e.Kind, ErrNetwork), errors.Is(e.Kind, errTimeout):
 		return true
 	case errors.Is(e.Kind, ErrStatus):
 		s := e.Status
@@ -133,10 +133,10 @@ func netError(attemptCtx context.Context, err error, file, host string, stall ti
 func netKind(attemptCtx context.Context, err error, stall time.Duration) *Error {
 	var slow *slowError
 	if errors.As(context.Cause(attemptCtx), &slow) {
-		return &Error{Kind: ErrTimeout, Detail: slow.Error()}
+		return &Error{Kind: errTimeout, Detail: slow.Error()}
 	}
 	if errors.Is(context.Cause(attemptCtx), errStall) {
-		return &Error{Kind: ErrTimeout, Detail: fmt.Sprintf("no data for %v", stall)}
+		return &Error{Kind: errTimeout, Detail: fmt.Sprintf("no data for %v", stall)}
 	}
 	var ne net.Error
 	switch {
@@ -147,7 +147,7 @@ func netKind(attemptCtx context.Context, err error, stall time.Duration) *Error 
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return &Error{Kind: ErrNetwork, Detail: "connection closed early"}
 	case errors.As(err, &ne) && ne.Timeout():
-		return &Error{Kind: ErrTimeout, Detail: err.Error()}
+		return &Error{Kind: errTimeout, Detail: err.Error()}
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) {

@@ -222,7 +222,7 @@ func NewSource(ctx context.Context, loc location, o Options) (*Source, error) {
 }
 
 // URL is the address of a file of the source (the name path-escaped).
-func (s *Source) URL(name string) string { return s.loc.Base + urlQuote(name, true) }
+func (s *Source) url(name string) string { return s.loc.Base + urlQuote(name, true) }
 
 // Stats reports the traffic so far.
 func (s *Source) Stats() Stats {
@@ -305,16 +305,16 @@ func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http
 		resp.Body.Close()
 		next, err := req.URL.Parse(loc)
 		if loc == "" || err != nil || (next.Scheme != "http" && next.Scheme != "https") {
-			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: ErrRedirect,
+			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: errRedirect,
 				Detail: fmt.Sprintf("unusable Location %q", loc)}
 		}
 		u = next.String()
 		if seen[u] {
-			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: ErrRedirect,
+			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: errRedirect,
 				Detail: "redirect loop through " + strings.Join(append(chain, next.Host), " -> ")}
 		}
 		if hops+1 > s.o.MaxRedirects {
-			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: ErrRedirect,
+			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: errRedirect,
 				Detail: fmt.Sprintf("more than %d redirects", s.o.MaxRedirects)}
 		}
 	}
@@ -348,7 +348,7 @@ func (s *Source) ReadSmall(ctx context.Context, name string, limit int64) ([]byt
 		defer stop()
 		return s.store.ReadAll(ctx, name, limit)
 	}
-	return s.readURL(ctx, name, s.URL(name), limit)
+	return s.readURL(ctx, name, s.url(name), limit)
 }
 
 // readURL reads the whole answer to a GET of u (an API call or a file of

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 )
 
-// ErrStreamClosed is the cause a closed stream's fetch stops with.
-var ErrStreamClosed = errors.New("stream closed")
+// errStreamClosed is the cause a closed stream's fetch stops with.
+var errStreamClosed = errors.New("stream closed")
 
 // stream serves the reads of an executor that follows a plan: Fetch runs in
 // the background over the plan's ranges, coalesced and in parallel, and the
@@ -84,7 +84,7 @@ func (st *stream) readAt(name string, p []byte, off int64) (int, error) {
 			case c := <-st.chunks:
 				st.cur, st.pos, st.have = c, 0, true
 			case <-st.done:
-				if st.err != nil && !errors.Is(st.err, ErrStreamClosed) {
+				if st.err != nil && !errors.Is(st.err, errStreamClosed) {
 					return n, st.err
 				}
 				return st.direct(name, p, n, off)
@@ -123,7 +123,7 @@ func (st *stream) direct(name string, p []byte, n int, off int64) (int, error) {
 		rest = rest[:f.Size()-at]
 	}
 	var got atomic.Int64
-	if err := f.ReadRange(context.Background(), rest, at, &got); err != nil {
+	if err := f.readRange(context.Background(), rest, at, &got); err != nil {
 		return n, err
 	}
 	st.unplanned.Add(int64(len(rest)))
@@ -137,10 +137,10 @@ func (st *stream) direct(name string, p []byte, n int, off int64) (int, error) {
 // cost; err is the fetch's failure, nil when it completed or was stopped by
 // Close.
 func (st *stream) Close() (Stats, error) {
-	st.closeOnce.Do(func() { st.cancel(ErrStreamClosed) })
+	st.closeOnce.Do(func() { st.cancel(errStreamClosed) })
 	<-st.done
 	err := st.err
-	if errors.Is(err, ErrStreamClosed) {
+	if errors.Is(err, errStreamClosed) {
 		err = nil
 	}
 	stats := st.stats

@@ -35,13 +35,13 @@ func TestLastModifiedChange(t *testing.T) {
 	if f.ETag() != "" || f.Version() != "last-modified "+lm || len(warned) != 0 {
 		t.Fatalf("version %q (ETag %q), warnings %q", f.Version(), f.ETag(), warned)
 	}
-	if err := f.ReadRange(context.Background(), make([]byte, 100), 10, nil); err != nil {
+	if err := f.readRange(context.Background(), make([]byte, 100), 10, nil); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
 	lm = "Mon, 01 Dec 2026 11:00:00 GMT"
 	mu.Unlock()
-	err = f.ReadRange(context.Background(), make([]byte, 100), 200, nil)
+	err = f.readRange(context.Background(), make([]byte, 100), 200, nil)
 	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "Last-Modified was Mon, 01 Dec 2026 10:00:00 GMT") {
 		t.Fatalf("got %v, want ErrChanged naming Last-Modified", err)
 	}

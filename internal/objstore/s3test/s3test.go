@@ -115,14 +115,14 @@ func Start(t testing.TB) *Server {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.Env(t)
+	s.env(t)
 	return s
 }
 
 // Env sets the variables every AWS tool reads to reach the server with the
 // root credentials, and hides the user's own AWS configuration and the
 // instance metadata service.
-func (s *Server) Env(t testing.TB) {
+func (s *Server) env(t testing.TB) {
 	t.Setenv("AWS_ACCESS_KEY_ID", User)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", Password)
 	t.Setenv("AWS_SESSION_TOKEN", "")
