@@ -57,12 +57,6 @@ func remoteDeadline(ctx context.Context, p string) (context.Context, context.Can
 // Names lists the shards, in the order of Checkpoint.Files.
 func (s *shards) Names() []string { return s.names }
 
-// Root is the directory (or URL base, ending in '/') holding the shards.
-func (s *shards) root() string { return s.c.Root }
-
-// IndexName is the index the checkpoint is opened through ("" if none).
-func (s *shards) indexName() string { return s.c.IndexName }
-
 // HeaderBytesRead counts the index and header bytes read so far (for a
 // remote source: every byte fetched).
 func (s *shards) HeaderBytesRead() int64 {

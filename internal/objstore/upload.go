@@ -273,18 +273,6 @@ func (u *upload) Abort() error {
 	return nil
 }
 
-// AbortUnfinished aborts every multipart upload under the bucket's prefix
-// that was never completed (those of a killed run) and reports how many
-// there were. Some stores (MinIO) list uploads only by exact key: there
-// Create's own clean-up is what finds them.
-func (b *Bucket) abortUnfinished(ctx context.Context) (int, error) {
-	prefix := ""
-	if b.u.Key != "" {
-		prefix = b.u.Key + "/"
-	}
-	return b.abortUnder(ctx, prefix, func(string) bool { return true })
-}
-
 // abortUnder aborts the unfinished uploads whose key starts with prefix
 // and is one of those own accepts.
 func (b *Bucket) abortUnder(ctx context.Context, prefix string, own func(key string) bool) (int, error) {
