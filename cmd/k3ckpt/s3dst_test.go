@@ -330,7 +330,6 @@ func TestS3LayoutDestination(t *testing.T) {
 	})
 	t.Run("killed", func(t *testing.T) {
 		p := srv.NewProxy(t)
-		p.Hold.Store(10)
 		st := state()
 		args := []string{"export", src, "s3://out/k", "--layout", "dp16", "--state-dir", st, "-q", "--jobs", "2"}
 		child := exec.Command(os.Args[0], args...)
@@ -340,7 +339,14 @@ func TestS3LayoutDestination(t *testing.T) {
 		if err := child.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// Once a run record holds a completed object, hold every later
+		// upload and kill the run there: which uploads finish first
+		// (single PUTs or multipart parts) varies with the load.
 		deadline := time.Now().Add(time.Minute)
+		for !recordsCompleted(st) && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		p.Hold.Store(max(p.Puts.Load(), 1))
 		for p.Held.Load() == 0 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -394,4 +400,27 @@ func TestS3LayoutDestination(t *testing.T) {
 			t.Errorf("a refused run left %v under d", keys)
 		}
 	})
+}
+
+// recordsCompleted reports whether a bucket run record under the state
+// directory st lists an object the run completed.
+func recordsCompleted(st string) bool {
+	found := false
+	filepath.WalkDir(st, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "run.json" || found {
+			return nil
+		}
+		var r struct {
+			Files map[string]struct {
+				ETag string `json:"etag"`
+			} `json:"files"`
+		}
+		if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &r) == nil {
+			for _, f := range r.Files {
+				found = found || f.ETag != ""
+			}
+		}
+		return nil
+	})
+	return found
 }
