@@ -19,7 +19,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/objdest"
-	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -158,15 +157,6 @@ func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*r
 	if res.Cleaned, err = obj.AbortOwn(own); err != nil {
 		return nil, err
 	}
-	var progress func(int64)
-	if o.Progress != nil {
-		var total int64
-		for _, j := range jobs {
-			total += j.of.tensorBytes()
-		}
-		o.Progress.Start(total)
-		progress = o.Progress.Add
-	}
 	committed := func(j writeJob) error {
 		if err := j.bd.recordCommit(j); err != nil {
 			return err
@@ -176,19 +166,8 @@ func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*r
 		}
 		return nil
 	}
-	var net *netFetch
-	if p.src.remote != nil {
-		conns := o.Connections
-		if conns <= 0 {
-			conns = remote.DefaultConnections
-		}
-		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
-	}
-	if res.Bytes, err = writeFiles(ctx, jobs, jobsOr(o.Jobs), progress, committed, net); err != nil {
+	if err := p.runJobs(ctx, o, jobs, committed, res); err != nil {
 		return nil, err
-	}
-	if net != nil {
-		res.Network = net.stats()
 	}
 	for _, bd := range dirs {
 		if !bd.finished {

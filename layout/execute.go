@@ -128,15 +128,6 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 			return nil, err
 		}
 	}
-	var progress func(int64)
-	if o.Progress != nil {
-		var total int64
-		for _, j := range jobs {
-			total += j.of.tensorBytes()
-		}
-		o.Progress.Start(total)
-		progress = o.Progress.Add
-	}
 	committed := func(j writeJob) error {
 		if err := j.dr.recordCommit(j.of.name); err != nil {
 			return err
@@ -146,19 +137,8 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 		}
 		return nil
 	}
-	var net *netFetch
-	if p.src.remote != nil {
-		conns := o.Connections
-		if conns <= 0 {
-			conns = remote.DefaultConnections
-		}
-		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
-	}
-	if res.Bytes, err = writeFiles(ctx, jobs, jobsOr(o.Jobs), progress, committed, net); err != nil {
+	if err := p.runJobs(ctx, o, jobs, committed, res); err != nil {
 		return nil, err
-	}
-	if net != nil {
-		res.Network = net.stats()
 	}
 	for _, dr := range runs {
 		if len(dr.todo) == 0 && !dr.finished {
@@ -259,4 +239,36 @@ func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(i
 		}, nil
 	})
 	return total.Load(), err
+}
+
+// runJobs writes jobs with o's jobs and progress, reading a remote source
+// over o's connections shared among the jobs; committed runs after each
+// file is committed. It adds the bytes written and the network use to res.
+func (p *Plan) runJobs(ctx context.Context, o ExecOptions, jobs []writeJob, committed func(writeJob) error, res *result) error {
+	var progress func(int64)
+	if o.Progress != nil {
+		var total int64
+		for _, j := range jobs {
+			total += j.of.tensorBytes()
+		}
+		o.Progress.Start(total)
+		progress = o.Progress.Add
+	}
+	var net *netFetch
+	if p.src.remote != nil {
+		conns := o.Connections
+		if conns <= 0 {
+			conns = remote.DefaultConnections
+		}
+		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
+	}
+	n, err := writeFiles(ctx, jobs, jobsOr(o.Jobs), progress, committed, net)
+	res.Bytes = n
+	if err != nil {
+		return err
+	}
+	if net != nil {
+		res.Network = net.stats()
+	}
+	return nil
 }
