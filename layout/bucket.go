@@ -70,13 +70,6 @@ type bucketDir struct {
 	rec *bucketRecord
 }
 
-func (bd *bucketDir) completionName() string {
-	if bd.d.man != nil {
-		return manifestName
-	}
-	return safetensors.IndexName
-}
-
 // executeBucket is Execute into the objects under an s3:// or gs:// prefix,
 // with the guarantees of convert's bucket DST (objdest): the run holds the
 // lock of its local state directory and the prefix's claim; every file
@@ -213,7 +206,7 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 		bd.recorded, bd.restart = true, restart
 		return bd, nil
 	}
-	bd.rec = &bucketRecord{Plan: fp, Names: bd.plannedNames(), Files: map[string]bucketObject{}}
+	bd.rec = &bucketRecord{Plan: fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
 	var there []string
 	for name := range present {
 		if rel, ok := strings.CutPrefix(name, bd.prefix); ok && !strings.HasPrefix(name, ".k3ckpt/") {
@@ -224,7 +217,7 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 		return bd, nil
 	}
 	slices.Sort(there)
-	have, err := obj.ReadFile(bd.prefix+bd.completionName(), int64(len(bd.completion))+1)
+	have, err := obj.ReadFile(bd.prefix+bd.d.completionName(), int64(len(bd.completion))+1)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -257,7 +250,7 @@ func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) erro
 				delete(present, bd.prefix+n)
 			}
 		}
-		bd.rec = &bucketRecord{Plan: bd.fp, Names: bd.plannedNames(), Files: map[string]bucketObject{}}
+		bd.rec = &bucketRecord{Plan: bd.fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
 		bd.todo = d.files
 	case bd.recorded:
 		for _, of := range d.files {
@@ -293,7 +286,7 @@ func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) erro
 		if err := bd.writeRecord(); err != nil {
 			return err
 		}
-		return obj.Delete(bd.prefix + bd.completionName())
+		return obj.Delete(bd.prefix + bd.d.completionName())
 	default:
 		bd.todo = d.files
 	}
@@ -306,22 +299,6 @@ func objectPrefix(dir string) string {
 		return ""
 	}
 	return path.Clean(filepath.ToSlash(dir)) + "/"
-}
-
-// plannedNames is every name (relative to the directory) the run writes.
-func (bd *bucketDir) plannedNames() []string {
-	names := []string{bd.completionName()}
-	if bd.d.man != nil {
-		names = append(names, safetensors.IndexName)
-	}
-	for _, of := range bd.d.files {
-		names = append(names, of.name)
-	}
-	for n := range bd.d.side {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
 }
 
 // asPlanned reports whether the object of of has the planned size and
@@ -417,7 +394,7 @@ func (bd *bucketDir) finish() error {
 			return err
 		}
 	}
-	if err := bd.obj.PutBytes(bd.prefix+bd.completionName(), bd.completion); err != nil {
+	if err := bd.obj.PutBytes(bd.prefix+bd.d.completionName(), bd.completion); err != nil {
 		return err
 	}
 	bd.finished = true

@@ -186,7 +186,7 @@ func (dr *dirRun) finish() error {
 			return err
 		}
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dr.dir, dr.completionName()), dr.completion, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dr.dir, dr.d.completionName()), dr.completion, 0o644); err != nil {
 		return err
 	}
 	// The bookkeeping goes: the marker first (a run killed here leaves a

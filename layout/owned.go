@@ -26,15 +26,15 @@ const maxForeignNamed = 8
 // plannedNames is every name (slash-separated, relative to the directory) a
 // run of d writes besides temporaries: its safetensors files, side files,
 // index and completion record, sorted.
-func (dr *dirRun) plannedNames() []string {
-	names := []string{dr.completionName()}
-	if dr.d.man != nil {
+func (d *dirPlan) plannedNames() []string {
+	names := []string{d.completionName()}
+	if d.man != nil {
 		names = append(names, safetensors.IndexName)
 	}
-	for _, of := range dr.d.files {
+	for _, of := range d.files {
 		names = append(names, of.name)
 	}
-	for n := range dr.d.side {
+	for n := range d.side {
 		names = append(names, n)
 	}
 	slices.Sort(names)

@@ -38,8 +38,10 @@ type dirRun struct {
 	stamps *stampRecord // the files committed, for the record
 }
 
-func (dr *dirRun) completionName() string {
-	if dr.d.man != nil {
+// completionName is the file written last in d's directory, whose presence
+// marks it finished: layout.json for an export, the index for a reassembly.
+func (d *dirPlan) completionName() string {
+	if d.man != nil {
 		return manifestName
 	}
 	return safetensors.IndexName
@@ -76,7 +78,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		return nil, err
 	}
 	fp := fingerprint(p, d, dr.completion)
-	dr.stamps = &stampRecord{Plan: fp, Names: dr.plannedNames(), Files: map[string]fsx.Stamp{}}
+	dr.stamps = &stampRecord{Plan: fp, Names: dr.d.plannedNames(), Files: map[string]fsx.Stamp{}}
 	exists, err := checkOutputDir(dir)
 	if err != nil {
 		return nil, err
@@ -108,7 +110,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		return nil, err
 	}
 	if len(own.foreign) > 0 {
-		return nil, own.foreignError(dir, dr.completionName())
+		return nil, own.foreignError(dir, dr.d.completionName())
 	}
 	if restart {
 		if err := removeOwned(dir, own.owned); err != nil {
@@ -170,7 +172,7 @@ func (dr *dirRun) start() error {
 // plannedBytes maps the names the plan writes whole from memory (side
 // files, the index, the completion record) to their bytes.
 func (dr *dirRun) plannedBytes() (map[string][]byte, error) {
-	want := map[string][]byte{dr.completionName(): dr.completion}
+	want := map[string][]byte{dr.d.completionName(): dr.completion}
 	if dr.d.man != nil {
 		b, err := dr.d.indexBytes()
 		if err != nil {
@@ -222,7 +224,7 @@ func (dr *dirRun) keepDone(rec *stampRecord, asPlanned bool) error {
 // completionMatches reports whether the directory holds the plan's
 // completion record byte for byte.
 func (dr *dirRun) completionMatches() bool {
-	b, err := fsx.ReadFile(filepath.Join(dr.dir, dr.completionName()), int64(len(dr.completion)))
+	b, err := fsx.ReadFile(filepath.Join(dr.dir, dr.d.completionName()), int64(len(dr.completion)))
 	return err == nil && bytes.Equal(b, dr.completion)
 }
 
