@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/convert"
-	"github.com/k3ckpt/k3ckpt/internal/progress"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -164,9 +163,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if p.AuxUnlisted {
 		warn(cmd, "%s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them", srcPath)
 	}
-	var bar *progress.Bar
+	var bar *progressBar
 	if net == nil { // a remote source shows its network progress instead
-		bar = newProgress(cmd, fl.json, label, progress.Bytes)
+		bar = newProgress(cmd, fl.json, label, unitBytes)
 	}
 	if bar != nil {
 		eo.Progress = bar
@@ -175,7 +174,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	start := time.Now()
 	res, err := convert.Execute(ctx, p, dst, eo)
 	net.done()
-	bar.Finish()
+	bar.finish()
 	if err != nil {
 		return err
 	}

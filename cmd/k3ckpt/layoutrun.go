@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/k3ckpt/k3ckpt/internal/progress"
 	"github.com/k3ckpt/k3ckpt/layout"
 )
 
@@ -172,9 +171,9 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		}
 		return writeLayoutPlan(cmd, w, plan)
 	}
-	var bar *progress.Bar
+	var bar *progressBar
 	if net == nil { // a remote source shows its network progress instead
-		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", progress.Bytes)
+		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", unitBytes)
 	}
 	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck, Connections: conns, StateDir: rf.stateDir}
 	if bar != nil {
@@ -185,7 +184,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	start := time.Now()
 	net.show(cmd, rf.asJSON, plan.FetchBytes())
 	res, err := plan.Execute(ctx, dst, eo)
-	bar.Finish()
+	bar.finish()
 	net.done()
 	if err != nil {
 		return err

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/k3ckpt/k3ckpt/internal/progress"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
@@ -105,8 +104,8 @@ func (l *lineWrapper) Write(p []byte) (int, error) {
 
 // newProgress is the progress display of a long command: on a terminal
 // stderr, unless the output is JSON or -q is given.
-func newProgress(cmd *cobra.Command, asJSON bool, label string, unit progress.Unit) *progress.Bar {
-	return progress.New(label, unit, asJSON || quiet(cmd))
+func newProgress(cmd *cobra.Command, asJSON bool, label string, unit progressUnit) *progressBar {
+	return newBar(label, unit, asJSON || quiet(cmd))
 }
 
 // jobsUsage is the one meaning of --jobs across commands.

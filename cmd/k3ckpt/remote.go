@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/k3ckpt/k3ckpt/internal/progress"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -59,7 +58,7 @@ func newHTTPClient(conns int) *http.Client {
 // the final report; nil for a local source.
 type netMeter struct {
 	m      *remote.Meter
-	bar    atomic.Pointer[progress.Bar]
+	bar    atomic.Pointer[progressBar]
 	log    chan struct{} // closed to stop the -v progress lines (nil: none)
 	logged sync.WaitGroup
 }
@@ -91,7 +90,7 @@ func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
 // line is one -v progress line: the bar's text, and the retries so far.
 func (nm *netMeter) line(label string) string {
 	s := nm.m.Snapshot()
-	line := progress.Line(label, progress.Bytes, s.Bytes, s.Total, s.Elapsed)
+	line := progressLine(label, unitBytes, s.Bytes, s.Total, s.Elapsed)
 	if s.Retries > 0 {
 		line += fmt.Sprintf("  %d retries", s.Retries)
 		if ev := s.LastRetry; ev != nil {
@@ -187,7 +186,7 @@ func (nm *netMeter) show(cmd *cobra.Command, asJSON bool, total int64) {
 	}
 	nm.m.SetTotal(total)
 	const label = "network (received)"
-	b := newProgress(cmd, asJSON, label, progress.Bytes)
+	b := newProgress(cmd, asJSON, label, unitBytes)
 	b.Start(total)
 	nm.bar.Store(b)
 	if b == nil && !asJSON && verbose(cmd) {
@@ -197,7 +196,7 @@ func (nm *netMeter) show(cmd *cobra.Command, asJSON bool, total int64) {
 
 func (nm *netMeter) done() {
 	if nm != nil {
-		nm.bar.Swap(nil).Finish()
+		nm.bar.Swap(nil).finish()
 		if nm.log != nil {
 			close(nm.log)
 			nm.logged.Wait()

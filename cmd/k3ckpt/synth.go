@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
-	"github.com/k3ckpt/k3ckpt/internal/progress"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/model"
 )
@@ -79,14 +78,14 @@ weight_scale_inv), at --scale tiny a small config with its keys.`,
 					termtext.Plural(int64(cfg.NumTensors()), "tensor", "tensors"), gib(cfg.TotalBytes()), dir)
 				return nil
 			}
-			bar := newProgress(cmd, asJSON, "synth (shards)", progress.Items)
+			bar := newProgress(cmd, asJSON, "synth (shards)", unitItems)
 			bar.Start(int64(cfg.SynthShards()))
 			if bar != nil {
 				opts.Progress = func(int, int) { bar.Add(1) }
 			}
 			start := time.Now()
 			err = model.Synth(dir, opts)
-			bar.Finish()
+			bar.finish()
 			if err != nil {
 				return err
 			}

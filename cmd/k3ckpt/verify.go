@@ -10,7 +10,6 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
-	"github.com/k3ckpt/k3ckpt/internal/progress"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -57,12 +56,12 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 			}
 			defer src.Close()
 			vo := convert.VerifyOptions{Jobs: jobs, NonFinite: policy}
-			b := newProgress(cmd, asJSON, "verify (read)", progress.Bytes)
+			b := newProgress(cmd, asJSON, "verify (read)", unitBytes)
 			if b != nil {
 				vo.Progress = b
 			}
 			rep, err := convert.Verify(cmd.Context(), src, args[1], vo)
-			b.Finish()
+			b.finish()
 			if err != nil {
 				return err
 			}

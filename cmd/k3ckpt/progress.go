@@ -1,9 +1,9 @@
-// Package progress is the one progress display of the k3ckpt commands: a
-// single status line on a terminal (done / total in binary units, percent,
-// rate, ETA), redrawn at most a few times a second and erased when the work
-// ends. Everything that is not a terminal gets nothing, so logs and pipes stay
-// clean.
-package progress
+package main
+
+// The one progress display of the commands: a single status line on a
+// terminal (done / total in binary units, percent, rate, ETA), redrawn at
+// most a few times a second and erased when the work ends. Anything that is
+// not a terminal gets nothing, so logs and pipes stay clean.
 
 import (
 	"fmt"
@@ -17,16 +17,16 @@ import (
 	"golang.org/x/term"
 )
 
-// interval is the least time between two redraws.
-const interval = 200 * time.Millisecond
+// barInterval is the least time between two redraws.
+const barInterval = 200 * time.Millisecond
 
-// Bar is a progress display. A nil *Bar is valid and shows nothing, so
-// callers never test whether a display is wanted. Start, Add and Finish are
+// progressBar is a progress display. A nil *progressBar is valid and shows nothing, so
+// callers never test whether a display is wanted. Start, Add and finish are
 // safe for concurrent use.
-type Bar struct {
+type progressBar struct {
 	w     io.Writer
 	label string
-	unit  Unit
+	unit  progressUnit
 	now   func() time.Time
 
 	total atomic.Int64
@@ -39,33 +39,33 @@ type Bar struct {
 	ended bool
 }
 
-// Unit says what the counts are: bytes (shown in MiB/GiB) or items (shards,
+// progressUnit says what the counts are: bytes (shown in MiB/GiB) or items (shards,
 // files) shown as integers.
-type Unit uint8
+type progressUnit uint8
 
-// The units a Bar counts.
+// The units a progressBar counts.
 const (
-	Bytes Unit = iota
-	Items
+	unitBytes progressUnit = iota
+	unitItems
 )
 
-// New returns a display on stderr labelled label, or nil when stderr is not
+// newBar returns a display on stderr labelled label, or nil when stderr is not
 // a terminal or quiet is set (--json, -q).
-func New(label string, unit Unit, quiet bool) *Bar {
+func newBar(label string, unit progressUnit, quiet bool) *progressBar {
 	if quiet || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return nil
 	}
-	return newWriter(os.Stderr, label, unit)
+	return newBarWriter(os.Stderr, label, unit)
 }
 
-// newWriter returns a display drawing on w whatever w is (tests, or a
+// newBarWriter returns a display drawing on w whatever w is (tests, or a
 // caller that checked the terminal itself).
-func newWriter(w io.Writer, label string, unit Unit) *Bar {
-	return &Bar{w: w, label: label, unit: unit, now: time.Now}
+func newBarWriter(w io.Writer, label string, unit progressUnit) *progressBar {
+	return &progressBar{w: w, label: label, unit: unit, now: time.Now}
 }
 
 // Start sets the total (0 or less: unknown, no percent or ETA) and starts the clock.
-func (b *Bar) Start(total int64) {
+func (b *progressBar) Start(total int64) {
 	if b == nil {
 		return
 	}
@@ -76,7 +76,7 @@ func (b *Bar) Start(total int64) {
 }
 
 // Add counts n more done and redraws when the last redraw is old enough.
-func (b *Bar) Add(n int64) {
+func (b *progressBar) Add(n int64) {
 	if b == nil {
 		return
 	}
@@ -90,15 +90,15 @@ func (b *Bar) Add(n int64) {
 	if b.start.IsZero() {
 		b.start = t
 	}
-	if t.Sub(b.last) < interval {
+	if t.Sub(b.last) < barInterval {
 		return
 	}
 	b.last = t
 	b.draw(t)
 }
 
-// Finish erases the line; later calls draw nothing.
-func (b *Bar) Finish() {
+// finish erases the line; later calls draw nothing.
+func (b *progressBar) finish() {
 	if b == nil {
 		return
 	}
@@ -113,8 +113,8 @@ func (b *Bar) Finish() {
 	}
 }
 
-func (b *Bar) draw(t time.Time) {
-	line := Line(b.label, b.unit, b.done.Load(), b.total.Load(), t.Sub(b.start))
+func (b *progressBar) draw(t time.Time) {
+	line := progressLine(b.label, b.unit, b.done.Load(), b.total.Load(), t.Sub(b.start))
 	pad := ""
 	if n := len([]rune(line)); n < b.width {
 		pad = strings.Repeat(" ", b.width-n)
@@ -124,60 +124,60 @@ func (b *Bar) draw(t time.Time) {
 	fmt.Fprintf(b.w, "\r%s%s", line, pad)
 }
 
-// Line is the text of one redraw: label, done/total, percent, rate and ETA
+// progressLine is the text of one redraw: label, done/total, percent, rate and ETA
 // ("convert  1.25 / 4.00 GiB  31%  210.4 MiB/s  ETA 0:13").
-func Line(label string, unit Unit, done, total int64, elapsed time.Duration) string {
+func progressLine(label string, unit progressUnit, done, total int64, elapsed time.Duration) string {
 	var b strings.Builder
 	b.WriteString(label)
 	b.WriteString("  ")
 	secs := elapsed.Seconds()
-	if unit == Items {
+	if unit == unitItems {
 		fmt.Fprintf(&b, "%d", done)
 		if total > 0 {
 			fmt.Fprintf(&b, " / %d", total)
 		}
 	} else {
 		scale := max(done, total)
-		fmt.Fprintf(&b, "%s", size(done, scale))
+		fmt.Fprintf(&b, "%s", sizeIn(done, scale))
 		if total > 0 {
-			fmt.Fprintf(&b, " / %s", size(total, scale))
+			fmt.Fprintf(&b, " / %s", sizeIn(total, scale))
 		}
-		b.WriteString(" " + unitName(scale))
+		b.WriteString(" " + sizeUnit(scale))
 	}
 	if total > 0 {
 		fmt.Fprintf(&b, "  %3d%%", min(100, done*100/total))
 	}
 	if secs > 0 && done > 0 {
 		rate := float64(done) / secs
-		if unit == Bytes {
-			fmt.Fprintf(&b, "  %s %s/s", size(int64(rate), int64(rate)), unitName(int64(rate)))
+		if unit == unitBytes {
+			fmt.Fprintf(&b, "  %s %s/s", sizeIn(int64(rate), int64(rate)), sizeUnit(int64(rate)))
 		}
 		if total > done {
 			eta := time.Duration(float64(total-done) / rate * float64(time.Second))
-			b.WriteString("  ETA " + clock(eta))
+			b.WriteString("  ETA " + clockText(eta))
 		}
 	}
 	return b.String()
 }
 
-// size formats n bytes with two decimals in the unit chosen by scale: MiB
+// sizeIn formats n bytes with two decimals in the unit chosen by scale: MiB
 // below 1 GiB, GiB from there (the units of every k3ckpt table).
-func size(n, scale int64) string {
+func sizeIn(n, scale int64) string {
 	if scale < 1<<30 {
 		return fmt.Sprintf("%.2f", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%.2f", float64(n)/(1<<30))
 }
 
-func unitName(scale int64) string {
+func sizeUnit(scale int64) string {
 	if scale < 1<<30 {
 		return "MiB"
 	}
 	return "GiB"
 }
 
-// clock formats a duration as m:ss or h:mm:ss.
-func clock(d time.Duration) string {
+// clockText formats a duration as m:ss or h:mm:ss.
+func clockText(d time.Duration) string {
 	s := int64(d.Round(time.Second) / time.Second)
 	if s >= 3600 {
 		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)

@@ -1,4 +1,4 @@
-package progress
+package main
 
 import (
 	"bytes"
@@ -7,49 +7,49 @@ import (
 	"time"
 )
 
-func TestLine(t *testing.T) {
+func TestProgressLine(t *testing.T) {
 	for _, c := range []struct {
-		unit        Unit
+		unit        progressUnit
 		done, total int64
 		elapsed     time.Duration
 		want        string
 	}{
 		// 1.25 GiB of 4 GiB in 10 s: 128 MiB/s, 2.75 GiB left = 22 s.
-		{Bytes, 5 << 28, 4 << 30, 10 * time.Second, "x  1.25 / 4.00 GiB   31%  128.00 MiB/s  ETA 0:22"},
+		{unitBytes, 5 << 28, 4 << 30, 10 * time.Second, "x  1.25 / 4.00 GiB   31%  128.00 MiB/s  ETA 0:22"},
 		// Below 1 GiB everything is MiB.
-		{Bytes, 1 << 20, 512 << 20, time.Second, "x  1.00 / 512.00 MiB    0%  1.00 MiB/s  ETA 8:31"},
+		{unitBytes, 1 << 20, 512 << 20, time.Second, "x  1.00 / 512.00 MiB    0%  1.00 MiB/s  ETA 8:31"},
 		// Unknown total: no percent, no ETA.
-		{Bytes, 3 << 30, 0, 3 * time.Second, "x  3.00 GiB  1.00 GiB/s"},
-		{Items, 12, 96, 6 * time.Second, "x  12 / 96   12%  ETA 0:42"},
-		{Items, 96, 96, 6 * time.Second, "x  96 / 96  100%"},
+		{unitBytes, 3 << 30, 0, 3 * time.Second, "x  3.00 GiB  1.00 GiB/s"},
+		{unitItems, 12, 96, 6 * time.Second, "x  12 / 96   12%  ETA 0:42"},
+		{unitItems, 96, 96, 6 * time.Second, "x  96 / 96  100%"},
 	} {
-		if got := Line("x", c.unit, c.done, c.total, c.elapsed); got != c.want {
-			t.Errorf("Line(%d, %d, %v) = %q, want %q", c.done, c.total, c.elapsed, got, c.want)
+		if got := progressLine("x", c.unit, c.done, c.total, c.elapsed); got != c.want {
+			t.Errorf("progressLine(%d, %d, %v) = %q, want %q", c.done, c.total, c.elapsed, got, c.want)
 		}
 	}
 }
 
-func TestClock(t *testing.T) {
+func TestProgressClock(t *testing.T) {
 	for d, want := range map[time.Duration]string{0: "0:00", 59 * time.Second: "0:59", 61 * time.Second: "1:01", 3723 * time.Second: "1:02:03"} {
-		if got := clock(d); got != want {
+		if got := clockText(d); got != want {
 			t.Errorf("Clock(%v) = %q, want %q", d, got, want)
 		}
 	}
 }
 
-// A nil Bar is what quiet and non-terminal runs get: every method is a no-op.
-func TestNilBar(t *testing.T) {
-	var b *Bar
+// A nil progressBar is what quiet and non-terminal runs get: every method is a no-op.
+func TestProgressNilBar(t *testing.T) {
+	var b *progressBar
 	b.Start(10)
 	b.Add(5)
-	b.Finish()
+	b.finish()
 }
 
 // The bar redraws in place (carriage return, no newline), throttled, and
 // erases its line at the end.
-func TestBarDraws(t *testing.T) {
+func TestProgressBarDraws(t *testing.T) {
 	var out bytes.Buffer
-	b := newWriter(&out, "copy", Items)
+	b := newBarWriter(&out, "copy", unitItems)
 	clock := time.Unix(0, 0)
 	b.now = func() time.Time { return clock }
 	b.Start(4)
@@ -58,8 +58,8 @@ func TestBarDraws(t *testing.T) {
 		b.Add(1)
 		b.Add(0) // same instant: throttled
 	}
-	b.Finish()
-	b.Add(1) // after Finish: nothing
+	b.finish()
+	b.Add(1) // after finish: nothing
 	s := out.String()
 	if strings.Contains(s, "\n") {
 		t.Errorf("output has a newline: %q", s)
