@@ -119,7 +119,7 @@ func TestBidirExpertsRoundTrip(t *testing.T) {
 	}
 	experts := 0
 	for name, s := range src {
-		base, packed, ok := model.MXFP4Part(name)
+		base, packed, ok := model.K3Classifier().MXFP4Part(name)
 		switch {
 		case !ok:
 			if b, ok := back[name]; !ok || !bytes.Equal(b.data, s.data) || b.dtype != s.dtype {
@@ -163,7 +163,7 @@ func TestBidirExpertsRoundTrip(t *testing.T) {
 		if !ok || a.dtype != s.dtype || !reflect.DeepEqual(a.shape, s.shape) {
 			t.Fatalf("%s: %v %v back, source %v %v", name, a.dtype, a.shape, s.dtype, s.shape)
 		}
-		base, packed, ok := model.MXFP4Part(name)
+		base, packed, ok := model.K3Classifier().MXFP4Part(name)
 		if !ok {
 			if !bytes.Equal(a.data, s.data) {
 				t.Fatalf("%s changed", name)
@@ -325,7 +325,7 @@ func TestBidirNVFP4ToBF16(t *testing.T) {
 	src, b := tensorsOf(t, miniSrc), tensorsOf(t, back)
 	n := 0
 	for name, s := range src {
-		base, packed, ok := model.MXFP4Part(name)
+		base, packed, ok := model.K3Classifier().MXFP4Part(name)
 		if !ok || !packed {
 			continue
 		}

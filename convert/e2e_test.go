@@ -304,7 +304,7 @@ func checkConfig(t *testing.T, dst string, opts Options) {
 		}
 		excluded := false
 		for _, e := range sec["exclude_modules"].([]any) {
-			excluded = excluded || model.MatchModule(e.(string), kept)
+			excluded = excluded || model.ModuleMatcher(e.(string))(kept)
 		}
 		if !excluded {
 			t.Errorf("%s not excluded", kept)

@@ -86,7 +86,7 @@ func TestModelOptListsEverySpelling(t *testing.T) {
 		}
 		want := map[string]bool{}
 		for _, m := range slices.Concat(mods.fp8, model.FusedNames(mods.fp8)) {
-			for _, n := range model.ModuleSpellings(m) {
+			for _, n := range model.K3Classifier().ModuleSpellings(m) {
 				want[n] = true
 			}
 		}
@@ -100,7 +100,7 @@ func TestModelOptListsEverySpelling(t *testing.T) {
 			t.Errorf("%s: %d declared, want %d", recipe, len(layers), len(want))
 		}
 		for _, k := range mods.kept {
-			for _, n := range model.ModuleSpellings(k) {
+			for _, n := range model.K3Classifier().ModuleSpellings(k) {
 				if _, bad := layers[n]; bad {
 					t.Errorf("%s: BF16 module %s declared quantized", recipe, n)
 				}
@@ -108,12 +108,12 @@ func TestModelOptListsEverySpelling(t *testing.T) {
 		}
 		for _, e := range sec["exclude_modules"].([]any) {
 			for n := range layers {
-				if model.MatchModule(e.(string), n) {
+				if model.ModuleMatcher(e.(string))(n) {
 					t.Errorf("%s: exclusion %s matches declared %s", recipe, e, n)
 				}
 			}
-			for _, n := range model.ModuleSpellings(mods.experts[0]) {
-				if model.MatchModule(e.(string), n) {
+			for _, n := range model.K3Classifier().ModuleSpellings(mods.experts[0]) {
+				if model.ModuleMatcher(e.(string))(n) {
 					t.Errorf("%s: exclusion %s matches the MXFP4 experts %s", recipe, e, n)
 				}
 			}
@@ -123,8 +123,8 @@ func TestModelOptListsEverySpelling(t *testing.T) {
 			if !strings.Contains(k, ".self_attn.") {
 				continue
 			}
-			for _, n := range model.ModuleSpellings(k) {
-				if !slices.ContainsFunc(sec["exclude_modules"].([]any), func(e any) bool { return model.MatchModule(e.(string), n) }) {
+			for _, n := range model.K3Classifier().ModuleSpellings(k) {
+				if !slices.ContainsFunc(sec["exclude_modules"].([]any), func(e any) bool { return model.ModuleMatcher(e.(string))(n) }) {
 					t.Errorf("%s: kept %s not excluded", recipe, n)
 				}
 			}
@@ -288,7 +288,7 @@ func TestCompressedTensorsSchema(t *testing.T) {
 		return slices.ContainsFunc(targets, func(re *regexp.Regexp) bool { return re.MatchString(n) })
 	}
 	for _, m := range mods.fp8 {
-		for _, n := range model.ModuleSpellings(m) {
+		for _, n := range model.K3Classifier().ModuleSpellings(m) {
 			if !match(n) {
 				t.Errorf("FP8 %s not targeted", n)
 			}
@@ -336,7 +336,7 @@ func TestConvertedConfigsParse(t *testing.T) {
 	expertSpecs := func(specs []safetensors.TensorSpec) map[string]string {
 		m := map[string]string{}
 		for _, s := range specs {
-			if model.Classify(s.Name) == model.RoutedExperts {
+			if model.K3Classifier().Classify(s.Name) == model.RoutedExperts {
 				m[s.Name] = fmt.Sprint(s.DType, s.Shape)
 			}
 		}

@@ -41,7 +41,7 @@ func TestFP8ExpertsFromMXFP4IsBF16Path(t *testing.T) {
 			a, b := tensorsOf(t, fromMX), tensorsOf(t, fromBF)
 			experts := 0
 			for n, ta := range a {
-				if model.Classify(n) != model.RoutedExperts {
+				if model.K3Classifier().Classify(n) != model.RoutedExperts {
 					continue
 				}
 				experts++
@@ -66,7 +66,7 @@ func TestFP8ExpertsFromMXFP4IsBF16Path(t *testing.T) {
 			}
 			// Everything but the experts is the default conversion's.
 			for n, ta := range a {
-				if model.Classify(n) == model.RoutedExperts {
+				if model.K3Classifier().Classify(n) == model.RoutedExperts {
 					continue
 				}
 				if tr, ok := src[n]; ok && tr.dtype != safetensors.BF16 && !bytes.Equal(tr.data, ta.data) {
@@ -127,7 +127,7 @@ func fp8ExpertBlocks(t *testing.T, src map[string]tensorData, sf quant.ScaleFmt)
 	t.Helper()
 	var st FP8ExpertStats
 	for name, s := range src {
-		base, packed, ok := model.MXFP4Part(name)
+		base, packed, ok := model.K3Classifier().MXFP4Part(name)
 		if !ok || !packed {
 			continue
 		}
@@ -334,7 +334,7 @@ func TestFP8ExpertsBackToBF16(t *testing.T) {
 		back := tensorsOf(t, bf)
 		n := 0
 		for name, s := range src {
-			base, packed, ok := model.MXFP4Part(name)
+			base, packed, ok := model.K3Classifier().MXFP4Part(name)
 			if !ok || !packed {
 				continue
 			}

@@ -18,7 +18,7 @@ func TestMXFP4ExpertsAsBlockFP8(t *testing.T) {
 	var blocks int64
 	lossless := map[quant.ScaleFmt]int64{}
 	for name, s := range src {
-		base, packed, ok := model.MXFP4Part(name)
+		base, packed, ok := model.K3Classifier().MXFP4Part(name)
 		if !ok || !packed {
 			continue
 		}

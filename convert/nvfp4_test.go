@@ -47,7 +47,7 @@ func mxfp4Projections(c *safetensors.Checkpoint) []string {
 	var out []string
 	for _, f := range c.Files {
 		for _, ti := range f.Tensors {
-			if base, packed, ok := model.MXFP4Part(ti.Name); ok && packed {
+			if base, packed, ok := model.K3Classifier().MXFP4Part(ti.Name); ok && packed {
 				out = append(out, base)
 			}
 		}
@@ -91,7 +91,7 @@ func checkNVFP4Files(t *testing.T, srcDir, dst string) (projections int, differi
 			t.Fatalf("%s.input_scale = %g, want 1", base, in)
 		}
 		kmax := e8m0KMax(e8)
-		if p, ok := model.NVFP4ScalePartner(base); ok {
+		if p, ok := model.K3Classifier().NVFP4ScalePartner(base); ok {
 			kmax = max(kmax, e8m0KMax(readTensor(t, src, model.MXFP4Scales(p))))
 		}
 		if want := float32(math.Ldexp(1, kmax-8)); s2 != want {

@@ -79,7 +79,7 @@ func TestPlanTensorsK3Figures(t *testing.T) {
 		if o.Role == roleWeight {
 			quantized++
 		}
-		if model.Classify(o.Name) != model.RoutedExperts && model.Classify(o.Name) != model.Vision {
+		if model.K3Classifier().Classify(o.Name) != model.RoutedExperts && model.K3Classifier().Classify(o.Name) != model.Vision {
 			n, _ := safetensors.ByteSize(o.DType, o.Shape)
 			nonExpert += n
 		}

@@ -143,7 +143,7 @@ func TestReportAgreesWithVerifyStats(t *testing.T) {
 	r, _ := readReportFile(t, miniRef)
 	maxByGroup := map[string]float64{}
 	for _, ts := range rep.Tensors {
-		g := model.ParseName(ts.Name).Group.String()
+		g := model.K3Classifier().ParseName(ts.Name).Group.String()
 		maxByGroup[g] = max(maxByGroup[g], ts.MaxAbs)
 	}
 	for _, g := range r.Groups {
@@ -317,7 +317,7 @@ func TestReportMatchesTorchReference(t *testing.T) {
 			total := &refTensor{}
 			tensors := map[string]int64{}
 			for _, rt := range ref.Tensors {
-				g := model.ParseName(rt.Name).Group.String()
+				g := model.K3Classifier().ParseName(rt.Name).Group.String()
 				if groups[g] == nil {
 					groups[g] = &refTensor{Name: g}
 				}

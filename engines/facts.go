@@ -229,13 +229,12 @@ func newScanner(cf configFacts, cls *model.Classifier) *scanner {
 // linear reports whether the group is a linear module's weight a
 // conversion may quantize (the groups the rules speak about).
 func linear(g model.Group) bool {
-	switch g {
-	case model.GroupKDAConv, model.GroupKDADTBias, model.GroupKDAALog, model.GroupKDAONorm,
-		model.GroupMLAQANorm, model.GroupMLAKVANorm, model.GroupLatentNorm:
+	switch g.String() {
+	case "kda.conv1d", "kda.dt_bias", "kda.A_log", "kda.o_norm", "mla.q_a_layernorm", "mla.kv_a_layernorm", "latent.norm":
 		return false
 	}
-	switch g.Component() {
-	case model.AttentionKDA, model.AttentionMLA, model.DenseMLP, model.SharedExperts, model.RoutedExperts, model.Latent:
+	switch g.Component().String() {
+	case "attention.kda", "attention.mla", "dense_mlp", "shared_experts", "routed_experts", "latent":
 		return true
 	}
 	return false
@@ -257,16 +256,16 @@ func (s *scanner) file(ts []safetensors.TensorInfo) {
 		}
 		m.bytes += t.Size()
 		v := tensor{ok: true, dt: t.DType, rank: len(t.Shape)}
-		switch tn.Role {
-		case model.RoleWeight:
+		switch tn.Role.String() { // the name's last segment
+		case "weight":
 			m.weight = v
-		case model.RolePacked:
+		case "weight_packed":
 			m.packed = v
-		case model.RoleScale:
+		case "weight_scale":
 			m.scale = v
-		case model.RoleScaleInv:
+		case "weight_scale_inv":
 			m.scaleInv = v
-		case model.RoleScale2:
+		case "weight_scale_2":
 			m.scale2 = v
 		}
 	}

@@ -62,7 +62,7 @@ func TestConvertedConventions(t *testing.T) {
 					fp8++
 					fp8Bytes += ti.Size()
 					blocks += (n + 127) / 128 * ((k + 127) / 128)
-					perComp[model.Classify(ti.Name).String()]++
+					perComp[model.K3Classifier().Classify(ti.Name).String()]++
 					if ti.Size() != n*k {
 						t.Errorf("%s: %d B for [%d, %d] FP8 codes", ti.Name, ti.Size(), n, k)
 					}

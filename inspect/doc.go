@@ -6,7 +6,7 @@
 // tables, JSON and an SVG chart of per-rank weight memory.
 //
 // Classification, recipes and layouts each have one definition elsewhere
-// (model.Classify, convert.PlanTensors, layout.Layout.Place); this package only sums.
+// ((*model.Classifier).Classify, convert.PlanTensors, layout.Layout.Place); this package only sums.
 package inspect
 
 import "strconv"

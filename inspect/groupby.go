@@ -6,7 +6,7 @@ import "fmt"
 type groupBy uint8
 
 const (
-	// ByComponent groups tensors by the schema's component class (model.Classify).
+	// ByComponent groups tensors by the schema's component class ((*model.Classifier).Classify).
 	ByComponent groupBy = iota
 	// byDType groups tensors by their safetensors dtype.
 	byDType

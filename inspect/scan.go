@@ -107,7 +107,7 @@ func (o Options) table() bool {
 // tensors config.json places in it.
 func (a *auditor) scan() ([]fileTotals, error) {
 	names := a.src.names
-	classify := model.Classify
+	classify := model.K3Classifier().Classify
 	var shardOf map[string]int
 	var match *model.ShardMatcher
 	if a.cfg != nil {
@@ -151,10 +151,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 			ft.comp[c].add(sz)
 			ft.dtype[t.DType].add(sz)
 			if ft.layers != nil {
-				l := -1
-				if v, ok := model.LayerOf(t.Name); ok {
-					l = v
-				}
+				l := max(-1, model.K3Classifier().ParseName(t.Name).Layer)
 				s := ft.layers[l]
 				if s == nil {
 					s = &Sum{}

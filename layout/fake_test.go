@@ -79,13 +79,13 @@ func layerFiles(layers int) func(string) string {
 	n := layers + 3
 	name := func(i int) string { return fmt.Sprintf(model.ShardNameFormat, i, n) }
 	return func(s string) string {
-		tn := model.ParseName(s)
+		tn := model.K3Classifier().ParseName(s)
 		switch {
 		case tn.Layer >= 0:
 			return name(tn.Layer + 1)
-		case tn.Group == model.GroupMMProjector:
+		case tn.Group.String() == "mm_projector":
 			return name(layers + 2)
-		case tn.Group == model.GroupVisionTower:
+		case tn.Group.String() == "vision_tower":
 			return name(layers + 3)
 		}
 		return name(layers + 1)

@@ -284,8 +284,8 @@ type compiledRule struct {
 const anyLayerGroup = "layer"
 
 // modelLevel are the groups outside the decoder layers.
-var modelLevel = model.Groups(model.GroupEmbedding, model.GroupLMHead, model.GroupFinalNorms,
-	model.GroupVisionTower, model.GroupMMProjector)
+// The names are the built-in family's, so the error is nil.
+var modelLevel, _ = model.ParseGroupSet("embedding,lm_head,final_norms,vision_tower,mm_projector")
 
 // matchGroup reports whether a parsed tensor name is one of the rule's groups.
 func (r *compiledRule) matchGroup(tn model.TensorName) bool {

@@ -98,7 +98,7 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 	if cls == nil {
 		cls = l.cls
 	}
-	parse := model.ParseName
+	parse := model.K3Classifier().ParseName
 	if cls != nil {
 		parse = cls.ParseName
 	}

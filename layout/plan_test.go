@@ -75,7 +75,7 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 				want := map[string]piece{}
 				wantExpert := map[expertKey]piece{}
 				for _, pc := range pieces(t, pm, r) {
-					if tn := model.ParseName(pc.Name); tn.Group == model.GroupExperts {
+					if tn := model.K3Classifier().ParseName(pc.Name); tn.Group == model.GroupExperts {
 						wantExpert[expertKey{tn.Layer, tn.Expert, int(tn.Proj)}] = pc
 						continue
 					}
@@ -84,7 +84,7 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 				got := pieces(t, pb, r)
 				seen, seenExperts := 0, map[expertKey]bool{}
 				for _, pc := range got {
-					if tn := model.ParseName(pc.Name); tn.Group == model.GroupExperts {
+					if tn := model.K3Classifier().ParseName(pc.Name); tn.Group == model.GroupExperts {
 						k := expertKey{tn.Layer, tn.Expert, int(tn.Proj)}
 						w, ok := wantExpert[k]
 						if !ok || w.Rule != pc.Rule || w.Held != pc.Held || w.Axis != pc.Axis {
@@ -217,7 +217,7 @@ func TestTextOnlyDropsVisionShards(t *testing.T) {
 	visionOf := func(c *model.Config, specs []st.TensorSpec) (shards map[string]bool, names []string) {
 		shards = map[string]bool{}
 		for _, s := range specs {
-			if g := model.ParseName(s.Name).Group; g == model.GroupVisionTower || g == model.GroupMMProjector {
+			if g := model.K3Classifier().ParseName(s.Name).Group; g.String() == "vision_tower" || g.String() == "mm_projector" {
 				shards[c.ShardOf(s.Name)] = true
 			}
 		}

@@ -19,20 +19,20 @@ type Component uint8
 const (
 	// Other holds tensors no rule recognises; they are reported, never dropped.
 	Other Component = iota
-	// AttentionKDA is a KDA (linear attention) layer's self_attn tensors.
-	AttentionKDA
-	// AttentionMLA is an MLA (full attention) layer's self_attn tensors.
-	AttentionMLA
-	// SharedExperts is a MoE layer's always-active shared experts.
-	SharedExperts
-	// Latent is the latent MoE projections (routed_expert_down/up_proj) and routed_expert_norm.
-	Latent
+	// attentionKDA is a KDA (linear attention) layer's self_attn tensors.
+	attentionKDA
+	// attentionMLA is an MLA (full attention) layer's self_attn tensors.
+	attentionMLA
+	// sharedExperts is a MoE layer's always-active shared experts.
+	sharedExperts
+	// latentMoE is the latent MoE projections (routed_expert_down/up_proj) and routed_expert_norm.
+	latentMoE
 	// router is the MoE gate weight and its e_score_correction_bias.
 	router
 	// RoutedExperts is the MXFP4 routed experts.
 	RoutedExperts
-	// DenseMLP is the dense MLP of the first_k_dense_replace layers (layer 0 in K3).
-	DenseMLP
+	// denseMLP is the dense MLP of the first_k_dense_replace layers (layer 0 in K3).
+	denseMLP
 	// embedding is embed_tokens.
 	embedding
 	// lMHead is the output projection.
@@ -54,13 +54,13 @@ const (
 
 var componentNames = [NumComponents]string{
 	Other:         "other",
-	AttentionKDA:  "attention.kda",
-	AttentionMLA:  "attention.mla",
-	SharedExperts: "shared_experts",
-	Latent:        "latent",
+	attentionKDA:  "attention.kda",
+	attentionMLA:  "attention.mla",
+	sharedExperts: "shared_experts",
+	latentMoE:     "latent",
 	router:        "router",
 	RoutedExperts: "routed_experts",
-	DenseMLP:      "dense_mlp",
+	denseMLP:      "dense_mlp",
 	embedding:     "embedding",
 	lMHead:        "lm_head",
 	norms:         "norms",
@@ -123,10 +123,9 @@ var k3Classifier = func() *Classifier {
 	return c
 }()
 
-// Classify classifies a name with the public K3 layer schedule. Use
-// (*Config).Classifier when the checkpoint's own config is at hand: only
-// o_proj/g_proj depend on the schedule.
-func Classify(name string) Component { return k3Classifier.Classify(name) }
+// K3Classifier reads names with the public Kimi-K3 layer schedule, for a
+// checkpoint without a config; (*Config).Classifier reads the config's.
+func K3Classifier() *Classifier { return k3Classifier }
 
 // Classify returns the component of a tensor name: its group's component.
 // Quantization companions (X.weight_scale_inv, X.weight_scale, X.input_scale,

@@ -36,39 +36,39 @@ func TestClassify(t *testing.T) {
 		name string
 		want Component
 	}{
-		{P + "layers.0.self_attn.q_proj.weight", AttentionKDA},
-		{P + "layers.1.self_attn.o_proj.weight", AttentionKDA},
-		{P + "layers.1.self_attn.g_proj.weight", AttentionKDA},
-		{P + "layers.3.self_attn.o_proj.weight", AttentionMLA},
-		{P + "layers.3.self_attn.g_proj.weight", AttentionMLA},
-		{P + "layers.92.self_attn.g_proj.weight", AttentionMLA},
-		{P + "layers.91.self_attn.o_proj.weight", AttentionMLA},
-		{P + "layers.90.self_attn.o_proj.weight", AttentionKDA},
-		{P + "layers.5.self_attn.A_log", AttentionKDA},
-		{P + "layers.5.self_attn.dt_bias", AttentionKDA},
-		{P + "layers.5.self_attn.q_conv1d.weight", AttentionKDA},
-		{P + "layers.5.self_attn.o_norm.weight", AttentionKDA},
-		{P + "layers.5.self_attn.b_proj.weight", AttentionKDA},
-		{P + "layers.5.self_attn.f_a_proj.weight", AttentionKDA},
-		{P + "layers.7.self_attn.kv_a_proj_with_mqa.weight", AttentionMLA},
-		{P + "layers.7.self_attn.kv_a_layernorm.weight", AttentionMLA},
-		{P + "layers.7.self_attn.q_a_layernorm.weight", AttentionMLA},
-		{P + "layers.7.self_attn.q_b_proj.weight", AttentionMLA},
-		{P + "layers.7.self_attn.q_b_proj.weight_scale_inv", AttentionMLA},
-		{P + "layers.3.self_attn.o_proj.weight_scale", AttentionMLA},
-		{P + "layers.2.self_attn.o_proj.weight_scale_inv", AttentionKDA},
-		{P + "layers.2.self_attn.o_proj.input_scale", AttentionKDA},
-		{P + "layers.1.block_sparse_moe.shared_experts.down_proj.weight", SharedExperts},
-		{P + "layers.1.block_sparse_moe.shared_experts.down_proj.weight_scale_inv", SharedExperts},
-		{P + "layers.1.block_sparse_moe.routed_expert_down_proj.weight", Latent},
-		{P + "layers.1.block_sparse_moe.routed_expert_up_proj.weight_scale", Latent},
-		{P + "layers.1.block_sparse_moe.routed_expert_norm.weight", Latent},
+		{P + "layers.0.self_attn.q_proj.weight", attentionKDA},
+		{P + "layers.1.self_attn.o_proj.weight", attentionKDA},
+		{P + "layers.1.self_attn.g_proj.weight", attentionKDA},
+		{P + "layers.3.self_attn.o_proj.weight", attentionMLA},
+		{P + "layers.3.self_attn.g_proj.weight", attentionMLA},
+		{P + "layers.92.self_attn.g_proj.weight", attentionMLA},
+		{P + "layers.91.self_attn.o_proj.weight", attentionMLA},
+		{P + "layers.90.self_attn.o_proj.weight", attentionKDA},
+		{P + "layers.5.self_attn.A_log", attentionKDA},
+		{P + "layers.5.self_attn.dt_bias", attentionKDA},
+		{P + "layers.5.self_attn.q_conv1d.weight", attentionKDA},
+		{P + "layers.5.self_attn.o_norm.weight", attentionKDA},
+		{P + "layers.5.self_attn.b_proj.weight", attentionKDA},
+		{P + "layers.5.self_attn.f_a_proj.weight", attentionKDA},
+		{P + "layers.7.self_attn.kv_a_proj_with_mqa.weight", attentionMLA},
+		{P + "layers.7.self_attn.kv_a_layernorm.weight", attentionMLA},
+		{P + "layers.7.self_attn.q_a_layernorm.weight", attentionMLA},
+		{P + "layers.7.self_attn.q_b_proj.weight", attentionMLA},
+		{P + "layers.7.self_attn.q_b_proj.weight_scale_inv", attentionMLA},
+		{P + "layers.3.self_attn.o_proj.weight_scale", attentionMLA},
+		{P + "layers.2.self_attn.o_proj.weight_scale_inv", attentionKDA},
+		{P + "layers.2.self_attn.o_proj.input_scale", attentionKDA},
+		{P + "layers.1.block_sparse_moe.shared_experts.down_proj.weight", sharedExperts},
+		{P + "layers.1.block_sparse_moe.shared_experts.down_proj.weight_scale_inv", sharedExperts},
+		{P + "layers.1.block_sparse_moe.routed_expert_down_proj.weight", latentMoE},
+		{P + "layers.1.block_sparse_moe.routed_expert_up_proj.weight_scale", latentMoE},
+		{P + "layers.1.block_sparse_moe.routed_expert_norm.weight", latentMoE},
 		{P + "layers.1.block_sparse_moe.gate.weight", router},
 		{P + "layers.1.block_sparse_moe.gate.e_score_correction_bias", router},
 		{P + "layers.1.block_sparse_moe.experts.0.w1.weight_packed", RoutedExperts},
 		{P + "layers.92.block_sparse_moe.experts.895.w2.weight_scale", RoutedExperts},
-		{P + "layers.0.mlp.gate_proj.weight", DenseMLP},
-		{P + "layers.0.mlp.down_proj.weight_scale_inv", DenseMLP},
+		{P + "layers.0.mlp.gate_proj.weight", denseMLP},
+		{P + "layers.0.mlp.down_proj.weight_scale_inv", denseMLP},
 		{P + "layers.0.input_layernorm.weight", norms},
 		{P + "layers.0.post_attention_layernorm.weight", norms},
 		{P + "layers.0.self_attention_res_norm.weight", norms},
@@ -84,7 +84,7 @@ func TestClassify(t *testing.T) {
 		{"mm_projector.post_norm.weight", Vision},
 		{"mm_projector.proj.2.weight", Vision},
 		// a bare text checkpoint
-		{"model.layers.3.self_attn.o_proj.weight", AttentionMLA},
+		{"model.layers.3.self_attn.o_proj.weight", attentionMLA},
 		{"model.embed_tokens.weight", embedding},
 		{"model.norm.weight", norms},
 		{"lm_head.weight", lMHead},
@@ -95,8 +95,8 @@ func TestClassify(t *testing.T) {
 		{"", Other},
 	}
 	for _, c := range cases {
-		if got := Classify(c.name); got != c.want {
-			t.Errorf("Classify(%q) = %v, want %v", c.name, got, c.want)
+		if got := k3Classifier.Classify(c.name); got != c.want {
+			t.Errorf("k3Classifier.Classify(%q) = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
@@ -104,10 +104,10 @@ func TestClassify(t *testing.T) {
 // The classifier follows the schedule it is given, not K3's.
 func TestClassifierSchedule(t *testing.T) {
 	c := newClassifier(k3Schema, []layer{{Index: 0, Attention: MLA}, {Index: 1, Attention: kDA}})
-	if got := c.Classify("model.layers.0.self_attn.o_proj.weight"); got != AttentionMLA {
+	if got := c.Classify("model.layers.0.self_attn.o_proj.weight"); got != attentionMLA {
 		t.Errorf("layer 0 o_proj: %v", got)
 	}
-	if got := c.Classify("model.layers.1.self_attn.g_proj.weight"); got != AttentionKDA {
+	if got := c.Classify("model.layers.1.self_attn.g_proj.weight"); got != attentionKDA {
 		t.Errorf("layer 1 g_proj: %v", got)
 	}
 	if got := c.Classify("model.layers.3.self_attn.g_proj.weight"); got != Other {
@@ -130,13 +130,12 @@ func TestLayerExpertOf(t *testing.T) {
 		{"model.layers.99999999999999999999999.x", 0, 0, false, false},
 	}
 	for _, c := range cases {
-		l, ok := LayerOf(c.name)
-		if ok != c.isLayer || (ok && l != c.layer) {
-			t.Errorf("LayerOf(%q) = %d, %v", c.name, l, ok)
+		n := k3Classifier.ParseName(c.name)
+		if l, ok := n.Layer, n.Layer >= 0; ok != c.isLayer || (ok && l != c.layer) {
+			t.Errorf("ParseName(%q).Layer = %d", c.name, n.Layer)
 		}
-		e, ok := expertOf(c.name)
-		if ok != c.isExp || (ok && e != c.expert) {
-			t.Errorf("ExpertOf(%q) = %d, %v", c.name, e, ok)
+		if e, ok := n.Expert, n.Expert >= 0; ok != c.isExp || (ok && e != c.expert) {
+			t.Errorf("ParseName(%q).Expert = %d", c.name, n.Expert)
 		}
 	}
 }
@@ -145,6 +144,6 @@ func BenchmarkClassify(b *testing.B) {
 	name := "language_model.model.layers.17.block_sparse_moe.experts.123.w1.weight_packed"
 	b.ReportAllocs()
 	for b.Loop() {
-		Classify(name)
+		k3Classifier.Classify(name)
 	}
 }

@@ -75,11 +75,11 @@ func TestK3CatalogFigures(t *testing.T) {
 		}
 	}
 	check("whole checkpoint", total, 1453.66, 2)
-	check("attention (KDA + MLA)", comp[AttentionKDA]+comp[AttentionMLA], 67.4, 1)
-	check("shared experts", comp[SharedExperts], 22.6, 1)
-	check("latent", comp[Latent], 8.8, 1)
+	check("attention (KDA + MLA)", comp[attentionKDA]+comp[attentionMLA], 67.4, 1)
+	check("shared experts", comp[sharedExperts], 22.6, 1)
+	check("latent", comp[latentMoE], 8.8, 1)
 	check("embedding + lm_head", comp[embedding]+comp[lMHead], 4.38, 2)
-	check("dense L0", comp[DenseMLP], 1.35, 2)
+	check("dense L0", comp[denseMLP], 1.35, 2)
 	check("router", comp[router], 1.10, 2)
 	check("routed experts", comp[RoutedExperts], 1347.12, 2)
 	check("vision", comp[Vision], 0.83, 2)

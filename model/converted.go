@@ -117,8 +117,8 @@ func ignores(v any, module string) bool {
 		if !ok {
 			continue
 		}
-		for _, n := range ModuleSpellings(module) {
-			if MatchModule(pat, n) {
+		for _, n := range k3Classifier.ModuleSpellings(module) {
+			if ModuleMatcher(pat)(n) {
 				return true
 			}
 		}

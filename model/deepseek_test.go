@@ -268,12 +268,12 @@ func TestClassifierFollowsFamily(t *testing.T) {
 	if g := cls.ParseName(o).Group.String(); g != "mla.o_proj" {
 		t.Errorf("DeepSeek %s: group %s", o, g)
 	}
-	if g := ParseName(o).Group.String(); g != "kda.o_proj" {
+	if g := k3Classifier.ParseName(o).Group.String(); g != "kda.o_proj" {
 		t.Errorf("K3 %s: group %s", o, g)
 	}
 	base := "model.layers.3.mlp.experts.7.gate_proj"
 	if p, ok := cls.NVFP4ScalePartner(base); !ok || p != "model.layers.3.mlp.experts.7.up_proj" {
-		t.Errorf("DeepSeek NVFP4ScalePartner(%s) = %q, %v", base, p, ok)
+		t.Errorf("DeepSeek k3Classifier.NVFP4ScalePartner(%s) = %q, %v", base, p, ok)
 	}
 	if b, packed, ok := cls.MXFP4Part(base + ".weight_packed"); !ok || !packed || b != base {
 		t.Errorf("DeepSeek MXFP4Part: %q %v %v", b, packed, ok)

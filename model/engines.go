@@ -13,9 +13,6 @@ import (
 // quantized module under each spelling and under the names of the fused
 // layers the engines build from it.
 
-// ModuleSpellings is (*Classifier).ModuleSpellings under Kimi-K3's names.
-func ModuleSpellings(module string) []string { return k3Classifier.ModuleSpellings(module) }
-
 // ModuleSpellings returns every name an engine may look module up by, sorted:
 // the checkpoint name; with the family's engine renames (K3:
 // block_sparse_moe → mlp, as SGLang's and vLLM's weight mappers rename the
@@ -164,13 +161,8 @@ func FindSplits(quantized, kept []string) []Split {
 	return out
 }
 
-// MatchModule reports whether a ModelOpt exclude_modules wildcard (fnmatch:
+// ModuleMatcher reports whether a ModelOpt exclude_modules wildcard (fnmatch:
 // * matches any run of characters, dots included) matches a module name.
-func MatchModule(pattern, module string) bool { return ModuleMatcher(pattern)(module) }
-
-// ModuleMatcher is MatchModule with the pattern read once, for a pattern
-// tested against many modules (a conversion tests every exclusion against
-// every quantized module).
 func ModuleMatcher(pattern string) func(module string) bool {
 	// The exporter's patterns are literals with * at either end: match those
 	// without the general matcher.

@@ -44,9 +44,6 @@ const (
 	mxfp4Scale  = ".weight_scale"
 )
 
-// MXFP4Part is (*Classifier).MXFP4Part under Kimi-K3's names.
-func MXFP4Part(name string) (base string, packed, ok bool) { return k3Classifier.MXFP4Part(name) }
-
 // MXFP4Part says whether name is one of the two tensors of an MXFP4 routed
 // expert projection (X.weight_packed, X.weight_scale) of the family and
 // returns X.
@@ -83,9 +80,6 @@ func NVFP4Specs(base string, packed safetensors.TensorSpec) ([4]safetensors.Tens
 	out[3] = safetensors.TensorSpec{Name: base + ".input_scale", DType: safetensors.F32, Shape: []int64{}}
 	return out, true
 }
-
-// NVFP4ScalePartner is (*Classifier).NVFP4ScalePartner under Kimi-K3's names.
-func NVFP4ScalePartner(base string) (string, bool) { return k3Classifier.NVFP4ScalePartner(base) }
 
 // NVFP4ScalePartner returns the projection that shares weight_scale_2 with
 // the routed-expert projection base (X of X.weight_packed), as the family's

@@ -14,11 +14,11 @@ func TestMatchModuleFastPathIsPathMatch(t *testing.T) {
 	seen := map[string]bool{}
 	for i := range c.NumShards() {
 		for _, ts := range c.ShardTensors(i) {
-			tn := ParseName(ts.Name)
+			tn := k3Classifier.ParseName(ts.Name)
 			if tn.Expert > 0 {
 				continue
 			}
-			for _, sp := range ModuleSpellings(tn.Module) {
+			for _, sp := range k3Classifier.ModuleSpellings(tn.Module) {
 				if !seen[sp] {
 					seen[sp] = true
 					mods = append(mods, sp)
@@ -28,14 +28,14 @@ func TestMatchModuleFastPathIsPathMatch(t *testing.T) {
 	}
 	pats := []string{"*", "**", "", "x", "*.weight", "language_model.*", "*?*", "[a]*", "*experts.0*"}
 	for _, p := range c.ModelOptExcludes() {
-		pats = append(pats, ModuleSpellings(p)...)
+		pats = append(pats, k3Classifier.ModuleSpellings(p)...)
 	}
 	for _, p := range pats {
 		for _, m := range mods {
 			want, err := path.Match(p, m)
 			want = want && err == nil
-			if got := MatchModule(p, m); got != want {
-				t.Fatalf("MatchModule(%q, %q) = %v, path.Match says %v", p, m, got, want)
+			if got := ModuleMatcher(p)(m); got != want {
+				t.Fatalf("ModuleMatcher(%q)(%q) = %v, path.Match says %v", p, m, got, want)
 			}
 		}
 	}

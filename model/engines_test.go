@@ -32,7 +32,7 @@ func TestModuleSpellingsMatchNVIDIA(t *testing.T) {
 		// A bare text checkpoint: model. names also get vLLM's stripped spelling.
 		{"model.layers.2.self_attn.q_proj", []string{"layers.2.self_attn.q_proj", "model.layers.2.self_attn.q_proj"}},
 	} {
-		if got := ModuleSpellings(tc.in); !slices.Equal(got, tc.want) {
+		if got := k3Classifier.ModuleSpellings(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.in, got, tc.want)
 		}
 	}
@@ -100,8 +100,8 @@ func TestMatchModule(t *testing.T) {
 		{"layers.0.mlp.*", "model.layers.0.mlp.down_proj", false},
 		{"vision_tower*", "vision_tower.encoder.blocks.0.wqkv", true},
 	} {
-		if got := MatchModule(tc.pat, tc.name); got != tc.want {
-			t.Errorf("MatchModule(%q, %q) = %v", tc.pat, tc.name, got)
+		if got := ModuleMatcher(tc.pat)(tc.name); got != tc.want {
+			t.Errorf("ModuleMatcher(%q)(%q) = %v", tc.pat, tc.name, got)
 		}
 	}
 }

@@ -34,9 +34,9 @@ var formatFacts = [numFormats]struct {
 	role  Role
 	fourD bool // [nb, 1, kb, 1] rather than [nb, kb]
 }{
-	DeepSeek:          {"deepseek", RoleScaleInv, false},
-	CompressedTensors: {"compressed-tensors", RoleScale, false},
-	ModelOpt:          {"modelopt", RoleScale, true},
+	DeepSeek:          {"deepseek", roleScaleInv, false},
+	CompressedTensors: {"compressed-tensors", roleScale, false},
+	ModelOpt:          {"modelopt", roleScale, true},
 }
 
 // String is the convention's name as given to --format.
@@ -71,7 +71,7 @@ func ParseFormat(s string) (Format, error) {
 	return 0, fmt.Errorf("convention %q (known: %s)", s, strings.Join(names, ", "))
 }
 
-// Role is the scale tensor's role next to its weight (RoleScaleInv or RoleScale).
+// Role is the scale tensor's role next to its weight (roleScaleInv or roleScale).
 func (f Format) Role() Role { return formatFacts[f].role }
 
 // ScaleName is the scale tensor's name for the weight tensor weight (X.weight).
@@ -95,7 +95,7 @@ func (f Format) ScaleShape(n, k int64) []int64 {
 // FP8 is the caller's to check; IsBlockScaleShape checks the shape.
 func BlockScaleOf(name string) (weight string, ok bool) {
 	module, role := SplitRole(name)
-	if role != RoleScaleInv && role != RoleScale || module == "" {
+	if role != roleScaleInv && role != roleScale || module == "" {
 		return "", false
 	}
 	return module + "." + roleSuffix[RoleWeight], true

@@ -16,9 +16,9 @@ func TestFormatNamesAndShapes(t *testing.T) {
 		shape []int64
 		role  Role
 	}{
-		{DeepSeek, "language_model.model.layers.0.self_attn.q_proj.weight_scale_inv", []int64{5, 2}, RoleScaleInv},
-		{CompressedTensors, "language_model.model.layers.0.self_attn.q_proj.weight_scale", []int64{5, 2}, RoleScale},
-		{ModelOpt, "language_model.model.layers.0.self_attn.q_proj.weight_scale", []int64{5, 1, 2, 1}, RoleScale},
+		{DeepSeek, "language_model.model.layers.0.self_attn.q_proj.weight_scale_inv", []int64{5, 2}, roleScaleInv},
+		{CompressedTensors, "language_model.model.layers.0.self_attn.q_proj.weight_scale", []int64{5, 2}, roleScale},
+		{ModelOpt, "language_model.model.layers.0.self_attn.q_proj.weight_scale", []int64{5, 1, 2, 1}, roleScale},
 	} {
 		if got := c.s.ScaleName(w); got != c.name {
 			t.Errorf("%d: ScaleName = %q, want %q", c.s, got, c.name)

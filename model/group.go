@@ -27,17 +27,17 @@ const (
 	groupKDAFA     // kda.f_a_proj
 	groupKDAFB     // kda.f_b_proj
 	groupKDAB      // kda.b_proj
-	GroupKDAConv   // kda.conv1d: q_conv1d, k_conv1d, v_conv1d
-	GroupKDADTBias // kda.dt_bias: one value per head channel
-	GroupKDAALog   // kda.A_log: one value per head, zero padded to ALogAlign
-	GroupKDAONorm  // kda.o_norm
+	groupKDAConv   // kda.conv1d: q_conv1d, k_conv1d, v_conv1d
+	groupKDADTBias // kda.dt_bias: one value per head channel
+	groupKDAALog   // kda.A_log: one value per head, zero padded to ALogAlign
+	groupKDAONorm  // kda.o_norm
 
 	// MLA (full attention) layers, self_attn.*.
 	groupMLAQA      // mla.q_a_proj
-	GroupMLAQANorm  // mla.q_a_layernorm
+	groupMLAQANorm  // mla.q_a_layernorm
 	groupMLAQB      // mla.q_b_proj
 	groupMLAKVA     // mla.kv_a_proj_with_mqa
-	GroupMLAKVANorm // mla.kv_a_layernorm
+	groupMLAKVANorm // mla.kv_a_layernorm
 	groupMLAKVB     // mla.kv_b_proj
 	groupMLAO       // mla.o_proj
 	groupMLAG       // mla.g_proj: the output gate (mla_use_output_gate)
@@ -52,7 +52,7 @@ const (
 	groupRouterBias // router.e_score_correction_bias
 	groupLatentDown // latent.down_proj: routed_expert_down_proj (hidden → latent)
 	groupLatentUp   // latent.up_proj: routed_expert_up_proj (latent → hidden)
-	GroupLatentNorm // latent.norm: routed_expert_norm
+	groupLatentNorm // latent.norm: routed_expert_norm
 	groupSharedGate // shared_experts.gate_proj
 	groupSharedUp   // shared_experts.up_proj
 	groupSharedDown // shared_experts.down_proj
@@ -63,15 +63,15 @@ const (
 	groupAttnRes    // attn_res: self_attention_res_norm/proj, mlp_res_norm/proj
 
 	// Model level.
-	GroupEmbedding   // embedding: embed_tokens
-	GroupLMHead      // lm_head
-	GroupFinalNorms  // final_norms: norm, output_attn_res_norm, output_attn_res_proj
-	GroupVisionTower // vision_tower: every vision_tower.* tensor
-	GroupMMProjector // mm_projector: every mm_projector.* tensor
+	groupEmbedding   // embedding: embed_tokens
+	groupLMHead      // lm_head
+	groupFinalNorms  // final_norms: norm, output_attn_res_norm, output_attn_res_proj
+	groupVisionTower // vision_tower: every vision_tower.* tensor
+	groupMMProjector // mm_projector: every mm_projector.* tensor
 
 	// numK3Groups is the number of the built-in family's groups, for arrays
 	// indexed by Group (another family's groups come after them).
-	numK3Groups = int(GroupMMProjector) + 1
+	numK3Groups = int(groupMMProjector) + 1
 )
 
 // groupInfo is every group's name and component: the built-in family's

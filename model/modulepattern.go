@@ -10,8 +10,8 @@ import (
 // name after layers.N. (….layers.3.self_attn.q_proj → 3, "self_attn.q_proj");
 // a module outside the layers has layer -1 and its last component as kind.
 func ModuleKind(module string) (layer int, kind string) {
-	l, ok := LayerOf(module)
-	if !ok {
+	l := k3Classifier.ParseName(module).Layer
+	if l < 0 {
 		return -1, module[strings.LastIndexByte(module, '.')+1:]
 	}
 	// Neither text prefix contains "layers.", so the first one is the layer's.

@@ -81,7 +81,7 @@ func TestExpertBankIsParseName(t *testing.T) {
 				strings.Replace(s.Name, "layers.", "layers.x", 1), strings.Replace(s.Name, "experts.", "experts.x", 1),
 				strings.Replace(s.Name, "block_sparse_moe.", "mlp.", 1), strings.Replace(s.Name, ".w1.", ".", 1),
 				s.Name[:strings.LastIndexByte(s.Name, '.')+1], strings.Replace(s.Name, "layers.", "layers.1234567890", 1)} {
-				got, isExpert := k3Classifier.ExpertBank(n), ParseName(n).Group == GroupExperts
+				got, isExpert := k3Classifier.ExpertBank(n), k3Classifier.ParseName(n).Group == GroupExperts
 				if (got != "") != isExpert || isExpert && !strings.HasPrefix(n, got+".") || isExpert && !strings.HasSuffix(got, ".experts") {
 					t.Fatalf("ExpertBank(%q) = %q; ParseName reads an expert: %v", n, got, isExpert)
 				}

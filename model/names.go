@@ -19,13 +19,13 @@ const (
 	RoleWeight
 	// RolePacked is X.weight_packed: compressed-tensors packed codes (MXFP4, NVFP4).
 	RolePacked
-	// RoleScale is X.weight_scale: compressed-tensors group scales, ModelOpt
+	// roleScale is X.weight_scale: compressed-tensors group scales, ModelOpt
 	// and compressed-tensors FP8 block scales, NVFP4 block scales.
-	RoleScale
-	// RoleScaleInv is X.weight_scale_inv: DeepSeek-style block-FP8 scales.
-	RoleScaleInv
-	// RoleScale2 is X.weight_scale_2: ModelOpt NVFP4's per-tensor second-level scale.
-	RoleScale2
+	roleScale
+	// roleScaleInv is X.weight_scale_inv: DeepSeek-style block-FP8 scales.
+	roleScaleInv
+	// roleScale2 is X.weight_scale_2: ModelOpt NVFP4's per-tensor second-level scale.
+	roleScale2
 	// roleInputScale is X.input_scale: a static activation scale.
 	roleInputScale
 	// roleGlobalScale is X.weight_global_scale: compressed-tensors NVFP4's per-tensor scale.
@@ -42,9 +42,9 @@ const (
 var roleSuffix = [numRoles]string{
 	RoleWeight:           "weight",
 	RolePacked:           "weight_packed",
-	RoleScale:            "weight_scale",
-	RoleScaleInv:         "weight_scale_inv",
-	RoleScale2:           "weight_scale_2",
+	roleScale:            "weight_scale",
+	roleScaleInv:         "weight_scale_inv",
+	roleScale2:           "weight_scale_2",
 	roleInputScale:       "input_scale",
 	roleGlobalScale:      "weight_global_scale",
 	roleInputGlobalScale: "input_global_scale",
@@ -67,7 +67,7 @@ func (r Role) String() string {
 func (r Role) IsCompanion() bool { return r > RoleWeight && int(r) < numRoles }
 
 // SplitRole splits a tensor name into its module and role:
-// "a.q_proj.weight_scale_inv" → ("a.q_proj", RoleScaleInv); a name whose
+// "a.q_proj.weight_scale_inv" → ("a.q_proj", roleScaleInv); a name whose
 // last segment is no weight or companion suffix is a RoleParam of the
 // module before it ("a.self_attn.dt_bias" → ("a.self_attn", RoleParam)).
 func SplitRole(name string) (module string, role Role) {
@@ -88,11 +88,11 @@ func roleOf(last string) Role {
 	case "weight_packed":
 		return RolePacked
 	case "weight_scale":
-		return RoleScale
+		return roleScale
 	case "weight_scale_inv":
-		return RoleScaleInv
+		return roleScaleInv
 	case "weight_scale_2":
-		return RoleScale2
+		return roleScale2
 	case "input_scale":
 		return roleInputScale
 	case "weight_global_scale":
@@ -149,11 +149,6 @@ type TensorName struct {
 	// Role is what the tensor is to its module.
 	Role Role
 }
-
-// ParseName reads a name with the public K3 layer schedule; use
-// (*Classifier).ParseName when the checkpoint's own config is at hand (only
-// o_proj and g_proj depend on the schedule).
-func ParseName(name string) TensorName { return k3Classifier.ParseName(name) }
 
 // ParseName reads a tensor name of either prefix (language_model.model.… or
 // model.… for K3). Names the schema does not know get GroupOther, with
@@ -276,15 +271,3 @@ func (s *schema) expertTail(tail string) (expert int, proj ExpertProj, ok bool) 
 // layerGroup is the group of a layer tensor kind; for kinds that exist in
 // both attention types (o_proj, g_proj) the schedule picks kda or mla.
 type layerGroup struct{ kda, mla Group }
-
-// LayerOf returns the 0-based decoder layer a tensor belongs to.
-func LayerOf(name string) (layer int, ok bool) {
-	t := ParseName(name)
-	return t.Layer, t.Layer >= 0
-}
-
-// expertOf returns the routed expert index of an expert tensor.
-func expertOf(name string) (expert int, ok bool) {
-	t := ParseName(name)
-	return t.Expert, t.Expert >= 0
-}

@@ -31,8 +31,8 @@ func TestGroupNames(t *testing.T) {
 			t.Errorf("ParseGroup(%q) = %v, %v", n, back, err)
 		}
 		// The component is the family's, read off the name.
-		fam := map[string]Component{"kda": AttentionKDA, "mla": AttentionMLA, "dense_mlp": DenseMLP,
-			"router": router, "latent": Latent, "shared_experts": SharedExperts, "experts": RoutedExperts,
+		fam := map[string]Component{"kda": attentionKDA, "mla": attentionMLA, "dense_mlp": denseMLP,
+			"router": router, "latent": latentMoE, "shared_experts": sharedExperts, "experts": RoutedExperts,
 			"layer_norms": norms, "attn_res": norms, "final_norms": norms, "embedding": embedding,
 			"lm_head": lMHead, "vision_tower": Vision, "mm_projector": Vision, "other": Other}
 		if c := fam[strings.SplitN(n, ".", 2)[0]]; g.Component() != c {
@@ -53,7 +53,7 @@ func TestParseGroupSet(t *testing.T) {
 		{"experts", Groups(GroupExperts)},
 		{" mla.q_b_proj , kda.q_proj", Groups(groupMLAQB, groupKDAQ)},
 		{"shared_experts", Groups(groupSharedGate, groupSharedUp, groupSharedDown)},
-		{"latent,dense_mlp.down_proj", Groups(groupLatentDown, groupLatentUp, GroupLatentNorm, groupDenseDown)},
+		{"latent,dense_mlp.down_proj", Groups(groupLatentDown, groupLatentUp, groupLatentNorm, groupDenseDown)},
 		{"router", Groups(groupRouterGate, groupRouterBias)},
 	}
 	for _, c := range cases {
@@ -66,7 +66,7 @@ func TestParseGroupSet(t *testing.T) {
 		}
 	}
 	kda, err := ParseGroupSet("kda")
-	if err != nil || len(kda.members()) != 12 || kda.Has(groupMLAO) || !kda.Has(GroupKDAALog) {
+	if err != nil || len(kda.members()) != 12 || kda.Has(groupMLAO) || !kda.Has(groupKDAALog) {
 		t.Errorf("kda family: %v, %v", kda, err)
 	}
 	for _, bad := range []string{"kda.x", "nope", "kda,,mla", "other.x"} {
@@ -74,7 +74,7 @@ func TestParseGroupSet(t *testing.T) {
 			t.Errorf("ParseGroupSet(%q) = %v", bad, err)
 		}
 	}
-	if all := AllGroups(); all.Has(groupOther) || len(all.members()) != NumAllGroups()-1 || !all.Has(GroupLMHead) {
+	if all := AllGroups(); all.Has(groupOther) || len(all.members()) != NumAllGroups()-1 || !all.Has(groupLMHead) {
 		t.Errorf("AllGroups() = %v", all)
 	}
 }
@@ -94,42 +94,42 @@ func TestParseName(t *testing.T) {
 		L := P + "layers."
 		cases := map[string]want{
 			L + "0.self_attn.q_proj.weight":                          {groupKDAQ, 0, -1, 0, L + "0.self_attn.q_proj", RoleWeight},
-			L + "0.self_attn.q_proj.weight_scale_inv":                {groupKDAQ, 0, -1, 0, L + "0.self_attn.q_proj", RoleScaleInv},
-			L + "1.self_attn.k_proj.weight_scale":                    {groupKDAK, 1, -1, 0, L + "1.self_attn.k_proj", RoleScale},
+			L + "0.self_attn.q_proj.weight_scale_inv":                {groupKDAQ, 0, -1, 0, L + "0.self_attn.q_proj", roleScaleInv},
+			L + "1.self_attn.k_proj.weight_scale":                    {groupKDAK, 1, -1, 0, L + "1.self_attn.k_proj", roleScale},
 			L + "1.self_attn.v_proj.input_scale":                     {groupKDAV, 1, -1, 0, L + "1.self_attn.v_proj", roleInputScale},
 			L + "2.self_attn.g_proj.weight":                          {groupKDAG, 2, -1, 0, L + "2.self_attn.g_proj", RoleWeight},
 			L + "3.self_attn.g_proj.weight":                          {groupMLAG, 3, -1, 0, L + "3.self_attn.g_proj", RoleWeight},
-			L + "2.self_attn.o_proj.weight_scale_2":                  {groupKDAO, 2, -1, 0, L + "2.self_attn.o_proj", RoleScale2},
+			L + "2.self_attn.o_proj.weight_scale_2":                  {groupKDAO, 2, -1, 0, L + "2.self_attn.o_proj", roleScale2},
 			L + "92.self_attn.o_proj.weight":                         {groupMLAO, 92, -1, 0, L + "92.self_attn.o_proj", RoleWeight},
 			L + "5.self_attn.f_a_proj.weight":                        {groupKDAFA, 5, -1, 0, L + "5.self_attn.f_a_proj", RoleWeight},
 			L + "5.self_attn.f_b_proj.weight":                        {groupKDAFB, 5, -1, 0, L + "5.self_attn.f_b_proj", RoleWeight},
 			L + "5.self_attn.b_proj.weight":                          {groupKDAB, 5, -1, 0, L + "5.self_attn.b_proj", RoleWeight},
-			L + "5.self_attn.v_conv1d.weight":                        {GroupKDAConv, 5, -1, 0, L + "5.self_attn.v_conv1d", RoleWeight},
-			L + "5.self_attn.dt_bias":                                {GroupKDADTBias, 5, -1, 0, L + "5.self_attn", roleParam},
-			L + "5.self_attn.A_log":                                  {GroupKDAALog, 5, -1, 0, L + "5.self_attn", roleParam},
-			L + "5.self_attn.o_norm.weight":                          {GroupKDAONorm, 5, -1, 0, L + "5.self_attn.o_norm", RoleWeight},
+			L + "5.self_attn.v_conv1d.weight":                        {groupKDAConv, 5, -1, 0, L + "5.self_attn.v_conv1d", RoleWeight},
+			L + "5.self_attn.dt_bias":                                {groupKDADTBias, 5, -1, 0, L + "5.self_attn", roleParam},
+			L + "5.self_attn.A_log":                                  {groupKDAALog, 5, -1, 0, L + "5.self_attn", roleParam},
+			L + "5.self_attn.o_norm.weight":                          {groupKDAONorm, 5, -1, 0, L + "5.self_attn.o_norm", RoleWeight},
 			L + "7.self_attn.q_a_proj.weight":                        {groupMLAQA, 7, -1, 0, L + "7.self_attn.q_a_proj", RoleWeight},
-			L + "7.self_attn.q_a_layernorm.weight":                   {GroupMLAQANorm, 7, -1, 0, L + "7.self_attn.q_a_layernorm", RoleWeight},
-			L + "7.self_attn.q_b_proj.weight_scale":                  {groupMLAQB, 7, -1, 0, L + "7.self_attn.q_b_proj", RoleScale},
+			L + "7.self_attn.q_a_layernorm.weight":                   {groupMLAQANorm, 7, -1, 0, L + "7.self_attn.q_a_layernorm", RoleWeight},
+			L + "7.self_attn.q_b_proj.weight_scale":                  {groupMLAQB, 7, -1, 0, L + "7.self_attn.q_b_proj", roleScale},
 			L + "7.self_attn.kv_a_proj_with_mqa.weight":              {groupMLAKVA, 7, -1, 0, L + "7.self_attn.kv_a_proj_with_mqa", RoleWeight},
-			L + "7.self_attn.kv_a_layernorm.weight":                  {GroupMLAKVANorm, 7, -1, 0, L + "7.self_attn.kv_a_layernorm", RoleWeight},
+			L + "7.self_attn.kv_a_layernorm.weight":                  {groupMLAKVANorm, 7, -1, 0, L + "7.self_attn.kv_a_layernorm", RoleWeight},
 			L + "7.self_attn.kv_b_proj.weight":                       {groupMLAKVB, 7, -1, 0, L + "7.self_attn.kv_b_proj", RoleWeight},
 			L + "0.mlp.gate_proj.weight":                             {groupDenseGate, 0, -1, 0, L + "0.mlp.gate_proj", RoleWeight},
-			L + "0.mlp.up_proj.weight_scale_inv":                     {groupDenseUp, 0, -1, 0, L + "0.mlp.up_proj", RoleScaleInv},
+			L + "0.mlp.up_proj.weight_scale_inv":                     {groupDenseUp, 0, -1, 0, L + "0.mlp.up_proj", roleScaleInv},
 			L + "0.mlp.down_proj.weight":                             {groupDenseDown, 0, -1, 0, L + "0.mlp.down_proj", RoleWeight},
 			L + "1.block_sparse_moe.gate.weight":                     {groupRouterGate, 1, -1, 0, L + "1.block_sparse_moe.gate", RoleWeight},
 			L + "1.block_sparse_moe.gate.e_score_correction_bias":    {groupRouterBias, 1, -1, 0, L + "1.block_sparse_moe.gate", roleParam},
 			L + "1.block_sparse_moe.routed_expert_down_proj.weight":  {groupLatentDown, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_down_proj", RoleWeight},
 			L + "1.block_sparse_moe.routed_expert_up_proj.weight":    {groupLatentUp, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_up_proj", RoleWeight},
-			L + "1.block_sparse_moe.routed_expert_norm.weight":       {GroupLatentNorm, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_norm", RoleWeight},
+			L + "1.block_sparse_moe.routed_expert_norm.weight":       {groupLatentNorm, 1, -1, 0, L + "1.block_sparse_moe.routed_expert_norm", RoleWeight},
 			L + "9.block_sparse_moe.shared_experts.gate_proj.weight": {groupSharedGate, 9, -1, 0, L + "9.block_sparse_moe.shared_experts.gate_proj", RoleWeight},
 			L + "9.block_sparse_moe.shared_experts.up_proj.weight":   {groupSharedUp, 9, -1, 0, L + "9.block_sparse_moe.shared_experts.up_proj", RoleWeight},
 			L + "9.block_sparse_moe.shared_experts.down_proj.weight_scale_inv": {groupSharedDown, 9, -1, 0,
-				L + "9.block_sparse_moe.shared_experts.down_proj", RoleScaleInv},
+				L + "9.block_sparse_moe.shared_experts.down_proj", roleScaleInv},
 			L + "1.block_sparse_moe.experts.0.w1.weight_packed":  {GroupExperts, 1, 0, ExpertW1, L + "1.block_sparse_moe.experts.0.w1", RolePacked},
-			L + "1.block_sparse_moe.experts.10.w3.weight_scale":  {GroupExperts, 1, 10, ExpertW3, L + "1.block_sparse_moe.experts.10.w3", RoleScale},
+			L + "1.block_sparse_moe.experts.10.w3.weight_scale":  {GroupExperts, 1, 10, ExpertW3, L + "1.block_sparse_moe.experts.10.w3", roleScale},
 			L + "92.block_sparse_moe.experts.895.w2.weight":      {GroupExperts, 92, 895, ExpertW2, L + "92.block_sparse_moe.experts.895.w2", RoleWeight},
-			L + "4.block_sparse_moe.experts.7.w2.weight_scale_2": {GroupExperts, 4, 7, ExpertW2, L + "4.block_sparse_moe.experts.7.w2", RoleScale2},
+			L + "4.block_sparse_moe.experts.7.w2.weight_scale_2": {GroupExperts, 4, 7, ExpertW2, L + "4.block_sparse_moe.experts.7.w2", roleScale2},
 			L + "4.block_sparse_moe.experts.7.w1.input_scale":    {GroupExperts, 4, 7, ExpertW1, L + "4.block_sparse_moe.experts.7.w1", roleInputScale},
 			L + "4.block_sparse_moe.experts.7.w1.weight_global_scale": {GroupExperts, 4, 7, ExpertW1,
 				L + "4.block_sparse_moe.experts.7.w1", roleGlobalScale},
@@ -138,10 +138,10 @@ func TestParseName(t *testing.T) {
 			L + "0.post_attention_layernorm.weight":   {groupLayerNorms, 0, -1, 0, L + "0.post_attention_layernorm", RoleWeight},
 			L + "0.self_attention_res_norm.weight":    {groupAttnRes, 0, -1, 0, L + "0.self_attention_res_norm", RoleWeight},
 			L + "0.mlp_res_proj.weight":               {groupAttnRes, 0, -1, 0, L + "0.mlp_res_proj", RoleWeight},
-			P + "embed_tokens.weight":                 {GroupEmbedding, -1, -1, 0, P + "embed_tokens", RoleWeight},
-			P + "norm.weight":                         {GroupFinalNorms, -1, -1, 0, P + "norm", RoleWeight},
-			P + "output_attn_res_norm.weight":         {GroupFinalNorms, -1, -1, 0, P + "output_attn_res_norm", RoleWeight},
-			P + "output_attn_res_proj.weight":         {GroupFinalNorms, -1, -1, 0, P + "output_attn_res_proj", RoleWeight},
+			P + "embed_tokens.weight":                 {groupEmbedding, -1, -1, 0, P + "embed_tokens", RoleWeight},
+			P + "norm.weight":                         {groupFinalNorms, -1, -1, 0, P + "norm", RoleWeight},
+			P + "output_attn_res_norm.weight":         {groupFinalNorms, -1, -1, 0, P + "output_attn_res_norm", RoleWeight},
+			P + "output_attn_res_proj.weight":         {groupFinalNorms, -1, -1, 0, P + "output_attn_res_proj", RoleWeight},
 			L + "1.block_sparse_moe.new_thing.weight": {groupOther, 1, -1, 0, L + "1.block_sparse_moe.new_thing", RoleWeight},
 			L + "500.self_attn.o_proj.weight":         {groupOther, 500, -1, 0, L + "500.self_attn.o_proj", RoleWeight},
 			L + "500.self_attn.q_proj.weight":         {groupKDAQ, 500, -1, 0, L + "500.self_attn.q_proj", RoleWeight},
@@ -150,21 +150,21 @@ func TestParseName(t *testing.T) {
 			L + "3.weight":                            {groupOther, 3, -1, 0, L + "3", RoleWeight},
 		}
 		for name, w := range cases {
-			got := ParseName(name)
+			got := k3Classifier.ParseName(name)
 			if got != (TensorName{w.g, w.layer, w.expert, w.proj, w.module, w.role}) {
-				t.Errorf("ParseName(%q) = %+v, want %+v", name, got, w)
+				t.Errorf("k3Classifier.ParseName(%q) = %+v, want %+v", name, got, w)
 			}
 		}
 	}
 	for name, g := range map[string]Group{
-		"language_model.lm_head.weight":             GroupLMHead,
-		"language_model.lm_head.weight_scale":       GroupLMHead,
-		"lm_head.weight":                            GroupLMHead,
-		"vision_tower.encoder.blocks.3.wqkv.weight": GroupVisionTower,
-		"vision_tower.patch_embed.pos_emb.weight":   GroupVisionTower,
-		"mm_projector.proj.0.weight":                GroupMMProjector,
-		"mm_projector.post_norm.weight":             GroupMMProjector,
-		"language_model.mm_projector.proj.2.weight": GroupMMProjector,
+		"language_model.lm_head.weight":             groupLMHead,
+		"language_model.lm_head.weight_scale":       groupLMHead,
+		"lm_head.weight":                            groupLMHead,
+		"vision_tower.encoder.blocks.3.wqkv.weight": groupVisionTower,
+		"vision_tower.patch_embed.pos_emb.weight":   groupVisionTower,
+		"mm_projector.proj.0.weight":                groupMMProjector,
+		"mm_projector.post_norm.weight":             groupMMProjector,
+		"language_model.mm_projector.proj.2.weight": groupMMProjector,
 		"language_model.model.layers.3":             groupOther,
 		"language_model.weight":                     groupOther,
 		"model.weight":                              groupOther,
@@ -174,8 +174,8 @@ func TestParseName(t *testing.T) {
 		"a.b.vision_tower.x":                        groupOther,
 		"language_model.model.layers.1.block_sparse_moe.experts.": groupOther,
 	} {
-		if got := ParseName(name); got.Group != g || got.Expert != -1 {
-			t.Errorf("ParseName(%q) = %+v, want group %v", name, got, g)
+		if got := k3Classifier.ParseName(name); got.Group != g || got.Expert != -1 {
+			t.Errorf("k3Classifier.ParseName(%q) = %+v, want group %v", name, got, g)
 		}
 	}
 }
@@ -201,10 +201,10 @@ func TestParseNameCatalog(t *testing.T) {
 	}
 	// Counts from the released layout: 69 KDA and 24 MLA layers, 92 MoE
 	// layers of 896 experts × 6 tensors, 27 vision blocks of 6 + 3 tensors.
-	want := map[Group]int{groupKDAQ: 69, GroupKDAConv: 3 * 69, GroupKDAALog: 69, groupMLAO: 24, groupKDAO: 69,
+	want := map[Group]int{groupKDAQ: 69, groupKDAConv: 3 * 69, groupKDAALog: 69, groupMLAO: 24, groupKDAO: 69,
 		groupMLAG: 24, groupDenseGate: 1, groupRouterBias: 92, groupSharedDown: 92, GroupExperts: 92 * 896 * 6,
-		groupLayerNorms: 2 * 93, groupAttnRes: 4 * 93, GroupFinalNorms: 3, GroupEmbedding: 1, GroupLMHead: 1,
-		GroupVisionTower: 27*6 + 3, GroupMMProjector: 3}
+		groupLayerNorms: 2 * 93, groupAttnRes: 4 * 93, groupFinalNorms: 3, groupEmbedding: 1, groupLMHead: 1,
+		groupVisionTower: 27*6 + 3, groupMMProjector: 3}
 	for g, n := range want {
 		if counts[g] != n {
 			t.Errorf("%v: %d tensors, want %d", g, counts[g], n)
@@ -298,7 +298,7 @@ func FuzzParseName(f *testing.F) {
 		f.Add(n)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		n := ParseName(name)
+		n := k3Classifier.ParseName(name)
 		if !strings.HasPrefix(name, n.Module) || (n.Module != "" && len(name) > len(n.Module) && name[len(n.Module)] != '.') {
 			t.Fatalf("%q: module %q", name, n.Module)
 		}
@@ -308,7 +308,7 @@ func FuzzParseName(f *testing.F) {
 		if n.Group != groupOther && n.Group.Component() == Other {
 			t.Fatalf("%q: group %v has no component", name, n.Group)
 		}
-		if Classify(name) != n.Group.Component() {
+		if k3Classifier.Classify(name) != n.Group.Component() {
 			t.Fatalf("%q: Classify disagrees", name)
 		}
 	})

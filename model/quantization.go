@@ -134,7 +134,7 @@ func (c *Config) floatQuantizedExperts(groups jobj, topFormat string) (ExpertFor
 	var mods []string
 	if c.NumExperts > 0 && l >= 0 {
 		bank := c.textPrefix() + "layers." + strconv.Itoa(l) + ".block_sparse_moe.experts"
-		mods = append(ModuleSpellings(bank), ModuleSpellings(bank+".0.w1")...)
+		mods = append(k3Classifier.ModuleSpellings(bank), k3Classifier.ModuleSpellings(bank+".0.w1")...)
 	}
 	for _, g := range groups.m {
 		gm, _ := g.(map[string]any)
