@@ -10,7 +10,6 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // Side files follow the shards' link rule: a link to a file outside the
@@ -24,7 +23,7 @@ func TestSideFileLinksAndModes(t *testing.T) {
 	if err := os.Symlink(secret, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := planFor(src, Options{}); !errors.Is(err, safetensors.ErrOutside) || !strings.Contains(err.Error(), secret) {
+	if _, _, err := planFor(src, Options{}); !errors.Is(err, fsx.ErrOutside) || !strings.Contains(err.Error(), secret) {
 		t.Fatalf("side file linked outside SRC: %v", err)
 	}
 	os.Remove(link)

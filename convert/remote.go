@@ -98,7 +98,7 @@ func checkVersions(dst string, st *planState, p *Plan) error {
 // does not hold means SRC named part of a larger checkpoint. An https://
 // directory cannot be listed: no side file is copied, and unlisted says so.
 func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []auxFile, unlisted bool, err error) {
-	files, err := src.Remote().List(ctx)
+	files, err := src.Remote.List(ctx)
 	if errors.Is(err, remote.ErrNotListable) {
 		return nil, true, nil
 	}

@@ -27,18 +27,19 @@ func TestBadInput(t *testing.T) {
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, dir string) string // returns the name the error must mention
-		want   error
+		want   error                                 // the sentinel err wraps, or
+		text   string                                // the text of a sentinel the codec does not export
 	}{
 		{"missing shard named by the index", func(t *testing.T, dir string) string {
 			must(t, os.Remove(filepath.Join(dir, victim)))
 			return victim
-		}, safetensors.ErrNotFound},
+		}, safetensors.ErrNotFound, ""},
 		{"shard not in the index", func(t *testing.T, dir string) string {
 			b, err := os.ReadFile(filepath.Join(dir, victim))
 			must(t, err)
 			must(t, os.WriteFile(filepath.Join(dir, "extra.safetensors"), b, 0o644))
 			return "extra.safetensors"
-		}, safetensors.ErrIndex},
+		}, safetensors.ErrIndex, ""},
 		{"index and header disagree", func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, safetensors.IndexName)
 			var idx map[string]any
@@ -57,18 +58,18 @@ func TestBadInput(t *testing.T) {
 			must(t, err)
 			must(t, os.WriteFile(p, b, 0o644))
 			return "model-0000"
-		}, safetensors.ErrIndex},
+		}, safetensors.ErrIndex, ""},
 		{"truncated file", func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, victim)
 			st, err := os.Stat(p)
 			must(t, err)
 			must(t, os.Truncate(p, st.Size()-1))
 			return victim
-		}, safetensors.ErrFileSize},
+		}, nil, "data end does not match file size"},
 		{"truncated header", func(t *testing.T, dir string) string {
 			must(t, os.Truncate(filepath.Join(dir, victim), 100))
 			return victim
-		}, safetensors.ErrHeaderTruncated},
+		}, nil, "header extends past end of file"},
 		{"malformed header", func(t *testing.T, dir string) string {
 			f, err := os.OpenFile(filepath.Join(dir, victim), os.O_WRONLY, 0)
 			must(t, err)
@@ -76,19 +77,19 @@ func TestBadInput(t *testing.T) {
 			must(t, err)
 			must(t, f.Close())
 			return victim
-		}, safetensors.ErrHeaderJSON},
+		}, nil, "header is not a valid JSON object"},
 		{"file shorter than 8 bytes", func(t *testing.T, dir string) string {
 			must(t, os.Truncate(filepath.Join(dir, victim), 5))
 			return victim
-		}, safetensors.ErrTooSmall},
+		}, nil, "file shorter than 8 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := copyReplica(t, src)
 			mention := c.damage(t, dir)
 			_, err := Inspect(dir, Options{})
-			if !errors.Is(err, c.want) {
-				t.Fatalf("err = %v, want %v", err, c.want)
+			if err == nil || c.want != nil && !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("err = %v, want %v%s", err, c.want, c.text)
 			}
 			if !strings.Contains(err.Error(), mention) {
 				t.Errorf("error %q does not name %s", err, mention)
@@ -190,8 +191,8 @@ func TestRemoteBad(t *testing.T) {
 		srv := httptest.NewServer(&rangeLog{h: http.FileServer(http.Dir(dir)), fetched: map[string][]string{}, noRange: true})
 		defer srv.Close()
 		_, err := Inspect(srv.URL+"/", Options{})
-		if !errors.Is(err, safetensors.ErrRemote) || !strings.Contains(err.Error(), srv.URL) {
-			t.Fatalf("err = %v, want ErrRemote naming the URL", err)
+		if err == nil || !strings.Contains(err.Error(), "ignored the Range header") || !strings.Contains(err.Error(), srv.URL) {
+			t.Fatalf("err = %v, want the range refusal naming the URL", err)
 		}
 	})
 	t.Run("unreachable", func(t *testing.T) {

@@ -40,7 +40,7 @@ func (n *netFetch) stats() *remote.Stats {
 // directory cannot be listed: only config.json is read, and unlisted says so.
 func readRemoteAux(c *safetensors.Checkpoint) (aux map[string][]byte, unlisted bool, err error) {
 	names := []string{model.ConfigName}
-	files, err := c.Remote().List(context.Background())
+	files, err := c.Remote.List(context.Background())
 	switch {
 	case errors.Is(err, remote.ErrNotListable):
 		unlisted = true

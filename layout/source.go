@@ -277,7 +277,7 @@ func OpenSource(path string) (*Source, error) {
 // and Execute fetches each output file's source bytes with one coalescing,
 // parallel fetch.
 func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
-	s := &Source{Root: c.Root, closers: []io.Closer{c}, files: map[string]*safetensors.File{}, remote: c.Remote()}
+	s := &Source{Root: c.Root, closers: []io.Closer{c}, files: map[string]*safetensors.File{}, remote: c.Remote}
 	for _, f := range c.Files {
 		s.files[f.Path] = f
 		s.stamps = append(s.stamps, stampOf(f.Path, f.ReaderAt()))
@@ -296,7 +296,7 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
 	s.info.IndexNoFinalNewline = true
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
-		nl := c.IndexEndsInNewline()
+		nl := c.IndexNewline
 		if s.remote == nil {
 			var err error
 			if nl, err = endsInNewline(c.Root, c.IndexName); err != nil {

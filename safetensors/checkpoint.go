@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
 // openParallelism bounds how many headers are read at once.
@@ -32,9 +33,14 @@ type Checkpoint struct {
 	IndexName string
 	// HeaderBytesRead counts header and index bytes read to open the checkpoint.
 	HeaderBytesRead int64
+	// IndexNewline is whether the index file ends with a newline (the
+	// released K3 index does not), so a copy can be written back alike.
+	IndexNewline bool
+	// Remote is the source a remote checkpoint reads from (nil for a local
+	// one): its Fetch serves a plan's byte ranges, its Stats count traffic.
+	Remote *remote.Source
 
 	src       source
-	indexNL   bool // the index file ends with a newline
 	idx       *indexData
 	indexOnce sync.Once
 	index     *Index
@@ -57,15 +63,10 @@ type source interface {
 // single .safetensors file, or a remote location of any of those (an
 // http(s):// URL, hf://org/name[@revision][/file]), reading only headers and
 // the index. It validates every header and, when there is an
-// index, that index and shards agree exactly. It is OpenContext without a
+// index, that index and shards agree exactly. It is OpenWith without a
 // caller's deadline (remote sources still get RemoteOpenTimeout).
 func Open(p string) (*Checkpoint, error) {
-	return OpenContext(context.Background(), p)
-}
-
-// OpenContext is OpenWith with default options.
-func OpenContext(ctx context.Context, p string) (*Checkpoint, error) {
-	return OpenWith(ctx, p, OpenOptions{})
+	return OpenWith(context.Background(), p, OpenOptions{})
 }
 
 // OpenWith is Open bounded by ctx: the first error (or ctx's end) stops
@@ -79,11 +80,11 @@ func OpenContext(ctx context.Context, p string) (*Checkpoint, error) {
 // checkpoint) and in a hub cache snapshot (models--org--name/snapshots/<rev>/,
 // whose entries link into ../../blobs/): a link may resolve inside the
 // checkpoint directory or inside its hub repository folder, nowhere else
-// (fsx.Root.Allowed, wrapped as ErrOutside). Every entry must be a regular
+// (fsx.Root.Allowed, wrapped as fsx.ErrOutside). Every entry must be a regular
 // file; FIFOs and devices are refused before they are opened for reading.
 //
 // A remote location is resolved as huggingface_hub resolves it (HF_ENDPOINT,
-// HF_TOKEN, HF_HUB_OFFLINE: see remote.Resolve); its errors match ErrRemote.
+// HF_TOKEN, HF_HUB_OFFLINE: see remote.Resolve).
 func OpenWith(ctx context.Context, p string, o OpenOptions) (*Checkpoint, error) {
 	ctx, cancel := remoteDeadline(ctx, p)
 	defer cancel()
@@ -176,11 +177,6 @@ func addSize(a, b int64) (int64, bool) {
 	}
 	return a + b, true
 }
-
-// IndexEndsInNewline reports whether the index file, as read, ends with a
-// newline (the released K3 index does not), so that a copy can be written
-// back alike; false without an index.
-func (c *Checkpoint) IndexEndsInNewline() bool { return c.indexNL }
 
 // Index returns the checkpoint's index as a map (built on first use; the
 // opener validates without it), or nil when the checkpoint has no index.

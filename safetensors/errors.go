@@ -6,16 +6,16 @@ import "errors"
 // wraps one of these with the file (and tensor, where there is one), so callers
 // can test the class with errors.Is and still print a message a person can act on.
 var (
-	// ErrTooSmall: the file is shorter than the 8-byte header length.
-	ErrTooSmall = errors.New("file shorter than 8 bytes")
+	// errTooSmall: the file is shorter than the 8-byte header length.
+	errTooSmall = errors.New("file shorter than 8 bytes")
 	// errHeaderTooLarge: the header length exceeds MaxHeaderSize.
 	errHeaderTooLarge = errors.New("header length over limit")
-	// ErrHeaderTruncated: the header length points past the end of the file.
-	ErrHeaderTruncated = errors.New("header extends past end of file")
+	// errHeaderTruncated: the header length points past the end of the file.
+	errHeaderTruncated = errors.New("header extends past end of file")
 	// errHeaderUTF8: the header is not valid UTF-8.
 	errHeaderUTF8 = errors.New("header is not valid UTF-8")
-	// ErrHeaderJSON: the header is not a JSON object of the expected shape.
-	ErrHeaderJSON = errors.New("header is not a valid JSON object")
+	// errHeaderJSON: the header is not a JSON object of the expected shape.
+	errHeaderJSON = errors.New("header is not a valid JSON object")
 	// errMetadata: __metadata__ is not a string-to-string object.
 	errMetadata = errors.New("__metadata__ must map strings to strings")
 	// errDType: an unknown dtype name.
@@ -28,8 +28,8 @@ var (
 	errOffsets = errors.New("invalid data offsets")
 	// ErrSizeMismatch: a byte range that disagrees with shape × dtype.
 	ErrSizeMismatch = errors.New("byte size does not match shape and dtype")
-	// ErrFileSize: the data end does not match the file size (trailing bytes or truncation).
-	ErrFileSize = errors.New("data end does not match file size")
+	// errFileSize: the data end does not match the file size (trailing bytes or truncation).
+	errFileSize = errors.New("data end does not match file size")
 	// errDuplicate: the same tensor name appears twice.
 	errDuplicate = errors.New("duplicate tensor name")
 	// ErrIndex: an index file that disagrees with its shards or leaves the checkpoint.
@@ -38,6 +38,6 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrWrite: a writer given bytes that do not match its declared layout.
 	ErrWrite = errors.New("write does not match layout")
-	// ErrRemote: an HTTP source that cannot serve byte ranges.
-	ErrRemote = errors.New("remote source error")
+	// errRemote: an HTTP source that cannot serve byte ranges.
+	errRemote = errors.New("remote source error")
 )

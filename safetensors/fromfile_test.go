@@ -47,8 +47,8 @@ func TestFromFileReadsTheOpenedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := FromFile(fh, bad); !errors.Is(err, ErrTooSmall) {
-		t.Errorf("5-byte file: %v, want ErrTooSmall", err)
+	if _, err := FromFile(fh, bad); !errors.Is(err, errTooSmall) {
+		t.Errorf("5-byte file: %v, want errTooSmall", err)
 	}
 	if _, err := fh.Stat(); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("handle after a failed FromFile: %v, want closed", err)

@@ -63,7 +63,7 @@ func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, stop func(error), mem *headerMem) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, fmt.Errorf("file %s: %w", path, err) }
 	if size < 8 {
-		return fail(fmt.Errorf("%w (size %d)", ErrTooSmall, size))
+		return fail(fmt.Errorf("%w (size %d)", errTooSmall, size))
 	}
 	var lenBuf [8]byte
 	if _, err := r.ReadAt(lenBuf[:], 0); err != nil {
@@ -74,7 +74,7 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 		return fail(fmt.Errorf("%w: %d > %d", errHeaderTooLarge, n, MaxHeaderSize))
 	}
 	if int64(n) > size-8 {
-		return fail(fmt.Errorf("%w: header length %d, file size %d", ErrHeaderTruncated, n, size))
+		return fail(fmt.Errorf("%w: header length %d, file size %d", errHeaderTruncated, n, size))
 	}
 	if err := headerBudget.Acquire(ctx, int64(n)); err != nil {
 		return fail(err)
@@ -120,7 +120,7 @@ func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error)
 		dataEnd = f.Tensors[len(f.Tensors)-1].End
 	}
 	if dataEnd != size-f.DataStart { // no sum: End may be near the int64 limit
-		return nil, fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", ErrFileSize, f.DataStart, dataEnd, size)
+		return nil, fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", errFileSize, f.DataStart, dataEnd, size)
 	}
 	return f, nil
 }
@@ -149,7 +149,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 	}
 	p.ws()
 	if !p.eat('{') {
-		return nil, p.errf(ErrHeaderJSON, "header does not start with '{'")
+		return nil, p.errf(errHeaderJSON, "header does not start with '{'")
 	}
 	p.ws()
 	if !p.eat('}') {
@@ -161,7 +161,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 			}
 			p.ws()
 			if !p.eat(':') {
-				return nil, p.errf(ErrHeaderJSON, "expected ':' after key %s", quote.Name(name))
+				return nil, p.errf(errHeaderJSON, "expected ':' after key %s", quote.Name(name))
 			}
 			p.ws()
 			if name == metadataKey {
@@ -195,12 +195,12 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 			if p.eat('}') {
 				break
 			}
-			return nil, p.errf(ErrHeaderJSON, "expected ',' or '}'")
+			return nil, p.errf(errHeaderJSON, "expected ',' or '}'")
 		}
 	}
 	p.ws()
 	if p.i != len(p.b) {
-		return nil, p.errf(ErrHeaderJSON, "trailing bytes after the header object")
+		return nil, p.errf(errHeaderJSON, "trailing bytes after the header object")
 	}
 	if f.Metadata != nil && len(f.Metadata) == 0 {
 		f.Metadata = nil
@@ -344,7 +344,7 @@ func cmpOffsets(a, b TensorInfo) int {
 func (p *parser) tensor(name string) (TensorInfo, error) {
 	t := TensorInfo{Name: name}
 	if !p.eat('{') {
-		return t, p.errf(ErrHeaderJSON, "entry is not an object")
+		return t, p.errf(errHeaderJSON, "entry is not an object")
 	}
 	const hasDType, hasShape, hasOffsets = 1, 2, 4
 	seen := 0
@@ -358,7 +358,7 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 			}
 			p.ws()
 			if !p.eat(':') {
-				return t, p.errf(ErrHeaderJSON, "expected ':'")
+				return t, p.errf(errHeaderJSON, "expected ':'")
 			}
 			p.ws()
 			k := ""
@@ -414,7 +414,7 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 			}
 			if bit != 0 {
 				if seen&bit != 0 {
-					return t, p.errf(ErrHeaderJSON, "duplicate field %q", key)
+					return t, p.errf(errHeaderJSON, "duplicate field %q", key)
 				}
 				seen |= bit
 			}
@@ -425,7 +425,7 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 			if p.eat('}') {
 				break
 			}
-			return t, p.errf(ErrHeaderJSON, "expected ',' or '}'")
+			return t, p.errf(errHeaderJSON, "expected ',' or '}'")
 		}
 	}
 	switch {
@@ -473,7 +473,7 @@ func (p *parser) metadata() (map[string]string, error) {
 		}
 		p.ws()
 		if !p.eat(':') {
-			return nil, p.errf(ErrHeaderJSON, "expected ':'")
+			return nil, p.errf(errHeaderJSON, "expected ':'")
 		}
 		p.ws()
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
@@ -497,7 +497,7 @@ func (p *parser) metadata() (map[string]string, error) {
 		if p.eat('}') {
 			return m, nil
 		}
-		return nil, p.errf(ErrHeaderJSON, "expected ',' or '}'")
+		return nil, p.errf(errHeaderJSON, "expected ',' or '}'")
 	}
 }
 

@@ -292,7 +292,7 @@ func (d *indexData) addShard(i int, path string, tensors []TensorInfo, dataSize 
 	}
 	total, ok := addSize(d.totalSize, dataSize)
 	if !ok {
-		return fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", path, ErrFileSize)
+		return fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", path, errFileSize)
 	}
 	d.totalSize = total
 	return nil

@@ -49,14 +49,14 @@ func (p *parser) next(closing byte) error {
 	if p.eat(',') {
 		p.ws()
 		if p.i < len(p.b) && p.b[p.i] == closing {
-			return p.errf(ErrHeaderJSON, "trailing comma")
+			return p.errf(errHeaderJSON, "trailing comma")
 		}
 		return nil
 	}
 	if p.i < len(p.b) && p.b[p.i] == closing {
 		return nil
 	}
-	return p.errf(ErrHeaderJSON, "expected ',' or '%c'", closing)
+	return p.errf(errHeaderJSON, "expected ',' or '%c'", closing)
 }
 
 func (p *parser) eat(c byte) bool {
@@ -71,7 +71,7 @@ func (p *parser) eat(c byte) bool {
 // whether it contains escapes.
 func (p *parser) rawStr() ([]byte, bool, error) {
 	if !p.eat('"') {
-		return nil, false, p.errf(ErrHeaderJSON, "expected a string")
+		return nil, false, p.errf(errHeaderJSON, "expected a string")
 	}
 	start, esc := p.i, false
 	// Fast path: find the closing quote with a vectorised search, then make
@@ -94,12 +94,12 @@ func (p *parser) rawStr() ([]byte, bool, error) {
 			esc = true
 			p.i += 2
 		case c < 0x20:
-			return nil, false, p.errf(ErrHeaderJSON, "control character in string")
+			return nil, false, p.errf(errHeaderJSON, "control character in string")
 		default:
 			p.i++
 		}
 	}
-	return nil, false, p.errf(ErrHeaderJSON, "unterminated string")
+	return nil, false, p.errf(errHeaderJSON, "unterminated string")
 }
 
 // clean reports whether b holds no escape ('\\') and no control character,
@@ -149,7 +149,7 @@ func (p *parser) unescape(raw []byte) (string, error) {
 		}
 		i++
 		if i >= len(raw) {
-			return "", p.errf(ErrHeaderJSON, "bad escape")
+			return "", p.errf(errHeaderJSON, "bad escape")
 		}
 		switch raw[i] {
 		case '"', '\\', '/':
@@ -167,7 +167,7 @@ func (p *parser) unescape(raw []byte) (string, error) {
 		case 'u':
 			r, n, ok := hex4(raw[i+1:])
 			if !ok {
-				return "", p.errf(ErrHeaderJSON, "bad \\u escape")
+				return "", p.errf(errHeaderJSON, "bad \\u escape")
 			}
 			i += n
 			if utf16.IsSurrogate(r) {
@@ -177,14 +177,14 @@ func (p *parser) unescape(raw []byte) (string, error) {
 				}
 				dec := utf16.DecodeRune(r, r2)
 				if !ok2 || dec == utf8.RuneError {
-					return "", p.errf(ErrHeaderJSON, "unpaired surrogate in \\u escape")
+					return "", p.errf(errHeaderJSON, "unpaired surrogate in \\u escape")
 				}
 				i += 2 + n2
 				r = dec
 			}
 			out = utf8.AppendRune(out, r)
 		default:
-			return "", p.errf(ErrHeaderJSON, "bad escape \\%c", raw[i])
+			return "", p.errf(errHeaderJSON, "bad escape \\%c", raw[i])
 		}
 	}
 	return string(out), nil
@@ -221,7 +221,7 @@ func (p *parser) uint(class error, what string) (int64, error) {
 		return 0, p.errf(class, "%s is not a number", what)
 	}
 	if p.i-start > 1 && p.b[start] == '0' {
-		return 0, p.errf(ErrHeaderJSON, "%s has a leading zero", what)
+		return 0, p.errf(errHeaderJSON, "%s has a leading zero", what)
 	}
 	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
 		return 0, p.errf(class, "%s is not an integer", what)
@@ -251,7 +251,7 @@ func (p *parser) uintArray(class error, what string, dst []int64) ([]int64, erro
 		if p.eat(']') {
 			return dst, nil
 		}
-		return nil, p.errf(ErrHeaderJSON, "expected ',' or ']' in %s", what)
+		return nil, p.errf(errHeaderJSON, "expected ',' or ']' in %s", what)
 	}
 }
 
@@ -259,10 +259,10 @@ func (p *parser) uintArray(class error, what string, dst []int64) ([]int64, erro
 // unknown fields are skipped as the reference's deserializer does.
 func (p *parser) skip(depth int) error {
 	if depth > maxJSONDepth {
-		return p.errf(ErrHeaderJSON, "nesting deeper than %d", maxJSONDepth)
+		return p.errf(errHeaderJSON, "nesting deeper than %d", maxJSONDepth)
 	}
 	if p.i >= len(p.b) {
-		return p.errf(ErrHeaderJSON, "unexpected end")
+		return p.errf(errHeaderJSON, "unexpected end")
 	}
 	switch c := p.b[p.i]; {
 	case c == '"':
@@ -285,7 +285,7 @@ func (p *parser) skip(depth int) error {
 				}
 				p.ws()
 				if !p.eat(':') {
-					return p.errf(ErrHeaderJSON, "expected ':'")
+					return p.errf(errHeaderJSON, "expected ':'")
 				}
 				p.ws()
 			}
@@ -299,7 +299,7 @@ func (p *parser) skip(depth int) error {
 			if p.eat(close) {
 				return nil
 			}
-			return p.errf(ErrHeaderJSON, "expected ',' or '%c'", close)
+			return p.errf(errHeaderJSON, "expected ',' or '%c'", close)
 		}
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range []string{"true", "false", "null"} {
@@ -308,19 +308,19 @@ func (p *parser) skip(depth int) error {
 				return nil
 			}
 		}
-		return p.errf(ErrHeaderJSON, "bad literal")
+		return p.errf(errHeaderJSON, "bad literal")
 	case c == '-' || (c >= '0' && c <= '9'):
 		start := p.i
 		if !p.number() {
-			return p.errf(ErrHeaderJSON, "invalid number %q", p.b[start:min(p.i+1, len(p.b))])
+			return p.errf(errHeaderJSON, "invalid number %q", p.b[start:min(p.i+1, len(p.b))])
 		}
 		// Range as the reference: a finite double (underflow to zero is fine).
 		if _, err := strconv.ParseFloat(string(p.b[start:p.i]), 64); err != nil {
-			return p.errf(ErrHeaderJSON, "number %s out of range", p.b[start:p.i])
+			return p.errf(errHeaderJSON, "number %s out of range", p.b[start:p.i])
 		}
 		return nil
 	default:
-		return p.errf(ErrHeaderJSON, "unexpected character %q", c)
+		return p.errf(errHeaderJSON, "unexpected character %q", c)
 	}
 }
 

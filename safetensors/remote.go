@@ -111,21 +111,21 @@ func (r *remoteSource) Close() error {
 
 // remoteError is a failure of a remote source. It reads as the remote
 // package's message (file, what happened, status and host, attempts) and
-// matches ErrRemote, and ErrNotFound for a file the server does not have.
+// matches errRemote, and ErrNotFound for a file the server does not have.
 type remoteError struct{ err error }
 
 func (e *remoteError) Error() string { return e.err.Error() }
 func (e *remoteError) Unwrap() error { return e.err }
 
 func (e *remoteError) Is(target error) bool {
-	return target == ErrRemote || target == ErrNotFound && errors.Is(e.err, remote.ErrNotFound)
+	return target == errRemote || target == ErrNotFound && errors.Is(e.err, remote.ErrNotFound)
 }
 
 // remoteErr wraps an error of the remote package; a bare context error (the
 // opening's deadline, a cancellation) is named in words.
 func remoteErr(err error) error {
 	switch {
-	case errors.Is(err, ErrRemote):
+	case errors.Is(err, errRemote):
 		return err
 	case errors.Is(err, context.DeadlineExceeded):
 		err = fmt.Errorf("timed out: %w", err)
@@ -208,20 +208,10 @@ func openRemoteSource(ctx context.Context, src *remoteSource, raw, base, name st
 	return sh, nil
 }
 
-// Remote is the source a remote checkpoint reads from (nil for a local one):
-// its Fetch serves a plan's byte ranges coalesced and in parallel, its Stats
-// count the traffic.
-func (c *Checkpoint) Remote() *remote.Source {
-	if r, ok := c.src.(*remoteSource); ok {
-		return r.s
-	}
-	return nil
-}
-
 // BytesFetched reports how many bytes a remote checkpoint has downloaded so far
 // (0 for local ones).
 func (c *Checkpoint) BytesFetched() int64 {
-	if s := c.Remote(); s != nil {
+	if s := c.Remote; s != nil {
 		return s.Stats().Fetched
 	}
 	return 0

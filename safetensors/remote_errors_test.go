@@ -38,7 +38,7 @@ func TestRemoteErrorsSayWhat(t *testing.T) {
 	l.Close()
 	noHang(t, "refused", func() {
 		_, err := Open(closed) // default options: a host never reached is not retried
-		if !errors.Is(err, ErrRemote) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "connection refused") || !errors.Is(err, syscall.ECONNREFUSED) {
+		if !errors.Is(err, errRemote) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "connection refused") || !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("refused: %v", err)
 		}
 	})
@@ -50,7 +50,7 @@ func TestRemoteErrorsSayWhat(t *testing.T) {
 	host := strings.TrimPrefix(status.URL, "http://")
 	for _, u := range []string{status.URL + "/", status.URL + "/" + IndexName, status.URL + "/x.safetensors"} {
 		_, err := openFast(t.Context(), u) // a 500 is retried: quickly here
-		if !errors.Is(err, ErrRemote) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "HTTP 500") || !strings.Contains(err.Error(), "from "+host) {
+		if !errors.Is(err, errRemote) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "HTTP 500") || !strings.Contains(err.Error(), "from "+host) {
 			t.Errorf("%s: %v, want HTTP 500 naming the host", u, err)
 		}
 	}
@@ -66,7 +66,7 @@ func TestRemoteErrorsSayWhat(t *testing.T) {
 	}))
 	defer loop.Close()
 	_, err = Open(loop.URL + "/ping/x.safetensors")
-	if !errors.Is(err, ErrRemote) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "redirect loop") {
+	if !errors.Is(err, errRemote) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "redirect loop") {
 		t.Errorf("redirect loop: %v", err)
 	}
 	if hops.Load() > remote.DefaultMaxRedirects+1 {
@@ -102,8 +102,8 @@ func TestRemoteOneDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	noHang(t, "hanging shards", func() {
-		_, err := OpenContext(ctx, srv.URL+"/"+IndexName)
-		if !errors.Is(err, ErrRemote) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out") {
+		_, err := OpenWith(ctx, srv.URL+"/"+IndexName, OpenOptions{})
+		if !errors.Is(err, errRemote) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out") {
 			t.Errorf("got %v, want a timeout", err)
 		}
 	})
@@ -156,7 +156,7 @@ func TestRemoteEndlessIndex(t *testing.T) {
 	defer srv.Close()
 	noHang(t, "endless index", func() {
 		_, err := Open(srv.URL + "/" + IndexName)
-		if !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "limit") {
+		if !errors.Is(err, errRemote) || !strings.Contains(err.Error(), "limit") {
 			t.Errorf("got %v, want the size limit", err)
 		}
 	})

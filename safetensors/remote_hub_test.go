@@ -61,8 +61,8 @@ func TestRemoteHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.Remote() == nil || c.Root != hub.URL+prefix || c.NumTensors() != 3 {
-		t.Fatalf("remote %v, root %s, %d tensors", c.Remote(), c.Root, c.NumTensors())
+	if c.Remote == nil || c.Root != hub.URL+prefix || c.NumTensors() != 3 {
+		t.Fatalf("remote %v, root %s, %d tensors", c.Remote, c.Root, c.NumTensors())
 	}
 	local, err := Open(dir)
 	if err != nil {
@@ -81,14 +81,14 @@ func TestRemoteHub(t *testing.T) {
 	if leaked.Load() != 0 {
 		t.Fatalf("the token went to the CDN %d times", leaked.Load())
 	}
-	if c.BytesFetched() < c.HeaderBytesRead || c.Remote().Commit() != strings.Repeat("a", 40) {
-		t.Fatalf("fetched %d, headers %d, commit %q", c.BytesFetched(), c.HeaderBytesRead, c.Remote().Commit())
+	if c.BytesFetched() < c.HeaderBytesRead || c.Remote.Commit() != strings.Repeat("a", 40) {
+		t.Fatalf("fetched %d, headers %d, commit %q", c.BytesFetched(), c.HeaderBytesRead, c.Remote.Commit())
 	}
 
 	// Without the token the hub refuses, and the error says so.
 	delete(env, "HF_TOKEN")
 	_, err = OpenWith(t.Context(), "hf://org/name@v1.0", OpenOptions{Env: func(k string) string { return env[k] }})
-	if !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "no token was sent") {
+	if !errors.Is(err, errRemote) || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "no token was sent") {
 		t.Fatalf("no token: %v", err)
 	}
 }
@@ -119,10 +119,10 @@ func TestRemoteHubOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.Remote() != nil || c.NumTensors() != 3 || c.Root != snap {
-		t.Fatalf("offline: remote %v, root %s, %d tensors", c.Remote(), c.Root, c.NumTensors())
+	if c.Remote != nil || c.NumTensors() != 3 || c.Root != snap {
+		t.Fatalf("offline: remote %v, root %s, %d tensors", c.Remote, c.Root, c.NumTensors())
 	}
-	if _, err := OpenWith(t.Context(), "hf://org/other", OpenOptions{Env: func(k string) string { return env[k] }}); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "offline") {
+	if _, err := OpenWith(t.Context(), "hf://org/other", OpenOptions{Env: func(k string) string { return env[k] }}); !errors.Is(err, errRemote) || !strings.Contains(err.Error(), "offline") {
 		t.Fatalf("offline, not cached: %v", err)
 	}
 }

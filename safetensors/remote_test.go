@@ -94,7 +94,7 @@ func TestRemoteErrors(t *testing.T) {
 	dir := twoShardCheckpoint(t)
 	srv, sent := rangeServer(t, dir, false)
 	_, err := Open(srv.URL + "/model-00001-of-00002.safetensors")
-	if !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "range") {
+	if !errors.Is(err, errRemote) || !strings.Contains(err.Error(), "range") {
 		t.Fatalf("no-range server: %v", err)
 	}
 	_ = sent
@@ -102,7 +102,7 @@ func TestRemoteErrors(t *testing.T) {
 	if _, err := Open(good.URL + "/nothing-here/"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
-	if _, err := Open("http://127.0.0.1:1/x.safetensors"); !errors.Is(err, ErrRemote) {
+	if _, err := Open("http://127.0.0.1:1/x.safetensors"); !errors.Is(err, errRemote) {
 		t.Fatalf("unreachable: %v", err)
 	}
 }

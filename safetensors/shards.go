@@ -129,7 +129,7 @@ func openLocal(ctx context.Context, p string) (*shards, error) {
 // the directory can be listed, the index is parsed while the first headers
 // are read; the two lists must then agree.
 func shardsWith(ctx context.Context, src source, root, indexName string) (*shards, error) {
-	s := &shards{c: &Checkpoint{Root: root, src: src}}
+	s := &shards{c: newCheckpoint(root, src)}
 	c := s.c
 	if indexName == "" {
 		ok, err := src.exists(ctx, IndexName)
@@ -158,7 +158,7 @@ func shardsWith(ctx context.Context, src source, root, indexName string) (*shard
 		return nil, fmt.Errorf("index %s: %w", indexPath, err)
 	}
 	c.HeaderBytesRead += int64(len(b))
-	c.indexNL = len(b) > 0 && b[len(b)-1] == '\n'
+	c.IndexNewline = len(b) > 0 && b[len(b)-1] == '\n'
 	present, listErr := src.list()
 	s.parsed = make(chan struct{})
 	go func() {
@@ -178,7 +178,7 @@ func shardsWith(ctx context.Context, src source, root, indexName string) (*shard
 }
 
 func shardsSingle(src source, root, name string) *shards {
-	return &shards{c: &Checkpoint{Root: root, src: src}, names: []string{name}}
+	return &shards{c: newCheckpoint(root, src), names: []string{name}}
 }
 
 // prepare waits for the index and checks it on its own and against the
@@ -332,7 +332,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			c.HeaderBytesRead += f.DataStart
 			var ok bool
 			if total, ok = addSize(total, f.DataSize()); !ok && sizeErr == nil {
-				sizeErr = fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", joinRoot(c.Root, f.Path), ErrFileSize)
+				sizeErr = fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", joinRoot(c.Root, f.Path), errFileSize)
 			}
 			mu.Unlock()
 			// checked compares f with the index; errors are reported after
@@ -471,4 +471,12 @@ func (n *nameSet) err(c *Checkpoint, names []string) error {
 		return nil
 	}
 	return fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, names[n.dup[1]]), quote.Name(n.dupOf), errDuplicate, names[n.dup[0]])
+}
+
+func newCheckpoint(root string, src source) *Checkpoint {
+	c := &Checkpoint{Root: root, src: src}
+	if r, ok := src.(*remoteSource); ok {
+		c.Remote = r.s
+	}
+	return c
 }

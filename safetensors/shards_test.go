@@ -108,7 +108,7 @@ func TestShardsWalkBadHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Open(dir)
-	if !errors.Is(err, ErrHeaderJSON) {
+	if !errors.Is(err, errHeaderJSON) {
 		t.Fatalf("Open: %v", err)
 	}
 	if werr := walkAll(t, dir); werr == nil || werr.Error() != err.Error() {

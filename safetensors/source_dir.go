@@ -15,10 +15,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
-// ErrOutside: a checkpoint entry whose links resolve where the checkpoint may
-// not read (outside its directory and outside its hub cache repository folder).
-var ErrOutside = fsx.ErrOutside
-
 // dirSource serves a local directory through fsx: entries are resolved by
 // the checkpoint link rule and opened only when they are regular files.
 type dirSource struct {

@@ -81,7 +81,7 @@ func TestSpecialFilesRefused(t *testing.T) {
 					}
 					// /dev/zero is reached through a link leaving the checkpoint,
 					// which is refused first; the FIFO sits in the checkpoint.
-					if !errors.Is(err, fsx.ErrNotRegular) && !errors.Is(err, ErrOutside) {
+					if !errors.Is(err, fsx.ErrNotRegular) && !errors.Is(err, fsx.ErrOutside) {
 						t.Errorf("got %v, want a refusal", err)
 					}
 					if !strings.Contains(err.Error(), entry) {
@@ -154,8 +154,8 @@ func TestHubCacheSnapshot(t *testing.T) {
 	}
 	defer c.Close()
 	_, err = c.ReadAux("tokenizer.json")
-	if !errors.Is(err, ErrOutside) || !strings.Contains(err.Error(), "tokenizer.json") || !strings.Contains(err.Error(), repo) {
-		t.Fatalf("got %v, want ErrOutside naming the entry and the repository folder", err)
+	if !errors.Is(err, fsx.ErrOutside) || !strings.Contains(err.Error(), "tokenizer.json") || !strings.Contains(err.Error(), repo) {
+		t.Fatalf("got %v, want fsx.ErrOutside naming the entry and the repository folder", err)
 	}
 	shard := filepath.Join(snap, "model-00002-of-00002.safetensors")
 	os.Remove(shard)
@@ -163,7 +163,7 @@ func TestHubCacheSnapshot(t *testing.T) {
 	os.MkdirAll(evil, 0o755)
 	writeTestFile(t, evil, "c.safetensors", []TensorSpec{{"c", U8, []int64{5}}})
 	os.Symlink(filepath.Join(evil, "c.safetensors"), shard)
-	if _, err := Open(snap); !errors.Is(err, ErrOutside) || !strings.Contains(err.Error(), "model-00002-of-00002.safetensors") {
+	if _, err := Open(snap); !errors.Is(err, fsx.ErrOutside) || !strings.Contains(err.Error(), "model-00002-of-00002.safetensors") {
 		t.Fatalf("shard linked into another repository: %v", err)
 	}
 }
@@ -220,7 +220,7 @@ func TestHeaderClaimsBoundMemory(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	_, err := Open(dir)
 	runtime.ReadMemStats(&after)
-	if !errors.Is(err, ErrHeaderJSON) {
+	if !errors.Is(err, errHeaderJSON) {
 		t.Fatalf("got %v, want a header error", err)
 	}
 	// Each header read allocates its claim; a bounded, cancelled open reads at
@@ -248,7 +248,7 @@ func TestSizeSumsDoNotWrap(t *testing.T) {
 	}
 	src := &fakeSource{files: files, index: `{"metadata":{"total_size":0},"weight_map":{` + strings.Join(wm, ",") + `}}`}
 	_, err := openWith(t.Context(), src, "fake", IndexName)
-	if !errors.Is(err, ErrFileSize) || !strings.Contains(err.Error(), "2^63") {
+	if !errors.Is(err, errFileSize) || !strings.Contains(err.Error(), "2^63") {
 		t.Fatalf("got %v, want an overflow error", err)
 	}
 	// The writer's sums are checked too.

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/inspect"
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 func runInspectCmd(t *testing.T, args ...string) (string, string, error) {
@@ -89,7 +87,7 @@ func TestInspectCommand(t *testing.T) {
 	if err := os.Truncate(shard, 4); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runInspectCmd(t, dir); !errors.Is(err, safetensors.ErrTooSmall) || !strings.Contains(err.Error(), "model-00007-of-000096.safetensors") {
+	if _, _, err := runInspectCmd(t, dir); err == nil || !strings.Contains(err.Error(), "file shorter than 8 bytes") || !strings.Contains(err.Error(), "model-00007-of-000096.safetensors") {
 		t.Errorf("truncated shard: %v", err)
 	}
 }

@@ -123,7 +123,7 @@ func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkp
 		return nil, nil, err
 	}
 	if !remote.IsRemote(path) {
-		c, err := safetensors.OpenContext(ctx, path)
+		c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{})
 		return c, nil, err
 	}
 	nm := &netMeter{m: remote.NewMeter(0, nil)}
@@ -133,7 +133,7 @@ func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkp
 	if err != nil {
 		return nil, nil, err
 	}
-	if c.Remote() == nil { // an hf:// reference served from the offline cache
+	if c.Remote == nil { // an hf:// reference served from the offline cache
 		nm = nil
 	}
 	return c, nm, nil
