@@ -422,7 +422,7 @@ func TestModelOptMatchesNVIDIAGolden(t *testing.T) {
 	// The golden embeds the replica's whole config: byte for byte while the
 	// replica's config is the one it was made from, else its quantization
 	// section (TestConfigRoundTrip covers the rest).
-	srcJSON, err := cfg.JSON()
+	srcJSON, err := model.MarshalConfig(cfg.Raw())
 	if err != nil {
 		t.Fatal(err)
 	}

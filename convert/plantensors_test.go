@@ -29,7 +29,7 @@ var catalogs sync.Map
 // full K3 catalog is 497,220 specs); callers must not modify it.
 func catalogOf(t testing.TB, cfg *model.Config) []safetensors.TensorSpec {
 	t.Helper()
-	b, err := cfg.JSON()
+	b, err := model.MarshalConfig(cfg.Raw())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestPlanTensorsK3Figures(t *testing.T) {
 		if o.Role == roleWeight {
 			quantized++
 		}
-		if model.K3Classifier().Classify(o.Name) != model.RoutedExperts && model.K3Classifier().Classify(o.Name) != model.Vision {
+		if model.K3Classifier().Classify(o.Name) != model.RoutedExperts && model.K3Classifier().Classify(o.Name).String() != "vision" {
 			n, _ := safetensors.ByteSize(o.DType, o.Shape)
 			nonExpert += n
 		}

@@ -51,7 +51,7 @@ func rowBytes(rows []row, keys ...string) int64 {
 func nonExpertText(rows []row) int64 {
 	var n int64
 	for _, r := range rows {
-		if r.Key != model.RoutedExperts.String() && r.Key != model.Vision.String() {
+		if r.Key != model.RoutedExperts.String() && r.Key != "vision" {
 			n += r.Bytes
 		}
 	}

@@ -276,8 +276,8 @@ type compiledRule struct {
 	numeric  bool
 	hasLayer bool
 	groups   model.GroupSet
-	anyLayer bool               // Groups holds anyLayerGroup
-	projs    []model.ExpertProj // nil: every projection
+	anyLayer bool     // Groups holds anyLayerGroup
+	projs    []string // nil: every projection
 }
 
 // anyLayerGroup in Rule.Groups matches every tensor of a decoder layer.
@@ -295,7 +295,7 @@ func (r *compiledRule) matchGroup(tn model.TensorName) bool {
 	if !r.groups.Has(tn.Group) {
 		return false
 	}
-	return r.projs == nil || slices.Contains(r.projs, tn.Proj)
+	return r.projs == nil || slices.Contains(r.projs, tn.Proj.String())
 }
 
 // compileGroups reads Groups and Projs; it reports whether every group
@@ -318,16 +318,10 @@ func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 		allLayer = false
 	}
 	for _, p := range r.Projs {
-		var ep model.ExpertProj
-		for _, c := range []model.ExpertProj{model.ExpertW1, model.ExpertW2, model.ExpertW3} {
-			if c.String() == p {
-				ep = c
-			}
-		}
-		if ep == model.NoExpertProj {
+		if p != "w1" && p != "w2" && p != "w3" { // model.ExpertProj's names
 			return false, fmt.Errorf("%w: %s: rule %q: unknown expert projection %q (want w1, w2 or w3)", errLayout, l.Name, r.Name, p)
 		}
-		cr.projs = append(cr.projs, ep)
+		cr.projs = append(cr.projs, p)
 	}
 	if len(r.Projs) > 0 && cr.groups != model.Groups(model.GroupExperts) {
 		return false, fmt.Errorf("%w: %s: rule %q: projs applies to the experts group alone", errLayout, l.Name, r.Name)

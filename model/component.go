@@ -39,8 +39,8 @@ const (
 	lMHead
 	// norms is layer norms, AttnRes norms and projections, the final norm and output_attn_res_*.
 	norms
-	// Vision is the vision tower and the multimodal projector.
-	Vision
+	// vision is the vision tower and the multimodal projector.
+	vision
 	// attention is the self_attn tensors of a family whose layers have one
 	// kind of attention (not K3's).
 	attention
@@ -64,7 +64,7 @@ var componentNames = [NumComponents]string{
 	embedding:     "embedding",
 	lMHead:        "lm_head",
 	norms:         "norms",
-	Vision:        "vision",
+	vision:        "vision",
 	attention:     "attention",
 	mtp:           "mtp",
 }

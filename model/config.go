@@ -49,17 +49,6 @@ const (
 	MLA
 )
 
-// String returns "kda" or "mla".
-func (k attnKind) String() string {
-	switch k {
-	case kDA:
-		return "kda"
-	case MLA:
-		return "mla"
-	}
-	return fmt.Sprintf("AttnKind(%d)", uint8(k))
-}
-
 // ExpertFormat is how routed expert weights are stored.
 type ExpertFormat uint8
 
@@ -211,10 +200,6 @@ func FamilyOfConfig(data []byte) string {
 // Raw returns a deep copy of the parsed JSON (numbers as json.Number, so they
 // re-encode exactly). convert edits it and writes it back as config.json.
 func (c *Config) Raw() map[string]any { return deepCopy(c.raw).(map[string]any) }
-
-// JSON renders the config as the released file is written (MarshalConfig):
-// a parsed config.json renders to its own bytes.
-func (c *Config) JSON() ([]byte, error) { return MarshalConfig(c.raw) }
 
 // Layers returns the layer schedule, one entry per 0-based layer.
 func (c *Config) Layers() []layer { return slices.Clone(c.layers) }

@@ -82,11 +82,11 @@ func TestK3CatalogFigures(t *testing.T) {
 	check("dense L0", comp[denseMLP], 1.35, 2)
 	check("router", comp[router], 1.10, 2)
 	check("routed experts", comp[RoutedExperts], 1347.12, 2)
-	check("vision", comp[Vision], 0.83, 2)
+	check("vision", comp[vision], 0.83, 2)
 	if want := int64(92 * 896 * 17547264); comp[RoutedExperts] != want {
 		t.Errorf("routed experts %d bytes, want 92 × 896 × 17,547,264 = %d", comp[RoutedExperts], want)
 	}
-	nonExpert := total - comp[RoutedExperts] - comp[Vision]
+	nonExpert := total - comp[RoutedExperts] - comp[vision]
 	check("non-expert text weights", nonExpert, 105.7, 1)
 	if math.Abs(float64(nonExpert)/1e9-113.5) > 0.05 {
 		t.Errorf("non-expert text weights %.2f GB, the audits say 113.5 GB", float64(nonExpert)/1e9)
@@ -500,7 +500,7 @@ func TestRawIsACopy(t *testing.T) {
 	if at(c.Raw(), "text_config")["hidden_size"] != json.Number("7168") {
 		t.Fatal("Raw shares state with the config")
 	}
-	b, err := c.JSON()
+	b, err := MarshalConfig(c.Raw())
 	if err != nil {
 		t.Fatal(err)
 	}

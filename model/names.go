@@ -109,24 +109,24 @@ func roleOf(last string) Role {
 type ExpertProj uint8
 
 const (
-	// NoExpertProj: not a routed expert tensor, or an unknown projection name.
-	NoExpertProj ExpertProj = iota
-	// ExpertW1 is the gate projection (w1, or gate_proj), [moe_intermediate, latent].
-	ExpertW1
-	// ExpertW2 is the down projection (w2, or down_proj), [latent, moe_intermediate].
-	ExpertW2
-	// ExpertW3 is the up projection (w3, or up_proj), [moe_intermediate, latent].
-	ExpertW3
+	// noExpertProj: not a routed expert tensor, or an unknown projection name.
+	noExpertProj ExpertProj = iota
+	// expertW1 is the gate projection (w1, or gate_proj), [moe_intermediate, latent].
+	expertW1
+	// expertW2 is the down projection (w2, or down_proj), [latent, moe_intermediate].
+	expertW2
+	// expertW3 is the up projection (w3, or up_proj), [moe_intermediate, latent].
+	expertW3
 )
 
-// String is "w1", "w2", "w3", or "" for NoExpertProj.
+// String is "w1", "w2", "w3", or "" for noExpertProj.
 func (p ExpertProj) String() string {
 	switch p {
-	case ExpertW1:
+	case expertW1:
 		return "w1"
-	case ExpertW2:
+	case expertW2:
 		return "w2"
-	case ExpertW3:
+	case expertW3:
 		return "w3"
 	}
 	return ""
@@ -140,7 +140,7 @@ type TensorName struct {
 	Layer int
 	// Expert is the routed expert index, -1 for any other tensor.
 	Expert int
-	// Proj is the routed expert projection (NoExpertProj for others).
+	// Proj is the routed expert projection (noExpertProj for others).
 	Proj ExpertProj
 	// Module is the name without its role suffix ("….self_attn.q_proj" for
 	// "….self_attn.q_proj.weight_scale_inv"): a weight and its companions

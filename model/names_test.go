@@ -34,7 +34,7 @@ func TestGroupNames(t *testing.T) {
 		fam := map[string]Component{"kda": attentionKDA, "mla": attentionMLA, "dense_mlp": denseMLP,
 			"router": router, "latent": latentMoE, "shared_experts": sharedExperts, "experts": RoutedExperts,
 			"layer_norms": norms, "attn_res": norms, "final_norms": norms, "embedding": embedding,
-			"lm_head": lMHead, "vision_tower": Vision, "mm_projector": Vision, "other": Other}
+			"lm_head": lMHead, "vision_tower": vision, "mm_projector": vision, "other": Other}
 		if c := fam[strings.SplitN(n, ".", 2)[0]]; g.Component() != c {
 			t.Errorf("%s: component %v, want %v", n, g.Component(), c)
 		}
@@ -126,14 +126,14 @@ func TestParseName(t *testing.T) {
 			L + "9.block_sparse_moe.shared_experts.up_proj.weight":   {groupSharedUp, 9, -1, 0, L + "9.block_sparse_moe.shared_experts.up_proj", RoleWeight},
 			L + "9.block_sparse_moe.shared_experts.down_proj.weight_scale_inv": {groupSharedDown, 9, -1, 0,
 				L + "9.block_sparse_moe.shared_experts.down_proj", roleScaleInv},
-			L + "1.block_sparse_moe.experts.0.w1.weight_packed":  {GroupExperts, 1, 0, ExpertW1, L + "1.block_sparse_moe.experts.0.w1", RolePacked},
-			L + "1.block_sparse_moe.experts.10.w3.weight_scale":  {GroupExperts, 1, 10, ExpertW3, L + "1.block_sparse_moe.experts.10.w3", roleScale},
-			L + "92.block_sparse_moe.experts.895.w2.weight":      {GroupExperts, 92, 895, ExpertW2, L + "92.block_sparse_moe.experts.895.w2", RoleWeight},
-			L + "4.block_sparse_moe.experts.7.w2.weight_scale_2": {GroupExperts, 4, 7, ExpertW2, L + "4.block_sparse_moe.experts.7.w2", roleScale2},
-			L + "4.block_sparse_moe.experts.7.w1.input_scale":    {GroupExperts, 4, 7, ExpertW1, L + "4.block_sparse_moe.experts.7.w1", roleInputScale},
-			L + "4.block_sparse_moe.experts.7.w1.weight_global_scale": {GroupExperts, 4, 7, ExpertW1,
+			L + "1.block_sparse_moe.experts.0.w1.weight_packed":  {GroupExperts, 1, 0, expertW1, L + "1.block_sparse_moe.experts.0.w1", RolePacked},
+			L + "1.block_sparse_moe.experts.10.w3.weight_scale":  {GroupExperts, 1, 10, expertW3, L + "1.block_sparse_moe.experts.10.w3", roleScale},
+			L + "92.block_sparse_moe.experts.895.w2.weight":      {GroupExperts, 92, 895, expertW2, L + "92.block_sparse_moe.experts.895.w2", RoleWeight},
+			L + "4.block_sparse_moe.experts.7.w2.weight_scale_2": {GroupExperts, 4, 7, expertW2, L + "4.block_sparse_moe.experts.7.w2", roleScale2},
+			L + "4.block_sparse_moe.experts.7.w1.input_scale":    {GroupExperts, 4, 7, expertW1, L + "4.block_sparse_moe.experts.7.w1", roleInputScale},
+			L + "4.block_sparse_moe.experts.7.w1.weight_global_scale": {GroupExperts, 4, 7, expertW1,
 				L + "4.block_sparse_moe.experts.7.w1", roleGlobalScale},
-			L + "4.mlp.experts.3.up_proj.weight":      {GroupExperts, 4, 3, ExpertW3, L + "4.mlp.experts.3.up_proj", RoleWeight},
+			L + "4.mlp.experts.3.up_proj.weight":      {GroupExperts, 4, 3, expertW3, L + "4.mlp.experts.3.up_proj", RoleWeight},
 			L + "0.input_layernorm.weight":            {groupLayerNorms, 0, -1, 0, L + "0.input_layernorm", RoleWeight},
 			L + "0.post_attention_layernorm.weight":   {groupLayerNorms, 0, -1, 0, L + "0.post_attention_layernorm", RoleWeight},
 			L + "0.self_attention_res_norm.weight":    {groupAttnRes, 0, -1, 0, L + "0.self_attention_res_norm", RoleWeight},

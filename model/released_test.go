@@ -190,7 +190,7 @@ func TestScaledConfigsDerived(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", sc, err)
 		}
-		if again, _ := c.JSON(); !bytes.Equal(again, b) {
+		if again, _ := MarshalConfig(c.Raw()); !bytes.Equal(again, b) {
 			t.Errorf("%s: does not re-render to its own bytes", sc)
 		}
 	}
@@ -259,7 +259,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		b, err := c.JSON()
+		b, err := MarshalConfig(c.Raw())
 		if err != nil {
 			t.Fatalf("accepted config does not render: %v", err)
 		}

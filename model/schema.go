@@ -413,11 +413,11 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 	for n, p := range f.Names.ExpertProjections {
 		switch p {
 		case "w1":
-			s.expertProj[n] = ExpertW1
+			s.expertProj[n] = expertW1
 		case "w2":
-			s.expertProj[n] = ExpertW2
+			s.expertProj[n] = expertW2
 		case "w3":
-			s.expertProj[n] = ExpertW3
+			s.expertProj[n] = expertW3
 		default:
 			return fail("names.expert_projections."+n, fmt.Errorf("%q is not w1, w2 or w3", p))
 		}

@@ -21,8 +21,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// ErrOutputExists: synth was pointed at a non-empty directory without Force.
-var ErrOutputExists = errors.New("output directory is not empty")
+// errOutputExists: synth was pointed at a non-empty directory without Force.
+var errOutputExists = errors.New("output directory is not empty")
 
 // synthChunkElems bounds the values generated at once per worker (256 KiB of
 // float32), so memory stays flat whatever the tensor size.
@@ -182,7 +182,7 @@ func prepareDir(dir string, files []synthFile, force bool) error {
 	case len(ents) == 0:
 		return nil
 	case !force:
-		return fmt.Errorf("synth: %s: %w (%d entries; use --force to overwrite)", dir, ErrOutputExists, len(ents))
+		return fmt.Errorf("synth: %s: %w (%d entries; use --force to overwrite)", dir, errOutputExists, len(ents))
 	}
 	keep := make(map[string]bool, len(files))
 	for _, f := range files {

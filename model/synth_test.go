@@ -487,8 +487,8 @@ func TestSynthRefusesNonEmptyDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := Synth(dir, SynthOptions{Config: cfg, HeaderOnly: true})
-	if !errors.Is(err, ErrOutputExists) {
-		t.Fatalf("got %v, want ErrOutputExists", err)
+	if !errors.Is(err, errOutputExists) {
+		t.Fatalf("got %v, want errOutputExists", err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("%d entries after a refused run", len(ents))
