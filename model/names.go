@@ -109,8 +109,8 @@ func roleOf(last string) Role {
 type ExpertProj uint8
 
 const (
-	// noExpertProj: not a routed expert tensor, or an unknown projection name.
-	noExpertProj ExpertProj = iota
+	// The zero ExpertProj: not a routed expert tensor, or an unknown projection name.
+	_ ExpertProj = iota
 	// expertW1 is the gate projection (w1, or gate_proj), [moe_intermediate, latent].
 	expertW1
 	// expertW2 is the down projection (w2, or down_proj), [latent, moe_intermediate].
@@ -119,7 +119,7 @@ const (
 	expertW3
 )
 
-// String is "w1", "w2", "w3", or "" for noExpertProj.
+// String is "w1", "w2", "w3", or "" for the zero ExpertProj.
 func (p ExpertProj) String() string {
 	switch p {
 	case expertW1:
@@ -140,7 +140,7 @@ type TensorName struct {
 	Layer int
 	// Expert is the routed expert index, -1 for any other tensor.
 	Expert int
-	// Proj is the routed expert projection (noExpertProj for others).
+	// Proj is the routed expert projection (zero for others).
 	Proj ExpertProj
 	// Module is the name without its role suffix ("….self_attn.q_proj" for
 	// "….self_attn.q_proj.weight_scale_inv"): a weight and its companions
