@@ -57,7 +57,7 @@ func newHTTPClient(conns int) *http.Client {
 // netMeter counts a remote source's traffic for the progress display and
 // the final report; nil for a local source.
 type netMeter struct {
-	m      *remote.Meter
+	m      *rateMeter
 	bar    atomic.Pointer[progressBar]
 	log    chan struct{} // closed to stop the -v progress lines (nil: none)
 	logged sync.WaitGroup
@@ -89,7 +89,7 @@ func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
 
 // line is one -v progress line: the bar's text, and the retries so far.
 func (nm *netMeter) line(label string) string {
-	s := nm.m.Snapshot()
+	s := nm.m.read()
 	line := progressLine(label, unitBytes, s.Bytes, s.Total, s.Elapsed)
 	if s.Retries > 0 {
 		line += fmt.Sprintf("  %d retries", s.Retries)
@@ -103,12 +103,12 @@ func (nm *netMeter) line(label string) string {
 // Fetched implements remote.Progress: the meter counts, the bar (once
 // shown) draws.
 func (nm *netMeter) Fetched(n int64) {
-	nm.m.Fetched(n)
+	nm.m.fetched(n)
 	nm.bar.Load().Add(n)
 }
 
 // Retry implements remote.Progress.
-func (nm *netMeter) Retry(ev remote.RetryEvent) { nm.m.Retry(ev) }
+func (nm *netMeter) Retry(ev remote.RetryEvent) { nm.m.retry(ev) }
 
 // openSource opens a checkpoint; a remote one gets a transport for conns
 // parallel requests, the command's transfer bounds and a meter that hears
@@ -126,7 +126,7 @@ func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkp
 		c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{})
 		return c, nil, err
 	}
-	nm := &netMeter{m: remote.NewMeter(0, nil)}
+	nm := &netMeter{m: newRateMeter(0, nil)}
 	o.Progress = nm
 	o.Warn = func(msg string) { warn(cmd, "%s", msg) }
 	c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{Remote: o, Connections: conns})
@@ -144,7 +144,7 @@ func (nm *netMeter) received() int64 {
 	if nm == nil {
 		return 0
 	}
-	return nm.m.Snapshot().Bytes
+	return nm.m.read().Bytes
 }
 
 // retries is the failed attempts the source retried.
@@ -152,7 +152,7 @@ func (nm *netMeter) retries() int64 {
 	if nm == nil {
 		return 0
 	}
-	return nm.m.Snapshot().Retries
+	return nm.m.read().Retries
 }
 
 // openLayoutSource opens the SRC of shard and export: a remote checkpoint
@@ -184,7 +184,7 @@ func (nm *netMeter) show(cmd *cobra.Command, asJSON bool, total int64) {
 	if nm == nil {
 		return
 	}
-	nm.m.SetTotal(total)
+	nm.m.setTotal(total)
 	const label = "network (received)"
 	b := newProgress(cmd, asJSON, label, unitBytes)
 	b.Start(total)

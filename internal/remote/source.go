@@ -33,8 +33,8 @@ const (
 	// DefaultTimeLimit is the fixed part of a read's deadline: room for the
 	// retries' backoff on top of the time its bytes take at the minimum rate.
 	DefaultTimeLimit = 10 * time.Minute
-	// DefaultMaxRedirects bounds the redirects one request follows.
-	DefaultMaxRedirects = 10
+	// defaultMaxRedirects bounds the redirects one request follows.
+	defaultMaxRedirects = 10
 )
 
 // Options tune a Source. The zero value is ready to use.
@@ -100,7 +100,7 @@ func (o Options) withDefaults() Options {
 		o.TimeLimit = DefaultTimeLimit
 	}
 	if o.MaxRedirects <= 0 {
-		o.MaxRedirects = DefaultMaxRedirects
+		o.MaxRedirects = defaultMaxRedirects
 	}
 	if o.Progress == nil {
 		o.Progress = nopProgress{}
