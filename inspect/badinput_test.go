@@ -276,11 +276,11 @@ func TestOtherListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []row{{Key: "norms", Sum: Sum{1, 32}}, {Key: "other", Sum: Sum{1, 60}}}
+	want := []row{{Key: "norms", tally: tally{1, 32}}, {Key: "other", tally: tally{1, 60}}}
 	if !equalRows(rep.Components, want) {
 		t.Errorf("components %v, want %v", rep.Components, want)
 	}
-	wantLayers := []row{{Key: "0", Sum: Sum{1, 32}}, {Key: "model", Sum: Sum{1, 60}}}
+	wantLayers := []row{{Key: "0", tally: tally{1, 32}}, {Key: "model", tally: tally{1, 60}}}
 	if !equalRows(rep.Groups, wantLayers) {
 		t.Errorf("layers %v, want %v", rep.Groups, wantLayers)
 	}

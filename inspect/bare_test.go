@@ -32,10 +32,10 @@ func TestBareRecipeWhatIf(t *testing.T) {
 				what := fmt.Sprintf("%s %s/%v", sc, recipe, f)
 				opts := Options{Recipe: recipe, Format: f}
 				a, b := auditFake(t, mm, opts), auditFake(t, bare, opts)
-				var vision Sum
+				var vision tally
 				for _, r := range a.Components {
 					if r.Key == "vision" {
-						vision = r.Sum
+						vision = r.tally
 					}
 				}
 				if vision.Tensors == 0 {
@@ -44,11 +44,11 @@ func TestBareRecipeWhatIf(t *testing.T) {
 				if a.TensorCount-b.TensorCount != vision.Tensors || a.TotalBytes-b.TotalBytes != vision.Bytes {
 					t.Errorf("%s: bare checkpoint %d tensors %d bytes, multimodal %d/%d, vision %d/%d", what, b.TensorCount, b.TotalBytes, a.TensorCount, a.TotalBytes, vision.Tensors, vision.Bytes)
 				}
-				var av Sum
+				var av tally
 				var text []row
 				for _, r := range a.Recipe.Components {
 					if r.Key == "vision" {
-						av = r.Sum
+						av = r.tally
 					} else {
 						text = append(text, r)
 					}

@@ -98,9 +98,9 @@ func TestFullReplicaFigures(t *testing.T) {
 	if rowBytes(c, "other") != 0 {
 		t.Errorf("unclassified tensors in the K3 replica: %v", c)
 	}
-	var sum Sum
+	var sum tally
 	for _, r := range c {
-		sum.merge(r.Sum)
+		sum.merge(r.tally)
 	}
 	if sum.Tensors != rep.TensorCount || sum.Bytes != rep.TotalBytes {
 		t.Errorf("components sum to %+v, totals %d/%d", sum, rep.TensorCount, rep.TotalBytes)

@@ -92,13 +92,13 @@ type accounting struct {
 // dTypeRow is one dtype's share of a checkpoint.
 type dTypeRow struct {
 	DType string `json:"dtype"`
-	Sum
+	tally
 }
 
 // fileRow is one shard: its header (what inspect reads) and its tensors.
 type fileRow struct {
-	FileEntry
-	Sum
+	fileItem
+	tally
 }
 
 // recipeReport is the accounting of the checkpoint a recipe would produce.
@@ -276,9 +276,9 @@ func (w *warnings) list() []string {
 
 // fill writes the checkpoint's own accounting into the report.
 func (a *auditor) fill(rep *Report, per []fileTotals) {
-	var comp [model.NumComponents]Sum
-	var dt [256]Sum
-	layers := map[int]*Sum{}
+	var comp [model.NumComponents]tally
+	var dt [256]tally
+	layers := map[int]*tally{}
 	for fi := range per {
 		p := &per[fi]
 		rep.TensorCount += p.row.Tensors
@@ -291,7 +291,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 		}
 		for l, s := range p.layers {
 			if layers[l] == nil {
-				layers[l] = &Sum{}
+				layers[l] = &tally{}
 			}
 			layers[l].merge(*s)
 		}
@@ -304,7 +304,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 		rep.Groups = rep.Components
 	case byDType:
 		for _, d := range rep.DTypes {
-			rep.Groups = append(rep.Groups, row{Key: d.DType, Sum: d.Sum})
+			rep.Groups = append(rep.Groups, row{Key: d.DType, tally: d.tally})
 		}
 	case byLayer:
 		keys := slices.Sorted(func(yield func(int) bool) {
@@ -319,7 +319,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 			if l >= 0 {
 				key = strconv.Itoa(l)
 			}
-			rep.Groups = append(rep.Groups, row{Key: key, Sum: *layers[l]})
+			rep.Groups = append(rep.Groups, row{Key: key, tally: *layers[l]})
 		}
 		// Model-level tensors after the layers, as in the checkpoint's files.
 		if len(keys) > 0 && keys[0] < 0 {
@@ -327,7 +327,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 		}
 	case byFile:
 		for _, f := range rep.Files {
-			rep.Groups = append(rep.Groups, row{Key: f.Path, Sum: f.Sum})
+			rep.Groups = append(rep.Groups, row{Key: f.Path, tally: f.tally})
 		}
 	}
 }
@@ -344,25 +344,25 @@ func componentRank(name string) int {
 
 // componentRows lists the non-empty components in the schema's order, with
 // other last so unclassified tensors stand out.
-func componentRows(comp []Sum) []row {
+func componentRows(comp []tally) []row {
 	var rows []row
 	for c := 1; c < len(comp); c++ {
 		if comp[c].Tensors > 0 {
-			rows = append(rows, row{Key: model.Component(c).String(), Sum: comp[c]})
+			rows = append(rows, row{Key: model.Component(c).String(), tally: comp[c]})
 		}
 	}
 	if comp[model.Other].Tensors > 0 {
-		rows = append(rows, row{Key: model.Other.String(), Sum: comp[model.Other]})
+		rows = append(rows, row{Key: model.Other.String(), tally: comp[model.Other]})
 	}
 	return rows
 }
 
 // dtypeRows lists the dtypes present, largest share first.
-func dtypeRows(dt []Sum) []dTypeRow {
+func dtypeRows(dt []tally) []dTypeRow {
 	var rows []dTypeRow
 	for d, s := range dt {
 		if s.Tensors > 0 {
-			rows = append(rows, dTypeRow{DType: safetensors.DType(d).String(), Sum: s})
+			rows = append(rows, dTypeRow{DType: safetensors.DType(d).String(), tally: s})
 		}
 	}
 	slices.SortStableFunc(rows, func(x, y dTypeRow) int { return -cmpInt64(x.Bytes, y.Bytes) })
@@ -382,7 +382,7 @@ func cmpInt64(x, y int64) int {
 func rankGroups(lr *layoutReport) []row {
 	var rows []row
 	for _, r := range lr.Ranks {
-		rows = append(rows, row{Key: strconv.Itoa(r.Rank), Sum: Sum{Tensors: r.Tensors, Bytes: r.Bytes}})
+		rows = append(rows, row{Key: strconv.Itoa(r.Rank), tally: tally{Tensors: r.Tensors, Bytes: r.Bytes}})
 	}
 	return rows
 }
@@ -393,7 +393,7 @@ func stageGroups(lr *layoutReport) []row {
 	}
 	var rows []row
 	for _, s := range lr.Stages {
-		rows = append(rows, row{Key: strconv.Itoa(s.Stage), Sum: Sum{Tensors: s.Tensors, Bytes: s.Bytes}})
+		rows = append(rows, row{Key: strconv.Itoa(s.Stage), tally: tally{Tensors: s.Tensors, Bytes: s.Bytes}})
 	}
 	return rows
 }

@@ -1,17 +1,17 @@
 package inspect
 
-// Sum counts tensors and their bytes.
-type Sum struct {
+// tally counts tensors and their bytes.
+type tally struct {
 	Tensors int64 `json:"tensors"`
 	Bytes   int64 `json:"bytes"`
 }
 
-func (s *Sum) add(bytes int64) {
+func (s *tally) add(bytes int64) {
 	s.Tensors++
 	s.Bytes += bytes
 }
 
-func (s *Sum) merge(o Sum) {
+func (s *tally) merge(o tally) {
 	s.Tensors += o.Tensors
 	s.Bytes += o.Bytes
 }
@@ -20,7 +20,7 @@ func (s *Sum) merge(o Sum) {
 // stage or rank) and what falls under it.
 type row struct {
 	Key string `json:"name"`
-	Sum
+	tally
 }
 
 // step is one bar of the per-rank memory chart: a deployment change, and the

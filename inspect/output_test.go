@@ -154,9 +154,9 @@ func TestReportOutputs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var sum Sum
+			var sum tally
 			for _, g := range rep.Groups {
-				sum.merge(g.Sum)
+				sum.merge(g.tally)
 			}
 			switch by {
 			case byRank:
@@ -168,11 +168,11 @@ func TestReportOutputs(t *testing.T) {
 					t.Errorf("%d stage rows holding %d B, want 16 holding the recipe output's %d", len(rep.Groups), sum.Bytes, rep.Recipe.TotalBytes)
 				}
 			case byLayer:
-				if len(rep.Groups) != 94 || rep.Groups[93].Key != "model" || sum != (Sum{rep.TensorCount, rep.TotalBytes}) {
+				if len(rep.Groups) != 94 || rep.Groups[93].Key != "model" || sum != (tally{rep.TensorCount, rep.TotalBytes}) {
 					t.Errorf("%d layer rows (last %s) summing to %+v", len(rep.Groups), rep.Groups[len(rep.Groups)-1].Key, sum)
 				}
 			default:
-				if sum != (Sum{rep.TensorCount, rep.TotalBytes}) {
+				if sum != (tally{rep.TensorCount, rep.TotalBytes}) {
 					t.Errorf("rows sum to %+v, totals %d/%d", sum, rep.TensorCount, rep.TotalBytes)
 				}
 			}
@@ -242,8 +242,8 @@ var barPath = regexp.MustCompile(`<path d="M([0-9.]+),([0-9.]+)L[0-9.]+,([0-9.]+
 // proportional to the GiB given, and every label must be there.
 func TestChart(t *testing.T) {
 	steps := []step{
-		{Label: "before", Total: 100 * giB, Components: []row{{Key: "attention.kda", Sum: Sum{1, 20 * giB}}, {Key: "routed_experts", Sum: Sum{1, 80 * giB}}}},
-		{Label: "after", Total: 85 * giB, Components: []row{{Key: "attention.kda", Sum: Sum{1, 5 * giB}}, {Key: "routed_experts", Sum: Sum{1, 80 * giB}}}},
+		{Label: "before", Total: 100 * giB, Components: []row{{Key: "attention.kda", tally: tally{1, 20 * giB}}, {Key: "routed_experts", tally: tally{1, 80 * giB}}}},
+		{Label: "after", Total: 85 * giB, Components: []row{{Key: "attention.kda", tally: tally{1, 5 * giB}}, {Key: "routed_experts", tally: tally{1, 80 * giB}}}},
 	}
 	var buf bytes.Buffer
 	must(t, writeChartSVG(&buf, steps, ChartOptions{Title: "test chart", GPUMem: 141 * giB}))
@@ -414,7 +414,7 @@ func TestTensorListEscapes(t *testing.T) {
 	}
 	must(t, WriteTensorList(&js, ck, true))
 	var out struct {
-		Tensors []TensorEntry `json:"tensors"`
+		Tensors []tensorItem `json:"tensors"`
 	}
 	must(t, json.Unmarshal(js.Bytes(), &out))
 	if len(out.Tensors) != 1 || out.Tensors[0].Name != name {

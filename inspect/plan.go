@@ -53,8 +53,8 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 }
 
 func (p *planned) accounting() accounting {
-	var comp [model.NumComponents]Sum
-	var dt [256]Sum
+	var comp [model.NumComponents]tally
+	var dt [256]tally
 	var acc accounting
 	for i, s := range p.specs {
 		n, _ := safetensors.ByteSize(s.DType, s.Shape) // validated by the codec or the planner
@@ -159,7 +159,7 @@ func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]rankRow, []
 		if err != nil {
 			return nil, nil, err
 		}
-		var comp [model.NumComponents]Sum
+		var comp [model.NumComponents]tally
 		st := plan.StageOf(r)
 		for _, pc := range pcs {
 			comp[p.comps[pc.Index]].add(pc.Bytes)
@@ -270,7 +270,7 @@ func (a *auditor) steps(name string, builtin bool) ([]step, error) {
 		if err != nil {
 			return nil, err
 		}
-		var comp [model.NumComponents]Sum
+		var comp [model.NumComponents]tally
 		var sliced int64
 		for _, pc := range pcs {
 			comp[p.comps[pc.Index]].add(pc.Bytes)

@@ -121,13 +121,13 @@ func mainTables(w io.Writer, r *Report, width int) error {
 	if r.By == ByComponent {
 		groups = r.Components
 	}
-	total := Sum{Tensors: r.TensorCount, Bytes: r.TotalBytes}
+	total := tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}
 	if r.By == byStage || r.By == byRank {
 		// Resident bytes under a layout: replicas count once per rank, dropped
 		// tensors not at all, so the total is the rows' own.
-		total = Sum{}
+		total = tally{}
 		for _, g := range groups {
-			total.merge(g.Sum)
+			total.merge(g.tally)
 		}
 	}
 	if err := shareTable(w, r.By.String(), groups, total, width); err != nil {
@@ -139,9 +139,9 @@ func mainTables(w io.Writer, r *Report, width int) error {
 	fmt.Fprintln(w)
 	rows := make([]row, len(r.DTypes))
 	for i, d := range r.DTypes {
-		rows[i] = row{Key: d.DType, Sum: d.Sum}
+		rows[i] = row{Key: d.DType, tally: d.tally}
 	}
-	return shareTable(w, "dtype", rows, Sum{Tensors: r.TensorCount, Bytes: r.TotalBytes}, width)
+	return shareTable(w, "dtype", rows, tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}, width)
 }
 
 // newTable is a boxed table with left-aligned text and right-aligned numbers
@@ -166,7 +166,7 @@ func newTable(w io.Writer, cols, numFrom int) *tablewriter.Table {
 
 // shareTable renders key | tensors | bytes | GiB | share with a total line;
 // without the bytes column when the table would pass width.
-func shareTable(w io.Writer, key string, rows []row, total Sum, width int) error {
+func shareTable(w io.Writer, key string, rows []row, total tally, width int) error {
 	cells := make([][]string, 0, len(rows)+2)
 	cells = append(cells, []string{key, "tensors", "bytes", "GiB", "share"})
 	for _, r := range rows {
@@ -223,11 +223,11 @@ func recipeText(w io.Writer, r *Report, width int) error {
 	}
 	before := make([]row, len(r.DTypes))
 	for i, d := range r.DTypes {
-		before[i] = row{Key: d.DType, Sum: d.Sum}
+		before[i] = row{Key: d.DType, tally: d.tally}
 	}
 	after := make([]row, len(rr.DTypes))
 	for i, d := range rr.DTypes {
-		after[i] = row{Key: d.DType, Sum: d.Sum}
+		after[i] = row{Key: d.DType, tally: d.tally}
 	}
 	if err := beforeAfter(w, "component", u, r.Components, rr.Components, r.accounting, rr.accounting); err != nil {
 		return err
@@ -245,19 +245,19 @@ func beforeAfter(w io.Writer, key string, u unit, before, after []row, tb, ta ac
 	}
 	t := newTable(w, 6, 1)
 	t.Header(key, "tensors before", "after", u.name+" before", "after", "change")
-	add := func(k string, b, a Sum) error {
+	add := func(k string, b, a tally) error {
 		return t.Append(quote.Name(k), termtext.Int(b.Tensors), termtext.Int(a.Tensors), u.str(b.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-b.Bytes)))
 	}
 	seen := map[string]bool{}
 	for _, b := range before {
 		seen[b.Key] = true
-		if err := add(b.Key, b.Sum, am[b.Key].Sum); err != nil {
+		if err := add(b.Key, b.tally, am[b.Key].tally); err != nil {
 			return err
 		}
 	}
 	for _, a := range after {
 		if !seen[a.Key] {
-			if err := add(a.Key, Sum{}, a.Sum); err != nil {
+			if err := add(a.Key, tally{}, a.tally); err != nil {
 				return err
 			}
 		}

@@ -155,8 +155,8 @@ func commasOf(n int64) string { return termtext.Int(n) }
 // TestShareTableNarrow: a table that would pass the width leaves out the
 // bytes column (full-size shards: 15-digit byte counts), one that fits keeps it.
 func TestShareTableNarrow(t *testing.T) {
-	rows := []row{{Key: "model-00002-of-000096.safetensors", Sum: Sum{5414, 16990911504}}}
-	total := Sum{497220, 1560860324864}
+	rows := []row{{Key: "model-00002-of-000096.safetensors", tally: tally{5414, 16990911504}}}
+	total := tally{497220, 1560860324864}
 	for _, c := range []struct {
 		width     int
 		wantBytes bool

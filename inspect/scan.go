@@ -71,9 +71,9 @@ func streamHeaders(ctx context.Context, path string, transient bool) (*headers, 
 // fileTotals is one file's share of the accounting, summed by one worker.
 type fileTotals struct {
 	row    fileRow
-	comp   [model.NumComponents]Sum
-	dtype  [256]Sum
-	layers map[int]*Sum
+	comp   [model.NumComponents]tally
+	dtype  [256]tally
+	layers map[int]*tally
 	// specs and comps are the file's tensors when the audit plans a recipe
 	// or a layout (names and shapes alias the header, kept for the plan).
 	specs []safetensors.TensorSpec
@@ -122,9 +122,9 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	per := make([]fileTotals, len(names))
 	err := a.src.walk(func(fi int, f *safetensors.File) error {
 		ft := &per[fi]
-		ft.row = fileRow{FileEntry: fileEntry(f)}
+		ft.row = fileRow{fileItem: fileEntry(f)}
 		if a.opts.By == byLayer {
-			ft.layers = map[int]*Sum{}
+			ft.layers = map[int]*tally{}
 		}
 		if table {
 			ft.specs = make([]safetensors.TensorSpec, len(f.Tensors))
@@ -154,7 +154,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 				l := max(-1, model.K3Classifier().ParseName(t.Name).Layer)
 				s := ft.layers[l]
 				if s == nil {
-					s = &Sum{}
+					s = &tally{}
 					ft.layers[l] = s
 				}
 				s.add(sz)

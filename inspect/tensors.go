@@ -13,9 +13,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// TensorEntry is one tensor of the --tensors listing, with the JSON field names
+// tensorItem is one tensor of the --tensors listing, with the JSON field names
 // of the issue's contract.
-type TensorEntry struct {
+type tensorItem struct {
 	Name        string            `json:"name"`
 	DType       safetensors.DType `json:"dtype"`
 	Shape       []int64           `json:"shape"`
@@ -23,17 +23,17 @@ type TensorEntry struct {
 	DataOffsets [2]int64          `json:"data_offsets"`
 }
 
-// FileEntry is one file of a listing or report. HeaderBytes counts the 8-byte
+// fileItem is one file of a listing or report. HeaderBytes counts the 8-byte
 // length prefix too: it is what a header-only reader has to fetch.
-type FileEntry struct {
+type fileItem struct {
 	Path        string `json:"path"`
 	HeaderBytes int64  `json:"header_bytes"`
 	Size        int64  `json:"size"`
 }
 
 // fileEntry describes f for listings.
-func fileEntry(f *safetensors.File) FileEntry {
-	return FileEntry{Path: f.Path, HeaderBytes: f.DataStart, Size: f.Size}
+func fileEntry(f *safetensors.File) fileItem {
+	return fileItem{Path: f.Path, HeaderBytes: f.DataStart, Size: f.Size}
 }
 
 // tensorListSchema is the "schema" field of the JSON listing: the version of
@@ -80,7 +80,7 @@ func writeTensorListJSON(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 	first := true
 	for _, f := range ck.Files {
 		for _, t := range f.Tensors {
-			e := TensorEntry{Name: t.Name, DType: t.DType, Shape: nonNil(t.Shape), File: f.Path, DataOffsets: [2]int64{t.Begin, t.End}}
+			e := tensorItem{Name: t.Name, DType: t.DType, Shape: nonNil(t.Shape), File: f.Path, DataOffsets: [2]int64{t.Begin, t.End}}
 			if err := item(first, e); err != nil {
 				return fmt.Errorf("file %s: tensor %s: %w", f.Path, t.Name, err)
 			}

@@ -70,8 +70,8 @@ func TestInspectCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var list struct {
-		Tensors []inspect.TensorEntry `json:"tensors"`
-		Files   []inspect.FileEntry   `json:"files"`
+		Tensors []json.RawMessage `json:"tensors"`
+		Files   []json.RawMessage `json:"files"`
 	}
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Files) != 96 || len(list.Tensors) != int(rep.TensorCount) {
 		t.Errorf("--tensors --json: %v, %d files, %d tensors", err, len(list.Files), len(list.Tensors))
