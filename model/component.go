@@ -87,15 +87,6 @@ func ParseComponent(s string) (Component, error) {
 	return Other, fmt.Errorf("model: unknown component %q", s)
 }
 
-// components lists every class in enum order.
-func components() []Component {
-	out := make([]Component, NumComponents)
-	for i := range out {
-		out[i] = Component(i)
-	}
-	return out
-}
-
 // Classifier puts tensor names into components. It carries the layer
 // schedule because o_proj and g_proj exist in both KDA and MLA layers and only
 // the schedule tells them apart.

@@ -208,11 +208,6 @@ func (c *Config) Layers() []layer { return slices.Clone(c.layers) }
 // classifiers are immutable).
 func (c *Config) Classifier() *Classifier { return c.cls }
 
-// numBlocks is the number of AttnRes blocks.
-func (c *Config) numBlocks() int {
-	return (c.NumLayers + c.AttnResBlockSize - 1) / c.AttnResBlockSize
-}
-
 func deepCopy(v any) any {
 	switch t := v.(type) {
 	case map[string]any:

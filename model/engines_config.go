@@ -23,21 +23,6 @@ const NVFP4GroupSize = 16
 // modelOptNVFP4 is the quant_algo of NVFP4 modules in a ModelOpt manifest.
 const modelOptNVFP4 = "NVFP4"
 
-// expertBytes is the size of one routed expert stored in format f (what
-// inspect's what-if reports for a cast the checkpoint has not had).
-func (c *Config) expertBytes(f ExpertFormat) int64 {
-	cc := *c
-	cc.Experts = f
-	if f == ExpertsMXFP4 && cc.GroupSize == 0 {
-		cc.GroupSize = 32
-	}
-	ts, err := cc.unitTemplates(expand(c.expertUnit(), map[string]string{"experts": f.String()}))
-	if err != nil {
-		return 0
-	}
-	return sumBytes(ts)
-}
-
 // Suffixes of an MXFP4 expert projection's two tensors.
 const (
 	mxfp4Packed = ".weight_packed"

@@ -17,12 +17,6 @@ import (
 // weights (a partial block at the right or bottom edge has its own scale).
 const fP8Block = 128
 
-// scaleBlocks is the block-scale grid of an [n, k] weight: ⌈n/128⌉ rows of
-// ⌈k/128⌉ scales.
-func scaleBlocks(n, k int64) (rows, cols int64) {
-	return (n + fP8Block - 1) / fP8Block, (k + fP8Block - 1) / fP8Block
-}
-
 // sideFile is a file of a checkpoint directory that is not tensor data:
 // config.json, the tokenizer, custom code, README… A conversion or an export
 // carries every side file over unchanged (or rewrites it, like config.json).

@@ -43,21 +43,6 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 // that has one at the top level, or a bare text config); "" when there is none.
 func (c *Config) QuantizationPath() string { return c.quantPath }
 
-// quantizationConfig is a deep copy of the object at QuantizationPath (nil
-// when there is none).
-func (c *Config) quantizationConfig() map[string]any {
-	if c.quantPath == "" {
-		return nil
-	}
-	v := any(c.raw)
-	for k := range strings.SplitSeq(c.quantPath, ".") {
-		m, _ := v.(map[string]any)
-		v = m[k]
-	}
-	m, _ := deepCopy(v).(map[string]any)
-	return m
-}
-
 // compressedTensors is the quant_method of the source's MXFP4 experts.
 const compressedTensors = "compressed-tensors"
 

@@ -261,14 +261,3 @@ func (c *Config) shardUnits(_ *templates, i int, fn func(prefix string, ts []tmp
 		}
 	}
 }
-
-// expertUnit is the unit of the layers' repeated part (the routed experts),
-// "" when the family has none.
-func (c *Config) expertUnit() string {
-	for _, p := range c.schema().layerParts {
-		if p.repeat != nil {
-			return p.unit
-		}
-	}
-	return ""
-}

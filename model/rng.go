@@ -57,11 +57,6 @@ func (r *splitmix) sum12() uint64 {
 	return p&lanes32 + p>>32
 }
 
-// normal draws an approximately standard normal value.
-func (r *splitmix) normal() float64 {
-	return (float64(r.sum12()) - ihMean) * ihScale
-}
-
 // valueDist is the distribution of a tensor's values: realistic magnitudes so
 // that conversions and audits meet the ranges real weights have.
 type valueDist struct {

@@ -199,15 +199,6 @@ func (l *FilePlan) Index(name string) (int, bool) {
 	return i, ok
 }
 
-// Lookup finds a tensor's assigned offsets.
-func (l *FilePlan) Lookup(name string) (TensorInfo, bool) {
-	i, ok := l.index[name]
-	if !ok {
-		return TensorInfo{}, false
-	}
-	return l.Tensors[i], true
-}
-
 // appendHeaderJSON renders the header as serde_json does for the reference's
 // Metadata type: __metadata__ first, then tensors in data order, each as
 // {"dtype":…,"shape":[…],"data_offsets":[b,e]}.

@@ -1,0 +1,71 @@
+package model
+
+import "strings"
+
+// Helpers only the tests use.
+
+// normal draws an approximately standard normal value.
+func (r *splitmix) normal() float64 {
+	return (float64(r.sum12()) - ihMean) * ihScale
+}
+
+// expertUnit is the unit of the layers' repeated part (the routed experts),
+// "" when the family has none.
+func (c *Config) expertUnit() string {
+	for _, p := range c.schema().layerParts {
+		if p.repeat != nil {
+			return p.unit
+		}
+	}
+	return ""
+}
+
+// quantizationConfig is a deep copy of the object at QuantizationPath (nil
+// when there is none).
+func (c *Config) quantizationConfig() map[string]any {
+	if c.quantPath == "" {
+		return nil
+	}
+	v := any(c.raw)
+	for k := range strings.SplitSeq(c.quantPath, ".") {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	m, _ := deepCopy(v).(map[string]any)
+	return m
+}
+
+// scaleBlocks is the block-scale grid of an [n, k] weight: ⌈n/128⌉ rows of
+// ⌈k/128⌉ scales.
+func scaleBlocks(n, k int64) (rows, cols int64) {
+	return (n + fP8Block - 1) / fP8Block, (k + fP8Block - 1) / fP8Block
+}
+
+// expertBytes is the size of one routed expert stored in format f (what
+// inspect's what-if reports for a cast the checkpoint has not had).
+func (c *Config) expertBytes(f ExpertFormat) int64 {
+	cc := *c
+	cc.Experts = f
+	if f == ExpertsMXFP4 && cc.GroupSize == 0 {
+		cc.GroupSize = 32
+	}
+	ts, err := cc.unitTemplates(expand(c.expertUnit(), map[string]string{"experts": f.String()}))
+	if err != nil {
+		return 0
+	}
+	return sumBytes(ts)
+}
+
+// numBlocks is the number of AttnRes blocks.
+func (c *Config) numBlocks() int {
+	return (c.NumLayers + c.AttnResBlockSize - 1) / c.AttnResBlockSize
+}
+
+// components lists every class in enum order.
+func components() []Component {
+	out := make([]Component, NumComponents)
+	for i := range out {
+		out[i] = Component(i)
+	}
+	return out
+}
