@@ -282,7 +282,8 @@ func readHeaders(ctx context.Context, s *remote.Source, files []string, conns in
 				if hl <= 0 || hl > safetensors.MaxHeaderSize || hl > f.Size()-8 {
 					return fmt.Errorf("%s: header length %d", n, hl)
 				}
-				return f.ReadRange(ctx, make([]byte, hl), 8, nil)
+				_, err = f.ReadAt(make([]byte, hl), 8)
+				return err
 			}()
 			if err != nil {
 				failed.CompareAndSwap(nil, &err)
