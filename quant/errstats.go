@@ -138,9 +138,9 @@ func (l *lanes) sum() float64 {
 
 // errWindowGo adds columns [from, to) of a window of FP8 codes (scale sf)
 // and their BF16 sources to the lanes, row by row, as errWinBF16AVX2 does:
-// e = |x| − |x̂| in float32 and squared in float64. The conversions are
-// explicit so that no compiler fuses a product with an add or a subtraction
-// (an FMA rounds once; the vector kernel rounds each operation).
+// e = |x| − |x̂| in float32 and squared in float64. Both squares are exact
+// in float64 (x has 8 significant bits, e 24), so a multiply-add fused or
+// not gives the same sum; the conversions keep e itself a float32 difference.
 func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, from, to int, sf, top float32) {
 	for r := range rows {
 		c := codes[r*cstride+from : r*cstride+to]

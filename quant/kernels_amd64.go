@@ -10,6 +10,9 @@ var useAVX2 = cpuHasAVX2
 
 var cpuHasAVX2 = cpu.X86.HasAVX2
 
+// cpuHasFMA gates errWinBF16AVX2, which adds with fused multiply-adds.
+var cpuHasFMA = cpu.X86.HasFMA
+
 // Vector kernels (kernels_amd64.s). cols must be a positive multiple of the
 // vector width (16 elements; 8 for amax32 and dequantAVX2); rows ≥ 1.
 //
@@ -90,7 +93,7 @@ func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride,
 // that fill whole vectors, then errWindowGo the rest.
 func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, top float32) {
 	n := cols &^ 7
-	if useAVX2 && n > 0 {
+	if useAVX2 && cpuHasFMA && n > 0 {
 		_ = codes[(rows-1)*cstride+n-1]
 		_ = src[(rows-1)*sstride+2*n-1]
 		errWinBF16AVX2(l, &codes[0], cstride, &src[0], sstride, rows, n, sf, top)

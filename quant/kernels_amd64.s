@@ -41,14 +41,10 @@
 	VCVTPS2PD 16(SP), Y3      \
 	VCVTPS2PD 32(SP), Y4      \
 	VCVTPS2PD 48(SP), Y5      \
-	VMULPD Y2, Y2, Y2         \
-	VADDPD Y2, Y8, Y8         \
-	VMULPD Y3, Y3, Y3         \
-	VADDPD Y3, Y9, Y9         \
-	VMULPD Y4, Y4, Y4         \
-	VADDPD Y4, Y10, Y10       \
-	VMULPD Y5, Y5, Y5         \
-	VADDPD Y5, Y11, Y11
+	VFMADD231PD Y2, Y2, Y8    /* Y8 += Y2·Y2: the square is exact, so one rounding as a multiply then add */ \
+	VFMADD231PD Y3, Y3, Y9    \
+	VFMADD231PD Y4, Y4, Y10   \
+	VFMADD231PD Y5, Y5, Y11
 
 // func amax16AVX2(src *byte, stride, rows, cols int) uint16
 TEXT ·amax16AVX2(SB), NOSPLIT, $0-34
@@ -321,7 +317,8 @@ GLOBL errAbs<>(SB), RODATA|NOPTR, $32
 // j%8, rows in order): x̂ = float32(value(code) × sf) as dequantRowAVX2
 // widens it, e = |x| − |x̂| in float32 (exact:
 // fp8Block's precondition),
-// Σx² and Σe² in float64 (each product rounded before its add, no FMA),
+// Σx² and Σe² in float64 (fused multiply-adds: x² and e² are exact in
+// float64, so each add rounds once, as a multiply then an add would),
 // max|e| in float32, the count of |x| > top, and the largest magnitude code
 // (0x7F: a NaN code, whose x̂ here is a finite stand-in; the caller discards
 // the sums).
