@@ -270,12 +270,12 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 	}
 	var b blockErr
 	if exact {
-		b.sx0 = math.Ldexp(float64(q), 2*kj-2)
+		b.sx0 = float64(q) * pow2(2*kj-2)
 		b.addTo(s, q == 0)
 		return
 	}
 	sc := float32(E4M3ToF32(e4) * scale2)
-	p := math.Ldexp(1, kj) // x = code value × 2^kj, exact in float64
+	p := pow2(kj) // x = code value × 2^kj, exact in float64
 	for i, v := range src {
 		w := dst[i]
 		for h := range 2 {
@@ -285,6 +285,10 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 	}
 	b.addTo(s, q == 0)
 }
+
+// pow2 is 2^e for e in the normal float64 range (math.Ldexp(1, e) without
+// its cases): the MXFP4 scale exponents, kj in [−127, 127], and 2·kj − 2.
+func pow2(e int) float64 { return math.Float64frombits(uint64(1023+e) << 52) }
 
 // add adds one element to lane l: its source x, its output y, and whether y
 // has the format's largest magnitude.
