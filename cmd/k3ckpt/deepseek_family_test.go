@@ -25,7 +25,7 @@ import (
 // of it counts the derived 688,574,839,360 bytes. An unknown family is an
 // error that lists the built-in ones.
 func TestSynthFamilyDeepSeekV3(t *testing.T) {
-	if _, e, code := k3("synth", "--family", "nope", filepath.Join(t.TempDir(), "x")); code == 0 || !strings.Contains(e, `unknown family "nope" (built in: kimi-k3, deepseek-v3)`) {
+	if _, e, code := k3("synth", "--family", "nope", filepath.Join(t.TempDir(), "x")); code == 0 || !strings.Contains(e, `unknown family "nope" (built in: kimi-k3, deepseek-v3, deepseek-v4)`) {
 		t.Errorf("--family nope: exit %d: %s", code, e)
 	}
 	if testing.Short() {
