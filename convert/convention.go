@@ -95,6 +95,16 @@ func (p *nonFinitePolicy) UnmarshalText(b []byte) error {
 	return err
 }
 
+// recorded is the policy as the plan state and manifest record it: only
+// the non-default policy is written, so that a default conversion's
+// manifest is unchanged.
+func (p nonFinitePolicy) recorded() string {
+	if p == nonFiniteZero {
+		return p.String()
+	}
+	return ""
+}
+
 // ParseNonFinitePolicy maps a --nonfinite name to its policy.
 func ParseNonFinitePolicy(s string) (nonFinitePolicy, error) {
 	for i, n := range policyNames {

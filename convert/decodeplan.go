@@ -110,6 +110,9 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fil
 			x, err = packSpec(module, s)
 		case expert && opts.Experts == ExpertsBF16, !expert && r.decodes():
 			x, err = decodeSpec(module, s, byName)
+			if err == nil && x == nil && expert && opts.Experts == ExpertsBF16 {
+				err = undecodedExpert(module, s)
+			}
 		}
 		if err != nil {
 			return nil, nil, err

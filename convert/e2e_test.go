@@ -638,14 +638,30 @@ func TestNonFiniteWeight(t *testing.T) {
 	if res.ZeroedNonFinite != 1 || !res.Finalized {
 		t.Fatalf("zeroed %d finalized %v", res.ZeroedNonFinite, res.Finalized)
 	}
-	// The default policy is convert's: the NaN convert refuses fails verify.
+	// The manifest records the policy: verify needs no option.
 	rep, err := Verify(context.Background(), c, dst, VerifyOptions{})
+	if err != nil || !rep.OK {
+		t.Fatalf("verify after --nonfinite zero: %v %v", err, rep.Violations)
+	}
+	// A manifest that does not record it (as before the field) is checked
+	// under the default policy, convert's: the NaN convert refuses fails
+	// verify, unless the option says zero.
+	mpath := filepath.Join(dst, ManifestName)
+	m := readJSONFile(t, mpath)
+	if m["nonfinite"] != "zero" {
+		t.Fatalf("manifest nonfinite = %v, want zero", m["nonfinite"])
+	}
+	delete(m, "nonfinite")
+	if b, err := json.Marshal(m); err != nil || os.WriteFile(mpath, b, 0o644) != nil {
+		t.Fatal("rewrite manifest", err)
+	}
+	rep, err = Verify(context.Background(), c, dst, VerifyOptions{})
 	if err != nil || rep.OK || len(rep.Violations) != 1 || !strings.Contains(rep.Violations[0], name+": the source holds a non-finite value") {
 		t.Fatalf("verify of a NaN source under the default policy: %v %v", err, rep.Violations)
 	}
 	rep, err = Verify(context.Background(), c, dst, VerifyOptions{NonFinite: nonFiniteZero})
 	if err != nil || !rep.OK {
-		t.Fatalf("verify after --nonfinite zero: %v %v", err, rep.Violations)
+		t.Fatalf("verify with the zero option: %v %v", err, rep.Violations)
 	}
 }
 

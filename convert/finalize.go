@@ -244,7 +244,7 @@ func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, 
 func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*Manifest, error) {
 	dst := d.dir
 	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
-		SourceUnverified: st.unverified()}
+		NonFinite: st.NonFinite, SourceUnverified: st.unverified()}
 	done, missing, err := unitsDone(d, st, recs)
 	if err != nil {
 		return nil, err

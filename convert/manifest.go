@@ -20,9 +20,12 @@ type Manifest struct {
 	ScaleFmt string `json:"scale_fmt"`
 	// Experts and Numerics are the --experts and --numerics the files were
 	// made with (absent: keep and deepgemm).
-	Experts  string       `json:"experts,omitempty"`
-	Numerics string       `json:"numerics,omitempty"`
-	Files    []fileRecord `json:"files"`
+	Experts  string `json:"experts,omitempty"`
+	Numerics string `json:"numerics,omitempty"`
+	// NonFinite is "zero" for a conversion made with --nonfinite zero, so
+	// that verify checks it under the same policy without being told.
+	NonFinite string       `json:"nonfinite,omitempty"`
+	Files     []fileRecord `json:"files"`
 
 	// SourceUnverified lists the remote source files whose server offered
 	// nothing to verify their content by (no ETag, Last-Modified or commit):

@@ -111,8 +111,8 @@ func (r *Recipe) classify(cls *model.Classifier, name string) (action, int) {
 
 // Names of the built-in recipes.
 const (
-	// AttnMoEDenseFP8 is the seed's recipe: attention, shared experts, latent
-	// projections and the dense MLP in block FP8 (the default).
+	// AttnMoEDenseFP8 (the default) puts attention, shared experts, latent
+	// projections and the dense MLP in block FP8.
 	AttnMoEDenseFP8 = "attn-moe-dense-fp8"
 	// ModelOptK3 is NVIDIA's choice for nvidia/Kimi-K3-NVFP4 (--attn_fp8_pb):
 	// every attention projection in block FP8, MLPs BF16.

@@ -13,14 +13,20 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// BenchmarkReportOverhead converts the tiny replica (and, for the MXFP4
-// packing, its BF16 decode; and the small replica) with the error measurement off and on, side by
-// side in alternating order, and reports the ratio of their median times
-// (on/off: wall clock; cpu-on/off: the process's user + system CPU time,
-// which other work on the machine disturbs less): what
-// quantization_report.json costs convert.
+// BenchmarkReportOverhead measures what quantization_report.json costs
+// convert: each case converts with the error measurement off and on, side
+// by side. One op is a round of two arms, off then on or on then off
+// (alternating from round to round); an arm repeats the conversion until it
+// has run at least a second (reps, calibrated once per case), so a stall of
+// a few milliseconds does not move a ratio. Each round gives a ratio of its
+// two arms: on/off of wall clock, cpu-on/off of the process's user + system
+// CPU time (which other work on the machine disturbs less). The metrics are
+// the median of the rounds' ratios and their smallest and largest (-min,
+// -max): a spread wider than the distance from 1 says the figure is noise.
+// Both arms write quantization_report.json (the off arm's has zero sums), so
+// its own write is not in the ratio.
 //
-//	go test -run XXX -bench ReportOverhead -benchtime 5x ./convert
+//	go test -run XXX -bench ReportOverhead -benchtime 10x ./convert
 func BenchmarkReportOverhead(b *testing.B) {
 	bf16 := filepath.Join(b.TempDir(), "bf16")
 	for _, c := range []struct {
@@ -30,6 +36,7 @@ func BenchmarkReportOverhead(b *testing.B) {
 		{"fp8-default", AttnMoEDenseFP8, tinySrc, Options{}},
 		{"fp8-modelopt-nvfp4", ModelOptK3, tinySrc, Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
 		{"mxfp4-pack", BF16, bf16, Options{Experts: ExpertsMXFP4}},
+		{"fp8-experts", AttnMoEDenseFP8, tinySrc, Options{Experts: ExpertsFP8}},
 		{"fp8-default-small", AttnMoEDenseFP8, "small", Options{}}, // the small replica (0.86 GiB)
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -41,32 +48,55 @@ func BenchmarkReportOverhead(b *testing.B) {
 					convertBench(b, tinySrc, bf16, BF16, Options{Experts: ExpertsBF16})
 				}
 			}
-			var on, off, cpuOn, cpuOff []time.Duration
-			i := 0
-			for b.Loop() {
-				for j := range 2 {
-					measure := (i+j)%2 == 1
-					dst := filepath.Join(b.TempDir(), "out")
-					measureErrors = measure
-					t0, c0 := time.Now(), cpuTime(b)
+			dst := filepath.Join(b.TempDir(), "out")
+			arm := func(reps int, measure bool) (wall, cpu time.Duration) {
+				measureErrors = measure
+				defer func() { measureErrors = true }()
+				t0, c0 := time.Now(), cpuTime(b)
+				for range reps {
 					convertBench(b, c.src, dst, c.recipe, c.opts)
-					d, cpu := time.Since(t0), cpuTime(b)-c0
-					measureErrors = true
-					if measure {
-						on, cpuOn = append(on, d), append(cpuOn, cpu)
-					} else {
-						off, cpuOff = append(off, d), append(cpuOff, cpu)
-					}
 					os.RemoveAll(dst)
 				}
+				return time.Since(t0), cpuTime(b) - c0
+			}
+			b.StopTimer()
+			once, _ := arm(1, true) // warms the page cache too
+			reps := max(1, int((time.Second+once-1)/once))
+			b.StartTimer()
+			var wall, cpu []float64
+			i := 0
+			for b.Loop() {
+				var w, c [2]time.Duration // off, on
+				for j := range 2 {
+					on := (i+j)%2 == 1
+					k := 0
+					if on {
+						k = 1
+					}
+					w[k], c[k] = arm(reps, on)
+				}
+				wall = append(wall, float64(w[1])/float64(w[0]))
+				cpu = append(cpu, float64(c[1])/float64(c[0]))
 				i++
 			}
-			// Medians: one conversion stalled by the machine's other work
-			// does not decide the ratio.
-			b.ReportMetric(float64(median(on))/float64(median(off)), "on/off")
-			b.ReportMetric(float64(median(cpuOn))/float64(median(cpuOff)), "cpu-on/off")
+			b.ReportMetric(float64(reps), "reps")
+			reportSpread(b, wall, "on/off")
+			reportSpread(b, cpu, "cpu-on/off")
 		})
 	}
+}
+
+// reportSpread reports the median of the rounds' ratios as unit and their
+// smallest and largest as unit-min and unit-max.
+func reportSpread(b *testing.B, r []float64, unit string) {
+	slices.Sort(r)
+	m := r[len(r)/2]
+	if n := len(r); n%2 == 0 {
+		m = (r[n/2-1] + r[n/2]) / 2
+	}
+	b.ReportMetric(m, unit)
+	b.ReportMetric(r[0], unit+"-min")
+	b.ReportMetric(r[len(r)-1], unit+"-max")
 }
 
 func convertBench(b testing.TB, src, dst, recipe string, opts Options) {
@@ -86,14 +116,6 @@ func convertBench(b testing.TB, src, dst, recipe string, opts Options) {
 	if _, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2}); err != nil {
 		b.Fatal(err)
 	}
-}
-
-func median(d []time.Duration) time.Duration {
-	slices.Sort(d)
-	if n := len(d); n%2 == 0 {
-		return (d[n/2-1] + d[n/2]) / 2
-	}
-	return d[len(d)/2]
 }
 
 // cpuTime is the process's user + system CPU time so far.

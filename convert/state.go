@@ -59,6 +59,7 @@ type planState struct {
 	ScaleFmt      string   `json:"scale_fmt"`
 	Experts       string   `json:"experts,omitempty"`
 	Numerics      string   `json:"numerics,omitempty"`
+	NonFinite     string   `json:"nonfinite,omitempty"`
 	Shards        []string `json:"shards"`
 	Aux           []string `json:"aux"`
 	Config        string   `json:"config"`
@@ -73,7 +74,7 @@ type planState struct {
 func (p *Plan) state() *planState {
 	s := &planState{
 		Version: planVersion, Plan: p.ID, Recipe: p.Recipe.Name, Format: p.Options.Format,
-		ScaleFmt: p.Options.ScaleFmt.String(), Experts: p.Options.Experts.String(), Numerics: p.Options.Numerics.String(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
+		ScaleFmt: p.Options.ScaleFmt.String(), Experts: p.Options.Experts.String(), Numerics: p.Options.Numerics.String(), NonFinite: p.Options.NonFinite.recorded(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
 		Shards: []string{}, Aux: []string{}, Sources: p.sourceVersions(), Report: p.reports(),
 	}
 	for _, f := range p.Files {

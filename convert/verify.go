@@ -86,10 +86,11 @@ func (r *VerifyReport) fail(format string, args ...any) {
 type VerifyOptions struct {
 	// Jobs is how many files are checked at once (default 1).
 	Jobs int
-	// NonFinite is the policy the conversion ran with: under NonFiniteError
-	// (the default) a NaN or Inf in a weight to quantize is a violation, as
-	// convert refuses it; under NonFiniteZero the output must hold the
-	// quantization of the source with those values zeroed.
+	// NonFinite is the policy the conversion ran with, for a manifest that
+	// does not record it: under NonFiniteError (the default) a NaN or Inf in
+	// a weight to quantize is a violation, as convert refuses it; under
+	// NonFiniteZero the output must hold the quantization of the source with
+	// those values zeroed. A manifest that records "zero" needs no option.
 	NonFinite nonFinitePolicy
 	// Progress, if set, receives bytes read.
 	Progress progress
@@ -126,6 +127,11 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		return nil, err
 	}
 	opts := Options{Format: m.Format, ScaleFmt: sf, NonFinite: vo.NonFinite}
+	if m.NonFinite != "" {
+		if opts.NonFinite, err = ParseNonFinitePolicy(m.NonFinite); err != nil {
+			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
+		}
+	}
 	if m.Experts != "" {
 		if opts.Experts, err = ParseExpertsMode(m.Experts); err != nil {
 			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)

@@ -38,8 +38,8 @@ func ModelOf(c *model.Config) Model {
 		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize, cls: c.Classifier()}
 }
 
-// Options switch the optional features of the built-in layouts, one per step
-// of the seed's per-rank memory story.
+// Options switch the optional features of the built-in layouts, one per
+// way of cutting a rank's memory.
 type Options struct {
 	// TextOnly drops the vision tower and projector (ONLY_LANGUAGE).
 	TextOnly bool
@@ -66,7 +66,7 @@ const nodeGPUs = 8
 // decodeRanks is the decode world size: 2 nodes × 8 GPUs.
 const decodeRanks = 16
 
-// builtin is one built-in layout: its doc, the seed script's options, and the
+// builtin is one built-in layout: its doc, its default options, and the
 // function that builds its rules.
 type builtin struct {
 	doc      string
@@ -105,7 +105,7 @@ func Names() []string {
 	return out
 }
 
-// DefaultOptions returns the options of the seed's launch script for a built-in.
+// DefaultOptions returns a built-in layout's default options.
 func DefaultOptions(name string) (Options, error) {
 	b, ok := builtins[name]
 	if !ok {

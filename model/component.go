@@ -91,13 +91,14 @@ func ParseComponent(s string) (Component, error) {
 // schedule because o_proj and g_proj exist in both KDA and MLA layers and only
 // the schedule tells them apart.
 type Classifier struct {
-	mla []bool // indexed by 0-based layer
-	s   *schema
+	mla  []bool // indexed by 0-based layer
+	s    *schema
+	main int // the layers before the extra ones (numbered from main on)
 }
 
 // newClassifier builds a classifier for a layer schedule.
 func newClassifier(s *schema, layers []layer) *Classifier {
-	c := &Classifier{mla: make([]bool, len(layers)), s: s}
+	c := &Classifier{mla: make([]bool, len(layers)), s: s, main: mainLayers(layers)}
 	for i, l := range layers {
 		c.mla[i] = l.Attention == MLA
 	}

@@ -9,15 +9,17 @@ import (
 // expr is a compiled integer expression of a schema file: a shape entry,
 // a repeat count, a condition. The grammar is small on purpose:
 //
-//	expr  = ["!"] sum
+//	expr  = ["!"] cmp
+//	cmp   = sum [("==" | "<") sum]
 //	sum   = term {("+" | "-") term}
 //	term  = atom {("*" | "/" | "%") atom}
-//	atom  = integer | name | "(" sum ")"
+//	atom  = integer | name | "(" cmp ")"
 //
 // A name is a dimension of the schema or a config key as the family's reader
 // gives it (linear_attn_config.num_heads, vision_config.merge_kernel_size[0]);
 // a boolean key reads 1 or 0. "/" and "%" are Go's integer division and
 // remainder; the family's reader has checked the divisibility a shape needs.
+// A comparison reads 1 or 0.
 type expr struct {
 	src  string
 	root *node
@@ -41,7 +43,7 @@ func parseExpr(s string) (expr, error) {
 		p.i++
 		neg = true
 	}
-	n, err := p.sum()
+	n, err := p.cmp()
 	if err == nil && p.peek() != 0 {
 		err = fmt.Errorf("unexpected %q at %d", p.s[p.i:], p.i)
 	}
@@ -71,6 +73,23 @@ func (p *exprParser) peek() byte {
 		return p.s[p.i]
 	}
 	return 0
+}
+
+func (p *exprParser) cmp() (*node, error) {
+	l, err := p.sum()
+	var op byte
+	switch {
+	case err != nil:
+		return l, err
+	case strings.HasPrefix(p.s[p.i:], "=="):
+		op, p.i = '=', p.i+2
+	case p.peek() == '<':
+		op, p.i = '<', p.i+1
+	default:
+		return l, nil
+	}
+	r, err := p.sum()
+	return &node{op: op, left: l, right: r}, err
 }
 
 func (p *exprParser) sum() (*node, error) {
@@ -107,7 +126,7 @@ func (p *exprParser) atom() (*node, error) {
 	switch c := p.peek(); {
 	case c == '(':
 		p.i++
-		n, err := p.sum()
+		n, err := p.cmp()
 		if err != nil {
 			return nil, err
 		}
@@ -177,6 +196,10 @@ func (n *node) eval(en env) (int64, error) {
 	}
 	var v int64
 	switch n.op {
+	case '=':
+		v = b2i(a == b)
+	case '<':
+		v = b2i(a < b)
 	case '+':
 		v = a + b
 	case '-':

@@ -183,11 +183,14 @@ func (c *Classifier) ParseName(name string) TensorName {
 	}
 	off += len(s.text)
 	tail, ok := strings.CutPrefix(name[off:], s.layers)
-	if !ok {
+	var layer int
+	var rest string
+	if ok {
+		layer, rest, ok = leadingInt(tail)
+	} else if layer, rest, ok = c.extraLayer(name[off:]); !ok {
 		t.Group = s.textTop[key(off)]
 		return t
 	}
-	layer, rest, ok := leadingInt(tail)
 	if !ok || len(rest) < 2 || rest[0] != '.' {
 		return t
 	}

@@ -27,8 +27,18 @@ type configFile struct {
 type dimFile struct {
 	Key  string `json:"key"`
 	Role string `json:"role"`
-	// Type is "size" (the default: an integer in [min, max]) or "bool".
-	Type string `json:"type"`
+	// Type is "size" (the default: an integer in [min, max]), "bool", or
+	// "list": an array of integers each in [min, max], at least Length of
+	// them (an expression), whose entry i the name key[i] reads (key[n] in a
+	// layer's condition: the layer's own; past the list's end, 0) and whose
+	// length the key itself reads.
+	Type   string   `json:"type"`
+	Length exprText `json:"length"`
+	// Values, if set, are the only values a list's entries may take.
+	Values []int64 `json:"values"`
+	// Multiple, if set, is what a size must be a multiple of (the shapes
+	// that divide it: FP4's two codes a byte, a scale per 32).
+	Multiple exprText `json:"multiple"`
 	// Min, Max and Default are expressions over the keys read before; Min
 	// defaults to 1, Max to 2^24; without Default the key is required.
 	Min     exprText `json:"min"`
@@ -58,9 +68,11 @@ func exprString(v exprText) (string, error) {
 
 // dimRule is a checked dimFile.
 type dimRule struct {
-	key, role           string
-	boolean             bool
-	min, max, def, when *expr
+	key, role                   string
+	boolean, list               bool
+	min, max, def, when, length *expr
+	multiple                    *expr
+	values                      []int64
 }
 
 // roles are the dimensions the product reads by meaning, with the Config
@@ -99,7 +111,7 @@ func (s *schema) loadConfig(f configFile) error {
 	seen := map[string]bool{}
 	for i, d := range f.Dims {
 		where := fmt.Sprintf("dims[%d] (%s)", i, d.Key)
-		r := dimRule{key: d.Key, role: d.Role}
+		r := dimRule{key: d.Key, role: d.Role, values: d.Values}
 		if d.Key == "" || seen[d.Key] {
 			return fail(where, fmt.Errorf("a key must be given, and once"))
 		}
@@ -111,13 +123,15 @@ func (s *schema) loadConfig(f configFile) error {
 		case "", "size":
 		case "bool":
 			r.boolean = true
+		case "list":
+			r.list = true
 		default:
-			return fail(where, fmt.Errorf("type %q is not size or bool", d.Type))
+			return fail(where, fmt.Errorf("type %q is not size, bool or list", d.Type))
 		}
 		for _, x := range []struct {
 			src exprText
 			dst **expr
-		}{{d.Min, &r.min}, {d.Max, &r.max}, {d.Default, &r.def}, {d.When, &r.when}} {
+		}{{d.Min, &r.min}, {d.Max, &r.max}, {d.Default, &r.def}, {d.When, &r.when}, {d.Length, &r.length}, {d.Multiple, &r.multiple}} {
 			src, err := exprString(x.src)
 			if err == nil {
 				*x.dst, err = optExpr(src)
@@ -172,6 +186,8 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 		}
 		var v int64
 		switch {
+		case d.list:
+			v = readList(p, top, d, evalOr(d.min, 0), evalOr(d.max, maxDim), evalOr(d.length, 0), c.values)
 		case d.boolean:
 			v = b2i(p.boolean(top, d.key, evalOr(d.def, 0) != 0))
 		case d.def != nil:
@@ -185,6 +201,9 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 			} else {
 				v = p.size(top, d.key, evalOr(d.max, maxDim))
 			}
+		}
+		if m := evalOr(d.multiple, 1); p.err == nil && m > 0 && v%m != 0 {
+			p.fail(d.key, "must be a multiple of %d, got %d", m, v)
 		}
 		if p.err != nil {
 			return nil, p.err

@@ -82,6 +82,9 @@ func (c *Config) layerEnv(l layer) env {
 		case "mtp":
 			return b2i(l.extra), nil
 		}
+		if v, ok, err := c.layerValue(l, name); ok {
+			return v, err
+		}
 		return c.env(name)
 	}
 }
@@ -236,8 +239,7 @@ func (c *Config) shardParts(i int) []resolvedPart {
 		return t.shards[i-c.NumLayers].parts
 	}
 	l := c.layers[i]
-	lp := expand(c.schema().layerPrefix, c.prefixVars())
-	lp = strings.ReplaceAll(lp, "{n}", strconv.Itoa(i))
+	lp := c.layerPrefixOf(i)
 	out := make([]resolvedPart, 0, len(t.layer))
 	for j, p := range t.layer {
 		if l.parts&(1<<j) != 0 {

@@ -207,7 +207,7 @@ var (
 
 // BuiltinFamilies names the built-in families FamilyConfigJSON knows, the
 // default (Kimi-K3) first.
-func BuiltinFamilies() []string { return []string{"kimi-k3", "deepseek-v3"} }
+func BuiltinFamilies() []string { return []string{"kimi-k3", "deepseek-v3", "deepseek-v4"} }
 
 // FamilyConfigJSON is the config.json of a built-in family's replica at a
 // scale: the family's released config at full scale. Kimi-K3 has every
@@ -225,6 +225,8 @@ func FamilyConfigJSON(family string, sc Scale) ([]byte, error) {
 			return bytes.Clone(deepseekV3Tiny), nil
 		}
 		return nil, fmt.Errorf("model: family deepseek-v3 has the scales full and tiny, not %s", sc)
+	case "deepseek-v4":
+		return deepseekV4ConfigJSON(sc)
 	}
 	return nil, fmt.Errorf("model: unknown family %q (built in: %s)", family, strings.Join(BuiltinFamilies(), ", "))
 }

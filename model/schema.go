@@ -42,8 +42,11 @@ type schemaFile struct {
 		FP8 bool `json:"fp8"`
 	} `json:"units"`
 	Layer struct {
-		Prefix string     `json:"prefix"`
-		Parts  []partFile `json:"parts"`
+		Prefix string `json:"prefix"`
+		// ExtraPrefix, when set, names the extra (MTP) layers instead of
+		// Prefix, {n} counted from 0 among them ({P}mtp.{n}.).
+		ExtraPrefix string     `json:"extra_prefix"`
+		Parts       []partFile `json:"parts"`
 	} `json:"layer"`
 	Shards []struct {
 		Parts  []partFile `json:"parts"`
@@ -117,8 +120,11 @@ type schema struct {
 	// layerPrefix is the name prefix of layer {n}; layerParts its parts.
 	layerPrefix string
 	layerParts  []partRule
-	shards      []shardRule
-	files       *filesRule
+	// extraPrefix names the extra layers ("" for layerPrefix); extra is
+	// what follows the text prefix in it before the number.
+	extraPrefix, extra string
+	shards             []shardRule
+	files              *filesRule
 
 	// The classifier's tables.
 	layerKeys    map[string]layerGroup // after "layers.N.": module, or a parameter's whole tail
@@ -328,8 +334,14 @@ func loadSchema(data []byte) (*schema, error) {
 	s.text = s.prefixes[0]["P"]
 	s.outer, _ = strings.CutSuffix(s.prefixes[1]["P"], s.text)
 	lp, ok := strings.CutPrefix(f.Layer.Prefix, "{P}")
-	if s.layers, _, _ = strings.Cut(lp, "{n}"); !ok || s.text == "" || !strings.HasSuffix(f.Layer.Prefix, "{n}.") {
-		return nil, fail("layer.prefix", fmt.Errorf("must be {P}<name>{n}. with a text prefix P"))
+	if s.layers, _, _ = strings.Cut(lp, "{n}"); !ok || s.layers == "" || !strings.HasSuffix(f.Layer.Prefix, "{n}.") {
+		return nil, fail("layer.prefix", fmt.Errorf("must be {P}<name>{n}. with a name"))
+	}
+	if s.extraPrefix = f.Layer.ExtraPrefix; s.extraPrefix != "" {
+		ep, ok := strings.CutPrefix(s.extraPrefix, "{P}")
+		if s.extra, _, _ = strings.Cut(ep, "{n}"); !ok || s.extra == "" || s.extra == s.layers || !strings.HasSuffix(ep, "{n}.") {
+			return nil, fail("layer.extra_prefix", fmt.Errorf("must be {P}<name>{n}. with a name other than the layers'"))
+		}
 	}
 	if err := s.nameTables(&f, group); err != nil {
 		return nil, err
@@ -484,11 +496,14 @@ var k3Schema = func() *schema {
 //go:embed families/deepseek-v3.json
 var deepseekV3JSON []byte
 
+//go:embed families/deepseek-v4.json
+var deepseekV4JSON []byte
+
 // families are the schema files UseSchema loaded, the latest first, then
 // the built-in families besides Kimi-K3 (which reads any other config).
 var families = func() []*schema {
 	_ = k3Schema // its groups are the first
-	return []*schema{mustSchema(deepseekV3JSON)}
+	return []*schema{mustSchema(deepseekV3JSON), mustSchema(deepseekV4JSON)}
 }()
 
 // UseSchema reads a schema file (a model family as data; see

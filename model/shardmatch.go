@@ -1,7 +1,6 @@
 package model
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -14,10 +13,12 @@ import (
 // built only for the tensors that disagree. It is read-only once built and
 // safe for concurrent use.
 type ShardMatcher struct {
-	c      *Config
-	layers string                // textPrefix() + "layers."
-	kinds  map[uint64]*layerKind // by a layer's set of parts
-	level  []map[string]match
+	c *Config
+	// prefixes are the layers' name prefixes (layers.N., or an extra
+	// layer's own), by 0-based layer.
+	prefixes []string
+	kinds    map[uint64]*layerKind // by a layer's set of parts
+	level    []map[string]match
 	// experts is the layers' repeated part's spelling before the number.
 	experts string
 }
@@ -49,9 +50,10 @@ type match struct {
 // ShardMatcher builds the matcher of this config's catalog.
 func (c *Config) ShardMatcher() *ShardMatcher {
 	t := c.templates()
-	m := &ShardMatcher{c: c, layers: c.textPrefix() + "layers.", kinds: map[uint64]*layerKind{}, experts: c.schema().expertsPart}
+	m := &ShardMatcher{c: c, kinds: map[uint64]*layerKind{}, experts: c.schema().expertsPart}
 	cls := c.Classifier()
 	for _, l := range c.layers {
+		m.prefixes = append(m.prefixes, c.layerPrefixOf(l.Index))
 		if m.kinds[l.parts] != nil {
 			continue
 		}
@@ -72,7 +74,7 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 		// The groups, as the classifier reads the names of a layer of this
 		// kind (only o_proj and g_proj depend on the layer).
 		k.groups = make([]Group, k.n)
-		p := m.layers + strconv.Itoa(l.Index) + "."
+		p := m.prefixes[l.Index]
 		for j, x := range k.ts {
 			k.groups[j] = cls.ParseName(p + x.suffix).Group
 		}
@@ -113,15 +115,10 @@ func (m *ShardMatcher) Find(i int, name string) (match, bool) {
 		e, ok := m.level[i-c.NumLayers][name]
 		return e, ok
 	}
-	rest, ok := strings.CutPrefix(name, m.layers)
+	rest, ok := strings.CutPrefix(name, m.prefixes[i])
 	if !ok {
 		return match{}, false
 	}
-	n, rest, ok := canonicalInt(rest)
-	if !ok || n != i || rest == "" || rest[0] != '.' {
-		return match{}, false
-	}
-	rest = rest[1:]
 	k := m.kinds[c.layers[i].parts]
 	if k.expert != nil {
 		if er, ok := strings.CutPrefix(rest, m.experts); ok {

@@ -259,6 +259,8 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 				return fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
 			}
 			err = s.fillMXFP4(w, m[1], ts, sc, buf)
+		} else if rawFilled(ts.DType) {
+			err = s.fillRaw(w, ts, buf)
 		} else {
 			err = s.fillFloat(w, ts, live, buf)
 		}

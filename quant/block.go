@@ -183,6 +183,10 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 			return &ScaleOverflowError{Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
 		}
 		scales[kb] = sf
+		if q.errs != nil && q.in == BF16 && lanesExact(sf) {
+			q.errs.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, amax, m == 0)
+			continue
+		}
 		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)
 		if q.errs != nil {
 			q.errs.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, amax, m == 0)

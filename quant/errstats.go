@@ -86,33 +86,67 @@ const absMask = 1<<63 - 1
 // source amax; zero says amax is 0. A NaN code, which the casts write only
 // in ModelOpt's zero-scale tiles, is counted and skipped.
 func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero bool) {
-	var b blockErr
-	size := in.Size()
-	// The window kernel takes x − x̂ in float32, exact when x̂ is the code
-	// nearest x/sf on the E4M3 grid (so |x| ≤ 1.5·|x̂| or x̂ = 0, and x̂ is a
-	// normal float32): true for every scale in this range.
-	if in == BF16 && sf >= 0x1p-100 && sf <= 0x1p100 {
+	if in == BF16 && lanesExact(sf) {
 		var l laneSums
-		// Every element above the value of code 448 got that code: saturated.
-		// None is when amax is not (top +Inf: the kernel skips the count).
-		top := float32(e4m3Table[0x7E] * sf)
-		if amax <= top {
-			top = float32(math.Inf(1))
-		}
-		errWindow(&l, codes, cstride, src, sstride, rows, cols, sf, top)
+		errWindow(&l, codes, cstride, src, sstride, rows, cols, sf, satTop(sf, amax))
 		if !slices.Contains(l.code[:], 0x7F) { // else a NaN code: element by element below
-			b.sx0, b.se0 = l.sx.sum(), l.se.sum()
-			m := l.m[0]
-			for k, v := range l.sat {
-				m = max(m, l.m[k])
-				b.sat += int64(v)
-			}
-			b.maxBits = math.Float64bits(float64(m))
-			b.addTo(s, zero)
+			l.addTo(s, zero)
 			return
 		}
-		b = blockErr{}
 	}
+	s.fp8Rows(in, codes, cstride, src, sstride, rows, cols, sf, zero)
+}
+
+// encodeFP8 encodes a window of BF16 sources to FP8 codes (scale sf, source
+// amax, zero when amax is 0) and adds its error, as encode followed by
+// fp8Block would, reading each source element once where the vector kernel
+// runs. sf must satisfy lanesExact.
+func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero bool) {
+	var l laneSums
+	inv := 1 / sf
+	encodeErr(&l, codes, cstride, src, sstride, rows, cols, inv, sf, satTop(sf, amax))
+	// Codes grow with |x|, so the largest is amax's: a NaN code (the
+	// lanes' sums of its element are a stand-in) shows there.
+	if e4m3Select(amax*inv)&0x7F != 0x7F {
+		l.addTo(s, zero)
+		return
+	}
+	s.fp8Rows(BF16, codes, cstride, src, sstride, rows, cols, sf, zero)
+}
+
+// lanesExact says whether the window kernels' e = |x| − |x̂| in float32 is
+// exact for blocks of scale sf: x̂ is the code nearest x/sf on the E4M3
+// grid (so |x| ≤ 1.5·|x̂| or x̂ = 0, and x̂ is a normal float32) for every
+// scale in this range.
+func lanesExact(sf float32) bool { return sf >= 0x1p-100 && sf <= 0x1p100 }
+
+// satTop is the bound above which a window kernel counts a source element
+// saturated: every element above the value of code 448 got that code. None
+// is when amax is not (+Inf: the kernels skip the count).
+func satTop(sf, amax float32) float32 {
+	top := float32(e4m3Table[0x7E] * sf)
+	if amax <= top {
+		return float32(math.Inf(1))
+	}
+	return top
+}
+
+// addTo closes a window's lanes into s as one block.
+func (l *laneSums) addTo(s *ErrStats, zero bool) {
+	b := blockErr{sx0: l.sx.sum(), se0: l.se.sum()}
+	m := l.m[0]
+	for k, v := range l.sat {
+		m = max(m, l.m[k])
+		b.sat += int64(v)
+	}
+	b.maxBits = math.Float64bits(float64(m))
+	b.addTo(s, zero)
+}
+
+// fp8Rows adds a block element by element (any source format, NaN codes).
+func (s *ErrStats) fp8Rows(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf float32, zero bool) {
+	var b blockErr
+	size := in.Size()
 	for r := range rows {
 		b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
 	}
@@ -138,9 +172,9 @@ func (l *lanes) sum() float64 {
 
 // errWindowGo adds columns [from, to) of a window of FP8 codes (scale sf)
 // and their BF16 sources to the lanes, row by row, as errWinBF16AVX2 does:
-// e = |x| − |x̂| in float32 and squared in float64. The conversions are
-// explicit so that no compiler fuses a product with an add or a subtraction
-// (an FMA rounds once; the vector kernel rounds each operation).
+// e = |x| − |x̂| in float32 and squared in float64. Both squares are exact
+// in float64 (x has 8 significant bits, e 24), so a multiply-add fused or
+// not gives the same sum; the conversions keep e itself a float32 difference.
 func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, from, to int, sf, top float32) {
 	for r := range rows {
 		c := codes[r*cstride+from : r*cstride+to]
@@ -236,12 +270,12 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 	}
 	var b blockErr
 	if exact {
-		b.sx0 = math.Ldexp(float64(q), 2*kj-2)
+		b.sx0 = float64(q) * pow2(2*kj-2)
 		b.addTo(s, q == 0)
 		return
 	}
 	sc := float32(E4M3ToF32(e4) * scale2)
-	p := math.Ldexp(1, kj) // x = code value × 2^kj, exact in float64
+	p := pow2(kj) // x = code value × 2^kj, exact in float64
 	for i, v := range src {
 		w := dst[i]
 		for h := range 2 {
@@ -251,6 +285,10 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 	}
 	b.addTo(s, q == 0)
 }
+
+// pow2 is 2^e for e in the normal float64 range (math.Ldexp(1, e) without
+// its cases): the MXFP4 scale exponents, kj in [−127, 127], and 2·kj − 2.
+func pow2(e int) float64 { return math.Float64frombits(uint64(1023+e) << 52) }
 
 // add adds one element to lane l: its source x, its output y, and whether y
 // has the format's largest magnitude.

@@ -1,9 +1,11 @@
 package quant
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -103,6 +105,45 @@ func TestQuantizerErrStats(t *testing.T) {
 		setAVX2(true)
 		if useAVX2Available() && got[0] != got[1] {
 			t.Errorf("%v: vector kernels %+v, portable %+v", num, got[0], got[1])
+		}
+	}
+}
+
+// The one-pass encode-and-measure kernel writes the codes the encoder
+// writes and the lane sums, maxima and counts errWindowGo takes over those
+// codes, bit for bit: windows of whole vectors and with leftover columns,
+// a window with elements in every E4M3 binade (subnormal codes and zeros
+// included), ±0, and scales that saturate the top code or not.
+func TestEncodeErrMatchesPortable(t *testing.T) {
+	const rows, k = 37, 200
+	src := make([]byte, 2*rows*k)
+	genFill(src, BF16, k, region{R0: 0, R1: rows, C0: 0, C1: k, Seed: 11, ELo: 100, EHi: 135})
+	binary.LittleEndian.PutUint16(src[2*7:], 0x8000) // −0
+	binary.LittleEndian.PutUint16(src[2*9:], 0)
+	for _, cols := range []int{8, 16, 40, 128, 131, 200} {
+		amax := BF16ToF32(amax16Go(src, 2*k, rows, cols))
+		// amax/470 and amax/500 make NaN codes (from 464 and from 480 up),
+		// whose lanes are a stand-in: only the codes are compared.
+		for _, sf := range []float32{amax / 448, amax * invMaxE4M3, ceilUE8M0(amax / 448), amax / 440, amax / 460, amax / 470, amax / 500} {
+			top := satTop(sf, amax)
+			var want, got laneSums
+			wantCodes, gotCodes := make([]byte, rows*k), make([]byte, rows*k)
+			encodeGo(BF16, wantCodes, k, src, 2*k, rows, cols, 1/sf)
+			errWindowGo(&want, wantCodes, k, src, 2*k, rows, 0, cols&^7, sf, top)
+			errWindowGo(&want, wantCodes, k, src, 2*k, rows, cols&^7, cols, sf, top)
+			encodeErr(&got, gotCodes, k, src, 2*k, rows, cols, 1/sf, sf, top)
+			want.code, got.code = [8]int32{}, [8]int32{}
+			if !bytes.Equal(gotCodes, wantCodes) {
+				t.Errorf("%d columns, scale %g: the codes differ from the encoder's", cols, sf)
+			}
+			if nan := slices.ContainsFunc(wantCodes, func(c byte) bool { return c&0x7F == 0x7F }); nan != (sf == amax/470 || sf == amax/500) {
+				t.Errorf("%d columns, scale %g: NaN codes %v", cols, sf, nan)
+			} else if !nan && got != want {
+				t.Errorf("%d columns, scale %g: lanes %+v, portable %+v", cols, sf, got, want)
+			}
+			if sf == amax/460 && top == float32(math.Inf(1)) {
+				t.Errorf("scale %g saturates nothing: the test does not reach the count", sf)
+			}
 		}
 	}
 }

@@ -10,6 +10,9 @@ var useAVX2 = cpuHasAVX2
 
 var cpuHasAVX2 = cpu.X86.HasAVX2
 
+// cpuHasFMA gates errWinBF16AVX2, which adds with fused multiply-adds.
+var cpuHasFMA = cpu.X86.HasFMA
+
 // Vector kernels (kernels_amd64.s). cols must be a positive multiple of the
 // vector width (16 elements; 8 for amax32 and dequantAVX2); rows ≥ 1.
 //
@@ -90,7 +93,7 @@ func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride,
 // that fill whole vectors, then errWindowGo the rest.
 func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, top float32) {
 	n := cols &^ 7
-	if useAVX2 && n > 0 {
+	if useAVX2 && cpuHasFMA && n > 0 {
 		_ = codes[(rows-1)*cstride+n-1]
 		_ = src[(rows-1)*sstride+2*n-1]
 		errWinBF16AVX2(l, &codes[0], cstride, &src[0], sstride, rows, n, sf, top)
@@ -99,5 +102,29 @@ func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows
 	}
 	if n < cols {
 		errWindowGo(l, codes, cstride, src, sstride, rows, n, cols, sf, top)
+	}
+}
+
+//go:noescape
+func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32)
+
+// encodeErr is encode of a BF16 window (by inv) followed by errWindow over
+// the codes it wrote: the same bytes and sums, bit for bit, but l.code is
+// not kept (the caller has the largest code from the window's amax). The
+// vector kernel does both in one pass over the columns that fill whole
+// vectors, so each source element is loaded once.
+func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32) {
+	n := cols &^ 7
+	if !useAVX2 || !cpuHasFMA || n == 0 {
+		encode(BF16, dst, dstStride, src, srcStride, rows, cols, inv)
+		errWindow(l, dst, dstStride, src, srcStride, rows, cols, sf, top)
+		return
+	}
+	_ = dst[(rows-1)*dstStride+n-1]
+	_ = src[(rows-1)*srcStride+2*n-1]
+	encodeErrBF16AVX2(l, &dst[0], dstStride, &src[0], srcStride, rows, n, inv, sf, top)
+	if n < cols {
+		encodeGo(BF16, dst[n:], dstStride, src[2*n:], srcStride, rows, cols-n, inv)
+		errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 	}
 }

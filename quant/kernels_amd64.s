@@ -41,14 +41,10 @@
 	VCVTPS2PD 16(SP), Y3      \
 	VCVTPS2PD 32(SP), Y4      \
 	VCVTPS2PD 48(SP), Y5      \
-	VMULPD Y2, Y2, Y2         \
-	VADDPD Y2, Y8, Y8         \
-	VMULPD Y3, Y3, Y3         \
-	VADDPD Y3, Y9, Y9         \
-	VMULPD Y4, Y4, Y4         \
-	VADDPD Y4, Y10, Y10       \
-	VMULPD Y5, Y5, Y5         \
-	VADDPD Y5, Y11, Y11
+	VFMADD231PD Y2, Y2, Y8    /* Y8 += Y2·Y2: the square is exact, so one rounding as a multiply then add */ \
+	VFMADD231PD Y3, Y3, Y9    \
+	VFMADD231PD Y4, Y4, Y10   \
+	VFMADD231PD Y5, Y5, Y11
 
 // func amax16AVX2(src *byte, stride, rows, cols int) uint16
 TEXT ·amax16AVX2(SB), NOSPLIT, $0-34
@@ -321,7 +317,8 @@ GLOBL errAbs<>(SB), RODATA|NOPTR, $32
 // j%8, rows in order): x̂ = float32(value(code) × sf) as dequantRowAVX2
 // widens it, e = |x| − |x̂| in float32 (exact:
 // fp8Block's precondition),
-// Σx² and Σe² in float64 (each product rounded before its add, no FMA),
+// Σx² and Σe² in float64 (fused multiply-adds: x² and e² are exact in
+// float64, so each add rounds once, as a multiply then an add would),
 // max|e| in float32, the count of |x| > top, and the largest magnitude code
 // (0x7F: a NaN code, whose x̂ here is a finite stand-in; the caller discards
 // the sums).
@@ -380,5 +377,171 @@ ewdone:
 	VMOVUPS Y12, 128(AX)
 	VMOVDQU Y6, 160(AX)
 	VMOVDQU Y7, 192(AX)
+	VZEROUPPER
+	RET
+
+// 1: the lowest kept mantissa bit
+DATA fxOne<>+0(SB)/4, $0x00000001
+DATA fxOne<>+4(SB)/4, $0x00000001
+DATA fxOne<>+8(SB)/4, $0x00000001
+DATA fxOne<>+12(SB)/4, $0x00000001
+DATA fxOne<>+16(SB)/4, $0x00000001
+DATA fxOne<>+20(SB)/4, $0x00000001
+DATA fxOne<>+24(SB)/4, $0x00000001
+DATA fxOne<>+28(SB)/4, $0x00000001
+GLOBL fxOne<>(SB), RODATA|NOPTR, $32
+
+// 0x7FFFF − (120<<23): round half to even, rebias to E4M3
+DATA fxRound<>+0(SB)/4, $0xC407FFFF
+DATA fxRound<>+4(SB)/4, $0xC407FFFF
+DATA fxRound<>+8(SB)/4, $0xC407FFFF
+DATA fxRound<>+12(SB)/4, $0xC407FFFF
+DATA fxRound<>+16(SB)/4, $0xC407FFFF
+DATA fxRound<>+20(SB)/4, $0xC407FFFF
+DATA fxRound<>+24(SB)/4, $0xC407FFFF
+DATA fxRound<>+28(SB)/4, $0xC407FFFF
+GLOBL fxRound<>(SB), RODATA|NOPTR, $32
+
+// the NaN code (E4M3FN), the largest magnitude code
+DATA fxNaN<>+0(SB)/4, $0x0000007F
+DATA fxNaN<>+4(SB)/4, $0x0000007F
+DATA fxNaN<>+8(SB)/4, $0x0000007F
+DATA fxNaN<>+12(SB)/4, $0x0000007F
+DATA fxNaN<>+16(SB)/4, $0x0000007F
+DATA fxNaN<>+20(SB)/4, $0x0000007F
+DATA fxNaN<>+24(SB)/4, $0x0000007F
+DATA fxNaN<>+28(SB)/4, $0x0000007F
+GLOBL fxNaN<>(SB), RODATA|NOPTR, $32
+
+// just below 2^-6, the smallest normal E4M3 value
+DATA fxNormMin<>+0(SB)/4, $0x3C7FFFFF
+DATA fxNormMin<>+4(SB)/4, $0x3C7FFFFF
+DATA fxNormMin<>+8(SB)/4, $0x3C7FFFFF
+DATA fxNormMin<>+12(SB)/4, $0x3C7FFFFF
+DATA fxNormMin<>+16(SB)/4, $0x3C7FFFFF
+DATA fxNormMin<>+20(SB)/4, $0x3C7FFFFF
+DATA fxNormMin<>+24(SB)/4, $0x3C7FFFFF
+DATA fxNormMin<>+28(SB)/4, $0x3C7FFFFF
+GLOBL fxNormMin<>(SB), RODATA|NOPTR, $32
+
+// FXBODY encodes 8 BF16 sources at (SI)(AX*2) times inv (Y15) to 8 E4M3FN
+// codes at (DI)(AX*1), as ENC8 does (but for the NaN code: from a ≥ 464
+// the normal path's code is at least 0x7F, which VPMINUD keeps, where ENC8
+// blends 0x7F in from 480: the same bytes, since 464 < a < 480 rounds to
+// 0x7F too). It leaves |x| in Y5 and e = |x| − |x̂| in Y2, x̂ the code's
+// value times sf (Y12): for a normal code its bits shifted into place and
+// rebiased, for a subnormal (a + 2^14) − 2^14, exactly its m·2^-9 (no
+// float32 subnormal is ever an operand but y itself, as in ENC8).
+#define FXBODY \
+	VPMOVZXWD (SI)(AX*2), Y0  \
+	VPSLLD $16, Y0, Y0        /* x */ \
+	VPAND Y14, Y0, Y5         /* |x| */ \
+	VMULPS Y15, Y0, Y0        /* y */ \
+	VPAND Y14, Y0, Y1         /* a = |y| */ \
+	VPXOR Y1, Y0, Y0          \
+	VPSRLD $24, Y0, Y0        /* sign: 0x80 or 0 */ \
+	VPSRLD $20, Y1, Y2        \
+	VPAND fxOne<>(SB), Y2, Y2 \
+	VPADDD Y1, Y2, Y2         \
+	VPADDD fxRound<>(SB), Y2, Y2 \
+	VPSRLD $20, Y2, Y2        \
+	VPMINUD fxNaN<>(SB), Y2, Y2 /* normal code */ \
+	VADDPS Y13, Y1, Y3        /* a + 2^14 */ \
+	VPSUBD Y13, Y3, Y4        /* subnormal code */ \
+	VSUBPS Y13, Y3, Y3        /* its value */ \
+	VPCMPGTD fxNormMin<>(SB), Y1, Y1 /* a ≥ 2^-6: normal */ \
+	VPBLENDVB Y1, Y2, Y4, Y4  \
+	VPOR Y4, Y0, Y0           /* the codes */ \
+	VEXTRACTI128 $1, Y0, X4   \
+	VPACKUSDW X4, X0, X0      \
+	VPACKUSWB X0, X0, X0      \
+	VMOVQ X0, (DI)(AX*1)      \
+	VPSLLD $20, Y2, Y2        \
+	VPADDD errRebias<>(SB), Y2, Y2 /* a normal code's value */ \
+	VPBLENDVB Y1, Y2, Y3, Y2  \
+	VMULPS Y12, Y2, Y2        /* |x̂| */ \
+	VSUBPS Y2, Y5, Y2         /* e */ \
+	VANDPS Y14, Y2, Y3        \
+	VMAXPS Y3, Y6, Y6
+
+// FXSAT counts the elements with |x| > top (at 64(SP)) in Y7.
+#define FXSAT \
+	VCMPPS $0x1E, 64(SP), Y5, Y3 \
+	VPSUBD Y3, Y7, Y7
+
+// FXSUMS adds x² and e² to the float64 lanes Y8..Y11 (see ERRTAIL).
+#define FXSUMS \
+	VMOVUPS Y5, 0(SP)         \
+	VMOVUPS Y2, 32(SP)        \
+	VCVTPS2PD 0(SP), Y3       \
+	VFMADD231PD Y3, Y3, Y8    \
+	VCVTPS2PD 16(SP), Y4      \
+	VFMADD231PD Y4, Y4, Y9    \
+	VCVTPS2PD 32(SP), Y3      \
+	VFMADD231PD Y3, Y3, Y10   \
+	VCVTPS2PD 48(SP), Y4      \
+	VFMADD231PD Y4, Y4, Y11
+
+// func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32)
+// Is encodeBF16AVX2 then errWinBF16AVX2 over the codes it wrote, in one
+// pass (cols a positive multiple of 8): the same codes, and the same sums,
+// maxima and counts in the lanes of acc, but for acc's largest code, which
+// it leaves as it was.
+TEXT ·encodeErrBF16AVX2(SB), NOSPLIT, $96-68
+	MOVQ acc+0(FP), R10
+	MOVQ dst+8(FP), DI
+	MOVQ dstStride+16(FP), R8
+	MOVQ src+24(FP), SI
+	MOVQ srcStride+32(FP), R9
+	MOVQ rows+40(FP), CX
+	MOVQ cols+48(FP), DX
+	VBROADCASTSS inv+56(FP), Y15
+	VBROADCASTSS sf+60(FP), Y12
+	VBROADCASTSS top+64(FP), Y0
+	VMOVUPS Y0, 64(SP)
+	BCAST(0x7FFFFFFF, Y14, X14)
+	BCAST(0x46800000, Y13, X13)  // 2^14
+	VMOVUPD 0(R10), Y8
+	VMOVUPD 32(R10), Y9
+	VMOVUPD 64(R10), Y10
+	VMOVUPD 96(R10), Y11
+	VMOVUPS 128(R10), Y6
+	VMOVDQU 160(R10), Y7
+	MOVL top+64(FP), R11
+	CMPL R11, $0x7F800000        // top = +Inf: nothing saturated, nothing to count
+	JEQ fnrow
+fsrow:
+	XORQ AX, AX
+fscol:
+	FXBODY
+	FXSAT
+	FXSUMS
+	ADDQ $8, AX
+	CMPQ AX, DX
+	JB fscol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ fsrow
+	JMP fxdone
+fnrow:
+	XORQ AX, AX
+fncol:
+	FXBODY
+	FXSUMS
+	ADDQ $8, AX
+	CMPQ AX, DX
+	JB fncol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ fnrow
+fxdone:
+	VMOVUPD Y8, 0(R10)
+	VMOVUPD Y9, 32(R10)
+	VMOVUPD Y10, 64(R10)
+	VMOVUPD Y11, 96(R10)
+	VMOVUPS Y6, 128(R10)
+	VMOVDQU Y7, 160(R10)
 	VZEROUPPER
 	RET

@@ -17,3 +17,8 @@ func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows
 	errWindowGo(l, codes, cstride, src, sstride, rows, 0, n, sf, top)
 	errWindowGo(l, codes, cstride, src, sstride, rows, n, cols, sf, top)
 }
+
+func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32) {
+	encodeGo(BF16, dst, dstStride, src, srcStride, rows, cols, inv)
+	errWindow(l, dst, dstStride, src, srcStride, rows, cols, sf, top)
+}

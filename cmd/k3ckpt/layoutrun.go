@@ -54,7 +54,7 @@ func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 	addJobsFlag(fl, &f.jobs)
 }
 
-// resolve builds the layout: a built-in with the seed script's options,
+// resolve builds the layout: a built-in with its default options,
 // overridden by the flags given, or a JSON file. A flag the chosen layout
 // has no use for is an error, not silently dropped.
 func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Source) (*layout.Layout, error) {

@@ -29,7 +29,12 @@ and tiny (<64 MB) keep the 93-layer schedule with smaller dimensions and real
 seeded values. The same --seed gives the same bytes on every machine.
 --family deepseek-v3 writes DeepSeek-V3 instead: at --scale full its
 published config.json and 163 files (FP8 block weights with
-weight_scale_inv), at --scale tiny a small config with its keys.`,
+weight_scale_inv), at --scale tiny a small config with its keys.
+--family deepseek-v4 writes DeepSeek-V4-Flash: its names, dtypes and shapes
+as vLLM's V4 loaders read them (FP8 weights with an F8_E8M0 .scale, FP4
+experts two codes a byte), from a config reconstructed from the reported
+fields (the release's config.json bytes were not found) and a derived
+placement of one file per layer; --scale tiny, a small config with its keys.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -104,7 +109,7 @@ weight_scale_inv), at --scale tiny a small config with its keys.`,
 	}
 	f := cmd.Flags()
 	f.Var(&opts.Scale, "scale", "replica dimensions: full, small or tiny")
-	f.StringVar(&opts.Family, "family", "kimi-k3", "built-in model family to replicate: "+strings.Join(model.BuiltinFamilies(), ", ")+" (deepseek-v3: full and tiny scales)")
+	f.StringVar(&opts.Family, "family", "kimi-k3", "built-in model family to replicate: "+strings.Join(model.BuiltinFamilies(), ", ")+" (deepseek-v3, deepseek-v4: full and tiny scales)")
 	f.BoolVar(&opts.HeaderOnly, "header-only", false, "write headers only; data regions stay sparse holes")
 	f.Uint64Var(&opts.Seed, "seed", 0, "seed of the values")
 	f.BoolVar(&opts.Force, "force", false, "write into a non-empty directory (replaces its shards, index and config)")

@@ -85,7 +85,7 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full report as one JSON object")
 	addJobsFlag(cmd.Flags(), &jobs)
-	cmd.Flags().StringVar(&nonFinite, "nonfinite", convert.NonFiniteError.String(), "the policy DST was converted with: error (a NaN/Inf in a weight to quantize is a violation) or zero")
+	cmd.Flags().StringVar(&nonFinite, "nonfinite", convert.NonFiniteError.String(), "for a DST whose manifest does not record its policy (made before it did): error (a NaN/Inf in a weight to quantize is a violation) or zero; a manifest that records zero is checked under it")
 	return cmd
 }
 

@@ -1,0 +1,131 @@
+package model
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Per-layer config lists and the extra layers' own prefix, for families
+// whose layers differ by a list in the config (DeepSeek-V4's
+// compress_ratios) and whose MTP layers are named apart from the main
+// ones (DeepSeek-V4's mtp.{i}.).
+
+// readList reads config key d.key as an array of at least length integers,
+// each in [lo, hi] and one of d.values when given, into values as k[0],
+// k[1]…; it returns the length.
+func readList(p *fields, o jobj, d dimRule, lo, hi, length int64, values map[string]int64) int64 {
+	k := d.key
+	v, ok := p.get(o, k, true)
+	if !ok {
+		return 0
+	}
+	a, ok := v.([]any)
+	if !ok {
+		p.fail(o.name(k), "must be an array of integers, got %s", describe(v))
+		return 0
+	}
+	if int64(len(a)) < length {
+		p.fail(o.name(k), "has %d entries, want at least %d (one per layer)", len(a), length)
+		return 0
+	}
+	for i, e := range a {
+		name := k + "[" + strconv.Itoa(i) + "]"
+		n, ok := p.integer(o.name(name), e)
+		if !ok {
+			return 0
+		}
+		if n < lo || n > hi {
+			p.fail(o.name(name), "must be in %d..%d, got %d", lo, hi, n)
+			return 0
+		}
+		if len(d.values) > 0 && !slices.Contains(d.values, n) {
+			p.fail(o.name(name), "must be one of %v, got %d", d.values, n)
+			return 0
+		}
+		values[name] = n
+	}
+	return int64(len(a))
+}
+
+// layerValue resolves name in layer l's conditions: n is the layer's
+// number, and key[n] entry n of a list the reader read (0 past its end);
+// ok is false for any other name.
+func (c *Config) layerValue(l layer, name string) (v int64, ok bool, err error) {
+	if name == "n" {
+		return int64(l.Index), true, nil
+	}
+	key, isList := strings.CutSuffix(name, "[n]")
+	if !isList {
+		return 0, false, nil
+	}
+	length, read := c.values[key]
+	if !read {
+		return 0, true, &fieldError{Field: key, Msg: "not read as a list"}
+	}
+	if int64(l.Index) >= length {
+		return 0, true, nil
+	}
+	return c.values[key+"["+strconv.Itoa(l.Index)+"]"], true, nil
+}
+
+// mainLayers is the number of layers before the extra (MTP) ones.
+func mainLayers(layers []layer) int {
+	n := 0
+	for _, l := range layers {
+		if !l.extra {
+			n++
+		}
+	}
+	return n
+}
+
+// layerPrefixOf is the full name prefix of 0-based layer i: the schema's
+// layer prefix with {n} = i, or for an extra layer the schema's
+// extra_prefix, when it has one, with {n} counted from 0.
+func (c *Config) layerPrefixOf(i int) string {
+	s := c.schema()
+	lp, n := s.layerPrefix, i
+	if s.extraPrefix != "" && c.layers[i].extra {
+		lp, n = s.extraPrefix, i-mainLayers(c.layers)
+	}
+	return strings.ReplaceAll(expand(lp, c.prefixVars()), "{n}", strconv.Itoa(n))
+}
+
+// extraLayer reads "<extra>M." at the start of tail (the text after the
+// text prefix): the extra layer M as a 0-based layer number and the rest.
+func (c *Classifier) extraLayer(tail string) (layer int, rest string, ok bool) {
+	s := c.s
+	if s.extra == "" {
+		return 0, "", false
+	}
+	tail, ok = strings.CutPrefix(tail, s.extra)
+	if !ok {
+		return 0, "", false
+	}
+	m, rest, ok := leadingInt(tail)
+	return c.main + m, rest, ok
+}
+
+// DeepSeek-V4-Flash's config, reconstructed from the fields public sources
+// report (testdata/deepseek-v4/FACTS.md: its bytes were not found), and a
+// tiny config with its keys.
+var (
+	//go:embed testdata/deepseek-v4/config.json
+	deepseekV4Config []byte
+	//go:embed testdata/deepseek-v4/tiny.json
+	deepseekV4Tiny []byte
+)
+
+func deepseekV4ConfigJSON(sc Scale) ([]byte, error) {
+	switch sc {
+	case ScaleFull:
+		return bytes.Clone(deepseekV4Config), nil
+	case ScaleTiny:
+		return bytes.Clone(deepseekV4Tiny), nil
+	}
+	return nil, fmt.Errorf("model: family deepseek-v4 has the scales full and tiny, not %s", sc)
+}
