@@ -60,7 +60,11 @@ func decodeJSON(t *testing.T, b []byte) map[string]any {
 
 func tinyConfig(t *testing.T) *model.Config {
 	t.Helper()
-	c, err := model.ScaledConfig(model.ScaleTiny)
+	b, err := model.ScaledConfigJSON(model.ScaleTiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := model.ParseConfig(b)
 	if err != nil {
 		t.Fatal(err)
 	}

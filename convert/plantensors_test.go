@@ -15,7 +15,7 @@ import (
 
 func k3Catalog(t testing.TB) []safetensors.TensorSpec {
 	t.Helper()
-	cfg, err := model.ScaledConfig(model.ScaleFull)
+	cfg, err := model.K3Config()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +152,7 @@ func TestRecipeActionsPerSpec(t *testing.T) {
 func TestMemoClassifierExact(t *testing.T) {
 	r := mustRecipe(t)
 	memo := r.memoClassifier(k3Classifier)
-	cfg, err := model.ScaledConfig(model.ScaleTiny) // every K3 name shape, fewer experts
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := tinyConfig(t) // every K3 name shape, fewer experts
 	for _, s := range catalogOf(t, cfg) {
 		if a, _ := r.Classify(s.Name); memo(s.Name) != a {
 			t.Fatalf("%s: memo %v, rules %v", s.Name, memo(s.Name), a)

@@ -275,7 +275,7 @@ func TestShardPlacement(t *testing.T) {
 // decode layouts, 8 GPUs a node) applicable.
 func TestScaleConstraints(t *testing.T) {
 	for _, sc := range []Scale{ScaleFull, ScaleSmall, ScaleTiny} {
-		c, err := ScaledConfig(sc)
+		c, err := scaledConfig(sc)
 		if err != nil {
 			t.Fatalf("%s: %v", sc, err)
 		}

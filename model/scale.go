@@ -184,8 +184,8 @@ func ScaledConfigJSON(sc Scale) ([]byte, error) {
 	return MarshalConfig(raw)
 }
 
-// ScaledConfig is the parsed config of a replica at a scale.
-func ScaledConfig(sc Scale) (*Config, error) {
+// scaledConfig is the parsed config of a replica at a scale.
+func scaledConfig(sc Scale) (*Config, error) {
 	b, err := ScaledConfigJSON(sc)
 	if err != nil {
 		return nil, err
@@ -194,7 +194,7 @@ func ScaledConfig(sc Scale) (*Config, error) {
 }
 
 // K3Config is the released Kimi-K3 config.
-func K3Config() (*Config, error) { return ScaledConfig(ScaleFull) }
+func K3Config() (*Config, error) { return scaledConfig(ScaleFull) }
 
 // The DeepSeek-V3 config as publicly mirrored (testdata/deepseek-v3/FACTS.md
 // says from where) and a tiny config with its keys.

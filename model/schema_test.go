@@ -99,7 +99,7 @@ func TestLoadSchemaErrors(t *testing.T) {
 // derived name tables lose nothing.
 func TestSchemaGroupsAreParseName(t *testing.T) {
 	for _, sc := range []Scale{ScaleTiny, ScaleFull} {
-		c, err := ScaledConfig(sc)
+		c, err := scaledConfig(sc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ func TestShardMatcherAgreesWithCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tiny, err := ScaledConfig(ScaleTiny)
+	tiny, err := scaledConfig(ScaleTiny)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -239,7 +239,7 @@ func TestSynthTinyValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	cfg, _ := ScaledConfig(ScaleTiny)
+	cfg, _ := scaledConfig(ScaleTiny)
 	P := "language_model.model."
 	checkBF16 := func(name string, mean, std, tol float64) {
 		t.Helper()
