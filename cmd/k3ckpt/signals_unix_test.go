@@ -32,6 +32,7 @@ func TestStopSignals(t *testing.T) {
 		sig syscall.Signal
 	}{{"shard", syscall.SIGINT}, {"shard", syscall.SIGTERM}, {"shard", syscall.SIGHUP}, {"convert", syscall.SIGHUP}, {"export", syscall.SIGTERM}} {
 		t.Run(c.cmd+"-"+signalName(c.sig), func(t *testing.T) {
+			t.Parallel() // each its own child and DST; the replica is only read
 			dst := filepath.Join(t.TempDir(), "out")
 			args := []string{c.cmd, src, dst, "-q"}
 			if c.cmd == "export" {
