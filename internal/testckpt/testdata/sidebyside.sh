@@ -9,7 +9,8 @@
 # -test.short), and prints each run's wall and CPU seconds, then the
 # slowest tests: seconds at REV, seconds in the working tree, name.
 # With PKG "all" it runs `go test -count=1 [flags] ./...` in both trees at
-# once instead (flags as go test takes them, e.g. -short).
+# once instead (flags as go test takes them, e.g. -short), after building
+# both trees' test binaries once untimed.
 set -euo pipefail
 rev=$1 pkg=$2
 shift 2
@@ -20,6 +21,9 @@ mkdir "$tmp/base"
 git -C "$root" archive "$rev" | tar -x -C "$tmp/base"
 dirs=("$tmp/base" "$root")
 if [ "$pkg" = all ]; then
+  # Build (and cache) both trees' packages and test binaries first, so the
+  # figures compare the tests, not a cold build against a warm one.
+  for i in 0 1; do (cd "${dirs[$i]}" && go test -count=1 -run '^$' ./... >/dev/null); done
   for i in 0 1; do
     (cd "${dirs[$i]}" && /usr/bin/time -f "side $i: %e s wall, %U s user, %S s sys" go test -count=1 "$@" ./... >"$tmp/out$i" 2>&1; echo "side $i exit $?" >>"$tmp/out$i") &
   done
