@@ -87,6 +87,7 @@ func treeEqual(t *testing.T, a, b string) {
 // a finished export reruns as a no-op; another plan is refused until
 // --restart.
 func TestResumeAfterKill(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	writeSmall(t, srcDir, map[string]string{"format": "pt"})
@@ -155,6 +156,7 @@ func TestResumeAfterKill(t *testing.T) {
 // written rank files carry only the "format" key; reassembly restores every
 // file byte for byte; metadata past the cap is refused before writing.
 func TestMetadataRecordedOnce(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	meta := map[string]string{"format": "pt", "note": strings.Repeat("n", 1000)}
@@ -221,6 +223,7 @@ func exportSmall(t *testing.T) (tmp, dst, rankFile string) {
 // An export read back as a source: a rank file linked to a file outside the
 // export is refused; a link inside the export is read.
 func TestExportSourceLinks(t *testing.T) {
+	t.Parallel()
 	tmp, dst, rankFile := exportSmall(t)
 	for _, c := range []struct {
 		target string
@@ -282,6 +285,7 @@ func TestRankFileSwappedWhileOpened(t *testing.T) {
 // replaced under its name since (same size, other bytes) fails the run
 // instead of being copied.
 func TestVerbatimSourceReplaced(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	writeSmall(t, srcDir, map[string]string{"format": "pt"})
@@ -308,6 +312,7 @@ func TestVerbatimSourceReplaced(t *testing.T) {
 // when the source's did; a source without an index gets the codec's form
 // (none, as the released index).
 func TestIndexFollowsSourceNewline(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		edit    func(idx string)
@@ -355,6 +360,7 @@ func TestIndexFollowsSourceNewline(t *testing.T) {
 // write (the plan's less the kept file's), and the Progress calls add up
 // to it and to what the result reports.
 func TestProgressOfResumedRun(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	writeSmall(t, srcDir, nil)
@@ -403,6 +409,7 @@ func modifyInPlace(t *testing.T, path string) {
 // and header are the plan's (the bytes past the header are reassemble
 // --check's and verify's to read) and writes again one removed or resized.
 func TestKeptFileModifiedAfterCommit(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	writeSmall(t, srcDir, nil)
