@@ -32,6 +32,23 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// A part size outside S3's bounds is refused naming the variable; one
+// inside is taken.
+func TestPartSizeEnv(t *testing.T) {
+	u, _ := objstore.Parse("s3://bucket/x")
+	for v, ok := range map[string]bool{"": true, "5242880": true, "5242879": false, "6G": false, "5368709121": false} {
+		_, err := objstore.New(context.Background(), u, objstore.Options{Env: func(k string) string {
+			if k == objstore.PartSizeEnv {
+				return v
+			}
+			return ""
+		}})
+		if ok != (err == nil) || !ok && !strings.Contains(err.Error(), objstore.PartSizeEnv) {
+			t.Errorf("%s=%q: %v", objstore.PartSizeEnv, v, err)
+		}
+	}
+}
+
 // source is a remote.Source over bucket/prefix of the server.
 func source(t *testing.T, raw string) (*remote.Source, *objstore.Bucket) {
 	t.Helper()
