@@ -11,7 +11,11 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/objstore/s3test"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 )
+
+// The test binary's shared MinIO keeps its data in a testckpt.Dir.
+func TestMain(m *testing.M) { testckpt.Main(m) }
 
 func TestParse(t *testing.T) {
 	for raw, want := range map[string]objstore.URL{
