@@ -397,6 +397,9 @@ func TestS3LayoutDestination(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, cfg) || !strings.Contains(stderr, "SHA256SUMS") {
 			t.Errorf("reassemble --check of a changed side file: exit %d, %q", code, stderr)
 		}
+		if keys := srv.GetDir(t, "out", "re-t", t.TempDir()); len(keys) > 0 {
+			t.Errorf("reassemble --check of a damaged DST wrote %d objects", len(keys))
+		}
 	})
 	t.Run("killed", func(t *testing.T) {
 		p := srv.NewProxy(t)
