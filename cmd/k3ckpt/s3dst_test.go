@@ -22,7 +22,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/objstore/s3test"
 	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/model"
@@ -248,7 +247,11 @@ func statObject(srv *s3test.Server, bucket, key string) (int64, string, bool) {
 // TestS3LayoutDestination runs shard, export and reassemble into buckets of
 // a real S3 server on loopback: the objects are byte-identical to a local
 // run's files (from a local and from a bucket source), with no state left
-// under the prefix and no unfinished upload; a rerun keeps every object; a
+// under the prefix and no unfinished upload; each directory's SHA256SUMS
+// checks against the objects read back, and names one changed; an export
+// with 5 MiB parts gets objects of several parts whose store-side CRC32C is
+// S3's composite one of the local file; reassemble --check refuses a DST
+// with a changed side file before writing; a rerun keeps every object; a
 // run SIGKILLed mid-upload leaves no layout.json of the directory it was
 // writing and resumes to the same objects; a missing bucket, wrong
 // credentials and a prefix holding other objects are clear errors naming
@@ -347,7 +350,7 @@ func TestS3LayoutDestination(t *testing.T) {
 		// 5 MiB parts (S3's least): each rank's 10.5 MiB file goes up
 		// as a multipart upload of three parts.
 		const part = 5 << 20
-		t.Setenv(objstore.PartSizeEnv, strconv.Itoa(part))
+		t.Setenv("K3CKPT_S3_PART_SIZE", strconv.Itoa(part))
 		must(t, "export", "s3://models/tiny", "s3://out/export", "--layout", "dp16", "--state-dir", state(), "-q", "--jobs", "3")
 		same(t, localExport, "export")
 		// The store checked every part against the CRC32C sent with it: its

@@ -43,7 +43,7 @@ type Options struct {
 	// StallTimeout bounds a body that stops sending (0: DefaultStallTimeout).
 	StallTimeout time.Duration
 	// Env looks up gs://'s own settings, GS_ENDPOINT_URL,
-	// GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY, and PartSizeEnv (nil:
+	// GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY, and partSizeEnv (nil:
 	// os.Getenv). The AWS settings are read by the SDK from the process
 	// environment.
 	Env remote.Env
@@ -60,7 +60,7 @@ type Bucket struct {
 	retryer aws.RetryerV2
 	onRetry func(remote.RetryEvent) // set once, before the first request
 
-	partSize int         // see PartSize and PartSizeEnv
+	partSize int         // see PartSize and partSizeEnv
 	free     chan []byte // part buffers kept for the next uploads (see maxFreeParts)
 }
 
@@ -89,7 +89,7 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if env == nil {
 		env = os.Getenv
 	}
-	ps, err := partSizeOf(env(PartSizeEnv))
+	ps, err := partSizeOf(env(partSizeEnv))
 	if err != nil {
 		return nil, &remote.Error{File: u.String(), Kind: remote.ErrSource, Detail: err.Error()}
 	}

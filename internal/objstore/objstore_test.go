@@ -42,13 +42,13 @@ func TestPartSizeEnv(t *testing.T) {
 	u, _ := objstore.Parse("s3://bucket/x")
 	for v, ok := range map[string]bool{"": true, "5242880": true, "5242879": false, "6G": false, "5368709121": false} {
 		_, err := objstore.New(context.Background(), u, objstore.Options{Env: func(k string) string {
-			if k == objstore.PartSizeEnv {
+			if k == "K3CKPT_S3_PART_SIZE" {
 				return v
 			}
 			return ""
 		}})
-		if ok != (err == nil) || !ok && !strings.Contains(err.Error(), objstore.PartSizeEnv) {
-			t.Errorf("%s=%q: %v", objstore.PartSizeEnv, v, err)
+		if ok != (err == nil) || !ok && !strings.Contains(err.Error(), "K3CKPT_S3_PART_SIZE") {
+			t.Errorf("K3CKPT_S3_PART_SIZE=%q: %v", v, err)
 		}
 	}
 }

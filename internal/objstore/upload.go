@@ -24,20 +24,20 @@ import (
 // than any checkpoint shard).
 const PartSize = 8 << 20
 
-// PartSizeEnv names the variable that sets another part size, in bytes,
+// partSizeEnv names the variable that sets another part size, in bytes,
 // from 5 MiB (S3's least) to 5 GiB (its most): for a store that wants
 // larger parts, or objects over 10,000 default parts; the tests use it to
 // make small objects span several parts.
-const PartSizeEnv = "K3CKPT_S3_PART_SIZE"
+const partSizeEnv = "K3CKPT_S3_PART_SIZE"
 
-// partSizeOf parses PartSizeEnv's value ("": PartSize).
+// partSizeOf parses partSizeEnv's value ("": PartSize).
 func partSizeOf(v string) (int, error) {
 	if v == "" {
 		return PartSize, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 5<<20 || n > 5<<30 {
-		return 0, fmt.Errorf("%s=%q: want a part size in bytes from %d (5 MiB) to %d (5 GiB)", PartSizeEnv, v, 5<<20, int64(5<<30))
+		return 0, fmt.Errorf("%s=%q: want a part size in bytes from %d (5 MiB) to %d (5 GiB)", partSizeEnv, v, 5<<20, int64(5<<30))
 	}
 	return int(n), nil
 }
