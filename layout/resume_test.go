@@ -3,6 +3,8 @@ package layout
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -108,7 +110,7 @@ func TestResumeAfterKill(t *testing.T) {
 	commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
-	check(t, dr.recordCommit(of.name))
+	check(t, dr.recordCommit(of.name, fileSum(t, filepath.Join(dir0, of.name))))
 	check(t, os.WriteFile(filepath.Join(dir0, atomicfile.TempPrefix+"x-1"), []byte("partial"), 0o644))
 
 	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
@@ -376,7 +378,7 @@ func TestProgressOfResumedRun(t *testing.T) {
 	commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
-	check(t, dr.recordCommit(of.name))
+	check(t, dr.recordCommit(of.name, fileSum(t, filepath.Join(dir0, of.name))))
 
 	var pr countingProgress
 	res := must(p.Execute(ctx, dst, ExecOptions{Progress: &pr}))(t)
@@ -443,7 +445,7 @@ func TestKeptFileModifiedAfterCommit(t *testing.T) {
 	commit, err := writeFile(ctx, of, path, nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
-	check(t, dr.recordCommit(of.name))
+	check(t, dr.recordCommit(of.name, fileSum(t, path)))
 	modifyInPlace(t, path)
 	res = must(p.Execute(ctx, dst2, ExecOptions{}))(t)
 	if res.Changed != 1 || res.Kept != 0 || res.Written != p.Files {
@@ -461,3 +463,14 @@ type countingProgress struct {
 
 func (c *countingProgress) Start(n int64) { c.starts++; c.total = n }
 func (c *countingProgress) Add(n int64)   { c.done.Add(n) }
+
+// fileSum is the hex sha256 of the file at path, read back whole.
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
