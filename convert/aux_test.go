@@ -11,6 +11,7 @@ import (
 // TestCopyAuxChangedSource: a side file that no longer has its planned size is
 // an error, and nothing appears under its final name.
 func TestCopyAuxChangedSource(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	from, to := filepath.Join(dir, "tokenizer.json"), filepath.Join(dir, "out", "tokenizer.json")
 	os.WriteFile(from, []byte("0123456789"), 0o644)

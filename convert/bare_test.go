@@ -34,6 +34,7 @@ var quantizedOnK3 = map[string]int{
 // modules as the bare checkpoint does. Under -short the mini replica's bare
 // form, in the full suite the tiny one's too.
 func TestConvertBareKimiLinear(t *testing.T) {
+	t.Parallel()
 	miniJSON, err := miniConfigJSON()
 	if err != nil {
 		t.Fatal(err)

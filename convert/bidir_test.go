@@ -99,6 +99,7 @@ func hasQuantConfig(t *testing.T, dir string) (top, text bool) {
 // picks for those values and the group holds no −0 code; verify re-derives
 // both outputs bit for bit.
 func TestBidirExpertsRoundTrip(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	bf, mx := filepath.Join(root, "bf16"), filepath.Join(root, "mxfp4")
 	res := convertRecipe(t, miniSrc, bf, BF16, Options{Experts: ExpertsBF16})
@@ -245,6 +246,7 @@ func sameUpToZeroSign(a, b []byte) bool {
 // (quant.DequantizeBandBF16, whose bytes are torch's); the rest is the
 // source's bytes; config.json keeps only the experts' MXFP4 description.
 func TestBidirFP8BackToBF16(t *testing.T) {
+	t.Parallel()
 	src := tensorsOf(t, miniSrc)
 	srcCfg := readJSONFile(t, filepath.Join(miniSrc, ConfigName))
 	for _, opts := range []Options{
@@ -318,6 +320,7 @@ func TestBidirFP8BackToBF16(t *testing.T) {
 // MXFP4) decode to the MXFP4 values (up to the sign of zero, which NVIDIA's
 // re-encoding drops), FP8 attention to its dequantization.
 func TestBidirNVFP4ToBF16(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	nv, back := filepath.Join(root, "nvfp4"), filepath.Join(root, "bf16")
 	convertRecipe(t, miniSrc, nv, ModelOptK3, Options{Format: ModelOpt, Experts: ExpertsNVFP4})
@@ -351,6 +354,7 @@ func TestBidirNVFP4ToBF16(t *testing.T) {
 
 // TestBidirErrors: what the two directions refuse, naming the tensor.
 func TestBidirErrors(t *testing.T) {
+	t.Parallel()
 	bf16, _ := Lookup(BF16)
 	expert := "language_model.model.layers.1.block_sparse_moe.experts.0.w1"
 	for _, c := range []struct {
@@ -399,6 +403,7 @@ func TestBidirFromHub(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	bf16, _ := Lookup(BF16)
 	root := t.TempDir()
 	localBF, localMX := filepath.Join(root, "bf"), filepath.Join(root, "mx")
@@ -435,6 +440,7 @@ func TestBidirFromHub(t *testing.T) {
 // TestBidirPackedUE8M0: FP8 weights whose scales are DeepGEMM's packed UE8M0
 // I32 buffer decode like the same scales as an F32 grid.
 func TestBidirPackedUE8M0(t *testing.T) {
+	t.Parallel()
 	const n, k = 200, 300 // partial blocks both ways
 	nb, kb := quant.NumBlocks(n), quant.NumBlocks(k)
 	grid := make([]float32, nb*kb)

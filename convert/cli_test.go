@@ -99,6 +99,7 @@ func finalsComplete(t *testing.T, dst string) int {
 // Kill -9 the converter at several points, resume, and compare every byte
 // with an uninterrupted run.
 func TestKillAndResume(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	// Kill when this many files are recorded done (0: as soon as the first
 	// temporary exists, i.e. in the middle of writing the first file).
@@ -147,6 +148,7 @@ func TestKillAndResume(t *testing.T) {
 
 // N worker processes on one destination, then byte-identical to one run.
 func TestWorkerProcesses(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	dst := filepath.Join(t.TempDir(), "out")
 	const n = 3
@@ -194,6 +196,7 @@ func TestWorkerProcesses(t *testing.T) {
 // status 1, and leaves no temporary and no partial file. The size limit sits
 // above the run state's plan.json and below the largest shards.
 func TestWriteErrors(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	if _, err := exec.LookPath("prlimit"); err == nil {
 		dst := filepath.Join(t.TempDir(), "out")
@@ -237,6 +240,7 @@ func TestWriteErrors(t *testing.T) {
 }
 
 func TestCLIDryRunAndVerify(t *testing.T) {
+	t.Parallel()
 	dst := filepath.Join(t.TempDir(), "never")
 	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--dry-run", "--format", "modelopt")
 	if code != 0 || !strings.Contains(stdout, "952 quantized") || !strings.Contains(stdout, "model-00096-of-000096.safetensors") {
@@ -265,6 +269,7 @@ func TestCLIDryRunAndVerify(t *testing.T) {
 // command again (no flag) resumes: finished files are kept, not rewritten.
 // --restart writes everything again.
 func TestInterruptThenRerunResumes(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	dst := filepath.Join(t.TempDir(), "out")
 	cmd := exec.Command(bin, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "1")

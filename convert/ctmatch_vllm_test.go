@@ -16,6 +16,7 @@ import (
 // prefix and both MoE spellings, while the dense and shared MLPs, attention
 // and the head stay ignored.
 func TestExpertPatternsAgainstVLLMProbes(t *testing.T) {
+	t.Parallel()
 	fp8, err := ctMatcher(expertsTarget)
 	if err != nil {
 		t.Fatal(err)

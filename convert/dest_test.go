@@ -78,6 +78,7 @@ func TestDestinationInsideSource(t *testing.T) {
 // naming the holder; workers of one split share DST, one slice cannot run
 // twice, and workers of another split are refused.
 func TestDestinationLock(t *testing.T) {
+	t.Parallel()
 	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +137,7 @@ func TestDestinationLock(t *testing.T) {
 
 // Flags are checked before anything is allocated from them.
 func TestWorkerBounds(t *testing.T) {
+	t.Parallel()
 	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +167,7 @@ func TestWorkerBounds(t *testing.T) {
 // refused (never a rename error from temporaries deleted under it); and of
 // two plans claiming one DST exactly one is recorded.
 func TestConcurrentRunsOnOneDestination(t *testing.T) {
+	t.Parallel()
 	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +218,7 @@ func TestConcurrentRunsOnOneDestination(t *testing.T) {
 // every directory they lie in, and nothing else: not another worker's
 // temporaries in the same directory, not finished files.
 func TestRemoveOwnTemps(t *testing.T) {
+	t.Parallel()
 	dst := t.TempDir()
 	os.MkdirAll(filepath.Join(dst, "code"), 0o755)
 	files := map[string]bool{ // name → removed
@@ -250,6 +254,7 @@ func TestRemoveOwnTemps(t *testing.T) {
 // waits for the record, and when recording fails no file reaches its final
 // name, no done record is written and no temporary is left.
 func TestNoCommitBeforePlanRecorded(t *testing.T) {
+	t.Parallel()
 	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
 		t.Fatal(err)

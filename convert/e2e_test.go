@@ -44,6 +44,7 @@ func refQuantize(t *testing.T, raw []byte, dt safetensors.DType, n, k int, sf qu
 // does) and of the tiny replica: under -short the tiny one in the default
 // convention only (tinyRef), the full suite in every convention.
 func TestConvertEveryConvention(t *testing.T) {
+	t.Parallel()
 	cases := []Options{
 		{Format: DeepSeek, ScaleFmt: quant.ScaleFP32}, // Options{}: tinyRef, miniRef
 		{Format: DeepSeek, ScaleFmt: quant.ScaleUE8M0},
@@ -320,6 +321,7 @@ func checkConfig(t *testing.T, dst string, opts Options) {
 
 // The streamed index is byte-identical to the codec's Index.Marshal.
 func TestStreamedIndexIsCanonical(t *testing.T) {
+	t.Parallel()
 	out := openSrc(t, tinyRef)
 	idx := &safetensors.Index{WeightMap: map[string]string{}}
 	var shards []string
@@ -352,6 +354,7 @@ func TestStreamedIndexIsCanonical(t *testing.T) {
 }
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	src := openSrc(t, tinySrc)
 	rep, err := Verify(context.Background(), src, tinyRef, VerifyOptions{Jobs: 2})
 	if err != nil {
@@ -432,6 +435,7 @@ func copyTree(t *testing.T, from, to string) {
 
 // Resume redoes exactly the files that no longer match their record.
 func TestResumeRedoesOnlyDamagedFiles(t *testing.T) {
+	t.Parallel()
 	dst := filepath.Join(t.TempDir(), "out")
 	copyTree(t, miniRef, dst)
 	damaged := miniShard(4)
@@ -454,6 +458,7 @@ func TestResumeRedoesOnlyDamagedFiles(t *testing.T) {
 
 // N workers, each converting its slice, then merge: byte-identical to one run.
 func TestWorkersAndMerge(t *testing.T) {
+	t.Parallel()
 	dst := filepath.Join(t.TempDir(), "out")
 	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
@@ -529,6 +534,7 @@ func TestWorkersAndMerge(t *testing.T) {
 }
 
 func TestDestinationChecks(t *testing.T) {
+	t.Parallel()
 	// SRC == DST
 	if _, err := convertDir(miniSrc, miniSrc, Options{}, ExecOptions{}); !errors.Is(err, errSameDir) {
 		t.Errorf("SRC == DST: %v", err)
@@ -680,6 +686,7 @@ func TestConfigMismatch(t *testing.T) {
 // A band wider than TileBytes is quantized in column tiles with bounded
 // buffers, and gives the same bytes as one whole band.
 func TestWideBandTiles(t *testing.T) {
+	t.Parallel()
 	const n, k = 130, 40000 // 128·40000·2 bytes > TileBytes; partial last row band and tile
 	if blockSize*k*2 <= tileBytes {
 		t.Fatal("not wide enough to tile")
@@ -745,6 +752,7 @@ func TestWideBandTiles(t *testing.T) {
 // codes equal a reference quantization, and holding more than the capacity
 // planned is an error.
 func TestQuantizeHeld(t *testing.T) {
+	t.Parallel()
 	for _, c := range [][2]int{{300, 512}, {130, 40000}} {
 		n, k := c[0], c[1]
 		raw := make([]byte, n*k*2)

@@ -76,6 +76,7 @@ func tinyConfig(t *testing.T) *model.Config {
 // no BF16 module is declared under any spelling; no exclusion reaches a
 // declared module or the undeclared MXFP4 experts.
 func TestModelOptListsEverySpelling(t *testing.T) {
+	t.Parallel()
 	cfg := tinyConfig(t)
 	for _, recipe := range RecipeNames() {
 		if recipe == BF16 {
@@ -157,6 +158,7 @@ var nvidiaExcludePB = []string{
 // modelopt-k3 writes the shape NVIDIA's _build_hf_quant_config and
 // _rewrite_config_json (through convert_hf_quant_config_format) write.
 func TestModelOptK3MatchesNVIDIAShape(t *testing.T) {
+	t.Parallel()
 	cfg := tinyConfig(t)
 	mods, out, hfq := configsFor(t, cfg, ModelOptK3, Options{Format: ModelOpt})
 	qc := out[quantKey].(map[string]any)
@@ -213,6 +215,7 @@ func TestConfigRoundTrip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	cfgs := []*model.Config{tinyConfig(t)}
 	if b, err := os.ReadFile(filepath.Join("..", "model", "testdata", "k3", "config.json")); err != nil {
 		t.Fatal(err)
@@ -252,6 +255,7 @@ var (
 )
 
 func TestCompressedTensorsSchema(t *testing.T) {
+	t.Parallel()
 	cfg := tinyConfig(t)
 	mods, out, _ := configsFor(t, cfg, AttnMoEDenseFP8, Options{Format: CompressedTensors})
 	qc := out[quantKey].(map[string]any)
@@ -308,6 +312,7 @@ func TestCompressedTensorsSchema(t *testing.T) {
 // The seed's recipe splits vLLM's KDA fusion in every KDA layer; NVIDIA's
 // recipe splits nothing.
 func TestRecipeSplits(t *testing.T) {
+	t.Parallel()
 	cfg := tinyConfig(t)
 	for _, tc := range []struct {
 		recipe string
@@ -332,6 +337,7 @@ func TestRecipeSplits(t *testing.T) {
 // format in it; for NVFP4 experts the schema's catalog then holds exactly the
 // tensors the planner casts them to.
 func TestConvertedConfigsParse(t *testing.T) {
+	t.Parallel()
 	cfg := tinyConfig(t)
 	asIs, err := NewRecipe("as-is", "", Keep, nil)
 	if err != nil {
@@ -408,6 +414,7 @@ func readGzip(t *testing.T, path string) []byte {
 // equal as JSON (NVIDIA's key order comes from Python sets), config.json
 // byte for byte.
 func TestModelOptMatchesNVIDIAGolden(t *testing.T) {
+	t.Parallel()
 	cfg := tinyConfig(t)
 	r, _ := Lookup(ModelOptK3)
 	opts := Options{Format: ModelOpt, Experts: ExpertsNVFP4}

@@ -11,6 +11,7 @@ import (
 // TestErrChangedIsRemote: a source that changed is one error whether a local
 // check or the remote reader found it, so errors.Is on either matches both.
 func TestErrChangedIsRemote(t *testing.T) {
+	t.Parallel()
 	local := fmt.Errorf("%w: file x was modified", ErrChanged)
 	server := &remote.Error{File: "x", Kind: remote.ErrChanged}
 	if !errors.Is(local, remote.ErrChanged) || !errors.Is(server, ErrChanged) {

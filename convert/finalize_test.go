@@ -19,6 +19,7 @@ import (
 // uninterrupted run's, with no temporary left; the manifest the run returns
 // is the one it wrote.
 func TestResumeAfterKilledFinalize(t *testing.T) {
+	t.Parallel()
 	opts := Options{Format: ModelOpt} // both configs
 	p, c, err := planFor(miniSrc, opts)
 	if err != nil {
@@ -102,6 +103,7 @@ func TestResumeAfterKilledFinalize(t *testing.T) {
 // While a whole run writes its shards, its index and configs exist only
 // under temporary names: no final name holds them before every shard is done.
 func TestEarlyFilesStayTemporary(t *testing.T) {
+	t.Parallel()
 	p, c, err := planFor(miniSrc, Options{Format: ModelOpt})
 	if err != nil {
 		t.Fatal(err)

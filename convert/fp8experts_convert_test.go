@@ -24,6 +24,7 @@ import (
 // bit, and the block counts are the ones an independent dequantization
 // finds.
 func TestFP8ExpertsFromMXFP4IsBF16Path(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	bf := filepath.Join(root, "bf16")
 	convertRecipe(t, miniSrc, bf, BF16, Options{Experts: ExpertsBF16})
@@ -166,6 +167,7 @@ func fp8ExpertBlocks(t *testing.T, src map[string]tensorData, sf quant.ScaleFmt)
 // its planned ranges and writes the local bytes; split over two workers and
 // merged, the same tree; a killed run's rerun keeps its finished files.
 func TestFP8ExpertsResumeWorkersHub(t *testing.T) {
+	t.Parallel()
 	r, _ := Lookup(AttnMoEDenseFP8)
 	opts := Options{Format: DeepSeek, ScaleFmt: quant.ScaleUE8M0, Experts: ExpertsFP8}
 	want := filepath.Join(t.TempDir(), "want")
@@ -220,6 +222,7 @@ func TestFP8ExpertsResumeWorkersHub(t *testing.T) {
 
 // TestFP8ExpertsErrors: what --experts fp8 refuses, and a NaN scale byte.
 func TestFP8ExpertsErrors(t *testing.T) {
+	t.Parallel()
 	r, _ := Lookup(AttnMoEDenseFP8)
 	expert := "language_model.model.layers.1.block_sparse_moe.experts.0.w1"
 	for _, c := range []struct {
@@ -269,6 +272,7 @@ func TestFP8ExpertsErrors(t *testing.T) {
 // gives any weight: the same bytes from the MXFP4 codes as from their BF16
 // decode.
 func TestFP8ExpertsPartialBlocks(t *testing.T) {
+	t.Parallel()
 	name := "language_model.model.layers.1.block_sparse_moe.experts.0.w2"
 	n, k := 200, 160 // partial blocks in both directions
 	packed, scales := make([]byte, n*k/2), make([]byte, n*k/32)
@@ -322,6 +326,7 @@ func quantizeAll(t *testing.T, s *scratch, f *safetensors.File, name string) []b
 // exactly the MXFP4 values (decoded by the format's definition, not by
 // package quant), in every convention.
 func TestFP8ExpertsBackToBF16(t *testing.T) {
+	t.Parallel()
 	src := tensorsOf(t, miniSrc)
 	for _, format := range []Format{ModelOpt, DeepSeek, CompressedTensors} {
 		root := t.TempDir()
@@ -354,6 +359,7 @@ func TestFP8ExpertsBackToBF16(t *testing.T) {
 // TestFP8ExpertsVerifyCatchesChange: verify re-quantizes an FP8 expert from
 // its MXFP4 source and names it when one of its codes changed.
 func TestFP8ExpertsVerifyCatchesChange(t *testing.T) {
+	t.Parallel()
 	dst := filepath.Join(t.TempDir(), "fp8")
 	convertRecipe(t, miniSrc, dst, AttnMoEDenseFP8, Options{Format: DeepSeek, Experts: ExpertsFP8})
 	name := "language_model.model.layers.2.block_sparse_moe.experts.5.w3.weight"

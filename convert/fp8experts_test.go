@@ -14,6 +14,7 @@ import (
 // block's 32-wide groups. The counts are the ones convert/README.md quotes;
 // the test fails if UE8M0 ever keeps fewer blocks lossless than fp32.
 func TestMXFP4ExpertsAsBlockFP8(t *testing.T) {
+	t.Parallel()
 	src := tensorsOf(t, miniSrc)
 	var blocks int64
 	lossless := map[quant.ScaleFmt]int64{}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
@@ -13,20 +14,36 @@ import (
 
 // plainConversions caches the CLI's conversion of tinySrc (plain files) per
 // flag set, the reference a download layout's conversion must equal.
-var plainConversions = map[string]string{}
+var (
+	plainMu          sync.Mutex
+	plainConversions = map[string]*plainEntry{}
+)
+
+type plainEntry struct {
+	once   sync.Once
+	dst    string
+	stderr string
+	code   int
+}
 
 func plainConversion(t *testing.T, flags ...string) string {
 	t.Helper()
 	key := strings.Join(flags, " ")
-	if dst, ok := plainConversions[key]; ok {
-		return dst
+	plainMu.Lock()
+	e := plainConversions[key]
+	if e == nil {
+		e = &plainEntry{dst: filepath.Join(testRoot, "plain-cli-"+strings.NewReplacer(" ", "_", "-", "").Replace(key))}
+		plainConversions[key] = e
 	}
-	dst := filepath.Join(testRoot, "plain-cli-"+strings.NewReplacer(" ", "_", "-", "").Replace(key))
-	if _, stderr, code := runCLI(t, append([]string{"convert", tinySrc, dst, "-q"}, flags...)...); code != 0 {
-		t.Fatalf("convert %s (plain files): exit %d: %s", key, code, stderr)
+	plainMu.Unlock()
+	e.once.Do(func() {
+		e.code = -1 // stays so if runCLI stops the test
+		_, e.stderr, e.code = runCLI(t, append([]string{"convert", tinySrc, e.dst, "-q"}, flags...)...)
+	})
+	if e.code != 0 {
+		t.Fatalf("convert %s (plain files): exit %d: %s", key, e.code, e.stderr)
 	}
-	plainConversions[key] = dst
-	return dst
+	return e.dst
 }
 
 // inspectJSON runs inspect --json with flags and returns its report without
@@ -61,6 +78,7 @@ var convertFlags = [][]string{
 // excluded), and verify passes it. A side file linked out of the repository
 // folder makes convert refuse, naming the file and what is allowed.
 func TestConvertHubCacheSnapshot(t *testing.T) {
+	t.Parallel()
 	buildCLI(t) // before building the cache: skipped under -short
 	snap, repo := testckpt.HubCache(t, tinySrc)
 	if fi, err := os.Lstat(filepath.Join(snap, ConfigName)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -119,6 +137,7 @@ func TestConvertHubCacheSnapshot(t *testing.T) {
 // the download's bookkeeping) converts to exactly what the same files without
 // .cache convert to: nothing of .cache reaches the output.
 func TestConvertLocalDirDownload(t *testing.T) {
+	t.Parallel()
 	buildCLI(t) // before building the tree: skipped under -short
 	dir := filepath.Join(t.TempDir(), "Kimi-K3")
 	copyTreeLinked(t, tinySrc, dir, nil)

@@ -115,6 +115,7 @@ func miniShard(i int) string {
 
 // TestMiniReplica checks the mini replica is what its tests rely on.
 func TestMiniReplica(t *testing.T) {
+	t.Parallel()
 	c := openSrc(t, miniSrc)
 	if len(c.Files) != miniLayers+3 {
 		t.Fatalf("%d shards, want %d", len(c.Files), miniLayers+3)

@@ -128,6 +128,7 @@ func checkNVFP4Files(t *testing.T, srcDir, dst string) (projections int, differi
 // conversion verifies, is reproducible, and a flipped byte in each NVFP4
 // tensor kind is a violation naming it.
 func TestConvertNVFP4ModelOpt(t *testing.T) {
+	t.Parallel()
 	srcs := []string{miniSrc}
 	if !testing.Short() {
 		srcs = append(srcs, tinySrc)
@@ -278,6 +279,7 @@ func TestModelOptZeroTileCounted(t *testing.T) {
 // TestModelOptRefusals: combinations without a meaning are refused before
 // anything is planned.
 func TestModelOptRefusals(t *testing.T) {
+	t.Parallel()
 	c := openSrc(t, miniSrc)
 	r, _ := Lookup(ModelOptK3)
 	for _, o := range []Options{
@@ -294,6 +296,7 @@ func TestModelOptRefusals(t *testing.T) {
 // in the same file, as NVIDIA's converter does, and MXFP4 scales of the
 // wrong shape, naming the tensor.
 func TestNVFP4PlanRefusals(t *testing.T) {
+	t.Parallel()
 	r, _ := Lookup(ModelOptK3)
 	e := "language_model.model.layers.1.block_sparse_moe.experts.0."
 	u8 := func(name string, shape ...int64) safetensors.TensorSpec {

@@ -66,6 +66,7 @@ func sumBytes(t testing.TB, specs []safetensors.TensorSpec) int64 {
 // published size figures: 1453.66 GiB before, 1403.79 GiB after, 55.8 GiB
 // of non-expert weights after.
 func TestPlanTensorsK3Figures(t *testing.T) {
+	t.Parallel()
 	in := k3Catalog(t)
 	outs, err := PlanTensors(mustRecipe(t), in, Options{})
 	if err != nil {
@@ -109,6 +110,7 @@ func TestPlanTensorsK3Figures(t *testing.T) {
 // other tensor (f_a/f_b/b_proj, conv1d, A_log, dt_bias, norms, AttnRes,
 // router, routed experts, embedding, lm_head, vision) kept.
 func TestRecipeActionsPerSpec(t *testing.T) {
+	t.Parallel()
 	r := mustRecipe(t)
 	P := "language_model.model.layers."
 	cases := map[string]action{
@@ -150,6 +152,7 @@ func TestRecipeActionsPerSpec(t *testing.T) {
 
 // The memoized classifier agrees with the rules on every K3 name.
 func TestMemoClassifierExact(t *testing.T) {
+	t.Parallel()
 	r := mustRecipe(t)
 	memo := r.memoClassifier(k3Classifier)
 	cfg := tinyConfig(t) // every K3 name shape, fewer experts
@@ -172,6 +175,7 @@ func TestMemoClassifierExact(t *testing.T) {
 // Scale names and shapes per convention, for a weight with partial blocks on
 // both axes (kv_a_proj_with_mqa: 576 = 4.5 × 128 rows).
 func TestScaleNamesAndShapes(t *testing.T) {
+	t.Parallel()
 	in := []safetensors.TensorSpec{{Name: "model.layers.3.self_attn.kv_a_proj_with_mqa.weight", DType: safetensors.BF16, Shape: []int64{576, 7200}}}
 	want := map[Format]struct {
 		name  string
@@ -199,6 +203,7 @@ func TestScaleNamesAndShapes(t *testing.T) {
 }
 
 func TestPlanTensorsErrors(t *testing.T) {
+	t.Parallel()
 	r := mustRecipe(t)
 	name := "model.layers.1.block_sparse_moe.shared_experts.up_proj.weight"
 	cases := []struct {
@@ -244,6 +249,7 @@ func TestPlanTensorsErrors(t *testing.T) {
 }
 
 func TestParseNames(t *testing.T) {
+	t.Parallel()
 	for f := range Format(numFormats) {
 		if g, err := ParseFormat(f.String()); err != nil || g != f {
 			t.Errorf("ParseFormat(%v) = %v, %v", f, g, err)

@@ -11,6 +11,7 @@ import (
 // loses only that record, and the next run's records start on a line of
 // their own, so none of them is lost to the torn one.
 func TestRecordLogTornLine(t *testing.T) {
+	t.Parallel()
 	dst := t.TempDir()
 	l := newRecordLog(dst, 0, 1, nil)
 	a := doneRecord{Plan: "p1", fileRecord: fileRecord{Name: "a.safetensors", Size: 1, SHA256: "aa"}}
@@ -50,6 +51,7 @@ func TestRecordLogTornLine(t *testing.T) {
 // the one-file-per-record form earlier versions left; a later record of a
 // file replaces an earlier one.
 func TestRecordsOfWorkersAndEarlierVersions(t *testing.T) {
+	t.Parallel()
 	dst := t.TempDir()
 	for w := range 2 {
 		l := newRecordLog(dst, w, 2, nil)
@@ -80,6 +82,7 @@ func TestRecordsOfWorkersAndEarlierVersions(t *testing.T) {
 // TestRecordLineTooLong: a log holding a line no record can be is an error
 // naming the file, not an unbounded read.
 func TestRecordLineTooLong(t *testing.T) {
+	t.Parallel()
 	dst := t.TempDir()
 	dir := filepath.Join(dst, stateDir, doneDir)
 	os.MkdirAll(dir, 0o755)

@@ -24,6 +24,7 @@ func TestReleasedConfigFullSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("synthesizes the full-size header-only replica (~130 MB of disk)")
 	}
+	t.Parallel()
 	released, err := os.ReadFile(filepath.Join("..", "model", "testdata", "k3", "config.json"))
 	if err != nil {
 		t.Fatal(err)

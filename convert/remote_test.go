@@ -49,6 +49,7 @@ func TestConvertFromHub(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end from a loopback hub; TestConvertFromHTTPS covers the remote path under -short")
 	}
+	t.Parallel()
 	h := testckpt.NewHubServer(t, tinySrc)
 	dst := filepath.Join(t.TempDir(), "out")
 	res, p, err := convertRemote(t, h, dst, ExecOptions{Jobs: 2, Connections: 4})
@@ -84,6 +85,7 @@ func TestConvertFromHub(t *testing.T) {
 // shards and config are converted (the plan says side files were not
 // listed); those files are the local conversion's.
 func TestConvertFromHTTPS(t *testing.T) {
+	t.Parallel()
 	h := testckpt.NewHubServer(t, miniSrc)
 	c := openRemote(t, h, h.URL+"/org/name/resolve/main/")
 	r, _ := Lookup(AttnMoEDenseFP8)
@@ -114,6 +116,7 @@ func TestConvertFromHubResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end from a loopback hub; TestConvertFromHTTPS covers the remote path under -short")
 	}
+	t.Parallel()
 	h := testckpt.NewHubServer(t, tinySrc)
 	dst := filepath.Join(t.TempDir(), "out")
 	c := openRemote(t, h, "hf://org/name")
@@ -181,6 +184,7 @@ func TestConvertFromHubResumes(t *testing.T) {
 // from the loopback hub, give the local conversion's bytes, and the casts
 // read through the shards' planned, coalesced fetches.
 func TestConvertFromHubNVFP4(t *testing.T) {
+	t.Parallel()
 	want := filepath.Join(t.TempDir(), "local")
 	if _, err := convertDir(miniSrc, want, nvidiaOpts, ExecOptions{Jobs: 2}); err != nil {
 		t.Fatal(err)

@@ -50,6 +50,7 @@ func TestSourceHeaderChangedSincePlanning(t *testing.T) {
 // A plan records, per file, the sha256 of the source's header prefix
 // [0, DataStart): the bytes on disk, hashed here on their own.
 func TestPlanRecordsSourceHeaderSum(t *testing.T) {
+	t.Parallel()
 	p, c, err := planFor(miniSrc, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +190,7 @@ func TestSingleShardSource(t *testing.T) {
 // config declares: non-U8 under MXFP4, U8 under BF16; any other tensor, and
 // any expert under another format, passes.
 func TestCheckExpertFormat(t *testing.T) {
+	t.Parallel()
 	const expert = "language_model.model.layers.3.block_sparse_moe.experts.7.w1.weight_packed"
 	const other = "language_model.model.layers.3.self_attn.q_proj.weight"
 	for _, c := range []struct {

@@ -48,6 +48,7 @@ func sourceFile(t *testing.T, specs []safetensors.TensorSpec) *safetensors.File 
 // A hand-made shard: the expected runs are worked out from the canonical
 // order (F32, then BF16, then F8_E4M3, then U8; by name inside a dtype).
 func TestPlanStepsHandMade(t *testing.T) {
+	t.Parallel()
 	bf, u8, f32 := safetensors.BF16, safetensors.U8, safetensors.F32
 	sf := sourceFile(t, []safetensors.TensorSpec{
 		{Name: "a", DType: bf, Shape: []int64{4}},
@@ -112,6 +113,7 @@ func TestPlanStepsHandMade(t *testing.T) {
 // A file whose FP8 codes exceed MaxHeldCodes is quantized twice: no step
 // holds codes.
 func TestPlanStepsHoldLimit(t *testing.T) {
+	t.Parallel()
 	const n = 4096 // three 4096×4096 weights: 48 MiB of codes
 	var specs []safetensors.TensorSpec
 	var outs []outputTensor
@@ -146,6 +148,7 @@ func TestPlanStepsHoldLimit(t *testing.T) {
 
 // Runs stop at MaxRunBytes: three 100 MiB tensors make two runs.
 func TestPlanStepsRunLimit(t *testing.T) {
+	t.Parallel()
 	const n = 100 << 20
 	specs := []safetensors.TensorSpec{
 		{Name: "x0", DType: safetensors.U8, Shape: []int64{n}},
@@ -181,6 +184,7 @@ func TestPlanStepsRunLimit(t *testing.T) {
 // holds exactly its tensors (never a quantized or dropped one); runs are as
 // long as allowed; scale and code steps pair a weight with its own scale.
 func TestPlanStepsInvariants(t *testing.T) {
+	t.Parallel()
 	srcs := []string{miniSrc}
 	if !testing.Short() {
 		srcs = append(srcs, tinySrc)
@@ -306,6 +310,7 @@ func outSize(l *safetensors.FilePlan, i int) int64 { return l.Tensors[i].Size() 
 // the scale steps or made again at the code steps: the FP8 codes and scales
 // equal the quant reference, and the sha256 taken in flight is the file's.
 func TestHeldAndRequantizedCodesAgree(t *testing.T) {
+	t.Parallel()
 	const p = "language_model.model.layers.1."
 	specs := []safetensors.TensorSpec{
 		{Name: p + "input_layernorm.weight", DType: safetensors.BF16, Shape: []int64{260}},
@@ -404,6 +409,7 @@ func (c *countProgress) Add(n int64)   { c.done.Add(n) }
 // byte read (weights whose codes are made twice, twice) and every output
 // byte hashed, so a progress bar ends at 100%.
 func TestProgressAddsUp(t *testing.T) {
+	t.Parallel()
 	var c countProgress
 	if _, err := convertDir(miniSrc, filepath.Join(t.TempDir(), "out"), Options{}, ExecOptions{Jobs: 2, Progress: &c}); err != nil {
 		t.Fatal(err)

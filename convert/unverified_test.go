@@ -22,6 +22,7 @@ import (
 // a file replaced by another of its size: the source is warned about once and
 // the manifest lists every such file as unverified.
 func TestConvertUnverifiedSource(t *testing.T) {
+	t.Parallel()
 	h := testckpt.NewHubServer(t, miniSrc)
 	up, _ := url.Parse(h.URL)
 	proxy := httputil.NewSingleHostReverseProxy(up)

@@ -49,6 +49,7 @@ func verifyDst(t *testing.T, dst string) *VerifyReport {
 // dequantization error within the FP8 bound, so only equality with a fresh
 // quantization catches it.
 func TestVerifyRequiresBitEqualScales(t *testing.T) {
+	t.Parallel()
 	dst := filepath.Join(t.TempDir(), "out")
 	copyTree(t, miniRef, dst)
 	out := openSrc(t, dst)
@@ -75,6 +76,7 @@ func TestVerifyRequiresBitEqualScales(t *testing.T) {
 // Files in DST that the conversion did not write fail verify: custom code an
 // engine would run, a quantization config an engine would read, another shard.
 func TestVerifyStrayFiles(t *testing.T) {
+	t.Parallel()
 	dst := filepath.Join(t.TempDir(), "out")
 	copyTree(t, miniRef, dst)
 	os.WriteFile(filepath.Join(dst, "evil.py"), []byte("import os\n"), 0o644)
@@ -96,6 +98,7 @@ func TestVerifyStrayFiles(t *testing.T) {
 
 // A manifest that names files outside DST is refused before anything is hashed.
 func TestVerifyManifestPathsInsideDst(t *testing.T) {
+	t.Parallel()
 	dst := filepath.Join(t.TempDir(), "out")
 	copyTree(t, miniRef, dst)
 	m, err := readManifest(dst)

@@ -23,6 +23,7 @@ func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // they fall (across windows, at the end, past it), and interleaved
 // sequential streams cost one read of the file per window, not one each.
 func TestReadAhead(t *testing.T) {
+	t.Parallel()
 	data := make([]byte, 3*readAheadSize+12345)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range data {

@@ -95,6 +95,7 @@ func rewritten(t *testing.T, dir string, place map[string]string, edit func(name
 // same tree, verify passes, and a change of the scale's values alone makes
 // another plan, which resume and verify refuse.
 func TestCrossShardScale(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	fp8 := filepath.Join(root, "fp8")
 	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: DeepSeek})
@@ -201,6 +202,7 @@ func TestCrossShardScale(t *testing.T) {
 // A shard whose weight reads its scale from another file is refused when
 // that file changed since planning, even when the shard's own did not.
 func TestCrossShardScaleFileChanged(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	fp8 := filepath.Join(root, "fp8")
 	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: DeepSeek})
@@ -260,6 +262,7 @@ func TestCrossShardScaleFileChanged(t *testing.T) {
 // A shard that holds nothing but another shard's weight's scale is
 // refused: its BF16 output would be a shard no index lists.
 func TestCrossShardScaleAlone(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	fp8 := filepath.Join(root, "fp8")
 	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: DeepSeek})

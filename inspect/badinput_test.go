@@ -22,6 +22,7 @@ import (
 // header, a malformed header, a file shorter than its length prefix. The
 // audit fails with the codec's sentinel and an error naming the file.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	src := smallReplica(t)
 	const victim = "model-00002-of-000007.safetensors"
 	cases := []struct {
@@ -128,6 +129,7 @@ func (l *rangeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // HTTP range requests and checks that only headers, the index and
 // config.json were fetched.
 func TestRemote(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	log := &rangeLog{h: http.FileServer(http.Dir(dir)), fetched: map[string][]string{}}
 	srv := httptest.NewServer(log)
@@ -186,6 +188,7 @@ func rangeEnd(req string) (int64, bool) {
 }
 
 func TestRemoteBad(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	t.Run("no range support", func(t *testing.T) {
 		srv := httptest.NewServer(&rangeLog{h: http.FileServer(http.Dir(dir)), fetched: map[string][]string{}, noRange: true})
@@ -220,6 +223,7 @@ func TestRemoteBad(t *testing.T) {
 // config.json whose vocabulary disagrees with embed_tokens and lm_head: a
 // warning, or errShape with Strict.
 func TestShapeAgainstConfig(t *testing.T) {
+	t.Parallel()
 	dir := copyReplica(t, smallReplica(t))
 	p := filepath.Join(dir, model.ConfigName)
 	b, err := os.ReadFile(p)
@@ -253,6 +257,7 @@ func TestShapeAgainstConfig(t *testing.T) {
 // TestOtherListed writes a single file with a K3 tensor and a tensor no rule
 // knows: the second is accounted under other, never dropped.
 func TestOtherListed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	specs := []safetensors.TensorSpec{
 		{Name: "language_model.model.layers.0.input_layernorm.weight", DType: safetensors.BF16, Shape: []int64{16}},

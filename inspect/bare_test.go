@@ -20,6 +20,7 @@ func TestBareRecipeWhatIf(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	scales := []model.Scale{model.ScaleTiny}
 	if !testing.Short() {
 		scales = append(scales, model.ScaleFull)

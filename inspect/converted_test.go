@@ -22,6 +22,7 @@ import (
 // fp32 scale per 128 × 128 block, every scale counted in its weight's
 // component, and nothing else changed.
 func TestConvertedConventions(t *testing.T) {
+	t.Parallel()
 	const converted = 5*3 + 6*1 + 5*3 + 3
 	src := smallReplica(t)
 	source, err := Inspect(src, Options{})
@@ -136,6 +137,7 @@ func TestConvertedConventions(t *testing.T) {
 // it out (deepseek convention): the audited 1403.79 GiB after the recipe from
 // real converted headers, and the FP8 per-rank figures of dp16 directly.
 func TestConvertedFull(t *testing.T) {
+	t.Parallel()
 	testckpt.SkipShort(t)
 	dir := convertedReplica(t, "full", fullReplica(t), convert.DeepSeek)
 	rep, err := Inspect(dir, Options{Layout: "dp16", Steps: true, Strict: true})

@@ -165,6 +165,7 @@ func (h holes) ReadAt(p []byte, off int64) (int, error) {
 // TestFakeIsTheReplica: the in-memory fake is, header for header, the
 // replica synth writes to disk (read back by the codec), with the same index.
 func TestFakeIsTheReplica(t *testing.T) {
+	t.Parallel()
 	fk := fakeOf(t, model.ScaleTiny)
 	dir := testckpt.Replica(t, model.ScaleTiny)
 	ck, err := safetensors.Open(dir)

@@ -69,6 +69,7 @@ func TestFullReplicaFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	fk := fullFake(t)
 	rep := auditFake(t, fk, Options{})
 	if rep.TensorCount != fullTensorCount || len(rep.Files) != fullFiles {
@@ -129,6 +130,7 @@ func TestFullReplicaRecipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	rep := auditFake(t, fullFake(t), Options{Recipe: defaultRecipe})
 	check(t, "before GiB", gib2(rep.TotalBytes), "1453.66")
 	check(t, "after GiB", gib2(rep.Recipe.TotalBytes), "1403.79")
@@ -156,6 +158,7 @@ func TestFullReplicaDP16(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	rep := auditFake(t, fullFake(t), Options{Recipe: defaultRecipe, Layout: "dp16", Steps: true, By: byRank})
 	lr := rep.Layout
 	if len(lr.Ranks) != ep || len(rep.Groups) != ep {
@@ -223,6 +226,7 @@ func TestFullReplicaPP16(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	fk := fullFake(t)
 	rep := auditFake(t, fk, Options{By: byStage})
 	lr := rep.Layout
@@ -299,6 +303,7 @@ func TestFullReplicaPP16(t *testing.T) {
 // streamed headers) gives the in-memory fake's reports, byte for byte, with
 // and without a plan.
 func TestFullReplicaOnDisk(t *testing.T) {
+	t.Parallel()
 	testckpt.SkipShort(t)
 	dir := fullReplica(t)
 	fk := fullFake(t)

@@ -37,6 +37,7 @@ func rawHeader(t *testing.T, path string) (map[string]json.RawMessage, int64) {
 }
 
 func TestTensorListJSON(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	ck, err := safetensors.Open(dir)
 	must(t, err)
@@ -117,6 +118,7 @@ func TestTensorListJSON(t *testing.T) {
 }
 
 func TestTensorListTable(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	ck, err := safetensors.Open(dir)
 	must(t, err)
@@ -147,6 +149,7 @@ func TestTensorListTable(t *testing.T) {
 // TestReportOutputs checks the --json contract fields and the text tables on
 // the tiny replica, for every grouping.
 func TestReportOutputs(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	for _, by := range []groupBy{ByComponent, byDType, byLayer, byStage, byRank, byFile} {
 		t.Run(by.String(), func(t *testing.T) {
@@ -219,6 +222,7 @@ func TestReportOutputs(t *testing.T) {
 // TestPartition checks --pp-partition reaches the layout and a bad one is
 // refused with the layout package's error.
 func TestPartition(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	part := []int{6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 3}
 	rep, err := Inspect(dir, Options{By: byStage, PPPartition: part})
@@ -241,6 +245,7 @@ var barPath = regexp.MustCompile(`<path d="M([0-9.]+),([0-9.]+)L[0-9.]+,([0-9.]+
 // TestChart draws two steps and measures the bars in the SVG: heights must be
 // proportional to the GiB given, and every label must be there.
 func TestChart(t *testing.T) {
+	t.Parallel()
 	steps := []step{
 		{Label: "before", Total: 100 * giB, Components: []row{{Key: "attention.kda", tally: tally{1, 20 * giB}}, {Key: "routed_experts", tally: tally{1, 80 * giB}}}},
 		{Label: "after", Total: 85 * giB, Components: []row{{Key: "attention.kda", tally: tally{1, 5 * giB}}, {Key: "routed_experts", tally: tally{1, 80 * giB}}}},
@@ -307,6 +312,7 @@ func TestChart(t *testing.T) {
 // TestInspectEntryPoints opens the same checkpoint through its index and one
 // shard through its file.
 func TestInspectEntryPoints(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	whole, err := Inspect(dir, Options{})
 	must(t, err)
@@ -332,6 +338,7 @@ func TestInspectEntryPoints(t *testing.T) {
 // (testckpt.TPConfigJSON): the tiny replica's MXFP4 w2 scales ([96, 1])
 // cannot be split 8 ways.
 func TestStageTensorsDistinct(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"pp16", "pp8-tp8"} {
 		var rep *Report
 		if name == "pp16" {
@@ -361,6 +368,7 @@ func TestStageTensorsDistinct(t *testing.T) {
 // TestLayoutFile plans a layout given as a JSON file (the built-in dp16 written
 // out): the same ranks as the built-in, and memory steps without switches.
 func TestLayoutFile(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	builtin, err := Inspect(dir, Options{Layout: "dp16"})
 	must(t, err)
@@ -397,6 +405,7 @@ func TestLayoutFile(t *testing.T) {
 // escape and a newline: the table shows them escaped, on one line, and the
 // JSON keeps the exact name.
 func TestTensorListEscapes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	name := "evil\x1b[2J\nname"
 	path := filepath.Join(dir, "x.safetensors")

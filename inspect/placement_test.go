@@ -21,6 +21,7 @@ import (
 // streamed audit of the directory (which looks for them in a second pass) and
 // the audit of the opened checkpoint must both say exactly that.
 func TestTensorsOutsideTheirShard(t *testing.T) {
+	t.Parallel()
 	fk := fakeConfig(t, testckpt.LayersConfigJSON(t, model.ScaleTiny, 8)) // 11 shards
 	cfg := fk.Config
 	shards := make([][]safetensors.TensorSpec, cfg.NumShards())

@@ -22,6 +22,7 @@ import (
 // width is the only line allowed past it, on its own line as "path:".
 // Whatever the path, the rest of the report is the same bytes.
 func TestTextFits(t *testing.T) {
+	t.Parallel()
 	reports := map[string]*Report{} // per layout, shared by both widths
 	for _, width := range []int{defaultTextWidth, 100} {
 		textFits(t, width, reports)
@@ -117,6 +118,7 @@ func textFits(t *testing.T, width int, reports map[string]*Report) {
 // TestRecipeSideBySide: with --recipe the component and dtype tables show
 // before and after in one row each, and are not printed twice.
 func TestRecipeSideBySide(t *testing.T) {
+	t.Parallel()
 	rep, err := Inspect(tinyReplica(t), Options{Recipe: defaultRecipe})
 	must(t, err)
 	var buf bytes.Buffer
@@ -155,6 +157,7 @@ func commasOf(n int64) string { return termtext.Int(n) }
 // TestShareTableNarrow: a table that would pass the width leaves out the
 // bytes column (full-size shards: 15-digit byte counts), one that fits keeps it.
 func TestShareTableNarrow(t *testing.T) {
+	t.Parallel()
 	rows := []row{{Key: "model-00002-of-000096.safetensors", tally: tally{5414, 16990911504}}}
 	total := tally{497220, 1560860324864}
 	for _, c := range []struct {

@@ -47,6 +47,7 @@ func quantConverted(t *testing.T) string {
 // inspect of a converted checkpoint shows its quantization_report.json: in
 // the JSON as the file holds it, and as a table within 80 columns.
 func TestInspectShowsQuantReport(t *testing.T) {
+	t.Parallel()
 	dir := quantConverted(t)
 	b, err := os.ReadFile(filepath.Join(dir, convert.ReportName))
 	if err != nil {

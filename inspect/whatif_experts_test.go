@@ -28,6 +28,7 @@ func TestWhatIfExperts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	release := fullFake(t)
 	full, err := model.ScaledConfigJSON(model.ScaleFull)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 // A few hundred bytes of layout JSON are refused, naming the field and the
 // bound, before anything is sized by what they claim.
 func TestLayoutNumbersBounded(t *testing.T) {
+	t.Parallel()
 	rule := `"rules":[{"name":"a","match":["**"],"action":"replicate"}]`
 	for _, tc := range []struct{ js, want string }{
 		{`{"name":"x","layers":4611686018427387904,` + rule + `}`, `"layers" is 4611686018427387904, out of [0, 65536]`},
@@ -30,6 +31,7 @@ func TestLayoutNumbersBounded(t *testing.T) {
 // Brace alternatives multiply: a segment's expansion is counted before it is
 // made, and refused past maxAlternatives.
 func TestPatternExpansionBounded(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{
 		strings.Repeat("{a,b}", 40),
 		"x." + strings.Repeat("{a,b,c,d}", 6),
@@ -64,6 +66,7 @@ func TestPatternExpansionBounded(t *testing.T) {
 // 2000-segment name that does not match would take exponential time to
 // backtrack through.
 func TestPatternMatchLinear(t *testing.T) {
+	t.Parallel()
 	p, err := compilePattern(strings.Repeat("**.", 40) + "<layer>.x")
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +104,7 @@ func refMatch(segs []segment, name []string, pos int, c *captures) bool {
 // The linear matcher agrees with the backtracking definition, captures
 // included, on random short patterns and names.
 func TestPatternMatchAgreesWithBacktracking(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(1))
 	pick := func(from []string) string { return from[rng.Intn(len(from))] }
 	for n := 0; n < 20000; n++ {
@@ -131,6 +135,7 @@ func TestPatternMatchAgreesWithBacktracking(t *testing.T) {
 // A layout file that states a layer count other than the checkpoint's is
 // refused before planning; one that states none places nothing by count.
 func TestLayoutLayersMustMatchConfig(t *testing.T) {
+	t.Parallel()
 	bf, _ := fixtures(t)
 	src := must(OpenSource(bf))(t)
 	defer src.Close()
@@ -151,6 +156,7 @@ func TestLayoutLayersMustMatchConfig(t *testing.T) {
 // planned: the plan would hold every rank's copy of every tensor. A
 // selection of ranks within the bound plans.
 func TestExportPlanSizeBounded(t *testing.T) {
+	t.Parallel()
 	bf, _ := fixtures(t)
 	src := must(OpenSource(bf))(t)
 	defer src.Close()

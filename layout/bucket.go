@@ -134,14 +134,10 @@ func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*r
 		for _, of := range bd.todo {
 			name := bd.prefix + of.name
 			own = append(own, name)
-			var made *filewrite.File
 			jobs = append(jobs, writeJob{of: of, path: obj.Path(name), bd: bd,
 				create: func(pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
-					f, err := obj.Create(name, pool, prog)
-					made = f
-					return f, err
+					return obj.Create(name, pool, prog)
 				},
-				sum: func() string { return made.SHA256() },
 			})
 		}
 	}
@@ -150,8 +146,8 @@ func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*r
 	if res.Cleaned, err = obj.AbortOwn(own); err != nil {
 		return nil, err
 	}
-	committed := func(j writeJob) error {
-		if err := j.bd.recordCommit(j); err != nil {
+	committed := func(j writeJob, sum string) error {
+		if err := j.bd.recordCommit(j, sum); err != nil {
 			return err
 		}
 		if j.bd.left.Add(-1) == 0 {
@@ -236,7 +232,8 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 //   - with a record to discard (restart, or another plan's with restart):
 //     the objects it names are deleted and everything is written;
 //   - this plan's finished output: files of the planned size and header
-//     are kept; nothing is written when all are and the side files match;
+//     that its SHA256SUMS lists (a reassembly has none) are kept; nothing is written
+//     when all are and the side files and SHA256SUMS match;
 //   - else (nothing there) everything.
 func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) error {
 	d, obj := bd.d, bd.obj
@@ -259,7 +256,7 @@ func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) erro
 				if err != nil {
 					return err
 				}
-				if kept && r.Size == of.lay.Size {
+				if kept && r.Size == of.lay.Size && (r.SHA256 != "" || !d.hasSums()) {
 					continue
 				}
 				bd.changed++
@@ -268,12 +265,15 @@ func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) erro
 			bd.todo = append(bd.todo, of)
 		}
 	case bd.done:
+		listed := bd.listedSums()
 		for _, of := range d.files {
-			ok, err := bd.asPlanned(ctx, of, present)
+			etag, ok, err := bd.asPlanned(ctx, of, present)
 			if err != nil {
 				return err
 			}
-			if !ok {
+			if sum := listed[of.name]; ok && (sum != "" || !d.hasSums()) {
+				bd.rec.Files[of.name] = bucketObject{Size: of.lay.Size, ETag: etag, SHA256: sum}
+			} else {
 				bd.todo = append(bd.todo, of)
 			}
 		}
@@ -302,22 +302,39 @@ func objectPrefix(dir string) string {
 }
 
 // asPlanned reports whether the object of of has the planned size and
-// header (read with one ranged GET).
-func (bd *bucketDir) asPlanned(ctx context.Context, of *outFile, present map[string]int64) (bool, error) {
+// header (read with one ranged GET), and returns its ETag.
+func (bd *bucketDir) asPlanned(ctx context.Context, of *outFile, present map[string]int64) (string, bool, error) {
 	name := bd.prefix + of.name
 	if size, ok := present[name]; !ok || size != of.lay.Size {
-		return false, nil
+		return "", false, nil
 	}
 	hdr := make([]byte, len(of.lay.Header))
-	n, _, _, err := bd.obj.Bucket().Get(ctx, name, "", hdr, 0, func(int64) {})
+	n, _, etag, err := bd.obj.Bucket().Get(ctx, name, "", hdr, 0, func(int64) {})
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
-	return n == len(hdr) && bytes.Equal(hdr, of.lay.Header), nil
+	return etag, n == len(hdr) && bytes.Equal(hdr, of.lay.Header), nil
 }
 
-// sideFilesMatch reports whether the directory's side files and index are
-// in the bucket byte for byte as planned.
+// listedSums is what the directory's SHA256SUMS object lists (nil when it
+// is absent or not one).
+func (bd *bucketDir) listedSums() map[string]string {
+	if !bd.d.hasSums() {
+		return nil
+	}
+	b, err := bd.obj.ReadFile(bd.prefix+sumsName, maxSumsFile)
+	if err != nil {
+		return nil
+	}
+	sums, err := parseSums(b, bd.obj.Path(bd.prefix+sumsName))
+	if err != nil {
+		return nil
+	}
+	return sums
+}
+
+// sideFilesMatch reports whether the directory's side files, index and
+// SHA256SUMS (an export's) are in the bucket byte for byte as planned.
 func (bd *bucketDir) sideFilesMatch() bool {
 	want := map[string][]byte{}
 	for n, b := range bd.d.side {
@@ -330,6 +347,13 @@ func (bd *bucketDir) sideFilesMatch() bool {
 		}
 		want[safetensors.IndexName] = b
 	}
+	if bd.d.hasSums() {
+		sums, err := bd.sumsFile()
+		if err != nil {
+			return false
+		}
+		want[sumsName] = sums
+	}
 	for n, b := range want {
 		have, err := bd.obj.ReadFile(bd.prefix+n, int64(len(b))+1)
 		if err != nil || !bytes.Equal(have, b) {
@@ -337,6 +361,15 @@ func (bd *bucketDir) sideFilesMatch() bool {
 		}
 	}
 	return true
+}
+
+// sumsFile is the directory's SHA256SUMS, from the sums of its record.
+func (bd *bucketDir) sumsFile() ([]byte, error) {
+	files := make(map[string]string, len(bd.rec.Files))
+	for n, r := range bd.rec.Files {
+		files[n] = r.SHA256
+	}
+	return bd.d.sumsFile(bd.completion, files)
 }
 
 func readBucketRecord(dir string) (*bucketRecord, error) {
@@ -368,16 +401,17 @@ func (bd *bucketDir) writeRecord() error {
 
 // recordCommit records an object just completed. A run killed between the
 // completion and the record writes it again.
-func (bd *bucketDir) recordCommit(j writeJob) error {
+func (bd *bucketDir) recordCommit(j writeJob, sum string) error {
 	name := bd.prefix + j.of.name
 	bd.mu.Lock()
 	defer bd.mu.Unlock()
-	bd.rec.Files[j.of.name] = bucketObject{Size: j.of.lay.Size, ETag: bd.obj.ETag(name), SHA256: j.sum()}
+	bd.rec.Files[j.of.name] = bucketObject{Size: j.of.lay.Size, ETag: bd.obj.ETag(name), SHA256: sum}
 	return bd.writeRecord()
 }
 
-// finish puts the directory's side files and index, then its completion
-// record, and removes its record from the state directory.
+// finish puts the directory's side files and index, its SHA256SUMS (an
+// export's), then
+// its completion record, and removes its record from the state directory.
 func (bd *bucketDir) finish() error {
 	d := bd.d
 	for _, name := range sortedKeys(d.side) {
@@ -391,6 +425,15 @@ func (bd *bucketDir) finish() error {
 			return err
 		}
 		if err := bd.obj.PutBytes(bd.prefix+safetensors.IndexName, b); err != nil {
+			return err
+		}
+	}
+	if d.hasSums() {
+		sums, err := bd.sumsFile()
+		if err != nil {
+			return err
+		}
+		if err := bd.obj.PutBytes(bd.prefix+sumsName, sums); err != nil {
 			return err
 		}
 	}

@@ -128,8 +128,8 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 			return nil, err
 		}
 	}
-	committed := func(j writeJob) error {
-		if err := j.dr.recordCommit(j.of.name); err != nil {
+	committed := func(j writeJob, sum string) error {
+		if err := j.dr.recordCommit(j.of.name, sum); err != nil {
 			return err
 		}
 		if j.dr.left.Add(-1) == 0 {
@@ -160,11 +160,12 @@ type writeJob struct {
 	// of a local temporary beside path; bd is then its directory.
 	create func(pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error)
 	bd     *bucketDir
-	sum    func() string // the committed object's sha256
 }
 
-// finish writes the directory's side files and index, then its completion
-// record (layout.json for an export; the index for a reassembly), and
+// finish writes the directory's side files and index, its SHA256SUMS (an
+// export's), then
+// its completion record (layout.json for an export; the index for a
+// reassembly), and
 // removes the run marker: a directory without the marker is complete.
 func (dr *dirRun) finish() error {
 	d := dr.d
@@ -183,6 +184,15 @@ func (dr *dirRun) finish() error {
 			return err
 		}
 		if err := atomicfile.WriteFile(filepath.Join(dr.dir, safetensors.IndexName), b, 0o644); err != nil {
+			return err
+		}
+	}
+	if d.hasSums() {
+		sums, err := d.sumsFile(dr.completion, dr.stamps.Sums)
+		if err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dr.dir, sumsName), sums, 0o644); err != nil {
 			return err
 		}
 	}
@@ -209,19 +219,29 @@ func jobsOr(n int) int {
 }
 
 // writeFiles writes the files with jobs at once through filewrite.Run: each
-// job writes a file front to back, a committer syncs and renames it, then
-// committed records it. It returns the tensor bytes committed. The first
+// job writes a file front to back, hashing its bytes as they go (but a
+// local reassembly's, whose sums nobody records), a committer syncs and
+// renames it, then committed records it with their sha256 ("" unhashed). It returns the tensor bytes committed. The first
 // error cancels the rest.
-func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(writeJob) error, net *netFetch) (int64, error) {
+func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(j writeJob, sum string) error, net *netFetch) (int64, error) {
 	pool := filewrite.NewPool(filewrite.BuffersPerJob * jobs)
 	defer pool.Close()              // its memory is outside the heap: give it back now, not when collected
 	windows := make([][]byte, jobs) // each job's read window, made on first use
 	var total atomic.Int64
 	err := filewrite.Run(ctx, jobs, filewrite.CommitsPerJob, len(files), func(ctx context.Context, job, i int) (func() error, error) {
 		j := files[i]
-		create := func(prog func(int64)) (*filewrite.File, error) { return filewrite.CreateUnhashed(j.path, pool, prog) }
-		if j.create != nil {
-			create = func(prog func(int64)) (*filewrite.File, error) { return j.create(pool, prog) }
+		var made *filewrite.File
+		create := func(prog func(int64)) (f *filewrite.File, err error) {
+			switch {
+			case j.create != nil:
+				f, err = j.create(pool, prog)
+			case j.dr.d.hasSums():
+				f, err = filewrite.Create(j.path, pool, prog)
+			default: // a reassembly's file: no sum is recorded
+				f, err = filewrite.CreateUnhashed(j.path, pool, prog)
+			}
+			made = f
+			return f, err
 		}
 		commit, err := writeFileTo(ctx, j.of, j.path, create, &windows[job], progress, net)
 		if err != nil {
@@ -231,7 +251,7 @@ func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(i
 			if err := commit(); err != nil {
 				return err
 			}
-			if err := committed(j); err != nil {
+			if err := committed(j, made.SHA256()); err != nil {
 				return err
 			}
 			total.Add(j.of.tensorBytes())
@@ -244,7 +264,7 @@ func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(i
 // runJobs writes jobs with o's jobs and progress, reading a remote source
 // over o's connections shared among the jobs; committed runs after each
 // file is committed. It adds the bytes written and the network use to res.
-func (p *Plan) runJobs(ctx context.Context, o ExecOptions, jobs []writeJob, committed func(writeJob) error, res *result) error {
+func (p *Plan) runJobs(ctx context.Context, o ExecOptions, jobs []writeJob, committed func(j writeJob, sum string) error, res *result) error {
 	var progress func(int64)
 	if o.Progress != nil {
 		var total int64

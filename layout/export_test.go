@@ -324,6 +324,7 @@ func sameFile(t *testing.T, a, b string) bool {
 }
 
 func TestShardPP16Tiny(t *testing.T) {
+	t.Parallel()
 	e2e(t)
 	bf, _ := fixtures(t)
 	dst, res := export(t, bf, "pp16", Options{}, ExportOptions{})
@@ -408,6 +409,7 @@ func compact(s []string) []string {
 }
 
 func TestExportDP16Tiny(t *testing.T) {
+	t.Parallel()
 	e2e(t)
 	bf, fp := fixtures(t)
 	for _, src := range []string{bf, fp} {
@@ -501,6 +503,7 @@ func checkSame(t *testing.T, src, out string) {
 }
 
 func TestExportDCPAndTP(t *testing.T) {
+	t.Parallel()
 	e2e(t)
 	_, fp := fixtures(t)
 	dst, _ := export(t, fp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, ExportOptions{Ranks: []int{3, 11}})
@@ -533,6 +536,7 @@ func TestExportDCPAndTP(t *testing.T) {
 }
 
 func TestExportPP8TP8(t *testing.T) {
+	t.Parallel()
 	e2e(t)
 	_, fp := fixtures(t)
 	// One MXFP4 group per w2 row cannot be cut 8 ways: a clear error up front.
@@ -580,6 +584,7 @@ func TestExportPP8TP8(t *testing.T) {
 // scales, the dp2-dcp8 export rebuilds the full q_b_proj by unpacking,
 // gathering by head and repacking; that must equal packing the full matrix.
 func TestReplicatedQFromPackedShards(t *testing.T) {
+	t.Parallel()
 	e2e(t)
 	packed := ExportOptions{Pack: packUE8M0}
 	fp := tpFixture(t)
@@ -650,6 +655,7 @@ func int32s(b []byte) []int32 {
 }
 
 func TestExportBadInput(t *testing.T) {
+	t.Parallel()
 	e2e(t)
 	bf, _ := fixtures(t)
 	s, err := OpenSource(bf)
@@ -705,6 +711,7 @@ func TestExportBadInput(t *testing.T) {
 // rows, an unaligned column split keeps the scale replicated, and scales
 // that are not powers of two cannot be packed (refused before writing).
 func TestJSONLayoutModelOpt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	specs := []st.TensorSpec{
 		{Name: "a.weight", DType: st.F8_E4M3, Shape: []int64{256, 384}},

@@ -17,6 +17,7 @@ import (
 // (opening it would block forever). The deadline turns a regression into a
 // failure instead of a hung test.
 func TestFIFOsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "layout.json")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {

@@ -18,6 +18,7 @@ func TestFullSizePlanMatchesInspect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end on the full-size header-only replica; run without -short")
 	}
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "full")
 	if err := model.Synth(dir, model.SynthOptions{Scale: model.ScaleFull, HeaderOnly: true}); err != nil {
 		t.Fatal(err)

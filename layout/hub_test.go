@@ -42,6 +42,7 @@ func TestHubCacheSnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	snap, repo := hubSnapshot(t)
 	read := func(p string) []byte { return must(os.ReadFile(p))(t) }
 	ctx := context.Background()

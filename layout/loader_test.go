@@ -9,6 +9,7 @@ import (
 // knows the layout, and a packed-scale export says no stock engine reads
 // its scales.
 func TestManifestNamesItsLoader(t *testing.T) {
+	t.Parallel()
 	_, fp := tinyCatalogs()
 	src, _ := fakeSource(t, nil, fp, layerFiles(int(tinyDims.layers)))
 	l, err := Builtin("dp2-dcp8", tinyDims.model(), Options{TextOnly: true, VocabTP: true})

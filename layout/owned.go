@@ -25,11 +25,14 @@ const maxForeignNamed = 8
 
 // plannedNames is every name (slash-separated, relative to the directory) a
 // run of d writes besides temporaries: its safetensors files, side files,
-// index and completion record, sorted.
+// index, SHA256SUMS (an export's) and completion record, sorted.
 func (d *dirPlan) plannedNames() []string {
 	names := []string{d.completionName()}
 	if d.man != nil {
 		names = append(names, safetensors.IndexName)
+	}
+	if d.hasSums() {
+		names = append(names, sumsName)
 	}
 	for _, of := range d.files {
 		names = append(names, of.name)
@@ -97,7 +100,7 @@ func claimsOf(dir string, prev *stampRecord, want map[string][]byte, finished []
 		return c
 	}
 	c.other = true
-	c.recorded[manifestName], c.recorded[safetensors.IndexName] = true, true
+	c.recorded[manifestName], c.recorded[safetensors.IndexName], c.recorded[sumsName] = true, true, true
 	for _, n := range m.files() {
 		c.recorded[n] = true
 	}

@@ -44,6 +44,7 @@ func reassemblePlan(t *testing.T, exportDir string) *Plan {
 // file in a side files' subdirectory, in a rank directory, in a reassembly's
 // output, or next to the rank directories.
 func TestRestartKeepsForeignFiles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, c := range []struct{ name, where string }{
 		{"user file in a rank directory", "dst/rank-01/notes.txt"},
@@ -82,6 +83,7 @@ func TestRestartKeepsForeignFiles(t *testing.T) {
 // export's files are replaced; a different plan's finished output, all of
 // it the tool's, is replaced too.
 func TestRestartReplacesOwnFiles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, p, dst, re := ownedFixture(t)
 	res := must(p.Execute(ctx, dst, ExecOptions{Restart: true}))(t)
@@ -95,6 +97,7 @@ func TestRestartReplacesOwnFiles(t *testing.T) {
 // the tool's (the record names every file before the first is written): the
 // rerun resumes instead of refusing it.
 func TestKilledBeforeRecordResumes(t *testing.T) {
+	t.Parallel()
 	tmp, p, _, _ := ownedFixture(t)
 	ctx := context.Background()
 	dst := filepath.Join(tmp, "killed")
@@ -115,6 +118,7 @@ func TestKilledBeforeRecordResumes(t *testing.T) {
 // flags: the directory it points to (here an earlier export's rank, all of
 // it the tool's) is left as it was.
 func TestSymlinkedOutputDirRefused(t *testing.T) {
+	t.Parallel()
 	tmp, p, dst, _ := ownedFixture(t)
 	ctx := context.Background()
 	elsewhere := filepath.Join(tmp, "elsewhere")
@@ -159,6 +163,7 @@ func TestReassembleIntoItsInput(t *testing.T) {
 // two runs of the same plan give identical trees, exports and
 // reassemblies alike.
 func TestFinishedTreeHoldsNoBookkeeping(t *testing.T) {
+	t.Parallel()
 	tmp, p, dst, re := ownedFixture(t)
 	ctx := context.Background()
 	dst2, re2 := filepath.Join(tmp, "dst2"), filepath.Join(tmp, "re2")
@@ -193,6 +198,7 @@ func TestFinishedTreeHoldsNoBookkeeping(t *testing.T) {
 // without --restart, replaced with it, config.json of a staged layout
 // included; a user's file beside it is still refused.
 func TestRestartReplacesOtherFinishedExport(t *testing.T) {
+	t.Parallel()
 	tmp, _, dst, _ := ownedFixture(t)
 	ctx := context.Background()
 	src := must(OpenSource(filepath.Join(tmp, "src")))(t)

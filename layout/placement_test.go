@@ -125,6 +125,7 @@ func TestK3FixtureMatchesSpec(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	bf, fp := k3Catalogs()
 	if len(bf) != 497220 {
 		t.Errorf("catalog has %d tensors, want 497220", len(bf))
@@ -162,6 +163,7 @@ func TestDP16SpecFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	on := k3Plan(t, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true}, true)
 	off := k3Plan(t, "dp16", Options{TextOnly: true}, true)
 	vocab := []string{"language_model.model.embed_tokens.weight", "language_model.lm_head.weight"}
@@ -188,6 +190,7 @@ func TestDP16SpecFigures(t *testing.T) {
 }
 
 func TestDP16RankSlices(t *testing.T) {
+	t.Parallel()
 	p := k3Plan(t, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true}, true)
 	for _, r := range []int{0, 5, 13} {
 		pm := pieceMap(t, p, r)
@@ -257,6 +260,7 @@ func byteSize(t testing.TB, pc piece) int64 {
 }
 
 func TestDP2DCP8RankSlices(t *testing.T) {
+	t.Parallel()
 	_, fp := k3Catalogs()
 	p := mustPlan(t, "dp2-dcp8", K3(), Options{TextOnly: true, VocabTP: true}, fp)
 	for _, r := range []int{2, 10} {
@@ -304,6 +308,7 @@ func TestPP16Stages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	bf, _ := k3Catalogs()
 	p := k3Plan(t, "pp16", Options{}, false)
 	if got := p.Layout.Partition; !reflect.DeepEqual(got, pp16Partition()) {
@@ -384,6 +389,7 @@ func TestPP16Stages(t *testing.T) {
 }
 
 func TestPartitions(t *testing.T) {
+	t.Parallel()
 	// SGLang's get_pp_indices without SGLANG_PP_LAYER_PARTITION: 93 over 16 is
 	// base 5 with the last 13 stages getting one more.
 	even, err := defaultPartition(93, 16)
@@ -424,6 +430,7 @@ func TestPartitions(t *testing.T) {
 }
 
 func TestPP8TP8Experts(t *testing.T) {
+	t.Parallel()
 	_, fp := tinyCatalogs()
 	p := mustPlan(t, "pp8-tp8", tinyDims.model(), Options{}, fp)
 	// rank 8*1+3: stage 1 (layers 12–23), TP rank 3.
@@ -453,6 +460,7 @@ func TestPlansTileTensors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	_, fp := tinyCatalogs()
 	for _, name := range Names() {
 		for _, o := range []Options{{}, {TextOnly: true, WeightShard: true, VocabTP: true}} {
@@ -530,6 +538,7 @@ func TestPlansTileTensors(t *testing.T) {
 }
 
 func TestBadLayouts(t *testing.T) {
+	t.Parallel()
 	_, fp := tinyCatalogs()
 	if _, err := Builtin("dp32", K3(), Options{}); !errors.Is(err, errUnknownLayout) || !strings.Contains(err.Error(), "dp2-dcp8") {
 		t.Errorf("unknown layout err %v", err)
@@ -608,6 +617,7 @@ func TestBadLayouts(t *testing.T) {
 
 // A layout survives a JSON round trip and plans identically.
 func TestLayoutJSONRoundTrip(t *testing.T) {
+	t.Parallel()
 	_, fp := tinyCatalogs()
 	for _, name := range Names() {
 		o := must(DefaultOptions(name))(t)
@@ -636,6 +646,7 @@ func TestLayoutJSONRoundTrip(t *testing.T) {
 }
 
 func TestPatterns(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		pat, name string
 		ok        bool
@@ -706,6 +717,7 @@ func BenchmarkPlanPP16K3(b *testing.B) {
 // split 2 ways along axis 0 gives slices of 3 whole bytes but steps of 1.5
 // bytes, and is refused; F4 [4, 6] is fine.
 func TestSplitSubByteRows(t *testing.T) {
+	t.Parallel()
 	l, err := parseLayout([]byte(`{"name":"x","ranks_per_stage":2,"rules":[{"name":"s","match":["**"],"action":"split","axis":0,"parts":2}]}`))
 	if err != nil {
 		t.Fatal(err)

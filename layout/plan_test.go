@@ -33,6 +33,7 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	mmJSON := testckpt.TPConfigJSON(t)
 	mm := mustConfig(t, mmJSON)
 	bareJSON := bareConfig(t, mmJSON)
@@ -130,6 +131,7 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 // Planning reads headers only; the named checks read data, and Execute runs
 // them before creating anything.
 func TestPlanReadsHeadersOnly(t *testing.T) {
+	t.Parallel()
 	_, fp := tinyCatalogs()
 	src, reads := fakeSource(t, nil, fp, layerFiles(int(tinyDims.layers)))
 	l, err := Builtin("dp2-dcp8", tinyDims.model(), Options{TextOnly: true, VocabTP: true})
@@ -210,6 +212,7 @@ func TestTextOnlyDropsVisionShards(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("..", "model", "testdata", "k3", "config.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -266,6 +269,7 @@ func TestTextOnlyDropsVisionShards(t *testing.T) {
 // Written rank files keep the source files' names where a rank copies a
 // file whole, and the index names every file a rank writes.
 func TestNamesFromIndex(t *testing.T) {
+	t.Parallel()
 	bf, _ := tinyCatalogs()
 	names := layerFiles(int(tinyDims.layers))
 	src, _ := fakeSource(t, nil, bf, names)

@@ -15,6 +15,7 @@ func TestReassembleReportsDroppedBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	bf, _ := fixtures(t)
 	dst, ep := export(t, bf, "dp16", Options{TextOnly: true, WeightShard: true}, ExportOptions{})
 	if ep.DroppedBytes <= 0 || len(ep.Dropped) == 0 {
@@ -30,6 +31,7 @@ func TestReassembleReportsDroppedBytes(t *testing.T) {
 // opened, naming the file: reassembly would otherwise plan the shard twice
 // and write an index whose total_size disagrees with its shards.
 func TestManifestDuplicateSourceFile(t *testing.T) {
+	t.Parallel()
 	_, _, dst, _ := ownedFixture(t)
 	path := filepath.Join(dst, "rank-00", manifestName)
 	b := must(os.ReadFile(path))(t)

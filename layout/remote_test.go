@@ -44,6 +44,7 @@ func sameTrees(t *testing.T, got, want string) {
 // sent the rank's planned bytes (at most ×2, the fetcher's bound; here
 // ×1.00) and nothing else but the headers.
 func TestExportFromHub(t *testing.T) {
+	t.Parallel()
 	e2e(t)
 	_, fp8 := fixtures(t)
 	for _, c := range []struct {
@@ -95,6 +96,7 @@ func TestExportFromHub(t *testing.T) {
 // TestExportFromHTTPS: an https:// directory gives config.json as the only
 // side file; the shards written are the local export's.
 func TestExportFromHTTPS(t *testing.T) {
+	t.Parallel()
 	e2e(t)
 	_, fp8 := fixtures(t)
 	want, _ := export(t, fp8, "dp16", Options{}, ExportOptions{Ranks: []int{1}})
@@ -123,6 +125,7 @@ func TestExportFromHTTPS(t *testing.T) {
 // the local export. A rerun after a source file changed (new ETag) is
 // refused (until --restart).
 func TestExportFromHubResumes(t *testing.T) {
+	t.Parallel()
 	e2e(t)
 	_, fp8 := fixtures(t)
 	want, _ := export(t, fp8, "pp16", Options{}, ExportOptions{})

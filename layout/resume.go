@@ -56,12 +56,12 @@ func (d *dirPlan) completionName() string {
 //     finished output) are removed first, then everything is written;
 //   - holding the run marker of this very plan (a killed run): temporaries are
 //     removed; a file is kept when its size and header are the plan's and its
-//     stamp is the one recorded when it was committed (stampsName), else
-//     written again;
+//     stamp is the one recorded, with its sha256, when it was committed
+//     (stampsName), else written again;
 //   - this plan's finished output (no bookkeeping left; its completion record
 //     byte for byte this plan's): a file is kept when its size and header
-//     are the plan's, written again otherwise (nothing is written when all
-//     are kept). A finished directory holds no record of stamps (two runs
+//     are the plan's and SHA256SUMS lists it, written again otherwise
+//     (nothing is written when all are kept). A finished directory holds no record of stamps (two runs
 //     give identical trees, and verify sees no stray file), so the bytes
 //     past a kept file's header are not checked: reassemble --check and
 //     verify read them;
@@ -78,7 +78,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		return nil, err
 	}
 	fp := fingerprint(p, d, dr.completion)
-	dr.stamps = &stampRecord{Plan: fp, Names: dr.d.plannedNames(), Files: map[string]fsx.Stamp{}}
+	dr.stamps = &stampRecord{Plan: fp, Names: dr.d.plannedNames(), Files: map[string]fsx.Stamp{}, Sums: map[string]string{}}
 	exists, err := checkOutputDir(dir)
 	if err != nil {
 		return nil, err
@@ -195,19 +195,36 @@ func isTemp(name string) bool {
 }
 
 // keepDone keeps the files of an earlier run that are as planned (size and
-// header) and, when rec records the run's commits, as committed; it queues
-// the others (removing any that are there) and writes the record of the
-// kept ones. With asPlanned (this plan's finished output, which keeps no
-// record) a file as planned is kept.
+// header) and, when rec records the run's commits, as committed with their
+// sha256; it queues the others (removing any that are there) and writes the
+// record of the kept ones. With asPlanned (this plan's finished output,
+// which keeps no record) a file as planned is kept when the directory's
+// SHA256SUMS lists it, with that sum (an output of a k3ckpt that wrote no
+// SHA256SUMS is written again: its files were never hashed); a
+// reassembly's, which has none, when it is as planned.
 func (dr *dirRun) keepDone(rec *stampRecord, asPlanned bool) error {
+	var listed map[string]string
+	sums := dr.d.hasSums()
+	if asPlanned && sums {
+		listed = dr.listedSums()
+	}
 	for _, of := range dr.d.files {
 		path := filepath.Join(dr.dir, of.name)
 		ok, now, err := matchesPlan(path, of)
 		if err != nil {
 			return err
 		}
-		if ok && (asPlanned || committed(rec, of.name, now)) {
+		keep, sum := false, ""
+		switch {
+		case ok && asPlanned:
+			sum = listed[of.name]
+			keep = sum != "" || !sums
+		case ok && committed(rec, of.name, now, sums):
+			sum, keep = rec.Sums[of.name], true
+		}
+		if keep {
 			dr.stamps.Files[of.name] = now
+			dr.stamps.Sums[of.name] = sum
 			continue
 		}
 		if ok && rec != nil && rec.Files[of.name] != (fsx.Stamp{}) {
@@ -237,7 +254,7 @@ func (dr *dirRun) complete(rec *stampRecord) bool {
 	}
 	for _, of := range dr.d.files {
 		ok, now, err := matchesPlan(filepath.Join(dr.dir, of.name), of)
-		if err != nil || !ok || (rec != nil && !committed(rec, of.name, now)) {
+		if err != nil || !ok || (rec != nil && !committed(rec, of.name, now, dr.d.hasSums())) {
 			return false
 		}
 	}
@@ -247,7 +264,42 @@ func (dr *dirRun) complete(rec *stampRecord) bool {
 			return false
 		}
 	}
-	return true
+	return dr.sumsComplete()
+}
+
+// listedSums is the sums the directory's SHA256SUMS lists (nil when it is
+// absent or not one).
+func (dr *dirRun) listedSums() map[string]string {
+	path := filepath.Join(dr.dir, sumsName)
+	b, err := fsx.ReadFile(path, maxSumsFile)
+	if err != nil {
+		return nil
+	}
+	sums, err := parseSums(b, path)
+	if err != nil {
+		return nil
+	}
+	return sums
+}
+
+// sumsComplete reports whether the directory's SHA256SUMS is the one its
+// run writes: every planned name, the files written from memory with the
+// sums of the plan's bytes.
+func (dr *dirRun) sumsComplete() bool {
+	if !dr.d.hasSums() {
+		return true
+	}
+	path := filepath.Join(dr.dir, sumsName)
+	have, err := fsx.ReadFile(path, maxSumsFile)
+	if err != nil {
+		return false
+	}
+	listed, err := parseSums(have, path)
+	if err != nil {
+		return false
+	}
+	want, err := dr.d.sumsFile(dr.completion, listed)
+	return err == nil && bytes.Equal(have, want)
 }
 
 // matchesPlan reports whether path is a regular file of the planned size

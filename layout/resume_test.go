@@ -3,6 +3,8 @@ package layout
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -87,6 +89,7 @@ func treeEqual(t *testing.T, a, b string) {
 // a finished export reruns as a no-op; another plan is refused until
 // --restart.
 func TestResumeAfterKill(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	writeSmall(t, srcDir, map[string]string{"format": "pt"})
@@ -107,7 +110,7 @@ func TestResumeAfterKill(t *testing.T) {
 	commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
-	check(t, dr.recordCommit(of.name))
+	check(t, dr.recordCommit(of.name, fileSum(t, filepath.Join(dir0, of.name))))
 	check(t, os.WriteFile(filepath.Join(dir0, atomicfile.TempPrefix+"x-1"), []byte("partial"), 0o644))
 
 	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
@@ -155,6 +158,7 @@ func TestResumeAfterKill(t *testing.T) {
 // written rank files carry only the "format" key; reassembly restores every
 // file byte for byte; metadata past the cap is refused before writing.
 func TestMetadataRecordedOnce(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	meta := map[string]string{"format": "pt", "note": strings.Repeat("n", 1000)}
@@ -221,6 +225,7 @@ func exportSmall(t *testing.T) (tmp, dst, rankFile string) {
 // An export read back as a source: a rank file linked to a file outside the
 // export is refused; a link inside the export is read.
 func TestExportSourceLinks(t *testing.T) {
+	t.Parallel()
 	tmp, dst, rankFile := exportSmall(t)
 	for _, c := range []struct {
 		target string
@@ -282,6 +287,7 @@ func TestRankFileSwappedWhileOpened(t *testing.T) {
 // replaced under its name since (same size, other bytes) fails the run
 // instead of being copied.
 func TestVerbatimSourceReplaced(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	writeSmall(t, srcDir, map[string]string{"format": "pt"})
@@ -308,6 +314,7 @@ func TestVerbatimSourceReplaced(t *testing.T) {
 // when the source's did; a source without an index gets the codec's form
 // (none, as the released index).
 func TestIndexFollowsSourceNewline(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		edit    func(idx string)
@@ -355,6 +362,7 @@ func TestIndexFollowsSourceNewline(t *testing.T) {
 // write (the plan's less the kept file's), and the Progress calls add up
 // to it and to what the result reports.
 func TestProgressOfResumedRun(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	writeSmall(t, srcDir, nil)
@@ -370,7 +378,7 @@ func TestProgressOfResumedRun(t *testing.T) {
 	commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
-	check(t, dr.recordCommit(of.name))
+	check(t, dr.recordCommit(of.name, fileSum(t, filepath.Join(dir0, of.name))))
 
 	var pr countingProgress
 	res := must(p.Execute(ctx, dst, ExecOptions{Progress: &pr}))(t)
@@ -403,6 +411,7 @@ func modifyInPlace(t *testing.T, path string) {
 // and header are the plan's (the bytes past the header are reassemble
 // --check's and verify's to read) and writes again one removed or resized.
 func TestKeptFileModifiedAfterCommit(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	srcDir := filepath.Join(tmp, "src")
 	writeSmall(t, srcDir, nil)
@@ -436,7 +445,7 @@ func TestKeptFileModifiedAfterCommit(t *testing.T) {
 	commit, err := writeFile(ctx, of, path, nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
-	check(t, dr.recordCommit(of.name))
+	check(t, dr.recordCommit(of.name, fileSum(t, path)))
 	modifyInPlace(t, path)
 	res = must(p.Execute(ctx, dst2, ExecOptions{}))(t)
 	if res.Changed != 1 || res.Kept != 0 || res.Written != p.Files {
@@ -454,3 +463,14 @@ type countingProgress struct {
 
 func (c *countingProgress) Start(n int64) { c.starts++; c.total = n }
 func (c *countingProgress) Add(n int64)   { c.done.Add(n) }
+
+// fileSum is the hex sha256 of the file at path, read back whole.
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

@@ -38,6 +38,7 @@ func scheduleConfig(t testing.TB) ([]byte, []int) {
 // config says it belongs, both through PlanExport (the source's config) and
 // through Place on a layout built for the config (inspect --layout).
 func TestOwnLayerSchedule(t *testing.T) {
+	t.Parallel()
 	cfgJSON, full := scheduleConfig(t)
 	dir := filepath.Join(t.TempDir(), "src")
 	check(t, model.Synth(dir, model.SynthOptions{Config: cfgJSON, HeaderOnly: true, Seed: 1}))

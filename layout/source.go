@@ -160,9 +160,11 @@ const maxAuxTotal = 256 << 20
 
 // notSideFile reports the side-file names this package does not carry over:
 // safetensors files (shards are planned from the index; a stray one is not
-// copied into every rank) and an export's manifest, which it writes itself.
+// copied into every rank), and an export's manifest and the SHA256SUMS of a
+// directory, which it writes itself (a source's SHA256SUMS lists the
+// source's files, which the output does not hold as they are).
 func notSideFile(name string) bool {
-	return name == manifestName || strings.HasSuffix(name, ".safetensors")
+	return name == manifestName || name == sumsName || strings.HasSuffix(name, ".safetensors")
 }
 
 // readAux reads the side files of a local directory (model.SideFiles: the

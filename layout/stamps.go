@@ -14,13 +14,15 @@ import (
 // stampsName is each output directory's record, while a run writes it, of
 // the names the run writes and of the files it committed, with their stamps
 // (size, modification and change time, device and inode) taken right after
-// the commit. A resumed run keeps a file only while its stamp is the
-// recorded one: a file written to since, or replaced, is written again. The
-// record goes when the directory is finished (stamps differ between runs,
-// and verify would take the record for a stray file). The manifest records no data hash, and hashing the kept
-// files to check them would re-read everything written (1.45 TB for K3);
-// the stamp costs one stat per file. The name starts with a dot, so no reader
-// of the directory (side files, shard listings) takes it for data.
+// the commit and the sha256 of their bytes as they streamed out. A resumed
+// run keeps a file only while its stamp is the recorded one: a file written
+// to since, or replaced, is written again. A kept file's sum, for the
+// directory's SHA256SUMS, is the recorded one: hashing the kept files again
+// would re-read everything written (1.45 TB for K3), while the stamp costs
+// one stat per file. The record goes when the directory is finished (stamps
+// differ between runs, and verify would take the record for a stray file).
+// The name starts with a dot, so no reader of the directory (side files,
+// shard listings) takes it for data.
 const stampsName = ".k3ckpt-stamps"
 
 // maxStampsFile bounds the record read back (a directory of a few hundred
@@ -36,6 +38,9 @@ type stampRecord struct {
 	Names []string `json:"names,omitempty"`
 	// Files maps file names to their stamps at commit.
 	Files map[string]fsx.Stamp `json:"files"`
+	// Sums maps the same names to the sha256 of their bytes as written
+	// (absent in a record of an older k3ckpt: its files are written again).
+	Sums map[string]string `json:"sums,omitempty"`
 }
 
 // readStamps reads dir's record; nil when it is absent or unreadable (then
@@ -57,9 +62,10 @@ func readStamps(dir string) (*stampRecord, error) {
 	return &r, nil
 }
 
-// recordCommit stamps a file just committed and rewrites the record. A run
-// killed between the commit and the record writes that file again.
-func (dr *dirRun) recordCommit(name string) error {
+// recordCommit stamps a file just committed, with the sha256 of its bytes
+// as written, and rewrites the record. A run killed between the commit and
+// the record writes that file again.
+func (dr *dirRun) recordCommit(name, sum string) error {
 	fi, err := os.Stat(filepath.Join(dr.dir, name))
 	if err != nil {
 		return err
@@ -67,6 +73,7 @@ func (dr *dirRun) recordCommit(name string) error {
 	dr.mu.Lock()
 	defer dr.mu.Unlock()
 	dr.stamps.Files[name] = fsx.StampOf(fi)
+	dr.stamps.Sums[name] = sum
 	return dr.writeStamps()
 }
 
@@ -80,11 +87,11 @@ func (dr *dirRun) writeStamps() error {
 }
 
 // committed reports whether name's current stamp is the one recorded at its
-// commit by a run of this plan.
-func committed(rec *stampRecord, name string, now fsx.Stamp) bool {
+// commit by a run of this plan, with its sha256 when needSum.
+func committed(rec *stampRecord, name string, now fsx.Stamp, needSum bool) bool {
 	if rec == nil {
 		return false
 	}
 	s, ok := rec.Files[name]
-	return ok && s == now
+	return ok && s == now && (rec.Sums[name] != "" || !needSum)
 }

@@ -35,6 +35,7 @@ func headerFile(t *testing.T, name string, specs []st.TensorSpec) *st.File {
 // A hand-made output file: runs are worked out from the canonical order
 // (F32, BF16, U8; by name within a dtype), independently of the planner.
 func TestPlanStepsRuns(t *testing.T) {
+	t.Parallel()
 	bf, u8 := st.BF16, st.U8
 	a := headerFile(t, "a.safetensors", []st.TensorSpec{
 		{Name: "a1", DType: bf, Shape: []int64{4}},
@@ -118,6 +119,7 @@ func TestPlanStepsRuns(t *testing.T) {
 // once, in the layout's order; a run holds only whole tensors of one source
 // file, contiguous and in order on both sides, and is as long as allowed.
 func TestPlanStepsExports(t *testing.T) {
+	t.Parallel()
 	bf16, fp8 := tinyCatalogs()
 	files := layerFiles(int(tinyDims.layers))
 	cases := []struct {

@@ -27,7 +27,7 @@ const directCopyMin = 256 << 10
 // nothing is left behind.
 func writeFile(ctx context.Context, of *outFile, path string, pool *filewrite.Pool, window *[]byte, progress func(int64), net *netFetch) (commit func() error, err error) {
 	return writeFileTo(ctx, of, path, func(prog func(int64)) (*filewrite.File, error) {
-		return filewrite.CreateUnhashed(path, pool, prog)
+		return filewrite.Create(path, pool, prog)
 	}, window, progress, net)
 }
 

@@ -38,6 +38,7 @@ func memFile(t *testing.T, sizes ...int) (*outFile, map[string][]byte) {
 // bytes at the offsets its header gives (read back with the codec's reader,
 // not the writer), and the progress calls add up to its tensor bytes.
 func TestWriteFileInOrder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	of, data := memFile(t, 3, filewrite.BufferSize+5, 1, 4096)
 	path := filepath.Join(dir, of.name)
@@ -76,6 +77,7 @@ func TestWriteFileInOrder(t *testing.T) {
 // whose length is not its tensors', fail naming the file and leave nothing
 // in the directory.
 func TestWriteFileRefusesBadSteps(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, want string
 		edit       func(of *outFile)
@@ -109,6 +111,7 @@ func TestWriteFileRefusesBadSteps(t *testing.T) {
 // TestWriteFileCancelled: a cancelled context stops a file before its
 // steps and leaves no temporary.
 func TestWriteFileCancelled(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	of, _ := memFile(t, 10, 10)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 )
 
 func TestComponentNames(t *testing.T) {
+	t.Parallel()
 	want := []string{"other", "attention.kda", "attention.mla", "shared_experts", "latent", "router",
 		"routed_experts", "dense_mlp", "embedding", "lm_head", "norms", "vision", "attention", "mtp"}
 	got := components()
@@ -31,6 +32,7 @@ func TestComponentNames(t *testing.T) {
 
 // Names written out by hand from the released checkpoint (0-based layer 3 is MLA, 0 and 1 KDA, 92 MLA).
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	P := "language_model.model."
 	cases := []struct {
 		name string
@@ -103,6 +105,7 @@ func TestClassify(t *testing.T) {
 
 // The classifier follows the schedule it is given, not K3's.
 func TestClassifierSchedule(t *testing.T) {
+	t.Parallel()
 	c := newClassifier(k3Schema, []layer{{Index: 0, Attention: MLA}, {Index: 1, Attention: kDA}})
 	if got := c.Classify("model.layers.0.self_attn.o_proj.weight"); got != attentionMLA {
 		t.Errorf("layer 0 o_proj: %v", got)
@@ -116,6 +119,7 @@ func TestClassifierSchedule(t *testing.T) {
 }
 
 func TestLayerExpertOf(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name           string
 		layer, expert  int

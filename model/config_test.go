@@ -32,6 +32,7 @@ func mustK3(t testing.TB) *Config {
 
 // The size figures of independent audits of the released checkpoint.
 func TestK3CatalogFigures(t *testing.T) {
+	t.Parallel()
 	c := mustK3(t)
 	cat := c.Catalog()
 	if len(cat) != 497220 || c.NumTensors() != 497220 {
@@ -101,6 +102,7 @@ func TestK3CatalogFigures(t *testing.T) {
 
 // Shapes written out by hand from the released checkpoint's headers.
 func TestK3Shapes(t *testing.T) {
+	t.Parallel()
 	c := mustK3(t)
 	P := "language_model.model."
 	want := map[string]struct {
@@ -184,6 +186,7 @@ func TestK3Shapes(t *testing.T) {
 }
 
 func TestK3Schedule(t *testing.T) {
+	t.Parallel()
 	c := mustK3(t)
 	ls := c.Layers()
 	if len(ls) != 93 {
@@ -219,6 +222,7 @@ func TestK3Schedule(t *testing.T) {
 }
 
 func TestShardPlacement(t *testing.T) {
+	t.Parallel()
 	c := mustK3(t)
 	counts := map[string]int{}
 	for i := range c.NumShards() {
@@ -274,6 +278,7 @@ func TestShardPlacement(t *testing.T) {
 // The replica scales keep every built-in layout (PP16 stages; 16-rank
 // decode layouts, 8 GPUs a node) applicable.
 func TestScaleConstraints(t *testing.T) {
+	t.Parallel()
 	for _, sc := range []Scale{ScaleFull, ScaleSmall, ScaleTiny} {
 		c, err := scaledConfig(sc)
 		if err != nil {
@@ -330,6 +335,7 @@ func encode(t *testing.T, m map[string]any) []byte {
 }
 
 func TestConfigErrors(t *testing.T) {
+	t.Parallel()
 	n := func(v int) json.Number { return json.Number(fmt.Sprint(v)) }
 	cases := []struct {
 		field  string
@@ -429,6 +435,7 @@ func TestConfigErrors(t *testing.T) {
 // A bare kimi_linear text config (the released text_config on its own):
 // names under model., no vision, 94 shards.
 func TestBareTextConfig(t *testing.T) {
+	t.Parallel()
 	m := k3Raw(t)
 	text := at(m, "text_config")
 	c, err := ParseConfig(encode(t, text))
@@ -468,6 +475,7 @@ func TestBareTextConfig(t *testing.T) {
 
 // Optional features change the catalog the way a loader would expect.
 func TestConfigVariants(t *testing.T) {
+	t.Parallel()
 	m := k3Raw(t)
 	tc := at(m, "text_config")
 	tc["tie_word_embeddings"] = true
@@ -494,6 +502,7 @@ func TestConfigVariants(t *testing.T) {
 }
 
 func TestRawIsACopy(t *testing.T) {
+	t.Parallel()
 	c := mustK3(t)
 	r := c.Raw()
 	at(r, "text_config")["hidden_size"] = json.Number("1")
@@ -521,6 +530,7 @@ func BenchmarkK3Catalog(b *testing.B) {
 // same entry) renders exactly as distinct copies of it do, at every depth
 // it recurs at, in maps and in lists.
 func TestMarshalConfigSharedMaps(t *testing.T) {
+	t.Parallel()
 	doc := func(shared func() map[string]any) map[string]any {
 		layers := map[string]any{}
 		for i := range 50 {

@@ -23,6 +23,7 @@ import (
 // "685B … 671B of the Main Model weights and 14B of the MTP Module"),
 // 641.29 GiB, with shapes and dtypes as listed there.
 func TestDeepSeekV3Family(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/deepseek-v3/config.json")
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +116,7 @@ func TestDeepSeekV3Family(t *testing.T) {
 // is the E4M3 cast of seeded normals with its weight_scale_inv, the block's
 // amax / 448, so weight × scale holds values of the weight's distribution.
 func TestSynthDeepSeekFP8(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/deepseek-v3/tiny.json")
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +162,7 @@ func TestSynthDeepSeekFP8(t *testing.T) {
 // (testdata/deepseek-v3/file_sizes.txt, `ls -lh`: rounded up to 0.1 GiB)
 // but for files 6 and 12, whose split the derivation does not reproduce.
 func TestDeepSeekV3ReleaseFiles(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/deepseek-v3/config.json")
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +258,7 @@ func TestDeepSeekV3ReleaseFiles(t *testing.T) {
 // layer (K3's schedule makes layer 0 KDA), its MTP groups are among
 // AllGroups(), and its expert tensors are its own family's.
 func TestClassifierFollowsFamily(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/deepseek-v3/config.json")
 	if err != nil {
 		t.Fatal(err)

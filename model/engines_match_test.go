@@ -9,6 +9,7 @@ import (
 // every spelling of every exporter pattern against every module of K3
 // (one expert per layer keeps it quick), and for hand-picked edge patterns.
 func TestMatchModuleFastPathIsPathMatch(t *testing.T) {
+	t.Parallel()
 	c := mustK3(t)
 	var mods []string // each distinct module spelling once (a weight and its scale share one)
 	seen := map[string]bool{}

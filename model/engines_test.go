@@ -9,6 +9,7 @@ import (
 // The spellings NVIDIA's _module_name_aliases gives (Model-Optimizer
 // examples/kimi/kimi_k3/quantize_to_nvfp4.py @575c27ae), written out by hand.
 func TestModuleSpellingsMatchNVIDIA(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want []string
@@ -42,6 +43,7 @@ func TestModuleSpellingsMatchNVIDIA(t *testing.T) {
 // in_proj_qkvgfab, f_a/b → in_proj_qkvgfab only, q_a/kv_a → both MLA names;
 // f_b_proj, o_proj and the b projections of MLA are in no fusion.
 func TestFusedNames(t *testing.T) {
+	t.Parallel()
 	P := "language_model.model.layers."
 	got := FusedNames([]string{P + "0.self_attn.f_a_proj", P + "0.self_attn.f_b_proj", P + "0.self_attn.o_proj",
 		P + "2.self_attn.k_proj", P + "3.self_attn.kv_a_proj_with_mqa", P + "3.self_attn.q_b_proj"})
@@ -55,6 +57,7 @@ func TestFusedNames(t *testing.T) {
 // The seed's recipe (KDA q/k/v/g FP8, f_a/b BF16) splits vLLM's
 // in_proj_qkvgfab but not SGLang's fused_qkvg_proj.
 func TestFindSplits(t *testing.T) {
+	t.Parallel()
 	P := "language_model.model.layers.0.self_attn."
 	q := []string{P + "q_proj", P + "k_proj", P + "v_proj", P + "g_proj", P + "o_proj"}
 	k := []string{P + "f_a_proj", P + "f_b_proj", P + "b_proj"}
@@ -75,6 +78,7 @@ func TestFindSplits(t *testing.T) {
 // The K3 exclude list before filtering is NVIDIA's _EXCLUDE_MODULES, in its
 // order, plus the KDA f_a/b patterns NVIDIA never needs.
 func TestModelOptExcludesK3(t *testing.T) {
+	t.Parallel()
 	want := []string{
 		"*block_sparse_moe.gate*", "*block_sparse_moe.routed_expert_up_proj*", "*block_sparse_moe.routed_expert_down_proj*",
 		"*block_sparse_moe.routed_expert_norm*", "*block_sparse_moe.shared_experts*",
@@ -90,6 +94,7 @@ func TestModelOptExcludesK3(t *testing.T) {
 }
 
 func TestMatchModule(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		pat, name string
 		want      bool
@@ -109,6 +114,7 @@ func TestMatchModule(t *testing.T) {
 // A source config with its quantization_config inside text_config (as the
 // release ships it) parses, and a conversion's top-level config states the experts.
 func TestConvertedConfigs(t *testing.T) {
+	t.Parallel()
 	// The source's compressed-tensors config where the release keeps it.
 	raw := func() map[string]any {
 		m := k3Raw(t)
@@ -166,6 +172,7 @@ func boolInt(b bool) int {
 // two fp32 scalars (3072·1792 + 3072·224 + 8 for w1 and w3, 3584·1536 +
 // 3584·192 + 8 for w2).
 func TestExpertBytes(t *testing.T) {
+	t.Parallel()
 	c := mustK3(t)
 	if got := c.expertBytes(ExpertsMXFP4); got != 17547264 {
 		t.Errorf("MXFP4 expert %d bytes, want 17547264", got)

@@ -40,6 +40,7 @@ func qwenConfig(t *testing.T) (*Config, []byte) {
 // names (modeling_qwen3_moe.py: self_attn.{q,k,v,o}_proj, q_norm, k_norm,
 // mlp.gate, mlp.experts.E.{gate,up,down}_proj), shaped from its config.
 func TestSchemaFileFamily(t *testing.T) {
+	t.Parallel()
 	c, cfgJSON := qwenConfig(t)
 	if c.schema().family != "qwen3-moe" || c.NumLayers != 3 || c.NumExperts != 8 || c.Experts != ExpertsBF16 || c.NumShards() != 4 {
 		t.Fatalf("family %s, %d layers, %d experts (%v), %d shards", c.schema().family, c.NumLayers, c.NumExperts, c.Experts, c.NumShards())
@@ -107,6 +108,7 @@ func TestSchemaFileFamily(t *testing.T) {
 
 // The reader reads the file's dims with their bounds and names the key.
 func TestSchemaFileConfigErrors(t *testing.T) {
+	t.Parallel()
 	_, b := qwenConfig(t)
 	for _, tc := range []struct{ from, to, want string }{
 		{`"num_key_value_heads": 2`, `"num_key_value_heads": 9`, "config: num_key_value_heads: must be in 1..8, got 9"},

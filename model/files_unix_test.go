@@ -16,6 +16,7 @@ import (
 // A FIFO where a side file should be is refused, named, instead of being
 // left out of the output (or blocking the copy).
 func TestSideFilesRefuseSpecialFiles(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "config.json"), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)

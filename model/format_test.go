@@ -9,6 +9,7 @@ import (
 // weight_scale_inv [nb, kb] (its released safetensors), compressed-tensors'
 // weight_scale [nb, kb], ModelOpt FP8_PB_WO's weight_scale [nb, 1, kb, 1].
 func TestFormatNamesAndShapes(t *testing.T) {
+	t.Parallel()
 	const w = "language_model.model.layers.0.self_attn.q_proj.weight"
 	for _, c := range []struct {
 		s     Format

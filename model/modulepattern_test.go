@@ -7,6 +7,7 @@ import (
 )
 
 func TestModuleRegexp(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		module   string
 		anyLayer bool
@@ -48,6 +49,7 @@ func TestModuleRegexp(t *testing.T) {
 }
 
 func TestExpertBank(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]string{
 		"language_model.model.layers.5.block_sparse_moe.experts.17.w1.weight_packed": "language_model.model.layers.5.block_sparse_moe.experts",
 		"model.layers.5.block_sparse_moe.experts.0.w2.weight_scale_2":                "model.layers.5.block_sparse_moe.experts",
@@ -66,6 +68,7 @@ func TestExpertBank(t *testing.T) {
 // ExpertBank names a bank for exactly the names ParseName reads as routed
 // experts: every tensor of the small catalog and names a little off.
 func TestExpertBankIsParseName(t *testing.T) {
+	t.Parallel()
 	b, err := ScaledConfigJSON(ScaleSmall)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 // The stable group names, written out by hand: recipes and layouts store them.
 func TestGroupNames(t *testing.T) {
+	t.Parallel()
 	want := []string{"other",
 		"kda.q_proj", "kda.k_proj", "kda.v_proj", "kda.g_proj", "kda.o_proj", "kda.f_a_proj", "kda.f_b_proj",
 		"kda.b_proj", "kda.conv1d", "kda.dt_bias", "kda.A_log", "kda.o_norm",
@@ -45,6 +46,7 @@ func TestGroupNames(t *testing.T) {
 }
 
 func TestParseGroupSet(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		want GroupSet
@@ -82,6 +84,7 @@ func TestParseGroupSet(t *testing.T) {
 // Names written out by hand from the released checkpoint's tensor list,
 // under both prefixes and with companions of every convention.
 func TestParseName(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		g      Group
 		layer  int
@@ -183,6 +186,7 @@ func TestParseName(t *testing.T) {
 // Every tensor of the full catalog has a group, and under both prefixes the
 // same one: the schema knows the whole released checkpoint.
 func TestParseNameCatalog(t *testing.T) {
+	t.Parallel()
 	c := mustK3(t)
 	cl := c.Classifier()
 	counts := make([]int, numK3Groups)
@@ -213,6 +217,7 @@ func TestParseNameCatalog(t *testing.T) {
 }
 
 func TestSplitRole(t *testing.T) {
+	t.Parallel()
 	for r := RoleWeight; int(r) < numRoles; r++ {
 		m, got := SplitRole("a.b." + r.String())
 		if got != r || m != "a.b" {
@@ -231,6 +236,7 @@ func TestSplitRole(t *testing.T) {
 }
 
 func TestScaleBlocks(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ n, k, r, c int64 }{
 		{576, 7168, 5, 56}, {96, 7168, 1, 56}, {12288, 128, 96, 1}, {128, 129, 1, 2}, {1, 1, 1, 1},
 	} {
@@ -243,6 +249,7 @@ func TestScaleBlocks(t *testing.T) {
 // A --local-dir download (real files and .cache/) and a hub snapshot
 // (symlinks into blobs/): the side files are the same.
 func TestSideFiles(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	write := func(rel, body string) {
 		p := filepath.Join(root, filepath.FromSlash(rel))

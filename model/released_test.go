@@ -44,6 +44,7 @@ func decodeJSON(t testing.TB, b []byte) map[string]any {
 // the parsed file, and from the derivation with the full dimensions (so the
 // derivation changes nothing but dimensions).
 func TestReleasedConfigBytes(t *testing.T) {
+	t.Parallel()
 	want := readReleased(t)
 	full, err := ScaledConfigJSON(ScaleFull)
 	if err != nil || !bytes.Equal(full, want) {
@@ -75,6 +76,7 @@ func firstDiff(a, b []byte) string {
 // What the schema reads from the released file, checked against its
 // published facts.
 func TestReleasedConfigFacts(t *testing.T) {
+	t.Parallel()
 	raw := decodeJSON(t, readReleased(t))
 	if _, ok := raw["quantization_config"]; ok {
 		t.Fatal("the released file has no top-level quantization_config")
@@ -161,6 +163,7 @@ func diffPaths(prefix string, a, b any, out *[]string) {
 // Small and tiny are the released file with dimensions changed: same keys,
 // same other values, same serialization.
 func TestScaledConfigsDerived(t *testing.T) {
+	t.Parallel()
 	released := decodeJSON(t, readReleased(t))
 	for _, sc := range []Scale{ScaleSmall, ScaleTiny} {
 		b, err := ScaledConfigJSON(sc)
@@ -199,6 +202,7 @@ func TestScaledConfigsDerived(t *testing.T) {
 // Expected strings are what Python 3 prints for
 // json.dumps(v, indent=2, sort_keys=True).
 func TestMarshalConfigLikePython(t *testing.T) {
+	t.Parallel()
 	v := map[string]any{
 		"k": true, "b": map[string]any{}, "a": []any{}, "c": "é<|x|>\u2028\x7f\"\\\n😀",
 		"d": 1.0, "e": 1e-05, "f": 1e16, "g": 1e15, "h": 0.0001, "l": 1.5e-07, "m": 123456789.123, "n": -0.5,

@@ -7,6 +7,7 @@ import (
 
 // Reference outputs of splitmix64 (Vigna's splitmix64.c) from state 0.
 func TestSplitmixReference(t *testing.T) {
+	t.Parallel()
 	r := splitmix{}
 	for i, want := range []uint64{0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4, 0x06c45d188009454f} {
 		if got := r.next(); got != want {
@@ -17,6 +18,7 @@ func TestSplitmixReference(t *testing.T) {
 
 // Irwin–Hall(12) moments: mean 0, variance 1, excess kurtosis −0.1.
 func TestNormalMoments(t *testing.T) {
+	t.Parallel()
 	r := tensorStream(7, "x")
 	const n = 1 << 20
 	var s1, s2, s4 float64
@@ -39,6 +41,7 @@ func TestNormalMoments(t *testing.T) {
 }
 
 func TestStreamsDiffer(t *testing.T) {
+	t.Parallel()
 	a, b, c := tensorStream(0, "a.weight"), tensorStream(0, "b.weight"), tensorStream(1, "a.weight")
 	x, y, z := a.next(), b.next(), c.next()
 	if x == y || x == z || y == z {
@@ -51,6 +54,7 @@ func TestStreamsDiffer(t *testing.T) {
 }
 
 func TestDistOf(t *testing.T) {
+	t.Parallel()
 	cases := map[string]valueDist{
 		"language_model.model.layers.0.input_layernorm.weight":          {1, 0.05},
 		"language_model.model.layers.3.self_attn.kv_a_layernorm.weight": {1, 0.05},

@@ -7,6 +7,7 @@ import (
 )
 
 func TestExpr(t *testing.T) {
+	t.Parallel()
 	vars := map[string]int64{"a": 6, "b": 4, "x.y[1]": 3, "f": 0}
 	en := func(n string) (int64, error) {
 		v, ok := vars[n]
@@ -98,6 +99,7 @@ func TestLoadSchemaErrors(t *testing.T) {
 // classifier, built from the same file, reads off its catalog name: the
 // derived name tables lose nothing.
 func TestSchemaGroupsAreParseName(t *testing.T) {
+	t.Parallel()
 	for _, sc := range []Scale{ScaleTiny, ScaleFull} {
 		c, err := scaledConfig(sc)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 // and names of the neighbouring shards, other spellings and out-of-range
 // indices are not found.
 func TestShardMatcherAgreesWithCatalog(t *testing.T) {
+	t.Parallel()
 	full := mustK3(t)
 	text := at(k3Raw(t), "text_config")
 	bare, err := ParseConfig(encode(t, text))
@@ -25,6 +26,9 @@ func TestShardMatcherAgreesWithCatalog(t *testing.T) {
 		m := c.ShardMatcher()
 		cls := c.Classifier()
 		for i := range c.NumShards() {
+			if !checkedShard(i, c.NumShards()) {
+				continue
+			}
 			specs := c.ShardTensors(i)
 			if m.Len(i) != len(specs) {
 				t.Fatalf("shard %d: Len %d, catalog %d", i, m.Len(i), len(specs))

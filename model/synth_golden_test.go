@@ -36,6 +36,7 @@ var synthGoldenSHA256 = map[string]string{
 // TestSynthTensorGoldens writes the golden tensors through the generator
 // and compares each tensor's bytes with the recorded sha256.
 func TestSynthTensorGoldens(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "g.safetensors")
 	layout, err := safetensors.NewFilePlan(synthGoldenTensors, nil)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 // bytes quant.EncodeMXFP4 gives for the same float32 values, for the
 // distributions synth draws and for far narrower ones.
 func TestMXFP4TablesMatchEncoder(t *testing.T) {
+	t.Parallel()
 	n := 1 << 18
 	if testing.Short() {
 		n = 1 << 15
@@ -43,6 +44,7 @@ func TestMXFP4TablesMatchEncoder(t *testing.T) {
 // distribution's (every exponent down to where codes change within a
 // bucket, and the fallback beyond) still match quant.EncodeMXFP4.
 func TestMXFP4TablesNarrowGroups(t *testing.T) {
+	t.Parallel()
 	m := mxTablesFor(defaultDist)
 	r := tensorStream(9, "narrow")
 	for span := uint64(1 << 17); span >= 4; span /= 2 {

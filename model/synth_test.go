@@ -93,6 +93,7 @@ func dirHashes(t *testing.T, dir string) map[string]string {
 }
 
 func TestSynthTinyGoldens(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	got := dirHashes(t, dir)
 	if os.Getenv("K3CKPT_UPDATE_GOLDENS") == "1" {
@@ -139,6 +140,7 @@ func TestSynthTinyGoldens(t *testing.T) {
 
 // The replica reads back through the codec with exactly the catalog.
 func TestSynthTinyMatchesCatalog(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	cfgJSON, err := os.ReadFile(filepath.Join(dir, ConfigName))
 	if err != nil {
@@ -233,6 +235,7 @@ var e2m1 = [8]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6}
 // decoding the bytes as MXFP4 (two E2M1 codes a byte, one E8M0 scale
 // 2^(byte−127) per 32 elements) and the BF16/F32 bit layouts.
 func TestSynthTinyValues(t *testing.T) {
+	t.Parallel()
 	dir := tinyReplica(t)
 	ck, err := safetensors.Open(dir)
 	if err != nil {
@@ -322,6 +325,7 @@ func TestSynthTinyValues(t *testing.T) {
 // less than synthesizing the 93-layer tiny replica once; the tiny replica's
 // own bytes are pinned by TestSynthTinyGoldens.
 func TestSynthDeterministic(t *testing.T) {
+	t.Parallel()
 	cfg := fewLayersConfig(t, 8)
 	synth := func(name string, o SynthOptions) map[string]string {
 		t.Helper()
@@ -400,6 +404,7 @@ func TestSynthFullHeaderOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 96 sparse files of 1.45 TB apparent size")
 	}
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "k3")
 	if err := Synth(dir, SynthOptions{Scale: ScaleFull, HeaderOnly: true}); err != nil {
 		t.Fatal(err)
@@ -480,6 +485,7 @@ func checkReleasedLayout(t *testing.T, dir string, ck *safetensors.Checkpoint) {
 }
 
 func TestSynthRefusesNonEmptyDir(t *testing.T) {
+	t.Parallel()
 	cfg := fewLayersConfig(t, 4) // 7 shards: the same rules as 96, fewer files to create
 	dir := t.TempDir()
 	keep := filepath.Join(dir, "notes.txt")
@@ -511,6 +517,7 @@ func TestSynthRefusesNonEmptyDir(t *testing.T) {
 }
 
 func TestSynthBadConfigWritesNothing(t *testing.T) {
+	t.Parallel()
 	m := k3Raw(t)
 	at(m, "text_config", "linear_attn_config")["full_attn_layers"].([]any)[5] = "24"
 	dir := filepath.Join(t.TempDir(), "out")
@@ -526,6 +533,7 @@ func TestSynthBadConfigWritesNothing(t *testing.T) {
 
 // A user config at its own scale: 2 layers, bare text model.
 func TestSynthCustomConfig(t *testing.T) {
+	t.Parallel()
 	m := k3Raw(t)
 	tc := at(m, "text_config")
 	tc["num_hidden_layers"] = jn(2)

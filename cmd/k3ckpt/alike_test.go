@@ -14,6 +14,7 @@ func TestCommandsAlike(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	dir := headerOnlyReplica(t)
 	tmp := t.TempDir()
 	out, errOut, code := k3("shard", dir, filepath.Join(tmp, "pp"), "--dry-run")
@@ -24,10 +25,7 @@ func TestCommandsAlike(t *testing.T) {
 		t.Errorf("export --dry-run starts %.80q", out)
 	}
 
-	dst := filepath.Join(tmp, "fp8")
-	if _, errOut, code := k3("convert", dir, dst, "-q"); code != 0 {
-		t.Fatalf("convert: exit %d: %s", code, errOut)
-	}
+	dst := converted(t, "default")
 	if out, errOut, code := k3("verify", dir, dst, "-q"); code != 0 || out != "" {
 		t.Errorf("verify -q: exit %d, stdout %q (%s)", code, out, errOut)
 	}

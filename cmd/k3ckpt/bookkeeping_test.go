@@ -18,11 +18,12 @@ func TestReassembledTreeVerifies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	tmp := t.TempDir()
 	src := headerOnlyReplica(t)
-	fp8, st, out, out2 := filepath.Join(tmp, "fp8"), filepath.Join(tmp, "st"), filepath.Join(tmp, "out"), filepath.Join(tmp, "out2")
+	fp8 := converted(t, "default") // read only: shard and reassemble --check
+	st, out, out2 := filepath.Join(tmp, "st"), filepath.Join(tmp, "out"), filepath.Join(tmp, "out2")
 	for _, args := range [][]string{
-		{"convert", src, fp8, "-q"},
 		{"shard", fp8, st, "-q"},
 		{"reassemble", st, out, "--check", fp8, "-q"},
 		{"verify", src, out},

@@ -34,6 +34,7 @@ func TestCheckVerdicts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	rel := headerOnlyReplica(t)
 	def := converted(t, "default")
 	nv := converted(t, "nvfp4", "--recipe", "modelopt-k3", "--experts", "nvfp4", "--numerics", "modelopt")
@@ -78,6 +79,7 @@ func TestCheckVerdicts(t *testing.T) {
 // TestCheckHandEdited: a config whose quantization no rule knows gets
 // "unknown", not a guess; the verdicts still come from the headers.
 func TestCheckHandEdited(t *testing.T) {
+	t.Parallel()
 	dir := testckpt.Copy(t, converted(t, "default"))
 	p := filepath.Join(dir, "config.json")
 	b, err := os.ReadFile(p)
@@ -132,6 +134,7 @@ func TestCheckMissingScale(t *testing.T) {
 // TestConvertEngineWarnings: a plain convert (not only --dry-run) warns
 // once per engine that fails on its output, and --json carries the same.
 func TestConvertEngineWarnings(t *testing.T) {
+	t.Parallel()
 	src := headerOnlyReplica(t)
 	out := filepath.Join(t.TempDir(), "o")
 	_, e, code := k3("convert", src, out, "-q")
@@ -157,6 +160,7 @@ func TestConvertEngineWarnings(t *testing.T) {
 // TestConvertTarget: --target picks per engine and GPU, an explicit flag
 // that contradicts it is an error, --force writes it anyway.
 func TestConvertTarget(t *testing.T) {
+	t.Parallel()
 	src := headerOnlyReplica(t)
 	dst := func() string { return filepath.Join(t.TempDir(), "o") }
 	o, e, code := k3("convert", src, dst(), "--target", "sglang/sm100", "--dry-run", "--json")
@@ -209,6 +213,7 @@ func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // TestCheckRemote: check over https:// gives the local verdicts and
 // fetches headers and configs only.
 func TestCheckRemote(t *testing.T) {
+	t.Parallel()
 	dir := converted(t, "default")
 	h := &countingHandler{h: http.FileServer(http.Dir(dir))}
 	srv := httptest.NewServer(h)

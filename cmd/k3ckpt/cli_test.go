@@ -20,6 +20,15 @@ func k3(args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
+// The test binary runs as k3ckpt itself when asked to (before TestMain):
+// a child process that a test can signal, or that runs itself as the demo
+// does.
+func init() {
+	if os.Getenv("K3CKPT_TEST_AS_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
+
 func TestMain(m *testing.M) { testckpt.Main(m) }
 
 // headerOnlyReplica is the tiny header-only replica, synthesized once per
@@ -48,6 +57,7 @@ func decodeSchema(t *testing.T, what, out string) map[string]any {
 }
 
 func TestJSONEverywhere(t *testing.T) {
+	t.Parallel()
 	dir := headerOnlyReplica(t)
 	out := t.TempDir()
 	for _, args := range [][]string{
@@ -79,6 +89,7 @@ func TestJSONEverywhere(t *testing.T) {
 }
 
 func TestExportDryRunPlan(t *testing.T) {
+	t.Parallel()
 	dir := headerOnlyReplica(t)
 	o, e, code := k3("export", dir, "/nonexistent/out", "--layout", "dp16", "--ranks", "0,9", "--dry-run")
 	if code != 0 {
@@ -97,6 +108,7 @@ func TestExportDryRunPlan(t *testing.T) {
 // TestIgnoredFlagsAreErrors: each flag that used to be dropped silently is
 // refused with a message in the user's terms.
 func TestIgnoredFlagsAreErrors(t *testing.T) {
+	t.Parallel()
 	dir := headerOnlyReplica(t)
 	out := filepath.Join(t.TempDir(), "o")
 	for _, c := range []struct {
@@ -165,6 +177,7 @@ func TestParseSize(t *testing.T) {
 // A converted checkpoint given as SRC is named as such, not reported as a
 // dtype disagreement.
 func TestConvertRefusesConverted(t *testing.T) {
+	t.Parallel()
 	dir := testckpt.Copy(t, headerOnlyReplica(t))
 	if err := os.WriteFile(filepath.Join(dir, convert.ManifestName), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ func runCmd(t *testing.T, cmd interface {
 // source is the tiny replica cut to 4 layers: every kind of tensor the
 // recipe casts, in 7 shards instead of 96.
 func TestConvertNVIDIAFlagsJSON(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 4)
@@ -99,6 +100,7 @@ func TestConvertNVIDIAFlagsJSON(t *testing.T) {
 // slice's files as missing, exits 1 through run (so scripts can wait on it)
 // and changes nothing; once the last worker has finished it exits 0.
 func TestMergeDryRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 	if err := model.Synth(src, model.SynthOptions{Config: testckpt.LayersConfigJSON(t, model.ScaleTiny, 2), Seed: 1}); err != nil {

@@ -25,6 +25,7 @@ import (
 // of it counts the derived 688,574,839,360 bytes. An unknown family is an
 // error that lists the built-in ones.
 func TestSynthFamilyDeepSeekV3(t *testing.T) {
+	t.Parallel()
 	if _, e, code := k3("synth", "--family", "nope", filepath.Join(t.TempDir(), "x")); code == 0 || !strings.Contains(e, `unknown family "nope" (built in: kimi-k3, deepseek-v3, deepseek-v4)`) {
 		t.Errorf("--family nope: exit %d: %s", code, e)
 	}
@@ -117,6 +118,7 @@ func bf16Golden(t *testing.T) string {
 // to even) to the source value divided by the scale: exactly for a power
 // of two, and for ModelOpt with the quotient rounded to BF16 first.
 func TestDeepSeekToModelOptAndUE8M0(t *testing.T) {
+	t.Parallel()
 	src := bf16Golden(t)
 	in, err := safetensors.Open(src)
 	if err != nil {
@@ -316,6 +318,7 @@ func TestDeepSeekShardExportReassemble(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "model", "testdata", "deepseek-v3", "tiny.json"))
 	if err != nil {
 		t.Fatal(err)

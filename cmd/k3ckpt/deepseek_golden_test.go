@@ -91,6 +91,7 @@ func readAll(t *testing.T, ck *safetensors.Checkpoint, name string) ([]byte, saf
 // H200): its config's catalog is its tensors, inspect counts them, and
 // convert --recipe bf16 gives DeepSeek's BF16 output byte for byte.
 func TestDeepSeekGoldens(t *testing.T) {
+	t.Parallel()
 	fp8, ref := goldenDir(t, "fp8"), goldenDir(t, "bf16")
 	src, err := safetensors.Open(fp8)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 // TestErrorsSayWhatToDo runs the mistakes a new user makes and checks that
 // each error says what to do, in the flags' terms.
 func TestErrorsSayWhatToDo(t *testing.T) {
+	t.Parallel()
 	dir := headerOnlyReplica(t)
 	tmp := t.TempDir()
 	dst := filepath.Join(tmp, "out")
@@ -71,6 +72,7 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 // conversion; a DST with an unfinished run of another plan says how to go
 // on, also to a --restart.
 func TestDestinationErrors(t *testing.T) {
+	t.Parallel()
 	dir := headerOnlyReplica(t)
 	other := filepath.Join(t.TempDir(), "notes")
 	if err := os.MkdirAll(other, 0o755); err != nil {

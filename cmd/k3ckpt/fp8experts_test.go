@@ -13,6 +13,7 @@ import (
 // counts in the text summary and in --json, and refuses ModelOpt's
 // numerics naming what works.
 func TestConvertFP8ExpertsSummary(t *testing.T) {
+	t.Parallel()
 	// The tiny replica cut to 4 layers: its MoE layers' experts, in 7 shards.
 	src := filepath.Join(t.TempDir(), "src")
 	if err := model.Synth(src, model.SynthOptions{Config: testckpt.LayersConfigJSON(t, model.ScaleTiny, 4), Seed: 3}); err != nil {

@@ -18,6 +18,7 @@ func runInspectCmd(t *testing.T, args ...string) (string, string, error) {
 }
 
 func TestInspectCommand(t *testing.T) {
+	t.Parallel()
 	dir := testckpt.Copy(t, headerOnlyReplica(t)) // damaged at the end
 	out, _, err := runInspectCmd(t, dir)
 	if err != nil {

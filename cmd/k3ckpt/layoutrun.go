@@ -181,6 +181,15 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		// run keeps files), so total and ETA are this run's.
 		eo.Progress = bar
 	}
+	// The heap stays at what the plan holds plus the jobs' buffers (as for
+	// convert), so that the garbage of every file's fetch window and upload
+	// parts, which grows with the files' size, is collected instead of
+	// doubling the heap.
+	tensors := 0
+	for _, d := range plan.Dirs {
+		tensors += d.Tensors
+	}
+	setMemoryLimit(jobs, tensors)
 	start := time.Now()
 	net.show(cmd, rf.asJSON, plan.FetchBytes())
 	res, err := plan.Execute(ctx, dst, eo)

@@ -8,34 +8,25 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 )
 
-// copyTree copies the regular files of src into dir with mode perm.
-func copyTree(t *testing.T, src, dir string, perm os.FileMode) {
+// privateCopy copies the header-only replica dir (its data regions stay
+// holes) into a fresh temporary directory and makes every file 0600.
+func privateCopy(t *testing.T, dir string) string {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(src)
+	dst := testckpt.Copy(t, dir)
+	ents, err := os.ReadDir(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		to := filepath.Join(dir, e.Name())
-		if err := os.WriteFile(to, b, perm); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(to, perm); err != nil {
+		if err := os.Chmod(filepath.Join(dst, e.Name()), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return dst
 }
 
 // permsUnder fails the test for every regular file under dir with bits
@@ -72,8 +63,7 @@ func TestOutputsNoMoreReadableThanSource(t *testing.T) {
 		t.Skip("slow (end to end): runs without -short")
 	}
 	tmp := t.TempDir()
-	src := filepath.Join(tmp, "src")
-	copyTree(t, headerOnlyReplica(t), src, 0o600)
+	src := privateCopy(t, headerOnlyReplica(t))
 
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)

@@ -33,6 +33,19 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 				}
 			}
 			defer limitToSource(args[0])()
+			if check != "" && !rf.dryRun && (!remote.IsRemote(args[0]) || objstore.IsURL(args[0])) {
+				// Every file of DST, read back whole against the sums its
+				// run took as the bytes streamed out, before OUT is written:
+				// the reassembly reads only the tensors and the first
+				// directory's side files.
+				files, bytes, err := layout.CheckSums(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if !rf.asJSON {
+					fmt.Fprintf(cmd.OutOrStdout(), "check: %d files of %s, %.3f GiB, match their SHA256SUMS\n", files, args[0], float64(bytes)/(1<<30))
+				}
+			}
 			src, err := layout.OpenSource(args[0])
 			if err != nil {
 				return err

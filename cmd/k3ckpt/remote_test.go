@@ -33,6 +33,7 @@ func TestConvertFromURL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("converts the tiny replica twice")
 	}
+	t.Parallel()
 	src := filepath.Join(t.TempDir(), "src")
 	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 3}); err != nil {
 		t.Fatal(err)
@@ -101,6 +102,7 @@ func TestExportFromURL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("exports the tiny replica twice")
 	}
+	t.Parallel()
 	src := filepath.Join(t.TempDir(), "src")
 	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 3}); err != nil {
 		t.Fatal(err)

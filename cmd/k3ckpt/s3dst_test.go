@@ -5,19 +5,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/k3ckpt/k3ckpt/internal/objstore/s3test"
+	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -241,7 +247,11 @@ func statObject(srv *s3test.Server, bucket, key string) (int64, string, bool) {
 // TestS3LayoutDestination runs shard, export and reassemble into buckets of
 // a real S3 server on loopback: the objects are byte-identical to a local
 // run's files (from a local and from a bucket source), with no state left
-// under the prefix and no unfinished upload; a rerun keeps every object; a
+// under the prefix and no unfinished upload; each directory's SHA256SUMS
+// checks against the objects read back, and names one changed; an export
+// with 5 MiB parts gets objects of several parts whose store-side CRC32C is
+// S3's composite one of the local file; reassemble --check refuses a DST
+// with a changed side file before writing; a rerun keeps every object; a
 // run SIGKILLed mid-upload leaves no layout.json of the directory it was
 // writing and resumes to the same objects; a missing bucket, wrong
 // credentials and a prefix holding other objects are clear errors naming
@@ -312,6 +322,22 @@ func TestS3LayoutDestination(t *testing.T) {
 		st := state()
 		r := run(t, "shard", src, "s3://out/shard", "--state-dir", st)
 		same(t, localShard, "shard")
+		// The SHA256SUMS of every stage, read back from the bucket; one
+		// object changed in place is named.
+		ctx := context.Background()
+		if n, _, err := layout.CheckSums(ctx, "s3://out/shard"); err != nil || n < 100 {
+			t.Errorf("CheckSums of the bucket's shard: %d files, %v", n, err)
+		}
+		const victim = "stage-05/config.json"
+		b, err := os.ReadFile(filepath.Join(localShard, filepath.FromSlash(victim)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Put("out", "shard/"+victim, bytes.NewReader(append(b, ' ')))
+		if _, _, err := layout.CheckSums(ctx, "s3://out/shard"); err == nil || !strings.Contains(err.Error(), "s3://out/shard/"+victim) {
+			t.Errorf("CheckSums of a changed object: %v", err)
+		}
+		srv.Put("out", "shard/"+victim, bytes.NewReader(b))
 		// A rerun keeps every object (its record is gone: the finished
 		// output's layout.json and each file's size and header).
 		again := run(t, "shard", src, "s3://out/shard", "--state-dir", state())
@@ -321,12 +347,62 @@ func TestS3LayoutDestination(t *testing.T) {
 		same(t, localShard, "shard")
 	})
 	t.Run("export from a bucket", func(t *testing.T) {
+		// 5 MiB parts (S3's least): each rank's 10.5 MiB file goes up
+		// as a multipart upload of three parts.
+		const part = 5 << 20
+		t.Setenv("K3CKPT_S3_PART_SIZE", strconv.Itoa(part))
 		must(t, "export", "s3://models/tiny", "s3://out/export", "--layout", "dp16", "--state-dir", state(), "-q", "--jobs", "3")
 		same(t, localExport, "export")
+		// The store checked every part against the CRC32C sent with it: its
+		// checksum of the object is S3's composite one, the CRC32C of the
+		// parts' CRC32Cs, computed here from the local file.
+		for _, dir := range []string{"rank-00", "rank-07", "rank-15"} {
+			name := dir + "/model-00001-of-000001.safetensors"
+			b, err := os.ReadFile(filepath.Join(localExport, filepath.FromSlash(name)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := (len(b) + part - 1) / part
+			castagnoli := crc32.MakeTable(crc32.Castagnoli)
+			var sums []byte
+			for off := 0; off < len(b); off += part {
+				sums = binary.BigEndian.AppendUint32(sums, crc32.Checksum(b[off:min(off+part, len(b))], castagnoli))
+			}
+			want := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(sums, castagnoli))) + "-" + strconv.Itoa(parts)
+			h, err := srv.Client.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String("out"), Key: aws.String("export/" + name), ChecksumMode: types.ChecksumModeEnabled})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := aws.ToString(h.ChecksumCRC32C); parts < 3 || got != want || !strings.HasSuffix(aws.ToString(h.ETag), "-"+strconv.Itoa(parts)+`"`) {
+				t.Errorf("%s (%d bytes): ETag %s, CRC32C %q; want %d parts, CRC32C %q", name, len(b), aws.ToString(h.ETag), got, parts, want)
+			}
+		}
 	})
 	t.Run("reassemble", func(t *testing.T) {
 		must(t, "reassemble", localExport, "s3://out/re", "--state-dir", state(), "--check", src, "-q")
 		same(t, localRe, "re")
+		// --check reads DST and OUT back against their SHA256SUMS: a side
+		// file of a stage other than the first, which the reassembly does
+		// not read, changed after the shard run wrote it, is found.
+		tampered := filepath.Join(t.TempDir(), "tampered")
+		if err := os.CopyFS(tampered, os.DirFS(localShard)); err != nil {
+			t.Fatal(err)
+		}
+		cfg := filepath.Join(tampered, "stage-03", "config.json")
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfg, bytes.Replace(b, []byte("{"), []byte("{ "), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := k3("reassemble", tampered, "s3://out/re-t", "--state-dir", state(), "--check", src, "-q")
+		if code == 0 || !strings.Contains(stderr, cfg) || !strings.Contains(stderr, "SHA256SUMS") {
+			t.Errorf("reassemble --check of a changed side file: exit %d, %q", code, stderr)
+		}
+		if keys := srv.GetDir(t, "out", "re-t", t.TempDir()); len(keys) > 0 {
+			t.Errorf("reassemble --check of a damaged DST wrote %d objects", len(keys))
+		}
 	})
 	t.Run("killed", func(t *testing.T) {
 		p := srv.NewProxy(t)

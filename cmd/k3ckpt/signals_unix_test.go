@@ -18,14 +18,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 )
 
-// The test binary runs as k3ckpt itself when asked to (before TestMain):
-// a child process that a test can signal.
-func init() {
-	if os.Getenv("K3CKPT_TEST_AS_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-}
-
 // SIGINT, SIGTERM and SIGHUP stop every writing command alike while it
 // writes: exit 128+n, one wording, no temporary and no lock left, and the
 // same command run again finishes the job.
@@ -33,12 +25,14 @@ func TestStopSignals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	src := headerOnlyReplica(t)
 	for _, c := range []struct {
 		cmd string
 		sig syscall.Signal
 	}{{"shard", syscall.SIGINT}, {"shard", syscall.SIGTERM}, {"shard", syscall.SIGHUP}, {"convert", syscall.SIGHUP}, {"export", syscall.SIGTERM}} {
 		t.Run(c.cmd+"-"+signalName(c.sig), func(t *testing.T) {
+			t.Parallel() // each its own child and DST; the replica is only read
 			dst := filepath.Join(t.TempDir(), "out")
 			args := []string{c.cmd, src, dst, "-q"}
 			if c.cmd == "export" {

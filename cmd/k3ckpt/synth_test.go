@@ -26,6 +26,7 @@ func runSynth(t *testing.T, args ...string) (string, error) {
 // same replica without writing it. A non-empty directory needs --force; a
 // bad scale or config is refused before anything is created.
 func TestSynthCommand(t *testing.T) {
+	t.Parallel()
 	const full = "96 shards, 497,220 tensors, 1453.66 GiB"
 	dir := filepath.Join(t.TempDir(), "k3")
 	scale, want := "full", full

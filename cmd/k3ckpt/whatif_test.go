@@ -12,6 +12,7 @@ func TestInspectWhatIfBF16(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
+	t.Parallel()
 	src := headerOnlyReplica(t)
 	for _, args := range [][]string{
 		{"--recipe", "bf16", "--experts", "bf16"},

@@ -43,8 +43,9 @@ type Options struct {
 	// StallTimeout bounds a body that stops sending (0: DefaultStallTimeout).
 	StallTimeout time.Duration
 	// Env looks up gs://'s own settings, GS_ENDPOINT_URL,
-	// GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY (nil: os.Getenv). The AWS
-	// settings are read by the SDK from the process environment.
+	// GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY, and partSizeEnv (nil:
+	// os.Getenv). The AWS settings are read by the SDK from the process
+	// environment.
 	Env remote.Env
 }
 
@@ -59,7 +60,8 @@ type Bucket struct {
 	retryer aws.RetryerV2
 	onRetry func(remote.RetryEvent) // set once, before the first request
 
-	free chan []byte // part buffers kept for the next uploads (see maxFreeParts)
+	partSize int         // see PartSize and partSizeEnv
+	free     chan []byte // part buffers kept for the next uploads (see maxFreeParts)
 }
 
 // maxFreeParts bounds the part buffers a bucket keeps once their parts are
@@ -87,7 +89,11 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if env == nil {
 		env = os.Getenv
 	}
-	b := &Bucket{u: u, gs: u.Scheme == "gs", stall: o.StallTimeout, free: make(chan []byte, maxFreeParts)}
+	ps, err := partSizeOf(env(partSizeEnv))
+	if err != nil {
+		return nil, &remote.Error{File: u.String(), Kind: remote.ErrSource, Detail: err.Error()}
+	}
+	b := &Bucket{u: u, gs: u.Scheme == "gs", stall: o.StallTimeout, partSize: ps, free: make(chan []byte, maxFreeParts)}
 	b.retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 		so.MaxAttempts = o.MaxAttempts
 		// A long throttle must not drain a shared retry budget and fail

@@ -11,7 +11,11 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/objstore/s3test"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 )
+
+// The test binary's shared MinIO keeps its data in a testckpt.Dir.
+func TestMain(m *testing.M) { testckpt.Main(m) }
 
 func TestParse(t *testing.T) {
 	for raw, want := range map[string]objstore.URL{
@@ -28,6 +32,23 @@ func TestParse(t *testing.T) {
 	for _, raw := range []string{"s3://", "s3://B", "s3://ab", "s3://a..b/x", "s3://bucket/a//b", "s3://bucket/../x", "ftp://bucket/x", "s3://-bucket/x"} {
 		if u, err := objstore.Parse(raw); err == nil || !errors.Is(err, remote.ErrSource) {
 			t.Errorf("Parse(%q) = %+v, %v; want an ErrSource error", raw, u, err)
+		}
+	}
+}
+
+// A part size outside S3's bounds is refused naming the variable; one
+// inside is taken.
+func TestPartSizeEnv(t *testing.T) {
+	u, _ := objstore.Parse("s3://bucket/x")
+	for v, ok := range map[string]bool{"": true, "5242880": true, "5242879": false, "6G": false, "5368709121": false} {
+		_, err := objstore.New(context.Background(), u, objstore.Options{Env: func(k string) string {
+			if k == "K3CKPT_S3_PART_SIZE" {
+				return v
+			}
+			return ""
+		}})
+		if ok != (err == nil) || !ok && !strings.Contains(err.Error(), "K3CKPT_S3_PART_SIZE") {
+			t.Errorf("K3CKPT_S3_PART_SIZE=%q: %v", v, err)
 		}
 	}
 }

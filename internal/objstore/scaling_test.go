@@ -36,7 +36,8 @@ import (
 //     same flags; and of shard local -> s3 and s3 -> local, to tell what
 //     the bucket DST holds from what the remote source does.
 //
-// K3CKPT_S3_BENCH_PART=inspect or memory runs one part only.
+// K3CKPT_S3_BENCH_PART=inspect or memory runs one part only;
+// K3CKPT_S3_BENCH_BASE=BINARY adds a baseline binary's memory rows.
 func TestBenchS3Scaling(t *testing.T) {
 	bin := os.Getenv("K3CKPT_S3_BENCH")
 	if bin == "" {
@@ -197,22 +198,35 @@ func benchMemory(t *testing.T, srv *s3test.Server, bin, work string) {
 		reps = append(reps, r)
 	}
 	state := func() string { return filepath.Join(t.TempDir(), "state") }
+	// K3CKPT_S3_BENCH_BASE names a second binary (a baseline build), run
+	// alongside on the same replicas, its rows marked "base".
+	bins := []struct{ tag, path string }{{"", bin}}
+	if base := os.Getenv("K3CKPT_S3_BENCH_BASE"); base != "" {
+		bins = append([]struct{ tag, path string }{{"base", base}}, bins...)
+	}
 	fmt.Printf("peak memory (max RSS, MiB) and wall time, --jobs 4, the same flags for both replicas:\n")
-	fmt.Printf("%-7s %6s %7s %9s %18s %18s %18s %18s\n", "replica", "GiB", "shards", "median MB", "convert s3->s3", "shard s3->s3", "shard local->s3", "shard s3->local")
+	fmt.Printf("%-12s %6s %7s %9s %18s %18s %18s %18s\n", "replica", "GiB", "shards", "median MB", "convert s3->s3", "shard s3->s3", "shard local->s3", "shard s3->local")
 	for _, r := range reps {
 		dir := filepath.Join(work, r.name)
-		var cells []string
-		for _, args := range [][]string{
-			{"convert", "s3://bench/" + r.name, "s3://bench/c-" + r.name, "--state-dir", state()},
-			{"shard", "s3://bench/" + r.name, "s3://bench/s-" + r.name, "--state-dir", state()},
-			{"shard", dir, "s3://bench/l-" + r.name, "--state-dir", state()},
-			{"shard", "s3://bench/" + r.name, filepath.Join(work, "out")},
-		} {
-			d, rss, _, _ := runOut(t, bin, append(args, "--jobs", "4", "-q")...)
-			os.RemoveAll(filepath.Join(work, "out"))
-			cells = append(cells, fmt.Sprintf("%11d (%4.1fs)", rss>>20, d.Seconds()))
+		for _, b := range bins {
+			var cells []string
+			out := b.tag + r.name
+			for _, args := range [][]string{
+				{"convert", "s3://bench/" + r.name, "s3://bench/c-" + out, "--state-dir", state()},
+				{"shard", "s3://bench/" + r.name, "s3://bench/s-" + out, "--state-dir", state()},
+				{"shard", dir, "s3://bench/l-" + out, "--state-dir", state()},
+				{"shard", "s3://bench/" + r.name, filepath.Join(work, "out")},
+			} {
+				d, rss, _, _ := runOut(t, b.path, append(args, "--jobs", "4", "-q")...)
+				os.RemoveAll(filepath.Join(work, "out"))
+				cells = append(cells, fmt.Sprintf("%11d (%4.1fs)", rss>>20, d.Seconds()))
+			}
+			name := r.name
+			if b.tag != "" {
+				name += " (" + b.tag + ")"
+			}
+			fmt.Printf("%-12s %6.2f %7d %9.1f %s\n", name, float64(r.bytes)/(1<<30), r.objects, float64(r.median)/1e6, strings.Join(cells, " "))
 		}
-		fmt.Printf("%-7s %6.2f %7d %9.1f %s\n", r.name, float64(r.bytes)/(1<<30), r.objects, float64(r.median)/1e6, strings.Join(cells, " "))
 		os.RemoveAll(dir)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,13 +19,31 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// PartSize is the size of an upload's parts (S3 wants at least 5 MiB for
-// every part but the last; 10,000 parts of 8 MiB make 78 GiB, more than
-// any checkpoint shard).
+// PartSize is the default size of an upload's parts (S3 wants at least 5
+// MiB for every part but the last; 10,000 parts of 8 MiB make 78 GiB, more
+// than any checkpoint shard).
 const PartSize = 8 << 20
 
+// partSizeEnv names the variable that sets another part size, in bytes,
+// from 5 MiB (S3's least) to 5 GiB (its most): for a store that wants
+// larger parts, or objects over 10,000 default parts; the tests use it to
+// make small objects span several parts.
+const partSizeEnv = "K3CKPT_S3_PART_SIZE"
+
+// partSizeOf parses partSizeEnv's value ("": PartSize).
+func partSizeOf(v string) (int, error) {
+	if v == "" {
+		return PartSize, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 5<<20 || n > 5<<30 {
+		return 0, fmt.Errorf("%s=%q: want a part size in bytes from %d (5 MiB) to %d (5 GiB)", partSizeEnv, v, 5<<20, int64(5<<30))
+	}
+	return int(n), nil
+}
+
 // partsInFlight bounds the parts of one upload being sent while the next
-// fills: an upload holds at most PartsInFlight+1 buffers of PartSize,
+// fills: an upload holds at most PartsInFlight+1 buffers of a part's size,
 // whatever the object's size. Each upload waits only for its own parts, so
 // uploads cannot hold each other up.
 const partsInFlight = 3
@@ -65,7 +84,7 @@ func (b *Bucket) partBuffer() []byte {
 	case buf := <-b.free:
 		return buf[:0]
 	default:
-		return make([]byte, 0, PartSize)
+		return make([]byte, 0, b.partSize)
 	}
 }
 

@@ -2,8 +2,8 @@
 // the packages that read and write object storage. The binary is
 // $K3CKPT_MINIO, else minio on PATH, else ~/go/bin/minio (where `go install
 // github.com/minio/minio@latest` puts it); without one, Start skips the
-// test, saying so. The server listens on 127.0.0.1 only, with its console
-// and update checks off, and its data under the test's temporary directory.
+// test, saying so. One server serves every test of a test binary. It
+// listens on 127.0.0.1 only, with its console and update checks off.
 package s3test
 
 import (
@@ -16,13 +16,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 )
 
 // The server's root credentials.
@@ -59,31 +63,95 @@ func binary() string {
 	return ""
 }
 
-// Start starts a MinIO for the test (stopped at its end) and points the AWS
-// settings of the process at it (Env).
+// shared is the test binary's one MinIO, started by the first Start.
+var shared struct {
+	once sync.Once
+	srv  *Server
+	err  error
+}
+
+// Start returns the test binary's MinIO, started on first use (one server
+// for every test of the binary: starting one takes seconds), with no bucket
+// left by an earlier test, and points the AWS settings of the process at it
+// (Env) for the test. The server is killed when the test binary exits
+// (Pdeathsig, Linux only: elsewhere every test starts a server of its own)
+// and keeps its data in a directory of testckpt.Dir, which testckpt.Main
+// removes. Tests using it cannot run in parallel (t.Setenv refuses to), so
+// each has the server to itself; its buckets are removed when it ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := binary()
 	if bin == "" {
 		t.Skip("no MinIO server (or K3CKPT_MINIO=off): set K3CKPT_MINIO to its binary or install it (go install github.com/minio/minio@latest); .ci/run does with K3CKPT_CI_S3=on")
 	}
-	addr, console := freeAddr(t), freeAddr(t)
-	dir := t.TempDir()
+	if !sharedServer {
+		s, stop, err := launch(bin, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		s.env(t)
+		return s
+	}
+	dir := testckpt.Dir(t, "minio", func(string) error { return nil })
+	shared.once.Do(func() { shared.srv, _, shared.err = launch(bin, dir) })
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	s := shared.srv
+	if err := s.wipe(); err != nil {
+		t.Fatalf("%s: remove the buckets of earlier tests: %v", s, err)
+	}
+	t.Cleanup(func() {
+		if err := s.wipe(); err != nil {
+			t.Errorf("%s: remove the test's buckets: %v", s, err)
+		}
+	})
+	s.env(t)
+	return s
+}
+
+// launch starts MinIO with its data under dir and waits until it serves;
+// stop kills it.
+func launch(bin, dir string) (srv *Server, stop func(), err error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, nil, err
+	}
+	console, err := freeAddr()
+	if err != nil {
+		return nil, nil, err
+	}
 	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", console, filepath.Join(dir, "data"))
 	cmd.Env = append(os.Environ(),
 		"MINIO_ROOT_USER="+User, "MINIO_ROOT_PASSWORD="+Password,
 		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=1",
 		"HOME="+dir, // its config and certs directory (~/.minio)
 	)
-	var log bytes.Buffer
+	dieWithParent(cmd)
+	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	// Pdeathsig fires when the thread that started the child exits: the
+	// goroutine keeps its thread, alive until the child ends.
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- fmt.Errorf("start %s: %v", bin, err)
+			return
+		}
+		started <- nil
 		cmd.Wait()
-	})
+		close(exited)
+	}()
+	if err := <-started; err != nil {
+		return nil, nil, err
+	}
+	stop = func() {
+		cmd.Process.Kill()
+		<-exited
+	}
 	s := &Server{Endpoint: "http://" + addr}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -94,8 +162,14 @@ func Start(t testing.TB) *Server {
 				break
 			}
 		}
-		if time.Now().After(deadline) || cmd.ProcessState != nil {
-			t.Fatalf("MinIO at %s not ready after 60 s: %v\n%s", addr, err, log.String())
+		select {
+		case <-exited:
+			return nil, nil, fmt.Errorf("MinIO at %s exited: %v\n%s", addr, err, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, nil, fmt.Errorf("MinIO at %s not ready after 60 s: %v\n%s", addr, err, log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -111,12 +185,67 @@ func Start(t testing.TB) *Server {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("MinIO at %s not serving after 60 s: %v\n%s", addr, err, log.String())
+			stop()
+			return nil, nil, fmt.Errorf("MinIO at %s not serving after 60 s: %v\n%s", addr, err, log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.env(t)
-	return s
+	return s, stop, nil
+}
+
+// wipe removes every bucket, with its objects and unfinished uploads.
+func (s *Server) wipe() error {
+	ctx := context.Background()
+	out, err := s.Client.ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil {
+		return err
+	}
+	for _, b := range out.Buckets {
+		pg := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: b.Name})
+		for pg.HasMorePages() {
+			page, err := pg.NextPage(ctx)
+			if err != nil {
+				return err
+			}
+			for _, o := range page.Contents {
+				if _, err := s.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b.Name, Key: o.Key}); err != nil {
+					return err
+				}
+			}
+		}
+		ups, err := s.Client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: b.Name})
+		if err != nil {
+			return err
+		}
+		for _, u := range ups.Uploads {
+			if _, err := s.Client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: b.Name, Key: u.Key, UploadId: u.UploadId}); err != nil {
+				return err
+			}
+		}
+		if _, err := s.Client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: b.Name}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncBuffer is the server's log, written by its output copiers and read
+// when it fails.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // Env sets the variables every AWS tool reads to reach the server with the
@@ -135,13 +264,13 @@ func (s *Server) env(t testing.TB) {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 }
 
-func freeAddr(t testing.TB) string {
+func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 // Bucket makes a bucket.

@@ -10,7 +10,8 @@
 #
 #   bench.sh              both
 #   bench.sh copy         TestBenchS3 only
-#   bench.sh scaling      TestBenchS3Scaling only (K3CKPT_S3_BENCH_PART=inspect|memory: one half)
+#   bench.sh scaling      TestBenchS3Scaling only (K3CKPT_S3_BENCH_PART=inspect|memory: one half;
+#                         K3CKPT_S3_BENCH_BASE=BINARY: a baseline build's memory rows beside)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 case "${1:-}" in
