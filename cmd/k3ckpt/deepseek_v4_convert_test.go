@@ -176,3 +176,138 @@ func TestDeepSeekV4ConvertBF16(t *testing.T) {
 		}
 	}
 }
+
+// convert --experts fp8 of a DeepSeek-V4 replica casts its FP4 experts to
+// block FP8 (here DeepSeek's F32 weight_scale_inv, UE8M0 scales): no
+// expert X.scale is left, config.json's expert_dtype says fp8, and every
+// value code × block scale is the FP4 expert's exact value, as the
+// quantization report's zero lossy blocks say.
+func TestDeepSeekV4ConvertExpertsFP8(t *testing.T) {
+	src := v4Replica(t)
+	dst := filepath.Join(t.TempDir(), "fp8")
+	if _, e, code := k3("convert", "-q", "--experts", "fp8", "--format", "deepseek", "--scale-fmt", "ue8m0", src, dst); code != 0 {
+		t.Fatalf("convert: exit %d: %s", code, e)
+	}
+	in, err := safetensors.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := safetensors.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	experts := 0
+	for _, name := range slices.Sorted(maps.Keys(in.Index().WeightMap)) {
+		base, ok := strings.CutSuffix(name, ".scale")
+		if !ok || !strings.Contains(name, ".ffn.experts.") {
+			continue
+		}
+		experts++
+		if _, _, ok := out.Lookup(name); ok {
+			t.Errorf("%s is still in the output", name)
+		}
+		w, wi := readAll(t, in, base+".weight")
+		sc, _ := readAll(t, in, name)
+		o, oi := readAll(t, out, base+".weight")
+		os8, si := readAll(t, out, base+".weight_scale_inv")
+		n, k := wi.Shape[0], 2*wi.Shape[1]
+		kb := (k + 127) / 128
+		if oi.DType != safetensors.F8_E4M3 || !slices.Equal(oi.Shape, []int64{n, k}) || si.DType != safetensors.F32 || !slices.Equal(si.Shape, []int64{(n + 127) / 128, kb}) {
+			t.Fatalf("%s: %s %v with scale %s %v, want F8_E4M3 [%d %d] and F32 [%d %d]", base, oi.DType, oi.Shape, si.DType, si.Shape, n, k, (n+127)/128, kb)
+		}
+		for r := range n {
+			for c := range k {
+				b := w[r*k/2+c/2]
+				if c%2 == 1 {
+					b >>= 4
+				}
+				want := e2m1(b&15) * math.Ldexp(1, int(sc[r*k/32+c/32])-127)
+				s := math.Float32frombits(binary.LittleEndian.Uint32(os8[4*(r/128*kb+c/128):]))
+				if have := float64(float32(e4m3(o[r*k+c])) * s); have != want && !(have == 0 && want == 0) {
+					t.Fatalf("%s[%d, %d]: FP8 %v × %v = %v, want %v", base, r, c, e4m3(o[r*k+c]), s, have, want)
+				}
+			}
+		}
+	}
+	if experts == 0 {
+		t.Fatal("no FP4 expert in the replica")
+	}
+	raw, err := os.ReadFile(filepath.Join(dst, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg["expert_dtype"] != "fp8" {
+		t.Errorf("config.json expert_dtype = %v, want fp8", cfg["expert_dtype"])
+	}
+	rep, err := os.ReadFile(filepath.Join(dst, "quantization_report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qr struct {
+		Total struct {
+			Tensors int `json:"tensors"`
+			Lossy   int `json:"lossy_blocks"`
+		} `json:"total"`
+	}
+	if err := json.Unmarshal(rep, &qr); err != nil {
+		t.Fatal(err)
+	}
+	if qr.Total.Tensors != experts || qr.Total.Lossy != 0 {
+		t.Errorf("quantization report: %d tensors, %d lossy blocks; want %d and 0", qr.Total.Tensors, qr.Total.Lossy, experts)
+	}
+}
+
+// What convert still cannot do with DeepSeek-V4's FP4 experts is an error
+// naming the expert tensor, with nothing written: --experts mxfp4 packs
+// BF16 experts (into compressed-tensors' weight_packed / weight_scale, not
+// V4's I8 X.weight / X.scale), and V4's are FP4 already; an expert's E8M0
+// NaN scale byte is damage, not a value: an error naming the scale tensor,
+// and the file holding it is not written.
+func TestDeepSeekV4ConvertRefused(t *testing.T) {
+	src := v4Replica(t)
+	dst := filepath.Join(t.TempDir(), "mx")
+	_, e, code := k3("convert", "--experts", "mxfp4", src, dst)
+	if code == 0 || !strings.Contains(e, ".ffn.experts.") || !strings.Contains(e, "not I8 [") {
+		t.Errorf("convert --experts mxfp4: exit %d: %s", code, e)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Errorf("convert --experts mxfp4: %s exists (%v)", dst, err)
+	}
+
+	// One scale byte of layer 0's expert 0 w1 made 0xFF.
+	ck, err := safetensors.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "layers.0.ffn.experts.0.w1.scale"
+	f, ti, ok := ck.Lookup(name)
+	if !ok {
+		t.Fatalf("%s missing", name)
+	}
+	path, off := f.Path, f.DataStart+ti.Begin+3
+	ck.Close()
+	fh, err := os.OpenFile(filepath.Join(src, filepath.Base(path)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteAt([]byte{0xFF}, off); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	dst = filepath.Join(t.TempDir(), "nan")
+	_, e, code = k3("convert", "--recipe", "bf16", "--experts", "bf16", src, dst)
+	if code == 0 || !strings.Contains(e, name) || !strings.Contains(e, "0xff") {
+		t.Errorf("convert of a NaN scale byte: exit %d: %s", code, e)
+	}
+	// The damage is met while writing: the other files are done (a rerun
+	// resumes), the damaged one is not written.
+	if _, err := os.Stat(filepath.Join(dst, filepath.Base(path))); !os.IsNotExist(err) {
+		t.Errorf("convert of a NaN scale byte: %s written (%v)", filepath.Base(path), err)
+	}
+}
