@@ -374,6 +374,12 @@ func roleOfName(name string) model.Role {
 func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) error {
 	cfgPath := filepath.Join(root, ConfigName)
 	switch {
+	case !r.decodes() && cfg.Raw()["model_type"] == "deepseek_v4":
+		// The conventions' configs describe weight_scale / weight_scale_inv
+		// scales: V4's FP8 weights kept with their X.scale would be
+		// undeclared.
+		return fmt.Errorf("convert %s: %w: --recipe %s keeps DeepSeek-V4's FP8 weights as they are (F8_E4M3 with an F8_E8M0 X.scale), and no --format describes those in the output's config.json: convert DeepSeek-V4 with --recipe bf16 (with --experts bf16 or fp8)",
+			root, errNotQuantizable, r.Name)
 	case opts.Experts == ExpertsMXFP4 && cfg.Experts == model.ExpertsMXFP4:
 		return fmt.Errorf("convert %s: %w: --experts mxfp4 packs BF16 experts, and %s declares them already mxfp4-pack-quantized (compressed-tensors MXFP4): there is nothing to pack; keep them with --experts keep, or decode them with --experts bf16",
 			root, errNotQuantizable, cfgPath)

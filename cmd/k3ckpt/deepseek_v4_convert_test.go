@@ -177,7 +177,7 @@ func TestDeepSeekV4ConvertBF16(t *testing.T) {
 	}
 }
 
-// convert --experts fp8 of a DeepSeek-V4 replica casts its FP4 experts to
+// convert --recipe bf16 --experts fp8 of a DeepSeek-V4 replica casts its FP4 experts to
 // block FP8 (here DeepSeek's F32 weight_scale_inv, UE8M0 scales): no
 // expert X.scale is left, config.json's expert_dtype says fp8, and every
 // value code × block scale is the FP4 expert's exact value, as the
@@ -185,7 +185,7 @@ func TestDeepSeekV4ConvertBF16(t *testing.T) {
 func TestDeepSeekV4ConvertExpertsFP8(t *testing.T) {
 	src := v4Replica(t)
 	dst := filepath.Join(t.TempDir(), "fp8")
-	if _, e, code := k3("convert", "-q", "--experts", "fp8", "--format", "deepseek", "--scale-fmt", "ue8m0", src, dst); code != 0 {
+	if _, e, code := k3("convert", "-q", "--recipe", "bf16", "--experts", "fp8", "--format", "deepseek", "--scale-fmt", "ue8m0", src, dst); code != 0 {
 		t.Fatalf("convert: exit %d: %s", code, e)
 	}
 	in, err := safetensors.Open(src)
@@ -266,18 +266,29 @@ func TestDeepSeekV4ConvertExpertsFP8(t *testing.T) {
 // What convert still cannot do with DeepSeek-V4's FP4 experts is an error
 // naming the expert tensor, with nothing written: --experts mxfp4 packs
 // BF16 experts (into compressed-tensors' weight_packed / weight_scale, not
-// V4's I8 X.weight / X.scale), and V4's are FP4 already; an expert's E8M0
+// V4's I8 X.weight / X.scale), and V4's are FP4 already; a recipe that
+// keeps V4's FP8 weights with their X.scale (no --format declares them)
+// is refused before anything is written; an expert's E8M0
 // NaN scale byte is damage, not a value: an error naming the scale tensor,
 // and the file holding it is not written.
 func TestDeepSeekV4ConvertRefused(t *testing.T) {
 	src := v4Replica(t)
 	dst := filepath.Join(t.TempDir(), "mx")
-	_, e, code := k3("convert", "--experts", "mxfp4", src, dst)
+	_, e, code := k3("convert", "--recipe", "bf16", "--experts", "mxfp4", src, dst)
 	if code == 0 || !strings.Contains(e, ".ffn.experts.") || !strings.Contains(e, "not I8 [") {
 		t.Errorf("convert --experts mxfp4: exit %d: %s", code, e)
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Errorf("convert --experts mxfp4: %s exists (%v)", dst, err)
+	}
+	for _, experts := range []string{"bf16", "fp8", "keep"} {
+		_, e, code := k3("convert", "--experts", experts, src, dst)
+		if code == 0 || !strings.Contains(e, "--recipe bf16") {
+			t.Errorf("convert --experts %s (default recipe): exit %d: %s", experts, code, e)
+		}
+		if _, err := os.Stat(dst); !os.IsNotExist(err) {
+			t.Errorf("convert --experts %s: %s exists (%v)", experts, dst, err)
+		}
 	}
 
 	// One scale byte of layer 0's expert 0 w1 made 0xFF.
@@ -309,5 +320,22 @@ func TestDeepSeekV4ConvertRefused(t *testing.T) {
 	// resumes), the damaged one is not written.
 	if _, err := os.Stat(filepath.Join(dst, filepath.Base(path))); !os.IsNotExist(err) {
 		t.Errorf("convert of a NaN scale byte: %s written (%v)", filepath.Base(path), err)
+	}
+}
+
+// check reads a DeepSeek-V4 replica and its BF16 conversion: each FP8
+// weight's X.scale is its companion (not a scale without a weight), and
+// attn_sink is no linear module's tensor.
+func TestDeepSeekV4Check(t *testing.T) {
+	src := v4Replica(t)
+	if _, e, code := k3("check", src); code != 0 {
+		t.Errorf("check of the replica: exit %d: %s", code, e)
+	}
+	dst := filepath.Join(t.TempDir(), "bf16")
+	if _, e, code := k3("convert", "-q", "--recipe", "bf16", "--experts", "bf16", src, dst); code != 0 {
+		t.Fatalf("convert: exit %d: %s", code, e)
+	}
+	if _, e, code := k3("check", dst); code != 0 {
+		t.Errorf("check of its BF16 conversion: exit %d: %s", code, e)
 	}
 }
