@@ -22,7 +22,8 @@ const (
 	// I32 buffer) to BF16.
 	xfFP8 xfKind = iota
 	// xfMXFP4 decodes MXFP4 (weight_packed U8 [N, K/2], weight_scale E8M0
-	// U8 [N, K/32]) to BF16.
+	// U8 [N, K/32]; or DeepSeek-V4's FP4 experts, weight I8 [N, K/2] and
+	// scale F8_E8M0 [N, K/32], packed alike) to BF16.
 	xfMXFP4
 	// xfNVFP4 decodes NVFP4 (weight U8 [N, K/2], weight_scale F8_E4M3
 	// [N, K/16], weight_scale_2 F32 []) to BF16.
@@ -38,6 +39,7 @@ type xfScales uint8
 const (
 	scalesGrid   xfScales = iota // F32 values, one per 128×128 block, row-major
 	scalesPacked                 // DeepGEMM's packed UE8M0 I32 buffer
+	scalesE8M0                   // DeepSeek-V4's F8_E8M0 bytes, one per 128×128 block, row-major
 )
 
 // transform is what a StepDecode or StepPack reads: the source tensors (as
@@ -147,7 +149,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		return c
 	}
 	all := companions(module+".weight_scale", module+".weight_scale_inv", module+".weight_scale_2", module+".input_scale",
-		module+".weight_global_scale", module+".input_global_scale", module+".weight_zero_point")
+		module+".weight_global_scale", module+".input_global_scale", module+".weight_zero_point", v4ScaleName(module))
 	need := func(name string, or ...string) (safetensors.TensorSpec, error) {
 		t, ok := byName[name]
 		if !ok {
@@ -161,12 +163,14 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		if n < 1 || k < 1 || k > quant.MaxK || n > quant.MaxK {
 			return nil, fmt.Errorf("tensor %s: %w: FP8 matrix %v outside [1, %d]²", s.Name, errNotQuantizable, s.Shape, quant.MaxK)
 		}
-		// DeepSeek's weight_scale_inv, or ModelOpt's / compressed-tensors'
-		// weight_scale.
+		// DeepSeek's weight_scale_inv, ModelOpt's / compressed-tensors'
+		// weight_scale, or DeepSeek-V4's scale.
 		name, alt := module+".weight_scale_inv", module+".weight_scale"
 		if _, ok := byName[name]; !ok {
 			if _, ok := byName[alt]; ok {
 				name, alt = alt, ""
+			} else if _, ok := byName[v4ScaleName(module)]; ok {
+				name, alt = v4ScaleName(module), ""
 			}
 		}
 		var sc safetensors.TensorSpec
@@ -186,6 +190,16 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 			return nil, fmt.Errorf("tensor %s: %w: an asymmetric FP8 weight (weight_zero_point) is not block FP8", s.Name, errNotQuantizable)
 		}
 		return &xfSpec{kind: xfFP8, sources: []string{s.Name, name}, consumed: all,
+			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
+	case s.DType.String() == "I8" && len(s.Shape) == 2 && roleOfName(s.Name) == model.RoleWeight:
+		if _, ok := byName[v4ScaleName(module)]; !ok {
+			return nil, nil // not DeepSeek-V4's FP4: no decode (an expert's is refused by undecodedExpert)
+		}
+		sc, n, k, err := v4FP4Scales(s, byName)
+		if err != nil {
+			return nil, err
+		}
+		return &xfSpec{kind: xfMXFP4, sources: []string{s.Name, sc.Name}, consumed: all,
 			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
 	case s.DType == safetensors.U8 && len(s.Shape) == 2 && roleOfName(s.Name) == model.RolePacked:
 		n, k := s.Shape[0], 2*s.Shape[1]
@@ -281,13 +295,14 @@ func checkFP8Scales(w, sc safetensors.TensorSpec) error {
 	switch {
 	case sc.DType == safetensors.F32 && len(sc.Shape) == 2 && sc.Shape[0] == nb && sc.Shape[1] == kb:
 	case sc.DType == safetensors.F32 && len(sc.Shape) == 4 && sc.Shape[0] == nb && sc.Shape[1] == 1 && sc.Shape[2] == kb && sc.Shape[3] == 1:
+	case isE8M0(sc.DType) && len(sc.Shape) == 2 && sc.Shape[0] == nb && sc.Shape[1] == kb:
 	case sc.DType == safetensors.I32 && len(sc.Shape) == 2:
 		words, stride := quant.PackedUE8M0Shape(int(n), int(k))
 		if sc.Shape[0] != int64(words) || sc.Shape[1] != int64(stride) {
 			return fmt.Errorf("tensor %s: %w: packed UE8M0 scales %v of FP8 weight %v, want I32 [%d, %d]", sc.Name, errNotQuantizable, sc.Shape, w.Shape, words, stride)
 		}
 	default:
-		return fmt.Errorf("tensor %s: %w: %s %v are not the block scales of FP8 weight %s %v (want F32 [%d, %d] or [%d, 1, %d, 1], or packed UE8M0 I32)",
+		return fmt.Errorf("tensor %s: %w: %s %v are not the block scales of FP8 weight %s %v (want F32 or F8_E8M0 [%d, %d], F32 [%d, 1, %d, 1], or packed UE8M0 I32)",
 			sc.Name, errNotQuantizable, sc.DType, sc.Shape, w.Name, w.Shape, nb, kb, nb, kb)
 	}
 	return nil
@@ -311,6 +326,34 @@ func packSpec(module string, s safetensors.TensorSpec) (*xfSpec, error) {
 	}}, nil
 }
 
+// v4ScaleName is the scale tensor DeepSeek-V4 stores beside module's
+// weight: X.scale (inference/model.py Linear: an FP8 weight's per 128×128
+// block, an FP4 weight's per 32 along K, both float8_e8m0fnu).
+func v4ScaleName(module string) string { return module + ".scale" }
+
+// v4FP4Scales checks that DeepSeek-V4 FP4 codes s (I8 [N, K/2], two E2M1
+// codes a byte, low nibble first as torch's float4_e2m1fn_x2 packs them)
+// have their F8_E8M0 [N, K/32] scale in byName, and returns it with the
+// decoded shape.
+func v4FP4Scales(s safetensors.TensorSpec, byName map[string]safetensors.TensorSpec) (safetensors.TensorSpec, int64, int64, error) {
+	module, _ := model.SplitRole(s.Name)
+	sc, ok := byName[v4ScaleName(module)]
+	n, k := s.Shape[0], 2*s.Shape[1]
+	if !ok {
+		return sc, n, k, fmt.Errorf("tensor %s: %w: DeepSeek-V4 FP4 codes %v without their F8_E8M0 scale %s in the same file", s.Name, errNotQuantizable, s.Shape, v4ScaleName(module))
+	}
+	if n < 1 || k < quant.MXGroupSize || k > quant.MaxK || k%quant.MXGroupSize != 0 ||
+		!isE8M0(sc.DType) || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
+		return sc, n, k, fmt.Errorf("tensor %s: %w: %s %v are not the E8M0 scales of DeepSeek-V4 FP4 codes %s %v (want F8_E8M0 [%d, %d], one per 32 codes along K)",
+			sc.Name, errNotQuantizable, sc.DType, sc.Shape, s.Name, s.Shape, n, k/quant.MXGroupSize)
+	}
+	return sc, n, k, nil
+}
+
+// isE8M0 reports whether d is safetensors' F8_E8M0 (torch's
+// float8_e8m0fnu: 2^(byte-127), 0xFF NaN).
+func isE8M0(d safetensors.DType) bool { return d.String() == "F8_E8M0" }
+
 // numel is the element count of a shape (1 for a scalar).
 func numel(shape []int64) int64 {
 	n := int64(1)
@@ -331,6 +374,12 @@ func roleOfName(name string) model.Role {
 func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) error {
 	cfgPath := filepath.Join(root, ConfigName)
 	switch {
+	case !r.decodes() && cfg.Raw()["model_type"] == "deepseek_v4":
+		// The conventions' configs describe weight_scale / weight_scale_inv
+		// scales: V4's FP8 weights kept with their X.scale would be
+		// undeclared.
+		return fmt.Errorf("convert %s: %w: --recipe %s keeps DeepSeek-V4's FP8 weights as they are (F8_E4M3 with an F8_E8M0 X.scale), and no --format describes those in the output's config.json: convert DeepSeek-V4 with --recipe bf16 (with --experts bf16 or fp8)",
+			root, errNotQuantizable, r.Name)
 	case opts.Experts == ExpertsMXFP4 && cfg.Experts == model.ExpertsMXFP4:
 		return fmt.Errorf("convert %s: %w: --experts mxfp4 packs BF16 experts, and %s declares them already mxfp4-pack-quantized (compressed-tensors MXFP4): there is nothing to pack; keep them with --experts keep, or decode them with --experts bf16",
 			root, errNotQuantizable, cfgPath)

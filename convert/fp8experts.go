@@ -90,6 +90,19 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 		}
 		return weight(base+".weight", n, k), true, nil
 	}
+	if module, ok := strings.CutSuffix(s.Name, ".scale"); ok {
+		if w, ok := names[module+".weight"]; ok && w.DType.String() == "I8" {
+			return nil, true, nil // DeepSeek-V4 FP4 scales: consumed by the cast of the codes
+		}
+	}
+	if roleOfName(s.Name) == model.RoleWeight && s.DType.String() == "I8" {
+		// DeepSeek-V4's FP4 codes, decoded exactly as MXFP4's.
+		if _, n, k, err := v4FP4Scales(s, names); err != nil {
+			return nil, true, err
+		} else {
+			return weight(s.Name, n, k), true, nil
+		}
+	}
 	if roleOfName(s.Name) != model.RoleWeight {
 		return nil, false, nil // a companion: its weight decides (and refuses an FP8 or NVFP4 one)
 	}
@@ -107,10 +120,28 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 
 // isMXFP4Codes reports whether t, a tensor the plan quantizes (a routed
 // expert's: fp8ExpertOutputs read its name with the config's family), is
-// MXFP4 codes, which quantize reads through their exact BF16 decode.
+// MXFP4 codes (or DeepSeek-V4's FP4 codes, I8 X.weight, which
+// fp8ExpertOutputs plans only beside their X.scale), which quantize reads
+// through their exact BF16 decode.
 func isMXFP4Codes(t safetensors.TensorInfo) bool {
-	_, ok := mxfp4Base(t.Name)
-	return ok && t.DType == safetensors.U8 && len(t.Shape) == 2
+	_, ok := fp4ScaleName(t)
+	return ok
+}
+
+// fp4ScaleName is the name of the E8M0 scales of FP4 codes t: MXFP4's
+// weight_scale of X.weight_packed (U8), DeepSeek-V4's X.scale of X.weight
+// (I8).
+func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
+	if len(t.Shape) != 2 {
+		return "", false
+	}
+	if base, ok := mxfp4Base(t.Name); ok && t.DType == safetensors.U8 {
+		return model.MXFP4Scales(base), true
+	}
+	if module, role := model.SplitRole(t.Name); role == model.RoleWeight && t.DType.String() == "I8" {
+		return v4ScaleName(module), true
+	}
+	return "", false
 }
 
 // mxfp4Base is X of MXFP4 codes X.weight_packed.
@@ -125,11 +156,11 @@ func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensor
 	if !isMXFP4Codes(t) {
 		return io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()), t, false, nil
 	}
-	base, _ := mxfp4Base(t.Name)
-	sc, ok := f.Lookup(model.MXFP4Scales(base))
+	name, _ := fp4ScaleName(t)
+	sc, ok := f.Lookup(name)
 	n, k := t.Shape[0], 2*t.Shape[1]
-	if !ok || sc.DType != safetensors.U8 || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
-		return nil, t, false, fmt.Errorf("%w: the E8M0 scales %s of MXFP4 codes %v are missing or not U8 [%d, %d]", errNotQuantizable, model.MXFP4Scales(base), t.Shape, n, k/quant.MXGroupSize)
+	if !ok || (sc.DType != safetensors.U8 && !isE8M0(sc.DType)) || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
+		return nil, t, false, fmt.Errorf("%w: the E8M0 scales %s of FP4 codes %v are missing or not U8 (F8_E8M0) [%d, %d]", errNotQuantizable, name, t.Shape, n, k/quant.MXGroupSize)
 	}
 	v := &mxfp4View{codes: tensorSection(ra, f, t), scales: tensorSection(ra, f, sc), scalesName: sc.Name, k: k, buf: &s.fx.buf, prog: prog}
 	view := safetensors.TensorInfo{Name: t.Name, DType: safetensors.BF16, Shape: []int64{n, k}, Begin: 0, End: 2 * n * k}
@@ -186,8 +217,8 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 // reads of MXFP4 codes t through their view: per view read, its scales
 // then its codes.
 func mxfp4Reads(f *safetensors.File, t safetensors.TensorInfo, read func(t safetensors.TensorInfo, off, n int64)) {
-	base, _ := mxfp4Base(t.Name)
-	sc, ok := f.Lookup(model.MXFP4Scales(base))
+	name, _ := fp4ScaleName(t)
+	sc, ok := f.Lookup(name)
 	if !ok {
 		return // quantize fails before reading
 	}

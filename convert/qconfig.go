@@ -108,6 +108,7 @@ func (m *moduleSet) sorted() modules {
 // convention's quantization_config) and, for ModelOpt, hf_quant_config.json.
 func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq []byte, err error) {
 	raw := cfg.Raw()
+	setV4ExpertDType(raw, opts)
 	text, _ := raw[textKey].(map[string]any)
 	var srcQC map[string]any // the source's description of its experts
 	var mxQC map[string]any  // a compressed-tensors MXFP4 one, top level or in text_config

@@ -55,8 +55,11 @@ func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 	switch x.kind {
 	case xfFP8, xfPack:
 		x.n, x.k = x.codes.Shape[0], x.codes.Shape[1]
-		if x.kind == xfFP8 && x.scales.DType == safetensors.I32 {
+		switch {
+		case x.kind == xfFP8 && x.scales.DType == safetensors.I32:
 			x.sform = scalesPacked
+		case x.kind == xfFP8 && isE8M0(x.scales.DType):
+			x.sform = scalesE8M0
 		}
 	default:
 		x.n, x.k = x.codes.Shape[0], 2*x.codes.Shape[1]
@@ -143,9 +146,11 @@ func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
 		m := xfRows(x, r0)
 		switch x.kind {
 		case xfFP8:
-			if x.sform == scalesGrid {
-				kb := blocks(x.k)
+			switch kb := blocks(x.k); x.sform {
+			case scalesGrid:
 				read(x.scales, r0/blockSize*kb*4, kb*4)
+			case scalesE8M0:
+				read(x.scales, r0/blockSize*kb, kb)
 			}
 			read(x.codes, r0*x.k, m*x.k)
 		case xfMXFP4:
@@ -245,7 +250,8 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 		case xfFP8:
 			kb := int(blocks(x.k))
 			var scales []float32
-			if x.sform == scalesGrid {
+			switch x.sform {
+			case scalesGrid:
 				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb)*4, int64(kb)*4)
 				if err != nil {
 					return err
@@ -255,7 +261,21 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 					xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
 				}
 				scales = xs.grid[:kb]
-			} else {
+			case scalesE8M0:
+				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb), int64(kb))
+				if err != nil {
+					return err
+				}
+				if j := firstByte(b, quant.E8M0NaN); j >= 0 {
+					return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
+						quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
+				}
+				xs.grid = growF32(xs.grid, kb)
+				for j := range kb {
+					xs.grid[j] = e8m0Float(b[j])
+				}
+				scales = xs.grid[:kb]
+			default:
 				scales = xs.grid[int(r0/blockSize)*kb : int(r0/blockSize+1)*kb]
 			}
 			codes, err := readInto(&xs.codes, x.codes, r0*x.k, m*x.k)
@@ -355,6 +375,15 @@ func nextHeld(x *transform) (int, bool) {
 		return x.pair.part, true
 	}
 	return 0, false
+}
+
+// e8m0Float is the value of an E8M0 scale byte b other than 0xFF (NaN) as
+// torch's float8_e8m0fnu converts it: 2^(b-127), 2^-127 for 0.
+func e8m0Float(b byte) float32 {
+	if b == 0 {
+		return math.Float32frombits(1 << 22)
+	}
+	return math.Float32frombits(uint32(b) << 23)
 }
 
 func growF32(b []float32, n int) []float32 {

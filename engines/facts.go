@@ -42,10 +42,11 @@ const (
 	fP8NoScale form = "fp8-noscale" // F8_E4M3 weight without any scale tensor
 	mXFP4      form = "mxfp4"       // U8 weight_packed + U8 (E8M0) weight_scale
 	nVFP4      form = "nvfp4"       // U8 weight + F8_E4M3 weight_scale + weight_scale_2
+	fP4        form = "fp4"         // DeepSeek-V4: I8 weight (E2M1 pairs) + F8_E8M0 scale per 32
 	odd        form = "other"       // anything else
 )
 
-var forms = []form{BF16, fP8, fP8NoScale, mXFP4, nVFP4, odd}
+var forms = []form{BF16, fP8, fP8NoScale, mXFP4, nVFP4, fP4, odd}
 
 // scale is the layout of an FP8 weight's block scale.
 type scale string
@@ -55,9 +56,10 @@ const (
 	scale4D  scale = "weight_scale-4d"  // ModelOpt: F32 [⌈N/128⌉, 1, ⌈K/128⌉, 1]
 	scale2D  scale = "weight_scale-2d"  // compressed-tensors: F32 [⌈N/128⌉, ⌈K/128⌉]
 	scaleInv scale = "weight_scale_inv" // DeepSeek: F32 [⌈N/128⌉, ⌈K/128⌉]
+	scaleE8  scale = "scale-e8m0"       // DeepSeek-V4: X.scale F8_E8M0 [⌈N/128⌉, ⌈K/128⌉]
 )
 
-var scales = []scale{scale4D, scale2D, scaleInv}
+var scales = []scale{scale4D, scale2D, scaleInv, scaleE8}
 
 // part is the modules of one group that share a form, scale layout and
 // declaration.
@@ -172,6 +174,7 @@ type tensor struct {
 // module is one module's weight and companions, as the headers give them.
 type module struct {
 	weight, packed, scale, scaleInv, scale2 tensor
+	v4scale                                 tensor // DeepSeek-V4's X.scale
 	bytes                                   int64
 }
 
@@ -183,8 +186,12 @@ func (m *module) form() (form, scale) {
 		return odd, ""
 	case m.weight.dt == safetensors.U8 && m.scale.ok && m.scale.dt == safetensors.F8_E4M3 && m.scale2.ok:
 		return nVFP4, ""
+	case m.weight.dt.String() == "I8" && m.v4scale.ok:
+		return fP4, ""
 	case m.weight.dt == safetensors.F8_E4M3:
 		switch {
+		case m.v4scale.ok:
+			return fP8, scaleE8
 		case m.scaleInv.ok:
 			return fP8, scaleInv
 		case m.scale.ok && m.scale.rank == 4:
@@ -194,7 +201,7 @@ func (m *module) form() (form, scale) {
 		}
 		return fP8NoScale, ""
 	case m.weight.dt == safetensors.BF16 || m.weight.dt == safetensors.F16 || m.weight.dt == safetensors.F32:
-		if m.scale.ok || m.scaleInv.ok {
+		if m.scale.ok || m.scaleInv.ok || m.v4scale.ok {
 			return odd, ""
 		}
 		return BF16, ""
@@ -245,9 +252,21 @@ func (s *scanner) file(ts []safetensors.TensorInfo) {
 	local := map[string]*module{}
 	for i := range ts {
 		t := &ts[i]
+		// DeepSeek-V4's X.scale is X.weight's companion.
+		base, v4 := strings.CutSuffix(t.Name, ".scale")
 		tn := s.cls.ParseName(t.Name)
+		if v4 {
+			tn = s.cls.ParseName(base + ".weight")
+		}
 		if !linear(tn.Group) {
 			continue
+		}
+		switch tn.Role.String() {
+		case "weight", "weight_packed", "weight_scale", "weight_scale_inv", "weight_scale_2":
+		default:
+			if !v4 {
+				continue // a parameter beside the linear weights (DeepSeek-V4's attn_sink)
+			}
 		}
 		m := local[tn.Module]
 		if m == nil {
@@ -256,6 +275,10 @@ func (s *scanner) file(ts []safetensors.TensorInfo) {
 		}
 		m.bytes += t.Size()
 		v := tensor{ok: true, dt: t.DType, rank: len(t.Shape)}
+		if v4 {
+			m.v4scale = v
+			continue
+		}
 		switch tn.Role.String() { // the name's last segment
 		case "weight":
 			m.weight = v
@@ -287,7 +310,7 @@ func (s *scanner) file(ts []safetensors.TensorInfo) {
 
 // merge takes in what another file held of the same module.
 func (m *module) merge(o *module) {
-	for _, p := range [...][2]*tensor{{&m.weight, &o.weight}, {&m.packed, &o.packed}, {&m.scale, &o.scale}, {&m.scaleInv, &o.scaleInv}, {&m.scale2, &o.scale2}} {
+	for _, p := range [...][2]*tensor{{&m.weight, &o.weight}, {&m.packed, &o.packed}, {&m.scale, &o.scale}, {&m.scaleInv, &o.scaleInv}, {&m.scale2, &o.scale2}, {&m.v4scale, &o.v4scale}} {
 		if !p[0].ok {
 			*p[0] = *p[1]
 		}
