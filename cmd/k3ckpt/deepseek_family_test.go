@@ -323,36 +323,9 @@ func TestDeepSeekShardExportReassemble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg map[string]any
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["num_hidden_layers"], cfg["n_routed_experts"] = 15, 16
-	if b, err = json.MarshalIndent(cfg, "", "  "); err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	cfgPath, src := filepath.Join(tmp, "config.json"), filepath.Join(tmp, "ds")
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	layoutPath := filepath.Join("..", "..", "model", "testdata", "deepseek-v3", "layouts", "ep4-tp4.json")
-	st, ex := filepath.Join(tmp, "st"), filepath.Join(tmp, "ex")
-	for _, args := range [][]string{
-		{"synth", "-q", "--config", cfgPath, src},
-		{"shard", "-q", "--even", src, st},
-		{"export", "-q", "--layout", layoutPath, src, ex},
-	} {
-		if o, e, code := k3(args...); code != 0 {
-			t.Fatalf("%v: exit %d: %s%s", args, code, o, e)
-		}
-	}
-	for _, pieces := range []string{st, ex} {
-		o, e, code := k3("reassemble", pieces, filepath.Join(tmp, "re-"+filepath.Base(pieces)), "--check", src)
-		if code != 0 || !strings.Contains(o+e, "byte-identical to") {
-			t.Errorf("reassemble %s --check: exit %d: %s%s", pieces, code, o, e)
-		}
-	}
+	src, st, ex := shardExportReassemble(t, b, "deepseek-v3", func(cfg map[string]any) {
+		cfg["num_hidden_layers"], cfg["n_routed_experts"] = 15, 16
+	})
 	if ents, err := os.ReadDir(st); err != nil || len(ents) != 16 {
 		t.Errorf("shard: %d stages (%v), want 16", len(ents), err)
 	}

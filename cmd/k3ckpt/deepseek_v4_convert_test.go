@@ -80,16 +80,7 @@ func TestDeepSeekV4ConvertBF16(t *testing.T) {
 	if _, e, code := k3("convert", "-q", "--recipe", "bf16", "--experts", "bf16", src, dst); code != 0 {
 		t.Fatalf("convert: exit %d: %s", code, e)
 	}
-	in, err := safetensors.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := safetensors.Open(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	in, out := openPair(t, src, dst)
 	got := map[string]string{}
 	var fp4, fp8 int
 	for _, name := range slices.Sorted(maps.Keys(in.Index().WeightMap)) {
@@ -188,16 +179,7 @@ func TestDeepSeekV4ConvertExpertsFP8(t *testing.T) {
 	if _, e, code := k3("convert", "-q", "--recipe", "bf16", "--experts", "fp8", "--format", "deepseek", "--scale-fmt", "ue8m0", src, dst); code != 0 {
 		t.Fatalf("convert: exit %d: %s", code, e)
 	}
-	in, err := safetensors.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := safetensors.Open(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	in, out := openPair(t, src, dst)
 	experts := 0
 	for _, name := range slices.Sorted(maps.Keys(in.Index().WeightMap)) {
 		base, ok := strings.CutSuffix(name, ".scale")

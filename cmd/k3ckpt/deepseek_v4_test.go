@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,40 +96,13 @@ func TestDeepSeekV4ShardExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg map[string]any
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	ratios := []any{}
-	for n := range 16 {
-		ratios = append(ratios, []int{0, 4, 128}[n%3]*min(1, 15-n))
-	}
-	cfg["num_hidden_layers"], cfg["n_routed_experts"], cfg["compress_ratios"] = 15, 16, ratios
-	if b, err = json.MarshalIndent(cfg, "", "  "); err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	cfgPath, src := filepath.Join(tmp, "config.json"), filepath.Join(tmp, "v4")
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	layoutPath := filepath.Join("..", "..", "model", "testdata", "deepseek-v4", "layouts", "ep4-tp4.json")
-	st, ex := filepath.Join(tmp, "st"), filepath.Join(tmp, "ex")
-	for _, args := range [][]string{
-		{"synth", "-q", "--config", cfgPath, src},
-		{"shard", "-q", "--even", src, st},
-		{"export", "-q", "--layout", layoutPath, src, ex},
-	} {
-		if o, e, code := k3(args...); code != 0 {
-			t.Fatalf("%v: exit %d: %s%s", args, code, o, e)
+	src, st, ex := shardExportReassemble(t, b, "deepseek-v4", func(cfg map[string]any) {
+		ratios := []any{}
+		for n := range 16 {
+			ratios = append(ratios, []int{0, 4, 128}[n%3]*min(1, 15-n))
 		}
-	}
-	for _, pieces := range []string{st, ex} {
-		o, e, code := k3("reassemble", pieces, filepath.Join(tmp, "re-"+filepath.Base(pieces)), "--check", src)
-		if code != 0 || !strings.Contains(o+e, "byte-identical to") {
-			t.Errorf("reassemble %s --check: exit %d: %s%s", pieces, code, o, e)
-		}
-	}
+		cfg["num_hidden_layers"], cfg["n_routed_experts"], cfg["compress_ratios"] = 15, 16, ratios
+	})
 	last, err := safetensors.Open(filepath.Join(st, "stage-15"))
 	if err != nil {
 		t.Fatal(err)

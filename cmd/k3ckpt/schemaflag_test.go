@@ -59,16 +59,7 @@ func TestDeepSeekFP8ToBF16(t *testing.T) {
 	if _, e, code := k3("convert", "-q", "--format", "deepseek", "--recipe", "bf16", "--experts", "bf16", src, dst); code != 0 {
 		t.Fatalf("convert: exit %d: %s", code, e)
 	}
-	in, err := safetensors.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := safetensors.Open(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	in, out := openPair(t, src, dst)
 	for _, name := range []string{"model.layers.3.mlp.experts.7.down_proj.weight", "model.layers.0.self_attn.kv_a_proj_with_mqa.weight"} {
 		codes, ti := readAll(t, in, name)
 		sc, _ := readAll(t, in, name+"_scale_inv")
