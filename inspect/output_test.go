@@ -152,7 +152,7 @@ func TestReportOutputs(t *testing.T) {
 	t.Parallel()
 	dir := tinyReplica(t)
 	for _, by := range []groupBy{ByComponent, byDType, byLayer, byStage, byRank, byFile} {
-		t.Run(by.String(), func(t *testing.T) {
+		t.Run(string(by), func(t *testing.T) {
 			rep, err := Inspect(dir, Options{By: by, Recipe: defaultRecipe})
 			if err != nil {
 				t.Fatal(err)

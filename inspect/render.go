@@ -130,7 +130,7 @@ func mainTables(w io.Writer, r *Report, width int) error {
 			total.merge(g.tally)
 		}
 	}
-	if err := shareTable(w, r.By.String(), groups, total, width); err != nil {
+	if err := shareTable(w, string(r.By), groups, total, width); err != nil {
 		return err
 	}
 	if r.By == byDType {

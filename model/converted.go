@@ -17,10 +17,10 @@ import (
 //     text_config.quantization_config; without one they are BF16.
 func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 	switch qm {
-	case QuantModelOptMixed:
+	case quantModelOptMixed:
 		c.Converted = qm
 		c.parseModelOptExperts(p, q)
-	case QuantFP8:
+	case quantFP8:
 		c.Converted = qm
 		if !c.Multimodal {
 			c.Experts = c.deepSeekExperts(q)
@@ -40,7 +40,7 @@ func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 		c.parseCompressedTensors(p, eq)
 	default:
 		p.fail(q.name("quant_method"), "must be %q (MXFP4 experts), or %q/%q for a converted checkpoint, got %q",
-			compressedTensors, QuantModelOptMixed, QuantFP8, qm)
+			compressedTensors, quantModelOptMixed, quantFP8, qm)
 	}
 }
 
@@ -48,7 +48,7 @@ func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 // quantization_config (quantized_layers and ignore).
 func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 	if algo := p.str(q, "quant_algo", true); p.err == nil && algo != "MIXED_PRECISION" {
-		p.fail(q.name("quant_algo"), "a %q config must be \"MIXED_PRECISION\", got %q", QuantModelOptMixed, algo)
+		p.fail(q.name("quant_algo"), "a %q config must be \"MIXED_PRECISION\", got %q", quantModelOptMixed, algo)
 	}
 	layers, _ := p.object(q, "quantized_layers", true)
 	if p.err != nil {

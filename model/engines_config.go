@@ -6,15 +6,13 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// Quantization methods of the configs a conversion writes.
+// Quantization methods of the converted configs parseConverted reads.
 const (
-	// QuantModelOptMixed is ModelOpt mixed precision (NVIDIA's Kimi-K3
+	// quantModelOptMixed is ModelOpt mixed precision (NVIDIA's Kimi-K3
 	// export; SGLang selects its mixed-precision path on exactly this value).
-	QuantModelOptMixed = "modelopt_mixed"
-	// QuantFP8 is the DeepSeek-V3 block-FP8 convention.
-	QuantFP8 = "fp8"
-	// QuantCompressedTensors is the compressed-tensors library's method.
-	QuantCompressedTensors = compressedTensors
+	quantModelOptMixed = "modelopt_mixed"
+	// quantFP8 is the DeepSeek-V3 block-FP8 convention.
+	quantFP8 = "fp8"
 )
 
 // NVFP4GroupSize is the NVFP4 block: one E4M3 scale per 16 elements.
