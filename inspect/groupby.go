@@ -10,8 +10,8 @@ import (
 type groupBy string
 
 const (
-	// ByComponent groups tensors by the schema's component class ((*model.Classifier).Classify).
-	ByComponent groupBy = "component"
+	// byComponent groups tensors by the schema's component class ((*model.Classifier).Classify).
+	byComponent groupBy = "component"
 	// byDType groups tensors by their safetensors dtype.
 	byDType groupBy = "dtype"
 	// byLayer groups tensors by decoder layer; model-level tensors form their own row.
@@ -24,7 +24,7 @@ const (
 	byFile groupBy = "file"
 )
 
-var groupBys = []groupBy{ByComponent, byDType, byLayer, byStage, byRank, byFile}
+var groupBys = []groupBy{byComponent, byDType, byLayer, byStage, byRank, byFile}
 
 // ParseGroupBy maps a --by value to its groupBy.
 func ParseGroupBy(s string) (groupBy, error) {

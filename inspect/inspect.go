@@ -28,7 +28,8 @@ const (
 
 // Options choose what Audit accounts and plans.
 type Options struct {
-	// By selects the rows of the main table (ByComponent when empty).
+	// By selects the rows of the main table (see ParseGroupBy); empty means
+	// by component.
 	By groupBy
 	// Recipe, when set, adds the accounting of the checkpoint the convert
 	// recipe would produce (and plans Layout on that checkpoint).
@@ -202,7 +203,7 @@ type auditor struct {
 
 func audit(src *headers, source string, opts Options) (*Report, error) {
 	if opts.By == "" {
-		opts.By = ByComponent
+		opts.By = byComponent
 	}
 	layoutName, err := opts.check()
 	if err != nil {
@@ -303,7 +304,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	rep.Components = componentRows(comp[:])
 	rep.DTypes = dtypeRows(dt[:])
 	switch a.opts.By {
-	case ByComponent:
+	case byComponent:
 		rep.Groups = rep.Components
 	case byDType:
 		for _, d := range rep.DTypes {
