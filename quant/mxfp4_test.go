@@ -133,32 +133,42 @@ func TestMXFP4Errors(t *testing.T) {
 	}
 }
 
-// decodeMXFP4 widens one row of MXFP4: len(dst) elements (a multiple of 32),
-// packed two E2M1 codes per byte (element 2i in the low nibble), one E8M0
-// scale per 32 elements. The products are exact. A NaN scale (0xFF) is an
-// error wrapping ErrNonFinite naming the group.
-func decodeMXFP4(dst []float32, packed, scales []byte) error {
+// decodeFP4 widens one row of an FP4 format: len(dst) elements (a multiple
+// of group), packed two codes per byte (element 2i in the low nibble), one
+// scale per group elements that scale decodes; an element is table[code]
+// times its scale, in float32.
+func decodeFP4(dst []float32, packed, scales []byte, group int, table *[16]float32, scale func(g int) (float32, error)) error {
 	k := len(dst)
 	switch {
-	case k%MXGroupSize != 0:
-		return errorf(errShape, "MXFP4 row of %d elements, not a multiple of %d", k, MXGroupSize)
+	case k%group != 0:
+		return errorf(errShape, "FP4 row of %d elements, not a multiple of %d", k, group)
 	case len(packed) < k/2:
-		return errorf(errShape, "MXFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
-	case len(scales) < k/MXGroupSize:
-		return errorf(errShape, "MXFP4 row of %d elements has %d scales, want %d", k, len(scales), k/MXGroupSize)
+		return errorf(errShape, "FP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
+	case len(scales) < k/group:
+		return errorf(errShape, "FP4 row of %d elements has %d scales, want %d", k, len(scales), k/group)
 	}
-	for g := range k / MXGroupSize {
-		sb := scales[g]
-		if sb == E8M0NaN {
-			return errorf(ErrNonFinite, "MXFP4 scale of group %d (elements %d..%d) is NaN (0xff)", g, g*MXGroupSize, g*MXGroupSize+MXGroupSize-1)
+	for g := range k / group {
+		s, err := scale(g)
+		if err != nil {
+			return err
 		}
-		s := e8M0ToF32(sb)
-		d := dst[g*MXGroupSize : (g+1)*MXGroupSize]
-		p := packed[g*MXGroupSize/2 : (g+1)*MXGroupSize/2]
-		for i, b := range p {
-			d[2*i] = e2m1Table[b&0xF] * s
-			d[2*i+1] = e2m1Table[b>>4] * s
+		d := dst[g*group : (g+1)*group]
+		for i, b := range packed[g*group/2 : (g+1)*group/2] {
+			d[2*i] = table[b&0xF] * s
+			d[2*i+1] = table[b>>4] * s
 		}
 	}
 	return nil
+}
+
+// decodeMXFP4 widens one row of MXFP4: one E8M0 scale per 32 elements, so
+// the products are exact. A NaN scale (0xFF) is an error wrapping
+// ErrNonFinite naming the group.
+func decodeMXFP4(dst []float32, packed, scales []byte) error {
+	return decodeFP4(dst, packed, scales, MXGroupSize, &e2m1Table, func(g int) (float32, error) {
+		if scales[g] == E8M0NaN {
+			return 0, errorf(ErrNonFinite, "MXFP4 scale of group %d (elements %d..%d) is NaN (0xff)", g, g*MXGroupSize, g*MXGroupSize+MXGroupSize-1)
+		}
+		return e8M0ToF32(scales[g]), nil
+	})
 }
