@@ -253,7 +253,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 		groups = append(groups, g)
 	}
 	if opts.Experts == ExpertsNVFP4 {
-		declare(m.experts, map[string]any{"quant_algo": nvfp4Algo, "group_size": model.NVFP4GroupSize})
+		declare(m.experts, map[string]any{"quant_algo": nvfp4Algo, "group_size": quant.NVFP4GroupSize})
 	}
 	declare(slices.Concat(m.fp8, model.FusedNames(m.fp8), fp8Banks(m, opts)), map[string]any{"quant_algo": fp8BlockAlgo})
 	if len(layers) == 0 {
@@ -294,7 +294,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 		"quantization": map[string]any{
 			"quant_algo":          modelOptMixed,
 			"kv_cache_quant_algo": nil,
-			"group_size":          model.NVFP4GroupSize,
+			"group_size":          quant.NVFP4GroupSize,
 			"quantized_layers":    layers,
 			"exclude_modules":     anyStrings(exclude),
 		},

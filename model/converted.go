@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/quant"
 )
 
 // parseConverted reads the quantization_config a conversion wrote at the top
@@ -79,9 +81,9 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 			p.fail(e.name("quant_algo"), "routed experts must be NVFP4 or %s when declared, got %q", modelOptFP8Block, algo)
 			return
 		}
-		g := p.sizeOr(e, "group_size", 1, maxDim, NVFP4GroupSize)
-		if p.err == nil && g != NVFP4GroupSize {
-			p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", NVFP4GroupSize, g)
+		g := p.sizeOr(e, "group_size", 1, maxDim, quant.NVFP4GroupSize)
+		if p.err == nil && g != quant.NVFP4GroupSize {
+			p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", quant.NVFP4GroupSize, g)
 			return
 		}
 		nvfp4 = true
@@ -92,7 +94,7 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 	case fp8:
 		c.Experts = ExpertsFP8
 	case nvfp4:
-		c.Experts, c.GroupSize = ExpertsNVFP4, NVFP4GroupSize
+		c.Experts, c.GroupSize = ExpertsNVFP4, quant.NVFP4GroupSize
 	case c.NumExperts > 0 && c.firstMoELayer() >= 0 && ignores(q.m["ignore"], bank+strconv.Itoa(c.firstMoELayer())+".block_sparse_moe.experts"):
 		c.Experts = ExpertsBF16
 	default:
