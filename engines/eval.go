@@ -67,18 +67,18 @@ func compactGroups(names []string) string {
 	var out []string
 	done := map[string]bool{}
 	for _, n := range names {
-		g, err := model.ParseGroup(n)
-		if err != nil {
+		if _, err := model.ParseGroup(n); err != nil {
 			out = append(out, n)
 			continue
 		}
-		fam := g.Family()
+		fam, _, _ := strings.Cut(n, ".")
 		if done[fam] {
 			continue
 		}
 		all := fam != n
+		members, _ := model.ParseGroupSet(fam) // a family name stands for its groups
 		for h := range model.Group(model.NumAllGroups()) {
-			if all && h.Family() == fam && linear(h) && !slices.Contains(names, h.String()) {
+			if all && members.Has(h) && linear(h) && !slices.Contains(names, h.String()) {
 				all = false
 			}
 		}
