@@ -280,7 +280,7 @@ func TestBidirFP8BackToBF16(t *testing.T) {
 			decoded++
 			sc := q[opts.Format.ScaleName(n)]
 			rows, k := int(c.shape[0]), int(c.shape[1])
-			kb := quant.NumBlocks(k)
+			kb := numBlocks(k)
 			want := make([]byte, 2*rows*k)
 			for b0 := 0; b0 < rows; b0 += 128 {
 				r1 := min(b0+128, rows)
@@ -442,7 +442,7 @@ func TestBidirFromHub(t *testing.T) {
 func TestBidirPackedUE8M0(t *testing.T) {
 	t.Parallel()
 	const n, k = 200, 300 // partial blocks both ways
-	nb, kb := quant.NumBlocks(n), quant.NumBlocks(k)
+	nb, kb := numBlocks(n), numBlocks(k)
 	grid := make([]float32, nb*kb)
 	for i := range grid {
 		grid[i] = float32(math.Ldexp(1, i%9-6))

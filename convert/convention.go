@@ -34,7 +34,7 @@ func ParseFormat(s string) (Format, error) {
 	return f, nil
 }
 
-// blocks is the number of 128-wide blocks covering n (quant.NumBlocks for int64 sizes).
+// blocks is the number of 128-wide blocks covering n, ⌈n/128⌉.
 func blocks(n int64) int64 { return (n + blockSize - 1) / blockSize }
 
 // scaleDType is the dtype of every scale tensor: fp32 in all three

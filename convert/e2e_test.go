@@ -20,6 +20,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
+// numBlocks is ⌈n/128⌉, the scale blocks along a dimension of n.
+func numBlocks(n int) int { return int(blocks(int64(n))) }
+
 // refQuantize quantizes a whole matrix with the quant package (whose bytes
 // are checked against PyTorch/DeepGEMM goldens): the reference every FP8
 // byte and scale of the output must equal.
@@ -28,8 +31,8 @@ func refQuantize(t *testing.T, raw []byte, dt safetensors.DType, n, k int, sf qu
 	q := quant.NewQuantizer(k, quantElems[dt], sf)
 	esz := quantElems[dt].Size()
 	fp8 := make([]byte, n*k)
-	kb := quant.NumBlocks(k)
-	scales := make([]float32, quant.NumBlocks(n)*kb)
+	kb := numBlocks(k)
+	scales := make([]float32, numBlocks(n)*kb)
 	for b := 0; b*128 < n; b++ {
 		rows := min(128, n-b*128)
 		if err := q.QuantizeBandAt(b, fp8[b*128*k:], scales[b*kb:], raw[b*128*k*esz:], rows); err != nil {

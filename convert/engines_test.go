@@ -385,7 +385,7 @@ func TestConvertedConfigsParse(t *testing.T) {
 		for i, o := range outs {
 			specs[i] = o.TensorSpec
 		}
-		if !maps.Equal(expertSpecs(got.Catalog()), expertSpecs(specs)) {
+		if !maps.Equal(expertSpecs(catalogOf(t, got)), expertSpecs(specs)) {
 			t.Errorf("%+v: the catalog's experts differ from the planned ones", tc.opts)
 		}
 	}

@@ -135,10 +135,10 @@ func fp8ExpertBlocks(t *testing.T, src map[string]tensorData, sf quant.ScaleFmt)
 		st.Tensors++
 		n, k := int(s.shape[0]), int(2*s.shape[1])
 		bf := refMXFP4(t, s.data, src[base+".weight_scale"].data, k)
-		kb := quant.NumBlocks(k)
+		kb := numBlocks(k)
 		q := quant.NewQuantizer(k, quant.BF16, sf)
 		codes, scales, back := make([]byte, 128*k), make([]float32, kb), make([]byte, 2*128*k)
-		for b := range quant.NumBlocks(n) {
+		for b := range numBlocks(n) {
 			r0, r1 := b*128, min(b*128+128, n)
 			rows := r1 - r0
 			if err := q.QuantizeBandAt(b, codes, scales, bf[2*r0*k:2*r1*k], rows); err != nil {

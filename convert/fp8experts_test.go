@@ -31,12 +31,12 @@ func TestMXFP4ExpertsAsBlockFP8(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		kb := quant.NumBlocks(k)
-		blocks += int64(quant.NumBlocks(n) * kb)
+		kb := numBlocks(k)
+		blocks += int64(numBlocks(n) * kb)
 		for _, f := range []quant.ScaleFmt{quant.ScaleFP32, quant.ScaleUE8M0} {
 			q := quant.NewQuantizer(k, quant.BF16, f)
 			codes, scales, back := make([]byte, 128*k), make([]float32, kb), make([]byte, 2*128*k)
-			for b := range quant.NumBlocks(n) {
+			for b := range numBlocks(n) {
 				r0, r1 := b*128, min(b*128+128, n)
 				rows := r1 - r0
 				if err := q.QuantizeBandAt(b, codes, scales, bf[2*r0*k:2*r1*k], rows); err != nil {

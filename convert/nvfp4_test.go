@@ -102,17 +102,20 @@ func checkNVFP4Files(t *testing.T, srcDir, dst string) (projections int, differi
 		if len(codes) != n*k/2 || len(e4) != n*k/16 {
 			t.Fatalf("%s: %d code and %d scale bytes for [%d, %d]", base, len(codes), len(e4), n, k)
 		}
-		mx, nv := make([]float32, k), make([]float32, k)
+		// Both decodings are exact in BF16 (2- and 6-bit significands).
+		mx, nv := make([]byte, 2*k), make([]byte, 2*k)
 		for r := range n {
-			if err := quant.DecodeMXFP4(mx, packed[r*k/2:(r+1)*k/2], e8[r*k/32:(r+1)*k/32]); err != nil {
-				t.Fatal(err)
+			if nan, err := quant.MXFP4ToBF16(mx, packed[r*k/2:(r+1)*k/2], e8[r*k/32:(r+1)*k/32]); err != nil || nan != 0 {
+				t.Fatalf("%s row %d: %d NaN groups, %v", base, r, nan, err)
 			}
-			if err := quant.DecodeNVFP4(nv, codes[r*k/2:(r+1)*k/2], e4[r*k/16:(r+1)*k/16], s2); err != nil {
+			if err := quant.NVFP4ToBF16(nv, codes[r*k/2:(r+1)*k/2], e4[r*k/16:(r+1)*k/16], s2); err != nil {
 				t.Fatal(err)
 			}
 			for b := 0; b < k; b += 32 {
 				for i := b; i < b+32; i++ {
-					if mx[i] != nv[i] { // ±0 compare equal
+					x := quant.BF16ToF32(binary.LittleEndian.Uint16(mx[2*i:]))
+					y := quant.BF16ToF32(binary.LittleEndian.Uint16(nv[2*i:]))
+					if x != y { // ±0 compare equal
 						differing++
 						break
 					}

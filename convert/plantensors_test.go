@@ -25,7 +25,7 @@ func k3Catalog(t testing.TB) []safetensors.TensorSpec {
 // catalogs holds the catalogs catalogOf built, by config.json.
 var catalogs sync.Map
 
-// catalogOf is cfg.Catalog(), built once per config and test binary (the
+// catalogOf is every tensor of cfg, shard by shard, built once per config and test binary (the
 // full K3 catalog is 497,220 specs); callers must not modify it.
 func catalogOf(t testing.TB, cfg *model.Config) []safetensors.TensorSpec {
 	t.Helper()
@@ -36,7 +36,10 @@ func catalogOf(t testing.TB, cfg *model.Config) []safetensors.TensorSpec {
 	if c, ok := catalogs.Load(string(b)); ok {
 		return c.([]safetensors.TensorSpec)
 	}
-	c := cfg.Catalog()
+	var c []safetensors.TensorSpec
+	for i := range cfg.NumShards() {
+		c = append(c, cfg.ShardTensors(i)...)
+	}
 	catalogs.Store(string(b), c)
 	return c
 }

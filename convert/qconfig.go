@@ -211,7 +211,7 @@ func spellAll(cls *model.Classifier, mods []string) []string {
 // that is not FP8 (kept BF16 ones and the experts) under every spelling.
 func deepSeekConfig(m modules, opts Options) map[string]any {
 	qc := map[string]any{
-		"quant_method":      model.QuantFP8,
+		"quant_method":      DeepSeek.QuantMethod(),
 		"fmt":               "e4m3",
 		"activation_scheme": "dynamic",
 		"weight_block_size": []any{blockSize, blockSize},
@@ -253,7 +253,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 		groups = append(groups, g)
 	}
 	if opts.Experts == ExpertsNVFP4 {
-		declare(m.experts, map[string]any{"quant_algo": nvfp4Algo, "group_size": model.NVFP4GroupSize})
+		declare(m.experts, map[string]any{"quant_algo": nvfp4Algo, "group_size": quant.NVFP4GroupSize})
 	}
 	declare(slices.Concat(m.fp8, model.FusedNames(m.fp8), fp8Banks(m, opts)), map[string]any{"quant_algo": fp8BlockAlgo})
 	if len(layers) == 0 {
@@ -294,7 +294,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 		"quantization": map[string]any{
 			"quant_algo":          modelOptMixed,
 			"kv_cache_quant_algo": nil,
-			"group_size":          model.NVFP4GroupSize,
+			"group_size":          quant.NVFP4GroupSize,
 			"quantized_layers":    layers,
 			"exclude_modules":     anyStrings(exclude),
 		},
@@ -311,7 +311,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 		"ignore":           anyStrings(exclude),
 		"quant_algo":       modelOptMixed,
 		"producer":         producer,
-		"quant_method":     model.QuantModelOptMixed,
+		"quant_method":     ModelOpt.QuantMethod(),
 	}
 	return qc, hfq, nil
 }
@@ -361,7 +361,7 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	if src != nil {
 		qc = deepCopyJSON(src).(map[string]any)
 	}
-	qc["quant_method"] = model.QuantCompressedTensors
+	qc["quant_method"] = CompressedTensors.QuantMethod()
 	if _, ok := qc["quantization_status"]; !ok {
 		qc["quantization_status"] = "compressed"
 	}

@@ -16,7 +16,7 @@ import (
 var compatNotes []byte
 
 var outcomeCell = map[Outcome]string{
-	Resident: "resident", dequantized: "BF16 at load", Unknown: "not read", wrong: "**loads wrong**", refused: "**refused**",
+	resident: "resident", dequantized: "BF16 at load", unknown: "not read", wrong: "**loads wrong**", refused: "**refused**",
 }
 
 // ruleNo numbers the rules as the rule table lists them (R1…).
@@ -130,7 +130,7 @@ Engines, as read:
 			convs[j] = string(c)
 		}
 		fmt.Fprintf(&b, "| R%d | %s %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", i+1, r.Engine, r.Version, strings.Join(gpus, ", "),
-			strings.Join(convs, ", "), groups, outcome, msg, strings.ReplaceAll(r.Why, "|", `\|`), r.Source.String(), r.Evidence)
+			strings.Join(convs, ", "), groups, outcome, msg, strings.ReplaceAll(r.Why, "|", `\|`), r.Source.cite(), r.Evidence)
 	}
 	b.WriteString("\n")
 	b.Write(compatNotes)

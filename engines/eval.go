@@ -10,7 +10,7 @@ import (
 
 // item is what one engine makes of some parts of a checkpoint, and which
 // rule says so (nil: BF16 parts no rule names load as BF16; other parts no
-// rule names are Unknown).
+// rule names are unknown).
 type item struct {
 	Groups  []string `json:"groups"`
 	Form    form     `json:"form"`
@@ -50,7 +50,7 @@ type partOutcome struct {
 // Summary is the verdict in one line: the outcome and the first reason.
 func (v Verdict) Summary() string {
 	for _, it := range v.Items {
-		if it.Outcome == v.Outcome && v.Outcome != Resident {
+		if it.Outcome == v.Outcome && v.Outcome != resident {
 			msg := it.Why
 			if it.Message != "" {
 				msg += `: "` + it.Message + `"`
@@ -67,18 +67,18 @@ func compactGroups(names []string) string {
 	var out []string
 	done := map[string]bool{}
 	for _, n := range names {
-		g, err := model.ParseGroup(n)
-		if err != nil {
+		if _, err := model.ParseGroup(n); err != nil {
 			out = append(out, n)
 			continue
 		}
-		fam := g.Family()
+		fam, _, _ := strings.Cut(n, ".")
 		if done[fam] {
 			continue
 		}
 		all := fam != n
+		members, _ := model.ParseGroupSet(fam) // a family name stands for its groups
 		for h := range model.Group(model.NumAllGroups()) {
-			if all && h.Family() == fam && linear(h) && !slices.Contains(names, h.String()) {
+			if all && members.Has(h) && linear(h) && !slices.Contains(names, h.String()) {
 				all = false
 			}
 		}
@@ -95,7 +95,7 @@ func compactGroups(names []string) string {
 // outcomeWord is how reports say an outcome.
 func outcomeWord(o Outcome) string {
 	switch o {
-	case Resident:
+	case resident:
 		return "loads, quantized weights kept resident"
 	case dequantized:
 		return "loads, some FP8 weights dequantized to BF16 at load"
@@ -116,7 +116,7 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	v := Verdict{Engine: name, GPU: gpu, Outcome: Resident}
+	v := Verdict{Engine: name, GPU: gpu, Outcome: resident}
 	add := func(it item) {
 		if worse(it.Outcome, v.Outcome) {
 			v.Outcome = it.Outcome
@@ -163,10 +163,10 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 		switch {
 		case hit != nil:
 			it = hit.item(&p)
-		case p.Form == BF16:
-			it = item{Outcome: Resident, Why: "BF16 weights load as BF16"}
+		case p.Form == bF16:
+			it = item{Outcome: resident, Why: "BF16 weights load as BF16"}
 		default:
-			it = item{Outcome: Unknown, Why: fmt.Sprintf("no rule for %s %s under %s: this path of %s was not read", p.Form, p.Group, f.Convention, name)}
+			it = item{Outcome: unknown, Why: fmt.Sprintf("no rule for %s %s under %s: this path of %s was not read", p.Form, p.Group, f.Convention, name)}
 		}
 		it.Groups, it.Form, it.Modules, it.Example = []string{p.Group.String()}, p.Form, p.Modules, p.Example
 		v.parts = append(v.parts, partOutcome{p.Group, p.Form, it.Outcome, p.Bytes})
@@ -208,7 +208,7 @@ func (r *rule) matches(f *Facts, p part, gpu GPU) bool {
 }
 
 func (r *rule) item(p *part) item {
-	it := item{Outcome: r.Outcome, Why: r.Why, Message: r.Message, Rule: r.ID, Source: r.Source.String(), Evidence: r.Evidence}
+	it := item{Outcome: r.Outcome, Why: r.Why, Message: r.Message, Rule: r.ID, Source: r.Source.cite(), Evidence: r.Evidence}
 	if p == nil {
 		it.Groups = []string{"checkpoint"}
 	}

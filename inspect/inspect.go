@@ -28,7 +28,8 @@ const (
 
 // Options choose what Audit accounts and plans.
 type Options struct {
-	// By selects the rows of the main table.
+	// By selects the rows of the main table (see ParseGroupBy); empty means
+	// by component.
 	By groupBy
 	// Recipe, when set, adds the accounting of the checkpoint the convert
 	// recipe would produce (and plans Layout on that checkpoint).
@@ -153,8 +154,8 @@ type stageRow struct {
 // check validates the options (before anything is read) and returns the
 // layout to plan, "" for none.
 func (o Options) check() (string, error) {
-	if int(o.By) >= numGroupBy {
-		return "", fmt.Errorf("%w: group %d", errUsage, o.By)
+	if o.By != "" && !slices.Contains(groupBys, o.By) {
+		return "", fmt.Errorf("%w: group %q", errUsage, o.By)
 	}
 	name := o.Layout
 	if name == "" && o.By == byRank {
@@ -201,6 +202,9 @@ type auditor struct {
 }
 
 func audit(src *headers, source string, opts Options) (*Report, error) {
+	if opts.By == "" {
+		opts.By = byComponent
+	}
 	layoutName, err := opts.check()
 	if err != nil {
 		return nil, err
@@ -300,7 +304,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	rep.Components = componentRows(comp[:])
 	rep.DTypes = dtypeRows(dt[:])
 	switch a.opts.By {
-	case ByComponent:
+	case byComponent:
 		rep.Groups = rep.Components
 	case byDType:
 		for _, d := range rep.DTypes {

@@ -151,8 +151,8 @@ func TestTensorListTable(t *testing.T) {
 func TestReportOutputs(t *testing.T) {
 	t.Parallel()
 	dir := tinyReplica(t)
-	for _, by := range []groupBy{ByComponent, byDType, byLayer, byStage, byRank, byFile} {
-		t.Run(by.String(), func(t *testing.T) {
+	for _, by := range []groupBy{byComponent, byDType, byLayer, byStage, byRank, byFile} {
+		t.Run(string(by), func(t *testing.T) {
 			rep, err := Inspect(dir, Options{By: by, Recipe: defaultRecipe})
 			if err != nil {
 				t.Fatal(err)

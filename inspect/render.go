@@ -59,7 +59,7 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	}
 	fmt.Fprintln(bw, termtext.Wrap(fmt.Sprintf("no tensor data read: %s bytes of headers, index and config (%.4f%% of the data)", termtext.Int(r.BytesRead), pct), width, "  "))
 
-	sideBySide := r.Recipe != nil && r.By == ByComponent
+	sideBySide := r.Recipe != nil && r.By == byComponent
 	if sideBySide {
 		if err := recipeText(bw, r, width); err != nil {
 			return err
@@ -118,7 +118,7 @@ func headline(source, summary string, width int) string {
 func mainTables(w io.Writer, r *Report, width int) error {
 	fmt.Fprintln(w)
 	groups := r.Groups
-	if r.By == ByComponent {
+	if r.By == byComponent {
 		groups = r.Components
 	}
 	total := tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}
@@ -130,7 +130,7 @@ func mainTables(w io.Writer, r *Report, width int) error {
 			total.merge(g.tally)
 		}
 	}
-	if err := shareTable(w, r.By.String(), groups, total, width); err != nil {
+	if err := shareTable(w, string(r.By), groups, total, width); err != nil {
 		return err
 	}
 	if r.By == byDType {

@@ -102,7 +102,7 @@ func textFits(t *testing.T, width int, reports map[string]*Report) {
 		}
 	}
 	// Every grouping's table fits too; --by file leaves out the exact bytes.
-	for _, by := range []groupBy{ByComponent, byDType, byLayer, byFile} {
+	for _, by := range []groupBy{byComponent, byDType, byLayer, byFile} {
 		rep, err := Inspect(dir, Options{By: by})
 		must(t, err)
 		var buf bytes.Buffer

@@ -594,9 +594,9 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 	gathered, _ := export(t, tp, "dp2-dcp8", Options{TextOnly: true, VocabTP: true}, some)
 	q := "language_model.model.layers.3.self_attn.q_b_proj.weight_scale_inv"
 	// The TP8 shards: rank g of stage 0 holds head g's 128 rows and their
-	// packed scale. quant.GatherHeadsUE8M0 over them is the reference.
-	var parts [][]int32
-	var rows []int
+	// packed scale. Unpacking each, concatenating the block rows (every
+	// shard is whole 128-row blocks) and packing the result is the reference.
+	var blockScales []float32
 	for g := 0; g < 8; g++ {
 		dir := filepath.Join(tp, fmt.Sprintf("rank-%02d", g))
 		m := must(readManifest(dir))(t)
@@ -606,9 +606,13 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 		c := must(st.Open(dir))(t)
 		b, _ := readTensor(t, c, q)
 		c.Close()
-		parts, rows = append(parts, int32s(b)), append(rows, 128)
+		part, err := quant.UnpackUE8M0(int32s(b), 128, 96)
+		if err != nil {
+			t.Fatalf("pp8-tp8 rank %d %s: %v", g, q, err)
+		}
+		blockScales = append(blockScales, part...)
 	}
-	ref, err := quant.GatherHeadsUE8M0(parts, rows, 96)
+	ref, err := quant.PackUE8M0(blockScales, 8*128, 96)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -632,7 +636,7 @@ func TestReplicatedQFromPackedShards(t *testing.T) {
 				t.Errorf("packed q_b scale %s %v, want I32 [1 1024]", ti.DType, ti.Shape)
 			}
 			if name == q && fmt.Sprint(int32s(y)) != fmt.Sprint(ref) {
-				t.Errorf("rank %d %s differs from quant.GatherHeadsUE8M0 of the TP shards", r, name)
+				t.Errorf("rank %d %s differs from packing the TP shards' block scales", r, name)
 			}
 		}
 		a.Close()
@@ -760,7 +764,7 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 	}
 	defer src.Close()
 	dst := filepath.Join(t.TempDir(), "out")
-	if _, err := runExport(src, l, dst, ExportOptions{Pack: packUE8M0}); !errors.Is(err, quant.ErrNotUE8M0) {
+	if _, err := runExport(src, l, dst, ExportOptions{Pack: packUE8M0}); err == nil || !strings.Contains(err.Error(), "scale is not UE8M0") {
 		t.Errorf("packing non-UE8M0 scales: err %v", err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {

@@ -318,7 +318,7 @@ func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 		allLayer = false
 	}
 	for _, p := range r.Projs {
-		if p != "w1" && p != "w2" && p != "w3" { // model.ExpertProj's names
+		if p != "w1" && p != "w2" && p != "w3" { // the expert projection names of model.TensorName.Proj
 			return false, fmt.Errorf("%w: %s: rule %q: unknown expert projection %q (want w1, w2 or w3)", errLayout, l.Name, r.Name, p)
 		}
 		cr.projs = append(cr.projs, p)

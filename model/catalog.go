@@ -55,18 +55,10 @@ func (c *Config) ShardName(i int) string {
 	return fmt.Sprintf(ShardNameFormat, i+1, c.NumShards())
 }
 
-// ShardOf is the file that holds the named tensor under the released
-// placement, or "" when the name has no place in this model. It goes by the
-// schema, so a converted weight's scale tensor lands next to its weight; it
-// does not check that the tensor is in the catalog.
-func (c *Config) ShardOf(name string) string {
-	if i := c.shardIndexOf(name); i >= 0 {
-		return c.ShardName(i)
-	}
-	return ""
-}
-
-// shardIndexOf is ShardOf as a 0-based shard number (-1 for no place).
+// shardIndexOf is the 0-based shard that holds the named tensor under the
+// released placement (-1 when the name has no place in this model). It goes
+// by the schema, so a converted weight's scale tensor lands next to its
+// weight; it does not check that the tensor is in the catalog.
 func (c *Config) shardIndexOf(name string) int {
 	n := c.Classifier().ParseName(name)
 	if n.Layer >= 0 {
@@ -100,17 +92,6 @@ func (c *Config) shardTensors(t *templates, i int) []safetensors.TensorSpec {
 			out = append(out, safetensors.TensorSpec{Name: prefix + x.suffix, DType: x.dtype, Shape: x.shape})
 		}
 	})
-	return out
-}
-
-// Catalog lists every tensor of the checkpoint, shard by shard. At full K3
-// scale that is 497,220 specs (~60 MB); prefer ShardTensors to stream.
-func (c *Config) Catalog() []safetensors.TensorSpec {
-	t := c.templates()
-	out := make([]safetensors.TensorSpec, 0, c.NumTensors())
-	for i := range c.NumShards() {
-		out = append(out, c.shardTensors(t, i)...)
-	}
 	return out
 }
 

@@ -100,7 +100,7 @@ type Classifier struct {
 func newClassifier(s *schema, layers []layer) *Classifier {
 	c := &Classifier{mla: make([]bool, len(layers)), s: s, main: mainLayers(layers)}
 	for i, l := range layers {
-		c.mla[i] = l.Attention == MLA
+		c.mla[i] = l.Attention == mLA
 	}
 	return c
 }

@@ -106,7 +106,7 @@ func TestClassify(t *testing.T) {
 // The classifier follows the schedule it is given, not K3's.
 func TestClassifierSchedule(t *testing.T) {
 	t.Parallel()
-	c := newClassifier(k3Schema, []layer{{Index: 0, Attention: MLA}, {Index: 1, Attention: kDA}})
+	c := newClassifier(k3Schema, []layer{{Index: 0, Attention: mLA}, {Index: 1, Attention: kDA}})
 	if got := c.Classify("model.layers.0.self_attn.o_proj.weight"); got != attentionMLA {
 		t.Errorf("layer 0 o_proj: %v", got)
 	}

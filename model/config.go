@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -45,8 +44,8 @@ type attnKind uint8
 const (
 	// kDA is Kimi Delta Attention, the linear-attention layer with a recurrent state.
 	kDA attnKind = iota
-	// MLA is multi-head latent attention, the full-attention layer.
-	MLA
+	// mLA is multi-head latent attention, the full-attention layer.
+	mLA
 )
 
 // ExpertFormat is how routed expert weights are stored.
@@ -201,9 +200,6 @@ func FamilyOfConfig(data []byte) string {
 // re-encode exactly). convert edits it and writes it back as config.json.
 func (c *Config) Raw() map[string]any { return deepCopy(c.raw).(map[string]any) }
 
-// Layers returns the layer schedule, one entry per 0-based layer.
-func (c *Config) Layers() []layer { return slices.Clone(c.layers) }
-
 // Classifier returns the classifier for this config's schedule (shared;
 // classifiers are immutable).
 func (c *Config) Classifier() *Classifier { return c.cls }
@@ -351,7 +347,7 @@ func (c *Config) buildLayers() error {
 	for i := range c.layers {
 		k := kDA
 		if full[i] {
-			k = MLA
+			k = mLA
 		}
 		c.layers[i] = layer{
 			Index:      i,

@@ -34,7 +34,7 @@ func mustK3(t testing.TB) *Config {
 func TestK3CatalogFigures(t *testing.T) {
 	t.Parallel()
 	c := mustK3(t)
-	cat := c.Catalog()
+	cat := c.catalog()
 	if len(cat) != 497220 || c.NumTensors() != 497220 {
 		t.Fatalf("catalog has %d tensors (NumTensors %d), want 497,220", len(cat), c.NumTensors())
 	}
@@ -157,7 +157,7 @@ func TestK3Shapes(t *testing.T) {
 		"mm_projector.proj.2.weight":                                    {safetensors.BF16, []int64{7168, 4096}},
 	}
 	got := map[string]safetensors.TensorSpec{}
-	for _, ts := range c.Catalog() {
+	for _, ts := range c.catalog() {
 		if _, ok := want[ts.Name]; ok {
 			got[ts.Name] = ts
 		}
@@ -188,7 +188,7 @@ func TestK3Shapes(t *testing.T) {
 func TestK3Schedule(t *testing.T) {
 	t.Parallel()
 	c := mustK3(t)
-	ls := c.Layers()
+	ls := c.layers
 	if len(ls) != 93 {
 		t.Fatalf("%d layers", len(ls))
 	}
@@ -197,7 +197,7 @@ func TestK3Schedule(t *testing.T) {
 		if l.Index != i {
 			t.Errorf("layer %d has Index %d", i, l.Index)
 		}
-		if l.Attention == MLA {
+		if l.Attention == mLA {
 			mla = append(mla, i)
 		}
 		if l.MoE != (i >= 1) {
@@ -215,10 +215,6 @@ func TestK3Schedule(t *testing.T) {
 	if c.numBlocks() != 8 {
 		t.Errorf("%d AttnRes blocks, want 8", c.numBlocks())
 	}
-	ls[0].Attention = MLA // Layers returns a copy
-	if c.Layers()[0].Attention != kDA {
-		t.Error("Layers exposes internal state")
-	}
 }
 
 func TestShardPlacement(t *testing.T) {
@@ -233,8 +229,8 @@ func TestShardPlacement(t *testing.T) {
 			t.Errorf("shard %s: %d specs, shardStats %d", name, len(specs), n)
 		}
 		for _, ts := range specs {
-			if got := c.ShardOf(ts.Name); got != name {
-				t.Fatalf("%s is in %s but ShardOf says %q", ts.Name, name, got)
+			if got := c.shardOf(ts.Name); got != name {
+				t.Fatalf("%s is in %s but shardOf says %q", ts.Name, name, got)
 			}
 			counts[name]++
 		}
@@ -258,8 +254,8 @@ func TestShardPlacement(t *testing.T) {
 		P + "layers.93.input_layernorm.weight":                       "",
 		"something.else":                                             "",
 	} {
-		if got := c.ShardOf(name); got != want {
-			t.Errorf("ShardOf(%s) = %q, want %q", name, got, want)
+		if got := c.shardOf(name); got != want {
+			t.Errorf("shardOf(%s) = %q, want %q", name, got, want)
 		}
 	}
 	// a MoE layer: 6 per-layer + (KDA 14 | MLA 8) + 8 MoE tensors + 896 × 6 experts
@@ -463,7 +459,7 @@ func TestBareTextConfig(t *testing.T) {
 			t.Errorf("%s missing", n)
 		}
 	}
-	if got := c.ShardOf("lm_head.weight"); got != "model-00094-of-000094.safetensors" {
+	if got := c.shardOf("lm_head.weight"); got != "model-00094-of-000094.safetensors" {
 		t.Errorf("lm_head in %q", got)
 	}
 	// errors name bare fields
@@ -491,7 +487,7 @@ func TestConfigVariants(t *testing.T) {
 		t.Fatalf("experts %v, %d shards", c.Experts, c.NumShards())
 	}
 	want := 497220 - 1 /* lm_head */ - 92 /* norm */ - 24 /* MLA g_proj */ - 92*896*3 /* scales */ - (165 + 3)
-	if c.NumTensors() != want || len(c.Catalog()) != want {
+	if c.NumTensors() != want || len(c.catalog()) != want {
 		t.Errorf("%d tensors, want %d", c.NumTensors(), want)
 	}
 	for _, ts := range c.ShardTensors(1) {
@@ -522,7 +518,7 @@ func BenchmarkK3Catalog(b *testing.B) {
 	c := mustK3(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = c.Catalog()
+		_ = c.catalog()
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/quant"
 )
 
 // parseConverted reads the quantization_config a conversion wrote at the top
@@ -17,10 +19,10 @@ import (
 //     text_config.quantization_config; without one they are BF16.
 func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 	switch qm {
-	case QuantModelOptMixed:
+	case quantModelOptMixed:
 		c.Converted = qm
 		c.parseModelOptExperts(p, q)
-	case QuantFP8:
+	case quantFP8:
 		c.Converted = qm
 		if !c.Multimodal {
 			c.Experts = c.deepSeekExperts(q)
@@ -40,7 +42,7 @@ func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 		c.parseCompressedTensors(p, eq)
 	default:
 		p.fail(q.name("quant_method"), "must be %q (MXFP4 experts), or %q/%q for a converted checkpoint, got %q",
-			compressedTensors, QuantModelOptMixed, QuantFP8, qm)
+			compressedTensors, quantModelOptMixed, quantFP8, qm)
 	}
 }
 
@@ -48,7 +50,7 @@ func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 // quantization_config (quantized_layers and ignore).
 func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 	if algo := p.str(q, "quant_algo", true); p.err == nil && algo != "MIXED_PRECISION" {
-		p.fail(q.name("quant_algo"), "a %q config must be \"MIXED_PRECISION\", got %q", QuantModelOptMixed, algo)
+		p.fail(q.name("quant_algo"), "a %q config must be \"MIXED_PRECISION\", got %q", quantModelOptMixed, algo)
 	}
 	layers, _ := p.object(q, "quantized_layers", true)
 	if p.err != nil {
@@ -79,9 +81,9 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 			p.fail(e.name("quant_algo"), "routed experts must be NVFP4 or %s when declared, got %q", modelOptFP8Block, algo)
 			return
 		}
-		g := p.sizeOr(e, "group_size", 1, maxDim, NVFP4GroupSize)
-		if p.err == nil && g != NVFP4GroupSize {
-			p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", NVFP4GroupSize, g)
+		g := p.sizeOr(e, "group_size", 1, maxDim, quant.NVFP4GroupSize)
+		if p.err == nil && g != quant.NVFP4GroupSize {
+			p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", quant.NVFP4GroupSize, g)
 			return
 		}
 		nvfp4 = true
@@ -92,7 +94,7 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 	case fp8:
 		c.Experts = ExpertsFP8
 	case nvfp4:
-		c.Experts, c.GroupSize = ExpertsNVFP4, NVFP4GroupSize
+		c.Experts, c.GroupSize = ExpertsNVFP4, quant.NVFP4GroupSize
 	case c.NumExperts > 0 && c.firstMoELayer() >= 0 && ignores(q.m["ignore"], bank+strconv.Itoa(c.firstMoELayer())+".block_sparse_moe.experts"):
 		c.Experts = ExpertsBF16
 	default:

@@ -41,7 +41,7 @@ func TestDeepSeekV3Family(t *testing.T) {
 	}
 	var values int64
 	specs := map[string]safetensors.TensorSpec{}
-	for _, ts := range c.Catalog() {
+	for _, ts := range c.catalog() {
 		n, _ := safetensors.NumElements(ts.Shape)
 		values += n
 		specs[ts.Name] = ts
@@ -92,7 +92,7 @@ func TestDeepSeekV3Family(t *testing.T) {
 			t.Errorf("%s: group %s, want %s", name, got, g)
 		}
 	}
-	if s := c.ShardOf("model.layers.61.enorm.weight"); s != c.ShardName(61) || c.NumShards() != 63 {
+	if s := c.shardOf("model.layers.61.enorm.weight"); s != c.ShardName(61) || c.NumShards() != 63 {
 		t.Errorf("enorm in %s of %d", s, c.NumShards())
 	}
 

@@ -48,7 +48,7 @@ func TestDeepSeekV4Family(t *testing.T) {
 		t.Fatalf("family %s, %d layers, %d experts", c.schema().family, c.NumLayers, c.NumExperts)
 	}
 	specs := map[string]safetensors.TensorSpec{}
-	for _, ts := range c.Catalog() {
+	for _, ts := range c.catalog() {
 		specs[ts.Name] = ts
 	}
 	type want struct {
@@ -123,16 +123,16 @@ func TestDeepSeekV4Family(t *testing.T) {
 	for name, w := range map[string]struct {
 		group         string
 		layer, expert int
-		proj          ExpertProj
+		proj          expertProjection
 	}{
 		"mtp.0.ffn.experts.3.w2.scale":         {"experts", 43, 3, expertW2},
 		"layers.5.ffn.experts.0.w1.weight":     {"experts", 5, 0, expertW1},
-		"layers.5.attn.wq_b.scale":             {"v4.attn.wq_b", 5, -1, ExpertProj(0)},
-		"mtp.0.e_proj.weight":                  {"mtp.eh_proj", 43, -1, ExpertProj(0)},
-		"layers.2.attn.indexer.compressor.ape": {"v4.attn.indexer", 2, -1, ExpertProj(0)},
-		"head.weight":                          {"lm_head", -1, -1, ExpertProj(0)},
-		"hc_head_fn":                           {"final_norms", -1, -1, ExpertProj(0)},
-		"embed.weight":                         {"embedding", -1, -1, ExpertProj(0)},
+		"layers.5.attn.wq_b.scale":             {"v4.attn.wq_b", 5, -1, expertProjection(0)},
+		"mtp.0.e_proj.weight":                  {"mtp.eh_proj", 43, -1, expertProjection(0)},
+		"layers.2.attn.indexer.compressor.ape": {"v4.attn.indexer", 2, -1, expertProjection(0)},
+		"head.weight":                          {"lm_head", -1, -1, expertProjection(0)},
+		"hc_head_fn":                           {"final_norms", -1, -1, expertProjection(0)},
+		"embed.weight":                         {"embedding", -1, -1, expertProjection(0)},
 	} {
 		tn := cls.ParseName(name)
 		if tn.Group.String() != w.group || tn.Layer != w.layer || tn.Expert != w.expert || tn.Proj != w.proj {

@@ -3,22 +3,18 @@ package model
 import (
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// Quantization methods of the configs a conversion writes.
+// Quantization methods of the converted configs parseConverted reads.
 const (
-	// QuantModelOptMixed is ModelOpt mixed precision (NVIDIA's Kimi-K3
+	// quantModelOptMixed is ModelOpt mixed precision (NVIDIA's Kimi-K3
 	// export; SGLang selects its mixed-precision path on exactly this value).
-	QuantModelOptMixed = "modelopt_mixed"
-	// QuantFP8 is the DeepSeek-V3 block-FP8 convention.
-	QuantFP8 = "fp8"
-	// QuantCompressedTensors is the compressed-tensors library's method.
-	QuantCompressedTensors = compressedTensors
+	quantModelOptMixed = "modelopt_mixed"
+	// quantFP8 is the DeepSeek-V3 block-FP8 convention.
+	quantFP8 = "fp8"
 )
-
-// NVFP4GroupSize is the NVFP4 block: one E4M3 scale per 16 elements.
-const NVFP4GroupSize = 16
 
 // modelOptNVFP4 is the quant_algo of NVFP4 modules in a ModelOpt manifest.
 const modelOptNVFP4 = "NVFP4"
@@ -55,12 +51,12 @@ func MXFP4Scales(base string) string { return base + mxfp4Scale }
 // [N, K/16], X.weight_scale_2 F32 [] and X.input_scale F32 [].
 func NVFP4Specs(base string, packed safetensors.TensorSpec) ([4]safetensors.TensorSpec, bool) {
 	var out [4]safetensors.TensorSpec
-	if packed.DType != safetensors.U8 || len(packed.Shape) != 2 || (2*packed.Shape[1])%NVFP4GroupSize != 0 {
+	if packed.DType != safetensors.U8 || len(packed.Shape) != 2 || (2*packed.Shape[1])%quant.NVFP4GroupSize != 0 {
 		return out, false
 	}
 	n, k := packed.Shape[0], 2*packed.Shape[1]
 	out[0] = safetensors.TensorSpec{Name: base + ".weight", DType: safetensors.U8, Shape: []int64{n, k / 2}}
-	out[1] = safetensors.TensorSpec{Name: base + ".weight_scale", DType: safetensors.F8_E4M3, Shape: []int64{n, k / NVFP4GroupSize}}
+	out[1] = safetensors.TensorSpec{Name: base + ".weight_scale", DType: safetensors.F8_E4M3, Shape: []int64{n, k / quant.NVFP4GroupSize}}
 	out[2] = safetensors.TensorSpec{Name: base + ".weight_scale_2", DType: safetensors.F32, Shape: []int64{}}
 	out[3] = safetensors.TensorSpec{Name: base + ".input_scale", DType: safetensors.F32, Shape: []int64{}}
 	return out, true

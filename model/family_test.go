@@ -62,7 +62,7 @@ func TestSchemaFileFamily(t *testing.T) {
 		"model.layers.1.mlp.experts.0.up_proj.weight":   {32, 64},
 	}
 	got := map[string]safetensors.TensorSpec{}
-	for _, ts := range c.Catalog() {
+	for _, ts := range c.catalog() {
 		got[ts.Name] = ts
 	}
 	for name, shape := range want {
@@ -85,7 +85,7 @@ func TestSchemaFileFamily(t *testing.T) {
 	if comp := c.Classifier().Classify("model.layers.0.self_attn.v_proj.weight"); comp.String() != "attention" {
 		t.Errorf("v_proj is %v", comp)
 	}
-	if s := c.ShardOf("lm_head.weight"); s != "model-00004-of-000004.safetensors" {
+	if s := c.shardOf("lm_head.weight"); s != "model-00004-of-000004.safetensors" {
 		t.Errorf("lm_head in %s", s)
 	}
 

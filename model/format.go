@@ -30,13 +30,14 @@ const (
 // formatFacts is the one table of names, scale names and shapes per
 // convention.
 var formatFacts = [numFormats]struct {
-	name  string
-	role  Role
-	fourD bool // [nb, 1, kb, 1] rather than [nb, kb]
+	name   string
+	method string // quant_method of the config a conversion writes
+	role   Role
+	fourD  bool // [nb, 1, kb, 1] rather than [nb, kb]
 }{
-	DeepSeek:          {"deepseek", roleScaleInv, false},
-	CompressedTensors: {"compressed-tensors", roleScale, false},
-	ModelOpt:          {"modelopt", roleScale, true},
+	DeepSeek:          {"deepseek", quantFP8, roleScaleInv, false},
+	CompressedTensors: {"compressed-tensors", compressedTensors, roleScale, false},
+	ModelOpt:          {"modelopt", quantModelOptMixed, roleScale, true},
 }
 
 // String is the convention's name as given to --format.
@@ -70,6 +71,12 @@ func ParseFormat(s string) (Format, error) {
 	}
 	return 0, fmt.Errorf("convention %q (known: %s)", s, strings.Join(names, ", "))
 }
+
+// QuantMethod is the quant_method of the quantization_config a conversion
+// in this convention writes: "fp8" (DeepSeek-V3), "compressed-tensors", or
+// "modelopt_mixed" (ModelOpt mixed precision, NVIDIA's Kimi-K3 export;
+// SGLang selects its mixed-precision path on exactly this value).
+func (f Format) QuantMethod() string { return formatFacts[f].method }
 
 // Role is the scale tensor's role next to its weight (roleScaleInv or roleScale).
 func (f Format) Role() Role { return formatFacts[f].role }

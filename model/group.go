@@ -112,9 +112,9 @@ func (g Group) Component() Component {
 	return Other
 }
 
-// Family is the part of the name before the dot ("kda" for "kda.q_proj"),
+// family is the part of the name before the dot ("kda" for "kda.q_proj"),
 // or the whole name for a group without one ("experts").
-func (g Group) Family() string {
+func (g Group) family() string {
 	n := g.String()
 	if i := strings.IndexByte(n, '.'); i >= 0 {
 		return n[:i]
@@ -194,7 +194,7 @@ func ParseGroupSet(list string) (GroupSet, error) {
 		}
 		var fam GroupSet
 		for g := range Group(len(groupInfo)) {
-			if g != groupOther && g.Family() == item && strings.Contains(g.String(), ".") {
+			if g != groupOther && g.family() == item && strings.Contains(g.String(), ".") {
 				fam |= Groups(g)
 			}
 		}

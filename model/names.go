@@ -105,12 +105,12 @@ func roleOf(last string) Role {
 	return roleParam
 }
 
-// ExpertProj is which of a routed expert's three projections a tensor is.
-type ExpertProj uint8
+// expertProjection is which of a routed expert's three projections a tensor is.
+type expertProjection uint8
 
 const (
-	// The zero ExpertProj: not a routed expert tensor, or an unknown projection name.
-	_ ExpertProj = iota
+	// The zero expertProjection: not a routed expert tensor, or an unknown projection name.
+	_ expertProjection = iota
 	// expertW1 is the gate projection (w1, or gate_proj), [moe_intermediate, latent].
 	expertW1
 	// expertW2 is the down projection (w2, or down_proj), [latent, moe_intermediate].
@@ -119,8 +119,8 @@ const (
 	expertW3
 )
 
-// String is "w1", "w2", "w3", or "" for the zero ExpertProj.
-func (p ExpertProj) String() string {
+// String is "w1", "w2", "w3", or "" for the zero expertProjection.
+func (p expertProjection) String() string {
 	switch p {
 	case expertW1:
 		return "w1"
@@ -141,7 +141,7 @@ type TensorName struct {
 	// Expert is the routed expert index, -1 for any other tensor.
 	Expert int
 	// Proj is the routed expert projection (zero for others).
-	Proj ExpertProj
+	Proj expertProjection
 	// Module is the name without its role suffix ("….self_attn.q_proj" for
 	// "….self_attn.q_proj.weight_scale_inv"): a weight and its companions
 	// share it.
@@ -250,7 +250,7 @@ func isWord(s string) bool {
 // expertTail reads "<experts>E.P.…" for any of the family's spellings of
 // the routed experts (K3: block_sparse_moe.experts., and mlp.experts. as
 // some exports name the MoE block) and the projection P.
-func (s *schema) expertTail(tail string) (expert int, proj ExpertProj, ok bool) {
+func (s *schema) expertTail(tail string) (expert int, proj expertProjection, ok bool) {
 	var rest string
 	for _, p := range s.expertPaths {
 		if rest, ok = strings.CutPrefix(tail, p); ok {

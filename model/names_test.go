@@ -89,7 +89,7 @@ func TestParseName(t *testing.T) {
 		g      Group
 		layer  int
 		expert int
-		proj   ExpertProj
+		proj   expertProjection
 		module string
 		role   Role
 	}
@@ -190,7 +190,7 @@ func TestParseNameCatalog(t *testing.T) {
 	c := mustK3(t)
 	cl := c.Classifier()
 	counts := make([]int, numK3Groups)
-	for _, ts := range c.Catalog() {
+	for _, ts := range c.catalog() {
 		n := cl.ParseName(ts.Name)
 		if n.Group == groupOther {
 			t.Fatalf("%s has no group", ts.Name)

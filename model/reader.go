@@ -217,8 +217,8 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	if q, ok := p.object(top, "quantization_config", false); ok && !s.fp8Block {
 		return nil, &fieldError{Field: "quantization_config", Msg: "family " + s.family + " reads BF16 checkpoints only: its schema describes no quantization"}
 	} else if ok {
-		if m := p.str(q, "quant_method", true); p.err == nil && m != QuantFP8 {
-			p.fail(q.name("quant_method"), "family %s reads block FP8 (%q) only, got %q", s.family, QuantFP8, m)
+		if m := p.str(q, "quant_method", true); p.err == nil && m != quantFP8 {
+			p.fail(q.name("quant_method"), "family %s reads block FP8 (%q) only, got %q", s.family, quantFP8, m)
 		}
 		if b, _ := q.m["weight_block_size"].([]any); p.err == nil && (len(b) != 2 || b[0] != json.Number("128") || b[1] != json.Number("128")) {
 			p.fail(q.name("weight_block_size"), "must be [128, 128], got %s", describe(q.m["weight_block_size"]))
@@ -234,7 +234,7 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	c.AttnResBlockSize = max(c.NumLayers, 1)
 	c.layers = make([]layer, c.NumLayers)
 	for i := range c.layers {
-		c.layers[i] = layer{Index: i, Attention: MLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
+		c.layers[i] = layer{Index: i, Attention: mLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
 	}
 	c.cls = newClassifier(s, c.layers)
 	if err := c.resolve(); err != nil {

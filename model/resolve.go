@@ -74,7 +74,7 @@ func (c *Config) layerEnv(l layer) env {
 		case "kda":
 			return b2i(l.Attention == kDA), nil
 		case "mla":
-			return b2i(l.Attention == MLA), nil
+			return b2i(l.Attention == mLA), nil
 		case "dense":
 			return b2i(!l.MoE), nil
 		case "moe":

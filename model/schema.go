@@ -132,7 +132,7 @@ type schema struct {
 	rootModules  map[string]Group
 	rootPrefixes []prefixGroup
 	expertPaths  []string // after "layers.N.", before the expert's number
-	expertProj   map[string]ExpertProj
+	expertProj   map[string]expertProjection
 	// expertsPart is the catalog's spelling of expertPaths.
 	expertsPart string
 	// outer + text is the multimodal text prefix, text the bare one; layers
@@ -207,7 +207,7 @@ func loadSchema(data []byte) (*schema, error) {
 	}
 	s := &schema{family: f.Family, dims: map[string]expr{}, units: map[string][]tensorRule{},
 		layerKeys: map[string]layerGroup{}, textTop: map[string]Group{}, rootModules: map[string]Group{},
-		expertProj: map[string]ExpertProj{}}
+		expertProj: map[string]expertProjection{}}
 	if err := s.loadConfig(f.Config); err != nil {
 		return nil, err
 	}

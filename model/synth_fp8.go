@@ -48,7 +48,7 @@ func (s *synth) fillFP8(w *safetensors.Writer, weight, scale safetensors.TensorS
 			binary.LittleEndian.PutUint16(src[j:], quant.F32ToBF16(dist.draw(&r)))
 		}
 		dst, sc := buf.fp8[:rows*int(k)], buf.f32[:nkb]
-		if err := q.QuantizeBand(dst, sc, src, rows); err != nil {
+		if err := q.QuantizeBandAt(int(row/quant.BlockSize), dst, sc, src, rows); err != nil {
 			return fmt.Errorf("tensor %s: %w", weight.Name, err)
 		}
 		b := buf.scales[:4*nkb]

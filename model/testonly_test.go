@@ -1,6 +1,10 @@
 package model
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/k3ckpt/k3ckpt/safetensors"
+)
 
 // Helpers only the tests use.
 
@@ -66,6 +70,28 @@ func components() []Component {
 	out := make([]Component, NumComponents)
 	for i := range out {
 		out[i] = Component(i)
+	}
+	return out
+}
+
+// shardOf is the file that holds the named tensor under the released
+// placement, or "" when the name has no place in this model. It goes by the
+// schema, so a converted weight's scale tensor lands next to its weight; it
+// does not check that the tensor is in the catalog.
+func (c *Config) shardOf(name string) string {
+	if i := c.shardIndexOf(name); i >= 0 {
+		return c.ShardName(i)
+	}
+	return ""
+}
+
+// catalog lists every tensor of the checkpoint, shard by shard. At full K3
+// scale that is 497,220 specs (~60 MB); prefer ShardTensors to stream.
+func (c *Config) catalog() []safetensors.TensorSpec {
+	t := c.templates()
+	out := make([]safetensors.TensorSpec, 0, c.NumTensors())
+	for i := range c.NumShards() {
+		out = append(out, c.shardTensors(t, i)...)
 	}
 	return out
 }

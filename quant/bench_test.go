@@ -83,7 +83,7 @@ func BenchmarkQuantize(b *testing.B) {
 					setAVX2(kernel == "vector")
 					defer setAVX2(true)
 					runBands(b, w, func() quantScratch {
-						return quantScratch{NewQuantizer(benchK, BF16, f), make([]byte, BlockSize*benchK), make([]float32, NumBlocks(benchK))}
+						return quantScratch{NewQuantizer(benchK, BF16, f), make([]byte, BlockSize*benchK), make([]float32, numBlocks(benchK))}
 					}, func(s quantScratch, band int) error {
 						return s.q.QuantizeBandAt(band, s.dst, s.scales, src[band*bandBytes:(band+1)*bandBytes], BlockSize)
 					})
@@ -98,7 +98,7 @@ func BenchmarkQuantize(b *testing.B) {
 // twice that).
 func BenchmarkDequantize(b *testing.B) {
 	src := benchSrc()
-	nb, nkb := benchN/BlockSize, NumBlocks(benchK)
+	nb, nkb := benchN/BlockSize, numBlocks(benchK)
 	fp8, scales := make([]byte, benchN*benchK), make([]float32, nb*nkb)
 	q := NewQuantizer(benchK, BF16, ScaleUE8M0)
 	for band := range nb {
@@ -134,7 +134,7 @@ func BenchmarkQuantizeModelOpt(b *testing.B) {
 				if err := q.SetNumerics(ModelOpt); err != nil {
 					b.Fatal(err)
 				}
-				return quantScratch{q, make([]byte, BlockSize*benchK), make([]float32, NumBlocks(benchK))}
+				return quantScratch{q, make([]byte, BlockSize*benchK), make([]float32, numBlocks(benchK))}
 			}, func(s quantScratch, band int) error {
 				return s.q.QuantizeBandAt(band, s.dst, s.scales, src[band*bandBytes:(band+1)*bandBytes], BlockSize)
 			})

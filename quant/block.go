@@ -34,16 +34,6 @@ const (
 	divExact
 )
 
-var scaleDivNames = [...]string{divCUDA: "cuda", divExact: "exact"}
-
-// String returns "cuda" or "exact".
-func (d scaleDiv) String() string {
-	if int(d) >= len(scaleDivNames) {
-		return fmt.Sprintf("ScaleDiv(%d)", uint8(d))
-	}
-	return scaleDivNames[d]
-}
-
 // invMaxE4M3 is float32(1/448), the multiplier of DivCUDA.
 const invMaxE4M3 float32 = 1.0 / maxE4M3
 
@@ -68,8 +58,8 @@ func (f ScaleFmt) String() string {
 	return scaleFmtNames[f]
 }
 
-// NumBlocks returns ⌈n/128⌉, the number of scale blocks along a dimension of n.
-func NumBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
+// numBlocks returns ⌈n/128⌉, the number of scale blocks along a dimension of n.
+func numBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 
 // Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN with
 // DeepGEMM's per_block_cast_to_fp8 semantics. The hot loop allocates nothing;
@@ -82,13 +72,13 @@ type Quantizer struct {
 	num   Numerics
 	err   error // set by NewQuantizer for arguments out of range
 	nkb   int   // ⌈K/128⌉
-	band  int   // band index QuantizeBand reports in errors; advanced per call
+	band  int   // band index quantizeNext reports in errors; advanced per call
 	zeros int64 // ModelOpt blocks whose scale is zero
 	errs  *ErrStats
 }
 
 // NewQuantizer returns a quantizer for rows of k elements of format in. Bad
-// arguments are reported by the first QuantizeBand call.
+// arguments are reported by the first quantizeNext call.
 func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	q := &Quantizer{k: k, in: in, fmt: fmt}
 	switch {
@@ -99,23 +89,23 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	case int(fmt) >= len(scaleFmtNames):
 		q.err = errorf(errShape, "unsupported scale format %v", fmt)
 	default:
-		q.nkb = NumBlocks(k)
+		q.nkb = numBlocks(k)
 	}
 	return q
 }
 
 // setScaleDiv chooses how amax/448 is rounded (DivCUDA unless set).
 func (q *Quantizer) setScaleDiv(d scaleDiv) error {
-	if int(d) >= len(scaleDivNames) {
-		return errorf(errShape, "unsupported scale division %v", d)
+	if d > divExact {
+		return errorf(errShape, "unsupported scale division %d", d)
 	}
 	q.div = d
 	return nil
 }
 
-// QuantizeBand quantizes the next band (the quantizer counts the bands it has
+// quantizeNext quantizes the next band (the quantizer counts the bands it has
 // seen, for error messages); see QuantizeBandAt.
-func (q *Quantizer) QuantizeBand(dst []byte, scales []float32, src []byte, rows int) error {
+func (q *Quantizer) quantizeNext(dst []byte, scales []float32, src []byte, rows int) error {
 	err := q.QuantizeBandAt(q.band, dst, scales, src, rows)
 	q.band++
 	return err
@@ -267,7 +257,7 @@ func dequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) er
 	// Row by row: the output is 4 bytes an element, and writing it in
 	// order beats revisiting 128 rows that are a multiple of 4 KiB apart.
 	for r := range rows {
-		dequantRow(dst[r*k:(r+1)*k], src[r*k:(r+1)*k], scales[:NumBlocks(k)])
+		dequantRow(dst[r*k:(r+1)*k], src[r*k:(r+1)*k], scales[:numBlocks(k)])
 	}
 	return nil
 }
@@ -279,7 +269,7 @@ func DequantizeBandBF16(dst []byte, src []byte, scales []float32, rows, k int) e
 		return err
 	}
 	for r := range rows {
-		for kb := range NumBlocks(k) {
+		for kb := range numBlocks(k) {
 			c0, c1 := r*k+kb*BlockSize, r*k+min(kb*BlockSize+BlockSize, k)
 			s := scales[kb]
 			d, x := dst[2*c0:2*c1], src[c0:c1]
@@ -302,8 +292,8 @@ func checkDequant(dstLen int, src []byte, scales []float32, rows, k int) error {
 		return errorf(errShape, "FP8 band has %d bytes, want %d", len(src), rows*k)
 	case dstLen < rows*k:
 		return errorf(errShape, "output holds %d elements, want %d", dstLen, rows*k)
-	case len(scales) < NumBlocks(k):
-		return errorf(errShape, "%d scales, want %d", len(scales), NumBlocks(k))
+	case len(scales) < numBlocks(k):
+		return errorf(errShape, "%d scales, want %d", len(scales), numBlocks(k))
 	}
 	return nil
 }

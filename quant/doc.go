@@ -5,7 +5,7 @@
 // layout, the MXFP4 (E2M1 + E8M0) experts of compressed-tensors checkpoints,
 // and NVIDIA Model-Optimizer's numerics as its Kimi-K3 converter runs them:
 // the FP8_PB_WO block cast (Numerics ModelOpt, BF16 scales) and the
-// closed-form MXFP4 → NVFP4 expert cast (KMax, NVFP4Cast, DecodeNVFP4), which
+// closed-form MXFP4 → NVFP4 expert cast (KMax, NewNVFP4Cast), which
 // counts every block that is not lossless instead of hiding it.
 //
 // Every lossy kernel can also measure what it loses (ErrStats: Σx², Σ(x−x̂)²,

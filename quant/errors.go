@@ -12,9 +12,9 @@ var (
 	ErrNonFinite = errors.New("non-finite value")
 	// errShape: dimensions out of range or a buffer of the wrong length.
 	errShape = errors.New("bad shape")
-	// ErrNotUE8M0: a scale that is not a non-negative power of two (or zero)
+	// errNotUE8M0: a scale that is not a non-negative power of two (or zero)
 	// representable as a UE8M0 exponent byte.
-	ErrNotUE8M0 = errors.New("scale is not UE8M0")
+	errNotUE8M0 = errors.New("scale is not UE8M0")
 	// ErrRange: a scale outside what the operation accepts (an E8M0 exponent
 	// above the K_max an MXFP4 → NVFP4 cast was set up with, a block scale
 	// at which the block's codes dequantize to infinity).

@@ -22,7 +22,7 @@ func BenchmarkQuantizeErrStats(b *testing.B) {
 				if on {
 					q.SetErrStats(&es)
 				}
-				return quantScratch{q, make([]byte, BlockSize*benchK), make([]float32, NumBlocks(benchK))}
+				return quantScratch{q, make([]byte, BlockSize*benchK), make([]float32, numBlocks(benchK))}
 			}, func(s quantScratch, band int) error {
 				return s.q.QuantizeBandAt(band, s.dst, s.scales, src[band*bandBytes:(band+1)*bandBytes], BlockSize)
 			})

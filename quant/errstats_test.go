@@ -13,7 +13,7 @@ import (
 // float64 (x̂ = float32(code value × block scale)), for comparison.
 func naiveErr(src []byte, codes []byte, scales []float32, rows, k int) ErrStats {
 	var s ErrStats
-	nkb := NumBlocks(k)
+	nkb := numBlocks(k)
 	for kb := range nkb {
 		c0, c1 := kb*BlockSize, min(kb*BlockSize+BlockSize, k)
 		lossy, zero := false, true
@@ -78,7 +78,7 @@ func TestQuantizerErrStats(t *testing.T) {
 			}
 			q.SetErrStats(&got[i])
 			codes := make([]byte, rows*k)
-			scales := make([]float32, NumBlocks(k))
+			scales := make([]float32, numBlocks(k))
 			if err := q.QuantizeBandAt(0, codes, scales, src, rows); err != nil {
 				t.Fatal(err)
 			}

@@ -338,12 +338,12 @@ func quantizeAll(t *testing.T, src []byte, e Elem, n, k int, f ScaleFmt, d scale
 	if err := q.setScaleDiv(d); err != nil {
 		t.Fatal(err)
 	}
-	nkb := NumBlocks(k)
+	nkb := numBlocks(k)
 	fp8 = make([]byte, n*k)
-	scales = make([]float32, NumBlocks(n)*nkb)
-	for b := range NumBlocks(n) {
+	scales = make([]float32, numBlocks(n)*nkb)
+	for b := range numBlocks(n) {
 		r0, r1 := b*BlockSize, min(b*BlockSize+BlockSize, n)
-		if err := q.QuantizeBand(fp8[r0*k:r1*k], scales[b*nkb:(b+1)*nkb], src[r0*k*e.Size():r1*k*e.Size()], r1-r0); err != nil {
+		if err := q.quantizeNext(fp8[r0*k:r1*k], scales[b*nkb:(b+1)*nkb], src[r0*k*e.Size():r1*k*e.Size()], r1-r0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -405,10 +405,10 @@ func testBlockQuantGolden(t *testing.T) {
 				t.Errorf("%s: torch CPU == CUDA is %v, ours %v", name, fc.cpuEqualCUDA, !fc.cpuEqualCUDA)
 			}
 			// dequantization, to float32 and to BF16
-			nkb := NumBlocks(c.K)
+			nkb := numBlocks(c.K)
 			deq := make([]float32, c.N*c.K)
 			deqB := make([]byte, 2*c.N*c.K)
-			for b := range NumBlocks(c.N) {
+			for b := range numBlocks(c.N) {
 				r0, r1 := b*BlockSize, min(b*BlockSize+BlockSize, c.N)
 				if err := dequantizeBand(deq[r0*c.K:r1*c.K], fp8[r0*c.K:r1*c.K], scales[b*nkb:], r1-r0, c.K); err != nil {
 					t.Fatal(err)

@@ -137,12 +137,12 @@ func TestModelOptFP8Goldens(t *testing.T) {
 		n, k := c.Shape[0], c.Shape[1]
 		in := unhex(t, c.Input)
 		wantQ, wantS := unhex(t, c.CPU.Q), f32s(unhex(t, c.CPU.Scale))
-		nkb := NumBlocks(k)
-		if len(wantQ) != n*k || len(wantS) != NumBlocks(n)*nkb {
+		nkb := numBlocks(k)
+		if len(wantQ) != n*k || len(wantS) != numBlocks(n)*nkb {
 			t.Fatalf("%s: golden sizes %d, %d", c.Name, len(wantQ), len(wantS))
 		}
-		if got := c.CPU.ScaleShape; len(got) != 4 || got[0] != NumBlocks(n) || got[1] != 1 || got[2] != nkb || got[3] != 1 {
-			t.Errorf("%s: NVIDIA's scale shape %v, want [%d 1 %d 1]", c.Name, got, NumBlocks(n), nkb)
+		if got := c.CPU.ScaleShape; len(got) != 4 || got[0] != numBlocks(n) || got[1] != 1 || got[2] != nkb || got[3] != 1 {
+			t.Errorf("%s: NVIDIA's scale shape %v, want [%d 1 %d 1]", c.Name, got, numBlocks(n), nkb)
 		}
 		q := NewQuantizer(k, BF16, ScaleFP32)
 		if err := q.SetNumerics(ModelOpt); err != nil {
@@ -150,7 +150,7 @@ func TestModelOptFP8Goldens(t *testing.T) {
 		}
 		dst := make([]byte, BlockSize*k)
 		sc := make([]float32, nkb)
-		for band := range NumBlocks(n) {
+		for band := range numBlocks(n) {
 			r0, r1 := band*BlockSize, min(band*BlockSize+BlockSize, n)
 			err := q.QuantizeBandAt(band, dst, sc, in[2*r0*k:2*r1*k], r1-r0)
 			if hasNonFinite(in[2*r0*k : 2*r1*k]) {
@@ -176,7 +176,7 @@ func TestModelOptFP8Goldens(t *testing.T) {
 		// CUDA differs from CPU only in the NaN codes of zero-scale blocks (0x7F for 0xFF).
 		if !c.CUDA.Same && c.CUDA.Q != "" {
 			cq := unhex(t, c.CUDA.Q)
-			finite := make([]bool, NumBlocks(n))
+			finite := make([]bool, numBlocks(n))
 			for b := range finite {
 				finite[b] = !hasNonFinite(in[2*b*BlockSize*k : 2*min(b*BlockSize+BlockSize, n)*k])
 			}
@@ -272,7 +272,7 @@ func TestModelOptNVFP4Goldens(t *testing.T) {
 			deq := f32s(unhex(t, r.Deq))
 			row := make([]float32, k)
 			for i := range rows {
-				if err := DecodeNVFP4(row, out[i*k/2:], osc[i*k/16:], cast.Scale2()); err != nil {
+				if err := decodeNVFP4(row, out[i*k/2:], osc[i*k/16:], cast.Scale2()); err != nil {
 					t.Fatal(err)
 				}
 				for j, v := range row {
@@ -284,7 +284,7 @@ func TestModelOptNVFP4Goldens(t *testing.T) {
 			// MXFP4 dequantization to BF16.
 			mx := unhex(t, r.MXBF16)
 			for i := range rows {
-				if err := DecodeMXFP4(row, packed[i*k/2:], scales[i*k/32:]); err != nil {
+				if err := decodeMXFP4(row, packed[i*k/2:], scales[i*k/32:]); err != nil {
 					t.Fatal(err)
 				}
 				for j, v := range row {

@@ -35,36 +35,6 @@ func e8M0ToF32(b uint8) float32 {
 	return math.Float32frombits(uint32(b) << 23)
 }
 
-// DecodeMXFP4 widens one row of MXFP4: len(dst) elements (a multiple of 32),
-// packed two E2M1 codes per byte (element 2i in the low nibble), one E8M0
-// scale per 32 elements. The products are exact. A NaN scale (0xFF) is an
-// error wrapping ErrNonFinite naming the group.
-func DecodeMXFP4(dst []float32, packed, scales []byte) error {
-	k := len(dst)
-	switch {
-	case k%MXGroupSize != 0:
-		return errorf(errShape, "MXFP4 row of %d elements, not a multiple of %d", k, MXGroupSize)
-	case len(packed) < k/2:
-		return errorf(errShape, "MXFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
-	case len(scales) < k/MXGroupSize:
-		return errorf(errShape, "MXFP4 row of %d elements has %d scales, want %d", k, len(scales), k/MXGroupSize)
-	}
-	for g := range k / MXGroupSize {
-		sb := scales[g]
-		if sb == E8M0NaN {
-			return errorf(ErrNonFinite, "MXFP4 scale of group %d (elements %d..%d) is NaN (0xff)", g, g*MXGroupSize, g*MXGroupSize+MXGroupSize-1)
-		}
-		s := e8M0ToF32(sb)
-		d := dst[g*MXGroupSize : (g+1)*MXGroupSize]
-		p := packed[g*MXGroupSize/2 : (g+1)*MXGroupSize/2]
-		for i, b := range p {
-			d[2*i] = e2m1Table[b&0xF] * s
-			d[2*i+1] = e2m1Table[b>>4] * s
-		}
-	}
-	return nil
-}
-
 // EncodeMXFP4 quantizes one row of len(src) elements (a multiple of 32) to
 // MXFP4, for replicas and tests. The scale rule is DeepGEMM's RCEIL: exponent =
 // ceil(log2(amax/6)) clamped to E8M0's [-127, 127] (an all-zero group gets

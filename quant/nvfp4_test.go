@@ -70,10 +70,10 @@ func TestNVFP4CastProperty(t *testing.T) {
 		mx, nv := make([]float32, k), make([]float32, k)
 		var oor int64
 		for r := range rows {
-			if err := DecodeMXFP4(mx, packed[r*k/2:], scales[r*k/32:]); err != nil {
+			if err := decodeMXFP4(mx, packed[r*k/2:], scales[r*k/32:]); err != nil {
 				t.Fatal(err)
 			}
-			if err := DecodeNVFP4(nv, out[r*k/2:], osc[r*k/16:], c.Scale2()); err != nil {
+			if err := decodeNVFP4(nv, out[r*k/2:], osc[r*k/16:], c.Scale2()); err != nil {
 				t.Fatal(err)
 			}
 			for j := range k / MXGroupSize {
@@ -222,8 +222,8 @@ func TestNVFP4CastEdges(t *testing.T) {
 	if err := c.CastBand(make([]byte, k/2-1), make([]byte, k/16), make([]byte, k/2), []byte{1, 1}, 1); !errors.Is(err, errShape) {
 		t.Errorf("short output: %v", err)
 	}
-	if err := DecodeNVFP4(make([]float32, 24), nil, nil, 1); !errors.Is(err, errShape) {
-		t.Errorf("DecodeNVFP4(24) = %v", err)
+	if err := decodeNVFP4(make([]float32, 24), nil, nil, 1); !errors.Is(err, errShape) {
+		t.Errorf("decodeNVFP4(24) = %v", err)
 	}
 }
 
@@ -275,7 +275,7 @@ func TestModelOptOptions(t *testing.T) {
 	src[1] = 0x80                         // -0
 	src[2*129], src[2*129+1] = 0x80, 0x3F // 1.0 in the second column block
 	dst, sc := make([]byte, 2*130), make([]float32, 2)
-	if err := q.QuantizeBand(dst, sc, src, 2); err != nil {
+	if err := q.quantizeNext(dst, sc, src, 2); err != nil {
 		t.Fatal(err)
 	}
 	if sc[0] != 0 || dst[0] != 0xFF || dst[1] != 0xFF || q.ZeroScaleBlocks() != 1 {
@@ -357,4 +357,15 @@ func TestCastStatsJSON(t *testing.T) {
 	if want := `{"blocks":10,"out_of_range":3,"lossless":7,"lossy":2}`; err != nil || string(b) != want {
 		t.Fatalf("got %s, %v; want %s", b, err, want)
 	}
+}
+
+// decodeNVFP4 widens one row of NVFP4 to float32 the way ModelOpt's
+// NVFP4QTensor.dequantize does: one E4M3 scale per 16 elements, value =
+// code × float32(scale × scale2) in float32, and code 0x8 gives +0. For the
+// cast's outputs scale × scale2 is a power of two, so the values are exact.
+// NaN scale codes (0x7F, 0xFF) give NaN.
+func decodeNVFP4(dst []float32, packed, scales []byte, scale2 float32) error {
+	return decodeFP4(dst, packed, scales, NVFP4GroupSize, &nvE2M1, func(g int) (float32, error) {
+		return float32(E4M3ToF32(scales[g]) * scale2), nil
+	})
 }

@@ -48,7 +48,7 @@ has them); --wide gives every component a column and every table its bytes.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.by, "by", inspect.ByComponent.String(), "group by component|dtype|layer|stage|rank|file (stage, rank: with --layout)")
+	fl.StringVar(&f.by, "by", "component", "group by component|dtype|layer|stage|rank|file (stage, rank: with --layout)")
 	fl.StringVar(&f.recipe, "recipe", "", "what-if: account the output of this convert recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
 	fl.StringVar(&f.format, "format", convert.ModelOpt.String(), "with --recipe: scale convention of its output (modelopt|deepseek|compressed-tensors)")
 	fl.StringVar(&f.experts, "experts", convert.ExpertsKeep.String(), "what-if for the routed experts, as convert --experts writes them: keep, nvfp4, bf16, fp8 or mxfp4 (alone or with --recipe; per rank and stage with --layout)")
