@@ -98,16 +98,20 @@ func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstr
 }
 
 // encodeFP8 encodes a window of BF16 sources to FP8 codes (scale sf, source
-// amax, zero when amax is 0) and adds its error, as encode followed by
-// fp8Block would, reading each source element once where the vector kernel
-// runs. sf must satisfy lanesExact.
-func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero bool) {
+// amax, zero when amax is 0; with modelOpt, encodeModelOpt's codes) and adds
+// its error, as encode followed by fp8Block would, reading each source
+// element once where the vector kernel runs. sf must satisfy lanesExact.
+func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero, modelOpt bool) {
 	var l laneSums
 	inv := 1 / sf
-	encodeErr(&l, codes, cstride, src, sstride, rows, cols, inv, sf, satTop(sf, amax))
+	encodeErr(&l, codes, cstride, src, sstride, rows, cols, inv, sf, satTop(sf, amax), modelOpt)
 	// Codes grow with |x|, so the largest is amax's: a NaN code (the
 	// lanes' sums of its element are a stand-in) shows there.
-	if e4m3Select(amax*inv)&0x7F != 0x7F {
+	top := e4m3Select(amax * inv)
+	if modelOpt {
+		top = bf16ToE4M3()[F32ToBF16(amax*inv)]
+	}
+	if top&0x7F != 0x7F {
 		l.addTo(s, zero)
 		return
 	}
