@@ -268,16 +268,25 @@ var e2m1Sq4 = func() (t [256]uint16) {
 // MXFP4 code bytes with exponent kj, dst the NVFP4 ones with E4M3 scale e4.
 // exact says the cast kept every value (x̂ = x).
 func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale2 float32, exact bool) {
-	var q int
-	for _, v := range src {
-		q += int(e2m1Sq4[v])
+	var q0, q1 int
+	for i := 0; i < 16; i += 2 {
+		q0 += int(e2m1Sq4[src[i]])
+		q1 += int(e2m1Sq4[src[i+1]])
 	}
-	var b blockErr
+	q := q0 + q1
 	if exact {
-		b.sx0 = float64(q) * pow2(2*kj-2)
-		b.addTo(s, q == 0)
+		// blockErr.addTo's sums with x̂ = x: every error term is +0, which
+		// leaves the error sums and the maximum as they are, and so does
+		// adding Σx² = +0 to SumSq.
+		s.Blocks++
+		if q == 0 {
+			s.ZeroTiles++
+			return
+		}
+		s.SumSq += float64(q) * pow2(2*kj-2)
 		return
 	}
+	var b blockErr
 	sc := float32(E4M3ToF32(e4) * scale2)
 	p := pow2(kj) // x = code value × 2^kj, exact in float64
 	for i, v := range src {
