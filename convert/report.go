@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -76,9 +76,22 @@ type fileReport struct {
 }
 
 // errCollector gathers the error of each quantized tensor of the file being
-// written (or verified).
+// written (or verified). Accumulators are allocated a chunk at a time, so
+// that a file of many small tensors costs few allocations; none is ever
+// handed out twice, so a kernel left holding one cannot add to another
+// tensor's.
 type errCollector struct {
-	tensors map[string]*quant.ErrStats
+	tensors []namedErrs
+	chunk   []quant.ErrStats
+}
+
+// errChunk is how many accumulators errCollector allocates at once.
+const errChunk = 64
+
+// namedErrs is one tensor's accumulator.
+type namedErrs struct {
+	name string
+	s    *quant.ErrStats
 }
 
 // measureErrors is off only in the benchmark that measures what measuring costs.
@@ -90,11 +103,12 @@ func (c *errCollector) tensor(name string) *quant.ErrStats {
 	if !measureErrors {
 		return nil
 	}
-	if c.tensors == nil {
-		c.tensors = map[string]*quant.ErrStats{}
+	if len(c.chunk) == cap(c.chunk) {
+		c.chunk = make([]quant.ErrStats, 0, errChunk)
 	}
-	s := &quant.ErrStats{}
-	c.tensors[name] = s
+	c.chunk = c.chunk[:len(c.chunk)+1]
+	s := &c.chunk[len(c.chunk)-1]
+	c.tensors = append(c.tensors, namedErrs{name, s})
 	return s
 }
 
@@ -104,11 +118,16 @@ func (c *errCollector) take(cls *model.Classifier) *fileReport {
 	if len(c.tensors) == 0 {
 		return nil
 	}
+	// By name; of a name filed twice the later, as a map would keep it.
+	slices.SortStableFunc(c.tensors, func(a, b namedErrs) int { return strings.Compare(a.name, b.name) })
 	groups := make([]errSums, model.NumAllGroups())
 	r := &fileReport{}
-	for _, name := range slices.Sorted(maps.Keys(c.tensors)) {
-		one := errSums{Tensors: 1, ErrStats: *c.tensors[name]}
-		groups[cls.ParseName(name).Group].add(one)
+	for i, t := range c.tensors {
+		if i+1 < len(c.tensors) && c.tensors[i+1].name == t.name {
+			continue
+		}
+		one := errSums{Tensors: 1, ErrStats: *t.s}
+		groups[cls.ParseName(t.name).Group].add(one)
 		r.Total.add(one)
 	}
 	for g := range model.Group(len(groups)) {
@@ -116,7 +135,8 @@ func (c *errCollector) take(cls *model.Classifier) *fileReport {
 			r.Groups = append(r.Groups, groupSums{Group: g.String(), errSums: groups[g]})
 		}
 	}
-	c.tensors = nil
+	clear(c.tensors)
+	c.tensors = c.tensors[:0]
 	return r
 }
 

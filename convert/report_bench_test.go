@@ -37,7 +37,10 @@ func BenchmarkReportOverhead(b *testing.B) {
 		{"fp8-modelopt-nvfp4", ModelOptK3, tinySrc, Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
 		{"mxfp4-pack", BF16, bf16, Options{Experts: ExpertsMXFP4}},
 		{"fp8-experts", AttnMoEDenseFP8, tinySrc, Options{Experts: ExpertsFP8}},
-		{"fp8-default-small", AttnMoEDenseFP8, "small", Options{}}, // the small replica (0.86 GiB)
+		// The small replica (0.86 GiB), whose tensors have realistic shapes.
+		{"fp8-default-small", AttnMoEDenseFP8, "small", Options{}},
+		{"fp8-experts-small", AttnMoEDenseFP8, "small", Options{Experts: ExpertsFP8}},
+		{"fp8-modelopt-nvfp4-small", ModelOptK3, "small", Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			if c.src == "small" {

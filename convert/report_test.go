@@ -383,3 +383,33 @@ func TestWriteReportInputs(t *testing.T) {
 		copyTree(t, dst, filepath.Join(out, c.name))
 	}
 }
+
+// The collector files a tensor measured twice once, with its later sums,
+// in name order, and starts over empty after take; its accumulators are
+// never handed out twice, within a file or across files.
+func TestErrCollectorReplaces(t *testing.T) {
+	var c errCollector
+	const b = "model.layers.0.mlp.experts.0.down_proj.weight"
+	const a = "model.layers.0.mlp.experts.0.up_proj.weight"
+	seen := map[*quant.ErrStats]bool{}
+	file := func(sums ...float64) *fileReport {
+		for i, name := range []string{b, a, b} {
+			s := c.tensor(name)
+			if seen[s] {
+				t.Fatalf("accumulator of %s handed out twice", name)
+			}
+			seen[s] = true
+			*s = quant.ErrStats{Blocks: 1, SumSq: sums[i]}
+		}
+		return c.take(model.K3Classifier())
+	}
+	for range 2 * errChunk {
+		r := file(1, 2, 4)
+		if r.Total.Tensors != 2 || r.Total.Blocks != 2 || r.Total.SumSq != 2+4 {
+			t.Fatalf("total %+v, want 2 tensors, 2 blocks, sum_sq 6 (the later %s)", r.Total, b)
+		}
+	}
+	if r := c.take(model.K3Classifier()); r != nil {
+		t.Errorf("a take after take: %+v, want nil", r)
+	}
+}

@@ -123,8 +123,8 @@ func BenchmarkDequantize(b *testing.B) {
 }
 
 // BenchmarkQuantizeModelOpt is BenchmarkQuantize's matrix under ModelOpt's
-// FP8_PB_WO numerics (portable Go: a float32 division and two roundings per
-// element).
+// FP8_PB_WO numerics (a product by the scale's reciprocal rounded to BF16,
+// then to E4M3, per element).
 func BenchmarkQuantizeModelOpt(b *testing.B) {
 	src := benchSrc()
 	for _, w := range []int{1, 2} {

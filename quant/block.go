@@ -161,7 +161,11 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 			if sf == 0 {
 				q.zeros++
 			}
-			encodeModelOpt(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
+			if q.errs != nil && lanesExact(sf) {
+				q.errs.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0, true)
+				continue
+			}
+			encodeMO(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
 			if q.errs != nil {
 				q.errs.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0)
 			}
@@ -174,7 +178,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 		}
 		scales[kb] = sf
 		if q.errs != nil && q.in == BF16 && lanesExact(sf) {
-			q.errs.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, amax, m == 0)
+			q.errs.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, amax, m == 0, false)
 			continue
 		}
 		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)

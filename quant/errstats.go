@@ -98,16 +98,20 @@ func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstr
 }
 
 // encodeFP8 encodes a window of BF16 sources to FP8 codes (scale sf, source
-// amax, zero when amax is 0) and adds its error, as encode followed by
-// fp8Block would, reading each source element once where the vector kernel
-// runs. sf must satisfy lanesExact.
-func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero bool) {
+// amax, zero when amax is 0; with modelOpt, encodeModelOpt's codes) and adds
+// its error, as encode followed by fp8Block would, reading each source
+// element once where the vector kernel runs. sf must satisfy lanesExact.
+func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero, modelOpt bool) {
 	var l laneSums
 	inv := 1 / sf
-	encodeErr(&l, codes, cstride, src, sstride, rows, cols, inv, sf, satTop(sf, amax))
+	encodeErr(&l, codes, cstride, src, sstride, rows, cols, inv, sf, satTop(sf, amax), modelOpt)
 	// Codes grow with |x|, so the largest is amax's: a NaN code (the
 	// lanes' sums of its element are a stand-in) shows there.
-	if e4m3Select(amax*inv)&0x7F != 0x7F {
+	top := e4m3Select(amax * inv)
+	if modelOpt {
+		top = bf16ToE4M3()[F32ToBF16(amax*inv)]
+	}
+	if top&0x7F != 0x7F {
 		l.addTo(s, zero)
 		return
 	}
@@ -264,16 +268,25 @@ var e2m1Sq4 = func() (t [256]uint16) {
 // MXFP4 code bytes with exponent kj, dst the NVFP4 ones with E4M3 scale e4.
 // exact says the cast kept every value (x̂ = x).
 func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale2 float32, exact bool) {
-	var q int
-	for _, v := range src {
-		q += int(e2m1Sq4[v])
+	var q0, q1 int
+	for i := 0; i < 16; i += 2 {
+		q0 += int(e2m1Sq4[src[i]])
+		q1 += int(e2m1Sq4[src[i+1]])
 	}
-	var b blockErr
+	q := q0 + q1
 	if exact {
-		b.sx0 = float64(q) * pow2(2*kj-2)
-		b.addTo(s, q == 0)
+		// blockErr.addTo's sums with x̂ = x: every error term is +0, which
+		// leaves the error sums and the maximum as they are, and so does
+		// adding Σx² = +0 to SumSq.
+		s.Blocks++
+		if q == 0 {
+			s.ZeroTiles++
+			return
+		}
+		s.SumSq += float64(q) * pow2(2*kj-2)
 		return
 	}
+	var b blockErr
 	sc := float32(E4M3ToF32(e4) * scale2)
 	p := pow2(kj) // x = code value × 2^kj, exact in float64
 	for i, v := range src {

@@ -110,11 +110,18 @@ func TestQuantizerErrStats(t *testing.T) {
 }
 
 // The one-pass encode-and-measure kernel writes the codes the encoder
-// writes and the lane sums, maxima and counts errWindowGo takes over those
-// codes, bit for bit: windows of whole vectors and with leftover columns,
-// a window with elements in every E4M3 binade (subnormal codes and zeros
-// included), ±0, and scales that saturate the top code or not.
+// writes (encodeGo; with ModelOpt's cast, encodeModelOpt) and the lane
+// sums, maxima and counts errWindowGo takes over those codes, bit for bit:
+// windows of whole vectors and with leftover columns, a window with
+// elements in every E4M3 binade (subnormal codes and zeros included), ±0,
+// and scales that saturate the top code or not.
 func TestEncodeErrMatchesPortable(t *testing.T) {
+	for _, mo := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deepgemm", true: "modelopt"}[mo], func(t *testing.T) { testEncodeErr(t, mo) })
+	}
+}
+
+func testEncodeErr(t *testing.T, modelOpt bool) {
 	const rows, k = 37, 200
 	src := make([]byte, 2*rows*k)
 	genFill(src, BF16, k, region{R0: 0, R1: rows, C0: 0, C1: k, Seed: 11, ELo: 100, EHi: 135})
@@ -124,14 +131,22 @@ func TestEncodeErrMatchesPortable(t *testing.T) {
 		amax := BF16ToF32(amax16Go(src, 2*k, rows, cols))
 		// amax/470 and amax/500 make NaN codes (from 464 and from 480 up),
 		// whose lanes are a stand-in: only the codes are compared.
-		for _, sf := range []float32{amax / 448, amax * invMaxE4M3, ceilUE8M0(amax / 448), amax / 440, amax / 460, amax / 470, amax / 500} {
+		sfs := []float32{amax / 448, amax * invMaxE4M3, ceilUE8M0(amax / 448), amax / 440, amax / 460, amax / 470, amax / 500}
+		if modelOpt {
+			sfs[1] = modelOptScale(F32ToBF16(amax))
+		}
+		for _, sf := range sfs {
 			top := satTop(sf, amax)
 			var want, got laneSums
 			wantCodes, gotCodes := make([]byte, rows*k), make([]byte, rows*k)
-			encodeGo(BF16, wantCodes, k, src, 2*k, rows, cols, 1/sf)
+			if modelOpt {
+				encodeModelOpt(wantCodes, k, src, 2*k, rows, cols, sf)
+			} else {
+				encodeGo(BF16, wantCodes, k, src, 2*k, rows, cols, 1/sf)
+			}
 			errWindowGo(&want, wantCodes, k, src, 2*k, rows, 0, cols&^7, sf, top)
 			errWindowGo(&want, wantCodes, k, src, 2*k, rows, cols&^7, cols, sf, top)
-			encodeErr(&got, gotCodes, k, src, 2*k, rows, cols, 1/sf, sf, top)
+			encodeErr(&got, gotCodes, k, src, 2*k, rows, cols, 1/sf, sf, top, modelOpt)
 			want.code, got.code = [8]int32{}, [8]int32{}
 			if !bytes.Equal(gotCodes, wantCodes) {
 				t.Errorf("%d columns, scale %g: the codes differ from the encoder's", cols, sf)
@@ -143,6 +158,36 @@ func TestEncodeErrMatchesPortable(t *testing.T) {
 			}
 			if sf == amax/460 && top == float32(math.Inf(1)) {
 				t.Errorf("scale %g saturates nothing: the test does not reach the count", sf)
+			}
+		}
+	}
+}
+
+// The ModelOpt encoder with its vector kernel writes encodeModelOpt's
+// portable bytes for every finite BF16 source of magnitude up to the
+// block's amax (whose product lands in every E4M3 binade, subnormals and
+// the BF16 rounding of the product's ties included), for BF16 scales of a
+// few mantissas and the amax/448 a block of that amax gets, with leftover
+// columns.
+func TestEncodeModelOptMatchesPortable(t *testing.T) {
+	const amaxBits = 0x43E0 // 448
+	var xs []uint16
+	for b := uint16(0); b <= amaxBits; b++ {
+		xs = append(xs, b, b|0x8000)
+	}
+	cols := 16*7 + 5
+	rows := (len(xs) + cols - 1) / cols
+	src := make([]byte, 2*rows*cols)
+	for i, b := range xs {
+		binary.LittleEndian.PutUint16(src[2*i:], b)
+	}
+	for _, sf := range []float32{1, modelOptScale(amaxBits), modelOptScale(0x3F81), BF16ToF32(0x3FB3), BF16ToF32(0x3AFF), BF16ToF32(0x42C5), 0x1p-120} {
+		want, got := make([]byte, rows*cols), make([]byte, rows*cols)
+		encodeModelOpt(want, cols, src, 2*cols, rows, cols, sf)
+		encodeMO(got, cols, src, 2*cols, rows, cols, sf)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("scale %g: source %#04x: code %#02x, portable %#02x", sf, binary.LittleEndian.Uint16(src[2*i:]), got[i], want[i])
 			}
 		}
 	}

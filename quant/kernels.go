@@ -69,6 +69,16 @@ func encodeGo(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, c
 	}
 }
 
+// encodeWindow is encodeErr's encoder alone: a BF16 window by inv, or
+// with modelOpt encodeModelOpt's bytes by sf.
+func encodeWindow(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf float32, modelOpt bool) {
+	if modelOpt {
+		encodeMO(dst, dstStride, src, srcStride, rows, cols, sf)
+	} else {
+		encode(BF16, dst, dstStride, src, srcStride, rows, cols, inv)
+	}
+}
+
 // encodeBF16 writes E4M3FromF32(x·inv) for each BF16 x of src. The product is
 // converted to float32 explicitly so that no compiler may fuse it with the
 // rounding arithmetic that follows (torch rounds the product first).

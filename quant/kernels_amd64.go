@@ -106,25 +106,46 @@ func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows
 }
 
 //go:noescape
-func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32)
+func encodeModelOptAVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 
-// encodeErr is encode of a BF16 window (by inv) followed by errWindow over
-// the codes it wrote: the same bytes and sums, bit for bit, but l.code is
-// not kept (the caller has the largest code from the window's amax). The
+// encodeMO is encodeModelOpt (the same bytes): the vector kernel takes the
+// columns that fill whole vectors where sf is a normal float32 (so the
+// quotient is the product by 1/sf), encodeModelOpt the rest.
+func encodeMO(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
+	v := cols &^ 15
+	if !useAVX2 || v == 0 || sf < minNormalF32 {
+		encodeModelOpt(dst, dstStride, src, srcStride, rows, cols, sf)
+		return
+	}
+	_ = dst[(rows-1)*dstStride+v-1]
+	_ = src[(rows-1)*srcStride+2*v-1]
+	encodeModelOptAVX2(&dst[0], dstStride, &src[0], srcStride, rows, v, 1/sf)
+	if v < cols {
+		encodeModelOpt(dst[v:], dstStride, src[2*v:], srcStride, rows, cols-v, sf)
+	}
+}
+
+//go:noescape
+func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
+
+// encodeErr is encode of a BF16 window (by inv = 1/sf; with modelOpt,
+// encodeModelOpt by sf, which must then be normal) followed by errWindow
+// over the codes it wrote: the same bytes and sums, bit for bit, but l.code
+// is not kept (the caller has the largest code from the window's amax). The
 // vector kernel does both in one pass over the columns that fill whole
 // vectors, so each source element is loaded once.
-func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32) {
+func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
 	n := cols &^ 7
 	if !useAVX2 || !cpuHasFMA || n == 0 {
-		encode(BF16, dst, dstStride, src, srcStride, rows, cols, inv)
+		encodeWindow(dst, dstStride, src, srcStride, rows, cols, inv, sf, modelOpt)
 		errWindow(l, dst, dstStride, src, srcStride, rows, cols, sf, top)
 		return
 	}
 	_ = dst[(rows-1)*dstStride+n-1]
 	_ = src[(rows-1)*srcStride+2*n-1]
-	encodeErrBF16AVX2(l, &dst[0], dstStride, &src[0], srcStride, rows, n, inv, sf, top)
+	encodeErrBF16AVX2(l, &dst[0], dstStride, &src[0], srcStride, rows, n, inv, sf, top, modelOpt)
 	if n < cols {
-		encodeGo(BF16, dst[n:], dstStride, src[2*n:], srcStride, rows, cols-n, inv)
+		encodeWindow(dst[n:], dstStride, src[2*n:], srcStride, rows, cols-n, inv, sf, modelOpt)
 		errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 	}
 }

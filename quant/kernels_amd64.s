@@ -127,6 +127,27 @@ a32col:
 // (inv in Y15), computing the normal and subnormal results and blending.
 #define ENC8(v) \
 	VMULPS Y15, v, v       \
+	ENCY(v)
+
+// ENCBF8 is ENC8 with the product rounded to BF16 first (ModelOpt's cast).
+#define ENCBF8(v) \
+	VMULPS Y15, v, v       \
+	BF16RNE(v, Y7, Y13)    \
+	ENCY(v)
+
+// BF16RNE rounds the float32 in v to BF16 (to nearest, ties to even; no
+// NaN is ever an operand), as F32ToBF16 does: add 0x7FFF plus the
+// lowest kept bit, clear the dropped half. t is a scratch register, one a
+// register of dword ones.
+#define BF16RNE(v, t, one) \
+	VPSRLD $16, v, t       \
+	VPAND one, t, t        \
+	VPADDD t, v, v         \
+	VPADDD bfHalf<>(SB), v, v \
+	VPAND bfHigh<>(SB), v, v
+
+// ENCY turns the 8 float32 y of v into their E4M3FN codes.
+#define ENCY(v) \
 	VPAND Y14, v, Y1       /* a = |y| */ \
 	VPXOR Y1, v, v         /* the sign bit alone */ \
 	VPSRLD $24, v, v       /* 0x80 or 0 */ \
@@ -151,6 +172,59 @@ a32col:
 	VEXTRACTI128 $1, Y5, X6   \
 	VPACKUSWB X6, X5, X5      \
 	VMOVDQU X5, (DI)(AX*1)
+
+// bfHalf, bfHigh: BF16RNE's 0x7FFF and its mask of the kept half
+DATA bfHalf<>+0(SB)/4, $0x00007FFF
+DATA bfHalf<>+4(SB)/4, $0x00007FFF
+DATA bfHalf<>+8(SB)/4, $0x00007FFF
+DATA bfHalf<>+12(SB)/4, $0x00007FFF
+DATA bfHalf<>+16(SB)/4, $0x00007FFF
+DATA bfHalf<>+20(SB)/4, $0x00007FFF
+DATA bfHalf<>+24(SB)/4, $0x00007FFF
+DATA bfHalf<>+28(SB)/4, $0x00007FFF
+GLOBL bfHalf<>(SB), RODATA|NOPTR, $32
+
+DATA bfHigh<>+0(SB)/4, $0xFFFF0000
+DATA bfHigh<>+4(SB)/4, $0xFFFF0000
+DATA bfHigh<>+8(SB)/4, $0xFFFF0000
+DATA bfHigh<>+12(SB)/4, $0xFFFF0000
+DATA bfHigh<>+16(SB)/4, $0xFFFF0000
+DATA bfHigh<>+20(SB)/4, $0xFFFF0000
+DATA bfHigh<>+24(SB)/4, $0xFFFF0000
+DATA bfHigh<>+28(SB)/4, $0xFFFF0000
+GLOBL bfHigh<>(SB), RODATA|NOPTR, $32
+
+// func encodeModelOptAVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
+// Writes e4m3(bf16(x·inv)) for a window of BF16 elements (cols a positive
+// multiple of 16), encodeModelOpt's bytes for a normal scale.
+TEXT ·encodeModelOptAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ srcStride+24(FP), R9
+	MOVQ rows+32(FP), CX
+	MOVQ cols+40(FP), DX
+	VBROADCASTSS inv+48(FP), Y15
+	ENCCONST
+morow:
+	XORQ AX, AX
+mocol:
+	VPMOVZXWD (SI)(AX*2), Y5
+	VPMOVZXWD 16(SI)(AX*2), Y6
+	VPSLLD $16, Y5, Y5
+	VPSLLD $16, Y6, Y6
+	ENCBF8(Y5)
+	ENCBF8(Y6)
+	STORE16
+	ADDQ $16, AX
+	CMPQ AX, DX
+	JB mocol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ morow
+	VZEROUPPER
+	RET
 
 // func encodeBF16AVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 TEXT ·encodeBF16AVX2(SB), NOSPLIT, $0-52
@@ -433,10 +507,25 @@ GLOBL fxNormMin<>(SB), RODATA|NOPTR, $32
 // rebiased, for a subnormal (a + 2^14) − 2^14, exactly its m·2^-9 (no
 // float32 subnormal is ever an operand but y itself, as in ENC8).
 #define FXBODY \
+	FXLOAD                    \
+	FXCODE
+
+// FXBODYBF is FXBODY with y rounded to BF16 before it is encoded
+// (ModelOpt's cast).
+#define FXBODYBF \
+	FXLOAD                    \
+	BF16RNE(Y0, Y1, fxOne<>(SB)) \
+	FXCODE
+
+// FXLOAD loads 8 BF16 x, leaving |x| in Y5 and y = x·inv in Y0.
+#define FXLOAD \
 	VPMOVZXWD (SI)(AX*2), Y0  \
 	VPSLLD $16, Y0, Y0        /* x */ \
 	VPAND Y14, Y0, Y5         /* |x| */ \
-	VMULPS Y15, Y0, Y0        /* y */ \
+	VMULPS Y15, Y0, Y0        /* y */
+
+// FXCODE is the rest of FXBODY from y.
+#define FXCODE \
 	VPAND Y14, Y0, Y1         /* a = |y| */ \
 	VPXOR Y1, Y0, Y0          \
 	VPSRLD $24, Y0, Y0        /* sign: 0x80 or 0 */ \
@@ -482,12 +571,12 @@ GLOBL fxNormMin<>(SB), RODATA|NOPTR, $32
 	VCVTPS2PD 48(SP), Y4      \
 	VFMADD231PD Y4, Y4, Y11
 
-// func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32)
-// Is encodeBF16AVX2 then errWinBF16AVX2 over the codes it wrote, in one
-// pass (cols a positive multiple of 8): the same codes, and the same sums,
-// maxima and counts in the lanes of acc, but for acc's largest code, which
-// it leaves as it was.
-TEXT ·encodeErrBF16AVX2(SB), NOSPLIT, $96-68
+// func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
+// Is encodeBF16AVX2 (encodeModelOptAVX2 if modelOpt) then errWinBF16AVX2
+// over the codes it wrote, in one pass (cols a positive multiple of 8): the
+// same codes, and the same sums, maxima and counts in the lanes of acc, but
+// for acc's largest code, which it leaves as it was.
+TEXT ·encodeErrBF16AVX2(SB), NOSPLIT, $96-69
 	MOVQ acc+0(FP), R10
 	MOVQ dst+8(FP), DI
 	MOVQ dstStride+16(FP), R8
@@ -508,6 +597,9 @@ TEXT ·encodeErrBF16AVX2(SB), NOSPLIT, $96-68
 	VMOVUPS 128(R10), Y6
 	VMOVDQU 160(R10), Y7
 	MOVL top+64(FP), R11
+	MOVBLZX modelOpt+68(FP), R12
+	TESTL R12, R12
+	JNZ fbstart
 	CMPL R11, $0x7F800000        // top = +Inf: nothing saturated, nothing to count
 	JEQ fnrow
 fsrow:
@@ -536,6 +628,36 @@ fncol:
 	ADDQ R9, SI
 	DECQ CX
 	JNZ fnrow
+	JMP fxdone
+fbstart:
+	CMPL R11, $0x7F800000
+	JEQ fbnrow
+fbsrow:
+	XORQ AX, AX
+fbscol:
+	FXBODYBF
+	FXSAT
+	FXSUMS
+	ADDQ $8, AX
+	CMPQ AX, DX
+	JB fbscol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ fbsrow
+	JMP fxdone
+fbnrow:
+	XORQ AX, AX
+fbncol:
+	FXBODYBF
+	FXSUMS
+	ADDQ $8, AX
+	CMPQ AX, DX
+	JB fbncol
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ fbnrow
 fxdone:
 	VMOVUPD Y8, 0(R10)
 	VMOVUPD Y9, 32(R10)

@@ -18,7 +18,11 @@ func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows
 	errWindowGo(l, codes, cstride, src, sstride, rows, n, cols, sf, top)
 }
 
-func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32) {
-	encodeGo(BF16, dst, dstStride, src, srcStride, rows, cols, inv)
+func encodeMO(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
+	encodeModelOpt(dst, dstStride, src, srcStride, rows, cols, sf)
+}
+
+func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
+	encodeWindow(dst, dstStride, src, srcStride, rows, cols, inv, sf, modelOpt)
 	errWindow(l, dst, dstStride, src, srcStride, rows, cols, sf, top)
 }
