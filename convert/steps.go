@@ -11,7 +11,11 @@ import (
 )
 
 // stepKind is what one step of a shard's program writes.
-type stepKind uint8
+type stepKind = enum[stepKindSet]
+
+type stepKindSet struct{}
+
+func (stepKindSet) set() ([]string, string, string) { return stepKindNames[:], "StepKind", "step kind" }
 
 const (
 	// stepCopy copies a run of kept tensors that lie back to back, in the
@@ -79,14 +83,6 @@ func (c *castSource) kmaxKey() string {
 		return c.Partner.Name
 	}
 	return c.Scales.Name
-}
-
-// String names the kind.
-func (k stepKind) String() string {
-	if int(k) < numStepKinds {
-		return stepKindNames[k]
-	}
-	return fmt.Sprintf("StepKind(%d)", uint8(k))
 }
 
 // maxRunBytes bounds the tensors one copy run gathers (a longer single
