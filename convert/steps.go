@@ -131,14 +131,6 @@ type step struct {
 	xf *transform // what a StepDecode or StepPack reads
 }
 
-// Writes is how many output tensors the step writes.
-func (s step) writes() int {
-	if s.Kind == stepCopy {
-		return s.Last - s.First + 1
-	}
-	return 1
-}
-
 // planSteps turns a shard's outputs (in the layout's data order) into steps
 // in the same order: consecutive kept tensors whose source bytes are
 // contiguous and in the same order form one copy run (up to MaxRunBytes), so

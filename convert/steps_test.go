@@ -438,3 +438,19 @@ func stripSources(t *testing.T, steps []step) []step {
 func sameStep(a, b step) bool {
 	return a.Kind == b.Kind && a.First == b.First && a.Last == b.Last && a.Src == b.Src && a.Len == b.Len && a.HoldCodes == b.HoldCodes
 }
+
+// planFile plans one output shard from its source's header: the outputs the
+// recipe makes of its tensors, their layout and the steps that write them.
+// It returns the outputs in the layout's data order too (the plan keeps only
+// what the executor needs).
+func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*filePlan, []outputTensor, error) {
+	return planFileWith(root, f, r, opts, fileScales{})
+}
+
+// writes is how many output tensors the step writes.
+func (s step) writes() int {
+	if s.Kind == stepCopy {
+		return s.Last - s.First + 1
+	}
+	return 1
+}
