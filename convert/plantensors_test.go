@@ -289,3 +289,41 @@ func (r *Recipe) classifyK3(name string) (action, int) { return r.classify(k3Cla
 func newRecipe(name, doc string, def action, rules []rule) (*Recipe, error) {
 	return newGroupRecipe(name, doc, 0, def, rules)
 }
+
+// The built-in recipes name Kimi-K3's groups and read every family's names
+// as K3's. On DeepSeek-V3's full-size catalog that reading decides every
+// tensor as V3's own schema does, for every built-in recipe; on
+// DeepSeek-V4's it differs only in the shared experts under
+// attn-moe-dense-fp8, a recipe NewPlan refuses for V4's FP8 source.
+func TestRecipesReadBuiltinFamiliesAsTheirOwn(t *testing.T) {
+	t.Parallel()
+	for _, fam := range []string{"deepseek-v3", "deepseek-v4"} {
+		b, err := model.FamilyConfigJSON(fam, model.ScaleFull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := model.ParseConfig(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range RecipeNames() {
+			r, err := Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k3, own := r.memoClassifier(k3Classifier), r.memoClassifier(cfg.Classifier())
+			differ := 0
+			for _, s := range cfg.Catalog() {
+				if a, b := k3(s.Name), own(s.Name); a != b {
+					differ++
+					if fam != "deepseek-v4" || name != AttnMoEDenseFP8 || !strings.Contains(s.Name, ".shared_experts.") {
+						t.Errorf("%s, recipe %s: %s is %s read as K3's, %s read as %s's", fam, name, s.Name, a, b, fam)
+					}
+				}
+			}
+			if fam == "deepseek-v4" && name == AttnMoEDenseFP8 && differ == 0 {
+				t.Errorf("%s, recipe %s: no shared expert read differently (the test no longer sees the one difference)", fam, name)
+			}
+		}
+	}
+}
