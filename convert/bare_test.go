@@ -69,11 +69,11 @@ func TestConvertBareKimiLinear(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range []Format{ModelOpt, DeepSeek, CompressedTensors} {
+			for _, f := range []model.Format{modelOpt, deepSeek, compressedTensors} {
 				opts := Options{Format: f}
 				what := fmt.Sprintf("%d layers, %s/%v", mmCfg.NumLayers, recipe, f)
 				p, err := NewPlan(c, nil, r, opts)
-				if f == DeepSeek {
+				if f == deepSeek {
 					// DeepSeek's fp8 quantization_config says nothing of the
 					// MXFP4 experts; a bare config has no text_config to keep
 					// their description in, so the plan is refused, not
@@ -112,7 +112,7 @@ func TestConvertBareKimiLinear(t *testing.T) {
 				if out["model_type"] != "kimi_linear" {
 					t.Errorf("%s: converted model_type %v", what, out["model_type"])
 				}
-				if f == ModelOpt {
+				if f == modelOpt {
 					checkBareLayers(t, what, decodeJSON(t, readFile(t, filepath.Join(dst, ConfigName))), mmCfg, recipe, opts)
 				}
 			}

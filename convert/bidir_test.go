@@ -250,10 +250,10 @@ func TestBidirFP8BackToBF16(t *testing.T) {
 	src := tensorsOf(t, miniSrc)
 	srcCfg := readJSONFile(t, filepath.Join(miniSrc, ConfigName))
 	for _, opts := range []Options{
-		{Format: ModelOpt},
-		{Format: DeepSeek, ScaleFmt: quant.ScaleUE8M0},
-		{Format: CompressedTensors},
-		{Format: ModelOpt, Numerics: quant.ModelOpt},
+		{Format: modelOpt},
+		{Format: deepSeek, ScaleFmt: quant.ScaleUE8M0},
+		{Format: compressedTensors},
+		{Format: modelOpt, Numerics: quant.ModelOpt},
 	} {
 		name := opts.Format.String() + "/" + opts.ScaleFmt.String() + "/" + opts.Numerics.String()
 		root := t.TempDir()
@@ -323,7 +323,7 @@ func TestBidirNVFP4ToBF16(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	nv, back := filepath.Join(root, "nvfp4"), filepath.Join(root, "bf16")
-	convertRecipe(t, miniSrc, nv, ModelOptK3, Options{Format: ModelOpt, Experts: ExpertsNVFP4})
+	convertRecipe(t, miniSrc, nv, ModelOptK3, Options{Format: modelOpt, Experts: ExpertsNVFP4})
 	convertRecipe(t, nv, back, BF16, Options{Experts: ExpertsBF16})
 	src, b := tensorsOf(t, miniSrc), tensorsOf(t, back)
 	n := 0

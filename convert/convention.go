@@ -12,21 +12,19 @@ import (
 // blockSize is the edge of a quantization block: one scale per 128×128 weights.
 const blockSize = quant.BlockSize
 
-// Format is the engine convention an FP8 checkpoint is written in, the
-// one definition in model: the name and shape of each scale tensor; the
-// quantization config each convention writes is qconfig.go's.
-type Format = model.Format
-
 // The conventions, as --format names them.
 const (
-	DeepSeek          = model.DeepSeek
-	CompressedTensors = model.CompressedTensors
-	ModelOpt          = model.ModelOpt
+	deepSeek          = model.DeepSeek
+	compressedTensors = model.CompressedTensors
+	modelOpt          = model.ModelOpt
 	numFormats        = int(model.ModelOpt) + 1
 )
 
-// ParseFormat maps a --format name to its Format.
-func ParseFormat(s string) (Format, error) {
+// ParseFormat maps a --format name to its model.Format, the engine
+// convention an FP8 checkpoint is written in (the name and shape of each
+// scale tensor; the quantization config each convention writes is
+// qconfig.go's).
+func ParseFormat(s string) (model.Format, error) {
 	f, err := model.ParseFormat(s)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", errUnknownFormat, err)
@@ -41,8 +39,8 @@ func blocks(n int64) int64 { return (n + blockSize - 1) / blockSize }
 // conventions (with UE8M0 the values are powers of two, still stored as fp32).
 const scaleDType = safetensors.F32
 
-// WeightDType is the dtype of every quantized weight.
-const WeightDType = safetensors.F8_E4M3
+// weightDType is the dtype of every quantized weight.
+const weightDType = safetensors.F8_E4M3
 
 // ParseScaleFmt maps a --scale-fmt name ("fp32", "ue8m0") to the quant
 // package's scale format, the one definition of that choice.
@@ -61,7 +59,13 @@ func ParseScaleFmt(s string) (quant.ScaleFmt, error) {
 const numScaleFmts = int(quant.ScaleUE8M0) + 1
 
 // nonFinitePolicy says what to do with NaN or ±Inf in a weight to quantize.
-type nonFinitePolicy uint8
+type nonFinitePolicy = enum[policySet]
+
+type policySet struct{}
+
+func (policySet) set() ([]string, string, string) {
+	return policyNames[:], "NonFinitePolicy", "non-finite policy"
+}
 
 const (
 	// NonFiniteError stops with an error naming the tensor and block.
@@ -75,30 +79,10 @@ const (
 
 var policyNames = [numPolicies]string{NonFiniteError: "error", nonFiniteZero: "zero"}
 
-// String is the --nonfinite name.
-func (p nonFinitePolicy) String() string {
-	if int(p) < numPolicies {
-		return policyNames[p]
-	}
-	return fmt.Sprintf("NonFinitePolicy(%d)", uint8(p))
-}
-
-// MarshalText writes the name.
-func (p nonFinitePolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
-
-// UnmarshalText parses a name.
-func (p *nonFinitePolicy) UnmarshalText(b []byte) error {
-	v, err := ParseNonFinitePolicy(string(b))
-	if err == nil {
-		*p = v
-	}
-	return err
-}
-
-// recorded is the policy as the plan state and manifest record it: only
-// the non-default policy is written, so that a default conversion's
+// recordedPolicy is the policy as the plan state and manifest record it:
+// only the non-default policy is written, so that a default conversion's
 // manifest is unchanged.
-func (p nonFinitePolicy) recorded() string {
+func recordedPolicy(p nonFinitePolicy) string {
 	if p == nonFiniteZero {
 		return p.String()
 	}
@@ -106,11 +90,4 @@ func (p nonFinitePolicy) recorded() string {
 }
 
 // ParseNonFinitePolicy maps a --nonfinite name to its policy.
-func ParseNonFinitePolicy(s string) (nonFinitePolicy, error) {
-	for i, n := range policyNames {
-		if n == s {
-			return nonFinitePolicy(i), nil
-		}
-	}
-	return 0, fmt.Errorf("%w: non-finite policy %q (known: %s)", errUnknownFormat, s, strings.Join(policyNames[:], ", "))
-}
+func ParseNonFinitePolicy(s string) (nonFinitePolicy, error) { return parseEnum[policySet](s) }

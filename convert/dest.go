@@ -263,7 +263,7 @@ func ownTemp(name string, bases map[string]bool) bool {
 // finished that resume can keep, as recs and m record them, plus the configs
 // and index, plus the spills of jobs files at once) with the free space of
 // DST's filesystem. A run that starts over passes no records.
-func checkSpace(d *destination, p *Plan, units []unit, recs records, m *Manifest, jobs int) error {
+func checkSpace(d *destination, p *Plan, units []unit, recs records, m *dstManifest, jobs int) error {
 	if d.remote() {
 		return nil // a bucket has no free space to compare with
 	}

@@ -197,7 +197,7 @@ func TestConcurrentRunsOnOneDestination(t *testing.T) {
 	}
 	sameTree(t, dst, miniRef)
 
-	other, c2, err := planFor(miniSrc, Options{Format: ModelOpt})
+	other, c2, err := planFor(miniSrc, Options{Format: modelOpt})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func (d *destination) readFile(name string) ([]byte, error) {
 func (d *destination) putBytes(name string, b []byte) error { return d.obj.PutBytes(name, b) }
 
 // readManifest reads DST's manifest (ErrNotExist wrapped when absent).
-func (d *destination) readManifest() (*Manifest, error) {
+func (d *destination) readManifest() (*dstManifest, error) {
 	if !d.remote() {
 		return readManifest(d.dir)
 	}
@@ -173,7 +173,7 @@ func (d *destination) readManifest() (*Manifest, error) {
 		}
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
-	var m Manifest
+	var m dstManifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", d.path(ManifestName), err)
 	}
@@ -184,7 +184,7 @@ func (d *destination) readManifest() (*Manifest, error) {
 }
 
 // writeManifest writes the manifest, DST's last file.
-func (d *destination) writeManifest(m *Manifest) error {
+func (d *destination) writeManifest(m *dstManifest) error {
 	if !d.remote() {
 		return writeJSON(filepath.Join(d.dir, ManifestName), m)
 	}

@@ -49,10 +49,10 @@ func refQuantize(t *testing.T, raw []byte, dt safetensors.DType, n, k int, sf qu
 func TestConvertEveryConvention(t *testing.T) {
 	t.Parallel()
 	cases := []Options{
-		{Format: DeepSeek, ScaleFmt: quant.ScaleFP32}, // Options{}: tinyRef, miniRef
-		{Format: DeepSeek, ScaleFmt: quant.ScaleUE8M0},
-		{Format: CompressedTensors, ScaleFmt: quant.ScaleFP32},
-		{Format: ModelOpt, ScaleFmt: quant.ScaleUE8M0},
+		{Format: deepSeek, ScaleFmt: quant.ScaleFP32}, // Options{}: tinyRef, miniRef
+		{Format: deepSeek, ScaleFmt: quant.ScaleUE8M0},
+		{Format: compressedTensors, ScaleFmt: quant.ScaleFP32},
+		{Format: modelOpt, ScaleFmt: quant.ScaleUE8M0},
 	}
 	for _, r := range []struct{ what, src, ref string }{{"tiny", tinySrc, tinyRef}, {"mini", miniSrc, miniRef}} {
 		for _, opts := range cases {
@@ -98,7 +98,7 @@ func checkConversion(t *testing.T, srcDir, dst string, opts Options) {
 		}
 		wantTensors := len(sf.Tensors)
 		for _, st := range sf.Tensors {
-			a, _ := r.Classify(st.Name)
+			a, _ := r.classifyK3(st.Name)
 			srcBytes := readAll(t, sf.Section(st))
 			ot, ok := of.Lookup(st.Name)
 			if !ok {
@@ -120,14 +120,14 @@ func checkConversion(t *testing.T, srcDir, dst string, opts Options) {
 			if !bytes.Equal(readAll(t, of.Section(ot)), fp8) {
 				t.Fatalf("%s: FP8 bytes differ from the quant reference", st.Name)
 			}
-			scaleName := strings.TrimSuffix(st.Name, "weight") + map[Format]string{DeepSeek: "weight_scale_inv", CompressedTensors: "weight_scale", ModelOpt: "weight_scale"}[opts.Format]
+			scaleName := strings.TrimSuffix(st.Name, "weight") + map[model.Format]string{deepSeek: "weight_scale_inv", compressedTensors: "weight_scale", modelOpt: "weight_scale"}[opts.Format]
 			sc, ok := of.Lookup(scaleName)
 			if !ok {
 				t.Fatalf("%s: no scale tensor %s", st.Name, scaleName)
 			}
 			nb, kb := int64((n+127)/128), int64((k+127)/128)
 			wantShape := []int64{nb, kb}
-			if opts.Format == ModelOpt {
+			if opts.Format == modelOpt {
 				wantShape = []int64{nb, 1, kb, 1}
 			}
 			if sc.DType != safetensors.F32 || !slices.Equal(sc.Shape, wantShape) {
@@ -217,7 +217,7 @@ func checkConfig(t *testing.T, dst string, opts Options) {
 	}
 	_, hfErr := os.Stat(filepath.Join(dst, HFQuantConfigName))
 	switch opts.Format {
-	case DeepSeek:
+	case deepSeek:
 		if qc["quant_method"] != "fp8" || qc["fmt"] != "e4m3" || qc["activation_scheme"] != "dynamic" {
 			t.Errorf("deepseek config: %v", qc)
 		}
@@ -239,7 +239,7 @@ func checkConfig(t *testing.T, dst string, opts Options) {
 		if hfErr == nil {
 			t.Error("hf_quant_config.json written for deepseek")
 		}
-	case CompressedTensors:
+	case compressedTensors:
 		if qc["quant_method"] != "compressed-tensors" || qc["format"] != "mixed-precision" {
 			t.Errorf("compressed-tensors config: method %v format %v", qc["quant_method"], qc["format"])
 		}
@@ -293,7 +293,7 @@ func checkConfig(t *testing.T, dst string, opts Options) {
 		if !ignored {
 			t.Errorf("%s no longer ignored", kept)
 		}
-	case ModelOpt:
+	case modelOpt:
 		hf := readJSONFile(t, filepath.Join(dst, HFQuantConfigName))
 		if hf["producer"].(map[string]any)["name"] != "modelopt" {
 			t.Errorf("producer %v", hf["producer"])
@@ -546,7 +546,7 @@ func TestDestinationChecks(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "out")
 	copyTree(t, miniRef, dst)
 	before := treeHashes(t, dst)
-	_, err := convertDir(miniSrc, dst, Options{Format: ModelOpt}, ExecOptions{})
+	_, err := convertDir(miniSrc, dst, Options{Format: modelOpt}, ExecOptions{})
 	if !errors.Is(err, ErrDestination) || !strings.Contains(err.Error(), "deepseek") {
 		t.Errorf("other conversion in DST: %v", err)
 	}

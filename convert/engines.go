@@ -11,7 +11,13 @@ import (
 )
 
 // ExpertsMode says what a conversion does with the routed experts.
-type ExpertsMode uint8
+type ExpertsMode = enum[expertsModeSet]
+
+type expertsModeSet struct{}
+
+func (expertsModeSet) set() ([]string, string, string) {
+	return expertsModeNames[:], "ExpertsMode", "experts mode"
+}
 
 const (
 	// ExpertsKeep copies the experts byte for byte (MXFP4 in K3).
@@ -32,35 +38,8 @@ const (
 
 var expertsModeNames = [numExpertsModes]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4", ExpertsFP8: "fp8"}
 
-// String is the --experts name.
-func (e ExpertsMode) String() string {
-	if int(e) < numExpertsModes {
-		return expertsModeNames[e]
-	}
-	return fmt.Sprintf("ExpertsMode(%d)", uint8(e))
-}
-
-// MarshalText writes the name.
-func (e ExpertsMode) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
-
-// UnmarshalText parses a name.
-func (e *ExpertsMode) UnmarshalText(b []byte) error {
-	v, err := ParseExpertsMode(string(b))
-	if err == nil {
-		*e = v
-	}
-	return err
-}
-
 // ParseExpertsMode maps an --experts name to its mode.
-func ParseExpertsMode(s string) (ExpertsMode, error) {
-	for i, n := range expertsModeNames {
-		if n == s {
-			return ExpertsMode(i), nil
-		}
-	}
-	return 0, fmt.Errorf("%w: experts mode %q (known: %s)", errUnknownFormat, s, strings.Join(expertsModeNames[:], ", "))
-}
+func ParseExpertsMode(s string) (ExpertsMode, error) { return parseEnum[expertsModeSet](s) }
 
 // ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to the quant
 // package's choice of block-FP8 cast, the one definition of it.
@@ -83,7 +62,7 @@ const numNumerics = int(quant.ModelOpt) + 1
 // config, and ModelOpt's FP8_PB_WO cast has BF16 scales (stored as F32),
 // never UE8M0 powers of two.
 func checkExecutable(opts Options) error {
-	if opts.Experts == ExpertsNVFP4 && opts.Format != ModelOpt {
+	if opts.Experts == ExpertsNVFP4 && opts.Format != modelOpt {
 		return fmt.Errorf("%w: --experts nvfp4 is described only by --format modelopt, not %s", errUnknownFormat, opts.Format)
 	}
 	if err := checkFP8ExpertsOptions(opts); err != nil {

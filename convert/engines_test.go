@@ -82,7 +82,7 @@ func TestModelOptListsEverySpelling(t *testing.T) {
 		if recipe == BF16 {
 			continue // writes no FP8: TestBidir* check its config
 		}
-		mods, out, hfq := configsFor(t, cfg, recipe, Options{Format: ModelOpt})
+		mods, out, hfq := configsFor(t, cfg, recipe, Options{Format: modelOpt})
 		qc := out[quantKey].(map[string]any)
 		sec := hfq["quantization"].(map[string]any)
 		layers := sec["quantized_layers"].(map[string]any)
@@ -160,7 +160,7 @@ var nvidiaExcludePB = []string{
 func TestModelOptK3MatchesNVIDIAShape(t *testing.T) {
 	t.Parallel()
 	cfg := tinyConfig(t)
-	mods, out, hfq := configsFor(t, cfg, ModelOptK3, Options{Format: ModelOpt})
+	mods, out, hfq := configsFor(t, cfg, ModelOptK3, Options{Format: modelOpt})
 	qc := out[quantKey].(map[string]any)
 	if got := slices.Sorted(maps.Keys(hfq)); !slices.Equal(got, []string{"producer", "quantization"}) {
 		t.Fatalf("hf_quant_config keys %v", got)
@@ -230,7 +230,7 @@ func TestConfigRoundTrip(t *testing.T) {
 		if text, ok := src[textKey].(map[string]any); ok {
 			delete(text, quantKey)
 		}
-		for _, f := range []Format{ModelOpt, CompressedTensors} {
+		for _, f := range []model.Format{modelOpt, compressedTensors} {
 			_, out, _ := configsFor(t, cfg, AttnMoEDenseFP8, Options{Format: f})
 			if _, ok := out[quantKey].(map[string]any); !ok {
 				t.Fatalf("%v: no top-level quantization_config", f)
@@ -257,7 +257,7 @@ var (
 func TestCompressedTensorsSchema(t *testing.T) {
 	t.Parallel()
 	cfg := tinyConfig(t)
-	mods, out, _ := configsFor(t, cfg, AttnMoEDenseFP8, Options{Format: CompressedTensors})
+	mods, out, _ := configsFor(t, cfg, AttnMoEDenseFP8, Options{Format: compressedTensors})
 	qc := out[quantKey].(map[string]any)
 	only := func(where string, m map[string]any, allowed []string) {
 		for k := range m {
@@ -319,7 +319,7 @@ func TestRecipeSplits(t *testing.T) {
 		want   int
 	}{{AttnMoEDenseFP8, 1}, {ModelOptK3, 0}} {
 		r, _ := Lookup(tc.recipe)
-		s, err := RecipeSplits(r, catalogOf(t, cfg), Options{Format: ModelOpt})
+		s, err := RecipeSplits(r, catalogOf(t, cfg), Options{Format: modelOpt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +339,7 @@ func TestRecipeSplits(t *testing.T) {
 func TestConvertedConfigsParse(t *testing.T) {
 	t.Parallel()
 	cfg := tinyConfig(t)
-	asIs, err := NewRecipe("as-is", "", Keep, nil)
+	asIs, err := newRecipe("as-is", "", Keep, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,10 +356,10 @@ func TestConvertedConfigsParse(t *testing.T) {
 		opts Options
 		want model.ExpertFormat
 	}{
-		{Options{Format: ModelOpt}, model.ExpertsMXFP4},
-		{Options{Format: ModelOpt, Experts: ExpertsNVFP4}, model.ExpertsNVFP4},
-		{Options{Format: DeepSeek}, model.ExpertsMXFP4},
-		{Options{Format: CompressedTensors}, model.ExpertsMXFP4},
+		{Options{Format: modelOpt}, model.ExpertsMXFP4},
+		{Options{Format: modelOpt, Experts: ExpertsNVFP4}, model.ExpertsNVFP4},
+		{Options{Format: deepSeek}, model.ExpertsMXFP4},
+		{Options{Format: compressedTensors}, model.ExpertsMXFP4},
 	} {
 		outs, err := PlanTensors(asIs, catalogOf(t, cfg), tc.opts)
 		if err != nil {
@@ -417,7 +417,7 @@ func TestModelOptMatchesNVIDIAGolden(t *testing.T) {
 	t.Parallel()
 	cfg := tinyConfig(t)
 	r, _ := Lookup(ModelOptK3)
-	opts := Options{Format: ModelOpt, Experts: ExpertsNVFP4}
+	opts := Options{Format: modelOpt, Experts: ExpertsNVFP4}
 	outs, err := PlanTensors(r, catalogOf(t, cfg), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,9 @@ import (
 // check or the remote reader found it, so errors.Is on either matches both.
 func TestErrChangedIsRemote(t *testing.T) {
 	t.Parallel()
-	local := fmt.Errorf("%w: file x was modified", ErrChanged)
+	local := fmt.Errorf("%w: file x was modified", errChanged)
 	server := &remote.Error{File: "x", Kind: remote.ErrChanged}
-	if !errors.Is(local, remote.ErrChanged) || !errors.Is(server, ErrChanged) {
-		t.Errorf("errors.Is: local vs remote.ErrChanged %v, remote vs ErrChanged %v", errors.Is(local, remote.ErrChanged), errors.Is(server, ErrChanged))
+	if !errors.Is(local, remote.ErrChanged) || !errors.Is(server, errChanged) {
+		t.Errorf("errors.Is: local vs remote.ErrChanged %v, remote vs ErrChanged %v", errors.Is(local, remote.ErrChanged), errors.Is(server, errChanged))
 	}
 }

@@ -36,9 +36,9 @@ var (
 	ErrIncomplete = errors.New("conversion incomplete")
 	// ErrWorker: an invalid --worker I/N.
 	ErrWorker = errors.New("invalid worker slice")
-	// ErrChanged: a source file no longer matches what was planned from it
+	// errChanged: a source file no longer matches what was planned from it
 	// (remote.ErrChanged itself, for local and remote sources alike).
-	ErrChanged = remote.ErrChanged
+	errChanged = remote.ErrChanged
 	// ErrVerify: verify found a violation.
 	ErrVerify = errors.New("verification failed")
 )

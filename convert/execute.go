@@ -77,7 +77,7 @@ type Result struct {
 	// Finalized is true when this worker found every file done and wrote the
 	// index, configs and manifest; Manifest is then set.
 	Finalized bool
-	Manifest  *Manifest
+	Manifest  *dstManifest
 	// The counts below are over this worker's files, those it wrote and those
 	// it kept from an earlier run (from their done records).
 	//
@@ -166,7 +166,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	// Checked before DST is touched (a refused --restart must not have
 	// discarded the finished conversion already there).
-	var manifest *Manifest
+	var manifest *dstManifest
 	if eo.Resume {
 		if m, err := d.readManifest(); err == nil {
 			manifest = m
@@ -231,7 +231,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := state.wait(); err != nil {
 		return nil, err
 	}
-	var m *Manifest
+	var m *dstManifest
 	if workers == 1 {
 		// A whole run wrote or re-recorded every unit of the plan and holds
 		// DST: it finalizes from what it recorded and the plan it recorded.
@@ -269,7 +269,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 }
 
 // run writes (or verifies and skips) the units with jobs at once.
-func run(ctx context.Context, p *Plan, d *destination, units []unit, recs records, manifest *Manifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
+func run(ctx context.Context, p *Plan, d *destination, units []unit, recs records, manifest *dstManifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
 	prog := eo.Progress
 	if prog == nil {
 		prog = noProgress{}
@@ -360,7 +360,7 @@ func (noProgress) Add(int64)   {}
 
 // resumeUnit checks a unit finished earlier under this plan: it is skipped
 // when its file still has the recorded size and sha256.
-func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u unit, recs records, m *Manifest, log *recordLog, prog progress) (bool, *unitCounts, error) {
+func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u unit, recs records, m *dstManifest, log *recordLog, prog progress) (bool, *unitCounts, error) {
 	rec, ok := recs.finished(p.ID, u.Name, m)
 	if !ok {
 		return false, nil, nil

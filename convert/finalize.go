@@ -169,7 +169,7 @@ func (e *earlyFiles) abort() {
 //
 // A bucket DST is finalized from its state directory (stateRoot; "": the
 // default one, see destination).
-func Finalize(dst, stateRoot string) (*Manifest, error) {
+func Finalize(dst, stateRoot string) (*dstManifest, error) {
 	d, err := openDestination(context.Background(), dst, stateRoot, 0)
 	if err != nil {
 		return nil, fmt.Errorf("merge %s: %w", dst, err)
@@ -182,7 +182,7 @@ func Finalize(dst, stateRoot string) (*Manifest, error) {
 
 // finalizeLocked takes DST's lock (waiting up to wait) and, when no worker
 // still runs, finalizes from the plan state and done records in DST.
-func finalizeLocked(d *destination, wait time.Duration) (*Manifest, error) {
+func finalizeLocked(d *destination, wait time.Duration) (*dstManifest, error) {
 	dst := d.dir
 	lock, err := acquireDest(dst, wait)
 	if err != nil {
@@ -241,9 +241,9 @@ func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, 
 // with the files it staged early; a merge passes what it read from DST and
 // no early files (the index is rebuilt from the written headers, the
 // configs written now).
-func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*Manifest, error) {
+func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*dstManifest, error) {
 	dst := d.dir
-	m := &Manifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
+	m := &dstManifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
 		NonFinite: st.NonFinite, SourceUnverified: st.unverified()}
 	done, missing, err := unitsDone(d, st, recs)
 	if err != nil {

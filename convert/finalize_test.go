@@ -20,7 +20,7 @@ import (
 // is the one it wrote.
 func TestResumeAfterKilledFinalize(t *testing.T) {
 	t.Parallel()
-	opts := Options{Format: ModelOpt} // both configs
+	opts := Options{Format: modelOpt} // both configs
 	p, c, err := planFor(miniSrc, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestResumeAfterKilledFinalize(t *testing.T) {
 // under temporary names: no final name holds them before every shard is done.
 func TestEarlyFilesStayTemporary(t *testing.T) {
 	t.Parallel()
-	p, c, err := planFor(miniSrc, Options{Format: ModelOpt})
+	p, c, err := planFor(miniSrc, Options{Format: modelOpt})
 	if err != nil {
 		t.Fatal(err)
 	}

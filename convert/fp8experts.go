@@ -65,7 +65,7 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 	}
 	weight := func(name string, n, k int64) []outputTensor {
 		return []outputTensor{
-			{TensorSpec: safetensors.TensorSpec{Name: name, DType: WeightDType, Shape: []int64{n, k}}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
+			{TensorSpec: safetensors.TensorSpec{Name: name, DType: weightDType, Shape: []int64{n, k}}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
 			{TensorSpec: safetensors.TensorSpec{Name: opts.Format.ScaleName(name), DType: scaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleScale, src: src},
 		}
 	}

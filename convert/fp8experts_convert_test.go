@@ -29,7 +29,7 @@ func TestFP8ExpertsFromMXFP4IsBF16Path(t *testing.T) {
 	bf := filepath.Join(root, "bf16")
 	convertRecipe(t, miniSrc, bf, BF16, Options{Experts: ExpertsBF16})
 	src := tensorsOf(t, miniSrc)
-	for fi, format := range []Format{ModelOpt, DeepSeek, CompressedTensors} {
+	for fi, format := range []model.Format{modelOpt, deepSeek, compressedTensors} {
 		for si, sf := range []quant.ScaleFmt{quant.ScaleFP32, quant.ScaleUE8M0} {
 			if testing.Short() && (fi+si)%2 == 1 {
 				continue // -short: every format and every scale format once
@@ -169,7 +169,7 @@ func fp8ExpertBlocks(t *testing.T, src map[string]tensorData, sf quant.ScaleFmt)
 func TestFP8ExpertsResumeWorkersHub(t *testing.T) {
 	t.Parallel()
 	r, _ := Lookup(AttnMoEDenseFP8)
-	opts := Options{Format: DeepSeek, ScaleFmt: quant.ScaleUE8M0, Experts: ExpertsFP8}
+	opts := Options{Format: deepSeek, ScaleFmt: quant.ScaleUE8M0, Experts: ExpertsFP8}
 	want := filepath.Join(t.TempDir(), "want")
 	full := convertRecipe(t, miniSrc, want, AttnMoEDenseFP8, opts)
 
@@ -328,7 +328,7 @@ func quantizeAll(t *testing.T, s *scratch, f *safetensors.File, name string) []b
 func TestFP8ExpertsBackToBF16(t *testing.T) {
 	t.Parallel()
 	src := tensorsOf(t, miniSrc)
-	for _, format := range []Format{ModelOpt, DeepSeek, CompressedTensors} {
+	for _, format := range []model.Format{modelOpt, deepSeek, compressedTensors} {
 		root := t.TempDir()
 		fp8, bf := filepath.Join(root, "fp8"), filepath.Join(root, "bf16")
 		res := convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: format, ScaleFmt: quant.ScaleUE8M0, Experts: ExpertsFP8})
@@ -361,7 +361,7 @@ func TestFP8ExpertsBackToBF16(t *testing.T) {
 func TestFP8ExpertsVerifyCatchesChange(t *testing.T) {
 	t.Parallel()
 	dst := filepath.Join(t.TempDir(), "fp8")
-	convertRecipe(t, miniSrc, dst, AttnMoEDenseFP8, Options{Format: DeepSeek, Experts: ExpertsFP8})
+	convertRecipe(t, miniSrc, dst, AttnMoEDenseFP8, Options{Format: deepSeek, Experts: ExpertsFP8})
 	name := "language_model.model.layers.2.block_sparse_moe.experts.5.w3.weight"
 	out := openSrc(t, dst)
 	f, ti, ok := out.Lookup(name)

@@ -9,15 +9,17 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
-// Manifest lists every output file with its size and sha256; written last.
-type Manifest struct {
-	Version  int    `json:"version"`
-	Plan     string `json:"plan"`
-	Recipe   string `json:"recipe"`
-	Format   Format `json:"format"`
-	ScaleFmt string `json:"scale_fmt"`
+// dstManifest lists every output file with its size and sha256; written last.
+type dstManifest struct {
+	Version  int          `json:"version"`
+	Plan     string       `json:"plan"`
+	Recipe   string       `json:"recipe"`
+	Format   model.Format `json:"format"`
+	ScaleFmt string       `json:"scale_fmt"`
 	// Experts and Numerics are the --experts and --numerics the files were
 	// made with (absent: keep and deepgemm).
 	Experts  string `json:"experts,omitempty"`
@@ -38,8 +40,8 @@ type Manifest struct {
 
 // readManifest reads DST's manifest (ErrNotExist wrapped when absent). Every
 // name it lists must be a plain relative path inside DST.
-func readManifest(dst string) (*Manifest, error) {
-	var m Manifest
+func readManifest(dst string) (*dstManifest, error) {
+	var m dstManifest
 	if err := readJSON(filepath.Join(dst, ManifestName), &m); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
@@ -51,7 +53,7 @@ func readManifest(dst string) (*Manifest, error) {
 
 // index checks the manifest at path names plain relative paths, each once,
 // and indexes them for Lookup.
-func (m *Manifest) index(path string) error {
+func (m *dstManifest) index(path string) error {
 	m.byName = make(map[string]int, len(m.Files))
 	for i, f := range m.Files {
 		if !localName(f.Name) {
@@ -73,7 +75,7 @@ func localName(name string) bool {
 }
 
 // Lookup finds a file's record.
-func (m *Manifest) lookup(name string) (fileRecord, bool) {
+func (m *dstManifest) lookup(name string) (fileRecord, bool) {
 	i, ok := m.byName[name]
 	if !ok {
 		return fileRecord{}, false

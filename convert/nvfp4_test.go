@@ -16,7 +16,7 @@ import (
 
 // nvidiaOpts are the options of `convert --recipe modelopt-k3 --experts nvfp4
 // --numerics modelopt`, the drop-in for NVIDIA's converter.
-var nvidiaOpts = Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}
+var nvidiaOpts = Options{Format: modelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}
 
 func convertNVIDIA(t *testing.T, src, dst string) *Result {
 	t.Helper()
@@ -286,8 +286,8 @@ func TestModelOptRefusals(t *testing.T) {
 	c := openSrc(t, miniSrc)
 	r, _ := Lookup(ModelOptK3)
 	for _, o := range []Options{
-		{Format: DeepSeek, Experts: ExpertsNVFP4},
-		{Format: ModelOpt, Numerics: quant.ModelOpt, ScaleFmt: quant.ScaleUE8M0},
+		{Format: deepSeek, Experts: ExpertsNVFP4},
+		{Format: modelOpt, Numerics: quant.ModelOpt, ScaleFmt: quant.ScaleUE8M0},
 	} {
 		if _, err := NewPlan(c, nil, r, o); err == nil {
 			t.Fatalf("%+v planned", o)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
@@ -111,7 +112,7 @@ func TestConvertSucceedsThenVerifies(t *testing.T) {
 	}
 	converted, refused := 0, 0
 	n := 0
-	for _, f := range []Format{ModelOpt, DeepSeek, CompressedTensors} {
+	for _, f := range []model.Format{modelOpt, deepSeek, compressedTensors} {
 		for _, num := range []quant.Numerics{quant.DeepGEMM, quant.ModelOpt} {
 			for _, sf := range []quant.ScaleFmt{quant.ScaleFP32, quant.ScaleUE8M0} {
 				for tr := 0; tr < trials; tr++ {

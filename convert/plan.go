@@ -195,16 +195,12 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	return p, nil
 }
 
-// planFile plans one output shard from its source's header: the outputs the
-// recipe makes of its tensors, their layout and the steps that write them.
-// It returns the outputs in the layout's data order too (the plan keeps only
-// what the executor needs).
-func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*filePlan, []outputTensor, error) {
-	return planFileWith(root, f, r, opts, fileScales{})
-}
-
-// planFileWith is planFile for a file whose FP8 weights may read their
-// scales from other files, or whose tensors other files' weights consume.
+// planFileWith plans one output shard from its source's header: the
+// outputs the recipe makes of its tensors, their layout and the steps that
+// write them, and the outputs in the layout's data order too (the plan keeps
+// only what the executor needs). The file's FP8 weights may read their
+// scales from other files, and other files' weights may consume its tensors
+// (fx).
 func planFileWith(root string, f *safetensors.File, r *Recipe, opts Options, fx fileScales) (*filePlan, []outputTensor, error) {
 	path := filepath.Join(root, f.Path)
 	specs := make([]safetensors.TensorSpec, len(f.Tensors))

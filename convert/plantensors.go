@@ -10,7 +10,11 @@ import (
 )
 
 // role is what an output tensor is.
-type role uint8
+type role = enum[roleSet]
+
+type roleSet struct{}
+
+func (roleSet) set() ([]string, string, string) { return roleNames[:], "Role", "role" }
 
 const (
 	// roleCopy is a source tensor copied byte for byte.
@@ -34,21 +38,10 @@ const (
 
 var roleNames = [numRoles]string{roleCopy: "copy", roleWeight: "fp8", roleScale: "scale", roleNVFP4: "nvfp4", roleBF16: "bf16", roleMXFP4: "mxfp4"}
 
-// String is the role's name in plans.
-func (r role) String() string {
-	if int(r) < numRoles {
-		return roleNames[r]
-	}
-	return fmt.Sprintf("Role(%d)", uint8(r))
-}
-
-// MarshalText writes the role's name.
-func (r role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
-
 // Options are the choices that shape the output checkpoint.
 type Options struct {
 	// Format is the engine convention of scale names, shapes and config.
-	Format Format
+	Format model.Format
 	// ScaleFmt chooses plain fp32 or power-of-two (UE8M0) block scales.
 	ScaleFmt quant.ScaleFmt
 	// NonFinite decides what a NaN or Inf in a weight to quantize does.
@@ -214,7 +207,7 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 			n, k := s.Shape[0], s.Shape[1]
 			scale := opts.Format.ScaleName(s.Name)
 			out = append(out,
-				outputTensor{TensorSpec: safetensors.TensorSpec{Name: s.Name, DType: WeightDType, Shape: s.Shape}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
+				outputTensor{TensorSpec: safetensors.TensorSpec{Name: s.Name, DType: weightDType, Shape: s.Shape}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
 				outputTensor{TensorSpec: safetensors.TensorSpec{Name: scale, DType: scaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleScale, src: src})
 			if quantized == nil {
 				quantized = make(map[string]string)

@@ -147,7 +147,7 @@ func TestRecipeActionsPerSpec(t *testing.T) {
 		"model.layers.7.self_attn.q_b_proj.weight": Quantize,
 	}
 	for name, want := range cases {
-		if got, _ := r.Classify(name); got != want {
+		if got, _ := r.classifyK3(name); got != want {
 			t.Errorf("%s: %v, want %v", name, got, want)
 		}
 	}
@@ -160,12 +160,12 @@ func TestMemoClassifierExact(t *testing.T) {
 	memo := r.memoClassifier(k3Classifier)
 	cfg := tinyConfig(t) // every K3 name shape, fewer experts
 	for _, s := range catalogOf(t, cfg) {
-		if a, _ := r.Classify(s.Name); memo(s.Name) != a {
+		if a, _ := r.classifyK3(s.Name); memo(s.Name) != a {
 			t.Fatalf("%s: memo %v, rules %v", s.Name, memo(s.Name), a)
 		}
 	}
 	// A recipe that tells layers apart by number must not be memoized by skeleton.
-	r2, err := NewRecipe("layer0", "", Keep, []rule{{Pattern: `layers\.0\.`, Action: drop}})
+	r2, err := newRecipe("layer0", "", Keep, []rule{{Pattern: `layers\.0\.`, Action: drop}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,13 +180,13 @@ func TestMemoClassifierExact(t *testing.T) {
 func TestScaleNamesAndShapes(t *testing.T) {
 	t.Parallel()
 	in := []safetensors.TensorSpec{{Name: "model.layers.3.self_attn.kv_a_proj_with_mqa.weight", DType: safetensors.BF16, Shape: []int64{576, 7200}}}
-	want := map[Format]struct {
+	want := map[model.Format]struct {
 		name  string
 		shape []int64
 	}{
-		DeepSeek:          {"model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale_inv", []int64{5, 57}},
-		CompressedTensors: {"model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale", []int64{5, 57}},
-		ModelOpt:          {"model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale", []int64{5, 1, 57, 1}},
+		deepSeek:          {"model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale_inv", []int64{5, 57}},
+		compressedTensors: {"model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale", []int64{5, 57}},
+		modelOpt:          {"model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale", []int64{5, 1, 57, 1}},
 	}
 	for f, w := range want {
 		outs, err := PlanTensors(mustRecipe(t), in, Options{Format: f, ScaleFmt: quant.ScaleUE8M0})
@@ -223,7 +223,7 @@ func TestPlanTensorsErrors(t *testing.T) {
 			{Name: strings.TrimSuffix(name, "weight") + "weight_scale_inv", DType: safetensors.F32, Shape: []int64{1, 1}},
 		}, errNameCollision},
 	}
-	packed, err := NewRecipe("bad", "", Keep, []rule{{Pattern: `weight_packed$`, Action: Quantize}})
+	packed, err := newRecipe("bad", "", Keep, []rule{{Pattern: `weight_packed$`, Action: Quantize}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,14 +246,14 @@ func TestPlanTensorsErrors(t *testing.T) {
 	if _, err := Lookup("nope"); !errors.Is(err, errUnknownRecipe) {
 		t.Errorf("Lookup(nope): %v", err)
 	}
-	if _, err := NewRecipe("x", "", Keep, []rule{{Pattern: "(", Action: drop}}); err == nil {
+	if _, err := newRecipe("x", "", Keep, []rule{{Pattern: "(", Action: drop}}); err == nil {
 		t.Error("bad pattern accepted")
 	}
 }
 
 func TestParseNames(t *testing.T) {
 	t.Parallel()
-	for f := range Format(numFormats) {
+	for f := range model.Format(numFormats) {
 		if g, err := ParseFormat(f.String()); err != nil || g != f {
 			t.Errorf("ParseFormat(%v) = %v, %v", f, g, err)
 		}
@@ -281,6 +281,52 @@ func BenchmarkPlanTensorsK3(b *testing.B) {
 	for b.Loop() {
 		if _, err := PlanTensors(r, in, Options{}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// classifyK3 is classify reading the name's group as Kimi-K3's.
+func (r *Recipe) classifyK3(name string) (action, int) { return r.classify(k3Classifier, name) }
+
+// newRecipe is newGroupRecipe quantizing no group.
+func newRecipe(name, doc string, def action, rules []rule) (*Recipe, error) {
+	return newGroupRecipe(name, doc, 0, def, rules)
+}
+
+// The built-in recipes name Kimi-K3's groups and read every family's names
+// as K3's. On DeepSeek-V3's full-size catalog that reading decides every
+// tensor as V3's own schema does, for every built-in recipe; on
+// DeepSeek-V4's it differs only in the shared experts under
+// attn-moe-dense-fp8, a recipe NewPlan refuses for V4's FP8 source.
+func TestRecipesReadBuiltinFamiliesAsTheirOwn(t *testing.T) {
+	t.Parallel()
+	for _, fam := range []string{"deepseek-v3", "deepseek-v4"} {
+		b, err := model.FamilyConfigJSON(fam, model.ScaleFull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := model.ParseConfig(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range RecipeNames() {
+			r, err := Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k3, own := r.memoClassifier(k3Classifier), r.memoClassifier(cfg.Classifier())
+			differ := 0
+			for _, s := range cfg.Catalog() {
+				if a, b := k3(s.Name), own(s.Name); a != b {
+					differ++
+					if fam != "deepseek-v4" || name != AttnMoEDenseFP8 || !strings.Contains(s.Name, ".shared_experts.") {
+						t.Errorf("%s, recipe %s: %s is %s read as K3's, %s read as %s's", fam, name, s.Name, a, b, fam)
+					}
+				}
+			}
+			if fam == "deepseek-v4" && name == AttnMoEDenseFP8 && differ == 0 {
+				t.Errorf("%s, recipe %s: no shared expert read differently (the test no longer sees the one difference)", fam, name)
+			}
 		}
 	}
 }

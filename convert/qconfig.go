@@ -129,7 +129,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 			}
 		}
 	}
-	if opts.Experts == ExpertsNVFP4 && opts.Format != ModelOpt {
+	if opts.Experts == ExpertsNVFP4 && opts.Format != modelOpt {
 		return nil, nil, fmt.Errorf("%w: NVFP4 experts are described only by --format modelopt, not %s", errUnknownFormat, opts.Format)
 	}
 	switch opts.Experts {
@@ -156,7 +156,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	}
 	var qc, hf map[string]any
 	switch opts.Format {
-	case DeepSeek:
+	case deepSeek:
 		qc = deepSeekConfig(fp8ExpertsModules(mods, opts), opts)
 		// The block-FP8 config says nothing about the experts: their
 		// description stays where the released checkpoint keeps it.
@@ -166,9 +166,9 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 			}
 			text[quantKey] = srcQC
 		}
-	case CompressedTensors:
+	case compressedTensors:
 		qc, err = compressedTensorsConfig(srcQC, mods, opts)
-	case ModelOpt:
+	case modelOpt:
 		qc, hf, err = modelOptConfigs(cfg, mods, opts)
 	default:
 		err = fmt.Errorf("%w: %v", errUnknownFormat, opts.Format)

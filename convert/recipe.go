@@ -10,7 +10,11 @@ import (
 )
 
 // action is what a recipe does with one source tensor.
-type action uint8
+type action = enum[actionSet]
+
+type actionSet struct{}
+
+func (actionSet) set() ([]string, string, string) { return actionNames[:], "Action", "action" }
 
 const (
 	// Keep copies the tensor byte for byte.
@@ -28,17 +32,6 @@ const (
 )
 
 var actionNames = [numActions]string{Keep: "keep", Quantize: "quantize", drop: "drop", decode: "bf16"}
-
-// String is the action's name in plans and reports.
-func (a action) String() string {
-	if int(a) < numActions {
-		return actionNames[a]
-	}
-	return fmt.Sprintf("Action(%d)", uint8(a))
-}
-
-// MarshalText writes the action's name, so plans serialize readably.
-func (a action) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
 
 // rule maps the tensor names matching Pattern to Action. Patterns are Go
 // regular expressions over the full tensor name.
@@ -64,13 +57,9 @@ type Recipe struct {
 	Default  action
 }
 
-// NewRecipe compiles a recipe's patterns, so that a bad pattern fails once,
-// here, rather than on some tensor later.
-func NewRecipe(name, doc string, def action, rules []rule) (*Recipe, error) {
-	return newGroupRecipe(name, doc, 0, def, rules)
-}
-
-// newGroupRecipe is NewRecipe with the schema groups to quantize.
+// newGroupRecipe compiles a recipe's patterns, so that a bad pattern fails
+// once, here, rather than on some tensor later; quantize are the schema
+// groups whose weights it quantizes.
 func newGroupRecipe(name, doc string, quantize model.GroupSet, def action, rules []rule) (*Recipe, error) {
 	r := &Recipe{Name: name, Doc: doc, Quantize: quantize, Default: def, Rules: slices.Clone(rules)}
 	for i := range r.Rules {
@@ -86,15 +75,12 @@ func newGroupRecipe(name, doc string, quantize model.GroupSet, def action, rules
 	return r, nil
 }
 
-// groupRule is the index Classify returns for a tensor decided by Quantize.
+// groupRule is the index classify returns for a tensor decided by Quantize.
 const groupRule = -2
 
-// Classify returns the action for a tensor name and the index of the rule that
-// decided it (GroupRule for the groups, -1 for the default), reading the
-// name's group as Kimi-K3's.
-func (r *Recipe) Classify(name string) (action, int) { return r.classify(k3Classifier, name) }
-
-// classify is Classify with the name's group as cls reads it.
+// classify returns the action for a tensor name and the index of the rule
+// that decided it (groupRule for the groups, -1 for the default), reading
+// the name's group as cls does.
 func (r *Recipe) classify(cls *model.Classifier, name string) (action, int) {
 	for i := range r.Rules {
 		if r.Rules[i].re.MatchString(name) {

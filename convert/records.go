@@ -195,7 +195,7 @@ func (recs records) readLog(path string) error {
 
 // finished returns the record of a unit finished under plan, from its done
 // record or from a finished conversion's manifest (m may be nil).
-func (recs records) finished(plan, unit string, m *Manifest) (fileRecord, bool) {
+func (recs records) finished(plan, unit string, m *dstManifest) (fileRecord, bool) {
 	if r, ok := recs[unit]; ok && r.Plan == plan {
 		return r.fileRecord, true
 	}

@@ -64,10 +64,10 @@ func TestReleasedConfigFullSize(t *testing.T) {
 		recipe string
 		opts   Options
 	}{
-		{AttnMoEDenseFP8, Options{Format: ModelOpt}},
-		{AttnMoEDenseFP8, Options{Format: CompressedTensors}},
-		{AttnMoEDenseFP8, Options{Format: DeepSeek}},
-		{ModelOptK3, Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
+		{AttnMoEDenseFP8, Options{Format: modelOpt}},
+		{AttnMoEDenseFP8, Options{Format: compressedTensors}},
+		{AttnMoEDenseFP8, Options{Format: deepSeek}},
+		{ModelOptK3, Options{Format: modelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
 	} {
 		what := fmt.Sprintf("%s/%v/%v", tc.recipe, tc.opts.Format, tc.opts.Experts)
 		r, err := Lookup(tc.recipe)
@@ -90,7 +90,7 @@ func TestReleasedConfigFullSize(t *testing.T) {
 			t.Errorf("%s: output has no top-level quantization_config", what)
 		}
 		delete(out, quantKey)
-		if tc.opts.Format != DeepSeek {
+		if tc.opts.Format != deepSeek {
 			delete(want[textKey].(map[string]any), quantKey)
 		}
 		if !reflect.DeepEqual(out, want) {

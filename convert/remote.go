@@ -86,7 +86,7 @@ func checkVersions(dst string, st *planState, p *Plan) error {
 	for _, v := range p.sourceVersions() {
 		if w, ok := was[v.Name]; ok && w != v {
 			return fmt.Errorf("%w: source file %s is not the one this conversion in %s started from (size %d, ETag %s; now %d, %s); pass --restart to convert the new version",
-				ErrChanged, v.Name, dst, w.Size, w.ETag, v.Size, v.ETag)
+				errChanged, v.Name, dst, w.Size, w.ETag, v.Size, v.ETag)
 		}
 	}
 	return nil
@@ -212,7 +212,7 @@ func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *auxFile, to str
 		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
 	}
 	if f.Size() != a.Size {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, ErrChanged, f.Size(), a.Size)
+		return fileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, errChanged, f.Size(), a.Size)
 	}
 	out, err := s.create(to, prog)
 	if err != nil {

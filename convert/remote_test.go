@@ -171,7 +171,7 @@ func TestConvertFromHubResumes(t *testing.T) {
 	h.Fail(last, 0)
 	h.SetETag(c3.Files[0].Path, `"v2"`)
 	_, _, err = convertRemote(t, h, dst2, ExecOptions{Jobs: 1, Resume: true})
-	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), c3.Files[0].Path) {
+	if !errors.Is(err, errChanged) || !strings.Contains(err.Error(), c3.Files[0].Path) {
 		t.Fatalf("changed source resumed: %v", err)
 	}
 	if _, _, err := convertRemote(t, h, dst2, ExecOptions{Jobs: 1, Restart: true}); err != nil {

@@ -34,7 +34,7 @@ func BenchmarkReportOverhead(b *testing.B) {
 		opts              Options
 	}{
 		{"fp8-default", AttnMoEDenseFP8, tinySrc, Options{}},
-		{"fp8-modelopt-nvfp4", ModelOptK3, tinySrc, Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
+		{"fp8-modelopt-nvfp4", ModelOptK3, tinySrc, Options{Format: modelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
 		{"mxfp4-pack", BF16, bf16, Options{Experts: ExpertsMXFP4}},
 		{"fp8-experts", AttnMoEDenseFP8, tinySrc, Options{Experts: ExpertsFP8}},
 		// The small replica (0.86 GiB), whose tensors have realistic shapes.

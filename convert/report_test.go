@@ -28,8 +28,8 @@ var reportCases = []struct {
 	fromBF16     bool
 }{
 	{"fp8-deepseek", AttnMoEDenseFP8, Options{}, false},
-	{"fp8-deepseek-ue8m0", AttnMoEDenseFP8, Options{Format: DeepSeek, ScaleFmt: quant.ScaleUE8M0}, false},
-	{"nvfp4-modelopt-numerics", ModelOptK3, Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}, false},
+	{"fp8-deepseek-ue8m0", AttnMoEDenseFP8, Options{Format: deepSeek, ScaleFmt: quant.ScaleUE8M0}, false},
+	{"nvfp4-modelopt-numerics", ModelOptK3, Options{Format: modelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}, false},
 	{"mxfp4-pack", BF16, Options{Experts: ExpertsMXFP4}, true},
 }
 

@@ -36,7 +36,7 @@ func TestSourceHeaderChangedSincePlanning(t *testing.T) {
 	fh.Close()
 	dst := filepath.Join(t.TempDir(), "out")
 	_, err = Execute(context.Background(), p, dst, ExecOptions{Jobs: 1})
-	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), f) {
+	if !errors.Is(err, errChanged) || !strings.Contains(err.Error(), f) {
 		t.Fatalf("source changed since planning: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dst, shard)); !os.IsNotExist(err) {
@@ -127,7 +127,7 @@ func TestSourceModifiedDuringConversion(t *testing.T) {
 	if !m.fired {
 		t.Fatal("the source was never modified")
 	}
-	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), path) {
+	if !errors.Is(err, errChanged) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("source modified while converting: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dst, ManifestName)); !os.IsNotExist(err) {

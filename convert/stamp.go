@@ -18,7 +18,7 @@ func checkStamp(planned, now fsx.Stamp, path string) error {
 	if what == "" {
 		return nil
 	}
-	return fmt.Errorf("%w: %s was %s while the conversion ran (planned from it as it was before); rerun once the source is stable", ErrChanged, path, what)
+	return fmt.Errorf("%w: %s was %s while the conversion ran (planned from it as it was before); rerun once the source is stable", errChanged, path, what)
 }
 
 // checkStampNow compares an open file's stamp with the planned one.

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // stateDir is the directory inside DST that holds a conversion in progress:
@@ -52,18 +53,18 @@ type doneRecord struct {
 // sees the source) can write the configs and manifest; the index is rebuilt
 // from the finished shards' headers.
 type planState struct {
-	Version       string   `json:"version"`
-	Plan          string   `json:"plan"`
-	Recipe        string   `json:"recipe"`
-	Format        Format   `json:"format"`
-	ScaleFmt      string   `json:"scale_fmt"`
-	Experts       string   `json:"experts,omitempty"`
-	Numerics      string   `json:"numerics,omitempty"`
-	NonFinite     string   `json:"nonfinite,omitempty"`
-	Shards        []string `json:"shards"`
-	Aux           []string `json:"aux"`
-	Config        string   `json:"config"`
-	HFQuantConfig string   `json:"hf_quant_config,omitempty"`
+	Version       string       `json:"version"`
+	Plan          string       `json:"plan"`
+	Recipe        string       `json:"recipe"`
+	Format        model.Format `json:"format"`
+	ScaleFmt      string       `json:"scale_fmt"`
+	Experts       string       `json:"experts,omitempty"`
+	Numerics      string       `json:"numerics,omitempty"`
+	NonFinite     string       `json:"nonfinite,omitempty"`
+	Shards        []string     `json:"shards"`
+	Aux           []string     `json:"aux"`
+	Config        string       `json:"config"`
+	HFQuantConfig string       `json:"hf_quant_config,omitempty"`
 	// Report says that the conversion writes quantization_report.json.
 	Report bool `json:"report,omitempty"`
 	// Sources are a remote source's files as the run found them: a resumed
@@ -74,7 +75,7 @@ type planState struct {
 func (p *Plan) state() *planState {
 	s := &planState{
 		Version: planVersion, Plan: p.ID, Recipe: p.Recipe.Name, Format: p.Options.Format,
-		ScaleFmt: p.Options.ScaleFmt.String(), Experts: p.Options.Experts.String(), Numerics: p.Options.Numerics.String(), NonFinite: p.Options.NonFinite.recorded(), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
+		ScaleFmt: p.Options.ScaleFmt.String(), Experts: p.Options.Experts.String(), Numerics: p.Options.Numerics.String(), NonFinite: recordedPolicy(p.Options.NonFinite), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
 		Shards: []string{}, Aux: []string{}, Sources: p.sourceVersions(), Report: p.reports(),
 	}
 	for _, f := range p.Files {

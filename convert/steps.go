@@ -11,7 +11,11 @@ import (
 )
 
 // stepKind is what one step of a shard's program writes.
-type stepKind uint8
+type stepKind = enum[stepKindSet]
+
+type stepKindSet struct{}
+
+func (stepKindSet) set() ([]string, string, string) { return stepKindNames[:], "StepKind", "step kind" }
 
 const (
 	// stepCopy copies a run of kept tensors that lie back to back, in the
@@ -81,14 +85,6 @@ func (c *castSource) kmaxKey() string {
 	return c.Scales.Name
 }
 
-// String names the kind.
-func (k stepKind) String() string {
-	if int(k) < numStepKinds {
-		return stepKindNames[k]
-	}
-	return fmt.Sprintf("StepKind(%d)", uint8(k))
-}
-
 // maxRunBytes bounds the tensors one copy run gathers (a longer single
 // tensor, K3's 2.2 GB embedding, is a run of its own): a layer's experts
 // (15.7 GB in K3) move in several spans.
@@ -133,14 +129,6 @@ type step struct {
 	Cast *castSource
 
 	xf *transform // what a StepDecode or StepPack reads
-}
-
-// Writes is how many output tensors the step writes.
-func (s step) writes() int {
-	if s.Kind == stepCopy {
-		return s.Last - s.First + 1
-	}
-	return 1
 }
 
 // planSteps turns a shard's outputs (in the layout's data order) into steps

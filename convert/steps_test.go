@@ -70,7 +70,7 @@ func TestPlanStepsHandMade(t *testing.T) {
 	cw := []int64{256, 128}
 	outs := []outputTensor{
 		keep("a"), keep("b"),
-		{TensorSpec: safetensors.TensorSpec{Name: "c.weight", DType: WeightDType, Shape: cw}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: roleWeight},
+		{TensorSpec: safetensors.TensorSpec{Name: "c.weight", DType: weightDType, Shape: cw}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: roleWeight},
 		{TensorSpec: safetensors.TensorSpec{Name: "c.weight_scale_inv", DType: scaleDType, Shape: []int64{2, 1}}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: roleScale},
 		keep("d"), keep("f"), keep("u1"), keep("u2"), keep("u3"), keep("z"), // "e" dropped
 	}
@@ -121,7 +121,7 @@ func TestPlanStepsHoldLimit(t *testing.T) {
 		sh := []int64{n, n}
 		specs = append(specs, safetensors.TensorSpec{Name: name, DType: safetensors.BF16, Shape: sh})
 		outs = append(outs,
-			outputTensor{TensorSpec: safetensors.TensorSpec{Name: name, DType: WeightDType, Shape: sh}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: roleWeight},
+			outputTensor{TensorSpec: safetensors.TensorSpec{Name: name, DType: weightDType, Shape: sh}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: roleWeight},
 			outputTensor{TensorSpec: safetensors.TensorSpec{Name: name + "_scale_inv", DType: scaleDType, Shape: []int64{n / 128, n / 128}}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: roleScale})
 	}
 	if 3*n*n <= maxHeldCodes {
@@ -195,7 +195,7 @@ func TestPlanStepsInvariants(t *testing.T) {
 }
 
 func checkPlanSteps(t *testing.T, src string) {
-	for _, opts := range []Options{{}, {Format: CompressedTensors}, {Format: ModelOpt, ScaleFmt: quant.ScaleUE8M0}} {
+	for _, opts := range []Options{{}, {Format: compressedTensors}, {Format: modelOpt, ScaleFmt: quant.ScaleUE8M0}} {
 		p, c, err := planFor(src, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -437,4 +437,20 @@ func stripSources(t *testing.T, steps []step) []step {
 // sameStep compares steps whose Source is cleared.
 func sameStep(a, b step) bool {
 	return a.Kind == b.Kind && a.First == b.First && a.Last == b.Last && a.Src == b.Src && a.Len == b.Len && a.HoldCodes == b.HoldCodes
+}
+
+// planFile plans one output shard from its source's header: the outputs the
+// recipe makes of its tensors, their layout and the steps that write them.
+// It returns the outputs in the layout's data order too (the plan keeps only
+// what the executor needs).
+func planFile(root string, f *safetensors.File, r *Recipe, opts Options) (*filePlan, []outputTensor, error) {
+	return planFileWith(root, f, r, opts, fileScales{})
+}
+
+// writes is how many output tensors the step writes.
+func (s step) writes() int {
+	if s.Kind == stepCopy {
+		return s.Last - s.First + 1
+	}
+	return 1
 }

@@ -16,14 +16,6 @@ const (
 	unitAux
 )
 
-// String names the kind.
-func (k unitKind) String() string {
-	if k == unitAux {
-		return "aux"
-	}
-	return "shard"
-}
-
 // unit is one output file the workers produce (the index, configs and
 // manifest are written by Finalize once every unit is done).
 type unit struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -46,17 +47,17 @@ type TensorStats struct {
 
 // VerifyReport is what Verify found; OK is false on any violation.
 type VerifyReport struct {
-	OK        bool        `json:"ok"`
-	Plan      string      `json:"plan"`
-	Recipe    string      `json:"recipe"`
-	Format    Format      `json:"format"`
-	ScaleFmt  string      `json:"scale_fmt"`
-	Files     int         `json:"files"`
-	Hashed    int64       `json:"bytes_hashed"`
-	Copied    int         `json:"tensors_identical"`
-	Quantized int         `json:"tensors_fp8"`
-	Experts   ExpertsMode `json:"experts"`
-	Numerics  string      `json:"numerics"`
+	OK        bool         `json:"ok"`
+	Plan      string       `json:"plan"`
+	Recipe    string       `json:"recipe"`
+	Format    model.Format `json:"format"`
+	ScaleFmt  string       `json:"scale_fmt"`
+	Files     int          `json:"files"`
+	Hashed    int64        `json:"bytes_hashed"`
+	Copied    int          `json:"tensors_identical"`
+	Quantized int          `json:"tensors_fp8"`
+	Experts   ExpertsMode  `json:"experts"`
+	Numerics  string       `json:"numerics"`
 	// NVFP4 counts the expert projections whose NVFP4 tensors were re-cast
 	// from the source and compared bit for bit; Cast is that re-cast's
 	// block counts (what convert reported).
@@ -270,7 +271,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 }
 
 // checkFileSet requires the manifest to list every planned file and nothing else.
-func checkFileSet(rep *VerifyReport, p *Plan, m *Manifest) {
+func checkFileSet(rep *VerifyReport, p *Plan, m *dstManifest) {
 	want := map[string]bool{safetensors.IndexName: true}
 	for _, u := range p.units() {
 		want[u.Name] = true
@@ -297,7 +298,7 @@ func checkFileSet(rep *VerifyReport, p *Plan, m *Manifest) {
 // what an engine or a user would pick up with the checkpoint (custom code, a
 // second quantization config, another shard), and a link could make verify
 // hash something outside DST. It returns the listed names found as regular files.
-func checkTree(rep *VerifyReport, dst string, m *Manifest) (map[string]bool, error) {
+func checkTree(rep *VerifyReport, dst string, m *dstManifest) (map[string]bool, error) {
 	regular := map[string]bool{}
 	err := filepath.WalkDir(dst, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 
 // checkObjects is checkTree for a bucket: every object under the prefix
 // must be one the manifest lists (or the manifest itself).
-func checkObjects(rep *VerifyReport, d *destination, m *Manifest) (map[string]bool, error) {
+func checkObjects(rep *VerifyReport, d *destination, m *dstManifest) (map[string]bool, error) {
 	files, err := d.bucket.List(d.ctx)
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: %w", d.name, err)

@@ -81,12 +81,12 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to strin
 	err = out.CopyFrom(in, 0, a.Size)
 	prog.Add(a.Size)
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		err = fmt.Errorf("%w: shorter than the planned %d bytes (did the source change?)", ErrChanged, a.Size)
+		err = fmt.Errorf("%w: shorter than the planned %d bytes (did the source change?)", errChanged, a.Size)
 	}
 	if err == nil {
 		var one [1]byte
 		if n, _ := in.ReadAt(one[:], a.Size); n > 0 {
-			err = fmt.Errorf("%w: longer than the planned %d bytes (did the source change?)", ErrChanged, a.Size)
+			err = fmt.Errorf("%w: longer than the planned %d bytes (did the source change?)", errChanged, a.Size)
 		}
 	}
 	if err == nil && a.Mode != 0 {
@@ -115,7 +115,7 @@ func checkSource(root string, fp *filePlan) error {
 		return fmt.Errorf("file %s: %w", path, err)
 	}
 	if sum != fp.SourceHeader {
-		return fmt.Errorf("%w: file %s: its header differs from the one the plan was made from", ErrChanged, path)
+		return fmt.Errorf("%w: file %s: its header differs from the one the plan was made from", errChanged, path)
 	}
 	return nil
 }
@@ -338,7 +338,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 						zeroed += n
 					}
 				case scaleSums[weight] != sum:
-					err = fmt.Errorf("%w: block scales differ between the two passes over it", ErrChanged)
+					err = fmt.Errorf("%w: block scales differ between the two passes over it", errChanged)
 				default:
 					zeroed += n
 				}

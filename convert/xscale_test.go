@@ -98,7 +98,7 @@ func TestCrossShardScale(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	fp8 := filepath.Join(root, "fp8")
-	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: DeepSeek})
+	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: deepSeek})
 	c := openSrc(t, fp8)
 	if len(c.Files) < 2 {
 		t.Fatalf("%d shards", len(c.Files))
@@ -205,7 +205,7 @@ func TestCrossShardScaleFileChanged(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	fp8 := filepath.Join(root, "fp8")
-	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: DeepSeek})
+	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: deepSeek})
 	c := openSrc(t, fp8)
 	f := c.Files[0]
 	var weight, scale string
@@ -251,7 +251,7 @@ func TestCrossShardScaleFileChanged(t *testing.T) {
 	}
 	dst := filepath.Join(root, "out")
 	_, err = Execute(context.Background(), p, dst, ExecOptions{Worker: worker, Workers: n})
-	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), scale) {
+	if !errors.Is(err, errChanged) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), scale) {
 		t.Fatalf("the scale's file changed since planning: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dst, f.Path)); !os.IsNotExist(err) {
@@ -265,7 +265,7 @@ func TestCrossShardScaleAlone(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	fp8 := filepath.Join(root, "fp8")
-	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: DeepSeek})
+	convertRecipe(t, miniSrc, fp8, AttnMoEDenseFP8, Options{Format: deepSeek})
 	c := openSrc(t, fp8)
 	f := c.Files[0]
 	var scale string

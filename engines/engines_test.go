@@ -184,7 +184,7 @@ func TestMissingScale(t *testing.T) {
 	}
 	defer src.Close()
 	r, _ := convert.Lookup(convert.AttnMoEDenseFP8)
-	plan, err := convert.NewPlan(src, nil, r, convert.Options{Format: convert.ModelOpt})
+	plan, err := convert.NewPlan(src, nil, r, convert.Options{Format: model.ModelOpt})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestBareRecipeWhatIf(t *testing.T) {
 		mm := fakeOf(t, sc)
 		bare := fakeConfig(t, bareConfigJSON(t, sc))
 		for _, recipe := range convert.RecipeNames() {
-			for _, f := range []convert.Format{convert.ModelOpt, convert.CompressedTensors} {
+			for _, f := range []model.Format{model.ModelOpt, model.CompressedTensors} {
 				what := fmt.Sprintf("%s %s/%v", sc, recipe, f)
 				opts := Options{Recipe: recipe, Format: f}
 				a, b := auditFake(t, mm, opts), auditFake(t, bare, opts)
@@ -63,7 +63,7 @@ func TestBareRecipeWhatIf(t *testing.T) {
 				if a.Recipe.TensorCount-b.Recipe.TensorCount != vision.Tensors || a.Recipe.TotalBytes-b.Recipe.TotalBytes != vision.Bytes {
 					t.Errorf("%s: what-if after: bare %d/%d, multimodal %d/%d, vision %d/%d", what, b.Recipe.TensorCount, b.Recipe.TotalBytes, a.Recipe.TensorCount, a.Recipe.TotalBytes, vision.Tensors, vision.Bytes)
 				}
-				if sc == model.ScaleFull && recipe == defaultRecipe && f == convert.ModelOpt {
+				if sc == model.ScaleFull && recipe == defaultRecipe && f == model.ModelOpt {
 					if got := gib2(a.Recipe.TotalBytes); got != "1403.79" {
 						t.Errorf("multimodal what-if %s GiB, want 1403.79", got)
 					}

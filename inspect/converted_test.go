@@ -30,12 +30,12 @@ func TestConvertedConventions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What each convention's config must say for engines to load it, as summary lines.
-	wantQuant := map[convert.Format][]string{
-		convert.DeepSeek:          {`quant_method: "fp8"`, `fmt: "e4m3"`, `weight_block_size: [128, 128]`},
-		convert.CompressedTensors: {`quant_method: "compressed-tensors"`, `format: "mixed-precision"`},
-		convert.ModelOpt:          {`quantization.quant_algo: "MIXED_PRECISION"`},
+	wantQuant := map[model.Format][]string{
+		model.DeepSeek:          {`quant_method: "fp8"`, `fmt: "e4m3"`, `weight_block_size: [128, 128]`},
+		model.CompressedTensors: {`quant_method: "compressed-tensors"`, `format: "mixed-precision"`},
+		model.ModelOpt:          {`quantization.quant_algo: "MIXED_PRECISION"`},
 	}
-	for _, format := range []convert.Format{convert.DeepSeek, convert.CompressedTensors, convert.ModelOpt} {
+	for _, format := range []model.Format{model.DeepSeek, model.CompressedTensors, model.ModelOpt} {
 		t.Run(format.String(), func(t *testing.T) {
 			dir := convertedReplica(t, "tiny-4-layers", src, format)
 			rep, err := Inspect(dir, Options{Strict: true})
@@ -109,7 +109,7 @@ func TestConvertedConventions(t *testing.T) {
 					t.Errorf("quantization summary lacks %q:\n%s", w, strings.Join(lines, "\n"))
 				}
 			}
-			if format == convert.ModelOpt && (len(rep.Quantization) != 2 || rep.Quantization[1].File != convert.HFQuantConfigName) {
+			if format == model.ModelOpt && (len(rep.Quantization) != 2 || rep.Quantization[1].File != convert.HFQuantConfigName) {
 				t.Errorf("hf_quant_config.json not read back: %+v", rep.Quantization)
 			}
 			// The converted config parses (schedule, shape check): no warnings.
@@ -139,7 +139,7 @@ func TestConvertedConventions(t *testing.T) {
 func TestConvertedFull(t *testing.T) {
 	t.Parallel()
 	testckpt.SkipShort(t)
-	dir := convertedReplica(t, "full", fullReplica(t), convert.DeepSeek)
+	dir := convertedReplica(t, "full", fullReplica(t), model.DeepSeek)
 	rep, err := Inspect(dir, Options{Layout: "dp16", Steps: true, Strict: true})
 	if err != nil {
 		t.Fatal(err)

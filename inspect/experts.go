@@ -4,13 +4,7 @@ import "github.com/k3ckpt/k3ckpt/convert"
 
 // asIs is the recipe of an --experts what-if without --recipe: every tensor
 // kept, so only the experts' cast changes the accounting.
-var asIs = func() *convert.Recipe {
-	r, err := convert.NewRecipe("as-is", "every tensor kept (only --experts changes)", convert.Keep, nil)
-	if err != nil {
-		panic("inspect: the as-is recipe is invalid: " + err.Error()) // no patterns: cannot fail
-	}
-	return r
-}()
+var asIs = &convert.Recipe{Name: "as-is", Doc: "every tensor kept (only --experts changes)", Default: convert.Keep}
 
 // lookupRecipe resolves --recipe; "" is the as-is recipe.
 func lookupRecipe(name string) (*convert.Recipe, error) {

@@ -35,7 +35,7 @@ type Options struct {
 	// recipe would produce (and plans Layout on that checkpoint).
 	Recipe string
 	// Format is the scale-tensor convention of the recipe's output.
-	Format convert.Format
+	Format model.Format
 	// Experts, when ExpertsNVFP4, accounts the routed experts cast to NVFP4
 	// (with Recipe, or alone: the checkpoint otherwise as it is).
 	Experts convert.ExpertsMode
@@ -105,7 +105,7 @@ type fileRow struct {
 // recipeReport is the accounting of the checkpoint a recipe would produce.
 type recipeReport struct {
 	Name    string              `json:"name"`
-	Format  convert.Format      `json:"format"`
+	Format  model.Format        `json:"format"`
 	Experts convert.ExpertsMode `json:"experts"`
 	// Splits are the fused groups the recipe splits (engines load them wrongly).
 	Splits []convert.SplitReport `json:"fused_splits,omitempty"`

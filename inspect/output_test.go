@@ -381,7 +381,7 @@ func TestLayoutFile(t *testing.T) {
 	must(t, err)
 	l, err := a.resolveLayout("dp16", &o)
 	must(t, err)
-	js, err := l.JSON()
+	js, err := json.Marshal(l)
 	must(t, err)
 	file := filepath.Join(t.TempDir(), "my-dp16.json")
 	must(t, os.WriteFile(file, js, 0o644))

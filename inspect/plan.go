@@ -228,7 +228,7 @@ func (a *auditor) steps(name string, builtin bool) ([]step, error) {
 	// step; any other is planned through the recipe, whose failure is the
 	// report's.
 	converted := a.cfg != nil && a.cfg.Converted != "" || slices.ContainsFunc(src.specs, func(s safetensors.TensorSpec) bool {
-		return s.DType == convert.WeightDType
+		return s.DType == safetensors.F8_E4M3
 	})
 	fp8 := src
 	if !converted {

@@ -70,7 +70,7 @@ func copyReplica(tb testing.TB, src string) string { return testckpt.Copy(tb, sr
 // hf_quant_config.json; the index lists the files written; the data is left
 // as holes. inspect is then tested on converted headers it did not compute
 // itself.
-func convertedReplica(tb testing.TB, srcName, src string, format convert.Format) string {
+func convertedReplica(tb testing.TB, srcName, src string, format model.Format) string {
 	return testckpt.Dir(tb, srcName+"-"+format.String(), func(dir string) error {
 		ck, err := safetensors.Open(src)
 		if err != nil {

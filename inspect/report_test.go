@@ -34,7 +34,7 @@ func quantConverted(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := convert.NewPlan(ck, nil, r, convert.Options{Format: convert.ModelOpt})
+	p, err := convert.NewPlan(ck, nil, r, convert.Options{Format: model.ModelOpt})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,7 +221,7 @@ func repl(name string, st stagePlace, groups ...[]string) rule {
 }
 
 func split(name string, axis, parts int, groups ...[]string) rule {
-	return rule{Name: name, Groups: cat(groups...), Action: Split, Axis: axis, Parts: parts}
+	return rule{Name: name, Groups: cat(groups...), Action: actSplit, Axis: axis, Parts: parts}
 }
 
 // experts is a split of some projections of the routed experts.
@@ -260,7 +260,7 @@ func vision(o Options, st stagePlace) rule {
 }
 
 func ep(m Model) rule {
-	return rule{Name: "experts-ep", Groups: grpExperts, Action: Expert, Experts: m.Experts}
+	return rule{Name: "experts-ep", Groups: grpExperts, Action: actExpert, Experts: m.Experts}
 }
 
 func buildPP16(m Model, o Options) (*Layout, error) {

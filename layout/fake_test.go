@@ -147,3 +147,6 @@ func e2e(t testing.TB) {
 		t.Skip("end-to-end on the tiny replica; run without -short")
 	}
 }
+
+// jsonText returns the layout as indented JSON (the format loadLayout reads).
+func (l *Layout) jsonText() ([]byte, error) { return encodeJSON(l, "  ") }

@@ -71,7 +71,7 @@ func TestFullSizePlanMatchesInspect(t *testing.T) {
 			for r := sr.Stage * l.RanksPerStage; r < (sr.Stage+1)*l.RanksPerStage; r++ {
 				bytes += p.RankBytes[r]
 			}
-			files, err := p.Files(sr.Stage*l.RanksPerStage, idx.WeightMap)
+			files, err := layout.PlacementFiles(p, sr.Stage*l.RanksPerStage, idx.WeightMap)
 			if err != nil {
 				t.Fatal(err)
 			}

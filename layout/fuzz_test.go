@@ -21,7 +21,7 @@ func FuzzParseLayout(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		b, err := l.JSON()
+		b, err := l.jsonText()
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func FuzzParseLayout(f *testing.F) {
 		if l.Layers > maxLayers || l.RanksPerStage > maxRanks || l.ranks() > maxRanks {
 			t.Fatalf("accepted %d layers, %d ranks: past the bounds", l.Layers, l.ranks())
 		}
-		b, err := l.JSON()
+		b, err := l.jsonText()
 		if err != nil {
 			t.Fatalf("accepted layout does not encode: %v", err)
 		}
@@ -60,7 +60,7 @@ func FuzzParseLayout(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded layout rejected: %v\n%s", err, b)
 		}
-		b2, err := l2.JSON()
+		b2, err := l2.jsonText()
 		if err != nil || !bytes.Equal(b, b2) {
 			t.Fatalf("JSON round trip is not a fixed point (err %v):\n%s\n---\n%s", err, b, b2)
 		}

@@ -44,42 +44,97 @@ const maxLayers = 1 << 16
 // against all of them.
 const maxPatternCost = 1 << 16
 
+// enum is the type of the layout's small closed sets whose values are
+// written by name in layout and manifest JSON; S names the set: its names
+// (indexed by value; "" is the omitted default), the name String gives a
+// value out of range, and the JSON field named in errors.
+type enum[S enumSet] uint8
+
+// enumSet describes one enum (see enum).
+type enumSet interface {
+	set() (names []string, typ, field string)
+}
+
+// String returns the JSON name ("auto" for the omitted default).
+func (e enum[S]) String() string {
+	var s S
+	names, typ, _ := s.set()
+	if int(e) < len(names) {
+		if names[e] == "" {
+			return "auto"
+		}
+		return names[e]
+	}
+	return fmt.Sprintf("%s(%d)", typ, uint8(e))
+}
+
+// MarshalText writes the JSON name.
+func (e enum[S]) MarshalText() ([]byte, error) {
+	var s S
+	names, _, field := s.set()
+	if int(e) < len(names) {
+		return []byte(names[e]), nil
+	}
+	return nil, fmt.Errorf("%w: %s value %d", errLayout, field, uint8(e))
+}
+
+// UnmarshalText parses the JSON name.
+func (e *enum[S]) UnmarshalText(b []byte) error {
+	var s S
+	names, _, field := s.set()
+	for i, n := range names {
+		if n == string(b) {
+			*e = enum[S](i)
+			return nil
+		}
+	}
+	var valid []string
+	for _, n := range names {
+		if n != "" {
+			valid = append(valid, n)
+		}
+	}
+	*e = 0
+	return fmt.Errorf("%w: unknown %s %q (want one of %s)", errLayout, field, b, strings.Join(valid, ", "))
+}
+
 // action is what a rule does with the tensors it matches.
-type action uint8
+type action = enum[actionSet]
+
+type actionSet struct{}
+
+var actionNames = [...]string{replicate: "replicate", actSplit: "split", actExpert: "expert", drop: "drop"}
+
+func (actionSet) set() ([]string, string, string) {
+	return actionNames[:], "Action", "action"
+}
 
 const (
 	// replicate puts the whole tensor on every rank of its stage.
 	replicate action = iota
-	// Split cuts the tensor along Axis into Parts equal slices; local rank l
+	// actSplit cuts the tensor along Axis into Parts equal slices; local rank l
 	// holds slice l % Parts.
-	Split
-	// Expert puts the tensor on the one rank of its stage that owns its expert
+	actSplit
+	// actExpert puts the tensor on the one rank of its stage that owns its expert
 	// index: rank = expert / (Experts / ranks per stage).
-	Expert
+	actExpert
 	// drop leaves the tensor out of every rank (e.g. vision for text-only serving).
 	drop
 )
 
-var actionNames = [...]string{replicate: "replicate", Split: "split", Expert: "expert", drop: "drop"}
+// stagePlace says which pipeline stage a rule's tensors belong to.
+type stagePlace = enum[stageSet]
 
-// String returns the action's JSON name.
-func (a action) String() string { return enumString(actionNames[:], int(a), "Action") }
+type stageSet struct{}
 
-// MarshalText writes the JSON name.
-func (a action) MarshalText() ([]byte, error) { return enumMarshal(actionNames[:], int(a), "action") }
+var stageNames = [...]string{stageAuto: "", stageLayer: "layer", stageFirst: "first", stageLast: "last"}
 
-// UnmarshalText parses the JSON name.
-func (a *action) UnmarshalText(b []byte) error {
-	v, err := enumParse(actionNames[:], string(b), "action")
-	*a = action(v)
-	return err
+func (stageSet) set() ([]string, string, string) {
+	return stageNames[:], "StagePlace", "stage"
 }
 
-// stagePlace says which pipeline stage a rule's tensors belong to.
-type stagePlace uint8
-
 const (
-	// stageAuto is StageLayer when the rule's patterns capture <layer>; a
+	// stageAuto is stageLayer when the rule's patterns capture <layer>; a
 	// pipeline layout rejects it otherwise.
 	stageAuto stagePlace = iota
 	// stageLayer puts a tensor on the stage that owns its <layer>.
@@ -90,26 +145,17 @@ const (
 	stageLast
 )
 
-var stageNames = [...]string{stageAuto: "", stageLayer: "layer", stageFirst: "first", stageLast: "last"}
-
-// String returns the JSON name ("" for StageAuto).
-func (s stagePlace) String() string { return enumString(stageNames[:], int(s), "StagePlace") }
-
-// MarshalText writes the JSON name.
-func (s stagePlace) MarshalText() ([]byte, error) {
-	return enumMarshal(stageNames[:], int(s), "stage")
-}
-
-// UnmarshalText parses the JSON name.
-func (s *stagePlace) UnmarshalText(b []byte) error {
-	v, err := enumParse(stageNames[:], string(b), "stage")
-	*s = stagePlace(v)
-	return err
-}
-
 // scalePolicy says what happens to the block-FP8 scale of a weight whose split
 // cuts a 128-row (or column) block, so the scale rows cannot follow the slices.
-type scalePolicy uint8
+type scalePolicy = enum[scalePolicySet]
+
+type scalePolicySet struct{}
+
+var scalePolicyNames = [...]string{scaleReplicate: "replicate", scaleReject: "reject"}
+
+func (scalePolicySet) set() ([]string, string, string) {
+	return scalePolicyNames[:], "ScalePolicy", "unaligned_scale"
+}
 
 const (
 	// scaleReplicate keeps the whole scale on every rank of the group.
@@ -117,55 +163,6 @@ const (
 	// scaleReject makes planning fail with errScaleAlign.
 	scaleReject
 )
-
-var scalePolicyNames = [...]string{scaleReplicate: "replicate", scaleReject: "reject"}
-
-// String returns the JSON name.
-func (p scalePolicy) String() string { return enumString(scalePolicyNames[:], int(p), "ScalePolicy") }
-
-// MarshalText writes the JSON name.
-func (p scalePolicy) MarshalText() ([]byte, error) {
-	return enumMarshal(scalePolicyNames[:], int(p), "unaligned_scale")
-}
-
-// UnmarshalText parses the JSON name.
-func (p *scalePolicy) UnmarshalText(b []byte) error {
-	v, err := enumParse(scalePolicyNames[:], string(b), "unaligned_scale")
-	*p = scalePolicy(v)
-	return err
-}
-
-func enumString(names []string, v int, typ string) string {
-	if v >= 0 && v < len(names) {
-		if names[v] == "" {
-			return "auto"
-		}
-		return names[v]
-	}
-	return fmt.Sprintf("%s(%d)", typ, v)
-}
-
-func enumMarshal(names []string, v int, field string) ([]byte, error) {
-	if v >= 0 && v < len(names) {
-		return []byte(names[v]), nil
-	}
-	return nil, fmt.Errorf("%w: %s value %d", errLayout, field, v)
-}
-
-func enumParse(names []string, s, field string) (int, error) {
-	for i, n := range names {
-		if n == s {
-			return i, nil
-		}
-	}
-	var valid []string
-	for _, n := range names {
-		if n != "" {
-			valid = append(valid, n)
-		}
-	}
-	return 0, fmt.Errorf("%w: unknown %s %q (want one of %s)", errLayout, field, s, strings.Join(valid, ", "))
-}
 
 // rule maps tensors, named by patterns or by the model's tensor groups, to
 // an action. See pattern.go for the pattern syntax.
@@ -186,9 +183,9 @@ type rule struct {
 	Action action `json:"action"`
 	// Stage places matched tensors on a pipeline stage (pipeline layouts only).
 	Stage stagePlace `json:"stage,omitempty"`
-	// Axis is the split dimension (Split).
+	// Axis is the split dimension (actSplit).
 	Axis int `json:"axis,omitempty"`
-	// Parts is the number of slices (Split); it must divide the ranks per stage.
+	// Parts is the number of slices (actSplit); it must divide the ranks per stage.
 	Parts int `json:"parts,omitempty"`
 	// Units, when set, is the number of equal units (heads) along Axis; a
 	// split must not cut one, so Units must divide by Parts.
@@ -196,7 +193,7 @@ type rule struct {
 	// Valid, when set, is how many leading entries along Axis are real; the
 	// rest is padding the split drops (A_log: 96 heads of 128 entries).
 	Valid int64 `json:"valid,omitempty"`
-	// Experts is the expert count per layer (Expert); it must divide by the
+	// Experts is the expert count per layer (actExpert); it must divide by the
 	// ranks per stage.
 	Experts int `json:"experts,omitempty"`
 	// UnalignedScale is what a block-FP8 scale does when the split cuts a block.
@@ -326,7 +323,7 @@ func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 	if len(r.Projs) > 0 && cr.groups != model.Groups(model.GroupExperts) {
 		return false, fmt.Errorf("%w: %s: rule %q: projs applies to the experts group alone", errLayout, l.Name, r.Name)
 	}
-	if r.Action == Expert && (cr.anyLayer || cr.groups&^model.Groups(model.GroupExperts) != 0) {
+	if r.Action == actExpert && (cr.anyLayer || cr.groups&^model.Groups(model.GroupExperts) != 0) {
 		return false, fmt.Errorf("%w: %s: rule %q: an expert rule's groups must be experts", errLayout, l.Name, r.Name)
 	}
 	return allLayer, nil
@@ -363,7 +360,7 @@ func (l *Layout) compile() ([]compiledRule, error) {
 				hasExpert = hasExpert || sg.kind == kindExpert
 			}
 			allLayer = allLayer && hasLayer
-			if r.Action == Expert && !hasExpert {
+			if r.Action == actExpert && !hasExpert {
 				return nil, fmt.Errorf("%w: %s: rule %q: expert rule pattern %q does not capture <expert>", errLayout, l.Name, r.Name, m)
 			}
 			cost += len(p.segs)
@@ -431,7 +428,7 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 		return fail("stage \"layer\" needs every pattern to capture <layer>")
 	}
 	switch r.Action {
-	case Split:
+	case actSplit:
 		if r.Parts < 1 || l.RanksPerStage%r.Parts != 0 {
 			return fmt.Errorf("%w: %s: rule %q: %d parts do not divide %d ranks per stage", errIndivisible, l.Name, r.Name, r.Parts, l.RanksPerStage)
 		}
@@ -444,7 +441,7 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 		if r.Units > 0 && r.Units%int64(r.Parts) != 0 {
 			return fmt.Errorf("%w: %s: rule %q: %d heads not divisible by %d ranks", errIndivisible, l.Name, r.Name, r.Units, r.Parts)
 		}
-	case Expert:
+	case actExpert:
 		if r.Experts < 1 || r.Experts%l.RanksPerStage != 0 {
 			return fmt.Errorf("%w: %s: rule %q: %d experts not divisible by %d ranks", errIndivisible, l.Name, r.Name, r.Experts, l.RanksPerStage)
 		}
@@ -490,6 +487,3 @@ func loadLayout(path string) (*Layout, error) {
 	}
 	return l, nil
 }
-
-// JSON returns the layout as indented JSON (the format loadLayout reads).
-func (l *Layout) JSON() ([]byte, error) { return encodeJSON(l, "  ") }

@@ -9,26 +9,17 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// packFormat is how block-FP8 scales are stored in an export.
-type packFormat uint8
+// packFormat is how block-FP8 scales are stored in an export, by the name
+// manifests and plans record.
+type packFormat string
 
 const (
 	// packNone keeps scales as in the source (F32 block grid).
-	packNone packFormat = iota
+	packNone packFormat = ""
 	// packUE8M0 stores scales in DeepGEMM's SM100 packed UE8M0 layout: int32
 	// [⌈⌈K/128⌉/4⌉, align(N, 4)], one row per weight row.
-	packUE8M0
+	packUE8M0 packFormat = "ue8m0"
 )
-
-var packNames = [...]string{packNone: "", packUE8M0: "ue8m0"}
-
-// String returns the flag value ("" for PackNone).
-func (p packFormat) String() string {
-	if int(p) < len(packNames) {
-		return packNames[p]
-	}
-	return fmt.Sprintf("PackFormat(%d)", uint8(p))
-}
 
 // ParsePackFormat reads a --pack-scales value ("", "none" or "ue8m0").
 func ParsePackFormat(s string) (packFormat, error) {
@@ -38,7 +29,7 @@ func ParsePackFormat(s string) (packFormat, error) {
 	case "ue8m0":
 		return packUE8M0, nil
 	}
-	return 0, fmt.Errorf("%w: unknown scale packing %q (want ue8m0)", errLayout, s)
+	return packNone, fmt.Errorf("%w: unknown scale packing %q (want ue8m0)", errLayout, s)
 }
 
 // maxScaleBytes bounds a block scale tensor read into memory for packing or
@@ -85,7 +76,7 @@ func (pj *packJob) shape() []int64 {
 }
 
 func (pj *packJob) describe() *packedScale {
-	return &packedScale{Format: packUE8M0.String(), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
+	return &packedScale{Format: string(packUE8M0), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
 }
 
 // rowOffset is where block row b's scales from block column c0 lie in the
@@ -159,7 +150,7 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 	set := make([]bool, gn*gk)
 	for _, h := range hs {
 		p := h.e.Packed
-		if p == nil || p.Format != packUE8M0.String() {
+		if p == nil || p.Format != string(packUE8M0) {
 			return nil, fmt.Errorf("%w: %s: tensor %s mixes packed and unpacked pieces", errManifest, h.dir, name)
 		}
 		n, k := p.Rows[1]-p.Rows[0], p.Cols[1]-p.Cols[0]

@@ -3,7 +3,15 @@ package layout
 import "github.com/k3ckpt/k3ckpt/safetensors"
 
 // held says how a rank holds a tensor.
-type held uint8
+type held = enum[heldSet]
+
+type heldSet struct{}
+
+var heldNames = [...]string{heldReplica: "replicated", HeldSlice: "slice", heldExpert: "expert"}
+
+func (heldSet) set() ([]string, string, string) {
+	return heldNames[:], "Held", "held"
+}
 
 const (
 	// heldReplica is the whole tensor, copied on every rank of its stage.
@@ -14,52 +22,28 @@ const (
 	heldExpert
 )
 
-var heldNames = [...]string{heldReplica: "replicated", HeldSlice: "slice", heldExpert: "expert"}
-
-// String returns the manifest name.
-func (h held) String() string { return enumString(heldNames[:], int(h), "Held") }
-
-// MarshalText writes the manifest name.
-func (h held) MarshalText() ([]byte, error) { return enumMarshal(heldNames[:], int(h), "held") }
-
-// UnmarshalText parses the manifest name.
-func (h *held) UnmarshalText(b []byte) error {
-	v, err := enumParse(heldNames[:], string(b), "held")
-	*h = held(v)
-	return err
-}
-
 // scaleMode says how a block-FP8 scale tensor is placed relative to its weight.
-type scaleMode uint8
+type scaleMode = enum[scaleModeSet]
 
-const (
-	// ScaleNone: the tensor is not the scale of a block-FP8 weight (or a rule
-	// matched it explicitly).
-	scaleNone scaleMode = iota
-	// ScaleFollow: placed like its weight; a split takes the block rows or
-	// columns that cover the weight's slice exactly.
-	scaleFollow
-	// ScaleReplicated: the weight's split cuts a 128 block, so every rank of
-	// the group keeps the whole scale.
-	scaleReplicated
-)
+type scaleModeSet struct{}
 
 var scaleModeNames = [...]string{scaleNone: "none", scaleFollow: "follow", scaleReplicated: "replicated"}
 
-// String returns the manifest name.
-func (s scaleMode) String() string { return enumString(scaleModeNames[:], int(s), "ScaleMode") }
-
-// MarshalText writes the manifest name.
-func (s scaleMode) MarshalText() ([]byte, error) {
-	return enumMarshal(scaleModeNames[:], int(s), "scale")
+func (scaleModeSet) set() ([]string, string, string) {
+	return scaleModeNames[:], "ScaleMode", "scale"
 }
 
-// UnmarshalText parses the manifest name.
-func (s *scaleMode) UnmarshalText(b []byte) error {
-	v, err := enumParse(scaleModeNames[:], string(b), "scale")
-	*s = scaleMode(v)
-	return err
-}
+const (
+	// scaleNone: the tensor is not the scale of a block-FP8 weight (or a rule
+	// matched it explicitly).
+	scaleNone scaleMode = iota
+	// scaleFollow: placed like its weight; a split takes the block rows or
+	// columns that cover the weight's slice exactly.
+	scaleFollow
+	// scaleReplicated: the weight's split cuts a 128 block, so every rank of
+	// the group keeps the whole scale.
+	scaleReplicated
+)
 
 // piece is one tensor, or one slice of one, that a rank holds.
 type piece struct {

@@ -39,7 +39,7 @@ type Placement struct {
 	// DroppedBytes is their total size.
 	DroppedBytes int64
 	// Unaligned names the block-FP8 weights whose split cuts a 128 block; their
-	// scales stay replicated over the group (see ScaleReplicated).
+	// scales stay replicated over the group (see scaleReplicated).
 	Unaligned []string
 
 	place  []placement
@@ -67,7 +67,7 @@ func (l *nameList) add(s string) {
 	l.n++
 }
 
-func (l *nameList) String() string {
+func (l *nameList) text() string {
 	s := strings.Join(l.names, ", ")
 	if l.n > len(l.names) {
 		s += fmt.Sprintf(", and %d more", l.n-len(l.names))
@@ -236,10 +236,10 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 
 	var errs []error
 	if unmatched.n > 0 {
-		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", errUnmatched, l.Name, unmatched.n, unmatched.String()))
+		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", errUnmatched, l.Name, unmatched.n, unmatched.text()))
 	}
 	if ambiguous.n > 0 {
-		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", errAmbiguous, l.Name, ambiguous.n, ambiguous.String()))
+		errs = append(errs, fmt.Errorf("%w (%s): %d tensors: %s", errAmbiguous, l.Name, ambiguous.n, ambiguous.text()))
 	}
 	errs = append(errs, badErrs...)
 	if bad.n > len(badErrs) {
@@ -338,11 +338,11 @@ func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, laye
 		}
 	}
 	switch r.Action {
-	case Split:
+	case actSplit:
 		if _, err := splitChunk(r.rule, t); err != nil {
 			return err
 		}
-	case Expert:
+	case actExpert:
 		e := expert
 		if e < 0 || e >= int64(r.Experts) {
 			return fmt.Errorf("%w: tensor %s: expert %d, but rule %q has %d experts", errExpert, t.Name, e, r.Name, r.Experts)
@@ -389,7 +389,7 @@ func (p *Placement) placeScale(i int) error {
 	pl.rule, pl.stage, pl.rank = w.rule, w.stage, w.rank
 	pl.scale = scaleFollow
 	r := &p.Layout.Rules[w.rule]
-	if w.stage < 0 || r.Action != Split {
+	if w.stage < 0 || r.Action != actSplit {
 		return nil
 	}
 	wt := p.Tensors[pl.weight]
@@ -437,7 +437,7 @@ func (p *Placement) account() {
 			p.stageT[s] = append(p.stageT[s], int32(i))
 			pieces[s]++
 			r := &p.Layout.Rules[pl.rule]
-			if r.Action != Split || pl.scale == scaleReplicated {
+			if r.Action != actSplit || pl.scale == scaleReplicated {
 				whole[s] += p.size[i]
 				continue
 			}
@@ -475,7 +475,7 @@ func (p *Placement) piece(i, rank int) piece {
 		pc.Held = heldExpert
 		return pc
 	}
-	if r.Action != Split || pl.scale == scaleReplicated {
+	if r.Action != actSplit || pl.scale == scaleReplicated {
 		return pc
 	}
 	part := int64((rank % p.Layout.RanksPerStage) % r.Parts)
@@ -520,28 +520,5 @@ func (p *Placement) Pieces(rank int) ([]piece, error) {
 		}
 		out = append(out, p.piece(int(i), rank))
 	}
-	return out, nil
-}
-
-// Files lists the source files a rank has to open, given each tensor's file
-// (a checkpoint index's weight_map).
-func (p *Placement) Files(rank int, fileOf map[string]string) ([]string, error) {
-	pcs, err := p.Pieces(rank)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, pc := range pcs {
-		f, ok := fileOf[pc.Name]
-		if !ok {
-			return nil, fmt.Errorf("%w: tensor %s has no file", errManifest, pc.Name)
-		}
-		if !seen[f] {
-			seen[f] = true
-			out = append(out, f)
-		}
-	}
-	sort.Strings(out)
 	return out, nil
 }

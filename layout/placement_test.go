@@ -353,7 +353,7 @@ func TestPP16Stages(t *testing.T) {
 		if s == 15 {
 			want = append(want, shard(95))
 		}
-		got, err := p.Files(s, fileOf)
+		got, err := p.files(s, fileOf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -563,7 +563,7 @@ func TestBadLayouts(t *testing.T) {
 	l = must(Builtin("dp16", tinyDims.model(), Options{}))(t)
 	l.Rules = l.Rules[1:] // no expert rule
 	l.Rules = append(l.Rules, rule{Name: "norms-again", Match: []string{"language_model.model.norm.weight"}})
-	b := must(l.JSON())(t)
+	b := must(l.jsonText())(t)
 	path := filepath.Join(t.TempDir(), "bad.json")
 	check(t, os.WriteFile(path, b, 0o644))
 	bad, err := loadLayout(path)
@@ -625,7 +625,7 @@ func TestLayoutJSONRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := l.JSON()
+		b, err := l.jsonText()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -729,3 +729,29 @@ func TestSplitSubByteRows(t *testing.T) {
 		t.Errorf("1.5-byte rows: %v", err)
 	}
 }
+
+// files lists the source files a rank has to open, given each tensor's file
+// (a checkpoint index's weight_map).
+func (p *Placement) files(rank int, fileOf map[string]string) ([]string, error) {
+	pcs, err := p.Pieces(rank)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, pc := range pcs {
+		f, ok := fileOf[pc.Name]
+		if !ok {
+			return nil, fmt.Errorf("%w: tensor %s has no file", errManifest, pc.Name)
+		}
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// PlacementFiles is files for the external tests.
+var PlacementFiles = (*Placement).files

@@ -34,7 +34,7 @@ type Plan struct {
 	Dirs []dirPlan `json:"dirs"`
 	// Checks is the validation pass: the data checks Validate runs, and
 	// Execute runs before any write.
-	Checks []Check `json:"checks"`
+	Checks []dataCheck `json:"checks"`
 	// Dropped names the source tensors no output holds; DroppedBytes is their size.
 	Dropped      []string `json:"dropped,omitempty"`
 	DroppedBytes int64    `json:"dropped_bytes"`
@@ -89,8 +89,8 @@ type filePlan struct {
 	Steps int `json:"steps"`
 }
 
-// Check is one data-dependent check of the validation pass.
-type Check struct {
+// dataCheck is one data-dependent check of the validation pass.
+type dataCheck struct {
 	// Kind is "zero-padding" (the entries a split drops are zero) or
 	// "ue8m0-scale" (a scale to pack holds powers of two that agree over
 	// each 128-row block).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -473,4 +474,15 @@ func fileSum(t *testing.T, path string) string {
 	}
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// writeFile writes one planned file to path, front to back, under a
+// temporary name and returns how to commit it (sync and rename). window is
+// the job's read buffer (windowSize bytes, allocated here when nil); the
+// tensor bytes accepted are reported to progress as they are. On error
+// nothing is left behind.
+func writeFile(ctx context.Context, of *outFile, path string, pool *filewrite.Pool, window *[]byte, progress func(int64), net *netFetch) (commit func() error, err error) {
+	return writeFileTo(ctx, of, path, func(prog func(int64)) (*filewrite.File, error) {
+		return filewrite.Create(path, pool, prog)
+	}, window, progress, net)
 }

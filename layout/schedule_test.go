@@ -61,7 +61,7 @@ func TestOwnLayerSchedule(t *testing.T) {
 		}
 	}
 	l.Rules = append(l.Rules, rule{Name: "mla-out", Groups: []string{"mla.o_proj", "mla.g_proj"}, Action: replicate})
-	js := must(l.JSON())(t)
+	js := must(l.jsonText())(t)
 	fromFile := must(parseLayout(js))(t) // a user's layout file: no model attached
 	want := func(layer int) string {     // 0-based layer
 		if slices.Contains(full, layer+1) {

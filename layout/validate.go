@@ -15,19 +15,19 @@ const (
 // paddingChecks lists, for every tensor a Valid split keeps only the front
 // of, a check that the entries it drops are zero, so that dropping them
 // loses nothing (reassembly writes zeros back).
-func paddingChecks(src *Source, pl *Placement) []Check {
-	var out []Check
+func paddingChecks(src *Source, pl *Placement) []dataCheck {
+	var out []dataCheck
 	for i, t := range pl.Tensors {
 		place := pl.place[i]
 		if place.stage < 0 || place.weight >= 0 {
 			continue
 		}
 		r := &pl.Layout.Rules[place.rule]
-		if r.Action != Split || r.Valid <= 0 || r.Valid == t.Shape[r.Axis] {
+		if r.Action != actSplit || r.Valid <= 0 || r.Valid == t.Shape[r.Axis] {
 			continue
 		}
 		data := src.data[i]
-		out = append(out, Check{Kind: checkZeroPadding, Tensor: t.Name, run: func(ctx context.Context) error {
+		out = append(out, dataCheck{Kind: checkZeroPadding, Tensor: t.Name, run: func(ctx context.Context) error {
 			return checkZero(ctx, data, t, r)
 		}})
 	}
@@ -61,12 +61,12 @@ func checkZero(ctx context.Context, data tensorData, t safetensors.TensorSpec, r
 // packingChecks lists every distinct piece of a scale the plan packs
 // (ranks holding the same rows share one check): packing reads it and fails
 // on a scale that is not UE8M0, before anything is written.
-func packingChecks(p *Plan) []Check {
+func packingChecks(p *Plan) []dataCheck {
 	type key struct {
 		name       string
 		rows, cols [2]int64
 	}
-	var out []Check
+	var out []dataCheck
 	done := map[key]bool{}
 	for _, d := range p.Dirs {
 		for _, of := range d.files {
@@ -80,7 +80,7 @@ func packingChecks(p *Plan) []Check {
 				}
 				done[k] = true
 				pj := t.pack
-				out = append(out, Check{Kind: checkUE8M0Scale, Tensor: t.spec.Name, run: func(context.Context) error {
+				out = append(out, dataCheck{Kind: checkUE8M0Scale, Tensor: t.spec.Name, run: func(context.Context) error {
 					_, err := pj.bytes()
 					return err
 				}})

@@ -20,20 +20,12 @@ const windowSize = 4 << 20
 // window of whole rows.
 const directCopyMin = 256 << 10
 
-// writeFile writes one planned file to path, front to back, under a
-// temporary name and returns how to commit it (sync and rename). window is
-// the job's read buffer (windowSize bytes, allocated here when nil); the
-// tensor bytes accepted are reported to progress as they are. On error
-// nothing is left behind.
-func writeFile(ctx context.Context, of *outFile, path string, pool *filewrite.Pool, window *[]byte, progress func(int64), net *netFetch) (commit func() error, err error) {
-	return writeFileTo(ctx, of, path, func(prog func(int64)) (*filewrite.File, error) {
-		return filewrite.Create(path, pool, prog)
-	}, window, progress, net)
-}
-
-// writeFileTo is writeFile into the file create starts (a local temporary,
-// or an object's upload) with the progress function it is given; path names
-// it in messages.
+// writeFileTo writes one planned file, front to back, into the file create
+// starts (a local temporary, or an object's upload) with the progress
+// function it is given, and returns how to commit it; path names it in
+// messages. window is the job's read buffer (windowSize bytes, allocated
+// here when nil); the tensor bytes accepted are reported to progress as they
+// are. On error nothing is left behind.
 func writeFileTo(ctx context.Context, of *outFile, path string, create func(prog func(int64)) (*filewrite.File, error), window *[]byte, progress func(int64), net *netFetch) (commit func() error, err error) {
 	if net != nil {
 		var done func() error

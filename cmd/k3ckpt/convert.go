@@ -13,6 +13,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
@@ -51,7 +52,7 @@ engines dequantize it) against the source, listed in the manifest.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&fl.recipe, "recipe", convert.AttnMoEDenseFP8, "conversion recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
-	f.StringVar(&fl.format, "format", convert.ModelOpt.String(), "scale/config convention: modelopt (ModelOpt mixed precision, what K3 engines load), deepseek or compressed-tensors (see docs/COMPATIBILITY.md)")
+	f.StringVar(&fl.format, "format", model.ModelOpt.String(), "scale/config convention: modelopt (ModelOpt mixed precision, what K3 engines load), deepseek or compressed-tensors (see docs/COMPATIBILITY.md)")
 	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (bytes unchanged), nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt), bf16 (MXFP4/NVFP4/FP8 decoded to BF16, as torch computes it), mxfp4 (BF16 packed into the release's compressed-tensors mxfp4-pack-quantized, byte for byte as compressed-tensors does) or fp8 (MXFP4/BF16 experts to 128×128 block FP8 in --format, --numerics deepgemm; for Hopper, but no engine's K3 loader is known to serve them: SGLang and vLLM load them by name under --format deepseek with their SiTU FP8 MoE path unread, TensorRT-LLM refuses them; see convert/README.md)")
 	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")

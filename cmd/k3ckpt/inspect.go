@@ -10,6 +10,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/inspect"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/layout"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -50,7 +51,7 @@ has them); --wide gives every component a column and every table its bytes.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.by, "by", "component", "group by component|dtype|layer|stage|rank|file (stage, rank: with --layout)")
 	fl.StringVar(&f.recipe, "recipe", "", "what-if: account the output of this convert recipe ("+strings.Join(convert.RecipeNames(), ", ")+")")
-	fl.StringVar(&f.format, "format", convert.ModelOpt.String(), "with --recipe: scale convention of its output (modelopt|deepseek|compressed-tensors)")
+	fl.StringVar(&f.format, "format", model.ModelOpt.String(), "with --recipe: scale convention of its output (modelopt|deepseek|compressed-tensors)")
 	fl.StringVar(&f.experts, "experts", convert.ExpertsKeep.String(), "what-if for the routed experts, as convert --experts writes them: keep, nvfp4, bf16, fp8 or mxfp4 (alone or with --recipe; per rank and stage with --layout)")
 	fl.StringVar(&f.layout, "layout", "", "per-rank/per-stage bytes under a layout: built-in name or FILE.json")
 	fl.StringVar(&f.partition, "pp-partition", "", "with a --layout that has pipeline stages: layers per stage, e.g. 7,5,7,5,…,6,3")

@@ -1,0 +1,51 @@
+package convert
+
+import (
+	"fmt"
+	"strings"
+)
+
+// enum is the type of convert's small closed sets whose values flags,
+// plans and manifests spell by name; S names the set.
+type enum[S enumSet] uint8
+
+// enumSet describes one enum: its names, indexed by value, the type name
+// String gives a value out of range, and what an unknown name is called in
+// the error that rejects it.
+type enumSet interface {
+	set() (names []string, typ, what string)
+}
+
+// String is the value's name.
+func (e enum[S]) String() string {
+	var s S
+	names, typ, _ := s.set()
+	if int(e) < len(names) {
+		return names[e]
+	}
+	return fmt.Sprintf("%s(%d)", typ, uint8(e))
+}
+
+// MarshalText writes the name.
+func (e enum[S]) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// UnmarshalText parses a name.
+func (e *enum[S]) UnmarshalText(b []byte) error {
+	v, err := parseEnum[S](string(b))
+	if err == nil {
+		*e = v
+	}
+	return err
+}
+
+// parseEnum maps a name to its value.
+func parseEnum[S enumSet](name string) (enum[S], error) {
+	var s S
+	names, _, what := s.set()
+	for i, n := range names {
+		if n == name {
+			return enum[S](i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %s %q (known: %s)", errUnknownFormat, what, name, strings.Join(names, ", "))
+}
