@@ -211,7 +211,7 @@ func spellAll(cls *model.Classifier, mods []string) []string {
 // that is not FP8 (kept BF16 ones and the experts) under every spelling.
 func deepSeekConfig(m modules, opts Options) map[string]any {
 	qc := map[string]any{
-		"quant_method":      DeepSeek.QuantMethod(),
+		"quant_method":      model.DeepSeek.QuantMethod(),
 		"fmt":               "e4m3",
 		"activation_scheme": "dynamic",
 		"weight_block_size": []any{blockSize, blockSize},
@@ -311,7 +311,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 		"ignore":           anyStrings(exclude),
 		"quant_algo":       modelOptMixed,
 		"producer":         producer,
-		"quant_method":     ModelOpt.QuantMethod(),
+		"quant_method":     model.ModelOpt.QuantMethod(),
 	}
 	return qc, hfq, nil
 }
@@ -361,7 +361,7 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	if src != nil {
 		qc = deepCopyJSON(src).(map[string]any)
 	}
-	qc["quant_method"] = CompressedTensors.QuantMethod()
+	qc["quant_method"] = model.CompressedTensors.QuantMethod()
 	if _, ok := qc["quantization_status"]; !ok {
 		qc["quantization_status"] = "compressed"
 	}

@@ -40,7 +40,7 @@ func BenchmarkReportOverhead(b *testing.B) {
 		// The small replica (0.86 GiB), whose tensors have realistic shapes.
 		{"fp8-default-small", AttnMoEDenseFP8, "small", Options{}},
 		{"fp8-experts-small", AttnMoEDenseFP8, "small", Options{Experts: ExpertsFP8}},
-		{"fp8-modelopt-nvfp4-small", ModelOptK3, "small", Options{Format: ModelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
+		{"fp8-modelopt-nvfp4-small", ModelOptK3, "small", Options{Format: modelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			if c.src == "small" {
