@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 )
 
 // stateDir is the directory inside DST that holds a conversion in progress:
@@ -131,5 +131,5 @@ func writeJSONBytes(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+	return filewrite.WriteFile(path, append(b, '\n'), 0o644)
 }

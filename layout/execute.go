@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"sync/atomic"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -174,7 +173,7 @@ func (dr *dirRun) finish() error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
-		if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
+		if err := filewrite.WriteFile(path, b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -183,7 +182,7 @@ func (dr *dirRun) finish() error {
 		if err != nil {
 			return err
 		}
-		if err := atomicfile.WriteFile(filepath.Join(dr.dir, safetensors.IndexName), b, 0o644); err != nil {
+		if err := filewrite.WriteFile(filepath.Join(dr.dir, safetensors.IndexName), b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -192,11 +191,11 @@ func (dr *dirRun) finish() error {
 		if err != nil {
 			return err
 		}
-		if err := atomicfile.WriteFile(filepath.Join(dr.dir, sumsName), sums, 0o644); err != nil {
+		if err := filewrite.WriteFile(filepath.Join(dr.dir, sumsName), sums, 0o644); err != nil {
 			return err
 		}
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dr.dir, dr.d.completionName()), dr.completion, 0o644); err != nil {
+	if err := filewrite.WriteFile(filepath.Join(dr.dir, dr.d.completionName()), dr.completion, 0o644); err != nil {
 		return err
 	}
 	// The bookkeeping goes: the marker first (a run killed here leaves a
@@ -208,7 +207,7 @@ func (dr *dirRun) finish() error {
 		}
 	}
 	dr.finished = true
-	return atomicfile.SyncDir(dr.dir)
+	return filewrite.SyncDir(dr.dir)
 }
 
 func jobsOr(n int) int {

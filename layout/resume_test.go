@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -111,7 +111,7 @@ func TestResumeAfterKill(t *testing.T) {
 	check(t, err)
 	check(t, commit())
 	check(t, dr.recordCommit(of.name, fileSum(t, filepath.Join(dir0, of.name))))
-	check(t, os.WriteFile(filepath.Join(dir0, atomicfile.TempPrefix+"x-1"), []byte("partial"), 0o644))
+	check(t, os.WriteFile(filepath.Join(dir0, filewrite.TempPrefix+"x-1"), []byte("partial"), 0o644))
 
 	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
 	if res.Kept != 1 || res.Written != p.Files-1 || res.Cleaned != 1 {

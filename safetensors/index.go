@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
@@ -386,5 +386,5 @@ func WriteIndex(p string, idx *Index) error {
 	if err != nil {
 		return fmt.Errorf("index %s: %w", p, err)
 	}
-	return atomicfile.WriteFile(p, b, 0o644)
+	return filewrite.WriteFile(p, b, 0o644)
 }
