@@ -343,7 +343,11 @@ func TestIndexFollowsSourceNewline(t *testing.T) {
 				if got := bytes.HasSuffix(b, []byte("\n")); got != c.newline {
 					t.Errorf("%s's index ends in a newline: %v, want %v", d.Dir, got, c.newline)
 				}
-				must(st.ParseIndex(b, d.Dir))(t)
+				ck := must(st.Open(filepath.Join(dst, d.Dir, st.IndexName)))(t)
+				if ck.Index() == nil {
+					t.Errorf("%s: index not read", d.Dir)
+				}
+				ck.Close()
 			}
 			out := filepath.Join(tmp, "re")
 			must(runReassemble(dst, out))(t)

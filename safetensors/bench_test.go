@@ -157,7 +157,7 @@ func BenchmarkParseFullIndex(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseIndex(raw, "i"); err != nil {
+		if _, err := parseIndex(raw, "i"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
-	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
@@ -54,10 +53,10 @@ type indexEntry struct {
 	file uint32 // index into files
 }
 
-// ParseIndex decodes an index, rejecting duplicate tensor names (which a plain
+// parseIndex decodes an index, rejecting duplicate tensor names (which a plain
 // JSON decoder would silently collapse) and entries that do not name a file
 // inside the checkpoint directory. name labels errors.
-func ParseIndex(b []byte, name string) (*Index, error) {
+func parseIndex(b []byte, name string) (*Index, error) {
 	d, err := parseIndexData(b, name, false)
 	if err != nil {
 		return nil, err
@@ -229,28 +228,18 @@ func checkShardName(f string) error {
 	return nil
 }
 
-// ReadIndex reads and parses an index file (a regular file of at most
-// MaxIndexSize bytes).
-func ReadIndex(p string) (*Index, error) {
-	b, err := fsx.ReadFile(p, maxIndexSize)
-	if err != nil {
-		return nil, fmt.Errorf("index %s: %w", p, err)
-	}
-	return ParseIndex(b, p)
-}
-
 // Marshal renders the index as huggingface tooling does (json.dumps with
 // indent=2 and sorted keys, plus a final newline).
 func (idx *Index) Marshal() ([]byte, error) {
 	var buf bytes.Buffer
-	if _, err := idx.WriteTo(&buf); err != nil {
+	if _, err := idx.writeTo(&buf); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-// WriteTo streams the index in Marshal's form.
-func (idx *Index) WriteTo(w io.Writer) (int64, error) {
+// writeTo streams the index in Marshal's form.
+func (idx *Index) writeTo(w io.Writer) (int64, error) {
 	d := &indexData{totalSize: idx.TotalSize, metadata: idx.Metadata, entries: make([]indexEntry, 0, len(idx.WeightMap))}
 	ids := map[string]uint32{}
 	for name, f := range idx.WeightMap {
