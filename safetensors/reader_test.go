@@ -33,7 +33,7 @@ func TestMalformed(t *testing.T) {
 	}{
 		{"empty file", nil, errTooSmall},
 		{"seven bytes", []byte{1, 2, 3, 4, 5, 6, 7}, errTooSmall},
-		{"header over limit", withLen(MaxHeaderSize+1, "{}"), errHeaderTooLarge},
+		{"header over limit", withLen(maxHeaderSize+1, "{}"), errHeaderTooLarge},
 		{"header length huge", withLen(1<<62, "{}"), errHeaderTooLarge},
 		{"header past end", withLen(100, "{}"), errHeaderTruncated},
 		{"not utf8", rawFile("{\"\xff\":1}", 0), errHeaderUTF8},

@@ -197,7 +197,7 @@ func TestHeaderClaimsBoundMemory(t *testing.T) {
 		t.Skip("sparse files")
 	}
 	dir := t.TempDir()
-	const claim = MaxHeaderSize
+	const claim = maxHeaderSize
 	for i := range 96 {
 		f, err := os.Create(filepath.Join(dir, "model-"+strings.Repeat("0", 3)+string(rune('A'+i/26))+string(rune('a'+i%26))+".safetensors"))
 		if err != nil {
