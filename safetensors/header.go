@@ -223,7 +223,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 
 // headerMem is the memory a header is parsed into, reused from one header
 // to the next by a walk whose callback keeps nothing of the File
-// (Shards.WalkTransient): its bytes, tensor table, name map and shapes.
+// (a transient shards.Walk): its bytes, tensor table, name map and shapes.
 type headerMem struct {
 	buf     []byte
 	tensors []TensorInfo
