@@ -223,11 +223,11 @@ func jobsOr(n int) int {
 // renames it, then committed records it with their sha256 ("" unhashed). It returns the tensor bytes committed. The first
 // error cancels the rest.
 func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(j writeJob, sum string) error, net *netFetch) (int64, error) {
-	pool := filewrite.NewPool(filewrite.BuffersPerJob * jobs)
+	pool := filewrite.NewPool(jobs)
 	defer pool.Close()              // its memory is outside the heap: give it back now, not when collected
 	windows := make([][]byte, jobs) // each job's read window, made on first use
 	var total atomic.Int64
-	err := filewrite.Run(ctx, jobs, filewrite.CommitsPerJob, len(files), func(ctx context.Context, job, i int) (func() error, error) {
+	err := filewrite.Run(ctx, jobs, len(files), func(ctx context.Context, job, i int) (func() error, error) {
 		j := files[i]
 		var made *filewrite.File
 		create := func(prog func(int64)) (f *filewrite.File, err error) {

@@ -85,7 +85,7 @@ func CreateUnhashed(path string, pool *Pool, progress func(int64)) (*File, error
 func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, error) {
 	own := pool == nil
 	if own {
-		pool = NewPool(2)
+		pool = newPool(2)
 	}
 	af, err := CreateTemp(path)
 	if err != nil {
