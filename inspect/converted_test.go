@@ -138,7 +138,9 @@ func TestConvertedConventions(t *testing.T) {
 // real converted headers, and the FP8 per-rank figures of dp16 directly.
 func TestConvertedFull(t *testing.T) {
 	t.Parallel()
-	testckpt.SkipShort(t)
+	if testing.Short() {
+		t.Skip("end-to-end on an on-disk replica: skipped under -short")
+	}
 	dir := convertedReplica(t, "full", fullReplica(t), convert.DeepSeek)
 	rep, err := Inspect(dir, Options{Layout: "dp16", Steps: true, Strict: true})
 	if err != nil {

@@ -264,7 +264,7 @@ func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		err = d.addShard(i, f.Path, f.Tensors, f.DataSize())
+		err = d.addShard(i, f.Path, f.Tensors, f.Size-f.DataStart)
 		f.Close()
 		if err != nil {
 			return 0, err

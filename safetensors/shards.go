@@ -324,7 +324,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			mu.Lock()
 			c.HeaderBytesRead += f.DataStart
 			var ok bool
-			if total, ok = addSize(total, f.DataSize()); !ok && sizeErr == nil {
+			if total, ok = addSize(total, f.Size-f.DataStart); !ok && sizeErr == nil {
 				sizeErr = fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", joinRoot(c.Root, f.Path), errFileSize)
 			}
 			mu.Unlock()

@@ -141,7 +141,7 @@ func manyShardCheckpoint(t *testing.T, n int) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		idx.TotalSize += f.DataSize()
+		idx.TotalSize += f.Size - f.DataStart
 		f.Close()
 	}
 	if err := WriteIndex(filepath.Join(dir, IndexName), idx); err != nil {

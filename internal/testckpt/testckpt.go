@@ -151,11 +151,3 @@ func copyHead(src, dst string) error {
 	}
 	return out.Close()
 }
-
-// SkipShort skips an end-to-end test under -short.
-func SkipShort(tb testing.TB) {
-	tb.Helper()
-	if testing.Short() {
-		tb.Skip("end-to-end on an on-disk replica: skipped under -short")
-	}
-}
