@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/convert"
-	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )

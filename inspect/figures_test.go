@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
