@@ -243,8 +243,8 @@ func (c *Checkpoint) ReadAux(name string) ([]byte, error) {
 // Close releases every shard, and stops the requests of a remote source.
 func (c *Checkpoint) Close() error {
 	var errs []error
-	if cl, ok := c.src.(io.Closer); ok {
-		errs = append(errs, cl.Close())
+	if r, ok := c.src.(*remoteSource); ok {
+		r.stop()
 	}
 	for _, f := range c.Files {
 		if f != nil {

@@ -232,14 +232,14 @@ func checkShardName(f string) error {
 // indent=2 and sorted keys, plus a final newline).
 func (idx *Index) Marshal() ([]byte, error) {
 	var buf bytes.Buffer
-	if _, err := idx.writeTo(&buf); err != nil {
+	if err := idx.writeTo(&buf); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
 // writeTo streams the index in Marshal's form.
-func (idx *Index) writeTo(w io.Writer) (int64, error) {
+func (idx *Index) writeTo(w io.Writer) error {
 	d := &indexData{totalSize: idx.TotalSize, metadata: idx.Metadata, entries: make([]indexEntry, 0, len(idx.WeightMap))}
 	ids := map[string]uint32{}
 	for name, f := range idx.WeightMap {
@@ -270,8 +270,7 @@ func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 			return 0, err
 		}
 	}
-	_, err := d.writeTo(w)
-	return d.totalSize, err
+	return d.totalSize, d.writeTo(w)
 }
 
 // addShard lists shard i's tensors and adds its data size to the total.
@@ -307,16 +306,14 @@ func WriteFilePlanIndex(w io.Writer, names []string, layouts []*FilePlan) (int64
 			return 0, err
 		}
 	}
-	_, err := d.writeTo(w)
-	return d.totalSize, err
+	return d.totalSize, d.writeTo(w)
 }
 
 // writeTo renders json.dumps(index, indent=2, sort_keys=True), with no
 // trailing newline, as the released Kimi-K3 index is written.
-func (d *indexData) writeTo(w io.Writer) (int64, error) {
+func (d *indexData) writeTo(w io.Writer) error {
 	slices.SortFunc(d.entries, func(a, b indexEntry) int { return strings.Compare(a.name, b.name) })
-	cw := &countingWriter{w: w}
-	bw := bufio.NewWriterSize(cw, 1<<20)
+	bw := bufio.NewWriterSize(w, 1<<20)
 	md := map[string]any{"total_size": d.totalSize}
 	for k, v := range d.metadata {
 		if k != "total_size" {
@@ -325,7 +322,7 @@ func (d *indexData) writeTo(w io.Writer) (int64, error) {
 	}
 	mdJSON, err := json.MarshalIndent(md, "  ", "  ")
 	if err != nil {
-		return 0, err
+		return err
 	}
 	bw.WriteString("{\n  \"metadata\": ")
 	bw.Write(mdJSON)
@@ -349,19 +346,7 @@ func (d *indexData) writeTo(w io.Writer) (int64, error) {
 		bw.WriteString("\n  ")
 	}
 	bw.WriteString("}\n}")
-	err = bw.Flush()
-	return cw.n, err
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return bw.Flush()
 }
 
 // WriteIndex writes an index atomically.

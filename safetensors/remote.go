@@ -104,11 +104,6 @@ func (r *remoteSource) list() ([]string, error) {
 	return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
 }
 
-func (r *remoteSource) Close() error {
-	r.stop()
-	return nil
-}
-
 // remoteError is a failure of a remote source. It reads as the remote
 // package's message (file, what happened, status and host, attempts) and
 // matches errRemote, and ErrNotFound for a file the server does not have.
