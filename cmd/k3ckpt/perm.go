@@ -20,7 +20,7 @@ func limitToSource(src string) (restore func()) {
 	if remote.IsRemote(src) {
 		return func() {}
 	}
-	perm, found := os.FileMode(filewrite.DefaultPerm), false
+	perm, found := os.ModePerm, false // LimitPerm caps it at what a new file may be
 	var scan func(dir string, depth int)
 	scan = func(dir string, depth int) {
 		ents, err := os.ReadDir(dir)

@@ -22,15 +22,15 @@ import (
 // recognise (and remove) leftovers of a killed run.
 const TempPrefix = ".k3tmp-"
 
-// DefaultPerm is the most a file made by CreateTemp may be readable: by all,
-// like a file made by cp, rather than CreateTemp's private 0600. The
+// defaultPerm is the most a file made by CreateTemp may be readable: by all,
+// like a file made by cp, rather than os.CreateTemp's private 0600. The
 // process's umask and LimitPerm take from it.
-const DefaultPerm = 0o644
+const defaultPerm = 0o644
 
 // limit caps the permission bits of the files CreateTemp makes (LimitPerm).
 var limit atomic.Uint32
 
-func init() { limit.Store(uint32(DefaultPerm)) }
+func init() { limit.Store(uint32(defaultPerm)) }
 
 // LimitPerm caps the permission bits of every file CreateTemp and WriteFile
 // make from now on in this process at m (0o644 at most), and returns how to
@@ -38,7 +38,7 @@ func init() { limit.Store(uint32(DefaultPerm)) }
 // bits its source shares, so that no output is more readable than what it
 // was made from; within the cap the umask applies, as to any file created.
 func LimitPerm(m os.FileMode) (restore func()) {
-	old := limit.Swap(uint32(m.Perm() & DefaultPerm))
+	old := limit.Swap(uint32(m.Perm() & defaultPerm))
 	return func() { limit.Store(old) }
 }
 
@@ -53,7 +53,7 @@ type Temp struct {
 	done  bool
 }
 
-// CreateTemp opens a new temporary for the final path, with DefaultPerm less
+// CreateTemp opens a new temporary for the final path, with defaultPerm less
 // the umask and the LimitPerm cap.
 func CreateTemp(path string) (*Temp, error) {
 	dir, base := filepath.Split(path)

@@ -25,7 +25,7 @@ func TestCommitAbort(t *testing.T) {
 	if b, _ := os.ReadFile(final); string(b) != "hello" {
 		t.Fatalf("content %q", b)
 	}
-	if st, _ := os.Stat(final); st.Mode().Perm() != DefaultPerm {
+	if st, _ := os.Stat(final); st.Mode().Perm() != defaultPerm {
 		t.Fatalf("mode %v", st.Mode().Perm())
 	}
 	if err := f.Abort(); err != nil {
