@@ -98,7 +98,7 @@ func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*r
 	if err := fsx.MkdirAll(obj.StateDir()); err != nil {
 		return nil, fmt.Errorf("state directory of %s: %w", obj.Name(), err)
 	}
-	lock, err := dirlock.Acquire(obj.StateDir())
+	lock, err := dirlock.Acquire(obj.StateDir(), dirlock.LockName)
 	if err != nil {
 		return nil, err
 	}

@@ -97,7 +97,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 	if err := fsx.MkdirAll(dst); err != nil {
 		return nil, err
 	}
-	lock, err := dirlock.Acquire(dst)
+	lock, err := dirlock.Acquire(dst, dirlock.LockName)
 	if err != nil {
 		return nil, err
 	}

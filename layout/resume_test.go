@@ -144,7 +144,7 @@ func TestResumeAfterKill(t *testing.T) {
 		t.Errorf("occupied directory: %v", err)
 	}
 	// Another run holding DST's lock: refused at once.
-	lock := must(dirlock.Acquire(dst))(t)
+	lock := must(dirlock.Acquire(dst, dirlock.LockName))(t)
 	if _, err := p.Execute(ctx, dst, ExecOptions{Restart: true}); !errors.Is(err, dirlock.ErrInUse) {
 		t.Errorf("locked DST: %v", err)
 	}
