@@ -11,7 +11,7 @@
 //	func TestMain(m *testing.M) { testckpt.Main(m) }
 //
 // End-to-end tests on the full-size replica (seconds and ~130 MB of disk)
-// should be few and skip under -short; SkipShort says so in one line.
+// should be few and skip under -short.
 package testckpt
 
 import (
