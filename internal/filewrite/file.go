@@ -263,7 +263,7 @@ func (f *File) Chmod(mode os.FileMode) error {
 	if f.sink != nil {
 		return nil // an object has no permission bits
 	}
-	return f.af.chmod(mode)
+	return f.af.Chmod(mode)
 }
 
 // Finish hands what is pending to the writer; nothing can be written after

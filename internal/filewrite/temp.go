@@ -81,11 +81,12 @@ func CreateTemp(path string) (*Temp, error) {
 	return nil, fmt.Errorf("create a temporary for %s: too many names taken", path)
 }
 
-// chmod sets the file's permission bits to m, within those it was created
+// Chmod sets the file's permission bits to m, within those it was created
 // with (so never past the umask and LimitPerm): a copied file keeps its
 // source's mode only as far as the output may be readable. Execute bits
-// are kept where the matching read bit is.
-func (f *Temp) chmod(m os.FileMode) error {
+// are kept where the matching read bit is. It replaces the embedded
+// os.File's Chmod, which would not keep to those bits.
+func (f *Temp) Chmod(m os.FileMode) error {
 	allowed := f.perm | (f.perm&0o444)>>2
 	return f.File.Chmod(m.Perm() & allowed)
 }
@@ -162,7 +163,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := f.chmod(perm); err != nil {
+	if err := f.Chmod(perm); err != nil {
 		return err
 	}
 	return f.Commit()
