@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
@@ -103,7 +103,7 @@ func checkDest(p *Plan, d *destination, restart bool) (record func() error, err 
 			return nil, err
 		}
 		for _, e := range ents {
-			if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) && e.Name() != stateDir && e.Name() != dirlock.LockName {
+			if !strings.HasPrefix(e.Name(), filewrite.TempPrefix) && e.Name() != stateDir && e.Name() != dirlock.LockName {
 				return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
 			}
 		}
@@ -247,7 +247,7 @@ func removeOwnTemps(dst string, units []unit) error {
 // ownTemp reports whether name is a temporary of one of bases: the temporary
 // prefix, the base, a dash and anything (bases may hold dashes themselves).
 func ownTemp(name string, bases map[string]bool) bool {
-	rest, ok := strings.CutPrefix(name, atomicfile.TempPrefix)
+	rest, ok := strings.CutPrefix(name, filewrite.TempPrefix)
 	if !ok {
 		return false
 	}

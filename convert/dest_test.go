@@ -86,7 +86,7 @@ func TestDestinationLock(t *testing.T) {
 	defer c.Close()
 	dst := filepath.Join(t.TempDir(), "out")
 	os.MkdirAll(dst, 0o755)
-	held, err := dirlock.Acquire(dst)
+	held, err := dirlock.Acquire(dst, dirlock.LockName)
 	if err != nil {
 		t.Fatal(err)
 	}

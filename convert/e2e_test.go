@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -445,7 +445,7 @@ func TestResumeRedoesOnlyDamagedFiles(t *testing.T) {
 	patch(t, filepath.Join(dst, damaged), 4096, 0x55)
 	os.Remove(filepath.Join(dst, "tiktoken.model"))
 	// A leftover temporary of a killed run.
-	os.WriteFile(filepath.Join(dst, atomicfile.TempPrefix+damaged+"-123"), []byte("partial"), 0o644)
+	os.WriteFile(filepath.Join(dst, filewrite.TempPrefix+damaged+"-123"), []byte("partial"), 0o644)
 	res, err := convertDir(miniSrc, dst, Options{}, ExecOptions{Jobs: 2, Resume: true})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 // Limits of the executor. Per job it holds one source tile (≤ TileBytes), one
 // band of FP8 output (128 × K bytes), a tile of FP8 codes when a band is split,
 // the tensor's block scales and its share of the output staging buffers
-// (filewrite.BuffersPerJob × filewrite.BufferSize = 16 MiB): about 30 MiB for K3's
+// (filewrite.NewPool's 4 buffers of filewrite.BufferSize = 16 MiB): about 30 MiB for K3's
 // widest matrix, whatever the tensor's or checkpoint's size; plus a small
 // shard's held codes (≤ MaxHeldCodes), so at most about 62 MiB.
 const (
@@ -292,7 +292,7 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 	if conns <= 0 {
 		conns = remote.DefaultConnections
 	}
-	bufs := filewrite.NewPool(filewrite.BuffersPerJob * jobs)
+	bufs := filewrite.NewPool(jobs)
 	defer bufs.Close() // its memory is outside the heap: give it back now, not when collected
 	scratches := make([]*scratch, jobs)
 	for j := range scratches {
@@ -307,7 +307,7 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(units[b].Work, units[a].Work) })
 	// Jobs write and hash files' data; committers sync, rename and record
 	// them, so that waiting for the disk overlaps the next file's work.
-	err := filewrite.Run(ctx, jobs, filewrite.CommitsPerJob, len(order), func(ctx context.Context, job, k int) (func() error, error) {
+	err := filewrite.Run(ctx, jobs, len(order), func(ctx context.Context, job, k int) (func() error, error) {
 		i, s := order[k], scratches[job]
 		u := units[i]
 		if eo.Resume {

@@ -15,7 +15,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -49,12 +49,12 @@ func writeIndex(dst string, shards []string) (fileRecord, error) {
 
 // stageIndex writes the index that render streams under a temporary name
 // and syncs it, leaving the rename to the caller; on error nothing is left.
-func stageIndex(dst string, render func(io.Writer) error) (*atomicfile.File, fileRecord, error) {
+func stageIndex(dst string, render func(io.Writer) error) (*filewrite.Temp, fileRecord, error) {
 	return stage(filepath.Join(dst, safetensors.IndexName), "index", render) // the index renderer buffers its writes
 }
 
 // stageFile is stageIndex for a file of known bytes.
-func stageFile(path string, data []byte) (*atomicfile.File, fileRecord, error) {
+func stageFile(path string, data []byte) (*filewrite.Temp, fileRecord, error) {
 	return stage(path, "write", func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
@@ -64,8 +64,8 @@ func stageFile(path string, data []byte) (*atomicfile.File, fileRecord, error) {
 // stage writes what render streams under a temporary name for path, hashing
 // it on the way, and syncs it, leaving the rename to the caller; on error
 // nothing is left and the error says what (e.g. "index") and path.
-func stage(path, what string, render func(io.Writer) error) (*atomicfile.File, fileRecord, error) {
-	f, err := atomicfile.Create(path)
+func stage(path, what string, render func(io.Writer) error) (*filewrite.Temp, fileRecord, error) {
+	f, err := filewrite.CreateTemp(path)
 	if err != nil {
 		return nil, fileRecord{}, err
 	}
@@ -92,7 +92,7 @@ func stage(path, what string, render func(io.Writer) error) (*atomicfile.File, f
 type earlyFiles struct {
 	d     *destination
 	done  chan struct{}
-	files []*atomicfile.File // the index first
+	files []*filewrite.Temp // the index first
 	recs  []fileRecord
 	err   error
 }
@@ -146,7 +146,7 @@ func (e *earlyFiles) commit() ([]fileRecord, error) {
 			return nil, err
 		}
 	}
-	if err := atomicfile.SyncDir(e.d.dir); err != nil {
+	if err := filewrite.SyncDir(e.d.dir); err != nil {
 		return nil, err
 	}
 	return e.recs, nil
@@ -294,7 +294,7 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 	if err := os.RemoveAll(filepath.Join(dst, stateDir)); err != nil {
 		return nil, fmt.Errorf("merge %s: %w", d.name, err)
 	}
-	if err := atomicfile.SyncDir(dst); err != nil {
+	if err := filewrite.SyncDir(dst); err != nil {
 		return nil, err
 	}
 	if err := m.index(d.path(ManifestName)); err != nil {
@@ -337,7 +337,7 @@ func writeLast(d *destination, st *planState) ([]fileRecord, error) {
 		if d.remote() {
 			err = d.putBytes(name, b)
 		} else {
-			var f *atomicfile.File
+			var f *filewrite.Temp
 			f, rec, err = stageFile(filepath.Join(d.dir, name), b)
 			if err == nil {
 				err = f.Commit()

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -63,14 +63,14 @@ func TestResumeAfterKilledFinalize(t *testing.T) {
 		}
 		os.Remove(filepath.Join(dst, ManifestName))
 		if renamed {
-			os.WriteFile(filepath.Join(dst, atomicfile.TempPrefix+ManifestName+"-77"), []byte(`{"version": 1, "pl`), 0o644)
+			os.WriteFile(filepath.Join(dst, filewrite.TempPrefix+ManifestName+"-77"), []byte(`{"version": 1, "pl`), 0o644)
 		} else {
 			for i, name := range staged {
 				b, err := os.ReadFile(filepath.Join(dst, name))
 				if err != nil {
 					t.Fatal(err)
 				}
-				os.WriteFile(filepath.Join(dst, atomicfile.TempPrefix+name+"-"+string(rune('1'+i))), b[:len(b)/2], 0o644)
+				os.WriteFile(filepath.Join(dst, filewrite.TempPrefix+name+"-"+string(rune('1'+i))), b[:len(b)/2], 0o644)
 				os.Remove(filepath.Join(dst, name))
 			}
 		}
@@ -117,7 +117,7 @@ func TestEarlyFilesStayTemporary(t *testing.T) {
 	}
 	var temps []string
 	for _, n := range listDir(t, dst) {
-		if !strings.HasPrefix(n, atomicfile.TempPrefix) {
+		if !strings.HasPrefix(n, filewrite.TempPrefix) {
 			t.Errorf("%s under a final name before commit", n)
 		}
 		temps = append(temps, n)

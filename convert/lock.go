@@ -33,7 +33,7 @@ const lockWait = 30 * time.Second
 func acquireDest(dst string, wait time.Duration) (*dirlock.Lock, error) {
 	deadline := time.Now().Add(wait)
 	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		l, err := dirlock.Acquire(dst)
+		l, err := dirlock.Acquire(dst, dirlock.LockName)
 		if err == nil || !errors.Is(err, dirlock.ErrInUse) || time.Now().Add(delay).After(deadline) {
 			return l, err
 		}
@@ -61,7 +61,7 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	if other := otherSplit(dir, n); other != "" {
 		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)", ErrWorker, i, n, dst, other, dst)
 	}
-	l, err := dirlock.AcquireFile(filepath.Join(dir, name))
+	l, err := dirlock.Acquire(dir, name)
 	if errors.Is(err, errInUse) {
 		return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", errInUse, i, n, dst)
 	}

@@ -284,7 +284,7 @@ func (fp *filePlan) summarize(outs []outputTensor) {
 	l := fp.Layout
 	t := &fp.Totals
 	t.Files = 1
-	t.SourceBytes = fp.Source.DataSize()
+	t.SourceBytes = fp.Source.Size - fp.Source.DataStart
 	t.OutputBytes = l.Size - l.DataStart
 	kept := 0
 	for i, o := range outs {

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 )
 
 // spill holds the FP8 codes of a remote source's weights between their
@@ -23,7 +23,7 @@ type spill struct {
 
 func openSpill(out string) (*spill, error) {
 	dir, base := filepath.Split(out)
-	f, err := os.CreateTemp(dir, atomicfile.TempPrefix+base+"-spill-*")
+	f, err := os.CreateTemp(dir, filewrite.TempPrefix+base+"-spill-*")
 	if err != nil {
 		return nil, err
 	}

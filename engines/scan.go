@@ -36,7 +36,7 @@ func Scan(ctx context.Context, path string) (*Facts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := s.WalkTransient(ctx, func(_ int, f *safetensors.File) error {
+	if err := s.Walk(ctx, true, func(_ int, f *safetensors.File) error {
 		sc.file(f.Tensors)
 		return nil
 	}); err != nil {

@@ -23,7 +23,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/k3ckpt/k3ckpt/convert"
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -235,7 +235,7 @@ func SaveChart(path string, steps []step, o ChartOptions) error {
 	if err := writeChart(&buf, steps, o, format); err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := filewrite.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		var pe *os.PathError
 		var le *os.LinkError
 		switch {

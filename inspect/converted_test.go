@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/convert"
-	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -138,7 +137,9 @@ func TestConvertedConventions(t *testing.T) {
 // real converted headers, and the FP8 per-rank figures of dp16 directly.
 func TestConvertedFull(t *testing.T) {
 	t.Parallel()
-	testckpt.SkipShort(t)
+	if testing.Short() {
+		t.Skip("end-to-end on an on-disk replica: skipped under -short")
+	}
 	dir := convertedReplica(t, "full", fullReplica(t), model.DeepSeek)
 	rep, err := Inspect(dir, Options{Layout: "dp16", Steps: true, Strict: true})
 	if err != nil {

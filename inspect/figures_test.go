@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -304,7 +303,9 @@ func TestFullReplicaPP16(t *testing.T) {
 // and without a plan.
 func TestFullReplicaOnDisk(t *testing.T) {
 	t.Parallel()
-	testckpt.SkipShort(t)
+	if testing.Short() {
+		t.Skip("end-to-end on an on-disk replica: skipped under -short")
+	}
 	dir := fullReplica(t)
 	fk := fullFake(t)
 	for _, o := range []Options{{}, {By: byStage}, {By: byLayer, Recipe: defaultRecipe}} {

@@ -127,8 +127,8 @@ func readHead(path string) ([]byte, error) {
 		return nil, err
 	}
 	size := int64(n[0]) | int64(n[1])<<8 | int64(n[2])<<16 | int64(n[3])<<24 | int64(n[4])<<32
-	if size > safetensors.MaxHeaderSize {
-		return nil, fmt.Errorf("%s: header of %d bytes", path, size)
+	if fi, err := f.Stat(); err != nil || size > fi.Size()-8 {
+		return nil, fmt.Errorf("%s: header of %d bytes: %v", path, size, err)
 	}
 	b := make([]byte, 8+size)
 	_, err = f.ReadAt(b, 0)

@@ -52,14 +52,11 @@ func streamHeaders(ctx context.Context, path string, transient bool) (*headers, 
 				return fmt.Errorf("%s: the shards changed while it was inspected", path)
 			}
 		}
-		walk := w.Walk
-		if transient {
-			walk = w.WalkTransient
-		}
-		err := walk(ctx, fn)
+		err := w.Walk(ctx, transient, fn)
+		r, f := w.BytesRead()
 		mu.Lock()
-		read += w.HeaderBytesRead()
-		fetched += w.BytesFetched()
+		read += r
+		fetched += f
 		mu.Unlock()
 		return err
 	}

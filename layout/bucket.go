@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -99,7 +98,7 @@ func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*r
 	if err := fsx.MkdirAll(obj.StateDir()); err != nil {
 		return nil, fmt.Errorf("state directory of %s: %w", obj.Name(), err)
 	}
-	lock, err := dirlock.Acquire(obj.StateDir())
+	lock, err := dirlock.Acquire(obj.StateDir(), dirlock.LockName)
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +395,7 @@ func (bd *bucketDir) writeRecord() error {
 	if err := os.MkdirAll(bd.state, 0o755); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(bd.state, bucketRecordName), b, 0o644)
+	return filewrite.WriteFile(filepath.Join(bd.state, bucketRecordName), b, 0o644)
 }
 
 // recordCommit records an object just completed. A run killed between the

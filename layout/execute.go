@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"sync/atomic"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -98,7 +97,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 	if err := fsx.MkdirAll(dst); err != nil {
 		return nil, err
 	}
-	lock, err := dirlock.Acquire(dst)
+	lock, err := dirlock.Acquire(dst, dirlock.LockName)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +173,7 @@ func (dr *dirRun) finish() error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
-		if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
+		if err := filewrite.WriteFile(path, b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -183,7 +182,7 @@ func (dr *dirRun) finish() error {
 		if err != nil {
 			return err
 		}
-		if err := atomicfile.WriteFile(filepath.Join(dr.dir, safetensors.IndexName), b, 0o644); err != nil {
+		if err := filewrite.WriteFile(filepath.Join(dr.dir, safetensors.IndexName), b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -192,11 +191,11 @@ func (dr *dirRun) finish() error {
 		if err != nil {
 			return err
 		}
-		if err := atomicfile.WriteFile(filepath.Join(dr.dir, sumsName), sums, 0o644); err != nil {
+		if err := filewrite.WriteFile(filepath.Join(dr.dir, sumsName), sums, 0o644); err != nil {
 			return err
 		}
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dr.dir, dr.d.completionName()), dr.completion, 0o644); err != nil {
+	if err := filewrite.WriteFile(filepath.Join(dr.dir, dr.d.completionName()), dr.completion, 0o644); err != nil {
 		return err
 	}
 	// The bookkeeping goes: the marker first (a run killed here leaves a
@@ -208,7 +207,7 @@ func (dr *dirRun) finish() error {
 		}
 	}
 	dr.finished = true
-	return atomicfile.SyncDir(dr.dir)
+	return filewrite.SyncDir(dr.dir)
 }
 
 func jobsOr(n int) int {
@@ -224,11 +223,11 @@ func jobsOr(n int) int {
 // renames it, then committed records it with their sha256 ("" unhashed). It returns the tensor bytes committed. The first
 // error cancels the rest.
 func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(j writeJob, sum string) error, net *netFetch) (int64, error) {
-	pool := filewrite.NewPool(filewrite.BuffersPerJob * jobs)
+	pool := filewrite.NewPool(jobs)
 	defer pool.Close()              // its memory is outside the heap: give it back now, not when collected
 	windows := make([][]byte, jobs) // each job's read window, made on first use
 	var total atomic.Int64
-	err := filewrite.Run(ctx, jobs, filewrite.CommitsPerJob, len(files), func(ctx context.Context, job, i int) (func() error, error) {
+	err := filewrite.Run(ctx, jobs, len(files), func(ctx context.Context, job, i int) (func() error, error) {
 		j := files[i]
 		var made *filewrite.File
 		create := func(prog func(int64)) (f *filewrite.File, err error) {

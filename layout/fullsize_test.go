@@ -36,9 +36,14 @@ func TestFullSizePlanMatchesInspect(t *testing.T) {
 		m.Experts != k.Experts || m.AttnResBlock != k.AttnResBlock {
 		t.Errorf("model from config.json %+v, want K3 %+v", m, layout.K3())
 	}
-	idx, err := safetensors.ReadIndex(filepath.Join(dir, safetensors.IndexName))
+	ck, err := safetensors.Open(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer ck.Close()
+	idx := ck.Index()
+	if idx == nil {
+		t.Fatalf("%s: no index", dir)
 	}
 	for _, name := range layout.Names() {
 		o, err := layout.DefaultOptions(name)

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -118,7 +118,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		}
 		return dr, dr.start()
 	}
-	if n, err := atomicfile.RemoveTemps(dir); err != nil {
+	if n, err := filewrite.RemoveTemps(dir); err != nil {
 		return nil, err
 	} else {
 		dr.cleaned = n
@@ -149,7 +149,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		return dr, nil
 	case done || rec != nil:
 		// This plan's output, changed since: resume it.
-		if err := atomicfile.WriteFile(filepath.Join(dir, markerName), []byte(fp), 0o644); err != nil {
+		if err := filewrite.WriteFile(filepath.Join(dir, markerName), []byte(fp), 0o644); err != nil {
 			return nil, err
 		}
 		return dr, dr.keepDone(rec, rec == nil)
@@ -162,7 +162,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 // name the run writes (before it writes any: a run killed after a commit
 // leaves no file the record does not claim), then every file to write.
 func (dr *dirRun) start() error {
-	if err := atomicfile.WriteFile(filepath.Join(dr.dir, markerName), []byte(dr.stamps.Plan), 0o644); err != nil {
+	if err := filewrite.WriteFile(filepath.Join(dr.dir, markerName), []byte(dr.stamps.Plan), 0o644); err != nil {
 		return err
 	}
 	dr.todo = dr.d.files
@@ -191,7 +191,7 @@ func (dr *dirRun) plannedBytes() (map[string][]byte, error) {
 func transient(name string) bool { return isTemp(name) || name == dirlock.LockName }
 
 func isTemp(name string) bool {
-	return len(name) >= len(atomicfile.TempPrefix) && name[:len(atomicfile.TempPrefix)] == atomicfile.TempPrefix
+	return len(name) >= len(filewrite.TempPrefix) && name[:len(filewrite.TempPrefix)] == filewrite.TempPrefix
 }
 
 // keepDone keeps the files of an earlier run that are as planned (size and

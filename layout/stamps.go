@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
@@ -83,7 +83,7 @@ func (dr *dirRun) writeStamps() error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(dr.dir, stampsName), b, 0o644)
+	return filewrite.WriteFile(filepath.Join(dr.dir, stampsName), b, 0o644)
 }
 
 // committed reports whether name's current stamp is the one recorded at its

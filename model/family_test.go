@@ -94,9 +94,14 @@ func TestSchemaFileFamily(t *testing.T) {
 	if err := Synth(dir, SynthOptions{Config: cfgJSON, Workers: 2}); err != nil {
 		t.Fatal(err)
 	}
-	idx, err := safetensors.ReadIndex(filepath.Join(dir, safetensors.IndexName))
+	ck, err := safetensors.Open(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer ck.Close()
+	idx := ck.Index()
+	if idx == nil {
+		t.Fatalf("%s: no index", dir)
 	}
 	if len(idx.WeightMap) != c.NumTensors() || idx.TotalSize != c.TotalBytes() {
 		t.Errorf("index: %d tensors, %d bytes; catalog %d, %d", len(idx.WeightMap), idx.TotalSize, c.NumTensors(), c.TotalBytes())

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -107,7 +107,7 @@ func Synth(dir string, opts SynthOptions) error {
 			idx.WeightMap[ts.Name] = f.name
 		}
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, ConfigName), cfgJSON, 0o644); err != nil {
+	if err := filewrite.WriteFile(filepath.Join(dir, ConfigName), cfgJSON, 0o644); err != nil {
 		return fmt.Errorf("synth %s: %w", dir, err)
 	}
 	// The index goes last: a directory with an index is a complete replica.
@@ -195,7 +195,7 @@ func prepareDir(dir string, files []synthFile, force bool) error {
 			}
 		}
 	}
-	if _, err := atomicfile.RemoveTemps(dir); err != nil {
+	if _, err := filewrite.RemoveTemps(dir); err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
 	return nil

@@ -134,10 +134,10 @@ func BenchmarkWalkFullCheckpoint(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Walk(b.Context(), func(int, *File) error { return nil }); err != nil {
+		if err := s.Walk(b.Context(), false, func(int, *File) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
-		hdr = s.HeaderBytesRead()
+		hdr, _ = s.BytesRead()
 	}
 	b.SetBytes(hdr)
 }
@@ -157,7 +157,7 @@ func BenchmarkParseFullIndex(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseIndex(raw, "i"); err != nil {
+		if _, err := parseIndex(raw, "i"); err != nil {
 			b.Fatal(err)
 		}
 	}

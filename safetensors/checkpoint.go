@@ -227,16 +227,6 @@ func (c *Checkpoint) NumTensors() int {
 	return n
 }
 
-// TotalBytes sums tensor sizes over all shards (Open has checked the sum
-// fits an int64).
-func (c *Checkpoint) TotalBytes() int64 {
-	var n int64
-	for _, f := range c.Files {
-		n += f.DataSize()
-	}
-	return n
-}
-
 // ReadAux reads a side file (config.json, tokenizer files) next to the shards.
 // A missing file is reported wrapping ErrNotFound.
 func (c *Checkpoint) ReadAux(name string) ([]byte, error) {
@@ -253,8 +243,8 @@ func (c *Checkpoint) ReadAux(name string) ([]byte, error) {
 // Close releases every shard, and stops the requests of a remote source.
 func (c *Checkpoint) Close() error {
 	var errs []error
-	if cl, ok := c.src.(io.Closer); ok {
-		errs = append(errs, cl.Close())
+	if r, ok := c.src.(*remoteSource); ok {
+		r.stop()
 	}
 	for _, f := range c.Files {
 		if f != nil {

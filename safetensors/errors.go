@@ -8,7 +8,7 @@ import "errors"
 var (
 	// errTooSmall: the file is shorter than the 8-byte header length.
 	errTooSmall = errors.New("file shorter than 8 bytes")
-	// errHeaderTooLarge: the header length exceeds MaxHeaderSize.
+	// errHeaderTooLarge: the header length exceeds maxHeaderSize.
 	errHeaderTooLarge = errors.New("header length over limit")
 	// errHeaderTruncated: the header length points past the end of the file.
 	errHeaderTruncated = errors.New("header extends past end of file")

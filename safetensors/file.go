@@ -84,9 +84,6 @@ func (f *File) Section(t TensorInfo) *io.SectionReader {
 // ReaderAt is the source the file's bytes are read from.
 func (f *File) ReaderAt() io.ReaderAt { return f.ra }
 
-// DataSize is the length of the data buffer.
-func (f *File) DataSize() int64 { return f.Size - f.DataStart }
-
 // Close releases the underlying file when this File opened it.
 func (f *File) Close() error {
 	if f.closer == nil {

@@ -173,7 +173,7 @@ func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte
 		js = append(js, ' ')
 	}
 	n := len(js) - 8
-	if n > MaxHeaderSize {
+	if n > maxHeaderSize {
 		return nil, fmt.Errorf("%w: %d bytes for %d tensors", errHeaderTooLarge, n, len(ts))
 	}
 	binary.LittleEndian.PutUint64(js, uint64(n))

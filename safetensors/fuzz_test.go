@@ -94,7 +94,7 @@ func FuzzParseIndex(f *testing.F) {
 		if len(b) > 1<<20 {
 			return
 		}
-		idx, err := ParseIndex(b, "fuzz")
+		idx, err := parseIndex(b, "fuzz")
 		if err != nil {
 			if !errors.Is(err, ErrIndex) {
 				t.Fatalf("error outside the ErrIndex class: %v", err)
@@ -110,7 +110,7 @@ func FuzzParseIndex(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted index cannot be written: %v", err)
 		}
-		back, err := ParseIndex(out, "again")
+		back, err := parseIndex(out, "again")
 		if err != nil {
 			t.Fatalf("written index does not parse: %v\n%s", err, out)
 		}

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// MaxHeaderSize is the largest header length accepted, the reference reader's limit.
-const MaxHeaderSize = 100_000_000
+// maxHeaderSize is the largest header length accepted, the reference reader's limit.
+const maxHeaderSize = 100_000_000
 
 // maxJSONDepth bounds nesting inside ignored header values, so a hostile header
 // cannot exhaust the stack.
@@ -36,13 +36,13 @@ const maxMetadataSize = 1 << 20
 
 // maxHeaderBytesInFlight bounds the header bytes being read and parsed at any
 // moment in the process, whatever the number of files and how much each
-// claims: a checkpoint of many files that each claim MaxHeaderSize costs this
-// much memory, not the sum of the claims. It must be at least MaxHeaderSize:
+// claims: a checkpoint of many files that each claim maxHeaderSize costs this
+// much memory, not the sum of the claims. It must be at least maxHeaderSize:
 // a share larger than the whole budget would never be granted.
 const maxHeaderBytesInFlight = 256 << 20
 
 // The budget holds at least one header of the largest size accepted.
-var _ [maxHeaderBytesInFlight - MaxHeaderSize]struct{}
+var _ [maxHeaderBytesInFlight - maxHeaderSize]struct{}
 
 // headerBudget holds MaxHeaderBytesInFlight; a header read takes its length
 // from it before allocating and gives it back once parsed.
@@ -70,8 +70,8 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 		return fail(fmt.Errorf("read header length: %w", err))
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
-	if n > MaxHeaderSize {
-		return fail(fmt.Errorf("%w: %d > %d", errHeaderTooLarge, n, MaxHeaderSize))
+	if n > maxHeaderSize {
+		return fail(fmt.Errorf("%w: %d > %d", errHeaderTooLarge, n, maxHeaderSize))
 	}
 	if int64(n) > size-8 {
 		return fail(fmt.Errorf("%w: header length %d, file size %d", errHeaderTruncated, n, size))
@@ -102,7 +102,7 @@ func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error)
 	if mem != nil && int64(cap(mem.buf)) >= n {
 		buf = mem.buf[:n]
 	} else {
-		buf = make([]byte, n) // bounded by MaxHeaderSize, the file size and headerBudget
+		buf = make([]byte, n) // bounded by maxHeaderSize, the file size and headerBudget
 		if mem != nil && n <= maxReusedHeader {
 			mem.buf = buf
 		}
@@ -223,7 +223,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 
 // headerMem is the memory a header is parsed into, reused from one header
 // to the next by a walk whose callback keeps nothing of the File
-// (Shards.WalkTransient): its bytes, tensor table, name map and shapes.
+// (a transient shards.Walk): its bytes, tensor table, name map and shapes.
 type headerMem struct {
 	buf     []byte
 	tensors []TensorInfo

@@ -13,8 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
-	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
@@ -54,10 +53,10 @@ type indexEntry struct {
 	file uint32 // index into files
 }
 
-// ParseIndex decodes an index, rejecting duplicate tensor names (which a plain
+// parseIndex decodes an index, rejecting duplicate tensor names (which a plain
 // JSON decoder would silently collapse) and entries that do not name a file
 // inside the checkpoint directory. name labels errors.
-func ParseIndex(b []byte, name string) (*Index, error) {
+func parseIndex(b []byte, name string) (*Index, error) {
 	d, err := parseIndexData(b, name, false)
 	if err != nil {
 		return nil, err
@@ -229,28 +228,18 @@ func checkShardName(f string) error {
 	return nil
 }
 
-// ReadIndex reads and parses an index file (a regular file of at most
-// MaxIndexSize bytes).
-func ReadIndex(p string) (*Index, error) {
-	b, err := fsx.ReadFile(p, maxIndexSize)
-	if err != nil {
-		return nil, fmt.Errorf("index %s: %w", p, err)
-	}
-	return ParseIndex(b, p)
-}
-
 // Marshal renders the index as huggingface tooling does (json.dumps with
 // indent=2 and sorted keys, plus a final newline).
 func (idx *Index) Marshal() ([]byte, error) {
 	var buf bytes.Buffer
-	if _, err := idx.WriteTo(&buf); err != nil {
+	if err := idx.writeTo(&buf); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-// WriteTo streams the index in Marshal's form.
-func (idx *Index) WriteTo(w io.Writer) (int64, error) {
+// writeTo streams the index in Marshal's form.
+func (idx *Index) writeTo(w io.Writer) error {
 	d := &indexData{totalSize: idx.TotalSize, metadata: idx.Metadata, entries: make([]indexEntry, 0, len(idx.WeightMap))}
 	ids := map[string]uint32{}
 	for name, f := range idx.WeightMap {
@@ -275,14 +264,13 @@ func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		err = d.addShard(i, f.Path, f.Tensors, f.DataSize())
+		err = d.addShard(i, f.Path, f.Tensors, f.Size-f.DataStart)
 		f.Close()
 		if err != nil {
 			return 0, err
 		}
 	}
-	_, err := d.writeTo(w)
-	return d.totalSize, err
+	return d.totalSize, d.writeTo(w)
 }
 
 // addShard lists shard i's tensors and adds its data size to the total.
@@ -318,16 +306,14 @@ func WriteFilePlanIndex(w io.Writer, names []string, layouts []*FilePlan) (int64
 			return 0, err
 		}
 	}
-	_, err := d.writeTo(w)
-	return d.totalSize, err
+	return d.totalSize, d.writeTo(w)
 }
 
 // writeTo renders json.dumps(index, indent=2, sort_keys=True), with no
 // trailing newline, as the released Kimi-K3 index is written.
-func (d *indexData) writeTo(w io.Writer) (int64, error) {
+func (d *indexData) writeTo(w io.Writer) error {
 	slices.SortFunc(d.entries, func(a, b indexEntry) int { return strings.Compare(a.name, b.name) })
-	cw := &countingWriter{w: w}
-	bw := bufio.NewWriterSize(cw, 1<<20)
+	bw := bufio.NewWriterSize(w, 1<<20)
 	md := map[string]any{"total_size": d.totalSize}
 	for k, v := range d.metadata {
 		if k != "total_size" {
@@ -336,7 +322,7 @@ func (d *indexData) writeTo(w io.Writer) (int64, error) {
 	}
 	mdJSON, err := json.MarshalIndent(md, "  ", "  ")
 	if err != nil {
-		return 0, err
+		return err
 	}
 	bw.WriteString("{\n  \"metadata\": ")
 	bw.Write(mdJSON)
@@ -360,19 +346,7 @@ func (d *indexData) writeTo(w io.Writer) (int64, error) {
 		bw.WriteString("\n  ")
 	}
 	bw.WriteString("}\n}")
-	err = bw.Flush()
-	return cw.n, err
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return bw.Flush()
 }
 
 // WriteIndex writes an index atomically.
@@ -386,5 +360,5 @@ func WriteIndex(p string, idx *Index) error {
 	if err != nil {
 		return fmt.Errorf("index %s: %w", p, err)
 	}
-	return atomicfile.WriteFile(p, b, 0o644)
+	return filewrite.WriteFile(p, b, 0o644)
 }

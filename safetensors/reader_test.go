@@ -33,7 +33,7 @@ func TestMalformed(t *testing.T) {
 	}{
 		{"empty file", nil, errTooSmall},
 		{"seven bytes", []byte{1, 2, 3, 4, 5, 6, 7}, errTooSmall},
-		{"header over limit", withLen(MaxHeaderSize+1, "{}"), errHeaderTooLarge},
+		{"header over limit", withLen(maxHeaderSize+1, "{}"), errHeaderTooLarge},
 		{"header length huge", withLen(1<<62, "{}"), errHeaderTooLarge},
 		{"header past end", withLen(100, "{}"), errHeaderTruncated},
 		{"not utf8", rawFile("{\"\xff\":1}", 0), errHeaderUTF8},
@@ -280,7 +280,7 @@ func TestIndexRejections(t *testing.T) {
 	}
 	// Duplicate keys in the JSON itself.
 	dup := `{"metadata":{"total_size":1},"weight_map":{"a":"x.safetensors","a":"y.safetensors"}}`
-	if _, err := ParseIndex([]byte(dup), "i"); !errors.Is(err, ErrIndex) || !strings.Contains(err.Error(), "twice") {
+	if _, err := parseIndex([]byte(dup), "i"); !errors.Is(err, ErrIndex) || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("duplicate: %v", err)
 	}
 }
@@ -295,7 +295,7 @@ func TestIndexRoundTrip(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("got\n%s", b)
 	}
-	back, err := ParseIndex(b, "x")
+	back, err := parseIndex(b, "x")
 	if err != nil || back.TotalSize != 42 || back.WeightMap["b"] != "f2" || back.Metadata["format"] != "pt" {
 		t.Fatalf("round trip: %v %+v", err, back)
 	}
@@ -341,7 +341,7 @@ func TestIndexEscapesLikePython(t *testing.T) {
 	if want := `"\u00e9\ud83d\ude00\u007f\"\n": "f"`; !strings.Contains(string(b), want) {
 		t.Fatalf("got %s, want a line with %s", b, want)
 	}
-	back, err := ParseIndex(b, "i")
+	back, err := parseIndex(b, "i")
 	if err != nil || back.WeightMap["é😀\x7f\"\n"] != "f" {
 		t.Fatalf("round trip: %v %v", err, back)
 	}
@@ -356,11 +356,11 @@ func TestIndexRejectsMalformedJSON(t *testing.T) {
 		`{"metadata":{"total_size":0} "weight_map":{}}`,
 		`{"metadata":{"total_size":0},"weight_map":{"a":"x.safetensors" "b":"x.safetensors"}}`,
 	} {
-		if _, err := ParseIndex([]byte(s), "i"); !errors.Is(err, ErrIndex) {
+		if _, err := parseIndex([]byte(s), "i"); !errors.Is(err, ErrIndex) {
 			t.Errorf("%s: accepted (%v)", s, err)
 		}
 	}
-	if _, err := ParseIndex([]byte(` { "metadata" : {"total_size":0} , "weight_map" : { "a" : "x.safetensors" , "b":"x.safetensors" } } `), "i"); err != nil {
+	if _, err := parseIndex([]byte(` { "metadata" : {"total_size":0} , "weight_map" : { "a" : "x.safetensors" , "b":"x.safetensors" } } `), "i"); err != nil {
 		t.Fatalf("whitespace: %v", err)
 	}
 }

@@ -104,22 +104,16 @@ func (r *remoteSource) list() ([]string, error) {
 	return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
 }
 
-func (r *remoteSource) Close() error {
-	r.stop()
-	return nil
-}
-
 // remoteError is a failure of a remote source. It reads as the remote
 // package's message (file, what happened, status and host, attempts) and
 // matches errRemote, and ErrNotFound for a file the server does not have.
-type remoteError struct{ err error }
-
-func (e *remoteError) Error() string { return e.err.Error() }
-func (e *remoteError) Unwrap() error { return e.err }
-
-func (e *remoteError) Is(target error) bool {
-	return target == errRemote || target == ErrNotFound && errors.Is(e.err, remote.ErrNotFound)
+type remoteError struct {
+	err  error
+	also []error // err, errRemote and, for a missing file, ErrNotFound
 }
+
+func (e *remoteError) Error() string   { return e.err.Error() }
+func (e *remoteError) Unwrap() []error { return e.also }
 
 // remoteErr wraps an error of the remote package; a bare context error (the
 // opening's deadline, a cancellation) is named in words.
@@ -132,7 +126,11 @@ func remoteErr(err error) error {
 	case errors.Is(err, context.Canceled):
 		err = fmt.Errorf("canceled: %w", err)
 	}
-	return &remoteError{err}
+	also := []error{err, errRemote}
+	if errors.Is(err, remote.ErrNotFound) {
+		also = append(also, ErrNotFound)
+	}
+	return &remoteError{err, also}
 }
 
 // openRemote finds the shards of an https:// or hf:// location (a directory

@@ -57,17 +57,16 @@ func remoteDeadline(ctx context.Context, p string) (context.Context, context.Can
 // Names lists the shards, in the order of Checkpoint.Files.
 func (s *shards) Names() []string { return s.names }
 
-// HeaderBytesRead counts the index and header bytes read so far (for a
-// remote source: every byte fetched).
-func (s *shards) HeaderBytesRead() int64 {
-	if f := s.c.BytesFetched(); f > 0 {
-		return f
+// BytesRead reports the index and header bytes read so far (for a remote
+// source: every byte fetched) and the bytes a remote source has downloaded
+// (0 for a local one).
+func (s *shards) BytesRead() (read, fetched int64) {
+	fetched = s.c.BytesFetched()
+	if fetched > 0 {
+		return fetched, fetched
 	}
-	return s.c.HeaderBytesRead
+	return s.c.HeaderBytesRead, fetched
 }
-
-// BytesFetched reports the bytes a remote source has downloaded (0 for local ones).
-func (s *shards) BytesFetched() int64 { return s.c.BytesFetched() }
 
 // ReadAux reads a side file next to the shards, as Checkpoint.ReadAux does.
 func (s *shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name) }
@@ -77,25 +76,19 @@ func (s *shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name)
 // local walk: one per CPU and one more) and
 // in no fixed order. The File's reader is closed when fn returns, so its
 // sections cannot be read afterwards; its names and shapes stay valid (they
-// keep the header's memory alive while held). Errors are
+// keep the header's memory alive while held), unless transient: then fn
+// keeps nothing of the File it is handed (no name, shape, tensor or
+// metadata outlives the call; copy what must), and the memory of each header
+// is reused for the next one, so a walk over 96 headers of 800 KB allocates
+// a few, not 96. Errors are
 // Open's, and so is their precedence (a bad header before a bad index before
 // an index that disagrees with a header); fn's first error ends the walk and
 // is returned. The checkpoint is valid only if Walk returns nil: fn may have
 // seen some shards of an invalid one. Walk may be called once.
-func (s *shards) Walk(ctx context.Context, fn func(i int, f *File) error) error {
+func (s *shards) Walk(ctx context.Context, transient bool, fn func(i int, f *File) error) error {
 	ctx, cancel := remoteDeadline(ctx, s.c.Root)
 	defer cancel()
-	return s.walk(ctx, fn, false, false)
-}
-
-// WalkTransient is Walk for a callback that keeps nothing of the File it is
-// handed: no name, shape, tensor or metadata outlives the call (copy what
-// must). The memory of each header is then reused for the next one, so a
-// walk over 96 headers of 800 KB allocates a few, not 96.
-func (s *shards) WalkTransient(ctx context.Context, fn func(i int, f *File) error) error {
-	ctx, cancel := remoteDeadline(ctx, s.c.Root)
-	defer cancel()
-	return s.walk(ctx, fn, false, true)
+	return s.walk(ctx, fn, false, transient)
 }
 
 // openShards resolves p to a source, its root and its index (if any).
@@ -331,7 +324,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			mu.Lock()
 			c.HeaderBytesRead += f.DataStart
 			var ok bool
-			if total, ok = addSize(total, f.DataSize()); !ok && sizeErr == nil {
+			if total, ok = addSize(total, f.Size-f.DataStart); !ok && sizeErr == nil {
 				sizeErr = fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", joinRoot(c.Root, f.Path), errFileSize)
 			}
 			mu.Unlock()

@@ -18,7 +18,7 @@ func walkAll(t *testing.T, p string) error {
 	if err != nil {
 		return err
 	}
-	return s.Walk(t.Context(), func(int, *File) error { return nil })
+	return s.Walk(t.Context(), false, func(int, *File) error { return nil })
 }
 
 // TestShardsWalkSeesWhatOpenKeeps walks a good checkpoint (through its
@@ -42,7 +42,7 @@ func TestShardsWalkSeesWhatOpenKeeps(t *testing.T) {
 		var mu sync.Mutex
 		seen := make([]int, len(ck.Files))
 		var handed []*File
-		err = s.Walk(t.Context(), func(i int, f *File) error {
+		err = s.Walk(t.Context(), false, func(i int, f *File) error {
 			mu.Lock()
 			defer mu.Unlock()
 			seen[i]++
@@ -71,13 +71,13 @@ func TestShardsWalkSeesWhatOpenKeeps(t *testing.T) {
 				t.Errorf("%s: %s still open after the walk", p, f.Path)
 			}
 		}
-		if s.HeaderBytesRead() != ck.HeaderBytesRead {
-			t.Errorf("%s: walk read %d header bytes, Open %d", p, s.HeaderBytesRead(), ck.HeaderBytesRead)
+		if read, _ := s.BytesRead(); read != ck.HeaderBytesRead {
+			t.Errorf("%s: walk read %d header bytes, Open %d", p, read, ck.HeaderBytesRead)
 		}
 		if b, err := s.ReadAux("config.json"); err != nil || !strings.Contains(string(b), "model_type") {
 			t.Errorf("%s: config: %v", p, err)
 		}
-		if err := s.Walk(t.Context(), nil); err == nil {
+		if err := s.Walk(t.Context(), false, nil); err == nil {
 			t.Errorf("%s: second walk accepted", p)
 		}
 		ck.Close()
@@ -92,7 +92,7 @@ func TestShardsWalkStopsOnCallbackError(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := errors.New("stop")
-	if err := s.Walk(t.Context(), func(int, *File) error { return stop }); !errors.Is(err, stop) {
+	if err := s.Walk(t.Context(), false, func(int, *File) error { return stop }); !errors.Is(err, stop) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -141,7 +141,7 @@ func manyShardCheckpoint(t *testing.T, n int) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		idx.TotalSize += f.DataSize()
+		idx.TotalSize += f.Size - f.DataStart
 		f.Close()
 	}
 	if err := WriteIndex(filepath.Join(dir, IndexName), idx); err != nil {
@@ -165,7 +165,7 @@ func TestShardsWalkTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make([][]TensorInfo, len(ck.Files))
-	err = s.WalkTransient(t.Context(), func(i int, f *File) error {
+	err = s.Walk(t.Context(), true, func(i int, f *File) error {
 		ts := make([]TensorInfo, len(f.Tensors))
 		for j, x := range f.Tensors {
 			ts[j] = TensorInfo{strings.Clone(x.Name), x.DType, slices.Clone(x.Shape), x.Begin, x.End}
@@ -195,9 +195,9 @@ func TestShardsWalkTransient(t *testing.T) {
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
-	werr := s1.Walk(t.Context(), func(int, *File) error { return nil })
-	terr := s2.WalkTransient(t.Context(), func(int, *File) error { return nil })
+	werr := s1.Walk(t.Context(), false, func(int, *File) error { return nil })
+	terr := s2.Walk(t.Context(), true, func(int, *File) error { return nil })
 	if werr == nil || terr == nil || werr.Error() != terr.Error() {
-		t.Errorf("Walk: %v, WalkTransient: %v", werr, terr)
+		t.Errorf("Walk: %v, transient Walk: %v", werr, terr)
 	}
 }

@@ -67,7 +67,7 @@ func (d *dirSource) exists(_ context.Context, name string) (bool, error) {
 }
 
 // list names the *.safetensors entries of the root, links included, skipping
-// dot names: a --local-dir download's .cache/ and atomicfile temporaries.
+// dot names: a --local-dir download's .cache/ and filewrite temporaries.
 func (d *dirSource) list() ([]string, error) {
 	ents, err := os.ReadDir(d.root)
 	if err != nil {

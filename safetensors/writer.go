@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/quote"
 )
 
@@ -12,10 +12,12 @@ import (
 // a temporary name in the target directory until Commit renames it, so the
 // final name never holds a partial file. Tensors may be written in any order
 // and concurrently (each through its own TensorWriter). Writers of large
-// files in file order use internal/filewrite instead.
+// files in file order use a filewrite.File instead; both commit through a
+// filewrite.Temp.
 type Writer struct {
 	l       *FilePlan
-	f       *atomicfile.File
+	f       *filewrite.Temp
+	path    string
 	written []atomic.Int64
 	opened  []atomic.Bool
 }
@@ -26,7 +28,7 @@ func Create(path string, l *FilePlan) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", path, err)
 	}
-	f, err := atomicfile.Create(path)
+	f, err := filewrite.CreateTemp(path)
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", path, err)
 	}
@@ -34,11 +36,11 @@ func Create(path string, l *FilePlan) (*Writer, error) {
 		f.Abort()
 		return nil, fmt.Errorf("file %s: write header: %w", path, err)
 	}
-	return &Writer{l: l, f: f, written: make([]atomic.Int64, len(l.Tensors)), opened: make([]atomic.Bool, len(l.Tensors))}, nil
+	return &Writer{l: l, f: f, path: path, written: make([]atomic.Int64, len(l.Tensors)), opened: make([]atomic.Bool, len(l.Tensors))}, nil
 }
 
 // pathName is the final name of the file.
-func (w *Writer) pathName() string { return w.f.Final() }
+func (w *Writer) pathName() string { return w.path }
 
 // Tensor returns the writer for one tensor's bytes. Each tensor can be opened once.
 func (w *Writer) Tensor(name string) (*tensorWriter, error) {

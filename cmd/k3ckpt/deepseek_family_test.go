@@ -43,9 +43,14 @@ func TestSynthFamilyDeepSeekV3(t *testing.T) {
 	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != "79ddea672a62e95d3f0be27be434375538e1988975971cffcf87c96c1de84a65" {
 		t.Errorf("config.json: sha256 %x", s)
 	}
-	idx, err := safetensors.ReadIndex(filepath.Join(dir, safetensors.IndexName))
+	ck, err := safetensors.Open(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer ck.Close()
+	idx := ck.Index()
+	if idx == nil {
+		t.Fatalf("%s: no index", dir)
 	}
 	files := map[string]bool{}
 	for _, f := range idx.WeightMap {

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
@@ -20,7 +20,7 @@ func limitToSource(src string) (restore func()) {
 	if remote.IsRemote(src) {
 		return func() {}
 	}
-	perm, found := os.FileMode(atomicfile.DefaultPerm), false
+	perm, found := os.ModePerm, false // LimitPerm caps it at what a new file may be
 	var scan func(dir string, depth int)
 	scan = func(dir string, depth int) {
 		ents, err := os.ReadDir(dir)
@@ -46,5 +46,5 @@ func limitToSource(src string) (restore func()) {
 	if !found {
 		return func() {}
 	}
-	return atomicfile.LimitPerm(perm)
+	return filewrite.LimitPerm(perm)
 }

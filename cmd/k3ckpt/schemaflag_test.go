@@ -34,9 +34,14 @@ func TestSchemaFlagEndToEnd(t *testing.T) {
 	} else if strings.Contains(e, "kda") || strings.Contains(e, "Kimi K3") {
 		t.Errorf("convert of Qwen prints Kimi-K3's engine verdicts:\n%s", e)
 	}
-	idx, err := safetensors.ReadIndex(filepath.Join(out, safetensors.IndexName))
+	ck, err := safetensors.Open(out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer ck.Close()
+	idx := ck.Index()
+	if idx == nil {
+		t.Fatalf("%s: no index", out)
 	}
 	if _, ok := idx.WeightMap["model.layers.2.self_attn.o_proj.weight_scale_inv"]; !ok {
 		t.Errorf("no block scale of o_proj in %d names", len(idx.WeightMap))

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
+	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 )
 
 // SIGINT, SIGTERM and SIGHUP stop every writing command alike while it
@@ -76,7 +76,7 @@ func TestStopSignals(t *testing.T) {
 func hasTemp(dir string) bool {
 	found := false
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasPrefix(d.Name(), atomicfile.TempPrefix) {
+		if err == nil && strings.HasPrefix(d.Name(), filewrite.TempPrefix) {
 			found = true
 			return filepath.SkipAll
 		}
@@ -93,7 +93,7 @@ func leftovers(t *testing.T, dir string) []string {
 		if err != nil {
 			return err
 		}
-		if strings.HasPrefix(d.Name(), atomicfile.TempPrefix) || d.Name() == dirlock.LockName {
+		if strings.HasPrefix(d.Name(), filewrite.TempPrefix) || d.Name() == dirlock.LockName {
 			out = append(out, p)
 		}
 		return nil

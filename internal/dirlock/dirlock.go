@@ -5,7 +5,7 @@
 //
 // Use:
 //
-//	l, err := dirlock.Acquire(dst) // before the first look at dst's contents
+//	l, err := dirlock.Acquire(dst, dirlock.LockName) // before the first look at dst's contents
 //	if err != nil {
 //		return err // errors.Is(err, dirlock.ErrInUse) when another run holds it
 //	}
@@ -45,18 +45,14 @@ type Lock struct {
 	path string
 }
 
-// Acquire takes the lock on dir (which must exist) without waiting: it fails
-// with an error wrapping ErrInUse, naming the holder's pid, when another
-// process (or another Lock in this one) holds it.
-func Acquire(dir string) (*Lock, error) {
-	return AcquireFile(filepath.Join(dir, LockName))
-}
-
-// AcquireFile is Acquire for a lock file of the caller's naming, for a lock
-// finer than a whole directory (one worker's slice of DST): the same
-// exclusive, non-blocking lock, dropped when the process dies, the file
-// removed by Release.
-func AcquireFile(p string) (*Lock, error) {
+// Acquire takes the lock file name in dir (which must exist) without
+// waiting: LockName locks the whole directory, another name a part of it
+// (one worker's slice of DST). It fails with an error wrapping ErrInUse,
+// naming the holder's pid, when another process (or another Lock in this
+// one) holds it. The lock is dropped when the process dies; Release removes
+// the file.
+func Acquire(dir, name string) (*Lock, error) {
+	p := filepath.Join(dir, name)
 	f, err := lock(p)
 	if err != nil {
 		return nil, err

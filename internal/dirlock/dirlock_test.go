@@ -16,7 +16,7 @@ import (
 // DIRLOCK_HOLD=dir it takes the lock, prints "locked" and waits to be killed.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("DIRLOCK_HOLD"); dir != "" {
-		l, err := Acquire(dir)
+		l, err := Acquire(dir, LockName)
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(3)
@@ -31,11 +31,11 @@ func TestMain(m *testing.M) {
 
 func TestSecondLockerInProcess(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Acquire(dir)
+	l, err := Acquire(dir, LockName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Acquire(dir)
+	_, err = Acquire(dir, LockName)
 	want := fmt.Sprintf("DST %s is in use by pid %d", dir, os.Getpid())
 	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("second Acquire: %v, want ErrInUse and %q", err, want)
@@ -49,7 +49,7 @@ func TestSecondLockerInProcess(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, LockName)); !os.IsNotExist(err) {
 		t.Fatalf("lock file left after Release: %v", err)
 	}
-	l2, err := Acquire(dir)
+	l2, err := Acquire(dir, LockName)
 	if err != nil {
 		t.Fatalf("after Release: %v", err)
 	}
@@ -73,7 +73,7 @@ func TestSecondLockerProcess(t *testing.T) {
 	if !strings.HasPrefix(string(buf[:n]), "locked") {
 		t.Fatalf("child: %q", buf[:n])
 	}
-	_, err = Acquire(dir)
+	_, err = Acquire(dir, LockName)
 	if want := "in use by pid " + strconv.Itoa(cmd.Process.Pid); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want ErrInUse and %q", err, want)
 	}
@@ -81,7 +81,7 @@ func TestSecondLockerProcess(t *testing.T) {
 	// where the system drops it (flock); the leftover file is reused.
 	cmd.Process.Kill()
 	cmd.Wait()
-	l, err := Acquire(dir)
+	l, err := Acquire(dir, LockName)
 	if err != nil {
 		if _, statErr := os.Stat(filepath.Join(dir, LockName)); statErr == nil && !flockAvailable {
 			t.Skip("no flock here: a killed holder's lock file stays until removed")
@@ -102,15 +102,15 @@ func TestHeld(t *testing.T) {
 	if Held(p) {
 		t.Fatal("a missing lock file is held")
 	}
-	l, err := AcquireFile(p)
+	l, err := Acquire(filepath.Split(p))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !Held(p) {
 		t.Error("a held lock file is not reported held")
 	}
-	if _, err := AcquireFile(p); !errors.Is(err, ErrInUse) {
-		t.Errorf("second AcquireFile: %v, want ErrInUse", err)
+	if _, err := Acquire(filepath.Split(p)); !errors.Is(err, ErrInUse) {
+		t.Errorf("second Acquire: %v, want ErrInUse", err)
 	}
 	l.Release()
 	if Held(p) {

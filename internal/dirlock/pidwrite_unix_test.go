@@ -33,7 +33,7 @@ func holdNoWrite(dir string) int {
 		fmt.Println("setrlimit:", err)
 		return 3
 	}
-	l, err := Acquire(dir)
+	l, err := Acquire(dir, LockName)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 0

@@ -42,7 +42,7 @@ func writeOne(t *testing.T, pool *Pool, data []byte) (disk []byte, direct bool) 
 func TestHeapBuffers(t *testing.T) {
 	defer func(m func(int) []byte) { mapHuge = m }(mapHuge)
 	mapHuge = func(int) []byte { return nil }
-	pool := NewPool(2)
+	pool := newPool(2)
 	b := pool.get()
 	if len(b) != BufferSize || addr(b)%align != 0 {
 		t.Fatalf("heap buffer of %d bytes at %#x, want %d aligned to %d", len(b), addr(b), BufferSize, align)
@@ -63,7 +63,7 @@ func TestDirectRefusedAtOpen(t *testing.T) {
 	defer func(d func(*os.File, bool) error) { directOn = d }(directOn)
 	directOn = func(*os.File, bool) error { return errInvalid }
 	data := pattern(2*BufferSize+align+5, 4)
-	disk, direct := writeOne(t, NewPool(2), data)
+	disk, direct := writeOne(t, newPool(2), data)
 	if !bytes.Equal(disk, data) || direct {
 		t.Fatalf("file of %d bytes (equal %v) from %d written, direct %v", len(disk), bytes.Equal(disk, data), len(data), direct)
 	}
@@ -86,7 +86,7 @@ func TestDirectRefusedAtWrite(t *testing.T) {
 		t.Skip("this filesystem refuses O_DIRECT at open (TestDirectRefusedAtOpen covers that)")
 	}
 	data := pattern(3*BufferSize+7, 5)
-	disk, direct := writeOne(t, NewPool(2), data)
+	disk, direct := writeOne(t, newPool(2), data)
 	if !bytes.Equal(disk, data) {
 		t.Fatalf("file of %d bytes differs from the %d written", len(disk), len(data))
 	}

@@ -2,8 +2,10 @@
 // its bytes strictly in file order, hashes exactly the bytes it writes (so no
 // file is ever read back to be hashed; CreateUnhashed skips it), stages them in an aligned buffer that
 // goes to the disk in large writes, and appears under its final name only
-// when complete and synced (temporary, fsync, rename, directory fsync). Run
-// drives many files at once: jobs produce them, committers sync and rename
+// when complete and synced (temporary, fsync, rename, directory fsync). That
+// last step is a Temp's, and so is every other file's the module writes
+// (WriteFile for small files written whole, CreateTemp for files written at
+// arbitrary offsets): there is one write path. Run drives many files at once: jobs produce them, committers sync and rename
 // them, so that waiting for the disk overlaps producing the next file.
 //
 // Staged buffers are hashed and go to the disk on goroutines of the file's
@@ -23,8 +25,6 @@ import (
 	"hash"
 	"io"
 	"os"
-
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 )
 
 // align is the alignment of direct writes: buffer addresses, file offsets and
@@ -37,7 +37,7 @@ const BufferSize = 4 << 20
 
 // File is an output file being written in order under a temporary name.
 type File struct {
-	af        *atomicfile.File
+	af        *Temp
 	sink      sink      // instead of af: see CreateSink
 	h         hash.Hash // sha256; nil: not hashed
 	pool      *Pool
@@ -85,9 +85,9 @@ func CreateUnhashed(path string, pool *Pool, progress func(int64)) (*File, error
 func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, error) {
 	own := pool == nil
 	if own {
-		pool = NewPool(2)
+		pool = newPool(2)
 	}
-	af, err := atomicfile.Create(path)
+	af, err := CreateTemp(path)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (f *File) pathName() string {
 	if f.sink != nil {
 		return f.sink.Final()
 	}
-	return f.af.Final()
+	return f.af.finalName()
 }
 
 // Offset is how many bytes the file has accepted: the offset of the next one.

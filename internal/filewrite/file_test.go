@@ -40,7 +40,7 @@ func TestFileBytesAndHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	pool := NewPool(2)
+	pool := newPool(2)
 	for _, size := range []int{0, 1, align - 1, align, align + 1, BufferSize - 1, BufferSize, BufferSize + 1, 2*BufferSize + align, 3*BufferSize + 17} {
 		path := filepath.Join(dir, "out")
 		os.Remove(path)
@@ -106,7 +106,7 @@ func TestFileBytesAndHash(t *testing.T) {
 // otherwise block the next file).
 func TestAbortRemovesTemporary(t *testing.T) {
 	dir := t.TempDir()
-	pool := NewPool(2)
+	pool := newPool(2)
 	for _, finish := range []bool{false, true, false, true} {
 		f, err := Create(filepath.Join(dir, "x"), pool, nil)
 		if err != nil {
@@ -171,7 +171,7 @@ func TestWriteAfterFinish(t *testing.T) {
 // their buffers in flight all complete with their own bytes (run with -race).
 func TestSharedPool(t *testing.T) {
 	dir := t.TempDir()
-	pool := NewPool(3)
+	pool := newPool(3)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
@@ -234,7 +234,7 @@ func TestUnhashed(t *testing.T) {
 // sha256 of its bytes on disk.
 func TestConcurrentFilesHash(t *testing.T) {
 	dir := t.TempDir()
-	pool := NewPool(6)
+	pool := newPool(6)
 	sizes := []int{2*BufferSize + 333, 3*BufferSize + 64, BufferSize - 1, 5*BufferSize/2 + 7}
 	sums := make([]string, len(sizes))
 	errs := make([]error, len(sizes))

@@ -31,7 +31,7 @@ func TestMapBuffer(t *testing.T) {
 // TestPoolClose checks that closing a pool unmaps the buffers it mapped and
 // leaves it usable.
 func TestPoolClose(t *testing.T) {
-	p := NewPool(3)
+	p := newPool(3)
 	bs := [][]byte{p.get(), p.get()}
 	for _, b := range bs {
 		b[0] = 1

@@ -48,11 +48,14 @@ func (m *mappedBuffers) release() {
 	}
 }
 
-// NewPool makes a pool of n buffers (at least 2) of BufferSize bytes,
-// aligned for direct writes (and, on Linux, backed by huge pages where the
-// system has them: see mapBuffer). Buffers are allocated as they are first
-// needed.
-func NewPool(n int) *Pool {
+// NewPool makes the pool of a run of jobs files at once: 4 buffers per job
+// of BufferSize bytes, aligned for direct writes (and, on Linux, backed by
+// huge pages where the system has them: see mapBuffer). Buffers are
+// allocated as they are first needed.
+func NewPool(jobs int) *Pool { return newPool(buffersPerJob * max(jobs, 1)) }
+
+// newPool makes a pool of n buffers (at least 2).
+func newPool(n int) *Pool {
 	n = max(n, 2)
 	p := &Pool{free: make(chan []byte, n), mapped: &mappedBuffers{bufs: map[*byte][]byte{}}}
 	runtime.AddCleanup(p, (*mappedBuffers).release, p.mapped)

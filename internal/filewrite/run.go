@@ -6,20 +6,20 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The defaults of a run, per job: how many staging buffers its pool holds
-// (NewPool(BuffersPerJob × jobs): producing a file never waits for the disk
-// while the files before it are written) and how many commits may wait for
-// the disk (CommitsPerJob: enough that fsyncs overlap, few enough that an
-// interrupted run has little to redo).
+// The sizes of a run, per job: how many staging buffers its pool holds
+// (NewPool: producing a file never waits for the disk while the files
+// before it are written) and how many commits may wait for the disk (Run:
+// enough that fsyncs overlap, few enough that an interrupted run has little
+// to redo).
 const (
-	BuffersPerJob = 4
-	CommitsPerJob = 4
+	buffersPerJob = 4
+	commitsPerJob = 4
 )
 
 // Run produces n files with at most jobs at once, in the order 0…n-1, and
 // commits them on other goroutines, so that a file waiting for the disk
 // (fsync, rename) overlaps producing the next ones; at most commitsPerJob ×
-// jobs commits are in flight, beyond which producers wait (an interrupted
+// jobs commits are in flight (4 per job), beyond which producers wait (an interrupted
 // run then has little to redo).
 //
 // produce(ctx, job, i) writes file i using job's resources (job is in
@@ -30,7 +30,12 @@ const (
 // started; Run returns once every call has returned, with the first
 // commit's error if any (producers then only saw the cancellation), else
 // the first producer's.
-func Run(ctx context.Context, jobs, commitsPerJob, n int, produce func(ctx context.Context, job, i int) (commit func() error, err error)) error {
+func Run(ctx context.Context, jobs, n int, produce func(ctx context.Context, job, i int) (commit func() error, err error)) error {
+	return run(ctx, jobs, commitsPerJob, n, produce)
+}
+
+// run is Run with commitsPerJob commits in flight per job.
+func run(ctx context.Context, jobs, commitsPerJob, n int, produce func(ctx context.Context, job, i int) (commit func() error, err error)) error {
 	jobs, commitsPerJob = max(jobs, 1), max(commitsPerJob, 1)
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

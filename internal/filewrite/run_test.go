@@ -21,7 +21,7 @@ func TestRunBoundsAndJobs(t *testing.T) {
 	var slots [jobs]atomic.Bool
 	produced := make([]atomic.Bool, n)
 	commits := make([]atomic.Int32, n)
-	err := Run(context.Background(), jobs, 2, n, func(ctx context.Context, job, i int) (func() error, error) {
+	err := run(context.Background(), jobs, 2, n, func(ctx context.Context, job, i int) (func() error, error) {
 		r := running.Add(1)
 		defer running.Add(-1)
 		for p := peak.Load(); r > p && !peak.CompareAndSwap(p, r); p = peak.Load() {
@@ -103,8 +103,8 @@ func temporaries(t *testing.T, dir string) []string {
 // did finish are complete under their names.
 func TestRunProduceFailure(t *testing.T) {
 	dir := t.TempDir()
-	pool := NewPool(4)
-	err := Run(context.Background(), 2, 2, 30, func(ctx context.Context, job, i int) (func() error, error) {
+	pool := newPool(4)
+	err := run(context.Background(), 2, 2, 30, func(ctx context.Context, job, i int) (func() error, error) {
 		return writeFile(ctx, pool, filepath.Join(dir, fmt.Sprint(i)), BufferSize+align+i, i == 4)
 	})
 	if err == nil || err.Error() != "produce failed" {
@@ -130,10 +130,10 @@ func TestRunProduceFailure(t *testing.T) {
 // producers then see, and stops the run.
 func TestRunCommitFailure(t *testing.T) {
 	dir := t.TempDir()
-	pool := NewPool(4)
+	pool := newPool(4)
 	var mu sync.Mutex
 	started := 0
-	err := Run(context.Background(), 2, 1, 50, func(ctx context.Context, job, i int) (func() error, error) {
+	err := run(context.Background(), 2, 1, 50, func(ctx context.Context, job, i int) (func() error, error) {
 		mu.Lock()
 		started++
 		mu.Unlock()
@@ -163,9 +163,9 @@ func TestRunCommitFailure(t *testing.T) {
 // context's error and leaves no temporary.
 func TestRunCancelled(t *testing.T) {
 	dir := t.TempDir()
-	pool := NewPool(4)
+	pool := newPool(4)
 	ctx, cancel := context.WithCancel(context.Background())
-	err := Run(ctx, 2, 2, 100, func(ctx context.Context, job, i int) (func() error, error) {
+	err := run(ctx, 2, 2, 100, func(ctx context.Context, job, i int) (func() error, error) {
 		if i == 3 {
 			cancel()
 		}
@@ -181,7 +181,7 @@ func TestRunCancelled(t *testing.T) {
 		t.Errorf("%d files written after the cancellation", len(ents))
 	}
 	// Cancelled before anything started: the error still says so.
-	if err := Run(ctx, 2, 2, 5, func(context.Context, int, int) (func() error, error) { return nil, nil }); !errors.Is(err, context.Canceled) {
+	if err := run(ctx, 2, 2, 5, func(context.Context, int, int) (func() error, error) { return nil, nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run on a cancelled context: %v", err)
 	}
 }

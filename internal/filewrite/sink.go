@@ -23,7 +23,7 @@ type sink interface {
 func CreateSink(s sink, pool *Pool, progress func(int64)) *File {
 	own := pool == nil
 	if own {
-		pool = NewPool(2)
+		pool = newPool(2)
 	}
 	f := &File{sink: s, pool: pool, progress: progress, ownPool: own,
 		chunks: make(chan chunk, cap(pool.free)), hashed: make(chan struct{}), done: make(chan error, 1)}

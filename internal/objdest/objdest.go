@@ -27,7 +27,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/k3ckpt/k3ckpt/internal/atomicfile"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/objstore"
@@ -263,7 +262,7 @@ func (d *Dest) Claim() error {
 	if errors.Is(err, fs.ErrNotExist) {
 		token = newClaimToken(d.dir)
 		if err = fsx.MkdirAll(d.dir); err == nil {
-			err = atomicfile.WriteFile(local, token, 0o644)
+			err = filewrite.WriteFile(local, token, 0o644)
 		}
 	}
 	if err != nil {

@@ -46,17 +46,14 @@ func (h *HubServer) Env(k string) string {
 	return map[string]string{"HF_ENDPOINT": h.URL, "HOME": h.dir + "-nohome"}[k]
 }
 
-// Sent is the range-request body bytes sent of one file since the last Reset.
+// Sent is the range-request body bytes sent since the last Reset of the
+// file name, or of every file for "".
 func (h *HubServer) Sent(name string) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.sent[name]
-}
-
-// Total is the range-request body bytes sent of every file since the last Reset.
-func (h *HubServer) Total() int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	if name != "" {
+		return h.sent[name]
+	}
 	var n int64
 	for _, v := range h.sent {
 		n += v

@@ -11,7 +11,7 @@
 //	func TestMain(m *testing.M) { testckpt.Main(m) }
 //
 // End-to-end tests on the full-size replica (seconds and ~130 MB of disk)
-// should be few and skip under -short; SkipShort says so in one line.
+// should be few and skip under -short.
 package testckpt
 
 import (
@@ -150,12 +150,4 @@ func copyHead(src, dst string) error {
 		return err
 	}
 	return out.Close()
-}
-
-// SkipShort skips an end-to-end test under -short.
-func SkipShort(tb testing.TB) {
-	tb.Helper()
-	if testing.Short() {
-		tb.Skip("end-to-end on an on-disk replica: skipped under -short")
-	}
 }

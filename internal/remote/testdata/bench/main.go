@@ -279,7 +279,7 @@ func readHeaders(ctx context.Context, s *remote.Source, files []string, conns in
 					return err
 				}
 				hl := int64(b[0]) | int64(b[1])<<8 | int64(b[2])<<16 | int64(b[3])<<24 | int64(b[4])<<32 | int64(b[5])<<40 | int64(b[6])<<48 | int64(b[7])<<56
-				if hl <= 0 || hl > safetensors.MaxHeaderSize || hl > f.Size()-8 {
+				if hl <= 0 || hl > f.Size()-8 {
 					return fmt.Errorf("%s: header length %d", n, hl)
 				}
 				_, err = f.ReadAt(make([]byte, hl), 8)

@@ -1,9 +1,10 @@
-// Package atomicfile writes files so that a final name only ever holds a
-// complete, synced file: bytes go to a temporary in the same directory, which is
+package filewrite
+
+// Every file this module writes, large or small, reaches its final name
+// through a Temp: bytes go to a temporary in the same directory, which is
 // fsynced and renamed over the final name, and the directory is synced after.
 // A crash leaves at most a temporary (named with TempPrefix) behind, never a
 // partial file under the final name.
-package atomicfile
 
 import (
 	"errors"
@@ -21,37 +22,40 @@ import (
 // recognise (and remove) leftovers of a killed run.
 const TempPrefix = ".k3tmp-"
 
-// DefaultPerm is the most a file made by Create may be readable: by all,
-// like a file made by cp, rather than CreateTemp's private 0600. The
+// defaultPerm is the most a file made by CreateTemp may be readable: by all,
+// like a file made by cp, rather than os.CreateTemp's private 0600. The
 // process's umask and LimitPerm take from it.
-const DefaultPerm = 0o644
+const defaultPerm = 0o644
 
-// limit caps the permission bits of the files Create makes (LimitPerm).
+// limit caps the permission bits of the files CreateTemp makes (LimitPerm).
 var limit atomic.Uint32
 
-func init() { limit.Store(uint32(DefaultPerm)) }
+func init() { limit.Store(uint32(defaultPerm)) }
 
-// LimitPerm caps the permission bits of every file Create and WriteFile
+// LimitPerm caps the permission bits of every file CreateTemp and WriteFile
 // make from now on in this process at m (0o644 at most), and returns how to
 // restore the cap it replaced. A command sets it once to the permission
 // bits its source shares, so that no output is more readable than what it
 // was made from; within the cap the umask applies, as to any file created.
 func LimitPerm(m os.FileMode) (restore func()) {
-	old := limit.Swap(uint32(m.Perm() & DefaultPerm))
+	old := limit.Swap(uint32(m.Perm() & defaultPerm))
 	return func() { limit.Store(old) }
 }
 
-// File is a file being written under a temporary name.
-type File struct {
+// Temp is a file being written under a temporary name: the one place where
+// a temporary is made, synced and renamed over its final name. A File
+// stages its bytes into one; callers that write at arbitrary offsets, or
+// commit several small files together, use it directly.
+type Temp struct {
 	*os.File
 	final string
 	perm  os.FileMode // the bits it was created with, umask and limit applied
 	done  bool
 }
 
-// Create opens a new temporary for the final path, with DefaultPerm less
+// CreateTemp opens a new temporary for the final path, with defaultPerm less
 // the umask and the LimitPerm cap.
-func Create(path string) (*File, error) {
+func CreateTemp(path string) (*Temp, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -72,7 +76,7 @@ func Create(path string) (*File, error) {
 			os.Remove(name)
 			return nil, err
 		}
-		return &File{File: f, final: path, perm: st.Mode().Perm()}, nil
+		return &Temp{File: f, final: path, perm: st.Mode().Perm()}, nil
 	}
 	return nil, fmt.Errorf("create a temporary for %s: too many names taken", path)
 }
@@ -80,23 +84,24 @@ func Create(path string) (*File, error) {
 // Chmod sets the file's permission bits to m, within those it was created
 // with (so never past the umask and LimitPerm): a copied file keeps its
 // source's mode only as far as the output may be readable. Execute bits
-// are kept where the matching read bit is.
-func (f *File) Chmod(m os.FileMode) error {
+// are kept where the matching read bit is. It replaces the embedded
+// os.File's Chmod, which would not keep to those bits.
+func (f *Temp) Chmod(m os.FileMode) error {
 	allowed := f.perm | (f.perm&0o444)>>2
 	return f.File.Chmod(m.Perm() & allowed)
 }
 
-// Final is the name the file gets on Commit.
-func (f *File) Final() string { return f.final }
+// finalName is the name the file gets on Commit.
+func (f *Temp) finalName() string { return f.final }
 
 // Commit syncs the temporary, renames it to the final name and syncs the
 // directory. On failure the temporary is removed.
-func (f *File) Commit() error { return f.commit(true) }
+func (f *Temp) Commit() error { return f.commit(true) }
 
 // CommitNoSync renames the temporary into place without fsync: for small
 // records whose loss in a power failure only means redoing some work, never a
 // partial file under the final name.
-func (f *File) CommitNoSync() error { return f.commit(false) }
+func (f *Temp) CommitNoSync() error { return f.commit(false) }
 
 // fsync and syncDir are the two syncs of a Commit (tests count them).
 var (
@@ -104,9 +109,13 @@ var (
 	syncDir = SyncDir
 )
 
-func (f *File) commit(durable bool) error {
+// SyncDir fsyncs a directory so that a rename inside it is durable (a no-op
+// where the system cannot: see syncDirectory).
+func SyncDir(dir string) error { return syncDirectory(dir) }
+
+func (f *Temp) commit(durable bool) error {
 	if f.done {
-		return errors.New("atomicfile: already committed or aborted")
+		return fmt.Errorf("commit %s: already committed or aborted", f.final)
 	}
 	f.done = true
 	tmp := f.File.Name()
@@ -133,7 +142,7 @@ func (f *File) commit(durable bool) error {
 
 // Abort closes and removes the temporary. It is safe to call after Commit (a
 // no-op then), so callers can defer it.
-func (f *File) Abort() error {
+func (f *Temp) Abort() error {
 	if f.done {
 		return nil
 	}
@@ -143,9 +152,10 @@ func (f *File) Abort() error {
 	return os.Remove(tmp)
 }
 
-// WriteFile writes data to path atomically.
+// WriteFile writes data to path through a Temp: temporary, fsync, rename,
+// directory fsync.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
-	f, err := Create(path)
+	f, err := CreateTemp(path)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,0 @@
-package atomicfile
-
-// SyncDir does nothing on Windows: a directory cannot be opened for flushing
-// there, and NTFS journals the rename itself.
-func SyncDir(dir string) error { return nil }
