@@ -207,12 +207,13 @@ func TestS3Destination(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "s3://out/d is not empty (notes.txt)") {
 			t.Errorf("a prefix with other objects: exit %d, %q", code, stderr)
 		}
+		secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
 		t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
 		_, stderr, code = k3("convert", src, "s3://out/e", "--state-dir", state())
 		if code == 0 || !strings.Contains(stderr, "s3://out/e/") || !strings.Contains(stderr, "AWS_SECRET_ACCESS_KEY") {
 			t.Errorf("wrong credentials: exit %d, %q", code, stderr)
 		}
-		t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.Password)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 		for _, prefix := range []string{"e"} {
 			if keys := srv.GetDir(t, "out", prefix, t.TempDir()); len(keys) > 0 {
 				t.Errorf("a refused run left %v under %s", keys, prefix)
@@ -463,12 +464,13 @@ func TestS3LayoutDestination(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "s3://out/d/stage-03/ holds notes.txt") {
 			t.Errorf("a prefix with other objects: exit %d, %q", code, stderr)
 		}
+		secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
 		t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
 		_, stderr, code = k3("export", src, "s3://out/e", "--layout", "dp16", "--state-dir", state())
 		if code == 0 || !strings.Contains(stderr, "s3://out/e/") || !strings.Contains(stderr, "AWS_SECRET_ACCESS_KEY") {
 			t.Errorf("wrong credentials: exit %d, %q", code, stderr)
 		}
-		t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.Password)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 		if keys := srv.GetDir(t, "out", "e", t.TempDir()); len(keys) > 0 {
 			t.Errorf("a refused run left %v under e", keys)
 		}

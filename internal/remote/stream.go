@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -156,5 +155,3 @@ func Needed(ranges []Range) int64 {
 	}
 	return n
 }
-
-func (r Range) String() string { return fmt.Sprintf("%s@%d+%d", r.File, r.Off, r.Len) }
