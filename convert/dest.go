@@ -24,7 +24,7 @@ func checkDestPath(p *Plan, d *destination) error {
 	dst := d.dir
 	if d.remote() {
 		// A bucket DST can only overlap a source in the same bucket.
-		src, out := p.SrcRoot, d.bucket.URL().Dir()
+		src, out := p.SrcRoot, d.bucket.URL.Dir()
 		if p.remote != nil && (strings.HasPrefix(src, out) || strings.HasPrefix(out, src)) {
 			return fmt.Errorf("%w: %s and the source %s overlap", ErrDestination, d.name, src)
 		}

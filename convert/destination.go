@@ -54,11 +54,11 @@ func openDestination(ctx context.Context, dst, stateDir string, conns int) (*des
 	if !objstore.IsURL(dst) {
 		return localDest(dst), nil
 	}
-	o, err := objdest.Open(ctx, dst, stateDir, conns, objdest.Errors{Refused: ErrDestination, InUse: errInUse})
+	o, err := objdest.Open(ctx, dst, stateDir, conns, ErrDestination, errInUse)
 	if err != nil {
 		return nil, err
 	}
-	return &destination{name: o.Name(), dir: o.StateDir(), obj: o, bucket: o.Bucket(), ctx: ctx}, nil
+	return &destination{name: o.Name, dir: o.StateDir, obj: o, bucket: o.Bucket, ctx: ctx}, nil
 }
 
 // remote reports whether DST is a bucket (nil: a local one, as the
@@ -68,7 +68,7 @@ func (d *destination) remote() bool { return d != nil && d.bucket != nil }
 // path is where output file name goes: a local path, or the object's URL.
 func (d *destination) path(name string) string {
 	if d.remote() {
-		return d.bucket.URL().Dir() + name
+		return d.bucket.URL.Dir() + name
 	}
 	return filepath.Join(d.dir, filepath.FromSlash(name))
 }
@@ -81,7 +81,7 @@ func (d *destination) create(path string, pool *filewrite.Pool, prog func(int64)
 		}
 		return filewrite.Create(path, pool, prog)
 	}
-	name, ok := strings.CutPrefix(path, d.bucket.URL().Dir())
+	name, ok := strings.CutPrefix(path, d.bucket.URL.Dir())
 	if !ok {
 		return nil, fmt.Errorf("%s is not under %s", path, d.name)
 	}

@@ -86,7 +86,7 @@ func (d *destination) openShard(ctx context.Context, name string) (*safetensors.
 		return safetensors.OpenFile(d.path(name))
 	}
 	d.srcOnce.Do(func() {
-		d.src, d.srcErr = remote.NewStoreSource(context.WithoutCancel(ctx), d.bucket.URL().Dir(), d.bucket, remote.Options{})
+		d.src, d.srcErr = remote.NewStoreSource(context.WithoutCancel(ctx), d.bucket.URL.Dir(), d.bucket, remote.Options{})
 	})
 	if d.srcErr != nil {
 		return nil, d.srcErr

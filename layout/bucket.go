@@ -82,28 +82,28 @@ type bucketDir struct {
 // except this plan's finished output, whose files are kept when their size
 // and header are the plan's.
 func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*result, error) {
-	obj, err := objdest.Open(ctx, dst, o.StateDir, o.Connections, objdest.Errors{Refused: errOutputExists, InUse: dirlock.ErrInUse})
+	obj, err := objdest.Open(ctx, dst, o.StateDir, o.Connections, errOutputExists, dirlock.ErrInUse)
 	if err != nil {
 		return nil, err
 	}
 	if p.src.remote != nil {
-		src, out := strings.TrimSuffix(p.src.Root, "/")+"/", obj.Bucket().URL().Dir()
+		src, out := strings.TrimSuffix(p.src.Root, "/")+"/", obj.Bucket.URL.Dir()
 		if strings.HasPrefix(src, out) || strings.HasPrefix(out, src) {
-			return nil, fmt.Errorf("%w: %s and the source %s overlap: write to another prefix", errOutputExists, obj.Name(), p.src.Root)
+			return nil, fmt.Errorf("%w: %s and the source %s overlap: write to another prefix", errOutputExists, obj.Name, p.src.Root)
 		}
 	}
 	if err := p.Validate(ctx); err != nil {
 		return nil, err
 	}
-	if err := fsx.MkdirAll(obj.StateDir()); err != nil {
-		return nil, fmt.Errorf("state directory of %s: %w", obj.Name(), err)
+	if err := fsx.MkdirAll(obj.StateDir); err != nil {
+		return nil, fmt.Errorf("state directory of %s: %w", obj.Name, err)
 	}
-	lock, err := dirlock.Acquire(obj.StateDir(), dirlock.LockName)
+	lock, err := dirlock.Acquire(obj.StateDir, dirlock.LockName)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
-	listed, err := obj.Bucket().List(ctx)
+	listed, err := obj.Bucket.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*r
 // wrote that are not this plan's finished output (whatever the flags).
 func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]int64, restart bool) (*bucketDir, error) {
 	bd := &bucketDir{d: d, obj: obj, prefix: objectPrefix(d.Dir),
-		state: filepath.Join(obj.StateDir(), bucketStateDir, filepath.FromSlash(d.Dir))}
+		state: filepath.Join(obj.StateDir, bucketStateDir, filepath.FromSlash(d.Dir))}
 	var err error
 	if d.man != nil {
 		bd.completion, err = d.man.marshal()
@@ -218,7 +218,7 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 	}
 	if !bytes.Equal(have, bd.completion) {
 		return nil, fmt.Errorf("%w: %s holds %s (and %d more objects), which no run with this state directory (%s) wrote and which is not this plan's finished output: write to another prefix, delete them, or pass the --state-dir of the run that wrote them",
-			errOutputExists, where, there[0], len(there)-1, obj.StateDir())
+			errOutputExists, where, there[0], len(there)-1, obj.StateDir)
 	}
 	bd.done = true
 	return bd, nil
@@ -308,7 +308,7 @@ func (bd *bucketDir) asPlanned(ctx context.Context, of *outFile, present map[str
 		return "", false, nil
 	}
 	hdr := make([]byte, len(of.lay.Header))
-	n, _, etag, err := bd.obj.Bucket().Get(ctx, name, "", hdr, 0, func(int64) {})
+	n, _, etag, err := bd.obj.Bucket.Get(ctx, name, "", hdr, 0, func(int64) {})
 	if err != nil {
 		return "", false, err
 	}

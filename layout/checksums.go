@@ -257,4 +257,4 @@ func (t bucketTree) copy(ctx context.Context, name string, size int64, w io.Writ
 	return nil
 }
 
-func (t bucketTree) where(name string) string { return t.b.URL().Dir() + name }
+func (t bucketTree) where(name string) string { return t.b.URL.Dir() + name }

@@ -25,7 +25,7 @@ type OpenOptions struct {
 	Remote remote.Options
 	// Env looks up HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE and the rest of
 	// huggingface_hub's settings (nil: os.Getenv).
-	Env remote.Env
+	Env func(key string) string
 	// Connections sizes an s3:// or gs:// source's HTTP transport for that
 	// many parallel requests (Remote.Client serves the other schemes; 0:
 	// objstore's default).

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,10 +11,33 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/objstore/s3test"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
 var bytesReadRE = regexp.MustCompile(`"bytes_read": [0-9]+,`)
+
+// s3Source is the tiny replica the S3 tests read (put in a bucket, or as
+// the local twin of a bucket run), synthesized once per test binary; tests
+// must not write into it.
+func s3Source(t *testing.T) string {
+	t.Helper()
+	return testckpt.Dir(t, "s3-tiny", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Scale: model.ScaleTiny, Seed: 5})
+	})
+}
+
+// s3Converted is s3Source converted locally with the default options, once
+// per test binary: what every bucket run of convert must match.
+func s3Converted(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(testckpt.Dir(t, "s3-tiny-converted", func(dir string) error {
+		if _, stderr, code := k3("convert", s3Source(t), filepath.Join(dir, "out"), "-q"); code != 0 {
+			return fmt.Errorf("convert: exit %d: %s", code, stderr)
+		}
+		return nil
+	}), "out")
+}
 
 // sameOutputs fails unless trees a and b hold the same files with the same
 // bytes, the dot files (a run's own records: stamps, locks) left out.
@@ -52,10 +76,7 @@ func TestS3Sources(t *testing.T) {
 		t.Skip("starts MinIO and converts the tiny replica twice")
 	}
 	srv := s3test.Start(t)
-	src := filepath.Join(t.TempDir(), "src")
-	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
+	src := s3Source(t)
 	srv.Bucket(t, "models")
 	srv.PutDir(t, src, "models", "org/tiny")
 	const url = "s3://models/org/tiny"
@@ -87,17 +108,15 @@ func TestS3Sources(t *testing.T) {
 		}
 	})
 	t.Run("convert", func(t *testing.T) {
-		local, fromS3 := filepath.Join(tmp, "c-local"), filepath.Join(tmp, "c-s3")
-		must("convert", src, local, "-q")
+		fromS3 := filepath.Join(tmp, "c-s3")
 		must("convert", url, fromS3, "-q", "--connections", "4")
-		sameOutputs(t, local, fromS3)
+		sameOutputs(t, s3Converted(t), fromS3)
 	})
 	t.Run("verify", func(t *testing.T) {
 		// verify reads the source in small sequential pieces: through
 		// read-ahead windows they take far fewer requests than the
 		// source has tensors (one request per read took one or more each).
-		out := filepath.Join(tmp, "v-local")
-		must("convert", src, out, "-q")
+		out := s3Converted(t)
 		var idx struct {
 			WeightMap map[string]string `json:"weight_map"`
 		}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/objstore/s3test"
 	"github.com/k3ckpt/k3ckpt/layout"
-	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // TestS3Destination converts a tiny replica into buckets of a real S3
@@ -41,15 +40,11 @@ func TestS3Destination(t *testing.T) {
 		t.Skip("starts MinIO and converts the tiny replica several times")
 	}
 	srv := s3test.Start(t)
-	tmp := t.TempDir()
-	src := filepath.Join(tmp, "src")
-	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
+	src := s3Source(t)
 	srv.Bucket(t, "models")
 	srv.PutDir(t, src, "models", "tiny")
 	srv.Bucket(t, "out")
-	local := filepath.Join(tmp, "local")
+	local := s3Converted(t)
 	must := func(t *testing.T, args ...string) string {
 		t.Helper()
 		out, stderr, code := k3(args...)
@@ -58,7 +53,6 @@ func TestS3Destination(t *testing.T) {
 		}
 		return out
 	}
-	must(t, "convert", src, local, "-q")
 	// same checks that prefix holds exactly the local run's files, byte for
 	// byte, and nothing else (no claim, no unfinished upload).
 	same := func(t *testing.T, prefix string) {
@@ -207,12 +201,13 @@ func TestS3Destination(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "s3://out/d is not empty (notes.txt)") {
 			t.Errorf("a prefix with other objects: exit %d, %q", code, stderr)
 		}
+		secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
 		t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
 		_, stderr, code = k3("convert", src, "s3://out/e", "--state-dir", state())
 		if code == 0 || !strings.Contains(stderr, "s3://out/e/") || !strings.Contains(stderr, "AWS_SECRET_ACCESS_KEY") {
 			t.Errorf("wrong credentials: exit %d, %q", code, stderr)
 		}
-		t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.Password)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 		for _, prefix := range []string{"e"} {
 			if keys := srv.GetDir(t, "out", prefix, t.TempDir()); len(keys) > 0 {
 				t.Errorf("a refused run left %v under %s", keys, prefix)
@@ -262,10 +257,7 @@ func TestS3LayoutDestination(t *testing.T) {
 	}
 	srv := s3test.Start(t)
 	tmp := t.TempDir()
-	src := filepath.Join(tmp, "src")
-	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
+	src := s3Source(t)
 	srv.Bucket(t, "models")
 	srv.PutDir(t, src, "models", "tiny")
 	srv.Bucket(t, "out")
@@ -348,11 +340,19 @@ func TestS3LayoutDestination(t *testing.T) {
 	})
 	t.Run("export from a bucket", func(t *testing.T) {
 		// 5 MiB parts (S3's least): each rank's 10.5 MiB file goes up
-		// as a multipart upload of three parts.
+		// as a multipart upload of three parts. Three ranks (the first, a
+		// middle and the last) are the local export's directories of
+		// theirs, byte for byte.
 		const part = 5 << 20
 		t.Setenv("K3CKPT_S3_PART_SIZE", strconv.Itoa(part))
-		must(t, "export", "s3://models/tiny", "s3://out/export", "--layout", "dp16", "--state-dir", state(), "-q", "--jobs", "3")
-		same(t, localExport, "export")
+		must(t, "export", "s3://models/tiny", "s3://out/export", "--layout", "dp16", "--ranks", "0,7,15", "--state-dir", state(), "-q", "--jobs", "3")
+		ranks := filepath.Join(t.TempDir(), "ranks")
+		for _, dir := range []string{"rank-00", "rank-07", "rank-15"} {
+			if err := os.CopyFS(filepath.Join(ranks, dir), os.DirFS(filepath.Join(localExport, dir))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		same(t, ranks, "export")
 		// The store checked every part against the CRC32C sent with it: its
 		// checksum of the object is S3's composite one, the CRC32C of the
 		// parts' CRC32Cs, computed here from the local file.
@@ -463,12 +463,13 @@ func TestS3LayoutDestination(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "s3://out/d/stage-03/ holds notes.txt") {
 			t.Errorf("a prefix with other objects: exit %d, %q", code, stderr)
 		}
+		secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
 		t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
 		_, stderr, code = k3("export", src, "s3://out/e", "--layout", "dp16", "--state-dir", state())
 		if code == 0 || !strings.Contains(stderr, "s3://out/e/") || !strings.Contains(stderr, "AWS_SECRET_ACCESS_KEY") {
 			t.Errorf("wrong credentials: exit %d, %q", code, stderr)
 		}
-		t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.Password)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 		if keys := srv.GetDir(t, "out", "e", t.TempDir()); len(keys) > 0 {
 			t.Errorf("a refused run left %v under e", keys)
 		}

@@ -38,21 +38,18 @@ import (
 // Dest.Claim); Unclaim removes it.
 const ClaimName = ".k3ckpt/claim"
 
-// Errors are the sentinels a Dest's refusals wrap, the caller's own, so
-// that its errors.Is checks hold for a bucket DST as for a local one.
-type Errors struct {
-	Refused error // the DST cannot receive this run
-	InUse   error // another run (another state directory) writes the DST
-}
-
 // Dest is a bucket DST: the objects under an s3:// or gs:// prefix and the
 // local state directory of the runs writing them.
 type Dest struct {
-	name   string // DST as a URL, in messages
-	dir    string // the state directory
-	bucket *objstore.Bucket
-	ctx    context.Context // bounds the bucket's requests
-	errs   Errors
+	// Name is the DST as a URL, for messages.
+	Name string
+	// StateDir is the local directory of the runs' bookkeeping.
+	StateDir string
+	// Bucket is the client of the DST's prefix.
+	Bucket *objstore.Bucket
+
+	ctx   context.Context // bounds the bucket's requests
+	inUse error           // see Open
 
 	etags sync.Map // object name → ETag of an object this run completed
 }
@@ -60,14 +57,18 @@ type Dest struct {
 // Open resolves a bucket DST and its state directory (stateDir, or "" for
 // one under the user's cache directory named after the location, which a
 // rerun on the same machine finds). conns sizes the bucket client's
-// connections; ctx bounds every request.
-func Open(ctx context.Context, dst, stateDir string, conns int, errs Errors) (*Dest, error) {
+// connections; ctx bounds every request. refused and inUse are the
+// caller's sentinels that the Dest's refusals wrap, so that its errors.Is
+// checks hold for a bucket DST as for a local one: refused when the DST
+// cannot receive this run, inUse when another run (another state
+// directory) writes it.
+func Open(ctx context.Context, dst, stateDir string, conns int, refused, inUse error) (*Dest, error) {
 	u, err := objstore.Parse(dst)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errs.Refused, err)
+		return nil, fmt.Errorf("%w: %w", refused, err)
 	}
 	if stateDir == "" {
-		if stateDir, err = defaultStateDir(u, errs.Refused); err != nil {
+		if stateDir, err = defaultStateDir(u, refused); err != nil {
 			return nil, err
 		}
 	}
@@ -75,7 +76,7 @@ func Open(ctx context.Context, dst, stateDir string, conns int, errs Errors) (*D
 	if err != nil {
 		return nil, err
 	}
-	return &Dest{name: u.String(), dir: stateDir, bucket: b, ctx: ctx, errs: errs}, nil
+	return &Dest{Name: u.String(), StateDir: stateDir, Bucket: b, ctx: ctx, inUse: inUse}, nil
 }
 
 func defaultStateDir(u objstore.URL, refused error) (string, error) {
@@ -90,50 +91,17 @@ func defaultStateDir(u objstore.URL, refused error) (string, error) {
 	return filepath.Join(parts...), nil
 }
 
-// Name is the DST's URL, for messages.
-func (d *Dest) Name() string { return d.name }
-
-// StateDir is the local directory of the runs' bookkeeping.
-func (d *Dest) StateDir() string { return d.dir }
-
-// Bucket is the client of the DST's prefix.
-func (d *Dest) Bucket() *objstore.Bucket { return d.bucket }
-
 // Path is the URL of output object name (slash-separated, under the prefix).
-func (d *Dest) Path(name string) string { return d.bucket.URL().Dir() + name }
+func (d *Dest) Path(name string) string { return d.Bucket.URL.Dir() + name }
 
 // Create starts output object name, streamed from pool's buffers; its
 // ETag is kept for ETag once Commit completes it.
 func (d *Dest) Create(name string, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
-	up, err := d.bucket.Create(d.ctx, name)
+	up, err := d.Bucket.Create(d.ctx, name, func(etag string) { d.etags.Store(name, etag) })
 	if err != nil {
 		return nil, err
 	}
-	return filewrite.CreateSink(&trackedUpload{up, d, name}, pool, prog), nil
-}
-
-// upload is what objstore.Bucket.Create returns.
-type upload interface {
-	WriteAt(p []byte, off int64) (int, error)
-	Commit() error
-	Abort() error
-	Final() string
-	ETag() string
-}
-
-// trackedUpload keeps the ETag of the completed object for its record.
-type trackedUpload struct {
-	upload
-	d    *Dest
-	name string
-}
-
-func (t *trackedUpload) Commit() error {
-	if err := t.upload.Commit(); err != nil {
-		return err
-	}
-	t.d.etags.Store(t.name, t.upload.ETag())
-	return nil
+	return filewrite.CreateSink(up, pool, prog), nil
 }
 
 // ETag is the ETag of output object name as this run completed it ("" for
@@ -149,7 +117,7 @@ func (d *Dest) ETag(name string) string {
 // (a finished run's manifest), whether its bytes read back have the
 // recorded sha256. It returns the ETag to record.
 func (d *Dest) Kept(name string, size int64, sha, etag string, prog func(int64)) (bool, string, error) {
-	got, tag, ok, err := d.bucket.Stat(d.ctx, name)
+	got, tag, ok, err := d.Bucket.Stat(d.ctx, name)
 	if err != nil || !ok || got != size {
 		return false, "", err
 	}
@@ -174,7 +142,7 @@ func (d *Dest) HashObject(name string, size int64, prog func(int64)) (string, er
 	buf := make([]byte, 8<<20)
 	etag := ""
 	for off := int64(0); off < size; {
-		n, _, tag, err := d.bucket.Get(d.ctx, name, etag, buf[:min(int64(len(buf)), size-off)], off, prog)
+		n, _, tag, err := d.Bucket.Get(d.ctx, name, etag, buf[:min(int64(len(buf)), size-off)], off, prog)
 		if err != nil {
 			return "", err
 		}
@@ -191,7 +159,7 @@ func (d *Dest) HashObject(name string, size int64, prog func(int64)) (string, er
 // Present reports whether output object name has size bytes (and the ETag
 // recorded, when given).
 func (d *Dest) Present(name string, size int64, etag string) (bool, error) {
-	got, tag, ok, err := d.bucket.Stat(d.ctx, name)
+	got, tag, ok, err := d.Bucket.Stat(d.ctx, name)
 	if err != nil {
 		return false, err
 	}
@@ -205,7 +173,7 @@ func (d *Dest) PutFile(name string, f *os.File) error {
 		_, err = f.Seek(0, io.SeekStart)
 	}
 	if err == nil {
-		_, err = d.bucket.Put(d.ctx, name, f, fi.Size())
+		_, err = d.Bucket.Put(d.ctx, name, f, fi.Size(), false)
 	}
 	return err
 }
@@ -228,7 +196,7 @@ func (d *Dest) PutLocal(name, path string) error {
 // ReadFile reads a small output object (at most limit bytes); an absent
 // one fails wrapping fs.ErrNotExist, naming its URL.
 func (d *Dest) ReadFile(name string, limit int64) ([]byte, error) {
-	b, err := d.bucket.ReadAll(d.ctx, name, limit)
+	b, err := d.Bucket.ReadAll(d.ctx, name, limit)
 	if isNotFound(err) {
 		err = fmt.Errorf("%s: %w", d.Path(name), fs.ErrNotExist)
 	}
@@ -237,56 +205,56 @@ func (d *Dest) ReadFile(name string, limit int64) ([]byte, error) {
 
 // PutBytes writes a small output object in one request: complete or absent.
 func (d *Dest) PutBytes(name string, b []byte) error {
-	_, err := d.bucket.Put(d.ctx, name, bytes.NewReader(b), int64(len(b)))
+	_, err := d.Bucket.Put(d.ctx, name, bytes.NewReader(b), int64(len(b)), false)
 	return err
 }
 
 // Delete removes output object name (none: nothing).
-func (d *Dest) Delete(name string) error { return d.bucket.Delete(d.ctx, name) }
+func (d *Dest) Delete(name string) error { return d.Bucket.Delete(d.ctx, name) }
 
 // AbortOwn aborts the unfinished uploads of the objects names (a killed
 // run's, for the objects this run writes); other runs' uploads under the
 // prefix are left alone. It reports how many it aborted.
 func (d *Dest) AbortOwn(names []string) (int, error) {
-	return d.bucket.AbortOwn(d.ctx, names)
+	return d.Bucket.AbortOwn(d.ctx, names)
 }
 
 // Claim ties the DST to the state directory (the caller holds the state
 // directory's lock): the first run creates the claim object with a
 // conditional write and keeps its token in the state directory; a run with
 // another state directory finds a token it does not hold and is refused
-// (Errors.InUse), as a second run on a local DST is refused by its lock.
+// (wrapping Open's inUse), as a second run on a local DST is refused by its lock.
 func (d *Dest) Claim() error {
-	local := filepath.Join(d.dir, "claim")
+	local := filepath.Join(d.StateDir, "claim")
 	token, err := os.ReadFile(local)
 	if errors.Is(err, fs.ErrNotExist) {
-		token = newClaimToken(d.dir)
-		if err = fsx.MkdirAll(d.dir); err == nil {
+		token = newClaimToken(d.StateDir)
+		if err = fsx.MkdirAll(d.StateDir); err == nil {
 			err = filewrite.WriteFile(local, token, 0o644)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("state directory %s of %s: %w", d.dir, d.name, err)
+		return fmt.Errorf("state directory %s of %s: %w", d.StateDir, d.Name, err)
 	}
 	for range 2 {
-		have, err := d.bucket.ReadAll(d.ctx, ClaimName, 4096)
+		have, err := d.Bucket.ReadAll(d.ctx, ClaimName, 4096)
 		switch {
 		case err == nil:
 			if bytes.Equal(have, token) {
 				return nil
 			}
 			return fmt.Errorf("%w: %s is being written by runs with another state directory (claim %s says %q; this one is %s): run there, pass its --state-dir, or delete %s once no run writes it",
-				d.errs.InUse, d.name, d.Path(ClaimName), strings.TrimSpace(string(have)), d.dir, d.Path(ClaimName))
+				d.inUse, d.Name, d.Path(ClaimName), strings.TrimSpace(string(have)), d.StateDir, d.Path(ClaimName))
 		case !isNotFound(err):
 			return err
 		}
-		created, err := d.bucket.PutIfAbsent(d.ctx, ClaimName, bytes.NewReader(token), int64(len(token)))
+		created, err := d.Bucket.Put(d.ctx, ClaimName, bytes.NewReader(token), int64(len(token)), true)
 		if err != nil || created {
 			return err
 		}
 		// Another run created it between the read and the write: read it.
 	}
-	return fmt.Errorf("%w: %s: the claim %s keeps changing", d.errs.InUse, d.name, d.Path(ClaimName))
+	return fmt.Errorf("%w: %s: the claim %s keeps changing", d.inUse, d.Name, d.Path(ClaimName))
 }
 
 // newClaimToken names the state directory and host, with random bytes so
@@ -298,10 +266,10 @@ func newClaimToken(dir string) []byte {
 
 // Unclaim removes the claim once the run's output is finished.
 func (d *Dest) Unclaim() error {
-	if err := d.bucket.Delete(d.ctx, ClaimName); err != nil {
+	if err := d.Bucket.Delete(d.ctx, ClaimName); err != nil {
 		return err
 	}
-	return os.Remove(filepath.Join(d.dir, "claim"))
+	return os.Remove(filepath.Join(d.StateDir, "claim"))
 }
 
 // isNotFound reports whether err is the store's answer for an absent object.

@@ -46,13 +46,15 @@ type Options struct {
 	// GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY, and partSizeEnv (nil:
 	// os.Getenv). The AWS settings are read by the SDK from the process
 	// environment.
-	Env remote.Env
+	Env func(key string) string
 }
 
 // Bucket is a client for the objects under one s3:// or gs:// location.
 // It is safe for concurrent use.
 type Bucket struct {
-	u       URL
+	// URL is the location the client was made for.
+	URL URL
+
 	c       *s3.Client
 	host    string // the endpoint's host, named in errors
 	gs      bool
@@ -60,7 +62,7 @@ type Bucket struct {
 	retryer aws.RetryerV2
 	onRetry func(remote.RetryEvent) // set once, before the first request
 
-	partSize int         // see PartSize and partSizeEnv
+	partSize int         // see defaultPartSize and partSizeEnv
 	free     chan []byte // part buffers kept for the next uploads (see maxFreeParts)
 }
 
@@ -93,7 +95,7 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if err != nil {
 		return nil, &remote.Error{File: u.String(), Kind: remote.ErrSource, Detail: err.Error()}
 	}
-	b := &Bucket{u: u, gs: u.Scheme == "gs", stall: o.StallTimeout, partSize: ps, free: make(chan []byte, maxFreeParts)}
+	b := &Bucket{URL: u, gs: u.Scheme == "gs", stall: o.StallTimeout, partSize: ps, free: make(chan []byte, maxFreeParts)}
 	b.retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 		so.MaxAttempts = o.MaxAttempts
 		// A long throttle must not drain a shared retry budget and fail
@@ -154,9 +156,6 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	return b, nil
 }
 
-// URL is the location the bucket client was made for.
-func (b *Bucket) URL() URL { return b.u }
-
 // OnRetry sets what hears each retry of the SDK (a Source's Retried); call
 // it before the first request.
 func (b *Bucket) OnRetry(f func(remote.RetryEvent)) { b.onRetry = f }
@@ -177,6 +176,6 @@ func (r countingRetryer) RetryDelay(attempt int, err error) (time.Duration, erro
 
 func (b *Bucket) retried(attempt int, wait time.Duration, err error) {
 	if b.onRetry != nil {
-		b.onRetry(remote.RetryEvent{File: b.u.String(), Attempt: attempt, Wait: wait, Err: err})
+		b.onRetry(remote.RetryEvent{File: b.URL.String(), Attempt: attempt, Wait: wait, Err: err})
 	}
 }

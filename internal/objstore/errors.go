@@ -20,7 +20,7 @@ func (b *Bucket) fail(key string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	e := &remote.Error{File: b.u.Scheme + "://" + b.u.Bucket + "/" + key, Host: b.host}
+	e := &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
 		e.Status = re.HTTPStatusCode()
@@ -40,18 +40,18 @@ func (b *Bucket) fail(key string, err error) error {
 	switch {
 	case code == "NoSuchBucket":
 		// Not ErrNotFound: a missing bucket is no missing optional file.
-		e.Kind, e.Detail = remote.ErrSource, fmt.Sprintf("bucket %q does not exist", b.u.Bucket)
+		e.Kind, e.Detail = remote.ErrSource, fmt.Sprintf("bucket %q does not exist", b.URL.Bucket)
 	case code == "NoSuchKey" || code == "NotFound" || e.Status == http.StatusNotFound:
-		e.Kind, e.Detail = remote.ErrNotFound, fmt.Sprintf("no object %q in bucket %q", key, b.u.Bucket)
+		e.Kind, e.Detail = remote.ErrNotFound, fmt.Sprintf("no object %q in bucket %q", key, b.URL.Bucket)
 	case code == "PreconditionFailed" || e.Status == http.StatusPreconditionFailed:
 		e.Kind, e.Detail = remote.ErrChanged, "the object was replaced (its ETag changed) since it was first read; run again once it is stable"
 	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
 		code == "ExpiredToken" || code == "InvalidToken" || e.Status == http.StatusForbidden || e.Status == http.StatusUnauthorized:
-		e.Kind, e.Detail = remote.ErrAuth, fmt.Sprintf("bucket %q: %s (%s); %s", b.u.Bucket, msg, code, creds)
+		e.Kind, e.Detail = remote.ErrAuth, fmt.Sprintf("bucket %q: %s (%s); %s", b.URL.Bucket, msg, code, creds)
 	case code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" && e.Status == http.StatusBadRequest:
-		e.Kind, e.Detail = remote.ErrSource, fmt.Sprintf("bucket %q is in another region: set AWS_REGION to its region (%s)", b.u.Bucket, msg)
+		e.Kind, e.Detail = remote.ErrSource, fmt.Sprintf("bucket %q is in another region: set AWS_REGION to its region (%s)", b.URL.Bucket, msg)
 	case isCredentialsError(err):
-		e.Kind, e.Detail = remote.ErrAuth, fmt.Sprintf("no credentials for bucket %q: %s", b.u.Bucket, creds)
+		e.Kind, e.Detail = remote.ErrAuth, fmt.Sprintf("no credentials for bucket %q: %s", b.URL.Bucket, creds)
 	case e.Status != 0:
 		e.Kind, e.Detail = remote.ErrStatus, fmt.Sprintf("%s (%s)", msg, code)
 	default:

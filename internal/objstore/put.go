@@ -21,17 +21,13 @@ const maxPut = 1 << 30
 
 // Put writes object name under the bucket's prefix in one request: it is
 // complete or absent, never partial, and checked by the store as an upload's
-// parts are (CRC32C on S3, Content-MD5 on GCS). It returns the object's ETag.
-func (b *Bucket) Put(ctx context.Context, name string, r io.ReadSeeker, size int64) (string, error) {
-	return b.putKey(ctx, b.u.join(name), r, size, false)
-}
-
-// PutIfAbsent is Put that creates the object only if no object has its key
-// (a conditional write, If-None-Match: *, which AWS S3, GCS and MinIO
-// honour); created is false when one exists, whoever wrote it.
-func (b *Bucket) PutIfAbsent(ctx context.Context, name string, r io.ReadSeeker, size int64) (created bool, err error) {
-	_, err = b.putKey(ctx, b.u.join(name), r, size, true)
-	if err != nil && isStatus(err, http.StatusPreconditionFailed, http.StatusConflict) {
+// parts are (CRC32C on S3, Content-MD5 on GCS). With ifAbsent it creates the
+// object only if no object has its key (a conditional write, If-None-Match:
+// *, which AWS S3, GCS and MinIO honour); created is false when one exists,
+// whoever wrote it.
+func (b *Bucket) Put(ctx context.Context, name string, r io.ReadSeeker, size int64, ifAbsent bool) (created bool, err error) {
+	_, err = b.putKey(ctx, b.URL.join(name), r, size, ifAbsent)
+	if ifAbsent && err != nil && isStatus(err, http.StatusPreconditionFailed, http.StatusConflict) {
 		return false, nil
 	}
 	return err == nil, err
@@ -41,7 +37,7 @@ func (b *Bucket) putKey(ctx context.Context, key string, r io.ReadSeeker, size i
 	if size > maxPut {
 		return "", b.fail(key, errors.New("over the single-request limit"))
 	}
-	in := &s3.PutObjectInput{Bucket: &b.u.Bucket, Key: &key, Body: r, ContentLength: aws.Int64(size)}
+	in := &s3.PutObjectInput{Bucket: &b.URL.Bucket, Key: &key, Body: r, ContentLength: aws.Int64(size)}
 	if ifAbsent {
 		in.IfNoneMatch = aws.String("*")
 	}
@@ -81,8 +77,8 @@ func isStatus(err error, codes ...int) bool {
 
 // Delete removes object name under the prefix (no error when absent).
 func (b *Bucket) Delete(ctx context.Context, name string) error {
-	key := b.u.join(name)
-	if _, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.u.Bucket, Key: &key}); err != nil {
+	key := b.URL.join(name)
+	if _, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.URL.Bucket, Key: &key}); err != nil {
 		if err := b.fail(key, err); !isNotFound(err) {
 			return err
 		}
@@ -97,11 +93,11 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 func (b *Bucket) AbortOwn(ctx context.Context, names []string) (int, error) {
 	own := make(map[string]bool, len(names))
 	for _, n := range names {
-		own[b.u.join(n)] = true
+		own[b.URL.join(n)] = true
 	}
 	prefix := ""
-	if b.u.Key != "" {
-		prefix = b.u.Key + "/"
+	if b.URL.Key != "" {
+		prefix = b.URL.Key + "/"
 	}
 	return b.abortUnder(ctx, prefix, func(k string) bool { return own[k] })
 }

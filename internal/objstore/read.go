@@ -24,13 +24,13 @@ const maxListed = 100000
 // bucket's prefix, conditional on etag when given; a body cut off midway is
 // asked again from the next byte, up to the retryer's attempts.
 func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64, received func(int64)) (int, int64, string, error) {
-	key := b.u.join(name)
+	key := b.URL.join(name)
 	want, got, size := int64(len(p)), int64(0), int64(-1)
 	if want == 0 {
 		return 0, 0, etag, nil
 	}
 	for attempt := 1; ; attempt++ {
-		in := &s3.GetObjectInput{Bucket: &b.u.Bucket, Key: &key,
+		in := &s3.GetObjectInput{Bucket: &b.URL.Bucket, Key: &key,
 			Range: aws.String(fmt.Sprintf("bytes=%d-%d", off+got, off+want-1))}
 		if etag != "" {
 			in.IfMatch = aws.String(etag)
@@ -45,7 +45,7 @@ func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64
 		total, cerr := rangeTotal(aws.ToString(out.ContentRange))
 		if cerr != nil {
 			out.Body.Close()
-			return int(got), 0, "", &remote.Error{File: b.u.Scheme + "://" + b.u.Bucket + "/" + key, Host: b.host, Kind: remote.ErrProtocol,
+			return int(got), 0, "", &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host, Kind: remote.ErrProtocol,
 				Detail: fmt.Sprintf("Content-Range %q: %v", aws.ToString(out.ContentRange), cerr)}
 		}
 		if size < 0 {
@@ -66,7 +66,7 @@ func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64
 		}
 		wait, derr := b.retryer.RetryDelay(attempt, rerr)
 		if attempt >= b.retryer.MaxAttempts() || derr != nil {
-			return int(got), size, etag, &remote.Error{File: b.u.Scheme + "://" + b.u.Bucket + "/" + key, Host: b.host, Kind: remote.ErrNetwork,
+			return int(got), size, etag, &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host, Kind: remote.ErrNetwork,
 				Attempts: attempt, Detail: fmt.Sprintf("body cut off after %d of %d bytes at offset %d: %v", got, want, off, rerr)}
 		}
 		b.retried(attempt, wait, rerr)
@@ -107,7 +107,7 @@ func (b *Bucket) readBody(ctx context.Context, body io.ReadCloser, p []byte, rec
 // empty answers the probe of an object with no bytes (its range is not
 // satisfiable).
 func (b *Bucket) empty(ctx context.Context, key string) (int, int64, string, error) {
-	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.u.Bucket, Key: &key})
+	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.URL.Bucket, Key: &key})
 	if err != nil {
 		return 0, 0, "", b.fail(key, err)
 	}
@@ -134,15 +134,15 @@ func rangeTotal(cr string) (int64, error) {
 
 // ReadAll implements remote.Store: a whole small object.
 func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte, error) {
-	key := b.u.join(name)
+	key := b.URL.join(name)
 	for attempt := 1; ; attempt++ {
-		out, err := b.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.u.Bucket, Key: &key})
+		out, err := b.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.URL.Bucket, Key: &key})
 		if err != nil {
 			return nil, b.fail(key, err)
 		}
 		if n := aws.ToInt64(out.ContentLength); n > limit {
 			out.Body.Close()
-			return nil, &remote.Error{File: b.u.Scheme + "://" + b.u.Bucket + "/" + key, Host: b.host, Kind: remote.ErrProtocol,
+			return nil, &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host, Kind: remote.ErrProtocol,
 				Detail: fmt.Sprintf("%d bytes is over the %d-byte limit", n, limit)}
 		}
 		buf := make([]byte, aws.ToInt64(out.ContentLength))
@@ -156,7 +156,7 @@ func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		}
 		wait, derr := b.retryer.RetryDelay(attempt, rerr)
 		if attempt >= b.retryer.MaxAttempts() || derr != nil {
-			return nil, &remote.Error{File: b.u.Scheme + "://" + b.u.Bucket + "/" + key, Host: b.host, Kind: remote.ErrNetwork, Attempts: attempt, Detail: rerr.Error()}
+			return nil, &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host, Kind: remote.ErrNetwork, Attempts: attempt, Detail: rerr.Error()}
 		}
 		b.retried(attempt, wait, rerr)
 		select {
@@ -171,10 +171,10 @@ func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 // included (as a hub repository's listing), with their sizes.
 func (b *Bucket) List(ctx context.Context) ([]remote.RepoFile, error) {
 	prefix := ""
-	if b.u.Key != "" {
-		prefix = b.u.Key + "/"
+	if b.URL.Key != "" {
+		prefix = b.URL.Key + "/"
 	}
-	pg := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.u.Bucket, Prefix: &prefix})
+	pg := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.URL.Bucket, Prefix: &prefix})
 	var out []remote.RepoFile
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
@@ -188,7 +188,7 @@ func (b *Bucket) List(ctx context.Context) ([]remote.RepoFile, error) {
 			}
 		}
 		if len(out) > maxListed {
-			return nil, &remote.Error{File: b.u.Dir(), Host: b.host, Kind: remote.ErrSource,
+			return nil, &remote.Error{File: b.URL.Dir(), Host: b.host, Kind: remote.ErrSource,
 				Detail: fmt.Sprintf("more than %d objects under the prefix: not a checkpoint", maxListed)}
 		}
 	}

@@ -69,7 +69,7 @@ func benchInspect(t *testing.T, srv *s3test.Server, bin, work string) {
 	os.RemoveAll(tiny)
 
 	p := srv.NewProxy(t)
-	p.ReportSizes(sizes)
+	p.Sizes.Store(&sizes)
 	inspect := func(url, endpoint string) (time.Duration, int64, int64, int64, time.Duration, string) {
 		t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
 		defer t.Setenv("AWS_ENDPOINT_URL_S3", srv.Endpoint)

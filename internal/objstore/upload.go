@@ -19,10 +19,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// PartSize is the default size of an upload's parts (S3 wants at least 5
+// defaultPartSize is the default size of an upload's parts (S3 wants at least 5
 // MiB for every part but the last; 10,000 parts of 8 MiB make 78 GiB, more
 // than any checkpoint shard).
-const PartSize = 8 << 20
+const defaultPartSize = 8 << 20
 
 // partSizeEnv names the variable that sets another part size, in bytes,
 // from 5 MiB (S3's least) to 5 GiB (its most): for a store that wants
@@ -30,10 +30,10 @@ const PartSize = 8 << 20
 // make small objects span several parts.
 const partSizeEnv = "K3CKPT_S3_PART_SIZE"
 
-// partSizeOf parses partSizeEnv's value ("": PartSize).
+// partSizeOf parses partSizeEnv's value ("": defaultPartSize).
 func partSizeOf(v string) (int, error) {
 	if v == "" {
-		return PartSize, nil
+		return defaultPartSize, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 5<<20 || n > 5<<30 {
@@ -71,8 +71,9 @@ type upload struct {
 	mu    sync.Mutex
 	parts []types.CompletedPart
 	err   error
-	done  bool   // committed or aborted
-	etag  string // the object's, once committed
+	done  bool // committed or aborted
+
+	committed func(etag string) // hears the object's ETag once committed (nil: none)
 
 	cleaned  chan struct{} // closed once the key's unfinished uploads are aborted
 	cleanErr error
@@ -103,10 +104,13 @@ func (b *Bucket) putBuffer(buf []byte) {
 // An object that fits in one part goes up in one PUT when committed (one
 // request instead of four); a larger one as a multipart upload begun when
 // its first part is full. ctx bounds every request of the upload.
-func (b *Bucket) Create(ctx context.Context, name string) (*upload, error) {
-	key := b.u.join(name)
+// committed, if not nil, hears the object's ETag once Commit succeeds: what
+// a later run compares with HEAD's to know the object is still the one it
+// wrote.
+func (b *Bucket) Create(ctx context.Context, name string, committed func(etag string)) (*upload, error) {
+	key := b.URL.join(name)
 	ctx, cancel := context.WithCancel(ctx)
-	u := &upload{b: b, key: key, ctx: ctx, cancel: cancel, next: 1,
+	u := &upload{b: b, key: key, ctx: ctx, cancel: cancel, next: 1, committed: committed,
 		flight: make(chan struct{}, partsInFlight), cleaned: make(chan struct{})}
 	go func() {
 		defer close(u.cleaned)
@@ -122,7 +126,7 @@ func (u *upload) start() error {
 	if u.cleanErr != nil {
 		return u.cleanErr
 	}
-	in := &s3.CreateMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key}
+	in := &s3.CreateMultipartUploadInput{Bucket: &u.b.URL.Bucket, Key: &u.key}
 	if !u.b.gs {
 		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
 	}
@@ -135,7 +139,7 @@ func (u *upload) start() error {
 }
 
 // Final is the object's address, s3://bucket/key.
-func (u *upload) Final() string { return u.b.u.Scheme + "://" + u.b.u.Bucket + "/" + u.key }
+func (u *upload) Final() string { return u.b.URL.Scheme + "://" + u.b.URL.Bucket + "/" + u.key }
 
 // WriteAt implements filewrite.Sink: p follows the bytes taken so far.
 func (u *upload) WriteAt(p []byte, off int64) (int, error) {
@@ -196,7 +200,7 @@ func (u *upload) send() {
 	go func() {
 		defer u.wg.Done()
 		defer func() { <-u.flight; u.b.putBuffer(buf) }()
-		in := &s3.UploadPartInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id, PartNumber: &num, Body: bytes.NewReader(buf)}
+		in := &s3.UploadPartInput{Bucket: &u.b.URL.Bucket, Key: &u.key, UploadId: &u.id, PartNumber: &num, Body: bytes.NewReader(buf)}
 		if u.b.gs {
 			sum := md5.Sum(buf)
 			in.ContentMD5 = aws.String(base64.StdEncoding.EncodeToString(sum[:]))
@@ -235,7 +239,7 @@ func (u *upload) Commit() error {
 		return err
 	}
 	slices.SortFunc(u.parts, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
-	out, err := u.b.c.CompleteMultipartUpload(u.ctx, &s3.CompleteMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id,
+	out, err := u.b.c.CompleteMultipartUpload(u.ctx, &s3.CompleteMultipartUploadInput{Bucket: &u.b.URL.Bucket, Key: &u.key, UploadId: &u.id,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: u.parts}})
 	if err != nil {
 		err = u.b.fail(u.key, err)
@@ -243,17 +247,24 @@ func (u *upload) Commit() error {
 		return err
 	}
 	u.done = true
-	u.etag = aws.ToString(out.ETag)
 	u.cancel()
+	u.commit(aws.ToString(out.ETag))
 	return nil
+}
+
+func (u *upload) commit(etag string) {
+	if u.committed != nil {
+		u.committed(etag)
+	}
 }
 
 // commitOne writes an object of at most one part in one PUT.
 func (u *upload) commitOne() error {
 	<-u.cleaned
 	err := u.cleanErr
+	etag := ""
 	if err == nil {
-		u.etag, err = u.b.putKey(u.ctx, u.key, bytes.NewReader(u.buf), int64(len(u.buf)), false)
+		etag, err = u.b.putKey(u.ctx, u.key, bytes.NewReader(u.buf), int64(len(u.buf)), false)
 	}
 	if u.buf != nil {
 		u.b.putBuffer(u.buf)
@@ -261,12 +272,11 @@ func (u *upload) commitOne() error {
 	}
 	u.done = true
 	u.cancel()
+	if err == nil {
+		u.commit(etag)
+	}
 	return err
 }
-
-// ETag is the completed object's ETag ("" before Commit): what a later run
-// compares with HEAD's to know the object is still the one it wrote.
-func (u *upload) ETag() string { return u.etag }
 
 // Abort implements filewrite.Sink: the parts sent are discarded and the key
 // is left as it was. After Commit it does nothing.
@@ -285,7 +295,7 @@ func (u *upload) Abort() error {
 	if u.id == "" {
 		return nil // nothing was sent
 	}
-	_, err := u.b.c.AbortMultipartUpload(context.WithoutCancel(u.ctx), &s3.AbortMultipartUploadInput{Bucket: &u.b.u.Bucket, Key: &u.key, UploadId: &u.id})
+	_, err := u.b.c.AbortMultipartUpload(context.WithoutCancel(u.ctx), &s3.AbortMultipartUploadInput{Bucket: &u.b.URL.Bucket, Key: &u.key, UploadId: &u.id})
 	if err != nil {
 		return u.b.fail(u.key, err)
 	}
@@ -296,7 +306,7 @@ func (u *upload) Abort() error {
 // and is one of those own accepts.
 func (b *Bucket) abortUnder(ctx context.Context, prefix string, own func(key string) bool) (int, error) {
 	n := 0
-	p := s3.NewListMultipartUploadsPaginator(b.c, &s3.ListMultipartUploadsInput{Bucket: &b.u.Bucket, Prefix: &prefix})
+	p := s3.NewListMultipartUploadsPaginator(b.c, &s3.ListMultipartUploadsInput{Bucket: &b.URL.Bucket, Prefix: &prefix})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -306,7 +316,7 @@ func (b *Bucket) abortUnder(ctx context.Context, prefix string, own func(key str
 			if !own(aws.ToString(up.Key)) {
 				continue
 			}
-			if _, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.u.Bucket, Key: up.Key, UploadId: up.UploadId}); err != nil && !isNoSuchUpload(err) {
+			if _, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.URL.Bucket, Key: up.Key, UploadId: up.UploadId}); err != nil && !isNoSuchUpload(err) {
 				return n, b.fail(aws.ToString(up.Key), err)
 			}
 			n++
@@ -322,8 +332,8 @@ func isNoSuchUpload(err error) bool {
 
 // Stat reports an object's size and ETag, or ok false when there is none.
 func (b *Bucket) Stat(ctx context.Context, name string) (size int64, etag string, ok bool, err error) {
-	key := b.u.join(name)
-	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.u.Bucket, Key: &key})
+	key := b.URL.join(name)
+	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.URL.Bucket, Key: &key})
 	if err != nil {
 		err = b.fail(key, err)
 		if isNotFound(err) {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestUploads(t *testing.T) {
 	t.Run("stream", func(t *testing.T) {
 		b := bucket(t, "s3://out/ckpt")
 		for _, n := range []int{len(data), 5, 0} {
-			up, err := b.Create(ctx, "model.safetensors")
+			up, err := b.Create(ctx, "model.safetensors", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +98,7 @@ func TestUploads(t *testing.T) {
 		t.Setenv("AWS_ENDPOINT_URL_S3", p.URL)
 		p.Corrupt.Store(1)
 		b := bucket(t, "s3://out/bad")
-		up, err := b.Create(ctx, "x.safetensors")
+		up, err := b.Create(ctx, "x.safetensors", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +116,7 @@ func TestUploads(t *testing.T) {
 
 	t.Run("killed", func(t *testing.T) {
 		b := bucket(t, "s3://out/killed")
-		up, err := b.Create(ctx, "a.safetensors")
+		up, err := b.Create(ctx, "a.safetensors", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +158,7 @@ func TestUploads(t *testing.T) {
 			t.Fatalf("%d unfinished uploads before the rerun, want 1", n)
 		}
 		rerun := bucket(t, "s3://out/killed")
-		up2, err := rerun.Create(ctx, "a.safetensors")
+		up2, err := rerun.Create(ctx, "a.safetensors", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,12 +183,13 @@ func TestUploads(t *testing.T) {
 func TestGSAlias(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.Bucket(t, "gcs")
+	// The server's credentials, as Start set them, under gs://'s names only.
+	t.Setenv("GS_ACCESS_KEY_ID", os.Getenv("AWS_ACCESS_KEY_ID"))
+	t.Setenv("GS_SECRET_ACCESS_KEY", os.Getenv("AWS_SECRET_ACCESS_KEY"))
 	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3"} {
 		t.Setenv(k, "")
 	}
 	t.Setenv("GS_ENDPOINT_URL", srv.Endpoint)
-	t.Setenv("GS_ACCESS_KEY_ID", s3test.User)
-	t.Setenv("GS_SECRET_ACCESS_KEY", s3test.Password)
 	ctx := context.Background()
 	data := make([]byte, objstore.PartSize+999)
 	for i := range data {
@@ -196,7 +198,7 @@ func TestGSAlias(t *testing.T) {
 	b := bucket(t, "gs://gcs/m")
 	// A multipart upload, and an object of one PUT (each with Content-MD5).
 	for name, n := range map[string]int{"w.safetensors": len(data), "small.json": 5} {
-		up, err := b.Create(ctx, name)
+		up, err := b.Create(ctx, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,12 +8,11 @@
 // transfer from the last byte received after a transient failure. Every read
 // ends in bounded time: each attempt must keep up a minimum rate, a read
 // retries a bounded number of times in all, and it has a deadline that grows
-// with its size. Fetch serves the byte ranges of a
-// plan: it coalesces nearby ranges into requests, runs them with bounded
-// parallelism and memory, and delivers the bytes in the caller's order;
-// Stream puts a Fetch behind io.ReaderAt views, so that an executor reading
-// its plan's ranges in order gets them from the coalesced fetch. List names
-// a hub repository's files.
+// with its size. Stream serves the byte ranges of a plan: it coalesces
+// nearby ranges into requests, runs them with bounded parallelism and
+// memory, and hands the bytes in the plan's order to io.ReaderAt views, so
+// that an executor reading its plan's ranges in order gets them from the
+// coalesced fetch. List names a hub repository's files.
 //
 // A bearer token is sent only to the host that owns it (the hub endpoint),
 // never to the host a redirect points at.

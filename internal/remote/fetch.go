@@ -29,10 +29,10 @@ type Range struct {
 	Off, Len int64
 }
 
-// Chunk is a piece of one Range, delivered in order: the chunks of range i
+// chunk is a piece of one Range, delivered in order: the chunks of range i
 // come before those of range i+1, and a range's chunks by increasing Off.
-type Chunk struct {
-	// Index is the range's position in the list given to Fetch.
+type chunk struct {
+	// Index is the range's position in the list given to fetch.
 	Index int
 	// Off is the chunk's offset inside the range.
 	Off int64
@@ -40,7 +40,7 @@ type Chunk struct {
 	Data []byte
 }
 
-// FetchOptions tune Fetch. The zero value is ready to use.
+// FetchOptions tune a Stream's fetch. The zero value is ready to use.
 type FetchOptions struct {
 	// Connections bounds the requests in flight (0: DefaultConnections).
 	Connections int
@@ -144,14 +144,14 @@ type job struct {
 	done chan error
 }
 
-// Fetch reads the ranges and hands their bytes to deliver in order (see
-// Chunk), from the calling goroutine. Requests run Connections at a time
+// fetch reads the ranges and hands their bytes to deliver in order (see
+// chunk), from the calling goroutine. Requests run Connections at a time
 // while at most Window buffers are held, so a slow consumer slows the fetch
 // rather than growing memory. Every file is opened (probed) and every range
 // checked against its file's size before the first data request. The first
-// error, from a request or from deliver, cancels everything; Fetch returns
+// error, from a request or from deliver, cancels everything; fetch returns
 // after all its requests have stopped.
-func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(Chunk) error) (st Stats, err error) {
+func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(chunk) error) (st Stats, err error) {
 	o = o.withDefaults()
 	retries0 := s.retries.Load()
 	defer func() { st.Retries = s.retries.Load() - retries0 }()
@@ -239,7 +239,7 @@ func (s *Source) Fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 }
 
 // deliverAll hands each finished request's bytes to deliver, in plan order.
-func (s *Source) deliverAll(ctx context.Context, queue chan *job, free chan []byte, ranges []Range, deliver func(Chunk) error) error {
+func (s *Source) deliverAll(ctx context.Context, queue chan *job, free chan []byte, ranges []Range, deliver func(chunk) error) error {
 	for j := range queue {
 		if err := <-j.done; err != nil {
 			if errors.Is(err, context.Canceled) {
@@ -256,7 +256,7 @@ func (s *Source) deliverAll(ctx context.Context, queue chan *job, free chan []by
 			if lo >= hi {
 				continue
 			}
-			if err := deliver(Chunk{Index: i, Off: lo - r.Off, Data: j.buf[lo-p.off : hi-p.off]}); err != nil {
+			if err := deliver(chunk{Index: i, Off: lo - r.Off, Data: j.buf[lo-p.off : hi-p.off]}); err != nil {
 				return err
 			}
 		}

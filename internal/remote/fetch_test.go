@@ -13,12 +13,12 @@ import (
 )
 
 // collect runs Fetch and reassembles each range from its chunks, checking
-// the delivery order promised by Chunk.
+// the delivery order promised by chunk.
 func collect(t *testing.T, s *Source, ranges []Range, o FetchOptions) ([][]byte, Stats, error) {
 	t.Helper()
 	out := make([][]byte, len(ranges))
 	last := -1
-	st, err := s.Fetch(context.Background(), ranges, o, func(c Chunk) error {
+	st, err := s.fetch(context.Background(), ranges, o, func(c chunk) error {
 		if c.Index < last || (c.Index != last && c.Off != 0) || c.Off != int64(len(out[c.Index])) {
 			t.Errorf("chunk of range %d at %d delivered out of order (after range %d, %d bytes so far)", c.Index, c.Off, last, len(out[c.Index]))
 		}
@@ -182,8 +182,8 @@ func TestFetchWindowBoundsMemory(t *testing.T) {
 		return n
 	}
 	var seenWhileBlocked int
-	_, err := s.Fetch(context.Background(), []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 2, Window: 3, RequestSize: 16 << 10},
-		func(c Chunk) error {
+	_, err := s.fetch(context.Background(), []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 2, Window: 3, RequestSize: 16 << 10},
+		func(c chunk) error {
 			once.Do(func() {
 				go func() {
 					// Give the fetcher every chance to run ahead, then look.
@@ -248,7 +248,7 @@ func TestFetchStopsOnFirstError(t *testing.T) {
 		fs := newFileServer(t, map[string][]byte{"a": files["a"]})
 		s := newTestSource(t, fs.url(), fastOptions())
 		calls, before := 0, 0
-		_, err := s.Fetch(context.Background(), []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 2, RequestSize: 16 << 10}, func(Chunk) error {
+		_, err := s.fetch(context.Background(), []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 2, RequestSize: 16 << 10}, func(chunk) error {
 			if calls++; calls == 3 { // the file is replaced while the fetch runs
 				before = len(fs.requests())
 				fs.set("a", pattern(1<<20, 9), `"v2"`)
@@ -269,7 +269,7 @@ func TestFetchStopsOnFirstError(t *testing.T) {
 		s := newTestSource(t, fs.url(), fastOptions())
 		stop := errors.New("disk full")
 		calls := 0
-		_, err := s.Fetch(context.Background(), []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 2, RequestSize: 16 << 10}, func(Chunk) error {
+		_, err := s.fetch(context.Background(), []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 2, RequestSize: 16 << 10}, func(chunk) error {
 			calls++
 			if calls == 3 {
 				return stop
@@ -295,7 +295,7 @@ func TestFetchStopsOnFirstError(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			_, err := s.Fetch(ctx, []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 4, RequestSize: 16 << 10}, func(Chunk) error { return nil })
+			_, err := s.fetch(ctx, []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 4, RequestSize: 16 << 10}, func(chunk) error { return nil })
 			done <- err
 		}()
 		<-hung
@@ -312,7 +312,7 @@ func TestFetchStopsOnFirstError(t *testing.T) {
 	t.Run("range outside file", func(t *testing.T) {
 		fs := newFileServer(t, map[string][]byte{"a": files["a"]})
 		s := newTestSource(t, fs.url(), fastOptions())
-		_, err := s.Fetch(context.Background(), []Range{{"a", 1 << 20, 1}}, FetchOptions{}, func(Chunk) error { return nil })
+		_, err := s.fetch(context.Background(), []Range{{"a", 1 << 20, 1}}, FetchOptions{}, func(chunk) error { return nil })
 		if !errors.Is(err, ErrSource) || len(fs.requests()) != 1 {
 			t.Errorf("got %v after %d requests", err, len(fs.requests()))
 		}
@@ -320,7 +320,7 @@ func TestFetchStopsOnFirstError(t *testing.T) {
 	t.Run("missing file", func(t *testing.T) {
 		fs := newFileServer(t, map[string][]byte{"a": files["a"]})
 		s := newTestSource(t, fs.url(), fastOptions())
-		_, err := s.Fetch(context.Background(), []Range{{"a", 0, 1}, {"nope", 0, 1}}, FetchOptions{}, func(Chunk) error { return nil })
+		_, err := s.fetch(context.Background(), []Range{{"a", 0, 1}, {"nope", 0, 1}}, FetchOptions{}, func(chunk) error { return nil })
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("got %v", err)
 		}

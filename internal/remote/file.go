@@ -71,9 +71,6 @@ func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 // Size is the file's length.
 func (f *File) Size() int64 { return f.size }
 
-// ETag is the entity tag the server gave ("" when none).
-func (f *File) ETag() string { return f.etag }
-
 // Version is what identifies the file's content between runs and requests:
 // its ETag, else its Last-Modified date, else the commit its revision is
 // pinned to or the hub reported. "" means the server offered nothing: a
@@ -175,7 +172,7 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 			continue
 		}
 		if errors.Is(err, errRefused) {
-			e = e.Kind.(*refusal).err
+			e = e.cause.(*Error)
 		}
 		fails++
 		if !transient(e) || fails > s.o.Retries || unreachable(e) && !s.answered.Load() {
@@ -183,22 +180,16 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 			return got, e
 		}
 		wait := backoff(fails, s.o.RetryBase, s.o.RetryMax, after)
-		s.retries.Add(1)
-		s.o.Progress.Retry(RetryEvent{File: f.Name, Attempt: fails, Wait: wait, Resume: off + int64(got), Err: e})
+		s.retry(RetryEvent{File: f.Name, Attempt: fails, Wait: wait, Resume: off + int64(got), Err: e})
 		if err := sleep(ctx, wait); err != nil {
 			return got, err
 		}
 	}
 }
 
-// errRefused marks a refusal by a cached redirect target; refusal carries the
-// error to report if asking the origin again does not help.
+// errRefused is the Kind of a refusal by a cached redirect target; its
+// cause is the error to report if asking the origin again does not help.
 var errRefused = errors.New("redirect target refused the request")
-
-type refusal struct{ err *Error }
-
-func (r *refusal) Error() string { return r.err.Error() }
-func (r *refusal) Unwrap() error { return errRefused }
 
 // attempt makes one request for p at off. It returns the bytes stored, the
 // server's Retry-After, whether the read is complete though shorter than p
@@ -240,7 +231,7 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	default:
 		e := statusError(f.Name, resp, host, s.loc.Token != "" && originOf(u) == s.loc.TokenHost)
 		if cached && (e.Kind == ErrNotFound || e.Kind == ErrAuth || resp.StatusCode == http.StatusBadRequest) {
-			return 0, after, false, &Error{File: f.Name, Host: host, Status: resp.StatusCode, Kind: &refusal{e}}
+			return 0, after, false, &Error{File: f.Name, Host: host, Status: resp.StatusCode, Kind: errRefused, cause: e}
 		}
 		return 0, after, false, e
 	}

@@ -87,8 +87,8 @@ func TestRedirectKeepsTokenOnOrigin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Size() != int64(len(data)) || f.ETag() != `"v1-model.safetensors"` {
-		t.Fatalf("size %d etag %q", f.Size(), f.ETag())
+	if f.Size() != int64(len(data)) || f.etag != `"v1-model.safetensors"` {
+		t.Fatalf("size %d etag %q", f.Size(), f.etag)
 	}
 	buf := make([]byte, 1000)
 	for _, off := range []int64{0, 5, 299_000} {

@@ -21,9 +21,9 @@ func TestList(t *testing.T) {
 			{"rfilename":"model-00001-of-000002.safetensors","size":1000}]}`))
 	}))
 	defer api.Close()
-	env := Env(func(k string) string {
+	env := func(k string) string {
 		return map[string]string{"HF_ENDPOINT": api.URL, "HF_TOKEN": "tok", "HOME": t.TempDir()}[k]
-	})
+	}
 	loc, err := Resolve("hf://org/name@refs/pr/3", env)
 	if err != nil {
 		t.Fatal(err)

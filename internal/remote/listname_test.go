@@ -18,9 +18,9 @@ func TestListRefusesUncleanNames(t *testing.T) {
 		api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte(`{"siblings":[{"rfilename":"config.json","size":1},{"rfilename":"` + js + `","size":1}]}`))
 		}))
-		env := Env(func(k string) string {
+		env := func(k string) string {
 			return map[string]string{"HF_ENDPOINT": api.URL, "HOME": t.TempDir()}[k]
-		})
+		}
 		loc, err := Resolve("hf://org/name", env)
 		if err != nil {
 			t.Fatal(err)

@@ -12,20 +12,6 @@ import (
 // errStall cancels an attempt whose server went quiet.
 var errStall = errors.New("stalled")
 
-// slowError cancels an attempt whose body came slower than the minimum rate.
-// It is a stall (errors.Is errStall): transient, retried and resumed.
-type slowError struct {
-	got    int64
-	window time.Duration
-	rate   int64
-}
-
-func (e *slowError) Error() string {
-	return fmt.Sprintf("%d bytes in %v, under the minimum rate of %s/s", e.got, e.window, rateStr(e.rate))
-}
-
-func (e *slowError) Unwrap() error { return errStall }
-
 // pacer enforces an attempt's pace: the response header within one window
 // (the stall timeout), then, in every window of the body, at least the
 // minimum rate's worth of bytes (one byte with no minimum rate; no more than
@@ -75,7 +61,9 @@ func (p *pacer) tick() {
 	case got == 0:
 		p.cancel(errStall)
 	default:
-		p.cancel(&slowError{got: got, window: p.window, rate: p.rate})
+		// A body slower than the minimum rate is a stall too: transient,
+		// retried and resumed; the cause says how slow.
+		p.cancel(fmt.Errorf("%w: %d bytes in %v, under the minimum rate of %s/s", errStall, got, p.window, rateStr(p.rate)))
 	}
 }
 

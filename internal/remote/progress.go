@@ -8,8 +8,3 @@ type progress interface {
 	// Retry reports a failed attempt about to be retried.
 	Retry(ev RetryEvent)
 }
-
-type nopProgress struct{}
-
-func (nopProgress) Fetched(int64)    {}
-func (nopProgress) Retry(RetryEvent) {}

@@ -19,10 +19,6 @@ const defaultRevision = "main"
 // maxTokenFile bounds the token file read; a real token is under 100 bytes.
 const maxTokenFile = 64 << 10
 
-// Env looks up an environment variable ("" when unset); os.Getenv in use,
-// a map in tests.
-type Env func(key string) string
-
 // location is where a checkpoint lives once resolved.
 type location struct {
 	// Base is the directory URL, ending in '/', that file names are appended
@@ -63,7 +59,7 @@ type hub struct {
 	cache    string // HF_HUB_CACHE
 }
 
-func hubConfig(env Env) (hub, error) {
+func hubConfig(env func(string) string) (hub, error) {
 	var h hub
 	h.endpoint = strings.TrimRight(env("HF_ENDPOINT"), "/")
 	if h.endpoint == "" {
@@ -155,7 +151,7 @@ func readToken(path string) (string, error) {
 	return cleanToken(string(b)), nil
 }
 
-func homeDir(env Env) string {
+func homeDir(env func(string) string) string {
 	if h := env("HOME"); h != "" {
 		return h
 	}
@@ -165,7 +161,7 @@ func homeDir(env Env) string {
 
 // expandPath expands a leading ~ and $VAR / ${VAR} like Python's
 // expanduser(expandvars(...)); unknown variables are left as written.
-func expandPath(p string, env Env) string {
+func expandPath(p string, env func(string) string) string {
 	if p == "" {
 		return ""
 	}
@@ -197,7 +193,9 @@ var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // the endpoint's origin only, also for an https:// URL on that origin. With
 // HF_HUB_OFFLINE set, hf:// resolves to the cached snapshot directory instead
 // (HF_HUB_CACHE/models--org--name/snapshots/{commit}) or fails with errOffline.
-func Resolve(raw string, env Env) (location, error) {
+// env looks up those variables ("" when unset): os.Getenv in use, a map in
+// tests.
+func Resolve(raw string, env func(key string) string) (location, error) {
 	if env == nil {
 		env = os.Getenv
 	}

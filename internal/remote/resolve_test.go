@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func mapEnv(m map[string]string) Env {
+func mapEnv(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
@@ -93,7 +93,7 @@ func TestTokenSources(t *testing.T) {
 	write(filepath.Join(dir, "hfhome", "token"), "  from-hfhome \r\n")
 	explicit := write(filepath.Join(dir, "elsewhere"), "from-path")
 	base := map[string]string{"HOME": filepath.Join(dir, "home")}
-	with := func(kv ...string) Env {
+	with := func(kv ...string) func(string) string {
 		m := map[string]string{}
 		for k, v := range base {
 			m[k] = v
@@ -104,7 +104,7 @@ func TestTokenSources(t *testing.T) {
 		return mapEnv(m)
 	}
 	cases := []struct {
-		env  Env
+		env  func(string) string
 		want string
 	}{
 		{with(), "from-home"},

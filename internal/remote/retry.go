@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -131,12 +132,10 @@ func netError(attemptCtx context.Context, err error, file, host string, stall ti
 }
 
 func netKind(attemptCtx context.Context, err error, stall time.Duration) *Error {
-	var slow *slowError
-	if errors.As(context.Cause(attemptCtx), &slow) {
-		return &Error{Kind: errTimeout, Detail: slow.Error()}
-	}
-	if errors.Is(context.Cause(attemptCtx), errStall) {
+	if c := context.Cause(attemptCtx); c == errStall {
 		return &Error{Kind: errTimeout, Detail: fmt.Sprintf("no data for %v", stall)}
+	} else if errors.Is(c, errStall) { // too slow: the cause says how
+		return &Error{Kind: errTimeout, Detail: strings.TrimPrefix(c.Error(), errStall.Error()+": ")}
 	}
 	var ne net.Error
 	switch {

@@ -102,9 +102,6 @@ func (o Options) withDefaults() Options {
 	if o.MaxRedirects <= 0 {
 		o.MaxRedirects = defaultMaxRedirects
 	}
-	if o.Progress == nil {
-		o.Progress = nopProgress{}
-	}
 	if o.UserAgent == "" {
 		o.UserAgent = "k3ckpt"
 	}
@@ -112,7 +109,7 @@ func (o Options) withDefaults() Options {
 }
 
 // NewTransport returns a transport for parallel range requests: HTTP/1.1 only
-// (so that each of Fetch's connections is its own TCP connection rather than
+// (so that each of a fetch's connections is its own TCP connection rather than
 // a stream sharing one), no transparent compression (a gzip-encoded body
 // would not match its Content-Range), and idle connections kept for conns
 // parallel requests per host (0: DefaultConnections).
@@ -134,8 +131,8 @@ func NewTransport(conns int) *http.Transport {
 }
 
 // Stats counts network traffic: a Source's (Fetched, Requests, Retries:
-// every body byte and HTTP request, redirects included), or a Fetch's or
-// Stream's, or a run's streams added up (every field).
+// every body byte and HTTP request, redirects included), or a Stream's, or
+// a run's streams added up (every field).
 type Stats struct {
 	// Needed is the bytes the ranges asked for cover.
 	Needed int64
@@ -237,9 +234,20 @@ func (s *Source) Commit() string {
 	return s.commit
 }
 
+// retry counts a failed attempt about to be retried, in the Stats and the
+// Progress.
+func (s *Source) retry(ev RetryEvent) {
+	s.retries.Add(1)
+	if s.o.Progress != nil {
+		s.o.Progress.Retry(ev)
+	}
+}
+
 func (s *Source) received(n int64) {
 	s.bytes.Add(n)
-	s.o.Progress.Fetched(n)
+	if s.o.Progress != nil {
+		s.o.Progress.Fetched(n)
+	}
 }
 
 // checkCommit fails when the hub reports a different commit for the revision
@@ -376,8 +384,7 @@ func (s *Source) readURL(ctx context.Context, name, u string, limit int64) ([]by
 			return nil, r.err
 		}
 		wait := backoff(fails, s.o.RetryBase, s.o.RetryMax, r.after)
-		s.retries.Add(1)
-		s.o.Progress.Retry(RetryEvent{File: name, Attempt: fails, Wait: wait, Err: r.err})
+		s.retry(RetryEvent{File: name, Attempt: fails, Wait: wait, Err: r.err})
 		if err := sleep(ctx, wait); err != nil {
 			return nil, err
 		}

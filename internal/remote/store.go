@@ -42,10 +42,7 @@ func NewStoreSource(ctx context.Context, base string, st store, o Options) (*Sou
 
 // Retried counts a failed attempt that a Store is about to retry, in the
 // source's Stats and its Progress.
-func (s *Source) Retried(ev RetryEvent) {
-	s.retries.Add(1)
-	s.o.Progress.Retry(ev)
-}
+func (s *Source) Retried(ev RetryEvent) { s.retry(ev) }
 
 // readStore is File.read for a source over a Store: one conditional read
 // (the store retries), the probe learning the size and ETag.

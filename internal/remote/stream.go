@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -12,26 +11,26 @@ import (
 // errStreamClosed is the cause a closed stream's fetch stops with.
 var errStreamClosed = errors.New("stream closed")
 
-// stream serves the reads of an executor that follows a plan: Fetch runs in
+// stream serves the reads of an executor that follows a plan: fetch runs in
 // the background over the plan's ranges, coalesced and in parallel, and the
 // executor's ReadAt calls, made in the plan's order, take the bytes as they
 // arrive. A read that is not the next planned one is served by a range
 // request of its own and counted as unplanned, so a plan that misses a read
-// costs bytes, never correctness. Memory is Fetch's window. ReadAt calls are
+// costs bytes, never correctness. Memory is the fetch window. ReadAt calls are
 // serialized; a Stream serves one executor.
 type stream struct {
 	src    *Source
 	ranges []Range
 	cancel context.CancelCauseFunc
 
-	chunks   chan Chunk
+	chunks   chan chunk
 	consumed chan struct{}
 	done     chan struct{}
 	stats    Stats // set before done is closed
 	err      error
 
 	mu        sync.Mutex
-	cur       Chunk
+	cur       chunk
 	pos       int // bytes of cur already read
 	have      bool
 	unplanned atomic.Int64
@@ -44,16 +43,16 @@ type stream struct {
 func (s *Source) Stream(ctx context.Context, ranges []Range, o FetchOptions) *stream {
 	ctx, cancel := context.WithCancelCause(ctx)
 	st := &stream{src: s, ranges: ranges, cancel: cancel,
-		chunks: make(chan Chunk), consumed: make(chan struct{}, 1), done: make(chan struct{})}
+		chunks: make(chan chunk), consumed: make(chan struct{}, 1), done: make(chan struct{})}
 	go func() {
 		defer close(st.done)
-		st.stats, st.err = s.Fetch(ctx, ranges, o, func(c Chunk) error {
+		st.stats, st.err = s.fetch(ctx, ranges, o, func(c chunk) error {
 			select {
 			case st.chunks <- c:
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
-			select { // Data is Fetch's buffer: hold it until read
+			select { // Data is the fetch's buffer: hold it until read
 			case <-st.consumed:
 				return nil
 			case <-ctx.Done():
@@ -156,5 +155,3 @@ func Needed(ranges []Range) int64 {
 	}
 	return n
 }
-
-func (r Range) String() string { return fmt.Sprintf("%s@%d+%d", r.File, r.Off, r.Len) }

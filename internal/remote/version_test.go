@@ -32,8 +32,8 @@ func TestLastModifiedChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.ETag() != "" || f.Version() != "last-modified "+lm || len(warned) != 0 {
-		t.Fatalf("version %q (ETag %q), warnings %q", f.Version(), f.ETag(), warned)
+	if f.etag != "" || f.Version() != "last-modified "+lm || len(warned) != 0 {
+		t.Fatalf("version %q (ETag %q), warnings %q", f.Version(), f.etag, warned)
 	}
 	if err := f.readRange(context.Background(), make([]byte, 100), 10, nil); err != nil {
 		t.Fatal(err)

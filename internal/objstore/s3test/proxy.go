@@ -2,7 +2,10 @@ package s3test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -35,25 +38,31 @@ type proxy struct {
 	// Requests and Received count the requests passed to the server and the
 	// response body bytes sent back to the client.
 	Requests, Received atomic.Int64
-
-	sizes atomic.Pointer[map[string]int64]
+	// Sizes, when set, makes the proxy answer as a store holding objects of
+	// the given sizes (keyed bucket/key) would: listings, HEAD's
+	// Content-Length and a ranged GET's Content-Range total give that size,
+	// whatever the server stores. The server must hold every byte a client
+	// reads (e.g. the safetensors headers of a replica whose data regions
+	// were left out).
+	Sizes atomic.Pointer[map[string]int64]
 }
-
-// ReportSizes makes the proxy answer as a store holding objects of the
-// given sizes (keyed bucket/key) would: listings, HEAD's Content-Length and
-// a ranged GET's Content-Range total give that size, whatever the server
-// stores. The server must hold every byte a client reads (e.g. the
-// safetensors headers of a replica whose data regions were left out).
-func (p *proxy) ReportSizes(sizes map[string]int64) { p.sizes.Store(&sizes) }
 
 // listedSizeRE matches an object's key and size in a ListObjectsV2 answer.
 var listedSizeRE = regexp.MustCompile(`(?s)<Key>([^<]*)</Key>(.*?)<Size>[0-9]+</Size>`)
 
+// cutKey marks, in a request's context, a response to cut halfway.
+type cutKey struct{}
+
+// errCut ends the body of a response cut halfway: the reverse proxy then
+// aborts the connection (http.ErrAbortHandler) after what it has sent.
+var errCut = errors.New("s3test: connection cut on purpose")
+
 // rewrite is the ReverseProxy's ModifyResponse: it counts the body sent
-// back and, under ReportSizes, reports the sizes given.
+// back, cuts it halfway when the request is marked so, and, under Sizes,
+// reports the sizes given.
 func (p *proxy) rewrite(resp *http.Response) error {
 	p.Requests.Add(1)
-	if m := p.sizes.Load(); m != nil {
+	if m := p.Sizes.Load(); m != nil {
 		sizes, r := *m, resp.Request
 		name := strings.TrimPrefix(r.URL.Path, "/")
 		bucket, _, _ := strings.Cut(name, "/")
@@ -88,19 +97,34 @@ func (p *proxy) rewrite(resp *http.Response) error {
 			}
 		}
 	}
-	resp.Body = &countingBody{resp.Body, &p.Received}
+	body := &countingBody{ReadCloser: resp.Body, n: &p.Received, left: -1}
+	if resp.Request.Context().Value(cutKey{}) != nil {
+		body.left = resp.ContentLength / 2
+	}
+	resp.Body = body
 	return nil
 }
 
-// countingBody adds the bytes read through it to n.
+// countingBody adds the bytes read through it to n and, with left not
+// negative, fails with errCut once left bytes are read.
 type countingBody struct {
 	io.ReadCloser
-	n *atomic.Int64
+	n    *atomic.Int64
+	left int64
 }
 
 func (c *countingBody) Read(b []byte) (int, error) {
+	if c.left == 0 {
+		return 0, errCut
+	}
+	if c.left > 0 && int64(len(b)) > c.left {
+		b = b[:c.left]
+	}
 	k, err := c.ReadCloser.Read(b)
 	c.n.Add(int64(k))
+	if c.left > 0 {
+		c.left -= int64(k)
+	}
 	return k, err
 }
 
@@ -110,6 +134,10 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	p := &proxy{}
 	rp.ModifyResponse = p.rewrite
+	rp.ErrorLog = log.New(io.Discard, "", 0) // the cuts are on purpose
+	// Each write goes out at once: a cut response's headers and first half
+	// reach the client before the connection is aborted.
+	rp.FlushInterval = -1
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.Throttle.Add(-1) >= 0 {
@@ -145,8 +173,7 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 		}
 		if r.Method == http.MethodGet && !r.URL.Query().Has("list-type") && p.Cut.Add(-1) >= 0 {
 			p.Cuts.Add(1)
-			rp.ServeHTTP(&cutWriter{ResponseWriter: w}, r)
-			return
+			r = r.WithContext(context.WithValue(r.Context(), cutKey{}, true))
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -155,33 +182,3 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 	p.URL = srv.URL
 	return p
 }
-
-// cutWriter passes the headers and half of the announced body, then aborts
-// the connection.
-type cutWriter struct {
-	http.ResponseWriter
-	limit, sent int64
-}
-
-func (c *cutWriter) WriteHeader(code int) {
-	if n := c.Header().Get("Content-Length"); n != "" {
-		v, _ := strconv.ParseInt(n, 10, 64)
-		c.limit = v / 2
-	}
-	c.ResponseWriter.WriteHeader(code)
-}
-
-func (c *cutWriter) Write(b []byte) (int, error) {
-	if c.sent+int64(len(b)) > c.limit {
-		n, _ := c.ResponseWriter.Write(b[:c.limit-c.sent])
-		c.sent += int64(n)
-		c.ResponseWriter.(http.Flusher).Flush()
-		panic(http.ErrAbortHandler)
-	}
-	n, err := c.ResponseWriter.Write(b)
-	c.sent += int64(n)
-	return n, err
-}
-
-// Flush lets the reverse proxy flush through.
-func (c *cutWriter) Flush() { c.ResponseWriter.(http.Flusher).Flush() }

@@ -7,7 +7,6 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -29,10 +28,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 )
 
-// The server's root credentials.
+// The server's root credentials, which Start puts in the AWS settings.
 const (
-	User     = "k3ckpt-test"
-	Password = "k3ckpt-test-secret"
+	user     = "k3ckpt-test"
+	password = "k3ckpt-test-secret"
 )
 
 // Server is a running MinIO.
@@ -100,11 +99,11 @@ func Start(t testing.TB) *Server {
 	}
 	s := shared.srv
 	if err := s.wipe(); err != nil {
-		t.Fatalf("%s: remove the buckets of earlier tests: %v", s, err)
+		t.Fatalf("MinIO at %s: remove the buckets of earlier tests: %v", s.Endpoint, err)
 	}
 	t.Cleanup(func() {
 		if err := s.wipe(); err != nil {
-			t.Errorf("%s: remove the test's buckets: %v", s, err)
+			t.Errorf("MinIO at %s: remove the test's buckets: %v", s.Endpoint, err)
 		}
 	})
 	s.env(t)
@@ -124,13 +123,19 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 	}
 	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", console, filepath.Join(dir, "data"))
 	cmd.Env = append(os.Environ(),
-		"MINIO_ROOT_USER="+User, "MINIO_ROOT_PASSWORD="+Password,
+		"MINIO_ROOT_USER="+user, "MINIO_ROOT_PASSWORD="+password,
 		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=1",
 		"HOME="+dir, // its config and certs directory (~/.minio)
 	)
 	dieWithParent(cmd)
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	// The server's output, for the error when it fails to come up.
+	log, err := os.Create(filepath.Join(dir, "minio.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer log.Close() // the child keeps its own descriptor
+	logged := func() string { b, _ := os.ReadFile(log.Name()); return string(b) }
+	cmd.Stdout, cmd.Stderr = log, log
 	started := make(chan error, 1)
 	exited := make(chan struct{})
 	// Pdeathsig fires when the thread that started the child exits: the
@@ -164,18 +169,18 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 		}
 		select {
 		case <-exited:
-			return nil, nil, fmt.Errorf("MinIO at %s exited: %v\n%s", addr, err, log.String())
+			return nil, nil, fmt.Errorf("MinIO at %s exited: %v\n%s", addr, err, logged())
 		default:
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, nil, fmt.Errorf("MinIO at %s not ready after 60 s: %v\n%s", addr, err, log.String())
+			return nil, nil, fmt.Errorf("MinIO at %s not ready after 60 s: %v\n%s", addr, err, logged())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	s.Client = s3.New(s3.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(User, Password, ""),
+		Credentials: credentials.NewStaticCredentialsProvider(user, password, ""),
 	})
 	// Ready is not yet serving: under load MinIO answers 503
 	// XMinioServerNotInitialized for a while after it.
@@ -186,7 +191,7 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, nil, fmt.Errorf("MinIO at %s not serving after 60 s: %v\n%s", addr, err, log.String())
+			return nil, nil, fmt.Errorf("MinIO at %s not serving after 60 s: %v\n%s", addr, err, logged())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -229,31 +234,12 @@ func (s *Server) wipe() error {
 	return nil
 }
 
-// syncBuffer is the server's log, written by its output copiers and read
-// when it fails.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // Env sets the variables every AWS tool reads to reach the server with the
 // root credentials, and hides the user's own AWS configuration and the
 // instance metadata service.
 func (s *Server) env(t testing.TB) {
-	t.Setenv("AWS_ACCESS_KEY_ID", User)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", Password)
+	t.Setenv("AWS_ACCESS_KEY_ID", user)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", password)
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	t.Setenv("AWS_ENDPOINT_URL_S3", s.Endpoint)
 	t.Setenv("AWS_ENDPOINT_URL", "")
@@ -356,6 +342,3 @@ func join(prefix, name string) string {
 	}
 	return prefix + "/" + name
 }
-
-// String names the server in messages.
-func (s *Server) String() string { return fmt.Sprintf("MinIO at %s", s.Endpoint) }

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -116,10 +117,21 @@ func run(scale, dir, layName string, rank int, rate float64, conns int, gap int6
 	}
 	tHeaders := time.Since(t0)
 	w := bufio.NewWriterSize(out, 1<<20)
-	st, err := s.Fetch(ctx, ranges, remote.FetchOptions{Connections: conns, Gap: gap}, func(c remote.Chunk) error {
-		_, err := w.Write(c.Data)
-		return err
-	})
+	stream := s.Stream(ctx, ranges, remote.FetchOptions{Connections: conns, Gap: gap})
+	var buf []byte
+	for _, r := range ranges {
+		buf = slices.Grow(buf[:0], int(r.Len))[:r.Len]
+		if _, err = stream.File(r.File).ReadAt(buf, r.Off); err != nil {
+			break
+		}
+		if _, err = w.Write(buf); err != nil {
+			break
+		}
+	}
+	st, cerr := stream.Close()
+	if err == nil {
+		err = cerr
+	}
 	if err == nil {
 		err = w.Flush()
 	}
