@@ -72,13 +72,17 @@ var shared struct {
 // Start returns the test binary's MinIO, started on first use (one server
 // for every test of the binary: starting one takes seconds), with no bucket
 // left by an earlier test, and points the AWS settings of the process at it
-// (Env) for the test. The server is killed when the test binary exits
+// for the test. Under -short it skips the test: the quick loop leaves the
+// real-server tests to the full run. The server is killed when the test binary exits
 // (Pdeathsig, Linux only: elsewhere every test starts a server of its own)
 // and keeps its data in a directory of testckpt.Dir, which testckpt.Main
 // removes. Tests using it cannot run in parallel (t.Setenv refuses to), so
 // each has the server to itself; its buckets are removed when it ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a real MinIO server: skipped under -short (go test without -short runs it)")
+	}
 	bin := binary()
 	if bin == "" {
 		t.Skip("no MinIO server (or K3CKPT_MINIO=off): set K3CKPT_MINIO to its binary or install it (go install github.com/minio/minio@latest); .ci/run does with K3CKPT_CI_S3=on")
