@@ -174,11 +174,11 @@ func TestS3Destination(t *testing.T) {
 	})
 	t.Run("throttled", func(t *testing.T) {
 		p := srv.NewProxy(t)
-		p.Throttle.Store(6)
+		p.Throttle.Store(3)
 		t.Setenv("AWS_ENDPOINT_URL_S3", p.URL)
 		must(t, "convert", src, "s3://out/t", "--state-dir", state(), "-q")
-		if p.Throttled.Load() != 6 {
-			t.Errorf("%d requests throttled, want 6", p.Throttled.Load())
+		if p.Throttled.Load() != 3 {
+			t.Errorf("%d requests throttled, want 3", p.Throttled.Load())
 		}
 		t.Setenv("AWS_ENDPOINT_URL_S3", srv.Endpoint)
 		same(t, "t")
