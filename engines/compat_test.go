@@ -16,7 +16,7 @@ import (
 var compatNotes []byte
 
 var outcomeCell = map[Outcome]string{
-	resident: "resident", dequantized: "BF16 at load", unknown: "not read", wrong: "**loads wrong**", refused: "**refused**",
+	Resident: "resident", dequantized: "BF16 at load", Unknown: "not read", wrong: "**loads wrong**", refused: "**refused**",
 }
 
 // ruleNo numbers the rules as the rule table lists them (R1…).

@@ -139,15 +139,15 @@ func TestVerdicts(t *testing.T) {
 		// tokenspeed: KimiKDAMergedProj refuses BF16 f_a/b beside FP8 q; Blackwell only.
 		{def, "tokenspeed", sM100, "kda.f_a_proj", refused, "tokenspeed.modelopt.kda-split"},
 		{def, "tokenspeed", sM90, "checkpoint", refused, "tokenspeed.modelopt.capability"},
-		{nv, "tokenspeed", sM100, "kda.q_proj", resident, "tokenspeed.modelopt.kda-merged"},
+		{nv, "tokenspeed", sM100, "kda.q_proj", Resident, "tokenspeed.modelopt.kda-merged"},
 		{nv, "tokenspeed", sM100, "kda.f_b_proj", dequantized, "tokenspeed.modelopt.fb"},
 		// TensorRT-LLM: FP8 dequantized to BF16 at load by default, on Hopper too.
 		{def, "TensorRT-LLM", sM90, "kda.q_proj", dequantized, "trtllm.fp8-dequant"},
-		{def, "TensorRT-LLM", sM100, "experts", resident, "trtllm.mxfp4-sm100"},
+		{def, "TensorRT-LLM", sM100, "experts", Resident, "trtllm.mxfp4-sm100"},
 		{ds, "TensorRT-LLM", sM100, "kda.q_proj", refused, "trtllm.fp8-scale-inv"},
 		// SGLang main serves NVIDIA's layout; NVFP4 MoE is Blackwell-only.
-		{nv, "SGLang", sM100, "mla.q_b_proj", resident, "sglang.modelopt.attention-fp8"},
-		{nv, "SGLang", sM100, "experts", resident, "sglang.modelopt.nvfp4-sm100"},
+		{nv, "SGLang", sM100, "mla.q_b_proj", Resident, "sglang.modelopt.attention-fp8"},
+		{nv, "SGLang", sM100, "experts", Resident, "sglang.modelopt.nvfp4-sm100"},
 		{nv, "SGLang", sM90, "experts", refused, "sglang.modelopt.nvfp4-sm90"},
 		{def, "SGLang", sM100, "latent.up_proj", wrong, "sglang.modelopt.latent-fp8"},
 		// vLLM: FP8_PB_WO dispatch is an open PR.
@@ -228,7 +228,7 @@ func TestHandEditedConfig(t *testing.T) {
 		t.Fatalf("convention %s", f.Convention)
 	}
 	for _, e := range []string{"SGLang", "vLLM", "tokenspeed"} {
-		if v := verdict(t, f, e, sM100); v.Outcome != unknown {
+		if v := verdict(t, f, e, sM100); v.Outcome != Unknown {
 			t.Errorf("%s on an unknown config: %s", e, v.Outcome)
 		}
 	}

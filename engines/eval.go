@@ -10,7 +10,7 @@ import (
 
 // item is what one engine makes of some parts of a checkpoint, and which
 // rule says so (nil: BF16 parts no rule names load as BF16; other parts no
-// rule names are unknown).
+// rule names are Unknown).
 type item struct {
 	Groups  []string `json:"groups"`
 	Form    form     `json:"form"`
@@ -50,7 +50,7 @@ type partOutcome struct {
 // Summary is the verdict in one line: the outcome and the first reason.
 func (v Verdict) Summary() string {
 	for _, it := range v.Items {
-		if it.Outcome == v.Outcome && v.Outcome != resident {
+		if it.Outcome == v.Outcome && v.Outcome != Resident {
 			msg := it.Why
 			if it.Message != "" {
 				msg += `: "` + it.Message + `"`
@@ -95,7 +95,7 @@ func compactGroups(names []string) string {
 // outcomeWord is how reports say an outcome.
 func outcomeWord(o Outcome) string {
 	switch o {
-	case resident:
+	case Resident:
 		return "loads, quantized weights kept resident"
 	case dequantized:
 		return "loads, some FP8 weights dequantized to BF16 at load"
@@ -116,7 +116,7 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	v := Verdict{Engine: name, GPU: gpu, Outcome: resident}
+	v := Verdict{Engine: name, GPU: gpu, Outcome: Resident}
 	add := func(it item) {
 		if worse(it.Outcome, v.Outcome) {
 			v.Outcome = it.Outcome
@@ -163,10 +163,10 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 		switch {
 		case hit != nil:
 			it = hit.item(&p)
-		case p.Form == bF16:
-			it = item{Outcome: resident, Why: "BF16 weights load as BF16"}
+		case p.Form == BF16:
+			it = item{Outcome: Resident, Why: "BF16 weights load as BF16"}
 		default:
-			it = item{Outcome: unknown, Why: fmt.Sprintf("no rule for %s %s under %s: this path of %s was not read", p.Form, p.Group, f.Convention, name)}
+			it = item{Outcome: Unknown, Why: fmt.Sprintf("no rule for %s %s under %s: this path of %s was not read", p.Form, p.Group, f.Convention, name)}
 		}
 		it.Groups, it.Form, it.Modules, it.Example = []string{p.Group.String()}, p.Form, p.Modules, p.Example
 		v.parts = append(v.parts, partOutcome{p.Group, p.Form, it.Outcome, p.Bytes})

@@ -37,7 +37,7 @@ type form string
 
 // The forms.
 const (
-	bF16       form = "bf16"        // BF16, F16 or F32 weight
+	BF16       form = "bf16"        // BF16, F16 or F32 weight
 	fP8        form = "fp8"         // F8_E4M3 weight with a block scale
 	fP8NoScale form = "fp8-noscale" // F8_E4M3 weight without any scale tensor
 	mXFP4      form = "mxfp4"       // U8 weight_packed + U8 (E8M0) weight_scale
@@ -46,7 +46,7 @@ const (
 	odd        form = "other"       // anything else
 )
 
-var forms = []form{bF16, fP8, fP8NoScale, mXFP4, nVFP4, fP4, odd}
+var forms = []form{BF16, fP8, fP8NoScale, mXFP4, nVFP4, fP4, odd}
 
 // scale is the layout of an FP8 weight's block scale.
 type scale string
@@ -204,7 +204,7 @@ func (m *module) form() (form, scale) {
 		if m.scale.ok || m.scaleInv.ok || m.v4scale.ok {
 			return odd, ""
 		}
-		return bF16, ""
+		return BF16, ""
 	}
 	return odd, ""
 }

@@ -28,19 +28,19 @@ type Outcome string
 
 // Outcomes, from best to worst.
 const (
-	// resident: loaded and kept in its stored format (FP8, NVFP4, MXFP4, BF16).
-	resident Outcome = "resident"
+	// Resident: loaded and kept in its stored format (FP8, NVFP4, MXFP4, BF16).
+	Resident Outcome = "resident"
 	// Dequantized: loaded, but turned into BF16 at load (saves disk, not GPU memory).
 	dequantized Outcome = "dequantized"
-	// unknown: no rule covers it (the code path was not found or not read).
-	unknown Outcome = "unknown"
+	// Unknown: no rule covers it (the code path was not found or not read).
+	Unknown Outcome = "unknown"
 	// Wrong: loads without an error, but the weights are read wrongly.
 	wrong Outcome = "wrong"
 	// Refused: the engine stops with an error.
 	refused Outcome = "refused"
 )
 
-var outcomeRank = map[Outcome]int{resident: 0, dequantized: 1, unknown: 2, wrong: 3, refused: 4}
+var outcomeRank = map[Outcome]int{Resident: 0, dequantized: 1, Unknown: 2, wrong: 3, refused: 4}
 
 // worse reports whether a is worse than b.
 func worse(a, b Outcome) bool { return outcomeRank[a] > outcomeRank[b] }

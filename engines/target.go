@@ -118,18 +118,18 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 			case p.Experts == "nvfp4" && sp.Form == mXFP4:
 				q.Form, q.Declared, q.Bytes = nVFP4, "NVFP4", sp.Bytes*18/17
 			case p.Experts == "bf16" && sp.Form == mXFP4:
-				q.Form, q.Bytes = bF16, sp.Bytes*64/17
+				q.Form, q.Bytes = BF16, sp.Bytes*64/17
 			case p.Experts == "bf16" && sp.Form == nVFP4:
-				q.Form, q.Bytes = bF16, sp.Bytes*64/18
-			case p.Experts == "bf16" && sp.Form == bF16:
-			case p.Experts == "mxfp4" && sp.Form == bF16:
+				q.Form, q.Bytes = BF16, sp.Bytes*64/18
+			case p.Experts == "bf16" && sp.Form == BF16:
+			case p.Experts == "mxfp4" && sp.Form == BF16:
 				q.Form, q.Bytes = mXFP4, sp.Bytes*17/64
 			default:
 				return nil, fmt.Errorf("%w: --experts %s of %s experts", errNotApplicable, p.Experts, sp.Form)
 			}
 		case r.Name == convert.BF16 && (sp.Form == fP8 || sp.Form == nVFP4):
-			q.Form, q.Scale, q.Declared, q.Bytes = bF16, "", "", sp.Bytes*2
-		case sp.Form == bF16 && r.Quantize.Has(sp.Group):
+			q.Form, q.Scale, q.Declared, q.Bytes = BF16, "", "", sp.Bytes*2
+		case sp.Form == BF16 && r.Quantize.Has(sp.Group):
 			q.Form, q.Scale, q.Declared, q.Bytes = fP8, scale, algo, sp.Bytes/2
 		}
 		if q.Form == fP8 && out.Convention == release {
@@ -224,7 +224,7 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (cho
 		if allowed != nil && !allowed(p) {
 			continue
 		}
-		if allowed == nil && p.Experts == "bf16" && !src.has(model.Groups(model.GroupExperts), []form{bF16}) {
+		if allowed == nil && p.Experts == "bf16" && !src.has(model.Groups(model.GroupExperts), []form{BF16}) {
 			decoded = true // quadruples the experts: never chosen unasked
 			continue
 		}
@@ -293,7 +293,7 @@ func loads(f *Facts, engine string, gpu GPU) (Verdict, cost, string) {
 		if err != nil {
 			return v, c, err.Error()
 		}
-		if gv.Outcome != resident && gv.Outcome != dequantized {
+		if gv.Outcome != Resident && gv.Outcome != dequantized {
 			return v, c, fmt.Sprintf("on %s: %s", g, gv.Summary())
 		}
 		if gc := costOf(gv); i == 0 || c.less(gc) {

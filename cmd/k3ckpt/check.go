@@ -87,7 +87,7 @@ func checkStatus(f *engines.Facts, vs []engines.Verdict, asked bool) error {
 		switch {
 		case v.Outcome.Fails():
 			code, why = 1, fmt.Sprintf("%s on %s: %s", v.Engine, v.GPU, v.Summary())
-		case v.Outcome == "unknown" && code == 0:
+		case v.Outcome == engines.Unknown && code == 0:
 			code, why = 2, fmt.Sprintf("%s on %s: %s", v.Engine, v.GPU, v.Summary())
 		}
 		if code == 1 {
@@ -107,7 +107,7 @@ func printCheck(w io.Writer, path string, f *engines.Facts, vs []engines.Verdict
 	}
 	fmt.Fprintf(w, "%s: convention %s%s\n", path, f.Convention, method)
 	for _, p := range f.Parts {
-		if p.Form == "bf16" {
+		if p.Form == engines.BF16 {
 			continue
 		}
 		extra := ""
@@ -125,7 +125,7 @@ func printCheck(w io.Writer, path string, f *engines.Facts, vs []engines.Verdict
 	for _, v := range vs {
 		fmt.Fprintf(w, "%s on %s: %s\n", v.Engine, v.GPU, v.Summary())
 		for _, it := range v.Items {
-			if it.Rule == "" && it.Outcome == "resident" {
+			if it.Rule == "" && it.Outcome == engines.Resident {
 				continue // BF16 that stays BF16
 			}
 			form := ""
