@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"math"
 	"os"
 	"path/filepath"
@@ -564,49 +565,13 @@ func TestDestinationChecks(t *testing.T) {
 	}
 }
 
-// copyWithShard makes a mini replica whose file `name` (a shard or a side
-// file) can be modified: every file is hard-linked except that one and
-// config.json, which are copied. A test must modify no other file of it
-// (mustBeCopy).
+// copyWithShard makes a copy of the mini replica whose file `name` (a shard
+// or a side file) a test may modify.
 func copyWithShard(t *testing.T, name string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "src")
-	copyTreeLinked(t, miniSrc, dir, map[string]bool{name: true, ConfigName: true})
+	testckpt.CopyTree(t, miniSrc, dir)
 	return dir
-}
-
-// mustBeCopy fails a test about to modify path of a copyWithShard tree
-// unless path is the file copied (the others are the shared replica's).
-func mustBeCopy(t *testing.T, path, copied string) {
-	t.Helper()
-	if filepath.Base(path) != copied {
-		t.Fatalf("%s is a link into the shared replica; only %s is a copy", path, copied)
-	}
-}
-
-func copyTreeLinked(t *testing.T, from, to string, copied map[string]bool) {
-	t.Helper()
-	err := filepath.Walk(from, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		target := filepath.Join(to, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if copied[filepath.ToSlash(rel)] {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(target, b, 0o644)
-		}
-		return os.Link(p, target)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestNonFiniteWeight(t *testing.T) {
@@ -621,7 +586,6 @@ func TestNonFiniteWeight(t *testing.T) {
 	k := ti.Shape[1]
 	row, col := int64(130), int64(300) // row band 1, column block 2
 	f2 := filepath.Join(src, f.Path)
-	mustBeCopy(t, f2, shard)
 	fh, err := os.OpenFile(f2, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -80,7 +80,9 @@ var convertFlags = [][]string{
 func TestConvertHubCacheSnapshot(t *testing.T) {
 	t.Parallel()
 	buildCLI(t) // before building the cache: skipped under -short
-	snap, repo := testckpt.HubCache(t, tinySrc)
+	own := filepath.Join(t.TempDir(), "src") // HubCache links: not the shared tinySrc
+	testckpt.CopyTree(t, tinySrc, own)
+	snap, repo := testckpt.HubCache(t, own)
 	if fi, err := os.Lstat(filepath.Join(snap, ConfigName)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("snapshot's config.json is not a link: %v", err)
 	}
@@ -140,7 +142,7 @@ func TestConvertLocalDirDownload(t *testing.T) {
 	t.Parallel()
 	buildCLI(t) // before building the tree: skipped under -short
 	dir := filepath.Join(t.TempDir(), "Kimi-K3")
-	copyTreeLinked(t, tinySrc, dir, nil)
+	testckpt.CopyTree(t, tinySrc, dir)
 	meta := filepath.Join(dir, ".cache", "huggingface", "download")
 	if err := os.MkdirAll(filepath.Join(meta, "code"), 0o755); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,6 @@ func writeWeightBits(t *testing.T, src, shard, name string, gen func(i int) uint
 		t.Fatalf("no %s", name)
 	}
 	path := filepath.Join(src, f.Path)
-	mustBeCopy(t, path, shard)
 	n := ti.Shape[0] * ti.Shape[1]
 	b := make([]byte, 2*n)
 	for i := range int(n) {

@@ -19,8 +19,9 @@ const hubRepo = "models--moonshotai--Kimi-K3"
 // snap its snapshots/<rev>/, whose every entry (shards, index, config.json,
 // side files, in subfolders too) is a relative link into ../../blobs/<sha256
 // of the content> (one level deeper per subfolder). Blobs are hard links to
-// src's files where the file system allows (src is left as it is), copies
-// otherwise; files with equal content share one blob, as in the cache.
+// src's files where the file system allows, copies otherwise; files with
+// equal content share one blob, as in the cache. A link changes the ctime of
+// src's files, so src must be one no other test converts meanwhile.
 func HubCache(tb testing.TB, src string) (snap, repo string) {
 	tb.Helper()
 	repo = filepath.Join(tb.TempDir(), "hub", hubRepo)

@@ -57,3 +57,31 @@ func SameTree(tb testing.TB, got, want, what string, skip func(rel string) bool)
 		}
 	}
 }
+
+// CopyTree copies every regular file under from into to (created), folders
+// included. It copies rather than links: a hard link changes the inode's
+// ctime, which a concurrent conversion of from rightly takes for a changed
+// source.
+func CopyTree(tb testing.TB, from, to string) {
+	tb.Helper()
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(from, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(to, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case d.Type().IsRegular():
+			return copyFile(p, target)
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("copy %s: %v", from, err)
+	}
+}
