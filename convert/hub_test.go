@@ -79,7 +79,7 @@ var convertFlags = [][]string{
 // folder makes convert refuse, naming the file and what is allowed.
 func TestConvertHubCacheSnapshot(t *testing.T) {
 	t.Parallel()
-	buildCLI(t) // before building the cache: skipped under -short
+	buildCLI(t)                              // before building the cache: skipped under -short
 	own := filepath.Join(t.TempDir(), "src") // HubCache links: not the shared tinySrc
 	testckpt.CopyTree(t, tinySrc, own)
 	snap, repo := testckpt.HubCache(t, own)
