@@ -79,8 +79,9 @@ var convertFlags = [][]string{
 // folder makes convert refuse, naming the file and what is allowed.
 func TestConvertHubCacheSnapshot(t *testing.T) {
 	t.Parallel()
-	buildCLI(t)                              // before building the cache: skipped under -short
-	own := filepath.Join(t.TempDir(), "src") // HubCache links: not the shared tinySrc
+	buildCLI(t) // before building the cache: skipped under -short
+	// HubCache hard-links its source: a private copy, never the shared tinySrc.
+	own := filepath.Join(t.TempDir(), "src")
 	testckpt.CopyTree(t, tinySrc, own)
 	snap, repo := testckpt.HubCache(t, own)
 	if fi, err := os.Lstat(filepath.Join(snap, ConfigName)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
