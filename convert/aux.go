@@ -30,7 +30,7 @@ var errPartialSource = errors.New("source is part of a larger checkpoint")
 // replacedNames are source side files the conversion rewrites or must not
 // carry over (a stale hf_quant_config.json would describe the wrong formats).
 var replacedNames = map[string]bool{
-	ConfigName: true, HFQuantConfigName: true, safetensors.IndexName: true, ManifestName: true,
+	model.ConfigName: true, HFQuantConfigName: true, safetensors.IndexName: true, ManifestName: true,
 }
 
 // listAux finds the side files to copy: the checkpoint's side files

@@ -96,7 +96,7 @@ func TestConvertBareKimiLinear(t *testing.T) {
 						mmQuantized++
 					}
 				}
-				if got, want := p.Totals().Quantized, quantizedIn(mmCfg, recipe); got != want || mmQuantized != want {
+				if got, want := p.Totals.Quantized, quantizedIn(mmCfg, recipe); got != want || mmQuantized != want {
 					t.Errorf("%s: %d quantized (multimodal %d), want %d", what, got, mmQuantized, want)
 				}
 				dst := filepath.Join(t.TempDir(), "out")
@@ -108,12 +108,12 @@ func TestConvertBareKimiLinear(t *testing.T) {
 				if want := quantizedIn(mmCfg, recipe); !rep.OK || len(rep.Tensors) != want {
 					t.Errorf("%s: verify: ok %v, %d quantized tensors checked, want %d: %v", what, rep.OK, len(rep.Tensors), want, rep.Violations)
 				}
-				out := readJSONFile(t, filepath.Join(dst, ConfigName))
+				out := readJSONFile(t, filepath.Join(dst, model.ConfigName))
 				if out["model_type"] != "kimi_linear" {
 					t.Errorf("%s: converted model_type %v", what, out["model_type"])
 				}
 				if f == modelOpt {
-					checkBareLayers(t, what, decodeJSON(t, readFile(t, filepath.Join(dst, ConfigName))), mmCfg, recipe, opts)
+					checkBareLayers(t, what, decodeJSON(t, readFile(t, filepath.Join(dst, model.ConfigName))), mmCfg, recipe, opts)
 				}
 			}
 		}

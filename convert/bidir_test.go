@@ -84,7 +84,7 @@ func refMXFP4(t *testing.T, packed, scales []byte, k int) []byte {
 
 func hasQuantConfig(t *testing.T, dir string) (top, text bool) {
 	t.Helper()
-	cfg := readJSONFile(t, filepath.Join(dir, ConfigName))
+	cfg := readJSONFile(t, filepath.Join(dir, model.ConfigName))
 	_, top = cfg[quantKey]
 	if tc, ok := cfg[textKey].(map[string]any); ok {
 		_, text = tc[quantKey]
@@ -151,7 +151,7 @@ func TestBidirExpertsRoundTrip(t *testing.T) {
 	if res.Packed != experts || res.Pack.Lossy != 0 {
 		t.Fatalf("packed %d of %d, %d lossy groups", res.Packed, experts, res.Pack.Lossy)
 	}
-	if a, b := readJSONFile(t, filepath.Join(miniSrc, ConfigName)), readJSONFile(t, filepath.Join(mx, ConfigName)); !reflect.DeepEqual(a, b) {
+	if a, b := readJSONFile(t, filepath.Join(miniSrc, model.ConfigName)), readJSONFile(t, filepath.Join(mx, model.ConfigName)); !reflect.DeepEqual(a, b) {
 		t.Errorf("MXFP4 output's config.json differs from the source's")
 	}
 	again := tensorsOf(t, mx)
@@ -248,7 +248,7 @@ func sameUpToZeroSign(a, b []byte) bool {
 func TestBidirFP8BackToBF16(t *testing.T) {
 	t.Parallel()
 	src := tensorsOf(t, miniSrc)
-	srcCfg := readJSONFile(t, filepath.Join(miniSrc, ConfigName))
+	srcCfg := readJSONFile(t, filepath.Join(miniSrc, model.ConfigName))
 	for _, opts := range []Options{
 		{Format: modelOpt},
 		{Format: deepSeek, ScaleFmt: quant.ScaleUE8M0},
@@ -299,7 +299,7 @@ func TestBidirFP8BackToBF16(t *testing.T) {
 		if decoded == 0 || res.Decoded != decoded {
 			t.Fatalf("%s: %d FP8 weights, %d decoded", name, decoded, res.Decoded)
 		}
-		cfg := readJSONFile(t, filepath.Join(back, ConfigName))
+		cfg := readJSONFile(t, filepath.Join(back, model.ConfigName))
 		if _, ok := cfg[quantKey]; ok {
 			t.Errorf("%s: a top-level quantization_config is left", name)
 		}
@@ -485,7 +485,7 @@ func TestBidirPackedUE8M0(t *testing.T) {
 	}
 	var s scratch
 	var got []byte
-	if err := s.runTransform(context.Background(), f.ReaderAt(), f, fp.Steps[0], func(b []byte) error { got = append(got, b...); return nil }, noProgress{}); err != nil {
+	if err := s.runTransform(context.Background(), f.ReaderAt(), f, fp.Steps[0], func(b []byte) error { got = append(got, b...); return nil }, meter{}); err != nil {
 		t.Fatal(err)
 	}
 	want := make([]byte, 2*n*k)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -153,7 +152,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 	need := func(name string, or ...string) (safetensors.TensorSpec, error) {
 		t, ok := byName[name]
 		if !ok {
-			return t, &missingScaleError{weight: s.Name, scales: append([]string{name}, or...)}
+			return t, missingScale(s.Name, append([]string{name}, or...))
 		}
 		return t, nil
 	}
@@ -240,50 +239,52 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 // weight's file. A block-FP8 weight reads its scale from another file
 // (planForeignScales); an MXFP4 or NVFP4 weight's companions must be in its
 // own. scales are the names it may have, the likeliest first; NewPlan names
-// the file that holds it, or says that none does.
+// the file that holds it, or says that none does (locateScale). The
+// embedded error is the message that names no other file, wrapping
+// errNotQuantizable.
 type missingScaleError struct {
+	wrapError
 	weight string
 	scales []string
-	// in is the file that holds scales[0] ("" when unknown).
-	in string
-	// nowhere: no file of the checkpoint holds any of the scales.
-	nowhere bool
 }
 
-func (e *missingScaleError) Error() string {
-	if e.in != "" {
-		return fmt.Sprintf("tensor %s: %v: its scale tensor %s is not in the same file but in %s; convert reads the scales of MXFP4 and NVFP4 weights from the weight's own file: rewrite the two files with %s beside its weight (and the index's weight_map to match), then run again",
-			e.weight, errNotQuantizable, e.scales[0], e.in, e.scales[0])
-	}
-	or := ""
-	if len(e.scales) > 1 {
-		or = " (or " + strings.Join(e.scales[1:], ", ") + ")"
-	}
-	if e.nowhere {
-		return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file nor in any other shard of the checkpoint: the checkpoint is incomplete or damaged; fetch it again", e.weight, errNotQuantizable, e.scales[0], or)
-	}
-	return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file", e.weight, errNotQuantizable, e.scales[0], or)
+// wrapError is an error wrapping one other, as fmt.Errorf with one %w makes.
+type wrapError interface {
+	error
+	Unwrap() error
 }
 
-func (e *missingScaleError) Unwrap() error { return errNotQuantizable }
+func missingScale(weight string, scales []string) error {
+	return &missingScaleError{
+		wrapError: fmt.Errorf("tensor %s: %w: its scale tensor %s%s is not in the same file", weight, errNotQuantizable, scales[0], orNames(scales[1:])).(wrapError),
+		weight:    weight, scales: scales,
+	}
+}
+
+// orNames is " (or A, B)" for the alternative names, "" for none.
+func orNames(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return " (or " + strings.Join(names, ", ") + ")"
+}
 
 // locateScale returns, for a missingScaleError in err, the error naming
 // the file of src that holds the weight's scale tensor, or saying that no
-// file does (the file's error string was formed when it was wrapped), err
-// otherwise.
+// file does, err otherwise.
 func locateScale(err error, src *safetensors.Checkpoint, file string) error {
 	var m *missingScaleError
 	if !errors.As(err, &m) {
 		return err
 	}
-	for i, name := range m.scales {
+	for _, name := range m.scales {
 		if f, _, ok := src.Lookup(name); ok {
-			l := &missingScaleError{weight: m.weight, scales: slices.Clone(m.scales), in: f.Path}
-			l.scales[0], l.scales[i] = name, l.scales[0]
-			return fmt.Errorf("file %s: %w", file, l)
+			return fmt.Errorf("file %s: tensor %s: %w: its scale tensor %s is not in the same file but in %s; convert reads the scales of MXFP4 and NVFP4 weights from the weight's own file: rewrite the two files with %s beside its weight (and the index's weight_map to match), then run again",
+				file, m.weight, errNotQuantizable, name, f.Path, name)
 		}
 	}
-	return fmt.Errorf("file %s: %w", file, &missingScaleError{weight: m.weight, scales: m.scales, nowhere: true})
+	return fmt.Errorf("file %s: tensor %s: %w: its scale tensor %s%s is not in the same file nor in any other shard of the checkpoint: the checkpoint is incomplete or damaged; fetch it again",
+		file, m.weight, errNotQuantizable, m.scales[0], orNames(m.scales[1:]))
 }
 
 // checkFP8Scales checks that sc holds the 128×128 block scales of the FP8
@@ -372,7 +373,7 @@ func roleOfName(name string) model.Role {
 // checkExpertsWay refuses, before anything is planned, expert modes that do
 // not fit the experts config.json declares.
 func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) error {
-	cfgPath := filepath.Join(root, ConfigName)
+	cfgPath := filepath.Join(root, model.ConfigName)
 	switch {
 	case !r.decodes() && cfg.Raw()["model_type"] == "deepseek_v4":
 		// The conventions' configs describe weight_scale / weight_scale_inv

@@ -204,7 +204,7 @@ func readJSONFile(t *testing.T, path string) map[string]any {
 // vLLM Fp8Config, compressed-tensors FP8_BLOCK, ModelOpt MIXED_PRECISION).
 func checkConfig(t *testing.T, dst string, opts Options) {
 	t.Helper()
-	cfg := readJSONFile(t, filepath.Join(dst, ConfigName))
+	cfg := readJSONFile(t, filepath.Join(dst, model.ConfigName))
 	qc, _ := cfg["quantization_config"].(map[string]any)
 	if qc == nil {
 		t.Fatal("no quantization_config")
@@ -510,7 +510,7 @@ func TestWorkersAndMerge(t *testing.T) {
 	if !slices.Contains(st.Writes, ReportName) {
 		t.Errorf("merge would write %v: no %s", st.Writes, ReportName)
 	}
-	if st.Ready() || st.Finalized || !slices.Equal(st.Missing, want) || len(st.Done)+len(st.Missing) != len(p.units()) || st.Plan != p.ID {
+	if st.Ready || st.Finalized || !slices.Equal(st.Missing, want) || len(st.Done)+len(st.Missing) != len(p.units()) || st.Plan != p.ID {
 		t.Fatalf("status with slice %d missing: %+v, want missing %v", n-1, st, want)
 	}
 	res, err := Execute(context.Background(), p, dst, ExecOptions{Jobs: 2, Worker: n - 1, Workers: n})
@@ -529,7 +529,7 @@ func TestWorkersAndMerge(t *testing.T) {
 	for _, f := range m.Files {
 		listed = append(listed, f.Name)
 	}
-	if st, err := StatusOfMerge(dst, ""); err != nil || !st.Finalized || st.Ready() || !slices.Equal(st.Done, listed) {
+	if st, err := StatusOfMerge(dst, ""); err != nil || !st.Finalized || st.Ready || !slices.Equal(st.Done, listed) {
 		t.Fatalf("status of the finished conversion: %+v %v, want done = the manifest's %v", st, err, listed)
 	}
 	if _, err := p.slice(3, 3); !errors.Is(err, ErrWorker) {
@@ -640,10 +640,10 @@ func TestNonFiniteWeight(t *testing.T) {
 
 func TestConfigMismatch(t *testing.T) {
 	src := copyWithShard(t, "")
-	cfg := readJSONFile(t, filepath.Join(src, ConfigName))
+	cfg := readJSONFile(t, filepath.Join(src, model.ConfigName))
 	cfg["text_config"].(map[string]any)["q_lora_rank"] = 64.0
 	b, _ := json.Marshal(cfg)
-	os.WriteFile(filepath.Join(src, ConfigName), b, 0o644)
+	os.WriteFile(filepath.Join(src, model.ConfigName), b, 0o644)
 	_, _, err := planFor(src, Options{})
 	if !errors.Is(err, errConfigMismatch) || !regexp.MustCompile(`layers\.\d+\.self_attn\.q_a_`).MatchString(err.Error()) || !strings.Contains(err.Error(), "config.json implies") {
 		t.Fatalf("q_lora_rank changed: %v", err)
@@ -683,7 +683,7 @@ func TestWideBandTiles(t *testing.T) {
 	stw, _ := w.Tensor("s")
 	s := &scratch{}
 	emit := func(b []byte) error { _, err := tw.Write(b); return err }
-	if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, emit, nil, noProgress{}); err != nil {
+	if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, emit, nil, meter{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stw.Write(s.sbytes); err != nil {
@@ -736,14 +736,14 @@ func TestQuantizeHeld(t *testing.T) {
 		}
 		fp8, _ := refQuantize(t, raw, safetensors.BF16, n, k, quant.ScaleFP32)
 		s := &scratch{held: make([]byte, 0, n*k)}
-		if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, nil, &s.held, noProgress{}); err != nil {
+		if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, nil, &s.held, meter{}); err != nil {
 			t.Fatalf("%d×%d: %v", n, k, err)
 		}
 		if !bytes.Equal(s.held, fp8) {
 			t.Errorf("%d×%d: held codes differ from the reference quantization", n, k)
 		}
 		s.held = make([]byte, 0, n*k-1)
-		if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, nil, &s.held, noProgress{}); err == nil || !strings.Contains(err.Error(), "codes held over") {
+		if _, err := s.quantize(context.Background(), f.ReaderAt(), f, f.Tensors[0], Options{}, nil, &s.held, meter{}); err == nil || !strings.Contains(err.Error(), "codes held over") {
 			t.Errorf("%d×%d: holding past the planned capacity: %v", n, k, err)
 		}
 		f.Close()

@@ -123,11 +123,6 @@ func summarizeSplits(splits []model.Split) []SplitReport {
 	return out
 }
 
-// Splits reports the fused groups the plan's recipe splits.
-func (p *Plan) Splits() []SplitReport {
-	return summarizeSplits(model.FindSplits(p.modules.fp8, p.modules.kept))
-}
-
 // RecipeSplits reports, from tensor specs alone (inspect --recipe), the fused
 // groups recipe r splits in a checkpoint.
 func RecipeSplits(r *Recipe, specs []safetensors.TensorSpec, opts Options) ([]SplitReport, error) {

@@ -270,15 +270,12 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 
 // run writes (or verifies and skips) the units with jobs at once.
 func run(ctx context.Context, p *Plan, d *destination, units []unit, recs records, manifest *dstManifest, log *recordLog, jobs int, eo ExecOptions) (*Result, error) {
-	prog := eo.Progress
-	if prog == nil {
-		prog = noProgress{}
-	}
+	prog := meter{eo.Progress}
 	var total int64
 	for _, u := range units {
 		total += u.Work
 	}
-	prog.Start(total)
+	prog.start(total)
 
 	res := &Result{}
 	done := make([]int8, len(units)) // 1 written, 2 skipped
@@ -353,14 +350,24 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 	return res, nil
 }
 
-type noProgress struct{}
+// meter passes the work done on to the caller's progress, if any.
+type meter struct{ p progress }
 
-func (noProgress) Start(int64) {}
-func (noProgress) Add(int64)   {}
+func (m meter) start(total int64) {
+	if m.p != nil {
+		m.p.Start(total)
+	}
+}
+
+func (m meter) add(n int64) {
+	if m.p != nil {
+		m.p.Add(n)
+	}
+}
 
 // resumeUnit checks a unit finished earlier under this plan: it is skipped
 // when its file still has the recorded size and sha256.
-func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u unit, recs records, m *dstManifest, log *recordLog, prog progress) (bool, *unitCounts, error) {
+func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u unit, recs records, m *dstManifest, log *recordLog, prog meter) (bool, *unitCounts, error) {
 	rec, ok := recs.finished(p.ID, u.Name, m)
 	if !ok {
 		return false, nil, nil
@@ -372,11 +379,11 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 	if r, ok := recs[u.Name]; ok && r.Plan == p.ID {
 		etag = r.ETag
 	}
-	ok, etag, err := d.kept(u.Name, rec, etag, prog.Add)
+	ok, etag, err := d.kept(u.Name, rec, etag, prog.add)
 	if err != nil || !ok {
 		return false, nil, err
 	}
-	prog.Add(u.Work - rec.Size)
+	prog.add(u.Work - rec.Size)
 	// Re-record it, so Finalize sees it even when it came from a manifest.
 	var c *unitCounts
 	if recs.recorded(p.ID, u.Name) {
@@ -388,7 +395,7 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 // produce writes one unit's data under a temporary name, hashing it on the
 // way, and returns how to commit it (sync and rename), its record and how
 // many non-finite values it zeroed. On error nothing is left behind.
-func (s *scratch) produce(ctx context.Context, p *Plan, path string, u unit, prog progress) (int64, fileRecord, commitFunc, error) {
+func (s *scratch) produce(ctx context.Context, p *Plan, path string, u unit, prog meter) (int64, fileRecord, commitFunc, error) {
 	switch u.Kind {
 	case unitShard:
 		return s.writeShard(ctx, p, path, u.File, prog)

@@ -16,15 +16,16 @@ import (
 	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // finalNames are the files Finalize writes, the index first.
-var finalNames = []unit{{Name: safetensors.IndexName}, {Name: ConfigName}, {Name: HFQuantConfigName}, {Name: ReportName}, {Name: ManifestName}}
+var finalNames = []unit{{Name: safetensors.IndexName}, {Name: model.ConfigName}, {Name: HFQuantConfigName}, {Name: ReportName}, {Name: ManifestName}}
 
 // metaFiles are the configs Finalize writes (besides the index and the manifest).
 func metaFiles(config, hfq []byte) map[string][]byte {
-	m := map[string][]byte{ConfigName: config}
+	m := map[string][]byte{model.ConfigName: config}
 	if len(hfq) > 0 {
 		m[HFQuantConfigName] = hfq
 	}

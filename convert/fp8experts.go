@@ -46,9 +46,9 @@ func checkFP8ExpertsSource(root string, cfg *model.Config, opts Options) error {
 	}
 	switch cfg.Experts {
 	case model.ExpertsNVFP4:
-		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then cast that", root, errNotQuantizable, ConfigName)
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then cast that", root, errNotQuantizable, model.ConfigName)
 	case model.ExpertsFP8:
-		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares them block FP8 already: keep them (--experts keep)", root, errNotQuantizable, ConfigName)
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares them block FP8 already: keep them (--experts keep)", root, errNotQuantizable, model.ConfigName)
 	}
 	return nil
 }
@@ -152,7 +152,7 @@ func mxfp4Base(name string) (string, bool) { return strings.CutSuffix(name, ".we
 // their decode (exact: an E2M1 value times a power of two has at most two
 // significant bits, so BF16 holds every finite product float32 does), with
 // a bounded buffer of the codes and E8M0 scales behind each read.
-func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, prog progress) (*io.SectionReader, safetensors.TensorInfo, bool, error) {
+func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, prog meter) (*io.SectionReader, safetensors.TensorInfo, bool, error) {
 	if !isMXFP4Codes(t) {
 		return io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()), t, false, nil
 	}
@@ -175,7 +175,7 @@ type mxfp4View struct {
 	scalesName    string
 	k             int64
 	buf           *[]byte
-	prog          progress
+	prog          meter
 }
 
 // groupBytes is one MXFP4 group's size in the BF16 view.
@@ -199,7 +199,7 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 	if _, err := v.codes.ReadAt(codes, g0*quant.MXGroupSize/2); err != nil {
 		return 0, fmt.Errorf("read MXFP4 codes at %d: %w", g0*quant.MXGroupSize/2, err)
 	}
-	v.prog.Add(int64(need))
+	v.prog.add(int64(need))
 	nan, err := quant.MXFP4ToBF16(p, codes, sc)
 	if err != nil {
 		return 0, err

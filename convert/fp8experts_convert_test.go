@@ -74,7 +74,7 @@ func TestFP8ExpertsFromMXFP4IsBF16Path(t *testing.T) {
 					t.Fatalf("%s: %s changed", name, n)
 				}
 			}
-			cfgBytes, err := os.ReadFile(filepath.Join(fromMX, ConfigName))
+			cfgBytes, err := os.ReadFile(filepath.Join(fromMX, model.ConfigName))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +315,7 @@ func quantizeAll(t *testing.T, s *scratch, f *safetensors.File, name string) []b
 		t.Fatal(name)
 	}
 	var codes []byte
-	if _, err := s.quantize(context.Background(), f.ReaderAt(), f, ti, Options{}, func(b []byte) error { codes = append(codes, b...); return nil }, nil, noProgress{}); err != nil {
+	if _, err := s.quantize(context.Background(), f.ReaderAt(), f, ti, Options{}, func(b []byte) error { codes = append(codes, b...); return nil }, nil, meter{}); err != nil {
 		t.Fatal(err)
 	}
 	return codes

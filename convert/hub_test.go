@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // plainConversions caches the CLI's conversion of tinySrc (plain files) per
@@ -84,7 +85,7 @@ func TestConvertHubCacheSnapshot(t *testing.T) {
 	own := filepath.Join(t.TempDir(), "src")
 	testckpt.CopyTree(t, tinySrc, own)
 	snap, repo := testckpt.HubCache(t, own)
-	if fi, err := os.Lstat(filepath.Join(snap, ConfigName)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+	if fi, err := os.Lstat(filepath.Join(snap, model.ConfigName)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("snapshot's config.json is not a link: %v", err)
 	}
 
@@ -131,7 +132,7 @@ func TestConvertHubCacheSnapshot(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "special_tokens_map.json") || !strings.Contains(stderr, "outside") || !strings.Contains(stderr, repo) {
 		t.Errorf("side file linked out of the repository folder: exit %d: %s (want a refusal naming the file and the folder links may point into)", code, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(dst, ConfigName)); err == nil {
+	if _, err := os.Stat(filepath.Join(dst, model.ConfigName)); err == nil {
 		t.Error("refused conversion wrote config.json")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -27,10 +28,10 @@ type mergeStatus struct {
 	// Writes are the files merge would write, in order, once nothing is
 	// missing or running.
 	Writes []string `json:"writes"`
+	// Ready: merge would finalize DST now (not finalized, nothing missing
+	// or running).
+	Ready bool `json:"-"`
 }
-
-// Ready reports whether merge would finalize DST now.
-func (s *mergeStatus) Ready() bool { return !s.Finalized && len(s.Missing) == 0 && s.Running == "" }
 
 // StatusOfMerge reports what Finalize would do to DST (a bucket DST's state
 // in stateRoot, "" for the default), changing nothing.
@@ -67,7 +68,7 @@ func StatusOfMerge(dst, stateRoot string) (*mergeStatus, error) {
 	for _, r := range done {
 		s.Done = append(s.Done, r.Name)
 	}
-	s.Writes = []string{safetensors.IndexName, ConfigName}
+	s.Writes = []string{safetensors.IndexName, model.ConfigName}
 	if st.HFQuantConfig != "" {
 		s.Writes = append(s.Writes, HFQuantConfigName)
 	}
@@ -75,6 +76,7 @@ func StatusOfMerge(dst, stateRoot string) (*mergeStatus, error) {
 		s.Writes = append(s.Writes, ReportName)
 	}
 	s.Writes = append(s.Writes, ManifestName)
+	s.Ready = len(s.Missing) == 0 && s.Running == ""
 	return s, nil
 }
 
@@ -94,7 +96,7 @@ func (s *mergeStatus) String() string {
 	if s.Running != "" {
 		fmt.Fprintf(&b, "; worker %s is still running", s.Running)
 	}
-	if s.Ready() {
+	if s.Ready {
 		fmt.Fprintf(&b, "\nmerge would write %s", strings.Join(s.Writes, ", "))
 	} else {
 		b.WriteString("\nmerge would refuse until every file is done and no worker runs")

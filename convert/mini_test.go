@@ -65,7 +65,7 @@ func makeReplica(dir string, configJSON []byte) error {
 // checkpoint in dir (quantizedIn).
 func quantizedOn(t testing.TB, dir string) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, ConfigName))
+	b, err := os.ReadFile(filepath.Join(dir, model.ConfigName))
 	if err != nil {
 		t.Fatal(err)
 	}

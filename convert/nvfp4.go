@@ -38,7 +38,7 @@ type castScratch struct {
 // projection whose scales are all zero counts as 0, as in NVIDIA's rule). It
 // reads the scale tensors in chunks from ra (sf's bytes, or a stream of
 // them) the first time the file needs it.
-func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, prog progress) (int, error) {
+func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, prog meter) (int, error) {
 	if s.cs.file != sf {
 		s.cs.file = sf
 		clear(s.cs.kmax)
@@ -66,7 +66,7 @@ func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.Fi
 }
 
 // scanKMax is KMax over one E8M0 scale tensor, read NVFP4BandBytes at a time.
-func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, t safetensors.TensorInfo, prog progress) (int, error) {
+func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, t safetensors.TensorInfo, prog meter) (int, error) {
 	var m quant.KMax
 	sec := tensorSection(ra, sf, t)
 	for off := int64(0); off < t.Size(); {
@@ -81,7 +81,7 @@ func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.
 		if err := m.Add(s.cs.mx); err != nil {
 			return 0, fmt.Errorf("tensor %s: %w", t.Name, err)
 		}
-		prog.Add(n)
+		prog.add(n)
 		off += n
 	}
 	return m.Value(), nil
@@ -98,7 +98,7 @@ func castBandRows(n int64, k int) int {
 // scales depend on the E8M0 scales and K_max alone, so the band is cast
 // from zero codes, whose value counts (Lossy) are then not the tensor's. It
 // returns the cast's counts.
-func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, kmax int, codes, scales func([]byte) error, prog progress) (quant.CastStats, error) {
+func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, kmax int, codes, scales func([]byte) error, prog meter) (quant.CastStats, error) {
 	n, k := c.Packed.Shape[0], c.k()
 	cast, err := quant.NewNVFP4Cast(k, kmax)
 	if err != nil {
@@ -139,7 +139,7 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 			}
 			read += int64(mp)
 		}
-		prog.Add(read)
+		prog.add(read)
 		if err := cast.CastBand(packed[:mp], s.cs.e4[:2*ms], packed[:mp], s.cs.mx[:ms], m); err != nil {
 			return cast.Stats(), fmt.Errorf("tensor %s: %w", c.Packed.Name, err)
 		}
@@ -159,7 +159,7 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 
 // writeNVFP4 writes the tensor of a StepNVFP4 and counts the cast of its
 // code step (the one step that casts the codes) into the job's totals.
-func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st step, w func([]byte) error, prog progress) error {
+func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st step, w func([]byte) error, prog meter) error {
 	if st.Part == partInputScale {
 		return w(inputScaleOne)
 	}

@@ -56,9 +56,6 @@ type filePlan struct {
 	layoutSum [sha256.Size]byte // sha256 of the output header (the plan's ID covers it)
 }
 
-// Size is the output file's size.
-func (fp *filePlan) Size() int64 { return fp.Layout.Size }
-
 // rereadBytes is what the file's code steps read again: weights whose codes
 // are not held from their scale step, or the spilled codes.
 func (fp *filePlan) rereadBytes() int64 {
@@ -107,9 +104,16 @@ type Plan struct {
 	// be listed: its side files besides config.json are not in Aux.
 	AuxUnlisted bool
 
-	// modules are the output's linear modules by treatment (for Splits).
-	modules modules
-	remote  *remote.Source // the source's, nil for a local one
+	// Totals counts the plan's tensors and bytes.
+	Totals totals
+	// FetchBytes is what carrying out the whole plan reads from a remote
+	// source: every shard's planned ranges and the side files (0 for a local
+	// source).
+	FetchBytes int64
+	// Splits are the fused groups the recipe splits.
+	Splits []SplitReport
+
+	remote *remote.Source // the source's, nil for a local one
 }
 
 // NewPlan plans the conversion of a checkpoint, local or remote. config is the source
@@ -122,13 +126,13 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	}
 	if config == nil {
 		var err error
-		if config, err = src.ReadAux(ConfigName); err != nil {
+		if config, err = src.ReadAux(model.ConfigName); err != nil {
 			return nil, fmt.Errorf("convert: %w", err)
 		}
 	}
 	cfg, err := model.ParseConfig(config)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, ConfigName), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, model.ConfigName), err)
 	}
 	if model.FamilyOfConfig(config) != model.BuiltinFamilies()[0] {
 		// Another family's names are read as its schema spells them;
@@ -136,7 +140,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 		opts.cls = cfg.Classifier()
 	}
 	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
-		return nil, fmt.Errorf("convert %s: --experts nvfp4 casts MXFP4 experts, and %s declares %s ones", src.Root, filepath.Join(src.Root, ConfigName), cfg.Experts)
+		return nil, fmt.Errorf("convert %s: --experts nvfp4 casts MXFP4 experts, and %s declares %s ones", src.Root, filepath.Join(src.Root, model.ConfigName), cfg.Experts)
 	}
 	if err := checkExpertsWay(src.Root, cfg, r, opts); err != nil {
 		return nil, err
@@ -178,9 +182,10 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	p.modules = mods.sorted()
-	p.modules.decodes = r.decodes()
-	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, p.modules, opts); err != nil {
+	m := mods.sorted()
+	m.decodes = r.decodes()
+	p.Splits = summarizeSplits(model.FindSplits(m.fp8, m.kept))
+	if p.Config, p.HFQuantConfig, err = outputConfigs(cfg, m, opts); err != nil {
 		return nil, err
 	}
 	if p.remote != nil {
@@ -192,6 +197,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 		return nil, err
 	}
 	p.ID = p.fingerprint()
+	p.Totals, p.FetchBytes = p.totals(), p.fetchBytes()
 	return p, nil
 }
 
@@ -405,8 +411,8 @@ type totals struct {
 	Files, AuxFiles, OutputFiles int
 }
 
-// Totals counts the plan's tensors and bytes.
-func (p *Plan) Totals() totals {
+// totals sums the files' totals and counts the side files.
+func (p *Plan) totals() totals {
 	var t totals
 	for _, f := range p.Files {
 		ft := f.Totals

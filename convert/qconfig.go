@@ -15,12 +15,10 @@ import (
 )
 
 // Names of the configuration files a conversion writes or replaces.
-const (
-	// ConfigName is the model config, rewritten with the output's quantization_config.
-	ConfigName = "config.json"
-	// HFQuantConfigName is ModelOpt's quantization description, written for --format modelopt.
-	HFQuantConfigName = "hf_quant_config.json"
-)
+// HFQuantConfigName is ModelOpt's quantization description, written for
+// --format modelopt (config.json, model.ConfigName, is rewritten with the
+// output's quantization_config).
+const HFQuantConfigName = "hf_quant_config.json"
 
 // Facts of the configs written per convention, as the engines' loaders and
 // NVIDIA's Kimi-K3 exporter spell them.

@@ -32,7 +32,7 @@ func tileCols(k, esz int) int {
 // it zeroed, and leaves in s.lastZeroScale how many blocks got scale 0 (ModelOpt
 // numerics).
 func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
-	emit func([]byte) error, hold *[]byte, prog progress) (int64, error) {
+	emit func([]byte) error, hold *[]byte, prog meter) (int64, error) {
 	sec, t, viewed, err := s.weightSource(ra, f, t, prog)
 	if err != nil {
 		return 0, err
@@ -126,7 +126,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				}
 			}
 			if !viewed { // a view counts the source bytes it reads
-				prog.Add(int64(len(src)))
+				prog.add(int64(len(src)))
 			}
 		}
 		switch {

@@ -78,7 +78,7 @@ func TestReleasedConfigFullSize(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: plan of the released checkpoint: %v", what, err)
 		}
-		if got := p.Totals().Quantized; got != quantizedOnK3[tc.recipe] {
+		if got := p.Totals.Quantized; got != quantizedOnK3[tc.recipe] {
 			t.Errorf("%s: %d quantized, want %d", what, got, quantizedOnK3[tc.recipe])
 		}
 		var out, want map[string]any

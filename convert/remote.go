@@ -205,7 +205,7 @@ func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *filePlan) (io.R
 
 // copyRemoteAux copies a side file of a remote source: read by range
 // requests (size and ETag checked on each), written and hashed in one pass.
-func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *auxFile, to string, prog progress) (fileRecord, commitFunc, error) {
+func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *auxFile, to string, prog meter) (fileRecord, commitFunc, error) {
 	from := p.SrcRoot + a.Name
 	f, err := p.remote.Open(ctx, a.Name)
 	if err != nil {
@@ -223,14 +223,13 @@ func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *auxFile, to str
 		out.Abort()
 		return fileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
 	}
-	prog.Add(a.Size)
+	prog.add(a.Size)
 	out.Finish()
 	return fileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
 }
 
-// FetchBytes is what carrying out the whole plan reads from a remote source:
-// every shard's planned ranges and the side files (0 for a local source).
-func (p *Plan) FetchBytes() int64 {
+// fetchBytes sums the remote source's planned ranges and side files.
+func (p *Plan) fetchBytes() int64 {
 	if p.remote == nil {
 		return 0
 	}

@@ -286,7 +286,7 @@ func TestConvertFromHubSpillsCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if held.FetchBytes() != p.FetchBytes() {
-		t.Errorf("spilling plan fetches %d bytes, the held-codes plan %d (%d spilled weights, %d bytes not fetched twice)", p.FetchBytes(), held.FetchBytes(), spilled, saved)
+	if held.FetchBytes != p.FetchBytes {
+		t.Errorf("spilling plan fetches %d bytes, the held-codes plan %d (%d spilled weights, %d bytes not fetched twice)", p.FetchBytes, held.FetchBytes, spilled, saved)
 	}
 }

@@ -176,7 +176,7 @@ func TestReportDeterministic(t *testing.T) {
 	}
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	stop := &stopAfter{limit: p.Totals().SourceBytes / 3, cancel: cancel}
+	stop := &stopAfter{limit: p.Totals.SourceBytes / 3, cancel: cancel}
 	if _, err := Execute(ctx, p, dst, ExecOptions{Jobs: 2, Progress: stop}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("stopped run: %v", err)
 	}

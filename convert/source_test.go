@@ -144,7 +144,7 @@ func TestSourceModifiedDuringConversion(t *testing.T) {
 // describes its experts wrongly.
 func TestConfigExpertFormatMismatch(t *testing.T) {
 	src := copyWithShard(t, "")
-	cfg := readJSONFile(t, filepath.Join(src, ConfigName))
+	cfg := readJSONFile(t, filepath.Join(src, model.ConfigName))
 	text, _ := cfg["text_config"].(map[string]any)
 	_, top := cfg["quantization_config"]
 	_, inText := text["quantization_config"]
@@ -154,7 +154,7 @@ func TestConfigExpertFormatMismatch(t *testing.T) {
 	delete(cfg, "quantization_config")
 	delete(text, "quantization_config")
 	b, _ := json.Marshal(cfg)
-	os.WriteFile(filepath.Join(src, ConfigName), b, 0o644)
+	os.WriteFile(filepath.Join(src, model.ConfigName), b, 0o644)
 	_, _, err := planFor(src, Options{})
 	if !errors.Is(err, errConfigMismatch) || !strings.Contains(err.Error(), ".experts.") || !strings.Contains(err.Error(), "declares unquantized experts") {
 		t.Fatalf("config without the MXFP4 experts: %v", err)
@@ -171,7 +171,7 @@ func TestSingleShardSource(t *testing.T) {
 	// A checkpoint that is one file is a checkpoint of one file.
 	dir := filepath.Join(t.TempDir(), "one")
 	os.MkdirAll(dir, 0o755)
-	for _, name := range []string{ConfigName, "model-00001-of-000096.safetensors", "tiktoken.model"} {
+	for _, name := range []string{model.ConfigName, "model-00001-of-000096.safetensors", "tiktoken.model"} {
 		b, err := os.ReadFile(filepath.Join(tinySrc, name)) // a link would change tinySrc's ctime
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, name), b, 0o644)

@@ -217,8 +217,8 @@ func checkPlanSteps(t *testing.T, src string) {
 				}
 			}
 		}
-		if multi == 0 || runs >= p.Totals().Copied/4 {
-			t.Errorf("%v: %d runs (%d of several tensors) for %d copied tensors: not grouped", opts.Format, runs, multi, p.Totals().Copied)
+		if multi == 0 || runs >= p.Totals.Copied/4 {
+			t.Errorf("%v: %d runs (%d of several tensors) for %d copied tensors: not grouped", opts.Format, runs, multi, p.Totals.Copied)
 		}
 	}
 }
@@ -358,7 +358,7 @@ func TestHeldAndRequantizedCodesAgree(t *testing.T) {
 			t.Fatalf("%d scale and code steps, want 4", quantized)
 		}
 		path := filepath.Join(dir, fmt.Sprintf("out-%v.safetensors", hold))
-		_, rec, commit, err := (&scratch{}).writeShard(context.Background(), plan, path, fp, noProgress{})
+		_, rec, commit, err := (&scratch{}).writeShard(context.Background(), plan, path, fp, meter{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -176,7 +176,7 @@ type xfScratch struct {
 
 // runTransform carries out a StepDecode or StepPack, handing its output to
 // w chunk by chunk; ra holds sf's bytes (the file or a stream of them).
-func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st step, w func([]byte) error, prog progress) error {
+func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st step, w func([]byte) error, prog meter) error {
 	x := st.xf
 	xs := &s.xs
 	if x.kind == xfPack && x.held {
@@ -208,13 +208,13 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				return nil, fmt.Errorf("read %s at %d: %d bytes past its %d", t.Name, off, n, len(x.xscale))
 			}
 			copy(b, x.xscale[off:off+n])
-			prog.Add(n)
+			prog.add(n)
 			return b, nil
 		}
 		if _, err := tensorSection(ra, sf, t).ReadAt(b, off); err != nil {
 			return nil, fmt.Errorf("read %s at %d: %w", t.Name, off, err)
 		}
-		prog.Add(n)
+		prog.add(n)
 		return b, nil
 	}
 	switch {

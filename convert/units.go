@@ -46,7 +46,7 @@ func CheckWorker(i, n int) error {
 func (p *Plan) units() []unit {
 	us := make([]unit, 0, len(p.Files)+len(p.Aux))
 	for _, f := range p.Files {
-		us = append(us, unit{Name: f.Name, Kind: unitShard, Size: f.Size(), Work: f.ReadBytes + f.rereadBytes() + f.Size(), File: f})
+		us = append(us, unit{Name: f.Name, Kind: unitShard, Size: f.Layout.Size, Work: f.ReadBytes + f.rereadBytes() + f.Layout.Size, File: f})
 	}
 	for i := range p.Aux {
 		a := &p.Aux[i]

@@ -152,10 +152,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		rep.fail("manifest plan %.12s differs from the plan of this source with recipe %s, format %s, scale %s (%.12s): converted from another source or by another version",
 			m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
 	}
-	prog := vo.Progress
-	if prog == nil {
-		prog = noProgress{}
-	}
+	prog := meter{vo.Progress}
 	maxV := vo.MaxViolations
 	if maxV == 0 {
 		maxV = 100
@@ -185,9 +182,9 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		total += f.Size
 	}
 	for _, fp := range p.Files {
-		total += fp.ReadBytes + fp.Size()
+		total += fp.ReadBytes + fp.Layout.Size
 	}
-	prog.Start(total)
+	prog.start(total)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(jobs)
@@ -196,7 +193,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			continue // reported by checkTree
 		}
 		g.Go(func() error {
-			got, err := d.hash(rec, prog.Add)
+			got, err := d.hash(rec, prog.add)
 			if err != nil {
 				report(func(r *VerifyReport) { r.fail("%s: %v", rec.Name, err) })
 				return gctx.Err()

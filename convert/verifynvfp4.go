@@ -35,7 +35,7 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st step
 		}
 		return "", quant.CastStats{}, nil
 	}
-	kmax, err := s.kmaxOf(ctx, sf.ReaderAt(), sf, st.Cast, noProgress{})
+	kmax, err := s.kmaxOf(ctx, sf.ReaderAt(), sf, st.Cast, meter{})
 	if err != nil {
 		return "", quant.CastStats{}, err
 	}
@@ -84,9 +84,9 @@ func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st step
 	var cs quant.CastStats
 	if st.Part == partCodes {
 		s.measure = s.errs.tensor(st.Cast.Packed.Name)
-		cs, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, compare, nil, noProgress{})
+		cs, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, compare, nil, meter{})
 	} else {
-		_, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, nil, compare, noProgress{})
+		_, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, nil, compare, meter{})
 	}
 	if err != nil {
 		return "", cs, err

@@ -35,7 +35,7 @@ const (
 // hold exactly the codes and scales a fresh quantization of the source gives
 // under the plan's options (the same numerics the converter uses). Steps of
 // other kinds (other expert formats) get their reference here, next to these.
-func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, prog progress, report func(func(*VerifyReport)), errs **fileReport) error {
+func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, prog meter, report func(func(*VerifyReport)), errs **fileReport) error {
 	path := d.path(fp.Name)
 	out, err := d.openShard(ctx, fp.Name)
 	if err != nil {
@@ -105,7 +105,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
 			}
-			prog.Add(st.Len + t.Size())
+			prog.add(st.Len + t.Size())
 			report(func(r *VerifyReport) {
 				if st.Part == partCodes {
 					r.NVFP4++
@@ -140,7 +140,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
 			}
-			sec, view, _, err := s.weightSource(fp.Source.ReaderAt(), fp.Source, st.Source, noProgress{})
+			sec, view, _, err := s.weightSource(fp.Source.ReaderAt(), fp.Source, st.Source, meter{})
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
 			}
@@ -185,7 +185,7 @@ func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safet
 		off += int64(len(b))
 		return nil
 	}
-	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, emit, nil, noProgress{})
+	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, emit, nil, meter{})
 	var nf *quant.NonFiniteError
 	switch {
 	case errors.Is(err, errNonFinite) || errors.As(err, &nf):
@@ -226,14 +226,14 @@ func firstDiff(a, b []byte) int {
 }
 
 // sameBytes compares two readers of equal length chunk by chunk.
-func sameBytes(x, y io.Reader, a, b []byte, prog progress) (bool, error) {
+func sameBytes(x, y io.Reader, a, b []byte, prog meter) (bool, error) {
 	for {
 		n, errA := io.ReadFull(x, a)
 		if n > 0 {
 			if _, err := io.ReadFull(y, b[:n]); err != nil {
 				return false, nil // y is shorter
 			}
-			prog.Add(int64(2 * n))
+			prog.add(int64(2 * n))
 			if !bytes.Equal(a[:n], b[:n]) {
 				return false, nil
 			}
@@ -251,7 +251,7 @@ func sameBytes(x, y io.Reader, a, b []byte, prog progress) (bool, error) {
 
 // fp8Stats dequantizes an FP8 weight band by band and compares it with the
 // source, in float64.
-func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, num quant.Numerics, prog progress) (TensorStats, error) {
+func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, num quant.Numerics, prog meter) (TensorStats, error) {
 	var st TensorStats
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
@@ -298,7 +298,7 @@ func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.Sec
 			if _, err := q.ReadAt(qrows[:m*k], r*k); err != nil {
 				return st, err
 			}
-			prog.Add(m * (k*esz + k))
+			prog.add(m * (k*esz + k))
 		}
 		row := rows[r%band*k*esz:][:k*esz]
 		qrow := qrows[r%band*k:][:k]
@@ -357,7 +357,7 @@ func sourceValue(row []byte, c int64, e quant.Elem) float32 {
 // retransformed runs a decode or pack step again from the source and
 // compares what it makes with the output tensor out, returning the offset
 // of the first differing byte (-1 when identical).
-func (s *scratch) retransformed(ctx context.Context, sf *safetensors.File, st step, out *io.SectionReader, prog progress) (int64, error) {
+func (s *scratch) retransformed(ctx context.Context, sf *safetensors.File, st step, out *io.SectionReader, prog meter) (int64, error) {
 	var off int64
 	diff := int64(-1)
 	var buf []byte
@@ -376,7 +376,7 @@ func (s *scratch) retransformed(ctx context.Context, sf *safetensors.File, st st
 			if i := firstDiff(buf[:n], b[:n]); diff < 0 && i >= 0 {
 				diff = off + int64(i)
 			}
-			prog.Add(int64(len(b)))
+			prog.add(int64(len(b)))
 		}
 		off += int64(len(b))
 		return nil

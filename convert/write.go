@@ -44,15 +44,15 @@ type scratch struct {
 }
 
 // create starts an output file on the run's staging buffers.
-func (s *scratch) create(path string, prog progress) (*filewrite.File, error) {
-	return s.out.create(path, s.pool, prog.Add)
+func (s *scratch) create(path string, prog meter) (*filewrite.File, error) {
+	return s.out.create(path, s.pool, prog.add)
 }
 
 // copyAux copies a side file, which must still be the file planned (same
 // size and times, links still inside the source): one that changed is an
 // error and never reaches its final name. The copy keeps the source's
 // permission bits.
-func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to string, prog progress) (fileRecord, commitFunc, error) {
+func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to string, prog meter) (fileRecord, commitFunc, error) {
 	if err := ctx.Err(); err != nil {
 		return fileRecord{}, nil, err
 	}
@@ -79,7 +79,7 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to strin
 	}
 	// What is hashed is what is written: both come from the one read.
 	err = out.CopyFrom(in, 0, a.Size)
-	prog.Add(a.Size)
+	prog.add(a.Size)
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		err = fmt.Errorf("%w: shorter than the planned %d bytes (did the source change?)", errChanged, a.Size)
 	}
@@ -125,7 +125,7 @@ func checkSource(root string, fp *filePlan) error {
 // lie in the file. The file is hashed as it is written (never read back). It
 // checks before and after that the source is the file planned, and returns
 // the file's record (size and sha256).
-func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *filePlan, prog progress) (int64, fileRecord, commitFunc, error) {
+func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *filePlan, prog meter) (int64, fileRecord, commitFunc, error) {
 	if p.remote == nil { // a remote file is checked by every response (size, ETag)
 		if err := checkSource(p.SrcRoot, fp); err != nil {
 			return 0, fileRecord{}, nil, err
@@ -220,7 +220,7 @@ func (w tensorSpan) write(b []byte) error {
 
 // runSteps carries out a shard's steps. Each starts where the previous one
 // ended (the file is written in order) and writes exactly its tensors' bytes.
-func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path string, fp *filePlan, ra io.ReaderAt, prog progress) (int64, error) {
+func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path string, fp *filePlan, ra io.ReaderAt, prog meter) (int64, error) {
 	sf, l := fp.Source, fp.Layout
 	srcPath := filepath.Join(p.SrcRoot, sf.Path)
 	var zeroed int64
@@ -260,7 +260,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if err := f.CopyFrom(ra, st.Src, st.Len); err != nil {
 				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, quote.Name(first), quote.Name(last), srcPath, err)
 			}
-			prog.Add(st.Len)
+			prog.add(st.Len)
 		case stepScales, stepCodes:
 			weight := st.First
 			if st.Kind == stepScales {
@@ -289,7 +289,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				if err != nil {
 					return zeroed, fmt.Errorf("file %s: tensor %s: codes spilled to %s: %w", path, quote.Name(first), s.spill.f.Name(), err)
 				}
-				prog.Add(at[1] - at[0])
+				prog.add(at[1] - at[0])
 				continue
 			}
 			var emit func([]byte) error

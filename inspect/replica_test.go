@@ -100,7 +100,7 @@ func convertedReplica(tb testing.TB, srcName, src string, format model.Format) s
 				idx.TotalSize += t.Size()
 			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, convert.ConfigName), p.Config, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, model.ConfigName), p.Config, 0o644); err != nil {
 			return err
 		}
 		if p.HFQuantConfig != nil {

@@ -171,7 +171,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if bar != nil {
 		eo.Progress = bar
 	}
-	net.show(cmd, fl.json, p.FetchBytes())
+	net.show(cmd, fl.json, p.FetchBytes)
 	start := time.Now()
 	res, err := convert.Execute(ctx, p, dst, eo)
 	net.done()
@@ -180,7 +180,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return err
 	}
 	elapsed := time.Since(start)
-	t := p.Totals()
+	t := p.Totals
 	var nr *netReport
 	if n := res.Network; n != nil {
 		nr = &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: src.BytesFetched(), Requests: n.Requests, Retries: net.retries()}

@@ -28,7 +28,7 @@ func newMergeCmd() *cobra.Command {
 				} else {
 					_, err = fmt.Fprintln(cmd.OutOrStdout(), st)
 				}
-				if err == nil && !st.Ready() && !st.Finalized {
+				if err == nil && !st.Ready && !st.Finalized {
 					why := fmt.Sprintf("%d of %d files missing", len(st.Missing), len(st.Done)+len(st.Missing))
 					if st.Running != "" {
 						why += ", worker " + st.Running + " still running"

@@ -35,7 +35,7 @@ func writeLayoutPlan(cmd *cobra.Command, w io.Writer, plan *layout.Plan) error {
 // The text fits the terminal (termWidth): sizes in GiB, lists wrapped; -v
 // adds the exact byte counts, which --json always has.
 func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) error {
-	t := p.Totals()
+	t := p.Totals
 	if asJSON {
 		type file struct {
 			Name        string `json:"name"`
@@ -46,7 +46,7 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 		}
 		files := make([]file, 0, len(p.Files))
 		for _, f := range p.Files {
-			files = append(files, file{f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Size()})
+			files = append(files, file{f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Layout.Size})
 		}
 		aux := make([]string, 0, len(p.Aux))
 		for _, a := range p.Aux {
@@ -56,7 +56,7 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
 			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
 			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
-			"fused_splits": nonNilSplits(p.Splits()), "engines": engineReport(p),
+			"fused_splits": nonNilSplits(p.Splits), "engines": engineReport(p),
 		})
 	}
 	width := termWidth(cmd)
@@ -72,7 +72,7 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 		line("           ", "  %-8s %s", convert.Quantize, strings.ReplaceAll(p.Recipe.Quantize.String(), ",", ", "))
 	}
 	line("           ", "  %-8s everything else; experts %s, numerics %s", p.Recipe.Default, p.Options.Experts, p.Options.Numerics)
-	for _, s := range p.Splits() {
+	for _, s := range p.Splits {
 		line("  ", "warning: recipe %s %s", p.Recipe.Name, s)
 	}
 	nameW := len("file")
@@ -96,7 +96,7 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 		}
 	}
 	for _, f := range p.Files {
-		row(f.Name, fmt.Sprint(len(f.Layout.Tensors)), fmt.Sprint(f.Totals.Quantized), f.Source.Size, f.Size())
+		row(f.Name, fmt.Sprint(len(f.Layout.Tensors)), fmt.Sprint(f.Totals.Quantized), f.Source.Size, f.Layout.Size)
 	}
 	for _, a := range p.Aux {
 		row(a.Name, "copy", "", a.Size, a.Size)

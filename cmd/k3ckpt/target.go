@@ -10,6 +10,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/engines"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -28,7 +29,7 @@ func addTargetFlags(f *pflag.FlagSet, fl *targetFlags) {
 // sourceFacts reads the facts of an opened source from its configs and
 // headers (already in memory).
 func sourceFacts(src *safetensors.Checkpoint) (*engines.Facts, error) {
-	config, err := src.ReadAux(convert.ConfigName)
+	config, err := src.ReadAux(model.ConfigName)
 	if err != nil {
 		return nil, err
 	}
