@@ -246,6 +246,7 @@ func sameUpToZeroSign(a, b []byte) bool {
 // (quant.DequantizeBandBF16, whose bytes are torch's); the rest is the
 // source's bytes; config.json keeps only the experts' MXFP4 description.
 func TestBidirFP8BackToBF16(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	src := tensorsOf(t, miniSrc)
 	srcCfg := readJSONFile(t, filepath.Join(miniSrc, model.ConfigName))

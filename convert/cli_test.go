@@ -82,7 +82,7 @@ func doneCount(dst string) int {
 // conversion is complete: byte-identical to the uninterrupted run's.
 func finalsComplete(t *testing.T, dst string) int {
 	t.Helper()
-	ref := treeHashes(t, tinyRef)
+	ref := treeHashes(t, tinyRef(t))
 	n := 0
 	for name, h := range treeHashes(t, dst) {
 		if strings.HasPrefix(name, stateDir+"/") || strings.HasPrefix(filepath.Base(name), ".k3tmp-") || name == dirlock.LockName {
@@ -105,7 +105,7 @@ func TestKillAndResume(t *testing.T) {
 	// temporary exists, i.e. in the middle of writing the first file).
 	for _, after := range []int{0, 3, 40, 95} {
 		dst := filepath.Join(t.TempDir(), "out")
-		cmd := exec.Command(bin, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2", "--json")
+		cmd := exec.Command(bin, "convert", tinySrc(t), dst, "--format", "deepseek", "--jobs", "2", "--json")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -137,11 +137,11 @@ func TestKillAndResume(t *testing.T) {
 			t.Logf("after %d: the conversion finished before the kill", after)
 		}
 		finals := finalsComplete(t, dst)
-		_, stderr, code := runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2", "--resume", "--json")
+		_, stderr, code := runCLI(t, "convert", tinySrc(t), dst, "--format", "deepseek", "--jobs", "2", "--resume", "--json")
 		if code != 0 {
 			t.Fatalf("resume after kill at %d: exit %d: %s", after, code, stderr)
 		}
-		sameTree(t, dst, tinyRef)
+		sameTree(t, dst, tinyRef(t))
 		t.Logf("killed after %d records: %d complete files survived, resume finished the rest", after, finals)
 	}
 }
@@ -159,7 +159,7 @@ func TestWorkerProcesses(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(bin, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "1", "--json", "--worker", []string{"0/3", "1/3", "2/3"}[i])
+			cmd := exec.Command(bin, "convert", tinySrc(t), dst, "--format", "deepseek", "--jobs", "1", "--json", "--worker", []string{"0/3", "1/3", "2/3"}[i])
 			cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 			errs[i] = cmd.Run()
 		}()
@@ -181,7 +181,7 @@ func TestWorkerProcesses(t *testing.T) {
 	if finalized == 0 {
 		t.Error("no worker finalized")
 	}
-	sameTree(t, dst, tinyRef)
+	sameTree(t, dst, tinyRef(t))
 	// merge of a finished conversion is a no-op success.
 	if _, stderr, code := runCLI(t, "merge", dst); code != 0 {
 		t.Errorf("merge: %d %s", code, stderr)
@@ -200,7 +200,7 @@ func TestWriteErrors(t *testing.T) {
 	bin := buildCLI(t)
 	if _, err := exec.LookPath("prlimit"); err == nil {
 		dst := filepath.Join(t.TempDir(), "out")
-		cmd := exec.Command("prlimit", "--fsize=300000", bin, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2")
+		cmd := exec.Command("prlimit", "--fsize=300000", bin, "convert", tinySrc(t), dst, "--format", "deepseek", "--jobs", "2")
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "file too large") || !strings.Contains(string(out), ".safetensors") {
@@ -221,7 +221,7 @@ func TestWriteErrors(t *testing.T) {
 	defer exec.Command("umount", mnt).Run()
 	dst := filepath.Join(mnt, "out")
 	// Refused before the first byte, with both figures.
-	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2")
+	stdout, stderr, code := runCLI(t, "convert", tinySrc(t), dst, "--format", "deepseek", "--jobs", "2")
 	if code != 1 || !strings.Contains(stderr, "not enough free space") || !strings.Contains(stderr, "bytes) free, the conversion writes") || stdout != "" {
 		t.Errorf("space check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -229,7 +229,7 @@ func TestWriteErrors(t *testing.T) {
 		t.Errorf("space check: %d files written before refusing", got)
 	}
 	// Overridden, the disk fills: a clean error and no partial file.
-	stdout, stderr, code = runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2", "--no-space-check")
+	stdout, stderr, code = runCLI(t, "convert", tinySrc(t), dst, "--format", "deepseek", "--jobs", "2", "--no-space-check")
 	if code != 1 || !strings.Contains(stderr, "no space left on device") || stdout != "" {
 		t.Errorf("disk full: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -241,26 +241,27 @@ func TestWriteErrors(t *testing.T) {
 
 func TestCLIDryRunAndVerify(t *testing.T) {
 	t.Parallel()
+	buildCLI(t) // skipped under -short before the tiny replica is built
 	dst := filepath.Join(t.TempDir(), "never")
-	stdout, stderr, code := runCLI(t, "convert", tinySrc, dst, "--dry-run", "--format", "modelopt")
+	stdout, stderr, code := runCLI(t, "convert", tinySrc(t), dst, "--dry-run", "--format", "modelopt")
 	if code != 0 || !strings.Contains(stdout, "952 quantized") || !strings.Contains(stdout, "model-00096-of-000096.safetensors") {
 		t.Fatalf("dry run: %d %s %s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Error("--dry-run created DST")
 	}
-	stdout, _, code = runCLI(t, "verify", tinySrc, tinyRef, "--json")
+	stdout, _, code = runCLI(t, "verify", tinySrc(t), tinyRef(t), "--json")
 	var rep VerifyReport
 	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || !rep.OK || len(rep.Tensors) != 952 {
 		t.Fatalf("verify: exit %d: %.300s", code, stdout)
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
-	copyTree(t, tinyRef, bad)
+	copyTree(t, tinyRef(t), bad)
 	patch(t, filepath.Join(bad, "model-00002-of-000096.safetensors"), 5000, 0x00)
-	if _, _, code := runCLI(t, "verify", tinySrc, bad); code != 1 {
+	if _, _, code := runCLI(t, "verify", tinySrc(t), bad); code != 1 {
 		t.Errorf("verify of a damaged conversion: exit %d", code)
 	}
-	if _, stderr, code := runCLI(t, "convert", tinySrc, bad+"2", "--worker", "3/3"); code != 1 || !strings.Contains(stderr, "worker") {
+	if _, stderr, code := runCLI(t, "convert", tinySrc(t), bad+"2", "--worker", "3/3"); code != 1 || !strings.Contains(stderr, "worker") {
 		t.Errorf("--worker 3/3: %d %s", code, stderr)
 	}
 }
@@ -272,7 +273,7 @@ func TestInterruptThenRerunResumes(t *testing.T) {
 	t.Parallel()
 	bin := buildCLI(t)
 	dst := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(bin, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "1")
+	cmd := exec.Command(bin, "convert", tinySrc(t), dst, "--format", "deepseek", "--jobs", "1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -303,7 +304,7 @@ wait:
 		t.Fatalf("interrupt: exit %d, stderr %q", code, stderr.String())
 	}
 	kept := doneCount(dst)
-	stdout, errOut, code := runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--jobs", "2", "--json")
+	stdout, errOut, code := runCLI(t, "convert", tinySrc(t), dst, "--format", "deepseek", "--jobs", "2", "--json")
 	var res struct{ Written, Skipped []string }
 	if code != 0 || json.Unmarshal([]byte(stdout), &res) != nil {
 		t.Fatalf("rerun: exit %d %s %s", code, stdout, errOut)
@@ -311,18 +312,18 @@ wait:
 	if len(res.Skipped) < kept || len(res.Written) == 0 {
 		t.Errorf("rerun kept %d files (%d were done), wrote %d", len(res.Skipped), kept, len(res.Written))
 	}
-	sameTree(t, dst, tinyRef)
+	sameTree(t, dst, tinyRef(t))
 	// A rerun on the finished DST writes nothing; --restart writes it all.
-	stdout, _, code = runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--json")
+	stdout, _, code = runCLI(t, "convert", tinySrc(t), dst, "--format", "deepseek", "--json")
 	if json.Unmarshal([]byte(stdout), &res) != nil || code != 0 || len(res.Written) != 0 {
 		t.Errorf("rerun on a finished DST: exit %d, wrote %v", code, res.Written)
 	}
-	stdout, _, code = runCLI(t, "convert", tinySrc, dst, "--format", "deepseek", "--json", "--restart")
+	stdout, _, code = runCLI(t, "convert", tinySrc(t), dst, "--format", "deepseek", "--json", "--restart")
 	if json.Unmarshal([]byte(stdout), &res) != nil || code != 0 || len(res.Skipped) != 0 || len(res.Written) == 0 {
 		t.Errorf("--restart: exit %d, skipped %v", code, res.Skipped)
 	}
-	sameTree(t, dst, tinyRef)
-	if _, stderr, code := runCLI(t, "convert", tinySrc, dst, "--worker", "0/4294967296"); code != 1 || !strings.Contains(stderr, "worker") {
+	sameTree(t, dst, tinyRef(t))
+	if _, stderr, code := runCLI(t, "convert", tinySrc(t), dst, "--worker", "0/4294967296"); code != 1 || !strings.Contains(stderr, "worker") {
 		t.Errorf("--worker 0/4294967296: exit %d %s", code, stderr)
 	}
 }

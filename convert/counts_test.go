@@ -25,6 +25,7 @@ func (c *cancelAfter) Add(n int64) {
 // the same counts (NVFP4 cast, BF16 decode, MXFP4 pack) as one fresh run,
 // from the done records of the files the first run wrote.
 func TestResumedCountsCoverTheOutput(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	bf := filepath.Join(t.TempDir(), "bf16")
 	convertRecipe(t, miniSrc, bf, BF16, Options{Experts: ExpertsBF16})

@@ -45,8 +45,7 @@ func refQuantize(t *testing.T, raw []byte, dt safetensors.DType, n, k int, sf qu
 
 // Each convention's conversion, checked tensor by tensor against the quant
 // reference, of the mini replica (which holds every tensor kind the tiny one
-// does) and of the tiny replica: under -short the tiny one in the default
-// convention only (tinyRef), the full suite in every convention.
+// does) and, but under -short, of the tiny replica.
 func TestConvertEveryConvention(t *testing.T) {
 	t.Parallel()
 	cases := []Options{
@@ -55,11 +54,12 @@ func TestConvertEveryConvention(t *testing.T) {
 		{Format: compressedTensors, ScaleFmt: quant.ScaleFP32},
 		{Format: modelOpt, ScaleFmt: quant.ScaleUE8M0},
 	}
-	for _, r := range []struct{ what, src, ref string }{{"tiny", tinySrc, tinyRef}, {"mini", miniSrc, miniRef}} {
+	reps := []struct{ what, src, ref string }{{"mini", miniSrc, miniRef}}
+	if !testing.Short() {
+		reps = append(reps, struct{ what, src, ref string }{"tiny", tinySrc(t), tinyRef(t)})
+	}
+	for _, r := range reps {
 		for _, opts := range cases {
-			if r.src == tinySrc && opts != (Options{}) && testing.Short() {
-				continue
-			}
 			t.Run(r.what+"/"+opts.Format.String()+"-"+opts.ScaleFmt.String(), func(t *testing.T) {
 				dst := r.ref
 				if opts != (Options{}) {
@@ -326,32 +326,38 @@ func checkConfig(t *testing.T, dst string, opts Options) {
 // The streamed index is byte-identical to the codec's Index.Marshal.
 func TestStreamedIndexIsCanonical(t *testing.T) {
 	t.Parallel()
-	out := openSrc(t, tinyRef)
-	idx := &safetensors.Index{WeightMap: map[string]string{}}
-	var shards []string
-	for _, f := range out.Files {
-		shards = append(shards, f.Path)
-		for _, ti := range f.Tensors {
-			idx.WeightMap[ti.Name] = f.Path
-			idx.TotalSize += ti.Size()
+	refs := []string{miniRef}
+	if !testing.Short() {
+		refs = append(refs, tinyRef(t))
+	}
+	for _, ref := range refs {
+		out := openSrc(t, ref)
+		idx := &safetensors.Index{WeightMap: map[string]string{}}
+		var shards []string
+		for _, f := range out.Files {
+			shards = append(shards, f.Path)
+			for _, ti := range f.Tensors {
+				idx.WeightMap[ti.Name] = f.Path
+				idx.TotalSize += ti.Size()
+			}
+		}
+		want, err := idx.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := streamIndex(&got, ref, shards); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("%s: streamed index differs from Index.Marshal (%d vs %d bytes)", ref, got.Len(), len(want))
+		}
+		if file, _ := os.ReadFile(filepath.Join(ref, safetensors.IndexName)); !bytes.Equal(file, want) {
+			t.Fatalf("%s: written index is not canonical", ref)
 		}
 	}
-	want, err := idx.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got bytes.Buffer
-	if err := streamIndex(&got, tinyRef, shards); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Fatalf("streamed index differs from Index.Marshal (%d vs %d bytes)", got.Len(), len(want))
-	}
-	if file, _ := os.ReadFile(filepath.Join(tinyRef, safetensors.IndexName)); !bytes.Equal(file, want) {
-		t.Fatal("written index is not canonical")
-	}
 	var empty bytes.Buffer
-	streamIndex(&empty, tinyRef, nil)
+	streamIndex(&empty, miniRef, nil)
 	if e, _ := (&safetensors.Index{WeightMap: map[string]string{}}).Marshal(); !bytes.Equal(empty.Bytes(), e) {
 		t.Fatalf("empty index %q, want %q", empty.String(), e)
 	}
@@ -359,25 +365,38 @@ func TestStreamedIndexIsCanonical(t *testing.T) {
 
 func TestVerify(t *testing.T) {
 	t.Parallel()
-	src := openSrc(t, tinySrc)
-	rep, err := Verify(context.Background(), src, tinyRef, VerifyOptions{Jobs: 2})
-	if err != nil {
-		t.Fatal(err)
+	// The clean conversions: the mini replica's, and but under -short the
+	// tiny one's (952 FP8 tensors).
+	clean := []struct {
+		src, ref  string
+		quantized int
+	}{{miniSrc, miniRef, quantizedOn(t, miniSrc)}}
+	if !testing.Short() {
+		clean = append(clean, struct {
+			src, ref  string
+			quantized int
+		}{tinySrc(t), tinyRef(t), 952})
 	}
-	if !rep.OK || rep.Quantized != 952 || len(rep.Tensors) != 952 {
-		t.Fatalf("clean conversion: ok %v, %d fp8, violations %v", rep.OK, rep.Quantized, rep.Violations)
-	}
-	for _, s := range rep.Tensors {
-		// Random normal weights: FP8 E4M3 keeps ~4 significant bits, so the
-		// error is at most 1/16 of a block's amax and the SNR about 30 dB.
-		if s.MaxRelBlock <= 0 || s.MaxRelBlock > 1.0/16 || s.SNRdB == nil || *s.SNRdB < 25 || *s.SNRdB > 40 {
-			t.Fatalf("%s: rel %g snr %v", s.Name, s.MaxRelBlock, s.SNRdB)
+	for _, c := range clean {
+		rep, err := Verify(context.Background(), openSrc(t, c.src), c.ref, VerifyOptions{Jobs: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK || rep.Quantized != c.quantized || len(rep.Tensors) != c.quantized {
+			t.Fatalf("clean conversion %s: ok %v, %d fp8, violations %v", c.ref, rep.OK, rep.Quantized, rep.Violations)
+		}
+		for _, s := range rep.Tensors {
+			// Random normal weights: FP8 E4M3 keeps ~4 significant bits, so the
+			// error is at most 1/16 of a block's amax and the SNR about 30 dB.
+			if s.MaxRelBlock <= 0 || s.MaxRelBlock > 1.0/16 || s.SNRdB == nil || *s.SNRdB < 25 || *s.SNRdB > 40 {
+				t.Fatalf("%s: rel %g snr %v", s.Name, s.MaxRelBlock, s.SNRdB)
+			}
 		}
 	}
 
 	// Damage a copy of the mini replica's conversion: one FP8 code becomes
 	// NaN, one expert byte changes.
-	src = openSrc(t, miniSrc)
+	src := openSrc(t, miniSrc)
 	dst := filepath.Join(t.TempDir(), "bad")
 	copyTree(t, miniRef, dst)
 	out := openSrc(t, dst)
@@ -385,7 +404,7 @@ func TestVerify(t *testing.T) {
 	_, e, _ := out.Lookup("language_model.model.layers.3.block_sparse_moe.experts.3.w2.weight_packed")
 	patch(t, filepath.Join(dst, f.Path), f.DataStart+w.Begin+100, 0x7F)
 	patch(t, filepath.Join(dst, f.Path), f.DataStart+e.Begin+7, 0x00)
-	rep, err = Verify(context.Background(), src, dst, VerifyOptions{Jobs: 2})
+	rep, err := Verify(context.Background(), src, dst, VerifyOptions{Jobs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -337,6 +337,7 @@ func TestRecipeSplits(t *testing.T) {
 // format in it; for NVFP4 experts the schema's catalog then holds exactly the
 // tensors the planner casts them to.
 func TestConvertedConfigsParse(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	cfg := tinyConfig(t)
 	asIs, err := newRecipe("as-is", "", Keep, nil)

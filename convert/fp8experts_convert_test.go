@@ -24,6 +24,7 @@ import (
 // bit, and the block counts are the ones an independent dequantization
 // finds.
 func TestFP8ExpertsFromMXFP4IsBF16Path(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	root := t.TempDir()
 	bf := filepath.Join(root, "bf16")
@@ -167,6 +168,7 @@ func fp8ExpertBlocks(t *testing.T, src map[string]tensorData, sf quant.ScaleFmt)
 // its planned ranges and writes the local bytes; split over two workers and
 // merged, the same tree; a killed run's rerun keeps its finished files.
 func TestFP8ExpertsResumeWorkersHub(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	r, _ := Lookup(AttnMoEDenseFP8)
 	opts := Options{Format: deepSeek, ScaleFmt: quant.ScaleUE8M0, Experts: ExpertsFP8}
@@ -326,6 +328,7 @@ func quantizeAll(t *testing.T, s *scratch, f *safetensors.File, name string) []b
 // exactly the MXFP4 values (decoded by the format's definition, not by
 // package quant), in every convention.
 func TestFP8ExpertsBackToBF16(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	src := tensorsOf(t, miniSrc)
 	for _, format := range []model.Format{modelOpt, deepSeek, compressedTensors} {

@@ -39,7 +39,7 @@ func plainConversion(t *testing.T, flags ...string) string {
 	plainMu.Unlock()
 	e.once.Do(func() {
 		e.code = -1 // stays so if runCLI stops the test
-		_, e.stderr, e.code = runCLI(t, append([]string{"convert", tinySrc, e.dst, "-q"}, flags...)...)
+		_, e.stderr, e.code = runCLI(t, append([]string{"convert", tinySrc(t), e.dst, "-q"}, flags...)...)
 	})
 	if e.code != 0 {
 		t.Fatalf("convert %s (plain files): exit %d: %s", key, e.code, e.stderr)
@@ -83,14 +83,14 @@ func TestConvertHubCacheSnapshot(t *testing.T) {
 	buildCLI(t) // before building the cache: skipped under -short
 	// HubCache hard-links its source: a private copy, never the shared tinySrc.
 	own := filepath.Join(t.TempDir(), "src")
-	testckpt.CopyTree(t, tinySrc, own)
+	testckpt.CopyTree(t, tinySrc(t), own)
 	snap, repo := testckpt.HubCache(t, own)
 	if fi, err := os.Lstat(filepath.Join(snap, model.ConfigName)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("snapshot's config.json is not a link: %v", err)
 	}
 
 	for _, flags := range [][]string{nil, {"--strict"}, {"--recipe", ModelOptK3}, {"--recipe", AttnMoEDenseFP8, "--format", "deepseek"}} {
-		got, want := inspectJSON(t, snap, flags...), inspectJSON(t, tinySrc, flags...)
+		got, want := inspectJSON(t, snap, flags...), inspectJSON(t, tinySrc(t), flags...)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("inspect %v of the snapshot differs from the plain folder's", flags)
 		}
@@ -144,7 +144,7 @@ func TestConvertLocalDirDownload(t *testing.T) {
 	t.Parallel()
 	buildCLI(t) // before building the tree: skipped under -short
 	dir := filepath.Join(t.TempDir(), "Kimi-K3")
-	testckpt.CopyTree(t, tinySrc, dir)
+	testckpt.CopyTree(t, tinySrc(t), dir)
 	meta := filepath.Join(dir, ".cache", "huggingface", "download")
 	if err := os.MkdirAll(filepath.Join(meta, "code"), 0o755); err != nil {
 		t.Fatal(err)

@@ -9,16 +9,46 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// tinySrc is a tiny K3 replica (model.Synth: the 93-layer schedule, 96
-// shards) with side files added, shared by the tests of this package;
-// tinyRef is its default conversion.
-var tinySrc, tinyRef, testRoot string
+// testRoot holds the replicas shared by the tests of this package.
+var testRoot string
+
+// tiny is a tiny K3 replica (model.Synth: the 93-layer schedule, 96 shards)
+// with side files added, and its default conversion, each built on first
+// use (tinySrc, tinyRef): most tests need only the mini replica, which
+// costs a tenth as much and is built before any test runs.
+var tiny struct {
+	src, ref       sync.Once
+	srcErr, refErr error
+}
+
+// tinySrc is the tiny replica's directory.
+func tinySrc(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(testRoot, "src")
+	tiny.src.Do(func() { tiny.srcErr = makeReplica(dir, nil) })
+	if tiny.srcErr != nil {
+		t.Fatal("tiny replica:", tiny.srcErr)
+	}
+	return dir
+}
+
+// tinyRef is the directory of the tiny replica's default conversion.
+func tinyRef(t testing.TB) string {
+	t.Helper()
+	src, dir := tinySrc(t), filepath.Join(testRoot, "ref")
+	tiny.ref.Do(func() { _, tiny.refErr = convertDir(src, dir, Options{}, ExecOptions{Jobs: 2}) })
+	if tiny.refErr != nil {
+		t.Fatal("tiny reference conversion:", tiny.refErr)
+	}
+	return dir
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -32,19 +62,11 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(testRoot)
-	tinySrc = filepath.Join(testRoot, "src")
-	tinyRef = filepath.Join(testRoot, "ref")
 	miniSrc = filepath.Join(testRoot, "mini-src")
 	miniRef = filepath.Join(testRoot, "mini-ref")
 	miniJSON, err := miniConfigJSON()
 	if err == nil {
-		err = makeReplica(tinySrc, nil)
-	}
-	if err == nil {
 		err = makeReplica(miniSrc, miniJSON)
-	}
-	if err == nil {
-		_, err = convertDir(tinySrc, tinyRef, Options{}, ExecOptions{Jobs: 2})
 	}
 	if err == nil {
 		_, err = convertDir(miniSrc, miniRef, Options{}, ExecOptions{Jobs: 2})
@@ -54,6 +76,16 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// skipShort skips, under -short, a test that costs about a CPU-second or
+// more: the -short subset keeps a cheaper test of the same code (the full
+// run has both).
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("costs seconds: run without -short")
+	}
 }
 
 // sideFiles stand for the tokenizer, chat template and custom code of a real

@@ -134,7 +134,7 @@ func TestConvertNVFP4ModelOpt(t *testing.T) {
 	t.Parallel()
 	srcs := []string{miniSrc}
 	if !testing.Short() {
-		srcs = append(srcs, tinySrc)
+		srcs = append(srcs, tinySrc(t))
 	}
 	for _, src := range srcs {
 		checkNVFP4ModelOpt(t, src)

@@ -82,6 +82,7 @@ func TestUE8M0OverflowRefused(t *testing.T) {
 // format (and both non-finite policies): convert never writes what verify
 // rejects.
 func TestConvertSucceedsThenVerifies(t *testing.T) {
+	skipShort(t)
 	shard := miniShard(0)
 	name := "language_model.model.layers.0.mlp.down_proj.weight"
 	rng := rand.New(rand.NewSource(246))

@@ -69,6 +69,7 @@ func sumBytes(t testing.TB, specs []safetensors.TensorSpec) int64 {
 // published size figures: 1453.66 GiB before, 1403.79 GiB after, 55.8 GiB
 // of non-expert weights after.
 func TestPlanTensorsK3Figures(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	in := k3Catalog(t)
 	outs, err := PlanTensors(mustRecipe(t), in, Options{})

@@ -50,13 +50,13 @@ func TestConvertFromHub(t *testing.T) {
 		t.Skip("end to end from a loopback hub; TestConvertFromHTTPS covers the remote path under -short")
 	}
 	t.Parallel()
-	h := testckpt.NewHubServer(t, tinySrc)
+	h := testckpt.NewHubServer(t, tinySrc(t))
 	dst := filepath.Join(t.TempDir(), "out")
 	res, p, err := convertRemote(t, h, dst, ExecOptions{Jobs: 2, Connections: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameTree(t, dst, tinyRef)
+	sameTree(t, dst, tinyRef(t))
 	n := res.Network
 	if n == nil || n.Unplanned != 0 {
 		t.Fatalf("network stats %+v: want every read planned", n)
@@ -117,7 +117,7 @@ func TestConvertFromHubResumes(t *testing.T) {
 		t.Skip("end to end from a loopback hub; TestConvertFromHTTPS covers the remote path under -short")
 	}
 	t.Parallel()
-	h := testckpt.NewHubServer(t, tinySrc)
+	h := testckpt.NewHubServer(t, tinySrc(t))
 	dst := filepath.Join(t.TempDir(), "out")
 	c := openRemote(t, h, "hf://org/name")
 	last := c.Files[len(c.Files)-1].Path
@@ -146,7 +146,7 @@ func TestConvertFromHubResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameTree(t, dst, tinyRef)
+	sameTree(t, dst, tinyRef(t))
 	for _, fp := range p2.Files {
 		if done[fp.Name] && h.Sent(fp.Name) > fp.Source.DataStart {
 			t.Errorf("%s: finished in the first run, yet %d bytes fetched again (header %d)", fp.Name, h.Sent(fp.Name), fp.Source.DataStart)
@@ -177,13 +177,14 @@ func TestConvertFromHubResumes(t *testing.T) {
 	if _, _, err := convertRemote(t, h, dst2, ExecOptions{Jobs: 1, Restart: true}); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	sameTree(t, dst2, tinyRef)
+	sameTree(t, dst2, tinyRef(t))
 }
 
 // TestConvertFromHubNVFP4: NVIDIA's numerics with the MXFP4 → NVFP4 cast,
 // from the loopback hub, give the local conversion's bytes, and the casts
 // read through the shards' planned, coalesced fetches.
 func TestConvertFromHubNVFP4(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	want := filepath.Join(t.TempDir(), "local")
 	if _, err := convertDir(miniSrc, want, nvidiaOpts, ExecOptions{Jobs: 2}); err != nil {

@@ -33,10 +33,10 @@ func BenchmarkReportOverhead(b *testing.B) {
 		name, recipe, src string
 		opts              Options
 	}{
-		{"fp8-default", AttnMoEDenseFP8, tinySrc, Options{}},
-		{"fp8-modelopt-nvfp4", ModelOptK3, tinySrc, Options{Format: modelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
+		{"fp8-default", AttnMoEDenseFP8, tinySrc(b), Options{}},
+		{"fp8-modelopt-nvfp4", ModelOptK3, tinySrc(b), Options{Format: modelOpt, Experts: ExpertsNVFP4, Numerics: quant.ModelOpt}},
 		{"mxfp4-pack", BF16, bf16, Options{Experts: ExpertsMXFP4}},
-		{"fp8-experts", AttnMoEDenseFP8, tinySrc, Options{Experts: ExpertsFP8}},
+		{"fp8-experts", AttnMoEDenseFP8, tinySrc(b), Options{Experts: ExpertsFP8}},
 		// The small replica (0.86 GiB), whose tensors have realistic shapes.
 		{"fp8-default-small", AttnMoEDenseFP8, "small", Options{}},
 		{"fp8-experts-small", AttnMoEDenseFP8, "small", Options{Experts: ExpertsFP8}},
@@ -48,7 +48,7 @@ func BenchmarkReportOverhead(b *testing.B) {
 			}
 			if c.src == bf16 {
 				if _, err := os.Stat(bf16); err != nil {
-					convertBench(b, tinySrc, bf16, BF16, Options{Experts: ExpertsBF16})
+					convertBench(b, tinySrc(b), bf16, BF16, Options{Experts: ExpertsBF16})
 				}
 			}
 			dst := filepath.Join(b.TempDir(), "out")

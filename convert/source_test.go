@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -162,17 +163,22 @@ func TestConfigExpertFormatMismatch(t *testing.T) {
 }
 
 // A single shard given as SRC is one file of a larger checkpoint: refused,
-// never converted with its 95 siblings copied as side files.
+// never converted with its siblings copied as side files.
 func TestSingleShardSource(t *testing.T) {
-	_, _, err := planFor(filepath.Join(tinySrc, "model-00007-of-000096.safetensors"), Options{})
-	if !errors.Is(err, errPartialSource) || !strings.Contains(err.Error(), "convert the directory") {
+	shards, err := filepath.Glob(filepath.Join(miniSrc, "model-*-of-*.safetensors"))
+	if err != nil || len(shards) < 3 {
+		t.Fatalf("mini replica shards %v: %v", shards, err)
+	}
+	slices.Sort(shards)
+	if _, _, err := planFor(shards[len(shards)/2], Options{}); !errors.Is(err, errPartialSource) || !strings.Contains(err.Error(), "convert the directory") {
 		t.Fatalf("one shard as SRC: %v", err)
 	}
 	// A checkpoint that is one file is a checkpoint of one file.
 	dir := filepath.Join(t.TempDir(), "one")
 	os.MkdirAll(dir, 0o755)
-	for _, name := range []string{model.ConfigName, "model-00001-of-000096.safetensors", "tiktoken.model"} {
-		b, err := os.ReadFile(filepath.Join(tinySrc, name)) // a link would change tinySrc's ctime
+	first := filepath.Base(shards[0])
+	for _, name := range []string{model.ConfigName, first, "tiktoken.model"} {
+		b, err := os.ReadFile(filepath.Join(miniSrc, name)) // a link would change miniSrc's ctime
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
 		}
@@ -180,7 +186,7 @@ func TestSingleShardSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p, c, err := planFor(filepath.Join(dir, "model-00001-of-000096.safetensors"), Options{})
+	p, c, err := planFor(filepath.Join(dir, first), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,7 +187,7 @@ func TestPlanStepsInvariants(t *testing.T) {
 	t.Parallel()
 	srcs := []string{miniSrc}
 	if !testing.Short() {
-		srcs = append(srcs, tinySrc)
+		srcs = append(srcs, tinySrc(t))
 	}
 	for _, src := range srcs {
 		checkPlanSteps(t, src)

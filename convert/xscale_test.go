@@ -95,6 +95,7 @@ func rewritten(t *testing.T, dir string, place map[string]string, edit func(name
 // same tree, verify passes, and a change of the scale's values alone makes
 // another plan, which resume and verify refuse.
 func TestCrossShardScale(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	root := t.TempDir()
 	fp8 := filepath.Join(root, "fp8")
