@@ -2,7 +2,6 @@ package convert
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -45,14 +44,7 @@ const weightDType = safetensors.F8_E4M3
 // ParseScaleFmt maps a --scale-fmt name ("fp32", "ue8m0") to the quant
 // package's scale format, the one definition of that choice.
 func ParseScaleFmt(s string) (quant.ScaleFmt, error) {
-	var names []string
-	for f := range quant.ScaleFmt(numScaleFmts) {
-		if f.String() == s {
-			return f, nil
-		}
-		names = append(names, f.String())
-	}
-	return 0, fmt.Errorf("%w: scale format %q (known: %s)", errUnknownFormat, s, strings.Join(names, ", "))
+	return parseName[quant.ScaleFmt]("scale format", s, numScaleFmts)
 }
 
 // numScaleFmts is how many quant.ScaleFmt values there are.

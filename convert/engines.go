@@ -44,14 +44,7 @@ func ParseExpertsMode(s string) (ExpertsMode, error) { return parseEnum[expertsM
 // ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to the quant
 // package's choice of block-FP8 cast, the one definition of it.
 func ParseNumerics(s string) (quant.Numerics, error) {
-	var names []string
-	for n := range quant.Numerics(numNumerics) {
-		if n.String() == s {
-			return n, nil
-		}
-		names = append(names, n.String())
-	}
-	return 0, fmt.Errorf("%w: numerics %q (known: %s)", errUnknownFormat, s, strings.Join(names, ", "))
+	return parseName[quant.Numerics]("numerics", s, numNumerics)
 }
 
 // numNumerics is how many quant.Numerics values there are.

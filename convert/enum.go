@@ -42,9 +42,19 @@ func (e *enum[S]) UnmarshalText(b []byte) error {
 func parseEnum[S enumSet](name string) (enum[S], error) {
 	var s S
 	names, _, what := s.set()
-	for i, n := range names {
-		if n == name {
-			return enum[S](i), nil
+	return parseName[enum[S]](what, name, len(names))
+}
+
+// parseName maps a name to the one of the n values of T whose String it
+// is; what names the set in the error that rejects an unknown name.
+func parseName[T interface {
+	~uint8
+	String() string
+}](what, name string, n int) (T, error) {
+	names := make([]string, n)
+	for i := range names {
+		if names[i] = T(i).String(); names[i] == name {
+			return T(i), nil
 		}
 	}
 	return 0, fmt.Errorf("%w: %s %q (known: %s)", errUnknownFormat, what, name, strings.Join(names, ", "))
