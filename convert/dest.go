@@ -287,7 +287,7 @@ func checkSpace(d *destination, p *Plan, units []unit, recs records, m *dstManif
 		}
 	}
 	need += int64(max(jobs, 1)) * spill
-	free, ok, err := freeSpace(dst)
+	free, ok, err := fsx.FreeSpace(dst)
 	if err != nil {
 		return fmt.Errorf("free space of %s: %w", dst, err)
 	}

@@ -3,7 +3,6 @@ package convert
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,18 +88,11 @@ func (p *Plan) state() *planState {
 
 func (s *planState) units() []string { return slices.Concat(s.Shards, s.Aux) }
 
+// readJSON decodes a state or manifest file (readRegular's bound).
 func readJSON(path string, v any) error {
-	f, _, err := openRegular(path)
+	b, err := readRegular(path)
 	if err != nil {
 		return err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
-	if err != nil {
-		return err
-	}
-	if len(b) > maxStateFile {
-		return fmt.Errorf("%s: over %d bytes", path, maxStateFile)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
