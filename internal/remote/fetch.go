@@ -52,7 +52,8 @@ type FetchOptions struct {
 	// RequestSize bounds one request (0: DefaultRequestSize).
 	RequestSize int64
 	// Window bounds the buffers held at once, in flight or waiting for their
-	// turn to be delivered (0: twice Connections). Memory is at most
+	// turn to be delivered (0: Connections, the least that keeps every
+	// connection busy while the consumer keeps up). Memory is at most
 	// Window × RequestSize.
 	Window int
 }
@@ -71,7 +72,7 @@ func (o FetchOptions) withDefaults() FetchOptions {
 		o.RequestSize = defaultRequestSize
 	}
 	if o.Window <= 0 {
-		o.Window = 2 * o.Connections
+		o.Window = o.Connections
 	}
 	o.Window = max(o.Window, o.Connections)
 	return o
