@@ -141,13 +141,10 @@ func (u *upload) start() error {
 	return nil
 }
 
-// Final is the object's address, s3://bucket/key.
-func (u *upload) Final() string { return u.b.URL.Scheme + "://" + u.b.URL.Bucket + "/" + u.key }
-
 // WriteAt implements filewrite.Sink: p follows the bytes taken so far.
 func (u *upload) WriteAt(p []byte, off int64) (int, error) {
 	if off != u.size {
-		return 0, fmt.Errorf("upload %s: write at %d, after %d bytes", u.Final(), off, u.size)
+		return 0, fmt.Errorf("upload %s: write at %d, after %d bytes", u.b.addr(u.key), off, u.size)
 	}
 	n := 0
 	for n < len(p) {
