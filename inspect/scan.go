@@ -37,7 +37,7 @@ func streamHeaders(ctx context.Context, path string, transient bool) (*headers, 
 	var mu sync.Mutex
 	var read, fetched int64 // of the walks before the current one
 	cur := s
-	h := &headers{names: s.Names(), readAux: s.ReadAux}
+	h := &headers{names: s.Names, readAux: s.ReadAux}
 	h.walk = func(fn func(int, *safetensors.File) error) error {
 		mu.Lock()
 		w := cur
@@ -48,7 +48,7 @@ func streamHeaders(ctx context.Context, path string, transient bool) (*headers, 
 			if w, err = safetensors.OpenShards(ctx, path); err != nil {
 				return err
 			}
-			if !slices.Equal(w.Names(), h.names) {
+			if !slices.Equal(w.Names, h.names) {
 				return fmt.Errorf("%s: the shards changed while it was inspected", path)
 			}
 		}

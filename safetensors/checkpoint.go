@@ -98,7 +98,7 @@ func OpenWith(ctx context.Context, p string, o OpenOptions) (*Checkpoint, error)
 // keepAll walks the shards keeping every File: the Checkpoint Open returns.
 func (s *shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 	c := s.c
-	c.Files = make([]*File, len(s.names))
+	c.Files = make([]*File, len(s.Names))
 	err := s.walk(ctx, func(i int, f *File) error {
 		c.Files[i] = f
 		return nil

@@ -53,17 +53,6 @@ type indexEntry struct {
 	file uint32 // index into files
 }
 
-// parseIndex decodes an index, rejecting duplicate tensor names (which a plain
-// JSON decoder would silently collapse) and entries that do not name a file
-// inside the checkpoint directory. name labels errors.
-func parseIndex(b []byte, name string) (*Index, error) {
-	d, err := parseIndexData(b, name, false)
-	if err != nil {
-		return nil, err
-	}
-	return d.toIndex(name)
-}
-
 // checkUnique rejects a tensor listed twice. Indexes written by huggingface
 // tooling are sorted, so a linear scan of neighbours usually settles it; an
 // unsorted index falls back to a set.

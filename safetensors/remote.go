@@ -104,19 +104,12 @@ func (r *remoteSource) list() ([]string, error) {
 	return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
 }
 
-// remoteError is a failure of a remote source. It reads as the remote
-// package's message (file, what happened, status and host, attempts) and
-// matches errRemote, and ErrNotFound for a file the server does not have.
-type remoteError struct {
-	err  error
-	also []error // err, errRemote and, for a missing file, ErrNotFound
-}
-
-func (e *remoteError) Error() string   { return e.err.Error() }
-func (e *remoteError) Unwrap() []error { return e.also }
-
 // remoteErr wraps an error of the remote package; a bare context error (the
-// opening's deadline, a cancellation) is named in words.
+// opening's deadline, a cancellation) is named in words. The result reads as
+// the remote package's message (file, what happened, status and host,
+// attempts) and matches errRemote, and ErrNotFound for a file the server
+// does not have: the sentinels are wrapped with precision 0, which prints
+// none of their text.
 func remoteErr(err error) error {
 	switch {
 	case errors.Is(err, errRemote):
@@ -126,11 +119,10 @@ func remoteErr(err error) error {
 	case errors.Is(err, context.Canceled):
 		err = fmt.Errorf("canceled: %w", err)
 	}
-	also := []error{err, errRemote}
 	if errors.Is(err, remote.ErrNotFound) {
-		also = append(also, ErrNotFound)
+		return fmt.Errorf("%w%.0w%.0w", err, errRemote, ErrNotFound)
 	}
-	return &remoteError{err, also}
+	return fmt.Errorf("%w%.0w", err, errRemote)
 }
 
 // openRemote finds the shards of an https:// or hf:// location (a directory

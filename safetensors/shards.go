@@ -22,8 +22,11 @@ import (
 // hands it to a callback, then lets it go. An audit of 497,220 tensors then
 // costs the index and the headers in flight, not every header at once.
 type shards struct {
+	// Names lists the shards, sorted, in the order of Checkpoint.Files (read
+	// only).
+	Names []string
+
 	c      *Checkpoint // Root, IndexName, src, idx and HeaderBytesRead; no Files
-	names  []string    // the shards, sorted
 	listed bool        // names come from a directory listing the index must match
 
 	parsed   chan struct{} // closed when the index is parsed (nil: no index)
@@ -53,9 +56,6 @@ func remoteDeadline(ctx context.Context, p string) (context.Context, context.Can
 	}
 	return ctx, func() {}
 }
-
-// Names lists the shards, in the order of Checkpoint.Files.
-func (s *shards) Names() []string { return s.names }
 
 // BytesRead reports the index and header bytes read so far (for a remote
 // source: every byte fetched) and the bytes a remote source has downloaded
@@ -141,7 +141,7 @@ func shardsWith(ctx context.Context, src source, root, indexName string) (*shard
 		if len(names) == 0 {
 			return nil, fmt.Errorf("open %s: %w: no .safetensors files and no %s", root, ErrNotFound, IndexName)
 		}
-		s.names = names
+		s.Names = names
 		return s, nil
 	}
 	c.IndexName = indexName
@@ -159,19 +159,19 @@ func shardsWith(ctx context.Context, src source, root, indexName string) (*shard
 		c.idx, s.parseErr = parseIndexData(b, indexPath, true)
 	}()
 	if listErr == nil {
-		s.names, s.listed = present, true
+		s.Names, s.listed = present, true
 		return s, nil
 	}
 	<-s.parsed
 	if s.parseErr != nil {
 		return nil, s.parseErr
 	}
-	s.names = c.idx.files
+	s.Names = c.idx.files
 	return s, nil
 }
 
 func shardsSingle(src source, root, name string) *shards {
-	return &shards{c: newCheckpoint(root, src), names: []string{name}}
+	return &shards{c: newCheckpoint(root, src), Names: []string{name}}
 }
 
 // prepare waits for the index and checks it on its own and against the
@@ -186,14 +186,14 @@ func (s *shards) prepare(ctx context.Context) error {
 		}
 		c := s.c
 		if s.listed {
-			for _, f := range s.names {
+			for _, f := range s.Names {
 				if _, ok := slices.BinarySearch(c.idx.files, f); !ok {
 					s.prepErr = fmt.Errorf("file %s: %w: shard is not in %s", joinRoot(c.Root, f), ErrIndex, c.IndexName)
 					return
 				}
 			}
 			for _, f := range c.idx.files {
-				if _, ok := slices.BinarySearch(s.names, f); !ok {
+				if _, ok := slices.BinarySearch(s.Names, f); !ok {
 					s.prepErr = s.notAShard(ctx, f)
 					return
 				}
@@ -280,18 +280,18 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 		mu       sync.Mutex
 		total    int64
 		sizeErr  error
-		checkErr = make([]error, len(s.names)) // index disagreements, by shard
+		checkErr = make([]error, len(s.Names)) // index disagreements, by shard
 		names    *nameSet
 	)
 	indexed := s.parsed != nil // c.idx is set once the parse is done
-	if !indexed && !keep && len(s.names) > 1 {
+	if !indexed && !keep && len(s.Names) > 1 {
 		names = &nameSet{}
 	}
-	errs := make([]error, len(s.names))
+	errs := make([]error, len(s.Names))
 	var mems sync.Pool // *headerMem, with reuse
 	var g errgroup.Group
 	g.SetLimit(s.parallelism(keep))
-	for i, name := range s.names {
+	for i, name := range s.Names {
 		g.Go(func() error {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
@@ -382,7 +382,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			return err
 		}
 	}
-	if err := names.err(c, s.names); err != nil {
+	if err := names.err(c, s.Names); err != nil {
 		return err
 	}
 	if indexed && total != c.idx.totalSize {

@@ -36,7 +36,7 @@ func TestShardsWalkSeesWhatOpenKeeps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := s.Names(); len(got) != len(ck.Files) {
+		if got := s.Names; len(got) != len(ck.Files) {
 			t.Fatalf("%s: names %v, Open has %d files", p, got, len(ck.Files))
 		}
 		var mu sync.Mutex
@@ -47,7 +47,7 @@ func TestShardsWalkSeesWhatOpenKeeps(t *testing.T) {
 			defer mu.Unlock()
 			seen[i]++
 			want := ck.Files[i]
-			if f.Path != want.Path || s.Names()[i] != f.Path || f.Size != want.Size || f.DataStart != want.DataStart {
+			if f.Path != want.Path || s.Names[i] != f.Path || f.Size != want.Size || f.DataStart != want.DataStart {
 				t.Errorf("%s: shard %d is %s (%d B), Open has %s (%d B)", p, i, f.Path, f.Size, want.Path, want.Size)
 			}
 			if !slices.EqualFunc(f.Tensors, want.Tensors, func(a, b TensorInfo) bool {

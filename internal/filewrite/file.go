@@ -39,6 +39,7 @@ const BufferSize = 4 << 20
 type File struct {
 	af        *Temp
 	sink      sink      // instead of af: see CreateSink
+	final     string    // the sink's name
 	h         hash.Hash // sha256; nil: not hashed
 	pool      *Pool
 	cur       []byte // the buffer being filled; cur[:n] is pending
@@ -119,7 +120,7 @@ func (f *File) hasher() {
 // pathName is the name the file gets on Commit.
 func (f *File) pathName() string {
 	if f.sink != nil {
-		return f.sink.Final()
+		return f.final
 	}
 	return f.af.finalName()
 }

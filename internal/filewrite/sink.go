@@ -13,19 +13,18 @@ type sink interface {
 	Commit() error
 	// Abort discards what was written; the final name is untouched.
 	Abort() error
-	// Final names the file (a URL) in messages.
-	Final() string
 }
 
-// CreateSink is Create for a file streamed to s: its bytes are hashed as
-// they go (SHA256 is the sha256 of what s received) and staged in pool's
-// buffers, and Commit hands over to s.Commit once every byte is written.
-func CreateSink(s sink, pool *Pool, progress func(int64)) *File {
+// CreateSink is Create for a file streamed to s, named final (a URL) in
+// messages: its bytes are hashed as they go (SHA256 is the sha256 of what s
+// received) and staged in pool's buffers, and Commit hands over to s.Commit
+// once every byte is written.
+func CreateSink(s sink, final string, pool *Pool, progress func(int64)) *File {
 	own := pool == nil
 	if own {
 		pool = newPool(2)
 	}
-	f := &File{sink: s, pool: pool, progress: progress, ownPool: own,
+	f := &File{sink: s, final: final, pool: pool, progress: progress, ownPool: own,
 		chunks: make(chan chunk, cap(pool.free)), hashed: make(chan struct{}), done: make(chan error, 1)}
 	f.h = sha256.New()
 	f.in = make(chan chunk, cap(pool.free))

@@ -28,12 +28,11 @@ func (s *memSink) WriteAt(p []byte, off int64) (int, error) {
 }
 func (s *memSink) Commit() error { s.committed++; return nil }
 func (s *memSink) Abort() error  { s.aborted++; return nil }
-func (s *memSink) Final() string { return "s3://b/k" }
 
 func TestSink(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), (3*BufferSize+1234)/16)
 	s := &memSink{}
-	f := CreateSink(s, nil, nil)
+	f := CreateSink(s, "s3://b/k", nil, nil)
 	for off := 0; off < len(data); off += 100000 {
 		f.Write(data[off:min(off+100000, len(data))])
 	}
@@ -52,7 +51,7 @@ func TestSink(t *testing.T) {
 	}
 
 	bad := &memSink{failAt: BufferSize + 1}
-	f = CreateSink(bad, nil, nil)
+	f = CreateSink(bad, "s3://b/k", nil, nil)
 	f.Write(data)
 	err := f.Commit()
 	if err == nil || !strings.Contains(err.Error(), "s3://b/k") || bad.committed != 0 || bad.aborted != 1 {

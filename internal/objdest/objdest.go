@@ -101,7 +101,7 @@ func (d *Dest) Create(name string, pool *filewrite.Pool, prog func(int64)) (*fil
 	if err != nil {
 		return nil, err
 	}
-	return filewrite.CreateSink(up, pool, prog), nil
+	return filewrite.CreateSink(up, d.Path(name), pool, prog), nil
 }
 
 // ETag is the ETag of output object name as this run completed it ("" for

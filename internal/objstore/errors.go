@@ -13,6 +13,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
+// addr is the full address of key, scheme://bucket/key: what errors name.
+func (b *Bucket) addr(key string) string { return b.URL.Scheme + "://" + b.URL.Bucket + "/" + key }
+
 // fail turns an SDK error for key into a *remote.Error naming the object's
 // full address (bucket and key), what is wrong and what to do. Context
 // errors pass unchanged.
@@ -20,7 +23,7 @@ func (b *Bucket) fail(key string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	e := &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host}
+	e := &remote.Error{File: b.addr(key), Host: b.host}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
 		e.Status = re.HTTPStatusCode()

@@ -45,7 +45,7 @@ func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64
 		total, cerr := rangeTotal(aws.ToString(out.ContentRange))
 		if cerr != nil {
 			out.Body.Close()
-			return int(got), 0, "", &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host, Kind: remote.ErrProtocol,
+			return int(got), 0, "", &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrProtocol,
 				Detail: fmt.Sprintf("Content-Range %q: %v", aws.ToString(out.ContentRange), cerr)}
 		}
 		if size < 0 {
@@ -66,7 +66,7 @@ func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64
 		}
 		wait, derr := b.retryer.RetryDelay(attempt, rerr)
 		if attempt >= b.retryer.MaxAttempts() || derr != nil {
-			return int(got), size, etag, &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host, Kind: remote.ErrNetwork,
+			return int(got), size, etag, &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrNetwork,
 				Attempts: attempt, Detail: fmt.Sprintf("body cut off after %d of %d bytes at offset %d: %v", got, want, off, rerr)}
 		}
 		b.retried(attempt, wait, rerr)
@@ -142,7 +142,7 @@ func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		}
 		if n := aws.ToInt64(out.ContentLength); n > limit {
 			out.Body.Close()
-			return nil, &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host, Kind: remote.ErrProtocol,
+			return nil, &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrProtocol,
 				Detail: fmt.Sprintf("%d bytes is over the %d-byte limit", n, limit)}
 		}
 		buf := make([]byte, aws.ToInt64(out.ContentLength))
@@ -156,7 +156,7 @@ func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		}
 		wait, derr := b.retryer.RetryDelay(attempt, rerr)
 		if attempt >= b.retryer.MaxAttempts() || derr != nil {
-			return nil, &remote.Error{File: b.URL.Scheme + "://" + b.URL.Bucket + "/" + key, Host: b.host, Kind: remote.ErrNetwork, Attempts: attempt, Detail: rerr.Error()}
+			return nil, &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrNetwork, Attempts: attempt, Detail: rerr.Error()}
 		}
 		b.retried(attempt, wait, rerr)
 		select {

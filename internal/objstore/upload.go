@@ -43,10 +43,13 @@ func partSizeOf(v string) (int, error) {
 }
 
 // partsInFlight bounds the parts of one upload being sent while the next
-// fills: an upload holds at most PartsInFlight+1 buffers of a part's size,
-// whatever the object's size. Each upload waits only for its own parts, so
-// uploads cannot hold each other up.
-const partsInFlight = 3
+// fills: an upload holds at most partsInFlight+1 buffers of a part's size,
+// whatever the object's size. One part in flight overlaps sending with
+// filling; the parallelism comes from the uploads of several files at
+// once, so more parts per upload only add buffers, and with the files'
+// size, peak memory. Each upload waits only for its own parts, so uploads
+// cannot hold each other up.
+const partsInFlight = 1
 
 // upload is one object being written as a multipart upload: parts go up
 // while the next fills, each checked by the store against its checksum
@@ -138,13 +141,10 @@ func (u *upload) start() error {
 	return nil
 }
 
-// Final is the object's address, s3://bucket/key.
-func (u *upload) Final() string { return u.b.URL.Scheme + "://" + u.b.URL.Bucket + "/" + u.key }
-
 // WriteAt implements filewrite.Sink: p follows the bytes taken so far.
 func (u *upload) WriteAt(p []byte, off int64) (int, error) {
 	if off != u.size {
-		return 0, fmt.Errorf("upload %s: write at %d, after %d bytes", u.Final(), off, u.size)
+		return 0, fmt.Errorf("upload %s: write at %d, after %d bytes", u.b.addr(u.key), off, u.size)
 	}
 	n := 0
 	for n < len(p) {
@@ -172,7 +172,7 @@ func (u *upload) failed() error {
 }
 
 // send uploads the filled part on a goroutine of its own, once fewer than
-// PartsInFlight are being sent; its buffer goes back to the bucket's once
+// partsInFlight are being sent; its buffer goes back to the bucket's once
 // the store has it.
 func (u *upload) send() {
 	buf, num := u.buf, u.next

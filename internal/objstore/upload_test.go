@@ -68,7 +68,7 @@ func TestUploads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := filewrite.CreateSink(up, nil, nil)
+			f := filewrite.CreateSink(up, "test object", nil, nil)
 			for off := 0; off < n; off += 1 << 20 {
 				if _, err := f.Write(data[off:min(off+1<<20, n)]); err != nil {
 					t.Fatal(err)
@@ -102,7 +102,7 @@ func TestUploads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := filewrite.CreateSink(up, nil, nil)
+		f := filewrite.CreateSink(up, "test object", nil, nil)
 		f.Write(data)
 		err = f.Commit()
 		if err == nil || p.Corrupted.Load() != 1 {
@@ -162,7 +162,7 @@ func TestUploads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := filewrite.CreateSink(up2, nil, nil)
+		f := filewrite.CreateSink(up2, "test object", nil, nil)
 		f.Write(data)
 		if err := f.Commit(); err != nil {
 			t.Fatal(err)
@@ -202,7 +202,7 @@ func TestGSAlias(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := filewrite.CreateSink(up, nil, nil)
+		f := filewrite.CreateSink(up, "test object", nil, nil)
 		f.Write(data[:n])
 		if err := f.Commit(); err != nil {
 			t.Fatalf("%s: %v", name, err)

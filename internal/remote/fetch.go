@@ -49,12 +49,11 @@ type FetchOptions struct {
 	// request's dropped bytes do not outnumber its needed ones (0: DefaultGap,
 	// negative: only touching ranges).
 	Gap int64
-	// RequestSize bounds one request (0: DefaultRequestSize).
+	// RequestSize bounds one request (0: DefaultRequestSize). A fetch holds
+	// one buffer of at most this size per connection, in flight or waiting
+	// for its turn to be delivered: memory is at most Connections ×
+	// RequestSize, whatever the files' size.
 	RequestSize int64
-	// Window bounds the buffers held at once, in flight or waiting for their
-	// turn to be delivered (0: twice Connections). Memory is at most
-	// Window × RequestSize.
-	Window int
 }
 
 func (o FetchOptions) withDefaults() FetchOptions {
@@ -70,10 +69,6 @@ func (o FetchOptions) withDefaults() FetchOptions {
 	if o.RequestSize <= 0 {
 		o.RequestSize = defaultRequestSize
 	}
-	if o.Window <= 0 {
-		o.Window = 2 * o.Connections
-	}
-	o.Window = max(o.Window, o.Connections)
 	return o
 }
 
@@ -145,9 +140,10 @@ type job struct {
 }
 
 // fetch reads the ranges and hands their bytes to deliver in order (see
-// chunk), from the calling goroutine. Requests run Connections at a time
-// while at most Window buffers are held, so a slow consumer slows the fetch
-// rather than growing memory. Every file is opened (probed) and every range
+// chunk), from the calling goroutine. Each request holds one of Connections
+// buffers until its bytes are delivered, which bounds both the requests in
+// flight and the memory: a slow consumer slows the fetch rather than growing
+// memory. Every file is opened (probed) and every range
 // checked against its file's size before the first data request. The first
 // error, from a request or from deliver, cancels everything; fetch returns
 // after all its requests have stopped.
@@ -178,9 +174,8 @@ func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	queue := make(chan *job, o.Window)
-	free := make(chan []byte, o.Window)
-	sem := make(chan struct{}, o.Connections)
+	queue := make(chan *job, o.Connections)
+	free := make(chan []byte, o.Connections)
 	var workers sync.WaitGroup
 	dispatched := make(chan struct{})
 	go func() {
@@ -195,7 +190,7 @@ func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 			select {
 			case buf = <-free:
 			default:
-				if allocated < o.Window {
+				if allocated < o.Connections {
 					buf = make([]byte, bufSize)
 					allocated++
 				} else {
@@ -206,25 +201,18 @@ func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 					}
 				}
 			}
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
 			if ctx.Err() != nil {
-				<-sem
 				return
 			}
 			j := &job{p: p, buf: buf[:p.n], done: make(chan error, 1)}
-			queue <- j // never blocks: each queued job holds one of Window buffers
+			queue <- j // never blocks: each queued job holds one of Connections buffers
 			workers.Add(1)
 			go func() {
 				defer workers.Done()
 				err := files[p.file].readRange(ctx, j.buf, p.off, &fetched)
 				if err != nil {
-					cancel(err) // before the slot is freed, so nothing new starts
+					cancel(err) // before deliverAll frees the buffer, so nothing new starts
 				}
-				<-sem
 				j.done <- err
 			}()
 		}

@@ -164,7 +164,8 @@ func TestFetchParallelInOrder(t *testing.T) {
 	}
 }
 
-// A consumer that stops taking chunks stops the fetch after Window buffers:
+// A consumer that stops taking chunks stops the fetch after one buffer per
+// connection:
 // memory does not grow with the ranges.
 func TestFetchWindowBoundsMemory(t *testing.T) {
 	files := map[string][]byte{"a": pattern(1<<20, 4)}
@@ -182,7 +183,7 @@ func TestFetchWindowBoundsMemory(t *testing.T) {
 		return n
 	}
 	var seenWhileBlocked int
-	_, err := s.fetch(context.Background(), []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 2, Window: 3, RequestSize: 16 << 10},
+	_, err := s.fetch(context.Background(), []Range{{"a", 0, 1 << 20}}, FetchOptions{Connections: 3, RequestSize: 16 << 10},
 		func(c chunk) error {
 			once.Do(func() {
 				go func() {
@@ -201,7 +202,7 @@ func TestFetchWindowBoundsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	if seenWhileBlocked > 3 {
-		t.Errorf("%d requests made while the consumer held the first chunk; the window is 3", seenWhileBlocked)
+		t.Errorf("%d requests made while the consumer held the first chunk; connections is 3", seenWhileBlocked)
 	}
 	if dataReqs() != 64 {
 		t.Errorf("%d data requests, want 64", dataReqs())

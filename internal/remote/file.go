@@ -83,8 +83,8 @@ func (f *File) Version() string {
 		return "last-modified " + f.lastMod
 	case pinnedCommit(f.src.loc.Revision):
 		return "commit " + f.src.loc.Revision
-	case f.src.Commit() != "":
-		return "commit " + f.src.Commit()
+	case f.src.repoCommit() != "":
+		return "commit " + f.src.repoCommit()
 	}
 	return ""
 }

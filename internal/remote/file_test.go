@@ -118,8 +118,8 @@ func TestRedirectKeepsTokenOnOrigin(t *testing.T) {
 	if hp.hubHits != 2 {
 		t.Errorf("hub saw %d requests, want 2 (probe, config.json)", hp.hubHits)
 	}
-	if s.Commit() != "c0ffee" {
-		t.Errorf("commit %q", s.Commit())
+	if s.repoCommit() != "c0ffee" {
+		t.Errorf("commit %q", s.repoCommit())
 	}
 }
 

@@ -226,9 +226,9 @@ func (s *Source) Stats() Stats {
 	return Stats{Fetched: s.bytes.Load(), Requests: s.requests.Load(), Retries: s.retries.Load()}
 }
 
-// Commit is the repository commit the hub reported (X-Repo-Commit), "" when
-// none did.
-func (s *Source) Commit() string {
+// repoCommit is the repository commit the hub reported (X-Repo-Commit), ""
+// when none did.
+func (s *Source) repoCommit() string {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	return s.commit

@@ -23,6 +23,9 @@ import (
 type HubServer struct {
 	// URL is the server's base URL (HF_ENDPOINT).
 	URL string
+	// Env is the environment a remote open sees: HF_ENDPOINT is the server
+	// and HOME a folder with no token, so no real hub or token is ever used.
+	Env func(key string) string
 	dir string
 
 	mu   sync.Mutex
@@ -37,13 +40,9 @@ func NewHubServer(tb testing.TB, dir string) *HubServer {
 	srv := httptest.NewServer(http.HandlerFunc(h.serve))
 	tb.Cleanup(srv.Close)
 	h.URL = srv.URL
+	env := map[string]string{"HF_ENDPOINT": h.URL, "HOME": dir + "-nohome"}
+	h.Env = func(k string) string { return env[k] }
 	return h
-}
-
-// Env is the environment a remote open sees: HF_ENDPOINT is the server and
-// HOME a folder with no token, so no real hub or token is ever used.
-func (h *HubServer) Env(k string) string {
-	return map[string]string{"HF_ENDPOINT": h.URL, "HOME": h.dir + "-nohome"}[k]
 }
 
 // Sent is the range-request body bytes sent since the last Reset of the
