@@ -167,7 +167,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 			}
 			encodeMO(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
 			if q.errs != nil {
-				q.errs.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0)
+				q.errs.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, m == 0)
 			}
 			continue
 		}
@@ -183,7 +183,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 		}
 		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)
 		if q.errs != nil {
-			q.errs.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, amax, m == 0)
+			q.errs.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, m == 0)
 		}
 	}
 	return nil

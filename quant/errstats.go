@@ -3,7 +3,6 @@ package quant
 import (
 	"encoding/binary"
 	"math"
-	"slices"
 )
 
 // ErrStats is the error of a quantization against its source, summed over
@@ -81,20 +80,19 @@ func (b *blockErr) addTo(s *ErrStats, zero bool) {
 
 const absMask = 1<<63 - 1
 
-// fp8Block adds one FP8 block (rows×cols of codes, stride cstride bytes, of
-// source elements src, stride sstride bytes, format in) with scale sf and
-// source amax; zero says amax is 0. A NaN code, which the casts write only
-// in ModelOpt's zero-scale tiles, is counted and skipped.
-func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero bool) {
-	if in == BF16 && lanesExact(sf) {
-		var l laneSums
-		errWindow(&l, codes, cstride, src, sstride, rows, cols, sf, satTop(sf, amax))
-		if !slices.Contains(l.code[:], 0x7F) { // else a NaN code: element by element below
-			l.addTo(s, zero)
-			return
-		}
+// fp8Block adds one FP8 block element by element (rows×cols of codes,
+// stride cstride bytes, of source elements src, stride sstride bytes,
+// format in) with scale sf; zero says the block's amax is 0. A NaN code,
+// which the casts write only in ModelOpt's zero-scale tiles, is counted and
+// skipped. BF16 blocks whose scale satisfies lanesExact take encodeFP8
+// instead.
+func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf float32, zero bool) {
+	var b blockErr
+	size := in.Size()
+	for r := range rows {
+		b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
 	}
-	s.fp8Rows(in, codes, cstride, src, sstride, rows, cols, sf, zero)
+	b.addTo(s, zero)
 }
 
 // encodeFP8 encodes a window of BF16 sources to FP8 codes (scale sf, source
@@ -115,7 +113,7 @@ func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, row
 		l.addTo(s, zero)
 		return
 	}
-	s.fp8Rows(BF16, codes, cstride, src, sstride, rows, cols, sf, zero)
+	s.fp8Block(BF16, codes, cstride, src, sstride, rows, cols, sf, zero)
 }
 
 // lanesExact says whether the window kernels' e = |x| − |x̂| in float32 is
@@ -147,24 +145,13 @@ func (l *laneSums) addTo(s *ErrStats, zero bool) {
 	b.addTo(s, zero)
 }
 
-// fp8Rows adds a block element by element (any source format, NaN codes).
-func (s *ErrStats) fp8Rows(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf float32, zero bool) {
-	var b blockErr
-	size := in.Size()
-	for r := range rows {
-		b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
-	}
-	b.addTo(s, zero)
-}
-
 // laneSums are a window's partial sums of BF16 elements in eight lanes
-// (element j of a row goes to lane j%8, as the vector kernel adds them). The
-// layout is errWinBF16AVX2's.
+// (element j of a row goes to lane j%8, as the vector kernels add them). The
+// layout is the vector kernels'.
 type laneSums struct {
 	sx, se lanes      // Σx², Σ(x−x̂)²
 	m      [8]float32 // max|x−x̂|
 	sat    [8]int32   // elements with |x| above top
-	code   [8]int32   // the largest magnitude code (0x7F: NaN)
 }
 
 type lanes [8]float64
@@ -175,7 +162,7 @@ func (l *lanes) sum() float64 {
 }
 
 // errWindowGo adds columns [from, to) of a window of FP8 codes (scale sf)
-// and their BF16 sources to the lanes, row by row, as errWinBF16AVX2 does:
+// and their BF16 sources to the lanes, row by row, as the vector kernels do:
 // e = |x| − |x̂| in float32 and squared in float64. Both squares are exact
 // in float64 (x has 8 significant bits, e 24), so a multiply-add fused or
 // not gives the same sum; the conversions keep e itself a float32 difference.
@@ -186,7 +173,6 @@ func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, ro
 		for j, code := range c {
 			k := (from + j) & 7
 			code &= 0x7F
-			l.code[k] = max(l.code[k], int32(code))
 			xh := float32(e4m3Table[code] * sf)
 			x := BF16ToF32(binary.LittleEndian.Uint16(x16[2*j:]) & 0x7FFF)
 			if x > top {
