@@ -8,17 +8,23 @@ import (
 // BenchmarkQuantizeErrStats is BenchmarkQuantize's one-goroutine FP32-scale
 // case with the error measurement off and on, side by side: the FP8
 // kernel's worst case (every element measured; convert's other work is not
-// in it). MB/s is of BF16 input.
+// in it). Where the CPU has AVX-512, on-avx2 is the measurement with the
+// AVX2 kernel instead. MB/s is of BF16 input.
 //
 //	go test -run XXX -bench QuantizeErrStats ./quant
 func BenchmarkQuantizeErrStats(b *testing.B) {
 	src := benchSrc()
-	for _, on := range []bool{false, true} {
-		name := "off"
-		if on {
-			name = "on"
-		}
+	arms := []string{"off", "on"}
+	if avx512Available() {
+		arms = append(arms, "on-avx2")
+	}
+	for _, name := range arms {
+		on := name != "off"
 		b.Run(name, func(b *testing.B) {
+			if name == "on-avx2" {
+				setAVX512(false)
+				defer setAVX512(true)
+			}
 			var es ErrStats
 			runBands(b, 1, func() quantScratch {
 				q := NewQuantizer(benchK, BF16, ScaleFP32)

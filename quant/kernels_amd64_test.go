@@ -24,3 +24,7 @@ func eachKernel(t *testing.T, f func(t *testing.T)) {
 func useAVX2Available() bool { return cpuHasAVX2 }
 
 func setAVX2(on bool) { useAVX2 = on && cpuHasAVX2 }
+
+func avx512Available() bool { return cpuHasAVX512 }
+
+func setAVX512(on bool) { useAVX512 = on && cpuHasAVX512 }
