@@ -90,7 +90,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				if err := q.SetNumerics(opts.Numerics); err != nil {
 					return zeroed, err
 				}
-				q.SetErrStats(measure)
+				q.Measure = measure
 				quantizers[w] = q
 			}
 			dst := s.band[:rows*k]
@@ -100,11 +100,11 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				dst = (*hold)[len(*hold) : len(*hold)+rows*k]
 			}
 			scales := s.scales[b*kb+int64(c0/blockSize):]
-			z0 := q.ZeroScaleBlocks()
+			z0 := q.ZeroScaleBlocks
 			err := q.QuantizeBandAt(int(b), dst, scales, src, rows)
 			var nf *quant.NonFiniteError
 			if errors.As(err, &nf) {
-				recounted += q.ZeroScaleBlocks() - z0 // the blocks before it, counted again below
+				recounted += q.ZeroScaleBlocks - z0 // the blocks before it, counted again below
 				if opts.NonFinite != nonFiniteZero {
 					return zeroed, fmt.Errorf("%w: %s %#x at row %d, column %d (128×128 block %d,%d); pass --nonfinite zero to replace such values by 0",
 						errNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/blockSize+nf.ColBlock)
@@ -142,7 +142,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 	}
 	s.lastZeroScale = -recounted
 	for _, q := range quantizers {
-		s.lastZeroScale += q.ZeroScaleBlocks()
+		s.lastZeroScale += q.ZeroScaleBlocks
 	}
 	s.sbytes = bufs.Grow(s.sbytes, 4*len(s.scales))
 	for i, v := range s.scales {

@@ -160,7 +160,7 @@ func BenchmarkNVFP4Cast(b *testing.B) {
 				if err := m.Add(scales); err != nil {
 					b.Fatal(err)
 				}
-				c, err := NewNVFP4Cast(k, m.Value())
+				c, err := NewNVFP4Cast(k, m.Value)
 				if err != nil {
 					b.Fatal(err)
 				}

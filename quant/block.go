@@ -65,16 +65,20 @@ func numBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 // DeepGEMM's per_block_cast_to_fp8 semantics. The hot loop allocates nothing;
 // a Quantizer is not safe for concurrent use (one per worker).
 type Quantizer struct {
-	k     int
-	in    Elem
-	fmt   ScaleFmt
-	div   scaleDiv
-	num   Numerics
-	err   error // set by NewQuantizer for arguments out of range
-	nkb   int   // ⌈K/128⌉
-	band  int   // band index quantizeNext reports in errors; advanced per call
-	zeros int64 // ModelOpt blocks whose scale is zero
-	errs  *ErrStats
+	k    int
+	in   Elem
+	fmt  ScaleFmt
+	div  scaleDiv
+	num  Numerics
+	err  error // set by NewQuantizer for arguments out of range
+	nkb  int   // ⌈K/128⌉
+	band int   // band index quantizeNext reports in errors; advanced per call
+	// ZeroScaleBlocks counts the blocks so far that got a zero scale (and
+	// NaN codes) under ModelOpt numerics, for the converter to report.
+	ZeroScaleBlocks int64
+	// Measure, when not nil, gets the error of every block quantized; a
+	// band that fails leaves it as it was before the band.
+	Measure *ErrStats
 }
 
 // NewQuantizer returns a quantizer for rows of k elements of format in. Bad
@@ -121,13 +125,13 @@ func (q *Quantizer) quantizeNext(dst []byte, scales []float32, src []byte, rows 
 // scale would make its largest code dequantize to infinity a
 // *ScaleOverflowError; either way nothing useful is left in dst.
 func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) error {
-	if q.errs == nil {
+	if q.Measure == nil {
 		return q.quantizeBand(band, dst, scales, src, rows)
 	}
-	saved := *q.errs
+	saved := *q.Measure
 	err := q.quantizeBand(band, dst, scales, src, rows)
 	if err != nil {
-		*q.errs = saved
+		*q.Measure = saved
 	}
 	return err
 }
@@ -159,15 +163,15 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 			sf := modelOptScale(uint16(m))
 			scales[kb] = sf
 			if sf == 0 {
-				q.zeros++
+				q.ZeroScaleBlocks++
 			}
-			if q.errs != nil && lanesExact(sf) {
-				q.errs.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0, true)
+			if q.Measure != nil && lanesExact(sf) {
+				q.Measure.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0, true)
 				continue
 			}
 			encodeMO(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
-			if q.errs != nil {
-				q.errs.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, m == 0)
+			if q.Measure != nil {
+				q.Measure.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, m == 0)
 			}
 			continue
 		}
@@ -177,13 +181,13 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 			return &ScaleOverflowError{Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
 		}
 		scales[kb] = sf
-		if q.errs != nil && q.in == BF16 && lanesExact(sf) {
-			q.errs.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, amax, m == 0, false)
+		if q.Measure != nil && q.in == BF16 && lanesExact(sf) {
+			q.Measure.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, amax, m == 0, false)
 			continue
 		}
 		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)
-		if q.errs != nil {
-			q.errs.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, m == 0)
+		if q.Measure != nil {
+			q.Measure.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, m == 0)
 		}
 	}
 	return nil
@@ -223,7 +227,7 @@ func (q *Quantizer) bitsToF32(m uint32) float32 {
 	case BF16:
 		return BF16ToF32(uint16(m))
 	case F16:
-		return F16ToF32(uint16(m))
+		return f16ToF32(uint16(m))
 	default:
 		return math.Float32frombits(m)
 	}

@@ -209,7 +209,7 @@ func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 		case BF16:
 			x = float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
 		case F16:
-			x = float64(F16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
+			x = float64(f16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
 		default:
 			x = float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])))
 		}
@@ -231,14 +231,6 @@ func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 		b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
 	}
 }
-
-// SetErrStats makes the quantizer add the error of every block it quantizes
-// to s (nil: stop). A band that fails leaves s as it was before the band.
-func (q *Quantizer) SetErrStats(s *ErrStats) { q.errs = s }
-
-// SetErrStats makes the cast add the error of every 32-element block it
-// casts to s (nil: stop); x is the MXFP4 value, x̂ the NVFP4 one.
-func (c *nVFP4Cast) SetErrStats(s *ErrStats) { c.errs = s }
 
 // e2m1Sq4 is 4·(v_lo² + v_hi²) for the two E2M1 codes of a byte: an integer,
 // so a block's Σx² is exact.

@@ -29,7 +29,7 @@ func BenchmarkQuantizeErrStats(b *testing.B) {
 			runBands(b, 1, func() quantScratch {
 				q := NewQuantizer(benchK, BF16, ScaleFP32)
 				if on {
-					q.SetErrStats(&es)
+					q.Measure = &es
 				}
 				return quantScratch{q, make([]byte, BlockSize*benchK), make([]float32, numBlocks(benchK))}
 			}, func(s quantScratch, band int) error {
@@ -58,12 +58,12 @@ func BenchmarkNVFP4CastErrStats(b *testing.B) {
 			b.SetBytes(int64(len(packed)))
 			var es ErrStats
 			for b.Loop() {
-				c, err := NewNVFP4Cast(k, m.Value())
+				c, err := NewNVFP4Cast(k, m.Value)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if on {
-					c.SetErrStats(&es)
+					c.Measure = &es
 				}
 				for r0 := 0; r0 < rows; r0 += BlockSize {
 					if err := c.CastBand(out, osc, packed[r0*k/2:(r0+BlockSize)*k/2], scales[r0*k/32:(r0+BlockSize)*k/32], BlockSize); err != nil {

@@ -76,7 +76,7 @@ func TestQuantizerErrStats(t *testing.T) {
 			if err := q.SetNumerics(num); err != nil {
 				t.Fatal(err)
 			}
-			q.SetErrStats(&got[i])
+			q.Measure = &got[i]
 			codes := make([]byte, rows*k)
 			scales := make([]float32, numBlocks(k))
 			if err := q.QuantizeBandAt(0, codes, scales, src, rows); err != nil {

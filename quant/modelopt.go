@@ -53,10 +53,6 @@ func (q *Quantizer) SetNumerics(n Numerics) error {
 	return nil
 }
 
-// ZeroScaleBlocks returns how many blocks so far got a zero scale (and NaN
-// codes) under ModelOpt numerics, for the converter to report.
-func (q *Quantizer) ZeroScaleBlocks() int64 { return q.zeros }
-
 // modelOptScale is bf16(amax / 448) for a BF16 magnitude pattern, widened.
 // The float32 quotient rounded to BF16 equals the exactly rounded quotient
 // and the one through float32(1/448) for every BF16 amax (checked in the

@@ -58,8 +58,12 @@ const (
 // chunk, so a converter can read a scale tensor in pieces. The zero value is
 // ready to use.
 type KMax struct {
-	top  uint8 // largest byte seen
-	seen int64 // bytes seen, for error positions
+	// Value is K_max: the largest e8m0 − 127 over the non-zero bytes added,
+	// or 0 when there were none (NVIDIA's rule, also when a partner tensor's
+	// K_max is negative: the shared K_max of w1 and w3 is max of the two).
+	Value int
+	top   uint8 // largest byte seen
+	seen  int64 // bytes seen, for error positions
 }
 
 // Add takes the next chunk of scale bytes. A NaN byte (0xFF) is an error
@@ -79,17 +83,10 @@ func (m *KMax) Add(scales []byte) error {
 	}
 	m.top = top
 	m.seen += int64(len(scales))
-	return nil
-}
-
-// Value returns K_max: the largest e8m0 − 127 over the non-zero bytes added,
-// or 0 when there were none (NVIDIA's rule, also when a partner tensor's
-// K_max is negative: the shared K_max of w1 and w3 is max of the two Values).
-func (m *KMax) Value() int {
-	if m.top == 0 {
-		return 0
+	if top != 0 {
+		m.Value = int(top) - e8m0Bias
 	}
-	return int(m.top) - e8m0Bias
+	return nil
 }
 
 // CastStats counts the 32-element MXFP4 blocks of an MXFP4 → NVFP4 cast.
@@ -137,11 +134,17 @@ func (s CastStats) Add(t CastStats) CastStats {
 // NVFP4 with a K_max fixed up front. It allocates nothing per band and is not
 // safe for concurrent use (one per worker and tensor).
 type nVFP4Cast struct {
-	k     int
-	kmax  int
-	stats CastStats
-	row   int64 // first row of the next band, for error positions
-	errs  *ErrStats
+	k    int
+	kmax int
+	row  int64 // first row of the next band, for error positions
+	// Stats counts the bands cast so far.
+	Stats CastStats
+	// Scale2 is weight_scale_2 = 2^(K_max − 8), exact (a float32 subnormal
+	// for K_max < -118).
+	Scale2 float32
+	// Measure, when not nil, gets the error of every 32-element block cast
+	// (x the MXFP4 value, x̂ the NVFP4 one).
+	Measure *ErrStats
 }
 
 // NewNVFP4Cast returns a cast for rows of k elements (a multiple of 32) and the
@@ -153,15 +156,8 @@ func NewNVFP4Cast(k, kmax int) (*nVFP4Cast, error) {
 	case kmax < minKMax || kmax > maxKMax:
 		return nil, errorf(errShape, "K_max %d outside [%d, %d]", kmax, minKMax, maxKMax)
 	}
-	return &nVFP4Cast{k: k, kmax: kmax}, nil
+	return &nVFP4Cast{k: k, kmax: kmax, Scale2: float32(math.Ldexp(1, kmax-nvScaleKMax))}, nil
 }
-
-// Scale2 returns weight_scale_2 = 2^(K_max − 8), exact (a float32 subnormal
-// for K_max < -118).
-func (c *nVFP4Cast) Scale2() float32 { return float32(math.Ldexp(1, c.kmax-nvScaleKMax)) }
-
-// Stats returns the counts of the bands cast so far.
-func (c *nVFP4Cast) Stats() CastStats { return c.stats }
 
 // CastBand casts the next band of rows rows: srcPacked holds rows×K/2 code
 // bytes and srcScales rows×K/32 E8M0 bytes; dstPacked gets rows×K/2 NVFP4 code
@@ -194,20 +190,20 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 		}
 	}
 	var st CastStats
-	scale2 := c.Scale2()
+	scale2 := c.Scale2
 	for i, b := range srcScales[:rows*nb] {
 		src := srcPacked[16*i : 16*i+16]
 		dst := dstPacked[16*i : 16*i+16]
-		if c.errs == nil {
+		if c.Measure == nil {
 			c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b)
 			continue
 		}
 		orig := [16]byte(src) // dst may be src
 		exact := c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b)
-		c.errs.nvfp4Block(&orig, dst, int(b)-e8m0Bias, dstScales[2*i], scale2, exact)
+		c.Measure.nvfp4Block(&orig, dst, int(b)-e8m0Bias, dstScales[2*i], scale2, exact)
 	}
 	st.Blocks = int64(rows * nb)
-	c.stats = c.stats.Add(st)
+	c.Stats = c.Stats.Add(st)
 	c.row += int64(rows)
 	return nil
 }
