@@ -102,8 +102,8 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			scales := s.scales[b*kb+int64(c0/blockSize):]
 			z0 := q.ZeroScaleBlocks
 			err := q.QuantizeBandAt(int(b), dst, scales, src, rows)
-			var nf *quant.NonFiniteError
-			if errors.As(err, &nf) {
+			var nf *quant.BlockError
+			if errors.As(err, &nf) && nf.Err == quant.ErrNonFinite {
 				recounted += q.ZeroScaleBlocks - z0 // the blocks before it, counted again below
 				if opts.NonFinite != nonFiniteZero {
 					return zeroed, fmt.Errorf("%w: %s %#x at row %d, column %d (128×128 block %d,%d); pass --nonfinite zero to replace such values by 0",
@@ -112,8 +112,8 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				zeroed += zeroNonFinite(src, elem)
 				err = q.QuantizeBandAt(int(b), dst, scales, src, rows)
 			}
-			var so *quant.ScaleOverflowError
-			if errors.As(err, &so) {
+			var so *quant.BlockError
+			if errors.As(err, &so) && so.Err == quant.ErrRange {
 				return zeroed, fmt.Errorf("%w: %s amax %#x in 128×128 block %d,%d gets the %v block scale %g, at which it dequantizes to infinity; convert with --scale-fmt fp32",
 					quant.ErrRange, so.Elem, so.Bits, b, c0/blockSize+so.ColBlock, opts.ScaleFmt, so.Scale)
 			}

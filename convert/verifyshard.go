@@ -188,9 +188,9 @@ func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safet
 		return nil
 	}
 	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, emit, nil, noProgress{})
-	var nf *quant.NonFiniteError
+	var nf *quant.BlockError
 	switch {
-	case errors.Is(err, errNonFinite) || errors.As(err, &nf):
+	case errors.Is(err, errNonFinite) || errors.As(err, &nf) && nf.Err == quant.ErrNonFinite:
 		return fmt.Sprintf("the source holds a non-finite value, which convert refuses (%v); verify with --nonfinite zero if it was converted so", err), nil
 	case err != nil:
 		return "", err

@@ -120,10 +120,10 @@ func (q *Quantizer) quantizeNext(dst []byte, scales []float32, src []byte, rows 
 // ⌈K/128⌉ block scales in scales (dequant = fp8 × scale). The matrix is as if
 // zero-padded to multiples of 128, so a partial band or column block gets the
 // amax of its real elements. Only the leading rows×K (and ⌈K/128⌉) entries of
-// the buffers are used. A non-finite element is a *NonFiniteError (wrapping
-// ErrNonFinite) naming the first such element of the band, and a block whose
-// scale would make its largest code dequantize to infinity a
-// *ScaleOverflowError; either way nothing useful is left in dst.
+// the buffers are used. A non-finite element is a *BlockError wrapping
+// ErrNonFinite that names the first such element of the band, and a block
+// whose scale would make its largest code dequantize to infinity one
+// wrapping ErrRange; either way nothing useful is left in dst.
 func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) error {
 	if q.Measure == nil {
 		return q.quantizeBand(band, dst, scales, src, rows)
@@ -178,7 +178,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 		amax := q.bitsToF32(m)
 		sf := q.scale(amax)
 		if math.IsInf(float64(E4M3ToF32(e4M3FromF32(amax*(1/sf)))*sf), 0) {
-			return &ScaleOverflowError{Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
+			return &BlockError{Err: ErrRange, Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
 		}
 		scales[kb] = sf
 		if q.Measure != nil && q.in == BF16 && lanesExact(sf) {
@@ -248,7 +248,7 @@ func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error 
 				mag = bits & 0x7FFF
 			}
 			if mag >= inf {
-				return &NonFiniteError{Elem: q.in, Bits: bits, Band: band, Row: band*BlockSize + r, ColBlock: kb, Col: c}
+				return &BlockError{Err: ErrNonFinite, Elem: q.in, Bits: bits, Band: band, Row: band*BlockSize + r, ColBlock: kb, Col: c}
 			}
 		}
 	}

@@ -239,11 +239,11 @@ func testQuantizeNonFinite(t *testing.T) {
 		putElem(src, c.e, 90*k+270, c.bits) // a later one in the same block
 		q := NewQuantizer(k, c.e, ScaleUE8M0)
 		err := q.QuantizeBandAt(3, make([]byte, rows*k), make([]float32, 3), src, rows)
-		var nf *NonFiniteError
+		var nf *BlockError
 		if !errors.Is(err, ErrNonFinite) || !errors.As(err, &nf) {
-			t.Fatalf("%v 0x%x: err %v, want a *NonFiniteError", c.e, c.bits, err)
+			t.Fatalf("%v 0x%x: err %v, want a *BlockError", c.e, c.bits, err)
 		}
-		want := NonFiniteError{Elem: c.e, Bits: c.bits, Band: 3, Row: 3*BlockSize + 77, ColBlock: 2, Col: 260}
+		want := BlockError{Err: ErrNonFinite, Elem: c.e, Bits: c.bits, Band: 3, Row: 3*BlockSize + 77, ColBlock: 2, Col: 260}
 		if *nf != want {
 			t.Errorf("%v 0x%x: %+v, want %+v", c.e, c.bits, *nf, want)
 		}
