@@ -87,10 +87,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			q := quantizers[w]
 			if q == nil {
 				q = quant.NewQuantizer(w, elem, opts.ScaleFmt)
-				if err := q.SetNumerics(opts.Numerics); err != nil {
-					return zeroed, err
-				}
-				q.Measure = measure
+				q.Numerics, q.Measure = opts.Numerics, measure
 				quantizers[w] = q
 			}
 			dst := s.band[:rows*k]

@@ -69,10 +69,13 @@ type Quantizer struct {
 	in   Elem
 	fmt  ScaleFmt
 	div  scaleDiv
-	num  Numerics
 	err  error // set by NewQuantizer for arguments out of range
 	nkb  int   // ⌈K/128⌉
 	band int   // band index quantizeNext reports in errors; advanced per call
+	// Numerics chooses whose quantizer it reproduces (DeepGEMM unless set);
+	// ModelOpt needs a BF16 source and FP32 scales, else QuantizeBandAt
+	// returns an error.
+	Numerics Numerics
 	// ZeroScaleBlocks counts the blocks so far that got a zero scale (and
 	// NaN codes) under ModelOpt numerics, for the converter to report.
 	ZeroScaleBlocks int64
@@ -140,6 +143,9 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 	if q.err != nil {
 		return q.err
 	}
+	if err := q.numericsErr(); err != nil {
+		return err
+	}
 	k, nkb, size := q.k, q.nkb, q.in.Size()
 	switch {
 	case rows < 1 || rows > BlockSize:
@@ -159,7 +165,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 		if m >= elemFacts[q.in].inf {
 			return q.nonFinite(band, src, rows, kb, c0, c1)
 		}
-		if q.num == ModelOpt {
+		if q.Numerics == ModelOpt {
 			sf := modelOptScale(uint16(m))
 			scales[kb] = sf
 			if sf == 0 {

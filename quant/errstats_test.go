@@ -73,9 +73,7 @@ func TestQuantizerErrStats(t *testing.T) {
 			}
 			setAVX2(vec)
 			q := NewQuantizer(k, BF16, ScaleFP32)
-			if err := q.SetNumerics(num); err != nil {
-				t.Fatal(err)
-			}
+			q.Numerics = num
 			q.Measure = &got[i]
 			codes := make([]byte, rows*k)
 			scales := make([]float32, numBlocks(k))

@@ -38,10 +38,10 @@ func (n Numerics) String() string {
 	return numericsNames[n]
 }
 
-// SetNumerics chooses the quantizer's numerics (DeepGEMM unless set). ModelOpt
+// numericsErr checks q.Numerics against the quantizer's formats: ModelOpt
 // needs a BF16 source and FP32 scales.
-func (q *Quantizer) SetNumerics(n Numerics) error {
-	switch {
+func (q *Quantizer) numericsErr() error {
+	switch n := q.Numerics; {
 	case int(n) >= len(numericsNames):
 		return errorf(errShape, "unsupported numerics %v", n)
 	case n == ModelOpt && q.in != BF16:
@@ -49,7 +49,6 @@ func (q *Quantizer) SetNumerics(n Numerics) error {
 	case n == ModelOpt && q.fmt != ScaleFP32:
 		return errorf(errShape, "ModelOpt numerics have BF16 scales stored as float32, not %v", q.fmt)
 	}
-	q.num = n
 	return nil
 }
 

@@ -145,9 +145,7 @@ func TestModelOptFP8Goldens(t *testing.T) {
 			t.Errorf("%s: NVIDIA's scale shape %v, want [%d 1 %d 1]", c.Name, got, numBlocks(n), nkb)
 		}
 		q := NewQuantizer(k, BF16, ScaleFP32)
-		if err := q.SetNumerics(ModelOpt); err != nil {
-			t.Fatal(err)
-		}
+		q.Numerics = ModelOpt
 		dst := make([]byte, BlockSize*k)
 		sc := make([]float32, nkb)
 		for band := range numBlocks(n) {

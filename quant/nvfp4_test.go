@@ -261,16 +261,19 @@ func TestModelOptScaleDivision(t *testing.T) {
 // TestModelOptOptions: ModelOpt numerics take BF16 and FP32 scales only, and
 // have no 1e-4 floor (an all-zero block gets scale 0 and NaN codes).
 func TestModelOptOptions(t *testing.T) {
-	if err := NewQuantizer(128, F32, ScaleFP32).SetNumerics(ModelOpt); !errors.Is(err, errShape) {
-		t.Errorf("F32 source: %v", err)
-	}
-	if err := NewQuantizer(128, BF16, ScaleUE8M0).SetNumerics(ModelOpt); !errors.Is(err, errShape) {
-		t.Errorf("UE8M0: %v", err)
+	for _, c := range []struct {
+		name string
+		in   Elem
+		fmt  ScaleFmt
+	}{{"F32 source", F32, ScaleFP32}, {"UE8M0", BF16, ScaleUE8M0}} {
+		q := NewQuantizer(128, c.in, c.fmt)
+		q.Numerics = ModelOpt
+		if err := q.QuantizeBandAt(0, make([]byte, 128), make([]float32, 1), make([]byte, 4*128), 1); !errors.Is(err, errShape) {
+			t.Errorf("%s: %v", c.name, err)
+		}
 	}
 	q := NewQuantizer(130, BF16, ScaleFP32)
-	if err := q.SetNumerics(ModelOpt); err != nil {
-		t.Fatal(err)
-	}
+	q.Numerics = ModelOpt
 	src := make([]byte, 2*2*130)
 	src[1] = 0x80                         // -0
 	src[2*129], src[2*129+1] = 0x80, 0x3F // 1.0 in the second column block
