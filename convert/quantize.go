@@ -104,7 +104,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				recounted += q.ZeroScaleBlocks - z0 // the blocks before it, counted again below
 				if opts.NonFinite != nonFiniteZero {
 					return zeroed, fmt.Errorf("%w: %s %#x at row %d, column %d (128×128 block %d,%d); pass --nonfinite zero to replace such values by 0",
-						errNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/blockSize+nf.ColBlock)
+						errNonFinite, t.DType, nf.Bits, nf.Row, c0+nf.Col, b, c0/blockSize+nf.ColBlock)
 				}
 				zeroed += zeroNonFinite(src, elem)
 				err = q.QuantizeBandAt(int(b), dst, scales, src, rows)
@@ -112,7 +112,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			var so *quant.BlockError
 			if errors.As(err, &so) && so.Err == quant.ErrRange {
 				return zeroed, fmt.Errorf("%w: %s amax %#x in 128×128 block %d,%d gets the %v block scale %g, at which it dequantizes to infinity; convert with --scale-fmt fp32",
-					quant.ErrRange, so.Elem, so.Bits, b, c0/blockSize+so.ColBlock, opts.ScaleFmt, so.Scale)
+					quant.ErrRange, t.DType, so.Bits, b, c0/blockSize+so.ColBlock, opts.ScaleFmt, so.Scale)
 			}
 			if err != nil {
 				return zeroed, err

@@ -92,7 +92,7 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	case k <= 0 || k > MaxK:
 		q.err = errorf(errShape, "K = %d outside [1, %d]", k, MaxK)
 	case !in.valid():
-		q.err = errorf(errShape, "unsupported source format %v", in)
+		q.err = errorf(errShape, "unsupported source format %s", in.name())
 	case int(fmt) >= len(scaleFmtNames):
 		q.err = errorf(errShape, "unsupported scale format %v", fmt)
 	default:
@@ -151,7 +151,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 	case rows < 1 || rows > BlockSize:
 		return errorf(errShape, "band of %d rows, want 1..%d", rows, BlockSize)
 	case len(src) < rows*k*size:
-		return errorf(errShape, "source band has %d bytes, want %d (%d×%d %v)", len(src), rows*k*size, rows, k, q.in)
+		return errorf(errShape, "source band has %d bytes, want %d (%d×%d %s)", len(src), rows*k*size, rows, k, q.in.name())
 	case len(dst) < rows*k:
 		return errorf(errShape, "FP8 band has %d bytes, want %d", len(dst), rows*k)
 	case len(scales) < nkb:

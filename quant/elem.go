@@ -33,8 +33,8 @@ var elemFacts = [...]struct {
 // valid reports whether e is one of the defined formats.
 func (e Elem) valid() bool { return int(e) < len(elemFacts) }
 
-// String returns the safetensors dtype name of e.
-func (e Elem) String() string {
+// name returns the safetensors dtype name of e.
+func (e Elem) name() string {
 	if !e.valid() {
 		return fmt.Sprintf("Elem(%d)", uint8(e))
 	}

@@ -47,10 +47,10 @@ type BlockError struct {
 func (e *BlockError) Error() string {
 	if e.Err == ErrRange {
 		return fmt.Sprintf("%v: the largest magnitude %s 0x%0*x of row band %d, column block %d gets the scale %g, at which it dequantizes to infinity",
-			ErrRange, e.Elem, 2*e.Elem.Size(), e.Bits, e.Band, e.ColBlock, e.Scale)
+			ErrRange, e.Elem.name(), 2*e.Elem.Size(), e.Bits, e.Band, e.ColBlock, e.Scale)
 	}
 	return fmt.Sprintf("%v: %s 0x%0*x at row %d, column %d (row band %d, column block %d)",
-		e.Err, e.Elem, 2*e.Elem.Size(), e.Bits, e.Row, e.Col, e.Band, e.ColBlock)
+		e.Err, e.Elem.name(), 2*e.Elem.Size(), e.Bits, e.Row, e.Col, e.Band, e.ColBlock)
 }
 
 // Unwrap lets errors.Is match Err.

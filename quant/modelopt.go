@@ -45,7 +45,7 @@ func (q *Quantizer) numericsErr() error {
 	case int(n) >= len(numericsNames):
 		return errorf(errShape, "unsupported numerics %v", n)
 	case n == ModelOpt && q.in != BF16:
-		return errorf(errShape, "ModelOpt numerics take BF16 sources, not %v", q.in)
+		return errorf(errShape, "ModelOpt numerics take BF16 sources, not %s", q.in.name())
 	case n == ModelOpt && q.fmt != ScaleFP32:
 		return errorf(errShape, "ModelOpt numerics have BF16 scales stored as float32, not %v", q.fmt)
 	}

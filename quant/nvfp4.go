@@ -2,7 +2,6 @@ package quant
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -74,9 +73,9 @@ func (m *KMax) Add(scales []byte) error {
 	for _, b := range scales {
 		top = max(top, b)
 	}
-	if top == E8M0NaN {
+	if top == e8m0NaN {
 		for i, b := range scales {
-			if b == E8M0NaN {
+			if b == e8m0NaN {
 				return errorf(ErrNonFinite, "E8M0 scale byte %d is NaN (0xff)", m.seen+int64(i))
 			}
 		}
@@ -90,17 +89,18 @@ func (m *KMax) Add(scales []byte) error {
 }
 
 // CastStats counts the 32-element MXFP4 blocks of an MXFP4 → NVFP4 cast.
+// The field tags read what MarshalJSON writes (lossless is derived).
 type CastStats struct {
 	// Blocks is the number of blocks cast (NVIDIA's cast_blocks_total).
-	Blocks int64
+	Blocks int64 `json:"blocks"`
 	// OutOfRange is the number of blocks with a non-zero scale byte and
 	// k_j < K_max − 17: NVIDIA reports Blocks − OutOfRange as lossless.
-	OutOfRange int64
+	OutOfRange int64 `json:"out_of_range"`
 	// Lossy is the number of blocks with at least one element whose NVFP4
 	// value differs from its MXFP4 value (±0 count as equal). It differs from
 	// OutOfRange for zero-byte blocks holding non-zero codes, out-of-range
 	// blocks whose values all survive, and k_j = 127 overflow.
-	Lossy int64
+	Lossy int64 `json:"lossy"`
 }
 
 // MarshalJSON writes the counts in the tool's snake_case keys, with NVIDIA's
@@ -109,20 +109,6 @@ type CastStats struct {
 func (s CastStats) MarshalJSON() ([]byte, error) {
 	return fmt.Appendf(nil, `{"blocks":%d,"out_of_range":%d,"lossless":%d,"lossy":%d}`,
 		s.Blocks, s.OutOfRange, s.Blocks-s.OutOfRange, s.Lossy), nil
-}
-
-// UnmarshalJSON reads what MarshalJSON writes (lossless is derived).
-func (s *CastStats) UnmarshalJSON(b []byte) error {
-	var v struct {
-		Blocks     int64 `json:"blocks"`
-		OutOfRange int64 `json:"out_of_range"`
-		Lossy      int64 `json:"lossy"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*s = CastStats{v.Blocks, v.OutOfRange, v.Lossy}
-	return nil
 }
 
 // Add returns the sum of two counts (for w1 + w3, or a whole checkpoint).
@@ -180,9 +166,9 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 	}
 	top := uint8(c.kmax + e8m0Bias)
 	for i, b := range srcScales[:rows*nb] {
-		if b == E8M0NaN || b > top {
+		if b == e8m0NaN || b > top {
 			sentinel, what := ErrNonFinite, "is NaN (0xff)"
-			if b != E8M0NaN {
+			if b != e8m0NaN {
 				sentinel, what = ErrRange, fmt.Sprintf("has exponent %d above K_max %d", int(b)-e8m0Bias, c.kmax)
 			}
 			return errorf(sentinel, "E8M0 scale 0x%02x of row %d, block %d (elements %d..%d) %s",

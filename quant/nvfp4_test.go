@@ -354,11 +354,17 @@ func TestModelOptReciprocal(t *testing.T) {
 	}
 }
 
-// The cast counts marshal in the report's keys, with NVIDIA's lossless count.
+// The cast counts marshal in the report's keys, with NVIDIA's lossless count,
+// and read back.
 func TestCastStatsJSON(t *testing.T) {
-	b, err := json.Marshal(CastStats{Blocks: 10, OutOfRange: 3, Lossy: 2})
+	st := CastStats{Blocks: 10, OutOfRange: 3, Lossy: 2}
+	b, err := json.Marshal(st)
 	if want := `{"blocks":10,"out_of_range":3,"lossless":7,"lossy":2}`; err != nil || string(b) != want {
 		t.Fatalf("got %s, %v; want %s", b, err, want)
+	}
+	var back CastStats
+	if err := json.Unmarshal(b, &back); err != nil || back != st {
+		t.Fatalf("read back %+v, %v; want %+v", back, err, st)
 	}
 }
 

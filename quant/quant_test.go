@@ -300,7 +300,7 @@ func TestQuantizeNoAllocs(t *testing.T) {
 
 func TestEnumStrings(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
-		{BF16.String(), "BF16"}, {F16.String(), "F16"}, {F32.String(), "F32"}, {Elem(7).String(), "Elem(7)"},
+		{BF16.name(), "BF16"}, {F16.name(), "F16"}, {F32.name(), "F32"}, {Elem(7).name(), "Elem(7)"},
 		{ScaleFP32.String(), "fp32"}, {ScaleUE8M0.String(), "ue8m0"}, {ScaleFmt(5).String(), "ScaleFmt(5)"},
 	} {
 		if c.got != c.want {
