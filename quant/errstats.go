@@ -233,7 +233,8 @@ func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 }
 
 // e2m1Sq4 is 4·(v_lo² + v_hi²) for the two E2M1 codes of a byte: an integer,
-// so a block's Σx² is exact.
+// so a block's Σx² is exact. sumSq4 of a block is its sum over the block's
+// 16 bytes (at most 32·4·6² = 4608), and Σx² = sumSq4·2^(2·kj−2).
 var e2m1Sq4 = func() (t [256]uint16) {
 	for b := range t {
 		lo, hi := e2m1Values[b&7], e2m1Values[b>>4&7]
@@ -242,28 +243,34 @@ var e2m1Sq4 = func() (t [256]uint16) {
 	return t
 }()
 
-// nvfp4Block adds one 32-element block of the MXFP4 → NVFP4 cast: src the
-// MXFP4 code bytes with exponent kj, dst the NVFP4 ones with E4M3 scale e4.
-// exact says the cast kept every value (x̂ = x).
-func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale2 float32, exact bool) {
-	var q0, q1 int
-	for i := 0; i < 16; i += 2 {
-		q0 += int(e2m1Sq4[src[i]])
-		q1 += int(e2m1Sq4[src[i+1]])
-	}
-	q := q0 + q1
-	if exact {
-		// blockErr.addTo's sums with x̂ = x: every error term is +0, which
-		// leaves the error sums and the maximum as they are, and so does
-		// adding Σx² = +0 to SumSq.
-		s.Blocks++
-		if q == 0 {
-			s.ZeroTiles++
-			return
+// sumSq4sGo writes sumSq4 of each 16-byte block of src to dst.
+func sumSq4sGo(dst []uint16, src []byte) {
+	for i := range len(src) / 16 {
+		q := 0
+		for _, v := range src[16*i : 16*i+16] {
+			q += int(e2m1Sq4[v])
 		}
-		s.SumSq += float64(q) * pow2(2*kj-2)
+		dst[i] = uint16(q)
+	}
+}
+
+// nvfp4Exact adds one 32-element block of the MXFP4 → NVFP4 cast that kept
+// every value (x̂ = x), with exponent kj and q its sumSq4: blockErr.addTo's
+// sums with every error term +0, which leaves the error sums and the
+// maximum as they are, and so does adding Σx² = +0 to SumSq.
+func (s *ErrStats) nvfp4Exact(q, kj int) {
+	s.Blocks++
+	if q == 0 {
+		s.ZeroTiles++
 		return
 	}
+	s.SumSq += float64(q) * pow2(2*kj-2)
+}
+
+// nvfp4Block adds one 32-element block of the MXFP4 → NVFP4 cast that
+// changed values: src the MXFP4 code bytes with exponent kj, dst the NVFP4
+// ones with E4M3 scale e4; zero says every source code is ±0.
+func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale2 float32, zero bool) {
 	var b blockErr
 	sc := float32(E4M3ToF32(e4) * scale2)
 	p := pow2(kj) // x = code value × 2^kj, exact in float64
@@ -274,7 +281,7 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 			b.add(h, float64(e2m1Table[cx])*p, float64(nvE2M1[cy]*sc), cy&7 == 7)
 		}
 	}
-	b.addTo(s, q == 0)
+	b.addTo(s, zero)
 }
 
 // pow2 is 2^e for e in the normal float64 range (math.Ldexp(1, e) without

@@ -144,3 +144,18 @@ func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, ro
 		errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 	}
 }
+
+//go:noescape
+func sumSq4AVX2(dst *uint16, src *byte, n int)
+
+// sumSq4s writes sumSq4 of each 16-byte block of src to dst (sumSq4sGo's
+// values; the vector kernel looks the nibbles up sixteen at a time).
+func sumSq4s(dst []uint16, src []byte) {
+	n := len(src) / 16
+	if !useAVX2 || n == 0 {
+		sumSq4sGo(dst, src)
+		return
+	}
+	_ = dst[n-1]
+	sumSq4AVX2(&dst[0], &src[0], n)
+}

@@ -659,3 +659,41 @@ zxdone:
 	VMOVDQU Y11, 160(R10)
 	VZEROUPPER
 	RET
+
+// 4·v² of the E2M1 magnitude codes 0..7, twice (bit 3, the sign, is masked off)
+DATA sq4Table<>+0(SB)/8, $0x9040241009040100
+DATA sq4Table<>+8(SB)/8, $0x9040241009040100
+GLOBL sq4Table<>(SB), RODATA|NOPTR, $16
+
+// func sumSq4AVX2(dst *uint16, src *byte, n int)
+// Writes sumSq4 of each of n 16-byte blocks of E2M1 code pairs: the 32
+// nibbles' 4·v² looked up with VPSHUFB (each at most 144, a byte) and summed
+// with VPSADBW.
+TEXT ·sumSq4AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ $0x0707070707070707, AX
+	MOVQ AX, X7
+	VPBROADCASTQ X7, X7          // magnitude bits of each nibble
+	VMOVDQU sq4Table<>(SB), X6
+	VPXOR X5, X5, X5
+sqblock:
+	VMOVDQU (SI), X0
+	VPSRLW $4, X0, X1
+	VPAND X7, X0, X0             // low nibbles
+	VPAND X7, X1, X1             // high nibbles
+	VPSHUFB X0, X6, X0
+	VPSHUFB X1, X6, X1
+	VPSADBW X5, X0, X0           // two sums of eight bytes
+	VPSADBW X5, X1, X1
+	VPADDQ X1, X0, X0
+	VPSHUFD $0x4E, X0, X1
+	VPADDQ X1, X0, X0
+	VMOVQ X0, AX
+	MOVW AX, (DI)
+	ADDQ $16, SI
+	ADDQ $2, DI
+	DECQ CX
+	JNZ sqblock
+	RET

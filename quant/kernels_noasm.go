@@ -22,3 +22,5 @@ func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, ro
 	errWindowGo(l, dst, dstStride, src, srcStride, rows, 0, n, sf, top)
 	errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 }
+
+func sumSq4s(dst []uint16, src []byte) { sumSq4sGo(dst, src) }

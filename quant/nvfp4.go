@@ -122,7 +122,8 @@ func (s CastStats) Add(t CastStats) CastStats {
 type nVFP4Cast struct {
 	k    int
 	kmax int
-	row  int64 // first row of the next band, for error positions
+	row  int64       // first row of the next band, for error positions
+	sq   [256]uint16 // sumSq4 of the blocks from the last multiple of 256 on, when measured
 	// Stats counts the bands cast so far.
 	Stats CastStats
 	// Scale2 is weight_scale_2 = 2^(K_max − 8), exact (a float32 subnormal
@@ -184,9 +185,17 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 			c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b)
 			continue
 		}
-		orig := [16]byte(src) // dst may be src
-		exact := c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b)
-		c.Measure.nvfp4Block(&orig, dst, int(b)-e8m0Bias, dstScales[2*i], scale2, exact)
+		j := i % len(c.sq)
+		if j == 0 { // before any of these blocks is cast: dst may be src
+			sumSq4s(c.sq[:], srcPacked[16*i:16*min(i+len(c.sq), rows*nb)])
+		}
+		q, kj := int(c.sq[j]), int(b)-e8m0Bias
+		orig := [16]byte(src)
+		if c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b) {
+			c.Measure.nvfp4Exact(q, kj)
+		} else {
+			c.Measure.nvfp4Block(&orig, dst, kj, dstScales[2*i], scale2, q == 0)
+		}
 	}
 	st.Blocks = int64(rows * nb)
 	c.Stats = c.Stats.Add(st)
