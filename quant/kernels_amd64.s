@@ -5,60 +5,32 @@
 // Broadcast a 32-bit constant into all lanes of a Y register.
 #define BCAST(c, y, x) MOVL $c, AX; VMOVD AX, x; VPBROADCASTD x, y
 
+// VEC32 is a read-only 32-byte vector of eight copies of the dword v.
+#define VEC32(name, v) \
+	DATA name<>+0(SB)/4, $v  \
+	DATA name<>+4(SB)/4, $v  \
+	DATA name<>+8(SB)/4, $v  \
+	DATA name<>+12(SB)/4, $v \
+	DATA name<>+16(SB)/4, $v \
+	DATA name<>+20(SB)/4, $v \
+	DATA name<>+24(SB)/4, $v \
+	DATA name<>+28(SB)/4, $v \
+	GLOBL name<>(SB), RODATA|NOPTR, $32
+
 // 120<<23: rebias an E4M3 exponent to float32
-DATA errRebias<>+0(SB)/4, $0x3C000000
-DATA errRebias<>+4(SB)/4, $0x3C000000
-DATA errRebias<>+8(SB)/4, $0x3C000000
-DATA errRebias<>+12(SB)/4, $0x3C000000
-DATA errRebias<>+16(SB)/4, $0x3C000000
-DATA errRebias<>+20(SB)/4, $0x3C000000
-DATA errRebias<>+24(SB)/4, $0x3C000000
-DATA errRebias<>+28(SB)/4, $0x3C000000
-GLOBL errRebias<>(SB), RODATA|NOPTR, $32
+VEC32(errRebias, 0x3C000000)
 
 // 1: the lowest kept mantissa bit
-DATA fxOne<>+0(SB)/4, $0x00000001
-DATA fxOne<>+4(SB)/4, $0x00000001
-DATA fxOne<>+8(SB)/4, $0x00000001
-DATA fxOne<>+12(SB)/4, $0x00000001
-DATA fxOne<>+16(SB)/4, $0x00000001
-DATA fxOne<>+20(SB)/4, $0x00000001
-DATA fxOne<>+24(SB)/4, $0x00000001
-DATA fxOne<>+28(SB)/4, $0x00000001
-GLOBL fxOne<>(SB), RODATA|NOPTR, $32
+VEC32(fxOne, 0x00000001)
 
 // 0x7FFFF − (120<<23): round half to even, rebias to E4M3
-DATA fxRound<>+0(SB)/4, $0xC407FFFF
-DATA fxRound<>+4(SB)/4, $0xC407FFFF
-DATA fxRound<>+8(SB)/4, $0xC407FFFF
-DATA fxRound<>+12(SB)/4, $0xC407FFFF
-DATA fxRound<>+16(SB)/4, $0xC407FFFF
-DATA fxRound<>+20(SB)/4, $0xC407FFFF
-DATA fxRound<>+24(SB)/4, $0xC407FFFF
-DATA fxRound<>+28(SB)/4, $0xC407FFFF
-GLOBL fxRound<>(SB), RODATA|NOPTR, $32
+VEC32(fxRound, 0xC407FFFF)
 
 // the NaN code (E4M3FN), the largest magnitude code
-DATA fxNaN<>+0(SB)/4, $0x0000007F
-DATA fxNaN<>+4(SB)/4, $0x0000007F
-DATA fxNaN<>+8(SB)/4, $0x0000007F
-DATA fxNaN<>+12(SB)/4, $0x0000007F
-DATA fxNaN<>+16(SB)/4, $0x0000007F
-DATA fxNaN<>+20(SB)/4, $0x0000007F
-DATA fxNaN<>+24(SB)/4, $0x0000007F
-DATA fxNaN<>+28(SB)/4, $0x0000007F
-GLOBL fxNaN<>(SB), RODATA|NOPTR, $32
+VEC32(fxNaN, 0x0000007F)
 
 // just below 2^-6, the smallest normal E4M3 value
-DATA fxNormMin<>+0(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+4(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+8(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+12(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+16(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+20(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+24(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+28(SB)/4, $0x3C7FFFFF
-GLOBL fxNormMin<>(SB), RODATA|NOPTR, $32
+VEC32(fxNormMin, 0x3C7FFFFF)
 
 // FXBODY encodes 8 BF16 sources at (SI)(AX*2) times inv (Y15) to 8 E4M3FN
 // codes at (DI)(AX*1), as ENC8 does (but for the NaN code: from a ≥ 464
@@ -136,6 +108,42 @@ GLOBL fxNormMin<>(SB), RODATA|NOPTR, $32
 	VFMADD231PD Y3, Y3, Y10   \
 	VCVTPS2PD 48(SP), Y4      \
 	VFMADD231PD Y4, Y4, Y11
+
+// ERRARGS loads the pointer, stride and size arguments of the
+// encode-and-measure kernels.
+#define ERRARGS \
+	MOVQ acc+0(FP), R10       \
+	MOVQ dst+8(FP), DI        \
+	MOVQ dstStride+16(FP), R8 \
+	MOVQ src+24(FP), SI       \
+	MOVQ srcStride+32(FP), R9 \
+	MOVQ rows+40(FP), CX      \
+	MOVQ cols+48(FP), DX
+
+// ERRPICK jumps to bf (the ModelOpt loops) when modelOpt is set, else to
+// none (the loop without the saturation count) when top is +Inf; it leaves
+// top's bits in R11 for bf's own test.
+#define ERRPICK(bf, none) \
+	MOVL top+64(FP), R11      \
+	MOVBLZX modelOpt+68(FP), R12 \
+	TESTL R12, R12            \
+	JNZ bf                    \
+	CMPL R11, $0x7F800000     /* top = +Inf: nothing saturated, nothing to count */ \
+	JEQ none
+
+// WINLOOP runs body b over the window, step elements at a time.
+#define WINLOOP(row, col, step, b) \
+row:                          \
+	XORQ AX, AX               \
+col:                          \
+	b                         \
+	ADDQ $step, AX            \
+	CMPQ AX, DX               \
+	JB col                    \
+	ADDQ R8, DI               \
+	ADDQ R9, SI               \
+	DECQ CX                   \
+	JNZ row
 
 // func amax16AVX2(src *byte, stride, rows, cols int) uint16
 TEXT ·amax16AVX2(SB), NOSPLIT, $0-34
@@ -265,25 +273,9 @@ a32col:
 	VMOVDQU X5, (DI)(AX*1)
 
 // bfHalf, bfHigh: BF16RNE's 0x7FFF and its mask of the kept half
-DATA bfHalf<>+0(SB)/4, $0x00007FFF
-DATA bfHalf<>+4(SB)/4, $0x00007FFF
-DATA bfHalf<>+8(SB)/4, $0x00007FFF
-DATA bfHalf<>+12(SB)/4, $0x00007FFF
-DATA bfHalf<>+16(SB)/4, $0x00007FFF
-DATA bfHalf<>+20(SB)/4, $0x00007FFF
-DATA bfHalf<>+24(SB)/4, $0x00007FFF
-DATA bfHalf<>+28(SB)/4, $0x00007FFF
-GLOBL bfHalf<>(SB), RODATA|NOPTR, $32
+VEC32(bfHalf, 0x00007FFF)
 
-DATA bfHigh<>+0(SB)/4, $0xFFFF0000
-DATA bfHigh<>+4(SB)/4, $0xFFFF0000
-DATA bfHigh<>+8(SB)/4, $0xFFFF0000
-DATA bfHigh<>+12(SB)/4, $0xFFFF0000
-DATA bfHigh<>+16(SB)/4, $0xFFFF0000
-DATA bfHigh<>+20(SB)/4, $0xFFFF0000
-DATA bfHigh<>+24(SB)/4, $0xFFFF0000
-DATA bfHigh<>+28(SB)/4, $0xFFFF0000
-GLOBL bfHigh<>(SB), RODATA|NOPTR, $32
+VEC32(bfHigh, 0xFFFF0000)
 
 // func encodeModelOptAVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 // Writes e4m3(bf16(x·inv)) for a window of BF16 elements (cols a positive
@@ -426,13 +418,7 @@ dqcol:
 // over the codes it wrote, in one pass (cols a positive multiple of 8): the
 // same codes, and the same sums, maxima and counts in the lanes of acc.
 TEXT ·encodeErrBF16AVX2(SB), NOSPLIT, $96-69
-	MOVQ acc+0(FP), R10
-	MOVQ dst+8(FP), DI
-	MOVQ dstStride+16(FP), R8
-	MOVQ src+24(FP), SI
-	MOVQ srcStride+32(FP), R9
-	MOVQ rows+40(FP), CX
-	MOVQ cols+48(FP), DX
+	ERRARGS
 	VBROADCASTSS inv+56(FP), Y15
 	VBROADCASTSS sf+60(FP), Y12
 	VBROADCASTSS top+64(FP), Y0
@@ -445,68 +431,17 @@ TEXT ·encodeErrBF16AVX2(SB), NOSPLIT, $96-69
 	VMOVUPD 96(R10), Y11
 	VMOVUPS 128(R10), Y6
 	VMOVDQU 160(R10), Y7
-	MOVL top+64(FP), R11
-	MOVBLZX modelOpt+68(FP), R12
-	TESTL R12, R12
-	JNZ fbstart
-	CMPL R11, $0x7F800000        // top = +Inf: nothing saturated, nothing to count
-	JEQ fnrow
-fsrow:
-	XORQ AX, AX
-fscol:
-	FXBODY
-	FXSAT
-	FXSUMS
-	ADDQ $8, AX
-	CMPQ AX, DX
-	JB fscol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ fsrow
+	ERRPICK(fbstart, fnrow)
+	WINLOOP(fsrow, fscol, 8, FXBODY; FXSAT; FXSUMS)
 	JMP fxdone
-fnrow:
-	XORQ AX, AX
-fncol:
-	FXBODY
-	FXSUMS
-	ADDQ $8, AX
-	CMPQ AX, DX
-	JB fncol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ fnrow
+	WINLOOP(fnrow, fncol, 8, FXBODY; FXSUMS)
 	JMP fxdone
 fbstart:
 	CMPL R11, $0x7F800000
 	JEQ fbnrow
-fbsrow:
-	XORQ AX, AX
-fbscol:
-	FXBODYBF
-	FXSAT
-	FXSUMS
-	ADDQ $8, AX
-	CMPQ AX, DX
-	JB fbscol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ fbsrow
+	WINLOOP(fbsrow, fbscol, 8, FXBODYBF; FXSAT; FXSUMS)
 	JMP fxdone
-fbnrow:
-	XORQ AX, AX
-fbncol:
-	FXBODYBF
-	FXSUMS
-	ADDQ $8, AX
-	CMPQ AX, DX
-	JB fbncol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ fbnrow
+	WINLOOP(fbnrow, fbncol, 8, FXBODYBF; FXSUMS)
 fxdone:
 	VMOVUPD Y8, 0(R10)
 	VMOVUPD Y9, 32(R10)
@@ -577,20 +512,6 @@ fxdone:
 	VFMADD231PD Z6, Z6, Z9    \
 	VFMADD231PD Z7, Z7, Z9
 
-// ZXLOOP is one pass over the window with body b.
-#define ZXLOOP(row, col, b) \
-row:                          \
-	XORQ AX, AX               \
-col:                          \
-	b                         \
-	ADDQ $16, AX              \
-	CMPQ AX, DX               \
-	JB col                    \
-	ADDQ R8, DI               \
-	ADDQ R9, SI               \
-	DECQ CX                   \
-	JNZ row
-
 // func encodeErrBF16AVX512(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
 // Is encodeErrBF16AVX2 sixteen elements at a time (cols a positive multiple
 // of 16): the same codes, and the same sums, maxima and counts in the lanes
@@ -598,13 +519,7 @@ col:                          \
 // two halves of 16 elements are added one after the other, as a row's
 // elements come.
 TEXT ·encodeErrBF16AVX512(SB), NOSPLIT, $0-69
-	MOVQ acc+0(FP), R10
-	MOVQ dst+8(FP), DI
-	MOVQ dstStride+16(FP), R8
-	MOVQ src+24(FP), SI
-	MOVQ srcStride+32(FP), R9
-	MOVQ rows+40(FP), CX
-	MOVQ cols+48(FP), DX
+	ERRARGS
 	VBROADCASTSS inv+56(FP), Z31
 	VBROADCASTSS sf+60(FP), Z30
 	VBROADCASTSS top+64(FP), Z29
@@ -632,22 +547,17 @@ TEXT ·encodeErrBF16AVX512(SB), NOSPLIT, $0-69
 	VMOVUPD 64(R10), Z9          // Σe²
 	VMOVUPS 128(R10), Y10        // max|e|; the upper eight start at +0
 	VMOVDQU 160(R10), Y11        // saturated counts; the upper eight start at 0
-	MOVL top+64(FP), R11
-	MOVBLZX modelOpt+68(FP), R12
-	TESTL R12, R12
-	JNZ zbstart
-	CMPL R11, $0x7F800000        // top = +Inf: nothing saturated, nothing to count
-	JEQ zfnrow
-	ZXLOOP(zfsrow, zfscol, ZXLOAD; ZXCODE; ZXSAT; ZXSUMS)
+	ERRPICK(zbstart, zfnrow)
+	WINLOOP(zfsrow, zfscol, 16, ZXLOAD; ZXCODE; ZXSAT; ZXSUMS)
 	JMP zxdone
-	ZXLOOP(zfnrow, zfncol, ZXLOAD; ZXCODE; ZXSUMS)
+	WINLOOP(zfnrow, zfncol, 16, ZXLOAD; ZXCODE; ZXSUMS)
 	JMP zxdone
 zbstart:
 	CMPL R11, $0x7F800000
 	JEQ zbnrow
-	ZXLOOP(zbsrow, zbscol, ZXLOAD; ZXBF16; ZXCODE; ZXSAT; ZXSUMS)
+	WINLOOP(zbsrow, zbscol, 16, ZXLOAD; ZXBF16; ZXCODE; ZXSAT; ZXSUMS)
 	JMP zxdone
-	ZXLOOP(zbnrow, zbncol, ZXLOAD; ZXBF16; ZXCODE; ZXSUMS)
+	WINLOOP(zbnrow, zbncol, 16, ZXLOAD; ZXBF16; ZXCODE; ZXSUMS)
 zxdone:
 	VEXTRACTF64X4 $1, Z10, Y12
 	VMAXPS Y12, Y10, Y10
