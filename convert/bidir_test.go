@@ -185,15 +185,16 @@ func TestBidirExpertsRoundTrip(t *testing.T) {
 			if as[g] != ss[g] || !bytes.Equal(a.data[16*g:16*g+16], s.data[16*g:16*g+16]) {
 				changed++
 			}
-			var amax uint16
 			negZero := false
 			for i := range 32 {
-				amax = max(amax, binary.LittleEndian.Uint16(w[2*(32*g+i):])&0x7FFF)
 				c := s.data[(32*g+i)/2] >> (4 * (i % 2)) & 0xF
 				negZero = negZero || c == 8
 			}
-			rule, _ := quant.MXFP4ScaleByte(amax)
-			if rule != ss[g] {
+			var rule [1]byte // compressed-tensors' scale byte for the decoded group
+			if _, err := quant.PackMXFP4Measured(make([]byte, 16), rule[:], w[64*g:64*g+64], 1, 32, nil); err != nil {
+				t.Fatalf("%s group %d: %v", base, g, err)
+			}
+			if rule[0] != ss[g] {
 				ruleDiffers++
 				continue
 			}

@@ -205,7 +205,7 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	if nan > 0 {
-		g := g0 + int64(firstByte(sc, quant.E8M0NaN))
+		g := g0 + int64(firstByte(sc, 0xFF))
 		row, col := g*quant.MXGroupSize/v.k, g*quant.MXGroupSize%v.k
 		return 0, fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) in %s at row %d, group %d (elements %d..%d), 128×128 block %d,%d: the release never holds one; the file is damaged",
 			quant.ErrNonFinite, v.scalesName, row, col/quant.MXGroupSize, col, col+quant.MXGroupSize-1, row/blockSize, col/blockSize)

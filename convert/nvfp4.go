@@ -84,7 +84,7 @@ func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.
 		prog.add(n)
 		off += n
 	}
-	return m.Value(), nil
+	return m.Value, nil
 }
 
 // castBandRows is how many rows of k elements one band of the cast holds.
@@ -105,7 +105,7 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 		return quant.CastStats{}, fmt.Errorf("tensor %s: %w", c.Packed.Name, err)
 	}
 	if codes != nil { // zero codes (scales only) say nothing of the error
-		cast.SetErrStats(s.measure)
+		cast.Measure = s.measure
 	}
 	s.measure = nil
 	rows := castBandRows(n, k)
@@ -125,36 +125,36 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 	pSec, sSec := tensorSection(ra, sf, c.Packed), tensorSection(ra, sf, c.Scales)
 	for r0 := int64(0); r0 < n; r0 += int64(rows) {
 		if err := ctx.Err(); err != nil {
-			return cast.Stats(), err
+			return cast.Stats, err
 		}
 		m := int(min(int64(rows), n-r0))
 		mp, ms := m*k/2, m*k/quant.MXGroupSize
 		if _, err := sSec.ReadAt(s.cs.mx[:ms], r0*int64(k/quant.MXGroupSize)); err != nil {
-			return cast.Stats(), fmt.Errorf("read %s rows %d..%d: %w", c.Scales.Name, r0, r0+int64(m), err)
+			return cast.Stats, fmt.Errorf("read %s rows %d..%d: %w", c.Scales.Name, r0, r0+int64(m), err)
 		}
 		read := int64(ms)
 		if codes != nil {
 			if _, err := pSec.ReadAt(packed[:mp], r0*int64(k/2)); err != nil {
-				return cast.Stats(), fmt.Errorf("read %s rows %d..%d: %w", c.Packed.Name, r0, r0+int64(m), err)
+				return cast.Stats, fmt.Errorf("read %s rows %d..%d: %w", c.Packed.Name, r0, r0+int64(m), err)
 			}
 			read += int64(mp)
 		}
 		prog.add(read)
 		if err := cast.CastBand(packed[:mp], s.cs.e4[:2*ms], packed[:mp], s.cs.mx[:ms], m); err != nil {
-			return cast.Stats(), fmt.Errorf("tensor %s: %w", c.Packed.Name, err)
+			return cast.Stats, fmt.Errorf("tensor %s: %w", c.Packed.Name, err)
 		}
 		if codes != nil {
 			if err := codes(packed[:mp]); err != nil {
-				return cast.Stats(), err
+				return cast.Stats, err
 			}
 		}
 		if scales != nil {
 			if err := scales(s.cs.e4[:2*ms]); err != nil {
-				return cast.Stats(), err
+				return cast.Stats, err
 			}
 		}
 	}
-	return cast.Stats(), nil
+	return cast.Stats, nil
 }
 
 // writeNVFP4 writes the tensor of a StepNVFP4 and counts the cast of its
@@ -236,5 +236,5 @@ func scale2Bytes(kmax int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return binary.LittleEndian.AppendUint32(nil, math.Float32bits(c.Scale2())), nil
+	return binary.LittleEndian.AppendUint32(nil, math.Float32bits(c.Scale2)), nil
 }

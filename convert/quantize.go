@@ -87,10 +87,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 			q := quantizers[w]
 			if q == nil {
 				q = quant.NewQuantizer(w, elem, opts.ScaleFmt)
-				if err := q.SetNumerics(opts.Numerics); err != nil {
-					return zeroed, err
-				}
-				q.SetErrStats(measure)
+				q.Numerics, q.Measure = opts.Numerics, measure
 				quantizers[w] = q
 			}
 			dst := s.band[:rows*k]
@@ -100,22 +97,22 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 				dst = (*hold)[len(*hold) : len(*hold)+rows*k]
 			}
 			scales := s.scales[b*kb+int64(c0/blockSize):]
-			z0 := q.ZeroScaleBlocks()
+			z0 := q.ZeroScaleBlocks
 			err := q.QuantizeBandAt(int(b), dst, scales, src, rows)
-			var nf *quant.NonFiniteError
-			if errors.As(err, &nf) {
-				recounted += q.ZeroScaleBlocks() - z0 // the blocks before it, counted again below
+			var nf *quant.BlockError
+			if errors.As(err, &nf) && nf.Err == quant.ErrNonFinite {
+				recounted += q.ZeroScaleBlocks - z0 // the blocks before it, counted again below
 				if opts.NonFinite != nonFiniteZero {
 					return zeroed, fmt.Errorf("%w: %s %#x at row %d, column %d (128×128 block %d,%d); pass --nonfinite zero to replace such values by 0",
-						errNonFinite, nf.Elem, nf.Bits, nf.Row, c0+nf.Col, b, c0/blockSize+nf.ColBlock)
+						errNonFinite, t.DType, nf.Bits, nf.Row, c0+nf.Col, b, c0/blockSize+nf.ColBlock)
 				}
 				zeroed += zeroNonFinite(src, elem)
 				err = q.QuantizeBandAt(int(b), dst, scales, src, rows)
 			}
-			var so *quant.ScaleOverflowError
-			if errors.As(err, &so) {
+			var so *quant.BlockError
+			if errors.As(err, &so) && so.Err == quant.ErrRange {
 				return zeroed, fmt.Errorf("%w: %s amax %#x in 128×128 block %d,%d gets the %v block scale %g, at which it dequantizes to infinity; convert with --scale-fmt fp32",
-					quant.ErrRange, so.Elem, so.Bits, b, c0/blockSize+so.ColBlock, opts.ScaleFmt, so.Scale)
+					quant.ErrRange, t.DType, so.Bits, b, c0/blockSize+so.ColBlock, opts.ScaleFmt, so.Scale)
 			}
 			if err != nil {
 				return zeroed, err
@@ -142,7 +139,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 	}
 	s.lastZeroScale = -recounted
 	for _, q := range quantizers {
-		s.lastZeroScale += q.ZeroScaleBlocks()
+		s.lastZeroScale += q.ZeroScaleBlocks
 	}
 	s.sbytes = bufs.Grow(s.sbytes, 4*len(s.scales))
 	for i, v := range s.scales {

@@ -266,7 +266,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				if err != nil {
 					return err
 				}
-				if j := firstByte(b, quant.E8M0NaN); j >= 0 {
+				if j := firstByte(b, 0xFF); j >= 0 {
 					return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
 						quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
 				}
@@ -316,7 +316,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				}
 				if nan, err := quant.MXFP4ToBF16(o, p, q); err != nil || nan > 0 {
 					if err == nil {
-						grp := firstByte(q, quant.E8M0NaN)
+						grp := firstByte(q, 0xFF)
 						err = fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of row %d, group %d (elements %d..%d) in %s: the release never holds one; the file is damaged",
 							quant.ErrNonFinite, r0+int64(r), grp, grp*g, grp*g+g-1, x.scales.Name)
 					}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 
+	"github.com/x448/float16"
+
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -186,9 +188,9 @@ func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safet
 		return nil
 	}
 	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, emit, nil, meter{})
-	var nf *quant.NonFiniteError
+	var nf *quant.BlockError
 	switch {
-	case errors.Is(err, errNonFinite) || errors.As(err, &nf):
+	case errors.Is(err, errNonFinite) || errors.As(err, &nf) && nf.Err == quant.ErrNonFinite:
 		return fmt.Sprintf("the source holds a non-finite value, which convert refuses (%v); verify with --nonfinite zero if it was converted so", err), nil
 	case err != nil:
 		return "", err
@@ -349,7 +351,7 @@ func sourceValue(row []byte, c int64, e quant.Elem) float32 {
 	case quant.BF16:
 		return quant.BF16ToF32(binary.LittleEndian.Uint16(row[2*c:]))
 	case quant.F16:
-		return quant.F16ToF32(binary.LittleEndian.Uint16(row[2*c:]))
+		return float16.Frombits(binary.LittleEndian.Uint16(row[2*c:])).Float32()
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(row[4*c:]))
 }

@@ -131,9 +131,7 @@ func BenchmarkQuantizeModelOpt(b *testing.B) {
 		b.Run(fmt.Sprintf("goroutines=%d", w), func(b *testing.B) {
 			runBands(b, w, func() quantScratch {
 				q := NewQuantizer(benchK, BF16, ScaleFP32)
-				if err := q.SetNumerics(ModelOpt); err != nil {
-					b.Fatal(err)
-				}
+				q.Numerics = ModelOpt
 				return quantScratch{q, make([]byte, BlockSize*benchK), make([]float32, numBlocks(benchK))}
 			}, func(s quantScratch, band int) error {
 				return s.q.QuantizeBandAt(band, s.dst, s.scales, src[band*bandBytes:(band+1)*bandBytes], BlockSize)
@@ -160,7 +158,7 @@ func BenchmarkNVFP4Cast(b *testing.B) {
 				if err := m.Add(scales); err != nil {
 					b.Fatal(err)
 				}
-				c, err := NewNVFP4Cast(k, m.Value())
+				c, err := NewNVFP4Cast(k, m.Value)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -100,7 +100,7 @@ func TestPackMXFP4Goldens(t *testing.T) {
 					for i := 0; i < 64; i += 2 {
 						amax = max(amax, binary.LittleEndian.Uint16(src[i:])&0x7FFF)
 					}
-					if _, ok := MXFP4ScaleByte(amax); ok {
+					if _, ok := mxfp4ScaleByte(amax); ok {
 						t.Errorf("%s: row %d group %d: %v", name, r, grp, err)
 					}
 					copy(p[gi*16:gi*16+16], wantP[gi*16:gi*16+16])

@@ -65,16 +65,23 @@ func numBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 // DeepGEMM's per_block_cast_to_fp8 semantics. The hot loop allocates nothing;
 // a Quantizer is not safe for concurrent use (one per worker).
 type Quantizer struct {
-	k     int
-	in    Elem
-	fmt   ScaleFmt
-	div   scaleDiv
-	num   Numerics
-	err   error // set by NewQuantizer for arguments out of range
-	nkb   int   // ⌈K/128⌉
-	band  int   // band index quantizeNext reports in errors; advanced per call
-	zeros int64 // ModelOpt blocks whose scale is zero
-	errs  *ErrStats
+	k    int
+	in   Elem
+	fmt  ScaleFmt
+	div  scaleDiv
+	err  error // set by NewQuantizer for arguments out of range
+	nkb  int   // ⌈K/128⌉
+	band int   // band index quantizeNext reports in errors; advanced per call
+	// Numerics chooses whose quantizer it reproduces (DeepGEMM unless set);
+	// ModelOpt needs a BF16 source and FP32 scales, else QuantizeBandAt
+	// returns an error.
+	Numerics Numerics
+	// ZeroScaleBlocks counts the blocks so far that got a zero scale (and
+	// NaN codes) under ModelOpt numerics, for the converter to report.
+	ZeroScaleBlocks int64
+	// Measure, when not nil, gets the error of every block quantized; a
+	// band that fails leaves it as it was before the band.
+	Measure *ErrStats
 }
 
 // NewQuantizer returns a quantizer for rows of k elements of format in. Bad
@@ -85,7 +92,7 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	case k <= 0 || k > MaxK:
 		q.err = errorf(errShape, "K = %d outside [1, %d]", k, MaxK)
 	case !in.valid():
-		q.err = errorf(errShape, "unsupported source format %v", in)
+		q.err = errorf(errShape, "unsupported source format %s", in.name())
 	case int(fmt) >= len(scaleFmtNames):
 		q.err = errorf(errShape, "unsupported scale format %v", fmt)
 	default:
@@ -116,18 +123,18 @@ func (q *Quantizer) quantizeNext(dst []byte, scales []float32, src []byte, rows 
 // ⌈K/128⌉ block scales in scales (dequant = fp8 × scale). The matrix is as if
 // zero-padded to multiples of 128, so a partial band or column block gets the
 // amax of its real elements. Only the leading rows×K (and ⌈K/128⌉) entries of
-// the buffers are used. A non-finite element is a *NonFiniteError (wrapping
-// ErrNonFinite) naming the first such element of the band, and a block whose
-// scale would make its largest code dequantize to infinity a
-// *ScaleOverflowError; either way nothing useful is left in dst.
+// the buffers are used. A non-finite element is a *BlockError wrapping
+// ErrNonFinite that names the first such element of the band, and a block
+// whose scale would make its largest code dequantize to infinity one
+// wrapping ErrRange; either way nothing useful is left in dst.
 func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) error {
-	if q.errs == nil {
+	if q.Measure == nil {
 		return q.quantizeBand(band, dst, scales, src, rows)
 	}
-	saved := *q.errs
+	saved := *q.Measure
 	err := q.quantizeBand(band, dst, scales, src, rows)
 	if err != nil {
-		*q.errs = saved
+		*q.Measure = saved
 	}
 	return err
 }
@@ -136,12 +143,15 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 	if q.err != nil {
 		return q.err
 	}
+	if err := q.numericsErr(); err != nil {
+		return err
+	}
 	k, nkb, size := q.k, q.nkb, q.in.Size()
 	switch {
 	case rows < 1 || rows > BlockSize:
 		return errorf(errShape, "band of %d rows, want 1..%d", rows, BlockSize)
 	case len(src) < rows*k*size:
-		return errorf(errShape, "source band has %d bytes, want %d (%d×%d %v)", len(src), rows*k*size, rows, k, q.in)
+		return errorf(errShape, "source band has %d bytes, want %d (%d×%d %s)", len(src), rows*k*size, rows, k, q.in.name())
 	case len(dst) < rows*k:
 		return errorf(errShape, "FP8 band has %d bytes, want %d", len(dst), rows*k)
 	case len(scales) < nkb:
@@ -155,35 +165,35 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 		if m >= elemFacts[q.in].inf {
 			return q.nonFinite(band, src, rows, kb, c0, c1)
 		}
-		if q.num == ModelOpt {
+		if q.Numerics == ModelOpt {
 			sf := modelOptScale(uint16(m))
 			scales[kb] = sf
 			if sf == 0 {
-				q.zeros++
+				q.ZeroScaleBlocks++
 			}
-			if q.errs != nil && lanesExact(sf) {
-				q.errs.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0, true)
+			if q.Measure != nil && lanesExact(sf) {
+				q.Measure.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0, true)
 				continue
 			}
 			encodeMO(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
-			if q.errs != nil {
-				q.errs.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0)
+			if q.Measure != nil {
+				q.Measure.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, m == 0)
 			}
 			continue
 		}
 		amax := q.bitsToF32(m)
 		sf := q.scale(amax)
 		if math.IsInf(float64(E4M3ToF32(e4M3FromF32(amax*(1/sf)))*sf), 0) {
-			return &ScaleOverflowError{Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
+			return &BlockError{Err: ErrRange, Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
 		}
 		scales[kb] = sf
-		if q.errs != nil && q.in == BF16 && lanesExact(sf) {
-			q.errs.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, amax, m == 0, false)
+		if q.Measure != nil && q.in == BF16 && lanesExact(sf) {
+			q.Measure.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, amax, m == 0, false)
 			continue
 		}
 		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)
-		if q.errs != nil {
-			q.errs.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, amax, m == 0)
+		if q.Measure != nil {
+			q.Measure.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, m == 0)
 		}
 	}
 	return nil
@@ -223,7 +233,7 @@ func (q *Quantizer) bitsToF32(m uint32) float32 {
 	case BF16:
 		return BF16ToF32(uint16(m))
 	case F16:
-		return F16ToF32(uint16(m))
+		return f16ToF32(uint16(m))
 	default:
 		return math.Float32frombits(m)
 	}
@@ -244,7 +254,7 @@ func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error 
 				mag = bits & 0x7FFF
 			}
 			if mag >= inf {
-				return &NonFiniteError{Elem: q.in, Bits: bits, Band: band, Row: band*BlockSize + r, ColBlock: kb, Col: c}
+				return &BlockError{Err: ErrNonFinite, Elem: q.in, Bits: bits, Band: band, Row: band*BlockSize + r, ColBlock: kb, Col: c}
 			}
 		}
 	}

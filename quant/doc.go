@@ -16,7 +16,9 @@
 // at most BlockSize rows at a time, so a converter streaming a matrix needs no
 // more than one band of input and output per worker, and the hot loop
 // allocates nothing. On amd64 with AVX2 the per-element work runs in vector
-// kernels (kernels_amd64.s); the portable Go kernels give the same bytes.
+// kernels (kernels_amd64.s; the measured BF16 → FP8 encode sixteen elements a
+// step where the CPU has AVX-512); the portable Go kernels give the same
+// bytes and the same error sums.
 //
 // A bit pattern that differs from what PyTorch/DeepGEMM writes is a silent
 // accuracy bug in production, so the tests compare every byte against goldens
@@ -25,7 +27,7 @@
 // and the ModelOpt numerics against goldens made by NVIDIA's own functions
 // (testdata/modelopt_goldens.json.gz, from scripts/device/modelopt). The
 // way back, to BF16 (MXFP4ToBF16, NVFP4ToBF16, DequantizeBandBF16), and the
-// release's own MXFP4 packing (PackMXFP4, compressed-tensors' rule) are
+// release's own MXFP4 packing (PackMXFP4Measured, compressed-tensors' rule) are
 // checked against goldens from torch and compressed-tensors' functions
 // (testdata/bidir_goldens.*, from testdata/gen_bidir.py).
 package quant

@@ -33,8 +33,8 @@ var elemFacts = [...]struct {
 // valid reports whether e is one of the defined formats.
 func (e Elem) valid() bool { return int(e) < len(elemFacts) }
 
-// String returns the safetensors dtype name of e.
-func (e Elem) String() string {
+// name returns the safetensors dtype name of e.
+func (e Elem) name() string {
 	if !e.valid() {
 		return fmt.Sprintf("Elem(%d)", uint8(e))
 	}
@@ -64,5 +64,5 @@ func F32ToBF16(f float32) uint16 {
 	return uint16((u + 0x7FFF + (u>>16)&1) >> 16)
 }
 
-// F16ToF32 widens an IEEE half exactly (subnormals included).
-func F16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
+// f16ToF32 widens an IEEE half exactly (subnormals included).
+func f16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }

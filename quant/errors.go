@@ -24,42 +24,34 @@ var (
 	errInconsistent = errors.New("inconsistent packed scales")
 )
 
-// NonFiniteError locates a non-finite input element of a block quantization,
-// so that a converter can name the tensor, row band and column block.
-type NonFiniteError struct {
-	Elem     Elem   // source format
-	Bits     uint32 // the element's bit pattern
-	Band     int    // row band (rows Band*128 .. Band*128+127 of the matrix)
-	Row      int    // row in the matrix
-	ColBlock int    // column block (columns ColBlock*128 .. ColBlock*128+127)
-	Col      int    // column in the matrix
-}
-
-func (e *NonFiniteError) Error() string {
-	return fmt.Sprintf("%v: %s 0x%0*x at row %d, column %d (row band %d, column block %d)",
-		ErrNonFinite, e.Elem, 2*e.Elem.Size(), e.Bits, e.Row, e.Col, e.Band, e.ColBlock)
-}
-
-// Unwrap lets errors.Is match ErrNonFinite.
-func (e *NonFiniteError) Unwrap() error { return ErrNonFinite }
-
-// ScaleOverflowError locates a block of finite elements whose scale is so
-// large that the block's largest code dequantizes to infinity: with UE8M0
-// scales, an amax near the top of the float32 range rounds its scale up to
-// 2^120, and code 256 × 2^120 overflows. Writing it would give a weight that
-// does not dequantize to its source, so the block is refused instead.
-type ScaleOverflowError struct {
+// BlockError locates what a block quantization refused, so that a converter
+// can name the tensor, row band and column block. Err is ErrNonFinite for a
+// non-finite source element (Bits its bit pattern, Row and Col its place in
+// the matrix) or ErrRange for a block of finite elements whose scale is so
+// large that the block's largest code dequantizes to infinity (Bits the
+// block's largest magnitude, Scale its scale): with UE8M0 scales, an amax
+// near the top of the float32 range rounds its scale up to 2^120, and code
+// 256 × 2^120 overflows. Writing it would give a weight that does not
+// dequantize to its source, so the block is refused instead.
+type BlockError struct {
+	Err      error   // ErrNonFinite or ErrRange, which Unwrap returns
 	Elem     Elem    // source format
-	Bits     uint32  // the block's largest magnitude, as a bit pattern of Elem
+	Bits     uint32  // a bit pattern of Elem
 	Band     int     // row band (rows Band*128 .. Band*128+127 of the matrix)
+	Row      int     // row in the matrix (ErrNonFinite)
 	ColBlock int     // column block (columns ColBlock*128 .. ColBlock*128+127)
-	Scale    float32 // the block's scale
+	Col      int     // column in the matrix (ErrNonFinite)
+	Scale    float32 // the block's scale (ErrRange)
 }
 
-func (e *ScaleOverflowError) Error() string {
-	return fmt.Sprintf("%v: the largest magnitude %s 0x%0*x of row band %d, column block %d gets the scale %g, at which it dequantizes to infinity",
-		ErrRange, e.Elem, 2*e.Elem.Size(), e.Bits, e.Band, e.ColBlock, e.Scale)
+func (e *BlockError) Error() string {
+	if e.Err == ErrRange {
+		return fmt.Sprintf("%v: the largest magnitude %s 0x%0*x of row band %d, column block %d gets the scale %g, at which it dequantizes to infinity",
+			ErrRange, e.Elem.name(), 2*e.Elem.Size(), e.Bits, e.Band, e.ColBlock, e.Scale)
+	}
+	return fmt.Sprintf("%v: %s 0x%0*x at row %d, column %d (row band %d, column block %d)",
+		e.Err, e.Elem.name(), 2*e.Elem.Size(), e.Bits, e.Row, e.Col, e.Band, e.ColBlock)
 }
 
-// Unwrap lets errors.Is match ErrRange.
-func (e *ScaleOverflowError) Unwrap() error { return ErrRange }
+// Unwrap lets errors.Is match Err.
+func (e *BlockError) Unwrap() error { return e.Err }

@@ -3,7 +3,6 @@ package quant
 import (
 	"encoding/binary"
 	"math"
-	"slices"
 )
 
 // ErrStats is the error of a quantization against its source, summed over
@@ -81,20 +80,19 @@ func (b *blockErr) addTo(s *ErrStats, zero bool) {
 
 const absMask = 1<<63 - 1
 
-// fp8Block adds one FP8 block (rows×cols of codes, stride cstride bytes, of
-// source elements src, stride sstride bytes, format in) with scale sf and
-// source amax; zero says amax is 0. A NaN code, which the casts write only
-// in ModelOpt's zero-scale tiles, is counted and skipped.
-func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero bool) {
-	if in == BF16 && lanesExact(sf) {
-		var l laneSums
-		errWindow(&l, codes, cstride, src, sstride, rows, cols, sf, satTop(sf, amax))
-		if !slices.Contains(l.code[:], 0x7F) { // else a NaN code: element by element below
-			l.addTo(s, zero)
-			return
-		}
+// fp8Block adds one FP8 block element by element (rows×cols of codes,
+// stride cstride bytes, of source elements src, stride sstride bytes,
+// format in) with scale sf; zero says the block's amax is 0. A NaN code,
+// which the casts write only in ModelOpt's zero-scale tiles, is counted and
+// skipped. BF16 blocks whose scale satisfies lanesExact take encodeFP8
+// instead.
+func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf float32, zero bool) {
+	var b blockErr
+	size := in.Size()
+	for r := range rows {
+		b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
 	}
-	s.fp8Rows(in, codes, cstride, src, sstride, rows, cols, sf, zero)
+	b.addTo(s, zero)
 }
 
 // encodeFP8 encodes a window of BF16 sources to FP8 codes (scale sf, source
@@ -115,7 +113,7 @@ func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, row
 		l.addTo(s, zero)
 		return
 	}
-	s.fp8Rows(BF16, codes, cstride, src, sstride, rows, cols, sf, zero)
+	s.fp8Block(BF16, codes, cstride, src, sstride, rows, cols, sf, zero)
 }
 
 // lanesExact says whether the window kernels' e = |x| − |x̂| in float32 is
@@ -147,24 +145,13 @@ func (l *laneSums) addTo(s *ErrStats, zero bool) {
 	b.addTo(s, zero)
 }
 
-// fp8Rows adds a block element by element (any source format, NaN codes).
-func (s *ErrStats) fp8Rows(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf float32, zero bool) {
-	var b blockErr
-	size := in.Size()
-	for r := range rows {
-		b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
-	}
-	b.addTo(s, zero)
-}
-
 // laneSums are a window's partial sums of BF16 elements in eight lanes
-// (element j of a row goes to lane j%8, as the vector kernel adds them). The
-// layout is errWinBF16AVX2's.
+// (element j of a row goes to lane j%8, as the vector kernels add them). The
+// layout is the vector kernels'.
 type laneSums struct {
 	sx, se lanes      // Σx², Σ(x−x̂)²
 	m      [8]float32 // max|x−x̂|
 	sat    [8]int32   // elements with |x| above top
-	code   [8]int32   // the largest magnitude code (0x7F: NaN)
 }
 
 type lanes [8]float64
@@ -175,7 +162,7 @@ func (l *lanes) sum() float64 {
 }
 
 // errWindowGo adds columns [from, to) of a window of FP8 codes (scale sf)
-// and their BF16 sources to the lanes, row by row, as errWinBF16AVX2 does:
+// and their BF16 sources to the lanes, row by row, as the vector kernels do:
 // e = |x| − |x̂| in float32 and squared in float64. Both squares are exact
 // in float64 (x has 8 significant bits, e 24), so a multiply-add fused or
 // not gives the same sum; the conversions keep e itself a float32 difference.
@@ -186,7 +173,6 @@ func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, ro
 		for j, code := range c {
 			k := (from + j) & 7
 			code &= 0x7F
-			l.code[k] = max(l.code[k], int32(code))
 			xh := float32(e4m3Table[code] * sf)
 			x := BF16ToF32(binary.LittleEndian.Uint16(x16[2*j:]) & 0x7FFF)
 			if x > top {
@@ -223,7 +209,7 @@ func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 		case BF16:
 			x = float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
 		case F16:
-			x = float64(F16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
+			x = float64(f16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
 		default:
 			x = float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])))
 		}
@@ -246,16 +232,9 @@ func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 	}
 }
 
-// SetErrStats makes the quantizer add the error of every block it quantizes
-// to s (nil: stop). A band that fails leaves s as it was before the band.
-func (q *Quantizer) SetErrStats(s *ErrStats) { q.errs = s }
-
-// SetErrStats makes the cast add the error of every 32-element block it
-// casts to s (nil: stop); x is the MXFP4 value, x̂ the NVFP4 one.
-func (c *nVFP4Cast) SetErrStats(s *ErrStats) { c.errs = s }
-
 // e2m1Sq4 is 4·(v_lo² + v_hi²) for the two E2M1 codes of a byte: an integer,
-// so a block's Σx² is exact.
+// so a block's Σx² is exact. sumSq4 of a block is its sum over the block's
+// 16 bytes (at most 32·4·6² = 4608), and Σx² = sumSq4·2^(2·kj−2).
 var e2m1Sq4 = func() (t [256]uint16) {
 	for b := range t {
 		lo, hi := e2m1Values[b&7], e2m1Values[b>>4&7]
@@ -264,28 +243,34 @@ var e2m1Sq4 = func() (t [256]uint16) {
 	return t
 }()
 
-// nvfp4Block adds one 32-element block of the MXFP4 → NVFP4 cast: src the
-// MXFP4 code bytes with exponent kj, dst the NVFP4 ones with E4M3 scale e4.
-// exact says the cast kept every value (x̂ = x).
-func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale2 float32, exact bool) {
-	var q0, q1 int
-	for i := 0; i < 16; i += 2 {
-		q0 += int(e2m1Sq4[src[i]])
-		q1 += int(e2m1Sq4[src[i+1]])
-	}
-	q := q0 + q1
-	if exact {
-		// blockErr.addTo's sums with x̂ = x: every error term is +0, which
-		// leaves the error sums and the maximum as they are, and so does
-		// adding Σx² = +0 to SumSq.
-		s.Blocks++
-		if q == 0 {
-			s.ZeroTiles++
-			return
+// sumSq4sGo writes sumSq4 of each 16-byte block of src to dst.
+func sumSq4sGo(dst []uint16, src []byte) {
+	for i := range len(src) / 16 {
+		q := 0
+		for _, v := range src[16*i : 16*i+16] {
+			q += int(e2m1Sq4[v])
 		}
-		s.SumSq += float64(q) * pow2(2*kj-2)
+		dst[i] = uint16(q)
+	}
+}
+
+// nvfp4Exact adds one 32-element block of the MXFP4 → NVFP4 cast that kept
+// every value (x̂ = x), with exponent kj and q its sumSq4: blockErr.addTo's
+// sums with every error term +0, which leaves the error sums and the
+// maximum as they are, and so does adding Σx² = +0 to SumSq.
+func (s *ErrStats) nvfp4Exact(q, kj int) {
+	s.Blocks++
+	if q == 0 {
+		s.ZeroTiles++
 		return
 	}
+	s.SumSq += float64(q) * pow2(2*kj-2)
+}
+
+// nvfp4Block adds one 32-element block of the MXFP4 → NVFP4 cast that
+// changed values: src the MXFP4 code bytes with exponent kj, dst the NVFP4
+// ones with E4M3 scale e4; zero says every source code is ±0.
+func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale2 float32, zero bool) {
 	var b blockErr
 	sc := float32(E4M3ToF32(e4) * scale2)
 	p := pow2(kj) // x = code value × 2^kj, exact in float64
@@ -296,7 +281,7 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 			b.add(h, float64(e2m1Table[cx])*p, float64(nvE2M1[cy]*sc), cy&7 == 7)
 		}
 	}
-	b.addTo(s, q == 0)
+	b.addTo(s, zero)
 }
 
 // pow2 is 2^e for e in the normal float64 range (math.Ldexp(1, e) without

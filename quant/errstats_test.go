@@ -73,10 +73,8 @@ func TestQuantizerErrStats(t *testing.T) {
 			}
 			setAVX2(vec)
 			q := NewQuantizer(k, BF16, ScaleFP32)
-			if err := q.SetNumerics(num); err != nil {
-				t.Fatal(err)
-			}
-			q.SetErrStats(&got[i])
+			q.Numerics = num
+			q.Measure = &got[i]
 			codes := make([]byte, rows*k)
 			scales := make([]float32, numBlocks(k))
 			if err := q.QuantizeBandAt(0, codes, scales, src, rows); err != nil {
@@ -116,9 +114,11 @@ func TestQuantizerErrStats(t *testing.T) {
 // elements in every E4M3 binade (subnormal codes and zeros included), ±0,
 // and scales that saturate the top code or not.
 func TestEncodeErrMatchesPortable(t *testing.T) {
-	for _, mo := range []bool{false, true} {
-		t.Run(map[bool]string{false: "deepgemm", true: "modelopt"}[mo], func(t *testing.T) { testEncodeErr(t, mo) })
-	}
+	eachKernel(t, func(t *testing.T) {
+		for _, mo := range []bool{false, true} {
+			t.Run(map[bool]string{false: "deepgemm", true: "modelopt"}[mo], func(t *testing.T) { testEncodeErr(t, mo) })
+		}
+	})
 }
 
 func testEncodeErr(t *testing.T, modelOpt bool) {
@@ -147,7 +147,6 @@ func testEncodeErr(t *testing.T, modelOpt bool) {
 			errWindowGo(&want, wantCodes, k, src, 2*k, rows, 0, cols&^7, sf, top)
 			errWindowGo(&want, wantCodes, k, src, 2*k, rows, cols&^7, cols, sf, top)
 			encodeErr(&got, gotCodes, k, src, 2*k, rows, cols, 1/sf, sf, top, modelOpt)
-			want.code, got.code = [8]int32{}, [8]int32{}
 			if !bytes.Equal(gotCodes, wantCodes) {
 				t.Errorf("%d columns, scale %g: the codes differ from the encoder's", cols, sf)
 			}
@@ -191,4 +190,34 @@ func TestEncodeModelOptMatchesPortable(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sumSq4s (the vector kernel where the CPU has it) gives each block's
+// 4·Σv² over its 32 E2M1 codes, every byte value included, for runs of
+// blocks of several lengths.
+func TestSumSq4s(t *testing.T) {
+	eachKernel(t, func(t *testing.T) {
+		src := make([]byte, 16*300)
+		for i := range src {
+			src[i] = byte(i*37 + i/256)
+		}
+		for _, n := range []int{1, 2, 16, 255, 256, 300} {
+			got := make([]uint16, n+1)
+			got[n] = 0xBEEF
+			sumSq4s(got, src[:16*n])
+			for b := range n {
+				want := 0.0
+				for _, v := range src[16*b : 16*b+16] {
+					lo, hi := float64(e2m1Values[v&7]), float64(e2m1Values[v>>4&7])
+					want += 4*lo*lo + 4*hi*hi
+				}
+				if float64(got[b]) != want {
+					t.Fatalf("%d blocks: block %d: %d, want %g", n, b, got[b], want)
+				}
+			}
+			if got[n] != 0xBEEF {
+				t.Fatalf("%d blocks: wrote past them", n)
+			}
+		}
+	})
 }

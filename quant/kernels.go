@@ -93,7 +93,7 @@ func encodeBF16(dst, src []byte, inv float32) {
 func encodeF16(dst, src []byte, inv float32) {
 	src = src[:2*len(dst)]
 	for i := range dst {
-		x := F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		x := f16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 		dst[i] = e4m3Select(float32(x * inv))
 	}
 }

@@ -10,8 +10,14 @@ var useAVX2 = cpuHasAVX2
 
 var cpuHasAVX2 = cpu.X86.HasAVX2
 
-// cpuHasFMA gates errWinBF16AVX2, which adds with fused multiply-adds.
+// cpuHasFMA gates encodeErrBF16AVX2, which adds with fused multiply-adds.
 var cpuHasFMA = cpu.X86.HasFMA
+
+// useAVX512 selects encodeErrBF16AVX512 over encodeErrBF16AVX2 where both
+// apply; tests turn it off to check that they give the same bits.
+var useAVX512 = cpuHasAVX512
+
+var cpuHasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
 // Vector kernels (kernels_amd64.s). cols must be a positive multiple of the
 // vector width (16 elements; 8 for amax32 and dequantAVX2); rows ≥ 1.
@@ -86,26 +92,6 @@ func dequantRow(dst []float32, src []byte, scales []float32) {
 }
 
 //go:noescape
-func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride, rows, cols int, sf, top float32)
-
-// errWindow adds a window of FP8 codes and their BF16 sources to the lanes
-// (errWindowGo's sums, bit for bit): the vector kernel takes the columns
-// that fill whole vectors, then errWindowGo the rest.
-func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, top float32) {
-	n := cols &^ 7
-	if useAVX2 && cpuHasFMA && n > 0 {
-		_ = codes[(rows-1)*cstride+n-1]
-		_ = src[(rows-1)*sstride+2*n-1]
-		errWinBF16AVX2(l, &codes[0], cstride, &src[0], sstride, rows, n, sf, top)
-	} else {
-		errWindowGo(l, codes, cstride, src, sstride, rows, 0, n, sf, top)
-	}
-	if n < cols {
-		errWindowGo(l, codes, cstride, src, sstride, rows, n, cols, sf, top)
-	}
-}
-
-//go:noescape
 func encodeModelOptAVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 
 // encodeMO is encodeModelOpt (the same bytes): the vector kernel takes the
@@ -128,24 +114,48 @@ func encodeMO(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, 
 //go:noescape
 func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
 
+//go:noescape
+func encodeErrBF16AVX512(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
+
 // encodeErr is encode of a BF16 window (by inv = 1/sf; with modelOpt,
-// encodeModelOpt by sf, which must then be normal) followed by errWindow
-// over the codes it wrote: the same bytes and sums, bit for bit, but l.code
-// is not kept (the caller has the largest code from the window's amax). The
+// encodeModelOpt by sf, which must then be normal) followed by errWindowGo
+// over the codes it wrote (the columns that fill whole groups of eight,
+// then the rest): the same bytes and sums, bit for bit. The
 // vector kernel does both in one pass over the columns that fill whole
-// vectors, so each source element is loaded once.
+// vectors (16 wide with AVX-512 where the vector columns are a multiple of
+// 16, as a 128-column tile's are), so each source element is loaded once.
 func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
 	n := cols &^ 7
 	if !useAVX2 || !cpuHasFMA || n == 0 {
 		encodeWindow(dst, dstStride, src, srcStride, rows, cols, inv, sf, modelOpt)
-		errWindow(l, dst, dstStride, src, srcStride, rows, cols, sf, top)
+		errWindowGo(l, dst, dstStride, src, srcStride, rows, 0, n, sf, top)
+		errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 		return
 	}
 	_ = dst[(rows-1)*dstStride+n-1]
 	_ = src[(rows-1)*srcStride+2*n-1]
-	encodeErrBF16AVX2(l, &dst[0], dstStride, &src[0], srcStride, rows, n, inv, sf, top, modelOpt)
+	if useAVX512 && n%16 == 0 {
+		encodeErrBF16AVX512(l, &dst[0], dstStride, &src[0], srcStride, rows, n, inv, sf, top, modelOpt)
+	} else {
+		encodeErrBF16AVX2(l, &dst[0], dstStride, &src[0], srcStride, rows, n, inv, sf, top, modelOpt)
+	}
 	if n < cols {
 		encodeWindow(dst[n:], dstStride, src[2*n:], srcStride, rows, cols-n, inv, sf, modelOpt)
 		errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 	}
+}
+
+//go:noescape
+func sumSq4AVX2(dst *uint16, src *byte, n int)
+
+// sumSq4s writes sumSq4 of each 16-byte block of src to dst (sumSq4sGo's
+// values; the vector kernel looks the nibbles up sixteen at a time).
+func sumSq4s(dst []uint16, src []byte) {
+	n := len(src) / 16
+	if !useAVX2 || n == 0 {
+		sumSq4sGo(dst, src)
+		return
+	}
+	_ = dst[n-1]
+	sumSq4AVX2(&dst[0], &src[0], n)
 }

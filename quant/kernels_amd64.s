@@ -5,46 +5,145 @@
 // Broadcast a 32-bit constant into all lanes of a Y register.
 #define BCAST(c, y, x) MOVL $c, AX; VMOVD AX, x; VPBROADCASTD x, y
 
-// ERRHEAD widens 8 codes at (DI)(BX*1) to |x̂| (Y1) and 8 BF16 sources at
-// (SI)(BX*2) to |x| (Y0) as float32.
-#define ERRHEAD \
-	VPMOVZXBD (DI)(BX*1), Y0  \
-	VPAND Y14, Y0, Y0         /* magnitude code */ \
-	VPMAXUD Y0, Y7, Y7        /* 0x7F once a NaN code is seen */ \
-	VPSLLD $20, Y0, Y1        \
-	VPADDD errRebias<>(SB), Y1, Y1 /* the bits of a normal code's value */ \
-	VPCMPGTD errSeven<>(SB), Y0, Y3 /* code > 7: normal */ \
-	VPANDN errExp1<>(SB), Y3, Y4 \
-	VPADDD Y4, Y1, Y1         /* subnormal m: 2^-6·(1 + m/8) … */ \
-	VPANDN errTwoM6<>(SB), Y3, Y4 \
-	VSUBPS Y4, Y1, Y1         /* … − 2^-6 = m·2^-9, exact (no float32 subnormal is ever an operand) */ \
-	VMULPS Y15, Y1, Y1        /* |x̂| */ \
-	VPMOVZXWD (SI)(BX*2), Y0  \
-	VPSLLD $17, Y0, Y0        \
-	VPSRLD $1, Y0, Y0         /* |x| as float32 */
+// VEC32 is a read-only 32-byte vector of eight copies of the dword v.
+#define VEC32(name, v) \
+	DATA name<>+0(SB)/4, $v  \
+	DATA name<>+4(SB)/4, $v  \
+	DATA name<>+8(SB)/4, $v  \
+	DATA name<>+12(SB)/4, $v \
+	DATA name<>+16(SB)/4, $v \
+	DATA name<>+20(SB)/4, $v \
+	DATA name<>+24(SB)/4, $v \
+	DATA name<>+28(SB)/4, $v \
+	GLOBL name<>(SB), RODATA|NOPTR, $32
 
-// ERRSAT counts the elements with |x| > top in Y6.
-#define ERRSAT \
-	VCMPPS $0x1E, Y13, Y0, Y2 \
-	VPSUBD Y2, Y6, Y6
+// 120<<23: rebias an E4M3 exponent to float32
+VEC32(errRebias, 0x3C000000)
 
-// ERRTAIL adds e = |x| − |x̂| and |x| to the lanes. The float32 values are
-// widened from memory: a register's upper half would need a shuffle, and
-// shuffles share one port with the conversions on Intel cores.
-#define ERRTAIL \
-	VSUBPS Y1, Y0, Y1         /* e = |x| − |x̂| */ \
-	VANDPS errAbs<>(SB), Y1, Y2 \
-	VMAXPS Y2, Y12, Y12       \
-	VMOVUPS Y0, 0(SP)         \
-	VMOVUPS Y1, 32(SP)        \
-	VCVTPS2PD 0(SP), Y2       \
-	VCVTPS2PD 16(SP), Y3      \
-	VCVTPS2PD 32(SP), Y4      \
-	VCVTPS2PD 48(SP), Y5      \
-	VFMADD231PD Y2, Y2, Y8    /* Y8 += Y2·Y2: the square is exact, so one rounding as a multiply then add */ \
-	VFMADD231PD Y3, Y3, Y9    \
-	VFMADD231PD Y4, Y4, Y10   \
-	VFMADD231PD Y5, Y5, Y11
+// 1: the lowest kept mantissa bit
+VEC32(fxOne, 0x00000001)
+
+// 0x7FFFF − (120<<23): round half to even, rebias to E4M3
+VEC32(fxRound, 0xC407FFFF)
+
+// the NaN code (E4M3FN), the largest magnitude code
+VEC32(fxNaN, 0x0000007F)
+
+// just below 2^-6, the smallest normal E4M3 value
+VEC32(fxNormMin, 0x3C7FFFFF)
+
+// FXBODY encodes 8 BF16 sources at (SI)(AX*2) times inv (Y15) to 8 E4M3FN
+// codes at (DI)(AX*1), as ENC8 does (but for the NaN code: from a ≥ 464
+// the normal path's code is at least 0x7F, which VPMINUD keeps, where ENC8
+// blends 0x7F in from 480: the same bytes, since 464 < a < 480 rounds to
+// 0x7F too). It leaves |x| in Y5 and e = |x| − |x̂| in Y2, x̂ the code's
+// value times sf (Y12): for a normal code its bits shifted into place and
+// rebiased, for a subnormal (a + 2^14) − 2^14, exactly its m·2^-9 (no
+// float32 subnormal is ever an operand but y itself, as in ENC8).
+#define FXBODY \
+	FXLOAD                    \
+	FXCODE
+
+// FXBODYBF is FXBODY with y rounded to BF16 before it is encoded
+// (ModelOpt's cast).
+#define FXBODYBF \
+	FXLOAD                    \
+	BF16RNE(Y0, Y1, fxOne<>(SB)) \
+	FXCODE
+
+// FXLOAD loads 8 BF16 x, leaving |x| in Y5 and y = x·inv in Y0.
+#define FXLOAD \
+	VPMOVZXWD (SI)(AX*2), Y0  \
+	VPSLLD $16, Y0, Y0        /* x */ \
+	VPAND Y14, Y0, Y5         /* |x| */ \
+	VMULPS Y15, Y0, Y0        /* y */
+
+// FXCODE is the rest of FXBODY from y.
+#define FXCODE \
+	VPAND Y14, Y0, Y1         /* a = |y| */ \
+	VPXOR Y1, Y0, Y0          \
+	VPSRLD $24, Y0, Y0        /* sign: 0x80 or 0 */ \
+	VPSRLD $20, Y1, Y2        \
+	VPAND fxOne<>(SB), Y2, Y2 \
+	VPADDD Y1, Y2, Y2         \
+	VPADDD fxRound<>(SB), Y2, Y2 \
+	VPSRLD $20, Y2, Y2        \
+	VPMINUD fxNaN<>(SB), Y2, Y2 /* normal code */ \
+	VADDPS Y13, Y1, Y3        /* a + 2^14 */ \
+	VPSUBD Y13, Y3, Y4        /* subnormal code */ \
+	VSUBPS Y13, Y3, Y3        /* its value */ \
+	VPCMPGTD fxNormMin<>(SB), Y1, Y1 /* a ≥ 2^-6: normal */ \
+	VPBLENDVB Y1, Y2, Y4, Y4  \
+	VPOR Y4, Y0, Y0           /* the codes */ \
+	VEXTRACTI128 $1, Y0, X4   \
+	VPACKUSDW X4, X0, X0      \
+	VPACKUSWB X0, X0, X0      \
+	VMOVQ X0, (DI)(AX*1)      \
+	VPSLLD $20, Y2, Y2        \
+	VPADDD errRebias<>(SB), Y2, Y2 /* a normal code's value */ \
+	VPBLENDVB Y1, Y2, Y3, Y2  \
+	VMULPS Y12, Y2, Y2        /* |x̂| */ \
+	VSUBPS Y2, Y5, Y2         /* e */ \
+	VANDPS Y14, Y2, Y3        \
+	VMAXPS Y3, Y6, Y6
+
+// FXSAT counts the elements with |x| > top (at 64(SP)) in Y7.
+#define FXSAT \
+	VCMPPS $0x1E, 64(SP), Y5, Y3 \
+	VPSUBD Y3, Y7, Y7
+
+// FXSUMS adds x² and e² to the float64 lanes Y8..Y11 (fused multiply-adds:
+// x² and e² are exact in float64, so each add rounds once, as a multiply
+// then an add would). The float32 values are widened from memory: a
+// register's upper half would need a shuffle, and shuffles share one port
+// with the conversions on Intel cores.
+#define FXSUMS \
+	VMOVUPS Y5, 0(SP)         \
+	VMOVUPS Y2, 32(SP)        \
+	VCVTPS2PD 0(SP), Y3       \
+	VFMADD231PD Y3, Y3, Y8    \
+	VCVTPS2PD 16(SP), Y4      \
+	VFMADD231PD Y4, Y4, Y9    \
+	VCVTPS2PD 32(SP), Y3      \
+	VFMADD231PD Y3, Y3, Y10   \
+	VCVTPS2PD 48(SP), Y4      \
+	VFMADD231PD Y4, Y4, Y11
+
+// ERRARGS loads the pointer, stride and size arguments of the
+// encode-and-measure kernels.
+#define ERRARGS \
+	MOVQ acc+0(FP), R10       \
+	MOVQ dst+8(FP), DI        \
+	MOVQ dstStride+16(FP), R8 \
+	MOVQ src+24(FP), SI       \
+	MOVQ srcStride+32(FP), R9 \
+	MOVQ rows+40(FP), CX      \
+	MOVQ cols+48(FP), DX
+
+// ERRPICK jumps to bf (the ModelOpt loops) when modelOpt is set, else to
+// none (the loop without the saturation count) when top is +Inf; it leaves
+// top's bits in R11 for bf's own test.
+#define ERRPICK(bf, none) \
+	MOVL top+64(FP), R11      \
+	MOVBLZX modelOpt+68(FP), R12 \
+	TESTL R12, R12            \
+	JNZ bf                    \
+	CMPL R11, $0x7F800000     /* top = +Inf: nothing saturated, nothing to count */ \
+	JEQ none
+
+// WINLOOP runs body b over the window, step elements at a time.
+#define WINLOOP(row, col, step, b) \
+row:                          \
+	XORQ AX, AX               \
+col:                          \
+	b                         \
+	ADDQ $step, AX            \
+	CMPQ AX, DX               \
+	JB col                    \
+	ADDQ R8, DI               \
+	ADDQ R9, SI               \
+	DECQ CX                   \
+	JNZ row
 
 // func amax16AVX2(src *byte, stride, rows, cols int) uint16
 TEXT ·amax16AVX2(SB), NOSPLIT, $0-34
@@ -174,25 +273,9 @@ a32col:
 	VMOVDQU X5, (DI)(AX*1)
 
 // bfHalf, bfHigh: BF16RNE's 0x7FFF and its mask of the kept half
-DATA bfHalf<>+0(SB)/4, $0x00007FFF
-DATA bfHalf<>+4(SB)/4, $0x00007FFF
-DATA bfHalf<>+8(SB)/4, $0x00007FFF
-DATA bfHalf<>+12(SB)/4, $0x00007FFF
-DATA bfHalf<>+16(SB)/4, $0x00007FFF
-DATA bfHalf<>+20(SB)/4, $0x00007FFF
-DATA bfHalf<>+24(SB)/4, $0x00007FFF
-DATA bfHalf<>+28(SB)/4, $0x00007FFF
-GLOBL bfHalf<>(SB), RODATA|NOPTR, $32
+VEC32(bfHalf, 0x00007FFF)
 
-DATA bfHigh<>+0(SB)/4, $0xFFFF0000
-DATA bfHigh<>+4(SB)/4, $0xFFFF0000
-DATA bfHigh<>+8(SB)/4, $0xFFFF0000
-DATA bfHigh<>+12(SB)/4, $0xFFFF0000
-DATA bfHigh<>+16(SB)/4, $0xFFFF0000
-DATA bfHigh<>+20(SB)/4, $0xFFFF0000
-DATA bfHigh<>+24(SB)/4, $0xFFFF0000
-DATA bfHigh<>+28(SB)/4, $0xFFFF0000
-GLOBL bfHigh<>(SB), RODATA|NOPTR, $32
+VEC32(bfHigh, 0xFFFF0000)
 
 // func encodeModelOptAVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 // Writes e4m3(bf16(x·inv)) for a window of BF16 elements (cols a positive
@@ -330,260 +413,12 @@ dqcol:
 	VZEROUPPER
 	RET
 
-// 120<<23: rebias an E4M3 exponent to float32
-DATA errRebias<>+0(SB)/4, $0x3C000000
-DATA errRebias<>+4(SB)/4, $0x3C000000
-DATA errRebias<>+8(SB)/4, $0x3C000000
-DATA errRebias<>+12(SB)/4, $0x3C000000
-DATA errRebias<>+16(SB)/4, $0x3C000000
-DATA errRebias<>+20(SB)/4, $0x3C000000
-DATA errRebias<>+24(SB)/4, $0x3C000000
-DATA errRebias<>+28(SB)/4, $0x3C000000
-GLOBL errRebias<>(SB), RODATA|NOPTR, $32
-
-// the largest subnormal E4M3 code
-DATA errSeven<>+0(SB)/4, $0x00000007
-DATA errSeven<>+4(SB)/4, $0x00000007
-DATA errSeven<>+8(SB)/4, $0x00000007
-DATA errSeven<>+12(SB)/4, $0x00000007
-DATA errSeven<>+16(SB)/4, $0x00000007
-DATA errSeven<>+20(SB)/4, $0x00000007
-DATA errSeven<>+24(SB)/4, $0x00000007
-DATA errSeven<>+28(SB)/4, $0x00000007
-GLOBL errSeven<>(SB), RODATA|NOPTR, $32
-
-// 1<<23: one more in the exponent field
-DATA errExp1<>+0(SB)/4, $0x00800000
-DATA errExp1<>+4(SB)/4, $0x00800000
-DATA errExp1<>+8(SB)/4, $0x00800000
-DATA errExp1<>+12(SB)/4, $0x00800000
-DATA errExp1<>+16(SB)/4, $0x00800000
-DATA errExp1<>+20(SB)/4, $0x00800000
-DATA errExp1<>+24(SB)/4, $0x00800000
-DATA errExp1<>+28(SB)/4, $0x00800000
-GLOBL errExp1<>(SB), RODATA|NOPTR, $32
-
-// 2^-6
-DATA errTwoM6<>+0(SB)/4, $0x3C800000
-DATA errTwoM6<>+4(SB)/4, $0x3C800000
-DATA errTwoM6<>+8(SB)/4, $0x3C800000
-DATA errTwoM6<>+12(SB)/4, $0x3C800000
-DATA errTwoM6<>+16(SB)/4, $0x3C800000
-DATA errTwoM6<>+20(SB)/4, $0x3C800000
-DATA errTwoM6<>+24(SB)/4, $0x3C800000
-DATA errTwoM6<>+28(SB)/4, $0x3C800000
-GLOBL errTwoM6<>(SB), RODATA|NOPTR, $32
-
-// |x| mask
-DATA errAbs<>+0(SB)/4, $0x7FFFFFFF
-DATA errAbs<>+4(SB)/4, $0x7FFFFFFF
-DATA errAbs<>+8(SB)/4, $0x7FFFFFFF
-DATA errAbs<>+12(SB)/4, $0x7FFFFFFF
-DATA errAbs<>+16(SB)/4, $0x7FFFFFFF
-DATA errAbs<>+20(SB)/4, $0x7FFFFFFF
-DATA errAbs<>+24(SB)/4, $0x7FFFFFFF
-DATA errAbs<>+28(SB)/4, $0x7FFFFFFF
-GLOBL errAbs<>(SB), RODATA|NOPTR, $32
-
-// func errWinBF16AVX2(acc *laneSums, codes *byte, cstride int, src *byte, sstride, rows, cols int, sf, top float32)
-// Adds a rows×cols window (cols a positive multiple of 8) of FP8 codes and
-// their BF16 sources to the eight lanes of acc (element j of a row to lane
-// j%8, rows in order): x̂ = float32(value(code) × sf) as dequantRowAVX2
-// widens it, e = |x| − |x̂| in float32 (exact:
-// fp8Block's precondition),
-// Σx² and Σe² in float64 (fused multiply-adds: x² and e² are exact in
-// float64, so each add rounds once, as a multiply then an add would),
-// max|e| in float32, the count of |x| > top, and the largest magnitude code
-// (0x7F: a NaN code, whose x̂ here is a finite stand-in; the caller discards
-// the sums).
-TEXT ·errWinBF16AVX2(SB), NOSPLIT, $64-64
-	BCAST(0x7F, Y14, X14)
-	MOVQ acc+0(FP), AX
-	MOVQ codes+8(FP), DI
-	MOVQ cstride+16(FP), R8
-	MOVQ src+24(FP), SI
-	MOVQ sstride+32(FP), R9
-	MOVQ rows+40(FP), CX
-	MOVQ cols+48(FP), DX
-	VBROADCASTSS sf+56(FP), Y15
-	VBROADCASTSS top+60(FP), Y13
-	VMOVUPD 0(AX), Y8            // Σx², lanes 0..3
-	VMOVUPD 32(AX), Y9           // lanes 4..7
-	VMOVUPD 64(AX), Y10          // Σe²
-	VMOVUPD 96(AX), Y11
-	VMOVUPS 128(AX), Y12         // max|e| (float32)
-	VMOVDQU 160(AX), Y6          // saturated counts (int32)
-	VMOVDQU 192(AX), Y7          // largest magnitude code
-	MOVL top+60(FP), R10
-	CMPL R10, $0x7F800000        // top = +Inf: nothing saturated, nothing to count
-	JEQ enrow
-ewrow:
-	XORQ BX, BX
-ewcol:
-	ERRHEAD
-	ERRSAT
-	ERRTAIL
-	ADDQ $8, BX
-	CMPQ BX, DX
-	JB ewcol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ ewrow
-	JMP ewdone
-enrow:
-	XORQ BX, BX
-encol:
-	ERRHEAD
-	ERRTAIL
-	ADDQ $8, BX
-	CMPQ BX, DX
-	JB encol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ enrow
-ewdone:
-	VMOVUPD Y8, 0(AX)
-	VMOVUPD Y9, 32(AX)
-	VMOVUPD Y10, 64(AX)
-	VMOVUPD Y11, 96(AX)
-	VMOVUPS Y12, 128(AX)
-	VMOVDQU Y6, 160(AX)
-	VMOVDQU Y7, 192(AX)
-	VZEROUPPER
-	RET
-
-// 1: the lowest kept mantissa bit
-DATA fxOne<>+0(SB)/4, $0x00000001
-DATA fxOne<>+4(SB)/4, $0x00000001
-DATA fxOne<>+8(SB)/4, $0x00000001
-DATA fxOne<>+12(SB)/4, $0x00000001
-DATA fxOne<>+16(SB)/4, $0x00000001
-DATA fxOne<>+20(SB)/4, $0x00000001
-DATA fxOne<>+24(SB)/4, $0x00000001
-DATA fxOne<>+28(SB)/4, $0x00000001
-GLOBL fxOne<>(SB), RODATA|NOPTR, $32
-
-// 0x7FFFF − (120<<23): round half to even, rebias to E4M3
-DATA fxRound<>+0(SB)/4, $0xC407FFFF
-DATA fxRound<>+4(SB)/4, $0xC407FFFF
-DATA fxRound<>+8(SB)/4, $0xC407FFFF
-DATA fxRound<>+12(SB)/4, $0xC407FFFF
-DATA fxRound<>+16(SB)/4, $0xC407FFFF
-DATA fxRound<>+20(SB)/4, $0xC407FFFF
-DATA fxRound<>+24(SB)/4, $0xC407FFFF
-DATA fxRound<>+28(SB)/4, $0xC407FFFF
-GLOBL fxRound<>(SB), RODATA|NOPTR, $32
-
-// the NaN code (E4M3FN), the largest magnitude code
-DATA fxNaN<>+0(SB)/4, $0x0000007F
-DATA fxNaN<>+4(SB)/4, $0x0000007F
-DATA fxNaN<>+8(SB)/4, $0x0000007F
-DATA fxNaN<>+12(SB)/4, $0x0000007F
-DATA fxNaN<>+16(SB)/4, $0x0000007F
-DATA fxNaN<>+20(SB)/4, $0x0000007F
-DATA fxNaN<>+24(SB)/4, $0x0000007F
-DATA fxNaN<>+28(SB)/4, $0x0000007F
-GLOBL fxNaN<>(SB), RODATA|NOPTR, $32
-
-// just below 2^-6, the smallest normal E4M3 value
-DATA fxNormMin<>+0(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+4(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+8(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+12(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+16(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+20(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+24(SB)/4, $0x3C7FFFFF
-DATA fxNormMin<>+28(SB)/4, $0x3C7FFFFF
-GLOBL fxNormMin<>(SB), RODATA|NOPTR, $32
-
-// FXBODY encodes 8 BF16 sources at (SI)(AX*2) times inv (Y15) to 8 E4M3FN
-// codes at (DI)(AX*1), as ENC8 does (but for the NaN code: from a ≥ 464
-// the normal path's code is at least 0x7F, which VPMINUD keeps, where ENC8
-// blends 0x7F in from 480: the same bytes, since 464 < a < 480 rounds to
-// 0x7F too). It leaves |x| in Y5 and e = |x| − |x̂| in Y2, x̂ the code's
-// value times sf (Y12): for a normal code its bits shifted into place and
-// rebiased, for a subnormal (a + 2^14) − 2^14, exactly its m·2^-9 (no
-// float32 subnormal is ever an operand but y itself, as in ENC8).
-#define FXBODY \
-	FXLOAD                    \
-	FXCODE
-
-// FXBODYBF is FXBODY with y rounded to BF16 before it is encoded
-// (ModelOpt's cast).
-#define FXBODYBF \
-	FXLOAD                    \
-	BF16RNE(Y0, Y1, fxOne<>(SB)) \
-	FXCODE
-
-// FXLOAD loads 8 BF16 x, leaving |x| in Y5 and y = x·inv in Y0.
-#define FXLOAD \
-	VPMOVZXWD (SI)(AX*2), Y0  \
-	VPSLLD $16, Y0, Y0        /* x */ \
-	VPAND Y14, Y0, Y5         /* |x| */ \
-	VMULPS Y15, Y0, Y0        /* y */
-
-// FXCODE is the rest of FXBODY from y.
-#define FXCODE \
-	VPAND Y14, Y0, Y1         /* a = |y| */ \
-	VPXOR Y1, Y0, Y0          \
-	VPSRLD $24, Y0, Y0        /* sign: 0x80 or 0 */ \
-	VPSRLD $20, Y1, Y2        \
-	VPAND fxOne<>(SB), Y2, Y2 \
-	VPADDD Y1, Y2, Y2         \
-	VPADDD fxRound<>(SB), Y2, Y2 \
-	VPSRLD $20, Y2, Y2        \
-	VPMINUD fxNaN<>(SB), Y2, Y2 /* normal code */ \
-	VADDPS Y13, Y1, Y3        /* a + 2^14 */ \
-	VPSUBD Y13, Y3, Y4        /* subnormal code */ \
-	VSUBPS Y13, Y3, Y3        /* its value */ \
-	VPCMPGTD fxNormMin<>(SB), Y1, Y1 /* a ≥ 2^-6: normal */ \
-	VPBLENDVB Y1, Y2, Y4, Y4  \
-	VPOR Y4, Y0, Y0           /* the codes */ \
-	VEXTRACTI128 $1, Y0, X4   \
-	VPACKUSDW X4, X0, X0      \
-	VPACKUSWB X0, X0, X0      \
-	VMOVQ X0, (DI)(AX*1)      \
-	VPSLLD $20, Y2, Y2        \
-	VPADDD errRebias<>(SB), Y2, Y2 /* a normal code's value */ \
-	VPBLENDVB Y1, Y2, Y3, Y2  \
-	VMULPS Y12, Y2, Y2        /* |x̂| */ \
-	VSUBPS Y2, Y5, Y2         /* e */ \
-	VANDPS Y14, Y2, Y3        \
-	VMAXPS Y3, Y6, Y6
-
-// FXSAT counts the elements with |x| > top (at 64(SP)) in Y7.
-#define FXSAT \
-	VCMPPS $0x1E, 64(SP), Y5, Y3 \
-	VPSUBD Y3, Y7, Y7
-
-// FXSUMS adds x² and e² to the float64 lanes Y8..Y11 (see ERRTAIL).
-#define FXSUMS \
-	VMOVUPS Y5, 0(SP)         \
-	VMOVUPS Y2, 32(SP)        \
-	VCVTPS2PD 0(SP), Y3       \
-	VFMADD231PD Y3, Y3, Y8    \
-	VCVTPS2PD 16(SP), Y4      \
-	VFMADD231PD Y4, Y4, Y9    \
-	VCVTPS2PD 32(SP), Y3      \
-	VFMADD231PD Y3, Y3, Y10   \
-	VCVTPS2PD 48(SP), Y4      \
-	VFMADD231PD Y4, Y4, Y11
-
 // func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
-// Is encodeBF16AVX2 (encodeModelOptAVX2 if modelOpt) then errWinBF16AVX2
+// Is encodeBF16AVX2 (encodeModelOptAVX2 if modelOpt) then errWindowGo
 // over the codes it wrote, in one pass (cols a positive multiple of 8): the
-// same codes, and the same sums, maxima and counts in the lanes of acc, but
-// for acc's largest code, which it leaves as it was.
+// same codes, and the same sums, maxima and counts in the lanes of acc.
 TEXT ·encodeErrBF16AVX2(SB), NOSPLIT, $96-69
-	MOVQ acc+0(FP), R10
-	MOVQ dst+8(FP), DI
-	MOVQ dstStride+16(FP), R8
-	MOVQ src+24(FP), SI
-	MOVQ srcStride+32(FP), R9
-	MOVQ rows+40(FP), CX
-	MOVQ cols+48(FP), DX
+	ERRARGS
 	VBROADCASTSS inv+56(FP), Y15
 	VBROADCASTSS sf+60(FP), Y12
 	VBROADCASTSS top+64(FP), Y0
@@ -596,68 +431,17 @@ TEXT ·encodeErrBF16AVX2(SB), NOSPLIT, $96-69
 	VMOVUPD 96(R10), Y11
 	VMOVUPS 128(R10), Y6
 	VMOVDQU 160(R10), Y7
-	MOVL top+64(FP), R11
-	MOVBLZX modelOpt+68(FP), R12
-	TESTL R12, R12
-	JNZ fbstart
-	CMPL R11, $0x7F800000        // top = +Inf: nothing saturated, nothing to count
-	JEQ fnrow
-fsrow:
-	XORQ AX, AX
-fscol:
-	FXBODY
-	FXSAT
-	FXSUMS
-	ADDQ $8, AX
-	CMPQ AX, DX
-	JB fscol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ fsrow
+	ERRPICK(fbstart, fnrow)
+	WINLOOP(fsrow, fscol, 8, FXBODY; FXSAT; FXSUMS)
 	JMP fxdone
-fnrow:
-	XORQ AX, AX
-fncol:
-	FXBODY
-	FXSUMS
-	ADDQ $8, AX
-	CMPQ AX, DX
-	JB fncol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ fnrow
+	WINLOOP(fnrow, fncol, 8, FXBODY; FXSUMS)
 	JMP fxdone
 fbstart:
 	CMPL R11, $0x7F800000
 	JEQ fbnrow
-fbsrow:
-	XORQ AX, AX
-fbscol:
-	FXBODYBF
-	FXSAT
-	FXSUMS
-	ADDQ $8, AX
-	CMPQ AX, DX
-	JB fbscol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ fbsrow
+	WINLOOP(fbsrow, fbscol, 8, FXBODYBF; FXSAT; FXSUMS)
 	JMP fxdone
-fbnrow:
-	XORQ AX, AX
-fbncol:
-	FXBODYBF
-	FXSUMS
-	ADDQ $8, AX
-	CMPQ AX, DX
-	JB fbncol
-	ADDQ R8, DI
-	ADDQ R9, SI
-	DECQ CX
-	JNZ fbnrow
+	WINLOOP(fbnrow, fbncol, 8, FXBODYBF; FXSUMS)
 fxdone:
 	VMOVUPD Y8, 0(R10)
 	VMOVUPD Y9, 32(R10)
@@ -666,4 +450,160 @@ fxdone:
 	VMOVUPS Y6, 128(R10)
 	VMOVDQU Y7, 160(R10)
 	VZEROUPPER
+	RET
+
+// ZXBODY is FXBODY for 16 BF16 sources at (SI)(AX*2) in Z registers (see
+// encodeErrBF16AVX512 for the constants): it writes their 16 codes at
+// (DI)(AX*1) and leaves |x| in Z5 and e = |x| − |x̂| in Z3, with max|e|
+// taken into Z10. ZXLOAD and ZXCODE are its halves, ZXBF16 the ModelOpt
+// rounding of y between them (BF16RNE).
+#define ZXLOAD \
+	VPMOVZXWD (SI)(AX*2), Z0  \
+	VPSLLD $16, Z0, Z0        /* x */ \
+	VPANDD Z28, Z0, Z5        /* |x| */ \
+	VMULPS Z31, Z0, Z0        /* y */
+
+#define ZXBF16 \
+	VPSRLD $16, Z0, Z1        \
+	VPANDD Z26, Z1, Z1        \
+	VPADDD Z1, Z0, Z0         \
+	VPADDD Z21, Z0, Z0        \
+	VPANDD Z20, Z0, Z0
+
+#define ZXCODE \
+	VPANDD Z28, Z0, Z1        /* a = |y| */ \
+	VPSRLD $24, Z0, Z0        /* the sign in bit 7 */ \
+	VPSRLD $20, Z1, Z2        \
+	VPANDD Z26, Z2, Z2        \
+	VPADDD Z1, Z2, Z2         \
+	VPADDD Z25, Z2, Z2        \
+	VPSRLD $20, Z2, Z2        /* normal code, before the NaN clamp */ \
+	VADDPS Z27, Z1, Z3        /* a + 2^14 */ \
+	VPSUBD Z27, Z3, Z4        /* subnormal code */ \
+	VSUBPS Z27, Z3, Z3        /* its value */ \
+	VPCMPGTD Z23, Z1, K1      /* a ≥ 2^-6: normal */ \
+	VPMINUD Z24, Z2, K1, Z4   /* the magnitude codes */ \
+	VPTERNLOGD $0xF8, Z19, Z0, Z4 /* | sign & 0x80: the codes */ \
+	VPMOVDB Z4, (DI)(AX*1)    \
+	VPSLLD $20, Z2, Z2        \
+	VPADDD Z22, Z2, K1, Z3    /* a normal code's value */ \
+	VMULPS Z30, Z3, Z3        /* |x̂| */ \
+	VSUBPS Z3, Z5, Z3         /* e */ \
+	VPANDD Z28, Z3, Z4        \
+	VMAXPS Z4, Z10, Z10
+
+// ZXSAT counts the elements with |x| > top (Z29) in Z11.
+#define ZXSAT \
+	VCMPPS $0x1E, Z29, Z5, K2 \
+	VPADDD Z26, Z11, K2, Z11
+
+// ZXSUMS adds x² and e² of the 16 elements to the eight float64 lanes of
+// Z8 and Z9: elements 0..7 first, then 8..15, so lane j%8 takes a row's
+// elements in order, as errWindowGo adds them.
+#define ZXSUMS \
+	VCVTPS2PD Y5, Z6          \
+	VEXTRACTF64X4 $1, Z5, Y7  \
+	VCVTPS2PD Y7, Z7          \
+	VFMADD231PD Z6, Z6, Z8    \
+	VFMADD231PD Z7, Z7, Z8    \
+	VCVTPS2PD Y3, Z6          \
+	VEXTRACTF64X4 $1, Z3, Y7  \
+	VCVTPS2PD Y7, Z7          \
+	VFMADD231PD Z6, Z6, Z9    \
+	VFMADD231PD Z7, Z7, Z9
+
+// func encodeErrBF16AVX512(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
+// Is encodeErrBF16AVX2 sixteen elements at a time (cols a positive multiple
+// of 16): the same codes, and the same sums, maxima and counts in the lanes
+// of acc, bit for bit. A Z register holds all eight float64 lanes, so the
+// two halves of 16 elements are added one after the other, as a row's
+// elements come.
+TEXT ·encodeErrBF16AVX512(SB), NOSPLIT, $0-69
+	ERRARGS
+	VBROADCASTSS inv+56(FP), Z31
+	VBROADCASTSS sf+60(FP), Z30
+	VBROADCASTSS top+64(FP), Z29
+	MOVL $0x7FFFFFFF, AX
+	VPBROADCASTD AX, Z28
+	MOVL $0x46800000, AX         // 2^14
+	VPBROADCASTD AX, Z27
+	MOVL $1, AX
+	VPBROADCASTD AX, Z26
+	MOVL $0xC407FFFF, AX         // 0x7FFFF − (120<<23): round half to even, rebias
+	VPBROADCASTD AX, Z25
+	MOVL $0x7F, AX               // the NaN code
+	VPBROADCASTD AX, Z24
+	MOVL $0x3C7FFFFF, AX         // just below 2^-6
+	VPBROADCASTD AX, Z23
+	MOVL $0x3C000000, AX         // 120<<23
+	VPBROADCASTD AX, Z22
+	MOVL $0x7FFF, AX
+	VPBROADCASTD AX, Z21
+	MOVL $0xFFFF0000, AX
+	VPBROADCASTD AX, Z20
+	MOVL $0x80, AX
+	VPBROADCASTD AX, Z19
+	VMOVUPD 0(R10), Z8           // Σx², lanes 0..7
+	VMOVUPD 64(R10), Z9          // Σe²
+	VMOVUPS 128(R10), Y10        // max|e|; the upper eight start at +0
+	VMOVDQU 160(R10), Y11        // saturated counts; the upper eight start at 0
+	ERRPICK(zbstart, zfnrow)
+	WINLOOP(zfsrow, zfscol, 16, ZXLOAD; ZXCODE; ZXSAT; ZXSUMS)
+	JMP zxdone
+	WINLOOP(zfnrow, zfncol, 16, ZXLOAD; ZXCODE; ZXSUMS)
+	JMP zxdone
+zbstart:
+	CMPL R11, $0x7F800000
+	JEQ zbnrow
+	WINLOOP(zbsrow, zbscol, 16, ZXLOAD; ZXBF16; ZXCODE; ZXSAT; ZXSUMS)
+	JMP zxdone
+	WINLOOP(zbnrow, zbncol, 16, ZXLOAD; ZXBF16; ZXCODE; ZXSUMS)
+zxdone:
+	VEXTRACTF64X4 $1, Z10, Y12
+	VMAXPS Y12, Y10, Y10
+	VEXTRACTI64X4 $1, Z11, Y12
+	VPADDD Y12, Y11, Y11
+	VMOVUPD Z8, 0(R10)
+	VMOVUPD Z9, 64(R10)
+	VMOVUPS Y10, 128(R10)
+	VMOVDQU Y11, 160(R10)
+	VZEROUPPER
+	RET
+
+// 4·v² of the E2M1 magnitude codes 0..7, twice (bit 3, the sign, is masked off)
+DATA sq4Table<>+0(SB)/8, $0x9040241009040100
+DATA sq4Table<>+8(SB)/8, $0x9040241009040100
+GLOBL sq4Table<>(SB), RODATA|NOPTR, $16
+
+// func sumSq4AVX2(dst *uint16, src *byte, n int)
+// Writes sumSq4 of each of n 16-byte blocks of E2M1 code pairs: the 32
+// nibbles' 4·v² looked up with VPSHUFB (each at most 144, a byte) and summed
+// with VPSADBW.
+TEXT ·sumSq4AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ $0x0707070707070707, AX
+	MOVQ AX, X7
+	VPBROADCASTQ X7, X7          // magnitude bits of each nibble
+	VMOVDQU sq4Table<>(SB), X6
+	VPXOR X5, X5, X5
+sqblock:
+	VMOVDQU (SI), X0
+	VPSRLW $4, X0, X1
+	VPAND X7, X0, X0             // low nibbles
+	VPAND X7, X1, X1             // high nibbles
+	VPSHUFB X0, X6, X0
+	VPSHUFB X1, X6, X1
+	VPSADBW X5, X0, X0           // two sums of eight bytes
+	VPSADBW X5, X1, X1
+	VPADDQ X1, X0, X0
+	VPSHUFD $0x4E, X0, X1
+	VPADDQ X1, X0, X0
+	VMOVQ X0, AX
+	MOVW AX, (DI)
+	ADDQ $16, SI
+	ADDQ $2, DI
+	DECQ CX
+	JNZ sqblock
 	RET

@@ -4,14 +4,17 @@ package quant
 
 import "testing"
 
-// eachKernel runs f with the vector kernels (where the CPU has them) and with
-// the portable ones, so both are held to the same goldens.
+// eachKernel runs f with the AVX-512 and AVX2 kernels (where the CPU has
+// them) and with the portable ones, so all are held to the same goldens.
 func eachKernel(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	saved := useAVX2
-	defer func() { useAVX2 = saved }()
+	saved, saved512 := useAVX2, useAVX512
+	defer func() { useAVX2, useAVX512 = saved, saved512 }()
+	if saved && saved512 {
+		t.Run("avx512", f)
+	}
+	useAVX512 = false
 	if saved {
-		useAVX2 = true
 		t.Run("avx2", f)
 	}
 	useAVX2 = false
@@ -21,3 +24,7 @@ func eachKernel(t *testing.T, f func(t *testing.T)) {
 func useAVX2Available() bool { return cpuHasAVX2 }
 
 func setAVX2(on bool) { useAVX2 = on && cpuHasAVX2 }
+
+func avx512Available() bool { return cpuHasAVX512 }
+
+func setAVX512(on bool) { useAVX512 = on && cpuHasAVX512 }

@@ -12,17 +12,15 @@ func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, col
 
 func dequantRow(dst []float32, src []byte, scales []float32) { dequantRowGo(dst, src, scales) }
 
-func errWindow(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, top float32) {
-	n := cols &^ 7
-	errWindowGo(l, codes, cstride, src, sstride, rows, 0, n, sf, top)
-	errWindowGo(l, codes, cstride, src, sstride, rows, n, cols, sf, top)
-}
-
 func encodeMO(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
 	encodeModelOpt(dst, dstStride, src, srcStride, rows, cols, sf)
 }
 
 func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
 	encodeWindow(dst, dstStride, src, srcStride, rows, cols, inv, sf, modelOpt)
-	errWindow(l, dst, dstStride, src, srcStride, rows, cols, sf, top)
+	n := cols &^ 7
+	errWindowGo(l, dst, dstStride, src, srcStride, rows, 0, n, sf, top)
+	errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 }
+
+func sumSq4s(dst []uint16, src []byte) { sumSq4sGo(dst, src) }

@@ -13,3 +13,7 @@ func eachKernel(t *testing.T, f func(t *testing.T)) {
 func useAVX2Available() bool { return false }
 
 func setAVX2(bool) {}
+
+func avx512Available() bool { return false }
+
+func setAVX512(bool) {}

@@ -38,24 +38,19 @@ func (n Numerics) String() string {
 	return numericsNames[n]
 }
 
-// SetNumerics chooses the quantizer's numerics (DeepGEMM unless set). ModelOpt
+// numericsErr checks q.Numerics against the quantizer's formats: ModelOpt
 // needs a BF16 source and FP32 scales.
-func (q *Quantizer) SetNumerics(n Numerics) error {
-	switch {
+func (q *Quantizer) numericsErr() error {
+	switch n := q.Numerics; {
 	case int(n) >= len(numericsNames):
 		return errorf(errShape, "unsupported numerics %v", n)
 	case n == ModelOpt && q.in != BF16:
-		return errorf(errShape, "ModelOpt numerics take BF16 sources, not %v", q.in)
+		return errorf(errShape, "ModelOpt numerics take BF16 sources, not %s", q.in.name())
 	case n == ModelOpt && q.fmt != ScaleFP32:
 		return errorf(errShape, "ModelOpt numerics have BF16 scales stored as float32, not %v", q.fmt)
 	}
-	q.num = n
 	return nil
 }
-
-// ZeroScaleBlocks returns how many blocks so far got a zero scale (and NaN
-// codes) under ModelOpt numerics, for the converter to report.
-func (q *Quantizer) ZeroScaleBlocks() int64 { return q.zeros }
 
 // modelOptScale is bf16(amax / 448) for a BF16 magnitude pattern, widened.
 // The float32 quotient rounded to BF16 equals the exactly rounded quotient

@@ -145,9 +145,7 @@ func TestModelOptFP8Goldens(t *testing.T) {
 			t.Errorf("%s: NVIDIA's scale shape %v, want [%d 1 %d 1]", c.Name, got, numBlocks(n), nkb)
 		}
 		q := NewQuantizer(k, BF16, ScaleFP32)
-		if err := q.SetNumerics(ModelOpt); err != nil {
-			t.Fatal(err)
-		}
+		q.Numerics = ModelOpt
 		dst := make([]byte, BlockSize*k)
 		sc := make([]float32, nkb)
 		for band := range numBlocks(n) {
@@ -227,9 +225,9 @@ func TestModelOptNVFP4Goldens(t *testing.T) {
 				}
 				s = s[n:]
 			}
-			vals[p] = m.Value()
-			if m.Value() != res.KOwn[p] {
-				t.Errorf("%s/%s: K_max %d, NVIDIA %d", c.Name, p, m.Value(), res.KOwn[p])
+			vals[p] = m.Value
+			if m.Value != res.KOwn[p] {
+				t.Errorf("%s/%s: K_max %d, NVIDIA %d", c.Name, p, m.Value, res.KOwn[p])
 			}
 		}
 		for p, want := range res.KShared {
@@ -258,21 +256,21 @@ func TestModelOptNVFP4Goldens(t *testing.T) {
 			name := c.Name + "/" + key
 			compareBytes(t, name+" weight", out, unhex(t, r.Weight))
 			compareBytes(t, name+" weight_scale", osc, unhex(t, r.Scale))
-			if got, want := math.Float32bits(cast.Scale2()), binary.LittleEndian.Uint32(unhex(t, r.Scale2)); got != want {
+			if got, want := math.Float32bits(cast.Scale2), binary.LittleEndian.Uint32(unhex(t, r.Scale2)); got != want {
 				t.Errorf("%s: weight_scale_2 0x%08x, NVIDIA 0x%08x", name, got, want)
 			}
-			st := cast.Stats()
+			st := cast.Stats
 			if st.Blocks != r.Blocks || st.Blocks-st.OutOfRange != r.Lossless {
 				t.Errorf("%s: %d blocks, %d in range; NVIDIA %d, %d lossless", name, st.Blocks, st.Blocks-st.OutOfRange, r.Blocks, r.Lossless)
 			}
-			if want := exactLossy(packed, scales, out, osc, cast.Scale2(), k); st.Lossy != want {
+			if want := exactLossy(packed, scales, out, osc, cast.Scale2, k); st.Lossy != want {
 				t.Errorf("%s: %d lossy blocks, exact comparison finds %d", name, st.Lossy, want)
 			}
 			// NVFP4 dequantization, float32 bit for bit (NaN-free here).
 			deq := f32s(unhex(t, r.Deq))
 			row := make([]float32, k)
 			for i := range rows {
-				if err := decodeNVFP4(row, out[i*k/2:], osc[i*k/16:], cast.Scale2()); err != nil {
+				if err := decodeNVFP4(row, out[i*k/2:], osc[i*k/16:], cast.Scale2); err != nil {
 					t.Fatal(err)
 				}
 				for j, v := range row {

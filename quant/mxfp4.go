@@ -6,8 +6,8 @@ import "math"
 // E8M0 scale in MXFP4.
 const MXGroupSize = 32
 
-// E8M0NaN is the one E8M0 code that is not a power of two.
-const E8M0NaN = 0xFF
+// e8m0NaN is the one E8M0 code that is not a power of two.
+const e8m0NaN = 0xFF
 
 // e2m1Values are the magnitudes of the E2M1 codes 0..7; bit 3 is the sign.
 var e2m1Values = [8]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
@@ -29,7 +29,7 @@ func e8M0ToF32(b uint8) float32 {
 	switch b {
 	case 0:
 		return math.Float32frombits(1 << 22)
-	case E8M0NaN:
+	case e8m0NaN:
 		return math.Float32frombits(0x7F800001) // the NaN pattern torch widens 0xFF to
 	}
 	return math.Float32frombits(uint32(b) << 23)

@@ -166,7 +166,7 @@ func decodeFP4(dst []float32, packed, scales []byte, group int, table *[16]float
 // ErrNonFinite naming the group.
 func decodeMXFP4(dst []float32, packed, scales []byte) error {
 	return decodeFP4(dst, packed, scales, MXGroupSize, &e2m1Table, func(g int) (float32, error) {
-		if scales[g] == E8M0NaN {
+		if scales[g] == e8m0NaN {
 			return 0, errorf(ErrNonFinite, "MXFP4 scale of group %d (elements %d..%d) is NaN (0xff)", g, g*MXGroupSize, g*MXGroupSize+MXGroupSize-1)
 		}
 		return e8M0ToF32(scales[g]), nil

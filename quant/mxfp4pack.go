@@ -24,7 +24,7 @@ func (s PackStats) Add(t PackStats) PackStats {
 	return PackStats{s.Groups + t.Groups, s.Lossy + t.Lossy, s.Saturated + t.Saturated, s.ZeroGroups + t.ZeroGroups}
 }
 
-// MXFP4ScaleByte is the E8M0 scale byte compressed-tensors picks for a group
+// mxfp4ScaleByte is the E8M0 scale byte compressed-tensors picks for a group
 // whose largest magnitude has BF16 bits amax (sign clear):
 // generate_mx_scales(round_to_power_2(amax)). round_to_power_2 adds 1<<5 to the
 // BF16 bits and keeps sign and exponent, so a mantissa of 0.75 or more rounds
@@ -32,7 +32,7 @@ func (s PackStats) Add(t PackStats) PackStats {
 // 127 + log2(2^E) − 2, clamped by the uint8 cast to [0, 255] (an all-zero group,
 // log2(0) = −Inf, gets 0). ok is false when that power of two is Inf (amax ≥
 // 1.75·2^127), where the rule's scale overflows.
-func MXFP4ScaleByte(amax uint16) (b uint8, ok bool) {
+func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 	r := (uint32(amax) + 1<<5) & 0xFF80
 	e := int(r >> 7) // biased exponent of the power of two, 0 for zero
 	if e == 0xFF {
@@ -45,7 +45,7 @@ func MXFP4ScaleByte(amax uint16) (b uint8, ok bool) {
 // 32) into MXFP4 exactly as compressed-tensors' mxfp4-pack-quantized
 // compressor does (calculate_qparams → generate_mx_scales, quantize →
 // cast_to_fp4, pack_fp4_to_uint8, compress_mx_scale): the scale byte of
-// MXFP4ScaleByte; each element divided by 2^(byte−127) in BF16, clamped to
+// mxfp4ScaleByte; each element divided by 2^(byte−127) in BF16, clamped to
 // ±6 and rounded to the E2M1 grid with the thresholds of cast_to_fp4 (ties:
 // 0.25→0, 0.75→1, 1.25→1, 1.75→2, 2.5→2, 3.5→4, 5→4), times torch.sign of the
 // scaled value: a negative value that rounds to zero is −0 (code 8), while a
@@ -88,7 +88,7 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 				}
 				amax = max(amax, a)
 			}
-			sb, ok := MXFP4ScaleByte(amax)
+			sb, ok := mxfp4ScaleByte(amax)
 			if !ok {
 				return st, errorf(ErrRange, "row %d, group %d: amax %g rounds to a power of two above E8M0's, which compressed-tensors' rule turns into an Inf scale", r, g, BF16ToF32(amax))
 			}

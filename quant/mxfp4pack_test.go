@@ -36,7 +36,7 @@ func TestMXFP4ScaleByte(t *testing.T) {
 		{0x40C0, 127}, // 6.0 → 4 → scale 1
 		{0x7F5F, 252}, // just under 1.75·2^127
 	} {
-		if got, ok := MXFP4ScaleByte(c.amax); !ok || got != c.want {
+		if got, ok := mxfp4ScaleByte(c.amax); !ok || got != c.want {
 			t.Errorf("amax 0x%04x: %d, %v; want %d", c.amax, got, ok, c.want)
 		}
 	}

@@ -27,7 +27,7 @@ func MXFP4Repack(bf16, packed, scales []byte) RepackStats {
 		for i := range MXGroupSize {
 			amax = max(amax, binary.LittleEndian.Uint16(bf16[2*(g*MXGroupSize+i):])&0x7FFF)
 		}
-		b, ok := MXFP4ScaleByte(amax)
+		b, ok := mxfp4ScaleByte(amax)
 		changed := !ok || b != scales[g]
 		for _, c := range packed[g*MXGroupSize/2 : (g+1)*MXGroupSize/2] {
 			changed = changed || c&0xF == 8 || c>>4 == 8

@@ -2,7 +2,6 @@ package quant
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -58,8 +57,12 @@ const (
 // chunk, so a converter can read a scale tensor in pieces. The zero value is
 // ready to use.
 type KMax struct {
-	top  uint8 // largest byte seen
-	seen int64 // bytes seen, for error positions
+	// Value is K_max: the largest e8m0 − 127 over the non-zero bytes added,
+	// or 0 when there were none (NVIDIA's rule, also when a partner tensor's
+	// K_max is negative: the shared K_max of w1 and w3 is max of the two).
+	Value int
+	top   uint8 // largest byte seen
+	seen  int64 // bytes seen, for error positions
 }
 
 // Add takes the next chunk of scale bytes. A NaN byte (0xFF) is an error
@@ -70,40 +73,34 @@ func (m *KMax) Add(scales []byte) error {
 	for _, b := range scales {
 		top = max(top, b)
 	}
-	if top == E8M0NaN {
+	if top == e8m0NaN {
 		for i, b := range scales {
-			if b == E8M0NaN {
+			if b == e8m0NaN {
 				return errorf(ErrNonFinite, "E8M0 scale byte %d is NaN (0xff)", m.seen+int64(i))
 			}
 		}
 	}
 	m.top = top
 	m.seen += int64(len(scales))
+	if top != 0 {
+		m.Value = int(top) - e8m0Bias
+	}
 	return nil
 }
 
-// Value returns K_max: the largest e8m0 − 127 over the non-zero bytes added,
-// or 0 when there were none (NVIDIA's rule, also when a partner tensor's
-// K_max is negative: the shared K_max of w1 and w3 is max of the two Values).
-func (m *KMax) Value() int {
-	if m.top == 0 {
-		return 0
-	}
-	return int(m.top) - e8m0Bias
-}
-
 // CastStats counts the 32-element MXFP4 blocks of an MXFP4 → NVFP4 cast.
+// The field tags read what MarshalJSON writes (lossless is derived).
 type CastStats struct {
 	// Blocks is the number of blocks cast (NVIDIA's cast_blocks_total).
-	Blocks int64
+	Blocks int64 `json:"blocks"`
 	// OutOfRange is the number of blocks with a non-zero scale byte and
 	// k_j < K_max − 17: NVIDIA reports Blocks − OutOfRange as lossless.
-	OutOfRange int64
+	OutOfRange int64 `json:"out_of_range"`
 	// Lossy is the number of blocks with at least one element whose NVFP4
 	// value differs from its MXFP4 value (±0 count as equal). It differs from
 	// OutOfRange for zero-byte blocks holding non-zero codes, out-of-range
 	// blocks whose values all survive, and k_j = 127 overflow.
-	Lossy int64
+	Lossy int64 `json:"lossy"`
 }
 
 // MarshalJSON writes the counts in the tool's snake_case keys, with NVIDIA's
@@ -112,20 +109,6 @@ type CastStats struct {
 func (s CastStats) MarshalJSON() ([]byte, error) {
 	return fmt.Appendf(nil, `{"blocks":%d,"out_of_range":%d,"lossless":%d,"lossy":%d}`,
 		s.Blocks, s.OutOfRange, s.Blocks-s.OutOfRange, s.Lossy), nil
-}
-
-// UnmarshalJSON reads what MarshalJSON writes (lossless is derived).
-func (s *CastStats) UnmarshalJSON(b []byte) error {
-	var v struct {
-		Blocks     int64 `json:"blocks"`
-		OutOfRange int64 `json:"out_of_range"`
-		Lossy      int64 `json:"lossy"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*s = CastStats{v.Blocks, v.OutOfRange, v.Lossy}
-	return nil
 }
 
 // Add returns the sum of two counts (for w1 + w3, or a whole checkpoint).
@@ -137,11 +120,18 @@ func (s CastStats) Add(t CastStats) CastStats {
 // NVFP4 with a K_max fixed up front. It allocates nothing per band and is not
 // safe for concurrent use (one per worker and tensor).
 type nVFP4Cast struct {
-	k     int
-	kmax  int
-	stats CastStats
-	row   int64 // first row of the next band, for error positions
-	errs  *ErrStats
+	k    int
+	kmax int
+	row  int64       // first row of the next band, for error positions
+	sq   [256]uint16 // sumSq4 of the blocks from the last multiple of 256 on, when measured
+	// Stats counts the bands cast so far.
+	Stats CastStats
+	// Scale2 is weight_scale_2 = 2^(K_max − 8), exact (a float32 subnormal
+	// for K_max < -118).
+	Scale2 float32
+	// Measure, when not nil, gets the error of every 32-element block cast
+	// (x the MXFP4 value, x̂ the NVFP4 one).
+	Measure *ErrStats
 }
 
 // NewNVFP4Cast returns a cast for rows of k elements (a multiple of 32) and the
@@ -153,15 +143,8 @@ func NewNVFP4Cast(k, kmax int) (*nVFP4Cast, error) {
 	case kmax < minKMax || kmax > maxKMax:
 		return nil, errorf(errShape, "K_max %d outside [%d, %d]", kmax, minKMax, maxKMax)
 	}
-	return &nVFP4Cast{k: k, kmax: kmax}, nil
+	return &nVFP4Cast{k: k, kmax: kmax, Scale2: float32(math.Ldexp(1, kmax-nvScaleKMax))}, nil
 }
-
-// Scale2 returns weight_scale_2 = 2^(K_max − 8), exact (a float32 subnormal
-// for K_max < -118).
-func (c *nVFP4Cast) Scale2() float32 { return float32(math.Ldexp(1, c.kmax-nvScaleKMax)) }
-
-// Stats returns the counts of the bands cast so far.
-func (c *nVFP4Cast) Stats() CastStats { return c.stats }
 
 // CastBand casts the next band of rows rows: srcPacked holds rows×K/2 code
 // bytes and srcScales rows×K/32 E8M0 bytes; dstPacked gets rows×K/2 NVFP4 code
@@ -184,9 +167,9 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 	}
 	top := uint8(c.kmax + e8m0Bias)
 	for i, b := range srcScales[:rows*nb] {
-		if b == E8M0NaN || b > top {
+		if b == e8m0NaN || b > top {
 			sentinel, what := ErrNonFinite, "is NaN (0xff)"
-			if b != E8M0NaN {
+			if b != e8m0NaN {
 				sentinel, what = ErrRange, fmt.Sprintf("has exponent %d above K_max %d", int(b)-e8m0Bias, c.kmax)
 			}
 			return errorf(sentinel, "E8M0 scale 0x%02x of row %d, block %d (elements %d..%d) %s",
@@ -194,20 +177,28 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 		}
 	}
 	var st CastStats
-	scale2 := c.Scale2()
+	scale2 := c.Scale2
 	for i, b := range srcScales[:rows*nb] {
 		src := srcPacked[16*i : 16*i+16]
 		dst := dstPacked[16*i : 16*i+16]
-		if c.errs == nil {
+		if c.Measure == nil {
 			c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b)
 			continue
 		}
-		orig := [16]byte(src) // dst may be src
-		exact := c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b)
-		c.errs.nvfp4Block(&orig, dst, int(b)-e8m0Bias, dstScales[2*i], scale2, exact)
+		j := i % len(c.sq)
+		if j == 0 { // before any of these blocks is cast: dst may be src
+			sumSq4s(c.sq[:], srcPacked[16*i:16*min(i+len(c.sq), rows*nb)])
+		}
+		q, kj := int(c.sq[j]), int(b)-e8m0Bias
+		orig := [16]byte(src)
+		if c.castBlock(&st, dst, dstScales[2*i:2*i+2], src, b) {
+			c.Measure.nvfp4Exact(q, kj)
+		} else {
+			c.Measure.nvfp4Block(&orig, dst, kj, dstScales[2*i], scale2, q == 0)
+		}
 	}
 	st.Blocks = int64(rows * nb)
-	c.stats = c.stats.Add(st)
+	c.Stats = c.Stats.Add(st)
 	c.row += int64(rows)
 	return nil
 }

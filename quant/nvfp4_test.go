@@ -33,7 +33,7 @@ func kmaxOf(t *testing.T, scales ...[]byte) int {
 		if err := m.Add(s); err != nil {
 			t.Fatal(err)
 		}
-		k = max(k, m.Value())
+		k = max(k, m.Value)
 	}
 	return k
 }
@@ -73,7 +73,7 @@ func TestNVFP4CastProperty(t *testing.T) {
 			if err := decodeMXFP4(mx, packed[r*k/2:], scales[r*k/32:]); err != nil {
 				t.Fatal(err)
 			}
-			if err := decodeNVFP4(nv, out[r*k/2:], osc[r*k/16:], c.Scale2()); err != nil {
+			if err := decodeNVFP4(nv, out[r*k/2:], osc[r*k/16:], c.Scale2); err != nil {
 				t.Fatal(err)
 			}
 			for j := range k / MXGroupSize {
@@ -92,11 +92,11 @@ func TestNVFP4CastProperty(t *testing.T) {
 				}
 			}
 		}
-		st := c.Stats()
+		st := c.Stats
 		if st.Blocks != rows*k/32 || st.OutOfRange != oor {
 			t.Errorf("spread %d: stats %+v, want %d blocks, %d out of range", spread, st, rows*k/32, oor)
 		}
-		if want := exactLossy(packed, scales, out, osc, c.Scale2(), k); st.Lossy != want {
+		if want := exactLossy(packed, scales, out, osc, c.Scale2, k); st.Lossy != want {
 			t.Errorf("spread %d: %d lossy, exact comparison %d", spread, st.Lossy, want)
 		}
 		if spread <= 17 && (st.OutOfRange != 0 || st.Lossy != 0) {
@@ -133,8 +133,8 @@ func TestNVFP4CastInRangeBytes(t *testing.T) {
 			t.Fatalf("block %d: scales 0x%02x 0x%02x, want 0x%02x", i, osc[2*i], osc[2*i+1], want)
 		}
 	}
-	if c.Scale2() != 1.0/256 || c.Stats().Lossy != 0 {
-		t.Errorf("scale2 %g, stats %+v", c.Scale2(), c.Stats())
+	if c.Scale2 != 1.0/256 || c.Stats.Lossy != 0 {
+		t.Errorf("scale2 %g, stats %+v", c.Scale2, c.Stats)
 	}
 	// In place gives the same bytes.
 	in := append([]byte(nil), packed...)
@@ -158,7 +158,7 @@ func TestNVFP4CastEdges(t *testing.T) {
 		t.Fatalf("all-zero K_max %d, want 0", km)
 	}
 	out, osc, c := castAll(t, zp, zs, 1, k, 0)
-	if st := c.Stats(); st != (CastStats{Blocks: 2}) || osc[0] != 0x01 || out[0] != 0 {
+	if st := c.Stats; st != (CastStats{Blocks: 2}) || osc[0] != 0x01 || out[0] != 0 {
 		t.Errorf("all-zero: %+v, scale 0x%02x", st, osc[0])
 	}
 	// Zero scale bytes over codes 2^-127·c: NVIDIA counts them lossless, their values are lost.
@@ -167,7 +167,7 @@ func TestNVFP4CastEdges(t *testing.T) {
 		np[i] = 0x9F // -0.5, -6
 	}
 	_, _, c = castAll(t, np, zs, 1, k, 0)
-	if st := c.Stats(); st.OutOfRange != 0 || st.Lossy != 2 {
+	if st := c.Stats; st.OutOfRange != 0 || st.Lossy != 2 {
 		t.Errorf("zero bytes with codes: %+v, want 0 out of range, 2 lossy", st)
 	}
 	// K_max extremes: bytes 1 (K = -126) to 252 cast losslessly on their own;
@@ -184,7 +184,7 @@ func TestNVFP4CastEdges(t *testing.T) {
 			codes[i] = 0x31 // 0.5, 1.5: never overflow
 		}
 		out, _, c := castAll(t, codes, sp, 1, k, km)
-		st := c.Stats()
+		st := c.Stats
 		switch {
 		case b < hotK+127 && (st.Lossy != 0 || st.OutOfRange != 0 || string(out) != string(codes)):
 			t.Errorf("byte %d: %+v", b, st)
@@ -192,14 +192,14 @@ func TestNVFP4CastEdges(t *testing.T) {
 			t.Errorf("byte %d: %+v, want 2 lossy blocks", b, st)
 		}
 		want := float32(math.Ldexp(1, km-8))
-		if c.Scale2() != want {
-			t.Errorf("byte %d: scale2 %g, want %g", b, c.Scale2(), want)
+		if c.Scale2 != want {
+			t.Errorf("byte %d: scale2 %g, want %g", b, c.Scale2, want)
 		}
 	}
 	// NaN scales are refused, by KMax and by the cast, naming the position.
 	var m KMax
-	if err := m.Add([]byte{120, 121, 0xFF}); !errors.Is(err, ErrNonFinite) || m.Value() != 0 {
-		t.Errorf("KMax.Add(NaN) = %v, value %d", err, m.Value())
+	if err := m.Add([]byte{120, 121, 0xFF}); !errors.Is(err, ErrNonFinite) || m.Value != 0 {
+		t.Errorf("KMax.Add(NaN) = %v, value %d", err, m.Value)
 	}
 	c, _ = NewNVFP4Cast(k, 0)
 	if err := c.CastBand(make([]byte, k/2), make([]byte, k/16), make([]byte, k/2), []byte{127, 0xFF}, 1); !errors.Is(err, ErrNonFinite) {
@@ -210,8 +210,8 @@ func TestNVFP4CastEdges(t *testing.T) {
 	if err := c.CastBand(make([]byte, k/2), make([]byte, k/16), make([]byte, k/2), []byte{127, 128}, 1); !errors.Is(err, ErrRange) {
 		t.Errorf("CastBand(byte above K_max) = %v", err)
 	}
-	if c.Stats() != (CastStats{}) {
-		t.Errorf("failed bands counted: %+v", c.Stats())
+	if c.Stats != (CastStats{}) {
+		t.Errorf("failed bands counted: %+v", c.Stats)
 	}
 	// Shapes.
 	for _, bad := range [][2]int{{0, 0}, {48, 0}, {64, -127}, {64, 128}} {
@@ -261,16 +261,19 @@ func TestModelOptScaleDivision(t *testing.T) {
 // TestModelOptOptions: ModelOpt numerics take BF16 and FP32 scales only, and
 // have no 1e-4 floor (an all-zero block gets scale 0 and NaN codes).
 func TestModelOptOptions(t *testing.T) {
-	if err := NewQuantizer(128, F32, ScaleFP32).SetNumerics(ModelOpt); !errors.Is(err, errShape) {
-		t.Errorf("F32 source: %v", err)
-	}
-	if err := NewQuantizer(128, BF16, ScaleUE8M0).SetNumerics(ModelOpt); !errors.Is(err, errShape) {
-		t.Errorf("UE8M0: %v", err)
+	for _, c := range []struct {
+		name string
+		in   Elem
+		fmt  ScaleFmt
+	}{{"F32 source", F32, ScaleFP32}, {"UE8M0", BF16, ScaleUE8M0}} {
+		q := NewQuantizer(128, c.in, c.fmt)
+		q.Numerics = ModelOpt
+		if err := q.QuantizeBandAt(0, make([]byte, 128), make([]float32, 1), make([]byte, 4*128), 1); !errors.Is(err, errShape) {
+			t.Errorf("%s: %v", c.name, err)
+		}
 	}
 	q := NewQuantizer(130, BF16, ScaleFP32)
-	if err := q.SetNumerics(ModelOpt); err != nil {
-		t.Fatal(err)
-	}
+	q.Numerics = ModelOpt
 	src := make([]byte, 2*2*130)
 	src[1] = 0x80                         // -0
 	src[2*129], src[2*129+1] = 0x80, 0x3F // 1.0 in the second column block
@@ -278,8 +281,8 @@ func TestModelOptOptions(t *testing.T) {
 	if err := q.quantizeNext(dst, sc, src, 2); err != nil {
 		t.Fatal(err)
 	}
-	if sc[0] != 0 || dst[0] != 0xFF || dst[1] != 0xFF || q.ZeroScaleBlocks() != 1 {
-		t.Errorf("zero block: scale %g, codes 0x%02x 0x%02x, %d zero-scale blocks", sc[0], dst[0], dst[1], q.ZeroScaleBlocks())
+	if sc[0] != 0 || dst[0] != 0xFF || dst[1] != 0xFF || q.ZeroScaleBlocks != 1 {
+		t.Errorf("zero block: scale %g, codes 0x%02x 0x%02x, %d zero-scale blocks", sc[0], dst[0], dst[1], q.ZeroScaleBlocks)
 	}
 	if want := BF16ToF32(F32ToBF16(1.0 / 448)); sc[1] != want || dst[129] != 0x7E || dst[128] != 0 {
 		t.Errorf("block 1: scale %g (want %g), codes 0x%02x 0x%02x", sc[1], want, dst[128], dst[129])
@@ -316,7 +319,7 @@ func FuzzNVFP4Cast(f *testing.F) {
 			}
 			return
 		}
-		kmax := min(m.Value()+int(extra), maxKMax)
+		kmax := min(m.Value+int(extra), maxKMax)
 		c, err := NewNVFP4Cast(k, kmax)
 		if err != nil {
 			t.Fatal(err)
@@ -325,7 +328,7 @@ func FuzzNVFP4Cast(f *testing.F) {
 		if err := c.CastBand(out, osc, packed, scales, rows); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := c.Stats().Lossy, exactLossy(packed, scales, out, osc, c.Scale2(), k); got != want {
+		if got, want := c.Stats.Lossy, exactLossy(packed, scales, out, osc, c.Scale2, k); got != want {
 			t.Fatalf("lossy %d, exact %d", got, want)
 		}
 	})
@@ -351,11 +354,17 @@ func TestModelOptReciprocal(t *testing.T) {
 	}
 }
 
-// The cast counts marshal in the report's keys, with NVIDIA's lossless count.
+// The cast counts marshal in the report's keys, with NVIDIA's lossless count,
+// and read back.
 func TestCastStatsJSON(t *testing.T) {
-	b, err := json.Marshal(CastStats{Blocks: 10, OutOfRange: 3, Lossy: 2})
+	st := CastStats{Blocks: 10, OutOfRange: 3, Lossy: 2}
+	b, err := json.Marshal(st)
 	if want := `{"blocks":10,"out_of_range":3,"lossless":7,"lossy":2}`; err != nil || string(b) != want {
 		t.Fatalf("got %s, %v; want %s", b, err, want)
+	}
+	var back CastStats
+	if err := json.Unmarshal(b, &back); err != nil || back != st {
+		t.Fatalf("read back %+v, %v; want %+v", back, err, st)
 	}
 }
 

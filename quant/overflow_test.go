@@ -18,9 +18,9 @@ func TestUE8M0ScaleOverflowRefused(t *testing.T) {
 	binary.LittleEndian.PutUint16(src[2*200:], 0x7F7F) // column block 1
 	dst, scales := make([]byte, k), make([]float32, 2)
 	err := NewQuantizer(k, BF16, ScaleUE8M0).QuantizeBandAt(3, dst, scales, src, 1)
-	var so *ScaleOverflowError
-	if !errors.As(err, &so) || !errors.Is(err, ErrRange) || so.Band != 3 || so.ColBlock != 1 || so.Bits != 0x7F7F || so.Scale != 0x1p120 {
-		t.Fatalf("got %v (%+v), want a ScaleOverflowError for band 3, column block 1, scale 2^120", err, so)
+	var so *BlockError
+	if !errors.As(err, &so) || !errors.Is(err, ErrRange) || so.Err != ErrRange || so.Band != 3 || so.ColBlock != 1 || so.Bits != 0x7F7F || so.Scale != 0x1p120 {
+		t.Fatalf("got %v (%+v), want a BlockError (ErrRange) for band 3, column block 1, scale 2^120", err, so)
 	}
 	if err := NewQuantizer(k, BF16, ScaleFP32).QuantizeBandAt(3, dst, scales, src, 1); err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestQuantizedDequantizesFinite(t *testing.T) {
 		for _, fmt := range []ScaleFmt{ScaleFP32, ScaleUE8M0} {
 			for _, num := range []Numerics{DeepGEMM, ModelOpt} {
 				q := NewQuantizer(k, BF16, fmt)
-				if err := q.SetNumerics(num); err != nil {
+				if q.Numerics = num; q.numericsErr() != nil {
 					continue
 				}
 				err := q.QuantizeBandAt(0, dst, scales, src, rows)

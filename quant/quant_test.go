@@ -115,7 +115,7 @@ func elemValue(src []byte, e Elem, i int) float32 {
 	case BF16:
 		return BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 	case F16:
-		return F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		return f16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 }
@@ -239,11 +239,11 @@ func testQuantizeNonFinite(t *testing.T) {
 		putElem(src, c.e, 90*k+270, c.bits) // a later one in the same block
 		q := NewQuantizer(k, c.e, ScaleUE8M0)
 		err := q.QuantizeBandAt(3, make([]byte, rows*k), make([]float32, 3), src, rows)
-		var nf *NonFiniteError
+		var nf *BlockError
 		if !errors.Is(err, ErrNonFinite) || !errors.As(err, &nf) {
-			t.Fatalf("%v 0x%x: err %v, want a *NonFiniteError", c.e, c.bits, err)
+			t.Fatalf("%v 0x%x: err %v, want a *BlockError", c.e, c.bits, err)
 		}
-		want := NonFiniteError{Elem: c.e, Bits: c.bits, Band: 3, Row: 3*BlockSize + 77, ColBlock: 2, Col: 260}
+		want := BlockError{Err: ErrNonFinite, Elem: c.e, Bits: c.bits, Band: 3, Row: 3*BlockSize + 77, ColBlock: 2, Col: 260}
 		if *nf != want {
 			t.Errorf("%v 0x%x: %+v, want %+v", c.e, c.bits, *nf, want)
 		}
@@ -300,7 +300,7 @@ func TestQuantizeNoAllocs(t *testing.T) {
 
 func TestEnumStrings(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
-		{BF16.String(), "BF16"}, {F16.String(), "F16"}, {F32.String(), "F32"}, {Elem(7).String(), "Elem(7)"},
+		{BF16.name(), "BF16"}, {F16.name(), "F16"}, {F32.name(), "F32"}, {Elem(7).name(), "Elem(7)"},
 		{ScaleFP32.String(), "fp32"}, {ScaleUE8M0.String(), "ue8m0"}, {ScaleFmt(5).String(), "ScaleFmt(5)"},
 	} {
 		if c.got != c.want {

@@ -23,7 +23,7 @@ func MXFP4ToBF16(dst, packed, scales []byte) (nanGroups int, err error) {
 	for g := range k / MXGroupSize {
 		d := dst[2*g*MXGroupSize : 2*(g+1)*MXGroupSize]
 		p := packed[g*MXGroupSize/2 : (g+1)*MXGroupSize/2]
-		if scales[g] == E8M0NaN {
+		if scales[g] == e8m0NaN {
 			nanGroups++
 			for i := 0; i < len(d); i += 2 {
 				binary.LittleEndian.PutUint16(d[i:], bf16NaN)

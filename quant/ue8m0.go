@@ -99,7 +99,7 @@ func UnpackUE8M0(packed []int32, n, k int) ([]float32, error) {
 				case col >= kb && e != 0:
 					return nil, errorf(errInconsistent, "row %d word %d = 0x%08x: slot %d is past the %d column blocks but not zero", r0, p, w, j, kb)
 				case col >= kb:
-				case e == E8M0NaN:
+				case e == e8m0NaN:
 					return nil, errorf(ErrNonFinite, "scale (%d, %d) has exponent byte 0xff", b, col)
 				default:
 					out[b*kb+col] = math.Float32frombits(uint32(e) << 23)
