@@ -8,6 +8,7 @@ package s3test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 )
@@ -299,20 +301,44 @@ func (s *Server) Put(bucket, key string, r io.ReadSeeker) error {
 }
 
 // GetDir downloads every object under bucket/prefix into dir, keyed by
-// the rest of its key.
+// the rest of its key. An object listed and gone before its GET (a killed
+// client's request still reaching the server) makes it list again, with
+// the files of the failed pass removed.
 func (s *Server) GetDir(t testing.TB, bucket, prefix, dir string) []string {
 	t.Helper()
+	for try := 1; ; try++ {
+		keys, err := s.getDir(bucket, prefix, dir)
+		var gone *types.NoSuchKey
+		if errors.As(err, &gone) && try < 5 {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("get %s/%s: %v", bucket, prefix, err)
+		}
+		return keys
+	}
+}
+
+func (s *Server) getDir(bucket, prefix, dir string) (keys []string, err error) {
 	ctx := context.Background()
+	var written []string
+	defer func() {
+		if err != nil {
+			for _, f := range written {
+				os.Remove(f)
+			}
+		}
+	}()
 	p := prefix
 	if p != "" {
 		p += "/"
 	}
 	pg := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &p})
-	var keys []string
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {
-			t.Fatalf("list %s/%s: %v", bucket, prefix, err)
+			return nil, err
 		}
 		for _, o := range page.Contents {
 			keys = append(keys, strings.TrimPrefix(*o.Key, p))
@@ -321,12 +347,13 @@ func (s *Server) GetDir(t testing.TB, bucket, prefix, dir string) []string {
 	for _, k := range keys {
 		out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(join(prefix, k))})
 		if err != nil {
-			t.Fatalf("get %s: %v", k, err)
+			return nil, fmt.Errorf("%s: %w", k, err)
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(k))
 		os.MkdirAll(filepath.Dir(dst), 0o755)
 		f, err := os.Create(dst)
 		if err == nil {
+			written = append(written, dst)
 			_, err = io.Copy(f, out.Body)
 			if cerr := f.Close(); err == nil {
 				err = cerr
@@ -334,10 +361,10 @@ func (s *Server) GetDir(t testing.TB, bucket, prefix, dir string) []string {
 		}
 		out.Body.Close()
 		if err != nil {
-			t.Fatalf("get %s: %v", k, err)
+			return nil, fmt.Errorf("%s: %w", k, err)
 		}
 	}
-	return keys
+	return keys, nil
 }
 
 func join(prefix, name string) string {
