@@ -26,14 +26,18 @@ type Model struct {
 	cls *model.Classifier
 }
 
-// K3 is Kimi K3's dimensions: 93 layers, 96 MLA and 96 KDA heads, 896 routed
+// k3Model is Kimi K3's dimensions: 93 layers, 96 MLA and 96 KDA heads, 896 routed
 // experts, AttnRes blocks of 12 layers.
-func K3() Model {
+func k3Model() Model {
 	return Model{Layers: 93, AttnHeads: 96, LinearHeads: 96, Experts: 896, AttnResBlock: 12}
 }
 
-// ModelOf takes the dimensions, and the layer schedule, from a parsed config.
+// ModelOf takes the dimensions, and the layer schedule, from a parsed config;
+// a nil config gives K3's.
 func ModelOf(c *model.Config) Model {
+	if c == nil {
+		return k3Model()
+	}
 	return Model{Layers: c.NumLayers, AttnHeads: int(c.NumHeads), LinearHeads: int(c.KDAHeads),
 		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize, cls: c.Classifier()}
 }
@@ -118,8 +122,8 @@ func unknownLayout(name string) error {
 	return fmt.Errorf("%w %q (built-in: %s; or a path to a .json layout)", errUnknownLayout, name, strings.Join(Names(), ", "))
 }
 
-// Builtin builds a built-in layout for a model.
-func Builtin(name string, m Model, o Options) (*Layout, error) {
+// builtinLayout builds a built-in layout for a model.
+func builtinLayout(name string, m Model, o Options) (*Layout, error) {
 	b, ok := builtins[name]
 	if !ok {
 		return nil, unknownLayout(name)
@@ -143,7 +147,7 @@ func Builtin(name string, m Model, o Options) (*Layout, error) {
 // when stated, must be m.Layers (when m states them).
 func Resolve(nameOrPath string, m Model, o Options) (*Layout, error) {
 	if _, ok := builtins[nameOrPath]; ok {
-		return Builtin(nameOrPath, m, o)
+		return builtinLayout(nameOrPath, m, o)
 	}
 	if strings.HasSuffix(nameOrPath, ".json") || strings.ContainsRune(nameOrPath, '/') {
 		l, err := loadLayout(nameOrPath)

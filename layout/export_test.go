@@ -244,7 +244,7 @@ func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := Builtin(name, m, o)
+	l, err := builtinLayout(name, m, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +542,7 @@ func TestExportPP8TP8(t *testing.T) {
 	// One MXFP4 group per w2 row cannot be cut 8 ways: a clear error up front.
 	s := must(OpenSource(fp))(t)
 	m := must(s.Model())(t)
-	l := must(Builtin("pp8-tp8", m, Options{}))(t)
+	l := must(builtinLayout("pp8-tp8", m, Options{}))(t)
 	_, err := runExport(s, l, filepath.Join(t.TempDir(), "x"), ExportOptions{})
 	s.Close()
 	if !errors.Is(err, errIndivisible) || !strings.Contains(err.Error(), "w2.weight_scale: axis 1 of [96 1] has 1 entries, not divisible by 8") {
@@ -668,7 +668,7 @@ func TestExportBadInput(t *testing.T) {
 	}
 	defer s.Close()
 	m := must(s.Model())(t)
-	l := must(Builtin("dp16", m, Options{TextOnly: true}))(t)
+	l := must(builtinLayout("dp16", m, Options{TextOnly: true}))(t)
 	dst := filepath.Join(t.TempDir(), "x")
 	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, errRank) {
 		t.Errorf("rank err %v", err)
@@ -678,7 +678,7 @@ func TestExportBadInput(t *testing.T) {
 	}
 	// A layout claiming A_log has only 4 real heads: the dropped entries are
 	// not zero, so the export refuses before writing anything.
-	l2 := must(Builtin("dp2-dcp8", m, Options{TextOnly: true}))(t)
+	l2 := must(builtinLayout("dp2-dcp8", m, Options{TextOnly: true}))(t)
 	for i := range l2.Rules {
 		if l2.Rules[i].Name == "kda-a-log" {
 			l2.Rules[i].Valid, l2.Rules[i].Units, l2.Rules[i].Parts = 4, 0, 4
@@ -835,7 +835,7 @@ func benchExport(b *testing.B, name string, o Options) {
 	}
 	defer s.Close()
 	m := must(s.Model())(b)
-	l, err := Builtin(name, m, o)
+	l, err := builtinLayout(name, m, o)
 	if err != nil {
 		b.Fatal(err)
 	}

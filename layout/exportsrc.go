@@ -217,7 +217,7 @@ func rebuild(name string, hs []holder) (tensorData, error) {
 			if h.t.DType != e.DType || !equalShape(h.t.Shape, e.Shape) {
 				return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest says %s %v", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, e.DType, e.Shape)
 			}
-			return fileTensor{f: h.f, t: h.t}, nil
+			return newFileTensor(h.f, h.t), nil
 		}
 	}
 	return newSliced(name, hs)
@@ -326,7 +326,7 @@ func (st *slicedTensor) ReadAt(p []byte, off int64) (int, error) {
 			scratch = make([]byte, b-a)
 		}
 		buf := scratch[:b-a]
-		if err := readFull(fileTensor{f: h.f, t: h.t}, buf, a); err != nil {
+		if err := readFull(newFileTensor(h.f, h.t), buf, a); err != nil {
 			return 0, fmt.Errorf("%s/%s: %w", h.dir, h.e.File, err)
 		}
 		for o := o0; o < o1; o++ {

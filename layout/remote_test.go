@@ -66,7 +66,7 @@ func TestExportFromHub(t *testing.T) {
 			}
 			h.Reset() // count from here: opening read the headers
 			m := must(s.Model())(t)
-			l := must(Builtin(c.layout, m, c.o))(t)
+			l := must(builtinLayout(c.layout, m, c.o))(t)
 			p := must(PlanExport(s, l, c.eo))(t)
 			dst := filepath.Join(t.TempDir(), "out")
 			res, err := p.Execute(context.Background(), dst, ExecOptions{Connections: 4})
@@ -111,7 +111,7 @@ func TestExportFromHTTPS(t *testing.T) {
 		t.Fatal("https:// source claims a listing")
 	}
 	m := must(s.Model())(t)
-	p := must(PlanExport(s, must(Builtin("dp16", m, Options{}))(t), ExportOptions{Ranks: []int{1}}))(t)
+	p := must(PlanExport(s, must(builtinLayout("dp16", m, Options{}))(t), ExportOptions{Ranks: []int{1}}))(t)
 	dst := filepath.Join(t.TempDir(), "out")
 	if _, err := p.Execute(context.Background(), dst, ExecOptions{}); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestExportFromHubResumes(t *testing.T) {
 	plan := func() *Plan {
 		s := openHub(t, h, "hf://org/name")
 		m := must(s.Model())(t)
-		return must(PlanExport(s, must(Builtin("pp16", m, Options{}))(t), ExportOptions{}))(t)
+		return must(PlanExport(s, must(builtinLayout("pp16", m, Options{}))(t), ExportOptions{}))(t)
 	}
 	p := plan()
 	last := p.src.info.Files[len(p.src.info.Files)-4].Name // layer 92's shard (93 of 96)
