@@ -169,3 +169,45 @@ func TestExportFromHubResumes(t *testing.T) {
 		t.Fatalf("changed source resumed: %v", err)
 	}
 }
+
+// TestCompareRemote checks the replica against its copy on a loopback hub,
+// each side in turn the remote one: every byte is compared, and the remote
+// side is read by the coalesced requests of one stream (at most one per
+// 4 MiB of a shard, and one for each shard's start) rather than one per
+// tensor. A shard that changes upstream during the check fails it, naming
+// the shard.
+func TestCompareRemote(t *testing.T) {
+	t.Parallel()
+	e2e(t)
+	bf, _ := fixtures(t)
+	local := must(OpenSource(bf))(t)
+	defer local.Close()
+	h := testckpt.NewHubServer(t, bf)
+	var bound int64
+	for _, f := range local.files {
+		bound += 1 + (f.Size-f.DataStart+(4<<20)-1)/(4<<20)
+	}
+	ctx := context.Background()
+	for _, remoteIsA := range []bool{false, true} {
+		hub := openHub(t, h, "hf://org/name")
+		a, b := local, hub
+		if remoteIsA {
+			a, b = hub, local
+		}
+		before := hub.remote.Stats()
+		n := must(Compare(ctx, a, b))(t)
+		got := hub.remote.Stats()
+		if n != local.info.TotalSize {
+			t.Errorf("remote a=%v: compared %d bytes, the replica holds %d", remoteIsA, n, local.info.TotalSize)
+		}
+		if reqs := got.Requests - before.Requests; reqs > bound || reqs >= int64(len(local.Specs)) {
+			t.Errorf("remote a=%v: %d requests for %d tensors in %d shards, want at most %d", remoteIsA, reqs, len(local.Specs), len(local.files), bound)
+		}
+	}
+	hub := openHub(t, h, "hf://org/name")
+	changed := hub.info.Files[len(hub.info.Files)/2].Name
+	h.SetETag(changed, `"v2"`)
+	if _, err := Compare(ctx, local, hub); !errors.Is(err, remote.ErrChanged) || !strings.Contains(err.Error(), changed) {
+		t.Errorf("shard %s changed during the check: %v, want ErrChanged naming it", changed, err)
+	}
+}
