@@ -43,6 +43,37 @@ func tinyCatalogs() ([]st.TensorSpec, []st.TensorSpec) {
 }
 
 var (
+	k3HeadOnce sync.Once
+	k3HeadFP8  []st.TensorSpec
+)
+
+// k3HeadCatalog is the FP8 K3 catalog for checks that look at its first
+// layers alone (and the model-level tensors): under -short it holds only
+// the first 8 layers, whose tensors are the whole catalog's, in the same
+// order; the full run takes the whole catalog.
+func k3HeadCatalog() []st.TensorSpec {
+	if !testing.Short() {
+		_, fp := k3Catalogs()
+		return fp
+	}
+	k3HeadOnce.Do(func() {
+		d := k3Dims
+		d.layers = 8
+		k3HeadFP8 = fp8Converted(d.catalog(), ".weight_scale_inv", false)
+	})
+	return k3HeadFP8
+}
+
+// k3HeadPlan is k3Plan of the FP8 catalog, of k3HeadCatalog under -short.
+func k3HeadPlan(t testing.TB, name string, o Options) *Placement {
+	t.Helper()
+	if !testing.Short() {
+		return k3Plan(t, name, o, true)
+	}
+	return mustPlan(t, name, k3Model(), o, k3HeadCatalog())
+}
+
+var (
 	k3PlansMu sync.Mutex
 	k3Plans   = map[string]*Placement{}
 )
@@ -191,7 +222,7 @@ func TestDP16SpecFigures(t *testing.T) {
 
 func TestDP16RankSlices(t *testing.T) {
 	t.Parallel()
-	p := k3Plan(t, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true}, true)
+	p := k3HeadPlan(t, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true})
 	for _, r := range []int{0, 5, 13} {
 		pm := pieceMap(t, p, r)
 		g := int64(r % 8)
@@ -261,8 +292,7 @@ func byteSize(t testing.TB, pc piece) int64 {
 
 func TestDP2DCP8RankSlices(t *testing.T) {
 	t.Parallel()
-	_, fp := k3Catalogs()
-	p := mustPlan(t, "dp2-dcp8", k3Model(), Options{TextOnly: true, VocabTP: true}, fp)
+	p := k3HeadPlan(t, "dp2-dcp8", Options{TextOnly: true, VocabTP: true})
 	for _, r := range []int{2, 10} {
 		pm := pieceMap(t, p, r)
 		g := int64(r % 8)
@@ -607,10 +637,9 @@ func TestBadLayouts(t *testing.T) {
 		t.Errorf("expert err %v", err)
 	}
 	// Reject policy for a split cutting a scale block.
-	_, k3fp := k3Catalogs()
 	l = must(builtinLayout("dp16", k3Model(), Options{WeightShard: true}))(t)
 	l.Rules[1].UnalignedScale = scaleReject
-	if _, err := l.Place(k3fp[:20000]); !errors.Is(err, errScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
+	if _, err := l.Place(k3HeadCatalog()[:20000]); !errors.Is(err, errScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
 		t.Errorf("scale align err %v", err)
 	}
 }

@@ -303,13 +303,7 @@ func TestNamesFromIndex(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if fixtureRoot != "" {
-		os.RemoveAll(fixtureRoot)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testckpt.Main(m) }
 
 var _ = st.F32
 

@@ -116,9 +116,10 @@ func TestPlanStepsRuns(t *testing.T) {
 	}
 }
 
-// Every file of every rank of tiny exports (planned from headers): the steps write each tensor
-// once, in the layout's order; a run holds only whole tensors of one source
-// file, contiguous and in order on both sides, and is as long as allowed.
+// Every file of every rank of tiny exports (planned from headers; pp16 and
+// dp16 without -short): the steps write each tensor once, in the layout's
+// order; a run holds only whole tensors of one source file, contiguous and
+// in order on both sides, and is as long as allowed.
 func TestPlanStepsExports(t *testing.T) {
 	t.Parallel()
 	bf16, fp8 := tinyCatalogs()
@@ -131,6 +132,9 @@ func TestPlanStepsExports(t *testing.T) {
 		{"pp16", bf16, Options{}},
 		{"dp16", fp8, Options{TextOnly: true, WeightShard: true, VocabTP: true}},
 		{"dp2-dcp8", fp8, Options{TextOnly: true, VocabTP: true}},
+	}
+	if testing.Short() {
+		cases = cases[2:] // dp2-dcp8: FP8, slices and runs of several tensors
 	}
 	for _, c := range cases {
 		s, _ := fakeSource(t, nil, c.specs, files)
