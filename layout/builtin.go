@@ -2,7 +2,8 @@ package layout
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -101,12 +102,7 @@ var builtins = map[string]builtin{
 
 // Names lists the built-in layout names.
 func Names() []string {
-	out := make([]string, 0, len(builtins))
-	for n := range builtins {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(builtins))
 }
 
 // DefaultOptions returns a built-in layout's default options.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"path/filepath"
 	"slices"
@@ -112,12 +113,7 @@ func checkSums(ctx context.Context, t sumsTree, root string) (int, int64, error)
 				return files, total, fmt.Errorf("%w: %s is not listed in %s: no run of the tool wrote it there; remove it", errSums, t.where(dir+rest), t.where(dir+sumsName))
 			}
 		}
-		names := make([]string, 0, len(sums))
-		for n := range sums {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(sums)) {
 			if err := ctx.Err(); err != nil {
 				return files, total, err
 			}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -160,10 +162,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 		s.aux[model.ConfigName] = s.config
 	}
 	// Source order: by source file, then name.
-	names := make([]string, 0, len(pieces))
-	for n := range pieces {
-		names = append(names, n)
-	}
+	names := slices.Collect(maps.Keys(pieces))
 	fileRank := map[string]int{}
 	for i, f := range s.info.Files {
 		fileRank[f.Name] = i

@@ -125,14 +125,13 @@ func (n *netFetch) stream(ctx context.Context, of *outFile) (*outFile, func() er
 	})
 	st := n.src.Stream(ctx, ranges, remote.FetchOptions{Connections: n.conns})
 	ra := streamReaders(st.File)
-	rebind := func(src tensorData) tensorData { return rebindTensor(src, ra) }
 	c := *of
 	c.tensors = make([]outTensor, len(of.tensors))
 	for i, t := range of.tensors {
-		t.src = rebind(t.src)
+		t.src = rebindTensor(t.src, ra)
 		if t.pack != nil {
 			pj := *t.pack
-			pj.src = rebind(pj.src)
+			pj.src = rebindTensor(pj.src, ra)
 			t.pack = &pj
 		}
 		c.tensors[i] = t

@@ -69,12 +69,7 @@ func (d *dirPlan) completionName() string {
 func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) {
 	dr := &dirRun{d: d, dir: dir}
 	var err error
-	if d.man != nil {
-		dr.completion, err = d.man.marshal()
-	} else {
-		dr.completion, err = d.indexBytes()
-	}
-	if err != nil {
+	if dr.completion, err = d.completionBytes(); err != nil {
 		return nil, err
 	}
 	fp := fingerprint(p, d, dr.completion)
