@@ -321,10 +321,7 @@ func (bd *bucketDir) listedSums() map[string]string {
 	if err != nil {
 		return nil
 	}
-	sums, err := parseSums(b, bd.obj.Path(bd.prefix+sumsName))
-	if err != nil {
-		return nil
-	}
+	sums, _ := parseSums(b, bd.obj.Path(bd.prefix+sumsName)) // nil when not one
 	return sums
 }
 
@@ -332,9 +329,7 @@ func (bd *bucketDir) listedSums() map[string]string {
 // SHA256SUMS (an export's) are in the bucket byte for byte as planned.
 func (bd *bucketDir) sideFilesMatch() bool {
 	want := map[string][]byte{}
-	for n, b := range bd.d.side {
-		want[n] = b
-	}
+	maps.Copy(want, bd.d.side)
 	if bd.d.man != nil {
 		b, err := bd.d.indexBytes()
 		if err != nil {
