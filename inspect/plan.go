@@ -87,9 +87,6 @@ func (a *auditor) recipe(name string) (*recipeReport, error) {
 // layoutModel gives the layout package the model dimensions it derives the
 // built-in layouts from: the config's, or K3's without one.
 func (a *auditor) layoutModel() layout.Model {
-	if a.cfg == nil {
-		return layout.K3()
-	}
 	return layout.ModelOf(a.cfg)
 }
 
@@ -142,7 +139,7 @@ func (a *auditor) layoutReport(name string) (*layoutReport, error) {
 // layouts, lists each stage's layers and the files its loader opens.
 func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]rankRow, []stageRow, error) {
 	l := plan.Layout
-	ranks := make([]rankRow, plan.Ranks())
+	ranks := make([]rankRow, len(plan.RankBytes))
 	var stageFiles [][]bool
 	var stageTensors []int64
 	var seenIn []int32 // per tensor: 1 + the last stage that counted it
@@ -160,7 +157,7 @@ func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]rankRow, []
 			return nil, nil, err
 		}
 		var comp [model.NumComponents]tally
-		st := plan.StageOf(r)
+		st := r / l.RanksPerStage // rank r is in stage r / RanksPerStage
 		for _, pc := range pcs {
 			comp[p.comps[pc.Index]].add(pc.Bytes)
 			if stageFiles != nil {

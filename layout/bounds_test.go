@@ -6,6 +6,9 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // A few hundred bytes of layout JSON are refused, naming the field and the
@@ -136,8 +139,7 @@ func TestPatternMatchAgreesWithBacktracking(t *testing.T) {
 // refused before planning; one that states none places nothing by count.
 func TestLayoutLayersMustMatchConfig(t *testing.T) {
 	t.Parallel()
-	bf, _ := fixtures(t)
-	src := must(OpenSource(bf))(t)
+	src := must(OpenSource(testckpt.Replica(t, model.ScaleTiny)))(t)
 	defer src.Close()
 	m := must(src.Model())(t)
 	js := fmt.Sprintf(`{"name":"x","layers":%d,"ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"replicate"}]}`, m.Layers+1)
@@ -157,8 +159,7 @@ func TestLayoutLayersMustMatchConfig(t *testing.T) {
 // selection of ranks within the bound plans.
 func TestExportPlanSizeBounded(t *testing.T) {
 	t.Parallel()
-	bf, _ := fixtures(t)
-	src := must(OpenSource(bf))(t)
+	src := must(OpenSource(testckpt.Replica(t, model.ScaleTiny)))(t)
 	defer src.Close()
 	l := must(parseLayout([]byte(`{"name":"wide","ranks_per_stage":4096,"rules":[{"name":"all","match":["**"],"action":"replicate"}]}`)))(t)
 	_, err := PlanExport(src, l, ExportOptions{})

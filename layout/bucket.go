@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -180,12 +181,7 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 	bd := &bucketDir{d: d, obj: obj, prefix: objectPrefix(d.Dir),
 		state: filepath.Join(obj.StateDir, bucketStateDir, filepath.FromSlash(d.Dir))}
 	var err error
-	if d.man != nil {
-		bd.completion, err = d.man.marshal()
-	} else {
-		bd.completion, err = d.indexBytes()
-	}
-	if err != nil {
+	if bd.completion, err = d.completionBytes(); err != nil {
 		return nil, err
 	}
 	fp := fingerprint(p, d, bd.completion)
@@ -325,10 +321,7 @@ func (bd *bucketDir) listedSums() map[string]string {
 	if err != nil {
 		return nil
 	}
-	sums, err := parseSums(b, bd.obj.Path(bd.prefix+sumsName))
-	if err != nil {
-		return nil
-	}
+	sums, _ := parseSums(b, bd.obj.Path(bd.prefix+sumsName)) // nil when not one
 	return sums
 }
 
@@ -336,9 +329,7 @@ func (bd *bucketDir) listedSums() map[string]string {
 // SHA256SUMS (an export's) are in the bucket byte for byte as planned.
 func (bd *bucketDir) sideFilesMatch() bool {
 	want := map[string][]byte{}
-	for n, b := range bd.d.side {
-		want[n] = b
-	}
+	maps.Copy(want, bd.d.side)
 	if bd.d.man != nil {
 		b, err := bd.d.indexBytes()
 		if err != nil {
@@ -413,7 +404,7 @@ func (bd *bucketDir) recordCommit(j writeJob, sum string) error {
 // its completion record, and removes its record from the state directory.
 func (bd *bucketDir) finish() error {
 	d := bd.d
-	for _, name := range sortedKeys(d.side) {
+	for _, name := range slices.Sorted(maps.Keys(d.side)) {
 		if err := bd.obj.PutBytes(bd.prefix+name, d.side[name]); err != nil {
 			return err
 		}
@@ -444,13 +435,4 @@ func (bd *bucketDir) finish() error {
 		return err
 	}
 	return nil
-}
-
-func sortedKeys(m map[string][]byte) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

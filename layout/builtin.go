@@ -2,7 +2,8 @@ package layout
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -26,14 +27,18 @@ type Model struct {
 	cls *model.Classifier
 }
 
-// K3 is Kimi K3's dimensions: 93 layers, 96 MLA and 96 KDA heads, 896 routed
+// k3Model is Kimi K3's dimensions: 93 layers, 96 MLA and 96 KDA heads, 896 routed
 // experts, AttnRes blocks of 12 layers.
-func K3() Model {
+func k3Model() Model {
 	return Model{Layers: 93, AttnHeads: 96, LinearHeads: 96, Experts: 896, AttnResBlock: 12}
 }
 
-// ModelOf takes the dimensions, and the layer schedule, from a parsed config.
+// ModelOf takes the dimensions, and the layer schedule, from a parsed config;
+// a nil config gives K3's.
 func ModelOf(c *model.Config) Model {
+	if c == nil {
+		return k3Model()
+	}
 	return Model{Layers: c.NumLayers, AttnHeads: int(c.NumHeads), LinearHeads: int(c.KDAHeads),
 		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize, cls: c.Classifier()}
 }
@@ -97,12 +102,7 @@ var builtins = map[string]builtin{
 
 // Names lists the built-in layout names.
 func Names() []string {
-	out := make([]string, 0, len(builtins))
-	for n := range builtins {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(builtins))
 }
 
 // DefaultOptions returns a built-in layout's default options.
@@ -118,8 +118,8 @@ func unknownLayout(name string) error {
 	return fmt.Errorf("%w %q (built-in: %s; or a path to a .json layout)", errUnknownLayout, name, strings.Join(Names(), ", "))
 }
 
-// Builtin builds a built-in layout for a model.
-func Builtin(name string, m Model, o Options) (*Layout, error) {
+// builtinLayout builds a built-in layout for a model.
+func builtinLayout(name string, m Model, o Options) (*Layout, error) {
 	b, ok := builtins[name]
 	if !ok {
 		return nil, unknownLayout(name)
@@ -143,7 +143,7 @@ func Builtin(name string, m Model, o Options) (*Layout, error) {
 // when stated, must be m.Layers (when m states them).
 func Resolve(nameOrPath string, m Model, o Options) (*Layout, error) {
 	if _, ok := builtins[nameOrPath]; ok {
-		return Builtin(nameOrPath, m, o)
+		return builtinLayout(nameOrPath, m, o)
 	}
 	if strings.HasSuffix(nameOrPath, ".json") || strings.ContainsRune(nameOrPath, '/') {
 		l, err := loadLayout(nameOrPath)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"path/filepath"
 	"slices"
@@ -30,8 +31,8 @@ type sumsTree interface {
 	files(ctx context.Context) (map[string]int64, error)
 	// read returns a whole small file.
 	read(ctx context.Context, name string, limit int64) ([]byte, error)
-	// copy writes the file's size bytes to w, front to back.
-	copy(ctx context.Context, name string, size int64, w io.Writer) error
+	// copy writes the file's size bytes to w, front to back, through buf.
+	copy(ctx context.Context, name string, size int64, w io.Writer, buf []byte) error
 	// where names a file in messages.
 	where(name string) string
 }
@@ -112,12 +113,7 @@ func checkSums(ctx context.Context, t sumsTree, root string) (int, int64, error)
 				return files, total, fmt.Errorf("%w: %s is not listed in %s: no run of the tool wrote it there; remove it", errSums, t.where(dir+rest), t.where(dir+sumsName))
 			}
 		}
-		names := make([]string, 0, len(sums))
-		for n := range sums {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(sums)) {
 			if err := ctx.Err(); err != nil {
 				return files, total, err
 			}
@@ -126,7 +122,7 @@ func checkSums(ctx context.Context, t sumsTree, root string) (int, int64, error)
 				return files, total, fmt.Errorf("%w: %s lists %s, which is missing: write the output again", errSums, t.where(dir+sumsName), t.where(dir+n))
 			}
 			h := sha256.New()
-			if err := t.copy(ctx, dir+n, size, &bufferedHash{h: h, buf: buf}); err != nil {
+			if err := t.copy(ctx, dir+n, size, h, buf); err != nil {
 				return files, total, err
 			}
 			if got := hex.EncodeToString(h.Sum(nil)); got != sums[n] {
@@ -147,14 +143,6 @@ func firstDir(name string) string {
 	}
 	return ""
 }
-
-// bufferedHash feeds a hash; it exists so that io.CopyBuffer uses buf.
-type bufferedHash struct {
-	h   io.Writer
-	buf []byte
-}
-
-func (b *bufferedHash) Write(p []byte) (int, error) { return b.h.Write(p) }
 
 // localTree is a local output directory.
 type localTree string
@@ -198,13 +186,15 @@ func (t localTree) read(ctx context.Context, name string, limit int64) ([]byte, 
 	return fsx.ReadFile(t.where(name), limit)
 }
 
-func (t localTree) copy(ctx context.Context, name string, size int64, w io.Writer) error {
+func (t localTree) copy(ctx context.Context, name string, size int64, w io.Writer, buf []byte) error {
 	f, err := fsx.Open(t.where(name))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	n, err := io.CopyBuffer(w, f, w.(*bufferedHash).buf)
+	// Only the Reader: an *os.File's WriteTo would copy through a buffer of
+	// its own.
+	n, err := io.CopyBuffer(w, struct{ io.Reader }{f}, buf)
 	if err == nil && n != size {
 		err = fmt.Errorf("%d bytes, %d when listed: it changed while being read", n, size)
 	}
@@ -239,8 +229,7 @@ func (t bucketTree) read(ctx context.Context, name string, limit int64) ([]byte,
 	return t.b.ReadAll(ctx, name, limit)
 }
 
-func (t bucketTree) copy(ctx context.Context, name string, size int64, w io.Writer) error {
-	buf := w.(*bufferedHash).buf
+func (t bucketTree) copy(ctx context.Context, name string, size int64, w io.Writer, buf []byte) error {
 	etag := ""
 	for off := int64(0); off < size; {
 		n, _, tag, err := t.b.Get(ctx, name, etag, buf[:min(int64(len(buf)), size-off)], off, func(int64) {})

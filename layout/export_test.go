@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,57 +23,30 @@ import (
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-var (
-	fixtureRoot string
-	fixtureOnce sync.Once
-	fixtureErr  error
-)
-
-// fixtures writes, once per test run, the tiny BF16 replica (model.Synth) and
-// an FP8 version of it (written here, see writeFP8).
+// fixtures writes, once per test binary, the tiny BF16 replica (model.Synth,
+// with data) and an FP8 version of it (written here, see writeFP8). Only
+// end-to-end tests need them: a test that reads headers alone takes
+// testckpt.Replica.
 func fixtures(t testing.TB) (bf16, fp8 string) {
 	t.Helper()
-	fixtureOnce.Do(func() {
-		fixtureRoot, fixtureErr = os.MkdirTemp("", "k3ckpt-layout-")
-		if fixtureErr != nil {
-			return
-		}
-		bf := filepath.Join(fixtureRoot, "bf16")
-		if fixtureErr = model.Synth(bf, model.SynthOptions{Scale: model.ScaleTiny, Seed: 7}); fixtureErr != nil {
-			return
-		}
-		fixtureErr = writeFP8(bf, filepath.Join(fixtureRoot, "fp8"))
+	bf16 = testckpt.Dir(t, "layout-bf16", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Scale: model.ScaleTiny, Seed: 7})
 	})
-	if fixtureErr != nil {
-		t.Fatal(fixtureErr)
-	}
-	return filepath.Join(fixtureRoot, "bf16"), filepath.Join(fixtureRoot, "fp8")
+	fp8 = testckpt.Dir(t, "layout-fp8", func(dir string) error { return writeFP8(bf16, dir) })
+	return bf16, fp8
 }
-
-var (
-	tpOnce sync.Once
-	tpErr  error
-)
 
 // tpFixture is the FP8 tiny variant whose experts split 8 ways, built on
 // first use (only end-to-end tests need it).
 func tpFixture(t testing.TB) string {
 	t.Helper()
 	cfg := testckpt.TPConfigJSON(t)
-	fixtures(t)
-	tpOnce.Do(func() {
-		// The tiny replica's experts (moe_intermediate_size 32: one MXFP4 group
-		// per w2 row) cannot be TP-split 8 ways; pp8-tp8 gets a variant with 256.
-		tp := filepath.Join(fixtureRoot, "bf16-tp")
-		if tpErr = model.Synth(tp, model.SynthOptions{Config: cfg, Seed: 3}); tpErr != nil {
-			return
-		}
-		tpErr = writeFP8(tp, filepath.Join(fixtureRoot, "fp8-tp"))
+	// The tiny replica's experts (moe_intermediate_size 32: one MXFP4 group
+	// per w2 row) cannot be TP-split 8 ways; pp8-tp8 gets a variant with 256.
+	bf := testckpt.Dir(t, "layout-bf16-tp", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Config: cfg, Seed: 3})
 	})
-	if tpErr != nil {
-		t.Fatal(tpErr)
-	}
-	return filepath.Join(fixtureRoot, "fp8-tp")
+	return testckpt.Dir(t, "layout-fp8-tp", func(dir string) error { return writeFP8(bf, dir) })
 }
 
 // fp8Targets are the projections the ATTN-MOE-DENSE-FP8 recipe converts:
@@ -244,7 +216,7 @@ func export(t testing.TB, src, name string, o Options, eo ExportOptions) (string
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := Builtin(name, m, o)
+	l, err := builtinLayout(name, m, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +514,7 @@ func TestExportPP8TP8(t *testing.T) {
 	// One MXFP4 group per w2 row cannot be cut 8 ways: a clear error up front.
 	s := must(OpenSource(fp))(t)
 	m := must(s.Model())(t)
-	l := must(Builtin("pp8-tp8", m, Options{}))(t)
+	l := must(builtinLayout("pp8-tp8", m, Options{}))(t)
 	_, err := runExport(s, l, filepath.Join(t.TempDir(), "x"), ExportOptions{})
 	s.Close()
 	if !errors.Is(err, errIndivisible) || !strings.Contains(err.Error(), "w2.weight_scale: axis 1 of [96 1] has 1 entries, not divisible by 8") {
@@ -668,7 +640,7 @@ func TestExportBadInput(t *testing.T) {
 	}
 	defer s.Close()
 	m := must(s.Model())(t)
-	l := must(Builtin("dp16", m, Options{TextOnly: true}))(t)
+	l := must(builtinLayout("dp16", m, Options{TextOnly: true}))(t)
 	dst := filepath.Join(t.TempDir(), "x")
 	if _, err := runExport(s, l, dst, ExportOptions{Ranks: []int{3, 16}}); !errors.Is(err, errRank) {
 		t.Errorf("rank err %v", err)
@@ -678,7 +650,7 @@ func TestExportBadInput(t *testing.T) {
 	}
 	// A layout claiming A_log has only 4 real heads: the dropped entries are
 	// not zero, so the export refuses before writing anything.
-	l2 := must(Builtin("dp2-dcp8", m, Options{TextOnly: true}))(t)
+	l2 := must(builtinLayout("dp2-dcp8", m, Options{TextOnly: true}))(t)
 	for i := range l2.Rules {
 		if l2.Rules[i].Name == "kda-a-log" {
 			l2.Rules[i].Valid, l2.Rules[i].Units, l2.Rules[i].Parts = 4, 0, 4
@@ -802,13 +774,9 @@ func TestJSONLayoutModelOpt(t *testing.T) {
 func smallReplica(b *testing.B) (string, int64) {
 	dir := os.Getenv("K3CKPT_SMALL_REPLICA")
 	if dir == "" {
-		fixtures(b)
-		dir = filepath.Join(fixtureRoot, "small")
-		if _, err := os.Stat(filepath.Join(dir, st.IndexName)); err != nil {
-			if err := model.Synth(dir, model.SynthOptions{Scale: model.ScaleSmall, Force: true}); err != nil {
-				b.Fatal(err)
-			}
-		}
+		dir = testckpt.Dir(b, "layout-small", func(dir string) error {
+			return model.Synth(dir, model.SynthOptions{Scale: model.ScaleSmall, Force: true})
+		})
 	}
 	var size int64
 	ents, err := os.ReadDir(dir)
@@ -835,7 +803,7 @@ func benchExport(b *testing.B, name string, o Options) {
 	}
 	defer s.Close()
 	m := must(s.Model())(b)
-	l, err := Builtin(name, m, o)
+	l, err := builtinLayout(name, m, o)
 	if err != nil {
 		b.Fatal(err)
 	}

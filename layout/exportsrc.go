@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -160,10 +162,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 		s.aux[model.ConfigName] = s.config
 	}
 	// Source order: by source file, then name.
-	names := make([]string, 0, len(pieces))
-	for n := range pieces {
-		names = append(names, n)
-	}
+	names := slices.Collect(maps.Keys(pieces))
 	fileRank := map[string]int{}
 	for i, f := range s.info.Files {
 		fileRank[f.Name] = i
@@ -217,7 +216,7 @@ func rebuild(name string, hs []holder) (tensorData, error) {
 			if h.t.DType != e.DType || !equalShape(h.t.Shape, e.Shape) {
 				return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest says %s %v", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, e.DType, e.Shape)
 			}
-			return fileTensor{f: h.f, t: h.t}, nil
+			return newFileTensor(h.f, h.t), nil
 		}
 	}
 	return newSliced(name, hs)
@@ -326,7 +325,7 @@ func (st *slicedTensor) ReadAt(p []byte, off int64) (int, error) {
 			scratch = make([]byte, b-a)
 		}
 		buf := scratch[:b-a]
-		if err := readFull(fileTensor{f: h.f, t: h.t}, buf, a); err != nil {
+		if err := readFull(newFileTensor(h.f, h.t), buf, a); err != nil {
 			return 0, fmt.Errorf("%s/%s: %w", h.dir, h.e.File, err)
 		}
 		for o := o0; o < o1; o++ {

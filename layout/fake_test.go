@@ -58,7 +58,7 @@ func fakeSource(t testing.TB, cfg []byte, specs []st.TensorSpec, fileOf func(str
 		for _, ti := range f.Tensors {
 			src.Specs = append(src.Specs, st.TensorSpec{Name: ti.Name, DType: ti.DType, Shape: ti.Shape})
 			src.fileOf = append(src.fileOf, name)
-			src.data = append(src.data, fileTensor{f: f, t: ti})
+			src.data = append(src.data, newFileTensor(f, ti))
 			src.info.TotalSize += ti.Size()
 		}
 	}

@@ -32,9 +32,9 @@ func TestFullSizePlanMatchesInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := layout.K3(); m.Layers != k.Layers || m.AttnHeads != k.AttnHeads || m.LinearHeads != k.LinearHeads ||
+	if k := layout.ModelOf(nil); m.Layers != k.Layers || m.AttnHeads != k.AttnHeads || m.LinearHeads != k.LinearHeads ||
 		m.Experts != k.Experts || m.AttnResBlock != k.AttnResBlock {
-		t.Errorf("model from config.json %+v, want K3 %+v", m, layout.K3())
+		t.Errorf("model from config.json %+v, want K3 %+v", m, layout.ModelOf(nil))
 	}
 	ck, err := safetensors.Open(dir)
 	if err != nil {
@@ -50,7 +50,7 @@ func TestFullSizePlanMatchesInspect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := layout.Builtin(name, m, o)
+		l, err := layout.Resolve(name, m, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,8 +62,8 @@ func TestFullSizePlanMatchesInspect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rep.Layout.Ranks) != p.Ranks() {
-			t.Fatalf("%s: inspect has %d ranks, plan %d", name, len(rep.Layout.Ranks), p.Ranks())
+		if len(rep.Layout.Ranks) != len(p.RankBytes) {
+			t.Fatalf("%s: inspect has %d ranks, plan %d", name, len(rep.Layout.Ranks), len(p.RankBytes))
 		}
 		for r, row := range rep.Layout.Ranks {
 			if row.Bytes != p.RankBytes[r] || row.Tensors != int64(p.RankPieces[r]) {

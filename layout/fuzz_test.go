@@ -17,7 +17,7 @@ func FuzzParseLayout(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		l, err := Builtin(name, K3(), o)
+		l, err := builtinLayout(name, k3Model(), o)
 		if err != nil {
 			f.Fatal(err)
 		}

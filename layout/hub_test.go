@@ -56,7 +56,7 @@ func TestHubCacheSnapshot(t *testing.T) {
 		}
 		o := must(DefaultOptions(name))(t)
 		o.TextOnly = false // lossless, so the reassembly is the whole snapshot
-		l := must(Builtin(name, must(src.Model())(t), o))(t)
+		l := must(builtinLayout(name, must(src.Model())(t), o))(t)
 		dst := filepath.Join(t.TempDir(), name)
 		p := must(PlanExport(src, l, ExportOptions{}))(t)
 		must(p.Execute(ctx, dst, ExecOptions{}))(t)

@@ -12,7 +12,7 @@ func TestManifestNamesItsLoader(t *testing.T) {
 	t.Parallel()
 	_, fp := tinyCatalogs()
 	src, _ := fakeSource(t, nil, fp, layerFiles(int(tinyDims.layers)))
-	l, err := Builtin("dp2-dcp8", tinyDims.model(), Options{TextOnly: true, VocabTP: true})
+	l, err := builtinLayout("dp2-dcp8", tinyDims.model(), Options{TextOnly: true, VocabTP: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,10 +209,7 @@ func removeOwned(dir string, owned []string) error {
 			dirs[d] = true
 		}
 	}
-	sub := make([]string, 0, len(dirs))
-	for d := range dirs {
-		sub = append(sub, d)
-	}
+	sub := slices.Collect(maps.Keys(dirs))
 	sort.Slice(sub, func(i, j int) bool { return len(sub[i]) > len(sub[j]) }) // deepest first
 	for _, d := range sub {
 		os.Remove(filepath.Join(dir, d)) // fails, harmlessly, while it holds anything

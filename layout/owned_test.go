@@ -42,18 +42,22 @@ func reassemblePlan(t *testing.T, exportDir string) *Plan {
 // A file no run wrote survives every run on its directory, --restart
 // included, and the run is refused naming it: a user's file, a dotfile, a
 // file in a side files' subdirectory, in a rank directory, in a reassembly's
-// output, or next to the rank directories.
+// output, or next to the rank directories (under -short: a user's file in a
+// rank directory, in a side files' subdirectory and in a reassembly's output).
 func TestRestartKeepsForeignFiles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, c := range []struct{ name, where string }{
+	for i, c := range []struct{ name, where string }{
 		{"user file in a rank directory", "dst/rank-01/notes.txt"},
-		{"dotfile in a rank directory", "dst/rank-01/.env"},
 		{"user file in a side files' subdirectory", "dst/rank-00/tok/mine.json"},
-		{"user file next to the rank directories", "dst/README"},
 		{"user file in a reassembly's output", "re/notes.txt"},
+		{"dotfile in a rank directory", "dst/rank-01/.env"},
+		{"user file next to the rank directories", "dst/README"},
 		{"dotfile in a reassembly's output", "re/.hidden"},
 	} {
+		if i >= 3 && testing.Short() {
+			break
+		}
 		t.Run(c.name, func(t *testing.T) {
 			tmp, p, dst, re := ownedFixture(t)
 			path := filepath.Join(tmp, filepath.FromSlash(c.where))

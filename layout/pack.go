@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -164,7 +165,7 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, packed rows %v cols %v need I32 [%d %d]", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, p.Rows, p.Cols, words, stride)
 		}
 		raw := make([]byte, h.t.Size())
-		if err := readFull(fileTensor{f: h.f, t: h.t}, raw, 0); err != nil {
+		if err := readFull(newFileTensor(h.f, h.t), raw, 0); err != nil {
 			return nil, fmt.Errorf("%s/%s: tensor %s: %w", h.dir, h.e.File, name, err)
 		}
 		packed := make([]int32, len(raw)/4)
@@ -193,5 +194,5 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 		}
 		binary.LittleEndian.PutUint32(out[4*i:], grid[i])
 	}
-	return memTensor(out), nil
+	return bytes.NewReader(out), nil // computed in memory
 }

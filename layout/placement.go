@@ -85,7 +85,7 @@ type matchEntry struct {
 // matched by no rule or by more than one, when a split does not divide, or
 // when a layer or expert index is out of the layout's range. Rules by group
 // read names with the layer schedule of the model the layout was built for
-// (Builtin with ModelOf a config), else K3's; PlanExport uses its source's
+// (Resolve with ModelOf a config), else K3's; PlanExport uses its source's
 // config.
 func (l *Layout) Place(tensors []safetensors.TensorSpec) (*Placement, error) {
 	return l.place(tensors, nil)
@@ -498,18 +498,18 @@ func (p *Placement) piece(i, rank int) piece {
 	return pc
 }
 
-// Ranks is the number of ranks planned.
-func (p *Placement) Ranks() int { return len(p.RankBytes) }
+// ranks is the number of ranks planned.
+func (p *Placement) ranks() int { return len(p.RankBytes) }
 
-// StageOf is the pipeline stage of a rank.
-func (p *Placement) StageOf(rank int) int { return rank / p.Layout.RanksPerStage }
+// stageOf is the pipeline stage of a rank.
+func (p *Placement) stageOf(rank int) int { return rank / p.Layout.RanksPerStage }
 
 // Pieces lists what a rank holds, in tensor order.
 func (p *Placement) Pieces(rank int) ([]piece, error) {
-	if rank < 0 || rank >= p.Ranks() {
-		return nil, fmt.Errorf("%w: rank %d of %d", errRank, rank, p.Ranks())
+	if rank < 0 || rank >= p.ranks() {
+		return nil, fmt.Errorf("%w: rank %d of %d", errRank, rank, p.ranks())
 	}
-	a, b := p.stageT[p.StageOf(rank)], p.rankT[rank]
+	a, b := p.stageT[p.stageOf(rank)], p.rankT[rank]
 	out := make([]piece, 0, len(a)+len(b))
 	for len(a) > 0 || len(b) > 0 {
 		var i int32

@@ -43,6 +43,37 @@ func tinyCatalogs() ([]st.TensorSpec, []st.TensorSpec) {
 }
 
 var (
+	k3HeadOnce sync.Once
+	k3HeadFP8  []st.TensorSpec
+)
+
+// k3HeadCatalog is the FP8 K3 catalog for checks that look at its first
+// layers alone (and the model-level tensors): under -short it holds only
+// the first 8 layers, whose tensors are the whole catalog's, in the same
+// order; the full run takes the whole catalog.
+func k3HeadCatalog() []st.TensorSpec {
+	if !testing.Short() {
+		_, fp := k3Catalogs()
+		return fp
+	}
+	k3HeadOnce.Do(func() {
+		d := k3Dims
+		d.layers = 8
+		k3HeadFP8 = fp8Converted(d.catalog(), ".weight_scale_inv", false)
+	})
+	return k3HeadFP8
+}
+
+// k3HeadPlan is k3Plan of the FP8 catalog, of k3HeadCatalog under -short.
+func k3HeadPlan(t testing.TB, name string, o Options) *Placement {
+	t.Helper()
+	if !testing.Short() {
+		return k3Plan(t, name, o, true)
+	}
+	return mustPlan(t, name, k3Model(), o, k3HeadCatalog())
+}
+
+var (
 	k3PlansMu sync.Mutex
 	k3Plans   = map[string]*Placement{}
 )
@@ -64,7 +95,7 @@ func k3Plan(t testing.TB, name string, o Options, fp8 bool) *Placement {
 	if fp8 {
 		specs = fp
 	}
-	p := mustPlan(t, name, K3(), o, specs)
+	p := mustPlan(t, name, k3Model(), o, specs)
 	k3Plans[key] = p
 	return p
 }
@@ -83,7 +114,7 @@ func totalBytes(t testing.TB, specs []st.TensorSpec) int64 {
 
 func mustPlan(t testing.TB, name string, m Model, o Options, specs []st.TensorSpec) *Placement {
 	t.Helper()
-	l, err := Builtin(name, m, o)
+	l, err := builtinLayout(name, m, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +222,7 @@ func TestDP16SpecFigures(t *testing.T) {
 
 func TestDP16RankSlices(t *testing.T) {
 	t.Parallel()
-	p := k3Plan(t, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true}, true)
+	p := k3HeadPlan(t, "dp16", Options{TextOnly: true, WeightShard: true, VocabTP: true})
 	for _, r := range []int{0, 5, 13} {
 		pm := pieceMap(t, p, r)
 		g := int64(r % 8)
@@ -261,8 +292,7 @@ func byteSize(t testing.TB, pc piece) int64 {
 
 func TestDP2DCP8RankSlices(t *testing.T) {
 	t.Parallel()
-	_, fp := k3Catalogs()
-	p := mustPlan(t, "dp2-dcp8", K3(), Options{TextOnly: true, VocabTP: true}, fp)
+	p := k3HeadPlan(t, "dp2-dcp8", Options{TextOnly: true, VocabTP: true})
 	for _, r := range []int{2, 10} {
 		pm := pieceMap(t, p, r)
 		g := int64(r % 8)
@@ -399,11 +429,11 @@ func TestPartitions(t *testing.T) {
 	if want := []int{5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6}; !reflect.DeepEqual(even, want) {
 		t.Errorf("default split %v, want %v", even, want)
 	}
-	l, err := Builtin("pp16", K3(), Options{EvenPartition: true})
+	l, err := builtinLayout("pp16", k3Model(), Options{EvenPartition: true})
 	if err != nil || !reflect.DeepEqual(l.Partition, even) {
 		t.Errorf("pp16 even partition %v %v", l, err)
 	}
-	l, err = Builtin("pp8-tp8", K3(), Options{})
+	l, err = builtinLayout("pp8-tp8", k3Model(), Options{})
 	if err != nil || !reflect.DeepEqual(l.Partition, []int{12, 12, 12, 12, 12, 12, 12, 9}) || l.ranks() != 64 {
 		t.Errorf("pp8-tp8 partition %v %v", l, err)
 	}
@@ -416,7 +446,7 @@ func TestPartitions(t *testing.T) {
 		{[]int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 9, 0}, "partition entry 15 (stage 15) is 0"},
 		{[]int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 10, -1}, "is -1"},
 	} {
-		_, err := Builtin("pp16", K3(), Options{PPPartition: c.p})
+		_, err := builtinLayout("pp16", k3Model(), Options{PPPartition: c.p})
 		if !errors.Is(err, errPartition) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("partition %v: err %v, want %q", c.p, err, c.want)
 		}
@@ -473,7 +503,7 @@ func TestPlansTileTensors(t *testing.T) {
 				slices  map[[2]int64]int
 			}
 			seen := make([]cover, len(fp))
-			for r := 0; r < p.Ranks(); r++ {
+			for r := 0; r < p.ranks(); r++ {
 				for _, pc := range pieces(t, p, r) {
 					c := &seen[pc.Index]
 					c.ranks++
@@ -540,27 +570,27 @@ func TestPlansTileTensors(t *testing.T) {
 func TestBadLayouts(t *testing.T) {
 	t.Parallel()
 	_, fp := tinyCatalogs()
-	if _, err := Builtin("dp32", K3(), Options{}); !errors.Is(err, errUnknownLayout) || !strings.Contains(err.Error(), "dp2-dcp8") {
+	if _, err := builtinLayout("dp32", k3Model(), Options{}); !errors.Is(err, errUnknownLayout) || !strings.Contains(err.Error(), "dp2-dcp8") {
 		t.Errorf("unknown layout err %v", err)
 	}
-	if _, err := Resolve("nope", K3(), Options{}); !errors.Is(err, errUnknownLayout) {
+	if _, err := Resolve("nope", k3Model(), Options{}); !errors.Is(err, errUnknownLayout) {
 		t.Errorf("resolve err %v", err)
 	}
 	// Heads not divisible by the group.
 	m := tinyDims.model()
 	m.LinearHeads = 12
-	if _, err := Builtin("dp2-dcp8", m, Options{}); !errors.Is(err, errIndivisible) || !strings.Contains(err.Error(), "12 heads not divisible by 8") {
+	if _, err := builtinLayout("dp2-dcp8", m, Options{}); !errors.Is(err, errIndivisible) || !strings.Contains(err.Error(), "12 heads not divisible by 8") {
 		t.Errorf("heads err %v", err)
 	}
 	// Vocab not divisible by 8.
 	d := tinyDims
 	d.vocab = 1020
-	l := must(Builtin("dp16", d.model(), Options{VocabTP: true}))(t)
+	l := must(builtinLayout("dp16", d.model(), Options{VocabTP: true}))(t)
 	if _, err := l.Place(d.catalog()); !errors.Is(err, errIndivisible) || !strings.Contains(err.Error(), "embed_tokens.weight: axis 0 of [1020 256] has 1020 entries, not divisible by 8") {
 		t.Errorf("vocab err %v", err)
 	}
 	// A layout file that leaves tensors unmatched and matches some twice.
-	l = must(Builtin("dp16", tinyDims.model(), Options{}))(t)
+	l = must(builtinLayout("dp16", tinyDims.model(), Options{}))(t)
 	l.Rules = l.Rules[1:] // no expert rule
 	l.Rules = append(l.Rules, rule{Name: "norms-again", Match: []string{"language_model.model.norm.weight"}})
 	b := must(l.jsonText())(t)
@@ -602,15 +632,14 @@ func TestBadLayouts(t *testing.T) {
 	// Expert index beyond the count.
 	m = tinyDims.model()
 	m.Experts = 16
-	l = must(Builtin("dp16", m, Options{}))(t)
+	l = must(builtinLayout("dp16", m, Options{}))(t)
 	if _, err := l.Place(fp); !errors.Is(err, errExpert) {
 		t.Errorf("expert err %v", err)
 	}
 	// Reject policy for a split cutting a scale block.
-	_, k3fp := k3Catalogs()
-	l = must(Builtin("dp16", K3(), Options{WeightShard: true}))(t)
+	l = must(builtinLayout("dp16", k3Model(), Options{WeightShard: true}))(t)
 	l.Rules[1].UnalignedScale = scaleReject
-	if _, err := l.Place(k3fp[:20000]); !errors.Is(err, errScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
+	if _, err := l.Place(k3HeadCatalog()[:20000]); !errors.Is(err, errScaleAlign) || !strings.Contains(err.Error(), "routed_expert_down_proj.weight into 448-entry slices") {
 		t.Errorf("scale align err %v", err)
 	}
 }
@@ -621,7 +650,7 @@ func TestLayoutJSONRoundTrip(t *testing.T) {
 	_, fp := tinyCatalogs()
 	for _, name := range Names() {
 		o := must(DefaultOptions(name))(t)
-		l, err := Builtin(name, tinyDims.model(), o)
+		l, err := builtinLayout(name, tinyDims.model(), o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -686,7 +715,7 @@ func TestPatterns(t *testing.T) {
 // Full-size planning: placing 497,220 tensors should take well under 100 ms.
 func BenchmarkPlanDP16K3(b *testing.B) {
 	_, fp := k3Catalogs()
-	l, err := Builtin("dp16", K3(), Options{TextOnly: true, WeightShard: true, VocabTP: true})
+	l, err := builtinLayout("dp16", k3Model(), Options{TextOnly: true, WeightShard: true, VocabTP: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -700,7 +729,7 @@ func BenchmarkPlanDP16K3(b *testing.B) {
 
 func BenchmarkPlanPP16K3(b *testing.B) {
 	bf, _ := k3Catalogs()
-	l, err := Builtin("pp16", K3(), Options{})
+	l, err := builtinLayout("pp16", k3Model(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

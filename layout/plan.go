@@ -129,6 +129,15 @@ func (d *dirPlan) indexBytes() ([]byte, error) {
 	return b, nil
 }
 
+// completionBytes is the directory's completion record as written: its
+// manifest (an export's), else its index (a reassembly's).
+func (d *dirPlan) completionBytes() ([]byte, error) {
+	if d.man != nil {
+		return d.man.marshal()
+	}
+	return d.indexBytes()
+}
+
 // describe fills the exported summary of each directory from its files.
 func (p *Plan) describe() {
 	p.Files, p.Bytes = 0, 0

@@ -53,7 +53,7 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 		}
 		for _, o := range []Options{def, {}, {TextOnly: true, WeightShard: name == "dp16", VocabTP: name != "pp16"}} {
 			o.TextOnly = true // a bare checkpoint has no vision to keep
-			l, err := Builtin(name, ModelOf(bare), o)
+			l, err := builtinLayout(name, ModelOf(bare), o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 			// one has MXFP4 codes and scales: experts compare by rule and
 			// holding, every other tensor piece for piece.
 			type expertKey struct{ layer, expert, proj int }
-			for _, r := range []int{0, pb.Ranks() - 1} {
+			for _, r := range []int{0, pb.ranks() - 1} {
 				want := map[string]piece{}
 				wantExpert := map[expertKey]piece{}
 				for _, pc := range pieces(t, pm, r) {
@@ -111,7 +111,7 @@ func TestBareKimiLinearEveryLayout(t *testing.T) {
 	for _, name := range Names() {
 		o, _ := DefaultOptions(name)
 		o.TextOnly = true
-		l, err := Builtin(name, ModelOf(bare), o)
+		l, err := builtinLayout(name, ModelOf(bare), o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestPlanReadsHeadersOnly(t *testing.T) {
 	t.Parallel()
 	_, fp := tinyCatalogs()
 	src, reads := fakeSource(t, nil, fp, layerFiles(int(tinyDims.layers)))
-	l, err := Builtin("dp2-dcp8", tinyDims.model(), Options{TextOnly: true, VocabTP: true})
+	l, err := builtinLayout("dp2-dcp8", tinyDims.model(), Options{TextOnly: true, VocabTP: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestPlanReadsHeadersOnly(t *testing.T) {
 	alog := slices.IndexFunc(src.Specs, func(s st.TensorSpec) bool { return strings.HasSuffix(s.Name, "self_attn.A_log") })
 	bad := make([]byte, 4*128)
 	bad[len(bad)-1] = 1
-	src.data[alog] = memTensor(bad)
+	src.data[alog] = bytes.NewReader(bad)
 	p, err := PlanExport(src, l, ExportOptions{Pack: packUE8M0, Ranks: []int{0, 9}})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestTextOnlyDropsVisionShards(t *testing.T) {
 		t.Fatalf("tiny: vision sits in %v, want shards 95 and 96", visionShards)
 	}
 	for _, name := range Names() {
-		l, err := Builtin(name, ModelOf(c), Options{TextOnly: true})
+		l, err := builtinLayout(name, ModelOf(c), Options{TextOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +274,7 @@ func TestNamesFromIndex(t *testing.T) {
 	bf, _ := tinyCatalogs()
 	names := layerFiles(int(tinyDims.layers))
 	src, _ := fakeSource(t, nil, bf, names)
-	l, err := Builtin("pp16", tinyDims.model(), Options{})
+	l, err := builtinLayout("pp16", tinyDims.model(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,13 +303,7 @@ func TestNamesFromIndex(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if fixtureRoot != "" {
-		os.RemoveAll(fixtureRoot)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testckpt.Main(m) }
 
 var _ = st.F32
 

@@ -76,7 +76,7 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.Root, err)
 	}
-	ranks, err := selectRanks(o.Ranks, pl.Ranks())
+	ranks, err := selectRanks(o.Ranks, pl.ranks())
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 			errLayout, l.Name, len(ranks), l.RanksPerStage, total, maxPlanPieces)
 	}
 	p := &Plan{Op: opExport, Source: src.Root, Layout: l.Name, Stages: l.Stages(), Partition: l.Partition,
-		Ranks: pl.Ranks(), PackScales: string(o.Pack), DroppedBytes: pl.DroppedBytes, Unaligned: pl.Unaligned, src: src}
+		Ranks: pl.ranks(), PackScales: string(o.Pack), DroppedBytes: pl.DroppedBytes, Unaligned: pl.Unaligned, src: src}
 	for _, i := range pl.Dropped {
 		p.Dropped = append(p.Dropped, pl.Tensors[i].Name)
 	}
@@ -131,10 +131,10 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 	if err != nil {
 		return err
 	}
-	stage := pl.StageOf(rank)
+	stage := pl.stageOf(rank)
 	first, end := l.StageLayers(stage)
 	*d = dirPlan{Dir: dirName(l, rank), Rank: rank, Stage: stage, Layers: [2]int{first, end}}
-	man := &manifest{Format: manifestFormat, Layout: l, Rank: rank, Ranks: pl.Ranks(), Stage: stage,
+	man := &manifest{Format: manifestFormat, Layout: l, Rank: rank, Ranks: pl.ranks(), Stage: stage,
 		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: string(pack), Loader: loaderNote(pack != packNone), Source: src.info,
 		SourceConfig: string(src.config), Dropped: dropped, Tensors: make([]entry, 0, len(pcs))}
 	// The source files' metadata is recorded once, in rank 0's manifest.

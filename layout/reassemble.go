@@ -82,13 +82,26 @@ func fileMeta(src *Source, name string) map[string]string {
 }
 
 // Compare checks that every tensor of b exists in a with the same dtype,
-// shape and bytes, reading both with bounded buffers. It returns the number
-// of bytes compared.
+// shape and bytes, reading both with bounded buffers. A remote source
+// (a bucket, https://, hf://) is read through one coalescing stream in the
+// order of b's tensors, so each shard's bytes arrive in large sequential
+// requests rather than one per tensor. It returns the number of bytes
+// compared.
 func Compare(ctx context.Context, a, b *Source) (int64, error) {
 	at := map[string]int{}
 	for i, s := range a.Specs {
 		at[s.Name] = i
 	}
+	var orderA, orderB []int
+	for j, s := range b.Specs {
+		if i, ok := at[s.Name]; ok {
+			orderA, orderB = append(orderA, i), append(orderB, j)
+		}
+	}
+	dataA, closeA := a.streamTensors(ctx, orderA)
+	defer closeA()
+	dataB, closeB := b.streamTensors(ctx, orderB)
+	defer closeB()
 	bufA, bufB := make([]byte, windowSize), make([]byte, windowSize)
 	var total int64
 	for j, s := range b.Specs {
@@ -109,10 +122,10 @@ func Compare(ctx context.Context, a, b *Source) (int64, error) {
 				return total, err
 			}
 			n := min(int64(len(bufA)), size-off)
-			if err := readFull(a.data[i], bufA[:n], off); err != nil {
+			if err := readFull(dataA[i], bufA[:n], off); err != nil {
 				return total, fmt.Errorf("%s: tensor %s: %w", a.Root, s.Name, err)
 			}
-			if err := readFull(b.data[j], bufB[:n], off); err != nil {
+			if err := readFull(dataB[j], bufB[:n], off); err != nil {
 				return total, fmt.Errorf("%s: tensor %s: %w", b.Root, s.Name, err)
 			}
 			if !bytes.Equal(bufA[:n], bufB[:n]) {
@@ -125,6 +138,12 @@ func Compare(ctx context.Context, a, b *Source) (int64, error) {
 			off += n
 			total += n
 		}
+	}
+	if err := closeA(); err != nil {
+		return total, fmt.Errorf("%s: %w", a.Root, err)
+	}
+	if err := closeB(); err != nil {
+		return total, fmt.Errorf("%s: %w", b.Root, err)
 	}
 	return total, nil
 }

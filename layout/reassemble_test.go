@@ -1,12 +1,17 @@
 package layout
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // A reassembly reports the bytes the export dropped: the same figure the
@@ -44,5 +49,36 @@ func TestManifestDuplicateSourceFile(t *testing.T) {
 	name := files[0].(map[string]any)["name"].(string)
 	if _, err := OpenSource(dst); !errors.Is(err, errManifest) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("duplicated source file: %v", err)
+	}
+}
+
+// Compare fails on the first byte that differs, naming the tensor and the
+// byte's offset, on a tensor missing from the reference, and on one whose
+// dtype or shape differs.
+func TestCompareMismatch(t *testing.T) {
+	specs := []st.TensorSpec{
+		{Name: "a", DType: st.BF16, Shape: []int64{4, 8}},
+		{Name: "b", DType: st.F32, Shape: []int64{16}},
+	}
+	one := func(string) string { return "model.safetensors" }
+	ref, _ := fakeSource(t, nil, specs, one)
+	same, _ := fakeSource(t, nil, specs, one)
+	if n, err := Compare(context.Background(), ref, same); err != nil || n != 64+64 {
+		t.Fatalf("equal sources: %d bytes, %v", n, err)
+	}
+	diff, _ := fakeSource(t, nil, specs, one)
+	b := make([]byte, 64)
+	b[37] = 1
+	diff.data[slices.IndexFunc(diff.Specs, func(s st.TensorSpec) bool { return s.Name == "b" })] = bytes.NewReader(b)
+	if _, err := Compare(context.Background(), ref, diff); !errors.Is(err, errMismatch) || !strings.Contains(err.Error(), "tensor b: first difference at byte 37") {
+		t.Errorf("one byte changed: %v", err)
+	}
+	extra, _ := fakeSource(t, nil, append(specs, st.TensorSpec{Name: "c", DType: st.U8, Shape: []int64{1}}), one)
+	if _, err := Compare(context.Background(), ref, extra); !errors.Is(err, errMismatch) || !strings.Contains(err.Error(), "tensor c of mem is not in mem") {
+		t.Errorf("tensor missing from the reference: %v", err)
+	}
+	reshaped, _ := fakeSource(t, nil, []st.TensorSpec{specs[0], {Name: "b", DType: st.F32, Shape: []int64{4, 4}}}, one)
+	if _, err := Compare(context.Background(), ref, reshaped); !errors.Is(err, errMismatch) || !strings.Contains(err.Error(), "tensor b: F32 [16] in mem, F32 [4 4] in mem") {
+		t.Errorf("tensor of another shape: %v", err)
 	}
 }

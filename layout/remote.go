@@ -124,29 +124,14 @@ func (n *netFetch) stream(ctx context.Context, of *outFile) (*outFile, func() er
 		ranges = append(ranges, remote.Range{File: f.Path, Off: off, Len: size})
 	})
 	st := n.src.Stream(ctx, ranges, remote.FetchOptions{Connections: n.conns})
-	readers := map[*safetensors.File]io.ReaderAt{}
-	ra := func(f *safetensors.File) io.ReaderAt {
-		r, ok := readers[f]
-		if !ok {
-			r = st.File(f.Path)
-			readers[f] = r
-		}
-		return r
-	}
-	rebind := func(src tensorData) tensorData {
-		if ft, ok := src.(fileTensor); ok {
-			ft.ra = ra(ft.f)
-			return ft
-		}
-		return src
-	}
+	ra := streamReaders(st.File)
 	c := *of
 	c.tensors = make([]outTensor, len(of.tensors))
 	for i, t := range of.tensors {
-		t.src = rebind(t.src)
+		t.src = rebindTensor(t.src, ra)
 		if t.pack != nil {
 			pj := *t.pack
-			pj.src = rebind(pj.src)
+			pj.src = rebindTensor(pj.src, ra)
 			t.pack = &pj
 		}
 		c.tensors[i] = t
@@ -157,6 +142,59 @@ func (n *netFetch) stream(ctx context.Context, of *outFile) (*outFile, func() er
 		n.mu.Lock()
 		n.sum = n.sum.Add(stats)
 		n.mu.Unlock()
+		return err
+	}
+}
+
+// streamReaders gives each shard one reader of a stream (file is the
+// stream's File), made on first use.
+func streamReaders(file func(name string) io.ReaderAt) func(*safetensors.File) io.ReaderAt {
+	readers := map[*safetensors.File]io.ReaderAt{}
+	return func(f *safetensors.File) io.ReaderAt {
+		r, ok := readers[f]
+		if !ok {
+			r = file(f.Path)
+			readers[f] = r
+		}
+		return r
+	}
+}
+
+// rebindTensor reads a shard tensor's bytes through ra; other tensor data
+// (rebuilt or computed) is returned as it is.
+func rebindTensor(src tensorData, ra func(*safetensors.File) io.ReaderAt) tensorData {
+	if ft, ok := src.(fileTensor); ok {
+		ft.SectionReader = io.NewSectionReader(ra(ft.f), ft.f.DataStart+ft.t.Begin, ft.t.Size())
+		return ft
+	}
+	return src
+}
+
+// streamTensors serves the reads of whole tensors, made in the order of
+// order (indexes into s.data), each tensor read from its start to its end,
+// from one Stream of a remote source: consecutive tensors of a shard become
+// large coalesced requests instead of one request per read. It returns s.data
+// with those tensors rebound, and how to end the stream; a local source's
+// data is returned as it is. A read out of that order is still served (by a
+// request of its own).
+func (s *Source) streamTensors(ctx context.Context, order []int) ([]tensorData, func() error) {
+	if s.remote == nil {
+		return s.data, func() error { return nil }
+	}
+	var ranges []remote.Range
+	for _, i := range order {
+		if ft, ok := s.data[i].(fileTensor); ok {
+			ranges = append(ranges, remote.Range{File: ft.f.Path, Off: ft.f.DataStart + ft.t.Begin, Len: ft.t.Size()})
+		}
+	}
+	st := s.remote.Stream(ctx, ranges, remote.FetchOptions{})
+	ra := streamReaders(st.File)
+	data := make([]tensorData, len(s.data))
+	for i, d := range s.data {
+		data[i] = rebindTensor(d, ra)
+	}
+	return data, func() error {
+		_, err := st.Close()
 		return err
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
+	"github.com/k3ckpt/k3ckpt/model"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -66,7 +67,7 @@ func TestExportFromHub(t *testing.T) {
 			}
 			h.Reset() // count from here: opening read the headers
 			m := must(s.Model())(t)
-			l := must(Builtin(c.layout, m, c.o))(t)
+			l := must(builtinLayout(c.layout, m, c.o))(t)
 			p := must(PlanExport(s, l, c.eo))(t)
 			dst := filepath.Join(t.TempDir(), "out")
 			res, err := p.Execute(context.Background(), dst, ExecOptions{Connections: 4})
@@ -111,7 +112,7 @@ func TestExportFromHTTPS(t *testing.T) {
 		t.Fatal("https:// source claims a listing")
 	}
 	m := must(s.Model())(t)
-	p := must(PlanExport(s, must(Builtin("dp16", m, Options{}))(t), ExportOptions{Ranks: []int{1}}))(t)
+	p := must(PlanExport(s, must(builtinLayout("dp16", m, Options{}))(t), ExportOptions{Ranks: []int{1}}))(t)
 	dst := filepath.Join(t.TempDir(), "out")
 	if _, err := p.Execute(context.Background(), dst, ExecOptions{}); err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestExportFromHubResumes(t *testing.T) {
 	plan := func() *Plan {
 		s := openHub(t, h, "hf://org/name")
 		m := must(s.Model())(t)
-		return must(PlanExport(s, must(Builtin("pp16", m, Options{}))(t), ExportOptions{}))(t)
+		return must(PlanExport(s, must(builtinLayout("pp16", m, Options{}))(t), ExportOptions{}))(t)
 	}
 	p := plan()
 	last := p.src.info.Files[len(p.src.info.Files)-4].Name // layer 92's shard (93 of 96)
@@ -167,5 +168,49 @@ func TestExportFromHubResumes(t *testing.T) {
 	h.SetETag(last, `"v2"`)
 	if _, err := plan().Execute(context.Background(), dst2, ExecOptions{}); !errors.Is(err, errOutputExists) || !strings.Contains(err.Error(), "--restart") {
 		t.Fatalf("changed source resumed: %v", err)
+	}
+}
+
+// TestCompareRemote checks a header-only replica (the tiny one cut to 16
+// layers) against its copy on a loopback hub, each side in turn the remote
+// one: every byte is compared, and the remote side is read by the coalesced
+// requests of one stream (at most one per 4 MiB of a shard, and one for each
+// shard's start) rather than one per tensor. A shard that changes upstream
+// during the check fails it, naming the shard.
+func TestCompareRemote(t *testing.T) {
+	t.Parallel()
+	e2e(t)
+	bf := testckpt.Dir(t, "tiny-16-layers", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Config: testckpt.LayersConfigJSON(t, model.ScaleTiny, 16), HeaderOnly: true, Seed: 5})
+	})
+	local := must(OpenSource(bf))(t)
+	defer local.Close()
+	h := testckpt.NewHubServer(t, bf)
+	var bound int64
+	for _, f := range local.files {
+		bound += 1 + (f.Size-f.DataStart+(4<<20)-1)/(4<<20)
+	}
+	ctx := context.Background()
+	for _, remoteIsA := range []bool{false, true} {
+		hub := openHub(t, h, "hf://org/name")
+		a, b := local, hub
+		if remoteIsA {
+			a, b = hub, local
+		}
+		before := hub.remote.Stats()
+		n := must(Compare(ctx, a, b))(t)
+		got := hub.remote.Stats()
+		if n != local.info.TotalSize {
+			t.Errorf("remote a=%v: compared %d bytes, the replica holds %d", remoteIsA, n, local.info.TotalSize)
+		}
+		if reqs := got.Requests - before.Requests; reqs > bound || reqs >= int64(len(local.Specs)) {
+			t.Errorf("remote a=%v: %d requests for %d tensors in %d shards, want at most %d", remoteIsA, reqs, len(local.Specs), len(local.files), bound)
+		}
+	}
+	hub := openHub(t, h, "hf://org/name")
+	changed := hub.info.Files[len(hub.info.Files)/2].Name
+	h.SetETag(changed, `"v2"`)
+	if _, err := Compare(ctx, local, hub); !errors.Is(err, remote.ErrChanged) || !strings.Contains(err.Error(), changed) {
+		t.Errorf("shard %s changed during the check: %v, want ErrChanged naming it", changed, err)
 	}
 }

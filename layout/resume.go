@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -69,12 +71,7 @@ func (d *dirPlan) completionName() string {
 func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) {
 	dr := &dirRun{d: d, dir: dir}
 	var err error
-	if d.man != nil {
-		dr.completion, err = d.man.marshal()
-	} else {
-		dr.completion, err = d.indexBytes()
-	}
-	if err != nil {
+	if dr.completion, err = d.completionBytes(); err != nil {
 		return nil, err
 	}
 	fp := fingerprint(p, d, dr.completion)
@@ -180,9 +177,7 @@ func (dr *dirRun) plannedBytes() (map[string][]byte, error) {
 		}
 		want[safetensors.IndexName] = b
 	}
-	for n, b := range dr.d.side {
-		want[n] = b
-	}
+	maps.Copy(want, dr.d.side)
 	return want, nil
 }
 
@@ -190,9 +185,7 @@ func (dr *dirRun) plannedBytes() (map[string][]byte, error) {
 // temporaries of a killed run and DST's lock.
 func transient(name string) bool { return isTemp(name) || name == dirlock.LockName }
 
-func isTemp(name string) bool {
-	return len(name) >= len(filewrite.TempPrefix) && name[:len(filewrite.TempPrefix)] == filewrite.TempPrefix
-}
+func isTemp(name string) bool { return strings.HasPrefix(name, filewrite.TempPrefix) }
 
 // keepDone keeps the files of an earlier run that are as planned (size and
 // header) and, when rec records the run's commits, as committed with their
@@ -275,10 +268,7 @@ func (dr *dirRun) listedSums() map[string]string {
 	if err != nil {
 		return nil
 	}
-	sums, err := parseSums(b, path)
-	if err != nil {
-		return nil
-	}
+	sums, _ := parseSums(b, path) // nil when not one
 	return sums
 }
 

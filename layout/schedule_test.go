@@ -46,7 +46,7 @@ func TestOwnLayerSchedule(t *testing.T) {
 	defer src.Close()
 	m := must(src.Model())(t)
 	for _, name := range Names() {
-		l := must(Builtin(name, m, must(DefaultOptions(name))(t)))(t)
+		l := must(builtinLayout(name, m, must(DefaultOptions(name))(t)))(t)
 		if _, err := PlanExport(src, l, ExportOptions{Ranks: []int{0}}); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -54,7 +54,7 @@ func TestOwnLayerSchedule(t *testing.T) {
 
 	// dp16 with the MLA gate and output projections replicated instead of
 	// in the weight-shard split.
-	l := must(Builtin("dp16", m, must(DefaultOptions("dp16"))(t)))(t)
+	l := must(builtinLayout("dp16", m, must(DefaultOptions("dp16"))(t)))(t)
 	for i := range l.Rules {
 		if l.Rules[i].Name == "weight-shard" {
 			l.Rules[i].Groups = slices.DeleteFunc(l.Rules[i].Groups, func(g string) bool { return g == "mla.o_proj" || g == "mla.g_proj" })

@@ -19,40 +19,18 @@ import (
 // tensorData is one source tensor's bytes, addressed relative to its start.
 type tensorData = io.ReaderAt
 
-// fileTensor is a tensor stored whole in a safetensors file.
+// fileTensor is a tensor stored whole in a safetensors file. It reads the
+// tensor's section of the file's bytes, or of a stream of them (see
+// rebindTensor).
 type fileTensor struct {
-	f  *safetensors.File
-	t  safetensors.TensorInfo
-	ra io.ReaderAt // where f's bytes are read: f.ReaderAt() when nil, else a stream of them
+	*io.SectionReader
+	f *safetensors.File
+	t safetensors.TensorInfo
 }
 
-func (ft fileTensor) reader() io.ReaderAt {
-	if ft.ra != nil {
-		return ft.ra
-	}
-	return ft.f.ReaderAt()
+func newFileTensor(f *safetensors.File, t safetensors.TensorInfo) fileTensor {
+	return fileTensor{SectionReader: f.Section(t), f: f, t: t}
 }
-
-func (ft fileTensor) ReadAt(p []byte, off int64) (int, error) {
-	size := ft.t.Size()
-	if off < 0 || off >= size {
-		return 0, io.EOF
-	}
-	want := len(p)
-	if int64(want) > size-off {
-		p = p[:size-off]
-	}
-	n, err := ft.reader().ReadAt(p, ft.f.DataStart+ft.t.Begin+off)
-	if err == nil && n < want {
-		err = io.EOF
-	}
-	return n, err
-}
-
-// memTensor is a tensor computed in memory (an unpacked scale).
-type memTensor []byte
-
-func (m memTensor) ReadAt(p []byte, off int64) (int, error) { return bytes.NewReader(m).ReadAt(p, off) }
 
 // sourceFile is one file of the source checkpoint, kept so a reassembly can
 // write it back byte for byte.
@@ -287,7 +265,7 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
 		for _, t := range f.Tensors {
 			s.Specs = append(s.Specs, safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape})
 			s.fileOf = append(s.fileOf, f.Path)
-			s.data = append(s.data, fileTensor{f: f, t: t})
+			s.data = append(s.data, newFileTensor(f, t))
 			s.info.TotalSize += t.Size()
 		}
 	}

@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 
@@ -68,12 +69,12 @@ func TestPlanStepsRuns(t *testing.T) {
 		if !ok {
 			t.Fatalf("no %s", name)
 		}
-		return outTensor{spec: st.TensorSpec{Name: name, DType: ti.DType, Shape: ti.Shape}, src: fileTensor{f: f, t: ti}, shape: ti.Shape, held: heldReplica}
+		return outTensor{spec: st.TensorSpec{Name: name, DType: ti.DType, Shape: ti.Shape}, src: newFileTensor(f, ti), shape: ti.Shape, held: heldReplica}
 	}
 	slice := whole(a, "a3")
 	slice.held, slice.axis, slice.start, slice.stop = HeldSlice, 0, 0, 4
 	slice.spec.Shape = []int64{4, 4}
-	mem := outTensor{spec: st.TensorSpec{Name: "m", DType: st.F32, Shape: []int64{2}}, src: memTensor(make([]byte, 8)), shape: []int64{2}}
+	mem := outTensor{spec: st.TensorSpec{Name: "m", DType: st.F32, Shape: []int64{2}}, src: bytes.NewReader(make([]byte, 8)), shape: []int64{2}}
 	// Source order of the file's tensors (how planRank appends them).
 	of := &outFile{name: "out.safetensors", tensors: []outTensor{
 		whole(a, "a1"), whole(a, "a2"), slice, whole(a, "a4"), whole(a, "a6"), whole(a, "e1"), whole(a, "e2"), whole(b, "b1"), mem,
@@ -115,9 +116,10 @@ func TestPlanStepsRuns(t *testing.T) {
 	}
 }
 
-// Every file of every rank of tiny exports (planned from headers): the steps write each tensor
-// once, in the layout's order; a run holds only whole tensors of one source
-// file, contiguous and in order on both sides, and is as long as allowed.
+// Every file of every rank of tiny exports (planned from headers; under
+// -short two ranks of dp2-dcp8 alone): the steps write each tensor once, in the layout's
+// order; a run holds only whole tensors of one source file, contiguous and
+// in order on both sides, and is as long as allowed.
 func TestPlanStepsExports(t *testing.T) {
 	t.Parallel()
 	bf16, fp8 := tinyCatalogs()
@@ -131,13 +133,18 @@ func TestPlanStepsExports(t *testing.T) {
 		{"dp16", fp8, Options{TextOnly: true, WeightShard: true, VocabTP: true}},
 		{"dp2-dcp8", fp8, Options{TextOnly: true, VocabTP: true}},
 	}
+	var eo ExportOptions
+	if testing.Short() {
+		cases = cases[2:] // dp2-dcp8: FP8, slices and runs of several tensors
+		eo.Ranks = []int{0, 15}
+	}
 	for _, c := range cases {
 		s, _ := fakeSource(t, nil, c.specs, files)
-		l, err := Builtin(c.name, tinyDims.model(), c.o)
+		l, err := builtinLayout(c.name, tinyDims.model(), c.o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan, err := PlanExport(s, l, ExportOptions{})
+		plan, err := PlanExport(s, l, eo)
 		if err != nil {
 			t.Fatal(err)
 		}

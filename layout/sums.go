@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -31,13 +32,8 @@ const maxSumsFile = 16 << 20
 
 // sumsBytes is the SHA256SUMS of sums (name → hex sha256).
 func sumsBytes(sums map[string]string) []byte {
-	names := make([]string, 0, len(sums))
-	for n := range sums {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	var b bytes.Buffer
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(sums)) {
 		b.WriteString(sums[n])
 		b.WriteString("  ")
 		b.WriteString(n)

@@ -26,7 +26,7 @@ func memFile(t *testing.T, sizes ...int) (*outFile, map[string][]byte) {
 			b[k] = byte(k%251) ^ byte(17*i)
 		}
 		data[name] = b
-		of.tensors = append(of.tensors, outTensor{spec: st.TensorSpec{Name: name, DType: st.U8, Shape: []int64{int64(n)}}, src: memTensor(b), shape: []int64{int64(n)}, held: heldReplica})
+		of.tensors = append(of.tensors, outTensor{spec: st.TensorSpec{Name: name, DType: st.U8, Shape: []int64{int64(n)}}, src: bytes.NewReader(b), shape: []int64{int64(n)}, held: heldReplica})
 	}
 	if err := of.plan(); err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 	if err != nil {
 		return nil, err
 	}
-	l, err := layout.Builtin(name, m, o)
+	l, err := layout.Resolve(name, m, o)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 		}
 		other := o
 		sw.set(&other)
-		ol, err := layout.Builtin(name, m, other)
+		ol, err := layout.Resolve(name, m, other)
 		if err == nil && reflect.DeepEqual(ol.Rules, l.Rules) {
 			return nil, fmt.Errorf("--%s has no effect on layout %s (see k3ckpt export --help for which layouts use it)", sw.flag, name)
 		}

@@ -220,7 +220,7 @@ func rankRanges(dir, layName string, rank int) ([]remote.Range, []string, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := layout.Builtin(layName, m, o)
+	l, err := layout.Resolve(layName, m, o)
 	if err != nil {
 		return nil, nil, err
 	}
