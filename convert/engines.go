@@ -87,7 +87,7 @@ type SplitReport struct {
 	// Parent is the members' parent module (self_attn, shared_experts, mlp).
 	Parent string `json:"parent"`
 	// Engines build the fusion.
-	Engines []model.Engine `json:"engines"`
+	Engines []string `json:"engines"`
 	// Quantized and Kept are the members on each side.
 	Quantized []string `json:"quantized"`
 	Kept      []string `json:"kept"`
@@ -98,12 +98,8 @@ type SplitReport struct {
 
 // String is the report's line for --dry-run and inspect.
 func (s SplitReport) String() string {
-	eng := make([]string, len(s.Engines))
-	for i, e := range s.Engines {
-		eng[i] = string(e)
-	}
 	return fmt.Sprintf("splits %s.%s in %d layers (%s FP8, %s kept); the engines that fuse it (%s) give one method to all its members and load it wrongly or not at all (e.g. %s)",
-		s.Parent, s.Fused, s.Layers, strings.Join(s.Quantized, "/"), strings.Join(s.Kept, "/"), strings.Join(eng, ", "), s.Example)
+		s.Parent, s.Fused, s.Layers, strings.Join(s.Quantized, "/"), strings.Join(s.Kept, "/"), strings.Join(s.Engines, ", "), s.Example)
 }
 
 func summarizeSplits(splits []model.Split) []SplitReport {

@@ -60,7 +60,7 @@ func decodeJSON(t *testing.T, b []byte) map[string]any {
 
 func tinyConfig(t *testing.T) *model.Config {
 	t.Helper()
-	b, err := model.ScaledConfigJSON(model.ScaleTiny)
+	b, err := model.FamilyConfigJSON("", model.ScaleTiny)
 	if err != nil {
 		t.Fatal(err)
 	}

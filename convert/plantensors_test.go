@@ -15,7 +15,11 @@ import (
 
 func k3Catalog(t testing.TB) []safetensors.TensorSpec {
 	t.Helper()
-	cfg, err := model.K3Config()
+	b, err := model.FamilyConfigJSON("", model.ScaleFull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.ParseConfig(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,10 +75,4 @@ func scannerFor(config, hfq []byte) (*scanner, error) {
 	return sc, nil
 }
 
-var defaultClassifier = func() *model.Classifier {
-	c, err := model.K3Config()
-	if err != nil {
-		panic(err)
-	}
-	return c.Classifier()
-}()
+var defaultClassifier = model.K3Classifier()

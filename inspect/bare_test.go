@@ -79,7 +79,7 @@ func TestBareRecipeWhatIf(t *testing.T) {
 // level.
 func bareConfigJSON(tb testing.TB, scale model.Scale) []byte {
 	tb.Helper()
-	b, err := model.ScaledConfigJSON(scale)
+	b, err := model.FamilyConfigJSON("", scale)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestWhatIfExperts(t *testing.T) {
 	}
 	t.Parallel()
 	release := fullFake(t)
-	full, err := model.ScaledConfigJSON(model.ScaleFull)
+	full, err := model.FamilyConfigJSON("", model.ScaleFull)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func roleKey(s *schema, role string) string {
 func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	p := &fields{}
 	top := jobj{m: raw}
-	c := &Config{raw: raw, sch: s, values: map[string]int64{}}
+	c := &Config{raw: raw, sch: s, values: map[string]int64{}, Experts: ExpertsMXFP4}
 	read := func(name string) (int64, error) {
 		if v, ok := c.values[name]; ok {
 			return v, nil

@@ -155,7 +155,7 @@ func (c *Config) groupOfPart(i, j, k int) Group {
 			active++
 		}
 	}
-	rules := s.units[expand(part.unit, map[string]string{"experts": c.Experts.String()})]
+	rules := s.units[expand(part.unit, map[string]string{"experts": string(c.Experts)})]
 	for _, r := range rules {
 		if r.when != nil {
 			if v, _ := r.when.eval(c.env); v == 0 {

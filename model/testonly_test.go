@@ -53,7 +53,7 @@ func (c *Config) expertBytes(f ExpertFormat) int64 {
 	if f == ExpertsMXFP4 && cc.GroupSize == 0 {
 		cc.GroupSize = 32
 	}
-	ts, err := cc.unitTemplates(expand(c.expertUnit(), map[string]string{"experts": f.String()}))
+	ts, err := cc.unitTemplates(expand(c.expertUnit(), map[string]string{"experts": string(f)}))
 	if err != nil {
 		return 0
 	}
