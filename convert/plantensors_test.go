@@ -318,7 +318,7 @@ func TestRecipesReadBuiltinFamiliesAsTheirOwn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k3, own := r.memoClassifier(k3Classifier), r.memoClassifier(cfg.Classifier())
+			k3, own := r.memoClassifier(k3Classifier), r.memoClassifier(cfg.Classifier)
 			differ := 0
 			for _, s := range catalogOf(t, cfg) {
 				if a, b := k3(s.Name), own(s.Name); a != b {

@@ -68,7 +68,7 @@ func scannerFor(config, hfq []byte) (*scanner, error) {
 	}
 	cls, family := defaultClassifier, model.FamilyOfConfig(config)
 	if cfg, err := model.ParseConfig(config); err == nil {
-		cls = cfg.Classifier()
+		cls = cfg.Classifier
 	}
 	sc := newScanner(cf, cls)
 	sc.family = family

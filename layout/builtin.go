@@ -35,7 +35,7 @@ func K3() Model {
 // ModelOf takes the dimensions, and the layer schedule, from a parsed config.
 func ModelOf(c *model.Config) Model {
 	return Model{Layers: c.NumLayers, AttnHeads: int(c.NumHeads), LinearHeads: int(c.KDAHeads),
-		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize, cls: c.Classifier()}
+		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize, cls: c.Classifier}
 }
 
 // Options switch the optional features of the built-in layouts, one per

@@ -116,7 +116,7 @@ var k3Classifier = func() *Classifier {
 }()
 
 // K3Classifier reads names with the public Kimi-K3 layer schedule, for a
-// checkpoint without a config; (*Config).Classifier reads the config's.
+// checkpoint without a config; Config.Classifier reads the config's.
 func K3Classifier() *Classifier { return k3Classifier }
 
 // Classify returns the component of a tensor name: its group's component.

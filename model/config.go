@@ -131,13 +131,21 @@ type Config struct {
 
 	Vision *visionConfig // nil when the config has no vision_config
 
-	raw       map[string]any
-	quantPath string // where quantization_config was read, dotted
-	layers    []layer
-	cls       *Classifier
-	sch       *schema          // the family (nil: Kimi-K3)
-	tmpl      *templates       // the schema as this config reads it
-	values    map[string]int64 // what a schema's reader read, by key
+	// QuantizationPath is the dotted path in config.json of the
+	// quantization_config the schema read: "text_config.quantization_config"
+	// for the release, "quantization_config" for a converted checkpoint (or a
+	// source that has one at the top level, or a bare text config); "" when
+	// there is none.
+	QuantizationPath string
+	// Classifier reads names with this config's schedule (shared;
+	// classifiers are immutable).
+	Classifier *Classifier
+
+	raw    map[string]any
+	layers []layer
+	sch    *schema          // the family (nil: Kimi-K3)
+	tmpl   *templates       // the schema as this config reads it
+	values map[string]int64 // what a schema's reader read, by key
 }
 
 // ParseConfig parses and validates a config.json: a top-level kimi_k3 config
@@ -183,10 +191,6 @@ func FamilyOfConfig(data []byte) string {
 // Raw returns a deep copy of the parsed JSON (numbers as json.Number, so they
 // re-encode exactly). convert edits it and writes it back as config.json.
 func (c *Config) Raw() map[string]any { return deepCopy(c.raw).(map[string]any) }
-
-// Classifier returns the classifier for this config's schedule (shared;
-// classifiers are immutable).
-func (c *Config) Classifier() *Classifier { return c.cls }
 
 func deepCopy(v any) any {
 	switch t := v.(type) {
@@ -341,7 +345,7 @@ func (c *Config) buildLayers() error {
 			BlockStart: i%c.AttnResBlockSize == 0,
 		}
 	}
-	c.cls = newClassifier(c.schema(), c.layers)
+	c.Classifier = newClassifier(c.schema(), c.layers)
 	return c.resolve()
 }
 

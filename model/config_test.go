@@ -43,7 +43,7 @@ func TestK3CatalogFigures(t *testing.T) {
 	}
 	var comp [NumComponents]int64
 	var total, vt, mm int64
-	cl := c.Classifier()
+	cl := c.Classifier
 	seen := make(map[string]bool, len(cat))
 	for _, ts := range cat {
 		if seen[ts.Name] {
@@ -483,7 +483,7 @@ func TestConfigVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Experts != ExpertsBF16 || c.NumShards() != 94 || c.QuantizationPath() != "" || c.quantizationConfig() != nil {
+	if c.Experts != ExpertsBF16 || c.NumShards() != 94 || c.QuantizationPath != "" || c.quantizationConfig() != nil {
 		t.Fatalf("experts %v, %d shards", c.Experts, c.NumShards())
 	}
 	want := 497220 - 1 /* lm_head */ - 92 /* norm */ - 24 /* MLA g_proj */ - 92*896*3 /* scales */ - (165 + 3)

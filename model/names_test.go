@@ -188,7 +188,7 @@ func TestParseName(t *testing.T) {
 func TestParseNameCatalog(t *testing.T) {
 	t.Parallel()
 	c := mustK3(t)
-	cl := c.Classifier()
+	cl := c.Classifier
 	counts := make([]int, numK3Groups)
 	for _, ts := range c.catalog() {
 		n := cl.ParseName(ts.Name)

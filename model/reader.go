@@ -236,7 +236,7 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	for i := range c.layers {
 		c.layers[i] = layer{Index: i, Attention: mLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
 	}
-	c.cls = newClassifier(s, c.layers)
+	c.Classifier = newClassifier(s, c.layers)
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}

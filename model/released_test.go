@@ -96,8 +96,8 @@ func TestReleasedConfigFacts(t *testing.T) {
 		v.Channels != 3 || v.Layers != 27 || v.MergeH != 2 || v.MergeW != 2 {
 		t.Errorf("vision %+v", v)
 	}
-	if c.QuantizationPath() != "text_config.quantization_config" || c.quantizationConfig()["format"] != "mxfp4-pack-quantized" {
-		t.Errorf("quantization_config read at %q", c.QuantizationPath())
+	if c.QuantizationPath != "text_config.quantization_config" || c.quantizationConfig()["format"] != "mxfp4-pack-quantized" {
+		t.Errorf("quantization_config read at %q", c.QuantizationPath)
 	}
 	// The schedule constants behind the package-level classifier are the release's.
 	full, kda := k3FullAttnLayers()

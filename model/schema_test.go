@@ -105,7 +105,7 @@ func TestSchemaGroupsAreParseName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cls := c.Classifier()
+		cls := c.Classifier
 		for i := range c.NumShards() {
 			for j, p := range c.shardParts(i) {
 				n := min(p.count(), 2)

@@ -27,11 +27,11 @@ func (c *Config) expertUnit() string {
 // quantizationConfig is a deep copy of the object at QuantizationPath (nil
 // when there is none).
 func (c *Config) quantizationConfig() map[string]any {
-	if c.quantPath == "" {
+	if c.QuantizationPath == "" {
 		return nil
 	}
 	v := any(c.raw)
-	for k := range strings.SplitSeq(c.quantPath, ".") {
+	for k := range strings.SplitSeq(c.QuantizationPath, ".") {
 		m, _ := v.(map[string]any)
 		v = m[k]
 	}
