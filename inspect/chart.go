@@ -211,9 +211,9 @@ func writeChart(w io.Writer, steps []step, o chartOptions, format string) error 
 	return err
 }
 
-// CheckChartPath checks, before any work, that path names a chart format
-// and lies in an existing directory.
-func CheckChartPath(path string) error {
+// checkChartPath checks that path names a chart format and lies in an
+// existing directory.
+func checkChartPath(path string) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if !slices.Contains(chartFormats, format) {
 		return fmt.Errorf("%w: --chart %s: the name must end in .%s", errUsage, path, strings.Join(chartFormats, ", ."))
@@ -230,7 +230,7 @@ func CheckChartPath(path string) error {
 // of ChartFormats), with a capacity line at gpuMem bytes when positive.
 // Errors name path, never the temporary file.
 func SaveChart(path string, rep *Report, gpuMem int64) error {
-	if err := CheckChartPath(path); err != nil {
+	if err := checkChartPath(path); err != nil {
 		return err
 	}
 	if rep.Layout == nil || len(rep.Layout.Steps) == 0 {

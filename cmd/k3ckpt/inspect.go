@@ -126,19 +126,10 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 			return fmt.Errorf("--gpu-mem: %w", err)
 		}
 	}
-	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Experts: experts, Layout: f.layout, Strict: f.strict}
+	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Experts: experts, Layout: f.layout, Strict: f.strict, Chart: f.chart}
 	if f.partition != "" {
 		if opts.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
 			return err
-		}
-	}
-	if f.chart != "" {
-		if err := inspect.CheckChartPath(f.chart); err != nil {
-			return err
-		}
-		opts.Steps = true
-		if opts.Layout == "" {
-			opts.Layout = inspect.DefaultRankLayout
 		}
 	}
 	rep, err := inspect.Inspect(path, opts)
