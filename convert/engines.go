@@ -7,7 +7,6 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // ExpertsMode says what a conversion does with the routed experts.
@@ -125,14 +124,11 @@ func (p *Plan) Splits() []SplitReport {
 }
 
 // RecipeSplits reports, from tensor specs alone (inspect --recipe), the fused
-// groups recipe r splits in a checkpoint.
-func RecipeSplits(r *Recipe, specs []safetensors.TensorSpec, opts Options) ([]SplitReport, error) {
-	outs, err := PlanTensors(r, specs, opts)
-	if err != nil {
-		return nil, err
-	}
+// groups a recipe splits in a checkpoint: outs are what PlanTensors planned
+// for it under opts.
+func RecipeSplits(outs []outputTensor, opts Options) []SplitReport {
 	ms := newModuleSet(opts.classifier())
 	ms.add(outs)
 	m := ms.sorted()
-	return summarizeSplits(model.FindSplits(m.fp8, m.kept)), nil
+	return summarizeSplits(model.FindSplits(m.fp8, m.kept))
 }

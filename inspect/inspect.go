@@ -213,6 +213,7 @@ type auditor struct {
 	fileOf []int32
 	warn   warnings
 	opts   Options
+	plans  map[string]*planned // applyRecipe's, by recipe name
 }
 
 func audit(src *headers, source string, opts Options) (*Report, error) {
