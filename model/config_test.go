@@ -34,7 +34,7 @@ func mustK3(t testing.TB) *Config {
 func TestK3CatalogFigures(t *testing.T) {
 	t.Parallel()
 	c := mustK3(t)
-	cat := c.catalog()
+	cat := k3Catalog()
 	if len(cat) != 497220 || c.NumTensors() != 497220 {
 		t.Fatalf("catalog has %d tensors (NumTensors %d), want 497,220", len(cat), c.NumTensors())
 	}
@@ -157,7 +157,7 @@ func TestK3Shapes(t *testing.T) {
 		"mm_projector.proj.2.weight":                                    {safetensors.BF16, []int64{7168, 4096}},
 	}
 	got := map[string]safetensors.TensorSpec{}
-	for _, ts := range c.catalog() {
+	for _, ts := range k3Catalog() {
 		if _, ok := want[ts.Name]; ok {
 			got[ts.Name] = ts
 		}
@@ -224,7 +224,7 @@ func TestShardPlacement(t *testing.T) {
 	for i := range c.NumShards() {
 		name := c.ShardName(i)
 		n, _ := c.shardStats(i)
-		specs := c.ShardTensors(i)
+		specs := k3Shards()[i]
 		if len(specs) != n || n == 0 {
 			t.Errorf("shard %s: %d specs, shardStats %d", name, len(specs), n)
 		}

@@ -190,7 +190,7 @@ func TestParseNameCatalog(t *testing.T) {
 	c := mustK3(t)
 	cl := c.Classifier
 	counts := make([]int, numK3Groups)
-	for _, ts := range c.catalog() {
+	for _, ts := range k3Catalog() {
 		n := cl.ParseName(ts.Name)
 		if n.Group == groupOther {
 			t.Fatalf("%s has no group", ts.Name)
