@@ -41,7 +41,7 @@ func TestConvertBareKimiLinear(t *testing.T) {
 	}
 	configs := [][]byte{miniJSON}
 	if !testing.Short() {
-		tiny, err := model.ScaledConfigJSON(model.ScaleTiny)
+		tiny, err := model.FamilyConfigJSON("", model.ScaleTiny)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ func replica(b *testing.B, name string, config []byte) string {
 // larger (each dimension doubled) and a quarter of the experts, so that
 // tensors are 4× larger while the checkpoint stays a few GB.
 func config4x(b *testing.B) []byte {
-	raw, err := model.ScaledConfigJSON(model.ScaleSmall)
+	raw, err := model.FamilyConfigJSON("", model.ScaleSmall)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // to it would give an output config that lies about them.
 func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, catalog func(string) (safetensors.TensorSpec, bool)) error {
 	for _, t := range f.Tensors {
-		if err := checkExpertFormat(cfg.Classifier(), t, cfg.Experts); err != nil {
+		if err := checkExpertFormat(cfg.Classifier, t, cfg.Experts); err != nil {
 			return fmt.Errorf("file %s: %w", filepath.Join(root, f.Path), err)
 		}
 		s, ok := catalog(t.Name)

@@ -24,8 +24,8 @@ const (
 // scale tensor; the quantization config each convention writes is
 // qconfig.go's).
 func ParseFormat(s string) (model.Format, error) {
-	f, err := model.ParseFormat(s)
-	if err != nil {
+	var f model.Format
+	if err := f.UnmarshalText([]byte(s)); err != nil {
 		return 0, fmt.Errorf("%w: %v", errUnknownFormat, err)
 	}
 	return f, nil

@@ -7,7 +7,6 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // ExpertsMode says what a conversion does with the routed experts.
@@ -80,7 +79,7 @@ type SplitReport struct {
 	// Parent is the members' parent module (self_attn, shared_experts, mlp).
 	Parent string `json:"parent"`
 	// Engines build the fusion.
-	Engines []model.Engine `json:"engines"`
+	Engines []string `json:"engines"`
 	// Quantized and Kept are the members on each side.
 	Quantized []string `json:"quantized"`
 	Kept      []string `json:"kept"`
@@ -91,12 +90,8 @@ type SplitReport struct {
 
 // String is the report's line for --dry-run and inspect.
 func (s SplitReport) String() string {
-	eng := make([]string, len(s.Engines))
-	for i, e := range s.Engines {
-		eng[i] = string(e)
-	}
 	return fmt.Sprintf("splits %s.%s in %d layers (%s FP8, %s kept); the engines that fuse it (%s) give one method to all its members and load it wrongly or not at all (e.g. %s)",
-		s.Parent, s.Fused, s.Layers, strings.Join(s.Quantized, "/"), strings.Join(s.Kept, "/"), strings.Join(eng, ", "), s.Example)
+		s.Parent, s.Fused, s.Layers, strings.Join(s.Quantized, "/"), strings.Join(s.Kept, "/"), strings.Join(s.Engines, ", "), s.Example)
 }
 
 func summarizeSplits(splits []model.Split) []SplitReport {
@@ -117,14 +112,11 @@ func summarizeSplits(splits []model.Split) []SplitReport {
 }
 
 // RecipeSplits reports, from tensor specs alone (inspect --recipe), the fused
-// groups recipe r splits in a checkpoint.
-func RecipeSplits(r *Recipe, specs []safetensors.TensorSpec, opts Options) ([]SplitReport, error) {
-	outs, err := PlanTensors(r, specs, opts)
-	if err != nil {
-		return nil, err
-	}
+// groups a recipe splits in a checkpoint: outs are what PlanTensors planned
+// for it under opts.
+func RecipeSplits(outs []outputTensor, opts Options) []SplitReport {
 	ms := newModuleSet(opts.classifier())
 	ms.add(outs)
 	m := ms.sorted()
-	return summarizeSplits(model.FindSplits(m.fp8, m.kept)), nil
+	return summarizeSplits(model.FindSplits(m.fp8, m.kept))
 }

@@ -60,7 +60,7 @@ func decodeJSON(t *testing.T, b []byte) map[string]any {
 
 func tinyConfig(t *testing.T) *model.Config {
 	t.Helper()
-	b, err := model.ScaledConfigJSON(model.ScaleTiny)
+	b, err := model.FamilyConfigJSON("", model.ScaleTiny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,10 +319,12 @@ func TestRecipeSplits(t *testing.T) {
 		want   int
 	}{{AttnMoEDenseFP8, 1}, {ModelOptK3, 0}} {
 		r, _ := Lookup(tc.recipe)
-		s, err := RecipeSplits(r, catalogOf(t, cfg), Options{Format: modelOpt})
+		opts := Options{Format: modelOpt}
+		outs, err := PlanTensors(r, catalogOf(t, cfg), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		s := RecipeSplits(outs, opts)
 		if len(s) != tc.want {
 			t.Fatalf("%s: splits %+v", tc.recipe, s)
 		}

@@ -27,7 +27,7 @@ const miniLayers = 5
 
 // miniConfigJSON is the tiny replica's config.json with five layers.
 func miniConfigJSON() ([]byte, error) {
-	b, err := model.ScaledConfigJSON(model.ScaleTiny)
+	b, err := model.FamilyConfigJSON("", model.ScaleTiny)
 	if err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if model.FamilyOfConfig(config) != model.BuiltinFamilies()[0] {
 		// Another family's names are read as its schema spells them;
 		// Kimi-K3's as ever, with its public layer schedule.
-		opts.cls = cfg.Classifier()
+		opts.cls = cfg.Classifier
 	}
 	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
 		return nil, fmt.Errorf("convert %s: --experts nvfp4 casts MXFP4 experts, and %s declares %s ones", src.Root, filepath.Join(src.Root, model.ConfigName), cfg.Experts)

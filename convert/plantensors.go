@@ -67,13 +67,7 @@ func (o Options) classifier() *model.Classifier {
 }
 
 // k3Classifier reads names with Kimi-K3's public schedule.
-var k3Classifier = func() *model.Classifier {
-	c, err := model.K3Config()
-	if err != nil {
-		panic(err)
-	}
-	return c.Classifier()
-}()
+var k3Classifier = model.K3Classifier()
 
 // outputTensor is one tensor of the output and where its bytes come from. The
 // Shape shares its backing array with the source spec for copied tensors.

@@ -15,7 +15,11 @@ import (
 
 func k3Catalog(t testing.TB) []safetensors.TensorSpec {
 	t.Helper()
-	cfg, err := model.K3Config()
+	b, err := model.FamilyConfigJSON("", model.ScaleFull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.ParseConfig(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +319,7 @@ func TestRecipesReadBuiltinFamiliesAsTheirOwn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k3, own := r.memoClassifier(k3Classifier), r.memoClassifier(cfg.Classifier())
+			k3, own := r.memoClassifier(k3Classifier), r.memoClassifier(cfg.Classifier)
 			differ := 0
 			for _, s := range catalogOf(t, cfg) {
 				if a, b := k3(s.Name), own(s.Name); a != b {

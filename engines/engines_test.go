@@ -400,7 +400,7 @@ func TestFusedGroupsAgreeWithRules(t *testing.T) {
 		const l = "language_model.model.layers.1.self_attn."
 		found := false
 		for _, sp := range model.FindSplits([]string{l + "q_proj", l + "k_proj", l + "v_proj", l + "g_proj"}, []string{l + "f_a_proj", l + "b_proj"}) {
-			if slices.Contains(sp.Group.Engines, model.Engine(r.Engine)) {
+			if slices.Contains(sp.Group.Engines, r.Engine) {
 				found = true
 			}
 		}

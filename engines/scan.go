@@ -68,17 +68,11 @@ func scannerFor(config, hfq []byte) (*scanner, error) {
 	}
 	cls, family := defaultClassifier, model.FamilyOfConfig(config)
 	if cfg, err := model.ParseConfig(config); err == nil {
-		cls = cfg.Classifier()
+		cls = cfg.Classifier
 	}
 	sc := newScanner(cf, cls)
 	sc.family = family
 	return sc, nil
 }
 
-var defaultClassifier = func() *model.Classifier {
-	c, err := model.K3Config()
-	if err != nil {
-		panic(err)
-	}
-	return c.Classifier()
-}()
+var defaultClassifier = model.K3Classifier()

@@ -59,11 +59,11 @@ func profiles() []Profile {
 // releaseFacts is the facts of the release (the full-size K3 schema's
 // tensors, as synth lays them out), for predictions without a source.
 var releaseFacts = sync.OnceValue(func() *Facts {
-	cfg, err := model.K3Config()
+	raw, err := model.FamilyConfigJSON("", model.ScaleFull)
 	if err != nil {
 		panic(err)
 	}
-	raw, err := model.ScaledConfigJSON(model.ScaleFull)
+	cfg, err := model.ParseConfig(raw)
 	if err != nil {
 		panic(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -62,13 +63,13 @@ var capacityColor = color.RGBA{0xc0, 0x10, 0x10, 0xff}
 // chartFormats are the image formats SaveChart writes, by file extension.
 var chartFormats = []string{"svg", "png", "pdf"}
 
-// ChartOptions say what the chart is about.
-type ChartOptions struct {
+// chartOptions say what the chart is about.
+type chartOptions struct {
 	// Title is the first line of the title (the checkpoint and layout).
 	Title string
-	// Recipe names the recipe of the FP8 step ("" = DefaultRecipe): set it
-	// to the Options.Recipe the steps were planned with, or the title names
-	// another recipe than the bars show.
+	// Recipe names the recipe of the FP8 step ("" = DefaultRecipe): the
+	// Options.Recipe the steps were planned with, or the title names another
+	// recipe than the bars show.
 	Recipe string
 	// Experts is the Options.Experts the steps were planned with.
 	Experts convert.ExpertsMode
@@ -81,7 +82,7 @@ func chartFont(s *text.Style, size vg.Length) {
 	s.Font.Typeface, s.Font.Variant, s.Font.Size = "Liberation", "Sans", size
 }
 
-func writeChart(w io.Writer, steps []step, o ChartOptions, format string) error {
+func writeChart(w io.Writer, steps []step, o chartOptions, format string) error {
 	if len(steps) == 0 {
 		return fmt.Errorf("%w: chart needs at least one step", errUsage)
 	}
@@ -210,9 +211,9 @@ func writeChart(w io.Writer, steps []step, o ChartOptions, format string) error 
 	return err
 }
 
-// CheckChartPath checks, before any work, that path names a chart format
-// and lies in an existing directory.
-func CheckChartPath(path string) error {
+// checkChartPath checks that path names a chart format and lies in an
+// existing directory.
+func checkChartPath(path string) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if !slices.Contains(chartFormats, format) {
 		return fmt.Errorf("%w: --chart %s: the name must end in .%s", errUsage, path, strings.Join(chartFormats, ", ."))
@@ -224,12 +225,19 @@ func CheckChartPath(path string) error {
 	return nil
 }
 
-// SaveChart writes the chart to path atomically, in the format its extension
-// names (one of ChartFormats). Errors name path, never the temporary file.
-func SaveChart(path string, steps []step, o ChartOptions) error {
-	if err := CheckChartPath(path); err != nil {
+// SaveChart writes the chart of rep's memory steps (an audit with
+// Options.Steps) to path atomically, in the format its extension names (one
+// of ChartFormats), with a capacity line at gpuMem bytes when positive.
+// Errors name path, never the temporary file.
+func SaveChart(path string, rep *Report, gpuMem int64) error {
+	if err := checkChartPath(path); err != nil {
 		return err
 	}
+	if rep.Layout == nil || len(rep.Layout.Steps) == 0 {
+		return fmt.Errorf("%w: --chart %s: the report has no memory steps (audit with Steps and a layout)", errUsage, path)
+	}
+	steps := rep.Layout.Steps
+	o := chartOptions{Title: chartTitle(rep), Recipe: rep.Layout.Recipe, Experts: rep.Layout.Experts, GPUMem: gpuMem}
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	var buf bytes.Buffer
 	if err := writeChart(&buf, steps, o, format); err != nil {
@@ -249,9 +257,19 @@ func SaveChart(path string, steps []step, o ChartOptions) error {
 	return nil
 }
 
+// chartTitle names what the chart shows: the checkpoint, the layout, and
+// which rank each bar is (the one holding the most bytes).
+func chartTitle(rep *Report) string {
+	what := "weight memory of the fullest rank"
+	if len(rep.Layout.Stages) > 1 {
+		what = "weight memory of the fullest stage's rank"
+	}
+	return fmt.Sprintf("%s: %s under %s", quote.Name(rep.Source), what, rep.Layout.Name)
+}
+
 // fp8Caption says what the FP8 bar applies, when there is one (a converted
 // source is its own FP8 step, which adds no bar).
-func fp8Caption(steps []step, o ChartOptions) string {
+func fp8Caption(steps []step, o chartOptions) string {
 	if !slices.ContainsFunc(steps, func(s step) bool { return s.Label == fp8Label }) {
 		return ""
 	}

@@ -64,7 +64,7 @@ func (a *auditor) readConfigs() ([]quantSection, int64, error) {
 		// the release); the top level when the schema rejected the config.
 		path := "quantization_config"
 		if cfg != nil {
-			path = cfg.QuantizationPath()
+			path = cfg.QuantizationPath
 		}
 		q, err := rawAt(b, path)
 		if err != nil {

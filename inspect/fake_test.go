@@ -70,7 +70,7 @@ type fakeEntry struct {
 // the release: 96 shards, 497,220 tensors, about 1 s and 200 MB to build).
 func fakeOf(tb testing.TB, scale model.Scale) *fakeCkpt {
 	tb.Helper()
-	b, err := model.ScaledConfigJSON(scale)
+	b, err := model.FamilyConfigJSON("", scale)
 	if err != nil {
 		tb.Fatal(err)
 	}

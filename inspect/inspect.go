@@ -49,6 +49,11 @@ type Options struct {
 	// Steps adds the per-rank memory steps of the layout (BF16 baseline →
 	// text only → FP8 → weight shard → vocab TP8), the data of the chart.
 	Steps bool
+	// Chart, when set, is the path SaveChart is to write: Inspect checks,
+	// before any work, that it names a chart format and lies in an existing
+	// directory, and adds the steps (of DefaultRankLayout when Layout is
+	// empty).
+	Chart string
 }
 
 // Report is the result of an audit. Its JSON form is the --json output.
@@ -178,6 +183,15 @@ func (o Options) check() (string, error) {
 // Inspect opens a checkpoint (directory, index, single file or http(s) URL),
 // reading only headers, the index and config files, and audits it.
 func Inspect(path string, opts Options) (*Report, error) {
+	if opts.Chart != "" {
+		if err := checkChartPath(opts.Chart); err != nil {
+			return nil, err
+		}
+		opts.Steps = true
+		if opts.Layout == "" {
+			opts.Layout = DefaultRankLayout
+		}
+	}
 	if _, err := opts.check(); err != nil {
 		return nil, err
 	}
@@ -199,6 +213,7 @@ type auditor struct {
 	fileOf []int32
 	warn   warnings
 	opts   Options
+	plans  map[string]*planned // applyRecipe's, by recipe name
 }
 
 func audit(src *headers, source string, opts Options) (*Report, error) {

@@ -208,7 +208,7 @@ func TestReportOutputs(t *testing.T) {
 				}
 			}
 			var txt bytes.Buffer
-			must(t, WriteText(&txt, rep, TextOptions{}))
+			must(t, WriteText(&txt, rep, 0, false))
 			s := txt.String()
 			for _, want := range []string{"total", gibStr(rep.TotalBytes), "recipe " + defaultRecipe, "quantization (config.json text_config.quantization_config)"} {
 				if !strings.Contains(s, want) {
@@ -251,7 +251,7 @@ func TestChart(t *testing.T) {
 		{Label: "after", Total: 85 * giB, Components: []row{{Key: "attention.kda", tally: tally{1, 5 * giB}}, {Key: "routed_experts", tally: tally{1, 80 * giB}}}},
 	}
 	var buf bytes.Buffer
-	must(t, writeChartSVG(&buf, steps, ChartOptions{Title: "test chart", GPUMem: 141 * giB}))
+	must(t, writeChartSVG(&buf, steps, chartOptions{Title: "test chart", GPUMem: 141 * giB}))
 	svg := buf.String()
 	d := xml.NewDecoder(strings.NewReader(svg))
 	for {
@@ -294,11 +294,11 @@ func TestChart(t *testing.T) {
 		t.Errorf("chart without an FP8 step names a recipe")
 	}
 	buf.Reset()
-	must(t, writeChartSVG(&buf, []step{{Label: "FP8", Total: giB}}, ChartOptions{Recipe: "modelopt-k3", Experts: convert.ExpertsNVFP4}))
+	must(t, writeChartSVG(&buf, []step{{Label: "FP8", Total: giB}}, chartOptions{Recipe: "modelopt-k3", Experts: convert.ExpertsNVFP4}))
 	if !strings.Contains(buf.String(), "FP8 = recipe modelopt-k3, routed experts NVFP4<") {
 		t.Errorf("chart title does not name the recipe and experts mode it was given")
 	}
-	if err := SaveChart(filepath.Join(t.TempDir(), "c.gif"), steps, ChartOptions{}); !errors.Is(err, errUsage) {
+	if err := SaveChart(filepath.Join(t.TempDir(), "c.gif"), &Report{}, 0); !errors.Is(err, errUsage) {
 		t.Errorf("a .gif chart: err = %v, want ErrUsage", err)
 	}
 	if _, err := Inspect(tinyReplica(t), Options{Steps: true}); !errors.Is(err, errUsage) {
@@ -433,7 +433,7 @@ func TestTensorListEscapes(t *testing.T) {
 
 // writeChartSVG draws the steps as stacked bars (one bar per step, one layer per
 // component, the total above each bar) and writes SVG to w.
-func writeChartSVG(w io.Writer, steps []step, o ChartOptions) error {
+func writeChartSVG(w io.Writer, steps []step, o chartOptions) error {
 	return writeChart(w, steps, o, "svg")
 }
 

@@ -3,6 +3,7 @@ package inspect
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/layout"
@@ -17,6 +18,8 @@ type planned struct {
 	specs  []safetensors.TensorSpec
 	comps  []model.Component
 	fileOf []int32
+	// splits reports the fused groups the recipe splits (nil for the source).
+	splits func() []convert.SplitReport
 }
 
 func (a *auditor) source() *planned {
@@ -25,20 +28,27 @@ func (a *auditor) source() *planned {
 
 // applyRecipe plans a recipe's output. Each output tensor is accounted with
 // the tensor it is made from: a scale belongs to its weight's component (the
-// schema's rule), and the output keeps the source's shard names.
+// schema's rule), and the output keeps the source's shard names. A recipe
+// is planned once per audit (the what-if, the layout and its FP8 step share
+// it); callers must not modify the result.
 func (a *auditor) applyRecipe(name string) (*planned, error) {
+	if p := a.plans[name]; p != nil {
+		return p, nil
+	}
 	r, err := lookupRecipe(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --recipe: %w", errUsage, err)
 	}
-	outs, err := convert.PlanTensors(r, a.specs, a.convertOptions())
+	opts := a.convertOptions()
+	outs, err := convert.PlanTensors(r, a.specs, opts)
 	if err != nil {
 		return nil, err
 	}
 	p := &planned{recipe: name,
 		specs:  make([]safetensors.TensorSpec, len(outs)),
 		comps:  make([]model.Component, len(outs)),
-		fileOf: make([]int32, len(outs))}
+		fileOf: make([]int32, len(outs)),
+		splits: sync.OnceValue(func() []convert.SplitReport { return convert.RecipeSplits(outs, opts) })}
 	j := 0 // outputs follow the input order: walk both lists together
 	for i, o := range outs {
 		for j < len(a.specs) && a.specs[j].Name != o.Source {
@@ -49,6 +59,10 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 		}
 		p.specs[i], p.comps[i], p.fileOf[i] = o.TensorSpec, a.comps[j], a.fileOf[j]
 	}
+	if a.plans == nil {
+		a.plans = map[string]*planned{}
+	}
+	a.plans[name] = p
 	return p, nil
 }
 
@@ -77,11 +91,7 @@ func (a *auditor) recipe(name string) (*recipeReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	splits, err := convert.RecipeSplits(r, a.specs, a.convertOptions())
-	if err != nil {
-		return nil, err
-	}
-	return &recipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: splits, accounting: p.accounting()}, nil
+	return &recipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: p.splits(), accounting: p.accounting()}, nil
 }
 
 // layoutModel gives the layout package the model dimensions it derives the

@@ -19,36 +19,25 @@ import (
 // defaultTextWidth is the terminal width assumed when none is known.
 const defaultTextWidth = 80
 
-// TextOptions shape the text report.
-type TextOptions struct {
-	// Width is the widest line of the report (0: 80), the terminal's: the
-	// smallest components of the layout tables share an "other" column and
-	// the exact byte counts (in the JSON report) leave the tables that would
-	// pass it. Only a path or a name longer than Width passes it.
-	Width int
-	// Wide ignores Width: every component its own column and every table its
-	// byte counts, however wide they get.
-	Wide bool
-}
-
-func (o TextOptions) width() int {
-	switch {
-	case o.Wide:
-		return math.MaxInt
-	case o.Width <= 0:
-		return defaultTextWidth
-	}
-	return o.Width
-}
-
 // WriteText writes the report as human-readable tables: the --by grouping
 // (components by default; with a recipe, components and dtypes before →
 // after side by side), dtypes, totals; then the quantization configs, the
 // layout's ranks and stages, the memory steps and the warnings. Strings from
 // the checkpoint are printed with their control characters escaped.
-func WriteText(w io.Writer, r *Report, o TextOptions) error {
+//
+// width is the widest line (0: 80), the terminal's: the smallest components
+// of the layout tables share an "other" column and the exact byte counts (in
+// the JSON report) leave the tables that would pass it. Only a path or a
+// name longer than width passes it. wide ignores width: every component its
+// own column and every table its byte counts, however wide they get.
+func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 	bw := bufio.NewWriter(w)
-	width := o.width()
+	switch {
+	case wide:
+		width = math.MaxInt
+	case width <= 0:
+		width = defaultTextWidth
+	}
 	summary := fmt.Sprintf("%s, %s, %s bytes (%.2f GiB)",
 		termtext.Plural(int64(len(r.Files)), "file", "files"), termtext.Plural(r.TensorCount, "tensor", "tensors"),
 		termtext.Int(r.TotalBytes), gib(r.TotalBytes))

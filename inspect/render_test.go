@@ -31,9 +31,9 @@ func TestTextFits(t *testing.T) {
 
 func textFits(t *testing.T, width int, reports map[string]*Report) {
 	dir := tinyReplica(t)
-	o := TextOptions{}
+	o := 0 // the width WriteText is given: 0 for its default
 	if width != defaultTextWidth {
-		o.Width = width
+		o = width
 	}
 	short := "/ckpt/Kimi-K3"
 	fitsAlone := "/" + strings.Repeat("d", width-2) // "path:" is width columns
@@ -60,7 +60,7 @@ func textFits(t *testing.T, width int, reports map[string]*Report) {
 		for _, src := range []string{short, fitsAlone, tooLong} {
 			rep.Source = src
 			var narrow bytes.Buffer
-			must(t, WriteText(&narrow, rep, o))
+			must(t, WriteText(&narrow, rep, o, false))
 			s := narrow.String()
 			head := src + ": " + summary + "\n"
 			if src != short {
@@ -82,8 +82,8 @@ func textFits(t *testing.T, width int, reports map[string]*Report) {
 			}
 		}
 		var narrow, wide bytes.Buffer
-		must(t, WriteText(&narrow, rep, o))
-		must(t, WriteText(&wide, rep, TextOptions{Wide: true}))
+		must(t, WriteText(&narrow, rep, o, false))
+		must(t, WriteText(&wide, rep, 0, true))
 		// Every component the layout places is a column of the wide table.
 		header := ""
 		for _, line := range strings.Split(wide.String(), "\n") {
@@ -106,7 +106,7 @@ func textFits(t *testing.T, width int, reports map[string]*Report) {
 		rep, err := Inspect(dir, Options{By: by})
 		must(t, err)
 		var buf bytes.Buffer
-		must(t, WriteText(&buf, rep, o))
+		must(t, WriteText(&buf, rep, o, false))
 		for i, line := range strings.Split(buf.String(), "\n") {
 			if n := utf8.RuneCountInString(line); n > width && i != 0 {
 				t.Errorf("--by %s at %d columns: line %d is %d columns: %s", by, width, i+1, n, line)
@@ -122,7 +122,7 @@ func TestRecipeSideBySide(t *testing.T) {
 	rep, err := Inspect(tinyReplica(t), Options{Recipe: defaultRecipe})
 	must(t, err)
 	var buf bytes.Buffer
-	must(t, WriteText(&buf, rep, TextOptions{}))
+	must(t, WriteText(&buf, rep, 0, false))
 	s := buf.String()
 	if n := strings.Count(s, "│ routed_experts "); n != 1 {
 		t.Errorf("routed_experts appears in %d tables, want 1 (before → after):\n%s", n, s)

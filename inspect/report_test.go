@@ -75,7 +75,7 @@ func TestInspectShowsQuantReport(t *testing.T) {
 		t.Fatalf("--json quantization_report %+v (%v), want the file's", back.Q, err)
 	}
 	var text bytes.Buffer
-	if err := WriteText(&text, rep, TextOptions{}); err != nil {
+	if err := WriteText(&text, rep, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	out := text.String()

@@ -108,7 +108,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	var shardOf map[string]int
 	var match *model.ShardMatcher
 	if a.cfg != nil {
-		classify = a.cfg.Classifier().Classify
+		classify = a.cfg.Classifier.Classify
 		match = a.cfg.ShardMatcher()
 		shardOf = make(map[string]int, a.cfg.NumShards())
 		for i := range a.cfg.NumShards() {

@@ -30,7 +30,7 @@ func TestWhatIfExperts(t *testing.T) {
 	}
 	t.Parallel()
 	release := fullFake(t)
-	full, err := model.ScaledConfigJSON(model.ScaleFull)
+	full, err := model.FamilyConfigJSON("", model.ScaleFull)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,40 +61,43 @@ func TestWhatIfExperts(t *testing.T) {
 		{"mxfp4", bf16Src, "", convert.ExpertsMXFP4, expertBF16, expertBytes, false},
 		{"fp8 from BF16", bf16Src, "", convert.ExpertsFP8, expertBF16, expertFP8, false},
 	} {
-		base := bases[c.src]
-		// Per component, and per rank under DP16 (EP16: 56 experts of each
-		// MoE layer per rank).
-		rep := auditFake(t, c.src, Options{Recipe: c.recipe, Experts: c.experts, Layout: "dp16"})
-		if rep.Recipe == nil {
-			t.Fatalf("%s: no what-if", c.name)
-		}
-		if got := rowBytes(base.ranks.Components, model.RoutedExperts.String()); got != int64(moeExperts)*c.before {
-			t.Fatalf("%s: source experts %d bytes, want %d", c.name, got, int64(moeExperts)*c.before)
-		}
-		if got, want := rowBytes(rep.Recipe.Components, model.RoutedExperts.String()), int64(moeExperts)*c.want; got != want {
-			t.Errorf("%s: routed experts %d bytes, want %d", c.name, got, want)
-		}
-		delta := c.want - c.before
-		if got, want := rep.Recipe.TotalBytes-base.ranks.TotalBytes, int64(moeExperts)*delta; got != want {
-			t.Errorf("%s: total changes by %d, want %d", c.name, got, want)
-		}
-		for i, r := range rep.Ranks {
-			if got, want := r.Bytes-base.ranks.Ranks[i].Bytes, int64(moeExperts/ep)*delta; got != want {
-				t.Fatalf("%s: rank %d changes by %d, want %d", c.name, i, got, want)
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each what-if plans the whole release: the cores share them
+			base := bases[c.src]
+			// Per component, and per rank under DP16 (EP16: 56 experts of each
+			// MoE layer per rank).
+			rep := auditFake(t, c.src, Options{Recipe: c.recipe, Experts: c.experts, Layout: "dp16"})
+			if rep.Recipe == nil {
+				t.Fatalf("%s: no what-if", c.name)
 			}
-		}
-		if !c.stages {
-			continue
-		}
-		st := auditFake(t, c.src, Options{Recipe: c.recipe, Experts: c.experts, Layout: "pp16"})
-		if len(st.Stages) != 16 {
-			t.Fatalf("%s: %d stages", c.name, len(st.Stages))
-		}
-		for i, s := range st.Stages {
-			moe := int64(s.Layers[1] - max(s.Layers[0], 1)) // layer 0 is dense
-			if got, want := s.Bytes-base.stages.Stages[i].Bytes, moe*numExperts*delta; got != want {
-				t.Fatalf("%s: stage %d (layers %v) changes by %d, want %d", c.name, i, s.Layers, got, want)
+			if got := rowBytes(base.ranks.Components, model.RoutedExperts.String()); got != int64(moeExperts)*c.before {
+				t.Fatalf("%s: source experts %d bytes, want %d", c.name, got, int64(moeExperts)*c.before)
 			}
-		}
+			if got, want := rowBytes(rep.Recipe.Components, model.RoutedExperts.String()), int64(moeExperts)*c.want; got != want {
+				t.Errorf("%s: routed experts %d bytes, want %d", c.name, got, want)
+			}
+			delta := c.want - c.before
+			if got, want := rep.Recipe.TotalBytes-base.ranks.TotalBytes, int64(moeExperts)*delta; got != want {
+				t.Errorf("%s: total changes by %d, want %d", c.name, got, want)
+			}
+			for i, r := range rep.Ranks {
+				if got, want := r.Bytes-base.ranks.Ranks[i].Bytes, int64(moeExperts/ep)*delta; got != want {
+					t.Fatalf("%s: rank %d changes by %d, want %d", c.name, i, got, want)
+				}
+			}
+			if !c.stages {
+				return
+			}
+			st := auditFake(t, c.src, Options{Recipe: c.recipe, Experts: c.experts, Layout: "pp16"})
+			if len(st.Stages) != 16 {
+				t.Fatalf("%s: %d stages", c.name, len(st.Stages))
+			}
+			for i, s := range st.Stages {
+				moe := int64(s.Layers[1] - max(s.Layers[0], 1)) // layer 0 is dense
+				if got, want := s.Bytes-base.stages.Stages[i].Bytes, moe*numExperts*delta; got != want {
+					t.Fatalf("%s: stage %d (layers %v) changes by %d, want %d", c.name, i, s.Layers, got, want)
+				}
+			}
+		})
 	}
 }

@@ -40,7 +40,7 @@ func ModelOf(c *model.Config) Model {
 		return k3Model()
 	}
 	return Model{Layers: c.NumLayers, AttnHeads: int(c.NumHeads), LinearHeads: int(c.KDAHeads),
-		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize, cls: c.Classifier()}
+		Experts: int(c.NumExperts), AttnResBlock: c.AttnResBlockSize, cls: c.Classifier}
 }
 
 // Options switch the optional features of the built-in layouts, one per

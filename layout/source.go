@@ -116,7 +116,7 @@ func (s *Source) classifier() (*model.Classifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(s.Root, model.ConfigName), err)
 	}
-	return c.Classifier(), nil
+	return c.Classifier, nil
 }
 
 // Model reads the model dimensions from the source's config.json.

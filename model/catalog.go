@@ -60,7 +60,7 @@ func (c *Config) ShardName(i int) string {
 // by the schema, so a converted weight's scale tensor lands next to its
 // weight; it does not check that the tensor is in the catalog.
 func (c *Config) shardIndexOf(name string) int {
-	n := c.Classifier().ParseName(name)
+	n := c.Classifier.ParseName(name)
 	if n.Layer >= 0 {
 		if n.Layer < c.NumLayers {
 			return n.Layer

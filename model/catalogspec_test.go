@@ -20,7 +20,7 @@ func TestCatalogLookupIsShardTensors(t *testing.T) {
 	t.Parallel()
 	configs := map[string][]byte{}
 	for _, sc := range []Scale{ScaleTiny, ScaleSmall} {
-		b, err := ScaledConfigJSON(sc)
+		b, err := scaledConfigJSON(sc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -108,7 +108,7 @@ func newClassifier(s *schema, layers []layer) *Classifier {
 // k3Classifier uses the public K3 schedule, for callers without a config.
 var k3Classifier = func() *Classifier {
 	full, _ := k3FullAttnLayers()
-	c := &Classifier{mla: make([]bool, k3Layers), s: k3Schema}
+	c := &Classifier{mla: make([]bool, k3Layers), s: k3Schema, main: k3Layers}
 	for _, l := range full {
 		c.mla[l-1] = true
 	}
@@ -116,7 +116,7 @@ var k3Classifier = func() *Classifier {
 }()
 
 // K3Classifier reads names with the public Kimi-K3 layer schedule, for a
-// checkpoint without a config; (*Config).Classifier reads the config's.
+// checkpoint without a config; Config.Classifier reads the config's.
 func K3Classifier() *Classifier { return k3Classifier }
 
 // Classify returns the component of a tensor name: its group's component.

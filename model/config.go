@@ -8,7 +8,8 @@ import (
 	"strings"
 )
 
-// errInvalidConfig is wrapped by every config validation error.
+// errInvalidConfig is wrapped by the errors of a config that is no JSON
+// object; the others are fieldErrors.
 var errInvalidConfig = errors.New("invalid config")
 
 // fieldError is a config error that names the offending JSON field by its
@@ -19,9 +20,6 @@ type fieldError struct {
 }
 
 func (e *fieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
-
-// Unwrap lets callers test errors.Is(err, errInvalidConfig).
-func (e *fieldError) Unwrap() error { return errInvalidConfig }
 
 // Limits a config must respect. They keep a hostile or mistyped config from
 // making the catalog (and everything sized from it) explode.
@@ -48,36 +46,22 @@ const (
 	mLA
 )
 
-// ExpertFormat is how routed expert weights are stored.
-type ExpertFormat uint8
+// ExpertFormat is how routed expert weights are stored, by the name
+// reports and errors print.
+type ExpertFormat string
 
 const (
 	// ExpertsMXFP4 is compressed-tensors mxfp4-pack-quantized: weight_packed + weight_scale (U8).
-	ExpertsMXFP4 ExpertFormat = iota
+	ExpertsMXFP4 ExpertFormat = "mxfp4"
 	// ExpertsBF16 is unquantized BF16 weights (a config without quantization_config).
-	ExpertsBF16
+	ExpertsBF16 ExpertFormat = "bf16"
 	// ExpertsNVFP4 is NVFP4 (a ModelOpt conversion): weight + weight_scale
 	// (E4M3, one per 16) + weight_scale_2 and input_scale (F32 scalars).
-	ExpertsNVFP4
+	ExpertsNVFP4 ExpertFormat = "nvfp4"
 	// ExpertsFP8 is 128×128 block FP8 (a conversion's --experts fp8):
 	// weight F8_E4M3 + its convention's block scales, as other FP8 weights.
-	ExpertsFP8
+	ExpertsFP8 ExpertFormat = "fp8"
 )
-
-// String returns "mxfp4", "bf16", "nvfp4" or "fp8".
-func (f ExpertFormat) String() string {
-	switch f {
-	case ExpertsMXFP4:
-		return "mxfp4"
-	case ExpertsBF16:
-		return "bf16"
-	case ExpertsNVFP4:
-		return "nvfp4"
-	case ExpertsFP8:
-		return "fp8"
-	}
-	return fmt.Sprintf("ExpertFormat(%d)", uint8(f))
-}
 
 // layer is one entry of the layer schedule.
 type layer struct {
@@ -147,13 +131,21 @@ type Config struct {
 
 	Vision *visionConfig // nil when the config has no vision_config
 
-	raw       map[string]any
-	quantPath string // where quantization_config was read, dotted
-	layers    []layer
-	cls       *Classifier
-	sch       *schema          // the family (nil: Kimi-K3)
-	tmpl      *templates       // the schema as this config reads it
-	values    map[string]int64 // what a schema's reader read, by key
+	// QuantizationPath is the dotted path in config.json of the
+	// quantization_config the schema read: "text_config.quantization_config"
+	// for the release, "quantization_config" for a converted checkpoint (or a
+	// source that has one at the top level, or a bare text config); "" when
+	// there is none.
+	QuantizationPath string
+	// Classifier reads names with this config's schedule (shared;
+	// classifiers are immutable).
+	Classifier *Classifier
+
+	raw    map[string]any
+	layers []layer
+	sch    *schema          // the family (nil: Kimi-K3)
+	tmpl   *templates       // the schema as this config reads it
+	values map[string]int64 // what a schema's reader read, by key
 }
 
 // ParseConfig parses and validates a config.json: a top-level kimi_k3 config
@@ -200,10 +192,6 @@ func FamilyOfConfig(data []byte) string {
 // re-encode exactly). convert edits it and writes it back as config.json.
 func (c *Config) Raw() map[string]any { return deepCopy(c.raw).(map[string]any) }
 
-// Classifier returns the classifier for this config's schedule (shared;
-// classifiers are immutable).
-func (c *Config) Classifier() *Classifier { return c.cls }
-
 func deepCopy(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
@@ -225,7 +213,7 @@ func deepCopy(v any) any {
 func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	p := &fields{}
 	top := jobj{m: raw}
-	c := &Config{raw: raw, sch: s}
+	c := &Config{raw: raw, sch: s, Experts: ExpertsMXFP4}
 
 	text := top
 	if _, ok := raw["text_config"]; ok {
@@ -357,7 +345,7 @@ func (c *Config) buildLayers() error {
 			BlockStart: i%c.AttnResBlockSize == 0,
 		}
 	}
-	c.cls = newClassifier(c.schema(), c.layers)
+	c.Classifier = newClassifier(c.schema(), c.layers)
 	return c.resolve()
 }
 

@@ -79,7 +79,7 @@ func TestDeepSeekV3Family(t *testing.T) {
 	if _, ok := specs["model.layers.60.eh_proj.weight"]; ok {
 		t.Error("eh_proj in a main layer")
 	}
-	cls := c.Classifier()
+	cls := c.Classifier
 	for name, g := range map[string]string{
 		"model.layers.61.enorm.weight":                     "mtp.norms",
 		"model.layers.61.shared_head.head.weight":          "mtp.shared_head",
@@ -267,7 +267,7 @@ func TestClassifierFollowsFamily(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cls := c.Classifier()
+	cls := c.Classifier
 	o := "model.layers.0.self_attn.o_proj.weight"
 	if g := cls.ParseName(o).Group.String(); g != "mla.o_proj" {
 		t.Errorf("DeepSeek %s: group %s", o, g)

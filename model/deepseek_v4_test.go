@@ -119,7 +119,7 @@ func TestDeepSeekV4Family(t *testing.T) {
 		t.Errorf("%d tensors", len(specs))
 	}
 	// The classifier reads DeepSeek's spellings, the MTP layer as layer 43.
-	cls := c.Classifier()
+	cls := c.Classifier
 	for name, w := range map[string]struct {
 		group         string
 		layer, expert int

@@ -46,9 +46,6 @@ func (c *Classifier) ModuleSpellings(module string) []string {
 	return slices.Compact(names)
 }
 
-// Engine names an inference engine whose K3 loader a fact was read from.
-type Engine string
-
 // fusedGroup is a set of sibling projections an engine loads into one fused
 // linear layer. The fused layer has one quantization method, so its members
 // must be all quantized or all BF16: a group split by a recipe is loaded
@@ -61,8 +58,8 @@ type fusedGroup struct {
 	Parent string
 	// members are the projections' names under Parent.
 	members []string
-	// Engines are the engines that build this fused layer.
-	Engines []Engine
+	// Engines are the inference engines whose loaders build this fused layer.
+	Engines []string
 }
 
 // splitModule cuts a module name (no ".weight") into its parent path and leaf.

@@ -13,8 +13,8 @@ func TestMatchModuleFastPathIsPathMatch(t *testing.T) {
 	c := mustK3(t)
 	var mods []string // each distinct module spelling once (a weight and its scale share one)
 	seen := map[string]bool{}
-	for i := range c.NumShards() {
-		for _, ts := range c.ShardTensors(i) {
+	for _, specs := range k3Shards() {
+		for _, ts := range specs {
 			tn := k3Classifier.ParseName(ts.Name)
 			if tn.Expert > 0 {
 				continue

@@ -63,7 +63,7 @@ func TestFindSplits(t *testing.T) {
 	k := []string{P + "f_a_proj", P + "f_b_proj", P + "b_proj"}
 	s := FindSplits(q, k)
 	if len(s) != 1 || s[0].Module != P+"in_proj_qkvgfab" || !slices.Equal(s[0].Kept, []string{"f_a_proj", "b_proj"}) ||
-		!slices.Equal(s[0].Quantized, []string{"q_proj", "k_proj", "v_proj", "g_proj"}) || !slices.Contains(s[0].Group.Engines, Engine("vLLM")) {
+		!slices.Equal(s[0].Quantized, []string{"q_proj", "k_proj", "v_proj", "g_proj"}) || !slices.Contains(s[0].Group.Engines, "vLLM") {
 		t.Fatalf("splits %+v", s)
 	}
 	if s := FindSplits(append(q, P+"f_a_proj", P+"b_proj"), []string{P + "f_b_proj"}); len(s) != 0 {

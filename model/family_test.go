@@ -78,11 +78,11 @@ func TestSchemaFileFamily(t *testing.T) {
 		"model.norm.weight":                             "final_norms",
 	}
 	for name, g := range groups {
-		if n := c.Classifier().ParseName(name); n.Group.String() != g || (g == "experts") != (n.Expert == 3) {
+		if n := c.Classifier.ParseName(name); n.Group.String() != g || (g == "experts") != (n.Expert == 3) {
 			t.Errorf("%s: %+v, want group %s", name, n, g)
 		}
 	}
-	if comp := c.Classifier().Classify("model.layers.0.self_attn.v_proj.weight"); comp.String() != "attention" {
+	if comp := c.Classifier.Classify("model.layers.0.self_attn.v_proj.weight"); comp.String() != "attention" {
 		t.Errorf("v_proj is %v", comp)
 	}
 	if s := c.shardOf("lm_head.weight"); s != "model-00004-of-000004.safetensors" {

@@ -51,25 +51,17 @@ func (f Format) String() string {
 // MarshalText writes the name.
 func (f Format) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
 
-// UnmarshalText parses a name.
+// UnmarshalText parses a name as given to --format.
 func (f *Format) UnmarshalText(b []byte) error {
-	v, err := ParseFormat(string(b))
-	if err == nil {
-		*f = v
-	}
-	return err
-}
-
-// ParseFormat maps a --format name to its Format.
-func ParseFormat(s string) (Format, error) {
 	names := make([]string, numFormats)
 	for i, ff := range formatFacts {
-		if ff.name == s {
-			return Format(i), nil
+		if ff.name == string(b) {
+			*f = Format(i)
+			return nil
 		}
 		names[i] = ff.name
 	}
-	return 0, fmt.Errorf("convention %q (known: %s)", s, strings.Join(names, ", "))
+	return fmt.Errorf("convention %q (known: %s)", b, strings.Join(names, ", "))
 }
 
 // QuantMethod is the quant_method of the quantization_config a conversion

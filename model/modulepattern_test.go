@@ -69,7 +69,7 @@ func TestExpertBank(t *testing.T) {
 // experts: every tensor of the small catalog and names a little off.
 func TestExpertBankIsParseName(t *testing.T) {
 	t.Parallel()
-	b, err := ScaledConfigJSON(ScaleSmall)
+	b, err := scaledConfigJSON(ScaleSmall)
 	if err != nil {
 		t.Fatal(err)
 	}

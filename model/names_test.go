@@ -188,9 +188,9 @@ func TestParseName(t *testing.T) {
 func TestParseNameCatalog(t *testing.T) {
 	t.Parallel()
 	c := mustK3(t)
-	cl := c.Classifier()
+	cl := c.Classifier
 	counts := make([]int, numK3Groups)
-	for _, ts := range c.catalog() {
+	for _, ts := range k3Catalog() {
 		n := cl.ParseName(ts.Name)
 		if n.Group == groupOther {
 			t.Fatalf("%s has no group", ts.Name)

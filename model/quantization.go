@@ -25,7 +25,7 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 		}
 		return
 	}
-	c.quantPath = q.path
+	c.QuantizationPath = q.path
 	qm := p.str(q, "quant_method", true)
 	if p.err != nil {
 		return
@@ -36,12 +36,6 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 	}
 	c.parseCompressedTensors(p, q)
 }
-
-// QuantizationPath is the dotted path in config.json of the
-// quantization_config the schema read: "text_config.quantization_config" for
-// the release, "quantization_config" for a converted checkpoint (or a source
-// that has one at the top level, or a bare text config); "" when there is none.
-func (c *Config) QuantizationPath() string { return c.quantPath }
 
 // compressedTensors is the quant_method of the source's MXFP4 experts.
 const compressedTensors = "compressed-tensors"

@@ -162,7 +162,7 @@ func roleKey(s *schema, role string) string {
 func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	p := &fields{}
 	top := jobj{m: raw}
-	c := &Config{raw: raw, sch: s, values: map[string]int64{}}
+	c := &Config{raw: raw, sch: s, values: map[string]int64{}, Experts: ExpertsMXFP4}
 	read := func(name string) (int64, error) {
 		if v, ok := c.values[name]; ok {
 			return v, nil
@@ -236,7 +236,7 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	for i := range c.layers {
 		c.layers[i] = layer{Index: i, Attention: mLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
 	}
-	c.cls = newClassifier(s, c.layers)
+	c.Classifier = newClassifier(s, c.layers)
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}

@@ -46,9 +46,9 @@ func decodeJSON(t testing.TB, b []byte) map[string]any {
 func TestReleasedConfigBytes(t *testing.T) {
 	t.Parallel()
 	want := readReleased(t)
-	full, err := ScaledConfigJSON(ScaleFull)
+	full, err := scaledConfigJSON(ScaleFull)
 	if err != nil || !bytes.Equal(full, want) {
-		t.Fatalf("ScaledConfigJSON(full) differs from the released file (%v)", err)
+		t.Fatalf("scaledConfigJSON(full) differs from the released file (%v)", err)
 	}
 	again, err := MarshalConfig(decodeJSON(t, want))
 	if err != nil || !bytes.Equal(again, want) {
@@ -96,8 +96,8 @@ func TestReleasedConfigFacts(t *testing.T) {
 		v.Channels != 3 || v.Layers != 27 || v.MergeH != 2 || v.MergeW != 2 {
 		t.Errorf("vision %+v", v)
 	}
-	if c.QuantizationPath() != "text_config.quantization_config" || c.quantizationConfig()["format"] != "mxfp4-pack-quantized" {
-		t.Errorf("quantization_config read at %q", c.QuantizationPath())
+	if c.QuantizationPath != "text_config.quantization_config" || c.quantizationConfig()["format"] != "mxfp4-pack-quantized" {
+		t.Errorf("quantization_config read at %q", c.QuantizationPath)
 	}
 	// The schedule constants behind the package-level classifier are the release's.
 	full, kda := k3FullAttnLayers()
@@ -166,7 +166,7 @@ func TestScaledConfigsDerived(t *testing.T) {
 	t.Parallel()
 	released := decodeJSON(t, readReleased(t))
 	for _, sc := range []Scale{ScaleSmall, ScaleTiny} {
-		b, err := ScaledConfigJSON(sc)
+		b, err := scaledConfigJSON(sc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +246,7 @@ func TestMarshalConfigLikePython(t *testing.T) {
 func FuzzParseConfig(f *testing.F) {
 	f.Add(readReleased(f))
 	for _, sc := range []Scale{ScaleSmall, ScaleTiny} {
-		b, err := ScaledConfigJSON(sc)
+		b, err := scaledConfigJSON(sc)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -75,7 +75,7 @@ func (c *Config) releaseFiles() [][]safetensors.TensorSpec {
 		return nil
 	}
 	t := c.templates()
-	cls := c.Classifier()
+	cls := c.Classifier
 	taken := map[string]bool{}
 	take := func(seq []safetensors.TensorSpec, s safetensors.TensorSpec) []safetensors.TensorSpec {
 		if taken[s.Name] {

@@ -146,7 +146,7 @@ func (c *Config) resolvePart(p partRule, cache map[string][]tmpl) (resolvedPart,
 	if form == ExpertsFP8 {
 		form = ExpertsBF16
 	}
-	unit := expand(p.unit, map[string]string{"experts": form.String()})
+	unit := expand(p.unit, map[string]string{"experts": string(form)})
 	ts, ok := cache[unit]
 	if !ok {
 		var err error

@@ -167,10 +167,10 @@ func scaledRaw(d dims) (map[string]any, error) {
 	return raw, nil
 }
 
-// ScaledConfigJSON is the config.json of a replica at a scale (what synth
+// scaledConfigJSON is the config.json of a replica at a scale (what synth
 // writes): at full scale the released file itself, at the others the
 // released file with only its dimensions changed, written the same way.
-func ScaledConfigJSON(sc Scale) ([]byte, error) {
+func scaledConfigJSON(sc Scale) ([]byte, error) {
 	if int(sc) >= len(scaleDims) {
 		return nil, fmt.Errorf("model: unknown scale %d", sc)
 	}
@@ -186,15 +186,12 @@ func ScaledConfigJSON(sc Scale) ([]byte, error) {
 
 // scaledConfig is the parsed config of a replica at a scale.
 func scaledConfig(sc Scale) (*Config, error) {
-	b, err := ScaledConfigJSON(sc)
+	b, err := scaledConfigJSON(sc)
 	if err != nil {
 		return nil, err
 	}
 	return ParseConfig(b)
 }
-
-// K3Config is the released Kimi-K3 config.
-func K3Config() (*Config, error) { return scaledConfig(ScaleFull) }
 
 // The DeepSeek-V3 config as publicly mirrored (testdata/deepseek-v3/FACTS.md
 // says from where) and a tiny config with its keys.
@@ -216,7 +213,7 @@ func BuiltinFamilies() []string { return []string{"kimi-k3", "deepseek-v3", "dee
 func FamilyConfigJSON(family string, sc Scale) ([]byte, error) {
 	switch family {
 	case "", "kimi-k3":
-		return ScaledConfigJSON(sc)
+		return scaledConfigJSON(sc)
 	case "deepseek-v3":
 		switch sc {
 		case ScaleFull:

@@ -68,7 +68,7 @@ type schemaFile struct {
 			Name    string   `json:"name"`
 			Parent  string   `json:"parent"`
 			Members []string `json:"members"`
-			Engines []Engine `json:"engines"`
+			Engines []string `json:"engines"`
 		} `json:"fused"`
 		ModelOptExclude []string    `json:"modelopt_exclude"`
 		SharedScale     [][2]string `json:"shared_scale"`
@@ -284,7 +284,7 @@ func loadSchema(data []byte) (*schema, error) {
 			r := partRule{unit: p.Unit, prefix: p.Prefix}
 			known := false // under one of the experts' formats, at least
 			for _, f := range []ExpertFormat{ExpertsMXFP4, ExpertsBF16, ExpertsNVFP4} {
-				_, ok := s.units[expand(p.Unit, map[string]string{"experts": f.String()})]
+				_, ok := s.units[expand(p.Unit, map[string]string{"experts": string(f)})]
 				known = known || ok
 			}
 			if !known {

@@ -105,7 +105,7 @@ func TestSchemaGroupsAreParseName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cls := c.Classifier()
+		cls := c.Classifier
 		for i := range c.NumShards() {
 			for j, p := range c.shardParts(i) {
 				n := min(p.count(), 2)
@@ -155,7 +155,7 @@ func (c *Config) groupOfPart(i, j, k int) Group {
 			active++
 		}
 	}
-	rules := s.units[expand(part.unit, map[string]string{"experts": c.Experts.String()})]
+	rules := s.units[expand(part.unit, map[string]string{"experts": string(c.Experts)})]
 	for _, r := range rules {
 		if r.when != nil {
 			if v, _ := r.when.eval(c.env); v == 0 {

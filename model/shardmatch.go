@@ -51,7 +51,7 @@ type match struct {
 func (c *Config) ShardMatcher() *ShardMatcher {
 	t := c.templates()
 	m := &ShardMatcher{c: c, kinds: map[uint64]*layerKind{}, experts: c.schema().expertsPart}
-	cls := c.Classifier()
+	cls := c.Classifier
 	for _, l := range c.layers {
 		m.prefixes = append(m.prefixes, c.layerPrefixOf(l.Index))
 		if m.kinds[l.parts] != nil {

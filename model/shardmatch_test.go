@@ -24,7 +24,7 @@ func TestShardMatcherAgreesWithCatalog(t *testing.T) {
 	}
 	for _, c := range []*Config{full, bare, tiny} {
 		m := c.ShardMatcher()
-		cls := c.Classifier()
+		cls := c.Classifier
 		for i := range c.NumShards() {
 			if !checkedShard(i, c.NumShards()) {
 				continue

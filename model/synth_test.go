@@ -146,7 +146,7 @@ func TestSynthTinyMatchesCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := ScaledConfigJSON(ScaleTiny)
+	want, _ := scaledConfigJSON(ScaleTiny)
 	if string(cfgJSON) != string(want) {
 		t.Error("config.json differs from the tiny scale's")
 	}
@@ -356,7 +356,7 @@ func TestSynthDeterministic(t *testing.T) {
 // package model's own tests cannot import (testckpt imports model).
 func fewLayersConfig(t *testing.T, n int) []byte {
 	t.Helper()
-	b, err := ScaledConfigJSON(ScaleTiny)
+	b, err := scaledConfigJSON(ScaleTiny)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -27,11 +29,11 @@ func (c *Config) expertUnit() string {
 // quantizationConfig is a deep copy of the object at QuantizationPath (nil
 // when there is none).
 func (c *Config) quantizationConfig() map[string]any {
-	if c.quantPath == "" {
+	if c.QuantizationPath == "" {
 		return nil
 	}
 	v := any(c.raw)
-	for k := range strings.SplitSeq(c.quantPath, ".") {
+	for k := range strings.SplitSeq(c.QuantizationPath, ".") {
 		m, _ := v.(map[string]any)
 		v = m[k]
 	}
@@ -53,7 +55,7 @@ func (c *Config) expertBytes(f ExpertFormat) int64 {
 	if f == ExpertsMXFP4 && cc.GroupSize == 0 {
 		cc.GroupSize = 32
 	}
-	ts, err := cc.unitTemplates(expand(c.expertUnit(), map[string]string{"experts": f.String()}))
+	ts, err := cc.unitTemplates(expand(c.expertUnit(), map[string]string{"experts": string(f)}))
 	if err != nil {
 		return 0
 	}
@@ -84,6 +86,24 @@ func (c *Config) shardOf(name string) string {
 	}
 	return ""
 }
+
+// k3Shards is the released K3 config's ShardTensors, shard by shard, built
+// once per test binary for the tests that read the whole catalog (497,220
+// specs); read-only.
+var k3Shards = sync.OnceValue(func() [][]safetensors.TensorSpec {
+	c, err := scaledConfig(ScaleFull)
+	if err != nil {
+		panic(err)
+	}
+	out := make([][]safetensors.TensorSpec, c.NumShards())
+	for i := range out {
+		out[i] = c.ShardTensors(i)
+	}
+	return out
+})
+
+// k3Catalog is k3Shards end to end: the released config's catalog.
+var k3Catalog = sync.OnceValue(func() []safetensors.TensorSpec { return slices.Concat(k3Shards()...) })
 
 // catalog lists every tensor of the checkpoint, shard by shard. At full K3
 // scale that is 497,220 specs (~60 MB); prefer ShardTensors to stream.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/inspect"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -127,19 +126,10 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 			return fmt.Errorf("--gpu-mem: %w", err)
 		}
 	}
-	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Experts: experts, Layout: f.layout, Strict: f.strict}
+	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Experts: experts, Layout: f.layout, Strict: f.strict, Chart: f.chart}
 	if f.partition != "" {
 		if opts.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
 			return err
-		}
-	}
-	if f.chart != "" {
-		if err := inspect.CheckChartPath(f.chart); err != nil {
-			return err
-		}
-		opts.Steps = true
-		if opts.Layout == "" {
-			opts.Layout = inspect.DefaultRankLayout
 		}
 	}
 	rep, err := inspect.Inspect(path, opts)
@@ -150,8 +140,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		return fmt.Errorf("--pp-partition: layout %s has no pipeline stages (every rank holds every layer)", rep.Layout.Name)
 	}
 	if f.chart != "" {
-		co := inspect.ChartOptions{Title: chartTitle(rep), Recipe: opts.Recipe, Experts: opts.Experts, GPUMem: capacity}
-		if err := inspect.SaveChart(f.chart, rep.Layout.Steps, co); err != nil {
+		if err := inspect.SaveChart(f.chart, rep, capacity); err != nil {
 			return err
 		}
 		if !quiet(cmd) {
@@ -161,15 +150,5 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if f.asJSON {
 		return writeJSON(out, rep)
 	}
-	return inspect.WriteText(out, rep, inspect.TextOptions{Width: termWidth(cmd), Wide: f.wide})
-}
-
-// chartTitle names what the chart shows: the checkpoint, the layout, and
-// which rank each bar is (the one holding the most bytes).
-func chartTitle(rep *inspect.Report) string {
-	what := "weight memory of the fullest rank"
-	if rep.Layout != nil && len(rep.Layout.Stages) > 1 {
-		what = "weight memory of the fullest stage's rank"
-	}
-	return fmt.Sprintf("%s: %s under %s", quote.Name(rep.Source), what, rep.Layout.Name)
+	return inspect.WriteText(out, rep, termWidth(cmd), f.wide)
 }

@@ -25,7 +25,7 @@ func LayersConfigJSON(tb testing.TB, scale model.Scale, n int) []byte {
 }
 
 func layersConfig(scale model.Scale, n int) ([]byte, error) {
-	b, err := model.ScaledConfigJSON(scale)
+	b, err := model.FamilyConfigJSON("", scale)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func TPConfigJSON(tb testing.TB) []byte {
 }
 
 func tpConfig() ([]byte, error) {
-	b, err := model.ScaledConfigJSON(model.ScaleTiny)
+	b, err := model.FamilyConfigJSON("", model.ScaleTiny)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func TestLayersConfig(t *testing.T) {
 		for l := range n {
 			hasMLA, hasExperts := false, false
 			for _, s := range c.ShardTensors(l) {
-				g := c.Classifier().ParseName(s.Name).Group
+				g := c.Classifier.ParseName(s.Name).Group
 				hasMLA = hasMLA || strings.HasPrefix(g.String(), "mla.")
 				hasExperts = hasExperts || g == model.GroupExperts
 			}
