@@ -15,10 +15,12 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 )
 
-// converted is the tiny replica converted with args, made once per test binary.
+// converted is the small replica (smallReplica: every tensor kind, 16
+// layers) converted with args, made once per test binary: check reads the
+// tensor kinds, not how many layers hold them.
 func converted(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	src := headerOnlyReplica(t)
+	src := smallReplica(t)
 	return testckpt.Dir(t, "check-"+name, func(dir string) error {
 		out := filepath.Join(dir, "out")
 		if _, e, code := k3(append([]string{"convert", src, out, "-q"}, args...)...); code != 0 {
@@ -135,7 +137,7 @@ func TestCheckMissingScale(t *testing.T) {
 // once per engine that fails on its output, and --json carries the same.
 func TestConvertEngineWarnings(t *testing.T) {
 	t.Parallel()
-	src := headerOnlyReplica(t)
+	src := smallReplica(t) // the verdicts follow the tensor kinds, not the layer count
 	out := filepath.Join(t.TempDir(), "o")
 	_, e, code := k3("convert", src, out, "-q")
 	if code != 0 {

@@ -38,6 +38,18 @@ func headerOnlyReplica(t *testing.T) string {
 	return testckpt.Replica(t, model.ScaleTiny)
 }
 
+// smallReplica is the tiny replica cut to 16 layers (every tensor kind, 19
+// shards; testckpt.LayersConfigJSON), header-only, synthesized once per test
+// binary and shared: for tests whose subject is not the layer count. At 16
+// layers --even is the default partition.
+func smallReplica(t *testing.T) string {
+	t.Helper()
+	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 16)
+	return testckpt.Dir(t, "replica-tiny-16", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Config: cfg, HeaderOnly: true})
+	})
+}
+
 // decodeSchema checks that out is exactly one JSON object whose first field
 // is "schema": 1.
 func decodeSchema(t *testing.T, what, out string) map[string]any {
@@ -58,7 +70,7 @@ func decodeSchema(t *testing.T, what, out string) map[string]any {
 
 func TestJSONEverywhere(t *testing.T) {
 	t.Parallel()
-	dir := headerOnlyReplica(t)
+	dir := smallReplica(t) // the JSON's shape does not depend on the layer count
 	out := t.TempDir()
 	for _, args := range [][]string{
 		{"version", "--json"},

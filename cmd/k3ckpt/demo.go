@@ -51,7 +51,12 @@ func demoSteps(dir string, keep bool) []demoStep {
 	}
 }
 
-func newDemoCmd() *cobra.Command {
+func newDemoCmd() *cobra.Command { return newDemoCmdRunning(runSelf) }
+
+// newDemoCmdRunning is the demo command with each step run by runStep, so a
+// test can check what the steps are given and what the command reports
+// without running them again.
+func newDemoCmdRunning(runStep func(self string, args []string, stdout, stderr io.Writer) error) *cobra.Command {
 	var dir string
 	var keep, asJSON bool
 	cmd := &cobra.Command{
@@ -100,7 +105,7 @@ func newDemoCmd() *cobra.Command {
 					args = append(slices.Clone(args), "-q")
 				}
 				t0 := time.Now()
-				if err := runSelf(self, args, stepOut, cmd.ErrOrStderr()); err != nil {
+				if err := runStep(self, args, stepOut, cmd.ErrOrStderr()); err != nil {
 					return fmt.Errorf("demo step %d (k3ckpt %s): %w", i+1, s.args[0], err)
 				}
 				done = append(done, stepReport{s.what, s.args, time.Since(t0).Seconds()})

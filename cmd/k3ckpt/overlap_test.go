@@ -44,7 +44,7 @@ func TestOutputOverlapsInput(t *testing.T) {
 		t.Skip("slow (end to end): runs without -short")
 	}
 	tmp := t.TempDir()
-	linkTree(t, headerOnlyReplica(t), filepath.Join(tmp, "ckpt"))
+	linkTree(t, smallReplica(t), filepath.Join(tmp, "ckpt"))
 	t.Chdir(tmp)
 	if _, e, code := k3("shard", "ckpt", "st", "-q"); code != 0 {
 		t.Fatalf("shard: exit %d: %s", code, e)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/k3ckpt/k3ckpt/internal/testckpt"
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // privateCopy copies the header-only replica dir (its data regions stay
@@ -63,12 +64,16 @@ func TestOutputsNoMoreReadableThanSource(t *testing.T) {
 		t.Skip("slow (end to end): runs without -short")
 	}
 	tmp := t.TempDir()
-	src := privateCopy(t, headerOnlyReplica(t))
+	src := privateCopy(t, smallReplica(t))
+	cfg := filepath.Join(tmp, "config.json")
+	if err := os.WriteFile(cfg, testckpt.LayersConfigJSON(t, model.ScaleTiny, 16), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)
 	syn, conv := filepath.Join(tmp, "synth"), filepath.Join(tmp, "conv077")
-	for _, args := range [][]string{{"synth", syn, "--scale", "tiny", "-q"}, {"convert", src, conv, "-q"}} {
+	for _, args := range [][]string{{"synth", syn, "--config", cfg, "-q"}, {"convert", src, conv, "-q"}} {
 		if _, e, code := k3(args...); code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, e)
 		}

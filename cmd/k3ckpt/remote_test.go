@@ -11,8 +11,19 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
 	"github.com/k3ckpt/k3ckpt/model"
 )
+
+// remoteSource is the tiny replica cut to 16 layers with its data (seed 3),
+// made once per test binary for the tests that serve it over HTTP: read only.
+func remoteSource(t *testing.T) string {
+	t.Helper()
+	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 16)
+	return testckpt.Dir(t, "remote-src-16", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Config: cfg, Seed: 3})
+	})
+}
 
 func runConvertCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -25,19 +36,16 @@ func runConvertCmd(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// TestConvertFromURL runs `k3ckpt convert` on a tiny replica served over
+// TestConvertFromURL runs `k3ckpt convert` on a small replica served over
 // HTTP from 127.0.0.1 and on the same directory: the shards, index and
 // config are the same bytes, and the JSON report carries the network
 // figures (needed ≤ fetched ≤ what the server sent).
 func TestConvertFromURL(t *testing.T) {
 	if testing.Short() {
-		t.Skip("converts the tiny replica twice")
+		t.Skip("converts a replica twice")
 	}
 	t.Parallel()
-	src := filepath.Join(t.TempDir(), "src")
-	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
+	src := remoteSource(t)
 	var sent atomic.Int64
 	fsrv := http.FileServer(http.Dir(src))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -94,19 +102,16 @@ func (c *countW) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// TestExportFromURL runs `k3ckpt export --layout dp16 --ranks 0` on the tiny
+// TestExportFromURL runs `k3ckpt export --layout dp16 --ranks 0` on a small
 // replica over HTTP and on the directory: the same files, and the report's
 // network figures show the rank fetched its own bytes only (fetched within
 // twice the needed bytes, the server's total below the checkpoint's size).
 func TestExportFromURL(t *testing.T) {
 	if testing.Short() {
-		t.Skip("exports the tiny replica twice")
+		t.Skip("exports a replica twice")
 	}
 	t.Parallel()
-	src := filepath.Join(t.TempDir(), "src")
-	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
+	src := remoteSource(t)
 	var size int64
 	ents, _ := os.ReadDir(src)
 	for _, e := range ents {

@@ -26,7 +26,7 @@ func TestStopSignals(t *testing.T) {
 		t.Skip("slow (end to end): runs without -short")
 	}
 	t.Parallel()
-	src := headerOnlyReplica(t)
+	src := smallReplica(t)
 	for _, c := range []struct {
 		cmd string
 		sig syscall.Signal

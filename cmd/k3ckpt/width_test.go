@@ -22,6 +22,7 @@ func TestOutputFitsColumns(t *testing.T) {
 		{"inspect", dir, "--layout", "pp16", "--by", "stage", "--recipe", "modelopt-k3"},
 		{"inspect", dir, "--by", "file"},
 	}
+	outs := map[string]string{} // stdout by $COLUMNS and command line
 	for _, cols := range []string{"", "100"} {
 		t.Setenv("COLUMNS", cols)
 		width := 80
@@ -33,6 +34,7 @@ func TestOutputFitsColumns(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("%v: exit %d: %s", args, code, errOut)
 			}
+			outs[cols+" "+strings.Join(args, " ")] = out
 			for i, line := range strings.Split(out, "\n") {
 				n := utf8.RuneCountInString(line)
 				if n <= width || i == 0 && args[0] == "inspect" {
@@ -57,22 +59,19 @@ func TestOutputFitsColumns(t *testing.T) {
 		}
 		return false
 	}
-	t.Setenv("COLUMNS", "100")
-	if out, _, _ := k3("inspect", dir, "--by", "file"); !hasBytes(out) {
+	if out := outs["100 "+strings.Join(cases[5], " ")]; !hasBytes(out) {
 		t.Errorf("COLUMNS=100: --by file table lacks the bytes column:\n%.400s", out)
 	}
 	t.Setenv("COLUMNS", "60")
 	if out, _, _ := k3("inspect", dir, "--by", "file"); hasBytes(out) {
 		t.Errorf("COLUMNS=60: --by file table has the bytes column:\n%.400s", out)
 	}
-	t.Setenv("COLUMNS", "")
 	// The plan's file rows are GiB; -v gives the exact bytes.
-	out, _, _ := k3("convert", dir, dst, "--dry-run")
+	out := outs[" "+strings.Join(cases[0], " ")]
 	if !strings.Contains(out, "source GiB") || strings.Contains(out, "source bytes") {
 		t.Errorf("plan rows are not in GiB:\n%.400s", out)
 	}
-	out, _, _ = k3("convert", dir, dst, "--dry-run", "-v")
-	if !strings.Contains(out, "source bytes") {
+	if out = outs[" "+strings.Join(cases[2], " ")]; !strings.Contains(out, "source bytes") {
 		t.Errorf("-v plan rows lack the exact bytes:\n%.400s", out)
 	}
 }
