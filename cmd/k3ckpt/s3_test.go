@@ -17,10 +17,23 @@ import (
 
 var bytesReadRE = regexp.MustCompile(`"bytes_read": [0-9]+,`)
 
-// s3Source is the tiny replica the S3 tests read (put in a bucket, or as
-// the local twin of a bucket run), synthesized once per test binary; tests
-// must not write into it.
+// s3Source is the tiny replica cut to 16 layers (every tensor kind in 19
+// shards; testckpt.LayersConfigJSON), with its data, that the S3 tests read
+// (put in a bucket, or as the local twin of a bucket run): what they test
+// is the transport, not the layer count. It is synthesized once per test
+// binary; tests must not write into it.
 func s3Source(t *testing.T) string {
+	t.Helper()
+	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 16)
+	return testckpt.Dir(t, "s3-tiny-16", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Config: cfg, Seed: 5})
+	})
+}
+
+// s3Tiny is the whole tiny replica, for the one test that needs files
+// larger than two of S3's 5 MiB parts; synthesized once per test binary,
+// read only.
+func s3Tiny(t *testing.T) string {
 	t.Helper()
 	return testckpt.Dir(t, "s3-tiny", func(dir string) error {
 		return model.Synth(dir, model.SynthOptions{Scale: model.ScaleTiny, Seed: 5})
@@ -31,7 +44,7 @@ func s3Source(t *testing.T) string {
 // per test binary: what every bucket run of convert must match.
 func s3Converted(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(testckpt.Dir(t, "s3-tiny-converted", func(dir string) error {
+	return filepath.Join(testckpt.Dir(t, "s3-tiny-16-converted", func(dir string) error {
 		if _, stderr, code := k3("convert", s3Source(t), filepath.Join(dir, "out"), "-q"); code != 0 {
 			return fmt.Errorf("convert: exit %d: %s", code, stderr)
 		}
@@ -68,12 +81,12 @@ func sameOutputs(t *testing.T, a, b string) {
 	}
 }
 
-// TestS3Sources runs every reading command on a tiny replica in a bucket of
+// TestS3Sources runs every reading command on a small replica in a bucket of
 // a real S3 server on loopback and on the same directory: the same outputs,
 // byte for byte; and the errors of a wrong location name bucket and key.
 func TestS3Sources(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts MinIO and converts the tiny replica twice")
+		t.Skip("starts MinIO and converts the 16-layer replica twice")
 	}
 	srv := s3test.Start(t)
 	src := s3Source(t)
