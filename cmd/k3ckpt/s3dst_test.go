@@ -312,9 +312,7 @@ func TestS3LayoutDestination(t *testing.T) {
 		}
 		return r
 	}
-	localShard, localExport, localRe := filepath.Join(tmp, "shard"), filepath.Join(tmp, "export"), filepath.Join(tmp, "re")
-	must(t, "shard", src, localShard, "-q")
-	must(t, "export", src, localExport, "--layout", "dp16", "-q")
+	localShard, localExport, localRe := s3Local(t, "shard"), s3Local(t, "export", "--layout", "dp16"), filepath.Join(tmp, "re")
 	must(t, "reassemble", localExport, localRe, "-q")
 	// The ranks the bucket export writes, from the whole tiny replica.
 	localTinyRanks := filepath.Join(tmp, "export-tiny")
