@@ -165,7 +165,8 @@ func TestS3Sources(t *testing.T) {
 		sameOutputs(t, s3Local(t, "shard"), fromS3)
 	})
 	t.Run("export", func(t *testing.T) {
-		// Rank 0 of the local export of every rank.
+		// The local twin is rank 0 of the export of every rank: a rank's
+		// directory does not depend on which others are written.
 		local, fromS3 := filepath.Join(tmp, "e-local"), filepath.Join(tmp, "e-s3")
 		if err := os.CopyFS(filepath.Join(local, "rank-00"), os.DirFS(filepath.Join(s3Local(t, "export", "--layout", "dp16"), "rank-00"))); err != nil {
 			t.Fatal(err)
