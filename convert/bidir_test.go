@@ -100,9 +100,7 @@ func hasQuantConfig(t *testing.T, dir string) (top, text bool) {
 // both outputs bit for bit.
 func TestBidirExpertsRoundTrip(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	bf, mx := filepath.Join(root, "bf16"), filepath.Join(root, "mxfp4")
-	res := convertRecipe(t, miniSrc, bf, BF16, Options{Experts: ExpertsBF16})
+	bf, res := sharedConversion(t, miniSrc, BF16, Options{Experts: ExpertsBF16})
 	src, back := tensorsOf(t, miniSrc), tensorsOf(t, bf)
 	if top, text := hasQuantConfig(t, bf); top || text {
 		t.Errorf("BF16 output keeps a quantization_config (top %v, text_config %v)", top, text)
@@ -147,7 +145,7 @@ func TestBidirExpertsRoundTrip(t *testing.T) {
 	}
 
 	decoded := res
-	res = convertRecipe(t, bf, mx, BF16, Options{Experts: ExpertsMXFP4})
+	mx, res := sharedConversion(t, bf, BF16, Options{Experts: ExpertsMXFP4})
 	if res.Packed != experts || res.Pack.Lossy != 0 {
 		t.Fatalf("packed %d of %d, %d lossy groups", res.Packed, experts, res.Pack.Lossy)
 	}

@@ -63,11 +63,8 @@ func TestConvertEveryConvention(t *testing.T) {
 			t.Run(r.what+"/"+opts.Format.String()+"-"+opts.ScaleFmt.String(), func(t *testing.T) {
 				dst := r.ref
 				if opts != (Options{}) {
-					dst = filepath.Join(t.TempDir(), "out")
-					res, err := convertDir(r.src, dst, opts, ExecOptions{Jobs: 2})
-					if err != nil {
-						t.Fatal(err)
-					}
+					var res *Result
+					dst, res = sharedConversion(t, r.src, AttnMoEDenseFP8, opts)
 					if !res.Finalized || len(res.Skipped) != 0 {
 						t.Fatalf("result %+v", res)
 					}

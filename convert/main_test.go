@@ -50,6 +50,68 @@ func tinyRef(t testing.TB) string {
 	return dir
 }
 
+// convKey names a conversion: source directory, recipe and options.
+type convKey struct {
+	src, recipe string
+	opts        Options
+}
+
+// sharedConv is one conversion several tests read, made on first use.
+type sharedConv struct {
+	once sync.Once
+	dir  string
+	res  *Result
+	err  error
+}
+
+var shared struct {
+	mu sync.Mutex
+	m  map[convKey]*sharedConv
+}
+
+// sharedConversion is the conversion of src with recipe and opts (2 jobs),
+// made once per test binary under testRoot, and its result. Callers read
+// both and change neither: a test that alters the output copies it first.
+func sharedConversion(t testing.TB, src, recipe string, opts Options) (string, *Result) {
+	t.Helper()
+	k := convKey{src, recipe, opts}
+	shared.mu.Lock()
+	if shared.m == nil {
+		shared.m = map[convKey]*sharedConv{}
+	}
+	e := shared.m[k]
+	if e == nil {
+		e = &sharedConv{dir: filepath.Join(testRoot, fmt.Sprintf("shared-%d", len(shared.m)))}
+		shared.m[k] = e
+	}
+	shared.mu.Unlock()
+	e.once.Do(func() {
+		r, err := Lookup(recipe)
+		if err != nil {
+			e.err = err
+			return
+		}
+		c, err := safetensors.Open(src)
+		if err != nil {
+			e.err = err
+			return
+		}
+		defer c.Close()
+		p, err := NewPlan(c, nil, r, opts)
+		if err == nil {
+			e.res, err = Execute(context.Background(), p, e.dir, ExecOptions{Jobs: 2})
+		}
+		if err == nil && !e.res.Finalized {
+			err = fmt.Errorf("not finalized")
+		}
+		e.err = err
+	})
+	if e.err != nil {
+		t.Fatalf("shared conversion of %s (%s, %+v): %v", src, recipe, opts, e.err)
+	}
+	return e.dir, e.res
+}
+
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
@@ -68,13 +130,18 @@ func runTests(m *testing.M) int {
 	if err == nil {
 		err = makeReplica(miniSrc, miniJSON)
 	}
+	var res *Result
 	if err == nil {
-		_, err = convertDir(miniSrc, miniRef, Options{}, ExecOptions{Jobs: 2})
+		res, err = convertDir(miniSrc, miniRef, Options{}, ExecOptions{Jobs: 2})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// miniRef is the shared default conversion of the mini replica.
+	ref := &sharedConv{dir: miniRef, res: res}
+	ref.once.Do(func() {})
+	shared.m = map[convKey]*sharedConv{{miniSrc, AttnMoEDenseFP8, Options{}}: ref}
 	return m.Run()
 }
 

@@ -142,8 +142,7 @@ func TestConvertNVFP4ModelOpt(t *testing.T) {
 }
 
 func checkNVFP4ModelOpt(t *testing.T, src string) {
-	dst := filepath.Join(t.TempDir(), "nv")
-	res := convertNVIDIA(t, src, dst)
+	dst, res := sharedConversion(t, src, ModelOptK3, nvidiaOpts)
 	n, differing := checkNVFP4Files(t, src, dst)
 	if n == 0 || differing != 0 {
 		t.Fatalf("%d projections, %d blocks whose NVFP4 value differs from MXFP4", n, differing)

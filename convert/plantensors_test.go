@@ -314,6 +314,7 @@ func TestRecipesReadBuiltinFamiliesAsTheirOwn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		catalog := catalogOf(t, cfg)
 		for _, name := range RecipeNames() {
 			r, err := Lookup(name)
 			if err != nil {
@@ -321,7 +322,7 @@ func TestRecipesReadBuiltinFamiliesAsTheirOwn(t *testing.T) {
 			}
 			k3, own := r.memoClassifier(k3Classifier), r.memoClassifier(cfg.Classifier)
 			differ := 0
-			for _, s := range catalogOf(t, cfg) {
+			for _, s := range catalog {
 				if a, b := k3(s.Name), own(s.Name); a != b {
 					differ++
 					if fam != "deepseek-v4" || name != AttnMoEDenseFP8 || !strings.Contains(s.Name, ".shared_experts.") {

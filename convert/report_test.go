@@ -33,34 +33,21 @@ var reportCases = []struct {
 	{"mxfp4-pack", BF16, Options{Experts: ExpertsMXFP4}, true},
 }
 
-// miniBF16 is the mini replica decoded to BF16 (made once).
-var miniBF16 = sync1(func(t *testing.T) string {
-	dir := filepath.Join(testRoot, "mini-bf16")
-	convertRecipe(t, miniSrc, dir, BF16, Options{Experts: ExpertsBF16})
+// miniBF16 is the mini replica decoded to BF16 (shared).
+func miniBF16(t *testing.T) string {
+	dir, _ := sharedConversion(t, miniSrc, BF16, Options{Experts: ExpertsBF16})
 	return dir
-})
-
-func sync1(f func(*testing.T) string) func(*testing.T) string {
-	var v atomic.Pointer[string]
-	return func(t *testing.T) string {
-		if p := v.Load(); p != nil {
-			return *p
-		}
-		s := f(t)
-		v.Store(&s)
-		return s
-	}
 }
 
-// convertCase converts case i into a new directory.
+// convertCase is report case i's conversion (shared: read only).
 func convertCase(t *testing.T, i int) (src, dst string, res *Result) {
 	c := reportCases[i]
 	src = miniSrc
 	if c.fromBF16 {
 		src = miniBF16(t)
 	}
-	dst = filepath.Join(t.TempDir(), c.name)
-	return src, dst, convertRecipe(t, src, dst, c.recipe, c.opts)
+	dst, res = sharedConversion(t, src, c.recipe, c.opts)
+	return src, dst, res
 }
 
 func readReportFile(t *testing.T, dir string) (*Report, []byte) {

@@ -25,10 +25,7 @@ func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 func TestReadAhead(t *testing.T) {
 	t.Parallel()
 	data := make([]byte, 3*readAheadSize+12345)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range data {
-		data[i] = byte(rng.Uint32())
-	}
+	rand.NewChaCha8([32]byte{1, 2}).Read(data)
 	c := &countingReaderAt{r: bytes.NewReader(data)}
 	ra := newReadAhead(c, int64(len(data)))
 	// Three streams, 128 bytes at a time, interleaved.
