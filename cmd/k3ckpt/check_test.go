@@ -160,10 +160,11 @@ func TestConvertEngineWarnings(t *testing.T) {
 }
 
 // TestConvertTarget: --target picks per engine and GPU, an explicit flag
-// that contradicts it is an error, --force writes it anyway.
+// that contradicts it is an error, --force writes it anyway. Under -short
+// on the 16-layer replica.
 func TestConvertTarget(t *testing.T) {
 	t.Parallel()
-	src := headerOnlyReplica(t)
+	src := shortReplica(t)
 	dst := func() string { return filepath.Join(t.TempDir(), "o") }
 	o, e, code := k3("convert", src, dst(), "--target", "sglang/sm100", "--dry-run", "--json")
 	m := decodeSchema(t, "--target sglang/sm100", o)

@@ -50,6 +50,17 @@ func smallReplica(t *testing.T) string {
 	})
 }
 
+// shortReplica is smallReplica under -short and headerOnlyReplica (the
+// release's 96 shards) otherwise: for tests whose subject is not the layer
+// count, so that -short leaves out only the release's shard count.
+func shortReplica(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		return smallReplica(t)
+	}
+	return headerOnlyReplica(t)
+}
+
 // decodeSchema checks that out is exactly one JSON object whose first field
 // is "schema": 1.
 func decodeSchema(t *testing.T, what, out string) map[string]any {
