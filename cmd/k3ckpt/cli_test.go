@@ -111,9 +111,11 @@ func TestJSONEverywhere(t *testing.T) {
 	}
 }
 
+// TestExportDryRunPlan: export --dry-run --ranks plans those ranks only and
+// refuses a rank outside the layout. Under -short on the 16-layer replica.
 func TestExportDryRunPlan(t *testing.T) {
 	t.Parallel()
-	dir := headerOnlyReplica(t)
+	dir := shortReplica(t)
 	o, e, code := k3("export", dir, "/nonexistent/out", "--layout", "dp16", "--ranks", "0,9", "--dry-run")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, e)
@@ -129,10 +131,11 @@ func TestExportDryRunPlan(t *testing.T) {
 }
 
 // TestIgnoredFlagsAreErrors: each flag that used to be dropped silently is
-// refused with a message in the user's terms.
+// refused with a message in the user's terms. Under -short on the 16-layer
+// replica: each refusal comes before the partition is summed.
 func TestIgnoredFlagsAreErrors(t *testing.T) {
 	t.Parallel()
-	dir := headerOnlyReplica(t)
+	dir := shortReplica(t)
 	out := filepath.Join(t.TempDir(), "o")
 	for _, c := range []struct {
 		args []string
@@ -198,10 +201,10 @@ func TestParseSize(t *testing.T) {
 }
 
 // A converted checkpoint given as SRC is named as such, not reported as a
-// dtype disagreement.
+// dtype disagreement. Under -short on the 16-layer replica.
 func TestConvertRefusesConverted(t *testing.T) {
 	t.Parallel()
-	dir := testckpt.Copy(t, headerOnlyReplica(t))
+	dir := testckpt.Copy(t, shortReplica(t))
 	if err := os.WriteFile(filepath.Join(dir, convert.ManifestName), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
