@@ -61,6 +61,17 @@ func shortReplica(t *testing.T) string {
 	return headerOnlyReplica(t)
 }
 
+// fourLayerReplica is the tiny replica cut to 4 layers with its data (seed
+// 1): every kind of tensor a recipe casts, in 7 shards instead of 96.
+// Synthesized once per test binary and shared: tests only read it.
+func fourLayerReplica(t *testing.T) string {
+	t.Helper()
+	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 4)
+	return testckpt.Dir(t, "replica-tiny-4-data", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Config: cfg, Seed: 1})
+	})
+}
+
 // decodeSchema checks that out is exactly one JSON object whose first field
 // is "schema": 1.
 func decodeSchema(t *testing.T, what, out string) map[string]any {
