@@ -26,14 +26,28 @@ func TestMain(m *testing.M) { testckpt.Main(m) }
 // (read-only: nothing evaluates Facts in place).
 var planned sync.Map
 
-// planFacts plans profile p over the tiny replica and reads the facts of
+// replica is the tiny header-only replica, and under -short the tiny one cut
+// to 16 layers (every tensor kind in 19 shards; testckpt.LayersConfigJSON):
+// the verdicts follow the tensor kinds, not how many layers hold them.
+func replica(t *testing.T) string {
+	t.Helper()
+	if !testing.Short() {
+		return testckpt.Replica(t, model.ScaleTiny)
+	}
+	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 16)
+	return testckpt.Dir(t, "replica-tiny-16", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Config: cfg, HeaderOnly: true})
+	})
+}
+
+// planFacts plans profile p over replica and reads the facts of
 // the planned output (configs and headers, nothing written).
 func planFacts(t *testing.T, p Profile) *Facts {
 	t.Helper()
 	if f, ok := planned.Load(p); ok {
 		return f.(*Facts)
 	}
-	src, err := safetensors.Open(testckpt.Replica(t, model.ScaleTiny))
+	src, err := safetensors.Open(replica(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +95,7 @@ func TestPredictMatchesPlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (end to end): runs without -short")
 	}
-	src, err := Scan(t.Context(), testckpt.Replica(t, model.ScaleTiny))
+	src, err := Scan(t.Context(), replica(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +137,8 @@ func ruleOf(v Verdict, g string) (Outcome, string) {
 }
 
 // TestVerdicts checks the verdicts re-read in the engines' code (the rules)
-// over the planned outputs of convert.
+// over the planned outputs of convert (under -short, of the 16-layer
+// replica).
 func TestVerdicts(t *testing.T) {
 	def := planFacts(t, Profile{"modelopt", convert.AttnMoEDenseFP8, "keep"})
 	nv := planFacts(t, Profile{"modelopt", convert.ModelOptK3, "nvfp4"})
@@ -176,9 +191,9 @@ func TestVerdicts(t *testing.T) {
 }
 
 // TestMissingScale: an FP8 weight whose scale is gone is a problem of the
-// checkpoint, and TensorRT-LLM's refusal.
+// checkpoint, and TensorRT-LLM's refusal. Under -short on the 16-layer replica.
 func TestMissingScale(t *testing.T) {
-	src, err := safetensors.Open(testckpt.Replica(t, model.ScaleTiny))
+	src, err := safetensors.Open(replica(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,17 +17,30 @@ import (
 
 // converted is the small replica (smallReplica: every tensor kind, 16
 // layers) converted with args, made once per test binary: check reads the
-// tensor kinds, not how many layers hold them.
+// tensor kinds, not how many layers hold them. The command's stderr is
+// beside it (convertedStderr).
 func converted(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	src := smallReplica(t)
 	return testckpt.Dir(t, "check-"+name, func(dir string) error {
 		out := filepath.Join(dir, "out")
-		if _, e, code := k3(append([]string{"convert", src, out, "-q"}, args...)...); code != 0 {
+		_, e, code := k3(append([]string{"convert", src, out, "-q"}, args...)...)
+		if code != 0 {
 			return fmt.Errorf("convert %v: %s", args, e)
 		}
-		return nil
+		return os.WriteFile(filepath.Join(dir, "stderr"), []byte(e), 0o644)
 	}) + "/out"
+}
+
+// convertedStderr is what the convert that made converted(t, name) printed
+// on stderr.
+func convertedStderr(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(converted(t, name)), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestCheckVerdicts runs check over the release and every convert output:
@@ -135,14 +148,11 @@ func TestCheckMissingScale(t *testing.T) {
 
 // TestConvertEngineWarnings: a plain convert (not only --dry-run) warns
 // once per engine that fails on its output, and --json carries the same.
+// The plain convert is converted(t, "default"), shared with the check tests.
 func TestConvertEngineWarnings(t *testing.T) {
 	t.Parallel()
 	src := smallReplica(t) // the verdicts follow the tensor kinds, not the layer count
-	out := filepath.Join(t.TempDir(), "o")
-	_, e, code := k3("convert", src, out, "-q")
-	if code != 0 {
-		t.Fatalf("convert: exit %d: %s", code, e)
-	}
+	e := convertedStderr(t, "default")
 	for _, eng := range []string{"SGLang", "vLLM", "tokenspeed"} {
 		if strings.Count(e, "warning: "+eng+" (") != 1 {
 			t.Errorf("convert: want one warning for %s in:\n%s", eng, e)
@@ -160,10 +170,11 @@ func TestConvertEngineWarnings(t *testing.T) {
 }
 
 // TestConvertTarget: --target picks per engine and GPU, an explicit flag
-// that contradicts it is an error, --force writes it anyway.
+// that contradicts it is an error, --force writes it anyway. Under -short
+// on the 16-layer replica.
 func TestConvertTarget(t *testing.T) {
 	t.Parallel()
-	src := headerOnlyReplica(t)
+	src := shortReplica(t)
 	dst := func() string { return filepath.Join(t.TempDir(), "o") }
 	o, e, code := k3("convert", src, dst(), "--target", "sglang/sm100", "--dry-run", "--json")
 	m := decodeSchema(t, "--target sglang/sm100", o)

@@ -50,6 +50,28 @@ func smallReplica(t *testing.T) string {
 	})
 }
 
+// shortReplica is smallReplica under -short and headerOnlyReplica (the
+// release's 96 shards) otherwise: for tests whose subject is not the layer
+// count, so that -short leaves out only the release's shard count.
+func shortReplica(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		return smallReplica(t)
+	}
+	return headerOnlyReplica(t)
+}
+
+// fourLayerReplica is the tiny replica cut to 4 layers with its data (seed
+// 1): every kind of tensor a recipe casts, in 7 shards instead of 96.
+// Synthesized once per test binary and shared: tests only read it.
+func fourLayerReplica(t *testing.T) string {
+	t.Helper()
+	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 4)
+	return testckpt.Dir(t, "replica-tiny-4-data", func(dir string) error {
+		return model.Synth(dir, model.SynthOptions{Config: cfg, Seed: 1})
+	})
+}
+
 // decodeSchema checks that out is exactly one JSON object whose first field
 // is "schema": 1.
 func decodeSchema(t *testing.T, what, out string) map[string]any {
@@ -100,9 +122,11 @@ func TestJSONEverywhere(t *testing.T) {
 	}
 }
 
+// TestExportDryRunPlan: export --dry-run --ranks plans those ranks only and
+// refuses a rank outside the layout. Under -short on the 16-layer replica.
 func TestExportDryRunPlan(t *testing.T) {
 	t.Parallel()
-	dir := headerOnlyReplica(t)
+	dir := shortReplica(t)
 	o, e, code := k3("export", dir, "/nonexistent/out", "--layout", "dp16", "--ranks", "0,9", "--dry-run")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, e)
@@ -118,10 +142,11 @@ func TestExportDryRunPlan(t *testing.T) {
 }
 
 // TestIgnoredFlagsAreErrors: each flag that used to be dropped silently is
-// refused with a message in the user's terms.
+// refused with a message in the user's terms. Under -short on the 16-layer
+// replica: each refusal comes before the partition is summed.
 func TestIgnoredFlagsAreErrors(t *testing.T) {
 	t.Parallel()
-	dir := headerOnlyReplica(t)
+	dir := shortReplica(t)
 	out := filepath.Join(t.TempDir(), "o")
 	for _, c := range []struct {
 		args []string
@@ -187,10 +212,10 @@ func TestParseSize(t *testing.T) {
 }
 
 // A converted checkpoint given as SRC is named as such, not reported as a
-// dtype disagreement.
+// dtype disagreement. Under -short on the 16-layer replica.
 func TestConvertRefusesConverted(t *testing.T) {
 	t.Parallel()
-	dir := testckpt.Copy(t, headerOnlyReplica(t))
+	dir := testckpt.Copy(t, shortReplica(t))
 	if err := os.WriteFile(filepath.Join(dir, convert.ManifestName), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}

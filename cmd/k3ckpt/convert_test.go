@@ -37,12 +37,7 @@ func runCmd(t *testing.T, cmd interface {
 // recipe casts, in 7 shards instead of 96.
 func TestConvertNVIDIAFlagsJSON(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-	cfg := testckpt.LayersConfigJSON(t, model.ScaleTiny, 4)
-	if err := model.Synth(src, model.SynthOptions{Config: cfg, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
+	src, dst := fourLayerReplica(t), filepath.Join(t.TempDir(), "dst")
 	out, _, err := runCmd(t, newConvertCmd(), src, dst, "--recipe", "modelopt-k3", "--experts", "nvfp4", "--numerics", "modelopt", "--jobs", "16", "--json")
 	if err != nil {
 		t.Fatal(err)

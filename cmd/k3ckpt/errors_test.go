@@ -8,10 +8,11 @@ import (
 )
 
 // TestErrorsSayWhatToDo runs the mistakes a new user makes and checks that
-// each error says what to do, in the flags' terms.
+// each error says what to do, in the flags' terms. Under -short on the
+// 16-layer replica.
 func TestErrorsSayWhatToDo(t *testing.T) {
 	t.Parallel()
-	dir := headerOnlyReplica(t)
+	dir := shortReplica(t)
 	tmp := t.TempDir()
 	dst := filepath.Join(tmp, "out")
 	for _, c := range []struct {
@@ -70,10 +71,10 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 
 // TestDestinationErrors: a DST of unrelated files is not called a
 // conversion; a DST with an unfinished run of another plan says how to go
-// on, also to a --restart.
+// on, also to a --restart. Under -short on the 16-layer replica.
 func TestDestinationErrors(t *testing.T) {
 	t.Parallel()
-	dir := headerOnlyReplica(t)
+	dir := shortReplica(t)
 	other := filepath.Join(t.TempDir(), "notes")
 	if err := os.MkdirAll(other, 0o755); err != nil {
 		t.Fatal(err)

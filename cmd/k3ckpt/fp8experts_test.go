@@ -4,9 +4,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/k3ckpt/k3ckpt/internal/testckpt"
-	"github.com/k3ckpt/k3ckpt/model"
 )
 
 // TestConvertFP8ExpertsSummary: convert --experts fp8 reports its block
@@ -14,11 +11,7 @@ import (
 // numerics naming what works.
 func TestConvertFP8ExpertsSummary(t *testing.T) {
 	t.Parallel()
-	// The tiny replica cut to 4 layers: its MoE layers' experts, in 7 shards.
-	src := filepath.Join(t.TempDir(), "src")
-	if err := model.Synth(src, model.SynthOptions{Config: testckpt.LayersConfigJSON(t, model.ScaleTiny, 4), Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
+	src := fourLayerReplica(t) // its MoE layers' experts, in 7 shards
 	o, e, code := k3("convert", src, filepath.Join(t.TempDir(), "j"), "--experts", "fp8", "--scale-fmt", "ue8m0", "--json")
 	if code != 0 {
 		t.Fatalf("convert --json: exit %d: %s", code, e)

@@ -17,9 +17,16 @@ func runInspectCmd(t *testing.T, args ...string) (string, string, error) {
 	return runCmd(t, newInspectCmd(), args...)
 }
 
+// TestInspectCommand: the table, --json, --chart and --tensors, bad flags,
+// and a damaged shard named in the error. Under -short on the 16-layer
+// replica.
 func TestInspectCommand(t *testing.T) {
 	t.Parallel()
-	dir := testckpt.Copy(t, headerOnlyReplica(t)) // damaged at the end
+	dir := testckpt.Copy(t, shortReplica(t)) // damaged at the end
+	shards, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil || len(shards) < 7 {
+		t.Fatalf("%s: %d shards (%v)", dir, len(shards), err)
+	}
 	out, _, err := runInspectCmd(t, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +81,7 @@ func TestInspectCommand(t *testing.T) {
 		Tensors []json.RawMessage `json:"tensors"`
 		Files   []json.RawMessage `json:"files"`
 	}
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Files) != 96 || len(list.Tensors) != int(rep.TensorCount) {
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Files) != len(shards) || len(list.Tensors) != int(rep.TensorCount) {
 		t.Errorf("--tensors --json: %v, %d files, %d tensors", err, len(list.Files), len(list.Tensors))
 	}
 
@@ -84,11 +91,11 @@ func TestInspectCommand(t *testing.T) {
 		}
 	}
 	// Bad input: the error names the damaged file (main exits 1 on any error).
-	shard := filepath.Join(dir, "model-00007-of-000096.safetensors")
+	shard := shards[6]
 	if err := os.Truncate(shard, 4); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runInspectCmd(t, dir); err == nil || !strings.Contains(err.Error(), "file shorter than 8 bytes") || !strings.Contains(err.Error(), "model-00007-of-000096.safetensors") {
+	if _, _, err := runInspectCmd(t, dir); err == nil || !strings.Contains(err.Error(), "file shorter than 8 bytes") || !strings.Contains(err.Error(), filepath.Base(shard)) {
 		t.Errorf("truncated shard: %v", err)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/k3ckpt/k3ckpt/internal/testckpt"
+	"github.com/k3ckpt/k3ckpt/model"
 )
 
 func runSynth(t *testing.T, args ...string) (string, error) {
@@ -22,38 +25,47 @@ func runSynth(t *testing.T, args ...string) (string, error) {
 
 // synth writes a replica and prints its figures: the full-size one (497,220
 // tensors in 96 sparse files, seconds of CPU) without -short; under -short
-// the tiny one, and the full-size figures from --dry-run, which plans the
-// same replica without writing it. A non-empty directory needs --force; a
-// bad scale or config is refused before anything is created.
+// the tiny one cut to 16 layers (19 shards) from --config, and the
+// full-size and tiny figures from --dry-run, which plans the same replica
+// without writing it. A non-empty directory needs --force; a bad scale or config is
+// refused before anything is created.
 func TestSynthCommand(t *testing.T) {
 	t.Parallel()
 	const full = "96 shards, 497,220 tensors, 1453.66 GiB"
 	dir := filepath.Join(t.TempDir(), "k3")
-	scale, want := "full", full
+	what, want, files := []string{"--scale", "full"}, full, 96
+	again := []string{"--scale", "tiny"} // the --force rerun
 	if testing.Short() {
-		scale, want = "tiny", "96 shards, 20,142 tensors, 0.05 GiB"
+		cfg := filepath.Join(t.TempDir(), "config.json")
+		if err := os.WriteFile(cfg, testckpt.LayersConfigJSON(t, model.ScaleTiny, 16), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		what, want, files = []string{"--config", cfg}, "19 shards, ", 19
+		again = what
 		dry := filepath.Join(t.TempDir(), "dry")
-		if out, err := runSynth(t, dry, "--scale", "full", "--header-only", "--dry-run"); err != nil || !strings.Contains(out, full) {
-			t.Errorf("--scale full --dry-run: %v, %q", err, out)
+		for scale, want := range map[string]string{"full": full, "tiny": "96 shards, 20,142 tensors, 0.05 GiB"} {
+			if out, err := runSynth(t, dry, "--scale", scale, "--header-only", "--dry-run"); err != nil || !strings.Contains(out, want) {
+				t.Errorf("--scale %s --dry-run: %v, %q", scale, err, out)
+			}
 		}
 		if _, err := os.Stat(dry); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("--dry-run created %s", dry)
 		}
 	}
-	out, err := runSynth(t, dir, "--scale", scale, "--header-only")
+	out, err := runSynth(t, append([]string{dir, "--header-only"}, what...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, want) {
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), want) { // as unwrapped
 		t.Errorf("summary: %q, want %q", out, want)
 	}
-	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 96+2 {
-		t.Errorf("%s: %d entries (%v), want 96 shards, the index and config.json", dir, len(ents), err)
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != files+2 {
+		t.Errorf("%s: %d entries (%v), want %d shards, the index and config.json", dir, len(ents), err, files)
 	}
 	if _, err := runSynth(t, dir, "--scale", "tiny"); err == nil || !strings.Contains(err.Error(), "output directory is not empty") {
 		t.Errorf("non-empty dir without --force: %v", err)
 	}
-	if _, err := runSynth(t, dir, "--scale", "tiny", "--header-only", "--force"); err != nil {
+	if _, err := runSynth(t, append([]string{dir, "--header-only", "--force"}, again...)...); err != nil {
 		t.Errorf("--force: %v", err)
 	}
 	if _, err := runSynth(t, dir, "--scale", "medium"); err == nil || !strings.Contains(err.Error(), "medium") {
