@@ -189,9 +189,9 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 		}
 		switch classify(s.Name) {
 		case drop:
-		case Keep, decode:
+		case keep, decode:
 			out = append(out, outputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleCopy, src: src})
-		case Quantize:
+		case quantize:
 			if err := checkQuantizable(s); err != nil {
 				return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
 			}

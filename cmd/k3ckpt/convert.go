@@ -56,7 +56,7 @@ engines dequantize it) against the source, listed in the manifest.`,
 	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (bytes unchanged), nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt), bf16 (MXFP4/NVFP4/FP8 decoded to BF16, as torch computes it), mxfp4 (BF16 packed into the release's compressed-tensors mxfp4-pack-quantized, byte for byte as compressed-tensors does) or fp8 (MXFP4/BF16 experts to 128×128 block FP8 in --format, --numerics deepgemm; for Hopper, but no engine's K3 loader is known to serve them: SGLang and vLLM load them by name under --format deepseek with their SiTU FP8 MoE path unread, TensorRT-LLM refuses them; see convert/README.md)")
 	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
-	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
+	f.StringVar(&fl.nonFinite, "nonfinite", "error", "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
 	addJobsFlag(f, &fl.jobs) // memory: the plan (full K3: ~240 MiB, ~580 MiB with --experts nvfp4) + 64 MiB per job
 	f.BoolVar(&fl.resume, "resume", false, "keep files already finished whose size and sha256 match their record (the default; the explicit form)")
 	f.BoolVar(&fl.restart, "restart", false, "discard what an earlier run of this plan left in DST and write every file again")
