@@ -76,9 +76,9 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 			}
 			return nil, true, nil // consumed by the cast of the codes
 		}
-		sc, ok := names[model.MXFP4Scales(base)]
+		sc, ok := names[mxfp4Scales(base)]
 		if !ok {
-			return nil, true, fmt.Errorf("tensor %s: %w: its E8M0 scales %s are not in the same file", s.Name, errNotQuantizable, model.MXFP4Scales(base))
+			return nil, true, fmt.Errorf("tensor %s: %w: its E8M0 scales %s are not in the same file", s.Name, errNotQuantizable, mxfp4Scales(base))
 		}
 		if s.DType != safetensors.U8 || len(s.Shape) != 2 {
 			return nil, true, fmt.Errorf("tensor %s: %w: %s %v are not MXFP4 packed codes (want U8 [N, K/2])", s.Name, errNotQuantizable, s.DType, s.Shape)
@@ -136,7 +136,7 @@ func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 		return "", false
 	}
 	if base, ok := mxfp4Base(t.Name); ok && t.DType == safetensors.U8 {
-		return model.MXFP4Scales(base), true
+		return mxfp4Scales(base), true
 	}
 	if module, role := model.SplitRole(t.Name); role == model.RoleWeight && t.DType.String() == "I8" {
 		return v4ScaleName(module), true
