@@ -81,5 +81,5 @@ func recordedPolicy(p nonFinitePolicy) string {
 	return ""
 }
 
-// ParseNonFinitePolicy maps a --nonfinite name to its policy.
-func ParseNonFinitePolicy(s string) (nonFinitePolicy, error) { return parseEnum[policySet](s) }
+// parseNonFinitePolicy maps a --nonfinite name to its policy.
+func parseNonFinitePolicy(s string) (nonFinitePolicy, error) { return parseEnum[policySet](s) }

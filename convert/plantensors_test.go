@@ -274,8 +274,8 @@ func TestParseNames(t *testing.T) {
 	if _, err := ParseScaleFmt("e5m2"); !errors.Is(err, errUnknownFormat) {
 		t.Errorf("ParseScaleFmt(e5m2): %v", err)
 	}
-	if _, err := ParseNonFinitePolicy("ignore"); !errors.Is(err, errUnknownFormat) {
-		t.Errorf("ParseNonFinitePolicy(ignore): %v", err)
+	if _, err := parseNonFinitePolicy("ignore"); !errors.Is(err, errUnknownFormat) {
+		t.Errorf("parseNonFinitePolicy(ignore): %v", err)
 	}
 }
 

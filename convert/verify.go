@@ -128,12 +128,12 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	}
 	opts := Options{Format: m.Format, ScaleFmt: sf, NonFinite: vo.NonFinite}
 	if m.NonFinite != "" {
-		if opts.NonFinite, err = ParseNonFinitePolicy(m.NonFinite); err != nil {
+		if opts.NonFinite, err = parseNonFinitePolicy(m.NonFinite); err != nil {
 			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
 		}
 	}
 	if m.Experts != "" {
-		if opts.Experts, err = ParseExpertsMode(m.Experts); err != nil {
+		if opts.Experts, err = parseExpertsMode(m.Experts); err != nil {
 			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
 		}
 	}

@@ -96,10 +96,10 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if opts.ScaleFmt, err = convert.ParseScaleFmt(fl.scaleFmt); err != nil {
 		return flagError("scale-fmt", err)
 	}
-	if opts.NonFinite, err = convert.ParseNonFinitePolicy(fl.nonFinite); err != nil {
+	if err = opts.NonFinite.UnmarshalText([]byte(fl.nonFinite)); err != nil {
 		return flagError("nonfinite", err)
 	}
-	if opts.Experts, err = convert.ParseExpertsMode(fl.experts); err != nil {
+	if err = opts.Experts.UnmarshalText([]byte(fl.experts)); err != nil {
 		return flagError("experts", err)
 	}
 	if opts.Numerics, err = convert.ParseNumerics(fl.numerics); err != nil {

@@ -31,8 +31,8 @@ error per 128×128 block, SNR); quantization_report.json equals the report
 recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			policy, err := convert.ParseNonFinitePolicy(nonFinite)
-			if err != nil {
+			var vo convert.VerifyOptions
+			if err := vo.NonFinite.UnmarshalText([]byte(nonFinite)); err != nil {
 				return flagError("nonfinite", err)
 			}
 			jobs, err := resolveJobs(jobs)
@@ -54,7 +54,7 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 				return err
 			}
 			defer src.Close()
-			vo := convert.VerifyOptions{Jobs: jobs, NonFinite: policy}
+			vo.Jobs = jobs
 			b := newProgress(cmd, asJSON, "verify (read)", unitBytes)
 			if b != nil {
 				vo.Progress = b
