@@ -10,21 +10,21 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// FP8ExpertStats counts the 128×128 blocks of routed experts that
+// fp8ExpertStats counts the 128×128 blocks of routed experts that
 // --experts fp8 cast to block FP8. A block is lossy when some weight's
 // dequantized value (E4M3 code × block scale, in float32, as an FP8 GEMM
 // sees it) differs from the source's: one E4M3 scale cannot always hold
 // every E8M0 scale of the block's 32-wide MXFP4 groups. They are the
 // quantization report's blocks and lossy blocks of the experts group.
-type FP8ExpertStats struct {
+type fp8ExpertStats struct {
 	Tensors int64 `json:"tensors"`
 	Blocks  int64 `json:"blocks"`
 	Lossy   int64 `json:"lossy"`
 }
 
 // add is the sum of two counts.
-func (s FP8ExpertStats) add(o FP8ExpertStats) FP8ExpertStats {
-	return FP8ExpertStats{Tensors: s.Tensors + o.Tensors, Blocks: s.Blocks + o.Blocks, Lossy: s.Lossy + o.Lossy}
+func (s fp8ExpertStats) add(o fp8ExpertStats) fp8ExpertStats {
+	return fp8ExpertStats{Tensors: s.Tensors + o.Tensors, Blocks: s.Blocks + o.Blocks, Lossy: s.Lossy + o.Lossy}
 }
 
 // checkFP8ExpertsOptions refuses the options --experts fp8 has no meaning
@@ -234,7 +234,7 @@ func mxfp4Reads(f *safetensors.File, t safetensors.TensorInfo, read func(t safet
 // block counts.
 type fp8xScratch struct {
 	buf   []byte
-	stats FP8ExpertStats
+	stats fp8ExpertStats
 }
 
 // counted adds one expert tensor's blocks to the counts, from the error the

@@ -194,7 +194,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast, "uncounted_files": res.Uncounted,
 			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
 			"mxfp4_repack": map[string]int64{"groups": res.Repack.Groups, "changed": res.Repack.Changed},
-			"fp8_experts":  fp8ExpertsJSON(res.FP8Experts),
+			"fp8_experts":  fp8ExpertsJSON(res),
 			"seconds":      elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
 		if nr != nil {
@@ -254,7 +254,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintln(sw, packLine(res.Packed, res.Pack))
 	}
 	if opts.Experts == convert.ExpertsFP8 {
-		fmt.Fprintln(sw, fp8ExpertsLine(res.FP8Experts, opts.ScaleFmt))
+		fmt.Fprintln(sw, fp8ExpertsLine(res, opts.ScaleFmt))
 	}
 	if res.Finalized {
 		what := termtext.Plural(int64(t.Quantized), "tensor", "tensors") + " quantized"
@@ -289,7 +289,8 @@ func packJSON(p quant.PackStats) map[string]int64 {
 }
 
 // fp8ExpertsLine reports the routed experts' blocks cast to block FP8.
-func fp8ExpertsLine(s convert.FP8ExpertStats, sf quant.ScaleFmt) string {
+func fp8ExpertsLine(res *convert.Result, sf quant.ScaleFmt) string {
+	s := res.FP8Experts
 	line := fmt.Sprintf("experts to block FP8: %s, %s blocks of 128×128, %s lossless, %s lossy (some value changed)",
 		termtext.Plural(s.Tensors, "tensor", "tensors"), termtext.Int(s.Blocks), termtext.Int(s.Blocks-s.Lossy), termtext.Int(s.Lossy))
 	if s.Lossy > 0 && sf != quant.ScaleUE8M0 {
@@ -301,7 +302,8 @@ func fp8ExpertsLine(s convert.FP8ExpertStats, sf quant.ScaleFmt) string {
 }
 
 // fp8ExpertsJSON is the FP8 expert counts in --json's keys.
-func fp8ExpertsJSON(s convert.FP8ExpertStats) map[string]int64 {
+func fp8ExpertsJSON(res *convert.Result) map[string]int64 {
+	s := res.FP8Experts
 	return map[string]int64{"tensors": s.Tensors, "blocks": s.Blocks, "lossless": s.Blocks - s.Lossy, "lossy": s.Lossy}
 }
 
