@@ -60,8 +60,8 @@ func (policySet) set() ([]string, string, string) {
 }
 
 const (
-	// NonFiniteError stops with an error naming the tensor and block.
-	NonFiniteError nonFinitePolicy = iota
+	// nonFiniteError stops with an error naming the tensor and block.
+	nonFiniteError nonFinitePolicy = iota
 	// nonFiniteZero replaces each non-finite source value by 0 before
 	// quantizing, on the user's explicit request; the count is reported.
 	nonFiniteZero
@@ -69,7 +69,7 @@ const (
 	numPolicies = int(nonFiniteZero) + 1
 )
 
-var policyNames = [numPolicies]string{NonFiniteError: "error", nonFiniteZero: "zero"}
+var policyNames = [numPolicies]string{nonFiniteError: "error", nonFiniteZero: "zero"}
 
 // recordedPolicy is the policy as the plan state and manifest record it:
 // only the non-default policy is written, so that a default conversion's
@@ -81,5 +81,5 @@ func recordedPolicy(p nonFinitePolicy) string {
 	return ""
 }
 
-// ParseNonFinitePolicy maps a --nonfinite name to its policy.
-func ParseNonFinitePolicy(s string) (nonFinitePolicy, error) { return parseEnum[policySet](s) }
+// parseNonFinitePolicy maps a --nonfinite name to its policy.
+func parseNonFinitePolicy(s string) (nonFinitePolicy, error) { return parseEnum[policySet](s) }

@@ -14,7 +14,7 @@ type unitCounts struct {
 	Packed          int               `json:"packed,omitempty"`
 	Pack            quant.PackStats   `json:"pack,omitzero"`
 	Repack          quant.RepackStats `json:"repack,omitzero"`
-	FP8Experts      FP8ExpertStats    `json:"fp8_experts,omitzero"`
+	FP8Experts      fp8ExpertStats    `json:"fp8_experts,omitzero"`
 }
 
 // takeCounts returns what the job counted since it last was asked, and
@@ -25,7 +25,7 @@ func (s *scratch) takeCounts(zeroed int64) *unitCounts {
 		Decoded: s.xs.stats.decoded, DecodedNaN: s.xs.stats.nan, Packed: s.xs.stats.packed, Pack: s.xs.stats.pack,
 		Repack: s.xs.stats.repack, FP8Experts: s.fx.stats,
 	}
-	s.cs.zeroScale, s.cs.cast, s.xs.stats, s.fx.stats = 0, quant.CastStats{}, xfStats{}, FP8ExpertStats{}
+	s.cs.zeroScale, s.cs.cast, s.xs.stats, s.fx.stats = 0, quant.CastStats{}, xfStats{}, fp8ExpertStats{}
 	if *c == (unitCounts{}) {
 		return nil
 	}

@@ -102,7 +102,7 @@ func checkConversion(t *testing.T, srcDir, dst string, opts Options) {
 			if !ok {
 				t.Fatalf("%s: missing from %s", st.Name, of.Path)
 			}
-			if a == Keep {
+			if a == keep {
 				if ot.DType != st.DType || !slices.Equal(ot.Shape, st.Shape) || !bytes.Equal(readAll(t, of.Section(ot)), srcBytes) {
 					t.Fatalf("%s: kept tensor differs from the source", st.Name)
 				}

@@ -37,8 +37,8 @@ const (
 
 var expertsModeNames = [numExpertsModes]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4", ExpertsFP8: "fp8"}
 
-// ParseExpertsMode maps an --experts name to its mode.
-func ParseExpertsMode(s string) (ExpertsMode, error) { return parseEnum[expertsModeSet](s) }
+// parseExpertsMode maps an --experts name to its mode.
+func parseExpertsMode(s string) (ExpertsMode, error) { return parseEnum[expertsModeSet](s) }
 
 // ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to the quant
 // package's choice of block-FP8 cast, the one definition of it.

@@ -342,7 +342,7 @@ func TestConvertedConfigsParse(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
 	cfg := tinyConfig(t)
-	asIs, err := newRecipe("as-is", "", Keep, nil)
+	asIs, err := newRecipe("as-is", "", keep, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

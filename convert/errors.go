@@ -39,6 +39,4 @@ var (
 	// errChanged: a source file no longer matches what was planned from it
 	// (remote.ErrChanged itself, for local and remote sources alike).
 	errChanged = remote.ErrChanged
-	// ErrVerify: verify found a violation.
-	ErrVerify = errors.New("verification failed")
 )

@@ -100,7 +100,7 @@ type Result struct {
 	Pack   quant.PackStats
 	// FP8Experts counts the routed experts' blocks cast to block FP8 by
 	// --experts fp8 and those that lost precision.
-	FP8Experts FP8ExpertStats
+	FP8Experts fp8ExpertStats
 	// Repack counts the MXFP4 groups decoded to BF16 and those whose bytes
 	// packing the BF16 back (--experts mxfp4) would not restore: their
 	// values come back, their scale byte or a −0 code does not.

@@ -10,21 +10,21 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// FP8ExpertStats counts the 128×128 blocks of routed experts that
+// fp8ExpertStats counts the 128×128 blocks of routed experts that
 // --experts fp8 cast to block FP8. A block is lossy when some weight's
 // dequantized value (E4M3 code × block scale, in float32, as an FP8 GEMM
 // sees it) differs from the source's: one E4M3 scale cannot always hold
 // every E8M0 scale of the block's 32-wide MXFP4 groups. They are the
 // quantization report's blocks and lossy blocks of the experts group.
-type FP8ExpertStats struct {
+type fp8ExpertStats struct {
 	Tensors int64 `json:"tensors"`
 	Blocks  int64 `json:"blocks"`
 	Lossy   int64 `json:"lossy"`
 }
 
 // add is the sum of two counts.
-func (s FP8ExpertStats) add(o FP8ExpertStats) FP8ExpertStats {
-	return FP8ExpertStats{Tensors: s.Tensors + o.Tensors, Blocks: s.Blocks + o.Blocks, Lossy: s.Lossy + o.Lossy}
+func (s fp8ExpertStats) add(o fp8ExpertStats) fp8ExpertStats {
+	return fp8ExpertStats{Tensors: s.Tensors + o.Tensors, Blocks: s.Blocks + o.Blocks, Lossy: s.Lossy + o.Lossy}
 }
 
 // checkFP8ExpertsOptions refuses the options --experts fp8 has no meaning
@@ -76,9 +76,9 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 			}
 			return nil, true, nil // consumed by the cast of the codes
 		}
-		sc, ok := names[model.MXFP4Scales(base)]
+		sc, ok := names[mxfp4Scales(base)]
 		if !ok {
-			return nil, true, fmt.Errorf("tensor %s: %w: its E8M0 scales %s are not in the same file", s.Name, errNotQuantizable, model.MXFP4Scales(base))
+			return nil, true, fmt.Errorf("tensor %s: %w: its E8M0 scales %s are not in the same file", s.Name, errNotQuantizable, mxfp4Scales(base))
 		}
 		if s.DType != safetensors.U8 || len(s.Shape) != 2 {
 			return nil, true, fmt.Errorf("tensor %s: %w: %s %v are not MXFP4 packed codes (want U8 [N, K/2])", s.Name, errNotQuantizable, s.DType, s.Shape)
@@ -136,7 +136,7 @@ func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 		return "", false
 	}
 	if base, ok := mxfp4Base(t.Name); ok && t.DType == safetensors.U8 {
-		return model.MXFP4Scales(base), true
+		return mxfp4Scales(base), true
 	}
 	if module, role := model.SplitRole(t.Name); role == model.RoleWeight && t.DType.String() == "I8" {
 		return v4ScaleName(module), true
@@ -234,7 +234,7 @@ func mxfp4Reads(f *safetensors.File, t safetensors.TensorInfo, read func(t safet
 // block counts.
 type fp8xScratch struct {
 	buf   []byte
-	stats FP8ExpertStats
+	stats fp8ExpertStats
 }
 
 // counted adds one expert tensor's blocks to the counts, from the error the

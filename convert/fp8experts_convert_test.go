@@ -125,9 +125,9 @@ func TestFP8ExpertsFromMXFP4IsBF16Path(t *testing.T) {
 // of their block-FP8 cast with scale format sf, and those that do not
 // dequantize (DequantizeBandBF16: code × scale rounded to BF16) to the
 // exact MXFP4 values.
-func fp8ExpertBlocks(t *testing.T, src map[string]tensorData, sf quant.ScaleFmt) FP8ExpertStats {
+func fp8ExpertBlocks(t *testing.T, src map[string]tensorData, sf quant.ScaleFmt) fp8ExpertStats {
 	t.Helper()
-	var st FP8ExpertStats
+	var st fp8ExpertStats
 	for name, s := range src {
 		base, packed, ok := model.K3Classifier().MXFP4Part(name)
 		if !ok || !packed {

@@ -82,7 +82,7 @@ func checkNVFP4Files(t *testing.T, srcDir, dst string) (projections int, differi
 			t.Fatalf("%s.weight_packed still in the output", base)
 		}
 		packed := readTensor(t, src, base+".weight_packed")
-		e8 := readTensor(t, src, model.MXFP4Scales(base))
+		e8 := readTensor(t, src, mxfp4Scales(base))
 		codes := readTensor(t, out, base+".weight")
 		e4 := readTensor(t, out, base+".weight_scale")
 		s2 := math.Float32frombits(binary.LittleEndian.Uint32(readTensor(t, out, base+".weight_scale_2")))
@@ -92,7 +92,7 @@ func checkNVFP4Files(t *testing.T, srcDir, dst string) (projections int, differi
 		}
 		kmax := e8m0KMax(e8)
 		if p, ok := model.K3Classifier().NVFP4ScalePartner(base); ok {
-			kmax = max(kmax, e8m0KMax(readTensor(t, src, model.MXFP4Scales(p))))
+			kmax = max(kmax, e8m0KMax(readTensor(t, src, mxfp4Scales(p))))
 		}
 		if want := float32(math.Ldexp(1, kmax-8)); s2 != want {
 			t.Fatalf("%s.weight_scale_2 = %g, want 2^(%d-8)", base, s2, kmax)
@@ -193,7 +193,7 @@ func TestNVFP4OutOfRangeCounted(t *testing.T) {
 	srcDir := copyWithShard(t, shard)
 	src := openSrc(t, srcDir)
 	base := "language_model.model.layers.2.block_sparse_moe.experts.5.w3"
-	f, ti, ok := src.Lookup(model.MXFP4Scales(base))
+	f, ti, ok := src.Lookup(mxfp4Scales(base))
 	if !ok {
 		t.Fatal("no scales")
 	}

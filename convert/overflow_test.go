@@ -92,14 +92,14 @@ func TestConvertSucceedsThenVerifies(t *testing.T) {
 		gen  func(i int) uint16
 	}{
 		{"any bits, non-finite zeroed", nonFiniteZero, func(int) uint16 { return uint16(rng.Intn(1 << 16)) }},
-		{"finite bits", NonFiniteError, func(int) uint16 {
+		{"finite bits", nonFiniteError, func(int) uint16 {
 			b := uint16(rng.Intn(1 << 16))
 			if b&0x7F80 == 0x7F80 {
 				b &^= 0x0080
 			}
 			return b
 		}},
-		{"ordinary values, some near the maximum", NonFiniteError, func(int) uint16 {
+		{"ordinary values, some near the maximum", nonFiniteError, func(int) uint16 {
 			if rng.Intn(4000) == 0 {
 				return 0x7F00 | uint16(rng.Intn(0x80)) | uint16(rng.Intn(2))<<15
 			}

@@ -25,7 +25,7 @@ const (
 	roleScale
 	// roleNVFP4 is an NVFP4 expert tensor cast from an MXFP4 projection
 	// (Source is its weight_packed): codes, E4M3 block scales, the fp32
-	// second-level scale or the fp32 input scale, in NVFP4Specs order.
+	// second-level scale or the fp32 input scale, in nvfp4Specs order.
 	roleNVFP4
 	// roleBF16 is a quantized weight decoded to BF16 (Source is its codes).
 	roleBF16
@@ -177,7 +177,7 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 				if !packed {
 					continue // the MXFP4 scales are consumed by the cast
 				}
-				specs, ok := model.NVFP4Specs(base, s)
+				specs, ok := nvfp4Specs(base, s)
 				if !ok {
 					return nil, fmt.Errorf("tensor %s: %w: %s %v is not MXFP4 packed codes", s.Name, errNotQuantizable, s.DType, s.Shape)
 				}
@@ -189,9 +189,9 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 		}
 		switch classify(s.Name) {
 		case drop:
-		case Keep, decode:
+		case keep, decode:
 			out = append(out, outputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleCopy, src: src})
-		case Quantize:
+		case quantize:
 			if err := checkQuantizable(s); err != nil {
 				return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
 			}

@@ -123,33 +123,33 @@ func TestRecipeActionsPerSpec(t *testing.T) {
 	P := "language_model.model.layers."
 	cases := map[string]action{
 		// KDA layer 0 (layer 0 is KDA and dense)
-		P + "0.self_attn.q_proj.weight": Quantize, P + "0.self_attn.k_proj.weight": Quantize,
-		P + "0.self_attn.v_proj.weight": Quantize, P + "0.self_attn.g_proj.weight": Quantize,
-		P + "0.self_attn.o_proj.weight": Quantize, P + "0.self_attn.f_a_proj.weight": Keep,
-		P + "0.self_attn.f_b_proj.weight": Keep, P + "0.self_attn.b_proj.weight": Keep,
-		P + "0.self_attn.q_conv1d.weight": Keep, P + "0.self_attn.dt_bias": Keep,
-		P + "0.self_attn.A_log": Keep, P + "0.self_attn.o_norm.weight": Keep,
-		P + "0.mlp.gate_proj.weight": Quantize, P + "0.mlp.up_proj.weight": Quantize, P + "0.mlp.down_proj.weight": Quantize,
-		P + "0.input_layernorm.weight": Keep, P + "0.self_attention_res_proj.weight": Keep, P + "0.mlp_res_norm.weight": Keep,
+		P + "0.self_attn.q_proj.weight": quantize, P + "0.self_attn.k_proj.weight": quantize,
+		P + "0.self_attn.v_proj.weight": quantize, P + "0.self_attn.g_proj.weight": quantize,
+		P + "0.self_attn.o_proj.weight": quantize, P + "0.self_attn.f_a_proj.weight": keep,
+		P + "0.self_attn.f_b_proj.weight": keep, P + "0.self_attn.b_proj.weight": keep,
+		P + "0.self_attn.q_conv1d.weight": keep, P + "0.self_attn.dt_bias": keep,
+		P + "0.self_attn.A_log": keep, P + "0.self_attn.o_norm.weight": keep,
+		P + "0.mlp.gate_proj.weight": quantize, P + "0.mlp.up_proj.weight": quantize, P + "0.mlp.down_proj.weight": quantize,
+		P + "0.input_layernorm.weight": keep, P + "0.self_attention_res_proj.weight": keep, P + "0.mlp_res_norm.weight": keep,
 		// MLA layer 3
-		P + "3.self_attn.q_a_proj.weight": Quantize, P + "3.self_attn.q_b_proj.weight": Quantize,
-		P + "3.self_attn.kv_a_proj_with_mqa.weight": Quantize, P + "3.self_attn.kv_b_proj.weight": Quantize,
-		P + "3.self_attn.o_proj.weight": Quantize, P + "3.self_attn.g_proj.weight": Quantize,
-		P + "3.self_attn.q_a_layernorm.weight": Keep, P + "3.self_attn.kv_a_layernorm.weight": Keep,
+		P + "3.self_attn.q_a_proj.weight": quantize, P + "3.self_attn.q_b_proj.weight": quantize,
+		P + "3.self_attn.kv_a_proj_with_mqa.weight": quantize, P + "3.self_attn.kv_b_proj.weight": quantize,
+		P + "3.self_attn.o_proj.weight": quantize, P + "3.self_attn.g_proj.weight": quantize,
+		P + "3.self_attn.q_a_layernorm.weight": keep, P + "3.self_attn.kv_a_layernorm.weight": keep,
 		// MoE
-		P + "5.block_sparse_moe.gate.weight": Keep, P + "5.block_sparse_moe.gate.e_score_correction_bias": Keep,
-		P + "5.block_sparse_moe.routed_expert_down_proj.weight": Quantize, P + "5.block_sparse_moe.routed_expert_up_proj.weight": Quantize,
-		P + "5.block_sparse_moe.routed_expert_norm.weight":       Keep,
-		P + "5.block_sparse_moe.shared_experts.gate_proj.weight": Quantize, P + "5.block_sparse_moe.shared_experts.up_proj.weight": Quantize,
-		P + "5.block_sparse_moe.shared_experts.down_proj.weight": Quantize,
-		P + "5.block_sparse_moe.experts.17.w1.weight_packed":     Keep, P + "5.block_sparse_moe.experts.17.w2.weight_scale": Keep,
+		P + "5.block_sparse_moe.gate.weight": keep, P + "5.block_sparse_moe.gate.e_score_correction_bias": keep,
+		P + "5.block_sparse_moe.routed_expert_down_proj.weight": quantize, P + "5.block_sparse_moe.routed_expert_up_proj.weight": quantize,
+		P + "5.block_sparse_moe.routed_expert_norm.weight":       keep,
+		P + "5.block_sparse_moe.shared_experts.gate_proj.weight": quantize, P + "5.block_sparse_moe.shared_experts.up_proj.weight": quantize,
+		P + "5.block_sparse_moe.shared_experts.down_proj.weight": quantize,
+		P + "5.block_sparse_moe.experts.17.w1.weight_packed":     keep, P + "5.block_sparse_moe.experts.17.w2.weight_scale": keep,
 		// model level and vision
-		"language_model.model.embed_tokens.weight": Keep, "language_model.lm_head.weight": Keep,
-		"language_model.model.norm.weight": Keep, "language_model.model.output_attn_res_proj.weight": Keep,
-		"vision_tower.encoder.blocks.0.mlp.fc0.weight": Keep, "vision_tower.encoder.blocks.0.wqkv.weight": Keep,
-		"mm_projector.proj.0.weight": Keep,
+		"language_model.model.embed_tokens.weight": keep, "language_model.lm_head.weight": keep,
+		"language_model.model.norm.weight": keep, "language_model.model.output_attn_res_proj.weight": keep,
+		"vision_tower.encoder.blocks.0.mlp.fc0.weight": keep, "vision_tower.encoder.blocks.0.wqkv.weight": keep,
+		"mm_projector.proj.0.weight": keep,
 		// a bare text checkpoint's names
-		"model.layers.7.self_attn.q_b_proj.weight": Quantize,
+		"model.layers.7.self_attn.q_b_proj.weight": quantize,
 	}
 	for name, want := range cases {
 		if got, _ := r.classifyK3(name); got != want {
@@ -170,12 +170,12 @@ func TestMemoClassifierExact(t *testing.T) {
 		}
 	}
 	// A recipe that tells layers apart by number must not be memoized by skeleton.
-	r2, err := newRecipe("layer0", "", Keep, []rule{{Pattern: `layers\.0\.`, Action: drop}})
+	r2, err := newRecipe("layer0", "", keep, []rule{{Pattern: `layers\.0\.`, Action: drop}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m2 := r2.memoClassifier(k3Classifier)
-	if m2("model.layers.1.x") != Keep || m2("model.layers.0.x") != drop {
+	if m2("model.layers.1.x") != keep || m2("model.layers.0.x") != drop {
 		t.Error("digit-aware recipe memoized by skeleton")
 	}
 }
@@ -228,7 +228,7 @@ func TestPlanTensorsErrors(t *testing.T) {
 			{Name: strings.TrimSuffix(name, "weight") + "weight_scale_inv", DType: safetensors.F32, Shape: []int64{1, 1}},
 		}, errNameCollision},
 	}
-	packed, err := newRecipe("bad", "", Keep, []rule{{Pattern: `weight_packed$`, Action: Quantize}})
+	packed, err := newRecipe("bad", "", keep, []rule{{Pattern: `weight_packed$`, Action: quantize}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestPlanTensorsErrors(t *testing.T) {
 	if _, err := Lookup("nope"); !errors.Is(err, errUnknownRecipe) {
 		t.Errorf("Lookup(nope): %v", err)
 	}
-	if _, err := newRecipe("x", "", Keep, []rule{{Pattern: "(", Action: drop}}); err == nil {
+	if _, err := newRecipe("x", "", keep, []rule{{Pattern: "(", Action: drop}}); err == nil {
 		t.Error("bad pattern accepted")
 	}
 }
@@ -274,8 +274,8 @@ func TestParseNames(t *testing.T) {
 	if _, err := ParseScaleFmt("e5m2"); !errors.Is(err, errUnknownFormat) {
 		t.Errorf("ParseScaleFmt(e5m2): %v", err)
 	}
-	if _, err := ParseNonFinitePolicy("ignore"); !errors.Is(err, errUnknownFormat) {
-		t.Errorf("ParseNonFinitePolicy(ignore): %v", err)
+	if _, err := parseNonFinitePolicy("ignore"); !errors.Is(err, errUnknownFormat) {
+		t.Errorf("parseNonFinitePolicy(ignore): %v", err)
 	}
 }
 

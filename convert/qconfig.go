@@ -383,7 +383,7 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	}
 	fp8 := map[string]any{
 		"format":  ctFloatFormat,
-		"targets": anyStrings(append(ctPatterns(m.fp8, m.kept), fp8ExpertsTargets(m, opts)...)),
+		"targets": anyStrings(append(model.ModulePatterns(m.fp8, m.kept), fp8ExpertsTargets(m, opts)...)),
 		"weights": map[string]any{
 			"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []any{blockSize, blockSize},
 			"symmetric": true, "dynamic": false,
@@ -408,24 +408,6 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	}
 	qc["ignore"] = ignore
 	return qc, nil
-}
-
-// ctPatterns turns module names into the schema's prefix-agnostic "re:"
-// patterns, one per module kind in any layer when no module of the same kind
-// is in others, else one per layer.
-func ctPatterns(mods, others []string) []string {
-	mixed := map[string]bool{}
-	for _, o := range others {
-		_, kind := model.ModuleKind(o)
-		mixed[kind] = true
-	}
-	var out []string
-	for _, m := range mods {
-		_, kind := model.ModuleKind(m)
-		out = append(out, "re:"+model.ModuleRegexp(m, !mixed[kind]))
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // ctMatcher compiles one compressed-tensors ignore/targets entry: "re:<regex>"
@@ -478,7 +460,7 @@ func rewriteIgnore(cls *model.Classifier, v any, m modules) ([]any, error) {
 		}
 	}
 	out := anyStrings(keep)
-	for _, p := range ctPatterns(covered, m.fp8) {
+	for _, p := range model.ModulePatterns(covered, m.fp8) {
 		out = append(out, p)
 	}
 	return out, nil

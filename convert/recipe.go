@@ -17,10 +17,10 @@ type actionSet struct{}
 func (actionSet) set() ([]string, string, string) { return actionNames[:], "Action", "action" }
 
 const (
-	// Keep copies the tensor byte for byte.
-	Keep action = iota
-	// Quantize turns a 2-D float weight into block-FP8 (E4M3, one fp32 scale per 128×128 block).
-	Quantize
+	// keep copies the tensor byte for byte.
+	keep action = iota
+	// quantize turns a 2-D float weight into block-FP8 (E4M3, one fp32 scale per 128×128 block).
+	quantize
 	// drop leaves the tensor out of the output.
 	drop
 	// decode turns a quantized weight (block FP8, MXFP4, NVFP4) back into
@@ -31,7 +31,7 @@ const (
 	numActions = int(decode) + 1
 )
 
-var actionNames = [numActions]string{Keep: "keep", Quantize: "quantize", drop: "drop", decode: "bf16"}
+var actionNames = [numActions]string{keep: "keep", quantize: "quantize", drop: "drop", decode: "bf16"}
 
 // rule maps the tensor names matching Pattern to Action. Patterns are Go
 // regular expressions over the full tensor name.
@@ -89,7 +89,7 @@ func (r *Recipe) classify(cls *model.Classifier, name string) (action, int) {
 	}
 	if r.Quantize != 0 {
 		if tn := cls.ParseName(name); tn.Role == model.RoleWeight && r.Quantize.Has(tn.Group) {
-			return Quantize, groupRule
+			return quantize, groupRule
 		}
 	}
 	return r.Default, -1
@@ -134,14 +134,14 @@ var builtinRecipes = []struct {
 		quantize: "kda.q_proj,kda.k_proj,kda.v_proj,kda.g_proj,kda.o_proj," +
 			"mla.q_a_proj,mla.q_b_proj,mla.kv_a_proj_with_mqa,mla.kv_b_proj,mla.o_proj,mla.g_proj," +
 			"shared_experts,latent.down_proj,latent.up_proj,dense_mlp",
-		def: Keep,
+		def: keep,
 	},
 	{
 		name: ModelOptK3,
 		doc:  "NVIDIA's Kimi-K3 choice: block-FP8 KDA q/k/v/g/o/b/f_a/f_b and every MLA projection; shared experts, latent projections, dense MLP and everything else BF16",
 		quantize: "kda.q_proj,kda.k_proj,kda.v_proj,kda.g_proj,kda.o_proj,kda.b_proj,kda.f_a_proj,kda.f_b_proj," +
 			"mla.q_a_proj,mla.q_b_proj,mla.kv_a_proj_with_mqa,mla.kv_b_proj,mla.o_proj,mla.g_proj",
-		def: Keep,
+		def: keep,
 	},
 	{
 		name: BF16,

@@ -51,7 +51,7 @@ const (
 var stepKindNames = [numStepKinds]string{stepCopy: "copy", stepScales: "scales", stepCodes: "codes", stepNVFP4: "nvfp4", stepDecode: "decode", stepPack: "pack"}
 
 // nVFP4Part is which of the four NVFP4 tensors of a projection a step writes,
-// in model.NVFP4Specs order.
+// in nvfp4Specs order.
 type nVFP4Part uint8
 
 const (
@@ -230,7 +230,7 @@ func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i in
 		if c.Packed, ok = sf.Lookup(o.Source); !ok {
 			return step{}, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, o.Source, safetensors.ErrNotFound)
 		}
-		scales := model.MXFP4Scales(base)
+		scales := mxfp4Scales(base)
 		if c.Scales, ok = sf.Lookup(scales); !ok {
 			return step{}, fmt.Errorf("file %s: tensor %s: its MXFP4 scales %s: %w in the file", sf.Path, o.Source, scales, safetensors.ErrNotFound)
 		}
@@ -240,7 +240,7 @@ func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i in
 				sf.Path, scales, errNotQuantizable, c.Scales.DType, c.Scales.Shape, c.Packed.Shape, n, k/quant.MXGroupSize)
 		}
 		if pb, ok := cls.NVFP4ScalePartner(base); ok {
-			ps := model.MXFP4Scales(pb)
+			ps := mxfp4Scales(pb)
 			t, ok := sf.Lookup(ps)
 			if !ok {
 				return step{}, fmt.Errorf("file %s: tensor %s: %s shares weight_scale_2 with %s (one fused GEMM), whose scales %s are not in the same file",
@@ -253,7 +253,7 @@ func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i in
 		}
 		casts[base] = c
 	}
-	specs, _ := model.NVFP4Specs(base, o.sourceSpec())
+	specs, _ := nvfp4Specs(base, o.sourceSpec())
 	part := slices.IndexFunc(specs[:], func(s safetensors.TensorSpec) bool { return s.Name == o.Name })
 	if part < 0 {
 		return step{}, fmt.Errorf("file %s: tensor %s is none of the NVFP4 tensors of %s", sf.Path, o.Name, o.Source)
@@ -266,4 +266,25 @@ func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i in
 		st.Src, st.Len = sf.DataStart+c.Scales.Begin, c.Scales.Size()
 	}
 	return st, nil
+}
+
+// mxfp4Scales is the E8M0 scale tensor of the MXFP4 expert projection X
+// (whose codes are X.weight_packed).
+func mxfp4Scales(base string) string { return base + ".weight_scale" }
+
+// nvfp4Specs are the tensors NVIDIA's converter writes in place of the MXFP4
+// projection whose codes are packed (X.weight_packed U8 [N, K/2]), in this
+// order: X.weight U8 [N, K/2] (the same E2M1 codes), X.weight_scale F8_E4M3
+// [N, K/16], X.weight_scale_2 F32 [] and X.input_scale F32 [].
+func nvfp4Specs(base string, packed safetensors.TensorSpec) ([4]safetensors.TensorSpec, bool) {
+	var out [4]safetensors.TensorSpec
+	if packed.DType != safetensors.U8 || len(packed.Shape) != 2 || (2*packed.Shape[1])%quant.NVFP4GroupSize != 0 {
+		return out, false
+	}
+	n, k := packed.Shape[0], 2*packed.Shape[1]
+	out[0] = safetensors.TensorSpec{Name: base + ".weight", DType: safetensors.U8, Shape: []int64{n, k / 2}}
+	out[1] = safetensors.TensorSpec{Name: base + ".weight_scale", DType: safetensors.F8_E4M3, Shape: []int64{n, k / quant.NVFP4GroupSize}}
+	out[2] = safetensors.TensorSpec{Name: base + ".weight_scale_2", DType: safetensors.F32, Shape: []int64{}}
+	out[3] = safetensors.TensorSpec{Name: base + ".input_scale", DType: safetensors.F32, Shape: []int64{}}
+	return out, true
 }

@@ -3,7 +3,6 @@ package convert
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -22,10 +21,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// TensorStats are the dequantization errors of one FP8 tensor against its
+// tensorStats are the dequantization errors of one FP8 tensor against its
 // source: a report of the format's accuracy (the check itself is equality
 // with a fresh quantization).
-type TensorStats struct {
+type tensorStats struct {
 	Name string `json:"name"`
 	File string `json:"file"`
 	// MaxAbs is max |x − fp8·scale| over the tensor (float64 arithmetic on
@@ -73,7 +72,7 @@ type VerifyReport struct {
 	Packed     int             `json:"tensors_packed_mxfp4"`
 	Pack       quant.PackStats `json:"mxfp4_pack"`
 	Violations []string        `json:"violations"`
-	Tensors    []TensorStats   `json:"tensors"`
+	Tensors    []tensorStats   `json:"tensors"`
 	// Report is quantization_report.json as recomputed from SRC and DST
 	// (nil when the conversion quantized nothing); DST's must equal it.
 	Report *Report `json:"quantization_report,omitempty"`
@@ -88,7 +87,7 @@ type VerifyOptions struct {
 	// Jobs is how many files are checked at once (default 1).
 	Jobs int
 	// NonFinite is the policy the conversion ran with, for a manifest that
-	// does not record it: under NonFiniteError (the default) a NaN or Inf in
+	// does not record it: under the error policy (the default) a NaN or Inf in
 	// a weight to quantize is a violation, as convert refuses it; under
 	// NonFiniteZero the output must hold the quantization of the source with
 	// those values zeroed. A manifest that records "zero" needs no option.
@@ -129,12 +128,12 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	}
 	opts := Options{Format: m.Format, ScaleFmt: sf, NonFinite: vo.NonFinite}
 	if m.NonFinite != "" {
-		if opts.NonFinite, err = ParseNonFinitePolicy(m.NonFinite); err != nil {
+		if opts.NonFinite, err = parseNonFinitePolicy(m.NonFinite); err != nil {
 			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
 		}
 	}
 	if m.Experts != "" {
-		if opts.Experts, err = ParseExpertsMode(m.Experts); err != nil {
+		if opts.Experts, err = parseExpertsMode(m.Experts); err != nil {
 			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
 		}
 	}
@@ -253,7 +252,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			checkReport(rep, d)
 		}
 	}
-	slices.SortFunc(rep.Tensors, func(a, b TensorStats) int {
+	slices.SortFunc(rep.Tensors, func(a, b tensorStats) int {
 		if c := strings.Compare(a.File, b.File); c != 0 {
 			return c
 		}
@@ -264,6 +263,9 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		rep.Violations = append(rep.Violations[:maxV], fmt.Sprintf("… and %d more", n-maxV))
 	}
 	rep.OK = len(rep.Violations) == 0
+	if rep.Violations == nil {
+		rep.Violations = []string{} // JSON [], not null
+	}
 	return rep, nil
 }
 
@@ -369,14 +371,4 @@ func readRegular(path string) ([]byte, error) {
 		err = fmt.Errorf("%s: over %d bytes", path, maxStateFile)
 	}
 	return b, err
-}
-
-// WriteJSON writes the report as indented JSON.
-func (r *VerifyReport) WriteJSON(w io.Writer) error {
-	if r.Violations == nil {
-		r.Violations = []string{}
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }

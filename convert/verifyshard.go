@@ -253,8 +253,8 @@ func sameBytes(x, y io.Reader, a, b []byte, prog meter) (bool, error) {
 
 // fp8Stats dequantizes an FP8 weight band by band and compares it with the
 // source, in float64.
-func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, num quant.Numerics, prog meter) (TensorStats, error) {
-	var st TensorStats
+func fp8Stats(src *io.SectionReader, t safetensors.TensorInfo, q, scales *io.SectionReader, num quant.Numerics, prog meter) (tensorStats, error) {
+	var st tensorStats
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
 		return st, fmt.Errorf("%w: %s %v", errNotQuantizable, t.DType, t.Shape)

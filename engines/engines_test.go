@@ -60,7 +60,7 @@ func planFacts(t *testing.T, p Profile) *Facts {
 	if o.Format, err = convert.ParseFormat(p.Format); err != nil {
 		t.Fatal(err)
 	}
-	if o.Experts, err = convert.ParseExpertsMode(p.Experts); err != nil {
+	if err = o.Experts.UnmarshalText([]byte(p.Experts)); err != nil {
 		t.Fatal(err)
 	}
 	plan, err := convert.NewPlan(src, nil, r, o)

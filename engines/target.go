@@ -29,7 +29,8 @@ func (p Profile) Flags() string {
 func expertModes() []string {
 	var out []string
 	for _, m := range []string{"keep", "nvfp4", "mxfp4", "bf16", "fp8"} {
-		if _, err := convert.ParseExpertsMode(m); err == nil {
+		var e convert.ExpertsMode
+		if e.UnmarshalText([]byte(m)) == nil {
 			out = append(out, m)
 		}
 	}
@@ -96,7 +97,8 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 	if _, err := convert.ParseFormat(p.Format); err != nil {
 		return nil, err
 	}
-	if _, err := convert.ParseExpertsMode(p.Experts); err != nil {
+	var experts convert.ExpertsMode
+	if err := experts.UnmarshalText([]byte(p.Experts)); err != nil {
 		return nil, err
 	}
 	out := &Facts{}

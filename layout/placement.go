@@ -184,9 +184,7 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 		w, isScale := int32(-1), false
 		if grouped {
 			tn := parse(t.Name)
-			if tn.Role.IsCompanion() {
-				w, isScale = scaleWeight(t, fp8, tensors)
-			}
+			w, isScale = scaleWeight(t, fp8, tensors)
 			// A block-FP8 scale follows its weight rather than matching the
 			// weight's group.
 			if !isScale {

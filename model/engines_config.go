@@ -1,11 +1,6 @@
 package model
 
-import (
-	"strings"
-
-	"github.com/k3ckpt/k3ckpt/quant"
-	"github.com/k3ckpt/k3ckpt/safetensors"
-)
+import "strings"
 
 // Quantization methods of the converted configs parseConverted reads.
 const (
@@ -39,27 +34,6 @@ func (c *Classifier) MXFP4Part(name string) (base string, packed, ok bool) {
 		return b, false, true
 	}
 	return "", false, false
-}
-
-// MXFP4Scales is the E8M0 scale tensor of the MXFP4 expert projection X
-// (whose codes are X.weight_packed).
-func MXFP4Scales(base string) string { return base + mxfp4Scale }
-
-// NVFP4Specs are the tensors NVIDIA's converter writes in place of the MXFP4
-// projection whose codes are packed (X.weight_packed U8 [N, K/2]), in this
-// order: X.weight U8 [N, K/2] (the same E2M1 codes), X.weight_scale F8_E4M3
-// [N, K/16], X.weight_scale_2 F32 [] and X.input_scale F32 [].
-func NVFP4Specs(base string, packed safetensors.TensorSpec) ([4]safetensors.TensorSpec, bool) {
-	var out [4]safetensors.TensorSpec
-	if packed.DType != safetensors.U8 || len(packed.Shape) != 2 || (2*packed.Shape[1])%quant.NVFP4GroupSize != 0 {
-		return out, false
-	}
-	n, k := packed.Shape[0], 2*packed.Shape[1]
-	out[0] = safetensors.TensorSpec{Name: base + ".weight", DType: safetensors.U8, Shape: []int64{n, k / 2}}
-	out[1] = safetensors.TensorSpec{Name: base + ".weight_scale", DType: safetensors.F8_E4M3, Shape: []int64{n, k / quant.NVFP4GroupSize}}
-	out[2] = safetensors.TensorSpec{Name: base + ".weight_scale_2", DType: safetensors.F32, Shape: []int64{}}
-	out[3] = safetensors.TensorSpec{Name: base + ".input_scale", DType: safetensors.F32, Shape: []int64{}}
-	return out, true
 }
 
 // NVFP4ScalePartner returns the projection that shares weight_scale_2 with

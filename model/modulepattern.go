@@ -2,14 +2,15 @@ package model
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// ModuleKind splits a module name into its decoder layer and its kind, the
+// moduleKind splits a module name into its decoder layer and its kind, the
 // name after layers.N. (….layers.3.self_attn.q_proj → 3, "self_attn.q_proj");
 // a module outside the layers has layer -1 and its last component as kind.
-func ModuleKind(module string) (layer int, kind string) {
+func moduleKind(module string) (layer int, kind string) {
 	l := k3Classifier.ParseName(module).Layer
 	if l < 0 {
 		return -1, module[strings.LastIndexByte(module, '.')+1:]
@@ -20,13 +21,13 @@ func ModuleKind(module string) (layer int, kind string) {
 	return l, rest[strings.IndexByte(rest, '.')+1:]
 }
 
-// ModuleRegexp is a regular expression (RE2 and Python re alike) that
+// moduleRegexp is a regular expression (RE2 and Python re alike) that
 // matches module under either text prefix, none, and the engines' mlp
 // spelling of the MoE block, anchored at the end: a decoder-layer module
 // by its kind in its layer (in any layer when anyLayer), any other module by
 // its last component.
-func ModuleRegexp(module string, anyLayer bool) string {
-	layer, kind := ModuleKind(module)
+func moduleRegexp(module string, anyLayer bool) string {
+	layer, kind := moduleKind(module)
 	q := regexp.QuoteMeta(kind)
 	for _, r := range k3Schema.renames { // the engines' runtime spellings too
 		q = strings.ReplaceAll(q, r[0], "(?:"+r[0]+"|"+r[1]+")")
@@ -38,6 +39,25 @@ func ModuleRegexp(module string, anyLayer bool) string {
 		return `(?:.*\.)?layers\.\d+\.` + q + `$`
 	}
 	return `(?:.*\.)?layers\.` + strconv.Itoa(layer) + `\.` + q + `$`
+}
+
+// ModulePatterns turns module names into compressed-tensors "re:" patterns
+// that hold under either text prefix and the engines' spellings, sorted and
+// without repeats: one per module kind in any layer when no module of that
+// kind is in others, else one per layer.
+func ModulePatterns(mods, others []string) []string {
+	mixed := map[string]bool{}
+	for _, o := range others {
+		_, kind := moduleKind(o)
+		mixed[kind] = true
+	}
+	var out []string
+	for _, m := range mods {
+		_, kind := moduleKind(m)
+		out = append(out, "re:"+moduleRegexp(m, !mixed[kind]))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // ExpertBank returns the module that holds a routed expert's tensor, its MoE

@@ -26,9 +26,9 @@ func TestModuleRegexp(t *testing.T) {
 		{"language_model.lm_head", true, `(?:.*\.)?lm_head$`,
 			[]string{"lm_head", "language_model.lm_head"}, []string{"xlm_head"}},
 	} {
-		got := ModuleRegexp(c.module, c.anyLayer)
+		got := moduleRegexp(c.module, c.anyLayer)
 		if got != c.want {
-			t.Errorf("ModuleRegexp(%q, %v) = %q, want %q", c.module, c.anyLayer, got, c.want)
+			t.Errorf("moduleRegexp(%q, %v) = %q, want %q", c.module, c.anyLayer, got, c.want)
 			continue
 		}
 		re := regexp.MustCompile(`^(?:` + got + `)`)
@@ -43,8 +43,8 @@ func TestModuleRegexp(t *testing.T) {
 			}
 		}
 	}
-	if l, k := ModuleKind("model.layers.0.mlp.gate_proj"); l != 0 || k != "mlp.gate_proj" {
-		t.Errorf("ModuleKind = %d, %q", l, k)
+	if l, k := moduleKind("model.layers.0.mlp.gate_proj"); l != 0 || k != "mlp.gate_proj" {
+		t.Errorf("moduleKind = %d, %q", l, k)
 	}
 }
 

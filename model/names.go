@@ -62,10 +62,6 @@ func (r Role) String() string {
 	return fmt.Sprintf("Role(%d)", uint8(r))
 }
 
-// IsCompanion reports whether the tensor accompanies a quantized weight
-// (packed codes or a scale) rather than being a weight or parameter itself.
-func (r Role) IsCompanion() bool { return r > RoleWeight && int(r) < numRoles }
-
 // SplitRole splits a tensor name into its module and role:
 // "a.q_proj.weight_scale_inv" → ("a.q_proj", roleScaleInv); a name whose
 // last segment is no weight or companion suffix is a RoleParam of the

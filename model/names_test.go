@@ -223,11 +223,8 @@ func TestSplitRole(t *testing.T) {
 		if got != r || m != "a.b" {
 			t.Errorf("SplitRole(a.b.%s) = %q, %v", r, m, got)
 		}
-		if !r.IsCompanion() != (r == RoleWeight) {
-			t.Errorf("%v.IsCompanion() = %v", r, r.IsCompanion())
-		}
 	}
-	if m, r := SplitRole("x.bias"); m != "x" || r != roleParam || r.IsCompanion() {
+	if m, r := SplitRole("x.bias"); m != "x" || r != roleParam {
 		t.Errorf("x.bias: %q %v", m, r)
 	}
 	if m, r := SplitRole("weight"); m != "" || r != RoleWeight {

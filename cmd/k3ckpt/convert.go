@@ -56,7 +56,7 @@ engines dequantize it) against the source, listed in the manifest.`,
 	f.StringVar(&fl.experts, "experts", convert.ExpertsKeep.String(), "routed experts: keep (bytes unchanged), nvfp4 (NVIDIA's MXFP4→NVFP4 cast; --format modelopt), bf16 (MXFP4/NVFP4/FP8 decoded to BF16, as torch computes it), mxfp4 (BF16 packed into the release's compressed-tensors mxfp4-pack-quantized, byte for byte as compressed-tensors does) or fp8 (MXFP4/BF16 experts to 128×128 block FP8 in --format, --numerics deepgemm; for Hopper, but no engine's K3 loader is known to serve them: SGLang and vLLM load them by name under --format deepseek with their SiTU FP8 MoE path unread, TensorRT-LLM refuses them; see convert/README.md)")
 	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
-	f.StringVar(&fl.nonFinite, "nonfinite", convert.NonFiniteError.String(), "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
+	f.StringVar(&fl.nonFinite, "nonfinite", "error", "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
 	addJobsFlag(f, &fl.jobs) // memory: the plan (full K3: ~240 MiB, ~580 MiB with --experts nvfp4) + 64 MiB per job
 	f.BoolVar(&fl.resume, "resume", false, "keep files already finished whose size and sha256 match their record (the default; the explicit form)")
 	f.BoolVar(&fl.restart, "restart", false, "discard what an earlier run of this plan left in DST and write every file again")
@@ -96,10 +96,10 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if opts.ScaleFmt, err = convert.ParseScaleFmt(fl.scaleFmt); err != nil {
 		return flagError("scale-fmt", err)
 	}
-	if opts.NonFinite, err = convert.ParseNonFinitePolicy(fl.nonFinite); err != nil {
+	if err = opts.NonFinite.UnmarshalText([]byte(fl.nonFinite)); err != nil {
 		return flagError("nonfinite", err)
 	}
-	if opts.Experts, err = convert.ParseExpertsMode(fl.experts); err != nil {
+	if err = opts.Experts.UnmarshalText([]byte(fl.experts)); err != nil {
 		return flagError("experts", err)
 	}
 	if opts.Numerics, err = convert.ParseNumerics(fl.numerics); err != nil {
@@ -194,7 +194,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast, "uncounted_files": res.Uncounted,
 			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
 			"mxfp4_repack": map[string]int64{"groups": res.Repack.Groups, "changed": res.Repack.Changed},
-			"fp8_experts":  fp8ExpertsJSON(res.FP8Experts),
+			"fp8_experts":  fp8ExpertsJSON(res),
 			"seconds":      elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
 		if nr != nil {
@@ -254,7 +254,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintln(sw, packLine(res.Packed, res.Pack))
 	}
 	if opts.Experts == convert.ExpertsFP8 {
-		fmt.Fprintln(sw, fp8ExpertsLine(res.FP8Experts, opts.ScaleFmt))
+		fmt.Fprintln(sw, fp8ExpertsLine(res, opts.ScaleFmt))
 	}
 	if res.Finalized {
 		what := termtext.Plural(int64(t.Quantized), "tensor", "tensors") + " quantized"
@@ -289,7 +289,8 @@ func packJSON(p quant.PackStats) map[string]int64 {
 }
 
 // fp8ExpertsLine reports the routed experts' blocks cast to block FP8.
-func fp8ExpertsLine(s convert.FP8ExpertStats, sf quant.ScaleFmt) string {
+func fp8ExpertsLine(res *convert.Result, sf quant.ScaleFmt) string {
+	s := res.FP8Experts
 	line := fmt.Sprintf("experts to block FP8: %s, %s blocks of 128×128, %s lossless, %s lossy (some value changed)",
 		termtext.Plural(s.Tensors, "tensor", "tensors"), termtext.Int(s.Blocks), termtext.Int(s.Blocks-s.Lossy), termtext.Int(s.Lossy))
 	if s.Lossy > 0 && sf != quant.ScaleUE8M0 {
@@ -301,7 +302,8 @@ func fp8ExpertsLine(s convert.FP8ExpertStats, sf quant.ScaleFmt) string {
 }
 
 // fp8ExpertsJSON is the FP8 expert counts in --json's keys.
-func fp8ExpertsJSON(s convert.FP8ExpertStats) map[string]int64 {
+func fp8ExpertsJSON(res *convert.Result) map[string]int64 {
+	s := res.FP8Experts
 	return map[string]int64{"tensors": s.Tensors, "blocks": s.Blocks, "lossless": s.Blocks - s.Lossy, "lossy": s.Lossy}
 }
 

@@ -111,8 +111,8 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if err != nil {
 		return flagError("format", err)
 	}
-	experts, err := convert.ParseExpertsMode(f.experts)
-	if err != nil {
+	var experts convert.ExpertsMode
+	if err := experts.UnmarshalText([]byte(f.experts)); err != nil {
 		return flagError("experts", err)
 	}
 	if f.recipe != "" || experts != convert.ExpertsKeep {

@@ -69,7 +69,7 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 	}
 	if p.Recipe.Quantize != 0 {
 		// The projection list is one comma-separated word: break it after commas.
-		line("           ", "  %-8s %s", convert.Quantize, strings.ReplaceAll(p.Recipe.Quantize.String(), ",", ", "))
+		line("           ", "  %-8s %s", "quantize", strings.ReplaceAll(p.Recipe.Quantize.String(), ",", ", "))
 	}
 	line("           ", "  %-8s everything else; experts %s, numerics %s", p.Recipe.Default, p.Options.Experts, p.Options.Numerics)
 	for _, s := range p.Splits {

@@ -83,7 +83,7 @@ func applyTarget(cmd *cobra.Command, src *safetensors.Checkpoint, tf targetFlags
 	if opts.Format, err = convert.ParseFormat(c.Profile.Format); err != nil {
 		return nil, opts, err
 	}
-	if opts.Experts, err = convert.ParseExpertsMode(c.Profile.Experts); err != nil {
+	if err = opts.Experts.UnmarshalText([]byte(c.Profile.Experts)); err != nil {
 		return nil, opts, err
 	}
 	numWhy := "no engine rule depends on the block-FP8 cast; DeepGEMM's is the default"

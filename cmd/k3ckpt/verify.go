@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -32,8 +32,8 @@ error per 128×128 block, SNR); quantization_report.json equals the report
 recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			policy, err := convert.ParseNonFinitePolicy(nonFinite)
-			if err != nil {
+			var vo convert.VerifyOptions
+			if err := vo.NonFinite.UnmarshalText([]byte(nonFinite)); err != nil {
 				return flagError("nonfinite", err)
 			}
 			jobs, err := resolveJobs(jobs)
@@ -55,7 +55,7 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 				return err
 			}
 			defer src.Close()
-			vo := convert.VerifyOptions{Jobs: jobs, NonFinite: policy}
+			vo.Jobs = jobs
 			b := newProgress(cmd, asJSON, "verify (read)", unitBytes)
 			if b != nil {
 				vo.Progress = b
@@ -67,27 +67,32 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				var buf bytes.Buffer
-				if err := rep.WriteJSON(&buf); err != nil {
+				// Marshaled first: the report's strings keep encoding/json's
+				// HTML escaping, which writeJSON leaves off.
+				b, err := json.Marshal(rep)
+				if err != nil {
 					return err
 				}
-				if err := writeJSON(out, json.RawMessage(buf.Bytes())); err != nil {
+				if err := writeJSON(out, json.RawMessage(b)); err != nil {
 					return err
 				}
 			} else {
 				printVerify(wrapLines(cmd), rep, quiet(cmd))
 			}
 			if !rep.OK {
-				return &exitError{code: 1, err: fmt.Errorf("%w: %d violations", convert.ErrVerify, len(rep.Violations))}
+				return &exitError{code: 1, err: fmt.Errorf("%w: %d violations", errVerify, len(rep.Violations))}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full report as one JSON object")
 	addJobsFlag(cmd.Flags(), &jobs)
-	cmd.Flags().StringVar(&nonFinite, "nonfinite", convert.NonFiniteError.String(), "for a DST whose manifest does not record its policy (made before it did): error (a NaN/Inf in a weight to quantize is a violation) or zero; a manifest that records zero is checked under it")
+	cmd.Flags().StringVar(&nonFinite, "nonfinite", "error", "for a DST whose manifest does not record its policy (made before it did): error (a NaN/Inf in a weight to quantize is a violation) or zero; a manifest that records zero is checked under it")
 	return cmd
 }
+
+// errVerify is verify's failure: a violation found.
+var errVerify = errors.New("verification failed")
 
 // printVerify prints the verdict; quiet, only the violations (the exit
 // status says the rest).
@@ -103,11 +108,12 @@ func printVerify(w io.Writer, r *convert.VerifyReport, quiet bool) {
 	if r.Decoded > 0 || r.Packed > 0 {
 		fmt.Fprintf(w, "%d tensors decoded to BF16 and %d packed to MXFP4 equal a fresh decode / packing of the source bit for bit\n", r.Decoded, r.Packed)
 	}
-	var worst convert.TensorStats
+	var worstRel float64
+	var worstName string
 	minSNR := -1.0
 	for _, t := range r.Tensors {
-		if t.MaxRelBlock > worst.MaxRelBlock {
-			worst = t
+		if t.MaxRelBlock > worstRel {
+			worstRel, worstName = t.MaxRelBlock, t.Name
 		}
 		if t.SNRdB != nil && (minSNR < 0 || *t.SNRdB < minSNR) {
 			minSNR = *t.SNRdB
@@ -120,7 +126,7 @@ func printVerify(w io.Writer, r *convert.VerifyReport, quiet bool) {
 		fmt.Fprintln(w, castLine(fmt.Sprintf("NVFP4: %d projections re-cast and compared bit for bit", r.NVFP4), r.Cast))
 	}
 	if len(r.Tensors) > 0 {
-		fmt.Fprintf(w, "FP8: worst block relative error %.4f (%s), lowest SNR %.2f dB\n", worst.MaxRelBlock, worst.Name, minSNR)
+		fmt.Fprintf(w, "FP8: worst block relative error %.4f (%s), lowest SNR %.2f dB\n", worstRel, worstName, minSNR)
 	}
 	if r.Report != nil {
 		fmt.Fprintf(w, "%s recomputed from SRC and DST: %s\n", convert.ReportName, reportTotalLine(r.Report.Total))
