@@ -306,14 +306,15 @@ func TestNamesFromIndex(t *testing.T) {
 	}
 }
 
-// TestMain runs the tests, four times GOMAXPROCS of the parallel ones at
-// once unless -test.parallel is given: the export tests spend their time
-// waiting on fsync of small files, not on the CPU.
+// TestMain runs the tests; under -short, four times GOMAXPROCS of the
+// parallel ones at once unless -test.parallel is given: the short export
+// tests spend their time waiting on fsync of small files, not on the CPU
+// (the full run's larger fixtures would only compete for memory).
 func TestMain(m *testing.M) {
 	flag.Parse()
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
+	if !given && testing.Short() {
 		if err := flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0))); err != nil {
 			panic(err)
 		}
