@@ -36,9 +36,19 @@ func rawHeader(t *testing.T, path string) (map[string]json.RawMessage, int64) {
 	return h, 8 + n
 }
 
+// tensorListReplica is the replica the tensor-list tests list: under -short
+// the 4-layer cut (7 shards, every kind of tensor), the tiny replica's 96
+// shards in the full run.
+func tensorListReplica(t *testing.T) string {
+	if testing.Short() {
+		return smallReplica(t)
+	}
+	return tinyReplica(t)
+}
+
 func TestTensorListJSON(t *testing.T) {
 	t.Parallel()
-	dir := tinyReplica(t)
+	dir := tensorListReplica(t)
 	ck, err := safetensors.Open(dir)
 	must(t, err)
 	defer ck.Close()
@@ -119,7 +129,7 @@ func TestTensorListJSON(t *testing.T) {
 
 func TestTensorListTable(t *testing.T) {
 	t.Parallel()
-	dir := tinyReplica(t)
+	dir := tensorListReplica(t)
 	ck, err := safetensors.Open(dir)
 	must(t, err)
 	defer ck.Close()

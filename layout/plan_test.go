@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -303,7 +306,21 @@ func TestNamesFromIndex(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { testckpt.Main(m) }
+// TestMain runs the tests; under -short, four times GOMAXPROCS of the
+// parallel ones at once unless -test.parallel is given: the short export
+// tests spend their time waiting on fsync of small files, not on the CPU
+// (the full run's larger fixtures would only compete for memory).
+func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && testing.Short() {
+		if err := flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0))); err != nil {
+			panic(err)
+		}
+	}
+	testckpt.Main(m)
+}
 
 var _ = st.F32
 
