@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	st "github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -40,7 +39,7 @@ func memFile(t *testing.T, sizes ...int) (*outFile, map[string][]byte) {
 func TestWriteFileInOrder(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	of, data := memFile(t, 3, filewrite.BufferSize+5, 1, 4096)
+	of, data := memFile(t, 3, 4<<20+5, 1, 4096) // over one writer buffer (4 MiB)
 	path := filepath.Join(dir, of.name)
 	var done int64
 	commit, err := writeFile(context.Background(), of, path, nil, new([]byte), func(n int64) { done += n }, nil)

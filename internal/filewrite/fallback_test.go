@@ -44,11 +44,11 @@ func TestHeapBuffers(t *testing.T) {
 	mapHuge = func(int) []byte { return nil }
 	pool := newPool(2)
 	b := pool.get()
-	if len(b) != BufferSize || addr(b)%align != 0 {
-		t.Fatalf("heap buffer of %d bytes at %#x, want %d aligned to %d", len(b), addr(b), BufferSize, align)
+	if len(b) != bufferSize || addr(b)%align != 0 {
+		t.Fatalf("heap buffer of %d bytes at %#x, want %d aligned to %d", len(b), addr(b), bufferSize, align)
 	}
 	pool.put(b)
-	data := pattern(3*BufferSize+align+11, 3)
+	data := pattern(3*bufferSize+align+11, 3)
 	if disk, _ := writeOne(t, pool, data); !bytes.Equal(disk, data) {
 		t.Fatalf("file of %d bytes differs from the %d written", len(disk), len(data))
 	}
@@ -62,7 +62,7 @@ func TestHeapBuffers(t *testing.T) {
 func TestDirectRefusedAtOpen(t *testing.T) {
 	defer func(d func(*os.File, bool) error) { directOn = d }(directOn)
 	directOn = func(*os.File, bool) error { return errInvalid }
-	data := pattern(2*BufferSize+align+5, 4)
+	data := pattern(2*bufferSize+align+5, 4)
 	disk, direct := writeOne(t, newPool(2), data)
 	if !bytes.Equal(disk, data) || direct {
 		t.Fatalf("file of %d bytes (equal %v) from %d written, direct %v", len(disk), bytes.Equal(disk, data), len(data), direct)
@@ -85,7 +85,7 @@ func TestDirectRefusedAtWrite(t *testing.T) {
 	if !took {
 		t.Skip("this filesystem refuses O_DIRECT at open (TestDirectRefusedAtOpen covers that)")
 	}
-	data := pattern(3*BufferSize+7, 5)
+	data := pattern(3*bufferSize+7, 5)
 	disk, direct := writeOne(t, newPool(2), data)
 	if !bytes.Equal(disk, data) {
 		t.Fatalf("file of %d bytes differs from the %d written", len(disk), len(data))

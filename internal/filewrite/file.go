@@ -31,9 +31,9 @@ import (
 // lengths are multiples of it (the largest logical block size in use).
 const align = 4096
 
-// BufferSize is the size of a Pool's buffers: large enough that writes reach
+// bufferSize is the size of a Pool's buffers: large enough that writes reach
 // the disk in few calls, small enough to hold several per job.
-const BufferSize = 4 << 20
+const bufferSize = 4 << 20
 
 // File is an output file being written in order under a temporary name.
 type File struct {

@@ -34,7 +34,7 @@ func pattern(n int, seed byte) []byte {
 // at Commit.
 func TestFileBytesAndHash(t *testing.T) {
 	dir := t.TempDir()
-	src := pattern(3*BufferSize+5000, 7)
+	src := pattern(3*bufferSize+5000, 7)
 	srcPath := filepath.Join(dir, "src")
 	if err := os.WriteFile(srcPath, src, 0o644); err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestFileBytesAndHash(t *testing.T) {
 	}
 	defer in.Close()
 	pool := newPool(2)
-	for _, size := range []int{0, 1, align - 1, align, align + 1, BufferSize - 1, BufferSize, BufferSize + 1, 2*BufferSize + align, 3*BufferSize + 17} {
+	for _, size := range []int{0, 1, align - 1, align, align + 1, bufferSize - 1, bufferSize, bufferSize + 1, 2*bufferSize + align, 3*bufferSize + 17} {
 		path := filepath.Join(dir, "out")
 		os.Remove(path)
 		f, err := Create(path, pool, nil)
@@ -60,7 +60,7 @@ func TestFileBytesAndHash(t *testing.T) {
 		}
 		want = append(want, src[:head]...)
 		for off, step := head, 0; off < size; step++ {
-			n := min(size-off, 1+(step*777777)%(BufferSize+3))
+			n := min(size-off, 1+(step*777777)%(bufferSize+3))
 			if step%2 == 0 {
 				if err := f.CopyFrom(in, int64(off), int64(n)); err != nil {
 					t.Fatal(err)
@@ -116,7 +116,7 @@ func TestAbortRemovesTemporary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Write(pattern(2*BufferSize+3, 1)); err != nil {
+		if _, err := f.Write(pattern(2*bufferSize+3, 1)); err != nil {
 			t.Fatal(err)
 		}
 		if finish {
@@ -191,7 +191,7 @@ func TestSharedPool(t *testing.T) {
 				errs <- err
 				return
 			}
-			data := pattern(BufferSize*2+i*align+i, byte(i))
+			data := pattern(bufferSize*2+i*align+i, byte(i))
 			f.Write(data)
 			if err := f.Commit(); err != nil {
 				errs <- err
@@ -214,7 +214,7 @@ func TestSharedPool(t *testing.T) {
 // hashed one and reports no digest.
 func TestUnhashed(t *testing.T) {
 	dir := t.TempDir()
-	data := pattern(BufferSize+align+3, 5)
+	data := pattern(bufferSize+align+3, 5)
 	path := filepath.Join(dir, "x")
 	f, err := CreateUnhashed(path, nil, nil)
 	if err != nil {
@@ -244,7 +244,7 @@ func TestUnhashed(t *testing.T) {
 func TestConcurrentFilesHash(t *testing.T) {
 	dir := t.TempDir()
 	pool := newPool(6)
-	sizes := []int{2*BufferSize + 333, 3*BufferSize + 64, BufferSize - 1, 5*BufferSize/2 + 7}
+	sizes := []int{2*bufferSize + 333, 3*bufferSize + 64, bufferSize - 1, 5*bufferSize/2 + 7}
 	sums := make([]string, len(sizes))
 	errs := make([]error, len(sizes))
 	var wg sync.WaitGroup
@@ -257,7 +257,7 @@ func TestConcurrentFilesHash(t *testing.T) {
 			}
 			data := pattern(size, byte(i))
 			for len(data) > 0 { // uneven writes, so buffers fill at different times
-				n := min(len(data), 1+(len(data)*7919)%(BufferSize/3))
+				n := min(len(data), 1+(len(data)*7919)%(bufferSize/3))
 				f.Write(data[:n])
 				data = data[n:]
 			}

@@ -8,7 +8,7 @@ import "testing"
 // huge-page boundary (so direct writes from it can use 2 MiB pages) and is
 // writable through its whole length.
 func TestMapBuffer(t *testing.T) {
-	for _, n := range []int{align, hugePage, BufferSize, BufferSize + align} {
+	for _, n := range []int{align, hugePage, bufferSize, bufferSize + align} {
 		b := mapBuffer(n)
 		if b == nil {
 			t.Fatalf("%d bytes: no mapping", n)

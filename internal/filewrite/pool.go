@@ -49,7 +49,7 @@ func (m *mappedBuffers) release() {
 }
 
 // NewPool makes the pool of a run of jobs files at once: 4 buffers per job
-// of BufferSize bytes, aligned for direct writes (and, on Linux, backed by
+// of bufferSize bytes, aligned for direct writes (and, on Linux, backed by
 // huge pages where the system has them: see mapBuffer). Buffers are
 // allocated as they are first needed.
 func NewPool(jobs int) *Pool { return newPool(buffersPerJob * max(jobs, 1)) }
@@ -70,11 +70,11 @@ func (p *Pool) get() []byte {
 	if b != nil {
 		return b
 	}
-	if b = mapHuge(BufferSize); b != nil {
+	if b = mapHuge(bufferSize); b != nil {
 		p.mapped.add(b)
 		return b
 	}
-	return alignedBuffer(BufferSize)
+	return alignedBuffer(bufferSize)
 }
 
 func (p *Pool) put(b []byte) { p.free <- b }

@@ -105,7 +105,7 @@ func TestRunProduceFailure(t *testing.T) {
 	dir := t.TempDir()
 	pool := newPool(4)
 	err := run(context.Background(), 2, 2, 30, func(ctx context.Context, job, i int) (func() error, error) {
-		return writeFile(ctx, pool, filepath.Join(dir, fmt.Sprint(i)), BufferSize+align+i, i == 4)
+		return writeFile(ctx, pool, filepath.Join(dir, fmt.Sprint(i)), bufferSize+align+i, i == 4)
 	})
 	if err == nil || err.Error() != "produce failed" {
 		t.Fatalf("Run: %v", err)
@@ -120,7 +120,7 @@ func TestRunProduceFailure(t *testing.T) {
 	for _, e := range ents {
 		var i int
 		fmt.Sscan(e.Name(), &i)
-		if fi, _ := e.Info(); fi.Size() != int64(BufferSize+align+i) {
+		if fi, _ := e.Info(); fi.Size() != int64(bufferSize+align+i) {
 			t.Errorf("%s: %d bytes", e.Name(), fi.Size())
 		}
 	}
@@ -137,7 +137,7 @@ func TestRunCommitFailure(t *testing.T) {
 		mu.Lock()
 		started++
 		mu.Unlock()
-		c, err := writeFile(ctx, pool, filepath.Join(dir, fmt.Sprint(i)), BufferSize+i, false)
+		c, err := writeFile(ctx, pool, filepath.Join(dir, fmt.Sprint(i)), bufferSize+i, false)
 		if err != nil || i != 2 {
 			return c, err
 		}
@@ -169,7 +169,7 @@ func TestRunCancelled(t *testing.T) {
 		if i == 3 {
 			cancel()
 		}
-		return writeFile(ctx, pool, filepath.Join(dir, fmt.Sprint(i)), 2*BufferSize, false)
+		return writeFile(ctx, pool, filepath.Join(dir, fmt.Sprint(i)), 2*bufferSize, false)
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)

@@ -30,7 +30,7 @@ func (s *memSink) Commit() error { s.committed++; return nil }
 func (s *memSink) Abort() error  { s.aborted++; return nil }
 
 func TestSink(t *testing.T) {
-	data := bytes.Repeat([]byte("0123456789abcdef"), (3*BufferSize+1234)/16)
+	data := bytes.Repeat([]byte("0123456789abcdef"), (3*bufferSize+1234)/16)
 	s := &memSink{}
 	f := CreateSink(s, "s3://b/k", nil, nil)
 	for off := 0; off < len(data); off += 100000 {
@@ -50,7 +50,7 @@ func TestSink(t *testing.T) {
 		t.Errorf("committed %d, aborted %d; want 1 and 0", s.committed, s.aborted)
 	}
 
-	bad := &memSink{failAt: BufferSize + 1}
+	bad := &memSink{failAt: bufferSize + 1}
 	f = CreateSink(bad, "s3://b/k", nil, nil)
 	f.Write(data)
 	err := f.Commit()
