@@ -31,10 +31,13 @@ import (
 //     header-only replica stored whole, straight and through the proxy, for
 //     the proxy's own cost, and on the full-size replica's local sparse files.
 //   - peak memory (max RSS of the child) of convert and shard s3 -> s3 of
-//     the small replica and of a replica with 4x its experts' width
-//     (moe_intermediate_size 512, so 2.4x the bytes of the typical shard),
-//     same flags; and of shard local -> s3 and s3 -> local, to tell what
-//     the bucket DST holds from what the remote source does.
+//     the small replica, of a tall replica (the same tensors with every 8
+//     shards merged into one object: 8x the object size, the same tensor
+//     sizes) and of a wide replica with 4x the experts' width
+//     (moe_intermediate_size 512, so 2.4x the bytes of the typical shard
+//     and of its expert tensors), same flags; and of shard local -> s3 and
+//     s3 -> local, to tell what the bucket DST holds from what the remote
+//     source does.
 //
 // K3CKPT_S3_BENCH_PART=inspect or memory runs one part only;
 // K3CKPT_S3_BENCH_BASE=BINARY adds a baseline binary's memory rows.
@@ -175,9 +178,12 @@ func benchMemory(t *testing.T, srv *s3test.Server, bin, work string) {
 		objects       int
 	}
 	var reps []replica
-	for _, name := range []string{"small", "wide"} {
+	for _, name := range []string{"small", "tall", "wide"} {
 		dir := filepath.Join(work, name)
-		if name == "wide" {
+		switch name {
+		case "tall":
+			tallReplica(t, small, dir, 8)
+		case "wide":
 			if err := model.Synth(dir, model.SynthOptions{Config: wide, Seed: 1}); err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +210,7 @@ func benchMemory(t *testing.T, srv *s3test.Server, bin, work string) {
 	if base := os.Getenv("K3CKPT_S3_BENCH_BASE"); base != "" {
 		bins = append([]struct{ tag, path string }{{"base", base}}, bins...)
 	}
-	fmt.Printf("peak memory (max RSS, MiB) and wall time, --jobs 4, the same flags for both replicas:\n")
+	fmt.Printf("peak memory (max RSS, MiB) and wall time, --jobs 4, the same flags for every replica:\n")
 	fmt.Printf("%-12s %6s %7s %9s %18s %18s %18s %18s\n", "replica", "GiB", "shards", "median MB", "convert s3->s3", "shard s3->s3", "shard local->s3", "shard s3->local")
 	for _, r := range reps {
 		dir := filepath.Join(work, r.name)

@@ -5,8 +5,9 @@
 # TestBenchS3Scaling (../scaling_test.go): inspect of the full-size
 # header-only replica from a bucket (headers stored, real sizes reported by
 # a proxy; see its doc), and the peak memory of convert and shard s3 -> s3
-# of two replicas whose objects differ in size. Needs MinIO (K3CKPT_MINIO,
-# PATH or ~/go/bin) and ~8 GB under TMPDIR.
+# of three replicas: small, tall (8x larger objects, same tensors) and wide
+# (larger tensors). Needs MinIO (K3CKPT_MINIO, PATH or ~/go/bin) and ~12 GB
+# under TMPDIR.
 #
 #   bench.sh              both
 #   bench.sh copy         TestBenchS3 only
