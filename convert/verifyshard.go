@@ -78,7 +78,11 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 		remoteFP.Source = src
 		fp = &remoteFP
 	}
-	a, b := make([]byte, hashBufSize), make([]byte, hashBufSize)
+	// The compare buffers need not outgrow the output's data: most shards
+	// of a small checkpoint, and side shards of a large one, are far below
+	// hashBufSize.
+	n := min(int64(hashBufSize), max(out.Size-out.DataStart, 1))
+	a, b := make([]byte, n), make([]byte, n)
 	var s scratch
 	defer func() { *errs = s.errs.take(p.Options.classifier()) }()
 	for _, st := range fp.Steps {

@@ -217,8 +217,9 @@ func checkShardName(f string) error {
 	return nil
 }
 
-// Marshal renders the index as huggingface tooling does (json.dumps with
-// indent=2 and sorted keys, plus a final newline).
+// Marshal renders the index as json.dumps(index, indent=2, sort_keys=True)
+// does, with no final newline (the released K3 index has none; a writer
+// copying a source that had one adds it, see Checkpoint.IndexNewline).
 func (idx *Index) Marshal() ([]byte, error) {
 	var buf bytes.Buffer
 	if err := idx.writeTo(&buf); err != nil {
@@ -302,7 +303,20 @@ func WriteFilePlanIndex(w io.Writer, names []string, layouts []*FilePlan) (int64
 // trailing newline, as the released Kimi-K3 index is written.
 func (d *indexData) writeTo(w io.Writer) error {
 	slices.SortFunc(d.entries, func(a, b indexEntry) int { return strings.Compare(a.name, b.name) })
-	bw := bufio.NewWriterSize(w, 1<<20)
+	// An in-memory render (Marshal) writes straight into its buffer; a
+	// stream gets a write buffer, whose errors stick until Flush.
+	var bw interface {
+		io.Writer
+		io.StringWriter
+		io.ByteWriter
+	}
+	flush := func() error { return nil }
+	if bb, ok := w.(*bytes.Buffer); ok {
+		bw = bb
+	} else {
+		b := bufio.NewWriterSize(w, 1<<20)
+		bw, flush = b, b.Flush
+	}
 	md := map[string]any{"total_size": d.totalSize}
 	for k, v := range d.metadata {
 		if k != "total_size" {
@@ -335,7 +349,7 @@ func (d *indexData) writeTo(w io.Writer) error {
 		bw.WriteString("\n  ")
 	}
 	bw.WriteString("}\n}")
-	return bw.Flush()
+	return flush()
 }
 
 // WriteIndex writes an index atomically.

@@ -84,6 +84,7 @@ func TestRemoteErrorsSayWhat(t *testing.T) {
 // whole opening ends with the caller's deadline, reported as a timeout,
 // instead of one request timeout per shard.
 func TestRemoteOneDeadline(t *testing.T) {
+	t.Parallel()
 	dir := twoShardCheckpoint(t)
 	idx, _ := os.ReadFile(filepath.Join(dir, IndexName))
 	release := make(chan struct{})

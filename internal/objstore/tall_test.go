@@ -80,6 +80,9 @@ func tallReplica(t testing.TB, src, dst string, per int) {
 // TestTallReplica checks that the benchmark's tall replica holds what its
 // source holds, tensor for tensor and byte for byte, in fewer files.
 func TestTallReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("synthesizes the tiny replica; a benchmark helper's check")
+	}
 	work := t.TempDir()
 	src, dst := filepath.Join(work, "tiny"), filepath.Join(work, "tall")
 	if err := model.Synth(src, model.SynthOptions{Scale: model.ScaleTiny, Seed: 1}); err != nil {

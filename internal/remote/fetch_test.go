@@ -132,6 +132,7 @@ func TestFetchCoalescesAndBoundsBytes(t *testing.T) {
 // Large ranges are split over the connections; all bytes arrive in order
 // even when the requests finish out of order.
 func TestFetchParallelInOrder(t *testing.T) {
+	t.Parallel()
 	files := map[string][]byte{"a": pattern(3<<20, 3)}
 	fs := newFileServer(t, files)
 	var inFlight, peak atomic.Int32

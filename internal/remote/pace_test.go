@@ -35,6 +35,7 @@ func dataRequests(fs *fileServer) int {
 // ever; the minimum rate fails each such attempt, and the read fails after
 // its retries.
 func TestTrickleFails(t *testing.T) {
+	t.Parallel()
 	data := pattern(64<<10, 1)
 	fs := newFileServer(t, map[string][]byte{"a": data})
 	fs.hook = func(w http.ResponseWriter, r *http.Request, name string, n int) bool {
@@ -77,6 +78,7 @@ func TestTrickleFails(t *testing.T) {
 // each retry a little: the retries of a read are bounded in all, progress or
 // not, so the read fails after Retries+1 attempts instead of crawling on.
 func TestStallAfterProgressBounded(t *testing.T) {
+	t.Parallel()
 	data := pattern(1<<20, 2)
 	fs := newFileServer(t, map[string][]byte{"a": data})
 	fs.hook = func(w http.ResponseWriter, r *http.Request, name string, n int) bool {
@@ -116,6 +118,7 @@ func TestStallAfterProgressBounded(t *testing.T) {
 // A read that keeps failing after some progress, with retries to spare, ends
 // at its deadline: the time limit plus its bytes' time at the minimum rate.
 func TestReadDeadline(t *testing.T) {
+	t.Parallel()
 	data := pattern(1<<20, 3)
 	fs := newFileServer(t, map[string][]byte{"a": data})
 	fs.hook = func(w http.ResponseWriter, r *http.Request, name string, n int) bool {
@@ -148,6 +151,7 @@ func TestReadDeadline(t *testing.T) {
 
 // The deadline scales with the read's size.
 func TestReadDeadlineScales(t *testing.T) {
+	t.Parallel()
 	s := newTestSource(t, "http://127.0.0.1:1/", Options{MinRate: 1 << 10, TimeLimit: time.Second})
 	for _, n := range []int64{0, 1 << 10, 1 << 20} {
 		ctx, cancel := s.readDeadline(context.Background(), "a", 0, n)
