@@ -8,14 +8,23 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
+
+// grow returns b resliced to n elements, allocating only when its capacity
+// is too small, so a streaming loop reuses one scratch slice for every
+// chunk. The contents are neither kept nor cleared.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}
 
 // scratch is one job's reusable buffers.
 type scratch struct {
@@ -239,7 +248,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 	if held > maxHeldCodes {
 		return 0, fmt.Errorf("file %s: the plan holds %d bytes of codes, over %d", path, held, maxHeldCodes)
 	}
-	s.held = bufs.Grow(s.held, int(held))[:0]
+	s.held = grow(s.held, int(held))[:0]
 	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return zeroed, err
@@ -250,15 +259,15 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 		first, last := l.Tensors[st.First].Name, l.Tensors[st.Last].Name
 		off := l.DataStart + l.Tensors[st.First].Begin
 		if f.Offset() != off {
-			return zeroed, fmt.Errorf("file %s: step %s for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, st.Kind, quote.Name(first), off, f.Offset())
+			return zeroed, fmt.Errorf("file %s: step %s for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, st.Kind, termtext.Name(first), off, f.Offset())
 		}
 		switch st.Kind {
 		case stepCopy:
 			if end := l.DataStart + l.Tensors[st.Last].End; st.Len != end-off {
-				return zeroed, fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, quote.Name(first), quote.Name(last), safetensors.ErrSizeMismatch, st.Len, end-off)
+				return zeroed, fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, termtext.Name(first), termtext.Name(last), safetensors.ErrSizeMismatch, st.Len, end-off)
 			}
 			if err := f.CopyFrom(ra, st.Src, st.Len); err != nil {
-				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, quote.Name(first), quote.Name(last), srcPath, err)
+				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, termtext.Name(first), termtext.Name(last), srcPath, err)
 			}
 			prog.add(st.Len)
 		case stepScales, stepCodes:
@@ -270,24 +279,24 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if st.Kind == stepCodes && st.HoldCodes {
 				at, ok := heldAt[weight]
 				if !ok {
-					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, quote.Name(first))
+					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, termtext.Name(first))
 				}
 				if err := out.write(s.held[at[0]:at[1]]); err != nil {
-					return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, quote.Name(first), err)
+					return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, termtext.Name(first), err)
 				}
 				continue
 			}
 			if st.Kind == stepCodes && st.SpillCodes {
 				at, ok := spillAt[weight]
 				if !ok || at[1]-at[0] != l.Tensors[st.First].Size() {
-					return zeroed, fmt.Errorf("file %s: tensor %s: %d bytes of codes spilled for its %d", path, quote.Name(first), at[1]-at[0], l.Tensors[st.First].Size())
+					return zeroed, fmt.Errorf("file %s: tensor %s: %d bytes of codes spilled for its %d", path, termtext.Name(first), at[1]-at[0], l.Tensors[st.First].Size())
 				}
 				r, err := s.spill.reader()
 				if err == nil {
 					err = f.CopyFrom(r, at[0], at[1]-at[0])
 				}
 				if err != nil {
-					return zeroed, fmt.Errorf("file %s: tensor %s: codes spilled to %s: %w", path, quote.Name(first), s.spill.f.Name(), err)
+					return zeroed, fmt.Errorf("file %s: tensor %s: codes spilled to %s: %w", path, termtext.Name(first), s.spill.f.Name(), err)
 				}
 				prog.add(at[1] - at[0])
 				continue
@@ -354,7 +363,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 		case stepDecode, stepPack:
 			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
 			if st.xf == nil {
-				return zeroed, fmt.Errorf("file %s: step %s for %s has no source", path, st.Kind, quote.Name(first))
+				return zeroed, fmt.Errorf("file %s: step %s for %s has no source", path, st.Kind, termtext.Name(first))
 			}
 			if err := s.runTransform(ctx, ra, sf, st, out.write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s (from %s): %w", srcPath, first, st.xf.codes.Name, err)
@@ -363,7 +372,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)
 		}
 		if end := l.DataStart + l.Tensors[st.First].End; st.Kind != stepCopy && f.Offset() != end {
-			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, quote.Name(first), safetensors.ErrWrite, f.Offset()-off, end-off)
+			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, termtext.Name(first), safetensors.ErrWrite, f.Offset()-off, end-off)
 		}
 	}
 	return zeroed, nil

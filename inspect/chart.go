@@ -24,7 +24,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -264,7 +264,7 @@ func chartTitle(rep *Report) string {
 	if len(rep.Layout.Stages) > 1 {
 		what = "weight memory of the fullest stage's rank"
 	}
-	return fmt.Sprintf("%s: %s under %s", quote.Name(rep.Source), what, rep.Layout.Name)
+	return fmt.Sprintf("%s: %s under %s", termtext.Name(rep.Source), what, rep.Layout.Name)
 }
 
 // fp8Caption says what the FP8 bar applies, when there is one (a converted

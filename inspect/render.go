@@ -12,7 +12,6 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
@@ -41,7 +40,7 @@ func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 	summary := fmt.Sprintf("%s, %s, %s bytes (%.2f GiB)",
 		termtext.Plural(int64(len(r.Files)), "file", "files"), termtext.Plural(r.TensorCount, "tensor", "tensors"),
 		termtext.Int(r.TotalBytes), gib(r.TotalBytes))
-	fmt.Fprintln(bw, headline(quote.Name(r.Source), summary, width))
+	fmt.Fprintln(bw, headline(termtext.Name(r.Source), summary, width))
 	pct := 0.0
 	if r.TotalBytes > 0 {
 		pct = 100 * float64(r.BytesRead) / float64(r.TotalBytes)
@@ -159,7 +158,7 @@ func shareTable(w io.Writer, key string, rows []row, total tally, width int) err
 	cells := make([][]string, 0, len(rows)+2)
 	cells = append(cells, []string{key, "tensors", "bytes", "GiB", "share"})
 	for _, r := range rows {
-		cells = append(cells, []string{quote.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibStr(r.Bytes), share(r.Bytes, total.Bytes)})
+		cells = append(cells, []string{termtext.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibStr(r.Bytes), share(r.Bytes, total.Bytes)})
 	}
 	cells = append(cells, []string{"total", termtext.Int(total.Tensors), termtext.Int(total.Bytes), gibStr(total.Bytes), share(total.Bytes, total.Bytes)})
 	return fitTable(w, cells, 2, width)
@@ -235,7 +234,7 @@ func beforeAfter(w io.Writer, key string, u unit, before, after []row, tb, ta ac
 	t := newTable(w, 6, 1)
 	t.Header(key, "tensors before", "after", u.name+" before", "after", "change")
 	add := func(k string, b, a tally) error {
-		return t.Append(quote.Name(k), termtext.Int(b.Tensors), termtext.Int(a.Tensors), u.str(b.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-b.Bytes)))
+		return t.Append(termtext.Name(k), termtext.Int(b.Tensors), termtext.Int(a.Tensors), u.str(b.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-b.Bytes)))
 	}
 	seen := map[string]bool{}
 	for _, b := range before {

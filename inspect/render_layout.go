@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/convert"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
@@ -222,7 +221,7 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 		largest = max(largest, s.Total)
 	}
 	u := unitFor(largest)
-	head := "layout " + quote.Name(lr.Name)
+	head := "layout " + termtext.Name(lr.Name)
 	switch {
 	case lr.Recipe != "" && lr.Experts != convert.ExpertsKeep:
 		head += " on the " + lr.Recipe + " --experts " + lr.Experts.String() + " output"
@@ -263,7 +262,7 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 	}
 	if len(lr.Unaligned) > 0 {
 		fmt.Fprintf(w, "%s split across a 128 block; their scales stay replicated\n%s\n",
-			termtext.Plural(int64(len(lr.Unaligned)), "FP8 weight is", "FP8 weights are"), termtext.Wrap("  (first: "+quote.Name(lr.Unaligned[0])+")", width, "    "))
+			termtext.Plural(int64(len(lr.Unaligned)), "FP8 weight is", "FP8 weights are"), termtext.Wrap("  (first: "+termtext.Name(lr.Unaligned[0])+")", width, "    "))
 	}
 	if len(lr.Stages) > 0 {
 		fmt.Fprintln(w)

@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/k3ckpt/k3ckpt/convert"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -37,7 +36,7 @@ func quantReportText(w io.Writer, r *convert.Report, width int) error {
 	fmt.Fprintf(w, "\nerror on record (%s; lossy: blocks with a changed value):\n", convert.ReportName)
 	cells := [][]string{{"group", "tensors", "max abs", "rel fro", "SQNR dB", "lossy"}}
 	for _, e := range append(slices.Clone(r.Groups), r.Total) {
-		key := quote.Name(e.Group)
+		key := termtext.Name(e.Group)
 		if e.Group == "" {
 			key = "total"
 		}

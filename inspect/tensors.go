@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -108,9 +108,9 @@ func writeTensorListTable(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 	}
 	var scratch []byte
 	for _, f := range ck.Files {
-		widths[3] = max(widths[3], textWidth(quote.Name(f.Path)))
+		widths[3] = max(widths[3], textWidth(termtext.Name(f.Path)))
 		for _, t := range f.Tensors {
-			widths[0] = max(widths[0], textWidth(quote.Name(t.Name)))
+			widths[0] = max(widths[0], textWidth(termtext.Name(t.Name)))
 			widths[1] = max(widths[1], len(t.DType.String()))
 			scratch = appendShape(scratch[:0], t.Shape)
 			widths[2] = max(widths[2], len(scratch))
@@ -142,11 +142,11 @@ func writeTensorListTable(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 		return err
 	}
 	for _, f := range ck.Files {
-		path := quote.Name(f.Path)
+		path := termtext.Name(f.Path)
 		for _, t := range f.Tensors {
 			shape := string(appendShape(scratch[:0], t.Shape))
 			offs := string(appendOffsets(scratch[:0], t.Begin, t.End))
-			if err := emit(quote.Name(t.Name), t.DType.String(), shape, path, offs); err != nil {
+			if err := emit(termtext.Name(t.Name), t.DType.String(), shape, path, offs); err != nil {
 				return err
 			}
 		}

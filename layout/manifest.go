@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -143,7 +143,7 @@ func readManifest(dir string) (*manifest, error) {
 	seen := make(map[string]bool, len(m.Source.Files))
 	for _, f := range m.Source.Files {
 		if seen[f.Name] {
-			return nil, fmt.Errorf("%w: %s: source file %s is listed twice in source.files; the manifest was edited or damaged: export again", errManifest, path, quote.Name(f.Name))
+			return nil, fmt.Errorf("%w: %s: source file %s is listed twice in source.files; the manifest was edited or damaged: export again", errManifest, path, termtext.Name(f.Name))
 		}
 		seen[f.Name] = true
 	}

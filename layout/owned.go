@@ -14,7 +14,7 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -180,7 +180,7 @@ func (c *claims) ours(name, path string) bool {
 func (o *ownership) foreignError(dir, completion string) error {
 	list := make([]string, len(o.foreign))
 	for i, n := range o.foreign {
-		list[i] = quote.Name(n)
+		list[i] = termtext.Name(n)
 	}
 	names := strings.Join(list, ", ")
 	if o.more {

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -121,23 +121,23 @@ func writeSteps(ctx context.Context, f *filewrite.File, of *outFile, path string
 		first, last := lay.Tensors[st.first].Name, lay.Tensors[st.last].Name
 		start, end := lay.DataStart+lay.Tensors[st.first].Begin, lay.DataStart+lay.Tensors[st.last].End
 		if f.Offset() != start {
-			return fmt.Errorf("file %s: step for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, quote.Name(first), start, f.Offset())
+			return fmt.Errorf("file %s: step for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, termtext.Name(first), start, f.Offset())
 		}
 		if st.tensor < 0 {
 			if st.n != end-start {
-				return fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, quote.Name(first), quote.Name(last), safetensors.ErrSizeMismatch, st.n, end-start)
+				return fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, termtext.Name(first), termtext.Name(last), safetensors.ErrSizeMismatch, st.n, end-start)
 			}
 			if err := f.CopyFrom(of.reader(st.src), st.off, st.n); err != nil {
-				return fmt.Errorf("file %s: copy %s…%s from %s: %w", path, quote.Name(first), quote.Name(last), st.src.Path, err)
+				return fmt.Errorf("file %s: copy %s…%s from %s: %w", path, termtext.Name(first), termtext.Name(last), st.src.Path, err)
 			}
 		} else {
 			t := of.tensors[st.tensor]
 			if err := writeTensor(ctx, f, t, end-start, window); err != nil {
-				return fmt.Errorf("file %s: tensor %s: %w", path, quote.Name(t.spec.Name), err)
+				return fmt.Errorf("file %s: tensor %s: %w", path, termtext.Name(t.spec.Name), err)
 			}
 		}
 		if f.Offset() != end {
-			return fmt.Errorf("file %s: %s…%s: %w: %d bytes written for %d", path, quote.Name(first), quote.Name(last), safetensors.ErrWrite, f.Offset()-start, end-start)
+			return fmt.Errorf("file %s: %s…%s: %w: %d bytes written for %d", path, termtext.Name(first), termtext.Name(last), safetensors.ErrWrite, f.Offset()-start, end-start)
 		}
 	}
 	return nil

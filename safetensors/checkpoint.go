@@ -11,8 +11,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // openParallelism bounds how many headers are read at once.
@@ -199,7 +199,7 @@ func (c *Checkpoint) buildNames() {
 		for fi, f := range c.Files {
 			for ti, t := range f.Tensors {
 				if prev, dup := c.byName[t.Name]; dup && c.dupErr == nil {
-					c.dupErr = fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, f.Path), quote.Name(t.Name), errDuplicate, c.Files[prev.file].Path)
+					c.dupErr = fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, f.Path), termtext.Name(t.Name), errDuplicate, c.Files[prev.file].Path)
 				}
 				c.byName[t.Name] = loc{int32(fi), int32(ti)}
 			}

@@ -11,7 +11,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // FilePlan is a file's complete plan computed before any data is written: the
@@ -93,14 +93,14 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	arena := make([]int64, 0, dims)
 	for i, s := range specs {
 		if s.Name == metadataKey {
-			return nil, fmt.Errorf("tensor %s: %w: reserved name", quote.Name(s.Name), errDuplicate)
+			return nil, fmt.Errorf("tensor %s: %w: reserved name", termtext.Name(s.Name), errDuplicate)
 		}
 		if !utf8.ValidString(s.Name) {
 			return nil, fmt.Errorf("tensor %q: %w", s.Name, errHeaderUTF8)
 		}
 		sz, err := ByteSize(s.DType, s.Shape)
 		if err != nil {
-			return nil, fmt.Errorf("tensor %s: %w", quote.Name(s.Name), err)
+			return nil, fmt.Errorf("tensor %s: %w", termtext.Name(s.Name), err)
 		}
 		var shape []int64
 		if s.Shape != nil {
@@ -121,17 +121,17 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	for i := range l.Tensors {
 		t := &l.Tensors[i]
 		if i > 0 && l.Tensors[i-1].Name == t.Name {
-			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), errDuplicate)
+			return nil, fmt.Errorf("tensor %s: %w", termtext.Name(t.Name), errDuplicate)
 		}
 		// One hash operation per tensor: a name already present leaves
 		// the map's length unchanged.
 		n := len(l.index)
 		if l.index[t.Name] = i; len(l.index) == n {
-			return nil, fmt.Errorf("tensor %s: %w", quote.Name(t.Name), errDuplicate)
+			return nil, fmt.Errorf("tensor %s: %w", termtext.Name(t.Name), errDuplicate)
 		}
 		end, ok := addSize(pos, t.End)
 		if !ok {
-			return nil, fmt.Errorf("tensor %s: %w: the tensors' bytes add up to more than 2^63-1", quote.Name(t.Name), errShape)
+			return nil, fmt.Errorf("tensor %s: %w: the tensors' bytes add up to more than 2^63-1", termtext.Name(t.Name), errShape)
 		}
 		t.Begin, t.End = pos, end
 		pos = end

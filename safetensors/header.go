@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -161,7 +161,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 			}
 			p.ws()
 			if !p.eat(':') {
-				return nil, p.errf(errHeaderJSON, "expected ':' after key %s", quote.Name(name))
+				return nil, p.errf(errHeaderJSON, "expected ':' after key %s", termtext.Name(name))
 			}
 			p.ws()
 			if name == metadataKey {
@@ -176,7 +176,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 				if !ok {
 					var err error
 					if t, err = p.tensor(name); err != nil {
-						return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), err)
+						return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), err)
 					}
 				}
 				// One hash operation per tensor: a name already present
@@ -184,7 +184,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 				n := len(f.index)
 				f.index[name] = int32(len(f.Tensors))
 				if len(f.index) == n {
-					return nil, fmt.Errorf("tensor %s: %w", quote.Name(name), errDuplicate)
+					return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), errDuplicate)
 				}
 				f.Tensors = append(f.Tensors, t)
 			}
@@ -311,14 +311,14 @@ func (f *File) validateOffsets() error {
 	var pos int64
 	for _, t := range f.Tensors {
 		if t.Begin != pos || t.End < t.Begin {
-			return fmt.Errorf("tensor %s: %w: data_offsets [%d, %d], expected start %d", quote.Name(t.Name), errOffsets, t.Begin, t.End, pos)
+			return fmt.Errorf("tensor %s: %w: data_offsets [%d, %d], expected start %d", termtext.Name(t.Name), errOffsets, t.Begin, t.End, pos)
 		}
 		want, err := ByteSize(t.DType, t.Shape)
 		if err != nil {
-			return fmt.Errorf("tensor %s: %w", quote.Name(t.Name), err)
+			return fmt.Errorf("tensor %s: %w", termtext.Name(t.Name), err)
 		}
 		if t.End-t.Begin != want {
-			return fmt.Errorf("tensor %s: %w: %d bytes for %s %v (want %d)", quote.Name(t.Name), ErrSizeMismatch, t.End-t.Begin, t.DType, t.Shape, want)
+			return fmt.Errorf("tensor %s: %w: %d bytes for %s %v (want %d)", termtext.Name(t.Name), ErrSizeMismatch, t.End-t.Begin, t.DType, t.Shape, want)
 		}
 		pos = t.End
 	}
@@ -477,14 +477,14 @@ func (p *parser) metadata() (map[string]string, error) {
 		}
 		p.ws()
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, p.errf(errMetadata, "value of %s is not a string", quote.Name(k))
+			return nil, p.errf(errMetadata, "value of %s is not a string", termtext.Name(k))
 		}
 		v, err := p.str()
 		if err != nil {
 			return nil, err
 		}
 		if _, dup := m[k]; dup {
-			return nil, p.errf(errMetadata, "duplicate key %s", quote.Name(k))
+			return nil, p.errf(errMetadata, "duplicate key %s", termtext.Name(k))
 		}
 		if total += len(k) + len(v); total > maxMetadataSize {
 			return nil, p.errf(errMetadata, "more than %d bytes of metadata (the limit)", maxMetadataSize)

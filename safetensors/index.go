@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // IndexName is the conventional name of a sharded checkpoint's index.
@@ -61,7 +61,7 @@ func (d *indexData) checkUnique(name string) error {
 	for i := 1; i < len(d.entries); i++ {
 		a, b := d.entries[i-1].name, d.entries[i].name
 		if a == b {
-			return fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, quote.Name(a))
+			return fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, termtext.Name(a))
 		}
 		if a > b {
 			sorted = false
@@ -79,7 +79,7 @@ func (d *indexData) toIndex(name string) (*Index, error) {
 	idx := &Index{TotalSize: d.totalSize, Metadata: d.metadata, WeightMap: make(map[string]string, len(d.entries))}
 	for _, e := range d.entries {
 		if _, dup := idx.WeightMap[e.name]; dup {
-			return nil, fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, quote.Name(e.name))
+			return nil, fmt.Errorf("index %s: %w: tensor %s listed twice", name, ErrIndex, termtext.Name(e.name))
 		}
 		idx.WeightMap[e.name] = d.files[e.file]
 	}
@@ -209,7 +209,7 @@ func checkShardName(f string) error {
 		return fmt.Errorf("shard %q contains NUL", f)
 	case strings.IndexFunc(f, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0:
 		// It would be printed in every message that names the file.
-		return fmt.Errorf("shard %s holds a control character: rename the file and its index entries", quote.Name(f))
+		return fmt.Errorf("shard %s holds a control character: rename the file and its index entries", termtext.Name(f))
 	}
 	if c := path.Clean(f); c != f || c == ".." || strings.HasPrefix(c, "../") || slices.Contains(strings.Split(f, "/"), "..") {
 		return fmt.Errorf("shard %q leaves the checkpoint directory or is not clean", f)
@@ -356,7 +356,7 @@ func (d *indexData) writeTo(w io.Writer) error {
 func WriteIndex(p string, idx *Index) error {
 	for t, f := range idx.WeightMap {
 		if err := checkShardName(f); err != nil {
-			return fmt.Errorf("index %s: tensor %s: %w: %v", p, quote.Name(t), ErrIndex, err)
+			return fmt.Errorf("index %s: tensor %s: %w: %v", p, termtext.Name(t), ErrIndex, err)
 		}
 	}
 	b, err := idx.Marshal()

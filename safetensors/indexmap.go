@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // minParallelWeightMap is the size from which an index's weight_map is
@@ -46,7 +46,7 @@ func (w *weightMap) members(p *parser, stop int, fail func(string, ...any) error
 		p.ws()
 		raw, esc, err := p.rawStr()
 		if err != nil {
-			return false, fail("weight_map[%s]: %v", quote.Name(t), err)
+			return false, fail("weight_map[%s]: %v", termtext.Name(t), err)
 		}
 		// Neighbouring entries mostly name one file: the previous entry's
 		// spelling is compared before the map is asked.
@@ -58,11 +58,11 @@ func (w *weightMap) members(p *parser, stop int, fail func(string, ...any) error
 			f := string(raw)
 			if esc {
 				if f, err = p.unescape(raw); err != nil {
-					return false, fail("weight_map[%s]: %v", quote.Name(t), err)
+					return false, fail("weight_map[%s]: %v", termtext.Name(t), err)
 				}
 			}
 			if err := checkShardName(f); err != nil {
-				return false, fail("tensor %s: %v", quote.Name(t), err)
+				return false, fail("tensor %s: %v", termtext.Name(t), err)
 			}
 			id = uint32(len(w.provisional))
 			w.provisional = append(w.provisional, f)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -237,10 +237,10 @@ func (s *shards) checkAgainstIndex(f *File) error {
 		name := c.idx.entries[ei].name
 		ti, ok := f.index[name]
 		if !ok {
-			return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
+			return fmt.Errorf("file %s: tensor %s: %w: indexed tensor is missing from the shard", joinRoot(c.Root, f.Path), termtext.Name(name), ErrIndex)
 		}
 		if seen[ti] {
-			return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, quote.Name(name), ErrIndex)
+			return fmt.Errorf("index %s: tensor %s: %w: listed twice", c.IndexName, termtext.Name(name), ErrIndex)
 		}
 		seen[ti] = true
 	}
@@ -251,10 +251,10 @@ func (s *shards) checkAgainstIndex(f *File) error {
 		name := f.Tensors[ti].Name
 		for _, e := range c.idx.entries {
 			if e.name == name {
-				return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex, c.idx.files[e.file])
+				return fmt.Errorf("file %s: tensor %s: %w: index places it in %s", joinRoot(c.Root, f.Path), termtext.Name(name), ErrIndex, c.idx.files[e.file])
 			}
 		}
-		return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), quote.Name(name), ErrIndex)
+		return fmt.Errorf("file %s: tensor %s: %w: tensor is not in the index", joinRoot(c.Root, f.Path), termtext.Name(name), ErrIndex)
 	}
 	return nil
 }
@@ -463,7 +463,7 @@ func (n *nameSet) err(c *Checkpoint, names []string) error {
 	if n == nil || n.dupOf == "" {
 		return nil
 	}
-	return fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, names[n.dup[1]]), quote.Name(n.dupOf), errDuplicate, names[n.dup[0]])
+	return fmt.Errorf("file %s: tensor %s: %w: also in %s", joinRoot(c.Root, names[n.dup[1]]), termtext.Name(n.dupOf), errDuplicate, names[n.dup[0]])
 }
 
 func newCheckpoint(root string, src source) *Checkpoint {

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // Writer streams tensors into a file laid out by a FilePlan. The file lives under
@@ -46,10 +46,10 @@ func (w *Writer) pathName() string { return w.path }
 func (w *Writer) Tensor(name string) (*tensorWriter, error) {
 	i, ok := w.l.index[name]
 	if !ok {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.pathName(), quote.Name(name), ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.pathName(), termtext.Name(name), ErrWrite)
 	}
 	if w.opened[i].Swap(true) {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.pathName(), quote.Name(name), ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.pathName(), termtext.Name(name), ErrWrite)
 	}
 	t := w.l.Tensors[i]
 	return &tensorWriter{w: w, i: i, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
@@ -61,7 +61,7 @@ func (w *Writer) Commit() error {
 	for i, t := range w.l.Tensors {
 		if got := w.written[i].Load(); got != t.Size() {
 			w.f.Abort()
-			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.pathName(), quote.Name(t.Name), ErrWrite, got, t.Size())
+			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.pathName(), termtext.Name(t.Name), ErrWrite, got, t.Size())
 		}
 	}
 	if err := w.f.Commit(); err != nil {
@@ -96,7 +96,7 @@ type tensorWriter struct {
 	off, end int64
 }
 
-func (tw *tensorWriter) label() string { return "tensor " + quote.Name(tw.w.l.Tensors[tw.i].Name) }
+func (tw *tensorWriter) label() string { return "tensor " + termtext.Name(tw.w.l.Tensors[tw.i].Name) }
 
 // Remaining is how many bytes the tensor still expects.
 func (tw *tensorWriter) remaining() int64 { return tw.end - tw.off }

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/engines"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 type checkFlags struct {
@@ -103,7 +103,7 @@ func checkStatus(f *engines.Facts, vs []engines.Verdict, asked bool) error {
 func printCheck(w io.Writer, path string, f *engines.Facts, vs []engines.Verdict) {
 	method := ""
 	if f.Method != "" {
-		method = " (quant_method " + quote.Name(f.Method) + ")"
+		method = " (quant_method " + termtext.Name(f.Method) + ")"
 	}
 	fmt.Fprintf(w, "%s: convention %s%s\n", path, f.Convention, method)
 	for _, p := range f.Parts {
@@ -115,7 +115,7 @@ func printCheck(w io.Writer, path string, f *engines.Facts, vs []engines.Verdict
 			extra += ", " + string(p.Scale)
 		}
 		if p.Declared != "" {
-			extra += ", declared " + quote.Name(p.Declared)
+			extra += ", declared " + termtext.Name(p.Declared)
 		}
 		fmt.Fprintf(w, "  %-26s %s%s: %d modules\n", p.Group, p.Form, extra, p.Modules)
 	}

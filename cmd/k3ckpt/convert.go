@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/convert"
-	"github.com/k3ckpt/k3ckpt/internal/quote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -212,10 +211,10 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	sw := summary(cmd)
 	if verbose(cmd) {
 		for _, n := range res.Written {
-			fmt.Fprintln(sw, "written", quote.Name(n))
+			fmt.Fprintln(sw, "written", termtext.Name(n))
 		}
 		for _, n := range res.Skipped {
-			fmt.Fprintln(sw, "kept (already done, hash checked)", quote.Name(n))
+			fmt.Fprintln(sw, "kept (already done, hash checked)", termtext.Name(n))
 		}
 	}
 	worker := ""

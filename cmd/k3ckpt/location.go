@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // schemeRE matches a location written scheme://… (RFC 3986 scheme syntax).
@@ -110,5 +110,5 @@ func checkLocation(what, p string, r role) error {
 	if len(ok) > 0 {
 		supported = "local paths and " + strings.Join(ok, "://, ") + "://"
 	}
-	return fmt.Errorf("%s %s: cannot %s %s:// locations (supported: %s)", what, quote.Name(p), verb, scheme, supported)
+	return fmt.Errorf("%s %s: cannot %s %s:// locations (supported: %s)", what, termtext.Name(p), verb, scheme, supported)
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // Sentinel errors, one per class of failure, wrapped by every *Error.
@@ -57,7 +57,7 @@ type Error struct {
 func (e *Error) Error() string {
 	s := "remote"
 	if e.File != "" {
-		s += " " + quote.Name(e.File) // names come from an index: escape what a terminal would act on
+		s += " " + termtext.Name(e.File) // names come from an index: escape what a terminal would act on
 	}
 	s += ": " + e.Kind.Error()
 	if e.Detail != "" {

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // probeLen is what opening a file reads: a safetensors file's 8-byte header
@@ -323,8 +323,8 @@ func showETag(e string) string {
 		return "(none)"
 	}
 	// ETags are quoted strings: print them as sent unless the rest needs escaping.
-	if bare := strings.ReplaceAll(e, `"`, ""); quote.Name(bare) == bare {
+	if bare := strings.ReplaceAll(e, `"`, ""); termtext.Name(bare) == bare {
 		return e
 	}
-	return quote.Name(e)
+	return termtext.Name(e)
 }

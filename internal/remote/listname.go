@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // checkListedName refuses a name from a hub listing that is not a clean,
@@ -28,5 +28,5 @@ func checkListedName(repo, name string) error {
 	default:
 		return nil
 	}
-	return &Error{Kind: ErrProtocol, Detail: fmt.Sprintf("file listing of %s names %s, %s: no file is read or written under that name", repo, quote.Name(name), bad)}
+	return &Error{Kind: ErrProtocol, Detail: fmt.Sprintf("file listing of %s names %s, %s: no file is read or written under that name", repo, termtext.Name(name), bad)}
 }

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/k3ckpt/k3ckpt/internal/quote"
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // Defaults for Options fields left zero.
@@ -180,7 +180,7 @@ func (s *Source) unverified(name string) {
 	s.warnOnce.Do(func() {
 		if s.o.Warn != nil {
 			s.o.Warn(fmt.Sprintf("%s sends no ETag, Last-Modified or commit for %s (nor is the revision a commit): a file replaced on the server during the run with the same size cannot be detected; the output's manifest records its source as unverified",
-				s.loc.Base, quote.Name(name)))
+				s.loc.Base, termtext.Name(name)))
 		}
 	})
 }
@@ -343,7 +343,7 @@ func statusError(name string, resp *http.Response, host string, token bool) *Err
 		}
 	default:
 		e.Kind = ErrStatus
-		e.Detail = quote.Name(resp.Status)
+		e.Detail = termtext.Name(resp.Status)
 	}
 	return e
 }

@@ -1,9 +1,10 @@
-// Package termtext is the text the k3ckpt command prints on a terminal:
-// counts with thousands separators and plurals, and whole messages made
-// safe to print. A name inside a message is quoted where it is written
-// (internal/quote); Lines is the last line of defence for the message as a
-// whole: control characters, which could move the cursor, rewrite earlier
-// lines or change the terminal's state, are shown as Go escapes.
+// Package termtext makes text safe and readable on a terminal or in a log.
+// Strings that come from files are quoted where a message names them
+// (Name): a tensor name holding a terminal escape, a newline or invalid
+// UTF-8 must not reach a terminal as it is. Lines is the last line of
+// defence for a message as a whole: control characters, which could move
+// the cursor, rewrite earlier lines or change the terminal's state, are
+// shown as Go escapes. Int, Plural and Wrap format counts and tables.
 package termtext
 
 import (

@@ -1,7 +1,4 @@
-// Package quote makes strings that come from files safe to print: a tensor
-// name holding a terminal escape, a newline or invalid UTF-8 must not reach a
-// terminal or a log as it is.
-package quote
+package termtext
 
 import (
 	"strconv"
