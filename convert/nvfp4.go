@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -73,7 +74,7 @@ func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.
 			return 0, err
 		}
 		n := min(nVFP4BandBytes, t.Size()-off)
-		s.cs.mx = grow(s.cs.mx, int(n))
+		s.cs.mx = bufs.Grow(s.cs.mx, int(n))
 		if _, err := sec.ReadAt(s.cs.mx, off); err != nil {
 			return 0, fmt.Errorf("read %s at %d: %w", t.Name, off, err)
 		}
@@ -109,11 +110,11 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 	s.measure = nil
 	rows := castBandRows(n, k)
 	pb, sb := rows*k/2, rows*k/quant.MXGroupSize
-	s.cs.mx = grow(s.cs.mx, sb)
-	s.cs.e4 = grow(s.cs.e4, 2*sb)
+	s.cs.mx = bufs.Grow(s.cs.mx, sb)
+	s.cs.e4 = bufs.Grow(s.cs.e4, 2*sb)
 	var packed []byte
 	if codes != nil {
-		s.src = grow(s.src, pb)
+		s.src = bufs.Grow(s.src, pb)
 		packed = s.src
 	} else {
 		if len(s.cs.zeros) < pb {

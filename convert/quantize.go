@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -50,12 +51,12 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 	}
 	rowBytes := int64(k) * int64(esz)
 	wcols := tileCols(k, esz)
-	s.src = grow(s.src, blockSize*wcols*esz)
-	s.band = grow(s.band, blockSize*k)
+	s.src = bufs.Grow(s.src, blockSize*wcols*esz)
+	s.band = bufs.Grow(s.band, blockSize*k)
 	if wcols < k {
-		s.tile = grow(s.tile, blockSize*wcols)
+		s.tile = bufs.Grow(s.tile, blockSize*wcols)
 	}
-	s.scales = grow(s.scales, int(nb*kb))
+	s.scales = bufs.Grow(s.scales, int(nb*kb))
 	quantizers := map[int]*quant.Quantizer{}
 	measure := s.measure
 	s.measure = nil
@@ -140,7 +141,7 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 	for _, q := range quantizers {
 		s.lastZeroScale += q.ZeroScaleBlocks
 	}
-	s.sbytes = grow(s.sbytes, 4*len(s.scales))
+	s.sbytes = bufs.Grow(s.sbytes, 4*len(s.scales))
 	for i, v := range s.scales {
 		binary.LittleEndian.PutUint32(s.sbytes[4*i:], math.Float32bits(v))
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -200,7 +201,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 	}
 	var s2 float32
 	readInto := func(buf *[]byte, t safetensors.TensorInfo, off, n int64) ([]byte, error) {
-		*buf = grow(*buf, int(n))
+		*buf = bufs.Grow(*buf, int(n))
 		b := (*buf)[:n]
 		if x.xscale != nil && t.Name == x.scales.Name {
 			if off < 0 || off+n > int64(len(x.xscale)) {
@@ -281,7 +282,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 			if err != nil {
 				return err
 			}
-			xs.out = grow(xs.out, 2*rows*k)
+			xs.out = bufs.Grow(xs.out, 2*rows*k)
 			out := xs.out[:2*rows*k]
 			if err := quant.DequantizeBandBF16(out, codes, scales, rows, k); err != nil {
 				return fmt.Errorf("rows %d..%d: %w", r0, r0+m, err)
@@ -303,7 +304,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 			if err != nil {
 				return err
 			}
-			xs.out = grow(xs.out, 2*rows*k)
+			xs.out = bufs.Grow(xs.out, 2*rows*k)
 			out := xs.out[:2*rows*k]
 			for r := range rows {
 				o, p, q := out[2*r*k:2*(r+1)*k], codes[r*k/2:(r+1)*k/2], sc[r*k/g:(r+1)*k/g]
@@ -332,8 +333,8 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 			if err != nil {
 				return err
 			}
-			xs.out = grow(xs.out, rows*k/2)
-			xs.out2 = grow(xs.out2, rows*k/quant.MXGroupSize)
+			xs.out = bufs.Grow(xs.out, rows*k/2)
+			xs.out2 = bufs.Grow(xs.out2, rows*k/quant.MXGroupSize)
 			p, sc := xs.out[:rows*k/2], xs.out2[:rows*k/quant.MXGroupSize]
 			ps, err := quant.PackMXFP4Measured(p, sc, src, rows, k, measure)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -18,7 +19,7 @@ import (
 func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st step, out *io.SectionReader) (string, quant.CastStats, error) {
 	var got []byte
 	read := func(n int, off int64) ([]byte, error) {
-		got = grow(got, n)
+		got = bufs.Grow(got, n)
 		if _, err := out.ReadAt(got, off); err != nil {
 			return nil, fmt.Errorf("read at %d: %w", off, err)
 		}

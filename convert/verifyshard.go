@@ -11,6 +11,7 @@ import (
 
 	"github.com/x448/float16"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -178,7 +179,7 @@ func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safet
 	var off int64
 	first := int64(-1)
 	emit := func(b []byte) error {
-		got = grow(got, len(b))
+		got = bufs.Grow(got, len(b))
 		if _, err := codes.ReadAt(got, off); err != nil {
 			return fmt.Errorf("read FP8 codes at %d: %w", off, err)
 		}
@@ -205,7 +206,7 @@ func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safet
 	if scales.Size() != int64(len(s.sbytes)) {
 		return fmt.Sprintf("scale tensor of %d bytes, a fresh quantization gives %d", scales.Size(), len(s.sbytes)), nil
 	}
-	got = grow(got, len(s.sbytes))
+	got = bufs.Grow(got, len(s.sbytes))
 	if _, err := scales.ReadAt(got, 0); err != nil {
 		return "", fmt.Errorf("read scales: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
@@ -15,16 +16,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
-
-// grow returns b resliced to n elements, allocating only when its capacity
-// is too small, so a streaming loop reuses one scratch slice for every
-// chunk. The contents are neither kept nor cleared.
-func grow[T any](b []T, n int) []T {
-	if cap(b) < n {
-		return make([]T, n)
-	}
-	return b[:n]
-}
 
 // scratch is one job's reusable buffers.
 type scratch struct {
@@ -248,7 +239,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 	if held > maxHeldCodes {
 		return 0, fmt.Errorf("file %s: the plan holds %d bytes of codes, over %d", path, held, maxHeldCodes)
 	}
-	s.held = grow(s.held, int(held))[:0]
+	s.held = bufs.Grow(s.held, int(held))[:0]
 	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return zeroed, err

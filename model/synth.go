@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -270,16 +271,6 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 	return w.Commit()
 }
 
-// grow returns b resliced to n elements, allocating only when its capacity
-// is too small, so a streaming loop reuses one scratch slice for every
-// chunk. The contents are neither kept nor cleared.
-func grow[T any](b []T, n int) []T {
-	if cap(b) < n {
-		return make([]T, n)
-	}
-	return b[:n]
-}
-
 // synthBuf is one worker's scratch space, reused across tensors.
 type synthBuf struct {
 	f32    []float32
@@ -308,7 +299,7 @@ func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, padd
 	}
 	dist := distOf(ts.Name)
 	r := tensorStream(s.opts.Seed, ts.Name)
-	buf.out = grow(buf.out, synthChunkElems*width)
+	buf.out = bufs.Grow(buf.out, synthChunkElems*width)
 	for pos := int64(0); pos < n; {
 		k := int(min(n-pos, synthChunkElems))
 		b := buf.out[:k*width]
@@ -352,10 +343,10 @@ func (s *synth) fillMXFP4(w *safetensors.Writer, weight string, packed, scale sa
 	dist := distOf(weight)
 	r := tensorStream(s.opts.Seed, weight)
 	if g != quant.MXGroupSize {
-		buf.f32 = grow(buf.f32, int(band*k))
+		buf.f32 = bufs.Grow(buf.f32, int(band*k))
 	}
-	buf.out = grow(buf.out, int(band*k/2))
-	buf.scales = grow(buf.scales, int(band*k/g))
+	buf.out = bufs.Grow(buf.out, int(band*k/2))
+	buf.scales = bufs.Grow(buf.scales, int(band*k/g))
 	var tables *mxTables
 	if g == quant.MXGroupSize {
 		tables = mxTablesFor(dist)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -36,10 +37,10 @@ func (s *synth) fillFP8(w *safetensors.Writer, weight, scale safetensors.TensorS
 	dist := distOf(weight.Name)
 	r := tensorStream(s.opts.Seed, weight.Name)
 	nkb := int(scale.Shape[1])
-	buf.out = grow(buf.out, quant.BlockSize*int(k)*2)
-	buf.fp8 = grow(buf.fp8, quant.BlockSize*int(k))
-	buf.f32 = grow(buf.f32, nkb)
-	buf.scales = grow(buf.scales, 4*nkb)
+	buf.out = bufs.Grow(buf.out, quant.BlockSize*int(k)*2)
+	buf.fp8 = bufs.Grow(buf.fp8, quant.BlockSize*int(k))
+	buf.f32 = bufs.Grow(buf.f32, nkb)
+	buf.scales = bufs.Grow(buf.scales, 4*nkb)
 	for row := int64(0); row < n; row += quant.BlockSize {
 		rows := int(min(quant.BlockSize, n-row))
 		src := buf.out[:rows*int(k)*2]

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -37,7 +38,7 @@ func (s *synth) fillRaw(w *safetensors.Writer, ts safetensors.TensorSpec, buf *s
 	}
 	width := int(ts.DType.Bits() / 8)
 	r := tensorStream(s.opts.Seed, ts.Name)
-	buf.out = grow(buf.out, synthChunkElems*width)
+	buf.out = bufs.Grow(buf.out, synthChunkElems*width)
 	for pos := int64(0); pos < n; {
 		k := int(min(n-pos, synthChunkElems))
 		b := buf.out[:k*width]
