@@ -55,8 +55,8 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 // Without a terminal, -v prints the network progress as lines, retries
 // included, and stops when the transfer is done.
 func TestNetProgressLines(t *testing.T) {
-	nm := &netMeter{m: newRateMeter(0, nil)}
-	nm.m.setTotal(4 << 20)
+	nm := &netMeter{start: time.Now()}
+	nm.total.Store(4 << 20)
 	nm.Fetched(1 << 20)
 	nm.Retry(remote.RetryEvent{File: "a", Attempt: 1, Err: errors.New("boom")})
 	var w syncBuf

@@ -57,10 +57,14 @@ func newHTTPClient(conns int) *http.Client {
 // netMeter counts a remote source's traffic for the progress display and
 // the final report; nil for a local source.
 type netMeter struct {
-	m      *rateMeter
-	bar    atomic.Pointer[progressBar]
-	log    chan struct{} // closed to stop the -v progress lines (nil: none)
-	logged sync.WaitGroup
+	start     time.Time
+	total     atomic.Int64
+	bytes     atomic.Int64
+	retryN    atomic.Int64
+	lastRetry atomic.Pointer[remote.RetryEvent]
+	bar       atomic.Pointer[progressBar]
+	log       chan struct{} // closed to stop the -v progress lines (nil: none)
+	logged    sync.WaitGroup
 }
 
 // netLogEvery is how often -v prints a progress line where no terminal
@@ -89,11 +93,10 @@ func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
 
 // line is one -v progress line: the bar's text, and the retries so far.
 func (nm *netMeter) line(label string) string {
-	s := nm.m.read()
-	line := progressLine(label, unitBytes, s.Bytes, s.Total, s.Elapsed)
-	if s.Retries > 0 {
-		line += fmt.Sprintf("  %d retries", s.Retries)
-		if ev := s.LastRetry; ev != nil {
+	line := progressLine(label, unitBytes, nm.bytes.Load(), nm.total.Load(), time.Since(nm.start))
+	if n := nm.retryN.Load(); n > 0 {
+		line += fmt.Sprintf("  %d retries", n)
+		if ev := nm.lastRetry.Load(); ev != nil {
 			line += fmt.Sprintf(" (last: %v)", ev.Err)
 		}
 	}
@@ -103,12 +106,15 @@ func (nm *netMeter) line(label string) string {
 // Fetched implements remote.Progress: the meter counts, the bar (once
 // shown) draws.
 func (nm *netMeter) Fetched(n int64) {
-	nm.m.fetched(n)
+	nm.bytes.Add(n)
 	nm.bar.Load().Add(n)
 }
 
 // Retry implements remote.Progress.
-func (nm *netMeter) Retry(ev remote.RetryEvent) { nm.m.retry(ev) }
+func (nm *netMeter) Retry(ev remote.RetryEvent) {
+	nm.retryN.Add(1)
+	nm.lastRetry.Store(&ev)
+}
 
 // openSource opens a checkpoint; a remote one gets a transport for conns
 // parallel requests, the command's transfer bounds and a meter that hears
@@ -126,7 +132,7 @@ func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkp
 		c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{})
 		return c, nil, err
 	}
-	nm := &netMeter{m: newRateMeter(0, nil)}
+	nm := &netMeter{start: time.Now()}
 	o.Progress = nm
 	o.Warn = func(msg string) { warn(cmd, "%s", msg) }
 	c, err := safetensors.OpenWith(ctx, path, safetensors.OpenOptions{Remote: o, Connections: conns})
@@ -144,7 +150,7 @@ func (nm *netMeter) received() int64 {
 	if nm == nil {
 		return 0
 	}
-	return nm.m.read().Bytes
+	return nm.bytes.Load()
 }
 
 // retries is the failed attempts the source retried.
@@ -152,7 +158,7 @@ func (nm *netMeter) retries() int64 {
 	if nm == nil {
 		return 0
 	}
-	return nm.m.read().Retries
+	return nm.retryN.Load()
 }
 
 // openLayoutSource opens the SRC of shard and export: a remote checkpoint
@@ -184,7 +190,7 @@ func (nm *netMeter) show(cmd *cobra.Command, asJSON bool, total int64) {
 	if nm == nil {
 		return
 	}
-	nm.m.setTotal(total)
+	nm.total.Store(total)
 	const label = "network (received)"
 	b := newProgress(cmd, asJSON, label, unitBytes)
 	b.Start(total)
