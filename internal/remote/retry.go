@@ -79,29 +79,14 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 }
 
 // backoff is the wait before retry number n (1-based): base·2^(n-1) with
-// jitter in [½, 1], at least what the server asked for, never over max.
-func backoff(n int, base, max, asked time.Duration) time.Duration {
+// jitter in [½, 1], at least what the server asked for, never over limit.
+func backoff(n int, base, limit, asked time.Duration) time.Duration {
 	d := base
-	for i := 1; i < n && d < max; i++ {
+	for i := 1; i < n && d < limit; i++ {
 		d *= 2
 	}
 	d = d/2 + rand.N(d/2+1)
-	d = maxDur(d, asked)
-	return minDur(d, max)
-}
-
-func minDur(a, b time.Duration) time.Duration {
-	if a < b {
-		return a
-	}
-	return b
-}
-
-func maxDur(a, b time.Duration) time.Duration {
-	if a > b {
-		return a
-	}
-	return b
+	return min(max(d, asked), limit)
 }
 
 // sleep waits d or until ctx is done.
