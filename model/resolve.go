@@ -230,8 +230,6 @@ func (c *Config) resolve() error {
 	return nil
 }
 
-func (c *Config) templates() *templates { return c.tmpl }
-
 // shardParts lists the parts of 0-based shard i with their full prefixes.
 func (c *Config) shardParts(i int) []resolvedPart {
 	t := c.tmpl
@@ -252,7 +250,7 @@ func (c *Config) shardParts(i int) []resolvedPart {
 
 // shardUnits lists, for 0-based shard i, the template groups it holds and
 // the name prefix of each (one entry per layer part, expert or vision block).
-func (c *Config) shardUnits(_ *templates, i int, fn func(prefix string, ts []tmpl)) {
+func (c *Config) shardUnits(i int, fn func(prefix string, ts []tmpl)) {
 	for _, p := range c.shardParts(i) {
 		if !p.repeated {
 			fn(p.pre, p.ts)

@@ -419,7 +419,7 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 		s.rootPrefixes = append(s.rootPrefixes, prefixGroup{p, gr})
 	}
 	s.expertPaths = f.Names.Experts
-	if s.expertsPart != "" && !containsString(s.expertPaths, s.expertsPart) {
+	if s.expertsPart != "" && !slices.Contains(s.expertPaths, s.expertsPart) {
 		s.expertPaths = append([]string{s.expertsPart}, s.expertPaths...)
 	}
 	for n, p := range f.Names.ExpertProjections {
@@ -435,15 +435,6 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 		}
 	}
 	return nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // fp8Rules expands a block-FP8 weight X.weight [N, K] into its two forms:

@@ -77,7 +77,7 @@ func Synth(dir string, opts SynthOptions) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	s := &synth{cfg: cfg, t: cfg.templates(), dir: dir, opts: opts}
+	s := &synth{cfg: cfg, dir: dir, opts: opts}
 	if !opts.HeaderOnly {
 		s.live = cfg.liveCounts()
 	}
@@ -136,10 +136,9 @@ func (c *Config) synthFiles() []synthFile {
 		}
 		return out
 	}
-	t := c.templates()
 	out := make([]synthFile, c.NumShards())
 	for i := range out {
-		out[i] = synthFile{c.ShardName(i), c.shardTensors(t, i)}
+		out[i] = synthFile{c.ShardName(i), c.ShardTensors(i)}
 	}
 	return out
 }
@@ -158,7 +157,7 @@ func (c *Config) SynthShards() int {
 func (c *Config) liveCounts() map[string]int64 {
 	live := map[string]int64{}
 	for i := range c.NumShards() {
-		c.shardUnits(c.tmpl, i, func(prefix string, ts []tmpl) {
+		c.shardUnits(i, func(prefix string, ts []tmpl) {
 			for _, x := range ts {
 				if x.live >= 0 {
 					live[prefix+x.suffix] = x.live
@@ -203,7 +202,6 @@ func prepareDir(dir string, files []synthFile, force bool) error {
 
 type synth struct {
 	cfg  *Config
-	t    *templates
 	dir  string
 	opts SynthOptions
 	// live maps each zero-padded tensor to its count of values.

@@ -59,7 +59,11 @@ func (c *Config) expertBytes(f ExpertFormat) int64 {
 	if err != nil {
 		return 0
 	}
-	return sumBytes(ts)
+	var s int64
+	for _, t := range ts {
+		s += t.bytes()
+	}
+	return s
 }
 
 // numBlocks is the number of AttnRes blocks.
@@ -108,10 +112,9 @@ var k3Catalog = sync.OnceValue(func() []safetensors.TensorSpec { return slices.C
 // catalog lists every tensor of the checkpoint, shard by shard. At full K3
 // scale that is 497,220 specs (~60 MB); prefer ShardTensors to stream.
 func (c *Config) catalog() []safetensors.TensorSpec {
-	t := c.templates()
 	out := make([]safetensors.TensorSpec, 0, c.NumTensors())
 	for i := range c.NumShards() {
-		out = append(out, c.shardTensors(t, i)...)
+		out = append(out, c.ShardTensors(i)...)
 	}
 	return out
 }
