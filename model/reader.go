@@ -193,14 +193,7 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 		case d.def != nil:
 			v = p.sizeOr(top, d.key, evalOr(d.min, 1), evalOr(d.max, maxDim), evalOr(d.def, 0))
 		default:
-			if lo := evalOr(d.min, 1); lo != 1 {
-				v = p.sizeOr(top, d.key, lo, evalOr(d.max, maxDim), -1)
-				if v == -1 && p.err == nil {
-					p.fail(d.key, "missing")
-				}
-			} else {
-				v = p.size(top, d.key, evalOr(d.max, maxDim))
-			}
+			v = p.dim(top, d.key, true, evalOr(d.min, 1), evalOr(d.max, maxDim), 0)
 		}
 		if m := evalOr(d.multiple, 1); p.err == nil && m > 0 && v%m != 0 {
 			p.fail(d.key, "must be a multiple of %d, got %d", m, v)
