@@ -423,16 +423,11 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 		s.expertPaths = append([]string{s.expertsPart}, s.expertPaths...)
 	}
 	for n, p := range f.Names.ExpertProjections {
-		switch p {
-		case "w1":
-			s.expertProj[n] = expertW1
-		case "w2":
-			s.expertProj[n] = expertW2
-		case "w3":
-			s.expertProj[n] = expertW3
-		default:
+		i := slices.Index(projNames[:], p)
+		if i <= 0 {
 			return fail("names.expert_projections."+n, fmt.Errorf("%q is not w1, w2 or w3", p))
 		}
+		s.expertProj[n] = expertProjection(i)
 	}
 	return nil
 }

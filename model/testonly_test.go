@@ -91,6 +91,15 @@ func (c *Config) shardOf(name string) string {
 	return ""
 }
 
+// scaledConfig is the parsed config of a replica at a scale.
+func scaledConfig(sc Scale) (*Config, error) {
+	b, err := scaledConfigJSON(sc)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(b)
+}
+
 // k3Shards is the released K3 config's ShardTensors, shard by shard, built
 // once per test binary for the tests that read the whole catalog (497,220
 // specs); read-only.
