@@ -3,6 +3,7 @@ package engines
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -354,12 +355,7 @@ func (s *scanner) declaredFor(tn model.TensorName) string {
 // finish settles what is still pending and returns the facts.
 func (s *scanner) finish() *Facts {
 	f := &Facts{Convention: s.cf.conv, Method: s.cf.method, family: s.family}
-	var names []string
-	for n := range s.pending {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(s.pending)) {
 		m := s.pending[n]
 		fm, sc := m.form()
 		switch {

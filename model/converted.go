@@ -1,6 +1,7 @@
 package model
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,13 +59,7 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 	}
 	bank := c.textPrefix() + "layers."
 	nvfp4, fp8 := false, false
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range layers.m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(layers.m)) {
 		if !strings.HasSuffix(k, ".experts") {
 			continue
 		}

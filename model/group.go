@@ -112,16 +112,6 @@ func (g Group) Component() Component {
 	return Other
 }
 
-// family is the part of the name before the dot ("kda" for "kda.q_proj"),
-// or the whole name for a group without one ("experts").
-func (g Group) family() string {
-	n := g.String()
-	if i := strings.IndexByte(n, '.'); i >= 0 {
-		return n[:i]
-	}
-	return n
-}
-
 // ParseGroup maps a group's name back to the group.
 func ParseGroup(s string) (Group, error) {
 	for i := range groupInfo {
@@ -192,16 +182,16 @@ func ParseGroupSet(list string) (GroupSet, error) {
 			s |= Groups(g)
 			continue
 		}
-		var fam GroupSet
+		var members GroupSet // of the family named item
 		for g := range Group(len(groupInfo)) {
-			if g != groupOther && g.family() == item && strings.Contains(g.String(), ".") {
-				fam |= Groups(g)
+			if fam, _, ok := strings.Cut(g.String(), "."); g != groupOther && ok && fam == item {
+				members |= Groups(g)
 			}
 		}
-		if fam == 0 {
+		if members == 0 {
 			return 0, fmt.Errorf("model: unknown tensor group %q", item)
 		}
-		s |= fam
+		s |= members
 	}
 	return s, nil
 }

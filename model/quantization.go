@@ -1,6 +1,7 @@
 package model
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -48,12 +49,7 @@ func (c *Config) parseCompressedTensors(p *fields, q jobj) {
 	if p.err != nil {
 		return
 	}
-	keys := make([]string, 0, len(groups.m))
-	for k := range groups.m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(groups.m)) {
 		g, _ := p.object(groups, k, true)
 		if p.err != nil {
 			return
