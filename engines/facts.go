@@ -230,10 +230,6 @@ type partKey struct {
 	declared string
 }
 
-func newScanner(cf configFacts, cls *model.Classifier) *scanner {
-	return &scanner{cf: cf, cls: cls, pending: map[string]*module{}, parts: map[partKey]*part{}}
-}
-
 // linear reports whether the group is a linear module's weight a
 // conversion may quantize (the groups the rules speak about).
 func linear(g model.Group) bool {
@@ -262,36 +258,31 @@ func (s *scanner) file(ts []safetensors.TensorInfo) {
 		if !linear(tn.Group) {
 			continue
 		}
-		switch tn.Role.String() {
-		case "weight", "weight_packed", "weight_scale", "weight_scale_inv", "weight_scale_2":
-		default:
-			if !v4 {
-				continue // a parameter beside the linear weights (DeepSeek-V4's attn_sink)
-			}
-		}
 		m := local[tn.Module]
 		if m == nil {
 			m = &module{}
-			local[tn.Module] = m
 		}
-		m.bytes += t.Size()
-		v := tensor{ok: true, dt: t.DType, rank: len(t.Shape)}
-		if v4 {
-			m.v4scale = v
-			continue
-		}
+		var dst *tensor
 		switch tn.Role.String() { // the name's last segment
 		case "weight":
-			m.weight = v
+			dst = &m.weight
 		case "weight_packed":
-			m.packed = v
+			dst = &m.packed
 		case "weight_scale":
-			m.scale = v
+			dst = &m.scale
 		case "weight_scale_inv":
-			m.scaleInv = v
+			dst = &m.scaleInv
 		case "weight_scale_2":
-			m.scale2 = v
+			dst = &m.scale2
+		default:
+			continue // a parameter beside the linear weights (DeepSeek-V4's attn_sink)
 		}
+		if v4 {
+			dst = &m.v4scale
+		}
+		local[tn.Module] = m
+		m.bytes += t.Size()
+		*dst = tensor{ok: true, dt: t.DType, rank: len(t.Shape)}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -138,15 +138,13 @@ type table struct {
 //go:embed rules.json
 var rulesJSON []byte
 
-var rules = mustLoad(rulesJSON)
-
-func mustLoad(b []byte) *table {
-	t, err := load(b)
+var rules = func() *table {
+	t, err := load(rulesJSON)
 	if err != nil {
 		panic("engines: rules.json: " + err.Error())
 	}
 	return t
-}
+}()
 
 // load parses and checks a rule table: every rule names a known engine,
 // GPU, convention, group, form, outcome and evidence, and a source.
