@@ -107,7 +107,7 @@ func outcomeWord(o Outcome) string {
 	return "unknown (code path not read)"
 }
 
-// Evaluate says what an engine on a GPU makes of a checkpoint, from the
+// evaluate says what an engine on a GPU makes of a checkpoint, from the
 // rules for that engine's defaults. Every part gets the first rule that
 // matches it; a rule about the whole checkpoint (a capability check) adds
 // an item of its own.

@@ -229,7 +229,6 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 	for _, ts := range specs {
 		byName[ts.Name] = ts
 	}
-	live := s.live
 	paired := map[string]bool{}
 	for _, ts := range specs {
 		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
@@ -260,7 +259,7 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 		} else if rawFilled(ts.DType) {
 			err = s.fillRaw(w, ts, buf)
 		} else {
-			err = s.fillFloat(w, ts, live, buf)
+			err = s.fillFloat(w, ts, buf)
 		}
 		if err != nil {
 			return err
@@ -278,7 +277,7 @@ type synthBuf struct {
 }
 
 // fillFloat writes seeded normals as BF16 or F32.
-func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, padded map[string]int64, buf *synthBuf) error {
+func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf *synthBuf) error {
 	if ts.DType != safetensors.BF16 && ts.DType != safetensors.F32 {
 		return fmt.Errorf("tensor %s: synth cannot generate %s values", ts.Name, ts.DType)
 	}
@@ -292,7 +291,7 @@ func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, padd
 		return fmt.Errorf("tensor %s: %w", ts.Name, err)
 	}
 	live := n
-	if l, ok := padded[ts.Name]; ok {
+	if l, ok := s.live[ts.Name]; ok {
 		live = min(n, l)
 	}
 	dist := distOf(ts.Name)
