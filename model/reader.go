@@ -96,28 +96,25 @@ var roles = map[string]func(c *Config, v int64){
 }
 
 func (s *schema) loadConfig(f configFile) error {
-	fail := func(where string, err error) error {
-		return fmt.Errorf("schema %s: config.%s: %w", s.family, where, err)
-	}
 	s.reader, s.modelTypes, s.fp8Block = f.Reader, f.ModelTypes, f.FP8Block
 	switch {
 	case len(s.modelTypes) == 0:
-		return fail("model_types", fmt.Errorf("none"))
+		return s.fail("config.model_types", fmt.Errorf("none"))
 	case s.reader == "kimi_linear":
 		return nil
 	case s.reader != "":
-		return fail("reader", fmt.Errorf("unknown reader %q (kimi_linear, or none for the dims)", s.reader))
+		return s.fail("config.reader", fmt.Errorf("unknown reader %q (kimi_linear, or none for the dims)", s.reader))
 	}
 	seen := map[string]bool{}
 	for i, d := range f.Dims {
-		where := fmt.Sprintf("dims[%d] (%s)", i, d.Key)
+		where := fmt.Sprintf("config.dims[%d] (%s)", i, d.Key)
 		r := dimRule{key: d.Key, role: d.Role, values: d.Values}
 		if d.Key == "" || seen[d.Key] {
-			return fail(where, fmt.Errorf("a key must be given, and once"))
+			return s.fail(where, fmt.Errorf("a key must be given, and once"))
 		}
 		seen[d.Key] = true
 		if _, ok := roles[d.Role]; d.Role != "" && !ok {
-			return fail(where, fmt.Errorf("unknown role %q", d.Role))
+			return s.fail(where, fmt.Errorf("unknown role %q", d.Role))
 		}
 		switch d.Type {
 		case "", "size":
@@ -126,7 +123,7 @@ func (s *schema) loadConfig(f configFile) error {
 		case "list":
 			r.list = true
 		default:
-			return fail(where, fmt.Errorf("type %q is not size, bool or list", d.Type))
+			return s.fail(where, fmt.Errorf("type %q is not size, bool or list", d.Type))
 		}
 		for _, x := range []struct {
 			src exprText
@@ -137,13 +134,13 @@ func (s *schema) loadConfig(f configFile) error {
 				*x.dst, err = optExpr(src)
 			}
 			if err != nil {
-				return fail(where, err)
+				return s.fail(where, err)
 			}
 		}
 		s.readDims = append(s.readDims, r)
 	}
 	if !seen[roleKey(s, "layers")] {
-		return fail("dims", fmt.Errorf("no dimension has the role \"layers\""))
+		return s.fail("config.dims", fmt.Errorf("no dimension has the role \"layers\""))
 	}
 	return nil
 }
