@@ -62,10 +62,7 @@ type source struct {
 // cite cites the source in one line.
 func (s source) cite() string {
 	var b strings.Builder
-	b.WriteString(s.Repo)
-	if s.PR != "" {
-		b.WriteString(s.PR)
-	}
+	b.WriteString(s.Repo + s.PR)
 	if s.Path != "" {
 		b.WriteString(" " + s.Path)
 	}

@@ -86,9 +86,6 @@ func (c *Config) ShardTensors(i int) []safetensors.TensorSpec {
 // shardStats returns the tensor count and data bytes of 0-based shard i
 // without building names.
 func (c *Config) shardStats(i int) (tensors int, bytes int64) {
-	if i < 0 || i >= c.NumShards() {
-		return 0, 0
-	}
 	for _, p := range c.shardParts(i) {
 		n := p.count()
 		tensors += int(n) * len(p.ts)
