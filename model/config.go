@@ -143,7 +143,7 @@ type Config struct {
 
 	raw    map[string]any
 	layers []layer
-	sch    *schema          // the family (nil: Kimi-K3)
+	sch    *schema          // the family
 	tmpl   *templates       // the schema as this config reads it
 	values map[string]int64 // what a schema's reader read, by key
 }
@@ -345,7 +345,7 @@ func (c *Config) buildLayers() error {
 			BlockStart: i%c.AttnResBlockSize == 0,
 		}
 	}
-	c.Classifier = newClassifier(c.schema(), c.layers)
+	c.Classifier = newClassifier(c.sch, c.layers)
 	return c.resolve()
 }
 

@@ -203,7 +203,7 @@ func starEnds(pattern string) (lit string, lead, trail, ok bool) {
 func (c *Config) ModelOptExcludes() []string {
 	var out []string
 	vars := c.prefixVars()
-	for _, p := range c.schema().modelOptExclude {
+	for _, p := range c.sch.modelOptExclude {
 		p = expand(p, vars)
 		if !strings.Contains(p, "{dense}") {
 			out = append(out, p)

@@ -84,7 +84,7 @@ func mainLayers(layers []layer) int {
 // layer prefix with {n} = i, or for an extra layer the schema's
 // extra_prefix, when it has one, with {n} counted from 0.
 func (c *Config) layerPrefixOf(i int) string {
-	s := c.schema()
+	s := c.sch
 	lp, n := s.layerPrefix, i
 	if s.extraPrefix != "" && c.layers[i].extra {
 		lp, n = s.extraPrefix, i-mainLayers(c.layers)

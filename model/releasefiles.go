@@ -71,7 +71,7 @@ func loadFiles(f *filesFile, group func(where, name string) (Group, error)) (*fi
 // layer it names is missing, or a tensor is left over): synth then writes
 // one file per shard.
 func (c *Config) releaseFiles() [][]safetensors.TensorSpec {
-	r := c.schema().files
+	r := c.sch.files
 	if r == nil {
 		return nil
 	}
@@ -102,7 +102,7 @@ func (c *Config) releaseFiles() [][]safetensors.TensorSpec {
 				return nil
 			}
 			for l := tk.layers[0]; l <= tk.layers[1]; l++ {
-				lp := strings.ReplaceAll(expand(c.schema().layerPrefix, c.prefixVars()), "{n}", fmt.Sprint(l))
+				lp := strings.ReplaceAll(expand(c.sch.layerPrefix, c.prefixVars()), "{n}", fmt.Sprint(l))
 				for _, s := range c.ShardTensors(l) {
 					if tk.only == nil || slices.ContainsFunc(tk.only, func(p string) bool { return strings.HasPrefix(strings.TrimPrefix(s.Name, lp), p) }) {
 						seq = take(seq, s)

@@ -49,7 +49,7 @@ type match struct {
 
 // ShardMatcher builds the matcher of this config's catalog.
 func (c *Config) ShardMatcher() *ShardMatcher {
-	m := &ShardMatcher{c: c, kinds: map[uint64]*layerKind{}, experts: c.schema().expertsPart}
+	m := &ShardMatcher{c: c, kinds: map[uint64]*layerKind{}, experts: c.sch.expertsPart}
 	cls := c.Classifier
 	for _, l := range c.layers {
 		m.prefixes = append(m.prefixes, c.layerPrefixOf(l.Index))

@@ -18,7 +18,7 @@ func (r *splitmix) normal() float64 {
 // expertUnit is the unit of the layers' repeated part (the routed experts),
 // "" when the family has none.
 func (c *Config) expertUnit() string {
-	for _, p := range c.schema().layerParts {
+	for _, p := range c.sch.layerParts {
 		if p.repeat != nil {
 			return p.unit
 		}
