@@ -289,11 +289,19 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	if err := c.buildLayers(); err != nil {
+	c.buildLayers()
+	return c.finish(text.name("num_experts"))
+}
+
+// finish builds the classifier and the templates of the layers read and
+// bounds the catalog's size, blaming the key field when it is too big.
+func (c *Config) finish(field string) (*Config, error) {
+	c.Classifier = newClassifier(c.sch, c.layers)
+	if err := c.resolve(); err != nil {
 		return nil, err
 	}
 	if n := c.NumTensors(); n > maxTensors {
-		return nil, &fieldError{Field: text.name("num_experts"), Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, maxTensors)}
+		return nil, &fieldError{Field: field, Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, maxTensors)}
 	}
 	return c, nil
 }
@@ -326,7 +334,7 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 	}
 }
 
-func (c *Config) buildLayers() error {
+func (c *Config) buildLayers() {
 	full := make([]bool, c.NumLayers)
 	for _, l := range c.FullAttnLayers {
 		full[l-1] = true
@@ -345,8 +353,6 @@ func (c *Config) buildLayers() error {
 			BlockStart: i%c.AttnResBlockSize == 0,
 		}
 	}
-	c.Classifier = newClassifier(c.sch, c.layers)
-	return c.resolve()
 }
 
 // configValue is a config key as the reader read it (sizes, flags as 0 or

@@ -49,7 +49,7 @@ type dimFile struct {
 }
 
 // exprText is an expression written as a JSON string or integer (decoded
-// as json.Number).
+// as float64).
 type exprText = any
 
 func exprString(v exprText) (string, error) {
@@ -226,14 +226,7 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	for i := range c.layers {
 		c.layers[i] = layer{Index: i, Attention: mLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
 	}
-	c.Classifier = newClassifier(s, c.layers)
-	if err := c.resolve(); err != nil {
-		return nil, err
-	}
-	if n := c.NumTensors(); n > maxTensors {
-		return nil, &fieldError{Field: roleKey(s, "layers"), Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, maxTensors)}
-	}
-	return c, nil
+	return c.finish(roleKey(s, "layers"))
 }
 
 // modelType is the config's top-level model_type, "" when there is none.
