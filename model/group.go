@@ -81,13 +81,11 @@ var groupInfo []groupDef
 
 // internGroup returns the group of a name, adding it when no family has it.
 func internGroup(name string, comp Component) (Group, error) {
-	for i, g := range groupInfo {
-		if g.name == name {
-			if g.comp != comp {
-				return 0, fmt.Errorf("group %q is %s, not %s", name, g.comp, comp)
-			}
-			return Group(i), nil
+	if g, err := ParseGroup(name); err == nil {
+		if g.Component() != comp {
+			return 0, fmt.Errorf("group %q is %s, not %s", name, g.Component(), comp)
 		}
+		return g, nil
 	}
 	if len(groupInfo) == 64 {
 		return 0, fmt.Errorf("group %q: more than 64 groups in all", name)
