@@ -117,8 +117,6 @@ func k3FullAttnLayers() (full, kda []int) {
 	return full, kda
 }
 
-func num(v int64) json.Number { return json.Number(strconv.FormatInt(v, 10)) }
-
 // scaledRaw is the released config with a scale's dimensions set: the same
 // keys, values and structure, only sizes changed.
 func scaledRaw(d dims) (map[string]any, error) {
@@ -139,7 +137,7 @@ func scaledRaw(d dims) (map[string]any, error) {
 	}
 	set := func(m map[string]any, kv ...any) {
 		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = num(kv[i+1].(int64))
+			m[kv[i].(string)] = json.Number(strconv.FormatInt(kv[i+1].(int64), 10))
 		}
 	}
 	set(text,
