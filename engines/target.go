@@ -193,13 +193,12 @@ func costOf(v Verdict) cost {
 // Choose picks, among the profiles allowed (nil: all), the one whose
 // output engine on gpu (every GPU when gpu is "") loads (no part refused,
 // loaded wrong or unknown) at the least cost: the least weight memory per
-// GPU (attention DP, EP16 experts), then the least disk; ties go to the earlier
-// profile (convert's defaults come first). Unless allowed asks for them,
-// profiles that decode quantized experts to BF16 are not considered. src is the source checkpoint's
-// facts (nil: the release). It fails with ErrNoTarget, naming a reason,
-// when allowed leaves no profile that loads, with errNoGain when the source as it
-// is loads at no higher cost, and with ErrNoTarget, naming a reason, when
-// no profile loads.
+// GPU (attention DP, EP16 experts), then the least disk; ties go to the
+// earlier profile (convert's defaults come first). Unless allowed asks for
+// them, profiles that decode quantized experts to BF16 are not considered.
+// src is the source checkpoint's facts (nil: the release). It fails with
+// errNoGain when the source as it is loads at no higher cost, and with
+// ErrNoTarget, naming a reason, when no profile (or none allowed) loads.
 func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (choice, error) {
 	name, err := lookupEngine(engine)
 	if err != nil {
