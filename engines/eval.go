@@ -107,7 +107,7 @@ func outcomeWord(o Outcome) string {
 	return "unknown (code path not read)"
 }
 
-// Evaluate says what an engine on a GPU makes of a checkpoint, from the
+// evaluate says what an engine on a GPU makes of a checkpoint, from the
 // rules for that engine's defaults. Every part gets the first rule that
 // matches it; a rule about the whole checkpoint (a capability check) adds
 // an item of its own.
@@ -189,11 +189,11 @@ func (r *rule) holds(f *Facts, gpu GPU) bool {
 	return true
 }
 
-// matches reports whether the rule is about part p.
 // forFamily reports whether the rules hold for the checkpoint's family (a
 // config of no family known is read as K3's, as its names are).
 func forFamily(f *Facts) bool { return f.family == "" || f.family == rules.Family }
 
+// matches reports whether the rule is about part p.
 func (r *rule) matches(f *Facts, p part, gpu GPU) bool {
 	if !forFamily(f) || !r.groups.Has(p.Group) || !slices.Contains(r.Forms, p.Form) {
 		return false

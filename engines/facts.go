@@ -3,6 +3,7 @@ package engines
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -229,10 +230,6 @@ type partKey struct {
 	declared string
 }
 
-func newScanner(cf configFacts, cls *model.Classifier) *scanner {
-	return &scanner{cf: cf, cls: cls, pending: map[string]*module{}, parts: map[partKey]*part{}}
-}
-
 // linear reports whether the group is a linear module's weight a
 // conversion may quantize (the groups the rules speak about).
 func linear(g model.Group) bool {
@@ -261,36 +258,31 @@ func (s *scanner) file(ts []safetensors.TensorInfo) {
 		if !linear(tn.Group) {
 			continue
 		}
-		switch tn.Role.String() {
-		case "weight", "weight_packed", "weight_scale", "weight_scale_inv", "weight_scale_2":
-		default:
-			if !v4 {
-				continue // a parameter beside the linear weights (DeepSeek-V4's attn_sink)
-			}
-		}
 		m := local[tn.Module]
 		if m == nil {
 			m = &module{}
-			local[tn.Module] = m
 		}
-		m.bytes += t.Size()
-		v := tensor{ok: true, dt: t.DType, rank: len(t.Shape)}
-		if v4 {
-			m.v4scale = v
-			continue
-		}
+		var dst *tensor
 		switch tn.Role.String() { // the name's last segment
 		case "weight":
-			m.weight = v
+			dst = &m.weight
 		case "weight_packed":
-			m.packed = v
+			dst = &m.packed
 		case "weight_scale":
-			m.scale = v
+			dst = &m.scale
 		case "weight_scale_inv":
-			m.scaleInv = v
+			dst = &m.scaleInv
 		case "weight_scale_2":
-			m.scale2 = v
+			dst = &m.scale2
+		default:
+			continue // a parameter beside the linear weights (DeepSeek-V4's attn_sink)
 		}
+		if v4 {
+			dst = &m.v4scale
+		}
+		local[tn.Module] = m
+		m.bytes += t.Size()
+		*dst = tensor{ok: true, dt: t.DType, rank: len(t.Shape)}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -354,12 +346,7 @@ func (s *scanner) declaredFor(tn model.TensorName) string {
 // finish settles what is still pending and returns the facts.
 func (s *scanner) finish() *Facts {
 	f := &Facts{Convention: s.cf.conv, Method: s.cf.method, family: s.family}
-	var names []string
-	for n := range s.pending {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(s.pending)) {
 		m := s.pending[n]
 		fm, sc := m.form()
 		switch {

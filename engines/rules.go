@@ -62,10 +62,7 @@ type source struct {
 // cite cites the source in one line.
 func (s source) cite() string {
 	var b strings.Builder
-	b.WriteString(s.Repo)
-	if s.PR != "" {
-		b.WriteString(s.PR)
-	}
+	b.WriteString(s.Repo + s.PR)
 	if s.Path != "" {
 		b.WriteString(" " + s.Path)
 	}
@@ -138,15 +135,13 @@ type table struct {
 //go:embed rules.json
 var rulesJSON []byte
 
-var rules = mustLoad(rulesJSON)
-
-func mustLoad(b []byte) *table {
-	t, err := load(b)
+var rules = func() *table {
+	t, err := load(rulesJSON)
 	if err != nil {
 		panic("engines: rules.json: " + err.Error())
 	}
 	return t
-}
+}()
 
 // load parses and checks a rule table: every rule names a known engine,
 // GPU, convention, group, form, outcome and evidence, and a source.

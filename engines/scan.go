@@ -66,13 +66,9 @@ func scannerFor(config, hfq []byte) (*scanner, error) {
 	if err != nil {
 		return nil, err
 	}
-	cls, family := defaultClassifier, model.FamilyOfConfig(config)
+	cls := model.K3Classifier()
 	if cfg, err := model.ParseConfig(config); err == nil {
 		cls = cfg.Classifier
 	}
-	sc := newScanner(cf, cls)
-	sc.family = family
-	return sc, nil
+	return &scanner{cf: cf, cls: cls, family: model.FamilyOfConfig(config), pending: map[string]*module{}, parts: map[partKey]*part{}}, nil
 }
-
-var defaultClassifier = model.K3Classifier()

@@ -24,33 +24,22 @@ func (p Profile) Flags() string {
 	return fmt.Sprintf("--format %s --recipe %s --experts %s", p.Format, p.Recipe, p.Experts)
 }
 
-// expertModes are the --experts values convert knows, from the ones the
-// rules can describe.
-func expertModes() []string {
-	var out []string
-	for _, m := range []string{"keep", "nvfp4", "mxfp4", "bf16", "fp8"} {
-		var e convert.ExpertsMode
-		if e.UnmarshalText([]byte(m)) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// Profiles lists every combination convert accepts, in a fixed order
+// profiles lists every combination convert accepts, in a fixed order
 // (formats, recipes, experts as convert lists them, default first).
 func profiles() []Profile {
 	var out []Profile
 	for _, f := range []string{"modelopt", "deepseek", "compressed-tensors"} {
 		for _, r := range convert.RecipeNames() {
-			for _, e := range expertModes() {
-				if e == "nvfp4" && f != "modelopt" { // convert refuses it
-					continue
+			// The --experts values the rules can describe.
+			for _, e := range []string{"keep", "nvfp4", "mxfp4", "bf16", "fp8"} {
+				var m convert.ExpertsMode
+				switch {
+				case m.UnmarshalText([]byte(e)) != nil: // not one convert knows
+				case e == "nvfp4" && f != "modelopt": // convert refuses it
+				case e == "mxfp4": // packs BF16 experts: the release's are MXFP4 already
+				default:
+					out = append(out, Profile{Format: f, Recipe: r, Experts: e})
 				}
-				if e == "mxfp4" { // packs BF16 experts: the release's are MXFP4 already
-					continue
-				}
-				out = append(out, Profile{Format: f, Recipe: r, Experts: e})
 			}
 		}
 	}
@@ -84,7 +73,7 @@ var releaseFacts = sync.OnceValue(func() *Facts {
 	return sc.finish()
 })
 
-// Predict is the facts of what convert would write from a checkpoint with
+// predict is the facts of what convert would write from a checkpoint with
 // facts src under profile p: the recipe's groups become FP8 with the
 // format's scale layout (declared FP8_PB_WO under ModelOpt), the experts as
 // --experts says. Bytes are estimated from the source's (FP8 half of BF16;
@@ -204,13 +193,12 @@ func costOf(v Verdict) cost {
 // Choose picks, among the profiles allowed (nil: all), the one whose
 // output engine on gpu (every GPU when gpu is "") loads (no part refused,
 // loaded wrong or unknown) at the least cost: the least weight memory per
-// GPU (attention DP, EP16 experts), then the least disk; ties go to the earlier
-// profile (convert's defaults come first). Unless allowed asks for them,
-// profiles that decode quantized experts to BF16 are not considered. src is the source checkpoint's
-// facts (nil: the release). It fails with ErrNoTarget, naming a reason,
-// when allowed leaves no profile that loads, with errNoGain when the source as it
-// is loads at no higher cost, and with ErrNoTarget, naming a reason, when
-// no profile loads.
+// GPU (attention DP, EP16 experts), then the least disk; ties go to the
+// earlier profile (convert's defaults come first). Unless allowed asks for
+// them, profiles that decode quantized experts to BF16 are not considered.
+// src is the source checkpoint's facts (nil: the release). It fails with
+// errNoGain when the source as it is loads at no higher cost, and with
+// ErrNoTarget, naming a reason, when no profile (or none allowed) loads.
 func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (choice, error) {
 	name, err := lookupEngine(engine)
 	if err != nil {

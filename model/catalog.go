@@ -33,14 +33,6 @@ func (t tmpl) bytes() int64 {
 	return n
 }
 
-func sumBytes(ts []tmpl) int64 {
-	var s int64
-	for _, t := range ts {
-		s += t.bytes()
-	}
-	return s
-}
-
 // textPrefix is the prefix of the language model's tensors ("language_model.model."
 // for the multimodal checkpoint, "model." for a bare text one).
 func (c *Config) textPrefix() string { return c.prefixVars()["P"] }
@@ -82,12 +74,8 @@ func (c *Config) ShardTensors(i int) []safetensors.TensorSpec {
 	if i < 0 || i >= c.NumShards() {
 		return nil
 	}
-	return c.shardTensors(c.templates(), i)
-}
-
-func (c *Config) shardTensors(t *templates, i int) []safetensors.TensorSpec {
 	var out []safetensors.TensorSpec
-	c.shardUnits(t, i, func(prefix string, ts []tmpl) {
+	c.shardUnits(i, func(prefix string, ts []tmpl) {
 		for _, x := range ts {
 			out = append(out, safetensors.TensorSpec{Name: prefix + x.suffix, DType: x.dtype, Shape: x.shape})
 		}
@@ -98,13 +86,12 @@ func (c *Config) shardTensors(t *templates, i int) []safetensors.TensorSpec {
 // shardStats returns the tensor count and data bytes of 0-based shard i
 // without building names.
 func (c *Config) shardStats(i int) (tensors int, bytes int64) {
-	if i < 0 || i >= c.NumShards() {
-		return 0, 0
-	}
 	for _, p := range c.shardParts(i) {
 		n := p.count()
 		tensors += int(n) * len(p.ts)
-		bytes += n * sumBytes(p.ts)
+		for _, t := range p.ts {
+			bytes += n * t.bytes()
+		}
 	}
 	return tensors, bytes
 }

@@ -143,7 +143,7 @@ type Config struct {
 
 	raw    map[string]any
 	layers []layer
-	sch    *schema          // the family (nil: Kimi-K3)
+	sch    *schema          // the family
 	tmpl   *templates       // the schema as this config reads it
 	values map[string]int64 // what a schema's reader read, by key
 }
@@ -289,11 +289,19 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	if err := c.buildLayers(); err != nil {
+	c.buildLayers()
+	return c.finish(text.name("num_experts"))
+}
+
+// finish builds the classifier and the templates of the layers read and
+// bounds the catalog's size, blaming the key field when it is too big.
+func (c *Config) finish(field string) (*Config, error) {
+	c.Classifier = newClassifier(c.sch, c.layers)
+	if err := c.resolve(); err != nil {
 		return nil, err
 	}
 	if n := c.NumTensors(); n > maxTensors {
-		return nil, &fieldError{Field: text.name("num_experts"), Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, maxTensors)}
+		return nil, &fieldError{Field: field, Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, maxTensors)}
 	}
 	return c, nil
 }
@@ -326,7 +334,7 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 	}
 }
 
-func (c *Config) buildLayers() error {
+func (c *Config) buildLayers() {
 	full := make([]bool, c.NumLayers)
 	for _, l := range c.FullAttnLayers {
 		full[l-1] = true
@@ -345,8 +353,6 @@ func (c *Config) buildLayers() error {
 			BlockStart: i%c.AttnResBlockSize == 0,
 		}
 	}
-	c.Classifier = newClassifier(c.schema(), c.layers)
-	return c.resolve()
 }
 
 // configValue is a config key as the reader read it (sizes, flags as 0 or
@@ -357,64 +363,44 @@ func (c *Config) configValue(key string) (int64, bool) {
 		return v, true
 	}
 	if v, ok := strings.CutPrefix(key, "vision_config."); ok {
-		if c.Vision == nil {
+		get, ok := visionKeys[v]
+		if c.Vision == nil || !ok {
 			return 0, false
 		}
-		return c.Vision.value(v)
+		return get(c.Vision), true
 	}
-	switch key {
-	case "num_hidden_layers":
-		return int64(c.NumLayers), true
-	case "hidden_size":
-		return c.Hidden, true
-	case "vocab_size":
-		return c.Vocab, true
-	case "intermediate_size":
-		return c.Intermediate, true
-	case "num_attention_heads":
-		return c.NumHeads, true
-	case "num_key_value_heads":
-		return c.NumKVHeads, true
-	case "q_lora_rank":
-		return c.QLoraRank, true
-	case "kv_lora_rank":
-		return c.KVLoraRank, true
-	case "qk_nope_head_dim":
-		return c.QKNopeHeadDim, true
-	case "qk_rope_head_dim":
-		return c.QKRopeHeadDim, true
-	case "v_head_dim":
-		return c.VHeadDim, true
-	case "mla_use_output_gate":
-		return b2i(c.MLAOutputGate), true
-	case "linear_attn_config.num_heads":
-		return c.KDAHeads, true
-	case "linear_attn_config.head_dim":
-		return c.KDAHeadDim, true
-	case "linear_attn_config.short_conv_kernel_size":
-		return c.ConvKernel, true
-	case "attn_res_block_size":
-		return int64(c.AttnResBlockSize), true
-	case "first_k_dense_replace":
-		return int64(c.FirstKDense), true
-	case "num_experts":
-		return c.NumExperts, true
-	case "num_experts_per_token":
-		return c.TopK, true
-	case "num_shared_experts":
-		return c.NumShared, true
-	case "moe_intermediate_size":
-		return c.MoEIntermediate, true
-	case "routed_expert_hidden_size":
-		return c.LatentDim, true
-	case "latent_moe_use_norm":
-		return b2i(c.LatentNorm), true
-	case "tie_word_embeddings":
-		return b2i(c.TieEmbeddings), true
-	case "quantization.group_size":
-		return c.GroupSize, true
-	case "vision_config":
-		return b2i(c.Vision != nil), true
+	if get, ok := configKeys[key]; ok {
+		return get(c), true
 	}
 	return 0, false
+}
+
+// configKeys are the text config keys configValue reads, by their names there.
+var configKeys = map[string]func(c *Config) int64{
+	"num_hidden_layers":                         func(c *Config) int64 { return int64(c.NumLayers) },
+	"hidden_size":                               func(c *Config) int64 { return c.Hidden },
+	"vocab_size":                                func(c *Config) int64 { return c.Vocab },
+	"intermediate_size":                         func(c *Config) int64 { return c.Intermediate },
+	"num_attention_heads":                       func(c *Config) int64 { return c.NumHeads },
+	"num_key_value_heads":                       func(c *Config) int64 { return c.NumKVHeads },
+	"q_lora_rank":                               func(c *Config) int64 { return c.QLoraRank },
+	"kv_lora_rank":                              func(c *Config) int64 { return c.KVLoraRank },
+	"qk_nope_head_dim":                          func(c *Config) int64 { return c.QKNopeHeadDim },
+	"qk_rope_head_dim":                          func(c *Config) int64 { return c.QKRopeHeadDim },
+	"v_head_dim":                                func(c *Config) int64 { return c.VHeadDim },
+	"mla_use_output_gate":                       func(c *Config) int64 { return b2i(c.MLAOutputGate) },
+	"linear_attn_config.num_heads":              func(c *Config) int64 { return c.KDAHeads },
+	"linear_attn_config.head_dim":               func(c *Config) int64 { return c.KDAHeadDim },
+	"linear_attn_config.short_conv_kernel_size": func(c *Config) int64 { return c.ConvKernel },
+	"attn_res_block_size":                       func(c *Config) int64 { return int64(c.AttnResBlockSize) },
+	"first_k_dense_replace":                     func(c *Config) int64 { return int64(c.FirstKDense) },
+	"num_experts":                               func(c *Config) int64 { return c.NumExperts },
+	"num_experts_per_token":                     func(c *Config) int64 { return c.TopK },
+	"num_shared_experts":                        func(c *Config) int64 { return c.NumShared },
+	"moe_intermediate_size":                     func(c *Config) int64 { return c.MoEIntermediate },
+	"routed_expert_hidden_size":                 func(c *Config) int64 { return c.LatentDim },
+	"latent_moe_use_norm":                       func(c *Config) int64 { return b2i(c.LatentNorm) },
+	"tie_word_embeddings":                       func(c *Config) int64 { return b2i(c.TieEmbeddings) },
+	"quantization.group_size":                   func(c *Config) int64 { return c.GroupSize },
+	"vision_config":                             func(c *Config) int64 { return b2i(c.Vision != nil) },
 }

@@ -304,7 +304,7 @@ func TestScaleConstraints(t *testing.T) {
 			}
 		}
 	}
-	if _, err := parseScale("huge"); err == nil {
+	if err := new(Scale).Set("huge"); err == nil {
 		t.Error("ParseScale accepted huge")
 	}
 }

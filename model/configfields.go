@@ -62,25 +62,16 @@ func (p *fields) integer(name string, v any) (int64, bool) {
 }
 
 // size reads a required dimension in [1, max].
-func (p *fields) size(o jobj, k string, max int64) int64 {
-	v, ok := p.get(o, k, true)
-	if !ok {
-		return 0
-	}
-	i, ok := p.integer(o.name(k), v)
-	if !ok {
-		return 0
-	}
-	if i <= 0 || i > max {
-		p.fail(o.name(k), "must be in 1..%d, got %d", max, i)
-		return 0
-	}
-	return i
-}
+func (p *fields) size(o jobj, k string, max int64) int64 { return p.dim(o, k, true, 1, max, 0) }
 
 // sizeOr reads an optional dimension in [lo, max], def when absent.
 func (p *fields) sizeOr(o jobj, k string, lo, max, def int64) int64 {
-	v, ok := p.get(o, k, false)
+	return p.dim(o, k, false, lo, max, def)
+}
+
+// dim reads a dimension in [lo, max]; def is what a failed or absent read gives.
+func (p *fields) dim(o jobj, k string, required bool, lo, max, def int64) int64 {
+	v, ok := p.get(o, k, required)
 	if !ok {
 		return def
 	}

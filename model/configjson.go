@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -131,13 +132,9 @@ func (r *configRenderer) append(b []byte, v any, depth int) ([]byte, error) {
 // appendMap renders a non-empty map, keys sorted.
 func (r *configRenderer) appendMap(b []byte, t map[string]any, depth int) ([]byte, error) {
 	var err error
-	keys := make([]string, 0, len(t))
-	for k := range t {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // byte order of UTF-8 is code point order, Python's
 	b = append(b, '{')
-	for i, k := range keys {
+	// Byte order of UTF-8 is code point order, Python's.
+	for i, k := range slices.Sorted(maps.Keys(t)) {
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,15 +57,8 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 	if p.err != nil {
 		return
 	}
-	bank := c.textPrefix() + "layers."
 	nvfp4, fp8 := false, false
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range layers.m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(layers.m)) {
 		if !strings.HasSuffix(k, ".experts") {
 			continue
 		}
@@ -95,19 +89,20 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 		c.Experts = ExpertsFP8
 	case nvfp4:
 		c.Experts, c.GroupSize = ExpertsNVFP4, quant.NVFP4GroupSize
-	case c.NumExperts > 0 && c.firstMoELayer() >= 0 && ignores(q.m["ignore"], bank+strconv.Itoa(c.firstMoELayer())+".block_sparse_moe.experts"):
+	case c.firstBank() != "" && ignores(q.m["ignore"], c.firstBank()):
 		c.Experts = ExpertsBF16
 	default:
 		c.Experts, c.GroupSize = ExpertsMXFP4, 32
 	}
 }
 
-// firstMoELayer is the first layer with routed experts, or -1.
-func (c *Config) firstMoELayer() int {
-	if c.FirstKDense < c.NumLayers {
-		return c.FirstKDense
+// firstBank is the routed-expert bank of the first MoE layer, "" when
+// the config has none.
+func (c *Config) firstBank() string {
+	if c.NumExperts == 0 || c.FirstKDense >= c.NumLayers {
+		return ""
 	}
-	return -1
+	return c.textPrefix() + "layers." + strconv.Itoa(c.FirstKDense) + ".block_sparse_moe.experts"
 }
 
 // ignores reports whether a ModelOpt ignore list matches module under any
@@ -137,11 +132,10 @@ const modelOptFP8Block = "FP8_PB_WO"
 // experts left out of both are FP8 (DeepSeek-V3's own release), and BF16
 // otherwise.
 func (c *Config) deepSeekExperts(q jobj) ExpertFormat {
-	l := c.firstMoELayer()
-	if c.NumExperts == 0 || l < 0 {
+	bank := c.firstBank()
+	if bank == "" {
 		return ExpertsBF16
 	}
-	bank := c.textPrefix() + "layers." + strconv.Itoa(l) + ".block_sparse_moe.experts"
 	if ignores(q.m["ignored_layers"], bank) || ignores(q.m["modules_to_not_convert"], bank) {
 		return ExpertsBF16
 	}

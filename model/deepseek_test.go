@@ -36,8 +36,8 @@ func TestDeepSeekV3Family(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.schema().family != "deepseek-v3" || c.NumLayers != 62 || c.FirstKDense != 3 || c.NumExperts != 256 {
-		t.Fatalf("family %s, %d layers, %d dense, %d experts", c.schema().family, c.NumLayers, c.FirstKDense, c.NumExperts)
+	if c.sch.family != "deepseek-v3" || c.NumLayers != 62 || c.FirstKDense != 3 || c.NumExperts != 256 {
+		t.Fatalf("family %s, %d layers, %d dense, %d experts", c.sch.family, c.NumLayers, c.FirstKDense, c.NumExperts)
 	}
 	var values int64
 	specs := map[string]safetensors.TensorSpec{}

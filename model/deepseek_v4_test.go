@@ -44,8 +44,8 @@ func TestDeepSeekV4Family(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.schema().family != "deepseek-v4" || c.NumLayers != 44 || c.NumExperts != 256 {
-		t.Fatalf("family %s, %d layers, %d experts", c.schema().family, c.NumLayers, c.NumExperts)
+	if c.sch.family != "deepseek-v4" || c.NumLayers != 44 || c.NumExperts != 256 {
+		t.Fatalf("family %s, %d layers, %d experts", c.sch.family, c.NumLayers, c.NumExperts)
 	}
 	specs := map[string]safetensors.TensorSpec{}
 	for _, ts := range c.catalog() {

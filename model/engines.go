@@ -163,7 +163,9 @@ func FindSplits(quantized, kept []string) []Split {
 func ModuleMatcher(pattern string) func(module string) bool {
 	// The exporter's patterns are literals with * at either end: match those
 	// without the general matcher.
-	if lit, lead, trail, ok := starEnds(pattern); ok {
+	lit, lead := strings.CutPrefix(pattern, "*")
+	lit, trail := strings.CutSuffix(lit, "*")
+	if !strings.ContainsAny(lit, `*?[\`) {
 		switch {
 		case lead && trail:
 			return func(module string) bool { return strings.Contains(module, lit) }
@@ -182,18 +184,6 @@ func ModuleMatcher(pattern string) func(module string) bool {
 	}
 }
 
-// starEnds splits a pattern whose only wildcards are a * at its start or
-// end (or both) into its literal middle; ok is false for any other pattern.
-func starEnds(pattern string) (lit string, lead, trail, ok bool) {
-	lit = pattern
-	lit, lead = strings.CutPrefix(lit, "*")
-	lit, trail = strings.CutSuffix(lit, "*")
-	if strings.ContainsAny(lit, `*?[\`) {
-		return "", false, false, false
-	}
-	return lit, lead, trail, true
-}
-
 // ModelOptExcludes returns the exclude_modules patterns of NVIDIA's
 // exporter for this family (families/*.json, engines.modelopt_exclude), in
 // its order, before spelling expansion, one per dense layer where the file
@@ -203,7 +193,7 @@ func starEnds(pattern string) (lit string, lead, trail, ok bool) {
 func (c *Config) ModelOptExcludes() []string {
 	var out []string
 	vars := c.prefixVars()
-	for _, p := range c.schema().modelOptExclude {
+	for _, p := range c.sch.modelOptExclude {
 		p = expand(p, vars)
 		if !strings.Contains(p, "{dense}") {
 			out = append(out, p)

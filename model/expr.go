@@ -92,26 +92,18 @@ func (p *exprParser) cmp() (*node, error) {
 	return &node{op: op, left: l, right: r}, err
 }
 
-func (p *exprParser) sum() (*node, error) {
-	l, err := p.term()
-	for err == nil && (p.peek() == '+' || p.peek() == '-') {
-		op := p.s[p.i]
-		p.i++
-		var r *node
-		if r, err = p.term(); err == nil {
-			l = &node{op: op, left: l, right: r}
-		}
-	}
-	return l, err
-}
+func (p *exprParser) sum() (*node, error) { return p.chain("+-", p.term) }
 
-func (p *exprParser) term() (*node, error) {
-	l, err := p.atom()
-	for err == nil && (p.peek() == '*' || p.peek() == '/' || p.peek() == '%') {
+func (p *exprParser) term() (*node, error) { return p.chain("*/%", p.atom) }
+
+// chain parses operands joined by the operators in ops, left to right.
+func (p *exprParser) chain(ops string, operand func() (*node, error)) (*node, error) {
+	l, err := operand()
+	for err == nil && strings.IndexByte(ops, p.peek()) >= 0 {
 		op := p.s[p.i]
 		p.i++
 		var r *node
-		if r, err = p.atom(); err == nil {
+		if r, err = operand(); err == nil {
 			l = &node{op: op, left: l, right: r}
 		}
 	}
@@ -185,10 +177,7 @@ func (n *node) eval(en env) (int64, error) {
 		return 0, err
 	}
 	if n.op == '!' {
-		if a == 0 {
-			return 1, nil
-		}
-		return 0, nil
+		return b2i(a == 0), nil
 	}
 	b, err := n.right.eval(en)
 	if err != nil {

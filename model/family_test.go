@@ -42,8 +42,8 @@ func qwenConfig(t *testing.T) (*Config, []byte) {
 func TestSchemaFileFamily(t *testing.T) {
 	t.Parallel()
 	c, cfgJSON := qwenConfig(t)
-	if c.schema().family != "qwen3-moe" || c.NumLayers != 3 || c.NumExperts != 8 || c.Experts != ExpertsBF16 || c.NumShards() != 4 {
-		t.Fatalf("family %s, %d layers, %d experts (%v), %d shards", c.schema().family, c.NumLayers, c.NumExperts, c.Experts, c.NumShards())
+	if c.sch.family != "qwen3-moe" || c.NumLayers != 3 || c.NumExperts != 8 || c.Experts != ExpertsBF16 || c.NumShards() != 4 {
+		t.Fatalf("family %s, %d layers, %d experts (%v), %d shards", c.sch.family, c.NumLayers, c.NumExperts, c.Experts, c.NumShards())
 	}
 	// Per layer: 2 norms, 4 projections, 2 head norms, the router, 8 experts × 3.
 	if n := c.NumTensors(); n != 3*(9+8*3)+3 {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -107,13 +108,5 @@ func IsBlockScaleShape(scale, weight []int64) bool {
 	if len(weight) != 2 || weight[0] < 0 || weight[1] < 0 {
 		return false
 	}
-	nb := (weight[0] + quant.BlockSize - 1) / quant.BlockSize
-	kb := (weight[1] + quant.BlockSize - 1) / quant.BlockSize
-	switch len(scale) {
-	case 2:
-		return scale[0] == nb && scale[1] == kb
-	case 4:
-		return scale[0] == nb && scale[1] == 1 && scale[2] == kb && scale[3] == 1
-	}
-	return false
+	return slices.Equal(scale, DeepSeek.ScaleShape(weight[0], weight[1])) || slices.Equal(scale, ModelOpt.ScaleShape(weight[0], weight[1]))
 }

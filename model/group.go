@@ -81,13 +81,11 @@ var groupInfo []groupDef
 
 // internGroup returns the group of a name, adding it when no family has it.
 func internGroup(name string, comp Component) (Group, error) {
-	for i, g := range groupInfo {
-		if g.name == name {
-			if g.comp != comp {
-				return 0, fmt.Errorf("group %q is %s, not %s", name, g.comp, comp)
-			}
-			return Group(i), nil
+	if g, err := ParseGroup(name); err == nil {
+		if g.Component() != comp {
+			return 0, fmt.Errorf("group %q is %s, not %s", name, g.Component(), comp)
 		}
+		return g, nil
 	}
 	if len(groupInfo) == 64 {
 		return 0, fmt.Errorf("group %q: more than 64 groups in all", name)
@@ -110,16 +108,6 @@ func (g Group) Component() Component {
 		return groupInfo[g].comp
 	}
 	return Other
-}
-
-// family is the part of the name before the dot ("kda" for "kda.q_proj"),
-// or the whole name for a group without one ("experts").
-func (g Group) family() string {
-	n := g.String()
-	if i := strings.IndexByte(n, '.'); i >= 0 {
-		return n[:i]
-	}
-	return n
 }
 
 // ParseGroup maps a group's name back to the group.
@@ -192,16 +180,16 @@ func ParseGroupSet(list string) (GroupSet, error) {
 			s |= Groups(g)
 			continue
 		}
-		var fam GroupSet
+		var members GroupSet // of the family named item
 		for g := range Group(len(groupInfo)) {
-			if g != groupOther && g.family() == item && strings.Contains(g.String(), ".") {
-				fam |= Groups(g)
+			if fam, _, ok := strings.Cut(g.String(), "."); g != groupOther && ok && fam == item {
+				members |= Groups(g)
 			}
 		}
-		if fam == 0 {
+		if members == 0 {
 			return 0, fmt.Errorf("model: unknown tensor group %q", item)
 		}
-		s |= fam
+		s |= members
 	}
 	return s, nil
 }

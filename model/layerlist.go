@@ -1,9 +1,6 @@
 package model
 
 import (
-	"bytes"
-	_ "embed"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,7 +84,7 @@ func mainLayers(layers []layer) int {
 // layer prefix with {n} = i, or for an extra layer the schema's
 // extra_prefix, when it has one, with {n} counted from 0.
 func (c *Config) layerPrefixOf(i int) string {
-	s := c.schema()
+	s := c.sch
 	lp, n := s.layerPrefix, i
 	if s.extraPrefix != "" && c.layers[i].extra {
 		lp, n = s.extraPrefix, i-mainLayers(c.layers)
@@ -108,24 +105,4 @@ func (c *Classifier) extraLayer(tail string) (layer int, rest string, ok bool) {
 	}
 	m, rest, ok := leadingInt(tail)
 	return c.main + m, rest, ok
-}
-
-// DeepSeek-V4-Flash's config, reconstructed from the fields public sources
-// report (testdata/deepseek-v4/FACTS.md: its bytes were not found), and a
-// tiny config with its keys.
-var (
-	//go:embed testdata/deepseek-v4/config.json
-	deepseekV4Config []byte
-	//go:embed testdata/deepseek-v4/tiny.json
-	deepseekV4Tiny []byte
-)
-
-func deepseekV4ConfigJSON(sc Scale) ([]byte, error) {
-	switch sc {
-	case ScaleFull:
-		return bytes.Clone(deepseekV4Config), nil
-	case ScaleTiny:
-		return bytes.Clone(deepseekV4Tiny), nil
-	}
-	return nil, fmt.Errorf("model: family deepseek-v4 has the scales full and tiny, not %s", sc)
 }

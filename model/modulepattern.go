@@ -16,7 +16,7 @@ func moduleKind(module string) (layer int, kind string) {
 		return -1, module[strings.LastIndexByte(module, '.')+1:]
 	}
 	// Neither text prefix contains "layers.", so the first one is the layer's.
-	lp := k3Schema.layers // neither text prefix contains it
+	lp := k3Schema.layers
 	rest := module[strings.Index(module, lp)+len(lp):]
 	return l, rest[strings.IndexByte(rest, '.')+1:]
 }

@@ -115,15 +115,12 @@ const (
 	expertW3
 )
 
+var projNames = [...]string{expertW1: "w1", expertW2: "w2", expertW3: "w3"}
+
 // String is "w1", "w2", "w3", or "" for the zero expertProjection.
 func (p expertProjection) String() string {
-	switch p {
-	case expertW1:
-		return "w1"
-	case expertW2:
-		return "w2"
-	case expertW3:
-		return "w3"
+	if int(p) < len(projNames) {
+		return projNames[p]
 	}
 	return ""
 }

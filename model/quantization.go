@@ -1,9 +1,9 @@
 package model
 
 import (
+	"maps"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -48,12 +48,7 @@ func (c *Config) parseCompressedTensors(p *fields, q jobj) {
 	if p.err != nil {
 		return
 	}
-	keys := make([]string, 0, len(groups.m))
-	for k := range groups.m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(groups.m)) {
 		g, _ := p.object(groups, k, true)
 		if p.err != nil {
 			return
@@ -109,10 +104,8 @@ func (c *Config) parseCompressedTensors(p *fields, q jobj) {
 // false when no group is float-quantized (not a conversion's config).
 func (c *Config) floatQuantizedExperts(groups jobj, topFormat string) (ExpertFormat, bool) {
 	found := false
-	l := c.firstMoELayer()
 	var mods []string
-	if c.NumExperts > 0 && l >= 0 {
-		bank := c.textPrefix() + "layers." + strconv.Itoa(l) + ".block_sparse_moe.experts"
+	if bank := c.firstBank(); bank != "" {
 		mods = append(k3Classifier.ModuleSpellings(bank), k3Classifier.ModuleSpellings(bank+".0.w1")...)
 	}
 	for _, g := range groups.m {

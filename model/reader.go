@@ -49,7 +49,7 @@ type dimFile struct {
 }
 
 // exprText is an expression written as a JSON string or integer (decoded
-// as json.Number).
+// as float64).
 type exprText = any
 
 func exprString(v exprText) (string, error) {
@@ -96,28 +96,25 @@ var roles = map[string]func(c *Config, v int64){
 }
 
 func (s *schema) loadConfig(f configFile) error {
-	fail := func(where string, err error) error {
-		return fmt.Errorf("schema %s: config.%s: %w", s.family, where, err)
-	}
 	s.reader, s.modelTypes, s.fp8Block = f.Reader, f.ModelTypes, f.FP8Block
 	switch {
 	case len(s.modelTypes) == 0:
-		return fail("model_types", fmt.Errorf("none"))
+		return s.fail("config.model_types", fmt.Errorf("none"))
 	case s.reader == "kimi_linear":
 		return nil
 	case s.reader != "":
-		return fail("reader", fmt.Errorf("unknown reader %q (kimi_linear, or none for the dims)", s.reader))
+		return s.fail("config.reader", fmt.Errorf("unknown reader %q (kimi_linear, or none for the dims)", s.reader))
 	}
 	seen := map[string]bool{}
 	for i, d := range f.Dims {
-		where := fmt.Sprintf("dims[%d] (%s)", i, d.Key)
+		where := fmt.Sprintf("config.dims[%d] (%s)", i, d.Key)
 		r := dimRule{key: d.Key, role: d.Role, values: d.Values}
 		if d.Key == "" || seen[d.Key] {
-			return fail(where, fmt.Errorf("a key must be given, and once"))
+			return s.fail(where, fmt.Errorf("a key must be given, and once"))
 		}
 		seen[d.Key] = true
 		if _, ok := roles[d.Role]; d.Role != "" && !ok {
-			return fail(where, fmt.Errorf("unknown role %q", d.Role))
+			return s.fail(where, fmt.Errorf("unknown role %q", d.Role))
 		}
 		switch d.Type {
 		case "", "size":
@@ -126,7 +123,7 @@ func (s *schema) loadConfig(f configFile) error {
 		case "list":
 			r.list = true
 		default:
-			return fail(where, fmt.Errorf("type %q is not size, bool or list", d.Type))
+			return s.fail(where, fmt.Errorf("type %q is not size, bool or list", d.Type))
 		}
 		for _, x := range []struct {
 			src exprText
@@ -137,13 +134,13 @@ func (s *schema) loadConfig(f configFile) error {
 				*x.dst, err = optExpr(src)
 			}
 			if err != nil {
-				return fail(where, err)
+				return s.fail(where, err)
 			}
 		}
 		s.readDims = append(s.readDims, r)
 	}
 	if !seen[roleKey(s, "layers")] {
-		return fail("dims", fmt.Errorf("no dimension has the role \"layers\""))
+		return s.fail("config.dims", fmt.Errorf("no dimension has the role \"layers\""))
 	}
 	return nil
 }
@@ -193,14 +190,7 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 		case d.def != nil:
 			v = p.sizeOr(top, d.key, evalOr(d.min, 1), evalOr(d.max, maxDim), evalOr(d.def, 0))
 		default:
-			if lo := evalOr(d.min, 1); lo != 1 {
-				v = p.sizeOr(top, d.key, lo, evalOr(d.max, maxDim), -1)
-				if v == -1 && p.err == nil {
-					p.fail(d.key, "missing")
-				}
-			} else {
-				v = p.size(top, d.key, evalOr(d.max, maxDim))
-			}
+			v = p.dim(top, d.key, true, evalOr(d.min, 1), evalOr(d.max, maxDim), 0)
 		}
 		if m := evalOr(d.multiple, 1); p.err == nil && m > 0 && v%m != 0 {
 			p.fail(d.key, "must be a multiple of %d, got %d", m, v)
@@ -236,14 +226,7 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	for i := range c.layers {
 		c.layers[i] = layer{Index: i, Attention: mLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
 	}
-	c.Classifier = newClassifier(s, c.layers)
-	if err := c.resolve(); err != nil {
-		return nil, err
-	}
-	if n := c.NumTensors(); n > maxTensors {
-		return nil, &fieldError{Field: roleKey(s, "layers"), Msg: fmt.Sprintf("the checkpoint would have %d tensors, over the %d limit", n, maxTensors)}
-	}
-	return c, nil
+	return c.finish(roleKey(s, "layers"))
 }
 
 // modelType is the config's top-level model_type, "" when there is none.

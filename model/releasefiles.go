@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -70,11 +71,10 @@ func loadFiles(f *filesFile, group func(where, name string) (Group, error)) (*fi
 // layer it names is missing, or a tensor is left over): synth then writes
 // one file per shard.
 func (c *Config) releaseFiles() [][]safetensors.TensorSpec {
-	r := c.schema().files
+	r := c.sch.files
 	if r == nil {
 		return nil
 	}
-	t := c.templates()
 	cls := c.Classifier
 	taken := map[string]bool{}
 	take := func(seq []safetensors.TensorSpec, s safetensors.TensorSpec) []safetensors.TensorSpec {
@@ -90,7 +90,7 @@ func (c *Config) releaseFiles() [][]safetensors.TensorSpec {
 		for _, tk := range st.takes {
 			if tk.layers == nil {
 				for i := c.NumLayers; i < c.NumShards(); i++ {
-					for _, s := range c.shardTensors(t, i) {
+					for _, s := range c.ShardTensors(i) {
 						if cls.ParseName(s.Name).Group == tk.group {
 							seq = take(seq, s)
 						}
@@ -102,9 +102,9 @@ func (c *Config) releaseFiles() [][]safetensors.TensorSpec {
 				return nil
 			}
 			for l := tk.layers[0]; l <= tk.layers[1]; l++ {
-				lp := strings.ReplaceAll(expand(c.schema().layerPrefix, c.prefixVars()), "{n}", fmt.Sprint(l))
-				for _, s := range c.shardTensors(t, l) {
-					if tk.only == nil || hasAnyPrefix(strings.TrimPrefix(s.Name, lp), tk.only) {
+				lp := strings.ReplaceAll(expand(c.sch.layerPrefix, c.prefixVars()), "{n}", fmt.Sprint(l))
+				for _, s := range c.ShardTensors(l) {
+					if tk.only == nil || slices.ContainsFunc(tk.only, func(p string) bool { return strings.HasPrefix(strings.TrimPrefix(s.Name, lp), p) }) {
 						seq = take(seq, s)
 					}
 				}
@@ -145,13 +145,4 @@ func splitFiles(seq []safetensors.TensorSpec, n int, max int64) [][]safetensors.
 		out = append(out, cur)
 	}
 	return out
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }

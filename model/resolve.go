@@ -37,23 +37,13 @@ type resolvedShard struct {
 
 // prefixVars are the name variables of this config's kind ({P}, {LM}).
 func (c *Config) prefixVars() map[string]string {
-	if c.Multimodal {
-		return c.schema().prefixes[1]
-	}
-	return c.schema().prefixes[0]
-}
-
-func (c *Config) schema() *schema {
-	if c.sch == nil {
-		return k3Schema
-	}
-	return c.sch
+	return c.sch.prefixes[b2i(c.Multimodal)]
 }
 
 // value resolves a name of a schema expression: a dimension of the schema,
 // else a config key as the reader read it.
 func (c *Config) value(name string, depth int) (int64, error) {
-	if e, ok := c.schema().dims[name]; ok {
+	if e, ok := c.sch.dims[name]; ok {
 		if depth > 16 {
 			return 0, fmt.Errorf("dimension %s: defined in terms of itself", name)
 		}
@@ -99,9 +89,9 @@ func b2i(b bool) int64 {
 // unitTemplates resolves one unit: its tensors that exist for this config,
 // their names with the prefix variables filled in, their shapes.
 func (c *Config) unitTemplates(unit string) ([]tmpl, error) {
-	rules, ok := c.schema().units[unit]
+	rules, ok := c.sch.units[unit]
 	if !ok {
-		return nil, fmt.Errorf("model %s: no unit %q", c.schema().family, unit)
+		return nil, fmt.Errorf("model %s: no unit %q", c.sch.family, unit)
 	}
 	vars := c.prefixVars()
 	out := make([]tmpl, 0, len(rules))
@@ -109,7 +99,7 @@ func (c *Config) unitTemplates(unit string) ([]tmpl, error) {
 		if r.when != nil {
 			v, err := r.when.eval(c.env)
 			if err != nil {
-				return nil, fmt.Errorf("model %s: %s: %w", c.schema().family, r.name, err)
+				return nil, fmt.Errorf("model %s: %s: %w", c.sch.family, r.name, err)
 			}
 			if v == 0 {
 				continue
@@ -122,14 +112,14 @@ func (c *Config) unitTemplates(unit string) ([]tmpl, error) {
 				err = fmt.Errorf("%s is %d", d.src, v)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("model %s: %s: %w", c.schema().family, r.name, err)
+				return nil, fmt.Errorf("model %s: %s: %w", c.sch.family, r.name, err)
 			}
 			t.shape[i] = v
 		}
 		if r.live != nil {
 			v, err := r.live.eval(c.env)
 			if err != nil {
-				return nil, fmt.Errorf("model %s: %s: %w", c.schema().family, r.name, err)
+				return nil, fmt.Errorf("model %s: %s: %w", c.sch.family, r.name, err)
 			}
 			t.live = v
 		}
@@ -163,7 +153,7 @@ func (c *Config) resolvePart(p partRule, cache map[string][]tmpl) (resolvedPart,
 			err = fmt.Errorf("%s is %d", p.repeat.src, v)
 		}
 		if err != nil {
-			return resolvedPart{}, fmt.Errorf("model %s: %s: %w", c.schema().family, p.unit, err)
+			return resolvedPart{}, fmt.Errorf("model %s: %s: %w", c.sch.family, p.unit, err)
 		}
 		r.repeat = v
 	}
@@ -173,7 +163,7 @@ func (c *Config) resolvePart(p partRule, cache map[string][]tmpl) (resolvedPart,
 // resolve reads the schema for this config: the layers' parts (and which
 // each layer has) and the model-level shards whose condition holds.
 func (c *Config) resolve() error {
-	s := c.schema()
+	s := c.sch
 	t := &templates{}
 	cache := map[string][]tmpl{}
 	for i := range c.layers {
@@ -230,8 +220,6 @@ func (c *Config) resolve() error {
 	return nil
 }
 
-func (c *Config) templates() *templates { return c.tmpl }
-
 // shardParts lists the parts of 0-based shard i with their full prefixes.
 func (c *Config) shardParts(i int) []resolvedPart {
 	t := c.tmpl
@@ -252,7 +240,7 @@ func (c *Config) shardParts(i int) []resolvedPart {
 
 // shardUnits lists, for 0-based shard i, the template groups it holds and
 // the name prefix of each (one entry per layer part, expert or vision block).
-func (c *Config) shardUnits(_ *templates, i int, fn func(prefix string, ts []tmpl)) {
+func (c *Config) shardUnits(i int, fn func(prefix string, ts []tmpl)) {
 	for _, p := range c.shardParts(i) {
 		if !p.repeated {
 			fn(p.pre, p.ts)

@@ -202,9 +202,6 @@ func loadSchema(data []byte) (*schema, error) {
 	if f.Family == "" {
 		return nil, fmt.Errorf("schema: no \"family\"")
 	}
-	fail := func(where string, err error) error {
-		return fmt.Errorf("schema %s: %s: %w", f.Family, where, err)
-	}
 	s := &schema{family: f.Family, dims: map[string]expr{}, units: map[string][]tensorRule{},
 		layerKeys: map[string]layerGroup{}, textTop: map[string]Group{}, rootModules: map[string]Group{},
 		expertProj: map[string]expertProjection{}}
@@ -212,7 +209,7 @@ func loadSchema(data []byte) (*schema, error) {
 		return nil, err
 	}
 	if s.prefixes[0] = f.Prefixes["text"]; s.prefixes[0] == nil {
-		return nil, fail("prefixes", fmt.Errorf("no \"text\" prefixes"))
+		return nil, s.fail("prefixes", fmt.Errorf("no \"text\" prefixes"))
 	}
 	if s.prefixes[1] = f.Prefixes["multimodal"]; s.prefixes[1] == nil {
 		s.prefixes[1] = s.prefixes[0]
@@ -220,7 +217,7 @@ func loadSchema(data []byte) (*schema, error) {
 	for k, v := range f.Dims {
 		e, err := parseExpr(v)
 		if err != nil {
-			return nil, fail("dims."+k, err)
+			return nil, s.fail("dims."+k, err)
 		}
 		s.dims[k] = e
 	}
@@ -230,19 +227,19 @@ func loadSchema(data []byte) (*schema, error) {
 	for i, g := range f.Groups {
 		comp, err := ParseComponent(g[1])
 		if err != nil {
-			return nil, fail(fmt.Sprintf("groups[%d]", i), err)
+			return nil, s.fail(fmt.Sprintf("groups[%d]", i), err)
 		}
 		if _, dup := byName[g[0]]; dup || g[0] == "" {
-			return nil, fail(fmt.Sprintf("groups[%d]", i), fmt.Errorf("group %q named twice or empty", g[0]))
+			return nil, s.fail(fmt.Sprintf("groups[%d]", i), fmt.Errorf("group %q named twice or empty", g[0]))
 		}
 		if byName[g[0]], err = internGroup(g[0], comp); err != nil {
-			return nil, fail(fmt.Sprintf("groups[%d]", i), err)
+			return nil, s.fail(fmt.Sprintf("groups[%d]", i), err)
 		}
 	}
 	group := func(where, name string) (Group, error) {
 		g, ok := byName[name]
 		if !ok {
-			return 0, fail(where, fmt.Errorf("unknown group %q", name))
+			return 0, s.fail(where, fmt.Errorf("unknown group %q", name))
 		}
 		return g, nil
 	}
@@ -257,14 +254,14 @@ func loadSchema(data []byte) (*schema, error) {
 			r.shape = make([]expr, len(t.Shape))
 			for j, d := range t.Shape {
 				if r.shape[j], err = parseExpr(d); err != nil {
-					return nil, fail(where, err)
+					return nil, s.fail(where, err)
 				}
 			}
 			if r.when, err = optExpr(t.When); err != nil {
-				return nil, fail(where, err)
+				return nil, s.fail(where, err)
 			}
 			if r.live, err = optExpr(t.Live); err != nil {
-				return nil, fail(where, err)
+				return nil, s.fail(where, err)
 			}
 			if !t.FP8 {
 				s.units[u] = append(s.units[u], r)
@@ -272,7 +269,7 @@ func loadSchema(data []byte) (*schema, error) {
 			}
 			rules, err := fp8Rules(r, t.When)
 			if err != nil {
-				return nil, fail(where, err)
+				return nil, s.fail(where, err)
 			}
 			s.units[u] = append(s.units[u], rules...)
 		}
@@ -288,17 +285,17 @@ func loadSchema(data []byte) (*schema, error) {
 				known = known || ok
 			}
 			if !known {
-				return nil, fail(w, fmt.Errorf("unknown unit %q", p.Unit))
+				return nil, s.fail(w, fmt.Errorf("unknown unit %q", p.Unit))
 			}
 			var err error
 			if r.when, err = optExpr(p.When); err != nil {
-				return nil, fail(w, err)
+				return nil, s.fail(w, err)
 			}
 			if r.repeat, err = optExpr(p.Repeat); err != nil {
-				return nil, fail(w, err)
+				return nil, s.fail(w, err)
 			}
 			if (r.repeat != nil) != strings.Contains(p.Prefix, "{n}") {
-				return nil, fail(w, fmt.Errorf("a repeated part needs a prefix with {n}, and only it"))
+				return nil, s.fail(w, fmt.Errorf("a repeated part needs a prefix with {n}, and only it"))
 			}
 			out = append(out, r)
 		}
@@ -322,25 +319,25 @@ func loadSchema(data []byte) (*schema, error) {
 			r.groups = append(r.groups, gr)
 		}
 		if r.when, err = optExpr(sh.When); err != nil {
-			return nil, fail(fmt.Sprintf("shards[%d]", i), err)
+			return nil, s.fail(fmt.Sprintf("shards[%d]", i), err)
 		}
 		s.shards = append(s.shards, r)
 	}
 	if f.Files != nil {
 		if s.files, err = loadFiles(f.Files, group); err != nil {
-			return nil, fail("files", err)
+			return nil, s.fail("files", err)
 		}
 	}
 	s.text = s.prefixes[0]["P"]
 	s.outer, _ = strings.CutSuffix(s.prefixes[1]["P"], s.text)
 	lp, ok := strings.CutPrefix(f.Layer.Prefix, "{P}")
 	if s.layers, _, _ = strings.Cut(lp, "{n}"); !ok || s.layers == "" || !strings.HasSuffix(f.Layer.Prefix, "{n}.") {
-		return nil, fail("layer.prefix", fmt.Errorf("must be {P}<name>{n}. with a name"))
+		return nil, s.fail("layer.prefix", fmt.Errorf("must be {P}<name>{n}. with a name"))
 	}
 	if s.extraPrefix = f.Layer.ExtraPrefix; s.extraPrefix != "" {
 		ep, ok := strings.CutPrefix(s.extraPrefix, "{P}")
 		if s.extra, _, _ = strings.Cut(ep, "{n}"); !ok || s.extra == "" || s.extra == s.layers || !strings.HasSuffix(ep, "{n}.") {
-			return nil, fail("layer.extra_prefix", fmt.Errorf("must be {P}<name>{n}. with a name other than the layers'"))
+			return nil, s.fail("layer.extra_prefix", fmt.Errorf("must be {P}<name>{n}. with a name other than the layers'"))
 		}
 	}
 	if err := s.nameTables(&f, group); err != nil {
@@ -351,6 +348,11 @@ func loadSchema(data []byte) (*schema, error) {
 		s.fused = append(s.fused, fusedGroup{Name: g.Name, Parent: g.Parent, members: g.Members, Engines: g.Engines})
 	}
 	return s, nil
+}
+
+// fail says in which schema, and where in it, err is.
+func (s *schema) fail(where string, err error) error {
+	return fmt.Errorf("schema %s: %s: %w", s.family, where, err)
 }
 
 // nameTables derives the classifier's tables from the units: a layer
@@ -365,13 +367,10 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 		}
 		return name
 	}
-	fail := func(where string, err error) error {
-		return fmt.Errorf("schema %s: %s: %w", s.family, where, err)
-	}
 	for _, p := range s.layerParts {
 		if p.repeat != nil {
 			if s.expertsPart != "" {
-				return fail("layer.parts", fmt.Errorf("one repeated part per layer (the routed experts)"))
+				return s.fail("layer.parts", fmt.Errorf("one repeated part per layer (the routed experts)"))
 			}
 			s.expertsPart, _, _ = strings.Cut(p.prefix, "{n}")
 			continue
@@ -400,7 +399,7 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 	for alias, of := range f.Names.Aliases {
 		lg, ok := s.layerKeys[of]
 		if !ok {
-			return fail("names.aliases."+alias, fmt.Errorf("%q is no layer tensor", of))
+			return s.fail("names.aliases."+alias, fmt.Errorf("%q is no layer tensor", of))
 		}
 		s.layerKeys[alias] = lg
 	}
@@ -419,31 +418,17 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 		s.rootPrefixes = append(s.rootPrefixes, prefixGroup{p, gr})
 	}
 	s.expertPaths = f.Names.Experts
-	if s.expertsPart != "" && !containsString(s.expertPaths, s.expertsPart) {
+	if s.expertsPart != "" && !slices.Contains(s.expertPaths, s.expertsPart) {
 		s.expertPaths = append([]string{s.expertsPart}, s.expertPaths...)
 	}
 	for n, p := range f.Names.ExpertProjections {
-		switch p {
-		case "w1":
-			s.expertProj[n] = expertW1
-		case "w2":
-			s.expertProj[n] = expertW2
-		case "w3":
-			s.expertProj[n] = expertW3
-		default:
-			return fail("names.expert_projections."+n, fmt.Errorf("%q is not w1, w2 or w3", p))
+		i := slices.Index(projNames[:], p)
+		if i <= 0 {
+			return s.fail("names.expert_projections."+n, fmt.Errorf("%q is not w1, w2 or w3", p))
 		}
+		s.expertProj[n] = expertProjection(i)
 	}
 	return nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // fp8Rules expands a block-FP8 weight X.weight [N, K] into its two forms:

@@ -127,7 +127,7 @@ func TestSchemaGroupsAreParseName(t *testing.T) {
 
 // groupOfPart is the schema's group of tensor k of part j of shard i.
 func (c *Config) groupOfPart(i, j, k int) Group {
-	s := c.schema()
+	s := c.sch
 	var part partRule
 	if i < c.NumLayers {
 		l := c.layers[i]

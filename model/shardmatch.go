@@ -49,8 +49,7 @@ type match struct {
 
 // ShardMatcher builds the matcher of this config's catalog.
 func (c *Config) ShardMatcher() *ShardMatcher {
-	t := c.templates()
-	m := &ShardMatcher{c: c, kinds: map[uint64]*layerKind{}, experts: c.schema().expertsPart}
+	m := &ShardMatcher{c: c, kinds: map[uint64]*layerKind{}, experts: c.sch.expertsPart}
 	cls := c.Classifier
 	for _, l := range c.layers {
 		m.prefixes = append(m.prefixes, c.layerPrefixOf(l.Index))
@@ -58,7 +57,7 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 			continue
 		}
 		k := &layerKind{tail: map[string]int{}}
-		for j, p := range t.layer {
+		for j, p := range c.tmpl.layer {
 			switch {
 			case l.parts&(1<<j) == 0:
 			case p.repeated:
@@ -84,7 +83,7 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 	// their full names.
 	for i := c.NumLayers; i < c.NumShards(); i++ {
 		names := map[string]match{}
-		for j, s := range c.shardTensors(t, i) {
+		for j, s := range c.ShardTensors(i) {
 			names[s.Name] = match{j, s.DType, s.Shape, cls.ParseName(s.Name).Group}
 		}
 		m.level = append(m.level, names)

@@ -77,7 +77,7 @@ func Synth(dir string, opts SynthOptions) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	s := &synth{cfg: cfg, t: cfg.templates(), dir: dir, opts: opts}
+	s := &synth{cfg: cfg, dir: dir, opts: opts}
 	if !opts.HeaderOnly {
 		s.live = cfg.liveCounts()
 	}
@@ -136,10 +136,9 @@ func (c *Config) synthFiles() []synthFile {
 		}
 		return out
 	}
-	t := c.templates()
 	out := make([]synthFile, c.NumShards())
 	for i := range out {
-		out[i] = synthFile{c.ShardName(i), c.shardTensors(t, i)}
+		out[i] = synthFile{c.ShardName(i), c.ShardTensors(i)}
 	}
 	return out
 }
@@ -158,7 +157,7 @@ func (c *Config) SynthShards() int {
 func (c *Config) liveCounts() map[string]int64 {
 	live := map[string]int64{}
 	for i := range c.NumShards() {
-		c.shardUnits(c.tmpl, i, func(prefix string, ts []tmpl) {
+		c.shardUnits(i, func(prefix string, ts []tmpl) {
 			for _, x := range ts {
 				if x.live >= 0 {
 					live[prefix+x.suffix] = x.live
@@ -203,7 +202,6 @@ func prepareDir(dir string, files []synthFile, force bool) error {
 
 type synth struct {
 	cfg  *Config
-	t    *templates
 	dir  string
 	opts SynthOptions
 	// live maps each zero-padded tensor to its count of values.
@@ -231,7 +229,6 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 	for _, ts := range specs {
 		byName[ts.Name] = ts
 	}
-	live := s.live
 	paired := map[string]bool{}
 	for _, ts := range specs {
 		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
@@ -262,7 +259,7 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 		} else if rawFilled(ts.DType) {
 			err = s.fillRaw(w, ts, buf)
 		} else {
-			err = s.fillFloat(w, ts, live, buf)
+			err = s.fillFloat(w, ts, buf)
 		}
 		if err != nil {
 			return err
@@ -280,7 +277,7 @@ type synthBuf struct {
 }
 
 // fillFloat writes seeded normals as BF16 or F32.
-func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, padded map[string]int64, buf *synthBuf) error {
+func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf *synthBuf) error {
 	if ts.DType != safetensors.BF16 && ts.DType != safetensors.F32 {
 		return fmt.Errorf("tensor %s: synth cannot generate %s values", ts.Name, ts.DType)
 	}
@@ -294,7 +291,7 @@ func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, padd
 		return fmt.Errorf("tensor %s: %w", ts.Name, err)
 	}
 	live := n
-	if l, ok := padded[ts.Name]; ok {
+	if l, ok := s.live[ts.Name]; ok {
 		live = min(n, l)
 	}
 	dist := distOf(ts.Name)

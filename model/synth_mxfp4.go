@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -106,7 +107,7 @@ func (m *mxTables) code(s uint64, sb uint8) uint8 {
 	var probe [quant.MXGroupSize]float32
 	var codes [quant.MXGroupSize / 2]byte
 	var sc [1]byte
-	top := float32(6 * pow2(int(sb)-127))
+	top := float32(6 * math.Ldexp(1, int(sb)-127))
 	v := m.dist.of(s)
 	switch {
 	case v > top:
@@ -155,13 +156,6 @@ func (m *mxTables) table(sb uint8) *mxCodeTable {
 	}
 	m.byExp[sb].CompareAndSwap(nil, t)
 	return m.byExp[sb].Load()
-}
-
-func pow2(e int) float64 {
-	if e >= 0 {
-		return float64(uint64(1) << e)
-	}
-	return 1 / float64(uint64(1)<<-e)
 }
 
 // encodeGroups draws len(scales) groups of 32 values from r into packed

@@ -18,7 +18,7 @@ func (r *splitmix) normal() float64 {
 // expertUnit is the unit of the layers' repeated part (the routed experts),
 // "" when the family has none.
 func (c *Config) expertUnit() string {
-	for _, p := range c.schema().layerParts {
+	for _, p := range c.sch.layerParts {
 		if p.repeat != nil {
 			return p.unit
 		}
@@ -59,7 +59,11 @@ func (c *Config) expertBytes(f ExpertFormat) int64 {
 	if err != nil {
 		return 0
 	}
-	return sumBytes(ts)
+	var s int64
+	for _, t := range ts {
+		s += t.bytes()
+	}
+	return s
 }
 
 // numBlocks is the number of AttnRes blocks.
@@ -87,6 +91,15 @@ func (c *Config) shardOf(name string) string {
 	return ""
 }
 
+// scaledConfig is the parsed config of a replica at a scale.
+func scaledConfig(sc Scale) (*Config, error) {
+	b, err := scaledConfigJSON(sc)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(b)
+}
+
 // k3Shards is the released K3 config's ShardTensors, shard by shard, built
 // once per test binary for the tests that read the whole catalog (497,220
 // specs); read-only.
@@ -108,10 +121,9 @@ var k3Catalog = sync.OnceValue(func() []safetensors.TensorSpec { return slices.C
 // catalog lists every tensor of the checkpoint, shard by shard. At full K3
 // scale that is 497,220 specs (~60 MB); prefer ShardTensors to stream.
 func (c *Config) catalog() []safetensors.TensorSpec {
-	t := c.templates()
 	out := make([]safetensors.TensorSpec, 0, c.NumTensors())
 	for i := range c.NumShards() {
-		out = append(out, c.shardTensors(t, i)...)
+		out = append(out, c.ShardTensors(i)...)
 	}
 	return out
 }

@@ -71,31 +71,17 @@ func (c *Config) parseVision(p *fields, top jobj) {
 	}
 }
 
-// value is a vision_config key as parseVision read it.
-func (v *visionConfig) value(key string) (int64, bool) {
-	switch key {
-	case "vt_hidden_size":
-		return v.Hidden, true
-	case "vt_num_hidden_layers":
-		return v.Layers, true
-	case "vt_intermediate_size":
-		return v.Intermediate, true
-	case "vt_num_attention_heads":
-		return v.Heads, true
-	case "qkv_hidden_size":
-		return v.QKVHidden, true
-	case "patch_size":
-		return v.PatchSize, true
-	case "num_channels":
-		return v.Channels, true
-	case "init_pos_emb_height":
-		return v.PosEmbH, true
-	case "init_pos_emb_width":
-		return v.PosEmbW, true
-	case "merge_kernel_size[0]":
-		return v.MergeH, true
-	case "merge_kernel_size[1]":
-		return v.MergeW, true
-	}
-	return 0, false
+// visionKeys are the vision_config keys as parseVision read them.
+var visionKeys = map[string]func(v *visionConfig) int64{
+	"vt_hidden_size":         func(v *visionConfig) int64 { return v.Hidden },
+	"vt_num_hidden_layers":   func(v *visionConfig) int64 { return v.Layers },
+	"vt_intermediate_size":   func(v *visionConfig) int64 { return v.Intermediate },
+	"vt_num_attention_heads": func(v *visionConfig) int64 { return v.Heads },
+	"qkv_hidden_size":        func(v *visionConfig) int64 { return v.QKVHidden },
+	"patch_size":             func(v *visionConfig) int64 { return v.PatchSize },
+	"num_channels":           func(v *visionConfig) int64 { return v.Channels },
+	"init_pos_emb_height":    func(v *visionConfig) int64 { return v.PosEmbH },
+	"init_pos_emb_width":     func(v *visionConfig) int64 { return v.PosEmbW },
+	"merge_kernel_size[0]":   func(v *visionConfig) int64 { return v.MergeH },
+	"merge_kernel_size[1]":   func(v *visionConfig) int64 { return v.MergeW },
 }
