@@ -134,7 +134,7 @@ func (e *earlyFiles) commit() ([]fileRecord, error) {
 	}
 	if e.d.remote() {
 		for i, f := range e.files {
-			if err := e.d.putStaged(e.recs[i].Name, f.File); err != nil {
+			if err := e.d.obj.PutFile(e.recs[i].Name, f.File); err != nil {
 				return nil, err
 			}
 		}
@@ -278,7 +278,7 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 	if st.Report {
 		rec, err := writeReport(dst, st.Shards, done) // a bucket's: staged in its state directory
 		if err == nil && d.remote() {
-			err = d.putLocal(ReportName, filepath.Join(dst, ReportName))
+			err = d.obj.PutLocal(ReportName, filepath.Join(dst, ReportName))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("merge %s: %w", d.name, err)
@@ -317,7 +317,7 @@ func writeLast(d *destination, st *planState) ([]fileRecord, error) {
 		defer f.Close()
 		rec, err := hashFile(f.Name(), nil)
 		if err == nil {
-			err = d.putStaged(safetensors.IndexName, f)
+			err = d.obj.PutFile(safetensors.IndexName, f)
 		}
 		if err != nil {
 			return nil, err
@@ -336,7 +336,7 @@ func writeLast(d *destination, st *planState) ([]fileRecord, error) {
 		rec := fileRecord{Name: name, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
 		var err error
 		if d.remote() {
-			err = d.putBytes(name, b)
+			err = d.obj.PutBytes(name, b)
 		} else {
 			var f *filewrite.Temp
 			f, rec, err = stageFile(filepath.Join(d.dir, name), b)

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -135,7 +136,7 @@ func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 	if len(t.Shape) != 2 {
 		return "", false
 	}
-	if base, ok := mxfp4Base(t.Name); ok && t.DType == safetensors.U8 {
+	if base, ok := strings.CutSuffix(t.Name, ".weight_packed"); ok && t.DType == safetensors.U8 {
 		return mxfp4Scales(base), true
 	}
 	if module, role := model.SplitRole(t.Name); role == model.RoleWeight && t.DType.String() == "I8" {
@@ -143,9 +144,6 @@ func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 	}
 	return "", false
 }
-
-// mxfp4Base is X of MXFP4 codes X.weight_packed.
-func mxfp4Base(name string) (string, bool) { return strings.CutSuffix(name, ".weight_packed") }
 
 // weightSource is where quantize reads weight t of f (ra holds f's bytes)
 // and what it reads: t's own bytes, or for MXFP4 codes the BF16 view of
@@ -205,7 +203,7 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	if nan > 0 {
-		g := g0 + int64(firstByte(sc, 0xFF))
+		g := g0 + int64(bytes.IndexByte(sc, 0xFF))
 		row, col := g*quant.MXGroupSize/v.k, g*quant.MXGroupSize%v.k
 		return 0, fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) in %s at row %d, group %d (elements %d..%d), 128×128 block %d,%d: the release never holds one; the file is damaged",
 			quant.ErrNonFinite, v.scalesName, row, col/quant.MXGroupSize, col, col+quant.MXGroupSize-1, row/blockSize, col/blockSize)

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -256,7 +257,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				if err != nil {
 					return err
 				}
-				xs.grid = growF32(xs.grid, kb)
+				xs.grid = bufs.Grow(xs.grid, kb)
 				for j := range kb {
 					xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
 				}
@@ -266,11 +267,11 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				if err != nil {
 					return err
 				}
-				if j := firstByte(b, 0xFF); j >= 0 {
+				if j := bytes.IndexByte(b, 0xFF); j >= 0 {
 					return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
 						quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
 				}
-				xs.grid = growF32(xs.grid, kb)
+				xs.grid = bufs.Grow(xs.grid, kb)
 				for j := range kb {
 					xs.grid[j] = e8m0Float(b[j])
 				}
@@ -316,7 +317,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				}
 				if nan, err := quant.MXFP4ToBF16(o, p, q); err != nil || nan > 0 {
 					if err == nil {
-						grp := firstByte(q, 0xFF)
+						grp := bytes.IndexByte(q, 0xFF)
 						err = fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of row %d, group %d (elements %d..%d) in %s: the release never holds one; the file is damaged",
 							quant.ErrNonFinite, r0+int64(r), grp, grp*g, grp*g+g-1, x.scales.Name)
 					}
@@ -386,13 +387,6 @@ func e8m0Float(b byte) float32 {
 	return math.Float32frombits(uint32(b) << 23)
 }
 
-func growF32(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
-}
-
 // countBF16NaN counts the NaN values of little-endian BF16 bytes.
 func countBF16NaN(b []byte) int64 {
 	var n int64
@@ -402,13 +396,4 @@ func countBF16NaN(b []byte) int64 {
 		}
 	}
 	return n
-}
-
-func firstByte(b []byte, v byte) int {
-	for i, c := range b {
-		if c == v {
-			return i
-		}
-	}
-	return -1
 }

@@ -75,7 +75,7 @@ func (d *destination) hash(rec fileRecord, prog func(int64)) (fileRecord, error)
 	if err != nil {
 		return fileRecord{}, err
 	}
-	sum, err := d.hashObject(rec.Name, size, prog)
+	sum, err := d.obj.HashObject(rec.Name, size, prog)
 	return fileRecord{Size: size, SHA256: sum}, err
 }
 
