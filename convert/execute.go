@@ -311,7 +311,7 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 			if ok, c, err := s.resumeUnit(ctx, p, d, u, recs, manifest, log, prog); err != nil || ok {
 				if ok {
 					done[i], counts[i] = 2, c
-					uncounted[i] = u.Kind == unitShard && !recs.recorded(p.ID, u.Name)
+					uncounted[i] = u.File != nil && !recs.recorded(p.ID, u.Name)
 				}
 				return nil, err
 			}
@@ -396,17 +396,15 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 // way, and returns how to commit it (sync and rename), its record and how
 // many non-finite values it zeroed. On error nothing is left behind.
 func (s *scratch) produce(ctx context.Context, p *Plan, path string, u unit, prog meter) (int64, fileRecord, commitFunc, error) {
-	switch u.Kind {
-	case unitShard:
+	switch {
+	case u.File != nil:
 		return s.writeShard(ctx, p, path, u.File, prog)
-	default:
-		if p.remote != nil {
-			rec, c, err := s.copyRemoteAux(ctx, p, u.Aux, path, prog)
-			return 0, rec, c, err
-		}
-		rec, c, err := s.copyAux(ctx, p.SrcRoot, u.Aux, path, prog)
+	case p.remote != nil:
+		rec, c, err := s.copyRemoteAux(ctx, p, u.Aux, path, prog)
 		return 0, rec, c, err
 	}
+	rec, c, err := s.copyAux(ctx, p.SrcRoot, u.Aux, path, prog)
+	return 0, rec, c, err
 }
 
 // commitUnit syncs and renames a written unit and records it as done.
