@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -249,15 +250,11 @@ func checkQuantizable(s safetensors.TensorSpec) error {
 // literals cannot tell two digits apart, and the skeleton keeps positions.
 // Otherwise every name goes through the rules.
 func (r *Recipe) memoClassifier(cls *model.Classifier) func(string) action {
-	if r.Quantize != 0 {
-		// Groups depend on the layer number (o_proj and g_proj are KDA or MLA
-		// by the schedule); the schema's parser is as cheap as the memo.
+	// With groups, the action depends on the layer number (o_proj and
+	// g_proj are KDA or MLA by the schedule); the schema's parser is as
+	// cheap as the memo.
+	if r.Quantize != 0 || slices.ContainsFunc(r.Rules, func(rule rule) bool { return strings.ContainsAny(rule.Pattern, "0123456789") }) {
 		return func(name string) action { a, _ := r.classify(cls, name); return a }
-	}
-	for _, rule := range r.Rules {
-		if strings.ContainsAny(rule.Pattern, "0123456789") {
-			return func(name string) action { a, _ := r.classify(cls, name); return a }
-		}
 	}
 	memo := make(map[string]action, 64)
 	var buf []byte

@@ -459,11 +459,7 @@ func rewriteIgnore(cls *model.Classifier, v any, m modules) ([]any, error) {
 			}
 		}
 	}
-	out := anyStrings(keep)
-	for _, p := range model.ModulePatterns(covered, m.fp8) {
-		out = append(out, p)
-	}
-	return out, nil
+	return anyStrings(append(keep, model.ModulePatterns(covered, m.fp8)...)), nil
 }
 
 func anyStrings(s []string) []any {
@@ -503,17 +499,15 @@ func marshalConfig(v map[string]any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// outputExpertFormats are the expert formats the modes other than keep write.
+var outputExpertFormats = map[ExpertsMode]model.ExpertFormat{
+	ExpertsNVFP4: model.ExpertsNVFP4, ExpertsBF16: model.ExpertsBF16, ExpertsMXFP4: model.ExpertsMXFP4, ExpertsFP8: model.ExpertsFP8,
+}
+
 // outputExperts is the format of the output's routed experts.
 func outputExperts(cfg *model.Config, opts Options) model.ExpertFormat {
-	switch opts.Experts {
-	case ExpertsNVFP4:
-		return model.ExpertsNVFP4
-	case ExpertsBF16:
-		return model.ExpertsBF16
-	case ExpertsMXFP4:
-		return model.ExpertsMXFP4
-	case ExpertsFP8:
-		return model.ExpertsFP8
+	if f, ok := outputExpertFormats[opts.Experts]; ok {
+		return f
 	}
 	return cfg.Experts
 }
