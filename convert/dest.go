@@ -44,21 +44,12 @@ func checkDestPath(p *Plan, d *destination) error {
 	return nil
 }
 
-// prepareDest checks that DST can receive this plan before any byte is
+// checkDest checks that DST can receive this plan before any byte is
 // written: empty or holding this same conversion (in progress or finished).
-// Then it records the plan. The record is made with a link, which fails when
-// the name exists, so that of two runs with different plans starting
-// together on one DST exactly one wins.
-func prepareDest(p *Plan, d *destination, restart bool) error {
-	record, err := checkDest(p, d, restart)
-	if err != nil || record == nil {
-		return err
-	}
-	return record()
-}
-
-// checkDest is prepareDest less recording the plan: it returns how to
-// record it (nil when DST holds this plan's record already).
+// It returns how to record the plan (nil when DST holds this plan's record
+// already). The record is made with a link, which fails when the name
+// exists, so that of two runs with different plans starting together on one
+// DST exactly one wins.
 func checkDest(p *Plan, d *destination, restart bool) (record func() error, err error) {
 	dst, name := d.dir, d.name
 	if err := os.MkdirAll(dst, 0o755); err != nil {

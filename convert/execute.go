@@ -184,19 +184,21 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 			return nil, err
 		}
 	}
+	record, err := checkDest(p, d, eo.Restart)
+	if err != nil {
+		return nil, err
+	}
 	var state *pendingState
 	if workers == 1 {
 		// A whole run holds DST to its end, so it records the plan while
 		// its first files are produced: no file is committed nor recorded
 		// before the plan's record is durable (see pendingState).
-		record, err := checkDest(p, d, eo.Restart)
-		if err != nil {
-			return nil, err
-		}
 		state = recordState(record)
 		defer state.wait() // before the lock is released
-	} else if err := prepareDest(p, d, eo.Restart); err != nil {
-		return nil, err
+	} else if record != nil {
+		if err := record(); err != nil {
+			return nil, err
+		}
 	}
 	var slice *dirlock.Lock
 	if workers > 1 {

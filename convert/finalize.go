@@ -254,14 +254,6 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", d.name, ErrIncomplete, len(missing), len(done)+len(missing), missing[0])
 	}
 	m.Files = done
-	// Temporaries of a finalizer killed earlier (we hold DST, so no other
-	// finalizer is writing these now); a whole run removed them when it
-	// started.
-	if early == nil {
-		if err := removeOwnTemps(dst, finalNames); err != nil {
-			return nil, fmt.Errorf("merge %s: %w", dst, err)
-		}
-	}
 	if early != nil {
 		recs, err := early.commit()
 		if err != nil {
@@ -269,6 +261,12 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 		}
 		m.Files = append(m.Files, recs...)
 	} else {
+		// Temporaries of a finalizer killed earlier (we hold DST, so no
+		// other finalizer is writing these now); a whole run removed them
+		// when it started.
+		if err := removeOwnTemps(dst, finalNames); err != nil {
+			return nil, fmt.Errorf("merge %s: %w", dst, err)
+		}
 		recs, err := writeLast(d, st)
 		if err != nil {
 			return nil, fmt.Errorf("merge %s: %w", d.name, err)
