@@ -142,22 +142,27 @@ func (d *destination) readFile(name string) ([]byte, error) {
 }
 
 // readManifest reads DST's manifest (ErrNotExist wrapped when absent).
+// Every name it lists must be a plain relative path inside DST.
 func (d *destination) readManifest() (*dstManifest, error) {
-	if !d.remote() {
-		return readManifest(d.dir)
-	}
-	b, err := d.bucket.ReadAll(d.ctx, ManifestName, maxStateFile)
-	if err != nil {
-		if errors.Is(err, remote.ErrNotFound) {
-			return nil, fmt.Errorf("manifest: %w", fs.ErrNotExist)
-		}
-		return nil, fmt.Errorf("manifest: %w", err)
-	}
 	var m dstManifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", d.path(ManifestName), err)
+	path := d.path(ManifestName)
+	if !d.remote() {
+		if err := readJSON(path, &m); err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+	} else {
+		b, err := d.bucket.ReadAll(d.ctx, ManifestName, maxStateFile)
+		if errors.Is(err, remote.ErrNotFound) {
+			err = fs.ErrNotExist
+		}
+		if err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("manifest %s: %w", path, err)
+		}
 	}
-	if err := m.index(d.path(ManifestName)); err != nil {
+	if err := m.index(path); err != nil {
 		return nil, err
 	}
 	return &m, nil

@@ -378,8 +378,9 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 		return false, nil, err
 	}
 	var etag string
-	if r, ok := recs[u.Name]; ok && r.Plan == p.ID {
-		etag = r.ETag
+	var c *unitCounts
+	if recs.recorded(p.ID, u.Name) {
+		etag, c = recs[u.Name].ETag, recs[u.Name].Counts
 	}
 	ok, etag, err := d.kept(u.Name, rec, etag, prog.add)
 	if err != nil || !ok {
@@ -387,10 +388,6 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 	}
 	prog.add(u.Work - rec.Size)
 	// Re-record it, so Finalize sees it even when it came from a manifest.
-	var c *unitCounts
-	if recs.recorded(p.ID, u.Name) {
-		c = recs[u.Name].Counts
-	}
 	return true, c, log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: etag, Counts: c})
 }
 
