@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -34,33 +33,6 @@ func checkObjects(rep *VerifyReport, d *destination, m *dstManifest) (map[string
 		}
 	}
 	return regular, nil
-}
-
-// checkObjectsMeta is checkMeta for a bucket: the configs are the planned
-// bytes, the output opens as a checkpoint (its index agrees with the
-// shards' headers, which verifyShard compares with the plan), and the index
-// is the one of the planned layouts.
-func checkObjectsMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) {
-	for name, b := range metaFiles(p.Config, p.HFQuantConfig) {
-		got, err := d.bucket.ReadAll(ctx, name, maxStateFile)
-		if err != nil {
-			rep.fail("%s: %v", name, err)
-		} else if !bytes.Equal(got, b) {
-			rep.fail("%s differs from the planned %s", name, name)
-		}
-	}
-	out, err := safetensors.OpenWith(ctx, d.name, safetensors.OpenOptions{})
-	if err != nil {
-		rep.fail("%v", err)
-		return
-	}
-	out.Close()
-	var want bytes.Buffer
-	if err := plannedIndex(p)(&want); err != nil {
-		rep.fail("index: %v", err)
-	} else if got, err := d.bucket.ReadAll(ctx, safetensors.IndexName, maxStateFile); err != nil || !bytes.Equal(got, want.Bytes()) {
-		rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
-	}
 }
 
 // hash is an output file's size and sha256, read back.
