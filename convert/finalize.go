@@ -39,15 +39,6 @@ func streamIndex(w io.Writer, dst string, shards []string) error {
 	return err
 }
 
-// writeIndex writes DST's index atomically and returns its record.
-func writeIndex(dst string, shards []string) (fileRecord, error) {
-	f, rec, err := stageIndex(dst, func(w io.Writer) error { return streamIndex(w, dst, shards) })
-	if err != nil {
-		return fileRecord{}, err
-	}
-	return rec, f.Commit()
-}
-
 // stageIndex writes the index that render streams under a temporary name
 // and syncs it, leaving the rename to the caller; on error nothing is left.
 func stageIndex(dst string, render func(io.Writer) error) (*filewrite.Temp, fileRecord, error) {
@@ -89,7 +80,7 @@ func stage(path, what string, render func(io.Writer) error) (*filewrite.Temp, fi
 // earlyFiles are a whole run's index and configs, written and synced under
 // temporary names while the shards are written (none depends on their
 // data), so that finalizing the run only renames them. The index bytes are
-// those writeIndex would rebuild from the written headers.
+// those a merge would rebuild from the written headers (writeLast).
 type earlyFiles struct {
 	d     *destination
 	done  chan struct{}
@@ -323,7 +314,10 @@ func writeLast(d *destination, st *planState) ([]fileRecord, error) {
 		rec.Name = safetensors.IndexName
 		out = append(out, rec)
 	} else {
-		rec, err := writeIndex(d.dir, st.Shards)
+		f, rec, err := stageIndex(d.dir, func(w io.Writer) error { return streamIndex(w, d.dir, st.Shards) })
+		if err == nil {
+			err = f.Commit()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -365,7 +359,7 @@ func stageIndexFor(p *Plan, d *destination) error {
 }
 
 // plannedIndex renders p's index from the planned layouts: the bytes
-// writeIndex rebuilds from the written headers.
+// a merge rebuilds from the written headers (writeLast).
 func plannedIndex(p *Plan) func(io.Writer) error {
 	names := make([]string, len(p.Files))
 	layouts := make([]*safetensors.FilePlan, len(p.Files))

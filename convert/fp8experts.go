@@ -265,24 +265,7 @@ func fp8Banks(m modules, opts Options) []string {
 	return nil
 }
 
-// fp8ExpertsModules is m as a DeepSeek-V3 config lists it: banks of FP8
-// experts are FP8 modules, not modules to ignore.
-func fp8ExpertsModules(m modules, opts Options) modules {
-	if opts.Experts == ExpertsFP8 {
-		m.experts = nil
-	}
-	return m
-}
-
 // expertsTarget is the compressed-tensors target of FP8 routed experts: a
 // MoE layer's bank (the fused layer engines build) and each expert's
 // projections, under either text prefix and the engines' mlp spelling.
 const expertsTarget = `re:(?:.*\.)?layers\.\d+\.(?:block_sparse_moe|mlp)\.experts(?:\.\d+\.\w+)?$`
-
-// fp8ExpertsTargets are the FP8 group's targets for the experts.
-func fp8ExpertsTargets(m modules, opts Options) []string {
-	if len(fp8Banks(m, opts)) == 0 {
-		return nil
-	}
-	return []string{expertsTarget}
-}

@@ -96,11 +96,6 @@ func (o outputTensor) sourceIn(f *safetensors.File) (safetensors.TensorInfo, boo
 	return f.Lookup(o.Source)
 }
 
-// SourceSpec is the source tensor's spec.
-func (o outputTensor) sourceSpec() safetensors.TensorSpec {
-	return safetensors.TensorSpec{Name: o.Source, DType: o.SourceDType, Shape: o.SourceShape}
-}
-
 // quantizableDTypes are the source dtypes block quantization reads.
 var quantizableDTypes = map[safetensors.DType]bool{safetensors.BF16: true, safetensors.F16: true, safetensors.F32: true}
 

@@ -155,7 +155,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	var qc, hf map[string]any
 	switch opts.Format {
 	case deepSeek:
-		qc = deepSeekConfig(fp8ExpertsModules(mods, opts), opts)
+		qc = deepSeekConfig(mods, opts)
 		// The block-FP8 config says nothing about the experts: their
 		// description stays where the released checkpoint keeps it.
 		if srcQC != nil {
@@ -206,7 +206,8 @@ func spellAll(cls *model.Classifier, mods []string) []string {
 
 // deepSeekConfig is the DeepSeek-V3 "fp8" config: SGLang and vLLM read
 // ignored_layers, transformers modules_to_not_convert; both list every module
-// that is not FP8 (kept BF16 ones and the experts) under every spelling.
+// that is not FP8 (kept BF16 ones and experts not cast to FP8) under every
+// spelling.
 func deepSeekConfig(m modules, opts Options) map[string]any {
 	qc := map[string]any{
 		"quant_method":      model.DeepSeek.QuantMethod(),
@@ -217,7 +218,11 @@ func deepSeekConfig(m modules, opts Options) map[string]any {
 	if opts.ScaleFmt == quant.ScaleUE8M0 {
 		qc["scale_fmt"] = ue8m0
 	}
-	notFP8 := anyStrings(spellAll(opts.classifier(), slices.Concat(m.kept, m.experts)))
+	ignored := slices.Concat(m.kept, m.experts)
+	if opts.Experts == ExpertsFP8 {
+		ignored = m.kept // banks of FP8 experts are FP8 modules, not modules to ignore
+	}
+	notFP8 := anyStrings(spellAll(opts.classifier(), ignored))
 	qc["ignored_layers"] = notFP8
 	qc["modules_to_not_convert"] = slices.Clone(notFP8)
 	return qc
@@ -381,9 +386,13 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	} else {
 		qc["format"] = ctFloatFormat
 	}
+	targets := model.ModulePatterns(m.fp8, m.kept)
+	if len(fp8Banks(m, opts)) > 0 {
+		targets = append(targets, expertsTarget)
+	}
 	fp8 := map[string]any{
 		"format":  ctFloatFormat,
-		"targets": anyStrings(append(model.ModulePatterns(m.fp8, m.kept), fp8ExpertsTargets(m, opts)...)),
+		"targets": anyStrings(targets),
 		"weights": map[string]any{
 			"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []any{blockSize, blockSize},
 			"symmetric": true, "dynamic": false,

@@ -253,7 +253,7 @@ func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i in
 		}
 		casts[base] = c
 	}
-	specs, _ := nvfp4Specs(base, o.sourceSpec())
+	specs, _ := nvfp4Specs(base, safetensors.TensorSpec{Name: o.Source, DType: o.SourceDType, Shape: o.SourceShape})
 	part := slices.IndexFunc(specs[:], func(s safetensors.TensorSpec) bool { return s.Name == o.Name })
 	if part < 0 {
 		return step{}, fmt.Errorf("file %s: tensor %s is none of the NVFP4 tensors of %s", sf.Path, o.Name, o.Source)

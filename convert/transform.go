@@ -192,9 +192,9 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 	keepPart := -1
 	var measure *quant.ErrStats
 	if x.kind == xfPack {
-		if next, ok := nextHeld(x); ok {
-			keepPart = next
-			keep = make([]byte, 0, packPartSize(x, next))
+		if x.pair != nil && x.pair.held { // markHeld planned this step to keep the pair's part
+			keepPart = x.pair.part
+			keep = make([]byte, 0, packPartSize(x, keepPart))
 		}
 		if x.part == 0 || keepPart == 0 { // the pass whose counts count
 			measure = s.errs.tensor(x.codes.Name)
@@ -367,15 +367,6 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 		xs.stats.decoded++
 	}
 	return nil
-}
-
-// nextHeld reports the part a pack step keeps for its pair's second step
-// (planned by markHeld).
-func nextHeld(x *transform) (int, bool) {
-	if x.pair != nil && x.pair.held {
-		return x.pair.part, true
-	}
-	return 0, false
 }
 
 // e8m0Float is the value of an E8M0 scale byte b other than 0xFF (NaN) as
