@@ -127,9 +127,6 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 			}
 		}
 	}
-	if opts.Experts == ExpertsNVFP4 && opts.Format != modelOpt {
-		return nil, nil, fmt.Errorf("%w: NVFP4 experts are described only by --format modelopt, not %s", errUnknownFormat, opts.Format)
-	}
 	switch opts.Experts {
 	case ExpertsBF16, ExpertsFP8:
 		srcQC = nil // the experts' description goes with their quantization

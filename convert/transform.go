@@ -209,10 +209,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				return nil, fmt.Errorf("read %s at %d: %d bytes past its %d", t.Name, off, n, len(x.xscale))
 			}
 			copy(b, x.xscale[off:off+n])
-			prog.add(n)
-			return b, nil
-		}
-		if _, err := tensorSection(ra, sf, t).ReadAt(b, off); err != nil {
+		} else if _, err := tensorSection(ra, sf, t).ReadAt(b, off); err != nil {
 			return nil, fmt.Errorf("read %s at %d: %w", t.Name, off, err)
 		}
 		prog.add(n)
