@@ -164,17 +164,15 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := d.claim(); err != nil {
 		return nil, err
 	}
-	// Checked before DST is touched (a refused --restart must not have
-	// discarded the finished conversion already there).
+	// Finished files this run may keep (none when it starts over), read
+	// before DST is touched (a refused --restart must not have discarded the
+	// finished conversion already there).
 	var manifest *dstManifest
+	var recs records
 	if eo.Resume {
 		if m, err := d.readManifest(); err == nil {
 			manifest = m
 		}
-	}
-	// Finished files this run may keep (none when it starts over).
-	var recs records
-	if eo.Resume {
 		if recs, err = loadRecords(d.dir); err != nil {
 			return nil, err
 		}
@@ -201,15 +199,14 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		}
 	}
 	var slice *dirlock.Lock
+	own := units
 	if workers > 1 {
 		if slice, err = lockSlice(d.dir, eo.Worker, workers); err != nil {
 			return nil, err
 		}
 		defer slice.Release()
 		lock.Release() // the workers of the split share DST from here
-	}
-	own := units
-	if workers == 1 {
+	} else {
 		// Held until the end: no finalizer writes DST's last files but this run.
 		own = slices.Concat(units, finalNames)
 	}
