@@ -359,7 +359,8 @@ func roleOfName(name string) model.Role {
 }
 
 // checkExpertsWay refuses, before anything is planned, expert modes that do
-// not fit the experts config.json declares.
+// not fit the experts config.json declares (--experts fp8 casts MXFP4 or
+// unquantized experts alone).
 func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) error {
 	cfgPath := filepath.Join(root, model.ConfigName)
 	switch {
@@ -376,6 +377,10 @@ func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) er
 		return fmt.Errorf("convert %s: %w: --experts mxfp4 packs BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then pack that", root, errNotQuantizable, cfgPath)
 	case r.decodes() && opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsNVFP4:
 		return fmt.Errorf("convert %s: --recipe %s writes a config without a ModelOpt description, which NVFP4 experts need: decode them too (--experts bf16)", root, r.Name)
+	case opts.Experts == ExpertsFP8 && cfg.Experts == model.ExpertsNVFP4:
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then cast that", root, errNotQuantizable, model.ConfigName)
+	case opts.Experts == ExpertsFP8 && cfg.Experts == model.ExpertsFP8:
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares them block FP8 already: keep them (--experts keep)", root, errNotQuantizable, model.ConfigName)
 	}
 	return nil
 }

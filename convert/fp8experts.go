@@ -28,32 +28,6 @@ func (s fp8ExpertStats) add(o fp8ExpertStats) fp8ExpertStats {
 	return fp8ExpertStats{Tensors: s.Tensors + o.Tensors, Blocks: s.Blocks + o.Blocks, Lossy: s.Lossy + o.Lossy}
 }
 
-// checkFP8ExpertsOptions refuses the options --experts fp8 has no meaning
-// under, saying which do: ModelOpt's FP8_PB_WO cast writes an all-zero tile
-// as NaN codes under scale 0, and NVIDIA's exporter casts no expert with it,
-// so there is no ModelOpt reference to follow for experts.
-func checkFP8ExpertsOptions(opts Options) error {
-	if opts.Experts == ExpertsFP8 && opts.Numerics == quant.ModelOpt {
-		return fmt.Errorf("%w: --experts fp8 takes --numerics deepgemm (DeepGEMM's per_block_cast_to_fp8; ModelOpt's cast makes all-zero tiles NaN codes under scale 0, and NVIDIA casts no experts with it); it works with every --format (modelopt, deepseek, compressed-tensors) and --scale-fmt fp32 or ue8m0", errUnknownFormat)
-	}
-	return nil
-}
-
-// checkFP8ExpertsSource refuses --experts fp8 for experts it cannot read:
-// it casts MXFP4 or unquantized experts.
-func checkFP8ExpertsSource(root string, cfg *model.Config, opts Options) error {
-	if opts.Experts != ExpertsFP8 {
-		return nil
-	}
-	switch cfg.Experts {
-	case model.ExpertsNVFP4:
-		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then cast that", root, errNotQuantizable, model.ConfigName)
-	case model.ExpertsFP8:
-		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares them block FP8 already: keep them (--experts keep)", root, errNotQuantizable, model.ConfigName)
-	}
-	return nil
-}
-
 // fp8ExpertOutputs plans a routed expert tensor s under --experts fp8 (src
 // is its 1-based index among the specs, names every spec of its file):
 // MXFP4 codes X.weight_packed become X.weight F8_E4M3 [N, K] and the

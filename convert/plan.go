@@ -145,9 +145,6 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err := checkExpertsWay(src.Root, cfg, r, opts); err != nil {
 		return nil, err
 	}
-	if err := checkFP8ExpertsSource(src.Root, cfg, opts); err != nil {
-		return nil, err
-	}
 	xs, err := planForeignScales(src, r, opts)
 	if err != nil {
 		return nil, err
