@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"regexp"
@@ -181,10 +182,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	}
 	config, err = marshalConfig(raw)
 	wg.Wait()
-	if err == nil {
-		err = hfErr
-	}
-	if err != nil {
+	if err = cmp.Or(err, hfErr); err != nil {
 		return nil, nil, err
 	}
 	return config, hfq, nil

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -249,10 +250,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		}
 	}
 	slices.SortFunc(rep.Tensors, func(a, b tensorStats) int {
-		if c := strings.Compare(a.File, b.File); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
+		return cmp.Or(strings.Compare(a.File, b.File), strings.Compare(a.Name, b.Name))
 	})
 	slices.Sort(rep.Violations)
 	if n := len(rep.Violations); n > maxV {
