@@ -244,21 +244,17 @@ func undecodedExpert(module string, s safetensors.TensorSpec) error {
 // embedded error is the message that names no other file, wrapping
 // errNotQuantizable.
 type missingScaleError struct {
-	wrapError
+	error
 	weight string
 	scales []string
 }
 
-// wrapError is an error wrapping one other, as fmt.Errorf with one %w makes.
-type wrapError interface {
-	error
-	Unwrap() error
-}
+func (e *missingScaleError) Unwrap() error { return e.error }
 
 func missingScale(weight string, scales []string) error {
 	return &missingScaleError{
-		wrapError: fmt.Errorf("tensor %s: %w: its scale tensor %s%s is not in the same file", weight, errNotQuantizable, scales[0], orNames(scales[1:])).(wrapError),
-		weight:    weight, scales: scales,
+		error:  fmt.Errorf("tensor %s: %w: its scale tensor %s%s is not in the same file", weight, errNotQuantizable, scales[0], orNames(scales[1:])),
+		weight: weight, scales: scales,
 	}
 }
 
