@@ -259,25 +259,19 @@ func checkSpace(d *destination, p *Plan, units []unit, recs records, m *dstManif
 		return nil // a bucket has no free space to compare with
 	}
 	dst := d.dir
-	var need int64
-	for _, u := range units {
-		if recs != nil {
-			if rec, ok := recs.finished(p.ID, u.Name, m); ok {
-				if fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u.Name))); err == nil && fi.Size() == rec.Size {
-					continue
-				}
-			}
-		}
-		need += u.Size
-	}
-	need += int64(len(p.Config) + len(p.HFQuantConfig))
-	var spill int64
+	var need, spill int64
 	for _, u := range units {
 		if u.File != nil {
 			spill = max(spill, u.File.spillBytes())
 		}
+		if rec, ok := recs.finished(p.ID, u.Name, m); ok && recs != nil {
+			if fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u.Name))); err == nil && fi.Size() == rec.Size {
+				continue
+			}
+		}
+		need += u.Size
 	}
-	need += int64(max(jobs, 1)) * spill
+	need += int64(len(p.Config)+len(p.HFQuantConfig)) + int64(max(jobs, 1))*spill
 	free, ok, err := fsx.FreeSpace(dst)
 	if err != nil {
 		return fmt.Errorf("free space of %s: %w", dst, err)
