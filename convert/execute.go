@@ -168,10 +168,7 @@ func (res *Result) add(c *unitCounts) {
 // removed (never left under their final names) and the error names the file
 // and tensor.
 func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result, error) {
-	jobs := eo.Jobs
-	if jobs == 0 {
-		jobs = 1
-	}
+	jobs := cmp.Or(eo.Jobs, 1)
 	if jobs < 1 || jobs > MaxJobs {
 		return nil, fmt.Errorf("convert: jobs %d outside [1, %d]", jobs, MaxJobs)
 	}

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -337,9 +338,6 @@ func checkReport(rep *VerifyReport, dst *destination) {
 		rep.fail("%s differs from the report recomputed from the source and the output: %v", ReportName, err)
 		return
 	}
-	d := diffReports(r, rep.Report)
-	if d == "" {
-		d = "same values, other bytes"
-	}
+	d := cmp.Or(diffReports(r, rep.Report), "same values, other bytes")
 	rep.fail("%s differs from the report recomputed from the source and the output: %s", ReportName, d)
 }

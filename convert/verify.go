@@ -153,10 +153,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
 	}
 	prog := meter{vo.Progress}
-	maxV := vo.MaxViolations
-	if maxV == 0 {
-		maxV = 100
-	}
+	maxV := cmp.Or(vo.MaxViolations, 100)
 	jobs := max(vo.Jobs, 1)
 	var mu sync.Mutex
 	report := func(f func(*VerifyReport)) { mu.Lock(); f(rep); mu.Unlock() }
