@@ -40,8 +40,7 @@ type castScratch struct {
 // them) the first time the file needs it.
 func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, prog meter) (int, error) {
 	if s.cs.file != sf {
-		s.cs.file = sf
-		clear(s.cs.kmax)
+		s.cs.file, s.cs.kmax = sf, map[string]int{}
 	}
 	key := c.kmaxKey()
 	if k, ok := s.cs.kmax[key]; ok {
@@ -57,9 +56,6 @@ func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.Fi
 			return 0, err
 		}
 		k = max(k, kp)
-	}
-	if s.cs.kmax == nil {
-		s.cs.kmax = map[string]int{}
 	}
 	s.cs.kmax[key] = k
 	return k, nil

@@ -25,9 +25,8 @@ type xfStats struct {
 // transformStep plans the step writing output i, made from o.Source by the
 // transform o.xf.
 func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
-	x := &transform{part: o.part}
 	spec := o.xf
-	x.kind = spec.kind
+	x := &transform{kind: spec.kind, part: o.part}
 	look := func(name string) (safetensors.TensorInfo, error) {
 		t, ok := sf.Lookup(name)
 		if !ok {
