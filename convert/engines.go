@@ -31,11 +31,9 @@ const (
 	// ExpertsFP8 turns MXFP4 (or BF16) experts into 128×128 block FP8 in
 	// the chosen --format, the Hopper-servable form of K3's experts.
 	ExpertsFP8
-
-	numExpertsModes = int(ExpertsFP8) + 1
 )
 
-var expertsModeNames = [numExpertsModes]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4", ExpertsFP8: "fp8"}
+var expertsModeNames = [...]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4", ExpertsFP8: "fp8"}
 
 // parseExpertsMode maps an --experts name to its mode.
 func parseExpertsMode(s string) (ExpertsMode, error) { return parseEnum[expertsModeSet](s) }
@@ -64,7 +62,7 @@ func checkExecutable(opts Options) error {
 	if opts.Numerics == quant.ModelOpt && opts.ScaleFmt != quant.ScaleFP32 {
 		return fmt.Errorf("%w: --numerics modelopt writes ModelOpt's BF16 block scales as fp32, not --scale-fmt %s", errUnknownFormat, opts.ScaleFmt)
 	}
-	if int(opts.Numerics) >= numNumerics || int(opts.Experts) >= numExpertsModes {
+	if int(opts.Numerics) >= numNumerics || int(opts.Experts) >= len(expertsModeNames) {
 		return fmt.Errorf("%w: numerics %v, experts %v", errUnknownFormat, opts.Numerics, opts.Experts)
 	}
 	return nil

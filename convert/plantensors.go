@@ -33,11 +33,9 @@ const (
 	// roleMXFP4 is weight_packed or weight_scale of a BF16 weight packed to
 	// MXFP4 (Source is the BF16 weight).
 	roleMXFP4
-
-	numRoles = int(roleMXFP4) + 1
 )
 
-var roleNames = [numRoles]string{roleCopy: "copy", roleWeight: "fp8", roleScale: "scale", roleNVFP4: "nvfp4", roleBF16: "bf16", roleMXFP4: "mxfp4"}
+var roleNames = [...]string{roleCopy: "copy", roleWeight: "fp8", roleScale: "scale", roleNVFP4: "nvfp4", roleBF16: "bf16", roleMXFP4: "mxfp4"}
 
 // Options are the choices that shape the output checkpoint.
 type Options struct {

@@ -28,11 +28,9 @@ const (
 	// BF16 under its unquantized name, dropping its companions; anything
 	// else is kept. Routed experts follow --experts instead.
 	decode
-
-	numActions = int(decode) + 1
 )
 
-var actionNames = [numActions]string{keep: "keep", quantize: "quantize", drop: "drop", decode: "bf16"}
+var actionNames = [...]string{keep: "keep", quantize: "quantize", drop: "drop", decode: "bf16"}
 
 // rule maps the tensor names matching Pattern to Action. Patterns are Go
 // regular expressions over the full tensor name.
@@ -68,7 +66,7 @@ func newGroupRecipe(name, doc string, quantize model.GroupSet, def action, rules
 		if err != nil {
 			return nil, fmt.Errorf("recipe %s: rule %d: %w", name, i, err)
 		}
-		if int(r.Rules[i].Action) >= numActions {
+		if int(r.Rules[i].Action) >= len(actionNames) {
 			return nil, fmt.Errorf("recipe %s: rule %d: invalid action %d", name, i, r.Rules[i].Action)
 		}
 		r.Rules[i].re = re

@@ -44,11 +44,9 @@ const (
 	stepDecode
 	// stepPack writes one of the two MXFP4 tensors a BF16 weight packs to.
 	stepPack
-
-	numStepKinds = int(stepPack) + 1
 )
 
-var stepKindNames = [numStepKinds]string{stepCopy: "copy", stepScales: "scales", stepCodes: "codes", stepNVFP4: "nvfp4", stepDecode: "decode", stepPack: "pack"}
+var stepKindNames = [...]string{stepCopy: "copy", stepScales: "scales", stepCodes: "codes", stepNVFP4: "nvfp4", stepDecode: "decode", stepPack: "pack"}
 
 // nVFP4Part is which of the four NVFP4 tensors of a projection a step writes,
 // in nvfp4Specs order.
