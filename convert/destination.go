@@ -170,12 +170,12 @@ func (d *destination) readManifest() (*dstManifest, error) {
 
 // writeManifest writes the manifest, DST's last file.
 func (d *destination) writeManifest(m *dstManifest) error {
-	if !d.remote() {
-		return writeJSON(filepath.Join(d.dir, ManifestName), m)
-	}
-	b, err := json.MarshalIndent(m, "", "  ")
+	b, err := json.MarshalIndent(m, "", "  ") // indented, for people to read
 	if err != nil {
 		return err
+	}
+	if !d.remote() {
+		return writeJSONBytes(filepath.Join(d.dir, ManifestName), b)
 	}
 	return d.obj.PutBytes(ManifestName, append(b, '\n'))
 }
