@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -159,10 +160,8 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 	}
 	g0, ng := off/groupBytes, int64(len(p)/groupBytes)
 	need := int(ng * (1 + quant.MXGroupSize/2))
-	if cap(*v.buf) < need {
-		*v.buf = make([]byte, need)
-	}
-	b := (*v.buf)[:need]
+	*v.buf = bufs.Grow(*v.buf, need)
+	b := *v.buf
 	sc, codes := b[:ng], b[ng:]
 	// Scales first, then codes: the order fileRanges plans for a remote source.
 	if _, err := v.scales.ReadAt(sc, g0); err != nil {

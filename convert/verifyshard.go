@@ -368,10 +368,8 @@ func (s *scratch) retransformed(ctx context.Context, sf *safetensors.File, st st
 	var buf []byte
 	err := s.runTransform(ctx, sf.ReaderAt(), sf, st, func(b []byte) error {
 		if diff < 0 {
-			if cap(buf) < len(b) {
-				buf = make([]byte, len(b))
-			}
-			n, err := out.ReadAt(buf[:len(b)], off)
+			buf = bufs.Grow(buf, len(b))
+			n, err := out.ReadAt(buf, off)
 			if err != nil && !(err == io.EOF && n == len(b)) {
 				diff = off + int64(n)
 				if n == len(b) {
