@@ -108,14 +108,12 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 	pb, sb := rows*k/2, rows*k/quant.MXGroupSize
 	s.cs.mx = bufs.Grow(s.cs.mx, sb)
 	s.cs.e4 = bufs.Grow(s.cs.e4, 2*sb)
-	var packed []byte
+	packed := s.cs.zeros // cast in place: zero codes stay zero
 	if codes != nil {
 		s.src = bufs.Grow(s.src, pb)
 		packed = s.src
-	} else {
-		if len(s.cs.zeros) < pb {
-			s.cs.zeros = make([]byte, pb) // cast in place: zero codes stay zero
-		}
+	} else if len(packed) < pb {
+		s.cs.zeros = make([]byte, pb)
 		packed = s.cs.zeros
 	}
 	pSec, sSec := tensorSection(ra, sf, c.Packed), tensorSection(ra, sf, c.Scales)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -120,11 +121,7 @@ func (ra *readAhead) ReadAt(p []byte, off int64) (int, error) {
 					w = i
 				}
 			}
-			buf := ra.win[w].buf[:0]
-			if cap(buf) < readAheadSize {
-				buf = make([]byte, 0, readAheadSize)
-			}
-			buf = buf[:min(int64(readAheadSize), ra.size-at)]
+			buf := bufs.Grow(ra.win[w].buf, readAheadSize)[:min(int64(readAheadSize), ra.size-at)]
 			m, err := ra.r.ReadAt(buf, at)
 			if m < len(buf) {
 				if err == nil || err == io.EOF {
