@@ -188,28 +188,6 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	return config, hfq, nil
 }
 
-// v4ExpertDTypeKey is DeepSeek-V4's config key for the routed experts'
-// dtype: "fp4" (the release), "fp8" (Flash-Base); absent, the experts are
-// the model's default dtype (inference/model.py MoE: expert_dtype None,
-// BF16).
-const v4ExpertDTypeKey = "expert_dtype"
-
-// setV4ExpertDType makes a DeepSeek-V4 config's expert_dtype say what the
-// output's routed experts hold: removed for BF16 experts, "fp8" for block
-// FP8 ones, left as it is otherwise. A config without the key is left
-// alone.
-func setV4ExpertDType(raw map[string]any, opts Options) {
-	if _, ok := raw[v4ExpertDTypeKey]; !ok {
-		return
-	}
-	switch opts.Experts {
-	case ExpertsBF16:
-		delete(raw, v4ExpertDTypeKey)
-	case ExpertsFP8:
-		raw[v4ExpertDTypeKey] = "fp8"
-	}
-}
-
 // spellAll lists every engine spelling of each module (as the family of
 // cls spells them), sorted and unique.
 func spellAll(cls *model.Classifier, mods []string) []string {
