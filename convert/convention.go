@@ -65,11 +65,9 @@ const (
 	// nonFiniteZero replaces each non-finite source value by 0 before
 	// quantizing, on the user's explicit request; the count is reported.
 	nonFiniteZero
-
-	numPolicies = int(nonFiniteZero) + 1
 )
 
-var policyNames = [numPolicies]string{nonFiniteError: "error", nonFiniteZero: "zero"}
+var policyNames = [...]string{nonFiniteError: "error", nonFiniteZero: "zero"}
 
 // recordedPolicy is the policy as the plan state and manifest record it:
 // only the non-default policy is written, so that a default conversion's

@@ -87,10 +87,7 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fil
 	if !r.decodes() && opts.Experts != ExpertsBF16 && opts.Experts != ExpertsMXFP4 {
 		return nil, nil, nil
 	}
-	byName := make(map[string]safetensors.TensorSpec, len(in))
-	for _, s := range in {
-		byName[s.Name] = s
-	}
+	byName := specsByName(in)
 	for name, x := range fx.in {
 		if _, ok := byName[name]; !ok {
 			byName[name] = safetensors.TensorSpec{Name: name, DType: x.info.DType, Shape: x.info.Shape}
@@ -137,7 +134,6 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fil
 // decodeSpec plans the BF16 decode of module's quantized weight s, or
 // returns nil when s is not quantized (a BF16 weight stays as it is).
 func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safetensors.TensorSpec) (*xfSpec, error) {
-	out := module + ".weight"
 	companions := func(names ...string) []string {
 		var c []string
 		for _, n := range names {
@@ -149,12 +145,16 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 	}
 	all := companions(module+".weight_scale", module+".weight_scale_inv", module+".weight_scale_2", module+".input_scale",
 		module+".weight_global_scale", module+".input_global_scale", module+".weight_zero_point", v4ScaleName(module))
-	need := func(name string, or ...string) (safetensors.TensorSpec, error) {
+	need := func(name string) (safetensors.TensorSpec, error) {
 		t, ok := byName[name]
 		if !ok {
-			return t, missingScale(s.Name, append([]string{name}, or...))
+			return t, missingScale(s.Name, []string{name})
 		}
 		return t, nil
+	}
+	bf16 := func(kind xfKind, n, k int64, sources ...string) *xfSpec {
+		return &xfSpec{kind: kind, sources: sources, consumed: all,
+			outs: []safetensors.TensorSpec{{Name: module + ".weight", DType: safetensors.BF16, Shape: []int64{n, k}}}}
 	}
 	switch {
 	case s.DType == safetensors.F8_E4M3 && len(s.Shape) == 2:
@@ -164,23 +164,15 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		}
 		// DeepSeek's weight_scale_inv, ModelOpt's / compressed-tensors'
 		// weight_scale, or DeepSeek-V4's scale.
-		name, alt := module+".weight_scale_inv", module+".weight_scale"
-		if _, ok := byName[name]; !ok {
-			if _, ok := byName[alt]; ok {
-				name, alt = alt, ""
-			} else if _, ok := byName[v4ScaleName(module)]; ok {
-				name, alt = v4ScaleName(module), ""
+		var sc safetensors.TensorSpec
+		ok := false
+		for _, name := range []string{module + ".weight_scale_inv", module + ".weight_scale", v4ScaleName(module)} {
+			if sc, ok = byName[name]; ok {
+				break
 			}
 		}
-		var sc safetensors.TensorSpec
-		var err error
-		if alt != "" {
-			sc, err = need(name, alt)
-		} else {
-			sc, err = need(name)
-		}
-		if err != nil {
-			return nil, err
+		if !ok {
+			return nil, missingScale(s.Name, []string{module + ".weight_scale_inv", module + ".weight_scale"})
 		}
 		if err := checkFP8Scales(s, sc); err != nil {
 			return nil, err
@@ -188,8 +180,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		if _, ok := byName[module+".weight_zero_point"]; ok {
 			return nil, fmt.Errorf("tensor %s: %w: an asymmetric FP8 weight (weight_zero_point) is not block FP8", s.Name, errNotQuantizable)
 		}
-		return &xfSpec{kind: xfFP8, sources: []string{s.Name, name}, consumed: all,
-			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
+		return bf16(xfFP8, n, k, s.Name, sc.Name), nil
 	case s.DType.String() == "I8" && len(s.Shape) == 2 && roleOfName(s.Name) == model.RoleWeight:
 		if _, ok := byName[v4ScaleName(module)]; !ok {
 			return nil, nil // not DeepSeek-V4's FP4: no decode (an expert's is refused by undecodedExpert)
@@ -198,8 +189,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		if err != nil {
 			return nil, err
 		}
-		return &xfSpec{kind: xfMXFP4, sources: []string{s.Name, sc.Name}, consumed: all,
-			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
+		return bf16(xfMXFP4, n, k, s.Name, sc.Name), nil
 	case s.DType == safetensors.U8 && len(s.Shape) == 2 && roleOfName(s.Name) == model.RolePacked:
 		n, k := s.Shape[0], 2*s.Shape[1]
 		sc, err := need(module + ".weight_scale")
@@ -210,8 +200,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 			return nil, fmt.Errorf("tensor %s: %w: %s %v are not the E8M0 scales of MXFP4 codes %v (want U8 [%d, %d])",
 				sc.Name, errNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.MXGroupSize)
 		}
-		return &xfSpec{kind: xfMXFP4, sources: []string{s.Name, sc.Name}, consumed: all,
-			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
+		return bf16(xfMXFP4, n, k, s.Name, sc.Name), nil
 	case s.DType == safetensors.U8 && len(s.Shape) == 2:
 		n, k := s.Shape[0], 2*s.Shape[1]
 		sc, err := need(module + ".weight_scale")
@@ -229,8 +218,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		if s2.DType != safetensors.F32 || numel(s2.Shape) != 1 {
 			return nil, fmt.Errorf("tensor %s: %w: %s %v is not NVFP4's F32 scalar weight_scale_2", s2.Name, errNotQuantizable, s2.DType, s2.Shape)
 		}
-		return &xfSpec{kind: xfNVFP4, sources: []string{s.Name, sc.Name, s2.Name}, consumed: all,
-			outs: []safetensors.TensorSpec{{Name: out, DType: safetensors.BF16, Shape: []int64{n, k}}}}, nil
+		return bf16(xfNVFP4, n, k, s.Name, sc.Name, s2.Name), nil
 	}
 	return nil, nil
 }
@@ -243,21 +231,17 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 // embedded error is the message that names no other file, wrapping
 // errNotQuantizable.
 type missingScaleError struct {
-	wrapError
+	error
 	weight string
 	scales []string
 }
 
-// wrapError is an error wrapping one other, as fmt.Errorf with one %w makes.
-type wrapError interface {
-	error
-	Unwrap() error
-}
+func (e *missingScaleError) Unwrap() error { return e.error }
 
 func missingScale(weight string, scales []string) error {
 	return &missingScaleError{
-		wrapError: fmt.Errorf("tensor %s: %w: its scale tensor %s%s is not in the same file", weight, errNotQuantizable, scales[0], orNames(scales[1:])).(wrapError),
-		weight:    weight, scales: scales,
+		error:  fmt.Errorf("tensor %s: %w: its scale tensor %s%s is not in the same file", weight, errNotQuantizable, scales[0], orNames(scales[1:])),
+		weight: weight, scales: scales,
 	}
 }
 
@@ -371,7 +355,8 @@ func roleOfName(name string) model.Role {
 }
 
 // checkExpertsWay refuses, before anything is planned, expert modes that do
-// not fit the experts config.json declares.
+// not fit the experts config.json declares (--experts fp8 casts MXFP4 or
+// unquantized experts alone).
 func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) error {
 	cfgPath := filepath.Join(root, model.ConfigName)
 	switch {
@@ -388,6 +373,10 @@ func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) er
 		return fmt.Errorf("convert %s: %w: --experts mxfp4 packs BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then pack that", root, errNotQuantizable, cfgPath)
 	case r.decodes() && opts.Experts == ExpertsKeep && cfg.Experts == model.ExpertsNVFP4:
 		return fmt.Errorf("convert %s: --recipe %s writes a config without a ModelOpt description, which NVFP4 experts need: decode them too (--experts bf16)", root, r.Name)
+	case opts.Experts == ExpertsFP8 && cfg.Experts == model.ExpertsNVFP4:
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then cast that", root, errNotQuantizable, model.ConfigName)
+	case opts.Experts == ExpertsFP8 && cfg.Experts == model.ExpertsFP8:
+		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares them block FP8 already: keep them (--experts keep)", root, errNotQuantizable, model.ConfigName)
 	}
 	return nil
 }

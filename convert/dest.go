@@ -44,21 +44,12 @@ func checkDestPath(p *Plan, d *destination) error {
 	return nil
 }
 
-// prepareDest checks that DST can receive this plan before any byte is
+// checkDest checks that DST can receive this plan before any byte is
 // written: empty or holding this same conversion (in progress or finished).
-// Then it records the plan. The record is made with a link, which fails when
-// the name exists, so that of two runs with different plans starting
-// together on one DST exactly one wins.
-func prepareDest(p *Plan, d *destination, restart bool) error {
-	record, err := checkDest(p, d, restart)
-	if err != nil || record == nil {
-		return err
-	}
-	return record()
-}
-
-// checkDest is prepareDest less recording the plan: it returns how to
-// record it (nil when DST holds this plan's record already).
+// It returns how to record the plan (nil when DST holds this plan's record
+// already). The record is made with a link, which fails when the name
+// exists, so that of two runs with different plans starting together on one
+// DST exactly one wins.
 func checkDest(p *Plan, d *destination, restart bool) (record func() error, err error) {
 	dst, name := d.dir, d.name
 	if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -268,25 +259,19 @@ func checkSpace(d *destination, p *Plan, units []unit, recs records, m *dstManif
 		return nil // a bucket has no free space to compare with
 	}
 	dst := d.dir
-	var need int64
-	for _, u := range units {
-		if recs != nil {
-			if rec, ok := recs.finished(p.ID, u.Name, m); ok {
-				if fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u.Name))); err == nil && fi.Size() == rec.Size {
-					continue
-				}
-			}
-		}
-		need += u.Size
-	}
-	need += int64(len(p.Config) + len(p.HFQuantConfig))
-	var spill int64
+	var need, spill int64
 	for _, u := range units {
 		if u.File != nil {
 			spill = max(spill, u.File.spillBytes())
 		}
+		if rec, ok := recs.finished(p.ID, u.Name, m); ok && recs != nil {
+			if fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u.Name))); err == nil && fi.Size() == rec.Size {
+				continue
+			}
+		}
+		need += u.Size
 	}
-	need += int64(max(jobs, 1)) * spill
+	need += int64(len(p.Config)+len(p.HFQuantConfig)) + int64(max(jobs, 1))*spill
 	free, ok, err := fsx.FreeSpace(dst)
 	if err != nil {
 		return fmt.Errorf("free space of %s: %w", dst, err)

@@ -100,7 +100,11 @@ func TestDestinationLock(t *testing.T) {
 	held.Release()
 
 	// Worker 0/2 is running: 0/2 again, 0/3 and a single run are refused, 1/2 is not.
-	if err := prepareDest(p, localDest(dst), false); err != nil {
+	record, err := checkDest(p, localDest(dst), false)
+	if err == nil && record != nil {
+		err = record()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	w0, err := lockSlice(dst, 0, 2)

@@ -42,11 +42,6 @@ type destination struct {
 	srcErr  error
 }
 
-// claimName is the key, under a bucket DST's prefix, of the object that
-// ties the prefix to the state directory of the runs writing it (see
-// objdest.Dest.Claim); finalizing removes it.
-const claimName = objdest.ClaimName
-
 // openDestination resolves DST: a local directory, or a bucket prefix with
 // its state directory (stateDir, or "" for objdest's default). conns sizes
 // the bucket client's connections.
@@ -128,11 +123,6 @@ func (d *destination) kept(name string, rec fileRecord, etag string, prog func(i
 	return d.obj.Kept(name, rec.Size, rec.SHA256, etag, prog)
 }
 
-// hashObject reads an object back in large ranges and returns its sha256.
-func (d *destination) hashObject(name string, size int64, prog func(int64)) (string, error) {
-	return d.obj.HashObject(name, size, prog)
-}
-
 // present reports whether output file name has size bytes (and, in a
 // bucket, the ETag recorded when given).
 func (d *destination) present(name string, size int64, etag string) (bool, error) {
@@ -143,13 +133,6 @@ func (d *destination) present(name string, size int64, etag string) (bool, error
 	return d.obj.Present(name, size, etag)
 }
 
-// putStaged uploads the synced local file f as output name of a bucket.
-func (d *destination) putStaged(name string, f *os.File) error { return d.obj.PutFile(name, f) }
-
-// putLocal uploads local file path as output name of a bucket, then
-// removes the local copy.
-func (d *destination) putLocal(name, path string) error { return d.obj.PutLocal(name, path) }
-
 // readFile reads a small output file (a config, the index, the report).
 func (d *destination) readFile(name string) ([]byte, error) {
 	if !d.remote() {
@@ -158,26 +141,28 @@ func (d *destination) readFile(name string) ([]byte, error) {
 	return d.obj.ReadFile(name, maxStateFile)
 }
 
-// putBytes writes a small output file of a bucket in one request.
-func (d *destination) putBytes(name string, b []byte) error { return d.obj.PutBytes(name, b) }
-
 // readManifest reads DST's manifest (ErrNotExist wrapped when absent).
+// Every name it lists must be a plain relative path inside DST.
 func (d *destination) readManifest() (*dstManifest, error) {
-	if !d.remote() {
-		return readManifest(d.dir)
-	}
-	b, err := d.bucket.ReadAll(d.ctx, ManifestName, maxStateFile)
-	if err != nil {
-		if isObjNotFound(err) {
-			return nil, fmt.Errorf("manifest: %w", fs.ErrNotExist)
-		}
-		return nil, fmt.Errorf("manifest: %w", err)
-	}
 	var m dstManifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", d.path(ManifestName), err)
+	path := d.path(ManifestName)
+	if !d.remote() {
+		if err := readJSON(path, &m); err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+	} else {
+		b, err := d.bucket.ReadAll(d.ctx, ManifestName, maxStateFile)
+		if errors.Is(err, remote.ErrNotFound) {
+			err = fs.ErrNotExist
+		}
+		if err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("manifest %s: %w", path, err)
+		}
 	}
-	if err := m.index(d.path(ManifestName)); err != nil {
+	if err := m.index(path); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -185,14 +170,14 @@ func (d *destination) readManifest() (*dstManifest, error) {
 
 // writeManifest writes the manifest, DST's last file.
 func (d *destination) writeManifest(m *dstManifest) error {
-	if !d.remote() {
-		return writeJSON(filepath.Join(d.dir, ManifestName), m)
-	}
-	b, err := json.MarshalIndent(m, "", "  ")
+	b, err := json.MarshalIndent(m, "", "  ") // indented, for people to read
 	if err != nil {
 		return err
 	}
-	return d.putBytes(ManifestName, append(b, '\n'))
+	if !d.remote() {
+		return writeJSONBytes(filepath.Join(d.dir, ManifestName), b)
+	}
+	return d.obj.PutBytes(ManifestName, append(b, '\n'))
 }
 
 // removeManifest deletes a finished conversion's manifest (none: nothing).
@@ -215,7 +200,7 @@ func (d *destination) checkEmptyBucket() error {
 		return err
 	}
 	for _, f := range files {
-		if f.Name != claimName {
+		if f.Name != objdest.ClaimName {
 			return fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, d.name, f.Name)
 		}
 	}
@@ -252,8 +237,6 @@ func (d *destination) unclaim() error {
 	}
 	return d.obj.Unclaim()
 }
-
-func isObjNotFound(err error) bool { return errors.Is(err, remote.ErrNotFound) }
 
 // localDest is the destination of local directory dst.
 func localDest(dst string) *destination {

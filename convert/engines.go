@@ -31,11 +31,9 @@ const (
 	// ExpertsFP8 turns MXFP4 (or BF16) experts into 128×128 block FP8 in
 	// the chosen --format, the Hopper-servable form of K3's experts.
 	ExpertsFP8
-
-	numExpertsModes = int(ExpertsFP8) + 1
 )
 
-var expertsModeNames = [numExpertsModes]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4", ExpertsFP8: "fp8"}
+var expertsModeNames = [...]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4", ExpertsFP8: "fp8"}
 
 // parseExpertsMode maps an --experts name to its mode.
 func parseExpertsMode(s string) (ExpertsMode, error) { return parseEnum[expertsModeSet](s) }
@@ -51,19 +49,20 @@ const numNumerics = int(quant.ModelOpt) + 1
 
 // checkExecutable refuses, before anything is planned, option combinations
 // that have no meaning: NVFP4 experts are described only by ModelOpt's
-// config, and ModelOpt's FP8_PB_WO cast has BF16 scales (stored as F32),
-// never UE8M0 powers of two.
+// config; ModelOpt's FP8_PB_WO cast has BF16 scales (stored as F32), never
+// UE8M0 powers of two, and no reference for FP8 experts (NVIDIA's exporter
+// casts none with it, and it makes an all-zero tile NaN codes under scale 0).
 func checkExecutable(opts Options) error {
 	if opts.Experts == ExpertsNVFP4 && opts.Format != modelOpt {
 		return fmt.Errorf("%w: --experts nvfp4 is described only by --format modelopt, not %s", errUnknownFormat, opts.Format)
 	}
-	if err := checkFP8ExpertsOptions(opts); err != nil {
-		return err
+	if opts.Experts == ExpertsFP8 && opts.Numerics == quant.ModelOpt {
+		return fmt.Errorf("%w: --experts fp8 takes --numerics deepgemm (DeepGEMM's per_block_cast_to_fp8; ModelOpt's cast makes all-zero tiles NaN codes under scale 0, and NVIDIA casts no experts with it); it works with every --format (modelopt, deepseek, compressed-tensors) and --scale-fmt fp32 or ue8m0", errUnknownFormat)
 	}
 	if opts.Numerics == quant.ModelOpt && opts.ScaleFmt != quant.ScaleFP32 {
 		return fmt.Errorf("%w: --numerics modelopt writes ModelOpt's BF16 block scales as fp32, not --scale-fmt %s", errUnknownFormat, opts.ScaleFmt)
 	}
-	if int(opts.Numerics) >= numNumerics || int(opts.Experts) >= numExpertsModes {
+	if int(opts.Numerics) >= numNumerics || int(opts.Experts) >= len(expertsModeNames) {
 		return fmt.Errorf("%w: numerics %v, experts %v", errUnknownFormat, opts.Numerics, opts.Experts)
 	}
 	return nil

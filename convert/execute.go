@@ -122,10 +122,7 @@ type Result struct {
 // removed (never left under their final names) and the error names the file
 // and tensor.
 func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result, error) {
-	jobs := eo.Jobs
-	if jobs == 0 {
-		jobs = 1
-	}
+	jobs := cmp.Or(eo.Jobs, 1)
 	if jobs < 1 || jobs > MaxJobs {
 		return nil, fmt.Errorf("convert: jobs %d outside [1, %d]", jobs, MaxJobs)
 	}
@@ -164,17 +161,15 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := d.claim(); err != nil {
 		return nil, err
 	}
-	// Checked before DST is touched (a refused --restart must not have
-	// discarded the finished conversion already there).
+	// Finished files this run may keep (none when it starts over), read
+	// before DST is touched (a refused --restart must not have discarded the
+	// finished conversion already there).
 	var manifest *dstManifest
+	var recs records
 	if eo.Resume {
 		if m, err := d.readManifest(); err == nil {
 			manifest = m
 		}
-	}
-	// Finished files this run may keep (none when it starts over).
-	var recs records
-	if eo.Resume {
 		if recs, err = loadRecords(d.dir); err != nil {
 			return nil, err
 		}
@@ -184,30 +179,31 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 			return nil, err
 		}
 	}
+	record, err := checkDest(p, d, eo.Restart)
+	if err != nil {
+		return nil, err
+	}
 	var state *pendingState
 	if workers == 1 {
 		// A whole run holds DST to its end, so it records the plan while
 		// its first files are produced: no file is committed nor recorded
 		// before the plan's record is durable (see pendingState).
-		record, err := checkDest(p, d, eo.Restart)
-		if err != nil {
-			return nil, err
-		}
 		state = recordState(record)
 		defer state.wait() // before the lock is released
-	} else if err := prepareDest(p, d, eo.Restart); err != nil {
-		return nil, err
+	} else if record != nil {
+		if err := record(); err != nil {
+			return nil, err
+		}
 	}
 	var slice *dirlock.Lock
+	own := units
 	if workers > 1 {
 		if slice, err = lockSlice(d.dir, eo.Worker, workers); err != nil {
 			return nil, err
 		}
 		defer slice.Release()
 		lock.Release() // the workers of the split share DST from here
-	}
-	own := units
-	if workers == 1 {
+	} else {
 		// Held until the end: no finalizer writes DST's last files but this run.
 		own = slices.Concat(units, finalNames)
 	}
@@ -311,7 +307,7 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 			if ok, c, err := s.resumeUnit(ctx, p, d, u, recs, manifest, log, prog); err != nil || ok {
 				if ok {
 					done[i], counts[i] = 2, c
-					uncounted[i] = u.Kind == unitShard && !recs.recorded(p.ID, u.Name)
+					uncounted[i] = u.File != nil && !recs.recorded(p.ID, u.Name)
 				}
 				return nil, err
 			}
@@ -376,8 +372,9 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 		return false, nil, err
 	}
 	var etag string
-	if r, ok := recs[u.Name]; ok && r.Plan == p.ID {
-		etag = r.ETag
+	var c *unitCounts
+	if recs.recorded(p.ID, u.Name) {
+		etag, c = recs[u.Name].ETag, recs[u.Name].Counts
 	}
 	ok, etag, err := d.kept(u.Name, rec, etag, prog.add)
 	if err != nil || !ok {
@@ -385,10 +382,6 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 	}
 	prog.add(u.Work - rec.Size)
 	// Re-record it, so Finalize sees it even when it came from a manifest.
-	var c *unitCounts
-	if recs.recorded(p.ID, u.Name) {
-		c = recs[u.Name].Counts
-	}
 	return true, c, log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: etag, Counts: c})
 }
 
@@ -396,17 +389,15 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 // way, and returns how to commit it (sync and rename), its record and how
 // many non-finite values it zeroed. On error nothing is left behind.
 func (s *scratch) produce(ctx context.Context, p *Plan, path string, u unit, prog meter) (int64, fileRecord, commitFunc, error) {
-	switch u.Kind {
-	case unitShard:
+	switch {
+	case u.File != nil:
 		return s.writeShard(ctx, p, path, u.File, prog)
-	default:
-		if p.remote != nil {
-			rec, c, err := s.copyRemoteAux(ctx, p, u.Aux, path, prog)
-			return 0, rec, c, err
-		}
-		rec, c, err := s.copyAux(ctx, p.SrcRoot, u.Aux, path, prog)
+	case p.remote != nil:
+		rec, c, err := s.copyRemoteAux(ctx, p, u.Aux, path, prog)
 		return 0, rec, c, err
 	}
+	rec, c, err := s.copyAux(ctx, p.SrcRoot, u.Aux, path, prog)
+	return 0, rec, c, err
 }
 
 // commitUnit syncs and renames a written unit and records it as done.

@@ -39,15 +39,6 @@ func streamIndex(w io.Writer, dst string, shards []string) error {
 	return err
 }
 
-// writeIndex writes DST's index atomically and returns its record.
-func writeIndex(dst string, shards []string) (fileRecord, error) {
-	f, rec, err := stageIndex(dst, func(w io.Writer) error { return streamIndex(w, dst, shards) })
-	if err != nil {
-		return fileRecord{}, err
-	}
-	return rec, f.Commit()
-}
-
 // stageIndex writes the index that render streams under a temporary name
 // and syncs it, leaving the rename to the caller; on error nothing is left.
 func stageIndex(dst string, render func(io.Writer) error) (*filewrite.Temp, fileRecord, error) {
@@ -89,7 +80,7 @@ func stage(path, what string, render func(io.Writer) error) (*filewrite.Temp, fi
 // earlyFiles are a whole run's index and configs, written and synced under
 // temporary names while the shards are written (none depends on their
 // data), so that finalizing the run only renames them. The index bytes are
-// those writeIndex would rebuild from the written headers.
+// those a merge would rebuild from the written headers (writeLast).
 type earlyFiles struct {
 	d     *destination
 	done  chan struct{}
@@ -134,7 +125,7 @@ func (e *earlyFiles) commit() ([]fileRecord, error) {
 	}
 	if e.d.remote() {
 		for i, f := range e.files {
-			if err := e.d.putStaged(e.recs[i].Name, f.File); err != nil {
+			if err := e.d.obj.PutFile(e.recs[i].Name, f.File); err != nil {
 				return nil, err
 			}
 		}
@@ -254,14 +245,6 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", d.name, ErrIncomplete, len(missing), len(done)+len(missing), missing[0])
 	}
 	m.Files = done
-	// Temporaries of a finalizer killed earlier (we hold DST, so no other
-	// finalizer is writing these now); a whole run removed them when it
-	// started.
-	if early == nil {
-		if err := removeOwnTemps(dst, finalNames); err != nil {
-			return nil, fmt.Errorf("merge %s: %w", dst, err)
-		}
-	}
 	if early != nil {
 		recs, err := early.commit()
 		if err != nil {
@@ -269,6 +252,12 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 		}
 		m.Files = append(m.Files, recs...)
 	} else {
+		// Temporaries of a finalizer killed earlier (we hold DST, so no
+		// other finalizer is writing these now); a whole run removed them
+		// when it started.
+		if err := removeOwnTemps(dst, finalNames); err != nil {
+			return nil, fmt.Errorf("merge %s: %w", dst, err)
+		}
 		recs, err := writeLast(d, st)
 		if err != nil {
 			return nil, fmt.Errorf("merge %s: %w", d.name, err)
@@ -278,7 +267,7 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 	if st.Report {
 		rec, err := writeReport(dst, st.Shards, done) // a bucket's: staged in its state directory
 		if err == nil && d.remote() {
-			err = d.putLocal(ReportName, filepath.Join(dst, ReportName))
+			err = d.obj.PutLocal(ReportName, filepath.Join(dst, ReportName))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("merge %s: %w", d.name, err)
@@ -317,7 +306,7 @@ func writeLast(d *destination, st *planState) ([]fileRecord, error) {
 		defer f.Close()
 		rec, err := hashFile(f.Name(), nil)
 		if err == nil {
-			err = d.putStaged(safetensors.IndexName, f)
+			err = d.obj.PutFile(safetensors.IndexName, f)
 		}
 		if err != nil {
 			return nil, err
@@ -325,7 +314,10 @@ func writeLast(d *destination, st *planState) ([]fileRecord, error) {
 		rec.Name = safetensors.IndexName
 		out = append(out, rec)
 	} else {
-		rec, err := writeIndex(d.dir, st.Shards)
+		f, rec, err := stageIndex(d.dir, func(w io.Writer) error { return streamIndex(w, d.dir, st.Shards) })
+		if err == nil {
+			err = f.Commit()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -336,7 +328,7 @@ func writeLast(d *destination, st *planState) ([]fileRecord, error) {
 		rec := fileRecord{Name: name, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
 		var err error
 		if d.remote() {
-			err = d.putBytes(name, b)
+			err = d.obj.PutBytes(name, b)
 		} else {
 			var f *filewrite.Temp
 			f, rec, err = stageFile(filepath.Join(d.dir, name), b)
@@ -367,7 +359,7 @@ func stageIndexFor(p *Plan, d *destination) error {
 }
 
 // plannedIndex renders p's index from the planned layouts: the bytes
-// writeIndex rebuilds from the written headers.
+// a merge rebuilds from the written headers (writeLast).
 func plannedIndex(p *Plan) func(io.Writer) error {
 	names := make([]string, len(p.Files))
 	layouts := make([]*safetensors.FilePlan, len(p.Files))

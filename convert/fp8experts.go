@@ -1,10 +1,12 @@
 package convert
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -25,32 +27,6 @@ type fp8ExpertStats struct {
 // add is the sum of two counts.
 func (s fp8ExpertStats) add(o fp8ExpertStats) fp8ExpertStats {
 	return fp8ExpertStats{Tensors: s.Tensors + o.Tensors, Blocks: s.Blocks + o.Blocks, Lossy: s.Lossy + o.Lossy}
-}
-
-// checkFP8ExpertsOptions refuses the options --experts fp8 has no meaning
-// under, saying which do: ModelOpt's FP8_PB_WO cast writes an all-zero tile
-// as NaN codes under scale 0, and NVIDIA's exporter casts no expert with it,
-// so there is no ModelOpt reference to follow for experts.
-func checkFP8ExpertsOptions(opts Options) error {
-	if opts.Experts == ExpertsFP8 && opts.Numerics == quant.ModelOpt {
-		return fmt.Errorf("%w: --experts fp8 takes --numerics deepgemm (DeepGEMM's per_block_cast_to_fp8; ModelOpt's cast makes all-zero tiles NaN codes under scale 0, and NVIDIA casts no experts with it); it works with every --format (modelopt, deepseek, compressed-tensors) and --scale-fmt fp32 or ue8m0", errUnknownFormat)
-	}
-	return nil
-}
-
-// checkFP8ExpertsSource refuses --experts fp8 for experts it cannot read:
-// it casts MXFP4 or unquantized experts.
-func checkFP8ExpertsSource(root string, cfg *model.Config, opts Options) error {
-	if opts.Experts != ExpertsFP8 {
-		return nil
-	}
-	switch cfg.Experts {
-	case model.ExpertsNVFP4:
-		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares NVFP4 ones: decode them first (--experts bf16), then cast that", root, errNotQuantizable, model.ConfigName)
-	case model.ExpertsFP8:
-		return fmt.Errorf("convert %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and %s declares them block FP8 already: keep them (--experts keep)", root, errNotQuantizable, model.ConfigName)
-	}
-	return nil
 }
 
 // fp8ExpertOutputs plans a routed expert tensor s under --experts fp8 (src
@@ -135,7 +111,7 @@ func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 	if len(t.Shape) != 2 {
 		return "", false
 	}
-	if base, ok := mxfp4Base(t.Name); ok && t.DType == safetensors.U8 {
+	if base, ok := strings.CutSuffix(t.Name, ".weight_packed"); ok && t.DType == safetensors.U8 {
 		return mxfp4Scales(base), true
 	}
 	if module, role := model.SplitRole(t.Name); role == model.RoleWeight && t.DType.String() == "I8" {
@@ -143,9 +119,6 @@ func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 	}
 	return "", false
 }
-
-// mxfp4Base is X of MXFP4 codes X.weight_packed.
-func mxfp4Base(name string) (string, bool) { return strings.CutSuffix(name, ".weight_packed") }
 
 // weightSource is where quantize reads weight t of f (ra holds f's bytes)
 // and what it reads: t's own bytes, or for MXFP4 codes the BF16 view of
@@ -187,10 +160,8 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 	}
 	g0, ng := off/groupBytes, int64(len(p)/groupBytes)
 	need := int(ng * (1 + quant.MXGroupSize/2))
-	if cap(*v.buf) < need {
-		*v.buf = make([]byte, need)
-	}
-	b := (*v.buf)[:need]
+	*v.buf = bufs.Grow(*v.buf, need)
+	b := *v.buf
 	sc, codes := b[:ng], b[ng:]
 	// Scales first, then codes: the order fileRanges plans for a remote source.
 	if _, err := v.scales.ReadAt(sc, g0); err != nil {
@@ -205,7 +176,7 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	if nan > 0 {
-		g := g0 + int64(firstByte(sc, 0xFF))
+		g := g0 + int64(bytes.IndexByte(sc, 0xFF))
 		row, col := g*quant.MXGroupSize/v.k, g*quant.MXGroupSize%v.k
 		return 0, fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) in %s at row %d, group %d (elements %d..%d), 128×128 block %d,%d: the release never holds one; the file is damaged",
 			quant.ErrNonFinite, v.scalesName, row, col/quant.MXGroupSize, col, col+quant.MXGroupSize-1, row/blockSize, col/blockSize)
@@ -267,24 +238,7 @@ func fp8Banks(m modules, opts Options) []string {
 	return nil
 }
 
-// fp8ExpertsModules is m as a DeepSeek-V3 config lists it: banks of FP8
-// experts are FP8 modules, not modules to ignore.
-func fp8ExpertsModules(m modules, opts Options) modules {
-	if opts.Experts == ExpertsFP8 {
-		m.experts = nil
-	}
-	return m
-}
-
 // expertsTarget is the compressed-tensors target of FP8 routed experts: a
 // MoE layer's bank (the fused layer engines build) and each expert's
 // projections, under either text prefix and the engines' mlp spelling.
 const expertsTarget = `re:(?:.*\.)?layers\.\d+\.(?:block_sparse_moe|mlp)\.experts(?:\.\d+\.\w+)?$`
-
-// fp8ExpertsTargets are the FP8 group's targets for the experts.
-func fp8ExpertsTargets(m modules, opts Options) []string {
-	if len(fp8Banks(m, opts)) == 0 {
-		return nil
-	}
-	return []string{expertsTarget}
-}

@@ -203,6 +203,9 @@ func convertDir(src, dst string, opts Options, eo ExecOptions) (*Result, error) 
 // treeHashes maps every file under dir to its sha256.
 func treeHashes(t testing.TB, dir string) map[string]string { return testckpt.TreeHashes(t, dir, nil) }
 
+// readManifest reads the manifest of local DST dst.
+func readManifest(dst string) (*dstManifest, error) { return localDest(dst).readManifest() }
+
 func sameTree(t testing.TB, got, want string) {
 	t.Helper()
 	testckpt.SameTree(t, got, want, "the reference conversion", nil)

@@ -38,19 +38,6 @@ type dstManifest struct {
 	byName map[string]int
 }
 
-// readManifest reads DST's manifest (ErrNotExist wrapped when absent). Every
-// name it lists must be a plain relative path inside DST.
-func readManifest(dst string) (*dstManifest, error) {
-	var m dstManifest
-	if err := readJSON(filepath.Join(dst, ManifestName), &m); err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
-	}
-	if err := m.index(filepath.Join(dst, ManifestName)); err != nil {
-		return nil, err
-	}
-	return &m, nil
-}
-
 // index checks the manifest at path names plain relative paths, each once,
 // and indexes them for Lookup.
 func (m *dstManifest) index(path string) error {

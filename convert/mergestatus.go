@@ -88,7 +88,7 @@ func (s *mergeStatus) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (plan %.12s): %d of %d files done", s.Dst, s.Plan, len(s.Done), len(s.Done)+len(s.Missing))
 	if len(s.Missing) > 0 {
-		fmt.Fprintf(&b, "; missing: %s", strings.Join(firstN(s.Missing, 5), ", "))
+		fmt.Fprintf(&b, "; missing: %s", strings.Join(s.Missing[:min(5, len(s.Missing))], ", "))
 		if len(s.Missing) > 5 {
 			fmt.Fprintf(&b, " and %d more", len(s.Missing)-5)
 		}
@@ -103,5 +103,3 @@ func (s *mergeStatus) String() string {
 	}
 	return b.String()
 }
-
-func firstN(s []string, n int) []string { return s[:min(n, len(s))] }

@@ -40,8 +40,7 @@ type castScratch struct {
 // them) the first time the file needs it.
 func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, prog meter) (int, error) {
 	if s.cs.file != sf {
-		s.cs.file = sf
-		clear(s.cs.kmax)
+		s.cs.file, s.cs.kmax = sf, map[string]int{}
 	}
 	key := c.kmaxKey()
 	if k, ok := s.cs.kmax[key]; ok {
@@ -57,9 +56,6 @@ func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.Fi
 			return 0, err
 		}
 		k = max(k, kp)
-	}
-	if s.cs.kmax == nil {
-		s.cs.kmax = map[string]int{}
 	}
 	s.cs.kmax[key] = k
 	return k, nil
@@ -112,14 +108,12 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 	pb, sb := rows*k/2, rows*k/quant.MXGroupSize
 	s.cs.mx = bufs.Grow(s.cs.mx, sb)
 	s.cs.e4 = bufs.Grow(s.cs.e4, 2*sb)
-	var packed []byte
+	packed := s.cs.zeros // cast in place: zero codes stay zero
 	if codes != nil {
 		s.src = bufs.Grow(s.src, pb)
 		packed = s.src
-	} else {
-		if len(s.cs.zeros) < pb {
-			s.cs.zeros = make([]byte, pb) // cast in place: zero codes stay zero
-		}
+	} else if len(packed) < pb {
+		s.cs.zeros = make([]byte, pb)
 		packed = s.cs.zeros
 	}
 	pSec, sSec := tensorSection(ra, sf, c.Packed), tensorSection(ra, sf, c.Scales)

@@ -145,9 +145,6 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err := checkExpertsWay(src.Root, cfg, r, opts); err != nil {
 		return nil, err
 	}
-	if err := checkFP8ExpertsSource(src.Root, cfg, opts); err != nil {
-		return nil, err
-	}
 	xs, err := planForeignScales(src, r, opts)
 	if err != nil {
 		return nil, err
@@ -155,7 +152,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*filePlan, len(src.Files)), remote: src.Remote}
 	mods := newModuleSet(opts.classifier())
 	catalog := cfg.CatalogLookup()
-	var seen nameSet
+	seen := nameSet{}
 	var mu sync.Mutex
 	// Files are planned concurrently (each is independent); their modules
 	// and names are merged into the shared sets under a lock.
@@ -264,23 +261,19 @@ func headerSum(f *safetensors.File) ([sha256.Size]byte, error) {
 
 // nameSet finds an output name planned twice across files. Within a file the
 // layout rejects duplicates; across files only the scale names are new, so
-// only they (and the names they could collide with) need remembering.
-type nameSet struct {
-	files map[string]string
-}
+// only they (and the names they could collide with) need remembering. It
+// maps each name to the file that writes it.
+type nameSet map[string]string
 
-func (n *nameSet) add(file string, outs []outputTensor) error {
-	if n.files == nil {
-		n.files = map[string]string{}
-	}
+func (n nameSet) add(file string, outs []outputTensor) error {
 	for _, o := range outs {
 		if o.Role != roleScale {
 			continue
 		}
-		if prev, dup := n.files[o.Name]; dup {
+		if prev, dup := n[o.Name]; dup {
 			return fmt.Errorf("file %s: tensor %s: %w: also written to %s", file, o.Name, errNameCollision, prev)
 		}
-		n.files[o.Name] = file
+		n[o.Name] = file
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -32,11 +33,9 @@ const (
 	// roleMXFP4 is weight_packed or weight_scale of a BF16 weight packed to
 	// MXFP4 (Source is the BF16 weight).
 	roleMXFP4
-
-	numRoles = int(roleMXFP4) + 1
 )
 
-var roleNames = [numRoles]string{roleCopy: "copy", roleWeight: "fp8", roleScale: "scale", roleNVFP4: "nvfp4", roleBF16: "bf16", roleMXFP4: "mxfp4"}
+var roleNames = [...]string{roleCopy: "copy", roleWeight: "fp8", roleScale: "scale", roleNVFP4: "nvfp4", roleBF16: "bf16", roleMXFP4: "mxfp4"}
 
 // Options are the choices that shape the output checkpoint.
 type Options struct {
@@ -93,11 +92,6 @@ func (o outputTensor) sourceIn(f *safetensors.File) (safetensors.TensorInfo, boo
 		return f.Tensors[i], true
 	}
 	return f.Lookup(o.Source)
-}
-
-// SourceSpec is the source tensor's spec.
-func (o outputTensor) sourceSpec() safetensors.TensorSpec {
-	return safetensors.TensorSpec{Name: o.Source, DType: o.SourceDType, Shape: o.SourceShape}
 }
 
 // quantizableDTypes are the source dtypes block quantization reads.
@@ -249,15 +243,11 @@ func checkQuantizable(s safetensors.TensorSpec) error {
 // literals cannot tell two digits apart, and the skeleton keeps positions.
 // Otherwise every name goes through the rules.
 func (r *Recipe) memoClassifier(cls *model.Classifier) func(string) action {
-	if r.Quantize != 0 {
-		// Groups depend on the layer number (o_proj and g_proj are KDA or MLA
-		// by the schedule); the schema's parser is as cheap as the memo.
+	// With groups, the action depends on the layer number (o_proj and
+	// g_proj are KDA or MLA by the schedule); the schema's parser is as
+	// cheap as the memo.
+	if r.Quantize != 0 || slices.ContainsFunc(r.Rules, func(rule rule) bool { return strings.ContainsAny(rule.Pattern, "0123456789") }) {
 		return func(name string) action { a, _ := r.classify(cls, name); return a }
-	}
-	for _, rule := range r.Rules {
-		if strings.ContainsAny(rule.Pattern, "0123456789") {
-			return func(name string) action { a, _ := r.classify(cls, name); return a }
-		}
 	}
 	memo := make(map[string]action, 64)
 	var buf []byte

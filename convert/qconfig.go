@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"regexp"
@@ -127,9 +128,6 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 			}
 		}
 	}
-	if opts.Experts == ExpertsNVFP4 && opts.Format != modelOpt {
-		return nil, nil, fmt.Errorf("%w: NVFP4 experts are described only by --format modelopt, not %s", errUnknownFormat, opts.Format)
-	}
 	switch opts.Experts {
 	case ExpertsBF16, ExpertsFP8:
 		srcQC = nil // the experts' description goes with their quantization
@@ -155,7 +153,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	var qc, hf map[string]any
 	switch opts.Format {
 	case deepSeek:
-		qc = deepSeekConfig(fp8ExpertsModules(mods, opts), opts)
+		qc = deepSeekConfig(mods, opts)
 		// The block-FP8 config says nothing about the experts: their
 		// description stays where the released checkpoint keeps it.
 		if srcQC != nil {
@@ -184,10 +182,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	}
 	config, err = marshalConfig(raw)
 	wg.Wait()
-	if err == nil {
-		err = hfErr
-	}
-	if err != nil {
+	if err = cmp.Or(err, hfErr); err != nil {
 		return nil, nil, err
 	}
 	return config, hfq, nil
@@ -206,7 +201,8 @@ func spellAll(cls *model.Classifier, mods []string) []string {
 
 // deepSeekConfig is the DeepSeek-V3 "fp8" config: SGLang and vLLM read
 // ignored_layers, transformers modules_to_not_convert; both list every module
-// that is not FP8 (kept BF16 ones and the experts) under every spelling.
+// that is not FP8 (kept BF16 ones and experts not cast to FP8) under every
+// spelling.
 func deepSeekConfig(m modules, opts Options) map[string]any {
 	qc := map[string]any{
 		"quant_method":      model.DeepSeek.QuantMethod(),
@@ -217,7 +213,11 @@ func deepSeekConfig(m modules, opts Options) map[string]any {
 	if opts.ScaleFmt == quant.ScaleUE8M0 {
 		qc["scale_fmt"] = ue8m0
 	}
-	notFP8 := anyStrings(spellAll(opts.classifier(), slices.Concat(m.kept, m.experts)))
+	ignored := slices.Concat(m.kept, m.experts)
+	if opts.Experts == ExpertsFP8 {
+		ignored = m.kept // banks of FP8 experts are FP8 modules, not modules to ignore
+	}
+	notFP8 := anyStrings(spellAll(opts.classifier(), ignored))
 	qc["ignored_layers"] = notFP8
 	qc["modules_to_not_convert"] = slices.Clone(notFP8)
 	return qc
@@ -381,9 +381,13 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	} else {
 		qc["format"] = ctFloatFormat
 	}
+	targets := model.ModulePatterns(m.fp8, m.kept)
+	if len(fp8Banks(m, opts)) > 0 {
+		targets = append(targets, expertsTarget)
+	}
 	fp8 := map[string]any{
 		"format":  ctFloatFormat,
-		"targets": anyStrings(append(model.ModulePatterns(m.fp8, m.kept), fp8ExpertsTargets(m, opts)...)),
+		"targets": anyStrings(targets),
 		"weights": map[string]any{
 			"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []any{blockSize, blockSize},
 			"symmetric": true, "dynamic": false,
@@ -459,11 +463,7 @@ func rewriteIgnore(cls *model.Classifier, v any, m modules) ([]any, error) {
 			}
 		}
 	}
-	out := anyStrings(keep)
-	for _, p := range model.ModulePatterns(covered, m.fp8) {
-		out = append(out, p)
-	}
-	return out, nil
+	return anyStrings(append(keep, model.ModulePatterns(covered, m.fp8)...)), nil
 }
 
 func anyStrings(s []string) []any {
@@ -503,17 +503,15 @@ func marshalConfig(v map[string]any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// outputExpertFormats are the expert formats the modes other than keep write.
+var outputExpertFormats = map[ExpertsMode]model.ExpertFormat{
+	ExpertsNVFP4: model.ExpertsNVFP4, ExpertsBF16: model.ExpertsBF16, ExpertsMXFP4: model.ExpertsMXFP4, ExpertsFP8: model.ExpertsFP8,
+}
+
 // outputExperts is the format of the output's routed experts.
 func outputExperts(cfg *model.Config, opts Options) model.ExpertFormat {
-	switch opts.Experts {
-	case ExpertsNVFP4:
-		return model.ExpertsNVFP4
-	case ExpertsBF16:
-		return model.ExpertsBF16
-	case ExpertsMXFP4:
-		return model.ExpertsMXFP4
-	case ExpertsFP8:
-		return model.ExpertsFP8
+	if f, ok := outputExpertFormats[opts.Experts]; ok {
+		return f
 	}
 	return cfg.Experts
 }

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -27,11 +28,9 @@ const (
 	// BF16 under its unquantized name, dropping its companions; anything
 	// else is kept. Routed experts follow --experts instead.
 	decode
-
-	numActions = int(decode) + 1
 )
 
-var actionNames = [numActions]string{keep: "keep", quantize: "quantize", drop: "drop", decode: "bf16"}
+var actionNames = [...]string{keep: "keep", quantize: "quantize", drop: "drop", decode: "bf16"}
 
 // rule maps the tensor names matching Pattern to Action. Patterns are Go
 // regular expressions over the full tensor name.
@@ -67,7 +66,7 @@ func newGroupRecipe(name, doc string, quantize model.GroupSet, def action, rules
 		if err != nil {
 			return nil, fmt.Errorf("recipe %s: rule %d: %w", name, i, err)
 		}
-		if int(r.Rules[i].Action) >= numActions {
+		if int(r.Rules[i].Action) >= len(actionNames) {
 			return nil, fmt.Errorf("recipe %s: rule %d: invalid action %d", name, i, r.Rules[i].Action)
 		}
 		r.Rules[i].re = re
@@ -126,7 +125,6 @@ var builtinRecipes = []struct {
 	name, doc string
 	quantize  string // model.ParseGroupSet list
 	def       action
-	rules     []rule
 }{
 	{
 		name: AttnMoEDenseFP8,
@@ -154,10 +152,10 @@ var recipes = func() map[string]*Recipe {
 	m := make(map[string]*Recipe, len(builtinRecipes))
 	for _, b := range builtinRecipes {
 		gs, err := model.ParseGroupSet(b.quantize)
-		if err != nil {
-			panic("convert: built-in recipe invalid: " + err.Error())
+		var r *Recipe
+		if err == nil {
+			r, err = newGroupRecipe(b.name, b.doc, gs, b.def, nil)
 		}
-		r, err := newGroupRecipe(b.name, b.doc, gs, b.def, b.rules)
 		if err != nil {
 			panic("convert: built-in recipe invalid: " + err.Error()) // a programming error, caught by every test
 		}
@@ -176,10 +174,5 @@ func Lookup(name string) (*Recipe, error) {
 
 // RecipeNames lists the built-in recipes, sorted.
 func RecipeNames() []string {
-	names := make([]string, 0, len(recipes))
-	for n := range recipes {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(recipes))
 }

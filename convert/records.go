@@ -49,7 +49,7 @@ func newRecordLog(dst string, worker, workers int, state *pendingState) *recordL
 	if workers > 1 {
 		name = fmt.Sprintf("worker-%d-of-%d%s", worker, workers, logExt)
 	}
-	return &recordLog{dir: filepath.Join(dst, stateDir, doneDir), name: name, state: state}
+	return &recordLog{dir: filepath.Join(dst, stateDir, doneDir), name: name, state: state, recs: records{}}
 }
 
 // ready waits until the plan the records belong to is recorded in DST: a
@@ -75,9 +75,6 @@ func (l *recordLog) add(r doneRecord) error {
 	}
 	if _, err := l.f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("record %s: %w", r.Name, err)
-	}
-	if l.recs == nil {
-		l.recs = records{}
 	}
 	l.recs[r.Name] = r
 	return nil

@@ -135,26 +135,21 @@ func fileRanges(fp *filePlan) []remote.Range {
 	var rs []remote.Range
 	sf := fp.Source
 	seen := map[string]bool{} // the K_max already scanned
+	read := func(t safetensors.TensorInfo, off, n int64) {
+		rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
+	}
 	for _, st := range fp.Steps {
 		switch {
 		case st.Kind == stepNVFP4:
-			nvfp4Reads(st, seen, func(t safetensors.TensorInfo, off, n int64) {
-				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
-			})
+			nvfp4Reads(st, seen, read)
 		case st.Kind == stepCopy:
 			rs = append(rs, remote.Range{File: sf.Path, Off: st.Src, Len: st.Len})
 		case (st.Kind == stepDecode || st.Kind == stepPack) && st.xf != nil:
-			xfReads(st.xf, func(t safetensors.TensorInfo, off, n int64) {
-				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
-			})
+			xfReads(st.xf, read)
 		case (st.Kind == stepScales || st.Kind == stepCodes && !st.HoldCodes && !st.SpillCodes) && isMXFP4Codes(st.Source):
-			mxfp4Reads(sf, st.Source, func(t safetensors.TensorInfo, off, n int64) {
-				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + t.Begin + off, Len: n})
-			})
+			mxfp4Reads(sf, st.Source, read)
 		case st.Kind == stepScales, st.Kind == stepCodes && !st.HoldCodes && !st.SpillCodes:
-			quantReads(st.Source, func(off, n int64) {
-				rs = append(rs, remote.Range{File: sf.Path, Off: sf.DataStart + st.Source.Begin + off, Len: n})
-			})
+			quantReads(st.Source, func(off, n int64) { read(st.Source, off, n) })
 		}
 	}
 	return rs

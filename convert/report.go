@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -145,7 +146,7 @@ func (c *errCollector) take(cls *model.Classifier) *fileReport {
 // total are added file by file in that order.
 func buildReport(files []*fileReport) *Report {
 	var total errSums
-	byGroup := map[string]*errSums{}
+	byGroup := map[string]errSums{}
 	for _, f := range files {
 		if f == nil {
 			continue
@@ -153,16 +154,13 @@ func buildReport(files []*fileReport) *Report {
 		total.add(f.Total)
 		for _, g := range f.Groups {
 			s := byGroup[g.Group]
-			if s == nil {
-				s = &errSums{}
-				byGroup[g.Group] = s
-			}
 			s.add(g.errSums)
+			byGroup[g.Group] = s
 		}
 	}
 	r := &Report{Schema: reportSchema, Groups: []ReportEntry{}, Total: total.entry("")}
 	for g := range model.Group(model.NumAllGroups()) {
-		if s := byGroup[g.String()]; s != nil {
+		if s, ok := byGroup[g.String()]; ok {
 			r.Groups = append(r.Groups, s.entry(g.String()))
 		}
 	}
@@ -340,9 +338,6 @@ func checkReport(rep *VerifyReport, dst *destination) {
 		rep.fail("%s differs from the report recomputed from the source and the output: %v", ReportName, err)
 		return
 	}
-	d := diffReports(r, rep.Report)
-	if d == "" {
-		d = "same values, other bytes"
-	}
+	d := cmp.Or(diffReports(r, rep.Report), "same values, other bytes")
 	rep.fail("%s differs from the report recomputed from the source and the output: %s", ReportName, d)
 }

@@ -230,7 +230,7 @@ func TestVerifyRejectsTamperedReport(t *testing.T) {
 			m.Files[i].Size, m.Files[i].SHA256 = sum.Size, sum.SHA256
 		}
 	}
-	if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
+	if err := localDest(dst).writeManifest(m); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := Verify(context.Background(), openSrc(t, miniSrc), dst, VerifyOptions{Jobs: 2})

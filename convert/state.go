@@ -100,15 +100,6 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// writeJSON writes v indented, for people to read (the manifest).
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeJSONBytes(path, b)
-}
-
 // writeState writes the run state compactly: only k3ckpt reads it, and it
 // holds the output configs as strings (over a megabyte for K3's ModelOpt
 // configs), which indenting would scan again.

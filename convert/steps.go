@@ -44,11 +44,9 @@ const (
 	stepDecode
 	// stepPack writes one of the two MXFP4 tensors a BF16 weight packs to.
 	stepPack
-
-	numStepKinds = int(stepPack) + 1
 )
 
-var stepKindNames = [numStepKinds]string{stepCopy: "copy", stepScales: "scales", stepCodes: "codes", stepNVFP4: "nvfp4", stepDecode: "decode", stepPack: "pack"}
+var stepKindNames = [...]string{stepCopy: "copy", stepScales: "scales", stepCodes: "codes", stepNVFP4: "nvfp4", stepDecode: "decode", stepPack: "pack"}
 
 // nVFP4Part is which of the four NVFP4 tensors of a projection a step writes,
 // in nvfp4Specs order.
@@ -253,7 +251,7 @@ func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i in
 		}
 		casts[base] = c
 	}
-	specs, _ := nvfp4Specs(base, o.sourceSpec())
+	specs, _ := nvfp4Specs(base, safetensors.TensorSpec{Name: o.Source, DType: o.SourceDType, Shape: o.SourceShape})
 	part := slices.IndexFunc(specs[:], func(s safetensors.TensorSpec) bool { return s.Name == o.Name })
 	if part < 0 {
 		return step{}, fmt.Errorf("file %s: tensor %s is none of the NVFP4 tensors of %s", sf.Path, o.Name, o.Source)

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -24,9 +25,8 @@ type xfStats struct {
 // transformStep plans the step writing output i, made from o.Source by the
 // transform o.xf.
 func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
-	x := &transform{part: o.part}
 	spec := o.xf
-	x.kind = spec.kind
+	x := &transform{kind: spec.kind, part: o.part}
 	look := func(name string) (safetensors.TensorInfo, error) {
 		t, ok := sf.Lookup(name)
 		if !ok {
@@ -191,9 +191,9 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 	keepPart := -1
 	var measure *quant.ErrStats
 	if x.kind == xfPack {
-		if next, ok := nextHeld(x); ok {
-			keepPart = next
-			keep = make([]byte, 0, packPartSize(x, next))
+		if x.pair != nil && x.pair.held { // markHeld planned this step to keep the pair's part
+			keepPart = x.pair.part
+			keep = make([]byte, 0, packPartSize(x, keepPart))
 		}
 		if x.part == 0 || keepPart == 0 { // the pass whose counts count
 			measure = s.errs.tensor(x.codes.Name)
@@ -208,10 +208,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				return nil, fmt.Errorf("read %s at %d: %d bytes past its %d", t.Name, off, n, len(x.xscale))
 			}
 			copy(b, x.xscale[off:off+n])
-			prog.add(n)
-			return b, nil
-		}
-		if _, err := tensorSection(ra, sf, t).ReadAt(b, off); err != nil {
+		} else if _, err := tensorSection(ra, sf, t).ReadAt(b, off); err != nil {
 			return nil, fmt.Errorf("read %s at %d: %w", t.Name, off, err)
 		}
 		prog.add(n)
@@ -256,7 +253,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				if err != nil {
 					return err
 				}
-				xs.grid = growF32(xs.grid, kb)
+				xs.grid = bufs.Grow(xs.grid, kb)
 				for j := range kb {
 					xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
 				}
@@ -266,11 +263,11 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				if err != nil {
 					return err
 				}
-				if j := firstByte(b, 0xFF); j >= 0 {
+				if j := bytes.IndexByte(b, 0xFF); j >= 0 {
 					return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
 						quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
 				}
-				xs.grid = growF32(xs.grid, kb)
+				xs.grid = bufs.Grow(xs.grid, kb)
 				for j := range kb {
 					xs.grid[j] = e8m0Float(b[j])
 				}
@@ -316,7 +313,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				}
 				if nan, err := quant.MXFP4ToBF16(o, p, q); err != nil || nan > 0 {
 					if err == nil {
-						grp := firstByte(q, 0xFF)
+						grp := bytes.IndexByte(q, 0xFF)
 						err = fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of row %d, group %d (elements %d..%d) in %s: the release never holds one; the file is damaged",
 							quant.ErrNonFinite, r0+int64(r), grp, grp*g, grp*g+g-1, x.scales.Name)
 					}
@@ -368,15 +365,6 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 	return nil
 }
 
-// nextHeld reports the part a pack step keeps for its pair's second step
-// (planned by markHeld).
-func nextHeld(x *transform) (int, bool) {
-	if x.pair != nil && x.pair.held {
-		return x.pair.part, true
-	}
-	return 0, false
-}
-
 // e8m0Float is the value of an E8M0 scale byte b other than 0xFF (NaN) as
 // torch's float8_e8m0fnu converts it: 2^(b-127), 2^-127 for 0.
 func e8m0Float(b byte) float32 {
@@ -384,13 +372,6 @@ func e8m0Float(b byte) float32 {
 		return math.Float32frombits(1 << 22)
 	}
 	return math.Float32frombits(uint32(b) << 23)
-}
-
-func growF32(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
 }
 
 // countBF16NaN counts the NaN values of little-endian BF16 bytes.
@@ -402,13 +383,4 @@ func countBF16NaN(b []byte) int64 {
 		}
 	}
 	return n
-}
-
-func firstByte(b []byte, v byte) int {
-	for i, c := range b {
-		if c == v {
-			return i
-		}
-	}
-	return -1
 }

@@ -6,26 +6,16 @@ import (
 	"slices"
 )
 
-// unitKind says how a unit of work is produced.
-type unitKind uint8
-
-const (
-	// unitShard is an output shard written from its source shard.
-	unitShard unitKind = iota
-	// unitAux is a side file copied byte for byte.
-	unitAux
-)
-
 // unit is one output file the workers produce (the index, configs and
 // manifest are written by Finalize once every unit is done).
 type unit struct {
 	Name string
-	Kind unitKind
 	// Size is the output file's size.
 	Size int64
 	// Work is the bytes read and hashed to produce it (what progress counts).
 	Work int64
-	// File is set for shards, Aux for side files.
+	// File is set for an output shard written from its source shard, Aux
+	// for a side file copied byte for byte.
 	File *filePlan
 	Aux  *auxFile
 }
@@ -46,11 +36,11 @@ func CheckWorker(i, n int) error {
 func (p *Plan) units() []unit {
 	us := make([]unit, 0, len(p.Files)+len(p.Aux))
 	for _, f := range p.Files {
-		us = append(us, unit{Name: f.Name, Kind: unitShard, Size: f.Layout.Size, Work: f.ReadBytes + f.rereadBytes() + f.Layout.Size, File: f})
+		us = append(us, unit{Name: f.Name, Size: f.Layout.Size, Work: f.ReadBytes + f.rereadBytes() + f.Layout.Size, File: f})
 	}
 	for i := range p.Aux {
 		a := &p.Aux[i]
-		us = append(us, unit{Name: a.Name, Kind: unitAux, Size: a.Size, Work: 2 * a.Size, Aux: a})
+		us = append(us, unit{Name: a.Name, Size: a.Size, Work: 2 * a.Size, Aux: a})
 	}
 	slices.SortFunc(us, func(a, b unit) int { return cmp.Compare(a.Name, b.Name) })
 	return us

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -152,10 +153,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
 	}
 	prog := meter{vo.Progress}
-	maxV := vo.MaxViolations
-	if maxV == 0 {
-		maxV = 100
-	}
+	maxV := cmp.Or(vo.MaxViolations, 100)
 	jobs := max(vo.Jobs, 1)
 	var mu sync.Mutex
 	report := func(f func(*VerifyReport)) { mu.Lock(); f(rep); mu.Unlock() }
@@ -170,11 +168,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	if err != nil {
 		return nil, err
 	}
-	if d.remote() {
-		checkObjectsMeta(ctx, rep, p, d)
-	} else {
-		checkMeta(rep, p, dst)
-	}
+	checkMeta(ctx, rep, p, d)
 
 	var total int64
 	for _, f := range m.Files {
@@ -253,10 +247,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		}
 	}
 	slices.SortFunc(rep.Tensors, func(a, b tensorStats) int {
-		if c := strings.Compare(a.File, b.File); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
+		return cmp.Or(strings.Compare(a.File, b.File), strings.Compare(a.Name, b.Name))
 	})
 	slices.Sort(rep.Violations)
 	if n := len(rep.Violations); n > maxV {
@@ -329,32 +320,47 @@ func checkTree(rep *VerifyReport, dst string, m *dstManifest) (map[string]bool, 
 	return regular, nil
 }
 
-// checkMeta requires the configs to be what the plan writes and the index to
-// be the canonical one of the shards (the codec checks it against the shards'
-// headers when it opens DST).
-func checkMeta(rep *VerifyReport, p *Plan, dst string) {
+// checkMeta requires the configs to be what the plan writes, the output to
+// open as a checkpoint (the codec checks its index against the shards'
+// headers, which verifyShard compares with the plan) and the index to be the
+// canonical one: of the written shards' headers for a local DST, of the
+// planned layouts for a bucket.
+func checkMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) {
+	read := func(name string) ([]byte, error) { return readRegular(d.path(name)) }
+	open := safetensors.Open
+	if d.remote() {
+		read = func(name string) ([]byte, error) { return d.bucket.ReadAll(ctx, name, maxStateFile) }
+		open = func(name string) (*safetensors.Checkpoint, error) {
+			return safetensors.OpenWith(ctx, name, safetensors.OpenOptions{})
+		}
+	}
 	for name, b := range metaFiles(p.Config, p.HFQuantConfig) {
-		got, err := readRegular(filepath.Join(dst, name))
+		got, err := read(name)
 		if err != nil {
 			rep.fail("%s: %v", name, err)
 		} else if !bytes.Equal(got, b) {
 			rep.fail("%s differs from the planned %s", name, name)
 		}
 	}
-	out, err := safetensors.Open(dst)
+	out, err := open(d.name)
 	if err != nil {
 		rep.fail("%v", err)
 		return
 	}
 	out.Close()
-	shards := make([]string, len(p.Files))
-	for i, f := range p.Files {
-		shards[i] = f.Name
-	}
 	var want bytes.Buffer
-	if err := streamIndex(&want, dst, shards); err != nil {
+	if d.remote() {
+		err = plannedIndex(p)(&want)
+	} else {
+		shards := make([]string, len(p.Files))
+		for i, f := range p.Files {
+			shards[i] = f.Name
+		}
+		err = streamIndex(&want, d.dir, shards)
+	}
+	if err != nil {
 		rep.fail("index: %v", err)
-	} else if got, err := readRegular(filepath.Join(dst, safetensors.IndexName)); err != nil || !bytes.Equal(got, want.Bytes()) {
+	} else if got, err := read(safetensors.IndexName); err != nil || !bytes.Equal(got, want.Bytes()) {
 		rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
 	}
 }

@@ -30,7 +30,7 @@ func rehash(t *testing.T, dst string) {
 		sum := sha256.Sum256(b)
 		m.Files[i].Size, m.Files[i].SHA256 = int64(len(b)), hex.EncodeToString(sum[:])
 	}
-	if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
+	if err := localDest(dst).writeManifest(m); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -108,7 +108,7 @@ func TestVerifyManifestPathsInsideDst(t *testing.T) {
 	files := m.Files
 	for _, bad := range []string{"../../etc/hostname", "/etc/hostname", "a/../../b", `..\x`} {
 		m.Files = append(slices.Clip(files), fileRecord{Name: bad, Size: 1, SHA256: strings.Repeat("0", 64)})
-		if err := writeJSON(filepath.Join(dst, ManifestName), m); err != nil {
+		if err := localDest(dst).writeManifest(m); err != nil {
 			t.Fatal(err)
 		}
 		_, err := Verify(context.Background(), openSrc(t, miniSrc), dst, VerifyOptions{})

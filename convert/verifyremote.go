@@ -1,12 +1,12 @@
 package convert
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"sync"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -36,33 +36,6 @@ func checkObjects(rep *VerifyReport, d *destination, m *dstManifest) (map[string
 	return regular, nil
 }
 
-// checkObjectsMeta is checkMeta for a bucket: the configs are the planned
-// bytes, the output opens as a checkpoint (its index agrees with the
-// shards' headers, which verifyShard compares with the plan), and the index
-// is the one of the planned layouts.
-func checkObjectsMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) {
-	for name, b := range metaFiles(p.Config, p.HFQuantConfig) {
-		got, err := d.bucket.ReadAll(ctx, name, maxStateFile)
-		if err != nil {
-			rep.fail("%s: %v", name, err)
-		} else if !bytes.Equal(got, b) {
-			rep.fail("%s differs from the planned %s", name, name)
-		}
-	}
-	out, err := safetensors.OpenWith(ctx, d.name, safetensors.OpenOptions{})
-	if err != nil {
-		rep.fail("%v", err)
-		return
-	}
-	out.Close()
-	var want bytes.Buffer
-	if err := plannedIndex(p)(&want); err != nil {
-		rep.fail("index: %v", err)
-	} else if got, err := d.bucket.ReadAll(ctx, safetensors.IndexName, maxStateFile); err != nil || !bytes.Equal(got, want.Bytes()) {
-		rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
-	}
-}
-
 // hash is an output file's size and sha256, read back.
 func (d *destination) hash(rec fileRecord, prog func(int64)) (fileRecord, error) {
 	if !d.remote() {
@@ -75,7 +48,7 @@ func (d *destination) hash(rec fileRecord, prog func(int64)) (fileRecord, error)
 	if err != nil {
 		return fileRecord{}, err
 	}
-	sum, err := d.hashObject(rec.Name, size, prog)
+	sum, err := d.obj.HashObject(rec.Name, size, prog)
 	return fileRecord{Size: size, SHA256: sum}, err
 }
 
@@ -148,11 +121,7 @@ func (ra *readAhead) ReadAt(p []byte, off int64) (int, error) {
 					w = i
 				}
 			}
-			buf := ra.win[w].buf[:0]
-			if cap(buf) < readAheadSize {
-				buf = make([]byte, 0, readAheadSize)
-			}
-			buf = buf[:min(int64(readAheadSize), ra.size-at)]
+			buf := bufs.Grow(ra.win[w].buf, readAheadSize)[:min(int64(readAheadSize), ra.size-at)]
 			m, err := ra.r.ReadAt(buf, at)
 			if m < len(buf) {
 				if err == nil || err == io.EOF {

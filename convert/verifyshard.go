@@ -123,17 +123,16 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 			})
 		case stepDecode, stepPack:
 			t := out.Tensors[st.First]
-			before := s.xs.stats
+			s.xs.stats = xfStats{} // this step's counts alone
 			diff, err := s.retransformed(ctx, fp.Source, st, out.Section(t), prog)
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
 			}
-			after := s.xs.stats
+			got := s.xs.stats
 			report(func(r *VerifyReport) {
-				r.Decoded += after.decoded - before.decoded
-				r.Packed += after.packed - before.packed
-				r.Pack = r.Pack.Add(quant.PackStats{Groups: after.pack.Groups - before.pack.Groups, Lossy: after.pack.Lossy - before.pack.Lossy,
-					Saturated: after.pack.Saturated - before.pack.Saturated, ZeroGroups: after.pack.ZeroGroups - before.pack.ZeroGroups})
+				r.Decoded += got.decoded
+				r.Packed += got.packed
+				r.Pack = r.Pack.Add(got.pack)
 				if diff >= 0 {
 					r.fail("%s: tensor %s differs from a fresh %s of %s at byte %d", fp.Name, t.Name, st.Kind, st.xf.codes.Name, diff)
 				}
@@ -369,10 +368,8 @@ func (s *scratch) retransformed(ctx context.Context, sf *safetensors.File, st st
 	var buf []byte
 	err := s.runTransform(ctx, sf.ReaderAt(), sf, st, func(b []byte) error {
 		if diff < 0 {
-			if cap(buf) < len(b) {
-				buf = make([]byte, len(b))
-			}
-			n, err := out.ReadAt(buf[:len(b)], off)
+			buf = bufs.Grow(buf, len(b))
+			n, err := out.ReadAt(buf, off)
 			if err != nil && !(err == io.EOF && n == len(b)) {
 				diff = off + int64(n)
 				if n == len(b) {

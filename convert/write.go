@@ -249,6 +249,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 		}
 		first, last := l.Tensors[st.First].Name, l.Tensors[st.Last].Name
 		off := l.DataStart + l.Tensors[st.First].Begin
+		out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
 		if f.Offset() != off {
 			return zeroed, fmt.Errorf("file %s: step %s for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, st.Kind, termtext.Name(first), off, f.Offset())
 		}
@@ -266,7 +267,6 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if st.Kind == stepScales {
 				weight = st.Last
 			}
-			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
 			if st.Kind == stepCodes && st.HoldCodes {
 				at, ok := heldAt[weight]
 				if !ok {
@@ -347,12 +347,10 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, st.Source.Name, err)
 			}
 		case stepNVFP4:
-			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
 			if err := s.writeNVFP4(ctx, ra, sf, st, out.write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, first, err)
 			}
 		case stepDecode, stepPack:
-			out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
 			if st.xf == nil {
 				return zeroed, fmt.Errorf("file %s: step %s for %s has no source", path, st.Kind, termtext.Name(first))
 			}
@@ -362,8 +360,8 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 		default:
 			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)
 		}
-		if end := l.DataStart + l.Tensors[st.First].End; st.Kind != stepCopy && f.Offset() != end {
-			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, termtext.Name(first), safetensors.ErrWrite, f.Offset()-off, end-off)
+		if st.Kind != stepCopy && f.Offset() != out.end {
+			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, termtext.Name(first), safetensors.ErrWrite, f.Offset()-off, out.end-off)
 		}
 	}
 	return zeroed, nil

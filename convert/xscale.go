@@ -58,7 +58,7 @@ func decodesFP8(r *Recipe, opts Options, name string) bool {
 // but in another shard, and reads that scale. A scale held by no file is
 // left to planTransforms, which names it as missing.
 func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*foreignScales, error) {
-	fs := &foreignScales{}
+	fs := &foreignScales{in: map[string]map[string]*foreignScale{}, taken: map[string]map[string]bool{}}
 	if !r.decodes() && opts.Experts != ExpertsBF16 {
 		return fs, nil
 	}
@@ -101,9 +101,6 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*f
 				return nil, fmt.Errorf("file %s: tensor %s (the scale of %s in %s): read: %w", path, si.Name, t.Name, f.Path, err)
 			}
 			x := &foreignScale{weight: t.Name, info: si, file: sf.Path, data: b, sum: sha256.Sum256(b)}
-			if fs.in == nil {
-				fs.in, fs.taken = map[string]map[string]*foreignScale{}, map[string]map[string]bool{}
-			}
 			if fs.in[f.Path] == nil {
 				fs.in[f.Path] = map[string]*foreignScale{}
 			}
