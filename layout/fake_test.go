@@ -104,7 +104,7 @@ func bareConfig(t testing.TB, mm []byte) []byte {
 	if !ok {
 		t.Fatal("config has no text_config")
 	}
-	b, err := marshalJSON(text)
+	b, err := encodeJSON(text, "  ")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -354,13 +354,8 @@ func (l *Layout) compile() ([]compiledRule, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: rule %q: %w", l.Name, r.Name, err)
 			}
-			hasLayer, hasExpert := false, false
-			for _, sg := range p.segs {
-				hasLayer = hasLayer || sg.kind == kindLayer
-				hasExpert = hasExpert || sg.kind == kindExpert
-			}
-			allLayer = allLayer && hasLayer
-			if r.Action == actExpert && !hasExpert {
+			allLayer = allLayer && p.layer
+			if r.Action == actExpert && !p.expert {
 				return nil, fmt.Errorf("%w: %s: rule %q: expert rule pattern %q does not capture <expert>", errLayout, l.Name, r.Name, m)
 			}
 			cost += len(p.segs)
@@ -416,13 +411,8 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	if r.UnalignedScale > scaleReject {
 		return fail("unknown unaligned_scale %d", r.UnalignedScale)
 	}
-	if l.Stages() > 1 && r.Action != drop {
-		switch r.Stage {
-		case stageAuto, stageLayer:
-			if !allLayer {
-				return fail("a pipeline layout needs stage \"first\" or \"last\" for patterns without <layer>")
-			}
-		}
+	if l.Stages() > 1 && r.Action != drop && (r.Stage == stageAuto || r.Stage == stageLayer) && !allLayer {
+		return fail("a pipeline layout needs stage \"first\" or \"last\" for patterns without <layer>")
 	}
 	if r.Stage == stageLayer && !allLayer {
 		return fail("stage \"layer\" needs every pattern to capture <layer>")

@@ -252,14 +252,9 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 
 // unionRules merges two ascending rule lists.
 func unionRules(a, b []int32) []int32 {
-	out := append([]int32(nil), a...)
-	for _, r := range b {
-		if !slices.Contains(out, r) {
-			out = append(out, r)
-		}
-	}
+	out := append(slices.Clone(a), b...)
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 func matchAll(rules []compiledRule, segs []string) *matchEntry {

@@ -333,5 +333,3 @@ func decodeJSONObject(b []byte) (map[string]any, error) {
 	}
 	return m, nil
 }
-
-func marshalJSON(v any) ([]byte, error) { return encodeJSON(v, "  ") }
