@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +85,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		}
 		return dr, dr.start()
 	}
-	want, err := dr.plannedBytes()
+	want, err := d.memoryFiles(dr.completion)
 	if err != nil {
 		return nil, err
 	}
@@ -164,21 +163,6 @@ func (dr *dirRun) start() error {
 	}
 	dr.todo = dr.d.files
 	return dr.writeStamps()
-}
-
-// plannedBytes maps the names the plan writes whole from memory (side
-// files, the index, the completion record) to their bytes.
-func (dr *dirRun) plannedBytes() (map[string][]byte, error) {
-	want := map[string][]byte{dr.d.completionName(): dr.completion}
-	if dr.d.man != nil {
-		b, err := dr.d.indexBytes()
-		if err != nil {
-			return nil, err
-		}
-		want[safetensors.IndexName] = b
-	}
-	maps.Copy(want, dr.d.side)
-	return want, nil
 }
 
 // transient reports the entries of an output directory that no plan writes:

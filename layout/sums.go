@@ -9,8 +9,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // sumsName is each output directory's list of the sha256 of every file a
@@ -87,30 +85,17 @@ func sumOf(b []byte) string {
 // (or shard's) does, a reassembly's does not.
 func (d *dirPlan) hasSums() bool { return d.man != nil }
 
-// memorySums is the sums of the files d's run writes from memory: its side
-// files, the index (an export's: a reassembly's index is its completion
-// record) and the completion record.
-func (d *dirPlan) memorySums(completion []byte) (map[string]string, error) {
-	sums := map[string]string{d.completionName(): sumOf(completion)}
-	if d.man != nil {
-		b, err := d.indexBytes()
-		if err != nil {
-			return nil, err
-		}
-		sums[safetensors.IndexName] = sumOf(b)
-	}
-	for n, b := range d.side {
-		sums[n] = sumOf(b)
-	}
-	return sums, nil
-}
-
-// sumsFile is the SHA256SUMS of d's directory: files maps each safetensors
-// file to its sha256 (every one of d.files must be there).
+// sumsFile is the SHA256SUMS of d's directory: the files written from
+// memory with the sums of their bytes, and files, which maps each
+// safetensors file to its sha256 (every one of d.files must be there).
 func (d *dirPlan) sumsFile(completion []byte, files map[string]string) ([]byte, error) {
-	sums, err := d.memorySums(completion)
+	mem, err := d.memoryFiles(completion)
 	if err != nil {
 		return nil, err
+	}
+	sums := map[string]string{}
+	for n, b := range mem {
+		sums[n] = sumOf(b)
 	}
 	for _, of := range d.files {
 		s, ok := files[of.name]
