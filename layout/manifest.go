@@ -174,7 +174,7 @@ func (m *manifest) files() []string {
 func (m *manifest) marshal() ([]byte, error) {
 	head := *m
 	head.Tensors = nil
-	b, err := encodeJSON(&head, "  ")
+	b, err := encodeJSON(&head)
 	if err != nil {
 		return nil, err
 	}
@@ -201,21 +201,15 @@ func (m *manifest) marshal() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// encodeJSON encodes without HTML escaping (patterns hold '<' and '>'),
-// indented when indent is set; the result ends in a newline.
-func encodeJSON(v any, indent string) ([]byte, error) {
+// encodeJSON encodes indented by two spaces, without HTML escaping
+// (patterns hold '<' and '>'); the result ends in a newline.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if indent != "" {
-		enc.SetIndent("", indent)
-	}
+	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	b := buf.Bytes()
-	if indent == "" {
-		b = bytes.TrimSuffix(b, []byte("\n"))
-	}
-	return b, nil
+	return buf.Bytes(), nil
 }

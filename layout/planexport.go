@@ -346,5 +346,5 @@ func stageConfig(cfg []byte, l *Layout, m *manifest) ([]byte, error) {
 		"layers":    m.Layers,
 		"partition": l.Partition,
 	}
-	return encodeJSON(obj, "  ")
+	return encodeJSON(obj)
 }
