@@ -182,20 +182,19 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 	if bd.completion, err = d.completionBytes(); err != nil {
 		return nil, err
 	}
-	fp := fingerprint(p, d, bd.completion)
-	bd.fp = fp
+	bd.fp = fingerprint(p, d, bd.completion)
 	if bd.rec, err = readBucketRecord(bd.state); err != nil {
 		return nil, err
 	}
 	where := obj.Path(bd.prefix)
 	if bd.rec != nil {
-		if bd.rec.Plan != fp && !restart {
+		if bd.rec.Plan != bd.fp && !restart {
 			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed; record %s); pass --restart to discard it", errOutputExists, where, filepath.Join(bd.state, bucketRecordName))
 		}
 		bd.recorded, bd.restart = true, restart
 		return bd, nil
 	}
-	bd.rec = &bucketRecord{Plan: fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
+	bd.rec = &bucketRecord{Plan: bd.fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
 	var there []string
 	for name := range present {
 		if rel, ok := strings.CutPrefix(name, bd.prefix); ok && !strings.HasPrefix(name, ".k3ckpt/") {

@@ -114,10 +114,8 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		}
 		return dr, dr.start()
 	}
-	if n, err := filewrite.RemoveTemps(dir); err != nil {
+	if dr.cleaned, err = filewrite.RemoveTemps(dir); err != nil {
 		return nil, err
-	} else {
-		dr.cleaned = n
 	}
 	rec := prev
 	if rec != nil && rec.Plan != fp {

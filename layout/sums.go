@@ -76,11 +76,6 @@ func localSlashName(name string) bool {
 	return !strings.HasPrefix(name, "/") && name != ".." && !strings.HasPrefix(name, "../") && !strings.ContainsAny(name, "\\\x00")
 }
 
-func sumOf(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
 // hasSums reports whether d's directory gets a SHA256SUMS: an export's
 // (or shard's) does, a reassembly's does not.
 func (d *dirPlan) hasSums() bool { return d.man != nil }
@@ -95,7 +90,8 @@ func (d *dirPlan) sumsFile(completion []byte, files map[string]string) ([]byte, 
 	}
 	sums := map[string]string{}
 	for n, b := range mem {
-		sums[n] = sumOf(b)
+		s := sha256.Sum256(b)
+		sums[n] = hex.EncodeToString(s[:])
 	}
 	for _, of := range d.files {
 		s, ok := files[of.name]
