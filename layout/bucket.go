@@ -257,7 +257,10 @@ func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) erro
 			bd.todo = append(bd.todo, of)
 		}
 	case bd.done:
-		listed := bd.listedSums()
+		var listed map[string]string
+		if d.hasSums() {
+			listed = listedSums(obj.ReadFile(bd.prefix+sumsName, maxSumsFile))
+		}
 		for _, of := range d.files {
 			etag, ok, err := bd.asPlanned(ctx, of, present)
 			if err != nil {
@@ -306,20 +309,6 @@ func (bd *bucketDir) asPlanned(ctx context.Context, of *outFile, present map[str
 		return "", false, err
 	}
 	return etag, n == len(hdr) && bytes.Equal(hdr, of.lay.Header), nil
-}
-
-// listedSums is what the directory's SHA256SUMS object lists (nil when it
-// is absent or not one).
-func (bd *bucketDir) listedSums() map[string]string {
-	if !bd.d.hasSums() {
-		return nil
-	}
-	b, err := bd.obj.ReadFile(bd.prefix+sumsName, maxSumsFile)
-	if err != nil {
-		return nil
-	}
-	sums, _ := parseSums(b, bd.obj.Path(bd.prefix+sumsName)) // nil when not one
-	return sums
 }
 
 // sideFilesMatch reports whether the directory's finishFiles but the

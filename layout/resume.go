@@ -181,7 +181,7 @@ func (dr *dirRun) keepDone(rec *stampRecord, asPlanned bool) error {
 	var listed map[string]string
 	sums := dr.d.hasSums()
 	if asPlanned && sums {
-		listed = dr.listedSums()
+		listed = listedSums(fsx.ReadFile(filepath.Join(dr.dir, sumsName), maxSumsFile))
 	}
 	for _, of := range dr.d.files {
 		path := filepath.Join(dr.dir, of.name)
@@ -240,18 +240,6 @@ func (dr *dirRun) complete(rec *stampRecord) bool {
 		}
 	}
 	return dr.sumsComplete()
-}
-
-// listedSums is the sums the directory's SHA256SUMS lists (nil when it is
-// absent or not one).
-func (dr *dirRun) listedSums() map[string]string {
-	path := filepath.Join(dr.dir, sumsName)
-	b, err := fsx.ReadFile(path, maxSumsFile)
-	if err != nil {
-		return nil
-	}
-	sums, _ := parseSums(b, path) // nil when not one
-	return sums
 }
 
 // sumsComplete reports whether the directory's SHA256SUMS is the one its

@@ -61,6 +61,16 @@ func parseSums(b []byte, where string) (map[string]string, error) {
 	return sums, nil
 }
 
+// listedSums is what a SHA256SUMS read back (b, err) lists: nil when the
+// read failed or the file is not one.
+func listedSums(b []byte, err error) map[string]string {
+	if err != nil {
+		return nil
+	}
+	sums, _ := parseSums(b, "") // nil when not one
+	return sums
+}
+
 func isLowerHex(s string) bool {
 	for _, c := range []byte(s) {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
