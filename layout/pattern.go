@@ -22,11 +22,10 @@ import (
 // patterns together to at most maxPatternCost; matching takes one segment
 // test per (pattern segment, name segment), however many ** there are.
 const (
-	segAnyRun   = "**"
-	segInt      = "#"
-	segLayer    = "<layer>"
-	segExpert   = "<expert>"
-	maxPatterns = 1 << 12
+	segAnyRun = "**"
+	segInt    = "#"
+	segLayer  = "<layer>"
+	segExpert = "<expert>"
 )
 
 // Bounds on one pattern, so that what a layout file spells in a few bytes
