@@ -207,28 +207,24 @@ func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(i
 	var total atomic.Int64
 	err := filewrite.Run(ctx, jobs, len(files), func(ctx context.Context, job, i int) (func() error, error) {
 		j := files[i]
-		var made *filewrite.File
-		create := func(prog func(int64)) (f *filewrite.File, err error) {
+		create := func(prog func(int64)) (*filewrite.File, error) {
 			switch {
 			case j.create != nil:
-				f, err = j.create(pool, prog)
+				return j.create(pool, prog)
 			case j.dr.d.hasSums():
-				f, err = filewrite.Create(j.path, pool, prog)
-			default: // a reassembly's file: no sum is recorded
-				f, err = filewrite.CreateUnhashed(j.path, pool, prog)
+				return filewrite.Create(j.path, pool, prog)
 			}
-			made = f
-			return f, err
+			return filewrite.CreateUnhashed(j.path, pool, prog) // a reassembly's file: no sum is recorded
 		}
-		commit, err := writeFileTo(ctx, j.of, j.path, create, &windows[job], progress, net)
+		f, err := writeFileTo(ctx, j.of, j.path, create, &windows[job], progress, net)
 		if err != nil {
 			return nil, err
 		}
 		return func() error {
-			if err := commit(); err != nil {
+			if err := f.Commit(); err != nil {
 				return err
 			}
-			if err := committed(j, made.SHA256()); err != nil {
+			if err := committed(j, f.SHA256()); err != nil {
 				return err
 			}
 			total.Add(j.of.tensorBytes())
