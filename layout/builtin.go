@@ -132,7 +132,7 @@ func builtinLayout(name string, m Model, o Options) (*Layout, error) {
 		return nil, err
 	}
 	l.Name, l.Doc, l.Layers, l.cls = name, b.doc, m.Layers, m.cls
-	if err := l.validate(); err != nil {
+	if _, err := l.compile(); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -329,7 +329,8 @@ func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 	return allLayer, nil
 }
 
-// compile validates the layout and compiles its patterns.
+// compile validates the layout's structure and patterns (not yet against
+// tensors) and compiles them.
 func (l *Layout) compile() ([]compiledRule, error) {
 	if err := l.validateShape(); err != nil {
 		return nil, err
@@ -439,12 +440,6 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	return nil
 }
 
-// validate checks the layout's structure and patterns (not yet against tensors).
-func (l *Layout) validate() error {
-	_, err := l.compile()
-	return err
-}
-
 // parseLayout reads a layout from JSON, rejecting unknown fields, and validates it.
 func parseLayout(data []byte) (*Layout, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -453,7 +448,7 @@ func parseLayout(data []byte) (*Layout, error) {
 	if err := dec.Decode(&l); err != nil {
 		return nil, fmt.Errorf("%w: %v", errLayout, err)
 	}
-	if err := l.validate(); err != nil {
+	if _, err := l.compile(); err != nil {
 		return nil, err
 	}
 	return &l, nil

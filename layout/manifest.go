@@ -134,7 +134,7 @@ func readManifest(dir string) (*manifest, error) {
 	if m.Layout == nil {
 		return nil, fmt.Errorf("%w: %s: no layout", errManifest, path)
 	}
-	if err := m.Layout.validate(); err != nil {
+	if _, err := m.Layout.compile(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if m.Rank < 0 || m.Rank >= m.Ranks || m.Ranks != m.Layout.ranks() {
