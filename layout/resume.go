@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -62,10 +61,10 @@ func (d *dirPlan) completionName() string {
 //   - this plan's finished output (no bookkeeping left; its completion record
 //     byte for byte this plan's): a file is kept when its size and header
 //     are the plan's and SHA256SUMS lists it, written again otherwise
-//     (nothing is written when all are kept). A finished directory holds no record of stamps (two runs
-//     give identical trees, and verify sees no stray file), so the bytes
-//     past a kept file's header are not checked: reassemble --check and
-//     verify read them;
+//     (nothing is written when all are kept). A finished directory holds
+//     no record of stamps (two runs give identical trees, and verify sees
+//     no stray file), so the bytes past a kept file's header are not
+//     checked: reassemble --check and verify read them;
 //   - another plan's marker or record is refused (--restart replaces it).
 func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) {
 	dr := &dirRun{d: d, dir: dir}
@@ -162,10 +161,6 @@ func (dr *dirRun) start() error {
 	dr.todo = dr.d.files
 	return dr.writeStamps()
 }
-
-// transient reports the entries of an output directory that no plan writes:
-// temporaries of a killed run and DST's lock.
-func transient(name string) bool { return isTemp(name) || name == dirlock.LockName }
 
 func isTemp(name string) bool { return strings.HasPrefix(name, filewrite.TempPrefix) }
 
