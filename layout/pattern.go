@@ -375,11 +375,3 @@ func (s *nameShape) scan(name string) {
 	}
 	s.key = key
 }
-
-// intAt is the integer at segment position i, or -1.
-func (s *nameShape) intAt(i int) int64 {
-	if i < 0 || i >= maxIntSegs {
-		return -1
-	}
-	return s.ints[i]
-}

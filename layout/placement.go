@@ -296,7 +296,7 @@ func capture(name string, pos int, ns *nameShape) int64 {
 		return -1
 	}
 	if pos < maxIntSegs {
-		return ns.intAt(pos)
+		return ns.ints[pos]
 	}
 	v, err := strconv.ParseInt(segmentAt(name, pos), 10, 64)
 	if err != nil {
