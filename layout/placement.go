@@ -133,8 +133,8 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 		grouped = grouped || r.groups != 0 || r.anyLayer
 	}
 
-	// Block-FP8 weights, so their scales can be recognised without a map of
-	// every name (the full catalog has ~500k tensors, ~1.6k FP8 weights).
+	// Block-FP8 weights, so their scales are recognised without a map of
+	// every name.
 	fp8 := map[string]int32{}
 	for i, t := range tensors {
 		if t.DType == safetensors.F8_E4M3 && len(t.Shape) == 2 && strings.HasSuffix(t.Name, ".weight") {

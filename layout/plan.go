@@ -185,12 +185,11 @@ func (d *dirPlan) finishFiles(completion []byte, files map[string]string) ([]nam
 	return append(out, namedBytes{d.completionName(), completion}), nil
 }
 
-// describe fills the exported summary of each directory from its files.
+// describe fills the exported summary of each directory from its files
+// (once, on a plan just made).
 func (p *Plan) describe() {
-	p.Files, p.Bytes = 0, 0
 	for i := range p.Dirs {
 		d := &p.Dirs[i]
-		d.Files, d.Tensors, d.Bytes = nil, 0, 0
 		for _, of := range d.files {
 			fp := filePlan{Name: of.name, Tensors: len(of.tensors), Size: of.lay.Size, Steps: len(of.steps)}
 			if of.verbatim != nil {
