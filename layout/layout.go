@@ -230,7 +230,7 @@ func (l *Layout) Stages() int {
 	return len(l.Partition)
 }
 
-// Ranks is the world size: stages × ranks per stage.
+// ranks is the world size: stages × ranks per stage.
 func (l *Layout) ranks() int { return l.Stages() * l.RanksPerStage }
 
 // StageLayers returns the [first, end) layer range of stage s.

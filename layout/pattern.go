@@ -209,18 +209,16 @@ func canMatchSomeInts(glob string) bool {
 
 // intSeg reports whether a name segment is an integer, or the '#' that stands
 // for one in a shape key.
-func intSeg(s string) bool { return s == "#" || isInt(s) }
-
-func isInt(s string) bool {
-	if s == "" {
-		return false
+func intSeg(s string) bool {
+	if s == "#" {
+		return true
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
 	}
-	return true
+	return s != ""
 }
 
 // match reports whether the name segments match, and where the captures are.
