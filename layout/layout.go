@@ -17,8 +17,6 @@
 package layout
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -442,10 +440,8 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 
 // parseLayout reads a layout from JSON, rejecting unknown fields, and validates it.
 func parseLayout(data []byte) (*Layout, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var l Layout
-	if err := dec.Decode(&l); err != nil {
+	if err := decodeStrict(data, &l); err != nil {
 		return nil, fmt.Errorf("%w: %v", errLayout, err)
 	}
 	if _, err := l.compile(); err != nil {

@@ -122,10 +122,8 @@ func readManifest(dir string) (*manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errManifest, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var m manifest
-	if err := dec.Decode(&m); err != nil {
+	if err := decodeStrict(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errManifest, path, err)
 	}
 	if m.Format != manifestFormat {
@@ -153,6 +151,13 @@ func readManifest(dir string) (*manifest, error) {
 		}
 	}
 	return &m, nil
+}
+
+// decodeStrict decodes the JSON b into v, rejecting unknown fields.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // files names the directory's safetensors files, as its entries give them.
