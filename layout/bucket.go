@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/objdest"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // bucketStateDir is the folder of a bucket DST's state directory that holds
@@ -184,20 +182,19 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 	if bd.completion, err = d.completionBytes(); err != nil {
 		return nil, err
 	}
-	fp := fingerprint(p, d, bd.completion)
-	bd.fp = fp
+	bd.fp = fingerprint(p, d, bd.completion)
 	if bd.rec, err = readBucketRecord(bd.state); err != nil {
 		return nil, err
 	}
 	where := obj.Path(bd.prefix)
 	if bd.rec != nil {
-		if bd.rec.Plan != fp && !restart {
+		if bd.rec.Plan != bd.fp && !restart {
 			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed; record %s); pass --restart to discard it", errOutputExists, where, filepath.Join(bd.state, bucketRecordName))
 		}
 		bd.recorded, bd.restart = true, restart
 		return bd, nil
 	}
-	bd.rec = &bucketRecord{Plan: fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
+	bd.rec = &bucketRecord{Plan: bd.fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
 	var there []string
 	for name := range present {
 		if rel, ok := strings.CutPrefix(name, bd.prefix); ok && !strings.HasPrefix(name, ".k3ckpt/") {
@@ -260,7 +257,10 @@ func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) erro
 			bd.todo = append(bd.todo, of)
 		}
 	case bd.done:
-		listed := bd.listedSums()
+		var listed map[string]string
+		if d.hasSums() {
+			listed = listedSums(obj.ReadFile(bd.prefix+sumsName, maxSumsFile))
+		}
 		for _, of := range d.files {
 			etag, ok, err := bd.asPlanned(ctx, of, present)
 			if err != nil {
@@ -311,55 +311,30 @@ func (bd *bucketDir) asPlanned(ctx context.Context, of *outFile, present map[str
 	return etag, n == len(hdr) && bytes.Equal(hdr, of.lay.Header), nil
 }
 
-// listedSums is what the directory's SHA256SUMS object lists (nil when it
-// is absent or not one).
-func (bd *bucketDir) listedSums() map[string]string {
-	if !bd.d.hasSums() {
-		return nil
-	}
-	b, err := bd.obj.ReadFile(bd.prefix+sumsName, maxSumsFile)
-	if err != nil {
-		return nil
-	}
-	sums, _ := parseSums(b, bd.obj.Path(bd.prefix+sumsName)) // nil when not one
-	return sums
-}
-
-// sideFilesMatch reports whether the directory's side files, index and
-// SHA256SUMS (an export's) are in the bucket byte for byte as planned.
+// sideFilesMatch reports whether the directory's finishFiles but the
+// completion record (which the caller compared) are in the bucket byte for
+// byte as planned.
 func (bd *bucketDir) sideFilesMatch() bool {
-	want := map[string][]byte{}
-	maps.Copy(want, bd.d.side)
-	if bd.d.man != nil {
-		b, err := bd.d.indexBytes()
-		if err != nil {
-			return false
-		}
-		want[safetensors.IndexName] = b
+	fin, err := bd.finishFiles()
+	if err != nil {
+		return false
 	}
-	if bd.d.hasSums() {
-		sums, err := bd.sumsFile()
-		if err != nil {
-			return false
-		}
-		want[sumsName] = sums
-	}
-	for n, b := range want {
-		have, err := bd.obj.ReadFile(bd.prefix+n, int64(len(b))+1)
-		if err != nil || !bytes.Equal(have, b) {
+	for _, f := range fin[:len(fin)-1] {
+		have, err := bd.obj.ReadFile(bd.prefix+f.name, int64(len(f.b))+1)
+		if err != nil || !bytes.Equal(have, f.b) {
 			return false
 		}
 	}
 	return true
 }
 
-// sumsFile is the directory's SHA256SUMS, from the sums of its record.
-func (bd *bucketDir) sumsFile() ([]byte, error) {
+// finishFiles is the directory's finishFiles, with the sums of its record.
+func (bd *bucketDir) finishFiles() ([]namedBytes, error) {
 	files := make(map[string]string, len(bd.rec.Files))
 	for n, r := range bd.rec.Files {
 		files[n] = r.SHA256
 	}
-	return bd.d.sumsFile(bd.completion, files)
+	return bd.d.finishFiles(bd.completion, files)
 }
 
 func readBucketRecord(dir string) (*bucketRecord, error) {
@@ -399,36 +374,17 @@ func (bd *bucketDir) recordCommit(j writeJob, sum string) error {
 	return bd.writeRecord()
 }
 
-// finish puts the directory's side files and index, its SHA256SUMS (an
-// export's), then
-// its completion record, and removes its record from the state directory.
+// finish puts the directory's finishFiles, the completion record last, and
+// removes its record from the state directory.
 func (bd *bucketDir) finish() error {
-	d := bd.d
-	for _, name := range slices.Sorted(maps.Keys(d.side)) {
-		if err := bd.obj.PutBytes(bd.prefix+name, d.side[name]); err != nil {
-			return err
-		}
-	}
-	if d.man != nil {
-		b, err := d.indexBytes()
-		if err != nil {
-			return err
-		}
-		if err := bd.obj.PutBytes(bd.prefix+safetensors.IndexName, b); err != nil {
-			return err
-		}
-	}
-	if d.hasSums() {
-		sums, err := bd.sumsFile()
-		if err != nil {
-			return err
-		}
-		if err := bd.obj.PutBytes(bd.prefix+sumsName, sums); err != nil {
-			return err
-		}
-	}
-	if err := bd.obj.PutBytes(bd.prefix+bd.d.completionName(), bd.completion); err != nil {
+	fin, err := bd.finishFiles()
+	if err != nil {
 		return err
+	}
+	for _, f := range fin {
+		if err := bd.obj.PutBytes(bd.prefix+f.name, f.b); err != nil {
+			return err
+		}
 	}
 	bd.finished = true
 	if err := os.Remove(filepath.Join(bd.state, bucketRecordName)); err != nil && !errors.Is(err, os.ErrNotExist) {

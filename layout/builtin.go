@@ -132,7 +132,7 @@ func builtinLayout(name string, m Model, o Options) (*Layout, error) {
 		return nil, err
 	}
 	l.Name, l.Doc, l.Layers, l.cls = name, b.doc, m.Layers, m.cls
-	if err := l.validate(); err != nil {
+	if _, err := l.compile(); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -208,20 +208,12 @@ var (
 		"mla.q_b_proj", "mla.o_proj", "mla.g_proj", "shared_experts", "latent.down_proj", "latent.up_proj"}
 )
 
-func cat(groups ...[]string) []string {
-	var out []string
-	for _, g := range groups {
-		out = append(out, g...)
-	}
-	return out
-}
-
 func repl(name string, st stagePlace, groups ...[]string) rule {
-	return rule{Name: name, Groups: cat(groups...), Action: replicate, Stage: st}
+	return rule{Name: name, Groups: slices.Concat(groups...), Action: replicate, Stage: st}
 }
 
 func split(name string, axis, parts int, groups ...[]string) rule {
-	return rule{Name: name, Groups: cat(groups...), Action: actSplit, Axis: axis, Parts: parts}
+	return rule{Name: name, Groups: slices.Concat(groups...), Action: actSplit, Axis: axis, Parts: parts}
 }
 
 // experts is a split of some projections of the routed experts.

@@ -60,10 +60,6 @@ func CheckSums(ctx context.Context, root string) (files int, bytes int64, err er
 	} else {
 		t = localTree(root)
 	}
-	return checkSums(ctx, t, root)
-}
-
-func checkSums(ctx context.Context, t sumsTree, root string) (int, int64, error) {
 	all, err := t.files(ctx)
 	if err != nil {
 		return 0, 0, err
@@ -88,16 +84,14 @@ func checkSums(ctx context.Context, t sumsTree, root string) (int, int64, error)
 	}
 	slices.Sort(dirs)
 	buf := make([]byte, windowSize)
-	var files int
-	var total int64
 	for _, dir := range dirs {
 		b, err := t.read(ctx, dir+sumsName, maxSumsFile)
 		if err != nil {
-			return files, total, err
+			return files, bytes, err
 		}
 		sums, err := parseSums(b, t.where(dir+sumsName))
 		if err != nil {
-			return files, total, err
+			return files, bytes, err
 		}
 		// The directory's files: those under it, less those of a directory
 		// below it with a SHA256SUMS of its own.
@@ -110,29 +104,29 @@ func checkSums(ctx context.Context, t sumsTree, root string) (int, int64, error)
 		slices.Sort(there)
 		for _, rest := range there {
 			if _, ok := sums[rest]; !ok {
-				return files, total, fmt.Errorf("%w: %s is not listed in %s: no run of the tool wrote it there; remove it", errSums, t.where(dir+rest), t.where(dir+sumsName))
+				return files, bytes, fmt.Errorf("%w: %s is not listed in %s: no run of the tool wrote it there; remove it", errSums, t.where(dir+rest), t.where(dir+sumsName))
 			}
 		}
 		for _, n := range slices.Sorted(maps.Keys(sums)) {
 			if err := ctx.Err(); err != nil {
-				return files, total, err
+				return files, bytes, err
 			}
 			size, ok := all[dir+n]
 			if !ok {
-				return files, total, fmt.Errorf("%w: %s lists %s, which is missing: write the output again", errSums, t.where(dir+sumsName), t.where(dir+n))
+				return files, bytes, fmt.Errorf("%w: %s lists %s, which is missing: write the output again", errSums, t.where(dir+sumsName), t.where(dir+n))
 			}
 			h := sha256.New()
 			if err := t.copy(ctx, dir+n, size, h, buf); err != nil {
-				return files, total, err
+				return files, bytes, err
 			}
 			if got := hex.EncodeToString(h.Sum(nil)); got != sums[n] {
-				return files, total, fmt.Errorf("%w: %s has sha256 %s, not the %s its run wrote (%s): the file changed since it was written; write it again (rerun with --restart)", errSums, t.where(dir+n), got, sums[n], t.where(dir+sumsName))
+				return files, bytes, fmt.Errorf("%w: %s has sha256 %s, not the %s its run wrote (%s): the file changed since it was written; write it again (rerun with --restart)", errSums, t.where(dir+n), got, sums[n], t.where(dir+sumsName))
 			}
 			files++
-			total += size
+			bytes += size
 		}
 	}
-	return files, total, nil
+	return files, bytes, nil
 }
 
 // firstDir is the first directory of a slash-separated name with its

@@ -13,7 +13,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // defaultJobs is the least default number of files written at once. Each
@@ -161,42 +160,21 @@ type writeJob struct {
 	bd     *bucketDir
 }
 
-// finish writes the directory's side files and index, its SHA256SUMS (an
-// export's), then
-// its completion record (layout.json for an export; the index for a
-// reassembly), and
-// removes the run marker: a directory without the marker is complete.
+// finish writes the directory's finishFiles, the completion record last,
+// and removes the run marker: a directory without the marker is complete.
 func (dr *dirRun) finish() error {
-	d := dr.d
-	for name, b := range d.side {
-		path := filepath.Join(dr.dir, filepath.FromSlash(name))
+	fin, err := dr.d.finishFiles(dr.completion, dr.stamps.Sums)
+	if err != nil {
+		return err
+	}
+	for _, f := range fin {
+		path := filepath.Join(dr.dir, filepath.FromSlash(f.name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
-		if err := filewrite.WriteFile(path, b, 0o644); err != nil {
+		if err := filewrite.WriteFile(path, f.b, 0o644); err != nil {
 			return err
 		}
-	}
-	if d.man != nil {
-		b, err := d.indexBytes()
-		if err != nil {
-			return err
-		}
-		if err := filewrite.WriteFile(filepath.Join(dr.dir, safetensors.IndexName), b, 0o644); err != nil {
-			return err
-		}
-	}
-	if d.hasSums() {
-		sums, err := d.sumsFile(dr.completion, dr.stamps.Sums)
-		if err != nil {
-			return err
-		}
-		if err := filewrite.WriteFile(filepath.Join(dr.dir, sumsName), sums, 0o644); err != nil {
-			return err
-		}
-	}
-	if err := filewrite.WriteFile(filepath.Join(dr.dir, dr.d.completionName()), dr.completion, 0o644); err != nil {
-		return err
 	}
 	// The bookkeeping goes: the marker first (a run killed here leaves a
 	// record that the rerun finds complete and removes), then the record.
@@ -229,28 +207,24 @@ func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(i
 	var total atomic.Int64
 	err := filewrite.Run(ctx, jobs, len(files), func(ctx context.Context, job, i int) (func() error, error) {
 		j := files[i]
-		var made *filewrite.File
-		create := func(prog func(int64)) (f *filewrite.File, err error) {
+		create := func(prog func(int64)) (*filewrite.File, error) {
 			switch {
 			case j.create != nil:
-				f, err = j.create(pool, prog)
+				return j.create(pool, prog)
 			case j.dr.d.hasSums():
-				f, err = filewrite.Create(j.path, pool, prog)
-			default: // a reassembly's file: no sum is recorded
-				f, err = filewrite.CreateUnhashed(j.path, pool, prog)
+				return filewrite.Create(j.path, pool, prog)
 			}
-			made = f
-			return f, err
+			return filewrite.CreateUnhashed(j.path, pool, prog) // a reassembly's file: no sum is recorded
 		}
-		commit, err := writeFileTo(ctx, j.of, j.path, create, &windows[job], progress, net)
+		f, err := writeFileTo(ctx, j.of, j.path, create, &windows[job], progress, net)
 		if err != nil {
 			return nil, err
 		}
 		return func() error {
-			if err := commit(); err != nil {
+			if err := f.Commit(); err != nil {
 				return err
 			}
-			if err := committed(j, made.SHA256()); err != nil {
+			if err := committed(j, f.SHA256()); err != nil {
 				return err
 			}
 			total.Add(j.of.tensorBytes())

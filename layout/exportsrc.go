@@ -203,7 +203,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 func rebuild(name string, hs []holder) (tensorData, error) {
 	e := hs[0].e
 	for _, h := range hs {
-		if h.e.DType != e.DType || !equalShape(h.e.Shape, e.Shape) || h.e.SourceFile != e.SourceFile {
+		if h.e.DType != e.DType || !slices.Equal(h.e.Shape, e.Shape) || h.e.SourceFile != e.SourceFile {
 			return nil, fmt.Errorf("%w: tensor %s: %s says %s %v in %s, %s says %s %v in %s", errManifest, name,
 				hs[0].dir, e.DType, e.Shape, e.SourceFile, h.dir, h.e.DType, h.e.Shape, h.e.SourceFile)
 		}
@@ -213,25 +213,13 @@ func rebuild(name string, hs []holder) (tensorData, error) {
 	}
 	for _, h := range hs {
 		if h.e.Held != HeldSlice {
-			if h.t.DType != e.DType || !equalShape(h.t.Shape, e.Shape) {
+			if h.t.DType != e.DType || !slices.Equal(h.t.Shape, e.Shape) {
 				return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest says %s %v", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, e.DType, e.Shape)
 			}
 			return newFileTensor(h.f, h.t), nil
 		}
 	}
 	return newSliced(name, hs)
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // slicedTensor reads a tensor split along an axis from its slices, filling the
@@ -259,7 +247,7 @@ func newSliced(name string, hs []holder) (*slicedTensor, error) {
 			return nil, fmt.Errorf("%w: tensor %s: axis %d of %v", errManifest, name, e.Axis, e.Shape)
 		}
 		want[e.Axis] = h.e.Stop - h.e.Start
-		if h.t.DType != e.DType || !equalShape(h.t.Shape, want) {
+		if h.t.DType != e.DType || !slices.Equal(h.t.Shape, want) {
 			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, manifest slice [%d,%d) needs %v", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, h.e.Start, h.e.Stop, want)
 		}
 		if !seen[k] {

@@ -104,7 +104,7 @@ func bareConfig(t testing.TB, mm []byte) []byte {
 	if !ok {
 		t.Fatal("config has no text_config")
 	}
-	b, err := marshalJSON(text)
+	b, err := encodeJSON(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,4 +149,4 @@ func e2e(t testing.TB) {
 }
 
 // jsonText returns the layout as indented JSON (the format loadLayout reads).
-func (l *Layout) jsonText() ([]byte, error) { return encodeJSON(l, "  ") }
+func (l *Layout) jsonText() ([]byte, error) { return encodeJSON(l) }

@@ -17,8 +17,6 @@
 package layout
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -230,7 +228,7 @@ func (l *Layout) Stages() int {
 	return len(l.Partition)
 }
 
-// Ranks is the world size: stages × ranks per stage.
+// ranks is the world size: stages × ranks per stage.
 func (l *Layout) ranks() int { return l.Stages() * l.RanksPerStage }
 
 // StageLayers returns the [first, end) layer range of stage s.
@@ -329,7 +327,8 @@ func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 	return allLayer, nil
 }
 
-// compile validates the layout and compiles its patterns.
+// compile validates the layout's structure and patterns (not yet against
+// tensors) and compiles them.
 func (l *Layout) compile() ([]compiledRule, error) {
 	if err := l.validateShape(); err != nil {
 		return nil, err
@@ -354,13 +353,8 @@ func (l *Layout) compile() ([]compiledRule, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: rule %q: %w", l.Name, r.Name, err)
 			}
-			hasLayer, hasExpert := false, false
-			for _, sg := range p.segs {
-				hasLayer = hasLayer || sg.kind == kindLayer
-				hasExpert = hasExpert || sg.kind == kindExpert
-			}
-			allLayer = allLayer && hasLayer
-			if r.Action == actExpert && !hasExpert {
+			allLayer = allLayer && p.layer
+			if r.Action == actExpert && !p.expert {
 				return nil, fmt.Errorf("%w: %s: rule %q: expert rule pattern %q does not capture <expert>", errLayout, l.Name, r.Name, m)
 			}
 			cost += len(p.segs)
@@ -416,13 +410,8 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	if r.UnalignedScale > scaleReject {
 		return fail("unknown unaligned_scale %d", r.UnalignedScale)
 	}
-	if l.Stages() > 1 && r.Action != drop {
-		switch r.Stage {
-		case stageAuto, stageLayer:
-			if !allLayer {
-				return fail("a pipeline layout needs stage \"first\" or \"last\" for patterns without <layer>")
-			}
-		}
+	if l.Stages() > 1 && r.Action != drop && (r.Stage == stageAuto || r.Stage == stageLayer) && !allLayer {
+		return fail("a pipeline layout needs stage \"first\" or \"last\" for patterns without <layer>")
 	}
 	if r.Stage == stageLayer && !allLayer {
 		return fail("stage \"layer\" needs every pattern to capture <layer>")
@@ -449,21 +438,13 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	return nil
 }
 
-// validate checks the layout's structure and patterns (not yet against tensors).
-func (l *Layout) validate() error {
-	_, err := l.compile()
-	return err
-}
-
 // parseLayout reads a layout from JSON, rejecting unknown fields, and validates it.
 func parseLayout(data []byte) (*Layout, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var l Layout
-	if err := dec.Decode(&l); err != nil {
+	if err := decodeStrict(data, &l); err != nil {
 		return nil, fmt.Errorf("%w: %v", errLayout, err)
 	}
-	if err := l.validate(); err != nil {
+	if _, err := l.compile(); err != nil {
 		return nil, err
 	}
 	return &l, nil

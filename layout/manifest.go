@@ -122,10 +122,8 @@ func readManifest(dir string) (*manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errManifest, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var m manifest
-	if err := dec.Decode(&m); err != nil {
+	if err := decodeStrict(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errManifest, path, err)
 	}
 	if m.Format != manifestFormat {
@@ -134,7 +132,7 @@ func readManifest(dir string) (*manifest, error) {
 	if m.Layout == nil {
 		return nil, fmt.Errorf("%w: %s: no layout", errManifest, path)
 	}
-	if err := m.Layout.validate(); err != nil {
+	if _, err := m.Layout.compile(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if m.Rank < 0 || m.Rank >= m.Ranks || m.Ranks != m.Layout.ranks() {
@@ -153,6 +151,13 @@ func readManifest(dir string) (*manifest, error) {
 		}
 	}
 	return &m, nil
+}
+
+// decodeStrict decodes the JSON b into v, rejecting unknown fields.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // files names the directory's safetensors files, as its entries give them.
@@ -174,7 +179,7 @@ func (m *manifest) files() []string {
 func (m *manifest) marshal() ([]byte, error) {
 	head := *m
 	head.Tensors = nil
-	b, err := encodeJSON(&head, "  ")
+	b, err := encodeJSON(&head)
 	if err != nil {
 		return nil, err
 	}
@@ -201,21 +206,15 @@ func (m *manifest) marshal() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// encodeJSON encodes without HTML escaping (patterns hold '<' and '>'),
-// indented when indent is set; the result ends in a newline.
-func encodeJSON(v any, indent string) ([]byte, error) {
+// encodeJSON encodes indented by two spaces, without HTML escaping
+// (patterns hold '<' and '>'); the result ends in a newline.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if indent != "" {
-		enc.SetIndent("", indent)
-	}
+	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	b := buf.Bytes()
-	if indent == "" {
-		b = bytes.TrimSuffix(b, []byte("\n"))
-	}
-	return b, nil
+	return buf.Bytes(), nil
 }

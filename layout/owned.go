@@ -254,7 +254,7 @@ func checkRoot(p *Plan, dst string) error {
 	o := &ownership{}
 	for _, e := range ents {
 		name := e.Name()
-		if planned[name] || transient(name) {
+		if planned[name] || isTemp(name) || name == dirlock.LockName { // a killed run's temporaries, the lock
 			continue
 		}
 		if e.IsDir() && (strings.HasPrefix(name, rankDirPrefix) || strings.HasPrefix(name, stageDirPrefix)) && holdsRun(filepath.Join(dst, name)) {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -161,7 +162,7 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 			return nil, fmt.Errorf("%w: %s: tensor %s: packed rows %v cols %v do not sit on the %d×%d block grid", errManifest, h.dir, name, p.Rows, p.Cols, gn, gk)
 		}
 		words, stride := quant.PackedUE8M0Shape(int(n), int(k))
-		if h.t.DType != safetensors.I32 || !equalShape(h.t.Shape, []int64{int64(words), int64(stride)}) {
+		if h.t.DType != safetensors.I32 || !slices.Equal(h.t.Shape, []int64{int64(words), int64(stride)}) {
 			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, packed rows %v cols %v need I32 [%d %d]", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, p.Rows, p.Cols, words, stride)
 		}
 		raw := make([]byte, h.t.Size())

@@ -22,11 +22,10 @@ import (
 // patterns together to at most maxPatternCost; matching takes one segment
 // test per (pattern segment, name segment), however many ** there are.
 const (
-	segAnyRun   = "**"
-	segInt      = "#"
-	segLayer    = "<layer>"
-	segExpert   = "<expert>"
-	maxPatterns = 1 << 12
+	segAnyRun = "**"
+	segInt    = "#"
+	segLayer  = "<layer>"
+	segExpert = "<expert>"
 )
 
 // Bounds on one pattern, so that what a layout file spells in a few bytes
@@ -71,6 +70,8 @@ type pattern struct {
 	// numeric reports a glob segment that can tell integers apart (contains a
 	// digit), which makes match results depend on the numbers in a name.
 	numeric bool
+	// run, layer and expert report a **, <layer> and <expert> segment.
+	run, layer, expert bool
 }
 
 // captures holds the segment positions of <layer> and <expert> in a name (-1: none).
@@ -88,15 +89,19 @@ func compilePattern(src string) (*pattern, error) {
 		return nil, fmt.Errorf("%w: %.40q…: %d segments (limit %d)", errPattern, src, len(parts), maxPatternSegs)
 	}
 	p := &pattern{src: src}
+	twice := false // <layer> or <expert> seen twice
 	for _, s := range parts {
 		switch s {
 		case segAnyRun:
+			p.run = true
 			p.segs = append(p.segs, segment{kind: kindRun})
 		case segInt:
 			p.segs = append(p.segs, segment{kind: kindInt})
 		case segLayer:
+			twice, p.layer = twice || p.layer, true
 			p.segs = append(p.segs, segment{kind: kindLayer})
 		case segExpert:
+			twice, p.expert = twice || p.expert, true
 			p.segs = append(p.segs, segment{kind: kindExpert})
 		default:
 			if s == "" {
@@ -124,16 +129,7 @@ func compilePattern(src string) (*pattern, error) {
 			p.segs = append(p.segs, segment{kind: kindGlob, alts: alts, exact: exact})
 		}
 	}
-	nl, ne := 0, 0
-	for _, sg := range p.segs {
-		switch sg.kind {
-		case kindLayer:
-			nl++
-		case kindExpert:
-			ne++
-		}
-	}
-	if nl > 1 || ne > 1 {
+	if twice {
 		return nil, fmt.Errorf("%w: %q captures <layer> or <expert> more than once", errPattern, src)
 	}
 	return p, nil
@@ -213,18 +209,16 @@ func canMatchSomeInts(glob string) bool {
 
 // intSeg reports whether a name segment is an integer, or the '#' that stands
 // for one in a shape key.
-func intSeg(s string) bool { return s == "#" || isInt(s) }
-
-func isInt(s string) bool {
-	if s == "" {
-		return false
+func intSeg(s string) bool {
+	if s == "#" {
+		return true
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
 	}
-	return true
+	return s != ""
 }
 
 // match reports whether the name segments match, and where the captures are.
@@ -233,7 +227,7 @@ func isInt(s string) bool {
 // trying them in that order, found without trying them.
 func (p *pattern) match(name []string) (captures, bool) {
 	c := captures{-1, -1}
-	if !p.hasRun() {
+	if !p.run {
 		if len(name) != len(p.segs) {
 			return c, false
 		}
@@ -289,15 +283,6 @@ func (p *pattern) match(name []string) (captures, bool) {
 	return c, true
 }
 
-func (p *pattern) hasRun() bool {
-	for i := range p.segs {
-		if p.segs[i].kind == kindRun {
-			return true
-		}
-	}
-	return false
-}
-
 // matchOne reports whether one name segment n, at position pos, matches a
 // segment other than **, recording a capture in c.
 func (sg *segment) matchOne(n string, pos int, c *captures) bool {
@@ -310,21 +295,13 @@ func (sg *segment) matchOne(n string, pos int, c *captures) bool {
 	case kindExpert:
 		c.expert = pos
 		return intSeg(n)
-	case kindGlob:
-		return sg.matchGlob(n)
 	}
-	return false
-}
-
-func (sg *segment) matchGlob(n string) bool {
-	for _, a := range sg.alts {
-		if sg.exact {
-			if a == n {
-				return true
-			}
-			continue
+	for _, a := range sg.alts { // kindGlob
+		ok := a == n
+		if !sg.exact {
+			ok, _ = path.Match(a, n)
 		}
-		if ok, _ := path.Match(a, n); ok {
+		if ok {
 			return true
 		}
 	}
@@ -395,12 +372,4 @@ func (s *nameShape) scan(name string) {
 		s.ints[seg] = -1
 	}
 	s.key = key
-}
-
-// intAt is the integer at segment position i, or -1.
-func (s *nameShape) intAt(i int) int64 {
-	if i < 0 || i >= maxIntSegs {
-		return -1
-	}
-	return s.ints[i]
 }

@@ -133,8 +133,8 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 		grouped = grouped || r.groups != 0 || r.anyLayer
 	}
 
-	// Block-FP8 weights, so their scales can be recognised without a map of
-	// every name (the full catalog has ~500k tensors, ~1.6k FP8 weights).
+	// Block-FP8 weights, so their scales are recognised without a map of
+	// every name.
 	fp8 := map[string]int32{}
 	for i, t := range tensors {
 		if t.DType == safetensors.F8_E4M3 && len(t.Shape) == 2 && strings.HasSuffix(t.Name, ".weight") {
@@ -252,14 +252,9 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 
 // unionRules merges two ascending rule lists.
 func unionRules(a, b []int32) []int32 {
-	out := append([]int32(nil), a...)
-	for _, r := range b {
-		if !slices.Contains(out, r) {
-			out = append(out, r)
-		}
-	}
+	out := append(slices.Clone(a), b...)
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 func matchAll(rules []compiledRule, segs []string) *matchEntry {
@@ -301,7 +296,7 @@ func capture(name string, pos int, ns *nameShape) int64 {
 		return -1
 	}
 	if pos < maxIntSegs {
-		return ns.intAt(pos)
+		return ns.ints[pos]
 	}
 	v, err := strconv.ParseInt(segmentAt(name, pos), 10, 64)
 	if err != nil {

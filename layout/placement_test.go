@@ -707,7 +707,7 @@ func TestPatterns(t *testing.T) {
 	}
 	var ns nameShape
 	ns.scan("a.12.b.3.x1")
-	if k := string(ns.key); k != "a.#.b.#.x1" || ns.intAt(1) != 12 || ns.intAt(3) != 3 || ns.intAt(0) != -1 || ns.intAt(4) != -1 {
+	if k := string(ns.key); k != "a.#.b.#.x1" || ns.ints[1] != 12 || ns.ints[3] != 3 || ns.ints[0] != -1 || ns.ints[4] != -1 {
 		t.Errorf("key %q ints %v", k, ns.ints[:5])
 	}
 }

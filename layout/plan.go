@@ -138,12 +138,58 @@ func (d *dirPlan) completionBytes() ([]byte, error) {
 	return d.indexBytes()
 }
 
-// describe fills the exported summary of each directory from its files.
+// memoryFiles maps the names d's run writes whole from memory (side files,
+// the index, the completion record) to their bytes.
+func (d *dirPlan) memoryFiles(completion []byte) (map[string][]byte, error) {
+	want := map[string][]byte{d.completionName(): completion}
+	if d.man != nil {
+		b, err := d.indexBytes()
+		if err != nil {
+			return nil, err
+		}
+		want[safetensors.IndexName] = b
+	}
+	maps.Copy(want, d.side)
+	return want, nil
+}
+
+// namedBytes is one file written whole from memory.
+type namedBytes struct {
+	name string
+	b    []byte
+}
+
+// finishFiles is what a run writes into d's directory once its last
+// safetensors file is committed, in order: the side files and index, the
+// SHA256SUMS (an export's; files maps each safetensors file to its sha256),
+// then the completion record, whose presence marks the directory finished.
+func (d *dirPlan) finishFiles(completion []byte, files map[string]string) ([]namedBytes, error) {
+	var out []namedBytes
+	for _, n := range slices.Sorted(maps.Keys(d.side)) {
+		out = append(out, namedBytes{n, d.side[n]})
+	}
+	if d.man != nil {
+		b, err := d.indexBytes()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, namedBytes{safetensors.IndexName, b})
+	}
+	if d.hasSums() {
+		sums, err := d.sumsFile(completion, files)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, namedBytes{sumsName, sums})
+	}
+	return append(out, namedBytes{d.completionName(), completion}), nil
+}
+
+// describe fills the exported summary of each directory from its files
+// (once, on a plan just made).
 func (p *Plan) describe() {
-	p.Files, p.Bytes = 0, 0
 	for i := range p.Dirs {
 		d := &p.Dirs[i]
-		d.Files, d.Tensors, d.Bytes = nil, 0, 0
 		for _, of := range d.files {
 			fp := filePlan{Name: of.name, Tensors: len(of.tensors), Size: of.lay.Size, Steps: len(of.steps)}
 			if of.verbatim != nil {

@@ -262,13 +262,8 @@ func nameFiles(files []*outFile, src *Source) error {
 // the source file its first tensor comes from, and nothing else a source
 // may carry.
 func rankFileMeta(src *Source, name string) map[string]string {
-	for _, f := range src.info.Files {
-		if f.Name == name {
-			if v, ok := f.Metadata[metadataFormatKey]; ok {
-				return map[string]string{metadataFormatKey: v}
-			}
-			return nil
-		}
+	if v, ok := fileMeta(src, name)[metadataFormatKey]; ok {
+		return map[string]string{metadataFormatKey: v}
 	}
 	return nil
 }
@@ -351,5 +346,5 @@ func stageConfig(cfg []byte, l *Layout, m *manifest) ([]byte, error) {
 		"layers":    m.Layers,
 		"partition": l.Partition,
 	}
-	return marshalJSON(obj)
+	return encodeJSON(obj)
 }

@@ -2,7 +2,7 @@ package layout
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -25,9 +25,7 @@ func selectRanks(sel []int, n int) ([]int, error) {
 		}
 		seen[r] = true
 	}
-	out := append([]int(nil), sel...)
-	sort.Ints(out)
-	return out, nil
+	return slices.Sorted(slices.Values(sel)), nil
 }
 
 // ParseRanks reads a rank list such as "0,3,8-11".

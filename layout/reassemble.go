@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -110,7 +111,7 @@ func Compare(ctx context.Context, a, b *Source) (int64, error) {
 			return total, fmt.Errorf("%w: tensor %s of %s is not in %s", errMismatch, s.Name, b.Root, a.Root)
 		}
 		sa := a.Specs[i]
-		if sa.DType != s.DType || !equalShape(sa.Shape, s.Shape) {
+		if sa.DType != s.DType || !slices.Equal(sa.Shape, s.Shape) {
 			return total, fmt.Errorf("%w: tensor %s: %s %v in %s, %s %v in %s", errMismatch, s.Name, sa.DType, sa.Shape, a.Root, s.DType, s.Shape, b.Root)
 		}
 		size, err := safetensors.ByteSize(s.DType, s.Shape)

@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -63,10 +61,10 @@ func (d *dirPlan) completionName() string {
 //   - this plan's finished output (no bookkeeping left; its completion record
 //     byte for byte this plan's): a file is kept when its size and header
 //     are the plan's and SHA256SUMS lists it, written again otherwise
-//     (nothing is written when all are kept). A finished directory holds no record of stamps (two runs
-//     give identical trees, and verify sees no stray file), so the bytes
-//     past a kept file's header are not checked: reassemble --check and
-//     verify read them;
+//     (nothing is written when all are kept). A finished directory holds
+//     no record of stamps (two runs give identical trees, and verify sees
+//     no stray file), so the bytes past a kept file's header are not
+//     checked: reassemble --check and verify read them;
 //   - another plan's marker or record is refused (--restart replaces it).
 func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) {
 	dr := &dirRun{d: d, dir: dir}
@@ -86,7 +84,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		}
 		return dr, dr.start()
 	}
-	want, err := dr.plannedBytes()
+	want, err := d.memoryFiles(dr.completion)
 	if err != nil {
 		return nil, err
 	}
@@ -115,10 +113,8 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		}
 		return dr, dr.start()
 	}
-	if n, err := filewrite.RemoveTemps(dir); err != nil {
+	if dr.cleaned, err = filewrite.RemoveTemps(dir); err != nil {
 		return nil, err
-	} else {
-		dr.cleaned = n
 	}
 	rec := prev
 	if rec != nil && rec.Plan != fp {
@@ -166,25 +162,6 @@ func (dr *dirRun) start() error {
 	return dr.writeStamps()
 }
 
-// plannedBytes maps the names the plan writes whole from memory (side
-// files, the index, the completion record) to their bytes.
-func (dr *dirRun) plannedBytes() (map[string][]byte, error) {
-	want := map[string][]byte{dr.d.completionName(): dr.completion}
-	if dr.d.man != nil {
-		b, err := dr.d.indexBytes()
-		if err != nil {
-			return nil, err
-		}
-		want[safetensors.IndexName] = b
-	}
-	maps.Copy(want, dr.d.side)
-	return want, nil
-}
-
-// transient reports the entries of an output directory that no plan writes:
-// temporaries of a killed run and DST's lock.
-func transient(name string) bool { return isTemp(name) || name == dirlock.LockName }
-
 func isTemp(name string) bool { return strings.HasPrefix(name, filewrite.TempPrefix) }
 
 // keepDone keeps the files of an earlier run that are as planned (size and
@@ -199,7 +176,7 @@ func (dr *dirRun) keepDone(rec *stampRecord, asPlanned bool) error {
 	var listed map[string]string
 	sums := dr.d.hasSums()
 	if asPlanned && sums {
-		listed = dr.listedSums()
+		listed = listedSums(fsx.ReadFile(filepath.Join(dr.dir, sumsName), maxSumsFile))
 	}
 	for _, of := range dr.d.files {
 		path := filepath.Join(dr.dir, of.name)
@@ -258,18 +235,6 @@ func (dr *dirRun) complete(rec *stampRecord) bool {
 		}
 	}
 	return dr.sumsComplete()
-}
-
-// listedSums is the sums the directory's SHA256SUMS lists (nil when it is
-// absent or not one).
-func (dr *dirRun) listedSums() map[string]string {
-	path := filepath.Join(dr.dir, sumsName)
-	b, err := fsx.ReadFile(path, maxSumsFile)
-	if err != nil {
-		return nil
-	}
-	sums, _ := parseSums(b, path) // nil when not one
-	return sums
 }
 
 // sumsComplete reports whether the directory's SHA256SUMS is the one its

@@ -485,7 +485,11 @@ func fileSum(t *testing.T, path string) string {
 // tensor bytes accepted are reported to progress as they are. On error
 // nothing is left behind.
 func writeFile(ctx context.Context, of *outFile, path string, pool *filewrite.Pool, window *[]byte, progress func(int64), net *netFetch) (commit func() error, err error) {
-	return writeFileTo(ctx, of, path, func(prog func(int64)) (*filewrite.File, error) {
+	f, err := writeFileTo(ctx, of, path, func(prog func(int64)) (*filewrite.File, error) {
 		return filewrite.Create(path, pool, prog)
 	}, window, progress, net)
+	if err != nil {
+		return nil, err
+	}
+	return f.Commit, nil
 }

@@ -8,20 +8,21 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// sliceGeom is a slice's row geometry: outer rows of rowB bytes, each
-// holding one contiguous run of run bytes at start·innerB.
-func sliceGeom(t outTensor) (outer, innerB, rowB, run int64) {
-	outer, _ = safetensors.NumElements(t.shape[:t.axis])
-	inner, _ := safetensors.NumElements(t.shape[t.axis+1:])
-	innerB = inner * t.spec.DType.Bits() / 8
-	rowB = t.shape[t.axis] * innerB
-	return outer, innerB, rowB, (t.stop - t.start) * innerB
+// sliceGeom is the row geometry of the slice [start, stop) along axis of a
+// row-major tensor: outer rows of rowB bytes, each holding one contiguous
+// run of run bytes at start·innerB.
+func sliceGeom(shape []int64, dt safetensors.DType, axis int, start, stop int64) (outer, innerB, rowB, run int64) {
+	outer, _ = safetensors.NumElements(shape[:axis])
+	inner, _ := safetensors.NumElements(shape[axis+1:])
+	innerB = inner * dt.Bits() / 8
+	rowB = shape[axis] * innerB
+	return outer, innerB, rowB, (stop - start) * innerB
 }
 
 // sliceDirect reports whether a slice is copied run by run (long runs)
 // rather than gathered from windows of rows.
 func sliceDirect(t outTensor) bool {
-	outer, _, _, run := sliceGeom(t)
+	outer, _, _, run := sliceGeom(t.shape, t.spec.DType, t.axis, t.start, t.stop)
 	return outer == 1 || run >= directCopyMin
 }
 
@@ -29,7 +30,7 @@ func sliceDirect(t outTensor) bool {
 // [o, o+w) read whole (bytes off, n of the tensor), or, where one row
 // exceeds the window, just that row's run.
 func sliceWindows(t outTensor, window int64, fn func(o, w, off, n int64) error) error {
-	outer, innerB, rowB, run := sliceGeom(t)
+	outer, innerB, rowB, run := sliceGeom(t.shape, t.spec.DType, t.axis, t.start, t.stop)
 	rows := max(window/rowB, 1)
 	for o := int64(0); o < outer; o += rows {
 		w := min(rows, outer-o)
@@ -60,7 +61,7 @@ func copySlice(ctx context.Context, f *filewrite.File, t outTensor, window *[]by
 	if *window == nil {
 		*window = make([]byte, windowSize)
 	}
-	_, innerB, rowB, run := sliceGeom(t)
+	_, innerB, rowB, run := sliceGeom(t.shape, t.spec.DType, t.axis, t.start, t.stop)
 	in := *window
 	return sliceWindows(t, int64(len(in)), func(o, w, off, n int64) error {
 		if err := ctx.Err(); err != nil {

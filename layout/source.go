@@ -112,11 +112,8 @@ func (s *Source) classifier() (*model.Classifier, error) {
 	if s.config == nil {
 		return nil, nil
 	}
-	c, err := model.ParseConfig(s.config)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(s.Root, model.ConfigName), err)
-	}
-	return c.Classifier, nil
+	m, err := s.Model()
+	return m.cls, err
 }
 
 // Model reads the model dimensions from the source's config.json.
@@ -333,5 +330,3 @@ func decodeJSONObject(b []byte) (map[string]any, error) {
 	}
 	return m, nil
 }
-
-func marshalJSON(v any) ([]byte, error) { return encodeJSON(v, "  ") }

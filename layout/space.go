@@ -25,7 +25,7 @@ func checkSpace(dst string, runs []*dirRun) error {
 		for _, of := range dr.todo {
 			need += of.lay.Size
 		}
-		want, err := dr.plannedBytes()
+		want, err := dr.d.memoryFiles(dr.completion)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package layout
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -53,10 +52,8 @@ func readStamps(dir string) (*stampRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var r stampRecord
-	if dec.Decode(&r) != nil || r.Files == nil {
+	if decodeStrict(b, &r) != nil || r.Files == nil {
 		return nil, nil
 	}
 	return &r, nil

@@ -9,8 +9,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // sumsName is each output directory's list of the sha256 of every file a
@@ -63,6 +61,16 @@ func parseSums(b []byte, where string) (map[string]string, error) {
 	return sums, nil
 }
 
+// listedSums is what a SHA256SUMS read back (b, err) lists: nil when the
+// read failed or the file is not one.
+func listedSums(b []byte, err error) map[string]string {
+	if err != nil {
+		return nil
+	}
+	sums, _ := parseSums(b, "") // nil when not one
+	return sums
+}
+
 func isLowerHex(s string) bool {
 	for _, c := range []byte(s) {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
@@ -78,39 +86,22 @@ func localSlashName(name string) bool {
 	return !strings.HasPrefix(name, "/") && name != ".." && !strings.HasPrefix(name, "../") && !strings.ContainsAny(name, "\\\x00")
 }
 
-func sumOf(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
 // hasSums reports whether d's directory gets a SHA256SUMS: an export's
 // (or shard's) does, a reassembly's does not.
 func (d *dirPlan) hasSums() bool { return d.man != nil }
 
-// memorySums is the sums of the files d's run writes from memory: its side
-// files, the index (an export's: a reassembly's index is its completion
-// record) and the completion record.
-func (d *dirPlan) memorySums(completion []byte) (map[string]string, error) {
-	sums := map[string]string{d.completionName(): sumOf(completion)}
-	if d.man != nil {
-		b, err := d.indexBytes()
-		if err != nil {
-			return nil, err
-		}
-		sums[safetensors.IndexName] = sumOf(b)
-	}
-	for n, b := range d.side {
-		sums[n] = sumOf(b)
-	}
-	return sums, nil
-}
-
-// sumsFile is the SHA256SUMS of d's directory: files maps each safetensors
-// file to its sha256 (every one of d.files must be there).
+// sumsFile is the SHA256SUMS of d's directory: the files written from
+// memory with the sums of their bytes, and files, which maps each
+// safetensors file to its sha256 (every one of d.files must be there).
 func (d *dirPlan) sumsFile(completion []byte, files map[string]string) ([]byte, error) {
-	sums, err := d.memorySums(completion)
+	mem, err := d.memoryFiles(completion)
 	if err != nil {
 		return nil, err
+	}
+	sums := map[string]string{}
+	for n, b := range mem {
+		s := sha256.Sum256(b)
+		sums[n] = hex.EncodeToString(s[:])
 	}
 	for _, of := range d.files {
 		s, ok := files[of.name]

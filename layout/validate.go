@@ -93,11 +93,7 @@ func packingChecks(p *Plan) []dataCheck {
 // forRuns calls fn with the byte range of each contiguous run of the slice
 // [start, stop) along axis of a row-major tensor.
 func forRuns(shape []int64, dt safetensors.DType, axis int, start, stop int64, fn func(off, n int64) error) error {
-	outer, _ := safetensors.NumElements(shape[:axis])
-	inner, _ := safetensors.NumElements(shape[axis+1:])
-	innerB := inner * dt.Bits() / 8
-	rowB := shape[axis] * innerB
-	run := (stop - start) * innerB
+	outer, innerB, rowB, run := sliceGeom(shape, dt, axis, start, stop)
 	for o := int64(0); o < outer; o++ {
 		if err := fn(o*rowB+start*innerB, run); err != nil {
 			return err

@@ -22,11 +22,11 @@ const directCopyMin = 256 << 10
 
 // writeFileTo writes one planned file, front to back, into the file create
 // starts (a local temporary, or an object's upload) with the progress
-// function it is given, and returns how to commit it; path names it in
-// messages. window is the job's read buffer (windowSize bytes, allocated
+// function it is given, and returns it finished, to commit; path names it
+// in messages. window is the job's read buffer (windowSize bytes, allocated
 // here when nil); the tensor bytes accepted are reported to progress as they
 // are. On error nothing is left behind.
-func writeFileTo(ctx context.Context, of *outFile, path string, create func(prog func(int64)) (*filewrite.File, error), window *[]byte, progress func(int64), net *netFetch) (commit func() error, err error) {
+func writeFileTo(ctx context.Context, of *outFile, path string, create func(prog func(int64)) (*filewrite.File, error), window *[]byte, progress func(int64), net *netFetch) (f *filewrite.File, err error) {
 	if net != nil {
 		var done func() error
 		of, done = net.stream(ctx, of)
@@ -36,7 +36,7 @@ func writeFileTo(ctx context.Context, of *outFile, path string, create func(prog
 			}
 		}()
 	}
-	f, err := create(tensorProgress(of.lay.DataStart, progress))
+	f, err = create(tensorProgress(of.lay.DataStart, progress))
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func writeFileTo(ctx context.Context, of *outFile, path string, create func(prog
 		return nil, err
 	}
 	f.Finish()
-	return f.Commit, nil
+	return f, nil
 }
 
 // tensorProgress reports to progress the bytes a file accepts past its
