@@ -28,13 +28,13 @@ const (
 	// divCUDA multiplies by float32(1/448): torch's CUDA kernel for a tensor
 	// divided by a Python scalar computes the reciprocal once and multiplies,
 	// so this is what DeepGEMM's reference writes when run on a GPU (the
-	// default; every golden block of quant/testdata/torch differs from DivExact).
+	// default; every golden block of quant/testdata/torch differs from divExact).
 	divCUDA scaleDiv = iota
 	// divExact is the correctly rounded quotient, what torch computes on CPU.
 	divExact
 )
 
-// invMaxE4M3 is float32(1/448), the multiplier of DivCUDA.
+// invMaxE4M3 is float32(1/448), the multiplier of divCUDA.
 const invMaxE4M3 float32 = 1.0 / maxE4M3
 
 // ScaleFmt is the form of the per-block scale.
@@ -99,15 +99,6 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 		q.nkb = numBlocks(k)
 	}
 	return q
-}
-
-// setScaleDiv chooses how amax/448 is rounded (DivCUDA unless set).
-func (q *Quantizer) setScaleDiv(d scaleDiv) error {
-	if d > divExact {
-		return errorf(errShape, "unsupported scale division %d", d)
-	}
-	q.div = d
-	return nil
 }
 
 // quantizeNext quantizes the next band (the quantizer counts the bands it has
@@ -261,23 +252,10 @@ func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error 
 	return errorf(ErrNonFinite, "row band %d, column block %d", band, kb) // unreachable: amax saw one
 }
 
-// dequantizeBand widens a band of rows×k FP8 E4M3FN bytes to float32,
-// multiplying each by its column block's scale (scales holds ⌈k/128⌉ values).
-// NaN codes stay NaN. Only the leading entries of the buffers are used.
-func dequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) error {
-	if err := checkDequant(len(dst), src, scales, rows, k); err != nil {
-		return err
-	}
-	// Row by row: the output is 4 bytes an element, and writing it in
-	// order beats revisiting 128 rows that are a multiple of 4 KiB apart.
-	for r := range rows {
-		dequantRow(dst[r*k:(r+1)*k], src[r*k:(r+1)*k], scales[:numBlocks(k)])
-	}
-	return nil
-}
-
-// DequantizeBandBF16 is DequantizeBand rounding each product to bfloat16
-// (F32ToBF16), written as little-endian bytes (2·rows·k of dst).
+// DequantizeBandBF16 widens a band of rows×k FP8 E4M3FN bytes, multiplying
+// each by its column block's scale (scales holds ⌈k/128⌉ values) and rounding
+// the product to bfloat16 (F32ToBF16), written as little-endian bytes
+// (2·rows·k of dst).
 func DequantizeBandBF16(dst []byte, src []byte, scales []float32, rows, k int) error {
 	if err := checkDequant(len(dst)/2, src, scales, rows, k); err != nil {
 		return err
