@@ -1,8 +1,10 @@
 package inspect
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -326,13 +328,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 			rep.Groups = append(rep.Groups, row{Key: d.DType, tally: d.tally})
 		}
 	case byLayer:
-		keys := slices.Sorted(func(yield func(int) bool) {
-			for l := range layers {
-				if !yield(l) {
-					return
-				}
-			}
-		})
+		keys := slices.Sorted(maps.Keys(layers))
 		for _, l := range keys {
 			key := "model"
 			if l >= 0 {
@@ -384,18 +380,8 @@ func dtypeRows(dt []tally) []dTypeRow {
 			rows = append(rows, dTypeRow{DType: safetensors.DType(d).String(), tally: s})
 		}
 	}
-	slices.SortStableFunc(rows, func(x, y dTypeRow) int { return -cmpInt64(x.Bytes, y.Bytes) })
+	slices.SortStableFunc(rows, func(x, y dTypeRow) int { return cmp.Compare(y.Bytes, x.Bytes) })
 	return rows
-}
-
-func cmpInt64(x, y int64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 func rankGroups(lr *layoutReport) []row {
