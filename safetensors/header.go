@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -80,16 +81,15 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 		return fail(err)
 	}
 	f, err := readHeaderBody(r, size, int64(n), mem)
-	if err != nil && stop != nil {
+	if err != nil {
 		err = fmt.Errorf("file %s: %w", path, err)
-		stop(err)
+		if stop != nil {
+			stop(err)
+		}
 		headerBudget.Release(int64(n))
 		return nil, err
 	}
 	headerBudget.Release(int64(n))
-	if err != nil {
-		return fail(err)
-	}
 	f.Path = path
 	f.ra = r
 	return f, nil
@@ -326,21 +326,11 @@ func (f *File) validateOffsets() error {
 }
 
 func cmpOffsets(a, b TensorInfo) int {
-	if a.Begin != b.Begin {
-		if a.Begin < b.Begin {
-			return -1
-		}
-		return 1
-	}
-	if a.End != b.End {
-		if a.End < b.End {
-			return -1
-		}
-		return 1
-	}
-	return 0
+	return cmp.Or(cmp.Compare(a.Begin, b.Begin), cmp.Compare(a.End, b.End))
 }
 
+// tensor parses one tensor entry: an object with dtype, shape and data_offsets;
+// unknown fields are skipped as the reference's deserializer does.
 func (p *parser) tensor(name string) (TensorInfo, error) {
 	t := TensorInfo{Name: name}
 	if !p.eat('{') {
@@ -500,5 +490,3 @@ func (p *parser) metadata() (map[string]string, error) {
 		return nil, p.errf(errHeaderJSON, "expected ',' or '}'")
 	}
 }
-
-// skip passes over any JSON value.

@@ -255,8 +255,7 @@ func (p *parser) uintArray(class error, what string, dst []int64) ([]int64, erro
 	}
 }
 
-// tensor parses one tensor entry: an object with dtype, shape and data_offsets;
-// unknown fields are skipped as the reference's deserializer does.
+// skip passes over any JSON value.
 func (p *parser) skip(depth int) error {
 	if depth > maxJSONDepth {
 		return p.errf(errHeaderJSON, "nesting deeper than %d", maxJSONDepth)

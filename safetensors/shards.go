@@ -358,9 +358,8 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 					return err
 				}
 			}
-			if early && !checked() {
-				release()
-				return nil
+			if early {
+				checked()
 			}
 			release()
 			return nil
