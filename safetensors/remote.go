@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,14 +95,25 @@ func (r *remoteSource) exists(ctx context.Context, name string) (bool, error) {
 	return true, nil
 }
 
-// list names an object store's *.safetensors; a web server's directory
-// cannot be listed, so those remote checkpoints need an index (or a direct
-// file URL).
+// list names the *.safetensors objects directly under an object store's
+// prefix; a web server's directory cannot be listed, so those remote
+// checkpoints need an index (or a direct file URL).
 func (r *remoteSource) list() ([]string, error) {
-	if r.listable {
-		return r.listObjects()
+	if !r.listable {
+		return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
 	}
-	return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
+	files, err := r.s.List(context.Background())
+	if err != nil {
+		return nil, remoteErr(err)
+	}
+	var out []string
+	for _, f := range files {
+		if strings.HasSuffix(f.Name, ".safetensors") && !strings.HasPrefix(f.Name, ".") && !strings.Contains(f.Name, "/") {
+			out = append(out, f.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // remoteErr wraps an error of the remote package; a bare context error (the
