@@ -324,9 +324,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	case byComponent:
 		rep.Groups = rep.Components
 	case byDType:
-		for _, d := range rep.DTypes {
-			rep.Groups = append(rep.Groups, row{Key: d.DType, tally: d.tally})
-		}
+		rep.Groups = dtypeGroups(rep.DTypes)
 	case byLayer:
 		keys := slices.Sorted(maps.Keys(layers))
 		for _, l := range keys {
@@ -381,6 +379,15 @@ func dtypeRows(dt []tally) []dTypeRow {
 		}
 	}
 	slices.SortStableFunc(rows, func(x, y dTypeRow) int { return cmp.Compare(y.Bytes, x.Bytes) })
+	return rows
+}
+
+// dtypeGroups is the dtype table as table rows (nil for none).
+func dtypeGroups(ds []dTypeRow) []row {
+	var rows []row
+	for _, d := range ds {
+		rows = append(rows, row{Key: d.DType, tally: d.tally})
+	}
 	return rows
 }
 
