@@ -94,8 +94,6 @@ func (p *problem) bad() bool { return !p.found || !slices.Equal(p.shape, p.want.
 
 // table reports whether the audit needs the per-tensor table (to plan a
 // recipe or a layout), which keeps the headers' names and shapes.
-func (a *auditor) table() bool { return a.opts.table() }
-
 func (o Options) table() bool {
 	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == byRank || o.By == byStage
 }
@@ -115,7 +113,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 			shardOf[a.cfg.ShardName(i)] = i
 		}
 	}
-	table := a.table()
+	table := a.opts.table()
 	per := make([]fileTotals, len(names))
 	err := a.src.walk(func(fi int, f *safetensors.File) error {
 		ft := &per[fi]
