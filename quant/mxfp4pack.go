@@ -141,13 +141,7 @@ func packCode(x uint16, s float32) (code uint8, lossy bool, sat int) {
 	if a > 6 {
 		a, sat = 6, 1
 	}
-	c := uint8(7)
-	for i, b := range e2m1Bounds {
-		if float64(a) < b.v || (b.inclusive && float64(a) == b.v) {
-			c = uint8(i)
-			break
-		}
-	}
+	c := e2m1Code(float64(a))
 	if q < 0 { // cast_to_fp4's sign is torch.sign(q): 0 for −0
 		c |= 8
 	}

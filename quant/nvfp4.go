@@ -347,13 +347,8 @@ const e4m3Max = 0x7E
 const hotK = 126
 
 // nvE2M1 is the value table NVIDIA's NVFP4 dequantization indexes: code 8 is +0.
-var nvE2M1 = func() (t [16]float32) {
-	for c := range t {
-		t[c] = e2m1Values[c&7]
-		if c&8 != 0 {
-			t[c] = -t[c]
-		}
-	}
+var nvE2M1 = func() [16]float32 {
+	t := e2m1Table
 	t[8] = 0
 	return t
 }()
