@@ -63,10 +63,7 @@ func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, 
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
 	}
-	bp, _ := renderBufs.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
+	bp := renderBufs.Get().(*[]byte)
 	js, err := renderHeader((*bp)[:0], l.Tensors, metadata)
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
@@ -80,7 +77,7 @@ func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, 
 }
 
 // renderBufs holds the buffers NewFilePlanSum renders headers in (*[]byte).
-var renderBufs sync.Pool
+var renderBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // layOut orders the tensors canonically and assigns their offsets; the
 // header is rendered by the caller.

@@ -288,7 +288,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 		names = &nameSet{}
 	}
 	errs := make([]error, len(s.Names))
-	var mems sync.Pool // *headerMem, with reuse
+	mems := sync.Pool{New: func() any { return &headerMem{} }} // with reuse
 	var g errgroup.Group
 	g.SetLimit(s.parallelism(keep))
 	for i, name := range s.Names {
@@ -298,10 +298,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			}
 			var mem *headerMem
 			if reuse {
-				mem, _ = mems.Get().(*headerMem)
-				if mem == nil {
-					mem = &headerMem{}
-				}
+				mem = mems.Get().(*headerMem)
 			}
 			f, err := c.readShard(ctx, name, cancel, mem)
 			if err != nil {
