@@ -12,9 +12,9 @@ import (
 )
 
 // headers is what an audit reads: side files, the shard names, and passes
-// over the shard headers, each File handed over once per pass. An opened
-// Checkpoint serves them from memory; a path is streamed (safetensors.Shards),
-// so the default audit of K3 never holds more than the headers in flight.
+// over the shard headers, each File handed over once per pass. A path is
+// streamed (safetensors.OpenShards), so the default audit of K3 never holds
+// more than the headers in flight; tests serve headers from memory.
 type headers struct {
 	names   []string
 	readAux func(name string) ([]byte, error)
