@@ -310,14 +310,14 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 				return err
 			}
 			handed := false // with keep, a File handed to fn stays open
-			release := func() {
+			defer func() {
 				if !keep || !handed {
 					f.Close()
 				}
 				if mem != nil {
 					mems.Put(mem) // fn and the index check are done with f
 				}
-			}
+			}()
 			mu.Lock()
 			c.HeaderBytesRead += f.DataStart
 			var ok bool
@@ -342,14 +342,12 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			// instead of waiting; it is checked afterwards.
 			early := indexed && !closed(s.parsed)
 			if indexed && !early && !checked() {
-				release()
 				return nil
 			}
 			names.add(i, f)
 			if fn != nil {
 				handed = true
 				if err := fn(i, f); err != nil {
-					release()
 					errs[i] = err
 					cancel(err)
 					return err
@@ -358,7 +356,6 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			if early {
 				checked()
 			}
-			release()
 			return nil
 		})
 	}
