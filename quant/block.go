@@ -156,35 +156,29 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 		if m >= elemFacts[q.in].inf {
 			return q.nonFinite(band, src, rows, kb, c0, c1)
 		}
-		if q.Numerics == ModelOpt {
-			sf := modelOptScale(uint16(m))
-			scales[kb] = sf
-			if sf == 0 {
+		mo := q.Numerics == ModelOpt // a BF16 source (numericsErr)
+		amax := q.bitsToF32(m)
+		var sf float32
+		if mo {
+			if sf = modelOptScale(uint16(m)); sf == 0 {
 				q.ZeroScaleBlocks++
 			}
-			if q.Measure != nil && lanesExact(sf) {
-				q.Measure.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0, true)
-				continue
-			}
-			encodeMO(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
-			if q.Measure != nil {
-				q.Measure.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, m == 0)
-			}
-			continue
-		}
-		amax := q.bitsToF32(m)
-		sf := q.scale(amax)
-		if math.IsInf(float64(E4M3ToF32(e4M3FromF32(amax*(1/sf)))*sf), 0) {
+		} else if sf = q.scale(amax); math.IsInf(float64(E4M3ToF32(e4M3FromF32(amax*(1/sf)))*sf), 0) {
 			return &BlockError{Err: ErrRange, Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
 		}
 		scales[kb] = sf
+		d, s := dst[c0:], src[size*c0:]
 		if q.Measure != nil && q.in == BF16 && lanesExact(sf) {
-			q.Measure.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, amax, m == 0, false)
+			q.Measure.encodeFP8(d, k, s, 2*k, rows, c1-c0, sf, amax, m == 0, mo)
 			continue
 		}
-		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)
+		if mo {
+			encodeMO(d, k, s, 2*k, rows, c1-c0, sf)
+		} else {
+			encode(q.in, d, k, s, size*k, rows, c1-c0, 1/sf)
+		}
 		if q.Measure != nil {
-			q.Measure.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, m == 0)
+			q.Measure.fp8Block(q.in, d, k, s, size*k, rows, c1-c0, sf, m == 0)
 		}
 	}
 	return nil
