@@ -442,8 +442,7 @@ func (p *parser) carve(dims []int64) []int64 {
 }
 
 func (p *parser) metadata() (map[string]string, error) {
-	if p.i+4 <= len(p.b) && string(p.b[p.i:p.i+4]) == "null" {
-		p.i += 4
+	if p.lit("null") {
 		return map[string]string{}, nil
 	}
 	if !p.eat('{') {

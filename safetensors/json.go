@@ -293,8 +293,7 @@ func (p *parser) skip(depth int) error {
 		}
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range []string{"true", "false", "null"} {
-			if p.i+len(lit) <= len(p.b) && string(p.b[p.i:p.i+len(lit)]) == lit {
-				p.i += len(lit)
+			if p.lit(lit) {
 				return nil
 			}
 		}
