@@ -67,7 +67,7 @@ var chartFormats = []string{"svg", "png", "pdf"}
 type chartOptions struct {
 	// Title is the first line of the title (the checkpoint and layout).
 	Title string
-	// Recipe names the recipe of the FP8 step ("" = DefaultRecipe): the
+	// Recipe names the recipe of the FP8 step ("" = defaultRecipe): the
 	// Options.Recipe the steps were planned with, or the title names another
 	// recipe than the bars show.
 	Recipe string
@@ -227,7 +227,7 @@ func checkChartPath(path string) error {
 
 // SaveChart writes the chart of rep's memory steps (an audit with
 // Options.Steps) to path atomically, in the format its extension names (one
-// of ChartFormats), with a capacity line at gpuMem bytes when positive.
+// of chartFormats), with a capacity line at gpuMem bytes when positive.
 // Errors name path, never the temporary file.
 func SaveChart(path string, rep *Report, gpuMem int64) error {
 	if err := checkChartPath(path); err != nil {

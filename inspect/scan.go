@@ -295,7 +295,7 @@ func (a *auditor) resolve(per []fileTotals) error {
 }
 
 // collectProblems turns the per-file findings into warnings: each file's
-// shape differences (the first MaxListedWarnings spelled out, the rest
+// shape differences (the first maxListedWarnings spelled out, the rest
 // counted), then the count of missing tensors.
 func (a *auditor) collectProblems(per []fileTotals) {
 	missing, firstMiss := 0, ""

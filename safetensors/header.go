@@ -45,19 +45,19 @@ const maxHeaderBytesInFlight = 256 << 20
 // The budget holds at least one header of the largest size accepted.
 var _ [maxHeaderBytesInFlight - maxHeaderSize]struct{}
 
-// headerBudget holds MaxHeaderBytesInFlight; a header read takes its length
+// headerBudget holds maxHeaderBytesInFlight; a header read takes its length
 // from it before allocating and gives it back once parsed.
 var headerBudget = semaphore.NewWeighted(maxHeaderBytesInFlight)
 
 // ReadHeader reads and validates the header of a safetensors file of the given
 // size, reading exactly 8 bytes and then the header, never the data. path names
 // the file in errors. It rejects everything the reference reader rejects, plus
-// duplicate tensor names and metadata over MaxMetadataSize.
+// duplicate tensor names and metadata over maxMetadataSize.
 func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 	return readHeader(context.Background(), r, size, path, nil, nil)
 }
 
-// readHeader is ReadHeader waiting for its share of MaxHeaderBytesInFlight
+// readHeader is ReadHeader waiting for its share of maxHeaderBytesInFlight
 // under ctx. A parse failure calls stop (when given) before the share goes
 // back, so that readers waiting for it see the cancellation instead of
 // reading their own headers.
@@ -262,7 +262,7 @@ func (f *File) compactNames(headerLen int) {
 		f.Tensors[i].Name = all[pos : pos+n]
 		pos += n
 	}
-	for k, v := range f.Metadata { // small (MaxMetadataSize) but aliasing the header
+	for k, v := range f.Metadata { // small (maxMetadataSize) but aliasing the header
 		delete(f.Metadata, k)
 		f.Metadata[strings.Clone(k)] = strings.Clone(v)
 	}

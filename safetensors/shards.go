@@ -48,7 +48,7 @@ func OpenShards(ctx context.Context, p string) (*shards, error) {
 	return openShards(ctx, p, OpenOptions{})
 }
 
-// remoteDeadline bounds an opening of a remote source by RemoteOpenTimeout
+// remoteDeadline bounds an opening of a remote source by remoteOpenTimeout
 // when ctx has no deadline of its own.
 func remoteDeadline(ctx context.Context, p string) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); !ok && remote.IsRemote(p) {
@@ -72,7 +72,7 @@ func (s *shards) BytesRead() (read, fetched int64) {
 func (s *shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name) }
 
 // Walk reads every shard's header and calls fn with its position in Names
-// and the validated File, from up to OpenParallelism goroutines at once (a
+// and the validated File, from up to openParallelism goroutines at once (a
 // local walk: one per CPU and one more) and
 // in no fixed order. The File's reader is closed when fn returns, so its
 // sections cannot be read afterwards; its names and shapes stay valid (they
@@ -260,8 +260,8 @@ func (s *shards) checkAgainstIndex(f *File) error {
 }
 
 // walk reads the headers of every shard in parallel: at most
-// OpenParallelism files open at once, their header bytes bounded by
-// MaxHeaderBytesInFlight. A bad header cancels the rest. Each header is
+// openParallelism files open at once, their header bytes bounded by
+// maxHeaderBytesInFlight. A bad header cancels the rest. Each header is
 // checked against the index and handed to fn; keep leaves the File open
 // (Open keeps them all), otherwise it is closed when fn returns; reuse
 // parses each header into the memory of one already done with.
@@ -384,7 +384,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 	return nil
 }
 
-// parallelism is how many headers a walk reads at once: OpenParallelism
+// parallelism is how many headers a walk reads at once: openParallelism
 // over HTTP, where requests wait on the network; on a local disk, where
 // reading is parsing, one per CPU and one more, so a walk that keeps nothing
 // holds only the headers being parsed.
