@@ -118,9 +118,6 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	var pos int64
 	for i := range l.Tensors {
 		t := &l.Tensors[i]
-		if i > 0 && l.Tensors[i-1].Name == t.Name {
-			return nil, fmt.Errorf("tensor %s: %w", termtext.Name(t.Name), errDuplicate)
-		}
 		// One hash operation per tensor: a name already present leaves
 		// the map's length unchanged.
 		n := len(l.index)
