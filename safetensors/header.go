@@ -301,8 +301,7 @@ func (f *File) sumRaw() [sha256.Size]byte {
 // does, that they tile [0, end) with no hole or overlap and that each range is
 // exactly shape × dtype bytes.
 func (f *File) validateOffsets() error {
-	sorted := slices.IsSortedFunc(f.Tensors, cmpOffsets)
-	if !sorted {
+	if !slices.IsSortedFunc(f.Tensors, cmpOffsets) {
 		slices.SortStableFunc(f.Tensors, cmpOffsets)
 		for i, t := range f.Tensors {
 			f.index[t.Name] = int32(i)
@@ -418,13 +417,10 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 			return t, p.errf(errHeaderJSON, "expected ',' or '}'")
 		}
 	}
-	switch {
-	case seen&hasDType == 0:
-		return t, fmt.Errorf("%w: dtype", errMissingField)
-	case seen&hasShape == 0:
-		return t, fmt.Errorf("%w: shape", errMissingField)
-	case seen&hasOffsets == 0:
-		return t, fmt.Errorf("%w: data_offsets", errMissingField)
+	for i, field := range [...]string{"dtype", "shape", "data_offsets"} { // hasDType, hasShape, hasOffsets
+		if seen&(1<<i) == 0 {
+			return t, fmt.Errorf("%w: %s", errMissingField, field)
+		}
 	}
 	return t, nil
 }
