@@ -71,7 +71,7 @@ type Quantizer struct {
 	div  scaleDiv
 	err  error // set by NewQuantizer for arguments out of range
 	nkb  int   // ⌈K/128⌉
-	band int   // band index quantizeNext reports in errors; advanced per call
+	band int   // the next band of the tests' quantizeNext
 	// Numerics chooses whose quantizer it reproduces (DeepGEMM unless set);
 	// ModelOpt needs a BF16 source and FP32 scales, else QuantizeBandAt
 	// returns an error.
@@ -85,7 +85,7 @@ type Quantizer struct {
 }
 
 // NewQuantizer returns a quantizer for rows of k elements of format in. Bad
-// arguments are reported by the first quantizeNext call.
+// arguments are reported by the first QuantizeBandAt call.
 func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	q := &Quantizer{k: k, in: in, fmt: fmt}
 	switch {
@@ -99,14 +99,6 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 		q.nkb = numBlocks(k)
 	}
 	return q
-}
-
-// quantizeNext quantizes the next band (the quantizer counts the bands it has
-// seen, for error messages); see QuantizeBandAt.
-func (q *Quantizer) quantizeNext(dst []byte, scales []float32, src []byte, rows int) error {
-	err := q.QuantizeBandAt(q.band, dst, scales, src, rows)
-	q.band++
-	return err
 }
 
 // QuantizeBandAt quantizes band number band: rows (1..128) rows of K

@@ -340,3 +340,11 @@ func dequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) er
 func packMXFP4(packed, scales, src []byte, rows, k int) (PackStats, error) {
 	return PackMXFP4Measured(packed, scales, src, rows, k, nil)
 }
+
+// quantizeNext quantizes the next band (the quantizer counts the bands it has
+// seen, for error messages); see QuantizeBandAt.
+func (q *Quantizer) quantizeNext(dst []byte, scales []float32, src []byte, rows int) error {
+	err := q.QuantizeBandAt(q.band, dst, scales, src, rows)
+	q.band++
+	return err
+}
