@@ -348,3 +348,15 @@ func (q *Quantizer) quantizeNext(dst []byte, scales []float32, src []byte, rows 
 	q.band++
 	return err
 }
+
+// dequantRowGo widens one row of FP8 codes, column block j by scales[j].
+func dequantRowGo(dst []float32, src []byte, scales []float32) {
+	for j := 0; len(src) > 0; j++ {
+		n := min(BlockSize, len(src))
+		d, s := dst[:n], scales[j]
+		for i, b := range src[:n] {
+			d[i] = e4m3Table[b] * s
+		}
+		dst, src = dst[n:], src[n:]
+	}
+}
