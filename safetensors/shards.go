@@ -73,17 +73,16 @@ func (s *shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name)
 
 // Walk reads every shard's header and calls fn with its position in Names
 // and the validated File, from up to openParallelism goroutines at once (a
-// local walk: one per CPU and one more) and
-// in no fixed order. The File's reader is closed when fn returns, so its
-// sections cannot be read afterwards; its names and shapes stay valid (they
-// keep the header's memory alive while held), unless transient: then fn
-// keeps nothing of the File it is handed (no name, shape, tensor or
-// metadata outlives the call; copy what must), and the memory of each header
-// is reused for the next one, so a walk over 96 headers of 800 KB allocates
-// a few, not 96. Errors are
-// Open's, and so is their precedence (a bad header before a bad index before
-// an index that disagrees with a header); fn's first error ends the walk and
-// is returned. The checkpoint is valid only if Walk returns nil: fn may have
+// local walk: one per CPU and one more) and in no fixed order. The File's
+// reader is closed when fn returns, so its sections cannot be read
+// afterwards; its names and shapes stay valid (they keep the header's memory
+// alive while held), unless transient: then fn keeps nothing of the File it
+// is handed (no name, shape, tensor or metadata outlives the call; copy what
+// must), and the memory of each header is reused for the next one, so a walk
+// over 96 headers of 800 KB allocates a few, not 96. Errors are Open's, and
+// so is their precedence (a bad header before a bad index before an index
+// that disagrees with a header); fn's first error ends the walk and is
+// returned. The checkpoint is valid only if Walk returns nil: fn may have
 // seen some shards of an invalid one. Walk may be called once.
 func (s *shards) Walk(ctx context.Context, transient bool, fn func(i int, f *File) error) error {
 	ctx, cancel := remoteDeadline(ctx, s.c.Root)
