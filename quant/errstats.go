@@ -16,10 +16,10 @@ import (
 // order, element j of a row in lane j%8 (BF16 → FP8: first the columns that
 // fill whole groups of eight, then the rest, each row by row) or j%2 (the
 // rest), the lanes added at the block's end; blocks one by one in row-major
-// order. So a
-// tensor gives the same bits whatever the caller's threading and whichever
-// kernels (vector or portable) run. Float64 addition is not associative:
-// combine ErrStats with Add in an order of your own that is fixed too.
+// order. So a tensor gives the same bits whatever the caller's threading and
+// whichever kernels (vector or portable) run. Float64 addition is not
+// associative: combine ErrStats with Add in an order of your own that is
+// fixed too.
 type ErrStats struct {
 	// Blocks counts the format's scale blocks: 128×128 FP8 tiles, 32-element
 	// MXFP4 groups, and for the MXFP4 → NVFP4 cast the 32-element source
