@@ -186,7 +186,7 @@ func (o Options) check() (string, error) {
 // reading only headers, the index and config files, and audits it.
 func Inspect(path string, opts Options) (*Report, error) {
 	if opts.Chart != "" {
-		if err := checkChartPath(opts.Chart); err != nil {
+		if _, err := chartFormat(opts.Chart); err != nil {
 			return nil, err
 		}
 		opts.Steps = true
