@@ -102,10 +102,7 @@ func writeTensorListJSON(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 // row adds up to seconds over K3's half million rows).
 func writeTensorListTable(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 	head := []string{"name", "dtype", "shape", "file", "data_offsets"}
-	widths := make([]int, len(head))
-	for i, h := range head {
-		widths[i] = len(h)
-	}
+	widths := cellWidths([][]string{head})
 	var scratch []byte
 	for _, f := range ck.Files {
 		widths[3] = max(widths[3], textWidth(termtext.Name(f.Path)))
