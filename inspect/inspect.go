@@ -299,7 +299,7 @@ func (w *warnings) list() []string {
 func (a *auditor) fill(rep *Report, per []fileTotals) {
 	var comp [model.NumComponents]tally
 	var dt [256]tally
-	layers := map[int]*tally{}
+	layers := map[int]tally{}
 	for fi := range per {
 		p := &per[fi]
 		rep.TensorCount += p.row.Tensors
@@ -311,10 +311,9 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 			dt[d].merge(p.dtype[d])
 		}
 		for l, s := range p.layers {
-			if layers[l] == nil {
-				layers[l] = &tally{}
-			}
-			layers[l].merge(*s)
+			t := layers[l]
+			t.merge(s)
+			layers[l] = t
 		}
 		rep.Files = append(rep.Files, p.row)
 	}
@@ -332,7 +331,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 			if l >= 0 {
 				key = strconv.Itoa(l)
 			}
-			rep.Groups = append(rep.Groups, row{Key: key, tally: *layers[l]})
+			rep.Groups = append(rep.Groups, row{Key: key, tally: layers[l]})
 		}
 		// Model-level tensors after the layers, as in the checkpoint's files.
 		if len(keys) > 0 && keys[0] < 0 {

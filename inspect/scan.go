@@ -70,7 +70,7 @@ type fileTotals struct {
 	row    fileRow
 	comp   [model.NumComponents]tally
 	dtype  [256]tally
-	layers map[int]*tally
+	layers map[int]tally
 	// specs and comps are the file's tensors when the audit plans a recipe
 	// or a layout (names and shapes alias the header, kept for the plan).
 	specs []safetensors.TensorSpec
@@ -119,7 +119,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 		ft := &per[fi]
 		ft.row = fileRow{fileItem: fileEntry(f)}
 		if a.opts.By == byLayer {
-			ft.layers = map[int]*tally{}
+			ft.layers = map[int]tally{}
 		}
 		if table {
 			ft.specs = make([]safetensors.TensorSpec, len(f.Tensors))
@@ -148,11 +148,8 @@ func (a *auditor) scan() ([]fileTotals, error) {
 			if ft.layers != nil {
 				l := max(-1, model.K3Classifier().ParseName(t.Name).Layer)
 				s := ft.layers[l]
-				if s == nil {
-					s = &tally{}
-					ft.layers[l] = s
-				}
 				s.add(sz)
+				ft.layers[l] = s
 			}
 		}
 		if inShard && !chk.agrees() {
