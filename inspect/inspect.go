@@ -226,7 +226,7 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &auditor{src: src, opts: opts}
+	a := &auditor{src: src, opts: opts, plans: map[string]*planned{}}
 	rep := &Report{Source: source, By: opts.By}
 	var auxBytes int64
 	if rep.Quantization, auxBytes, err = a.readConfigs(); err != nil {

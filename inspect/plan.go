@@ -59,9 +59,6 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 		}
 		p.specs[i], p.comps[i], p.fileOf[i] = o.TensorSpec, a.comps[j], a.fileOf[j]
 	}
-	if a.plans == nil {
-		a.plans = map[string]*planned{}
-	}
 	a.plans[name] = p
 	return p, nil
 }
