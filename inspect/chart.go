@@ -67,7 +67,7 @@ var chartFormats = []string{"svg", "png", "pdf"}
 type chartOptions struct {
 	// Title is the first line of the title (the checkpoint and layout).
 	Title string
-	// Recipe names the recipe of the FP8 step ("" = DefaultRecipe): the
+	// Recipe names the recipe of the FP8 step ("" = defaultRecipe): the
 	// Options.Recipe the steps were planned with, or the title names another
 	// recipe than the bars show.
 	Recipe string
@@ -211,36 +211,35 @@ func writeChart(w io.Writer, steps []step, o chartOptions, format string) error 
 	return err
 }
 
-// checkChartPath checks that path names a chart format and lies in an
-// existing directory.
-func checkChartPath(path string) error {
+// chartFormat checks that path names a chart format and lies in an
+// existing directory, and returns the format.
+func chartFormat(path string) (string, error) {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if !slices.Contains(chartFormats, format) {
-		return fmt.Errorf("%w: --chart %s: the name must end in .%s", errUsage, path, strings.Join(chartFormats, ", ."))
+		return "", fmt.Errorf("%w: --chart %s: the name must end in .%s", errUsage, path, strings.Join(chartFormats, ", ."))
 	}
 	dir := filepath.Dir(path)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%w: --chart %s: directory %s does not exist", errUsage, path, dir)
+		return "", fmt.Errorf("%w: --chart %s: directory %s does not exist", errUsage, path, dir)
 	}
-	return nil
+	return format, nil
 }
 
 // SaveChart writes the chart of rep's memory steps (an audit with
 // Options.Steps) to path atomically, in the format its extension names (one
-// of ChartFormats), with a capacity line at gpuMem bytes when positive.
+// of chartFormats), with a capacity line at gpuMem bytes when positive.
 // Errors name path, never the temporary file.
 func SaveChart(path string, rep *Report, gpuMem int64) error {
-	if err := checkChartPath(path); err != nil {
+	format, err := chartFormat(path)
+	if err != nil {
 		return err
 	}
 	if rep.Layout == nil || len(rep.Layout.Steps) == 0 {
 		return fmt.Errorf("%w: --chart %s: the report has no memory steps (audit with Steps and a layout)", errUsage, path)
 	}
-	steps := rep.Layout.Steps
 	o := chartOptions{Title: chartTitle(rep), Recipe: rep.Layout.Recipe, Experts: rep.Layout.Experts, GPUMem: gpuMem}
-	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	var buf bytes.Buffer
-	if err := writeChart(&buf, steps, o, format); err != nil {
+	if err := writeChart(&buf, rep.Layout.Steps, o, format); err != nil {
 		return err
 	}
 	if err := filewrite.WriteFile(path, buf.Bytes(), 0o644); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -133,12 +134,7 @@ func summarize(out *[]string, path string, v any, depth int) {
 			*out = append(*out, fmt.Sprintf("%s: {%d entries}", path, len(x)))
 			return
 		}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			p := k
 			if path != "" {
 				p = path + "." + k

@@ -1,8 +1,10 @@
 package inspect
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -184,7 +186,7 @@ func (o Options) check() (string, error) {
 // reading only headers, the index and config files, and audits it.
 func Inspect(path string, opts Options) (*Report, error) {
 	if opts.Chart != "" {
-		if err := checkChartPath(opts.Chart); err != nil {
+		if _, err := chartFormat(opts.Chart); err != nil {
 			return nil, err
 		}
 		opts.Steps = true
@@ -224,7 +226,7 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &auditor{src: src, opts: opts}
+	a := &auditor{src: src, opts: opts, plans: map[string]*planned{}}
 	rep := &Report{Source: source, By: opts.By}
 	var auxBytes int64
 	if rep.Quantization, auxBytes, err = a.readConfigs(); err != nil {
@@ -297,7 +299,7 @@ func (w *warnings) list() []string {
 func (a *auditor) fill(rep *Report, per []fileTotals) {
 	var comp [model.NumComponents]tally
 	var dt [256]tally
-	layers := map[int]*tally{}
+	layers := map[int]tally{}
 	for fi := range per {
 		p := &per[fi]
 		rep.TensorCount += p.row.Tensors
@@ -309,10 +311,9 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 			dt[d].merge(p.dtype[d])
 		}
 		for l, s := range p.layers {
-			if layers[l] == nil {
-				layers[l] = &tally{}
-			}
-			layers[l].merge(*s)
+			t := layers[l]
+			t.merge(s)
+			layers[l] = t
 		}
 		rep.Files = append(rep.Files, p.row)
 	}
@@ -322,23 +323,15 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	case byComponent:
 		rep.Groups = rep.Components
 	case byDType:
-		for _, d := range rep.DTypes {
-			rep.Groups = append(rep.Groups, row{Key: d.DType, tally: d.tally})
-		}
+		rep.Groups = dtypeGroups(rep.DTypes)
 	case byLayer:
-		keys := slices.Sorted(func(yield func(int) bool) {
-			for l := range layers {
-				if !yield(l) {
-					return
-				}
-			}
-		})
+		keys := slices.Sorted(maps.Keys(layers))
 		for _, l := range keys {
 			key := "model"
 			if l >= 0 {
 				key = strconv.Itoa(l)
 			}
-			rep.Groups = append(rep.Groups, row{Key: key, tally: *layers[l]})
+			rep.Groups = append(rep.Groups, row{Key: key, tally: layers[l]})
 		}
 		// Model-level tensors after the layers, as in the checkpoint's files.
 		if len(keys) > 0 && keys[0] < 0 {
@@ -384,18 +377,17 @@ func dtypeRows(dt []tally) []dTypeRow {
 			rows = append(rows, dTypeRow{DType: safetensors.DType(d).String(), tally: s})
 		}
 	}
-	slices.SortStableFunc(rows, func(x, y dTypeRow) int { return -cmpInt64(x.Bytes, y.Bytes) })
+	slices.SortStableFunc(rows, func(x, y dTypeRow) int { return cmp.Compare(y.Bytes, x.Bytes) })
 	return rows
 }
 
-func cmpInt64(x, y int64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
+// dtypeGroups is the dtype table as table rows (nil for none).
+func dtypeGroups(ds []dTypeRow) []row {
+	var rows []row
+	for _, d := range ds {
+		rows = append(rows, row{Key: d.DType, tally: d.tally})
 	}
-	return 0
+	return rows
 }
 
 func rankGroups(lr *layoutReport) []row {

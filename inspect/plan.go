@@ -59,9 +59,6 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 		}
 		p.specs[i], p.comps[i], p.fileOf[i] = o.TensorSpec, a.comps[j], a.fileOf[j]
 	}
-	if a.plans == nil {
-		a.plans = map[string]*planned{}
-	}
 	a.plans[name] = p
 	return p, nil
 }
@@ -94,21 +91,15 @@ func (a *auditor) recipe(name string) (*recipeReport, error) {
 	return &recipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: p.splits(), accounting: p.accounting()}, nil
 }
 
-// layoutModel gives the layout package the model dimensions it derives the
-// built-in layouts from: the config's, or K3's without one.
-func (a *auditor) layoutModel() layout.Model {
-	return layout.ModelOf(a.cfg)
-}
-
-// resolveLayout builds the layout with the given switches; a layout file has
-// none (nil options).
+// resolveLayout builds the layout with the given switches (a layout file has
+// none: nil options) for the config's model dimensions, or K3's without one.
 func (a *auditor) resolveLayout(name string, o *layout.Options) (*layout.Layout, error) {
 	lo := layout.Options{}
 	if o != nil {
 		lo = *o
 	}
 	lo.PPPartition = a.opts.PPPartition
-	return layout.Resolve(name, a.layoutModel(), lo)
+	return layout.Resolve(name, layout.ModelOf(a.cfg), lo)
 }
 
 func (a *auditor) layoutReport(name string) (*layoutReport, error) {

@@ -47,19 +47,14 @@ func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 	}
 	fmt.Fprintln(bw, termtext.Wrap(fmt.Sprintf("no tensor data read: %s bytes of headers, index and config (%.4f%% of the data)", termtext.Int(r.BytesRead), pct), width, "  "))
 
-	sideBySide := r.Recipe != nil && r.By == byComponent
-	if sideBySide {
-		if err := recipeText(bw, r, width); err != nil {
-			return err
-		}
-	} else {
+	if r.Recipe == nil || r.By != byComponent { // else side by side in recipeText
 		if err := mainTables(bw, r, width); err != nil {
 			return err
 		}
-		if r.Recipe != nil {
-			if err := recipeText(bw, r, width); err != nil {
-				return err
-			}
+	}
+	if r.Recipe != nil {
+		if err := recipeText(bw, r, width); err != nil {
+			return err
 		}
 	}
 	for _, q := range r.Quantization {
@@ -125,11 +120,7 @@ func mainTables(w io.Writer, r *Report, width int) error {
 		return nil
 	}
 	fmt.Fprintln(w)
-	rows := make([]row, len(r.DTypes))
-	for i, d := range r.DTypes {
-		rows[i] = row{Key: d.DType, tally: d.tally}
-	}
-	return shareTable(w, "dtype", rows, tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}, width)
+	return shareTable(w, "dtype", dtypeGroups(r.DTypes), tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}, width)
 }
 
 // newTable is a boxed table with left-aligned text and right-aligned numbers
@@ -209,19 +200,11 @@ func recipeText(w io.Writer, r *Report, width int) error {
 	for _, s := range rr.Splits {
 		fmt.Fprintln(w, termtext.Wrap(termtext.Lines(fmt.Sprintf("warning: recipe %s %s", rr.Name, s)), width, "  "))
 	}
-	before := make([]row, len(r.DTypes))
-	for i, d := range r.DTypes {
-		before[i] = row{Key: d.DType, tally: d.tally}
-	}
-	after := make([]row, len(rr.DTypes))
-	for i, d := range rr.DTypes {
-		after[i] = row{Key: d.DType, tally: d.tally}
-	}
 	if err := beforeAfter(w, "component", u, r.Components, rr.Components, r.accounting, rr.accounting); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
-	return beforeAfter(w, "dtype", u, before, after, r.accounting, rr.accounting)
+	return beforeAfter(w, "dtype", u, dtypeGroups(r.DTypes), dtypeGroups(rr.DTypes), r.accounting, rr.accounting)
 }
 
 // beforeAfter renders key | tensors before | after | size before | after | change,

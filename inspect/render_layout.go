@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -59,15 +60,7 @@ func (c *compTable) colWidth(col string) int {
 // choose returns the component columns to show (schema order) and whether
 // an "other" column sums the rest.
 func (c *compTable) choose() ([]string, bool) {
-	ws := make([]int, len(c.head))
-	for i, h := range c.head {
-		ws[i] = textWidth(h)
-	}
-	for _, row := range c.fixed {
-		for i, s := range row {
-			ws[i] = max(ws[i], textWidth(s))
-		}
-	}
+	ws := cellWidths(append([][]string{c.head}, c.fixed...))
 	if tableWidth(append(slices.Clone(ws), c.widths(c.cols)...)) <= c.width {
 		return c.cols, false
 	}
@@ -80,16 +73,7 @@ func (c *compTable) choose() ([]string, bool) {
 		}
 		return n
 	}
-	slices.SortStableFunc(bySize, func(a, b string) int {
-		ta, tb := total(a), total(b)
-		switch {
-		case ta > tb:
-			return -1
-		case ta < tb:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(bySize, func(a, b string) int { return cmp.Compare(total(b), total(a)) })
 	var shown []string
 	for _, col := range bySize {
 		try := append(slices.Clone(shown), col)

@@ -12,9 +12,9 @@ import (
 )
 
 // headers is what an audit reads: side files, the shard names, and passes
-// over the shard headers, each File handed over once per pass. An opened
-// Checkpoint serves them from memory; a path is streamed (safetensors.Shards),
-// so the default audit of K3 never holds more than the headers in flight.
+// over the shard headers, each File handed over once per pass. A path is
+// streamed (safetensors.OpenShards), so the default audit of K3 never holds
+// more than the headers in flight; tests serve headers from memory.
 type headers struct {
 	names   []string
 	readAux func(name string) ([]byte, error)
@@ -70,7 +70,7 @@ type fileTotals struct {
 	row    fileRow
 	comp   [model.NumComponents]tally
 	dtype  [256]tally
-	layers map[int]*tally
+	layers map[int]tally
 	// specs and comps are the file's tensors when the audit plans a recipe
 	// or a layout (names and shapes alias the header, kept for the plan).
 	specs []safetensors.TensorSpec
@@ -94,8 +94,6 @@ func (p *problem) bad() bool { return !p.found || !slices.Equal(p.shape, p.want.
 
 // table reports whether the audit needs the per-tensor table (to plan a
 // recipe or a layout), which keeps the headers' names and shapes.
-func (a *auditor) table() bool { return a.opts.table() }
-
 func (o Options) table() bool {
 	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == byRank || o.By == byStage
 }
@@ -115,13 +113,13 @@ func (a *auditor) scan() ([]fileTotals, error) {
 			shardOf[a.cfg.ShardName(i)] = i
 		}
 	}
-	table := a.table()
+	table := a.opts.table()
 	per := make([]fileTotals, len(names))
 	err := a.src.walk(func(fi int, f *safetensors.File) error {
 		ft := &per[fi]
 		ft.row = fileRow{fileItem: fileEntry(f)}
 		if a.opts.By == byLayer {
-			ft.layers = map[int]*tally{}
+			ft.layers = map[int]tally{}
 		}
 		if table {
 			ft.specs = make([]safetensors.TensorSpec, len(f.Tensors))
@@ -150,11 +148,8 @@ func (a *auditor) scan() ([]fileTotals, error) {
 			if ft.layers != nil {
 				l := max(-1, model.K3Classifier().ParseName(t.Name).Layer)
 				s := ft.layers[l]
-				if s == nil {
-					s = &tally{}
-					ft.layers[l] = s
-				}
 				s.add(sz)
+				ft.layers[l] = s
 			}
 		}
 		if inShard && !chk.agrees() {
@@ -297,7 +292,7 @@ func (a *auditor) resolve(per []fileTotals) error {
 }
 
 // collectProblems turns the per-file findings into warnings: each file's
-// shape differences (the first MaxListedWarnings spelled out, the rest
+// shape differences (the first maxListedWarnings spelled out, the rest
 // counted), then the count of missing tensors.
 func (a *auditor) collectProblems(per []fileTotals) {
 	missing, firstMiss := 0, ""

@@ -28,13 +28,13 @@ const (
 	// divCUDA multiplies by float32(1/448): torch's CUDA kernel for a tensor
 	// divided by a Python scalar computes the reciprocal once and multiplies,
 	// so this is what DeepGEMM's reference writes when run on a GPU (the
-	// default; every golden block of quant/testdata/torch differs from DivExact).
+	// default; every golden block of quant/testdata/torch differs from divExact).
 	divCUDA scaleDiv = iota
 	// divExact is the correctly rounded quotient, what torch computes on CPU.
 	divExact
 )
 
-// invMaxE4M3 is float32(1/448), the multiplier of DivCUDA.
+// invMaxE4M3 is float32(1/448), the multiplier of divCUDA.
 const invMaxE4M3 float32 = 1.0 / maxE4M3
 
 // ScaleFmt is the form of the per-block scale.
@@ -71,7 +71,7 @@ type Quantizer struct {
 	div  scaleDiv
 	err  error // set by NewQuantizer for arguments out of range
 	nkb  int   // ⌈K/128⌉
-	band int   // band index quantizeNext reports in errors; advanced per call
+	band int   // the next band of the tests' quantizeNext
 	// Numerics chooses whose quantizer it reproduces (DeepGEMM unless set);
 	// ModelOpt needs a BF16 source and FP32 scales, else QuantizeBandAt
 	// returns an error.
@@ -85,7 +85,7 @@ type Quantizer struct {
 }
 
 // NewQuantizer returns a quantizer for rows of k elements of format in. Bad
-// arguments are reported by the first quantizeNext call.
+// arguments are reported by the first QuantizeBandAt call.
 func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 	q := &Quantizer{k: k, in: in, fmt: fmt}
 	switch {
@@ -99,23 +99,6 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 		q.nkb = numBlocks(k)
 	}
 	return q
-}
-
-// setScaleDiv chooses how amax/448 is rounded (DivCUDA unless set).
-func (q *Quantizer) setScaleDiv(d scaleDiv) error {
-	if d > divExact {
-		return errorf(errShape, "unsupported scale division %d", d)
-	}
-	q.div = d
-	return nil
-}
-
-// quantizeNext quantizes the next band (the quantizer counts the bands it has
-// seen, for error messages); see QuantizeBandAt.
-func (q *Quantizer) quantizeNext(dst []byte, scales []float32, src []byte, rows int) error {
-	err := q.QuantizeBandAt(q.band, dst, scales, src, rows)
-	q.band++
-	return err
 }
 
 // QuantizeBandAt quantizes band number band: rows (1..128) rows of K
@@ -165,35 +148,29 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 		if m >= elemFacts[q.in].inf {
 			return q.nonFinite(band, src, rows, kb, c0, c1)
 		}
-		if q.Numerics == ModelOpt {
-			sf := modelOptScale(uint16(m))
-			scales[kb] = sf
-			if sf == 0 {
+		mo := q.Numerics == ModelOpt // a BF16 source (numericsErr)
+		amax := q.bitsToF32(m)
+		var sf float32
+		if mo {
+			if sf = modelOptScale(uint16(m)); sf == 0 {
 				q.ZeroScaleBlocks++
 			}
-			if q.Measure != nil && lanesExact(sf) {
-				q.Measure.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, BF16ToF32(uint16(m)), m == 0, true)
-				continue
-			}
-			encodeMO(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf)
-			if q.Measure != nil {
-				q.Measure.fp8Block(q.in, dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, m == 0)
-			}
-			continue
-		}
-		amax := q.bitsToF32(m)
-		sf := q.scale(amax)
-		if math.IsInf(float64(E4M3ToF32(e4M3FromF32(amax*(1/sf)))*sf), 0) {
+		} else if sf = q.scale(amax); math.IsInf(float64(E4M3ToF32(e4M3FromF32(amax*(1/sf)))*sf), 0) {
 			return &BlockError{Err: ErrRange, Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
 		}
 		scales[kb] = sf
+		d, s := dst[c0:], src[size*c0:]
 		if q.Measure != nil && q.in == BF16 && lanesExact(sf) {
-			q.Measure.encodeFP8(dst[c0:], k, src[2*c0:], 2*k, rows, c1-c0, sf, amax, m == 0, false)
+			q.Measure.encodeFP8(d, k, s, 2*k, rows, c1-c0, sf, amax, m == 0, mo)
 			continue
 		}
-		encode(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, 1/sf)
+		if mo {
+			encodeMO(d, k, s, 2*k, rows, c1-c0, sf)
+		} else {
+			encode(q.in, d, k, s, size*k, rows, c1-c0, 1/sf)
+		}
 		if q.Measure != nil {
-			q.Measure.fp8Block(q.in, dst[c0:], k, src[size*c0:], size*k, rows, c1-c0, sf, m == 0)
+			q.Measure.fp8Block(q.in, d, k, s, size*k, rows, c1-c0, sf, m == 0)
 		}
 	}
 	return nil
@@ -261,23 +238,10 @@ func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error 
 	return errorf(ErrNonFinite, "row band %d, column block %d", band, kb) // unreachable: amax saw one
 }
 
-// dequantizeBand widens a band of rows×k FP8 E4M3FN bytes to float32,
-// multiplying each by its column block's scale (scales holds ⌈k/128⌉ values).
-// NaN codes stay NaN. Only the leading entries of the buffers are used.
-func dequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) error {
-	if err := checkDequant(len(dst), src, scales, rows, k); err != nil {
-		return err
-	}
-	// Row by row: the output is 4 bytes an element, and writing it in
-	// order beats revisiting 128 rows that are a multiple of 4 KiB apart.
-	for r := range rows {
-		dequantRow(dst[r*k:(r+1)*k], src[r*k:(r+1)*k], scales[:numBlocks(k)])
-	}
-	return nil
-}
-
-// DequantizeBandBF16 is DequantizeBand rounding each product to bfloat16
-// (F32ToBF16), written as little-endian bytes (2·rows·k of dst).
+// DequantizeBandBF16 widens a band of rows×k FP8 E4M3FN bytes, multiplying
+// each by its column block's scale (scales holds ⌈k/128⌉ values) and rounding
+// the product to bfloat16 (F32ToBF16), written as little-endian bytes
+// (2·rows·k of dst).
 func DequantizeBandBF16(dst []byte, src []byte, scales []float32, rows, k int) error {
 	if err := checkDequant(len(dst)/2, src, scales, rows, k); err != nil {
 		return err

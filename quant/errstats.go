@@ -16,10 +16,10 @@ import (
 // order, element j of a row in lane j%8 (BF16 → FP8: first the columns that
 // fill whole groups of eight, then the rest, each row by row) or j%2 (the
 // rest), the lanes added at the block's end; blocks one by one in row-major
-// order. So a
-// tensor gives the same bits whatever the caller's threading and whichever
-// kernels (vector or portable) run. Float64 addition is not associative:
-// combine ErrStats with Add in an order of your own that is fixed too.
+// order. So a tensor gives the same bits whatever the caller's threading and
+// whichever kernels (vector or portable) run. Float64 addition is not
+// associative: combine ErrStats with Add in an order of your own that is
+// fixed too.
 type ErrStats struct {
 	// Blocks counts the format's scale blocks: 128×128 FP8 tiles, 32-element
 	// MXFP4 groups, and for the MXFP4 → NVFP4 cast the 32-element source
@@ -186,22 +186,9 @@ func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, ro
 	}
 }
 
-// fp8Edge reports whether code c is NaN (0x7F, 0xFF), and 1 when it is ±448
-// with its source x beyond x̂ = y (saturated).
-func fp8Edge(c uint8, x, y float64) (nan bool, sat int64) {
-	switch c & 0x7F {
-	case 0x7F:
-		return true, 0
-	case 0x7E:
-		if math.Abs(x) > math.Abs(y) {
-			return false, 1
-		}
-	}
-	return false, 0
-}
-
 // rowAny adds a row of sources of any format one element at a time,
-// counting NaN codes instead of adding them.
+// counting NaN codes instead of adding them (with a finite sf, x̂ is NaN
+// exactly for the NaN codes).
 func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 	for i, code := range c {
 		var x float64
@@ -213,22 +200,7 @@ func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 		default:
 			x = float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])))
 		}
-		y := float64(float32(e4m3Table[code] * sf))
-		nan, sat := fp8Edge(code, x, y)
-		if nan {
-			b.nan++
-			continue
-		}
-		b.sat += sat
-		d := x - y
-		if i%2 == 0 {
-			b.sx0 += float64(x * x)
-			b.se0 += float64(d * d)
-		} else {
-			b.sx1 += float64(x * x)
-			b.se1 += float64(d * d)
-		}
-		b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
+		b.add(i%2, x, float64(float32(e4m3Table[code]*sf)), code&0x7F == 0x7E)
 	}
 }
 
@@ -299,7 +271,7 @@ func (b *blockErr) add(l int, x, y float64, top bool) {
 		b.sat++
 	}
 	d := x - y
-	if l == 0 { // products converted: never fused into an FMA (see errRowBF16Go)
+	if l == 0 { // products converted: never fused into an FMA
 		b.sx0 += float64(x * x)
 		b.se0 += float64(d * d)
 	} else {

@@ -123,15 +123,3 @@ func e4m3Select(f float32) uint8 {
 	}
 	return uint8(r) | uint8(b>>24)&0x80
 }
-
-// dequantRowGo widens one row of FP8 codes, column block j by scales[j].
-func dequantRowGo(dst []float32, src []byte, scales []float32) {
-	for j := 0; len(src) > 0; j++ {
-		n := min(BlockSize, len(src))
-		d, s := dst[:n], scales[j]
-		for i, b := range src[:n] {
-			d[i] = e4m3Table[b] * s
-		}
-		dst, src = dst[n:], src[n:]
-	}
-}

@@ -77,20 +77,6 @@ func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, col
 	}
 }
 
-// dequantRow widens one row of k FP8 codes, column block j by scales[j].
-func dequantRow(dst []float32, src []byte, scales []float32) {
-	k := len(src)
-	full := k / BlockSize
-	if useAVX2 && full > 0 {
-		_ = dst[k-1]
-		_ = scales[full-1]
-		dequantRowAVX2(&dst[0], &src[0], full, &scales[0])
-	} else {
-		full = 0
-	}
-	dequantRowGo(dst[full*BlockSize:], src[full*BlockSize:], scales[full:])
-}
-
 //go:noescape
 func encodeModelOptAVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 

@@ -10,8 +10,6 @@ func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, col
 	encodeGo(in, dst, dstStride, src, srcStride, rows, cols, inv)
 }
 
-func dequantRow(dst []float32, src []byte, scales []float32) { dequantRowGo(dst, src, scales) }
-
 func encodeMO(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
 	encodeModelOpt(dst, dstStride, src, srcStride, rows, cols, sf)
 }

@@ -41,8 +41,8 @@ func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 	return uint8(max(e-2, 0)), true
 }
 
-// packMXFP4 packs rows of k BF16 elements (little-endian, k a multiple of
-// 32) into MXFP4 exactly as compressed-tensors' mxfp4-pack-quantized
+// PackMXFP4Measured packs rows of k BF16 elements (little-endian, k a
+// multiple of 32) into MXFP4 exactly as compressed-tensors' mxfp4-pack-quantized
 // compressor does (calculate_qparams → generate_mx_scales, quantize →
 // cast_to_fp4, pack_fp4_to_uint8, compress_mx_scale): the scale byte of
 // mxfp4ScaleByte; each element divided by 2^(byte−127) in BF16, clamped to
@@ -54,13 +54,8 @@ func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 // bytes on CPU and on CUDA alike. packed gets rows×k/2 bytes, element 2i in the low
 // nibble; scales rows×k/32 bytes. A non-finite element, or a group whose
 // scale would overflow, is an error wrapping ErrNonFinite or ErrRange that
-// names the row and group.
-func packMXFP4(packed, scales, src []byte, rows, k int) (PackStats, error) {
-	return PackMXFP4Measured(packed, scales, src, rows, k, nil)
-}
-
-// PackMXFP4Measured is PackMXFP4 adding the error of every group to es
-// (when not nil; unchanged on error): x the BF16 value, x̂ code × 2^(e−127).
+// names the row and group. The error of every group is added to es (when
+// not nil; unchanged on error): x the BF16 value, x̂ code × 2^(e−127).
 func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (PackStats, error) {
 	var st PackStats
 	var acc ErrStats // es's sums continued block by block; stored on success
@@ -137,7 +132,7 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 	return st, nil
 }
 
-// packCode is one element of PackMXFP4: its E2M1 code, whether the code's
+// packCode is one element of PackMXFP4Measured: its E2M1 code, whether the code's
 // value differs from the element's, and 1 if it saturated.
 func packCode(x uint16, s float32) (code uint8, lossy bool, sat int) {
 	v := BF16ToF32(x)
@@ -146,13 +141,7 @@ func packCode(x uint16, s float32) (code uint8, lossy bool, sat int) {
 	if a > 6 {
 		a, sat = 6, 1
 	}
-	c := uint8(7)
-	for i, b := range e2m1Bounds {
-		if float64(a) < b.v || (b.inclusive && float64(a) == b.v) {
-			c = uint8(i)
-			break
-		}
-	}
+	c := e2m1Code(float64(a))
 	if q < 0 { // cast_to_fp4's sign is torch.sign(q): 0 for −0
 		c |= 8
 	}

@@ -47,7 +47,7 @@ const (
 	e8m0Bias    = 127
 )
 
-// minKMax and MaxKMax bound a K_max: the exponents of scale bytes 0x01 and 0xFE.
+// minKMax and maxKMax bound a K_max: the exponents of scale bytes 0x01 and 0xFE.
 const (
 	minKMax = 1 - e8m0Bias
 	maxKMax = 0xFE - e8m0Bias
@@ -135,7 +135,7 @@ type nVFP4Cast struct {
 }
 
 // NewNVFP4Cast returns a cast for rows of k elements (a multiple of 32) and the
-// tensor's (or the w1/w3 pair's) K_max, in [MinKMax, MaxKMax] or 0.
+// tensor's (or the w1/w3 pair's) K_max, in [minKMax, maxKMax] or 0.
 func NewNVFP4Cast(k, kmax int) (*nVFP4Cast, error) {
 	switch {
 	case k <= 0 || k > MaxK || k%MXGroupSize != 0:
@@ -347,13 +347,8 @@ const e4m3Max = 0x7E
 const hotK = 126
 
 // nvE2M1 is the value table NVIDIA's NVFP4 dequantization indexes: code 8 is +0.
-var nvE2M1 = func() (t [16]float32) {
-	for c := range t {
-		t[c] = e2m1Values[c&7]
-		if c&8 != 0 {
-			t[c] = -t[c]
-		}
-	}
+var nvE2M1 = func() [16]float32 {
+	t := e2m1Table
 	t[8] = 0
 	return t
 }()

@@ -311,3 +311,52 @@ func TestEnumStrings(t *testing.T) {
 		t.Error("Elem.Size wrong")
 	}
 }
+
+// setScaleDiv chooses how amax/448 is rounded (divCUDA unless set).
+func (q *Quantizer) setScaleDiv(d scaleDiv) error {
+	if d > divExact {
+		return errorf(errShape, "unsupported scale division %d", d)
+	}
+	q.div = d
+	return nil
+}
+
+// dequantizeBand widens a band of rows×k FP8 E4M3FN bytes to float32,
+// multiplying each by its column block's scale (scales holds ⌈k/128⌉ values).
+// NaN codes stay NaN. Only the leading entries of the buffers are used.
+func dequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) error {
+	if err := checkDequant(len(dst), src, scales, rows, k); err != nil {
+		return err
+	}
+	// Row by row: the output is 4 bytes an element, and writing it in
+	// order beats revisiting 128 rows that are a multiple of 4 KiB apart.
+	for r := range rows {
+		dequantRow(dst[r*k:(r+1)*k], src[r*k:(r+1)*k], scales[:numBlocks(k)])
+	}
+	return nil
+}
+
+// packMXFP4 is PackMXFP4Measured without the error measurement.
+func packMXFP4(packed, scales, src []byte, rows, k int) (PackStats, error) {
+	return PackMXFP4Measured(packed, scales, src, rows, k, nil)
+}
+
+// quantizeNext quantizes the next band (the quantizer counts the bands it has
+// seen, for error messages); see QuantizeBandAt.
+func (q *Quantizer) quantizeNext(dst []byte, scales []float32, src []byte, rows int) error {
+	err := q.QuantizeBandAt(q.band, dst, scales, src, rows)
+	q.band++
+	return err
+}
+
+// dequantRowGo widens one row of FP8 codes, column block j by scales[j].
+func dequantRowGo(dst []float32, src []byte, scales []float32) {
+	for j := 0; len(src) > 0; j++ {
+		n := min(BlockSize, len(src))
+		d, s := dst[:n], scales[j]
+		for i, b := range src[:n] {
+			d[i] = e4m3Table[b] * s
+		}
+		dst, src = dst[n:], src[n:]
+	}
+}

@@ -64,14 +64,14 @@ type source interface {
 // http(s):// URL, hf://org/name[@revision][/file]), reading only headers and
 // the index. It validates every header and, when there is an
 // index, that index and shards agree exactly. It is OpenWith without a
-// caller's deadline (remote sources still get RemoteOpenTimeout).
+// caller's deadline (remote sources still get remoteOpenTimeout).
 func Open(p string) (*Checkpoint, error) {
 	return OpenWith(context.Background(), p, OpenOptions{})
 }
 
 // OpenWith is Open bounded by ctx: the first error (or ctx's end) stops
 // every header read still under way. A remote source whose ctx has no
-// deadline gets RemoteOpenTimeout for the whole opening. The ctx bounds only
+// deadline gets remoteOpenTimeout for the whole opening. The ctx bounds only
 // the opening: later reads through the checkpoint are not tied to it (Close
 // ends those of a remote one).
 //

@@ -19,7 +19,6 @@ const (
 	f6_E3M2
 	// U8 is an unsigned byte (also the carrier of packed MXFP4 codes and E8M0 scales).
 	U8
-	// i8 is a signed byte.
 	i8
 	// f8_E5M2 is an 8-bit float with 5 exponent bits.
 	f8_E5M2
@@ -31,9 +30,7 @@ const (
 	f8_E4M3FNUZ
 	// f8_E5M2FNUZ is AMD's E5M2 variant without negative zero.
 	f8_E5M2FNUZ
-	// i16 is a signed 16-bit integer.
 	i16
-	// u16 is an unsigned 16-bit integer.
 	u16
 	// F16 is IEEE half precision.
 	F16
@@ -41,17 +38,13 @@ const (
 	BF16
 	// I32 is a signed 32-bit integer.
 	I32
-	// u32 is an unsigned 32-bit integer.
 	u32
 	// F32 is IEEE single precision.
 	F32
 	// c64 is a complex number of two F32.
 	c64
-	// f64 is IEEE double precision.
 	f64
-	// i64 is a signed 64-bit integer.
 	i64
-	// u64 is an unsigned 64-bit integer.
 	u64
 
 	numDTypes = int(u64) + 1

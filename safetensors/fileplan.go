@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -62,10 +63,7 @@ func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, 
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
 	}
-	bp, _ := renderBufs.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
+	bp := renderBufs.Get().(*[]byte)
 	js, err := renderHeader((*bp)[:0], l.Tensors, metadata)
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
@@ -79,7 +77,7 @@ func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, 
 }
 
 // renderBufs holds the buffers NewFilePlanSum renders headers in (*[]byte).
-var renderBufs sync.Pool
+var renderBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // layOut orders the tensors canonically and assigns their offsets; the
 // header is rendered by the caller.
@@ -120,9 +118,6 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	var pos int64
 	for i := range l.Tensors {
 		t := &l.Tensors[i]
-		if i > 0 && l.Tensors[i-1].Name == t.Name {
-			return nil, fmt.Errorf("tensor %s: %w", termtext.Name(t.Name), errDuplicate)
-		}
 		// One hash operation per tensor: a name already present leaves
 		// the map's length unchanged.
 		n := len(l.index)
@@ -204,16 +199,10 @@ func (l *FilePlan) Index(name string) (int, bool) {
 // {"dtype":…,"shape":[…],"data_offsets":[b,e]}.
 func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []byte {
 	b = append(b, '{')
-	first := true
 	if len(metadata) > 0 {
 		b = appendJSONString(b, metadataKey, false)
 		b = append(b, ':', '{')
-		keys := make([]string, 0, len(metadata))
-		for k := range metadata {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
+		for i, k := range slices.Sorted(maps.Keys(metadata)) {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -222,13 +211,11 @@ func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []b
 			b = appendJSONString(b, metadata[k], false)
 		}
 		b = append(b, '}')
-		first = false
 	}
 	for _, t := range ts {
-		if !first {
+		if b[len(b)-1] != '{' { // after __metadata__ or a tensor
 			b = append(b, ',')
 		}
-		first = false
 		b = appendJSONString(b, t.Name, false)
 		b = append(b, `:{"dtype":"`...)
 		b = append(b, t.DType.String()...)
@@ -259,6 +246,10 @@ func plainJSON(s string) bool {
 	return true
 }
 
+// shortEscapes maps the bytes both escaping modes write as a two-byte
+// escape to the letter after the backslash.
+var shortEscapes = [...]byte{'"': '"', '\\': '\\', '\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': 'r'}
+
 // appendJSONString escapes s as a JSON string. With ensureASCII false it
 // matches serde_json (the safetensors header): quote, backslash and control
 // characters only (\b \t \n \f \r, else \u00xx in lowercase hex), other
@@ -278,20 +269,8 @@ func appendJSONString(b []byte, s string, ensureASCII bool) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
-		case c == '"':
-			b = append(b, '\\', '"')
-		case c == '\\':
-			b = append(b, '\\', '\\')
-		case c == '\b':
-			b = append(b, '\\', 'b')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\f':
-			b = append(b, '\\', 'f')
-		case c == '\r':
-			b = append(b, '\\', 'r')
+		case int(c) < len(shortEscapes) && shortEscapes[c] != 0:
+			b = append(b, '\\', shortEscapes[c])
 		case c < 0x20:
 			b = u4(b, rune(c))
 		case ensureASCII && c >= 0x7f:

@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -44,19 +45,19 @@ const maxHeaderBytesInFlight = 256 << 20
 // The budget holds at least one header of the largest size accepted.
 var _ [maxHeaderBytesInFlight - maxHeaderSize]struct{}
 
-// headerBudget holds MaxHeaderBytesInFlight; a header read takes its length
+// headerBudget holds maxHeaderBytesInFlight; a header read takes its length
 // from it before allocating and gives it back once parsed.
 var headerBudget = semaphore.NewWeighted(maxHeaderBytesInFlight)
 
 // ReadHeader reads and validates the header of a safetensors file of the given
 // size, reading exactly 8 bytes and then the header, never the data. path names
 // the file in errors. It rejects everything the reference reader rejects, plus
-// duplicate tensor names and metadata over MaxMetadataSize.
+// duplicate tensor names and metadata over maxMetadataSize.
 func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 	return readHeader(context.Background(), r, size, path, nil, nil)
 }
 
-// readHeader is ReadHeader waiting for its share of MaxHeaderBytesInFlight
+// readHeader is ReadHeader waiting for its share of maxHeaderBytesInFlight
 // under ctx. A parse failure calls stop (when given) before the share goes
 // back, so that readers waiting for it see the cancellation instead of
 // reading their own headers.
@@ -80,16 +81,15 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 		return fail(err)
 	}
 	f, err := readHeaderBody(r, size, int64(n), mem)
-	if err != nil && stop != nil {
+	if err != nil {
 		err = fmt.Errorf("file %s: %w", path, err)
-		stop(err)
+		if stop != nil {
+			stop(err)
+		}
 		headerBudget.Release(int64(n))
 		return nil, err
 	}
 	headerBudget.Release(int64(n))
-	if err != nil {
-		return fail(err)
-	}
 	f.Path = path
 	f.ra = r
 	return f, nil
@@ -262,7 +262,7 @@ func (f *File) compactNames(headerLen int) {
 		f.Tensors[i].Name = all[pos : pos+n]
 		pos += n
 	}
-	for k, v := range f.Metadata { // small (MaxMetadataSize) but aliasing the header
+	for k, v := range f.Metadata { // small (maxMetadataSize) but aliasing the header
 		delete(f.Metadata, k)
 		f.Metadata[strings.Clone(k)] = strings.Clone(v)
 	}
@@ -301,8 +301,7 @@ func (f *File) sumRaw() [sha256.Size]byte {
 // does, that they tile [0, end) with no hole or overlap and that each range is
 // exactly shape × dtype bytes.
 func (f *File) validateOffsets() error {
-	sorted := slices.IsSortedFunc(f.Tensors, cmpOffsets)
-	if !sorted {
+	if !slices.IsSortedFunc(f.Tensors, cmpOffsets) {
 		slices.SortStableFunc(f.Tensors, cmpOffsets)
 		for i, t := range f.Tensors {
 			f.index[t.Name] = int32(i)
@@ -326,21 +325,11 @@ func (f *File) validateOffsets() error {
 }
 
 func cmpOffsets(a, b TensorInfo) int {
-	if a.Begin != b.Begin {
-		if a.Begin < b.Begin {
-			return -1
-		}
-		return 1
-	}
-	if a.End != b.End {
-		if a.End < b.End {
-			return -1
-		}
-		return 1
-	}
-	return 0
+	return cmp.Or(cmp.Compare(a.Begin, b.Begin), cmp.Compare(a.End, b.End))
 }
 
+// tensor parses one tensor entry: an object with dtype, shape and data_offsets;
+// unknown fields are skipped as the reference's deserializer does.
 func (p *parser) tensor(name string) (TensorInfo, error) {
 	t := TensorInfo{Name: name}
 	if !p.eat('{') {
@@ -428,13 +417,10 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 			return t, p.errf(errHeaderJSON, "expected ',' or '}'")
 		}
 	}
-	switch {
-	case seen&hasDType == 0:
-		return t, fmt.Errorf("%w: dtype", errMissingField)
-	case seen&hasShape == 0:
-		return t, fmt.Errorf("%w: shape", errMissingField)
-	case seen&hasOffsets == 0:
-		return t, fmt.Errorf("%w: data_offsets", errMissingField)
+	for i, field := range [...]string{"dtype", "shape", "data_offsets"} { // hasDType, hasShape, hasOffsets
+		if seen&(1<<i) == 0 {
+			return t, fmt.Errorf("%w: %s", errMissingField, field)
+		}
 	}
 	return t, nil
 }
@@ -452,8 +438,7 @@ func (p *parser) carve(dims []int64) []int64 {
 }
 
 func (p *parser) metadata() (map[string]string, error) {
-	if p.i+4 <= len(p.b) && string(p.b[p.i:p.i+4]) == "null" {
-		p.i += 4
+	if p.lit("null") {
 		return map[string]string{}, nil
 	}
 	if !p.eat('{') {
@@ -500,5 +485,3 @@ func (p *parser) metadata() (map[string]string, error) {
 		return nil, p.errf(errHeaderJSON, "expected ',' or '}'")
 	}
 }
-
-// skip passes over any JSON value.

@@ -221,15 +221,6 @@ func checkShardName(f string) error {
 // does, with no final newline (the released K3 index has none; a writer
 // copying a source that had one adds it, see Checkpoint.IndexNewline).
 func (idx *Index) Marshal() ([]byte, error) {
-	var buf bytes.Buffer
-	if err := idx.writeTo(&buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// writeTo streams the index in Marshal's form.
-func (idx *Index) writeTo(w io.Writer) error {
 	d := &indexData{totalSize: idx.TotalSize, metadata: idx.Metadata, entries: make([]indexEntry, 0, len(idx.WeightMap))}
 	ids := map[string]uint32{}
 	for name, f := range idx.WeightMap {
@@ -241,7 +232,11 @@ func (idx *Index) writeTo(w io.Writer) error {
 		}
 		d.entries = append(d.entries, indexEntry{name, id})
 	}
-	return d.writeTo(w)
+	var buf bytes.Buffer
+	if err := d.writeTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // WriteShardIndex streams the index of the given shards of dir (names

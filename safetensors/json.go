@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -151,41 +152,31 @@ func (p *parser) unescape(raw []byte) (string, error) {
 		if i >= len(raw) {
 			return "", p.errf(errHeaderJSON, "bad escape")
 		}
-		switch raw[i] {
-		case '"', '\\', '/':
-			out = append(out, raw[i])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, n, ok := hex4(raw[i+1:])
-			if !ok {
-				return "", p.errf(errHeaderJSON, "bad \\u escape")
-			}
-			i += n
-			if utf16.IsSurrogate(r) {
-				r2, n2, ok2 := rune(0), 0, false
-				if i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
-					r2, n2, ok2 = hex4(raw[i+3:])
-				}
-				dec := utf16.DecodeRune(r, r2)
-				if !ok2 || dec == utf8.RuneError {
-					return "", p.errf(errHeaderJSON, "unpaired surrogate in \\u escape")
-				}
-				i += 2 + n2
-				r = dec
-			}
-			out = utf8.AppendRune(out, r)
-		default:
+		if e := strings.IndexByte(`"\/bfnrt`, raw[i]); e >= 0 {
+			out = append(out, "\"\\/\b\f\n\r\t"[e])
+			continue
+		}
+		if raw[i] != 'u' {
 			return "", p.errf(errHeaderJSON, "bad escape \\%c", raw[i])
 		}
+		r, n, ok := hex4(raw[i+1:])
+		if !ok {
+			return "", p.errf(errHeaderJSON, "bad \\u escape")
+		}
+		i += n
+		if utf16.IsSurrogate(r) {
+			r2, n2, ok2 := rune(0), 0, false
+			if i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+				r2, n2, ok2 = hex4(raw[i+3:])
+			}
+			dec := utf16.DecodeRune(r, r2)
+			if !ok2 || dec == utf8.RuneError {
+				return "", p.errf(errHeaderJSON, "unpaired surrogate in \\u escape")
+			}
+			i += 2 + n2
+			r = dec
+		}
+		out = utf8.AppendRune(out, r)
 	}
 	return string(out), nil
 }
@@ -255,8 +246,7 @@ func (p *parser) uintArray(class error, what string, dst []int64) ([]int64, erro
 	}
 }
 
-// tensor parses one tensor entry: an object with dtype, shape and data_offsets;
-// unknown fields are skipped as the reference's deserializer does.
+// skip passes over any JSON value.
 func (p *parser) skip(depth int) error {
 	if depth > maxJSONDepth {
 		return p.errf(errHeaderJSON, "nesting deeper than %d", maxJSONDepth)
@@ -303,8 +293,7 @@ func (p *parser) skip(depth int) error {
 		}
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range []string{"true", "false", "null"} {
-			if p.i+len(lit) <= len(p.b) && string(p.b[p.i:p.i+len(lit)]) == lit {
-				p.i += len(lit)
+			if p.lit(lit) {
 				return nil
 			}
 		}

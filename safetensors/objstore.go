@@ -3,7 +3,6 @@ package safetensors
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/objstore"
@@ -35,20 +34,4 @@ func openObjstore(ctx context.Context, raw string, o OpenOptions) (*shards, erro
 	}
 	b.OnRetry(s.Retried)
 	return openRemoteSource(ctx, &remoteSource{s: s, stop: stop, listable: true}, raw, dir.Dir(), name)
-}
-
-// listObjects names the *.safetensors objects directly under the prefix.
-func (r *remoteSource) listObjects() ([]string, error) {
-	files, err := r.s.List(context.Background())
-	if err != nil {
-		return nil, remoteErr(err)
-	}
-	var out []string
-	for _, f := range files {
-		if strings.HasSuffix(f.Name, ".safetensors") && !strings.HasPrefix(f.Name, ".") && !strings.Contains(f.Name, "/") {
-			out = append(out, f.Name)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }

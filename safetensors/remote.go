@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,14 +95,25 @@ func (r *remoteSource) exists(ctx context.Context, name string) (bool, error) {
 	return true, nil
 }
 
-// list names an object store's *.safetensors; a web server's directory
-// cannot be listed, so those remote checkpoints need an index (or a direct
-// file URL).
+// list names the *.safetensors objects directly under an object store's
+// prefix; a web server's directory cannot be listed, so those remote
+// checkpoints need an index (or a direct file URL).
 func (r *remoteSource) list() ([]string, error) {
-	if r.listable {
-		return r.listObjects()
+	if !r.listable {
+		return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
 	}
-	return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
+	files, err := r.s.List(context.Background())
+	if err != nil {
+		return nil, remoteErr(err)
+	}
+	var out []string
+	for _, f := range files {
+		if strings.HasSuffix(f.Name, ".safetensors") && !strings.HasPrefix(f.Name, ".") && !strings.Contains(f.Name, "/") {
+			out = append(out, f.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // remoteErr wraps an error of the remote package; a bare context error (the
@@ -158,44 +170,35 @@ func openRemote(ctx context.Context, raw string, o OpenOptions) (*shards, error)
 // openRemoteSource finds the shards of src: name "" a directory with an
 // index or a model.safetensors (or, where src can be listed, any shards),
 // a .json an index, anything else a single file. On failure it stops src.
-func openRemoteSource(ctx context.Context, src *remoteSource, raw, base, name string) (*shards, error) {
-	var sh *shards
-	var err error
+func openRemoteSource(ctx context.Context, src *remoteSource, raw, base, name string) (sh *shards, err error) {
+	defer func() {
+		if err != nil {
+			src.stop()
+		}
+	}()
 	switch {
-	case name == "":
-		hasIndex, xerr := src.exists(ctx, IndexName)
-		if xerr != nil {
-			err = fmt.Errorf("index %s: %w", base+IndexName, xerr)
-			break
-		}
-		if hasIndex {
-			sh, err = shardsWith(ctx, src, base, IndexName)
-			break
-		}
-		single, xerr := src.exists(ctx, "model.safetensors")
-		if xerr != nil {
-			err = fmt.Errorf("open %s: %w", raw, xerr)
-			break
-		}
-		if !single && src.listable {
-			sh, err = shardsWith(ctx, src, base, "")
-			break
-		}
-		if !single {
-			err = fmt.Errorf("open %s: %w: neither %s nor model.safetensors", raw, ErrNotFound, IndexName)
-			break
-		}
-		sh = shardsSingle(src, base, "model.safetensors")
 	case strings.HasSuffix(name, ".json"):
-		sh, err = shardsWith(ctx, src, base, name)
-	default:
-		sh = shardsSingle(src, base, name)
+		return shardsWith(ctx, src, base, name)
+	case name != "":
+		return shardsSingle(src, base, name), nil
 	}
+	hasIndex, err := src.exists(ctx, IndexName)
 	if err != nil {
-		src.stop()
-		return nil, err
+		return nil, fmt.Errorf("index %s: %w", base+IndexName, err)
 	}
-	return sh, nil
+	if hasIndex {
+		return shardsWith(ctx, src, base, IndexName)
+	}
+	single, err := src.exists(ctx, "model.safetensors")
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", raw, err)
+	case single:
+		return shardsSingle(src, base, "model.safetensors"), nil
+	case src.listable:
+		return shardsWith(ctx, src, base, "")
+	}
+	return nil, fmt.Errorf("open %s: %w: neither %s nor model.safetensors", raw, ErrNotFound, IndexName)
 }
 
 // BytesFetched reports how many bytes a remote checkpoint has downloaded so far

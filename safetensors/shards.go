@@ -48,7 +48,7 @@ func OpenShards(ctx context.Context, p string) (*shards, error) {
 	return openShards(ctx, p, OpenOptions{})
 }
 
-// remoteDeadline bounds an opening of a remote source by RemoteOpenTimeout
+// remoteDeadline bounds an opening of a remote source by remoteOpenTimeout
 // when ctx has no deadline of its own.
 func remoteDeadline(ctx context.Context, p string) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); !ok && remote.IsRemote(p) {
@@ -72,18 +72,17 @@ func (s *shards) BytesRead() (read, fetched int64) {
 func (s *shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name) }
 
 // Walk reads every shard's header and calls fn with its position in Names
-// and the validated File, from up to OpenParallelism goroutines at once (a
-// local walk: one per CPU and one more) and
-// in no fixed order. The File's reader is closed when fn returns, so its
-// sections cannot be read afterwards; its names and shapes stay valid (they
-// keep the header's memory alive while held), unless transient: then fn
-// keeps nothing of the File it is handed (no name, shape, tensor or
-// metadata outlives the call; copy what must), and the memory of each header
-// is reused for the next one, so a walk over 96 headers of 800 KB allocates
-// a few, not 96. Errors are
-// Open's, and so is their precedence (a bad header before a bad index before
-// an index that disagrees with a header); fn's first error ends the walk and
-// is returned. The checkpoint is valid only if Walk returns nil: fn may have
+// and the validated File, from up to openParallelism goroutines at once (a
+// local walk: one per CPU and one more) and in no fixed order. The File's
+// reader is closed when fn returns, so its sections cannot be read
+// afterwards; its names and shapes stay valid (they keep the header's memory
+// alive while held), unless transient: then fn keeps nothing of the File it
+// is handed (no name, shape, tensor or metadata outlives the call; copy what
+// must), and the memory of each header is reused for the next one, so a walk
+// over 96 headers of 800 KB allocates a few, not 96. Errors are Open's, and
+// so is their precedence (a bad header before a bad index before an index
+// that disagrees with a header); fn's first error ends the walk and is
+// returned. The checkpoint is valid only if Walk returns nil: fn may have
 // seen some shards of an invalid one. Walk may be called once.
 func (s *shards) Walk(ctx context.Context, transient bool, fn func(i int, f *File) error) error {
 	ctx, cancel := remoteDeadline(ctx, s.c.Root)
@@ -260,8 +259,8 @@ func (s *shards) checkAgainstIndex(f *File) error {
 }
 
 // walk reads the headers of every shard in parallel: at most
-// OpenParallelism files open at once, their header bytes bounded by
-// MaxHeaderBytesInFlight. A bad header cancels the rest. Each header is
+// openParallelism files open at once, their header bytes bounded by
+// maxHeaderBytesInFlight. A bad header cancels the rest. Each header is
 // checked against the index and handed to fn; keep leaves the File open
 // (Open keeps them all), otherwise it is closed when fn returns; reuse
 // parses each header into the memory of one already done with.
@@ -288,7 +287,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 		names = &nameSet{}
 	}
 	errs := make([]error, len(s.Names))
-	var mems sync.Pool // *headerMem, with reuse
+	mems := sync.Pool{New: func() any { return &headerMem{} }} // with reuse
 	var g errgroup.Group
 	g.SetLimit(s.parallelism(keep))
 	for i, name := range s.Names {
@@ -298,10 +297,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			}
 			var mem *headerMem
 			if reuse {
-				mem, _ = mems.Get().(*headerMem)
-				if mem == nil {
-					mem = &headerMem{}
-				}
+				mem = mems.Get().(*headerMem)
 			}
 			f, err := c.readShard(ctx, name, cancel, mem)
 			if err != nil {
@@ -313,14 +309,14 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 				return err
 			}
 			handed := false // with keep, a File handed to fn stays open
-			release := func() {
+			defer func() {
 				if !keep || !handed {
 					f.Close()
 				}
 				if mem != nil {
 					mems.Put(mem) // fn and the index check are done with f
 				}
-			}
+			}()
 			mu.Lock()
 			c.HeaderBytesRead += f.DataStart
 			var ok bool
@@ -345,24 +341,20 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			// instead of waiting; it is checked afterwards.
 			early := indexed && !closed(s.parsed)
 			if indexed && !early && !checked() {
-				release()
 				return nil
 			}
 			names.add(i, f)
 			if fn != nil {
 				handed = true
 				if err := fn(i, f); err != nil {
-					release()
 					errs[i] = err
 					cancel(err)
 					return err
 				}
 			}
-			if early && !checked() {
-				release()
-				return nil
+			if early {
+				checked()
 			}
-			release()
 			return nil
 		})
 	}
@@ -391,7 +383,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 	return nil
 }
 
-// parallelism is how many headers a walk reads at once: OpenParallelism
+// parallelism is how many headers a walk reads at once: openParallelism
 // over HTTP, where requests wait on the network; on a local disk, where
 // reading is parsing, one per CPU and one more, so a walk that keeps nothing
 // holds only the headers being parsed.

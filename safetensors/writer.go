@@ -39,17 +39,14 @@ func Create(path string, l *FilePlan) (*Writer, error) {
 	return &Writer{l: l, f: f, path: path, written: make([]atomic.Int64, len(l.Tensors)), opened: make([]atomic.Bool, len(l.Tensors))}, nil
 }
 
-// pathName is the final name of the file.
-func (w *Writer) pathName() string { return w.path }
-
 // Tensor returns the writer for one tensor's bytes. Each tensor can be opened once.
 func (w *Writer) Tensor(name string) (*tensorWriter, error) {
 	i, ok := w.l.index[name]
 	if !ok {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.pathName(), termtext.Name(name), ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: not in layout", w.path, termtext.Name(name), ErrWrite)
 	}
 	if w.opened[i].Swap(true) {
-		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.pathName(), termtext.Name(name), ErrWrite)
+		return nil, fmt.Errorf("file %s: tensor %s: %w: opened twice", w.path, termtext.Name(name), ErrWrite)
 	}
 	t := w.l.Tensors[i]
 	return &tensorWriter{w: w, i: i, off: w.l.DataStart + t.Begin, end: w.l.DataStart + t.End}, nil
@@ -61,11 +58,11 @@ func (w *Writer) Commit() error {
 	for i, t := range w.l.Tensors {
 		if got := w.written[i].Load(); got != t.Size() {
 			w.f.Abort()
-			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.pathName(), termtext.Name(t.Name), ErrWrite, got, t.Size())
+			return fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", w.path, termtext.Name(t.Name), ErrWrite, got, t.Size())
 		}
 	}
 	if err := w.f.Commit(); err != nil {
-		return fmt.Errorf("file %s: %w", w.pathName(), err)
+		return fmt.Errorf("file %s: %w", w.path, err)
 	}
 	return nil
 }
@@ -76,7 +73,7 @@ func (w *Writer) Commit() error {
 func (w *Writer) CommitSparse() error {
 	if err := w.f.Truncate(w.l.Size); err != nil {
 		w.f.Abort()
-		return fmt.Errorf("file %s: %w", w.pathName(), err)
+		return fmt.Errorf("file %s: %w", w.path, err)
 	}
 	for i, t := range w.l.Tensors {
 		w.written[i].Store(t.Size())
@@ -98,23 +95,16 @@ type tensorWriter struct {
 
 func (tw *tensorWriter) label() string { return "tensor " + termtext.Name(tw.w.l.Tensors[tw.i].Name) }
 
-// Remaining is how many bytes the tensor still expects.
-func (tw *tensorWriter) remaining() int64 { return tw.end - tw.off }
-
-func (tw *tensorWriter) overflow(n int64) error {
-	return fmt.Errorf("file %s: %s: %w: %d bytes past its end", tw.w.pathName(), tw.label(), ErrWrite, n)
-}
-
 // Write appends p to the tensor.
 func (tw *tensorWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) > tw.remaining() {
-		return 0, tw.overflow(int64(len(p)) - tw.remaining())
+	if over := int64(len(p)) - (tw.end - tw.off); over > 0 {
+		return 0, fmt.Errorf("file %s: %s: %w: %d bytes past its end", tw.w.path, tw.label(), ErrWrite, over)
 	}
 	n, err := tw.w.f.WriteAt(p, tw.off)
 	tw.off += int64(n)
 	tw.w.written[tw.i].Add(int64(n))
 	if err != nil {
-		return n, fmt.Errorf("file %s: %s: %w", tw.w.pathName(), tw.label(), err)
+		return n, fmt.Errorf("file %s: %s: %w", tw.w.path, tw.label(), err)
 	}
 	return n, nil
 }
