@@ -34,9 +34,6 @@ func encodeBF16AVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols i
 //go:noescape
 func encodeF32AVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 
-//go:noescape
-func dequantRowAVX2(dst *float32, src *byte, blocks int, scales *float32)
-
 func amax16(src []byte, stride, rows, cols int) uint16 {
 	v := cols &^ 15
 	if !useAVX2 || v == 0 {

@@ -367,52 +367,6 @@ efcol:
 	VZEROUPPER
 	RET
 
-// func dequantRowAVX2(dst *float32, src *byte, blocks int, scales *float32)
-// Widens blocks×128 FP8 codes of one row, each 128 by its own scale.
-// E4M3FN code c = s eeee mmm: normal codes widen by shifting eeeemmm into
-// place and rebiasing the exponent by 120, subnormals (eeee = 0) are
-// mmm·2^-9, and 0x7F is the NaN 0x7FF00000 as in torch.
-TEXT ·dequantRowAVX2(SB), NOSPLIT, $0-32
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ blocks+16(FP), CX
-	MOVQ scales+24(FP), R8
-	BCAST(0x80, Y14, X14)
-	BCAST(0x7F, Y13, X13)
-	BCAST(0x3C000000, Y12, X12)  // 120<<23
-	BCAST(0x3B000000, Y11, X11)  // 2^-9
-	BCAST(8, Y10, X10)
-	BCAST(0x7FF00000, Y9, X9)
-dqblock:
-	VBROADCASTSS (R8), Y15
-	XORQ AX, AX
-dqcol:
-	VPMOVZXBD (SI)(AX*1), Y0
-	VPAND Y14, Y0, Y1
-	VPSLLD $24, Y1, Y1           // sign
-	VPAND Y13, Y0, Y2            // magnitude code
-	VPSLLD $20, Y2, Y3
-	VPADDD Y12, Y3, Y3           // normal value bits
-	VCVTDQ2PS Y2, Y4
-	VMULPS Y11, Y4, Y4           // subnormal value
-	VPCMPGTD Y2, Y10, Y5         // code < 8
-	VPBLENDVB Y5, Y4, Y3, Y3
-	VPCMPEQD Y13, Y2, Y5         // code == 0x7F
-	VPBLENDVB Y5, Y9, Y3, Y3
-	VPOR Y1, Y3, Y3
-	VMULPS Y15, Y3, Y3
-	VMOVUPS Y3, (DI)(AX*4)
-	ADDQ $8, AX
-	CMPQ AX, $128
-	JB dqcol
-	ADDQ $128, SI
-	ADDQ $512, DI
-	ADDQ $4, R8
-	DECQ CX
-	JNZ dqblock
-	VZEROUPPER
-	RET
-
 // func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
 // Is encodeBF16AVX2 (encodeModelOptAVX2 if modelOpt) then errWindowGo
 // over the codes it wrote, in one pass (cols a positive multiple of 8): the

@@ -36,17 +36,3 @@ func setAVX2(on bool) { useAVX2 = on && cpuHasAVX2 }
 func avx512Available() bool { return cpuHasAVX512 }
 
 func setAVX512(on bool) { useAVX512 = on && cpuHasAVX512 }
-
-// dequantRow widens one row of k FP8 codes, column block j by scales[j].
-func dequantRow(dst []float32, src []byte, scales []float32) {
-	k := len(src)
-	full := k / BlockSize
-	if useAVX2 && full > 0 {
-		_ = dst[k-1]
-		_ = scales[full-1]
-		dequantRowAVX2(&dst[0], &src[0], full, &scales[0])
-	} else {
-		full = 0
-	}
-	dequantRowGo(dst[full*BlockSize:], src[full*BlockSize:], scales[full:])
-}

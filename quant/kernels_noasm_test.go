@@ -17,5 +17,3 @@ func setAVX2(bool) {}
 func avx512Available() bool { return false }
 
 func setAVX512(bool) {}
-
-func dequantRow(dst []float32, src []byte, scales []float32) { dequantRowGo(dst, src, scales) }

@@ -331,7 +331,7 @@ func dequantizeBand(dst []float32, src []byte, scales []float32, rows, k int) er
 	// Row by row: the output is 4 bytes an element, and writing it in
 	// order beats revisiting 128 rows that are a multiple of 4 KiB apart.
 	for r := range rows {
-		dequantRow(dst[r*k:(r+1)*k], src[r*k:(r+1)*k], scales[:numBlocks(k)])
+		dequantRowGo(dst[r*k:(r+1)*k], src[r*k:(r+1)*k], scales[:numBlocks(k)])
 	}
 	return nil
 }
