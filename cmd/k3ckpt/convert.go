@@ -56,7 +56,7 @@ engines dequantize it) against the source, listed in the manifest.`,
 	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
 	f.StringVar(&fl.nonFinite, "nonfinite", "error", "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
-	addJobsFlag(f, &fl.jobs) // memory: the plan (full K3: ~240 MiB, ~580 MiB with --experts nvfp4) + 64 MiB per job
+	addJobsFlag(f, &fl.jobs)
 	f.BoolVar(&fl.resume, "resume", false, "keep files already finished whose size and sha256 match their record (the default; the explicit form)")
 	f.BoolVar(&fl.restart, "restart", false, "discard what an earlier run of this plan left in DST and write every file again")
 	f.BoolVar(&fl.noSpaceCheck, "no-space-check", false, "do not compare the planned output size with DST's free space")
@@ -319,16 +319,10 @@ func castLine(what string, c quant.CastStats) string {
 	return fmt.Sprintf("%s%s: %d blocks, %d lossless (%.6f%%), %d outside E4M3's exponent window, %d with values changed", warn, what, c.Blocks, c.Blocks-c.OutOfRange, pct, c.OutOfRange, c.Lossy)
 }
 
-func nonNilSplits(s []convert.SplitReport) []convert.SplitReport {
+// nonNil makes a nil list encode as [] rather than null.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []convert.SplitReport{}
-	}
-	return s
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }
