@@ -103,9 +103,12 @@ func (l *lineWrapper) Write(p []byte) (int, error) {
 }
 
 // newProgress is the progress display of a long command: on a terminal
-// stderr, unless the output is JSON or -q is given.
+// stderr, unless the output is JSON or -q is given (else nil).
 func newProgress(cmd *cobra.Command, asJSON bool, label string, unit progressUnit) *progressBar {
-	return newBar(label, unit, asJSON || quiet(cmd))
+	if asJSON || quiet(cmd) || !term.IsTerminal(int(os.Stderr.Fd())) {
+		return nil
+	}
+	return newBarWriter(os.Stderr, label, unit)
 }
 
 // jobsUsage is the one meaning of --jobs across commands.
