@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,7 +18,6 @@ var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 // error, never a local path (a DST "s3://b/x" must not become ./s3:/b/x).
 var (
 	readSchemes   = []string{"hf", "http", "https", "s3", "gs"}
-	writeSchemes  = []string{}
 	bucketSchemes = []string{"s3", "gs"}
 )
 
@@ -97,14 +97,12 @@ func checkLocation(what, p string, r role) error {
 	case roleLocal:
 		ok = nil
 	case roleDst:
-		ok, verb = writeSchemes, "write to"
+		ok, verb = nil, "write to"
 	case roleBucket:
 		ok, verb = bucketSchemes, "write to"
 	}
-	for _, s := range ok {
-		if s == scheme {
-			return nil
-		}
+	if slices.Contains(ok, scheme) {
+		return nil
 	}
 	supported := "local paths only"
 	if len(ok) > 0 {

@@ -50,10 +50,6 @@ func transferOptions(cmd *cobra.Command, o *remote.Options) error {
 	return nil
 }
 
-func newHTTPClient(conns int) *http.Client {
-	return &http.Client{Transport: remote.NewTransport(conns)}
-}
-
 // netMeter counts a remote source's traffic for the progress display and
 // the final report; nil for a local source.
 type netMeter struct {
@@ -124,7 +120,7 @@ func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkp
 	if conns < 1 || conns > 1024 {
 		return nil, nil, fmt.Errorf("--connections %d: want 1 to 1024", conns)
 	}
-	o := remote.Options{Client: newHTTPClient(conns)}
+	o := remote.Options{Client: &http.Client{Transport: remote.NewTransport(conns)}}
 	if err := transferOptions(cmd, &o); err != nil {
 		return nil, nil, err
 	}
