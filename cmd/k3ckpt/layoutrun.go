@@ -61,14 +61,19 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 	o, err := layout.DefaultOptions(name)
 	builtin := err == nil
 	fl := cmd.Flags()
-	if fl.Changed("text-only") {
-		o.TextOnly = f.textOnly
+	switches := []struct {
+		flag  string
+		value bool
+		field func(*layout.Options) *bool
+	}{
+		{"weight-shard", f.weightShard, func(o *layout.Options) *bool { return &o.WeightShard }},
+		{"vocab-tp", f.vocabTP, func(o *layout.Options) *bool { return &o.VocabTP }},
+		{"text-only", f.textOnly, func(o *layout.Options) *bool { return &o.TextOnly }},
 	}
-	if fl.Changed("weight-shard") {
-		o.WeightShard = f.weightShard
-	}
-	if fl.Changed("vocab-tp") {
-		o.VocabTP = f.vocabTP
+	for _, sw := range switches {
+		if fl.Changed(sw.flag) {
+			*sw.field(&o) = sw.value
+		}
 	}
 	o.EvenPartition = f.even
 	if f.partition != "" {
@@ -103,19 +108,13 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 		return nil, fmt.Errorf("%s: layout %s has no pipeline stages (every rank holds all %d layers)", flag, name, l.Layers)
 	}
 	// A switch that changes nothing in this layout's rules does not apply to it.
-	for _, sw := range []struct {
-		flag string
-		set  func(*layout.Options)
-	}{
-		{"weight-shard", func(o *layout.Options) { o.WeightShard = !o.WeightShard }},
-		{"vocab-tp", func(o *layout.Options) { o.VocabTP = !o.VocabTP }},
-		{"text-only", func(o *layout.Options) { o.TextOnly = !o.TextOnly }},
-	} {
+	for _, sw := range switches {
 		if !fl.Changed(sw.flag) {
 			continue
 		}
 		other := o
-		sw.set(&other)
+		p := sw.field(&other)
+		*p = !*p
 		ol, err := layout.Resolve(name, m, other)
 		if err == nil && reflect.DeepEqual(ol.Rules, l.Rules) {
 			return nil, fmt.Errorf("--%s has no effect on layout %s (see k3ckpt export --help for which layouts use it)", sw.flag, name)
