@@ -258,7 +258,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if res.Finalized {
 		what := termtext.Plural(int64(t.Quantized), "tensor", "tensors") + " quantized"
 		if t.Decoded > 0 || t.Packed > 0 {
-			what = fmt.Sprintf("%s quantized, %d decoded to BF16, %d packed to MXFP4", termtext.Plural(int64(t.Quantized), "tensor", "tensors"), t.Decoded, t.Packed)
+			what += fmt.Sprintf(", %d decoded to BF16, %d packed to MXFP4", t.Decoded, t.Packed)
 		}
 		fmt.Fprintf(sw, "done: %s, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
 			what, gib(t.SourceBytes), gib(t.OutputBytes),

@@ -46,9 +46,10 @@ var argRoles = map[string][]role{
 // locationFlags are the flags that name a location to read, by command.
 var locationFlags = map[string]map[string]role{"reassemble": {"check": roleLocal}}
 
-// checkLocations wraps every subcommand's argument check so that an
-// unsupported scheme:// in a positional argument (or a flag naming a source)
-// fails before anything runs.
+// checkLocations wraps every subcommand's argument check so that a wrong
+// argument count says how the command is called (cobra's "accepts 2 arg(s),
+// received 0" alone does not), and an unsupported scheme:// in a positional
+// argument (or a flag naming a source) fails before anything runs.
 func checkLocations(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		roles := argRoles[c.Name()]
@@ -56,7 +57,7 @@ func checkLocations(root *cobra.Command) {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if inner != nil {
 				if err := inner(cmd, args); err != nil {
-					return err
+					return fmt.Errorf("%s: %w\nusage: %s (%s --help for more)", cmd.Name(), err, cmd.UseLine(), cmd.CommandPath())
 				}
 			}
 			names := strings.Fields(cmd.Use)[1:]
