@@ -82,6 +82,21 @@ func parseWorker(s string) (int, int, error) {
 	return i, n, nil
 }
 
+// checkOptionPairs refuses, in the flags' terms, the combinations the
+// converter cannot carry out, before anything is opened: the library says
+// only that a format is unknown.
+func checkOptionPairs(o convert.Options) error {
+	if o.Experts == convert.ExpertsNVFP4 && o.Format != model.ModelOpt {
+		return fmt.Errorf("--experts nvfp4 does not combine with --format %s: only --format %s describes NVFP4 experts (ModelOpt's hf_quant_config); use --format %[2]s or keep the experts MXFP4 (drop --experts)",
+			o.Format, model.ModelOpt)
+	}
+	if o.Numerics == quant.ModelOpt && o.ScaleFmt != quant.ScaleFP32 {
+		return fmt.Errorf("--numerics modelopt does not combine with --scale-fmt %s: ModelOpt's block scales are BF16 values, stored as %s; use --scale-fmt %[2]s or --numerics %s",
+			o.ScaleFmt, quant.ScaleFP32, quant.DeepGEMM)
+	}
+	return nil
+}
+
 func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error {
 	defer limitToSource(srcPath)()
 	r, err := convert.Lookup(fl.recipe)
@@ -317,6 +332,18 @@ func castLine(what string, c quant.CastStats) string {
 		warn = "warning: "
 	}
 	return fmt.Sprintf("%s%s: %d blocks, %d lossless (%.6f%%), %d outside E4M3's exponent window, %d with values changed", warn, what, c.Blocks, c.Blocks-c.OutOfRange, pct, c.OutOfRange, c.Lossy)
+}
+
+// reportTotalLine sums up a quantization report's total in one line.
+func reportTotalLine(e convert.ReportEntry) string {
+	sqnr := "lossless"
+	if e.SQNR != nil {
+		sqnr = fmt.Sprintf("SQNR %.2f dB", *e.SQNR)
+	} else if !e.Lossless {
+		sqnr = "SQNR undefined"
+	}
+	return fmt.Sprintf("%s, %s blocks (%s lossy), max abs error %.3g, %s",
+		termtext.Plural(e.Tensors, "tensor", "tensors"), termtext.Int(e.Blocks), termtext.Int(e.LossyBlocks), e.MaxAbsError, sqnr)
 }
 
 // nonNil makes a nil list encode as [] rather than null.

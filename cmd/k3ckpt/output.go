@@ -119,6 +119,12 @@ func addJobsFlag(fs *pflag.FlagSet, jobs *int) {
 	fs.IntVar(jobs, "jobs", 0, jobsUsage)
 }
 
+// stateDirFlag registers --state-dir on a command that writes to, or
+// finishes, a bucket DST.
+func stateDirFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "state-dir", "", "where the run records of an s3:// or gs:// DST live (plan, done records, locks; default: under the user's cache directory, named after DST); the workers of one --worker split share it")
+}
+
 // resolveJobs turns the --jobs value into a count; negative values are errors.
 func resolveJobs(n int) (int, error) {
 	if n < 0 {
