@@ -195,10 +195,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	elapsed := time.Since(start)
 	t := p.Totals
-	var nr *netReport
-	if n := res.Network; n != nil {
-		nr = &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: src.BytesFetched(), Requests: n.Requests, Retries: net.retries()}
-	}
+	nr := net.report(res.Network, src.BytesFetched())
 	if fl.json {
 		v := map[string]any{
 			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
@@ -239,9 +236,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	fmt.Fprintf(sw, "convert %s → %s%s: %s written, %s already done and kept, in %s\n",
 		srcPath, dst, worker, termtext.Plural(int64(len(res.Written)), "file", "files"),
 		termtext.Plural(int64(len(res.Skipped)), "file", "files"), elapsed.Round(time.Millisecond))
-	if nr != nil {
-		nr.print(sw)
-	}
+	nr.print(sw)
 	if res.ZeroScaleBlocks > 0 {
 		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
 	}

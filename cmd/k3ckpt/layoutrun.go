@@ -11,8 +11,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/layout"
 )
 
-// layoutFlags are the flag values shared by shard and export, local to one
-// command instance.
+// layoutFlags are the flag values shared by shard and export.
 type layoutFlags struct {
 	layout, partition, ranks, pack string
 	textOnly, weightShard, vocabTP bool
@@ -180,10 +179,8 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		// run keeps files), so total and ETA are this run's.
 		eo.Progress = bar
 	}
-	// The heap stays at what the plan holds plus the jobs' buffers (as for
-	// convert), so that the garbage of every file's fetch window and upload
-	// parts, which grows with the files' size, is collected instead of
-	// doubling the heap.
+	// The heap is bounded as for convert, so that the fetch and upload garbage,
+	// which grows with the files' size, is collected instead of doubling it.
 	tensors := 0
 	for _, d := range plan.Dirs {
 		tensors += d.Tensors
@@ -198,10 +195,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		return err
 	}
 	took := time.Since(start)
-	var nr *netReport
-	if n := res.Network; n != nil {
-		nr = &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: net.received(), Requests: n.Requests, Retries: net.retries()}
-	}
+	nr := net.report(res.Network, net.received())
 	if rf.asJSON {
 		v := map[string]any{"plan": plan, "result": res, "seconds": took.Seconds()}
 		if nr != nil {
@@ -222,8 +216,6 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		fmt.Fprintf(w, "; %d files modified since an earlier run committed them were written again", res.Changed)
 	}
 	fmt.Fprintln(w)
-	if nr != nil {
-		nr.print(w)
-	}
+	nr.print(w)
 	return nil
 }

@@ -158,7 +158,7 @@ func (nm *netMeter) retries() int64 {
 }
 
 // openLayoutSource opens the SRC of shard and export: a remote checkpoint
-// through openSource, anything else (an export directory too) as before.
+// through openSource, anything else (an export directory too) locally.
 func openLayoutSource(cmd *cobra.Command, path string, conns int) (*layout.Source, *netMeter, error) {
 	if !remote.IsRemote(path) {
 		s, err := layout.OpenSource(path)
@@ -218,7 +218,20 @@ type netReport struct {
 	Retries  int64 `json:"retries"`
 }
 
-func (r netReport) print(w io.Writer) {
+// report is a finished run's network figures from the executor's stats n
+// (nil for a local source) and total, everything the source received.
+func (nm *netMeter) report(n *remote.Stats, total int64) *netReport {
+	if n == nil {
+		return nil
+	}
+	return &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: total, Requests: n.Requests, Retries: nm.retries()}
+}
+
+// print writes the figures' line; a nil report prints nothing.
+func (r *netReport) print(w io.Writer) {
+	if r == nil {
+		return
+	}
 	ratio := 0.0
 	if r.Needed > 0 {
 		ratio = float64(r.Fetched) / float64(r.Needed)
