@@ -154,25 +154,26 @@ func termWidth(cmd *cobra.Command) int {
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// flagValueError is a flag value a library parser refused, said in the
-// user's terms: the flag first, then what the parser knows, without the
-// library's error class in front. It still matches that class (errors.Is).
-type flagValueError struct {
-	flag string
-	err  error
+// rewordedError is an error said in the user's terms (msg) that still
+// matches the library error it rewords (errors.Is).
+type rewordedError struct {
+	msg string
+	err error
 }
 
-func (e *flagValueError) Error() string {
-	msg := e.err.Error()
-	if u := errors.Unwrap(e.err); u != nil {
+func (e *rewordedError) Error() string { return e.msg }
+func (e *rewordedError) Unwrap() error { return e.err }
+
+// flagError is a flag value a library parser refused, said in the user's
+// terms: the flag first, then what the parser knows, without the library's
+// error class in front.
+func flagError(flag string, err error) error {
+	msg := err.Error()
+	if u := errors.Unwrap(err); u != nil {
 		msg = strings.TrimPrefix(msg, u.Error()+": ")
 	}
-	return "--" + e.flag + ": unknown " + msg
+	return &rewordedError{"--" + flag + ": unknown " + msg, err}
 }
-
-func (e *flagValueError) Unwrap() error { return e.err }
-
-func flagError(flag string, err error) error { return &flagValueError{flag, err} }
 
 // warn prints a warning on stderr, even under -q, wrapped to termWidth with
 // its continuation lines indented: a warning is read, not parsed.
