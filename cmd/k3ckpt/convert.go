@@ -197,15 +197,17 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	t := p.Totals
 	nr := net.report(res.Network, src.BytesFetched())
 	if fl.json {
+		pk, fe := res.Pack, res.FP8Experts
 		v := map[string]any{
 			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
 			"experts": opts.Experts, "numerics": opts.Numerics.String(),
 			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite, "engines": engineReport(p),
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast, "uncounted_files": res.Uncounted,
-			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
+			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed,
+			"mxfp4_pack":   map[string]int64{"groups": pk.Groups, "lossy": pk.Lossy, "saturated": pk.Saturated, "zero_groups": pk.ZeroGroups},
 			"mxfp4_repack": map[string]int64{"groups": res.Repack.Groups, "changed": res.Repack.Changed},
-			"fp8_experts":  fp8ExpertsJSON(res),
+			"fp8_experts":  map[string]int64{"tensors": fe.Tensors, "blocks": fe.Blocks, "lossless": fe.Blocks - fe.Lossy, "lossy": fe.Lossy},
 			"seconds":      elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
 		if nr != nil {
@@ -292,11 +294,6 @@ func packLine(tensors int, p quant.PackStats) string {
 		warn, termtext.Plural(int64(tensors), "tensor", "tensors"), p.Groups, p.Lossy, p.Saturated, p.ZeroGroups)
 }
 
-// packJSON is the MXFP4 pack counts in --json's keys.
-func packJSON(p quant.PackStats) map[string]int64 {
-	return map[string]int64{"groups": p.Groups, "lossy": p.Lossy, "saturated": p.Saturated, "zero_groups": p.ZeroGroups}
-}
-
 // fp8ExpertsLine reports the routed experts' blocks cast to block FP8.
 func fp8ExpertsLine(res *convert.Result, sf quant.ScaleFmt) string {
 	s := res.FP8Experts
@@ -308,12 +305,6 @@ func fp8ExpertsLine(res *convert.Result, sf quant.ScaleFmt) string {
 		line = "warning: " + line + ": an E4M3 code under one block scale cannot span those blocks' E8M0 group scales"
 	}
 	return line
-}
-
-// fp8ExpertsJSON is the FP8 expert counts in --json's keys.
-func fp8ExpertsJSON(res *convert.Result) map[string]int64 {
-	s := res.FP8Experts
-	return map[string]int64{"tensors": s.Tensors, "blocks": s.Blocks, "lossless": s.Blocks - s.Lossy, "lossy": s.Lossy}
 }
 
 // castLine reports the cast's block counts in a sentence.
