@@ -147,7 +147,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return err
 	}
 	defer src.Close()
-	sourceMemory(src.NumTensors())
+	if src.NumTensors() < smallPlanTensors { // the plan stays small
+		gcPace(100)
+	}
 	if r, opts, err = applyTarget(cmd, src, fl.tgt, r, opts); err != nil {
 		return err
 	}

@@ -46,14 +46,6 @@ func localIndexMemory(src string) {
 	}
 }
 
-// sourceMemory relaxes the collector once the source is open, for a
-// checkpoint whose plan stays small.
-func sourceMemory(tensors int) {
-	if tensors < smallPlanTensors {
-		gcPace(100)
-	}
-}
-
 // setMemoryLimit bounds the heap at what is live now plus 64 MiB per job
 // (and a margin for the run's small allocations). For a plan of many
 // tensors a collection measures what is live; a small plan's heap is small
