@@ -82,22 +82,17 @@ func checkStatus(f *engines.Facts, vs []engines.Verdict, asked bool) error {
 	if !asked {
 		return nil
 	}
-	code, why := 0, ""
+	var unknown error
 	for _, v := range vs {
-		switch {
-		case v.Outcome.Fails():
-			code, why = 1, fmt.Sprintf("%s on %s: %s", v.Engine, v.GPU, v.Summary())
-		case v.Outcome == engines.Unknown && code == 0:
-			code, why = 2, fmt.Sprintf("%s on %s: %s", v.Engine, v.GPU, v.Summary())
+		why := fmt.Errorf("%s on %s: %s", v.Engine, v.GPU, v.Summary())
+		if v.Outcome.Fails() {
+			return &exitError{code: 1, err: why}
 		}
-		if code == 1 {
-			break
+		if v.Outcome == engines.Unknown && unknown == nil {
+			unknown = &exitError{code: 2, err: why}
 		}
 	}
-	if code == 0 {
-		return nil
-	}
-	return &exitError{code: code, err: fmt.Errorf("%s", why)}
+	return unknown
 }
 
 func printCheck(w io.Writer, path string, f *engines.Facts, vs []engines.Verdict) {

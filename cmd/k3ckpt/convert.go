@@ -56,7 +56,7 @@ engines dequantize it) against the source, listed in the manifest.`,
 	f.StringVar(&fl.numerics, "numerics", quant.DeepGEMM.String(), "block-FP8 cast: deepgemm (per_block_cast_to_fp8) or modelopt (ModelOpt FP8_PB_WO, as nvidia/Kimi-K3-NVFP4)")
 	f.StringVar(&fl.scaleFmt, "scale-fmt", "fp32", "block scales: fp32 (amax/448) or ue8m0 (rounded up to powers of two, declared in the config)")
 	f.StringVar(&fl.nonFinite, "nonfinite", "error", "NaN/Inf in a weight to quantize: error, or zero (replace by 0 and report the count)")
-	addJobsFlag(f, &fl.jobs) // memory: the plan (full K3: ~240 MiB, ~580 MiB with --experts nvfp4) + 64 MiB per job
+	addJobsFlag(f, &fl.jobs)
 	f.BoolVar(&fl.resume, "resume", false, "keep files already finished whose size and sha256 match their record (the default; the explicit form)")
 	f.BoolVar(&fl.restart, "restart", false, "discard what an earlier run of this plan left in DST and write every file again")
 	f.BoolVar(&fl.noSpaceCheck, "no-space-check", false, "do not compare the planned output size with DST's free space")
@@ -80,6 +80,21 @@ func parseWorker(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("%w: --worker %q (want I/N with 0 ≤ I < N ≤ %d)", convert.ErrWorker, s, convert.MaxWorkers)
 	}
 	return i, n, nil
+}
+
+// checkOptionPairs refuses, in the flags' terms, the combinations the
+// converter cannot carry out, before anything is opened: the library says
+// only that a format is unknown.
+func checkOptionPairs(o convert.Options) error {
+	if o.Experts == convert.ExpertsNVFP4 && o.Format != model.ModelOpt {
+		return fmt.Errorf("--experts nvfp4 does not combine with --format %s: only --format %s describes NVFP4 experts (ModelOpt's hf_quant_config); use --format %[2]s or keep the experts MXFP4 (drop --experts)",
+			o.Format, model.ModelOpt)
+	}
+	if o.Numerics == quant.ModelOpt && o.ScaleFmt != quant.ScaleFP32 {
+		return fmt.Errorf("--numerics modelopt does not combine with --scale-fmt %s: ModelOpt's block scales are BF16 values, stored as %s; use --scale-fmt %[2]s or --numerics %s",
+			o.ScaleFmt, quant.ScaleFP32, quant.DeepGEMM)
+	}
+	return nil
 }
 
 func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error {
@@ -132,7 +147,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		return err
 	}
 	defer src.Close()
-	sourceMemory(src.NumTensors())
+	if src.NumTensors() < smallPlanTensors { // the plan stays small
+		gcPace(100)
+	}
 	if r, opts, err = applyTarget(cmd, src, fl.tgt, r, opts); err != nil {
 		return err
 	}
@@ -180,20 +197,19 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	elapsed := time.Since(start)
 	t := p.Totals
-	var nr *netReport
-	if n := res.Network; n != nil {
-		nr = &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: src.BytesFetched(), Requests: n.Requests, Retries: net.retries()}
-	}
+	nr := net.report(res.Network, src.BytesFetched())
 	if fl.json {
+		pk, fe := res.Pack, res.FP8Experts
 		v := map[string]any{
 			"plan": p.ID, "recipe": r.Name, "format": opts.Format, "scale_fmt": opts.ScaleFmt.String(),
 			"worker": wi, "workers": wn, "written": nonNil(res.Written), "skipped": nonNil(res.Skipped),
 			"experts": opts.Experts, "numerics": opts.Numerics.String(),
 			"finalized": res.Finalized, "zeroed_nonfinite": res.ZeroedNonFinite, "engines": engineReport(p),
 			"fp8_zero_scale_blocks": res.ZeroScaleBlocks, "nvfp4_cast": res.Cast, "uncounted_files": res.Uncounted,
-			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed, "mxfp4_pack": packJSON(res.Pack),
+			"decoded": res.Decoded, "decoded_nan": res.DecodedNaN, "packed": res.Packed,
+			"mxfp4_pack":   map[string]int64{"groups": pk.Groups, "lossy": pk.Lossy, "saturated": pk.Saturated, "zero_groups": pk.ZeroGroups},
 			"mxfp4_repack": map[string]int64{"groups": res.Repack.Groups, "changed": res.Repack.Changed},
-			"fp8_experts":  fp8ExpertsJSON(res),
+			"fp8_experts":  map[string]int64{"tensors": fe.Tensors, "blocks": fe.Blocks, "lossless": fe.Blocks - fe.Lossy, "lossy": fe.Lossy},
 			"seconds":      elapsed.Seconds(), "source_bytes": t.SourceBytes, "output_bytes": t.OutputBytes,
 		}
 		if nr != nil {
@@ -224,9 +240,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	fmt.Fprintf(sw, "convert %s → %s%s: %s written, %s already done and kept, in %s\n",
 		srcPath, dst, worker, termtext.Plural(int64(len(res.Written)), "file", "files"),
 		termtext.Plural(int64(len(res.Skipped)), "file", "files"), elapsed.Round(time.Millisecond))
-	if nr != nil {
-		nr.print(sw)
-	}
+	nr.print(sw)
 	if res.ZeroScaleBlocks > 0 {
 		fmt.Fprintf(sw, "note: %d FP8 blocks got scale 0 and NaN codes (all-zero tiles under --numerics modelopt, as NVIDIA's converter writes them)\n", res.ZeroScaleBlocks)
 	}
@@ -258,7 +272,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if res.Finalized {
 		what := termtext.Plural(int64(t.Quantized), "tensor", "tensors") + " quantized"
 		if t.Decoded > 0 || t.Packed > 0 {
-			what = fmt.Sprintf("%s quantized, %d decoded to BF16, %d packed to MXFP4", termtext.Plural(int64(t.Quantized), "tensor", "tensors"), t.Decoded, t.Packed)
+			what += fmt.Sprintf(", %d decoded to BF16, %d packed to MXFP4", t.Decoded, t.Packed)
 		}
 		fmt.Fprintf(sw, "done: %s, %.2f GiB → %.2f GiB of tensors; manifest %s lists %s\n",
 			what, gib(t.SourceBytes), gib(t.OutputBytes),
@@ -282,11 +296,6 @@ func packLine(tensors int, p quant.PackStats) string {
 		warn, termtext.Plural(int64(tensors), "tensor", "tensors"), p.Groups, p.Lossy, p.Saturated, p.ZeroGroups)
 }
 
-// packJSON is the MXFP4 pack counts in --json's keys.
-func packJSON(p quant.PackStats) map[string]int64 {
-	return map[string]int64{"groups": p.Groups, "lossy": p.Lossy, "saturated": p.Saturated, "zero_groups": p.ZeroGroups}
-}
-
 // fp8ExpertsLine reports the routed experts' blocks cast to block FP8.
 func fp8ExpertsLine(res *convert.Result, sf quant.ScaleFmt) string {
 	s := res.FP8Experts
@@ -298,12 +307,6 @@ func fp8ExpertsLine(res *convert.Result, sf quant.ScaleFmt) string {
 		line = "warning: " + line + ": an E4M3 code under one block scale cannot span those blocks' E8M0 group scales"
 	}
 	return line
-}
-
-// fp8ExpertsJSON is the FP8 expert counts in --json's keys.
-func fp8ExpertsJSON(res *convert.Result) map[string]int64 {
-	s := res.FP8Experts
-	return map[string]int64{"tensors": s.Tensors, "blocks": s.Blocks, "lossless": s.Blocks - s.Lossy, "lossy": s.Lossy}
 }
 
 // castLine reports the cast's block counts in a sentence.
@@ -319,16 +322,22 @@ func castLine(what string, c quant.CastStats) string {
 	return fmt.Sprintf("%s%s: %d blocks, %d lossless (%.6f%%), %d outside E4M3's exponent window, %d with values changed", warn, what, c.Blocks, c.Blocks-c.OutOfRange, pct, c.OutOfRange, c.Lossy)
 }
 
-func nonNilSplits(s []convert.SplitReport) []convert.SplitReport {
-	if s == nil {
-		return []convert.SplitReport{}
+// reportTotalLine sums up a quantization report's total in one line.
+func reportTotalLine(e convert.ReportEntry) string {
+	sqnr := "lossless"
+	if e.SQNR != nil {
+		sqnr = fmt.Sprintf("SQNR %.2f dB", *e.SQNR)
+	} else if !e.Lossless {
+		sqnr = "SQNR undefined"
 	}
-	return s
+	return fmt.Sprintf("%s, %s blocks (%s lossy), max abs error %.3g, %s",
+		termtext.Plural(e.Tensors, "tensor", "tensors"), termtext.Int(e.Blocks), termtext.Int(e.LossyBlocks), e.MaxAbsError, sqnr)
 }
 
-func nonNil(s []string) []string {
+// nonNil makes a nil list encode as [] rather than null.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -84,9 +84,9 @@ func newDemoCmdRunning(runStep func(self string, args []string, stdout, stderr i
 			steps := demoSteps(dir, kept)
 			// Under -q or --json the steps run quietly and their output is
 			// dropped: errors still reach stderr.
-			out, stepOut := cmd.OutOrStdout(), cmd.OutOrStdout()
+			out := cmd.OutOrStdout()
 			if quiet(cmd) || asJSON {
-				out, stepOut = io.Discard, io.Discard
+				out = io.Discard
 			}
 			if onPath, err := exec.LookPath("k3ckpt"); err != nil || !sameFile(onPath, self) {
 				fmt.Fprintf(out, "(k3ckpt below is %s; to type the commands yourself, put it on PATH: go install ./cmd/k3ckpt)\n", self)
@@ -101,11 +101,11 @@ func newDemoCmdRunning(runStep func(self string, args []string, stdout, stderr i
 			for i, s := range steps {
 				fmt.Fprintf(out, "\n── step %d/%d: %s\n$ k3ckpt %s\n", i+1, len(steps), s.what, strings.Join(s.args, " "))
 				args := s.args
-				if stepOut == io.Discard {
+				if out == io.Discard {
 					args = append(slices.Clone(args), "-q")
 				}
 				t0 := time.Now()
-				if err := runStep(self, args, stepOut, cmd.ErrOrStderr()); err != nil {
+				if err := runStep(self, args, out, cmd.ErrOrStderr()); err != nil {
 					return fmt.Errorf("demo step %d (k3ckpt %s): %w", i+1, s.args[0], err)
 				}
 				done = append(done, stepReport{s.what, s.args, time.Since(t0).Seconds()})

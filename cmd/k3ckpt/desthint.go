@@ -8,20 +8,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/convert"
 )
 
-// destError is a destination refusal said without the library's class in
-// front ("destination holds a different conversion" is wrong for a DST that
-// holds unrelated files) and with what to do. It still matches
-// convert.ErrDestination.
-type destError struct {
-	msg string
-	err error
-}
-
-func (e *destError) Error() string { return e.msg }
-func (e *destError) Unwrap() error { return e.err }
-
 // withDestHint rewords a convert.ErrDestination refusal of the command line
-// args for the user: what DST holds and the ways on.
+// args for the user: what DST holds and the ways on, without the library's
+// class in front ("destination holds a different conversion" is wrong for a
+// DST that holds unrelated files).
 func withDestHint(err error, args []string) error {
 	if !errors.Is(err, convert.ErrDestination) {
 		return err
@@ -40,5 +30,5 @@ func withDestHint(err error, args []string) error {
 	case strings.Contains(msg, " holds no k3ckpt conversion"):
 		msg += "\nconvert writes only into an empty or new directory, or one of its own runs: choose another, or empty this one"
 	}
-	return &destError{msg: msg, err: err}
+	return &rewordedError{msg: msg, err: err}
 }

@@ -13,8 +13,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// inspectFlags are the inspect command's flag values, local to one command
-// instance (no package-level flag globals).
+// inspectFlags are the inspect command's flag values.
 type inspectFlags struct {
 	by, recipe, format, layout, partition, chart, gpuMem string
 	experts                                              string

@@ -11,8 +11,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/layout"
 )
 
-// layoutFlags are the flag values shared by shard and export, local to one
-// command instance.
+// layoutFlags are the flag values shared by shard and export.
 type layoutFlags struct {
 	layout, partition, ranks, pack string
 	textOnly, weightShard, vocabTP bool
@@ -61,14 +60,19 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 	o, err := layout.DefaultOptions(name)
 	builtin := err == nil
 	fl := cmd.Flags()
-	if fl.Changed("text-only") {
-		o.TextOnly = f.textOnly
+	switches := []struct {
+		flag  string
+		value bool
+		field func(*layout.Options) *bool
+	}{
+		{"weight-shard", f.weightShard, func(o *layout.Options) *bool { return &o.WeightShard }},
+		{"vocab-tp", f.vocabTP, func(o *layout.Options) *bool { return &o.VocabTP }},
+		{"text-only", f.textOnly, func(o *layout.Options) *bool { return &o.TextOnly }},
 	}
-	if fl.Changed("weight-shard") {
-		o.WeightShard = f.weightShard
-	}
-	if fl.Changed("vocab-tp") {
-		o.VocabTP = f.vocabTP
+	for _, sw := range switches {
+		if fl.Changed(sw.flag) {
+			*sw.field(&o) = sw.value
+		}
 	}
 	o.EvenPartition = f.even
 	if f.partition != "" {
@@ -103,19 +107,13 @@ func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Sourc
 		return nil, fmt.Errorf("%s: layout %s has no pipeline stages (every rank holds all %d layers)", flag, name, l.Layers)
 	}
 	// A switch that changes nothing in this layout's rules does not apply to it.
-	for _, sw := range []struct {
-		flag string
-		set  func(*layout.Options)
-	}{
-		{"weight-shard", func(o *layout.Options) { o.WeightShard = !o.WeightShard }},
-		{"vocab-tp", func(o *layout.Options) { o.VocabTP = !o.VocabTP }},
-		{"text-only", func(o *layout.Options) { o.TextOnly = !o.TextOnly }},
-	} {
+	for _, sw := range switches {
 		if !fl.Changed(sw.flag) {
 			continue
 		}
 		other := o
-		sw.set(&other)
+		p := sw.field(&other)
+		*p = !*p
 		ol, err := layout.Resolve(name, m, other)
 		if err == nil && reflect.DeepEqual(ol.Rules, l.Rules) {
 			return nil, fmt.Errorf("--%s has no effect on layout %s (see k3ckpt export --help for which layouts use it)", sw.flag, name)
@@ -181,10 +179,8 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		// run keeps files), so total and ETA are this run's.
 		eo.Progress = bar
 	}
-	// The heap stays at what the plan holds plus the jobs' buffers (as for
-	// convert), so that the garbage of every file's fetch window and upload
-	// parts, which grows with the files' size, is collected instead of
-	// doubling the heap.
+	// The heap is bounded as for convert, so that the fetch and upload garbage,
+	// which grows with the files' size, is collected instead of doubling it.
 	tensors := 0
 	for _, d := range plan.Dirs {
 		tensors += d.Tensors
@@ -199,10 +195,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		return err
 	}
 	took := time.Since(start)
-	var nr *netReport
-	if n := res.Network; n != nil {
-		nr = &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: net.received(), Requests: n.Requests, Retries: net.retries()}
-	}
+	nr := net.report(res.Network, net.received())
 	if rf.asJSON {
 		v := map[string]any{"plan": plan, "result": res, "seconds": took.Seconds()}
 		if nr != nil {
@@ -223,8 +216,6 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		fmt.Fprintf(w, "; %d files modified since an earlier run committed them were written again", res.Changed)
 	}
 	fmt.Fprintln(w)
-	if nr != nil {
-		nr.print(w)
-	}
+	nr.print(w)
 	return nil
 }

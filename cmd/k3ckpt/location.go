@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,7 +18,6 @@ var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 // error, never a local path (a DST "s3://b/x" must not become ./s3:/b/x).
 var (
 	readSchemes   = []string{"hf", "http", "https", "s3", "gs"}
-	writeSchemes  = []string{}
 	bucketSchemes = []string{"s3", "gs"}
 )
 
@@ -46,9 +46,10 @@ var argRoles = map[string][]role{
 // locationFlags are the flags that name a location to read, by command.
 var locationFlags = map[string]map[string]role{"reassemble": {"check": roleLocal}}
 
-// checkLocations wraps every subcommand's argument check so that an
-// unsupported scheme:// in a positional argument (or a flag naming a source)
-// fails before anything runs.
+// checkLocations wraps every subcommand's argument check so that a wrong
+// argument count says how the command is called (cobra's "accepts 2 arg(s),
+// received 0" alone does not), and an unsupported scheme:// in a positional
+// argument (or a flag naming a source) fails before anything runs.
 func checkLocations(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		roles := argRoles[c.Name()]
@@ -56,7 +57,7 @@ func checkLocations(root *cobra.Command) {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if inner != nil {
 				if err := inner(cmd, args); err != nil {
-					return err
+					return fmt.Errorf("%s: %w\nusage: %s (%s --help for more)", cmd.Name(), err, cmd.UseLine(), cmd.CommandPath())
 				}
 			}
 			names := strings.Fields(cmd.Use)[1:]
@@ -97,14 +98,12 @@ func checkLocation(what, p string, r role) error {
 	case roleLocal:
 		ok = nil
 	case roleDst:
-		ok, verb = writeSchemes, "write to"
+		ok, verb = nil, "write to"
 	case roleBucket:
 		ok, verb = bucketSchemes, "write to"
 	}
-	for _, s := range ok {
-		if s == scheme {
-			return nil
-		}
+	if slices.Contains(ok, scheme) {
+		return nil
 	}
 	supported := "local paths only"
 	if len(ok) > 0 {

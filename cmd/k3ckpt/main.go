@@ -43,30 +43,12 @@ func newRootCmd() *cobra.Command {
 		return fmt.Errorf("%w\nusage: %s (%s --help lists the flags)", err, c.UseLine(), c.CommandPath())
 	})
 	addSchemaFlags(root)
-	for _, c := range root.Commands() {
-		withUsage(c)
-	}
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		foldNameFlags(c)
 		return useSchemaFlag(c)
 	}
 	checkLocations(root)
 	return root
-}
-
-// withUsage makes a wrong argument count say how the command is called:
-// cobra's "accepts 2 arg(s), received 0" alone does not.
-func withUsage(c *cobra.Command) {
-	check := c.Args
-	if check == nil {
-		return
-	}
-	c.Args = func(c *cobra.Command, args []string) error {
-		if err := check(c, args); err != nil {
-			return fmt.Errorf("%s: %w\nusage: %s (%s --help for more)", c.Name(), err, c.UseLine(), c.CommandPath())
-		}
-		return nil
-	}
 }
 
 // nameFlags take a name from a fixed list (a recipe, a format, a mode), so
@@ -103,8 +85,7 @@ func withSourceHint(err error, args []string) error {
 			continue
 		}
 		if fi, serr := os.Stat(a); serr == nil && fi.Mode().IsRegular() && strings.Contains(err.Error(), a) {
-			dir := filepath.Dir(a)
-			return fmt.Errorf("%w\n%s is not a checkpoint index: pass the checkpoint directory (%s), or its model.safetensors.index.json", err, a, dir)
+			return fmt.Errorf("%w\n%s is not a checkpoint index: pass the checkpoint directory (%s), or its model.safetensors.index.json", err, a, filepath.Dir(a))
 		}
 	}
 	return err

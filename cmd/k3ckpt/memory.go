@@ -10,23 +10,22 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// Memory. A plan holds every source header (the codec's checkpoint) and
-// every output layout: for full K3 (497,220 tensors) about 240 MiB live
-// (580 MiB with --experts nvfp4),
-// growing with the tensor count, not with the data. The executor adds up to
-// 64 MiB per job of bounded buffers. While the plan is built the collector
-// keeps the heap within a quarter of what is live (instead of twice) when the
-// checkpoint has many tensors; once
-// it is built the limit is what is live plus the jobs' buffers, so the heap
-// stays there without the collector running continuously. GOGC or
+// Memory. A plan holds every source header and every output layout: its
+// live heap grows with the tensor count, not with the data, and the executor
+// adds up to 64 MiB per job of bounded buffers. While a plan of many tensors
+// is built the collector keeps the heap within a quarter of what is live;
+// once it is built the limit is what is live plus the jobs' buffers. GOGC or
 // GOMEMLIMIT, when set, win.
 
-// planMemory applies the planning phase's collector setting.
-func planMemory() {
+// gcPace sets the collector's pace unless GOGC or GOMEMLIMIT set it.
+func gcPace(percent int) {
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetGCPercent(25)
+		debug.SetGCPercent(percent)
 	}
 }
+
+// planMemory applies the planning phase's collector setting.
+func planMemory() { gcPace(25) }
 
 // smallPlanTensors is the tensor count under which a plan's heap (about
 // 500 bytes a tensor) stays small enough for the collector's default pace:
@@ -43,23 +42,7 @@ const smallPlanIndex = smallPlanTensors * 117
 // header) is most of what planning allocates.
 func localIndexMemory(src string) {
 	if fi, err := os.Stat(filepath.Join(src, safetensors.IndexName)); err == nil && fi.Mode().IsRegular() && fi.Size() < smallPlanIndex {
-		defaultCollector()
-	}
-}
-
-// sourceMemory relaxes the collector once the source is open, for a
-// checkpoint whose plan stays small.
-func sourceMemory(tensors int) {
-	if tensors < smallPlanTensors {
-		defaultCollector()
-	}
-}
-
-// defaultCollector puts the collector back to its default pace, unless GOGC
-// or GOMEMLIMIT set it.
-func defaultCollector() {
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetGCPercent(100)
+		gcPace(100)
 	}
 }
 

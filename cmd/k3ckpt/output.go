@@ -103,9 +103,12 @@ func (l *lineWrapper) Write(p []byte) (int, error) {
 }
 
 // newProgress is the progress display of a long command: on a terminal
-// stderr, unless the output is JSON or -q is given.
+// stderr, unless the output is JSON or -q is given (else nil).
 func newProgress(cmd *cobra.Command, asJSON bool, label string, unit progressUnit) *progressBar {
-	return newBar(label, unit, asJSON || quiet(cmd))
+	if asJSON || quiet(cmd) || !term.IsTerminal(int(os.Stderr.Fd())) {
+		return nil
+	}
+	return newBarWriter(os.Stderr, label, unit)
 }
 
 // jobsUsage is the one meaning of --jobs across commands.
@@ -114,6 +117,12 @@ const jobsUsage = "files read or written at once (0: one per CPU core, at least 
 // addJobsFlag registers --jobs with its one meaning and default.
 func addJobsFlag(fs *pflag.FlagSet, jobs *int) {
 	fs.IntVar(jobs, "jobs", 0, jobsUsage)
+}
+
+// stateDirFlag registers --state-dir on a command that writes to, or
+// finishes, a bucket DST.
+func stateDirFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "state-dir", "", "where the run records of an s3:// or gs:// DST live (plan, done records, locks; default: under the user's cache directory, named after DST); the workers of one --worker split share it")
 }
 
 // resolveJobs turns the --jobs value into a count; negative values are errors.
@@ -145,25 +154,26 @@ func termWidth(cmd *cobra.Command) int {
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// flagValueError is a flag value a library parser refused, said in the
-// user's terms: the flag first, then what the parser knows, without the
-// library's error class in front. It still matches that class (errors.Is).
-type flagValueError struct {
-	flag string
-	err  error
+// rewordedError is an error said in the user's terms (msg) that still
+// matches the library error it rewords (errors.Is).
+type rewordedError struct {
+	msg string
+	err error
 }
 
-func (e *flagValueError) Error() string {
-	msg := e.err.Error()
-	if u := errors.Unwrap(e.err); u != nil {
+func (e *rewordedError) Error() string { return e.msg }
+func (e *rewordedError) Unwrap() error { return e.err }
+
+// flagError is a flag value a library parser refused, said in the user's
+// terms: the flag first, then what the parser knows, without the library's
+// error class in front.
+func flagError(flag string, err error) error {
+	msg := err.Error()
+	if u := errors.Unwrap(err); u != nil {
 		msg = strings.TrimPrefix(msg, u.Error()+": ")
 	}
-	return "--" + e.flag + ": unknown " + msg
+	return &rewordedError{"--" + flag + ": unknown " + msg, err}
 }
-
-func (e *flagValueError) Unwrap() error { return e.err }
-
-func flagError(flag string, err error) error { return &flagValueError{flag, err} }
 
 // warn prints a warning on stderr, even under -q, wrapped to termWidth with
 // its continuation lines indented: a warning is read, not parsed.

@@ -56,7 +56,7 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
 			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
 			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
-			"fused_splits": nonNilSplits(p.Splits), "engines": engineReport(p),
+			"fused_splits": nonNil(p.Splits), "engines": engineReport(p),
 		})
 	}
 	width := termWidth(cmd)

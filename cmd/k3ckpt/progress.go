@@ -8,13 +8,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/term"
 )
 
 // barInterval is the least time between two redraws.
@@ -48,15 +45,6 @@ const (
 	unitBytes progressUnit = iota
 	unitItems
 )
-
-// newBar returns a display on stderr labelled label, or nil when stderr is not
-// a terminal or quiet is set (--json, -q).
-func newBar(label string, unit progressUnit, quiet bool) *progressBar {
-	if quiet || !term.IsTerminal(int(os.Stderr.Fd())) {
-		return nil
-	}
-	return newBarWriter(os.Stderr, label, unit)
-}
 
 // newBarWriter returns a display drawing on w whatever w is (tests, or a
 // caller that checked the terminal itself).
@@ -137,12 +125,12 @@ func progressLine(label string, unit progressUnit, done, total int64, elapsed ti
 			fmt.Fprintf(&b, " / %d", total)
 		}
 	} else {
-		scale := max(done, total)
-		fmt.Fprintf(&b, "%s", sizeIn(done, scale))
+		div, u := sizeScale(max(done, total))
+		fmt.Fprintf(&b, "%.2f", float64(done)/div)
 		if total > 0 {
-			fmt.Fprintf(&b, " / %s", sizeIn(total, scale))
+			fmt.Fprintf(&b, " / %.2f", float64(total)/div)
 		}
-		b.WriteString(" " + sizeUnit(scale))
+		b.WriteString(" " + u)
 	}
 	if total > 0 {
 		fmt.Fprintf(&b, "  %3d%%", min(100, done*100/total))
@@ -150,7 +138,8 @@ func progressLine(label string, unit progressUnit, done, total int64, elapsed ti
 	if secs > 0 && done > 0 {
 		rate := float64(done) / secs
 		if unit == unitBytes {
-			fmt.Fprintf(&b, "  %s %s/s", sizeIn(int64(rate), int64(rate)), sizeUnit(int64(rate)))
+			div, u := sizeScale(int64(rate))
+			fmt.Fprintf(&b, "  %.2f %s/s", float64(int64(rate))/div, u)
 		}
 		if total > done {
 			eta := time.Duration(float64(total-done) / rate * float64(time.Second))
@@ -160,20 +149,13 @@ func progressLine(label string, unit progressUnit, done, total int64, elapsed ti
 	return b.String()
 }
 
-// sizeIn formats n bytes with two decimals in the unit chosen by scale: MiB
-// below 1 GiB, GiB from there (the units of every k3ckpt table).
-func sizeIn(n, scale int64) string {
+// sizeScale is the unit a size of scale bytes is shown in: MiB below
+// 1 GiB, GiB from there (the units of every k3ckpt table).
+func sizeScale(scale int64) (float64, string) {
 	if scale < 1<<30 {
-		return fmt.Sprintf("%.2f", float64(n)/(1<<20))
+		return 1 << 20, "MiB"
 	}
-	return fmt.Sprintf("%.2f", float64(n)/(1<<30))
-}
-
-func sizeUnit(scale int64) string {
-	if scale < 1<<30 {
-		return "MiB"
-	}
-	return "GiB"
+	return 1 << 30, "GiB"
 }
 
 // clockText formats a duration as m:ss or h:mm:ss.

@@ -50,10 +50,6 @@ func transferOptions(cmd *cobra.Command, o *remote.Options) error {
 	return nil
 }
 
-func newHTTPClient(conns int) *http.Client {
-	return &http.Client{Transport: remote.NewTransport(conns)}
-}
-
 // netMeter counts a remote source's traffic for the progress display and
 // the final report; nil for a local source.
 type netMeter struct {
@@ -124,7 +120,7 @@ func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkp
 	if conns < 1 || conns > 1024 {
 		return nil, nil, fmt.Errorf("--connections %d: want 1 to 1024", conns)
 	}
-	o := remote.Options{Client: newHTTPClient(conns)}
+	o := remote.Options{Client: &http.Client{Transport: remote.NewTransport(conns)}}
 	if err := transferOptions(cmd, &o); err != nil {
 		return nil, nil, err
 	}
@@ -162,7 +158,7 @@ func (nm *netMeter) retries() int64 {
 }
 
 // openLayoutSource opens the SRC of shard and export: a remote checkpoint
-// through openSource, anything else (an export directory too) as before.
+// through openSource, anything else (an export directory too) locally.
 func openLayoutSource(cmd *cobra.Command, path string, conns int) (*layout.Source, *netMeter, error) {
 	if !remote.IsRemote(path) {
 		s, err := layout.OpenSource(path)
@@ -222,7 +218,20 @@ type netReport struct {
 	Retries  int64 `json:"retries"`
 }
 
-func (r netReport) print(w io.Writer) {
+// report is a finished run's network figures from the executor's stats n
+// (nil for a local source) and total, everything the source received.
+func (nm *netMeter) report(n *remote.Stats, total int64) *netReport {
+	if n == nil {
+		return nil
+	}
+	return &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: total, Requests: n.Requests, Retries: nm.retries()}
+}
+
+// print writes the figures' line; a nil report prints nothing.
+func (r *netReport) print(w io.Writer) {
+	if r == nil {
+		return
+	}
 	ratio := 0.0
 	if r.Needed > 0 {
 		ratio = float64(r.Fetched) / float64(r.Needed)

@@ -64,7 +64,8 @@ func applyTarget(cmd *cobra.Command, src *safetensors.Checkpoint, tf targetFlags
 	allowed := func(p engines.Profile) bool {
 		return set("format", opts.Format.String(), p.Format) && set("recipe", r.Name, p.Recipe) && set("experts", opts.Experts.String(), p.Experts)
 	}
-	if !fs.Changed("format") && !fs.Changed("recipe") && !fs.Changed("experts") {
+	narrowed := fs.Changed("format") || fs.Changed("recipe") || fs.Changed("experts")
+	if !narrowed {
 		allowed = nil
 	}
 	c, err := engines.Choose(facts, engine, gpu, allowed)
@@ -72,7 +73,7 @@ func applyTarget(cmd *cobra.Command, src *safetensors.Checkpoint, tf targetFlags
 	case errors.Is(err, engines.ErrNoTarget) && tf.force:
 		warn(cmd, "--force: %v; writing the flags as given", err)
 		return r, opts, nil
-	case errors.Is(err, engines.ErrNoTarget) && (fs.Changed("format") || fs.Changed("recipe") || fs.Changed("experts")):
+	case errors.Is(err, engines.ErrNoTarget) && narrowed:
 		return nil, opts, fmt.Errorf("--target %s contradicts the flags given: %w (drop them to let --target choose, or --force)", tf.target, err)
 	case err != nil:
 		return nil, opts, fmt.Errorf("--target %s: %w", tf.target, err)
@@ -92,22 +93,19 @@ func applyTarget(cmd *cobra.Command, src *safetensors.Checkpoint, tf targetFlags
 	} else if fs.Changed("numerics") {
 		numWhy = "as given"
 	}
+	on := "sm90 and sm100"
+	if gpu != "" {
+		on = string(gpu)
+	}
 	w := cmd.ErrOrStderr()
 	if !quiet(cmd) {
-		fmt.Fprintf(w, "target %s: %s --numerics %s (%s on %s)\n", tf.target, c.Profile.Flags(), opts.Numerics, c.Verdict.Summary(), gpuWords(gpu))
+		fmt.Fprintf(w, "target %s: %s --numerics %s (%s on %s)\n", tf.target, c.Profile.Flags(), opts.Numerics, c.Verdict.Summary(), on)
 		for _, why := range c.Why {
 			fmt.Fprintln(w, "  because", why)
 		}
 		fmt.Fprintln(w, "  numerics:", numWhy)
 	}
 	return r, opts, nil
-}
-
-func gpuWords(g engines.GPU) string {
-	if g == "" {
-		return "sm90 and sm100"
-	}
-	return string(g)
 }
 
 // engineLine is one engine's verdict on a planned output.

@@ -33,8 +33,18 @@ type buildVersion struct {
 
 func readVersion() buildVersion {
 	v := buildVersion{Version: "(unknown)", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		stamped(&v, bi)
+	if bi, ok := debug.ReadBuildInfo(); ok { // what the go command recorded
+		v.Module, v.Version = bi.Main.Path, bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Revision = s.Value
+			case "vcs.time":
+				v.Time = s.Value
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
 	}
 	if v.Revision == "" {
 		v.Revision = revision
@@ -43,21 +53,6 @@ func readVersion() buildVersion {
 		v.Note = noRevision
 	}
 	return v
-}
-
-// stamped fills v from what the go command recorded in the binary.
-func stamped(v *buildVersion, bi *debug.BuildInfo) {
-	v.Module, v.Version = bi.Main.Path, bi.Main.Version
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Revision = s.Value
-		case "vcs.time":
-			v.Time = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
-	}
 }
 
 // versionString is the one-line form: "v0.1.0 (rev 6c1cde5b1a2f, 2026-12-01T08:00:00Z, modified) go1.26.8 linux/amd64".
