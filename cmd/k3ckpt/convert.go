@@ -136,8 +136,7 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if fl.resume && fl.restart {
 		return fmt.Errorf("--resume and --restart exclude each other")
 	}
-	planMemory()
-	localIndexMemory(srcPath)
+	planMemory(srcPath)
 	back := r.Name == convert.BF16 || opts.Experts == convert.ExpertsBF16 || opts.Experts == convert.ExpertsMXFP4
 	if _, err := os.Stat(filepath.Join(srcPath, convert.ManifestName)); err == nil && !back {
 		return fmt.Errorf("%s is already a k3ckpt conversion (it holds %s): convert reads the original checkpoint", srcPath, convert.ManifestName)
@@ -171,25 +170,22 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	}
 	setMemoryLimit(jobs, src.NumTensors())
 	ctx := cmd.Context() // cancelled by a stop signal (see catchSignals)
-	eo := convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn, NoSpaceCheck: fl.noSpaceCheck,
-		Connections: fl.connections, StateDir: fl.stateDir}
+	if p.AuxUnlisted {
+		warn(cmd, "%s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them", srcPath)
+	}
 	label := "convert (read + written)"
 	if wn > 1 {
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
 	}
-	if p.AuxUnlisted {
-		warn(cmd, "%s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them", srcPath)
-	}
+	// A remote source shows its network progress instead; a nil bar shows nothing.
 	var bar *progressBar
-	if net == nil { // a remote source shows its network progress instead
+	if net == nil {
 		bar = newProgress(cmd, fl.json, label, unitBytes)
-	}
-	if bar != nil {
-		eo.Progress = bar
 	}
 	net.show(cmd, fl.json, p.FetchBytes)
 	start := time.Now()
-	res, err := convert.Execute(ctx, p, dst, eo)
+	res, err := convert.Execute(ctx, p, dst, convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn,
+		NoSpaceCheck: fl.noSpaceCheck, Connections: fl.connections, StateDir: fl.stateDir, Progress: bar})
 	net.done()
 	bar.finish()
 	if err != nil {
@@ -263,11 +259,23 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		warn(cmd, "%s in the BF16 output, as torch computes them (NaN codes; under ModelOpt numerics an all-zero tile is NaN codes × scale 0)",
 			termtext.Plural(res.DecodedNaN, "value is NaN", "values are NaN"))
 	}
-	if res.Packed > 0 {
-		fmt.Fprintln(sw, packLine(res.Packed, res.Pack))
+	if p := res.Pack; res.Packed > 0 {
+		line := fmt.Sprintf("packed %s to MXFP4 (compressed-tensors' rule): %d groups of 32, %d whose values did not come back exactly (their bytes cannot be the source's), %d elements saturated, %d all-zero groups",
+			termtext.Plural(int64(res.Packed), "tensor", "tensors"), p.Groups, p.Lossy, p.Saturated, p.ZeroGroups)
+		if p.Lossy > 0 {
+			line = "warning: " + line
+		}
+		fmt.Fprintln(sw, line)
 	}
-	if opts.Experts == convert.ExpertsFP8 {
-		fmt.Fprintln(sw, fp8ExpertsLine(res, opts.ScaleFmt))
+	if s := res.FP8Experts; opts.Experts == convert.ExpertsFP8 {
+		line := fmt.Sprintf("experts to block FP8: %s, %s blocks of 128×128, %s lossless, %s lossy (some value changed)",
+			termtext.Plural(s.Tensors, "tensor", "tensors"), termtext.Int(s.Blocks), termtext.Int(s.Blocks-s.Lossy), termtext.Int(s.Lossy))
+		if s.Lossy > 0 && opts.ScaleFmt != quant.ScaleUE8M0 {
+			line = "warning: " + line + "; --scale-fmt ue8m0 keeps the blocks whose E8M0 group scales an E4M3 code can span lossless"
+		} else if s.Lossy > 0 {
+			line = "warning: " + line + ": an E4M3 code under one block scale cannot span those blocks' E8M0 group scales"
+		}
+		fmt.Fprintln(sw, line)
 	}
 	if res.Finalized {
 		what := termtext.Plural(int64(t.Quantized), "tensor", "tensors") + " quantized"
@@ -284,29 +292,6 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		fmt.Fprintf(sw, "slice done; the conversion completes when every worker has finished (or run: k3ckpt merge %s)\n", dst)
 	}
 	return nil
-}
-
-// packLine reports what packing BF16 to MXFP4 could not keep.
-func packLine(tensors int, p quant.PackStats) string {
-	warn := ""
-	if p.Lossy > 0 {
-		warn = "warning: "
-	}
-	return fmt.Sprintf("%spacked %s to MXFP4 (compressed-tensors' rule): %d groups of 32, %d whose values did not come back exactly (their bytes cannot be the source's), %d elements saturated, %d all-zero groups",
-		warn, termtext.Plural(int64(tensors), "tensor", "tensors"), p.Groups, p.Lossy, p.Saturated, p.ZeroGroups)
-}
-
-// fp8ExpertsLine reports the routed experts' blocks cast to block FP8.
-func fp8ExpertsLine(res *convert.Result, sf quant.ScaleFmt) string {
-	s := res.FP8Experts
-	line := fmt.Sprintf("experts to block FP8: %s, %s blocks of 128×128, %s lossless, %s lossy (some value changed)",
-		termtext.Plural(s.Tensors, "tensor", "tensors"), termtext.Int(s.Blocks), termtext.Int(s.Blocks-s.Lossy), termtext.Int(s.Lossy))
-	if s.Lossy > 0 && sf != quant.ScaleUE8M0 {
-		line = "warning: " + line + "; --scale-fmt ue8m0 keeps the blocks whose E8M0 group scales an E4M3 code can span lossless"
-	} else if s.Lossy > 0 {
-		line = "warning: " + line + ": an E4M3 code under one block scale cannot span those blocks' E8M0 group scales"
-	}
-	return line
 }
 
 // castLine reports the cast's block counts in a sentence.

@@ -169,16 +169,14 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		}
 		return writeLayoutPlan(cmd, w, plan)
 	}
+	// A remote source shows its network progress instead; a nil bar shows
+	// nothing. Execute starts the bar once it knows what this run writes (a
+	// resumed run keeps files), so total and ETA are this run's.
 	var bar *progressBar
-	if net == nil { // a remote source shows its network progress instead
+	if net == nil {
 		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", unitBytes)
 	}
-	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck, Connections: conns, StateDir: rf.stateDir}
-	if bar != nil {
-		// Started by Execute once it knows what this run writes (a resumed
-		// run keeps files), so total and ETA are this run's.
-		eo.Progress = bar
-	}
+	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck, Connections: conns, StateDir: rf.stateDir, Progress: bar}
 	// The heap is bounded as for convert, so that the fetch and upload garbage,
 	// which grows with the files' size, is collected instead of doubling it.
 	tensors := 0

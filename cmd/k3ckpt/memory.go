@@ -10,49 +10,46 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// Memory. A plan holds every source header and every output layout: its
-// live heap grows with the tensor count, not with the data, and the executor
-// adds up to 64 MiB per job of bounded buffers. While a plan of many tensors
-// is built the collector keeps the heap within a quarter of what is live;
-// once it is built the limit is what is live plus the jobs' buffers. GOGC or
-// GOMEMLIMIT, when set, win.
+// Memory. A plan holds every source header and output layout: its live heap
+// grows with the tensor count, not the data, and the executor adds up to
+// 64 MiB per job of bounded buffers. GOGC or GOMEMLIMIT, when set, win.
 
-// gcPace sets the collector's pace unless GOGC or GOMEMLIMIT set it.
+// gcFromEnv reports whether GOGC or GOMEMLIMIT sets the collector.
+func gcFromEnv() bool { return os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" }
+
+// gcPace sets the collector's pace unless the environment sets it.
 func gcPace(percent int) {
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+	if !gcFromEnv() {
 		debug.SetGCPercent(percent)
 	}
 }
 
-// planMemory applies the planning phase's collector setting.
-func planMemory() { gcPace(25) }
-
 // smallPlanTensors is the tensor count under which a plan's heap (about
-// 500 bytes a tensor) stays small enough for the collector's default pace:
-// collecting at a quarter of it, as for full K3, would cost more CPU than
-// the whole plan saves in memory.
+// 500 bytes a tensor) is small enough for the default pace: collecting at a
+// quarter of it, as for full K3, would cost more CPU than it saves memory.
 const smallPlanTensors = 150_000
 
 // smallPlanIndex is the index size (about 117 bytes a tensor) of a
 // checkpoint of smallPlanTensors.
 const smallPlanIndex = smallPlanTensors * 117
 
-// localIndexMemory relaxes the collector before a local source is opened
-// when its index says the plan stays small: opening (the index and every
-// header) is most of what planning allocates.
-func localIndexMemory(src string) {
+// planMemory keeps the heap within a quarter of what is live while a plan
+// from src is built, unless src is local and its index says the plan stays
+// small: opening (the index and every header) is most of what planning
+// allocates.
+func planMemory(src string) {
 	if fi, err := os.Stat(filepath.Join(src, safetensors.IndexName)); err == nil && fi.Mode().IsRegular() && fi.Size() < smallPlanIndex {
 		gcPace(100)
+	} else {
+		gcPace(25)
 	}
 }
 
 // setMemoryLimit bounds the heap at what is live now plus 64 MiB per job
-// (and a margin for the run's small allocations). For a plan of many
-// tensors a collection measures what is live; a small plan's heap is small
-// enough to take whole, garbage included (a bound a little higher than the
-// live heap), without the collection's pause before the first write.
+// and a margin. A small plan's heap is taken whole, garbage included,
+// sparing the collection's pause before the first write.
 func setMemoryLimit(jobs, tensors int) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+	if gcFromEnv() {
 		return
 	}
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}

@@ -33,16 +33,14 @@ func TestPlanMemoryByIndexSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		planMemory()
-		localIndexMemory(dir)
+		planMemory(dir)
 		if got := gc(); got != c.want {
 			t.Errorf("index of %d bytes: GOGC %d, want %d", c.size, got, c.want)
 		}
 	}
 	t.Setenv("GOGC", "400")
 	debug.SetGCPercent(400)
-	planMemory()
-	localIndexMemory(t.TempDir())
+	planMemory(t.TempDir())
 	if got := gc(); got != 400 {
 		t.Errorf("with GOGC=400 set: GOGC %d", got)
 	}

@@ -85,9 +85,7 @@ placement of one file per layer; --scale tiny, a small config with its keys.`,
 			}
 			bar := newProgress(cmd, asJSON, "synth (shards)", unitItems)
 			bar.Start(int64(cfg.SynthShards()))
-			if bar != nil {
-				opts.Progress = func(int, int) { bar.Add(1) }
-			}
+			opts.Progress = func(int, int) { bar.Add(1) }
 			start := time.Now()
 			err = model.Synth(dir, opts)
 			bar.finish()

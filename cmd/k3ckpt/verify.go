@@ -48,18 +48,15 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 					return err
 				}
 			}
-			planMemory()
-			localIndexMemory(args[0])
+			planMemory(args[0])
 			src, err := safetensors.Open(args[0])
 			if err != nil {
 				return err
 			}
 			defer src.Close()
-			vo.Jobs = jobs
 			b := newProgress(cmd, asJSON, "verify (read)", unitBytes)
-			if b != nil {
-				vo.Progress = b
-			}
+			vo.Jobs = jobs
+			vo.Progress = b // a nil bar shows nothing
 			rep, err := convert.Verify(cmd.Context(), src, args[1], vo)
 			b.finish()
 			if err != nil {
