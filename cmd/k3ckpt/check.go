@@ -12,13 +12,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
-type checkFlags struct {
-	engine, gpu string
-	json        bool
-}
-
 func newCheckCmd() *cobra.Command {
-	var fl checkFlags
+	var engine, gpu string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "check PATH|URL",
 		Short: "Say what each engine on each GPU makes of a checkpoint (resident, dequantized at load, loads wrong, refused), from headers only",
@@ -31,26 +27,26 @@ load it; 1 when --engine would refuse it or load it wrong, or the checkpoint
 is inconsistent (an FP8 weight without its scale); 2 when --engine's path for
 some part was not read (unknown).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runCheck(cmd, args[0], fl) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runCheck(cmd, args[0], engine, gpu, asJSON) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&fl.engine, "engine", "", "only this engine ("+strings.Join(engines.EngineNames(), ", ")+"); its verdict sets the exit status")
-	f.StringVar(&fl.gpu, "gpu", "", "only this GPU: sm90 (Hopper) or sm100 (Blackwell)")
-	f.BoolVar(&fl.json, "json", false, "print one JSON object")
+	f.StringVar(&engine, "engine", "", "only this engine ("+strings.Join(engines.EngineNames(), ", ")+"); its verdict sets the exit status")
+	f.StringVar(&gpu, "gpu", "", "only this GPU: sm90 (Hopper) or sm100 (Blackwell)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
 
-func runCheck(cmd *cobra.Command, path string, fl checkFlags) error {
+func runCheck(cmd *cobra.Command, path, engine, gpuName string, asJSON bool) error {
 	var gpu engines.GPU
-	if fl.gpu != "" {
-		g, err := engines.ParseGPU(fl.gpu)
+	if gpuName != "" {
+		g, err := engines.ParseGPU(gpuName)
 		if err != nil {
 			return flagError("gpu", err)
 		}
 		gpu = g
 	}
-	if fl.engine != "" {
-		if _, err := engines.EvaluateAll(&engines.Facts{}, fl.engine, gpu); err != nil {
+	if engine != "" {
+		if _, err := engines.EvaluateAll(&engines.Facts{}, engine, gpu); err != nil {
 			return flagError("engine", err)
 		}
 	}
@@ -58,19 +54,19 @@ func runCheck(cmd *cobra.Command, path string, fl checkFlags) error {
 	if err != nil {
 		return err
 	}
-	vs, err := engines.EvaluateAll(facts, fl.engine, gpu)
+	vs, err := engines.EvaluateAll(facts, engine, gpu)
 	if err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	if fl.json {
+	if asJSON {
 		if err := writeJSON(out, map[string]any{"source": path, "facts": facts, "verdicts": vs}); err != nil {
 			return err
 		}
 	} else {
 		printCheck(out, path, facts, vs)
 	}
-	return checkStatus(facts, vs, fl.engine != "")
+	return checkStatus(facts, vs, engine != "")
 }
 
 // checkStatus turns the verdicts into the exit status: only an engine the

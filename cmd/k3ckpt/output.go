@@ -32,22 +32,20 @@ func writeJSON(w io.Writer, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	body := bytes.TrimSpace(buf.Bytes())
+	body := bytes.TrimSpace(buf.Bytes()) // compact: "{}" when v has no fields
 	if len(body) < 2 || body[0] != '{' {
 		return fmt.Errorf("internal error: --json output is not an object")
 	}
-	var out bytes.Buffer
-	fmt.Fprintf(&out, `{"schema":%d`, jsonSchema)
-	if rest := bytes.TrimSpace(body[1:]); len(rest) > 0 && rest[0] != '}' {
-		out.WriteByte(',')
+	sep := ","
+	if body[1] == '}' {
+		sep = ""
 	}
-	out.Write(body[1:])
-	var ind bytes.Buffer
-	if err := json.Indent(&ind, out.Bytes(), "", "  "); err != nil {
+	var out bytes.Buffer
+	if err := json.Indent(&out, fmt.Appendf(nil, `{"schema":%d%s%s`, jsonSchema, sep, body[1:]), "", "  "); err != nil {
 		return err
 	}
-	ind.WriteByte('\n')
-	_, err := w.Write(ind.Bytes())
+	out.WriteByte('\n')
+	_, err := out.WriteTo(w)
 	return err
 }
 

@@ -65,15 +65,13 @@ type netMeter struct {
 
 // netLogEvery is how often -v prints a progress line where no terminal
 // shows the bar.
-var netLogEvery = 30 * time.Second
+const netLogEvery = 30 * time.Second
 
 // startLog prints the meter's reading to w every period until done: the
 // progress of a long transfer in a log file or a batch job's output.
 func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
 	nm.log = make(chan struct{})
-	nm.logged.Add(1)
-	go func() {
-		defer nm.logged.Done()
+	nm.logged.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -84,7 +82,7 @@ func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
 			}
 			fmt.Fprintln(w, nm.line(label))
 		}
-	}()
+	})
 }
 
 // line is one -v progress line: the bar's text, and the retries so far.
@@ -139,22 +137,6 @@ func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkp
 		nm = nil
 	}
 	return c, nm, nil
-}
-
-// received is every byte the source received (0 for a local one).
-func (nm *netMeter) received() int64 {
-	if nm == nil {
-		return 0
-	}
-	return nm.bytes.Load()
-}
-
-// retries is the failed attempts the source retried.
-func (nm *netMeter) retries() int64 {
-	if nm == nil {
-		return 0
-	}
-	return nm.retryN.Load()
 }
 
 // openLayoutSource opens the SRC of shard and export: a remote checkpoint
@@ -224,7 +206,19 @@ func (nm *netMeter) report(n *remote.Stats, total int64) *netReport {
 	if n == nil {
 		return nil
 	}
-	return &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: total, Requests: n.Requests, Retries: nm.retries()}
+	r := &netReport{Needed: n.Needed, Fetched: n.Fetched, Total: total, Requests: n.Requests}
+	if nm != nil {
+		r.Retries = nm.retryN.Load()
+	}
+	return r
+}
+
+// received is every byte the source received (0 for a local one).
+func (nm *netMeter) received() int64 {
+	if nm == nil {
+		return 0
+	}
+	return nm.bytes.Load()
 }
 
 // print writes the figures' line; a nil report prints nothing.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -30,15 +31,13 @@ type interrupt struct {
 	mu      sync.Mutex
 	sig     syscall.Signal
 	command string
-	stderr  io.Writer
 	ch      chan os.Signal
-	cancel  context.CancelFunc
 }
 
 // catchSignals cancels the run's context on the first stop signal; a second
 // one ends the process at once (the default action is restored).
 func catchSignals(cancel context.CancelFunc, stderr io.Writer) *interrupt {
-	in := &interrupt{ch: make(chan os.Signal, 1), cancel: cancel, stderr: stderr}
+	in := &interrupt{ch: make(chan os.Signal, 1)}
 	signal.Notify(in.ch, stopSignals...)
 	go func() {
 		s, ok := <-in.ch
@@ -97,14 +96,10 @@ func (in *interrupt) message() string {
 	return msg
 }
 
+// signalName is a stop signal's conventional name, as kill -l spells it.
 func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGHUP:
-		return "SIGHUP"
+	if i := slices.Index(stopSignals, os.Signal(s)); i >= 0 {
+		return []string{"SIGINT", "SIGTERM", "SIGHUP"}[i]
 	}
 	return s.String()
 }
