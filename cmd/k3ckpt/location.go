@@ -43,13 +43,11 @@ var argRoles = map[string][]role{
 	"verify":     {roleSrc, roleBucket},
 }
 
-// locationFlags are the flags that name a location to read, by command.
-var locationFlags = map[string]map[string]role{"reassemble": {"check": roleLocal}}
-
 // checkLocations wraps every subcommand's argument check so that a wrong
 // argument count says how the command is called (cobra's "accepts 2 arg(s),
 // received 0" alone does not), and an unsupported scheme:// in a positional
-// argument (or a flag naming a source) fails before anything runs.
+// argument (or reassemble --check, the one flag naming a location) fails
+// before anything runs.
 func checkLocations(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		roles := argRoles[c.Name()]
@@ -74,12 +72,8 @@ func checkLocations(root *cobra.Command) {
 					return err
 				}
 			}
-			for name, r := range locationFlags[cmd.Name()] {
-				if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
-					if err := checkLocation(cmd.Name()+" --"+name, f.Value.String(), r); err != nil {
-						return err
-					}
-				}
+			if f := cmd.Flags().Lookup("check"); f != nil && f.Changed {
+				return checkLocation(cmd.Name()+" --check", f.Value.String(), roleLocal)
 			}
 			return nil
 		}

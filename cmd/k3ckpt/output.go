@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -106,7 +107,7 @@ func newProgress(cmd *cobra.Command, asJSON bool, label string, unit progressUni
 	if asJSON || quiet(cmd) || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return nil
 	}
-	return newBarWriter(os.Stderr, label, unit)
+	return &progressBar{w: os.Stderr, label: label, unit: unit, now: time.Now}
 }
 
 // jobsUsage is the one meaning of --jobs across commands.

@@ -17,9 +17,8 @@ import (
 // barInterval is the least time between two redraws.
 const barInterval = 200 * time.Millisecond
 
-// progressBar is a progress display. A nil *progressBar is valid and shows nothing, so
-// callers never test whether a display is wanted. Start, Add and finish are
-// safe for concurrent use.
+// progressBar is a progress display, safe for concurrent use. A nil
+// *progressBar is valid and shows nothing.
 type progressBar struct {
 	w     io.Writer
 	label string
@@ -36,21 +35,14 @@ type progressBar struct {
 	ended bool
 }
 
-// progressUnit says what the counts are: bytes (shown in MiB/GiB) or items (shards,
-// files) shown as integers.
+// progressUnit says what the counts are: bytes (shown in MiB/GiB) or items
+// (shards, files).
 type progressUnit uint8
 
-// The units a progressBar counts.
 const (
 	unitBytes progressUnit = iota
 	unitItems
 )
-
-// newBarWriter returns a display drawing on w whatever w is (tests, or a
-// caller that checked the terminal itself).
-func newBarWriter(w io.Writer, label string, unit progressUnit) *progressBar {
-	return &progressBar{w: w, label: label, unit: unit, now: time.Now}
-}
 
 // Start sets the total (0 or less: unknown, no percent or ETA) and starts the clock.
 func (b *progressBar) Start(total int64) {
@@ -78,11 +70,10 @@ func (b *progressBar) Add(n int64) {
 	if b.start.IsZero() {
 		b.start = t
 	}
-	if t.Sub(b.last) < barInterval {
-		return
+	if t.Sub(b.last) >= barInterval {
+		b.last = t
+		b.draw(t)
 	}
-	b.last = t
-	b.draw(t)
 }
 
 // finish erases the line; later calls draw nothing.
@@ -92,13 +83,10 @@ func (b *progressBar) finish() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.ended {
-		return
-	}
-	b.ended = true
-	if b.width > 0 {
+	if !b.ended && b.width > 0 {
 		fmt.Fprintf(b.w, "\r%s\r", strings.Repeat(" ", b.width))
 	}
+	b.ended = true
 }
 
 func (b *progressBar) draw(t time.Time) {

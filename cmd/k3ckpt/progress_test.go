@@ -49,9 +49,8 @@ func TestProgressNilBar(t *testing.T) {
 // erases its line at the end.
 func TestProgressBarDraws(t *testing.T) {
 	var out bytes.Buffer
-	b := newBarWriter(&out, "copy", unitItems)
 	clock := time.Unix(0, 0)
-	b.now = func() time.Time { return clock }
+	b := &progressBar{w: &out, label: "copy", unit: unitItems, now: func() time.Time { return clock }}
 	b.Start(4)
 	for range 4 {
 		clock = clock.Add(time.Second)

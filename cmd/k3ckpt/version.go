@@ -59,11 +59,7 @@ func readVersion() buildVersion {
 func versionString(v buildVersion) string {
 	s := v.Version
 	if v.Revision != "" {
-		rev := v.Revision
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		s += " (rev " + rev
+		s += " (rev " + v.Revision[:min(len(v.Revision), 12)]
 		if v.Time != "" {
 			s += ", " + v.Time
 		}
