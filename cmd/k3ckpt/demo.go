@@ -20,10 +20,9 @@ type demoStep struct {
 	args []string
 }
 
-// demoSteps is the walkthrough: the same commands a user would type, so the
-// demo exercises exactly the CLI it documents. With keep false the outputs
-// are removed at the end, so no step writes the chart (its name would point
-// at a file that is gone).
+// demoSteps is the walkthrough, the commands a user would type. With keep
+// false the outputs are removed at the end, so no step writes the chart (its
+// name would point at a file that is gone).
 func demoSteps(dir string, keep bool) []demoStep {
 	src := filepath.Join(dir, "k3-tiny")
 	fp8 := filepath.Join(dir, "k3-tiny-fp8")
@@ -53,9 +52,8 @@ func demoSteps(dir string, keep bool) []demoStep {
 
 func newDemoCmd() *cobra.Command { return newDemoCmdRunning(runSelf) }
 
-// newDemoCmdRunning is the demo command with each step run by runStep, so a
-// test can check what the steps are given and what the command reports
-// without running them again.
+// newDemoCmdRunning is the demo command with each step run by runStep (a
+// test's stand-in for running the binary).
 func newDemoCmdRunning(runStep func(self string, args []string, stdout, stderr io.Writer) error) *cobra.Command {
 	var dir string
 	var keep, asJSON bool

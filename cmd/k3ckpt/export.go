@@ -34,6 +34,5 @@ scales unpacked, gathered by head and repacked).`,
 		},
 	}
 	f.register(cmd, true)
-	f.run.register(cmd)
 	return cmd
 }

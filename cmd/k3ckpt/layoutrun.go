@@ -51,6 +51,7 @@ func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 	fl.BoolVar(&f.even, "even", false, "layouts with pipeline stages only: SGLang's default split (SGLANG_PP_LAYER_PARTITION unset)")
 	fl.BoolVar(&f.textOnly, "text-only", false, "drop the vision tower and projector (default on for the decode layouts)")
 	addJobsFlag(fl, &f.jobs)
+	f.run.register(cmd)
 }
 
 // resolve builds the layout: a built-in with its default options,
@@ -176,7 +177,6 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	if net == nil {
 		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", unitBytes)
 	}
-	eo := layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck, Connections: conns, StateDir: rf.stateDir, Progress: bar}
 	// The heap is bounded as for convert, so that the fetch and upload garbage,
 	// which grows with the files' size, is collected instead of doubling it.
 	tensors := 0
@@ -186,16 +186,17 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	setMemoryLimit(jobs, tensors)
 	start := time.Now()
 	net.show(cmd, rf.asJSON, plan.FetchBytes())
-	res, err := plan.Execute(ctx, dst, eo)
+	res, err := plan.Execute(ctx, dst, layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck,
+		Connections: conns, StateDir: rf.stateDir, Progress: bar})
 	bar.finish()
 	net.done()
 	if err != nil {
 		return err
 	}
-	took := time.Since(start)
+	secs := time.Since(start).Seconds()
 	nr := net.report(res.Network, net.received())
 	if rf.asJSON {
-		v := map[string]any{"plan": plan, "result": res, "seconds": took.Seconds()}
+		v := map[string]any{"plan": plan, "result": res, "seconds": secs}
 		if nr != nil {
 			v["network"] = nr
 		}
@@ -205,8 +206,7 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	if err := writeLayoutPlan(cmd, w, plan); err != nil {
 		return err
 	}
-	secs := took.Seconds()
-	fmt.Fprintf(w, "wrote %d files, %.3f GiB in %.2fs (%.0f MiB/s)", res.Written, float64(res.Bytes)/(1<<30), secs, float64(res.Bytes)/(1<<20)/max(secs, 1e-9))
+	fmt.Fprintf(w, "wrote %d files, %.3f GiB in %.2fs (%.0f MiB/s)", res.Written, gib(res.Bytes), secs, mib(res.Bytes)/max(secs, 1e-9))
 	if res.Kept > 0 {
 		fmt.Fprintf(w, "; kept %d files of an earlier run", res.Kept)
 	}

@@ -51,10 +51,9 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
-// nameFlags take a name from a fixed list (a recipe, a format, a mode), so
-// their values are matched whatever their case: --experts NVFP4 is nvfp4.
-// --layout is one too when its value names a built-in layout (else it is a
-// file, whose case matters).
+// nameFlags take a name from a fixed list, so their values match whatever
+// their case: --experts NVFP4 is nvfp4. So does --layout when it names a
+// built-in layout (a file's case matters).
 var nameFlags = []string{"recipe", "format", "experts", "numerics", "scale-fmt", "nonfinite", "by", "pack-scales"}
 
 func foldNameFlags(c *cobra.Command) {
@@ -73,9 +72,8 @@ func foldNameFlags(c *cobra.Command) {
 	}
 }
 
-// withSourceHint adds what to do when a checkpoint argument is a JSON file
-// that is not an index (config.json, most often): the checkpoint is its
-// directory.
+// withSourceHint says what to do when a checkpoint argument is a JSON file
+// that is not an index (config.json, most often): pass its directory.
 func withSourceHint(err error, args []string) error {
 	if !errors.Is(err, safetensors.ErrIndex) {
 		return err
@@ -105,8 +103,7 @@ func main() {
 }
 
 // run executes one command line and returns the exit status. Errors are
-// printed with their control characters escaped: they quote tensor names and
-// paths taken from files.
+// printed with control characters escaped: they quote names from files.
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -10,12 +10,10 @@ import (
 )
 
 // limitToSource caps the permission bits of every file the command writes
-// at those the source's checkpoint files share (safetensors files, index,
-// config.json, an export's layout.json, at the top and in rank-NN or
-// stage-NN directories): no output is more readable than what it was made
-// from. Within the cap the umask applies. A remote source, or one that
-// cannot be listed (the command reports that itself), sets no cap. The
-// returned function restores the cap it replaced.
+// at those the source's .safetensors and .json files share (at the top and
+// in rank-NN or stage-NN directories): no output is more readable than what
+// it was made from. The umask applies within the cap. A remote or unlisted
+// source sets no cap. The returned function restores the cap it replaced.
 func limitToSource(src string) (restore func()) {
 	if remote.IsRemote(src) {
 		return func() {}

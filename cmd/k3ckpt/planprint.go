@@ -82,24 +82,19 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 	for _, a := range p.Aux {
 		nameW = max(nameW, len(a.Name))
 	}
-	exact := verbose(cmd)
-	if exact {
-		fmt.Fprintf(w, "%-*s %7s %5s %14s %14s\n", nameW, "file", "tensors", "fp8", "source bytes", "output bytes")
-	} else {
-		fmt.Fprintf(w, "%-*s %7s %5s %10s %10s\n", nameW, "file", "tensors", "fp8", "source GiB", "output GiB")
+	sizeW, unit, size := 10, "GiB", func(b int64) string { return fmt.Sprintf("%.2f", gib(b)) }
+	if verbose(cmd) {
+		sizeW, unit, size = 14, "bytes", func(b int64) string { return fmt.Sprint(b) }
 	}
-	row := func(name, tensors, fp8 string, src, out int64) {
-		if exact {
-			fmt.Fprintf(w, "%-*s %7s %5s %14d %14d\n", nameW, name, tensors, fp8, src, out)
-		} else {
-			fmt.Fprintf(w, "%-*s %7s %5s %10.2f %10.2f\n", nameW, name, tensors, fp8, gib(src), gib(out))
-		}
+	row := func(name, tensors, fp8, src, out string) {
+		fmt.Fprintf(w, "%-*s %7s %5s %*s %*s\n", nameW, name, tensors, fp8, sizeW, src, sizeW, out)
 	}
+	row("file", "tensors", "fp8", "source "+unit, "output "+unit)
 	for _, f := range p.Files {
-		row(f.Name, fmt.Sprint(len(f.Layout.Tensors)), fmt.Sprint(f.Totals.Quantized), f.Source.Size, f.Layout.Size)
+		row(f.Name, fmt.Sprint(len(f.Layout.Tensors)), fmt.Sprint(f.Totals.Quantized), size(f.Source.Size), size(f.Layout.Size))
 	}
 	for _, a := range p.Aux {
-		row(a.Name, "copy", "", a.Size, a.Size)
+		row(a.Name, "copy", "", size(a.Size), size(a.Size))
 	}
 	line("  ", "tensors: %d copied (%.2f GiB), %d quantized (%.2f GiB → %.2f GiB FP8 + %.2f MiB scales), %d dropped",
 		t.Copied, gib(t.CopiedBytes), t.Quantized, gib(t.QuantizedBytes), gib(t.FP8Bytes), mib(t.ScaleBytes), t.Dropped)
@@ -117,9 +112,8 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 	return nil
 }
 
-// castScope says which files the cast's counts cover: the whole output,
-// less the files kept from a finished conversion's manifest, which keeps no
-// counts.
+// castScope says which files the cast's counts cover: the output less the
+// files kept from a finished conversion, whose manifest keeps no counts.
 func castScope(res *convert.Result) string {
 	if res.Uncounted == 0 {
 		return "MXFP4→NVFP4 cast of the output"

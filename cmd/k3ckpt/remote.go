@@ -17,9 +17,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// connectionsFlag registers the remote-transfer flags on a command that
-// reads a source: --connections, and --min-rate and --time-limit, which bound
-// every range request's time (openSource reads them).
+// connectionsFlag registers the remote-transfer flags of a command that
+// reads a source: --connections, --min-rate and --time-limit.
 func connectionsFlag(f *pflag.FlagSet, p *int) {
 	f.IntVar(p, "connections", remote.DefaultConnections, "parallel range requests to an https:// or hf:// source (shared by the files written at once)")
 	f.String("min-rate", "16KiB", "least throughput per second of each range request to an https:// or hf:// source, measured over every minute of it; a slower request is retried from where it stopped (0: none)")
@@ -161,9 +160,8 @@ func openLayoutSource(cmd *cobra.Command, path string, conns int) (*layout.Sourc
 	return s, nm, nil
 }
 
-// show starts the network display: bytes received of the plan's total, rate
-// and ETA, on the commands' one progress line (none under --json, -q or
-// off a terminal).
+// show starts the network display of the plan's total bytes on the
+// commands' one progress line, or -v's log lines off a terminal.
 func (nm *netMeter) show(cmd *cobra.Command, asJSON bool, total int64) {
 	if nm == nil {
 		return
@@ -189,9 +187,8 @@ func (nm *netMeter) done() {
 	}
 }
 
-// netReport is the network figures a command prints: the bytes its plan
-// needed from the source, the bytes received for them, and everything
-// received (headers, index and side files included).
+// netReport is the network figures a command prints; Total includes the
+// headers, index and side files.
 type netReport struct {
 	Needed   int64 `json:"needed_bytes"`
 	Fetched  int64 `json:"fetched_bytes"`

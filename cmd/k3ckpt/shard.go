@@ -25,6 +25,5 @@ after an interruption resumes (--restart starts over).`,
 		},
 	}
 	f.register(cmd, false)
-	f.run.register(cmd)
 	return cmd
 }

@@ -26,8 +26,7 @@ func addTargetFlags(f *pflag.FlagSet, fl *targetFlags) {
 	f.BoolVar(&fl.force, "force", false, "write a combination the engine rules say the --target engine refuses or loads wrong")
 }
 
-// sourceFacts reads the facts of an opened source from its configs and
-// headers (already in memory).
+// sourceFacts reads an opened source's facts from its configs and headers.
 func sourceFacts(src *safetensors.Checkpoint) (*engines.Facts, error) {
 	config, err := src.ReadAux(model.ConfigName)
 	if err != nil {

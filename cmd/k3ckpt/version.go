@@ -16,9 +16,8 @@ var revision string
 // noRevision says how to get a revision into a build that has none.
 const noRevision = `revision unknown: built without VCS stamping (-buildvcs=false, or outside a plain git clone); build with scripts/release.sh, or go build -ldflags "-X main.revision=$(git rev-parse HEAD)" ./cmd/k3ckpt`
 
-// buildVersion is what the binary knows about its own build: the module
-// version the go command stamped (a tag, a pseudo-version, or "(devel)"),
-// the VCS revision and time, and whether the work tree had local changes.
+// buildVersion is what the binary knows about its own build, as the go
+// command stamped it (Version: a tag, a pseudo-version, or "(devel)").
 type buildVersion struct {
 	Module   string `json:"module"`
 	Version  string `json:"version"`
