@@ -73,7 +73,7 @@ func runCheck(cmd *cobra.Command, path, engine, gpuName string, asJSON bool) err
 // user named decides it; an inconsistent checkpoint always fails.
 func checkStatus(f *engines.Facts, vs []engines.Verdict, asked bool) error {
 	if len(f.Problems) > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("the checkpoint is inconsistent: %s", f.Problems[0])}
+		return fmt.Errorf("the checkpoint is inconsistent: %s", f.Problems[0])
 	}
 	if !asked {
 		return nil
@@ -82,7 +82,7 @@ func checkStatus(f *engines.Facts, vs []engines.Verdict, asked bool) error {
 	for _, v := range vs {
 		why := fmt.Errorf("%s on %s: %s", v.Engine, v.GPU, v.Summary())
 		if v.Outcome.Fails() {
-			return &exitError{code: 1, err: why}
+			return why
 		}
 		if v.Outcome == engines.Unknown && unknown == nil {
 			unknown = &exitError{code: 2, err: why}

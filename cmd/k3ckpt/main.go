@@ -89,7 +89,7 @@ func withSourceHint(err error, args []string) error {
 	return err
 }
 
-// exitError carries a specific exit status out of a subcommand.
+// exitError carries an exit status other than 1 out of a subcommand.
 type exitError struct {
 	code int
 	err  error

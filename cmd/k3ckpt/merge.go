@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -33,15 +32,12 @@ func newMergeCmd() *cobra.Command {
 					if st.Running != "" {
 						why += ", worker " + st.Running + " still running"
 					}
-					return &exitError{code: 1, err: fmt.Errorf("merge %s would refuse (%s): %w", args[0], why, convert.ErrIncomplete)}
+					return fmt.Errorf("merge %s would refuse (%s): %w", args[0], why, convert.ErrIncomplete)
 				}
 				return err
 			}
 			m, err := convert.Finalize(args[0], stateDir)
 			if err != nil {
-				if errors.Is(err, convert.ErrIncomplete) {
-					return &exitError{code: 1, err: err}
-				}
 				return err
 			}
 			if asJSON {

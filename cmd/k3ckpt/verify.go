@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -77,7 +76,7 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 				printVerify(wrapLines(cmd), rep, quiet(cmd))
 			}
 			if !rep.OK {
-				return &exitError{code: 1, err: fmt.Errorf("%w: %d violations", errVerify, len(rep.Violations))}
+				return fmt.Errorf("verification failed: %d violations", len(rep.Violations))
 			}
 			return nil
 		},
@@ -87,9 +86,6 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 	cmd.Flags().StringVar(&nonFinite, "nonfinite", "error", "for a DST whose manifest does not record its policy (made before it did): error (a NaN/Inf in a weight to quantize is a violation) or zero; a manifest that records zero is checked under it")
 	return cmd
 }
-
-// errVerify is verify's failure: a violation found.
-var errVerify = errors.New("verification failed")
 
 // printVerify prints the verdict; quiet, only the violations (the exit
 // status says the rest).
