@@ -120,8 +120,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	err := root.ExecuteContext(ctx)
 	if err != nil && in.received() != 0 {
-		fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(in.message()))
-		return in.code()
+		return in.report(stderr)
 	}
 	if err == nil {
 		return 0

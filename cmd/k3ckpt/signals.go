@@ -51,8 +51,7 @@ func catchSignals(cancel context.CancelFunc, stderr io.Writer) *interrupt {
 		in.mu.Unlock()
 		cancel()
 		if quit {
-			fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(in.message()))
-			os.Exit(in.code())
+			os.Exit(in.report(stderr))
 		}
 	}()
 	return in
@@ -78,11 +77,9 @@ func (in *interrupt) received() syscall.Signal {
 	return in.sig
 }
 
-// code is the exit status of a run a signal stopped: 128 + its number.
-func (in *interrupt) code() int { return 128 + int(in.received()) }
-
-// message is the one wording of every interrupted command.
-func (in *interrupt) message() string {
+// report prints the one wording of every interrupted command and returns
+// the exit status of a run a signal stopped: 128 + its number.
+func (in *interrupt) report(stderr io.Writer) int {
 	in.mu.Lock()
 	name, sig := in.command, in.sig
 	in.mu.Unlock()
@@ -93,7 +90,8 @@ func (in *interrupt) message() string {
 	if writing[name] {
 		msg += ": the files finished so far are kept; run the same command again to continue (--restart starts over)"
 	}
-	return msg
+	fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(msg))
+	return 128 + int(sig)
 }
 
 // signalName is a stop signal's conventional name, as kill -l spells it.

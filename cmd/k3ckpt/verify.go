@@ -90,16 +90,14 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 // printVerify prints the verdict; quiet, only the violations (the exit
 // status says the rest).
 func printVerify(w io.Writer, r *convert.VerifyReport, quiet bool) {
+	sw := w // the summary lines
 	if quiet {
-		for _, v := range r.Violations {
-			fmt.Fprintln(w, "violation:", v)
-		}
-		return
+		sw = io.Discard
 	}
-	fmt.Fprintf(w, "verify plan %.12s (recipe %s, format %s, scales %s): %d files hashed (%.2f GiB), %d tensors identical, %d FP8 tensors\n",
+	fmt.Fprintf(sw, "verify plan %.12s (recipe %s, format %s, scales %s): %d files hashed (%.2f GiB), %d tensors identical, %d FP8 tensors\n",
 		r.Plan, r.Recipe, r.Format, r.ScaleFmt, r.Files, gib(r.Hashed), r.Copied, r.Quantized)
 	if r.Decoded > 0 || r.Packed > 0 {
-		fmt.Fprintf(w, "%d tensors decoded to BF16 and %d packed to MXFP4 equal a fresh decode / packing of the source bit for bit\n", r.Decoded, r.Packed)
+		fmt.Fprintf(sw, "%d tensors decoded to BF16 and %d packed to MXFP4 equal a fresh decode / packing of the source bit for bit\n", r.Decoded, r.Packed)
 	}
 	var worstRel float64
 	var worstName string
@@ -113,21 +111,21 @@ func printVerify(w io.Writer, r *convert.VerifyReport, quiet bool) {
 		}
 	}
 	if r.ZeroScaleBlocks > 0 {
-		fmt.Fprintf(w, "FP8: %d blocks with scale 0 and NaN codes (all-zero tiles under ModelOpt numerics)\n", r.ZeroScaleBlocks)
+		fmt.Fprintf(sw, "FP8: %d blocks with scale 0 and NaN codes (all-zero tiles under ModelOpt numerics)\n", r.ZeroScaleBlocks)
 	}
 	if r.NVFP4 > 0 {
-		fmt.Fprintln(w, castLine(fmt.Sprintf("NVFP4: %d projections re-cast and compared bit for bit", r.NVFP4), r.Cast))
+		fmt.Fprintln(sw, castLine(fmt.Sprintf("NVFP4: %d projections re-cast and compared bit for bit", r.NVFP4), r.Cast))
 	}
 	if len(r.Tensors) > 0 {
-		fmt.Fprintf(w, "FP8: worst block relative error %.4f (%s), lowest SNR %.2f dB\n", worstRel, worstName, minSNR)
+		fmt.Fprintf(sw, "FP8: worst block relative error %.4f (%s), lowest SNR %.2f dB\n", worstRel, worstName, minSNR)
 	}
 	if r.Report != nil {
-		fmt.Fprintf(w, "%s recomputed from SRC and DST: %s\n", convert.ReportName, reportTotalLine(r.Report.Total))
+		fmt.Fprintf(sw, "%s recomputed from SRC and DST: %s\n", convert.ReportName, reportTotalLine(r.Report.Total))
 	}
 	for _, v := range r.Violations {
 		fmt.Fprintln(w, "violation:", v)
 	}
 	if r.OK {
-		fmt.Fprintln(w, "OK")
+		fmt.Fprintln(sw, "OK")
 	}
 }
