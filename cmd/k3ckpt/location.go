@@ -14,21 +14,21 @@ import (
 // schemeRE matches a location written scheme://… (RFC 3986 scheme syntax).
 var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
-// The schemes a command reads from and writes to; any other scheme:// is an
+// role is what a positional argument is to its command: read or written,
+// and the schemes it takes besides local paths. Any other scheme:// is an
 // error, never a local path (a DST "s3://b/x" must not become ./s3:/b/x).
+type role struct {
+	verb    string
+	schemes []string
+}
+
+// The roles: a checkpoint read, a directory read locally (an export's or a
+// conversion's), a local output, and an output that may be an object store.
 var (
-	readSchemes   = []string{"hf", "http", "https", "s3", "gs"}
-	bucketSchemes = []string{"s3", "gs"}
-)
-
-// role is what a positional argument is to its command.
-type role int
-
-const (
-	roleSrc    role = iota // a checkpoint read: a local path or a remote source
-	roleLocal              // read, local only (an export's or a conversion's directory)
-	roleDst                // written: a local path
-	roleBucket             // written: a local path or an object store
+	roleSrc    = role{"read from", []string{"hf", "http", "https", "s3", "gs"}}
+	roleLocal  = role{"read from", nil}
+	roleDst    = role{"write to", nil}
+	roleBucket = role{"write to", []string{"s3", "gs"}}
 )
 
 // argRoles gives each command's positional arguments their roles; the last
@@ -86,21 +86,12 @@ func checkLocation(what, p string, r role) error {
 		return nil
 	}
 	scheme := strings.ToLower(m[1])
-	ok, verb := readSchemes, "read from"
-	switch r {
-	case roleLocal:
-		ok = nil
-	case roleDst:
-		ok, verb = nil, "write to"
-	case roleBucket:
-		ok, verb = bucketSchemes, "write to"
-	}
-	if slices.Contains(ok, scheme) {
+	if slices.Contains(r.schemes, scheme) {
 		return nil
 	}
 	supported := "local paths only"
-	if len(ok) > 0 {
-		supported = "local paths and " + strings.Join(ok, "://, ") + "://"
+	if len(r.schemes) > 0 {
+		supported = "local paths and " + strings.Join(r.schemes, "://, ") + "://"
 	}
-	return fmt.Errorf("%s %s: cannot %s %s:// locations (supported: %s)", what, termtext.Name(p), verb, scheme, supported)
+	return fmt.Errorf("%s %s: cannot %s %s:// locations (supported: %s)", what, termtext.Name(p), r.verb, scheme, supported)
 }
