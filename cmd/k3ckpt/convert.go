@@ -16,7 +16,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
-// convertFlags are the convert command's flags.
 type convertFlags struct {
 	recipe, format, scaleFmt, nonFinite, worker string
 	experts, numerics                           string

@@ -13,7 +13,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// inspectFlags are the inspect command's flag values.
 type inspectFlags struct {
 	by, recipe, format, layout, partition, chart, gpuMem string
 	experts                                              string

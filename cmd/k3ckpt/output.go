@@ -163,9 +163,8 @@ type rewordedError struct {
 func (e *rewordedError) Error() string { return e.msg }
 func (e *rewordedError) Unwrap() error { return e.err }
 
-// flagError is a flag value a library parser refused, said in the user's
-// terms: the flag first, then what the parser knows, without the library's
-// error class in front.
+// flagError is a flag value a library parser refused, said as the flag
+// and what the parser knows, without the library's error class in front.
 func flagError(flag string, err error) error {
 	msg := err.Error()
 	if u := errors.Unwrap(err); u != nil {
@@ -174,10 +173,8 @@ func flagError(flag string, err error) error {
 	return &rewordedError{"--" + flag + ": unknown " + msg, err}
 }
 
-// warn prints a warning on stderr, even under -q, wrapped to termWidth with
-// its continuation lines indented: a warning is read, not parsed.
-// A word too long for a line (a comma-separated list) is broken after its
-// commas.
+// warn prints a warning on stderr, even under -q, wrapped to termWidth: it
+// is read, not parsed. A word too long for a line (a list) breaks after commas.
 func warn(cmd *cobra.Command, format string, a ...any) {
 	width := termWidth(cmd)
 	words := strings.Split("warning: "+fmt.Sprintf(format, a...), " ")

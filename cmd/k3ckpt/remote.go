@@ -96,8 +96,7 @@ func (nm *netMeter) line(label string) string {
 	return line
 }
 
-// Fetched implements remote.Progress: the meter counts, the bar (once
-// shown) draws.
+// Fetched implements remote.Progress: the meter counts, the bar draws.
 func (nm *netMeter) Fetched(n int64) {
 	nm.bytes.Add(n)
 	nm.bar.Load().Add(n)
@@ -110,8 +109,7 @@ func (nm *netMeter) Retry(ev remote.RetryEvent) {
 }
 
 // openSource opens a checkpoint; a remote one gets a transport for conns
-// parallel requests, the command's transfer bounds and a meter that hears
-// every byte received.
+// parallel requests, the command's transfer bounds and a meter.
 func openSource(cmd *cobra.Command, path string, conns int) (*safetensors.Checkpoint, *netMeter, error) {
 	ctx := context.Background()
 	if conns < 1 || conns > 1024 {

@@ -64,7 +64,6 @@ func (in *interrupt) started(name string) {
 	in.mu.Unlock()
 }
 
-// stop ends the watch.
 func (in *interrupt) stop() {
 	signal.Stop(in.ch)
 	close(in.ch)
