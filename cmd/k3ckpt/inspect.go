@@ -113,10 +113,8 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if err := experts.UnmarshalText([]byte(f.experts)); err != nil {
 		return flagError("experts", err)
 	}
-	if f.recipe != "" || experts != convert.ExpertsKeep {
-		if err := checkOptionPairs(convert.Options{Format: format, Experts: experts}); err != nil {
-			return err
-		}
+	if err := checkOptionPairs(convert.Options{Format: format, Experts: experts}); err != nil {
+		return err
 	}
 	var capacity int64
 	if f.gpuMem != "" {

@@ -28,16 +28,11 @@ func connectionsFlag(f *pflag.FlagSet, p *int) {
 // transferOptions reads --min-rate and --time-limit.
 func transferOptions(cmd *cobra.Command, o *remote.Options) error {
 	fl := cmd.Flags()
-	if v, err := fl.GetString("min-rate"); err == nil {
-		switch v {
-		case "0", "0B":
-			o.MinRate = -1
-		default:
-			n, err := parseSize(v)
-			if err != nil {
-				return fmt.Errorf("--min-rate: %w", err)
-			}
-			o.MinRate = n
+	if v, err := fl.GetString("min-rate"); err == nil && (v == "0" || v == "0B") {
+		o.MinRate = -1
+	} else if err == nil {
+		if o.MinRate, err = parseSize(v); err != nil {
+			return fmt.Errorf("--min-rate: %w", err)
 		}
 	}
 	if d, err := fl.GetDuration("time-limit"); err == nil {
