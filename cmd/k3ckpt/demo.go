@@ -50,11 +50,9 @@ func demoSteps(dir string, keep bool) []demoStep {
 	}
 }
 
-func newDemoCmd() *cobra.Command { return newDemoCmdRunning(runSelf) }
-
-// newDemoCmdRunning is the demo command with each step run by runStep (a
-// test's stand-in for running the binary).
-func newDemoCmdRunning(runStep func(self string, args []string, stdout, stderr io.Writer) error) *cobra.Command {
+// newDemoCmd is the demo command with each step run by runStep: runSelf,
+// or a test's stand-in.
+func newDemoCmd(runStep func(self string, args []string, stdout, stderr io.Writer) error) *cobra.Command {
 	var dir string
 	var keep, asJSON bool
 	cmd := &cobra.Command{

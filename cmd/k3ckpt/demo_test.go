@@ -60,7 +60,7 @@ func TestDemoJSON(t *testing.T) {
 	t.Parallel()
 	var ran [][]string
 	var tmp string
-	cmd := newDemoCmdRunning(func(self string, args []string, stdout, stderr io.Writer) error {
+	cmd := newDemoCmd(func(self string, args []string, stdout, stderr io.Writer) error {
 		if self == "" || stdout != io.Discard || stderr == io.Discard {
 			t.Errorf("step %v: self %q, stdout %v, stderr %v: want the executable, output dropped, errors kept", args, self, stdout, stderr)
 		}

@@ -37,7 +37,7 @@ func newRootCmd() *cobra.Command {
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 	root.AddCommand(
 		newSynthCmd(), newInspectCmd(), newCheckCmd(), newConvertCmd(), newVerifyCmd(), newMergeCmd(),
-		newShardCmd(), newExportCmd(), newReassembleCmd(), newDemoCmd(), newVersionCmd(),
+		newShardCmd(), newExportCmd(), newReassembleCmd(), newDemoCmd(runSelf), newVersionCmd(),
 	)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nusage: %s (%s --help lists the flags)", err, c.UseLine(), c.CommandPath())
