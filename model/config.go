@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,17 +22,13 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
 
-// Limits a config must respect. They keep a hostile or mistyped config from
-// making the catalog (and everything sized from it) explode.
+// Limits that keep a hostile or mistyped config from making the catalog (and
+// everything sized from it) explode.
 const (
-	// maxLayers bounds num_hidden_layers.
-	maxLayers = 4096
-	// maxDim bounds every single dimension (hidden size, vocabulary, ranks…).
-	maxDim = 1 << 24
-	// maxExperts bounds num_experts.
+	maxLayers  = 4096    // num_hidden_layers
+	maxDim     = 1 << 24 // every single dimension (hidden size, vocabulary, ranks…)
 	maxExperts = 1 << 16
-	// maxTensors bounds the catalog size (K3 has 497,220 tensors).
-	maxTensors = 16 << 20
+	maxTensors = 16 << 20 // the catalog (K3 has 497,220 tensors)
 	// MaxConfigSize bounds the config.json bytes ParseConfig accepts.
 	MaxConfigSize = 16 << 20
 )
@@ -40,10 +37,8 @@ const (
 type attnKind uint8
 
 const (
-	// kDA is Kimi Delta Attention, the linear-attention layer with a recurrent state.
-	kDA attnKind = iota
-	// mLA is multi-head latent attention, the full-attention layer.
-	mLA
+	kDA attnKind = iota // Kimi Delta Attention, the linear-attention layer
+	mLA                 // multi-head latent attention, the full-attention layer
 )
 
 // ExpertFormat is how routed expert weights are stored, by the name
@@ -65,20 +60,11 @@ const (
 
 // layer is one entry of the layer schedule.
 type layer struct {
-	// Index is the 0-based layer number (tensor names use it).
-	Index int
-	// Attention is KDA or MLA.
+	Index     int // 0-based, as tensor names number it
 	Attention attnKind
-	// MoE is false for the first_k_dense_replace dense layers.
-	MoE bool
-	// Block is the AttnRes block (Index / attn_res_block_size).
-	Block int
-	// BlockStart marks the first layer of a block, the one that writes a new bank row.
-	BlockStart bool
-	// parts is the set of the family's layer parts this layer has, by index.
-	parts uint64
-	// extra marks a layer after the main ones (DeepSeek's MTP layer).
-	extra bool
+	MoE       bool   // false for the first_k_dense_replace dense layers
+	parts     uint64 // the family's layer parts this layer has, by index
+	extra     bool   // a layer after the main ones (DeepSeek's MTP layer)
 }
 
 // Config is a validated K3 (or bare kimi_linear) config. Field names follow
@@ -125,20 +111,15 @@ type Config struct {
 	Experts   ExpertFormat
 	GroupSize int64 // MXFP4 group (32)
 	// Converted is the quant_method of a conversion's top-level config
-	// ("modelopt_mixed", "fp8"), "" for a source checkpoint or a
-	// compressed-tensors one.
+	// ("modelopt_mixed", "fp8"), "" for a source or compressed-tensors one.
 	Converted string
 
 	Vision *visionConfig // nil when the config has no vision_config
 
-	// QuantizationPath is the dotted path in config.json of the
-	// quantization_config the schema read: "text_config.quantization_config"
-	// for the release, "quantization_config" for a converted checkpoint (or a
-	// source that has one at the top level, or a bare text config); "" when
-	// there is none.
+	// QuantizationPath is the dotted path of the quantization_config read
+	// ("text_config.quantization_config" in the release), "" for none.
 	QuantizationPath string
-	// Classifier reads names with this config's schedule (shared;
-	// classifiers are immutable).
+	// Classifier reads names with this config's schedule (immutable, shared).
 	Classifier *Classifier
 
 	raw    map[string]any
@@ -166,18 +147,16 @@ func ParseConfig(data []byte) (*Config, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("config: trailing data after the JSON object: %w", errInvalidConfig)
 	}
-	if s := familyOf(modelType(raw)); s != nil && s.reader == "" {
+	s := familyOf(modelType(raw))
+	if s != nil && s.reader == "" {
 		return s.readGeneric(raw)
-	} else if s != nil {
-		return fromRaw(raw, s)
 	}
-	return fromRaw(raw, k3Schema)
+	return fromRaw(raw, cmp.Or(s, k3Schema))
 }
 
-// FamilyOfConfig names the family that reads a config.json: the loaded
-// family whose schema lists its model_type, else Kimi-K3 (which reads any
-// other). It reads only model_type, so it names the family of a config
-// ParseConfig refuses (a converted DeepSeek config, say).
+// FamilyOfConfig names the family that reads a config.json by its
+// model_type alone (Kimi-K3 for any unlisted one), even for a config
+// ParseConfig refuses.
 func FamilyOfConfig(data []byte) string {
 	var raw map[string]any
 	if json.Unmarshal(data, &raw) == nil {
@@ -293,8 +272,8 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	return c.finish(text.name("num_experts"))
 }
 
-// finish builds the classifier and the templates of the layers read and
-// bounds the catalog's size, blaming the key field when it is too big.
+// finish builds the classifier and the templates and bounds the catalog's
+// size, blaming field when it is too big.
 func (c *Config) finish(field string) (*Config, error) {
 	c.Classifier = newClassifier(c.sch, c.layers)
 	if err := c.resolve(); err != nil {
@@ -345,21 +324,14 @@ func (c *Config) buildLayers() {
 		if full[i] {
 			k = mLA
 		}
-		c.layers[i] = layer{
-			Index:      i,
-			Attention:  k,
-			MoE:        i >= c.FirstKDense,
-			Block:      i / c.AttnResBlockSize,
-			BlockStart: i%c.AttnResBlockSize == 0,
-		}
+		c.layers[i] = layer{Index: i, Attention: k, MoE: i >= c.FirstKDense}
 	}
 }
 
-// configValue is a config key as the reader read it (sizes, flags as 0 or
-// 1, defaults applied), for the schema's expressions: keys of the text
-// config by their names there, nested ones dotted.
+// configValue is a config key as the reader read it (flags as 0 or 1,
+// defaults applied) by its dotted name in the text config.
 func (c *Config) configValue(key string) (int64, bool) {
-	if v, ok := c.values[key]; ok { // a schema's reader's
+	if v, ok := c.values[key]; ok {
 		return v, true
 	}
 	if v, ok := strings.CutPrefix(key, "vision_config."); ok {

@@ -123,9 +123,6 @@ func ignores(v any, module string) bool {
 	return false
 }
 
-// modelOptFP8Block is ModelOpt's quant_algo of 128×128 block-FP8 weights.
-const modelOptFP8Block = "FP8_PB_WO"
-
 // deepSeekExperts reads the experts' format from a DeepSeek-V3 "fp8"
 // config that has no expert description of its own: every linear module is
 // block FP8 unless ignored_layers (or modules_to_not_convert) names it, so

@@ -13,10 +13,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// fP8Block is the edge of a block-FP8 scale block: one scale per 128 × 128
-// weights (a partial block at the right or bottom edge has its own scale).
-const fP8Block = 128
-
 // sideFile is a file of a checkpoint directory that is not tensor data:
 // config.json, the tokenizer, custom code, README… A conversion or an export
 // carries every side file over unchanged (or rewrites it, like config.json).

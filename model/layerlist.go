@@ -16,13 +16,8 @@ import (
 // k[1]…; it returns the length.
 func readList(p *fields, o jobj, d dimRule, lo, hi, length int64, values map[string]int64) int64 {
 	k := d.key
-	v, ok := p.get(o, k, true)
+	a, ok := typed[[]any](p, o, k, true, "an array of integers")
 	if !ok {
-		return 0
-	}
-	a, ok := v.([]any)
-	if !ok {
-		p.fail(o.name(k), "must be an array of integers, got %s", describe(v))
 		return 0
 	}
 	if int64(len(a)) < length {

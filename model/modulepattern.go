@@ -29,7 +29,7 @@ func moduleKind(module string) (layer int, kind string) {
 func moduleRegexp(module string, anyLayer bool) string {
 	layer, kind := moduleKind(module)
 	q := regexp.QuoteMeta(kind)
-	for _, r := range k3Schema.renames { // the engines' runtime spellings too
+	for _, r := range k3Schema.engines.Renames { // the engines' runtime spellings too
 		q = strings.ReplaceAll(q, r[0], "(?:"+r[0]+"|"+r[1]+")")
 	}
 	switch {

@@ -224,7 +224,7 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	c.AttnResBlockSize = max(c.NumLayers, 1)
 	c.layers = make([]layer, c.NumLayers)
 	for i := range c.layers {
-		c.layers[i] = layer{Index: i, Attention: mLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
+		c.layers[i] = layer{Index: i, Attention: mLA, MoE: i >= c.FirstKDense, extra: i >= main}
 	}
 	return c.finish(roleKey(s, "layers"))
 }

@@ -2,7 +2,7 @@ package model
 
 import (
 	"bytes"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -46,10 +46,8 @@ func (s *Scale) Set(name string) error {
 // Type implements pflag.Value.
 func (s *Scale) Type() string { return "scale" }
 
-// dims are the sizes that vary between scales. Everything else (93 layers,
-// the MLA schedule, AttnRes blocks of 12, one dense layer, names, dtypes,
-// every other key of the released config) is the same at every scale, so
-// every deployment layout applies to each.
+// dims are the sizes that vary between scales; everything else of the
+// released config is the same at every scale, so every layout applies to each.
 type dims struct {
 	hidden, vocab, intermediate                     int64
 	heads, qLora, kvLora, qkNope, qkRope, vHead     int64
@@ -97,25 +95,8 @@ var scaleDims = [...]dims{
 //go:embed testdata/k3/config.json
 var releasedConfig []byte
 
-// K3 schedule facts shared by every scale (the released linear_attn_config;
-// a test checks them against the released file).
-const (
-	k3Layers         = 93
-	k3MLAEvery       = 4    // full_attn_layers = 4, 8, …, 92 (1-based) …
-	k3LastLayerIsMLA = true // … plus 93
-)
-
-// k3FullAttnLayers is the 1-based MLA list [4, 8, …, 92, 93].
-func k3FullAttnLayers() (full, kda []int) {
-	for l := 1; l <= k3Layers; l++ {
-		if l%k3MLAEvery == 0 || (k3LastLayerIsMLA && l == k3Layers) {
-			full = append(full, l)
-		} else {
-			kda = append(kda, l)
-		}
-	}
-	return full, kda
-}
+// k3Layers is the released config's num_hidden_layers, at every scale.
+const k3Layers = 93
 
 // scaledRaw is the released config with a scale's dimensions set: the same
 // keys, values and structure, only sizes changed.
@@ -126,13 +107,10 @@ func scaledRaw(d dims) (map[string]any, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("model: the released config: %w", err)
 	}
-	text, ok1 := raw["text_config"].(map[string]any)
-	vision, ok2 := raw["vision_config"].(map[string]any)
-	var lin map[string]any
-	if ok1 {
-		lin, ok1 = text["linear_attn_config"].(map[string]any)
-	}
-	if !ok1 || !ok2 {
+	text, _ := raw["text_config"].(map[string]any)
+	vision, ok := raw["vision_config"].(map[string]any)
+	lin, ok1 := text["linear_attn_config"].(map[string]any)
+	if !ok || !ok1 {
 		return nil, fmt.Errorf("model: the released config lacks text_config.linear_attn_config or vision_config")
 	}
 	set := func(m map[string]any, kv ...any) {
@@ -173,24 +151,13 @@ func scaledConfigJSON(sc Scale) ([]byte, error) {
 	return MarshalConfig(raw)
 }
 
-// The DeepSeek-V3 config as publicly mirrored (testdata/deepseek-v3/FACTS.md
-// says from where) and a tiny config with its keys.
-var (
-	//go:embed testdata/deepseek-v3/config.json
-	deepseekV3Config []byte
-	//go:embed testdata/deepseek-v3/tiny.json
-	deepseekV3Tiny []byte
-)
-
-// DeepSeek-V4-Flash's config, reconstructed from the fields public sources
-// report (testdata/deepseek-v4/FACTS.md: its bytes were not found), and a
-// tiny config with its keys.
-var (
-	//go:embed testdata/deepseek-v4/config.json
-	deepseekV4Config []byte
-	//go:embed testdata/deepseek-v4/tiny.json
-	deepseekV4Tiny []byte
-)
+// deepseekConfigs are the DeepSeek families' released configs
+// (testdata/deepseek-v*/FACTS.md say from where; V4's is reconstructed from
+// the fields public sources report) and tiny ones with their keys.
+//
+//go:embed testdata/deepseek-v3/config.json testdata/deepseek-v3/tiny.json
+//go:embed testdata/deepseek-v4/config.json testdata/deepseek-v4/tiny.json
+var deepseekConfigs embed.FS
 
 // BuiltinFamilies names the built-in families FamilyConfigJSON knows, the
 // default (Kimi-K3) first.
@@ -205,15 +172,8 @@ func FamilyConfigJSON(family string, sc Scale) ([]byte, error) {
 	case "", "kimi-k3":
 		return scaledConfigJSON(sc)
 	case "deepseek-v3", "deepseek-v4":
-		full, tiny := deepseekV3Config, deepseekV3Tiny
-		if family == "deepseek-v4" {
-			full, tiny = deepseekV4Config, deepseekV4Tiny
-		}
-		switch sc {
-		case ScaleFull:
-			return bytes.Clone(full), nil
-		case ScaleTiny:
-			return bytes.Clone(tiny), nil
+		if file := map[Scale]string{ScaleFull: "config.json", ScaleTiny: "tiny.json"}[sc]; file != "" {
+			return deepseekConfigs.ReadFile("testdata/" + family + "/" + file)
 		}
 		return nil, fmt.Errorf("model: family %s has the scales full and tiny, not %s", family, sc)
 	}

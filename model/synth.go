@@ -53,9 +53,9 @@ type SynthOptions struct {
 }
 
 // Synth writes a replica checkpoint into dir: config.json, the shards laid
-// out as the released files are (through the codec's writer) and
-// model.safetensors.index.json. Values are seeded normals per tensor (see rng.go); routed experts are MXFP4
-// encoded from normals. The config is validated before dir is touched.
+// out as the released files are and model.safetensors.index.json. Values
+// are seeded normals per tensor (rng.go), encoded to each tensor's dtype.
+// The config is validated before dir is touched.
 func Synth(dir string, opts SynthOptions) error {
 	cfgJSON := opts.Config
 	if cfgJSON == nil {
@@ -127,7 +127,8 @@ type synthFile struct {
 }
 
 // synthFiles lists the files synth writes: the family's release split when
-// it has one that fits the config, else one file per shard.
+// it has one that fits the config (DeepSeek-V3's 163 files), else one file
+// per shard.
 func (c *Config) synthFiles() []synthFile {
 	if rf := c.releaseFiles(); rf != nil {
 		out := make([]synthFile, len(rf))
@@ -143,9 +144,7 @@ func (c *Config) synthFiles() []synthFile {
 	return out
 }
 
-// SynthShards is the number of files Synth writes for this config: the
-// family's release split of the tensors where its schema gives one that
-// fits the config (DeepSeek-V3's 163 files), else NumShards.
+// SynthShards is the number of files Synth writes for this config.
 func (c *Config) SynthShards() int {
 	if rf := c.releaseFiles(); rf != nil {
 		return len(rf)
