@@ -62,8 +62,7 @@ func ParseComponent(s string) (Component, error) {
 }
 
 // Classifier puts tensor names into components. It carries the layer
-// schedule because o_proj and g_proj exist in both KDA and MLA layers and only
-// the schedule tells them apart.
+// schedule: only it tells KDA's o_proj and g_proj from MLA's.
 type Classifier struct {
 	mla  []bool // indexed by 0-based layer
 	s    *schema
@@ -94,10 +93,9 @@ var k3Classifier = func() *Classifier {
 // checkpoint without a config; Config.Classifier reads the config's.
 func K3Classifier() *Classifier { return k3Classifier }
 
-// Classify returns the component of a tensor name: its group's component.
-// Quantization companions (X.weight_scale_inv, X.weight_scale, X.input_scale,
-// …) get X.weight's class. o_proj/g_proj of a layer outside the schedule
-// cannot be resolved and are Other.
+// Classify returns the component of a tensor name's group: companions
+// (X.weight_scale_inv…) get X.weight's; o_proj/g_proj of a layer outside the
+// schedule are Other.
 func (c *Classifier) Classify(name string) Component { return c.ParseName(name).Group.Component() }
 
 // leadingInt parses the decimal digits at the start of s.

@@ -52,9 +52,9 @@ func renderedSize(v any, depth int) int {
 	return 8
 }
 
-// configRenderer renders one document. It remembers where each map went
-// in the output, so a map that recurs at the same depth (quantized_layers
-// gives thousands of modules the same entry) is copied, not rendered again.
+// configRenderer renders one document, copying a map that recurs at the same
+// depth (quantized_layers gives thousands of modules one entry) from where
+// it was first rendered.
 type configRenderer struct {
 	rendered map[renderedMap][2]int
 }

@@ -40,7 +40,7 @@ func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 			p.fail(eq.name("quant_method"), "the experts must be %q (MXFP4), got %q", compressedTensors, m)
 			return
 		}
-		c.parseCompressedTensors(p, eq)
+		c.parseCompressedTensors(p, eq, text)
 	default:
 		p.fail(q.name("quant_method"), "must be %q (MXFP4 experts), or %q/%q for a converted checkpoint, got %q",
 			compressedTensors, quantModelOptMixed, quantFP8, qm)
@@ -123,11 +123,9 @@ func ignores(v any, module string) bool {
 	return false
 }
 
-// deepSeekExperts reads the experts' format from a DeepSeek-V3 "fp8"
-// config that has no expert description of its own: every linear module is
-// block FP8 unless ignored_layers (or modules_to_not_convert) names it, so
-// experts left out of both are FP8 (DeepSeek-V3's own release), and BF16
-// otherwise.
+// deepSeekExperts reads the experts' format from a DeepSeek-V3 "fp8" config
+// without an expert description: every linear module is block FP8 unless
+// ignored_layers or modules_to_not_convert names it.
 func (c *Config) deepSeekExperts(q jobj) ExpertFormat {
 	bank := c.firstBank()
 	if bank == "" {

@@ -18,9 +18,8 @@ const (
 	mxfp4Scale  = ".weight_scale"
 )
 
-// MXFP4Part says whether name is one of the two tensors of an MXFP4 routed
-// expert projection (X.weight_packed, X.weight_scale) of the family and
-// returns X.
+// MXFP4Part says whether name is X.weight_packed or X.weight_scale of an
+// MXFP4 routed expert projection, and returns X.
 func (c *Classifier) MXFP4Part(name string) (base string, packed, ok bool) {
 	if c.Classify(name) != RoutedExperts {
 		return "", false, false

@@ -5,11 +5,9 @@ import (
 	"strings"
 )
 
-// Group is a named set of K3 tensors that recipes and layouts address as one
-// (a projection kind, a norm kind, the routed experts…). Every tensor of a K3
-// checkpoint belongs to exactly one group; its companions (scales, packed
-// codes) belong to their weight's group. Groups are finer than Components:
-// each group belongs to one Component.
+// Group is a named set of tensors that recipes and layouts address as one
+// (a projection kind, a norm kind, the routed experts…); companions belong
+// to their weight's group, and each group to one Component.
 type Group uint8
 
 // The groups the package names; families/k3.json lists all of the built-in
@@ -25,9 +23,8 @@ const (
 	numK3Groups = 40
 )
 
-// groupInfo is every group's name and component: the built-in family's
-// (families/k3.json lists them in Group order), then those other families
-// add. It grows only while schema files are loaded (at start-up).
+// groupInfo is every group's name and component: the built-in family's,
+// then those other families add (only while loading schemas, at start-up).
 var groupInfo []groupDef
 
 // internGroup returns the group of a name, adding it when no family has it.
@@ -93,33 +90,21 @@ func NumAllGroups() int { return len(groupInfo) }
 // Has reports whether g is in the set.
 func (s GroupSet) Has(g Group) bool { return g < 64 && s&(1<<g) != 0 }
 
-// members lists the set's groups in Group order.
-func (s GroupSet) members() []Group {
-	var out []Group
+// String lists the members' names in Group order, comma separated (what
+// ParseGroupSet reads).
+func (s GroupSet) String() string {
+	var names []string
 	for g := range Group(len(groupInfo)) {
 		if s.Has(g) {
-			out = append(out, g)
+			names = append(names, g.String())
 		}
 	}
-	return out
+	return strings.Join(names, ",")
 }
 
-// String lists the members' names, comma separated (what ParseGroupSet reads).
-func (s GroupSet) String() string {
-	var b strings.Builder
-	for _, g := range s.members() {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(g.String())
-	}
-	return b.String()
-}
-
-// ParseGroupSet reads a comma-separated list of group names. A family name
-// ("kda", "mla", "dense_mlp", "router", "latent", "shared_experts") stands
-// for all of its groups. Spaces around names are ignored; an empty list is
-// the empty set; an unknown name is an error that says which.
+// ParseGroupSet reads a comma-separated list of group names; a family name
+// ("kda", "router"…) stands for all of its groups, spaces around names are
+// ignored, and an empty list is the empty set.
 func ParseGroupSet(list string) (GroupSet, error) {
 	var s GroupSet
 	if strings.TrimSpace(list) == "" {

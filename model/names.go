@@ -47,9 +47,8 @@ func (r Role) String() string {
 }
 
 // SplitRole splits a tensor name into its module and role:
-// "a.q_proj.weight_scale_inv" → ("a.q_proj", roleScaleInv); a name whose
-// last segment is no weight or companion suffix is a RoleParam of the
-// module before it ("a.self_attn.dt_bias" → ("a.self_attn", RoleParam)).
+// "a.q_proj.weight_scale_inv" → ("a.q_proj", roleScaleInv), "a.self_attn.dt_bias"
+// → ("a.self_attn", roleParam).
 func SplitRole(name string) (module string, role Role) {
 	dot := strings.LastIndexByte(name, '.')
 	role = roleOf(name[dot+1:])
@@ -109,10 +108,9 @@ type TensorName struct {
 	Role Role
 }
 
-// ParseName reads a tensor name of either prefix (language_model.model.… or
-// model.… for K3). Names the schema does not know get GroupOther, with
-// Layer, Module and Role still filled in where the name has them, so they
-// can be placed and reported, never dropped.
+// ParseName reads a tensor name of either prefix (K3: language_model.model.…
+// or model.…). A name the schema does not know gets groupOther, with Layer,
+// Module and Role still filled in, so it is placed and reported.
 func (c *Classifier) ParseName(name string) TensorName {
 	s := c.s
 	module, role := SplitRole(name)

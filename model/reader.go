@@ -5,12 +5,10 @@ import (
 	"fmt"
 )
 
-// A family's config reader. Kimi-K3's is Go (reader "kimi_linear": its
-// layer schedule lists, AttnRes, compressed-tensors and ModelOpt
-// quantization, vision_config); any other family's config is read from its
-// schema's "config" section by readGeneric: each dimension by its key, in
-// order, with its bounds, default and condition, and the roles the product
-// uses (layers, hidden, experts…) named.
+// A family's config reader: Kimi-K3's is Go (reader "kimi_linear"); any
+// other family's config is read by readGeneric from its schema's "config"
+// section, each dimension by its key, in order, with bounds, default,
+// condition and the role the product reads it by.
 
 // configFile is a schema's "config" section.
 type configFile struct {

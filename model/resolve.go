@@ -6,9 +6,8 @@ import (
 	"strings"
 )
 
-// templates is a config's reading of its family's schema: every unit it
-// uses with its tensors' dtypes and shapes, the layer parts, and the
-// model-level shards it has. A config resolves it once; it is read-only.
+// templates is a config's reading of its family's schema (resolved once,
+// read-only): the layer parts and the model-level shards it has.
 type templates struct {
 	layer  []resolvedPart // every layer part; a layer has those of its mask
 	shards []resolvedShard

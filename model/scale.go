@@ -134,9 +134,8 @@ func scaledRaw(d dims) (map[string]any, error) {
 	return raw, nil
 }
 
-// scaledConfigJSON is the config.json of a replica at a scale (what synth
-// writes): at full scale the released file itself, at the others the
-// released file with only its dimensions changed, written the same way.
+// scaledConfigJSON is the config.json of a replica at a scale: the released
+// file, at small and tiny with only its dimensions changed.
 func scaledConfigJSON(sc Scale) ([]byte, error) {
 	if int(sc) >= len(scaleDims) {
 		return nil, fmt.Errorf("model: unknown scale %d", sc)
@@ -164,9 +163,8 @@ var deepseekConfigs embed.FS
 func BuiltinFamilies() []string { return []string{"kimi-k3", "deepseek-v3", "deepseek-v4"} }
 
 // FamilyConfigJSON is the config.json of a built-in family's replica at a
-// scale: the family's released config at full scale. Kimi-K3 has every
-// scale; DeepSeek-V3 has full and tiny. An unknown family or a scale the
-// family lacks is an error that lists what there is.
+// scale (the released config at full scale); the DeepSeek families have
+// full and tiny.
 func FamilyConfigJSON(family string, sc Scale) ([]byte, error) {
 	switch family {
 	case "", "kimi-k3":

@@ -462,12 +462,10 @@ var families = func() []*schema {
 	return []*schema{mustSchema(deepseekV3JSON), mustSchema(deepseekV4JSON)}
 }()
 
-// UseSchema reads a schema file (a model family as data; see
-// model/families/k3.json) for every later ParseConfig: a config whose
-// model_type the file lists is read with it, before the built-in families
-// (a file of the same family name replaces the earlier one).
-// Call it at start-up, before anything else of the package runs: a
-// family's new groups join the package's.
+// UseSchema reads a schema file (see model/families/k3.json) for every later
+// ParseConfig: a config whose model_type it lists is read with it, before
+// the built-in families, and a family of the same name is replaced. Call it
+// at start-up, before anything else of the package runs.
 func UseSchema(data []byte) error {
 	s, err := loadSchema(data)
 	if err != nil {

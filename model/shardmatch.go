@@ -7,11 +7,8 @@ import (
 )
 
 // ShardMatcher finds a tensor name in the catalog of its shard
-// (ShardTensors) without building the catalog's names: a full-size K3
-// catalog is 497,220 names, the matcher a few small tables. A check of a
-// shard against the config then costs one match per tensor, and names are
-// built only for the tensors that disagree. It is read-only once built and
-// safe for concurrent use.
+// (ShardTensors) with a few small tables instead of the catalog's names (K3
+// has 497,220). It is read-only once built and safe for concurrent use.
 type ShardMatcher struct {
 	c *Config
 	// prefixes are the layers' name prefixes (layers.N., or an extra
@@ -23,9 +20,8 @@ type ShardMatcher struct {
 	experts string
 }
 
-// layerKind is the catalog of one kind of layer: the tail after
-// "layers.N." of every tensor that is not a routed expert's, with its
-// position, then the routed experts (for a layer that has them).
+// layerKind is the catalog of one kind of layer: the tail after the layer
+// prefix of every tensor but the routed experts', then those.
 type layerKind struct {
 	tail    map[string]int
 	ts      []tmpl  // by position, for the tensors of tail

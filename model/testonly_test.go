@@ -119,6 +119,17 @@ func (c *Config) quantizationConfig() map[string]any {
 	return m
 }
 
+// members lists the set's groups in Group order.
+func (s GroupSet) members() []Group {
+	var out []Group
+	for g := range Group(len(groupInfo)) {
+		if s.Has(g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // fP8Block is the edge of a block-FP8 scale block: one scale per 128 × 128
 // weights (a partial block at the right or bottom edge has its own scale).
 const fP8Block = 128
