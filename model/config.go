@@ -190,7 +190,7 @@ func deepCopy(v any) any {
 }
 
 func fromRaw(raw map[string]any, s *schema) (*Config, error) {
-	p := &fields{}
+	p := &fields{read: map[string]int64{}}
 	top := jobj{m: raw}
 	c := &Config{raw: raw, sch: s, Experts: ExpertsMXFP4}
 
@@ -269,6 +269,11 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 		return nil, p.err
 	}
 	c.buildLayers()
+	// The schema's expressions name the text config's keys as they are there.
+	c.values = map[string]int64{"quantization.group_size": c.GroupSize, "vision_config": b2i(c.Vision != nil)}
+	for k, v := range p.read {
+		c.values[strings.TrimPrefix(k, "text_config.")] = v
+	}
 	return c.finish(text.name("num_experts"))
 }
 
@@ -326,53 +331,4 @@ func (c *Config) buildLayers() {
 		}
 		c.layers[i] = layer{Index: i, Attention: k, MoE: i >= c.FirstKDense}
 	}
-}
-
-// configValue is a config key as the reader read it (flags as 0 or 1,
-// defaults applied) by its dotted name in the text config.
-func (c *Config) configValue(key string) (int64, bool) {
-	if v, ok := c.values[key]; ok {
-		return v, true
-	}
-	if v, ok := strings.CutPrefix(key, "vision_config."); ok {
-		get, ok := visionKeys[v]
-		if c.Vision == nil || !ok {
-			return 0, false
-		}
-		return get(c.Vision), true
-	}
-	if get, ok := configKeys[key]; ok {
-		return get(c), true
-	}
-	return 0, false
-}
-
-// configKeys are the text config keys configValue reads, by their names there.
-var configKeys = map[string]func(c *Config) int64{
-	"num_hidden_layers":                         func(c *Config) int64 { return int64(c.NumLayers) },
-	"hidden_size":                               func(c *Config) int64 { return c.Hidden },
-	"vocab_size":                                func(c *Config) int64 { return c.Vocab },
-	"intermediate_size":                         func(c *Config) int64 { return c.Intermediate },
-	"num_attention_heads":                       func(c *Config) int64 { return c.NumHeads },
-	"num_key_value_heads":                       func(c *Config) int64 { return c.NumKVHeads },
-	"q_lora_rank":                               func(c *Config) int64 { return c.QLoraRank },
-	"kv_lora_rank":                              func(c *Config) int64 { return c.KVLoraRank },
-	"qk_nope_head_dim":                          func(c *Config) int64 { return c.QKNopeHeadDim },
-	"qk_rope_head_dim":                          func(c *Config) int64 { return c.QKRopeHeadDim },
-	"v_head_dim":                                func(c *Config) int64 { return c.VHeadDim },
-	"mla_use_output_gate":                       func(c *Config) int64 { return b2i(c.MLAOutputGate) },
-	"linear_attn_config.num_heads":              func(c *Config) int64 { return c.KDAHeads },
-	"linear_attn_config.head_dim":               func(c *Config) int64 { return c.KDAHeadDim },
-	"linear_attn_config.short_conv_kernel_size": func(c *Config) int64 { return c.ConvKernel },
-	"attn_res_block_size":                       func(c *Config) int64 { return int64(c.AttnResBlockSize) },
-	"first_k_dense_replace":                     func(c *Config) int64 { return int64(c.FirstKDense) },
-	"num_experts":                               func(c *Config) int64 { return c.NumExperts },
-	"num_experts_per_token":                     func(c *Config) int64 { return c.TopK },
-	"num_shared_experts":                        func(c *Config) int64 { return c.NumShared },
-	"moe_intermediate_size":                     func(c *Config) int64 { return c.MoEIntermediate },
-	"routed_expert_hidden_size":                 func(c *Config) int64 { return c.LatentDim },
-	"latent_moe_use_norm":                       func(c *Config) int64 { return b2i(c.LatentNorm) },
-	"tie_word_embeddings":                       func(c *Config) int64 { return b2i(c.TieEmbeddings) },
-	"quantization.group_size":                   func(c *Config) int64 { return c.GroupSize },
-	"vision_config":                             func(c *Config) int64 { return b2i(c.Vision != nil) },
 }

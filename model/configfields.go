@@ -19,8 +19,19 @@ func (o jobj) name(k string) string {
 }
 
 // fields reads typed values out of JSON objects; the first problem sticks and
-// later reads become no-ops, which keeps the validation code linear.
-type fields struct{ err error }
+// later reads become no-ops, which keeps the validation code linear. read,
+// when set, records each dimension and flag read (defaults applied, flags as
+// 0 or 1) by its dotted path.
+type fields struct {
+	err  error
+	read map[string]int64
+}
+
+func (p *fields) note(name string, v int64) {
+	if p.read != nil {
+		p.read[name] = v
+	}
+}
 
 func (p *fields) fail(field, format string, args ...any) {
 	if p.err == nil {
@@ -71,18 +82,15 @@ func (p *fields) sizeOr(o jobj, k string, lo, max, def int64) int64 {
 
 // dim reads a dimension in [lo, max]; def is what a failed or absent read gives.
 func (p *fields) dim(o jobj, k string, required bool, lo, max, def int64) int64 {
-	v, ok := p.get(o, k, required)
-	if !ok {
-		return def
+	i := def
+	if v, ok := p.get(o, k, required); ok {
+		if n, ok := p.integer(o.name(k), v); ok && (n < lo || n > max) {
+			p.fail(o.name(k), "must be in %d..%d, got %d", lo, max, n)
+		} else if ok {
+			i = n
+		}
 	}
-	i, ok := p.integer(o.name(k), v)
-	if !ok {
-		return def
-	}
-	if i < lo || i > max {
-		p.fail(o.name(k), "must be in %d..%d, got %d", lo, max, i)
-		return def
-	}
+	p.note(o.name(k), i)
 	return i
 }
 
@@ -101,10 +109,12 @@ func typed[T any](p *fields, o jobj, k string, required bool, want string) (T, b
 }
 
 func (p *fields) boolean(o jobj, k string, def bool) bool {
-	if b, ok := typed[bool](p, o, k, false, "true or false"); ok {
-		return b
+	b, ok := typed[bool](p, o, k, false, "true or false")
+	if !ok {
+		b = def
 	}
-	return def
+	p.note(o.name(k), b2i(b))
+	return b
 }
 
 func (p *fields) str(o jobj, k string, required bool) string {

@@ -40,7 +40,7 @@ func (c *Config) prefixVars() map[string]string {
 }
 
 // value resolves a name of a schema expression: a dimension of the schema,
-// else a config key as the reader read it.
+// else a config key as the reader read it (c.values).
 func (c *Config) value(name string, depth int) (int64, error) {
 	if e, ok := c.sch.dims[name]; ok {
 		if depth > 16 {
@@ -48,7 +48,7 @@ func (c *Config) value(name string, depth int) (int64, error) {
 		}
 		return e.root.eval(func(n string) (int64, error) { return c.value(n, depth+1) })
 	}
-	if v, ok := c.configValue(name); ok {
+	if v, ok := c.values[name]; ok {
 		return v, nil
 	}
 	return 0, fmt.Errorf("%s: no such dimension or config key", name)

@@ -60,6 +60,8 @@ func (c *Config) parseVision(p *fields, top jobj) {
 		p.fail(v.name("merge_kernel_size"), "sizes must be in 1..64, got [%d, %d]", mh, mw)
 	}
 	vc.MergeH, vc.MergeW = mh, mw
+	p.note(v.name("merge_kernel_size")+"[0]", mh)
+	p.note(v.name("merge_kernel_size")+"[1]", mw)
 	if th := p.sizeOr(v, "text_hidden_size", 1, maxDim, c.Hidden); p.err == nil && th != c.Hidden {
 		p.fail(v.name("text_hidden_size"), "must equal text_config.hidden_size %d, got %d", c.Hidden, th)
 	}
@@ -69,19 +71,4 @@ func (c *Config) parseVision(p *fields, top jobj) {
 	if p.err == nil {
 		c.Vision = vc
 	}
-}
-
-// visionKeys are the vision_config keys as parseVision read them.
-var visionKeys = map[string]func(v *visionConfig) int64{
-	"vt_hidden_size":         func(v *visionConfig) int64 { return v.Hidden },
-	"vt_num_hidden_layers":   func(v *visionConfig) int64 { return v.Layers },
-	"vt_intermediate_size":   func(v *visionConfig) int64 { return v.Intermediate },
-	"vt_num_attention_heads": func(v *visionConfig) int64 { return v.Heads },
-	"qkv_hidden_size":        func(v *visionConfig) int64 { return v.QKVHidden },
-	"patch_size":             func(v *visionConfig) int64 { return v.PatchSize },
-	"num_channels":           func(v *visionConfig) int64 { return v.Channels },
-	"init_pos_emb_height":    func(v *visionConfig) int64 { return v.PosEmbH },
-	"init_pos_emb_width":     func(v *visionConfig) int64 { return v.PosEmbW },
-	"merge_kernel_size[0]":   func(v *visionConfig) int64 { return v.MergeH },
-	"merge_kernel_size[1]":   func(v *visionConfig) int64 { return v.MergeW },
 }
