@@ -20,8 +20,7 @@ type tmpl struct {
 	suffix string
 	dtype  safetensors.DType
 	shape  []int64
-	// live is the number of leading elements that are values, the rest
-	// zero padding (A_log); -1 when the tensor is not padded.
+	// live counts the values before the zero padding (A_log), -1 if none.
 	live int64
 }
 

@@ -50,11 +50,9 @@ const (
 	ExpertsMXFP4 ExpertFormat = "mxfp4"
 	// ExpertsBF16 is unquantized BF16 weights (a config without quantization_config).
 	ExpertsBF16 ExpertFormat = "bf16"
-	// ExpertsNVFP4 is NVFP4 (a ModelOpt conversion): weight + weight_scale
-	// (E4M3, one per 16) + weight_scale_2 and input_scale (F32 scalars).
+	// ExpertsNVFP4 is ModelOpt NVFP4: weight, weight_scale (E4M3 per 16), weight_scale_2, input_scale.
 	ExpertsNVFP4 ExpertFormat = "nvfp4"
-	// ExpertsFP8 is 128×128 block FP8 (a conversion's --experts fp8):
-	// weight F8_E4M3 + its convention's block scales, as other FP8 weights.
+	// ExpertsFP8 is 128×128 block FP8 (--experts fp8), as other FP8 weights.
 	ExpertsFP8 ExpertFormat = "fp8"
 )
 
@@ -114,7 +112,7 @@ type Config struct {
 	// ("modelopt_mixed", "fp8"), "" for a source or compressed-tensors one.
 	Converted string
 
-	Vision *visionConfig // nil when the config has no vision_config
+	Vision bool // the config has a vision_config
 
 	// QuantizationPath is the dotted path of the quantization_config read
 	// ("text_config.quantization_config" in the release), "" for none.
@@ -270,7 +268,7 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	}
 	c.buildLayers()
 	// The schema's expressions name the text config's keys as they are there.
-	c.values = map[string]int64{"quantization.group_size": c.GroupSize, "vision_config": b2i(c.Vision != nil)}
+	c.values = map[string]int64{"quantization.group_size": c.GroupSize, "vision_config": b2i(c.Vision)}
 	for k, v := range p.read {
 		c.values[strings.TrimPrefix(k, "text_config.")] = v
 	}

@@ -286,7 +286,7 @@ func TestScaleConstraints(t *testing.T) {
 		if (c.KVLoraRank+c.QKRopeHeadDim)%128 == 0 || c.KDAHeads%128 == 0 {
 			t.Errorf("%s: kv_a_proj_with_mqa and b_proj rows are multiples of 128", sc)
 		}
-		if c.Experts != ExpertsMXFP4 || c.Vision == nil || !c.LatentNorm || !c.MLAOutputGate {
+		if c.Experts != ExpertsMXFP4 || !c.Vision || !c.LatentNorm || !c.MLAOutputGate {
 			t.Errorf("%s: not every kind of tensor", sc)
 		}
 		gb := float64(c.TotalBytes()) / 1e9
@@ -440,7 +440,7 @@ func TestBareTextConfig(t *testing.T) {
 	if c.Experts != ExpertsMXFP4 || c.NumTensors() != mustK3(t).NumTensors()-165-3 {
 		t.Errorf("experts %v, %d tensors", c.Experts, c.NumTensors())
 	}
-	if c.Multimodal || c.Vision != nil || c.NumShards() != 94 {
+	if c.Multimodal || c.Vision || c.NumShards() != 94 {
 		t.Fatalf("multimodal %v, vision %v, %d shards", c.Multimodal, c.Vision, c.NumShards())
 	}
 	k3 := mustK3(t)

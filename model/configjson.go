@@ -22,9 +22,8 @@ import (
 // strings, json.Number, bool, nil, Go integers and finite float64s.
 func MarshalConfig(v any) ([]byte, error) {
 	var r configRenderer
-	// Rendered into one buffer of about the right size: a converted
-	// config lists thousands of modules, and growing to it costs more than
-	// walking it once.
+	// One buffer of about the right size: a converted config lists thousands
+	// of modules, and growing to it costs more than walking it once.
 	return r.append(make([]byte, 0, renderedSize(v, 0)+512), v, 0)
 }
 

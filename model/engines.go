@@ -138,8 +138,7 @@ func FindSplits(quantized, kept []string) []Split {
 // ModuleMatcher reports whether a ModelOpt exclude_modules wildcard (fnmatch:
 // * matches any run of characters, dots included) matches a module name.
 func ModuleMatcher(pattern string) func(module string) bool {
-	// The exporter's patterns are literals with * at either end: match those
-	// without the general matcher.
+	// The exporter's patterns are literals with * at either end: no matcher.
 	lit, lead := strings.CutPrefix(pattern, "*")
 	lit, trail := strings.CutSuffix(lit, "*")
 	if !strings.ContainsAny(lit, `*?[\`) {

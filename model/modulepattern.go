@@ -63,8 +63,7 @@ func ModulePatterns(mods, others []string) []string {
 // layer's bank of experts as the name spells it (….block_sparse_moe.experts),
 // or "" for any other tensor.
 func (c *Classifier) ExpertBank(name string) string {
-	// What ParseName reads of a routed expert's name, and no more: a
-	// checkpoint's names are nearly all experts'.
+	// ParseName's reading of an expert's name, and no more: most names are.
 	s := c.s
 	rest := strings.TrimPrefix(name, s.outer)
 	rest, ok := strings.CutPrefix(rest, s.text+s.layers)

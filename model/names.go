@@ -100,9 +100,8 @@ type TensorName struct {
 	Expert int
 	// Proj is the routed expert projection (zero for others).
 	Proj expertProjection
-	// Module is the name without its role suffix ("….self_attn.q_proj" for
-	// "….self_attn.q_proj.weight_scale_inv"): a weight and its companions
-	// share it.
+	// Module is the name without its role suffix: a weight and its
+	// companions share it.
 	Module string
 	// Role is what the tensor is to its module.
 	Role Role
@@ -119,8 +118,7 @@ func (c *Classifier) ParseName(name string) TensorName {
 		t.Group = g
 		return t
 	}
-	// key is what names the tensor's kind from offset off on: its module, or
-	// the whole name for a parameter.
+	// key names the tensor's kind from offset off: its module, or a parameter's name.
 	key := func(off int) string {
 		if role == roleParam {
 			return name[off:]

@@ -15,9 +15,8 @@ type configFile struct {
 	Reader     string    `json:"reader"`
 	ModelTypes []string  `json:"model_types"`
 	Dims       []dimFile `json:"dims"`
-	// FP8Block accepts a quantization_config of DeepSeek's block FP8
-	// (quant_method fp8, weight_block_size [128, 128]); the name fp8 reads 1
-	// then, else 0.
+	// FP8Block accepts DeepSeek's block-FP8 quantization_config, where the
+	// name fp8 reads 1 (else 0).
 	FP8Block bool `json:"fp8_block"`
 }
 

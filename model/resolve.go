@@ -129,8 +129,7 @@ func (c *Config) unitTemplates(unit string) ([]tmpl, error) {
 
 // resolvePart resolves a part; a layer part's prefix is completed per layer.
 func (c *Config) resolvePart(p partRule, cache map[string][]tmpl) (resolvedPart, error) {
-	// FP8 experts (--experts fp8) are described as the BF16 weights they
-	// were cast from, as every FP8 weight of a conversion is.
+	// FP8 experts are described as the BF16 weights they were cast from.
 	form := c.Experts
 	if form == ExpertsFP8 {
 		form = ExpertsBF16
@@ -165,6 +164,7 @@ func (c *Config) resolve() error {
 	s := c.sch
 	t := &templates{}
 	cache := map[string][]tmpl{}
+	used := uint64(0) // the parts some layer has
 	for i := range c.layers {
 		l := &c.layers[i]
 		for j, p := range s.layerParts {
@@ -179,9 +179,6 @@ func (c *Config) resolve() error {
 			}
 			l.parts |= 1 << j
 		}
-	}
-	used := uint64(0)
-	for _, l := range c.layers {
 		used |= l.parts
 	}
 	t.layer = make([]resolvedPart, len(s.layerParts))

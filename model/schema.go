@@ -98,16 +98,15 @@ type schema struct {
 	modelTypes []string
 	readDims   []dimRule
 	fp8Block   bool
-	// prefixes are the name variables ({P}, {LM}) of a bare text config
-	// ([0]) and of a multimodal one ([1]).
+	// prefixes are the name variables ({P}, {LM}) by Multimodal.
 	prefixes [2]map[string]string
 	dims     map[string]expr
 	units    map[string][]tensorRule
 	// layerPrefix is the name prefix of layer {n}; layerParts its parts.
 	layerPrefix string
 	layerParts  []partRule
-	// extraPrefix names the extra layers ("" for layerPrefix); extra is
-	// what follows the text prefix in it before the number.
+	// extraPrefix names the extra layers ("" for layerPrefix); extra is its
+	// part between the text prefix and the number.
 	extraPrefix, extra string
 	shards             []shardRule
 	files              *filesRule

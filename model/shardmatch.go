@@ -35,8 +35,7 @@ type layerKind struct {
 type match struct {
 	// Pos is the tensor's position in ShardTensors.
 	Pos int
-	// DType and Shape are what the catalog gives it (Shape is shared: not
-	// to be modified).
+	// DType and Shape are the catalog's (Shape is shared: not to be modified).
 	DType safetensors.DType
 	Shape []int64
 	// Group is the tensor's group, as the config's Classifier parses its name.
@@ -66,8 +65,8 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 			}
 		}
 		k.n = len(k.ts)
-		// The groups, as the classifier reads the names of a layer of this
-		// kind (only o_proj and g_proj depend on the layer).
+		// The groups as the classifier reads this layer's names (only o_proj
+		// and g_proj depend on the layer).
 		k.groups = make([]Group, k.n)
 		p := m.prefixes[l.Index]
 		for j, x := range k.ts {
@@ -75,8 +74,7 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 		}
 		m.kinds[l.parts] = k
 	}
-	// Model-level shards are small (K3: 5, 3 and 168 tensors): a map of
-	// their full names.
+	// Model-level shards are small (K3: 5, 3 and 168 tensors): full names.
 	for i := c.NumLayers; i < c.NumShards(); i++ {
 		names := map[string]match{}
 		for j, s := range c.ShardTensors(i) {
