@@ -73,7 +73,7 @@ func toNode(src string, x ast.Expr, inCmp bool) (*node, error) {
 			return &node{val: v}, nil
 		}
 	case *ast.Ident, *ast.SelectorExpr, *ast.IndexExpr:
-		if !strings.ContainsFunc(text, func(r rune) bool { return r >= 0x80 || !isNameByte(byte(r)) }) {
+		if isWord(text, ".[]") {
 			return &node{op: 'n', name: text}, nil
 		}
 	case *ast.BinaryExpr:
@@ -90,10 +90,6 @@ func toNode(src string, x ast.Expr, inCmp bool) (*node, error) {
 		return &node{op: op, left: l, right: r}, err
 	}
 	return nil, fmt.Errorf("unexpected %q at %d", text, x.Pos()-1)
-}
-
-func isNameByte(c byte) bool {
-	return c == '_' || c == '.' || c == '[' || c == ']' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // eval computes the expression; overflow past ±2^62, a division by zero

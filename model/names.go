@@ -182,7 +182,7 @@ func (s *schema) rootGroup(name string) Group {
 			return g
 		}
 	}
-	if i := strings.IndexByte(name, '.'); i > 0 && isWord(name[:i]) {
+	if i := strings.IndexByte(name, '.'); isWord(name[:max(i, 0)], "") {
 		for p, g := range s.rootPrefixes {
 			if strings.HasPrefix(name[i+1:], p) {
 				return g
@@ -192,14 +192,12 @@ func (s *schema) rootGroup(name string) Group {
 	return groupOther
 }
 
-func isWord(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return false
-		}
-	}
-	return s != ""
+// isWord reports whether s is a non-empty run of ASCII letters, digits, '_'
+// and the bytes of also.
+func isWord(s, also string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || strings.ContainsRune(also, r))
+	})
 }
 
 // expertTail reads "<experts>E.P.…" for any of the family's spellings of

@@ -156,7 +156,7 @@ func roleKey(s *schema, role string) string {
 func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	p := &fields{}
 	top := jobj{m: raw}
-	c := &Config{raw: raw, sch: s, values: map[string]int64{}, Experts: ExpertsMXFP4}
+	c := &Config{raw: raw, sch: s, values: map[string]int64{}, Experts: ExpertsBF16}
 	read := func(name string) (int64, error) {
 		if v, ok := c.values[name]; ok {
 			return v, nil
@@ -184,10 +184,8 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 			v = readList(p, top, d, evalOr(d.min, 0), evalOr(d.max, maxDim), evalOr(d.length, 0), c.values)
 		case d.boolean:
 			v = b2i(p.boolean(top, d.key, evalOr(d.def, 0) != 0))
-		case d.def != nil:
-			v = p.sizeOr(top, d.key, evalOr(d.min, 1), evalOr(d.max, maxDim), evalOr(d.def, 0))
-		default:
-			v = p.dim(top, d.key, true, evalOr(d.min, 1), evalOr(d.max, maxDim), 0)
+		default: // required without a default
+			v = p.dim(top, d.key, d.def == nil, evalOr(d.min, 1), evalOr(d.max, maxDim), evalOr(d.def, 0))
 		}
 		if m := evalOr(d.multiple, 1); p.err == nil && m > 0 && v%m != 0 {
 			p.fail(d.key, "must be a multiple of %d, got %d", m, v)
@@ -217,7 +215,6 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	}
 	main := c.NumLayers
 	c.NumLayers += int(c.values[roleKey(s, "extra_layers")])
-	c.Experts = ExpertsBF16
 	c.AttnResBlockSize = max(c.NumLayers, 1)
 	c.layers = make([]layer, c.NumLayers)
 	for i := range c.layers {
