@@ -62,25 +62,20 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 		if !strings.HasSuffix(k, ".experts") {
 			continue
 		}
+		// The first problem sticks: later reads and failures are no-ops.
 		e, _ := p.object(layers, k, true)
-		algo := p.str(e, "quant_algo", true)
-		if p.err != nil {
-			return
-		}
-		if algo == modelOptFP8Block {
+		switch algo := p.str(e, "quant_algo", true); {
+		case p.err != nil:
+		case algo == modelOptFP8Block:
 			fp8 = true
-			continue
-		}
-		if algo != modelOptNVFP4 {
+		case algo != modelOptNVFP4:
 			p.fail(e.name("quant_algo"), "routed experts must be NVFP4 or %s when declared, got %q", modelOptFP8Block, algo)
-			return
+		default:
+			if g := p.sizeOr(e, "group_size", 1, maxDim, quant.NVFP4GroupSize); p.err == nil && g != quant.NVFP4GroupSize {
+				p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", quant.NVFP4GroupSize, g)
+			}
+			nvfp4 = true
 		}
-		g := p.sizeOr(e, "group_size", 1, maxDim, quant.NVFP4GroupSize)
-		if p.err == nil && g != quant.NVFP4GroupSize {
-			p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", quant.NVFP4GroupSize, g)
-			return
-		}
-		nvfp4 = true
 	}
 	switch {
 	case nvfp4 && fp8:

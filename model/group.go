@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -60,10 +61,8 @@ func (g Group) Component() Component {
 
 // ParseGroup maps a group's name back to the group.
 func ParseGroup(s string) (Group, error) {
-	for i := range groupInfo {
-		if groupInfo[i].name == s {
-			return Group(i), nil
-		}
+	if i := slices.IndexFunc(groupInfo, func(d groupDef) bool { return d.name == s }); i >= 0 {
+		return Group(i), nil
 	}
 	return groupOther, fmt.Errorf("model: unknown tensor group %q", s)
 }

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -34,11 +35,9 @@ func (s Scale) String() string {
 // Set implements pflag.Value so a Scale can be a command-line flag; the
 // name's case does not matter there (--scale TINY).
 func (s *Scale) Set(name string) error {
-	for i, n := range scaleNames {
-		if n == strings.ToLower(name) {
-			*s = Scale(i)
-			return nil
-		}
+	if i := slices.Index(scaleNames[:], strings.ToLower(name)); i >= 0 {
+		*s = Scale(i)
+		return nil
 	}
 	return fmt.Errorf("model: unknown scale %q (want full, small or tiny)", strings.ToLower(name))
 }
