@@ -65,8 +65,8 @@ type layer struct {
 	extra     bool   // a layer after the main ones (DeepSeek's MTP layer)
 }
 
-// Config is a validated K3 (or bare kimi_linear) config. Field names follow
-// the JSON; all sizes are element counts.
+// Config is a validated config: the keys the product reads by meaning (the
+// schema reads every key), named after the JSON; sizes are element counts.
 type Config struct {
 	// Multimodal is true for a top-level kimi_k3 config (tensor names under
 	// language_model.), false for a bare kimi_linear text config.
@@ -76,22 +76,16 @@ type Config struct {
 	Hidden       int64
 	Vocab        int64
 	Intermediate int64 // dense MLP width (first_k_dense_replace layers)
-	RMSNormEps   float64
 
 	// MLA
 	NumHeads      int64
 	NumKVHeads    int64
-	QLoraRank     int64
 	KVLoraRank    int64
-	QKNopeHeadDim int64
 	QKRopeHeadDim int64
-	VHeadDim      int64
 	MLAOutputGate bool
 
 	// KDA (linear_attn_config)
 	KDAHeads       int64
-	KDAHeadDim     int64
-	ConvKernel     int64
 	FullAttnLayers []int // 1-based, as in the config
 
 	AttnResBlockSize int
@@ -212,24 +206,24 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	c.NumLayers = int(p.size(text, "num_hidden_layers", maxLayers))
 	c.Hidden = p.size(text, "hidden_size", maxDim)
 	c.Vocab = p.size(text, "vocab_size", maxDim)
-	c.RMSNormEps = p.float(text, "rms_norm_eps")
+	p.float(text, "rms_norm_eps")
 	c.NumHeads = p.size(text, "num_attention_heads", maxDim)
 	c.NumKVHeads = p.sizeOr(text, "num_key_value_heads", 1, maxDim, c.NumHeads)
 	if p.err == nil && c.NumHeads%c.NumKVHeads != 0 {
 		p.fail(text.name("num_key_value_heads"), "%d does not divide num_attention_heads %d", c.NumKVHeads, c.NumHeads)
 	}
-	c.QLoraRank = p.size(text, "q_lora_rank", maxDim)
+	p.size(text, "q_lora_rank", maxDim)
 	c.KVLoraRank = p.size(text, "kv_lora_rank", maxDim)
-	c.QKNopeHeadDim = p.size(text, "qk_nope_head_dim", maxDim)
+	p.size(text, "qk_nope_head_dim", maxDim)
 	c.QKRopeHeadDim = p.size(text, "qk_rope_head_dim", maxDim)
-	c.VHeadDim = p.size(text, "v_head_dim", maxDim)
+	p.size(text, "v_head_dim", maxDim)
 	c.MLAOutputGate = p.boolean(text, "mla_use_output_gate", false)
 
 	lin, _ := p.object(text, "linear_attn_config", true)
 	if p.err == nil {
-		c.KDAHeadDim = p.size(lin, "head_dim", maxDim)
+		p.size(lin, "head_dim", maxDim)
 		c.KDAHeads = p.size(lin, "num_heads", maxDim)
-		c.ConvKernel = p.size(lin, "short_conv_kernel_size", maxDim)
+		p.size(lin, "short_conv_kernel_size", maxDim)
 		if !p.boolean(lin, "use_full_rank_gate", true) {
 			p.fail(lin.name("use_full_rank_gate"), "only full-rank output gates (g_proj) are supported, got false")
 		}
