@@ -7,24 +7,20 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// ShardNameFormat names shard i (1-based) of n the way the release does:
-// five digits, then six (model-00001-of-000096.safetensors). Readers take
-// shard names from the index, never from this pattern.
+// ShardNameFormat names shard i (1-based) of n the way the release does
+// (model-00001-of-000096.safetensors); readers take names from the index.
 const ShardNameFormat = "model-%05d-of-%06d.safetensors"
 
 // ConfigName is the config file next to the shards.
 const ConfigName = "config.json"
 
-// tmpl is a tensor of a unit (a layer's part, an expert, a vision block…)
-// as a config resolves it: its name after the unit's prefix, dtype and
-// shape. Shapes are shared by all specs built from a template and must not
-// be modified.
+// tmpl is a tensor of a unit as a config resolves it: its name after the
+// unit's prefix, dtype and shape (shared by every spec built from it).
 type tmpl struct {
 	suffix string
 	dtype  safetensors.DType
 	shape  []int64
-	// live is the number of leading elements that are values, the rest
-	// zero padding (A_log); -1 when the tensor is not padded.
+	// live counts the values before the zero padding (A_log), -1 if none.
 	live int64
 }
 
@@ -37,9 +33,8 @@ func (t tmpl) bytes() int64 {
 // for the multimodal checkpoint, "model." for a bare text one).
 func (c *Config) textPrefix() string { return c.prefixVars()["P"] }
 
-// NumShards is the number of safetensors files: one per layer plus the
-// model-level shards the family places after them (K3: the embedding,
-// lm_head and final norms; with vision, the projector and the vision tower).
+// NumShards is the number of safetensors files: one per layer, then the
+// family's model-level shards (K3: embedding, lm_head and norms; vision).
 func (c *Config) NumShards() int { return c.NumLayers + len(c.tmpl.shards) }
 
 // ShardName is the file name of 0-based shard i.
@@ -48,9 +43,8 @@ func (c *Config) ShardName(i int) string {
 }
 
 // shardIndexOf is the 0-based shard that holds the named tensor under the
-// released placement (-1 when the name has no place in this model). It goes
-// by the schema, so a converted weight's scale tensor lands next to its
-// weight; it does not check that the tensor is in the catalog.
+// released placement, -1 for none. It goes by the schema (a converted
+// weight's scale lands next to its weight), not by the catalog.
 func (c *Config) shardIndexOf(name string) int {
 	n := c.Classifier.ParseName(name)
 	if n.Layer >= 0 {
@@ -67,9 +61,8 @@ func (c *Config) shardIndexOf(name string) int {
 	return -1
 }
 
-// ShardTensors lists the tensors of 0-based shard i, in catalog order (the
-// file's data order is the codec's canonical sort). Shapes are shared
-// between specs and must not be modified.
+// ShardTensors lists the tensors of 0-based shard i in catalog order (not
+// the file's data order). Shapes are shared and must not be modified.
 func (c *Config) ShardTensors(i int) []safetensors.TensorSpec {
 	if i < 0 || i >= c.NumShards() {
 		return nil

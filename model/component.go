@@ -18,55 +18,29 @@ type Component uint8
 
 const (
 	// Other holds tensors no rule recognises; they are reported, never dropped.
-	Other Component = iota
-	// attentionKDA is a KDA (linear attention) layer's self_attn tensors.
-	attentionKDA
-	// attentionMLA is an MLA (full attention) layer's self_attn tensors.
-	attentionMLA
-	// sharedExperts is a MoE layer's always-active shared experts.
-	sharedExperts
-	// latentMoE is the latent MoE projections (routed_expert_down/up_proj) and routed_expert_norm.
-	latentMoE
-	// router is the MoE gate weight and its e_score_correction_bias.
-	router
-	// RoutedExperts is the MXFP4 routed experts.
-	RoutedExperts
-	// denseMLP is the dense MLP of the first_k_dense_replace layers (layer 0 in K3).
-	denseMLP
-	// embedding is embed_tokens.
-	embedding
-	// lMHead is the output projection.
-	lMHead
-	// norms is layer norms, AttnRes norms and projections, the final norm and output_attn_res_*.
-	norms
-	// vision is the vision tower and the multimodal projector.
-	vision
-	// attention is the self_attn tensors of a family whose layers have one
-	// kind of attention (not K3's).
-	attention
-	// mtp is the multi-token-prediction layers' own tensors (DeepSeek's
-	// enorm, hnorm, eh_proj, shared_head, embed_tokens).
-	mtp
-
+	Other Component = 0
+	// RoutedExperts is the routed experts.
+	RoutedExperts Component = 6
 	// NumComponents is the number of classes, for arrays indexed by Component.
-	NumComponents = int(mtp) + 1
+	NumComponents = len(componentNames)
 )
 
-var componentNames = [NumComponents]string{
-	Other:         "other",
-	attentionKDA:  "attention.kda",
-	attentionMLA:  "attention.mla",
-	sharedExperts: "shared_experts",
-	latentMoE:     "latent",
-	router:        "router",
-	RoutedExperts: "routed_experts",
-	denseMLP:      "dense_mlp",
-	embedding:     "embedding",
-	lMHead:        "lm_head",
-	norms:         "norms",
-	vision:        "vision",
-	attention:     "attention",
-	mtp:           "mtp",
+// componentNames are the classes' names in reports, in Component order.
+var componentNames = [...]string{
+	"other",
+	"attention.kda",  // a KDA (linear attention) layer's self_attn tensors
+	"attention.mla",  // an MLA (full attention) layer's self_attn tensors
+	"shared_experts", // a MoE layer's always-active shared experts
+	"latent",         // routed_expert_down/up_proj and routed_expert_norm
+	"router",         // the MoE gate weight and its e_score_correction_bias
+	"routed_experts",
+	"dense_mlp", // the MLP of the first_k_dense_replace layers
+	"embedding",
+	"lm_head",
+	"norms",     // layer norms, AttnRes norms and projections, final norms
+	"vision",    // the vision tower and the multimodal projector
+	"attention", // self_attn of a family with one kind of attention (not K3)
+	"mtp",       // the multi-token-prediction layers' own tensors (DeepSeek)
 }
 
 // String is the class name used in reports (e.g. "attention.kda").
@@ -88,8 +62,7 @@ func ParseComponent(s string) (Component, error) {
 }
 
 // Classifier puts tensor names into components. It carries the layer
-// schedule because o_proj and g_proj exist in both KDA and MLA layers and only
-// the schedule tells them apart.
+// schedule: only it tells KDA's o_proj and g_proj from MLA's.
 type Classifier struct {
 	mla  []bool // indexed by 0-based layer
 	s    *schema
@@ -105,12 +78,13 @@ func newClassifier(s *schema, layers []layer) *Classifier {
 	return c
 }
 
-// k3Classifier uses the public K3 schedule, for callers without a config.
+// k3Classifier uses the public K3 schedule, for callers without a config:
+// full_attn_layers 4, 8, …, 92 and 93 (1-based; a test checks them against
+// the released config).
 var k3Classifier = func() *Classifier {
-	full, _ := k3FullAttnLayers()
 	c := &Classifier{mla: make([]bool, k3Layers), s: k3Schema, main: k3Layers}
-	for _, l := range full {
-		c.mla[l-1] = true
+	for i := range c.mla {
+		c.mla[i] = (i+1)%4 == 0 || i == k3Layers-1
 	}
 	return c
 }()
@@ -119,10 +93,9 @@ var k3Classifier = func() *Classifier {
 // checkpoint without a config; Config.Classifier reads the config's.
 func K3Classifier() *Classifier { return k3Classifier }
 
-// Classify returns the component of a tensor name: its group's component.
-// Quantization companions (X.weight_scale_inv, X.weight_scale, X.input_scale,
-// …) get X.weight's class. o_proj/g_proj of a layer outside the schedule
-// cannot be resolved and are Other.
+// Classify returns the component of a tensor name's group: companions
+// (X.weight_scale_inv…) get X.weight's; o_proj/g_proj of a layer outside the
+// schedule are Other.
 func (c *Classifier) Classify(name string) Component { return c.ParseName(name).Group.Component() }
 
 // leadingInt parses the decimal digits at the start of s.

@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,17 +22,13 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
 
-// Limits a config must respect. They keep a hostile or mistyped config from
-// making the catalog (and everything sized from it) explode.
+// Limits that keep a hostile or mistyped config from making the catalog (and
+// everything sized from it) explode.
 const (
-	// maxLayers bounds num_hidden_layers.
-	maxLayers = 4096
-	// maxDim bounds every single dimension (hidden size, vocabulary, ranks…).
-	maxDim = 1 << 24
-	// maxExperts bounds num_experts.
+	maxLayers  = 4096    // num_hidden_layers
+	maxDim     = 1 << 24 // every single dimension (hidden size, vocabulary, ranks…)
 	maxExperts = 1 << 16
-	// maxTensors bounds the catalog size (K3 has 497,220 tensors).
-	maxTensors = 16 << 20
+	maxTensors = 16 << 20 // the catalog (K3 has 497,220 tensors)
 	// MaxConfigSize bounds the config.json bytes ParseConfig accepts.
 	MaxConfigSize = 16 << 20
 )
@@ -40,10 +37,8 @@ const (
 type attnKind uint8
 
 const (
-	// kDA is Kimi Delta Attention, the linear-attention layer with a recurrent state.
-	kDA attnKind = iota
-	// mLA is multi-head latent attention, the full-attention layer.
-	mLA
+	kDA attnKind = iota // Kimi Delta Attention, the linear-attention layer
+	mLA                 // multi-head latent attention, the full-attention layer
 )
 
 // ExpertFormat is how routed expert weights are stored, by the name
@@ -55,34 +50,23 @@ const (
 	ExpertsMXFP4 ExpertFormat = "mxfp4"
 	// ExpertsBF16 is unquantized BF16 weights (a config without quantization_config).
 	ExpertsBF16 ExpertFormat = "bf16"
-	// ExpertsNVFP4 is NVFP4 (a ModelOpt conversion): weight + weight_scale
-	// (E4M3, one per 16) + weight_scale_2 and input_scale (F32 scalars).
+	// ExpertsNVFP4 is ModelOpt NVFP4: weight, weight_scale (E4M3 per 16), weight_scale_2, input_scale.
 	ExpertsNVFP4 ExpertFormat = "nvfp4"
-	// ExpertsFP8 is 128×128 block FP8 (a conversion's --experts fp8):
-	// weight F8_E4M3 + its convention's block scales, as other FP8 weights.
+	// ExpertsFP8 is 128×128 block FP8 (--experts fp8), as other FP8 weights.
 	ExpertsFP8 ExpertFormat = "fp8"
 )
 
 // layer is one entry of the layer schedule.
 type layer struct {
-	// Index is the 0-based layer number (tensor names use it).
-	Index int
-	// Attention is KDA or MLA.
+	Index     int // 0-based, as tensor names number it
 	Attention attnKind
-	// MoE is false for the first_k_dense_replace dense layers.
-	MoE bool
-	// Block is the AttnRes block (Index / attn_res_block_size).
-	Block int
-	// BlockStart marks the first layer of a block, the one that writes a new bank row.
-	BlockStart bool
-	// parts is the set of the family's layer parts this layer has, by index.
-	parts uint64
-	// extra marks a layer after the main ones (DeepSeek's MTP layer).
-	extra bool
+	MoE       bool   // false for the first_k_dense_replace dense layers
+	parts     uint64 // the family's layer parts this layer has, by index
+	extra     bool   // a layer after the main ones (DeepSeek's MTP layer)
 }
 
-// Config is a validated K3 (or bare kimi_linear) config. Field names follow
-// the JSON; all sizes are element counts.
+// Config is a validated config: the keys the product reads by meaning (the
+// schema reads every key), named after the JSON; sizes are element counts.
 type Config struct {
 	// Multimodal is true for a top-level kimi_k3 config (tensor names under
 	// language_model.), false for a bare kimi_linear text config.
@@ -92,22 +76,16 @@ type Config struct {
 	Hidden       int64
 	Vocab        int64
 	Intermediate int64 // dense MLP width (first_k_dense_replace layers)
-	RMSNormEps   float64
 
 	// MLA
 	NumHeads      int64
 	NumKVHeads    int64
-	QLoraRank     int64
 	KVLoraRank    int64
-	QKNopeHeadDim int64
 	QKRopeHeadDim int64
-	VHeadDim      int64
 	MLAOutputGate bool
 
 	// KDA (linear_attn_config)
 	KDAHeads       int64
-	KDAHeadDim     int64
-	ConvKernel     int64
 	FullAttnLayers []int // 1-based, as in the config
 
 	AttnResBlockSize int
@@ -125,20 +103,15 @@ type Config struct {
 	Experts   ExpertFormat
 	GroupSize int64 // MXFP4 group (32)
 	// Converted is the quant_method of a conversion's top-level config
-	// ("modelopt_mixed", "fp8"), "" for a source checkpoint or a
-	// compressed-tensors one.
+	// ("modelopt_mixed", "fp8"), "" for a source or compressed-tensors one.
 	Converted string
 
-	Vision *visionConfig // nil when the config has no vision_config
+	Vision bool // the config has a vision_config
 
-	// QuantizationPath is the dotted path in config.json of the
-	// quantization_config the schema read: "text_config.quantization_config"
-	// for the release, "quantization_config" for a converted checkpoint (or a
-	// source that has one at the top level, or a bare text config); "" when
-	// there is none.
+	// QuantizationPath is the dotted path of the quantization_config read
+	// ("text_config.quantization_config" in the release), "" for none.
 	QuantizationPath string
-	// Classifier reads names with this config's schedule (shared;
-	// classifiers are immutable).
+	// Classifier reads names with this config's schedule (immutable, shared).
 	Classifier *Classifier
 
 	raw    map[string]any
@@ -166,18 +139,16 @@ func ParseConfig(data []byte) (*Config, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("config: trailing data after the JSON object: %w", errInvalidConfig)
 	}
-	if s := familyOf(modelType(raw)); s != nil && s.reader == "" {
+	s := familyOf(modelType(raw))
+	if s != nil && s.reader == "" {
 		return s.readGeneric(raw)
-	} else if s != nil {
-		return fromRaw(raw, s)
 	}
-	return fromRaw(raw, k3Schema)
+	return fromRaw(raw, cmp.Or(s, k3Schema))
 }
 
-// FamilyOfConfig names the family that reads a config.json: the loaded
-// family whose schema lists its model_type, else Kimi-K3 (which reads any
-// other). It reads only model_type, so it names the family of a config
-// ParseConfig refuses (a converted DeepSeek config, say).
+// FamilyOfConfig names the family that reads a config.json by its
+// model_type alone (Kimi-K3 for any unlisted one), even for a config
+// ParseConfig refuses.
 func FamilyOfConfig(data []byte) string {
 	var raw map[string]any
 	if json.Unmarshal(data, &raw) == nil {
@@ -211,7 +182,7 @@ func deepCopy(v any) any {
 }
 
 func fromRaw(raw map[string]any, s *schema) (*Config, error) {
-	p := &fields{}
+	p := &fields{read: map[string]int64{}}
 	top := jobj{m: raw}
 	c := &Config{raw: raw, sch: s, Experts: ExpertsMXFP4}
 
@@ -235,24 +206,24 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	c.NumLayers = int(p.size(text, "num_hidden_layers", maxLayers))
 	c.Hidden = p.size(text, "hidden_size", maxDim)
 	c.Vocab = p.size(text, "vocab_size", maxDim)
-	c.RMSNormEps = p.float(text, "rms_norm_eps")
+	p.float(text, "rms_norm_eps")
 	c.NumHeads = p.size(text, "num_attention_heads", maxDim)
 	c.NumKVHeads = p.sizeOr(text, "num_key_value_heads", 1, maxDim, c.NumHeads)
 	if p.err == nil && c.NumHeads%c.NumKVHeads != 0 {
 		p.fail(text.name("num_key_value_heads"), "%d does not divide num_attention_heads %d", c.NumKVHeads, c.NumHeads)
 	}
-	c.QLoraRank = p.size(text, "q_lora_rank", maxDim)
+	p.size(text, "q_lora_rank", maxDim)
 	c.KVLoraRank = p.size(text, "kv_lora_rank", maxDim)
-	c.QKNopeHeadDim = p.size(text, "qk_nope_head_dim", maxDim)
+	p.size(text, "qk_nope_head_dim", maxDim)
 	c.QKRopeHeadDim = p.size(text, "qk_rope_head_dim", maxDim)
-	c.VHeadDim = p.size(text, "v_head_dim", maxDim)
+	p.size(text, "v_head_dim", maxDim)
 	c.MLAOutputGate = p.boolean(text, "mla_use_output_gate", false)
 
 	lin, _ := p.object(text, "linear_attn_config", true)
 	if p.err == nil {
-		c.KDAHeadDim = p.size(lin, "head_dim", maxDim)
+		p.size(lin, "head_dim", maxDim)
 		c.KDAHeads = p.size(lin, "num_heads", maxDim)
-		c.ConvKernel = p.size(lin, "short_conv_kernel_size", maxDim)
+		p.size(lin, "short_conv_kernel_size", maxDim)
 		if !p.boolean(lin, "use_full_rank_gate", true) {
 			p.fail(lin.name("use_full_rank_gate"), "only full-rank output gates (g_proj) are supported, got false")
 		}
@@ -290,11 +261,16 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 		return nil, p.err
 	}
 	c.buildLayers()
+	// The schema's expressions name the text config's keys as they are there.
+	c.values = map[string]int64{"quantization.group_size": c.GroupSize, "vision_config": b2i(c.Vision)}
+	for k, v := range p.read {
+		c.values[strings.TrimPrefix(k, "text_config.")] = v
+	}
 	return c.finish(text.name("num_experts"))
 }
 
-// finish builds the classifier and the templates of the layers read and
-// bounds the catalog's size, blaming the key field when it is too big.
+// finish builds the classifier and the templates and bounds the catalog's
+// size, blaming field when it is too big.
 func (c *Config) finish(field string) (*Config, error) {
 	c.Classifier = newClassifier(c.sch, c.layers)
 	if err := c.resolve(); err != nil {
@@ -345,62 +321,6 @@ func (c *Config) buildLayers() {
 		if full[i] {
 			k = mLA
 		}
-		c.layers[i] = layer{
-			Index:      i,
-			Attention:  k,
-			MoE:        i >= c.FirstKDense,
-			Block:      i / c.AttnResBlockSize,
-			BlockStart: i%c.AttnResBlockSize == 0,
-		}
+		c.layers[i] = layer{Index: i, Attention: k, MoE: i >= c.FirstKDense}
 	}
-}
-
-// configValue is a config key as the reader read it (sizes, flags as 0 or
-// 1, defaults applied), for the schema's expressions: keys of the text
-// config by their names there, nested ones dotted.
-func (c *Config) configValue(key string) (int64, bool) {
-	if v, ok := c.values[key]; ok { // a schema's reader's
-		return v, true
-	}
-	if v, ok := strings.CutPrefix(key, "vision_config."); ok {
-		get, ok := visionKeys[v]
-		if c.Vision == nil || !ok {
-			return 0, false
-		}
-		return get(c.Vision), true
-	}
-	if get, ok := configKeys[key]; ok {
-		return get(c), true
-	}
-	return 0, false
-}
-
-// configKeys are the text config keys configValue reads, by their names there.
-var configKeys = map[string]func(c *Config) int64{
-	"num_hidden_layers":                         func(c *Config) int64 { return int64(c.NumLayers) },
-	"hidden_size":                               func(c *Config) int64 { return c.Hidden },
-	"vocab_size":                                func(c *Config) int64 { return c.Vocab },
-	"intermediate_size":                         func(c *Config) int64 { return c.Intermediate },
-	"num_attention_heads":                       func(c *Config) int64 { return c.NumHeads },
-	"num_key_value_heads":                       func(c *Config) int64 { return c.NumKVHeads },
-	"q_lora_rank":                               func(c *Config) int64 { return c.QLoraRank },
-	"kv_lora_rank":                              func(c *Config) int64 { return c.KVLoraRank },
-	"qk_nope_head_dim":                          func(c *Config) int64 { return c.QKNopeHeadDim },
-	"qk_rope_head_dim":                          func(c *Config) int64 { return c.QKRopeHeadDim },
-	"v_head_dim":                                func(c *Config) int64 { return c.VHeadDim },
-	"mla_use_output_gate":                       func(c *Config) int64 { return b2i(c.MLAOutputGate) },
-	"linear_attn_config.num_heads":              func(c *Config) int64 { return c.KDAHeads },
-	"linear_attn_config.head_dim":               func(c *Config) int64 { return c.KDAHeadDim },
-	"linear_attn_config.short_conv_kernel_size": func(c *Config) int64 { return c.ConvKernel },
-	"attn_res_block_size":                       func(c *Config) int64 { return int64(c.AttnResBlockSize) },
-	"first_k_dense_replace":                     func(c *Config) int64 { return int64(c.FirstKDense) },
-	"num_experts":                               func(c *Config) int64 { return c.NumExperts },
-	"num_experts_per_token":                     func(c *Config) int64 { return c.TopK },
-	"num_shared_experts":                        func(c *Config) int64 { return c.NumShared },
-	"moe_intermediate_size":                     func(c *Config) int64 { return c.MoEIntermediate },
-	"routed_expert_hidden_size":                 func(c *Config) int64 { return c.LatentDim },
-	"latent_moe_use_norm":                       func(c *Config) int64 { return b2i(c.LatentNorm) },
-	"tie_word_embeddings":                       func(c *Config) int64 { return b2i(c.TieEmbeddings) },
-	"quantization.group_size":                   func(c *Config) int64 { return c.GroupSize },
-	"vision_config":                             func(c *Config) int64 { return b2i(c.Vision != nil) },
 }

@@ -19,8 +19,19 @@ func (o jobj) name(k string) string {
 }
 
 // fields reads typed values out of JSON objects; the first problem sticks and
-// later reads become no-ops, which keeps the validation code linear.
-type fields struct{ err error }
+// later reads become no-ops, which keeps the validation code linear. read,
+// when set, records each dimension and flag read (defaults applied, flags as
+// 0 or 1) by its dotted path.
+type fields struct {
+	err  error
+	read map[string]int64
+}
+
+func (p *fields) note(name string, v int64) {
+	if p.read != nil {
+		p.read[name] = v
+	}
+}
 
 func (p *fields) fail(field, format string, args ...any) {
 	if p.err == nil {
@@ -71,54 +82,49 @@ func (p *fields) sizeOr(o jobj, k string, lo, max, def int64) int64 {
 
 // dim reads a dimension in [lo, max]; def is what a failed or absent read gives.
 func (p *fields) dim(o jobj, k string, required bool, lo, max, def int64) int64 {
-	v, ok := p.get(o, k, required)
-	if !ok {
-		return def
+	i := def
+	if v, ok := p.get(o, k, required); ok {
+		if n, ok := p.integer(o.name(k), v); ok && (n < lo || n > max) {
+			p.fail(o.name(k), "must be in %d..%d, got %d", lo, max, n)
+		} else if ok {
+			i = n
+		}
 	}
-	i, ok := p.integer(o.name(k), v)
-	if !ok {
-		return def
-	}
-	if i < lo || i > max {
-		p.fail(o.name(k), "must be in %d..%d, got %d", lo, max, i)
-		return def
-	}
+	p.note(o.name(k), i)
 	return i
 }
 
+// typed reads o[k] as a T, which want describes; ok is false when it is
+// absent or not a T.
+func typed[T any](p *fields, o jobj, k string, required bool, want string) (T, bool) {
+	var t T
+	v, ok := p.get(o, k, required)
+	if !ok {
+		return t, false
+	}
+	if t, ok = v.(T); !ok {
+		p.fail(o.name(k), "must be %s, got %s", want, describe(v))
+	}
+	return t, ok
+}
+
 func (p *fields) boolean(o jobj, k string, def bool) bool {
-	v, ok := p.get(o, k, false)
+	b, ok := typed[bool](p, o, k, false, "true or false")
 	if !ok {
-		return def
+		b = def
 	}
-	b, ok := v.(bool)
-	if !ok {
-		p.fail(o.name(k), "must be true or false, got %s", describe(v))
-		return def
-	}
+	p.note(o.name(k), b2i(b))
 	return b
 }
 
 func (p *fields) str(o jobj, k string, required bool) string {
-	v, ok := p.get(o, k, required)
-	if !ok {
-		return ""
-	}
-	s, ok := v.(string)
-	if !ok {
-		p.fail(o.name(k), "must be a string, got %s", describe(v))
-	}
+	s, _ := typed[string](p, o, k, required, "a string")
 	return s
 }
 
 func (p *fields) float(o jobj, k string) float64 {
-	v, ok := p.get(o, k, false)
+	n, ok := typed[json.Number](p, o, k, false, "a number")
 	if !ok {
-		return 0
-	}
-	n, ok := v.(json.Number)
-	if !ok {
-		p.fail(o.name(k), "must be a number, got %s", describe(v))
 		return 0
 	}
 	f, err := n.Float64()
@@ -129,13 +135,8 @@ func (p *fields) float(o jobj, k string) float64 {
 }
 
 func (p *fields) object(o jobj, k string, required bool) (jobj, bool) {
-	v, ok := p.get(o, k, required)
+	m, ok := typed[map[string]any](p, o, k, required, "an object")
 	if !ok {
-		return jobj{}, false
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		p.fail(o.name(k), "must be an object, got %s", describe(v))
 		return jobj{}, false
 	}
 	return jobj{m: m, path: o.name(k)}, true
@@ -143,13 +144,8 @@ func (p *fields) object(o jobj, k string, required bool) (jobj, bool) {
 
 // layerList reads a list of 1-based layer numbers, each in 1..n and unique.
 func (p *fields) layerList(o jobj, k string, n int, required bool) ([]int, bool) {
-	v, ok := p.get(o, k, required)
+	arr, ok := typed[[]any](p, o, k, required, "a list of 1-based layer numbers")
 	if !ok {
-		return nil, false
-	}
-	arr, ok := v.([]any)
-	if !ok {
-		p.fail(o.name(k), "must be a list of 1-based layer numbers, got %s", describe(v))
 		return nil, false
 	}
 	out := make([]int, 0, len(arr))

@@ -22,9 +22,8 @@ import (
 // strings, json.Number, bool, nil, Go integers and finite float64s.
 func MarshalConfig(v any) ([]byte, error) {
 	var r configRenderer
-	// Rendered into one buffer of about the right size: a converted
-	// config lists thousands of modules, and growing to it costs more than
-	// walking it once.
+	// One buffer of about the right size: a converted config lists thousands
+	// of modules, and growing to it costs more than walking it once.
 	return r.append(make([]byte, 0, renderedSize(v, 0)+512), v, 0)
 }
 
@@ -52,9 +51,9 @@ func renderedSize(v any, depth int) int {
 	return 8
 }
 
-// configRenderer renders one document. It remembers where each map went
-// in the output, so a map that recurs at the same depth (quantized_layers
-// gives thousands of modules the same entry) is copied, not rendered again.
+// configRenderer renders one document, copying a map that recurs at the same
+// depth (quantized_layers gives thousands of modules one entry) from where
+// it was first rendered.
 type configRenderer struct {
 	rendered map[renderedMap][2]int
 }

@@ -40,7 +40,7 @@ func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 			p.fail(eq.name("quant_method"), "the experts must be %q (MXFP4), got %q", compressedTensors, m)
 			return
 		}
-		c.parseCompressedTensors(p, eq)
+		c.parseCompressedTensors(p, eq, text)
 	default:
 		p.fail(q.name("quant_method"), "must be %q (MXFP4 experts), or %q/%q for a converted checkpoint, got %q",
 			compressedTensors, quantModelOptMixed, quantFP8, qm)
@@ -62,25 +62,20 @@ func (c *Config) parseModelOptExperts(p *fields, q jobj) {
 		if !strings.HasSuffix(k, ".experts") {
 			continue
 		}
+		// The first problem sticks: later reads and failures are no-ops.
 		e, _ := p.object(layers, k, true)
-		algo := p.str(e, "quant_algo", true)
-		if p.err != nil {
-			return
-		}
-		if algo == modelOptFP8Block {
+		switch algo := p.str(e, "quant_algo", true); {
+		case p.err != nil:
+		case algo == modelOptFP8Block:
 			fp8 = true
-			continue
-		}
-		if algo != modelOptNVFP4 {
+		case algo != modelOptNVFP4:
 			p.fail(e.name("quant_algo"), "routed experts must be NVFP4 or %s when declared, got %q", modelOptFP8Block, algo)
-			return
+		default:
+			if g := p.sizeOr(e, "group_size", 1, maxDim, quant.NVFP4GroupSize); p.err == nil && g != quant.NVFP4GroupSize {
+				p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", quant.NVFP4GroupSize, g)
+			}
+			nvfp4 = true
 		}
-		g := p.sizeOr(e, "group_size", 1, maxDim, quant.NVFP4GroupSize)
-		if p.err == nil && g != quant.NVFP4GroupSize {
-			p.fail(e.name("group_size"), "NVFP4 blocks are %d elements, got %d", quant.NVFP4GroupSize, g)
-			return
-		}
-		nvfp4 = true
 	}
 	switch {
 	case nvfp4 && fp8:
@@ -123,14 +118,9 @@ func ignores(v any, module string) bool {
 	return false
 }
 
-// modelOptFP8Block is ModelOpt's quant_algo of 128×128 block-FP8 weights.
-const modelOptFP8Block = "FP8_PB_WO"
-
-// deepSeekExperts reads the experts' format from a DeepSeek-V3 "fp8"
-// config that has no expert description of its own: every linear module is
-// block FP8 unless ignored_layers (or modules_to_not_convert) names it, so
-// experts left out of both are FP8 (DeepSeek-V3's own release), and BF16
-// otherwise.
+// deepSeekExperts reads the experts' format from a DeepSeek-V3 "fp8" config
+// without an expert description: every linear module is block FP8 unless
+// ignored_layers or modules_to_not_convert names it.
 func (c *Config) deepSeekExperts(q jobj) ExpertFormat {
 	bank := c.firstBank()
 	if bank == "" {

@@ -7,25 +7,21 @@ import (
 	"strings"
 )
 
-// What the engines that run K3 (SGLang, vLLM, TensorRT-LLM, tokenspeed) call
-// the checkpoint's modules at run time. A ModelOpt quantization manifest is
-// looked up by those runtime names, so a converted checkpoint lists every
-// quantized module under each spelling and under the names of the fused
-// layers the engines build from it.
+// What the engines that run K3 call the checkpoint's modules at run time: a
+// ModelOpt quantization manifest is looked up by those names, so a converted
+// checkpoint lists every quantized module under each spelling and under the
+// names of the fused layers the engines build from it.
 
-// ModuleSpellings returns every name an engine may look module up by, sorted:
-// the checkpoint name; with the family's engine renames (K3:
-// block_sparse_moe → mlp, as SGLang's and vLLM's weight mappers rename the
-// MoE block); and, for each of those, with the multimodal text prefix
-// (K3: language_model.model.) replaced by the bare one (model.; SGLang
-// builds the language model with an empty prefix) and removed (vLLM strips
-// it and probes layers.N…). A bare text checkpoint's model. names also get
-// the stripped spelling. module may be a wildcard pattern: the same
-// rewrites apply.
+// ModuleSpellings returns every name an engine may look module (or a
+// wildcard pattern) up by, sorted: the checkpoint name and its engine
+// renames (K3: block_sparse_moe → mlp, as SGLang's and vLLM's weight mappers
+// do), each also with the multimodal text prefix replaced by the bare one
+// (SGLang builds the language model with an empty prefix) and removed (vLLM
+// strips it and probes layers.N…).
 func (c *Classifier) ModuleSpellings(module string) []string {
 	s := c.s
 	names := []string{module}
-	for _, r := range s.renames {
+	for _, r := range s.engines.Renames {
 		if strings.Contains(module, r[0]) {
 			names = append(names, strings.ReplaceAll(module, r[0], r[1]))
 		}
@@ -47,56 +43,45 @@ func (c *Classifier) ModuleSpellings(module string) []string {
 }
 
 // fusedGroup is a set of sibling projections an engine loads into one fused
-// linear layer. The fused layer has one quantization method, so its members
-// must be all quantized or all BF16: a group split by a recipe is loaded
-// wrongly (or refused) by the engines named here.
+// linear layer of one quantization method: a group split by a recipe is
+// loaded wrongly (or refused) by the engines named here.
 type fusedGroup struct {
 	// Name is the fused layer's name, a sibling of its members
 	// (….self_attn.fused_qkvg_proj).
-	Name string
+	Name string `json:"name"`
 	// Parent is the members' parent module ("self_attn", "shared_experts", "mlp").
-	Parent string
-	// members are the projections' names under Parent.
-	members []string
+	Parent string `json:"parent"`
+	// Members are the projections' names under Parent.
+	Members []string `json:"members"`
 	// Engines are the inference engines whose loaders build this fused layer.
-	Engines []string
+	Engines []string `json:"engines"`
 }
 
-// splitModule cuts a module name (no ".weight") into its parent path and leaf.
-func splitModule(module string) (parent, leaf string) {
+// groupsOf returns the parent of module (a checkpoint module name, e.g.
+// ….layers.3.self_attn.q_a_proj) and the fused groups it is a member of.
+func groupsOf(module string) (parent, leaf string, groups []fusedGroup) {
 	i := strings.LastIndexByte(module, '.')
-	if i < 0 {
-		return "", module
-	}
-	return module[:i], module[i+1:]
-}
-
-// groupsOf returns the fused groups module (a checkpoint module name, e.g.
-// language_model.model.layers.3.self_attn.q_a_proj) belongs to.
-func groupsOf(module string) (parent string, groups []int) {
-	parent, leaf := splitModule(module)
-	_, parentLeaf := splitModule(parent)
-	for i, g := range k3Schema.fused {
-		if g.Parent == parentLeaf && slices.Contains(g.members, leaf) {
-			groups = append(groups, i)
+	parent, leaf = module[:max(i, 0)], module[i+1:]
+	parentLeaf := parent[strings.LastIndexByte(parent, '.')+1:]
+	for _, g := range k3Schema.engines.Fused {
+		if g.Parent == parentLeaf && slices.Contains(g.Members, leaf) {
+			groups = append(groups, g)
 		}
 	}
-	return parent, groups
+	return parent, leaf, groups
 }
 
 // FusedNames returns the fused layers (checkpoint-spelled, e.g.
 // ….self_attn.in_proj_qkvgfab) that contain at least one of the given
-// quantized modules, sorted. For attention this is the set NVIDIA's Kimi-K3
-// exporter lists in quantized_layers beside the members; its recipe keeps
-// the MLPs BF16, so their gate_up_proj only appears for recipes that
-// quantize them, and then for the same reason: engines resolve the fused
-// layer's method by its own name.
+// quantized modules, sorted: engines resolve a fused layer's method by its
+// own name, so NVIDIA's Kimi-K3 exporter lists them in quantized_layers
+// beside the members.
 func FusedNames(quantized []string) []string {
 	var out []string
 	for _, m := range quantized {
-		parent, gs := groupsOf(m)
-		for _, gi := range gs {
-			out = append(out, parent+"."+k3Schema.fused[gi].Name)
+		parent, _, gs := groupsOf(m)
+		for _, g := range gs {
+			out = append(out, parent+"."+g.Name)
 		}
 	}
 	slices.Sort(out)
@@ -113,44 +98,36 @@ type Split struct {
 }
 
 // FindSplits reports every fused group with some members in quantized and
-// others in kept (module names without ".weight"). members absent from both
-// (not in the checkpoint) are ignored. Splits are sorted by module.
+// others in kept (module names without ".weight"), sorted by module.
 func FindSplits(quantized, kept []string) []Split {
-	state := map[string]map[string]bool{} // fused module → member leaf → quantized
-	idx := map[string]int{}
-	note := func(mods []string, q bool) {
+	type fused struct {
+		module, parent string // the fused layer's module and its members' parent
+	}
+	state := map[fused]map[string]bool{} // member leaf → quantized
+	groups := map[fused]fusedGroup{}
+	for i, mods := range [][]string{quantized, kept} {
 		for _, m := range mods {
-			parent, gs := groupsOf(m)
-			_, leaf := splitModule(m)
-			for _, gi := range gs {
-				key := parent + "." + k3Schema.fused[gi].Name + "\x00" + k3Schema.fused[gi].Parent
+			parent, leaf, gs := groupsOf(m)
+			for _, g := range gs {
+				key := fused{parent + "." + g.Name, g.Parent}
 				if state[key] == nil {
-					state[key] = map[string]bool{}
-					idx[key] = gi
+					state[key], groups[key] = map[string]bool{}, g
 				}
-				state[key][leaf] = q
+				state[key][leaf] = i == 0 // a module in both is kept
 			}
 		}
 	}
-	note(quantized, true)
-	note(kept, false)
 	var out []Split
 	for key, members := range state {
-		var s Split
-		g := k3Schema.fused[idx[key]]
-		for _, leaf := range g.members {
-			q, ok := members[leaf]
-			switch {
-			case !ok:
-			case q:
+		s := Split{Module: key.module, Group: groups[key]}
+		for _, leaf := range s.Group.Members {
+			if q, ok := members[leaf]; ok && q {
 				s.Quantized = append(s.Quantized, leaf)
-			default:
+			} else if ok {
 				s.Kept = append(s.Kept, leaf)
 			}
 		}
 		if len(s.Quantized) > 0 && len(s.Kept) > 0 {
-			s.Module, _, _ = strings.Cut(key, "\x00")
-			s.Group = g
 			out = append(out, s)
 		}
 	}
@@ -161,8 +138,7 @@ func FindSplits(quantized, kept []string) []Split {
 // ModuleMatcher reports whether a ModelOpt exclude_modules wildcard (fnmatch:
 // * matches any run of characters, dots included) matches a module name.
 func ModuleMatcher(pattern string) func(module string) bool {
-	// The exporter's patterns are literals with * at either end: match those
-	// without the general matcher.
+	// The exporter's patterns are literals with * at either end: no matcher.
 	lit, lead := strings.CutPrefix(pattern, "*")
 	lit, trail := strings.CutSuffix(lit, "*")
 	if !strings.ContainsAny(lit, `*?[\`) {
@@ -185,15 +161,13 @@ func ModuleMatcher(pattern string) func(module string) bool {
 }
 
 // ModelOptExcludes returns the exclude_modules patterns of NVIDIA's
-// exporter for this family (families/*.json, engines.modelopt_exclude), in
-// its order, before spelling expansion, one per dense layer where the file
-// says {dense}; for K3 they end with the KDA f_a/b projections, which NVIDIA
-// quantizes and so never lists but which another recipe may keep. A caller
-// removes the patterns that match a module it quantized.
+// exporter for this family (engines.modelopt_exclude), in its order, one per
+// dense layer where the file says {dense}. A caller removes the patterns that
+// match a module it quantized.
 func (c *Config) ModelOptExcludes() []string {
 	var out []string
 	vars := c.prefixVars()
-	for _, p := range c.sch.modelOptExclude {
+	for _, p := range c.sch.engines.ModelOptExclude {
 		p = expand(p, vars)
 		if !strings.Contains(p, "{dense}") {
 			out = append(out, p)

@@ -2,6 +2,9 @@ package model
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"strconv"
 	"strings"
 )
@@ -35,17 +38,16 @@ type node struct {
 // env resolves the names of an expression.
 type env func(name string) (int64, error)
 
+// parseExpr parses s with Go's expression parser, whose precedence the
+// grammar shares, and keeps what the grammar has: a leading "!" applies to
+// the whole expression, and a comparison's operand is no comparison unless
+// parenthesized.
 func parseExpr(s string) (expr, error) {
-	p := &exprParser{s: s}
-	neg := false
-	p.space()
-	if p.peek() == '!' {
-		p.i++
-		neg = true
-	}
-	n, err := p.cmp()
-	if err == nil && p.peek() != 0 {
-		err = fmt.Errorf("unexpected %q at %d", p.s[p.i:], p.i)
+	body, neg := strings.CutPrefix(strings.TrimLeft(s, " "), "!")
+	x, err := parser.ParseExpr(body)
+	var n *node
+	if err == nil {
+		n, err = toNode(body, x, false)
 	}
 	if err != nil {
 		return expr{}, fmt.Errorf("expression %q: %w", s, err)
@@ -56,101 +58,38 @@ func parseExpr(s string) (expr, error) {
 	return expr{src: s, root: n}, nil
 }
 
-type exprParser struct {
-	s string
-	i int
-}
+var binaryOps = map[token.Token]byte{token.EQL: '=', token.LSS: '<', token.ADD: '+', token.SUB: '-',
+	token.MUL: '*', token.QUO: '/', token.REM: '%'}
 
-func (p *exprParser) space() {
-	for p.i < len(p.s) && p.s[p.i] == ' ' {
-		p.i++
-	}
-}
-
-func (p *exprParser) peek() byte {
-	p.space()
-	if p.i < len(p.s) {
-		return p.s[p.i]
-	}
-	return 0
-}
-
-func (p *exprParser) cmp() (*node, error) {
-	l, err := p.sum()
-	var op byte
-	switch {
-	case err != nil:
-		return l, err
-	case strings.HasPrefix(p.s[p.i:], "=="):
-		op, p.i = '=', p.i+2
-	case p.peek() == '<':
-		op, p.i = '<', p.i+1
-	default:
-		return l, nil
-	}
-	r, err := p.sum()
-	return &node{op: op, left: l, right: r}, err
-}
-
-func (p *exprParser) sum() (*node, error) { return p.chain("+-", p.term) }
-
-func (p *exprParser) term() (*node, error) { return p.chain("*/%", p.atom) }
-
-// chain parses operands joined by the operators in ops, left to right.
-func (p *exprParser) chain(ops string, operand func() (*node, error)) (*node, error) {
-	l, err := operand()
-	for err == nil && strings.IndexByte(ops, p.peek()) >= 0 {
-		op := p.s[p.i]
-		p.i++
-		var r *node
-		if r, err = operand(); err == nil {
-			l = &node{op: op, left: l, right: r}
+// toNode converts x, parsed from src, refusing what the grammar lacks;
+// inCmp is whether x is a comparison's operand.
+func toNode(src string, x ast.Expr, inCmp bool) (*node, error) {
+	text := src[x.Pos()-1 : x.End()-1]
+	switch t := x.(type) {
+	case *ast.ParenExpr:
+		return toNode(src, t.X, false)
+	case *ast.BasicLit:
+		if v, err := strconv.ParseInt(t.Value, 10, 64); err == nil && t.Kind == token.INT {
+			return &node{val: v}, nil
 		}
-	}
-	return l, err
-}
-
-func isNameByte(c byte) bool {
-	return c == '_' || c == '.' || c == '[' || c == ']' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
-
-func (p *exprParser) atom() (*node, error) {
-	switch c := p.peek(); {
-	case c == '(':
-		p.i++
-		n, err := p.cmp()
+	case *ast.Ident, *ast.SelectorExpr, *ast.IndexExpr:
+		if isWord(text, ".[]") {
+			return &node{op: 'n', name: text}, nil
+		}
+	case *ast.BinaryExpr:
+		op, ok := binaryOps[t.Op]
+		cmp := op == '=' || op == '<'
+		if !ok || cmp && inCmp {
+			break
+		}
+		l, err := toNode(src, t.X, cmp)
 		if err != nil {
 			return nil, err
 		}
-		if p.peek() != ')' {
-			return nil, fmt.Errorf("missing ) at %d", p.i)
-		}
-		p.i++
-		return n, nil
-	case c >= '0' && c <= '9':
-		j := p.i
-		for j < len(p.s) && p.s[j] >= '0' && p.s[j] <= '9' {
-			j++
-		}
-		v, err := strconv.ParseInt(p.s[p.i:j], 10, 64)
-		if err != nil {
-			return nil, err
-		}
-		p.i = j
-		return &node{val: v}, nil
-	case isNameByte(c):
-		j := p.i
-		for j < len(p.s) && isNameByte(p.s[j]) {
-			j++
-		}
-		n := &node{op: 'n', name: p.s[p.i:j]}
-		p.i = j
-		return n, nil
-	case c == 0:
-		return nil, fmt.Errorf("unexpected end")
-	default:
-		return nil, fmt.Errorf("unexpected %q at %d", c, p.i)
+		r, err := toNode(src, t.Y, cmp)
+		return &node{op: op, left: l, right: r}, err
 	}
+	return nil, fmt.Errorf("unexpected %q at %d", text, x.Pos()-1)
 }
 
 // eval computes the expression; overflow past ±2^62, a division by zero

@@ -13,13 +13,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// fP8Block is the edge of a block-FP8 scale block: one scale per 128 × 128
-// weights (a partial block at the right or bottom edge has its own scale).
-const fP8Block = 128
-
-// sideFile is a file of a checkpoint directory that is not tensor data:
-// config.json, the tokenizer, custom code, README… A conversion or an export
-// carries every side file over unchanged (or rewrites it, like config.json).
+// sideFile is a file of a checkpoint directory that is not tensor data
+// (config.json, the tokenizer, custom code…), which conversions carry over.
 type sideFile struct {
 	// Name is the path relative to the checkpoint root, slash separated.
 	Name string
@@ -29,8 +24,7 @@ type sideFile struct {
 
 // IsSideFileName reports whether a root-relative, slash-separated path of a
 // checkpoint directory is a side file by name: not the index, and not under
-// a hidden entry (.cache/ of a hub download, .git/, editor files). Shards
-// are recognised by the caller, from the index.
+// a hidden entry (.cache/, .git/…). The caller knows the shards.
 func IsSideFileName(rel string) bool {
 	if rel == safetensors.IndexName || rel == "" {
 		return false
@@ -44,11 +38,9 @@ func IsSideFileName(rel string) bool {
 }
 
 // SideFiles lists the side files under root, sorted by name: every file
-// (symlinks followed, as in a hub cache snapshot) that IsSideFileName
-// accepts and that is not one of the shards (root-relative names, as the
-// index gives them). Hidden folders are not descended into. A side file that
-// is not a regular file (a FIFO, a device, a link to a directory) is an
-// error wrapping fsx.ErrNotRegular.
+// (symlinks followed) that IsSideFileName accepts and that is not one of the
+// shards (root-relative names). One that is not a regular file is an error
+// wrapping fsx.ErrNotRegular.
 func SideFiles(root string, shards []string) ([]sideFile, error) {
 	isShard := make(map[string]bool, len(shards))
 	for _, s := range shards {

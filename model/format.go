@@ -10,8 +10,7 @@ import (
 
 // Format is an engine convention for block-FP8 weights, as --format names
 // it: how the scale tensor of X.weight [N, K] is named and shaped (one F32
-// scale per 128×128 block). convert's conversions, its quantization configs
-// and every check of scale tensors read this one definition.
+// scale per 128×128 block).
 type Format uint8
 
 const (
@@ -66,9 +65,7 @@ func (f *Format) UnmarshalText(b []byte) error {
 }
 
 // QuantMethod is the quant_method of the quantization_config a conversion
-// in this convention writes: "fp8" (DeepSeek-V3), "compressed-tensors", or
-// "modelopt_mixed" (ModelOpt mixed precision, NVIDIA's Kimi-K3 export;
-// SGLang selects its mixed-precision path on exactly this value).
+// in this convention writes.
 func (f Format) QuantMethod() string { return formatFacts[f].method }
 
 // Role is the scale tensor's role next to its weight (roleScaleInv or roleScale).
@@ -91,8 +88,7 @@ func (f Format) ScaleShape(n, k int64) []int64 {
 
 // BlockScaleOf reports whether name is named as the block-FP8 scale of a
 // weight in some convention (X.weight_scale_inv or X.weight_scale) and
-// returns that weight's name, X.weight. Whether the weight exists and is
-// FP8 is the caller's to check; IsBlockScaleShape checks the shape.
+// returns X.weight; the caller checks the weight and the shape.
 func BlockScaleOf(name string) (weight string, ok bool) {
 	module, role := SplitRole(name)
 	if role != roleScaleInv && role != roleScale || module == "" {

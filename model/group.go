@@ -2,81 +2,30 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
-// Group is a named set of K3 tensors that recipes and layouts address as one
-// (a projection kind, a norm kind, the routed experts…). Every tensor of a K3
-// checkpoint belongs to exactly one group; its companions (scales, packed
-// codes) belong to their weight's group. Groups are finer than Components:
-// each group belongs to one Component.
+// Group is a named set of tensors that recipes and layouts address as one
+// (a projection kind, a norm kind, the routed experts…); companions belong
+// to their weight's group, and each group to one Component.
 type Group uint8
 
-// The groups. Their String forms are stable: recipes and layouts name groups
-// in data.
+// The groups the package names; families/k3.json lists all of the built-in
+// family's in Group order, and their names are stable: recipes and layouts
+// name groups in data.
 const (
 	// groupOther holds tensors the schema does not know.
-	groupOther Group = iota
-
-	// KDA (linear attention) layers, self_attn.*.
-	groupKDAQ      // kda.q_proj
-	groupKDAK      // kda.k_proj
-	groupKDAV      // kda.v_proj
-	groupKDAG      // kda.g_proj: the full-rank output gate
-	groupKDAO      // kda.o_proj
-	groupKDAFA     // kda.f_a_proj
-	groupKDAFB     // kda.f_b_proj
-	groupKDAB      // kda.b_proj
-	groupKDAConv   // kda.conv1d: q_conv1d, k_conv1d, v_conv1d
-	groupKDADTBias // kda.dt_bias: one value per head channel
-	groupKDAALog   // kda.A_log: one value per head, zero padded to ALogAlign
-	groupKDAONorm  // kda.o_norm
-
-	// MLA (full attention) layers, self_attn.*.
-	groupMLAQA      // mla.q_a_proj
-	groupMLAQANorm  // mla.q_a_layernorm
-	groupMLAQB      // mla.q_b_proj
-	groupMLAKVA     // mla.kv_a_proj_with_mqa
-	groupMLAKVANorm // mla.kv_a_layernorm
-	groupMLAKVB     // mla.kv_b_proj
-	groupMLAO       // mla.o_proj
-	groupMLAG       // mla.g_proj: the output gate (mla_use_output_gate)
-
-	// The dense MLP of the first_k_dense_replace layers, mlp.*.
-	groupDenseGate // dense_mlp.gate_proj
-	groupDenseUp   // dense_mlp.up_proj
-	groupDenseDown // dense_mlp.down_proj
-
-	// MoE layers, block_sparse_moe.*.
-	groupRouterGate // router.gate: gate.weight
-	groupRouterBias // router.e_score_correction_bias
-	groupLatentDown // latent.down_proj: routed_expert_down_proj (hidden → latent)
-	groupLatentUp   // latent.up_proj: routed_expert_up_proj (latent → hidden)
-	groupLatentNorm // latent.norm: routed_expert_norm
-	groupSharedGate // shared_experts.gate_proj
-	groupSharedUp   // shared_experts.up_proj
-	groupSharedDown // shared_experts.down_proj
-	GroupExperts    // experts: the routed experts (w1 gate, w2 down, w3 up)
-
-	// Per-layer norms.
-	groupLayerNorms // layer_norms: input_layernorm, post_attention_layernorm
-	groupAttnRes    // attn_res: self_attention_res_norm/proj, mlp_res_norm/proj
-
-	// Model level.
-	groupEmbedding   // embedding: embed_tokens
-	groupLMHead      // lm_head
-	groupFinalNorms  // final_norms: norm, output_attn_res_norm, output_attn_res_proj
-	groupVisionTower // vision_tower: every vision_tower.* tensor
-	groupMMProjector // mm_projector: every mm_projector.* tensor
-
+	groupOther Group = 0
+	// GroupExperts is the routed experts (w1 gate, w2 down, w3 up).
+	GroupExperts Group = 32
 	// numK3Groups is the number of the built-in family's groups, for arrays
 	// indexed by Group (another family's groups come after them).
-	numK3Groups = int(groupMMProjector) + 1
+	numK3Groups = 40
 )
 
-// groupInfo is every group's name and component: the built-in family's
-// (families/k3.json lists them in Group order), then those other families
-// add. It grows only while schema files are loaded (at start-up).
+// groupInfo is every group's name and component: the built-in family's,
+// then those other families add (only while loading schemas, at start-up).
 var groupInfo []groupDef
 
 // internGroup returns the group of a name, adding it when no family has it.
@@ -112,10 +61,8 @@ func (g Group) Component() Component {
 
 // ParseGroup maps a group's name back to the group.
 func ParseGroup(s string) (Group, error) {
-	for i := range groupInfo {
-		if groupInfo[i].name == s {
-			return Group(i), nil
-		}
+	if i := slices.IndexFunc(groupInfo, func(d groupDef) bool { return d.name == s }); i >= 0 {
+		return Group(i), nil
 	}
 	return groupOther, fmt.Errorf("model: unknown tensor group %q", s)
 }
@@ -142,33 +89,21 @@ func NumAllGroups() int { return len(groupInfo) }
 // Has reports whether g is in the set.
 func (s GroupSet) Has(g Group) bool { return g < 64 && s&(1<<g) != 0 }
 
-// members lists the set's groups in Group order.
-func (s GroupSet) members() []Group {
-	var out []Group
+// String lists the members' names in Group order, comma separated (what
+// ParseGroupSet reads).
+func (s GroupSet) String() string {
+	var names []string
 	for g := range Group(len(groupInfo)) {
 		if s.Has(g) {
-			out = append(out, g)
+			names = append(names, g.String())
 		}
 	}
-	return out
+	return strings.Join(names, ",")
 }
 
-// String lists the members' names, comma separated (what ParseGroupSet reads).
-func (s GroupSet) String() string {
-	var b strings.Builder
-	for _, g := range s.members() {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(g.String())
-	}
-	return b.String()
-}
-
-// ParseGroupSet reads a comma-separated list of group names. A family name
-// ("kda", "mla", "dense_mlp", "router", "latent", "shared_experts") stands
-// for all of its groups. Spaces around names are ignored; an empty list is
-// the empty set; an unknown name is an error that says which.
+// ParseGroupSet reads a comma-separated list of group names; a family name
+// ("kda", "router"…) stands for all of its groups, spaces around names are
+// ignored, and an empty list is the empty set.
 func ParseGroupSet(list string) (GroupSet, error) {
 	var s GroupSet
 	if strings.TrimSpace(list) == "" {

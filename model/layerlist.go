@@ -6,23 +6,16 @@ import (
 	"strings"
 )
 
-// Per-layer config lists and the extra layers' own prefix, for families
-// whose layers differ by a list in the config (DeepSeek-V4's
-// compress_ratios) and whose MTP layers are named apart from the main
-// ones (DeepSeek-V4's mtp.{i}.).
+// Per-layer config lists (DeepSeek-V4's compress_ratios) and the extra
+// layers' own prefix (DeepSeek-V4's mtp.{i}.).
 
 // readList reads config key d.key as an array of at least length integers,
 // each in [lo, hi] and one of d.values when given, into values as k[0],
 // k[1]…; it returns the length.
 func readList(p *fields, o jobj, d dimRule, lo, hi, length int64, values map[string]int64) int64 {
 	k := d.key
-	v, ok := p.get(o, k, true)
+	a, ok := typed[[]any](p, o, k, true, "an array of integers")
 	if !ok {
-		return 0
-	}
-	a, ok := v.([]any)
-	if !ok {
-		p.fail(o.name(k), "must be an array of integers, got %s", describe(v))
 		return 0
 	}
 	if int64(len(a)) < length {
@@ -80,9 +73,8 @@ func mainLayers(layers []layer) int {
 	return n
 }
 
-// layerPrefixOf is the full name prefix of 0-based layer i: the schema's
-// layer prefix with {n} = i, or for an extra layer the schema's
-// extra_prefix, when it has one, with {n} counted from 0.
+// layerPrefixOf is the full name prefix of 0-based layer i: the layer
+// prefix with {n} = i, or an extra layer's extra_prefix with {n} from 0.
 func (c *Config) layerPrefixOf(i int) string {
 	s := c.sch
 	lp, n := s.layerPrefix, i

@@ -22,14 +22,13 @@ func moduleKind(module string) (layer int, kind string) {
 }
 
 // moduleRegexp is a regular expression (RE2 and Python re alike) that
-// matches module under either text prefix, none, and the engines' mlp
-// spelling of the MoE block, anchored at the end: a decoder-layer module
-// by its kind in its layer (in any layer when anyLayer), any other module by
-// its last component.
+// matches module under any text prefix and engine spelling, anchored at the
+// end: a layer module by its kind in its layer (any layer when anyLayer),
+// any other by its last component.
 func moduleRegexp(module string, anyLayer bool) string {
 	layer, kind := moduleKind(module)
 	q := regexp.QuoteMeta(kind)
-	for _, r := range k3Schema.renames { // the engines' runtime spellings too
+	for _, r := range k3Schema.engines.Renames { // the engines' runtime spellings too
 		q = strings.ReplaceAll(q, r[0], "(?:"+r[0]+"|"+r[1]+")")
 	}
 	switch {
@@ -60,13 +59,11 @@ func ModulePatterns(mods, others []string) []string {
 	return slices.Compact(out)
 }
 
-// ExpertBank returns the module that holds a routed expert's tensor, its MoE
-// layer's bank of experts as the family spells it (K3:
-// ….block_sparse_moe.experts, or ….mlp.experts as some exports write it),
+// ExpertBank returns the module that holds a routed expert's tensor, its
+// layer's bank of experts as the name spells it (….block_sparse_moe.experts),
 // or "" for any other tensor.
 func (c *Classifier) ExpertBank(name string) string {
-	// What ParseName reads of a routed expert's name, and no more: a
-	// checkpoint's names are nearly all experts'.
+	// ParseName's reading of an expert's name, and no more: most names are.
 	s := c.s
 	rest := strings.TrimPrefix(name, s.outer)
 	rest, ok := strings.CutPrefix(rest, s.text+s.layers)

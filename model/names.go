@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -12,43 +13,26 @@ type Role uint8
 
 const (
 	// roleParam is a parameter that is not a module's weight or companion
-	// (dt_bias, A_log, e_score_correction_bias, a bias); its module is the
-	// name without its last segment.
+	// (dt_bias, A_log, a bias); its module is the name before its last segment.
 	roleParam Role = iota
 	// RoleWeight is X.weight (for ModelOpt NVFP4, the packed FP4 codes).
 	RoleWeight
 	// RolePacked is X.weight_packed: compressed-tensors packed codes (MXFP4, NVFP4).
 	RolePacked
-	// roleScale is X.weight_scale: compressed-tensors group scales, ModelOpt
-	// and compressed-tensors FP8 block scales, NVFP4 block scales.
-	roleScale
-	// roleScaleInv is X.weight_scale_inv: DeepSeek-style block-FP8 scales.
-	roleScaleInv
-	// roleScale2 is X.weight_scale_2: ModelOpt NVFP4's per-tensor second-level scale.
-	roleScale2
-	// roleInputScale is X.input_scale: a static activation scale.
-	roleInputScale
-	// roleGlobalScale is X.weight_global_scale: compressed-tensors NVFP4's per-tensor scale.
-	roleGlobalScale
-	// roleInputGlobalScale is X.input_global_scale: compressed-tensors NVFP4's activation scale.
-	roleInputGlobalScale
-	// roleZeroPoint is X.weight_zero_point: compressed-tensors asymmetric zero points.
-	roleZeroPoint
+	roleScale    // group scales, FP8 block scales (compressed-tensors, ModelOpt), NVFP4 block scales
+	roleScaleInv // DeepSeek-style block-FP8 scales
 
-	numRoles = int(roleZeroPoint) + 1
+	numRoles = len(roleSuffix)
 )
 
-// roleSuffix is each role's last name segment ("" for RoleParam).
-var roleSuffix = [numRoles]string{
-	RoleWeight:           "weight",
-	RolePacked:           "weight_packed",
-	roleScale:            "weight_scale",
-	roleScaleInv:         "weight_scale_inv",
-	roleScale2:           "weight_scale_2",
-	roleInputScale:       "input_scale",
-	roleGlobalScale:      "weight_global_scale",
-	roleInputGlobalScale: "input_global_scale",
-	roleZeroPoint:        "weight_zero_point",
+// roleSuffix is each role's last name segment, in Role order.
+var roleSuffix = [...]string{
+	"", "weight", "weight_packed", "weight_scale", "weight_scale_inv",
+	"weight_scale_2",      // ModelOpt NVFP4's per-tensor second-level scale
+	"input_scale",         // a static activation scale
+	"weight_global_scale", // compressed-tensors NVFP4's per-tensor scale
+	"input_global_scale",  // compressed-tensors NVFP4's activation scale
+	"weight_zero_point",   // compressed-tensors asymmetric zero points
 }
 
 // String is the role's name suffix ("weight_scale_inv"), "param" for RoleParam.
@@ -63,9 +47,8 @@ func (r Role) String() string {
 }
 
 // SplitRole splits a tensor name into its module and role:
-// "a.q_proj.weight_scale_inv" → ("a.q_proj", roleScaleInv); a name whose
-// last segment is no weight or companion suffix is a RoleParam of the
-// module before it ("a.self_attn.dt_bias" → ("a.self_attn", RoleParam)).
+// "a.q_proj.weight_scale_inv" → ("a.q_proj", roleScaleInv), "a.self_attn.dt_bias"
+// → ("a.self_attn", roleParam).
 func SplitRole(name string) (module string, role Role) {
 	dot := strings.LastIndexByte(name, '.')
 	role = roleOf(name[dot+1:])
@@ -75,28 +58,10 @@ func SplitRole(name string) (module string, role Role) {
 	return name[:dot], role
 }
 
-// roleOf maps a last name segment to its role (a switch: this runs for
-// every tensor name).
+// roleOf maps a last name segment to its role.
 func roleOf(last string) Role {
-	switch last {
-	case "weight":
-		return RoleWeight
-	case "weight_packed":
-		return RolePacked
-	case "weight_scale":
-		return roleScale
-	case "weight_scale_inv":
-		return roleScaleInv
-	case "weight_scale_2":
-		return roleScale2
-	case "input_scale":
-		return roleInputScale
-	case "weight_global_scale":
-		return roleGlobalScale
-	case "input_global_scale":
-		return roleInputGlobalScale
-	case "weight_zero_point":
-		return roleZeroPoint
+	if i := slices.Index(roleSuffix[:], last); i > 0 {
+		return Role(i)
 	}
 	return roleParam
 }
@@ -135,18 +100,16 @@ type TensorName struct {
 	Expert int
 	// Proj is the routed expert projection (zero for others).
 	Proj expertProjection
-	// Module is the name without its role suffix ("….self_attn.q_proj" for
-	// "….self_attn.q_proj.weight_scale_inv"): a weight and its companions
-	// share it.
+	// Module is the name without its role suffix: a weight and its
+	// companions share it.
 	Module string
 	// Role is what the tensor is to its module.
 	Role Role
 }
 
-// ParseName reads a tensor name of either prefix (language_model.model.… or
-// model.… for K3). Names the schema does not know get GroupOther, with
-// Layer, Module and Role still filled in where the name has them, so they
-// can be placed and reported, never dropped.
+// ParseName reads a tensor name of either prefix (K3: language_model.model.…
+// or model.…). A name the schema does not know gets groupOther, with Layer,
+// Module and Role still filled in, so it is placed and reported.
 func (c *Classifier) ParseName(name string) TensorName {
 	s := c.s
 	module, role := SplitRole(name)
@@ -155,8 +118,7 @@ func (c *Classifier) ParseName(name string) TensorName {
 		t.Group = g
 		return t
 	}
-	// key is what names the tensor's kind from offset off on: its module, or
-	// the whole name for a parameter.
+	// key names the tensor's kind from offset off: its module, or a parameter's name.
 	key := func(off int) string {
 		if role == roleParam {
 			return name[off:]
@@ -215,29 +177,27 @@ func (c *Classifier) ParseName(name string) TensorName {
 // prefixes (K3: the vision tower and the projector), which may sit under
 // one more module.
 func (s *schema) rootGroup(name string) Group {
-	for _, p := range s.rootPrefixes {
-		if strings.HasPrefix(name, p.prefix) {
-			return p.group
+	for p, g := range s.rootPrefixes {
+		if strings.HasPrefix(name, p) {
+			return g
 		}
 	}
-	if i := strings.IndexByte(name, '.'); i > 0 && isWord(name[:i]) {
-		for _, p := range s.rootPrefixes {
-			if strings.HasPrefix(name[i+1:], p.prefix) {
-				return p.group
+	if i := strings.IndexByte(name, '.'); isWord(name[:max(i, 0)], "") {
+		for p, g := range s.rootPrefixes {
+			if strings.HasPrefix(name[i+1:], p) {
+				return g
 			}
 		}
 	}
 	return groupOther
 }
 
-func isWord(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return false
-		}
-	}
-	return s != ""
+// isWord reports whether s is a non-empty run of ASCII letters, digits, '_'
+// and the bytes of also.
+func isWord(s, also string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || strings.ContainsRune(also, r))
+	})
 }
 
 // expertTail reads "<experts>E.P.…" for any of the family's spellings of

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"maps"
 	"regexp"
 	"slices"
@@ -10,10 +11,9 @@ import (
 // mxfp4Format is the compressed-tensors format name of packed MXFP4 weights.
 const mxfp4Format = "mxfp4-pack-quantized"
 
-// parseQuantization reads the routed experts' format. A converted
-// checkpoint states it at the top level (parseConverted); the released
-// source states it inside text_config, where the top level has none (its
-// loader copies it up). Without any quantization_config the experts are BF16.
+// parseQuantization reads the routed experts' format: a conversion states it
+// at the top level (parseConverted), the released source inside text_config
+// (its loader copies it up); without any quantization_config they are BF16.
 func (c *Config) parseQuantization(p *fields, top, text jobj) {
 	q, ok := p.object(top, "quantization_config", false)
 	if !ok && p.err == nil && c.Multimodal {
@@ -34,7 +34,7 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 		c.parseConverted(p, q, qm, text)
 		return
 	}
-	c.parseCompressedTensors(p, q)
+	c.parseCompressedTensors(p, q, text)
 }
 
 // compressedTensors is the quant_method of the source's MXFP4 experts.
@@ -42,7 +42,7 @@ const compressedTensors = "compressed-tensors"
 
 // parseCompressedTensors finds the MXFP4 expert group of a
 // compressed-tensors quantization_config.
-func (c *Config) parseCompressedTensors(p *fields, q jobj) {
+func (c *Config) parseCompressedTensors(p *fields, q, text jobj) {
 	topFormat := p.str(q, "format", false)
 	groups, _ := p.object(q, "config_groups", true)
 	if p.err != nil {
@@ -53,11 +53,7 @@ func (c *Config) parseCompressedTensors(p *fields, q jobj) {
 		if p.err != nil {
 			return
 		}
-		format := p.str(g, "format", false)
-		if format == "" {
-			format = topFormat
-		}
-		if format != mxfp4Format {
+		if cmp.Or(p.str(g, "format", false), topFormat) != mxfp4Format {
 			continue
 		}
 		w, _ := p.object(g, "weights", true)
@@ -78,15 +74,11 @@ func (c *Config) parseCompressedTensors(p *fields, q jobj) {
 			return
 		}
 		c.Experts = ExpertsMXFP4
-		text := "text_config."
-		if !c.Multimodal {
-			text = ""
-		}
 		if c.NumExperts > 0 && c.MoEIntermediate%c.GroupSize != 0 {
-			p.fail(text+"moe_intermediate_size", "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.MoEIntermediate)
+			p.fail(text.name("moe_intermediate_size"), "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.MoEIntermediate)
 		}
 		if c.NumExperts > 0 && c.LatentDim%c.GroupSize != 0 {
-			p.fail(text+"routed_expert_hidden_size", "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.LatentDim)
+			p.fail(text.name("routed_expert_hidden_size"), "must be a multiple of the MXFP4 group size %d, got %d", c.GroupSize, c.LatentDim)
 		}
 		return
 	}
@@ -98,10 +90,9 @@ func (c *Config) parseCompressedTensors(p *fields, q jobj) {
 }
 
 // floatQuantizedExperts reads a converted compressed-tensors config without
-// an MXFP4 group: when some float-quantized (FP8) group targets the routed
-// experts (a "re:" pattern matching the first MoE layer's bank or its first
-// expert's w1, under any engine spelling) they are FP8, else BF16. ok is
-// false when no group is float-quantized (not a conversion's config).
+// an MXFP4 group: the experts are FP8 when a float-quantized group's "re:"
+// target matches the first MoE bank or its first w1 (any engine spelling),
+// else BF16; ok is false when no group is float-quantized.
 func (c *Config) floatQuantizedExperts(groups jobj, topFormat string) (ExpertFormat, bool) {
 	found := false
 	var mods []string
@@ -110,30 +101,15 @@ func (c *Config) floatQuantizedExperts(groups jobj, topFormat string) (ExpertFor
 	}
 	for _, g := range groups.m {
 		gm, _ := g.(map[string]any)
-		format, _ := gm["format"].(string)
-		if format == "" {
-			format = topFormat
-		}
-		if format != "float-quantized" {
+		if format, _ := gm["format"].(string); cmp.Or(format, topFormat) != "float-quantized" {
 			continue
 		}
 		found = true
 		targets, _ := gm["targets"].([]any)
 		for _, t := range targets {
-			pat, ok := t.(string)
-			if !ok {
-				continue
-			}
-			re, ok := strings.CutPrefix(pat, "re:")
-			if !ok {
-				continue
-			}
-			rx, err := regexp.Compile(`^(?:` + re + `)`)
-			if err != nil {
-				continue
-			}
-			for _, m := range mods {
-				if rx.MatchString(m) {
+			pat, _ := t.(string)
+			if re, ok := strings.CutPrefix(pat, "re:"); ok {
+				if rx, err := regexp.Compile(`^(?:` + re + `)`); err == nil && slices.ContainsFunc(mods, rx.MatchString) {
 					return ExpertsFP8, true
 				}
 			}

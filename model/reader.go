@@ -5,21 +5,18 @@ import (
 	"fmt"
 )
 
-// A family's config reader. Kimi-K3's is Go (reader "kimi_linear": its
-// layer schedule lists, AttnRes, compressed-tensors and ModelOpt
-// quantization, vision_config); any other family's config is read from its
-// schema's "config" section by readGeneric: each dimension by its key, in
-// order, with its bounds, default and condition, and the roles the product
-// uses (layers, hidden, experts…) named.
+// A family's config reader: Kimi-K3's is Go (reader "kimi_linear"); any
+// other family's config is read by readGeneric from its schema's "config"
+// section, each dimension by its key, in order, with bounds, default,
+// condition and the role the product reads it by.
 
 // configFile is a schema's "config" section.
 type configFile struct {
 	Reader     string    `json:"reader"`
 	ModelTypes []string  `json:"model_types"`
 	Dims       []dimFile `json:"dims"`
-	// FP8Block accepts a quantization_config of DeepSeek's block FP8
-	// (quant_method fp8, weight_block_size [128, 128]); the name fp8 reads 1
-	// then, else 0.
+	// FP8Block accepts DeepSeek's block-FP8 quantization_config, where the
+	// name fp8 reads 1 (else 0).
 	FP8Block bool `json:"fp8_block"`
 }
 
@@ -159,7 +156,7 @@ func roleKey(s *schema, role string) string {
 func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	p := &fields{}
 	top := jobj{m: raw}
-	c := &Config{raw: raw, sch: s, values: map[string]int64{}, Experts: ExpertsMXFP4}
+	c := &Config{raw: raw, sch: s, values: map[string]int64{}, Experts: ExpertsBF16}
 	read := func(name string) (int64, error) {
 		if v, ok := c.values[name]; ok {
 			return v, nil
@@ -187,10 +184,8 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 			v = readList(p, top, d, evalOr(d.min, 0), evalOr(d.max, maxDim), evalOr(d.length, 0), c.values)
 		case d.boolean:
 			v = b2i(p.boolean(top, d.key, evalOr(d.def, 0) != 0))
-		case d.def != nil:
-			v = p.sizeOr(top, d.key, evalOr(d.min, 1), evalOr(d.max, maxDim), evalOr(d.def, 0))
-		default:
-			v = p.dim(top, d.key, true, evalOr(d.min, 1), evalOr(d.max, maxDim), 0)
+		default: // required without a default
+			v = p.dim(top, d.key, d.def == nil, evalOr(d.min, 1), evalOr(d.max, maxDim), evalOr(d.def, 0))
 		}
 		if m := evalOr(d.multiple, 1); p.err == nil && m > 0 && v%m != 0 {
 			p.fail(d.key, "must be a multiple of %d, got %d", m, v)
@@ -220,11 +215,10 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 	}
 	main := c.NumLayers
 	c.NumLayers += int(c.values[roleKey(s, "extra_layers")])
-	c.Experts = ExpertsBF16
 	c.AttnResBlockSize = max(c.NumLayers, 1)
 	c.layers = make([]layer, c.NumLayers)
 	for i := range c.layers {
-		c.layers[i] = layer{Index: i, Attention: mLA, MoE: i >= c.FirstKDense, BlockStart: i == 0, extra: i >= main}
+		c.layers[i] = layer{Index: i, Attention: mLA, MoE: i >= c.FirstKDense, extra: i >= main}
 	}
 	return c.finish(roleKey(s, "layers"))
 }

@@ -91,10 +91,11 @@ func TestReleasedConfigFacts(t *testing.T) {
 	if c.Experts != ExpertsMXFP4 || c.GroupSize != 32 || c.Converted != "" || !c.Multimodal {
 		t.Errorf("experts %v group %d converted %q multimodal %v", c.Experts, c.GroupSize, c.Converted, c.Multimodal)
 	}
-	v := c.Vision
-	if v == nil || v.Hidden != 1024 || v.QKVHidden != 1536 || v.HeadDim != 128 || v.projIn() != 4096 ||
-		v.Channels != 3 || v.Layers != 27 || v.MergeH != 2 || v.MergeW != 2 {
-		t.Errorf("vision %+v", v)
+	vis := func(k string) int64 { return c.values["vision_config."+k] }
+	if in, err := c.env("VIN"); !c.Vision || vis("vt_hidden_size") != 1024 || vis("qkv_hidden_size") != 1536 ||
+		vis("vt_num_attention_heads") != 12 || in != 4096 || err != nil || vis("num_channels") != 3 ||
+		vis("vt_num_hidden_layers") != 27 || vis("merge_kernel_size[0]") != 2 || vis("merge_kernel_size[1]") != 2 {
+		t.Errorf("vision %v, projector input %d (%v)", c.Vision, in, err)
 	}
 	if c.QuantizationPath != "text_config.quantization_config" || c.quantizationConfig()["format"] != "mxfp4-pack-quantized" {
 		t.Errorf("quantization_config read at %q", c.QuantizationPath)

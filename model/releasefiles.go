@@ -66,10 +66,9 @@ func loadFiles(f *filesFile, group func(where, name string) (Group, error)) (*fi
 	return r, nil
 }
 
-// releaseFiles splits the catalog into the files of the family's release
-// split, nil when the family has none or it does not fit this config (a
-// layer it names is missing, or a tensor is left over): synth then writes
-// one file per shard.
+// releaseFiles splits the catalog into the family's release files, nil when
+// the family has none or it does not fit this config (a layer it names is
+// missing, or a tensor is left over).
 func (c *Config) releaseFiles() [][]safetensors.TensorSpec {
 	r := c.sch.files
 	if r == nil {

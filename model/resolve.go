@@ -6,9 +6,8 @@ import (
 	"strings"
 )
 
-// templates is a config's reading of its family's schema: every unit it
-// uses with its tensors' dtypes and shapes, the layer parts, and the
-// model-level shards it has. A config resolves it once; it is read-only.
+// templates is a config's reading of its family's schema (resolved once,
+// read-only): the layer parts and the model-level shards it has.
 type templates struct {
 	layer  []resolvedPart // every layer part; a layer has those of its mask
 	shards []resolvedShard
@@ -41,7 +40,7 @@ func (c *Config) prefixVars() map[string]string {
 }
 
 // value resolves a name of a schema expression: a dimension of the schema,
-// else a config key as the reader read it.
+// else a config key as the reader read it (c.values).
 func (c *Config) value(name string, depth int) (int64, error) {
 	if e, ok := c.sch.dims[name]; ok {
 		if depth > 16 {
@@ -49,7 +48,7 @@ func (c *Config) value(name string, depth int) (int64, error) {
 		}
 		return e.root.eval(func(n string) (int64, error) { return c.value(n, depth+1) })
 	}
-	if v, ok := c.configValue(name); ok {
+	if v, ok := c.values[name]; ok {
 		return v, nil
 	}
 	return 0, fmt.Errorf("%s: no such dimension or config key", name)
@@ -130,8 +129,7 @@ func (c *Config) unitTemplates(unit string) ([]tmpl, error) {
 
 // resolvePart resolves a part; a layer part's prefix is completed per layer.
 func (c *Config) resolvePart(p partRule, cache map[string][]tmpl) (resolvedPart, error) {
-	// FP8 experts (--experts fp8) are described as the BF16 weights they
-	// were cast from, as every FP8 weight of a conversion is.
+	// FP8 experts are described as the BF16 weights they were cast from.
 	form := c.Experts
 	if form == ExpertsFP8 {
 		form = ExpertsBF16
@@ -166,6 +164,7 @@ func (c *Config) resolve() error {
 	s := c.sch
 	t := &templates{}
 	cache := map[string][]tmpl{}
+	used := uint64(0) // the parts some layer has
 	for i := range c.layers {
 		l := &c.layers[i]
 		for j, p := range s.layerParts {
@@ -180,9 +179,6 @@ func (c *Config) resolve() error {
 			}
 			l.parts |= 1 << j
 		}
-	}
-	used := uint64(0)
-	for _, l := range c.layers {
 		used |= l.parts
 	}
 	t.layer = make([]resolvedPart, len(s.layerParts))

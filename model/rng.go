@@ -1,6 +1,7 @@
 package model
 
 import (
+	"hash/fnv"
 	"math/bits"
 	"regexp"
 )
@@ -30,12 +31,9 @@ func (r *splitmix) next() uint64 {
 
 // tensorStream is the deterministic stream of one tensor.
 func tensorStream(seed uint64, name string) splitmix {
-	h := uint64(14695981039346656037) // FNV-1a 64 offset basis
-	for i := 0; i < len(name); i++ {
-		h ^= uint64(name[i])
-		h *= 1099511628211
-	}
-	m := splitmix{s: seed ^ bits.RotateLeft64(h, 32)}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	m := splitmix{s: seed ^ bits.RotateLeft64(h.Sum64(), 32)}
 	return splitmix{s: m.next()}
 }
 

@@ -2,9 +2,10 @@ package model
 
 import (
 	"bytes"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -34,11 +35,9 @@ func (s Scale) String() string {
 // Set implements pflag.Value so a Scale can be a command-line flag; the
 // name's case does not matter there (--scale TINY).
 func (s *Scale) Set(name string) error {
-	for i, n := range scaleNames {
-		if n == strings.ToLower(name) {
-			*s = Scale(i)
-			return nil
-		}
+	if i := slices.Index(scaleNames[:], strings.ToLower(name)); i >= 0 {
+		*s = Scale(i)
+		return nil
 	}
 	return fmt.Errorf("model: unknown scale %q (want full, small or tiny)", strings.ToLower(name))
 }
@@ -46,10 +45,8 @@ func (s *Scale) Set(name string) error {
 // Type implements pflag.Value.
 func (s *Scale) Type() string { return "scale" }
 
-// dims are the sizes that vary between scales. Everything else (93 layers,
-// the MLA schedule, AttnRes blocks of 12, one dense layer, names, dtypes,
-// every other key of the released config) is the same at every scale, so
-// every deployment layout applies to each.
+// dims are the sizes that vary between scales; everything else of the
+// released config is the same at every scale, so every layout applies to each.
 type dims struct {
 	hidden, vocab, intermediate                     int64
 	heads, qLora, kvLora, qkNope, qkRope, vHead     int64
@@ -97,25 +94,8 @@ var scaleDims = [...]dims{
 //go:embed testdata/k3/config.json
 var releasedConfig []byte
 
-// K3 schedule facts shared by every scale (the released linear_attn_config;
-// a test checks them against the released file).
-const (
-	k3Layers         = 93
-	k3MLAEvery       = 4    // full_attn_layers = 4, 8, …, 92 (1-based) …
-	k3LastLayerIsMLA = true // … plus 93
-)
-
-// k3FullAttnLayers is the 1-based MLA list [4, 8, …, 92, 93].
-func k3FullAttnLayers() (full, kda []int) {
-	for l := 1; l <= k3Layers; l++ {
-		if l%k3MLAEvery == 0 || (k3LastLayerIsMLA && l == k3Layers) {
-			full = append(full, l)
-		} else {
-			kda = append(kda, l)
-		}
-	}
-	return full, kda
-}
+// k3Layers is the released config's num_hidden_layers, at every scale.
+const k3Layers = 93
 
 // scaledRaw is the released config with a scale's dimensions set: the same
 // keys, values and structure, only sizes changed.
@@ -126,13 +106,10 @@ func scaledRaw(d dims) (map[string]any, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("model: the released config: %w", err)
 	}
-	text, ok1 := raw["text_config"].(map[string]any)
-	vision, ok2 := raw["vision_config"].(map[string]any)
-	var lin map[string]any
-	if ok1 {
-		lin, ok1 = text["linear_attn_config"].(map[string]any)
-	}
-	if !ok1 || !ok2 {
+	text, _ := raw["text_config"].(map[string]any)
+	vision, ok := raw["vision_config"].(map[string]any)
+	lin, ok1 := text["linear_attn_config"].(map[string]any)
+	if !ok || !ok1 {
 		return nil, fmt.Errorf("model: the released config lacks text_config.linear_attn_config or vision_config")
 	}
 	set := func(m map[string]any, kv ...any) {
@@ -156,9 +133,8 @@ func scaledRaw(d dims) (map[string]any, error) {
 	return raw, nil
 }
 
-// scaledConfigJSON is the config.json of a replica at a scale (what synth
-// writes): at full scale the released file itself, at the others the
-// released file with only its dimensions changed, written the same way.
+// scaledConfigJSON is the config.json of a replica at a scale: the released
+// file, at small and tiny with only its dimensions changed.
 func scaledConfigJSON(sc Scale) ([]byte, error) {
 	if int(sc) >= len(scaleDims) {
 		return nil, fmt.Errorf("model: unknown scale %d", sc)
@@ -173,47 +149,28 @@ func scaledConfigJSON(sc Scale) ([]byte, error) {
 	return MarshalConfig(raw)
 }
 
-// The DeepSeek-V3 config as publicly mirrored (testdata/deepseek-v3/FACTS.md
-// says from where) and a tiny config with its keys.
-var (
-	//go:embed testdata/deepseek-v3/config.json
-	deepseekV3Config []byte
-	//go:embed testdata/deepseek-v3/tiny.json
-	deepseekV3Tiny []byte
-)
-
-// DeepSeek-V4-Flash's config, reconstructed from the fields public sources
-// report (testdata/deepseek-v4/FACTS.md: its bytes were not found), and a
-// tiny config with its keys.
-var (
-	//go:embed testdata/deepseek-v4/config.json
-	deepseekV4Config []byte
-	//go:embed testdata/deepseek-v4/tiny.json
-	deepseekV4Tiny []byte
-)
+// deepseekConfigs are the DeepSeek families' released configs
+// (testdata/deepseek-v*/FACTS.md say from where; V4's is reconstructed from
+// the fields public sources report) and tiny ones with their keys.
+//
+//go:embed testdata/deepseek-v3/config.json testdata/deepseek-v3/tiny.json
+//go:embed testdata/deepseek-v4/config.json testdata/deepseek-v4/tiny.json
+var deepseekConfigs embed.FS
 
 // BuiltinFamilies names the built-in families FamilyConfigJSON knows, the
 // default (Kimi-K3) first.
 func BuiltinFamilies() []string { return []string{"kimi-k3", "deepseek-v3", "deepseek-v4"} }
 
 // FamilyConfigJSON is the config.json of a built-in family's replica at a
-// scale: the family's released config at full scale. Kimi-K3 has every
-// scale; DeepSeek-V3 has full and tiny. An unknown family or a scale the
-// family lacks is an error that lists what there is.
+// scale (the released config at full scale); the DeepSeek families have
+// full and tiny.
 func FamilyConfigJSON(family string, sc Scale) ([]byte, error) {
 	switch family {
 	case "", "kimi-k3":
 		return scaledConfigJSON(sc)
 	case "deepseek-v3", "deepseek-v4":
-		full, tiny := deepseekV3Config, deepseekV3Tiny
-		if family == "deepseek-v4" {
-			full, tiny = deepseekV4Config, deepseekV4Tiny
-		}
-		switch sc {
-		case ScaleFull:
-			return bytes.Clone(full), nil
-		case ScaleTiny:
-			return bytes.Clone(tiny), nil
+		if file := map[Scale]string{ScaleFull: "config.json", ScaleTiny: "tiny.json"}[sc]; file != "" {
+			return deepseekConfigs.ReadFile("testdata/" + family + "/" + file)
 		}
 		return nil, fmt.Errorf("model: family %s has the scales full and tiny, not %s", family, sc)
 	}

@@ -11,12 +11,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// A model family is a schema file (families/*.json for the built-ins): the
-// dimensions a config gives, the tensor groups, every tensor of a layer and
-// of the model-level shards with its dtype and shape as expressions over
-// those dimensions, the layer schedule's parts, the shard placement and the
-// name spellings the classifier accepts. This file reads and checks one; the
-// catalog, the classifier and synth interpret it.
+// This file reads and checks a family's schema file (the package doc says
+// what one holds); the catalog, the classifier and synth interpret it.
 
 //go:embed families/k3.json
 var k3SchemaJSON []byte
@@ -36,9 +32,8 @@ type schemaFile struct {
 		Shape []string          `json:"shape"`
 		When  string            `json:"when"`
 		Live  string            `json:"live"`
-		// FP8 marks a weight the release stores as block FP8 when the
-		// config declares it (fp8): F8_E4M3 with an F32 weight_scale_inv
-		// per 128×128 block, else BF16.
+		// FP8 marks a weight stored as block FP8 (fp8Rules) when the config
+		// declares fp8, else BF16.
 		FP8 bool `json:"fp8"`
 	} `json:"units"`
 	Layer struct {
@@ -61,35 +56,26 @@ type schemaFile struct {
 		Experts           []string          `json:"experts"`
 		ExpertProjections map[string]string `json:"expert_projections"`
 	} `json:"names"`
-	Engines struct {
-		Doc     string      `json:"doc"`
-		Renames [][2]string `json:"renames"`
-		Fused   []struct {
-			Name    string   `json:"name"`
-			Parent  string   `json:"parent"`
-			Members []string `json:"members"`
-			Engines []string `json:"engines"`
-		} `json:"fused"`
-		ModelOptExclude []string    `json:"modelopt_exclude"`
-		SharedScale     [][2]string `json:"shared_scale"`
-	} `json:"engines"`
+	Engines enginesFile `json:"engines"`
+}
+
+// enginesFile is the engines' spellings of the family's modules.
+type enginesFile struct {
+	Doc             string       `json:"doc"`
+	Renames         [][2]string  `json:"renames"` // checkpoint → runtime module name parts
+	Fused           []fusedGroup `json:"fused"`
+	ModelOptExclude []string     `json:"modelopt_exclude"`
+	SharedScale     [][2]string  `json:"shared_scale"`
 }
 
 // filesFile is the release's split of the tensors into files, where it
-// differs from one file per layer: the tensors in the order of the stages'
-// takes, each stage filling its files in turn.
+// differs from one file per layer (releasefiles.go reads it).
 type filesFile struct {
-	Doc string `json:"doc"`
-	// MaxElements closes a file before a weight (with its scale tensors)
-	// that would take it past this many elements; a stage's last file
-	// takes the rest of the stage.
-	MaxElements int64 `json:"max_elements"`
+	Doc         string `json:"doc"`
+	MaxElements int64  `json:"max_elements"`
 	Stages      []struct {
 		Take []struct {
-			// Group takes the model-level tensors of a group.
-			Group string `json:"group"`
-			// Layers takes the tensors of layers [a, b], only those whose
-			// name after the layer prefix starts with one of Only when given.
+			Group  string   `json:"group"`
 			Layers *[2]int  `json:"layers"`
 			Only   []string `json:"only"`
 		} `json:"take"`
@@ -112,16 +98,15 @@ type schema struct {
 	modelTypes []string
 	readDims   []dimRule
 	fp8Block   bool
-	// prefixes are the name variables ({P}, {LM}) of a bare text config
-	// ([0]) and of a multimodal one ([1]).
+	// prefixes are the name variables ({P}, {LM}) by Multimodal.
 	prefixes [2]map[string]string
 	dims     map[string]expr
 	units    map[string][]tensorRule
 	// layerPrefix is the name prefix of layer {n}; layerParts its parts.
 	layerPrefix string
 	layerParts  []partRule
-	// extraPrefix names the extra layers ("" for layerPrefix); extra is
-	// what follows the text prefix in it before the number.
+	// extraPrefix names the extra layers ("" for layerPrefix); extra is its
+	// part between the text prefix and the number.
 	extraPrefix, extra string
 	shards             []shardRule
 	files              *filesRule
@@ -130,7 +115,7 @@ type schema struct {
 	layerKeys    map[string]layerGroup // after "layers.N.": module, or a parameter's whole tail
 	textTop      map[string]Group      // after the text prefix, outside the layers
 	rootModules  map[string]Group
-	rootPrefixes []prefixGroup
+	rootPrefixes map[string]Group
 	expertPaths  []string // after "layers.N.", before the expert's number
 	expertProj   map[string]expertProjection
 	// expertsPart is the catalog's spelling of expertPaths.
@@ -138,22 +123,12 @@ type schema struct {
 	// outer + text is the multimodal text prefix, text the bare one; layers
 	// is what follows it before a layer's number.
 	outer, text, layers string
-
-	// The engines' spellings.
-	renames         [][2]string // checkpoint → runtime module name parts
-	fused           []fusedGroup
-	modelOptExclude []string
-	sharedScale     [][2]string
+	engines             enginesFile
 }
 
 type groupDef struct {
 	name string
 	comp Component
-}
-
-type prefixGroup struct {
-	prefix string
-	group  Group
 }
 
 // tensorRule is a tensor of a unit: its name after the unit's prefix, its
@@ -204,7 +179,7 @@ func loadSchema(data []byte) (*schema, error) {
 	}
 	s := &schema{family: f.Family, dims: map[string]expr{}, units: map[string][]tensorRule{},
 		layerKeys: map[string]layerGroup{}, textTop: map[string]Group{}, rootModules: map[string]Group{},
-		expertProj: map[string]expertProjection{}}
+		rootPrefixes: map[string]Group{}, expertProj: map[string]expertProjection{}}
 	if err := s.loadConfig(f.Config); err != nil {
 		return nil, err
 	}
@@ -279,12 +254,10 @@ func loadSchema(data []byte) (*schema, error) {
 		for i, p := range ps {
 			w := fmt.Sprintf("%s[%d]", where, i)
 			r := partRule{unit: p.Unit, prefix: p.Prefix}
-			known := false // under one of the experts' formats, at least
-			for _, f := range []ExpertFormat{ExpertsMXFP4, ExpertsBF16, ExpertsNVFP4} {
+			if !slices.ContainsFunc([]ExpertFormat{ExpertsMXFP4, ExpertsBF16, ExpertsNVFP4}, func(f ExpertFormat) bool {
 				_, ok := s.units[expand(p.Unit, map[string]string{"experts": string(f)})]
-				known = known || ok
-			}
-			if !known {
+				return ok // under one of the experts' formats, at least
+			}) {
 				return nil, s.fail(w, fmt.Errorf("unknown unit %q", p.Unit))
 			}
 			var err error
@@ -343,10 +316,7 @@ func loadSchema(data []byte) (*schema, error) {
 	if err := s.nameTables(&f, group); err != nil {
 		return nil, err
 	}
-	s.renames, s.modelOptExclude, s.sharedScale = f.Engines.Renames, f.Engines.ModelOptExclude, f.Engines.SharedScale
-	for _, g := range f.Engines.Fused {
-		s.fused = append(s.fused, fusedGroup{Name: g.Name, Parent: g.Parent, members: g.Members, Engines: g.Engines})
-	}
+	s.engines = f.Engines
 	return s, nil
 }
 
@@ -415,7 +385,7 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 		if err != nil {
 			return err
 		}
-		s.rootPrefixes = append(s.rootPrefixes, prefixGroup{p, gr})
+		s.rootPrefixes[p] = gr
 	}
 	s.expertPaths = f.Names.Experts
 	if s.expertsPart != "" && !slices.Contains(s.expertPaths, s.expertsPart) {
@@ -472,8 +442,8 @@ func fp8Rules(r tensorRule, when string) ([]tensorRule, error) {
 // Group constants.
 var k3Schema = func() *schema {
 	s := mustSchema(k3SchemaJSON)
-	if len(groupInfo) != numK3Groups {
-		panic(fmt.Sprintf("model: families/k3.json lists %d groups, the package %d", len(groupInfo), numK3Groups))
+	if len(groupInfo) != numK3Groups || GroupExperts.String() != "experts" {
+		panic(fmt.Sprintf("model: families/k3.json lists %d groups (the package %d), group %d is %s, not experts", len(groupInfo), numK3Groups, GroupExperts, GroupExperts))
 	}
 	return s
 }()
@@ -491,12 +461,10 @@ var families = func() []*schema {
 	return []*schema{mustSchema(deepseekV3JSON), mustSchema(deepseekV4JSON)}
 }()
 
-// UseSchema reads a schema file (a model family as data; see
-// model/families/k3.json) for every later ParseConfig: a config whose
-// model_type the file lists is read with it, before the built-in families
-// (a file of the same family name replaces the earlier one).
-// Call it at start-up, before anything else of the package runs: a
-// family's new groups join the package's.
+// UseSchema reads a schema file (see model/families/k3.json) for every later
+// ParseConfig: a config whose model_type it lists is read with it, before
+// the built-in families, and a family of the same name is replaced. Call it
+// at start-up, before anything else of the package runs.
 func UseSchema(data []byte) error {
 	s, err := loadSchema(data)
 	if err != nil {

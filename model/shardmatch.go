@@ -7,30 +7,21 @@ import (
 )
 
 // ShardMatcher finds a tensor name in the catalog of its shard
-// (ShardTensors) without building the catalog's names: a full-size K3
-// catalog is 497,220 names, the matcher a few small tables. A check of a
-// shard against the config then costs one match per tensor, and names are
-// built only for the tensors that disagree. It is read-only once built and
-// safe for concurrent use.
+// (ShardTensors) with a few small tables instead of the catalog's names (K3
+// has 497,220). It is read-only once built and safe for concurrent use.
 type ShardMatcher struct {
-	c *Config
-	// prefixes are the layers' name prefixes (layers.N., or an extra
-	// layer's own), by 0-based layer.
-	prefixes []string
+	c        *Config
+	prefixes []string              // by 0-based layer (layerPrefixOf)
 	kinds    map[uint64]*layerKind // by a layer's set of parts
-	level    []map[string]match
-	// experts is the layers' repeated part's spelling before the number.
-	experts string
+	level    []map[string]match    // the model-level shards' tensors by name
 }
 
-// layerKind is the catalog of one kind of layer: the tail after
-// "layers.N." of every tensor that is not a routed expert's, with its
-// position, then the routed experts (for a layer that has them).
+// layerKind is the catalog of one kind of layer: the tail after the layer
+// prefix of every tensor but the routed experts', then those.
 type layerKind struct {
 	tail    map[string]int
 	ts      []tmpl  // by position, for the tensors of tail
 	groups  []Group // by position, likewise
-	n       int     // tensors before the experts
 	expert  []tmpl  // nil for a layer without experts
 	nExpert int64
 }
@@ -39,8 +30,7 @@ type layerKind struct {
 type match struct {
 	// Pos is the tensor's position in ShardTensors.
 	Pos int
-	// DType and Shape are what the catalog gives it (Shape is shared: not
-	// to be modified).
+	// DType and Shape are the catalog's (Shape is shared: not to be modified).
 	DType safetensors.DType
 	Shape []int64
 	// Group is the tensor's group, as the config's Classifier parses its name.
@@ -49,7 +39,7 @@ type match struct {
 
 // ShardMatcher builds the matcher of this config's catalog.
 func (c *Config) ShardMatcher() *ShardMatcher {
-	m := &ShardMatcher{c: c, kinds: map[uint64]*layerKind{}, experts: c.sch.expertsPart}
+	m := &ShardMatcher{c: c, kinds: map[uint64]*layerKind{}}
 	cls := c.Classifier
 	for _, l := range c.layers {
 		m.prefixes = append(m.prefixes, c.layerPrefixOf(l.Index))
@@ -69,18 +59,16 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 				}
 			}
 		}
-		k.n = len(k.ts)
-		// The groups, as the classifier reads the names of a layer of this
-		// kind (only o_proj and g_proj depend on the layer).
-		k.groups = make([]Group, k.n)
+		// The groups as the classifier reads this layer's names (only o_proj
+		// and g_proj depend on the layer).
+		k.groups = make([]Group, len(k.ts))
 		p := m.prefixes[l.Index]
 		for j, x := range k.ts {
 			k.groups[j] = cls.ParseName(p + x.suffix).Group
 		}
 		m.kinds[l.parts] = k
 	}
-	// Model-level shards are small (K3: 5, 3 and 168 tensors): a map of
-	// their full names.
+	// Model-level shards are small (K3: 5, 3 and 168 tensors): full names.
 	for i := c.NumLayers; i < c.NumShards(); i++ {
 		names := map[string]match{}
 		for j, s := range c.ShardTensors(i) {
@@ -100,7 +88,7 @@ func (m *ShardMatcher) Len(i int) int {
 		return len(m.level[i-m.c.NumLayers])
 	}
 	k := m.kinds[m.c.layers[i].parts]
-	return k.n + int(k.nExpert)*len(k.expert)
+	return len(k.ts) + int(k.nExpert)*len(k.expert)
 }
 
 // Find reports the named tensor's entry in the catalog of 0-based shard
@@ -120,12 +108,12 @@ func (m *ShardMatcher) Find(i int, name string) (match, bool) {
 	}
 	k := m.kinds[c.layers[i].parts]
 	if k.expert != nil {
-		if er, ok := strings.CutPrefix(rest, m.experts); ok {
+		if er, ok := strings.CutPrefix(rest, c.sch.expertsPart); ok {
 			if e, er, ok := canonicalInt(er); ok && int64(e) < k.nExpert && er != "" && er[0] == '.' {
 				er = er[1:]
 				for j, x := range k.expert {
 					if x.suffix == er {
-						return match{k.n + e*len(k.expert) + j, x.dtype, x.shape, GroupExperts}, true
+						return match{len(k.ts) + e*len(k.expert) + j, x.dtype, x.shape, GroupExperts}, true
 					}
 				}
 			}

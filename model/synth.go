@@ -24,27 +24,25 @@ import (
 // errOutputExists: synth was pointed at a non-empty directory without Force.
 var errOutputExists = errors.New("output directory is not empty")
 
-// synthChunkElems bounds the values generated at once per worker (256 KiB of
-// float32), so memory stays flat whatever the tensor size.
+// synthChunkElems bounds the values generated at once per worker, so memory
+// stays flat whatever the tensor size.
 const synthChunkElems = 64 << 10
 
 // SynthOptions controls Synth.
 type SynthOptions struct {
-	// Family is the built-in family to replicate ("" for Kimi-K3; see
-	// BuiltinFamilies), ignored when Config is set.
+	// Family ("" for Kimi-K3; see BuiltinFamilies) and Scale pick a built-in
+	// config, unless Config is set.
 	Family string
-	// Scale picks the built-in dimensions (ignored when Config is set).
-	Scale Scale
-	// Config, when non-nil, is a config.json to replicate instead of the
-	// scale's; it is validated before anything is written and copied verbatim.
+	Scale  Scale
+	// Config, when non-nil, is a config.json to replicate, copied verbatim.
 	Config []byte
 	// HeaderOnly leaves every data region a hole of a sparse file.
 	HeaderOnly bool
 	// Seed selects the values; the same seed gives the same bytes on every machine.
 	Seed uint64
-	// Force allows writing into a non-empty directory. Files synth writes are
-	// replaced; stale shards (model-NNNNN-of-NNNNN[N].safetensors not in
-	// the new set) and temporaries of killed runs are removed; nothing else is touched.
+	// Force allows writing into a non-empty directory: files synth writes
+	// are replaced, stale shards (shardFileRE) and temporaries of killed runs
+	// removed, nothing else touched.
 	Force bool
 	// Workers bounds how many shards are written at once (0: GOMAXPROCS).
 	Workers int
@@ -53,9 +51,9 @@ type SynthOptions struct {
 }
 
 // Synth writes a replica checkpoint into dir: config.json, the shards laid
-// out as the released files are (through the codec's writer) and
-// model.safetensors.index.json. Values are seeded normals per tensor (see rng.go); routed experts are MXFP4
-// encoded from normals. The config is validated before dir is touched.
+// out as the released files are and model.safetensors.index.json. Values
+// are seeded normals per tensor (rng.go), encoded to each tensor's dtype.
+// The config is validated before dir is touched.
 func Synth(dir string, opts SynthOptions) error {
 	cfgJSON := opts.Config
 	if cfgJSON == nil {
@@ -120,14 +118,14 @@ func Synth(dir string, opts SynthOptions) error {
 // shardFileRE matches any shard name, to find stale shards under Force.
 var shardFileRE = regexp.MustCompile(`^model-\d{5}-of-\d{5,6}\.safetensors$`)
 
-// synthFile is one file synth writes: its name and tensors.
 type synthFile struct {
 	name  string
 	specs []safetensors.TensorSpec
 }
 
 // synthFiles lists the files synth writes: the family's release split when
-// it has one that fits the config, else one file per shard.
+// it has one that fits the config (DeepSeek-V3's 163 files), else one file
+// per shard.
 func (c *Config) synthFiles() []synthFile {
 	if rf := c.releaseFiles(); rf != nil {
 		out := make([]synthFile, len(rf))
@@ -143,9 +141,7 @@ func (c *Config) synthFiles() []synthFile {
 	return out
 }
 
-// SynthShards is the number of files Synth writes for this config: the
-// family's release split of the tensors where its schema gives one that
-// fits the config (DeepSeek-V3's 163 files), else NumShards.
+// SynthShards is the number of files Synth writes for this config.
 func (c *Config) SynthShards() int {
 	if rf := c.releaseFiles(); rf != nil {
 		return len(rf)
@@ -204,8 +200,7 @@ type synth struct {
 	cfg  *Config
 	dir  string
 	opts SynthOptions
-	// live maps each zero-padded tensor to its count of values.
-	live map[string]int64
+	live map[string]int64 // liveCounts
 }
 
 // mxfp4PackedRE finds an MXFP4 weight's packed codes; its scales are the
@@ -320,10 +315,11 @@ func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf 
 }
 
 // fillMXFP4 draws the [N, K] weight row band by row band and writes its
-// packed codes [N, K/2] and E8M0 scales [N, K/32].
+// packed codes [N, K/2] and E8M0 scales [N, K/32] (the config's group size
+// is 32 wherever it has MXFP4 weights).
 func (s *synth) fillMXFP4(w *safetensors.Writer, weight string, packed, scale safetensors.TensorSpec, buf *synthBuf) error {
-	g := s.cfg.GroupSize
-	if g <= 0 || len(packed.Shape) != 2 || len(scale.Shape) != 2 || packed.Shape[0] != scale.Shape[0] ||
+	const g = quant.MXGroupSize
+	if s.cfg.GroupSize != g || len(packed.Shape) != 2 || len(scale.Shape) != 2 || packed.Shape[0] != scale.Shape[0] ||
 		packed.Shape[1]*2 != scale.Shape[1]*g {
 		return fmt.Errorf("tensor %s: packed %v and scale %v do not describe one MXFP4 matrix", weight, packed.Shape, scale.Shape)
 	}
@@ -337,30 +333,14 @@ func (s *synth) fillMXFP4(w *safetensors.Writer, weight string, packed, scale sa
 		return err
 	}
 	band := max(1, synthChunkElems/k)
-	dist := distOf(weight)
 	r := tensorStream(s.opts.Seed, weight)
-	if g != quant.MXGroupSize {
-		buf.f32 = bufs.Grow(buf.f32, int(band*k))
-	}
 	buf.out = bufs.Grow(buf.out, int(band*k/2))
 	buf.scales = bufs.Grow(buf.scales, int(band*k/g))
-	var tables *mxTables
-	if g == quant.MXGroupSize {
-		tables = mxTablesFor(dist)
-	}
+	tables := mxTablesFor(distOf(weight))
 	for row := int64(0); row < rows; row += band {
 		m := min(band, rows-row) * k
 		p, sc := buf.out[:m/2], buf.scales[:m/g]
-		if tables != nil {
-			err = tables.encodeGroups(&r, p, sc)
-		} else {
-			src := buf.f32[:m]
-			for j := range src {
-				src[j] = dist.draw(&r)
-			}
-			err = quant.EncodeMXFP4(p, sc, src)
-		}
-		if err != nil {
+		if err := tables.encodeGroups(&r, p, sc); err != nil {
 			return fmt.Errorf("tensor %s: %w", weight, err)
 		}
 		if _, err := pw.Write(p); err != nil {

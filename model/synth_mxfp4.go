@@ -44,8 +44,7 @@ type mxCodeTable struct {
 // shared by every worker.
 type mxTables struct {
 	dist valueDist
-	// exp is each sum's scale byte (exponent + 127) as a group of that one
-	// value gets it.
+	// exp is each sum's scale byte in a group of that one value.
 	exp   []uint8
 	byExp [256]atomic.Pointer[mxCodeTable] // by scale byte, built on first use
 }

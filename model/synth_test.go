@@ -423,7 +423,7 @@ func fewLayersConfig(t *testing.T, n int) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := ParseConfig(out); err != nil || c.NumLayers != n || c.Vision == nil {
+	if c, err := ParseConfig(out); err != nil || c.NumLayers != n || !c.Vision {
 		t.Fatalf("%d-layer config: %v", n, err)
 	}
 	return out

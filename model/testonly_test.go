@@ -10,6 +10,84 @@ import (
 
 // Helpers only the tests use.
 
+// The roles after roleScaleInv (roleSuffix').
+const (
+	roleScale2 Role = roleScaleInv + 1 + iota
+	roleInputScale
+	roleGlobalScale
+)
+
+// The components in Component order (componentNames').
+const (
+	attentionKDA Component = iota + 1
+	attentionMLA
+	sharedExperts
+	latentMoE
+	router
+	_ // RoutedExperts
+	denseMLP
+	embedding
+	lMHead
+	norms
+	vision
+	attention
+	mtp
+)
+
+// The built-in family's groups in Group order (families/k3.json's).
+const (
+	// KDA (linear attention) layers, self_attn.*.
+	groupKDAQ Group = iota + 1
+	groupKDAK
+	groupKDAV
+	groupKDAG // the full-rank output gate
+	groupKDAO
+	groupKDAFA
+	groupKDAFB
+	groupKDAB
+	groupKDAConv   // q_conv1d, k_conv1d, v_conv1d
+	groupKDADTBias // one value per head channel
+	groupKDAALog   // one value per head, zero padded
+	groupKDAONorm
+
+	// MLA (full attention) layers, self_attn.*.
+	groupMLAQA
+	groupMLAQANorm
+	groupMLAQB
+	groupMLAKVA
+	groupMLAKVANorm
+	groupMLAKVB
+	groupMLAO
+	groupMLAG // the output gate (mla_use_output_gate)
+
+	// The dense MLP of the first_k_dense_replace layers, mlp.*.
+	groupDenseGate
+	groupDenseUp
+	groupDenseDown
+
+	// MoE layers, block_sparse_moe.*.
+	groupRouterGate
+	groupRouterBias
+	groupLatentDown // routed_expert_down_proj (hidden → latent)
+	groupLatentUp   // routed_expert_up_proj (latent → hidden)
+	groupLatentNorm
+	groupSharedGate
+	groupSharedUp
+	groupSharedDown
+	_ // GroupExperts
+
+	// Per-layer norms.
+	groupLayerNorms // input_layernorm, post_attention_layernorm
+	groupAttnRes    // self_attention_res_norm/proj, mlp_res_norm/proj
+
+	// Model level.
+	groupEmbedding
+	groupLMHead
+	groupFinalNorms // norm, output_attn_res_norm, output_attn_res_proj
+	groupVisionTower
+	groupMMProjector
+)
+
 // normal draws an approximately standard normal value.
 func (r *splitmix) normal() float64 {
 	return (float64(r.sum12()) - ihMean) * ihScale
@@ -39,6 +117,34 @@ func (c *Config) quantizationConfig() map[string]any {
 	}
 	m, _ := deepCopy(v).(map[string]any)
 	return m
+}
+
+// members lists the set's groups in Group order.
+func (s GroupSet) members() []Group {
+	var out []Group
+	for g := range Group(len(groupInfo)) {
+		if s.Has(g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// fP8Block is the edge of a block-FP8 scale block: one scale per 128 × 128
+// weights (a partial block at the right or bottom edge has its own scale).
+const fP8Block = 128
+
+// k3FullAttnLayers is the package-level classifier's schedule as 1-based
+// layer lists.
+func k3FullAttnLayers() (full, kda []int) {
+	for i, mla := range k3Classifier.mla {
+		if mla {
+			full = append(full, i+1)
+		} else {
+			kda = append(kda, i+1)
+		}
+	}
+	return full, kda
 }
 
 // scaleBlocks is the block-scale grid of an [n, k] weight: ⌈n/128⌉ rows of

@@ -1,50 +1,28 @@
 package model
 
-// visionConfig is the vision tower and projector geometry, read from the
-// released vision_config fields.
-type visionConfig struct {
-	Hidden       int64 // vt_hidden_size
-	Layers       int64 // vt_num_hidden_layers
-	Intermediate int64 // vt_intermediate_size
-	Heads        int64 // vt_num_attention_heads
-	QKVHidden    int64 // qkv_hidden_size: the attention's inner width (wqkv is [3 × it, Hidden])
-	HeadDim      int64 // QKVHidden / Heads
-	PatchSize    int64 // patch_size
-	Channels     int64 // num_channels; 3 (RGB) when absent, as in the release
-	PosEmbH      int64 // init_pos_emb_height
-	PosEmbW      int64 // init_pos_emb_width
-	MergeH       int64 // merge_kernel_size[0]
-	MergeW       int64 // merge_kernel_size[1]
-}
-
-// projIn is the projector's input width: MergeH × MergeW merged patches of
-// Hidden each (mm_projector.proj.0 is [projIn, projIn]). The config's
-// mm_hidden_size does not enter the shapes.
-func (v *visionConfig) projIn() int64 { return v.Hidden * v.MergeH * v.MergeW }
-
+// parseVision checks vision_config, whose keys the schema's vision units
+// read as recorded (c.values).
 func (c *Config) parseVision(p *fields, top jobj) {
 	v, ok := p.object(top, "vision_config", false)
 	if !ok {
 		return
 	}
-	vc := &visionConfig{}
-	vc.Hidden = p.size(v, "vt_hidden_size", maxDim)
-	vc.Layers = p.size(v, "vt_num_hidden_layers", maxLayers)
-	vc.Intermediate = p.size(v, "vt_intermediate_size", maxDim)
-	vc.Heads = p.size(v, "vt_num_attention_heads", maxDim)
-	vc.QKVHidden = p.size(v, "qkv_hidden_size", maxDim)
+	hidden := p.size(v, "vt_hidden_size", maxDim)
+	p.size(v, "vt_num_hidden_layers", maxLayers)
+	p.size(v, "vt_intermediate_size", maxDim)
+	heads := p.size(v, "vt_num_attention_heads", maxDim)
+	qkv := p.size(v, "qkv_hidden_size", maxDim) // the attention's inner width (wqkv is [3 × it, hidden])
 	if p.err != nil {
 		return
 	}
-	if vc.QKVHidden%vc.Heads != 0 {
-		p.fail(v.name("qkv_hidden_size"), "%d is not a multiple of vt_num_attention_heads %d", vc.QKVHidden, vc.Heads)
+	if qkv%heads != 0 {
+		p.fail(v.name("qkv_hidden_size"), "%d is not a multiple of vt_num_attention_heads %d", qkv, heads)
 		return
 	}
-	vc.HeadDim = vc.QKVHidden / vc.Heads
-	vc.PatchSize = p.size(v, "patch_size", 4096)
-	vc.Channels = p.sizeOr(v, "num_channels", 1, 64, 3)
-	vc.PosEmbH = p.size(v, "init_pos_emb_height", 4096)
-	vc.PosEmbW = p.size(v, "init_pos_emb_width", 4096)
+	p.size(v, "patch_size", 4096)
+	p.sizeOr(v, "num_channels", 1, 64, 3) // RGB when absent, as in the release
+	p.size(v, "init_pos_emb_height", 4096)
+	p.size(v, "init_pos_emb_width", 4096)
 	mv, ok := p.get(v, "merge_kernel_size", true)
 	if !ok {
 		return
@@ -59,29 +37,15 @@ func (c *Config) parseVision(p *fields, top jobj) {
 	if p.err == nil && (mh <= 0 || mw <= 0 || mh > 64 || mw > 64) {
 		p.fail(v.name("merge_kernel_size"), "sizes must be in 1..64, got [%d, %d]", mh, mw)
 	}
-	vc.MergeH, vc.MergeW = mh, mw
+	p.note(v.name("merge_kernel_size")+"[0]", mh)
+	p.note(v.name("merge_kernel_size")+"[1]", mw)
 	if th := p.sizeOr(v, "text_hidden_size", 1, maxDim, c.Hidden); p.err == nil && th != c.Hidden {
 		p.fail(v.name("text_hidden_size"), "must equal text_config.hidden_size %d, got %d", c.Hidden, th)
 	}
-	if p.err == nil && vc.projIn() > maxDim {
-		p.fail(v.name("merge_kernel_size"), "projector input %d × %d × %d is over %d", vc.Hidden, mh, mw, maxDim)
+	// The projector's input is mh × mw merged patches (mm_projector.proj.0 is
+	// [in, in]); mm_hidden_size does not enter the shapes.
+	if p.err == nil && hidden*mh*mw > maxDim {
+		p.fail(v.name("merge_kernel_size"), "projector input %d × %d × %d is over %d", hidden, mh, mw, maxDim)
 	}
-	if p.err == nil {
-		c.Vision = vc
-	}
-}
-
-// visionKeys are the vision_config keys as parseVision read them.
-var visionKeys = map[string]func(v *visionConfig) int64{
-	"vt_hidden_size":         func(v *visionConfig) int64 { return v.Hidden },
-	"vt_num_hidden_layers":   func(v *visionConfig) int64 { return v.Layers },
-	"vt_intermediate_size":   func(v *visionConfig) int64 { return v.Intermediate },
-	"vt_num_attention_heads": func(v *visionConfig) int64 { return v.Heads },
-	"qkv_hidden_size":        func(v *visionConfig) int64 { return v.QKVHidden },
-	"patch_size":             func(v *visionConfig) int64 { return v.PatchSize },
-	"num_channels":           func(v *visionConfig) int64 { return v.Channels },
-	"init_pos_emb_height":    func(v *visionConfig) int64 { return v.PosEmbH },
-	"init_pos_emb_width":     func(v *visionConfig) int64 { return v.PosEmbW },
-	"merge_kernel_size[0]":   func(v *visionConfig) int64 { return v.MergeH },
-	"merge_kernel_size[1]":   func(v *visionConfig) int64 { return v.MergeW },
+	c.Vision = p.err == nil
 }

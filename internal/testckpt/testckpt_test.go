@@ -47,8 +47,8 @@ func TestLayersConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.NumLayers != n || c.NumShards() != n+3 || c.Vision == nil {
-			t.Errorf("%d layers: config has %d layers, %d shards, vision %v", n, c.NumLayers, c.NumShards(), c.Vision != nil)
+		if c.NumLayers != n || c.NumShards() != n+3 || !c.Vision {
+			t.Errorf("%d layers: config has %d layers, %d shards, vision %v", n, c.NumLayers, c.NumShards(), c.Vision)
 		}
 		// Layer l's tensors are shard l's.
 		for l := range n {
