@@ -85,8 +85,10 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fil
 			x, err = packSpec(module, s)
 		case expert && opts.Experts == ExpertsBF16, !expert && r.decodes():
 			x, err = decodeSpec(module, s, byName)
-			if err == nil && x == nil && expert && opts.Experts == ExpertsBF16 {
-				err = undecodedExpert(module, s)
+			if err == nil && x == nil && expert && opts.Experts == ExpertsBF16 && !quantizableDTypes[s.DType] {
+				// No decode of its form: the output would not be what was asked.
+				err = fmt.Errorf("tensor %s: %w: --experts bf16 decodes MXFP4 (%s.weight_packed), NVFP4 and block-FP8 (%s.weight_scale_inv or weight_scale) experts and DeepSeek-V4's FP4 ones (I8 codes with an F8_E8M0 %s.scale), not %s %v with these companions; nothing was written",
+					s.Name, errNotQuantizable, module, module, module, s.DType, s.Shape)
 			}
 		}
 		if err != nil {
@@ -158,7 +160,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		return bf16(xfFP8, n, k, s.Name, sc.Name), nil
 	case s.DType.String() == "I8" && len(s.Shape) == 2 && roleOfName(s.Name) == model.RoleWeight:
 		if _, ok := byName[v4ScaleName(module)]; !ok {
-			return nil, nil // not DeepSeek-V4's FP4: no decode (an expert's is refused by undecodedExpert)
+			return nil, nil // not DeepSeek-V4's FP4: no decode (planTransforms refuses an expert's)
 		}
 		sc, n, k, err := v4FP4Scales(s, byName)
 		if err != nil {

@@ -90,7 +90,16 @@ func (m *moduleSet) sorted() modules {
 // convention's quantization_config) and, for ModelOpt, hf_quant_config.json.
 func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq []byte, err error) {
 	raw := cfg.Raw()
-	setV4ExpertDType(raw, opts)
+	// DeepSeek-V4's expert_dtype says what the routed experts hold: "fp4"
+	// (the release), "fp8"; absent, BF16 (inference/model.py MoE).
+	if _, ok := raw["expert_dtype"]; ok {
+		switch opts.Experts {
+		case ExpertsBF16:
+			delete(raw, "expert_dtype")
+		case ExpertsFP8:
+			raw["expert_dtype"] = "fp8"
+		}
+	}
 	text, _ := raw[textKey].(map[string]any)
 	var srcQC map[string]any // the source's description of its experts
 	var mxQC map[string]any  // a compressed-tensors MXFP4 one, top level or in text_config
