@@ -12,21 +12,14 @@ import (
 )
 
 // A block-FP8 weight's scale may sit in another shard: DeepSeek's
-// inference/fp8_cast_bf16.py (github.com/deepseek-ai/DeepSeek-V3 @
-// 9b4e9788e4a3a731f7567338ed15d3ec549ce03b, main) looks `<name>_scale_inv`
-// up through the index's weight_map and loads whichever file holds it. A
-// decode to BF16 does the same: the BF16 weight goes to the weight's shard
-// and the scale is dropped from its own. The plan reads such a scale's
-// bytes once (they are 1/4096 of their weight's codes) and its ID covers
-// their sha256, so an output shard depends on the scale's file as on its
-// own: a scale changed since a run started makes another plan, which a
-// resume, a --worker of the split and verify refuse as such, and the
-// weight's shard is written only while the scale's file has the stamp and
-// header it was planned with (checkForeign).
+// inference/fp8_cast_bf16.py (DeepSeek-V3 @ 9b4e9788e4a3) finds
+// `<name>_scale_inv` through the index's weight_map. A decode to BF16 does
+// the same: the plan holds the scale's bytes (1/4096 of the codes) and its
+// ID covers their sha256, and the weight's shard is written only while the
+// scale's file is as planned (checkForeign).
 
-// maxForeignScaleBytes bounds the scale bytes a plan holds for weights
-// whose scales sit in other shards (a real checkpoint has at most a few
-// per shard boundary).
+// maxForeignScaleBytes bounds the scale bytes a plan holds (a real
+// checkpoint has a few per shard boundary).
 const maxForeignScaleBytes = 64 << 20
 
 // foreignScale is a weight's block scale read from another shard.
@@ -39,24 +32,15 @@ type foreignScale struct {
 }
 
 // foreignScales are, per source file, the scales of its weights that other
-// files hold (by scale name) and the scales it holds for other files'
-// weights (dropped from it: the decode consumes them).
+// files hold and the scales it holds for other files' weights.
 type foreignScales struct {
 	in    map[string]map[string]*foreignScale
 	taken map[string]map[string]bool
 }
 
-// decodesFP8 tells whether planTransforms decodes the quantized weight name
-// to BF16 under the recipe and options.
-func decodesFP8(r *Recipe, opts Options, name string) bool {
-	expert := opts.classifier().Classify(name) == model.RoutedExperts
-	return expert && opts.Experts == ExpertsBF16 || !expert && r.decodes()
-}
-
-// planForeignScales finds every block-FP8 weight the plan decodes whose
-// scale (weight_scale_inv, or weight_scale) is not in the weight's file
-// but in another shard, and reads that scale. A scale held by no file is
-// left to planTransforms, which names it as missing.
+// planForeignScales reads the scale (weight_scale_inv or weight_scale) of
+// every block-FP8 weight the plan decodes that another shard holds; one no
+// file holds is left to planTransforms, which names it as missing.
 func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*foreignScales, error) {
 	fs := &foreignScales{in: map[string]map[string]*foreignScale{}, taken: map[string]map[string]bool{}}
 	if !r.decodes() && opts.Experts != ExpertsBF16 {
@@ -79,7 +63,9 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*f
 			if _, ok := f.Lookup(plain); ok {
 				continue
 			}
-			if !decodesFP8(r, opts, t.Name) {
+			// Only the weights planTransforms decodes.
+			expert := opts.classifier().Classify(t.Name) == model.RoutedExperts
+			if expert && opts.Experts != ExpertsBF16 || !expert && !r.decodes() {
 				continue
 			}
 			sf, si, ok := src.Lookup(inv)
@@ -114,16 +100,13 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*f
 	return fs, nil
 }
 
-// fingerprintLine is what the plan's ID holds of a foreign scale.
+// fingerprintLine is what the plan's ID covers of a foreign scale.
 func (x *foreignScale) fingerprintLine() []string {
 	return []string{"xscale", x.weight, x.info.Name, x.file, hex.EncodeToString(x.sum[:])}
 }
 
-// checkForeign makes sure the files that hold fp's foreign scales are
-// still what the plan read them from: their stamps, and with header also
-// their header bytes (a remote file is checked by every response). A shard
-// written from scales of a file that changed since would disagree with
-// that file's own output.
+// checkForeign makes sure the files holding fp's foreign scales are as
+// planned: their stamps, and with header their header bytes.
 func (p *Plan) checkForeign(fp *filePlan, header bool) error {
 	for _, x := range fp.foreign {
 		for _, other := range p.Files {
