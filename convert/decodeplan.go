@@ -127,7 +127,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 	need := func(name string) (safetensors.TensorSpec, error) {
 		t, ok := byName[name]
 		if !ok {
-			return t, missingScale(s.Name, []string{name})
+			return t, &missingScaleError{s.Name, []string{name}}
 		}
 		return t, nil
 	}
@@ -149,7 +149,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 			}
 		}
 		if !ok {
-			return nil, missingScale(s.Name, []string{module + ".weight_scale_inv", module + ".weight_scale"})
+			return nil, &missingScaleError{s.Name, []string{module + ".weight_scale_inv", module + ".weight_scale"}}
 		}
 		if err := checkFP8Scales(s, sc); err != nil {
 			return nil, err
@@ -204,19 +204,15 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 // likeliest first) is not in the weight's file; locateScale names the file
 // that holds it. Only block FP8 reads scales from other files.
 type missingScaleError struct {
-	error
 	weight string
 	scales []string
 }
 
-func (e *missingScaleError) Unwrap() error { return e.error }
-
-func missingScale(weight string, scales []string) error {
-	return &missingScaleError{
-		error:  fmt.Errorf("tensor %s: %w: its scale tensor %s%s is not in the same file", weight, errNotQuantizable, scales[0], orNames(scales[1:])),
-		weight: weight, scales: scales,
-	}
+func (e *missingScaleError) Error() string {
+	return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file", e.weight, errNotQuantizable, e.scales[0], orNames(e.scales[1:]))
 }
+
+func (e *missingScaleError) Unwrap() error { return errNotQuantizable }
 
 // orNames is " (or A, B)", or "" for no names.
 func orNames(names []string) string {

@@ -75,11 +75,9 @@ func (m *moduleSet) add(outs []outputTensor) {
 }
 
 func (m *moduleSet) merge(o *moduleSet) {
-	for _, p := range [...][2]map[string]bool{{m.fp8, o.fp8}, {m.kept, o.kept}, {m.experts, o.experts}} {
-		for k := range p[1] {
-			p[0][k] = true
-		}
-	}
+	maps.Copy(m.fp8, o.fp8)
+	maps.Copy(m.kept, o.kept)
+	maps.Copy(m.experts, o.experts)
 }
 
 func (m *moduleSet) sorted() modules {
@@ -104,7 +102,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	var srcQC map[string]any // the source's description of its experts
 	var mxQC map[string]any  // a compressed-tensors MXFP4 one, top level or in text_config
 	for _, holder := range []map[string]any{raw, text} {
-		if v, ok := holder[quantKey]; ok && holder != nil {
+		if v, ok := holder[quantKey]; ok {
 			qc, ok := v.(map[string]any)
 			if !ok {
 				return nil, nil, fmt.Errorf("%w: %s is not an object", errConfig, quantKey)

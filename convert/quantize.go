@@ -15,8 +15,8 @@ import (
 
 var quantElems = map[safetensors.DType]quant.Elem{safetensors.BF16: quant.BF16, safetensors.F16: quant.F16, safetensors.F32: quant.F32}
 
-// tileCols is the widest column tile (a multiple of 128) whose 128-row band of
-// elements of size esz fits TileBytes, or k when the whole band fits.
+// tileCols is the widest column tile (a multiple of 128) whose 128-row band
+// fits TileBytes, or k.
 func tileCols(k, esz int) int {
 	if blockSize*k*esz <= tileBytes {
 		return k
@@ -25,12 +25,11 @@ func tileCols(k, esz int) int {
 }
 
 // quantize streams one [N, K] weight through the quantizer in bands of 128
-// rows (split into column tiles when a band is wider than TileBytes), hands
-// each band of FP8 codes to emit or appends it to *hold (when not nil; a
-// band is quantized in place there, within hold's capacity) and leaves the block scales,
-// as little-endian fp32, in s.sbytes. It returns how many non-finite values
-// it zeroed, and leaves in s.lastZeroScale how many blocks got scale 0 (ModelOpt
-// numerics).
+// rows (in column tiles when wider than TileBytes), hands each band of FP8
+// codes to emit or quantizes it in place onto *hold (within its capacity),
+// and leaves the fp32 block scales in s.sbytes and the count of blocks of
+// scale 0 in s.lastZeroScale. It returns how many non-finite values it
+// zeroed.
 func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
 	emit func([]byte) error, hold *[]byte, prog meter) (int64, error) {
 	sec, t, viewed, err := s.weightSource(ra, f, t, prog)
