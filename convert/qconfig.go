@@ -316,15 +316,14 @@ func modelOptGroup(entry map[string]any) map[string]any {
 }
 
 // compressedTensorsConfig adds an FP8_BLOCK group (static 128×128 weights,
-// dynamic per-token-group-128 activations) to the source's groups and
-// rewrites ignore so that no converted module is ignored. Targets and new
-// ignore entries are "re:" patterns matching under any prefix (engines
-// match runtime names). Only keys compressed-tensors knows appear: it
-// validates with extra="forbid".
-func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[string]any, error) {
-	qc := map[string]any{}
-	if src != nil {
-		qc = deepCopyJSON(src).(map[string]any)
+// dynamic per-token-group-128 activations) to the source's groups, in qc
+// (the caller's own copy, or nil), and rewrites ignore so that no converted
+// module is ignored. Targets and new ignore entries are "re:" patterns
+// matching under any prefix (engines match runtime names). Only keys
+// compressed-tensors knows appear: it validates with extra="forbid".
+func compressedTensorsConfig(qc map[string]any, m modules, opts Options) (map[string]any, error) {
+	if qc == nil {
+		qc = map[string]any{}
 	}
 	qc["quant_method"] = model.CompressedTensors.QuantMethod()
 	if _, ok := qc["quantization_status"]; !ok {
@@ -436,24 +435,6 @@ func anyStrings(s []string) []any {
 		out[i] = v
 	}
 	return out
-}
-
-func deepCopyJSON(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, x := range t {
-			m[k] = deepCopyJSON(x)
-		}
-		return m
-	case []any:
-		s := make([]any, len(t))
-		for i, x := range t {
-			s[i] = deepCopyJSON(x)
-		}
-		return s
-	}
-	return v
 }
 
 // marshalConfig renders a config as NVIDIA's exporter writes config.json:

@@ -27,42 +27,27 @@ type xfStats struct {
 func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 	spec := o.xf
 	x := &transform{kind: spec.kind, part: o.part}
-	look := func(name string) (safetensors.TensorInfo, error) {
+	sources := []*safetensors.TensorInfo{&x.codes, &x.scales, &x.scale2}
+	for j, name := range spec.sources {
+		if j == 1 && spec.foreign != nil {
+			// Read with the plan from the file that holds it.
+			x.scales, x.xscale = spec.foreign.info, spec.foreign.data
+			continue
+		}
 		t, ok := sf.Lookup(name)
 		if !ok {
-			return t, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, name, safetensors.ErrNotFound)
+			return step{}, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, name, safetensors.ErrNotFound)
 		}
-		return t, nil
+		*sources[j] = t
 	}
-	var err error
-	if x.codes, err = look(spec.sources[0]); err != nil {
-		return step{}, err
-	}
+	x.n, x.k = x.codes.Shape[0], x.codes.Shape[1]
 	switch {
-	case spec.foreign != nil:
-		// Read with the plan from the file that holds it.
-		x.scales, x.xscale = spec.foreign.info, spec.foreign.data
-	case len(spec.sources) > 1:
-		if x.scales, err = look(spec.sources[1]); err != nil {
-			return step{}, err
-		}
-	}
-	if len(spec.sources) > 2 {
-		if x.scale2, err = look(spec.sources[2]); err != nil {
-			return step{}, err
-		}
-	}
-	switch x.kind {
-	case xfFP8, xfPack:
-		x.n, x.k = x.codes.Shape[0], x.codes.Shape[1]
-		switch {
-		case x.kind == xfFP8 && x.scales.DType == safetensors.I32:
-			x.sform = scalesPacked
-		case x.kind == xfFP8 && isE8M0(x.scales.DType):
-			x.sform = scalesE8M0
-		}
-	default:
-		x.n, x.k = x.codes.Shape[0], 2*x.codes.Shape[1]
+	case x.kind == xfMXFP4 || x.kind == xfNVFP4:
+		x.k *= 2 // two E2M1 codes a byte
+	case x.kind == xfFP8 && x.scales.DType == safetensors.I32:
+		x.sform = scalesPacked
+	case x.kind == xfFP8 && isE8M0(x.scales.DType):
+		x.sform = scalesE8M0
 	}
 	kind := stepDecode
 	if x.kind == xfPack {
