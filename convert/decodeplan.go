@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -113,17 +114,11 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fil
 // decodeSpec plans the BF16 decode of module's quantized weight s (nil when
 // s is not quantized).
 func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safetensors.TensorSpec) (*xfSpec, error) {
-	companions := func(names ...string) []string {
-		var c []string
-		for _, n := range names {
-			if _, ok := byName[n]; ok {
-				c = append(c, n)
-			}
-		}
-		return c
-	}
-	all := companions(module+".weight_scale", module+".weight_scale_inv", module+".weight_scale_2", module+".input_scale",
-		module+".weight_global_scale", module+".input_global_scale", module+".weight_zero_point", v4ScaleName(module))
+	all := slices.DeleteFunc([]string{module + ".weight_scale", module + ".weight_scale_inv", module + ".weight_scale_2", module + ".input_scale",
+		module + ".weight_global_scale", module + ".input_global_scale", module + ".weight_zero_point", v4ScaleName(module)}, func(n string) bool {
+		_, ok := byName[n]
+		return !ok
+	})
 	need := func(name string) (safetensors.TensorSpec, error) {
 		t, ok := byName[name]
 		if !ok {

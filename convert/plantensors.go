@@ -110,7 +110,7 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 	if err != nil {
 		return nil, fmt.Errorf("recipe %s, experts %s: %w", r.Name, opts.Experts, err)
 	}
-	var quantized map[string]string // X.weight's scale name → X.weight
+	quantized := map[string]string{} // X.weight's scale name → X.weight
 	var names map[string]safetensors.TensorSpec
 	for i, s := range in {
 		src := int32(i + 1)
@@ -172,9 +172,6 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 			out = append(out,
 				outputTensor{TensorSpec: safetensors.TensorSpec{Name: s.Name, DType: weightDType, Shape: s.Shape}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
 				outputTensor{TensorSpec: safetensors.TensorSpec{Name: scale, DType: scaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleScale, src: src})
-			if quantized == nil {
-				quantized = make(map[string]string)
-			}
 			if prev, dup := quantized[scale]; dup {
 				return nil, fmt.Errorf("tensor %s: %w: its scale %s is also %s's", s.Name, errNameCollision, scale, prev)
 			}
@@ -182,15 +179,9 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 		}
 	}
 	// A scale name can only collide with a source tensor's.
-	if len(quantized) > 0 {
-		role := opts.Format.Role()
-		for _, s := range in {
-			if _, r := model.SplitRole(s.Name); r != role {
-				continue
-			}
-			if w, ok := quantized[s.Name]; ok {
-				return nil, fmt.Errorf("tensor %s: %w: the source already holds %s (is it already converted?)", w, errNameCollision, s.Name)
-			}
+	for _, s := range in {
+		if w, ok := quantized[s.Name]; ok {
+			return nil, fmt.Errorf("tensor %s: %w: the source already holds %s (is it already converted?)", w, errNameCollision, s.Name)
 		}
 	}
 	return out, nil
