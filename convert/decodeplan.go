@@ -187,7 +187,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 			return nil, fmt.Errorf("tensor %s: %w: %s %v are not the E4M3 scales of NVFP4 codes %v (want F8_E4M3 [%d, %d])",
 				sc.Name, errNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.NVFP4GroupSize)
 		}
-		if s2.DType != safetensors.F32 || numel(s2.Shape) != 1 {
+		if s2.DType != safetensors.F32 || slices.ContainsFunc(s2.Shape, func(d int64) bool { return d != 1 }) { // one element
 			return nil, fmt.Errorf("tensor %s: %w: %s %v is not NVFP4's F32 scalar weight_scale_2", s2.Name, errNotQuantizable, s2.DType, s2.Shape)
 		}
 		return bf16(xfNVFP4, n, k, s.Name, sc.Name, s2.Name), nil
@@ -297,15 +297,6 @@ func v4FP4Scales(s safetensors.TensorSpec, byName map[string]safetensors.TensorS
 
 // isE8M0 reports whether d is F8_E8M0 (torch's float8_e8m0fnu).
 func isE8M0(d safetensors.DType) bool { return d.String() == "F8_E8M0" }
-
-// numel is the element count of a shape (1 for a scalar).
-func numel(shape []int64) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= d
-	}
-	return n
-}
 
 // roleOfName is the role a tensor's last name segment gives it.
 func roleOfName(name string) model.Role {

@@ -121,7 +121,8 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, model.ConfigName), err)
 	}
 	if model.FamilyOfConfig(config) != model.BuiltinFamilies()[0] {
-		// Kimi-K3's names are read with its public layer schedule.
+		// Another family's names are read as its schema spells them
+		// (Kimi-K3's with its public layer schedule, the default).
 		opts.cls = cfg.Classifier
 	}
 	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
