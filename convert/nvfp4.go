@@ -82,10 +82,9 @@ func castBandRows(n int64, k int) int {
 	return int(min(n, max(1, int64(nVFP4BandBytes/(k/2)))))
 }
 
-// castNVFP4 casts one MXFP4 projection to NVFP4 band by band, handing each
-// band's codes to codes and its E4M3 scales to scales (either may be nil).
-// Without codes the packed source is not read: the E4M3 scales depend on the
-// E8M0 scales and K_max alone, so zero codes are cast (and counted).
+// castNVFP4 casts one MXFP4 projection to NVFP4 band by band, handing codes
+// and E4M3 scales to codes and scales (either nil). Without codes, zero codes
+// are cast: the scales depend on the E8M0 scales and K_max alone.
 func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, kmax int, codes, scales func([]byte) error, prog meter) (quant.CastStats, error) {
 	n, k := c.Packed.Shape[0], c.k()
 	cast, err := quant.NewNVFP4Cast(k, kmax)

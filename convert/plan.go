@@ -102,10 +102,9 @@ type Plan struct {
 	remote *remote.Source // nil for a local source
 }
 
-// NewPlan plans the conversion of a checkpoint, local or remote; config is
-// its config.json (read from it when nil). It fails, before anything is
-// written, on a tensor the recipe cannot quantize, a tensor disagreeing with
-// the config, or colliding output names.
+// NewPlan plans the conversion of a checkpoint, local or remote, whose
+// config.json is config (read when nil). It fails on a tensor the recipe
+// cannot quantize or the config disagrees with, or colliding output names.
 func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options) (*Plan, error) {
 	if err := checkExecutable(opts); err != nil {
 		return nil, fmt.Errorf("convert %s: %w", src.Root, err)

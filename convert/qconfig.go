@@ -315,12 +315,10 @@ func modelOptGroup(entry map[string]any) map[string]any {
 	return map[string]any{"quant_algo": entry["quant_algo"]}
 }
 
-// compressedTensorsConfig adds an FP8_BLOCK group (static 128×128 weights,
-// dynamic per-token-group-128 activations) to the source's groups, in qc
-// (the caller's own copy, or nil), and rewrites ignore so that no converted
-// module is ignored. Targets and new ignore entries are "re:" patterns
-// matching under any prefix (engines match runtime names). Only keys
-// compressed-tensors knows appear: it validates with extra="forbid".
+// compressedTensorsConfig adds an FP8_BLOCK group to qc, the source's (the
+// caller's copy, or nil), and rewrites ignore so that no converted module is
+// ignored, by "re:" patterns matching under any prefix (engines match runtime
+// names). Only keys compressed-tensors knows appear (extra="forbid").
 func compressedTensorsConfig(qc map[string]any, m modules, opts Options) (map[string]any, error) {
 	if qc == nil {
 		qc = map[string]any{}

@@ -24,12 +24,10 @@ func tileCols(k, esz int) int {
 	return max(blockSize, tileBytes/(blockSize*esz)/blockSize*blockSize)
 }
 
-// quantize streams one [N, K] weight through the quantizer in bands of 128
-// rows (in column tiles when wider than TileBytes), hands each band of FP8
-// codes to emit or quantizes it in place onto *hold (within its capacity),
-// and leaves the fp32 block scales in s.sbytes and the count of blocks of
-// scale 0 in s.lastZeroScale. It returns how many non-finite values it
-// zeroed.
+// quantize streams one [N, K] weight through the quantizer in 128-row bands,
+// handing the FP8 codes to emit or onto *hold (in place, within its
+// capacity); it leaves the fp32 scales in s.sbytes and the count of zero
+// scales in s.lastZeroScale, and returns how many non-finite values it zeroed.
 func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
 	emit func([]byte) error, hold *[]byte, prog meter) (int64, error) {
 	sec, t, viewed, err := s.weightSource(ra, f, t, prog)

@@ -56,9 +56,8 @@ func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 	return step{Kind: kind, First: i, Last: i, Src: sf.DataStart + x.codes.Begin, Len: x.codes.Size(), xf: x}, nil
 }
 
-// markHeld pairs the two pack steps of each BF16 weight of a file and
-// decides whether the first keeps the part the second writes (so the weight
-// is read once), while the parts kept at any moment fit MaxHeldCodes.
+// markHeld pairs each BF16 weight's two pack steps: the first keeps the part
+// the second writes (one read of the weight) while the parts held fit.
 func markHeld(steps []step) {
 	first := map[string]*transform{}
 	var held int64
@@ -105,10 +104,8 @@ func xfRows(x *transform, r0 int64) int64 {
 	return min(m, x.n-r0)
 }
 
-// xfReads calls read with each (tensor, offset in it, length) the step
-// reads, in the order it reads them: the once-read scales (NVFP4's scale_2,
-// a packed UE8M0 buffer), then chunk by chunk the scales and the codes. A
-// pack step whose part is held reads nothing.
+// xfReads calls read with each (tensor, offset, length) the step reads, in
+// its order; a pack step whose part is held reads nothing.
 func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
 	if x.kind == xfPack && x.held {
 		return
