@@ -59,48 +59,39 @@ const (
 	BF16 = "bf16"
 )
 
-// builtinRecipes are the recipes the toolkit ships. modelopt-k3 is
+// recipes are the recipes the toolkit ships. modelopt-k3 is
 // _ATTN_FP8_PB_PROJ of Model-Optimizer's
 // examples/kimi/kimi_k3/quantize_to_nvfp4.py: KDA b and f_a fuse into
 // vLLM's in_proj_qkvgfab, f_b's 128-wide input is tile aligned.
-var builtinRecipes = []struct {
-	name, doc string
-	quantize  string // model.ParseGroupSet list
-	def       action
-}{
-	{
-		name: AttnMoEDenseFP8,
-		doc:  "block-FP8 (128×128) attention projections, shared experts, latent MoE projections and the dense layer-0 MLP; MXFP4 experts and everything else unchanged",
-		quantize: "kda.q_proj,kda.k_proj,kda.v_proj,kda.g_proj,kda.o_proj," +
+var recipes = map[string]*Recipe{
+	AttnMoEDenseFP8: {
+		Name: AttnMoEDenseFP8,
+		Doc:  "block-FP8 (128×128) attention projections, shared experts, latent MoE projections and the dense layer-0 MLP; MXFP4 experts and everything else unchanged",
+		Quantize: mustGroups("kda.q_proj,kda.k_proj,kda.v_proj,kda.g_proj,kda.o_proj," +
 			"mla.q_a_proj,mla.q_b_proj,mla.kv_a_proj_with_mqa,mla.kv_b_proj,mla.o_proj,mla.g_proj," +
-			"shared_experts,latent.down_proj,latent.up_proj,dense_mlp",
-		def: keep,
+			"shared_experts,latent.down_proj,latent.up_proj,dense_mlp"),
 	},
-	{
-		name: ModelOptK3,
-		doc:  "NVIDIA's Kimi-K3 choice: block-FP8 KDA q/k/v/g/o/b/f_a/f_b and every MLA projection; shared experts, latent projections, dense MLP and everything else BF16",
-		quantize: "kda.q_proj,kda.k_proj,kda.v_proj,kda.g_proj,kda.o_proj,kda.b_proj,kda.f_a_proj,kda.f_b_proj," +
-			"mla.q_a_proj,mla.q_b_proj,mla.kv_a_proj_with_mqa,mla.kv_b_proj,mla.o_proj,mla.g_proj",
-		def: keep,
+	ModelOptK3: {
+		Name: ModelOptK3,
+		Doc:  "NVIDIA's Kimi-K3 choice: block-FP8 KDA q/k/v/g/o/b/f_a/f_b and every MLA projection; shared experts, latent projections, dense MLP and everything else BF16",
+		Quantize: mustGroups("kda.q_proj,kda.k_proj,kda.v_proj,kda.g_proj,kda.o_proj,kda.b_proj,kda.f_a_proj,kda.f_b_proj," +
+			"mla.q_a_proj,mla.q_b_proj,mla.kv_a_proj_with_mqa,mla.kv_b_proj,mla.o_proj,mla.g_proj"),
 	},
-	{
-		name: BF16,
-		doc:  "every block-FP8 (any convention, fp32 or UE8M0 scales) or NVFP4 weight decoded back to BF16 under its unquantized name, its scales dropped; routed experts as --experts says (bf16 for the whole BF16 checkpoint)",
-		def:  decode,
+	BF16: {
+		Name:    BF16,
+		Doc:     "every block-FP8 (any convention, fp32 or UE8M0 scales) or NVFP4 weight decoded back to BF16 under its unquantized name, its scales dropped; routed experts as --experts says (bf16 for the whole BF16 checkpoint)",
+		Default: decode,
 	},
 }
 
-var recipes = func() map[string]*Recipe {
-	m := make(map[string]*Recipe, len(builtinRecipes))
-	for _, b := range builtinRecipes {
-		gs, err := model.ParseGroupSet(b.quantize)
-		if err != nil {
-			panic("convert: built-in recipe invalid: " + err.Error())
-		}
-		m[b.name] = &Recipe{Name: b.name, Doc: b.doc, Quantize: gs, Default: b.def}
+// mustGroups parses a built-in recipe's group list.
+func mustGroups(list string) model.GroupSet {
+	gs, err := model.ParseGroupSet(list)
+	if err != nil {
+		panic("convert: built-in recipe invalid: " + err.Error())
 	}
-	return m
-}()
+	return gs
+}
 
 // Lookup returns a built-in recipe by name.
 func Lookup(name string) (*Recipe, error) {
