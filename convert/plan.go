@@ -146,7 +146,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 			if err := checkAgainstConfig(src.Root, f, cfg, catalog); err != nil {
 				return err
 			}
-			fp, outs, err := planFileWith(src.Root, f, r, opts, fileScales{in: xs.in[f.Path], taken: xs.taken[f.Path]})
+			fp, outs, err := planFileWith(src.Root, f, r, opts, xs[f.Path])
 			if err != nil {
 				return locateScale(err, src, filepath.Join(src.Root, f.Path))
 			}

@@ -31,18 +31,18 @@ type foreignScale struct {
 	sum    [sha256.Size]byte
 }
 
-// foreignScales are, per source file, the scales of its weights that other
-// files hold and the scales it holds for other files' weights.
-type foreignScales struct {
-	in    map[string]map[string]*foreignScale
-	taken map[string]map[string]bool
-}
-
 // planForeignScales reads the scale (weight_scale_inv or weight_scale) of
-// every block-FP8 weight the plan decodes that another shard holds; one no
-// file holds is left to planTransforms, which names it as missing.
-func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*foreignScales, error) {
-	fs := &foreignScales{in: map[string]map[string]*foreignScale{}, taken: map[string]map[string]bool{}}
+// every block-FP8 weight the plan decodes that another shard holds, and
+// returns what each file shares so; a scale no file holds is left to
+// planTransforms, which names it as missing.
+func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (map[string]fileScales, error) {
+	fs := map[string]fileScales{}
+	file := func(path string) fileScales {
+		if _, ok := fs[path]; !ok {
+			fs[path] = fileScales{in: map[string]*foreignScale{}, taken: map[string]bool{}}
+		}
+		return fs[path]
+	}
 	if !r.decodes() && opts.Experts != ExpertsBF16 {
 		return fs, nil
 	}
@@ -86,15 +86,8 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*f
 			if _, err := sf.Section(si).ReadAt(b, 0); err != nil && err != io.EOF {
 				return nil, fmt.Errorf("file %s: tensor %s (the scale of %s in %s): read: %w", path, si.Name, t.Name, f.Path, err)
 			}
-			x := &foreignScale{weight: t.Name, info: si, file: sf.Path, data: b, sum: sha256.Sum256(b)}
-			if fs.in[f.Path] == nil {
-				fs.in[f.Path] = map[string]*foreignScale{}
-			}
-			fs.in[f.Path][si.Name] = x
-			if fs.taken[sf.Path] == nil {
-				fs.taken[sf.Path] = map[string]bool{}
-			}
-			fs.taken[sf.Path][si.Name] = true
+			file(f.Path).in[si.Name] = &foreignScale{weight: t.Name, info: si, file: sf.Path, data: b, sum: sha256.Sum256(b)}
+			file(sf.Path).taken[si.Name] = true
 		}
 	}
 	return fs, nil
