@@ -32,8 +32,7 @@ func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, cat
 	return nil
 }
 
-// checkExpertFormat checks one tensor against the declared expert format:
-// MXFP4 experts are U8, BF16 experts floating point.
+// checkExpertFormat checks one tensor against the declared expert format.
 func checkExpertFormat(cls *model.Classifier, t safetensors.TensorInfo, experts model.ExpertFormat) error {
 	packed := t.DType == safetensors.U8
 	mxfp4 := experts == model.ExpertsMXFP4

@@ -38,8 +38,7 @@ const (
 	scaleDType  = safetensors.F32
 )
 
-// ParseScaleFmt maps a --scale-fmt name ("fp32", "ue8m0") to its scale
-// format.
+// ParseScaleFmt maps a --scale-fmt name ("fp32", "ue8m0") to its format.
 func ParseScaleFmt(s string) (quant.ScaleFmt, error) {
 	return parseName[quant.ScaleFmt]("scale format", s, numScaleFmts)
 }

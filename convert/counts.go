@@ -16,8 +16,7 @@ type unitCounts struct {
 	FP8Experts      fp8ExpertStats    `json:"fp8_experts,omitzero"`
 }
 
-// takeCounts returns what the job counted since last asked (a job writes one
-// file at a time) and starts afresh.
+// takeCounts returns what the job counted since last asked, and starts afresh.
 func (s *scratch) takeCounts(zeroed int64) *unitCounts {
 	c := &unitCounts{
 		ZeroedNonFinite: zeroed, ZeroScaleBlocks: s.cs.zeroScale, Cast: s.cs.cast,

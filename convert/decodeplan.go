@@ -111,8 +111,7 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fil
 	return xf, consumed, nil
 }
 
-// decodeSpec plans the BF16 decode of module's quantized weight s (nil when
-// s is not quantized).
+// decodeSpec plans the BF16 decode of weight s (nil when s is not quantized).
 func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safetensors.TensorSpec) (*xfSpec, error) {
 	all := slices.DeleteFunc([]string{module + ".weight_scale", module + ".weight_scale_inv", module + ".weight_scale_2", module + ".input_scale",
 		module + ".weight_global_scale", module + ".input_global_scale", module + ".weight_zero_point", v4ScaleName(module)}, func(n string) bool {
@@ -304,8 +303,7 @@ func roleOfName(name string) model.Role {
 	return r
 }
 
-// checkExpertsWay refuses expert modes that do not fit the experts
-// config.json declares.
+// checkExpertsWay refuses expert modes unfit for the experts config.json declares.
 func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) error {
 	cfgPath := filepath.Join(root, model.ConfigName)
 	switch {

@@ -32,8 +32,7 @@ var expertsModeNames = [...]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", E
 // parseExpertsMode maps an --experts name to its mode.
 func parseExpertsMode(s string) (ExpertsMode, error) { return parseEnum[expertsModeSet](s) }
 
-// ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to its
-// block-FP8 cast.
+// ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to its cast.
 func ParseNumerics(s string) (quant.Numerics, error) {
 	return parseName[quant.Numerics]("numerics", s, numNumerics)
 }
@@ -93,8 +92,7 @@ func summarizeSplits(splits []model.Split) []SplitReport {
 	return out
 }
 
-// RecipeSplits reports the fused groups split by outs, what PlanTensors
-// planned under opts.
+// RecipeSplits reports the fused groups split by outs (PlanTensors' under opts).
 func RecipeSplits(outs []outputTensor, opts Options) []SplitReport {
 	ms := newModuleSet(opts.classifier())
 	ms.add(outs)

@@ -170,8 +170,7 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// mxfp4Reads calls read with each (tensor, offset, length) quantize reads of
-// MXFP4 codes t through their view.
+// mxfp4Reads calls read with each (tensor, offset, length) mxfp4View reads of t.
 func mxfp4Reads(f *safetensors.File, t safetensors.TensorInfo, read func(t safetensors.TensorInfo, off, n int64)) {
 	name, _ := fp4ScaleName(t)
 	sc, ok := f.Lookup(name)

@@ -142,8 +142,7 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 	return cast.Stats, nil
 }
 
-// writeNVFP4 writes the tensor of a StepNVFP4; its code step counts the
-// cast.
+// writeNVFP4 writes the tensor of a StepNVFP4; its code step counts the cast.
 func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st step, w func([]byte) error, prog meter) error {
 	if st.Part == partInputScale {
 		return w(inputScaleOne)

@@ -25,12 +25,10 @@ import (
 // every other output file; its presence marks a finished conversion.
 const ManifestName = "k3ckpt-manifest.json"
 
-// planVersion changes whenever the meaning of a plan changes, so that a resume
-// never mixes outputs of two versions.
+// planVersion changes with a plan's meaning: a resume never mixes two versions.
 const planVersion = "k3ckpt-convert/2"
 
-// filePlan is one output shard (named as its source shard) and all that
-// writing it takes.
+// filePlan is one output shard (named as its source) and all writing it takes.
 type filePlan struct {
 	Name   string                // relative to the checkpoint root
 	Source *safetensors.File     // its headers; the executor reads the data
@@ -316,8 +314,7 @@ func (fp *filePlan) summarize(outs []outputTensor) {
 	t.Dropped = len(fp.Source.Tensors) - kept
 }
 
-// layoutFile lays out one output shard, without keeping its header, and
-// orders its outputs like the layout.
+// layoutFile lays out one output shard (its header not kept) and orders outs by it.
 func layoutFile(f *safetensors.File, outs []outputTensor) (*safetensors.FilePlan, [sha256.Size]byte, []outputTensor, error) {
 	specs := make([]safetensors.TensorSpec, len(outs))
 	for i, o := range outs {

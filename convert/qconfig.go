@@ -15,12 +15,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
-// HFQuantConfigName is ModelOpt's quantization description, written for
-// --format modelopt beside config.json (model.ConfigName).
+// HFQuantConfigName is ModelOpt's quantization description (--format modelopt).
 const HFQuantConfigName = "hf_quant_config.json"
 
-// The configs' vocabulary, as the engines' loaders and NVIDIA's Kimi-K3
-// exporter spell it.
+// The configs' vocabulary, as engines and NVIDIA's Kimi-K3 exporter spell it.
 const (
 	modelOptProducer = "modelopt" // vLLM reads a ModelOpt config from this producer alone
 	modelOptVersion  = "k3ckpt"   // who really wrote it
@@ -52,8 +50,7 @@ func newModuleSet(cls *model.Classifier) *moduleSet {
 	return &moduleSet{fp8: map[string]bool{}, kept: map[string]bool{}, experts: map[string]bool{}, cls: cls}
 }
 
-// add records the modules of one file's outputs (cloned: they alias the
-// source header).
+// add records the modules of one file's outputs (cloned: they alias its header).
 func (m *moduleSet) add(outs []outputTensor) {
 	put := func(set map[string]bool, name string) {
 		if !set[name] {
@@ -286,8 +283,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	return qc, hfq, nil
 }
 
-// reachesAny reports for each pattern whether it matches one of mods, split
-// over the cores.
+// reachesAny reports for each pattern whether it matches one of mods.
 func reachesAny(patterns, mods []string) []bool {
 	out := make([]bool, len(patterns))
 	n := min(runtime.GOMAXPROCS(0), len(patterns))
@@ -390,8 +386,7 @@ func ctMatcher(entry string) (func(string) bool, error) {
 	return func(s string) bool { return s == entry }, nil
 }
 
-// rewriteIgnore drops the ignore entries that match a converted module and
-// ignores by pattern the kept modules they covered.
+// rewriteIgnore drops entries matching a converted module; kept ones they covered stay ignored.
 func rewriteIgnore(cls *model.Classifier, v any, m modules) ([]any, error) {
 	var entries []string
 	switch t := v.(type) {

@@ -15,8 +15,7 @@ import (
 
 var quantElems = map[safetensors.DType]quant.Elem{safetensors.BF16: quant.BF16, safetensors.F16: quant.F16, safetensors.F32: quant.F32}
 
-// tileCols is the widest column tile (a multiple of 128) whose 128-row band
-// fits TileBytes, or k.
+// tileCols is k, or the widest 128-multiple tile whose band fits TileBytes.
 func tileCols(k, esz int) int {
 	if blockSize*k*esz <= tileBytes {
 		return k

@@ -36,8 +36,7 @@ type Recipe struct {
 	Default  action
 }
 
-// classify returns the action for a tensor name, reading its group as cls
-// does.
+// classify returns the action for a tensor name, its group read by cls.
 func (r *Recipe) classify(cls *model.Classifier, name string) action {
 	if r.Quantize != 0 {
 		if tn := cls.ParseName(name); tn.Role == model.RoleWeight && r.Quantize.Has(tn.Group) {

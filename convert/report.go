@@ -14,14 +14,12 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
-// ReportName is the file, beside the shards, that records the error of
-// every lossy step of a conversion.
+// ReportName is the file, beside the shards, with the error of every lossy step.
 const ReportName = "quantization_report.json"
 
 const reportSchema = 1 // changes with the report's meaning
 
-// Report is quantization_report.json: the error of the quantized tensors per
-// group and in total.
+// Report is quantization_report.json: the error per tensor group and in total.
 type Report struct {
 	Schema int           `json:"schema"`
 	Groups []ReportEntry `json:"groups"`
@@ -90,8 +88,7 @@ type namedErrs struct {
 // measureErrors is off only in the benchmark of what measuring costs.
 var measureErrors = true
 
-// tensor returns a fresh accumulator for the named source tensor, replacing
-// any earlier one.
+// tensor returns a fresh accumulator for the named tensor, replacing any other.
 func (c *errCollector) tensor(name string) *quant.ErrStats {
 	if !measureErrors {
 		return nil
@@ -105,8 +102,7 @@ func (c *errCollector) tensor(name string) *quant.ErrStats {
 	return s
 }
 
-// take folds what was collected into the file's report (nil for none) and
-// starts over.
+// take folds what was collected into the file's report (or nil) and starts over.
 func (c *errCollector) take(cls *model.Classifier) *fileReport {
 	if len(c.tensors) == 0 {
 		return nil
@@ -133,8 +129,7 @@ func (c *errCollector) take(cls *model.Classifier) *fileReport {
 	return r
 }
 
-// buildReport adds the files' reports (nil: nothing quantized) in the
-// plan's file order.
+// buildReport adds the files' reports (nil: nothing quantized) in plan order.
 func buildReport(files []*fileReport) *Report {
 	var total errSums
 	byGroup := map[string]errSums{}
@@ -218,8 +213,7 @@ func ParseReport(b []byte) (*Report, error) {
 	return &r, nil
 }
 
-// diffReports names the first group and field where got differs from want,
-// or "" when none does.
+// diffReports names the first group and field where got differs from want.
 func diffReports(got, want *Report) string {
 	if got.Schema != want.Schema {
 		return fmt.Sprintf("schema %d, want %d", got.Schema, want.Schema)
@@ -278,8 +272,7 @@ func lossy(st step) bool {
 	return st.Kind == stepScales || st.Kind == stepPack || (st.Kind == stepNVFP4 && st.Part == partCodes)
 }
 
-// writeReport writes DST's quantization_report.json atomically from the
-// shards' records and returns its record.
+// writeReport writes DST's report atomically from the shards' records.
 func writeReport(dst string, shards []string, done []fileRecord) (fileRecord, error) {
 	files := make([]*fileReport, len(shards))
 	for _, r := range done {
@@ -298,8 +291,7 @@ func writeReport(dst string, shards []string, done []fileRecord) (fileRecord, er
 	return rec, err
 }
 
-// checkReport requires DST's quantization_report.json to be, byte for byte,
-// rep.Report.
+// checkReport requires DST's report to be rep.Report byte for byte.
 func checkReport(rep *VerifyReport, dst *destination) {
 	want, err := rep.Report.marshal()
 	if err != nil {

@@ -22,8 +22,7 @@ type xfStats struct {
 	repack  quant.RepackStats // MXFP4 groups decoded, and those packing would not give back byte for byte
 }
 
-// transformStep plans the step writing output i, made from o.Source by the
-// transform o.xf.
+// transformStep plans the step writing output i by the transform o.xf.
 func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 	spec := o.xf
 	x := &transform{kind: spec.kind, part: o.part}

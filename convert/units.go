@@ -16,8 +16,7 @@ type unit struct {
 	Aux  *auxFile  // a side file copied byte for byte
 }
 
-// MaxWorkers bounds N in a worker slice I/N: far more machines than any
-// conversion has files.
+// MaxWorkers bounds N in a worker slice I/N: more than any conversion's files.
 const MaxWorkers = 1 << 16
 
 // CheckWorker validates a worker slice I/N before anything depends on it.

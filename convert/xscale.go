@@ -18,8 +18,7 @@ import (
 // ID covers their sha256, and the weight's shard is written only while the
 // scale's file is as planned (checkForeign).
 
-// maxForeignScaleBytes bounds the scale bytes a plan holds (a real
-// checkpoint has a few per shard boundary).
+// maxForeignScaleBytes bounds the scale bytes a plan holds (real ones: a few).
 const maxForeignScaleBytes = 64 << 20
 
 // foreignScale is a weight's block scale read from another shard.
