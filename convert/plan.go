@@ -347,7 +347,7 @@ func (p *Plan) fingerprint() string {
 		line("file", f.Name, strconv.FormatInt(f.Source.Size, 10))
 		h.Write(f.layoutSum[:])
 		for _, x := range f.foreign {
-			line(x.fingerprintLine()...)
+			line("xscale", x.weight, x.info.Name, x.file, hex.EncodeToString(x.sum[:]))
 		}
 	}
 	for _, a := range p.Aux {

@@ -2,7 +2,6 @@ package convert
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -90,11 +89,6 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (ma
 		}
 	}
 	return fs, nil
-}
-
-// fingerprintLine is what the plan's ID covers of a foreign scale.
-func (x *foreignScale) fingerprintLine() []string {
-	return []string{"xscale", x.weight, x.info.Name, x.file, hex.EncodeToString(x.sum[:])}
 }
 
 // checkForeign makes sure the files holding fp's foreign scales are as
