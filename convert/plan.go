@@ -30,12 +30,11 @@ const planVersion = "k3ckpt-convert/2"
 
 // filePlan is one output shard (named as its source) and all writing it takes.
 type filePlan struct {
-	Name   string                // relative to the checkpoint root
-	Source *safetensors.File     // its headers; the executor reads the data
-	Layout *safetensors.FilePlan // the output's header and tensor offsets
-	Steps  []step                // the executor's program, in data order
-	// ReadBytes is how many source bytes producing the file reads.
-	ReadBytes int64
+	Name      string                // relative to the checkpoint root
+	Source    *safetensors.File     // its headers; the executor reads the data
+	Layout    *safetensors.FilePlan // the output's header and tensor offsets
+	Steps     []step                // the executor's program, in data order
+	ReadBytes int64                 // the source bytes producing it reads
 	Totals    totals
 	// SourceHeader is the source header's sha256 as planned: a shard
 	// replaced since is never converted with a stale plan.
@@ -85,16 +84,13 @@ type Plan struct {
 	// Config is the output config.json; HFQuantConfig is hf_quant_config.json
 	// (ModelOpt only, else nil).
 	Config, HFQuantConfig []byte
-	// ID fingerprints everything above; outputs of one plan carry it.
-	ID string
+	ID                    string // fingerprints everything above; outputs carry it
 	// AuxUnlisted: the source (an https:// directory) could not be listed,
 	// so Aux lacks its side files besides config.json.
 	AuxUnlisted bool
 
-	Totals totals
-	// FetchBytes is what the whole plan reads from a remote source (0 for a
-	// local one).
-	FetchBytes int64
+	Totals     totals
+	FetchBytes int64         // what the plan reads from a remote source (0: local)
 	Splits     []SplitReport // the fused groups the recipe splits
 
 	remote *remote.Source // nil for a local source

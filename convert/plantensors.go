@@ -29,17 +29,11 @@ var roleNames = [...]string{roleCopy: "copy", roleWeight: "fp8", roleScale: "sca
 
 // Options are the choices that shape the output checkpoint.
 type Options struct {
-	// Format is the engine convention of scale names, shapes and config.
-	Format model.Format
-	// ScaleFmt chooses plain fp32 or power-of-two (UE8M0) block scales.
-	ScaleFmt quant.ScaleFmt
-	// NonFinite decides what a NaN or Inf in a weight to quantize does.
-	NonFinite nonFinitePolicy
-	// Experts keeps, casts (NVFP4, block FP8), decodes (BF16) or packs
-	// (MXFP4) the routed experts.
-	Experts ExpertsMode
-	// Numerics chooses the block-FP8 cast (DeepGEMM's or ModelOpt's).
-	Numerics quant.Numerics
+	Format    model.Format    // the engine convention of scale names, shapes and config
+	ScaleFmt  quant.ScaleFmt  // plain fp32 or power-of-two (UE8M0) block scales
+	NonFinite nonFinitePolicy // what a NaN or Inf in a weight to quantize does
+	Experts   ExpertsMode     // keep, cast (NVFP4, FP8), decode (BF16) or pack (MXFP4) routed experts
+	Numerics  quant.Numerics  // the block-FP8 cast: DeepGEMM's or ModelOpt's
 
 	cls *model.Classifier // the source family's (NewPlan sets it); nil: Kimi-K3's
 }
