@@ -15,11 +15,9 @@ import (
 
 // auxFile is a side file (tokenizer, chat template, custom code) copied as is.
 type auxFile struct {
-	// Name is the path relative to the checkpoint root, with forward slashes.
-	Name string
+	Name string // relative to the checkpoint root, with forward slashes
 	Size int64
-	// Mode is the source file's permission bits, which the copy keeps.
-	Mode fs.FileMode
+	Mode fs.FileMode // the source's permission bits, which the copy keeps
 
 	stamp fsx.Stamp
 }
@@ -27,19 +25,17 @@ type auxFile struct {
 // errPartialSource: SRC is part of a larger checkpoint (one of its shards).
 var errPartialSource = errors.New("source is part of a larger checkpoint")
 
-// replacedNames are source side files the conversion rewrites or must not
-// carry over (a stale hf_quant_config.json would describe the wrong formats).
+// replacedNames are side files the conversion rewrites or must not carry
+// over (a stale hf_quant_config.json would describe the wrong formats).
 var replacedNames = map[string]bool{
 	model.ConfigName: true, HFQuantConfigName: true, safetensors.IndexName: true, ManifestName: true,
 }
 
-// listAux finds the side files to copy: the checkpoint's side files
-// (model.SideFiles: every regular file outside hidden entries that is not a
-// shard, symlinks followed) less the files the conversion rewrites. A link
-// follows the rule of shards (fsx.Root: inside the checkpoint, or inside its hub cache repository folder). A shard file at the root
-// that the checkpoint does not hold, or an index it was not opened through,
-// means SRC named one file of a larger checkpoint: copying its siblings as
-// side files would make a broken tree, so that is refused.
+// listAux finds the side files to copy: model.SideFiles less the files the
+// conversion rewrites, links resolved as shards' (fsx.Root). A shard at the
+// root that the checkpoint does not hold, or an index it was not opened
+// through, means SRC is one file of a larger checkpoint: refused, as copying
+// its siblings would make a broken tree.
 func listAux(src *safetensors.Checkpoint) ([]auxFile, error) {
 	shards := make([]string, len(src.Files))
 	for i, f := range src.Files {

@@ -9,11 +9,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// checkAgainstConfig compares every tensor of a source file that the
-// config's catalog knows (catalog is cfg.CatalogLookup's) with its catalog
-// dtype and shape, and every routed expert tensor with the expert format
-// the config declares: a config that no longer describes the experts next
-// to it would give an output config that lies about them.
+// checkAgainstConfig compares every tensor of a source file with its
+// catalog dtype and shape, and with the expert format the config declares:
+// the output config must not lie about them.
 func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, catalog func(string) (safetensors.TensorSpec, bool)) error {
 	for _, t := range f.Tensors {
 		if err := checkExpertFormat(cfg.Classifier, t, cfg.Experts); err != nil {
@@ -34,14 +32,11 @@ func checkAgainstConfig(root string, f *safetensors.File, cfg *model.Config, cat
 	return nil
 }
 
-// checkExpertFormat checks one tensor against the declared expert format:
-// MXFP4 experts are packed bytes (U8 codes and scales), BF16 experts are
-// floating point.
+// checkExpertFormat checks one tensor against the declared expert format.
 func checkExpertFormat(cls *model.Classifier, t safetensors.TensorInfo, experts model.ExpertFormat) error {
 	packed := t.DType == safetensors.U8
 	mxfp4 := experts == model.ExpertsMXFP4
-	// Only a tensor stored otherwise than the declared experts can be
-	// wrong: the name is read for those alone (not for every expert).
+	// The name is read only for a tensor stored otherwise than declared.
 	wrong := mxfp4 && !packed || experts == model.ExpertsBF16 && packed
 	if !wrong || cls.Classify(t.Name) != model.RoutedExperts {
 		return nil

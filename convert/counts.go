@@ -2,9 +2,8 @@ package convert
 
 import "github.com/k3ckpt/k3ckpt/quant"
 
-// unitCounts are what writing one output file counted. Its done record
-// keeps them, so that a resumed run reports the whole output and not only
-// the files it wrote itself.
+// unitCounts are what writing one output file counted, kept in its done
+// record so that a resumed run reports the whole output.
 type unitCounts struct {
 	ZeroedNonFinite int64             `json:"zeroed_nonfinite,omitempty"`
 	ZeroScaleBlocks int64             `json:"zero_scale_blocks,omitempty"`
@@ -17,8 +16,7 @@ type unitCounts struct {
 	FP8Experts      fp8ExpertStats    `json:"fp8_experts,omitzero"`
 }
 
-// takeCounts returns what the job counted since it last was asked, and
-// starts counting afresh: a job writes one file at a time.
+// takeCounts returns what the job counted since last asked, and starts afresh.
 func (s *scratch) takeCounts(zeroed int64) *unitCounts {
 	c := &unitCounts{
 		ZeroedNonFinite: zeroed, ZeroScaleBlocks: s.cs.zeroScale, Cast: s.cs.cast,
@@ -32,7 +30,6 @@ func (s *scratch) takeCounts(zeroed int64) *unitCounts {
 	return c
 }
 
-// add counts one file's counts into the result.
 func (res *Result) add(c *unitCounts) {
 	if c == nil {
 		return

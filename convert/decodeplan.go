@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -15,21 +16,10 @@ import (
 type xfKind uint8
 
 const (
-	// xfFP8 decodes block-FP8 codes (F8_E4M3 [N, K]) with their 128×128
-	// block scales (F32 [⌈N/128⌉, ⌈K/128⌉] or ModelOpt's [⌈N/128⌉, 1,
-	// ⌈K/128⌉, 1]; plain, UE8M0 powers of two, or DeepGEMM's packed UE8M0
-	// I32 buffer) to BF16.
-	xfFP8 xfKind = iota
-	// xfMXFP4 decodes MXFP4 (weight_packed U8 [N, K/2], weight_scale E8M0
-	// U8 [N, K/32]; or DeepSeek-V4's FP4 experts, weight I8 [N, K/2] and
-	// scale F8_E8M0 [N, K/32], packed alike) to BF16.
-	xfMXFP4
-	// xfNVFP4 decodes NVFP4 (weight U8 [N, K/2], weight_scale F8_E4M3
-	// [N, K/16], weight_scale_2 F32 []) to BF16.
-	xfNVFP4
-	// xfPack packs BF16 [N, K] into compressed-tensors MXFP4: part 0 writes
-	// weight_packed, part 1 weight_scale.
-	xfPack
+	xfFP8   xfKind = iota // block-FP8 codes F8_E4M3 [N, K] and their 128×128 block scales to BF16
+	xfMXFP4               // MXFP4 (or DeepSeek-V4's FP4: I8 codes, F8_E8M0 scales) to BF16
+	xfNVFP4               // NVFP4 (weight, weight_scale, weight_scale_2) to BF16
+	xfPack                // BF16 [N, K] to MXFP4: part 0 weight_packed, part 1 weight_scale
 )
 
 // xfScales is the form of an FP8 source's block scales.
@@ -41,8 +31,8 @@ const (
 	scalesE8M0                   // DeepSeek-V4's F8_E8M0 bytes, one per 128×128 block, row-major
 )
 
-// transform is what a StepDecode or StepPack reads: the source tensors (as
-// planned: offsets in the source file) and the shape of the BF16 matrix.
+// transform is what a StepDecode or StepPack reads (offsets in the source
+// file) and the shape of the BF16 matrix.
 type transform struct {
 	kind   xfKind
 	codes  safetensors.TensorInfo // FP8 codes, packed E2M1 codes, or the BF16 weight (pack)
@@ -53,36 +43,24 @@ type transform struct {
 	part   int        // pack: 0 weight_packed, 1 weight_scale
 	held   bool       // pack: the pair's first step keeps this part's bytes for it
 	pair   *transform // pack: the other part's step
-	// xscale holds the scales' bytes when they are in another file
-	// (scales then describes them in that file).
-	xscale []byte
+	xscale []byte     // the scales' bytes when another file holds them
 }
 
-// xfSpec is a planned transform before the file's offsets are known: the
-// names of its sources and the output(s) it makes.
+// xfSpec is a planned transform before the file's offsets are known.
 type xfSpec struct {
 	kind     xfKind
-	sources  []string // codes first, then scales, then scale_2
+	sources  []string // codes, then scales, then scale_2
 	outs     []safetensors.TensorSpec
-	consumed []string // companions the output no longer holds
-	// foreign is an FP8 weight's scale read from another file (nil: in
-	// the weight's own).
-	foreign *foreignScale
+	consumed []string      // companions the output no longer holds
+	foreign  *foreignScale // an FP8 weight's scale in another file
 }
 
-// decodes reports whether a plan with these options turns some tensors back
-// into BF16 or packs BF16 experts, so PlanTensors looks at companions.
+// decodes reports whether the recipe decodes quantized weights to BF16.
 func (r *Recipe) decodes() bool { return r.Default == decode }
 
 // planTransforms finds, among one file's specs, every quantized weight the
-// options decode to BF16 (non-expert weights when the recipe decodes,
-// routed experts under --experts bf16) and every BF16 expert --experts
-// mxfp4 packs, with the companions each consumes. A companion that is
-// missing or of the wrong shape, or a weight that cannot take the step, is
-// an error naming the tensor.
-//
-// fx.in holds the scales of FP8 weights that sit in other files: a weight
-// decoded with one of them reads it from the plan.
+// options decode to BF16 and every BF16 expert --experts mxfp4 packs, with
+// the companions each consumes; fx.in adds the scales other files hold.
 func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileScales) (map[string]*xfSpec, map[string]bool, error) {
 	if !r.decodes() && opts.Experts != ExpertsBF16 && opts.Experts != ExpertsMXFP4 {
 		return nil, nil, nil
@@ -108,8 +86,10 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fil
 			x, err = packSpec(module, s)
 		case expert && opts.Experts == ExpertsBF16, !expert && r.decodes():
 			x, err = decodeSpec(module, s, byName)
-			if err == nil && x == nil && expert && opts.Experts == ExpertsBF16 {
-				err = undecodedExpert(module, s)
+			if err == nil && x == nil && expert && opts.Experts == ExpertsBF16 && !quantizableDTypes[s.DType] {
+				// No decode of its form: the output would not be what was asked.
+				err = fmt.Errorf("tensor %s: %w: --experts bf16 decodes MXFP4 (%s.weight_packed), NVFP4 and block-FP8 (%s.weight_scale_inv or weight_scale) experts and DeepSeek-V4's FP4 ones (I8 codes with an F8_E8M0 %s.scale), not %s %v with these companions; nothing was written",
+					s.Name, errNotQuantizable, module, module, module, s.DType, s.Shape)
 			}
 		}
 		if err != nil {
@@ -131,24 +111,17 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fil
 	return xf, consumed, nil
 }
 
-// decodeSpec plans the BF16 decode of module's quantized weight s, or
-// returns nil when s is not quantized (a BF16 weight stays as it is).
+// decodeSpec plans the BF16 decode of weight s (nil when s is not quantized).
 func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safetensors.TensorSpec) (*xfSpec, error) {
-	companions := func(names ...string) []string {
-		var c []string
-		for _, n := range names {
-			if _, ok := byName[n]; ok {
-				c = append(c, n)
-			}
-		}
-		return c
-	}
-	all := companions(module+".weight_scale", module+".weight_scale_inv", module+".weight_scale_2", module+".input_scale",
-		module+".weight_global_scale", module+".input_global_scale", module+".weight_zero_point", v4ScaleName(module))
+	all := slices.DeleteFunc([]string{module + ".weight_scale", module + ".weight_scale_inv", module + ".weight_scale_2", module + ".input_scale",
+		module + ".weight_global_scale", module + ".input_global_scale", module + ".weight_zero_point", v4ScaleName(module)}, func(n string) bool {
+		_, ok := byName[n]
+		return !ok
+	})
 	need := func(name string) (safetensors.TensorSpec, error) {
 		t, ok := byName[name]
 		if !ok {
-			return t, missingScale(s.Name, []string{name})
+			return t, &missingScaleError{s.Name, []string{name}}
 		}
 		return t, nil
 	}
@@ -162,8 +135,6 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		if n < 1 || k < 1 || k > quant.MaxK || n > quant.MaxK {
 			return nil, fmt.Errorf("tensor %s: %w: FP8 matrix %v outside [1, %d]²", s.Name, errNotQuantizable, s.Shape, quant.MaxK)
 		}
-		// DeepSeek's weight_scale_inv, ModelOpt's / compressed-tensors'
-		// weight_scale, or DeepSeek-V4's scale.
 		var sc safetensors.TensorSpec
 		ok := false
 		for _, name := range []string{module + ".weight_scale_inv", module + ".weight_scale", v4ScaleName(module)} {
@@ -172,7 +143,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 			}
 		}
 		if !ok {
-			return nil, missingScale(s.Name, []string{module + ".weight_scale_inv", module + ".weight_scale"})
+			return nil, &missingScaleError{s.Name, []string{module + ".weight_scale_inv", module + ".weight_scale"}}
 		}
 		if err := checkFP8Scales(s, sc); err != nil {
 			return nil, err
@@ -183,7 +154,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 		return bf16(xfFP8, n, k, s.Name, sc.Name), nil
 	case s.DType.String() == "I8" && len(s.Shape) == 2 && roleOfName(s.Name) == model.RoleWeight:
 		if _, ok := byName[v4ScaleName(module)]; !ok {
-			return nil, nil // not DeepSeek-V4's FP4: no decode (an expert's is refused by undecodedExpert)
+			return nil, nil // not DeepSeek-V4's FP4: no decode (planTransforms refuses an expert's)
 		}
 		sc, n, k, err := v4FP4Scales(s, byName)
 		if err != nil {
@@ -215,7 +186,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 			return nil, fmt.Errorf("tensor %s: %w: %s %v are not the E4M3 scales of NVFP4 codes %v (want F8_E4M3 [%d, %d])",
 				sc.Name, errNotQuantizable, sc.DType, sc.Shape, s.Shape, n, k/quant.NVFP4GroupSize)
 		}
-		if s2.DType != safetensors.F32 || numel(s2.Shape) != 1 {
+		if s2.DType != safetensors.F32 || slices.ContainsFunc(s2.Shape, func(d int64) bool { return d != 1 }) { // one element
 			return nil, fmt.Errorf("tensor %s: %w: %s %v is not NVFP4's F32 scalar weight_scale_2", s2.Name, errNotQuantizable, s2.DType, s2.Shape)
 		}
 		return bf16(xfNVFP4, n, k, s.Name, sc.Name, s2.Name), nil
@@ -223,29 +194,21 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 	return nil, nil
 }
 
-// missingScaleError: a quantized weight's scale tensor is not in the
-// weight's file. A block-FP8 weight reads its scale from another file
-// (planForeignScales); an MXFP4 or NVFP4 weight's companions must be in its
-// own. scales are the names it may have, the likeliest first; NewPlan names
-// the file that holds it, or says that none does (locateScale). The
-// embedded error is the message that names no other file, wrapping
-// errNotQuantizable.
+// missingScaleError: a quantized weight's scale tensor (one of scales, the
+// likeliest first) is not in the weight's file; locateScale names the file
+// that holds it. Only block FP8 reads scales from other files.
 type missingScaleError struct {
-	error
 	weight string
 	scales []string
 }
 
-func (e *missingScaleError) Unwrap() error { return e.error }
-
-func missingScale(weight string, scales []string) error {
-	return &missingScaleError{
-		error:  fmt.Errorf("tensor %s: %w: its scale tensor %s%s is not in the same file", weight, errNotQuantizable, scales[0], orNames(scales[1:])),
-		weight: weight, scales: scales,
-	}
+func (e *missingScaleError) Error() string {
+	return fmt.Sprintf("tensor %s: %v: its scale tensor %s%s is not in the same file", e.weight, errNotQuantizable, e.scales[0], orNames(e.scales[1:]))
 }
 
-// orNames is " (or A, B)" for the alternative names, "" for none.
+func (e *missingScaleError) Unwrap() error { return errNotQuantizable }
+
+// orNames is " (or A, B)", or "" for no names.
 func orNames(names []string) string {
 	if len(names) == 0 {
 		return ""
@@ -253,9 +216,8 @@ func orNames(names []string) string {
 	return " (or " + strings.Join(names, ", ") + ")"
 }
 
-// locateScale returns, for a missingScaleError in err, the error naming
-// the file of src that holds the weight's scale tensor, or saying that no
-// file does, err otherwise.
+// locateScale rewords a missingScaleError to name the file of src holding
+// the scale, or to say that none does.
 func locateScale(err error, src *safetensors.Checkpoint, file string) error {
 	var m *missingScaleError
 	if !errors.As(err, &m) {
@@ -271,9 +233,8 @@ func locateScale(err error, src *safetensors.Checkpoint, file string) error {
 		file, m.weight, errNotQuantizable, m.scales[0], orNames(m.scales[1:]))
 }
 
-// checkFP8Scales checks that sc holds the 128×128 block scales of the FP8
-// weight w in one of the layouts the three conventions write, or DeepGEMM's
-// packed UE8M0 buffer.
+// checkFP8Scales checks that sc holds w's 128×128 block scales in a layout
+// some convention writes, or DeepGEMM's packed UE8M0 buffer.
 func checkFP8Scales(w, sc safetensors.TensorSpec) error {
 	n, k := w.Shape[0], w.Shape[1]
 	nb, kb := blocks(n), blocks(k)
@@ -311,14 +272,12 @@ func packSpec(module string, s safetensors.TensorSpec) (*xfSpec, error) {
 	}}, nil
 }
 
-// v4ScaleName is the scale tensor DeepSeek-V4 stores beside module's
-// weight: X.scale (inference/model.py Linear: an FP8 weight's per 128×128
-// block, an FP4 weight's per 32 along K, both float8_e8m0fnu).
+// v4ScaleName is DeepSeek-V4's X.scale (inference/model.py Linear: per
+// 128×128 block of FP8, per 32 along K of FP4, float8_e8m0fnu).
 func v4ScaleName(module string) string { return module + ".scale" }
 
-// v4FP4Scales checks that DeepSeek-V4 FP4 codes s (I8 [N, K/2], two E2M1
-// codes a byte, low nibble first as torch's float4_e2m1fn_x2 packs them)
-// have their F8_E8M0 [N, K/32] scale in byName, and returns it with the
+// v4FP4Scales finds the F8_E8M0 [N, K/32] scale of DeepSeek-V4 FP4 codes s
+// (I8 [N, K/2], low nibble first as torch's float4_e2m1fn_x2) and the
 // decoded shape.
 func v4FP4Scales(s safetensors.TensorSpec, byName map[string]safetensors.TensorSpec) (safetensors.TensorSpec, int64, int64, error) {
 	module, _ := model.SplitRole(s.Name)
@@ -335,18 +294,8 @@ func v4FP4Scales(s safetensors.TensorSpec, byName map[string]safetensors.TensorS
 	return sc, n, k, nil
 }
 
-// isE8M0 reports whether d is safetensors' F8_E8M0 (torch's
-// float8_e8m0fnu: 2^(byte-127), 0xFF NaN).
+// isE8M0 reports whether d is F8_E8M0 (torch's float8_e8m0fnu).
 func isE8M0(d safetensors.DType) bool { return d.String() == "F8_E8M0" }
-
-// numel is the element count of a shape (1 for a scalar).
-func numel(shape []int64) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= d
-	}
-	return n
-}
 
 // roleOfName is the role a tensor's last name segment gives it.
 func roleOfName(name string) model.Role {
@@ -354,16 +303,12 @@ func roleOfName(name string) model.Role {
 	return r
 }
 
-// checkExpertsWay refuses, before anything is planned, expert modes that do
-// not fit the experts config.json declares (--experts fp8 casts MXFP4 or
-// unquantized experts alone).
+// checkExpertsWay refuses expert modes unfit for the experts config.json declares.
 func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) error {
 	cfgPath := filepath.Join(root, model.ConfigName)
 	switch {
 	case !r.decodes() && cfg.Raw()["model_type"] == "deepseek_v4":
-		// The conventions' configs describe weight_scale / weight_scale_inv
-		// scales: V4's FP8 weights kept with their X.scale would be
-		// undeclared.
+		// No convention's config describes X.scale.
 		return fmt.Errorf("convert %s: %w: --recipe %s keeps DeepSeek-V4's FP8 weights as they are (F8_E4M3 with an F8_E8M0 X.scale), and no --format describes those in the output's config.json: convert DeepSeek-V4 with --recipe bf16 (with --experts bf16 or fp8)",
 			root, errNotQuantizable, r.Name)
 	case opts.Experts == ExpertsMXFP4 && cfg.Experts == model.ExpertsMXFP4:

@@ -96,7 +96,7 @@ func checkConversion(t *testing.T, srcDir, dst string, opts Options) {
 		}
 		wantTensors := len(sf.Tensors)
 		for _, st := range sf.Tensors {
-			a, _ := r.classifyK3(st.Name)
+			a := r.classifyK3(st.Name)
 			srcBytes := readAll(t, sf.Section(st))
 			ot, ok := of.Lookup(st.Name)
 			if !ok {

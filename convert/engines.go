@@ -18,19 +18,13 @@ func (expertsModeSet) set() ([]string, string, string) {
 	return expertsModeNames[:], "ExpertsMode", "experts mode"
 }
 
+// The expert modes.
 const (
-	// ExpertsKeep copies the experts byte for byte (MXFP4 in K3).
-	ExpertsKeep ExpertsMode = iota
-	// ExpertsNVFP4 casts MXFP4 experts to NVFP4 (NVIDIA's Kimi-K3 export).
-	ExpertsNVFP4
-	// ExpertsBF16 decodes quantized experts (MXFP4, NVFP4, block FP8) to BF16.
-	ExpertsBF16
-	// ExpertsMXFP4 packs BF16 experts into the release's compressed-tensors
-	// mxfp4-pack-quantized format, bit for bit as compressed-tensors does.
-	ExpertsMXFP4
-	// ExpertsFP8 turns MXFP4 (or BF16) experts into 128×128 block FP8 in
-	// the chosen --format, the Hopper-servable form of K3's experts.
-	ExpertsFP8
+	ExpertsKeep  ExpertsMode = iota // copied byte for byte
+	ExpertsNVFP4                    // MXFP4 cast to NVFP4 (NVIDIA's Kimi-K3 export)
+	ExpertsBF16                     // MXFP4, NVFP4 or block FP8 decoded to BF16
+	ExpertsMXFP4                    // BF16 packed to MXFP4 as compressed-tensors does
+	ExpertsFP8                      // MXFP4 or BF16 to 128×128 block FP8 (Hopper-servable)
 )
 
 var expertsModeNames = [...]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4", ExpertsFP8: "fp8"}
@@ -38,20 +32,14 @@ var expertsModeNames = [...]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", E
 // parseExpertsMode maps an --experts name to its mode.
 func parseExpertsMode(s string) (ExpertsMode, error) { return parseEnum[expertsModeSet](s) }
 
-// ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to the quant
-// package's choice of block-FP8 cast, the one definition of it.
+// ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to its cast.
 func ParseNumerics(s string) (quant.Numerics, error) {
 	return parseName[quant.Numerics]("numerics", s, numNumerics)
 }
 
-// numNumerics is how many quant.Numerics values there are.
 const numNumerics = int(quant.ModelOpt) + 1
 
-// checkExecutable refuses, before anything is planned, option combinations
-// that have no meaning: NVFP4 experts are described only by ModelOpt's
-// config; ModelOpt's FP8_PB_WO cast has BF16 scales (stored as F32), never
-// UE8M0 powers of two, and no reference for FP8 experts (NVIDIA's exporter
-// casts none with it, and it makes an all-zero tile NaN codes under scale 0).
+// checkExecutable refuses option combinations that have no meaning.
 func checkExecutable(opts Options) error {
 	if opts.Experts == ExpertsNVFP4 && opts.Format != modelOpt {
 		return fmt.Errorf("%w: --experts nvfp4 is described only by --format modelopt, not %s", errUnknownFormat, opts.Format)
@@ -68,23 +56,17 @@ func checkExecutable(opts Options) error {
 	return nil
 }
 
-// SplitReport summarizes the fused groups a recipe splits: one line per
-// fusion and member choice, with how many layers it concerns. Engines that
-// build the fusion then load it with one method for all members: wrongly,
-// or not at all.
+// SplitReport is one fused group a recipe splits, by fusion and member
+// choice: engines that build the fusion load it with one method for all
+// members, wrongly or not at all.
 type SplitReport struct {
-	// Fused is the fused layer's name (in_proj_qkvgfab, gate_up_proj, …).
-	Fused string `json:"fused"`
-	// Parent is the members' parent module (self_attn, shared_experts, mlp).
-	Parent string `json:"parent"`
-	// Engines build the fusion.
-	Engines []string `json:"engines"`
-	// Quantized and Kept are the members on each side.
+	Fused     string   `json:"fused"`  // in_proj_qkvgfab, gate_up_proj, …
+	Parent    string   `json:"parent"` // self_attn, shared_experts, mlp
+	Engines   []string `json:"engines"`
 	Quantized []string `json:"quantized"`
 	Kept      []string `json:"kept"`
-	// Layers counts the modules split this way; Example names one.
-	Layers  int    `json:"layers"`
-	Example string `json:"example"`
+	Layers    int      `json:"layers"`  // modules split this way
+	Example   string   `json:"example"` // one of them
 }
 
 // String is the report's line for --dry-run and inspect.
@@ -110,9 +92,7 @@ func summarizeSplits(splits []model.Split) []SplitReport {
 	return out
 }
 
-// RecipeSplits reports, from tensor specs alone (inspect --recipe), the fused
-// groups a recipe splits in a checkpoint: outs are what PlanTensors planned
-// for it under opts.
+// RecipeSplits reports the fused groups split by outs (PlanTensors' under opts).
 func RecipeSplits(outs []outputTensor, opts Options) []SplitReport {
 	ms := newModuleSet(opts.classifier())
 	ms.add(outs)

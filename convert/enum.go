@@ -5,13 +5,12 @@ import (
 	"strings"
 )
 
-// enum is the type of convert's small closed sets whose values flags,
-// plans and manifests spell by name; S names the set.
+// enum is the type of convert's small closed sets, spelled by name in
+// flags, plans and manifests; S names the set.
 type enum[S enumSet] uint8
 
-// enumSet describes one enum: its names, indexed by value, the type name
-// String gives a value out of range, and what an unknown name is called in
-// the error that rejects it.
+// enumSet describes one enum: its names by value, its type name (for a value
+// out of range) and what it is called in errors.
 type enumSet interface {
 	set() (names []string, typ, what string)
 }
@@ -45,8 +44,7 @@ func parseEnum[S enumSet](name string) (enum[S], error) {
 	return parseName[enum[S]](what, name, len(names))
 }
 
-// parseName maps a name to the one of the n values of T whose String it
-// is; what names the set in the error that rejects an unknown name.
+// parseName maps a name to the one of the n values of T whose String it is.
 func parseName[T interface {
 	~uint8
 	String() string

@@ -12,29 +12,23 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// fp8ExpertStats counts the 128×128 blocks of routed experts that
-// --experts fp8 cast to block FP8. A block is lossy when some weight's
-// dequantized value (E4M3 code × block scale, in float32, as an FP8 GEMM
-// sees it) differs from the source's: one E4M3 scale cannot always hold
-// every E8M0 scale of the block's 32-wide MXFP4 groups. They are the
-// quantization report's blocks and lossy blocks of the experts group.
+// fp8ExpertStats counts the 128×128 blocks of routed experts --experts fp8
+// cast, and the lossy ones: one E4M3 block scale cannot always hold every
+// E8M0 scale of the block's 32-wide MXFP4 groups.
 type fp8ExpertStats struct {
 	Tensors int64 `json:"tensors"`
 	Blocks  int64 `json:"blocks"`
 	Lossy   int64 `json:"lossy"`
 }
 
-// add is the sum of two counts.
 func (s fp8ExpertStats) add(o fp8ExpertStats) fp8ExpertStats {
 	return fp8ExpertStats{Tensors: s.Tensors + o.Tensors, Blocks: s.Blocks + o.Blocks, Lossy: s.Lossy + o.Lossy}
 }
 
-// fp8ExpertOutputs plans a routed expert tensor s under --experts fp8 (src
-// is its 1-based index among the specs, names every spec of its file):
-// MXFP4 codes X.weight_packed become X.weight F8_E4M3 [N, K] and the
-// format's scale tensor, their E8M0 scales are consumed, an unquantized
-// X.weight is quantized as the recipes quantize BF16 weights. handled is
-// false for tensors that are no routed expert's.
+// fp8ExpertOutputs plans a routed expert tensor s under --experts fp8:
+// MXFP4 codes X.weight_packed become X.weight F8_E4M3 [N, K] and its scale,
+// consuming their E8M0 scales; an unquantized X.weight is quantized.
+// handled is false for tensors that are no routed expert's.
 func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safetensors.TensorSpec, opts Options) (out []outputTensor, handled bool, err error) {
 	if opts.classifier().Classify(s.Name) != model.RoutedExperts {
 		return nil, false, nil
@@ -73,11 +67,11 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 	}
 	if roleOfName(s.Name) == model.RoleWeight && s.DType.String() == "I8" {
 		// DeepSeek-V4's FP4 codes, decoded exactly as MXFP4's.
-		if _, n, k, err := v4FP4Scales(s, names); err != nil {
+		_, n, k, err := v4FP4Scales(s, names)
+		if err != nil {
 			return nil, true, err
-		} else {
-			return weight(s.Name, n, k), true, nil
 		}
+		return weight(s.Name, n, k), true, nil
 	}
 	if roleOfName(s.Name) != model.RoleWeight {
 		return nil, false, nil // a companion: its weight decides (and refuses an FP8 or NVFP4 one)
@@ -94,19 +88,15 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 	return weight(s.Name, s.Shape[0], s.Shape[1]), true, nil
 }
 
-// isMXFP4Codes reports whether t, a tensor the plan quantizes (a routed
-// expert's: fp8ExpertOutputs read its name with the config's family), is
-// MXFP4 codes (or DeepSeek-V4's FP4 codes, I8 X.weight, which
-// fp8ExpertOutputs plans only beside their X.scale), which quantize reads
-// through their exact BF16 decode.
+// isMXFP4Codes reports whether t, a tensor the plan quantizes, is FP4 codes,
+// which quantize reads through their exact BF16 decode.
 func isMXFP4Codes(t safetensors.TensorInfo) bool {
 	_, ok := fp4ScaleName(t)
 	return ok
 }
 
 // fp4ScaleName is the name of the E8M0 scales of FP4 codes t: MXFP4's
-// weight_scale of X.weight_packed (U8), DeepSeek-V4's X.scale of X.weight
-// (I8).
+// X.weight_scale (U8 X.weight_packed), DeepSeek-V4's X.scale (I8 X.weight).
 func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 	if len(t.Shape) != 2 {
 		return "", false
@@ -120,11 +110,9 @@ func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 	return "", false
 }
 
-// weightSource is where quantize reads weight t of f (ra holds f's bytes)
-// and what it reads: t's own bytes, or for MXFP4 codes the BF16 view of
-// their decode (exact: an E2M1 value times a power of two has at most two
-// significant bits, so BF16 holds every finite product float32 does), with
-// a bounded buffer of the codes and E8M0 scales behind each read.
+// weightSource is what quantize reads of weight t of f: t's own bytes, or
+// for MXFP4 codes the BF16 view of their decode (exact: an E2M1 value times
+// a power of two has at most two significant bits).
 func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, prog meter) (*io.SectionReader, safetensors.TensorInfo, bool, error) {
 	if !isMXFP4Codes(t) {
 		return io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()), t, false, nil
@@ -140,9 +128,8 @@ func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensor
 	return io.NewSectionReader(v, 0, 2*n*k), view, true, nil
 }
 
-// mxfp4View reads MXFP4 codes and scales as the little-endian BF16 bytes of
-// their decode. Reads must cover whole 32-element groups, as every read of
-// quantize does (bands of rows, column tiles of multiples of 128).
+// mxfp4View reads MXFP4 codes and scales as the BF16 bytes of their decode,
+// in whole 32-element groups (as every read of quantize is).
 type mxfp4View struct {
 	codes, scales *io.SectionReader
 	scalesName    string
@@ -151,7 +138,6 @@ type mxfp4View struct {
 	prog          meter
 }
 
-// groupBytes is one MXFP4 group's size in the BF16 view.
 const groupBytes = 2 * quant.MXGroupSize
 
 func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
@@ -163,7 +149,7 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 	*v.buf = bufs.Grow(*v.buf, need)
 	b := *v.buf
 	sc, codes := b[:ng], b[ng:]
-	// Scales first, then codes: the order fileRanges plans for a remote source.
+	// Scales first: the order fileRanges plans for a remote source.
 	if _, err := v.scales.ReadAt(sc, g0); err != nil {
 		return 0, fmt.Errorf("read %s at %d: %w", v.scalesName, g0, err)
 	}
@@ -184,9 +170,7 @@ func (v *mxfp4View) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// mxfp4Reads calls read with each (tensor, offset in it, length) quantize
-// reads of MXFP4 codes t through their view: per view read, its scales
-// then its codes.
+// mxfp4Reads calls read with each (tensor, offset, length) mxfp4View reads of t.
 func mxfp4Reads(f *safetensors.File, t safetensors.TensorInfo, read func(t safetensors.TensorInfo, off, n int64)) {
 	name, _ := fp4ScaleName(t)
 	sc, ok := f.Lookup(name)
@@ -201,17 +185,14 @@ func mxfp4Reads(f *safetensors.File, t safetensors.TensorInfo, read func(t safet
 	})
 }
 
-// fp8xScratch is a job's state for FP8 experts: the view's buffer and the
-// block counts.
+// fp8xScratch is a job's state for FP8 experts.
 type fp8xScratch struct {
 	buf   []byte
 	stats fp8ExpertStats
 }
 
-// counted adds one expert tensor's blocks to the counts, from the error the
-// quantization report measured for it in the same pass (quant.ErrStats: a
-// block is lossy when some float32 product code × scale differs from the
-// source value, ±0 equal). m is nil only when measuring is off.
+// counted adds one expert tensor's blocks to the counts from the error the
+// report measured for it (m is nil only when measuring is off).
 func (x *fp8xScratch) counted(m *quant.ErrStats) {
 	x.stats.Tensors++
 	if m != nil {
@@ -229,8 +210,7 @@ func specsByName(in []safetensors.TensorSpec) map[string]safetensors.TensorSpec 
 	return m
 }
 
-// fp8Banks are the expert banks that are block FP8 in the output: every
-// one under --experts fp8, none otherwise.
+// fp8Banks are the expert banks that are block FP8 in the output.
 func fp8Banks(m modules, opts Options) []string {
 	if opts.Experts == ExpertsFP8 {
 		return m.experts
@@ -239,6 +219,5 @@ func fp8Banks(m modules, opts Options) []string {
 }
 
 // expertsTarget is the compressed-tensors target of FP8 routed experts: a
-// MoE layer's bank (the fused layer engines build) and each expert's
-// projections, under either text prefix and the engines' mlp spelling.
+// MoE layer's bank (fused by engines) and each expert's projections.
 const expertsTarget = `re:(?:.*\.)?layers\.\d+\.(?:block_sparse_moe|mlp)\.experts(?:\.\d+\.\w+)?$`

@@ -12,32 +12,26 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// nVFP4BandBytes bounds the packed MXFP4 codes cast at once (one band of
-// rows); with its E8M0 and E4M3 scales a job holds about 1.2× this.
+// nVFP4BandBytes bounds the packed MXFP4 codes cast at once.
 const nVFP4BandBytes = 4 << 20
 
 // inputScaleOne is X.input_scale, F32 1.0: NVIDIA's converter pins every
 // expert's activation scale to --input_scale (default 1.0), no calibration.
 var inputScaleOne = binary.LittleEndian.AppendUint32(nil, math.Float32bits(1))
 
-// castScratch is a job's state for NVFP4 casts and the counts it reports.
+// castScratch is a job's state for NVFP4 casts and its counts.
 type castScratch struct {
-	mx, e4 []byte // one band of E8M0 and of E4M3 scales
-	zeros  []byte // zero codes for casts that only want the scales
-	// file and kmax: the K_max of the w1/w3 pairs of the file being
-	// written (the scale_2, scale and code steps of both share it).
-	file *safetensors.File
-	kmax map[string]int
-	// counts of the files this job wrote.
+	mx, e4    []byte // one band of E8M0 and of E4M3 scales
+	zeros     []byte // zero codes for casts that only want the scales
+	file      *safetensors.File
+	kmax      map[string]int // file's K_max per w1/w3 pair, shared by their steps
 	cast      quant.CastStats
 	zeroScale int64
 }
 
 // kmaxOf returns the K_max of a cast: NVIDIA's mxfp4_kmax of the projection's
-// E8M0 scales, and for w1/w3 the larger of the two projections' values (a
-// projection whose scales are all zero counts as 0, as in NVIDIA's rule). It
-// reads the scale tensors in chunks from ra (sf's bytes, or a stream of
-// them) the first time the file needs it.
+// E8M0 scales, for w1/w3 the larger of the pair's (all-zero scales count as
+// 0), read the first time the file needs it.
 func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, prog meter) (int, error) {
 	if s.cs.file != sf {
 		s.cs.file, s.cs.kmax = sf, map[string]int{}
@@ -61,7 +55,7 @@ func (s *scratch) kmaxOf(ctx context.Context, ra io.ReaderAt, sf *safetensors.Fi
 	return k, nil
 }
 
-// scanKMax is KMax over one E8M0 scale tensor, read NVFP4BandBytes at a time.
+// scanKMax is KMax over one E8M0 scale tensor.
 func (s *scratch) scanKMax(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, t safetensors.TensorInfo, prog meter) (int, error) {
 	var m quant.KMax
 	sec := tensorSection(ra, sf, t)
@@ -88,19 +82,16 @@ func castBandRows(n int64, k int) int {
 	return int(min(n, max(1, int64(nVFP4BandBytes/(k/2)))))
 }
 
-// castNVFP4 casts one MXFP4 projection to NVFP4 band by band with the given
-// K_max, handing each band's codes to codes and its E4M3 scales to scales
-// (either may be nil). Without codes the packed source is not read: the E4M3
-// scales depend on the E8M0 scales and K_max alone, so the band is cast
-// from zero codes, whose value counts (Lossy) are then not the tensor's. It
-// returns the cast's counts.
+// castNVFP4 casts one MXFP4 projection to NVFP4 band by band, handing codes
+// and E4M3 scales to codes and scales (either nil). Without codes, zero codes
+// are cast: the scales depend on the E8M0 scales and K_max alone.
 func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, c *castSource, kmax int, codes, scales func([]byte) error, prog meter) (quant.CastStats, error) {
 	n, k := c.Packed.Shape[0], c.k()
 	cast, err := quant.NewNVFP4Cast(k, kmax)
 	if err != nil {
 		return quant.CastStats{}, fmt.Errorf("tensor %s: %w", c.Packed.Name, err)
 	}
-	if codes != nil { // zero codes (scales only) say nothing of the error
+	if codes != nil { // zero codes say nothing of the error
 		cast.Measure = s.measure
 	}
 	s.measure = nil
@@ -151,8 +142,7 @@ func (s *scratch) castNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors
 	return cast.Stats, nil
 }
 
-// writeNVFP4 writes the tensor of a StepNVFP4 and counts the cast of its
-// code step (the one step that casts the codes) into the job's totals.
+// writeNVFP4 writes the tensor of a StepNVFP4; its code step counts the cast.
 func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensors.File, st step, w func([]byte) error, prog meter) error {
 	if st.Part == partInputScale {
 		return w(inputScaleOne)
@@ -182,17 +172,14 @@ func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensor
 	return fmt.Errorf("unknown NVFP4 part %d", st.Part)
 }
 
-// tensorSection is t's bytes in ra, which holds sf's bytes (the file, or a
+// tensorSection is t's bytes in ra, which holds sf's (the file, or a
 // stream of its planned ranges).
 func tensorSection(ra io.ReaderAt, sf *safetensors.File, t safetensors.TensorInfo) *io.SectionReader {
 	return io.NewSectionReader(ra, sf.DataStart+t.Begin, t.Size())
 }
 
-// nvfp4Reads calls read with each (tensor, offset in it, length) a StepNVFP4
-// reads, in the order the cast reads them: the E8M0 scales of its K_max the
-// first time the file's steps need that K_max (seen holds the keys met
-// already), then band by band the scales, and for the codes the packed
-// codes after each band's scales.
+// nvfp4Reads calls read with each (tensor, offset, length) a StepNVFP4
+// reads, in the cast's order; seen holds the K_max keys met already.
 func nvfp4Reads(st step, seen map[string]bool, read func(t safetensors.TensorInfo, off, n int64)) {
 	c := st.Cast
 	if st.Part == partInputScale || c == nil {

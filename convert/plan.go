@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -24,40 +25,29 @@ import (
 // every other output file; its presence marks a finished conversion.
 const ManifestName = "k3ckpt-manifest.json"
 
-// planVersion changes whenever the meaning of a plan changes, so that a resume
-// never mixes outputs of two versions.
+// planVersion changes with a plan's meaning: a resume never mixes two versions.
 const planVersion = "k3ckpt-convert/2"
 
-// filePlan is one output shard (same name as its source shard) and all that
-// writing it takes: its layout, the program of steps that fills it, and what
-// the source looked like when it was planned.
+// filePlan is one output shard (named as its source) and all writing it takes.
 type filePlan struct {
-	// Name is the shard's path relative to the checkpoint root.
-	Name string
-	// Source is the source shard (its headers; data is read by the executor).
-	Source *safetensors.File
-	// Layout is the output file: header bytes and every tensor's offsets.
-	Layout *safetensors.FilePlan
-	// Steps is the executor's program for the file, in the layout's data
-	// order: copy runs and quantized weights.
-	Steps []step
-	// ReadBytes is how many source bytes producing the file reads.
-	ReadBytes int64
-	// Totals counts the file's tensors and bytes.
-	Totals totals
-	// SourceHeader is the sha256 of the source file's header as planned; the
-	// executor checks it before writing, so a shard replaced since planning
-	// is never converted with a stale plan.
+	Name      string                // relative to the checkpoint root
+	Source    *safetensors.File     // its headers; the executor reads the data
+	Layout    *safetensors.FilePlan // the output's header and tensor offsets
+	Steps     []step                // the executor's program, in data order
+	ReadBytes int64                 // the source bytes producing it reads
+	Totals    totals
+	// SourceHeader is the source header's sha256 as planned: a shard
+	// replaced since is never converted with a stale plan.
 	SourceHeader [sha256.Size]byte
 
-	foreign   []*foreignScale   // the scales its weights read from other files, by name
-	stamp     fsx.Stamp         // the source file's size and times when planned
-	etag      string            // a remote source file's ETag when planned
-	layoutSum [sha256.Size]byte // sha256 of the output header (the plan's ID covers it)
+	foreign   []*foreignScale   // the scales its weights read from other files
+	stamp     fsx.Stamp         // the source's size and times when planned
+	etag      string            // a remote source's ETag when planned
+	layoutSum [sha256.Size]byte // the output header's sha256 (the plan's ID covers it)
 }
 
-// rereadBytes is what the file's code steps read again: weights whose codes
-// are not held from their scale step, or the spilled codes.
+// rereadBytes is what the code steps read again: weights whose codes are
+// not held from their scale step, or the spilled codes.
 func (fp *filePlan) rereadBytes() int64 {
 	var n int64
 	for _, st := range fp.Steps {
@@ -72,8 +62,7 @@ func (fp *filePlan) rereadBytes() int64 {
 	return n
 }
 
-// spillBytes is what the file's spill holds at most: the codes of the
-// weights it spills.
+// spillBytes is the most the file's spill holds.
 func (fp *filePlan) spillBytes() int64 {
 	var n int64
 	for _, st := range fp.Steps {
@@ -84,42 +73,32 @@ func (fp *filePlan) spillBytes() int64 {
 	return n
 }
 
-// Plan is a complete conversion decided from headers and config alone. The
-// executor follows it without making decisions.
+// Plan is a complete conversion decided from headers and config alone; the
+// executor follows it without deciding anything.
 type Plan struct {
 	Recipe  *Recipe
 	Options Options
-	// SrcRoot is the source checkpoint directory.
-	SrcRoot string
-	// Files are the output shards, in source order.
-	Files []*filePlan
-	// Aux are the side files copied unchanged.
-	Aux []auxFile
+	SrcRoot string      // the source checkpoint directory
+	Files   []*filePlan // the output shards, in source order
+	Aux     []auxFile   // side files copied unchanged
 	// Config is the output config.json; HFQuantConfig is hf_quant_config.json
 	// (ModelOpt only, else nil).
 	Config, HFQuantConfig []byte
-	// ID fingerprints everything above; outputs of one plan carry it.
-	ID string
-	// AuxUnlisted is set when the source (an https:// directory) could not
-	// be listed: its side files besides config.json are not in Aux.
+	ID                    string // fingerprints everything above; outputs carry it
+	// AuxUnlisted: the source (an https:// directory) could not be listed,
+	// so Aux lacks its side files besides config.json.
 	AuxUnlisted bool
 
-	// Totals counts the plan's tensors and bytes.
-	Totals totals
-	// FetchBytes is what carrying out the whole plan reads from a remote
-	// source: every shard's planned ranges and the side files (0 for a local
-	// source).
-	FetchBytes int64
-	// Splits are the fused groups the recipe splits.
-	Splits []SplitReport
+	Totals     totals
+	FetchBytes int64         // what the plan reads from a remote source (0: local)
+	Splits     []SplitReport // the fused groups the recipe splits
 
-	remote *remote.Source // the source's, nil for a local one
+	remote *remote.Source // nil for a local source
 }
 
-// NewPlan plans the conversion of a checkpoint, local or remote. config is the source
-// config.json (read from the checkpoint when nil). It fails, before anything
-// is written, on a tensor the recipe cannot quantize, a tensor whose shape or
-// dtype disagrees with the config, or output names that collide.
+// NewPlan plans the conversion of a checkpoint, local or remote, whose
+// config.json is config (read when nil). It fails on a tensor the recipe
+// cannot quantize or the config disagrees with, or colliding output names.
 func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options) (*Plan, error) {
 	if err := checkExecutable(opts); err != nil {
 		return nil, fmt.Errorf("convert %s: %w", src.Root, err)
@@ -135,8 +114,8 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, model.ConfigName), err)
 	}
 	if model.FamilyOfConfig(config) != model.BuiltinFamilies()[0] {
-		// Another family's names are read as its schema spells them;
-		// Kimi-K3's as ever, with its public layer schedule.
+		// Another family's names are read as its schema spells them
+		// (Kimi-K3's with its public layer schedule, the default).
 		opts.cls = cfg.Classifier
 	}
 	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
@@ -154,8 +133,6 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	catalog := cfg.CatalogLookup()
 	seen := nameSet{}
 	var mu sync.Mutex
-	// Files are planned concurrently (each is independent); their modules
-	// and names are merged into the shared sets under a lock.
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, f := range src.Files {
@@ -163,7 +140,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 			if err := checkAgainstConfig(src.Root, f, cfg, catalog); err != nil {
 				return err
 			}
-			fp, outs, err := planFileWith(src.Root, f, r, opts, fileScales{in: xs.in[f.Path], taken: xs.taken[f.Path]})
+			fp, outs, err := planFileWith(src.Root, f, r, opts, xs[f.Path])
 			if err != nil {
 				return locateScale(err, src, filepath.Join(src.Root, f.Path))
 			}
@@ -198,12 +175,8 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	return p, nil
 }
 
-// planFileWith plans one output shard from its source's header: the
-// outputs the recipe makes of its tensors, their layout and the steps that
-// write them, and the outputs in the layout's data order too (the plan keeps
-// only what the executor needs). The file's FP8 weights may read their
-// scales from other files, and other files' weights may consume its tensors
-// (fx).
+// planFileWith plans one output shard from its source's header, and returns
+// its outputs in data order too; fx holds what other files share with it.
 func planFileWith(root string, f *safetensors.File, r *Recipe, opts Options, fx fileScales) (*filePlan, []outputTensor, error) {
 	path := filepath.Join(root, f.Path)
 	specs := make([]safetensors.TensorSpec, len(f.Tensors))
@@ -217,8 +190,7 @@ func planFileWith(root string, f *safetensors.File, r *Recipe, opts Options, fx 
 	if len(outs) == 0 && len(fx.taken) > 0 {
 		return nil, nil, fmt.Errorf("file %s: %w: it holds only scales of weights in other shards, so its output would hold no tensor and no index could list it: rewrite the shards with each scale beside its weight (and the index's weight_map to match), then run again", path, errNotQuantizable)
 	}
-	// The header is rendered again when the file is written: a plan of
-	// every file of K3 would otherwise hold ~80 MB of headers meanwhile.
+	// The header is rendered again when written: K3's would hold ~80 MB.
 	l, sum, outs, err := layoutFile(f, outs)
 	if err != nil {
 		return nil, nil, err
@@ -233,11 +205,10 @@ func planFileWith(root string, f *safetensors.File, r *Recipe, opts Options, fx 
 		return nil, nil, fmt.Errorf("%s: %w", root, err)
 	}
 	if rf, ok := f.ReaderAt().(*remote.File); ok {
-		// Every response must repeat the size and ETag the file was
-		// opened with: no header re-read needed to know it is the same.
+		// Every response repeats the size and ETag the file was opened
+		// with: no header re-read needed.
 		fp.etag = rf.Version()
 	} else if sum, ok := f.HeaderSum(); ok {
-		// The header's bytes as parsed: what the plan was made from.
 		fp.SourceHeader = sum
 	} else if fp.SourceHeader, err = headerSum(f); err != nil {
 		return nil, nil, fmt.Errorf("file %s: %w", path, err)
@@ -259,10 +230,8 @@ func headerSum(f *safetensors.File) ([sha256.Size]byte, error) {
 	return [sha256.Size]byte(h.Sum(nil)), nil
 }
 
-// nameSet finds an output name planned twice across files. Within a file the
-// layout rejects duplicates; across files only the scale names are new, so
-// only they (and the names they could collide with) need remembering. It
-// maps each name to the file that writes it.
+// nameSet maps the scale names planned to their files: within a file the
+// layout rejects duplicates, and across files only scale names are new.
 type nameSet map[string]string
 
 func (n nameSet) add(file string, outs []outputTensor) error {
@@ -278,7 +247,7 @@ func (n nameSet) add(file string, outs []outputTensor) error {
 	return nil
 }
 
-// summarize counts a file's tensors and bytes for Totals.
+// summarize counts a file's tensors and bytes.
 func (fp *filePlan) summarize(outs []outputTensor) {
 	l := fp.Layout
 	t := &fp.Totals
@@ -341,8 +310,7 @@ func (fp *filePlan) summarize(outs []outputTensor) {
 	t.Dropped = len(fp.Source.Tensors) - kept
 }
 
-// layoutFile lays out one output shard, without keeping its header, and
-// orders its outputs like the layout; it returns the header's sha256.
+// layoutFile lays out one output shard (its header not kept) and orders outs by it.
 func layoutFile(f *safetensors.File, outs []outputTensor) (*safetensors.FilePlan, [sha256.Size]byte, []outputTensor, error) {
 	specs := make([]safetensors.TensorSpec, len(outs))
 	for i, o := range outs {
@@ -360,9 +328,8 @@ func layoutFile(f *safetensors.File, outs []outputTensor) (*safetensors.FilePlan
 	return l, sum, ordered, nil
 }
 
-// fingerprint hashes what the plan produces: the tool version, the recipe,
-// the options, every output header and source size, the side files and the
-// configs. Two runs with equal fingerprints write byte-identical outputs.
+// fingerprint hashes all the plan produces from: two runs with equal
+// fingerprints write byte-identical outputs.
 func (p *Plan) fingerprint() string {
 	h := sha256.New()
 	line := func(parts ...string) {
@@ -370,16 +337,13 @@ func (p *Plan) fingerprint() string {
 		h.Write([]byte{'\n'})
 	}
 	line(planVersion, p.Recipe.Name, p.Recipe.Default.String(), "quantize", p.Recipe.Quantize.String())
-	for _, r := range p.Recipe.Rules {
-		line("rule", r.Pattern, r.Action.String())
-	}
 	// NonFinite is left out: where both policies succeed they write the same bytes.
 	line("options", p.Options.Format.String(), p.Options.ScaleFmt.String(), p.Options.Experts.String(), p.Options.Numerics.String())
 	for _, f := range p.Files {
 		line("file", f.Name, strconv.FormatInt(f.Source.Size, 10))
 		h.Write(f.layoutSum[:])
 		for _, x := range f.foreign {
-			line(x.fingerprintLine()...)
+			line("xscale", x.weight, x.info.Name, x.file, hex.EncodeToString(x.sum[:]))
 		}
 	}
 	for _, a := range p.Aux {
@@ -404,28 +368,14 @@ type totals struct {
 	Files, AuxFiles, OutputFiles int
 }
 
-// totals sums the files' totals and counts the side files.
 func (p *Plan) totals() totals {
 	var t totals
+	sum := reflect.ValueOf(&t).Elem()
 	for _, f := range p.Files {
-		ft := f.Totals
-		t.Files += ft.Files
-		t.SourceBytes += ft.SourceBytes
-		t.OutputBytes += ft.OutputBytes
-		t.Copied += ft.Copied
-		t.Quantized += ft.Quantized
-		t.Dropped += ft.Dropped
-		t.CopiedBytes += ft.CopiedBytes
-		t.QuantizedBytes += ft.QuantizedBytes
-		t.FP8Bytes += ft.FP8Bytes
-		t.ScaleBytes += ft.ScaleBytes
-		t.NVFP4 += ft.NVFP4
-		t.MXFP4Bytes += ft.MXFP4Bytes
-		t.NVFP4Bytes += ft.NVFP4Bytes
-		t.Decoded += ft.Decoded
-		t.DecodedBytes += ft.DecodedBytes
-		t.Packed += ft.Packed
-		t.PackedBytes += ft.PackedBytes
+		ft := reflect.ValueOf(f.Totals)
+		for i := range sum.NumField() { // every field is a count
+			sum.Field(i).SetInt(sum.Field(i).Int() + ft.Field(i).Int())
+		}
 	}
 	for _, a := range p.Aux {
 		t.AuxFiles++

@@ -15,47 +15,29 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
-// Names of the configuration files a conversion writes or replaces.
-// HFQuantConfigName is ModelOpt's quantization description, written for
-// --format modelopt (config.json, model.ConfigName, is rewritten with the
-// output's quantization_config).
+// HFQuantConfigName is ModelOpt's quantization description (--format modelopt).
 const HFQuantConfigName = "hf_quant_config.json"
 
-// Facts of the configs written per convention, as the engines' loaders and
-// NVIDIA's Kimi-K3 exporter spell them.
+// The configs' vocabulary, as engines and NVIDIA's Kimi-K3 exporter spell it.
 const (
-	// modelOptProducer is the producer name vLLM requires before it reads a
-	// ModelOpt config; the version says who really wrote it.
-	modelOptProducer = "modelopt"
-	modelOptVersion  = "k3ckpt"
-	// modelOptMixed is the top-level quant_algo of a mixed checkpoint.
-	modelOptMixed = "MIXED_PRECISION"
-	// fp8BlockAlgo is ModelOpt's name for 128×128 block FP8 weights.
-	fp8BlockAlgo = "FP8_PB_WO"
-	// nvfp4Algo is ModelOpt's NVFP4 (weights and activations in E2M1).
-	nvfp4Algo = "NVFP4"
-	// ctFloatFormat is compressed-tensors' format of FP8 float weights.
-	ctFloatFormat = "float-quantized"
-	// ctMXFP4Format is the release's format of its MXFP4 experts.
-	ctMXFP4Format = "mxfp4-pack-quantized"
-	// ctMixedFormat is the top-level format when groups differ.
-	ctMixedFormat = "mixed-precision"
-	// ue8m0 is the scale_fmt value DeepSeek-style loaders read.
-	ue8m0 = "ue8m0"
-	// quantKey is the quantization section of a config.json.
-	quantKey = "quantization_config"
-	// textKey holds the language model's config in a multimodal config.
-	textKey = "text_config"
+	modelOptProducer = "modelopt" // vLLM reads a ModelOpt config from this producer alone
+	modelOptVersion  = "k3ckpt"   // who really wrote it
+	modelOptMixed    = "MIXED_PRECISION"
+	fp8BlockAlgo     = "FP8_PB_WO" // 128×128 block FP8 weights
+	nvfp4Algo        = "NVFP4"
+	ctFloatFormat    = "float-quantized"
+	ctMXFP4Format    = "mxfp4-pack-quantized" // the release's MXFP4 experts
+	ctMixedFormat    = "mixed-precision"      // groups in different formats
+	ue8m0            = "ue8m0"                // DeepSeek-style loaders' scale_fmt
+	quantKey         = "quantization_config"
+	textKey          = "text_config" // a multimodal config's language model
 )
 
-// modules sorts the output's linear modules into the sets each convention
-// names: FP8 weights, other 2-D float weights left unquantized, and the
-// routed-expert banks (….experts, one per MoE layer).
+// modules are the output's linear modules as the conventions name them: FP8
+// weights, other 2-D float weights, and the routed-expert banks.
 type modules struct {
 	fp8, kept, experts []string
-	// decodes is set when the recipe decodes quantized weights to BF16 (a
-	// plan with no FP8 left then writes no block-FP8 config at all).
-	decodes bool
+	decodes            bool // the recipe decodes: with no FP8 left, no block-FP8 config
 }
 
 // moduleSet accumulates modules file by file.
@@ -68,8 +50,7 @@ func newModuleSet(cls *model.Classifier) *moduleSet {
 	return &moduleSet{fp8: map[string]bool{}, kept: map[string]bool{}, experts: map[string]bool{}, cls: cls}
 }
 
-// add records the modules of one file's outputs (names are cloned when
-// first recorded: they alias the source header otherwise).
+// add records the modules of one file's outputs (cloned: they alias its header).
 func (m *moduleSet) add(outs []outputTensor) {
 	put := func(set map[string]bool, name string) {
 		if !set[name] {
@@ -90,13 +71,10 @@ func (m *moduleSet) add(outs []outputTensor) {
 	}
 }
 
-// merge adds another set's modules.
 func (m *moduleSet) merge(o *moduleSet) {
-	for _, p := range [...][2]map[string]bool{{m.fp8, o.fp8}, {m.kept, o.kept}, {m.experts, o.experts}} {
-		for k := range p[1] {
-			p[0][k] = true
-		}
-	}
+	maps.Copy(m.fp8, o.fp8)
+	maps.Copy(m.kept, o.kept)
+	maps.Copy(m.experts, o.experts)
 }
 
 func (m *moduleSet) sorted() modules {
@@ -107,12 +85,21 @@ func (m *moduleSet) sorted() modules {
 // convention's quantization_config) and, for ModelOpt, hf_quant_config.json.
 func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq []byte, err error) {
 	raw := cfg.Raw()
-	setV4ExpertDType(raw, opts)
+	// DeepSeek-V4's expert_dtype says what the routed experts hold: "fp4"
+	// (the release), "fp8"; absent, BF16 (inference/model.py MoE).
+	if _, ok := raw["expert_dtype"]; ok {
+		switch opts.Experts {
+		case ExpertsBF16:
+			delete(raw, "expert_dtype")
+		case ExpertsFP8:
+			raw["expert_dtype"] = "fp8"
+		}
+	}
 	text, _ := raw[textKey].(map[string]any)
 	var srcQC map[string]any // the source's description of its experts
 	var mxQC map[string]any  // a compressed-tensors MXFP4 one, top level or in text_config
 	for _, holder := range []map[string]any{raw, text} {
-		if v, ok := holder[quantKey]; ok && holder != nil {
+		if v, ok := holder[quantKey]; ok {
 			qc, ok := v.(map[string]any)
 			if !ok {
 				return nil, nil, fmt.Errorf("%w: %s is not an object", errConfig, quantKey)
@@ -173,8 +160,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 		return nil, nil, err
 	}
 	raw[quantKey] = qc
-	// The two files share maps they only read: rendered at once (a large
-	// checkpoint's each lists every quantized module).
+	// Both share maps they only read, and each lists every quantized module.
 	var hfErr error
 	var wg sync.WaitGroup
 	if hf != nil {
@@ -188,8 +174,7 @@ func outputConfigs(cfg *model.Config, mods modules, opts Options) (config, hfq [
 	return config, hfq, nil
 }
 
-// spellAll lists every engine spelling of each module (as the family of
-// cls spells them), sorted and unique.
+// spellAll lists every engine spelling of each module, sorted and unique.
 func spellAll(cls *model.Classifier, mods []string) []string {
 	var out []string
 	for _, m := range mods {
@@ -199,10 +184,9 @@ func spellAll(cls *model.Classifier, mods []string) []string {
 	return slices.Compact(out)
 }
 
-// deepSeekConfig is the DeepSeek-V3 "fp8" config: SGLang and vLLM read
-// ignored_layers, transformers modules_to_not_convert; both list every module
-// that is not FP8 (kept BF16 ones and experts not cast to FP8) under every
-// spelling.
+// deepSeekConfig is the DeepSeek-V3 "fp8" config: ignored_layers (SGLang,
+// vLLM) and modules_to_not_convert (transformers) list every non-FP8 module
+// under every spelling.
 func deepSeekConfig(m modules, opts Options) map[string]any {
 	qc := map[string]any{
 		"quant_method":      model.DeepSeek.QuantMethod(),
@@ -224,31 +208,26 @@ func deepSeekConfig(m modules, opts Options) map[string]any {
 }
 
 // modelOptConfigs builds hf_quant_config.json and config.json's
-// quantization_config the way NVIDIA's Kimi-K3 exporter
-// (examples/kimi/kimi_k3/quantize_to_nvfp4.py, _build_hf_quant_config and
-// _rewrite_config_json, with convert_hf_quant_config_format) does: every
-// quantized module and every fused layer holding one under all engine
-// spellings; NVIDIA's exclude_modules less the patterns that would match a
-// quantized module; NVFP4 experts declared per bank, MXFP4 experts left
-// undeclared (a loader that knows MXFP4, TensorRT-LLM's K3 loader, reads
-// undeclared experts as MXFP4, and an exclusion would override that).
+// quantization_config as NVIDIA's Kimi-K3 exporter does
+// (examples/kimi/kimi_k3/quantize_to_nvfp4.py: _build_hf_quant_config,
+// _rewrite_config_json, convert_hf_quant_config_format): every quantized
+// module and fused layer under all spellings; NVIDIA's exclude_modules less
+// the patterns reaching a quantized module; NVFP4 experts declared per bank,
+// MXFP4 ones undeclared (TensorRT-LLM's K3 loader reads undeclared experts
+// as MXFP4, and an exclusion would override that).
 func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[string]any, err error) {
-	layers := map[string]any{}
-	type group struct {
-		entry   map[string]any
-		targets []string
-	}
-	var groups []*group
+	layers, configGroups := map[string]any{}, map[string]any{}
 	declare := func(mods []string, entry map[string]any) {
 		if len(mods) == 0 {
 			return
 		}
-		g := &group{entry: entry}
-		for _, n := range spellAll(opts.classifier(), mods) {
+		targets := spellAll(opts.classifier(), mods)
+		for _, n := range targets {
 			layers[n] = entry
-			g.targets = append(g.targets, n)
 		}
-		groups = append(groups, g)
+		g := modelOptGroup(entry)
+		g["targets"] = anyStrings(targets)
+		configGroups["group_"+strconv.Itoa(len(configGroups))] = g
 	}
 	if opts.Experts == ExpertsNVFP4 {
 		declare(m.experts, map[string]any{"quant_algo": nvfp4Algo, "group_size": quant.NVFP4GroupSize})
@@ -257,8 +236,6 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	if len(layers) == 0 {
 		return nil, nil, fmt.Errorf("%w: --format modelopt with nothing quantized: ModelOpt mixed-precision loaders refuse an empty quantized_layers", errConfig)
 	}
-	// An exclusion must not reach a quantized module, nor undeclared MXFP4
-	// experts (TensorRT-LLM lets an exclusion outrank its MXFP4 default).
 	protected := slices.Collect(maps.Keys(layers))
 	outExperts := outputExperts(cfg, opts)
 	if outExperts == model.ExpertsMXFP4 {
@@ -270,22 +247,20 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	}
 	reaches := reachesAny(aliases, protected)
 	var exclude []string
-	seen := map[string]bool{}
 	for i, alias := range aliases {
-		if seen[alias] || reaches[i] {
-			continue
+		if !reaches[i] {
+			exclude = append(exclude, alias)
 		}
-		seen[alias] = true
-		exclude = append(exclude, alias)
 	}
 	if outExperts == model.ExpertsBF16 {
-		for _, n := range spellAll(opts.classifier(), m.experts) {
-			if !seen[n] {
-				seen[n] = true
-				exclude = append(exclude, n)
-			}
-		}
+		exclude = append(exclude, spellAll(opts.classifier(), m.experts)...)
 	}
+	seen := map[string]bool{}
+	exclude = slices.DeleteFunc(exclude, func(n string) bool {
+		dup := seen[n]
+		seen[n] = true
+		return dup
+	})
 	producer := map[string]any{"name": modelOptProducer, "version": modelOptVersion}
 	hfq = map[string]any{
 		"producer": producer,
@@ -296,12 +271,6 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 			"quantized_layers":    layers,
 			"exclude_modules":     anyStrings(exclude),
 		},
-	}
-	configGroups := map[string]any{}
-	for i, g := range groups {
-		cg := modelOptGroup(g.entry)
-		cg["targets"] = anyStrings(g.targets)
-		configGroups["group_"+strconv.Itoa(i)] = cg
 	}
 	qc = map[string]any{
 		"config_groups":    configGroups,
@@ -314,8 +283,7 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	return qc, hfq, nil
 }
 
-// reachesAny reports for each pattern whether it matches one of mods (every
-// pattern against every module: split over the cores).
+// reachesAny reports for each pattern whether it matches one of mods.
 func reachesAny(patterns, mods []string) []bool {
 	out := make([]bool, len(patterns))
 	n := min(runtime.GOMAXPROCS(0), len(patterns))
@@ -332,9 +300,7 @@ func reachesAny(patterns, mods []string) []bool {
 }
 
 // modelOptGroup is convert_hf_quant_config_format's config group for one
-// per-layer entry: NVFP4 gets its compressed-tensors style weights and
-// input_activations; FP8_PB_WO, which that function has no mapping for, gets
-// just its quant_algo.
+// per-layer entry; FP8_PB_WO, which it does not map, keeps its quant_algo.
 func modelOptGroup(entry map[string]any) map[string]any {
 	if entry["quant_algo"] == nvfp4Algo {
 		args := func() map[string]any {
@@ -345,19 +311,13 @@ func modelOptGroup(entry map[string]any) map[string]any {
 	return map[string]any{"quant_algo": entry["quant_algo"]}
 }
 
-// compressedTensorsConfig adds an FP8 block group (compressed-tensors'
-// FP8_BLOCK scheme: static 128×128 weights, dynamic per-token-group-128
-// activations) to the source's groups (the MXFP4 experts, kept as they are)
-// and rewrites ignore so that no converted module is ignored while every
-// module the removed entries covered stays ignored. Targets and the new
-// ignore entries are "re:" patterns that match a module under any prefix
-// (engines match them against their runtime names, not the checkpoint's).
-// Only keys of the library's QuantizationConfig / QuantizationScheme /
-// QuantizationArgs appear: it validates them with extra="forbid".
-func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[string]any, error) {
-	qc := map[string]any{}
-	if src != nil {
-		qc = deepCopyJSON(src).(map[string]any)
+// compressedTensorsConfig adds an FP8_BLOCK group to qc, the source's (the
+// caller's copy, or nil), and rewrites ignore so that no converted module is
+// ignored, by "re:" patterns matching under any prefix (engines match runtime
+// names). Only keys compressed-tensors knows appear (extra="forbid").
+func compressedTensorsConfig(qc map[string]any, m modules, opts Options) (map[string]any, error) {
+	if qc == nil {
+		qc = map[string]any{}
 	}
 	qc["quant_method"] = model.CompressedTensors.QuantMethod()
 	if _, ok := qc["quantization_status"]; !ok {
@@ -369,7 +329,6 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	}
 	srcFormat, _ := qc["format"].(string)
 	if len(groups) > 0 && srcFormat != ctFloatFormat {
-		// Groups in different formats: each states its own.
 		for _, g := range groups {
 			if gm, ok := g.(map[string]any); ok {
 				if _, has := gm["format"]; !has && srcFormat != "" {
@@ -414,9 +373,8 @@ func compressedTensorsConfig(src map[string]any, m modules, opts Options) (map[s
 	return qc, nil
 }
 
-// ctMatcher compiles one compressed-tensors ignore/targets entry: "re:<regex>"
-// is matched from the start of the module name (Python re.match), anything
-// else must equal the name.
+// ctMatcher compiles a compressed-tensors ignore/targets entry: "re:<regex>"
+// matches from the start of the name (Python re.match), else equality.
 func ctMatcher(entry string) (func(string) bool, error) {
 	if pat, ok := strings.CutPrefix(entry, "re:"); ok {
 		re, err := regexp.Compile(`^(?:` + pat + `)`)
@@ -428,9 +386,7 @@ func ctMatcher(entry string) (func(string) bool, error) {
 	return func(s string) bool { return s == entry }, nil
 }
 
-// rewriteIgnore drops the ignore entries that match a converted module (under
-// any engine spelling) and ignores, by prefix-agnostic pattern, the kept
-// modules those entries covered.
+// rewriteIgnore drops entries matching a converted module; kept ones they covered stay ignored.
 func rewriteIgnore(cls *model.Classifier, v any, m modules) ([]any, error) {
 	var entries []string
 	switch t := v.(type) {
@@ -474,27 +430,8 @@ func anyStrings(s []string) []any {
 	return out
 }
 
-func deepCopyJSON(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, x := range t {
-			m[k] = deepCopyJSON(x)
-		}
-		return m
-	case []any:
-		s := make([]any, len(t))
-		for i, x := range t {
-			s[i] = deepCopyJSON(x)
-		}
-		return s
-	}
-	return v
-}
-
-// marshalConfig renders a config file as NVIDIA's exporter writes
-// config.json: json.dumps(indent=2, sort_keys=True) (the schema's
-// MarshalConfig, ensure_ascii included) and a final newline.
+// marshalConfig renders a config as NVIDIA's exporter writes config.json:
+// json.dumps(indent=2, sort_keys=True) and a final newline.
 func marshalConfig(v map[string]any) ([]byte, error) {
 	b, err := model.MarshalConfig(v)
 	if err != nil {
@@ -503,7 +440,7 @@ func marshalConfig(v map[string]any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// outputExpertFormats are the expert formats the modes other than keep write.
+// outputExpertFormats are the expert formats the modes but keep write.
 var outputExpertFormats = map[ExpertsMode]model.ExpertFormat{
 	ExpertsNVFP4: model.ExpertsNVFP4, ExpertsBF16: model.ExpertsBF16, ExpertsMXFP4: model.ExpertsMXFP4, ExpertsFP8: model.ExpertsFP8,
 }
@@ -516,9 +453,8 @@ func outputExperts(cfg *model.Config, opts Options) model.ExpertFormat {
 	return cfg.Experts
 }
 
-// releaseMXFP4Config is the quantization_config Kimi-K3's release declares
-// for its MXFP4 experts (text_config.quantization_config of
-// moonshotai/Kimi-K3's config.json), which --experts mxfp4 writes back.
+// releaseMXFP4Config is text_config.quantization_config of
+// moonshotai/Kimi-K3's config.json, which --experts mxfp4 writes back.
 func releaseMXFP4Config() map[string]any {
 	return map[string]any{
 		"config_groups": map[string]any{

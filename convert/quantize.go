@@ -15,8 +15,7 @@ import (
 
 var quantElems = map[safetensors.DType]quant.Elem{safetensors.BF16: quant.BF16, safetensors.F16: quant.F16, safetensors.F32: quant.F32}
 
-// tileCols is the widest column tile (a multiple of 128) whose 128-row band of
-// elements of size esz fits TileBytes, or k when the whole band fits.
+// tileCols is k, or the widest 128-multiple tile whose band fits TileBytes.
 func tileCols(k, esz int) int {
 	if blockSize*k*esz <= tileBytes {
 		return k
@@ -24,13 +23,10 @@ func tileCols(k, esz int) int {
 	return max(blockSize, tileBytes/(blockSize*esz)/blockSize*blockSize)
 }
 
-// quantize streams one [N, K] weight through the quantizer in bands of 128
-// rows (split into column tiles when a band is wider than TileBytes), hands
-// each band of FP8 codes to emit or appends it to *hold (when not nil; a
-// band is quantized in place there, within hold's capacity) and leaves the block scales,
-// as little-endian fp32, in s.sbytes. It returns how many non-finite values
-// it zeroed, and leaves in s.lastZeroScale how many blocks got scale 0 (ModelOpt
-// numerics).
+// quantize streams one [N, K] weight through the quantizer in 128-row bands,
+// handing the FP8 codes to emit or onto *hold (in place, within its
+// capacity); it leaves the fp32 scales in s.sbytes and the count of zero
+// scales in s.lastZeroScale, and returns how many non-finite values it zeroed.
 func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
 	emit func([]byte) error, hold *[]byte, prog meter) (int64, error) {
 	sec, t, viewed, err := s.weightSource(ra, f, t, prog)

@@ -17,33 +17,26 @@ import (
 
 // Done records say which output files are finished, under which plan, with
 // their size and sha256, so that a resumed run or merge trusts them without
-// hashing them again. Each process appends its records, one JSON line each,
-// to a log of its own in StateDir/done (a worker's is named after its
-// slice), so that recording a file costs one write instead of creating,
-// renaming and later deleting a file per record. Logs are not synced: a
-// record lost with a power failure only makes resume redo its file, whose
-// own data was synced before the record was written.
+// hashing them again. Each process appends JSON lines to a log of its own in
+// StateDir/done: one write per record. Logs are not synced: a record lost
+// with a power failure only makes resume redo its file.
 const (
-	logExt    = ".jsonl"
-	legacyExt = ".json" // one record per file, as earlier versions kept them
-	// maxRecordLine bounds one record line read back.
+	logExt        = ".jsonl"
+	legacyExt     = ".json" // one record per file, as earlier versions kept them
 	maxRecordLine = 64 << 10
 )
 
 // recordLog is the log a run appends its done records to.
 type recordLog struct {
-	mu   sync.Mutex
-	dir  string
-	name string
-	f    *os.File // opened on the first record
-	recs records  // what was added
-	// state is the plan record that must be durable before any record
-	// (nil: it is).
-	state *pendingState
+	mu    sync.Mutex
+	dir   string
+	name  string
+	f     *os.File      // opened on the first record
+	recs  records       // what was added
+	state *pendingState // the plan record that must be durable first
 }
 
-// newRecordLog names the log of worker (of workers; 1 for a whole run),
-// whose records wait for state.
+// newRecordLog names the log of worker (of workers; 1 for a whole run).
 func newRecordLog(dst string, worker, workers int, state *pendingState) *recordLog {
 	name := "run" + logExt
 	if workers > 1 {
@@ -52,12 +45,11 @@ func newRecordLog(dst string, worker, workers int, state *pendingState) *recordL
 	return &recordLog{dir: filepath.Join(dst, stateDir, doneDir), name: name, state: state, recs: records{}}
 }
 
-// ready waits until the plan the records belong to is recorded in DST: a
-// file must not reach its final name, nor a record the log, before then.
+// ready waits until the plan is recorded in DST: no file may reach its
+// final name, nor a record the log, before then.
 func (l *recordLog) ready() error { return l.state.wait() }
 
-// add appends one record in a single write. A log left by a killed run may
-// end in a torn line: the first record starts on a line of its own.
+// add appends one record in a single write.
 func (l *recordLog) add(r doneRecord) error {
 	if err := l.ready(); err != nil {
 		return err
@@ -80,13 +72,14 @@ func (l *recordLog) add(r doneRecord) error {
 	return nil
 }
 
-// added returns the records this log was given.
 func (l *recordLog) added() records {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return maps.Clone(l.recs)
 }
 
+// open opens the log; a killed run's may end in a torn line, so the first
+// record starts on a line of its own.
 func (l *recordLog) open() error {
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
 		return err
@@ -115,7 +108,6 @@ func (l *recordLog) open() error {
 	return nil
 }
 
-// close closes the log (records already written stay).
 func (l *recordLog) close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -130,9 +122,8 @@ func (l *recordLog) close() error {
 // records are the done records found in DST, by output file name.
 type records map[string]doneRecord
 
-// loadRecords reads every log in DST's StateDir (and single-record files of
-// earlier versions). A line that does not parse, as the torn last line of a
-// killed run, is no record: its file is redone.
+// loadRecords reads every log in DST's StateDir (and legacy records). A line
+// that does not parse, as a torn last line, is no record.
 func loadRecords(dst string) (records, error) {
 	dir := filepath.Join(dst, stateDir, doneDir)
 	ents, err := os.ReadDir(dir)
@@ -191,7 +182,7 @@ func (recs records) readLog(path string) error {
 }
 
 // finished returns the record of a unit finished under plan, from its done
-// record or from a finished conversion's manifest (m may be nil).
+// record or m, a finished conversion's manifest (or nil).
 func (recs records) finished(plan, unit string, m *dstManifest) (fileRecord, bool) {
 	if r, ok := recs[unit]; ok && r.Plan == plan {
 		return r.fileRecord, true
@@ -202,8 +193,7 @@ func (recs records) finished(plan, unit string, m *dstManifest) (fileRecord, boo
 	return fileRecord{}, false
 }
 
-// recorded reports whether unit has a done record of plan (and so its
-// counts), not only a manifest entry.
+// recorded reports whether unit has a done record of plan, with its counts.
 func (recs records) recorded(plan, unit string) bool {
 	r, ok := recs[unit]
 	return ok && r.Plan == plan

@@ -14,26 +14,21 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
-// ReportName is the file, beside the shards, that records the error of
-// every lossy step of a conversion (see README "quantization_report.json").
+// ReportName is the file, beside the shards, with the error of every lossy step.
 const ReportName = "quantization_report.json"
 
-// reportSchema is the report's "schema" value; it changes with its meaning.
-const reportSchema = 1
+const reportSchema = 1 // changes with the report's meaning
 
-// Report is quantization_report.json: the error of every quantized tensor,
-// per tensor group and in total.
+// Report is quantization_report.json: the error per tensor group and in total.
 type Report struct {
 	Schema int           `json:"schema"`
 	Groups []ReportEntry `json:"groups"`
 	Total  ReportEntry   `json:"total"`
 }
 
-// ReportEntry is the error over a set of quantized tensors. x is the source
-// value, x̂ the output as engines dequantize it (quant.ErrStats). RelFro
-// (√(Σ(x−x̂)²/Σx²)) and SQNR (10·log10(Σx²/Σ(x−x̂)²) dB) are null where the
-// quotient is not a finite number: SQNR when the error is zero, both when
-// Σx² is zero. Lossless says every x̂ equals its x.
+// ReportEntry is the error over a set of quantized tensors (quant.ErrStats).
+// RelFro (√(Σ(x−x̂)²/Σx²)) and SQNR (10·log10(Σx²/Σ(x−x̂)²) dB) are null
+// where the quotient is not finite.
 type ReportEntry struct {
 	Group       string   `json:"group,omitempty"`
 	Tensors     int64    `json:"tensors"`
@@ -50,7 +45,7 @@ type ReportEntry struct {
 	SumSqError  float64  `json:"sum_sq_error"`
 }
 
-// errSums is a set of tensors' ErrStats with their count.
+// errSums is a set of tensors' ErrStats and their count.
 type errSums struct {
 	Tensors int64 `json:"tensors"`
 	quant.ErrStats
@@ -68,38 +63,32 @@ type groupSums struct {
 }
 
 // fileReport is one shard's share of the report, kept in its done record
-// (and the manifest) so that a resumed run and merge combine the same
-// partial sums: the file's tensors, in name order, summed per group (in
-// model.Group order) and in total.
+// so that a resumed run and merge add the same partial sums.
 type fileReport struct {
 	Groups []groupSums `json:"groups"`
 	Total  errSums     `json:"total"`
 }
 
 // errCollector gathers the error of each quantized tensor of the file being
-// written (or verified). Accumulators are allocated a chunk at a time, so
-// that a file of many small tensors costs few allocations; none is ever
-// handed out twice, so a kernel left holding one cannot add to another
-// tensor's.
+// written or verified. Accumulators are allocated errChunk at a time and
+// never handed out twice, so a kernel left holding one cannot add to
+// another tensor's.
 type errCollector struct {
 	tensors []namedErrs
 	chunk   []quant.ErrStats
 }
 
-// errChunk is how many accumulators errCollector allocates at once.
 const errChunk = 64
 
-// namedErrs is one tensor's accumulator.
 type namedErrs struct {
 	name string
 	s    *quant.ErrStats
 }
 
-// measureErrors is off only in the benchmark that measures what measuring costs.
+// measureErrors is off only in the benchmark of what measuring costs.
 var measureErrors = true
 
-// tensor returns a fresh accumulator for the named source tensor, replacing
-// any earlier one (a tensor quantized twice files the same sums once).
+// tensor returns a fresh accumulator for the named tensor, replacing any other.
 func (c *errCollector) tensor(name string) *quant.ErrStats {
 	if !measureErrors {
 		return nil
@@ -113,8 +102,7 @@ func (c *errCollector) tensor(name string) *quant.ErrStats {
 	return s
 }
 
-// take folds what was collected into the file's report (nil when nothing
-// was quantized) and starts over.
+// take folds what was collected into the file's report (or nil) and starts over.
 func (c *errCollector) take(cls *model.Classifier) *fileReport {
 	if len(c.tensors) == 0 {
 		return nil
@@ -141,9 +129,7 @@ func (c *errCollector) take(cls *model.Classifier) *fileReport {
 	return r
 }
 
-// buildReport combines the files' reports in the plan's file order (nil
-// entries are files with nothing quantized): each group's sums and the
-// total are added file by file in that order.
+// buildReport adds the files' reports (nil: nothing quantized) in plan order.
 func buildReport(files []*fileReport) *Report {
 	var total errSums
 	byGroup := map[string]errSums{}
@@ -167,7 +153,6 @@ func buildReport(files []*fileReport) *Report {
 	return r
 }
 
-// entry derives the report's figures from the sums.
 func (s *errSums) entry(group string) ReportEntry {
 	e := ReportEntry{Group: group, Tensors: s.Tensors, Blocks: s.Blocks, MaxAbsError: s.MaxAbs,
 		Lossless: s.SumSqErr == 0 && s.NaN == 0, Saturated: s.Saturated, NaN: s.NaN, ZeroTiles: s.ZeroTiles,
@@ -183,8 +168,7 @@ func (s *errSums) entry(group string) ReportEntry {
 	return e
 }
 
-// marshal renders the report as the file holds it: indented, one newline at
-// the end. Its bytes depend on the sums alone.
+// marshal renders the report as the file holds it.
 func (r *Report) marshal() ([]byte, error) {
 	for _, e := range append([]ReportEntry{r.Total}, r.Groups...) {
 		for _, v := range []float64{e.MaxAbsError, e.SumSq, e.SumSqError} {
@@ -200,8 +184,7 @@ func (r *Report) marshal() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// readReport reads DST's quantization_report.json (an error wrapping
-// fs.ErrNotExist when the conversion wrote none).
+// readReport reads DST's quantization_report.json.
 func readReport(d *destination) (*Report, error) {
 	path := d.path(ReportName)
 	b, err := d.readFile(ReportName)
@@ -215,8 +198,8 @@ func readReport(d *destination) (*Report, error) {
 	return r, nil
 }
 
-// ParseReport reads the bytes of a quantization_report.json: unknown
-// fields and another schema are errors, not guesses.
+// ParseReport reads a quantization_report.json; unknown fields and another
+// schema are errors.
 func ParseReport(b []byte) (*Report, error) {
 	var r Report
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -230,8 +213,7 @@ func ParseReport(b []byte) (*Report, error) {
 	return &r, nil
 }
 
-// diffReports names the first group and field where got (DST's report)
-// differs from want (the one recomputed), or "" when they are equal.
+// diffReports names the first group and field where got differs from want.
 func diffReports(got, want *Report) string {
 	if got.Schema != want.Schema {
 		return fmt.Sprintf("schema %d, want %d", got.Schema, want.Schema)
@@ -280,31 +262,23 @@ func diffEntry(got, want ReportEntry) string {
 }
 
 // reports says whether the plan has a lossy step, and so writes the report.
-// A new lossy step files each tensor it makes with s.errs.tensor(source
-// name), hands that accumulator to its kernel (quant.ErrStats) and is
-// listed in lossy.
 func (p *Plan) reports() bool {
 	return slices.ContainsFunc(p.Files, func(fp *filePlan) bool { return slices.ContainsFunc(fp.Steps, lossy) })
 }
 
-// lossy says whether a step is the one pass of a lossy conversion that
-// measures its tensor: a block-FP8 weight's scale step, an NVFP4 cast's code
-// step, an MXFP4 packing's steps.
+// lossy says whether a step is the pass of a lossy conversion that measures
+// its tensor (with s.errs.tensor).
 func lossy(st step) bool {
 	return st.Kind == stepScales || st.Kind == stepPack || (st.Kind == stepNVFP4 && st.Part == partCodes)
 }
 
-// writeReport writes DST's quantization_report.json atomically (temporary
-// name, fsync, rename, directory fsync, as the configs) from the shards'
-// records, combined in the plan's shard order, and returns its record.
+// writeReport writes DST's report atomically from the shards' records.
 func writeReport(dst string, shards []string, done []fileRecord) (fileRecord, error) {
-	byName := make(map[string]*fileReport, len(done))
-	for _, r := range done {
-		byName[r.Name] = r.Report
-	}
 	files := make([]*fileReport, len(shards))
-	for i, name := range shards {
-		files[i] = byName[name]
+	for _, r := range done {
+		if i := slices.Index(shards, r.Name); i >= 0 {
+			files[i] = r.Report
+		}
 	}
 	b, err := buildReport(files).marshal()
 	if err != nil {
@@ -317,8 +291,7 @@ func writeReport(dst string, shards []string, done []fileRecord) (fileRecord, er
 	return rec, err
 }
 
-// checkReport requires DST's quantization_report.json to be, byte for byte,
-// the report recomputed from SRC and DST (rep.Report).
+// checkReport requires DST's report to be rep.Report byte for byte.
 func checkReport(rep *VerifyReport, dst *destination) {
 	want, err := rep.Report.marshal()
 	if err != nil {

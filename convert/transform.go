@@ -22,47 +22,31 @@ type xfStats struct {
 	repack  quant.RepackStats // MXFP4 groups decoded, and those packing would not give back byte for byte
 }
 
-// transformStep plans the step writing output i, made from o.Source by the
-// transform o.xf.
+// transformStep plans the step writing output i by the transform o.xf.
 func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 	spec := o.xf
 	x := &transform{kind: spec.kind, part: o.part}
-	look := func(name string) (safetensors.TensorInfo, error) {
+	sources := []*safetensors.TensorInfo{&x.codes, &x.scales, &x.scale2}
+	for j, name := range spec.sources {
+		if j == 1 && spec.foreign != nil {
+			// Read with the plan from the file that holds it.
+			x.scales, x.xscale = spec.foreign.info, spec.foreign.data
+			continue
+		}
 		t, ok := sf.Lookup(name)
 		if !ok {
-			return t, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, name, safetensors.ErrNotFound)
+			return step{}, fmt.Errorf("file %s: tensor %s: %w in the source", sf.Path, name, safetensors.ErrNotFound)
 		}
-		return t, nil
+		*sources[j] = t
 	}
-	var err error
-	if x.codes, err = look(spec.sources[0]); err != nil {
-		return step{}, err
-	}
+	x.n, x.k = x.codes.Shape[0], x.codes.Shape[1]
 	switch {
-	case spec.foreign != nil:
-		// Read with the plan from the file that holds it.
-		x.scales, x.xscale = spec.foreign.info, spec.foreign.data
-	case len(spec.sources) > 1:
-		if x.scales, err = look(spec.sources[1]); err != nil {
-			return step{}, err
-		}
-	}
-	if len(spec.sources) > 2 {
-		if x.scale2, err = look(spec.sources[2]); err != nil {
-			return step{}, err
-		}
-	}
-	switch x.kind {
-	case xfFP8, xfPack:
-		x.n, x.k = x.codes.Shape[0], x.codes.Shape[1]
-		switch {
-		case x.kind == xfFP8 && x.scales.DType == safetensors.I32:
-			x.sform = scalesPacked
-		case x.kind == xfFP8 && isE8M0(x.scales.DType):
-			x.sform = scalesE8M0
-		}
-	default:
-		x.n, x.k = x.codes.Shape[0], 2*x.codes.Shape[1]
+	case x.kind == xfMXFP4 || x.kind == xfNVFP4:
+		x.k *= 2 // two E2M1 codes a byte
+	case x.kind == xfFP8 && x.scales.DType == safetensors.I32:
+		x.sform = scalesPacked
+	case x.kind == xfFP8 && isE8M0(x.scales.DType):
+		x.sform = scalesE8M0
 	}
 	kind := stepDecode
 	if x.kind == xfPack {
@@ -71,9 +55,8 @@ func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 	return step{Kind: kind, First: i, Last: i, Src: sf.DataStart + x.codes.Begin, Len: x.codes.Size(), xf: x}, nil
 }
 
-// markHeld pairs the two pack steps of each BF16 weight of a file and
-// decides whether the first keeps the part the second writes (so the weight
-// is read once), while the parts kept at any moment fit MaxHeldCodes.
+// markHeld pairs each BF16 weight's two pack steps: the first keeps the part
+// the second writes (one read of the weight) while the parts held fit.
 func markHeld(steps []step) {
 	first := map[string]*transform{}
 	var held int64
@@ -120,10 +103,8 @@ func xfRows(x *transform, r0 int64) int64 {
 	return min(m, x.n-r0)
 }
 
-// xfReads calls read with each (tensor, offset in it, length) the step
-// reads, in the order it reads them: the once-read scales (NVFP4's scale_2,
-// a packed UE8M0 buffer), then chunk by chunk the scales and the codes. A
-// pack step whose part is held reads nothing.
+// xfReads calls read with each (tensor, offset, length) the step reads, in
+// its order; a pack step whose part is held reads nothing.
 func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
 	if x.kind == xfPack && x.held {
 		return

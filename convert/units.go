@@ -10,18 +10,13 @@ import (
 // manifest are written by Finalize once every unit is done).
 type unit struct {
 	Name string
-	// Size is the output file's size.
 	Size int64
-	// Work is the bytes read and hashed to produce it (what progress counts).
-	Work int64
-	// File is set for an output shard written from its source shard, Aux
-	// for a side file copied byte for byte.
-	File *filePlan
-	Aux  *auxFile
+	Work int64     // bytes read and hashed to produce it (what progress counts)
+	File *filePlan // an output shard, or
+	Aux  *auxFile  // a side file copied byte for byte
 }
 
-// MaxWorkers bounds N in a worker slice I/N: far more machines than any
-// conversion has files, small enough that checking it needs no allocation.
+// MaxWorkers bounds N in a worker slice I/N: more than any conversion's files.
 const MaxWorkers = 1 << 16
 
 // CheckWorker validates a worker slice I/N before anything depends on it.
@@ -32,7 +27,7 @@ func CheckWorker(i, n int) error {
 	return nil
 }
 
-// Units lists the plan's units sorted by name.
+// units lists the plan's units sorted by name.
 func (p *Plan) units() []unit {
 	us := make([]unit, 0, len(p.Files)+len(p.Aux))
 	for _, f := range p.Files {
@@ -46,21 +41,19 @@ func (p *Plan) units() []unit {
 	return us
 }
 
-// Slice returns worker i's share of the units out of n workers: units are
-// dealt largest first to the least loaded worker (ties to the lowest worker
-// and then by name), which balances bytes and depends only on the plan, so
-// every worker computes the same partition on its own.
+// slice returns worker i's share of the units out of n: dealt largest
+// first (then by name) to the least loaded worker (the lowest of ties), it
+// depends only on the plan, so every worker computes the same partition.
 func (p *Plan) slice(i, n int) ([]unit, error) {
 	if err := CheckWorker(i, n); err != nil {
 		return nil, err
 	}
 	us := p.units()
-	order := slices.Clone(us)
-	slices.SortStableFunc(order, func(a, b unit) int { return cmp.Compare(b.Size, a.Size) })
+	slices.SortStableFunc(us, func(a, b unit) int { return cmp.Compare(b.Size, a.Size) })
 	// More workers than units: the first len(us) workers get one each.
 	load := make([]int64, min(n, max(len(us), 1)))
 	var mine []unit
-	for _, u := range order {
+	for _, u := range us {
 		w := 0
 		for j := 1; j < len(load); j++ {
 			if load[j] < load[w] {

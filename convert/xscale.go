@@ -2,7 +2,6 @@ package convert
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,21 +11,13 @@ import (
 )
 
 // A block-FP8 weight's scale may sit in another shard: DeepSeek's
-// inference/fp8_cast_bf16.py (github.com/deepseek-ai/DeepSeek-V3 @
-// 9b4e9788e4a3a731f7567338ed15d3ec549ce03b, main) looks `<name>_scale_inv`
-// up through the index's weight_map and loads whichever file holds it. A
-// decode to BF16 does the same: the BF16 weight goes to the weight's shard
-// and the scale is dropped from its own. The plan reads such a scale's
-// bytes once (they are 1/4096 of their weight's codes) and its ID covers
-// their sha256, so an output shard depends on the scale's file as on its
-// own: a scale changed since a run started makes another plan, which a
-// resume, a --worker of the split and verify refuse as such, and the
-// weight's shard is written only while the scale's file has the stamp and
-// header it was planned with (checkForeign).
+// inference/fp8_cast_bf16.py (DeepSeek-V3 @ 9b4e9788e4a3) finds
+// `<name>_scale_inv` through the index's weight_map. A decode to BF16 does
+// the same: the plan holds the scale's bytes (1/4096 of the codes) and its
+// ID covers their sha256, and the weight's shard is written only while the
+// scale's file is as planned (checkForeign).
 
-// maxForeignScaleBytes bounds the scale bytes a plan holds for weights
-// whose scales sit in other shards (a real checkpoint has at most a few
-// per shard boundary).
+// maxForeignScaleBytes bounds the scale bytes a plan holds (real ones: a few).
 const maxForeignScaleBytes = 64 << 20
 
 // foreignScale is a weight's block scale read from another shard.
@@ -38,27 +29,18 @@ type foreignScale struct {
 	sum    [sha256.Size]byte
 }
 
-// foreignScales are, per source file, the scales of its weights that other
-// files hold (by scale name) and the scales it holds for other files'
-// weights (dropped from it: the decode consumes them).
-type foreignScales struct {
-	in    map[string]map[string]*foreignScale
-	taken map[string]map[string]bool
-}
-
-// decodesFP8 tells whether planTransforms decodes the quantized weight name
-// to BF16 under the recipe and options.
-func decodesFP8(r *Recipe, opts Options, name string) bool {
-	expert := opts.classifier().Classify(name) == model.RoutedExperts
-	return expert && opts.Experts == ExpertsBF16 || !expert && r.decodes()
-}
-
-// planForeignScales finds every block-FP8 weight the plan decodes whose
-// scale (weight_scale_inv, or weight_scale) is not in the weight's file
-// but in another shard, and reads that scale. A scale held by no file is
-// left to planTransforms, which names it as missing.
-func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*foreignScales, error) {
-	fs := &foreignScales{in: map[string]map[string]*foreignScale{}, taken: map[string]map[string]bool{}}
+// planForeignScales reads the scale (weight_scale_inv or weight_scale) of
+// every block-FP8 weight the plan decodes that another shard holds, and
+// returns what each file shares so; a scale no file holds is left to
+// planTransforms, which names it as missing.
+func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (map[string]fileScales, error) {
+	fs := map[string]fileScales{}
+	file := func(path string) fileScales {
+		if _, ok := fs[path]; !ok {
+			fs[path] = fileScales{in: map[string]*foreignScale{}, taken: map[string]bool{}}
+		}
+		return fs[path]
+	}
 	if !r.decodes() && opts.Experts != ExpertsBF16 {
 		return fs, nil
 	}
@@ -79,7 +61,9 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*f
 			if _, ok := f.Lookup(plain); ok {
 				continue
 			}
-			if !decodesFP8(r, opts, t.Name) {
+			// Only the weights planTransforms decodes.
+			expert := opts.classifier().Classify(t.Name) == model.RoutedExperts
+			if expert && opts.Experts != ExpertsBF16 || !expert && !r.decodes() {
 				continue
 			}
 			sf, si, ok := src.Lookup(inv)
@@ -100,30 +84,15 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (*f
 			if _, err := sf.Section(si).ReadAt(b, 0); err != nil && err != io.EOF {
 				return nil, fmt.Errorf("file %s: tensor %s (the scale of %s in %s): read: %w", path, si.Name, t.Name, f.Path, err)
 			}
-			x := &foreignScale{weight: t.Name, info: si, file: sf.Path, data: b, sum: sha256.Sum256(b)}
-			if fs.in[f.Path] == nil {
-				fs.in[f.Path] = map[string]*foreignScale{}
-			}
-			fs.in[f.Path][si.Name] = x
-			if fs.taken[sf.Path] == nil {
-				fs.taken[sf.Path] = map[string]bool{}
-			}
-			fs.taken[sf.Path][si.Name] = true
+			file(f.Path).in[si.Name] = &foreignScale{weight: t.Name, info: si, file: sf.Path, data: b, sum: sha256.Sum256(b)}
+			file(sf.Path).taken[si.Name] = true
 		}
 	}
 	return fs, nil
 }
 
-// fingerprintLine is what the plan's ID holds of a foreign scale.
-func (x *foreignScale) fingerprintLine() []string {
-	return []string{"xscale", x.weight, x.info.Name, x.file, hex.EncodeToString(x.sum[:])}
-}
-
-// checkForeign makes sure the files that hold fp's foreign scales are
-// still what the plan read them from: their stamps, and with header also
-// their header bytes (a remote file is checked by every response). A shard
-// written from scales of a file that changed since would disagree with
-// that file's own output.
+// checkForeign makes sure the files holding fp's foreign scales are as
+// planned: their stamps, and with header their header bytes.
 func (p *Plan) checkForeign(fp *filePlan, header bool) error {
 	for _, x := range fp.foreign {
 		for _, other := range p.Files {

@@ -64,9 +64,6 @@ func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) er
 		fmt.Fprintln(w, termtext.Wrap(fmt.Sprintf(format, a...), width, indent))
 	}
 	line("  ", "plan %.12s: recipe %s, format %s, scales %s", p.ID, p.Recipe.Name, p.Options.Format, p.Options.ScaleFmt)
-	for _, r := range p.Recipe.Rules {
-		line("           ", "  %-8s %s  (%s)", r.Action, r.Pattern, r.Why)
-	}
 	if p.Recipe.Quantize != 0 {
 		// The projection list is one comma-separated word: break it after commas.
 		line("           ", "  %-8s %s", "quantize", strings.ReplaceAll(p.Recipe.Quantize.String(), ",", ", "))
