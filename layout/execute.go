@@ -30,12 +30,10 @@ type ExecOptions struct {
 	// without it such a run is resumed (same plan) or refused (different
 	// plan). Files no run wrote are refused either way, never removed.
 	Restart bool
-	// Progress, if set, hears the run in tensor bytes written, as
-	// convert.Progress does: Start once before the first write, after the
-	// validation pass and the check of what an earlier run left, with the
-	// bytes this run will write (the plan's less what it keeps), so that a
-	// display's total and ETA are this run's; then Add as bytes are written
-	// (from worker goroutines), adding up to Start's total.
+	// Progress, if set, hears the run in tensor bytes written: Start once,
+	// after the validation pass and the check of what an earlier run left,
+	// with the bytes this run will write; then Add (from worker goroutines)
+	// as they are written.
 	Progress interface {
 		Start(total int64)
 		Add(n int64)
@@ -106,58 +104,66 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 	}
 	res := &result{}
 	runs := make([]*dirRun, len(p.Dirs))
-	var jobs []writeJob
+	dirs := make([]outDir, len(p.Dirs))
 	for i := range p.Dirs {
 		dr, err := prepareDir(p, &p.Dirs[i], filepath.Join(dst, p.Dirs[i].Dir), o.Restart)
 		if err != nil {
 			return nil, err
 		}
-		runs[i] = dr
-		res.Kept += len(dr.d.files) - len(dr.todo)
+		runs[i], dirs[i] = dr, dr
 		res.Cleaned += dr.cleaned
-		res.Changed += dr.changed
-		dr.left.Store(int32(len(dr.todo)))
-		for _, of := range dr.todo {
-			jobs = append(jobs, writeJob{of: of, path: filepath.Join(dr.dir, of.name), dr: dr})
-		}
 	}
 	if !o.NoSpaceCheck {
 		if err := checkSpace(dst, runs); err != nil {
 			return nil, err
 		}
 	}
-	committed := func(j writeJob, sum string) error {
-		if err := j.dr.recordCommit(j.of.name, sum); err != nil {
-			return err
-		}
-		if j.dr.left.Add(-1) == 0 {
-			return j.dr.finish()
-		}
-		return nil
-	}
-	if err := p.runJobs(ctx, o, jobs, committed, res); err != nil {
+	if err := p.runJobs(ctx, o, dirs, res); err != nil {
 		return nil, err
 	}
-	for _, dr := range runs {
-		if len(dr.todo) == 0 && !dr.finished {
-			if err := dr.finish(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	res.Written = len(jobs)
 	return res, nil
 }
 
+// dirState is what a run tracks of each output directory, local or in a
+// bucket.
+type dirState struct {
+	d          *dirPlan
+	todo       []*outFile // files still to write
+	left       atomic.Int32
+	completion []byte // layout.json (export) or the index (reassembly)
+	finished   bool
+	changed    int // files committed earlier, modified since, written again
+}
+
+// outDir is an output directory being written: a local one (dirRun) or the
+// objects under a bucket prefix (bucketDir).
+type outDir interface {
+	state() *dirState
+	// path names the file of of in messages.
+	path(of *outFile) string
+	// create starts the file of of, to commit.
+	create(of *outFile, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error)
+	// recordCommit records a file just committed, with its sha256.
+	recordCommit(of *outFile, sum string) error
+	// finish writes the directory's finishFiles, the completion record last.
+	finish() error
+}
+
+func (s *dirState) state() *dirState { return s }
+
 // writeJob is one file to write and the directory it completes.
 type writeJob struct {
-	of   *outFile
-	path string
-	dr   *dirRun
-	// create, when set, starts the file (an object of a bucket DST) instead
-	// of a local temporary beside path; bd is then its directory.
-	create func(pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error)
-	bd     *bucketDir
+	of  *outFile
+	dir outDir
+}
+
+func (dr *dirRun) path(of *outFile) string { return filepath.Join(dr.dir, of.name) }
+
+func (dr *dirRun) create(of *outFile, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
+	if dr.d.hasSums() {
+		return filewrite.Create(dr.path(of), pool, prog)
+	}
+	return filewrite.CreateUnhashed(dr.path(of), pool, prog) // a reassembly's file: no sum is recorded
 }
 
 // finish writes the directory's finishFiles, the completion record last,
@@ -176,9 +182,8 @@ func (dr *dirRun) finish() error {
 			return err
 		}
 	}
-	// The bookkeeping goes: the marker first (a run killed here leaves a
-	// record that the rerun finds complete and removes), then the record.
-	// The finished directory holds only the plan's files.
+	// The marker goes first (a run killed here leaves a record that the
+	// rerun finds complete and removes), then the record.
 	for _, n := range []string{markerName, stampsName} {
 		if err := os.Remove(filepath.Join(dr.dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -195,55 +200,28 @@ func jobsOr(n int) int {
 	return max(defaultJobs, runtime.GOMAXPROCS(0))
 }
 
-// writeFiles writes the files with jobs at once through filewrite.Run: each
-// job writes a file front to back, hashing its bytes as they go (but a
-// local reassembly's, whose sums nobody records), a committer syncs and
-// renames it, then committed records it with their sha256 ("" unhashed). It returns the tensor bytes committed. The first
-// error cancels the rest.
-func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(j writeJob, sum string) error, net *netFetch) (int64, error) {
-	pool := filewrite.NewPool(jobs)
-	defer pool.Close()              // its memory is outside the heap: give it back now, not when collected
-	windows := make([][]byte, jobs) // each job's read window, made on first use
-	var total atomic.Int64
-	err := filewrite.Run(ctx, jobs, len(files), func(ctx context.Context, job, i int) (func() error, error) {
-		j := files[i]
-		create := func(prog func(int64)) (*filewrite.File, error) {
-			switch {
-			case j.create != nil:
-				return j.create(pool, prog)
-			case j.dr.d.hasSums():
-				return filewrite.Create(j.path, pool, prog)
-			}
-			return filewrite.CreateUnhashed(j.path, pool, prog) // a reassembly's file: no sum is recorded
+// runJobs writes the files the directories have to do, o.Jobs at once
+// through filewrite.Run, with o's progress, reading a remote source over
+// o's connections shared among the jobs. Each job writes a file front to
+// back (hashing its bytes as they go, but a local reassembly's), a
+// committer syncs and renames it, then records it; the directory's last
+// file finishes it, as do directories with nothing to write. The first
+// error cancels the rest. It adds what it did to res.
+func (p *Plan) runJobs(ctx context.Context, o ExecOptions, dirs []outDir, res *result) error {
+	var jobs []writeJob
+	var total int64
+	for _, dir := range dirs {
+		s := dir.state()
+		res.Kept += len(s.d.files) - len(s.todo)
+		res.Changed += s.changed
+		s.left.Store(int32(len(s.todo)))
+		for _, of := range s.todo {
+			jobs = append(jobs, writeJob{of, dir})
+			total += of.tensorBytes()
 		}
-		f, err := writeFileTo(ctx, j.of, j.path, create, &windows[job], progress, net)
-		if err != nil {
-			return nil, err
-		}
-		return func() error {
-			if err := f.Commit(); err != nil {
-				return err
-			}
-			if err := committed(j, f.SHA256()); err != nil {
-				return err
-			}
-			total.Add(j.of.tensorBytes())
-			return nil
-		}, nil
-	})
-	return total.Load(), err
-}
-
-// runJobs writes jobs with o's jobs and progress, reading a remote source
-// over o's connections shared among the jobs; committed runs after each
-// file is committed. It adds the bytes written and the network use to res.
-func (p *Plan) runJobs(ctx context.Context, o ExecOptions, jobs []writeJob, committed func(j writeJob, sum string) error, res *result) error {
+	}
 	var progress func(int64)
 	if o.Progress != nil {
-		var total int64
-		for _, j := range jobs {
-			total += j.of.tensorBytes()
-		}
 		o.Progress.Start(total)
 		progress = o.Progress.Add
 	}
@@ -255,13 +233,48 @@ func (p *Plan) runJobs(ctx context.Context, o ExecOptions, jobs []writeJob, comm
 		}
 		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
 	}
-	n, err := writeFiles(ctx, jobs, jobsOr(o.Jobs), progress, committed, net)
-	res.Bytes = n
+	n := jobsOr(o.Jobs)
+	pool := filewrite.NewPool(n)
+	defer pool.Close()           // its memory is outside the heap: give it back now, not when collected
+	windows := make([][]byte, n) // each job's read window, made on first use
+	var written atomic.Int64
+	err := filewrite.Run(ctx, n, len(jobs), func(ctx context.Context, job, i int) (func() error, error) {
+		j := jobs[i]
+		create := func(prog func(int64)) (*filewrite.File, error) { return j.dir.create(j.of, pool, prog) }
+		f, err := writeFileTo(ctx, j.of, j.dir.path(j.of), create, &windows[job], progress, net)
+		if err != nil {
+			return nil, err
+		}
+		return func() error {
+			if err := f.Commit(); err != nil {
+				return err
+			}
+			if err := j.dir.recordCommit(j.of, f.SHA256()); err != nil {
+				return err
+			}
+			if j.dir.state().left.Add(-1) == 0 {
+				if err := j.dir.finish(); err != nil {
+					return err
+				}
+			}
+			written.Add(j.of.tensorBytes())
+			return nil
+		}, nil
+	})
+	res.Bytes = written.Load()
 	if err != nil {
 		return err
 	}
 	if net != nil {
 		res.Network = net.stats()
 	}
+	for _, dir := range dirs {
+		if !dir.state().finished {
+			if err := dir.finish(); err != nil {
+				return err
+			}
+		}
+	}
+	res.Written = len(jobs)
 	return nil
 }

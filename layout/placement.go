@@ -482,7 +482,7 @@ func (p *Placement) piece(i, rank int) piece {
 		stop = min(ceilDiv((part+1)*chunk, quant.BlockSize), t.Shape[axis])
 	} else {
 		chunk, _ := splitChunk(r, t)
-		start, stop = part*chunk, (part+1)*chunk
+		start, stop, pc.Valid = part*chunk, (part+1)*chunk, r.Valid
 	}
 	pc.Held, pc.Axis, pc.Start, pc.Stop = HeldSlice, axis, start, stop
 	outer, _ := safetensors.NumElements(t.Shape[:axis])

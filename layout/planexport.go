@@ -174,10 +174,7 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 		e := entry{Name: pc.Name, SourceFile: sf, DType: pc.DType, Shape: pc.Shape, Held: pc.Held, Rule: pc.Rule,
 			ScaleOf: pc.ScaleOf, Scale: pc.Scale}
 		if pc.Held == HeldSlice {
-			e.Axis, e.Start, e.Stop = pc.Axis, pc.Start, pc.Stop
-			if r := ruleOf(l, pc.Rule); r != nil && r.Valid > 0 && pc.ScaleOf == "" {
-				e.Valid = r.Valid
-			}
+			e.Axis, e.Start, e.Stop, e.Valid = pc.Axis, pc.Start, pc.Stop, pc.Valid
 		}
 		if pack == packUE8M0 && pc.ScaleOf != "" {
 			pj, err := newPackJob(pc, weights[pc.ScaleOf], src.data[pc.Index])
@@ -322,15 +319,6 @@ func verbatimFiles(src *Source, pcs []piece, pack packFormat) (map[string]*safet
 		}
 	}
 	return out, nil
-}
-
-func ruleOf(l *Layout, name string) *rule {
-	for i := range l.Rules {
-		if l.Rules[i].Name == name {
-			return &l.Rules[i]
-		}
-	}
-	return nil
 }
 
 // stageConfig annotates config.json with the stage's layer range.

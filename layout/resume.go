@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -23,16 +22,11 @@ import (
 // reader of the directory takes it for a side file.
 const markerName = ".k3ckpt-partial"
 
-// dirRun is the state of one output directory during Execute.
+// dirRun is the state of one local output directory during Execute.
 type dirRun struct {
-	d          *dirPlan
-	dir        string
-	todo       []*outFile // files still to write
-	left       atomic.Int32
-	completion []byte // layout.json (export) or the index (reassembly)
-	finished   bool
-	cleaned    int
-	changed    int // files committed earlier, modified since, written again
+	dirState
+	dir     string
+	cleaned int
 
 	mu     sync.Mutex   // guards stamps once writers run
 	stamps *stampRecord // the files committed, for the record
@@ -67,7 +61,7 @@ func (d *dirPlan) completionName() string {
 //     checked: reassemble --check and verify read them;
 //   - another plan's marker or record is refused (--restart replaces it).
 func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) {
-	dr := &dirRun{d: d, dir: dir}
+	dr := &dirRun{dirState: dirState{d: d}, dir: dir}
 	var err error
 	if dr.completion, err = d.completionBytes(); err != nil {
 		return nil, err

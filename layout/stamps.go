@@ -62,8 +62,9 @@ func readStamps(dir string) (*stampRecord, error) {
 // recordCommit stamps a file just committed, with the sha256 of its bytes
 // as written, and rewrites the record. A run killed between the commit and
 // the record writes that file again.
-func (dr *dirRun) recordCommit(name, sum string) error {
-	fi, err := os.Stat(filepath.Join(dr.dir, name))
+func (dr *dirRun) recordCommit(of *outFile, sum string) error {
+	name := of.name
+	fi, err := os.Stat(dr.path(of))
 	if err != nil {
 		return err
 	}
