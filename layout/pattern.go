@@ -33,28 +33,20 @@ const (
 // multiply (expansion is capped before it is done), and matching is linear in
 // the name for a pattern of at most maxPatternSegs segments (see match).
 const (
-	// maxPatternLen bounds a pattern's length in bytes.
-	maxPatternLen = 1 << 10
-	// maxPatternSegs bounds a pattern's dot-separated segments.
-	maxPatternSegs = 63
-	// maxAlternatives bounds the glob alternatives one segment's braces expand to.
-	maxAlternatives = 1 << 10
+	maxPatternLen   = 1 << 10 // bytes
+	maxPatternSegs  = 63      // dot-separated segments (one bit each in match)
+	maxAlternatives = 1 << 10 // globs one segment's braces expand to
 )
 
 // segKind is what one compiled pattern segment matches.
 type segKind uint8
 
 const (
-	// kindGlob matches one segment against glob alternatives.
-	kindGlob segKind = iota
-	// kindRun matches zero or more segments.
-	kindRun
-	// kindInt matches one all-digit segment.
-	kindInt
-	// kindLayer matches one all-digit segment and captures it as the layer.
-	kindLayer
-	// kindExpert matches one all-digit segment and captures it as the expert.
-	kindExpert
+	kindGlob   segKind = iota // one segment, against glob alternatives
+	kindRun                   // zero or more segments
+	kindInt                   // one all-digit segment
+	kindLayer                 // one all-digit segment, captured as the layer
+	kindExpert                // one all-digit segment, captured as the expert
 )
 
 type segment struct {
@@ -306,21 +298,6 @@ func (sg *segment) matchOne(n string, pos int, c *captures) bool {
 		}
 	}
 	return false
-}
-
-// segmentAt returns the i-th dot-separated segment of name without allocating.
-func segmentAt(name string, i int) string {
-	for ; i > 0; i-- {
-		k := strings.IndexByte(name, '.')
-		if k < 0 {
-			return ""
-		}
-		name = name[k+1:]
-	}
-	if k := strings.IndexByte(name, '.'); k >= 0 {
-		return name[:k]
-	}
-	return name
 }
 
 // maxIntSegs bounds how many segment positions nameShape records integers for.

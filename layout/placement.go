@@ -298,7 +298,11 @@ func capture(name string, pos int, ns *nameShape) int64 {
 	if pos < maxIntSegs {
 		return ns.ints[pos]
 	}
-	v, err := strconv.ParseInt(segmentAt(name, pos), 10, 64)
+	segs := strings.Split(name, ".") // past the first maxIntSegs: rare
+	if pos >= len(segs) {
+		return -1
+	}
+	v, err := strconv.ParseInt(segs[pos], 10, 64)
 	if err != nil {
 		return -1
 	}

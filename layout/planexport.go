@@ -13,19 +13,16 @@ import (
 )
 
 // maxMetadataBytes bounds a source file's __metadata__ (keys and values), so
-// that what a file claims cannot grow every output. Real checkpoints carry
-// {"format": "pt"}.
+// that what a file claims cannot grow every output.
 const maxMetadataBytes = 64 << 10
 
 // metadataFormatKey is the one metadata key written rank files keep: loaders
 // check it.
 const metadataFormatKey = "format"
 
-// maxPlanPieces bounds the tensor pieces one export plans over its selected
-// ranks together: the plan holds every piece (its manifest entry, header
-// entry and copy step, about 750 bytes) until the run ends, so a layout of
-// many ranks that each hold everything would otherwise take memory without
-// limit. Full K3 replicated over 16 ranks plans about 8M.
+// maxPlanPieces bounds the tensor pieces one export plans over its ranks
+// together: the plan holds every piece (about 750 bytes) until the run ends.
+// Full K3 replicated over 16 ranks plans about 8M.
 const maxPlanPieces = 1 << 24
 
 const (
@@ -35,10 +32,8 @@ const (
 
 // ExportOptions selects what PlanExport plans.
 type ExportOptions struct {
-	// Ranks selects the ranks to write (nil: all).
-	Ranks []int
-	// Pack stores block scales packed.
-	Pack packFormat
+	Ranks []int      // the ranks to write (nil: all)
+	Pack  packFormat // how block scales are stored
 }
 
 // dirName is the output directory of a rank: stage-NN for a pipeline layout
@@ -51,12 +46,10 @@ func dirName(l *Layout, rank int) string {
 }
 
 // PlanExport plans, for each selected rank, the directory rank-NN (or
-// stage-NN): the rank's tensors in safetensors files (slices under their
-// source names; a source shard the rank holds whole and unchanged is copied
-// under its own name), an index, the side files (a stage's config.json
-// records its layer range) and layout.json. Planning reads headers only; the
-// plan's checks (padding the layout drops, scales to pack) read data when
-// validated.
+// stage-NN): the rank's tensors in safetensors files (a source shard the
+// rank holds whole and unchanged is copied under its own name), an index,
+// the side files (a stage's config.json records its layer range) and
+// layout.json. Planning reads headers only; the plan's checks read data.
 func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	if err := checkMetadata(src); err != nil {
 		return nil, err
@@ -95,7 +88,6 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	}
 	p.Dropped = append(p.Dropped, src.missing...)
 	sort.Strings(p.Dropped)
-	// Ranks are planned concurrently: each lays out its own files.
 	p.Dirs = make([]dirPlan, len(ranks))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -110,7 +102,6 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	return p, nil
 }
 
-// checkMetadata refuses source files whose metadata exceeds maxMetadataBytes.
 func checkMetadata(src *Source) error {
 	for _, f := range src.info.Files {
 		n := 0
@@ -125,6 +116,8 @@ func checkMetadata(src *Source) error {
 }
 
 // planRank lays out one rank's files, index, side files and manifest.
+// Pieces in source order fill output files of up to maxShardBytes; a
+// verbatim source shard becomes one file of its own.
 func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []string, d *dirPlan) error {
 	l := pl.Layout
 	pcs, err := pl.Pieces(rank)
@@ -156,8 +149,6 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 	if err != nil {
 		return err
 	}
-	// Pieces in source order fill output files of up to maxShardBytes; a
-	// verbatim source shard becomes one file of its own.
 	var cur *outFile
 	var curBytes int64
 	whole := map[string]*outFile{}
@@ -234,8 +225,7 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 }
 
 // nameFiles names the written (not copied) files model-NNNNN-of-NNNNNN in
-// order, after the copies that keep their source names; a written name that
-// a copy already holds is an error rather than a silent overwrite.
+// order; a name a copy already holds is an error, not an overwrite.
 func nameFiles(files []*outFile, src *Source) error {
 	var written []*outFile
 	taken := map[string]bool{}
@@ -256,8 +246,7 @@ func nameFiles(files []*outFile, src *Source) error {
 }
 
 // rankFileMeta is the metadata of a written rank file: the "format" key of
-// the source file its first tensor comes from, and nothing else a source
-// may carry.
+// the source file its first tensor comes from, and nothing else.
 func rankFileMeta(src *Source, name string) map[string]string {
 	if v, ok := fileMeta(src, name)[metadataFormatKey]; ok {
 		return map[string]string{metadataFormatKey: v}
@@ -265,7 +254,6 @@ func rankFileMeta(src *Source, name string) map[string]string {
 	return nil
 }
 
-// indexOf is the index of a directory's files.
 func indexOf(files []*outFile, meta map[string]any) *safetensors.Index {
 	idx := &safetensors.Index{WeightMap: map[string]string{}, Metadata: meta}
 	for _, of := range files {
@@ -278,8 +266,7 @@ func indexOf(files []*outFile, meta map[string]any) *safetensors.Index {
 }
 
 // verbatimFiles picks the source shards a rank holds entirely and unchanged
-// (every tensor whole, none packed) whose header is already canonical: those
-// are copied as files. It reads headers only.
+// whose header is already canonical: those are copied as files.
 func verbatimFiles(src *Source, pcs []piece, pack packFormat) (map[string]*safetensors.File, error) {
 	if src.files == nil {
 		return nil, nil

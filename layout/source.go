@@ -19,9 +19,8 @@ import (
 // tensorData is one source tensor's bytes, addressed relative to its start.
 type tensorData = io.ReaderAt
 
-// fileTensor is a tensor stored whole in a safetensors file. It reads the
-// tensor's section of the file's bytes, or of a stream of them (see
-// rebindTensor).
+// fileTensor is a tensor stored whole in a safetensors file, read from the
+// file or from a stream of it (see rebindTensor).
 type fileTensor struct {
 	*io.SectionReader
 	f *safetensors.File
@@ -32,29 +31,23 @@ func newFileTensor(f *safetensors.File, t safetensors.TensorInfo) fileTensor {
 	return fileTensor{SectionReader: f.Section(t), f: f, t: t}
 }
 
-// sourceFile is one file of the source checkpoint, kept so a reassembly can
-// write it back byte for byte.
+// sourceFile is one shard of the source checkpoint (name relative to its
+// root, and __metadata__), kept so a reassembly can write it back.
 type sourceFile struct {
-	// Name is the shard name relative to the checkpoint root.
-	Name string `json:"name"`
-	// Metadata is the file's __metadata__ (nil when absent).
+	Name     string            `json:"name"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // sourceInfo describes the checkpoint an export was made from.
 type sourceInfo struct {
-	// TotalSize is the index's total_size: the bytes of all source tensors.
-	TotalSize int64 `json:"total_size"`
-	// Tensors is the number of source tensors.
-	Tensors int `json:"tensors"`
-	// Files are the source shards in order.
-	Files []sourceFile `json:"files"`
+	TotalSize int64        `json:"total_size"` // the bytes of all source tensors
+	Tensors   int          `json:"tensors"`
+	Files     []sourceFile `json:"files"`
 	// IndexMetadata holds the index's metadata keys besides total_size.
 	IndexMetadata map[string]any `json:"index_metadata,omitempty"`
 	// IndexNoFinalNewline records an index that ends without a newline (as
 	// the released checkpoint's does), or none at all; every index written
-	// from this source (rank directories', the reassembly's) takes the same
-	// form. False (absent) means the source's index ended in a newline.
+	// from this source takes the same form.
 	IndexNoFinalNewline bool `json:"index_no_final_newline,omitempty"`
 }
 
@@ -64,13 +57,10 @@ type Source struct {
 	// Root is the path it was opened from.
 	Root string
 	// Specs lists every tensor available, in source-file order.
-	Specs []safetensors.TensorSpec
-	// fileOf is the source shard of each tensor (parallel to Specs).
-	fileOf []string
-	// info describes the original checkpoint.
-	info sourceInfo
-	// config is config.json (nil when absent), without this package's stage
-	// annotation when read back from a stage directory.
+	Specs  []safetensors.TensorSpec
+	fileOf []string // the source shard of each tensor
+	info   sourceInfo
+	// config is config.json (nil when absent), as the original checkpoint's.
 	config []byte
 	// missing names tensors of the original checkpoint that an export source
 	// no longer holds (dropped by its layout).
@@ -129,24 +119,18 @@ func (s *Source) Model() (Model, error) {
 }
 
 // maxAuxTotal bounds the side files of a source together: they are held in
-// memory and written to every output directory (K3's tokenizer, chat
-// template and config are a few MB).
+// memory and written to every output directory.
 const maxAuxTotal = 256 << 20
 
 // notSideFile reports the side-file names this package does not carry over:
-// safetensors files (shards are planned from the index; a stray one is not
-// copied into every rank), and an export's manifest and the SHA256SUMS of a
-// directory, which it writes itself (a source's SHA256SUMS lists the
-// source's files, which the output does not hold as they are).
+// safetensors files, and the manifest and SHA256SUMS it writes itself.
 func notSideFile(name string) bool {
 	return name == manifestName || name == sumsName || strings.HasSuffix(name, ".safetensors")
 }
 
-// readAux reads the side files of a local directory (model.SideFiles: the
-// regular files that are not shards, subfolders included, hidden entries
-// not), following links by the checkpoint rule (fsx.Root): a link may lead
-// inside the directory or, for a Hugging Face hub cache snapshot, inside its
-// models--org--name folder, where the snapshot's links into ../../blobs/ go.
+// readAux reads the side files of a local directory (model.SideFiles),
+// following links by the checkpoint rule (fsx.Root: inside the directory,
+// or a hub cache snapshot's repository folder).
 func readAux(dir string, shards []string) (map[string][]byte, error) {
 	root, err := fsx.NewRoot(dir)
 	if err != nil {
@@ -181,9 +165,8 @@ func readAux(dir string, shards []string) (map[string][]byte, error) {
 	return out, nil
 }
 
-// endsInNewline reports whether the last byte of the checkpoint entry name
-// under root is a newline, following links by the checkpoint rule (false
-// for an entry that is not local: the codec's own form).
+// endsInNewline reports whether the checkpoint entry name under root ends
+// in a newline, following links by the checkpoint rule (false when absent).
 func endsInNewline(root, name string) (bool, error) {
 	r, err := fsx.NewRoot(root)
 	if errors.Is(err, os.ErrNotExist) {
@@ -216,9 +199,7 @@ func endsInNewline(root, name string) (bool, error) {
 }
 
 // stampOf identifies a file's version for resume fingerprints: name, size
-// and modification time of a local file, name, size and version (ETag,
-// Last-Modified or pinned revision: remote.File.Version) of a remote
-// one, the name alone for anything else.
+// and modification time (local) or version (remote), else the name alone.
 func stampOf(name string, ra io.ReaderAt) string {
 	if rf, ok := ra.(*remote.File); ok {
 		return fmt.Sprintf("%s %d %s", name, rf.Size(), rf.Version())
@@ -249,10 +230,8 @@ func OpenSource(path string) (*Source, error) {
 }
 
 // OpenCheckpoint makes a Source of an opened checkpoint, local or remote
-// (https://, hf://); the Source closes it. A remote source's side files are
-// those of the hub's listing (an https:// directory has only config.json),
-// and Execute fetches each output file's source bytes with one coalescing,
-// parallel fetch.
+// (https://, hf://: side files from the hub's listing, only config.json
+// from an https:// directory); the Source closes it.
 func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
 	s := &Source{Root: c.Root, closers: []io.Closer{c}, files: map[string]*safetensors.File{}, remote: c.Remote}
 	for _, f := range c.Files {
@@ -268,8 +247,6 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
 	}
 	s.info.Tensors = len(s.Specs)
 	s.countFiles()
-	// The indexes written follow the source's (the codec's form, without a
-	// final newline, when it has none).
 	s.info.IndexNoFinalNewline = true
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
@@ -309,15 +286,6 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
 	return s, nil
 }
 
-// shardNames are the checkpoint's shards, relative to its root.
-func shardNames(c *safetensors.Checkpoint) []string {
-	out := make([]string, len(c.Files))
-	for i, f := range c.Files {
-		out[i] = f.Path
-	}
-	return out
-}
-
 // stageKey is the config.json key recording a stage checkpoint's layer range.
 const stageKey = "k3ckpt_stage"
 
@@ -329,4 +297,13 @@ func decodeJSONObject(b []byte) (map[string]any, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// shardNames are the checkpoint's shards, relative to its root.
+func shardNames(c *safetensors.Checkpoint) []string {
+	out := make([]string, len(c.Files))
+	for i, f := range c.Files {
+		out[i] = f.Path
+	}
+	return out
 }
