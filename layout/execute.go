@@ -15,9 +15,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// defaultJobs is the least default number of files written at once. Each
-// job hands its file to a committer (fsync, rename) and goes on, so the
-// disk flushes one file while the next is written.
+// defaultJobs is the least default number of files written at once: a
+// job hands its file to a committer and goes on, so one file flushes while
+// the next is written.
 const defaultJobs = 4
 
 // ExecOptions controls Execute.
@@ -53,29 +53,22 @@ type result struct {
 	// Written and Kept count the safetensors files written now and those
 	// kept from an earlier run of the same plan.
 	Written, Kept int
-	// Bytes is the tensor bytes written now.
-	Bytes int64
-	// Cleaned counts the temporaries of a killed run that were removed.
-	Cleaned int
+	Bytes         int64 // tensor bytes written now
+	Cleaned       int   // temporaries of a killed run removed
 	// Changed counts the files an earlier run committed that were modified
-	// (or replaced) since: they are written again, and counted in Written.
+	// since: they are written again, and counted in Written.
 	Changed int
-	// Network counts the source bytes fetched (nil for a local source).
-	Network *remote.Stats
+	Network *remote.Stats // source bytes fetched (nil for a local source)
 }
 
-// Execute writes the plan under dst, holding dst's lock for the whole run
-// (a second run on dst fails at once). A dst that is, holds or lies inside a
-// local source is refused first (fsx.Disjoint). It runs the validation pass
-// next, so that a failing check leaves dst untouched. Every file is written
-// atomically; a directory is finished (index, side files, then its
-// completion record) as soon as its last file is committed, and then holds
-// no bookkeeping: two runs give identical trees. A rerun of the same plan
-// after a kill resumes: files whose size and header match the plan and that
-// are unchanged since their commit (same stamp: size, times, inode) are
-// kept, others written again, temporaries removed. A rerun over a finished
-// directory keeps every file whose name, size and header are the plan's
-// (reassemble --check and verify read the bytes) and writes the others.
+// Execute writes the plan under dst (a local directory, or an s3:// or
+// gs:// prefix), holding dst's lock for the whole run. A dst overlapping a
+// local source is refused, then the validation pass runs, so that a failing
+// check leaves dst untouched. Every file is written atomically; a directory
+// is finished (index, side files, then its completion record) as soon as
+// its last file is committed, and then holds no bookkeeping. A rerun of the
+// same plan resumes, keeping the files as planned and unchanged since their
+// commit (see prepareDir).
 func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")

@@ -11,8 +11,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// packFormat is how block-FP8 scales are stored in an export, by the name
-// manifests and plans record.
+// packFormat is how block-FP8 scales are stored in an export.
 type packFormat string
 
 const (
@@ -35,7 +34,7 @@ func ParsePackFormat(s string) (packFormat, error) {
 }
 
 // maxScaleBytes bounds a block scale tensor read into memory for packing or
-// unpacking (K3's largest, lm_head-sized, would be 280 KB).
+// unpacking.
 const maxScaleBytes = 256 << 20
 
 // packJob packs the part of a block scale that covers a rank's weight piece.
@@ -47,8 +46,7 @@ type packJob struct {
 }
 
 // newPackJob works out which weight rows and columns a rank's packed scale
-// covers: its slice where the plan lets the scale follow the weight (the
-// slice keeps 128 blocks whole), else the whole weight, as the F32 scale.
+// covers: its slice where the scale follows the weight, else all.
 func newPackJob(sc, w piece, src tensorData) (*packJob, error) {
 	if w.Name == "" || len(w.Shape) != 2 {
 		return nil, fmt.Errorf("%w: tensor %s: cannot pack the scale of %s, which the rank does not hold", errLayout, sc.Name, sc.ScaleOf)
@@ -130,9 +128,8 @@ func (pj *packJob) bytes() ([]byte, error) {
 	return out, nil
 }
 
-// unpackScale rebuilds a source F32 block scale from packed pieces: each is
-// unpacked (quant checks that the rows of a 128 block agree) and placed in
-// the block grid; pieces held by several ranks must agree.
+// unpackScale rebuilds a source F32 block scale from packed pieces, each
+// placed in the block grid; pieces held by several ranks must agree.
 func unpackScale(name string, hs []holder) (tensorData, error) {
 	e := hs[0].e
 	size, err := safetensors.ByteSize(e.DType, e.Shape)
@@ -195,5 +192,5 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 		}
 		binary.LittleEndian.PutUint32(out[4*i:], grid[i])
 	}
-	return bytes.NewReader(out), nil // computed in memory
+	return bytes.NewReader(out), nil
 }
