@@ -54,16 +54,19 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	if err := checkMetadata(src); err != nil {
 		return nil, err
 	}
+	// Names are read by the source's own layer schedule (without a
+	// config.json: K3's).
+	var cls *model.Classifier
 	if src.config != nil {
-		if m, err := src.Model(); err == nil {
+		m, err := src.Model()
+		if err == nil {
 			if err := l.checkLayers(m); err != nil {
 				return nil, fmt.Errorf("%s: %w", src.Root, err)
 			}
+		} else if l.byGroup() {
+			return nil, err
 		}
-	}
-	cls, err := src.classifier()
-	if err != nil && l.byGroup() {
-		return nil, err
+		cls = m.cls
 	}
 	pl, err := l.place(src.Specs, cls)
 	if err != nil {

@@ -96,16 +96,6 @@ func (s *Source) Close() error {
 	return errors.Join(errs...)
 }
 
-// classifier reads tensor names by the source's own layer schedule (nil
-// without a config.json: K3's).
-func (s *Source) classifier() (*model.Classifier, error) {
-	if s.config == nil {
-		return nil, nil
-	}
-	m, err := s.Model()
-	return m.cls, err
-}
-
 // Model reads the model dimensions from the source's config.json.
 func (s *Source) Model() (Model, error) {
 	if s.config == nil {
