@@ -19,20 +19,18 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/objdest"
 )
 
-// bucketStateDir is the folder of a bucket DST's state directory that holds
-// the records of layout runs (one per output directory, under its name).
-const bucketStateDir = "layout"
+// A bucket DST's state directory holds, under bucketStateDir, the record
+// (bucketRecordName) of each output directory while a run writes it.
+const (
+	bucketStateDir   = "layout"
+	bucketRecordName = "run.json"
+)
 
-// bucketRecordName is an output directory's record in the state directory
-// while a run writes it into a bucket.
-const bucketRecordName = "run.json"
-
-// bucketRecord is what a bucket DST's state directory knows of one output
-// directory being written: the plan, every name the run writes (recorded
-// before it writes any: what --restart deletes), and each object it
-// completed with its size, ETag and the sha256 of the bytes as they
-// streamed. A rerun keeps an object while HEAD gives the recorded size and
-// ETag (an object written to since has another ETag).
+// bucketRecord is what the state directory knows of one output directory
+// being written: the plan, every name the run writes (recorded before it
+// writes any: what --restart deletes), and each object it completed with
+// its size, ETag and sha256. A rerun keeps an object while HEAD gives the
+// recorded size and ETag.
 type bucketRecord struct {
 	Plan  string                  `json:"plan"`
 	Names []string                `json:"names"`
@@ -45,8 +43,6 @@ type bucketObject struct {
 	SHA256 string `json:"sha256"`
 }
 
-// bucketDir is the state of one output directory of a bucket DST during
-// executeBucket.
 type bucketDir struct {
 	dirState
 	obj      *objdest.Dest
@@ -63,15 +59,10 @@ type bucketDir struct {
 
 // executeBucket is Execute into the objects under an s3:// or gs:// prefix,
 // with the guarantees of convert's bucket DST (objdest): the run holds the
-// lock of its local state directory and the prefix's claim; every file
-// streams into an upload that no reader sees under its key before it is
-// complete; a directory's index and side files go up once its last file is
-// complete, its completion record last. A rerun of the same plan keeps the
-// objects its record says it completed that still have their size and
-// ETag, aborts its own unfinished uploads and writes the rest. A prefix
-// holding objects no run of this state directory wrote is refused, except
-// this plan's finished output, whose files are kept when their size and
-// header are the plan's.
+// lock of its local state directory and the prefix's claim, and every file
+// streams into an upload no reader sees before it is complete. A prefix
+// holding objects no run of this state directory wrote is refused, but
+// this plan's finished output.
 func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	obj, err := objdest.Open(ctx, dst, o.StateDir, o.Connections, errOutputExists, dirlock.ErrInUse)
 	if err != nil {
@@ -143,16 +134,14 @@ func (bd *bucketDir) create(of *outFile, pool *filewrite.Pool, prog func(int64))
 	return bd.obj.Create(bd.prefix+of.name, pool, prog)
 }
 
-// newRecord is a fresh record of the plan's run.
 func (bd *bucketDir) newRecord() *bucketRecord {
 	return &bucketRecord{Plan: bd.fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
 }
 
 // surveyBucketDir reads what the state directory and the bucket (present:
-// the prefix's objects and their sizes) hold of one output directory,
-// writing nothing, and refuses what the run must not touch: a record of
-// another plan (unless restart), or objects no run of this state directory
-// wrote that are not this plan's finished output (whatever the flags).
+// object sizes) hold of one output directory, writing nothing, and refuses
+// another plan's record (unless restart) and objects no run of this state
+// directory wrote that are not this plan's finished output.
 func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]int64, restart bool) (*bucketDir, error) {
 	bd := &bucketDir{dirState: dirState{d: d}, obj: obj, prefix: objectPrefix(d.Dir),
 		recDir: filepath.Join(obj.StateDir, bucketStateDir, filepath.FromSlash(d.Dir))}
@@ -195,16 +184,13 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 	return bd, nil
 }
 
-// prepare makes the directory ready (the caller holds the state
-// directory's lock and the prefix's claim) and says what is left to write:
-//   - with a record of this plan (a killed or failed run): the objects it
-//     completed that still have their recorded size and ETag are kept;
-//   - with a record to discard (restart): the objects it names are deleted
-//     and everything is written;
+// prepare makes the directory ready and says what is left to write:
+//   - a record of this plan: the objects still of their recorded size and
+//     ETag are kept;
+//   - a record to discard (restart): the objects it names are deleted;
 //   - this plan's finished output: files of the planned size and header
-//     that its SHA256SUMS lists (a reassembly has none) are kept; nothing is
-//     written when all are and the side files and SHA256SUMS match;
-//   - else (nothing there) everything.
+//     that its SHA256SUMS lists are kept;
+//   - else everything.
 func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) error {
 	d, obj := bd.d, bd.obj
 	switch {
@@ -266,7 +252,6 @@ func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) erro
 	return bd.writeRecord()
 }
 
-// objectPrefix is the start of an output directory's object names.
 func objectPrefix(dir string) string {
 	if dir == "" || dir == "." {
 		return ""
@@ -290,8 +275,7 @@ func (bd *bucketDir) asPlanned(ctx context.Context, of *outFile, present map[str
 }
 
 // sideFilesMatch reports whether the directory's finishFiles but the
-// completion record (which the caller compared) are in the bucket byte for
-// byte as planned.
+// completion record are in the bucket as planned.
 func (bd *bucketDir) sideFilesMatch() bool {
 	fin, err := bd.finishFiles()
 	if err != nil {
@@ -342,8 +326,6 @@ func (bd *bucketDir) writeRecord() error {
 	return filewrite.WriteFile(filepath.Join(bd.recDir, bucketRecordName), b, 0o644)
 }
 
-// recordCommit records an object just completed. A run killed between the
-// completion and the record writes it again.
 func (bd *bucketDir) recordCommit(of *outFile, sum string) error {
 	bd.mu.Lock()
 	defer bd.mu.Unlock()
@@ -351,8 +333,6 @@ func (bd *bucketDir) recordCommit(of *outFile, sum string) error {
 	return bd.writeRecord()
 }
 
-// finish puts the directory's finishFiles, the completion record last, and
-// removes its record from the state directory.
 func (bd *bucketDir) finish() error {
 	fin, err := bd.finishFiles()
 	if err != nil {

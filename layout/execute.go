@@ -30,10 +30,8 @@ type ExecOptions struct {
 	// without it such a run is resumed (same plan) or refused (different
 	// plan). Files no run wrote are refused either way, never removed.
 	Restart bool
-	// Progress, if set, hears the run in tensor bytes written: Start once,
-	// after the validation pass and the check of what an earlier run left,
-	// with the bytes this run will write; then Add (from worker goroutines)
-	// as they are written.
+	// Progress, if set, hears the run in tensor bytes written: Start once
+	// with the bytes this run will write, then Add (from worker goroutines).
 	Progress interface {
 		Start(total int64)
 		Add(n int64)
@@ -117,8 +115,7 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 	return res, nil
 }
 
-// dirState is what a run tracks of each output directory, local or in a
-// bucket.
+// dirState is what a run tracks of each output directory.
 type dirState struct {
 	d          *dirPlan
 	todo       []*outFile // files still to write
@@ -132,19 +129,18 @@ type dirState struct {
 // objects under a bucket prefix (bucketDir).
 type outDir interface {
 	state() *dirState
-	// path names the file of of in messages.
-	path(of *outFile) string
-	// create starts the file of of, to commit.
+	path(of *outFile) string // names the file in messages
 	create(of *outFile, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error)
-	// recordCommit records a file just committed, with its sha256.
+	// recordCommit records a file just committed, with its sha256; a run
+	// killed before the record writes the file again.
 	recordCommit(of *outFile, sum string) error
-	// finish writes the directory's finishFiles, the completion record last.
+	// finish writes the directory's finishFiles, the completion record
+	// last, and drops the run's bookkeeping.
 	finish() error
 }
 
 func (s *dirState) state() *dirState { return s }
 
-// writeJob is one file to write and the directory it completes.
 type writeJob struct {
 	of  *outFile
 	dir outDir
@@ -159,8 +155,6 @@ func (dr *dirRun) create(of *outFile, pool *filewrite.Pool, prog func(int64)) (*
 	return filewrite.CreateUnhashed(dr.path(of), pool, prog) // a reassembly's file: no sum is recorded
 }
 
-// finish writes the directory's finishFiles, the completion record last,
-// and removes the run marker: a directory without the marker is complete.
 func (dr *dirRun) finish() error {
 	fin, err := dr.d.finishFiles(dr.completion, dr.stamps.Sums)
 	if err != nil {
@@ -193,13 +187,10 @@ func jobsOr(n int) int {
 	return max(defaultJobs, runtime.GOMAXPROCS(0))
 }
 
-// runJobs writes the files the directories have to do, o.Jobs at once
-// through filewrite.Run, with o's progress, reading a remote source over
-// o's connections shared among the jobs. Each job writes a file front to
-// back (hashing its bytes as they go, but a local reassembly's), a
-// committer syncs and renames it, then records it; the directory's last
-// file finishes it, as do directories with nothing to write. The first
-// error cancels the rest. It adds what it did to res.
+// runJobs writes the directories' files through filewrite.Run, o.Jobs at
+// once, sharing o's connections to a remote source. A committer syncs,
+// renames and records each file; a directory's last file finishes it. The
+// first error cancels the rest.
 func (p *Plan) runJobs(ctx context.Context, o ExecOptions, dirs []outDir, res *result) error {
 	var jobs []writeJob
 	var total int64

@@ -79,7 +79,8 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 		return nil, err
 	}
 	// This plan's completion record, written last, claims the plan's files.
-	done := dr.completionMatches()
+	have, rerr := fsx.ReadFile(filepath.Join(dir, d.completionName()), int64(len(dr.completion)))
+	done := rerr == nil && bytes.Equal(have, dr.completion)
 	var finished []string
 	if done {
 		finished = dr.stamps.Names
@@ -187,11 +188,6 @@ func (dr *dirRun) keepDone(rec *stampRecord, asPlanned bool) error {
 		dr.todo = append(dr.todo, of)
 	}
 	return dr.writeStamps()
-}
-
-func (dr *dirRun) completionMatches() bool {
-	b, err := fsx.ReadFile(filepath.Join(dr.dir, dr.d.completionName()), int64(len(dr.completion)))
-	return err == nil && bytes.Equal(b, dr.completion)
 }
 
 // complete reports whether the directory, whose completion record is the

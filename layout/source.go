@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -222,8 +224,13 @@ func OpenSource(path string) (*Source, error) {
 // OpenCheckpoint makes a Source of an opened checkpoint, local or remote
 // (https://, hf://: side files from the hub's listing, only config.json
 // from an https:// directory); the Source closes it.
-func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
+func OpenCheckpoint(c *safetensors.Checkpoint) (_ *Source, err error) {
 	s := &Source{Root: c.Root, closers: []io.Closer{c}, files: map[string]*safetensors.File{}, remote: c.Remote}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
 	for _, f := range c.Files {
 		s.files[f.Path] = f
 		s.stamps = append(s.stamps, stampOf(f.Path, f.ReaderAt()))
@@ -242,34 +249,27 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
 		s.info.IndexMetadata = idx.Metadata
 		nl := c.IndexNewline
 		if s.remote == nil {
-			var err error
 			if nl, err = endsInNewline(c.Root, c.IndexName); err != nil {
-				s.Close()
 				return nil, err
 			}
 		}
 		s.info.IndexNoFinalNewline = !nl
 	}
-	root := c.Root
 	if s.remote != nil {
-		var err error
 		if s.aux, s.AuxUnlisted, err = readRemoteAux(c); err != nil {
-			s.Close()
 			return nil, err
 		}
-	} else if st, err := os.Stat(root); err == nil && st.IsDir() {
-		if s.aux, err = readAux(root, shardNames(c)); err != nil {
-			s.Close()
+	} else if st, serr := os.Stat(c.Root); serr == nil && st.IsDir() {
+		if s.aux, err = readAux(c.Root, slices.Collect(maps.Keys(s.files))); err != nil {
 			return nil, err
 		}
 	} else {
-		b, err := c.ReadAux(model.ConfigName)
+		b, rerr := c.ReadAux(model.ConfigName)
 		switch {
-		case err == nil:
+		case rerr == nil:
 			s.aux = map[string][]byte{model.ConfigName: b}
-		case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, safetensors.ErrNotFound):
-			s.Close()
-			return nil, err
+		case !errors.Is(rerr, os.ErrNotExist) && !errors.Is(rerr, safetensors.ErrNotFound):
+			return nil, rerr
 		}
 	}
 	s.config = s.aux[model.ConfigName]
@@ -287,13 +287,4 @@ func decodeJSONObject(b []byte) (map[string]any, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-// shardNames are the checkpoint's shards, relative to its root.
-func shardNames(c *safetensors.Checkpoint) []string {
-	out := make([]string, len(c.Files))
-	for i, f := range c.Files {
-		out[i] = f.Path
-	}
-	return out
 }
