@@ -290,7 +290,6 @@ func (bd *bucketDir) sideFilesMatch() bool {
 	return true
 }
 
-// finishFiles is the directory's finishFiles, with the sums of its record.
 func (bd *bucketDir) finishFiles() ([]namedBytes, error) {
 	files := make(map[string]string, len(bd.rec.Files))
 	for n, r := range bd.rec.Files {

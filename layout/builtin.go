@@ -22,7 +22,6 @@ type Model struct {
 	cls *model.Classifier
 }
 
-// k3Model is Kimi K3's dimensions.
 func k3Model() Model {
 	return Model{Layers: 93, AttnHeads: 96, LinearHeads: 96, Experts: 896, AttnResBlock: 12}
 }

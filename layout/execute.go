@@ -46,7 +46,6 @@ type ExecOptions struct {
 	StateDir string
 }
 
-// result says what Execute did.
 type result struct {
 	// Written and Kept count the safetensors files written now and those
 	// kept from an earlier run of the same plan.
@@ -115,7 +114,6 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 	return res, nil
 }
 
-// dirState is what a run tracks of each output directory.
 type dirState struct {
 	d          *dirPlan
 	todo       []*outFile // files still to write

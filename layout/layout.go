@@ -37,31 +37,18 @@ const (
 )
 
 // enum is a small closed set written by name in layout and manifest JSON;
-// S gives its names (indexed by value; "" is the omitted default), its Go
-// type name and its JSON field.
+// S gives its names (indexed by value; "" is the omitted default) and its
+// JSON field.
 type enum[S enumSet] uint8
 
 type enumSet interface {
-	set() (names []string, typ, field string)
-}
-
-// String returns the JSON name ("auto" for the omitted default).
-func (e enum[S]) String() string {
-	var s S
-	names, typ, _ := s.set()
-	if int(e) < len(names) {
-		if names[e] == "" {
-			return "auto"
-		}
-		return names[e]
-	}
-	return fmt.Sprintf("%s(%d)", typ, uint8(e))
+	set() (names []string, field string)
 }
 
 // MarshalText writes the JSON name.
 func (e enum[S]) MarshalText() ([]byte, error) {
 	var s S
-	names, _, field := s.set()
+	names, field := s.set()
 	if int(e) < len(names) {
 		return []byte(names[e]), nil
 	}
@@ -71,7 +58,7 @@ func (e enum[S]) MarshalText() ([]byte, error) {
 // UnmarshalText parses the JSON name.
 func (e *enum[S]) UnmarshalText(b []byte) error {
 	var s S
-	names, _, field := s.set()
+	names, field := s.set()
 	if i := slices.Index(names, string(b)); i >= 0 {
 		*e = enum[S](i)
 		return nil
@@ -86,8 +73,8 @@ type action = enum[actionSet]
 
 type actionSet struct{}
 
-func (actionSet) set() ([]string, string, string) {
-	return []string{"replicate", "split", "expert", "drop"}, "Action", "action"
+func (actionSet) set() ([]string, string) {
+	return []string{"replicate", "split", "expert", "drop"}, "action"
 }
 
 const (
@@ -108,9 +95,7 @@ type stagePlace = enum[stageSet]
 
 type stageSet struct{}
 
-func (stageSet) set() ([]string, string, string) {
-	return []string{"", "layer", "first", "last"}, "StagePlace", "stage"
-}
+func (stageSet) set() ([]string, string) { return []string{"", "layer", "first", "last"}, "stage" }
 
 const (
 	// stageAuto is stageLayer when the rule's patterns capture <layer>; a
@@ -127,8 +112,8 @@ type scalePolicy = enum[scalePolicySet]
 
 type scalePolicySet struct{}
 
-func (scalePolicySet) set() ([]string, string, string) {
-	return []string{"replicate", "reject"}, "ScalePolicy", "unaligned_scale"
+func (scalePolicySet) set() ([]string, string) {
+	return []string{"replicate", "reject"}, "unaligned_scale"
 }
 
 const (
@@ -223,7 +208,6 @@ func (l *Layout) byGroup() bool {
 	return slices.ContainsFunc(l.Rules, func(r rule) bool { return len(r.Groups) > 0 })
 }
 
-// compiledRule is a rule with its patterns and groups compiled.
 type compiledRule struct {
 	*rule
 	pats     []*pattern
@@ -386,7 +370,6 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	return nil
 }
 
-// parseLayout reads a layout from strict JSON and validates it.
 func parseLayout(data []byte) (*Layout, error) {
 	var l Layout
 	if err := decodeStrict(data, &l); err != nil {
@@ -398,7 +381,6 @@ func parseLayout(data []byte) (*Layout, error) {
 	return &l, nil
 }
 
-// maxLayoutFile bounds the size of a layout JSON file.
 const maxLayoutFile = 16 << 20
 
 func loadLayout(path string) (*Layout, error) {

@@ -84,7 +84,6 @@ type manifest struct {
 	Tensors []entry  `json:"tensors"`
 }
 
-// loaderNote is a manifest's Loader for a directory with or without packed scales.
 func loaderNote(packed bool) string {
 	const note = "input for a loader that knows this layout (e.g. a modified SGLang that reads per-rank or per-stage directories); " +
 		"stock engines' ShardedStateLoader reads only files written by their own save_sharded_state"
@@ -94,7 +93,6 @@ func loaderNote(packed bool) string {
 	return note
 }
 
-// readManifest reads and checks dir/layout.json.
 func readManifest(dir string) (*manifest, error) {
 	path := filepath.Join(dir, manifestName)
 	b, err := fsx.ReadFile(path, maxManifestSize)

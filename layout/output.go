@@ -15,7 +15,6 @@ const maxShardBytes = 5_000_000_000
 // that cancellation, checked between them, is never held up for long.
 const maxRunBytes = 256 << 20
 
-// outTensor is one tensor of an output file and where its bytes come from.
 type outTensor struct {
 	spec  safetensors.TensorSpec // as stored
 	src   tensorData
@@ -33,7 +32,6 @@ func (t *outTensor) size() int64 {
 	return n
 }
 
-// outFile is one planned safetensors file of one output directory.
 type outFile struct {
 	name    string
 	meta    map[string]string
@@ -115,5 +113,4 @@ func (of *outFile) plan() error {
 	return nil
 }
 
-// tensorBytes is the tensor bytes the file holds.
 func (of *outFile) tensorBytes() int64 { return of.lay.Size - of.lay.DataStart }

@@ -146,7 +146,6 @@ func survey(dir string, c *claims) (*ownership, error) {
 	return o, nil
 }
 
-// ours decides one regular file (see ownership).
 func (c *claims) ours(name, path string) bool {
 	base := filepath.Base(name)
 	switch {
@@ -258,7 +257,6 @@ func checkRoot(p *Plan, dst string) error {
 	return nil
 }
 
-// holdsRun reports whether dir holds a run's marker, record or manifest.
 func holdsRun(dir string) bool {
 	for _, n := range []string{markerName, stampsName, manifestName} {
 		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {

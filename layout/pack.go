@@ -38,7 +38,6 @@ func ParsePackFormat(s string) (packFormat, error) {
 // unpacking.
 const maxScaleBytes = 256 << 20
 
-// packJob packs the part of a block scale that covers a rank's weight piece.
 type packJob struct {
 	name       string
 	src        tensorData
@@ -90,7 +89,6 @@ func (pj *packJob) reads(fn func(off, n int64)) {
 	}
 }
 
-// blockScales reads the block grid rows and columns the job covers.
 func (pj *packJob) blockScales() ([]float32, error) {
 	var v []float32
 	var err error
@@ -107,7 +105,6 @@ func (pj *packJob) blockScales() ([]float32, error) {
 	return v, nil
 }
 
-// readLE fills v with the little-endian values at off of r.
 func readLE[T int32 | uint32 | float32](r io.ReaderAt, v []T, off int64) error {
 	b := make([]byte, 4*len(v))
 	if err := readFull(r, b, off); err != nil {
@@ -117,7 +114,6 @@ func readLE[T int32 | uint32 | float32](r io.ReaderAt, v []T, off int64) error {
 	return err
 }
 
-// bytes returns the packed scale as little-endian int32s.
 func (pj *packJob) bytes() ([]byte, error) {
 	v, err := pj.blockScales()
 	if err != nil {

@@ -33,7 +33,6 @@ const (
 	maxAlternatives = 1 << 10 // globs one segment's braces expand to
 )
 
-// segKind is what one compiled pattern segment matches.
 type segKind uint8
 
 const (
@@ -50,7 +49,6 @@ type segment struct {
 	exact bool     // kindGlob: no wildcard in any alternative (compare strings)
 }
 
-// pattern is a compiled name pattern.
 type pattern struct {
 	src  string
 	segs []segment

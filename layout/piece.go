@@ -7,9 +7,7 @@ type held = enum[heldSet]
 
 type heldSet struct{}
 
-func (heldSet) set() ([]string, string, string) {
-	return []string{"replicated", "slice", "expert"}, "Held", "held"
-}
+func (heldSet) set() ([]string, string) { return []string{"replicated", "slice", "expert"}, "held" }
 
 const (
 	heldReplica held = iota // the whole tensor, on every rank of its stage
@@ -23,8 +21,8 @@ type scaleMode = enum[scaleModeSet]
 
 type scaleModeSet struct{}
 
-func (scaleModeSet) set() ([]string, string, string) {
-	return []string{"none", "follow", "replicated"}, "ScaleMode", "scale"
+func (scaleModeSet) set() ([]string, string) {
+	return []string{"none", "follow", "replicated"}, "scale"
 }
 
 const (
@@ -62,7 +60,6 @@ type piece struct {
 	Scale   scaleMode
 }
 
-// sliceShape is the shape of the piece as stored on the rank.
 func (p piece) sliceShape() []int64 {
 	s := append([]int64(nil), p.Shape...)
 	if p.Held == HeldSlice {

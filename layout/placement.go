@@ -13,7 +13,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// placement is where one tensor goes.
 type placement struct {
 	rule   int32 // index into Layout.Rules; the weight's rule for a following scale
 	stage  int32 // -1: dropped
@@ -70,7 +69,6 @@ func (l *nameList) text() string {
 	return s
 }
 
-// matchEntry caches the rule matches of one name shape.
 type matchEntry struct {
 	rules []int32
 	caps  captures
@@ -282,7 +280,6 @@ func scaleWeight(t safetensors.TensorSpec, fp8 map[string]int32, all []safetenso
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// capture is the integer at segment position pos of name (-1 if none).
 func capture(name string, pos int, ns *nameShape) int64 {
 	if pos < 0 {
 		return -1
@@ -341,7 +338,6 @@ func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, laye
 	return nil
 }
 
-// splitChunk checks a split of t and returns the slice length along the axis.
 func splitChunk(r *rule, t safetensors.TensorSpec) (int64, error) {
 	if r.Axis >= len(t.Shape) {
 		return 0, fmt.Errorf("%w: tensor %s: rule %q splits axis %d of a %d-D tensor %v", errLayout, t.Name, r.Name, r.Axis, len(t.Shape), t.Shape)
@@ -448,7 +444,6 @@ func (p *Placement) account() {
 	sort.Strings(p.Unaligned)
 }
 
-// piece builds the piece of tensor i held by a rank of its stage.
 func (p *Placement) piece(i, rank int) piece {
 	t := p.Tensors[i]
 	pl := p.place[i]

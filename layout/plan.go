@@ -68,7 +68,6 @@ type dirPlan struct {
 	side         map[string][]byte // side files by name
 }
 
-// filePlan describes one safetensors file of a directory.
 type filePlan struct {
 	Name    string `json:"name"`
 	Tensors int    `json:"tensors"`
@@ -102,7 +101,6 @@ func (p *Plan) Validate(ctx context.Context) error {
 	return nil
 }
 
-// indexBytes is the directory's index as written.
 func (d *dirPlan) indexBytes() ([]byte, error) {
 	b, err := d.index.Marshal()
 	if err != nil {
@@ -168,7 +166,6 @@ func (d *dirPlan) finishFiles(completion []byte, files map[string]string) ([]nam
 	return append(out, namedBytes{d.completionName(), completion}), nil
 }
 
-// describe fills the exported summary of each directory (once).
 func (p *Plan) describe() {
 	for i := range p.Dirs {
 		d := &p.Dirs[i]

@@ -311,7 +311,6 @@ func verbatimFiles(src *Source, pcs []piece, pack packFormat) (map[string]*safet
 	return out, nil
 }
 
-// stageConfig annotates config.json with the stage's layer range.
 func stageConfig(cfg []byte, l *Layout, m *manifest) ([]byte, error) {
 	obj, err := decodeJSONObject(cfg)
 	if err != nil {

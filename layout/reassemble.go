@@ -52,7 +52,6 @@ func PlanReassemble(src *Source) (*Plan, error) {
 	return p, nil
 }
 
-// droppedBytes is the size of the source tensors the export dropped.
 func droppedBytes(src *Source) (int64, error) {
 	held := int64(0)
 	for _, s := range src.Specs {

@@ -21,7 +21,6 @@ import (
 // the fingerprint of the plan being written (a dot file: no side file).
 const markerName = ".k3ckpt-partial"
 
-// dirRun is the state of one local output directory during Execute.
 type dirRun struct {
 	dirState
 	dir     string

@@ -40,7 +40,6 @@ type sourceFile struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// sourceInfo describes the checkpoint an export was made from.
 type sourceInfo struct {
 	TotalSize int64        `json:"total_size"` // the bytes of all source tensors
 	Tensors   int          `json:"tensors"`

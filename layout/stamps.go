@@ -18,10 +18,8 @@ import (
 // directory is finished (stamps differ between runs).
 const stampsName = ".k3ckpt-stamps"
 
-// maxStampsFile bounds the record read back.
 const maxStampsFile = 16 << 20
 
-// stampRecord is the content of stampsName.
 type stampRecord struct {
 	Plan string `json:"plan"` // the fingerprint of the plan being written
 	// Names is every name the run writes, recorded before it writes any:
@@ -62,7 +60,6 @@ func (dr *dirRun) recordCommit(of *outFile, sum string) error {
 	return dr.writeStamps()
 }
 
-// writeStamps writes the record (dr.mu held, or no writer running yet).
 func (dr *dirRun) writeStamps() error {
 	b, err := json.Marshal(dr.stamps)
 	if err != nil {

@@ -19,10 +19,8 @@ import (
 // writes none: its tree is the source checkpoint's.
 const sumsName = "SHA256SUMS"
 
-// maxSumsFile bounds a SHA256SUMS read back.
 const maxSumsFile = 16 << 20
 
-// sumsBytes is the SHA256SUMS of sums (name → hex sha256).
 func sumsBytes(sums map[string]string) []byte {
 	var b bytes.Buffer
 	for _, n := range slices.Sorted(maps.Keys(sums)) {
