@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -8,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -159,12 +159,8 @@ func openExport(root string, dirs []string) (*Source, error) {
 	for i, f := range s.info.Files {
 		fileRank[f.Name] = i
 	}
-	sort.Slice(names, func(a, b int) bool {
-		fa, fb := fileRank[pieces[names[a]][0].e.SourceFile], fileRank[pieces[names[b]][0].e.SourceFile]
-		if fa != fb {
-			return fa < fb
-		}
-		return names[a] < names[b]
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(fileRank[pieces[a][0].e.SourceFile], fileRank[pieces[b][0].e.SourceFile]), strings.Compare(a, b))
 	})
 	for _, n := range names {
 		hs := pieces[n]
@@ -183,7 +179,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 			s.missing = append(s.missing, n)
 		}
 	}
-	sort.Strings(s.missing)
+	slices.Sort(s.missing)
 	if len(s.Specs)+len(s.missing) != s.info.Tensors {
 		return fail(fmt.Errorf("%w: %s: %d tensors held and %d dropped, but the source had %d; are rank directories missing?",
 			errManifest, root, len(s.Specs), len(s.missing), s.info.Tensors))
@@ -249,7 +245,7 @@ func newSliced(name string, hs []holder) (*slicedTensor, error) {
 			parts = append(parts, h)
 		}
 	}
-	sort.Slice(parts, func(a, b int) bool { return parts[a].e.Start < parts[b].e.Start })
+	slices.SortFunc(parts, func(a, b holder) int { return cmp.Compare(a.e.Start, b.e.Start) })
 	dim := e.Shape[e.Axis]
 	valid := dim
 	if e.Valid > 0 {
