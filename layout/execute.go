@@ -248,7 +248,7 @@ func (p *Plan) runJobs(ctx context.Context, o ExecOptions, dirs []outDir, res *r
 		return err
 	}
 	if net != nil {
-		res.Network = net.stats()
+		res.Network = &net.sum // every stream is closed
 	}
 	for _, dir := range dirs {
 		if !dir.state().finished {

@@ -19,15 +19,8 @@ import (
 type netFetch struct {
 	src   *remote.Source
 	conns int
-	mu    sync.Mutex
+	mu    sync.Mutex   // guards sum while files are written
 	sum   remote.Stats
-}
-
-func (n *netFetch) stats() *remote.Stats {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	s := n.sum
-	return &s
 }
 
 // readRemoteAux reads a remote checkpoint's side files: those of the hub's
