@@ -19,7 +19,7 @@ import (
 type netFetch struct {
 	src   *remote.Source
 	conns int
-	mu    sync.Mutex   // guards sum while files are written
+	mu    sync.Mutex // guards sum while files are written
 	sum   remote.Stats
 }
 
