@@ -30,8 +30,9 @@ type ExecOptions struct {
 	// without it such a run is resumed (same plan) or refused (different
 	// plan). Files no run wrote are refused either way, never removed.
 	Restart bool
-	// Progress, if set, hears the run in tensor bytes written: Start once
-	// with the bytes this run will write, then Add (from worker goroutines).
+	// Progress, if set, hears the run in tensor bytes written: Start once,
+	// after validation and the check of what an earlier run left, with the
+	// bytes this run writes; then Add (from workers), adding up to it.
 	Progress interface {
 		Start(total int64)
 		Add(n int64)
