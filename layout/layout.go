@@ -74,7 +74,7 @@ type action = enum[actionSet]
 type actionSet struct{}
 
 func (actionSet) set() ([]string, string) {
-	return []string{"replicate", "split", "expert", "drop"}, "action"
+	return []string{replicate: "replicate", actSplit: "split", actExpert: "expert", drop: "drop"}, "action"
 }
 
 const (
@@ -95,7 +95,9 @@ type stagePlace = enum[stageSet]
 
 type stageSet struct{}
 
-func (stageSet) set() ([]string, string) { return []string{"", "layer", "first", "last"}, "stage" }
+func (stageSet) set() ([]string, string) {
+	return []string{stageAuto: "", stageLayer: "layer", stageFirst: "first", stageLast: "last"}, "stage"
+}
 
 const (
 	// stageAuto is stageLayer when the rule's patterns capture <layer>; a
@@ -113,7 +115,7 @@ type scalePolicy = enum[scalePolicySet]
 type scalePolicySet struct{}
 
 func (scalePolicySet) set() ([]string, string) {
-	return []string{"replicate", "reject"}, "unaligned_scale"
+	return []string{scaleReplicate: "replicate", scaleReject: "reject"}, "unaligned_scale"
 }
 
 const (

@@ -7,7 +7,9 @@ type held = enum[heldSet]
 
 type heldSet struct{}
 
-func (heldSet) set() ([]string, string) { return []string{"replicated", "slice", "expert"}, "held" }
+func (heldSet) set() ([]string, string) {
+	return []string{heldReplica: "replicated", HeldSlice: "slice", heldExpert: "expert"}, "held"
+}
 
 const (
 	heldReplica held = iota // the whole tensor, on every rank of its stage
@@ -22,7 +24,7 @@ type scaleMode = enum[scaleModeSet]
 type scaleModeSet struct{}
 
 func (scaleModeSet) set() ([]string, string) {
-	return []string{"none", "follow", "replicated"}, "scale"
+	return []string{scaleNone: "none", scaleFollow: "follow", scaleReplicated: "replicated"}, "scale"
 }
 
 const (
