@@ -267,16 +267,15 @@ func (p *pattern) match(name []string) (captures, bool) {
 // than **, recording a capture in c.
 func (sg *segment) matchOne(n string, pos int, c *captures) bool {
 	switch sg.kind {
-	case kindInt:
-		return intSeg(n)
 	case kindLayer:
 		c.layer = pos
-		return intSeg(n)
 	case kindExpert:
 		c.expert = pos
+	}
+	if sg.kind != kindGlob {
 		return intSeg(n)
 	}
-	for _, a := range sg.alts { // kindGlob
+	for _, a := range sg.alts {
 		ok := a == n
 		if !sg.exact {
 			ok, _ = path.Match(a, n)

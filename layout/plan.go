@@ -192,21 +192,22 @@ const gibibyte = 1 << 30
 // WriteText prints the plan: one line per output directory, then what is
 // dropped, replicated and checked.
 func (p *Plan) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
+	var b bytes.Buffer
+	printf := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	switch p.Op {
 	case opExport:
-		ew.printf("export %s: layout %s, %d ranks", p.Source, p.Layout, p.Ranks)
+		printf("export %s: layout %s, %d ranks", p.Source, p.Layout, p.Ranks)
 		if p.Stages > 1 {
-			ew.printf(" in %d stages %v", p.Stages, p.Partition)
+			printf(" in %d stages %v", p.Stages, p.Partition)
 		}
 		if p.PackScales != "" {
-			ew.printf(", scales packed %s", p.PackScales)
+			printf(", scales packed %s", p.PackScales)
 		}
-		ew.printf("\n")
+		printf("\n")
 	default:
-		ew.printf("reassemble %s\n", p.Source)
+		printf("reassemble %s\n", p.Source)
 	}
-	ew.printf("%-10s %7s %8s %6s %7s %11s\n", "dir", "layers", "tensors", "files", "copies", "GiB")
+	printf("%-10s %7s %8s %6s %7s %11s\n", "dir", "layers", "tensors", "files", "copies", "GiB")
 	for _, d := range p.Dirs {
 		layers := "-"
 		if d.Rank >= 0 {
@@ -218,32 +219,22 @@ func (p *Plan) WriteText(w io.Writer) error {
 				copies++
 			}
 		}
-		ew.printf("%-10s %7s %8d %6d %7d %11.3f\n", filepath.ToSlash(d.Dir), layers, d.Tensors, len(d.Files), copies, float64(d.Bytes)/gibibyte)
+		printf("%-10s %7s %8d %6d %7d %11.3f\n", filepath.ToSlash(d.Dir), layers, d.Tensors, len(d.Files), copies, float64(d.Bytes)/gibibyte)
 	}
-	ew.printf("total: %d files, %.3f GiB of tensors\n", p.Files, float64(p.Bytes)/gibibyte)
+	printf("total: %d files, %.3f GiB of tensors\n", p.Files, float64(p.Bytes)/gibibyte)
 	if len(p.Dropped) > 0 {
-		ew.printf("dropped %d tensors (%.3f GiB), e.g. %s\n", len(p.Dropped), float64(p.DroppedBytes)/gibibyte, p.Dropped[0])
+		printf("dropped %d tensors (%.3f GiB), e.g. %s\n", len(p.Dropped), float64(p.DroppedBytes)/gibibyte, p.Dropped[0])
 	}
 	if len(p.Unaligned) > 0 {
-		ew.printf("%d block-FP8 weights split across a 128 block keep their scale replicated, e.g. %s\n", len(p.Unaligned), p.Unaligned[0])
+		printf("%d block-FP8 weights split across a 128 block keep their scale replicated, e.g. %s\n", len(p.Unaligned), p.Unaligned[0])
 	}
 	kinds := map[string]int{}
 	for _, c := range p.Checks {
 		kinds[c.Kind]++
 	}
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
-		ew.printf("check %s: %d tensors\n", k, kinds[k])
+		printf("check %s: %d tensors\n", k, kinds[k])
 	}
-	return ew.err
-}
-
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, a ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, a...)
-	}
+	_, err := w.Write(b.Bytes())
+	return err
 }
