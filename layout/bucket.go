@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
@@ -20,49 +19,39 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/objdest"
 )
 
-// bucketStateDir is the folder of a bucket DST's state directory that holds
-// the records of layout runs (one per output directory, under its name).
-const bucketStateDir = "layout"
+// A bucket DST's state directory holds, under bucketStateDir, the record
+// (bucketRecordName) of each output directory while a run writes it.
+const (
+	bucketStateDir   = "layout"
+	bucketRecordName = "run.json"
+)
 
-// bucketRecordName is an output directory's record in the state directory
-// while a run writes it into a bucket.
-const bucketRecordName = "run.json"
-
-// bucketRecord is what a bucket DST's state directory knows of one output
-// directory being written: the plan, every name the run writes (recorded
-// before it writes any: what --restart deletes), and each object it
-// completed with its size, ETag and the sha256 of the bytes as they
-// streamed. A rerun keeps an object while HEAD gives the recorded size and
-// ETag (an object written to since has another ETag).
+// bucketRecord is what the state directory knows of one output directory
+// being written: the plan, every name the run writes (recorded before it
+// writes any: what --restart deletes), and each object it completed with
+// its size, ETag and sha256. A rerun keeps an object while HEAD gives the
+// recorded size and ETag.
 type bucketRecord struct {
 	Plan  string                  `json:"plan"`
 	Names []string                `json:"names"`
 	Files map[string]bucketObject `json:"files"`
 }
 
-// bucketObject is one completed object of a bucketRecord.
 type bucketObject struct {
 	Size   int64  `json:"size"`
 	ETag   string `json:"etag"`
 	SHA256 string `json:"sha256"`
 }
 
-// bucketDir is the state of one output directory of a bucket DST during
-// executeBucket.
 type bucketDir struct {
-	d          *dirPlan
-	obj        *objdest.Dest
-	prefix     string // the directory's object names start with this ("" or "rank-00/")
-	state      string // its folder in the state directory
-	completion []byte
-	todo       []*outFile
-	left       atomic.Int32
-	finished   bool
-	changed    int
-	fp         string // the plan's fingerprint (see fingerprint)
-	recorded   bool   // rec was read from the state directory
-	restart    bool   // rec is to be discarded, with the objects it names
-	done       bool   // the bucket holds this plan's completion record
+	dirState
+	obj      *objdest.Dest
+	prefix   string // the directory's object names start with this ("" or "rank-00/")
+	recDir   string // its folder in the state directory
+	fp       string // the plan's fingerprint (see fingerprint)
+	recorded bool   // rec was read from the state directory
+	restart  bool   // rec is to be discarded, with the objects it names
+	done     bool   // the bucket holds this plan's completion record
 
 	mu  sync.Mutex // guards rec once writers run
 	rec *bucketRecord
@@ -70,16 +59,10 @@ type bucketDir struct {
 
 // executeBucket is Execute into the objects under an s3:// or gs:// prefix,
 // with the guarantees of convert's bucket DST (objdest): the run holds the
-// lock of its local state directory and the prefix's claim; every file
-// streams into an upload that no reader sees under its key before it is
-// complete, checked by the store part by part; a directory's index and
-// side files go up once its last file is complete, its completion record
-// (layout.json, or a reassembly's index) last. A rerun of the same plan
-// keeps the objects its record says it completed that still have their
-// size and ETag, aborts its own unfinished uploads and writes the rest. A
-// prefix holding objects no run of this state directory wrote is refused,
-// except this plan's finished output, whose files are kept when their size
-// and header are the plan's.
+// lock of its local state directory and the prefix's claim, and every file
+// streams into an upload no reader sees before it is complete. A prefix
+// holding objects no run of this state directory wrote is refused, but
+// this plan's finished output.
 func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	obj, err := objdest.Open(ctx, dst, o.StateDir, o.Connections, errOutputExists, dirlock.ErrInUse)
 	if err != nil {
@@ -110,91 +93,75 @@ func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*r
 	for _, f := range listed {
 		present[f.Name] = f.Size
 	}
-	res := &result{}
-	dirs := make([]*bucketDir, len(p.Dirs))
-	var jobs []writeJob
-	var own []string
+	bds := make([]*bucketDir, len(p.Dirs))
 	for i := range p.Dirs {
-		if dirs[i], err = surveyBucketDir(p, &p.Dirs[i], obj, present, o.Restart); err != nil {
+		if bds[i], err = surveyBucketDir(p, &p.Dirs[i], obj, present, o.Restart); err != nil {
 			return nil, err
 		}
 	}
 	if err := obj.Claim(); err != nil {
 		return nil, err
 	}
-	for _, bd := range dirs {
+	res := &result{}
+	dirs := make([]outDir, len(bds))
+	var own []string
+	for i, bd := range bds {
 		if err := bd.prepare(ctx, present); err != nil {
 			return nil, err
 		}
-		res.Kept += len(bd.d.files) - len(bd.todo)
-		res.Changed += bd.changed
-		bd.left.Store(int32(len(bd.todo)))
 		for _, of := range bd.todo {
-			name := bd.prefix + of.name
-			own = append(own, name)
-			jobs = append(jobs, writeJob{of: of, path: obj.Path(name), bd: bd,
-				create: func(pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
-					return obj.Create(name, pool, prog)
-				},
-			})
+			own = append(own, bd.prefix+of.name)
 		}
+		dirs[i] = bd
 	}
 	// Create aborts each key's unfinished uploads as it starts the key;
 	// those of a file whose job never starts (a failed run's) go now.
 	if res.Cleaned, err = obj.AbortOwn(own); err != nil {
 		return nil, err
 	}
-	committed := func(j writeJob, sum string) error {
-		if err := j.bd.recordCommit(j, sum); err != nil {
-			return err
-		}
-		if j.bd.left.Add(-1) == 0 {
-			return j.bd.finish()
-		}
-		return nil
-	}
-	if err := p.runJobs(ctx, o, jobs, committed, res); err != nil {
+	if err := p.runJobs(ctx, o, dirs, res); err != nil {
 		return nil, err
-	}
-	for _, bd := range dirs {
-		if !bd.finished {
-			if err := bd.finish(); err != nil {
-				return nil, err
-			}
-		}
 	}
 	if err := obj.Unclaim(); err != nil {
 		return nil, err
 	}
-	res.Written = len(jobs)
 	return res, nil
 }
 
+func (bd *bucketDir) path(of *outFile) string { return bd.obj.Path(bd.prefix + of.name) }
+
+func (bd *bucketDir) create(of *outFile, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
+	return bd.obj.Create(bd.prefix+of.name, pool, prog)
+}
+
+func (bd *bucketDir) newRecord() *bucketRecord {
+	return &bucketRecord{Plan: bd.fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
+}
+
 // surveyBucketDir reads what the state directory and the bucket (present:
-// the prefix's objects and their sizes) hold of one output directory,
-// writing nothing, and refuses what the run must not touch: a record of
-// another plan (unless restart), or objects no run of this state directory
-// wrote that are not this plan's finished output (whatever the flags).
+// object sizes) hold of one output directory, writing nothing, and refuses
+// another plan's record (unless restart) and objects no run of this state
+// directory wrote that are not this plan's finished output.
 func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]int64, restart bool) (*bucketDir, error) {
-	bd := &bucketDir{d: d, obj: obj, prefix: objectPrefix(d.Dir),
-		state: filepath.Join(obj.StateDir, bucketStateDir, filepath.FromSlash(d.Dir))}
+	bd := &bucketDir{dirState: dirState{d: d}, obj: obj, prefix: objectPrefix(d.Dir),
+		recDir: filepath.Join(obj.StateDir, bucketStateDir, filepath.FromSlash(d.Dir))}
 	var err error
 	if bd.completion, err = d.completionBytes(); err != nil {
 		return nil, err
 	}
 	bd.fp = fingerprint(p, d, bd.completion)
-	if bd.rec, err = readBucketRecord(bd.state); err != nil {
+	if bd.rec, err = readBucketRecord(bd.recDir); err != nil {
 		return nil, err
 	}
 	where := obj.Path(bd.prefix)
 	if bd.rec != nil {
 		if bd.rec.Plan != bd.fp && !restart {
-			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed; record %s); pass --restart to discard it", errOutputExists, where, filepath.Join(bd.state, bucketRecordName))
+			return nil, fmt.Errorf("%w: %s holds an unfinished run of a different plan (source, layout or options changed; record %s); pass --restart to discard it", errOutputExists, where, filepath.Join(bd.recDir, bucketRecordName))
 		}
 		bd.recorded, bd.restart = true, restart
 		return bd, nil
 	}
-	bd.rec = &bucketRecord{Plan: bd.fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
+	bd.rec = bd.newRecord()
 	var there []string
 	for name := range present {
 		if rel, ok := strings.CutPrefix(name, bd.prefix); ok && !strings.HasPrefix(name, ".k3ckpt/") {
@@ -217,16 +184,13 @@ func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]
 	return bd, nil
 }
 
-// prepare makes the directory ready (the caller holds the state
-// directory's lock and the prefix's claim) and says what is left to write:
-//   - with a record of this plan (a killed or failed run): the objects it
-//     completed that still have their recorded size and ETag are kept;
-//   - with a record to discard (restart, or another plan's with restart):
-//     the objects it names are deleted and everything is written;
+// prepare makes the directory ready and says what is left to write:
+//   - a record of this plan: the objects still of their recorded size and
+//     ETag are kept;
+//   - a record to discard (restart): the objects it names are deleted;
 //   - this plan's finished output: files of the planned size and header
-//     that its SHA256SUMS lists (a reassembly has none) are kept; nothing is written
-//     when all are and the side files and SHA256SUMS match;
-//   - else (nothing there) everything.
+//     that its SHA256SUMS lists are kept;
+//   - else everything.
 func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) error {
 	d, obj := bd.d, bd.obj
 	switch {
@@ -239,7 +203,7 @@ func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) erro
 				delete(present, bd.prefix+n)
 			}
 		}
-		bd.rec = &bucketRecord{Plan: bd.fp, Names: bd.d.plannedNames(), Files: map[string]bucketObject{}}
+		bd.rec = bd.newRecord()
 		bd.todo = d.files
 	case bd.recorded:
 		for _, of := range d.files {
@@ -288,7 +252,6 @@ func (bd *bucketDir) prepare(ctx context.Context, present map[string]int64) erro
 	return bd.writeRecord()
 }
 
-// objectPrefix is the start of an output directory's object names.
 func objectPrefix(dir string) string {
 	if dir == "" || dir == "." {
 		return ""
@@ -312,8 +275,7 @@ func (bd *bucketDir) asPlanned(ctx context.Context, of *outFile, present map[str
 }
 
 // sideFilesMatch reports whether the directory's finishFiles but the
-// completion record (which the caller compared) are in the bucket byte for
-// byte as planned.
+// completion record are in the bucket as planned.
 func (bd *bucketDir) sideFilesMatch() bool {
 	fin, err := bd.finishFiles()
 	if err != nil {
@@ -328,7 +290,6 @@ func (bd *bucketDir) sideFilesMatch() bool {
 	return true
 }
 
-// finishFiles is the directory's finishFiles, with the sums of its record.
 func (bd *bucketDir) finishFiles() ([]namedBytes, error) {
 	files := make(map[string]string, len(bd.rec.Files))
 	for n, r := range bd.rec.Files {
@@ -358,24 +319,19 @@ func (bd *bucketDir) writeRecord() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(bd.state, 0o755); err != nil {
+	if err := os.MkdirAll(bd.recDir, 0o755); err != nil {
 		return err
 	}
-	return filewrite.WriteFile(filepath.Join(bd.state, bucketRecordName), b, 0o644)
+	return filewrite.WriteFile(filepath.Join(bd.recDir, bucketRecordName), b, 0o644)
 }
 
-// recordCommit records an object just completed. A run killed between the
-// completion and the record writes it again.
-func (bd *bucketDir) recordCommit(j writeJob, sum string) error {
-	name := bd.prefix + j.of.name
+func (bd *bucketDir) recordCommit(of *outFile, sum string) error {
 	bd.mu.Lock()
 	defer bd.mu.Unlock()
-	bd.rec.Files[j.of.name] = bucketObject{Size: j.of.lay.Size, ETag: bd.obj.ETag(name), SHA256: sum}
+	bd.rec.Files[of.name] = bucketObject{Size: of.lay.Size, ETag: bd.obj.ETag(bd.prefix + of.name), SHA256: sum}
 	return bd.writeRecord()
 }
 
-// finish puts the directory's finishFiles, the completion record last, and
-// removes its record from the state directory.
 func (bd *bucketDir) finish() error {
 	fin, err := bd.finishFiles()
 	if err != nil {
@@ -387,7 +343,7 @@ func (bd *bucketDir) finish() error {
 		}
 	}
 	bd.finished = true
-	if err := os.Remove(filepath.Join(bd.state, bucketRecordName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(bd.recDir, bucketRecordName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

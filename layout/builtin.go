@@ -11,24 +11,17 @@ import (
 
 // Model holds the model dimensions the built-in layouts are derived from.
 type Model struct {
-	// Layers is num_hidden_layers.
-	Layers int
-	// AttnHeads is the MLA head count (num_attention_heads).
-	AttnHeads int
-	// LinearHeads is the KDA head count (linear_attn_config.num_heads).
-	LinearHeads int
-	// Experts is the routed expert count per MoE layer (num_experts).
-	Experts int
-	// AttnResBlock is the AttnRes block size in layers (attn_res_block_size).
-	AttnResBlock int
+	Layers       int // num_hidden_layers
+	AttnHeads    int // MLA heads (num_attention_heads)
+	LinearHeads  int // KDA heads (linear_attn_config.num_heads)
+	Experts      int // routed experts per MoE layer (num_experts)
+	AttnResBlock int // AttnRes block size in layers (attn_res_block_size)
 
 	// cls is the config's layer schedule, which tells KDA and MLA o_proj and
 	// g_proj apart (nil: K3's).
 	cls *model.Classifier
 }
 
-// k3Model is Kimi K3's dimensions: 93 layers, 96 MLA and 96 KDA heads, 896 routed
-// experts, AttnRes blocks of 12 layers.
 func k3Model() Model {
 	return Model{Layers: 93, AttnHeads: 96, LinearHeads: 96, Experts: 896, AttnResBlock: 12}
 }
@@ -49,7 +42,7 @@ type Options struct {
 	// TextOnly drops the vision tower and projector (ONLY_LANGUAGE).
 	TextOnly bool
 	// WeightShard splits the dp16 weight-shard set 8 ways inside a node
-	// (SGLANG_ENABLE_K3_WEIGHT_SHARD); dp16 only.
+	// (SGLANG_ENABLE_K3_WEIGHT_SHARD).
 	WeightShard bool
 	// VocabTP splits embed_tokens and lm_head rows 8 ways inside a node
 	// (SGLANG_VOCAB_TP_SIZE=8); dp16 and dp2-dcp8.
@@ -57,7 +50,7 @@ type Options struct {
 	// PPPartition overrides the layers per stage of pp16 and pp8-tp8.
 	PPPartition []int
 	// EvenPartition uses SGLang's default split (SGLANG_PP_LAYER_PARTITION
-	// unset) instead of the layout's partition; ignored with PPPartition.
+	// unset); ignored with PPPartition.
 	EvenPartition bool
 }
 
@@ -65,14 +58,12 @@ type Options struct {
 func pp16Partition() []int { return []int{7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 6, 3} }
 
 // nodeGPUs is the size of a node-local group: weight shard, vocab TP, head TP
-// and DCP all stay inside one node's NVLink domain: the group of rank r is r % 8.
+// and DCP all stay inside one node's NVLink domain.
 const nodeGPUs = 8
 
 // decodeRanks is the decode world size: 2 nodes × 8 GPUs.
 const decodeRanks = 16
 
-// builtin is one built-in layout: its doc, its default options, and the
-// function that builds its rules.
 type builtin struct {
 	doc      string
 	defaults Options
@@ -118,7 +109,6 @@ func unknownLayout(name string) error {
 	return fmt.Errorf("%w %q (built-in: %s; or a path to a .json layout)", errUnknownLayout, name, strings.Join(Names(), ", "))
 }
 
-// builtinLayout builds a built-in layout for a model.
 func builtinLayout(name string, m Model, o Options) (*Layout, error) {
 	b, ok := builtins[name]
 	if !ok {
@@ -159,7 +149,7 @@ func Resolve(nameOrPath string, m Model, o Options) (*Layout, error) {
 }
 
 // partition picks the pipeline partition: the user's, SGLang's even split, or
-// the layout's own default.
+// def's.
 func partition(m Model, o Options, stages int, def func() ([]int, error)) ([]int, error) {
 	switch {
 	case o.PPPartition != nil:
@@ -172,9 +162,8 @@ func partition(m Model, o Options, stages int, def func() ([]int, error)) ([]int
 	}
 }
 
-// The built-in layouts' tensor sets, in model's groups (so they hold for
-// both name prefixes: language_model.model.… and a bare kimi_linear's
-// model.…). Block-FP8 scales follow their weights.
+// The built-in layouts' tensor sets, in model's groups, so they hold for
+// both name prefixes. Block-FP8 scales follow their weights.
 var (
 	grpLayerNorms  = []string{"layer_norms", "attn_res"}
 	grpExperts     = []string{"experts"}
@@ -227,8 +216,8 @@ func heads(r rule, units int64) rule { r.Units = units; return r }
 
 func at(r rule, st stagePlace) rule { r.Stage = st; return r }
 
-// sharedHeads is the head count of names both KDA and MLA layers use (o_proj,
-// g_proj): the common one when they agree, else 0 (split by element only).
+// sharedHeads is the head count of o_proj and g_proj, which both KDA and
+// MLA layers have: the common one when they agree, else 0.
 func sharedHeads(m Model) int64 {
 	if m.AttnHeads == m.LinearHeads {
 		return int64(m.AttnHeads)
@@ -236,7 +225,6 @@ func sharedHeads(m Model) int64 {
 	return 0
 }
 
-// onOff is replicate when off, an 8-way row split inside the node when on.
 func onOff(on bool, name string, pats ...[]string) rule {
 	if on {
 		return split(name, 0, nodeGPUs, pats...)

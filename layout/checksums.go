@@ -18,33 +18,26 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/objstore"
 )
 
-// errSums is what CheckSums's failures wrap: the bytes of an output are
-// not those its run wrote.
+// errSums: the bytes of an output are not those its run wrote.
 var errSums = errors.New("sha256 check failed")
 
 // sumsTree is an output tree CheckSums reads: a local directory or the
 // objects under a bucket prefix.
 type sumsTree interface {
 	// files lists every file under the root, slash-separated, with its
-	// size; names with a component starting with a dot (bookkeeping) are
-	// left out.
+	// size, but names with a component starting with a dot (bookkeeping).
 	files(ctx context.Context) (map[string]int64, error)
-	// read returns a whole small file.
 	read(ctx context.Context, name string, limit int64) ([]byte, error)
 	// copy writes the file's size bytes to w, front to back, through buf.
 	copy(ctx context.Context, name string, size int64, w io.Writer, buf []byte) error
-	// where names a file in messages.
-	where(name string) string
+	where(name string) string // names a file in messages
 }
 
 // CheckSums reads back every file of a shard or export output (a local
-// directory, or an s3:// or gs:// prefix) and checks it against
-// the SHA256SUMS its run wrote, the sums taken as the bytes streamed out:
-// each directory holding a SHA256SUMS (the root, and its rank-NN and
-// stage-NN directories) must hold exactly the files it lists, each with its
-// listed sha256. It returns the files and bytes checked. An output without
-// any SHA256SUMS (one written by a k3ckpt before them) is an error: a rerun
-// of the command that wrote it writes them.
+// directory, or an s3:// or gs:// prefix): each directory holding a
+// SHA256SUMS (the root, and its rank-NN and stage-NN directories) must hold
+// exactly the files it lists, each with its listed sha256. It returns the
+// files and bytes checked. An output without any SHA256SUMS is an error.
 func CheckSums(ctx context.Context, root string) (files int, bytes int64, err error) {
 	var t sumsTree
 	if objstore.IsURL(root) {
@@ -72,8 +65,6 @@ func CheckSums(ctx context.Context, root string) (files int, bytes int64, err er
 		}
 	}
 	for name := range all {
-		// An output directory of a run (its completion record there) has
-		// a SHA256SUMS: one without is an older k3ckpt's, or damaged.
 		dir, base := path.Split(name)
 		if base == manifestName && !slices.Contains(dirs, dir) {
 			return 0, 0, fmt.Errorf("%w: %s has no %s (the output of a k3ckpt that wrote none, or it was removed): rerun the command that wrote it", errSums, t.where(name), sumsName)
@@ -93,8 +84,7 @@ func CheckSums(ctx context.Context, root string) (files int, bytes int64, err er
 		if err != nil {
 			return files, bytes, err
 		}
-		// The directory's files: those under it, less those of a directory
-		// below it with a SHA256SUMS of its own.
+		// The directory's files, less those of a directory below with its own SHA256SUMS.
 		var there []string
 		for name := range all {
 			if rest, ok := strings.CutPrefix(name, dir); ok && rest != sumsName && (dir != "" || !slices.Contains(dirs, firstDir(name))) {
@@ -129,8 +119,7 @@ func CheckSums(ctx context.Context, root string) (files int, bytes int64, err er
 	return files, bytes, nil
 }
 
-// firstDir is the first directory of a slash-separated name with its
-// slash ("" for a name at the root).
+// firstDir is the first directory of a slash-separated name, with its slash.
 func firstDir(name string) string {
 	if i := strings.IndexByte(name, '/'); i >= 0 {
 		return name[:i+1]
@@ -138,7 +127,6 @@ func firstDir(name string) string {
 	return ""
 }
 
-// localTree is a local output directory.
 type localTree string
 
 func (t localTree) files(ctx context.Context) (map[string]int64, error) {
@@ -186,8 +174,7 @@ func (t localTree) copy(ctx context.Context, name string, size int64, w io.Write
 		return err
 	}
 	defer f.Close()
-	// Only the Reader: an *os.File's WriteTo would copy through a buffer of
-	// its own.
+	// Only the Reader: an *os.File's WriteTo would use a buffer of its own.
 	n, err := io.CopyBuffer(w, struct{ io.Reader }{f}, buf)
 	if err == nil && n != size {
 		err = fmt.Errorf("%d bytes, %d when listed: it changed while being read", n, size)
@@ -202,7 +189,6 @@ func (t localTree) where(name string) string {
 	return filepath.Join(string(t), filepath.FromSlash(name))
 }
 
-// bucketTree is the objects under a bucket prefix.
 type bucketTree struct{ b *objstore.Bucket }
 
 func (t bucketTree) files(ctx context.Context) (map[string]int64, error) {

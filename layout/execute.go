@@ -15,9 +15,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// defaultJobs is the least default number of files written at once. Each
-// job hands its file to a committer (fsync, rename) and goes on, so the
-// disk flushes one file while the next is written.
+// defaultJobs is the least default number of files written at once: a
+// job hands its file to a committer and goes on, so one file flushes while
+// the next is written.
 const defaultJobs = 4
 
 // ExecOptions controls Execute.
@@ -30,12 +30,9 @@ type ExecOptions struct {
 	// without it such a run is resumed (same plan) or refused (different
 	// plan). Files no run wrote are refused either way, never removed.
 	Restart bool
-	// Progress, if set, hears the run in tensor bytes written, as
-	// convert.Progress does: Start once before the first write, after the
-	// validation pass and the check of what an earlier run left, with the
-	// bytes this run will write (the plan's less what it keeps), so that a
-	// display's total and ETA are this run's; then Add as bytes are written
-	// (from worker goroutines), adding up to Start's total.
+	// Progress, if set, hears the run in tensor bytes written: Start once,
+	// after validation and the check of what an earlier run left, with the
+	// bytes this run writes; then Add (from workers), adding up to it.
 	Progress interface {
 		Start(total int64)
 		Add(n int64)
@@ -50,34 +47,26 @@ type ExecOptions struct {
 	StateDir string
 }
 
-// result says what Execute did.
 type result struct {
 	// Written and Kept count the safetensors files written now and those
 	// kept from an earlier run of the same plan.
 	Written, Kept int
-	// Bytes is the tensor bytes written now.
-	Bytes int64
-	// Cleaned counts the temporaries of a killed run that were removed.
-	Cleaned int
+	Bytes         int64 // tensor bytes written now
+	Cleaned       int   // temporaries of a killed run removed
 	// Changed counts the files an earlier run committed that were modified
-	// (or replaced) since: they are written again, and counted in Written.
+	// since: they are written again, and counted in Written.
 	Changed int
-	// Network counts the source bytes fetched (nil for a local source).
-	Network *remote.Stats
+	Network *remote.Stats // source bytes fetched (nil for a local source)
 }
 
-// Execute writes the plan under dst, holding dst's lock for the whole run
-// (a second run on dst fails at once). A dst that is, holds or lies inside a
-// local source is refused first (fsx.Disjoint). It runs the validation pass
-// next, so that a failing check leaves dst untouched. Every file is written
-// atomically; a directory is finished (index, side files, then its
-// completion record) as soon as its last file is committed, and then holds
-// no bookkeeping: two runs give identical trees. A rerun of the same plan
-// after a kill resumes: files whose size and header match the plan and that
-// are unchanged since their commit (same stamp: size, times, inode) are
-// kept, others written again, temporaries removed. A rerun over a finished
-// directory keeps every file whose name, size and header are the plan's
-// (reassemble --check and verify read the bytes) and writes the others.
+// Execute writes the plan under dst (a local directory, or an s3:// or
+// gs:// prefix), holding dst's lock for the whole run. A dst overlapping a
+// local source is refused, then the validation pass runs, so that a failing
+// check leaves dst untouched. Every file is written atomically; a directory
+// is finished (index, side files, then its completion record) as soon as
+// its last file is committed, and then holds no bookkeeping. A rerun of the
+// same plan resumes, keeping the files as planned and unchanged since their
+// commit (see prepareDir).
 func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
@@ -106,62 +95,65 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 	}
 	res := &result{}
 	runs := make([]*dirRun, len(p.Dirs))
-	var jobs []writeJob
+	dirs := make([]outDir, len(p.Dirs))
 	for i := range p.Dirs {
 		dr, err := prepareDir(p, &p.Dirs[i], filepath.Join(dst, p.Dirs[i].Dir), o.Restart)
 		if err != nil {
 			return nil, err
 		}
-		runs[i] = dr
-		res.Kept += len(dr.d.files) - len(dr.todo)
+		runs[i], dirs[i] = dr, dr
 		res.Cleaned += dr.cleaned
-		res.Changed += dr.changed
-		dr.left.Store(int32(len(dr.todo)))
-		for _, of := range dr.todo {
-			jobs = append(jobs, writeJob{of: of, path: filepath.Join(dr.dir, of.name), dr: dr})
-		}
 	}
 	if !o.NoSpaceCheck {
 		if err := checkSpace(dst, runs); err != nil {
 			return nil, err
 		}
 	}
-	committed := func(j writeJob, sum string) error {
-		if err := j.dr.recordCommit(j.of.name, sum); err != nil {
-			return err
-		}
-		if j.dr.left.Add(-1) == 0 {
-			return j.dr.finish()
-		}
-		return nil
-	}
-	if err := p.runJobs(ctx, o, jobs, committed, res); err != nil {
+	if err := p.runJobs(ctx, o, dirs, res); err != nil {
 		return nil, err
 	}
-	for _, dr := range runs {
-		if len(dr.todo) == 0 && !dr.finished {
-			if err := dr.finish(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	res.Written = len(jobs)
 	return res, nil
 }
 
-// writeJob is one file to write and the directory it completes.
-type writeJob struct {
-	of   *outFile
-	path string
-	dr   *dirRun
-	// create, when set, starts the file (an object of a bucket DST) instead
-	// of a local temporary beside path; bd is then its directory.
-	create func(pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error)
-	bd     *bucketDir
+type dirState struct {
+	d          *dirPlan
+	todo       []*outFile // files still to write
+	left       atomic.Int32
+	completion []byte // layout.json (export) or the index (reassembly)
+	finished   bool
+	changed    int // files committed earlier, modified since, written again
 }
 
-// finish writes the directory's finishFiles, the completion record last,
-// and removes the run marker: a directory without the marker is complete.
+// outDir is an output directory being written: a local one (dirRun) or the
+// objects under a bucket prefix (bucketDir).
+type outDir interface {
+	state() *dirState
+	path(of *outFile) string // names the file in messages
+	create(of *outFile, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error)
+	// recordCommit records a file just committed, with its sha256; a run
+	// killed before the record writes the file again.
+	recordCommit(of *outFile, sum string) error
+	// finish writes the directory's finishFiles, the completion record
+	// last, and drops the run's bookkeeping.
+	finish() error
+}
+
+func (s *dirState) state() *dirState { return s }
+
+type writeJob struct {
+	of  *outFile
+	dir outDir
+}
+
+func (dr *dirRun) path(of *outFile) string { return filepath.Join(dr.dir, of.name) }
+
+func (dr *dirRun) create(of *outFile, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
+	if dr.d.hasSums() {
+		return filewrite.Create(dr.path(of), pool, prog)
+	}
+	return filewrite.CreateUnhashed(dr.path(of), pool, prog) // a reassembly's file: no sum is recorded
+}
+
 func (dr *dirRun) finish() error {
 	fin, err := dr.d.finishFiles(dr.completion, dr.stamps.Sums)
 	if err != nil {
@@ -176,9 +168,8 @@ func (dr *dirRun) finish() error {
 			return err
 		}
 	}
-	// The bookkeeping goes: the marker first (a run killed here leaves a
-	// record that the rerun finds complete and removes), then the record.
-	// The finished directory holds only the plan's files.
+	// The marker goes first (a run killed here leaves a record that the
+	// rerun finds complete and removes), then the record.
 	for _, n := range []string{markerName, stampsName} {
 		if err := os.Remove(filepath.Join(dr.dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -195,55 +186,25 @@ func jobsOr(n int) int {
 	return max(defaultJobs, runtime.GOMAXPROCS(0))
 }
 
-// writeFiles writes the files with jobs at once through filewrite.Run: each
-// job writes a file front to back, hashing its bytes as they go (but a
-// local reassembly's, whose sums nobody records), a committer syncs and
-// renames it, then committed records it with their sha256 ("" unhashed). It returns the tensor bytes committed. The first
-// error cancels the rest.
-func writeFiles(ctx context.Context, files []writeJob, jobs int, progress func(int64), committed func(j writeJob, sum string) error, net *netFetch) (int64, error) {
-	pool := filewrite.NewPool(jobs)
-	defer pool.Close()              // its memory is outside the heap: give it back now, not when collected
-	windows := make([][]byte, jobs) // each job's read window, made on first use
-	var total atomic.Int64
-	err := filewrite.Run(ctx, jobs, len(files), func(ctx context.Context, job, i int) (func() error, error) {
-		j := files[i]
-		create := func(prog func(int64)) (*filewrite.File, error) {
-			switch {
-			case j.create != nil:
-				return j.create(pool, prog)
-			case j.dr.d.hasSums():
-				return filewrite.Create(j.path, pool, prog)
-			}
-			return filewrite.CreateUnhashed(j.path, pool, prog) // a reassembly's file: no sum is recorded
+// runJobs writes the directories' files through filewrite.Run, o.Jobs at
+// once, sharing o's connections to a remote source. A committer syncs,
+// renames and records each file; a directory's last file finishes it. The
+// first error cancels the rest.
+func (p *Plan) runJobs(ctx context.Context, o ExecOptions, dirs []outDir, res *result) error {
+	var jobs []writeJob
+	var total int64
+	for _, dir := range dirs {
+		s := dir.state()
+		res.Kept += len(s.d.files) - len(s.todo)
+		res.Changed += s.changed
+		s.left.Store(int32(len(s.todo)))
+		for _, of := range s.todo {
+			jobs = append(jobs, writeJob{of, dir})
+			total += of.tensorBytes()
 		}
-		f, err := writeFileTo(ctx, j.of, j.path, create, &windows[job], progress, net)
-		if err != nil {
-			return nil, err
-		}
-		return func() error {
-			if err := f.Commit(); err != nil {
-				return err
-			}
-			if err := committed(j, f.SHA256()); err != nil {
-				return err
-			}
-			total.Add(j.of.tensorBytes())
-			return nil
-		}, nil
-	})
-	return total.Load(), err
-}
-
-// runJobs writes jobs with o's jobs and progress, reading a remote source
-// over o's connections shared among the jobs; committed runs after each
-// file is committed. It adds the bytes written and the network use to res.
-func (p *Plan) runJobs(ctx context.Context, o ExecOptions, jobs []writeJob, committed func(j writeJob, sum string) error, res *result) error {
+	}
 	var progress func(int64)
 	if o.Progress != nil {
-		var total int64
-		for _, j := range jobs {
-			total += j.of.tensorBytes()
-		}
 		o.Progress.Start(total)
 		progress = o.Progress.Add
 	}
@@ -255,13 +216,48 @@ func (p *Plan) runJobs(ctx context.Context, o ExecOptions, jobs []writeJob, comm
 		}
 		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
 	}
-	n, err := writeFiles(ctx, jobs, jobsOr(o.Jobs), progress, committed, net)
-	res.Bytes = n
+	n := jobsOr(o.Jobs)
+	pool := filewrite.NewPool(n)
+	defer pool.Close()           // its memory is outside the heap: give it back now, not when collected
+	windows := make([][]byte, n) // each job's read window, made on first use
+	var written atomic.Int64
+	err := filewrite.Run(ctx, n, len(jobs), func(ctx context.Context, job, i int) (func() error, error) {
+		j := jobs[i]
+		create := func(prog func(int64)) (*filewrite.File, error) { return j.dir.create(j.of, pool, prog) }
+		f, err := writeFileTo(ctx, j.of, j.dir.path(j.of), create, &windows[job], progress, net)
+		if err != nil {
+			return nil, err
+		}
+		return func() error {
+			if err := f.Commit(); err != nil {
+				return err
+			}
+			if err := j.dir.recordCommit(j.of, f.SHA256()); err != nil {
+				return err
+			}
+			if j.dir.state().left.Add(-1) == 0 {
+				if err := j.dir.finish(); err != nil {
+					return err
+				}
+			}
+			written.Add(j.of.tensorBytes())
+			return nil
+		}, nil
+	})
+	res.Bytes = written.Load()
 	if err != nil {
 		return err
 	}
 	if net != nil {
-		res.Network = net.stats()
+		res.Network = &net.sum // every stream is closed
 	}
+	for _, dir := range dirs {
+		if !dir.state().finished {
+			if err := dir.finish(); err != nil {
+				return err
+			}
+		}
+	}
+	res.Written = len(jobs)
 	return nil
 }

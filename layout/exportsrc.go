@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -8,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -32,16 +32,12 @@ func exportDirs(path string) ([]string, error) {
 			out = append(out, e.Name())
 		}
 	}
-	sort.Strings(out)
-	return out, nil
+	return out, nil // os.ReadDir sorts by name
 }
 
 // openRankFile opens name (slash-separated, relative to the export root) and
-// reads its header. It opens first and then checks the open file: the path,
-// links resolved, must be allowed by the checkpoint rule (inside the export,
-// or inside its hub cache repository folder) and must still be the file that
-// was opened; so the file read is the file checked, with no window in which
-// a link swapped between a check and an open could smuggle another in.
+// reads its header. It checks the file after opening it (checkOpened), so
+// that a link swapped between a check and an open cannot smuggle another in.
 func openRankFile(root *fsx.Root, dir, name string) (*safetensors.File, error) {
 	path := filepath.Join(dir, filepath.FromSlash(name))
 	fh, err := fsx.Open(path)
@@ -63,7 +59,7 @@ func openRankFile(root *fsx.Root, dir, name string) (*safetensors.File, error) {
 var testHookRankOpened func(path string)
 
 // checkOpened verifies that the open file fh is the one name resolves to
-// now, and that the resolution is allowed.
+// now, by the checkpoint rule (fsx.Root).
 func checkOpened(root *fsx.Root, name, path string, fh *os.File) error {
 	real, err := root.Resolve(name)
 	if errors.Is(err, fsx.ErrOutside) {
@@ -86,7 +82,6 @@ func checkOpened(root *fsx.Root, name, path string, fh *os.File) error {
 	return nil
 }
 
-// holder is one piece of a source tensor found in an export directory.
 type holder struct {
 	dir string
 	e   entry
@@ -95,8 +90,7 @@ type holder struct {
 }
 
 // openExport reads every manifest of an export and rebuilds each source
-// tensor from the pieces: whole copies are read in place, slices through a
-// reader that interleaves them, packed scales by unpacking and gathering.
+// tensor from its pieces (see rebuild).
 func openExport(root string, dirs []string) (*Source, error) {
 	s := &Source{Root: root}
 	fr, err := fsx.NewRoot(root)
@@ -148,14 +142,12 @@ func openExport(root string, dirs []string) (*Source, error) {
 			pieces[e.Name] = append(pieces[e.Name], holder{dir: d, e: e, f: f, t: t})
 		}
 	}
-	// Rank 0's manifest records the source files' metadata (the others
-	// only name the files), so reassembly needs it.
+	// Only rank 0's manifest records the source files' metadata.
 	if rank0 == nil {
 		return fail(fmt.Errorf("%w: %s: rank 0's %s, which records the source files' metadata, is missing", errManifest, root, manifestName))
 	}
 	s.info, s.exportM = rank0.Source, first
-	// A stage directory's config.json carries the stage's layer range; the
-	// manifest keeps the original bytes.
+	// A stage's config.json records its layer range; the manifest keeps the original.
 	delete(s.aux, model.ConfigName)
 	if first.SourceConfig != "" {
 		s.config = []byte(first.SourceConfig)
@@ -167,12 +159,8 @@ func openExport(root string, dirs []string) (*Source, error) {
 	for i, f := range s.info.Files {
 		fileRank[f.Name] = i
 	}
-	sort.Slice(names, func(a, b int) bool {
-		fa, fb := fileRank[pieces[names[a]][0].e.SourceFile], fileRank[pieces[names[b]][0].e.SourceFile]
-		if fa != fb {
-			return fa < fb
-		}
-		return names[a] < names[b]
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(fileRank[pieces[a][0].e.SourceFile], fileRank[pieces[b][0].e.SourceFile]), strings.Compare(a, b))
 	})
 	for _, n := range names {
 		hs := pieces[n]
@@ -191,7 +179,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 			s.missing = append(s.missing, n)
 		}
 	}
-	sort.Strings(s.missing)
+	slices.Sort(s.missing)
 	if len(s.Specs)+len(s.missing) != s.info.Tensors {
 		return fail(fmt.Errorf("%w: %s: %d tensors held and %d dropped, but the source had %d; are rank directories missing?",
 			errManifest, root, len(s.Specs), len(s.missing), s.info.Tensors))
@@ -199,7 +187,9 @@ func openExport(root string, dirs []string) (*Source, error) {
 	return s, nil
 }
 
-// rebuild returns the full source tensor from its pieces.
+// rebuild returns the full source tensor from its pieces: a whole copy is
+// read in place, slices through a reader that interleaves them, packed
+// scales by unpacking and gathering.
 func rebuild(name string, hs []holder) (tensorData, error) {
 	e := hs[0].e
 	for _, h := range hs {
@@ -228,13 +218,13 @@ type slicedTensor struct {
 	parts  []holder // sorted by start, tiling [0, valid)
 	size   int64
 	innerB int64 // bytes of one step along the axis
-	rowB   int64 // bytes of one full outer row (dim × innerB)
+	rowB   int64 // bytes of one outer row
 	valid  int64
 }
 
 func newSliced(name string, hs []holder) (*slicedTensor, error) {
 	e := hs[0].e
-	// Distinct slices (a replica group holds each slice on several ranks).
+	// Distinct slices: a replica group holds each on several ranks.
 	seen := map[[2]int64]bool{}
 	var parts []holder
 	for _, h := range hs {
@@ -255,7 +245,7 @@ func newSliced(name string, hs []holder) (*slicedTensor, error) {
 			parts = append(parts, h)
 		}
 	}
-	sort.Slice(parts, func(a, b int) bool { return parts[a].e.Start < parts[b].e.Start })
+	slices.SortFunc(parts, func(a, b holder) int { return cmp.Compare(a.e.Start, b.e.Start) })
 	dim := e.Shape[e.Axis]
 	valid := dim
 	if e.Valid > 0 {

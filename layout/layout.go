@@ -25,51 +25,30 @@ import (
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
-// maxRanks bounds the world size of a layout, so a bad file cannot make
-// planning allocate per-rank tables of arbitrary size.
-const maxRanks = 1 << 16
+// Bounds on a layout, so that a bad file cannot make planning allocate or
+// match without limit.
+const (
+	maxRanks  = 1 << 16 // world size
+	maxRules  = 4096    // rules, and patterns, groups or projections per rule
+	maxLayers = 1 << 16 // layer count (placement keeps a stage per layer)
+	// maxPatternCost bounds the patterns' glob alternatives plus segments
+	// together: every tensor name may be matched against all of them.
+	maxPatternCost = 1 << 16
+)
 
-// maxRules bounds the number of rules (and patterns per rule) in a layout.
-const maxRules = 4096
-
-// maxLayers bounds a layout's layer count before anything is sized by it
-// (placement keeps a stage per layer); a layout used with a checkpoint must
-// also state the checkpoint's own num_hidden_layers (see checkLayers).
-const maxLayers = 1 << 16
-
-// maxPatternCost bounds a layout's patterns together, counted as their glob
-// alternatives plus their segments: every tensor name may be matched
-// against all of them.
-const maxPatternCost = 1 << 16
-
-// enum is the type of the layout's small closed sets whose values are
-// written by name in layout and manifest JSON; S names the set: its names
-// (indexed by value; "" is the omitted default), the name String gives a
-// value out of range, and the JSON field named in errors.
+// enum is a small closed set written by name in layout and manifest JSON;
+// S gives its names (indexed by value; "" is the omitted default) and its
+// JSON field.
 type enum[S enumSet] uint8
 
-// enumSet describes one enum (see enum).
 type enumSet interface {
-	set() (names []string, typ, field string)
-}
-
-// String returns the JSON name ("auto" for the omitted default).
-func (e enum[S]) String() string {
-	var s S
-	names, typ, _ := s.set()
-	if int(e) < len(names) {
-		if names[e] == "" {
-			return "auto"
-		}
-		return names[e]
-	}
-	return fmt.Sprintf("%s(%d)", typ, uint8(e))
+	set() (names []string, field string)
 }
 
 // MarshalText writes the JSON name.
 func (e enum[S]) MarshalText() ([]byte, error) {
 	var s S
-	names, _, field := s.set()
+	names, field := s.set()
 	if int(e) < len(names) {
 		return []byte(names[e]), nil
 	}
@@ -79,19 +58,12 @@ func (e enum[S]) MarshalText() ([]byte, error) {
 // UnmarshalText parses the JSON name.
 func (e *enum[S]) UnmarshalText(b []byte) error {
 	var s S
-	names, _, field := s.set()
-	for i, n := range names {
-		if n == string(b) {
-			*e = enum[S](i)
-			return nil
-		}
+	names, field := s.set()
+	if i := slices.Index(names, string(b)); i >= 0 {
+		*e = enum[S](i)
+		return nil
 	}
-	var valid []string
-	for _, n := range names {
-		if n != "" {
-			valid = append(valid, n)
-		}
-	}
+	valid := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "" })
 	*e = 0
 	return fmt.Errorf("%w: unknown %s %q (want one of %s)", errLayout, field, b, strings.Join(valid, ", "))
 }
@@ -101,10 +73,8 @@ type action = enum[actionSet]
 
 type actionSet struct{}
 
-var actionNames = [...]string{replicate: "replicate", actSplit: "split", actExpert: "expert", drop: "drop"}
-
-func (actionSet) set() ([]string, string, string) {
-	return actionNames[:], "Action", "action"
+func (actionSet) set() ([]string, string) {
+	return []string{replicate: "replicate", actSplit: "split", actExpert: "expert", drop: "drop"}, "action"
 }
 
 const (
@@ -125,22 +95,17 @@ type stagePlace = enum[stageSet]
 
 type stageSet struct{}
 
-var stageNames = [...]string{stageAuto: "", stageLayer: "layer", stageFirst: "first", stageLast: "last"}
-
-func (stageSet) set() ([]string, string, string) {
-	return stageNames[:], "StagePlace", "stage"
+func (stageSet) set() ([]string, string) {
+	return []string{stageAuto: "", stageLayer: "layer", stageFirst: "first", stageLast: "last"}, "stage"
 }
 
 const (
 	// stageAuto is stageLayer when the rule's patterns capture <layer>; a
 	// pipeline layout rejects it otherwise.
-	stageAuto stagePlace = iota
-	// stageLayer puts a tensor on the stage that owns its <layer>.
-	stageLayer
-	// stageFirst puts a tensor on stage 0 (embedding, vision).
-	stageFirst
-	// stageLast puts a tensor on the last stage (final norms, lm_head).
-	stageLast
+	stageAuto  stagePlace = iota
+	stageLayer            // the stage that owns the tensor's <layer>
+	stageFirst            // stage 0 (embedding, vision)
+	stageLast             // the last stage (final norms, lm_head)
 )
 
 // scalePolicy says what happens to the block-FP8 scale of a weight whose split
@@ -149,17 +114,13 @@ type scalePolicy = enum[scalePolicySet]
 
 type scalePolicySet struct{}
 
-var scalePolicyNames = [...]string{scaleReplicate: "replicate", scaleReject: "reject"}
-
-func (scalePolicySet) set() ([]string, string, string) {
-	return scalePolicyNames[:], "ScalePolicy", "unaligned_scale"
+func (scalePolicySet) set() ([]string, string) {
+	return []string{scaleReplicate: "replicate", scaleReject: "reject"}, "unaligned_scale"
 }
 
 const (
-	// scaleReplicate keeps the whole scale on every rank of the group.
-	scaleReplicate scalePolicy = iota
-	// scaleReject makes planning fail with errScaleAlign.
-	scaleReject
+	scaleReplicate scalePolicy = iota // the whole scale on every rank of the group
+	scaleReject                       // planning fails with errScaleAlign
 )
 
 // rule maps tensors, named by patterns or by the model's tensor groups, to
@@ -169,30 +130,26 @@ type rule struct {
 	Name string `json:"name"`
 	// Match lists name patterns; a tensor matches the rule if any matches.
 	Match []string `json:"match,omitempty"`
-	// Groups lists model tensor groups or group families ("kda.q_proj",
-	// "shared_experts", see model.ParseGroupSet), or "layer" for every
-	// tensor of a decoder layer; a tensor matches if its group is listed,
-	// under either name prefix. A group's block-FP8 scales are not matched:
-	// they follow their weight.
+	// Groups lists model tensor groups or families (model.ParseGroupSet), or
+	// "layer" for every tensor of a decoder layer, under either name prefix.
+	// A group's block-FP8 scales are not matched: they follow their weight.
 	Groups []string `json:"groups,omitempty"`
 	// Projs narrows the experts group to some projections ("w1", "w2", "w3").
-	Projs []string `json:"projs,omitempty"`
-	// Action is what happens to matched tensors.
-	Action action `json:"action"`
+	Projs  []string `json:"projs,omitempty"`
+	Action action   `json:"action"`
 	// Stage places matched tensors on a pipeline stage (pipeline layouts only).
 	Stage stagePlace `json:"stage,omitempty"`
-	// Axis is the split dimension (actSplit).
-	Axis int `json:"axis,omitempty"`
-	// Parts is the number of slices (actSplit); it must divide the ranks per stage.
+	// Axis and Parts give a split; Parts must divide the ranks per stage.
+	Axis  int `json:"axis,omitempty"`
 	Parts int `json:"parts,omitempty"`
-	// Units, when set, is the number of equal units (heads) along Axis; a
-	// split must not cut one, so Units must divide by Parts.
+	// Units, when set, is the number of heads along Axis: a split must not
+	// cut one.
 	Units int64 `json:"units,omitempty"`
 	// Valid, when set, is how many leading entries along Axis are real; the
 	// rest is padding the split drops (A_log: 96 heads of 128 entries).
 	Valid int64 `json:"valid,omitempty"`
-	// Experts is the expert count per layer (actExpert); it must divide by the
-	// ranks per stage.
+	// Experts is the expert count per layer (actExpert); the ranks per stage
+	// must divide it.
 	Experts int `json:"experts,omitempty"`
 	// UnalignedScale is what a block-FP8 scale does when the split cuts a block.
 	UnalignedScale scalePolicy `json:"unaligned_scale,omitempty"`
@@ -202,15 +159,14 @@ type rule struct {
 type Layout struct {
 	// Name identifies the layout (a built-in name or the file's).
 	Name string `json:"name"`
-	// Doc says what the layout is for.
-	Doc string `json:"doc,omitempty"`
-	// Layers is the model's layer count (num_hidden_layers).
+	Doc  string `json:"doc,omitempty"`
+	// Layers is the model's num_hidden_layers.
 	Layers int `json:"layers"`
-	// Partition is the number of layers of each pipeline stage
-	// (SGLANG_PP_LAYER_PARTITION); empty means one stage holding every layer.
+	// Partition is the layers of each pipeline stage
+	// (SGLANG_PP_LAYER_PARTITION); empty means one stage of every layer.
 	Partition []int `json:"partition,omitempty"`
-	// RanksPerStage is the number of ranks inside one stage; rank r is local
-	// rank r % RanksPerStage of stage r / RanksPerStage.
+	// RanksPerStage is the ranks of one stage; rank r is local rank
+	// r % RanksPerStage of stage r / RanksPerStage.
 	RanksPerStage int `json:"ranks_per_stage"`
 	// Rules are matched against every tensor name; exactly one must match.
 	Rules []rule `json:"rules"`
@@ -222,13 +178,9 @@ type Layout struct {
 
 // Stages is the number of pipeline stages (1 without a partition).
 func (l *Layout) Stages() int {
-	if len(l.Partition) == 0 {
-		return 1
-	}
-	return len(l.Partition)
+	return max(1, len(l.Partition))
 }
 
-// ranks is the world size: stages × ranks per stage.
 func (l *Layout) ranks() int { return l.Stages() * l.RanksPerStage }
 
 // StageLayers returns the [first, end) layer range of stage s.
@@ -236,15 +188,14 @@ func (l *Layout) StageLayers(s int) (first, end int) {
 	if len(l.Partition) == 0 {
 		return 0, l.Layers
 	}
-	for i := 0; i < s && i < len(l.Partition); i++ {
-		first += l.Partition[i]
+	for _, n := range l.Partition[:s] {
+		first += n
 	}
 	return first, first + l.Partition[s]
 }
 
 // checkLayers refuses a layout that states a layer count other than the
-// checkpoint's num_hidden_layers: its stages would not be the model's. A
-// layout that states none (0) places nothing by layer count.
+// checkpoint's num_hidden_layers (0 states none).
 func (l *Layout) checkLayers(m Model) error {
 	if l.Layers != 0 && m.Layers > 0 && l.Layers != m.Layers {
 		return fmt.Errorf("%w: %s: \"layers\" is %d, but the checkpoint's config.json has num_hidden_layers %d; they must be equal",
@@ -256,20 +207,13 @@ func (l *Layout) checkLayers(m Model) error {
 // byGroup reports whether a rule names tensors by group, which reads names
 // against the model's schema and layer schedule.
 func (l *Layout) byGroup() bool {
-	for _, r := range l.Rules {
-		if len(r.Groups) > 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(l.Rules, func(r rule) bool { return len(r.Groups) > 0 })
 }
 
-// compiledRule is a rule with its patterns and groups compiled.
 type compiledRule struct {
 	*rule
 	pats     []*pattern
 	numeric  bool
-	hasLayer bool
 	groups   model.GroupSet
 	anyLayer bool     // Groups holds anyLayerGroup
 	projs    []string // nil: every projection
@@ -278,26 +222,20 @@ type compiledRule struct {
 // anyLayerGroup in Rule.Groups matches every tensor of a decoder layer.
 const anyLayerGroup = "layer"
 
-// modelLevel are the groups outside the decoder layers.
-// The names are the built-in family's, so the error is nil.
+// modelLevel are the groups outside the decoder layers (built-in names: no error).
 var modelLevel, _ = model.ParseGroupSet("embedding,lm_head,final_norms,vision_tower,mm_projector")
 
-// matchGroup reports whether a parsed tensor name is one of the rule's groups.
 func (r *compiledRule) matchGroup(tn model.TensorName) bool {
 	if r.anyLayer && tn.Layer >= 0 {
 		return true
 	}
-	if !r.groups.Has(tn.Group) {
-		return false
-	}
-	return r.projs == nil || slices.Contains(r.projs, tn.Proj.String())
+	return r.groups.Has(tn.Group) && (r.projs == nil || slices.Contains(r.projs, tn.Proj.String()))
 }
 
 // compileGroups reads Groups and Projs; it reports whether every group
 // lies inside the decoder layers.
 func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 	r := cr.rule
-	allLayer = true
 	for _, g := range r.Groups {
 		if g == anyLayerGroup {
 			cr.anyLayer = true
@@ -308,9 +246,6 @@ func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 			return false, fmt.Errorf("%w: %s: rule %q: %v", errLayout, l.Name, r.Name, err)
 		}
 		cr.groups |= set
-	}
-	if cr.groups&modelLevel != 0 {
-		allLayer = false
 	}
 	for _, p := range r.Projs {
 		if p != "w1" && p != "w2" && p != "w3" { // the expert projection names of model.TensorName.Proj
@@ -324,7 +259,7 @@ func (cr *compiledRule) compileGroups(l *Layout) (allLayer bool, err error) {
 	if r.Action == actExpert && (cr.anyLayer || cr.groups&^model.Groups(model.GroupExperts) != 0) {
 		return false, fmt.Errorf("%w: %s: rule %q: an expert rule's groups must be experts", errLayout, l.Name, r.Name)
 	}
-	return allLayer, nil
+	return cr.groups&modelLevel == 0, nil
 }
 
 // compile validates the layout's structure and patterns (not yet against
@@ -367,7 +302,6 @@ func (l *Layout) compile() ([]compiledRule, error) {
 			cr.numeric = cr.numeric || p.numeric
 			cr.pats = append(cr.pats, p)
 		}
-		cr.hasLayer = allLayer
 		if err := l.validateRule(r, allLayer); err != nil {
 			return nil, err
 		}
@@ -438,7 +372,6 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	return nil
 }
 
-// parseLayout reads a layout from JSON, rejecting unknown fields, and validates it.
 func parseLayout(data []byte) (*Layout, error) {
 	var l Layout
 	if err := decodeStrict(data, &l); err != nil {
@@ -450,10 +383,8 @@ func parseLayout(data []byte) (*Layout, error) {
 	return &l, nil
 }
 
-// maxLayoutFile bounds the size of a layout JSON file.
 const maxLayoutFile = 16 << 20
 
-// loadLayout reads a layout JSON file (a regular file of at most maxLayoutFile bytes).
 func loadLayout(path string) (*Layout, error) {
 	data, err := fsx.ReadFile(path, maxLayoutFile)
 	if err != nil {

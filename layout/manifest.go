@@ -11,15 +11,13 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// manifestName is the per-rank (per-stage) manifest of an export.
-const manifestName = "layout.json"
-
-// manifestFormat versions the manifest schema.
-const manifestFormat = "k3ckpt-layout/1"
-
-// maxManifestSize bounds a manifest read whole (a pp8-tp8 rank of the
-// full checkpoint lists ~60k entries, about 20 MB).
-const maxManifestSize = 256 << 20
+const (
+	manifestName   = "layout.json" // the per-rank (per-stage) manifest of an export
+	manifestFormat = "k3ckpt-layout/1"
+	// maxManifestSize bounds a manifest read whole (a pp8-tp8 rank of the
+	// full checkpoint lists ~60k entries, about 20 MB).
+	maxManifestSize = 256 << 20
+)
 
 // Output directory prefixes: stage-NN for pipeline stages of one rank each,
 // rank-NN otherwise.
@@ -28,84 +26,64 @@ const (
 	stageDirPrefix = "stage-"
 )
 
-// packedScale describes a block scale stored in the DeepGEMM SM100 packed UE8M0
-// layout instead of its source F32 form.
+// packedScale describes a block scale stored in the DeepGEMM SM100 packed
+// UE8M0 layout ("ue8m0") instead of its source F32 form: the [start, stop)
+// weight rows (one packed row each) and block columns it covers, and its
+// int32 shape [⌈cols/4⌉, align(rows, 4)].
 type packedScale struct {
-	// Format is "ue8m0".
-	Format string `json:"format"`
-	// Rows is the [start, stop) range of weight rows the packed scale
-	// covers: one packed row per weight row.
-	Rows [2]int64 `json:"rows"`
-	// Cols is the [start, stop) range of block columns (⌈K/128⌉) it covers.
-	Cols [2]int64 `json:"cols"`
-	// Shape is the stored int32 shape [⌈cols/4⌉, align(rows, 4)].
-	Shape []int64 `json:"shape"`
+	Format string   `json:"format"`
+	Rows   [2]int64 `json:"rows"`
+	Cols   [2]int64 `json:"cols"`
+	Shape  []int64  `json:"shape"`
 }
 
-// entry is one tensor (or slice) a rank holds, as recorded in its manifest.
+// entry is one tensor (or slice) a rank holds, as recorded in its manifest:
+// the source tensor's name (also its name in the rank's File), source shard,
+// dtype and shape, how it is held, and the rule that placed it.
 type entry struct {
-	// Name is the source tensor name, also its name in the rank's file.
-	Name string `json:"name"`
-	// File is the rank's safetensors file holding it.
-	File string `json:"file"`
-	// SourceFile is the source shard it came from.
-	SourceFile string `json:"source_file"`
-	// DType and Shape are the source tensor's.
-	DType safetensors.DType `json:"dtype"`
-	Shape []int64           `json:"shape"`
-	// Held says whether this is a replica, a slice or an expert's tensor.
-	Held held `json:"held"`
+	Name       string            `json:"name"`
+	File       string            `json:"file"`
+	SourceFile string            `json:"source_file"`
+	DType      safetensors.DType `json:"dtype"`
+	Shape      []int64           `json:"shape"`
+	Held       held              `json:"held"`
 	// Axis, Start and Stop give a slice (Held "slice").
 	Axis  int   `json:"axis,omitempty"`
 	Start int64 `json:"start,omitempty"`
 	Stop  int64 `json:"stop,omitempty"`
 	// Valid, when set, is how many entries along Axis are real; the layout
 	// dropped the rest, zero padding the export verified.
-	Valid int64 `json:"valid,omitempty"`
-	// Rule is the layout rule that placed the tensor.
-	Rule string `json:"rule"`
+	Valid int64  `json:"valid,omitempty"`
+	Rule  string `json:"rule"`
 	// ScaleOf names the block-FP8 weight this scale belongs to.
-	ScaleOf string `json:"scale_of,omitempty"`
-	// Scale says how the scale follows its weight ("follow", "replicated").
-	Scale scaleMode `json:"scale,omitempty"`
-	// Packed is set when the scale is stored packed.
-	Packed *packedScale `json:"packed,omitempty"`
+	ScaleOf string       `json:"scale_of,omitempty"`
+	Scale   scaleMode    `json:"scale,omitempty"`
+	Packed  *packedScale `json:"packed,omitempty"`
 }
 
 // manifest is layout.json: what one rank (or stage) directory holds and how
 // each piece maps onto the source checkpoint.
 type manifest struct {
-	// Format is ManifestFormat.
-	Format string `json:"format"`
-	// Layout is the complete layout definition the export followed.
-	Layout *Layout `json:"layout"`
-	// Rank and Ranks place this directory in the world.
-	Rank  int `json:"rank"`
-	Ranks int `json:"ranks"`
-	// Stage, Stages and Layers give the pipeline stage and its [first, end) layers.
-	Stage  int    `json:"stage"`
-	Stages int    `json:"stages"`
-	Layers [2]int `json:"layers"`
+	Format string  `json:"format"` // manifestFormat
+	Layout *Layout `json:"layout"` // the complete layout the export followed
+	Rank   int     `json:"rank"`
+	Ranks  int     `json:"ranks"`
+	Stage  int     `json:"stage"`
+	Stages int     `json:"stages"`
+	Layers [2]int  `json:"layers"` // the stage's [first, end)
 	// SourceFiles are the source shards this rank had to open.
 	SourceFiles []string `json:"source_files"`
-	// PackScales is "ue8m0" when block scales are stored packed.
-	PackScales string `json:"pack_scales,omitempty"`
-	// Loader says who can read the directory: a per-rank directory is input
-	// for a loader that knows this layout (stock engines' sharded-state
-	// loaders read only files they wrote themselves, and none reads packed
-	// int32 scales), so an engine pointed at it by mistake is told why.
-	Loader string `json:"loader"`
-	// Source describes the original checkpoint, for reassembly.
-	Source sourceInfo `json:"source"`
-	// SourceConfig is the original config.json, byte for byte.
-	SourceConfig string `json:"source_config,omitempty"`
+	PackScales  string   `json:"pack_scales,omitempty"`
+	// Loader says who can read the directory (a loader that knows this
+	// layout), so an engine pointed at it by mistake is told why.
+	Loader       string     `json:"loader"`
+	Source       sourceInfo `json:"source"`
+	SourceConfig string     `json:"source_config,omitempty"` // config.json, byte for byte
 	// Dropped names the source tensors the layout leaves out everywhere.
 	Dropped []string `json:"dropped,omitempty"`
-	// Tensors lists the rank's pieces.
-	Tensors []entry `json:"tensors"`
+	Tensors []entry  `json:"tensors"`
 }
 
-// loaderNote is a manifest's Loader for a directory with or without packed scales.
 func loaderNote(packed bool) string {
 	const note = "input for a loader that knows this layout (e.g. a modified SGLang that reads per-rank or per-stage directories); " +
 		"stock engines' ShardedStateLoader reads only files written by their own save_sharded_state"
@@ -115,7 +93,6 @@ func loaderNote(packed bool) string {
 	return note
 }
 
-// readManifest reads and checks dir/layout.json.
 func readManifest(dir string) (*manifest, error) {
 	path := filepath.Join(dir, manifestName)
 	b, err := fsx.ReadFile(path, maxManifestSize)
@@ -153,7 +130,6 @@ func readManifest(dir string) (*manifest, error) {
 	return &m, nil
 }
 
-// decodeStrict decodes the JSON b into v, rejecting unknown fields.
 func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -174,8 +150,7 @@ func (m *manifest) files() []string {
 }
 
 // marshal writes the manifest indented, but each tensor entry compact on its
-// own line: a full-size rank lists tens of thousands of entries, which stay
-// greppable and take a fraction of the time to encode.
+// own line: tens of thousands of entries stay greppable and fast to encode.
 func (m *manifest) marshal() ([]byte, error) {
 	head := *m
 	head.Tensors = nil
@@ -188,8 +163,6 @@ func (m *manifest) marshal() ([]byte, error) {
 		return nil, fmt.Errorf("manifest encoding: unexpected tail %q", b[max(0, len(b)-40):])
 	}
 	buf := bytes.NewBuffer(append(b[:len(b)-len(tail)], "\"tensors\": ["...))
-	// One encoder for every entry: each Encode appends the entry and a
-	// newline, which becomes the separator.
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	for i := range m.Tensors {

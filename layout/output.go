@@ -8,14 +8,13 @@ import (
 )
 
 // maxShardBytes is the size at which an output file is closed and the next
-// begun (the 5 GB of huggingface's default max_shard_size).
+// begun (huggingface's default max_shard_size).
 const maxShardBytes = 5_000_000_000
 
-// maxRunBytes bounds one copy run (and each part of a verbatim copy):
-// cancellation is checked between them, so it is never held up for long.
+// maxRunBytes bounds one copy run (and each part of a verbatim copy), so
+// that cancellation, checked between them, is never held up for long.
 const maxRunBytes = 256 << 20
 
-// outTensor is one tensor of an output file and where its bytes come from.
 type outTensor struct {
 	spec  safetensors.TensorSpec // as stored
 	src   tensorData
@@ -33,24 +32,19 @@ func (t *outTensor) size() int64 {
 	return n
 }
 
-// outFile is one planned safetensors file of one output directory.
 type outFile struct {
 	name    string
 	meta    map[string]string
 	tensors []outTensor
-	// verbatim is a source shard this file copies whole: the directory holds
-	// all its tensors unchanged and the shard is in canonical form, so the
-	// copy is byte-identical to writing the tensors one by one, at cp speed.
+	// verbatim is a canonical source shard this file copies whole: the
+	// same bytes as writing its tensors one by one.
 	verbatim *safetensors.File
-	// lay is the file's header and offsets; steps write it in data order.
-	lay   *safetensors.FilePlan
-	steps []fileStep
-	// readers, when set, says where a source file's bytes are read (a
-	// remote source's stream) instead of its own ReaderAt.
+	lay      *safetensors.FilePlan // header and offsets
+	steps    []fileStep            // the writes, in data order
+	// readers, when set, reads source files (a remote source's stream).
 	readers func(*safetensors.File) io.ReaderAt
 }
 
-// reader is where the file's steps read source file f.
 func (of *outFile) reader(f *safetensors.File) io.ReaderAt {
 	if of.readers != nil {
 		return of.readers(f)
@@ -59,20 +53,16 @@ func (of *outFile) reader(f *safetensors.File) io.ReaderAt {
 }
 
 // fileStep is one write of an output file: a run of whole tensors that lie
-// back to back, in the same order, in one source file and in the output
-// (moved with one span writer and one copy), or one tensor written alone (a
-// slice, packed scales, a tensor rebuilt from an export).
+// back to back in one source file and in the output (one copy), or one
+// tensor written alone (a slice, packed scales, a rebuilt tensor).
 type fileStep struct {
-	// first and last are output tensors, in the layout's data order.
-	first, last int
-	// tensor is a lone tensor's index in outFile.tensors, -1 for a run.
-	tensor int
+	first, last int // output tensors, in the layout's data order
+	tensor      int // a lone tensor's index in outFile.tensors, -1 for a run
 	// src, off and n are a run's source file, absolute offset and length.
 	src    *safetensors.File
 	off, n int64
 }
 
-// layout lays the file out canonically.
 func (of *outFile) layout() (*safetensors.FilePlan, error) {
 	specs := make([]safetensors.TensorSpec, len(of.tensors))
 	for i, t := range of.tensors {
@@ -85,11 +75,9 @@ func (of *outFile) layout() (*safetensors.FilePlan, error) {
 	return lay, nil
 }
 
-// plan fixes the file's layout and steps: its tensors in the layout's data
-// order, consecutive whole tensors that are also contiguous in one source
-// file grouped into copy runs of up to maxRunBytes. A run never includes a
-// slice, a packed scale or a tensor rebuilt in memory. A verbatim copy has
-// the source's layout and no steps.
+// plan fixes the file's layout and steps: consecutive whole tensors that
+// are also contiguous in one source file are grouped into copy runs of up to
+// maxRunBytes. A verbatim copy has no steps.
 func (of *outFile) plan() error {
 	of.steps = nil
 	lay, err := of.layout()
@@ -125,5 +113,4 @@ func (of *outFile) plan() error {
 	return nil
 }
 
-// tensorBytes is the tensor bytes the file holds.
 func (of *outFile) tensorBytes() int64 { return of.lay.Size - of.lay.DataStart }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
@@ -20,12 +19,11 @@ import (
 )
 
 // maxForeignNamed bounds the entries a refusal names (and the walk that
-// finds them: a directory full of someone else's files is not listed whole).
+// finds them).
 const maxForeignNamed = 8
 
-// plannedNames is every name (slash-separated, relative to the directory) a
-// run of d writes besides temporaries: its safetensors files, side files,
-// index, SHA256SUMS (an export's) and completion record, sorted.
+// plannedNames is every name (slash-separated) a run of d writes besides
+// temporaries, sorted.
 func (d *dirPlan) plannedNames() []string {
 	names := []string{d.completionName()}
 	if d.man != nil {
@@ -45,18 +43,13 @@ func (d *dirPlan) plannedNames() []string {
 }
 
 // ownership sorts the entries of an output directory by who wrote them. A
-// file is the tool's when its name is in the directory's record of an
-// unfinished run (any plan's: the record lists every name its run writes,
-// before the run writes it), when it is a safetensors file of this plan and
-// the directory holds this plan's completion record (written last, it
-// names them), when it is bookkeeping of a run (the run marker, the record,
-// a temporary, the lock), or when its bytes are exactly what this plan
-// writes under its name (a side file, the index, the completion record:
-// replacing it loses nothing). Anything else, links included (no run makes
-// one), is foreign: no flag lets the tool delete or overwrite it. A
-// finished run keeps no bookkeeping; another plan's finished export is
-// claimed by its manifest (layout.json names its files), another plan's
-// finished reassembly (an index, as any checkpoint has) by nothing.
+// file is the tool's when a record of an unfinished run (any plan's) names
+// it, when it is a file of this plan and the directory holds this plan's
+// completion record, when it is a run's bookkeeping, or when its bytes are
+// exactly what this plan writes under its name. Anything else, links
+// included, is foreign: no flag lets the tool delete or overwrite it.
+// Another plan's finished export is claimed by its manifest; another
+// plan's finished reassembly (an index, as any checkpoint has) by nothing.
 type ownership struct {
 	owned   []string // slash-separated paths of files the tool wrote
 	foreign []string // the first maxForeignNamed entries it did not
@@ -72,11 +65,9 @@ type claims struct {
 }
 
 // claimsOf gathers the claims on dir: prev, its record of an unfinished run
-// (nil when absent); want, the plan's non-safetensors names with their
-// bytes; finished, this plan's files when its completion record says its
-// run finished there; and, for an export, the manifest of another plan's
-// finished run, which names its files (its config.json is claimed as that
-// run wrote it).
+// (nil when absent); want, the plan's files written from memory; finished,
+// this plan's names when its completion record is there; and, for an
+// export, the manifest of another plan's finished run.
 func claimsOf(dir string, prev *stampRecord, want map[string][]byte, finished []string, export bool) *claims {
 	c := &claims{recorded: map[string]bool{}, want: want}
 	if prev != nil {
@@ -118,8 +109,8 @@ func claimsOf(dir string, prev *stampRecord, want map[string][]byte, finished []
 	return c
 }
 
-// survey walks dir (which must not be a link) without following links and
-// sorts its entries by the claims c.
+// survey walks dir (not a link) without following links and sorts its
+// entries by the claims c.
 func survey(dir string, c *claims) (*ownership, error) {
 	o := &ownership{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -155,7 +146,6 @@ func survey(dir string, c *claims) (*ownership, error) {
 	return o, nil
 }
 
-// ours decides one regular file (see ownership).
 func (c *claims) ours(name, path string) bool {
 	base := filepath.Base(name)
 	switch {
@@ -175,8 +165,7 @@ func (c *claims) ours(name, path string) bool {
 }
 
 // foreignError refuses a directory holding entries no run of the tool
-// wrote, naming them. No flag overrides it: --restart discards only what
-// the tool's records say it wrote.
+// wrote, naming them.
 func (o *ownership) foreignError(dir, completion string) error {
 	list := make([]string, len(o.foreign))
 	for i, n := range o.foreign {
@@ -195,7 +184,7 @@ func (o *ownership) foreignError(dir, completion string) error {
 }
 
 // removeOwned deletes the files the tool wrote in dir (the lock aside), then
-// the subdirectories left empty on their way: what --restart discards.
+// the subdirectories left empty: what --restart discards.
 func removeOwned(dir string, owned []string) error {
 	dirs := map[string]bool{}
 	for _, name := range owned {
@@ -209,9 +198,7 @@ func removeOwned(dir string, owned []string) error {
 			dirs[d] = true
 		}
 	}
-	sub := slices.Collect(maps.Keys(dirs))
-	sort.Slice(sub, func(i, j int) bool { return len(sub[i]) > len(sub[j]) }) // deepest first
-	for _, d := range sub {
+	for _, d := range slices.SortedFunc(maps.Keys(dirs), func(a, b string) int { return len(b) - len(a) }) { // deepest first
 		os.Remove(filepath.Join(dir, d)) // fails, harmlessly, while it holds anything
 	}
 	return nil
@@ -234,11 +221,9 @@ func checkOutputDir(dir string) (bool, error) {
 	return true, nil
 }
 
-// checkRoot refuses a DST whose top level holds entries no run of the tool
-// wrote, for a plan whose directories lie below DST (rank-NN, stage-NN):
-// besides the lock and temporaries, DST may hold only rank-NN and stage-NN
-// directories, each either planned (checked by prepareDir) or holding a
-// run's bookkeeping or manifest (another run's ranks, left alone).
+// checkRoot refuses a DST, for a plan whose directories lie below it, whose
+// top level holds more than the lock, temporaries, and rank-NN and stage-NN
+// directories that are planned or hold a run's bookkeeping or manifest.
 func checkRoot(p *Plan, dst string) error {
 	planned := map[string]bool{}
 	for _, d := range p.Dirs {
@@ -272,7 +257,6 @@ func checkRoot(p *Plan, dst string) error {
 	return nil
 }
 
-// holdsRun reports whether dir holds a run's marker, record or manifest.
 func holdsRun(dir string) bool {
 	for _, n := range []string{markerName, stampsName, manifestName} {
 		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 
@@ -11,8 +12,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// packFormat is how block-FP8 scales are stored in an export, by the name
-// manifests and plans record.
+// packFormat is how block-FP8 scales are stored in an export.
 type packFormat string
 
 const (
@@ -35,10 +35,9 @@ func ParsePackFormat(s string) (packFormat, error) {
 }
 
 // maxScaleBytes bounds a block scale tensor read into memory for packing or
-// unpacking (K3's largest, lm_head-sized, would be 280 KB).
+// unpacking.
 const maxScaleBytes = 256 << 20
 
-// packJob packs the part of a block scale that covers a rank's weight piece.
 type packJob struct {
 	name       string
 	src        tensorData
@@ -47,8 +46,7 @@ type packJob struct {
 }
 
 // newPackJob works out which weight rows and columns a rank's packed scale
-// covers: its slice where the plan lets the scale follow the weight (the
-// slice keeps 128 blocks whole), else the whole weight, as the F32 scale.
+// covers: its slice where the scale follows the weight, else all.
 func newPackJob(sc, w piece, src tensorData) (*packJob, error) {
 	if w.Name == "" || len(w.Shape) != 2 {
 		return nil, fmt.Errorf("%w: tensor %s: cannot pack the scale of %s, which the rank does not hold", errLayout, sc.Name, sc.ScaleOf)
@@ -81,39 +79,41 @@ func (pj *packJob) describe() *packedScale {
 	return &packedScale{Format: string(packUE8M0), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
 }
 
-// rowOffset is where block row b's scales from block column c0 lie in the
-// source scale tensor.
-func (pj *packJob) rowOffset(b, c0 int64) int64 { return (b*pj.gk + c0) * 4 }
-
-// reads calls fn with each read blockScales makes, in order (offsets in
-// the source scale tensor).
+// reads calls fn with each read blockScales makes, in order: the block grid
+// rows the job covers, each from its first block column covered.
 func (pj *packJob) reads(fn func(off, n int64)) {
 	b0, b1 := pj.rows[0]/quant.BlockSize, ceilDiv(pj.rows[1], quant.BlockSize)
 	c0, c1 := pj.cols[0]/quant.BlockSize, ceilDiv(pj.cols[1], quant.BlockSize)
 	for b := b0; b < b1; b++ {
-		fn(pj.rowOffset(b, c0), (c1-c0)*4)
+		fn((b*pj.gk+c0)*4, (c1-c0)*4)
 	}
 }
 
-// blockScales reads the block grid rows and columns the job covers.
 func (pj *packJob) blockScales() ([]float32, error) {
-	b0, b1 := pj.rows[0]/quant.BlockSize, ceilDiv(pj.rows[1], quant.BlockSize)
-	c0, c1 := pj.cols[0]/quant.BlockSize, ceilDiv(pj.cols[1], quant.BlockSize)
-	kc := c1 - c0
-	v := make([]float32, (b1-b0)*kc)
-	row := make([]byte, kc*4)
-	for b := b0; b < b1; b++ {
-		if err := readFull(pj.src, row, pj.rowOffset(b, c0)); err != nil {
-			return nil, fmt.Errorf("tensor %s: %w", pj.name, err)
+	var v []float32
+	var err error
+	pj.reads(func(off, n int64) {
+		row := make([]float32, n/4)
+		if err == nil {
+			err = readLE(pj.src, row, off)
 		}
-		for c := range kc {
-			v[(b-b0)*kc+c] = math.Float32frombits(binary.LittleEndian.Uint32(row[4*c:]))
-		}
+		v = append(v, row...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", pj.name, err)
 	}
 	return v, nil
 }
 
-// bytes returns the packed scale as little-endian int32s.
+func readLE[T int32 | uint32 | float32](r io.ReaderAt, v []T, off int64) error {
+	b := make([]byte, 4*len(v))
+	if err := readFull(r, b, off); err != nil {
+		return err
+	}
+	_, err := binary.Decode(b, binary.LittleEndian, v)
+	return err
+}
+
 func (pj *packJob) bytes() ([]byte, error) {
 	v, err := pj.blockScales()
 	if err != nil {
@@ -123,16 +123,11 @@ func (pj *packJob) bytes() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tensor %s: %w (pack UE8M0 scales only: convert with --scale-fmt ue8m0)", pj.name, err)
 	}
-	out := make([]byte, 4*len(packed))
-	for i, p := range packed {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(p))
-	}
-	return out, nil
+	return binary.Append(nil, binary.LittleEndian, packed)
 }
 
-// unpackScale rebuilds a source F32 block scale from packed pieces: each is
-// unpacked (quant checks that the rows of a 128 block agree) and placed in
-// the block grid; pieces held by several ranks must agree.
+// unpackScale rebuilds a source F32 block scale from packed pieces, each
+// placed in the block grid; pieces held by several ranks must agree.
 func unpackScale(name string, hs []holder) (tensorData, error) {
 	e := hs[0].e
 	size, err := safetensors.ByteSize(e.DType, e.Shape)
@@ -165,13 +160,9 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 		if h.t.DType != safetensors.I32 || !slices.Equal(h.t.Shape, []int64{int64(words), int64(stride)}) {
 			return nil, fmt.Errorf("%w: %s/%s: tensor %s is %s %v, packed rows %v cols %v need I32 [%d %d]", errManifest, h.dir, h.e.File, name, h.t.DType, h.t.Shape, p.Rows, p.Cols, words, stride)
 		}
-		raw := make([]byte, h.t.Size())
-		if err := readFull(newFileTensor(h.f, h.t), raw, 0); err != nil {
+		packed := make([]int32, h.t.Size()/4)
+		if err := readLE(newFileTensor(h.f, h.t), packed, 0); err != nil {
 			return nil, fmt.Errorf("%s/%s: tensor %s: %w", h.dir, h.e.File, name, err)
-		}
-		packed := make([]int32, len(raw)/4)
-		for i := range packed {
-			packed[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
 		v, err := quant.UnpackUE8M0(packed, int(n), int(k))
 		if err != nil {
@@ -188,12 +179,9 @@ func unpackScale(name string, hs []holder) (tensorData, error) {
 			}
 		}
 	}
-	out := make([]byte, size)
-	for i, ok := range set {
-		if !ok {
-			return nil, fmt.Errorf("%w: tensor %s: packed pieces leave block (%d, %d) uncovered; is a rank directory missing?", errManifest, name, int64(i)/gk, int64(i)%gk)
-		}
-		binary.LittleEndian.PutUint32(out[4*i:], grid[i])
+	if i := int64(slices.Index(set, false)); i >= 0 {
+		return nil, fmt.Errorf("%w: tensor %s: packed pieces leave block (%d, %d) uncovered; is a rank directory missing?", errManifest, name, i/gk, i%gk)
 	}
-	return bytes.NewReader(out), nil // computed in memory
+	out, err := binary.Append(nil, binary.LittleEndian, grid)
+	return bytes.NewReader(out), err
 }

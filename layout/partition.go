@@ -24,9 +24,8 @@ func ParsePartition(s string) ([]int, error) {
 	return out, nil
 }
 
-// checkPartition validates a partition the way SGLang's get_pp_indices does
-// (same messages, naming both numbers), and also rejects empty stages, which
-// SGLang would accept and then fail on at load time.
+// checkPartition validates a partition as SGLang's get_pp_indices does
+// (same messages), and rejects empty stages, on which SGLang fails at load.
 func checkPartition(p []int, stages, layers int) error {
 	if len(p) != stages {
 		return fmt.Errorf("%w: len(partitions)=%d does not match pp_size=%d", errPartition, len(p), stages)
@@ -67,9 +66,8 @@ func defaultPartition(layers, stages int) ([]int, error) {
 	return p, nil
 }
 
-// blockPartition gives every stage but the last `block` layers (one AttnRes
-// block) and the last stage the rest, falling back to defaultPartition when
-// the layers do not reach into the last stage.
+// blockPartition gives every stage but the last one AttnRes block of
+// layers, and the last the rest (defaultPartition when none are left).
 func blockPartition(layers, stages, block int) ([]int, error) {
 	if block < 1 || stages < 1 || layers <= block*(stages-1) {
 		return defaultPartition(layers, stages)

@@ -16,11 +16,6 @@ import (
 //	other     one segment, a glob: * matches any run of characters, {a,b,c} alternatives
 //
 // Example: language_model.model.layers.<layer>.self_attn.{q,k,v,g}_proj.weight
-//
-// A pattern has at most maxPatternLen bytes and maxPatternSegs segments, a
-// segment's braces expand to at most maxAlternatives globs, and a layout's
-// patterns together to at most maxPatternCost; matching takes one segment
-// test per (pattern segment, name segment), however many ** there are.
 const (
 	segAnyRun = "**"
 	segInt    = "#"
@@ -33,28 +28,19 @@ const (
 // multiply (expansion is capped before it is done), and matching is linear in
 // the name for a pattern of at most maxPatternSegs segments (see match).
 const (
-	// maxPatternLen bounds a pattern's length in bytes.
-	maxPatternLen = 1 << 10
-	// maxPatternSegs bounds a pattern's dot-separated segments.
-	maxPatternSegs = 63
-	// maxAlternatives bounds the glob alternatives one segment's braces expand to.
-	maxAlternatives = 1 << 10
+	maxPatternLen   = 1 << 10 // bytes
+	maxPatternSegs  = 63      // dot-separated segments (one bit each in match)
+	maxAlternatives = 1 << 10 // globs one segment's braces expand to
 )
 
-// segKind is what one compiled pattern segment matches.
 type segKind uint8
 
 const (
-	// kindGlob matches one segment against glob alternatives.
-	kindGlob segKind = iota
-	// kindRun matches zero or more segments.
-	kindRun
-	// kindInt matches one all-digit segment.
-	kindInt
-	// kindLayer matches one all-digit segment and captures it as the layer.
-	kindLayer
-	// kindExpert matches one all-digit segment and captures it as the expert.
-	kindExpert
+	kindGlob   segKind = iota // one segment, against glob alternatives
+	kindRun                   // zero or more segments
+	kindInt                   // one all-digit segment
+	kindLayer                 // one all-digit segment, captured as the layer
+	kindExpert                // one all-digit segment, captured as the expert
 )
 
 type segment struct {
@@ -63,15 +49,13 @@ type segment struct {
 	exact bool     // kindGlob: no wildcard in any alternative (compare strings)
 }
 
-// pattern is a compiled name pattern.
 type pattern struct {
 	src  string
 	segs []segment
-	// numeric reports a glob segment that can tell integers apart (contains a
-	// digit), which makes match results depend on the numbers in a name.
-	numeric bool
-	// run, layer and expert report a **, <layer> and <expert> segment.
-	run, layer, expert bool
+	// numeric reports a glob segment that can tell integers apart, which
+	// makes match results depend on the numbers in a name.
+	numeric            bool
+	run, layer, expert bool // a **, <layer> and <expert> segment
 }
 
 // captures holds the segment positions of <layer> and <expert> in a name (-1: none).
@@ -136,7 +120,7 @@ func compilePattern(src string) (*pattern, error) {
 }
 
 // braceCount is how many alternatives expandBraces makes of s, saturating
-// just past maxAlternatives, without expanding anything.
+// just past maxAlternatives.
 func braceCount(s string) int {
 	n := 1
 	for {
@@ -188,9 +172,7 @@ func expandBraces(s string) ([]string, error) {
 }
 
 // canMatchSomeInts reports whether a glob could match some all-digit segments
-// but not others ("1*", "?"), which is what makes name-shape caching unsound.
-// A lone "*" matches every integer alike; a glob with any other literal
-// character matches none.
+// but not others ("1*", "?"), which makes name-shape caching unsound.
 func canMatchSomeInts(glob string) bool {
 	if glob == "*" {
 		return false
@@ -222,9 +204,8 @@ func intSeg(s string) bool {
 }
 
 // match reports whether the name segments match, and where the captures are.
-// Where several ways match (a ** can take more or fewer segments), the one
-// taken gives every ** the fewest segments, earliest first: the result of
-// trying them in that order, found without trying them.
+// Where several ways match, every ** takes the fewest segments, earliest
+// first, as backtracking in that order would.
 func (p *pattern) match(name []string) (captures, bool) {
 	c := captures{-1, -1}
 	if !p.run {
@@ -238,8 +219,7 @@ func (p *pattern) match(name []string) (captures, bool) {
 		}
 		return c, true
 	}
-	// ok[j] bit i: segs[i:] matches name[j:]. Filled from the ends, one
-	// segment test per (segment, position): linear in the name.
+	// ok[j] bit i: segs[i:] matches name[j:]; one test per (segment, position).
 	var buf [32]uint64
 	var ok []uint64
 	if len(name)+1 <= len(buf) {
@@ -283,20 +263,19 @@ func (p *pattern) match(name []string) (captures, bool) {
 	return c, true
 }
 
-// matchOne reports whether one name segment n, at position pos, matches a
-// segment other than **, recording a capture in c.
+// matchOne matches name segment n at position pos against a segment other
+// than **, recording a capture in c.
 func (sg *segment) matchOne(n string, pos int, c *captures) bool {
 	switch sg.kind {
-	case kindInt:
-		return intSeg(n)
 	case kindLayer:
 		c.layer = pos
-		return intSeg(n)
 	case kindExpert:
 		c.expert = pos
+	}
+	if sg.kind != kindGlob {
 		return intSeg(n)
 	}
-	for _, a := range sg.alts { // kindGlob
+	for _, a := range sg.alts {
 		ok := a == n
 		if !sg.exact {
 			ok, _ = path.Match(a, n)
@@ -308,22 +287,6 @@ func (sg *segment) matchOne(n string, pos int, c *captures) bool {
 	return false
 }
 
-// segmentAt returns the i-th dot-separated segment of name without allocating.
-func segmentAt(name string, i int) string {
-	for ; i > 0; i-- {
-		k := strings.IndexByte(name, '.')
-		if k < 0 {
-			return ""
-		}
-		name = name[k+1:]
-	}
-	if k := strings.IndexByte(name, '.'); k >= 0 {
-		return name[:k]
-	}
-	return name
-}
-
-// maxIntSegs bounds how many segment positions nameShape records integers for.
 const maxIntSegs = 16
 
 // nameShape is a tensor name's shape key plus the integers of its first
@@ -333,11 +296,9 @@ type nameShape struct {
 	ints [maxIntSegs]int64
 }
 
-// scan fills s from name in one pass: the key has every all-digit segment
-// replaced by '#'. Names with the same key match the same rules at the same
-// positions as long as no pattern distinguishes integers (pattern.numeric),
-// which lets planning match each distinct key once instead of each of ~500k
-// tensors.
+// scan fills s from name: the key has every all-digit segment replaced by
+// '#'. Names with one key match the same rules at the same positions unless
+// a pattern is numeric, so planning matches each key once, not ~500k names.
 func (s *nameShape) scan(name string) {
 	key := s.key[:0]
 	seg, kstart, val, digits := 0, 0, int64(0), true

@@ -7,19 +7,15 @@ type held = enum[heldSet]
 
 type heldSet struct{}
 
-var heldNames = [...]string{heldReplica: "replicated", HeldSlice: "slice", heldExpert: "expert"}
-
-func (heldSet) set() ([]string, string, string) {
-	return heldNames[:], "Held", "held"
+func (heldSet) set() ([]string, string) {
+	return []string{heldReplica: "replicated", HeldSlice: "slice", heldExpert: "expert"}, "held"
 }
 
 const (
-	// heldReplica is the whole tensor, copied on every rank of its stage.
-	heldReplica held = iota
+	heldReplica held = iota // the whole tensor, on every rank of its stage
 	// HeldSlice is the slice [Start, Stop) of the tensor along Axis.
 	HeldSlice
-	// heldExpert is the whole tensor on this one rank (expert parallel).
-	heldExpert
+	heldExpert // the whole tensor, on this one rank (expert parallel)
 )
 
 // scaleMode says how a block-FP8 scale tensor is placed relative to its weight.
@@ -27,15 +23,12 @@ type scaleMode = enum[scaleModeSet]
 
 type scaleModeSet struct{}
 
-var scaleModeNames = [...]string{scaleNone: "none", scaleFollow: "follow", scaleReplicated: "replicated"}
-
-func (scaleModeSet) set() ([]string, string, string) {
-	return scaleModeNames[:], "ScaleMode", "scale"
+func (scaleModeSet) set() ([]string, string) {
+	return []string{scaleNone: "none", scaleFollow: "follow", scaleReplicated: "replicated"}, "scale"
 }
 
 const (
-	// scaleNone: the tensor is not the scale of a block-FP8 weight (or a rule
-	// matched it explicitly).
+	// scaleNone: not the scale of a block-FP8 weight (or a rule matched it).
 	scaleNone scaleMode = iota
 	// scaleFollow: placed like its weight; a split takes the block rows or
 	// columns that cover the weight's slice exactly.
@@ -49,17 +42,16 @@ const (
 type piece struct {
 	// Index is the tensor's position in the planned list.
 	Index int
-	// Name is the source tensor name (a slice keeps the name).
-	Name string
-	// DType is the tensor's dtype.
+	// Name, DType and Shape are the source tensor's (a slice keeps the name).
+	Name  string
 	DType safetensors.DType
-	// Shape is the source tensor's full shape.
 	Shape []int64
-	// Held says whether the rank holds a copy, a slice or an expert's tensor.
-	Held held
+	Held  held
 	// Axis, Start and Stop give the slice (HeldSlice only).
 	Axis        int
 	Start, Stop int64
+	// Valid is the split rule's Valid (a slice of a tensor, not of a scale).
+	Valid int64
 	// Bytes is what the rank stores for this piece.
 	Bytes int64
 	// Rule is the name of the rule that placed the tensor (its weight's rule
@@ -67,11 +59,9 @@ type piece struct {
 	Rule string
 	// ScaleOf is the weight's name when this is a block-FP8 scale tensor.
 	ScaleOf string
-	// Scale says how such a scale follows its weight.
-	Scale scaleMode
+	Scale   scaleMode
 }
 
-// sliceShape is the shape of the piece as stored on the rank.
 func (p piece) sliceShape() []int64 {
 	s := append([]int64(nil), p.Shape...)
 	if p.Held == HeldSlice {

@@ -13,7 +13,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// placement is where one tensor goes.
 type placement struct {
 	rule   int32 // index into Layout.Rules; the weight's rule for a following scale
 	stage  int32 // -1: dropped
@@ -26,20 +25,16 @@ type placement struct {
 // Placement is where every tensor of a checkpoint goes under a layout. It is pure
 // header arithmetic: no tensor data is read.
 type Placement struct {
-	// Layout is the planned layout.
-	Layout *Layout
-	// Tensors is the planned tensor list, in the order given.
-	Tensors []safetensors.TensorSpec
-	// RankBytes is the bytes each rank holds.
-	RankBytes []int64
-	// RankPieces is the number of pieces each rank holds.
-	RankPieces []int
-	// Dropped lists the indices of tensors no rank holds.
-	Dropped []int
-	// DroppedBytes is their total size.
+	Layout     *Layout
+	Tensors    []safetensors.TensorSpec // in the order given
+	RankBytes  []int64                  // bytes each rank holds
+	RankPieces []int                    // pieces each rank holds
+	// Dropped lists the indices of tensors no rank holds; DroppedBytes is
+	// their size.
+	Dropped      []int
 	DroppedBytes int64
-	// Unaligned names the block-FP8 weights whose split cuts a 128 block; their
-	// scales stay replicated over the group (see scaleReplicated).
+	// Unaligned names the block-FP8 weights whose split cuts a 128 block;
+	// their scales stay replicated over the group.
 	Unaligned []string
 
 	place  []placement
@@ -48,11 +43,10 @@ type Placement struct {
 	rankT  [][]int32 // per rank: tensors on that rank only
 }
 
-// maxListed bounds the names an error lists.
-const maxListed = 20
-
-// maxErrors bounds the per-tensor errors a failed plan reports in full.
-const maxErrors = 5
+const (
+	maxListed = 20 // names an error lists
+	maxErrors = 5  // per-tensor errors a failed plan reports in full
+)
 
 // nameList collects names for an error message, counting the ones left out.
 type nameList struct {
@@ -75,7 +69,6 @@ func (l *nameList) text() string {
 	return s
 }
 
-// matchEntry caches the rule matches of one name shape.
 type matchEntry struct {
 	rules []int32
 	caps  captures
@@ -84,9 +77,8 @@ type matchEntry struct {
 // Place places every tensor. It fails, naming the tensors, when a tensor is
 // matched by no rule or by more than one, when a split does not divide, or
 // when a layer or expert index is out of the layout's range. Rules by group
-// read names with the layer schedule of the model the layout was built for
-// (Resolve with ModelOf a config), else K3's; PlanExport uses its source's
-// config.
+// read names with the layer schedule of the model the layout was built for,
+// else K3's.
 func (l *Layout) Place(tensors []safetensors.TensorSpec) (*Placement, error) {
 	return l.place(tensors, nil)
 }
@@ -243,14 +235,13 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 	if bad.n > len(badErrs) {
 		errs = append(errs, fmt.Errorf("and %d more tensors with errors", bad.n-len(badErrs)))
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	p.account()
 	return p, nil
 }
 
-// unionRules merges two ascending rule lists.
 func unionRules(a, b []int32) []int32 {
 	out := append(slices.Clone(a), b...)
 	slices.Sort(out)
@@ -273,9 +264,8 @@ func matchAll(rules []compiledRule, segs []string) *matchEntry {
 	return e
 }
 
-// scaleWeight reports whether t is the block scale of an FP8 weight: named
-// X.weight_scale_inv or X.weight_scale next to an F8_E4M3 X.weight, shaped as
-// that weight's block grid, [⌈N/128⌉, ⌈K/128⌉] or ModelOpt's [⌈N/128⌉, 1, ⌈K/128⌉, 1].
+// scaleWeight reports whether t is the block scale of an FP8 weight
+// (model.BlockScaleOf, model.IsBlockScaleShape), and which.
 func scaleWeight(t safetensors.TensorSpec, fp8 map[string]int32, all []safetensors.TensorSpec) (int32, bool) {
 	wname, ok := model.BlockScaleOf(t.Name)
 	if !ok {
@@ -290,7 +280,6 @@ func scaleWeight(t safetensors.TensorSpec, fp8 map[string]int32, all []safetenso
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// capture is the integer at segment position pos of name (-1 if none).
 func capture(name string, pos int, ns *nameShape) int64 {
 	if pos < 0 {
 		return -1
@@ -298,14 +287,17 @@ func capture(name string, pos int, ns *nameShape) int64 {
 	if pos < maxIntSegs {
 		return ns.ints[pos]
 	}
-	v, err := strconv.ParseInt(segmentAt(name, pos), 10, 64)
+	segs := strings.Split(name, ".") // past the first maxIntSegs: rare
+	if pos >= len(segs) {
+		return -1
+	}
+	v, err := strconv.ParseInt(segs[pos], 10, 64)
 	if err != nil {
 		return -1
 	}
 	return v
 }
 
-// placeTensor places a tensor matched by one rule.
 func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, layerStage []int32) error {
 	l := p.Layout
 	t := p.Tensors[i]
@@ -346,7 +338,6 @@ func (p *Placement) placeTensor(i int, r compiledRule, layer, expert int64, laye
 	return nil
 }
 
-// splitChunk checks a split of t and returns the slice length along the axis.
 func splitChunk(r *rule, t safetensors.TensorSpec) (int64, error) {
 	if r.Axis >= len(t.Shape) {
 		return 0, fmt.Errorf("%w: tensor %s: rule %q splits axis %d of a %d-D tensor %v", errLayout, t.Name, r.Name, r.Axis, len(t.Shape), t.Shape)
@@ -367,8 +358,7 @@ func splitChunk(r *rule, t safetensors.TensorSpec) (int64, error) {
 	}
 	chunk := v / int64(r.Parts)
 	inner, _ := safetensors.NumElements(t.Shape[r.Axis+1:])
-	// Every step along the axis (not only the whole slice) must be whole bytes:
-	// the exporter moves slices row by row.
+	// Every step along the axis must be whole bytes: slices move row by row.
 	if (inner*t.DType.Bits())%8 != 0 {
 		return 0, fmt.Errorf("%w: tensor %s: a step along axis %d of %s is not a whole number of bytes", errIndivisible, t.Name, r.Axis, t.DType)
 	}
@@ -405,10 +395,9 @@ func (p *Placement) placeScale(i int) error {
 	return nil
 }
 
-// account fills the per-rank byte totals and the per-stage/per-rank lists.
-// A stage's tensor costs one step, or one per part of its split, not one per
-// rank of the stage: local rank lr holds part lr % Parts, so the totals of a
-// split repeat with period Parts.
+// account fills the per-rank totals and the per-stage/per-rank lists. A
+// stage's tensor costs one step per part of its split, not per rank: local
+// rank lr holds part lr % Parts, so a split's totals repeat with period Parts.
 func (p *Placement) account() {
 	R := p.Layout.RanksPerStage
 	stages := p.Layout.Stages()
@@ -455,7 +444,6 @@ func (p *Placement) account() {
 	sort.Strings(p.Unaligned)
 }
 
-// piece builds the piece of tensor i held by a rank of its stage.
 func (p *Placement) piece(i, rank int) piece {
 	t := p.Tensors[i]
 	pl := p.place[i]
@@ -482,7 +470,7 @@ func (p *Placement) piece(i, rank int) piece {
 		stop = min(ceilDiv((part+1)*chunk, quant.BlockSize), t.Shape[axis])
 	} else {
 		chunk, _ := splitChunk(r, t)
-		start, stop = part*chunk, (part+1)*chunk
+		start, stop, pc.Valid = part*chunk, (part+1)*chunk, r.Valid
 	}
 	pc.Held, pc.Axis, pc.Start, pc.Stop = HeldSlice, axis, start, stop
 	outer, _ := safetensors.NumElements(t.Shape[:axis])
@@ -491,10 +479,8 @@ func (p *Placement) piece(i, rank int) piece {
 	return pc
 }
 
-// ranks is the number of ranks planned.
 func (p *Placement) ranks() int { return len(p.RankBytes) }
 
-// stageOf is the pipeline stage of a rank.
 func (p *Placement) stageOf(rank int) int { return rank / p.Layout.RanksPerStage }
 
 // Pieces lists what a rank holds, in tensor order.

@@ -19,21 +19,17 @@ import (
 // PlanExport and PlanReassemble build it from headers only; it prints as
 // text (WriteText) or JSON; Execute carries it out without deciding anything.
 type Plan struct {
-	// Op is "export" or "reassemble".
-	Op string `json:"op"`
-	// Source is the path the source was opened from.
-	Source string `json:"source"`
+	Op     string `json:"op"`     // "export" or "reassemble"
+	Source string `json:"source"` // the path the source was opened from
 	// Layout, Stages, Partition and Ranks describe the layout (export only).
-	Layout    string `json:"layout,omitempty"`
-	Stages    int    `json:"stages,omitempty"`
-	Partition []int  `json:"partition,omitempty"`
-	Ranks     int    `json:"ranks,omitempty"`
-	// PackScales is "ue8m0" when block scales are stored packed.
+	Layout     string `json:"layout,omitempty"`
+	Stages     int    `json:"stages,omitempty"`
+	Partition  []int  `json:"partition,omitempty"`
+	Ranks      int    `json:"ranks,omitempty"`
 	PackScales string `json:"pack_scales,omitempty"`
 	// Dirs are the output directories, relative to DST ("." for a reassembly).
 	Dirs []dirPlan `json:"dirs"`
-	// Checks is the validation pass: the data checks Validate runs, and
-	// Execute runs before any write.
+	// Checks are the data checks Validate runs, and Execute before any write.
 	Checks []dataCheck `json:"checks"`
 	// Dropped names the source tensors no output holds; DroppedBytes is their size.
 	Dropped      []string `json:"dropped,omitempty"`
@@ -50,8 +46,7 @@ type Plan struct {
 // dirPlan is one output directory: a rank's (or stage's) files, or the
 // reassembled checkpoint.
 type dirPlan struct {
-	// Dir is the directory relative to DST.
-	Dir string `json:"dir"`
+	Dir string `json:"dir"` // relative to DST
 	// Rank and Stage place it (-1 for a reassembly); Layers is the stage's
 	// [first, end).
 	Rank   int    `json:"rank"`
@@ -60,49 +55,40 @@ type dirPlan struct {
 	// Tensors and Bytes count the tensors (pieces) and tensor bytes it holds.
 	Tensors int   `json:"tensors"`
 	Bytes   int64 `json:"bytes"`
-	// Files are its safetensors files; SideFiles the other files written
-	// (index, config.json and the like, layout.json last).
+	// Files are its safetensors files; SideFiles the other files written.
 	Files     []filePlan `json:"files"`
 	SideFiles []string   `json:"side_files"`
 
 	files []*outFile
-	man   *manifest          // export only
-	index *safetensors.Index // the index written
+	man   *manifest // export only
+	index *safetensors.Index
 	// indexNewline ends the written index with a newline, as the source's
-	// did; without it the index has the codec's form (no final newline, as
-	// the release's).
+	// did; without it the index has the codec's form.
 	indexNewline bool
 	side         map[string][]byte // side files by name
 }
 
-// filePlan describes one safetensors file of a directory.
 type filePlan struct {
-	// Name is the file name in the directory.
-	Name string `json:"name"`
-	// Tensors and Size are its tensor count and file size.
-	Tensors int   `json:"tensors"`
-	Size    int64 `json:"size"`
-	// CopyOf names the source file it copies byte for byte ("" when written
-	// tensor by tensor).
+	Name    string `json:"name"`
+	Tensors int    `json:"tensors"`
+	Size    int64  `json:"size"`
+	// CopyOf names the source file it copies byte for byte.
 	CopyOf string `json:"copy_of,omitempty"`
 	// Steps is the number of writes (copy runs and single tensors).
 	Steps int `json:"steps"`
 }
 
-// dataCheck is one data-dependent check of the validation pass.
+// dataCheck is one data-dependent check of the validation pass: Kind
+// checkZeroPadding or checkUE8M0Scale, of one tensor.
 type dataCheck struct {
-	// Kind is "zero-padding" (the entries a split drops are zero) or
-	// "ue8m0-scale" (a scale to pack holds powers of two that agree over
-	// each 128-row block).
-	Kind string `json:"kind"`
-	// Tensor is the tensor read.
+	Kind   string `json:"kind"`
 	Tensor string `json:"tensor"`
 
 	run func(ctx context.Context) error
 }
 
-// Validate runs the validation pass: every check reads its tensor and fails
-// with the first problem found. Nothing is written.
+// Validate runs the validation pass, reading every checked tensor, and
+// fails with the first problem found. Nothing is written.
 func (p *Plan) Validate(ctx context.Context) error {
 	for _, c := range p.Checks {
 		if err := ctx.Err(); err != nil {
@@ -115,8 +101,6 @@ func (p *Plan) Validate(ctx context.Context) error {
 	return nil
 }
 
-// indexBytes is the directory's index as written: the codec's form, plus a
-// final newline when the source's index had one.
 func (d *dirPlan) indexBytes() ([]byte, error) {
 	b, err := d.index.Marshal()
 	if err != nil {
@@ -129,8 +113,7 @@ func (d *dirPlan) indexBytes() ([]byte, error) {
 	return b, nil
 }
 
-// completionBytes is the directory's completion record as written: its
-// manifest (an export's), else its index (a reassembly's).
+// completionBytes is the directory's completion record (see completionName).
 func (d *dirPlan) completionBytes() ([]byte, error) {
 	if d.man != nil {
 		return d.man.marshal()
@@ -153,7 +136,6 @@ func (d *dirPlan) memoryFiles(completion []byte) (map[string][]byte, error) {
 	return want, nil
 }
 
-// namedBytes is one file written whole from memory.
 type namedBytes struct {
 	name string
 	b    []byte
@@ -161,19 +143,18 @@ type namedBytes struct {
 
 // finishFiles is what a run writes into d's directory once its last
 // safetensors file is committed, in order: the side files and index, the
-// SHA256SUMS (an export's; files maps each safetensors file to its sha256),
-// then the completion record, whose presence marks the directory finished.
+// SHA256SUMS (files maps each safetensors file to its sha256), then the
+// completion record, whose presence marks the directory finished.
 func (d *dirPlan) finishFiles(completion []byte, files map[string]string) ([]namedBytes, error) {
-	var out []namedBytes
-	for _, n := range slices.Sorted(maps.Keys(d.side)) {
-		out = append(out, namedBytes{n, d.side[n]})
+	mem, err := d.memoryFiles(completion)
+	if err != nil {
+		return nil, err
 	}
-	if d.man != nil {
-		b, err := d.indexBytes()
-		if err != nil {
-			return nil, err
+	var out []namedBytes
+	for _, n := range slices.Sorted(maps.Keys(mem)) {
+		if n != d.completionName() {
+			out = append(out, namedBytes{n, mem[n]})
 		}
-		out = append(out, namedBytes{safetensors.IndexName, b})
 	}
 	if d.hasSums() {
 		sums, err := d.sumsFile(completion, files)
@@ -185,8 +166,6 @@ func (d *dirPlan) finishFiles(completion []byte, files map[string]string) ([]nam
 	return append(out, namedBytes{d.completionName(), completion}), nil
 }
 
-// describe fills the exported summary of each directory from its files
-// (once, on a plan just made).
 func (p *Plan) describe() {
 	for i := range p.Dirs {
 		d := &p.Dirs[i]
@@ -213,21 +192,22 @@ const gibibyte = 1 << 30
 // WriteText prints the plan: one line per output directory, then what is
 // dropped, replicated and checked.
 func (p *Plan) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
+	var b bytes.Buffer
+	printf := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	switch p.Op {
 	case opExport:
-		ew.printf("export %s: layout %s, %d ranks", p.Source, p.Layout, p.Ranks)
+		printf("export %s: layout %s, %d ranks", p.Source, p.Layout, p.Ranks)
 		if p.Stages > 1 {
-			ew.printf(" in %d stages %v", p.Stages, p.Partition)
+			printf(" in %d stages %v", p.Stages, p.Partition)
 		}
 		if p.PackScales != "" {
-			ew.printf(", scales packed %s", p.PackScales)
+			printf(", scales packed %s", p.PackScales)
 		}
-		ew.printf("\n")
+		printf("\n")
 	default:
-		ew.printf("reassemble %s\n", p.Source)
+		printf("reassemble %s\n", p.Source)
 	}
-	ew.printf("%-10s %7s %8s %6s %7s %11s\n", "dir", "layers", "tensors", "files", "copies", "GiB")
+	printf("%-10s %7s %8s %6s %7s %11s\n", "dir", "layers", "tensors", "files", "copies", "GiB")
 	for _, d := range p.Dirs {
 		layers := "-"
 		if d.Rank >= 0 {
@@ -239,32 +219,22 @@ func (p *Plan) WriteText(w io.Writer) error {
 				copies++
 			}
 		}
-		ew.printf("%-10s %7s %8d %6d %7d %11.3f\n", filepath.ToSlash(d.Dir), layers, d.Tensors, len(d.Files), copies, float64(d.Bytes)/gibibyte)
+		printf("%-10s %7s %8d %6d %7d %11.3f\n", filepath.ToSlash(d.Dir), layers, d.Tensors, len(d.Files), copies, float64(d.Bytes)/gibibyte)
 	}
-	ew.printf("total: %d files, %.3f GiB of tensors\n", p.Files, float64(p.Bytes)/gibibyte)
+	printf("total: %d files, %.3f GiB of tensors\n", p.Files, float64(p.Bytes)/gibibyte)
 	if len(p.Dropped) > 0 {
-		ew.printf("dropped %d tensors (%.3f GiB), e.g. %s\n", len(p.Dropped), float64(p.DroppedBytes)/gibibyte, p.Dropped[0])
+		printf("dropped %d tensors (%.3f GiB), e.g. %s\n", len(p.Dropped), float64(p.DroppedBytes)/gibibyte, p.Dropped[0])
 	}
 	if len(p.Unaligned) > 0 {
-		ew.printf("%d block-FP8 weights split across a 128 block keep their scale replicated, e.g. %s\n", len(p.Unaligned), p.Unaligned[0])
+		printf("%d block-FP8 weights split across a 128 block keep their scale replicated, e.g. %s\n", len(p.Unaligned), p.Unaligned[0])
 	}
 	kinds := map[string]int{}
 	for _, c := range p.Checks {
 		kinds[c.Kind]++
 	}
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
-		ew.printf("check %s: %d tensors\n", k, kinds[k])
+		printf("check %s: %d tensors\n", k, kinds[k])
 	}
-	return ew.err
-}
-
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, a ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, a...)
-	}
+	_, err := w.Write(b.Bytes())
+	return err
 }

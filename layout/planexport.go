@@ -13,19 +13,16 @@ import (
 )
 
 // maxMetadataBytes bounds a source file's __metadata__ (keys and values), so
-// that what a file claims cannot grow every output. Real checkpoints carry
-// {"format": "pt"}.
+// that what a file claims cannot grow every output.
 const maxMetadataBytes = 64 << 10
 
 // metadataFormatKey is the one metadata key written rank files keep: loaders
 // check it.
 const metadataFormatKey = "format"
 
-// maxPlanPieces bounds the tensor pieces one export plans over its selected
-// ranks together: the plan holds every piece (its manifest entry, header
-// entry and copy step, about 750 bytes) until the run ends, so a layout of
-// many ranks that each hold everything would otherwise take memory without
-// limit. Full K3 replicated over 16 ranks plans about 8M.
+// maxPlanPieces bounds the tensor pieces one export plans over its ranks
+// together: the plan holds every piece (about 750 bytes) until the run ends.
+// Full K3 replicated over 16 ranks plans about 8M.
 const maxPlanPieces = 1 << 24
 
 const (
@@ -35,10 +32,8 @@ const (
 
 // ExportOptions selects what PlanExport plans.
 type ExportOptions struct {
-	// Ranks selects the ranks to write (nil: all).
-	Ranks []int
-	// Pack stores block scales packed.
-	Pack packFormat
+	Ranks []int      // the ranks to write (nil: all)
+	Pack  packFormat // how block scales are stored
 }
 
 // dirName is the output directory of a rank: stage-NN for a pipeline layout
@@ -51,26 +46,27 @@ func dirName(l *Layout, rank int) string {
 }
 
 // PlanExport plans, for each selected rank, the directory rank-NN (or
-// stage-NN): the rank's tensors in safetensors files (slices under their
-// source names; a source shard the rank holds whole and unchanged is copied
-// under its own name), an index, the side files (a stage's config.json
-// records its layer range) and layout.json. Planning reads headers only; the
-// plan's checks (padding the layout drops, scales to pack) read data when
-// validated.
+// stage-NN): the rank's tensors in safetensors files (a source shard the
+// rank holds whole and unchanged is copied under its own name), an index,
+// the side files (a stage's config.json records its layer range) and
+// layout.json. Planning reads headers only; the plan's checks read data.
 func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	if err := checkMetadata(src); err != nil {
 		return nil, err
 	}
+	// Names are read by the source's own layer schedule (without a
+	// config.json: K3's).
+	var cls *model.Classifier
 	if src.config != nil {
-		if m, err := src.Model(); err == nil {
+		m, err := src.Model()
+		if err == nil {
 			if err := l.checkLayers(m); err != nil {
 				return nil, fmt.Errorf("%s: %w", src.Root, err)
 			}
+		} else if l.byGroup() {
+			return nil, err
 		}
-	}
-	cls, err := src.classifier()
-	if err != nil && l.byGroup() {
-		return nil, err
+		cls = m.cls
 	}
 	pl, err := l.place(src.Specs, cls)
 	if err != nil {
@@ -95,7 +91,6 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	}
 	p.Dropped = append(p.Dropped, src.missing...)
 	sort.Strings(p.Dropped)
-	// Ranks are planned concurrently: each lays out its own files.
 	p.Dirs = make([]dirPlan, len(ranks))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -110,7 +105,6 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	return p, nil
 }
 
-// checkMetadata refuses source files whose metadata exceeds maxMetadataBytes.
 func checkMetadata(src *Source) error {
 	for _, f := range src.info.Files {
 		n := 0
@@ -125,6 +119,8 @@ func checkMetadata(src *Source) error {
 }
 
 // planRank lays out one rank's files, index, side files and manifest.
+// Pieces in source order fill output files of up to maxShardBytes; a
+// verbatim source shard becomes one file of its own.
 func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []string, d *dirPlan) error {
 	l := pl.Layout
 	pcs, err := pl.Pieces(rank)
@@ -156,8 +152,6 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 	if err != nil {
 		return err
 	}
-	// Pieces in source order fill output files of up to maxShardBytes; a
-	// verbatim source shard becomes one file of its own.
 	var cur *outFile
 	var curBytes int64
 	whole := map[string]*outFile{}
@@ -174,10 +168,7 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 		e := entry{Name: pc.Name, SourceFile: sf, DType: pc.DType, Shape: pc.Shape, Held: pc.Held, Rule: pc.Rule,
 			ScaleOf: pc.ScaleOf, Scale: pc.Scale}
 		if pc.Held == HeldSlice {
-			e.Axis, e.Start, e.Stop = pc.Axis, pc.Start, pc.Stop
-			if r := ruleOf(l, pc.Rule); r != nil && r.Valid > 0 && pc.ScaleOf == "" {
-				e.Valid = r.Valid
-			}
+			e.Axis, e.Start, e.Stop, e.Valid = pc.Axis, pc.Start, pc.Stop, pc.Valid
 		}
 		if pack == packUE8M0 && pc.ScaleOf != "" {
 			pj, err := newPackJob(pc, weights[pc.ScaleOf], src.data[pc.Index])
@@ -237,8 +228,7 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 }
 
 // nameFiles names the written (not copied) files model-NNNNN-of-NNNNNN in
-// order, after the copies that keep their source names; a written name that
-// a copy already holds is an error rather than a silent overwrite.
+// order; a name a copy already holds is an error, not an overwrite.
 func nameFiles(files []*outFile, src *Source) error {
 	var written []*outFile
 	taken := map[string]bool{}
@@ -259,8 +249,7 @@ func nameFiles(files []*outFile, src *Source) error {
 }
 
 // rankFileMeta is the metadata of a written rank file: the "format" key of
-// the source file its first tensor comes from, and nothing else a source
-// may carry.
+// the source file its first tensor comes from, and nothing else.
 func rankFileMeta(src *Source, name string) map[string]string {
 	if v, ok := fileMeta(src, name)[metadataFormatKey]; ok {
 		return map[string]string{metadataFormatKey: v}
@@ -268,7 +257,6 @@ func rankFileMeta(src *Source, name string) map[string]string {
 	return nil
 }
 
-// indexOf is the index of a directory's files.
 func indexOf(files []*outFile, meta map[string]any) *safetensors.Index {
 	idx := &safetensors.Index{WeightMap: map[string]string{}, Metadata: meta}
 	for _, of := range files {
@@ -281,8 +269,7 @@ func indexOf(files []*outFile, meta map[string]any) *safetensors.Index {
 }
 
 // verbatimFiles picks the source shards a rank holds entirely and unchanged
-// (every tensor whole, none packed) whose header is already canonical: those
-// are copied as files. It reads headers only.
+// whose header is already canonical: those are copied as files.
 func verbatimFiles(src *Source, pcs []piece, pack packFormat) (map[string]*safetensors.File, error) {
 	if src.files == nil {
 		return nil, nil
@@ -324,16 +311,6 @@ func verbatimFiles(src *Source, pcs []piece, pack packFormat) (map[string]*safet
 	return out, nil
 }
 
-func ruleOf(l *Layout, name string) *rule {
-	for i := range l.Rules {
-		if l.Rules[i].Name == name {
-			return &l.Rules[i]
-		}
-	}
-	return nil
-}
-
-// stageConfig annotates config.json with the stage's layer range.
 func stageConfig(cfg []byte, l *Layout, m *manifest) ([]byte, error) {
 	obj, err := decodeJSONObject(cfg)
 	if err != nil {

@@ -11,11 +11,9 @@ import (
 )
 
 // PlanReassemble plans rebuilding the source checkpoint from an export
-// source (OpenSource of rank-NN or stage-NN directories with manifests):
-// every source shard under its own name with its tensors, metadata and
-// canonical layout, the index and the side files, all in one directory
-// ("."). For a lossless export the shards are byte-identical to the
-// source's; the tensors the export's layout dropped are listed in Dropped.
+// source: every source shard under its own name, the index and the side
+// files, in one directory ("."). For a lossless export the shards are
+// byte-identical to the source's; the tensors dropped are listed in Dropped.
 func PlanReassemble(src *Source) (*Plan, error) {
 	if src.exportM == nil {
 		return nil, fmt.Errorf("%w: %s has no rank-NN or stage-NN directories with %s", errManifest, src.Root, manifestName)
@@ -54,8 +52,6 @@ func PlanReassemble(src *Source) (*Plan, error) {
 	return p, nil
 }
 
-// droppedBytes is the size of the source tensors the export dropped: the
-// source's total_size, as its manifests record it, less the tensors held.
 func droppedBytes(src *Source) (int64, error) {
 	held := int64(0)
 	for _, s := range src.Specs {
@@ -72,7 +68,6 @@ func droppedBytes(src *Source) (int64, error) {
 		errManifest, src.Root, src.info.TotalSize, held, len(src.missing))
 }
 
-// fileMeta is a source file's metadata as the source recorded it.
 func fileMeta(src *Source, name string) map[string]string {
 	for _, f := range src.info.Files {
 		if f.Name == name {
@@ -83,11 +78,8 @@ func fileMeta(src *Source, name string) map[string]string {
 }
 
 // Compare checks that every tensor of b exists in a with the same dtype,
-// shape and bytes, reading both with bounded buffers. A remote source
-// (a bucket, https://, hf://) is read through one coalescing stream in the
-// order of b's tensors, so each shard's bytes arrive in large sequential
-// requests rather than one per tensor. It returns the number of bytes
-// compared.
+// shape and bytes, reading both with bounded buffers (a remote source
+// through one coalescing stream). It returns the number of bytes compared.
 func Compare(ctx context.Context, a, b *Source) (int64, error) {
 	at := map[string]int{}
 	for i, s := range a.Specs {

@@ -12,32 +12,20 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// A remote source (https://, hf://) is exported as a local one; the
-// difference is how bytes arrive. Each output file's source bytes, listed
-// in the order its steps read them, are fetched by one Stream (requests
-// coalesced, Connections in parallel), and the steps read that stream. An
-// export of one rank or stage thus fetches that rank's bytes only.
-
-// netFetch streams a remote source's bytes to the writers, adding up what
-// the written files' streams read and cost.
+// netFetch streams a remote source's bytes (https://, hf://) to the
+// writers: each output file's source bytes, in the order its steps read
+// them, come from one Stream, so an export of one rank fetches that rank's
+// bytes only. It adds up what the streams read and cost.
 type netFetch struct {
 	src   *remote.Source
 	conns int
-	mu    sync.Mutex
+	mu    sync.Mutex // guards sum while files are written
 	sum   remote.Stats
 }
 
-func (n *netFetch) stats() *remote.Stats {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	s := n.sum
-	return &s
-}
-
 // readRemoteAux reads a remote checkpoint's side files: those of the hub's
-// listing, by readAux's rule (model.IsSideFileName: subfolders included,
-// hidden entries and the index not; shards and manifests not). An https://
-// directory cannot be listed: only config.json is read, and unlisted says so.
+// listing, by readAux's rule. An https:// directory cannot be listed: only
+// config.json is read, and unlisted says so.
 func readRemoteAux(c *safetensors.Checkpoint) (aux map[string][]byte, unlisted bool, err error) {
 	names := []string{model.ConfigName}
 	files, err := c.Remote.List(context.Background())
@@ -78,9 +66,8 @@ func readRemoteAux(c *safetensors.Checkpoint) (aux map[string][]byte, unlisted b
 	return aux, unlisted, nil
 }
 
-// reads calls fn with each source read the file's writing makes, in order:
-// (source shard, absolute offset, length). Only bytes of checkpoint shards
-// are listed (an export source's rebuilt tensors are read locally).
+// reads calls fn with each read of a checkpoint shard the file's writing
+// makes, in order (an export source's rebuilt tensors are read locally).
 func (of *outFile) reads(fn func(f *safetensors.File, off, n int64)) {
 	if of.verbatim != nil {
 		fn(of.verbatim, 0, of.verbatim.Size)
@@ -117,7 +104,7 @@ func (of *outFile) reads(fn func(f *safetensors.File, off, n int64)) {
 }
 
 // stream starts fetching the file's source bytes and returns a copy of the
-// file whose reads come from the stream, and how to end it.
+// file that reads the stream, and how to end it.
 func (n *netFetch) stream(ctx context.Context, of *outFile) (*outFile, func() error) {
 	var ranges []remote.Range
 	of.reads(func(f *safetensors.File, off, size int64) {
@@ -146,8 +133,7 @@ func (n *netFetch) stream(ctx context.Context, of *outFile) (*outFile, func() er
 	}
 }
 
-// streamReaders gives each shard one reader of a stream (file is the
-// stream's File), made on first use.
+// streamReaders gives each shard one reader of a stream, made on first use.
 func streamReaders(file func(name string) io.ReaderAt) func(*safetensors.File) io.ReaderAt {
 	readers := map[*safetensors.File]io.ReaderAt{}
 	return func(f *safetensors.File) io.ReaderAt {
@@ -160,8 +146,7 @@ func streamReaders(file func(name string) io.ReaderAt) func(*safetensors.File) i
 	}
 }
 
-// rebindTensor reads a shard tensor's bytes through ra; other tensor data
-// (rebuilt or computed) is returned as it is.
+// rebindTensor reads a shard tensor's bytes through ra; other data is kept.
 func rebindTensor(src tensorData, ra func(*safetensors.File) io.ReaderAt) tensorData {
 	if ft, ok := src.(fileTensor); ok {
 		ft.SectionReader = io.NewSectionReader(ra(ft.f), ft.f.DataStart+ft.t.Begin, ft.t.Size())
@@ -170,13 +155,10 @@ func rebindTensor(src tensorData, ra func(*safetensors.File) io.ReaderAt) tensor
 	return src
 }
 
-// streamTensors serves the reads of whole tensors, made in the order of
-// order (indexes into s.data), each tensor read from its start to its end,
-// from one Stream of a remote source: consecutive tensors of a shard become
-// large coalesced requests instead of one request per read. It returns s.data
-// with those tensors rebound, and how to end the stream; a local source's
-// data is returned as it is. A read out of that order is still served (by a
-// request of its own).
+// streamTensors returns s.data with the tensors of order (indexes into
+// s.data), to be read whole in that order, served from one Stream of a
+// remote source, coalescing a shard's consecutive tensors; and how to end
+// it. A local source's data is returned as it is.
 func (s *Source) streamTensors(ctx context.Context, order []int) ([]tensorData, func() error) {
 	if s.remote == nil {
 		return s.data, func() error { return nil }
@@ -200,7 +182,7 @@ func (s *Source) streamTensors(ctx context.Context, order []int) ([]tensorData, 
 }
 
 // FetchBytes is what writing the whole plan reads from a remote source (0
-// for a local one): the progress display's total.
+// for a local one).
 func (p *Plan) FetchBytes() int64 {
 	if p.src == nil || p.src.remote == nil {
 		return 0

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -19,27 +18,20 @@ import (
 )
 
 // markerName is the file an output directory holds while a run writes it:
-// the fingerprint of the plan being written. It starts with a dot, so no
-// reader of the directory takes it for a side file.
+// the fingerprint of the plan being written (a dot file: no side file).
 const markerName = ".k3ckpt-partial"
 
-// dirRun is the state of one output directory during Execute.
 type dirRun struct {
-	d          *dirPlan
-	dir        string
-	todo       []*outFile // files still to write
-	left       atomic.Int32
-	completion []byte // layout.json (export) or the index (reassembly)
-	finished   bool
-	cleaned    int
-	changed    int // files committed earlier, modified since, written again
+	dirState
+	dir     string
+	cleaned int
 
 	mu     sync.Mutex   // guards stamps once writers run
 	stamps *stampRecord // the files committed, for the record
 }
 
-// completionName is the file written last in d's directory, whose presence
-// marks it finished: layout.json for an export, the index for a reassembly.
+// completionName is the file written last in d's directory, marking it
+// finished: layout.json for an export, the index for a reassembly.
 func (d *dirPlan) completionName() string {
 	if d.man != nil {
 		return manifestName
@@ -48,26 +40,19 @@ func (d *dirPlan) completionName() string {
 }
 
 // prepareDir makes an output directory ready and says what is left to write.
-// First, whatever the flags, it refuses a directory that is a link, and one
-// holding anything no run of the tool wrote (see ownership), naming it.
-// Then:
+// Whatever the flags, it refuses a link, and a directory holding anything no
+// run of the tool wrote (see ownership). Then:
 //   - absent or empty: everything;
-//   - restart: the files the tool wrote (by its records, or this plan's
-//     finished output) are removed first, then everything is written;
-//   - holding the run marker of this very plan (a killed run): temporaries are
-//     removed; a file is kept when its size and header are the plan's and its
-//     stamp is the one recorded, with its sha256, when it was committed
-//     (stampsName), else written again;
-//   - this plan's finished output (no bookkeeping left; its completion record
-//     byte for byte this plan's): a file is kept when its size and header
-//     are the plan's and SHA256SUMS lists it, written again otherwise
-//     (nothing is written when all are kept). A finished directory holds
-//     no record of stamps (two runs give identical trees, and verify sees
-//     no stray file), so the bytes past a kept file's header are not
-//     checked: reassemble --check and verify read them;
+//   - restart: the files the tool wrote are removed, everything is written;
+//   - this plan's run marker (a killed run): temporaries are removed; a file
+//     is kept when its size and header are the plan's and its stamp and
+//     sha256 are those recorded at its commit (stampsName);
+//   - this plan's finished output (its completion record byte for byte): a
+//     file is kept when its size and header are the plan's and SHA256SUMS
+//     lists it (its bytes are checked by reassemble --check and verify);
 //   - another plan's marker or record is refused (--restart replaces it).
 func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) {
-	dr := &dirRun{d: d, dir: dir}
+	dr := &dirRun{dirState: dirState{d: d}, dir: dir}
 	var err error
 	if dr.completion, err = d.completionBytes(); err != nil {
 		return nil, err
@@ -92,9 +77,9 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 	if err != nil {
 		return nil, err
 	}
-	// A completion record byte for byte this plan's names the plan's files
-	// as the tool's: it is written last, by a run of this plan.
-	done := dr.completionMatches()
+	// This plan's completion record, written last, claims the plan's files.
+	have, rerr := fsx.ReadFile(filepath.Join(dir, d.completionName()), int64(len(dr.completion)))
+	done := rerr == nil && bytes.Equal(have, dr.completion)
 	var finished []string
 	if done {
 		finished = dr.stamps.Names
@@ -152,8 +137,7 @@ func prepareDir(p *Plan, d *dirPlan, dir string, restart bool) (*dirRun, error) 
 }
 
 // start begins a run from nothing: the marker, then the record of every
-// name the run writes (before it writes any: a run killed after a commit
-// leaves no file the record does not claim), then every file to write.
+// name the run writes (before it writes any), then every file to write.
 func (dr *dirRun) start() error {
 	if err := filewrite.WriteFile(filepath.Join(dr.dir, markerName), []byte(dr.stamps.Plan), 0o644); err != nil {
 		return err
@@ -165,13 +149,10 @@ func (dr *dirRun) start() error {
 func isTemp(name string) bool { return strings.HasPrefix(name, filewrite.TempPrefix) }
 
 // keepDone keeps the files of an earlier run that are as planned (size and
-// header) and, when rec records the run's commits, as committed with their
-// sha256; it queues the others (removing any that are there) and writes the
-// record of the kept ones. With asPlanned (this plan's finished output,
-// which keeps no record) a file as planned is kept when the directory's
-// SHA256SUMS lists it, with that sum (an output of a k3ckpt that wrote no
-// SHA256SUMS is written again: its files were never hashed); a
-// reassembly's, which has none, when it is as planned.
+// header) and as rec recorded their commit, or, with asPlanned (this plan's
+// finished output, which keeps no record), that its SHA256SUMS lists (a
+// reassembly's, which has none: as planned); it removes and queues the
+// others and writes the record of the kept ones.
 func (dr *dirRun) keepDone(rec *stampRecord, asPlanned bool) error {
 	var listed map[string]string
 	sums := dr.d.hasSums()
@@ -208,20 +189,10 @@ func (dr *dirRun) keepDone(rec *stampRecord, asPlanned bool) error {
 	return dr.writeStamps()
 }
 
-// completionMatches reports whether the directory holds the plan's
-// completion record byte for byte.
-func (dr *dirRun) completionMatches() bool {
-	b, err := fsx.ReadFile(filepath.Join(dr.dir, dr.d.completionName()), int64(len(dr.completion)))
-	return err == nil && bytes.Equal(b, dr.completion)
-}
-
-// complete reports whether the directory already holds the finished plan:
-// its completion record and side files byte for byte, and every file as
-// planned (and as committed, when rec records the commits).
+// complete reports whether the directory, whose completion record is the
+// plan's, holds the finished plan: its side files and SHA256SUMS byte for
+// byte, and every file as planned (and as committed, when rec records it).
 func (dr *dirRun) complete(rec *stampRecord) bool {
-	if !dr.completionMatches() {
-		return false
-	}
 	for _, of := range dr.d.files {
 		ok, now, err := matchesPlan(filepath.Join(dr.dir, of.name), of)
 		if err != nil || !ok || (rec != nil && !committed(rec, of.name, now, dr.d.hasSums())) {
@@ -234,13 +205,6 @@ func (dr *dirRun) complete(rec *stampRecord) bool {
 			return false
 		}
 	}
-	return dr.sumsComplete()
-}
-
-// sumsComplete reports whether the directory's SHA256SUMS is the one its
-// run writes: every planned name, the files written from memory with the
-// sums of the plan's bytes.
-func (dr *dirRun) sumsComplete() bool {
 	if !dr.d.hasSums() {
 		return true
 	}
@@ -258,9 +222,7 @@ func (dr *dirRun) sumsComplete() bool {
 }
 
 // matchesPlan reports whether path is a regular file of the planned size
-// whose header is the planned header, and returns its stamp. Files reach
-// their final name only complete (atomically), so this tells a finished
-// file from a missing one; the stamp tells whether it changed since.
+// and header, and returns its stamp (files reach their name only complete).
 func matchesPlan(path string, of *outFile) (bool, fsx.Stamp, error) {
 	f, err := fsx.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -285,9 +247,8 @@ func matchesPlan(path string, of *outFile) (bool, fsx.Stamp, error) {
 }
 
 // fingerprint identifies what a directory's run writes: the completion
-// record, every file's name and header, and the source files as opened
-// (name, size, modification time), so a rerun after the source changed does
-// not resume.
+// record, every file's name and header, and the source files as opened, so
+// a rerun after the source changed does not resume.
 func fingerprint(p *Plan, d *dirPlan, completion []byte) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%d\n", p.Op, d.Dir, len(completion))

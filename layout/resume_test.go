@@ -110,7 +110,7 @@ func TestResumeAfterKill(t *testing.T) {
 	commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
-	check(t, dr.recordCommit(of.name, fileSum(t, filepath.Join(dir0, of.name))))
+	check(t, dr.recordCommit(of, fileSum(t, filepath.Join(dir0, of.name))))
 	check(t, os.WriteFile(filepath.Join(dir0, filewrite.TempPrefix+"x-1"), []byte("partial"), 0o644))
 
 	res := must(p.Execute(ctx, dst, ExecOptions{}))(t)
@@ -382,7 +382,7 @@ func TestProgressOfResumedRun(t *testing.T) {
 	commit, err := writeFile(ctx, of, filepath.Join(dir0, of.name), nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
-	check(t, dr.recordCommit(of.name, fileSum(t, filepath.Join(dir0, of.name))))
+	check(t, dr.recordCommit(of, fileSum(t, filepath.Join(dir0, of.name))))
 
 	var pr countingProgress
 	res := must(p.Execute(ctx, dst, ExecOptions{Progress: &pr}))(t)
@@ -449,7 +449,7 @@ func TestKeptFileModifiedAfterCommit(t *testing.T) {
 	commit, err := writeFile(ctx, of, path, nil, new([]byte), nil, nil)
 	check(t, err)
 	check(t, commit())
-	check(t, dr.recordCommit(of.name, fileSum(t, path)))
+	check(t, dr.recordCommit(of, fileSum(t, path)))
 	modifyInPlace(t, path)
 	res = must(p.Execute(ctx, dst2, ExecOptions{}))(t)
 	if res.Changed != 1 || res.Kept != 0 || res.Written != p.Files {

@@ -9,8 +9,8 @@ import (
 )
 
 // sliceGeom is the row geometry of the slice [start, stop) along axis of a
-// row-major tensor: outer rows of rowB bytes, each holding one contiguous
-// run of run bytes at start·innerB.
+// row-major tensor: outer rows of rowB bytes, each holding a run of run
+// bytes at start·innerB.
 func sliceGeom(shape []int64, dt safetensors.DType, axis int, start, stop int64) (outer, innerB, rowB, run int64) {
 	outer, _ = safetensors.NumElements(shape[:axis])
 	inner, _ := safetensors.NumElements(shape[axis+1:])
@@ -19,8 +19,8 @@ func sliceGeom(shape []int64, dt safetensors.DType, axis int, start, stop int64)
 	return outer, innerB, rowB, (stop - start) * innerB
 }
 
-// sliceDirect reports whether a slice is copied run by run (long runs)
-// rather than gathered from windows of rows.
+// sliceDirect reports whether a slice is copied run by run rather than
+// gathered from windows of rows.
 func sliceDirect(t outTensor) bool {
 	outer, _, _, run := sliceGeom(t.shape, t.spec.DType, t.axis, t.start, t.stop)
 	return outer == 1 || run >= directCopyMin
@@ -45,10 +45,9 @@ func sliceWindows(t outTensor, window int64, fn func(o, w, off, n int64) error) 
 	return nil
 }
 
-// copySlice writes the slice [start, stop) along axis. Each outer row holds
-// one contiguous run; long runs are copied straight into the output, short
-// ones are gathered from windows of whole rows read into the job's window
-// (allocated on first use).
+// copySlice writes the slice [start, stop) along axis: long runs straight
+// into the output, short ones gathered from windows of whole rows read into
+// the job's window (allocated on first use).
 func copySlice(ctx context.Context, f *filewrite.File, t outTensor, window *[]byte) error {
 	if sliceDirect(t) {
 		return forRuns(t.shape, t.spec.DType, t.axis, t.start, t.stop, func(off, n int64) error {
@@ -74,8 +73,7 @@ func copySlice(ctx context.Context, f *filewrite.File, t outTensor, window *[]by
 		if err := readFull(t.src, win, off); err != nil {
 			return err
 		}
-		// Gather the rows' runs to the front of the window (each moves down
-		// or stays: run ≤ rowB) and write them in one call.
+		// Gather the rows' runs to the front (run ≤ rowB) and write them at once.
 		for k := int64(0); k < w; k++ {
 			a := k*rowB + t.start*innerB
 			copy(win[k*run:(k+1)*run], win[a:a+run])
@@ -85,7 +83,6 @@ func copySlice(ctx context.Context, f *filewrite.File, t outTensor, window *[]by
 	})
 }
 
-// readFull fills p from r at off or fails.
 func readFull(r io.ReaderAt, p []byte, off int64) error {
 	n, err := r.ReadAt(p, off)
 	if n == len(p) {

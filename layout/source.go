@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -19,9 +21,8 @@ import (
 // tensorData is one source tensor's bytes, addressed relative to its start.
 type tensorData = io.ReaderAt
 
-// fileTensor is a tensor stored whole in a safetensors file. It reads the
-// tensor's section of the file's bytes, or of a stream of them (see
-// rebindTensor).
+// fileTensor is a tensor stored whole in a safetensors file, read from the
+// file or from a stream of it (see rebindTensor).
 type fileTensor struct {
 	*io.SectionReader
 	f *safetensors.File
@@ -32,29 +33,22 @@ func newFileTensor(f *safetensors.File, t safetensors.TensorInfo) fileTensor {
 	return fileTensor{SectionReader: f.Section(t), f: f, t: t}
 }
 
-// sourceFile is one file of the source checkpoint, kept so a reassembly can
-// write it back byte for byte.
+// sourceFile is one shard of the source checkpoint (name relative to its
+// root, and __metadata__), kept so a reassembly can write it back.
 type sourceFile struct {
-	// Name is the shard name relative to the checkpoint root.
-	Name string `json:"name"`
-	// Metadata is the file's __metadata__ (nil when absent).
+	Name     string            `json:"name"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// sourceInfo describes the checkpoint an export was made from.
 type sourceInfo struct {
-	// TotalSize is the index's total_size: the bytes of all source tensors.
-	TotalSize int64 `json:"total_size"`
-	// Tensors is the number of source tensors.
-	Tensors int `json:"tensors"`
-	// Files are the source shards in order.
-	Files []sourceFile `json:"files"`
+	TotalSize int64        `json:"total_size"` // the bytes of all source tensors
+	Tensors   int          `json:"tensors"`
+	Files     []sourceFile `json:"files"`
 	// IndexMetadata holds the index's metadata keys besides total_size.
 	IndexMetadata map[string]any `json:"index_metadata,omitempty"`
 	// IndexNoFinalNewline records an index that ends without a newline (as
 	// the released checkpoint's does), or none at all; every index written
-	// from this source (rank directories', the reassembly's) takes the same
-	// form. False (absent) means the source's index ended in a newline.
+	// from this source takes the same form.
 	IndexNoFinalNewline bool `json:"index_no_final_newline,omitempty"`
 }
 
@@ -64,13 +58,10 @@ type Source struct {
 	// Root is the path it was opened from.
 	Root string
 	// Specs lists every tensor available, in source-file order.
-	Specs []safetensors.TensorSpec
-	// fileOf is the source shard of each tensor (parallel to Specs).
-	fileOf []string
-	// info describes the original checkpoint.
-	info sourceInfo
-	// config is config.json (nil when absent), without this package's stage
-	// annotation when read back from a stage directory.
+	Specs  []safetensors.TensorSpec
+	fileOf []string // the source shard of each tensor
+	info   sourceInfo
+	// config is config.json (nil when absent), as the original checkpoint's.
 	config []byte
 	// missing names tensors of the original checkpoint that an export source
 	// no longer holds (dropped by its layout).
@@ -106,16 +97,6 @@ func (s *Source) Close() error {
 	return errors.Join(errs...)
 }
 
-// classifier reads tensor names by the source's own layer schedule (nil
-// without a config.json: K3's).
-func (s *Source) classifier() (*model.Classifier, error) {
-	if s.config == nil {
-		return nil, nil
-	}
-	m, err := s.Model()
-	return m.cls, err
-}
-
 // Model reads the model dimensions from the source's config.json.
 func (s *Source) Model() (Model, error) {
 	if s.config == nil {
@@ -129,24 +110,18 @@ func (s *Source) Model() (Model, error) {
 }
 
 // maxAuxTotal bounds the side files of a source together: they are held in
-// memory and written to every output directory (K3's tokenizer, chat
-// template and config are a few MB).
+// memory and written to every output directory.
 const maxAuxTotal = 256 << 20
 
 // notSideFile reports the side-file names this package does not carry over:
-// safetensors files (shards are planned from the index; a stray one is not
-// copied into every rank), and an export's manifest and the SHA256SUMS of a
-// directory, which it writes itself (a source's SHA256SUMS lists the
-// source's files, which the output does not hold as they are).
+// safetensors files, and the manifest and SHA256SUMS it writes itself.
 func notSideFile(name string) bool {
 	return name == manifestName || name == sumsName || strings.HasSuffix(name, ".safetensors")
 }
 
-// readAux reads the side files of a local directory (model.SideFiles: the
-// regular files that are not shards, subfolders included, hidden entries
-// not), following links by the checkpoint rule (fsx.Root): a link may lead
-// inside the directory or, for a Hugging Face hub cache snapshot, inside its
-// models--org--name folder, where the snapshot's links into ../../blobs/ go.
+// readAux reads the side files of a local directory (model.SideFiles),
+// following links by the checkpoint rule (fsx.Root: inside the directory,
+// or a hub cache snapshot's repository folder).
 func readAux(dir string, shards []string) (map[string][]byte, error) {
 	root, err := fsx.NewRoot(dir)
 	if err != nil {
@@ -181,9 +156,8 @@ func readAux(dir string, shards []string) (map[string][]byte, error) {
 	return out, nil
 }
 
-// endsInNewline reports whether the last byte of the checkpoint entry name
-// under root is a newline, following links by the checkpoint rule (false
-// for an entry that is not local: the codec's own form).
+// endsInNewline reports whether the checkpoint entry name under root ends
+// in a newline, following links by the checkpoint rule (false when absent).
 func endsInNewline(root, name string) (bool, error) {
 	r, err := fsx.NewRoot(root)
 	if errors.Is(err, os.ErrNotExist) {
@@ -216,9 +190,7 @@ func endsInNewline(root, name string) (bool, error) {
 }
 
 // stampOf identifies a file's version for resume fingerprints: name, size
-// and modification time of a local file, name, size and version (ETag,
-// Last-Modified or pinned revision: remote.File.Version) of a remote
-// one, the name alone for anything else.
+// and modification time (local) or version (remote), else the name alone.
 func stampOf(name string, ra io.ReaderAt) string {
 	if rf, ok := ra.(*remote.File); ok {
 		return fmt.Sprintf("%s %d %s", name, rf.Size(), rf.Version())
@@ -249,12 +221,15 @@ func OpenSource(path string) (*Source, error) {
 }
 
 // OpenCheckpoint makes a Source of an opened checkpoint, local or remote
-// (https://, hf://); the Source closes it. A remote source's side files are
-// those of the hub's listing (an https:// directory has only config.json),
-// and Execute fetches each output file's source bytes with one coalescing,
-// parallel fetch.
-func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
+// (https://, hf://: side files from the hub's listing, only config.json
+// from an https:// directory); the Source closes it.
+func OpenCheckpoint(c *safetensors.Checkpoint) (_ *Source, err error) {
 	s := &Source{Root: c.Root, closers: []io.Closer{c}, files: map[string]*safetensors.File{}, remote: c.Remote}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
 	for _, f := range c.Files {
 		s.files[f.Path] = f
 		s.stamps = append(s.stamps, stampOf(f.Path, f.ReaderAt()))
@@ -268,54 +243,36 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (*Source, error) {
 	}
 	s.info.Tensors = len(s.Specs)
 	s.countFiles()
-	// The indexes written follow the source's (the codec's form, without a
-	// final newline, when it has none).
 	s.info.IndexNoFinalNewline = true
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
 		nl := c.IndexNewline
 		if s.remote == nil {
-			var err error
 			if nl, err = endsInNewline(c.Root, c.IndexName); err != nil {
-				s.Close()
 				return nil, err
 			}
 		}
 		s.info.IndexNoFinalNewline = !nl
 	}
-	root := c.Root
 	if s.remote != nil {
-		var err error
 		if s.aux, s.AuxUnlisted, err = readRemoteAux(c); err != nil {
-			s.Close()
 			return nil, err
 		}
-	} else if st, err := os.Stat(root); err == nil && st.IsDir() {
-		if s.aux, err = readAux(root, shardNames(c)); err != nil {
-			s.Close()
+	} else if st, serr := os.Stat(c.Root); serr == nil && st.IsDir() {
+		if s.aux, err = readAux(c.Root, slices.Collect(maps.Keys(s.files))); err != nil {
 			return nil, err
 		}
 	} else {
-		b, err := c.ReadAux(model.ConfigName)
+		b, rerr := c.ReadAux(model.ConfigName)
 		switch {
-		case err == nil:
+		case rerr == nil:
 			s.aux = map[string][]byte{model.ConfigName: b}
-		case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, safetensors.ErrNotFound):
-			s.Close()
-			return nil, err
+		case !errors.Is(rerr, os.ErrNotExist) && !errors.Is(rerr, safetensors.ErrNotFound):
+			return nil, rerr
 		}
 	}
 	s.config = s.aux[model.ConfigName]
 	return s, nil
-}
-
-// shardNames are the checkpoint's shards, relative to its root.
-func shardNames(c *safetensors.Checkpoint) []string {
-	out := make([]string, len(c.Files))
-	for i, f := range c.Files {
-		out[i] = f.Path
-	}
-	return out
 }
 
 // stageKey is the config.json key recording a stage checkpoint's layer range.

@@ -7,15 +7,13 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
-// errNoSpace: DST's filesystem has less free space than the run writes.
 var errNoSpace = errors.New("not enough free space")
 
 // freeSpace is fsx.FreeSpace (a test stands in a full disk).
 var freeSpace = fsx.FreeSpace
 
-// checkSpace compares what this run still writes (the files it does not
-// keep, and each unfinished directory's index, side files and completion
-// record) with the free space of dst's filesystem, before the first byte.
+// checkSpace compares what this run still writes with the free space of
+// dst's filesystem, before the first byte.
 func checkSpace(dst string, runs []*dirRun) error {
 	var need int64
 	for _, dr := range runs {

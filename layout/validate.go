@@ -12,9 +12,8 @@ const (
 	checkUE8M0Scale  = "ue8m0-scale"
 )
 
-// paddingChecks lists, for every tensor a Valid split keeps only the front
-// of, a check that the entries it drops are zero, so that dropping them
-// loses nothing (reassembly writes zeros back).
+// paddingChecks checks, for every tensor a Valid split keeps only the front
+// of, that the entries it drops are zero (reassembly writes zeros back).
 func paddingChecks(src *Source, pl *Placement) []dataCheck {
 	var out []dataCheck
 	for i, t := range pl.Tensors {
@@ -34,7 +33,6 @@ func paddingChecks(src *Source, pl *Placement) []dataCheck {
 	return out
 }
 
-// checkZero reads the entries past r.Valid along r.Axis of t.
 func checkZero(ctx context.Context, data tensorData, t safetensors.TensorSpec, r *rule) error {
 	buf := make([]byte, 64<<10)
 	return forRuns(t.Shape, t.DType, r.Axis, r.Valid, t.Shape[r.Axis], func(off, n int64) error {
@@ -58,9 +56,8 @@ func checkZero(ctx context.Context, data tensorData, t safetensors.TensorSpec, r
 	})
 }
 
-// packingChecks lists every distinct piece of a scale the plan packs
-// (ranks holding the same rows share one check): packing reads it and fails
-// on a scale that is not UE8M0, before anything is written.
+// packingChecks packs every distinct piece of a scale the plan packs, which
+// fails on a scale that is not UE8M0, before anything is written.
 func packingChecks(p *Plan) []dataCheck {
 	type key struct {
 		name       string

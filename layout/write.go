@@ -11,21 +11,19 @@ import (
 )
 
 // windowSize is the read buffer of one job: a column split reads whole rows
-// in windows of this size and keeps only the rank's columns, so memory is
-// jobs × windowSize whatever the tensor size.
+// in windows of this size, so memory is jobs × windowSize whatever the
+// tensor size.
 const windowSize = 4 << 20
 
-// directCopyMin is the contiguous run length from which a slice row is
-// copied on its own, straight into the output, instead of gathered from a
-// window of whole rows.
+// directCopyMin is the run length from which a slice row is copied straight
+// into the output instead of gathered from a window of whole rows.
 const directCopyMin = 256 << 10
 
 // writeFileTo writes one planned file, front to back, into the file create
-// starts (a local temporary, or an object's upload) with the progress
-// function it is given, and returns it finished, to commit; path names it
-// in messages. window is the job's read buffer (windowSize bytes, allocated
-// here when nil); the tensor bytes accepted are reported to progress as they
-// are. On error nothing is left behind.
+// starts (a local temporary, or an object's upload), and returns it
+// finished, to commit; path names it in messages, window is the job's read
+// buffer. The tensor bytes accepted go to progress. On error nothing is
+// left behind.
 func writeFileTo(ctx context.Context, of *outFile, path string, create func(prog func(int64)) (*filewrite.File, error), window *[]byte, progress func(int64), net *netFetch) (f *filewrite.File, err error) {
 	if net != nil {
 		var done func() error
@@ -57,7 +55,7 @@ func writeFileTo(ctx context.Context, of *outFile, path string, create func(prog
 }
 
 // tensorProgress reports to progress the bytes a file accepts past its
-// header: the tensor bytes. It is called only by the file's producer.
+// header (called by the file's producer alone).
 func tensorProgress(header int64, progress func(int64)) func(int64) {
 	if progress == nil {
 		return nil
@@ -73,9 +71,8 @@ func tensorProgress(header int64, progress func(int64)) func(int64) {
 }
 
 // copyVerbatim copies a whole source shard from the file the source opened,
-// in runs of at most maxRunBytes so that cancellation is seen between them.
-// A local shard replaced under its name since it was opened fails the run
-// instead of being copied: the output would no longer be what its name holds.
+// in runs of at most maxRunBytes. A local shard replaced under its name
+// since it was opened fails the run: its name no longer holds that file.
 func copyVerbatim(ctx context.Context, f *filewrite.File, of *outFile, path string) error {
 	v := of.verbatim
 	if v.Size != of.lay.Size {
@@ -103,9 +100,8 @@ func copyVerbatim(ctx context.Context, f *filewrite.File, of *outFile, path stri
 	return nil
 }
 
-// writeSteps writes the header, then carries out the file's steps in order:
-// each starts where the previous one ended and writes exactly its tensors'
-// bytes.
+// writeSteps writes the header, then the file's steps in order, each
+// starting where the previous one ended.
 func writeSteps(ctx context.Context, f *filewrite.File, of *outFile, path string, window *[]byte) error {
 	lay := of.lay
 	if _, err := f.Write(lay.Header); err != nil {
@@ -143,7 +139,6 @@ func writeSteps(ctx context.Context, f *filewrite.File, of *outFile, path string
 	return nil
 }
 
-// writeTensor writes one tensor (or slice) of size bytes.
 func writeTensor(ctx context.Context, f *filewrite.File, t outTensor, size int64, window *[]byte) error {
 	switch {
 	case t.pack != nil:
