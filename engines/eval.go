@@ -55,10 +55,10 @@ func (v Verdict) Summary() string {
 			if it.Message != "" {
 				msg += `: "` + it.Message + `"`
 			}
-			return fmt.Sprintf("%s: %s (%s)", outcomeWord(v.Outcome), msg, compactGroups(it.Groups))
+			return fmt.Sprintf("%s: %s (%s)", outcomeWords[v.Outcome], msg, compactGroups(it.Groups))
 		}
 	}
-	return outcomeWord(v.Outcome)
+	return outcomeWords[v.Outcome]
 }
 
 // compactGroups joins group names, naming a family ("kda") for all of its
@@ -92,19 +92,13 @@ func compactGroups(names []string) string {
 	return strings.Join(out, ",")
 }
 
-// outcomeWord is how reports say an outcome.
-func outcomeWord(o Outcome) string {
-	switch o {
-	case Resident:
-		return "loads, quantized weights kept resident"
-	case dequantized:
-		return "loads, some FP8 weights dequantized to BF16 at load"
-	case wrong:
-		return "loads WRONG (silently)"
-	case refused:
-		return "refused"
-	}
-	return "unknown (code path not read)"
+// outcomeWords is how reports say an outcome.
+var outcomeWords = map[Outcome]string{
+	Resident:    "loads, quantized weights kept resident",
+	dequantized: "loads, some FP8 weights dequantized to BF16 at load",
+	wrong:       "loads WRONG (silently)",
+	refused:     "refused",
+	Unknown:     "unknown (code path not read)",
 }
 
 // evaluate says what an engine on a GPU makes of a checkpoint, from the
@@ -175,9 +169,10 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 	return v, nil
 }
 
-// holds reports whether a rule's GPU, convention and conditions apply.
+// holds reports whether a rule's family, GPU, convention and conditions
+// apply (a config of no family known is read as K3's, as its names are).
 func (r *rule) holds(f *Facts, gpu GPU) bool {
-	if !forFamily(f) || !slices.Contains(r.GPUs, gpu) || !slices.Contains(r.Conventions, f.Convention) {
+	if f.family != "" && f.family != rules.Family || !slices.Contains(r.GPUs, gpu) || !slices.Contains(r.Conventions, f.Convention) {
 		return false
 	}
 	for _, c := range r.Also {
@@ -189,22 +184,11 @@ func (r *rule) holds(f *Facts, gpu GPU) bool {
 	return true
 }
 
-// forFamily reports whether the rules hold for the checkpoint's family (a
-// config of no family known is read as K3's, as its names are).
-func forFamily(f *Facts) bool { return f.family == "" || f.family == rules.Family }
-
 // matches reports whether the rule is about part p.
 func (r *rule) matches(f *Facts, p part, gpu GPU) bool {
-	if !forFamily(f) || !r.groups.Has(p.Group) || !slices.Contains(r.Forms, p.Form) {
-		return false
-	}
-	if len(r.Scales) > 0 && !slices.Contains(r.Scales, p.Scale) {
-		return false
-	}
-	if len(r.Declared) > 0 && !slices.Contains(r.Declared, p.Declared) {
-		return false
-	}
-	return r.holds(f, gpu)
+	return r.groups.Has(p.Group) && slices.Contains(r.Forms, p.Form) &&
+		(len(r.Scales) == 0 || slices.Contains(r.Scales, p.Scale)) &&
+		(len(r.Declared) == 0 || slices.Contains(r.Declared, p.Declared)) && r.holds(f, gpu)
 }
 
 func (r *rule) item(p *part) item {

@@ -17,21 +17,13 @@ type convention string
 
 // The conventions rules distinguish.
 const (
-	// Release: compressed-tensors with only the MXFP4 experts group (moonshotai/Kimi-K3).
-	release convention = "release"
-	// ModelOpt: quant_method modelopt_mixed / hf_quant_config.json MIXED_PRECISION.
-	modelOpt convention = "modelopt"
-	// DeepSeek: quant_method fp8 with weight_block_size.
-	deepSeek convention = "deepseek"
-	// CompressedTensors: compressed-tensors with an FP8 block group beside MXFP4.
-	compressedTensors convention = "compressed-tensors"
-	// NoQuant: no quantization config at all (a BF16 checkpoint).
-	noQuant convention = "none"
-	// Other: a quantization config no rule knows.
-	other convention = "other"
+	release           convention = "release"            // compressed-tensors with only the MXFP4 experts group (moonshotai/Kimi-K3)
+	modelOpt          convention = "modelopt"           // quant_method modelopt_mixed / hf_quant_config.json MIXED_PRECISION
+	deepSeek          convention = "deepseek"           // quant_method fp8 with weight_block_size
+	compressedTensors convention = "compressed-tensors" // compressed-tensors with an FP8 block group beside MXFP4
+	noQuant           convention = "none"               // no quantization config at all (a BF16 checkpoint)
+	other             convention = "other"              // a quantization config no rule knows
 )
-
-var conventions = []convention{release, modelOpt, deepSeek, compressedTensors, noQuant, other}
 
 // form is how one module's weight is stored.
 type form string
@@ -47,8 +39,6 @@ const (
 	odd        form = "other"       // anything else
 )
 
-var forms = []form{BF16, fP8, fP8NoScale, mXFP4, nVFP4, fP4, odd}
-
 // scale is the layout of an FP8 weight's block scale.
 type scale string
 
@@ -59,8 +49,6 @@ const (
 	scaleInv scale = "weight_scale_inv" // DeepSeek: F32 [⌈N/128⌉, ⌈K/128⌉]
 	scaleE8  scale = "scale-e8m0"       // DeepSeek-V4: X.scale F8_E8M0 [⌈N/128⌉, ⌈K/128⌉]
 )
-
-var scales = []scale{scale4D, scale2D, scaleInv, scaleE8}
 
 // part is the modules of one group that share a form, scale layout and
 // declaration.

@@ -25,19 +25,14 @@ func (p Profile) Flags() string {
 }
 
 // profiles lists every combination convert accepts, in a fixed order
-// (formats, recipes, experts as convert lists them, default first).
+// (formats, recipes, experts as convert lists them, default first). No
+// --experts mxfp4: it packs BF16 experts, and the release's are MXFP4 already.
 func profiles() []Profile {
 	var out []Profile
 	for _, f := range []string{"modelopt", "deepseek", "compressed-tensors"} {
 		for _, r := range convert.RecipeNames() {
-			// The --experts values the rules can describe.
-			for _, e := range []string{"keep", "nvfp4", "mxfp4", "bf16", "fp8"} {
-				var m convert.ExpertsMode
-				switch {
-				case m.UnmarshalText([]byte(e)) != nil: // not one convert knows
-				case e == "nvfp4" && f != "modelopt": // convert refuses it
-				case e == "mxfp4": // packs BF16 experts: the release's are MXFP4 already
-				default:
+			for _, e := range []string{"keep", "nvfp4", "bf16", "fp8"} {
+				if e != "nvfp4" || f == "modelopt" { // convert refuses nvfp4 in other formats
 					out = append(out, Profile{Format: f, Recipe: r, Experts: e})
 				}
 			}
@@ -113,8 +108,6 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 			case p.Experts == "bf16" && sp.Form == nVFP4:
 				q.Form, q.Bytes = BF16, sp.Bytes*64/18
 			case p.Experts == "bf16" && sp.Form == BF16:
-			case p.Experts == "mxfp4" && sp.Form == BF16:
-				q.Form, q.Bytes = mXFP4, sp.Bytes*17/64
 			default:
 				return nil, fmt.Errorf("%w: --experts %s of %s experts", errNotApplicable, p.Experts, sp.Form)
 			}
@@ -167,12 +160,7 @@ type cost [2]int64
 // epRanks is the expert-parallel width the memory per GPU assumes.
 const epRanks = 16
 
-func (a cost) less(b cost) bool {
-	if a[0] != b[0] {
-		return a[0] < b[0]
-	}
-	return a[1] < b[1]
-}
+func (a cost) less(b cost) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
 
 func costOf(v Verdict) cost {
 	var c cost
