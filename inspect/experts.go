@@ -13,8 +13,3 @@ func lookupRecipe(name string) (*convert.Recipe, error) {
 	}
 	return convert.Lookup(name)
 }
-
-// convertOptions are the options the what-if output is planned with.
-func (a *auditor) convertOptions() convert.Options {
-	return convert.Options{Format: a.opts.Format, Experts: a.opts.Experts}
-}

@@ -14,9 +14,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// maxListedWarnings bounds the individual problems a report spells out; the
-// rest are counted, so a checkpoint with half a million bad tensors still gets a
-// readable report.
+// maxListedWarnings bounds the problems a report spells out; the rest are
+// counted, so half a million bad tensors still make a readable report.
 const maxListedWarnings = 20
 
 // defaultRecipe is the recipe of the FP8 step in the per-rank memory steps.
@@ -30,31 +29,27 @@ const (
 
 // Options choose what Audit accounts and plans.
 type Options struct {
-	// By selects the rows of the main table (see ParseGroupBy); empty means
-	// by component.
+	// By selects the rows of the main table (ParseGroupBy; "": by component).
 	By groupBy
-	// Recipe, when set, adds the accounting of the checkpoint the convert
-	// recipe would produce (and plans Layout on that checkpoint).
+	// Recipe adds the accounting of the convert recipe's output (and plans
+	// Layout on it).
 	Recipe string
 	// Format is the scale-tensor convention of the recipe's output.
 	Format model.Format
-	// Experts, when ExpertsNVFP4, accounts the routed experts cast to NVFP4
-	// (with Recipe, or alone: the checkpoint otherwise as it is).
+	// Experts accounts the routed experts as convert would write them (with
+	// Recipe, or alone: the checkpoint otherwise as it is).
 	Experts convert.ExpertsMode
-	// Layout, when set, is a built-in layout name or a layout JSON file: the
-	// report then gives per-rank (and per-stage) resident bytes.
+	// Layout, a built-in layout name or a layout JSON file, adds per-rank
+	// (and per-stage) resident bytes.
 	Layout string
 	// PPPartition overrides the layers per pipeline stage of the layout.
 	PPPartition []int
 	// Strict turns tensors that disagree with config.json into an error.
 	Strict bool
-	// Steps adds the per-rank memory steps of the layout (BF16 baseline →
-	// text only → FP8 → weight shard → vocab TP8), the data of the chart.
+	// Steps adds the per-rank memory steps of the layout, the chart's data.
 	Steps bool
-	// Chart, when set, is the path SaveChart is to write: Inspect checks,
-	// before any work, that it names a chart format and lies in an existing
-	// directory, and adds the steps (of DefaultRankLayout when Layout is
-	// empty).
+	// Chart is the path SaveChart is to write: Inspect checks it before any
+	// work and adds the steps (of DefaultRankLayout when Layout is empty).
 	Chart string
 }
 
@@ -73,8 +68,7 @@ type Report struct {
 	Groups []row `json:"groups"`
 	// Quantization holds the quantization sections of the checkpoint's configs.
 	Quantization []quantSection `json:"quantization,omitempty"`
-	// QuantReport is a converted checkpoint's quantization_report.json: the
-	// error of each lossy step convert ran, per tensor group.
+	// QuantReport is a converted checkpoint's quantization_report.json.
 	QuantReport *convert.Report `json:"quantization_report,omitempty"`
 	// Warnings lists problems that did not stop the audit.
 	Warnings []string `json:"warnings,omitempty"`
@@ -82,8 +76,7 @@ type Report struct {
 	Recipe *recipeReport `json:"recipe,omitempty"`
 	// Layout is the per-rank / per-stage accounting of Options.Layout.
 	Layout *layoutReport `json:"layout,omitempty"`
-	// Ranks, Stages and Steps are Layout's, at the top level of the JSON
-	// object ("ranks": [{"rank", "bytes", "components"}] as the issue asks).
+	// Ranks, Stages and Steps are Layout's, at the top level of the JSON.
 	Ranks  []rankRow  `json:"ranks,omitempty"`
 	Stages []stageRow `json:"stages,omitempty"`
 	Steps  []step     `json:"steps,omitempty"`
@@ -131,12 +124,11 @@ type layoutReport struct {
 	DroppedBytes int64           `json:"dropped_bytes"`
 	// Unaligned lists FP8 weights whose split cuts a scale block (their scale stays replicated).
 	Unaligned []string `json:"unaligned_scales,omitempty"`
-	// Ranks is what every rank holds (in JSON: the report's "ranks").
-	Ranks []rankRow `json:"-"`
-	// Stages is every pipeline stage of a stage layout (the report's "stages").
+	// Ranks, Stages (of a stage layout) and Steps (of Options.Steps) are in
+	// the JSON at the report's top level.
+	Ranks  []rankRow  `json:"-"`
 	Stages []stageRow `json:"-"`
-	// Steps is the per-rank memory story of Options.Steps (the report's "steps").
-	Steps []step `json:"-"`
+	Steps  []step     `json:"-"`
 }
 
 // rankRow is what one rank holds.
@@ -165,10 +157,11 @@ func (o Options) check() (string, error) {
 		return "", fmt.Errorf("%w: group %q", errUsage, o.By)
 	}
 	name := o.Layout
-	if name == "" && o.By == byRank {
+	switch {
+	case name != "":
+	case o.By == byRank:
 		name = DefaultRankLayout
-	}
-	if name == "" && o.By == byStage {
+	case o.By == byStage:
 		name = defaultStageLayout
 	}
 	if o.Steps && name == "" {
@@ -204,9 +197,8 @@ func Inspect(path string, opts Options) (*Report, error) {
 	return audit(src, path, opts)
 }
 
-// auditor holds what an audit keeps of a checkpoint: its file names and,
-// when it plans, the flattened tensor table (every tensor in file order, with
-// its component and file).
+// auditor holds what an audit keeps of a checkpoint: when it plans, every
+// tensor in file order with its component and file.
 type auditor struct {
 	src    *headers
 	cfg    *model.Config // nil when config.json is absent or unusable
@@ -398,6 +390,7 @@ func rankGroups(lr *layoutReport) []row {
 	return rows
 }
 
+// stageGroups is the stage table, the rank table for a layout of one stage.
 func stageGroups(lr *layoutReport) []row {
 	if len(lr.Stages) == 0 {
 		return rankGroups(lr)

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -26,11 +27,10 @@ func (a *auditor) source() *planned {
 	return &planned{specs: a.specs, comps: a.comps, fileOf: a.fileOf}
 }
 
-// applyRecipe plans a recipe's output. Each output tensor is accounted with
-// the tensor it is made from: a scale belongs to its weight's component (the
-// schema's rule), and the output keeps the source's shard names. A recipe
-// is planned once per audit (the what-if, the layout and its FP8 step share
-// it); callers must not modify the result.
+// applyRecipe plans a recipe's output, each output tensor accounted with
+// the tensor it is made from (a scale is its weight's component; the output
+// keeps the source's shard names). A recipe is planned once per audit and
+// shared: callers must not modify the result.
 func (a *auditor) applyRecipe(name string) (*planned, error) {
 	if p := a.plans[name]; p != nil {
 		return p, nil
@@ -39,7 +39,7 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: --recipe: %w", errUsage, err)
 	}
-	opts := a.convertOptions()
+	opts := convert.Options{Format: a.opts.Format, Experts: a.opts.Experts}
 	outs, err := convert.PlanTensors(r, a.specs, opts)
 	if err != nil {
 		return nil, err
@@ -84,11 +84,7 @@ func (a *auditor) recipe(name string) (*recipeReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := lookupRecipe(name)
-	if err != nil {
-		return nil, err
-	}
-	return &recipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: p.splits(), accounting: p.accounting()}, nil
+	return &recipeReport{Name: cmp.Or(name, asIs.Name), Format: a.opts.Format, Experts: a.opts.Experts, Splits: p.splits(), accounting: p.accounting()}, nil
 }
 
 // resolveLayout builds the layout with the given switches (a layout file has
@@ -190,8 +186,8 @@ func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]rankRow, []
 	return ranks, stages, nil
 }
 
-// memoryStep is one change of the per-rank weight memory story (DP16
-// decode): which tensors (source or FP8) under which layout switches.
+// memoryStep is one change of the per-rank weight memory story: which
+// tensors (source or FP8) under which layout switches.
 type memoryStep struct {
 	label string
 	fp8   bool
@@ -211,20 +207,16 @@ var memorySteps = []memoryStep{
 }
 
 // steps plans the layout once per memory step and reports, for each, the
-// rank holding the most bytes. Steps that change no rank's bytes (weight
-// shard outside dp16, FP8 on a converted source) are left out. A layout file
-// has no switches: its steps are the checkpoint as is and after the recipe.
+// rank holding the most bytes; steps that change no rank's bytes are left
+// out. A layout file has no switches: its steps are as is and FP8.
 func (a *auditor) steps(name string, builtin bool) ([]step, error) {
 	recipe := a.opts.Recipe
 	if recipe == "" {
 		recipe = defaultRecipe
 	}
 	src := a.source()
-	// A checkpoint past the FP8 step (its config.json declares a block-FP8
-	// conversion, or it holds the converter's FP8 weights: the
-	// compressed-tensors convention declares nothing new) is its own FP8
-	// step; any other is planned through the recipe, whose failure is the
-	// report's.
+	// A converted checkpoint (declared, or holding FP8 weights: the
+	// compressed-tensors convention declares nothing new) is its own FP8 step.
 	converted := a.cfg != nil && a.cfg.Converted != "" || slices.ContainsFunc(src.specs, func(s safetensors.TensorSpec) bool {
 		return s.DType == safetensors.F8_E4M3
 	})

@@ -58,10 +58,14 @@ func (c *compTable) colWidth(col string) int {
 }
 
 // choose returns the component columns to show (schema order) and whether
-// an "other" column sums the rest.
+// an "other" column sums the rest. A column adds its width and 3.
 func (c *compTable) choose() ([]string, bool) {
-	ws := cellWidths(append([][]string{c.head}, c.fixed...))
-	if tableWidth(append(slices.Clone(ws), c.widths(c.cols)...)) <= c.width {
+	fixed := tableWidth(cellWidths(append([][]string{c.head}, c.fixed...)))
+	all := fixed
+	for _, col := range c.cols {
+		all += c.colWidth(col) + 3
+	}
+	if all <= c.width {
 		return c.cols, false
 	}
 	// Largest components first, while they fit next to an "other" column.
@@ -75,22 +79,15 @@ func (c *compTable) choose() ([]string, bool) {
 	}
 	slices.SortStableFunc(bySize, func(a, b string) int { return cmp.Compare(total(b), total(a)) })
 	var shown []string
+	used := fixed
 	for _, col := range bySize {
 		try := append(slices.Clone(shown), col)
-		if tableWidth(append(append(slices.Clone(ws), c.widths(try)...), c.otherWidth(try))) <= c.width {
-			shown = try
+		if w := used + c.colWidth(col) + 3; w+c.otherWidth(try)+3 <= c.width {
+			shown, used = try, w
 		}
 	}
 	slices.SortStableFunc(shown, func(a, b string) int { return componentRank(a) - componentRank(b) })
 	return shown, len(shown) < len(c.cols)
-}
-
-func (c *compTable) widths(cols []string) []int {
-	ws := make([]int, len(cols))
-	for i, col := range cols {
-		ws[i] = c.colWidth(col)
-	}
-	return ws
 }
 
 // otherWidth is the width of the "other" column when shown are the columns.
@@ -169,15 +166,13 @@ func wrapList(names []string, width int) string {
 	return b.String()
 }
 
-// componentColumns is the union of components over rows, in the order of
-// componentRows (the schema's, other last).
-func componentColumns(lists ...[]row) []string {
+// componentColumns is the union of the components of every item, in the
+// order of componentRows (the schema's, other last).
+func componentColumns[T any](items []T, comps func(T) []row) []string {
 	var cols []string
-	seen := map[string]bool{}
-	for _, l := range lists {
-		for _, r := range l {
-			if !seen[r.Key] {
-				seen[r.Key] = true
+	for _, it := range items {
+		for _, r := range comps(it) {
+			if !slices.Contains(cols, r.Key) {
 				cols = append(cols, r.Key)
 			}
 		}
@@ -222,11 +217,8 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 			fmt.Fprintf(w, "  partition %s\n", joinInts(op.PPPartition))
 		}
 	}
-	var lists [][]row
-	for _, r := range lr.Ranks {
-		lists = append(lists, r.Components)
-	}
-	ranks := compTable{width: width, u: u, head: []string{"rank", "stage", "tensors", u.name}, cols: componentColumns(lists...)}
+	rankCols := componentColumns(lr.Ranks, func(r rankRow) []row { return r.Components })
+	ranks := compTable{width: width, u: u, head: []string{"rank", "stage", "tensors", u.name}, cols: rankCols}
 	// Consecutive ranks holding the same amounts share a row ("0–15" under dp16).
 	for i := 0; i < len(lr.Ranks); {
 		r := lr.Ranks[i]
@@ -270,11 +262,8 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 		return nil
 	}
 	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(fmt.Sprintf("per-rank weight memory, step by step (%s, the fullest rank at each step):", u.name), width, "  "))
-	lists = lists[:0]
-	for _, s := range lr.Steps {
-		lists = append(lists, s.Components)
-	}
-	steps := compTable{width: width, u: u, head: []string{"step", "rank", u.name, "saved", "sliced (full)"}, cols: componentColumns(lists...)}
+	stepCols := componentColumns(lr.Steps, func(s step) []row { return s.Components })
+	steps := compTable{width: width, u: u, head: []string{"step", "rank", u.name, "saved", "sliced (full)"}, cols: stepCols}
 	for i, s := range lr.Steps {
 		saved := ""
 		if i > 0 {

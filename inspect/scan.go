@@ -12,14 +12,13 @@ import (
 )
 
 // headers is what an audit reads: side files, the shard names, and passes
-// over the shard headers, each File handed over once per pass. A path is
-// streamed (safetensors.OpenShards), so the default audit of K3 never holds
-// more than the headers in flight; tests serve headers from memory.
+// over the shard headers. A path is streamed, so the default audit of K3
+// holds no more than the headers in flight; tests serve them from memory.
 type headers struct {
 	names   []string
 	readAux func(name string) ([]byte, error)
 	// walk calls fn for every shard, concurrently; a second walk (the rare
-	// search for tensors found outside their shard) may read the headers again.
+	// search for tensors outside their shard) may read the headers again.
 	walk func(fn func(i int, f *safetensors.File) error) error
 	// read is the header and index bytes read so far; fetched what a remote
 	// source downloaded (side files included), 0 for a local one.
@@ -27,8 +26,8 @@ type headers struct {
 }
 
 // streamHeaders opens path for streaming; every walk after the first opens
-// it again. transient says the audit keeps nothing of a File once its
-// callback returns, so the codec may reuse each header's memory.
+// it again. transient: the audit keeps nothing of a File after its callback,
+// so the codec may reuse each header's memory.
 func streamHeaders(ctx context.Context, path string, transient bool) (*headers, error) {
 	s, err := safetensors.OpenShards(ctx, path)
 	if err != nil {
@@ -71,12 +70,12 @@ type fileTotals struct {
 	comp   [model.NumComponents]tally
 	dtype  [256]tally
 	layers map[int]tally
-	// specs and comps are the file's tensors when the audit plans a recipe
-	// or a layout (names and shapes alias the header, kept for the plan).
+	// specs and comps are the file's tensors when the audit plans (names
+	// and shapes alias the header).
 	specs []safetensors.TensorSpec
 	comps []model.Component
-	// problems are the config's tensors this file should hold that it does
-	// not hold as the config says, in the config's order.
+	// problems are the config's tensors this file does not hold as the
+	// config says, in the config's order.
 	problems []problem
 }
 
@@ -92,8 +91,8 @@ type problem struct {
 // bad reports whether the problem, once resolved, is a difference.
 func (p *problem) bad() bool { return !p.found || !slices.Equal(p.shape, p.want.Shape) }
 
-// table reports whether the audit needs the per-tensor table (to plan a
-// recipe or a layout), which keeps the headers' names and shapes.
+// table reports whether the audit plans a recipe or a layout, which keeps
+// the headers' names and shapes.
 func (o Options) table() bool {
 	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == byRank || o.By == byStage
 }
@@ -128,7 +127,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 		var chk *shardCheck
 		si, inShard := shardOf[f.Path]
 		if inShard {
-			chk = newShardCheck(match, si)
+			chk = &shardCheck{m: match, si: si, seen: make([]bool, match.Len(si))}
 		}
 		for j, t := range f.Tensors {
 			var c model.Component
@@ -195,18 +194,14 @@ func (a *auditor) flatten(per []fileTotals) {
 }
 
 // shardCheck compares a file with the tensors config.json places in its
-// shard, one catalog match per tensor as the tensors are classified, and no
-// catalog names: those are built (checkShardNames) only when something differs.
+// shard as the tensors are classified, without building the catalog's
+// names: checkShardNames does, only when something differs.
 type shardCheck struct {
 	m       *model.ShardMatcher
 	si      int
 	seen    []bool // by catalog position
 	found   int
 	differs bool
-}
-
-func newShardCheck(m *model.ShardMatcher, si int) *shardCheck {
-	return &shardCheck{m: m, si: si, seen: make([]bool, m.Len(si))}
 }
 
 // match finds t in the catalog, noting it and whether its shape differs,
@@ -292,8 +287,8 @@ func (a *auditor) resolve(per []fileTotals) error {
 }
 
 // collectProblems turns the per-file findings into warnings: each file's
-// shape differences (the first maxListedWarnings spelled out, the rest
-// counted), then the count of missing tensors.
+// shape differences (the first maxListedWarnings spelled out), then the
+// count of missing tensors.
 func (a *auditor) collectProblems(per []fileTotals) {
 	missing, firstMiss := 0, ""
 	for i := range per {
