@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter"
@@ -18,17 +19,12 @@ import (
 // defaultTextWidth is the terminal width assumed when none is known.
 const defaultTextWidth = 80
 
-// WriteText writes the report as human-readable tables: the --by grouping
-// (components by default; with a recipe, components and dtypes before →
-// after side by side), dtypes, totals; then the quantization configs, the
-// layout's ranks and stages, the memory steps and the warnings. Strings from
-// the checkpoint are printed with their control characters escaped.
-//
-// width is the widest line (0: 80), the terminal's: the smallest components
-// of the layout tables share an "other" column and the exact byte counts (in
-// the JSON report) leave the tables that would pass it. Only a path or a
-// name longer than width passes it. wide ignores width: every component its
-// own column and every table its byte counts, however wide they get.
+// WriteText writes the report as tables: the --by grouping (with a recipe,
+// before → after), dtypes, totals, the quantization configs, the layout's
+// ranks and stages, the memory steps and the warnings, control characters
+// from the checkpoint escaped. width is the widest line (0: 80): to fit it,
+// the smallest components share an "other" column and byte counts leave the
+// tables (only a longer path or name passes it); wide ignores width.
 func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 	bw := bufio.NewWriter(w)
 	switch {
@@ -58,14 +54,8 @@ func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 		}
 	}
 	for _, q := range r.Quantization {
-		where := q.File
-		if q.Key != "" {
-			where += " " + q.Key
-		}
-		fmt.Fprintf(bw, "\nquantization (%s):\n", termtext.Lines(where))
-		for _, s := range q.Summary {
-			fmt.Fprintln(bw, termtext.Wrap("  "+termtext.Lines(s), width, "    "))
-		}
+		where := strings.TrimSpace(q.File + " " + q.Key)
+		listText(bw, fmt.Sprintf("quantization (%s)", termtext.Lines(where)), q.Summary, width)
 	}
 	if r.QuantReport != nil {
 		if err := quantReportText(bw, r.QuantReport, width); err != nil {
@@ -78,18 +68,21 @@ func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 		}
 	}
 	if len(r.Warnings) > 0 {
-		fmt.Fprintln(bw, "\nwarnings:")
-		for _, s := range r.Warnings {
-			fmt.Fprintln(bw, termtext.Wrap("  "+termtext.Lines(s), width, "    "))
-		}
+		listText(bw, "warnings", r.Warnings, width)
 	}
 	return bw.Flush()
 }
 
-// headline is the report's first line, "source: summary", or, when that
-// would pass width, the source alone on its line and the summary indented
-// on the next: a long path never widens the report beyond what the path
-// itself needs.
+// listText writes a titled list, one wrapped item a line.
+func listText(w io.Writer, title string, items []string, width int) {
+	fmt.Fprintf(w, "\n%s:\n", title)
+	for _, s := range items {
+		fmt.Fprintln(w, termtext.Wrap("  "+termtext.Lines(s), width, "    "))
+	}
+}
+
+// headline is "source: summary", or, when that would pass width, the
+// summary indented on the next line.
 func headline(source, summary string, width int) string {
 	if utf8.RuneCountInString(source)+2+utf8.RuneCountInString(summary) <= width {
 		return source + ": " + summary
@@ -106,8 +99,7 @@ func mainTables(w io.Writer, r *Report, width int) error {
 	}
 	total := tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}
 	if r.By == byStage || r.By == byRank {
-		// Resident bytes under a layout: replicas count once per rank, dropped
-		// tensors not at all, so the total is the rows' own.
+		// Resident bytes count replicas once per rank and dropped tensors not at all.
 		total = tally{}
 		for _, g := range groups {
 			total.merge(g.tally)

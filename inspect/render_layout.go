@@ -25,7 +25,7 @@ type compTable struct {
 	head  []string
 	fixed [][]string
 	vals  []map[string]int64
-	cols  []string // every component seen, in schema order
+	cols  []string // every component seen (in schema order once chosen)
 }
 
 func (c *compTable) add(fixed []string, comps []row) {
@@ -33,11 +33,14 @@ func (c *compTable) add(fixed []string, comps []row) {
 	m := make(map[string]int64, len(comps))
 	for _, r := range comps {
 		m[r.Key] = r.Bytes
+		if !slices.Contains(c.cols, r.Key) {
+			c.cols = append(c.cols, r.Key)
+		}
 	}
 	c.vals = append(c.vals, m)
 }
 
-// width is the printed width of a boxed table whose columns are w wide.
+// tableWidth is the printed width of a boxed table whose columns are ws wide.
 func tableWidth(ws []int) int {
 	n := 1
 	for _, w := range ws {
@@ -60,6 +63,7 @@ func (c *compTable) colWidth(col string) int {
 // choose returns the component columns to show (schema order) and whether
 // an "other" column sums the rest. A column adds its width and 3.
 func (c *compTable) choose() ([]string, bool) {
+	slices.SortStableFunc(c.cols, func(a, b string) int { return componentRank(a) - componentRank(b) })
 	fixed := tableWidth(cellWidths(append([][]string{c.head}, c.fixed...)))
 	all := fixed
 	for _, col := range c.cols {
@@ -166,21 +170,6 @@ func wrapList(names []string, width int) string {
 	return b.String()
 }
 
-// componentColumns is the union of the components of every item, in the
-// order of componentRows (the schema's, other last).
-func componentColumns[T any](items []T, comps func(T) []row) []string {
-	var cols []string
-	for _, it := range items {
-		for _, r := range comps(it) {
-			if !slices.Contains(cols, r.Key) {
-				cols = append(cols, r.Key)
-			}
-		}
-	}
-	slices.SortStableFunc(cols, func(a, b string) int { return componentRank(a) - componentRank(b) })
-	return cols
-}
-
 func onOff(b bool) string {
 	if b {
 		return "on"
@@ -217,8 +206,7 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 			fmt.Fprintf(w, "  partition %s\n", joinInts(op.PPPartition))
 		}
 	}
-	rankCols := componentColumns(lr.Ranks, func(r rankRow) []row { return r.Components })
-	ranks := compTable{width: width, u: u, head: []string{"rank", "stage", "tensors", u.name}, cols: rankCols}
+	ranks := compTable{width: width, u: u, head: []string{"rank", "stage", "tensors", u.name}}
 	// Consecutive ranks holding the same amounts share a row ("0–15" under dp16).
 	for i := 0; i < len(lr.Ranks); {
 		r := lr.Ranks[i]
@@ -262,8 +250,7 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 		return nil
 	}
 	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(fmt.Sprintf("per-rank weight memory, step by step (%s, the fullest rank at each step):", u.name), width, "  "))
-	stepCols := componentColumns(lr.Steps, func(s step) []row { return s.Components })
-	steps := compTable{width: width, u: u, head: []string{"step", "rank", u.name, "saved", "sliced (full)"}, cols: stepCols}
+	steps := compTable{width: width, u: u, head: []string{"step", "rank", u.name, "saved", "sliced (full)"}}
 	for i, s := range lr.Steps {
 		saved := ""
 		if i > 0 {
