@@ -16,26 +16,20 @@ import (
 // quantSection is a quantization description found next to the shards: the
 // quantization_config of config.json, or ModelOpt's hf_quant_config.json.
 type quantSection struct {
-	// File is the config file it comes from.
-	File string `json:"file"`
-	// Key is the JSON key of the section inside File ("" = the whole file).
-	Key string `json:"key,omitempty"`
+	File string `json:"file"`          // the config file it comes from
+	Key  string `json:"key,omitempty"` // the section's dotted key in File ("": the whole file)
 	// Summary flattens the section into "dotted.key: value" lines, long lists
 	// and large objects counted rather than spelled out.
-	Summary []string `json:"summary"`
-	// Raw is the section as written.
-	Raw json.RawMessage `json:"raw"`
+	Summary []string        `json:"summary"`
+	Raw     json.RawMessage `json:"raw"` // the section as written
 }
 
 // Limits of a quantization summary: deep or wide parts are counted, not
 // listed, so a ModelOpt file naming 1,600 modules stays a dozen lines.
 const (
-	// summaryDepth is how many levels of nested objects are spelled out.
-	summaryDepth = 3
-	// summaryMaxList is the longest array shown element by element.
-	summaryMaxList = 4
-	// summaryMaxWidth is the widest object shown key by key.
-	summaryMaxWidth = 12
+	summaryDepth    = 3  // levels of nested objects spelled out
+	summaryMaxList  = 4  // the longest array shown element by element
+	summaryMaxWidth = 12 // the widest object shown key by key
 )
 
 // readConfigs reads config.json (the schema, for classification and the

@@ -55,27 +55,17 @@ type Options struct {
 
 // Report is the result of an audit. Its JSON form is the --json output.
 type Report struct {
-	// Source is the path or URL inspected.
-	Source string `json:"source"`
-	// BytesRead is every byte read: headers, index, config files.
-	BytesRead int64 `json:"bytes_read"`
+	Source    string `json:"source"`     // the path or URL inspected
+	BytesRead int64  `json:"bytes_read"` // headers, index, config files
 	accounting
-	// Files lists the shards with their header and data sizes.
-	Files []fileRow `json:"files"`
-	// By is the grouping of Groups.
-	By groupBy `json:"by"`
-	// Groups is the table selected by By (for stage and rank: the layout's).
-	Groups []row `json:"groups"`
-	// Quantization holds the quantization sections of the checkpoint's configs.
-	Quantization []quantSection `json:"quantization,omitempty"`
-	// QuantReport is a converted checkpoint's quantization_report.json.
-	QuantReport *convert.Report `json:"quantization_report,omitempty"`
-	// Warnings lists problems that did not stop the audit.
-	Warnings []string `json:"warnings,omitempty"`
-	// Recipe is the what-if accounting of Options.Recipe.
-	Recipe *recipeReport `json:"recipe,omitempty"`
-	// Layout is the per-rank / per-stage accounting of Options.Layout.
-	Layout *layoutReport `json:"layout,omitempty"`
+	Files        []fileRow       `json:"files"`                         // the shards
+	By           groupBy         `json:"by"`                            // the grouping of Groups
+	Groups       []row           `json:"groups"`                        // the table By selects
+	Quantization []quantSection  `json:"quantization,omitempty"`        // from the checkpoint's configs
+	QuantReport  *convert.Report `json:"quantization_report,omitempty"` // a converted checkpoint's
+	Warnings     []string        `json:"warnings,omitempty"`            // problems that did not stop the audit
+	Recipe       *recipeReport   `json:"recipe,omitempty"`              // the what-if of Options.Recipe
+	Layout       *layoutReport   `json:"layout,omitempty"`              // the accounting of Options.Layout
 	// Ranks, Stages and Steps are Layout's, at the top level of the JSON.
 	Ranks  []rankRow  `json:"ranks,omitempty"`
 	Stages []stageRow `json:"stages,omitempty"`
@@ -114,11 +104,9 @@ type recipeReport struct {
 
 // layoutReport is the resident bytes of every rank (and stage) under a layout.
 type layoutReport struct {
-	Name string `json:"name"`
-	// Recipe is the recipe the planned tensors come from ("" = the checkpoint as is).
-	Recipe string `json:"recipe,omitempty"`
-	// Experts is the --experts what-if the planned tensors come from (keep: none).
-	Experts convert.ExpertsMode `json:"experts,omitempty"`
+	Name    string              `json:"name"`
+	Recipe  string              `json:"recipe,omitempty"`  // of the planned tensors ("": the checkpoint as is)
+	Experts convert.ExpertsMode `json:"experts,omitempty"` // the --experts what-if of the planned tensors
 	// Options are the built-in layout's switches used (nil for a layout file).
 	Options      *layout.Options `json:"options,omitempty"`
 	DroppedBytes int64           `json:"dropped_bytes"`

@@ -26,15 +26,10 @@ type row struct {
 // step is one bar of the per-rank memory chart: a deployment change, and the
 // bytes one rank then holds, by component.
 type step struct {
-	// Label names the step on the chart (e.g. "FP8").
-	Label string `json:"step"`
-	// Rank is the rank whose bytes are shown (the largest one).
-	Rank int `json:"rank"`
-	// Total is the rank's resident weight bytes.
-	Total int64 `json:"bytes"`
-	// Sliced is the full size of the tensors the rank holds only a slice of
-	// (at the weight-shard step: the weight-shard set).
-	Sliced int64 `json:"sliced_bytes"`
-	// Components splits Total by component.
-	Components []row `json:"components"`
+	Label string `json:"step"`  // the step's name on the chart (e.g. "FP8")
+	Rank  int    `json:"rank"`  // the rank shown: the one holding the most
+	Total int64  `json:"bytes"` // the rank's resident weight bytes
+	// Sliced is the full size of the tensors the rank holds only a slice of.
+	Sliced     int64 `json:"sliced_bytes"`
+	Components []row `json:"components"` // Total by component
 }
