@@ -12,34 +12,30 @@ import (
 // rule says so (nil: BF16 parts no rule names load as BF16; other parts no
 // rule names are Unknown).
 type item struct {
-	Groups  []string `json:"groups"`
-	Form    form     `json:"form"`
-	Outcome Outcome  `json:"outcome"`
-	Why     string   `json:"why"`
-	Message string   `json:"message,omitempty"`
-	Rule    string   `json:"rule,omitempty"`
-	Source  string   `json:"source,omitempty"`
-	// Evidence is "read" or "executed" (how the rule was established).
-	Evidence string `json:"evidence,omitempty"`
-	Modules  int    `json:"modules"`
-	// Example names one module.
-	Example string `json:"example"`
+	Groups   []string `json:"groups"`
+	Form     form     `json:"form"`
+	Outcome  Outcome  `json:"outcome"`
+	Why      string   `json:"why"`
+	Message  string   `json:"message,omitempty"`
+	Rule     string   `json:"rule,omitempty"`
+	Source   string   `json:"source,omitempty"`
+	Evidence string   `json:"evidence,omitempty"` // how the rule was established: "read" or "executed"
+	Modules  int      `json:"modules"`
+	Example  string   `json:"example"` // one module's name
 }
 
 // Verdict is what an engine on a GPU makes of a checkpoint: its worst
 // item's outcome, and the items.
 type Verdict struct {
-	Engine  string  `json:"engine"`
-	GPU     GPU     `json:"gpu"`
-	Outcome Outcome `json:"outcome"`
-	Items   []item  `json:"items"`
-	// OptIn are rules that would apply with an engine switch set (not the default).
-	OptIn []string `json:"opt_in,omitempty"`
+	Engine  string   `json:"engine"`
+	GPU     GPU      `json:"gpu"`
+	Outcome Outcome  `json:"outcome"`
+	Items   []item   `json:"items"`
+	OptIn   []string `json:"opt_in,omitempty"` // rules that would apply with an engine switch set
 
 	parts []partOutcome // per part, for costs
 }
 
-// partOutcome is one part's outcome.
 type partOutcome struct {
 	group   model.Group
 	form    form

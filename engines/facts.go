@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -59,8 +60,7 @@ type part struct {
 	Declared string      `json:"declared,omitempty"`
 	Modules  int         `json:"modules"`
 	Bytes    int64       `json:"bytes"`
-	// Example names one module.
-	Example string `json:"example"`
+	Example  string      `json:"example"` // one module's name
 }
 
 // Facts are what the rules are evaluated over: a checkpoint's convention
@@ -68,10 +68,9 @@ type part struct {
 // weight without a scale, a scale without its weight).
 type Facts struct {
 	Convention convention `json:"convention"`
-	// Method is the quant_method read (or "").
-	Method   string   `json:"quant_method,omitempty"`
-	Parts    []part   `json:"parts"`
-	Problems []string `json:"problems,omitempty"`
+	Method     string     `json:"quant_method,omitempty"` // the quant_method read (or "")
+	Parts      []part     `json:"parts"`
+	Problems   []string   `json:"problems,omitempty"`
 
 	// family is the model family of the config ("" when the config was not
 	// read with a family): rules hold only for the family they were read for.
@@ -208,14 +207,7 @@ type scanner struct {
 	family  string
 	mu      sync.Mutex
 	pending map[string]*module
-	parts   map[partKey]*part
-}
-
-type partKey struct {
-	g        model.Group
-	f        form
-	s        scale
-	declared string
+	parts   map[part]*part // by group, form, scale and declaration
 }
 
 // linear reports whether the group is a linear module's weight a
@@ -301,10 +293,10 @@ func (m *module) merge(o *module) {
 // add records a finished module.
 func (s *scanner) add(name string, m *module, f form, sc scale) {
 	tn := s.cls.ParseName(name + ".weight")
-	k := partKey{g: tn.Group, f: f, s: sc, declared: s.declaredFor(tn)}
+	k := part{Group: tn.Group, Form: f, Scale: sc, Declared: s.declaredFor(tn)}
 	p := s.parts[k]
 	if p == nil {
-		p = &part{Group: k.g, Form: f, Scale: sc, Declared: k.declared, Example: strings.Clone(name)}
+		p = &part{Group: k.Group, Form: f, Scale: sc, Declared: k.Declared, Example: strings.Clone(name)}
 		s.parts[k] = p
 	}
 	p.Modules++
@@ -350,10 +342,7 @@ func (s *scanner) finish() *Facts {
 		f.Parts = append(f.Parts, *p)
 	}
 	slices.SortFunc(f.Parts, func(a, b part) int {
-		if a.Group != b.Group {
-			return int(a.Group) - int(b.Group)
-		}
-		return strings.Compare(string(a.Form)+string(a.Scale)+a.Declared, string(b.Form)+string(b.Scale)+b.Declared)
+		return cmp.Or(cmp.Compare(a.Group, b.Group), strings.Compare(string(a.Form)+string(a.Scale)+a.Declared, string(b.Form)+string(b.Scale)+b.Declared))
 	})
 	if f.Convention == modelOpt {
 		for _, p := range f.Parts {

@@ -70,5 +70,5 @@ func scannerFor(config, hfq []byte) (*scanner, error) {
 	if cfg, err := model.ParseConfig(config); err == nil {
 		cls = cfg.Classifier
 	}
-	return &scanner{cf: cf, cls: cls, family: model.FamilyOfConfig(config), pending: map[string]*module{}, parts: map[partKey]*part{}}, nil
+	return &scanner{cf: cf, cls: cls, family: model.FamilyOfConfig(config), pending: map[string]*module{}, parts: map[part]*part{}}, nil
 }

@@ -72,17 +72,11 @@ var releaseFacts = sync.OnceValue(func() *Facts {
 // facts src under profile p: the recipe's groups become FP8 with the
 // format's scale layout (declared FP8_PB_WO under ModelOpt), the experts as
 // --experts says. Bytes are estimated from the source's (FP8 half of BF16;
-// NVFP4 18/17 of MXFP4: 4.5 bits per value against 4.25).
+// NVFP4 18/17 of MXFP4: 4.5 bits per value against 4.25). p is one of
+// profiles(), so its names are convert's.
 func predict(src *Facts, p Profile) (*Facts, error) {
 	r, err := convert.Lookup(p.Recipe)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := convert.ParseFormat(p.Format); err != nil {
-		return nil, err
-	}
-	var experts convert.ExpertsMode
-	if err := experts.UnmarshalText([]byte(p.Experts)); err != nil {
 		return nil, err
 	}
 	out := &Facts{}
@@ -146,15 +140,12 @@ type choice struct {
 	// what is written.
 	GPUBytes  int64 `json:"gpu_bytes"`
 	DiskBytes int64 `json:"disk_bytes"`
-
-	cost cost
 }
 
-// cost orders conversions for a target: [0] the weight memory per GPU
-// once loaded (a dequantized part counts as BF16) in the layout K3 is
-// deployed in, attention DP with EP16 experts: every rank holds the
-// non-expert weights and 1/16 of the routed experts; [1] the bytes on
-// disk. Lower is better.
+// cost orders conversions for a target, lower first: [0] the weight memory
+// per GPU once loaded (a dequantized part counts as BF16) under K3's
+// deployment, attention DP with EP16 experts (every rank holds the
+// non-expert weights and 1/16 of the routed experts); [1] the bytes on disk.
 type cost [2]int64
 
 // epRanks is the expert-parallel width the memory per GPU assumes.
@@ -178,15 +169,13 @@ func costOf(v Verdict) cost {
 	return c
 }
 
-// Choose picks, among the profiles allowed (nil: all), the one whose
-// output engine on gpu (every GPU when gpu is "") loads (no part refused,
-// loaded wrong or unknown) at the least cost: the least weight memory per
-// GPU (attention DP, EP16 experts), then the least disk; ties go to the
-// earlier profile (convert's defaults come first). Unless allowed asks for
-// them, profiles that decode quantized experts to BF16 are not considered.
-// src is the source checkpoint's facts (nil: the release). It fails with
-// errNoGain when the source as it is loads at no higher cost, and with
-// ErrNoTarget, naming a reason, when no profile (or none allowed) loads.
+// Choose picks, among the profiles allowed (nil: all but those decoding
+// quantized experts to BF16), the one whose output engine on gpu ("": every
+// GPU) loads (nothing refused, wrong or unknown) at the least cost; ties go
+// to the earlier profile (convert's defaults first). src is the source's
+// facts (nil: the release). It fails with errNoGain when the source as it
+// is loads at no higher cost, and with ErrNoTarget, naming a reason, when
+// no profile (or none allowed) loads.
 func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (choice, error) {
 	name, err := lookupEngine(engine)
 	if err != nil {
@@ -196,6 +185,7 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (cho
 		src = releaseFacts()
 	}
 	var best *choice
+	var bestCost cost
 	var refusals []string
 	decoded := false // a profile skipped because it decodes the experts
 	for _, p := range profiles() {
@@ -218,14 +208,14 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (cho
 			refusals = append(refusals, p.Flags()+" "+why)
 			continue
 		}
-		if best == nil || c.less(best.cost) {
-			best = &choice{Profile: p, Verdict: v, GPUBytes: c[0], DiskBytes: c[1], cost: c}
+		if best == nil || c.less(bestCost) {
+			best, bestCost = &choice{Profile: p, Verdict: v, GPUBytes: c[0], DiskBytes: c[1]}, c
 		}
 	}
 	if best == nil && allowed != nil && len(refusals) > 0 {
 		return choice{}, fmt.Errorf("%w: with the flags given, no conversion loads in %s on %s: %s", ErrNoTarget, name, where(gpu), refusals[0])
 	}
-	if _, c, why := loads(src, name, gpu); why == "" && (best == nil || !best.cost.less(c)) {
+	if _, c, why := loads(src, name, gpu); why == "" && (best == nil || !bestCost.less(c)) {
 		return choice{}, fmt.Errorf("%w: %s on %s loads the source as it is, and no conversion k3ckpt writes keeps less in GPU memory or on disk; serve it unconverted (k3ckpt check SRC shows why)", errNoGain, name, where(gpu))
 	}
 	if best == nil {
