@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"image/color"
@@ -260,11 +261,7 @@ func fp8Caption(steps []step, o chartOptions) string {
 	if !slices.ContainsFunc(steps, func(s step) bool { return s.Label == fp8Label }) {
 		return ""
 	}
-	recipe := o.Recipe
-	if recipe == "" {
-		recipe = defaultRecipe
-	}
-	c := "; FP8 = recipe " + recipe
+	c := "; FP8 = recipe " + cmp.Or(o.Recipe, defaultRecipe)
 	if o.Experts == convert.ExpertsNVFP4 {
 		c += ", routed experts NVFP4"
 	}

@@ -185,17 +185,14 @@ func Inspect(path string, opts Options) (*Report, error) {
 	return audit(src, path, opts)
 }
 
-// auditor holds what an audit keeps of a checkpoint: when it plans, every
-// tensor in file order with its component and file.
+// auditor holds what an audit keeps of a checkpoint.
 type auditor struct {
-	src    *headers
-	cfg    *model.Config // nil when config.json is absent or unusable
-	specs  []safetensors.TensorSpec
-	comps  []model.Component
-	fileOf []int32
-	warn   warnings
-	opts   Options
-	plans  map[string]*planned // applyRecipe's, by recipe name
+	src   *headers
+	cfg   *model.Config // nil when config.json is absent or unusable
+	own   planned       // when it plans: every tensor in file order
+	warn  warnings
+	opts  Options
+	plans map[string]*planned // applyRecipe's, by recipe name
 }
 
 func audit(src *headers, source string, opts Options) (*Report, error) {

@@ -23,24 +23,27 @@ type planned struct {
 	splits func() []convert.SplitReport
 }
 
-func (a *auditor) source() *planned {
-	return &planned{specs: a.specs, comps: a.comps, fileOf: a.fileOf}
-}
+// asIs is the recipe of an --experts what-if without --recipe: every tensor
+// kept, so only the experts' cast changes the accounting.
+var asIs = &convert.Recipe{Name: "as-is", Doc: "every tensor kept (only --experts changes)"}
 
-// applyRecipe plans a recipe's output, each output tensor accounted with
-// the tensor it is made from (a scale is its weight's component; the output
-// keeps the source's shard names). A recipe is planned once per audit and
-// shared: callers must not modify the result.
+// applyRecipe plans a recipe's output ("": asIs), each output tensor
+// accounted with the tensor it is made from (a scale is its weight's
+// component; the output keeps the source's shard names). A recipe is
+// planned once per audit and shared: callers must not modify the result.
 func (a *auditor) applyRecipe(name string) (*planned, error) {
 	if p := a.plans[name]; p != nil {
 		return p, nil
 	}
-	r, err := lookupRecipe(name)
+	r, err := asIs, error(nil)
+	if name != "" {
+		r, err = convert.Lookup(name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: --recipe: %w", errUsage, err)
 	}
 	opts := convert.Options{Format: a.opts.Format, Experts: a.opts.Experts}
-	outs, err := convert.PlanTensors(r, a.specs, opts)
+	outs, err := convert.PlanTensors(r, a.own.specs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -51,13 +54,13 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 		splits: sync.OnceValue(func() []convert.SplitReport { return convert.RecipeSplits(outs, opts) })}
 	j := 0 // outputs follow the input order: walk both lists together
 	for i, o := range outs {
-		for j < len(a.specs) && a.specs[j].Name != o.Source {
+		for j < len(a.own.specs) && a.own.specs[j].Name != o.Source {
 			j++
 		}
-		if j == len(a.specs) {
+		if j == len(a.own.specs) {
 			return nil, fmt.Errorf("recipe %s: output %s: source %s out of order", name, o.Name, o.Source)
 		}
-		p.specs[i], p.comps[i], p.fileOf[i] = o.TensorSpec, a.comps[j], a.fileOf[j]
+		p.specs[i], p.comps[i], p.fileOf[i] = o.TensorSpec, a.own.comps[j], a.own.fileOf[j]
 	}
 	a.plans[name] = p
 	return p, nil
@@ -107,7 +110,7 @@ func (a *auditor) layoutReport(name string) (*layoutReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := a.source()
+	p := &a.own
 	if a.opts.Recipe != "" || a.opts.Experts != convert.ExpertsKeep {
 		if p, err = a.applyRecipe(a.opts.Recipe); err != nil {
 			return nil, err
@@ -210,11 +213,7 @@ var memorySteps = []memoryStep{
 // rank holding the most bytes; steps that change no rank's bytes are left
 // out. A layout file has no switches: its steps are as is and FP8.
 func (a *auditor) steps(name string, builtin bool) ([]step, error) {
-	recipe := a.opts.Recipe
-	if recipe == "" {
-		recipe = defaultRecipe
-	}
-	src := a.source()
+	src := &a.own
 	// A converted checkpoint (declared, or holding FP8 weights: the
 	// compressed-tensors convention declares nothing new) is its own FP8 step.
 	converted := a.cfg != nil && a.cfg.Converted != "" || slices.ContainsFunc(src.specs, func(s safetensors.TensorSpec) bool {
@@ -223,7 +222,7 @@ func (a *auditor) steps(name string, builtin bool) ([]step, error) {
 	fp8 := src
 	if !converted {
 		var err error
-		if fp8, err = a.applyRecipe(recipe); err != nil {
+		if fp8, err = a.applyRecipe(cmp.Or(a.opts.Recipe, defaultRecipe)); err != nil {
 			return nil, err
 		}
 	}
@@ -250,12 +249,7 @@ func (a *auditor) steps(name string, builtin bool) ([]step, error) {
 			continue // the switch does not apply to this layout or checkpoint
 		}
 		prev = plan.RankBytes
-		top := 0
-		for r, b := range plan.RankBytes {
-			if b > plan.RankBytes[top] {
-				top = r
-			}
-		}
+		top := slices.Index(plan.RankBytes, slices.Max(plan.RankBytes))
 		pcs, err := plan.Pieces(top)
 		if err != nil {
 			return nil, err

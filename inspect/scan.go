@@ -180,14 +180,14 @@ func (a *auditor) flatten(per []fileTotals) {
 	for i := range per {
 		n += len(per[i].specs)
 	}
-	a.specs = make([]safetensors.TensorSpec, 0, n)
-	a.comps = make([]model.Component, 0, n)
-	a.fileOf = make([]int32, 0, n)
+	a.own.specs = make([]safetensors.TensorSpec, 0, n)
+	a.own.comps = make([]model.Component, 0, n)
+	a.own.fileOf = make([]int32, 0, n)
 	for i := range per {
-		a.specs = append(a.specs, per[i].specs...)
-		a.comps = append(a.comps, per[i].comps...)
+		a.own.specs = append(a.own.specs, per[i].specs...)
+		a.own.comps = append(a.own.comps, per[i].comps...)
 		for range per[i].specs {
-			a.fileOf = append(a.fileOf, int32(i))
+			a.own.fileOf = append(a.own.fileOf, int32(i))
 		}
 		per[i].specs, per[i].comps = nil, nil
 	}
