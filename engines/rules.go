@@ -82,18 +82,15 @@ type rule struct {
 	Engine  string `json:"engine"`
 	Version string `json:"version"`
 	GPUs    []GPU  `json:"gpus"`
-	// Conventions are the config conventions the rule holds for (Convention values).
+	// Conventions are the config conventions the rule holds for.
 	Conventions []convention `json:"conventions"`
 	Groups      []string     `json:"groups,omitempty"`
 	Forms       []form       `json:"forms,omitempty"`
-	// Scales narrows FP8 groups to scale layouts (Scale values).
-	Scales []scale `json:"scales,omitempty"`
+	Scales      []scale      `json:"scales,omitempty"` // narrows FP8 groups to scale layouts
 	// Declared narrows to what the quantization config declares for the
 	// group ("" for nothing).
 	Declared []string `json:"declared,omitempty"`
-	// Also are conditions on other groups of the checkpoint (a fused layer's
-	// other members).
-	Also []cond `json:"also,omitempty"`
+	Also     []cond   `json:"also,omitempty"` // conditions on other groups (a fused layer's other members)
 	// Env is an opt-in switch the rule needs (NAME=value); rules without
 	// it describe the engine's defaults, which is what check evaluates.
 	Env      string  `json:"env,omitempty"`
@@ -110,8 +107,7 @@ type rule struct {
 type engine struct {
 	Name string `json:"name"`
 	Repo string `json:"repo"`
-	// Read says which versions the rules were read at.
-	Read string `json:"read"`
+	Read string `json:"read"` // which versions the rules were read at
 }
 
 // table is rules.json.

@@ -302,17 +302,13 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	case byDType:
 		rep.Groups = dtypeGroups(rep.DTypes)
 	case byLayer:
-		keys := slices.Sorted(maps.Keys(layers))
-		for _, l := range keys {
-			key := "model"
+		for _, l := range slices.Sorted(maps.Keys(layers)) {
 			if l >= 0 {
-				key = strconv.Itoa(l)
+				rep.Groups = append(rep.Groups, row{Key: strconv.Itoa(l), tally: layers[l]})
 			}
-			rep.Groups = append(rep.Groups, row{Key: key, tally: layers[l]})
 		}
-		// Model-level tensors after the layers, as in the checkpoint's files.
-		if len(keys) > 0 && keys[0] < 0 {
-			rep.Groups = append(rep.Groups[1:], rep.Groups[0])
+		if t, ok := layers[-1]; ok { // model-level tensors last, as in the checkpoint's files
+			rep.Groups = append(rep.Groups, row{Key: "model", tally: t})
 		}
 	case byFile:
 		for _, f := range rep.Files {

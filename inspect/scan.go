@@ -88,9 +88,6 @@ type problem struct {
 	found bool
 }
 
-// bad reports whether the problem, once resolved, is a difference.
-func (p *problem) bad() bool { return !p.found || !slices.Equal(p.shape, p.want.Shape) }
-
 // table reports whether the audit plans a recipe or a layout, which keeps
 // the headers' names and shapes.
 func (o Options) table() bool {
@@ -163,8 +160,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 		a.flatten(per)
 	}
 	if a.cfg != nil {
-		renamed := fileTotals{problems: a.renamedShards()}
-		per = append(per, renamed)
+		per = append(per, fileTotals{problems: a.renamedShards()})
 		if err := a.resolve(per); err != nil {
 			return nil, err
 		}
@@ -300,7 +296,7 @@ func (a *auditor) collectProblems(per []fileTotals) {
 					firstMiss = p.want.Name
 				}
 				missing++
-			case p.bad():
+			case !slices.Equal(p.shape, p.want.Shape): // found elsewhere, with another shape
 				s := fmt.Sprintf("file %s: tensor %s: shape %v, config.json implies %v", p.where, p.want.Name, p.shape, p.want.Shape)
 				if a.warn.shape == 0 {
 					a.warn.firstShape = s
