@@ -220,9 +220,11 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 	}
 	a.fill(rep, perFile)
 	if opts.Recipe != "" || opts.Experts != convert.ExpertsKeep {
-		if rep.Recipe, err = a.recipe(opts.Recipe); err != nil {
+		p, err := a.applyRecipe(opts.Recipe)
+		if err != nil {
 			return nil, err
 		}
+		rep.Recipe = &recipeReport{Name: cmp.Or(opts.Recipe, asIs.Name), Format: opts.Format, Experts: opts.Experts, Splits: p.splits(), accounting: p.accounting()}
 	}
 	if layoutName != "" {
 		if rep.Layout, err = a.layoutReport(layoutName); err != nil {

@@ -82,14 +82,6 @@ func (p *planned) accounting() accounting {
 	return acc
 }
 
-func (a *auditor) recipe(name string) (*recipeReport, error) {
-	p, err := a.applyRecipe(name)
-	if err != nil {
-		return nil, err
-	}
-	return &recipeReport{Name: cmp.Or(name, asIs.Name), Format: a.opts.Format, Experts: a.opts.Experts, Splits: p.splits(), accounting: p.accounting()}, nil
-}
-
 // resolveLayout builds the layout with the given switches (a layout file has
 // none: nil options) for the config's model dimensions, or K3's without one.
 func (a *auditor) resolveLayout(name string, o *layout.Options) (*layout.Layout, error) {
