@@ -9,8 +9,7 @@ import (
 )
 
 // item is what one engine makes of some parts of a checkpoint, and which
-// rule says so (nil: BF16 parts no rule names load as BF16; other parts no
-// rule names are Unknown).
+// rule says so ("": BF16 parts load as BF16, others are Unknown).
 type item struct {
 	Groups   []string `json:"groups"`
 	Form     form     `json:"form"`
@@ -97,10 +96,9 @@ var outcomeWords = map[Outcome]string{
 	Unknown:     "unknown (code path not read)",
 }
 
-// evaluate says what an engine on a GPU makes of a checkpoint, from the
-// rules for that engine's defaults. Every part gets the first rule that
-// matches it; a rule about the whole checkpoint (a capability check) adds
-// an item of its own.
+// evaluate says what an engine on a GPU makes of a checkpoint under its
+// defaults: every part gets the first rule that matches it; a rule about
+// the whole checkpoint (a capability check) adds an item of its own.
 func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 	name, err := lookupEngine(engine)
 	if err != nil {
@@ -195,8 +193,7 @@ func (r *rule) item(p *part) item {
 	return it
 }
 
-// EvaluateAll evaluates every engine on every GPU (engine and gpu narrow
-// it when not empty).
+// EvaluateAll evaluates every engine on every GPU (or the engine and gpu given).
 func EvaluateAll(f *Facts, engine string, gpu GPU) ([]Verdict, error) {
 	names := EngineNames()
 	if engine != "" {

@@ -51,8 +51,7 @@ const (
 	scaleE8  scale = "scale-e8m0"       // DeepSeek-V4: X.scale F8_E8M0 [⌈N/128⌉, ⌈K/128⌉]
 )
 
-// part is the modules of one group that share a form, scale layout and
-// declaration.
+// part is the modules of one group that share a form, scale and declaration.
 type part struct {
 	Group    model.Group `json:"group"`
 	Form     form        `json:"form"`
@@ -82,8 +81,7 @@ func (f *Facts) has(gs model.GroupSet, fs []form) bool {
 	return slices.ContainsFunc(f.Parts, func(p part) bool { return gs.Has(p.Group) && slices.Contains(fs, p.Form) })
 }
 
-// configFacts reads the convention and the declarations from config.json
-// and hf_quant_config.json (nil when absent).
+// configFacts is what readConfigs finds in config.json and hf_quant_config.json.
 type configFacts struct {
 	conv     convention
 	method   string
@@ -210,8 +208,8 @@ type scanner struct {
 	parts   map[part]*part // by group, form, scale and declaration
 }
 
-// linear reports whether the group is a linear module's weight a
-// conversion may quantize (the groups the rules speak about).
+// linear reports whether the group is a linear weight a conversion may
+// quantize (the groups the rules speak about).
 func linear(g model.Group) bool {
 	switch g.String() {
 	case "kda.conv1d", "kda.dt_bias", "kda.A_log", "kda.o_norm", "mla.q_a_layernorm", "mla.kv_a_layernorm", "latent.norm":

@@ -41,8 +41,7 @@ func worse(a, b Outcome) bool { return outcomeRank[a] > outcomeRank[b] }
 // Fails reports whether the outcome means the checkpoint is not served as it is.
 func (o Outcome) Fails() bool { return o == wrong || o == refused }
 
-// source is where a rule was read: a repository file and function at a
-// commit, or a pull request.
+// source is where a rule was read: a file and function at a commit, or a PR.
 type source struct {
 	Repo     string `json:"repo"`
 	Commit   string `json:"commit,omitempty"`
@@ -123,8 +122,7 @@ type table struct {
 //go:embed rules.json
 var rulesJSON []byte
 
-// rules is rules.json, checked by the tests (load): it is embedded, so no
-// other input reaches it.
+// rules is rules.json, checked by the tests (load): no other input reaches it.
 var rules = func() *table {
 	var t table
 	if err := json.Unmarshal(rulesJSON, &t); err != nil {

@@ -41,8 +41,7 @@ func profiles() []Profile {
 	return out
 }
 
-// releaseFacts is the facts of the release (the full-size K3 schema's
-// tensors, as synth lays them out), for predictions without a source.
+// releaseFacts is the facts of the release (synth's full-size K3 layout).
 var releaseFacts = sync.OnceValue(func() *Facts {
 	raw, err := model.FamilyConfigJSON("", model.ScaleFull)
 	if err != nil {
@@ -126,20 +125,16 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 	return out, nil
 }
 
-// errNotApplicable: convert refuses the profile for this source (it has
-// nothing for that --experts to do).
+// errNotApplicable: the source has nothing for the profile's --experts to do.
 var errNotApplicable = errors.New("not applicable")
 
-// choice is the profile chosen for an engine and GPU, with its verdict and
-// the reasons, one line each.
+// choice is the profile chosen for a target, with its verdict and reasons.
 type choice struct {
-	Profile Profile  `json:"profile"`
-	Verdict Verdict  `json:"verdict"`
-	Why     []string `json:"why"`
-	// GPUBytes is the predicted weight memory per GPU (see cost); DiskBytes
-	// what is written.
-	GPUBytes  int64 `json:"gpu_bytes"`
-	DiskBytes int64 `json:"disk_bytes"`
+	Profile   Profile  `json:"profile"`
+	Verdict   Verdict  `json:"verdict"`
+	Why       []string `json:"why"`
+	GPUBytes  int64    `json:"gpu_bytes"`  // predicted weight memory per GPU (see cost)
+	DiskBytes int64    `json:"disk_bytes"` // what is written
 }
 
 // cost orders conversions for a target, lower first: [0] the weight memory

@@ -77,8 +77,7 @@ func chartFont(s *text.Style, size vg.Length) {
 	s.Font.Typeface, s.Font.Variant, s.Font.Size = "Liberation", "Sans", size
 }
 
-// writeChart draws steps (one at least: SaveChart checks) in format, one
-// of chartFormats.
+// writeChart draws steps (one at least: SaveChart checks) in a chartFormat.
 func writeChart(w io.Writer, steps []step, o chartOptions, format string) error {
 	// Routed experts first (the base, the same at every step), then the rest
 	// in first-seen order, so the steps' changes show at the top of the bars.
@@ -202,8 +201,7 @@ func writeChart(w io.Writer, steps []step, o chartOptions, format string) error 
 	return err
 }
 
-// chartFormat checks that path names a chart format and lies in an
-// existing directory, and returns the format.
+// chartFormat returns path's chart format, checking its directory exists.
 func chartFormat(path string) (string, error) {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if !slices.Contains(chartFormats, format) {
@@ -268,8 +266,7 @@ func fp8Caption(steps []step, o chartOptions) string {
 	return c
 }
 
-// componentColor picks a component's color by its place in the schema, so
-// it is the same in every chart.
+// componentColor picks a color by the component's place in the schema.
 func componentColor(name string, i int) color.Color {
 	if c, err := model.ParseComponent(name); err == nil {
 		i = int(c)

@@ -13,8 +13,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// quantSection is a quantization description found next to the shards: the
-// quantization_config of config.json, or ModelOpt's hf_quant_config.json.
+// quantSection is config.json's quantization_config or hf_quant_config.json.
 type quantSection struct {
 	File string `json:"file"`          // the config file it comes from
 	Key  string `json:"key,omitempty"` // the section's dotted key in File ("": the whole file)
@@ -89,8 +88,7 @@ func (a *auditor) readConfigs() ([]quantSection, int64, error) {
 	return secs, read, nil
 }
 
-// rawAt returns the JSON value at a dotted path of the object b, nil when
-// the path is "" or absent.
+// rawAt returns the JSON value at a dotted path of b, nil for "" or absent.
 func rawAt(b []byte, path string) (json.RawMessage, error) {
 	if path == "" {
 		return nil, nil

@@ -5,8 +5,7 @@ import (
 	"slices"
 )
 
-// groupBy selects the rows of the main table of a report; its value is the
-// name --by takes and JSON reports carry.
+// groupBy selects the rows of a report's main table, as --by and JSON name it.
 type groupBy string
 
 const (

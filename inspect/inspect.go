@@ -31,16 +31,14 @@ const (
 type Options struct {
 	// By selects the rows of the main table (ParseGroupBy; "": by component).
 	By groupBy
-	// Recipe adds the accounting of the convert recipe's output (and plans
-	// Layout on it).
+	// Recipe adds the accounting of the recipe's output (Layout is planned on it).
 	Recipe string
 	// Format is the scale-tensor convention of the recipe's output.
 	Format model.Format
 	// Experts accounts the routed experts as convert would write them (with
 	// Recipe, or alone: the checkpoint otherwise as it is).
 	Experts convert.ExpertsMode
-	// Layout, a built-in layout name or a layout JSON file, adds per-rank
-	// (and per-stage) resident bytes.
+	// Layout (a built-in name or a layout file) adds resident bytes per rank and stage.
 	Layout string
 	// PPPartition overrides the layers per pipeline stage of the layout.
 	PPPartition []int
@@ -138,8 +136,7 @@ type stageRow struct {
 	Bytes   int64    `json:"bytes"`
 }
 
-// check validates the options (before anything is read) and returns the
-// layout to plan, "" for none.
+// check validates the options and returns the layout to plan ("": none).
 func (o Options) check() (string, error) {
 	if o.By != "" && !slices.Contains(groupBys, o.By) {
 		return "", fmt.Errorf("%w: group %q", errUsage, o.By)
@@ -319,8 +316,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	}
 }
 
-// componentRank orders component names as componentRows does: the schema's
-// order, other (and any unknown name) last.
+// componentRank orders component names as componentRows does (unknown last).
 func componentRank(name string) int {
 	c, err := model.ParseComponent(name)
 	if err != nil || c == model.Other {

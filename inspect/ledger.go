@@ -16,15 +16,13 @@ func (s *tally) merge(o tally) {
 	s.Bytes += o.Bytes
 }
 
-// row is one line of a grouped table: a key (a component, dtype, layer, file,
-// stage or rank) and what falls under it.
+// row is one line of a grouped table: a component, dtype, layer, file, stage or rank.
 type row struct {
 	Key string `json:"name"`
 	tally
 }
 
-// step is one bar of the per-rank memory chart: a deployment change, and the
-// bytes one rank then holds, by component.
+// step is one bar of the per-rank memory chart: a deployment change and one rank's bytes.
 type step struct {
 	Label string `json:"step"`  // the step's name on the chart (e.g. "FP8")
 	Rank  int    `json:"rank"`  // the rank shown: the one holding the most

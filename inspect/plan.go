@@ -12,8 +12,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// planned is a tensor list to account: the checkpoint's own, or a recipe's
-// output, with each tensor's component and file.
+// planned is the checkpoint's or a recipe output's tensors, with components and files.
 type planned struct {
 	recipe string
 	specs  []safetensors.TensorSpec
@@ -82,8 +81,8 @@ func (p *planned) accounting() accounting {
 	return acc
 }
 
-// resolveLayout builds the layout with the given switches (a layout file has
-// none: nil options) for the config's model dimensions, or K3's without one.
+// resolveLayout builds the layout with switches o (nil for a layout file)
+// for the config's model dimensions, or K3's without one.
 func (a *auditor) resolveLayout(name string, o *layout.Options) (*layout.Layout, error) {
 	lo := layout.Options{}
 	if o != nil {
@@ -181,8 +180,7 @@ func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]rankRow, []
 	return ranks, stages, nil
 }
 
-// memoryStep is one change of the per-rank weight memory story: which
-// tensors (source or FP8) under which layout switches.
+// memoryStep is one step of the memory story: source or FP8, under switches.
 type memoryStep struct {
 	label string
 	fp8   bool

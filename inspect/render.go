@@ -115,8 +115,7 @@ func mainTables(w io.Writer, r *Report, width int) error {
 	return shareTable(w, "dtype", dtypeGroups(r.DTypes), tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}, width)
 }
 
-// newTable is a boxed table with left-aligned text and right-aligned numbers
-// (columns from numFrom on).
+// newTable is a boxed table, columns from numFrom on right-aligned.
 func newTable(w io.Writer, cols, numFrom int) *tablewriter.Table {
 	align := make(tw.Alignment, cols)
 	for i := range align {
@@ -180,8 +179,7 @@ func cellWidths(rows [][]string) []int {
 	return ws
 }
 
-// recipeText is the what-if of --recipe: one line of totals, then the
-// components and the dtypes before → after, side by side.
+// recipeText is the what-if of --recipe: totals, then components and dtypes before → after.
 func recipeText(w io.Writer, r *Report, width int) error {
 	rr := r.Recipe
 	u := unitFor(max(r.TotalBytes, rr.TotalBytes))
@@ -199,8 +197,8 @@ func recipeText(w io.Writer, r *Report, width int) error {
 	return beforeAfter(w, "dtype", u, dtypeGroups(r.DTypes), dtypeGroups(rr.DTypes), r.accounting, rr.accounting)
 }
 
-// beforeAfter renders key | tensors before | after | size before | after | change,
-// the rows of before first, then those only after has.
+// beforeAfter renders key | tensors before | after | size before | after | change
+// (before's rows first).
 func beforeAfter(w io.Writer, key string, u unit, before, after []row, tb, ta accounting) error {
 	am := map[string]row{}
 	for _, a := range after {

@@ -88,14 +88,12 @@ type problem struct {
 	found bool
 }
 
-// table reports whether the audit plans a recipe or a layout, which keeps
-// the headers' names and shapes.
+// table reports whether the audit plans, which keeps names and shapes.
 func (o Options) table() bool {
 	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == byRank || o.By == byStage
 }
 
-// scan sums every file, one file per task, and checks it against the
-// tensors config.json places in it.
+// scan sums every file and checks it against what config.json places in it.
 func (a *auditor) scan() ([]fileTotals, error) {
 	names := a.src.names
 	classify := model.K3Classifier().Classify
@@ -223,8 +221,7 @@ func (c *shardCheck) match(t safetensors.TensorInfo) (model.Group, bool) {
 // agrees reports whether the file held every catalog tensor with its shape.
 func (c *shardCheck) agrees() bool { return !c.differs && c.found == len(c.seen) }
 
-// checkShardNames compares a file with the tensors of its shard's catalog,
-// by name, listing the differences in the catalog's order.
+// checkShardNames lists, in the catalog's order, how a file differs from it.
 func checkShardNames(f *safetensors.File, want []safetensors.TensorSpec) []problem {
 	var out []problem
 	for _, w := range want {
@@ -255,8 +252,7 @@ func (a *auditor) renamedShards() []problem {
 	return out
 }
 
-// resolve looks up the tensors not found in their own shard in every file,
-// in one more pass over the headers, and only when there are any.
+// resolve looks up the tensors missing from their shard in one more pass, if any.
 func (a *auditor) resolve(per []fileTotals) error {
 	pending := map[string]*problem{}
 	for i := range per {

@@ -34,8 +34,7 @@ func fileEntry(f *safetensors.File) fileItem {
 	return fileItem{Path: f.Path, HeaderBytes: f.DataStart, Size: f.Size}
 }
 
-// tensorListSchema is the "schema" of the JSON listing, shared with every
-// other --json output of the k3ckpt command.
+// tensorListSchema is the "schema" of the JSON listing (every --json output's).
 const tensorListSchema = 1
 
 // WriteTensorList lists every tensor (files in name order, tensors in data
