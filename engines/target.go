@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -235,12 +236,7 @@ var (
 	ErrNoTarget = errors.New("no conversion for this target")
 )
 
-func where(gpu GPU) string {
-	if gpu == "" {
-		return "every GPU"
-	}
-	return string(gpu)
-}
+func where(gpu GPU) string { return cmp.Or(string(gpu), "every GPU") }
 
 // loads evaluates f for engine on gpu (every GPU when ""): the verdict
 // and cost on the costliest GPU, or why it does not load ("" when it does).

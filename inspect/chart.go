@@ -226,7 +226,13 @@ func SaveChart(path string, rep *Report, gpuMem int64) error {
 	if rep.Layout == nil || len(rep.Layout.Steps) == 0 {
 		return fmt.Errorf("%w: --chart %s: the report has no memory steps (audit with Steps and a layout)", errUsage, path)
 	}
-	o := chartOptions{Title: chartTitle(rep), Recipe: rep.Layout.Recipe, Experts: rep.Layout.Experts, GPUMem: gpuMem}
+	// The title names which rank each bar is.
+	what := "weight memory of the fullest rank"
+	if len(rep.Layout.Stages) > 1 {
+		what = "weight memory of the fullest stage's rank"
+	}
+	title := fmt.Sprintf("%s: %s under %s", termtext.Name(rep.Source), what, rep.Layout.Name)
+	o := chartOptions{Title: title, Recipe: rep.Layout.Recipe, Experts: rep.Layout.Experts, GPUMem: gpuMem}
 	var buf bytes.Buffer
 	if err := writeChart(&buf, rep.Layout.Steps, o, format); err != nil {
 		return err
@@ -243,15 +249,6 @@ func SaveChart(path string, rep *Report, gpuMem int64) error {
 		return fmt.Errorf("chart %s: cannot write: %w", path, err)
 	}
 	return nil
-}
-
-// chartTitle names the checkpoint, the layout and which rank each bar is.
-func chartTitle(rep *Report) string {
-	what := "weight memory of the fullest rank"
-	if len(rep.Layout.Stages) > 1 {
-		what = "weight memory of the fullest stage's rank"
-	}
-	return fmt.Sprintf("%s: %s under %s", termtext.Name(rep.Source), what, rep.Layout.Name)
 }
 
 // fp8Caption says what the FP8 bar applies, when there is one.

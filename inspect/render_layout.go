@@ -170,13 +170,6 @@ func wrapList(names []string, width int) string {
 	return b.String()
 }
 
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
-}
-
 func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error {
 	var largest int64
 	for _, r := range lr.Ranks {
@@ -201,9 +194,10 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 	head += fmt.Sprintf(": %s, %s per rank, %s %s dropped", termtext.Plural(int64(len(lr.Ranks)), "rank", "ranks"), u.name, u.str(lr.DroppedBytes), u.name)
 	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(head, width, "  "))
 	if op := lr.Options; op != nil {
-		fmt.Fprintf(w, "  text only %s, weight shard %s, vocab TP %s\n", onOff(op.TextOnly), onOff(op.WeightShard), onOff(op.VocabTP))
+		onOff := map[bool]string{true: "on", false: "off"}
+		fmt.Fprintf(w, "  text only %s, weight shard %s, vocab TP %s\n", onOff[op.TextOnly], onOff[op.WeightShard], onOff[op.VocabTP])
 		if len(op.PPPartition) > 0 {
-			fmt.Fprintf(w, "  partition %s\n", joinInts(op.PPPartition))
+			fmt.Fprintf(w, "  partition %s\n", strings.Trim(strings.ReplaceAll(fmt.Sprint(op.PPPartition), " ", ","), "[]"))
 		}
 	}
 	ranks := compTable{width: width, u: u, head: []string{"rank", "stage", "tensors", u.name}}
@@ -292,12 +286,4 @@ func fileRanges(files []string, pos map[string]int) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
 }
