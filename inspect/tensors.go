@@ -76,7 +76,11 @@ func writeTensorListJSON(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 	first := true
 	for _, f := range ck.Files {
 		for _, t := range f.Tensors {
-			e := tensorItem{Name: t.Name, DType: t.DType, Shape: nonNil(t.Shape), File: f.Path, DataOffsets: [2]int64{t.Begin, t.End}}
+			shape := t.Shape
+			if shape == nil {
+				shape = []int64{} // a scalar's shape encodes as [], not null
+			}
+			e := tensorItem{Name: t.Name, DType: t.DType, Shape: shape, File: f.Path, DataOffsets: [2]int64{t.Begin, t.End}}
 			if err := item(first, e); err != nil {
 				return fmt.Errorf("file %s: tensor %s: %w", f.Path, t.Name, err)
 			}
@@ -155,12 +159,4 @@ func appendShape(b []byte, shape []int64) []byte {
 		b = strconv.AppendInt(b, d, 10)
 	}
 	return append(b, ']')
-}
-
-// nonNil makes a scalar's shape encode as [] rather than null.
-func nonNil(s []int64) []int64 {
-	if s == nil {
-		return []int64{}
-	}
-	return s
 }
