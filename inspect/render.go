@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
@@ -84,7 +83,7 @@ func listText(w io.Writer, title string, items []string, width int) {
 // headline is "source: summary", or, when that would pass width, the
 // summary indented on the next line.
 func headline(source, summary string, width int) string {
-	if utf8.RuneCountInString(source)+2+utf8.RuneCountInString(summary) <= width {
+	if textWidth(source)+2+textWidth(summary) <= width {
 		return source + ": " + summary
 	}
 	return source + ":\n  " + summary
@@ -93,19 +92,15 @@ func headline(source, summary string, width int) string {
 // mainTables writes the --by table and, unless it is the dtype table, the dtype table.
 func mainTables(w io.Writer, r *Report, width int) error {
 	fmt.Fprintln(w)
-	groups := r.Groups
-	if r.By == byComponent {
-		groups = r.Components
-	}
 	total := tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}
 	if r.By == byStage || r.By == byRank {
 		// Resident bytes count replicas once per rank and dropped tensors not at all.
 		total = tally{}
-		for _, g := range groups {
+		for _, g := range r.Groups {
 			total.merge(g.tally)
 		}
 	}
-	if err := shareTable(w, string(r.By), groups, total, width); err != nil {
+	if err := shareTable(w, string(r.By), r.Groups, total, width); err != nil {
 		return err
 	}
 	if r.By == byDType {
