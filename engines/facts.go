@@ -108,11 +108,9 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		}
 		hq, _ = top["quantization"].(map[string]any)
 	}
-	if q != nil {
-		cf.method, _ = q["quant_method"].(string)
-	}
+	cf.method, _ = q["quant_method"].(string) // a nil map reads as empty
 	switch {
-	case cf.method == "modelopt_mixed" || (hq != nil && hq["quant_algo"] == "MIXED_PRECISION"):
+	case cf.method == "modelopt_mixed" || hq["quant_algo"] == "MIXED_PRECISION":
 		cf.conv = modelOpt
 		src := hq
 		if src == nil {
@@ -139,7 +137,7 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		for _, g := range groups {
 			gm, _ := g.(map[string]any)
 			w, _ := gm["weights"].(map[string]any)
-			if w != nil && w["strategy"] == "block" {
+			if w["strategy"] == "block" {
 				cf.conv = compressedTensors
 			}
 		}

@@ -79,15 +79,14 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Facts{}
-	scale, algo := map[string]scale{"modelopt": scale4D, "deepseek": scaleInv, "compressed-tensors": scale2D}[p.Format], ""
+	out, sc, algo := &Facts{}, scale(""), ""
 	switch p.Format {
 	case "modelopt":
-		out.Convention, out.Method, algo = modelOpt, "modelopt_mixed", "FP8_PB_WO"
+		out.Convention, out.Method, sc, algo = modelOpt, "modelopt_mixed", scale4D, "FP8_PB_WO"
 	case "deepseek":
-		out.Convention, out.Method = deepSeek, "fp8"
+		out.Convention, out.Method, sc = deepSeek, "fp8", scaleInv
 	default:
-		out.Convention, out.Method = release, "compressed-tensors"
+		out.Convention, out.Method, sc = release, "compressed-tensors", scale2D
 	}
 	for _, sp := range src.Parts {
 		q := sp
@@ -108,7 +107,7 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 		case r.Name == convert.BF16 && (sp.Form == fP8 || sp.Form == nVFP4):
 			q.Form, q.Scale, q.Declared, q.Bytes = BF16, "", "", sp.Bytes*2
 		case sp.Form == BF16 && r.Quantize.Has(sp.Group):
-			q.Form, q.Scale, q.Declared, q.Bytes = fP8, scale, algo, sp.Bytes/2
+			q.Form, q.Scale, q.Declared, q.Bytes = fP8, sc, algo, sp.Bytes/2
 		}
 		if q.Form == fP8 && out.Convention == release {
 			out.Convention = compressedTensors
