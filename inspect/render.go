@@ -195,31 +195,29 @@ func recipeText(w io.Writer, r *Report, width int) error {
 // beforeAfter renders key | tensors before | after | size before | after | change
 // (before's rows first).
 func beforeAfter(w io.Writer, key string, u unit, before, after []row, tb, ta accounting) error {
-	am := map[string]row{}
+	am := map[string]tally{}
 	for _, a := range after {
-		am[a.Key] = a
+		am[a.Key] = a.tally
 	}
 	t := newTable(w, 6, 1)
 	t.Header(key, "tensors before", "after", u.name+" before", "after", "change")
-	add := func(k string, b, a tally) error {
-		return t.Append(termtext.Name(k), termtext.Int(b.Tensors), termtext.Int(a.Tensors), u.str(b.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-b.Bytes)))
+	cells := func(k string, b, a tally) []string {
+		return []string{termtext.Name(k), termtext.Int(b.Tensors), termtext.Int(a.Tensors), u.str(b.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-b.Bytes))}
 	}
-	seen := map[string]bool{}
 	for _, b := range before {
-		seen[b.Key] = true
-		if err := add(b.Key, b.tally, am[b.Key].tally); err != nil {
+		if err := t.Append(cells(b.Key, b.tally, am[b.Key])); err != nil {
 			return err
 		}
+		delete(am, b.Key)
 	}
 	for _, a := range after {
-		if !seen[a.Key] {
-			if err := add(a.Key, tally{}, a.tally); err != nil {
+		if _, ok := am[a.Key]; ok {
+			if err := t.Append(cells(a.Key, tally{}, a.tally)); err != nil {
 				return err
 			}
 		}
 	}
-	t.Footer("total", termtext.Int(tb.TensorCount), termtext.Int(ta.TensorCount), u.str(tb.TotalBytes), u.str(ta.TotalBytes),
-		fmt.Sprintf("%+.2f", u.of(ta.TotalBytes-tb.TotalBytes)))
+	t.Footer(cells("total", tally{Tensors: tb.TensorCount, Bytes: tb.TotalBytes}, tally{Tensors: ta.TensorCount, Bytes: ta.TotalBytes}))
 	return t.Render()
 }
 
