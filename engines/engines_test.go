@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -286,8 +287,101 @@ func TestChoose(t *testing.T) {
 	}
 }
 
+// The names rules.json may use (load checks them).
+var (
+	conventions = []convention{release, modelOpt, deepSeek, compressedTensors, noQuant, other}
+	forms       = []form{BF16, fP8, fP8NoScale, mXFP4, nVFP4, fP4, odd}
+	scales      = []scale{scale4D, scale2D, scaleInv, scaleE8}
+)
+
+// load parses and checks a rule table: every rule names a known engine,
+// GPU, convention, group, form, outcome and evidence, and a source.
+func load(b []byte) (*table, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var t table
+	if err := dec.Decode(&t); err != nil {
+		return nil, err
+	}
+	if t.Schema != 1 {
+		return nil, fmt.Errorf("schema %d, want 1", t.Schema)
+	}
+	if t.Family == "" {
+		return nil, fmt.Errorf("no family")
+	}
+	ids := map[string]bool{}
+	for i := range t.Rules {
+		r := &t.Rules[i]
+		if err := r.check(&t); err != nil {
+			return nil, fmt.Errorf("rule %d (%s): %w", i, r.ID, err)
+		}
+		if ids[r.ID] {
+			return nil, fmt.Errorf("rule %d: duplicate id %q", i, r.ID)
+		}
+		ids[r.ID] = true
+	}
+	return &t, nil
+}
+
+func (r *rule) check(t *table) error {
+	if r.ID == "" || r.Why == "" || r.Version == "" {
+		return fmt.Errorf("id, version and why are required")
+	}
+	if !slices.ContainsFunc(t.Engines, func(e engine) bool { return e.Name == r.Engine }) {
+		return fmt.Errorf("unknown engine %q", r.Engine)
+	}
+	if len(r.GPUs) == 0 || len(r.Conventions) == 0 {
+		return fmt.Errorf("gpus and conventions are required")
+	}
+	for _, g := range r.GPUs {
+		if !slices.Contains(gPUs, g) {
+			return fmt.Errorf("unknown gpu %q", g)
+		}
+	}
+	for _, c := range r.Conventions {
+		if !slices.Contains(conventions, c) {
+			return fmt.Errorf("unknown convention %q", c)
+		}
+	}
+	var err error
+	if r.groups, err = model.ParseGroupSet(strings.Join(r.Groups, ",")); err != nil {
+		return err
+	}
+	if (len(r.Groups) == 0) != (len(r.Forms) == 0) {
+		return fmt.Errorf("groups and forms go together")
+	}
+	for _, f := range r.Forms {
+		if !slices.Contains(forms, f) {
+			return fmt.Errorf("unknown form %q", f)
+		}
+	}
+	for _, s := range r.Scales {
+		if s != "" && !slices.Contains(scales, s) { // "": no scale
+			return fmt.Errorf("unknown scale %q", s)
+		}
+	}
+	for _, c := range r.Also {
+		if _, err := model.ParseGroupSet(strings.Join(c.Groups, ",")); err != nil || len(c.Forms) == 0 {
+			return fmt.Errorf("also: groups %v forms %v: %v", c.Groups, c.Forms, err)
+		}
+	}
+	if _, ok := outcomeRank[r.Outcome]; !ok {
+		return fmt.Errorf("unknown outcome %q", r.Outcome)
+	}
+	if r.Evidence != "read" && r.Evidence != "executed" {
+		return fmt.Errorf("evidence %q: want read or executed", r.Evidence)
+	}
+	if r.Source.Repo == "" || (r.Source.Path == "" && r.Source.PR == "") {
+		return fmt.Errorf("source needs a repository and a path or pull request")
+	}
+	return nil
+}
+
 // TestRulesChecked: load rejects tables with unknown names or no source.
 func TestRulesChecked(t *testing.T) {
+	if _, err := load(rulesJSON); err != nil {
+		t.Fatalf("rules.json: %v", err)
+	}
 	for _, bad := range []struct{ from, to string }{
 		{`"engine": "SGLang"`, `"engine": "SGlang2"`},
 		{`"gpus": [`, `"gpus": ["sm80", `},

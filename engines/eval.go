@@ -9,37 +9,32 @@ import (
 )
 
 // item is what one engine makes of some parts of a checkpoint, and which
-// rule says so (nil: BF16 parts no rule names load as BF16; other parts no
-// rule names are Unknown).
+// rule says so ("": BF16 parts load as BF16, others are Unknown).
 type item struct {
-	Groups  []string `json:"groups"`
-	Form    form     `json:"form"`
-	Outcome Outcome  `json:"outcome"`
-	Why     string   `json:"why"`
-	Message string   `json:"message,omitempty"`
-	Rule    string   `json:"rule,omitempty"`
-	Source  string   `json:"source,omitempty"`
-	// Evidence is "read" or "executed" (how the rule was established).
-	Evidence string `json:"evidence,omitempty"`
-	Modules  int    `json:"modules"`
-	// Example names one module.
-	Example string `json:"example"`
+	Groups   []string `json:"groups"`
+	Form     form     `json:"form"`
+	Outcome  Outcome  `json:"outcome"`
+	Why      string   `json:"why"`
+	Message  string   `json:"message,omitempty"`
+	Rule     string   `json:"rule,omitempty"`
+	Source   string   `json:"source,omitempty"`
+	Evidence string   `json:"evidence,omitempty"` // how the rule was established: "read" or "executed"
+	Modules  int      `json:"modules"`
+	Example  string   `json:"example"` // one module's name
 }
 
 // Verdict is what an engine on a GPU makes of a checkpoint: its worst
 // item's outcome, and the items.
 type Verdict struct {
-	Engine  string  `json:"engine"`
-	GPU     GPU     `json:"gpu"`
-	Outcome Outcome `json:"outcome"`
-	Items   []item  `json:"items"`
-	// OptIn are rules that would apply with an engine switch set (not the default).
-	OptIn []string `json:"opt_in,omitempty"`
+	Engine  string   `json:"engine"`
+	GPU     GPU      `json:"gpu"`
+	Outcome Outcome  `json:"outcome"`
+	Items   []item   `json:"items"`
+	OptIn   []string `json:"opt_in,omitempty"` // rules that would apply with an engine switch set
 
 	parts []partOutcome // per part, for costs
 }
 
-// partOutcome is one part's outcome.
 type partOutcome struct {
 	group   model.Group
 	form    form
@@ -55,10 +50,10 @@ func (v Verdict) Summary() string {
 			if it.Message != "" {
 				msg += `: "` + it.Message + `"`
 			}
-			return fmt.Sprintf("%s: %s (%s)", outcomeWord(v.Outcome), msg, compactGroups(it.Groups))
+			return fmt.Sprintf("%s: %s (%s)", outcomeWords[v.Outcome], msg, compactGroups(it.Groups))
 		}
 	}
-	return outcomeWord(v.Outcome)
+	return outcomeWords[v.Outcome]
 }
 
 // compactGroups joins group names, naming a family ("kda") for all of its
@@ -92,25 +87,18 @@ func compactGroups(names []string) string {
 	return strings.Join(out, ",")
 }
 
-// outcomeWord is how reports say an outcome.
-func outcomeWord(o Outcome) string {
-	switch o {
-	case Resident:
-		return "loads, quantized weights kept resident"
-	case dequantized:
-		return "loads, some FP8 weights dequantized to BF16 at load"
-	case wrong:
-		return "loads WRONG (silently)"
-	case refused:
-		return "refused"
-	}
-	return "unknown (code path not read)"
+// outcomeWords is how reports say an outcome.
+var outcomeWords = map[Outcome]string{
+	Resident:    "loads, quantized weights kept resident",
+	dequantized: "loads, some FP8 weights dequantized to BF16 at load",
+	wrong:       "loads WRONG (silently)",
+	refused:     "refused",
+	Unknown:     "unknown (code path not read)",
 }
 
-// evaluate says what an engine on a GPU makes of a checkpoint, from the
-// rules for that engine's defaults. Every part gets the first rule that
-// matches it; a rule about the whole checkpoint (a capability check) adds
-// an item of its own.
+// evaluate says what an engine on a GPU makes of a checkpoint under its
+// defaults: every part gets the first rule that matches it; a rule about
+// the whole checkpoint (a capability check) adds an item of its own.
 func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 	name, err := lookupEngine(engine)
 	if err != nil {
@@ -175,9 +163,10 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 	return v, nil
 }
 
-// holds reports whether a rule's GPU, convention and conditions apply.
+// holds reports whether a rule's family, GPU, convention and conditions
+// apply (a config of no family known is read as K3's, as its names are).
 func (r *rule) holds(f *Facts, gpu GPU) bool {
-	if !forFamily(f) || !slices.Contains(r.GPUs, gpu) || !slices.Contains(r.Conventions, f.Convention) {
+	if f.family != "" && f.family != rules.Family || !slices.Contains(r.GPUs, gpu) || !slices.Contains(r.Conventions, f.Convention) {
 		return false
 	}
 	for _, c := range r.Also {
@@ -189,22 +178,11 @@ func (r *rule) holds(f *Facts, gpu GPU) bool {
 	return true
 }
 
-// forFamily reports whether the rules hold for the checkpoint's family (a
-// config of no family known is read as K3's, as its names are).
-func forFamily(f *Facts) bool { return f.family == "" || f.family == rules.Family }
-
 // matches reports whether the rule is about part p.
 func (r *rule) matches(f *Facts, p part, gpu GPU) bool {
-	if !forFamily(f) || !r.groups.Has(p.Group) || !slices.Contains(r.Forms, p.Form) {
-		return false
-	}
-	if len(r.Scales) > 0 && !slices.Contains(r.Scales, p.Scale) {
-		return false
-	}
-	if len(r.Declared) > 0 && !slices.Contains(r.Declared, p.Declared) {
-		return false
-	}
-	return r.holds(f, gpu)
+	return r.groups.Has(p.Group) && slices.Contains(r.Forms, p.Form) &&
+		(len(r.Scales) == 0 || slices.Contains(r.Scales, p.Scale)) &&
+		(len(r.Declared) == 0 || slices.Contains(r.Declared, p.Declared)) && r.holds(f, gpu)
 }
 
 func (r *rule) item(p *part) item {
@@ -215,8 +193,7 @@ func (r *rule) item(p *part) item {
 	return it
 }
 
-// EvaluateAll evaluates every engine on every GPU (engine and gpu narrow
-// it when not empty).
+// EvaluateAll evaluates every engine on every GPU (or the engine and gpu given).
 func EvaluateAll(f *Facts, engine string, gpu GPU) ([]Verdict, error) {
 	names := EngineNames()
 	if engine != "" {

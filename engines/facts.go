@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -17,21 +18,13 @@ type convention string
 
 // The conventions rules distinguish.
 const (
-	// Release: compressed-tensors with only the MXFP4 experts group (moonshotai/Kimi-K3).
-	release convention = "release"
-	// ModelOpt: quant_method modelopt_mixed / hf_quant_config.json MIXED_PRECISION.
-	modelOpt convention = "modelopt"
-	// DeepSeek: quant_method fp8 with weight_block_size.
-	deepSeek convention = "deepseek"
-	// CompressedTensors: compressed-tensors with an FP8 block group beside MXFP4.
-	compressedTensors convention = "compressed-tensors"
-	// NoQuant: no quantization config at all (a BF16 checkpoint).
-	noQuant convention = "none"
-	// Other: a quantization config no rule knows.
-	other convention = "other"
+	release           convention = "release"            // compressed-tensors with only the MXFP4 experts group (moonshotai/Kimi-K3)
+	modelOpt          convention = "modelopt"           // quant_method modelopt_mixed / hf_quant_config.json MIXED_PRECISION
+	deepSeek          convention = "deepseek"           // quant_method fp8 with weight_block_size
+	compressedTensors convention = "compressed-tensors" // compressed-tensors with an FP8 block group beside MXFP4
+	noQuant           convention = "none"               // no quantization config at all (a BF16 checkpoint)
+	other             convention = "other"              // a quantization config no rule knows
 )
-
-var conventions = []convention{release, modelOpt, deepSeek, compressedTensors, noQuant, other}
 
 // form is how one module's weight is stored.
 type form string
@@ -47,8 +40,6 @@ const (
 	odd        form = "other"       // anything else
 )
 
-var forms = []form{BF16, fP8, fP8NoScale, mXFP4, nVFP4, fP4, odd}
-
 // scale is the layout of an FP8 weight's block scale.
 type scale string
 
@@ -60,10 +51,7 @@ const (
 	scaleE8  scale = "scale-e8m0"       // DeepSeek-V4: X.scale F8_E8M0 [⌈N/128⌉, ⌈K/128⌉]
 )
 
-var scales = []scale{scale4D, scale2D, scaleInv, scaleE8}
-
-// part is the modules of one group that share a form, scale layout and
-// declaration.
+// part is the modules of one group that share a form, scale and declaration.
 type part struct {
 	Group    model.Group `json:"group"`
 	Form     form        `json:"form"`
@@ -71,8 +59,7 @@ type part struct {
 	Declared string      `json:"declared,omitempty"`
 	Modules  int         `json:"modules"`
 	Bytes    int64       `json:"bytes"`
-	// Example names one module.
-	Example string `json:"example"`
+	Example  string      `json:"example"` // one module's name
 }
 
 // Facts are what the rules are evaluated over: a checkpoint's convention
@@ -80,10 +67,9 @@ type part struct {
 // weight without a scale, a scale without its weight).
 type Facts struct {
 	Convention convention `json:"convention"`
-	// Method is the quant_method read (or "").
-	Method   string   `json:"quant_method,omitempty"`
-	Parts    []part   `json:"parts"`
-	Problems []string `json:"problems,omitempty"`
+	Method     string     `json:"quant_method,omitempty"` // the quant_method read (or "")
+	Parts      []part     `json:"parts"`
+	Problems   []string   `json:"problems,omitempty"`
 
 	// family is the model family of the config ("" when the config was not
 	// read with a family): rules hold only for the family they were read for.
@@ -95,8 +81,7 @@ func (f *Facts) has(gs model.GroupSet, fs []form) bool {
 	return slices.ContainsFunc(f.Parts, func(p part) bool { return gs.Has(p.Group) && slices.Contains(fs, p.Form) })
 }
 
-// configFacts reads the convention and the declarations from config.json
-// and hf_quant_config.json (nil when absent).
+// configFacts is what readConfigs finds in config.json and hf_quant_config.json.
 type configFacts struct {
 	conv     convention
 	method   string
@@ -123,11 +108,9 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		}
 		hq, _ = top["quantization"].(map[string]any)
 	}
-	if q != nil {
-		cf.method, _ = q["quant_method"].(string)
-	}
+	cf.method, _ = q["quant_method"].(string) // a nil map reads as empty
 	switch {
-	case cf.method == "modelopt_mixed" || (hq != nil && hq["quant_algo"] == "MIXED_PRECISION"):
+	case cf.method == "modelopt_mixed" || hq["quant_algo"] == "MIXED_PRECISION":
 		cf.conv = modelOpt
 		src := hq
 		if src == nil {
@@ -154,7 +137,7 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		for _, g := range groups {
 			gm, _ := g.(map[string]any)
 			w, _ := gm["weights"].(map[string]any)
-			if w != nil && w["strategy"] == "block" {
+			if w["strategy"] == "block" {
 				cf.conv = compressedTensors
 			}
 		}
@@ -220,18 +203,11 @@ type scanner struct {
 	family  string
 	mu      sync.Mutex
 	pending map[string]*module
-	parts   map[partKey]*part
+	parts   map[part]*part // by group, form, scale and declaration
 }
 
-type partKey struct {
-	g        model.Group
-	f        form
-	s        scale
-	declared string
-}
-
-// linear reports whether the group is a linear module's weight a
-// conversion may quantize (the groups the rules speak about).
+// linear reports whether the group is a linear weight a conversion may
+// quantize (the groups the rules speak about).
 func linear(g model.Group) bool {
 	switch g.String() {
 	case "kda.conv1d", "kda.dt_bias", "kda.A_log", "kda.o_norm", "mla.q_a_layernorm", "mla.kv_a_layernorm", "latent.norm":
@@ -313,10 +289,10 @@ func (m *module) merge(o *module) {
 // add records a finished module.
 func (s *scanner) add(name string, m *module, f form, sc scale) {
 	tn := s.cls.ParseName(name + ".weight")
-	k := partKey{g: tn.Group, f: f, s: sc, declared: s.declaredFor(tn)}
+	k := part{Group: tn.Group, Form: f, Scale: sc, Declared: s.declaredFor(tn)}
 	p := s.parts[k]
 	if p == nil {
-		p = &part{Group: k.g, Form: f, Scale: sc, Declared: k.declared, Example: strings.Clone(name)}
+		p = &part{Group: k.Group, Form: f, Scale: sc, Declared: k.Declared, Example: strings.Clone(name)}
 		s.parts[k] = p
 	}
 	p.Modules++
@@ -362,10 +338,7 @@ func (s *scanner) finish() *Facts {
 		f.Parts = append(f.Parts, *p)
 	}
 	slices.SortFunc(f.Parts, func(a, b part) int {
-		if a.Group != b.Group {
-			return int(a.Group) - int(b.Group)
-		}
-		return strings.Compare(string(a.Form)+string(a.Scale)+a.Declared, string(b.Form)+string(b.Scale)+b.Declared)
+		return cmp.Or(cmp.Compare(a.Group, b.Group), strings.Compare(string(a.Form)+string(a.Scale)+a.Declared, string(b.Form)+string(b.Scale)+b.Declared))
 	})
 	if f.Convention == modelOpt {
 		for _, p := range f.Parts {

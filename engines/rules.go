@@ -1,11 +1,9 @@
 package engines
 
 import (
-	"bytes"
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/model"
@@ -28,16 +26,11 @@ type Outcome string
 
 // Outcomes, from best to worst.
 const (
-	// Resident: loaded and kept in its stored format (FP8, NVFP4, MXFP4, BF16).
-	Resident Outcome = "resident"
-	// Dequantized: loaded, but turned into BF16 at load (saves disk, not GPU memory).
-	dequantized Outcome = "dequantized"
-	// Unknown: no rule covers it (the code path was not found or not read).
-	Unknown Outcome = "unknown"
-	// Wrong: loads without an error, but the weights are read wrongly.
-	wrong Outcome = "wrong"
-	// Refused: the engine stops with an error.
-	refused Outcome = "refused"
+	Resident    Outcome = "resident"    // loaded and kept in its stored format (FP8, NVFP4, MXFP4, BF16)
+	dequantized Outcome = "dequantized" // loaded, but turned into BF16 at load (saves disk, not GPU memory)
+	Unknown     Outcome = "unknown"     // no rule covers it (the code path was not found or not read)
+	wrong       Outcome = "wrong"       // loads without an error, but the weights are read wrongly
+	refused     Outcome = "refused"     // the engine stops with an error
 )
 
 var outcomeRank = map[Outcome]int{Resident: 0, dequantized: 1, Unknown: 2, wrong: 3, refused: 4}
@@ -48,8 +41,7 @@ func worse(a, b Outcome) bool { return outcomeRank[a] > outcomeRank[b] }
 // Fails reports whether the outcome means the checkpoint is not served as it is.
 func (o Outcome) Fails() bool { return o == wrong || o == refused }
 
-// source is where a rule was read: a repository file and function at a
-// commit, or a pull request.
+// source is where a rule was read: a file and function at a commit, or a PR.
 type source struct {
 	Repo     string `json:"repo"`
 	Commit   string `json:"commit,omitempty"`
@@ -61,18 +53,17 @@ type source struct {
 
 // cite cites the source in one line.
 func (s source) cite() string {
-	var b strings.Builder
-	b.WriteString(s.Repo + s.PR)
+	c := s.Repo + s.PR
 	if s.Path != "" {
-		b.WriteString(" " + s.Path)
+		c += " " + s.Path
 	}
 	if s.Commit != "" {
-		b.WriteString(" @" + s.Commit)
+		c += " @" + s.Commit
 	}
 	if s.Function != "" {
-		b.WriteString(" " + s.Function)
+		c += " " + s.Function
 	}
-	return b.String()
+	return c
 }
 
 // cond names tensor groups and the forms they must be stored in.
@@ -90,18 +81,15 @@ type rule struct {
 	Engine  string `json:"engine"`
 	Version string `json:"version"`
 	GPUs    []GPU  `json:"gpus"`
-	// Conventions are the config conventions the rule holds for (Convention values).
+	// Conventions are the config conventions the rule holds for.
 	Conventions []convention `json:"conventions"`
 	Groups      []string     `json:"groups,omitempty"`
 	Forms       []form       `json:"forms,omitempty"`
-	// Scales narrows FP8 groups to scale layouts (Scale values).
-	Scales []scale `json:"scales,omitempty"`
+	Scales      []scale      `json:"scales,omitempty"` // narrows FP8 groups to scale layouts
 	// Declared narrows to what the quantization config declares for the
 	// group ("" for nothing).
 	Declared []string `json:"declared,omitempty"`
-	// Also are conditions on other groups of the checkpoint (a fused layer's
-	// other members).
-	Also []cond `json:"also,omitempty"`
+	Also     []cond   `json:"also,omitempty"` // conditions on other groups (a fused layer's other members)
 	// Env is an opt-in switch the rule needs (NAME=value); rules without
 	// it describe the engine's defaults, which is what check evaluates.
 	Env      string  `json:"env,omitempty"`
@@ -118,8 +106,7 @@ type rule struct {
 type engine struct {
 	Name string `json:"name"`
 	Repo string `json:"repo"`
-	// Read says which versions the rules were read at.
-	Read string `json:"read"`
+	Read string `json:"read"` // which versions the rules were read at
 }
 
 // table is rules.json.
@@ -135,96 +122,21 @@ type table struct {
 //go:embed rules.json
 var rulesJSON []byte
 
+// rules is rules.json, checked by the tests (load): no other input reaches it.
 var rules = func() *table {
-	t, err := load(rulesJSON)
-	if err != nil {
+	var t table
+	if err := json.Unmarshal(rulesJSON, &t); err != nil {
 		panic("engines: rules.json: " + err.Error())
 	}
-	return t
-}()
-
-// load parses and checks a rule table: every rule names a known engine,
-// GPU, convention, group, form, outcome and evidence, and a source.
-func load(b []byte) (*table, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var t table
-	if err := dec.Decode(&t); err != nil {
-		return nil, err
-	}
-	if t.Schema != 1 {
-		return nil, fmt.Errorf("schema %d, want 1", t.Schema)
-	}
-	if t.Family == "" {
-		return nil, fmt.Errorf("no family")
-	}
-	ids := map[string]bool{}
 	for i := range t.Rules {
 		r := &t.Rules[i]
-		if err := r.check(&t); err != nil {
-			return nil, fmt.Errorf("rule %d (%s): %w", i, r.ID, err)
-		}
-		if ids[r.ID] {
-			return nil, fmt.Errorf("rule %d: duplicate id %q", i, r.ID)
-		}
-		ids[r.ID] = true
-	}
-	return &t, nil
-}
-
-func (r *rule) check(t *table) error {
-	if r.ID == "" || r.Why == "" || r.Version == "" {
-		return fmt.Errorf("id, version and why are required")
-	}
-	if !slices.ContainsFunc(t.Engines, func(e engine) bool { return e.Name == r.Engine }) {
-		return fmt.Errorf("unknown engine %q", r.Engine)
-	}
-	if len(r.GPUs) == 0 || len(r.Conventions) == 0 {
-		return fmt.Errorf("gpus and conventions are required")
-	}
-	for _, g := range r.GPUs {
-		if !slices.Contains(gPUs, g) {
-			return fmt.Errorf("unknown gpu %q", g)
+		var err error
+		if r.groups, err = model.ParseGroupSet(strings.Join(r.Groups, ",")); err != nil {
+			panic("engines: rules.json: rule " + r.ID + ": " + err.Error())
 		}
 	}
-	for _, c := range r.Conventions {
-		if !slices.Contains(conventions, c) {
-			return fmt.Errorf("unknown convention %q", c)
-		}
-	}
-	var err error
-	if r.groups, err = model.ParseGroupSet(strings.Join(r.Groups, ",")); err != nil {
-		return err
-	}
-	if (len(r.Groups) == 0) != (len(r.Forms) == 0) {
-		return fmt.Errorf("groups and forms go together")
-	}
-	for _, f := range r.Forms {
-		if !slices.Contains(forms, f) {
-			return fmt.Errorf("unknown form %q", f)
-		}
-	}
-	for _, s := range r.Scales {
-		if s != "" && !slices.Contains(scales, s) { // "": no scale
-			return fmt.Errorf("unknown scale %q", s)
-		}
-	}
-	for _, c := range r.Also {
-		if _, err := model.ParseGroupSet(strings.Join(c.Groups, ",")); err != nil || len(c.Forms) == 0 {
-			return fmt.Errorf("also: groups %v forms %v: %v", c.Groups, c.Forms, err)
-		}
-	}
-	if _, ok := outcomeRank[r.Outcome]; !ok {
-		return fmt.Errorf("unknown outcome %q", r.Outcome)
-	}
-	if r.Evidence != "read" && r.Evidence != "executed" {
-		return fmt.Errorf("evidence %q: want read or executed", r.Evidence)
-	}
-	if r.Source.Repo == "" || (r.Source.Path == "" && r.Source.PR == "") {
-		return fmt.Errorf("source needs a repository and a path or pull request")
-	}
-	return nil
-}
+	return &t
+}()
 
 // EngineNames lists the engines, in the table's order.
 func EngineNames() []string {

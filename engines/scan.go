@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
-
-// hfQuantConfig is the ModelOpt manifest engines read beside config.json.
-const hfQuantConfig = "hf_quant_config.json"
 
 // Scan reads a checkpoint's facts from config.json, hf_quant_config.json
 // (when present), the index and the shard headers, one header at a time:
@@ -28,7 +26,7 @@ func Scan(ctx context.Context, path string) (*Facts, error) {
 		}
 		return nil, err
 	}
-	hfq, err := s.ReadAux(hfQuantConfig)
+	hfq, err := s.ReadAux(convert.HFQuantConfigName)
 	if err != nil && !errors.Is(err, safetensors.ErrNotFound) {
 		return nil, err
 	}
@@ -70,5 +68,5 @@ func scannerFor(config, hfq []byte) (*scanner, error) {
 	if cfg, err := model.ParseConfig(config); err == nil {
 		cls = cfg.Classifier
 	}
-	return &scanner{cf: cf, cls: cls, family: model.FamilyOfConfig(config), pending: map[string]*module{}, parts: map[partKey]*part{}}, nil
+	return &scanner{cf: cf, cls: cls, family: model.FamilyOfConfig(config), pending: map[string]*module{}, parts: map[part]*part{}}, nil
 }

@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,19 +26,14 @@ func (p Profile) Flags() string {
 }
 
 // profiles lists every combination convert accepts, in a fixed order
-// (formats, recipes, experts as convert lists them, default first).
+// (formats, recipes, experts as convert lists them, default first). No
+// --experts mxfp4: it packs BF16 experts, and the release's are MXFP4 already.
 func profiles() []Profile {
 	var out []Profile
 	for _, f := range []string{"modelopt", "deepseek", "compressed-tensors"} {
 		for _, r := range convert.RecipeNames() {
-			// The --experts values the rules can describe.
-			for _, e := range []string{"keep", "nvfp4", "mxfp4", "bf16", "fp8"} {
-				var m convert.ExpertsMode
-				switch {
-				case m.UnmarshalText([]byte(e)) != nil: // not one convert knows
-				case e == "nvfp4" && f != "modelopt": // convert refuses it
-				case e == "mxfp4": // packs BF16 experts: the release's are MXFP4 already
-				default:
+			for _, e := range []string{"keep", "nvfp4", "bf16", "fp8"} {
+				if e != "nvfp4" || f == "modelopt" { // convert refuses nvfp4 in other formats
 					out = append(out, Profile{Format: f, Recipe: r, Experts: e})
 				}
 			}
@@ -46,8 +42,7 @@ func profiles() []Profile {
 	return out
 }
 
-// releaseFacts is the facts of the release (the full-size K3 schema's
-// tensors, as synth lays them out), for predictions without a source.
+// releaseFacts is the facts of the release (synth's full-size K3 layout).
 var releaseFacts = sync.OnceValue(func() *Facts {
 	raw, err := model.FamilyConfigJSON("", model.ScaleFull)
 	if err != nil {
@@ -77,28 +72,21 @@ var releaseFacts = sync.OnceValue(func() *Facts {
 // facts src under profile p: the recipe's groups become FP8 with the
 // format's scale layout (declared FP8_PB_WO under ModelOpt), the experts as
 // --experts says. Bytes are estimated from the source's (FP8 half of BF16;
-// NVFP4 18/17 of MXFP4: 4.5 bits per value against 4.25).
+// NVFP4 18/17 of MXFP4: 4.5 bits per value against 4.25). p is one of
+// profiles(), so its names are convert's.
 func predict(src *Facts, p Profile) (*Facts, error) {
 	r, err := convert.Lookup(p.Recipe)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := convert.ParseFormat(p.Format); err != nil {
-		return nil, err
-	}
-	var experts convert.ExpertsMode
-	if err := experts.UnmarshalText([]byte(p.Experts)); err != nil {
-		return nil, err
-	}
-	out := &Facts{}
-	scale, algo := map[string]scale{"modelopt": scale4D, "deepseek": scaleInv, "compressed-tensors": scale2D}[p.Format], ""
+	out, sc, algo := &Facts{}, scale(""), ""
 	switch p.Format {
 	case "modelopt":
-		out.Convention, out.Method, algo = modelOpt, "modelopt_mixed", "FP8_PB_WO"
+		out.Convention, out.Method, sc, algo = modelOpt, "modelopt_mixed", scale4D, "FP8_PB_WO"
 	case "deepseek":
-		out.Convention, out.Method = deepSeek, "fp8"
+		out.Convention, out.Method, sc = deepSeek, "fp8", scaleInv
 	default:
-		out.Convention, out.Method = release, "compressed-tensors"
+		out.Convention, out.Method, sc = release, "compressed-tensors", scale2D
 	}
 	for _, sp := range src.Parts {
 		q := sp
@@ -113,15 +101,13 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 			case p.Experts == "bf16" && sp.Form == nVFP4:
 				q.Form, q.Bytes = BF16, sp.Bytes*64/18
 			case p.Experts == "bf16" && sp.Form == BF16:
-			case p.Experts == "mxfp4" && sp.Form == BF16:
-				q.Form, q.Bytes = mXFP4, sp.Bytes*17/64
 			default:
 				return nil, fmt.Errorf("%w: --experts %s of %s experts", errNotApplicable, p.Experts, sp.Form)
 			}
 		case r.Name == convert.BF16 && (sp.Form == fP8 || sp.Form == nVFP4):
 			q.Form, q.Scale, q.Declared, q.Bytes = BF16, "", "", sp.Bytes*2
 		case sp.Form == BF16 && r.Quantize.Has(sp.Group):
-			q.Form, q.Scale, q.Declared, q.Bytes = fP8, scale, algo, sp.Bytes/2
+			q.Form, q.Scale, q.Declared, q.Bytes = fP8, sc, algo, sp.Bytes/2
 		}
 		if q.Form == fP8 && out.Convention == release {
 			out.Convention = compressedTensors
@@ -139,40 +125,28 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 	return out, nil
 }
 
-// errNotApplicable: convert refuses the profile for this source (it has
-// nothing for that --experts to do).
+// errNotApplicable: the source has nothing for the profile's --experts to do.
 var errNotApplicable = errors.New("not applicable")
 
-// choice is the profile chosen for an engine and GPU, with its verdict and
-// the reasons, one line each.
+// choice is the profile chosen for a target, with its verdict and reasons.
 type choice struct {
-	Profile Profile  `json:"profile"`
-	Verdict Verdict  `json:"verdict"`
-	Why     []string `json:"why"`
-	// GPUBytes is the predicted weight memory per GPU (see cost); DiskBytes
-	// what is written.
-	GPUBytes  int64 `json:"gpu_bytes"`
-	DiskBytes int64 `json:"disk_bytes"`
-
-	cost cost
+	Profile   Profile  `json:"profile"`
+	Verdict   Verdict  `json:"verdict"`
+	Why       []string `json:"why"`
+	GPUBytes  int64    `json:"gpu_bytes"`  // predicted weight memory per GPU (see cost)
+	DiskBytes int64    `json:"disk_bytes"` // what is written
 }
 
-// cost orders conversions for a target: [0] the weight memory per GPU
-// once loaded (a dequantized part counts as BF16) in the layout K3 is
-// deployed in, attention DP with EP16 experts: every rank holds the
-// non-expert weights and 1/16 of the routed experts; [1] the bytes on
-// disk. Lower is better.
+// cost orders conversions for a target, lower first: [0] the weight memory
+// per GPU once loaded (a dequantized part counts as BF16) under K3's
+// deployment, attention DP with EP16 experts (every rank holds the
+// non-expert weights and 1/16 of the routed experts); [1] the bytes on disk.
 type cost [2]int64
 
 // epRanks is the expert-parallel width the memory per GPU assumes.
 const epRanks = 16
 
-func (a cost) less(b cost) bool {
-	if a[0] != b[0] {
-		return a[0] < b[0]
-	}
-	return a[1] < b[1]
-}
+func (a cost) less(b cost) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
 
 func costOf(v Verdict) cost {
 	var c cost
@@ -190,15 +164,13 @@ func costOf(v Verdict) cost {
 	return c
 }
 
-// Choose picks, among the profiles allowed (nil: all), the one whose
-// output engine on gpu (every GPU when gpu is "") loads (no part refused,
-// loaded wrong or unknown) at the least cost: the least weight memory per
-// GPU (attention DP, EP16 experts), then the least disk; ties go to the
-// earlier profile (convert's defaults come first). Unless allowed asks for
-// them, profiles that decode quantized experts to BF16 are not considered.
-// src is the source checkpoint's facts (nil: the release). It fails with
-// errNoGain when the source as it is loads at no higher cost, and with
-// ErrNoTarget, naming a reason, when no profile (or none allowed) loads.
+// Choose picks, among the profiles allowed (nil: all but those decoding
+// quantized experts to BF16), the one whose output engine on gpu ("": every
+// GPU) loads (nothing refused, wrong or unknown) at the least cost; ties go
+// to the earlier profile (convert's defaults first). src is the source's
+// facts (nil: the release). It fails with errNoGain when the source as it
+// is loads at no higher cost, and with ErrNoTarget, naming a reason, when
+// no profile (or none allowed) loads.
 func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (choice, error) {
 	name, err := lookupEngine(engine)
 	if err != nil {
@@ -208,6 +180,7 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (cho
 		src = releaseFacts()
 	}
 	var best *choice
+	var bestCost cost
 	var refusals []string
 	decoded := false // a profile skipped because it decodes the experts
 	for _, p := range profiles() {
@@ -230,14 +203,14 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (cho
 			refusals = append(refusals, p.Flags()+" "+why)
 			continue
 		}
-		if best == nil || c.less(best.cost) {
-			best = &choice{Profile: p, Verdict: v, GPUBytes: c[0], DiskBytes: c[1], cost: c}
+		if best == nil || c.less(bestCost) {
+			best, bestCost = &choice{Profile: p, Verdict: v, GPUBytes: c[0], DiskBytes: c[1]}, c
 		}
 	}
 	if best == nil && allowed != nil && len(refusals) > 0 {
 		return choice{}, fmt.Errorf("%w: with the flags given, no conversion loads in %s on %s: %s", ErrNoTarget, name, where(gpu), refusals[0])
 	}
-	if _, c, why := loads(src, name, gpu); why == "" && (best == nil || !best.cost.less(c)) {
+	if _, c, why := loads(src, name, gpu); why == "" && (best == nil || !bestCost.less(c)) {
 		return choice{}, fmt.Errorf("%w: %s on %s loads the source as it is, and no conversion k3ckpt writes keeps less in GPU memory or on disk; serve it unconverted (k3ckpt check SRC shows why)", errNoGain, name, where(gpu))
 	}
 	if best == nil {
@@ -262,12 +235,7 @@ var (
 	ErrNoTarget = errors.New("no conversion for this target")
 )
 
-func where(gpu GPU) string {
-	if gpu == "" {
-		return "every GPU"
-	}
-	return string(gpu)
-}
+func where(gpu GPU) string { return cmp.Or(string(gpu), "every GPU") }
 
 // loads evaluates f for engine on gpu (every GPU when ""): the verdict
 // and cost on the costliest GPU, or why it does not load ("" when it does).

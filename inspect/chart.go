@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"image/color"
@@ -28,9 +29,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
-// Chart geometry: the plot on the left, the legend in its own column on the
-// right (so no legend text can run under a bar or a swatch), both inside
-// the canvas with room to spare for a wider fallback font.
+// Chart geometry: the legend in its own column right of the plot, so no
+// legend text runs under a bar, with room to spare for a wider fallback font.
 const (
 	chartWidth   = 24 * vg.Centimeter
 	chartHeight  = 14 * vg.Centimeter
@@ -43,13 +43,12 @@ const (
 // chartBase is the component drawn at the bottom of every bar.
 const chartBase = "routed_experts"
 
-// svgFontFamily replaces the one font name gonum writes into an SVG: the
-// metric-compatible fallbacks and a generic family, so a viewer without
-// Liberation Sans still draws text of about the size the layout assumed.
+// svgFontFamily replaces the one font name gonum writes into an SVG with
+// metric-compatible fallbacks, so text keeps about the size laid out.
 const svgFontFamily = `font-family:'Liberation Sans',Arimo,Arial,Helvetica,sans-serif;`
 
-// componentColors gives every component a stable color across charts, in the
-// order components are listed (Tableau-like palette: distinguishable, printable).
+// componentColors gives every component, by schema order, a stable color
+// (Tableau-like palette: distinguishable, printable).
 var componentColors = []color.RGBA{
 	{0x4e, 0x79, 0xa7, 0xff}, {0xf2, 0x8e, 0x2b, 0xff}, {0xe1, 0x57, 0x59, 0xff},
 	{0x76, 0xb7, 0xb2, 0xff}, {0x59, 0xa1, 0x4f, 0xff}, {0xed, 0xc9, 0x48, 0xff},
@@ -63,18 +62,14 @@ var capacityColor = color.RGBA{0xc0, 0x10, 0x10, 0xff}
 // chartFormats are the image formats SaveChart writes, by file extension.
 var chartFormats = []string{"svg", "png", "pdf"}
 
-// chartOptions say what the chart is about.
+// chartOptions say what the chart is about: the title's first line, the
+// Options.Recipe ("" = defaultRecipe) and Experts the steps were planned
+// with, and, when positive, the bytes of a GPU capacity line.
 type chartOptions struct {
-	// Title is the first line of the title (the checkpoint and layout).
-	Title string
-	// Recipe names the recipe of the FP8 step ("" = defaultRecipe): the
-	// Options.Recipe the steps were planned with, or the title names another
-	// recipe than the bars show.
-	Recipe string
-	// Experts is the Options.Experts the steps were planned with.
+	Title   string
+	Recipe  string
 	Experts convert.ExpertsMode
-	// GPUMem, when positive, draws a horizontal line at that many bytes.
-	GPUMem int64
+	GPUMem  int64
 }
 
 // chartFont is the sans-serif face every text of the chart uses.
@@ -82,25 +77,25 @@ func chartFont(s *text.Style, size vg.Length) {
 	s.Font.Typeface, s.Font.Variant, s.Font.Size = "Liberation", "Sans", size
 }
 
+// writeChart draws steps (one at least: SaveChart checks) in a chartFormat.
 func writeChart(w io.Writer, steps []step, o chartOptions, format string) error {
-	if len(steps) == 0 {
-		return fmt.Errorf("%w: chart needs at least one step", errUsage)
-	}
 	// Routed experts first (the base, the same at every step), then the rest
 	// in first-seen order, so the steps' changes show at the top of the bars.
 	var names []string
-	seen := map[string]int{}
-	for pass := range 2 {
-		for _, s := range steps {
-			for _, r := range s.Components {
-				if _, ok := seen[r.Key]; !ok && (pass == 1 || r.Key == chartBase) {
-					seen[r.Key] = len(names)
-					names = append(names, r.Key)
-				}
+	for _, s := range steps {
+		for _, r := range s.Components {
+			if !slices.Contains(names, r.Key) {
+				names = append(names, r.Key)
 			}
 		}
 	}
-	top := maxTotal(steps)
+	if i := slices.Index(names, chartBase); i > 0 {
+		names = slices.Insert(slices.Delete(names, i, i+1), 0, chartBase)
+	}
+	top := 1.0 // an empty chart still has a scale
+	for _, s := range steps {
+		top = max(top, float64(s.Total))
+	}
 	if o.GPUMem > 0 {
 		top = max(top, float64(o.GPUMem))
 	}
@@ -115,7 +110,7 @@ func writeChart(w io.Writer, steps []step, o chartOptions, format string) error 
 	for j, s := range steps {
 		labels[j] = s.Label + "\nrank " + strconv.Itoa(s.Rank)
 		for _, r := range s.Components {
-			vals[seen[r.Key]][j] = u.of(r.Bytes)
+			vals[slices.Index(names, r.Key)][j] = u.of(r.Bytes)
 		}
 		totals[j] = plotter.XY{X: float64(j), Y: u.of(s.Total)}
 		totalText[j] = u.str(s.Total)
@@ -133,7 +128,6 @@ func writeChart(w io.Writer, steps []step, o chartOptions, format string) error 
 	p.Y.Max = top / u.size * 1.15 // head room for the total labels
 	p.Y.Tick.Marker = gibTicks{}
 	p.X.Min, p.X.Max = -0.7, float64(len(steps)-1)+0.7
-	var below *plotter.BarChart
 	bars := make([]*plotter.BarChart, len(names))
 	for i := range names {
 		bc, err := plotter.NewBarChart(vals[i], barWidth)
@@ -143,12 +137,11 @@ func writeChart(w io.Writer, steps []step, o chartOptions, format string) error 
 		bc.Color = componentColor(names[i], i)
 		bc.LineStyle.Width = vg.Points(0.3)
 		bc.LineStyle.Color = color.White
-		if below != nil {
-			bc.StackOn(below)
+		if i > 0 {
+			bc.StackOn(bars[i-1])
 		}
 		p.Add(bc)
 		bars[i] = bc
-		below = bc
 	}
 	leg := plot.NewLegend()
 	chartFont(&leg.TextStyle, 10)
@@ -187,32 +180,28 @@ func writeChart(w io.Writer, steps []step, o chartOptions, format string) error 
 		c = vgsvg.New(chartWidth, chartHeight)
 	case "png":
 		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartWidth, chartHeight), vgimg.UseDPI(chartDPI))}
-	case "pdf":
+	default: // pdf
 		c = vgpdf.New(chartWidth, chartHeight)
-	default:
-		return fmt.Errorf("%w: chart format %q (want one of %v)", errUsage, format, chartFormats)
 	}
 	dc := draw.New(c)
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
 	dc = draw.Crop(dc, chartPadding, -chartPadding, chartPadding, -chartPadding)
 	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
-	legArea := draw.Crop(dc, dc.Max.X-dc.Min.X-legendWidth+chartPadding, 0, 0, -p.Title.TextStyle.Height(p.Title.Text)-p.Title.Padding)
-	leg.Draw(legArea)
-	if format != "svg" {
-		_, err = c.WriteTo(w)
-		return err
-	}
+	leg.Draw(draw.Crop(dc, dc.Max.X-dc.Min.X-legendWidth+chartPadding, 0, 0, -p.Title.TextStyle.Height(p.Title.Text)-p.Title.Padding))
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {
 		return err
 	}
-	_, err = w.Write(bytes.ReplaceAll(buf.Bytes(), []byte("font-family:Liberation Sans;"), []byte(svgFontFamily)))
+	b := buf.Bytes()
+	if format == "svg" {
+		b = bytes.ReplaceAll(b, []byte("font-family:Liberation Sans;"), []byte(svgFontFamily))
+	}
+	_, err = w.Write(b)
 	return err
 }
 
-// chartFormat checks that path names a chart format and lies in an
-// existing directory, and returns the format.
+// chartFormat returns path's chart format, checking its directory exists.
 func chartFormat(path string) (string, error) {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if !slices.Contains(chartFormats, format) {
@@ -226,9 +215,9 @@ func chartFormat(path string) (string, error) {
 }
 
 // SaveChart writes the chart of rep's memory steps (an audit with
-// Options.Steps) to path atomically, in the format its extension names (one
-// of chartFormats), with a capacity line at gpuMem bytes when positive.
-// Errors name path, never the temporary file.
+// Options.Steps) to path atomically, in the format its extension names, with
+// a capacity line at gpuMem bytes when positive. Errors name path, never the
+// temporary file.
 func SaveChart(path string, rep *Report, gpuMem int64) error {
 	format, err := chartFormat(path)
 	if err != nil {
@@ -237,7 +226,13 @@ func SaveChart(path string, rep *Report, gpuMem int64) error {
 	if rep.Layout == nil || len(rep.Layout.Steps) == 0 {
 		return fmt.Errorf("%w: --chart %s: the report has no memory steps (audit with Steps and a layout)", errUsage, path)
 	}
-	o := chartOptions{Title: chartTitle(rep), Recipe: rep.Layout.Recipe, Experts: rep.Layout.Experts, GPUMem: gpuMem}
+	// The title names which rank each bar is.
+	what := "weight memory of the fullest rank"
+	if len(rep.Layout.Stages) > 1 {
+		what = "weight memory of the fullest stage's rank"
+	}
+	title := fmt.Sprintf("%s: %s under %s", termtext.Name(rep.Source), what, rep.Layout.Name)
+	o := chartOptions{Title: title, Recipe: rep.Layout.Recipe, Experts: rep.Layout.Experts, GPUMem: gpuMem}
 	var buf bytes.Buffer
 	if err := writeChart(&buf, rep.Layout.Steps, o, format); err != nil {
 		return err
@@ -256,35 +251,19 @@ func SaveChart(path string, rep *Report, gpuMem int64) error {
 	return nil
 }
 
-// chartTitle names what the chart shows: the checkpoint, the layout, and
-// which rank each bar is (the one holding the most bytes).
-func chartTitle(rep *Report) string {
-	what := "weight memory of the fullest rank"
-	if len(rep.Layout.Stages) > 1 {
-		what = "weight memory of the fullest stage's rank"
-	}
-	return fmt.Sprintf("%s: %s under %s", termtext.Name(rep.Source), what, rep.Layout.Name)
-}
-
-// fp8Caption says what the FP8 bar applies, when there is one (a converted
-// source is its own FP8 step, which adds no bar).
+// fp8Caption says what the FP8 bar applies, when there is one.
 func fp8Caption(steps []step, o chartOptions) string {
 	if !slices.ContainsFunc(steps, func(s step) bool { return s.Label == fp8Label }) {
 		return ""
 	}
-	recipe := o.Recipe
-	if recipe == "" {
-		recipe = defaultRecipe
-	}
-	c := "; FP8 = recipe " + recipe
+	c := "; FP8 = recipe " + cmp.Or(o.Recipe, defaultRecipe)
 	if o.Experts == convert.ExpertsNVFP4 {
 		c += ", routed experts NVFP4"
 	}
 	return c
 }
 
-// componentColor keeps a component's color the same in every chart: it is
-// picked by the component's place in the schema, not by what a chart shows.
+// componentColor picks a color by the component's place in the schema.
 func componentColor(name string, i int) color.Color {
 	if c, err := model.ParseComponent(name); err == nil {
 		i = int(c)
@@ -292,20 +271,10 @@ func componentColor(name string, i int) color.Color {
 	return componentColors[i%len(componentColors)]
 }
 
-// maxTotal is the tallest bar in bytes (at least 1, so an empty chart has a scale).
-func maxTotal(steps []step) float64 {
-	m := 1.0
-	for _, s := range steps {
-		m = max(m, float64(s.Total))
-	}
-	return m
-}
-
 // gibTicks labels the size axis every 1, 2, 2.5 or 5 × 10^k units, about eight
 // labels over the range (gonum's default ticker labels too few on this scale).
 type gibTicks struct{}
 
-// Ticks returns the major and minor ticks for [lo, hi].
 func (gibTicks) Ticks(lo, hi float64) []plot.Tick {
 	span := hi - lo
 	if span <= 0 {

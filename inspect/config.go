@@ -13,29 +13,22 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// quantSection is a quantization description found next to the shards: the
-// quantization_config of config.json, or ModelOpt's hf_quant_config.json.
+// quantSection is config.json's quantization_config or hf_quant_config.json.
 type quantSection struct {
-	// File is the config file it comes from.
-	File string `json:"file"`
-	// Key is the JSON key of the section inside File ("" = the whole file).
-	Key string `json:"key,omitempty"`
+	File string `json:"file"`          // the config file it comes from
+	Key  string `json:"key,omitempty"` // the section's dotted key in File ("": the whole file)
 	// Summary flattens the section into "dotted.key: value" lines, long lists
 	// and large objects counted rather than spelled out.
-	Summary []string `json:"summary"`
-	// Raw is the section as written.
-	Raw json.RawMessage `json:"raw"`
+	Summary []string        `json:"summary"`
+	Raw     json.RawMessage `json:"raw"` // the section as written
 }
 
 // Limits of a quantization summary: deep or wide parts are counted, not
 // listed, so a ModelOpt file naming 1,600 modules stays a dozen lines.
 const (
-	// summaryDepth is how many levels of nested objects are spelled out.
-	summaryDepth = 3
-	// summaryMaxList is the longest array shown element by element.
-	summaryMaxList = 4
-	// summaryMaxWidth is the widest object shown key by key.
-	summaryMaxWidth = 12
+	summaryDepth    = 3  // levels of nested objects spelled out
+	summaryMaxList  = 4  // the longest array shown element by element
+	summaryMaxWidth = 12 // the widest object shown key by key
 )
 
 // readConfigs reads config.json (the schema, for classification and the
@@ -95,8 +88,7 @@ func (a *auditor) readConfigs() ([]quantSection, int64, error) {
 	return secs, read, nil
 }
 
-// rawAt returns the JSON value at a dotted path of the object b, nil when
-// the path is "" or absent.
+// rawAt returns the JSON value at a dotted path of b, nil for "" or absent.
 func rawAt(b []byte, path string) (json.RawMessage, error) {
 	if path == "" {
 		return nil, nil

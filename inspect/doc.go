@@ -23,8 +23,8 @@ type unit struct {
 	size float64
 }
 
-// unitFor picks GiB, or MiB when even the largest figure is under 1 GiB, so
-// that a tiny replica's layout tables do not read 0.00 everywhere.
+// unitFor picks MiB when even the largest figure is under 1 GiB, so a tiny
+// replica's tables do not read 0.00 everywhere; GiB otherwise.
 func unitFor(largest int64) unit {
 	if largest < giB {
 		return unit{"MiB", 1 << 20}

@@ -5,23 +5,16 @@ import (
 	"slices"
 )
 
-// groupBy selects the rows of the main table of a report; its value is the
-// name --by takes and JSON reports carry.
+// groupBy selects the rows of a report's main table, as --by and JSON name it.
 type groupBy string
 
 const (
-	// byComponent groups tensors by the schema's component class ((*model.Classifier).Classify).
-	byComponent groupBy = "component"
-	// byDType groups tensors by their safetensors dtype.
-	byDType groupBy = "dtype"
-	// byLayer groups tensors by decoder layer; model-level tensors form their own row.
-	byLayer groupBy = "layer"
-	// byStage groups resident bytes by pipeline stage of a stage layout (pp16 unless --layout says otherwise).
-	byStage groupBy = "stage"
-	// byRank groups resident bytes by GPU rank of a rank layout (dp16 unless --layout says otherwise).
-	byRank groupBy = "rank"
-	// byFile groups tensors by the shard file that holds them.
-	byFile groupBy = "file"
+	byComponent groupBy = "component" // the schema's component class ((*model.Classifier).Classify)
+	byDType     groupBy = "dtype"     // the safetensors dtype
+	byLayer     groupBy = "layer"     // decoder layer; model-level tensors form their own row
+	byStage     groupBy = "stage"     // resident bytes by pipeline stage of a layout (pp16 unless --layout)
+	byRank      groupBy = "rank"      // resident bytes by GPU rank of a layout (dp16 unless --layout)
+	byFile      groupBy = "file"      // the shard file that holds the tensors
 )
 
 var groupBys = []groupBy{byComponent, byDType, byLayer, byStage, byRank, byFile}

@@ -14,9 +14,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// maxListedWarnings bounds the individual problems a report spells out; the
-// rest are counted, so a checkpoint with half a million bad tensors still gets a
-// readable report.
+// maxListedWarnings bounds the problems a report spells out; the rest are
+// counted, so half a million bad tensors still make a readable report.
 const maxListedWarnings = 20
 
 // defaultRecipe is the recipe of the FP8 step in the per-rank memory steps.
@@ -30,60 +29,42 @@ const (
 
 // Options choose what Audit accounts and plans.
 type Options struct {
-	// By selects the rows of the main table (see ParseGroupBy); empty means
-	// by component.
+	// By selects the rows of the main table (ParseGroupBy; "": by component).
 	By groupBy
-	// Recipe, when set, adds the accounting of the checkpoint the convert
-	// recipe would produce (and plans Layout on that checkpoint).
+	// Recipe adds the accounting of the recipe's output (Layout is planned on it).
 	Recipe string
 	// Format is the scale-tensor convention of the recipe's output.
 	Format model.Format
-	// Experts, when ExpertsNVFP4, accounts the routed experts cast to NVFP4
-	// (with Recipe, or alone: the checkpoint otherwise as it is).
+	// Experts accounts the routed experts as convert would write them (with
+	// Recipe, or alone: the checkpoint otherwise as it is).
 	Experts convert.ExpertsMode
-	// Layout, when set, is a built-in layout name or a layout JSON file: the
-	// report then gives per-rank (and per-stage) resident bytes.
+	// Layout (a built-in name or a layout file) adds resident bytes per rank and stage.
 	Layout string
 	// PPPartition overrides the layers per pipeline stage of the layout.
 	PPPartition []int
 	// Strict turns tensors that disagree with config.json into an error.
 	Strict bool
-	// Steps adds the per-rank memory steps of the layout (BF16 baseline →
-	// text only → FP8 → weight shard → vocab TP8), the data of the chart.
+	// Steps adds the per-rank memory steps of the layout, the chart's data.
 	Steps bool
-	// Chart, when set, is the path SaveChart is to write: Inspect checks,
-	// before any work, that it names a chart format and lies in an existing
-	// directory, and adds the steps (of DefaultRankLayout when Layout is
-	// empty).
+	// Chart is the path SaveChart is to write: Inspect checks it before any
+	// work and adds the steps (of DefaultRankLayout when Layout is empty).
 	Chart string
 }
 
 // Report is the result of an audit. Its JSON form is the --json output.
 type Report struct {
-	// Source is the path or URL inspected.
-	Source string `json:"source"`
-	// BytesRead is every byte read: headers, index, config files.
-	BytesRead int64 `json:"bytes_read"`
+	Source    string `json:"source"`     // the path or URL inspected
+	BytesRead int64  `json:"bytes_read"` // headers, index, config files
 	accounting
-	// Files lists the shards with their header and data sizes.
-	Files []fileRow `json:"files"`
-	// By is the grouping of Groups.
-	By groupBy `json:"by"`
-	// Groups is the table selected by By (for stage and rank: the layout's).
-	Groups []row `json:"groups"`
-	// Quantization holds the quantization sections of the checkpoint's configs.
-	Quantization []quantSection `json:"quantization,omitempty"`
-	// QuantReport is a converted checkpoint's quantization_report.json: the
-	// error of each lossy step convert ran, per tensor group.
-	QuantReport *convert.Report `json:"quantization_report,omitempty"`
-	// Warnings lists problems that did not stop the audit.
-	Warnings []string `json:"warnings,omitempty"`
-	// Recipe is the what-if accounting of Options.Recipe.
-	Recipe *recipeReport `json:"recipe,omitempty"`
-	// Layout is the per-rank / per-stage accounting of Options.Layout.
-	Layout *layoutReport `json:"layout,omitempty"`
-	// Ranks, Stages and Steps are Layout's, at the top level of the JSON
-	// object ("ranks": [{"rank", "bytes", "components"}] as the issue asks).
+	Files        []fileRow       `json:"files"`                         // the shards
+	By           groupBy         `json:"by"`                            // the grouping of Groups
+	Groups       []row           `json:"groups"`                        // the table By selects
+	Quantization []quantSection  `json:"quantization,omitempty"`        // from the checkpoint's configs
+	QuantReport  *convert.Report `json:"quantization_report,omitempty"` // a converted checkpoint's
+	Warnings     []string        `json:"warnings,omitempty"`            // problems that did not stop the audit
+	Recipe       *recipeReport   `json:"recipe,omitempty"`              // the what-if of Options.Recipe
+	Layout       *layoutReport   `json:"layout,omitempty"`              // the accounting of Options.Layout
+	// Ranks, Stages and Steps are Layout's, at the top level of the JSON.
 	Ranks  []rankRow  `json:"ranks,omitempty"`
 	Stages []stageRow `json:"stages,omitempty"`
 	Steps  []step     `json:"steps,omitempty"`
@@ -121,22 +102,19 @@ type recipeReport struct {
 
 // layoutReport is the resident bytes of every rank (and stage) under a layout.
 type layoutReport struct {
-	Name string `json:"name"`
-	// Recipe is the recipe the planned tensors come from ("" = the checkpoint as is).
-	Recipe string `json:"recipe,omitempty"`
-	// Experts is the --experts what-if the planned tensors come from (keep: none).
-	Experts convert.ExpertsMode `json:"experts,omitempty"`
+	Name    string              `json:"name"`
+	Recipe  string              `json:"recipe,omitempty"`  // of the planned tensors ("": the checkpoint as is)
+	Experts convert.ExpertsMode `json:"experts,omitempty"` // the --experts what-if of the planned tensors
 	// Options are the built-in layout's switches used (nil for a layout file).
 	Options      *layout.Options `json:"options,omitempty"`
 	DroppedBytes int64           `json:"dropped_bytes"`
 	// Unaligned lists FP8 weights whose split cuts a scale block (their scale stays replicated).
 	Unaligned []string `json:"unaligned_scales,omitempty"`
-	// Ranks is what every rank holds (in JSON: the report's "ranks").
-	Ranks []rankRow `json:"-"`
-	// Stages is every pipeline stage of a stage layout (the report's "stages").
+	// Ranks, Stages (of a stage layout) and Steps (of Options.Steps) are in
+	// the JSON at the report's top level.
+	Ranks  []rankRow  `json:"-"`
 	Stages []stageRow `json:"-"`
-	// Steps is the per-rank memory story of Options.Steps (the report's "steps").
-	Steps []step `json:"-"`
+	Steps  []step     `json:"-"`
 }
 
 // rankRow is what one rank holds.
@@ -158,17 +136,17 @@ type stageRow struct {
 	Bytes   int64    `json:"bytes"`
 }
 
-// check validates the options (before anything is read) and returns the
-// layout to plan, "" for none.
+// check validates the options and returns the layout to plan ("": none).
 func (o Options) check() (string, error) {
 	if o.By != "" && !slices.Contains(groupBys, o.By) {
 		return "", fmt.Errorf("%w: group %q", errUsage, o.By)
 	}
 	name := o.Layout
-	if name == "" && o.By == byRank {
+	switch {
+	case name != "":
+	case o.By == byRank:
 		name = DefaultRankLayout
-	}
-	if name == "" && o.By == byStage {
+	case o.By == byStage:
 		name = defaultStageLayout
 	}
 	if o.Steps && name == "" {
@@ -204,18 +182,14 @@ func Inspect(path string, opts Options) (*Report, error) {
 	return audit(src, path, opts)
 }
 
-// auditor holds what an audit keeps of a checkpoint: its file names and,
-// when it plans, the flattened tensor table (every tensor in file order, with
-// its component and file).
+// auditor holds what an audit keeps of a checkpoint.
 type auditor struct {
-	src    *headers
-	cfg    *model.Config // nil when config.json is absent or unusable
-	specs  []safetensors.TensorSpec
-	comps  []model.Component
-	fileOf []int32
-	warn   warnings
-	opts   Options
-	plans  map[string]*planned // applyRecipe's, by recipe name
+	src   *headers
+	cfg   *model.Config // nil when config.json is absent or unusable
+	own   planned       // when it plans: every tensor in file order
+	warn  warnings
+	opts  Options
+	plans map[string]*planned // applyRecipe's, by recipe name
 }
 
 func audit(src *headers, source string, opts Options) (*Report, error) {
@@ -243,9 +217,11 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 	}
 	a.fill(rep, perFile)
 	if opts.Recipe != "" || opts.Experts != convert.ExpertsKeep {
-		if rep.Recipe, err = a.recipe(opts.Recipe); err != nil {
+		p, err := a.applyRecipe(opts.Recipe)
+		if err != nil {
 			return nil, err
 		}
+		rep.Recipe = &recipeReport{Name: cmp.Or(opts.Recipe, asIs.Name), Format: opts.Format, Experts: opts.Experts, Splits: p.splits(), accounting: p.accounting()}
 	}
 	if layoutName != "" {
 		if rep.Layout, err = a.layoutReport(layoutName); err != nil {
@@ -325,17 +301,13 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	case byDType:
 		rep.Groups = dtypeGroups(rep.DTypes)
 	case byLayer:
-		keys := slices.Sorted(maps.Keys(layers))
-		for _, l := range keys {
-			key := "model"
+		for _, l := range slices.Sorted(maps.Keys(layers)) {
 			if l >= 0 {
-				key = strconv.Itoa(l)
+				rep.Groups = append(rep.Groups, row{Key: strconv.Itoa(l), tally: layers[l]})
 			}
-			rep.Groups = append(rep.Groups, row{Key: key, tally: layers[l]})
 		}
-		// Model-level tensors after the layers, as in the checkpoint's files.
-		if len(keys) > 0 && keys[0] < 0 {
-			rep.Groups = append(rep.Groups[1:], rep.Groups[0])
+		if t, ok := layers[-1]; ok { // model-level tensors last, as in the checkpoint's files
+			rep.Groups = append(rep.Groups, row{Key: "model", tally: t})
 		}
 	case byFile:
 		for _, f := range rep.Files {
@@ -344,8 +316,7 @@ func (a *auditor) fill(rep *Report, per []fileTotals) {
 	}
 }
 
-// componentRank orders component names as componentRows does: the schema's
-// order, other (and any unknown name) last.
+// componentRank orders component names as componentRows does (unknown last).
 func componentRank(name string) int {
 	c, err := model.ParseComponent(name)
 	if err != nil || c == model.Other {
@@ -398,6 +369,7 @@ func rankGroups(lr *layoutReport) []row {
 	return rows
 }
 
+// stageGroups is the stage table, the rank table for a layout of one stage.
 func stageGroups(lr *layoutReport) []row {
 	if len(lr.Stages) == 0 {
 		return rankGroups(lr)

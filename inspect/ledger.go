@@ -16,25 +16,18 @@ func (s *tally) merge(o tally) {
 	s.Bytes += o.Bytes
 }
 
-// row is one line of a grouped table: a key (a component, dtype, layer, file,
-// stage or rank) and what falls under it.
+// row is one line of a grouped table: a component, dtype, layer, file, stage or rank.
 type row struct {
 	Key string `json:"name"`
 	tally
 }
 
-// step is one bar of the per-rank memory chart: a deployment change, and the
-// bytes one rank then holds, by component.
+// step is one bar of the per-rank memory chart: a deployment change and one rank's bytes.
 type step struct {
-	// Label names the step on the chart (e.g. "FP8").
-	Label string `json:"step"`
-	// Rank is the rank whose bytes are shown (the largest one).
-	Rank int `json:"rank"`
-	// Total is the rank's resident weight bytes.
-	Total int64 `json:"bytes"`
-	// Sliced is the full size of the tensors the rank holds only a slice of
-	// (at the weight-shard step: the weight-shard set).
-	Sliced int64 `json:"sliced_bytes"`
-	// Components splits Total by component.
-	Components []row `json:"components"`
+	Label string `json:"step"`  // the step's name on the chart (e.g. "FP8")
+	Rank  int    `json:"rank"`  // the rank shown: the one holding the most
+	Total int64  `json:"bytes"` // the rank's resident weight bytes
+	// Sliced is the full size of the tensors the rank holds only a slice of.
+	Sliced     int64 `json:"sliced_bytes"`
+	Components []row `json:"components"` // Total by component
 }

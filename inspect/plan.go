@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,8 +12,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// planned is a tensor list to account: the checkpoint's own, or a recipe's
-// output, with each tensor's component and file.
+// planned is the checkpoint's or a recipe output's tensors, with components and files.
 type planned struct {
 	recipe string
 	specs  []safetensors.TensorSpec
@@ -22,25 +22,27 @@ type planned struct {
 	splits func() []convert.SplitReport
 }
 
-func (a *auditor) source() *planned {
-	return &planned{specs: a.specs, comps: a.comps, fileOf: a.fileOf}
-}
+// asIs is the recipe of an --experts what-if without --recipe: every tensor
+// kept, so only the experts' cast changes the accounting.
+var asIs = &convert.Recipe{Name: "as-is", Doc: "every tensor kept (only --experts changes)"}
 
-// applyRecipe plans a recipe's output. Each output tensor is accounted with
-// the tensor it is made from: a scale belongs to its weight's component (the
-// schema's rule), and the output keeps the source's shard names. A recipe
-// is planned once per audit (the what-if, the layout and its FP8 step share
-// it); callers must not modify the result.
+// applyRecipe plans a recipe's output ("": asIs), each output tensor
+// accounted with the tensor it is made from (a scale is its weight's
+// component; the output keeps the source's shard names). A recipe is
+// planned once per audit and shared: callers must not modify the result.
 func (a *auditor) applyRecipe(name string) (*planned, error) {
 	if p := a.plans[name]; p != nil {
 		return p, nil
 	}
-	r, err := lookupRecipe(name)
+	r, err := asIs, error(nil)
+	if name != "" {
+		r, err = convert.Lookup(name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: --recipe: %w", errUsage, err)
 	}
-	opts := a.convertOptions()
-	outs, err := convert.PlanTensors(r, a.specs, opts)
+	opts := convert.Options{Format: a.opts.Format, Experts: a.opts.Experts}
+	outs, err := convert.PlanTensors(r, a.own.specs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -51,13 +53,13 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 		splits: sync.OnceValue(func() []convert.SplitReport { return convert.RecipeSplits(outs, opts) })}
 	j := 0 // outputs follow the input order: walk both lists together
 	for i, o := range outs {
-		for j < len(a.specs) && a.specs[j].Name != o.Source {
+		for j < len(a.own.specs) && a.own.specs[j].Name != o.Source {
 			j++
 		}
-		if j == len(a.specs) {
+		if j == len(a.own.specs) {
 			return nil, fmt.Errorf("recipe %s: output %s: source %s out of order", name, o.Name, o.Source)
 		}
-		p.specs[i], p.comps[i], p.fileOf[i] = o.TensorSpec, a.comps[j], a.fileOf[j]
+		p.specs[i], p.comps[i], p.fileOf[i] = o.TensorSpec, a.own.comps[j], a.own.fileOf[j]
 	}
 	a.plans[name] = p
 	return p, nil
@@ -79,20 +81,8 @@ func (p *planned) accounting() accounting {
 	return acc
 }
 
-func (a *auditor) recipe(name string) (*recipeReport, error) {
-	p, err := a.applyRecipe(name)
-	if err != nil {
-		return nil, err
-	}
-	r, err := lookupRecipe(name)
-	if err != nil {
-		return nil, err
-	}
-	return &recipeReport{Name: r.Name, Format: a.opts.Format, Experts: a.opts.Experts, Splits: p.splits(), accounting: p.accounting()}, nil
-}
-
-// resolveLayout builds the layout with the given switches (a layout file has
-// none: nil options) for the config's model dimensions, or K3's without one.
+// resolveLayout builds the layout with switches o (nil for a layout file)
+// for the config's model dimensions, or K3's without one.
 func (a *auditor) resolveLayout(name string, o *layout.Options) (*layout.Layout, error) {
 	lo := layout.Options{}
 	if o != nil {
@@ -111,7 +101,7 @@ func (a *auditor) layoutReport(name string) (*layoutReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := a.source()
+	p := &a.own
 	if a.opts.Recipe != "" || a.opts.Experts != convert.ExpertsKeep {
 		if p, err = a.applyRecipe(a.opts.Recipe); err != nil {
 			return nil, err
@@ -190,8 +180,7 @@ func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]rankRow, []
 	return ranks, stages, nil
 }
 
-// memoryStep is one change of the per-rank weight memory story (DP16
-// decode): which tensors (source or FP8) under which layout switches.
+// memoryStep is one step of the memory story: source or FP8, under switches.
 type memoryStep struct {
 	label string
 	fp8   bool
@@ -211,27 +200,19 @@ var memorySteps = []memoryStep{
 }
 
 // steps plans the layout once per memory step and reports, for each, the
-// rank holding the most bytes. Steps that change no rank's bytes (weight
-// shard outside dp16, FP8 on a converted source) are left out. A layout file
-// has no switches: its steps are the checkpoint as is and after the recipe.
+// rank holding the most bytes; steps that change no rank's bytes are left
+// out. A layout file has no switches: its steps are as is and FP8.
 func (a *auditor) steps(name string, builtin bool) ([]step, error) {
-	recipe := a.opts.Recipe
-	if recipe == "" {
-		recipe = defaultRecipe
-	}
-	src := a.source()
-	// A checkpoint past the FP8 step (its config.json declares a block-FP8
-	// conversion, or it holds the converter's FP8 weights: the
-	// compressed-tensors convention declares nothing new) is its own FP8
-	// step; any other is planned through the recipe, whose failure is the
-	// report's.
+	src := &a.own
+	// A converted checkpoint (declared, or holding FP8 weights: the
+	// compressed-tensors convention declares nothing new) is its own FP8 step.
 	converted := a.cfg != nil && a.cfg.Converted != "" || slices.ContainsFunc(src.specs, func(s safetensors.TensorSpec) bool {
 		return s.DType == safetensors.F8_E4M3
 	})
 	fp8 := src
 	if !converted {
 		var err error
-		if fp8, err = a.applyRecipe(recipe); err != nil {
+		if fp8, err = a.applyRecipe(cmp.Or(a.opts.Recipe, defaultRecipe)); err != nil {
 			return nil, err
 		}
 	}
@@ -258,12 +239,7 @@ func (a *auditor) steps(name string, builtin bool) ([]step, error) {
 			continue // the switch does not apply to this layout or checkpoint
 		}
 		prev = plan.RankBytes
-		top := 0
-		for r, b := range plan.RankBytes {
-			if b > plan.RankBytes[top] {
-				top = r
-			}
-		}
+		top := slices.Index(plan.RankBytes, slices.Max(plan.RankBytes))
 		pcs, err := plan.Pieces(top)
 		if err != nil {
 			return nil, err

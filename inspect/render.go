@@ -7,7 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+	"strings"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
@@ -18,17 +18,12 @@ import (
 // defaultTextWidth is the terminal width assumed when none is known.
 const defaultTextWidth = 80
 
-// WriteText writes the report as human-readable tables: the --by grouping
-// (components by default; with a recipe, components and dtypes before →
-// after side by side), dtypes, totals; then the quantization configs, the
-// layout's ranks and stages, the memory steps and the warnings. Strings from
-// the checkpoint are printed with their control characters escaped.
-//
-// width is the widest line (0: 80), the terminal's: the smallest components
-// of the layout tables share an "other" column and the exact byte counts (in
-// the JSON report) leave the tables that would pass it. Only a path or a
-// name longer than width passes it. wide ignores width: every component its
-// own column and every table its byte counts, however wide they get.
+// WriteText writes the report as tables: the --by grouping (with a recipe,
+// before → after), dtypes, totals, the quantization configs, the layout's
+// ranks and stages, the memory steps and the warnings, control characters
+// from the checkpoint escaped. width is the widest line (0: 80): to fit it,
+// the smallest components share an "other" column and byte counts leave the
+// tables (only a longer path or name passes it); wide ignores width.
 func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 	bw := bufio.NewWriter(w)
 	switch {
@@ -58,14 +53,8 @@ func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 		}
 	}
 	for _, q := range r.Quantization {
-		where := q.File
-		if q.Key != "" {
-			where += " " + q.Key
-		}
-		fmt.Fprintf(bw, "\nquantization (%s):\n", termtext.Lines(where))
-		for _, s := range q.Summary {
-			fmt.Fprintln(bw, termtext.Wrap("  "+termtext.Lines(s), width, "    "))
-		}
+		where := strings.TrimSpace(q.File + " " + q.Key)
+		listText(bw, fmt.Sprintf("quantization (%s)", termtext.Lines(where)), q.Summary, width)
 	}
 	if r.QuantReport != nil {
 		if err := quantReportText(bw, r.QuantReport, width); err != nil {
@@ -78,20 +67,23 @@ func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 		}
 	}
 	if len(r.Warnings) > 0 {
-		fmt.Fprintln(bw, "\nwarnings:")
-		for _, s := range r.Warnings {
-			fmt.Fprintln(bw, termtext.Wrap("  "+termtext.Lines(s), width, "    "))
-		}
+		listText(bw, "warnings", r.Warnings, width)
 	}
 	return bw.Flush()
 }
 
-// headline is the report's first line, "source: summary", or, when that
-// would pass width, the source alone on its line and the summary indented
-// on the next: a long path never widens the report beyond what the path
-// itself needs.
+// listText writes a titled list, one wrapped item a line.
+func listText(w io.Writer, title string, items []string, width int) {
+	fmt.Fprintf(w, "\n%s:\n", title)
+	for _, s := range items {
+		fmt.Fprintln(w, termtext.Wrap("  "+termtext.Lines(s), width, "    "))
+	}
+}
+
+// headline is "source: summary", or, when that would pass width, the
+// summary indented on the next line.
 func headline(source, summary string, width int) string {
-	if utf8.RuneCountInString(source)+2+utf8.RuneCountInString(summary) <= width {
+	if textWidth(source)+2+textWidth(summary) <= width {
 		return source + ": " + summary
 	}
 	return source + ":\n  " + summary
@@ -100,20 +92,15 @@ func headline(source, summary string, width int) string {
 // mainTables writes the --by table and, unless it is the dtype table, the dtype table.
 func mainTables(w io.Writer, r *Report, width int) error {
 	fmt.Fprintln(w)
-	groups := r.Groups
-	if r.By == byComponent {
-		groups = r.Components
-	}
 	total := tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}
 	if r.By == byStage || r.By == byRank {
-		// Resident bytes under a layout: replicas count once per rank, dropped
-		// tensors not at all, so the total is the rows' own.
+		// Resident bytes count replicas once per rank and dropped tensors not at all.
 		total = tally{}
-		for _, g := range groups {
+		for _, g := range r.Groups {
 			total.merge(g.tally)
 		}
 	}
-	if err := shareTable(w, string(r.By), groups, total, width); err != nil {
+	if err := shareTable(w, string(r.By), r.Groups, total, width); err != nil {
 		return err
 	}
 	if r.By == byDType {
@@ -123,8 +110,7 @@ func mainTables(w io.Writer, r *Report, width int) error {
 	return shareTable(w, "dtype", dtypeGroups(r.DTypes), tally{Tensors: r.TensorCount, Bytes: r.TotalBytes}, width)
 }
 
-// newTable is a boxed table with left-aligned text and right-aligned numbers
-// (columns from numFrom on).
+// newTable is a boxed table, columns from numFrom on right-aligned.
 func newTable(w io.Writer, cols, numFrom int) *tablewriter.Table {
 	align := make(tw.Alignment, cols)
 	for i := range align {
@@ -188,8 +174,7 @@ func cellWidths(rows [][]string) []int {
 	return ws
 }
 
-// recipeText is the what-if of --recipe: one line of totals, then the
-// components and the dtypes before → after, side by side.
+// recipeText is the what-if of --recipe: totals, then components and dtypes before → after.
 func recipeText(w io.Writer, r *Report, width int) error {
 	rr := r.Recipe
 	u := unitFor(max(r.TotalBytes, rr.TotalBytes))
@@ -207,34 +192,32 @@ func recipeText(w io.Writer, r *Report, width int) error {
 	return beforeAfter(w, "dtype", u, dtypeGroups(r.DTypes), dtypeGroups(rr.DTypes), r.accounting, rr.accounting)
 }
 
-// beforeAfter renders key | tensors before | after | size before | after | change,
-// the rows of before first, then those only after has.
+// beforeAfter renders key | tensors before | after | size before | after | change
+// (before's rows first).
 func beforeAfter(w io.Writer, key string, u unit, before, after []row, tb, ta accounting) error {
-	am := map[string]row{}
+	am := map[string]tally{}
 	for _, a := range after {
-		am[a.Key] = a
+		am[a.Key] = a.tally
 	}
 	t := newTable(w, 6, 1)
 	t.Header(key, "tensors before", "after", u.name+" before", "after", "change")
-	add := func(k string, b, a tally) error {
-		return t.Append(termtext.Name(k), termtext.Int(b.Tensors), termtext.Int(a.Tensors), u.str(b.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-b.Bytes)))
+	cells := func(k string, b, a tally) []string {
+		return []string{termtext.Name(k), termtext.Int(b.Tensors), termtext.Int(a.Tensors), u.str(b.Bytes), u.str(a.Bytes), fmt.Sprintf("%+.2f", u.of(a.Bytes-b.Bytes))}
 	}
-	seen := map[string]bool{}
 	for _, b := range before {
-		seen[b.Key] = true
-		if err := add(b.Key, b.tally, am[b.Key].tally); err != nil {
+		if err := t.Append(cells(b.Key, b.tally, am[b.Key])); err != nil {
 			return err
 		}
+		delete(am, b.Key)
 	}
 	for _, a := range after {
-		if !seen[a.Key] {
-			if err := add(a.Key, tally{}, a.tally); err != nil {
+		if _, ok := am[a.Key]; ok {
+			if err := t.Append(cells(a.Key, tally{}, a.tally)); err != nil {
 				return err
 			}
 		}
 	}
-	t.Footer("total", termtext.Int(tb.TensorCount), termtext.Int(ta.TensorCount), u.str(tb.TotalBytes), u.str(ta.TotalBytes),
-		fmt.Sprintf("%+.2f", u.of(ta.TotalBytes-tb.TotalBytes)))
+	t.Footer(cells("total", tally{Tensors: tb.TensorCount, Bytes: tb.TotalBytes}, tally{Tensors: ta.TensorCount, Bytes: ta.TotalBytes}))
 	return t.Render()
 }
 

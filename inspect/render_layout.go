@@ -25,7 +25,7 @@ type compTable struct {
 	head  []string
 	fixed [][]string
 	vals  []map[string]int64
-	cols  []string // every component seen, in schema order
+	cols  []string // every component seen (in schema order once chosen)
 }
 
 func (c *compTable) add(fixed []string, comps []row) {
@@ -33,11 +33,14 @@ func (c *compTable) add(fixed []string, comps []row) {
 	m := make(map[string]int64, len(comps))
 	for _, r := range comps {
 		m[r.Key] = r.Bytes
+		if !slices.Contains(c.cols, r.Key) {
+			c.cols = append(c.cols, r.Key)
+		}
 	}
 	c.vals = append(c.vals, m)
 }
 
-// width is the printed width of a boxed table whose columns are w wide.
+// tableWidth is the printed width of a boxed table whose columns are ws wide.
 func tableWidth(ws []int) int {
 	n := 1
 	for _, w := range ws {
@@ -58,10 +61,15 @@ func (c *compTable) colWidth(col string) int {
 }
 
 // choose returns the component columns to show (schema order) and whether
-// an "other" column sums the rest.
+// an "other" column sums the rest. A column adds its width and 3.
 func (c *compTable) choose() ([]string, bool) {
-	ws := cellWidths(append([][]string{c.head}, c.fixed...))
-	if tableWidth(append(slices.Clone(ws), c.widths(c.cols)...)) <= c.width {
+	slices.SortStableFunc(c.cols, func(a, b string) int { return componentRank(a) - componentRank(b) })
+	fixed := tableWidth(cellWidths(append([][]string{c.head}, c.fixed...)))
+	all := fixed
+	for _, col := range c.cols {
+		all += c.colWidth(col) + 3
+	}
+	if all <= c.width {
 		return c.cols, false
 	}
 	// Largest components first, while they fit next to an "other" column.
@@ -75,22 +83,15 @@ func (c *compTable) choose() ([]string, bool) {
 	}
 	slices.SortStableFunc(bySize, func(a, b string) int { return cmp.Compare(total(b), total(a)) })
 	var shown []string
+	used := fixed
 	for _, col := range bySize {
 		try := append(slices.Clone(shown), col)
-		if tableWidth(append(append(slices.Clone(ws), c.widths(try)...), c.otherWidth(try))) <= c.width {
-			shown = try
+		if w := used + c.colWidth(col) + 3; w+c.otherWidth(try)+3 <= c.width {
+			shown, used = try, w
 		}
 	}
 	slices.SortStableFunc(shown, func(a, b string) int { return componentRank(a) - componentRank(b) })
 	return shown, len(shown) < len(c.cols)
-}
-
-func (c *compTable) widths(cols []string) []int {
-	ws := make([]int, len(cols))
-	for i, col := range cols {
-		ws[i] = c.colWidth(col)
-	}
-	return ws
 }
 
 // otherWidth is the width of the "other" column when shown are the columns.
@@ -169,30 +170,6 @@ func wrapList(names []string, width int) string {
 	return b.String()
 }
 
-// componentColumns is the union of components over rows, in the order of
-// componentRows (the schema's, other last).
-func componentColumns(lists ...[]row) []string {
-	var cols []string
-	seen := map[string]bool{}
-	for _, l := range lists {
-		for _, r := range l {
-			if !seen[r.Key] {
-				seen[r.Key] = true
-				cols = append(cols, r.Key)
-			}
-		}
-	}
-	slices.SortStableFunc(cols, func(a, b string) int { return componentRank(a) - componentRank(b) })
-	return cols
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
-}
-
 func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error {
 	var largest int64
 	for _, r := range lr.Ranks {
@@ -217,16 +194,13 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 	head += fmt.Sprintf(": %s, %s per rank, %s %s dropped", termtext.Plural(int64(len(lr.Ranks)), "rank", "ranks"), u.name, u.str(lr.DroppedBytes), u.name)
 	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(head, width, "  "))
 	if op := lr.Options; op != nil {
-		fmt.Fprintf(w, "  text only %s, weight shard %s, vocab TP %s\n", onOff(op.TextOnly), onOff(op.WeightShard), onOff(op.VocabTP))
+		onOff := map[bool]string{true: "on", false: "off"}
+		fmt.Fprintf(w, "  text only %s, weight shard %s, vocab TP %s\n", onOff[op.TextOnly], onOff[op.WeightShard], onOff[op.VocabTP])
 		if len(op.PPPartition) > 0 {
-			fmt.Fprintf(w, "  partition %s\n", joinInts(op.PPPartition))
+			fmt.Fprintf(w, "  partition %s\n", strings.Trim(strings.ReplaceAll(fmt.Sprint(op.PPPartition), " ", ","), "[]"))
 		}
 	}
-	var lists [][]row
-	for _, r := range lr.Ranks {
-		lists = append(lists, r.Components)
-	}
-	ranks := compTable{width: width, u: u, head: []string{"rank", "stage", "tensors", u.name}, cols: componentColumns(lists...)}
+	ranks := compTable{width: width, u: u, head: []string{"rank", "stage", "tensors", u.name}}
 	// Consecutive ranks holding the same amounts share a row ("0–15" under dp16).
 	for i := 0; i < len(lr.Ranks); {
 		r := lr.Ranks[i]
@@ -270,11 +244,7 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 		return nil
 	}
 	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(fmt.Sprintf("per-rank weight memory, step by step (%s, the fullest rank at each step):", u.name), width, "  "))
-	lists = lists[:0]
-	for _, s := range lr.Steps {
-		lists = append(lists, s.Components)
-	}
-	steps := compTable{width: width, u: u, head: []string{"step", "rank", u.name, "saved", "sliced (full)"}, cols: componentColumns(lists...)}
+	steps := compTable{width: width, u: u, head: []string{"step", "rank", u.name, "saved", "sliced (full)"}}
 	for i, s := range lr.Steps {
 		saved := ""
 		if i > 0 {
@@ -316,12 +286,4 @@ func fileRanges(files []string, pos map[string]int) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
 }

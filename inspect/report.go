@@ -12,8 +12,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// readQuantReport reads a converted checkpoint's quantization_report.json
-// (nil when it holds none).
+// readQuantReport reads quantization_report.json (nil when absent).
 func (a *auditor) readQuantReport() (*convert.Report, int64, error) {
 	b, err := a.src.readAux(convert.ReportName)
 	switch {
@@ -29,9 +28,8 @@ func (a *auditor) readQuantReport() (*convert.Report, int64, error) {
 	return r, int64(len(b)), nil
 }
 
-// quantReportText writes the report as a table: group, tensors, max abs
-// error, relative Frobenius error, SQNR and lossy blocks, with the total
-// last; without the tensors column when the table would pass width.
+// quantReportText writes the report's errors per group and in total,
+// without the tensors column when the table would pass width.
 func quantReportText(w io.Writer, r *convert.Report, width int) error {
 	fmt.Fprintf(w, "\nerror on record (%s; lossy: blocks with a changed value):\n", convert.ReportName)
 	cells := [][]string{{"group", "tensors", "max abs", "rel fro", "SQNR dB", "lossy"}}

@@ -12,14 +12,13 @@ import (
 )
 
 // headers is what an audit reads: side files, the shard names, and passes
-// over the shard headers, each File handed over once per pass. A path is
-// streamed (safetensors.OpenShards), so the default audit of K3 never holds
-// more than the headers in flight; tests serve headers from memory.
+// over the shard headers. A path is streamed, so the default audit of K3
+// holds no more than the headers in flight; tests serve them from memory.
 type headers struct {
 	names   []string
 	readAux func(name string) ([]byte, error)
 	// walk calls fn for every shard, concurrently; a second walk (the rare
-	// search for tensors found outside their shard) may read the headers again.
+	// search for tensors outside their shard) may read the headers again.
 	walk func(fn func(i int, f *safetensors.File) error) error
 	// read is the header and index bytes read so far; fetched what a remote
 	// source downloaded (side files included), 0 for a local one.
@@ -27,8 +26,8 @@ type headers struct {
 }
 
 // streamHeaders opens path for streaming; every walk after the first opens
-// it again. transient says the audit keeps nothing of a File once its
-// callback returns, so the codec may reuse each header's memory.
+// it again. transient: the audit keeps nothing of a File after its callback,
+// so the codec may reuse each header's memory.
 func streamHeaders(ctx context.Context, path string, transient bool) (*headers, error) {
 	s, err := safetensors.OpenShards(ctx, path)
 	if err != nil {
@@ -71,12 +70,12 @@ type fileTotals struct {
 	comp   [model.NumComponents]tally
 	dtype  [256]tally
 	layers map[int]tally
-	// specs and comps are the file's tensors when the audit plans a recipe
-	// or a layout (names and shapes alias the header, kept for the plan).
+	// specs and comps are the file's tensors when the audit plans (names
+	// and shapes alias the header).
 	specs []safetensors.TensorSpec
 	comps []model.Component
-	// problems are the config's tensors this file should hold that it does
-	// not hold as the config says, in the config's order.
+	// problems are the config's tensors this file does not hold as the
+	// config says, in the config's order.
 	problems []problem
 }
 
@@ -89,17 +88,12 @@ type problem struct {
 	found bool
 }
 
-// bad reports whether the problem, once resolved, is a difference.
-func (p *problem) bad() bool { return !p.found || !slices.Equal(p.shape, p.want.Shape) }
-
-// table reports whether the audit needs the per-tensor table (to plan a
-// recipe or a layout), which keeps the headers' names and shapes.
+// table reports whether the audit plans, which keeps names and shapes.
 func (o Options) table() bool {
 	return o.Recipe != "" || o.Experts != convert.ExpertsKeep || o.Layout != "" || o.Steps || o.By == byRank || o.By == byStage
 }
 
-// scan sums every file, one file per task, and checks it against the
-// tensors config.json places in it.
+// scan sums every file and checks it against what config.json places in it.
 func (a *auditor) scan() ([]fileTotals, error) {
 	names := a.src.names
 	classify := model.K3Classifier().Classify
@@ -128,7 +122,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 		var chk *shardCheck
 		si, inShard := shardOf[f.Path]
 		if inShard {
-			chk = newShardCheck(match, si)
+			chk = &shardCheck{m: match, si: si, seen: make([]bool, match.Len(si))}
 		}
 		for j, t := range f.Tensors {
 			var c model.Component
@@ -164,8 +158,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 		a.flatten(per)
 	}
 	if a.cfg != nil {
-		renamed := fileTotals{problems: a.renamedShards()}
-		per = append(per, renamed)
+		per = append(per, fileTotals{problems: a.renamedShards()})
 		if err := a.resolve(per); err != nil {
 			return nil, err
 		}
@@ -181,32 +174,28 @@ func (a *auditor) flatten(per []fileTotals) {
 	for i := range per {
 		n += len(per[i].specs)
 	}
-	a.specs = make([]safetensors.TensorSpec, 0, n)
-	a.comps = make([]model.Component, 0, n)
-	a.fileOf = make([]int32, 0, n)
+	a.own.specs = make([]safetensors.TensorSpec, 0, n)
+	a.own.comps = make([]model.Component, 0, n)
+	a.own.fileOf = make([]int32, 0, n)
 	for i := range per {
-		a.specs = append(a.specs, per[i].specs...)
-		a.comps = append(a.comps, per[i].comps...)
+		a.own.specs = append(a.own.specs, per[i].specs...)
+		a.own.comps = append(a.own.comps, per[i].comps...)
 		for range per[i].specs {
-			a.fileOf = append(a.fileOf, int32(i))
+			a.own.fileOf = append(a.own.fileOf, int32(i))
 		}
 		per[i].specs, per[i].comps = nil, nil
 	}
 }
 
 // shardCheck compares a file with the tensors config.json places in its
-// shard, one catalog match per tensor as the tensors are classified, and no
-// catalog names: those are built (checkShardNames) only when something differs.
+// shard as the tensors are classified, without building the catalog's
+// names: checkShardNames does, only when something differs.
 type shardCheck struct {
 	m       *model.ShardMatcher
 	si      int
 	seen    []bool // by catalog position
 	found   int
 	differs bool
-}
-
-func newShardCheck(m *model.ShardMatcher, si int) *shardCheck {
-	return &shardCheck{m: m, si: si, seen: make([]bool, m.Len(si))}
 }
 
 // match finds t in the catalog, noting it and whether its shape differs,
@@ -232,8 +221,7 @@ func (c *shardCheck) match(t safetensors.TensorInfo) (model.Group, bool) {
 // agrees reports whether the file held every catalog tensor with its shape.
 func (c *shardCheck) agrees() bool { return !c.differs && c.found == len(c.seen) }
 
-// checkShardNames compares a file with the tensors of its shard's catalog,
-// by name, listing the differences in the catalog's order.
+// checkShardNames lists, in the catalog's order, how a file differs from it.
 func checkShardNames(f *safetensors.File, want []safetensors.TensorSpec) []problem {
 	var out []problem
 	for _, w := range want {
@@ -264,8 +252,7 @@ func (a *auditor) renamedShards() []problem {
 	return out
 }
 
-// resolve looks up the tensors not found in their own shard in every file,
-// in one more pass over the headers, and only when there are any.
+// resolve looks up the tensors missing from their shard in one more pass, if any.
 func (a *auditor) resolve(per []fileTotals) error {
 	pending := map[string]*problem{}
 	for i := range per {
@@ -292,8 +279,8 @@ func (a *auditor) resolve(per []fileTotals) error {
 }
 
 // collectProblems turns the per-file findings into warnings: each file's
-// shape differences (the first maxListedWarnings spelled out, the rest
-// counted), then the count of missing tensors.
+// shape differences (the first maxListedWarnings spelled out), then the
+// count of missing tensors.
 func (a *auditor) collectProblems(per []fileTotals) {
 	missing, firstMiss := 0, ""
 	for i := range per {
@@ -305,7 +292,7 @@ func (a *auditor) collectProblems(per []fileTotals) {
 					firstMiss = p.want.Name
 				}
 				missing++
-			case p.bad():
+			case !slices.Equal(p.shape, p.want.Shape): // found elsewhere, with another shape
 				s := fmt.Sprintf("file %s: tensor %s: shape %v, config.json implies %v", p.where, p.want.Name, p.shape, p.want.Shape)
 				if a.warn.shape == 0 {
 					a.warn.firstShape = s

@@ -13,8 +13,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// tensorItem is one tensor of the --tensors listing, with the JSON field names
-// of the issue's contract.
+// tensorItem is one tensor of the --tensors listing.
 type tensorItem struct {
 	Name        string            `json:"name"`
 	DType       safetensors.DType `json:"dtype"`
@@ -31,20 +30,17 @@ type fileItem struct {
 	Size        int64  `json:"size"`
 }
 
-// fileEntry describes f for listings.
 func fileEntry(f *safetensors.File) fileItem {
 	return fileItem{Path: f.Path, HeaderBytes: f.DataStart, Size: f.Size}
 }
 
-// tensorListSchema is the "schema" field of the JSON listing: the version of
-// its layout, shared with every other --json output of the k3ckpt command.
+// tensorListSchema is the "schema" of the JSON listing (every --json output's).
 const tensorListSchema = 1
 
-// WriteTensorList lists every tensor of the checkpoint (files in name order,
-// tensors in data order within a file): as a table, or with asJSON as one object
-// {"schema": 1, "tensors": [...], "files": [...]}. Rows are streamed, so the
-// listing of the 497,220 tensors of K3 never exists in memory as a whole. The
-// table escapes control characters in names and paths (JSON escapes them itself).
+// WriteTensorList lists every tensor (files in name order, tensors in data
+// order): as a table with control characters escaped, or with asJSON as
+// {"schema": 1, "tensors": [...], "files": [...]}. Rows are streamed: K3's
+// 497,220 tensors are never listed in memory as a whole.
 func WriteTensorList(w io.Writer, ck *safetensors.Checkpoint, asJSON bool) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	var err error
@@ -80,7 +76,11 @@ func writeTensorListJSON(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 	first := true
 	for _, f := range ck.Files {
 		for _, t := range f.Tensors {
-			e := tensorItem{Name: t.Name, DType: t.DType, Shape: nonNil(t.Shape), File: f.Path, DataOffsets: [2]int64{t.Begin, t.End}}
+			shape := t.Shape
+			if shape == nil {
+				shape = []int64{} // a scalar's shape encodes as [], not null
+			}
+			e := tensorItem{Name: t.Name, DType: t.DType, Shape: shape, File: f.Path, DataOffsets: [2]int64{t.Begin, t.End}}
 			if err := item(first, e); err != nil {
 				return fmt.Errorf("file %s: tensor %s: %w", f.Path, t.Name, err)
 			}
@@ -97,9 +97,8 @@ func writeTensorListJSON(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 	return err
 }
 
-// writeTensorListTable streams aligned rows with column widths fixed up front
-// from the longest cell, so no row is buffered (a table library's cost per
-// row adds up to seconds over K3's half million rows).
+// writeTensorListTable streams rows aligned to widths measured up front (a
+// table library's cost per row adds up to seconds over K3's rows).
 func writeTensorListTable(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 	head := []string{"name", "dtype", "shape", "file", "data_offsets"}
 	widths := cellWidths([][]string{head})
@@ -160,12 +159,4 @@ func appendShape(b []byte, shape []int64) []byte {
 		b = strconv.AppendInt(b, d, 10)
 	}
 	return append(b, ']')
-}
-
-// nonNil makes a scalar's shape encode as [] rather than null.
-func nonNil(s []int64) []int64 {
-	if s == nil {
-		return []int64{}
-	}
-	return s
 }
