@@ -87,7 +87,7 @@ func CheckSums(ctx context.Context, root string) (files int, bytes int64, err er
 		// The directory's files, less those of a directory below with its own SHA256SUMS.
 		var there []string
 		for name := range all {
-			if rest, ok := strings.CutPrefix(name, dir); ok && rest != sumsName && (dir != "" || !slices.Contains(dirs, firstDir(name))) {
+			if rest, ok := strings.CutPrefix(name, dir); ok && rest != sumsName && (dir != "" || firstDir(name) == "" || !slices.Contains(dirs, firstDir(name))) {
 				there = append(there, rest)
 			}
 		}

@@ -137,3 +137,30 @@ func must2[A, B any](a A, b B, err error) func(testing.TB) {
 		}
 	}
 }
+
+// A stray file beside a root SHA256SUMS is named, as one in a rank
+// directory is; files of a directory with its own SHA256SUMS are not the
+// root's.
+func TestCheckSumsRootStray(t *testing.T) {
+	dst := t.TempDir()
+	put := func(name, body string) {
+		p := filepath.Join(dst, filepath.FromSlash(name))
+		check(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		check(t, os.WriteFile(p, []byte(body), 0o644))
+	}
+	line := func(name, body string) string {
+		sum := sha256.Sum256([]byte(body))
+		return hex.EncodeToString(sum[:]) + "  " + name + "\n"
+	}
+	put("a.bin", "a")
+	put(sumsName, line("a.bin", "a"))
+	put("rank-00/b.bin", "b")
+	put("rank-00/"+sumsName, line("b.bin", "b"))
+	if files, _, err := CheckSums(context.Background(), dst); err != nil || files != 2 {
+		t.Fatalf("CheckSums: %d files, %v; want 2", files, err)
+	}
+	put("stray.bin", "x")
+	if _, _, err := CheckSums(context.Background(), dst); !errors.Is(err, errSums) || !strings.Contains(err.Error(), "stray.bin") {
+		t.Errorf("CheckSums with a stray file at the root: %v, want it named", err)
+	}
+}
