@@ -149,7 +149,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 			return q.nonFinite(band, src, rows, kb, c0, c1)
 		}
 		mo := q.Numerics == ModelOpt // a BF16 source (numericsErr)
-		amax := q.bitsToF32(m)
+		amax := q.in.widen(m)
 		var sf float32
 		if mo {
 			if sf = modelOptScale(uint16(m)); sf == 0 {
@@ -204,33 +204,14 @@ func (q *Quantizer) amaxBits(src []byte, rows, c0, c1 int) uint32 {
 	return uint32(amax16(src[2*c0:], 2*q.k, rows, c1-c0))
 }
 
-// bitsToF32 widens a magnitude bit pattern of the source format.
-func (q *Quantizer) bitsToF32(m uint32) float32 {
-	switch q.in {
-	case BF16:
-		return BF16ToF32(uint16(m))
-	case F16:
-		return f16ToF32(uint16(m))
-	default:
-		return math.Float32frombits(m)
-	}
-}
-
 // nonFinite finds the first non-finite element of column block kb (row-major
 // within the block) and reports it.
 func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error {
 	inf, size := elemFacts[q.in].inf, q.in.Size()
 	for r := range rows {
 		for c := c0; c < c1; c++ {
-			var bits, mag uint32
-			if size == 4 {
-				bits = binary.LittleEndian.Uint32(src[4*(r*q.k+c):])
-				mag = bits & 0x7FFFFFFF
-			} else {
-				bits = uint32(binary.LittleEndian.Uint16(src[2*(r*q.k+c):]))
-				mag = bits & 0x7FFF
-			}
-			if mag >= inf {
+			bits := q.in.bits(src, r*q.k+c)
+			if bits&^(1<<(8*size-1)) >= inf { // the magnitude
 				return &BlockError{Err: ErrNonFinite, Elem: q.in, Bits: bits, Band: band, Row: band*BlockSize + r, ColBlock: kb, Col: c}
 			}
 		}

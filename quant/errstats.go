@@ -191,15 +191,7 @@ func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, ro
 // exactly for the NaN codes).
 func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 	for i, code := range c {
-		var x float64
-		switch in {
-		case BF16:
-			x = float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
-		case F16:
-			x = float64(f16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
-		default:
-			x = float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])))
-		}
+		x := float64(in.widen(in.bits(src, i)))
 		b.add(i%2, x, float64(float32(e4m3Table[code]*sf)), code&0x7F == 0x7E)
 	}
 }
