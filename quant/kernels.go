@@ -5,12 +5,10 @@ import (
 	"math"
 )
 
-// The block kernels work on a rows×cols window of a row-major band: src (and
-// dst) start at the window's first element and consecutive rows are stride
-// bytes (elements, for float32 dst) apart. Callers guarantee the slices cover
-// the window. Each has a portable version here; on amd64 with AVX2 the
-// dispatchers in kernels_amd64.go run the vector versions for the columns
-// that fill whole vectors and these for the rest.
+// The block kernels work on a rows×cols window of a row-major band: src and
+// dst start at the window's first element, rows stride bytes apart. On amd64
+// with AVX2 kernels_amd64.go runs vector versions for the columns that fill
+// whole vectors and these portable ones for the rest.
 
 // amax16Go returns the largest |x| bit pattern (x & 0x7FFF) of 16-bit elements.
 func amax16Go(src []byte, stride, rows, cols int) uint16 {
@@ -46,8 +44,7 @@ func encodeGo(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, c
 	}
 }
 
-// encodeWindow is encodeErr's encoder alone: a BF16 window by inv, or
-// with modelOpt encodeModelOpt's bytes by sf.
+// encodeWindow is encodeErr's encoder alone (with modelOpt, encodeModelOpt's).
 func encodeWindow(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf float32, modelOpt bool) {
 	if modelOpt {
 		encodeMO(dst, dstStride, src, srcStride, rows, cols, sf)
@@ -56,10 +53,9 @@ func encodeWindow(dst []byte, dstStride int, src []byte, srcStride, rows, cols i
 	}
 }
 
-// e4m3Select is E4M3FromF32 computing all three cases and selecting one, which
-// the compiler turns into conditional moves: in a block of weights spanning
-// many binades the subnormal case is taken at random, and a mispredicted branch
-// costs more than the whole conversion.
+// e4m3Select is e4M3FromF32 computing all three cases and selecting one
+// (conditional moves): in weights spanning many binades the subnormal case
+// comes at random, and a mispredicted branch costs more than the conversion.
 func e4m3Select(f float32) uint8 {
 	b := math.Float32bits(f)
 	a := b & 0x7FFFFFFF

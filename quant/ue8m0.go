@@ -27,13 +27,6 @@ func checkMatrix(n, k int) error {
 	return nil
 }
 
-// ue8m0Byte returns the exponent byte of a UE8M0 scale: a non-negative power
-// of two (or zero) whose float32 mantissa and sign are 0 and exponent not 0xFF.
-func ue8m0Byte(s float32) (uint8, bool) {
-	b := math.Float32bits(s)
-	return uint8(b >> 23), b&0x807FFFFF == 0 && b>>23 != 0xFF
-}
-
 // PackUE8M0 packs the block scales [⌈N/128⌉, ⌈K/128⌉] (row-major, each a
 // power of two such as CeilUE8M0 makes) of an N×K weight into DeepGEMM's SM100
 // layout (see PackedUE8M0Shape). The padding rows N..align(N, 4) are zero.
@@ -51,12 +44,12 @@ func PackUE8M0(scales []float32, n, k int) ([]int32, error) {
 	for b := range nb {
 		clear(row)
 		for j := range kb {
-			s := scales[b*kb+j]
-			e, ok := ue8m0Byte(s)
-			if !ok {
-				return nil, errorf(errNotUE8M0, "scale (%d, %d) = %g (bits 0x%08x)", b, j, s, math.Float32bits(s))
+			// A power of two or zero: sign and mantissa clear, exponent not 0xFF.
+			s := math.Float32bits(scales[b*kb+j])
+			if s&0x807FFFFF != 0 || s>>23 == 0xFF {
+				return nil, errorf(errNotUE8M0, "scale (%d, %d) = %g (bits 0x%08x)", b, j, scales[b*kb+j], s)
 			}
-			row[j/ue8m0PerWord] |= int32(uint32(e) << (8 * (j % ue8m0PerWord)))
+			row[j/ue8m0PerWord] |= int32(s >> 23 << (8 * (j % ue8m0PerWord)))
 		}
 		for p, w := range row {
 			seg := out[p*stride+b*BlockSize : p*stride+min(b*BlockSize+BlockSize, n)]
