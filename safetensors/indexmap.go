@@ -16,7 +16,7 @@ const minParallelWeightMap = 8 << 20
 type weightMap struct {
 	entries []indexEntry
 	// provisional are the files in order of first appearance; fileIDs maps
-	// their raw JSON spellings to their ids.
+	// their raw spellings to their ids.
 	provisional []string
 	fileIDs     map[string]uint32
 	lastRaw     []byte // the previous entry's file, as spelled, and its id
@@ -48,8 +48,7 @@ func (w *weightMap) members(p *parser, stop int, fail func(string, ...any) error
 		if err != nil {
 			return false, fail("weight_map[%s]: %v", termtext.Name(t), err)
 		}
-		// Neighbouring entries mostly name one file: the previous entry's
-		// spelling is compared before the map is asked.
+		// Neighbours mostly name one file: the previous one is tried first.
 		id, ok := w.lastID, w.lastRaw != nil && bytes.Equal(raw, w.lastRaw)
 		if !ok {
 			id, ok = w.fileIDs[string(raw)]
@@ -78,13 +77,11 @@ func (w *weightMap) members(p *parser, stop int, fail func(string, ...any) error
 
 // parallel parses a large weight_map from p.i (the first member's start)
 // in pieces, one per CPU, and reports whether it did: then p is past the
-// closing '}' and w holds what members would have collected, but for file
-// ids (the caller renumbers them by name). A piece starts after a newline,
-// which JSON allows only between tokens, at what is assumed to be a
-// member's start; the piece before it must end exactly there for the
-// assumption to hold. When it does not, or anything in any piece is wrong,
-// p is left where it was and the caller parses the whole map in order, so
-// errors are exactly those of the sequential parse.
+// closing '}' and w holds what members would have collected (file ids
+// aside, which the caller renumbers). A piece starts after a newline, at
+// what is assumed to be a member's start, and the piece before must end
+// exactly there. Otherwise, or on any error, p is left where it was and the
+// caller parses in order, so errors are those of the sequential parse.
 func (w *weightMap) parallel(p *parser, fail func(string, ...any) error) bool {
 	n := len(p.b) - p.i
 	k := min(runtime.GOMAXPROCS(0), 8)
