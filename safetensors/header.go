@@ -161,12 +161,9 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 					return nil, err
 				}
 			} else {
-				t, ok := p.compactTensor(name)
-				if !ok {
-					var err error
-					if t, err = p.tensor(name); err != nil {
-						return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), err)
-					}
+				t, err := p.tensor(name)
+				if err != nil {
+					return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), err)
 				}
 				n := len(f.index) // a name already present leaves the length unchanged
 				f.index[name] = int32(len(f.Tensors))

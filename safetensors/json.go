@@ -14,14 +14,12 @@ import (
 // parser is a small JSON scanner specialised for safetensors headers and
 // indexes: it decodes entries without building generic values.
 type parser struct {
-	b            []byte
-	s            string // the same bytes as b when names should share its memory, else ""
-	i            int
-	arena        []int64 // backing store for shapes, carved into capped sub-slices
-	dims         int     // shape entries carved so far
-	scratch      [16]int64
-	lastDType    string // the previous compact entry's dtype, and its value
-	lastDTypeVal DType
+	b       []byte
+	s       string // the same bytes as b when names should share its memory, else ""
+	i       int
+	arena   []int64 // backing store for shapes, carved into capped sub-slices
+	dims    int     // shape entries carved so far
+	scratch [16]int64
 }
 
 func (p *parser) errf(class error, format string, args ...any) error {
@@ -62,6 +60,15 @@ func (p *parser) eat(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// lit consumes s if the input continues with it.
+func (p *parser) lit(s string) bool {
+	if len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
+		return false
+	}
+	p.i += len(s)
+	return true
 }
 
 // rawStr scans a string and returns its raw bytes (between the quotes) and
