@@ -93,7 +93,6 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 	p := parser{b: b, s: bytesString(b, owned)}
 	d := &indexData{entries: make([]indexEntry, 0, len(b)/110)}
 	seenTotal, seenMap, seenMeta := false, false, false
-	fileIDs := map[string]uint32{} // raw JSON spelling → provisional id
 	var provisional []string
 	p.ws()
 	if !p.eat('{') {
@@ -151,12 +150,9 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 				return fail("weight_map is not an object")
 			}
 			p.ws()
-			w := weightMap{fileIDs: fileIDs}
-			if !w.parallel(&p, failf) {
-				w.entries = d.entries
-				if _, err := w.members(&p, -1, failf); err != nil {
-					return nil, err
-				}
+			w := weightMap{entries: d.entries, fileIDs: map[string]uint32{}}
+			if err := w.members(&p, failf); err != nil {
+				return nil, err
 			}
 			d.entries, provisional = w.entries, w.provisional
 		default:
