@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -45,36 +44,23 @@ func NewFilePlan(specs []TensorSpec, metadata map[string]string) (*FilePlan, err
 	if err != nil {
 		return nil, err
 	}
-	js, err := renderHeader(make([]byte, 0, headerEstimate(l.Tensors, metadata)), l.Tensors, metadata)
-	if err != nil {
+	if l.Header, err = renderHeader(make([]byte, 0, headerEstimate(l.Tensors, metadata)), l.Tensors, metadata); err != nil {
 		return nil, err
 	}
-	l.Header = js
-	return l, l.place(int64(len(js)))
+	return l, l.place(int64(len(l.Header)))
 }
 
 // NewFilePlanSum is NewFilePlan for a planner that holds many plans: it
 // returns the plan without its header bytes and their sha256.
 func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, [sha256.Size]byte, error) {
-	l, err := layOut(specs, metadata)
+	l, err := NewFilePlan(specs, metadata)
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
 	}
-	bp := renderBufs.Get().(*[]byte)
-	js, err := renderHeader((*bp)[:0], l.Tensors, metadata)
-	if err != nil {
-		return nil, [sha256.Size]byte{}, err
-	}
-	sum := sha256.Sum256(js)
-	if cap(js) <= maxReusedHeader {
-		*bp = js
-		renderBufs.Put(bp)
-	}
-	return l, sum, l.place(int64(len(js)))
+	sum := sha256.Sum256(l.Header)
+	l.Header = nil
+	return l, sum, nil
 }
-
-// renderBufs holds the buffers NewFilePlanSum renders headers in (*[]byte).
-var renderBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // layOut orders the tensors canonically and assigns their offsets.
 func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
