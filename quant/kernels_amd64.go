@@ -20,7 +20,7 @@ var useAVX512 = cpuHasAVX512
 var cpuHasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
 // Vector kernels (kernels_amd64.s). cols must be a positive multiple of the
-// vector width (16 elements; 8 for amax32 and dequantAVX2); rows ≥ 1.
+// vector width (16 elements; 8 for amax32); rows ≥ 1.
 //
 //go:noescape
 func amax16AVX2(src *byte, stride, rows, cols int) uint16
