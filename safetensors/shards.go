@@ -284,12 +284,10 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			var mem *headerMem
 			if reuse {
 				mem = mems.Get().(*headerMem)
+				defer mems.Put(mem) // last: fn and the index check are done with f
 			}
 			f, err := c.readShard(ctx, name, cancel, mem)
 			if err != nil {
-				if mem != nil {
-					mems.Put(mem)
-				}
 				errs[i] = err
 				cancel(err)
 				return err
@@ -298,9 +296,6 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			defer func() {
 				if !keep || !handed {
 					f.Close()
-				}
-				if mem != nil {
-					mems.Put(mem) // fn and the index check are done with f
 				}
 			}()
 			mu.Lock()
