@@ -74,8 +74,6 @@ func (b *blockErr) addTo(s *ErrStats, zero bool) {
 	s.SumSqErr += b.se0 + b.se1
 }
 
-const absMask = 1<<63 - 1
-
 // fp8Block adds one FP8 block of rows×cols codes (stride cstride) of source
 // elements src (stride sstride bytes) with scale sf, element by element;
 // zero says the block's amax is 0.
@@ -255,5 +253,5 @@ func (b *blockErr) add(l int, x, y float64, top bool) {
 		b.sx1 += float64(x * x)
 		b.se1 += float64(d * d)
 	}
-	b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
+	b.maxBits = max(b.maxBits, math.Float64bits(math.Abs(d)))
 }

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -59,21 +60,15 @@ type KMax struct {
 // wrapping ErrNonFinite naming its index in the tensor; the accumulator is
 // then unchanged.
 func (m *KMax) Add(scales []byte) error {
-	top := m.top
+	if i := bytes.IndexByte(scales, e8m0NaN); i >= 0 {
+		return errorf(ErrNonFinite, "E8M0 scale byte %d is NaN (0xff)", m.seen+int64(i))
+	}
 	for _, b := range scales {
-		top = max(top, b)
+		m.top = max(m.top, b)
 	}
-	if top == e8m0NaN {
-		for i, b := range scales {
-			if b == e8m0NaN {
-				return errorf(ErrNonFinite, "E8M0 scale byte %d is NaN (0xff)", m.seen+int64(i))
-			}
-		}
-	}
-	m.top = top
 	m.seen += int64(len(scales))
-	if top != 0 {
-		m.Value = int(top) - e8m0Bias
+	if m.top != 0 {
+		m.Value = int(m.top) - e8m0Bias
 	}
 	return nil
 }
