@@ -19,16 +19,13 @@ const MaxK = 1 << 24
 // 448, so an all-zero block gets a finite, non-zero scale.
 const amaxFloor float32 = 1e-4
 
-// scaleDiv is how the quantizer rounds sf = amax/448. The reference line
-// `x_amax / 448.0` gives different float32 bits on the two torch backends, so
-// matching "the reference" bit for bit means choosing one.
+// scaleDiv is how the quantizer rounds sf = amax/448: the reference's
+// `x_amax / 448.0` gives different float32 bits on the two torch backends.
 type scaleDiv uint8
 
 const (
-	// divCUDA multiplies by float32(1/448): torch's CUDA kernel for a tensor
-	// divided by a Python scalar computes the reciprocal once and multiplies,
-	// so this is what DeepGEMM's reference writes when run on a GPU (the
-	// default; every golden block of quant/testdata/torch differs from divExact).
+	// divCUDA multiplies by float32(1/448), as torch's CUDA kernel for a
+	// tensor divided by a Python scalar does (the default: DeepGEMM runs on GPUs).
 	divCUDA scaleDiv = iota
 	// divExact is the correctly rounded quotient, what torch computes on CPU.
 	divExact
@@ -62,8 +59,8 @@ func (f ScaleFmt) String() string {
 func numBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 
 // Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN with
-// DeepGEMM's per_block_cast_to_fp8 semantics. The hot loop allocates nothing;
-// a Quantizer is not safe for concurrent use (one per worker).
+// DeepGEMM's per_block_cast_to_fp8 semantics. It is not safe for concurrent
+// use (one per worker).
 type Quantizer struct {
 	k    int
 	in   Elem
@@ -72,15 +69,14 @@ type Quantizer struct {
 	err  error // set by NewQuantizer for arguments out of range
 	nkb  int   // ⌈K/128⌉
 	band int   // the next band of the tests' quantizeNext
-	// Numerics chooses whose quantizer it reproduces (DeepGEMM unless set);
-	// ModelOpt needs a BF16 source and FP32 scales, else QuantizeBandAt
-	// returns an error.
+	// Numerics chooses whose quantizer it reproduces (ModelOpt needs a BF16
+	// source and FP32 scales).
 	Numerics Numerics
 	// ZeroScaleBlocks counts the blocks so far that got a zero scale (and
 	// NaN codes) under ModelOpt numerics, for the converter to report.
 	ZeroScaleBlocks int64
-	// Measure, when not nil, gets the error of every block quantized; a
-	// band that fails leaves it as it was before the band.
+	// Measure, when not nil, gets the error of every block quantized (not
+	// of a band that fails).
 	Measure *ErrStats
 }
 
@@ -103,13 +99,10 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 
 // QuantizeBandAt quantizes band number band: rows (1..128) rows of K
 // little-endian source elements in src into rows×K FP8 bytes in dst and the
-// ⌈K/128⌉ block scales in scales (dequant = fp8 × scale). The matrix is as if
-// zero-padded to multiples of 128, so a partial band or column block gets the
-// amax of its real elements. Only the leading rows×K (and ⌈K/128⌉) entries of
-// the buffers are used. A non-finite element is a *BlockError wrapping
-// ErrNonFinite that names the first such element of the band, and a block
-// whose scale would make its largest code dequantize to infinity one
-// wrapping ErrRange; either way nothing useful is left in dst.
+// ⌈K/128⌉ block scales in scales (dequant = fp8 × scale); a partial band or
+// column block gets the amax of its real elements. A refused block is a
+// *BlockError (the first non-finite element of the band, or a scale at which
+// the block overflows); nothing useful is then left in dst.
 func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) error {
 	if q.Measure == nil {
 		return q.quantizeBand(band, dst, scales, src, rows)
@@ -140,8 +133,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 	case len(scales) < nkb:
 		return errorf(errShape, "%d scales, want %d", len(scales), nkb)
 	}
-	// Block by block, so the encoding pass finds the rows its amax pass
-	// just read still in cache.
+	// Block by block, so the encoding pass finds its rows still in cache.
 	for kb := range nkb {
 		c0, c1 := kb*BlockSize, min(kb*BlockSize+BlockSize, k)
 		m := q.amaxBits(src, rows, c0, c1)
@@ -149,7 +141,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 			return q.nonFinite(band, src, rows, kb, c0, c1)
 		}
 		mo := q.Numerics == ModelOpt // a BF16 source (numericsErr)
-		amax := q.bitsToF32(m)
+		amax := q.in.widen(m)
 		var sf float32
 		if mo {
 			if sf = modelOptScale(uint16(m)); sf == 0 {
@@ -192,9 +184,8 @@ func (q *Quantizer) scale(amax float32) float32 {
 	return sf
 }
 
-// amaxBits returns the largest magnitude bit pattern of columns [c0, c1) of the
-// band. For IEEE-style formats the magnitude bits order like the magnitudes,
-// so this is max|x| without a float conversion, and a result at or above the
+// amaxBits returns the largest magnitude bit pattern of columns [c0, c1) of
+// the band: magnitude bits order like magnitudes, and one at or above the
 // Inf pattern flags a non-finite element.
 func (q *Quantizer) amaxBits(src []byte, rows, c0, c1 int) uint32 {
 	size := q.in.Size()
@@ -204,33 +195,14 @@ func (q *Quantizer) amaxBits(src []byte, rows, c0, c1 int) uint32 {
 	return uint32(amax16(src[2*c0:], 2*q.k, rows, c1-c0))
 }
 
-// bitsToF32 widens a magnitude bit pattern of the source format.
-func (q *Quantizer) bitsToF32(m uint32) float32 {
-	switch q.in {
-	case BF16:
-		return BF16ToF32(uint16(m))
-	case F16:
-		return f16ToF32(uint16(m))
-	default:
-		return math.Float32frombits(m)
-	}
-}
-
 // nonFinite finds the first non-finite element of column block kb (row-major
 // within the block) and reports it.
 func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error {
 	inf, size := elemFacts[q.in].inf, q.in.Size()
 	for r := range rows {
 		for c := c0; c < c1; c++ {
-			var bits, mag uint32
-			if size == 4 {
-				bits = binary.LittleEndian.Uint32(src[4*(r*q.k+c):])
-				mag = bits & 0x7FFFFFFF
-			} else {
-				bits = uint32(binary.LittleEndian.Uint16(src[2*(r*q.k+c):]))
-				mag = bits & 0x7FFF
-			}
-			if mag >= inf {
+			bits := q.in.bits(src, r*q.k+c)
+			if bits&^(1<<(8*size-1)) >= inf { // the magnitude
 				return &BlockError{Err: ErrNonFinite, Elem: q.in, Bits: bits, Band: band, Row: band*BlockSize + r, ColBlock: kb, Col: c}
 			}
 		}
@@ -239,22 +211,16 @@ func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error 
 }
 
 // DequantizeBandBF16 widens a band of rows×k FP8 E4M3FN bytes, multiplying
-// each by its column block's scale (scales holds ⌈k/128⌉ values) and rounding
-// the product to bfloat16 (F32ToBF16), written as little-endian bytes
-// (2·rows·k of dst).
+// each by its column block's scale (scales holds ⌈k/128⌉ values), into
+// rows×k little-endian BF16 (F32ToBF16 of the product).
 func DequantizeBandBF16(dst []byte, src []byte, scales []float32, rows, k int) error {
 	if err := checkDequant(len(dst)/2, src, scales, rows, k); err != nil {
 		return err
 	}
 	for r := range rows {
-		for kb := range numBlocks(k) {
-			c0, c1 := r*k+kb*BlockSize, r*k+min(kb*BlockSize+BlockSize, k)
-			s := scales[kb]
-			d, x := dst[2*c0:2*c1], src[c0:c1]
-			d = d[:2*len(x)]
-			for i, b := range x {
-				binary.LittleEndian.PutUint16(d[2*i:], F32ToBF16(e4m3Table[b]*s))
-			}
+		out := dst[2*r*k:]
+		for c, b := range src[r*k : (r+1)*k] {
+			binary.LittleEndian.PutUint16(out[2*c:], F32ToBF16(e4m3Table[b]*scales[c/BlockSize]))
 		}
 	}
 	return nil

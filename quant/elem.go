@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -64,5 +65,22 @@ func F32ToBF16(f float32) uint16 {
 	return uint16((u + 0x7FFF + (u>>16)&1) >> 16)
 }
 
-// f16ToF32 widens an IEEE half exactly (subnormals included).
-func f16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
+// bits returns element i of the little-endian elements of format e in b.
+func (e Elem) bits(b []byte, i int) uint32 {
+	if e == F32 {
+		return binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return uint32(binary.LittleEndian.Uint16(b[2*i:]))
+}
+
+// widen converts a bit pattern of format e to float32 exactly (F16
+// subnormals included).
+func (e Elem) widen(bits uint32) float32 {
+	switch e {
+	case BF16:
+		return BF16ToF32(uint16(bits))
+	case F16:
+		return float16.Frombits(uint16(bits)).Float32()
+	}
+	return math.Float32frombits(bits)
+}

@@ -24,15 +24,11 @@ var (
 	errInconsistent = errors.New("inconsistent packed scales")
 )
 
-// BlockError locates what a block quantization refused, so that a converter
-// can name the tensor, row band and column block. Err is ErrNonFinite for a
-// non-finite source element (Bits its bit pattern, Row and Col its place in
-// the matrix) or ErrRange for a block of finite elements whose scale is so
-// large that the block's largest code dequantizes to infinity (Bits the
-// block's largest magnitude, Scale its scale): with UE8M0 scales, an amax
-// near the top of the float32 range rounds its scale up to 2^120, and code
-// 256 × 2^120 overflows. Writing it would give a weight that does not
-// dequantize to its source, so the block is refused instead.
+// BlockError locates what a block quantization refused: a non-finite source
+// element (Err ErrNonFinite; Bits, Row and Col say which), or a block whose
+// scale makes its largest code dequantize to infinity (Err ErrRange; Bits the
+// block's largest magnitude, Scale its scale; with UE8M0, an amax near the
+// float32 maximum rounds its scale up to 2^120 and code 256 × 2^120 overflows).
 type BlockError struct {
 	Err      error   // ErrNonFinite or ErrRange, which Unwrap returns
 	Elem     Elem    // source format

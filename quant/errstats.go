@@ -5,21 +5,17 @@ import (
 	"math"
 )
 
-// ErrStats is the error of a quantization against its source, summed over
-// the elements of one tensor (or of many, with Add). x is the source value
-// (widened exactly to float64), x̂ the output as engines dequantize it
-// (FP8: the float32 product code × scale; MXFP4: code × 2^(e−127); NVFP4:
-// code × float32(E4M3 scale × weight_scale_2)), and the sums are float64.
-// An element whose x̂ is NaN is counted in NaN and left out of every sum.
+// ErrStats is the error of a quantization against its source, summed in
+// float64 over the elements of one tensor (or of many, with Add): x is the
+// source value, x̂ the output as engines dequantize it (FP8: code × scale;
+// MXFP4: code × 2^(e−127); NVFP4: code × float32(E4M3 scale ×
+// weight_scale_2)). An element whose x̂ is NaN is counted in NaN and left out
+// of every sum.
 //
-// Sums are taken block by block in a fixed order: within a block, rows in
-// order, element j of a row in lane j%8 (BF16 → FP8: first the columns that
-// fill whole groups of eight, then the rest, each row by row) or j%2 (the
-// rest), the lanes added at the block's end; blocks one by one in row-major
-// order. So a tensor gives the same bits whatever the caller's threading and
-// whichever kernels (vector or portable) run. Float64 addition is not
-// associative: combine ErrStats with Add in an order of your own that is
-// fixed too.
+// Sums are taken in a fixed order (element j of a row in lane j%8 for BF16 →
+// FP8, else j%2; lanes added at the block's end; blocks in row-major order),
+// so a tensor gives the same bits whatever the threading and whichever
+// kernels run. Combine ErrStats with Add in a fixed order too.
 type ErrStats struct {
 	// Blocks counts the format's scale blocks: 128×128 FP8 tiles, 32-element
 	// MXFP4 groups, and for the MXFP4 → NVFP4 cast the 32-element source
@@ -54,8 +50,8 @@ func (s *ErrStats) Add(t ErrStats) {
 	s.SumSqErr += t.SumSqErr
 }
 
-// blockErr is one block's partial sums: two lanes (even and odd elements of
-// a row) so that the adds of neighbouring elements do not wait on each other.
+// blockErr is one block's partial sums in two lanes (even and odd elements
+// of a row), so that the adds of neighbours do not wait on each other.
 type blockErr struct {
 	sx0, sx1, se0, se1 float64
 	maxBits            uint64 // of |x − x̂|: non-negative floats order like their bits
@@ -78,14 +74,9 @@ func (b *blockErr) addTo(s *ErrStats, zero bool) {
 	s.SumSqErr += b.se0 + b.se1
 }
 
-const absMask = 1<<63 - 1
-
-// fp8Block adds one FP8 block element by element (rows×cols of codes,
-// stride cstride bytes, of source elements src, stride sstride bytes,
-// format in) with scale sf; zero says the block's amax is 0. A NaN code,
-// which the casts write only in ModelOpt's zero-scale tiles, is counted and
-// skipped. BF16 blocks whose scale satisfies lanesExact take encodeFP8
-// instead.
+// fp8Block adds one FP8 block of rows×cols codes (stride cstride) of source
+// elements src (stride sstride bytes) with scale sf, element by element;
+// zero says the block's amax is 0.
 func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf float32, zero bool) {
 	var b blockErr
 	size := in.Size()
@@ -95,10 +86,10 @@ func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstr
 	b.addTo(s, zero)
 }
 
-// encodeFP8 encodes a window of BF16 sources to FP8 codes (scale sf, source
-// amax, zero when amax is 0; with modelOpt, encodeModelOpt's codes) and adds
-// its error, as encode followed by fp8Block would, reading each source
-// element once where the vector kernel runs. sf must satisfy lanesExact.
+// encodeFP8 encodes a window of BF16 sources to FP8 codes (with modelOpt,
+// encodeModelOpt's) and adds its error, as encode followed by fp8Block
+// would, reading each source once where the vector kernel runs. sf must
+// satisfy lanesExact.
 func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, rows, cols int, sf, amax float32, zero, modelOpt bool) {
 	var l laneSums
 	inv := 1 / sf
@@ -116,15 +107,12 @@ func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, row
 	s.fp8Block(BF16, codes, cstride, src, sstride, rows, cols, sf, zero)
 }
 
-// lanesExact says whether the window kernels' e = |x| − |x̂| in float32 is
-// exact for blocks of scale sf: x̂ is the code nearest x/sf on the E4M3
-// grid (so |x| ≤ 1.5·|x̂| or x̂ = 0, and x̂ is a normal float32) for every
-// scale in this range.
+// lanesExact says whether the window kernels' float32 e = |x| − |x̂| is
+// exact at scale sf (|x| ≤ 1.5·|x̂| or x̂ = 0, and x̂ a normal float32).
 func lanesExact(sf float32) bool { return sf >= 0x1p-100 && sf <= 0x1p100 }
 
-// satTop is the bound above which a window kernel counts a source element
-// saturated: every element above the value of code 448 got that code. None
-// is when amax is not (+Inf: the kernels skip the count).
+// satTop is the bound above which a window kernel counts an element
+// saturated (above code 448's value); +Inf when amax is not above it.
 func satTop(sf, amax float32) float32 {
 	top := float32(e4m3Table[0x7E] * sf)
 	if amax <= top {
@@ -146,8 +134,7 @@ func (l *laneSums) addTo(s *ErrStats, zero bool) {
 }
 
 // laneSums are a window's partial sums of BF16 elements in eight lanes
-// (element j of a row goes to lane j%8, as the vector kernels add them). The
-// layout is the vector kernels'.
+// (element j of a row in lane j%8), laid out as the vector kernels use them.
 type laneSums struct {
 	sx, se lanes      // Σx², Σ(x−x̂)²
 	m      [8]float32 // max|x−x̂|
@@ -162,10 +149,9 @@ func (l *lanes) sum() float64 {
 }
 
 // errWindowGo adds columns [from, to) of a window of FP8 codes (scale sf)
-// and their BF16 sources to the lanes, row by row, as the vector kernels do:
-// e = |x| − |x̂| in float32 and squared in float64. Both squares are exact
-// in float64 (x has 8 significant bits, e 24), so a multiply-add fused or
-// not gives the same sum; the conversions keep e itself a float32 difference.
+// and their BF16 sources to the lanes as the vector kernels do: e = |x| −
+// |x̂| in float32, squared in float64. Both squares are exact in float64, so
+// a fused multiply-add gives the same sum.
 func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, rows, from, to int, sf, top float32) {
 	for r := range rows {
 		c := codes[r*cstride+from : r*cstride+to]
@@ -186,27 +172,18 @@ func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, ro
 	}
 }
 
-// rowAny adds a row of sources of any format one element at a time,
-// counting NaN codes instead of adding them (with a finite sf, x̂ is NaN
-// exactly for the NaN codes).
+// rowAny adds a row of sources of any format one element at a time (with a
+// finite sf, x̂ is NaN exactly for the NaN codes).
 func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
 	for i, code := range c {
-		var x float64
-		switch in {
-		case BF16:
-			x = float64(BF16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
-		case F16:
-			x = float64(f16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
-		default:
-			x = float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])))
-		}
+		x := float64(in.widen(in.bits(src, i)))
 		b.add(i%2, x, float64(float32(e4m3Table[code]*sf)), code&0x7F == 0x7E)
 	}
 }
 
-// e2m1Sq4 is 4·(v_lo² + v_hi²) for the two E2M1 codes of a byte: an integer,
-// so a block's Σx² is exact. sumSq4 of a block is its sum over the block's
-// 16 bytes (at most 32·4·6² = 4608), and Σx² = sumSq4·2^(2·kj−2).
+// e2m1Sq4 is 4·(v_lo² + v_hi²) for the two E2M1 codes of a byte, an
+// integer: a block's sumSq4 (the sum over its 16 bytes, at most 4608) gives
+// its exact Σx² = sumSq4·2^(2·kj−2).
 var e2m1Sq4 = func() (t [256]uint16) {
 	for b := range t {
 		lo, hi := e2m1Values[b&7], e2m1Values[b>>4&7]
@@ -227,9 +204,8 @@ func sumSq4sGo(dst []uint16, src []byte) {
 }
 
 // nvfp4Exact adds one 32-element block of the MXFP4 → NVFP4 cast that kept
-// every value (x̂ = x), with exponent kj and q its sumSq4: blockErr.addTo's
-// sums with every error term +0, which leaves the error sums and the
-// maximum as they are, and so does adding Σx² = +0 to SumSq.
+// every value, with exponent kj and sumSq4 q: what blockErr.addTo would add
+// with every error term +0.
 func (s *ErrStats) nvfp4Exact(q, kj int) {
 	s.Blocks++
 	if q == 0 {
@@ -256,8 +232,7 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 	b.addTo(s, zero)
 }
 
-// pow2 is 2^e for e in the normal float64 range (math.Ldexp(1, e) without
-// its cases): the MXFP4 scale exponents, kj in [−127, 127], and 2·kj − 2.
+// pow2 is 2^e for e in the normal float64 range (math.Ldexp without its cases).
 func pow2(e int) float64 { return math.Float64frombits(uint64(1023+e) << 52) }
 
 // add adds one element to lane l: its source x, its output y, and whether y
@@ -278,5 +253,5 @@ func (b *blockErr) add(l int, x, y float64, top bool) {
 		b.sx1 += float64(x * x)
 		b.se1 += float64(d * d)
 	}
-	b.maxBits = max(b.maxBits, math.Float64bits(d)&absMask)
+	b.maxBits = max(b.maxBits, math.Float64bits(math.Abs(d)))
 }

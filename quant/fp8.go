@@ -5,8 +5,7 @@ import "math"
 // maxE4M3 is the largest finite FP8 E4M3FN value (code 0x7E).
 const maxE4M3 = 448
 
-// e4M3NaN is the FP8 E4M3FN NaN code; E4M3FN has no infinities, and
-// 0x7F|0x80 is the negative NaN.
+// e4M3NaN is the FP8 E4M3FN NaN code (E4M3FN has no infinities).
 const e4M3NaN = 0x7F
 
 // Bit patterns of the float32 thresholds of the E4M3FN cast.
@@ -43,38 +42,29 @@ func e4M3FromF32(f float32) uint8 {
 // e4m3Table holds the float32 value of every FP8 E4M3FN code.
 var e4m3Table = func() (t [256]float32) {
 	for c := range t {
-		t[c] = e4m3Decode(uint8(c))
+		exp, man := c>>3&0xF, float64(c&7)
+		v := (1 + man/8) * math.Ldexp(1, exp-7)
+		if exp == 0 {
+			v = man * 0x1p-9
+		}
+		if c&0x80 != 0 {
+			v = -v
+		}
+		t[c] = float32(v)
+		if c&0x7F == e4M3NaN {
+			// The NaN torch widens to (c10 keeps the code's mantissa bits): 0x7FF00000 with the sign.
+			t[c] = math.Float32frombits(uint32(c&0x80)<<24 | 0x7FF00000)
+		}
 	}
 	return t
 }()
-
-// e4m3Decode computes the value of an E4M3FN code from its fields.
-func e4m3Decode(c uint8) float32 {
-	exp, man := int(c>>3)&0xF, float64(c&7)
-	var v float64
-	switch {
-	case c&0x7F == e4M3NaN:
-		// The NaN torch widens to (c10's bit manipulation leaves the code's
-		// mantissa bits in place): 0x7FF00000 with the sign.
-		return math.Float32frombits(uint32(c&0x80)<<24 | 0x7FF00000)
-	case exp == 0:
-		v = man * 0x1p-9
-	default:
-		v = (1 + man/8) * math.Ldexp(1, exp-7)
-	}
-	if c&0x80 != 0 {
-		v = -v
-	}
-	return float32(v)
-}
 
 // E4M3ToF32 widens an FP8 E4M3FN code exactly; 0x7F and 0xFF are NaN.
 func E4M3ToF32(b uint8) float32 { return e4m3Table[b] }
 
 // ceilUE8M0 rounds a positive scale up to a power of two, DeepGEMM's
-// ceil_to_ue8m0: the float32 exponent plus one when any mantissa bit is set,
-// clamped to the biased range [1, 254] (so the result is a normal float32 and
-// its exponent byte is a valid, non-NaN UE8M0 code). The sign is ignored.
+// ceil_to_ue8m0, clamped to the biased exponents [1, 254] (a normal float32
+// and a valid UE8M0 code). The sign is ignored.
 func ceilUE8M0(x float32) float32 {
 	b := math.Float32bits(x) & 0x7FFFFFFF
 	exp := b >> 23

@@ -203,13 +203,13 @@ func TestF16ToF32Golden(t *testing.T) {
 		if h&0x7C00 == 0x7C00 && h&0x3FF != 0 {
 			// NaN payloads are not part of the contract: torch's CUDA cast
 			// returns 0x7FFFFFFF, its CPU scalar cast and x448 keep the payload.
-			if got := f16ToF32(uint16(h)); got == got {
-				t.Errorf("f16ToF32(0x%04x) = %g, want NaN", h, got)
+			if got := F16.widen(uint32(h)); got == got {
+				t.Errorf("F16.widen(0x%04x) = %g, want NaN", h, got)
 			}
 			continue
 		}
-		if got := math.Float32bits(f16ToF32(uint16(h))); got != u32At(want, h) {
-			t.Errorf("f16ToF32(0x%04x) bits 0x%08x, torch 0x%08x", h, got, u32At(want, h))
+		if got := math.Float32bits(F16.widen(uint32(h))); got != u32At(want, h) {
+			t.Errorf("F16.widen(0x%04x) bits 0x%08x, torch 0x%08x", h, got, u32At(want, h))
 		}
 	}
 }

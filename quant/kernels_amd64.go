@@ -13,14 +13,14 @@ var cpuHasAVX2 = cpu.X86.HasAVX2
 // cpuHasFMA gates encodeErrBF16AVX2, which adds with fused multiply-adds.
 var cpuHasFMA = cpu.X86.HasFMA
 
-// useAVX512 selects encodeErrBF16AVX512 over encodeErrBF16AVX2 where both
-// apply; tests turn it off to check that they give the same bits.
+// useAVX512 selects encodeErrBF16AVX512 over encodeErrBF16AVX2; tests turn
+// it off to check that they give the same bits.
 var useAVX512 = cpuHasAVX512
 
 var cpuHasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
 // Vector kernels (kernels_amd64.s). cols must be a positive multiple of the
-// vector width (16 elements; 8 for amax32 and dequantAVX2); rows ≥ 1.
+// vector width (16 elements; 8 for amax32); rows ≥ 1.
 //
 //go:noescape
 func amax16AVX2(src *byte, stride, rows, cols int) uint16
@@ -77,9 +77,8 @@ func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, col
 //go:noescape
 func encodeModelOptAVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 
-// encodeMO is encodeModelOpt (the same bytes): the vector kernel takes the
-// columns that fill whole vectors where sf is a normal float32 (so the
-// quotient is the product by 1/sf), encodeModelOpt the rest.
+// encodeMO is encodeModelOpt, with the vector kernel for whole vectors where
+// sf is a normal float32 (so the quotient is the product by 1/sf).
 func encodeMO(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
 	v := cols &^ 15
 	if !useAVX2 || v == 0 || sf < minNormalF32 {
@@ -100,13 +99,10 @@ func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcSt
 //go:noescape
 func encodeErrBF16AVX512(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
 
-// encodeErr is encode of a BF16 window (by inv = 1/sf; with modelOpt,
-// encodeModelOpt by sf, which must then be normal) followed by errWindowGo
-// over the codes it wrote (the columns that fill whole groups of eight,
-// then the rest): the same bytes and sums, bit for bit. The
-// vector kernel does both in one pass over the columns that fill whole
-// vectors (16 wide with AVX-512 where the vector columns are a multiple of
-// 16, as a 128-column tile's are), so each source element is loaded once.
+// encodeErr is encode of a BF16 window (with modelOpt, encodeModelOpt by a
+// normal sf) followed by errWindowGo over the codes it wrote, bit for bit;
+// the vector kernel does both in one pass over the whole vectors (16 wide
+// with AVX-512 where they allow), loading each source element once.
 func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
 	n := cols &^ 7
 	if !useAVX2 || !cpuHasFMA || n == 0 {
@@ -131,8 +127,7 @@ func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, ro
 //go:noescape
 func sumSq4AVX2(dst *uint16, src *byte, n int)
 
-// sumSq4s writes sumSq4 of each 16-byte block of src to dst (sumSq4sGo's
-// values; the vector kernel looks the nibbles up sixteen at a time).
+// sumSq4s writes sumSq4 of each 16-byte block of src to dst, as sumSq4sGo.
 func sumSq4s(dst []uint16, src []byte) {
 	n := len(src) / 16
 	if !useAVX2 || n == 0 {

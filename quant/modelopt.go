@@ -15,16 +15,12 @@ const (
 	DeepGEMM Numerics = iota
 	// ModelOpt is NVIDIA Model-Optimizer's FP8_PB_WO cast (FP8QTensor.quantize
 	// with 128×128 blocks, as its Kimi-K3 converter runs it on BF16 weights):
-	// the block's amax is divided by 448 in float32 and rounded to BF16 — the
-	// scale lives in the weight's dtype and is stored widened to float32 —
-	// with no floor; each element is divided by the scale in float32, rounded
-	// to BF16, then cast to E4M3FN. A block whose BF16 scale is zero (an
-	// all-zero block, or amax below about 2^-125) gets NaN codes: 0xFF for
-	// its zero elements (x86's 0/0 is the negative NaN, which torch's CPU
-	// BF16 conversion keeps; NVIDIA's converter runs on CPU by default, its
-	// CUDA run writes 0x7F) and ±Inf → sign|0x7F for the others.
-	// ZeroScaleBlocks counts those blocks. BF16 sources only (what K3's
-	// attention weights are); UE8M0 scales do not apply.
+	// scale = bf16(amax/448) with no floor, stored widened to float32; each
+	// element is bf16(x/scale) cast to E4M3FN. A block whose scale is zero
+	// gets NaN codes: 0xFF for its zero elements (x86's 0/0 is the negative
+	// NaN, kept by torch's CPU BF16 conversion, where NVIDIA's converter runs
+	// by default) and sign|0x7F for the others; ZeroScaleBlocks counts them.
+	// BF16 sources and FP32 scales only.
 	ModelOpt
 )
 
@@ -52,16 +48,13 @@ func (q *Quantizer) numericsErr() error {
 	return nil
 }
 
-// modelOptScale is bf16(amax / 448) for a BF16 magnitude pattern, widened.
-// The float32 quotient rounded to BF16 equals the exactly rounded quotient
-// and the one through float32(1/448) for every BF16 amax (checked in the
-// tests), so torch's CPU and CUDA division agree.
+// modelOptScale is bf16(amax / 448) for a BF16 magnitude pattern, widened;
+// torch's CPU and CUDA divisions agree on it for every BF16 amax (tested).
 func modelOptScale(m uint16) float32 {
 	return BF16ToF32(F32ToBF16(BF16ToF32(m) / maxE4M3))
 }
 
-// bf16ToE4M3 holds E4M3FromF32 of every BF16 pattern: the last two steps of
-// the ModelOpt element cast as one lookup.
+// bf16ToE4M3 holds e4M3FromF32 of every BF16 pattern.
 var bf16ToE4M3 = sync.OnceValue(func() *[1 << 16]uint8 {
 	var t [1 << 16]uint8
 	for b := range t {
@@ -74,18 +67,15 @@ var bf16ToE4M3 = sync.OnceValue(func() *[1 << 16]uint8 {
 const minNormalF32 = 0x1p-126
 
 // encodeModelOpt writes e4m3(bf16(x / sf)) for a window of BF16 elements.
-//
-// For a normal sf it multiplies by float32(1/sf) instead of dividing: x and
-// sf are BF16 (8 significant bits), so an inexact quotient x/sf is at least
-// 2^-17 (relative) away from every BF16 rounding midpoint and an exact one has
-// at most 8 significant bits; the product's error (under 2^-23) therefore
-// never changes the BF16 rounding (TestModelOptReciprocal checks it).
+// For a normal sf it multiplies by float32(1/sf): x and sf have 8
+// significant bits, so an inexact x/sf is at least 2^-17 (relative) from
+// every BF16 midpoint and the product's error (under 2^-23) never changes
+// the rounding (TestModelOptReciprocal).
 func encodeModelOpt(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
 	t := bf16ToE4M3()
 	for r := range rows {
 		d := dst[r*dstStride : r*dstStride+cols]
 		s := src[r*srcStride : r*srcStride+2*cols]
-		s = s[:2*len(d)]
 		switch {
 		case sf == 0:
 			for i := range d {

@@ -36,12 +36,10 @@ func e8M0ToF32(b uint8) float32 {
 }
 
 // EncodeMXFP4 quantizes one row of len(src) elements (a multiple of 32) to
-// MXFP4, for replicas and tests. The scale rule is DeepGEMM's RCEIL: exponent =
-// ceil(log2(amax/6)) clamped to E8M0's [-127, 127] (an all-zero group gets
-// -127), so no element exceeds 6 after scaling; elements round to nearest
-// even on the E2M1 grid (compressed-tensors' cast_to_fp4 thresholds) and an
-// element that rounds to zero is code 0, never -0. A non-finite element is an
-// error wrapping ErrNonFinite.
+// MXFP4, for replicas and tests, with DeepGEMM's RCEIL scale (exponent
+// ceil(log2(amax/6)) clamped to [-127, 127]); elements round to nearest even
+// on the E2M1 grid, to code 0 (never -0) when they round to zero. A
+// non-finite element is an error wrapping ErrNonFinite.
 func EncodeMXFP4(packed, scales []byte, src []float32) error {
 	k := len(src)
 	switch {
@@ -79,8 +77,7 @@ func mxScaleExp(amax float64) int {
 	if amax == 0 {
 		return -127
 	}
-	// amax/6 = m·2^p with m in [0.5, 1): ceil(log2) is p, or p-1 when m is
-	// exactly 0.5 (a power of two).
+	// amax/6 = m·2^p with m in [0.5, 1): ceil(log2) is p, or p-1 when m = 0.5.
 	m, p := math.Frexp(amax / 6)
 	if m == 0.5 {
 		p--
@@ -88,9 +85,8 @@ func mxScaleExp(amax float64) int {
 	return min(max(p, -127), 127)
 }
 
-// e2m1Bounds are the upper ends of the rounding intervals of codes 0..6;
-// whether the end belongs to the interval alternates so ties go to the even
-// code (0.25 → 0, 0.75 → 1.0, 1.25 → 1.0, 1.75 → 2, 2.5 → 2, 3.5 → 4, 5 → 4).
+// e2m1Bounds are the upper ends of the rounding intervals of codes 0..6,
+// alternately inclusive so that ties go to the even code.
 var e2m1Bounds = [7]struct {
 	v         float64
 	inclusive bool

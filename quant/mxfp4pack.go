@@ -25,13 +25,10 @@ func (s PackStats) Add(t PackStats) PackStats {
 }
 
 // mxfp4ScaleByte is the E8M0 scale byte compressed-tensors picks for a group
-// whose largest magnitude has BF16 bits amax (sign clear):
-// generate_mx_scales(round_to_power_2(amax)). round_to_power_2 adds 1<<5 to the
-// BF16 bits and keeps sign and exponent, so a mantissa of 0.75 or more rounds
-// up to the next power of two 2^E; the scale exponent is then
-// 127 + log2(2^E) − 2, clamped by the uint8 cast to [0, 255] (an all-zero group,
-// log2(0) = −Inf, gets 0). ok is false when that power of two is Inf (amax ≥
-// 1.75·2^127), where the rule's scale overflows.
+// whose largest magnitude has BF16 bits amax:
+// generate_mx_scales(round_to_power_2(amax)), where round_to_power_2 adds 1<<5
+// to the BF16 bits and keeps sign and exponent, and the byte is 127 +
+// log2(2^E) − 2 clamped to [0, 255]. ok is false when 2^E is Inf.
 func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 	r := (uint32(amax) + 1<<5) & 0xFF80
 	e := int(r >> 7) // biased exponent of the power of two, 0 for zero
@@ -42,20 +39,15 @@ func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 }
 
 // PackMXFP4Measured packs rows of k BF16 elements (little-endian, k a
-// multiple of 32) into MXFP4 exactly as compressed-tensors' mxfp4-pack-quantized
-// compressor does (calculate_qparams → generate_mx_scales, quantize →
-// cast_to_fp4, pack_fp4_to_uint8, compress_mx_scale): the scale byte of
-// mxfp4ScaleByte; each element divided by 2^(byte−127) in BF16, clamped to
-// ±6 and rounded to the E2M1 grid with the thresholds of cast_to_fp4 (ties:
-// 0.25→0, 0.75→1, 1.25→1, 1.75→2, 2.5→2, 3.5→4, 5→4), times torch.sign of the
-// scaled value: a negative value that rounds to zero is −0 (code 8), while a
-// scaled value that is itself −0 (a −0 element, or one whose quotient
-// underflows) is code 0. compressed-tensors' torch functions give these
-// bytes on CPU and on CUDA alike. packed gets rows×k/2 bytes, element 2i in the low
-// nibble; scales rows×k/32 bytes. A non-finite element, or a group whose
-// scale would overflow, is an error wrapping ErrNonFinite or ErrRange that
-// names the row and group. The error of every group is added to es (when
-// not nil; unchanged on error): x the BF16 value, x̂ code × 2^(e−127).
+// multiple of 32) into MXFP4 exactly as compressed-tensors'
+// mxfp4-pack-quantized compressor does: the scale byte of mxfp4ScaleByte;
+// each element divided by 2^(byte−127) in BF16, clamped to ±6, rounded with
+// cast_to_fp4's thresholds, times torch.sign of the quotient (a negative
+// value that rounds to zero is −0, a quotient that is −0 is code 0). packed
+// gets rows×k/2 bytes, element 2i in the low nibble; scales rows×k/32 bytes.
+// A non-finite element, or a group whose scale would overflow, is an error
+// wrapping ErrNonFinite or ErrRange naming row and group. The error of every
+// group is added to es (when not nil; unchanged on error).
 func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (PackStats, error) {
 	var st PackStats
 	var acc ErrStats // es's sums continued block by block; stored on success
@@ -101,21 +93,9 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 				packed[(base+i)/2] = lo | hi<<4
 				lossy = lossy || l1 || l2
 				st.Saturated += int64(s1 + s2)
-				if es != nil { // blockErr.add for lanes 0 and 1, inline (E2M1 has no NaN)
-					x0, x1 := float64(BF16ToF32(x[i])), float64(BF16ToF32(x[i+1]))
-					y0, y1 := float64(e2m1Table[lo]*s), float64(e2m1Table[hi]*s)
-					if lo&7 == 7 && math.Abs(x0) > math.Abs(y0) {
-						b.sat++
-					}
-					if hi&7 == 7 && math.Abs(x1) > math.Abs(y1) {
-						b.sat++
-					}
-					d0, d1 := x0-y0, x1-y1
-					b.sx0 += float64(x0 * x0) // products converted: never fused into an FMA
-					b.se0 += float64(d0 * d0)
-					b.sx1 += float64(x1 * x1)
-					b.se1 += float64(d1 * d1)
-					b.maxBits = max(b.maxBits, math.Float64bits(d0)&absMask, math.Float64bits(d1)&absMask)
+				if es != nil {
+					b.add(0, float64(BF16ToF32(x[i])), float64(e2m1Table[lo]*s), lo&7 == 7)
+					b.add(1, float64(BF16ToF32(x[i+1])), float64(e2m1Table[hi]*s), hi&7 == 7)
 				}
 			}
 			if lossy {
@@ -132,8 +112,8 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 	return st, nil
 }
 
-// packCode is one element of PackMXFP4Measured: its E2M1 code, whether the code's
-// value differs from the element's, and 1 if it saturated.
+// packCode is one element of PackMXFP4Measured: its E2M1 code, whether the
+// code's value differs from the element's, and 1 if it saturated.
 func packCode(x uint16, s float32) (code uint8, lossy bool, sat int) {
 	v := BF16ToF32(x)
 	q := BF16ToF32(F32ToBF16(v / s)) // torch divides BF16 by BF16: float32, rounded to BF16

@@ -3,10 +3,8 @@ package quant
 import "encoding/binary"
 
 // RepackStats counts, for MXFP4 decoded to BF16, the 32-element groups and
-// those whose bytes PackMXFP4Measured would not give back from the BF16
-// values: the values come back, the bytes only where the source's scale byte
-// is the one compressed-tensors' rule picks for them and no code is −0 (a −0
-// element packs to code 0).
+// those whose bytes PackMXFP4Measured would not give back (another scale
+// byte than compressed-tensors' rule picks, or a −0 code).
 type RepackStats struct {
 	Groups, Changed int64
 }

@@ -1,40 +1,33 @@
 package quant
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
 )
 
-// NVFP4 is E2M1 codes packed like MXFP4 (two per byte, element 2i in the low
-// nibble) with one FP8 E4M3FN scale per NVFP4GroupSize elements and one
-// float32 scale per tensor (weight_scale_2): value = code × (scale × scale2).
-//
-// The MXFP4 → NVFP4 cast here is the closed-form one of NVIDIA
-// Model-Optimizer's Kimi-K3 converter (quantize_mxfp4_to_nvfp4_lossless), byte
+// NVFP4 is E2M1 codes packed like MXFP4 with one FP8 E4M3FN scale per
+// NVFP4GroupSize elements and one float32 scale per tensor (weight_scale_2):
+// value = code × (scale × scale2). The MXFP4 → NVFP4 cast is NVIDIA
+// Model-Optimizer's closed-form one (quantize_mxfp4_to_nvfp4_lossless), byte
 // for byte:
 //
-//   - K_max is the largest k = e8m0 − 127 over the non-zero scale bytes of a
-//     tensor, 0 when every byte is zero; w1 and w3 of one expert feed one fused
-//     GEMM and share max(K_max(w1), K_max(w3)). weight_scale_2 = 2^(K_max − 8).
-//   - A 32-block j with exponent k_j gives two 16-blocks with E4M3 scale
-//     2^d, d = k_j − K_max + 8, when d ≥ −9 (E4M3 holds 2^-9..2^8 exactly):
-//     scale × scale2 = 2^k_j, so every code stays, except that a −0 code (0x8)
-//     becomes 0x0 (NVIDIA re-encodes the value and −0 is not < 0).
-//   - Otherwise the scale clamps to 2^-9 (E4M3 code 0x01) and each element
-//     c·2^k_j is re-rounded, ties to even, onto the E2M1 grid of step
-//     2^(K_max − 17): small values become ±0 — a negative value that rounds
-//     to zero keeps its sign (code 0x8) unless its float32 quotient
-//     underflows (shifts from 149 on). Those blocks lose values.
-//   - NVIDIA computes the block amax 6·2^k_j and the values c·2^k_j in
-//     float32 (and BF16), so for k_j ≥ 126 (scale bytes 0xFD, 0xFE) the amax is
-//     Inf, the E4M3 scale clamps to 448 (0x7E) and the codes are re-rounded
-//     against 448·2^(K_max−8), values from 2^128 up coming back as code 7:
-//     reproduced here, and counted as lossy where values change.
+//   - K_max is the largest k = e8m0 − 127 over a tensor's non-zero scale
+//     bytes (0 when all are zero); w1 and w3 of one expert share the larger.
+//     weight_scale_2 = 2^(K_max − 8).
+//   - A 32-block with exponent k_j gives two 16-blocks of E4M3 scale 2^d,
+//     d = k_j − K_max + 8, when d ≥ −9: every code stays, but −0 becomes 0.
+//   - Otherwise the scale clamps to 2^-9 and each element c·2^k_j is
+//     re-rounded (ties to even) onto the E2M1 grid of step 2^(K_max − 17); a
+//     negative value that rounds to zero keeps its sign unless its float32
+//     quotient underflows.
+//   - For k_j ≥ 126 NVIDIA's float32 amax 6·2^k_j is Inf, so the scale
+//     clamps to 448 and the codes are re-rounded against 448·2^(K_max−8).
 //
-// NVIDIA counts a block as lossless when k_j ≥ K_max − 17 or its scale byte is
-// 0; CastStats reports that count (OutOfRange is its complement) and, next to
-// it, the blocks whose values really changed.
+// NVIDIA counts a block as lossless when k_j ≥ K_max − 17 or its scale byte
+// is 0 (CastStats.OutOfRange is the complement); CastStats.Lossy counts the
+// blocks whose values really changed.
 
 // NVFP4GroupSize is the number of elements that share one E4M3 scale.
 const NVFP4GroupSize = 16
@@ -54,12 +47,10 @@ const (
 )
 
 // KMax accumulates K_max over the E8M0 scale bytes of one tensor, chunk by
-// chunk, so a converter can read a scale tensor in pieces. The zero value is
-// ready to use.
+// chunk. The zero value is ready to use.
 type KMax struct {
 	// Value is K_max: the largest e8m0 − 127 over the non-zero bytes added,
-	// or 0 when there were none (NVIDIA's rule, also when a partner tensor's
-	// K_max is negative: the shared K_max of w1 and w3 is max of the two).
+	// or 0 when there were none (NVIDIA's rule).
 	Value int
 	top   uint8 // largest byte seen
 	seen  int64 // bytes seen, for error positions
@@ -69,21 +60,15 @@ type KMax struct {
 // wrapping ErrNonFinite naming its index in the tensor; the accumulator is
 // then unchanged.
 func (m *KMax) Add(scales []byte) error {
-	top := m.top
+	if i := bytes.IndexByte(scales, e8m0NaN); i >= 0 {
+		return errorf(ErrNonFinite, "E8M0 scale byte %d is NaN (0xff)", m.seen+int64(i))
+	}
 	for _, b := range scales {
-		top = max(top, b)
+		m.top = max(m.top, b)
 	}
-	if top == e8m0NaN {
-		for i, b := range scales {
-			if b == e8m0NaN {
-				return errorf(ErrNonFinite, "E8M0 scale byte %d is NaN (0xff)", m.seen+int64(i))
-			}
-		}
-	}
-	m.top = top
 	m.seen += int64(len(scales))
-	if top != 0 {
-		m.Value = int(top) - e8m0Bias
+	if m.top != 0 {
+		m.Value = int(m.top) - e8m0Bias
 	}
 	return nil
 }
@@ -96,16 +81,13 @@ type CastStats struct {
 	// OutOfRange is the number of blocks with a non-zero scale byte and
 	// k_j < K_max − 17: NVIDIA reports Blocks − OutOfRange as lossless.
 	OutOfRange int64 `json:"out_of_range"`
-	// Lossy is the number of blocks with at least one element whose NVFP4
-	// value differs from its MXFP4 value (±0 count as equal). It differs from
-	// OutOfRange for zero-byte blocks holding non-zero codes, out-of-range
-	// blocks whose values all survive, and k_j = 127 overflow.
+	// Lossy is the number of blocks with an element whose NVFP4 value
+	// differs from its MXFP4 value (±0 count as equal).
 	Lossy int64 `json:"lossy"`
 }
 
-// MarshalJSON writes the counts in the tool's snake_case keys, with NVIDIA's
-// lossless figure (Blocks − OutOfRange) beside them, so convert's and
-// verify's reports read the same.
+// MarshalJSON writes the counts with NVIDIA's lossless figure
+// (Blocks − OutOfRange) beside them.
 func (s CastStats) MarshalJSON() ([]byte, error) {
 	return fmt.Appendf(nil, `{"blocks":%d,"out_of_range":%d,"lossless":%d,"lossy":%d}`,
 		s.Blocks, s.OutOfRange, s.Blocks-s.OutOfRange, s.Lossy), nil
@@ -116,9 +98,8 @@ func (s CastStats) Add(t CastStats) CastStats {
 	return CastStats{s.Blocks + t.Blocks, s.OutOfRange + t.OutOfRange, s.Lossy + t.Lossy}
 }
 
-// nVFP4Cast casts the row bands of one MXFP4 tensor of rows of K elements to
-// NVFP4 with a K_max fixed up front. It allocates nothing per band and is not
-// safe for concurrent use (one per worker and tensor).
+// nVFP4Cast casts the row bands of one MXFP4 tensor to NVFP4 with a K_max
+// fixed up front. It is not safe for concurrent use.
 type nVFP4Cast struct {
 	k    int
 	kmax int
@@ -126,8 +107,7 @@ type nVFP4Cast struct {
 	sq   [256]uint16 // sumSq4 of the blocks from the last multiple of 256 on, when measured
 	// Stats counts the bands cast so far.
 	Stats CastStats
-	// Scale2 is weight_scale_2 = 2^(K_max − 8), exact (a float32 subnormal
-	// for K_max < -118).
+	// Scale2 is weight_scale_2 = 2^(K_max − 8), exact.
 	Scale2 float32
 	// Measure, when not nil, gets the error of every 32-element block cast
 	// (x the MXFP4 value, x̂ the NVFP4 one).
@@ -147,11 +127,10 @@ func NewNVFP4Cast(k, kmax int) (*nVFP4Cast, error) {
 }
 
 // CastBand casts the next band of rows rows: srcPacked holds rows×K/2 code
-// bytes and srcScales rows×K/32 E8M0 bytes; dstPacked gets rows×K/2 NVFP4 code
-// bytes (it may be srcPacked itself) and dstScales rows×K/16 E4M3 bytes. A NaN
-// scale byte, or one above K_max (a K_max computed over other tensors), is an
-// error naming row and block, with nothing useful left in the outputs and the
-// counts unchanged.
+// bytes and srcScales rows×K/32 E8M0 bytes; dstPacked (which may be
+// srcPacked) gets rows×K/2 NVFP4 code bytes and dstScales rows×K/16 E4M3
+// bytes. A NaN scale byte, or one above K_max, is an error naming row and
+// block; the outputs are then useless and the counts unchanged.
 func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, rows int) error {
 	k := c.k
 	nb := k / MXGroupSize
@@ -203,9 +182,9 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 	return nil
 }
 
-// castBlock casts one 32-element block (16 code bytes) with E8M0 scale byte b
-// into dst and its two E4M3 scales, counting into st. It reports whether the
-// block took the exact path (every value kept, only −0 cleared).
+// castBlock casts one 32-element block with E8M0 scale byte b into dst and
+// its two E4M3 scales, counting into st. It reports whether every value was
+// kept (only −0 cleared).
 func (c *nVFP4Cast) castBlock(st *CastStats, dst, scales, src []byte, b uint8) bool {
 	kj := int(b) - e8m0Bias
 	d := kj - c.kmax + nvScaleKMax
@@ -268,11 +247,9 @@ var pow2E4M3 = func() (t [nvWindow + 1]uint8) {
 	return t
 }()
 
-// oorTables re-round codes scaled by 2^-s the way NVIDIA's _cast_fp4 does
-// with the float32 quotient c·2^-s: round to nearest even on the E2M1 grid,
-// sign bit from quotient < 0, so a negative value keeps its sign when it
-// rounds to zero (0x8) but not once the quotient underflows to −0. Shifts
-// that give the same bytes share a table (see oorTable).
+// oorTables re-round codes scaled by 2^-s as NVIDIA's _cast_fp4 does with
+// the float32 quotient (sign bit from quotient < 0, so lost once it
+// underflows to −0). Shifts that give the same bytes share a table.
 var oorTables = func() (t [10]byteTable) {
 	for i, s := range [10]int{1, 2, 3, 4, 5, 149, 150, 151, 152, 153} {
 		for b := range 256 {
@@ -312,11 +289,10 @@ func nvRecode(c uint8, s int) (uint8, bool) {
 	return out, lossy
 }
 
-// castHot casts a block with k_j ≥ hotK as NVIDIA does: its closed-form
-// amax 6·2^k_j overflows float32, so its E4M3 scale clamps to 448 (0x7E), and
-// each element, c·2^k_j in float32 (Inf from 2^128 up, as in NVIDIA's BF16
-// intermediate), is divided by 448·2^(K_max−8) in float32 and re-rounded. It
-// reports whether a value changed.
+// castHot casts a block with k_j ≥ hotK as NVIDIA does: the E4M3 scale is
+// 448, and each element, c·2^k_j in float32 (Inf from 2^128 up), is divided
+// by 448·2^(K_max−8) in float32 and re-rounded. It reports whether a value
+// changed.
 func castHot(dst, src []byte, kj, kmax int) bool {
 	p := float32(math.Ldexp(1, kj)) // 2^126 or 2^127: a float32
 	s := float32(maxE4M3) * float32(math.Ldexp(1, kmax-nvScaleKMax))

@@ -115,7 +115,7 @@ func elemValue(src []byte, e Elem, i int) float32 {
 	case BF16:
 		return BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 	case F16:
-		return f16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		return F16.widen(F16.bits(src, i))
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 }

@@ -3,13 +3,11 @@ package quant
 import "math"
 
 // UE8M0 scales for DeepGEMM on SM100 (transform_sf_into_required_layout and
-// get_mn_major_tma_aligned_packed_ue8m0_tensor): a 128×128 block scale grid
-// [⌈N/128⌉, ⌈K/128⌉] is broadcast to one row per output row [N, ⌈K/128⌉]; the
-// exponent bytes of each row are packed four per int32 along K (byte j of word
-// p is the scale of column block 4p+j, little-endian; missing slots are 0);
-// the int32 matrix [N, ⌈⌈K/128⌉/4⌉] is stored MN-major, its MN stride padded
-// to a multiple of 4 (16 bytes, the TMA alignment). The buffer these functions
-// use is that storage: ⌈⌈K/128⌉/4⌉ rows of align(N, 4) words.
+// get_mn_major_tma_aligned_packed_ue8m0_tensor): the [⌈N/128⌉, ⌈K/128⌉] block
+// scales are broadcast to one row per output row; each row's exponent bytes
+// are packed four per int32 along K (byte j of word p is column block 4p+j;
+// missing slots are 0); the int32 matrix is stored MN-major, its MN stride
+// padded to a multiple of 4 (the TMA alignment).
 
 // ue8m0PerWord is the number of exponent bytes packed into one int32.
 const ue8m0PerWord = 4
@@ -25,13 +23,6 @@ func checkMatrix(n, k int) error {
 		return errorf(errShape, "matrix %d×%d outside [1, %d]²", n, k, MaxK)
 	}
 	return nil
-}
-
-// ue8m0Byte returns the exponent byte of a UE8M0 scale: a non-negative power
-// of two (or zero) whose float32 mantissa and sign are 0 and exponent not 0xFF.
-func ue8m0Byte(s float32) (uint8, bool) {
-	b := math.Float32bits(s)
-	return uint8(b >> 23), b&0x807FFFFF == 0 && b>>23 != 0xFF
 }
 
 // PackUE8M0 packs the block scales [⌈N/128⌉, ⌈K/128⌉] (row-major, each a
@@ -51,12 +42,12 @@ func PackUE8M0(scales []float32, n, k int) ([]int32, error) {
 	for b := range nb {
 		clear(row)
 		for j := range kb {
-			s := scales[b*kb+j]
-			e, ok := ue8m0Byte(s)
-			if !ok {
-				return nil, errorf(errNotUE8M0, "scale (%d, %d) = %g (bits 0x%08x)", b, j, s, math.Float32bits(s))
+			// A power of two or zero: sign and mantissa clear, exponent not 0xFF.
+			s := math.Float32bits(scales[b*kb+j])
+			if s&0x807FFFFF != 0 || s>>23 == 0xFF {
+				return nil, errorf(errNotUE8M0, "scale (%d, %d) = %g (bits 0x%08x)", b, j, scales[b*kb+j], s)
 			}
-			row[j/ue8m0PerWord] |= int32(uint32(e) << (8 * (j % ue8m0PerWord)))
+			row[j/ue8m0PerWord] |= int32(s >> 23 << (8 * (j % ue8m0PerWord)))
 		}
 		for p, w := range row {
 			seg := out[p*stride+b*BlockSize : p*stride+min(b*BlockSize+BlockSize, n)]
@@ -68,12 +59,10 @@ func PackUE8M0(scales []float32, n, k int) ([]int32, error) {
 	return out, nil
 }
 
-// UnpackUE8M0 is the inverse of PackUE8M0: it returns the block scales
-// [⌈N/128⌉, ⌈K/128⌉] (exponent byte << 23 as float32). Every row of a 128-row
-// block must carry the same words and unused K slots must be zero, else the
-// buffer does not come from a block scale and the error wraps errInconsistent;
-// an exponent byte 0xFF (E8M0 NaN) wraps ErrNonFinite. The padding rows are
-// not read: DeepGEMM's CUDA packer leaves them unwritten.
+// UnpackUE8M0 is the inverse of PackUE8M0. Every row of a 128-row block must
+// carry the same words and unused K slots must be zero (else errInconsistent);
+// an exponent byte 0xFF wraps ErrNonFinite. The padding rows are not read:
+// DeepGEMM's CUDA packer leaves them unwritten.
 func UnpackUE8M0(packed []int32, n, k int) ([]float32, error) {
 	if err := checkMatrix(n, k); err != nil {
 		return nil, err

@@ -33,11 +33,10 @@ type Checkpoint struct {
 	IndexName string
 	// HeaderBytesRead counts header and index bytes read to open the checkpoint.
 	HeaderBytesRead int64
-	// IndexNewline is whether the index file ends with a newline (the
-	// released K3 index does not), so a copy can be written back alike.
+	// IndexNewline is whether the index file ends with a newline, so a copy
+	// can be written back alike.
 	IndexNewline bool
-	// Remote is the source a remote checkpoint reads from (nil for a local
-	// one): its Fetch serves a plan's byte ranges, its Stats count traffic.
+	// Remote is the source a remote checkpoint reads from (nil for a local one).
 	Remote *remote.Source
 
 	src       source
@@ -60,31 +59,24 @@ type source interface {
 }
 
 // Open opens a checkpoint from a directory, a model.safetensors.index.json, a
-// single .safetensors file, or a remote location of any of those (an
-// http(s):// URL, hf://org/name[@revision][/file]), reading only headers and
-// the index. It validates every header and, when there is an
-// index, that index and shards agree exactly. It is OpenWith without a
-// caller's deadline (remote sources still get remoteOpenTimeout).
+// single .safetensors file, or a remote location of any of those (http(s)://,
+// hf://org/name[@revision][/file], s3://, gs://), reading only headers and
+// the index. It validates every header and that index and shards agree
+// exactly. It is OpenWith without a caller's deadline.
 func Open(p string) (*Checkpoint, error) {
 	return OpenWith(context.Background(), p, OpenOptions{})
 }
 
 // OpenWith is Open bounded by ctx: the first error (or ctx's end) stops
-// every header read still under way. A remote source whose ctx has no
-// deadline gets remoteOpenTimeout for the whole opening. The ctx bounds only
-// the opening: later reads through the checkpoint are not tied to it (Close
-// ends those of a remote one).
+// every header read still under way; a remote opening whose ctx has no
+// deadline gets remoteOpenTimeout. Later reads are not tied to ctx (Close
+// ends those of a remote checkpoint).
 //
-// Local entries are read as they are in a plain directory, in a Hugging
-// Face --local-dir download (its .cache/ folder is not part of the
-// checkpoint) and in a hub cache snapshot (models--org--name/snapshots/<rev>/,
-// whose entries link into ../../blobs/): a link may resolve inside the
-// checkpoint directory or inside its hub repository folder, nowhere else
-// (fsx.Root.Allowed, wrapped as fsx.ErrOutside). Every entry must be a regular
-// file; FIFOs and devices are refused before they are opened for reading.
-//
-// A remote location is resolved as huggingface_hub resolves it (HF_ENDPOINT,
-// HF_TOKEN, HF_HUB_OFFLINE: see remote.Resolve).
+// Local entries may be links that resolve inside the checkpoint directory or
+// its hub repository folder (a hub cache snapshot links into ../../blobs/),
+// nowhere else (fsx.ErrOutside); a --local-dir download's .cache/ is not part
+// of the checkpoint. Every entry must be a regular file. A remote location is
+// resolved as huggingface_hub resolves it (see remote.Resolve).
 func OpenWith(ctx context.Context, p string, o OpenOptions) (*Checkpoint, error) {
 	ctx, cancel := remoteDeadline(ctx, p)
 	defer cancel()
@@ -118,10 +110,8 @@ func (s *shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 	return c, nil
 }
 
-// shareNames points every index entry at its shard's own copy of the name
-// (the walk checked that each is there), so that the index's bytes, as large
-// as every header's names together, are not kept alive by substrings of them
-// while the checkpoint is open.
+// shareNames points every index entry at its shard's copy of the name, so
+// that substrings of the index's bytes do not keep them alive.
 func (s *shards) shareNames() {
 	c := s.c
 	if c.idx == nil || s.perFile == nil {
@@ -152,8 +142,7 @@ func joinRoot(root, name string) string {
 }
 
 // firstError picks the error to report from a cancelled group: the one that
-// cancelled it, else (the caller's context ended) the first that says more
-// than the bare context error, which the cause wraps.
+// cancelled it, else the first that says more than the context's end.
 func firstError(cause error, errs []error) error {
 	if cause != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
 		return cause
@@ -169,8 +158,8 @@ func firstError(cause error, errs []error) error {
 	return cause
 }
 
-// addSize adds two non-negative sizes, reporting false when the sum does not
-// fit an int64 (four 2^62-byte files must not add up to 0).
+// addSize adds two non-negative sizes, reporting false when the sum
+// overflows int64.
 func addSize(a, b int64) (int64, bool) {
 	if b > math.MaxInt64-a {
 		return 0, false
@@ -178,8 +167,8 @@ func addSize(a, b int64) (int64, bool) {
 	return a + b, true
 }
 
-// Index returns the checkpoint's index as a map (built on first use; the
-// opener validates without it), or nil when the checkpoint has no index.
+// Index returns the checkpoint's index as a map (built on first use), or nil
+// when the checkpoint has no index.
 func (c *Checkpoint) Index() *Index {
 	if c.idx == nil {
 		return nil

@@ -9,26 +9,19 @@ type DType uint8
 
 // The 22 dtypes of the reference, in its enum order (ascending alignment/size).
 const (
-	// bOOL is one byte per element, 0 or 1.
 	bOOL DType = iota
 	// F4 is a 4-bit float (E2M1); two elements per byte.
 	F4
-	// f6_E2M3 is a 6-bit float; four elements per three bytes.
 	f6_E2M3
-	// f6_E3M2 is a 6-bit float; four elements per three bytes.
 	f6_E3M2
 	// U8 is an unsigned byte (also the carrier of packed MXFP4 codes and E8M0 scales).
 	U8
 	i8
-	// f8_E5M2 is an 8-bit float with 5 exponent bits.
 	f8_E5M2
 	// F8_E4M3 is the 8-bit E4M3FN float used by block-FP8 weights.
 	F8_E4M3
-	// f8_E8M0 is an 8-bit power-of-two scale (UE8M0).
 	f8_E8M0
-	// f8_E4M3FNUZ is AMD's E4M3 variant without negative zero.
 	f8_E4M3FNUZ
-	// f8_E5M2FNUZ is AMD's E5M2 variant without negative zero.
 	f8_E5M2FNUZ
 	i16
 	u16
@@ -41,7 +34,6 @@ const (
 	u32
 	// F32 is IEEE single precision.
 	F32
-	// c64 is a complex number of two F32.
 	c64
 	f64
 	i64
@@ -50,8 +42,8 @@ const (
 	numDTypes = int(u64) + 1
 )
 
-// dtypeFacts is the one table of facts about each dtype: its name in headers and
-// its width in bits. Everything else (byte sizes, parsing, ordering) derives from it.
+// dtypeFacts is the one table of facts about each dtype: its header name and
+// its width in bits.
 var dtypeFacts = [numDTypes]struct {
 	name string
 	bits int64

@@ -43,10 +43,8 @@ func OpenFile(path string) (*File, error) {
 }
 
 // FromFile reads the header of a file the caller has already opened and
-// checked (with fsx.Open, or a check on the open descriptor), so that what
-// was checked is what is read: no second open by name. The File owns fh from
-// then on: Close closes it, and so does a failure here. path names the file
-// in errors and in File.Path.
+// checked, so that what was checked is what is read. The File owns fh from
+// then on (a failure here closes it too); path names the file.
 func FromFile(fh *os.File, path string) (*File, error) {
 	st, err := fh.Stat()
 	if err != nil {
@@ -75,8 +73,8 @@ func (f *File) Lookup(name string) (TensorInfo, bool) {
 	return f.Tensors[i], true
 }
 
-// Section returns a reader over exactly the tensor's bytes. Reads go straight to
-// the underlying ReaderAt, so sections of one file can be read concurrently.
+// Section returns a reader over exactly the tensor's bytes; sections of one
+// file can be read concurrently.
 func (f *File) Section(t TensorInfo) *io.SectionReader {
 	return io.NewSectionReader(f.ra, f.DataStart+t.Begin, t.End-t.Begin)
 }

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -17,13 +16,12 @@ import (
 
 // FilePlan is a file's complete plan computed before any data is written: the
 // header bytes and every tensor's offsets, in the reference serializer's
-// canonical form (tensors sorted by dtype, descending in the reference's dtype
-// order, then by name; compact JSON; spaces padding the header to a multiple
-// of 8). A file written from a FilePlan is byte-identical to what
+// canonical form (tensors by descending dtype, then name; compact JSON; spaces
+// padding the header to a multiple of 8), byte-identical to what
 // safetensors.torch.save_file writes for the same tensors.
 type FilePlan struct {
-	// Header is the complete prefix: the 8-byte length, the JSON, the
-	// padding; nil once the writer has written it (HeaderBytes renders it again).
+	// Header is the complete prefix (length, JSON, padding); nil after
+	// NewFilePlanSum (HeaderBytes renders it again).
 	Header []byte
 	// Tensors lists the tensors in data order with their offsets assigned.
 	Tensors []TensorInfo
@@ -46,48 +44,32 @@ func NewFilePlan(specs []TensorSpec, metadata map[string]string) (*FilePlan, err
 	if err != nil {
 		return nil, err
 	}
-	js, err := renderHeader(make([]byte, 0, headerEstimate(l.Tensors, metadata)), l.Tensors, metadata)
-	if err != nil {
+	if l.Header, err = renderHeader(make([]byte, 0, headerEstimate(l.Tensors, metadata)), l.Tensors, metadata); err != nil {
 		return nil, err
 	}
-	l.Header = js
-	return l, l.place(int64(len(js)))
+	return l, l.place(int64(len(l.Header)))
 }
 
-// NewFilePlanSum is NewFilePlan for a planner that holds many plans until their
-// files are written: it returns the layout without its header bytes (as
-// after DropHeader) and the sha256 of those bytes, rendered in a buffer that
-// the next call reuses.
+// NewFilePlanSum is NewFilePlan for a planner that holds many plans: it
+// returns the plan without its header bytes and their sha256.
 func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, [sha256.Size]byte, error) {
-	l, err := layOut(specs, metadata)
+	l, err := NewFilePlan(specs, metadata)
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
 	}
-	bp := renderBufs.Get().(*[]byte)
-	js, err := renderHeader((*bp)[:0], l.Tensors, metadata)
-	if err != nil {
-		return nil, [sha256.Size]byte{}, err
-	}
-	sum := sha256.Sum256(js)
-	if cap(js) <= maxReusedHeader {
-		*bp = js
-		renderBufs.Put(bp)
-	}
-	return l, sum, l.place(int64(len(js)))
+	sum := sha256.Sum256(l.Header)
+	l.Header = nil
+	return l, sum, nil
 }
 
-// renderBufs holds the buffers NewFilePlanSum renders headers in (*[]byte).
-var renderBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-// layOut orders the tensors canonically and assigns their offsets; the
-// header is rendered by the caller.
+// layOut orders the tensors canonically and assigns their offsets.
 func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	l := &FilePlan{Tensors: make([]TensorInfo, len(specs)), index: make(map[string]int, len(specs)), metadata: metadata}
 	dims := 0
 	for _, s := range specs {
 		dims += len(s.Shape)
 	}
-	// The shapes are copied into one array: a layout holds its own.
+	// The shapes are copied into one array that the plan owns.
 	arena := make([]int64, 0, dims)
 	for i, s := range specs {
 		if s.Name == metadataKey {
@@ -118,9 +100,7 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	var pos int64
 	for i := range l.Tensors {
 		t := &l.Tensors[i]
-		// One hash operation per tensor: a name already present leaves
-		// the map's length unchanged.
-		n := len(l.index)
+		n := len(l.index) // a name already present leaves the length unchanged
 		if l.index[t.Name] = i; len(l.index) == n {
 			return nil, fmt.Errorf("tensor %s: %w", termtext.Name(t.Name), errDuplicate)
 		}
@@ -135,8 +115,7 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	return l, nil
 }
 
-// place puts the data after a header of n bytes: l.Size holds the data's
-// length before.
+// place puts the data (l.Size bytes until then) after a header of n bytes.
 func (l *FilePlan) place(n int64) error {
 	size, ok := addSize(n, l.Size)
 	if !ok {
@@ -146,9 +125,8 @@ func (l *FilePlan) place(n int64) error {
 	return nil
 }
 
-// headerEstimate is about the length of the header of ts, a little more for
-// the names and numbers of real checkpoints, so that rendering it rarely
-// grows its buffer.
+// headerEstimate is a little over the header length of ts, so that
+// rendering it rarely grows its buffer.
 func headerEstimate(ts []TensorInfo, metadata map[string]string) int {
 	n := 8 + 2 + headerAlign
 	for k, v := range metadata {
@@ -160,8 +138,8 @@ func headerEstimate(ts []TensorInfo, metadata map[string]string) int {
 	return n
 }
 
-// renderHeader renders the complete prefix of a file holding ts (in data
-// order, offsets assigned) into b[:0]: length, JSON, padding.
+// renderHeader renders the prefix of a file holding ts (in data order) into
+// b[:0]: length, JSON, padding.
 func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte, error) {
 	js := appendHeaderJSON(append(b[:0], make([]byte, 8)...), ts, metadata)
 	for (len(js)-8)%headerAlign != 0 {
@@ -175,8 +153,8 @@ func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte
 	return js, nil
 }
 
-// HeaderBytes returns the header: the kept bytes, or after DropHeader the
-// same bytes rendered again.
+// HeaderBytes returns the header: the kept bytes, or the same bytes rendered
+// again.
 func (l *FilePlan) HeaderBytes() ([]byte, error) {
 	if l.Header != nil {
 		return l.Header, nil
@@ -195,8 +173,7 @@ func (l *FilePlan) Index(name string) (int, bool) {
 }
 
 // appendHeaderJSON renders the header as serde_json does for the reference's
-// Metadata type: __metadata__ first, then tensors in data order, each as
-// {"dtype":…,"shape":[…],"data_offsets":[b,e]}.
+// Metadata type: __metadata__ first, then tensors in data order.
 func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []byte {
 	b = append(b, '{')
 	if len(metadata) > 0 {
@@ -236,7 +213,7 @@ func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []b
 }
 
 // plainJSON reports whether s is printable ASCII without quotes or
-// backslashes: a JSON string as it is, in either escaping mode.
+// backslashes, written as it is in either escaping mode.
 func plainJSON(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
@@ -250,12 +227,11 @@ func plainJSON(s string) bool {
 // escape to the letter after the backslash.
 var shortEscapes = [...]byte{'"': '"', '\\': '\\', '\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': 'r'}
 
-// appendJSONString escapes s as a JSON string. With ensureASCII false it
-// matches serde_json (the safetensors header): quote, backslash and control
-// characters only (\b \t \n \f \r, else \u00xx in lowercase hex), other
-// bytes as they are. With ensureASCII true it matches Python's json.dumps
-// default (huggingface index files): DEL and every non-ASCII rune become
-// \uXXXX, astral runes as UTF-16 surrogate pairs.
+// appendJSONString escapes s as a JSON string: with ensureASCII false as
+// serde_json does (the safetensors header: quote, backslash and control
+// characters only), with ensureASCII true as Python's json.dumps default
+// (huggingface index files: DEL and non-ASCII runes as \uXXXX too, astral
+// runes as surrogate pairs).
 func appendJSONString(b []byte, s string, ensureASCII bool) []byte {
 	const hex = "0123456789abcdef"
 	u4 := func(b []byte, r rune) []byte {

@@ -23,26 +23,21 @@ const maxHeaderSize = 100_000_000
 const maxJSONDepth = 64
 
 // maxTensorEstimate caps the tensor count preallocated from a header's
-// length, so a hostile header of junk costs its own bytes and no more; real
-// shards hold far fewer tensors (Kimi-K3's hold a few thousand each).
+// length, so a hostile header of junk costs its own bytes and no more.
 const maxTensorEstimate = 1 << 14
 
 // metadataKey is the reserved header key for free-form string metadata.
 const metadataKey = "__metadata__"
 
-// maxMetadataSize bounds the bytes of a header's __metadata__ (keys and
-// values together). The reference sets no limit, but metadata is carried into
-// outputs (one copy per rank of a layout), so a file cannot make it huge.
+// maxMetadataSize bounds a header's __metadata__ bytes. The reference sets no
+// limit, but metadata is carried into outputs (one copy per rank of a layout).
 const maxMetadataSize = 1 << 20
 
 // maxHeaderBytesInFlight bounds the header bytes being read and parsed at any
-// moment in the process, whatever the number of files and how much each
-// claims: a checkpoint of many files that each claim maxHeaderSize costs this
-// much memory, not the sum of the claims. It must be at least maxHeaderSize:
-// a share larger than the whole budget would never be granted.
+// moment in the process, whatever each file claims. It must be at least
+// maxHeaderSize, or the largest share would never be granted (checked below).
 const maxHeaderBytesInFlight = 256 << 20
 
-// The budget holds at least one header of the largest size accepted.
 var _ [maxHeaderBytesInFlight - maxHeaderSize]struct{}
 
 // headerBudget holds maxHeaderBytesInFlight; a header read takes its length
@@ -59,8 +54,7 @@ func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 
 // readHeader is ReadHeader waiting for its share of maxHeaderBytesInFlight
 // under ctx. A parse failure calls stop (when given) before the share goes
-// back, so that readers waiting for it see the cancellation instead of
-// reading their own headers.
+// back, so that readers waiting for it see the cancellation.
 func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, stop func(error), mem *headerMem) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, fmt.Errorf("file %s: %w", path, err) }
 	if size < 8 {
@@ -125,21 +119,16 @@ func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error)
 	return f, nil
 }
 
-// parseHeader parses b; owned says b belongs to the parser and is not
-// written again while the File is in use, so names may alias it without a
-// copy. mem, when given, lends the tensor table, the name map and the
-// shapes' memory, and keeps them for the next header.
+// parseHeader parses b; owned says b is not written again while the File is
+// in use, so names may alias it. mem, when given, lends the tensor table,
+// name map and shape memory, and keeps them for the next header.
 func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 	if !utf8.Valid(b) {
 		return nil, errHeaderUTF8
 	}
-	// Tensor names are substrings of one string holding the whole header
-	// instead of one allocation each.
-	p := parser{b: b, s: bytesString(b, owned)}
+	p := parser{b: b, s: bytesString(b, owned)} // names are substrings of p.s
 	f := &File{}
-	// Estimate the tensor count from the size so slices rarely regrow; the
-	// estimate is bounded by the header length, never by a count the file states.
-	est := min(len(b)/96, maxTensorEstimate)
+	est := min(len(b)/96, maxTensorEstimate) // from the length, never a count the file states
 	if mem != nil && mem.tensors != nil {
 		f.Tensors, f.index, p.arena = mem.tensors[:0], mem.index, mem.arena[:0]
 		clear(f.index)
@@ -172,16 +161,11 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 					return nil, err
 				}
 			} else {
-				t, ok := p.compactTensor(name)
-				if !ok {
-					var err error
-					if t, err = p.tensor(name); err != nil {
-						return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), err)
-					}
+				t, err := p.tensor(name)
+				if err != nil {
+					return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), err)
 				}
-				// One hash operation per tensor: a name already present
-				// leaves the map's length unchanged.
-				n := len(f.index)
+				n := len(f.index) // a name already present leaves the length unchanged
 				f.index[name] = int32(len(f.Tensors))
 				if len(f.index) == n {
 					return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), errDuplicate)
@@ -221,9 +205,8 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 	return f, nil
 }
 
-// headerMem is the memory a header is parsed into, reused from one header
-// to the next by a walk whose callback keeps nothing of the File
-// (a transient shards.Walk): its bytes, tensor table, name map and shapes.
+// headerMem is the memory a header is parsed into (bytes, tensor table, name
+// map, shapes), reused from one header to the next by a transient walk.
 type headerMem struct {
 	buf     []byte
 	tensors []TensorInfo
@@ -231,13 +214,12 @@ type headerMem struct {
 	arena   []int64
 }
 
-// maxReusedHeader bounds the headers whose memory is kept for the next one;
-// the memory of a larger (rare) header goes back to the collector.
+// maxReusedHeader bounds the headers whose memory is kept for the next one.
 const maxReusedHeader = 16 << 20
 
 // compactNames copies the tensor names out of the header they alias when
-// they are a small part of a large header (padding or ignored values), so
-// what a File keeps alive is its names, not every byte its header holds.
+// they are a small part of a large one, so that a File keeps its names alive,
+// not its padding or ignored values.
 func (f *File) compactNames(headerLen int) {
 	if headerLen < 1<<20 {
 		return
@@ -273,10 +255,8 @@ func (f *File) compactNames(headerLen int) {
 	}
 }
 
-// HeaderSum returns the sha256 of the file's first DataStart bytes (the
-// 8-byte length and the JSON header) as they were read and parsed: a caller
-// that records what a file's header was need not read it again. ok is false
-// for a File parsed from bytes of the caller's (ParseHeader).
+// HeaderSum returns the sha256 of the file's first DataStart bytes as they
+// were read and parsed. ok is false for a File parsed from a caller's bytes.
 func (f *File) HeaderSum() (sum [sha256.Size]byte, ok bool) {
 	switch {
 	case f.rawSum != nil:
@@ -297,9 +277,9 @@ func (f *File) sumRaw() [sha256.Size]byte {
 	return [sha256.Size]byte(h.Sum(nil))
 }
 
-// validateOffsets sorts the tensors by data offsets and checks, as the reference
-// does, that they tile [0, end) with no hole or overlap and that each range is
-// exactly shape × dtype bytes.
+// validateOffsets sorts the tensors by data offsets and checks, as the
+// reference does, that they tile [0, end) and that each range is exactly
+// shape × dtype bytes.
 func (f *File) validateOffsets() error {
 	if !slices.IsSortedFunc(f.Tensors, cmpOffsets) {
 		slices.SortStableFunc(f.Tensors, cmpOffsets)
@@ -425,8 +405,8 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 	return t, nil
 }
 
-// carve copies dims into the shape arena and returns a capped sub-slice, so
-// shapes cost one allocation per thousand tensors instead of one each.
+// carve copies dims into the shape arena and returns a capped sub-slice
+// (one allocation per thousand tensors, not one each).
 func (p *parser) carve(dims []int64) []int64 {
 	if cap(p.arena)-len(p.arena) < len(dims) {
 		p.arena = make([]int64, 0, max(4096, len(dims)))

@@ -20,13 +20,10 @@ import (
 // IndexName is the conventional name of a sharded checkpoint's index.
 const IndexName = "model.safetensors.index.json"
 
-// maxIndexSize bounds the index file read whole (Kimi-K3's, the largest this
-// tool is meant for, is about 58 MB; 128 MiB leaves room for twice as many
-// tensors and keeps a hostile index from setting the memory).
+// maxIndexSize bounds the index file read whole (Kimi-K3's is about 58 MB).
 const maxIndexSize = 128 << 20
 
-// maxIndexMetadata bounds the index's metadata object, which is decoded as
-// generic JSON and carried into written indexes.
+// maxIndexMetadata bounds the index's metadata object, decoded as generic JSON.
 const maxIndexMetadata = 1 << 20
 
 // Index is a model.safetensors.index.json: which shard holds each tensor.
@@ -39,8 +36,8 @@ type Index struct {
 	Metadata map[string]any
 }
 
-// indexData is a parsed index kept as a flat list: the checkpoint opener
-// validates it against the headers without building a half-million-entry map.
+// indexData is a parsed index kept as a flat list, so that the opener
+// validates it without building a half-million-entry map.
 type indexData struct {
 	totalSize int64
 	metadata  map[string]any
@@ -53,9 +50,8 @@ type indexEntry struct {
 	file uint32 // index into files
 }
 
-// checkUnique rejects a tensor listed twice. Indexes written by huggingface
-// tooling are sorted, so a linear scan of neighbours usually settles it; an
-// unsorted index falls back to a set.
+// checkUnique rejects a tensor listed twice: by comparing neighbours in a
+// sorted index (huggingface tooling writes them sorted), else through a map.
 func (d *indexData) checkUnique(name string) error {
 	sorted := true
 	for i := 1; i < len(d.entries); i++ {
@@ -97,7 +93,6 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 	p := parser{b: b, s: bytesString(b, owned)}
 	d := &indexData{entries: make([]indexEntry, 0, len(b)/110)}
 	seenTotal, seenMap, seenMeta := false, false, false
-	fileIDs := map[string]uint32{} // raw JSON spelling → provisional id
 	var provisional []string
 	p.ws()
 	if !p.eat('{') {
@@ -155,12 +150,9 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 				return fail("weight_map is not an object")
 			}
 			p.ws()
-			w := weightMap{fileIDs: fileIDs}
-			if !w.parallel(&p, failf) {
-				w.entries = d.entries
-				if _, err := w.members(&p, -1, failf); err != nil {
-					return nil, err
-				}
+			w := weightMap{entries: d.entries, fileIDs: map[string]uint32{}}
+			if err := w.members(&p, failf); err != nil {
+				return nil, err
 			}
 			d.entries, provisional = w.entries, w.provisional
 		default:
@@ -181,8 +173,7 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 	if !seenTotal {
 		return fail("no metadata.total_size")
 	}
-	// Renumber files in sorted order (two spellings of one name, e.g. with an
-	// escape, collapse into one id).
+	// Renumber files in sorted order (two spellings of one name collapse).
 	d.files = slices.Clone(provisional)
 	slices.Sort(d.files)
 	d.files = slices.Compact(d.files)
@@ -218,8 +209,7 @@ func checkShardName(f string) error {
 }
 
 // Marshal renders the index as json.dumps(index, indent=2, sort_keys=True)
-// does, with no final newline (the released K3 index has none; a writer
-// copying a source that had one adds it, see Checkpoint.IndexNewline).
+// does, with no final newline (see Checkpoint.IndexNewline).
 func (idx *Index) Marshal() ([]byte, error) {
 	d := &indexData{totalSize: idx.TotalSize, metadata: idx.Metadata, entries: make([]indexEntry, 0, len(idx.WeightMap))}
 	ids := map[string]uint32{}
@@ -240,8 +230,7 @@ func (idx *Index) Marshal() ([]byte, error) {
 }
 
 // WriteShardIndex streams the index of the given shards of dir (names
-// relative to dir) straight from their headers, without building a map, and
-// returns the total size it recorded. Writers of large checkpoints use it.
+// relative to dir) from their headers, and returns the total size recorded.
 func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 	d := &indexData{files: shards}
 	for i, name := range shards {
@@ -271,11 +260,9 @@ func (d *indexData) addShard(i int, path string, tensors []TensorInfo, dataSize 
 	return nil
 }
 
-// WriteFilePlanIndex streams the index of shards about to be written with
-// these layouts (names[i] is the file of layouts[i], relative to the index):
-// the bytes WriteShardIndex renders from the written files, so that a writer
-// that laid the files out need not read their headers back. It returns the
-// total size recorded.
+// WriteFilePlanIndex streams the index that WriteShardIndex would render from
+// the files of these layouts once written (names[i] is the file of
+// layouts[i]), and returns the total size recorded.
 func WriteFilePlanIndex(w io.Writer, names []string, layouts []*FilePlan) (int64, error) {
 	if len(names) != len(layouts) {
 		return 0, fmt.Errorf("%w: %d shard names for %d layouts", ErrWrite, len(names), len(layouts))

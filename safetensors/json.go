@@ -1,8 +1,6 @@
 package safetensors
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,9 +9,8 @@ import (
 	"unsafe"
 )
 
-// parser is a small JSON scanner specialised for safetensors headers: it decodes
-// tensor entries without building generic values, which keeps header parsing
-// several times faster than encoding/json and allocation-light.
+// parser is a small JSON scanner specialised for safetensors headers and
+// indexes: it decodes entries without building generic values.
 type parser struct {
 	b       []byte
 	s       string // the same bytes as b when names should share its memory, else ""
@@ -21,10 +18,6 @@ type parser struct {
 	arena   []int64 // backing store for shapes, carved into capped sub-slices
 	dims    int     // shape entries carved so far
 	scratch [16]int64
-	// lastDType is the dtype name of the previous compact entry, and
-	// lastDTypeVal its value.
-	lastDType    string
-	lastDTypeVal DType
 }
 
 func (p *parser) errf(class error, format string, args ...any) error {
@@ -42,9 +35,8 @@ func (p *parser) ws() {
 	}
 }
 
-// next consumes what follows a member of an object or array: a ',' that
-// must be followed by another member (no trailing comma), or whitespace before
-// the closing byte, which is left for the caller's loop to take.
+// next consumes what follows a member: a ',' followed by another member, or
+// whitespace before the closing byte, which is left for the caller.
 func (p *parser) next(closing byte) error {
 	p.ws()
 	if p.eat(',') {
@@ -68,6 +60,15 @@ func (p *parser) eat(c byte) bool {
 	return false
 }
 
+// lit consumes s if the input continues with it.
+func (p *parser) lit(s string) bool {
+	if len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
+		return false
+	}
+	p.i += len(s)
+	return true
+}
+
 // rawStr scans a string and returns its raw bytes (between the quotes) and
 // whether it contains escapes.
 func (p *parser) rawStr() ([]byte, bool, error) {
@@ -75,15 +76,6 @@ func (p *parser) rawStr() ([]byte, bool, error) {
 		return nil, false, p.errf(errHeaderJSON, "expected a string")
 	}
 	start, esc := p.i, false
-	// Fast path: find the closing quote with a vectorised search, then make
-	// sure the span holds no escape or control character.
-	if q := bytes.IndexByte(p.b[p.i:], '"'); q >= 0 {
-		span := p.b[p.i : p.i+q]
-		if clean(span) {
-			p.i += q + 1
-			return span, false, nil
-		}
-	}
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
@@ -101,28 +93,6 @@ func (p *parser) rawStr() ([]byte, bool, error) {
 		}
 	}
 	return nil, false, p.errf(errHeaderJSON, "unterminated string")
-}
-
-// clean reports whether b holds no escape ('\\') and no control character,
-// eight bytes at a time: names are most of a header's bytes.
-func clean(b []byte) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for len(b) >= 8 {
-		x := binary.LittleEndian.Uint64(b)
-		y := x ^ ('\\' * ones)             // a zero byte where b has '\\'
-		lt := (x - 0x20*ones) &^ x & highs // the high bit set where a byte is < 0x20 (and some ≥ 0x80 followed by one)
-		bs := (y - ones) &^ y & highs      // the high bit set where y has a zero byte (idem)
-		if lt|bs != 0 {
-			break // something to look at: the bytewise loop decides exactly
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c < 0x20 || c == '\\' {
-			return false
-		}
-	}
-	return true
 }
 
 func (p *parser) str() (string, error) {
@@ -313,9 +283,8 @@ func (p *parser) skip(depth int) error {
 	}
 }
 
-// skipStr passes over a string, checking its escapes as strictly as a
-// string that is kept: the reference decodes every value of a header, even
-// those it then ignores, so `\x41` or a lone surrogate anywhere is an error.
+// skipStr passes over a string, checking its escapes: the reference decodes
+// every value of a header, even those it ignores.
 func (p *parser) skipStr() error {
 	raw, esc, err := p.rawStr()
 	if err == nil && esc {
@@ -359,8 +328,8 @@ func (p *parser) number() bool {
 	return true
 }
 
-// bytesString views b as a string. When b is owned (read from the file by us
-// and never modified afterwards) no copy is made.
+// bytesString views b as a string, without a copy when b is owned (never
+// modified afterwards).
 func bytesString(b []byte, owned bool) string {
 	if owned && len(b) > 0 {
 		return unsafe.String(&b[0], len(b))

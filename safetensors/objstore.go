@@ -10,8 +10,7 @@ import (
 )
 
 // openObjstore opens an s3:// or gs:// location: a prefix holding the
-// checkpoint, an index under it, or one .safetensors object. Its reads go
-// through remote's range planning over the bucket (remote.Store).
+// checkpoint, an index under it, or one .safetensors object.
 func openObjstore(ctx context.Context, raw string, o OpenOptions) (*shards, error) {
 	u, err := objstore.Parse(raw)
 	if err != nil {

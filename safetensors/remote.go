@@ -15,21 +15,19 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// remoteOpenTimeout bounds the whole opening of a remote checkpoint (index,
-// every header, side-file probes) when the caller's context sets no deadline.
+// remoteOpenTimeout bounds the whole opening of a remote checkpoint when the
+// caller's context sets no deadline.
 const remoteOpenTimeout = 5 * time.Minute
 
 // OpenOptions tune how a checkpoint is opened. The zero value is ready to use.
 type OpenOptions struct {
-	// Remote tunes the reads of an https:// or hf:// source: client,
-	// retries, stall timeout, and the Progress that hears every byte.
+	// Remote tunes the reads of a remote source.
 	Remote remote.Options
 	// Env looks up HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE and the rest of
 	// huggingface_hub's settings (nil: os.Getenv).
 	Env func(key string) string
 	// Connections sizes an s3:// or gs:// source's HTTP transport for that
-	// many parallel requests (Remote.Client serves the other schemes; 0:
-	// objstore's default).
+	// many parallel requests (0: objstore's default).
 	Connections int
 }
 
@@ -68,9 +66,8 @@ func (r *remoteSource) readAux(ctx context.Context, name string, limit int64) ([
 }
 
 // exists asks the server for name: false only when it answers 404 or 410. A
-// shard is probed with one small range request (its File is kept for the
-// header read); any other file (an index) is read whole, and kept for the
-// readAux that follows, so that asking costs no extra request.
+// shard is probed with one range request; any other file (an index) is read
+// whole and kept for the readAux that follows.
 func (r *remoteSource) exists(ctx context.Context, name string) (bool, error) {
 	var err error
 	if strings.HasSuffix(name, ".safetensors") {
@@ -96,8 +93,7 @@ func (r *remoteSource) exists(ctx context.Context, name string) (bool, error) {
 }
 
 // list names the *.safetensors objects directly under an object store's
-// prefix; a web server's directory cannot be listed, so those remote
-// checkpoints need an index (or a direct file URL).
+// prefix; a web server's directory cannot be listed.
 func (r *remoteSource) list() ([]string, error) {
 	if !r.listable {
 		return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
@@ -116,12 +112,10 @@ func (r *remoteSource) list() ([]string, error) {
 	return out, nil
 }
 
-// remoteErr wraps an error of the remote package; a bare context error (the
-// opening's deadline, a cancellation) is named in words. The result reads as
-// the remote package's message (file, what happened, status and host,
-// attempts) and matches errRemote, and ErrNotFound for a file the server
-// does not have: the sentinels are wrapped with precision 0, which prints
-// none of their text.
+// remoteErr wraps an error of the remote package so that it matches
+// errRemote (and ErrNotFound for a missing file) while reading as the remote
+// package's message: %.0w prints none of a sentinel's text. A bare context
+// error is named in words.
 func remoteErr(err error) error {
 	switch {
 	case errors.Is(err, errRemote):
@@ -137,10 +131,8 @@ func remoteErr(err error) error {
 	return fmt.Errorf("%w%.0w", err, errRemote)
 }
 
-// openRemote finds the shards of an https:// or hf:// location (a directory
-// with an index or a model.safetensors, an index, or a file); the caller
-// bounds ctx. Offline (HF_HUB_OFFLINE) an hf:// reference opens its cached
-// snapshot directory instead.
+// openRemote finds the shards of a remote location; the caller bounds ctx.
+// Offline (HF_HUB_OFFLINE) an hf:// reference opens its cached snapshot.
 func openRemote(ctx context.Context, raw string, o OpenOptions) (*shards, error) {
 	if objstore.IsURL(raw) {
 		return openObjstore(ctx, raw, o)
@@ -156,8 +148,7 @@ func openRemote(ctx context.Context, raw string, o OpenOptions) (*shards, error)
 		}
 		return openLocal(ctx, p)
 	}
-	// The source outlives the opening: the checkpoint's later reads go
-	// through it, until Close.
+	// The source outlives the opening, until Close.
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s, err := remote.NewSource(sctx, loc, o.Remote)
 	if err != nil {
@@ -201,8 +192,7 @@ func openRemoteSource(ctx context.Context, src *remoteSource, raw, base, name st
 	return nil, fmt.Errorf("open %s: %w: neither %s nor model.safetensors", raw, ErrNotFound, IndexName)
 }
 
-// BytesFetched reports how many bytes a remote checkpoint has downloaded so far
-// (0 for local ones).
+// BytesFetched reports the bytes a remote checkpoint has downloaded (0 for a local one).
 func (c *Checkpoint) BytesFetched() int64 {
 	if s := c.Remote; s != nil {
 		return s.Stats().Fetched

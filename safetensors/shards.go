@@ -15,15 +15,11 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// shards is a checkpoint opened for one pass over its shard headers, for
-// audits that look at every header once and keep no tensor table: opening
-// finds the shards (and reads the index) as Open does, and Walk reads every
-// header, validates it and the index against it exactly as Open does, and
-// hands it to a callback, then lets it go. An audit of 497,220 tensors then
-// costs the index and the headers in flight, not every header at once.
+// shards is a checkpoint opened for one pass over its shard headers: Walk
+// reads and validates every header as Open does and hands it to a callback,
+// then lets it go, so an audit costs the index and the headers in flight.
 type shards struct {
-	// Names lists the shards, sorted, in the order of Checkpoint.Files (read
-	// only).
+	// Names lists the shards, sorted, as Checkpoint.Files (read only).
 	Names []string
 
 	c      *Checkpoint // Root, IndexName, src, idx and HeaderBytesRead; no Files
@@ -72,18 +68,12 @@ func (s *shards) BytesRead() (read, fetched int64) {
 func (s *shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name) }
 
 // Walk reads every shard's header and calls fn with its position in Names
-// and the validated File, from up to openParallelism goroutines at once (a
-// local walk: one per CPU and one more) and in no fixed order. The File's
-// reader is closed when fn returns, so its sections cannot be read
-// afterwards; its names and shapes stay valid (they keep the header's memory
-// alive while held), unless transient: then fn keeps nothing of the File it
-// is handed (no name, shape, tensor or metadata outlives the call; copy what
-// must), and the memory of each header is reused for the next one, so a walk
-// over 96 headers of 800 KB allocates a few, not 96. Errors are Open's, and
-// so is their precedence (a bad header before a bad index before an index
-// that disagrees with a header); fn's first error ends the walk and is
-// returned. The checkpoint is valid only if Walk returns nil: fn may have
-// seen some shards of an invalid one. Walk may be called once.
+// and the validated File, concurrently and in no fixed order. The File's
+// reader is closed when fn returns; its names and shapes stay valid, unless
+// transient: then fn keeps nothing of the File (copy what must outlive the
+// call) and each header's memory is reused for the next. Errors, and their
+// precedence, are Open's; fn's first error ends the walk and is returned.
+// The checkpoint is valid only if Walk returns nil. Walk may be called once.
 func (s *shards) Walk(ctx context.Context, transient bool, fn func(i int, f *File) error) error {
 	ctx, cancel := remoteDeadline(ctx, s.c.Root)
 	defer cancel()
@@ -119,7 +109,7 @@ func openLocal(ctx context.Context, p string) (*shards, error) {
 // shardsWith opens a directory-like root; indexName selects the index (""
 // means the default index if present, else every .safetensors file). Where
 // the directory can be listed, the index is parsed while the first headers
-// are read; the two lists must then agree.
+// are read.
 func shardsWith(ctx context.Context, src source, root, indexName string) (*shards, error) {
 	s := &shards{c: newCheckpoint(root, src)}
 	c := s.c
@@ -173,9 +163,8 @@ func shardsSingle(src source, root, name string) *shards {
 	return &shards{c: newCheckpoint(root, src), Names: []string{name}}
 }
 
-// prepare waits for the index and checks it on its own and against the
-// listed shards, once: the shard lists agree, no tensor is listed twice.
-// Then it sorts the index entries by shard for the per-header checks.
+// prepare waits for the index and checks it, once, against the listed
+// shards and for tensors listed twice, then groups its entries by shard.
 func (s *shards) prepare(ctx context.Context) error {
 	s.prepOnce.Do(func() {
 		<-s.parsed
@@ -210,8 +199,7 @@ func (s *shards) prepare(ctx context.Context) error {
 	return s.prepErr
 }
 
-// notAShard names precisely why a file the index names is not among the
-// listed shards: missing, or a link leaving the directory.
+// notAShard says why a file the index names is not among the listed shards.
 func (s *shards) notAShard(ctx context.Context, f string) error {
 	_, _, closer, err := s.c.src.open(ctx, f)
 	if err != nil {
@@ -258,12 +246,10 @@ func (s *shards) checkAgainstIndex(f *File) error {
 	return nil
 }
 
-// walk reads the headers of every shard in parallel: at most
-// openParallelism files open at once, their header bytes bounded by
-// maxHeaderBytesInFlight. A bad header cancels the rest. Each header is
-// checked against the index and handed to fn; keep leaves the File open
-// (Open keeps them all), otherwise it is closed when fn returns; reuse
-// parses each header into the memory of one already done with.
+// walk reads the headers of every shard in parallel; a bad header cancels
+// the rest. Each is checked against the index and handed to fn; keep leaves
+// the File open, otherwise it is closed when fn returns; reuse parses each
+// header into the memory of one already done with.
 func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reuse bool) error {
 	s.walkMu.Lock()
 	again := s.walked
@@ -298,12 +284,10 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			var mem *headerMem
 			if reuse {
 				mem = mems.Get().(*headerMem)
+				defer mems.Put(mem) // last: fn and the index check are done with f
 			}
 			f, err := c.readShard(ctx, name, cancel, mem)
 			if err != nil {
-				if mem != nil {
-					mems.Put(mem)
-				}
 				errs[i] = err
 				cancel(err)
 				return err
@@ -313,9 +297,6 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 				if !keep || !handed {
 					f.Close()
 				}
-				if mem != nil {
-					mems.Put(mem) // fn and the index check are done with f
-				}
 			}()
 			mu.Lock()
 			c.HeaderBytesRead += f.DataStart
@@ -324,9 +305,8 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 				sizeErr = fmt.Errorf("file %s: %w: the shards' tensor bytes add up to more than 2^63-1", joinRoot(c.Root, f.Path), errFileSize)
 			}
 			mu.Unlock()
-			// checked compares f with the index; errors are reported after
-			// every header has been read (the index's own first, then the
-			// disagreements in shard order).
+			// checked compares f with the index; its errors are reported
+			// after every header (the index's own first, then by shard).
 			checked := func() bool {
 				if err := s.prepare(ctx); err != nil {
 					return false
@@ -384,9 +364,8 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 }
 
 // parallelism is how many headers a walk reads at once: openParallelism
-// over HTTP, where requests wait on the network; on a local disk, where
-// reading is parsing, one per CPU and one more, so a walk that keeps nothing
-// holds only the headers being parsed.
+// remotely, where requests wait on the network; locally, where reading is
+// parsing, one per CPU and one more.
 func (s *shards) parallelism(keep bool) int {
 	if _, remote := s.c.src.(*remoteSource); remote || keep {
 		return openParallelism
@@ -422,8 +401,7 @@ func (c *Checkpoint) readShard(ctx context.Context, name string, stop func(error
 }
 
 // nameSet finds a tensor name in two shards of a checkpoint without an
-// index, when the shards are not kept (a nil set checks nothing). It holds
-// copies of the names.
+// index, when the shards are not kept (a nil set checks nothing).
 type nameSet struct {
 	mu     sync.Mutex
 	byName map[string]int32

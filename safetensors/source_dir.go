@@ -66,8 +66,8 @@ func (d *dirSource) exists(_ context.Context, name string) (bool, error) {
 	return err == nil, nil
 }
 
-// list names the *.safetensors entries of the root, links included, skipping
-// dot names: a --local-dir download's .cache/ and filewrite temporaries.
+// list names the *.safetensors entries of the root, links included, but no
+// dot names (a --local-dir download's .cache/, temporaries).
 func (d *dirSource) list() ([]string, error) {
 	ents, err := os.ReadDir(d.root)
 	if err != nil {

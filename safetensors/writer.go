@@ -8,12 +8,9 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
-// Writer streams tensors into a file laid out by a FilePlan. The file lives under
-// a temporary name in the target directory until Commit renames it, so the
-// final name never holds a partial file. Tensors may be written in any order
-// and concurrently (each through its own TensorWriter). Writers of large
-// files in file order use a filewrite.File instead; both commit through a
-// filewrite.Temp.
+// Writer streams tensors into a file laid out by a FilePlan, under a
+// temporary name until Commit renames it. Tensors may be written in any order
+// and concurrently, each through its own tensor writer.
 type Writer struct {
 	l       *FilePlan
 	f       *filewrite.Temp
@@ -67,9 +64,7 @@ func (w *Writer) Commit() error {
 	return nil
 }
 
-// CommitSparse commits a header-only file: the data region is left as a hole
-// (the file is extended to its full size without writing), which is how a
-// full-size replica costs only its headers on disk.
+// CommitSparse commits a header-only file, its data region left as a hole.
 func (w *Writer) CommitSparse() error {
 	if err := w.f.Truncate(w.l.Size); err != nil {
 		w.f.Abort()
@@ -85,8 +80,7 @@ func (w *Writer) CommitSparse() error {
 func (w *Writer) Abort() error { return w.f.Abort() }
 
 // tensorWriter writes one tensor's bytes sequentially and refuses to write
-// past its end, so a miscounted stream fails loudly instead of corrupting a
-// neighbour.
+// past its end, so a miscounted stream cannot corrupt a neighbour.
 type tensorWriter struct {
 	w        *Writer
 	i        int // the tensor's index in the layout
