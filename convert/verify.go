@@ -95,9 +95,10 @@ type VerifyOptions struct {
 	NonFinite nonFinitePolicy
 	// Progress, if set, receives bytes read.
 	Progress progress
-	// MaxViolations caps the violations listed (default 100); more are counted.
-	MaxViolations int
 }
+
+// maxViolations caps the violations listed; more are counted.
+const maxViolations = 100
 
 // Verify re-reads a finished conversion dst against its source src: DST
 // holds exactly the manifest's files (nothing else, no links), each with the
@@ -129,19 +130,16 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	}
 	opts := Options{Format: m.Format, ScaleFmt: sf, NonFinite: vo.NonFinite}
 	if m.NonFinite != "" {
-		if opts.NonFinite, err = parseNonFinitePolicy(m.NonFinite); err != nil {
-			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
-		}
+		opts.NonFinite, err = parseNonFinitePolicy(m.NonFinite)
 	}
-	if m.Experts != "" {
-		if opts.Experts, err = parseExpertsMode(m.Experts); err != nil {
-			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
-		}
+	if m.Experts != "" && err == nil {
+		opts.Experts, err = parseExpertsMode(m.Experts)
 	}
-	if m.Numerics != "" {
-		if opts.Numerics, err = ParseNumerics(m.Numerics); err != nil {
-			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
-		}
+	if m.Numerics != "" && err == nil {
+		opts.Numerics, err = ParseNumerics(m.Numerics)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
 	}
 	rep.Experts, rep.Numerics = opts.Experts, opts.Numerics.String()
 	p, err := NewPlan(src, nil, r, opts)
@@ -153,8 +151,6 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
 	}
 	prog := meter{vo.Progress}
-	maxV := cmp.Or(vo.MaxViolations, 100)
-	jobs := max(vo.Jobs, 1)
 	var mu sync.Mutex
 	report := func(f func(*VerifyReport)) { mu.Lock(); f(rep); mu.Unlock() }
 
@@ -180,7 +176,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	prog.start(total)
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(jobs)
+	g.SetLimit(max(vo.Jobs, 1))
 	for _, rec := range m.Files {
 		if !regular[rec.Name] {
 			continue // reported by checkTree
@@ -250,8 +246,8 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		return cmp.Or(strings.Compare(a.File, b.File), strings.Compare(a.Name, b.Name))
 	})
 	slices.Sort(rep.Violations)
-	if n := len(rep.Violations); n > maxV {
-		rep.Violations = append(rep.Violations[:maxV], fmt.Sprintf("… and %d more", n-maxV))
+	if n := len(rep.Violations); n > maxViolations {
+		rep.Violations = append(rep.Violations[:maxViolations], fmt.Sprintf("… and %d more", n-maxViolations))
 	}
 	rep.OK = len(rep.Violations) == 0
 	if rep.Violations == nil {
@@ -326,23 +322,15 @@ func checkTree(rep *VerifyReport, dst string, m *dstManifest) (map[string]bool, 
 // canonical one: of the written shards' headers for a local DST, of the
 // planned layouts for a bucket.
 func checkMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) {
-	read := func(name string) ([]byte, error) { return readRegular(d.path(name)) }
-	open := safetensors.Open
-	if d.remote() {
-		read = func(name string) ([]byte, error) { return d.bucket.ReadAll(ctx, name, maxStateFile) }
-		open = func(name string) (*safetensors.Checkpoint, error) {
-			return safetensors.OpenWith(ctx, name, safetensors.OpenOptions{})
-		}
-	}
 	for name, b := range metaFiles(p.Config, p.HFQuantConfig) {
-		got, err := read(name)
+		got, err := d.readFile(name)
 		if err != nil {
 			rep.fail("%s: %v", name, err)
 		} else if !bytes.Equal(got, b) {
 			rep.fail("%s differs from the planned %s", name, name)
 		}
 	}
-	out, err := open(d.name)
+	out, err := safetensors.OpenWith(ctx, d.name, safetensors.OpenOptions{})
 	if err != nil {
 		rep.fail("%v", err)
 		return
@@ -360,7 +348,7 @@ func checkMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) 
 	}
 	if err != nil {
 		rep.fail("index: %v", err)
-	} else if got, err := read(safetensors.IndexName); err != nil || !bytes.Equal(got, want.Bytes()) {
+	} else if got, err := d.readFile(safetensors.IndexName); err != nil || !bytes.Equal(got, want.Bytes()) {
 		rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
 	}
 }
