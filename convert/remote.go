@@ -209,7 +209,7 @@ func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *auxFile, to str
 	if f.Size() != a.Size {
 		return fileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, errChanged, f.Size(), a.Size)
 	}
-	out, err := s.create(to, prog)
+	out, err := s.out.create(to, s.pool, prog.add)
 	if err != nil {
 		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}

@@ -25,27 +25,21 @@ type scratch struct {
 	tile   []byte          // FP8 codes of one tile when a band is split
 	scales []float32       // every block scale of the tensor
 	sbytes []byte          // the scales as little-endian fp32
-	held   []byte          // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
+	held   []byte          // a file's FP8 codes between its scale and code steps
 	spill  *spill          // a remote file's codes between those steps, when not held
 	cs     castScratch
 	xs     xfScratch   // decode and pack steps
 	fx     fp8xScratch // routed experts cast to block FP8
-	// errs collects the error of each tensor the file being written
-	// quantizes; measure, when set, is the accumulator the next quantize
-	// or NVFP4 code cast fills (and clears).
-	errs    errCollector
-	measure *quant.ErrStats
-	// lastZeroScale is how many blocks the last quantize gave scale 0.
-	lastZeroScale int64
+	// errs collects the error of each tensor the file quantizes; measure,
+	// when set, is the accumulator the next quantize or NVFP4 code cast
+	// fills (and clears).
+	errs          errCollector
+	measure       *quant.ErrStats
+	lastZeroScale int64 // the blocks the last quantize gave scale 0
 
-	out   *destination // where the files go
-	conns int          // parallel requests of a remote source's fetch
-	net   *netCounter  // a remote source's traffic, shared by the jobs
-}
-
-// create starts an output file on the run's staging buffers.
-func (s *scratch) create(path string, prog meter) (*filewrite.File, error) {
-	return s.out.create(path, s.pool, prog.add)
+	out   *destination
+	conns int         // parallel requests of a remote source's fetch
+	net   *netCounter // a remote source's traffic, shared by the jobs
 }
 
 // copyAux copies a side file, which must still be the file planned (same
@@ -73,7 +67,7 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to strin
 	if err := checkStamp(a.stamp, fsx.StampOf(fi), from); err != nil {
 		return fileRecord{}, nil, err
 	}
-	out, err := s.create(to, prog)
+	out, err := s.out.create(to, s.pool, prog.add)
 	if err != nil {
 		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
@@ -120,12 +114,12 @@ func checkSource(root string, fp *filePlan) error {
 	return nil
 }
 
-// writeShard writes one output shard by following its planned steps, which
-// go in file order: the header, then copy runs and quantized tensors as they
-// lie in the file. The file is hashed as it is written (never read back). It
-// checks before and after that the source is the file planned, and returns
-// the file's record (size and sha256).
+// writeShard writes one output shard by following its planned steps, in
+// file order, hashing it as it is written (never read back). It checks
+// before and after that the source is the file planned, and returns how many non-finite values it
+// zeroed, the file's record and how to commit it.
 func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *filePlan, prog meter) (int64, fileRecord, commitFunc, error) {
+	srcPath := filepath.Join(p.SrcRoot, fp.Source.Path)
 	if p.remote == nil { // a remote file is checked by every response (size, ETag)
 		if err := checkSource(p.SrcRoot, fp); err != nil {
 			return 0, fileRecord{}, nil, err
@@ -142,7 +136,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 	if err != nil {
 		return 0, fileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
 	}
-	f, err := s.create(path, prog)
+	f, err := s.out.create(path, s.pool, prog.add)
 	if err != nil {
 		return 0, fileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
 	}
@@ -163,10 +157,8 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 	if err == nil && f.Offset() != l.Size {
 		err = fmt.Errorf("file %s: the plan's steps wrote %d of %d bytes", path, f.Offset(), l.Size)
 	}
-	if err == nil {
-		// The source unchanged from start to end: what was read is what
-		// was planned.
-		err = checkStampNow(fp.Source.ReaderAt(), fp.stamp, filepath.Join(p.SrcRoot, fp.Source.Path))
+	if err == nil { // unchanged from start to end: what was read is what was planned
+		err = checkStampNow(fp.Source.ReaderAt(), fp.stamp, srcPath)
 	}
 	if err == nil && p.remote == nil {
 		err = p.checkForeign(fp, false)
@@ -184,8 +176,8 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 // file instead.
 type commitFunc func(ready func() error) (sha256 string, err error)
 
-// commitHashed commits f (on a committer, so that the producer moves on to
-// the next file without waiting for the hash or the disk); a failure is
+// commitHashed commits f on a committer, so that the producer moves on to
+// the next file without waiting for the hash or the disk; a failure is
 // prefixed with what, when given.
 func commitHashed(f *filewrite.File, what string) commitFunc {
 	return func(ready func() error) (string, error) {
