@@ -39,8 +39,7 @@ type destination struct {
 }
 
 // openDestination resolves DST: a local directory, or a bucket prefix with
-// its state directory (stateDir, "" for objdest's default) and conns
-// connections.
+// its state directory (stateDir, "" for objdest's default).
 func openDestination(ctx context.Context, dst, stateDir string, conns int) (*destination, error) {
 	if !objstore.IsURL(dst) {
 		return localDest(dst), nil
@@ -86,8 +85,7 @@ func (d *destination) etag(name string) string {
 	return d.obj.ETag(name)
 }
 
-// spillPath is the local name beside which an output file's spill goes:
-// the file itself when local, the state directory for an object.
+// spillPath is the local name beside which an output file's spill goes.
 func (d *destination) spillPath(path string) string {
 	if !d.remote() {
 		return path
@@ -133,8 +131,8 @@ func (d *destination) readFile(name string) ([]byte, error) {
 	return d.obj.ReadFile(name, maxStateFile)
 }
 
-// readManifest reads DST's manifest (ErrNotExist wrapped when absent).
-// Every name it lists must be a plain relative path inside DST.
+// readManifest reads DST's manifest (ErrNotExist wrapped when absent),
+// whose names must be plain relative paths inside DST.
 func (d *destination) readManifest() (*dstManifest, error) {
 	path := d.path(ManifestName)
 	b, err := d.readFile(ManifestName)

@@ -82,9 +82,8 @@ type earlyFiles struct {
 	err   error
 }
 
-// stageEarly starts writing p's index (the bytes a merge rebuilds from the
-// written headers) and configs into DST (a bucket DST's into its state
-// directory, uploaded on commit).
+// stageEarly starts writing p's index and configs into DST (a bucket DST's
+// into its state directory, uploaded on commit).
 func stageEarly(p *Plan, d *destination) *earlyFiles {
 	return stageFiles(d, plannedIndex(p), metaFiles(p.Config, p.HFQuantConfig))
 }
@@ -149,14 +148,11 @@ func (e *earlyFiles) abort() {
 }
 
 // Finalize completes a conversion once every unit has been written (by one
-// or many workers): it writes the index, config.json (and
-// hf_quant_config.json), then the manifest, and removes StateDir. It holds
-// DST's lock, and fails with errInUse while another run or a worker runs. It
-// checks that each unit has a record of this plan and a file of the recorded
-// size; hashes were taken when each file was written (verify re-checks them).
-//
-// A bucket DST is finalized from its state directory (stateRoot; "": the
-// default one, see destination).
+// or many workers): it writes the index and configs, then the manifest, and
+// removes the state. It holds DST's lock, and fails with errInUse while
+// another run or a worker runs. Each unit needs a record of this plan and a
+// file of the recorded size (verify re-checks the hashes). A bucket DST is
+// finalized from its state directory (stateRoot; "": the default one).
 func Finalize(dst, stateRoot string) (*dstManifest, error) {
 	d, err := openDestination(context.Background(), dst, stateRoot, 0)
 	if err != nil {
@@ -225,10 +221,8 @@ func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, 
 }
 
 // finalize is Finalize for a caller that holds DST exclusively, with DST's
-// plan state st and done records recs. A whole run passes them from memory
-// with the files it staged early; a merge passes what it read from DST and
-// no early files (the index is rebuilt from the written headers, the
-// configs written now).
+// plan state st and done records recs: a whole run's from memory, with the
+// files it staged early; a merge's as read from DST, staging them now.
 func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*dstManifest, error) {
 	dst := d.dir
 	m := &dstManifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
@@ -241,9 +235,8 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", d.name, ErrIncomplete, len(missing), len(done)+len(missing), missing[0])
 	}
 	if early == nil {
-		// Temporaries of a finalizer killed earlier (we hold DST, so no
-		// other finalizer is writing these now); a whole run removed them
-		// when it started.
+		// Temporaries of a finalizer killed earlier (a whole run removed them
+		// when it started).
 		if err := removeOwnTemps(dst, finalNames); err != nil {
 			return nil, fmt.Errorf("merge %s: %w", dst, err)
 		}
@@ -316,7 +309,7 @@ func stageIndexFor(p *Plan, d *destination) error {
 }
 
 // plannedIndex renders p's index from the planned layouts: the bytes
-// a merge rebuilds from the written headers (mergedIndex).
+// a merge rebuilds from the written headers.
 func plannedIndex(p *Plan) func(io.Writer) error {
 	names := make([]string, len(p.Files))
 	layouts := make([]*safetensors.FilePlan, len(p.Files))

@@ -155,12 +155,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	report := func(f func(*VerifyReport)) { mu.Lock(); f(rep); mu.Unlock() }
 
 	checkFileSet(rep, p, m)
-	var regular map[string]bool
-	if d.remote() {
-		regular, err = checkObjects(rep, d, m)
-	} else {
-		regular, err = checkTree(rep, dst, m)
-	}
+	regular, err := checkTree(rep, d, m)
 	if err != nil {
 		return nil, err
 	}
@@ -279,39 +274,48 @@ func checkFileSet(rep *VerifyReport, p *Plan, m *dstManifest) {
 	}
 }
 
-// checkTree walks DST: every entry must be a regular file the manifest lists
+// checkTree lists DST: every entry must be a regular file the manifest lists
 // (or the manifest itself) or a directory on the way to one. A stray file is
 // what an engine or a user would pick up with the checkpoint (custom code, a
 // second quantization config, another shard), and a link could make verify
 // hash something outside DST. It returns the listed names found as regular files.
-func checkTree(rep *VerifyReport, dst string, m *dstManifest) (map[string]bool, error) {
+func checkTree(rep *VerifyReport, d *destination, m *dstManifest) (map[string]bool, error) {
 	regular := map[string]bool{}
-	err := filepath.WalkDir(dst, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dst, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		name := filepath.ToSlash(rel)
-		if d.IsDir() {
-			return nil
-		}
+	found := func(name, what string, typ fs.FileMode) {
 		_, listed := m.lookup(name)
 		switch {
-		case name == ManifestName, name == dirlock.LockName: // the lock of a run in progress is no file of the output
+		case name == ManifestName, name == dirlock.LockName && !d.remote(): // the lock of a run in progress is no file of the output
 		case !listed:
-			rep.fail("%s: stray file in the destination: not part of the conversion", name)
-		case !d.Type().IsRegular():
-			rep.fail("%s: not a regular file (%s) in the destination", name, d.Type())
+			rep.fail("%s: stray %s in the destination: not part of the conversion", name, what)
+		case !typ.IsRegular():
+			rep.fail("%s: not a regular file (%s) in the destination", name, typ)
 		default:
 			regular[name] = true
 		}
+	}
+	if d.remote() {
+		files, err := d.bucket.List(d.ctx)
+		if err != nil {
+			return nil, fmt.Errorf("verify %s: %w", d.name, err)
+		}
+		for _, f := range files {
+			found(f.Name, "object", 0)
+		}
+		return regular, nil
+	}
+	err := filepath.WalkDir(d.dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(d.dir, path)
+		if err != nil || rel == "." || e.IsDir() {
+			return err
+		}
+		found(filepath.ToSlash(rel), "file", e.Type())
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("verify %s: %w", dst, err)
+		return nil, fmt.Errorf("verify %s: %w", d.dir, err)
 	}
 	return regular, nil
 }
