@@ -303,10 +303,8 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 		switch path := d.path(u.Name); {
 		case u.File != nil:
 			n, rec, commit, err = s.writeShard(ctx, p, path, u.File, prog)
-		case p.remote != nil:
-			rec, commit, err = s.copyRemoteAux(ctx, p, u.Aux, path, prog)
 		default:
-			rec, commit, err = s.copyAux(ctx, p.SrcRoot, u.Aux, path, prog)
+			rec, commit, err = s.copyAux(ctx, p, u.Aux, path, prog)
 		}
 		if err != nil {
 			return nil, err

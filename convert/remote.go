@@ -187,30 +187,6 @@ func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *filePlan) (io.R
 	}
 }
 
-// copyRemoteAux copies a side file of a remote source, written and hashed
-// in one pass.
-func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *auxFile, to string, prog meter) (fileRecord, commitFunc, error) {
-	from := p.SrcRoot + a.Name
-	f, err := p.remote.Open(ctx, a.Name)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
-	}
-	if f.Size() != a.Size {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, errChanged, f.Size(), a.Size)
-	}
-	out, err := s.out.create(to, s.pool, prog.add)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
-	}
-	if err := out.CopyFrom(f, 0, a.Size); err != nil {
-		out.Abort()
-		return fileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
-	}
-	prog.add(a.Size)
-	out.Finish()
-	return fileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
-}
-
 // fetchBytes sums the remote source's planned ranges and side files.
 func (p *Plan) fetchBytes() int64 {
 	if p.remote == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
@@ -42,30 +43,37 @@ type scratch struct {
 	net   *netCounter // a remote source's traffic, shared by the jobs
 }
 
-// copyAux copies a side file, which must still be the file planned (same
-// size and times, links still inside the source): one that changed is an
-// error and never reaches its final name. The copy keeps the source's
-// permission bits.
-func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to string, prog meter) (fileRecord, commitFunc, error) {
+// copyAux copies a side file, which must still be the file planned: a local
+// one of the same size and times, links still inside the source, keeping
+// its permission bits; a remote one of the listed size (and version, which
+// every response repeats). One that changed is an error and never reaches
+// its final name.
+func (s *scratch) copyAux(ctx context.Context, p *Plan, a *auxFile, to string, prog meter) (fileRecord, commitFunc, error) {
 	if err := ctx.Err(); err != nil {
 		return fileRecord{}, nil, err
 	}
-	from := filepath.Join(root, filepath.FromSlash(a.Name))
-	r, err := fsx.NewRoot(root)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
-	}
-	real, err := r.Resolve(a.Name)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
-	}
-	in, fi, err := openRegular(real)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
-	}
-	defer in.Close()
-	if err := checkStamp(a.stamp, fsx.StampOf(fi), from); err != nil {
-		return fileRecord{}, nil, err
+	var in io.ReaderAt
+	from := p.SrcRoot + a.Name
+	if p.remote != nil {
+		f, err := p.remote.Open(ctx, a.Name)
+		if err != nil {
+			return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+		}
+		if f.Size() != a.Size {
+			return fileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, errChanged, f.Size(), a.Size)
+		}
+		in = f
+	} else {
+		from = filepath.Join(p.SrcRoot, filepath.FromSlash(a.Name))
+		f, fi, err := openAux(p.SrcRoot, a.Name)
+		if err != nil {
+			return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+		}
+		defer f.Close()
+		if err := checkStamp(a.stamp, fsx.StampOf(fi), from); err != nil {
+			return fileRecord{}, nil, err
+		}
+		in = f
 	}
 	out, err := s.out.create(to, s.pool, prog.add)
 	if err != nil {
@@ -74,20 +82,20 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to strin
 	// What is hashed is what is written: both come from the one read.
 	err = out.CopyFrom(in, 0, a.Size)
 	prog.add(a.Size)
-	if errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.ErrUnexpectedEOF) && p.remote == nil {
 		err = fmt.Errorf("%w: shorter than the planned %d bytes (did the source change?)", errChanged, a.Size)
 	}
-	if err == nil {
+	if err == nil && p.remote == nil {
 		var one [1]byte
 		if n, _ := in.ReadAt(one[:], a.Size); n > 0 {
 			err = fmt.Errorf("%w: longer than the planned %d bytes (did the source change?)", errChanged, a.Size)
 		}
-	}
-	if err == nil && a.Mode != 0 {
-		err = out.Chmod(a.Mode)
-	}
-	if err == nil {
-		err = checkStampNow(in, a.stamp, from)
+		if err == nil && a.Mode != 0 {
+			err = out.Chmod(a.Mode)
+		}
+		if err == nil {
+			err = checkStampNow(in, a.stamp, from)
+		}
 	}
 	if err != nil {
 		out.Abort()
@@ -95,6 +103,19 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to strin
 	}
 	out.Finish()
 	return fileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
+}
+
+// openAux opens side file name of root, resolving links inside root only.
+func openAux(root, name string) (*os.File, os.FileInfo, error) {
+	r, err := fsx.NewRoot(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	real, err := r.Resolve(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return openRegular(real)
 }
 
 // checkSource makes sure a source shard is still what it was planned from:
