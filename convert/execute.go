@@ -156,9 +156,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	var manifest *dstManifest
 	var recs records
 	if eo.Resume {
-		if m, err := d.readManifest(); err == nil {
-			manifest = m
-		}
+		manifest, _ = d.readManifest() // nil when there is none, or it does not read
 		if recs, err = loadRecords(d.dir); err != nil {
 			return nil, err
 		}

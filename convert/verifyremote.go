@@ -85,20 +85,17 @@ func (ra *readAhead) ReadAt(p []byte, off int64) (int, error) {
 		if at >= ra.size {
 			return n, io.EOF
 		}
-		w := -1
+		w, hit := 0, false // the window holding at, else the least recently used
 		for i := range ra.win {
 			if b := ra.win[i].buf; b != nil && at >= ra.win[i].off && at < ra.win[i].off+int64(len(b)) {
-				w = i
+				w, hit = i, true
 				break
 			}
-		}
-		if w < 0 {
-			w = 0
-			for i := range ra.win {
-				if ra.win[i].used < ra.win[w].used {
-					w = i
-				}
+			if ra.win[i].used < ra.win[w].used {
+				w = i
 			}
+		}
+		if !hit {
 			buf := bufs.Grow(ra.win[w].buf, readAheadSize)[:min(int64(readAheadSize), ra.size-at)]
 			m, err := ra.r.ReadAt(buf, at)
 			if m < len(buf) {

@@ -37,18 +37,18 @@ const (
 // run must hold the source's bytes, every other step exactly what it writes.
 func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, prog meter, report func(func(*VerifyReport)), errs **fileReport) error {
 	path := d.path(fp.Name)
+	violation := func(format string, args ...any) error {
+		report(func(r *VerifyReport) { r.fail(format, args...) })
+		return nil
+	}
 	out, err := d.openShard(ctx, fp.Name)
 	if err != nil {
-		report(func(r *VerifyReport) { r.fail("%s: %v", fp.Name, err) })
-		return nil
+		return violation("%s: %v", fp.Name, err)
 	}
 	defer out.Close()
 	l := fp.Layout
 	if out.DataStart != l.DataStart || out.Size != l.Size {
-		report(func(r *VerifyReport) {
-			r.fail("%s: header %d bytes, file %d bytes; planned %d and %d", fp.Name, out.DataStart, out.Size, l.DataStart, l.Size)
-		})
-		return nil
+		return violation("%s: header %d bytes, file %d bytes; planned %d and %d", fp.Name, out.DataStart, out.Size, l.DataStart, l.Size)
 	}
 	hdr := make([]byte, l.DataStart)
 	if _, err := out.ReaderAt().ReadAt(hdr, 0); err != nil {
@@ -59,10 +59,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if !bytes.Equal(hdr, planned) {
-		report(func(r *VerifyReport) {
-			r.fail("%s: header (tensor names, dtypes, shapes, offsets) differs from the plan", fp.Name)
-		})
-		return nil
+		return violation("%s: header (tensor names, dtypes, shapes, offsets) differs from the plan", fp.Name)
 	}
 	if p.remote != nil {
 		// Verify reads each stream in small sequential pieces, a request
