@@ -11,6 +11,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/objdest"
 )
 
 // errNoSpace: DST's filesystem has less free space than the output needs.
@@ -86,8 +87,14 @@ func checkDest(p *Plan, d *destination, restart bool) (record func() error, err 
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
 	case d.remote():
-		if err := d.checkEmptyBucket(); err != nil {
+		files, err := d.bucket.List(d.ctx)
+		if err != nil {
 			return nil, err
+		}
+		for _, f := range files {
+			if f.Name != objdest.ClaimName { // this tool's own
+				return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, d.name, f.Name)
+			}
 		}
 	default:
 		ents, err := os.ReadDir(dst)

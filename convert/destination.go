@@ -172,21 +172,6 @@ func (d *destination) removeManifest() error {
 	return nil
 }
 
-// checkEmptyBucket refuses a bucket prefix that holds objects other than
-// this tool's claim (the caller found neither a manifest nor a state).
-func (d *destination) checkEmptyBucket() error {
-	files, err := d.bucket.List(d.ctx)
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		if f.Name != objdest.ClaimName {
-			return fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, d.name, f.Name)
-		}
-	}
-	return nil
-}
-
 // abortOwn removes what a killed run left of units: a bucket's unfinished
 // uploads, a local DST's temporaries.
 func (d *destination) abortOwn(units []unit) error {

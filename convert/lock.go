@@ -58,8 +58,10 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	if err := otherRunning(); err != nil {
 		return nil, err
 	}
-	if other := otherSplit(dir, n); other != "" {
-		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)", ErrWorker, i, n, dst, other, dst)
+	// A recorded worker of another split, running or not.
+	if other := findSlice(dst, splitSuffix, fmt.Sprintf("-of-%d%s", n, splitSuffix), func(string) bool { return true }); other != "" {
+		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)",
+			ErrWorker, i, n, dst, strings.Replace(other, "-of-", "/", 1), dst)
 	}
 	l, err := dirlock.Acquire(dir, name)
 	if errors.Is(err, errInUse) {
@@ -80,26 +82,13 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	return l, nil
 }
 
-// otherSplit names a recorded worker of a split other than n ways in dir
-// ("" when none); its worker may have stopped.
-func otherSplit(dir string, n int) string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return ""
-	}
-	own := fmt.Sprintf("-of-%d%s", n, splitSuffix)
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, slicePrefix) && strings.HasSuffix(name, splitSuffix) && !strings.HasSuffix(name, own) {
-			return strings.Replace(strings.TrimSuffix(strings.TrimPrefix(name, slicePrefix), splitSuffix), "-of-", "/", 1)
-		}
-	}
-	return ""
-}
+// heldSlices names ("I-of-N") a worker slice of DST whose lock a live
+// process holds, skipping names ending in except ("" when none is held).
+func heldSlices(dst, except string) string { return findSlice(dst, sliceSuffix, except, dirlock.Held) }
 
-// heldSlices names a worker slice of DST whose lock a live process holds,
-// skipping names ending in except ("" when none is held).
-func heldSlices(dst, except string) string {
+// findSlice names the first worker file of DST (ending in suffix, not in
+// except) that ok accepts, "" when none.
+func findSlice(dst, suffix, except string, ok func(path string) bool) string {
 	dir := filepath.Join(dst, stateDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -107,11 +96,10 @@ func heldSlices(dst, except string) string {
 	}
 	for _, e := range ents {
 		n := e.Name()
-		if !strings.HasPrefix(n, slicePrefix) || !strings.HasSuffix(n, sliceSuffix) || (except != "" && strings.HasSuffix(n, except)) {
-			continue
-		}
-		if dirlock.Held(filepath.Join(dir, n)) {
-			return strings.TrimSuffix(strings.TrimPrefix(n, slicePrefix), sliceSuffix)
+		id, worker := strings.CutPrefix(n, slicePrefix)
+		id, ofSuffix := strings.CutSuffix(id, suffix)
+		if worker && ofSuffix && (except == "" || !strings.HasSuffix(n, except)) && ok(filepath.Join(dir, n)) {
+			return id
 		}
 	}
 	return ""
