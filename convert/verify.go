@@ -23,8 +23,7 @@ import (
 )
 
 // tensorStats are the dequantization errors of one FP8 tensor against its
-// source: a report of the format's accuracy (the check itself is equality
-// with a fresh quantization).
+// source: a report of the format's accuracy, not the check.
 type tensorStats struct {
 	Name string `json:"name"`
 	File string `json:"file"`
@@ -88,10 +87,8 @@ type VerifyOptions struct {
 	// Jobs is how many files are checked at once (default 1).
 	Jobs int
 	// NonFinite is the policy the conversion ran with, for a manifest that
-	// does not record it: under the error policy (the default) a NaN or Inf in
-	// a weight to quantize is a violation, as convert refuses it; under
-	// NonFiniteZero the output must hold the quantization of the source with
-	// those values zeroed. A manifest that records "zero" needs no option.
+	// does not record it: by default a NaN or Inf in a weight to quantize is
+	// a violation, as convert refuses it.
 	NonFinite nonFinitePolicy
 	// Progress, if set, receives bytes read.
 	Progress progress
@@ -103,12 +100,10 @@ const maxViolations = 100
 // Verify re-reads a finished conversion dst against its source src: DST
 // holds exactly the manifest's files (nothing else, no links), each with the
 // recorded size and sha256; the structure matches a fresh plan of the
-// recorded recipe and convention (tensor names, dtypes, shapes and offsets of
-// every shard, index, configs, side files); every copied tensor (the MXFP4
-// experts among them) is identical to the source's; and every FP8 tensor and
-// its scales are bit for bit a fresh quantization of the source, with error
-// statistics reported. The error is for failures to read; violations are in
-// the report (OK false).
+// recorded options (every shard's header, index, configs, side files);
+// every copied tensor is identical to the source's, and every other one bit
+// for bit what converting the source again makes, with FP8 error statistics
+// reported. The error is for failures to read; violations are in the report.
 func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo VerifyOptions) (*VerifyReport, error) {
 	rep := &VerifyReport{}
 	d, err := openDestination(ctx, dst, "", 0)
@@ -322,9 +317,8 @@ func checkTree(rep *VerifyReport, d *destination, m *dstManifest) (map[string]bo
 
 // checkMeta requires the configs to be what the plan writes, the output to
 // open as a checkpoint (the codec checks its index against the shards'
-// headers, which verifyShard compares with the plan) and the index to be the
-// canonical one: of the written shards' headers for a local DST, of the
-// planned layouts for a bucket.
+// headers) and the index to be the canonical one: of the written shards'
+// headers for a local DST, of the planned layouts for a bucket.
 func checkMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) {
 	for name, b := range metaFiles(p.Config, p.HFQuantConfig) {
 		got, err := d.readFile(name)

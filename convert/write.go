@@ -239,10 +239,9 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 	var zeroed int64
 	// The scales of each weight as its StepScales made them: a StepCodes
 	// that quantizes again must get the same (else the source changed
-	// meanwhile). Held codes: where each weight's lie in s.held.
+	// meanwhile). codesAt: where each weight's held or spilled codes lie.
 	scaleSums := map[int][sha256.Size]byte{}
-	heldAt := map[int][2]int{}
-	spillAt := map[int][2]int64{} // where each weight's spilled codes lie
+	codesAt := map[int][2]int64{}
 	var held int64
 	for _, st := range fp.Steps {
 		if st.Kind == stepCodes && st.HoldCodes && st.First >= 0 && st.First < len(l.Tensors) {
@@ -281,7 +280,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				weight = st.Last
 			}
 			if st.Kind == stepCodes && st.HoldCodes {
-				at, ok := heldAt[weight]
+				at, ok := codesAt[weight]
 				if !ok {
 					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, termtext.Name(first))
 				}
@@ -291,7 +290,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				continue
 			}
 			if st.Kind == stepCodes && st.SpillCodes {
-				at, ok := spillAt[weight]
+				at, ok := codesAt[weight]
 				if !ok || at[1]-at[0] != l.Tensors[st.First].Size() {
 					return zeroed, fmt.Errorf("file %s: tensor %s: %d bytes of codes spilled for its %d", path, termtext.Name(first), at[1]-at[0], l.Tensors[st.First].Size())
 				}
@@ -322,10 +321,13 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				}
 				emit = s.spill.write
 			}
-			start, spillStart := len(s.held), int64(0)
-			if s.spill != nil {
-				spillStart = s.spill.n
+			codesEnd := func() int64 {
+				if st.SpillCodes {
+					return s.spill.n
+				}
+				return int64(len(s.held))
 			}
+			start := codesEnd()
 			if st.Kind == stepScales { // the one pass over the weight that always runs
 				s.measure = s.errs.tensor(st.Source.Name)
 			}
@@ -334,11 +336,8 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if err == nil && st.Kind == stepScales && p.Options.Experts == ExpertsFP8 && p.Options.classifier().Classify(st.Source.Name) == model.RoutedExperts {
 				s.fx.counted(measured)
 			}
-			switch {
-			case st.Kind == stepScales && st.HoldCodes:
-				heldAt[weight] = [2]int{start, len(s.held)}
-			case st.Kind == stepScales && st.SpillCodes:
-				spillAt[weight] = [2]int64{spillStart, s.spill.n}
+			if st.Kind == stepScales && (st.HoldCodes || st.SpillCodes) {
+				codesAt[weight] = [2]int64{start, codesEnd()}
 			}
 			if err == nil {
 				sum := sha256.Sum256(s.sbytes)
