@@ -258,7 +258,6 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 
 	written := make([]bool, len(units))
 	counts := make([]*unitCounts, len(units))
-	uncounted := make([]bool, len(units))
 	var net *netCounter
 	if p.remote != nil {
 		net = &netCounter{}
@@ -287,10 +286,7 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 		u := units[i]
 		if eo.Resume {
 			if ok, c, err := s.resumeUnit(ctx, p, d, u, recs, manifest, log, prog); err != nil || ok {
-				if ok {
-					counts[i] = c
-					uncounted[i] = u.File != nil && !recs.recorded(p.ID, u.Name)
-				}
+				counts[i] = c
 				return nil, err
 			}
 		}
@@ -330,9 +326,9 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 			res.Written = append(res.Written, u.Name)
 		} else {
 			res.Skipped = append(res.Skipped, u.Name)
-		}
-		if uncounted[i] {
-			res.Uncounted++
+			if u.File != nil && !recs.recorded(p.ID, u.Name) { // kept from a manifest
+				res.Uncounted++
+			}
 		}
 		res.add(counts[i])
 	}
