@@ -12,6 +12,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/objdest"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // errNoSpace: DST's filesystem has less free space than the output needs.
@@ -116,13 +117,22 @@ func checkDest(p *Plan, d *destination, restart bool) (record func() error, err 
 }
 
 // withIndex is record preceded, for a bucket DST, by staging the planned
-// index for a merge: a recorded plan always has its index.
+// index in its state directory for a merge (which never sees the plan): a
+// recorded plan always has its index.
 func withIndex(p *Plan, d *destination, record func() error) func() error {
 	if !d.remote() {
 		return record
 	}
 	return func() error {
-		if err := stageIndexFor(p, d); err != nil {
+		dir := filepath.Join(d.dir, stateDir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		f, _, err := stage(filepath.Join(dir, safetensors.IndexName), "index", plannedIndex(p))
+		if err == nil {
+			err = f.Commit()
+		}
+		if err != nil {
 			return err
 		}
 		return record()

@@ -294,20 +294,6 @@ func mergedIndex(d *destination, st *planState) func(io.Writer) error {
 	}
 }
 
-// stageIndexFor writes the planned index into a bucket DST's state
-// directory, for the merge of its workers (which never sees the plan).
-func stageIndexFor(p *Plan, d *destination) error {
-	dir := filepath.Join(d.dir, stateDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, _, err := stage(filepath.Join(dir, safetensors.IndexName), "index", plannedIndex(p))
-	if err != nil {
-		return err
-	}
-	return f.Commit()
-}
-
 // plannedIndex renders p's index from the planned layouts: the bytes
 // a merge rebuilds from the written headers.
 func plannedIndex(p *Plan) func(io.Writer) error {

@@ -143,16 +143,14 @@ func planSteps(cls *model.Classifier, sf *safetensors.File, l *safetensors.FileP
 	var steps []step
 	casts := map[string]*castSource{}
 	for i, o := range outs {
-		if o.Role == roleBF16 || o.Role == roleMXFP4 {
-			st, err := transformStep(sf, o, i)
-			if err != nil {
-				return nil, err
+		if o.Role == roleBF16 || o.Role == roleMXFP4 || o.Role == roleNVFP4 {
+			var st step
+			var err error
+			if o.Role == roleNVFP4 {
+				st, err = nvfp4Step(cls, sf, o, i, casts)
+			} else {
+				st, err = transformStep(sf, o, i)
 			}
-			steps = append(steps, st)
-			continue
-		}
-		if o.Role == roleNVFP4 {
-			st, err := nvfp4Step(cls, sf, o, i, casts)
 			if err != nil {
 				return nil, err
 			}
