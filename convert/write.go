@@ -216,21 +216,6 @@ func commitHashed(f *filewrite.File, what string) commitFunc {
 	}
 }
 
-// tensorSpan writes the bytes of output tensors that end at end, refusing
-// any past it, so a miscounted step fails instead of corrupting a neighbour.
-type tensorSpan struct {
-	f   *filewrite.File
-	end int64
-}
-
-func (w tensorSpan) write(b []byte) error {
-	if over := w.f.Offset() + int64(len(b)) - w.end; over > 0 {
-		return fmt.Errorf("%w: %d bytes past the tensor's end", safetensors.ErrWrite, over)
-	}
-	_, err := w.f.Write(b)
-	return err
-}
-
 // runSteps carries out a shard's steps. Each starts where the previous one
 // ended (the file is written in order) and writes exactly its tensors' bytes.
 func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path string, fp *filePlan, ra io.ReaderAt, prog meter) (int64, error) {
@@ -261,14 +246,23 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 		}
 		first, last := l.Tensors[st.First].Name, l.Tensors[st.Last].Name
 		off := l.DataStart + l.Tensors[st.First].Begin
-		out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
+		end := l.DataStart + l.Tensors[st.First].End
+		// write refuses bytes past the step's tensors, so that a miscounted
+		// step fails instead of corrupting a neighbour.
+		write := func(b []byte) error {
+			if over := f.Offset() + int64(len(b)) - end; over > 0 {
+				return fmt.Errorf("%w: %d bytes past the tensor's end", safetensors.ErrWrite, over)
+			}
+			_, err := f.Write(b)
+			return err
+		}
 		if f.Offset() != off {
 			return zeroed, fmt.Errorf("file %s: step %s for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, st.Kind, termtext.Name(first), off, f.Offset())
 		}
 		switch st.Kind {
 		case stepCopy:
-			if end := l.DataStart + l.Tensors[st.Last].End; st.Len != end-off {
-				return zeroed, fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, termtext.Name(first), termtext.Name(last), safetensors.ErrSizeMismatch, st.Len, end-off)
+			if runEnd := l.DataStart + l.Tensors[st.Last].End; st.Len != runEnd-off {
+				return zeroed, fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, termtext.Name(first), termtext.Name(last), safetensors.ErrSizeMismatch, st.Len, runEnd-off)
 			}
 			if err := f.CopyFrom(ra, st.Src, st.Len); err != nil {
 				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, termtext.Name(first), termtext.Name(last), srcPath, err)
@@ -284,7 +278,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				if !ok {
 					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, termtext.Name(first))
 				}
-				if err := out.write(s.held[at[0]:at[1]]); err != nil {
+				if err := write(s.held[at[0]:at[1]]); err != nil {
 					return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, termtext.Name(first), err)
 				}
 				continue
@@ -308,7 +302,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			var hold *[]byte
 			switch {
 			case st.Kind == stepCodes:
-				emit = out.write
+				emit = write
 			case st.HoldCodes:
 				hold = &s.held
 			case st.SpillCodes:
@@ -345,7 +339,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				case st.Kind == stepScales:
 					scaleSums[weight] = sum
 					s.cs.zeroScale += s.lastZeroScale
-					err = out.write(s.sbytes)
+					err = write(s.sbytes)
 					if st.HoldCodes || st.SpillCodes {
 						zeroed += n
 					}
@@ -359,21 +353,21 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, st.Source.Name, err)
 			}
 		case stepNVFP4:
-			if err := s.writeNVFP4(ctx, ra, sf, st, out.write, prog); err != nil {
+			if err := s.writeNVFP4(ctx, ra, sf, st, write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, first, err)
 			}
 		case stepDecode, stepPack:
 			if st.xf == nil {
 				return zeroed, fmt.Errorf("file %s: step %s for %s has no source", path, st.Kind, termtext.Name(first))
 			}
-			if err := s.runTransform(ctx, ra, sf, st, out.write, prog); err != nil {
+			if err := s.runTransform(ctx, ra, sf, st, write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s (from %s): %w", srcPath, first, st.xf.codes.Name, err)
 			}
 		default:
 			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)
 		}
-		if st.Kind != stepCopy && f.Offset() != out.end {
-			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, termtext.Name(first), safetensors.ErrWrite, f.Offset()-off, out.end-off)
+		if st.Kind != stepCopy && f.Offset() != end {
+			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, termtext.Name(first), safetensors.ErrWrite, f.Offset()-off, end-off)
 		}
 	}
 	return zeroed, nil
