@@ -59,10 +59,7 @@ func StatusOfMerge(dst, stateRoot string) (*mergeStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &mergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: missing, Running: heldSlices(d.dir, "")}
-	if s.Missing == nil {
-		s.Missing = []string{}
-	}
+	s := &mergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: append([]string{}, missing...), Running: heldSlices(d.dir, "")}
 	for _, r := range done {
 		s.Done = append(s.Done, r.Name)
 	}
