@@ -137,8 +137,8 @@ func checkSource(root string, fp *filePlan) error {
 
 // writeShard writes one output shard by following its planned steps, in
 // file order, hashing it as it is written (never read back). It checks
-// before and after that the source is the file planned, and returns how many non-finite values it
-// zeroed, the file's record and how to commit it.
+// before and after that the source is the file planned, and returns how
+// many non-finite values it zeroed, the file's record and how to commit it.
 func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *filePlan, prog meter) (int64, fileRecord, commitFunc, error) {
 	srcPath := filepath.Join(p.SrcRoot, fp.Source.Path)
 	if p.remote == nil { // a remote file is checked by every response (size, ETag)
