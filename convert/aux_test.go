@@ -17,7 +17,7 @@ func TestCopyAuxChangedSource(t *testing.T) {
 	os.WriteFile(from, []byte("0123456789"), 0o644)
 	var s scratch
 	a := &auxFile{Name: "tokenizer.json", Size: 7}
-	if _, _, err := s.copyAux(context.Background(), dir, a, to, meter{}); !errors.Is(err, errChanged) {
+	if _, _, err := s.copyAux(context.Background(), &Plan{SrcRoot: dir}, a, to, meter{}); !errors.Is(err, errChanged) {
 		t.Fatalf("changed source: %v", err)
 	}
 	ents, _ := os.ReadDir(filepath.Dir(to))
@@ -25,7 +25,7 @@ func TestCopyAuxChangedSource(t *testing.T) {
 		t.Fatalf("left %v", ents)
 	}
 	a.Size = 10
-	rec, commit, err := s.copyAux(context.Background(), dir, a, to, meter{})
+	rec, commit, err := s.copyAux(context.Background(), &Plan{SrcRoot: dir}, a, to, meter{})
 	if err != nil || rec.Size != 10 {
 		t.Fatalf("copy: %v %+v", err, rec)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/dirlock"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
+	"github.com/k3ckpt/k3ckpt/internal/objdest"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // errNoSpace: DST's filesystem has less free space than the output needs.
@@ -33,10 +35,14 @@ func checkDestPath(p *Plan, d *destination) error {
 	if p.remote != nil {
 		return nil // a remote source cannot contain a local DST
 	}
-	if same, err := sameDir(p.SrcRoot, dst); err != nil {
+	src, err := os.Stat(p.SrcRoot)
+	if err != nil {
 		return err
-	} else if same {
+	}
+	if out, err := os.Stat(dst); err == nil && os.SameFile(src, out) {
 		return fmt.Errorf("%w: %s", errSameDir, dst)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	if err := fsx.Disjoint(dst, p.SrcRoot); err != nil {
 		return fmt.Errorf("%w: %w", ErrDestination, err)
@@ -47,9 +53,7 @@ func checkDestPath(p *Plan, d *destination) error {
 // checkDest checks that DST can receive this plan before any byte is
 // written: empty or holding this same conversion (in progress or finished).
 // It returns how to record the plan (nil when DST holds this plan's record
-// already). The record is made with a link, which fails when the name
-// exists, so that of two runs with different plans starting together on one
-// DST exactly one wins.
+// already; see createState).
 func checkDest(p *Plan, d *destination, restart bool) (record func() error, err error) {
 	dst, name := d.dir, d.name
 	if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -68,7 +72,6 @@ func checkDest(p *Plan, d *destination, restart bool) (record func() error, err 
 			if err := discardRun(d); err != nil {
 				return nil, err
 			}
-			// The source versions of this run.
 			return withIndex(p, d, func() error { return writeState(statePath, p.state()) }), nil
 		}
 		return nil, checkVersions(dst, &st, p)
@@ -85,8 +88,14 @@ func checkDest(p *Plan, d *destination, restart bool) (record func() error, err 
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
 	case d.remote():
-		if err := d.checkEmptyBucket(); err != nil {
+		files, err := d.bucket.List(d.ctx)
+		if err != nil {
 			return nil, err
+		}
+		for _, f := range files {
+			if f.Name != objdest.ClaimName { // this tool's own
+				return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, d.name, f.Name)
+			}
 		}
 	default:
 		ents, err := os.ReadDir(dst)
@@ -108,13 +117,22 @@ func checkDest(p *Plan, d *destination, restart bool) (record func() error, err 
 }
 
 // withIndex is record preceded, for a bucket DST, by staging the planned
-// index for a merge: a recorded plan always has its index.
+// index in its state directory for a merge (which never sees the plan): a
+// recorded plan always has its index.
 func withIndex(p *Plan, d *destination, record func() error) func() error {
 	if !d.remote() {
 		return record
 	}
 	return func() error {
-		if err := stageIndexFor(p, d); err != nil {
+		dir := filepath.Join(d.dir, stateDir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		f, _, err := stage(filepath.Join(dir, safetensors.IndexName), "index", plannedIndex(p))
+		if err == nil {
+			err = f.Commit()
+		}
+		if err != nil {
 			return err
 		}
 		return record()
@@ -123,8 +141,7 @@ func withIndex(p *Plan, d *destination, record func() error) func() error {
 
 // pendingState is the plan record a whole run writes while its first files
 // are produced: no file is committed or recorded before it is durable, so
-// a kill before then leaves only temporaries (which the next run removes)
-// and no record of a plan DST does not hold.
+// a kill before then leaves only temporaries, which the next run removes.
 type pendingState struct {
 	done chan struct{}
 	err  error
@@ -154,7 +171,8 @@ func (s *pendingState) wait() error {
 }
 
 // createState writes the plan record unless one exists; an existing one
-// must be this plan's.
+// must be this plan's. The link fails when the name exists, so that of two
+// runs with different plans starting together on one DST exactly one wins.
 func createState(path string, p *Plan) error {
 	tmp := path + ".new-" + fmt.Sprint(os.Getpid())
 	if err := writeState(tmp, p.state()); err != nil {
@@ -185,25 +203,8 @@ func discardRun(d *destination) error {
 	return d.removeManifest()
 }
 
-// sameDir reports whether a and b name the same directory (b may not exist).
-func sameDir(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
-}
-
 // removeOwnTemps deletes leftovers of a killed run for these units only:
 // other workers may be writing their own temporaries in the same directory.
-// Each directory is listed once, however many units it holds.
 func removeOwnTemps(dst string, units []unit) error {
 	bases := map[string]map[string]bool{} // directory → unit base names
 	var dirs []string
@@ -251,9 +252,8 @@ func ownTemp(name string, bases map[string]bool) bool {
 }
 
 // checkSpace compares what this run will write (its units, less those
-// finished that resume can keep, as recs and m record them, plus the configs
-// and index, plus the spills of jobs files at once) with the free space of
-// DST's filesystem. A run that starts over passes no records.
+// finished that resume can keep, plus the configs and the spills of jobs
+// files at once) with the free space of DST's filesystem.
 func checkSpace(d *destination, p *Plan, units []unit, recs records, m *dstManifest, jobs int) error {
 	if d.remote() {
 		return nil // a bucket has no free space to compare with

@@ -21,15 +21,11 @@ import (
 // itself), or the objects under an s3:// or gs:// prefix.
 //
 // A bucket has no rename, no append and no lock, so a bucket DST keeps the
-// run's bookkeeping where those exist: in a local state directory (dir),
-// which holds what a local DST holds in its StateDir (the plan record, the
-// done records, the locks) plus the index and configs staged before upload
-// and the spills of codes. Each output file streams through filewrite into
-// a multipart upload, which no reader sees under its key before it is
-// complete; the index, configs and manifest are single PUTs, complete or
-// absent; the manifest goes last. A claim object under the prefix, created
-// with a conditional write, ties the prefix to one state directory, so that
-// runs with different state directories cannot write one prefix at once.
+// run's bookkeeping (what a local DST holds in its stateDir, plus the staged
+// index and configs and the spills) in a local state directory, dir. Output
+// files are multipart uploads, which no reader sees before they complete;
+// the small files are single PUTs, the manifest last. A claim object ties
+// the prefix to one state directory (see objdest.Dest.Claim).
 type destination struct {
 	name   string // DST as given, in messages
 	dir    string // the local DST, or a bucket DST's state directory
@@ -43,8 +39,7 @@ type destination struct {
 }
 
 // openDestination resolves DST: a local directory, or a bucket prefix with
-// its state directory (stateDir, or "" for objdest's default). conns sizes
-// the bucket client's connections.
+// its state directory (stateDir, "" for objdest's default).
 func openDestination(ctx context.Context, dst, stateDir string, conns int) (*destination, error) {
 	if !objstore.IsURL(dst) {
 		return localDest(dst), nil
@@ -56,8 +51,7 @@ func openDestination(ctx context.Context, dst, stateDir string, conns int) (*des
 	return &destination{name: o.Name, dir: o.StateDir, obj: o, bucket: o.Bucket, ctx: ctx}, nil
 }
 
-// remote reports whether DST is a bucket (nil: a local one, as the
-// scratch of a test that writes one file).
+// remote reports whether DST is a bucket (nil: a local one, as in tests).
 func (d *destination) remote() bool { return d != nil && d.bucket != nil }
 
 // path is where output file name goes: a local path, or the object's URL.
@@ -83,8 +77,7 @@ func (d *destination) create(path string, pool *filewrite.Pool, prog func(int64)
 	return d.obj.Create(name, pool, prog)
 }
 
-// etag is the ETag of output object name as this run completed it ("" for
-// a local DST or an object not written by this run).
+// etag is the ETag of output object name as this run completed it ("" if none).
 func (d *destination) etag(name string) string {
 	if !d.remote() {
 		return ""
@@ -92,8 +85,7 @@ func (d *destination) etag(name string) string {
 	return d.obj.ETag(name)
 }
 
-// spillPath is the local name beside which an output file's spill goes:
-// the file itself when local, the state directory for an object.
+// spillPath is the local name beside which an output file's spill goes.
 func (d *destination) spillPath(path string) string {
 	if !d.remote() {
 		return path
@@ -101,12 +93,10 @@ func (d *destination) spillPath(path string) string {
 	return filepath.Join(d.dir, filepath.Base(path))
 }
 
-// kept reports whether output file name, recorded as rec (and, in a
-// bucket, completed with ETag etag, "" when the record has none), is still
-// that file: a local file of the recorded size and sha256; an object of the
-// recorded size and ETag, or, without a recorded ETag (a finished
-// conversion's manifest), of the recorded sha256 read back. It returns the
-// ETag to record.
+// kept reports whether output file name is still the file rec records: a
+// local file of its size and sha256; an object of its size and ETag etag,
+// or, with no ETag recorded (a finished conversion's manifest), of its
+// sha256 read back. It returns the ETag to record.
 func (d *destination) kept(name string, rec fileRecord, etag string, prog func(int64)) (bool, string, error) {
 	if !d.remote() {
 		path := d.path(name)
@@ -141,26 +131,17 @@ func (d *destination) readFile(name string) ([]byte, error) {
 	return d.obj.ReadFile(name, maxStateFile)
 }
 
-// readManifest reads DST's manifest (ErrNotExist wrapped when absent).
-// Every name it lists must be a plain relative path inside DST.
+// readManifest reads DST's manifest (ErrNotExist wrapped when absent),
+// whose names must be plain relative paths inside DST.
 func (d *destination) readManifest() (*dstManifest, error) {
-	var m dstManifest
 	path := d.path(ManifestName)
-	if !d.remote() {
-		if err := readJSON(path, &m); err != nil {
-			return nil, fmt.Errorf("manifest: %w", err)
-		}
-	} else {
-		b, err := d.bucket.ReadAll(d.ctx, ManifestName, maxStateFile)
-		if errors.Is(err, remote.ErrNotFound) {
-			err = fs.ErrNotExist
-		}
-		if err != nil {
-			return nil, fmt.Errorf("manifest: %w", err)
-		}
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("manifest %s: %w", path, err)
-		}
+	b, err := d.readFile(ManifestName)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	var m dstManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("manifest: %s: %w", path, err)
 	}
 	if err := m.index(path); err != nil {
 		return nil, err
@@ -191,24 +172,8 @@ func (d *destination) removeManifest() error {
 	return nil
 }
 
-// checkEmptyBucket refuses a bucket prefix that holds objects other than
-// this tool's claim: convert writes only into an empty prefix or one of its
-// own runs (whose manifest or state the caller checked first).
-func (d *destination) checkEmptyBucket() error {
-	files, err := d.bucket.List(d.ctx)
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		if f.Name != objdest.ClaimName {
-			return fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, d.name, f.Name)
-		}
-	}
-	return nil
-}
-
-// abortOwn aborts the unfinished uploads of units (a killed run's) in a
-// bucket; a local DST's temporaries are removeOwnTemps'.
+// abortOwn removes what a killed run left of units: a bucket's unfinished
+// uploads, a local DST's temporaries.
 func (d *destination) abortOwn(units []unit) error {
 	if !d.remote() {
 		return removeOwnTemps(d.dir, units)
@@ -221,8 +186,7 @@ func (d *destination) abortOwn(units []unit) error {
 	return err
 }
 
-// claim ties a bucket DST to this state directory (the caller holds the
-// state directory's lock; see objdest.Dest.Claim).
+// claim ties a bucket DST to this state directory, whose lock the caller holds.
 func (d *destination) claim() error {
 	if !d.remote() {
 		return nil

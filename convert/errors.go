@@ -9,25 +9,19 @@ import (
 // Sentinel errors, one per class of problem, always wrapped with the file or
 // tensor they concern so that callers can test them with errors.Is.
 var (
-	// errUnknownRecipe: no recipe by that name.
 	errUnknownRecipe = errors.New("unknown recipe")
 	// errUnknownFormat: a convention, scale format or policy name that is not known.
-	errUnknownFormat = errors.New("unknown format")
-	// errNotQuantizable: the recipe quantizes a tensor whose dtype or rank
-	// cannot be block-quantized.
+	errUnknownFormat  = errors.New("unknown format")
 	errNotQuantizable = errors.New("tensor cannot be block-quantized")
 	// errNameCollision: two output tensors would get the same name (for
 	// example a source that already holds X.weight_scale_inv for a weight the
 	// recipe quantizes).
-	errNameCollision = errors.New("output tensor name collision")
-	// errConfigMismatch: a tensor whose shape or dtype disagrees with config.json.
+	errNameCollision  = errors.New("output tensor name collision")
 	errConfigMismatch = errors.New("tensor disagrees with config.json")
 	// errConfig: a config.json or quantization config that cannot be read or rewritten.
-	errConfig = errors.New("invalid config")
-	// errNonFinite: a NaN or infinity in a weight the recipe quantizes.
+	errConfig    = errors.New("invalid config")
 	errNonFinite = errors.New("non-finite value in a weight to quantize")
-	// errSameDir: source and destination are the same directory.
-	errSameDir = errors.New("source and destination are the same directory")
+	errSameDir   = errors.New("source and destination are the same directory")
 	// ErrDestination: the destination cannot receive this conversion (it
 	// holds another conversion or other files, or overlaps the source); the
 	// message says which.

@@ -15,12 +15,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
-// Limits of the executor. Per job it holds one source tile (≤ TileBytes), one
-// band of FP8 output (128 × K bytes), a tile of FP8 codes when a band is split,
-// the tensor's block scales and its share of the output staging buffers
-// (filewrite.NewPool's 4 buffers of filewrite.BufferSize = 16 MiB): about 30 MiB for K3's
-// widest matrix, whatever the tensor's or checkpoint's size; plus a small
-// shard's held codes (≤ MaxHeldCodes), so at most about 62 MiB.
+// Limits of the executor. Per job it holds a source tile, a band of FP8
+// output, the tensor's block scales and its share of filewrite.NewPool's
+// staging buffers (about 30 MiB for K3's widest matrix, whatever the
+// checkpoint's size), plus a small shard's held codes (≤ maxHeldCodes).
 const (
 	// tileBytes bounds the source bytes read at once for quantization: a
 	// 128-row band, split into column tiles (multiples of 128 columns) when a
@@ -28,18 +26,16 @@ const (
 	tileBytes = 8 << 20
 	// MaxJobs bounds --jobs.
 	MaxJobs = 256
-	// maxScaleBlocks bounds one tensor's scale count (4 bytes each) so that a
-	// corrupt shape cannot make the executor allocate without bound; K3's
-	// largest has 33,792/128 × 7,168/128 = 14,784.
+	// maxScaleBlocks bounds one tensor's scale count so that a corrupt
+	// shape cannot make the executor allocate without bound; K3's largest
+	// has 33,792/128 × 7,168/128 = 14,784.
 	maxScaleBlocks = 1 << 24
 )
 
-// progress receives the executor's progress in bytes of work (source bytes
-// read plus output bytes hashed). Implementations must be safe for concurrent use.
+// progress receives the work done in bytes (source bytes read plus output
+// bytes hashed); it must be safe for concurrent use.
 type progress interface {
-	// Start is called once with the total before any work.
-	Start(total int64)
-	// Add reports n more bytes done.
+	Start(total int64) // once, before any work
 	Add(n int64)
 }
 
@@ -48,16 +44,13 @@ type ExecOptions struct {
 	// Jobs is how many output files are produced at once (default 1).
 	Jobs int
 	// Resume skips files already finished under this plan whose size and
-	// sha256 still match their record.
-	Resume bool
-	// Restart discards what an earlier run of this plan left in DST (records
-	// and manifest) and writes every file again.
-	Restart bool
+	// sha256 still match their record; Restart discards what an earlier run
+	// of this plan left in DST and writes every file again.
+	Resume, Restart bool
 	// Worker and Workers select this process's slice of the files (--worker
 	// I/N); Workers 0 means a single worker.
 	Worker, Workers int
-	// NoSpaceCheck skips the comparison of the planned output size with
-	// DST's free space.
+	// NoSpaceCheck skips comparing the output's size with DST's free space.
 	NoSpaceCheck bool
 	// Progress, if set, is told about the work as it happens.
 	Progress progress
@@ -65,22 +58,21 @@ type ExecOptions struct {
 	// shared by the files written at once (0: remote.DefaultConnections),
 	// and sizes a bucket DST's connections.
 	Connections int
-	// StateDir is where the bookkeeping of a bucket DST lives (see
-	// destination; "": a directory named after DST in the user's cache).
+	// StateDir is where a bucket DST's bookkeeping lives ("": a directory
+	// named after DST in the user's cache).
 	StateDir string
 }
 
-// Result reports what Execute did.
+// Result reports what Execute did. Its counts are over this worker's files,
+// those it wrote and those it kept from an earlier run (from their done
+// records).
 type Result struct {
 	// Written and Skipped name the files this worker produced or found done.
 	Written, Skipped []string
 	// Finalized is true when this worker found every file done and wrote the
-	// index, configs and manifest; Manifest is then set.
+	// index, configs and Manifest.
 	Finalized bool
 	Manifest  *dstManifest
-	// The counts below are over this worker's files, those it wrote and those
-	// it kept from an earlier run (from their done records).
-	//
 	// ZeroedNonFinite counts source values replaced by 0 under NonFiniteZero.
 	ZeroedNonFinite int64
 	// ZeroScaleBlocks counts the 128×128 FP8 blocks that got scale 0 and
@@ -94,20 +86,18 @@ type Result struct {
 	// tiles times their scale 0, as torch computes them).
 	Decoded    int
 	DecodedNaN int64
-	// Packed counts the BF16 tensors packed to MXFP4 and what packing could
-	// not keep (Pack.Lossy: groups whose values changed).
+	// Packed counts the BF16 tensors packed to MXFP4; Pack.Lossy the groups
+	// whose values changed.
 	Packed int
 	Pack   quant.PackStats
 	// FP8Experts counts the routed experts' blocks cast to block FP8 by
 	// --experts fp8 and those that lost precision.
 	FP8Experts fp8ExpertStats
 	// Repack counts the MXFP4 groups decoded to BF16 and those whose bytes
-	// packing the BF16 back (--experts mxfp4) would not restore: their
-	// values come back, their scale byte or a −0 code does not.
+	// packing the BF16 back would not restore (their scale byte or a −0 code).
 	Repack quant.RepackStats
-	// Uncounted is how many of the Skipped files came from a finished
-	// conversion's manifest, which keeps no counts: the counts above leave
-	// them out.
+	// Uncounted is how many Skipped files came from a finished conversion's
+	// manifest, which keeps no counts: the counts above leave them out.
 	Uncounted int
 	// Network counts the source bytes fetched (nil for a local source).
 	Network *remote.Stats
@@ -161,15 +151,12 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := d.claim(); err != nil {
 		return nil, err
 	}
-	// Finished files this run may keep (none when it starts over), read
-	// before DST is touched (a refused --restart must not have discarded the
-	// finished conversion already there).
+	// Read before DST is touched: a refused --restart must not have
+	// discarded the finished conversion already there.
 	var manifest *dstManifest
 	var recs records
 	if eo.Resume {
-		if m, err := d.readManifest(); err == nil {
-			manifest = m
-		}
+		manifest, _ = d.readManifest() // nil when there is none, or it does not read
 		if recs, err = loadRecords(d.dir); err != nil {
 			return nil, err
 		}
@@ -186,8 +173,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	var state *pendingState
 	if workers == 1 {
 		// A whole run holds DST to its end, so it records the plan while
-		// its first files are produced: no file is committed nor recorded
-		// before the plan's record is durable (see pendingState).
+		// its first files are produced (see pendingState).
 		state = recordState(record)
 		defer state.wait() // before the lock is released
 	} else if record != nil {
@@ -212,7 +198,6 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	var early *earlyFiles
 	if workers == 1 {
-		// A whole run writes its index and configs alongside the shards.
 		early = stageEarly(p, d)
 		defer early.abort()
 	}
@@ -229,8 +214,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	}
 	var m *dstManifest
 	if workers == 1 {
-		// A whole run wrote or re-recorded every unit of the plan and holds
-		// DST: it finalizes from what it recorded and the plan it recorded.
+		// A whole run recorded every unit it wrote or kept, and holds DST.
 		all := log.added()
 		if !all.allDone(p) {
 			return res, nil
@@ -244,8 +228,7 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		if !all.allDone(p) {
 			return res, nil
 		}
-		// The last worker to finish finalizes: one that finds another still
-		// holding its slice leaves it to that one.
+		// The last worker to finish finalizes.
 		slice.Release()
 		m, err = finalizeLocked(d, lockWait)
 		if errors.Is(err, errInUse) {
@@ -273,10 +256,8 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 	}
 	prog.start(total)
 
-	res := &Result{}
-	done := make([]int8, len(units)) // 1 written, 2 skipped
+	written := make([]bool, len(units))
 	counts := make([]*unitCounts, len(units))
-	uncounted := make([]bool, len(units))
 	var net *netCounter
 	if p.remote != nil {
 		net = &netCounter{}
@@ -305,38 +286,49 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 		u := units[i]
 		if eo.Resume {
 			if ok, c, err := s.resumeUnit(ctx, p, d, u, recs, manifest, log, prog); err != nil || ok {
-				if ok {
-					done[i], counts[i] = 2, c
-					uncounted[i] = u.File != nil && !recs.recorded(p.ID, u.Name)
-				}
+				counts[i] = c
 				return nil, err
 			}
 		}
-		path := d.path(u.Name)
-		n, rec, commit, err := s.produce(ctx, p, path, u, prog)
+		var n int64
+		var rec fileRecord
+		var commit commitFunc
+		var err error
+		switch path := d.path(u.Name); {
+		case u.File != nil:
+			n, rec, commit, err = s.writeShard(ctx, p, path, u.File, prog)
+		default:
+			rec, commit, err = s.copyAux(ctx, p, u.Aux, path, prog)
+		}
 		if err != nil {
 			return nil, err
 		}
 		c := s.takeCounts(n)
 		return func() error {
-			if err := commitUnit(p, d, u, rec, c, commit, log); err != nil {
+			sum, err := commit(log.ready)
+			if err != nil {
 				return err
 			}
-			done[i], counts[i] = 1, c
-			return nil
+			if rec.Size != u.Size {
+				return fmt.Errorf("file %s: wrote %d bytes, planned %d", d.path(u.Name), rec.Size, u.Size)
+			}
+			rec.Name, rec.SHA256 = u.Name, sum
+			written[i], counts[i] = true, c
+			return log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: d.etag(u.Name), Counts: c})
 		}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	res := &Result{}
 	for i, u := range units {
-		if done[i] == 1 {
+		if written[i] {
 			res.Written = append(res.Written, u.Name)
 		} else {
 			res.Skipped = append(res.Skipped, u.Name)
-		}
-		if uncounted[i] {
-			res.Uncounted++
+			if u.File != nil && !recs.recorded(p.ID, u.Name) { // kept from a manifest
+				res.Uncounted++
+			}
 		}
 		res.add(counts[i])
 	}
@@ -383,33 +375,4 @@ func (s *scratch) resumeUnit(ctx context.Context, p *Plan, d *destination, u uni
 	prog.add(u.Work - rec.Size)
 	// Re-record it, so Finalize sees it even when it came from a manifest.
 	return true, c, log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: etag, Counts: c})
-}
-
-// produce writes one unit's data under a temporary name, hashing it on the
-// way, and returns how to commit it (sync and rename), its record and how
-// many non-finite values it zeroed. On error nothing is left behind.
-func (s *scratch) produce(ctx context.Context, p *Plan, path string, u unit, prog meter) (int64, fileRecord, commitFunc, error) {
-	switch {
-	case u.File != nil:
-		return s.writeShard(ctx, p, path, u.File, prog)
-	case p.remote != nil:
-		rec, c, err := s.copyRemoteAux(ctx, p, u.Aux, path, prog)
-		return 0, rec, c, err
-	}
-	rec, c, err := s.copyAux(ctx, p.SrcRoot, u.Aux, path, prog)
-	return 0, rec, c, err
-}
-
-// commitUnit syncs and renames a written unit and records it as done.
-func commitUnit(p *Plan, d *destination, u unit, rec fileRecord, c *unitCounts, commit commitFunc, log *recordLog) error {
-	sum, err := commit(log.ready)
-	if err != nil {
-		return err
-	}
-	rec.SHA256 = sum
-	rec.Name = u.Name
-	if rec.Size != u.Size {
-		return fmt.Errorf("file %s: wrote %d bytes, planned %d", d.path(u.Name), rec.Size, u.Size)
-	}
-	return log.add(doneRecord{Plan: p.ID, fileRecord: rec, ETag: d.etag(u.Name), Counts: c})
 }

@@ -39,13 +39,7 @@ func streamIndex(w io.Writer, dst string, shards []string) error {
 	return err
 }
 
-// stageIndex writes the index that render streams under a temporary name
-// and syncs it, leaving the rename to the caller; on error nothing is left.
-func stageIndex(dst string, render func(io.Writer) error) (*filewrite.Temp, fileRecord, error) {
-	return stage(filepath.Join(dst, safetensors.IndexName), "index", render) // the index renderer buffers its writes
-}
-
-// stageFile is stageIndex for a file of known bytes.
+// stageFile is stage for a file of known bytes.
 func stageFile(path string, data []byte) (*filewrite.Temp, fileRecord, error) {
 	return stage(path, "write", func(w io.Writer) error {
 		_, err := w.Write(data)
@@ -77,10 +71,9 @@ func stage(path, what string, render func(io.Writer) error) (*filewrite.Temp, fi
 	return f, fileRecord{Name: filepath.Base(path), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// earlyFiles are a whole run's index and configs, written and synced under
-// temporary names while the shards are written (none depends on their
-// data), so that finalizing the run only renames them. The index bytes are
-// those a merge would rebuild from the written headers (writeLast).
+// earlyFiles are an index and configs written and synced under temporary
+// names, so that finalizing only renames them: a whole run's, staged while
+// the shards are written (none depends on their data), or a merge's.
 type earlyFiles struct {
 	d     *destination
 	done  chan struct{}
@@ -92,28 +85,30 @@ type earlyFiles struct {
 // stageEarly starts writing p's index and configs into DST (a bucket DST's
 // into its state directory, uploaded on commit).
 func stageEarly(p *Plan, d *destination) *earlyFiles {
-	dst := d.dir
+	return stageFiles(d, plannedIndex(p), metaFiles(p.Config, p.HFQuantConfig))
+}
+
+// stageFiles starts writing the index render streams and the configs meta.
+func stageFiles(d *destination, render func(io.Writer) error, meta map[string][]byte) *earlyFiles {
 	e := &earlyFiles{d: d, done: make(chan struct{})}
-	render := plannedIndex(p)
-	meta := metaFiles(p.Config, p.HFQuantConfig)
 	go func() {
 		defer close(e.done)
-		f, rec, err := stageIndex(dst, render)
-		if err != nil {
-			e.err = err
-			return
-		}
-		e.files, e.recs = append(e.files, f), append(e.recs, rec)
+		e.err = e.add(stage(filepath.Join(d.dir, safetensors.IndexName), "index", render))
 		for _, name := range slices.Sorted(maps.Keys(meta)) {
-			f, rec, err := stageFile(filepath.Join(dst, name), meta[name])
-			if err != nil {
-				e.err = err
-				return
+			if e.err == nil {
+				e.err = e.add(stageFile(filepath.Join(d.dir, name), meta[name]))
 			}
-			e.files, e.recs = append(e.files, f), append(e.recs, rec)
 		}
 	}()
 	return e
+}
+
+// add keeps a staged file.
+func (e *earlyFiles) add(f *filewrite.Temp, rec fileRecord, err error) error {
+	if err == nil {
+		e.files, e.recs = append(e.files, f), append(e.recs, rec)
+	}
+	return err
 }
 
 // commit renames the staged files into place, the index first, and makes
@@ -153,14 +148,11 @@ func (e *earlyFiles) abort() {
 }
 
 // Finalize completes a conversion once every unit has been written (by one
-// or many workers): it writes the index, config.json (and
-// hf_quant_config.json), then the manifest, and removes StateDir. It holds
-// DST's lock, and fails with errInUse while another run or a worker runs. It
-// checks that each unit has a record of this plan and a file of the recorded
-// size; hashes were taken when each file was written (verify re-checks them).
-//
-// A bucket DST is finalized from its state directory (stateRoot; "": the
-// default one, see destination).
+// or many workers): it writes the index and configs, then the manifest, and
+// removes the state. It holds DST's lock, and fails with errInUse while
+// another run or a worker runs. Each unit needs a record of this plan and a
+// file of the recorded size (verify re-checks the hashes). A bucket DST is
+// finalized from its state directory (stateRoot; "": the default one).
 func Finalize(dst, stateRoot string) (*dstManifest, error) {
 	d, err := openDestination(context.Background(), dst, stateRoot, 0)
 	if err != nil {
@@ -229,10 +221,8 @@ func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, 
 }
 
 // finalize is Finalize for a caller that holds DST exclusively, with DST's
-// plan state st and done records recs. A whole run passes them from memory
-// with the files it staged early; a merge passes what it read from DST and
-// no early files (the index is rebuilt from the written headers, the
-// configs written now).
+// plan state st and done records recs: a whole run's from memory, with the
+// files it staged early; a merge's as read from DST, staging them now.
 func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*dstManifest, error) {
 	dst := d.dir
 	m := &dstManifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
@@ -244,26 +234,20 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", d.name, ErrIncomplete, len(missing), len(done)+len(missing), missing[0])
 	}
-	m.Files = done
-	if early != nil {
-		recs, err := early.commit()
-		if err != nil {
-			return nil, fmt.Errorf("merge %s: %w", dst, err)
-		}
-		m.Files = append(m.Files, recs...)
-	} else {
-		// Temporaries of a finalizer killed earlier (we hold DST, so no
-		// other finalizer is writing these now); a whole run removed them
-		// when it started.
+	if early == nil {
+		// Temporaries of a finalizer killed earlier (a whole run removed them
+		// when it started).
 		if err := removeOwnTemps(dst, finalNames); err != nil {
 			return nil, fmt.Errorf("merge %s: %w", dst, err)
 		}
-		recs, err := writeLast(d, st)
-		if err != nil {
-			return nil, fmt.Errorf("merge %s: %w", d.name, err)
-		}
-		m.Files = append(m.Files, recs...)
+		early = stageFiles(d, mergedIndex(d, st), metaFiles([]byte(st.Config), []byte(st.HFQuantConfig)))
+		defer early.abort()
 	}
+	staged, err := early.commit()
+	if err != nil {
+		return nil, fmt.Errorf("merge %s: %w", d.name, err)
+	}
+	m.Files = slices.Concat(done, staged)
 	if st.Report {
 		rec, err := writeReport(dst, st.Shards, done) // a bucket's: staged in its state directory
 		if err == nil && d.remote() {
@@ -293,73 +277,25 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 	return m, nil
 }
 
-// writeLast writes a merge's index (rebuilt from the written shards'
-// headers; a bucket's from the planned index its workers staged) and
-// configs, and returns their records.
-func writeLast(d *destination, st *planState) ([]fileRecord, error) {
-	var out []fileRecord
-	if d.remote() {
+// mergedIndex renders a merge's index: rebuilt from the written shards'
+// headers, or a bucket's from the planned index its workers staged.
+func mergedIndex(d *destination, st *planState) func(io.Writer) error {
+	if !d.remote() {
+		return func(w io.Writer) error { return streamIndex(w, d.dir, st.Shards) }
+	}
+	return func(w io.Writer) error {
 		f, err := os.Open(filepath.Join(d.dir, stateDir, safetensors.IndexName))
 		if err != nil {
-			return nil, fmt.Errorf("the index its workers staged: %w", err)
+			return fmt.Errorf("the index its workers staged: %w", err)
 		}
 		defer f.Close()
-		rec, err := hashFile(f.Name(), nil)
-		if err == nil {
-			err = d.obj.PutFile(safetensors.IndexName, f)
-		}
-		if err != nil {
-			return nil, err
-		}
-		rec.Name = safetensors.IndexName
-		out = append(out, rec)
-	} else {
-		f, rec, err := stageIndex(d.dir, func(w io.Writer) error { return streamIndex(w, d.dir, st.Shards) })
-		if err == nil {
-			err = f.Commit()
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rec)
-	}
-	for name, b := range metaFiles([]byte(st.Config), []byte(st.HFQuantConfig)) {
-		sum := sha256.Sum256(b)
-		rec := fileRecord{Name: name, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
-		var err error
-		if d.remote() {
-			err = d.obj.PutBytes(name, b)
-		} else {
-			var f *filewrite.Temp
-			f, rec, err = stageFile(filepath.Join(d.dir, name), b)
-			if err == nil {
-				err = f.Commit()
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rec)
-	}
-	return out, nil
-}
-
-// stageIndexFor writes the planned index into a bucket DST's state
-// directory, for the merge of its workers (which never sees the plan).
-func stageIndexFor(p *Plan, d *destination) error {
-	dir := filepath.Join(d.dir, stateDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+		_, err = io.Copy(w, f)
 		return err
 	}
-	f, _, err := stageIndex(dir, plannedIndex(p))
-	if err != nil {
-		return err
-	}
-	return f.Commit()
 }
 
 // plannedIndex renders p's index from the planned layouts: the bytes
-// a merge rebuilds from the written headers (writeLast).
+// a merge rebuilds from the written headers.
 func plannedIndex(p *Plan) func(io.Writer) error {
 	names := make([]string, len(p.Files))
 	layouts := make([]*safetensors.FilePlan, len(p.Files))

@@ -8,4 +8,4 @@ import (
 )
 
 // hashMapped maps nothing here: hashFile reads the file instead.
-func hashMapped(*os.File, int64, hash.Hash, func(int64)) (int64, error) { return 0, nil }
+func hashMapped(*os.File, int64, hash.Hash, func(int64)) int64 { return 0 }

@@ -14,19 +14,16 @@ import (
 // errInUse: another process is working on DST.
 var errInUse = dirlock.ErrInUse
 
-// How runs share DST. One process doing the whole conversion, or finalizing
-// it, holds DST's lock (dirlock) throughout and checks that no worker slice
-// is held. A worker of a split (--worker I/N) holds DST's lock only while it
-// checks and records the plan and takes its slice's lock, which it then
-// holds for the rest of its run, so the workers of one split run side by
-// side while a second single run, the same slice twice or a worker of
-// another split (whose slices overlap, so each would remove the other's
-// temporaries) are refused. Every lock belongs to its process: a killed run
-// never blocks the next.
+// How runs share DST. A whole run, or a merge, holds DST's lock throughout
+// and checks that no worker slice is held. A worker of a split (--worker
+// I/N) holds DST's lock only while it records the plan and takes its
+// slice's lock, held for the rest of its run: the workers of one split run
+// side by side, while a second whole run, the same slice twice or a worker
+// of another split (whose slices overlap) are refused. Every lock belongs
+// to its process: a killed run never blocks the next.
 
 // lockWait bounds how long a worker waits for DST's lock, which other
-// workers hold only for a moment; a single run holds it for hours, and then
-// the error after the wait says so.
+// workers hold only for a moment.
 const lockWait = 30 * time.Second
 
 // acquireDest takes DST's lock, waiting up to wait while it is taken.
@@ -43,23 +40,28 @@ func acquireDest(dst string, wait time.Duration) (*dirlock.Lock, error) {
 
 const slicePrefix, sliceSuffix = "worker-", ".lock"
 
-// splitSuffix names the record a worker leaves of its split (worker-I-of-N.split),
-// which outlives its lock file.
+// splitSuffix ends the record a worker leaves of its split
+// (worker-I-of-N.split), which outlives its lock file.
 const splitSuffix = ".split"
 
 // lockSlice locks worker slice i/n of DST exclusively (the caller holds
-// DST's lock), refusing while workers of another split run. Release gives
-// it up (a nil lock's Release does nothing).
+// DST's lock), refusing while workers of another split run or are recorded.
 func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	name := fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, sliceSuffix)
 	dir := filepath.Join(dst, stateDir)
-	// Workers of another split, running or not, come first: the slice file
-	// made below records this split for the workers after it.
-	if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
-		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", errInUse, dst, held)
+	otherRunning := func() error {
+		if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
+			return fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", errInUse, dst, held)
+		}
+		return nil
 	}
-	if other := otherSplit(dir, n); other != "" {
-		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)", ErrWorker, i, n, dst, other, dst)
+	if err := otherRunning(); err != nil {
+		return nil, err
+	}
+	// A recorded worker of another split, running or not.
+	if other := findSlice(dst, splitSuffix, fmt.Sprintf("-of-%d%s", n, splitSuffix), func(string) bool { return true }); other != "" {
+		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)",
+			ErrWorker, i, n, dst, strings.Replace(other, "-of-", "/", 1), dst)
 	}
 	l, err := dirlock.Acquire(dir, name)
 	if errors.Is(err, errInUse) {
@@ -68,13 +70,10 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A worker of another split may have started since the check above.
-	if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
+	if err := otherRunning(); err != nil { // one may have started since
 		l.Release()
-		return nil, fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", errInUse, dst, held)
+		return nil, err
 	}
-	// The lock file goes with the lock; this record of the split stays for
-	// the workers after it, until the conversion is finalized.
 	rec := filepath.Join(dir, fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, splitSuffix))
 	if err := os.WriteFile(rec, nil, 0o644); err != nil {
 		l.Release()
@@ -83,27 +82,13 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 	return l, nil
 }
 
-// otherSplit names a worker's split record in dir (its worker may have
-// stopped: the workers of a split come and go) of a split other than n
-// ways, "" when none.
-func otherSplit(dir string, n int) string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return ""
-	}
-	own := fmt.Sprintf("-of-%d%s", n, splitSuffix)
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, slicePrefix) && strings.HasSuffix(name, splitSuffix) && !strings.HasSuffix(name, own) {
-			return strings.Replace(strings.TrimSuffix(strings.TrimPrefix(name, slicePrefix), splitSuffix), "-of-", "/", 1)
-		}
-	}
-	return ""
-}
+// heldSlices names ("I-of-N") a worker slice of DST whose lock a live
+// process holds, skipping names ending in except ("" when none is held).
+func heldSlices(dst, except string) string { return findSlice(dst, sliceSuffix, except, dirlock.Held) }
 
-// heldSlices names a worker slice of DST whose lock a live process holds,
-// skipping names ending in except ("" when none is held).
-func heldSlices(dst, except string) string {
+// findSlice names the first worker file of DST (ending in suffix, not in
+// except) that ok accepts, "" when none.
+func findSlice(dst, suffix, except string, ok func(path string) bool) string {
 	dir := filepath.Join(dst, stateDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -111,11 +96,10 @@ func heldSlices(dst, except string) string {
 	}
 	for _, e := range ents {
 		n := e.Name()
-		if !strings.HasPrefix(n, slicePrefix) || !strings.HasSuffix(n, sliceSuffix) || (except != "" && strings.HasSuffix(n, except)) {
-			continue
-		}
-		if dirlock.Held(filepath.Join(dir, n)) {
-			return strings.TrimSuffix(strings.TrimPrefix(n, slicePrefix), sliceSuffix)
+		id, worker := strings.CutPrefix(n, slicePrefix)
+		id, ofSuffix := strings.CutSuffix(id, suffix)
+		if worker && ofSuffix && (except == "" || !strings.HasSuffix(n, except)) && ok(filepath.Join(dir, n)) {
+			return id
 		}
 	}
 	return ""

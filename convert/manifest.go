@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"io"
 	"path"
 	"path/filepath"
@@ -79,37 +78,21 @@ func hashFile(path string, progress func(int64)) (fileRecord, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := hashMapped(f, fi.Size(), h, progress)
-	if err != nil {
-		return fileRecord{}, fmt.Errorf("hash %s: %w", path, err)
-	}
-	if n < fi.Size() { // mapping refused: finish with read(2)
+	n := hashMapped(f, fi.Size(), h, progress)
+	if n < fi.Size() { // mapping refused: finish with read(2), to the end of the file
 		buf := make([]byte, hashBufSize)
-		if n, err = hashRead(f, n, h, buf, progress); err != nil {
-			return fileRecord{}, fmt.Errorf("hash %s: %w", path, err)
-		}
-	}
-	return fileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-// hashRead continues a hash with read(2) from off to the end of the file and
-// returns the offset it reached.
-func hashRead(r io.ReaderAt, off int64, h hash.Hash, buf []byte, progress func(int64)) (int64, error) {
-	n := off
-	for {
-		m, err := r.ReadAt(buf, n)
-		if m > 0 {
+		for err = nil; err != io.EOF; {
+			var m int
+			m, err = f.ReadAt(buf, n)
 			h.Write(buf[:m])
 			n += int64(m)
 			if progress != nil {
 				progress(int64(m))
 			}
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
+			if err != nil && err != io.EOF {
+				return fileRecord{}, fmt.Errorf("hash %s: %w", path, err)
+			}
 		}
 	}
+	return fileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }

@@ -22,14 +22,12 @@ type mergeStatus struct {
 	// Done and Missing split the plan's files (shards and side files).
 	Done    []string `json:"done"`
 	Missing []string `json:"missing"`
-	// Running names a worker slice whose lock is held ("" when none): merge
-	// refuses to start until it ends.
+	// Running names a worker slice whose lock is held ("" when none).
 	Running string `json:"running,omitempty"`
 	// Writes are the files merge would write, in order, once nothing is
 	// missing or running.
 	Writes []string `json:"writes"`
-	// Ready: merge would finalize DST now (not finalized, nothing missing
-	// or running).
+	// Ready: merge would finalize DST now.
 	Ready bool `json:"-"`
 }
 
@@ -61,10 +59,7 @@ func StatusOfMerge(dst, stateRoot string) (*mergeStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &mergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: missing, Running: heldSlices(d.dir, "")}
-	if s.Missing == nil {
-		s.Missing = []string{}
-	}
+	s := &mergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: append([]string{}, missing...), Running: heldSlices(d.dir, "")}
 	for _, r := range done {
 		s.Done = append(s.Done, r.Name)
 	}

@@ -16,17 +16,14 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// A remote source (https://, hf://) is converted as a local one, with three
-// differences: the source bytes each output shard needs are fetched by one
-// coalescing, parallel Fetch in the order its steps read them; a source
-// file's identity is its size and version (ETag or Last-Modified, which
-// every response must repeat, or a commit) instead of its stamp and header,
-// and the manifest lists the files that had none; and side files come from the hub's file
-// listing (an https:// directory cannot be listed: only config.json is read).
+// A remote source (https://, hf://) is converted as a local one, except that
+// the bytes each output shard needs are fetched by one coalescing, parallel
+// stream in the order its steps read them; a source file's identity is its
+// size and version (which every response must repeat) instead of its stamp
+// and header; and side files come from the hub's listing.
 
-// netCounter adds up the streams of a run (its jobs share it): the source
-// bytes the written files' steps read and what fetching them cost; side
-// files and headers are not counted.
+// netCounter adds up the source bytes the written files' steps read, and
+// what fetching them cost, over a run's jobs.
 type netCounter struct {
 	mu  sync.Mutex
 	sum remote.Stats
@@ -45,9 +42,8 @@ func (c *netCounter) stats() *remote.Stats {
 	return &s
 }
 
-// sourceVersion is what identifies a remote source file between runs: its
-// size and remote.File.Version (ETag, Last-Modified or commit; "" when the
-// server offers none).
+// sourceVersion identifies a remote source file between runs: its size and
+// remote.File.Version (ETag, Last-Modified or commit; "" when none).
 type sourceVersion struct {
 	Name string `json:"name"`
 	Size int64  `json:"size"`
@@ -92,11 +88,9 @@ func checkVersions(dst string, st *planState, p *Plan) error {
 	return nil
 }
 
-// listRemoteAux lists a remote checkpoint's side files from the hub's
-// listing, with the rules of listAux: hidden entries, the index and the
-// files the conversion rewrites are left out, and a shard the checkpoint
-// does not hold means SRC named part of a larger checkpoint. An https://
-// directory cannot be listed: no side file is copied, and unlisted says so.
+// listRemoteAux lists a remote checkpoint's side files with the rules of
+// listAux. An https:// directory cannot be listed: no side file is copied,
+// and unlisted says so.
 func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []auxFile, unlisted bool, err error) {
 	files, err := src.Remote.List(ctx)
 	if errors.Is(err, remote.ErrNotListable) {
@@ -127,10 +121,7 @@ func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []auxF
 }
 
 // fileRanges are the source bytes a shard's steps read, in the order they
-// read them: copy runs whole, quantized weights as quantize reads them (a
-// weight whose codes are neither held nor spilled is read twice), NVFP4
-// casts as the cast reads them (E8M0 scales for K_max, then scales and codes
-// band by band).
+// read them (a weight whose codes are neither held nor spilled twice).
 func fileRanges(fp *filePlan) []remote.Range {
 	var rs []remote.Range
 	sf := fp.Source
@@ -156,8 +147,7 @@ func fileRanges(fp *filePlan) []remote.Range {
 }
 
 // quantReads calls read with each (offset in the tensor, length) quantize
-// reads, in its order: whole 128-row bands, or a band's rows tile by tile
-// when a band is wider than TileBytes.
+// reads, in its order: whole 128-row bands, or a band's rows tile by tile.
 func quantReads(t safetensors.TensorInfo, read func(off, n int64)) {
 	elem, ok := quantElems[t.DType]
 	if !ok || len(t.Shape) != 2 {
@@ -181,9 +171,8 @@ func quantReads(t safetensors.TensorInfo, read func(off, n int64)) {
 	}
 }
 
-// sourceReader is where a shard's steps read the source: a stream of the
-// shard's planned ranges for a remote source, the file itself for a local
-// one. done ends the stream and counts what it cost.
+// sourceReader is where a shard's steps read the source: a stream of its
+// planned ranges for a remote source, else the file. done ends the stream.
 func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *filePlan) (io.ReaderAt, func() error) {
 	if p.remote == nil {
 		return fp.Source.ReaderAt(), func() error { return nil }
@@ -196,31 +185,6 @@ func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *filePlan) (io.R
 		}
 		return err
 	}
-}
-
-// copyRemoteAux copies a side file of a remote source: read by range
-// requests (size and ETag checked on each), written and hashed in one pass.
-func (s *scratch) copyRemoteAux(ctx context.Context, p *Plan, a *auxFile, to string, prog meter) (fileRecord, commitFunc, error) {
-	from := p.SrcRoot + a.Name
-	f, err := p.remote.Open(ctx, a.Name)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
-	}
-	if f.Size() != a.Size {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, errChanged, f.Size(), a.Size)
-	}
-	out, err := s.create(to, prog)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
-	}
-	// One pass: the bytes hashed are the bytes written.
-	if err := out.CopyFrom(f, 0, a.Size); err != nil {
-		out.Abort()
-		return fileRecord{}, nil, fmt.Errorf("copy %s to %s: %w", from, to, err)
-	}
-	prog.add(a.Size)
-	out.Finish()
-	return fileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
 }
 
 // fetchBytes sums the remote source's planned ranges and side files.

@@ -8,9 +8,8 @@ import (
 )
 
 // The executor compares a source file's stamp (fsx.Stamp) before and after
-// using it with the one taken at planning, so a source modified while the
-// conversion runs fails instead of giving outputs whose recorded hashes
-// describe bytes other than the written ones.
+// using it with the one taken at planning, so that a source modified while
+// the conversion runs fails it.
 
 // checkStamp compares a fresh stamp of path with the planned one.
 func checkStamp(planned, now fsx.Stamp, path string) error {

@@ -13,10 +13,8 @@ import (
 
 // stateDir is the directory inside DST that holds a conversion in progress:
 // the plan every worker agreed on and the records of the finished files.
-// Finalize removes it once the manifest is written.
-const stateDir = ".k3ckpt"
-
 const (
+	stateDir    = ".k3ckpt"
 	stateName   = "plan.json"
 	doneDir     = "done"
 	hashBufSize = 1 << 20
@@ -31,8 +29,7 @@ type fileRecord struct {
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
 	// Report is a shard's share of quantization_report.json (nil: nothing
-	// in it was quantized), so that a resumed run and merge need not read
-	// the source again to write the report.
+	// in it was quantized), so that a merge need not read the source.
 	Report *fileReport `json:"report,omitempty"`
 }
 
@@ -43,14 +40,12 @@ type doneRecord struct {
 	// ETag is a bucket DST's object as completed: resume keeps the object
 	// while HEAD still gives it.
 	ETag string `json:"etag,omitempty"`
-	// Counts are what writing the file counted (nil: nothing, or a record
-	// from before counts were kept).
+	// Counts are what writing the file counted (nil: nothing).
 	Counts *unitCounts `json:"counts,omitempty"`
 }
 
-// planState is what a worker leaves in StateDir so that merge (which never
-// sees the source) can write the configs and manifest; the index is rebuilt
-// from the finished shards' headers.
+// planState is what a worker leaves in stateDir so that merge (which never
+// sees the source) can write the configs and manifest.
 type planState struct {
 	Version       string       `json:"version"`
 	Plan          string       `json:"plan"`
@@ -100,9 +95,8 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// writeState writes the run state compactly: only k3ckpt reads it, and it
-// holds the output configs as strings (over a megabyte for K3's ModelOpt
-// configs), which indenting would scan again.
+// writeState writes the run state compactly: only k3ckpt reads it, and
+// indenting would scan its configs (over a megabyte for K3's ModelOpt) again.
 func writeState(path string, st *planState) error {
 	b, err := json.Marshal(st)
 	if err != nil {

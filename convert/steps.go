@@ -19,25 +19,21 @@ func (stepKindSet) set() ([]string, string, string) { return stepKindNames[:], "
 
 const (
 	// stepCopy copies a run of kept tensors that lie back to back, in the
-	// same order, in the source and in the output: one span writer, one copy
-	// (hundreds of expert tensors of a layer move as one).
+	// same order, in the source and in the output (hundreds of expert
+	// tensors of a layer move as one).
 	stepCopy stepKind = iota
-	// stepScales quantizes a weight to get its block scales and writes the
-	// scale tensor. Scale tensors (F32) precede the FP8 codes in a canonical
-	// file; writing strictly in file order lets the executor hash the file
-	// as it writes it instead of reading it back, so the codes are held in
-	// memory until their place (HoldCodes), spilled to a local file until
-	// then (SpillCodes: a remote source, whose bytes cost a fetch) or made
-	// again there.
+	// stepScales quantizes a weight and writes its scale tensor. Scales
+	// (F32) precede the FP8 codes in a canonical file, and writing strictly
+	// in file order lets the executor hash the file as it writes it, so the
+	// codes are held in memory until their place (HoldCodes), spilled to a
+	// local file (SpillCodes: a remote source, whose bytes cost a fetch) or
+	// made again there.
 	stepScales
 	// stepCodes writes a weight's FP8 codes: the held or spilled ones, or
 	// quantizing the weight once more.
 	stepCodes
 	// stepNVFP4 writes one tensor (Part) of an MXFP4 projection cast to
-	// NVFP4 (Cast). The four tensors lie apart in a canonical file (F32
-	// scalars first, E4M3 scales before U8 codes), so each is a step of its
-	// own: the E4M3 scales depend only on the E8M0 scales and K_max, the codes
-	// step casts the codes band by band.
+	// NVFP4 (Cast); the four lie apart in a canonical file.
 	stepNVFP4
 	// stepDecode writes a quantized weight (block FP8, MXFP4 or NVFP4)
 	// decoded to BF16, chunk by chunk.
@@ -53,14 +49,10 @@ var stepKindNames = [...]string{stepCopy: "copy", stepScales: "scales", stepCode
 type nVFP4Part uint8
 
 const (
-	// partCodes is X.weight: the E2M1 codes, U8 [N, K/2].
-	partCodes nVFP4Part = iota
-	// partScales is X.weight_scale: E4M3 [N, K/16].
-	partScales
-	// partScale2 is X.weight_scale_2: F32 [], 2^(K_max − 8).
-	partScale2
-	// partInputScale is X.input_scale: F32 [] = 1.0 (no calibration, as NVIDIA's).
-	partInputScale
+	partCodes      nVFP4Part = iota // X.weight: the E2M1 codes, U8 [N, K/2]
+	partScales                      // X.weight_scale: E4M3 [N, K/16]
+	partScale2                      // X.weight_scale_2: F32 [], 2^(K_max − 8)
+	partInputScale                  // X.input_scale: F32 [] = 1.0 (no calibration, as NVIDIA's)
 )
 
 // castSource is the MXFP4 source of an NVFP4 cast: the packed codes, the
@@ -71,7 +63,7 @@ type castSource struct {
 	Partner        *safetensors.TensorInfo
 }
 
-// K is the number of elements per row.
+// k is the number of elements per row.
 func (c *castSource) k() int { return int(2 * c.Packed.Shape[1]) }
 
 // kmaxKey names the K_max a cast shares with its partner (the w1/w3 pair's
@@ -84,18 +76,16 @@ func (c *castSource) kmaxKey() string {
 }
 
 // maxRunBytes bounds the tensors one copy run gathers (a longer single
-// tensor, K3's 2.2 GB embedding, is a run of its own): a layer's experts
-// (15.7 GB in K3) move in several spans.
+// tensor is a run of its own).
 const maxRunBytes = 256 << 20
 
 // maxHeldCodes bounds the FP8 codes a job holds in memory between a file's
-// scale steps and its code steps. A file whose codes fit is quantized once;
-// a larger one (a K3 layer has about 0.9 GB) is quantized twice, since
-// reading its weights again costs less than reading the written file back.
+// scale steps and its code steps. A file whose codes do not fit (a K3 layer
+// has about 0.9 GB) is quantized twice: reading its weights again costs
+// less than reading the written file back.
 const maxHeldCodes = 32 << 20
 
-// heldCodesBudget is MaxHeldCodes, lowered by tests to plan files whose
-// codes are not held.
+// heldCodesBudget is maxHeldCodes, lowered by tests.
 var heldCodesBudget int64 = maxHeldCodes
 
 // step is one piece of work on an output shard, decided at plan time. A
@@ -110,17 +100,12 @@ type step struct {
 	// Src and Len are the source bytes the step reads: the absolute offset in
 	// the source file and the length of the run, or of the weight.
 	Src, Len int64
-	// HoldCodes, on a file's scale and code steps, says that StepScales
-	// keeps the FP8 codes it makes and StepCodes writes them without
-	// reading the weight again.
-	HoldCodes bool
-	// SpillCodes, on the scale and code steps of a remote source's file
-	// whose codes do not fit MaxHeldCodes, says that StepScales writes the
-	// codes it makes to a local spill file beside the output and StepCodes
-	// copies them from there: the weight is fetched once, not twice.
-	SpillCodes bool
-	// Source is the weight a scale or code step quantizes (its dtype, shape
-	// and offsets in the source file).
+	// HoldCodes says that StepScales keeps the FP8 codes it makes in memory
+	// and StepCodes writes them; SpillCodes (a remote source's file whose
+	// codes do not fit maxHeldCodes), that they go through a local spill
+	// file: the weight is fetched once, not twice.
+	HoldCodes, SpillCodes bool
+	// Source is the weight a scale or code step quantizes.
 	Source safetensors.TensorInfo
 	// Part and Cast describe a StepNVFP4.
 	Part nVFP4Part
@@ -131,11 +116,9 @@ type step struct {
 
 // planSteps turns a shard's outputs (in the layout's data order) into steps
 // in the same order: consecutive kept tensors whose source bytes are
-// contiguous and in the same order form one copy run (up to MaxRunBytes), so
-// a run never spans a tensor that is quantized, dropped or a scale, since
-// those break the contiguity on one side; each scale tensor and each FP8
-// weight is a step of its own, holding the codes in between when all of the
-// file's fit MaxHeldCodes, else spilling them for a remote source.
+// contiguous form one copy run (up to maxRunBytes); every other output is a
+// step of its own, a weight's codes held between its scale and code steps
+// when all of the file's fit maxHeldCodes, else spilled for a remote source.
 func planSteps(cls *model.Classifier, sf *safetensors.File, l *safetensors.FilePlan, outs []outputTensor) ([]step, error) {
 	if len(outs) != len(l.Tensors) {
 		return nil, fmt.Errorf("file %s: %d outputs for %d laid-out tensors", sf.Path, len(outs), len(l.Tensors))
@@ -156,22 +139,18 @@ func planSteps(cls *model.Classifier, sf *safetensors.File, l *safetensors.FileP
 		}
 	}
 	hold := codes <= heldCodesBudget
-	// Codes not held are made again where they go, except from a remote
-	// source: a second fetch of a weight costs more than a local spill.
 	_, fetched := sf.ReaderAt().(*remote.File)
 	var steps []step
 	casts := map[string]*castSource{}
 	for i, o := range outs {
-		if o.Role == roleBF16 || o.Role == roleMXFP4 {
-			st, err := transformStep(sf, o, i)
-			if err != nil {
-				return nil, err
+		if o.Role == roleBF16 || o.Role == roleMXFP4 || o.Role == roleNVFP4 {
+			var st step
+			var err error
+			if o.Role == roleNVFP4 {
+				st, err = nvfp4Step(cls, sf, o, i, casts)
+			} else {
+				st, err = transformStep(sf, o, i)
 			}
-			steps = append(steps, st)
-			continue
-		}
-		if o.Role == roleNVFP4 {
-			st, err := nvfp4Step(cls, sf, o, i, casts)
 			if err != nil {
 				return nil, err
 			}

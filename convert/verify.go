@@ -23,8 +23,7 @@ import (
 )
 
 // tensorStats are the dequantization errors of one FP8 tensor against its
-// source: a report of the format's accuracy (the check itself is equality
-// with a fresh quantization).
+// source: a report of the format's accuracy, not the check.
 type tensorStats struct {
 	Name string `json:"name"`
 	File string `json:"file"`
@@ -88,26 +87,23 @@ type VerifyOptions struct {
 	// Jobs is how many files are checked at once (default 1).
 	Jobs int
 	// NonFinite is the policy the conversion ran with, for a manifest that
-	// does not record it: under the error policy (the default) a NaN or Inf in
-	// a weight to quantize is a violation, as convert refuses it; under
-	// NonFiniteZero the output must hold the quantization of the source with
-	// those values zeroed. A manifest that records "zero" needs no option.
+	// does not record it: by default a NaN or Inf in a weight to quantize is
+	// a violation, as convert refuses it.
 	NonFinite nonFinitePolicy
 	// Progress, if set, receives bytes read.
 	Progress progress
-	// MaxViolations caps the violations listed (default 100); more are counted.
-	MaxViolations int
 }
+
+// maxViolations caps the violations listed; more are counted.
+const maxViolations = 100
 
 // Verify re-reads a finished conversion dst against its source src: DST
 // holds exactly the manifest's files (nothing else, no links), each with the
 // recorded size and sha256; the structure matches a fresh plan of the
-// recorded recipe and convention (tensor names, dtypes, shapes and offsets of
-// every shard, index, configs, side files); every copied tensor (the MXFP4
-// experts among them) is identical to the source's; and every FP8 tensor and
-// its scales are bit for bit a fresh quantization of the source, with error
-// statistics reported. The error is for failures to read; violations are in
-// the report (OK false).
+// recorded options (every shard's header, index, configs, side files);
+// every copied tensor is identical to the source's, and every other one bit
+// for bit what converting the source again makes, with FP8 error statistics
+// reported. The error is for failures to read; violations are in the report.
 func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo VerifyOptions) (*VerifyReport, error) {
 	rep := &VerifyReport{}
 	d, err := openDestination(ctx, dst, "", 0)
@@ -129,19 +125,16 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	}
 	opts := Options{Format: m.Format, ScaleFmt: sf, NonFinite: vo.NonFinite}
 	if m.NonFinite != "" {
-		if opts.NonFinite, err = parseNonFinitePolicy(m.NonFinite); err != nil {
-			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
-		}
+		opts.NonFinite, err = parseNonFinitePolicy(m.NonFinite)
 	}
-	if m.Experts != "" {
-		if opts.Experts, err = parseExpertsMode(m.Experts); err != nil {
-			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
-		}
+	if m.Experts != "" && err == nil {
+		opts.Experts, err = parseExpertsMode(m.Experts)
 	}
-	if m.Numerics != "" {
-		if opts.Numerics, err = ParseNumerics(m.Numerics); err != nil {
-			return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
-		}
+	if m.Numerics != "" && err == nil {
+		opts.Numerics, err = ParseNumerics(m.Numerics)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: manifest: %w", dst, err)
 	}
 	rep.Experts, rep.Numerics = opts.Experts, opts.Numerics.String()
 	p, err := NewPlan(src, nil, r, opts)
@@ -153,18 +146,11 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 			m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
 	}
 	prog := meter{vo.Progress}
-	maxV := cmp.Or(vo.MaxViolations, 100)
-	jobs := max(vo.Jobs, 1)
 	var mu sync.Mutex
 	report := func(f func(*VerifyReport)) { mu.Lock(); f(rep); mu.Unlock() }
 
 	checkFileSet(rep, p, m)
-	var regular map[string]bool
-	if d.remote() {
-		regular, err = checkObjects(rep, d, m)
-	} else {
-		regular, err = checkTree(rep, dst, m)
-	}
+	regular, err := checkTree(rep, d, m)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +166,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	prog.start(total)
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(jobs)
+	g.SetLimit(max(vo.Jobs, 1))
 	for _, rec := range m.Files {
 		if !regular[rec.Name] {
 			continue // reported by checkTree
@@ -250,8 +236,8 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		return cmp.Or(strings.Compare(a.File, b.File), strings.Compare(a.Name, b.Name))
 	})
 	slices.Sort(rep.Violations)
-	if n := len(rep.Violations); n > maxV {
-		rep.Violations = append(rep.Violations[:maxV], fmt.Sprintf("… and %d more", n-maxV))
+	if n := len(rep.Violations); n > maxViolations {
+		rep.Violations = append(rep.Violations[:maxViolations], fmt.Sprintf("… and %d more", n-maxViolations))
 	}
 	rep.OK = len(rep.Violations) == 0
 	if rep.Violations == nil {
@@ -283,66 +269,66 @@ func checkFileSet(rep *VerifyReport, p *Plan, m *dstManifest) {
 	}
 }
 
-// checkTree walks DST: every entry must be a regular file the manifest lists
+// checkTree lists DST: every entry must be a regular file the manifest lists
 // (or the manifest itself) or a directory on the way to one. A stray file is
 // what an engine or a user would pick up with the checkpoint (custom code, a
 // second quantization config, another shard), and a link could make verify
 // hash something outside DST. It returns the listed names found as regular files.
-func checkTree(rep *VerifyReport, dst string, m *dstManifest) (map[string]bool, error) {
+func checkTree(rep *VerifyReport, d *destination, m *dstManifest) (map[string]bool, error) {
 	regular := map[string]bool{}
-	err := filepath.WalkDir(dst, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dst, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		name := filepath.ToSlash(rel)
-		if d.IsDir() {
-			return nil
-		}
+	found := func(name, what string, typ fs.FileMode) {
 		_, listed := m.lookup(name)
 		switch {
-		case name == ManifestName, name == dirlock.LockName: // the lock of a run in progress is no file of the output
+		case name == ManifestName, name == dirlock.LockName && !d.remote(): // the lock of a run in progress is no file of the output
 		case !listed:
-			rep.fail("%s: stray file in the destination: not part of the conversion", name)
-		case !d.Type().IsRegular():
-			rep.fail("%s: not a regular file (%s) in the destination", name, d.Type())
+			rep.fail("%s: stray %s in the destination: not part of the conversion", name, what)
+		case !typ.IsRegular():
+			rep.fail("%s: not a regular file (%s) in the destination", name, typ)
 		default:
 			regular[name] = true
 		}
+	}
+	if d.remote() {
+		files, err := d.bucket.List(d.ctx)
+		if err != nil {
+			return nil, fmt.Errorf("verify %s: %w", d.name, err)
+		}
+		for _, f := range files {
+			found(f.Name, "object", 0)
+		}
+		return regular, nil
+	}
+	err := filepath.WalkDir(d.dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(d.dir, path)
+		if err != nil || rel == "." || e.IsDir() {
+			return err
+		}
+		found(filepath.ToSlash(rel), "file", e.Type())
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("verify %s: %w", dst, err)
+		return nil, fmt.Errorf("verify %s: %w", d.dir, err)
 	}
 	return regular, nil
 }
 
 // checkMeta requires the configs to be what the plan writes, the output to
 // open as a checkpoint (the codec checks its index against the shards'
-// headers, which verifyShard compares with the plan) and the index to be the
-// canonical one: of the written shards' headers for a local DST, of the
-// planned layouts for a bucket.
+// headers) and the index to be the canonical one: of the written shards'
+// headers for a local DST, of the planned layouts for a bucket.
 func checkMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) {
-	read := func(name string) ([]byte, error) { return readRegular(d.path(name)) }
-	open := safetensors.Open
-	if d.remote() {
-		read = func(name string) ([]byte, error) { return d.bucket.ReadAll(ctx, name, maxStateFile) }
-		open = func(name string) (*safetensors.Checkpoint, error) {
-			return safetensors.OpenWith(ctx, name, safetensors.OpenOptions{})
-		}
-	}
 	for name, b := range metaFiles(p.Config, p.HFQuantConfig) {
-		got, err := read(name)
+		got, err := d.readFile(name)
 		if err != nil {
 			rep.fail("%s: %v", name, err)
 		} else if !bytes.Equal(got, b) {
 			rep.fail("%s differs from the planned %s", name, name)
 		}
 	}
-	out, err := open(d.name)
+	out, err := safetensors.OpenWith(ctx, d.name, safetensors.OpenOptions{})
 	if err != nil {
 		rep.fail("%v", err)
 		return
@@ -360,7 +346,7 @@ func checkMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) 
 	}
 	if err != nil {
 		rep.fail("index: %v", err)
-	} else if got, err := read(safetensors.IndexName); err != nil || !bytes.Equal(got, want.Bytes()) {
+	} else if got, err := d.readFile(safetensors.IndexName); err != nil || !bytes.Equal(got, want.Bytes()) {
 		rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
 	}
 }

@@ -11,30 +11,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// The reads of verify from a bucket DST: the objects are listed instead of
-// walked, hashed by reading them back, and the shards read by range
-// requests through a remote.Source over the bucket.
-
-// checkObjects is checkTree for a bucket: every object under the prefix
-// must be one the manifest lists (or the manifest itself).
-func checkObjects(rep *VerifyReport, d *destination, m *dstManifest) (map[string]bool, error) {
-	files, err := d.bucket.List(d.ctx)
-	if err != nil {
-		return nil, fmt.Errorf("verify %s: %w", d.name, err)
-	}
-	regular := map[string]bool{}
-	for _, f := range files {
-		_, listed := m.lookup(f.Name)
-		switch {
-		case f.Name == ManifestName:
-		case !listed:
-			rep.fail("%s: stray object in the destination: not part of the conversion", f.Name)
-		default:
-			regular[f.Name] = true
-		}
-	}
-	return regular, nil
-}
+// The reads of verify from a bucket DST: objects are hashed by reading them
+// back, and shards read by range requests through a remote.Source.
 
 // hash is an output file's size and sha256, read back.
 func (d *destination) hash(rec fileRecord, prog func(int64)) (fileRecord, error) {
@@ -107,20 +85,17 @@ func (ra *readAhead) ReadAt(p []byte, off int64) (int, error) {
 		if at >= ra.size {
 			return n, io.EOF
 		}
-		w := -1
+		w, hit := 0, false // the window holding at, else the least recently used
 		for i := range ra.win {
 			if b := ra.win[i].buf; b != nil && at >= ra.win[i].off && at < ra.win[i].off+int64(len(b)) {
-				w = i
+				w, hit = i, true
 				break
 			}
-		}
-		if w < 0 {
-			w = 0
-			for i := range ra.win {
-				if ra.win[i].used < ra.win[w].used {
-					w = i
-				}
+			if ra.win[i].used < ra.win[w].used {
+				w = i
 			}
+		}
+		if !hit {
 			buf := bufs.Grow(ra.win[w].buf, readAheadSize)[:min(int64(readAheadSize), ra.size-at)]
 			m, err := ra.r.ReadAt(buf, at)
 			if m < len(buf) {

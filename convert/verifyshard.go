@@ -33,24 +33,22 @@ const (
 
 // verifyShard checks one output shard against its plan: the header byte for
 // byte, then every step's output against what the step makes from the
-// source. A copy run must hold the source's bytes; a quantized weight must
-// hold exactly the codes and scales a fresh quantization of the source gives
-// under the plan's options (the same numerics the converter uses). Steps of
-// other kinds (other expert formats) get their reference here, next to these.
+// source under the plan's options (the converter's own numerics): a copy
+// run must hold the source's bytes, every other step exactly what it writes.
 func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, prog meter, report func(func(*VerifyReport)), errs **fileReport) error {
 	path := d.path(fp.Name)
+	violation := func(format string, args ...any) error {
+		report(func(r *VerifyReport) { r.fail(format, args...) })
+		return nil
+	}
 	out, err := d.openShard(ctx, fp.Name)
 	if err != nil {
-		report(func(r *VerifyReport) { r.fail("%s: %v", fp.Name, err) })
-		return nil
+		return violation("%s: %v", fp.Name, err)
 	}
 	defer out.Close()
 	l := fp.Layout
 	if out.DataStart != l.DataStart || out.Size != l.Size {
-		report(func(r *VerifyReport) {
-			r.fail("%s: header %d bytes, file %d bytes; planned %d and %d", fp.Name, out.DataStart, out.Size, l.DataStart, l.Size)
-		})
-		return nil
+		return violation("%s: header %d bytes, file %d bytes; planned %d and %d", fp.Name, out.DataStart, out.Size, l.DataStart, l.Size)
 	}
 	hdr := make([]byte, l.DataStart)
 	if _, err := out.ReaderAt().ReadAt(hdr, 0); err != nil {
@@ -61,15 +59,11 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if !bytes.Equal(hdr, planned) {
-		report(func(r *VerifyReport) {
-			r.fail("%s: header (tensor names, dtypes, shapes, offsets) differs from the plan", fp.Name)
-		})
-		return nil
+		return violation("%s: header (tensor names, dtypes, shapes, offsets) differs from the plan", fp.Name)
 	}
 	if p.remote != nil {
-		// A remote source's reads go through read-ahead windows, as a
-		// bucket DST's do (openShard): verify reads each stream in small
-		// sequential pieces, which would cost a request each.
+		// Verify reads each stream in small sequential pieces, a request
+		// each without read-ahead (as for a bucket DST, see openShard).
 		src, err := safetensors.ReadHeader(newReadAhead(fp.Source.ReaderAt(), fp.Source.Size), fp.Source.Size, fp.Source.Path)
 		if err != nil {
 			return fmt.Errorf("source %s: %w", fp.Source.Path, err)
@@ -78,35 +72,34 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 		remoteFP.Source = src
 		fp = &remoteFP
 	}
-	// The compare buffers need not outgrow the output's data: most shards
-	// of a small checkpoint, and side shards of a large one, are far below
-	// hashBufSize.
-	n := min(int64(hashBufSize), max(out.Size-out.DataStart, 1))
-	a, b := make([]byte, n), make([]byte, n)
+	// Most shards of a small checkpoint, and side shards of a large one,
+	// are far below hashBufSize.
+	buf := make([]byte, min(int64(hashBufSize), max(out.Size-out.DataStart, 1)))
 	var s scratch
 	defer func() { *errs = s.errs.take(p.Options.classifier()) }()
 	for _, st := range fp.Steps {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		t := out.Tensors[st.First]
 		switch st.Kind {
 		case stepCopy:
 			for i := st.First; i <= st.Last; i++ {
 				t := l.Tensors[i]
 				from := st.Src + t.Begin - l.Tensors[st.First].Begin
-				same, err := sameBytes(io.NewSectionReader(fp.Source.ReaderAt(), from, t.Size()), out.Section(out.Tensors[i]), a, b, prog)
-				if err != nil {
+				c := &diffStream{out: out.Section(out.Tensors[i]), diff: -1, prog: prog}
+				if _, err := io.CopyBuffer(c, io.NewSectionReader(fp.Source.ReaderAt(), from, t.Size()), buf); err != nil {
 					return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
 				}
+				prog.add(t.Size())
 				report(func(r *VerifyReport) {
 					r.Copied++
-					if !same {
+					if c.diff >= 0 || c.off != c.out.Size() {
 						r.fail("%s: tensor %s differs from the source", fp.Name, t.Name)
 					}
 				})
 			}
 		case stepNVFP4:
-			t := out.Tensors[st.First]
 			v, cs, err := s.verifyNVFP4(ctx, fp.Source, st, out.Section(t))
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
@@ -122,47 +115,48 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 				}
 			})
 		case stepDecode, stepPack:
-			t := out.Tensors[st.First]
 			s.xs.stats = xfStats{} // this step's counts alone
-			diff, err := s.retransformed(ctx, fp.Source, st, out.Section(t), prog)
-			if err != nil {
+			c := &diffStream{out: out.Section(t), diff: -1, prog: prog}
+			if err := s.runTransform(ctx, fp.Source.ReaderAt(), fp.Source, st, c.emit, prog); err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
+			}
+			if c.diff < 0 && c.off != c.out.Size() {
+				c.diff = min(c.off, c.out.Size())
 			}
 			got := s.xs.stats
 			report(func(r *VerifyReport) {
 				r.Decoded += got.decoded
 				r.Packed += got.packed
 				r.Pack = r.Pack.Add(got.pack)
-				if diff >= 0 {
-					r.fail("%s: tensor %s differs from a fresh %s of %s at byte %d", fp.Name, t.Name, st.Kind, st.xf.codes.Name, diff)
+				if c.diff >= 0 {
+					r.fail("%s: tensor %s differs from a fresh %s of %s at byte %d", fp.Name, t.Name, st.Kind, st.xf.codes.Name, c.diff)
 				}
 			})
 		case stepCodes:
-			codes, scales := out.Tensors[st.First], out.Tensors[st.Last]
-			name := codes.Name
+			scales := out.Section(out.Tensors[st.Last])
 			s.measure = s.errs.tensor(st.Source.Name)
-			v, err := s.requantized(ctx, fp.Source, st.Source, p.Options, out.Section(codes), out.Section(scales))
+			v, err := s.requantized(ctx, fp.Source, st.Source, p.Options, out.Section(t), scales)
 			if err != nil {
-				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
+				return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
 			}
+			var stats tensorStats
 			sec, view, _, err := s.weightSource(fp.Source.ReaderAt(), fp.Source, st.Source, meter{})
-			if err != nil {
-				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
+			if err == nil {
+				stats, err = fp8Stats(sec, view, out.Section(t), scales, p.Options.Numerics, prog)
 			}
-			stats, err := fp8Stats(sec, view, out.Section(codes), out.Section(scales), p.Options.Numerics, prog)
 			if err != nil {
-				return fmt.Errorf("%s: tensor %s: %w", path, name, err)
+				return fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
 			}
-			stats.Name, stats.File = name, fp.Name
+			stats.Name, stats.File = t.Name, fp.Name
 			report(func(r *VerifyReport) {
 				r.Quantized++
 				r.ZeroScaleBlocks += stats.ZeroScaleBlocks
 				r.Tensors = append(r.Tensors, stats)
 				if v != "" {
-					r.fail("%s: tensor %s: %s", fp.Name, name, v)
+					r.fail("%s: tensor %s: %s", fp.Name, t.Name, v)
 				}
 				if stats.OverBound > 0 || stats.NaN > 0 {
-					r.fail("%s: tensor %s: %d values beyond the FP8 rounding bound, %d NaN (max abs error %g)", fp.Name, name, stats.OverBound, stats.NaN, stats.MaxAbs)
+					r.fail("%s: tensor %s: %d values beyond the FP8 rounding bound, %d NaN (max abs error %g)", fp.Name, t.Name, stats.OverBound, stats.NaN, stats.MaxAbs)
 				}
 			})
 		}
@@ -170,42 +164,56 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 	return nil
 }
 
-// requantized quantizes the source weight again and compares, band by band,
-// its FP8 codes and then its block scales with the output's. It returns a
-// violation ("" when bit-identical); the error is for failures to read.
-func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safetensors.TensorInfo, opts Options, codes, scales *io.SectionReader) (string, error) {
-	var got []byte
-	var off int64
-	first := int64(-1)
-	emit := func(b []byte) error {
-		got = bufs.Grow(got, len(b))
-		if _, err := codes.ReadAt(got, off); err != nil {
-			return fmt.Errorf("read FP8 codes at %d: %w", off, err)
+// diffStream compares the bytes a step makes, in order, with the output
+// tensor out: diff is the offset of the first differing byte (-1: none),
+// got and want the bytes there; off is how many were made.
+type diffStream struct {
+	out       *io.SectionReader
+	buf       []byte
+	off, diff int64
+	got, want byte
+	prog      meter // counts the output bytes compared
+}
+
+func (c *diffStream) emit(b []byte) error {
+	if c.diff < 0 {
+		c.buf = bufs.Grow(c.buf, len(b))
+		n, err := c.out.ReadAt(c.buf, c.off)
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("read at %d: %w", c.off, err)
 		}
-		if first < 0 {
-			if i := firstDiff(got, b); i >= 0 {
-				first = off + int64(i)
-			}
+		if i := firstDiff(c.buf[:n], b[:n]); i >= 0 {
+			c.diff, c.got, c.want = c.off+int64(i), c.buf[i], b[i]
 		}
-		off += int64(len(b))
-		return nil
+		c.prog.add(int64(len(b)))
 	}
-	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, emit, nil, meter{})
+	c.off += int64(len(b))
+	return nil
+}
+
+func (c *diffStream) Write(b []byte) (int, error) { return len(b), c.emit(b) }
+
+// requantized quantizes the source weight again and compares its FP8 codes,
+// then its block scales, with the output's. It returns a violation (""
+// when bit-identical); the error is for failures to read.
+func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safetensors.TensorInfo, opts Options, codes, scales *io.SectionReader) (string, error) {
+	c := &diffStream{out: codes, diff: -1}
+	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, c.emit, nil, meter{})
 	var nf *quant.BlockError
 	switch {
 	case errors.Is(err, errNonFinite) || errors.As(err, &nf) && nf.Err == quant.ErrNonFinite:
 		return fmt.Sprintf("the source holds a non-finite value, which convert refuses (%v); verify with --nonfinite zero if it was converted so", err), nil
 	case err != nil:
 		return "", err
-	case off != codes.Size():
-		return fmt.Sprintf("FP8 tensor of %d bytes, a fresh quantization gives %d", codes.Size(), off), nil
-	case first >= 0:
-		return fmt.Sprintf("FP8 codes differ from a fresh quantization of the source (first at element %d)", first), nil
+	case c.off != codes.Size():
+		return fmt.Sprintf("FP8 tensor of %d bytes, a fresh quantization gives %d", codes.Size(), c.off), nil
+	case c.diff >= 0:
+		return fmt.Sprintf("FP8 codes differ from a fresh quantization of the source (first at element %d)", c.diff), nil
 	}
 	if scales.Size() != int64(len(s.sbytes)) {
 		return fmt.Sprintf("scale tensor of %d bytes, a fresh quantization gives %d", scales.Size(), len(s.sbytes)), nil
 	}
-	got = bufs.Grow(got, len(s.sbytes))
+	got := bufs.Grow(c.buf, len(s.sbytes))
 	if _, err := scales.ReadAt(got, 0); err != nil {
 		return "", fmt.Errorf("read scales: %w", err)
 	}
@@ -228,30 +236,6 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return -1
-}
-
-// sameBytes compares two readers of equal length chunk by chunk.
-func sameBytes(x, y io.Reader, a, b []byte, prog meter) (bool, error) {
-	for {
-		n, errA := io.ReadFull(x, a)
-		if n > 0 {
-			if _, err := io.ReadFull(y, b[:n]); err != nil {
-				return false, nil // y is shorter
-			}
-			prog.add(int64(2 * n))
-			if !bytes.Equal(a[:n], b[:n]) {
-				return false, nil
-			}
-		}
-		switch errA {
-		case nil:
-		case io.EOF, io.ErrUnexpectedEOF:
-			m, _ := y.Read(b[:1])
-			return m == 0, nil
-		default:
-			return false, errA
-		}
-	}
 }
 
 // fp8Stats dequantizes an FP8 weight band by band and compares it with the
@@ -357,35 +341,4 @@ func sourceValue(row []byte, c int64, e quant.Elem) float32 {
 		return float16.Frombits(binary.LittleEndian.Uint16(row[2*c:])).Float32()
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(row[4*c:]))
-}
-
-// retransformed runs a decode or pack step again from the source and
-// compares what it makes with the output tensor out, returning the offset
-// of the first differing byte (-1 when identical).
-func (s *scratch) retransformed(ctx context.Context, sf *safetensors.File, st step, out *io.SectionReader, prog meter) (int64, error) {
-	var off int64
-	diff := int64(-1)
-	var buf []byte
-	err := s.runTransform(ctx, sf.ReaderAt(), sf, st, func(b []byte) error {
-		if diff < 0 {
-			buf = bufs.Grow(buf, len(b))
-			n, err := out.ReadAt(buf, off)
-			if err != nil && !(err == io.EOF && n == len(b)) {
-				diff = off + int64(n)
-				if n == len(b) {
-					diff = -1
-				}
-			}
-			if i := firstDiff(buf[:n], b[:n]); diff < 0 && i >= 0 {
-				diff = off + int64(i)
-			}
-			prog.add(int64(len(b)))
-		}
-		off += int64(len(b))
-		return nil
-	}, prog)
-	if err == nil && diff < 0 && off != out.Size() {
-		diff = min(off, out.Size())
-	}
-	return diff, err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
@@ -25,75 +26,76 @@ type scratch struct {
 	tile   []byte          // FP8 codes of one tile when a band is split
 	scales []float32       // every block scale of the tensor
 	sbytes []byte          // the scales as little-endian fp32
-	held   []byte          // a file's FP8 codes between its scale and code steps (≤ MaxHeldCodes)
+	held   []byte          // a file's FP8 codes between its scale and code steps
 	spill  *spill          // a remote file's codes between those steps, when not held
 	cs     castScratch
 	xs     xfScratch   // decode and pack steps
 	fx     fp8xScratch // routed experts cast to block FP8
-	// errs collects the error of each tensor the file being written
-	// quantizes; measure, when set, is the accumulator the next quantize
-	// or NVFP4 code cast fills (and clears).
-	errs    errCollector
-	measure *quant.ErrStats
-	// lastZeroScale is how many blocks the last quantize gave scale 0.
-	lastZeroScale int64
+	// errs collects the error of each tensor the file quantizes; measure,
+	// when set, is the accumulator the next quantize or NVFP4 code cast
+	// fills (and clears).
+	errs          errCollector
+	measure       *quant.ErrStats
+	lastZeroScale int64 // the blocks the last quantize gave scale 0
 
-	out   *destination // where the files go
-	conns int          // parallel requests of a remote source's fetch
-	net   *netCounter  // a remote source's traffic, shared by the jobs
+	out   *destination
+	conns int         // parallel requests of a remote source's fetch
+	net   *netCounter // a remote source's traffic, shared by the jobs
 }
 
-// create starts an output file on the run's staging buffers.
-func (s *scratch) create(path string, prog meter) (*filewrite.File, error) {
-	return s.out.create(path, s.pool, prog.add)
-}
-
-// copyAux copies a side file, which must still be the file planned (same
-// size and times, links still inside the source): one that changed is an
-// error and never reaches its final name. The copy keeps the source's
-// permission bits.
-func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to string, prog meter) (fileRecord, commitFunc, error) {
+// copyAux copies a side file, which must still be the file planned: a local
+// one of the same size and times, links still inside the source, keeping
+// its permission bits; a remote one of the listed size (and version, which
+// every response repeats). One that changed is an error and never reaches
+// its final name.
+func (s *scratch) copyAux(ctx context.Context, p *Plan, a *auxFile, to string, prog meter) (fileRecord, commitFunc, error) {
 	if err := ctx.Err(); err != nil {
 		return fileRecord{}, nil, err
 	}
-	from := filepath.Join(root, filepath.FromSlash(a.Name))
-	r, err := fsx.NewRoot(root)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+	var in io.ReaderAt
+	from := p.SrcRoot + a.Name
+	if p.remote != nil {
+		f, err := p.remote.Open(ctx, a.Name)
+		if err != nil {
+			return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+		}
+		if f.Size() != a.Size {
+			return fileRecord{}, nil, fmt.Errorf("copy %s: %w: %d bytes, listed with %d", from, errChanged, f.Size(), a.Size)
+		}
+		in = f
+	} else {
+		from = filepath.Join(p.SrcRoot, filepath.FromSlash(a.Name))
+		f, fi, err := openAux(p.SrcRoot, a.Name)
+		if err != nil {
+			return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
+		}
+		defer f.Close()
+		if err := checkStamp(a.stamp, fsx.StampOf(fi), from); err != nil {
+			return fileRecord{}, nil, err
+		}
+		in = f
 	}
-	real, err := r.Resolve(a.Name)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
-	}
-	in, fi, err := openRegular(real)
-	if err != nil {
-		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", from, err)
-	}
-	defer in.Close()
-	if err := checkStamp(a.stamp, fsx.StampOf(fi), from); err != nil {
-		return fileRecord{}, nil, err
-	}
-	out, err := s.create(to, prog)
+	out, err := s.out.create(to, s.pool, prog.add)
 	if err != nil {
 		return fileRecord{}, nil, fmt.Errorf("copy %s: %w", to, err)
 	}
 	// What is hashed is what is written: both come from the one read.
 	err = out.CopyFrom(in, 0, a.Size)
 	prog.add(a.Size)
-	if errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.ErrUnexpectedEOF) && p.remote == nil {
 		err = fmt.Errorf("%w: shorter than the planned %d bytes (did the source change?)", errChanged, a.Size)
 	}
-	if err == nil {
+	if err == nil && p.remote == nil {
 		var one [1]byte
 		if n, _ := in.ReadAt(one[:], a.Size); n > 0 {
 			err = fmt.Errorf("%w: longer than the planned %d bytes (did the source change?)", errChanged, a.Size)
 		}
-	}
-	if err == nil && a.Mode != 0 {
-		err = out.Chmod(a.Mode)
-	}
-	if err == nil {
-		err = checkStampNow(in, a.stamp, from)
+		if err == nil && a.Mode != 0 {
+			err = out.Chmod(a.Mode)
+		}
+		if err == nil {
+			err = checkStampNow(in, a.stamp, from)
+		}
 	}
 	if err != nil {
 		out.Abort()
@@ -101,6 +103,19 @@ func (s *scratch) copyAux(ctx context.Context, root string, a *auxFile, to strin
 	}
 	out.Finish()
 	return fileRecord{Size: a.Size}, commitHashed(out, "copy "+to), nil
+}
+
+// openAux opens side file name of root, resolving links inside root only.
+func openAux(root, name string) (*os.File, os.FileInfo, error) {
+	r, err := fsx.NewRoot(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	real, err := r.Resolve(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return openRegular(real)
 }
 
 // checkSource makes sure a source shard is still what it was planned from:
@@ -120,12 +135,12 @@ func checkSource(root string, fp *filePlan) error {
 	return nil
 }
 
-// writeShard writes one output shard by following its planned steps, which
-// go in file order: the header, then copy runs and quantized tensors as they
-// lie in the file. The file is hashed as it is written (never read back). It
-// checks before and after that the source is the file planned, and returns
-// the file's record (size and sha256).
+// writeShard writes one output shard by following its planned steps, in
+// file order, hashing it as it is written (never read back). It checks
+// before and after that the source is the file planned, and returns how
+// many non-finite values it zeroed, the file's record and how to commit it.
 func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *filePlan, prog meter) (int64, fileRecord, commitFunc, error) {
+	srcPath := filepath.Join(p.SrcRoot, fp.Source.Path)
 	if p.remote == nil { // a remote file is checked by every response (size, ETag)
 		if err := checkSource(p.SrcRoot, fp); err != nil {
 			return 0, fileRecord{}, nil, err
@@ -142,7 +157,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 	if err != nil {
 		return 0, fileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
 	}
-	f, err := s.create(path, prog)
+	f, err := s.out.create(path, s.pool, prog.add)
 	if err != nil {
 		return 0, fileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
 	}
@@ -163,10 +178,8 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 	if err == nil && f.Offset() != l.Size {
 		err = fmt.Errorf("file %s: the plan's steps wrote %d of %d bytes", path, f.Offset(), l.Size)
 	}
-	if err == nil {
-		// The source unchanged from start to end: what was read is what
-		// was planned.
-		err = checkStampNow(fp.Source.ReaderAt(), fp.stamp, filepath.Join(p.SrcRoot, fp.Source.Path))
+	if err == nil { // unchanged from start to end: what was read is what was planned
+		err = checkStampNow(fp.Source.ReaderAt(), fp.stamp, srcPath)
 	}
 	if err == nil && p.remote == nil {
 		err = p.checkForeign(fp, false)
@@ -184,8 +197,8 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 // file instead.
 type commitFunc func(ready func() error) (sha256 string, err error)
 
-// commitHashed commits f (on a committer, so that the producer moves on to
-// the next file without waiting for the hash or the disk); a failure is
+// commitHashed commits f on a committer, so that the producer moves on to
+// the next file without waiting for the hash or the disk; a failure is
 // prefixed with what, when given.
 func commitHashed(f *filewrite.File, what string) commitFunc {
 	return func(ready func() error) (string, error) {
@@ -203,21 +216,6 @@ func commitHashed(f *filewrite.File, what string) commitFunc {
 	}
 }
 
-// tensorSpan writes the bytes of output tensors that end at end, refusing
-// any past it, so a miscounted step fails instead of corrupting a neighbour.
-type tensorSpan struct {
-	f   *filewrite.File
-	end int64
-}
-
-func (w tensorSpan) write(b []byte) error {
-	if over := w.f.Offset() + int64(len(b)) - w.end; over > 0 {
-		return fmt.Errorf("%w: %d bytes past the tensor's end", safetensors.ErrWrite, over)
-	}
-	_, err := w.f.Write(b)
-	return err
-}
-
 // runSteps carries out a shard's steps. Each starts where the previous one
 // ended (the file is written in order) and writes exactly its tensors' bytes.
 func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path string, fp *filePlan, ra io.ReaderAt, prog meter) (int64, error) {
@@ -226,10 +224,9 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 	var zeroed int64
 	// The scales of each weight as its StepScales made them: a StepCodes
 	// that quantizes again must get the same (else the source changed
-	// meanwhile). Held codes: where each weight's lie in s.held.
+	// meanwhile). codesAt: where each weight's held or spilled codes lie.
 	scaleSums := map[int][sha256.Size]byte{}
-	heldAt := map[int][2]int{}
-	spillAt := map[int][2]int64{} // where each weight's spilled codes lie
+	codesAt := map[int][2]int64{}
 	var held int64
 	for _, st := range fp.Steps {
 		if st.Kind == stepCodes && st.HoldCodes && st.First >= 0 && st.First < len(l.Tensors) {
@@ -249,14 +246,23 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 		}
 		first, last := l.Tensors[st.First].Name, l.Tensors[st.Last].Name
 		off := l.DataStart + l.Tensors[st.First].Begin
-		out := tensorSpan{f: f, end: l.DataStart + l.Tensors[st.First].End}
+		end := l.DataStart + l.Tensors[st.First].End
+		// write refuses bytes past the step's tensors, so that a miscounted
+		// step fails instead of corrupting a neighbour.
+		write := func(b []byte) error {
+			if over := f.Offset() + int64(len(b)) - end; over > 0 {
+				return fmt.Errorf("%w: %d bytes past the tensor's end", safetensors.ErrWrite, over)
+			}
+			_, err := f.Write(b)
+			return err
+		}
 		if f.Offset() != off {
 			return zeroed, fmt.Errorf("file %s: step %s for %s starts at %d while the file is at %d: the plan's steps are out of file order", path, st.Kind, termtext.Name(first), off, f.Offset())
 		}
 		switch st.Kind {
 		case stepCopy:
-			if end := l.DataStart + l.Tensors[st.Last].End; st.Len != end-off {
-				return zeroed, fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, termtext.Name(first), termtext.Name(last), safetensors.ErrSizeMismatch, st.Len, end-off)
+			if runEnd := l.DataStart + l.Tensors[st.Last].End; st.Len != runEnd-off {
+				return zeroed, fmt.Errorf("file %s: copy %s…%s: %w: %d source bytes for %d output bytes", path, termtext.Name(first), termtext.Name(last), safetensors.ErrSizeMismatch, st.Len, runEnd-off)
 			}
 			if err := f.CopyFrom(ra, st.Src, st.Len); err != nil {
 				return zeroed, fmt.Errorf("file %s: copy %s…%s from %s: %w", path, termtext.Name(first), termtext.Name(last), srcPath, err)
@@ -268,17 +274,17 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				weight = st.Last
 			}
 			if st.Kind == stepCodes && st.HoldCodes {
-				at, ok := heldAt[weight]
+				at, ok := codesAt[weight]
 				if !ok {
 					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, termtext.Name(first))
 				}
-				if err := out.write(s.held[at[0]:at[1]]); err != nil {
+				if err := write(s.held[at[0]:at[1]]); err != nil {
 					return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, termtext.Name(first), err)
 				}
 				continue
 			}
 			if st.Kind == stepCodes && st.SpillCodes {
-				at, ok := spillAt[weight]
+				at, ok := codesAt[weight]
 				if !ok || at[1]-at[0] != l.Tensors[st.First].Size() {
 					return zeroed, fmt.Errorf("file %s: tensor %s: %d bytes of codes spilled for its %d", path, termtext.Name(first), at[1]-at[0], l.Tensors[st.First].Size())
 				}
@@ -296,7 +302,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			var hold *[]byte
 			switch {
 			case st.Kind == stepCodes:
-				emit = out.write
+				emit = write
 			case st.HoldCodes:
 				hold = &s.held
 			case st.SpillCodes:
@@ -309,10 +315,13 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				}
 				emit = s.spill.write
 			}
-			start, spillStart := len(s.held), int64(0)
-			if s.spill != nil {
-				spillStart = s.spill.n
+			codesEnd := func() int64 {
+				if st.SpillCodes {
+					return s.spill.n
+				}
+				return int64(len(s.held))
 			}
+			start := codesEnd()
 			if st.Kind == stepScales { // the one pass over the weight that always runs
 				s.measure = s.errs.tensor(st.Source.Name)
 			}
@@ -321,11 +330,8 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if err == nil && st.Kind == stepScales && p.Options.Experts == ExpertsFP8 && p.Options.classifier().Classify(st.Source.Name) == model.RoutedExperts {
 				s.fx.counted(measured)
 			}
-			switch {
-			case st.Kind == stepScales && st.HoldCodes:
-				heldAt[weight] = [2]int{start, len(s.held)}
-			case st.Kind == stepScales && st.SpillCodes:
-				spillAt[weight] = [2]int64{spillStart, s.spill.n}
+			if st.Kind == stepScales && (st.HoldCodes || st.SpillCodes) {
+				codesAt[weight] = [2]int64{start, codesEnd()}
 			}
 			if err == nil {
 				sum := sha256.Sum256(s.sbytes)
@@ -333,7 +339,7 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				case st.Kind == stepScales:
 					scaleSums[weight] = sum
 					s.cs.zeroScale += s.lastZeroScale
-					err = out.write(s.sbytes)
+					err = write(s.sbytes)
 					if st.HoldCodes || st.SpillCodes {
 						zeroed += n
 					}
@@ -347,21 +353,21 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, st.Source.Name, err)
 			}
 		case stepNVFP4:
-			if err := s.writeNVFP4(ctx, ra, sf, st, out.write, prog); err != nil {
+			if err := s.writeNVFP4(ctx, ra, sf, st, write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s: %w", srcPath, first, err)
 			}
 		case stepDecode, stepPack:
 			if st.xf == nil {
 				return zeroed, fmt.Errorf("file %s: step %s for %s has no source", path, st.Kind, termtext.Name(first))
 			}
-			if err := s.runTransform(ctx, ra, sf, st, out.write, prog); err != nil {
+			if err := s.runTransform(ctx, ra, sf, st, write, prog); err != nil {
 				return zeroed, fmt.Errorf("file %s: tensor %s (from %s): %w", srcPath, first, st.xf.codes.Name, err)
 			}
 		default:
 			return zeroed, fmt.Errorf("file %s: unknown step %s", path, st.Kind)
 		}
-		if st.Kind != stepCopy && f.Offset() != out.end {
-			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, termtext.Name(first), safetensors.ErrWrite, f.Offset()-off, out.end-off)
+		if st.Kind != stepCopy && f.Offset() != end {
+			return zeroed, fmt.Errorf("file %s: tensor %s: %w: %d of %d bytes written", path, termtext.Name(first), safetensors.ErrWrite, f.Offset()-off, end-off)
 		}
 	}
 	return zeroed, nil
