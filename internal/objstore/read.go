@@ -81,7 +81,7 @@ func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64
 // readBody fills p from body; a body that sends nothing for the stall
 // timeout is closed (and the read retried by the caller).
 func (b *Bucket) readBody(ctx context.Context, body io.ReadCloser, p []byte, received func(int64)) (int, error) {
-	t := time.AfterFunc(b.stall, func() { body.Close() })
+	t := time.AfterFunc(stallTimeout, func() { body.Close() })
 	defer t.Stop()
 	n := 0
 	for n < len(p) {
@@ -89,7 +89,7 @@ func (b *Bucket) readBody(ctx context.Context, body io.ReadCloser, p []byte, rec
 		if m > 0 {
 			n += m
 			received(int64(m))
-			t.Reset(b.stall)
+			t.Reset(stallTimeout)
 		}
 		if err == io.EOF {
 			if n < len(p) {
@@ -170,10 +170,7 @@ func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 // List implements remote.Store: every object under the prefix, subfolders
 // included (as a hub repository's listing), with their sizes.
 func (b *Bucket) List(ctx context.Context) ([]remote.RepoFile, error) {
-	prefix := ""
-	if b.URL.Key != "" {
-		prefix = b.URL.Key + "/"
-	}
+	prefix := b.URL.join("")
 	pg := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.URL.Bucket, Prefix: &prefix})
 	var out []remote.RepoFile
 	for pg.HasMorePages() {

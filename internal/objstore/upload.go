@@ -110,7 +110,7 @@ func (b *Bucket) putBuffer(buf []byte) {
 // committed, if not nil, hears the object's ETag once Commit succeeds: what
 // a later run compares with HEAD's to know the object is still the one it
 // wrote.
-func (b *Bucket) Create(ctx context.Context, name string, committed func(etag string)) (*upload, error) {
+func (b *Bucket) Create(ctx context.Context, name string, committed func(etag string)) *upload {
 	key := b.URL.join(name)
 	ctx, cancel := context.WithCancel(ctx)
 	u := &upload{b: b, key: key, ctx: ctx, cancel: cancel, next: 1, committed: committed,
@@ -119,7 +119,7 @@ func (b *Bucket) Create(ctx context.Context, name string, committed func(etag st
 		defer close(u.cleaned)
 		_, u.cleanErr = b.abortUnder(ctx, key, func(k string) bool { return k == key })
 	}()
-	return u, nil
+	return u
 }
 
 // start begins the multipart upload once the key's unfinished uploads are
@@ -228,9 +228,6 @@ func (u *upload) Commit() error {
 		return u.commitOne()
 	}
 	if u.buf != nil {
-		if u.buf == nil { // an empty object: one empty part
-			u.buf = u.b.partBuffer()
-		}
 		u.send()
 	}
 	u.wg.Wait()
@@ -335,16 +332,10 @@ func (b *Bucket) Stat(ctx context.Context, name string) (size int64, etag string
 	key := b.URL.join(name)
 	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.URL.Bucket, Key: &key})
 	if err != nil {
-		err = b.fail(key, err)
-		if isNotFound(err) {
+		if err = b.fail(key, err); errors.Is(err, remote.ErrNotFound) {
 			return 0, "", false, nil
 		}
 		return 0, "", false, err
 	}
 	return aws.ToInt64(h.ContentLength), aws.ToString(h.ETag), true, nil
-}
-
-func isNotFound(err error) bool {
-	e, ok := err.(*remote.Error)
-	return ok && e.Kind == remote.ErrNotFound
 }

@@ -28,10 +28,18 @@ type RetryEvent struct {
 	Err error
 }
 
-// retryable is an attempt's failure with what the server asked for.
-type retryable struct {
-	err   *Error
-	after time.Duration // Retry-After, 0 when absent
+// retryWait follows failed attempt number attempt of a read of name, its
+// fails-th failure: it returns e, its Attempts set, when e is not worth
+// retrying (not transient, the retries spent, or no host ever reached), else
+// waits the backoff (at least the server's Retry-After) and returns nil.
+func (s *Source) retryWait(ctx context.Context, name string, e *Error, attempt, fails int, after time.Duration, resume int64) error {
+	if !transient(e) || fails > s.o.Retries || unreachable(e) && !s.answered.Load() {
+		e.Attempts = attempt
+		return e
+	}
+	wait := backoff(fails, s.o.RetryBase, s.o.RetryMax, after)
+	s.Retried(RetryEvent{File: name, Attempt: fails, Wait: wait, Resume: resume, Err: e})
+	return sleep(ctx, wait)
 }
 
 // transient reports whether a failure may go away on its own: connection

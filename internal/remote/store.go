@@ -40,27 +40,19 @@ func NewStoreSource(ctx context.Context, base string, st store, o Options) (*Sou
 	return &Source{loc: location{Base: base}, o: o.withDefaults(), ctx: ctx, files: map[string]*fileEntry{}, store: st}, nil
 }
 
-// Retried counts a failed attempt that a Store is about to retry, in the
-// source's Stats and its Progress.
-func (s *Source) Retried(ev RetryEvent) { s.retry(ev) }
-
 // readStore is File.read for a source over a Store: one conditional read
 // (the store retries), the probe learning the size and ETag.
 func (f *File) readStore(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, error) {
 	s := f.src
 	ctx, stop := s.bound(ctx)
 	defer stop()
-	count := s.received
-	if counter != nil {
-		count = func(n int64) { s.received(n); counter.Add(n) }
-	}
 	s.requests.Add(1)
 	probe := f.size < 0
 	etag := f.etag
 	if probe {
 		etag = ""
 	}
-	n, size, got, err := s.store.Get(ctx, f.Name, etag, p, off, count)
+	n, size, got, err := s.store.Get(ctx, f.Name, etag, p, off, s.received(counter))
 	if err != nil {
 		if ctx.Err() != nil {
 			return n, context.Cause(ctx)
