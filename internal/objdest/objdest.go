@@ -97,10 +97,7 @@ func (d *Dest) Path(name string) string { return d.Bucket.URL.Dir() + name }
 // Create starts output object name, streamed from pool's buffers; its
 // ETag is kept for ETag once Commit completes it.
 func (d *Dest) Create(name string, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
-	up, err := d.Bucket.Create(d.ctx, name, func(etag string) { d.etags.Store(name, etag) })
-	if err != nil {
-		return nil, err
-	}
+	up := d.Bucket.Create(d.ctx, name, func(etag string) { d.etags.Store(name, etag) })
 	return filewrite.CreateSink(up, d.Path(name), pool, prog), nil
 }
 

@@ -62,11 +62,9 @@ type Bucket struct {
 }
 
 // maxFreeParts bounds the part buffers a bucket keeps once their parts are
-// sent. A buffer is kept only after it was in use, so the kept ones never
-// exceed the most in use at once (uploads at once × (partsInFlight+1)):
-// they cap memory there instead of leaving every part's 8 MiB to the
-// collector, whose heap then grew with the number of parts, and so with
-// the objects' size.
+// sent. Kept ones never exceed the most in use at once, and keeping them
+// caps memory there: left to the collector, the heap grew with the objects'
+// size.
 const maxFreeParts = 128
 
 // New makes a client for u. Credentials and region resolve lazily: a

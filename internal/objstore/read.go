@@ -61,20 +61,28 @@ func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64
 		if rerr == nil {
 			return int(got), size, etag, nil
 		}
-		if ctx.Err() != nil {
-			return int(got), size, etag, context.Cause(ctx)
+		if err := b.retryBody(ctx, key, attempt, rerr, fmt.Sprintf("body cut off after %d of %d bytes at offset %d: %v", got, want, off, rerr)); err != nil {
+			return int(got), size, etag, err
 		}
-		wait, derr := b.retryer.RetryDelay(attempt, rerr)
-		if attempt >= b.retryer.MaxAttempts() || derr != nil {
-			return int(got), size, etag, &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrNetwork,
-				Attempts: attempt, Detail: fmt.Sprintf("body cut off after %d of %d bytes at offset %d: %v", got, want, off, rerr)}
-		}
-		b.retried(attempt, wait, rerr)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return int(got), size, etag, context.Cause(ctx)
-		}
+	}
+}
+
+// retryBody follows a body that failed on attempt: it fails, with detail,
+// once the retryer gives up, else waits its delay and returns nil.
+func (b *Bucket) retryBody(ctx context.Context, key string, attempt int, err error, detail string) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	wait, derr := b.retryer.RetryDelay(attempt, err)
+	if attempt >= b.retryer.MaxAttempts() || derr != nil {
+		return &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrNetwork, Attempts: attempt, Detail: detail}
+	}
+	b.retried(attempt, wait, err)
+	select {
+	case <-time.After(wait):
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }
 
@@ -151,18 +159,8 @@ func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		if rerr == nil {
 			return buf[:n], nil
 		}
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		wait, derr := b.retryer.RetryDelay(attempt, rerr)
-		if attempt >= b.retryer.MaxAttempts() || derr != nil {
-			return nil, &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrNetwork, Attempts: attempt, Detail: rerr.Error()}
-		}
-		b.retried(attempt, wait, rerr)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+		if err := b.retryBody(ctx, key, attempt, rerr, rerr.Error()); err != nil {
+			return nil, err
 		}
 	}
 }

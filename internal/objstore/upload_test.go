@@ -98,7 +98,7 @@ func TestUploads(t *testing.T) {
 		up := b.Create(ctx, "x.safetensors", nil)
 		f := filewrite.CreateSink(up, "test object", nil, nil)
 		f.Write(data)
-		err = f.Commit()
+		err := f.Commit()
 		if err == nil || p.Corrupted.Load() != 1 {
 			t.Fatalf("a corrupted part was accepted: %v (corrupted %d)", err, p.Corrupted.Load())
 		}
