@@ -13,12 +13,10 @@
 //
 // The lock is an exclusive, non-blocking flock(2) on the file LockName inside
 // the directory, which holds the holder's pid for the error message. The
-// kernel drops it when the process exits, however it exits (kill -9
-// included), so a killed run never leaves a lock that blocks the next one; a
-// leftover lock file from such a run is simply reused. Release removes the
-// file. Where flock is not available (systems that are neither unix nor
-// windows) the lock is the file's exclusive creation, and a killed run's
-// leftover file has to be removed by hand (the error says so).
+// kernel drops it when the process exits, however it exits, so a killed run
+// never leaves a lock that blocks the next one (its file is reused). Where
+// flock is not available the lock is the file's exclusive creation, and a
+// killed run's leftover file has to be removed by hand (the error says so).
 //
 // Lock files are part of no output: listings of DST (stray-file checks,
 // side-file copies, cleanup) must skip LockName.
@@ -67,10 +65,6 @@ func Acquire(dir, name string) (*Lock, error) {
 	}
 	return &Lock{f: f, path: p}, nil
 }
-
-// Held reports whether a live process holds the lock file at p (false when
-// there is no such file).
-func Held(p string) bool { return held(p) }
 
 // Release removes the lock file and drops the lock. It is safe to call more
 // than once (later calls do nothing), so it can be deferred.

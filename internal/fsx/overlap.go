@@ -50,10 +50,7 @@ func resolveExisting(path string) (string, error) {
 	}
 	var rest []string
 	for p := abs; ; p = filepath.Dir(p) {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			if real, err = filepath.Abs(real); err != nil {
-				return "", err
-			}
+		if real, err := realPath(p); err == nil {
 			for i := len(rest) - 1; i >= 0; i-- {
 				real = filepath.Join(real, rest[i])
 			}

@@ -3,7 +3,6 @@ package fsx
 import (
 	"errors"
 	"fmt"
-
 	"path/filepath"
 	"strings"
 )
@@ -26,15 +25,20 @@ type Root struct {
 
 // NewRoot resolves dir for later Resolve and Allowed calls.
 func NewRoot(dir string) (*Root, error) {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil, err
-	}
-	real, err = filepath.Abs(real)
+	real, err := realPath(dir)
 	if err != nil {
 		return nil, err
 	}
 	return &Root{dir: dir, real: real, repo: hubRepo(real)}, nil
+}
+
+// realPath is p with every link resolved, made absolute.
+func realPath(p string) (string, error) {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(real)
 }
 
 // hubRepo returns the repository folder when real lies inside a hub cache
@@ -60,11 +64,8 @@ func hubRepo(real string) string {
 // where Allowed refuses, or one wrapping fs.ErrNotExist when it is missing.
 // The error names the link's target, not name: callers say which entry.
 func (r *Root) Resolve(name string) (string, error) {
-	real, err := filepath.EvalSymlinks(filepath.Join(r.dir, filepath.FromSlash(name)))
+	real, err := realPath(filepath.Join(r.dir, filepath.FromSlash(name)))
 	if err != nil {
-		return "", err
-	}
-	if real, err = filepath.Abs(real); err != nil {
 		return "", err
 	}
 	if err := r.allowed(real); err != nil {
