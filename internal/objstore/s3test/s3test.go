@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -287,7 +288,7 @@ func (s *Server) PutDir(t testing.TB, dir, bucket, prefix string) {
 			return err
 		}
 		defer f.Close()
-		return s.Put(bucket, join(prefix, filepath.ToSlash(rel)), f)
+		return s.Put(bucket, path.Join(prefix, filepath.ToSlash(rel)), f)
 	})
 	if err != nil {
 		t.Fatalf("upload %s: %v", dir, err)
@@ -345,7 +346,7 @@ func (s *Server) getDir(bucket, prefix, dir string) (keys []string, err error) {
 		}
 	}
 	for _, k := range keys {
-		out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(join(prefix, k))})
+		out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(path.Join(prefix, k))})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
@@ -365,11 +366,4 @@ func (s *Server) getDir(bucket, prefix, dir string) (keys []string, err error) {
 		}
 	}
 	return keys, nil
-}
-
-func join(prefix, name string) string {
-	if prefix == "" {
-		return name
-	}
-	return prefix + "/" + name
 }
