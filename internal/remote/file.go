@@ -34,8 +34,8 @@ type File struct {
 	loc     atomic.Pointer[string] // the redirect target last served from
 }
 
-// Open probes a file (one small range request) for its size and ETag. Each
-// name is probed once per source; later calls return the same *File.
+// Open probes a file (one small range request) for its size and ETag, once
+// per name and source: later calls return the same *File.
 func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 	s.mu.Lock()
 	e := s.files[name]
@@ -71,10 +71,9 @@ func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 // Size is the file's length.
 func (f *File) Size() int64 { return f.size }
 
-// Version is what identifies the file's content between runs and requests:
-// its ETag, else its Last-Modified date, else the commit its revision is
-// pinned to or the hub reported. "" means the server offered nothing: a
-// change of content that keeps the size cannot be detected.
+// Version identifies the file's content between runs and requests: its ETag,
+// else its Last-Modified date, else the commit its revision is pinned to or
+// the hub reported; "" when the server offered nothing.
 func (f *File) Version() string {
 	switch {
 	case f.etag != "":
@@ -152,18 +151,14 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 		if err == nil {
 			return got, nil
 		}
-		if ctx.Err() != nil {
-			// Cancelled, past the deadline, or stopped by another request's
-			// failure (the cause): not this read's error to annotate.
+		if ctx.Err() != nil { // not this read's error to annotate
 			return got, context.Cause(ctx)
 		}
 		var e *Error
 		if !errors.As(err, &e) {
 			return got, err
 		}
-		if errors.Is(err, errRefused) && !refreshed {
-			// A redirect target (a CDN's signed URL) refused us: it expired.
-			// Ask the origin again, once.
+		if errors.Is(err, errRefused) && !refreshed { // a CDN's signed URL expired: ask the origin again
 			refreshed = true
 			f.loc.Store(nil)
 			continue

@@ -14,9 +14,8 @@ var errStall = errors.New("stalled")
 
 // pacer enforces an attempt's pace: the response header within one window
 // (the stall timeout), then, in every window of the body, at least the
-// minimum rate's worth of bytes (one byte with no minimum rate; no more than
-// the body still owes). A trickle that keeps a stall timer alive with a
-// byte now and then fails as surely as a silent server.
+// minimum rate's worth of bytes (at least one; at most what the body still
+// owes), so that a trickle fails as surely as a silent server.
 type pacer struct {
 	window    time.Duration
 	rate      int64 // bytes per second, 0: none
@@ -38,7 +37,7 @@ func newPacer(window time.Duration, rate int64, cancel context.CancelCauseFunc) 
 	return p
 }
 
-// startBody starts the body's windows: n bytes are owed.
+// startBody starts the body's windows, n bytes owed.
 func (p *pacer) startBody(n int64) {
 	p.left.Store(n)
 	p.got.Store(0)
@@ -60,9 +59,7 @@ func (p *pacer) tick() {
 		p.t.Reset(p.window)
 	case got == 0:
 		p.cancel(errStall)
-	default:
-		// A body slower than the minimum rate is a stall too: transient,
-		// retried and resumed; the cause says how slow.
+	default: // a stall too, retried and resumed; the cause says how slow
 		p.cancel(fmt.Errorf("%w: %d bytes in %v, under the minimum rate of %s/s", errStall, got, p.window, rateStr(p.rate)))
 	}
 }
@@ -88,9 +85,8 @@ func (r *pacedReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// readDeadline bounds one read of n bytes, its retries included: it must end
-// within the time limit plus n bytes at the minimum rate. The cause the
-// context ends with is an *Error saying so.
+// readDeadline bounds one read of n bytes, its retries included, to the time
+// limit plus n bytes at the minimum rate; the context's cause says so.
 func (s *Source) readDeadline(ctx context.Context, name string, off, n int64) (context.Context, context.CancelFunc) {
 	d := s.o.TimeLimit
 	if s.o.MinRate > 0 {

@@ -10,30 +10,24 @@ import (
 	"strings"
 )
 
-// defaultEndpoint is the public hub, used when HF_ENDPOINT is unset.
-const defaultEndpoint = "https://huggingface.co"
-
-// defaultRevision is the branch an hf:// reference without @revision reads.
-const defaultRevision = "main"
-
-// maxTokenFile bounds the token file read; a real token is under 100 bytes.
-const maxTokenFile = 64 << 10
+const (
+	defaultEndpoint = "https://huggingface.co" // when HF_ENDPOINT is unset
+	defaultRevision = "main"
+	// maxTokenFile bounds the token file read; a real token is under 100 bytes.
+	maxTokenFile = 64 << 10
+)
 
 // location is where a checkpoint lives once resolved.
 type location struct {
-	// Base is the directory URL, ending in '/', that file names are appended
-	// to (path-escaped). Empty when LocalDir is set.
-	Base string
-	// LocalDir is the cached snapshot directory an hf:// reference resolves to
-	// in offline mode (HF_HUB_OFFLINE); empty otherwise.
-	LocalDir string
+	// Base is the directory URL, ending in '/', that path-escaped file names
+	// are appended to; empty when LocalDir, the cached snapshot directory of
+	// an hf:// reference in offline mode, is set.
+	Base, LocalDir string
 	// Name is the file the reference pointed at ("" for a directory).
 	Name string
-	// Token is the bearer token for TokenHost ("" for none).
-	Token string
-	// TokenHost is the origin (scheme://host[:port]) allowed to receive Token;
-	// a redirect to any other origin is followed without it.
-	TokenHost string
+	// Token is the bearer token for TokenHost, the origin
+	// (scheme://host[:port]) allowed to receive it.
+	Token, TokenHost string
 	// Repo and Revision are the hub repository and revision (hf:// only).
 	Repo, Revision string
 }
@@ -177,12 +171,11 @@ func expandPath(p string, env func(string) string) string {
 	return p
 }
 
-// repoPart is one component of a repository id (huggingface_hub's rules:
-// word characters, '-' and '.', no leading or trailing '-' or '.').
-var repoPart = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`)
-
-// commitRE is a full commit hash.
-var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+var (
+	// repoPart is one component of a repository id (huggingface_hub's rules).
+	repoPart = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`)
+	commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+)
 
 // Resolve turns raw into a Location: an http(s):// URL to a directory (ending
 // in '/') or to a file in one, or hf://org/name[@revision][/path] resolved as

@@ -57,8 +57,8 @@ type Options struct {
 	MaxRedirects int
 	// Progress, if not nil, hears every byte received and every retry.
 	Progress progress
-	// Warn, if not nil, hears once per source that a file was opened whose
-	// server offers nothing to verify its content by (see File.Version).
+	// Warn, if not nil, hears once per source that a file's server offers
+	// nothing to verify its content by (see File.Version).
 	Warn func(msg string)
 }
 
@@ -154,7 +154,6 @@ type Source struct {
 	warnOnce                 sync.Once
 }
 
-// unverified warns, once, that a file's content cannot be verified.
 func (s *Source) unverified(name string) {
 	s.warnOnce.Do(func() {
 		if s.o.Warn != nil {
@@ -190,8 +189,7 @@ func (s *Source) Stats() Stats {
 	return Stats{Fetched: s.bytes.Load(), Requests: s.requests.Load(), Retries: s.retries.Load()}
 }
 
-// repoCommit is the repository commit the hub reported (X-Repo-Commit), ""
-// when none did.
+// repoCommit is the first X-Repo-Commit the hub reported ("": none).
 func (s *Source) repoCommit() string {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
@@ -221,8 +219,8 @@ func (s *Source) received(counter *atomic.Int64) func(int64) {
 	}
 }
 
-// checkCommit fails when the hub reports a different commit for the revision
-// than it did before: the branch moved during the run.
+// checkCommit fails when the hub reports another commit for the revision
+// than before: the branch moved during the run.
 func (s *Source) checkCommit(name string, h http.Header) error {
 	c := h.Get("X-Repo-Commit")
 	if c == "" {
@@ -399,8 +397,7 @@ func (s *Source) readSmallOnce(ctx context.Context, name, target string, limit i
 	return b, 0, nil
 }
 
-// bound joins ctx with the source's own context: a request stops when
-// either is done.
+// bound joins ctx with the source's own context.
 func (s *Source) bound(ctx context.Context) (context.Context, func()) {
 	if ctx == nil {
 		ctx = context.Background()
