@@ -13,16 +13,16 @@ import (
 	"os"
 )
 
-// ErrNotRegular is wrapped by every refusal of a path that is not a regular
-// file; the message says what the path is instead.
-var ErrNotRegular = errors.New("not a regular file")
-
-// errTooLarge is wrapped when a file read whole holds more than its limit.
-var errTooLarge = errors.New("file over its size limit")
+var (
+	// ErrNotRegular is wrapped by every refusal of a path that is not a
+	// regular file; the message says what the path is instead.
+	ErrNotRegular = errors.New("not a regular file")
+	errTooLarge   = errors.New("file over its size limit")
+)
 
 // Open opens path for reading, refusing anything that is not a regular file
 // (after following symbolic links) without blocking on it. Errors are
-// *fs.PathError values naming the path.
+// *fs.PathError values.
 func Open(path string) (*os.File, error) {
 	f, err := openRegular(path)
 	if err != nil {

@@ -11,12 +11,8 @@ import (
 // links) to a place the checkpoint may not read.
 var ErrOutside = errors.New("link leads outside the checkpoint")
 
-// hubRepoPrefix starts the name of a Hugging Face hub cache repository folder
-// (models--org--name), which holds snapshots/<rev>/ (links) and blobs/ (data).
-const hubRepoPrefix = "models--"
-
 // Root is a checkpoint directory with its own links resolved once, so that
-// each entry costs one resolution. The zero value is not usable; see NewRoot.
+// each entry costs one resolution. Make one with NewRoot.
 type Root struct {
 	dir  string // as given
 	real string // dir with every link resolved
@@ -51,7 +47,7 @@ func hubRepo(real string) string {
 		}
 		if filepath.Base(parent) == "snapshots" {
 			repo := filepath.Dir(parent)
-			if strings.HasPrefix(filepath.Base(repo), hubRepoPrefix) {
+			if strings.HasPrefix(filepath.Base(repo), "models--") {
 				return repo
 			}
 		}
@@ -74,12 +70,10 @@ func (r *Root) Resolve(name string) (string, error) {
 	return real, nil
 }
 
-// allowed decides whether real, a fully resolved absolute path reached from
-// an entry of the checkpoint, may be read: it must lie inside the checkpoint
-// directory or, when the checkpoint is a Hugging Face hub cache snapshot,
-// inside that repository's cache folder (the snapshot's links point into
-// ../../blobs/). Every reader of checkpoint entries (shards, index, side
-// files) applies this one rule.
+// allowed decides whether real, a resolved absolute path reached from an
+// entry of the checkpoint, may be read: it must lie inside the checkpoint
+// directory or, for a hub cache snapshot, inside that repository's cache
+// folder (the snapshot's links point into ../../blobs/).
 func (r *Root) allowed(real string) error {
 	if within(r.real, real) || (r.repo != "" && within(r.repo, real)) {
 		return nil
