@@ -254,8 +254,7 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	if resp.ContentLength >= 0 && resp.ContentLength != want {
 		return fail(ErrProtocol, "Content-Length %d for Content-Range %q", resp.ContentLength, cr)
 	}
-	pace.startBody(want)
-	body := pace.reader(resp.Body, s.received(counter))
+	body := pace.startBody(want, resp.Body, s.received(counter))
 	n, err := io.ReadFull(body, p[:want])
 	if err != nil {
 		return n, after, netError(actx, err, f.Name, host, s.o.StallTimeout,

@@ -22,6 +22,8 @@ type pacer struct {
 	perWindow int64 // bytes every window needs, at least 1
 	cancel    context.CancelCauseFunc
 	t         *time.Timer
+	r         io.Reader   // the body (see startBody)
+	count     func(int64) // hears the body's bytes
 
 	body atomic.Bool  // the response header has arrived
 	got  atomic.Int64 // body bytes of the current window
@@ -37,12 +39,15 @@ func newPacer(window time.Duration, rate int64, cancel context.CancelCauseFunc) 
 	return p
 }
 
-// startBody starts the body's windows, n bytes owed.
-func (p *pacer) startBody(n int64) {
+// startBody starts the windows of body r, n bytes owed, and returns the
+// reader of r that counts its bytes into the pace and into count.
+func (p *pacer) startBody(n int64, r io.Reader, count func(int64)) io.Reader {
+	p.r, p.count = r, count
 	p.left.Store(n)
 	p.got.Store(0)
 	p.body.Store(true)
 	p.t.Reset(p.window)
+	return p
 }
 
 func (p *pacer) stop() { p.t.Stop() }
@@ -64,23 +69,12 @@ func (p *pacer) tick() {
 	}
 }
 
-// reader counts r's bytes into the pace and into count.
-func (p *pacer) reader(r io.Reader, count func(int64)) io.Reader {
-	return &pacedReader{r: r, p: p, count: count}
-}
-
-type pacedReader struct {
-	r     io.Reader
-	p     *pacer
-	count func(int64)
-}
-
-func (r *pacedReader) Read(b []byte) (int, error) {
-	n, err := r.r.Read(b)
+func (p *pacer) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
 	if n > 0 {
-		r.p.got.Add(int64(n))
-		r.p.left.Add(-int64(n))
-		r.count(int64(n))
+		p.got.Add(int64(n))
+		p.left.Add(-int64(n))
+		p.count(int64(n))
 	}
 	return n, err
 }

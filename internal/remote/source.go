@@ -380,8 +380,7 @@ func (s *Source) readSmallOnce(ctx context.Context, name, target string, limit i
 	if resp.ContentLength >= 0 {
 		owed = resp.ContentLength
 	}
-	pace.startBody(owed)
-	body := pace.reader(io.LimitReader(resp.Body, limit+1), s.received(nil))
+	body := pace.startBody(owed, io.LimitReader(resp.Body, limit+1), s.received(nil))
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return nil, 0, netError(actx, err, name, u.Host, s.o.StallTimeout, "")

@@ -109,24 +109,9 @@ func (st *stream) direct(name string, p []byte, n int, off int64) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	rest := p[n:]
-	at := off + int64(n)
-	if at >= f.Size() {
-		return n, io.EOF
-	}
-	short := int64(len(rest)) > f.Size()-at
-	if short {
-		rest = rest[:f.Size()-at]
-	}
-	var got atomic.Int64
-	if err := f.readRange(context.Background(), rest, at, &got); err != nil {
-		return n, err
-	}
-	st.unplanned.Add(int64(len(rest)))
-	if short {
-		return n + len(rest), io.EOF
-	}
-	return len(p), nil
+	m, err := f.ReadAt(p[n:], off+int64(n))
+	st.unplanned.Add(int64(m))
+	return n + m, err
 }
 
 // Close stops the fetch and reports what it cost; err is the fetch's
