@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/url"
@@ -54,11 +55,7 @@ type hub struct {
 }
 
 func hubConfig(env func(string) string) (hub, error) {
-	var h hub
-	h.endpoint = strings.TrimRight(env("HF_ENDPOINT"), "/")
-	if h.endpoint == "" {
-		h.endpoint = defaultEndpoint
-	}
+	h := hub{endpoint: cmp.Or(strings.TrimRight(env("HF_ENDPOINT"), "/"), defaultEndpoint)}
 	u, err := url.Parse(h.endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return h, &Error{Kind: ErrSource, Detail: fmt.Sprintf("HF_ENDPOINT %q is not an http(s) URL", h.endpoint)}
@@ -67,38 +64,19 @@ func hubConfig(env func(string) string) (hub, error) {
 	h.offline = isTrue(env("HF_HUB_OFFLINE")) || isTrue(env("TRANSFORMERS_OFFLINE"))
 	home := expandPath(env("HF_HOME"), env)
 	if home == "" {
-		xdg := env("XDG_CACHE_HOME")
-		if xdg == "" {
-			xdg = filepath.Join(homeDir(env), ".cache")
-		}
-		home = filepath.Join(xdg, "huggingface")
+		home = filepath.Join(cmp.Or(env("XDG_CACHE_HOME"), filepath.Join(homeDir(env), ".cache")), "huggingface")
 	}
-	h.cache = expandPath(env("HF_HUB_CACHE"), env)
-	if h.cache == "" {
-		h.cache = expandPath(env("HUGGINGFACE_HUB_CACHE"), env)
-	}
-	if h.cache == "" {
-		h.cache = filepath.Join(home, "hub")
-	}
+	h.cache = cmp.Or(expandPath(env("HF_HUB_CACHE"), env), expandPath(env("HUGGINGFACE_HUB_CACHE"), env), filepath.Join(home, "hub"))
 	// huggingface_hub sends no token at all, not even HF_TOKEN, when implicit
 	// tokens are disabled.
 	if isTrue(env("HF_HUB_DISABLE_IMPLICIT_TOKEN")) {
 		return h, nil
 	}
-	h.token = cleanToken(env("HF_TOKEN"))
+	h.token = cmp.Or(cleanToken(env("HF_TOKEN")), cleanToken(env("HUGGING_FACE_HUB_TOKEN")))
 	if h.token == "" {
-		h.token = cleanToken(env("HUGGING_FACE_HUB_TOKEN"))
+		h.token, err = readToken(cmp.Or(expandPath(env("HF_TOKEN_PATH"), env), filepath.Join(home, "token")))
 	}
-	if h.token == "" {
-		path := expandPath(env("HF_TOKEN_PATH"), env)
-		if path == "" {
-			path = filepath.Join(home, "token")
-		}
-		if h.token, err = readToken(path); err != nil {
-			return h, err
-		}
-	}
-	return h, nil
+	return h, err
 }
 
 // isTrue is huggingface_hub's reading of a boolean variable.
