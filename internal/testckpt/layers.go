@@ -11,10 +11,8 @@ import (
 
 // LayersConfigJSON is the config.json of a built-in scale cut to its first n
 // layers, MLA at every 4th (1-based) as in K3 and KDA at the others: every
-// kind of tensor (the dense layer, KDA, MLA, experts, the model-level
-// tensors, projector and vision tower) in n+3 shards instead of 96, for tests
-// whose subject does not depend on the released layer count and that would
-// otherwise create, fill or copy 96 files.
+// kind of tensor in n+3 shards instead of 96, for tests whose subject does
+// not depend on the released layer count.
 func LayersConfigJSON(tb testing.TB, scale model.Scale, n int) []byte {
 	tb.Helper()
 	b, err := model.FamilyConfigJSON("", scale)

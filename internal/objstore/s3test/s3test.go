@@ -72,15 +72,13 @@ var shared struct {
 	err  error
 }
 
-// Start returns the test binary's MinIO, started on first use (one server
-// for every test of the binary: starting one takes seconds), with no bucket
-// left by an earlier test, and points the AWS settings of the process at it
-// for the test. Under -short it skips the test: the quick loop leaves the
-// real-server tests to the full run. The server is killed when the test binary exits
-// (Pdeathsig, Linux only: elsewhere every test starts a server of its own)
-// and keeps its data in a directory of testckpt.Dir, which testckpt.Main
-// removes. Tests using it cannot run in parallel (t.Setenv refuses to), so
-// each has the server to itself; its buckets are removed when it ends.
+// Start returns the test binary's MinIO, started on first use (starting one
+// takes seconds), with no bucket left by an earlier test, and points the
+// process's AWS settings at it for the test; under -short it skips the test.
+// The server is killed when the test binary exits (Pdeathsig, Linux only:
+// elsewhere every test starts its own) and keeps its data in a testckpt.Dir.
+// Tests using it cannot run in parallel (t.Setenv refuses to), so each has
+// the server to itself.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	if testing.Short() {
@@ -241,9 +239,8 @@ func (s *Server) wipe() error {
 	return nil
 }
 
-// Env sets the variables every AWS tool reads to reach the server with the
-// root credentials, and hides the user's own AWS configuration and the
-// instance metadata service.
+// env points every AWS setting at the server with the root credentials, and
+// hides the user's own AWS configuration and the instance metadata service.
 func (s *Server) env(t testing.TB) {
 	t.Setenv("AWS_ACCESS_KEY_ID", user)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", password)
@@ -301,10 +298,9 @@ func (s *Server) Put(bucket, key string, r io.ReadSeeker) error {
 	return err
 }
 
-// GetDir downloads every object under bucket/prefix into dir, keyed by
-// the rest of its key. An object listed and gone before its GET (a killed
-// client's request still reaching the server) makes it list again, with
-// the files of the failed pass removed.
+// GetDir downloads every object under bucket/prefix into dir, keyed by the
+// rest of its key. An object listed and gone before its GET (a killed
+// client's request still reaching the server) makes it try again.
 func (s *Server) GetDir(t testing.TB, bucket, prefix, dir string) []string {
 	t.Helper()
 	for try := 1; ; try++ {
