@@ -37,7 +37,7 @@ func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64
 		}
 		out, err := b.c.GetObject(ctx, in)
 		if err != nil {
-			if off == 0 && got == 0 && etag == "" && isInvalidRange(err) {
+			if off == 0 && got == 0 && etag == "" && hasCode(err, "InvalidRange") {
 				return b.empty(ctx, key)
 			}
 			return int(got), 0, "", b.fail(key, err)
@@ -122,9 +122,10 @@ func (b *Bucket) empty(ctx context.Context, key string) (int, int64, string, err
 	return 0, aws.ToInt64(h.ContentLength), aws.ToString(h.ETag), nil
 }
 
-func isInvalidRange(err error) bool {
+// hasCode reports whether err is the store's answer with that error code.
+func hasCode(err error, code string) bool {
 	var ae smithy.APIError
-	return errors.As(err, &ae) && ae.ErrorCode() == "InvalidRange"
+	return errors.As(err, &ae) && ae.ErrorCode() == code
 }
 
 // rangeTotal reads the object size from "bytes first-last/total".

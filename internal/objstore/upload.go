@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
@@ -301,18 +300,13 @@ func (b *Bucket) abortUnder(ctx context.Context, prefix string, own func(key str
 			if !own(aws.ToString(up.Key)) {
 				continue
 			}
-			if _, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.URL.Bucket, Key: up.Key, UploadId: up.UploadId}); err != nil && !isNoSuchUpload(err) {
+			if _, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.URL.Bucket, Key: up.Key, UploadId: up.UploadId}); err != nil && !hasCode(err, "NoSuchUpload") {
 				return n, b.fail(aws.ToString(up.Key), err)
 			}
 			n++
 		}
 	}
 	return n, nil
-}
-
-func isNoSuchUpload(err error) bool {
-	var ae smithy.APIError
-	return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload"
 }
 
 // Stat reports an object's size and ETag, or ok false when there is none.
