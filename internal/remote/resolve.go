@@ -112,11 +112,11 @@ func readToken(path string) (string, error) {
 		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %d bytes (limit %d)", path, st.Size(), maxTokenFile)}
 	}
 	f, err := os.Open(path)
-	if err != nil {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(io.LimitReader(f, maxTokenFile))
+		f.Close()
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
 	if err != nil {
 		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
 	}
