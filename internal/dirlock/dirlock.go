@@ -66,6 +66,10 @@ func Acquire(dir, name string) (*Lock, error) {
 	return &Lock{f: f, path: p}, nil
 }
 
+// Held reports whether a live process holds the lock file at p (false when
+// there is no such file).
+func Held(p string) bool { return held(p) }
+
 // Release removes the lock file and drops the lock. It is safe to call more
 // than once (later calls do nothing), so it can be deferred.
 func (l *Lock) Release() error {

@@ -23,8 +23,8 @@ func lock(p string) (*os.File, error) {
 	return f, nil
 }
 
-// Held reports whether the lock file at p exists: its existence is the lock.
-func Held(p string) bool {
+// held: the file's existence is the lock.
+func held(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
 }

@@ -42,10 +42,8 @@ func lock(p string) (*os.File, error) {
 	return nil, fmt.Errorf("lock %s: the lock file keeps being replaced", p)
 }
 
-// Held reports whether a live process holds the lock file at p (false when
-// there is no such file): a shared lock is refused while an exclusive one
-// is held.
-func Held(p string) bool {
+// held probes p with a shared lock: refused while an exclusive one is held.
+func held(p string) bool {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false

@@ -8,8 +8,8 @@ import (
 	"os"
 )
 
-// SyncDir fsyncs a directory so that a rename inside it is durable.
-func SyncDir(dir string) error {
+// syncDirectory fsyncs a directory so a rename inside it is durable.
+func syncDirectory(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -99,6 +99,10 @@ var (
 	syncDir = SyncDir
 )
 
+// SyncDir fsyncs a directory so that a rename inside it is durable (a no-op
+// where the system cannot: see syncDirectory).
+func SyncDir(dir string) error { return syncDirectory(dir) }
+
 func (f *Temp) commit(durable bool) error {
 	if f.done {
 		return fmt.Errorf("commit %s: already committed or aborted", f.final)

@@ -29,3 +29,7 @@ func MkdirAll(dir string) error {
 	}
 	return err
 }
+
+// FreeSpace is the space an unprivileged writer may still use on dir's
+// filesystem; false when it cannot be known (as on systems without statfs).
+func FreeSpace(dir string) (int64, bool, error) { return freeSpace(dir) }

@@ -2,5 +2,5 @@
 
 package fsx
 
-// FreeSpace is unknown on this platform (false): callers skip their check.
-func FreeSpace(string) (int64, bool, error) { return 0, false, nil }
+// freeSpace is unknown on this platform: callers skip their check.
+func freeSpace(string) (int64, bool, error) { return 0, false, nil }

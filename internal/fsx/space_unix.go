@@ -4,9 +4,8 @@ package fsx
 
 import "golang.org/x/sys/unix"
 
-// FreeSpace is the space an unprivileged writer may still use on dir's
-// filesystem (statfs); false when it cannot be known.
-func FreeSpace(dir string) (int64, bool, error) {
+// freeSpace asks statfs for the blocks an unprivileged writer may use.
+func freeSpace(dir string) (int64, bool, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, false, err
