@@ -254,8 +254,8 @@ func (s *Source) openAll(ctx context.Context, ranges []Range, conns int) (map[st
 		}
 		seen[r.File] = true
 		g.Go(func() error {
-			if gctx.Err() != nil { // another open failed: start no more
-				return gctx.Err()
+			if gctx.Err() != nil { // cancelled, or another open failed: start no more
+				return context.Cause(gctx)
 			}
 			f, err := s.Open(gctx, r.File)
 			if err == nil {
