@@ -201,17 +201,14 @@ func (h hub) resolveHF(raw, rest string) (location, error) {
 	bad := func(why string) (location, error) {
 		return location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%s: %s (want hf://org/name[@revision][/path])", raw, why)}
 	}
-	parts := strings.SplitN(rest, "/", 3)
-	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+	org, rest, _ := strings.Cut(rest, "/")
+	name, path, _ := strings.Cut(rest, "/")
+	if org == "" || name == "" {
 		return bad("no org/name")
 	}
-	switch parts[0] {
+	switch org {
 	case "datasets", "spaces", "models":
 		return bad("only model repositories are supported, named without a type prefix")
-	}
-	org, name, path := parts[0], parts[1], ""
-	if len(parts) == 3 {
-		path = parts[2]
 	}
 	rev := defaultRevision
 	if i := strings.IndexByte(name, '@'); i >= 0 {
@@ -219,15 +216,9 @@ func (h hub) resolveHF(raw, rest string) (location, error) {
 		// A revision may itself contain '/' (refs/pr/N, refs/convert/X);
 		// otherwise the first '/' ends it. A quoted revision (refs%2Fpr%2F1)
 		// is unquoted.
-		if rev == "refs" {
-			seg := strings.SplitN(path, "/", 3)
-			if len(seg) >= 2 {
-				rev = "refs/" + seg[0] + "/" + seg[1]
-				path = ""
-				if len(seg) == 3 {
-					path = seg[2]
-				}
-			}
+		if kind, after, ok := strings.Cut(path, "/"); rev == "refs" && ok {
+			n, p, _ := strings.Cut(after, "/")
+			rev, path = "refs/"+kind+"/"+n, p
 		}
 		if u, err := url.PathUnescape(rev); err == nil {
 			rev = u
