@@ -13,12 +13,10 @@
 //
 // The lock is an exclusive, non-blocking flock(2) on the file LockName inside
 // the directory, which holds the holder's pid for the error message. The
-// kernel drops it when the process exits, however it exits (kill -9
-// included), so a killed run never leaves a lock that blocks the next one; a
-// leftover lock file from such a run is simply reused. Release removes the
-// file. Where flock is not available (systems that are neither unix nor
-// windows) the lock is the file's exclusive creation, and a killed run's
-// leftover file has to be removed by hand (the error says so).
+// kernel drops it when the process exits, however it exits, so a killed run
+// never leaves a lock that blocks the next one (its file is reused). Where
+// flock is not available the lock is the file's exclusive creation, and a
+// killed run's leftover file has to be removed by hand (the error says so).
 //
 // Lock files are part of no output: listings of DST (stray-file checks,
 // side-file copies, cleanup) must skip LockName.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 )
 
 // writeOne writes data through a fresh file of pool and returns what the
@@ -94,3 +95,6 @@ func TestDirectRefusedAtWrite(t *testing.T) {
 		t.Skip("this filesystem accepted direct writes from unaligned buffers")
 	}
 }
+
+// addr is the address of b's first byte.
+func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

@@ -1,20 +1,19 @@
 // Package filewrite is the one engine that writes output files: a File takes
 // its bytes strictly in file order, hashes exactly the bytes it writes (so no
-// file is ever read back to be hashed; CreateUnhashed skips it), stages them in an aligned buffer that
-// goes to the disk in large writes, and appears under its final name only
-// when complete and synced (temporary, fsync, rename, directory fsync). That
-// last step is a Temp's, and so is every other file's the module writes
-// (WriteFile for small files written whole, CreateTemp for files written at
-// arbitrary offsets): there is one write path. Run drives many files at once: jobs produce them, committers sync and rename
+// file is ever read back to be hashed; CreateUnhashed skips it), stages them
+// in aligned buffers that go to the disk in large writes, and appears under
+// its final name only when complete and synced (temporary, fsync, rename,
+// directory fsync). That last step is a Temp's, and so is every other file's
+// the module writes (WriteFile, CreateTemp): there is one write path. Run
+// drives many files at once: jobs produce them, committers sync and rename
 // them, so that waiting for the disk overlaps producing the next file.
 //
-// Staged buffers are hashed and go to the disk on goroutines of the file's
-// own, from a Pool shared by the files of a run: the producer never waits
-// for the hash or the disk unless every buffer is in flight. Where the
-// system allows it (Linux), they bypass the page cache (O_DIRECT): the disk reads them straight from
-// the buffer, which saves copying every byte into the cache and writing it
-// back later, and leaves the final fsync little to wait for. Elsewhere, or
-// on a filesystem that refuses direct I/O, writes go through the page cache.
+// Staged buffers are hashed and written on goroutines of the file's own,
+// from a Pool shared by the files of a run: the producer never waits for the
+// hash or the disk unless every buffer is in flight. Where the system allows
+// it (Linux), writes bypass the page cache (O_DIRECT), which saves copying
+// every byte into the cache and leaves the final fsync little to wait for;
+// elsewhere, or on a filesystem that refuses direct I/O, they go through it.
 package filewrite
 
 import (
@@ -27,8 +26,8 @@ import (
 	"os"
 )
 
-// align is the alignment of direct writes: buffer addresses, file offsets and
-// lengths are multiples of it (the largest logical block size in use).
+// align is the alignment of direct writes' buffer addresses, file offsets
+// and lengths (the largest logical block size in use).
 const align = 4096
 
 // bufferSize is the size of a Pool's buffers: large enough that writes reach
@@ -39,7 +38,7 @@ const bufferSize = 4 << 20
 type File struct {
 	af        *Temp
 	sink      sink      // instead of af: see CreateSink
-	final     string    // the sink's name
+	final     string    // the name it gets on Commit (a sink's: a URL)
 	h         hash.Hash // sha256; nil: not hashed
 	pool      *Pool
 	cur       []byte // the buffer being filled; cur[:n] is pending
@@ -80,21 +79,26 @@ func CreateUnhashed(path string, pool *Pool, progress func(int64)) (*File, error
 	return create(path, pool, progress, false)
 }
 
-// create starts the file; a hashed one gets a hasher between the producer
-// and the writer, so that hashing a chunk overlaps both producing the next
-// one and writing the one before.
 func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, error) {
-	own := pool == nil
-	if own {
-		pool = newPool(2)
-	}
 	af, err := CreateTemp(path)
 	if err != nil {
 		return nil, err
 	}
-	f := &File{af: af, pool: pool, progress: progress, ownPool: own,
-		chunks: make(chan chunk, cap(pool.free)), hashed: make(chan struct{}), done: make(chan error, 1)}
+	f := &File{af: af, final: path}
 	f.direct = directOn(af.File, true) == nil
+	return f.start(pool, progress, hashed), nil
+}
+
+// start starts the file's writer; a hashed one gets a hasher between the
+// producer and the writer, so that hashing a chunk overlaps both producing
+// the next one and writing the one before.
+func (f *File) start(pool *Pool, progress func(int64), hashed bool) *File {
+	f.ownPool = pool == nil
+	if f.ownPool {
+		pool = newPool(2)
+	}
+	f.pool, f.progress = pool, progress
+	f.chunks, f.hashed, f.done = make(chan chunk, cap(pool.free)), make(chan struct{}), make(chan error, 1)
 	f.in = f.chunks
 	if hashed {
 		f.h = sha256.New()
@@ -104,7 +108,7 @@ func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, 
 		close(f.hashed)
 	}
 	go f.writer()
-	return f, nil
+	return f
 }
 
 // hasher hashes the chunks in order and passes them on to the writer.
@@ -115,14 +119,6 @@ func (f *File) hasher() {
 	}
 	close(f.hashed)
 	close(f.chunks)
-}
-
-// pathName is the name the file gets on Commit.
-func (f *File) pathName() string {
-	if f.sink != nil {
-		return f.final
-	}
-	return f.af.finalName()
 }
 
 // Offset is how many bytes the file has accepted: the offset of the next one.
@@ -179,11 +175,10 @@ func (f *File) CopyFrom(r io.ReaderAt, off, n int64) error {
 	return nil
 }
 
-func (f *File) errFinished() error { return fmt.Errorf("write %s: %w", f.pathName(), errFinished) }
+func (f *File) errFinished() error { return fmt.Errorf("write %s: %w", f.final, errFinished) }
 
 var errFinished = errors.New("file already finished")
 
-// fill makes sure there is a buffer with room.
 func (f *File) fill() {
 	if f.cur == nil {
 		f.cur = f.pool.get()
@@ -201,7 +196,6 @@ func (f *File) accept(c int) {
 	}
 }
 
-// send hands the current buffer to the writer.
 func (f *File) send() {
 	if f.cur != nil {
 		f.in <- chunk{b: f.cur, n: f.n, off: f.base}
@@ -223,10 +217,10 @@ func (f *File) writer() {
 	f.done <- err
 }
 
-// write writes p at off: its aligned part directly (when the file is in
-// direct mode), the rest, which only the file's last chunk has, through the
-// page cache. A filesystem that took O_DIRECT at open but refuses the write
-// gets this and every later write through the page cache.
+// write writes p at off: its aligned part directly (in direct mode), the
+// rest, which only the last chunk has, through the page cache. A filesystem
+// that took O_DIRECT at open but refuses the write gets this and every later
+// write through the page cache.
 func (f *File) write(p []byte, off int64) error {
 	if f.sink != nil {
 		_, err := f.sink.WriteAt(p, off)
@@ -234,22 +228,17 @@ func (f *File) write(p []byte, off int64) error {
 	}
 	if a := len(p) / align * align; f.direct && a > 0 {
 		_, err := f.af.WriteAt(p[:a], off)
-		if err != nil && !errors.Is(err, errInvalid) {
-			return err
-		}
-		if err == nil {
+		switch {
+		case err == nil:
 			p, off = p[a:], off+int64(a)
-		} else {
-			f.direct = false
-			if err := setDirect(f.af.File, false); err != nil {
-				return err
-			}
+		case !errors.Is(err, errInvalid):
+			return err
 		}
 	}
 	if len(p) == 0 {
 		return nil
 	}
-	if f.direct {
+	if f.direct { // the unaligned tail, or a direct write refused
 		f.direct = false
 		if err := setDirect(f.af.File, false); err != nil {
 			return err
@@ -268,8 +257,7 @@ func (f *File) Chmod(mode os.FileMode) error {
 }
 
 // Finish hands what is pending to the writer; nothing can be written after
-// it. It does not wait for the disk: Commit (possibly on another goroutine)
-// does, and reports any write error.
+// it. Commit (possibly on another goroutine) waits for the disk.
 func (f *File) Finish() {
 	if f.finished {
 		return
@@ -285,7 +273,7 @@ func (f *File) Commit() error {
 	f.Finish()
 	if err := f.wait(); err != nil {
 		f.abortTemp()
-		return fmt.Errorf("write %s: %w", f.pathName(), err)
+		return fmt.Errorf("write %s: %w", f.final, err)
 	}
 	var err error
 	if f.sink != nil {

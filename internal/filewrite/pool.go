@@ -3,6 +3,7 @@ package filewrite
 import (
 	"runtime"
 	"sync"
+	"unsafe"
 )
 
 // Pool holds the staging buffers of a run's files. A File takes one to fill
@@ -14,8 +15,7 @@ type Pool struct {
 }
 
 // mappedBuffers are a pool's buffers that mapBuffer made and that are still
-// mapped, by address. The memory is not Go's heap: the collector neither
-// counts it nor frees it.
+// mapped, by address: memory the collector neither counts nor frees.
 type mappedBuffers struct {
 	mu   sync.Mutex
 	bufs map[*byte][]byte
@@ -27,7 +27,6 @@ func (m *mappedBuffers) add(b []byte) {
 	m.mu.Unlock()
 }
 
-// unmap releases b if it is one of them.
 func (m *mappedBuffers) unmap(b []byte) {
 	if len(b) == 0 {
 		return
@@ -40,8 +39,8 @@ func (m *mappedBuffers) unmap(b []byte) {
 	}
 }
 
-// release unmaps them all: it runs once the pool, and so every file that
-// used its buffers, is unreachable (a pool that was not closed).
+// release unmaps them all once the pool, and so every file that used its
+// buffers, is unreachable.
 func (m *mappedBuffers) release() {
 	for _, b := range m.bufs {
 		unmapBuffer(b)
@@ -54,7 +53,6 @@ func (m *mappedBuffers) release() {
 // allocated as they are first needed.
 func NewPool(jobs int) *Pool { return newPool(buffersPerJob * max(jobs, 1)) }
 
-// newPool makes a pool of n buffers (at least 2).
 func newPool(n int) *Pool {
 	n = max(n, 2)
 	p := &Pool{free: make(chan []byte, n), mapped: &mappedBuffers{bufs: map[*byte][]byte{}}}
@@ -101,9 +99,10 @@ func (p *Pool) Close() {
 	}
 }
 
-// alignedBuffer returns n bytes whose address is a multiple of Align.
+// alignedBuffer returns n bytes whose address is a multiple of align (Go's
+// heap does not move objects).
 func alignedBuffer(n int) []byte {
 	b := make([]byte, n+align)
-	skip := (align - int(addr(b)%align)) % align
+	skip := (align - int(uintptr(unsafe.Pointer(unsafe.SliceData(b)))%align)) % align
 	return b[skip : skip+n : skip+n]
 }

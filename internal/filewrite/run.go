@@ -6,21 +6,18 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The sizes of a run, per job: how many staging buffers its pool holds
-// (NewPool: producing a file never waits for the disk while the files
-// before it are written) and how many commits may wait for the disk (Run:
-// enough that fsyncs overlap, few enough that an interrupted run has little
-// to redo).
+// The sizes of a run, per job: staging buffers in its pool (NewPool: enough
+// that producing a file never waits for the files before it), and commits
+// waiting for the disk (Run: enough that fsyncs overlap, few enough that an
+// interrupted run has little to redo).
 const (
 	buffersPerJob = 4
 	commitsPerJob = 4
 )
 
 // Run produces n files with at most jobs at once, in the order 0…n-1, and
-// commits them on other goroutines, so that a file waiting for the disk
-// (fsync, rename) overlaps producing the next ones; at most commitsPerJob ×
-// jobs commits are in flight (4 per job), beyond which producers wait (an interrupted
-// run then has little to redo).
+// commits them on other goroutines (at most commitsPerJob × jobs at once),
+// so that a file waiting for the disk overlaps producing the next ones.
 //
 // produce(ctx, job, i) writes file i using job's resources (job is in
 // [0, jobs) and no two calls running at once share it) and returns how to

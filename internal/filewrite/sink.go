@@ -1,7 +1,5 @@
 package filewrite
 
-import "crypto/sha256"
-
 // sink is where a File made by CreateSink puts its bytes instead of a local
 // temporary: an object store's multipart upload, which no reader sees under
 // its final name before Commit completes it.
@@ -20,15 +18,5 @@ type sink interface {
 // received) and staged in pool's buffers, and Commit hands over to s.Commit
 // once every byte is written.
 func CreateSink(s sink, final string, pool *Pool, progress func(int64)) *File {
-	own := pool == nil
-	if own {
-		pool = newPool(2)
-	}
-	f := &File{sink: s, final: final, pool: pool, progress: progress, ownPool: own,
-		chunks: make(chan chunk, cap(pool.free)), hashed: make(chan struct{}), done: make(chan error, 1)}
-	f.h = sha256.New()
-	f.in = make(chan chunk, cap(pool.free))
-	go f.hasher()
-	go f.writer()
-	return f
+	return (&File{sink: s, final: final}).start(pool, progress, true)
 }

@@ -1,11 +1,5 @@
 package filewrite
 
-// Every file this module writes, large or small, reaches its final name
-// through a Temp: bytes go to a temporary in the same directory, which is
-// fsynced and renamed over the final name, and the directory is synced after.
-// A crash leaves at most a temporary (named with TempPrefix) behind, never a
-// partial file under the final name.
-
 import (
 	"errors"
 	"fmt"
@@ -42,10 +36,11 @@ func LimitPerm(m os.FileMode) (restore func()) {
 	return func() { limit.Store(old) }
 }
 
-// Temp is a file being written under a temporary name: the one place where
-// a temporary is made, synced and renamed over its final name. A File
-// stages its bytes into one; callers that write at arbitrary offsets, or
-// commit several small files together, use it directly.
+// Temp is a file being written under a temporary name in its final name's
+// directory: the one place where a temporary is made, synced and renamed
+// over its final name, so that a crash leaves at most a temporary behind,
+// never a partial file. A File stages its bytes into one; callers that write
+// at arbitrary offsets use it directly.
 type Temp struct {
 	*os.File
 	final string
@@ -82,17 +77,12 @@ func CreateTemp(path string) (*Temp, error) {
 }
 
 // Chmod sets the file's permission bits to m, within those it was created
-// with (so never past the umask and LimitPerm): a copied file keeps its
-// source's mode only as far as the output may be readable. Execute bits
-// are kept where the matching read bit is. It replaces the embedded
-// os.File's Chmod, which would not keep to those bits.
+// with (never past the umask and LimitPerm); execute bits are kept where the
+// matching read bit is.
 func (f *Temp) Chmod(m os.FileMode) error {
 	allowed := f.perm | (f.perm&0o444)>>2
 	return f.File.Chmod(m.Perm() & allowed)
 }
-
-// finalName is the name the file gets on Commit.
-func (f *Temp) finalName() string { return f.final }
 
 // Commit syncs the temporary, renames it to the final name and syncs the
 // directory. On failure the temporary is removed.

@@ -13,16 +13,16 @@ import (
 	"os"
 )
 
-// ErrNotRegular is wrapped by every refusal of a path that is not a regular
-// file; the message says what the path is instead.
-var ErrNotRegular = errors.New("not a regular file")
-
-// errTooLarge is wrapped when a file read whole holds more than its limit.
-var errTooLarge = errors.New("file over its size limit")
+var (
+	// ErrNotRegular is wrapped by every refusal of a path that is not a
+	// regular file; the message says what the path is instead.
+	ErrNotRegular = errors.New("not a regular file")
+	errTooLarge   = errors.New("file over its size limit")
+)
 
 // Open opens path for reading, refusing anything that is not a regular file
 // (after following symbolic links) without blocking on it. Errors are
-// *fs.PathError values naming the path.
+// *fs.PathError values.
 func Open(path string) (*os.File, error) {
 	f, err := openRegular(path)
 	if err != nil {
@@ -50,23 +50,14 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	if st.Size() > limit {
 		return nil, tooLarge(path, st.Size(), limit)
 	}
-	b := make([]byte, 0, st.Size()+1) // bounded by limit, checked above
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if int64(len(b)) > limit {
-			return nil, tooLarge(path, int64(len(b)), limit)
-		}
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-		}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1)) // limit+1: a file that grew
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge(path, int64(len(b)), limit)
+	}
+	return b, nil
 }
 
 func tooLarge(path string, size, limit int64) error {

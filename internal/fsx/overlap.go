@@ -11,12 +11,10 @@ import (
 var ErrOverlap = errors.New("output and input overlap")
 
 // Disjoint refuses an output directory dst that is one of the inputs, lies
-// inside one, or holds one: a run would read what it writes, a cleanup could
-// delete its own input, and a later run would take the output for part of
-// the source. Every path is resolved absolutely through its symbolic links
-// (dst and an input may not exist yet: the links of their longest existing
-// prefix are resolved), so no spelling (relative, "..", a link) hides an
-// overlap. The error names both paths as given.
+// inside one, or holds one (a run would read what it writes, a cleanup could
+// delete its input). Every path is resolved through the links of its longest
+// existing prefix, so no spelling (relative, "..", a link) hides an overlap.
+// The error names both paths as given.
 func Disjoint(dst string, inputs ...string) error {
 	d, err := resolveExisting(dst)
 	if err != nil {
@@ -50,10 +48,7 @@ func resolveExisting(path string) (string, error) {
 	}
 	var rest []string
 	for p := abs; ; p = filepath.Dir(p) {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			if real, err = filepath.Abs(real); err != nil {
-				return "", err
-			}
+		if real, err := realPath(p); err == nil {
 			for i := len(rest) - 1; i >= 0; i-- {
 				real = filepath.Join(real, rest[i])
 			}

@@ -3,7 +3,6 @@ package fsx
 import (
 	"errors"
 	"fmt"
-
 	"path/filepath"
 	"strings"
 )
@@ -12,12 +11,8 @@ import (
 // links) to a place the checkpoint may not read.
 var ErrOutside = errors.New("link leads outside the checkpoint")
 
-// hubRepoPrefix starts the name of a Hugging Face hub cache repository folder
-// (models--org--name), which holds snapshots/<rev>/ (links) and blobs/ (data).
-const hubRepoPrefix = "models--"
-
 // Root is a checkpoint directory with its own links resolved once, so that
-// each entry costs one resolution. The zero value is not usable; see NewRoot.
+// each entry costs one resolution. Make one with NewRoot.
 type Root struct {
 	dir  string // as given
 	real string // dir with every link resolved
@@ -26,15 +21,20 @@ type Root struct {
 
 // NewRoot resolves dir for later Resolve and Allowed calls.
 func NewRoot(dir string) (*Root, error) {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil, err
-	}
-	real, err = filepath.Abs(real)
+	real, err := realPath(dir)
 	if err != nil {
 		return nil, err
 	}
 	return &Root{dir: dir, real: real, repo: hubRepo(real)}, nil
+}
+
+// realPath is p with every link resolved, made absolute.
+func realPath(p string) (string, error) {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(real)
 }
 
 // hubRepo returns the repository folder when real lies inside a hub cache
@@ -47,7 +47,7 @@ func hubRepo(real string) string {
 		}
 		if filepath.Base(parent) == "snapshots" {
 			repo := filepath.Dir(parent)
-			if strings.HasPrefix(filepath.Base(repo), hubRepoPrefix) {
+			if strings.HasPrefix(filepath.Base(repo), "models--") {
 				return repo
 			}
 		}
@@ -60,11 +60,8 @@ func hubRepo(real string) string {
 // where Allowed refuses, or one wrapping fs.ErrNotExist when it is missing.
 // The error names the link's target, not name: callers say which entry.
 func (r *Root) Resolve(name string) (string, error) {
-	real, err := filepath.EvalSymlinks(filepath.Join(r.dir, filepath.FromSlash(name)))
+	real, err := realPath(filepath.Join(r.dir, filepath.FromSlash(name)))
 	if err != nil {
-		return "", err
-	}
-	if real, err = filepath.Abs(real); err != nil {
 		return "", err
 	}
 	if err := r.allowed(real); err != nil {
@@ -73,12 +70,10 @@ func (r *Root) Resolve(name string) (string, error) {
 	return real, nil
 }
 
-// allowed decides whether real, a fully resolved absolute path reached from
-// an entry of the checkpoint, may be read: it must lie inside the checkpoint
-// directory or, when the checkpoint is a Hugging Face hub cache snapshot,
-// inside that repository's cache folder (the snapshot's links point into
-// ../../blobs/). Every reader of checkpoint entries (shards, index, side
-// files) applies this one rule.
+// allowed decides whether real, a resolved absolute path reached from an
+// entry of the checkpoint, may be read: it must lie inside the checkpoint
+// directory or, for a hub cache snapshot, inside that repository's cache
+// folder (the snapshot's links point into ../../blobs/).
 func (r *Root) allowed(real string) error {
 	if within(r.real, real) || (r.repo != "" && within(r.repo, real)) {
 		return nil

@@ -7,12 +7,11 @@ import (
 	"time"
 )
 
-// Stamp is what the filesystem says about a file's version: any write to
-// the file changes its size or its modification and change times, and a
-// replacement under its name changes the device and inode. Comparing stamps
-// tells whether a file is still the one seen earlier without reading it
-// (a write of the same size within one timestamp tick of the earlier look,
-// a few milliseconds, is the one change it can miss).
+// Stamp is what the filesystem says about a file's version: any write
+// changes its size or its modification and change times, a replacement its
+// device and inode. Comparing stamps tells whether a file is still the one
+// seen earlier without reading it (missing only a write of the same size
+// within one timestamp tick of the earlier look).
 type Stamp struct {
 	Size  int64  `json:"size"`
 	MTime int64  `json:"mtime_ns"`
@@ -29,9 +28,8 @@ func StampOf(fi fs.FileInfo) Stamp {
 	return s
 }
 
-// StampReader is the stamp of the file r reads from when r is a local file
-// (it has Stat); for any other reader (a remote file, an in-memory source)
-// it is the zero Stamp, which Change never reports as changed.
+// StampReader is the stamp of the file r reads from when r has Stat (a local
+// file); for any other reader it is the zero Stamp, never reported changed.
 func StampReader(r io.ReaderAt) (Stamp, error) {
 	f, ok := r.(interface{ Stat() (fs.FileInfo, error) })
 	if !ok {

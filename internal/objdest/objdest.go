@@ -50,18 +50,15 @@ type Dest struct {
 
 	ctx   context.Context // bounds the bucket's requests
 	inUse error           // see Open
-
-	etags sync.Map // object name → ETag of an object this run completed
+	etags sync.Map        // object name → ETag of an object this run completed
 }
 
 // Open resolves a bucket DST and its state directory (stateDir, or "" for
-// one under the user's cache directory named after the location, which a
-// rerun on the same machine finds). conns sizes the bucket client's
-// connections; ctx bounds every request. refused and inUse are the
-// caller's sentinels that the Dest's refusals wrap, so that its errors.Is
-// checks hold for a bucket DST as for a local one: refused when the DST
-// cannot receive this run, inUse when another run (another state
-// directory) writes it.
+// one under the user's cache directory named after the location). conns
+// sizes the bucket client's connections; ctx bounds every request. The
+// Dest's refusals wrap the caller's sentinels, as a local DST's would:
+// refused when the DST cannot receive this run, inUse when another run
+// (another state directory) writes it.
 func Open(ctx context.Context, dst, stateDir string, conns int, refused, inUse error) (*Dest, error) {
 	u, err := objstore.Parse(dst)
 	if err != nil {
@@ -97,10 +94,7 @@ func (d *Dest) Path(name string) string { return d.Bucket.URL.Dir() + name }
 // Create starts output object name, streamed from pool's buffers; its
 // ETag is kept for ETag once Commit completes it.
 func (d *Dest) Create(name string, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
-	up, err := d.Bucket.Create(d.ctx, name, func(etag string) { d.etags.Store(name, etag) })
-	if err != nil {
-		return nil, err
-	}
+	up := d.Bucket.Create(d.ctx, name, func(etag string) { d.etags.Store(name, etag) })
 	return filewrite.CreateSink(up, d.Path(name), pool, prog), nil
 }
 
@@ -113,9 +107,8 @@ func (d *Dest) ETag(name string) string {
 }
 
 // Kept reports whether output object name is still the one a run recorded
-// with size and, when etag is set, that ETag (one HEAD); without an ETag
-// (a finished run's manifest), whether its bytes read back have the
-// recorded sha256. It returns the ETag to record.
+// with size and, when etag is set, that ETag (one HEAD); without one,
+// whether its bytes read back have sha. It returns the ETag to record.
 func (d *Dest) Kept(name string, size int64, sha, etag string, prog func(int64)) (bool, string, error) {
 	got, tag, ok, err := d.Bucket.Stat(d.ctx, name)
 	if err != nil || !ok || got != size {
@@ -197,7 +190,7 @@ func (d *Dest) PutLocal(name, path string) error {
 // one fails wrapping fs.ErrNotExist, naming its URL.
 func (d *Dest) ReadFile(name string, limit int64) ([]byte, error) {
 	b, err := d.Bucket.ReadAll(d.ctx, name, limit)
-	if isNotFound(err) {
+	if errors.Is(err, remote.ErrNotFound) {
 		err = fmt.Errorf("%s: %w", d.Path(name), fs.ErrNotExist)
 	}
 	return b, err
@@ -219,11 +212,10 @@ func (d *Dest) AbortOwn(names []string) (int, error) {
 	return d.Bucket.AbortOwn(d.ctx, names)
 }
 
-// Claim ties the DST to the state directory (the caller holds the state
-// directory's lock): the first run creates the claim object with a
-// conditional write and keeps its token in the state directory; a run with
-// another state directory finds a token it does not hold and is refused
-// (wrapping Open's inUse), as a second run on a local DST is refused by its lock.
+// Claim ties the DST to the state directory (whose lock the caller holds):
+// the first run creates the claim object with a conditional write and keeps
+// its token in the state directory; a run with another state directory finds
+// a token it does not hold and is refused, wrapping Open's inUse.
 func (d *Dest) Claim() error {
 	local := filepath.Join(d.StateDir, "claim")
 	token, err := os.ReadFile(local)
@@ -245,7 +237,7 @@ func (d *Dest) Claim() error {
 			}
 			return fmt.Errorf("%w: %s is being written by runs with another state directory (claim %s says %q; this one is %s): run there, pass its --state-dir, or delete %s once no run writes it",
 				d.inUse, d.Name, d.Path(ClaimName), strings.TrimSpace(string(have)), d.StateDir, d.Path(ClaimName))
-		case !isNotFound(err):
+		case !errors.Is(err, remote.ErrNotFound):
 			return err
 		}
 		created, err := d.Bucket.Put(d.ctx, ClaimName, bytes.NewReader(token), int64(len(token)), true)
@@ -271,6 +263,3 @@ func (d *Dest) Unclaim() error {
 	}
 	return os.Remove(filepath.Join(d.StateDir, "claim"))
 }
-
-// isNotFound reports whether err is the store's answer for an absent object.
-func isNotFound(err error) bool { return errors.Is(err, remote.ErrNotFound) }

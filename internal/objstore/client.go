@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -23,13 +24,12 @@ import (
 // speaks S3's protocol to HMAC keys.
 const gCSEndpoint = "https://storage.googleapis.com"
 
-// Defaults for Options fields left zero.
 const (
-	// defaultMaxAttempts is how many times the SDK tries one request.
-	defaultMaxAttempts = 8
-	// defaultStallTimeout fails an attempt whose body sends nothing for
-	// this long (then retried and resumed).
-	defaultStallTimeout = 60 * time.Second
+	// maxAttempts is how many times the SDK tries one request.
+	maxAttempts = 8
+	// stallTimeout fails an attempt whose body sends nothing for this long
+	// (then retried and resumed).
+	stallTimeout = 60 * time.Second
 )
 
 // Options tune a Bucket. The zero value is ready to use.
@@ -38,10 +38,6 @@ type Options struct {
 	// keeps twice that many idle connections per host; 0: 64, more than
 	// any fetch of the commands opens by default).
 	Connections int
-	// MaxAttempts bounds the tries of one request (0: DefaultMaxAttempts).
-	MaxAttempts int
-	// StallTimeout bounds a body that stops sending (0: DefaultStallTimeout).
-	StallTimeout time.Duration
 	// Env looks up gs://'s own settings, GS_ENDPOINT_URL,
 	// GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY, and partSizeEnv (nil:
 	// os.Getenv). The AWS settings are read by the SDK from the process
@@ -58,7 +54,6 @@ type Bucket struct {
 	c       *s3.Client
 	host    string // the endpoint's host, named in errors
 	gs      bool
-	stall   time.Duration
 	retryer aws.RetryerV2
 	onRetry func(remote.RetryEvent) // set once, before the first request
 
@@ -67,11 +62,9 @@ type Bucket struct {
 }
 
 // maxFreeParts bounds the part buffers a bucket keeps once their parts are
-// sent. A buffer is kept only after it was in use, so the kept ones never
-// exceed the most in use at once (uploads at once × (partsInFlight+1)):
-// they cap memory there instead of leaving every part's 8 MiB to the
-// collector, whose heap then grew with the number of parts, and so with
-// the objects' size.
+// sent. Kept ones never exceed the most in use at once, and keeping them
+// caps memory there: left to the collector, the heap grew with the objects'
+// size.
 const maxFreeParts = 128
 
 // New makes a client for u. Credentials and region resolve lazily: a
@@ -81,12 +74,6 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if o.Connections <= 0 {
 		o.Connections = 64
 	}
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = defaultMaxAttempts
-	}
-	if o.StallTimeout <= 0 {
-		o.StallTimeout = defaultStallTimeout
-	}
 	env := o.Env
 	if env == nil {
 		env = os.Getenv
@@ -95,9 +82,9 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if err != nil {
 		return nil, &remote.Error{File: u.String(), Kind: remote.ErrSource, Detail: err.Error()}
 	}
-	b := &Bucket{URL: u, gs: u.Scheme == "gs", stall: o.StallTimeout, partSize: ps, free: make(chan []byte, maxFreeParts)}
+	b := &Bucket{URL: u, gs: u.Scheme == "gs", partSize: ps, free: make(chan []byte, maxFreeParts)}
 	b.retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-		so.MaxAttempts = o.MaxAttempts
+		so.MaxAttempts = maxAttempts
 		// A long throttle must not drain a shared retry budget and fail
 		// every other request with it: each request retries on its own.
 		so.RateLimiter = ratelimit.None
@@ -126,13 +113,7 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1" // S3's default region; S3-compatible stores accept it
 	}
-	var gsEndpoint string
-	if b.gs {
-		gsEndpoint = env("GS_ENDPOINT_URL")
-		if gsEndpoint == "" {
-			gsEndpoint = gCSEndpoint
-		}
-	}
+	gsEndpoint := cmp.Or(env("GS_ENDPOINT_URL"), gCSEndpoint)
 	b.c = s3.NewFromConfig(cfg, func(so *s3.Options) {
 		if b.gs {
 			so.BaseEndpoint = aws.String(gsEndpoint)

@@ -12,6 +12,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
 // maxPut bounds the objects Put sends in one request (S3 takes up to 5 GiB;
@@ -79,7 +81,7 @@ func isStatus(err error, codes ...int) bool {
 func (b *Bucket) Delete(ctx context.Context, name string) error {
 	key := b.URL.join(name)
 	if _, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.URL.Bucket, Key: &key}); err != nil {
-		if err := b.fail(key, err); !isNotFound(err) {
+		if err := b.fail(key, err); !errors.Is(err, remote.ErrNotFound) {
 			return err
 		}
 	}
@@ -95,9 +97,5 @@ func (b *Bucket) AbortOwn(ctx context.Context, names []string) (int, error) {
 	for _, n := range names {
 		own[b.URL.join(n)] = true
 	}
-	prefix := ""
-	if b.URL.Key != "" {
-		prefix = b.URL.Key + "/"
-	}
-	return b.abortUnder(ctx, prefix, func(k string) bool { return own[k] })
+	return b.abortUnder(ctx, b.URL.join(""), func(k string) bool { return own[k] })
 }

@@ -37,7 +37,7 @@ func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64
 		}
 		out, err := b.c.GetObject(ctx, in)
 		if err != nil {
-			if off == 0 && got == 0 && etag == "" && isInvalidRange(err) {
+			if off == 0 && got == 0 && etag == "" && hasCode(err, "InvalidRange") {
 				return b.empty(ctx, key)
 			}
 			return int(got), 0, "", b.fail(key, err)
@@ -61,27 +61,35 @@ func (b *Bucket) Get(ctx context.Context, name, etag string, p []byte, off int64
 		if rerr == nil {
 			return int(got), size, etag, nil
 		}
-		if ctx.Err() != nil {
-			return int(got), size, etag, context.Cause(ctx)
+		if err := b.retryBody(ctx, key, attempt, rerr, fmt.Sprintf("body cut off after %d of %d bytes at offset %d: %v", got, want, off, rerr)); err != nil {
+			return int(got), size, etag, err
 		}
-		wait, derr := b.retryer.RetryDelay(attempt, rerr)
-		if attempt >= b.retryer.MaxAttempts() || derr != nil {
-			return int(got), size, etag, &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrNetwork,
-				Attempts: attempt, Detail: fmt.Sprintf("body cut off after %d of %d bytes at offset %d: %v", got, want, off, rerr)}
-		}
-		b.retried(attempt, wait, rerr)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return int(got), size, etag, context.Cause(ctx)
-		}
+	}
+}
+
+// retryBody follows a body that failed on attempt: it fails, with detail,
+// once the retryer gives up, else waits its delay and returns nil.
+func (b *Bucket) retryBody(ctx context.Context, key string, attempt int, err error, detail string) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	wait, derr := b.retryer.RetryDelay(attempt, err)
+	if attempt >= b.retryer.MaxAttempts() || derr != nil {
+		return &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrNetwork, Attempts: attempt, Detail: detail}
+	}
+	b.retried(attempt, wait, err)
+	select {
+	case <-time.After(wait):
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }
 
 // readBody fills p from body; a body that sends nothing for the stall
 // timeout is closed (and the read retried by the caller).
 func (b *Bucket) readBody(ctx context.Context, body io.ReadCloser, p []byte, received func(int64)) (int, error) {
-	t := time.AfterFunc(b.stall, func() { body.Close() })
+	t := time.AfterFunc(stallTimeout, func() { body.Close() })
 	defer t.Stop()
 	n := 0
 	for n < len(p) {
@@ -89,7 +97,7 @@ func (b *Bucket) readBody(ctx context.Context, body io.ReadCloser, p []byte, rec
 		if m > 0 {
 			n += m
 			received(int64(m))
-			t.Reset(b.stall)
+			t.Reset(stallTimeout)
 		}
 		if err == io.EOF {
 			if n < len(p) {
@@ -114,9 +122,10 @@ func (b *Bucket) empty(ctx context.Context, key string) (int, int64, string, err
 	return 0, aws.ToInt64(h.ContentLength), aws.ToString(h.ETag), nil
 }
 
-func isInvalidRange(err error) bool {
+// hasCode reports whether err is the store's answer with that error code.
+func hasCode(err error, code string) bool {
 	var ae smithy.APIError
-	return errors.As(err, &ae) && ae.ErrorCode() == "InvalidRange"
+	return errors.As(err, &ae) && ae.ErrorCode() == code
 }
 
 // rangeTotal reads the object size from "bytes first-last/total".
@@ -151,18 +160,8 @@ func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		if rerr == nil {
 			return buf[:n], nil
 		}
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		wait, derr := b.retryer.RetryDelay(attempt, rerr)
-		if attempt >= b.retryer.MaxAttempts() || derr != nil {
-			return nil, &remote.Error{File: b.addr(key), Host: b.host, Kind: remote.ErrNetwork, Attempts: attempt, Detail: rerr.Error()}
-		}
-		b.retried(attempt, wait, rerr)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+		if err := b.retryBody(ctx, key, attempt, rerr, rerr.Error()); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -170,10 +169,7 @@ func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 // List implements remote.Store: every object under the prefix, subfolders
 // included (as a hub repository's listing), with their sizes.
 func (b *Bucket) List(ctx context.Context) ([]remote.RepoFile, error) {
-	prefix := ""
-	if b.URL.Key != "" {
-		prefix = b.URL.Key + "/"
-	}
+	prefix := b.URL.join("")
 	pg := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.URL.Bucket, Prefix: &prefix})
 	var out []remote.RepoFile
 	for pg.HasMorePages() {

@@ -14,20 +14,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// defaultPartSize is the default size of an upload's parts (S3 wants at least 5
-// MiB for every part but the last; 10,000 parts of 8 MiB make 78 GiB, more
-// than any checkpoint shard).
+// defaultPartSize is the default size of an upload's parts (S3 wants at
+// least 5 MiB for every part but the last; 10,000 parts of 8 MiB make 78 GiB,
+// more than any checkpoint shard).
 const defaultPartSize = 8 << 20
 
-// partSizeEnv names the variable that sets another part size, in bytes,
-// from 5 MiB (S3's least) to 5 GiB (its most): for a store that wants
-// larger parts, or objects over 10,000 default parts; the tests use it to
-// make small objects span several parts.
+// partSizeEnv sets another part size, in bytes, from S3's least to its most:
+// for a store that wants larger parts, objects over 10,000 default parts, or
+// tests whose small objects span several parts.
 const partSizeEnv = "K3CKPT_S3_PART_SIZE"
 
 // partSizeOf parses partSizeEnv's value ("": defaultPartSize).
@@ -43,21 +41,15 @@ func partSizeOf(v string) (int, error) {
 }
 
 // partsInFlight bounds the parts of one upload being sent while the next
-// fills: an upload holds at most partsInFlight+1 buffers of a part's size,
-// whatever the object's size. One part in flight overlaps sending with
-// filling; the parallelism comes from the uploads of several files at
-// once, so more parts per upload only add buffers, and with the files'
-// size, peak memory. Each upload waits only for its own parts, so uploads
-// cannot hold each other up.
+// fills (memory: partsInFlight+1 parts per upload). One overlaps sending with
+// filling; the parallelism comes from uploading several files at once.
 const partsInFlight = 1
 
 // upload is one object being written as a multipart upload: parts go up
 // while the next fills, each checked by the store against its checksum
-// (CRC32C for S3, which the SDK computes in hardware where the SHA-256 of
-// the manifest is already a full pass over every byte; Content-MD5 for
-// GCS's XML API, which verifies only that), and the object appears
-// under its key only when Commit completes the upload. It implements
-// filewrite.Sink.
+// (CRC32C for S3, which the SDK computes in hardware; Content-MD5 for GCS's
+// XML API, which verifies only that), and the object appears under its key
+// only when Commit completes the upload. It implements filewrite's sink.
 type upload struct {
 	b      *Bucket
 	key    string
@@ -82,7 +74,8 @@ type upload struct {
 	cleanErr error
 }
 
-// partBuffer takes a free part buffer of the bucket, or makes one.
+// partBuffer takes a free part buffer of the bucket, or makes one; putBuffer
+// keeps one for the next part, up to maxFreeParts.
 func (b *Bucket) partBuffer() []byte {
 	select {
 	case buf := <-b.free:
@@ -92,8 +85,6 @@ func (b *Bucket) partBuffer() []byte {
 	}
 }
 
-// putBuffer keeps a buffer for the next part, up to maxFreeParts; the rest
-// are left to the collector.
 func (b *Bucket) putBuffer(buf []byte) {
 	select {
 	case b.free <- buf:
@@ -102,15 +93,12 @@ func (b *Bucket) putBuffer(buf []byte) {
 }
 
 // Create starts writing object name under the bucket's prefix, first
-// aborting the unfinished uploads of the same key (a killed run's: the
-// destination belongs to the run writing it), while the first part fills.
-// An object that fits in one part goes up in one PUT when committed (one
-// request instead of four); a larger one as a multipart upload begun when
-// its first part is full. ctx bounds every request of the upload.
-// committed, if not nil, hears the object's ETag once Commit succeeds: what
-// a later run compares with HEAD's to know the object is still the one it
-// wrote.
-func (b *Bucket) Create(ctx context.Context, name string, committed func(etag string)) (*upload, error) {
+// aborting the unfinished uploads of the same key (a killed run's) while the
+// first part fills. An object that fits in one part goes up in one PUT when
+// committed; a larger one as a multipart upload begun when its first part is
+// full. ctx bounds every request of the upload. committed, if not nil, hears
+// the object's ETag once Commit succeeds.
+func (b *Bucket) Create(ctx context.Context, name string, committed func(etag string)) *upload {
 	key := b.URL.join(name)
 	ctx, cancel := context.WithCancel(ctx)
 	u := &upload{b: b, key: key, ctx: ctx, cancel: cancel, next: 1, committed: committed,
@@ -119,7 +107,7 @@ func (b *Bucket) Create(ctx context.Context, name string, committed func(etag st
 		defer close(u.cleaned)
 		_, u.cleanErr = b.abortUnder(ctx, key, func(k string) bool { return k == key })
 	}()
-	return u, nil
+	return u
 }
 
 // start begins the multipart upload once the key's unfinished uploads are
@@ -172,8 +160,7 @@ func (u *upload) failed() error {
 }
 
 // send uploads the filled part on a goroutine of its own, once fewer than
-// partsInFlight are being sent; its buffer goes back to the bucket's once
-// the store has it.
+// partsInFlight are being sent.
 func (u *upload) send() {
 	buf, num := u.buf, u.next
 	u.buf = nil
@@ -228,9 +215,6 @@ func (u *upload) Commit() error {
 		return u.commitOne()
 	}
 	if u.buf != nil {
-		if u.buf == nil { // an empty object: one empty part
-			u.buf = u.b.partBuffer()
-		}
 		u.send()
 	}
 	u.wg.Wait()
@@ -316,7 +300,7 @@ func (b *Bucket) abortUnder(ctx context.Context, prefix string, own func(key str
 			if !own(aws.ToString(up.Key)) {
 				continue
 			}
-			if _, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.URL.Bucket, Key: up.Key, UploadId: up.UploadId}); err != nil && !isNoSuchUpload(err) {
+			if _, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.URL.Bucket, Key: up.Key, UploadId: up.UploadId}); err != nil && !hasCode(err, "NoSuchUpload") {
 				return n, b.fail(aws.ToString(up.Key), err)
 			}
 			n++
@@ -325,26 +309,15 @@ func (b *Bucket) abortUnder(ctx context.Context, prefix string, own func(key str
 	return n, nil
 }
 
-func isNoSuchUpload(err error) bool {
-	var ae smithy.APIError
-	return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload"
-}
-
 // Stat reports an object's size and ETag, or ok false when there is none.
 func (b *Bucket) Stat(ctx context.Context, name string) (size int64, etag string, ok bool, err error) {
 	key := b.URL.join(name)
 	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.URL.Bucket, Key: &key})
 	if err != nil {
-		err = b.fail(key, err)
-		if isNotFound(err) {
+		if err = b.fail(key, err); errors.Is(err, remote.ErrNotFound) {
 			return 0, "", false, nil
 		}
 		return 0, "", false, err
 	}
 	return aws.ToInt64(h.ContentLength), aws.ToString(h.ETag), true, nil
-}
-
-func isNotFound(err error) bool {
-	e, ok := err.(*remote.Error)
-	return ok && e.Kind == remote.ErrNotFound
 }

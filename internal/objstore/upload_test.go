@@ -64,10 +64,7 @@ func TestUploads(t *testing.T) {
 	t.Run("stream", func(t *testing.T) {
 		b := bucket(t, "s3://out/ckpt")
 		for _, n := range []int{len(data), 5, 0} {
-			up, err := b.Create(ctx, "model.safetensors", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			up := b.Create(ctx, "model.safetensors", nil)
 			f := filewrite.CreateSink(up, "test object", nil, nil)
 			for off := 0; off < n; off += 1 << 20 {
 				if _, err := f.Write(data[off:min(off+1<<20, n)]); err != nil {
@@ -98,13 +95,10 @@ func TestUploads(t *testing.T) {
 		t.Setenv("AWS_ENDPOINT_URL_S3", p.URL)
 		p.Corrupt.Store(1)
 		b := bucket(t, "s3://out/bad")
-		up, err := b.Create(ctx, "x.safetensors", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		up := b.Create(ctx, "x.safetensors", nil)
 		f := filewrite.CreateSink(up, "test object", nil, nil)
 		f.Write(data)
-		err = f.Commit()
+		err := f.Commit()
 		if err == nil || p.Corrupted.Load() != 1 {
 			t.Fatalf("a corrupted part was accepted: %v (corrupted %d)", err, p.Corrupted.Load())
 		}
@@ -116,10 +110,7 @@ func TestUploads(t *testing.T) {
 
 	t.Run("killed", func(t *testing.T) {
 		b := bucket(t, "s3://out/killed")
-		up, err := b.Create(ctx, "a.safetensors", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		up := b.Create(ctx, "a.safetensors", nil)
 		if _, err := up.WriteAt(data[:objstore.PartSize+1], 0); err != nil {
 			t.Fatal(err)
 		}
@@ -158,10 +149,7 @@ func TestUploads(t *testing.T) {
 			t.Fatalf("%d unfinished uploads before the rerun, want 1", n)
 		}
 		rerun := bucket(t, "s3://out/killed")
-		up2, err := rerun.Create(ctx, "a.safetensors", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		up2 := rerun.Create(ctx, "a.safetensors", nil)
 		f := filewrite.CreateSink(up2, "test object", nil, nil)
 		f.Write(data)
 		if err := f.Commit(); err != nil {
@@ -198,10 +186,7 @@ func TestGSAlias(t *testing.T) {
 	b := bucket(t, "gs://gcs/m")
 	// A multipart upload, and an object of one PUT (each with Content-MD5).
 	for name, n := range map[string]int{"w.safetensors": len(data), "small.json": 5} {
-		up, err := b.Create(ctx, name, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		up := b.Create(ctx, name, nil)
 		f := filewrite.CreateSink(up, "test object", nil, nil)
 		f.Write(data[:n])
 		if err := f.Commit(); err != nil {

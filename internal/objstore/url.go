@@ -56,7 +56,8 @@ func (u URL) String() string {
 // Dir is the location as a directory: its String with a trailing '/'.
 func (u URL) Dir() string { return u.String() + "/" }
 
-// Join is the key of name under u's key as a prefix.
+// join is the key of name under u's key as a prefix ("" for the prefix
+// itself, with its trailing '/').
 func (u URL) join(name string) string {
 	if u.Key == "" {
 		return name

@@ -7,12 +7,10 @@
 // body length, size and ETag — or Last-Modified — unchanged) and resume a
 // transfer from the last byte received after a transient failure. Every read
 // ends in bounded time: each attempt must keep up a minimum rate, a read
-// retries a bounded number of times in all, and it has a deadline that grows
-// with its size. Stream serves the byte ranges of a plan: it coalesces
-// nearby ranges into requests, runs them with bounded parallelism and
-// memory, and hands the bytes in the plan's order to io.ReaderAt views, so
-// that an executor reading its plan's ranges in order gets them from the
-// coalesced fetch. List names a hub repository's files.
+// retries a bounded number of times, and it has a deadline that grows with
+// its size. Stream serves a plan's byte ranges, coalesced into requests run
+// with bounded parallelism and memory, to readers that read them in the
+// plan's order. List names a hub repository's files.
 //
 // A bearer token is sent only to the host that owns it (the hub endpoint),
 // never to the host a redirect points at.

@@ -13,23 +13,20 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrAuth: the server refused the request (401 or 403).
 	ErrAuth = errors.New("access refused")
-	// ErrChanged: a source file changed while a run used it: here, its size,
-	// ETag or revision differs between requests. convert's and layout's
-	// ErrChanged are this error, so errors.Is on any one matches them all.
+	// ErrChanged: a source file's size, ETag or revision changed while a run
+	// used it. convert's and layout's ErrChanged are this error.
 	ErrChanged = errors.New("source changed during the run")
 	// ErrProtocol: a response that does not answer the request (no range
 	// support, a wrong Content-Range, a body of the wrong length).
 	ErrProtocol = errors.New("bad response")
-	// errRedirect: too many redirects, a redirect loop, or a bad Location.
 	errRedirect = errors.New("bad redirect")
 	// ErrStatus: an HTTP status that is neither success nor one of the above.
 	ErrStatus = errors.New("unexpected HTTP status")
-	// errTimeout: no response within the stall timeout, a body slower than the
-	// minimum rate, or a read past its deadline.
+	// errTimeout: a stall, a body under the minimum rate, or a read past its
+	// deadline.
 	errTimeout = errors.New("timeout")
 	// ErrNetwork: the connection failed (refused, reset, closed mid-body).
 	ErrNetwork = errors.New("network error")
-	// errOffline: HF_HUB_OFFLINE is set and the file is not in the local cache.
 	errOffline = errors.New("offline mode (HF_HUB_OFFLINE) is enabled")
 	// ErrSource: a location that cannot be parsed or resolved.
 	ErrSource = errors.New("invalid remote source")
@@ -38,18 +35,12 @@ var (
 // Error describes one failed remote operation: which file, which host, what
 // happened, and after how many attempts.
 type Error struct {
-	// File is the file name relative to the source ("" for the source itself).
-	File string
-	// Host is the host (host:port) that answered or failed.
-	Host string
-	// Status is the HTTP status code, 0 when there was no response.
-	Status int
-	// Attempts is how many requests were made before giving up (0 or 1: no retry).
-	Attempts int
-	// Kind is the sentinel this error wraps.
-	Kind error
-	// Detail says what happened, in words.
-	Detail string
+	File     string // relative to the source ("" for the source itself)
+	Host     string // host:port that answered or failed
+	Status   int    // HTTP status, 0 when there was no response
+	Attempts int    // requests made before giving up (0 or 1: no retry)
+	Kind     error  // the sentinel this error wraps
+	Detail   string // what happened, in words
 
 	cause error // the transport's own error, kept for errors.Is (syscall.ECONNREFUSED…)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Defaults for FetchOptions fields left zero.
@@ -13,31 +15,27 @@ const (
 	// DefaultConnections is the parallel requests of a fetch: enough to fill a
 	// datacenter link from a CDN that serves each connection at tens of MB/s.
 	DefaultConnections = 16
-	// defaultGap merges ranges separated by at most this many bytes: reading
-	// 128 KiB more costs less time than another request's round trip.
+	// defaultGap: reading 128 KiB more costs less than another round trip.
 	defaultGap = 128 << 10
-	// defaultRequestSize is the largest single request; longer spans are
-	// split so that they spread over the connections and fit the buffers.
+	// defaultRequestSize: longer spans are split so that they spread over
+	// the connections and fit the buffers.
 	defaultRequestSize = 4 << 20
 )
 
-// Range is a byte range of one file that a plan needs.
+// Range is a byte range of one file (named relative to the source) that a
+// plan needs.
 type Range struct {
-	// File is the file name relative to the source.
-	File string
-	// Off and Len place the bytes in the file.
+	File     string
 	Off, Len int64
 }
 
-// chunk is a piece of one Range, delivered in order: the chunks of range i
-// come before those of range i+1, and a range's chunks by increasing Off.
+// chunk is the bytes at Off inside range Index of fetch's list, delivered in
+// order: range by range, each by increasing Off. Data is reused once the
+// delivering call returns.
 type chunk struct {
-	// Index is the range's position in the list given to fetch.
 	Index int
-	// Off is the chunk's offset inside the range.
-	Off int64
-	// Data holds the bytes; it is reused once the delivering call returns.
-	Data []byte
+	Off   int64
+	Data  []byte
 }
 
 // FetchOptions tune a Stream's fetch. The zero value is ready to use.
@@ -45,14 +43,11 @@ type FetchOptions struct {
 	// Connections bounds the requests in flight (0: DefaultConnections).
 	Connections int
 	// Gap: consecutive ranges of one file at most Gap bytes apart are read by
-	// one request, the bytes between them fetched and dropped, as long as a
-	// request's dropped bytes do not outnumber its needed ones (0: DefaultGap,
-	// negative: only touching ranges).
+	// one request, as long as its dropped bytes do not outnumber its needed
+	// ones (0: defaultGap, negative: only touching ranges).
 	Gap int64
-	// RequestSize bounds one request (0: DefaultRequestSize). A fetch holds
-	// one buffer of at most this size per connection, in flight or waiting
-	// for its turn to be delivered: memory is at most Connections ×
-	// RequestSize, whatever the files' size.
+	// RequestSize bounds one request (0: defaultRequestSize), and so memory:
+	// one buffer of at most this size per connection, whatever the files' size.
 	RequestSize int64
 }
 
@@ -83,15 +78,15 @@ type part struct {
 // planParts coalesces consecutive ranges of one file that move forward by at
 // most gap bytes into spans, and cuts spans into requests of at most size
 // bytes. A span never skips more bytes than it needs, so a fetch requests at
-// most twice the bytes its ranges need (small ranges far apart stay apart). Ranges keep their order: sort them by file and offset beforehand
-// for the most merging.
+// most twice the bytes its ranges need. Ranges keep their order: sort them
+// by file and offset beforehand for the most merging.
 func planParts(ranges []Range, gap, size int64) []part {
 	var parts []part
 	flush := func(file string, lo, hi int64, first, last int) {
 		for at := lo; at < hi; at += size {
 			n := min(size, hi-at)
-			// The ranges overlapping [at, at+n) among first..last.
-			// Empty ranges (of any file) inside the span are skipped.
+			// The ranges overlapping [at, at+n) among first..last, skipping
+			// empty ones (of any file).
 			for first < last && (ranges[first].Len == 0 || ranges[first].Off+ranges[first].Len <= at) {
 				first++
 			}
@@ -142,9 +137,8 @@ type job struct {
 // fetch reads the ranges and hands their bytes to deliver in order (see
 // chunk), from the calling goroutine. Each request holds one of Connections
 // buffers until its bytes are delivered, which bounds both the requests in
-// flight and the memory: a slow consumer slows the fetch rather than growing
-// memory. Every file is opened (probed) and every range
-// checked against its file's size before the first data request. The first
+// flight and the memory: a slow consumer slows the fetch. Every file is
+// opened and every range checked before the first data request. The first
 // error, from a request or from deliver, cancels everything; fetch returns
 // after all its requests have stopped.
 func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(chunk) error) (st Stats, err error) {
@@ -175,34 +169,27 @@ func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	queue := make(chan *job, o.Connections)
-	free := make(chan []byte, o.Connections)
+	free := make(chan []byte, o.Connections) // nil: a buffer not yet allocated
+	for range o.Connections {
+		free <- nil
+	}
 	var workers sync.WaitGroup
 	dispatched := make(chan struct{})
 	go func() {
 		defer close(dispatched)
 		defer close(queue)
-		allocated := 0
 		for _, p := range parts {
-			if ctx.Err() != nil { // a select below may pick another ready case
-				return
-			}
 			var buf []byte
 			select {
 			case buf = <-free:
-			default:
-				if allocated < o.Connections {
-					buf = make([]byte, bufSize)
-					allocated++
-				} else {
-					select {
-					case buf = <-free:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}
-			if ctx.Err() != nil {
+			case <-ctx.Done():
 				return
+			}
+			if ctx.Err() != nil { // the select may pick free though ctx is done
+				return
+			}
+			if buf == nil {
+				buf = make([]byte, bufSize)
 			}
 			j := &job{p: p, buf: buf[:p.n], done: make(chan error, 1)}
 			queue <- j // never blocks: each queued job holds one of Connections buffers
@@ -256,48 +243,31 @@ func (s *Source) deliverAll(ctx context.Context, queue chan *job, free chan []by
 // openAll probes every file the ranges name, Connections at a time, stopping
 // at the first failure.
 func (s *Source) openAll(ctx context.Context, ranges []Range, conns int) (map[string]*File, error) {
-	var names []string
+	seen := map[string]bool{}
 	files := map[string]*File{}
-	for _, r := range ranges {
-		if _, ok := files[r.File]; !ok {
-			files[r.File] = nil
-			names = append(names, r.File)
-		}
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, conns)
-	var first error
-	for _, n := range names {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(conns)
+	for _, r := range ranges {
+		if seen[r.File] {
+			continue
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			f, err := s.Open(ctx, n)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if first == nil {
-					first = err
-					cancel(err)
-				}
-				return
+		seen[r.File] = true
+		g.Go(func() error {
+			if gctx.Err() != nil { // cancelled, or another open failed: start no more
+				return context.Cause(gctx)
 			}
-			files[n] = f
-		}()
+			f, err := s.Open(gctx, r.File)
+			if err == nil {
+				mu.Lock()
+				files[r.File] = f
+				mu.Unlock()
+			}
+			return err
+		})
 	}
-	wg.Wait()
-	if first == nil && ctx.Err() != nil {
-		first = context.Cause(ctx)
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
-	return files, first
+	return files, context.Cause(ctx)
 }

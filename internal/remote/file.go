@@ -19,8 +19,8 @@ import (
 const probeLen = 8
 
 // File is one remote file read with range requests. Its size and ETag are
-// learnt when it is opened; every later response must report the same, or the
-// read fails with ErrChanged. It is safe for concurrent use.
+// learnt when it is opened; every later response must report the same, or
+// the read fails with ErrChanged. It is safe for concurrent use.
 type File struct {
 	// Name is the file's name relative to its source.
 	Name string
@@ -34,8 +34,8 @@ type File struct {
 	loc     atomic.Pointer[string] // the redirect target last served from
 }
 
-// Open probes a file (one small range request) for its size and ETag. Each
-// name is probed once per source; later calls return the same *File.
+// Open probes a file (one small range request) for its size and ETag, once
+// per name and source: later calls return the same *File.
 func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 	s.mu.Lock()
 	e := s.files[name]
@@ -71,17 +71,16 @@ func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 // Size is the file's length.
 func (f *File) Size() int64 { return f.size }
 
-// Version is what identifies the file's content between runs and requests:
-// its ETag, else its Last-Modified date, else the commit its revision is
-// pinned to or the hub reported. "" means the server offered nothing: a
-// change of content that keeps the size cannot be detected.
+// Version identifies the file's content between runs and requests: its ETag,
+// else its Last-Modified date, else the commit its revision is pinned to or
+// the hub reported; "" when the server offered nothing.
 func (f *File) Version() string {
 	switch {
 	case f.etag != "":
 		return f.etag
 	case f.lastMod != "":
 		return "last-modified " + f.lastMod
-	case pinnedCommit(f.src.loc.Revision):
+	case commitRE.MatchString(f.src.loc.Revision): // a commit's content cannot change
 		return "commit " + f.src.loc.Revision
 	case f.src.repoCommit() != "":
 		return "commit " + f.src.repoCommit()
@@ -114,11 +113,8 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// ReadRange fills p with the bytes at off, which must lie inside the file.
-// Transient failures are retried with backoff, each retry resuming at the
-// first byte not yet received, up to the source's Retries in all and within
-// its TimeLimit plus len(p) bytes' time at its MinRate. counter, if not nil, also counts the bytes
-// received (those of failed attempts included).
+// readRange fills p with the bytes at off, which must lie inside the file,
+// retrying (see read). counter, if not nil, also counts the bytes received.
 func (f *File) readRange(ctx context.Context, p []byte, off int64, counter *atomic.Int64) error {
 	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
 		return &Error{File: f.Name, Kind: ErrSource, Detail: fmt.Sprintf("range %d+%d is outside the file's %d bytes", off, len(p), f.size)}
@@ -134,8 +130,11 @@ func (f *File) readRange(ctx context.Context, p []byte, off int64, counter *atom
 	return err
 }
 
-// read is the retry loop. With f.size unknown (the probe) it accepts a file
-// shorter than p and returns how much there was.
+// read is the retry loop: transient failures are retried with backoff, each
+// resuming at the first byte not yet received, up to the source's Retries in
+// all and within its TimeLimit plus len(p) bytes' time at its MinRate. With
+// f.size unknown (the probe) it accepts a file shorter than p and returns
+// how much there was.
 func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, error) {
 	s := f.src
 	if s.store != nil {
@@ -147,26 +146,19 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 	defer cancel()
 	got, fails, refreshed := 0, 0, false
 	for attempt := 1; ; attempt++ {
-		n, after, done, err := f.attempt(ctx, p[got:], off+int64(got), counter)
+		n, after, err := f.attempt(ctx, p[got:], off+int64(got), counter)
 		got += n
 		if err == nil {
-			if done || got == len(p) {
-				return got, nil
-			}
-			continue
+			return got, nil
 		}
-		if ctx.Err() != nil {
-			// Cancelled, past the deadline, or stopped by another request's
-			// failure (the cause): not this read's error to annotate.
+		if ctx.Err() != nil { // not this read's error to annotate
 			return got, context.Cause(ctx)
 		}
 		var e *Error
 		if !errors.As(err, &e) {
 			return got, err
 		}
-		if errors.Is(err, errRefused) && !refreshed {
-			// A redirect target (a CDN's signed URL) refused us: it expired.
-			// Ask the origin again, once.
+		if errors.Is(err, errRefused) && !refreshed { // a CDN's signed URL expired: ask the origin again
 			refreshed = true
 			f.loc.Store(nil)
 			continue
@@ -175,13 +167,7 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 			e = e.cause.(*Error)
 		}
 		fails++
-		if !transient(e) || fails > s.o.Retries || unreachable(e) && !s.answered.Load() {
-			e.Attempts = attempt
-			return got, e
-		}
-		wait := backoff(fails, s.o.RetryBase, s.o.RetryMax, after)
-		s.retry(RetryEvent{File: f.Name, Attempt: fails, Wait: wait, Resume: off + int64(got), Err: e})
-		if err := sleep(ctx, wait); err != nil {
+		if err := s.retryWait(ctx, f.Name, e, attempt, fails, after, off+int64(got)); err != nil {
 			return got, err
 		}
 	}
@@ -191,10 +177,10 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 // cause is the error to report if asking the origin again does not help.
 var errRefused = errors.New("redirect target refused the request")
 
-// attempt makes one request for p at off. It returns the bytes stored, the
-// server's Retry-After, whether the read is complete though shorter than p
-// (the probe of a short file), and what failed.
-func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, time.Duration, bool, error) {
+// attempt makes one request for p at off. It returns the bytes stored
+// (fewer than len(p) only when the probe finds a short file), the server's
+// Retry-After, and what failed.
+func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, time.Duration, error) {
 	s := f.src
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -209,13 +195,13 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	}
 	resp, u, err := s.do(actx, f.Name, target, hdr)
 	if err != nil {
-		return 0, 0, false, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	host := u.Host
 	after := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	fail := func(kind error, format string, a ...any) (int, time.Duration, bool, error) {
-		return 0, after, false, &Error{File: f.Name, Host: host, Status: resp.StatusCode, Kind: kind, Detail: fmt.Sprintf(format, a...)}
+	fail := func(kind error, format string, a ...any) (int, time.Duration, error) {
+		return 0, after, &Error{File: f.Name, Host: host, Status: resp.StatusCode, Kind: kind, Detail: fmt.Sprintf(format, a...)}
 	}
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
@@ -225,15 +211,15 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 		_, _, total, crErr := parseContentRange(resp.Header.Get("Content-Range"))
 		if f.size < 0 && off == 0 && crErr == nil && total == 0 {
 			f.size, f.etag, f.lastMod = 0, resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
-			return 0, 0, true, nil // an empty file
+			return 0, 0, nil // an empty file
 		}
 		return fail(ErrChanged, "bytes %d-%d are no longer there; the file had %d bytes", off, end, f.size)
 	default:
 		e := statusError(f.Name, resp, host, s.loc.Token != "" && originOf(u) == s.loc.TokenHost)
 		if cached && (e.Kind == ErrNotFound || e.Kind == ErrAuth || resp.StatusCode == http.StatusBadRequest) {
-			return 0, after, false, &Error{File: f.Name, Host: host, Status: resp.StatusCode, Kind: errRefused, cause: e}
+			return 0, after, &Error{File: f.Name, Host: host, Status: resp.StatusCode, Kind: errRefused, cause: e}
 		}
-		return 0, after, false, e
+		return 0, after, e
 	}
 	if u.String() != f.origin {
 		us := u.String()
@@ -268,22 +254,17 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	if resp.ContentLength >= 0 && resp.ContentLength != want {
 		return fail(ErrProtocol, "Content-Length %d for Content-Range %q", resp.ContentLength, cr)
 	}
-	count := s.received
-	if counter != nil {
-		count = func(n int64) { s.received(n); counter.Add(n) }
-	}
-	pace.startBody(want)
-	body := pace.reader(resp.Body, count)
+	body := pace.startBody(want, resp.Body, s.received(counter))
 	n, err := io.ReadFull(body, p[:want])
 	if err != nil {
-		return n, after, false, netError(actx, err, f.Name, host, s.o.StallTimeout,
+		return n, after, netError(actx, err, f.Name, host, s.o.StallTimeout,
 			fmt.Sprintf(" after %d of %d bytes at offset %d", n, want, off))
 	}
 	var extra [1]byte
 	if m, _ := body.Read(extra[:]); m > 0 {
 		return fail(ErrProtocol, "the body is longer than Content-Range %q", cr)
 	}
-	return n, 0, int64(n) < int64(len(p)), nil
+	return n, 0, nil
 }
 
 // parseContentRange reads "bytes first-last/total".

@@ -12,11 +12,10 @@ import (
 // thousands of files takes well under a megabyte).
 const maxListing = 16 << 20
 
-// RepoFile is one file of a listed repository.
+// RepoFile is one file of a listed repository: its slash-separated path
+// relative to the source's base, and its size.
 type RepoFile struct {
-	// Name is the path relative to the source's base, slash separated.
 	Name string
-	// Size is the file's size in bytes.
 	Size int64
 }
 
@@ -26,9 +25,8 @@ var ErrNotListable = fmt.Errorf("%w: an https:// directory cannot be listed (hf:
 
 // List names the files under the source's base directory, with their sizes,
 // the way huggingface_hub's model_info does: one request to the hub's API,
-// {endpoint}/api/models/{repo}/revision/{revision}?blobs=true, with the token.
-// A Store lists its own objects. Only hf:// and Store sources can be
-// listed; any other fails with ErrNotListable.
+// {endpoint}/api/models/{repo}/revision/{revision}?blobs=true. A store lists
+// its own objects; any other source fails with ErrNotListable.
 func (s *Source) List(ctx context.Context) ([]RepoFile, error) {
 	if s.store != nil {
 		return s.store.List(ctx)

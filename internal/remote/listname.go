@@ -10,10 +10,9 @@ import (
 )
 
 // checkListedName refuses a name from a hub listing that is not a clean,
-// relative, slash-separated path inside the repository: absolute
-// ("/config.json" would be written over DST's own config.json), with "."
-// or ".." elements, backslashes, or control characters. The hub lists
-// only such clean names; anything else is a broken or hostile server.
+// relative, slash-separated path inside the repository ("/config.json"
+// would be written over DST's own): the hub lists only clean names, so
+// anything else is a broken or hostile server.
 func checkListedName(repo, name string) error {
 	bad := ""
 	switch {

@@ -14,15 +14,16 @@ var errStall = errors.New("stalled")
 
 // pacer enforces an attempt's pace: the response header within one window
 // (the stall timeout), then, in every window of the body, at least the
-// minimum rate's worth of bytes (one byte with no minimum rate; no more than
-// the body still owes). A trickle that keeps a stall timer alive with a
-// byte now and then fails as surely as a silent server.
+// minimum rate's worth of bytes (at least one; at most what the body still
+// owes), so that a trickle fails as surely as a silent server.
 type pacer struct {
 	window    time.Duration
 	rate      int64 // bytes per second, 0: none
 	perWindow int64 // bytes every window needs, at least 1
 	cancel    context.CancelCauseFunc
 	t         *time.Timer
+	r         io.Reader   // the body (see startBody)
+	count     func(int64) // hears the body's bytes
 
 	body atomic.Bool  // the response header has arrived
 	got  atomic.Int64 // body bytes of the current window
@@ -38,12 +39,15 @@ func newPacer(window time.Duration, rate int64, cancel context.CancelCauseFunc) 
 	return p
 }
 
-// startBody starts the body's windows: n bytes are owed.
-func (p *pacer) startBody(n int64) {
+// startBody starts the windows of body r, n bytes owed, and returns the
+// reader of r that counts its bytes into the pace and into count.
+func (p *pacer) startBody(n int64, r io.Reader, count func(int64)) io.Reader {
+	p.r, p.count = r, count
 	p.left.Store(n)
 	p.got.Store(0)
 	p.body.Store(true)
 	p.t.Reset(p.window)
+	return p
 }
 
 func (p *pacer) stop() { p.t.Stop() }
@@ -60,37 +64,23 @@ func (p *pacer) tick() {
 		p.t.Reset(p.window)
 	case got == 0:
 		p.cancel(errStall)
-	default:
-		// A body slower than the minimum rate is a stall too: transient,
-		// retried and resumed; the cause says how slow.
+	default: // a stall too, retried and resumed; the cause says how slow
 		p.cancel(fmt.Errorf("%w: %d bytes in %v, under the minimum rate of %s/s", errStall, got, p.window, rateStr(p.rate)))
 	}
 }
 
-// reader counts r's bytes into the pace and into count.
-func (p *pacer) reader(r io.Reader, count func(int64)) io.Reader {
-	return &pacedReader{r: r, p: p, count: count}
-}
-
-type pacedReader struct {
-	r     io.Reader
-	p     *pacer
-	count func(int64)
-}
-
-func (r *pacedReader) Read(b []byte) (int, error) {
-	n, err := r.r.Read(b)
+func (p *pacer) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
 	if n > 0 {
-		r.p.got.Add(int64(n))
-		r.p.left.Add(-int64(n))
-		r.count(int64(n))
+		p.got.Add(int64(n))
+		p.left.Add(-int64(n))
+		p.count(int64(n))
 	}
 	return n, err
 }
 
-// readDeadline bounds one read of n bytes, its retries included: it must end
-// within the time limit plus n bytes at the minimum rate. The cause the
-// context ends with is an *Error saying so.
+// readDeadline bounds one read of n bytes, its retries included, to the time
+// limit plus n bytes at the minimum rate; the context's cause says so.
 func (s *Source) readDeadline(ctx context.Context, name string, off, n int64) (context.Context, context.CancelFunc) {
 	d := s.o.TimeLimit
 	if s.o.MinRate > 0 {

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/url"
@@ -10,30 +11,24 @@ import (
 	"strings"
 )
 
-// defaultEndpoint is the public hub, used when HF_ENDPOINT is unset.
-const defaultEndpoint = "https://huggingface.co"
-
-// defaultRevision is the branch an hf:// reference without @revision reads.
-const defaultRevision = "main"
-
-// maxTokenFile bounds the token file read; a real token is under 100 bytes.
-const maxTokenFile = 64 << 10
+const (
+	defaultEndpoint = "https://huggingface.co" // when HF_ENDPOINT is unset
+	defaultRevision = "main"
+	// maxTokenFile bounds the token file read; a real token is under 100 bytes.
+	maxTokenFile = 64 << 10
+)
 
 // location is where a checkpoint lives once resolved.
 type location struct {
-	// Base is the directory URL, ending in '/', that file names are appended
-	// to (path-escaped). Empty when LocalDir is set.
-	Base string
-	// LocalDir is the cached snapshot directory an hf:// reference resolves to
-	// in offline mode (HF_HUB_OFFLINE); empty otherwise.
-	LocalDir string
+	// Base is the directory URL, ending in '/', that path-escaped file names
+	// are appended to; empty when LocalDir, the cached snapshot directory of
+	// an hf:// reference in offline mode, is set.
+	Base, LocalDir string
 	// Name is the file the reference pointed at ("" for a directory).
 	Name string
-	// Token is the bearer token for TokenHost ("" for none).
-	Token string
-	// TokenHost is the origin (scheme://host[:port]) allowed to receive Token;
-	// a redirect to any other origin is followed without it.
-	TokenHost string
+	// Token is the bearer token for TokenHost, the origin
+	// (scheme://host[:port]) allowed to receive it.
+	Token, TokenHost string
 	// Repo and Revision are the hub repository and revision (hf:// only).
 	Repo, Revision string
 }
@@ -60,11 +55,7 @@ type hub struct {
 }
 
 func hubConfig(env func(string) string) (hub, error) {
-	var h hub
-	h.endpoint = strings.TrimRight(env("HF_ENDPOINT"), "/")
-	if h.endpoint == "" {
-		h.endpoint = defaultEndpoint
-	}
+	h := hub{endpoint: cmp.Or(strings.TrimRight(env("HF_ENDPOINT"), "/"), defaultEndpoint)}
 	u, err := url.Parse(h.endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return h, &Error{Kind: ErrSource, Detail: fmt.Sprintf("HF_ENDPOINT %q is not an http(s) URL", h.endpoint)}
@@ -73,38 +64,19 @@ func hubConfig(env func(string) string) (hub, error) {
 	h.offline = isTrue(env("HF_HUB_OFFLINE")) || isTrue(env("TRANSFORMERS_OFFLINE"))
 	home := expandPath(env("HF_HOME"), env)
 	if home == "" {
-		xdg := env("XDG_CACHE_HOME")
-		if xdg == "" {
-			xdg = filepath.Join(homeDir(env), ".cache")
-		}
-		home = filepath.Join(xdg, "huggingface")
+		home = filepath.Join(cmp.Or(env("XDG_CACHE_HOME"), filepath.Join(homeDir(env), ".cache")), "huggingface")
 	}
-	h.cache = expandPath(env("HF_HUB_CACHE"), env)
-	if h.cache == "" {
-		h.cache = expandPath(env("HUGGINGFACE_HUB_CACHE"), env)
-	}
-	if h.cache == "" {
-		h.cache = filepath.Join(home, "hub")
-	}
+	h.cache = cmp.Or(expandPath(env("HF_HUB_CACHE"), env), expandPath(env("HUGGINGFACE_HUB_CACHE"), env), filepath.Join(home, "hub"))
 	// huggingface_hub sends no token at all, not even HF_TOKEN, when implicit
 	// tokens are disabled.
 	if isTrue(env("HF_HUB_DISABLE_IMPLICIT_TOKEN")) {
 		return h, nil
 	}
-	h.token = cleanToken(env("HF_TOKEN"))
+	h.token = cmp.Or(cleanToken(env("HF_TOKEN")), cleanToken(env("HUGGING_FACE_HUB_TOKEN")))
 	if h.token == "" {
-		h.token = cleanToken(env("HUGGING_FACE_HUB_TOKEN"))
+		h.token, err = readToken(cmp.Or(expandPath(env("HF_TOKEN_PATH"), env), filepath.Join(home, "token")))
 	}
-	if h.token == "" {
-		path := expandPath(env("HF_TOKEN_PATH"), env)
-		if path == "" {
-			path = filepath.Join(home, "token")
-		}
-		if h.token, err = readToken(path); err != nil {
-			return h, err
-		}
-	}
-	return h, nil
+	return h, err
 }
 
 // isTrue is huggingface_hub's reading of a boolean variable.
@@ -140,11 +112,11 @@ func readToken(path string) (string, error) {
 		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %d bytes (limit %d)", path, st.Size(), maxTokenFile)}
 	}
 	f, err := os.Open(path)
-	if err != nil {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(io.LimitReader(f, maxTokenFile))
+		f.Close()
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
 	if err != nil {
 		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
 	}
@@ -177,12 +149,11 @@ func expandPath(p string, env func(string) string) string {
 	return p
 }
 
-// repoPart is one component of a repository id (huggingface_hub's rules:
-// word characters, '-' and '.', no leading or trailing '-' or '.').
-var repoPart = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`)
-
-// commitRE is a full commit hash.
-var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+var (
+	// repoPart is one component of a repository id (huggingface_hub's rules).
+	repoPart = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`)
+	commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+)
 
 // Resolve turns raw into a Location: an http(s):// URL to a directory (ending
 // in '/') or to a file in one, or hf://org/name[@revision][/path] resolved as
@@ -230,17 +201,14 @@ func (h hub) resolveHF(raw, rest string) (location, error) {
 	bad := func(why string) (location, error) {
 		return location{}, &Error{Kind: ErrSource, Detail: fmt.Sprintf("%s: %s (want hf://org/name[@revision][/path])", raw, why)}
 	}
-	parts := strings.SplitN(rest, "/", 3)
-	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+	org, rest, _ := strings.Cut(rest, "/")
+	name, path, _ := strings.Cut(rest, "/")
+	if org == "" || name == "" {
 		return bad("no org/name")
 	}
-	switch parts[0] {
+	switch org {
 	case "datasets", "spaces", "models":
 		return bad("only model repositories are supported, named without a type prefix")
-	}
-	org, name, path := parts[0], parts[1], ""
-	if len(parts) == 3 {
-		path = parts[2]
 	}
 	rev := defaultRevision
 	if i := strings.IndexByte(name, '@'); i >= 0 {
@@ -248,15 +216,9 @@ func (h hub) resolveHF(raw, rest string) (location, error) {
 		// A revision may itself contain '/' (refs/pr/N, refs/convert/X);
 		// otherwise the first '/' ends it. A quoted revision (refs%2Fpr%2F1)
 		// is unquoted.
-		if rev == "refs" {
-			seg := strings.SplitN(path, "/", 3)
-			if len(seg) >= 2 {
-				rev = "refs/" + seg[0] + "/" + seg[1]
-				path = ""
-				if len(seg) == 3 {
-					path = seg[2]
-				}
-			}
+		if kind, after, ok := strings.Cut(path, "/"); rev == "refs" && ok {
+			n, p, _ := strings.Cut(after, "/")
+			rev, path = "refs/"+kind+"/"+n, p
 		}
 		if u, err := url.PathUnescape(rev); err == nil {
 			rev = u

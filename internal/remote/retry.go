@@ -16,22 +16,25 @@ import (
 
 // RetryEvent reports one failed attempt that will be retried.
 type RetryEvent struct {
-	// File is the file being read.
-	File string
-	// Attempt counts the failed attempts of this read so far.
-	Attempt int
-	// Wait is how long the reader waits before the next request.
-	Wait time.Duration
-	// Resume is the absolute offset the next request starts at.
-	Resume int64
-	// Err is what went wrong.
-	Err error
+	File    string
+	Attempt int           // the failed attempts of this read so far
+	Wait    time.Duration // before the next request
+	Resume  int64         // the absolute offset the next request starts at
+	Err     error
 }
 
-// retryable is an attempt's failure with what the server asked for.
-type retryable struct {
-	err   *Error
-	after time.Duration // Retry-After, 0 when absent
+// retryWait follows failed attempt number attempt of a read of name, its
+// fails-th failure: it returns e, its Attempts set, when e is not worth
+// retrying (not transient, the retries spent, or no host ever reached), else
+// waits the backoff (at least the server's Retry-After) and returns nil.
+func (s *Source) retryWait(ctx context.Context, name string, e *Error, attempt, fails int, after time.Duration, resume int64) error {
+	if !transient(e) || fails > s.o.Retries || unreachable(e) && !s.answered.Load() {
+		e.Attempts = attempt
+		return e
+	}
+	wait := backoff(fails, s.o.RetryBase, s.o.RetryMax, after)
+	s.Retried(RetryEvent{File: name, Attempt: fails, Wait: wait, Resume: resume, Err: e})
+	return sleep(ctx, wait)
 }
 
 // transient reports whether a failure may go away on its own: connection
@@ -50,8 +53,8 @@ func transient(e *Error) bool {
 
 // unreachable reports a failure to reach a host at all (connection refused,
 // unknown host name): worth retrying once the source has had an answer (a
-// server restarting mid-run), not before (a wrong URL or a server not
-// running), where retrying would only delay the error by minutes.
+// server restarting mid-run), not before (a wrong URL), where retrying would
+// only delay the error by minutes.
 func unreachable(e *Error) bool {
 	var dns *net.DNSError
 	return errors.Is(e, syscall.ECONNREFUSED) || errors.As(e, &dns) && dns.IsNotFound
@@ -101,12 +104,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// netError turns a transport or body-read failure into an *Error saying what
-// happened. A stalled attempt (its context cancelled with errStall) is a
-// timeout; the caller's own cancellation is returned as is.
+// netError turns a transport or body-read failure into an *Error. A stalled
+// attempt (its context cancelled with errStall) is a timeout; any other
+// cancellation is returned as is.
 func netError(attemptCtx context.Context, err error, file, host string, stall time.Duration, after string) error {
 	if c := context.Cause(attemptCtx); c != nil && !errors.Is(c, errStall) {
-		return c // the operation was cancelled, hit its deadline, or another request failed
+		return c
 	}
 	e := netKind(attemptCtx, err, stall)
 	e.File, e.Host, e.Detail = file, host, e.Detail+after

@@ -16,59 +16,49 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
-// Defaults for Options fields left zero.
+// Defaults for Options fields left zero (see Options).
 const (
-	// defaultRetries is how many failed attempts one read retries before it
-	// fails.
-	defaultRetries = 8
-	// defaultRetryBase is the first backoff wait.
-	defaultRetryBase = 500 * time.Millisecond
-	// defaultRetryMax caps every wait, Retry-After included.
-	defaultRetryMax = 30 * time.Second
-	// defaultStallTimeout fails an attempt that receives nothing for this long.
+	defaultRetries      = 8
+	defaultRetryBase    = 500 * time.Millisecond
+	defaultRetryMax     = 30 * time.Second
 	defaultStallTimeout = 60 * time.Second
-	// defaultMinRate is the least body throughput of an attempt, in bytes per
-	// second over every stall timeout: a 4 MiB request may take 4 minutes.
+	// defaultMinRate: a 4 MiB request may take 4 minutes.
 	defaultMinRate = 16 << 10
 	// DefaultTimeLimit is the fixed part of a read's deadline: room for the
 	// retries' backoff on top of the time its bytes take at the minimum rate.
-	DefaultTimeLimit = 10 * time.Minute
-	// defaultMaxRedirects bounds the redirects one request follows.
+	DefaultTimeLimit    = 10 * time.Minute
 	defaultMaxRedirects = 10
 )
 
 // Options tune a Source. The zero value is ready to use.
 type Options struct {
-	// Client sends the requests; nil uses a client made for many parallel
-	// range requests. Its redirect policy is replaced: the Source follows
-	// redirects itself, to keep the token on its own origin.
+	// Client sends the requests (nil: one made by NewTransport). Its
+	// redirect policy is replaced: the Source follows redirects itself, to
+	// keep the token on its own origin.
 	Client *http.Client
-	// Retries bounds the failed attempts one read (a range request, a small
-	// file) retries, whether or not they made progress: a server that sends a
-	// little and then stalls on every attempt cannot hold a read for ever.
+	// Retries bounds the failed attempts one read retries, whether or not
+	// they made progress: a server that sends a little and then stalls on
+	// every attempt cannot hold a read for ever.
 	Retries int
-	// RetryBase is the first backoff wait; each retry doubles it.
-	RetryBase time.Duration
-	// RetryMax caps every wait, including a server's Retry-After.
-	RetryMax time.Duration
-	// StallTimeout fails an attempt that gets no response header for this
-	// long, or fewer body bytes than MinRate asks for in any such window (a
-	// transient failure: retried and resumed).
+	// RetryBase is the first backoff wait, doubled by each retry; RetryMax
+	// caps every wait, including a server's Retry-After.
+	RetryBase, RetryMax time.Duration
+	// StallTimeout fails an attempt (retried and resumed) that gets no
+	// response header for this long, or fewer body bytes than MinRate asks
+	// for in any such window.
 	StallTimeout time.Duration
 	// MinRate is the least body throughput of an attempt, in bytes per second
-	// (0: DefaultMinRate; negative: none, only a byte per StallTimeout).
+	// (0: defaultMinRate; negative: none, only a byte per StallTimeout).
 	MinRate int64
 	// TimeLimit bounds every read with its retries: a read of n bytes fails
-	// after TimeLimit plus n bytes' time at MinRate (0: DefaultTimeLimit).
+	// after TimeLimit plus n bytes' time at MinRate.
 	TimeLimit time.Duration
 	// MaxRedirects bounds the redirects one request follows.
 	MaxRedirects int
 	// Progress, if not nil, hears every byte received and every retry.
 	Progress progress
-	// UserAgent is sent with every request ("k3ckpt" when empty).
-	UserAgent string
-	// Warn, if not nil, hears once per source that a file was opened whose
-	// server offers nothing to verify its content by (see File.Version).
+	// Warn, if not nil, hears once per source that a file's server offers
+	// nothing to verify its content by (see File.Version).
 	Warn func(msg string)
 }
 
@@ -102,17 +92,13 @@ func (o Options) withDefaults() Options {
 	if o.MaxRedirects <= 0 {
 		o.MaxRedirects = defaultMaxRedirects
 	}
-	if o.UserAgent == "" {
-		o.UserAgent = "k3ckpt"
-	}
 	return o
 }
 
-// NewTransport returns a transport for parallel range requests: HTTP/1.1 only
-// (so that each of a fetch's connections is its own TCP connection rather than
-// a stream sharing one), no transparent compression (a gzip-encoded body
-// would not match its Content-Range), and idle connections kept for conns
-// parallel requests per host (0: DefaultConnections).
+// NewTransport returns a transport for conns parallel range requests per
+// host (0: DefaultConnections): HTTP/1.1 only (each connection its own TCP
+// connection rather than a stream sharing one), and no transparent
+// compression (a gzip-encoded body would not match its Content-Range).
 func NewTransport(conns int) *http.Transport {
 	if conns <= 0 {
 		conns = DefaultConnections
@@ -134,19 +120,13 @@ func NewTransport(conns int) *http.Transport {
 // every body byte and HTTP request, redirects included), or a Stream's, or
 // a run's streams added up (every field).
 type Stats struct {
-	// Needed is the bytes the ranges asked for cover.
-	Needed int64
-	// Requested is the bytes asked for: Needed plus the gaps merged over.
-	Requested int64
-	// Fetched is the body bytes received, those of failed attempts included.
-	Fetched int64
+	// Needed is the bytes the ranges cover; Requested adds the gaps merged
+	// over; Fetched is the body bytes received, failed attempts' included.
+	Needed, Requested, Fetched int64
 	// Requests is the requests sent (for a fetch: the range requests
-	// planned, retries not counted).
-	Requests int64
-	// Retries is the failed attempts that were retried.
-	Retries int64
-	// Unplanned is the bytes a stream's reader read by requests of their
-	// own, outside its plan (0 when it read exactly what was planned).
+	// planned, retries not counted); Retries the failed attempts retried.
+	Requests, Retries int64
+	// Unplanned is the bytes a stream's reader read outside its plan.
 	Unplanned int64
 }
 
@@ -171,11 +151,9 @@ type Source struct {
 
 	bytes, requests, retries atomic.Int64
 	answered                 atomic.Bool // a server has responded: the location is right
-
-	warnOnce sync.Once
+	warnOnce                 sync.Once
 }
 
-// unverified warns, once, that a file's content cannot be verified.
 func (s *Source) unverified(name string) {
 	s.warnOnce.Do(func() {
 		if s.o.Warn != nil {
@@ -185,29 +163,14 @@ func (s *Source) unverified(name string) {
 	})
 }
 
-// pinnedCommit reports whether a hub revision is a full commit hash, whose
-// content cannot change.
-func pinnedCommit(rev string) bool {
-	if len(rev) != 40 {
-		return false
-	}
-	for i := 0; i < len(rev); i++ {
-		if c := rev[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 type fileEntry struct {
 	once sync.Once
 	f    *File
 	err  error
 }
 
-// NewSource prepares reads from loc. ctx bounds every request the source makes,
-// including those of File.ReadAt (which has no context of its own): cancel
-// it, or give it a deadline, to bound the whole operation.
+// NewSource prepares reads from loc. ctx bounds every request the source
+// makes, including those of File.ReadAt (which has no context of its own).
 func NewSource(ctx context.Context, loc location, o Options) (*Source, error) {
 	if loc.Base == "" || !strings.HasSuffix(loc.Base, "/") {
 		return nil, &Error{Kind: ErrSource, Detail: fmt.Sprintf("base %q is not a directory URL ending in '/'", loc.Base)}
@@ -218,7 +181,7 @@ func NewSource(ctx context.Context, loc location, o Options) (*Source, error) {
 	return &Source{loc: loc, o: o.withDefaults(), ctx: ctx, files: map[string]*fileEntry{}}, nil
 }
 
-// URL is the address of a file of the source (the name path-escaped).
+// url is the address of a file of the source (the name path-escaped).
 func (s *Source) url(name string) string { return s.loc.Base + urlQuote(name, true) }
 
 // Stats reports the traffic so far.
@@ -226,32 +189,38 @@ func (s *Source) Stats() Stats {
 	return Stats{Fetched: s.bytes.Load(), Requests: s.requests.Load(), Retries: s.retries.Load()}
 }
 
-// repoCommit is the repository commit the hub reported (X-Repo-Commit), ""
-// when none did.
+// repoCommit is the first X-Repo-Commit the hub reported ("": none).
 func (s *Source) repoCommit() string {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	return s.commit
 }
 
-// retry counts a failed attempt about to be retried, in the Stats and the
-// Progress.
-func (s *Source) retry(ev RetryEvent) {
+// Retried counts a failed attempt about to be retried (by the Source, or by
+// a store's own retries), in the source's Stats and its Progress.
+func (s *Source) Retried(ev RetryEvent) {
 	s.retries.Add(1)
 	if s.o.Progress != nil {
 		s.o.Progress.Retry(ev)
 	}
 }
 
-func (s *Source) received(n int64) {
-	s.bytes.Add(n)
-	if s.o.Progress != nil {
-		s.o.Progress.Fetched(n)
+// received counts body bytes in the Stats, the Progress and counter (if
+// not nil).
+func (s *Source) received(counter *atomic.Int64) func(int64) {
+	return func(n int64) {
+		s.bytes.Add(n)
+		if s.o.Progress != nil {
+			s.o.Progress.Fetched(n)
+		}
+		if counter != nil {
+			counter.Add(n)
+		}
 	}
 }
 
-// checkCommit fails when the hub reports a different commit for the revision
-// than it did before: the branch moved during the run.
+// checkCommit fails when the hub reports another commit for the revision
+// than before: the branch moved during the run.
 func (s *Source) checkCommit(name string, h http.Header) error {
 	c := h.Get("X-Repo-Commit")
 	if c == "" {
@@ -269,11 +238,10 @@ func (s *Source) checkCommit(name string, h http.Header) error {
 	return nil
 }
 
-// do sends a GET for u with the given headers and follows redirects itself:
-// at most MaxRedirects, never the same URL twice, only to http(s), and with
-// the token only while the request goes to the token's origin. It returns the
-// final response (its body to be closed by the caller) and the URL it came
-// from.
+// do sends a GET for u and follows redirects itself: at most MaxRedirects,
+// never the same URL twice, only to http(s), and with the token only while
+// the request goes to the token's origin. It returns the final response
+// (the caller closes its body) and the URL it came from.
 func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http.Response, *url.URL, error) {
 	seen := map[string]bool{}
 	chain := []string{}
@@ -285,7 +253,7 @@ func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http
 		for k, v := range hdr {
 			req.Header[k] = v
 		}
-		req.Header.Set("User-Agent", s.o.UserAgent)
+		req.Header.Set("User-Agent", "k3ckpt")
 		req.Header.Set("Accept-Encoding", "identity")
 		if s.loc.Token != "" && originOf(req.URL) == s.loc.TokenHost {
 			req.Header.Set("Authorization", "Bearer "+s.loc.Token)
@@ -311,19 +279,19 @@ func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http
 		loc := resp.Header.Get("Location")
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
+		bad := func(detail string) (*http.Response, *url.URL, error) {
+			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: errRedirect, Detail: detail}
+		}
 		next, err := req.URL.Parse(loc)
 		if loc == "" || err != nil || (next.Scheme != "http" && next.Scheme != "https") {
-			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: errRedirect,
-				Detail: fmt.Sprintf("unusable Location %q", loc)}
+			return bad(fmt.Sprintf("unusable Location %q", loc))
 		}
 		u = next.String()
 		if seen[u] {
-			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: errRedirect,
-				Detail: "redirect loop through " + strings.Join(append(chain, next.Host), " -> ")}
+			return bad("redirect loop through " + strings.Join(append(chain, next.Host), " -> "))
 		}
 		if hops+1 > s.o.MaxRedirects {
-			return nil, nil, &Error{File: name, Host: req.URL.Host, Status: resp.StatusCode, Kind: errRedirect,
-				Detail: fmt.Sprintf("more than %d redirects", s.o.MaxRedirects)}
+			return bad(fmt.Sprintf("more than %d redirects", s.o.MaxRedirects))
 		}
 	}
 }
@@ -359,8 +327,8 @@ func (s *Source) ReadSmall(ctx context.Context, name string, limit int64) ([]byt
 	return s.readURL(ctx, name, s.url(name), limit)
 }
 
-// readURL reads the whole answer to a GET of u (an API call or a file of
-// the source); name is what errors call it.
+// readURL reads the whole answer to a GET of u (an API call or a file);
+// name is what errors call it.
 func (s *Source) readURL(ctx context.Context, name, u string, limit int64) ([]byte, error) {
 	ctx, stop := s.bound(ctx)
 	defer stop()
@@ -368,84 +336,67 @@ func (s *Source) readURL(ctx context.Context, name, u string, limit int64) ([]by
 	defer cancel()
 	fails := 0
 	for attempt := 1; ; attempt++ {
-		b, r := s.readSmallOnce(ctx, name, u, limit)
-		if r == nil {
+		b, after, err := s.readSmallOnce(ctx, name, u, limit)
+		if err == nil {
 			return b, nil
 		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		if r.err == nil { // not retryable, already final
-			return nil, r.final
+		// Anything but an *Error, and a file over the limit (ErrProtocol),
+		// is final as it is.
+		e, ok := err.(*Error)
+		if !ok || e.Kind == ErrProtocol {
+			return nil, err
 		}
 		fails++
-		if !transient(r.err) || fails > s.o.Retries || unreachable(r.err) && !s.answered.Load() {
-			r.err.Attempts = attempt
-			return nil, r.err
-		}
-		wait := backoff(fails, s.o.RetryBase, s.o.RetryMax, r.after)
-		s.retry(RetryEvent{File: name, Attempt: fails, Wait: wait, Err: r.err})
-		if err := sleep(ctx, wait); err != nil {
+		if err := s.retryWait(ctx, name, e, attempt, fails, after, 0); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// smallResult carries a failure: err when it is an *Error (maybe retryable),
-// final for anything else.
-type smallResult struct {
-	retryable
-	final error
-}
-
-func (s *Source) readSmallOnce(ctx context.Context, name, target string, limit int64) ([]byte, *smallResult) {
+// readSmallOnce is one attempt of readURL; it returns the server's
+// Retry-After with a failure.
+func (s *Source) readSmallOnce(ctx context.Context, name, target string, limit int64) ([]byte, time.Duration, error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pace := newPacer(s.o.StallTimeout, s.o.MinRate, cancel)
 	defer pace.stop()
 	resp, u, err := s.do(actx, name, target, nil)
 	if err != nil {
-		return nil, asResult(err)
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		e := statusError(name, resp, u.Host, s.loc.Token != "" && originOf(u) == s.loc.TokenHost)
-		return nil, &smallResult{retryable: retryable{err: e, after: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}}
+		return nil, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), e
 	}
 	if resp.ContentLength > limit {
-		return nil, &smallResult{final: &Error{File: name, Host: u.Host, Kind: ErrProtocol,
-			Detail: fmt.Sprintf("%d bytes is over the %d-byte limit", resp.ContentLength, limit)}}
+		return nil, 0, &Error{File: name, Host: u.Host, Kind: ErrProtocol,
+			Detail: fmt.Sprintf("%d bytes is over the %d-byte limit", resp.ContentLength, limit)}
 	}
 	owed := limit + 1
 	if resp.ContentLength >= 0 {
 		owed = resp.ContentLength
 	}
-	pace.startBody(owed)
-	body := pace.reader(io.LimitReader(resp.Body, limit+1), s.received)
+	body := pace.startBody(owed, io.LimitReader(resp.Body, limit+1), s.received(nil))
 	b, err := io.ReadAll(body)
 	if err != nil {
-		return nil, asResult(netError(actx, err, name, u.Host, s.o.StallTimeout, ""))
+		return nil, 0, netError(actx, err, name, u.Host, s.o.StallTimeout, "")
 	}
 	if int64(len(b)) > limit {
-		return nil, &smallResult{final: &Error{File: name, Host: u.Host, Kind: ErrProtocol,
-			Detail: fmt.Sprintf("longer than the %d-byte limit", limit)}}
+		return nil, 0, &Error{File: name, Host: u.Host, Kind: ErrProtocol,
+			Detail: fmt.Sprintf("longer than the %d-byte limit", limit)}
 	}
 	if resp.ContentLength >= 0 && int64(len(b)) != resp.ContentLength {
-		return nil, &smallResult{retryable: retryable{err: &Error{File: name, Host: u.Host, Kind: ErrNetwork,
-			Detail: fmt.Sprintf("body of %d bytes, Content-Length %d", len(b), resp.ContentLength)}}}
+		return nil, 0, &Error{File: name, Host: u.Host, Kind: ErrNetwork,
+			Detail: fmt.Sprintf("body of %d bytes, Content-Length %d", len(b), resp.ContentLength)}
 	}
-	return b, nil
+	return b, 0, nil
 }
 
-func asResult(err error) *smallResult {
-	if e, ok := err.(*Error); ok {
-		return &smallResult{retryable: retryable{err: e}}
-	}
-	return &smallResult{final: err}
-}
-
-// bound joins ctx with the source's own context: a request stops when
-// either is done.
+// bound joins ctx with the source's own context.
 func (s *Source) bound(ctx context.Context) (context.Context, func()) {
 	if ctx == nil {
 		ctx = context.Background()

@@ -12,12 +12,11 @@ import (
 var errStreamClosed = errors.New("stream closed")
 
 // stream serves the reads of an executor that follows a plan: fetch runs in
-// the background over the plan's ranges, coalesced and in parallel, and the
-// executor's ReadAt calls, made in the plan's order, take the bytes as they
-// arrive. A read that is not the next planned one is served by a range
-// request of its own and counted as unplanned, so a plan that misses a read
-// costs bytes, never correctness. Memory is the fetch window. ReadAt calls are
-// serialized; a Stream serves one executor.
+// the background over the plan's ranges, and the executor's ReadAt calls,
+// made in the plan's order, take the bytes as they arrive. A read that is not
+// the next planned one gets a range request of its own (Stats.Unplanned), so
+// a plan that misses a read costs bytes, never correctness. ReadAt calls are
+// serialized; a stream serves one executor.
 type stream struct {
 	src    *Source
 	ranges []Range
@@ -38,8 +37,7 @@ type stream struct {
 }
 
 // Stream starts fetching ranges for an executor that will read them, in this
-// order, through the readers of File. Close it when done (it stops a fetch
-// still running).
+// order, through the readers of File. Close it when done.
 func (s *Source) Stream(ctx context.Context, ranges []Range, o FetchOptions) *stream {
 	ctx, cancel := context.WithCancelCause(ctx)
 	st := &stream{src: s, ranges: ranges, cancel: cancel,
@@ -105,36 +103,19 @@ func (st *stream) readAt(name string, p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// direct reads p[n:] with a request of its own: a read the plan did not have
-// next.
+// direct reads p[n:] with a request of its own.
 func (st *stream) direct(name string, p []byte, n int, off int64) (int, error) {
 	f, err := st.src.Open(context.Background(), name)
 	if err != nil {
 		return n, err
 	}
-	rest := p[n:]
-	at := off + int64(n)
-	if at >= f.Size() {
-		return n, io.EOF
-	}
-	short := int64(len(rest)) > f.Size()-at
-	if short {
-		rest = rest[:f.Size()-at]
-	}
-	var got atomic.Int64
-	if err := f.readRange(context.Background(), rest, at, &got); err != nil {
-		return n, err
-	}
-	st.unplanned.Add(int64(len(rest)))
-	if short {
-		return n + len(rest), io.EOF
-	}
-	return len(p), nil
+	m, err := f.ReadAt(p[n:], off+int64(n))
+	st.unplanned.Add(int64(m))
+	return n + m, err
 }
 
-// Close stops the fetch (if the executor stopped early) and reports what it
-// cost; err is the fetch's failure, nil when it completed or was stopped by
-// Close.
+// Close stops the fetch and reports what it cost; err is the fetch's
+// failure, nil when it completed or was stopped by Close.
 func (st *stream) Close() (Stats, error) {
 	st.closeOnce.Do(func() { st.cancel(errStreamClosed) })
 	<-st.done

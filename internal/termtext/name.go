@@ -2,6 +2,7 @@ package termtext
 
 import (
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -13,23 +14,10 @@ import (
 // bidirectional overrides) and invalid byte is escaped. The empty string
 // prints as "".
 func Name(s string) string {
-	if s == "" {
-		return `""`
-	}
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
-				return strconv.Quote(s)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 || !unicode.IsPrint(r) {
-			return strconv.Quote(s)
-		}
-		i += n
+	if s == "" || !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool {
+		return r == '"' || r == '\\' || !unicode.IsPrint(r)
+	}) {
+		return strconv.Quote(s)
 	}
 	return s
 }

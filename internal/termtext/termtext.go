@@ -8,6 +8,7 @@
 package termtext
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
@@ -18,17 +19,15 @@ import (
 // Unicode format characters that reorder text) and every invalid UTF-8 byte
 // written as a Go escape (\n, \x1b, \u202e); s itself when it has none.
 func escape(s string) string {
-	if !needs(s) {
+	if !strings.ContainsFunc(s, unsafe) { // an invalid byte ranges as RuneError
 		return s
 	}
 	var b strings.Builder
-	b.Grow(len(s) + 8)
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:
-			b.WriteString(`\x`)
-			b.WriteString(hex2(s[i]))
+			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case unsafe(r):
 			q := strconv.QuoteRuneToASCII(r) // 'x' with the escape inside
 			b.WriteString(q[1 : len(q)-1])
@@ -50,49 +49,21 @@ func Lines(s string) string {
 	return strings.Join(parts, "\n")
 }
 
-func needs(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
-			if c < 0x80 {
-				return true
-			}
-			// Non-ASCII: decode properly.
-			for _, r := range s[i:] {
-				if r == utf8.RuneError || unsafe(r) {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	return false
-}
-
 func unsafe(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError
-}
-
-func hex2(c byte) string {
-	const digits = "0123456789abcdef"
-	return string([]byte{digits[c>>4], digits[c&15]})
 }
 
 // Int writes an integer with thousands separators ("1,453,660").
 func Int(n int64) string {
 	s := strconv.FormatInt(n, 10)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
+	digits := strings.TrimPrefix(s, "-")
 	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
+	b.WriteString(s[:len(s)-len(digits)])
+	for i := range len(digits) {
+		if i > 0 && (len(digits)-i)%3 == 0 {
 			b.WriteByte(',')
 		}
-		b.WriteByte(s[i])
+		b.WriteByte(digits[i])
 	}
 	return b.String()
 }

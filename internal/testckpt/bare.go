@@ -10,17 +10,13 @@ import (
 // kimi_k3 config.json's text model is: its text_config as the whole config.
 func BareConfig(tb testing.TB, configJSON []byte) []byte {
 	tb.Helper()
-	b, err := bareConfig(configJSON)
+	_, tc, err := decodeConfig(configJSON)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := model.MarshalConfig(tc)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return b
-}
-
-func bareConfig(configJSON []byte) ([]byte, error) {
-	_, tc, err := decodeConfig(configJSON)
-	if err != nil {
-		return nil, err
-	}
-	return model.MarshalConfig(tc)
 }

@@ -16,12 +16,11 @@ const hubRepo = "models--moonshotai--Kimi-K3"
 
 // HubCache lays a checkpoint directory out as huggingface_hub's cache does,
 // in a fresh tb.TempDir(): repo is <tmp>/hub/models--moonshotai--Kimi-K3 and
-// snap its snapshots/<rev>/, whose every entry (shards, index, config.json,
-// side files, in subfolders too) is a relative link into ../../blobs/<sha256
-// of the content> (one level deeper per subfolder). Blobs are hard links to
-// src's files where the file system allows, copies otherwise; files with
-// equal content share one blob, as in the cache. A link changes the ctime of
-// src's files, so src must be one no other test converts meanwhile.
+// snap its snapshots/<rev>/, whose every entry is a relative link into
+// ../../blobs/<sha256 of the content>. Blobs are hard links to src's files
+// where possible, copies otherwise, shared by equal contents. A link changes
+// the ctime of src's files, so src must be one no other test converts
+// meanwhile.
 func HubCache(tb testing.TB, src string) (snap, repo string) {
 	tb.Helper()
 	repo = filepath.Join(tb.TempDir(), "hub", hubRepo)

@@ -14,12 +14,9 @@ import (
 )
 
 // HubServer serves a checkpoint directory as the hub repository
-// hf://org/name on 127.0.0.1: files under /org/name/resolve/main/ (byte
-// ranges, an ETag per file, "v1" unless set), the file listing under
-// /api/models/org/name/revision/main. It counts the body bytes of range
-// requests per file, and can fail a file or give it another ETag, so tests
-// can check what a remote run fetched, interrupt it and change the source
-// under it.
+// hf://org/name on 127.0.0.1 (files with byte ranges and an ETag, "v1"
+// unless set, and the file listing). It counts the body bytes of range
+// requests per file, and can fail a file or give it another ETag.
 type HubServer struct {
 	// URL is the server's base URL (HF_ENDPOINT).
 	URL string

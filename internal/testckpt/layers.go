@@ -11,23 +11,13 @@ import (
 
 // LayersConfigJSON is the config.json of a built-in scale cut to its first n
 // layers, MLA at every 4th (1-based) as in K3 and KDA at the others: every
-// kind of tensor (the dense layer, KDA, MLA, experts, the model-level
-// tensors, projector and vision tower) in n+3 shards instead of 96, for tests
-// whose subject does not depend on the released layer count and that would
-// otherwise create, fill or copy 96 files.
+// kind of tensor in n+3 shards instead of 96, for tests whose subject does
+// not depend on the released layer count.
 func LayersConfigJSON(tb testing.TB, scale model.Scale, n int) []byte {
 	tb.Helper()
-	b, err := layersConfig(scale, n)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
-}
-
-func layersConfig(scale model.Scale, n int) ([]byte, error) {
 	b, err := model.FamilyConfigJSON("", scale)
 	if err != nil {
-		return nil, err
+		tb.Fatal(err)
 	}
 	b, err = EditTextConfig(b, func(tc map[string]any) error {
 		lin, ok := tc["linear_attn_config"].(map[string]any)
@@ -47,16 +37,16 @@ func layersConfig(scale model.Scale, n int) ([]byte, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		tb.Fatal(err)
 	}
 	c, err := model.ParseConfig(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s config cut to %d layers: %w", scale, n, err)
+		tb.Fatalf("%s config cut to %d layers: %v", scale, n, err)
 	}
 	if c.NumLayers != n || c.NumShards() != n+3 {
-		return nil, fmt.Errorf("%s config cut to %d layers has %d layers in %d shards", scale, n, c.NumLayers, c.NumShards())
+		tb.Fatalf("%s config cut to %d layers has %d layers in %d shards", scale, n, c.NumLayers, c.NumShards())
 	}
-	return b, nil
+	return b
 }
 
 // TPConfigJSON is the tiny config with experts and MLA heads that split 8
@@ -66,25 +56,20 @@ func layersConfig(scale model.Scale, n int) ([]byte, error) {
 // follow their slices as K3's 2304-row slices do.
 func TPConfigJSON(tb testing.TB) []byte {
 	tb.Helper()
-	b, err := tpConfig()
+	b, err := model.FamilyConfigJSON("", model.ScaleTiny)
+	if err == nil {
+		b, err = EditTextConfig(b, func(tc map[string]any) error {
+			tc["moe_intermediate_size"] = 256
+			tc["num_experts"] = 16
+			tc["qk_nope_head_dim"] = 64
+			tc["qk_rope_head_dim"] = 64
+			return nil
+		})
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return b
-}
-
-func tpConfig() ([]byte, error) {
-	b, err := model.FamilyConfigJSON("", model.ScaleTiny)
-	if err != nil {
-		return nil, err
-	}
-	return EditTextConfig(b, func(tc map[string]any) error {
-		tc["moe_intermediate_size"] = 256
-		tc["num_experts"] = 16
-		tc["qk_nope_head_dim"] = 64
-		tc["qk_rope_head_dim"] = 64
-		return nil
-	})
 }
 
 // EditTextConfig returns configJSON with its text_config changed by edit,

@@ -137,17 +137,8 @@ func copyHead(src, dst string) error {
 	} else if head, err = os.ReadFile(src); err != nil {
 		return err
 	}
-	out, err := os.Create(dst)
-	if err != nil {
+	if err := os.WriteFile(dst, head, 0o666); err != nil {
 		return err
 	}
-	if _, err := out.Write(head); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Truncate(st.Size()); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return os.Truncate(dst, st.Size())
 }

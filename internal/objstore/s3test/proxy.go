@@ -18,19 +18,18 @@ import (
 )
 
 // proxy is a loopback reverse proxy in front of a Server that misbehaves on
-// purpose: it answers 503 SlowDown to the first Throttle requests, cuts
-// the connection halfway through the body of the first Cut GETs that carry
-// a body, and, once Hold object or part uploads have passed, holds every
-// later one until its client goes away (a run killed mid-upload). The Host header
-// passes unchanged, so signatures stay valid.
+// purpose (see its fields). The Host header passes unchanged, so signatures
+// stay valid.
 type proxy struct {
 	// URL is the proxy's endpoint, to use instead of the server's.
 	URL string
-	// Throttle, Cut and Corrupt are the misbehaviours left to perform;
-	// Corrupt flips a byte in the body of that many uploaded parts.
+	// Throttle, Cut and Corrupt are the misbehaviours left to perform:
+	// answer 503 SlowDown, cut a GET's connection halfway through its body,
+	// flip a byte in an uploaded part's body.
 	Throttle, Cut, Corrupt atomic.Int64
-	// Hold is how many uploads (PUTs of an object or a part, bar those
-	// under a .k3ckpt/ folder) pass before the rest are held (0: none).
+	// Hold is how many uploads (PUTs of an object or a part, bar those under
+	// a .k3ckpt/ folder) pass before the rest are held until their client
+	// goes away, as in a run killed mid-upload (0: none).
 	Hold atomic.Int64
 	// Throttled, Cuts, Corrupted and Held count what was done; Puts counts
 	// the uploads seen.
@@ -38,12 +37,10 @@ type proxy struct {
 	// Requests and Received count the requests passed to the server and the
 	// response body bytes sent back to the client.
 	Requests, Received atomic.Int64
-	// Sizes, when set, makes the proxy answer as a store holding objects of
-	// the given sizes (keyed bucket/key) would: listings, HEAD's
-	// Content-Length and a ranged GET's Content-Range total give that size,
-	// whatever the server stores. The server must hold every byte a client
-	// reads (e.g. the safetensors headers of a replica whose data regions
-	// were left out).
+	// Sizes, when set, makes listings, HEAD's Content-Length and a ranged
+	// GET's Content-Range total give these sizes (keyed bucket/key), whatever
+	// the server stores, which must still hold every byte a client reads
+	// (e.g. a replica's safetensors headers without their data).
 	Sizes atomic.Pointer[map[string]int64]
 }
 
@@ -57,9 +54,7 @@ type cutKey struct{}
 // aborts the connection (http.ErrAbortHandler) after what it has sent.
 var errCut = errors.New("s3test: connection cut on purpose")
 
-// rewrite is the ReverseProxy's ModifyResponse: it counts the body sent
-// back, cuts it halfway when the request is marked so, and, under Sizes,
-// reports the sizes given.
+// rewrite is the ReverseProxy's ModifyResponse: Sizes, counting and cuts.
 func (p *proxy) rewrite(resp *http.Response) error {
 	p.Requests.Add(1)
 	if m := p.Sizes.Load(); m != nil {

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -71,15 +72,13 @@ var shared struct {
 	err  error
 }
 
-// Start returns the test binary's MinIO, started on first use (one server
-// for every test of the binary: starting one takes seconds), with no bucket
-// left by an earlier test, and points the AWS settings of the process at it
-// for the test. Under -short it skips the test: the quick loop leaves the
-// real-server tests to the full run. The server is killed when the test binary exits
-// (Pdeathsig, Linux only: elsewhere every test starts a server of its own)
-// and keeps its data in a directory of testckpt.Dir, which testckpt.Main
-// removes. Tests using it cannot run in parallel (t.Setenv refuses to), so
-// each has the server to itself; its buckets are removed when it ends.
+// Start returns the test binary's MinIO, started on first use (starting one
+// takes seconds), with no bucket left by an earlier test, and points the
+// process's AWS settings at it for the test; under -short it skips the test.
+// The server is killed when the test binary exits (Pdeathsig, Linux only:
+// elsewhere every test starts its own) and keeps its data in a testckpt.Dir.
+// Tests using it cannot run in parallel (t.Setenv refuses to), so each has
+// the server to itself.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	if testing.Short() {
@@ -240,9 +239,8 @@ func (s *Server) wipe() error {
 	return nil
 }
 
-// Env sets the variables every AWS tool reads to reach the server with the
-// root credentials, and hides the user's own AWS configuration and the
-// instance metadata service.
+// env points every AWS setting at the server with the root credentials, and
+// hides the user's own AWS configuration and the instance metadata service.
 func (s *Server) env(t testing.TB) {
 	t.Setenv("AWS_ACCESS_KEY_ID", user)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", password)
@@ -287,7 +285,7 @@ func (s *Server) PutDir(t testing.TB, dir, bucket, prefix string) {
 			return err
 		}
 		defer f.Close()
-		return s.Put(bucket, join(prefix, filepath.ToSlash(rel)), f)
+		return s.Put(bucket, path.Join(prefix, filepath.ToSlash(rel)), f)
 	})
 	if err != nil {
 		t.Fatalf("upload %s: %v", dir, err)
@@ -300,10 +298,9 @@ func (s *Server) Put(bucket, key string, r io.ReadSeeker) error {
 	return err
 }
 
-// GetDir downloads every object under bucket/prefix into dir, keyed by
-// the rest of its key. An object listed and gone before its GET (a killed
-// client's request still reaching the server) makes it list again, with
-// the files of the failed pass removed.
+// GetDir downloads every object under bucket/prefix into dir, keyed by the
+// rest of its key. An object listed and gone before its GET (a killed
+// client's request still reaching the server) makes it try again.
 func (s *Server) GetDir(t testing.TB, bucket, prefix, dir string) []string {
 	t.Helper()
 	for try := 1; ; try++ {
@@ -345,7 +342,7 @@ func (s *Server) getDir(bucket, prefix, dir string) (keys []string, err error) {
 		}
 	}
 	for _, k := range keys {
-		out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(join(prefix, k))})
+		out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(path.Join(prefix, k))})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
@@ -365,11 +362,4 @@ func (s *Server) getDir(bucket, prefix, dir string) (keys []string, err error) {
 		}
 	}
 	return keys, nil
-}
-
-func join(prefix, name string) string {
-	if prefix == "" {
-		return name
-	}
-	return prefix + "/" + name
 }
