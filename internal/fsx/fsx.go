@@ -50,14 +50,25 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	if st.Size() > limit {
 		return nil, tooLarge(path, st.Size(), limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1)) // limit+1: a file that grew
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	// Sized from Stat, so that a large index is read without regrowing; the
+	// limit is checked again as it is read, for a file that grows.
+	b := make([]byte, 0, st.Size()+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			return nil, tooLarge(path, int64(len(b)), limit)
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
 	}
-	if int64(len(b)) > limit {
-		return nil, tooLarge(path, int64(len(b)), limit)
-	}
-	return b, nil
 }
 
 func tooLarge(path string, size, limit int64) error {
