@@ -98,3 +98,27 @@ func TestOpenRegular(t *testing.T) {
 		t.Fatalf("empty: %q %v", b, err)
 	}
 }
+
+// A large file is read into one buffer sized from its Stat: regrowing it
+// would copy a 58 MB index several times over.
+func TestReadFileOneBuffer(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(p, make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	allocs := testing.AllocsPerRun(3, func() {
+		b, err := ReadFile(p, 16<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = b
+	})
+	if len(got) != 8<<20 {
+		t.Fatalf("read %d bytes, want %d", len(got), 8<<20)
+	}
+	// Open, Stat and the buffer; regrowing from a small buffer takes many more.
+	if allocs > 10 {
+		t.Errorf("ReadFile of 8 MiB: %.0f allocations, want the buffer allocated once", allocs)
+	}
+}
