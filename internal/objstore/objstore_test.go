@@ -134,6 +134,21 @@ func TestMinIO(t *testing.T) {
 		}
 	})
 
+	// A conditional write over an existing object reports it not created,
+	// without an error, whoever wrote it (a lost race for a claim).
+	t.Run("ifAbsent", func(t *testing.T) {
+		_, b := source(t, "s3://ckpt/p")
+		for i, want := range []bool{true, false} {
+			created, err := b.Put(ctx, "claim.json", bytes.NewReader([]byte("x")), 1, true)
+			if err != nil || created != want {
+				t.Fatalf("Put %d with ifAbsent: created %v, %v; want %v, no error", i+1, created, err, want)
+			}
+		}
+		if err := b.Delete(ctx, "claim.json"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		s, _ := source(t, "s3://ckpt/p")
 		_, err := s.Open(ctx, "nosuch.bin")

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -62,19 +62,11 @@ func (b *Bucket) putKey(ctx context.Context, key string, r io.ReadSeeker, size i
 	return aws.ToString(out.ETag), nil
 }
 
-// isStatus reports whether err (an SDK error) is an HTTP response with one
-// of the codes.
+// isStatus reports whether err, as fail returns it, is an HTTP response
+// with one of the codes.
 func isStatus(err error, codes ...int) bool {
-	var re *awshttp.ResponseError
-	if !errors.As(err, &re) {
-		return false
-	}
-	for _, c := range codes {
-		if re.HTTPStatusCode() == c {
-			return true
-		}
-	}
-	return false
+	var e *remote.Error
+	return errors.As(err, &e) && slices.Contains(codes, e.Status)
 }
 
 // Delete removes object name under the prefix (no error when absent).
