@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -370,12 +369,25 @@ type totals struct {
 
 func (p *Plan) totals() totals {
 	var t totals
-	sum := reflect.ValueOf(&t).Elem()
 	for _, f := range p.Files {
-		ft := reflect.ValueOf(f.Totals)
-		for i := range sum.NumField() { // every field is a count
-			sum.Field(i).SetInt(sum.Field(i).Int() + ft.Field(i).Int())
-		}
+		ft := f.Totals
+		t.Files += ft.Files
+		t.SourceBytes += ft.SourceBytes
+		t.OutputBytes += ft.OutputBytes
+		t.Copied += ft.Copied
+		t.Quantized += ft.Quantized
+		t.Dropped += ft.Dropped
+		t.CopiedBytes += ft.CopiedBytes
+		t.QuantizedBytes += ft.QuantizedBytes
+		t.FP8Bytes += ft.FP8Bytes
+		t.ScaleBytes += ft.ScaleBytes
+		t.NVFP4 += ft.NVFP4
+		t.MXFP4Bytes += ft.MXFP4Bytes
+		t.NVFP4Bytes += ft.NVFP4Bytes
+		t.Decoded += ft.Decoded
+		t.DecodedBytes += ft.DecodedBytes
+		t.Packed += ft.Packed
+		t.PackedBytes += ft.PackedBytes
 	}
 	for _, a := range p.Aux {
 		t.AuxFiles++
