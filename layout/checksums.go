@@ -84,10 +84,10 @@ func CheckSums(ctx context.Context, root string) (files int, bytes int64, err er
 		if err != nil {
 			return files, bytes, err
 		}
-		// The directory's files, less those of a directory below with its own SHA256SUMS.
+		// The directory's files: those whose nearest SHA256SUMS is its own.
 		var there []string
 		for name := range all {
-			if rest, ok := strings.CutPrefix(name, dir); ok && rest != sumsName && (dir != "" || firstDir(name) == "" || !slices.Contains(dirs, firstDir(name))) {
+			if rest, ok := strings.CutPrefix(name, dir); ok && rest != sumsName && sumsDir(dirs, name) == dir {
 				there = append(there, rest)
 			}
 		}
@@ -119,9 +119,10 @@ func CheckSums(ctx context.Context, root string) (files int, bytes int64, err er
 	return files, bytes, nil
 }
 
-// firstDir is the first directory of a slash-separated name, with its slash.
-func firstDir(name string) string {
-	if i := strings.IndexByte(name, '/'); i >= 0 {
+// sumsDir is the directory of dirs whose SHA256SUMS lists name: its first
+// directory when that has one, else the root.
+func sumsDir(dirs []string, name string) string {
+	if i := strings.IndexByte(name, '/'); i >= 0 && slices.Contains(dirs, name[:i+1]) {
 		return name[:i+1]
 	}
 	return ""
