@@ -34,12 +34,12 @@ import time
 # variant -> [(file, old, new)]; each old must occur exactly once.
 PATCHES = {
     "no-gc": [
-        ("cmd/k3ckpt/memory.go", "func planMemory() {", "func planMemory() { return;"),
-        ("cmd/k3ckpt/memory.go", "func defaultCollector() {", "func defaultCollector() { return;"),
+        ("cmd/k3ckpt/memory.go", "func planMemory(src string) {", "func planMemory(src string) { return;"),
+        ("cmd/k3ckpt/memory.go", "func gcPace(percent int) {", "func gcPace(percent int) { return;"),
         ("cmd/k3ckpt/memory.go", "func setMemoryLimit(jobs, tensors int) {", "func setMemoryLimit(jobs, tensors int) { return;"),
     ],
     "no-direct": [("internal/filewrite/file.go", "f.direct = directOn(af.File, true) == nil", "f.direct = false")],
-    "no-huge": [("internal/filewrite/pool.go", "if b = mapHuge(BufferSize); b != nil {", "if b = []byte(nil); b != nil {")],
+    "no-huge": [("internal/filewrite/pool.go", "if b = mapHuge(bufferSize); b != nil {", "if b = []byte(nil); b != nil {")],
 }
 PATCHES["none"] = [p for v in ("no-gc", "no-direct", "no-huge") for p in PATCHES[v]]
 
