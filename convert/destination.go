@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/objdest"
 	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
@@ -126,7 +127,7 @@ func (d *destination) present(name string, size int64, etag string) (bool, error
 // readFile reads a small output file (a config, the index, the report).
 func (d *destination) readFile(name string) ([]byte, error) {
 	if !d.remote() {
-		return readRegular(d.path(name))
+		return fsx.ReadFile(d.path(name), maxStateFile)
 	}
 	return d.obj.ReadFile(name, maxStateFile)
 }

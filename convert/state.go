@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -83,9 +84,9 @@ func (p *Plan) state() *planState {
 
 func (s *planState) units() []string { return slices.Concat(s.Shards, s.Aux) }
 
-// readJSON decodes a state or manifest file (readRegular's bound).
+// readJSON decodes a state or manifest file (at most maxStateFile bytes).
 func readJSON(path string, v any) error {
-	b, err := readRegular(path)
+	b, err := fsx.ReadFile(path, maxStateFile)
 	if err != nil {
 		return err
 	}
