@@ -18,12 +18,10 @@ import (
 // errNoSpace: DST's filesystem has less free space than the output needs.
 var errNoSpace = errors.New("not enough free space")
 
-// checkDestPath refuses a DST that is SRC, lies inside it or holds it,
-// however the paths are spelled (fsx.Disjoint resolves both absolutely
-// through their links): a second run would count the first one's output as
-// side files of the source.
+// checkDestPath refuses a DST that is SRC, lies inside it or holds it, however
+// spelled (fsx.Disjoint resolves links): a second run would count the first
+// one's output as side files of the source.
 func checkDestPath(p *Plan, d *destination) error {
-	dst := d.dir
 	if d.remote() {
 		// A bucket DST can only overlap a source in the same bucket.
 		src, out := p.SrcRoot, d.bucket.URL.Dir()
@@ -39,12 +37,12 @@ func checkDestPath(p *Plan, d *destination) error {
 	if err != nil {
 		return err
 	}
-	if out, err := os.Stat(dst); err == nil && os.SameFile(src, out) {
-		return fmt.Errorf("%w: %s", errSameDir, dst)
+	if out, err := os.Stat(d.dir); err == nil && os.SameFile(src, out) {
+		return fmt.Errorf("%w: %s", errSameDir, d.dir)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := fsx.Disjoint(dst, p.SrcRoot); err != nil {
+	if err := fsx.Disjoint(d.dir, p.SrcRoot); err != nil {
 		return fmt.Errorf("%w: %w", ErrDestination, err)
 	}
 	return nil
@@ -150,13 +148,11 @@ type pendingState struct {
 // recordState starts record (nil: nothing to record).
 func recordState(record func() error) *pendingState {
 	s := &pendingState{done: make(chan struct{})}
-	if record == nil {
-		close(s.done)
-		return s
-	}
 	go func() {
 		defer close(s.done)
-		s.err = record()
+		if record != nil {
+			s.err = record()
+		}
 	}()
 	return s
 }
@@ -207,16 +203,14 @@ func discardRun(d *destination) error {
 // other workers may be writing their own temporaries in the same directory.
 func removeOwnTemps(dst string, units []unit) error {
 	bases := map[string]map[string]bool{} // directory → unit base names
-	var dirs []string
 	for _, u := range units {
 		dir, base := filepath.Split(filepath.Join(dst, filepath.FromSlash(u.Name)))
 		if bases[dir] == nil {
 			bases[dir] = map[string]bool{}
-			dirs = append(dirs, dir)
 		}
 		bases[dir][base] = true
 	}
-	for _, dir := range dirs {
+	for dir, names := range bases {
 		ents, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -225,7 +219,7 @@ func removeOwnTemps(dst string, units []unit) error {
 			return err
 		}
 		for _, e := range ents {
-			if !ownTemp(e.Name(), bases[dir]) {
+			if !ownTemp(e.Name(), names) {
 				continue
 			}
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -258,27 +252,26 @@ func checkSpace(d *destination, p *Plan, units []unit, recs records, m *dstManif
 	if d.remote() {
 		return nil // a bucket has no free space to compare with
 	}
-	dst := d.dir
 	var need, spill int64
 	for _, u := range units {
 		if u.File != nil {
 			spill = max(spill, u.File.spillBytes())
 		}
 		if rec, ok := recs.finished(p.ID, u.Name, m); ok && recs != nil {
-			if fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u.Name))); err == nil && fi.Size() == rec.Size {
+			if fi, err := os.Stat(d.path(u.Name)); err == nil && fi.Size() == rec.Size {
 				continue
 			}
 		}
 		need += u.Size
 	}
 	need += int64(len(p.Config)+len(p.HFQuantConfig)) + int64(max(jobs, 1))*spill
-	free, ok, err := fsx.FreeSpace(dst)
+	free, ok, err := fsx.FreeSpace(d.dir)
 	if err != nil {
-		return fmt.Errorf("free space of %s: %w", dst, err)
+		return fmt.Errorf("free space of %s: %w", d.dir, err)
 	}
 	if ok && free < need {
 		return fmt.Errorf("%w: %s has %s free, the conversion writes %s more; free space or pass --no-space-check",
-			errNoSpace, dst, sizeString(free), sizeString(need))
+			errNoSpace, d.dir, sizeString(free), sizeString(need))
 	}
 	return nil
 }

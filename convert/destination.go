@@ -21,22 +21,19 @@ import (
 // destination is where a conversion's files go: a local directory (DST
 // itself), or the objects under an s3:// or gs:// prefix.
 //
-// A bucket has no rename, no append and no lock, so a bucket DST keeps the
-// run's bookkeeping (what a local DST holds in its stateDir, plus the staged
-// index and configs and the spills) in a local state directory, dir. Output
-// files are multipart uploads, which no reader sees before they complete;
-// the small files are single PUTs, the manifest last. A claim object ties
-// the prefix to one state directory (see objdest.Dest.Claim).
+// A bucket has no rename, append or lock, so a bucket DST keeps the run's
+// bookkeeping (a local DST's stateDir, the staged index and configs, the
+// spills) in a local state directory, dir. Output files are multipart
+// uploads, which no reader sees before they complete; the small files are
+// single PUTs, the manifest last. A claim object ties the prefix to one state
+// directory (see objdest.Dest.Claim).
 type destination struct {
 	name   string // DST as given, in messages
 	dir    string // the local DST, or a bucket DST's state directory
 	obj    *objdest.Dest
-	bucket *objstore.Bucket // obj's
-	ctx    context.Context  // bounds the bucket's requests
-
-	srcOnce sync.Once // src reads a bucket's shards back (verify)
-	src     *remote.Source
-	srcErr  error
+	bucket *objstore.Bucket               // obj's
+	ctx    context.Context                // bounds the bucket's requests
+	src    func() (*remote.Source, error) // reads a bucket's shards back (verify)
 }
 
 // openDestination resolves DST: a local directory, or a bucket prefix with
@@ -49,7 +46,15 @@ func openDestination(ctx context.Context, dst, stateDir string, conns int) (*des
 	if err != nil {
 		return nil, err
 	}
-	return &destination{name: o.Name, dir: o.StateDir, obj: o, bucket: o.Bucket, ctx: ctx}, nil
+	src := sync.OnceValues(func() (*remote.Source, error) {
+		return remote.NewStoreSource(context.WithoutCancel(ctx), o.Bucket.URL.Dir(), o.Bucket, remote.Options{})
+	})
+	return &destination{name: o.Name, dir: o.StateDir, obj: o, bucket: o.Bucket, ctx: ctx, src: src}, nil
+}
+
+// localDest is the destination of local directory dst.
+func localDest(dst string) *destination {
+	return &destination{name: dst, dir: dst, ctx: context.Background()}
 }
 
 // remote reports whether DST is a bucket (nil: a local one, as in tests).
@@ -95,9 +100,9 @@ func (d *destination) spillPath(path string) string {
 }
 
 // kept reports whether output file name is still the file rec records: a
-// local file of its size and sha256; an object of its size and ETag etag,
-// or, with no ETag recorded (a finished conversion's manifest), of its
-// sha256 read back. It returns the ETag to record.
+// local file of its size and sha256; an object of its size and ETag etag, or
+// with no ETag (a finished conversion's manifest) of its sha256 read back.
+// It returns the ETag to record.
 func (d *destination) kept(name string, rec fileRecord, etag string, prog func(int64)) (bool, string, error) {
 	if !d.remote() {
 		path := d.path(name)
@@ -201,9 +206,4 @@ func (d *destination) unclaim() error {
 		return nil
 	}
 	return d.obj.Unclaim()
-}
-
-// localDest is the destination of local directory dst.
-func localDest(dst string) *destination {
-	return &destination{name: dst, dir: dst, ctx: context.Background()}
 }

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/k3ckpt/k3ckpt/internal/bufs"
-	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -36,13 +35,11 @@ func (d *destination) openShard(ctx context.Context, name string) (*safetensors.
 	if !d.remote() {
 		return safetensors.OpenFile(d.path(name))
 	}
-	d.srcOnce.Do(func() {
-		d.src, d.srcErr = remote.NewStoreSource(context.WithoutCancel(ctx), d.bucket.URL.Dir(), d.bucket, remote.Options{})
-	})
-	if d.srcErr != nil {
-		return nil, d.srcErr
+	src, err := d.src()
+	if err != nil {
+		return nil, err
 	}
-	f, err := d.src.Open(ctx, name)
+	f, err := src.Open(ctx, name)
 	if err != nil {
 		return nil, err
 	}
