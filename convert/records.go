@@ -17,8 +17,8 @@ import (
 
 // Done records say which output files are finished, under which plan, with
 // their size and sha256, so that a resumed run or merge trusts them without
-// hashing them again. Each process appends JSON lines to a log of its own in
-// StateDir/done: one write per record. Logs are not synced: a record lost
+// hashing them again. Each process appends JSON lines, one write per record,
+// to a log of its own in StateDir/done. Logs are not synced: a record lost
 // with a power failure only makes resume redo its file.
 const (
 	logExt        = ".jsonl"
@@ -45,8 +45,8 @@ func newRecordLog(dst string, worker, workers int, state *pendingState) *recordL
 	return &recordLog{dir: filepath.Join(dst, stateDir, doneDir), name: name, state: state, recs: records{}}
 }
 
-// ready waits until the plan is recorded in DST: no file may reach its
-// final name, nor a record the log, before then.
+// ready waits until the plan is recorded in DST: no file may reach its final
+// name, nor a record the log, before then.
 func (l *recordLog) ready() error { return l.state.wait() }
 
 // add appends one record in a single write.
@@ -123,7 +123,7 @@ func (l *recordLog) close() error {
 type records map[string]doneRecord
 
 // loadRecords reads every log in DST's StateDir (and legacy records). A line
-// that does not parse, as a torn last line, is no record.
+// that does not parse (a torn last line) is no record.
 func loadRecords(dst string) (records, error) {
 	dir := filepath.Join(dst, stateDir, doneDir)
 	ents, err := os.ReadDir(dir)
@@ -193,7 +193,7 @@ func (recs records) finished(plan, unit string, m *dstManifest) (fileRecord, boo
 	return fileRecord{}, false
 }
 
-// recorded reports whether unit has a done record of plan, with its counts.
+// recorded reports whether unit has a done record of plan.
 func (recs records) recorded(plan, unit string) bool {
 	r, ok := recs[unit]
 	return ok && r.Plan == plan

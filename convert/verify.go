@@ -91,13 +91,12 @@ type VerifyOptions struct {
 // maxViolations caps the violations listed; more are counted.
 const maxViolations = 100
 
-// Verify re-reads a finished conversion dst against its source src: DST
-// holds exactly the manifest's files (nothing else, no links), each with the
-// recorded size and sha256; the structure matches a fresh plan of the
-// recorded options (every shard's header, index, configs, side files);
-// every copied tensor is identical to the source's, and every other one bit
-// for bit what converting the source again makes, with FP8 error statistics
-// reported. The error is for failures to read; violations are in the report.
+// Verify re-reads a finished conversion dst against its source src: DST holds
+// exactly the manifest's files (no links), each of the recorded size and
+// sha256; every shard's header, the index, configs and side files match a
+// fresh plan of the recorded options; copied tensors are the source's bytes,
+// every other one bit for bit a fresh conversion, with FP8 error statistics.
+// The error is for failures to read; violations are in the report.
 func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo VerifyOptions) (*VerifyReport, error) {
 	rep := &VerifyReport{}
 	d, err := openDestination(ctx, dst, "", 0)
@@ -189,16 +188,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	}
 	for _, a := range p.Aux {
 		g.Go(func() error {
-			var s fileRecord
-			var err error
-			if p.remote != nil {
-				s, err = hashRemote(gctx, p, a)
-			} else {
-				var real string
-				if real, err = root.Resolve(a.Name); err == nil {
-					s, err = hashFile(real, nil)
-				}
-			}
+			s, err := hashSourceAux(gctx, p, root, a)
 			if err != nil {
 				return err
 			}
@@ -264,10 +254,10 @@ func checkFileSet(rep *VerifyReport, p *Plan, m *dstManifest) {
 }
 
 // checkTree lists DST: every entry must be a regular file the manifest lists
-// (or the manifest itself) or a directory on the way to one. A stray file is
-// what an engine or a user would pick up with the checkpoint (custom code, a
-// second quantization config, another shard), and a link could make verify
-// hash something outside DST. It returns the listed names found as regular files.
+// (or the manifest) or a directory on the way to one. An engine or user would
+// pick a stray file up with the checkpoint (custom code, a second quantization
+// config, another shard), and a link could make verify hash something outside
+// DST. It returns the listed names found as regular files.
 func checkTree(rep *VerifyReport, d *destination, m *dstManifest) (map[string]bool, error) {
 	regular := map[string]bool{}
 	found := func(name, what string, typ fs.FileMode) {
