@@ -198,7 +198,7 @@ func finalizeLocked(d *destination, wait time.Duration) (*dstManifest, error) {
 // unitsDone splits the units of DST's recorded plan into those done (a
 // record of this plan and a file of the recorded size) and those missing.
 func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, missing []string, err error) {
-	for _, u := range st.units() {
+	for _, u := range slices.Concat(st.Shards, st.Aux) {
 		if !localName(u) {
 			return nil, nil, fmt.Errorf("merge %s: %w: the recorded plan names %q, not a path inside it", d.name, ErrDestination, u)
 		}
@@ -226,7 +226,12 @@ func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, 
 func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*dstManifest, error) {
 	dst := d.dir
 	m := &dstManifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
-		NonFinite: st.NonFinite, SourceUnverified: st.unverified()}
+		NonFinite: st.NonFinite}
+	for _, v := range st.Sources {
+		if v.ETag == "" {
+			m.SourceUnverified = append(m.SourceUnverified, v.Name)
+		}
+	}
 	done, missing, err := unitsDone(d, st, recs)
 	if err != nil {
 		return nil, err

@@ -50,17 +50,6 @@ type sourceVersion struct {
 	ETag string `json:"etag"`
 }
 
-// unverified lists the remote source files recorded without a version.
-func (st *planState) unverified() []string {
-	var out []string
-	for _, v := range st.Sources {
-		if v.ETag == "" {
-			out = append(out, v.Name)
-		}
-	}
-	return out
-}
-
 func (p *Plan) sourceVersions() []sourceVersion {
 	if p.remote == nil {
 		return nil
@@ -75,12 +64,10 @@ func (p *Plan) sourceVersions() []sourceVersion {
 // checkVersions refuses to resume a run whose remote source files are no
 // longer the ones it started from: finished outputs would mix two versions.
 func checkVersions(dst string, st *planState, p *Plan) error {
-	was := map[string]sourceVersion{}
-	for _, v := range st.Sources {
-		was[v.Name] = v
-	}
 	for _, v := range p.sourceVersions() {
-		if w, ok := was[v.Name]; ok && w != v {
+		i := slices.IndexFunc(st.Sources, func(w sourceVersion) bool { return w.Name == v.Name })
+		if i >= 0 && st.Sources[i] != v {
+			w := st.Sources[i]
 			return fmt.Errorf("%w: source file %s is not the one this conversion in %s started from (size %d, ETag %s; now %d, %s); pass --restart to convert the new version",
 				errChanged, v.Name, dst, w.Size, w.ETag, v.Size, v.ETag)
 		}

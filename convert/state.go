@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
@@ -86,8 +85,6 @@ func (p *Plan) state() *planState {
 	}
 	return s
 }
-
-func (s *planState) units() []string { return slices.Concat(s.Shards, s.Aux) }
 
 // readJSON decodes a state or manifest file (at most maxStateFile bytes).
 func readJSON(path string, v any) error {

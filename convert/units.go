@@ -56,12 +56,7 @@ func (p *Plan) slice(i, n int) ([]unit, error) {
 	load := make([]int64, min(n, max(len(us), 1)))
 	var mine []unit
 	for _, u := range us {
-		w := 0
-		for j := 1; j < len(load); j++ {
-			if load[j] < load[w] {
-				w = j
-			}
-		}
+		w := slices.Index(load, slices.Min(load)) // the lowest of ties
 		load[w] += max(u.Size, 1)
 		if w == i {
 			mine = append(mine, u)

@@ -121,7 +121,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		opts.NonFinite, err = parseNonFinitePolicy(m.NonFinite)
 	}
 	if m.Experts != "" && err == nil {
-		opts.Experts, err = parseExpertsMode(m.Experts)
+		opts.Experts, err = parseEnum[expertsModeSet](m.Experts)
 	}
 	if m.Numerics != "" && err == nil {
 		opts.Numerics, err = ParseNumerics(m.Numerics)
