@@ -53,56 +53,54 @@ func checkDestPath(p *Plan, d *destination) error {
 // It returns how to record the plan (nil when DST holds this plan's record
 // already; see createState).
 func checkDest(p *Plan, d *destination, restart bool) (record func() error, err error) {
-	dst, name := d.dir, d.name
+	dst := d.dir
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dst, err)
 	}
 	statePath := filepath.Join(dst, stateDir, stateName)
+	record = func() error { return createState(statePath, p) }
 	var st planState
-	err = readJSON(statePath, &st)
-	switch {
+	switch err := readJSON(statePath, &st); {
 	case err == nil:
 		if st.Plan != p.ID {
 			return nil, fmt.Errorf("%w: %s is converting plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
-				ErrDestination, name, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
+				ErrDestination, d.name, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
 		}
-		if restart {
-			if err := discardRun(d); err != nil {
+		if !restart {
+			return nil, checkVersions(dst, &st, p)
+		}
+		record = func() error { return writeState(statePath, p.state()) }
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
+	default:
+		m, err := d.readManifest()
+		switch {
+		case err == nil:
+			if m.Plan != p.ID {
+				return nil, fmt.Errorf("%w: %s holds a finished conversion of plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
+					ErrDestination, d.name, m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%w: %v", ErrDestination, err)
+		case d.remote():
+			files, err := d.bucket.List(d.ctx)
+			if err != nil {
 				return nil, err
 			}
-			return withIndex(p, d, func() error { return writeState(statePath, p.state()) }), nil
-		}
-		return nil, checkVersions(dst, &st, p)
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
-	}
-	m, err := d.readManifest()
-	switch {
-	case err == nil:
-		if m.Plan != p.ID {
-			return nil, fmt.Errorf("%w: %s holds a finished conversion of plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
-				ErrDestination, name, m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
-	case d.remote():
-		files, err := d.bucket.List(d.ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range files {
-			if f.Name != objdest.ClaimName { // this tool's own
-				return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, d.name, f.Name)
+			for _, f := range files {
+				if f.Name != objdest.ClaimName { // this tool's own
+					return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, d.name, f.Name)
+				}
 			}
-		}
-	default:
-		ents, err := os.ReadDir(dst)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range ents {
-			if !strings.HasPrefix(e.Name(), filewrite.TempPrefix) && e.Name() != stateDir && e.Name() != dirlock.LockName {
-				return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
+		default:
+			ents, err := os.ReadDir(dst)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range ents {
+				if !strings.HasPrefix(e.Name(), filewrite.TempPrefix) && e.Name() != stateDir && e.Name() != dirlock.LockName {
+					return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
+				}
 			}
 		}
 	}
@@ -111,7 +109,7 @@ func checkDest(p *Plan, d *destination, restart bool) (record func() error, err 
 			return nil, err
 		}
 	}
-	return withIndex(p, d, func() error { return createState(statePath, p) }), nil
+	return withIndex(p, d, record), nil
 }
 
 // withIndex is record preceded, for a bucket DST, by staging the planned
