@@ -211,9 +211,6 @@ func (d *destination) unclaim() error {
 	return d.obj.Unclaim()
 }
 
-// The reads of verify from a bucket DST: objects are hashed by reading them
-// back, and shards read by range requests through a remote.Source.
-
 // hash is an output file's size and sha256, read back.
 func (d *destination) hash(rec fileRecord, prog func(int64)) (fileRecord, error) {
 	if !d.remote() {
@@ -247,9 +244,8 @@ func (d *destination) openShard(ctx context.Context, name string) (*safetensors.
 	return safetensors.ReadHeader(newReadAhead(f, f.Size()), f.Size(), d.path(name))
 }
 
-// Read-ahead of a shard read back from a bucket: verify reads each stream
-// (a tensor's rows, its scales, a copied run) in small sequential pieces,
-// which would cost a request each.
+// Read-ahead of a shard read back from a bucket: verify reads each stream (a
+// tensor's rows, its scales, a copied run) in small pieces, a request each.
 const (
 	readAheadWindows = 4       // streams read at once
 	readAheadSize    = 4 << 20 // bytes fetched per miss

@@ -33,8 +33,7 @@ func metaFiles(config, hfq []byte) map[string][]byte {
 	return m
 }
 
-// streamIndex writes the index of the output shards, rebuilt from their
-// headers (no half-million-entry map is built).
+// streamIndex writes the index of the output shards, streamed from their headers.
 func streamIndex(w io.Writer, dst string, shards []string) error {
 	_, err := safetensors.WriteShardIndex(w, dst, shards)
 	return err

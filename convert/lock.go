@@ -22,8 +22,7 @@ var errInUse = dirlock.ErrInUse
 // of another split (whose slices overlap) are refused. Every lock belongs
 // to its process: a killed run never blocks the next.
 
-// lockWait bounds how long a worker waits for DST's lock, which other
-// workers hold only for a moment.
+// lockWait bounds a worker's wait for DST's lock, which others hold briefly.
 const lockWait = 30 * time.Second
 
 // acquireDest takes DST's lock, waiting up to wait while it is taken.
@@ -40,8 +39,7 @@ func acquireDest(dst string, wait time.Duration) (*dirlock.Lock, error) {
 
 const slicePrefix, sliceSuffix = "worker-", ".lock"
 
-// splitSuffix ends the record a worker leaves of its split
-// (worker-I-of-N.split), which outlives its lock file.
+// splitSuffix ends a worker's record of its split, which outlives its lock.
 const splitSuffix = ".split"
 
 // lockSlice locks worker slice i/n of DST exclusively (the caller holds

@@ -23,8 +23,7 @@ const (
 	stateName   = "plan.json"
 	doneDir     = "done"
 	hashBufSize = 1 << 20
-	// maxStateFile bounds state and manifest files read back (the full K3
-	// plan state, with its index, is about 50 MB).
+	// maxStateFile bounds state and manifest files read back.
 	maxStateFile = 1 << 30
 )
 
@@ -38,7 +37,7 @@ type fileRecord struct {
 	Report *fileReport `json:"report,omitempty"`
 }
 
-// doneRecord is FileRecord plus the plan it belongs to.
+// doneRecord is fileRecord plus the plan it belongs to.
 type doneRecord struct {
 	Plan string `json:"plan"`
 	fileRecord
@@ -99,7 +98,7 @@ func readJSON(path string, v any) error {
 }
 
 // writeState writes the run state compactly: only k3ckpt reads it, and
-// indenting would scan its configs (over a megabyte for K3's ModelOpt) again.
+// indenting would scan its (large) configs again.
 func writeState(path string, st *planState) error {
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -131,17 +130,16 @@ type dstManifest struct {
 	NonFinite string       `json:"nonfinite,omitempty"`
 	Files     []fileRecord `json:"files"`
 
-	// SourceUnverified lists the remote source files whose server offered
-	// nothing to verify their content by (no ETag, Last-Modified or commit):
-	// had one been replaced during the run by another of its size, the
-	// output would not show it.
+	// SourceUnverified lists the remote source files with no version (ETag,
+	// Last-Modified or commit): a replacement of the same size during the
+	// run would not show.
 	SourceUnverified []string `json:"source_unverified,omitempty"`
 
 	byName map[string]int
 }
 
 // index checks the manifest at path names plain relative paths, each once,
-// and indexes them for Lookup.
+// and indexes them for lookup.
 func (m *dstManifest) index(path string) error {
 	m.byName = make(map[string]int, len(m.Files))
 	for i, f := range m.Files {
@@ -163,7 +161,7 @@ func localName(name string) bool {
 		filepath.IsLocal(filepath.FromSlash(name)) && !strings.HasPrefix(name, "/")
 }
 
-// Lookup finds a file's record.
+// lookup finds a file's record.
 func (m *dstManifest) lookup(name string) (fileRecord, bool) {
 	i, ok := m.byName[name]
 	if !ok {

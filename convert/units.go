@@ -43,9 +43,9 @@ func (p *Plan) units() []unit {
 	return us
 }
 
-// slice returns worker i's share of the units out of n: dealt largest
-// first (then by name) to the least loaded worker (the lowest of ties), it
-// depends only on the plan, so every worker computes the same partition.
+// slice returns worker i's share of the units out of n: dealt largest first
+// (then by name) to the least loaded worker, it depends only on the plan, so
+// every worker computes the same partition.
 func (p *Plan) slice(i, n int) ([]unit, error) {
 	if err := CheckWorker(i, n); err != nil {
 		return nil, err
