@@ -29,8 +29,7 @@ const (
 // recordLog is the log a run appends its done records to.
 type recordLog struct {
 	mu    sync.Mutex
-	dir   string
-	name  string
+	path  string
 	f     *os.File      // opened on the first record
 	recs  records       // what was added
 	state *pendingState // the plan record that must be durable first
@@ -42,7 +41,7 @@ func newRecordLog(dst string, worker, workers int, state *pendingState) *recordL
 	if workers > 1 {
 		name = fmt.Sprintf("worker-%d-of-%d%s", worker, workers, logExt)
 	}
-	return &recordLog{dir: filepath.Join(dst, stateDir, doneDir), name: name, state: state, recs: records{}}
+	return &recordLog{path: filepath.Join(dst, stateDir, doneDir, name), state: state, recs: records{}}
 }
 
 // ready waits until the plan is recorded in DST: no file may reach its final
@@ -81,17 +80,16 @@ func (l *recordLog) added() records {
 // open opens the log; a killed run's may end in a torn line, so the first
 // record starts on a line of its own.
 func (l *recordLog) open() error {
-	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(l.dir, l.name)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%s: not a regular file", path)
+		err = fmt.Errorf("%s: not a regular file", l.path)
 	}
 	if err == nil && fi.Size() > 0 {
 		var last [1]byte

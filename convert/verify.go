@@ -322,11 +322,7 @@ func checkMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) 
 	if d.remote() {
 		err = plannedIndex(p)(&want)
 	} else {
-		shards := make([]string, len(p.Files))
-		for i, f := range p.Files {
-			shards[i] = f.Name
-		}
-		err = streamIndex(&want, d.dir, shards)
+		err = streamIndex(&want, d.dir, p.state().Shards)
 	}
 	if err != nil {
 		rep.fail("index: %v", err)
