@@ -85,12 +85,9 @@ func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []auxF
 	if err != nil {
 		return nil, false, fmt.Errorf("list side files of %s: %w", src.Root, err)
 	}
-	shards := map[string]bool{}
-	for _, f := range src.Files {
-		shards[f.Path] = true
-	}
 	for _, f := range files {
-		if shards[f.Name] || !model.IsSideFileName(f.Name) || replacedNames[f.Name] {
+		shard := slices.ContainsFunc(src.Files, func(sf *safetensors.File) bool { return sf.Path == f.Name })
+		if shard || !model.IsSideFileName(f.Name) || replacedNames[f.Name] {
 			continue
 		}
 		if !strings.Contains(f.Name, "/") && strings.HasSuffix(f.Name, ".safetensors") {
