@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -199,10 +200,5 @@ func (recs records) recorded(plan, unit string) bool {
 
 // allDone reports whether every unit of the plan has a record.
 func (recs records) allDone(p *Plan) bool {
-	for _, u := range p.units() {
-		if _, ok := recs.finished(p.ID, u.Name, nil); !ok {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(p.units(), func(u unit) bool { return !recs.recorded(p.ID, u.Name) })
 }
