@@ -32,10 +32,9 @@ var replacedNames = map[string]bool{
 }
 
 // listAux finds the side files to copy: model.SideFiles less the files the
-// conversion rewrites, links resolved as shards' (fsx.Root). A shard at the
-// root that the checkpoint does not hold, or an index it was not opened
-// through, means SRC is one file of a larger checkpoint: refused, as copying
-// its siblings would make a broken tree.
+// conversion rewrites, links resolved as shards' (fsx.Root). A root shard the
+// checkpoint does not hold, or an index it was not opened through, means SRC
+// is one file of a larger checkpoint: refused (its siblings make a broken tree).
 func listAux(src *safetensors.Checkpoint) ([]auxFile, error) {
 	shards := make([]string, len(src.Files))
 	for i, f := range src.Files {

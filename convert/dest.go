@@ -18,12 +18,10 @@ import (
 // errNoSpace: DST's filesystem has less free space than the output needs.
 var errNoSpace = errors.New("not enough free space")
 
-// checkDestPath refuses a DST that is SRC, lies inside it or holds it,
-// however the paths are spelled (fsx.Disjoint resolves both absolutely
-// through their links): a second run would count the first one's output as
-// side files of the source.
+// checkDestPath refuses a DST that is SRC, lies inside it or holds it, however
+// spelled (fsx.Disjoint resolves links): a second run would count the first
+// one's output as side files of the source.
 func checkDestPath(p *Plan, d *destination) error {
-	dst := d.dir
 	if d.remote() {
 		// A bucket DST can only overlap a source in the same bucket.
 		src, out := p.SrcRoot, d.bucket.URL.Dir()
@@ -39,12 +37,12 @@ func checkDestPath(p *Plan, d *destination) error {
 	if err != nil {
 		return err
 	}
-	if out, err := os.Stat(dst); err == nil && os.SameFile(src, out) {
-		return fmt.Errorf("%w: %s", errSameDir, dst)
+	if out, err := os.Stat(d.dir); err == nil && os.SameFile(src, out) {
+		return fmt.Errorf("%w: %s", errSameDir, d.dir)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := fsx.Disjoint(dst, p.SrcRoot); err != nil {
+	if err := fsx.Disjoint(d.dir, p.SrcRoot); err != nil {
 		return fmt.Errorf("%w: %w", ErrDestination, err)
 	}
 	return nil
@@ -55,56 +53,54 @@ func checkDestPath(p *Plan, d *destination) error {
 // It returns how to record the plan (nil when DST holds this plan's record
 // already; see createState).
 func checkDest(p *Plan, d *destination, restart bool) (record func() error, err error) {
-	dst, name := d.dir, d.name
+	dst := d.dir
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dst, err)
 	}
 	statePath := filepath.Join(dst, stateDir, stateName)
+	record = func() error { return createState(statePath, p) }
 	var st planState
-	err = readJSON(statePath, &st)
-	switch {
+	switch err := readJSON(statePath, &st); {
 	case err == nil:
 		if st.Plan != p.ID {
 			return nil, fmt.Errorf("%w: %s is converting plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
-				ErrDestination, name, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
+				ErrDestination, d.name, st.Plan, st.Recipe, st.Format, st.ScaleFmt, p.ID)
 		}
-		if restart {
-			if err := discardRun(d); err != nil {
+		if !restart {
+			return nil, checkVersions(dst, &st, p)
+		}
+		record = func() error { return writeState(statePath, p.state()) }
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
+	default:
+		m, err := d.readManifest()
+		switch {
+		case err == nil:
+			if m.Plan != p.ID {
+				return nil, fmt.Errorf("%w: %s holds a finished conversion of plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
+					ErrDestination, d.name, m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%w: %v", ErrDestination, err)
+		case d.remote():
+			files, err := d.bucket.List(d.ctx)
+			if err != nil {
 				return nil, err
 			}
-			return withIndex(p, d, func() error { return writeState(statePath, p.state()) }), nil
-		}
-		return nil, checkVersions(dst, &st, p)
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
-	}
-	m, err := d.readManifest()
-	switch {
-	case err == nil:
-		if m.Plan != p.ID {
-			return nil, fmt.Errorf("%w: %s holds a finished conversion of plan %.12s (recipe %s, format %s, scale %s), this is plan %.12s; use another destination",
-				ErrDestination, name, m.Plan, m.Recipe, m.Format, m.ScaleFmt, p.ID)
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
-	case d.remote():
-		files, err := d.bucket.List(d.ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range files {
-			if f.Name != objdest.ClaimName { // this tool's own
-				return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, d.name, f.Name)
+			for _, f := range files {
+				if f.Name != objdest.ClaimName { // this tool's own
+					return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, d.name, f.Name)
+				}
 			}
-		}
-	default:
-		ents, err := os.ReadDir(dst)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range ents {
-			if !strings.HasPrefix(e.Name(), filewrite.TempPrefix) && e.Name() != stateDir && e.Name() != dirlock.LockName {
-				return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
+		default:
+			ents, err := os.ReadDir(dst)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range ents {
+				if !strings.HasPrefix(e.Name(), filewrite.TempPrefix) && e.Name() != stateDir && e.Name() != dirlock.LockName {
+					return nil, fmt.Errorf("%w: %s is not empty (%s) and holds no k3ckpt conversion", ErrDestination, dst, e.Name())
+				}
 			}
 		}
 	}
@@ -113,7 +109,7 @@ func checkDest(p *Plan, d *destination, restart bool) (record func() error, err 
 			return nil, err
 		}
 	}
-	return withIndex(p, d, func() error { return createState(statePath, p) }), nil
+	return withIndex(p, d, record), nil
 }
 
 // withIndex is record preceded, for a bucket DST, by staging the planned
@@ -150,13 +146,11 @@ type pendingState struct {
 // recordState starts record (nil: nothing to record).
 func recordState(record func() error) *pendingState {
 	s := &pendingState{done: make(chan struct{})}
-	if record == nil {
-		close(s.done)
-		return s
-	}
 	go func() {
 		defer close(s.done)
-		s.err = record()
+		if record != nil {
+			s.err = record()
+		}
 	}()
 	return s
 }
@@ -207,16 +201,14 @@ func discardRun(d *destination) error {
 // other workers may be writing their own temporaries in the same directory.
 func removeOwnTemps(dst string, units []unit) error {
 	bases := map[string]map[string]bool{} // directory → unit base names
-	var dirs []string
 	for _, u := range units {
 		dir, base := filepath.Split(filepath.Join(dst, filepath.FromSlash(u.Name)))
 		if bases[dir] == nil {
 			bases[dir] = map[string]bool{}
-			dirs = append(dirs, dir)
 		}
 		bases[dir][base] = true
 	}
-	for _, dir := range dirs {
+	for dir, names := range bases {
 		ents, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -225,7 +217,7 @@ func removeOwnTemps(dst string, units []unit) error {
 			return err
 		}
 		for _, e := range ents {
-			if !ownTemp(e.Name(), bases[dir]) {
+			if !ownTemp(e.Name(), names) {
 				continue
 			}
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -258,27 +250,26 @@ func checkSpace(d *destination, p *Plan, units []unit, recs records, m *dstManif
 	if d.remote() {
 		return nil // a bucket has no free space to compare with
 	}
-	dst := d.dir
 	var need, spill int64
 	for _, u := range units {
 		if u.File != nil {
 			spill = max(spill, u.File.spillBytes())
 		}
 		if rec, ok := recs.finished(p.ID, u.Name, m); ok && recs != nil {
-			if fi, err := os.Stat(filepath.Join(dst, filepath.FromSlash(u.Name))); err == nil && fi.Size() == rec.Size {
+			if fi, err := os.Stat(d.path(u.Name)); err == nil && fi.Size() == rec.Size {
 				continue
 			}
 		}
 		need += u.Size
 	}
 	need += int64(len(p.Config)+len(p.HFQuantConfig)) + int64(max(jobs, 1))*spill
-	free, ok, err := fsx.FreeSpace(dst)
+	free, ok, err := fsx.FreeSpace(d.dir)
 	if err != nil {
-		return fmt.Errorf("free space of %s: %w", dst, err)
+		return fmt.Errorf("free space of %s: %w", d.dir, err)
 	}
 	if ok && free < need {
 		return fmt.Errorf("%w: %s has %s free, the conversion writes %s more; free space or pass --no-space-check",
-			errNoSpace, dst, sizeString(free), sizeString(need))
+			errNoSpace, d.dir, sizeString(free), sizeString(need))
 	}
 	return nil
 }

@@ -5,37 +5,38 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/objdest"
 	"github.com/k3ckpt/k3ckpt/internal/objstore"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
+	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // destination is where a conversion's files go: a local directory (DST
 // itself), or the objects under an s3:// or gs:// prefix.
 //
-// A bucket has no rename, no append and no lock, so a bucket DST keeps the
-// run's bookkeeping (what a local DST holds in its stateDir, plus the staged
-// index and configs and the spills) in a local state directory, dir. Output
-// files are multipart uploads, which no reader sees before they complete;
-// the small files are single PUTs, the manifest last. A claim object ties
-// the prefix to one state directory (see objdest.Dest.Claim).
+// A bucket has no rename, append or lock, so a bucket DST keeps the run's
+// bookkeeping (a local DST's stateDir, the staged index and configs, the
+// spills) in a local state directory, dir. Output files are multipart
+// uploads, which no reader sees before they complete; the small files are
+// single PUTs, the manifest last. A claim object ties the prefix to one state
+// directory (see objdest.Dest.Claim).
 type destination struct {
 	name   string // DST as given, in messages
 	dir    string // the local DST, or a bucket DST's state directory
 	obj    *objdest.Dest
-	bucket *objstore.Bucket // obj's
-	ctx    context.Context  // bounds the bucket's requests
-
-	srcOnce sync.Once // src reads a bucket's shards back (verify)
-	src     *remote.Source
-	srcErr  error
+	bucket *objstore.Bucket               // obj's
+	ctx    context.Context                // bounds the bucket's requests
+	src    func() (*remote.Source, error) // reads a bucket's shards back (verify)
 }
 
 // openDestination resolves DST: a local directory, or a bucket prefix with
@@ -48,7 +49,15 @@ func openDestination(ctx context.Context, dst, stateDir string, conns int) (*des
 	if err != nil {
 		return nil, err
 	}
-	return &destination{name: o.Name, dir: o.StateDir, obj: o, bucket: o.Bucket, ctx: ctx}, nil
+	src := sync.OnceValues(func() (*remote.Source, error) {
+		return remote.NewStoreSource(context.WithoutCancel(ctx), o.Bucket.URL.Dir(), o.Bucket, remote.Options{})
+	})
+	return &destination{name: o.Name, dir: o.StateDir, obj: o, bucket: o.Bucket, ctx: ctx, src: src}, nil
+}
+
+// localDest is the destination of local directory dst.
+func localDest(dst string) *destination {
+	return &destination{name: dst, dir: dst, ctx: context.Background()}
 }
 
 // remote reports whether DST is a bucket (nil: a local one, as in tests).
@@ -94,9 +103,9 @@ func (d *destination) spillPath(path string) string {
 }
 
 // kept reports whether output file name is still the file rec records: a
-// local file of its size and sha256; an object of its size and ETag etag,
-// or, with no ETag recorded (a finished conversion's manifest), of its
-// sha256 read back. It returns the ETag to record.
+// local file of its size and sha256; an object of its size and ETag etag, or
+// with no ETag (a finished conversion's manifest) of its sha256 read back.
+// It returns the ETag to record.
 func (d *destination) kept(name string, rec fileRecord, etag string, prog func(int64)) (bool, string, error) {
 	if !d.remote() {
 		path := d.path(name)
@@ -126,7 +135,7 @@ func (d *destination) present(name string, size int64, etag string) (bool, error
 // readFile reads a small output file (a config, the index, the report).
 func (d *destination) readFile(name string) ([]byte, error) {
 	if !d.remote() {
-		return readRegular(d.path(name))
+		return fsx.ReadFile(d.path(name), maxStateFile)
 	}
 	return d.obj.ReadFile(name, maxStateFile)
 }
@@ -202,7 +211,99 @@ func (d *destination) unclaim() error {
 	return d.obj.Unclaim()
 }
 
-// localDest is the destination of local directory dst.
-func localDest(dst string) *destination {
-	return &destination{name: dst, dir: dst, ctx: context.Background()}
+// hash is an output file's size and sha256, read back.
+func (d *destination) hash(rec fileRecord, prog func(int64)) (fileRecord, error) {
+	if !d.remote() {
+		return hashFile(d.path(rec.Name), prog)
+	}
+	size, _, ok, err := d.bucket.Stat(d.ctx, rec.Name)
+	if err == nil && !ok {
+		err = fmt.Errorf("no object %s", d.path(rec.Name))
+	}
+	if err != nil {
+		return fileRecord{}, err
+	}
+	sum, err := d.obj.HashObject(rec.Name, size, prog)
+	return fileRecord{Size: size, SHA256: sum}, err
+}
+
+// openShard opens an output shard: a local file, or an object read by
+// range requests (each checked against the object's ETag).
+func (d *destination) openShard(ctx context.Context, name string) (*safetensors.File, error) {
+	if !d.remote() {
+		return safetensors.OpenFile(d.path(name))
+	}
+	src, err := d.src()
+	if err != nil {
+		return nil, err
+	}
+	f, err := src.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return safetensors.ReadHeader(newReadAhead(f, f.Size()), f.Size(), d.path(name))
+}
+
+// Read-ahead of a shard read back from a bucket: verify reads each stream (a
+// tensor's rows, its scales, a copied run) in small pieces, a request each.
+const (
+	readAheadWindows = 4       // streams read at once
+	readAheadSize    = 4 << 20 // bytes fetched per miss
+)
+
+// readAhead serves small reads from a few windows of the file, each filled
+// by one large read on a miss (the least recently used one is refilled).
+type readAhead struct {
+	r    io.ReaderAt
+	size int64
+	mu   sync.Mutex
+	win  [readAheadWindows]struct {
+		off  int64
+		buf  []byte
+		used int
+	}
+	tick int
+}
+
+func newReadAhead(r io.ReaderAt, size int64) *readAhead { return &readAhead{r: r, size: size} }
+
+func (ra *readAhead) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) >= readAheadSize {
+		return ra.r.ReadAt(p, off)
+	}
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	n := 0
+	for n < len(p) {
+		at := off + int64(n)
+		if at >= ra.size {
+			return n, io.EOF
+		}
+		w, hit := 0, false // the window holding at, else the least recently used
+		for i := range ra.win {
+			if b := ra.win[i].buf; b != nil && at >= ra.win[i].off && at < ra.win[i].off+int64(len(b)) {
+				w, hit = i, true
+				break
+			}
+			if ra.win[i].used < ra.win[w].used {
+				w = i
+			}
+		}
+		if !hit {
+			buf := bufs.Grow(ra.win[w].buf, readAheadSize)[:min(int64(readAheadSize), ra.size-at)]
+			m, err := ra.r.ReadAt(buf, at)
+			if m < len(buf) {
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				ra.win[w].buf = nil
+				return n, err
+			}
+			ra.win[w].off, ra.win[w].buf = at, buf
+		}
+		ra.tick++
+		ra.win[w].used = ra.tick
+		n += copy(p[n:], ra.win[w].buf[at-ra.win[w].off:])
+	}
+	return n, nil
 }

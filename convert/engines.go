@@ -29,9 +29,6 @@ const (
 
 var expertsModeNames = [...]string{ExpertsKeep: "keep", ExpertsNVFP4: "nvfp4", ExpertsBF16: "bf16", ExpertsMXFP4: "mxfp4", ExpertsFP8: "fp8"}
 
-// parseExpertsMode maps an --experts name to its mode.
-func parseExpertsMode(s string) (ExpertsMode, error) { return parseEnum[expertsModeSet](s) }
-
 // ParseNumerics maps a --numerics name ("deepgemm", "modelopt") to its cast.
 func ParseNumerics(s string) (quant.Numerics, error) {
 	return parseName[quant.Numerics]("numerics", s, numNumerics)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
@@ -32,8 +33,7 @@ func metaFiles(config, hfq []byte) map[string][]byte {
 	return m
 }
 
-// streamIndex writes the index of the output shards, rebuilt from their
-// headers by the codec (no half-million-entry map is built).
+// streamIndex writes the index of the output shards, streamed from their headers.
 func streamIndex(w io.Writer, dst string, shards []string) error {
 	_, err := safetensors.WriteShardIndex(w, dst, shards)
 	return err
@@ -48,8 +48,8 @@ func stageFile(path string, data []byte) (*filewrite.Temp, fileRecord, error) {
 }
 
 // stage writes what render streams under a temporary name for path, hashing
-// it on the way, and syncs it, leaving the rename to the caller; on error
-// nothing is left and the error says what (e.g. "index") and path.
+// and syncing it, and leaves the rename to the caller; on error nothing is
+// left and the error names what (e.g. "index") and path.
 func stage(path, what string, render func(io.Writer) error) (*filewrite.Temp, fileRecord, error) {
 	f, err := filewrite.CreateTemp(path)
 	if err != nil {
@@ -71,9 +71,9 @@ func stage(path, what string, render func(io.Writer) error) (*filewrite.Temp, fi
 	return f, fileRecord{Name: filepath.Base(path), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// earlyFiles are an index and configs written and synced under temporary
-// names, so that finalizing only renames them: a whole run's, staged while
-// the shards are written (none depends on their data), or a merge's.
+// earlyFiles are an index and configs staged under temporary names, so that
+// finalizing only renames them: a whole run's, staged while the shards are
+// written (none depends on their data), or a merge's.
 type earlyFiles struct {
 	d     *destination
 	done  chan struct{}
@@ -103,7 +103,6 @@ func stageFiles(d *destination, render func(io.Writer) error, meta map[string][]
 	return e
 }
 
-// add keeps a staged file.
 func (e *earlyFiles) add(f *filewrite.Temp, rec fileRecord, err error) error {
 	if err == nil {
 		e.files, e.recs = append(e.files, f), append(e.recs, rec)
@@ -111,8 +110,8 @@ func (e *earlyFiles) add(f *filewrite.Temp, rec fileRecord, err error) error {
 	return err
 }
 
-// commit renames the staged files into place, the index first, and makes
-// the renames durable; it returns their records.
+// commit renames the staged files into place, the index first, durably, and
+// returns their records.
 func (e *earlyFiles) commit() ([]fileRecord, error) {
 	<-e.done
 	if e.err != nil {
@@ -147,12 +146,12 @@ func (e *earlyFiles) abort() {
 	}
 }
 
-// Finalize completes a conversion once every unit has been written (by one
-// or many workers): it writes the index and configs, then the manifest, and
-// removes the state. It holds DST's lock, and fails with errInUse while
-// another run or a worker runs. Each unit needs a record of this plan and a
-// file of the recorded size (verify re-checks the hashes). A bucket DST is
-// finalized from its state directory (stateRoot; "": the default one).
+// Finalize completes a conversion once every unit has been written (by one or
+// many workers): it writes the index and configs, then the manifest, and
+// removes the state, holding DST's lock (errInUse while another run or a
+// worker runs). Each unit needs a record of this plan and a file of the
+// recorded size. A bucket DST is finalized from its state directory
+// (stateRoot; "": the default one).
 func Finalize(dst, stateRoot string) (*dstManifest, error) {
 	d, err := openDestination(context.Background(), dst, stateRoot, 0)
 	if err != nil {
@@ -198,7 +197,7 @@ func finalizeLocked(d *destination, wait time.Duration) (*dstManifest, error) {
 // unitsDone splits the units of DST's recorded plan into those done (a
 // record of this plan and a file of the recorded size) and those missing.
 func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, missing []string, err error) {
-	for _, u := range st.units() {
+	for _, u := range slices.Concat(st.Shards, st.Aux) {
 		if !localName(u) {
 			return nil, nil, fmt.Errorf("merge %s: %w: the recorded plan names %q, not a path inside it", d.name, ErrDestination, u)
 		}
@@ -220,13 +219,18 @@ func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, 
 	return done, missing, nil
 }
 
-// finalize is Finalize for a caller that holds DST exclusively, with DST's
-// plan state st and done records recs: a whole run's from memory, with the
-// files it staged early; a merge's as read from DST, staging them now.
+// finalize is Finalize for a caller that holds DST exclusively, with its plan
+// state st and done records recs: a whole run's from memory, with the files
+// it staged early; a merge's as read from DST, staging them now.
 func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*dstManifest, error) {
 	dst := d.dir
 	m := &dstManifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
-		NonFinite: st.NonFinite, SourceUnverified: st.unverified()}
+		NonFinite: st.NonFinite}
+	for _, v := range st.Sources {
+		if v.ETag == "" {
+			m.SourceUnverified = append(m.SourceUnverified, v.Name)
+		}
+	}
 	done, missing, err := unitsDone(d, st, recs)
 	if err != nil {
 		return nil, err
@@ -235,8 +239,7 @@ func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*
 		return nil, fmt.Errorf("merge %s: %w: %d of %d files not done (first: %s)", d.name, ErrIncomplete, len(missing), len(done)+len(missing), missing[0])
 	}
 	if early == nil {
-		// Temporaries of a finalizer killed earlier (a whole run removed them
-		// when it started).
+		// A killed finalizer's temporaries (a whole run removed them at its start).
 		if err := removeOwnTemps(dst, finalNames); err != nil {
 			return nil, fmt.Errorf("merge %s: %w", dst, err)
 		}
@@ -294,8 +297,8 @@ func mergedIndex(d *destination, st *planState) func(io.Writer) error {
 	}
 }
 
-// plannedIndex renders p's index from the planned layouts: the bytes
-// a merge rebuilds from the written headers.
+// plannedIndex renders p's index from the planned layouts: the bytes a merge
+// rebuilds from the written headers.
 func plannedIndex(p *Plan) func(io.Writer) error {
 	names := make([]string, len(p.Files))
 	layouts := make([]*safetensors.FilePlan, len(p.Files))
@@ -306,4 +309,89 @@ func plannedIndex(p *Plan) func(io.Writer) error {
 		_, err := safetensors.WriteFilePlanIndex(w, names, layouts)
 		return err
 	}
+}
+
+// mergeStatus is what merge would do to DST now, found without writing or
+// locking anything (k3ckpt merge --dry-run): workers may still be running.
+type mergeStatus struct {
+	Dst  string `json:"dst"`
+	Plan string `json:"plan"`
+	// Finalized: DST holds a finished conversion (a manifest, no state).
+	Finalized bool `json:"finalized"`
+	// Done and Missing split the plan's files (shards and side files).
+	Done    []string `json:"done"`
+	Missing []string `json:"missing"`
+	// Running names a worker slice whose lock is held ("" when none).
+	Running string `json:"running,omitempty"`
+	// Writes are the files merge would write, in order, once nothing is
+	// missing or running.
+	Writes []string `json:"writes"`
+	// Ready: merge would finalize DST now.
+	Ready bool `json:"-"`
+}
+
+// StatusOfMerge reports what Finalize would do to DST (a bucket DST's state
+// in stateRoot, "" for the default), changing nothing.
+func StatusOfMerge(dst, stateRoot string) (*mergeStatus, error) {
+	d, err := openDestination(context.Background(), dst, stateRoot, 0)
+	if err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
+	var st planState
+	if err := readJSON(filepath.Join(d.dir, stateDir, stateName), &st); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if m, merr := d.readManifest(); merr == nil {
+				s := &mergeStatus{Dst: dst, Plan: m.Plan, Finalized: true, Done: []string{}, Missing: []string{}, Writes: []string{}}
+				for _, f := range m.Files {
+					s.Done = append(s.Done, f.Name)
+				}
+				return s, nil
+			}
+		}
+		return nil, fmt.Errorf("merge %s: no conversion in progress: %w", dst, err)
+	}
+	recs, err := loadRecords(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("merge %s: %w", dst, err)
+	}
+	done, missing, err := unitsDone(d, &st, recs)
+	if err != nil {
+		return nil, err
+	}
+	s := &mergeStatus{Dst: dst, Plan: st.Plan, Done: []string{}, Missing: append([]string{}, missing...), Running: heldSlices(d.dir, "")}
+	for _, r := range done {
+		s.Done = append(s.Done, r.Name)
+	}
+	skip := map[string]bool{HFQuantConfigName: st.HFQuantConfig == "", ReportName: !st.Report}
+	for _, u := range finalNames {
+		if !skip[u.Name] {
+			s.Writes = append(s.Writes, u.Name)
+		}
+	}
+	s.Ready = len(s.Missing) == 0 && s.Running == ""
+	return s, nil
+}
+
+// String says it in a sentence or two.
+func (s *mergeStatus) String() string {
+	if s.Finalized {
+		return fmt.Sprintf("%s is a finished conversion (plan %.12s): merge has nothing to do", s.Dst, s.Plan)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (plan %.12s): %d of %d files done", s.Dst, s.Plan, len(s.Done), len(s.Done)+len(s.Missing))
+	if len(s.Missing) > 0 {
+		fmt.Fprintf(&b, "; missing: %s", strings.Join(s.Missing[:min(5, len(s.Missing))], ", "))
+		if len(s.Missing) > 5 {
+			fmt.Fprintf(&b, " and %d more", len(s.Missing)-5)
+		}
+	}
+	if s.Running != "" {
+		fmt.Fprintf(&b, "; worker %s is still running", s.Running)
+	}
+	if s.Ready {
+		fmt.Fprintf(&b, "\nmerge would write %s", strings.Join(s.Writes, ", "))
+	} else {
+		b.WriteString("\nmerge would refuse until every file is done and no worker runs")
+	}
+	return b.String()
 }

@@ -22,8 +22,7 @@ var errInUse = dirlock.ErrInUse
 // of another split (whose slices overlap) are refused. Every lock belongs
 // to its process: a killed run never blocks the next.
 
-// lockWait bounds how long a worker waits for DST's lock, which other
-// workers hold only for a moment.
+// lockWait bounds a worker's wait for DST's lock, which others hold briefly.
 const lockWait = 30 * time.Second
 
 // acquireDest takes DST's lock, waiting up to wait while it is taken.
@@ -40,17 +39,15 @@ func acquireDest(dst string, wait time.Duration) (*dirlock.Lock, error) {
 
 const slicePrefix, sliceSuffix = "worker-", ".lock"
 
-// splitSuffix ends the record a worker leaves of its split
-// (worker-I-of-N.split), which outlives its lock file.
+// splitSuffix ends a worker's record of its split, which outlives its lock.
 const splitSuffix = ".split"
 
 // lockSlice locks worker slice i/n of DST exclusively (the caller holds
 // DST's lock), refusing while workers of another split run or are recorded.
 func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
-	name := fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, sliceSuffix)
-	dir := filepath.Join(dst, stateDir)
+	id, ofN, dir := fmt.Sprintf("%d-of-%d", i, n), fmt.Sprintf("-of-%d", n), filepath.Join(dst, stateDir)
 	otherRunning := func() error {
-		if held := heldSlices(dst, fmt.Sprintf("-of-%d%s", n, sliceSuffix)); held != "" {
+		if held := heldSlices(dst, ofN); held != "" {
 			return fmt.Errorf("%w: %s is being converted by workers of another split (worker %s); use the same --worker N", errInUse, dst, held)
 		}
 		return nil
@@ -59,11 +56,11 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 		return nil, err
 	}
 	// A recorded worker of another split, running or not.
-	if other := findSlice(dst, splitSuffix, fmt.Sprintf("-of-%d%s", n, splitSuffix), func(string) bool { return true }); other != "" {
+	if other := findSlice(dst, splitSuffix, ofN, nil); other != "" {
 		return nil, fmt.Errorf("%w: --worker %d/%d: %s was split by earlier workers as %s; every worker of one conversion takes the same N (finish it with that split, or delete %s to start over)",
 			ErrWorker, i, n, dst, strings.Replace(other, "-of-", "/", 1), dst)
 	}
-	l, err := dirlock.Acquire(dir, name)
+	l, err := dirlock.Acquire(dir, slicePrefix+id+sliceSuffix)
 	if errors.Is(err, errInUse) {
 		return nil, fmt.Errorf("%w: worker %d/%d of %s is already running", errInUse, i, n, dst)
 	}
@@ -74,8 +71,7 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 		l.Release()
 		return nil, err
 	}
-	rec := filepath.Join(dir, fmt.Sprintf("%s%d-of-%d%s", slicePrefix, i, n, splitSuffix))
-	if err := os.WriteFile(rec, nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, slicePrefix+id+splitSuffix), nil, 0o644); err != nil {
 		l.Release()
 		return nil, fmt.Errorf("record the split of %s: %w", dst, err)
 	}
@@ -83,11 +79,11 @@ func lockSlice(dst string, i, n int) (*dirlock.Lock, error) {
 }
 
 // heldSlices names ("I-of-N") a worker slice of DST whose lock a live
-// process holds, skipping names ending in except ("" when none is held).
+// process holds, skipping ids ending in except ("" when none is held).
 func heldSlices(dst, except string) string { return findSlice(dst, sliceSuffix, except, dirlock.Held) }
 
-// findSlice names the first worker file of DST (ending in suffix, not in
-// except) that ok accepts, "" when none.
+// findSlice names the first worker file of DST (ending in suffix, its id not
+// in except) that ok (nil: any) accepts, "" when none.
 func findSlice(dst, suffix, except string, ok func(path string) bool) string {
 	dir := filepath.Join(dst, stateDir)
 	ents, err := os.ReadDir(dir)
@@ -98,7 +94,7 @@ func findSlice(dst, suffix, except string, ok func(path string) bool) string {
 		n := e.Name()
 		id, worker := strings.CutPrefix(n, slicePrefix)
 		id, ofSuffix := strings.CutSuffix(id, suffix)
-		if worker && ofSuffix && (except == "" || !strings.HasSuffix(n, except)) && ok(filepath.Join(dir, n)) {
+		if worker && ofSuffix && (except == "" || !strings.HasSuffix(id, except)) && (ok == nil || ok(filepath.Join(dir, n))) {
 			return id
 		}
 	}

@@ -11,14 +11,15 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
 
 // Done records say which output files are finished, under which plan, with
 // their size and sha256, so that a resumed run or merge trusts them without
-// hashing them again. Each process appends JSON lines to a log of its own in
-// StateDir/done: one write per record. Logs are not synced: a record lost
+// hashing them again. Each process appends JSON lines, one write per record,
+// to a log of its own in StateDir/done. Logs are not synced: a record lost
 // with a power failure only makes resume redo its file.
 const (
 	logExt        = ".jsonl"
@@ -29,8 +30,7 @@ const (
 // recordLog is the log a run appends its done records to.
 type recordLog struct {
 	mu    sync.Mutex
-	dir   string
-	name  string
+	path  string
 	f     *os.File      // opened on the first record
 	recs  records       // what was added
 	state *pendingState // the plan record that must be durable first
@@ -42,11 +42,11 @@ func newRecordLog(dst string, worker, workers int, state *pendingState) *recordL
 	if workers > 1 {
 		name = fmt.Sprintf("worker-%d-of-%d%s", worker, workers, logExt)
 	}
-	return &recordLog{dir: filepath.Join(dst, stateDir, doneDir), name: name, state: state, recs: records{}}
+	return &recordLog{path: filepath.Join(dst, stateDir, doneDir, name), state: state, recs: records{}}
 }
 
-// ready waits until the plan is recorded in DST: no file may reach its
-// final name, nor a record the log, before then.
+// ready waits until the plan is recorded in DST: no file may reach its final
+// name, nor a record the log, before then.
 func (l *recordLog) ready() error { return l.state.wait() }
 
 // add appends one record in a single write.
@@ -81,17 +81,16 @@ func (l *recordLog) added() records {
 // open opens the log; a killed run's may end in a torn line, so the first
 // record starts on a line of its own.
 func (l *recordLog) open() error {
-	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(l.dir, l.name)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%s: not a regular file", path)
+		err = fmt.Errorf("%s: not a regular file", l.path)
 	}
 	if err == nil && fi.Size() > 0 {
 		var last [1]byte
@@ -123,7 +122,7 @@ func (l *recordLog) close() error {
 type records map[string]doneRecord
 
 // loadRecords reads every log in DST's StateDir (and legacy records). A line
-// that does not parse, as a torn last line, is no record.
+// that does not parse (a torn last line) is no record.
 func loadRecords(dst string) (records, error) {
 	dir := filepath.Join(dst, stateDir, doneDir)
 	ents, err := os.ReadDir(dir)
@@ -193,7 +192,7 @@ func (recs records) finished(plan, unit string, m *dstManifest) (fileRecord, boo
 	return fileRecord{}, false
 }
 
-// recorded reports whether unit has a done record of plan, with its counts.
+// recorded reports whether unit has a done record of plan.
 func (recs records) recorded(plan, unit string) bool {
 	r, ok := recs[unit]
 	return ok && r.Plan == plan
@@ -201,10 +200,5 @@ func (recs records) recorded(plan, unit string) bool {
 
 // allDone reports whether every unit of the plan has a record.
 func (recs records) allDone(p *Plan) bool {
-	for _, u := range p.units() {
-		if _, ok := recs.finished(p.ID, u.Name, nil); !ok {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(p.units(), func(u unit) bool { return !recs.recorded(p.ID, u.Name) })
 }

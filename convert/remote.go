@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -19,11 +20,10 @@ import (
 // A remote source (https://, hf://) is converted as a local one, except that
 // the bytes each output shard needs are fetched by one coalescing, parallel
 // stream in the order its steps read them; a source file's identity is its
-// size and version (which every response must repeat) instead of its stamp
-// and header; and side files come from the hub's listing.
+// size and version (which every response must repeat), not its stamp; and
+// side files come from the hub's listing.
 
-// netCounter adds up the source bytes the written files' steps read, and
-// what fetching them cost, over a run's jobs.
+// netCounter adds up, over a run's jobs, the source bytes fetched and their cost.
 type netCounter struct {
 	mu  sync.Mutex
 	sum remote.Stats
@@ -50,17 +50,6 @@ type sourceVersion struct {
 	ETag string `json:"etag"`
 }
 
-// unverified lists the remote source files recorded without a version.
-func (st *planState) unverified() []string {
-	var out []string
-	for _, v := range st.Sources {
-		if v.ETag == "" {
-			out = append(out, v.Name)
-		}
-	}
-	return out
-}
-
 func (p *Plan) sourceVersions() []sourceVersion {
 	if p.remote == nil {
 		return nil
@@ -75,12 +64,10 @@ func (p *Plan) sourceVersions() []sourceVersion {
 // checkVersions refuses to resume a run whose remote source files are no
 // longer the ones it started from: finished outputs would mix two versions.
 func checkVersions(dst string, st *planState, p *Plan) error {
-	was := map[string]sourceVersion{}
-	for _, v := range st.Sources {
-		was[v.Name] = v
-	}
 	for _, v := range p.sourceVersions() {
-		if w, ok := was[v.Name]; ok && w != v {
+		i := slices.IndexFunc(st.Sources, func(w sourceVersion) bool { return w.Name == v.Name })
+		if i >= 0 && st.Sources[i] != v {
+			w := st.Sources[i]
 			return fmt.Errorf("%w: source file %s is not the one this conversion in %s started from (size %d, ETag %s; now %d, %s); pass --restart to convert the new version",
 				errChanged, v.Name, dst, w.Size, w.ETag, v.Size, v.ETag)
 		}
@@ -89,8 +76,7 @@ func checkVersions(dst string, st *planState, p *Plan) error {
 }
 
 // listRemoteAux lists a remote checkpoint's side files with the rules of
-// listAux. An https:// directory cannot be listed: no side file is copied,
-// and unlisted says so.
+// listAux. An https:// directory cannot be listed: unlisted says so.
 func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []auxFile, unlisted bool, err error) {
 	files, err := src.Remote.List(ctx)
 	if errors.Is(err, remote.ErrNotListable) {
@@ -99,12 +85,9 @@ func listRemoteAux(ctx context.Context, src *safetensors.Checkpoint) (aux []auxF
 	if err != nil {
 		return nil, false, fmt.Errorf("list side files of %s: %w", src.Root, err)
 	}
-	shards := map[string]bool{}
-	for _, f := range src.Files {
-		shards[f.Path] = true
-	}
 	for _, f := range files {
-		if shards[f.Name] || !model.IsSideFileName(f.Name) || replacedNames[f.Name] {
+		shard := slices.ContainsFunc(src.Files, func(sf *safetensors.File) bool { return sf.Path == f.Name })
+		if shard || !model.IsSideFileName(f.Name) || replacedNames[f.Name] {
 			continue
 		}
 		if !strings.Contains(f.Name, "/") && strings.HasSuffix(f.Name, ".safetensors") {
@@ -172,7 +155,7 @@ func quantReads(t safetensors.TensorInfo, read func(off, n int64)) {
 }
 
 // sourceReader is where a shard's steps read the source: a stream of its
-// planned ranges for a remote source, else the file. done ends the stream.
+// planned ranges for a remote source, else the file; done ends the stream.
 func (s *scratch) sourceReader(ctx context.Context, p *Plan, fp *filePlan) (io.ReaderAt, func() error) {
 	if p.remote == nil {
 		return fp.Source.ReaderAt(), func() error { return nil }
@@ -202,14 +185,22 @@ func (p *Plan) fetchBytes() int64 {
 	return n
 }
 
-// hashRemote hashes a side file of a remote source (verify's comparison).
-func hashRemote(ctx context.Context, p *Plan, a auxFile) (fileRecord, error) {
-	f, err := p.remote.Open(ctx, a.Name)
-	if err != nil {
-		return fileRecord{}, fmt.Errorf("%s%s: %w", p.SrcRoot, a.Name, err)
+// hashSourceAux hashes a side file of the source (verify's comparison); root
+// resolves a local source's names.
+func hashSourceAux(ctx context.Context, p *Plan, root *fsx.Root, a auxFile) (fileRecord, error) {
+	if p.remote == nil {
+		real, err := root.Resolve(a.Name)
+		if err != nil {
+			return fileRecord{}, err
+		}
+		return hashFile(real, nil)
 	}
+	f, err := p.remote.Open(ctx, a.Name)
 	h := sha256.New()
-	n, err := io.Copy(h, io.NewSectionReader(f, 0, f.Size()))
+	var n int64
+	if err == nil {
+		n, err = io.Copy(h, io.NewSectionReader(f, 0, f.Size()))
+	}
 	if err != nil {
 		return fileRecord{}, fmt.Errorf("%s%s: %w", p.SrcRoot, a.Name, err)
 	}

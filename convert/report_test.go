@@ -56,7 +56,7 @@ func readReportFile(t *testing.T, dir string) (*Report, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := readReport(localDest(dir))
+	r, err := ParseReport(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/filewrite"
 )
 
-// spill holds the FP8 codes of a remote source's weights between their
-// scale and code steps (Step.SpillCodes), in a temporary file beside the
-// output shard: written through the page cache, never synced, removed once
-// the shard is written, and by the next run (as the shard's own temporary)
-// if this one is killed.
+// spill holds a remote source's FP8 codes between their scale and code steps
+// (Step.SpillCodes) in a temporary file beside the output shard: never synced,
+// removed once the shard is written, or by the next run (as the shard's own
+// temporary) if this one is killed.
 type spill struct {
 	f *os.File
 	w *bufio.Writer

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/k3ckpt/k3ckpt/quant"
 )
 
 // unit is one output file the workers produce (the index, configs and
@@ -41,9 +43,9 @@ func (p *Plan) units() []unit {
 	return us
 }
 
-// slice returns worker i's share of the units out of n: dealt largest
-// first (then by name) to the least loaded worker (the lowest of ties), it
-// depends only on the plan, so every worker computes the same partition.
+// slice returns worker i's share of the units out of n: dealt largest first
+// (then by name) to the least loaded worker, it depends only on the plan, so
+// every worker computes the same partition.
 func (p *Plan) slice(i, n int) ([]unit, error) {
 	if err := CheckWorker(i, n); err != nil {
 		return nil, err
@@ -54,12 +56,7 @@ func (p *Plan) slice(i, n int) ([]unit, error) {
 	load := make([]int64, min(n, max(len(us), 1)))
 	var mine []unit
 	for _, u := range us {
-		w := 0
-		for j := 1; j < len(load); j++ {
-			if load[j] < load[w] {
-				w = j
-			}
-		}
+		w := slices.Index(load, slices.Min(load)) // the lowest of ties
 		load[w] += max(u.Size, 1)
 		if w == i {
 			mine = append(mine, u)
@@ -67,4 +64,47 @@ func (p *Plan) slice(i, n int) ([]unit, error) {
 	}
 	slices.SortFunc(mine, func(a, b unit) int { return cmp.Compare(a.Name, b.Name) })
 	return mine, nil
+}
+
+// unitCounts are what writing one output file counted, kept in its done
+// record so that a resumed run reports the whole output.
+type unitCounts struct {
+	ZeroedNonFinite int64             `json:"zeroed_nonfinite,omitempty"`
+	ZeroScaleBlocks int64             `json:"zero_scale_blocks,omitempty"`
+	Cast            quant.CastStats   `json:"cast,omitzero"`
+	Decoded         int               `json:"decoded,omitempty"`
+	DecodedNaN      int64             `json:"decoded_nan,omitempty"`
+	Packed          int               `json:"packed,omitempty"`
+	Pack            quant.PackStats   `json:"pack,omitzero"`
+	Repack          quant.RepackStats `json:"repack,omitzero"`
+	FP8Experts      fp8ExpertStats    `json:"fp8_experts,omitzero"`
+}
+
+// takeCounts returns what the job counted since last asked, and starts afresh.
+func (s *scratch) takeCounts(zeroed int64) *unitCounts {
+	c := &unitCounts{
+		ZeroedNonFinite: zeroed, ZeroScaleBlocks: s.cs.zeroScale, Cast: s.cs.cast,
+		Decoded: s.xs.stats.decoded, DecodedNaN: s.xs.stats.nan, Packed: s.xs.stats.packed, Pack: s.xs.stats.pack,
+		Repack: s.xs.stats.repack, FP8Experts: s.fx.stats,
+	}
+	s.cs.zeroScale, s.cs.cast, s.xs.stats, s.fx.stats = 0, quant.CastStats{}, xfStats{}, fp8ExpertStats{}
+	if *c == (unitCounts{}) {
+		return nil
+	}
+	return c
+}
+
+func (res *Result) add(c *unitCounts) {
+	if c == nil {
+		return
+	}
+	res.ZeroedNonFinite += c.ZeroedNonFinite
+	res.ZeroScaleBlocks += c.ZeroScaleBlocks
+	res.Cast = res.Cast.Add(c.Cast)
+	res.Decoded += c.Decoded
+	res.DecodedNaN += c.DecodedNaN
+	res.Packed += c.Packed
+	res.Pack = res.Pack.Add(c.Pack)
+	res.Repack = res.Repack.Add(c.Repack)
+	res.FP8Experts = res.FP8Experts.add(c.FP8Experts)
 }

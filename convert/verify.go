@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"path/filepath"
@@ -27,11 +26,9 @@ import (
 type tensorStats struct {
 	Name string `json:"name"`
 	File string `json:"file"`
-	// MaxAbs is max |x − fp8·scale| over the tensor (float64 arithmetic on
-	// the fp32 source value and the fp32 dequantized value).
+	// MaxAbs is max |x − fp8·scale| (float64 on the fp32 source and dequantized values).
 	MaxAbs float64 `json:"max_abs"`
-	// MaxRelBlock is the largest, over 128×128 blocks, of the block's max
-	// abs error divided by the block's max |x| (0 for all-zero blocks).
+	// MaxRelBlock is the largest block max abs error over the block's max |x|.
 	MaxRelBlock float64 `json:"max_rel_block"`
 	// SNRdB is 10·log10(Σx²/Σerr²); null when the error is exactly zero.
 	SNRdB *float64 `json:"snr_db"`
@@ -39,8 +36,8 @@ type tensorStats struct {
 	OverBound int64 `json:"over_bound"`
 	// NaN counts dequantized values that are NaN (outside zero-scale blocks).
 	NaN int64 `json:"nan"`
-	// ZeroScaleBlocks counts blocks with scale 0 (ModelOpt numerics: NaN
-	// codes for an all-zero tile, as NVIDIA writes them; not compared).
+	// ZeroScaleBlocks counts blocks with scale 0 (ModelOpt's NaN-coded
+	// all-zero tiles, as NVIDIA writes them; not compared).
 	ZeroScaleBlocks int64 `json:"zero_scale_blocks"`
 }
 
@@ -57,17 +54,15 @@ type VerifyReport struct {
 	Quantized int          `json:"tensors_fp8"`
 	Experts   ExpertsMode  `json:"experts"`
 	Numerics  string       `json:"numerics"`
-	// NVFP4 counts the expert projections whose NVFP4 tensors were re-cast
-	// from the source and compared bit for bit; Cast is that re-cast's
-	// block counts (what convert reported).
+	// NVFP4 counts the expert projections re-cast from the source and
+	// compared bit for bit; Cast is that re-cast's block counts.
 	NVFP4 int             `json:"projections_nvfp4"`
 	Cast  quant.CastStats `json:"nvfp4_cast"`
-	// ZeroScaleBlocks counts FP8 blocks with scale 0 and NaN codes
-	// (ModelOpt numerics' all-zero tiles); they are reported, not violations.
+	// ZeroScaleBlocks counts FP8 blocks with scale 0 and NaN codes (ModelOpt's
+	// all-zero tiles): reported, not violations.
 	ZeroScaleBlocks int64 `json:"fp8_zero_scale_blocks"`
-	// Decoded and Packed count the tensors decoded to BF16 and packed to
-	// MXFP4 again from the source and compared bit for bit; Pack is that
-	// packing's counts (what convert reported).
+	// Decoded and Packed count the tensors decoded or packed again from the
+	// source and compared bit for bit; Pack is that packing's counts.
 	Decoded    int             `json:"tensors_decoded_bf16"`
 	Packed     int             `json:"tensors_packed_mxfp4"`
 	Pack       quant.PackStats `json:"mxfp4_pack"`
@@ -86,9 +81,8 @@ func (r *VerifyReport) fail(format string, args ...any) {
 type VerifyOptions struct {
 	// Jobs is how many files are checked at once (default 1).
 	Jobs int
-	// NonFinite is the policy the conversion ran with, for a manifest that
-	// does not record it: by default a NaN or Inf in a weight to quantize is
-	// a violation, as convert refuses it.
+	// NonFinite is the conversion's policy when the manifest does not record
+	// it (by default a NaN or Inf in a weight to quantize is a violation).
 	NonFinite nonFinitePolicy
 	// Progress, if set, receives bytes read.
 	Progress progress
@@ -97,13 +91,12 @@ type VerifyOptions struct {
 // maxViolations caps the violations listed; more are counted.
 const maxViolations = 100
 
-// Verify re-reads a finished conversion dst against its source src: DST
-// holds exactly the manifest's files (nothing else, no links), each with the
-// recorded size and sha256; the structure matches a fresh plan of the
-// recorded options (every shard's header, index, configs, side files);
-// every copied tensor is identical to the source's, and every other one bit
-// for bit what converting the source again makes, with FP8 error statistics
-// reported. The error is for failures to read; violations are in the report.
+// Verify re-reads a finished conversion dst against its source src: DST holds
+// exactly the manifest's files (no links), each of the recorded size and
+// sha256; every shard's header, the index, configs and side files match a
+// fresh plan of the recorded options; copied tensors are the source's bytes,
+// every other one bit for bit a fresh conversion, with FP8 error statistics.
+// The error is for failures to read; violations are in the report.
 func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo VerifyOptions) (*VerifyReport, error) {
 	rep := &VerifyReport{}
 	d, err := openDestination(ctx, dst, "", 0)
@@ -128,7 +121,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 		opts.NonFinite, err = parseNonFinitePolicy(m.NonFinite)
 	}
 	if m.Experts != "" && err == nil {
-		opts.Experts, err = parseExpertsMode(m.Experts)
+		opts.Experts, err = parseEnum[expertsModeSet](m.Experts)
 	}
 	if m.Numerics != "" && err == nil {
 		opts.Numerics, err = ParseNumerics(m.Numerics)
@@ -195,16 +188,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, dst string, vo Ver
 	}
 	for _, a := range p.Aux {
 		g.Go(func() error {
-			var s fileRecord
-			var err error
-			if p.remote != nil {
-				s, err = hashRemote(gctx, p, a)
-			} else {
-				var real string
-				if real, err = root.Resolve(a.Name); err == nil {
-					s, err = hashFile(real, nil)
-				}
-			}
+			s, err := hashSourceAux(gctx, p, root, a)
 			if err != nil {
 				return err
 			}
@@ -270,10 +254,10 @@ func checkFileSet(rep *VerifyReport, p *Plan, m *dstManifest) {
 }
 
 // checkTree lists DST: every entry must be a regular file the manifest lists
-// (or the manifest itself) or a directory on the way to one. A stray file is
-// what an engine or a user would pick up with the checkpoint (custom code, a
-// second quantization config, another shard), and a link could make verify
-// hash something outside DST. It returns the listed names found as regular files.
+// (or the manifest) or a directory on the way to one. An engine or user would
+// pick a stray file up with the checkpoint (custom code, a second quantization
+// config, another shard), and a link could make verify hash something outside
+// DST. It returns the listed names found as regular files.
 func checkTree(rep *VerifyReport, d *destination, m *dstManifest) (map[string]bool, error) {
 	regular := map[string]bool{}
 	found := func(name, what string, typ fs.FileMode) {
@@ -338,29 +322,11 @@ func checkMeta(ctx context.Context, rep *VerifyReport, p *Plan, d *destination) 
 	if d.remote() {
 		err = plannedIndex(p)(&want)
 	} else {
-		shards := make([]string, len(p.Files))
-		for i, f := range p.Files {
-			shards[i] = f.Name
-		}
-		err = streamIndex(&want, d.dir, shards)
+		err = streamIndex(&want, d.dir, p.state().Shards)
 	}
 	if err != nil {
 		rep.fail("index: %v", err)
 	} else if got, err := d.readFile(safetensors.IndexName); err != nil || !bytes.Equal(got, want.Bytes()) {
 		rep.fail("%s is not the canonical index of the shards", safetensors.IndexName)
 	}
-}
-
-// readRegular reads a small regular file (configs, the index) with a bound.
-func readRegular(path string) ([]byte, error) {
-	f, _, err := openRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
-	if err == nil && len(b) > maxStateFile {
-		err = fmt.Errorf("%s: over %d bytes", path, maxStateFile)
-	}
-	return b, err
 }

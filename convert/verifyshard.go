@@ -17,13 +17,10 @@ import (
 )
 
 // FP8 error bound checked per element by fp8Stats: round to nearest in E4M3
-// (3 mantissa bits) is off by at most 2^-4 of the value in the normal range
-// and by half the subnormal step 2^-9 below it, in units of the block scale.
-// boundSlack covers fp32 rounding of x·(1/sf) and of the dequantized product.
-//
-// ModelOpt's cast rounds x/scale to BF16 (8 significant bits, off by at most
-// 2^-8 of the value) before E4M3: the bound grows to (1 + 2^-8)·2^-4 + 2^-8,
-// taken as 1/16 + 1/256 + 1/2048 to leave room for boundSlack's roundings.
+// is off by at most 2^-4 of the value in the normal range and by half the
+// subnormal step 2^-9 below it, in units of the block scale; boundSlack covers
+// fp32 rounding of x·(1/sf) and of the dequantized product. ModelOpt's cast
+// rounds x/scale to BF16 first: (1 + 2^-8)·2^-4 + 2^-8, with room for slack.
 const (
 	relBoundModelOpt = 1.0/16 + 1.0/256 + 1.0/2048
 	relBound         = 1.0 / 16
@@ -32,9 +29,9 @@ const (
 )
 
 // verifyShard checks one output shard against its plan: the header byte for
-// byte, then every step's output against what the step makes from the
-// source under the plan's options (the converter's own numerics): a copy
-// run must hold the source's bytes, every other step exactly what it writes.
+// byte, then every step's output against what the step makes from the source
+// under the plan's options: a copy run the source's bytes, every other step
+// exactly what it writes.
 func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, prog meter, report func(func(*VerifyReport)), errs **fileReport) error {
 	path := d.path(fp.Name)
 	violation := func(format string, args ...any) error {
@@ -62,8 +59,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 		return violation("%s: header (tensor names, dtypes, shapes, offsets) differs from the plan", fp.Name)
 	}
 	if p.remote != nil {
-		// Verify reads each stream in small sequential pieces, a request
-		// each without read-ahead (as for a bucket DST, see openShard).
+		// Small sequential reads, a request each without read-ahead (see openShard).
 		src, err := safetensors.ReadHeader(newReadAhead(fp.Source.ReaderAt(), fp.Source.Size), fp.Source.Size, fp.Source.Path)
 		if err != nil {
 			return fmt.Errorf("source %s: %w", fp.Source.Path, err)
@@ -72,8 +68,7 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 		remoteFP.Source = src
 		fp = &remoteFP
 	}
-	// Most shards of a small checkpoint, and side shards of a large one,
-	// are far below hashBufSize.
+	// Most shards of a small checkpoint are far below hashBufSize.
 	buf := make([]byte, min(int64(hashBufSize), max(out.Size-out.DataStart, 1)))
 	var s scratch
 	defer func() { *errs = s.errs.take(p.Options.classifier()) }()
@@ -164,9 +159,9 @@ func verifyShard(ctx context.Context, p *Plan, fp *filePlan, d *destination, pro
 	return nil
 }
 
-// diffStream compares the bytes a step makes, in order, with the output
-// tensor out: diff is the offset of the first differing byte (-1: none),
-// got and want the bytes there; off is how many were made.
+// diffStream compares the bytes a step makes, in order, with output tensor
+// out: diff is the offset of the first differing byte (-1: none), got and want
+// the bytes there; off is how many were made.
 type diffStream struct {
 	out       *io.SectionReader
 	buf       []byte
@@ -194,8 +189,8 @@ func (c *diffStream) emit(b []byte) error {
 func (c *diffStream) Write(b []byte) (int, error) { return len(b), c.emit(b) }
 
 // requantized quantizes the source weight again and compares its FP8 codes,
-// then its block scales, with the output's. It returns a violation (""
-// when bit-identical); the error is for failures to read.
+// then its block scales, with the output's: a violation ("" when
+// bit-identical), or an error for failures to read.
 func (s *scratch) requantized(ctx context.Context, sf *safetensors.File, t safetensors.TensorInfo, opts Options, codes, scales *io.SectionReader) (string, error) {
 	c := &diffStream{out: codes, diff: -1}
 	_, err := s.quantize(ctx, sf.ReaderAt(), sf, t, opts, c.emit, nil, meter{})
@@ -341,4 +336,66 @@ func sourceValue(row []byte, c int64, e quant.Elem) float32 {
 		return float16.Frombits(binary.LittleEndian.Uint16(row[2*c:])).Float32()
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(row[4*c:]))
+}
+
+// verifyNVFP4 casts the source of a StepNVFP4 again, band by band, and
+// compares the tensor it writes with the output's bytes. It returns a
+// violation ("" when bit-identical) naming the first differing block, and
+// for the code step the cast's block counts; the error is for failures to
+// read.
+func (s *scratch) verifyNVFP4(ctx context.Context, sf *safetensors.File, st step, out *io.SectionReader) (string, quant.CastStats, error) {
+	var cs quant.CastStats
+	if st.Part == partInputScale {
+		v, err := sameScalar(out, inputScaleOne, "input_scale bytes %x, NVIDIA's converter writes F32 1.0 (%x)")
+		return v, cs, err
+	}
+	kmax, err := s.kmaxOf(ctx, sf.ReaderAt(), sf, st.Cast, meter{})
+	if err != nil {
+		return "", cs, err
+	}
+	if st.Part == partScale2 {
+		want, err := scale2Bytes(kmax)
+		if err != nil {
+			return "", cs, err
+		}
+		v, err := sameScalar(out, want, "weight_scale_2 bytes %x, the cast gives %x = 2^(K_max − 8) with K_max %d", kmax)
+		return v, cs, err
+	}
+	c := &diffStream{out: out, diff: -1}
+	if st.Part == partCodes {
+		s.measure = s.errs.tensor(st.Cast.Packed.Name)
+		cs, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, c.emit, nil, meter{})
+	} else {
+		_, err = s.castNVFP4(ctx, sf.ReaderAt(), sf, st.Cast, kmax, nil, c.emit, meter{})
+	}
+	if err != nil {
+		return "", cs, err
+	}
+	k := int64(st.Cast.k())
+	// A row of k/2 code bytes, 8 per 16-element block, or of k/16 scales.
+	row, block, what := c.diff/(k/2), c.diff%(k/2)/(quant.NVFP4GroupSize/2), "NVFP4 codes"
+	if st.Part == partScales {
+		row, block, what = c.diff/(k/quant.NVFP4GroupSize), c.diff%(k/quant.NVFP4GroupSize), "E4M3 scales"
+	}
+	switch {
+	case c.diff >= 0:
+		return fmt.Sprintf("%s differ from a fresh cast of %s (K_max %d): first at row %d, 16-element block %d (byte 0x%02x, the cast gives 0x%02x)",
+			what, st.Cast.Packed.Name, kmax, row, block, c.got, c.want), cs, nil
+	case c.off != out.Size():
+		return fmt.Sprintf("%s of %d bytes, a fresh cast gives %d", what, out.Size(), c.off), cs, nil
+	}
+	return "", cs, nil
+}
+
+// sameScalar compares a scalar tensor's bytes with want; a difference is
+// worded by format, given the bytes found, want and args.
+func sameScalar(out *io.SectionReader, want []byte, format string, args ...any) (string, error) {
+	got := make([]byte, len(want))
+	if _, err := out.ReadAt(got, 0); err != nil {
+		return "", fmt.Errorf("read at 0: %w", err)
+	}
+	if bytes.Equal(got, want) {
+		return "", nil
+	}
+	return fmt.Sprintf(format, append([]any{got, want}, args...)...), nil
 }
