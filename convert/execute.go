@@ -15,20 +15,17 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
-// Limits of the executor. Per job it holds a source tile, a band of FP8
-// output, the tensor's block scales and its share of filewrite.NewPool's
-// staging buffers (about 30 MiB for K3's widest matrix, whatever the
-// checkpoint's size), plus a small shard's held codes (≤ maxHeldCodes).
+// Limits of the executor. A job holds a source tile, a band of FP8 output,
+// the tensor's block scales and its share of filewrite.NewPool's staging
+// buffers, whatever the checkpoint's size, plus a small shard's held codes.
 const (
 	// tileBytes bounds the source bytes read at once for quantization: a
-	// 128-row band, split into column tiles (multiples of 128 columns) when a
-	// band is larger.
+	// 128-row band, split into 128-column tiles when larger.
 	tileBytes = 8 << 20
 	// MaxJobs bounds --jobs.
 	MaxJobs = 256
-	// maxScaleBlocks bounds one tensor's scale count so that a corrupt
-	// shape cannot make the executor allocate without bound; K3's largest
-	// has 33,792/128 × 7,168/128 = 14,784.
+	// maxScaleBlocks bounds one tensor's scale count, so that a corrupt
+	// shape cannot make the executor allocate without bound.
 	maxScaleBlocks = 1 << 24
 )
 
@@ -64,13 +61,11 @@ type ExecOptions struct {
 }
 
 // Result reports what Execute did. Its counts are over this worker's files,
-// those it wrote and those it kept from an earlier run (from their done
-// records).
+// those it wrote and those it kept from an earlier run's done records.
 type Result struct {
-	// Written and Skipped name the files this worker produced or found done.
-	Written, Skipped []string
-	// Finalized is true when this worker found every file done and wrote the
-	// index, configs and Manifest.
+	Written, Skipped []string // the files this worker produced or found done
+	// Finalized: this worker found every file done and wrote the index,
+	// configs and Manifest.
 	Finalized bool
 	Manifest  *dstManifest
 	// ZeroedNonFinite counts source values replaced by 0 under NonFiniteZero.
@@ -78,29 +73,22 @@ type Result struct {
 	// ZeroScaleBlocks counts the 128×128 FP8 blocks that got scale 0 and
 	// NaN codes (ModelOpt numerics: all-zero tiles, as NVIDIA writes them).
 	ZeroScaleBlocks int64
-	// Cast counts the MXFP4 → NVFP4 blocks: all of them, those outside
-	// E4M3's exponent window and those whose values changed.
-	Cast quant.CastStats
+	Cast            quant.CastStats // the MXFP4 → NVFP4 blocks
 	// Decoded counts the quantized tensors decoded to BF16; DecodedNaN the
-	// NaN values among them (NaN codes, or ModelOpt's NaN codes of all-zero
-	// tiles times their scale 0, as torch computes them).
+	// NaN values among them (NaN codes, or NaN codes × scale 0 as torch
+	// computes them).
 	Decoded    int
 	DecodedNaN int64
-	// Packed counts the BF16 tensors packed to MXFP4; Pack.Lossy the groups
-	// whose values changed.
-	Packed int
-	Pack   quant.PackStats
-	// FP8Experts counts the routed experts' blocks cast to block FP8 by
-	// --experts fp8 and those that lost precision.
-	FP8Experts fp8ExpertStats
+	Packed     int             // BF16 tensors packed to MXFP4
+	Pack       quant.PackStats // and their lossy groups
+	FP8Experts fp8ExpertStats  // the routed experts' blocks --experts fp8 cast
 	// Repack counts the MXFP4 groups decoded to BF16 and those whose bytes
-	// packing the BF16 back would not restore (their scale byte or a −0 code).
+	// packing the BF16 back would not restore.
 	Repack quant.RepackStats
 	// Uncounted is how many Skipped files came from a finished conversion's
 	// manifest, which keeps no counts: the counts above leave them out.
 	Uncounted int
-	// Network counts the source bytes fetched (nil for a local source).
-	Network *remote.Stats
+	Network   *remote.Stats // the source bytes fetched (nil for a local source)
 	// Report is the quantization_report.json the finalizing run wrote (nil
 	// when it did not finalize, or nothing was quantized).
 	Report *Report
@@ -262,10 +250,7 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 	if p.remote != nil {
 		net = &netCounter{}
 	}
-	conns := eo.Connections
-	if conns <= 0 {
-		conns = remote.DefaultConnections
-	}
+	conns := cmp.Or(max(eo.Connections, 0), remote.DefaultConnections)
 	bufs := filewrite.NewPool(jobs)
 	defer bufs.Close() // its memory is outside the heap: give it back now, not when collected
 	scratches := make([]*scratch, jobs)

@@ -33,12 +33,7 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 	if opts.classifier().Classify(s.Name) != model.RoutedExperts {
 		return nil, false, nil
 	}
-	weight := func(name string, n, k int64) []outputTensor {
-		return []outputTensor{
-			{TensorSpec: safetensors.TensorSpec{Name: name, DType: weightDType, Shape: []int64{n, k}}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
-			{TensorSpec: safetensors.TensorSpec{Name: opts.Format.ScaleName(name), DType: scaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleScale, src: src},
-		}
-	}
+	weight := func(name string, n, k int64) []outputTensor { return fp8Outputs(s.Name, src, name, n, k, opts.Format) }
 	if base, packed, ok := opts.classifier().MXFP4Part(s.Name); ok {
 		if !packed {
 			if _, ok := names[base+".weight_packed"]; !ok {
