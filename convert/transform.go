@@ -127,24 +127,28 @@ func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
 		m := xfRows(x, r0)
 		switch x.kind {
 		case xfFP8:
-			switch kb := blocks(x.k); x.sform {
-			case scalesGrid:
-				read(x.scales, r0/blockSize*kb*4, kb*4)
-			case scalesE8M0:
+			if x.sform != scalesPacked {
+				kb := blocks(x.k) * x.scales.DType.Bits() / 8
 				read(x.scales, r0/blockSize*kb, kb)
 			}
 			read(x.codes, r0*x.k, m*x.k)
-		case xfMXFP4:
-			read(x.scales, r0*x.k/quant.MXGroupSize, m*x.k/quant.MXGroupSize)
-			read(x.codes, r0*x.k/2, m*x.k/2)
-		case xfNVFP4:
-			read(x.scales, r0*x.k/quant.NVFP4GroupSize, m*x.k/quant.NVFP4GroupSize)
+		case xfMXFP4, xfNVFP4:
+			g := x.group()
+			read(x.scales, r0*x.k/g, m*x.k/g)
 			read(x.codes, r0*x.k/2, m*x.k/2)
 		case xfPack:
 			read(x.codes, r0*2*x.k, m*2*x.k)
 		}
 		r0 += m
 	}
+}
+
+// group is the elements per scale of FP4 codes.
+func (x *transform) group() int64 {
+	if x.kind == xfNVFP4 {
+		return quant.NVFP4GroupSize
+	}
+	return quant.MXGroupSize
 }
 
 // xfScratch is a job's buffers for transform steps.
@@ -171,14 +175,13 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 	var keep []byte // the part the pair's other step writes, when held
 	keepPart := -1
 	var measure *quant.ErrStats
-	if x.kind == xfPack {
-		if x.pair != nil && x.pair.held { // markHeld planned this step to keep the pair's part
-			keepPart = x.pair.part
-			keep = make([]byte, 0, packPartSize(x, keepPart))
-		}
-		if x.part == 0 || keepPart == 0 { // the pass whose counts count
-			measure = s.errs.tensor(x.codes.Name)
-		}
+	if x.kind == xfPack && x.pair != nil && x.pair.held { // markHeld planned this step to keep the pair's part
+		keepPart = x.pair.part
+		keep = make([]byte, 0, packPartSize(x, keepPart))
+	}
+	counts := x.kind == xfPack && (x.part == 0 || keepPart == 0) // the pack pass whose counts count
+	if counts {
+		measure = s.errs.tensor(x.codes.Name)
 	}
 	var s2 float32
 	readInto := func(buf *[]byte, t safetensors.TensorInfo, off, n int64) ([]byte, error) {
@@ -228,33 +231,27 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 		case xfFP8:
 			kb := int(blocks(x.k))
 			var scales []float32
-			switch x.sform {
-			case scalesGrid:
-				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb)*4, int64(kb)*4)
+			if x.sform == scalesPacked { // the whole grid is unpacked
+				scales = xs.grid[int(r0/blockSize)*kb:][:kb]
+			} else {
+				esz := int(x.scales.DType.Bits() / 8)
+				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb*esz), int64(kb*esz))
 				if err != nil {
 					return err
 				}
-				xs.grid = bufs.Grow(xs.grid, kb)
-				for j := range kb {
-					xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
-				}
-				scales = xs.grid[:kb]
-			case scalesE8M0:
-				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb), int64(kb))
-				if err != nil {
-					return err
-				}
-				if j := bytes.IndexByte(b, 0xFF); j >= 0 {
+				if j := bytes.IndexByte(b, 0xFF); j >= 0 && x.sform == scalesE8M0 {
 					return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
 						quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
 				}
 				xs.grid = bufs.Grow(xs.grid, kb)
 				for j := range kb {
-					xs.grid[j] = e8m0Float(b[j])
+					if x.sform == scalesE8M0 {
+						xs.grid[j] = e8m0Float(b[j])
+					} else {
+						xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+					}
 				}
 				scales = xs.grid[:kb]
-			default:
-				scales = xs.grid[int(r0/blockSize)*kb : int(r0/blockSize+1)*kb]
 			}
 			codes, err := readInto(&xs.codes, x.codes, r0*x.k, m*x.k)
 			if err != nil {
@@ -270,10 +267,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				return err
 			}
 		case xfMXFP4, xfNVFP4:
-			g := quant.MXGroupSize
-			if x.kind == xfNVFP4 {
-				g = quant.NVFP4GroupSize
-			}
+			g := int(x.group())
 			sc, err := readInto(&xs.scales, x.scales, r0*x.k/int64(g), m*x.k/int64(g))
 			if err != nil {
 				return err
@@ -318,7 +312,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 			if err != nil {
 				return fmt.Errorf("rows %d..%d: %w", r0, r0+m, err)
 			}
-			if x.part == 0 || keepPart == 0 {
+			if counts {
 				xs.stats.pack = xs.stats.pack.Add(ps)
 			}
 			parts := [2][]byte{p, sc}
@@ -331,14 +325,14 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 		}
 		r0 += m
 	}
-	switch {
-	case x.kind == xfPack && keepPart >= 0:
+	if keepPart >= 0 {
 		if xs.held == nil {
 			xs.held = map[string][]byte{}
 		}
 		xs.held[x.codes.Name] = keep
-		xs.stats.packed++
-	case x.kind == xfPack && x.part == 0:
+	}
+	switch {
+	case counts:
 		xs.stats.packed++
 	case x.kind != xfPack:
 		xs.stats.decoded++
