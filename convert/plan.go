@@ -84,9 +84,7 @@ type Plan struct {
 	// (ModelOpt only, else nil).
 	Config, HFQuantConfig []byte
 	ID                    string // fingerprints everything above; outputs carry it
-	// AuxUnlisted: the source (an https:// directory) could not be listed,
-	// so Aux lacks its side files besides config.json.
-	AuxUnlisted bool
+	AuxUnlisted           bool   // an https:// source could not be listed: Aux lacks its side files
 
 	Totals     totals
 	FetchBytes int64         // what the plan reads from a remote source (0: local)
@@ -112,9 +110,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, model.ConfigName), err)
 	}
-	if model.FamilyOfConfig(config) != model.BuiltinFamilies()[0] {
-		// Another family's names are read as its schema spells them
-		// (Kimi-K3's with its public layer schedule, the default).
+	if model.FamilyOfConfig(config) != model.BuiltinFamilies()[0] { // K3's is the default
 		opts.cls = cfg.Classifier
 	}
 	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
@@ -144,11 +140,9 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 				return locateScale(err, src, filepath.Join(src.Root, f.Path))
 			}
 			p.Files[i] = fp
-			fm := newModuleSet(opts.classifier())
-			fm.add(outs)
 			mu.Lock()
 			defer mu.Unlock()
-			mods.merge(fm)
+			mods.add(outs)
 			return seen.add(f.Path, outs)
 		})
 	}
@@ -203,9 +197,7 @@ func planFileWith(root string, f *safetensors.File, r *Recipe, opts Options, fx 
 	if fp.Steps, err = planSteps(opts.classifier(), f, l, outs); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", root, err)
 	}
-	if rf, ok := f.ReaderAt().(*remote.File); ok {
-		// Every response repeats the size and ETag the file was opened
-		// with: no header re-read needed.
+	if rf, ok := f.ReaderAt().(*remote.File); ok { // every response repeats its size and ETag
 		fp.etag = rf.Version()
 	} else if sum, ok := f.HeaderSum(); ok {
 		fp.SourceHeader = sum

@@ -71,12 +71,6 @@ func (m *moduleSet) add(outs []outputTensor) {
 	}
 }
 
-func (m *moduleSet) merge(o *moduleSet) {
-	maps.Copy(m.fp8, o.fp8)
-	maps.Copy(m.kept, o.kept)
-	maps.Copy(m.experts, o.experts)
-}
-
 func (m *moduleSet) sorted() modules {
 	return modules{fp8: slices.Sorted(maps.Keys(m.fp8)), kept: slices.Sorted(maps.Keys(m.kept)), experts: slices.Sorted(maps.Keys(m.experts))}
 }
