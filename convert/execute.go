@@ -159,27 +159,26 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		return nil, err
 	}
 	var state *pendingState
-	if workers == 1 {
-		// A whole run holds DST to its end, so it records the plan while
-		// its first files are produced (see pendingState).
-		state = recordState(record)
-		defer state.wait() // before the lock is released
-	} else if record != nil {
-		if err := record(); err != nil {
-			return nil, err
-		}
-	}
 	var slice *dirlock.Lock
 	own := units
-	if workers > 1 {
+	if workers == 1 {
+		// A whole run holds DST to its end, so it records the plan while
+		// its first files are produced (see pendingState), and no finalizer
+		// writes DST's last files but this run.
+		state = recordState(record)
+		defer state.wait() // before the lock is released
+		own = slices.Concat(units, finalNames)
+	} else {
+		if record != nil {
+			if err := record(); err != nil {
+				return nil, err
+			}
+		}
 		if slice, err = lockSlice(d.dir, eo.Worker, workers); err != nil {
 			return nil, err
 		}
 		defer slice.Release()
 		lock.Release() // the workers of the split share DST from here
-	} else {
-		// Held until the end: no finalizer writes DST's last files but this run.
-		own = slices.Concat(units, finalNames)
 	}
 	if err := d.abortOwn(own); err != nil {
 		return nil, err

@@ -264,20 +264,15 @@ func (s *scratch) runSteps(ctx context.Context, p *Plan, f *filewrite.File, path
 			if st.Kind == stepScales {
 				weight = st.Last
 			}
-			if st.Kind == stepCodes && st.HoldCodes {
-				at, ok := codesAt[weight]
-				if !ok {
-					return zeroed, fmt.Errorf("file %s: tensor %s: no codes held for it", path, termtext.Name(first))
-				}
-				if err := write(s.held[at[0]:at[1]]); err != nil {
-					return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, termtext.Name(first), err)
-				}
-				continue
-			}
-			if st.Kind == stepCodes && st.SpillCodes {
-				at, ok := codesAt[weight]
+			if at, ok := codesAt[weight]; st.Kind == stepCodes && (st.HoldCodes || st.SpillCodes) {
 				if !ok || at[1]-at[0] != l.Tensors[st.First].Size() {
-					return zeroed, fmt.Errorf("file %s: tensor %s: %d bytes of codes spilled for its %d", path, termtext.Name(first), at[1]-at[0], l.Tensors[st.First].Size())
+					return zeroed, fmt.Errorf("file %s: tensor %s: %d bytes of codes kept for its %d", path, termtext.Name(first), at[1]-at[0], l.Tensors[st.First].Size())
+				}
+				if st.HoldCodes {
+					if err := write(s.held[at[0]:at[1]]); err != nil {
+						return zeroed, fmt.Errorf("file %s: tensor %s: %w", path, termtext.Name(first), err)
+					}
+					continue
 				}
 				r, err := s.spill.reader()
 				if err == nil {
