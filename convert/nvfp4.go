@@ -187,14 +187,10 @@ func nvfp4Reads(st step, seen map[string]bool, read func(t safetensors.TensorInf
 	}
 	if key := c.kmaxKey(); !seen[key] {
 		seen[key] = true
-		scan := func(t safetensors.TensorInfo) {
-			for off := int64(0); off < t.Size(); off += nVFP4BandBytes {
-				read(t, off, min(nVFP4BandBytes, t.Size()-off))
+		for _, t := range []*safetensors.TensorInfo{&c.Scales, c.Partner} {
+			for off := int64(0); t != nil && off < t.Size(); off += nVFP4BandBytes {
+				read(*t, off, min(nVFP4BandBytes, t.Size()-off))
 			}
-		}
-		scan(c.Scales)
-		if c.Partner != nil {
-			scan(*c.Partner)
 		}
 	}
 	if st.Part != partScales && st.Part != partCodes {

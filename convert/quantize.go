@@ -146,25 +146,22 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 
 // zeroNonFinite replaces every Inf or NaN element of src by +0 and counts them.
 func zeroNonFinite(src []byte, e quant.Elem) int64 {
-	var n int64
+	size, exp := 2, uint32(0x7F80) // BF16
 	switch e {
 	case quant.F32:
-		for i := 0; i+4 <= len(src); i += 4 {
-			if binary.LittleEndian.Uint32(src[i:])&0x7F800000 == 0x7F800000 {
-				binary.LittleEndian.PutUint32(src[i:], 0)
-				n++
-			}
+		size, exp = 4, 0x7F800000
+	case quant.F16:
+		exp = 0x7C00
+	}
+	var n int64
+	for i := 0; i+size <= len(src); i += size {
+		v := uint32(binary.LittleEndian.Uint16(src[i:]))
+		if size == 4 {
+			v = binary.LittleEndian.Uint32(src[i:])
 		}
-	case quant.BF16, quant.F16:
-		expMask := uint16(0x7F80)
-		if e == quant.F16 {
-			expMask = 0x7C00
-		}
-		for i := 0; i+2 <= len(src); i += 2 {
-			if binary.LittleEndian.Uint16(src[i:])&expMask == expMask {
-				binary.LittleEndian.PutUint16(src[i:], 0)
-				n++
-			}
+		if v&exp == exp {
+			clear(src[i : i+size])
+			n++
 		}
 	}
 	return n

@@ -150,10 +150,7 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 		}
 	}
 	l := fp.Layout
-	header, err := l.HeaderBytes()
-	if err == nil && int64(len(header)) != l.DataStart {
-		err = fmt.Errorf("a %d-byte header for data at %d", len(header), l.DataStart)
-	}
+	header, err := l.HeaderBytes() // checked against the layout's DataStart
 	if err != nil {
 		return 0, fileRecord{}, nil, fmt.Errorf("file %s: %w", path, err)
 	}
