@@ -199,26 +199,23 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := state.wait(); err != nil {
 		return nil, err
 	}
+	// A whole run recorded every unit it wrote or kept; a split reads every
+	// worker's records, and the last worker to finish finalizes.
+	var all records
+	if workers == 1 {
+		all = log.added()
+	} else if all, err = loadRecords(d.dir); err != nil {
+		return nil, err
+	}
+	if !all.allDone(p) {
+		return res, nil
+	}
 	var m *dstManifest
 	if workers == 1 {
-		// A whole run recorded every unit it wrote or kept, and holds DST.
-		all := log.added()
-		if !all.allDone(p) {
-			return res, nil
-		}
 		m, err = finalize(d, p.state(), all, early)
 	} else {
-		all, err := loadRecords(d.dir) // every worker's, this run's included
-		if err != nil {
-			return nil, err
-		}
-		if !all.allDone(p) {
-			return res, nil
-		}
-		// The last worker to finish finalizes.
 		slice.Release()
-		m, err = finalizeLocked(d, lockWait)
-		if errors.Is(err, errInUse) {
+		if m, err = finalizeLocked(d, lockWait); errors.Is(err, errInUse) {
 			return res, nil
 		}
 	}

@@ -55,10 +55,8 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (ma
 				continue
 			}
 			inv, plain := module+".weight_scale_inv", module+".weight_scale"
-			if _, ok := f.Lookup(inv); ok {
-				continue
-			}
-			if _, ok := f.Lookup(plain); ok {
+			_, local := f.Lookup(inv)
+			if _, ok := f.Lookup(plain); local || ok {
 				continue
 			}
 			// Only the weights planTransforms decodes.
@@ -68,11 +66,9 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (ma
 			}
 			sf, si, ok := src.Lookup(inv)
 			if !ok {
-				if sf, si, ok = src.Lookup(plain); !ok {
-					continue
-				}
+				sf, si, ok = src.Lookup(plain)
 			}
-			if sf == f {
+			if !ok || sf == f {
 				continue
 			}
 			path := filepath.Join(src.Root, sf.Path)
@@ -96,13 +92,12 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (ma
 func (p *Plan) checkForeign(fp *filePlan, header bool) error {
 	for _, x := range fp.foreign {
 		for _, other := range p.Files {
-			if other.Name != x.file {
-				continue
-			}
 			var err error
-			if header {
+			switch {
+			case other.Name != x.file:
+			case header:
 				err = checkSource(p.SrcRoot, other)
-			} else {
+			default:
 				err = checkStampNow(other.Source.ReaderAt(), other.stamp, filepath.Join(p.SrcRoot, other.Name))
 			}
 			if err != nil {
