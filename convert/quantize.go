@@ -24,9 +24,9 @@ func tileCols(k, esz int) int {
 }
 
 // quantize streams one [N, K] weight through the quantizer in 128-row bands,
-// handing the FP8 codes to emit or onto *hold (in place, within its
-// capacity); it leaves the fp32 scales in s.sbytes and the count of zero
-// scales in s.lastZeroScale, and returns how many non-finite values it zeroed.
+// handing the FP8 codes to emit or onto *hold (within its capacity); it
+// leaves the fp32 scales in s.sbytes, the zero scales counted in
+// s.lastZeroScale, and returns how many non-finite values it zeroed.
 func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
 	emit func([]byte) error, hold *[]byte, prog meter) (int64, error) {
 	sec, t, viewed, err := s.weightSource(ra, f, t, prog)

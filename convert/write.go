@@ -44,10 +44,8 @@ type scratch struct {
 }
 
 // copyAux copies a side file, which must still be the file planned: a local
-// one of the same size and times, links still inside the source, keeping
-// its permission bits; a remote one of the listed size (and version, which
-// every response repeats). One that changed is an error and never reaches
-// its final name.
+// one of the same size and times, links inside the source, keeping its mode;
+// a remote one of the listed size and version. One that changed is an error.
 func (s *scratch) copyAux(ctx context.Context, p *Plan, a *auxFile, to string, prog meter) (fileRecord, commitFunc, error) {
 	if err := ctx.Err(); err != nil {
 		return fileRecord{}, nil, err
@@ -135,10 +133,9 @@ func checkSource(root string, fp *filePlan) error {
 	return nil
 }
 
-// writeShard writes one output shard by following its planned steps, in
-// file order, hashing it as it is written (never read back). It checks
-// before and after that the source is the file planned, and returns how
-// many non-finite values it zeroed, the file's record and how to commit it.
+// writeShard writes one output shard by its steps, hashing it as written.
+// It checks before and after that the source is the file planned, and
+// returns how many non-finite values it zeroed, its record and its commit.
 func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *filePlan, prog meter) (int64, fileRecord, commitFunc, error) {
 	srcPath := filepath.Join(p.SrcRoot, fp.Source.Path)
 	if p.remote == nil { // a remote file is checked by every response (size, ETag)
@@ -189,14 +186,12 @@ func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *file
 	return zeroed, fileRecord{Size: l.Size, Report: s.errs.take(p.Options.classifier())}, commitHashed(f, ""), nil
 }
 
-// commitFunc syncs and renames a written file and returns its sha256, once
-// ready (the plan's record in DST) returns; on ready's error it removes the
-// file instead.
+// commitFunc syncs and renames a written file and returns its sha256 once
+// ready (the plan's record in DST) returns; on ready's error it removes it.
 type commitFunc func(ready func() error) (sha256 string, err error)
 
-// commitHashed commits f on a committer, so that the producer moves on to
-// the next file without waiting for the hash or the disk; a failure is
-// prefixed with what, when given.
+// commitHashed commits f on a committer, so that the producer moves on
+// without waiting for the disk; a failure is prefixed with what, if given.
 func commitHashed(f *filewrite.File, what string) commitFunc {
 	return func(ready func() error) (string, error) {
 		if err := ready(); err != nil {

@@ -10,12 +10,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// A block-FP8 weight's scale may sit in another shard: DeepSeek's
-// inference/fp8_cast_bf16.py (DeepSeek-V3 @ 9b4e9788e4a3) finds
-// `<name>_scale_inv` through the index's weight_map. A decode to BF16 does
-// the same: the plan holds the scale's bytes (1/4096 of the codes) and its
-// ID covers their sha256, and the weight's shard is written only while the
-// scale's file is as planned (checkForeign).
+// A block-FP8 weight's scale may sit in another shard: DeepSeek-V3's
+// inference/fp8_cast_bf16.py finds `<name>_scale_inv` through the index's
+// weight_map. A decode to BF16 does the same: the plan holds the scale's
+// bytes, its ID covers their sha256, and checkForeign checks their file.
 
 // maxForeignScaleBytes bounds the scale bytes a plan holds (real ones: a few).
 const maxForeignScaleBytes = 64 << 20
@@ -29,10 +27,9 @@ type foreignScale struct {
 	sum    [sha256.Size]byte
 }
 
-// planForeignScales reads the scale (weight_scale_inv or weight_scale) of
-// every block-FP8 weight the plan decodes that another shard holds, and
-// returns what each file shares so; a scale no file holds is left to
-// planTransforms, which names it as missing.
+// planForeignScales reads the scale of every block-FP8 weight the plan
+// decodes that another shard holds, and returns what each file shares so; a
+// scale no file holds is left to planTransforms, which names it as missing.
 func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (map[string]fileScales, error) {
 	fs := map[string]fileScales{}
 	file := func(path string) fileScales {
