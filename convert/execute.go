@@ -38,8 +38,7 @@ type progress interface {
 
 // ExecOptions control how a plan is carried out (not what it produces).
 type ExecOptions struct {
-	// Jobs is how many output files are produced at once (default 1).
-	Jobs int
+	Jobs int // output files produced at once (default 1)
 	// Resume skips files already finished under this plan whose size and
 	// sha256 still match their record; Restart discards what an earlier run
 	// of this plan left in DST and writes every file again.
@@ -47,10 +46,8 @@ type ExecOptions struct {
 	// Worker and Workers select this process's slice of the files (--worker
 	// I/N); Workers 0 means a single worker.
 	Worker, Workers int
-	// NoSpaceCheck skips comparing the output's size with DST's free space.
-	NoSpaceCheck bool
-	// Progress, if set, is told about the work as it happens.
-	Progress progress
+	NoSpaceCheck bool     // skip comparing the output's size with DST's free space
+	Progress     progress // if set, told about the work as it happens
 	// Connections bounds the parallel range requests to a remote source,
 	// shared by the files written at once (0: remote.DefaultConnections),
 	// and sizes a bucket DST's connections.

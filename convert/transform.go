@@ -59,28 +59,25 @@ func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 // the second writes (one read of the weight) while the parts held fit.
 func markHeld(steps []step) {
 	first := map[string]*transform{}
-	var held int64
-	pending := map[string]int64{}
+	var held int64 // the parts reserved by first steps whose second is still to come
 	for i := range steps {
+		x := steps[i].xf
 		if steps[i].Kind != stepPack {
 			continue
 		}
-		x := steps[i].xf
-		name := x.codes.Name
-		f, ok := first[name]
+		f, ok := first[x.codes.Name]
 		if !ok {
-			first[name] = x
-			if size := packPartSize(x, 1-x.part); held+size <= heldCodesBudget {
-				held += size
-				pending[name] = size
+			first[x.codes.Name] = x
+			if held+packPartSize(x, 1-x.part) <= heldCodesBudget {
+				held += packPartSize(x, 1-x.part)
+				x.held = true // reserved: moved to the second step below
 			}
 			continue
 		}
 		f.pair, x.pair = x, f
-		if size, ok := pending[name]; ok {
-			x.held = true
-			held -= size
-			delete(pending, name)
+		if f.held {
+			f.held, x.held = false, true
+			held -= packPartSize(x, x.part)
 		}
 	}
 }
