@@ -22,23 +22,16 @@ const (
 	xfPack                // BF16 [N, K] to MXFP4: part 0 weight_packed, part 1 weight_scale
 )
 
-// xfScales is the form of an FP8 source's block scales.
-type xfScales uint8
-
-const (
-	scalesGrid   xfScales = iota // F32 values, one per 128×128 block, row-major
-	scalesPacked                 // DeepGEMM's packed UE8M0 I32 buffer
-	scalesE8M0                   // DeepSeek-V4's F8_E8M0 bytes, one per 128×128 block, row-major
-)
-
 // transform is what a StepDecode or StepPack reads and the shape [n, k] of
 // the BF16 matrix.
 type transform struct {
-	kind   xfKind
-	codes  safetensors.TensorInfo // FP8 codes, packed E2M1 codes, or the BF16 weight (pack)
-	scales safetensors.TensorInfo // their scales (not for pack)
+	kind  xfKind
+	codes safetensors.TensorInfo // FP8 codes, packed E2M1 codes, or the BF16 weight (pack)
+	// scales are an FP8 source's block scales (row-major F32 or F8_E8M0,
+	// one per 128×128 block, or DeepGEMM's packed UE8M0 I32 buffer), or FP4
+	// codes' group scales; not for pack.
+	scales safetensors.TensorInfo
 	scale2 safetensors.TensorInfo // NVFP4's weight_scale_2
-	sform  xfScales
 	n, k   int64
 	part   int        // pack: 0 weight_packed, 1 weight_scale
 	held   bool       // pack: the pair's first step keeps this part's bytes for it

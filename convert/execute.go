@@ -46,8 +46,8 @@ type ExecOptions struct {
 	// Worker and Workers select this process's slice of the files (--worker
 	// I/N); Workers 0 means a single worker.
 	Worker, Workers int
-	NoSpaceCheck bool     // skip comparing the output's size with DST's free space
-	Progress     progress // if set, told about the work as it happens
+	NoSpaceCheck    bool     // skip comparing the output's size with DST's free space
+	Progress        progress // if set, told about the work as it happens
 	// Connections bounds the parallel range requests to a remote source,
 	// shared by the files written at once (0: remote.DefaultConnections),
 	// and sizes a bucket DST's connections.

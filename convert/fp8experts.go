@@ -109,10 +109,10 @@ func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 // for MXFP4 codes the BF16 view of their decode (exact: an E2M1 value times
 // a power of two has at most two significant bits).
 func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, prog meter) (*io.SectionReader, safetensors.TensorInfo, bool, error) {
-	if !isMXFP4Codes(t) {
-		return io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()), t, false, nil
+	name, ok := fp4ScaleName(t)
+	if !ok {
+		return tensorSection(ra, f, t), t, false, nil
 	}
-	name, _ := fp4ScaleName(t)
 	sc, ok := f.Lookup(name)
 	n, k := t.Shape[0], 2*t.Shape[1]
 	if !ok || (sc.DType != safetensors.U8 && !isE8M0(sc.DType)) || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {

@@ -104,6 +104,9 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 	}
 	quantized := map[string]string{} // X.weight's scale name → X.weight
 	var names map[string]safetensors.TensorSpec
+	if opts.Experts == ExpertsFP8 {
+		names = specsByName(in)
+	}
 	for i, s := range in {
 		src := int32(i + 1)
 		if consumed[s.Name] || fx.taken[s.Name] {
@@ -120,9 +123,6 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 			continue
 		}
 		if opts.Experts == ExpertsFP8 {
-			if names == nil {
-				names = specsByName(in)
-			}
 			o, handled, err := fp8ExpertOutputs(s, src, names, opts)
 			if err != nil {
 				return nil, fmt.Errorf("recipe %s, experts %s: %w", r.Name, opts.Experts, err)

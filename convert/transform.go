@@ -40,13 +40,8 @@ func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 		*sources[j] = t
 	}
 	x.n, x.k = x.codes.Shape[0], x.codes.Shape[1]
-	switch {
-	case x.kind == xfMXFP4 || x.kind == xfNVFP4:
+	if x.kind == xfMXFP4 || x.kind == xfNVFP4 {
 		x.k *= 2 // two E2M1 codes a byte
-	case x.kind == xfFP8 && x.scales.DType == safetensors.I32:
-		x.sform = scalesPacked
-	case x.kind == xfFP8 && isE8M0(x.scales.DType):
-		x.sform = scalesE8M0
 	}
 	kind := stepDecode
 	if x.kind == xfPack {
@@ -117,14 +112,14 @@ func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
 	switch {
 	case x.kind == xfNVFP4:
 		read(x.scale2, 0, 4)
-	case x.kind == xfFP8 && x.sform == scalesPacked:
+	case x.packedScales():
 		read(x.scales, 0, x.scales.Size())
 	}
 	for r0 := int64(0); r0 < x.n; {
 		m := xfRows(x, r0)
 		switch x.kind {
 		case xfFP8:
-			if x.sform != scalesPacked {
+			if !x.packedScales() {
 				kb := blocks(x.k) * x.scales.DType.Bits() / 8
 				read(x.scales, r0/blockSize*kb, kb)
 			}
@@ -139,6 +134,10 @@ func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
 		r0 += m
 	}
 }
+
+// packedScales reports whether x's FP8 block scales are DeepGEMM's packed
+// UE8M0 buffer.
+func (x *transform) packedScales() bool { return x.kind == xfFP8 && x.scales.DType == safetensors.I32 }
 
 // group is the elements per scale of FP4 codes.
 func (x *transform) group() int64 {
@@ -202,7 +201,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 			return err
 		}
 		s2 = math.Float32frombits(binary.LittleEndian.Uint32(b))
-	case x.kind == xfFP8 && x.sform == scalesPacked:
+	case x.packedScales():
 		b, err := readInto(&xs.scales, x.scales, 0, x.scales.Size())
 		if err != nil {
 			return err
@@ -228,21 +227,22 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 		case xfFP8:
 			kb := int(blocks(x.k))
 			var scales []float32
-			if x.sform == scalesPacked { // the whole grid is unpacked
+			if x.packedScales() { // the whole grid is unpacked
 				scales = xs.grid[int(r0/blockSize)*kb:][:kb]
 			} else {
+				e8m0 := isE8M0(x.scales.DType)
 				esz := int(x.scales.DType.Bits() / 8)
 				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb*esz), int64(kb*esz))
 				if err != nil {
 					return err
 				}
-				if j := bytes.IndexByte(b, 0xFF); j >= 0 && x.sform == scalesE8M0 {
+				if j := bytes.IndexByte(b, 0xFF); j >= 0 && e8m0 {
 					return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
 						quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
 				}
 				xs.grid = bufs.Grow(xs.grid, kb)
 				for j := range kb {
-					if x.sform == scalesE8M0 {
+					if e8m0 {
 						xs.grid[j] = e8m0Float(b[j])
 					} else {
 						xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
