@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -39,12 +40,7 @@ type Options struct {
 }
 
 // classifier is the classifier names are read with.
-func (o Options) classifier() *model.Classifier {
-	if o.cls != nil {
-		return o.cls
-	}
-	return k3Classifier
-}
+func (o Options) classifier() *model.Classifier { return cmp.Or(o.cls, k3Classifier) }
 
 // k3Classifier reads names with Kimi-K3's public schedule.
 var k3Classifier = model.K3Classifier()

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -139,10 +140,7 @@ func checkSource(root string, fp *filePlan) error {
 func (s *scratch) writeShard(ctx context.Context, p *Plan, path string, fp *filePlan, prog meter) (int64, fileRecord, commitFunc, error) {
 	srcPath := filepath.Join(p.SrcRoot, fp.Source.Path)
 	if p.remote == nil { // a remote file is checked by every response (size, ETag)
-		if err := checkSource(p.SrcRoot, fp); err != nil {
-			return 0, fileRecord{}, nil, err
-		}
-		if err := p.checkForeign(fp, true); err != nil {
+		if err := cmp.Or(checkSource(p.SrcRoot, fp), p.checkForeign(fp, true)); err != nil {
 			return 0, fileRecord{}, nil, err
 		}
 	}
