@@ -126,7 +126,9 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*filePlan, len(src.Files)), remote: src.Remote}
 	mods := newModuleSet(opts.classifier())
 	catalog := cfg.CatalogLookup()
-	seen := nameSet{}
+	// Within a file the layout rejects duplicate names, and across files
+	// only scale names are new: scaleFile maps those planned to their files.
+	scaleFile := map[string]string{}
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -143,7 +145,16 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 			mu.Lock()
 			defer mu.Unlock()
 			mods.add(outs)
-			return seen.add(f.Path, outs)
+			for _, o := range outs {
+				if o.Role != roleScale {
+					continue
+				}
+				if prev, dup := scaleFile[o.Name]; dup {
+					return fmt.Errorf("file %s: tensor %s: %w: also written to %s", f.Path, o.Name, errNameCollision, prev)
+				}
+				scaleFile[o.Name] = f.Path
+			}
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -219,23 +230,6 @@ func headerSum(f *safetensors.File) ([sha256.Size]byte, error) {
 		return [sha256.Size]byte{}, fmt.Errorf("read header: %w", err)
 	}
 	return [sha256.Size]byte(h.Sum(nil)), nil
-}
-
-// nameSet maps the scale names planned to their files: within a file the
-// layout rejects duplicates, and across files only scale names are new.
-type nameSet map[string]string
-
-func (n nameSet) add(file string, outs []outputTensor) error {
-	for _, o := range outs {
-		if o.Role != roleScale {
-			continue
-		}
-		if prev, dup := n[o.Name]; dup {
-			return fmt.Errorf("file %s: tensor %s: %w: also written to %s", file, o.Name, errNameCollision, prev)
-		}
-		n[o.Name] = file
-	}
-	return nil
 }
 
 // summarize counts a file's tensors and bytes.
