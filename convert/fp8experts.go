@@ -60,18 +60,16 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 			return nil, true, nil // DeepSeek-V4 FP4 scales: consumed by the cast of the codes
 		}
 	}
-	if roleOfName(s.Name) == model.RoleWeight && s.DType.String() == "I8" {
-		// DeepSeek-V4's FP4 codes, decoded exactly as MXFP4's.
+	if roleOfName(s.Name) != model.RoleWeight {
+		return nil, false, nil // a companion: its weight decides (and refuses an FP8 or NVFP4 one)
+	}
+	switch {
+	case s.DType.String() == "I8": // DeepSeek-V4's FP4 codes, decoded exactly as MXFP4's
 		_, n, k, err := v4FP4Scales(s, names)
 		if err != nil {
 			return nil, true, err
 		}
 		return weight(s.Name, n, k), true, nil
-	}
-	if roleOfName(s.Name) != model.RoleWeight {
-		return nil, false, nil // a companion: its weight decides (and refuses an FP8 or NVFP4 one)
-	}
-	switch {
 	case s.DType == safetensors.F8_E4M3:
 		return nil, true, fmt.Errorf("tensor %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and this one is block FP8 already: keep it (--experts keep)", s.Name, errNotQuantizable)
 	case s.DType == safetensors.U8:

@@ -382,23 +382,17 @@ func ctMatcher(entry string) (func(string) bool, error) {
 
 // rewriteIgnore drops entries matching a converted module; kept ones they covered stay ignored.
 func rewriteIgnore(cls *model.Classifier, v any, m modules) ([]any, error) {
-	var entries []string
-	switch t := v.(type) {
-	case nil:
-	case []any:
-		for _, e := range t {
-			s, ok := e.(string)
-			if !ok {
-				return nil, fmt.Errorf("%w: quantization_config.ignore holds %v, not a string", errConfig, e)
-			}
-			entries = append(entries, s)
-		}
-	default:
+	list, ok := v.([]any)
+	if !ok && v != nil {
 		return nil, fmt.Errorf("%w: quantization_config.ignore is not a list", errConfig)
 	}
 	fp8 := spellAll(cls, m.fp8)
 	var keep, covered []string
-	for _, e := range entries {
+	for _, x := range list {
+		e, ok := x.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: quantization_config.ignore holds %v, not a string", errConfig, x)
+		}
 		match, err := ctMatcher(e)
 		if err != nil {
 			return nil, err
