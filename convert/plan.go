@@ -265,30 +265,25 @@ func (fp *filePlan) summarize(outs []outputTensor) {
 		}
 	}
 	for _, st := range fp.Steps {
-		if st.xf != nil {
+		if st.xf != nil { // a decode or pack step
 			xfReads(st.xf, func(_ safetensors.TensorInfo, _, n int64) { fp.ReadBytes += n })
-			switch {
-			case st.Kind == stepDecode:
-				t.Decoded++
-				t.DecodedBytes += fp.Layout.Tensors[st.First].Size()
-				kept++
-			case st.xf.part == 0:
-				t.Packed++
-				t.PackedBytes += st.xf.codes.Size()
-				kept++
-			}
-			continue
 		}
-		if st.Kind != stepNVFP4 {
-			continue
-		}
-		switch st.Part {
-		case partCodes: // both MXFP4 tensors are consumed by the cast
+		nvfp4 := st.Kind == stepNVFP4
+		switch {
+		case st.Kind == stepDecode:
+			t.Decoded++
+			t.DecodedBytes += fp.Layout.Tensors[st.First].Size()
+			kept++
+		case st.Kind == stepPack && st.xf.part == 0:
+			t.Packed++
+			t.PackedBytes += st.xf.codes.Size()
+			kept++
+		case nvfp4 && st.Part == partCodes: // both MXFP4 tensors are consumed by the cast
 			t.NVFP4++
 			t.MXFP4Bytes += st.Cast.Packed.Size() + st.Cast.Scales.Size()
 			kept += 2
 			fp.ReadBytes += st.Cast.Packed.Size() + st.Cast.Scales.Size()
-		case partScales, partScale2: // K_max: once per w1/w3 pair, each reading its own
+		case nvfp4 && (st.Part == partScales || st.Part == partScale2): // K_max: once per w1/w3 pair, each reading its own
 			fp.ReadBytes += st.Cast.Scales.Size()
 		}
 	}
