@@ -236,16 +236,16 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				if err != nil {
 					return err
 				}
-				if j := bytes.IndexByte(b, 0xFF); j >= 0 && e8m0 {
-					return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
-						quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
-				}
 				xs.grid = bufs.Grow(xs.grid, kb)
 				for j := range kb {
-					if e8m0 {
-						xs.grid[j] = e8m0Float(b[j])
-					} else {
+					switch {
+					case !e8m0:
 						xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+					case b[j] == 0xFF:
+						return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
+							quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
+					default:
+						xs.grid[j] = e8m0Float(b[j])
 					}
 				}
 				scales = xs.grid[:kb]
