@@ -44,11 +44,8 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (ma
 	var held int64
 	for _, f := range src.Files {
 		for _, t := range f.Tensors {
-			if t.DType != safetensors.F8_E4M3 || len(t.Shape) != 2 {
-				continue
-			}
 			module, role := model.SplitRole(t.Name)
-			if role != model.RoleWeight {
+			if t.DType != safetensors.F8_E4M3 || len(t.Shape) != 2 || role != model.RoleWeight {
 				continue
 			}
 			inv, plain := module+".weight_scale_inv", module+".weight_scale"
