@@ -203,14 +203,6 @@ func specsByName(in []safetensors.TensorSpec) map[string]safetensors.TensorSpec 
 	return m
 }
 
-// fp8Banks are the expert banks that are block FP8 in the output.
-func fp8Banks(m modules, opts Options) []string {
-	if opts.Experts == ExpertsFP8 {
-		return m.experts
-	}
-	return nil
-}
-
 // expertsTarget is the compressed-tensors target of FP8 routed experts: a
 // MoE layer's bank (fused by engines) and each expert's projections.
 const expertsTarget = `re:(?:.*\.)?layers\.\d+\.(?:block_sparse_moe|mlp)\.experts(?:\.\d+\.\w+)?$`

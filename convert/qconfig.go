@@ -226,7 +226,11 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	if opts.Experts == ExpertsNVFP4 {
 		declare(m.experts, map[string]any{"quant_algo": nvfp4Algo, "group_size": quant.NVFP4GroupSize})
 	}
-	declare(slices.Concat(m.fp8, model.FusedNames(m.fp8), fp8Banks(m, opts)), map[string]any{"quant_algo": fp8BlockAlgo})
+	fp8 := slices.Concat(m.fp8, model.FusedNames(m.fp8))
+	if opts.Experts == ExpertsFP8 { // the expert banks are block FP8 too
+		fp8 = append(fp8, m.experts...)
+	}
+	declare(fp8, map[string]any{"quant_algo": fp8BlockAlgo})
 	if len(layers) == 0 {
 		return nil, nil, fmt.Errorf("%w: --format modelopt with nothing quantized: ModelOpt mixed-precision loaders refuse an empty quantized_layers", errConfig)
 	}
@@ -335,7 +339,7 @@ func compressedTensorsConfig(qc map[string]any, m modules, opts Options) (map[st
 		qc["format"] = ctFloatFormat
 	}
 	targets := model.ModulePatterns(m.fp8, m.kept)
-	if len(fp8Banks(m, opts)) > 0 {
+	if opts.Experts == ExpertsFP8 && len(m.experts) > 0 {
 		targets = append(targets, expertsTarget)
 	}
 	fp8 := map[string]any{
