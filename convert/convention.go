@@ -40,10 +40,8 @@ const (
 
 // ParseScaleFmt maps a --scale-fmt name ("fp32", "ue8m0") to its format.
 func ParseScaleFmt(s string) (quant.ScaleFmt, error) {
-	return parseName[quant.ScaleFmt]("scale format", s, numScaleFmts)
+	return parseName[quant.ScaleFmt]("scale format", s, int(quant.ScaleUE8M0)+1)
 }
-
-const numScaleFmts = int(quant.ScaleUE8M0) + 1
 
 // nonFinitePolicy says what to do with NaN or ±Inf in a weight to quantize.
 type nonFinitePolicy = enum[policySet]

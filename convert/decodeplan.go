@@ -22,23 +22,16 @@ const (
 	xfPack                // BF16 [N, K] to MXFP4: part 0 weight_packed, part 1 weight_scale
 )
 
-// xfScales is the form of an FP8 source's block scales.
-type xfScales uint8
-
-const (
-	scalesGrid   xfScales = iota // F32 values, one per 128×128 block, row-major
-	scalesPacked                 // DeepGEMM's packed UE8M0 I32 buffer
-	scalesE8M0                   // DeepSeek-V4's F8_E8M0 bytes, one per 128×128 block, row-major
-)
-
-// transform is what a StepDecode or StepPack reads (offsets in the source
-// file) and the shape of the BF16 matrix.
+// transform is what a StepDecode or StepPack reads and the shape [n, k] of
+// the BF16 matrix.
 type transform struct {
-	kind   xfKind
-	codes  safetensors.TensorInfo // FP8 codes, packed E2M1 codes, or the BF16 weight (pack)
-	scales safetensors.TensorInfo // their scales (not for pack)
+	kind  xfKind
+	codes safetensors.TensorInfo // FP8 codes, packed E2M1 codes, or the BF16 weight (pack)
+	// scales are an FP8 source's block scales (row-major F32 or F8_E8M0,
+	// one per 128×128 block, or DeepGEMM's packed UE8M0 I32 buffer), or FP4
+	// codes' group scales; not for pack.
+	scales safetensors.TensorInfo
 	scale2 safetensors.TensorInfo // NVFP4's weight_scale_2
-	sform  xfScales
 	n, k   int64
 	part   int        // pack: 0 weight_packed, 1 weight_scale
 	held   bool       // pack: the pair's first step keeps this part's bytes for it
@@ -58,9 +51,9 @@ type xfSpec struct {
 // decodes reports whether the recipe decodes quantized weights to BF16.
 func (r *Recipe) decodes() bool { return r.Default == decode }
 
-// planTransforms finds, among one file's specs, every quantized weight the
-// options decode to BF16 and every BF16 expert --experts mxfp4 packs, with
-// the companions each consumes; fx.in adds the scales other files hold.
+// planTransforms finds, among one file's specs, every quantized weight to
+// decode to BF16 and every BF16 expert to pack to MXFP4, with the companions
+// each consumes; fx.in adds the scales other files hold.
 func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileScales) (map[string]*xfSpec, map[string]bool, error) {
 	if !r.decodes() && opts.Experts != ExpertsBF16 && opts.Experts != ExpertsMXFP4 {
 		return nil, nil, nil
@@ -87,7 +80,6 @@ func planTransforms(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fil
 		case expert && opts.Experts == ExpertsBF16, !expert && r.decodes():
 			x, err = decodeSpec(module, s, byName)
 			if err == nil && x == nil && expert && opts.Experts == ExpertsBF16 && !quantizableDTypes[s.DType] {
-				// No decode of its form: the output would not be what was asked.
 				err = fmt.Errorf("tensor %s: %w: --experts bf16 decodes MXFP4 (%s.weight_packed), NVFP4 and block-FP8 (%s.weight_scale_inv or weight_scale) experts and DeepSeek-V4's FP4 ones (I8 codes with an F8_E8M0 %s.scale), not %s %v with these companions; nothing was written",
 					s.Name, errNotQuantizable, module, module, module, s.DType, s.Shape)
 			}
@@ -195,8 +187,7 @@ func decodeSpec(module string, s safetensors.TensorSpec, byName map[string]safet
 }
 
 // missingScaleError: a quantized weight's scale tensor (one of scales, the
-// likeliest first) is not in the weight's file; locateScale names the file
-// that holds it. Only block FP8 reads scales from other files.
+// likeliest first) is not in its file; locateScale names the file holding it.
 type missingScaleError struct {
 	weight string
 	scales []string
@@ -277,8 +268,7 @@ func packSpec(module string, s safetensors.TensorSpec) (*xfSpec, error) {
 func v4ScaleName(module string) string { return module + ".scale" }
 
 // v4FP4Scales finds the F8_E8M0 [N, K/32] scale of DeepSeek-V4 FP4 codes s
-// (I8 [N, K/2], low nibble first as torch's float4_e2m1fn_x2) and the
-// decoded shape.
+// (I8 [N, K/2], low nibble first as float4_e2m1fn_x2) and the decoded shape.
 func v4FP4Scales(s safetensors.TensorSpec, byName map[string]safetensors.TensorSpec) (safetensors.TensorSpec, int64, int64, error) {
 	module, _ := model.SplitRole(s.Name)
 	sc, ok := byName[v4ScaleName(module)]
@@ -307,8 +297,7 @@ func roleOfName(name string) model.Role {
 func checkExpertsWay(root string, cfg *model.Config, r *Recipe, opts Options) error {
 	cfgPath := filepath.Join(root, model.ConfigName)
 	switch {
-	case !r.decodes() && cfg.Raw()["model_type"] == "deepseek_v4":
-		// No convention's config describes X.scale.
+	case !r.decodes() && cfg.Raw()["model_type"] == "deepseek_v4": // no convention describes X.scale
 		return fmt.Errorf("convert %s: %w: --recipe %s keeps DeepSeek-V4's FP8 weights as they are (F8_E4M3 with an F8_E8M0 X.scale), and no --format describes those in the output's config.json: convert DeepSeek-V4 with --recipe bf16 (with --experts bf16 or fp8)",
 			root, errNotQuantizable, r.Name)
 	case opts.Experts == ExpertsMXFP4 && cfg.Experts == model.ExpertsMXFP4:

@@ -15,20 +15,17 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 )
 
-// Limits of the executor. Per job it holds a source tile, a band of FP8
-// output, the tensor's block scales and its share of filewrite.NewPool's
-// staging buffers (about 30 MiB for K3's widest matrix, whatever the
-// checkpoint's size), plus a small shard's held codes (≤ maxHeldCodes).
+// Limits of the executor. A job holds a source tile, a band of FP8 output,
+// the tensor's block scales and its share of filewrite.NewPool's staging
+// buffers, whatever the checkpoint's size, plus a small shard's held codes.
 const (
 	// tileBytes bounds the source bytes read at once for quantization: a
-	// 128-row band, split into column tiles (multiples of 128 columns) when a
-	// band is larger.
+	// 128-row band, split into 128-column tiles when larger.
 	tileBytes = 8 << 20
 	// MaxJobs bounds --jobs.
 	MaxJobs = 256
-	// maxScaleBlocks bounds one tensor's scale count so that a corrupt
-	// shape cannot make the executor allocate without bound; K3's largest
-	// has 33,792/128 × 7,168/128 = 14,784.
+	// maxScaleBlocks bounds one tensor's scale count, so that a corrupt
+	// shape cannot make the executor allocate without bound.
 	maxScaleBlocks = 1 << 24
 )
 
@@ -41,8 +38,7 @@ type progress interface {
 
 // ExecOptions control how a plan is carried out (not what it produces).
 type ExecOptions struct {
-	// Jobs is how many output files are produced at once (default 1).
-	Jobs int
+	Jobs int // output files produced at once (default 1)
 	// Resume skips files already finished under this plan whose size and
 	// sha256 still match their record; Restart discards what an earlier run
 	// of this plan left in DST and writes every file again.
@@ -50,10 +46,8 @@ type ExecOptions struct {
 	// Worker and Workers select this process's slice of the files (--worker
 	// I/N); Workers 0 means a single worker.
 	Worker, Workers int
-	// NoSpaceCheck skips comparing the output's size with DST's free space.
-	NoSpaceCheck bool
-	// Progress, if set, is told about the work as it happens.
-	Progress progress
+	NoSpaceCheck    bool     // skip comparing the output's size with DST's free space
+	Progress        progress // if set, told about the work as it happens
 	// Connections bounds the parallel range requests to a remote source,
 	// shared by the files written at once (0: remote.DefaultConnections),
 	// and sizes a bucket DST's connections.
@@ -64,13 +58,11 @@ type ExecOptions struct {
 }
 
 // Result reports what Execute did. Its counts are over this worker's files,
-// those it wrote and those it kept from an earlier run (from their done
-// records).
+// those it wrote and those it kept from an earlier run's done records.
 type Result struct {
-	// Written and Skipped name the files this worker produced or found done.
-	Written, Skipped []string
-	// Finalized is true when this worker found every file done and wrote the
-	// index, configs and Manifest.
+	Written, Skipped []string // the files this worker produced or found done
+	// Finalized: this worker found every file done and wrote the index,
+	// configs and Manifest.
 	Finalized bool
 	Manifest  *dstManifest
 	// ZeroedNonFinite counts source values replaced by 0 under NonFiniteZero.
@@ -78,29 +70,22 @@ type Result struct {
 	// ZeroScaleBlocks counts the 128×128 FP8 blocks that got scale 0 and
 	// NaN codes (ModelOpt numerics: all-zero tiles, as NVIDIA writes them).
 	ZeroScaleBlocks int64
-	// Cast counts the MXFP4 → NVFP4 blocks: all of them, those outside
-	// E4M3's exponent window and those whose values changed.
-	Cast quant.CastStats
+	Cast            quant.CastStats // the MXFP4 → NVFP4 blocks
 	// Decoded counts the quantized tensors decoded to BF16; DecodedNaN the
-	// NaN values among them (NaN codes, or ModelOpt's NaN codes of all-zero
-	// tiles times their scale 0, as torch computes them).
+	// NaN values among them (NaN codes, or NaN codes × scale 0 as torch
+	// computes them).
 	Decoded    int
 	DecodedNaN int64
-	// Packed counts the BF16 tensors packed to MXFP4; Pack.Lossy the groups
-	// whose values changed.
-	Packed int
-	Pack   quant.PackStats
-	// FP8Experts counts the routed experts' blocks cast to block FP8 by
-	// --experts fp8 and those that lost precision.
-	FP8Experts fp8ExpertStats
+	Packed     int             // BF16 tensors packed to MXFP4
+	Pack       quant.PackStats // and their lossy groups
+	FP8Experts fp8ExpertStats  // the routed experts' blocks --experts fp8 cast
 	// Repack counts the MXFP4 groups decoded to BF16 and those whose bytes
-	// packing the BF16 back would not restore (their scale byte or a −0 code).
+	// packing the BF16 back would not restore.
 	Repack quant.RepackStats
 	// Uncounted is how many Skipped files came from a finished conversion's
 	// manifest, which keeps no counts: the counts above leave them out.
 	Uncounted int
-	// Network counts the source bytes fetched (nil for a local source).
-	Network *remote.Stats
+	Network   *remote.Stats // the source bytes fetched (nil for a local source)
 	// Report is the quantization_report.json the finalizing run wrote (nil
 	// when it did not finalize, or nothing was quantized).
 	Report *Report
@@ -171,27 +156,26 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 		return nil, err
 	}
 	var state *pendingState
-	if workers == 1 {
-		// A whole run holds DST to its end, so it records the plan while
-		// its first files are produced (see pendingState).
-		state = recordState(record)
-		defer state.wait() // before the lock is released
-	} else if record != nil {
-		if err := record(); err != nil {
-			return nil, err
-		}
-	}
 	var slice *dirlock.Lock
 	own := units
-	if workers > 1 {
+	if workers == 1 {
+		// A whole run holds DST to its end, so it records the plan while
+		// its first files are produced (see pendingState), and no finalizer
+		// writes DST's last files but this run.
+		state = recordState(record)
+		defer state.wait() // before the lock is released
+		own = slices.Concat(units, finalNames)
+	} else {
+		if record != nil {
+			if err := record(); err != nil {
+				return nil, err
+			}
+		}
 		if slice, err = lockSlice(d.dir, eo.Worker, workers); err != nil {
 			return nil, err
 		}
 		defer slice.Release()
 		lock.Release() // the workers of the split share DST from here
-	} else {
-		// Held until the end: no finalizer writes DST's last files but this run.
-		own = slices.Concat(units, finalNames)
 	}
 	if err := d.abortOwn(own); err != nil {
 		return nil, err
@@ -212,26 +196,23 @@ func Execute(ctx context.Context, p *Plan, dst string, eo ExecOptions) (*Result,
 	if err := state.wait(); err != nil {
 		return nil, err
 	}
+	// A whole run recorded every unit it wrote or kept; a split reads every
+	// worker's records, and the last worker to finish finalizes.
+	var all records
+	if workers == 1 {
+		all = log.added()
+	} else if all, err = loadRecords(d.dir); err != nil {
+		return nil, err
+	}
+	if !all.allDone(p) {
+		return res, nil
+	}
 	var m *dstManifest
 	if workers == 1 {
-		// A whole run recorded every unit it wrote or kept, and holds DST.
-		all := log.added()
-		if !all.allDone(p) {
-			return res, nil
-		}
 		m, err = finalize(d, p.state(), all, early)
 	} else {
-		all, err := loadRecords(d.dir) // every worker's, this run's included
-		if err != nil {
-			return nil, err
-		}
-		if !all.allDone(p) {
-			return res, nil
-		}
-		// The last worker to finish finalizes.
 		slice.Release()
-		m, err = finalizeLocked(d, lockWait)
-		if errors.Is(err, errInUse) {
+		if m, err = finalizeLocked(d, lockWait); errors.Is(err, errInUse) {
 			return res, nil
 		}
 	}
@@ -262,10 +243,7 @@ func run(ctx context.Context, p *Plan, d *destination, units []unit, recs record
 	if p.remote != nil {
 		net = &netCounter{}
 	}
-	conns := eo.Connections
-	if conns <= 0 {
-		conns = remote.DefaultConnections
-	}
+	conns := cmp.Or(max(eo.Connections, 0), remote.DefaultConnections)
 	bufs := filewrite.NewPool(jobs)
 	defer bufs.Close() // its memory is outside the heap: give it back now, not when collected
 	scratches := make([]*scratch, jobs)

@@ -33,12 +33,7 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 	if opts.classifier().Classify(s.Name) != model.RoutedExperts {
 		return nil, false, nil
 	}
-	weight := func(name string, n, k int64) []outputTensor {
-		return []outputTensor{
-			{TensorSpec: safetensors.TensorSpec{Name: name, DType: weightDType, Shape: []int64{n, k}}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
-			{TensorSpec: safetensors.TensorSpec{Name: opts.Format.ScaleName(name), DType: scaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleScale, src: src},
-		}
-	}
+	weight := func(name string, n, k int64) []outputTensor { return fp8Outputs(s.Name, src, name, n, k, opts.Format) }
 	if base, packed, ok := opts.classifier().MXFP4Part(s.Name); ok {
 		if !packed {
 			if _, ok := names[base+".weight_packed"]; !ok {
@@ -65,18 +60,16 @@ func fp8ExpertOutputs(s safetensors.TensorSpec, src int32, names map[string]safe
 			return nil, true, nil // DeepSeek-V4 FP4 scales: consumed by the cast of the codes
 		}
 	}
-	if roleOfName(s.Name) == model.RoleWeight && s.DType.String() == "I8" {
-		// DeepSeek-V4's FP4 codes, decoded exactly as MXFP4's.
+	if roleOfName(s.Name) != model.RoleWeight {
+		return nil, false, nil // a companion: its weight decides (and refuses an FP8 or NVFP4 one)
+	}
+	switch {
+	case s.DType.String() == "I8": // DeepSeek-V4's FP4 codes, decoded exactly as MXFP4's
 		_, n, k, err := v4FP4Scales(s, names)
 		if err != nil {
 			return nil, true, err
 		}
 		return weight(s.Name, n, k), true, nil
-	}
-	if roleOfName(s.Name) != model.RoleWeight {
-		return nil, false, nil // a companion: its weight decides (and refuses an FP8 or NVFP4 one)
-	}
-	switch {
 	case s.DType == safetensors.F8_E4M3:
 		return nil, true, fmt.Errorf("tensor %s: %w: --experts fp8 casts MXFP4 or BF16 experts, and this one is block FP8 already: keep it (--experts keep)", s.Name, errNotQuantizable)
 	case s.DType == safetensors.U8:
@@ -114,10 +107,10 @@ func fp4ScaleName(t safetensors.TensorInfo) (string, bool) {
 // for MXFP4 codes the BF16 view of their decode (exact: an E2M1 value times
 // a power of two has at most two significant bits).
 func (s *scratch) weightSource(ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, prog meter) (*io.SectionReader, safetensors.TensorInfo, bool, error) {
-	if !isMXFP4Codes(t) {
-		return io.NewSectionReader(ra, f.DataStart+t.Begin, t.Size()), t, false, nil
+	name, ok := fp4ScaleName(t)
+	if !ok {
+		return tensorSection(ra, f, t), t, false, nil
 	}
-	name, _ := fp4ScaleName(t)
 	sc, ok := f.Lookup(name)
 	n, k := t.Shape[0], 2*t.Shape[1]
 	if !ok || (sc.DType != safetensors.U8 && !isE8M0(sc.DType)) || len(sc.Shape) != 2 || sc.Shape[0] != n || sc.Shape[1]*quant.MXGroupSize != k {
@@ -208,14 +201,6 @@ func specsByName(in []safetensors.TensorSpec) map[string]safetensors.TensorSpec 
 		m[s.Name] = s
 	}
 	return m
-}
-
-// fp8Banks are the expert banks that are block FP8 in the output.
-func fp8Banks(m modules, opts Options) []string {
-	if opts.Experts == ExpertsFP8 {
-		return m.experts
-	}
-	return nil
 }
 
 // expertsTarget is the compressed-tensors target of FP8 routed experts: a

@@ -161,15 +161,13 @@ func (s *scratch) writeNVFP4(ctx context.Context, ra io.ReaderAt, sf *safetensor
 	case partScales:
 		_, err := s.castNVFP4(ctx, ra, sf, st.Cast, kmax, nil, w, prog)
 		return err
-	case partCodes:
-		s.measure = s.errs.tensor(st.Cast.Packed.Name)
-		cs, err := s.castNVFP4(ctx, ra, sf, st.Cast, kmax, w, nil, prog)
-		if err == nil {
-			s.cs.cast = s.cs.cast.Add(cs)
-		}
-		return err
 	}
-	return fmt.Errorf("unknown NVFP4 part %d", st.Part)
+	s.measure = s.errs.tensor(st.Cast.Packed.Name) // partCodes
+	cs, err := s.castNVFP4(ctx, ra, sf, st.Cast, kmax, w, nil, prog)
+	if err == nil {
+		s.cs.cast = s.cs.cast.Add(cs)
+	}
+	return err
 }
 
 // tensorSection is t's bytes in ra, which holds sf's (the file, or a
@@ -187,14 +185,10 @@ func nvfp4Reads(st step, seen map[string]bool, read func(t safetensors.TensorInf
 	}
 	if key := c.kmaxKey(); !seen[key] {
 		seen[key] = true
-		scan := func(t safetensors.TensorInfo) {
-			for off := int64(0); off < t.Size(); off += nVFP4BandBytes {
-				read(t, off, min(nVFP4BandBytes, t.Size()-off))
+		for _, t := range []*safetensors.TensorInfo{&c.Scales, c.Partner} {
+			for off := int64(0); t != nil && off < t.Size(); off += nVFP4BandBytes {
+				read(*t, off, min(nVFP4BandBytes, t.Size()-off))
 			}
-		}
-		scan(c.Scales)
-		if c.Partner != nil {
-			scan(*c.Partner)
 		}
 	}
 	if st.Part != partScales && st.Part != partCodes {

@@ -84,9 +84,7 @@ type Plan struct {
 	// (ModelOpt only, else nil).
 	Config, HFQuantConfig []byte
 	ID                    string // fingerprints everything above; outputs carry it
-	// AuxUnlisted: the source (an https:// directory) could not be listed,
-	// so Aux lacks its side files besides config.json.
-	AuxUnlisted bool
+	AuxUnlisted           bool   // an https:// source could not be listed: Aux lacks its side files
 
 	Totals     totals
 	FetchBytes int64         // what the plan reads from a remote source (0: local)
@@ -112,9 +110,7 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(src.Root, model.ConfigName), err)
 	}
-	if model.FamilyOfConfig(config) != model.BuiltinFamilies()[0] {
-		// Another family's names are read as its schema spells them
-		// (Kimi-K3's with its public layer schedule, the default).
+	if model.FamilyOfConfig(config) != model.BuiltinFamilies()[0] { // K3's is the default
 		opts.cls = cfg.Classifier
 	}
 	if opts.Experts == ExpertsNVFP4 && cfg.Experts != model.ExpertsMXFP4 {
@@ -130,7 +126,9 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 	p := &Plan{Recipe: r, Options: opts, SrcRoot: src.Root, Files: make([]*filePlan, len(src.Files)), remote: src.Remote}
 	mods := newModuleSet(opts.classifier())
 	catalog := cfg.CatalogLookup()
-	seen := nameSet{}
+	// Within a file the layout rejects duplicate names, and across files
+	// only scale names are new: scaleFile maps those planned to their files.
+	scaleFile := map[string]string{}
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -144,12 +142,19 @@ func NewPlan(src *safetensors.Checkpoint, config []byte, r *Recipe, opts Options
 				return locateScale(err, src, filepath.Join(src.Root, f.Path))
 			}
 			p.Files[i] = fp
-			fm := newModuleSet(opts.classifier())
-			fm.add(outs)
 			mu.Lock()
 			defer mu.Unlock()
-			mods.merge(fm)
-			return seen.add(f.Path, outs)
+			mods.add(outs)
+			for _, o := range outs {
+				if o.Role != roleScale {
+					continue
+				}
+				if prev, dup := scaleFile[o.Name]; dup {
+					return fmt.Errorf("file %s: tensor %s: %w: also written to %s", f.Path, o.Name, errNameCollision, prev)
+				}
+				scaleFile[o.Name] = f.Path
+			}
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -203,9 +208,7 @@ func planFileWith(root string, f *safetensors.File, r *Recipe, opts Options, fx 
 	if fp.Steps, err = planSteps(opts.classifier(), f, l, outs); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", root, err)
 	}
-	if rf, ok := f.ReaderAt().(*remote.File); ok {
-		// Every response repeats the size and ETag the file was opened
-		// with: no header re-read needed.
+	if rf, ok := f.ReaderAt().(*remote.File); ok { // every response repeats its size and ETag
 		fp.etag = rf.Version()
 	} else if sum, ok := f.HeaderSum(); ok {
 		fp.SourceHeader = sum
@@ -227,23 +230,6 @@ func headerSum(f *safetensors.File) ([sha256.Size]byte, error) {
 		return [sha256.Size]byte{}, fmt.Errorf("read header: %w", err)
 	}
 	return [sha256.Size]byte(h.Sum(nil)), nil
-}
-
-// nameSet maps the scale names planned to their files: within a file the
-// layout rejects duplicates, and across files only scale names are new.
-type nameSet map[string]string
-
-func (n nameSet) add(file string, outs []outputTensor) error {
-	for _, o := range outs {
-		if o.Role != roleScale {
-			continue
-		}
-		if prev, dup := n[o.Name]; dup {
-			return fmt.Errorf("file %s: tensor %s: %w: also written to %s", file, o.Name, errNameCollision, prev)
-		}
-		n[o.Name] = file
-	}
-	return nil
 }
 
 // summarize counts a file's tensors and bytes.
@@ -279,30 +265,25 @@ func (fp *filePlan) summarize(outs []outputTensor) {
 		}
 	}
 	for _, st := range fp.Steps {
-		if st.xf != nil {
+		if st.xf != nil { // a decode or pack step
 			xfReads(st.xf, func(_ safetensors.TensorInfo, _, n int64) { fp.ReadBytes += n })
-			switch {
-			case st.Kind == stepDecode:
-				t.Decoded++
-				t.DecodedBytes += fp.Layout.Tensors[st.First].Size()
-				kept++
-			case st.xf.part == 0:
-				t.Packed++
-				t.PackedBytes += st.xf.codes.Size()
-				kept++
-			}
-			continue
 		}
-		if st.Kind != stepNVFP4 {
-			continue
-		}
-		switch st.Part {
-		case partCodes: // both MXFP4 tensors are consumed by the cast
+		nvfp4 := st.Kind == stepNVFP4
+		switch {
+		case st.Kind == stepDecode:
+			t.Decoded++
+			t.DecodedBytes += fp.Layout.Tensors[st.First].Size()
+			kept++
+		case st.Kind == stepPack && st.xf.part == 0:
+			t.Packed++
+			t.PackedBytes += st.xf.codes.Size()
+			kept++
+		case nvfp4 && st.Part == partCodes: // both MXFP4 tensors are consumed by the cast
 			t.NVFP4++
 			t.MXFP4Bytes += st.Cast.Packed.Size() + st.Cast.Scales.Size()
 			kept += 2
 			fp.ReadBytes += st.Cast.Packed.Size() + st.Cast.Scales.Size()
-		case partScales, partScale2: // K_max: once per w1/w3 pair, each reading its own
+		case nvfp4 && (st.Part == partScales || st.Part == partScale2): // K_max: once per w1/w3 pair, each reading its own
 			fp.ReadBytes += st.Cast.Scales.Size()
 		}
 	}

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -39,12 +40,7 @@ type Options struct {
 }
 
 // classifier is the classifier names are read with.
-func (o Options) classifier() *model.Classifier {
-	if o.cls != nil {
-		return o.cls
-	}
-	return k3Classifier
-}
+func (o Options) classifier() *model.Classifier { return cmp.Or(o.cls, k3Classifier) }
 
 // k3Classifier reads names with Kimi-K3's public schedule.
 var k3Classifier = model.K3Classifier()
@@ -53,14 +49,12 @@ var k3Classifier = model.K3Classifier()
 // come from (a copy's Shape shares the source spec's array).
 type outputTensor struct {
 	safetensors.TensorSpec
-	Source      string
-	SourceDType safetensors.DType
-	SourceShape []int64
-	Role        role
+	Source string
+	Role   role
 
 	src  int32   // 1 + the source's index among PlanTensors' specs, 0 if unknown
 	xf   *xfSpec // the transform of a RoleBF16 or RoleMXFP4 output
-	part int     // which of xf's outputs
+	part int     // which of xf's outputs, or of nvfp4Specs
 }
 
 // sourceIn finds the output's source tensor in f.
@@ -106,6 +100,9 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 	}
 	quantized := map[string]string{} // X.weight's scale name → X.weight
 	var names map[string]safetensors.TensorSpec
+	if opts.Experts == ExpertsFP8 {
+		names = specsByName(in)
+	}
 	for i, s := range in {
 		src := int32(i + 1)
 		if consumed[s.Name] || fx.taken[s.Name] {
@@ -117,14 +114,11 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 				role = roleMXFP4
 			}
 			for part, o := range x.outs {
-				out = append(out, outputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: role, src: src, xf: x, part: part})
+				out = append(out, outputTensor{TensorSpec: o, Source: s.Name, Role: role, src: src, xf: x, part: part})
 			}
 			continue
 		}
 		if opts.Experts == ExpertsFP8 {
-			if names == nil {
-				names = specsByName(in)
-			}
 			o, handled, err := fp8ExpertOutputs(s, src, names, opts)
 			if err != nil {
 				return nil, fmt.Errorf("recipe %s, experts %s: %w", r.Name, opts.Experts, err)
@@ -143,8 +137,8 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 				if !ok {
 					return nil, fmt.Errorf("tensor %s: %w: %s %v is not MXFP4 packed codes", s.Name, errNotQuantizable, s.DType, s.Shape)
 				}
-				for _, o := range specs {
-					out = append(out, outputTensor{TensorSpec: o, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleNVFP4, src: src})
+				for part, o := range specs {
+					out = append(out, outputTensor{TensorSpec: o, Source: s.Name, Role: roleNVFP4, src: src, part: part})
 				}
 				continue
 			}
@@ -153,7 +147,7 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 		// meets through the spellings K3 shares: its names are read as K3's.
 		switch r.classify(k3Classifier, s.Name) {
 		case keep, decode:
-			out = append(out, outputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleCopy, src: src})
+			out = append(out, outputTensor{TensorSpec: s, Source: s.Name, Role: roleCopy, src: src})
 		case quantize:
 			if err := checkQuantizable(s); err != nil {
 				return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
@@ -161,11 +155,9 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 			if opts.Numerics == quant.ModelOpt && s.DType != safetensors.BF16 {
 				return nil, fmt.Errorf("recipe %s: tensor %s: %w: --numerics modelopt reproduces ModelOpt's cast of BF16 weights, not %s", r.Name, s.Name, errNotQuantizable, s.DType)
 			}
-			n, k := s.Shape[0], s.Shape[1]
-			scale := opts.Format.ScaleName(s.Name)
-			out = append(out,
-				outputTensor{TensorSpec: safetensors.TensorSpec{Name: s.Name, DType: weightDType, Shape: s.Shape}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleWeight, src: src},
-				outputTensor{TensorSpec: safetensors.TensorSpec{Name: scale, DType: scaleDType, Shape: opts.Format.ScaleShape(n, k)}, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleScale, src: src})
+			q := fp8Outputs(s.Name, src, s.Name, s.Shape[0], s.Shape[1], opts.Format)
+			out = append(out, q...)
+			scale := q[1].Name
 			if prev, dup := quantized[scale]; dup {
 				return nil, fmt.Errorf("tensor %s: %w: its scale %s is also %s's", s.Name, errNameCollision, scale, prev)
 			}
@@ -179,6 +171,15 @@ func planTensors(r *Recipe, in []safetensors.TensorSpec, opts Options, fx fileSc
 		}
 	}
 	return out, nil
+}
+
+// fp8Outputs are the FP8 codes name [n, k] that quantize source tensor
+// (index src-1) makes, and their block scales.
+func fp8Outputs(source string, src int32, name string, n, k int64, f model.Format) []outputTensor {
+	return []outputTensor{
+		{TensorSpec: safetensors.TensorSpec{Name: name, DType: weightDType, Shape: []int64{n, k}}, Source: source, Role: roleWeight, src: src},
+		{TensorSpec: safetensors.TensorSpec{Name: f.ScaleName(name), DType: scaleDType, Shape: f.ScaleShape(n, k)}, Source: source, Role: roleScale, src: src},
+	}
 }
 
 // checkQuantizable rejects weights block quantization cannot take.

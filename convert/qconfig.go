@@ -71,12 +71,6 @@ func (m *moduleSet) add(outs []outputTensor) {
 	}
 }
 
-func (m *moduleSet) merge(o *moduleSet) {
-	maps.Copy(m.fp8, o.fp8)
-	maps.Copy(m.kept, o.kept)
-	maps.Copy(m.experts, o.experts)
-}
-
 func (m *moduleSet) sorted() modules {
 	return modules{fp8: slices.Sorted(maps.Keys(m.fp8)), kept: slices.Sorted(maps.Keys(m.kept)), experts: slices.Sorted(maps.Keys(m.experts))}
 }
@@ -232,7 +226,11 @@ func modelOptConfigs(cfg *model.Config, m modules, opts Options) (qc, hfq map[st
 	if opts.Experts == ExpertsNVFP4 {
 		declare(m.experts, map[string]any{"quant_algo": nvfp4Algo, "group_size": quant.NVFP4GroupSize})
 	}
-	declare(slices.Concat(m.fp8, model.FusedNames(m.fp8), fp8Banks(m, opts)), map[string]any{"quant_algo": fp8BlockAlgo})
+	fp8 := slices.Concat(m.fp8, model.FusedNames(m.fp8))
+	if opts.Experts == ExpertsFP8 { // the expert banks are block FP8 too
+		fp8 = append(fp8, m.experts...)
+	}
+	declare(fp8, map[string]any{"quant_algo": fp8BlockAlgo})
 	if len(layers) == 0 {
 		return nil, nil, fmt.Errorf("%w: --format modelopt with nothing quantized: ModelOpt mixed-precision loaders refuse an empty quantized_layers", errConfig)
 	}
@@ -341,7 +339,7 @@ func compressedTensorsConfig(qc map[string]any, m modules, opts Options) (map[st
 		qc["format"] = ctFloatFormat
 	}
 	targets := model.ModulePatterns(m.fp8, m.kept)
-	if len(fp8Banks(m, opts)) > 0 {
+	if opts.Experts == ExpertsFP8 && len(m.experts) > 0 {
 		targets = append(targets, expertsTarget)
 	}
 	fp8 := map[string]any{
@@ -388,23 +386,17 @@ func ctMatcher(entry string) (func(string) bool, error) {
 
 // rewriteIgnore drops entries matching a converted module; kept ones they covered stay ignored.
 func rewriteIgnore(cls *model.Classifier, v any, m modules) ([]any, error) {
-	var entries []string
-	switch t := v.(type) {
-	case nil:
-	case []any:
-		for _, e := range t {
-			s, ok := e.(string)
-			if !ok {
-				return nil, fmt.Errorf("%w: quantization_config.ignore holds %v, not a string", errConfig, e)
-			}
-			entries = append(entries, s)
-		}
-	default:
+	list, ok := v.([]any)
+	if !ok && v != nil {
 		return nil, fmt.Errorf("%w: quantization_config.ignore is not a list", errConfig)
 	}
 	fp8 := spellAll(cls, m.fp8)
 	var keep, covered []string
-	for _, e := range entries {
+	for _, x := range list {
+		e, ok := x.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: quantization_config.ignore holds %v, not a string", errConfig, x)
+		}
 		match, err := ctMatcher(e)
 		if err != nil {
 			return nil, err

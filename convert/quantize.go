@@ -24,9 +24,9 @@ func tileCols(k, esz int) int {
 }
 
 // quantize streams one [N, K] weight through the quantizer in 128-row bands,
-// handing the FP8 codes to emit or onto *hold (in place, within its
-// capacity); it leaves the fp32 scales in s.sbytes and the count of zero
-// scales in s.lastZeroScale, and returns how many non-finite values it zeroed.
+// handing the FP8 codes to emit or onto *hold (within its capacity); it
+// leaves the fp32 scales in s.sbytes, the zero scales counted in
+// s.lastZeroScale, and returns how many non-finite values it zeroed.
 func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.File, t safetensors.TensorInfo, opts Options,
 	emit func([]byte) error, hold *[]byte, prog meter) (int64, error) {
 	sec, t, viewed, err := s.weightSource(ra, f, t, prog)
@@ -146,25 +146,22 @@ func (s *scratch) quantize(ctx context.Context, ra io.ReaderAt, f *safetensors.F
 
 // zeroNonFinite replaces every Inf or NaN element of src by +0 and counts them.
 func zeroNonFinite(src []byte, e quant.Elem) int64 {
-	var n int64
+	size, exp := 2, uint32(0x7F80) // BF16
 	switch e {
 	case quant.F32:
-		for i := 0; i+4 <= len(src); i += 4 {
-			if binary.LittleEndian.Uint32(src[i:])&0x7F800000 == 0x7F800000 {
-				binary.LittleEndian.PutUint32(src[i:], 0)
-				n++
-			}
+		size, exp = 4, 0x7F800000
+	case quant.F16:
+		exp = 0x7C00
+	}
+	var n int64
+	for i := 0; i+size <= len(src); i += size {
+		v := uint32(binary.LittleEndian.Uint16(src[i:]))
+		if size == 4 {
+			v = binary.LittleEndian.Uint32(src[i:])
 		}
-	case quant.BF16, quant.F16:
-		expMask := uint16(0x7F80)
-		if e == quant.F16 {
-			expMask = 0x7C00
-		}
-		for i := 0; i+2 <= len(src); i += 2 {
-			if binary.LittleEndian.Uint16(src[i:])&expMask == expMask {
-				binary.LittleEndian.PutUint16(src[i:], 0)
-				n++
-			}
+		if v&exp == exp {
+			clear(src[i : i+size])
+			n++
 		}
 	}
 	return n

@@ -2,7 +2,6 @@ package convert
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/model"
@@ -19,27 +18,18 @@ func (stepKindSet) set() ([]string, string, string) { return stepKindNames[:], "
 
 const (
 	// stepCopy copies a run of kept tensors that lie back to back, in the
-	// same order, in the source and in the output (hundreds of expert
-	// tensors of a layer move as one).
+	// same order, in the source and in the output.
 	stepCopy stepKind = iota
 	// stepScales quantizes a weight and writes its scale tensor. Scales
-	// (F32) precede the FP8 codes in a canonical file, and writing strictly
-	// in file order lets the executor hash the file as it writes it, so the
-	// codes are held in memory until their place (HoldCodes), spilled to a
-	// local file (SpillCodes: a remote source, whose bytes cost a fetch) or
-	// made again there.
+	// (F32) precede the FP8 codes in a canonical file, and the executor
+	// hashes the file as it writes it in order, so the codes are held
+	// (HoldCodes), spilled to a local file (SpillCodes: a remote source) or
+	// made again at their place.
 	stepScales
-	// stepCodes writes a weight's FP8 codes: the held or spilled ones, or
-	// quantizing the weight once more.
-	stepCodes
-	// stepNVFP4 writes one tensor (Part) of an MXFP4 projection cast to
-	// NVFP4 (Cast); the four lie apart in a canonical file.
-	stepNVFP4
-	// stepDecode writes a quantized weight (block FP8, MXFP4 or NVFP4)
-	// decoded to BF16, chunk by chunk.
-	stepDecode
-	// stepPack writes one of the two MXFP4 tensors a BF16 weight packs to.
-	stepPack
+	stepCodes  // a weight's FP8 codes: held, spilled, or quantized again
+	stepNVFP4  // one tensor (Part) of an MXFP4 projection cast to NVFP4
+	stepDecode // a quantized weight decoded to BF16, chunk by chunk
+	stepPack   // one of the two MXFP4 tensors a BF16 weight packs to
 )
 
 var stepKindNames = [...]string{stepCopy: "copy", stepScales: "scales", stepCodes: "codes", stepNVFP4: "nvfp4", stepDecode: "decode", stepPack: "pack"}
@@ -56,8 +46,7 @@ const (
 )
 
 // castSource is the MXFP4 source of an NVFP4 cast: the packed codes, the
-// E8M0 scales, and the scales of the projection that shares K_max with it
-// (w3 for w1 and w1 for w3; nil for w2).
+// E8M0 scales, and the scales of the w1/w3 partner sharing K_max (nil for w2).
 type castSource struct {
 	Packed, Scales safetensors.TensorInfo
 	Partner        *safetensors.TensorInfo
@@ -66,8 +55,8 @@ type castSource struct {
 // k is the number of elements per row.
 func (c *castSource) k() int { return int(2 * c.Packed.Shape[1]) }
 
-// kmaxKey names the K_max a cast shares with its partner (the w1/w3 pair's
-// scale tensor that sorts first), so a file's run computes it once.
+// kmaxKey names the K_max a cast shares with its partner: the pair's scale
+// tensor that sorts first.
 func (c *castSource) kmaxKey() string {
 	if c.Partner != nil && c.Partner.Name < c.Scales.Name {
 		return c.Partner.Name
@@ -75,14 +64,12 @@ func (c *castSource) kmaxKey() string {
 	return c.Scales.Name
 }
 
-// maxRunBytes bounds the tensors one copy run gathers (a longer single
-// tensor is a run of its own).
+// maxRunBytes bounds the tensors one copy run gathers.
 const maxRunBytes = 256 << 20
 
 // maxHeldCodes bounds the FP8 codes a job holds in memory between a file's
-// scale steps and its code steps. A file whose codes do not fit (a K3 layer
-// has about 0.9 GB) is quantized twice: reading its weights again costs
-// less than reading the written file back.
+// scale steps and its code steps. A file whose codes do not fit is quantized
+// twice: reading its weights again costs less than reading the output back.
 const maxHeldCodes = 32 << 20
 
 // heldCodesBudget is maxHeldCodes, lowered by tests.
@@ -92,50 +79,39 @@ var heldCodesBudget int64 = maxHeldCodes
 // shard's steps write its tensors in file order, each exactly once.
 type step struct {
 	Kind stepKind
-	// First and Last index output tensors (in the layout's data order). A
-	// copy run writes First…Last; StepScales writes the scale tensor First
-	// of the weight Last; StepCodes writes the FP8 codes First of the weight
-	// whose scale tensor is Last.
+	// First and Last index output tensors in data order: a copy run writes
+	// First…Last; StepScales the scale tensor First of the weight Last;
+	// StepCodes the FP8 codes First of the weight whose scales are Last.
 	First, Last int
-	// Src and Len are the source bytes the step reads: the absolute offset in
-	// the source file and the length of the run, or of the weight.
-	Src, Len int64
-	// HoldCodes says that StepScales keeps the FP8 codes it makes in memory
-	// and StepCodes writes them; SpillCodes (a remote source's file whose
-	// codes do not fit maxHeldCodes), that they go through a local spill
-	// file: the weight is fetched once, not twice.
+	Src, Len    int64 // the source bytes read: absolute offset and length
+	// HoldCodes: StepScales keeps the FP8 codes in memory for StepCodes;
+	// SpillCodes: they go through a local spill file (a remote source's
+	// file whose codes do not fit maxHeldCodes), fetching the weight once.
 	HoldCodes, SpillCodes bool
-	// Source is the weight a scale or code step quantizes.
-	Source safetensors.TensorInfo
-	// Part and Cast describe a StepNVFP4.
-	Part nVFP4Part
-	Cast *castSource
+	Source                safetensors.TensorInfo // the weight a scale or code step quantizes
+	Part                  nVFP4Part              // a StepNVFP4's tensor
+	Cast                  *castSource            // and its source
 
 	xf *transform // what a StepDecode or StepPack reads
 }
 
-// planSteps turns a shard's outputs (in the layout's data order) into steps
-// in the same order: consecutive kept tensors whose source bytes are
-// contiguous form one copy run (up to maxRunBytes); every other output is a
-// step of its own, a weight's codes held between its scale and code steps
-// when all of the file's fit maxHeldCodes, else spilled for a remote source.
+// planSteps turns a shard's outputs (in data order) into steps in the same
+// order: kept tensors whose source bytes are contiguous form one copy run;
+// every other output is a step of its own.
 func planSteps(cls *model.Classifier, sf *safetensors.File, l *safetensors.FilePlan, outs []outputTensor) ([]step, error) {
-	if len(outs) != len(l.Tensors) {
-		return nil, fmt.Errorf("file %s: %d outputs for %d laid-out tensors", sf.Path, len(outs), len(l.Tensors))
-	}
 	pair := map[string][2]int{} // a quantized weight → its output indices (codes, scale)
 	var codes int64
 	for i, o := range outs {
-		switch o.Role {
-		case roleWeight:
+		if o.Role == roleWeight || o.Role == roleScale {
+			p, ok := pair[o.Source]
+			if !ok {
+				p = [2]int{-1, -1}
+			}
+			p[o.Role-roleWeight] = i // roleScale follows roleWeight
+			pair[o.Source] = p
+		}
+		if o.Role == roleWeight {
 			codes += l.Tensors[i].Size()
-			p := pair[o.Source]
-			p[0] = i + 1
-			pair[o.Source] = p
-		case roleScale:
-			p := pair[o.Source]
-			p[1] = i + 1
-			pair[o.Source] = p
 		}
 	}
 	hold := codes <= heldCodesBudget
@@ -177,12 +153,12 @@ func planSteps(cls *model.Classifier, sf *safetensors.File, l *safetensors.FileP
 			steps = append(steps, step{Kind: stepCopy, First: i, Last: i, Src: abs, Len: src.Size()})
 		case roleWeight, roleScale:
 			p := pair[o.Source]
-			if p[0] == 0 || p[1] == 0 {
+			if p[0] < 0 || p[1] < 0 {
 				return nil, fmt.Errorf("file %s: tensor %s: planned without both its FP8 codes and its scale", sf.Path, o.Source)
 			}
-			st := step{Kind: stepCodes, First: p[0] - 1, Last: p[1] - 1, Src: abs, Len: src.Size(), HoldCodes: hold, SpillCodes: !hold && fetched, Source: src}
+			st := step{Kind: stepCodes, First: p[0], Last: p[1], Src: abs, Len: src.Size(), HoldCodes: hold, SpillCodes: !hold && fetched, Source: src}
 			if o.Role == roleScale {
-				st.Kind, st.First, st.Last = stepScales, p[1]-1, p[0]-1
+				st.Kind, st.First, st.Last = stepScales, p[1], p[0]
 			}
 			steps = append(steps, st)
 		}
@@ -191,15 +167,12 @@ func planSteps(cls *model.Classifier, sf *safetensors.File, l *safetensors.FileP
 	return steps, nil
 }
 
-// nvfp4Step plans the step writing output i, one tensor of the NVFP4 cast of
-// the MXFP4 projection o.Source (its packed codes). The w1/w3 partner whose
-// scales share K_max must lie in the same file, as NVIDIA's converter
+// nvfp4Step plans the step writing output i, tensor o.part of the NVFP4 cast
+// of the MXFP4 projection o.Source (its packed codes). The w1/w3 partner
+// whose scales share K_max must lie in the same file, as NVIDIA's converter
 // requires.
 func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i int, casts map[string]*castSource) (step, error) {
-	base, packed, ok := cls.MXFP4Part(o.Source)
-	if !ok || !packed {
-		return step{}, fmt.Errorf("file %s: tensor %s: NVFP4 output of %s, which is no MXFP4 packed tensor", sf.Path, o.Name, o.Source)
-	}
+	base, _, _ := cls.MXFP4Part(o.Source)
 	c := casts[base]
 	if c == nil {
 		c = &castSource{}
@@ -230,12 +203,7 @@ func nvfp4Step(cls *model.Classifier, sf *safetensors.File, o outputTensor, i in
 		}
 		casts[base] = c
 	}
-	specs, _ := nvfp4Specs(base, safetensors.TensorSpec{Name: o.Source, DType: o.SourceDType, Shape: o.SourceShape})
-	part := slices.IndexFunc(specs[:], func(s safetensors.TensorSpec) bool { return s.Name == o.Name })
-	if part < 0 {
-		return step{}, fmt.Errorf("file %s: tensor %s is none of the NVFP4 tensors of %s", sf.Path, o.Name, o.Source)
-	}
-	st := step{Kind: stepNVFP4, First: i, Last: i, Part: nVFP4Part(part), Cast: c}
+	st := step{Kind: stepNVFP4, First: i, Last: i, Part: nVFP4Part(o.part), Cast: c}
 	switch st.Part {
 	case partCodes:
 		st.Src, st.Len = sf.DataStart+c.Packed.Begin, c.Packed.Size()

@@ -65,13 +65,13 @@ func TestPlanStepsHandMade(t *testing.T) {
 	keep := func(name string) outputTensor {
 		src, _ := sf.Lookup(name)
 		spec := safetensors.TensorSpec{Name: name, DType: src.DType, Shape: src.Shape}
-		return outputTensor{TensorSpec: spec, Source: name, SourceDType: src.DType, SourceShape: src.Shape, Role: roleCopy}
+		return outputTensor{TensorSpec: spec, Source: name, Role: roleCopy}
 	}
 	cw := []int64{256, 128}
 	outs := []outputTensor{
 		keep("a"), keep("b"),
-		{TensorSpec: safetensors.TensorSpec{Name: "c.weight", DType: weightDType, Shape: cw}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: roleWeight},
-		{TensorSpec: safetensors.TensorSpec{Name: "c.weight_scale_inv", DType: scaleDType, Shape: []int64{2, 1}}, Source: "c.weight", SourceDType: bf, SourceShape: cw, Role: roleScale},
+		{TensorSpec: safetensors.TensorSpec{Name: "c.weight", DType: weightDType, Shape: cw}, Source: "c.weight", Role: roleWeight},
+		{TensorSpec: safetensors.TensorSpec{Name: "c.weight_scale_inv", DType: scaleDType, Shape: []int64{2, 1}}, Source: "c.weight", Role: roleScale},
 		keep("d"), keep("f"), keep("u1"), keep("u2"), keep("u3"), keep("z"), // "e" dropped
 	}
 	l, _, ordered, err := layoutFile(sf, outs)
@@ -121,8 +121,8 @@ func TestPlanStepsHoldLimit(t *testing.T) {
 		sh := []int64{n, n}
 		specs = append(specs, safetensors.TensorSpec{Name: name, DType: safetensors.BF16, Shape: sh})
 		outs = append(outs,
-			outputTensor{TensorSpec: safetensors.TensorSpec{Name: name, DType: weightDType, Shape: sh}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: roleWeight},
-			outputTensor{TensorSpec: safetensors.TensorSpec{Name: name + "_scale_inv", DType: scaleDType, Shape: []int64{n / 128, n / 128}}, Source: name, SourceDType: safetensors.BF16, SourceShape: sh, Role: roleScale})
+			outputTensor{TensorSpec: safetensors.TensorSpec{Name: name, DType: weightDType, Shape: sh}, Source: name, Role: roleWeight},
+			outputTensor{TensorSpec: safetensors.TensorSpec{Name: name + "_scale_inv", DType: scaleDType, Shape: []int64{n / 128, n / 128}}, Source: name, Role: roleScale})
 	}
 	if 3*n*n <= maxHeldCodes {
 		t.Fatal("codes fit MaxHeldCodes")
@@ -158,7 +158,7 @@ func TestPlanStepsRunLimit(t *testing.T) {
 	sf := sourceFile(t, specs)
 	var outs []outputTensor
 	for _, s := range specs {
-		outs = append(outs, outputTensor{TensorSpec: s, Source: s.Name, SourceDType: s.DType, SourceShape: s.Shape, Role: roleCopy})
+		outs = append(outs, outputTensor{TensorSpec: s, Source: s.Name, Role: roleCopy})
 	}
 	l, _, ordered, err := layoutFile(sf, outs)
 	if err != nil {

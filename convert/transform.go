@@ -40,13 +40,8 @@ func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 		*sources[j] = t
 	}
 	x.n, x.k = x.codes.Shape[0], x.codes.Shape[1]
-	switch {
-	case x.kind == xfMXFP4 || x.kind == xfNVFP4:
+	if x.kind == xfMXFP4 || x.kind == xfNVFP4 {
 		x.k *= 2 // two E2M1 codes a byte
-	case x.kind == xfFP8 && x.scales.DType == safetensors.I32:
-		x.sform = scalesPacked
-	case x.kind == xfFP8 && isE8M0(x.scales.DType):
-		x.sform = scalesE8M0
 	}
 	kind := stepDecode
 	if x.kind == xfPack {
@@ -59,28 +54,25 @@ func transformStep(sf *safetensors.File, o outputTensor, i int) (step, error) {
 // the second writes (one read of the weight) while the parts held fit.
 func markHeld(steps []step) {
 	first := map[string]*transform{}
-	var held int64
-	pending := map[string]int64{}
+	var held int64 // the parts reserved by first steps whose second is still to come
 	for i := range steps {
+		x := steps[i].xf
 		if steps[i].Kind != stepPack {
 			continue
 		}
-		x := steps[i].xf
-		name := x.codes.Name
-		f, ok := first[name]
+		f, ok := first[x.codes.Name]
 		if !ok {
-			first[name] = x
-			if size := packPartSize(x, 1-x.part); held+size <= heldCodesBudget {
-				held += size
-				pending[name] = size
+			first[x.codes.Name] = x
+			if held+packPartSize(x, 1-x.part) <= heldCodesBudget {
+				held += packPartSize(x, 1-x.part)
+				x.held = true // reserved: moved to the second step below
 			}
 			continue
 		}
 		f.pair, x.pair = x, f
-		if size, ok := pending[name]; ok {
-			x.held = true
-			held -= size
-			delete(pending, name)
+		if f.held {
+			f.held, x.held = false, true
+			held -= packPartSize(x, x.part)
 		}
 	}
 }
@@ -120,31 +112,39 @@ func xfReads(x *transform, read func(t safetensors.TensorInfo, off, n int64)) {
 	switch {
 	case x.kind == xfNVFP4:
 		read(x.scale2, 0, 4)
-	case x.kind == xfFP8 && x.sform == scalesPacked:
+	case x.packedScales():
 		read(x.scales, 0, x.scales.Size())
 	}
 	for r0 := int64(0); r0 < x.n; {
 		m := xfRows(x, r0)
 		switch x.kind {
 		case xfFP8:
-			switch kb := blocks(x.k); x.sform {
-			case scalesGrid:
-				read(x.scales, r0/blockSize*kb*4, kb*4)
-			case scalesE8M0:
+			if !x.packedScales() {
+				kb := blocks(x.k) * x.scales.DType.Bits() / 8
 				read(x.scales, r0/blockSize*kb, kb)
 			}
 			read(x.codes, r0*x.k, m*x.k)
-		case xfMXFP4:
-			read(x.scales, r0*x.k/quant.MXGroupSize, m*x.k/quant.MXGroupSize)
-			read(x.codes, r0*x.k/2, m*x.k/2)
-		case xfNVFP4:
-			read(x.scales, r0*x.k/quant.NVFP4GroupSize, m*x.k/quant.NVFP4GroupSize)
+		case xfMXFP4, xfNVFP4:
+			g := x.group()
+			read(x.scales, r0*x.k/g, m*x.k/g)
 			read(x.codes, r0*x.k/2, m*x.k/2)
 		case xfPack:
 			read(x.codes, r0*2*x.k, m*2*x.k)
 		}
 		r0 += m
 	}
+}
+
+// packedScales reports whether x's FP8 block scales are DeepGEMM's packed
+// UE8M0 buffer.
+func (x *transform) packedScales() bool { return x.kind == xfFP8 && x.scales.DType == safetensors.I32 }
+
+// group is the elements per scale of FP4 codes.
+func (x *transform) group() int64 {
+	if x.kind == xfNVFP4 {
+		return quant.NVFP4GroupSize
+	}
+	return quant.MXGroupSize
 }
 
 // xfScratch is a job's buffers for transform steps.
@@ -171,14 +171,13 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 	var keep []byte // the part the pair's other step writes, when held
 	keepPart := -1
 	var measure *quant.ErrStats
-	if x.kind == xfPack {
-		if x.pair != nil && x.pair.held { // markHeld planned this step to keep the pair's part
-			keepPart = x.pair.part
-			keep = make([]byte, 0, packPartSize(x, keepPart))
-		}
-		if x.part == 0 || keepPart == 0 { // the pass whose counts count
-			measure = s.errs.tensor(x.codes.Name)
-		}
+	if x.kind == xfPack && x.pair != nil && x.pair.held { // markHeld planned this step to keep the pair's part
+		keepPart = x.pair.part
+		keep = make([]byte, 0, packPartSize(x, keepPart))
+	}
+	counts := x.kind == xfPack && (x.part == 0 || keepPart == 0) // the pack pass whose counts count
+	if counts {
+		measure = s.errs.tensor(x.codes.Name)
 	}
 	var s2 float32
 	readInto := func(buf *[]byte, t safetensors.TensorInfo, off, n int64) ([]byte, error) {
@@ -202,7 +201,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 			return err
 		}
 		s2 = math.Float32frombits(binary.LittleEndian.Uint32(b))
-	case x.kind == xfFP8 && x.sform == scalesPacked:
+	case x.packedScales():
 		b, err := readInto(&xs.scales, x.scales, 0, x.scales.Size())
 		if err != nil {
 			return err
@@ -228,33 +227,28 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 		case xfFP8:
 			kb := int(blocks(x.k))
 			var scales []float32
-			switch x.sform {
-			case scalesGrid:
-				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb)*4, int64(kb)*4)
+			if x.packedScales() { // the whole grid is unpacked
+				scales = xs.grid[int(r0/blockSize)*kb:][:kb]
+			} else {
+				e8m0 := isE8M0(x.scales.DType)
+				esz := int(x.scales.DType.Bits() / 8)
+				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb*esz), int64(kb*esz))
 				if err != nil {
 					return err
 				}
 				xs.grid = bufs.Grow(xs.grid, kb)
 				for j := range kb {
-					xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+					switch {
+					case !e8m0:
+						xs.grid[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+					case b[j] == 0xFF:
+						return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
+							quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
+					default:
+						xs.grid[j] = e8m0Float(b[j])
+					}
 				}
 				scales = xs.grid[:kb]
-			case scalesE8M0:
-				b, err := readInto(&xs.scales, x.scales, r0/blockSize*int64(kb), int64(kb))
-				if err != nil {
-					return err
-				}
-				if j := bytes.IndexByte(b, 0xFF); j >= 0 {
-					return fmt.Errorf("%w: scale byte 0xff (E8M0 NaN) of 128×128 block %d,%d in %s: the release never holds one; the file is damaged",
-						quant.ErrNonFinite, r0/blockSize, j, x.scales.Name)
-				}
-				xs.grid = bufs.Grow(xs.grid, kb)
-				for j := range kb {
-					xs.grid[j] = e8m0Float(b[j])
-				}
-				scales = xs.grid[:kb]
-			default:
-				scales = xs.grid[int(r0/blockSize)*kb : int(r0/blockSize+1)*kb]
 			}
 			codes, err := readInto(&xs.codes, x.codes, r0*x.k, m*x.k)
 			if err != nil {
@@ -270,10 +264,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 				return err
 			}
 		case xfMXFP4, xfNVFP4:
-			g := quant.MXGroupSize
-			if x.kind == xfNVFP4 {
-				g = quant.NVFP4GroupSize
-			}
+			g := int(x.group())
 			sc, err := readInto(&xs.scales, x.scales, r0*x.k/int64(g), m*x.k/int64(g))
 			if err != nil {
 				return err
@@ -318,7 +309,7 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 			if err != nil {
 				return fmt.Errorf("rows %d..%d: %w", r0, r0+m, err)
 			}
-			if x.part == 0 || keepPart == 0 {
+			if counts {
 				xs.stats.pack = xs.stats.pack.Add(ps)
 			}
 			parts := [2][]byte{p, sc}
@@ -331,14 +322,14 @@ func (s *scratch) runTransform(ctx context.Context, ra io.ReaderAt, sf *safetens
 		}
 		r0 += m
 	}
-	switch {
-	case x.kind == xfPack && keepPart >= 0:
+	if keepPart >= 0 {
 		if xs.held == nil {
 			xs.held = map[string][]byte{}
 		}
 		xs.held[x.codes.Name] = keep
-		xs.stats.packed++
-	case x.kind == xfPack && x.part == 0:
+	}
+	switch {
+	case counts:
 		xs.stats.packed++
 	case x.kind != xfPack:
 		xs.stats.decoded++

@@ -10,12 +10,10 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// A block-FP8 weight's scale may sit in another shard: DeepSeek's
-// inference/fp8_cast_bf16.py (DeepSeek-V3 @ 9b4e9788e4a3) finds
-// `<name>_scale_inv` through the index's weight_map. A decode to BF16 does
-// the same: the plan holds the scale's bytes (1/4096 of the codes) and its
-// ID covers their sha256, and the weight's shard is written only while the
-// scale's file is as planned (checkForeign).
+// A block-FP8 weight's scale may sit in another shard: DeepSeek-V3's
+// inference/fp8_cast_bf16.py finds `<name>_scale_inv` through the index's
+// weight_map. A decode to BF16 does the same: the plan holds the scale's
+// bytes, its ID covers their sha256, and checkForeign checks their file.
 
 // maxForeignScaleBytes bounds the scale bytes a plan holds (real ones: a few).
 const maxForeignScaleBytes = 64 << 20
@@ -29,10 +27,9 @@ type foreignScale struct {
 	sum    [sha256.Size]byte
 }
 
-// planForeignScales reads the scale (weight_scale_inv or weight_scale) of
-// every block-FP8 weight the plan decodes that another shard holds, and
-// returns what each file shares so; a scale no file holds is left to
-// planTransforms, which names it as missing.
+// planForeignScales reads the scale of every block-FP8 weight the plan
+// decodes that another shard holds, and returns what each file shares so; a
+// scale no file holds is left to planTransforms, which names it as missing.
 func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (map[string]fileScales, error) {
 	fs := map[string]fileScales{}
 	file := func(path string) fileScales {
@@ -47,18 +44,13 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (ma
 	var held int64
 	for _, f := range src.Files {
 		for _, t := range f.Tensors {
-			if t.DType != safetensors.F8_E4M3 || len(t.Shape) != 2 {
-				continue
-			}
 			module, role := model.SplitRole(t.Name)
-			if role != model.RoleWeight {
+			if t.DType != safetensors.F8_E4M3 || len(t.Shape) != 2 || role != model.RoleWeight {
 				continue
 			}
 			inv, plain := module+".weight_scale_inv", module+".weight_scale"
-			if _, ok := f.Lookup(inv); ok {
-				continue
-			}
-			if _, ok := f.Lookup(plain); ok {
+			_, local := f.Lookup(inv)
+			if _, ok := f.Lookup(plain); local || ok {
 				continue
 			}
 			// Only the weights planTransforms decodes.
@@ -68,11 +60,9 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (ma
 			}
 			sf, si, ok := src.Lookup(inv)
 			if !ok {
-				if sf, si, ok = src.Lookup(plain); !ok {
-					continue
-				}
+				sf, si, ok = src.Lookup(plain)
 			}
-			if sf == f {
+			if !ok || sf == f {
 				continue
 			}
 			path := filepath.Join(src.Root, sf.Path)
@@ -96,13 +86,12 @@ func planForeignScales(src *safetensors.Checkpoint, r *Recipe, opts Options) (ma
 func (p *Plan) checkForeign(fp *filePlan, header bool) error {
 	for _, x := range fp.foreign {
 		for _, other := range p.Files {
-			if other.Name != x.file {
-				continue
-			}
 			var err error
-			if header {
+			switch {
+			case other.Name != x.file:
+			case header:
 				err = checkSource(p.SrcRoot, other)
-			} else {
+			default:
 				err = checkStampNow(other.Source.ReaderAt(), other.stamp, filepath.Join(p.SrcRoot, other.Name))
 			}
 			if err != nil {
