@@ -335,15 +335,6 @@ func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: rule %q: %s", errLayout, l.Name, r.Name, fmt.Sprintf(format, a...))
 	}
-	if r.Action > drop {
-		return fail("unknown action %d", r.Action)
-	}
-	if r.Stage > stageLast {
-		return fail("unknown stage placement %d", r.Stage)
-	}
-	if r.UnalignedScale > scaleReject {
-		return fail("unknown unaligned_scale %d", r.UnalignedScale)
-	}
 	if l.Stages() > 1 && r.Action != drop && (r.Stage == stageAuto || r.Stage == stageLayer) && !allLayer {
 		return fail("a pipeline layout needs stage \"first\" or \"last\" for patterns without <layer>")
 	}

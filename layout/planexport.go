@@ -165,11 +165,8 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 		}
 		ot := outTensor{spec: safetensors.TensorSpec{Name: pc.Name, DType: pc.DType, Shape: pc.sliceShape()},
 			src: src.data[pc.Index], shape: pc.Shape, held: pc.Held, axis: pc.Axis, start: pc.Start, stop: pc.Stop}
-		e := entry{Name: pc.Name, SourceFile: sf, DType: pc.DType, Shape: pc.Shape, Held: pc.Held, Rule: pc.Rule,
-			ScaleOf: pc.ScaleOf, Scale: pc.Scale}
-		if pc.Held == HeldSlice {
-			e.Axis, e.Start, e.Stop, e.Valid = pc.Axis, pc.Start, pc.Stop, pc.Valid
-		}
+		e := entry{Name: pc.Name, SourceFile: sf, DType: pc.DType, Shape: pc.Shape, Held: pc.Held, Axis: pc.Axis,
+			Start: pc.Start, Stop: pc.Stop, Valid: pc.Valid, Rule: pc.Rule, ScaleOf: pc.ScaleOf, Scale: pc.Scale}
 		if pack == packUE8M0 && pc.ScaleOf != "" {
 			pj, err := newPackJob(pc, weights[pc.ScaleOf], src.data[pc.Index])
 			if err != nil {

@@ -156,39 +156,6 @@ func readAux(dir string, shards []string) (map[string][]byte, error) {
 	return out, nil
 }
 
-// endsInNewline reports whether the checkpoint entry name under root ends
-// in a newline, following links by the checkpoint rule (false when absent).
-func endsInNewline(root, name string) (bool, error) {
-	r, err := fsx.NewRoot(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	path, err := r.Resolve(name)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", filepath.Join(root, name), err)
-	}
-	f, err := fsx.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return false, err
-	}
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], st.Size()-1); err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
-	}
-	return b[0] == '\n', nil
-}
-
 // stampOf identifies a file's version for resume fingerprints: name, size
 // and modification time (local) or version (remote), else the name alone.
 func stampOf(name string, ra io.ReaderAt) string {
@@ -243,16 +210,9 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (_ *Source, err error) {
 	}
 	s.info.Tensors = len(s.Specs)
 	s.countFiles()
-	s.info.IndexNoFinalNewline = true
+	s.info.IndexNoFinalNewline = !c.IndexNewline
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
-		nl := c.IndexNewline
-		if s.remote == nil {
-			if nl, err = endsInNewline(c.Root, c.IndexName); err != nil {
-				return nil, err
-			}
-		}
-		s.info.IndexNoFinalNewline = !nl
 	}
 	if s.remote != nil {
 		if s.aux, s.AuxUnlisted, err = readRemoteAux(c); err != nil {
