@@ -24,10 +24,7 @@ const maxSumsFile = 16 << 20
 func sumsBytes(sums map[string]string) []byte {
 	var b bytes.Buffer
 	for _, n := range slices.Sorted(maps.Keys(sums)) {
-		b.WriteString(sums[n])
-		b.WriteString("  ")
-		b.WriteString(n)
-		b.WriteByte('\n')
+		fmt.Fprintf(&b, "%s  %s\n", sums[n], n)
 	}
 	return b.Bytes()
 }
@@ -57,7 +54,7 @@ func listedSums(b []byte, err error) map[string]string {
 	if err != nil {
 		return nil
 	}
-	sums, _ := parseSums(b, "") // nil when not one
+	sums, _ := parseSums(b, "")
 	return sums
 }
 
