@@ -78,16 +78,14 @@ func (actionSet) set() ([]string, string) {
 }
 
 const (
-	// replicate puts the whole tensor on every rank of its stage.
-	replicate action = iota
+	replicate action = iota // the whole tensor on every rank of its stage
 	// actSplit cuts the tensor along Axis into Parts equal slices; local rank l
 	// holds slice l % Parts.
 	actSplit
 	// actExpert puts the tensor on the one rank of its stage that owns its expert
 	// index: rank = expert / (Experts / ranks per stage).
 	actExpert
-	// drop leaves the tensor out of every rank (e.g. vision for text-only serving).
-	drop
+	drop // on no rank (e.g. vision for text-only serving)
 )
 
 // stagePlace says which pipeline stage a rule's tensors belong to.
