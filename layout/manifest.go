@@ -12,11 +12,9 @@ import (
 )
 
 const (
-	manifestName   = "layout.json" // the per-rank (per-stage) manifest of an export
-	manifestFormat = "k3ckpt-layout/1"
-	// maxManifestSize bounds a manifest read whole (a pp8-tp8 rank of the
-	// full checkpoint lists ~60k entries, about 20 MB).
-	maxManifestSize = 256 << 20
+	manifestName    = "layout.json" // the per-rank (per-stage) manifest of an export
+	manifestFormat  = "k3ckpt-layout/1"
+	maxManifestSize = 256 << 20 // a manifest read whole
 )
 
 // Output directory prefixes: stage-NN for pipeline stages of one rank each,

@@ -286,7 +286,7 @@ type nameShape struct {
 
 // scan fills s from name: the key has every all-digit segment replaced by
 // '#'. Names with one key match the same rules at the same positions unless
-// a pattern is numeric, so planning matches each key once, not ~500k names.
+// a pattern is numeric, so planning matches each key once, not every name.
 func (s *nameShape) scan(name string) {
 	key := s.key[:0]
 	seg, kstart, val, digits := 0, 0, int64(0), true

@@ -16,13 +16,12 @@ import (
 // that what a file claims cannot grow every output.
 const maxMetadataBytes = 64 << 10
 
-// metadataFormatKey is the one metadata key written rank files keep: loaders
-// check it.
+// metadataFormatKey is the one metadata key written rank files keep
+// (loaders check it).
 const metadataFormatKey = "format"
 
 // maxPlanPieces bounds the tensor pieces one export plans over its ranks
-// together: the plan holds every piece (about 750 bytes) until the run ends.
-// Full K3 replicated over 16 ranks plans about 8M.
+// together: the plan holds every piece until the run ends.
 const maxPlanPieces = 1 << 24
 
 const (
