@@ -202,12 +202,6 @@ func (l *Layout) checkLayers(m Model) error {
 	return nil
 }
 
-// byGroup reports whether a rule names tensors by group, which reads names
-// against the model's schema and layer schedule.
-func (l *Layout) byGroup() bool {
-	return slices.ContainsFunc(l.Rules, func(r rule) bool { return len(r.Groups) > 0 })
-}
-
 type compiledRule struct {
 	*rule
 	pats     []*pattern

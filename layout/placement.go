@@ -188,7 +188,9 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 				if len(matched) == 0 {
 					layer, expert = int64(tn.Layer), int64(tn.Expert)
 				}
-				matched = unionRules(matched, gm)
+				matched = slices.Concat(matched, gm)
+				slices.Sort(matched)
+				matched = slices.Compact(matched)
 			}
 		}
 		if len(matched) == 0 {
@@ -235,12 +237,6 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 	}
 	p.account()
 	return p, nil
-}
-
-func unionRules(a, b []int32) []int32 {
-	out := append(slices.Clone(a), b...)
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 func matchAll(rules []compiledRule, segs []string) *matchEntry {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 
 	"golang.org/x/sync/errgroup"
@@ -54,7 +55,7 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 		return nil, err
 	}
 	// Names are read by the source's own layer schedule (without a
-	// config.json: K3's).
+	// config.json: K3's), which rules by group need.
 	var cls *model.Classifier
 	if src.config != nil {
 		m, err := src.Model()
@@ -62,7 +63,7 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 			if err := l.checkLayers(m); err != nil {
 				return nil, fmt.Errorf("%s: %w", src.Root, err)
 			}
-		} else if l.byGroup() {
+		} else if slices.ContainsFunc(l.Rules, func(r rule) bool { return len(r.Groups) > 0 }) {
 			return nil, err
 		}
 		cls = m.cls
