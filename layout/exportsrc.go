@@ -110,8 +110,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 		}
 		if first == nil {
 			first = m
-			s.aux, err = readAux(dir, m.files())
-			if err != nil {
+			if s.aux, err = readAux(dir, m.files()); err != nil {
 				return fail(err)
 			}
 		} else if m.Layout.Name != first.Layout.Name || m.Ranks != first.Ranks || m.Source.TotalSize != first.Source.TotalSize || m.Source.Tensors != first.Source.Tensors {

@@ -27,17 +27,12 @@ const maxForeignNamed = 8
 func (d *dirPlan) plannedNames() []string {
 	names := []string{d.completionName()}
 	if d.man != nil {
-		names = append(names, safetensors.IndexName)
-	}
-	if d.hasSums() {
-		names = append(names, sumsName)
+		names = append(names, safetensors.IndexName, sumsName)
 	}
 	for _, of := range d.files {
 		names = append(names, of.name)
 	}
-	for n := range d.side {
-		names = append(names, n)
-	}
+	names = slices.AppendSeq(names, maps.Keys(d.side))
 	slices.Sort(names)
 	return slices.Compact(names)
 }
