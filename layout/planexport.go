@@ -174,7 +174,7 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 			}
 			ot.pack = pj
 			ot.spec = safetensors.TensorSpec{Name: pc.Name, DType: safetensors.I32, Shape: pj.shape()}
-			e.Packed = pj.describe()
+			e.Packed = &packedScale{Format: string(packUE8M0), Rows: pj.rows, Cols: pj.cols, Shape: ot.spec.Shape}
 		}
 		man.Tensors = append(man.Tensors, e)
 		if vf := verbatim[sf]; vf != nil {
