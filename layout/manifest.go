@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
@@ -134,17 +135,15 @@ func decodeStrict(b []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// files names the directory's safetensors files, as its entries give them.
+// files names the directory's safetensors files, as its entries give them,
+// sorted.
 func (m *manifest) files() []string {
 	var out []string
-	seen := map[string]bool{}
 	for _, e := range m.Tensors {
-		if !seen[e.File] {
-			seen[e.File] = true
-			out = append(out, e.File)
-		}
+		out = append(out, e.File)
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // marshal writes the manifest indented, but each tensor entry compact on its

@@ -142,13 +142,8 @@ func survey(dir string, c *claims) (*ownership, error) {
 }
 
 func (c *claims) ours(name, path string) bool {
-	base := filepath.Base(name)
-	switch {
-	case isTemp(base):
-		return true
-	case name == markerName, name == stampsName, name == dirlock.LockName:
-		return true
-	case c.recorded[name]:
+	if c.recorded[name] || isTemp(filepath.Base(name)) ||
+		name == markerName || name == stampsName || name == dirlock.LockName {
 		return true
 	}
 	w, ok := c.want[name]
