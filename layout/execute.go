@@ -59,11 +59,11 @@ type result struct {
 }
 
 // Execute writes the plan under dst (a local directory, or an s3:// or
-// gs:// prefix), holding dst's lock. The validation pass runs first, so a
-// failing check leaves dst untouched. Every file is written atomically; a
-// directory is finished (index, side files, then its completion record) as
-// soon as its last file is committed. A rerun of the same plan resumes (see
-// prepareDir).
+// gs:// prefix), holding dst's lock. A dst overlapping a local source is
+// refused, and the validation pass runs first, so a failing check leaves dst
+// untouched. Every file is written atomically; a directory is finished
+// (index, side files, then its completion record) as soon as its last file
+// is committed. A rerun of the same plan resumes (see prepareDir).
 func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
