@@ -172,7 +172,6 @@ func openExport(root string, dirs []string) (*Source, error) {
 		s.fileOf = append(s.fileOf, e.SourceFile)
 		s.data = append(s.data, d)
 	}
-	s.countFiles()
 	for n := range dropped {
 		if _, ok := pieces[n]; !ok {
 			s.missing = append(s.missing, n)

@@ -63,7 +63,6 @@ func fakeSource(t testing.TB, cfg []byte, specs []st.TensorSpec, fileOf func(str
 		}
 	}
 	src.info.Tensors = len(src.Specs)
-	src.countFiles()
 	if cfg != nil {
 		src.config = cfg
 		src.aux[model.ConfigName] = cfg

@@ -283,7 +283,7 @@ func verbatimFiles(src *Source, pcs []piece, pack packFormat) (map[string]*safet
 	out := map[string]*safetensors.File{}
 	for sf, n := range held {
 		f := src.files[sf]
-		if changed[sf] || n != src.counts[sf] || f == nil {
+		if changed[sf] || f == nil || n != len(f.Tensors) {
 			continue
 		}
 		specs := make([]safetensors.TensorSpec, len(f.Tensors))

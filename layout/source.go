@@ -69,7 +69,6 @@ type Source struct {
 
 	data    []tensorData
 	files   map[string]*safetensors.File // a checkpoint source's shards by name
-	counts  map[string]int               // tensors per source file
 	aux     map[string][]byte
 	closers []io.Closer
 	exportM *manifest // the first manifest, for an export source
@@ -78,13 +77,6 @@ type Source struct {
 	// AuxUnlisted is set for an https:// source, which cannot be listed:
 	// its side files other than config.json are not carried over.
 	AuxUnlisted bool
-}
-
-func (s *Source) countFiles() {
-	s.counts = map[string]int{}
-	for _, f := range s.fileOf {
-		s.counts[f]++
-	}
 }
 
 // Close releases the files the source opened.
@@ -209,7 +201,6 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (_ *Source, err error) {
 		}
 	}
 	s.info.Tensors = len(s.Specs)
-	s.countFiles()
 	s.info.IndexNoFinalNewline = !c.IndexNewline
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
