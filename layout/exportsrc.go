@@ -145,7 +145,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 	if rank0 == nil {
 		return fail(fmt.Errorf("%w: %s: rank 0's %s, which records the source files' metadata, is missing", errManifest, root, manifestName))
 	}
-	s.info, s.exportM = rank0.Source, first
+	s.info = rank0.Source
 	// A stage's config.json records its layer range; the manifest keeps the original.
 	delete(s.aux, model.ConfigName)
 	if first.SourceConfig != "" {

@@ -68,11 +68,10 @@ type Source struct {
 	missing []string
 
 	data    []tensorData
-	files   map[string]*safetensors.File // a checkpoint source's shards by name
+	files   map[string]*safetensors.File // a checkpoint source's shards by name (nil: an export source)
 	aux     map[string][]byte
 	closers []io.Closer
-	exportM *manifest // the first manifest, for an export source
-	stamps  []string  // the files read, for resume fingerprints
+	stamps  []string // the files read, for resume fingerprints
 	remote  *remote.Source
 	// AuxUnlisted is set for an https:// source, which cannot be listed:
 	// its side files other than config.json are not carried over.
