@@ -149,8 +149,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 	// A stage's config.json records its layer range; the manifest keeps the original.
 	delete(s.aux, model.ConfigName)
 	if first.SourceConfig != "" {
-		s.config = []byte(first.SourceConfig)
-		s.aux[model.ConfigName] = s.config
+		s.aux[model.ConfigName] = []byte(first.SourceConfig)
 	}
 	// Source order: by source file, then name.
 	names := slices.Collect(maps.Keys(pieces))

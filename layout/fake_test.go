@@ -64,7 +64,6 @@ func fakeSource(t testing.TB, cfg []byte, specs []st.TensorSpec, fileOf func(str
 	}
 	src.info.Tensors = len(src.Specs)
 	if cfg != nil {
-		src.config = cfg
 		src.aux[model.ConfigName] = cfg
 	}
 	reads.Store(0)

@@ -57,7 +57,7 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 	// Names are read by the source's own layer schedule (without a
 	// config.json: K3's), which rules by group need.
 	var cls *model.Classifier
-	if src.config != nil {
+	if src.config() != nil {
 		m, err := src.Model()
 		if err == nil {
 			if err := l.checkLayers(m); err != nil {
@@ -132,7 +132,7 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 	*d = dirPlan{Dir: dirName(l, rank), Rank: rank, Stage: stage, Layers: [2]int{first, end}}
 	man := &manifest{Format: manifestFormat, Layout: l, Rank: rank, Ranks: pl.ranks(), Stage: stage,
 		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: string(pack), Loader: loaderNote(pack != packNone), Source: src.info,
-		SourceConfig: string(src.config), Dropped: dropped, Tensors: make([]entry, 0, len(pcs))}
+		SourceConfig: string(src.config()), Dropped: dropped, Tensors: make([]entry, 0, len(pcs))}
 	// The source files' metadata is recorded once, in rank 0's manifest.
 	if rank != 0 {
 		man.Source.IndexMetadata = nil

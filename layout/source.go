@@ -61,8 +61,6 @@ type Source struct {
 	Specs  []safetensors.TensorSpec
 	fileOf []string // the source shard of each tensor
 	info   sourceInfo
-	// config is config.json (nil when absent), as the original checkpoint's.
-	config []byte
 	// missing names tensors of the original checkpoint that an export source
 	// no longer holds (dropped by its layout).
 	missing []string
@@ -88,12 +86,15 @@ func (s *Source) Close() error {
 	return errors.Join(errs...)
 }
 
+// config is config.json (nil when absent), as the original checkpoint's.
+func (s *Source) config() []byte { return s.aux[model.ConfigName] }
+
 // Model reads the model dimensions from the source's config.json.
 func (s *Source) Model() (Model, error) {
-	if s.config == nil {
+	if s.config() == nil {
 		return Model{}, fmt.Errorf("%w: %s has no %s", errManifest, s.Root, model.ConfigName)
 	}
-	c, err := model.ParseConfig(s.config)
+	c, err := model.ParseConfig(s.config())
 	if err != nil {
 		return Model{}, fmt.Errorf("%s: %w", filepath.Join(s.Root, model.ConfigName), err)
 	}
@@ -221,7 +222,6 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (_ *Source, err error) {
 			return nil, rerr
 		}
 	}
-	s.config = s.aux[model.ConfigName]
 	return s, nil
 }
 
