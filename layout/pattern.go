@@ -51,7 +51,6 @@ type segment struct {
 }
 
 type pattern struct {
-	src  string
 	segs []segment
 	// numeric reports a glob segment that can tell integers apart, which
 	// makes match results depend on the numbers in a name.
@@ -73,7 +72,7 @@ func compilePattern(src string) (*pattern, error) {
 	if len(parts) > maxPatternSegs {
 		return nil, fmt.Errorf("%w: %.40q…: %d segments (limit %d)", errPattern, src, len(parts), maxPatternSegs)
 	}
-	p := &pattern{src: src}
+	p := &pattern{}
 	twice := false // <layer> or <expert> seen twice
 	for _, s := range parts {
 		switch s {
