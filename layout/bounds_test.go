@@ -130,7 +130,7 @@ func TestPatternMatchAgreesWithBacktracking(t *testing.T) {
 		wok := refMatch(p.segs, name, 0, &want)
 		got, ok := p.match(name)
 		if ok != wok || (ok && got != want) {
-			t.Fatalf("%s on %q: got %v %v, backtracking gives %v %v", p.src, name, got, ok, want, wok)
+			t.Fatalf("%s on %q: got %v %v, backtracking gives %v %v", strings.Join(ps, "."), name, got, ok, want, wok)
 		}
 	}
 }

@@ -19,18 +19,16 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/objdest"
 )
 
-// A bucket DST's state directory holds, under bucketStateDir, the record
-// (bucketRecordName) of each output directory while a run writes it.
+// A bucket DST's state directory holds the record of each output directory
+// while a run writes it.
 const (
 	bucketStateDir   = "layout"
 	bucketRecordName = "run.json"
 )
 
-// bucketRecord is what the state directory knows of one output directory
-// being written: the plan, every name the run writes (recorded before it
-// writes any: what --restart deletes), and each object it completed with
-// its size, ETag and sha256. A rerun keeps an object while HEAD gives the
-// recorded size and ETag.
+// bucketRecord is the plan, every name the run writes (recorded before it
+// writes any: what --restart deletes), and each object completed. A rerun
+// keeps an object while HEAD gives the recorded size and ETag.
 type bucketRecord struct {
 	Plan  string                  `json:"plan"`
 	Names []string                `json:"names"`
@@ -57,12 +55,10 @@ type bucketDir struct {
 	rec *bucketRecord
 }
 
-// executeBucket is Execute into the objects under an s3:// or gs:// prefix,
-// with the guarantees of convert's bucket DST (objdest): the run holds the
-// lock of its local state directory and the prefix's claim, and every file
-// streams into an upload no reader sees before it is complete. A prefix
-// holding objects no run of this state directory wrote is refused, but
-// this plan's finished output.
+// executeBucket is Execute into an s3:// or gs:// prefix, with the
+// guarantees of convert's bucket DST (objdest). A prefix holding objects no
+// run of this state directory wrote is refused, but this plan's finished
+// output.
 func (p *Plan) executeBucket(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	obj, err := objdest.Open(ctx, dst, o.StateDir, o.Connections, errOutputExists, dirlock.ErrInUse)
 	if err != nil {
@@ -140,8 +136,7 @@ func (bd *bucketDir) newRecord() *bucketRecord {
 
 // surveyBucketDir reads what the state directory and the bucket (present:
 // object sizes) hold of one output directory, writing nothing, and refuses
-// another plan's record (unless restart) and objects no run of this state
-// directory wrote that are not this plan's finished output.
+// another plan's record (unless restart) and foreign objects.
 func surveyBucketDir(p *Plan, d *dirPlan, obj *objdest.Dest, present map[string]int64, restart bool) (*bucketDir, error) {
 	bd := &bucketDir{dirState: dirState{d: d}, obj: obj, prefix: objectPrefix(d.Dir),
 		recDir: filepath.Join(obj.StateDir, bucketStateDir, filepath.FromSlash(d.Dir))}
@@ -259,8 +254,8 @@ func objectPrefix(dir string) string {
 	return path.Clean(filepath.ToSlash(dir)) + "/"
 }
 
-// asPlanned reports whether the object of of has the planned size and
-// header (read with one ranged GET), and returns its ETag.
+// asPlanned reports whether of's object has the planned size and header,
+// and returns its ETag.
 func (bd *bucketDir) asPlanned(ctx context.Context, of *outFile, present map[string]int64) (string, bool, error) {
 	name := bd.prefix + of.name
 	if size, ok := present[name]; !ok || size != of.lay.Size {

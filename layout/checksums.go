@@ -133,19 +133,14 @@ type localTree string
 func (t localTree) files(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
 	err := filepath.WalkDir(string(t), func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
+		if err != nil || p == string(t) {
 			return err
 		}
-		if p == string(t) {
-			return nil
+		hidden := strings.HasPrefix(d.Name(), ".")
+		if hidden && d.IsDir() {
+			return filepath.SkipDir
 		}
-		if strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
+		if hidden || d.IsDir() {
 			return nil
 		}
 		rel, err := filepath.Rel(string(t), p)

@@ -15,9 +15,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// defaultJobs is the least default number of files written at once: a
-// job hands its file to a committer and goes on, so one file flushes while
-// the next is written.
+// defaultJobs is the least default number of files written at once (one
+// flushes while the next is written).
 const defaultJobs = 4
 
 // ExecOptions controls Execute.
@@ -60,13 +59,11 @@ type result struct {
 }
 
 // Execute writes the plan under dst (a local directory, or an s3:// or
-// gs:// prefix), holding dst's lock for the whole run. A dst overlapping a
-// local source is refused, then the validation pass runs, so that a failing
-// check leaves dst untouched. Every file is written atomically; a directory
-// is finished (index, side files, then its completion record) as soon as
-// its last file is committed, and then holds no bookkeeping. A rerun of the
-// same plan resumes, keeping the files as planned and unchanged since their
-// commit (see prepareDir).
+// gs:// prefix), holding dst's lock. A dst overlapping a local source is
+// refused, and the validation pass runs first, so a failing check leaves dst
+// untouched. Every file is written atomically; a directory is finished
+// (index, side files, then its completion record) as soon as its last file
+// is committed. A rerun of the same plan resumes (see prepareDir).
 func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result, error) {
 	if p.src == nil {
 		return nil, errors.New("layout: Execute of a plan not made by PlanExport or PlanReassemble")
@@ -94,18 +91,17 @@ func (p *Plan) Execute(ctx context.Context, dst string, o ExecOptions) (*result,
 		return nil, err
 	}
 	res := &result{}
-	runs := make([]*dirRun, len(p.Dirs))
 	dirs := make([]outDir, len(p.Dirs))
 	for i := range p.Dirs {
 		dr, err := prepareDir(p, &p.Dirs[i], filepath.Join(dst, p.Dirs[i].Dir), o.Restart)
 		if err != nil {
 			return nil, err
 		}
-		runs[i], dirs[i] = dr, dr
+		dirs[i] = dr
 		res.Cleaned += dr.cleaned
 	}
 	if !o.NoSpaceCheck {
-		if err := checkSpace(dst, runs); err != nil {
+		if err := checkSpace(dst, dirs); err != nil {
 			return nil, err
 		}
 	}
@@ -179,17 +175,8 @@ func (dr *dirRun) finish() error {
 	return filewrite.SyncDir(dr.dir)
 }
 
-func jobsOr(n int) int {
-	if n > 0 {
-		return n
-	}
-	return max(defaultJobs, runtime.GOMAXPROCS(0))
-}
-
-// runJobs writes the directories' files through filewrite.Run, o.Jobs at
-// once, sharing o's connections to a remote source. A committer syncs,
-// renames and records each file; a directory's last file finishes it. The
-// first error cancels the rest.
+// runJobs writes the directories' files, o.Jobs at once, sharing o's
+// connections to a remote source; a directory's last commit finishes it.
 func (p *Plan) runJobs(ctx context.Context, o ExecOptions, dirs []outDir, res *result) error {
 	var jobs []writeJob
 	var total int64
@@ -208,15 +195,18 @@ func (p *Plan) runJobs(ctx context.Context, o ExecOptions, dirs []outDir, res *r
 		o.Progress.Start(total)
 		progress = o.Progress.Add
 	}
+	n := o.Jobs
+	if n <= 0 {
+		n = max(defaultJobs, runtime.GOMAXPROCS(0))
+	}
 	var net *netFetch
 	if p.src.remote != nil {
 		conns := o.Connections
 		if conns <= 0 {
 			conns = remote.DefaultConnections
 		}
-		net = &netFetch{src: p.src.remote, conns: max(1, conns/jobsOr(o.Jobs))}
+		net = &netFetch{src: p.src.remote, conns: max(1, conns/n)}
 	}
-	n := jobsOr(o.Jobs)
 	pool := filewrite.NewPool(n)
 	defer pool.Close()           // its memory is outside the heap: give it back now, not when collected
 	windows := make([][]byte, n) // each job's read window, made on first use

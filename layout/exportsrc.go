@@ -110,8 +110,7 @@ func openExport(root string, dirs []string) (*Source, error) {
 		}
 		if first == nil {
 			first = m
-			s.aux, err = readAux(dir, m.files())
-			if err != nil {
+			if s.aux, err = readAux(dir, m.files()); err != nil {
 				return fail(err)
 			}
 		} else if m.Layout.Name != first.Layout.Name || m.Ranks != first.Ranks || m.Source.TotalSize != first.Source.TotalSize || m.Source.Tensors != first.Source.Tensors {
@@ -146,12 +145,11 @@ func openExport(root string, dirs []string) (*Source, error) {
 	if rank0 == nil {
 		return fail(fmt.Errorf("%w: %s: rank 0's %s, which records the source files' metadata, is missing", errManifest, root, manifestName))
 	}
-	s.info, s.exportM = rank0.Source, first
+	s.info = rank0.Source
 	// A stage's config.json records its layer range; the manifest keeps the original.
 	delete(s.aux, model.ConfigName)
 	if first.SourceConfig != "" {
-		s.config = []byte(first.SourceConfig)
-		s.aux[model.ConfigName] = s.config
+		s.aux[model.ConfigName] = []byte(first.SourceConfig)
 	}
 	// Source order: by source file, then name.
 	names := slices.Collect(maps.Keys(pieces))
@@ -173,7 +171,6 @@ func openExport(root string, dirs []string) (*Source, error) {
 		s.fileOf = append(s.fileOf, e.SourceFile)
 		s.data = append(s.data, d)
 	}
-	s.countFiles()
 	for n := range dropped {
 		if _, ok := pieces[n]; !ok {
 			s.missing = append(s.missing, n)

@@ -63,9 +63,7 @@ func fakeSource(t testing.TB, cfg []byte, specs []st.TensorSpec, fileOf func(str
 		}
 	}
 	src.info.Tensors = len(src.Specs)
-	src.countFiles()
 	if cfg != nil {
-		src.config = cfg
 		src.aux[model.ConfigName] = cfg
 	}
 	reads.Store(0)

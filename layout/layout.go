@@ -78,16 +78,14 @@ func (actionSet) set() ([]string, string) {
 }
 
 const (
-	// replicate puts the whole tensor on every rank of its stage.
-	replicate action = iota
+	replicate action = iota // the whole tensor on every rank of its stage
 	// actSplit cuts the tensor along Axis into Parts equal slices; local rank l
 	// holds slice l % Parts.
 	actSplit
 	// actExpert puts the tensor on the one rank of its stage that owns its expert
 	// index: rank = expert / (Experts / ranks per stage).
 	actExpert
-	// drop leaves the tensor out of every rank (e.g. vision for text-only serving).
-	drop
+	drop // on no rank (e.g. vision for text-only serving)
 )
 
 // stagePlace says which pipeline stage a rule's tensors belong to.
@@ -202,12 +200,6 @@ func (l *Layout) checkLayers(m Model) error {
 			errLayout, l.Name, l.Layers, m.Layers)
 	}
 	return nil
-}
-
-// byGroup reports whether a rule names tensors by group, which reads names
-// against the model's schema and layer schedule.
-func (l *Layout) byGroup() bool {
-	return slices.ContainsFunc(l.Rules, func(r rule) bool { return len(r.Groups) > 0 })
 }
 
 type compiledRule struct {
@@ -334,15 +326,6 @@ func (l *Layout) validateShape() error {
 func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: rule %q: %s", errLayout, l.Name, r.Name, fmt.Sprintf(format, a...))
-	}
-	if r.Action > drop {
-		return fail("unknown action %d", r.Action)
-	}
-	if r.Stage > stageLast {
-		return fail("unknown stage placement %d", r.Stage)
-	}
-	if r.UnalignedScale > scaleReject {
-		return fail("unknown unaligned_scale %d", r.UnalignedScale)
 	}
 	if l.Stages() > 1 && r.Action != drop && (r.Stage == stageAuto || r.Stage == stageLayer) && !allLayer {
 		return fail("a pipeline layout needs stage \"first\" or \"last\" for patterns without <layer>")

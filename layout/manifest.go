@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
@@ -12,11 +13,9 @@ import (
 )
 
 const (
-	manifestName   = "layout.json" // the per-rank (per-stage) manifest of an export
-	manifestFormat = "k3ckpt-layout/1"
-	// maxManifestSize bounds a manifest read whole (a pp8-tp8 rank of the
-	// full checkpoint lists ~60k entries, about 20 MB).
-	maxManifestSize = 256 << 20
+	manifestName    = "layout.json" // the per-rank (per-stage) manifest of an export
+	manifestFormat  = "k3ckpt-layout/1"
+	maxManifestSize = 256 << 20 // a manifest read whole
 )
 
 // Output directory prefixes: stage-NN for pipeline stages of one rank each,
@@ -136,17 +135,15 @@ func decodeStrict(b []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// files names the directory's safetensors files, as its entries give them.
+// files names the directory's safetensors files, as its entries give them,
+// sorted.
 func (m *manifest) files() []string {
 	var out []string
-	seen := map[string]bool{}
 	for _, e := range m.Tensors {
-		if !seen[e.File] {
-			seen[e.File] = true
-			out = append(out, e.File)
-		}
+		out = append(out, e.File)
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // marshal writes the manifest indented, but each tensor entry compact on its

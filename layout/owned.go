@@ -27,17 +27,12 @@ const maxForeignNamed = 8
 func (d *dirPlan) plannedNames() []string {
 	names := []string{d.completionName()}
 	if d.man != nil {
-		names = append(names, safetensors.IndexName)
-	}
-	if d.hasSums() {
-		names = append(names, sumsName)
+		names = append(names, safetensors.IndexName, sumsName)
 	}
 	for _, of := range d.files {
 		names = append(names, of.name)
 	}
-	for n := range d.side {
-		names = append(names, n)
-	}
+	names = slices.AppendSeq(names, maps.Keys(d.side))
 	slices.Sort(names)
 	return slices.Compact(names)
 }
@@ -147,13 +142,8 @@ func survey(dir string, c *claims) (*ownership, error) {
 }
 
 func (c *claims) ours(name, path string) bool {
-	base := filepath.Base(name)
-	switch {
-	case isTemp(base):
-		return true
-	case name == markerName, name == stampsName, name == dirlock.LockName:
-		return true
-	case c.recorded[name]:
+	if c.recorded[name] || isTemp(filepath.Base(name)) ||
+		name == markerName || name == stampsName || name == dirlock.LockName {
 		return true
 	}
 	w, ok := c.want[name]

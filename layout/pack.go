@@ -75,34 +75,14 @@ func (pj *packJob) shape() []int64 {
 	return []int64{int64(words), int64(stride)}
 }
 
-func (pj *packJob) describe() *packedScale {
-	return &packedScale{Format: string(packUE8M0), Rows: pj.rows, Cols: pj.cols, Shape: pj.shape()}
-}
-
-// reads calls fn with each read blockScales makes, in order: the block grid
-// rows the job covers, each from its first block column covered.
+// reads calls fn with each read bytes makes, in order: the block grid rows
+// the job covers, each from its first block column covered.
 func (pj *packJob) reads(fn func(off, n int64)) {
 	b0, b1 := pj.rows[0]/quant.BlockSize, ceilDiv(pj.rows[1], quant.BlockSize)
 	c0, c1 := pj.cols[0]/quant.BlockSize, ceilDiv(pj.cols[1], quant.BlockSize)
 	for b := b0; b < b1; b++ {
 		fn((b*pj.gk+c0)*4, (c1-c0)*4)
 	}
-}
-
-func (pj *packJob) blockScales() ([]float32, error) {
-	var v []float32
-	var err error
-	pj.reads(func(off, n int64) {
-		row := make([]float32, n/4)
-		if err == nil {
-			err = readLE(pj.src, row, off)
-		}
-		v = append(v, row...)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("tensor %s: %w", pj.name, err)
-	}
-	return v, nil
 }
 
 func readLE[T int32 | uint32 | float32](r io.ReaderAt, v []T, off int64) error {
@@ -115,9 +95,17 @@ func readLE[T int32 | uint32 | float32](r io.ReaderAt, v []T, off int64) error {
 }
 
 func (pj *packJob) bytes() ([]byte, error) {
-	v, err := pj.blockScales()
+	var v []float32
+	var err error
+	pj.reads(func(off, n int64) {
+		row := make([]float32, n/4)
+		if err == nil {
+			err = readLE(pj.src, row, off)
+		}
+		v = append(v, row...)
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tensor %s: %w", pj.name, err)
 	}
 	packed, err := quant.PackUE8M0(v, int(pj.rows[1]-pj.rows[0]), int(pj.cols[1]-pj.cols[0]))
 	if err != nil {

@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -50,7 +51,6 @@ type segment struct {
 }
 
 type pattern struct {
-	src  string
 	segs []segment
 	// numeric reports a glob segment that can tell integers apart, which
 	// makes match results depend on the numbers in a name.
@@ -72,7 +72,7 @@ func compilePattern(src string) (*pattern, error) {
 	if len(parts) > maxPatternSegs {
 		return nil, fmt.Errorf("%w: %.40q…: %d segments (limit %d)", errPattern, src, len(parts), maxPatternSegs)
 	}
-	p := &pattern{src: src}
+	p := &pattern{}
 	twice := false // <layer> or <expert> seen twice
 	for _, s := range parts {
 		switch s {
@@ -91,10 +91,10 @@ func compilePattern(src string) (*pattern, error) {
 			if s == "" {
 				return nil, fmt.Errorf("%w: %q has an empty segment", errPattern, src)
 			}
-			if n := braceCount(s); n > maxAlternatives {
-				return nil, fmt.Errorf("%w: %q: segment %.40q expands to %d alternatives or more (limit %d)", errPattern, src, s, n, maxAlternatives)
-			}
 			alts, err := expandBraces(s)
+			if err == errTooMany {
+				return nil, fmt.Errorf("%w: %q: segment %.40q expands to %d alternatives or more (limit %d)", errPattern, src, s, maxAlternatives+1, maxAlternatives)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%w: %q: %v", errPattern, src, err)
 			}
@@ -119,56 +119,43 @@ func compilePattern(src string) (*pattern, error) {
 	return p, nil
 }
 
-// braceCount is how many alternatives expandBraces makes of s, saturating
-// just past maxAlternatives.
-func braceCount(s string) int {
-	n := 1
+var errTooMany = errors.New("too many alternatives")
+
+// expandBraces turns "{q,k}_proj" into ["q_proj", "k_proj"]; braces do not
+// nest. Past maxAlternatives it stops (errTooMany) before expanding further.
+func expandBraces(s string) ([]string, error) {
+	out := []string{""}
 	for {
 		i := strings.IndexByte(s, '{')
 		if i < 0 {
-			return n
+			if strings.IndexByte(s, '}') >= 0 {
+				return nil, fmt.Errorf("unbalanced } in %q", s)
+			}
+			for k := range out {
+				out[k] += s
+			}
+			return out, nil
 		}
 		j := strings.IndexByte(s[i:], '}')
 		if j < 0 {
-			return n // expandBraces reports the imbalance
+			return nil, fmt.Errorf("unbalanced { in %q", s)
 		}
-		n *= strings.Count(s[i:i+j], ",") + 1
-		if n > maxAlternatives {
-			return maxAlternatives + 1
+		inner := s[i+1 : i+j]
+		if strings.IndexByte(inner, '{') >= 0 {
+			return nil, fmt.Errorf("nested braces in %q", s)
 		}
-		s = s[i+j+1:]
-	}
-}
-
-// expandBraces turns "{q,k}_proj" into ["q_proj", "k_proj"]; braces do not nest.
-func expandBraces(s string) ([]string, error) {
-	i := strings.IndexByte(s, '{')
-	if i < 0 {
-		if strings.IndexByte(s, '}') >= 0 {
-			return nil, fmt.Errorf("unbalanced } in %q", s)
+		alts := strings.Split(inner, ",")
+		if len(out)*len(alts) > maxAlternatives {
+			return nil, errTooMany
 		}
-		return []string{s}, nil
-	}
-	j := strings.IndexByte(s[i:], '}')
-	if j < 0 {
-		return nil, fmt.Errorf("unbalanced { in %q", s)
-	}
-	j += i
-	inner := s[i+1 : j]
-	if strings.IndexByte(inner, '{') >= 0 {
-		return nil, fmt.Errorf("nested braces in %q", s)
-	}
-	rest, err := expandBraces(s[j+1:])
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, a := range strings.Split(inner, ",") {
-		for _, r := range rest {
-			out = append(out, s[:i]+a+r)
+		next := make([]string, 0, len(out)*len(alts))
+		for _, p := range out {
+			for _, a := range alts {
+				next = append(next, p+s[:i]+a)
+			}
 		}
+		out, s = next, s[i+j+1:]
 	}
-	return out, nil
 }
 
 // canMatchSomeInts reports whether a glob could match some all-digit segments
@@ -298,7 +285,7 @@ type nameShape struct {
 
 // scan fills s from name: the key has every all-digit segment replaced by
 // '#'. Names with one key match the same rules at the same positions unless
-// a pattern is numeric, so planning matches each key once, not ~500k names.
+// a pattern is numeric, so planning matches each key once, not every name.
 func (s *nameShape) scan(name string) {
 	key := s.key[:0]
 	seg, kstart, val, digits := 0, 0, int64(0), true

@@ -40,26 +40,21 @@ const (
 
 // piece is one tensor, or one slice of one, that a rank holds.
 type piece struct {
-	// Index is the tensor's position in the planned list.
-	Index int
+	Index int // the tensor's position in the planned list
 	// Name, DType and Shape are the source tensor's (a slice keeps the name).
 	Name  string
 	DType safetensors.DType
 	Shape []int64
 	Held  held
-	// Axis, Start and Stop give the slice (HeldSlice only).
+	// Axis, Start and Stop give the slice (HeldSlice only); Valid is the
+	// split rule's (a slice of a tensor, not of a scale).
 	Axis        int
 	Start, Stop int64
-	// Valid is the split rule's Valid (a slice of a tensor, not of a scale).
-	Valid int64
-	// Bytes is what the rank stores for this piece.
-	Bytes int64
-	// Rule is the name of the rule that placed the tensor (its weight's rule
-	// for a following scale).
-	Rule string
-	// ScaleOf is the weight's name when this is a block-FP8 scale tensor.
-	ScaleOf string
-	Scale   scaleMode
+	Valid       int64
+	Bytes       int64  // what the rank stores for this piece
+	Rule        string // the rule that placed it (its weight's, for a following scale)
+	ScaleOf     string // the weight, for a block-FP8 scale tensor
+	Scale       scaleMode
 }
 
 func (p piece) sliceShape() []int64 {

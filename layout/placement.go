@@ -173,28 +173,25 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 		if len(e.rules) > 0 {
 			layer, expert = capture(t.Name, e.caps.layer, &ns), capture(t.Name, e.caps.expert, &ns)
 		}
-		w, isScale := int32(-1), false
-		if grouped {
+		// A block-FP8 scale follows its weight rather than matching the
+		// weight's group.
+		w, isScale := scaleWeight(t, fp8, tensors)
+		if grouped && !isScale {
 			tn := parse(t.Name)
-			w, isScale = scaleWeight(t, fp8, tensors)
-			// A block-FP8 scale follows its weight rather than matching the
-			// weight's group.
-			if !isScale {
-				var gm []int32
-				for ri, r := range rules {
-					if r.matchGroup(tn) {
-						gm = append(gm, int32(ri))
-					}
-				}
-				if len(gm) > 0 {
-					if len(matched) == 0 {
-						layer, expert = int64(tn.Layer), int64(tn.Expert)
-					}
-					matched = unionRules(matched, gm)
+			var gm []int32
+			for ri, r := range rules {
+				if r.matchGroup(tn) {
+					gm = append(gm, int32(ri))
 				}
 			}
-		} else if len(matched) == 0 {
-			w, isScale = scaleWeight(t, fp8, tensors)
+			if len(gm) > 0 {
+				if len(matched) == 0 {
+					layer, expert = int64(tn.Layer), int64(tn.Expert)
+				}
+				matched = slices.Concat(matched, gm)
+				slices.Sort(matched)
+				matched = slices.Compact(matched)
+			}
 		}
 		if len(matched) == 0 {
 			if isScale {
@@ -240,12 +237,6 @@ func (l *Layout) place(tensors []safetensors.TensorSpec, cls *model.Classifier) 
 	}
 	p.account()
 	return p, nil
-}
-
-func unionRules(a, b []int32) []int32 {
-	out := append(slices.Clone(a), b...)
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 func matchAll(rules []compiledRule, segs []string) *matchEntry {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 
 	"golang.org/x/sync/errgroup"
@@ -16,13 +17,12 @@ import (
 // that what a file claims cannot grow every output.
 const maxMetadataBytes = 64 << 10
 
-// metadataFormatKey is the one metadata key written rank files keep: loaders
-// check it.
+// metadataFormatKey is the one metadata key written rank files keep
+// (loaders check it).
 const metadataFormatKey = "format"
 
 // maxPlanPieces bounds the tensor pieces one export plans over its ranks
-// together: the plan holds every piece (about 750 bytes) until the run ends.
-// Full K3 replicated over 16 ranks plans about 8M.
+// together: the plan holds every piece until the run ends.
 const maxPlanPieces = 1 << 24
 
 const (
@@ -55,15 +55,15 @@ func PlanExport(src *Source, l *Layout, o ExportOptions) (*Plan, error) {
 		return nil, err
 	}
 	// Names are read by the source's own layer schedule (without a
-	// config.json: K3's).
+	// config.json: K3's), which rules by group need.
 	var cls *model.Classifier
-	if src.config != nil {
+	if src.config() != nil {
 		m, err := src.Model()
 		if err == nil {
 			if err := l.checkLayers(m); err != nil {
 				return nil, fmt.Errorf("%s: %w", src.Root, err)
 			}
-		} else if l.byGroup() {
+		} else if slices.ContainsFunc(l.Rules, func(r rule) bool { return len(r.Groups) > 0 }) {
 			return nil, err
 		}
 		cls = m.cls
@@ -132,7 +132,7 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 	*d = dirPlan{Dir: dirName(l, rank), Rank: rank, Stage: stage, Layers: [2]int{first, end}}
 	man := &manifest{Format: manifestFormat, Layout: l, Rank: rank, Ranks: pl.ranks(), Stage: stage,
 		Stages: l.Stages(), Layers: [2]int{first, end}, PackScales: string(pack), Loader: loaderNote(pack != packNone), Source: src.info,
-		SourceConfig: string(src.config), Dropped: dropped, Tensors: make([]entry, 0, len(pcs))}
+		SourceConfig: string(src.config()), Dropped: dropped, Tensors: make([]entry, 0, len(pcs))}
 	// The source files' metadata is recorded once, in rank 0's manifest.
 	if rank != 0 {
 		man.Source.IndexMetadata = nil
@@ -165,11 +165,8 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 		}
 		ot := outTensor{spec: safetensors.TensorSpec{Name: pc.Name, DType: pc.DType, Shape: pc.sliceShape()},
 			src: src.data[pc.Index], shape: pc.Shape, held: pc.Held, axis: pc.Axis, start: pc.Start, stop: pc.Stop}
-		e := entry{Name: pc.Name, SourceFile: sf, DType: pc.DType, Shape: pc.Shape, Held: pc.Held, Rule: pc.Rule,
-			ScaleOf: pc.ScaleOf, Scale: pc.Scale}
-		if pc.Held == HeldSlice {
-			e.Axis, e.Start, e.Stop, e.Valid = pc.Axis, pc.Start, pc.Stop, pc.Valid
-		}
+		e := entry{Name: pc.Name, SourceFile: sf, DType: pc.DType, Shape: pc.Shape, Held: pc.Held, Axis: pc.Axis,
+			Start: pc.Start, Stop: pc.Stop, Valid: pc.Valid, Rule: pc.Rule, ScaleOf: pc.ScaleOf, Scale: pc.Scale}
 		if pack == packUE8M0 && pc.ScaleOf != "" {
 			pj, err := newPackJob(pc, weights[pc.ScaleOf], src.data[pc.Index])
 			if err != nil {
@@ -177,7 +174,7 @@ func planRank(src *Source, pl *Placement, rank int, pack packFormat, dropped []s
 			}
 			ot.pack = pj
 			ot.spec = safetensors.TensorSpec{Name: pc.Name, DType: safetensors.I32, Shape: pj.shape()}
-			e.Packed = pj.describe()
+			e.Packed = &packedScale{Format: string(packUE8M0), Rows: pj.rows, Cols: pj.cols, Shape: ot.spec.Shape}
 		}
 		man.Tensors = append(man.Tensors, e)
 		if vf := verbatim[sf]; vf != nil {
@@ -286,7 +283,7 @@ func verbatimFiles(src *Source, pcs []piece, pack packFormat) (map[string]*safet
 	out := map[string]*safetensors.File{}
 	for sf, n := range held {
 		f := src.files[sf]
-		if changed[sf] || n != src.counts[sf] || f == nil {
+		if changed[sf] || f == nil || n != len(f.Tensors) {
 			continue
 		}
 		specs := make([]safetensors.TensorSpec, len(f.Tensors))

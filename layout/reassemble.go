@@ -15,7 +15,7 @@ import (
 // files, in one directory ("."). For a lossless export the shards are
 // byte-identical to the source's; the tensors dropped are listed in Dropped.
 func PlanReassemble(src *Source) (*Plan, error) {
-	if src.exportM == nil {
+	if src.files != nil {
 		return nil, fmt.Errorf("%w: %s has no rank-NN or stage-NN directories with %s", errManifest, src.Root, manifestName)
 	}
 	byFile := map[string]*outFile{}

@@ -61,30 +61,19 @@ type Source struct {
 	Specs  []safetensors.TensorSpec
 	fileOf []string // the source shard of each tensor
 	info   sourceInfo
-	// config is config.json (nil when absent), as the original checkpoint's.
-	config []byte
 	// missing names tensors of the original checkpoint that an export source
 	// no longer holds (dropped by its layout).
 	missing []string
 
 	data    []tensorData
-	files   map[string]*safetensors.File // a checkpoint source's shards by name
-	counts  map[string]int               // tensors per source file
+	files   map[string]*safetensors.File // a checkpoint source's shards by name (nil: an export source)
 	aux     map[string][]byte
 	closers []io.Closer
-	exportM *manifest // the first manifest, for an export source
-	stamps  []string  // the files read, for resume fingerprints
+	stamps  []string // the files read, for resume fingerprints
 	remote  *remote.Source
 	// AuxUnlisted is set for an https:// source, which cannot be listed:
 	// its side files other than config.json are not carried over.
 	AuxUnlisted bool
-}
-
-func (s *Source) countFiles() {
-	s.counts = map[string]int{}
-	for _, f := range s.fileOf {
-		s.counts[f]++
-	}
 }
 
 // Close releases the files the source opened.
@@ -97,12 +86,15 @@ func (s *Source) Close() error {
 	return errors.Join(errs...)
 }
 
+// config is config.json (nil when absent), as the original checkpoint's.
+func (s *Source) config() []byte { return s.aux[model.ConfigName] }
+
 // Model reads the model dimensions from the source's config.json.
 func (s *Source) Model() (Model, error) {
-	if s.config == nil {
+	if s.config() == nil {
 		return Model{}, fmt.Errorf("%w: %s has no %s", errManifest, s.Root, model.ConfigName)
 	}
-	c, err := model.ParseConfig(s.config)
+	c, err := model.ParseConfig(s.config())
 	if err != nil {
 		return Model{}, fmt.Errorf("%s: %w", filepath.Join(s.Root, model.ConfigName), err)
 	}
@@ -154,39 +146,6 @@ func readAux(dir string, shards []string) (map[string][]byte, error) {
 		out[sf.Name] = b
 	}
 	return out, nil
-}
-
-// endsInNewline reports whether the checkpoint entry name under root ends
-// in a newline, following links by the checkpoint rule (false when absent).
-func endsInNewline(root, name string) (bool, error) {
-	r, err := fsx.NewRoot(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	path, err := r.Resolve(name)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", filepath.Join(root, name), err)
-	}
-	f, err := fsx.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return false, err
-	}
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], st.Size()-1); err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
-	}
-	return b[0] == '\n', nil
 }
 
 // stampOf identifies a file's version for resume fingerprints: name, size
@@ -242,17 +201,9 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (_ *Source, err error) {
 		}
 	}
 	s.info.Tensors = len(s.Specs)
-	s.countFiles()
-	s.info.IndexNoFinalNewline = true
+	s.info.IndexNoFinalNewline = !c.IndexNewline
 	if idx := c.Index(); idx != nil {
 		s.info.IndexMetadata = idx.Metadata
-		nl := c.IndexNewline
-		if s.remote == nil {
-			if nl, err = endsInNewline(c.Root, c.IndexName); err != nil {
-				return nil, err
-			}
-		}
-		s.info.IndexNoFinalNewline = !nl
 	}
 	if s.remote != nil {
 		if s.aux, s.AuxUnlisted, err = readRemoteAux(c); err != nil {
@@ -271,7 +222,6 @@ func OpenCheckpoint(c *safetensors.Checkpoint) (_ *Source, err error) {
 			return nil, rerr
 		}
 	}
-	s.config = s.aux[model.ConfigName]
 	return s, nil
 }
 

@@ -14,16 +14,17 @@ var freeSpace = fsx.FreeSpace
 
 // checkSpace compares what this run still writes with the free space of
 // dst's filesystem, before the first byte.
-func checkSpace(dst string, runs []*dirRun) error {
+func checkSpace(dst string, dirs []outDir) error {
 	var need int64
-	for _, dr := range runs {
-		if dr.finished {
+	for _, od := range dirs {
+		s := od.state()
+		if s.finished {
 			continue
 		}
-		for _, of := range dr.todo {
+		for _, of := range s.todo {
 			need += of.lay.Size
 		}
-		want, err := dr.d.memoryFiles(dr.completion)
+		want, err := s.d.memoryFiles(s.completion)
 		if err != nil {
 			return err
 		}

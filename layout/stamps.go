@@ -48,15 +48,13 @@ func readStamps(dir string) (*stampRecord, error) {
 // recordCommit stamps a file just committed, with its sha256, and rewrites
 // the record. A run killed between the two writes that file again.
 func (dr *dirRun) recordCommit(of *outFile, sum string) error {
-	name := of.name
 	fi, err := os.Stat(dr.path(of))
 	if err != nil {
 		return err
 	}
 	dr.mu.Lock()
 	defer dr.mu.Unlock()
-	dr.stamps.Files[name] = fsx.StampOf(fi)
-	dr.stamps.Sums[name] = sum
+	dr.stamps.Files[of.name], dr.stamps.Sums[of.name] = fsx.StampOf(fi), sum
 	return dr.writeStamps()
 }
 

@@ -21,17 +21,6 @@ const sumsName = "SHA256SUMS"
 
 const maxSumsFile = 16 << 20
 
-func sumsBytes(sums map[string]string) []byte {
-	var b bytes.Buffer
-	for _, n := range slices.Sorted(maps.Keys(sums)) {
-		b.WriteString(sums[n])
-		b.WriteString("  ")
-		b.WriteString(n)
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
-}
-
 // parseSums reads a SHA256SUMS; where names it in errors.
 func parseSums(b []byte, where string) (map[string]string, error) {
 	sums := map[string]string{}
@@ -57,7 +46,7 @@ func listedSums(b []byte, err error) map[string]string {
 	if err != nil {
 		return nil
 	}
-	sums, _ := parseSums(b, "") // nil when not one
+	sums, _ := parseSums(b, "")
 	return sums
 }
 
@@ -87,5 +76,9 @@ func (d *dirPlan) sumsFile(completion []byte, files map[string]string) ([]byte, 
 		}
 		sums[of.name] = s
 	}
-	return sumsBytes(sums), nil
+	var b bytes.Buffer
+	for _, n := range slices.Sorted(maps.Keys(sums)) {
+		fmt.Fprintf(&b, "%s  %s\n", sums[n], n)
+	}
+	return b.Bytes(), nil
 }

@@ -111,9 +111,6 @@ func writeSteps(ctx context.Context, f *filewrite.File, of *outFile, path string
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if st.first < 0 || st.last < st.first || st.last >= len(lay.Tensors) || st.tensor >= len(of.tensors) {
-			return fmt.Errorf("file %s: step [%d, %d] outside its %d tensors", path, st.first, st.last, len(lay.Tensors))
-		}
 		first, last := lay.Tensors[st.first].Name, lay.Tensors[st.last].Name
 		start, end := lay.DataStart+lay.Tensors[st.first].Begin, lay.DataStart+lay.Tensors[st.last].End
 		if f.Offset() != start {
