@@ -271,47 +271,54 @@ type synthBuf struct {
 	fp8    []byte
 }
 
+// writeChunks writes tensor ts synthChunkElems elements at a time: fill
+// sets the chunk b, which starts at element pos.
+func writeChunks(w *safetensors.Writer, ts safetensors.TensorSpec, buf *synthBuf, fill func(b []byte, pos int64)) error {
+	n, err := safetensors.NumElements(ts.Shape)
+	if err != nil {
+		return fmt.Errorf("tensor %s: %w", ts.Name, err)
+	}
+	tw, err := w.Tensor(ts.Name)
+	if err != nil {
+		return err
+	}
+	width := int64(ts.DType.Bits() / 8)
+	buf.out = bufs.Grow(buf.out, synthChunkElems*int(width))
+	for pos := int64(0); pos < n; pos += synthChunkElems {
+		b := buf.out[:min(n-pos, synthChunkElems)*width]
+		fill(b, pos)
+		if _, err := tw.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fillFloat writes seeded normals as BF16 or F32.
 func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf *synthBuf) error {
 	if ts.DType != safetensors.BF16 && ts.DType != safetensors.F32 {
 		return fmt.Errorf("tensor %s: synth cannot generate %s values", ts.Name, ts.DType)
 	}
-	width := int(ts.DType.Bits() / 8)
-	tw, err := w.Tensor(ts.Name)
-	if err != nil {
-		return err
-	}
-	n, err := safetensors.NumElements(ts.Shape)
-	if err != nil {
-		return fmt.Errorf("tensor %s: %w", ts.Name, err)
-	}
-	live := n
-	if l, ok := s.live[ts.Name]; ok {
-		live = min(n, l)
+	live, ok := s.live[ts.Name]
+	if !ok {
+		live = math.MaxInt64
 	}
 	dist := distOf(ts.Name)
 	r := tensorStream(s.opts.Seed, ts.Name)
-	buf.out = bufs.Grow(buf.out, synthChunkElems*width)
-	for pos := int64(0); pos < n; {
-		k := int(min(n-pos, synthChunkElems))
-		b := buf.out[:k*width]
-		for j := range k {
+	bf16 := ts.DType == safetensors.BF16
+	return writeChunks(w, ts, buf, func(b []byte, pos int64) {
+		for j := range int64(len(b)) / int64(ts.DType.Bits()/8) {
 			var v float32
-			if pos+int64(j) < live {
+			if pos+j < live {
 				v = dist.draw(&r)
 			}
-			if width == 2 {
+			if bf16 {
 				binary.LittleEndian.PutUint16(b[2*j:], quant.F32ToBF16(v))
 			} else {
 				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v))
 			}
 		}
-		if _, err := tw.Write(b); err != nil {
-			return err
-		}
-		pos += int64(k)
-	}
-	return nil
+	})
 }
 
 // fillMXFP4 draws the [N, K] weight row band by row band and writes its
