@@ -102,6 +102,24 @@ func (e expr) eval(en env) (int64, error) {
 	return v, nil
 }
 
+// holds evaluates an optional condition, true when there is none.
+func (e *expr) holds(en env) (bool, error) {
+	if e == nil {
+		return true, nil
+	}
+	v, err := e.eval(en)
+	return v != 0, err
+}
+
+// size evaluates a shape entry or repeat count, refusing a negative one.
+func (e expr) size(en env) (int64, error) {
+	v, err := e.eval(en)
+	if err == nil && v < 0 {
+		err = fmt.Errorf("%s is %d", e.src, v)
+	}
+	return v, err
+}
+
 const exprLimit = 1 << 62
 
 func (n *node) eval(en env) (int64, error) {

@@ -221,28 +221,24 @@ func loadSchema(data []byte) (*schema, error) {
 	for u, ts := range f.Units {
 		for i, t := range ts {
 			where := fmt.Sprintf("units.%s[%d] (%s)", u, i, t.Name)
-			r := tensorRule{name: t.Name, dtype: t.DType}
+			r := tensorRule{name: t.Name, dtype: t.DType, shape: make([]expr, len(t.Shape))}
 			var err error
 			if r.group, err = group(where, t.Group); err != nil {
 				return nil, err
 			}
-			r.shape = make([]expr, len(t.Shape))
-			for j, d := range t.Shape {
-				if r.shape[j], err = parseExpr(d); err != nil {
-					return nil, s.fail(where, err)
-				}
+			for j := 0; err == nil && j < len(t.Shape); j++ {
+				r.shape[j], err = parseExpr(t.Shape[j])
 			}
-			if r.when, err = optExpr(t.When); err != nil {
-				return nil, s.fail(where, err)
+			if err == nil {
+				r.when, err = optExpr(t.When)
 			}
-			if r.live, err = optExpr(t.Live); err != nil {
-				return nil, s.fail(where, err)
+			if err == nil {
+				r.live, err = optExpr(t.Live)
 			}
-			if !t.FP8 {
-				s.units[u] = append(s.units[u], r)
-				continue
+			rules := []tensorRule{r}
+			if err == nil && t.FP8 {
+				rules, err = fp8Rules(r, t.When)
 			}
-			rules, err := fp8Rules(r, t.When)
 			if err != nil {
 				return nil, s.fail(where, err)
 			}
@@ -261,14 +257,14 @@ func loadSchema(data []byte) (*schema, error) {
 				return nil, s.fail(w, fmt.Errorf("unknown unit %q", p.Unit))
 			}
 			var err error
-			if r.when, err = optExpr(p.When); err != nil {
-				return nil, s.fail(w, err)
+			if r.when, err = optExpr(p.When); err == nil {
+				r.repeat, err = optExpr(p.Repeat)
 			}
-			if r.repeat, err = optExpr(p.Repeat); err != nil {
-				return nil, s.fail(w, err)
+			if err == nil && (r.repeat != nil) != strings.Contains(p.Prefix, "{n}") {
+				err = fmt.Errorf("a repeated part needs a prefix with {n}, and only it")
 			}
-			if (r.repeat != nil) != strings.Contains(p.Prefix, "{n}") {
-				return nil, s.fail(w, fmt.Errorf("a repeated part needs a prefix with {n}, and only it"))
+			if err != nil {
+				return nil, s.fail(w, err)
 			}
 			out = append(out, r)
 		}
