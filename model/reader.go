@@ -73,23 +73,23 @@ type dimRule struct {
 }
 
 // roles are the dimensions the product reads by meaning, with the Config
-// field each fills.
+// field each fills (nil: the schema names it, nothing reads it by its role).
 var roles = map[string]func(c *Config, v int64){
 	"layers":           func(c *Config, v int64) { c.NumLayers = int(v) },
 	"hidden":           func(c *Config, v int64) { c.Hidden = v },
-	"vocab":            func(c *Config, v int64) { c.Vocab = v },
-	"intermediate":     func(c *Config, v int64) { c.Intermediate = v },
 	"heads":            func(c *Config, v int64) { c.NumHeads = v },
-	"kv_heads":         func(c *Config, v int64) { c.NumKVHeads = v },
 	"experts":          func(c *Config, v int64) { c.NumExperts = v },
-	"top_k":            func(c *Config, v int64) { c.TopK = v },
-	"shared_experts":   func(c *Config, v int64) { c.NumShared = v },
 	"moe_intermediate": func(c *Config, v int64) { c.MoEIntermediate = v },
 	"first_dense":      func(c *Config, v int64) { c.FirstKDense = int(v) },
-	"tie_embeddings":   func(c *Config, v int64) { c.TieEmbeddings = v != 0 },
+	"vocab":            nil,
+	"intermediate":     nil,
+	"kv_heads":         nil,
+	"top_k":            nil,
+	"shared_experts":   nil,
+	"tie_embeddings":   nil,
 	// extra_layers are layers after the main ones (DeepSeek's MTP layers):
 	// the name mtp reads 1 in them.
-	"extra_layers": func(c *Config, v int64) {},
+	"extra_layers": nil,
 }
 
 func (s *schema) loadConfig(f configFile) error {
