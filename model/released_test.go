@@ -54,7 +54,7 @@ func TestReleasedConfigBytes(t *testing.T) {
 	if err != nil || !bytes.Equal(again, want) {
 		t.Fatalf("re-rendering the released file: %v\n%s", err, firstDiff(again, want))
 	}
-	raw, err := scaledRaw(scaleDims[ScaleFull])
+	raw, err := scaledRaw(releasedDims)
 	if err != nil {
 		t.Fatal(err)
 	}

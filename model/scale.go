@@ -56,21 +56,12 @@ type dims struct {
 	posEmb                                          int64
 }
 
-// scaleDims is the one table of replica dimensions; full is the release's.
-// Tiny and small keep experts a multiple of 16 (EP16), KDA and MLA heads and
-// the vocabulary divisible by 8 (TP8, weight shard, vocab TP8), and rows that
-// are not multiples of 128 (kv_a_proj_with_mqa: kvLora+qkRope, b_proj: kdaHeads,
-// latent, hidden) so block-FP8 conversion meets partial blocks, as the real
-// 576-row kv_a_proj_with_mqa and 96-row b_proj do.
+// scaleDims are the small and tiny replicas' dimensions (a test holds the
+// release's, releasedDims). They keep experts a multiple of 16 (EP16), heads
+// and vocabulary divisible by 8 (TP8), and rows that are not multiples of 128
+// (kv_a_proj_with_mqa, b_proj, latent, hidden) so block-FP8 conversion meets
+// partial blocks, as the real 576-row kv_a_proj_with_mqa and 96-row b_proj do.
 var scaleDims = [...]dims{
-	ScaleFull: {
-		hidden: 7168, vocab: 163840, intermediate: 33792,
-		heads: 96, qLora: 1536, kvLora: 512, qkNope: 128, qkRope: 64, vHead: 128,
-		kdaHeads: 96, kdaHeadDim: 128,
-		experts: 896, topK: 16, shared: 2, moeInter: 3072, latent: 3584,
-		vtHidden: 1024, vtLayers: 27, vtInter: 4096, vtHeads: 12, qkvHidden: 1536,
-		posEmb: 64,
-	},
 	ScaleSmall: {
 		hidden: 704, vocab: 16000, intermediate: 1920,
 		heads: 16, qLora: 192, kvLora: 256, qkNope: 32, qkRope: 32, vHead: 32,
