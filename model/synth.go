@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -203,8 +204,8 @@ type synth struct {
 	live map[string]int64 // liveCounts
 }
 
-// mxfp4PackedRE finds an MXFP4 weight's packed codes; its scales are the
-// sibling "<weight>_scale" and both are generated from one stream of normals.
+// mxfp4PackedRE finds an MXFP4 weight's packed codes (its scales are
+// "<weight>_scale").
 var mxfp4PackedRE = regexp.MustCompile(`^(.*\.weight)_packed$`)
 
 func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors.TensorSpec) error {
@@ -224,15 +225,19 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 	for _, ts := range specs {
 		byName[ts.Name] = ts
 	}
+	// A weight's scale is written with it: MXFP4's from one stream of
+	// normals, block FP8's from one cast.
+	scaleOf := map[string]safetensors.TensorSpec{}
 	paired := map[string]bool{}
 	for _, ts := range specs {
+		sc, ok := fP8Scale(ts, byName)
 		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
-			if sc, ok := byName[m[1]+"_scale"]; ok {
-				paired[sc.Name] = true
+			if sc, ok = byName[m[1]+"_scale"]; !ok {
+				return fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
 			}
 		}
-		if sc, ok := fP8Scale(ts, byName); ok {
-			paired[sc.Name] = true
+		if ok {
+			scaleOf[ts.Name], paired[sc.Name] = sc, true
 		}
 	}
 	buf := &synthBuf{}
@@ -240,20 +245,17 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if paired[ts.Name] {
-			continue // written with its packed codes
-		}
-		if sc, ok := fP8Scale(ts, byName); ok {
+		sc, scaled := scaleOf[ts.Name]
+		switch {
+		case paired[ts.Name]:
+			continue
+		case scaled && ts.DType == safetensors.F8_E4M3:
 			err = s.fillFP8(w, ts, sc, buf)
-		} else if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
-			sc, ok := byName[m[1]+"_scale"]
-			if !ok {
-				return fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
-			}
-			err = s.fillMXFP4(w, m[1], ts, sc, buf)
-		} else if rawFilled(ts.DType) {
+		case scaled:
+			err = s.fillMXFP4(w, strings.TrimSuffix(ts.Name, "_packed"), ts, sc, buf)
+		case rawFilled(ts.DType):
 			err = s.fillRaw(w, ts, buf)
-		} else {
+		default:
 			err = s.fillFloat(w, ts, buf)
 		}
 		if err != nil {
