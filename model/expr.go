@@ -151,7 +151,7 @@ func (n *node) eval(en env) (int64, error) {
 	case '-':
 		v = a - b
 	case '*':
-		if a != 0 && (abs(a) > exprLimit/max(abs(b), 1)) {
+		if a != 0 && max(a, -a) > exprLimit/max(b, -b, 1) {
 			return 0, fmt.Errorf("%d × %d overflows", a, b)
 		}
 		v = a * b
@@ -164,17 +164,10 @@ func (n *node) eval(en env) (int64, error) {
 		}
 		v = a / b
 	}
-	if abs(v) > exprLimit {
+	if max(v, -v) > exprLimit {
 		return 0, fmt.Errorf("%d overflows", v)
 	}
 	return v, nil
-}
-
-func abs(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
 
 // expand replaces each {key} of s by vars[key].
