@@ -404,34 +404,24 @@ func fp8Rules(r tensorRule, when string) ([]tensorRule, error) {
 	if len(r.shape) != 2 || !strings.HasSuffix(r.name, ".weight") {
 		return nil, fmt.Errorf("an fp8 tensor is a 2-D X.weight")
 	}
-	and := func(cond string) (*expr, error) {
-		switch {
-		case when == "":
-		case strings.HasPrefix(when, "!"):
-			cond = "(1-(" + when[1:] + "))*" + cond
-		default:
-			cond = "(" + when + ")*" + cond
-		}
-		return optExpr(cond)
+	pre := "" // the tensor's own condition, as a factor
+	if c, neg := strings.CutPrefix(when, "!"); neg {
+		pre = "(1-(" + c + "))*"
+	} else if when != "" {
+		pre = "(" + when + ")*"
 	}
 	bf, fp, sc := r, r, r
+	bf.dtype, fp.dtype = safetensors.BF16, safetensors.F8_E4M3
+	sc.name, sc.dtype, sc.shape = DeepSeek.ScaleName(r.name), safetensors.F32, make([]expr, 2)
 	var err error
-	if bf.when, err = and("(1-fp8)"); err != nil {
-		return nil, err
+	if bf.when, err = optExpr(pre + "(1-fp8)"); err == nil {
+		fp.when, err = optExpr(pre + "fp8")
 	}
-	bf.dtype = safetensors.BF16
-	if fp.when, err = and("fp8"); err != nil {
-		return nil, err
+	for i := 0; err == nil && i < 2; i++ {
+		sc.shape[i], err = parseExpr("((" + r.shape[i].src + ")+127)/128")
 	}
-	fp.dtype = safetensors.F8_E4M3
-	sc.name, sc.dtype, sc.when = DeepSeek.ScaleName(r.name), safetensors.F32, fp.when
-	sc.shape = make([]expr, 2)
-	for i, d := range r.shape {
-		if sc.shape[i], err = parseExpr("((" + d.src + ")+127)/128"); err != nil {
-			return nil, err
-		}
-	}
-	return []tensorRule{bf, fp, sc}, nil
+	sc.when = fp.when
+	return []tensorRule{bf, fp, sc}, err
 }
 
 // k3Schema is the built-in Kimi-K3 family; its groups are the package's
