@@ -194,7 +194,7 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	c.NumLayers = int(p.size(text, "num_hidden_layers", maxLayers))
 	c.Hidden = p.size(text, "hidden_size", maxDim)
 	p.size(text, "vocab_size", maxDim)
-	p.float(text, "rms_norm_eps")
+	p.positive(text, "rms_norm_eps")
 	c.NumHeads = p.size(text, "num_attention_heads", maxDim)
 	kvHeads := p.sizeOr(text, "num_key_value_heads", 1, maxDim, c.NumHeads)
 	if p.err == nil && c.NumHeads%kvHeads != 0 {

@@ -154,7 +154,7 @@ func roleKey(s *schema, role string) string {
 // readGeneric reads a config by its family's dims: every layer a full
 // attention layer, dense below first_dense, MoE from there, experts BF16.
 func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
-	p := &fields{}
+	p := &fields{read: map[string]int64{}}
 	top := jobj{m: raw}
 	c := &Config{raw: raw, sch: s, values: map[string]int64{}, Experts: ExpertsBF16}
 	read := func(name string) (int64, error) {
