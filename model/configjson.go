@@ -21,7 +21,7 @@ import (
 // to its own bytes. Values may be maps with string keys, slices of any,
 // strings, json.Number, bool, nil, Go integers and finite float64s.
 func MarshalConfig(v any) ([]byte, error) {
-	var r configRenderer
+	r := configRenderer{rendered: map[renderedMap][2]int{}}
 	// One buffer of about the right size: a converted config lists thousands
 	// of modules, and growing to it costs more than walking it once.
 	return r.append(make([]byte, 0, renderedSize(v, 0)+512), v, 0)
@@ -118,9 +118,6 @@ func (r *configRenderer) append(b []byte, v any, depth int) ([]byte, error) {
 		start := len(b)
 		if b, err = r.appendMap(b, t, depth); err != nil {
 			return nil, err
-		}
-		if r.rendered == nil {
-			r.rendered = map[renderedMap][2]int{}
 		}
 		r.rendered[id] = [2]int{start, len(b)}
 		return b, nil
