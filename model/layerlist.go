@@ -6,9 +6,6 @@ import (
 	"strings"
 )
 
-// Per-layer config lists (DeepSeek-V4's compress_ratios) and the extra
-// layers' own prefix (DeepSeek-V4's mtp.{i}.).
-
 // readList reads config key d.key as an array of at least length integers,
 // each in [lo, hi] and one of d.values when given, into values as k[0],
 // k[1]…; it returns the length.

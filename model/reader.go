@@ -5,12 +5,8 @@ import (
 	"fmt"
 )
 
-// A family's config reader: Kimi-K3's is Go (reader "kimi_linear"); any
-// other family's config is read by readGeneric from its schema's "config"
-// section, each dimension by its key, in order, with bounds, default,
-// condition and the role the product reads it by.
-
-// configFile is a schema's "config" section.
+// configFile is a schema's "config" section: Kimi-K3's config is read in Go
+// (reader "kimi_linear"), any other by readGeneric from its dims.
 type configFile struct {
 	Reader     string    `json:"reader"`
 	ModelTypes []string  `json:"model_types"`

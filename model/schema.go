@@ -11,9 +11,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// This file reads and checks a family's schema file (the package doc says
-// what one holds); the catalog, the classifier and synth interpret it.
-
 //go:embed families/k3.json
 var k3SchemaJSON []byte
 
@@ -201,13 +198,13 @@ func loadSchema(data []byte) (*schema, error) {
 	byName := map[string]Group{}
 	for i, g := range f.Groups {
 		comp, err := ParseComponent(g[1])
+		if _, dup := byName[g[0]]; err == nil && (dup || g[0] == "") {
+			err = fmt.Errorf("group %q named twice or empty", g[0])
+		}
+		if err == nil {
+			byName[g[0]], err = internGroup(g[0], comp)
+		}
 		if err != nil {
-			return nil, s.fail(fmt.Sprintf("groups[%d]", i), err)
-		}
-		if _, dup := byName[g[0]]; dup || g[0] == "" {
-			return nil, s.fail(fmt.Sprintf("groups[%d]", i), fmt.Errorf("group %q named twice or empty", g[0]))
-		}
-		if byName[g[0]], err = internGroup(g[0], comp); err != nil {
 			return nil, s.fail(fmt.Sprintf("groups[%d]", i), err)
 		}
 	}
@@ -280,12 +277,11 @@ func loadSchema(data []byte) (*schema, error) {
 		if r.parts, err = parts(fmt.Sprintf("shards[%d].parts", i), sh.Parts); err != nil {
 			return nil, err
 		}
-		for _, g := range sh.Groups {
-			gr, err := group(fmt.Sprintf("shards[%d].groups", i), g)
-			if err != nil {
+		r.groups = make([]Group, len(sh.Groups))
+		for j, g := range sh.Groups {
+			if r.groups[j], err = group(fmt.Sprintf("shards[%d].groups", i), g); err != nil {
 				return nil, err
 			}
-			r.groups = append(r.groups, gr)
 		}
 		if r.when, err = optExpr(sh.When); err != nil {
 			return nil, s.fail(fmt.Sprintf("shards[%d]", i), err)
@@ -369,19 +365,16 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 		}
 		s.layerKeys[alias] = lg
 	}
+	var err error
 	for m, g := range f.Names.RootModules {
-		gr, err := group("names.root_modules", g)
-		if err != nil {
+		if s.rootModules[m], err = group("names.root_modules", g); err != nil {
 			return err
 		}
-		s.rootModules[m] = gr
 	}
 	for p, g := range f.Names.RootPrefixes {
-		gr, err := group("names.root_prefixes", g)
-		if err != nil {
+		if s.rootPrefixes[p], err = group("names.root_prefixes", g); err != nil {
 			return err
 		}
-		s.rootPrefixes[p] = gr
 	}
 	s.expertPaths = f.Names.Experts
 	if s.expertsPart != "" && !slices.Contains(s.expertPaths, s.expertsPart) {
