@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -98,11 +99,9 @@ func Synth(dir string, opts SynthOptions) error {
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("synth %s: %w", dir, err)
 	}
-	idx := &safetensors.Index{WeightMap: make(map[string]string, cfg.NumTensors())}
+	idx := &safetensors.Index{TotalSize: cfg.TotalBytes(), WeightMap: make(map[string]string, cfg.NumTensors())}
 	for _, f := range files {
 		for _, ts := range f.specs {
-			sz, _ := safetensors.ByteSize(ts.DType, ts.Shape)
-			idx.TotalSize += sz
 			idx.WeightMap[ts.Name] = f.name
 		}
 	}
@@ -180,12 +179,9 @@ func prepareDir(dir string, files []synthFile, force bool) error {
 	case !force:
 		return fmt.Errorf("synth: %s: %w (%d entries; use --force to overwrite)", dir, errOutputExists, len(ents))
 	}
-	keep := make(map[string]bool, len(files))
-	for _, f := range files {
-		keep[f.name] = true
-	}
 	for _, e := range ents {
-		if e.Type().IsRegular() && shardFileRE.MatchString(e.Name()) && !keep[e.Name()] {
+		written := slices.ContainsFunc(files, func(f synthFile) bool { return f.name == e.Name() })
+		if e.Type().IsRegular() && shardFileRE.MatchString(e.Name()) && !written {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return fmt.Errorf("synth: remove stale shard: %w", err)
 			}
