@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -282,12 +283,8 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 	if !ok {
 		return
 	}
-	isFull := make([]bool, c.NumLayers+1)
-	for _, l := range full {
-		isFull[l] = true
-	}
 	for i, l := range kda {
-		if isFull[l] {
+		if slices.Contains(full, l) {
 			p.fail(fmt.Sprintf("%s[%d]", lin.name("kda_layers"), i), "layer %d is also in full_attn_layers", l)
 			return
 		}
@@ -299,16 +296,11 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 }
 
 func (c *Config) buildLayers() {
-	full := make([]bool, c.NumLayers)
-	for _, l := range c.FullAttnLayers {
-		full[l-1] = true
-	}
 	c.layers = make([]layer, c.NumLayers)
 	for i := range c.layers {
-		k := kDA
-		if full[i] {
-			k = mLA
-		}
-		c.layers[i] = layer{Index: i, Attention: k, MoE: i >= c.FirstKDense}
+		c.layers[i] = layer{Index: i, MoE: i >= c.FirstKDense} // KDA unless listed
+	}
+	for _, l := range c.FullAttnLayers {
+		c.layers[l-1].Attention = mLA
 	}
 }

@@ -56,15 +56,11 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 				for _, x := range p.ts {
 					k.tail[x.suffix] = len(k.ts)
 					k.ts = append(k.ts, x)
+					// As the classifier reads this layer's name (o_proj and g_proj
+					// depend on the layer).
+					k.groups = append(k.groups, cls.ParseName(m.prefixes[l.Index]+x.suffix).Group)
 				}
 			}
-		}
-		// The groups as the classifier reads this layer's names (only o_proj
-		// and g_proj depend on the layer).
-		k.groups = make([]Group, len(k.ts))
-		p := m.prefixes[l.Index]
-		for j, x := range k.ts {
-			k.groups[j] = cls.ParseName(p + x.suffix).Group
 		}
 		m.kinds[l.parts] = k
 	}
