@@ -1,8 +1,10 @@
 package model
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // configFile is a schema's "config" section: Kimi-K3's config is read in Go
@@ -61,8 +63,7 @@ func exprString(v exprText) (string, error) {
 
 // dimRule is a checked dimFile.
 type dimRule struct {
-	key, role                   string
-	boolean, list               bool
+	key, role, typ              string // typ: "size", "bool" or "list"
 	min, max, def, when, length *expr
 	multiple                    *expr
 	values                      []int64
@@ -101,7 +102,7 @@ func (s *schema) loadConfig(f configFile) error {
 	seen := map[string]bool{}
 	for i, d := range f.Dims {
 		where := fmt.Sprintf("config.dims[%d] (%s)", i, d.Key)
-		r := dimRule{key: d.Key, role: d.Role, values: d.Values}
+		r := dimRule{key: d.Key, role: d.Role, typ: cmp.Or(d.Type, "size"), values: d.Values}
 		if d.Key == "" || seen[d.Key] {
 			return s.fail(where, fmt.Errorf("a key must be given, and once"))
 		}
@@ -109,13 +110,7 @@ func (s *schema) loadConfig(f configFile) error {
 		if _, ok := roles[d.Role]; d.Role != "" && !ok {
 			return s.fail(where, fmt.Errorf("unknown role %q", d.Role))
 		}
-		switch d.Type {
-		case "", "size":
-		case "bool":
-			r.boolean = true
-		case "list":
-			r.list = true
-		default:
+		if !slices.Contains([]string{"size", "bool", "list"}, r.typ) {
 			return s.fail(where, fmt.Errorf("type %q is not size, bool or list", d.Type))
 		}
 		for _, x := range []struct {
@@ -176,9 +171,9 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 		}
 		var v int64
 		switch {
-		case d.list:
+		case d.typ == "list":
 			v = readList(p, top, d, evalOr(d.min, 0), evalOr(d.max, maxDim), evalOr(d.length, 0), c.values)
-		case d.boolean:
+		case d.typ == "bool":
 			v = b2i(p.boolean(top, d.key, evalOr(d.def, 0) != 0))
 		default: // required without a default
 			v = p.dim(top, d.key, d.def == nil, evalOr(d.min, 1), evalOr(d.max, maxDim), evalOr(d.def, 0))
