@@ -140,10 +140,9 @@ func ParseConfig(data []byte) (*Config, error) {
 // ParseConfig refuses.
 func FamilyOfConfig(data []byte) string {
 	var raw map[string]any
-	if json.Unmarshal(data, &raw) == nil {
-		if s := familyOf(modelType(raw)); s != nil {
-			return s.family
-		}
+	_ = json.Unmarshal(data, &raw) // raw stays nil for anything but a JSON object
+	if s := familyOf(modelType(raw)); s != nil {
+		return s.family
 	}
 	return k3Schema.family
 }
