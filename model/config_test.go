@@ -282,7 +282,8 @@ func TestScaleConstraints(t *testing.T) {
 		}
 		v := c.values
 		if c.NumExperts%16 != 0 || c.KDAHeads%8 != 0 || c.NumHeads%8 != 0 || v["vocab_size"]%8 != 0 {
-			t.Errorf("%s: experts %d, KDA heads %d, MLA heads %d, vocab %d", sc, c.NumExperts, c.KDAHeads, c.NumHeads, v["vocab_size"])
+			t.Errorf("%s: experts %d, KDA heads %d, MLA heads %d, vocab %d",
+				sc, c.NumExperts, c.KDAHeads, c.NumHeads, v["vocab_size"])
 		}
 		if (v["kv_lora_rank"]+v["qk_rope_head_dim"])%128 == 0 || c.KDAHeads%128 == 0 {
 			t.Errorf("%s: kv_a_proj_with_mqa and b_proj rows are multiples of 128", sc)
