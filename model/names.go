@@ -51,18 +51,13 @@ func (r Role) String() string {
 // → ("a.self_attn", roleParam).
 func SplitRole(name string) (module string, role Role) {
 	dot := strings.LastIndexByte(name, '.')
-	role = roleOf(name[dot+1:])
+	if i := slices.Index(roleSuffix[:], name[dot+1:]); i > 0 {
+		role = Role(i)
+	}
 	if dot < 0 {
 		return "", role
 	}
 	return name[:dot], role
-}
-
-func roleOf(last string) Role {
-	if i := slices.Index(roleSuffix[:], last); i > 0 {
-		return Role(i)
-	}
-	return roleParam
 }
 
 // expertProjection is which of a routed expert's three projections a tensor is.
