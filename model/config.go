@@ -200,11 +200,9 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 	if p.err == nil && c.NumHeads%kvHeads != 0 {
 		p.fail(text.name("num_key_value_heads"), "%d does not divide num_attention_heads %d", kvHeads, c.NumHeads)
 	}
-	p.size(text, "q_lora_rank", maxDim)
-	p.size(text, "kv_lora_rank", maxDim)
-	p.size(text, "qk_nope_head_dim", maxDim)
-	p.size(text, "qk_rope_head_dim", maxDim)
-	p.size(text, "v_head_dim", maxDim)
+	for _, k := range []string{"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"} {
+		p.size(text, k, maxDim)
+	}
 	p.boolean(text, "mla_use_output_gate", false)
 
 	lin, _ := p.object(text, "linear_attn_config", true)
