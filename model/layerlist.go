@@ -38,27 +38,6 @@ func readList(p *fields, o jobj, d dimRule, lo, hi, length int64, values map[str
 	return int64(len(a))
 }
 
-// layerValue resolves name in layer l's conditions: n is the layer's
-// number, and key[n] entry n of a list the reader read (0 past its end);
-// ok is false for any other name.
-func (c *Config) layerValue(l layer, name string) (v int64, ok bool, err error) {
-	if name == "n" {
-		return int64(l.Index), true, nil
-	}
-	key, isList := strings.CutSuffix(name, "[n]")
-	if !isList {
-		return 0, false, nil
-	}
-	length, read := c.values[key]
-	if !read {
-		return 0, true, &fieldError{Field: key, Msg: "not read as a list"}
-	}
-	if int64(l.Index) >= length {
-		return 0, true, nil
-	}
-	return c.values[key+"["+strconv.Itoa(l.Index)+"]"], true, nil
-}
-
 // mainLayers is the number of layers before the extra (MTP) ones.
 func mainLayers(layers []layer) int {
 	n := 0

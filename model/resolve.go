@@ -56,7 +56,9 @@ func (c *Config) value(name string, depth int) (int64, error) {
 
 func (c *Config) env(name string) (int64, error) { return c.value(name, 0) }
 
-// layerEnv adds a layer's kinds (kda, mla, dense, moe, mtp) to the config's names.
+// layerEnv adds a layer's kinds (kda, mla, dense, moe, mtp), its number n
+// and key[n], entry n of a list the reader read (0 past its end), to the
+// config's names.
 func (c *Config) layerEnv(l layer) env {
 	return func(name string) (int64, error) {
 		switch name {
@@ -70,11 +72,17 @@ func (c *Config) layerEnv(l layer) env {
 			return b2i(l.MoE), nil
 		case "mtp":
 			return b2i(l.extra), nil
+		case "n":
+			return int64(l.Index), nil
 		}
-		if v, ok, err := c.layerValue(l, name); ok {
-			return v, err
+		key, isList := strings.CutSuffix(name, "[n]")
+		if !isList {
+			return c.env(name)
 		}
-		return c.env(name)
+		if _, read := c.values[key]; !read {
+			return 0, &fieldError{Field: key, Msg: "not read as a list"}
+		}
+		return c.values[key+"["+strconv.Itoa(l.Index)+"]"], nil // absent past the end
 	}
 }
 
