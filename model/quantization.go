@@ -20,7 +20,7 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 		q, ok = p.object(text, "quantization_config", false)
 	}
 	if !ok {
-		c.Experts = ExpertsBF16 // or p.err, which discards the config
+		c.Experts = ExpertsBF16 // none (a read error discards the config anyway)
 		return
 	}
 	c.QuantizationPath = q.path
