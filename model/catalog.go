@@ -14,14 +14,13 @@ const ShardNameFormat = "model-%05d-of-%06d.safetensors"
 // ConfigName is the config file next to the shards.
 const ConfigName = "config.json"
 
-// tmpl is a tensor of a unit as a config resolves it: its name after the
-// unit's prefix, dtype and shape (shared by every spec built from it).
+// tmpl is a tensor of a unit as a config resolves it (its shape is shared
+// by every spec built from it).
 type tmpl struct {
-	suffix string
+	suffix string // the name after the unit's prefix
 	dtype  safetensors.DType
 	shape  []int64
-	// live counts the values before the zero padding (A_log), -1 if none.
-	live int64
+	live   int64 // the values before the zero padding (A_log), -1 if none
 }
 
 func (t tmpl) bytes() int64 {
@@ -29,8 +28,7 @@ func (t tmpl) bytes() int64 {
 	return n
 }
 
-// textPrefix is the prefix of the language model's tensors ("language_model.model."
-// for the multimodal checkpoint, "model." for a bare text one).
+// textPrefix is the language model's name prefix (K3: "language_model.model." or "model.").
 func (c *Config) textPrefix() string { return c.prefixVars()["P"] }
 
 // NumShards is the number of safetensors files: one per layer, then the
@@ -42,9 +40,8 @@ func (c *Config) ShardName(i int) string {
 	return fmt.Sprintf(ShardNameFormat, i+1, c.NumShards())
 }
 
-// shardIndexOf is the 0-based shard that holds the named tensor under the
-// released placement, -1 for none. It goes by the schema (a converted
-// weight's scale lands next to its weight), not by the catalog.
+// shardIndexOf is the 0-based shard that holds the named tensor, -1 for
+// none, by the schema (a converted weight's scale lands next to its weight).
 func (c *Config) shardIndexOf(name string) int {
 	n := c.Classifier.ParseName(name)
 	if n.Layer >= 0 {
@@ -76,14 +73,16 @@ func (c *Config) ShardTensors(i int) []safetensors.TensorSpec {
 	return out
 }
 
-// shardStats returns the tensor count and data bytes of 0-based shard i
-// without building names.
-func (c *Config) shardStats(i int) (tensors int, bytes int64) {
-	for _, p := range c.shardParts(i) {
-		n := p.count()
-		tensors += int(n) * len(p.ts)
-		for _, t := range p.ts {
-			bytes += n * t.bytes()
+// stats returns the checkpoint's tensor count and data bytes without
+// building names.
+func (c *Config) stats() (tensors int, bytes int64) {
+	for i := range c.NumShards() {
+		for _, p := range c.shardParts(i) {
+			n := p.count()
+			tensors += int(n) * len(p.ts)
+			for _, t := range p.ts {
+				bytes += n * t.bytes()
+			}
 		}
 	}
 	return tensors, bytes
@@ -91,20 +90,12 @@ func (c *Config) shardStats(i int) (tensors int, bytes int64) {
 
 // NumTensors is the number of tensors in the checkpoint.
 func (c *Config) NumTensors() int {
-	n := 0
-	for i := range c.NumShards() {
-		k, _ := c.shardStats(i)
-		n += k
-	}
+	n, _ := c.stats()
 	return n
 }
 
 // TotalBytes is the data size of the checkpoint (the index's total_size).
 func (c *Config) TotalBytes() int64 {
-	var n int64
-	for i := range c.NumShards() {
-		_, b := c.shardStats(i)
-		n += b
-	}
-	return n
+	_, b := c.stats()
+	return b
 }

@@ -11,9 +11,8 @@ package model
 
 import "fmt"
 
-// Component is the accounting class of a tensor: a union of Groups. inspect,
-// convert and layout all classify through the family's schema (ParseName),
-// so a tensor is counted the same way everywhere.
+// Component is the accounting class of a tensor, a union of Groups; every
+// package classifies through the family's schema (ParseName).
 type Component uint8
 
 const (
@@ -69,7 +68,6 @@ type Classifier struct {
 	main int // the layers before the extra ones (numbered from main on)
 }
 
-// newClassifier builds a classifier for a layer schedule.
 func newClassifier(s *schema, layers []layer) *Classifier {
 	c := &Classifier{mla: make([]bool, len(layers)), s: s, main: mainLayers(layers)}
 	for i, l := range layers {

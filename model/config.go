@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -72,17 +73,9 @@ type Config struct {
 	// language_model.), false for a bare kimi_linear text config.
 	Multimodal bool
 
-	NumLayers    int
-	Hidden       int64
-	Vocab        int64
-	Intermediate int64 // dense MLP width (first_k_dense_replace layers)
-
-	// MLA
-	NumHeads      int64
-	NumKVHeads    int64
-	KVLoraRank    int64
-	QKRopeHeadDim int64
-	MLAOutputGate bool
+	NumLayers int
+	Hidden    int64
+	NumHeads  int64 // MLA
 
 	// KDA (linear_attn_config)
 	KDAHeads       int64
@@ -93,12 +86,8 @@ type Config struct {
 	// MoE
 	FirstKDense     int
 	NumExperts      int64
-	TopK            int64
-	NumShared       int64
 	MoEIntermediate int64
 	LatentDim       int64 // routed_expert_hidden_size
-	LatentNorm      bool
-	TieEmbeddings   bool
 
 	Experts   ExpertFormat
 	GroupSize int64 // MXFP4 group (32)
@@ -151,10 +140,9 @@ func ParseConfig(data []byte) (*Config, error) {
 // ParseConfig refuses.
 func FamilyOfConfig(data []byte) string {
 	var raw map[string]any
-	if json.Unmarshal(data, &raw) == nil {
-		if s := familyOf(modelType(raw)); s != nil {
-			return s.family
-		}
+	_ = json.Unmarshal(data, &raw) // raw stays nil for anything but a JSON object
+	if s := familyOf(modelType(raw)); s != nil {
+		return s.family
 	}
 	return k3Schema.family
 }
@@ -205,19 +193,17 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 
 	c.NumLayers = int(p.size(text, "num_hidden_layers", maxLayers))
 	c.Hidden = p.size(text, "hidden_size", maxDim)
-	c.Vocab = p.size(text, "vocab_size", maxDim)
-	p.float(text, "rms_norm_eps")
+	p.size(text, "vocab_size", maxDim)
+	p.positive(text, "rms_norm_eps")
 	c.NumHeads = p.size(text, "num_attention_heads", maxDim)
-	c.NumKVHeads = p.sizeOr(text, "num_key_value_heads", 1, maxDim, c.NumHeads)
-	if p.err == nil && c.NumHeads%c.NumKVHeads != 0 {
-		p.fail(text.name("num_key_value_heads"), "%d does not divide num_attention_heads %d", c.NumKVHeads, c.NumHeads)
+	kvHeads := p.sizeOr(text, "num_key_value_heads", 1, maxDim, c.NumHeads)
+	if p.err == nil && c.NumHeads%kvHeads != 0 {
+		p.fail(text.name("num_key_value_heads"), "%d does not divide num_attention_heads %d", kvHeads, c.NumHeads)
 	}
-	p.size(text, "q_lora_rank", maxDim)
-	c.KVLoraRank = p.size(text, "kv_lora_rank", maxDim)
-	p.size(text, "qk_nope_head_dim", maxDim)
-	c.QKRopeHeadDim = p.size(text, "qk_rope_head_dim", maxDim)
-	p.size(text, "v_head_dim", maxDim)
-	c.MLAOutputGate = p.boolean(text, "mla_use_output_gate", false)
+	for _, k := range []string{"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"} {
+		p.size(text, k, maxDim)
+	}
+	p.boolean(text, "mla_use_output_gate", false)
 
 	lin, _ := p.object(text, "linear_attn_config", true)
 	if p.err == nil {
@@ -235,20 +221,20 @@ func fromRaw(raw map[string]any, s *schema) (*Config, error) {
 
 	c.FirstKDense = int(p.sizeOr(text, "first_k_dense_replace", 0, int64(c.NumLayers), 0))
 	if c.FirstKDense > 0 {
-		c.Intermediate = p.size(text, "intermediate_size", maxDim)
+		p.size(text, "intermediate_size", maxDim)
 	}
 	if c.FirstKDense < c.NumLayers {
 		c.NumExperts = p.size(text, "num_experts", maxExperts)
-		c.TopK = p.size(text, "num_experts_per_token", maxExperts)
-		if p.err == nil && c.TopK >= c.NumExperts {
-			p.fail(text.name("num_experts"), "must be greater than num_experts_per_token (%d), got %d", c.TopK, c.NumExperts)
+		topK := p.size(text, "num_experts_per_token", maxExperts)
+		if p.err == nil && topK >= c.NumExperts {
+			p.fail(text.name("num_experts"), "must be greater than num_experts_per_token (%d), got %d", topK, c.NumExperts)
 		}
-		c.NumShared = p.sizeOr(text, "num_shared_experts", 0, maxExperts, 0)
+		p.sizeOr(text, "num_shared_experts", 0, maxExperts, 0)
 		c.MoEIntermediate = p.size(text, "moe_intermediate_size", maxDim)
 		c.LatentDim = p.size(text, "routed_expert_hidden_size", maxDim)
-		c.LatentNorm = p.boolean(text, "latent_moe_use_norm", false)
+		p.boolean(text, "latent_moe_use_norm", false)
 	}
-	c.TieEmbeddings = p.boolean(text, "tie_word_embeddings", false)
+	p.boolean(text, "tie_word_embeddings", false)
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -294,12 +280,8 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 	if !ok {
 		return
 	}
-	isFull := make([]bool, c.NumLayers+1)
-	for _, l := range full {
-		isFull[l] = true
-	}
 	for i, l := range kda {
-		if isFull[l] {
+		if slices.Contains(full, l) {
 			p.fail(fmt.Sprintf("%s[%d]", lin.name("kda_layers"), i), "layer %d is also in full_attn_layers", l)
 			return
 		}
@@ -311,16 +293,11 @@ func (c *Config) parseSchedule(p *fields, lin jobj) {
 }
 
 func (c *Config) buildLayers() {
-	full := make([]bool, c.NumLayers)
-	for _, l := range c.FullAttnLayers {
-		full[l-1] = true
-	}
 	c.layers = make([]layer, c.NumLayers)
 	for i := range c.layers {
-		k := kDA
-		if full[i] {
-			k = mLA
-		}
-		c.layers[i] = layer{Index: i, Attention: k, MoE: i >= c.FirstKDense}
+		c.layers[i] = layer{Index: i, MoE: i >= c.FirstKDense} // KDA unless listed
+	}
+	for _, l := range c.FullAttnLayers {
+		c.layers[l-1].Attention = mLA
 	}
 }

@@ -280,13 +280,15 @@ func TestScaleConstraints(t *testing.T) {
 		if c.NumLayers != 93 || !slices.Equal(c.FullAttnLayers, mustK3(t).FullAttnLayers) || c.NumShards() != 96 {
 			t.Errorf("%s: schedule differs from K3", sc)
 		}
-		if c.NumExperts%16 != 0 || c.KDAHeads%8 != 0 || c.NumHeads%8 != 0 || c.Vocab%8 != 0 {
-			t.Errorf("%s: experts %d, KDA heads %d, MLA heads %d, vocab %d", sc, c.NumExperts, c.KDAHeads, c.NumHeads, c.Vocab)
+		v := c.values
+		if c.NumExperts%16 != 0 || c.KDAHeads%8 != 0 || c.NumHeads%8 != 0 || v["vocab_size"]%8 != 0 {
+			t.Errorf("%s: experts %d, KDA heads %d, MLA heads %d, vocab %d",
+				sc, c.NumExperts, c.KDAHeads, c.NumHeads, v["vocab_size"])
 		}
-		if (c.KVLoraRank+c.QKRopeHeadDim)%128 == 0 || c.KDAHeads%128 == 0 {
+		if (v["kv_lora_rank"]+v["qk_rope_head_dim"])%128 == 0 || c.KDAHeads%128 == 0 {
 			t.Errorf("%s: kv_a_proj_with_mqa and b_proj rows are multiples of 128", sc)
 		}
-		if c.Experts != ExpertsMXFP4 || !c.Vision || !c.LatentNorm || !c.MLAOutputGate {
+		if c.Experts != ExpertsMXFP4 || !c.Vision || v["latent_moe_use_norm"] != 1 || v["mla_use_output_gate"] != 1 {
 			t.Errorf("%s: not every kind of tensor", sc)
 		}
 		gb := float64(c.TotalBytes()) / 1e9

@@ -19,18 +19,12 @@ func (o jobj) name(k string) string {
 }
 
 // fields reads typed values out of JSON objects; the first problem sticks and
-// later reads become no-ops, which keeps the validation code linear. read,
-// when set, records each dimension and flag read (defaults applied, flags as
-// 0 or 1) by its dotted path.
+// later reads become no-ops, which keeps the validation code linear. read
+// records each dimension and flag read (defaults applied, flags as 0 or 1)
+// by its dotted path.
 type fields struct {
 	err  error
 	read map[string]int64
-}
-
-func (p *fields) note(name string, v int64) {
-	if p.read != nil {
-		p.read[name] = v
-	}
 }
 
 func (p *fields) fail(field, format string, args ...any) {
@@ -90,7 +84,7 @@ func (p *fields) dim(o jobj, k string, required bool, lo, max, def int64) int64 
 			i = n
 		}
 	}
-	p.note(o.name(k), i)
+	p.read[o.name(k)] = i
 	return i
 }
 
@@ -113,7 +107,7 @@ func (p *fields) boolean(o jobj, k string, def bool) bool {
 	if !ok {
 		b = def
 	}
-	p.note(o.name(k), b2i(b))
+	p.read[o.name(k)] = b2i(b)
 	return b
 }
 
@@ -122,16 +116,12 @@ func (p *fields) str(o jobj, k string, required bool) string {
 	return s
 }
 
-func (p *fields) float(o jobj, k string) float64 {
+// positive checks that o[k], when present, is a positive number.
+func (p *fields) positive(o jobj, k string) {
 	n, ok := typed[json.Number](p, o, k, false, "a number")
-	if !ok {
-		return 0
-	}
-	f, err := n.Float64()
-	if err != nil || f <= 0 {
+	if f, err := n.Float64(); ok && (err != nil || f <= 0) {
 		p.fail(o.name(k), "must be a positive number, got %s", n)
 	}
-	return f
 }
 
 func (p *fields) object(o jobj, k string, required bool) (jobj, bool) {

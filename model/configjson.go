@@ -21,7 +21,7 @@ import (
 // to its own bytes. Values may be maps with string keys, slices of any,
 // strings, json.Number, bool, nil, Go integers and finite float64s.
 func MarshalConfig(v any) ([]byte, error) {
-	var r configRenderer
+	r := configRenderer{rendered: map[renderedMap][2]int{}}
 	// One buffer of about the right size: a converted config lists thousands
 	// of modules, and growing to it costs more than walking it once.
 	return r.append(make([]byte, 0, renderedSize(v, 0)+512), v, 0)
@@ -116,34 +116,23 @@ func (r *configRenderer) append(b []byte, v any, depth int) ([]byte, error) {
 			return append(b, b[at[0]:at[1]]...), nil
 		}
 		start := len(b)
-		if b, err = r.appendMap(b, t, depth); err != nil {
-			return nil, err
+		b = append(b, '{')
+		// Byte order of UTF-8 is code point order, Python's.
+		for i, k := range slices.Sorted(maps.Keys(t)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = newline(b, depth+1)
+			b = append(safetensors.AppendPythonJSONString(b, k), ':', ' ')
+			if b, err = r.append(b, t[k], depth+1); err != nil {
+				return nil, err
+			}
 		}
-		if r.rendered == nil {
-			r.rendered = map[renderedMap][2]int{}
-		}
+		b = append(newline(b, depth), '}')
 		r.rendered[id] = [2]int{start, len(b)}
 		return b, nil
 	}
 	return nil, fmt.Errorf("config: cannot write a %T as JSON", v)
-}
-
-// appendMap renders a non-empty map, keys sorted.
-func (r *configRenderer) appendMap(b []byte, t map[string]any, depth int) ([]byte, error) {
-	var err error
-	b = append(b, '{')
-	// Byte order of UTF-8 is code point order, Python's.
-	for i, k := range slices.Sorted(maps.Keys(t)) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = newline(b, depth+1)
-		b = append(safetensors.AppendPythonJSONString(b, k), ':', ' ')
-		if b, err = r.append(b, t[k], depth+1); err != nil {
-			return nil, err
-		}
-	}
-	return append(newline(b, depth), '}'), nil
 }
 
 // validNumber checks the JSON number grammar.

@@ -25,22 +25,20 @@ func (c *Config) parseConverted(p *fields, q jobj, qm string, text jobj) {
 		c.parseModelOptExperts(p, q)
 	case quantFP8:
 		c.Converted = qm
-		if !c.Multimodal {
+		var eq jobj
+		ok := false
+		if c.Multimodal {
+			eq, ok = p.object(text, "quantization_config", false)
+		}
+		switch {
+		case p.err != nil:
+		case !ok:
 			c.Experts = c.deepSeekExperts(q)
-			return
+		case p.str(eq, "quant_method", true) != compressedTensors:
+			p.fail(eq.name("quant_method"), "the experts must be %q (MXFP4), got %q", compressedTensors, eq.m["quant_method"])
+		default:
+			c.parseCompressedTensors(p, eq, text)
 		}
-		eq, ok := p.object(text, "quantization_config", false)
-		if !ok {
-			if p.err == nil {
-				c.Experts = c.deepSeekExperts(q)
-			}
-			return
-		}
-		if m := p.str(eq, "quant_method", true); p.err == nil && m != compressedTensors {
-			p.fail(eq.name("quant_method"), "the experts must be %q (MXFP4), got %q", compressedTensors, m)
-			return
-		}
-		c.parseCompressedTensors(p, eq, text)
 	default:
 		p.fail(q.name("quant_method"), "must be %q (MXFP4 experts), or %q/%q for a converted checkpoint, got %q",
 			compressedTensors, quantModelOptMixed, quantFP8, qm)
@@ -123,10 +121,7 @@ func ignores(v any, module string) bool {
 // ignored_layers or modules_to_not_convert names it.
 func (c *Config) deepSeekExperts(q jobj) ExpertFormat {
 	bank := c.firstBank()
-	if bank == "" {
-		return ExpertsBF16
-	}
-	if ignores(q.m["ignored_layers"], bank) || ignores(q.m["modules_to_not_convert"], bank) {
+	if bank == "" || ignores(q.m["ignored_layers"], bank) || ignores(q.m["modules_to_not_convert"], bank) {
 		return ExpertsBF16
 	}
 	return ExpertsFP8

@@ -102,6 +102,24 @@ func (e expr) eval(en env) (int64, error) {
 	return v, nil
 }
 
+// holds evaluates an optional condition, true when there is none.
+func (e *expr) holds(en env) (bool, error) {
+	if e == nil {
+		return true, nil
+	}
+	v, err := e.eval(en)
+	return v != 0, err
+}
+
+// size evaluates a shape entry or repeat count, refusing a negative one.
+func (e expr) size(en env) (int64, error) {
+	v, err := e.eval(en)
+	if err == nil && v < 0 {
+		err = fmt.Errorf("%s is %d", e.src, v)
+	}
+	return v, err
+}
+
 const exprLimit = 1 << 62
 
 func (n *node) eval(en env) (int64, error) {
@@ -133,7 +151,7 @@ func (n *node) eval(en env) (int64, error) {
 	case '-':
 		v = a - b
 	case '*':
-		if a != 0 && (abs(a) > exprLimit/max(abs(b), 1)) {
+		if a != 0 && max(a, -a) > exprLimit/max(b, -b, 1) {
 			return 0, fmt.Errorf("%d × %d overflows", a, b)
 		}
 		v = a * b
@@ -146,17 +164,10 @@ func (n *node) eval(en env) (int64, error) {
 		}
 		v = a / b
 	}
-	if abs(v) > exprLimit {
+	if max(v, -v) > exprLimit {
 		return 0, fmt.Errorf("%d overflows", v)
 	}
 	return v, nil
-}
-
-func abs(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
 
 // expand replaces each {key} of s by vars[key].

@@ -42,10 +42,6 @@ func IsSideFileName(rel string) bool {
 // shards (root-relative names). One that is not a regular file is an error
 // wrapping fsx.ErrNotRegular.
 func SideFiles(root string, shards []string) ([]sideFile, error) {
-	isShard := make(map[string]bool, len(shards))
-	for _, s := range shards {
-		isShard[s] = true
-	}
 	var out []sideFile
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -56,13 +52,10 @@ func SideFiles(root string, shards []string) ([]sideFile, error) {
 			return err
 		}
 		name := filepath.ToSlash(rel)
-		if strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
 		}
-		if d.IsDir() || isShard[name] || !IsSideFileName(name) {
+		if d.IsDir() || slices.Contains(shards, name) || !IsSideFileName(name) {
 			return nil
 		}
 		st, err := os.Stat(path) // follows symlinks

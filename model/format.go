@@ -32,8 +32,8 @@ const (
 var formatFacts = [numFormats]struct {
 	name   string
 	method string // quant_method of the config a conversion writes
-	role   Role
-	fourD  bool // [nb, 1, kb, 1] rather than [nb, kb]
+	role   Role   // the scale's, roleScaleInv or roleScale
+	fourD  bool   // [nb, 1, kb, 1] rather than [nb, kb]
 }{
 	DeepSeek:          {"deepseek", quantFP8, roleScaleInv, false},
 	CompressedTensors: {"compressed-tensors", compressedTensors, roleScale, false},
@@ -68,12 +68,9 @@ func (f *Format) UnmarshalText(b []byte) error {
 // in this convention writes.
 func (f Format) QuantMethod() string { return formatFacts[f].method }
 
-// Role is the scale tensor's role next to its weight (roleScaleInv or roleScale).
-func (f Format) Role() Role { return formatFacts[f].role }
-
 // ScaleName is the scale tensor's name for the weight tensor weight (X.weight).
 func (f Format) ScaleName(weight string) string {
-	return strings.TrimSuffix(weight, "weight") + roleSuffix[f.Role()]
+	return strings.TrimSuffix(weight, "weight") + roleSuffix[formatFacts[f].role]
 }
 
 // ScaleShape is the scale tensor's shape for an [n, k] weight.

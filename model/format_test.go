@@ -27,8 +27,8 @@ func TestFormatNamesAndShapes(t *testing.T) {
 		if got := c.s.ScaleShape(576, 200); !slices.Equal(got, c.shape) {
 			t.Errorf("%d: ScaleShape = %v, want %v", c.s, got, c.shape)
 		}
-		if c.s.Role() != c.role {
-			t.Errorf("%d: Role = %v, want %v", c.s, c.s.Role(), c.role)
+		if r := formatFacts[c.s].role; r != c.role {
+			t.Errorf("%d: role = %v, want %v", c.s, r, c.role)
 		}
 		if got, ok := BlockScaleOf(c.name); !ok || got != w {
 			t.Errorf("BlockScaleOf(%q) = %q, %v; want %q", c.name, got, ok, w)

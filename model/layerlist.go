@@ -6,9 +6,6 @@ import (
 	"strings"
 )
 
-// Per-layer config lists (DeepSeek-V4's compress_ratios) and the extra
-// layers' own prefix (DeepSeek-V4's mtp.{i}.).
-
 // readList reads config key d.key as an array of at least length integers,
 // each in [lo, hi] and one of d.values when given, into values as k[0],
 // k[1]…; it returns the length.
@@ -39,27 +36,6 @@ func readList(p *fields, o jobj, d dimRule, lo, hi, length int64, values map[str
 		values[name] = n
 	}
 	return int64(len(a))
-}
-
-// layerValue resolves name in layer l's conditions: n is the layer's
-// number, and key[n] entry n of a list the reader read (0 past its end);
-// ok is false for any other name.
-func (c *Config) layerValue(l layer, name string) (v int64, ok bool, err error) {
-	if name == "n" {
-		return int64(l.Index), true, nil
-	}
-	key, isList := strings.CutSuffix(name, "[n]")
-	if !isList {
-		return 0, false, nil
-	}
-	length, read := c.values[key]
-	if !read {
-		return 0, true, &fieldError{Field: key, Msg: "not read as a list"}
-	}
-	if int64(l.Index) >= length {
-		return 0, true, nil
-	}
-	return c.values[key+"["+strconv.Itoa(l.Index)+"]"], true, nil
 }
 
 // mainLayers is the number of layers before the extra (MTP) ones.

@@ -51,33 +51,24 @@ func (r Role) String() string {
 // → ("a.self_attn", roleParam).
 func SplitRole(name string) (module string, role Role) {
 	dot := strings.LastIndexByte(name, '.')
-	role = roleOf(name[dot+1:])
+	if i := slices.Index(roleSuffix[:], name[dot+1:]); i > 0 {
+		role = Role(i)
+	}
 	if dot < 0 {
 		return "", role
 	}
 	return name[:dot], role
 }
 
-// roleOf maps a last name segment to its role.
-func roleOf(last string) Role {
-	if i := slices.Index(roleSuffix[:], last); i > 0 {
-		return Role(i)
-	}
-	return roleParam
-}
-
 // expertProjection is which of a routed expert's three projections a tensor is.
 type expertProjection uint8
 
+// The projections; zero is no routed expert tensor, or an unknown name.
 const (
-	// The zero expertProjection: not a routed expert tensor, or an unknown projection name.
-	_ expertProjection = iota
-	// expertW1 is the gate projection (w1, or gate_proj), [moe_intermediate, latent].
-	expertW1
-	// expertW2 is the down projection (w2, or down_proj), [latent, moe_intermediate].
-	expertW2
-	// expertW3 is the up projection (w3, or up_proj), [moe_intermediate, latent].
-	expertW3
+	_        expertProjection = iota
+	expertW1                  // gate (w1, gate_proj), [moe_intermediate, latent]
+	expertW2                  // down (w2, down_proj), [latent, moe_intermediate]
+	expertW3                  // up (w3, up_proj), [moe_intermediate, latent]
 )
 
 var projNames = [...]string{expertW1: "w1", expertW2: "w2", expertW3: "w3"}

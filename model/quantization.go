@@ -20,9 +20,7 @@ func (c *Config) parseQuantization(p *fields, top, text jobj) {
 		q, ok = p.object(text, "quantization_config", false)
 	}
 	if !ok {
-		if p.err == nil {
-			c.Experts = ExpertsBF16
-		}
+		c.Experts = ExpertsBF16 // none (a read error discards the config anyway)
 		return
 	}
 	c.QuantizationPath = q.path

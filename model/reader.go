@@ -1,16 +1,14 @@
 package model
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
-// A family's config reader: Kimi-K3's is Go (reader "kimi_linear"); any
-// other family's config is read by readGeneric from its schema's "config"
-// section, each dimension by its key, in order, with bounds, default,
-// condition and the role the product reads it by.
-
-// configFile is a schema's "config" section.
+// configFile is a schema's "config" section: Kimi-K3's config is read in Go
+// (reader "kimi_linear"), any other by readGeneric from its dims.
 type configFile struct {
 	Reader     string    `json:"reader"`
 	ModelTypes []string  `json:"model_types"`
@@ -65,31 +63,30 @@ func exprString(v exprText) (string, error) {
 
 // dimRule is a checked dimFile.
 type dimRule struct {
-	key, role                   string
-	boolean, list               bool
+	key, role, typ              string // typ: "size", "bool" or "list"
 	min, max, def, when, length *expr
 	multiple                    *expr
 	values                      []int64
 }
 
 // roles are the dimensions the product reads by meaning, with the Config
-// field each fills.
+// field each fills (nil: the schema names it, nothing reads it by its role).
 var roles = map[string]func(c *Config, v int64){
 	"layers":           func(c *Config, v int64) { c.NumLayers = int(v) },
 	"hidden":           func(c *Config, v int64) { c.Hidden = v },
-	"vocab":            func(c *Config, v int64) { c.Vocab = v },
-	"intermediate":     func(c *Config, v int64) { c.Intermediate = v },
 	"heads":            func(c *Config, v int64) { c.NumHeads = v },
-	"kv_heads":         func(c *Config, v int64) { c.NumKVHeads = v },
 	"experts":          func(c *Config, v int64) { c.NumExperts = v },
-	"top_k":            func(c *Config, v int64) { c.TopK = v },
-	"shared_experts":   func(c *Config, v int64) { c.NumShared = v },
 	"moe_intermediate": func(c *Config, v int64) { c.MoEIntermediate = v },
 	"first_dense":      func(c *Config, v int64) { c.FirstKDense = int(v) },
-	"tie_embeddings":   func(c *Config, v int64) { c.TieEmbeddings = v != 0 },
+	"vocab":            nil,
+	"intermediate":     nil,
+	"kv_heads":         nil,
+	"top_k":            nil,
+	"shared_experts":   nil,
+	"tie_embeddings":   nil,
 	// extra_layers are layers after the main ones (DeepSeek's MTP layers):
 	// the name mtp reads 1 in them.
-	"extra_layers": func(c *Config, v int64) {},
+	"extra_layers": nil,
 }
 
 func (s *schema) loadConfig(f configFile) error {
@@ -105,7 +102,7 @@ func (s *schema) loadConfig(f configFile) error {
 	seen := map[string]bool{}
 	for i, d := range f.Dims {
 		where := fmt.Sprintf("config.dims[%d] (%s)", i, d.Key)
-		r := dimRule{key: d.Key, role: d.Role, values: d.Values}
+		r := dimRule{key: d.Key, role: d.Role, typ: cmp.Or(d.Type, "size"), values: d.Values}
 		if d.Key == "" || seen[d.Key] {
 			return s.fail(where, fmt.Errorf("a key must be given, and once"))
 		}
@@ -113,13 +110,7 @@ func (s *schema) loadConfig(f configFile) error {
 		if _, ok := roles[d.Role]; d.Role != "" && !ok {
 			return s.fail(where, fmt.Errorf("unknown role %q", d.Role))
 		}
-		switch d.Type {
-		case "", "size":
-		case "bool":
-			r.boolean = true
-		case "list":
-			r.list = true
-		default:
+		if !slices.Contains([]string{"size", "bool", "list"}, r.typ) {
 			return s.fail(where, fmt.Errorf("type %q is not size, bool or list", d.Type))
 		}
 		for _, x := range []struct {
@@ -154,7 +145,7 @@ func roleKey(s *schema, role string) string {
 // readGeneric reads a config by its family's dims: every layer a full
 // attention layer, dense below first_dense, MoE from there, experts BF16.
 func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
-	p := &fields{}
+	p := &fields{read: map[string]int64{}}
 	top := jobj{m: raw}
 	c := &Config{raw: raw, sch: s, values: map[string]int64{}, Experts: ExpertsBF16}
 	read := func(name string) (int64, error) {
@@ -180,9 +171,9 @@ func (s *schema) readGeneric(raw map[string]any) (*Config, error) {
 		}
 		var v int64
 		switch {
-		case d.list:
+		case d.typ == "list":
 			v = readList(p, top, d, evalOr(d.min, 0), evalOr(d.max, maxDim), evalOr(d.length, 0), c.values)
-		case d.boolean:
+		case d.typ == "bool":
 			v = b2i(p.boolean(top, d.key, evalOr(d.def, 0) != 0))
 		default: // required without a default
 			v = p.dim(top, d.key, d.def == nil, evalOr(d.min, 1), evalOr(d.max, maxDim), evalOr(d.def, 0))

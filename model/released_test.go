@@ -54,11 +54,7 @@ func TestReleasedConfigBytes(t *testing.T) {
 	if err != nil || !bytes.Equal(again, want) {
 		t.Fatalf("re-rendering the released file: %v\n%s", err, firstDiff(again, want))
 	}
-	raw, err := scaledRaw(scaleDims[ScaleFull])
-	if err != nil {
-		t.Fatal(err)
-	}
-	derived, err := MarshalConfig(raw)
+	derived, err := MarshalConfig(scaledRaw(releasedDims))
 	if err != nil || !bytes.Equal(derived, want) {
 		t.Fatalf("deriving the full scale: %v\n%s", err, firstDiff(derived, want))
 	}

@@ -101,7 +101,7 @@ func (c *Config) releaseFiles() [][]safetensors.TensorSpec {
 				return nil
 			}
 			for l := tk.layers[0]; l <= tk.layers[1]; l++ {
-				lp := strings.ReplaceAll(expand(c.sch.layerPrefix, c.prefixVars()), "{n}", fmt.Sprint(l))
+				lp := c.layerPrefixOf(l)
 				for _, s := range c.ShardTensors(l) {
 					if tk.only == nil || slices.ContainsFunc(tk.only, func(p string) bool { return strings.HasPrefix(strings.TrimPrefix(s.Name, lp), p) }) {
 						seq = take(seq, s)

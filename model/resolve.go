@@ -56,7 +56,9 @@ func (c *Config) value(name string, depth int) (int64, error) {
 
 func (c *Config) env(name string) (int64, error) { return c.value(name, 0) }
 
-// layerEnv adds a layer's kinds (kda, mla, dense, moe, mtp) to the config's names.
+// layerEnv adds a layer's kinds (kda, mla, dense, moe, mtp), its number n
+// and key[n], entry n of a list the reader read (0 past its end), to the
+// config's names.
 func (c *Config) layerEnv(l layer) env {
 	return func(name string) (int64, error) {
 		switch name {
@@ -70,11 +72,17 @@ func (c *Config) layerEnv(l layer) env {
 			return b2i(l.MoE), nil
 		case "mtp":
 			return b2i(l.extra), nil
+		case "n":
+			return int64(l.Index), nil
 		}
-		if v, ok, err := c.layerValue(l, name); ok {
-			return v, err
+		key, isList := strings.CutSuffix(name, "[n]")
+		if !isList {
+			return c.env(name)
 		}
-		return c.env(name)
+		if _, read := c.values[key]; !read {
+			return 0, &fieldError{Field: key, Msg: "not read as a list"}
+		}
+		return c.values[key+"["+strconv.Itoa(l.Index)+"]"], nil // absent past the end
 	}
 }
 
@@ -95,34 +103,20 @@ func (c *Config) unitTemplates(unit string) ([]tmpl, error) {
 	vars := c.prefixVars()
 	out := make([]tmpl, 0, len(rules))
 	for _, r := range rules {
-		if r.when != nil {
-			v, err := r.when.eval(c.env)
-			if err != nil {
-				return nil, fmt.Errorf("model %s: %s: %w", c.sch.family, r.name, err)
-			}
-			if v == 0 {
-				continue
-			}
-		}
 		t := tmpl{suffix: expand(r.name, vars), dtype: r.dtype, shape: make([]int64, len(r.shape)), live: -1}
-		for i, d := range r.shape {
-			v, err := d.eval(c.env)
-			if err == nil && v < 0 {
-				err = fmt.Errorf("%s is %d", d.src, v)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("model %s: %s: %w", c.sch.family, r.name, err)
-			}
-			t.shape[i] = v
+		ok, err := r.when.holds(c.env)
+		for i := 0; ok && err == nil && i < len(r.shape); i++ {
+			t.shape[i], err = r.shape[i].size(c.env)
 		}
-		if r.live != nil {
-			v, err := r.live.eval(c.env)
-			if err != nil {
-				return nil, fmt.Errorf("model %s: %s: %w", c.sch.family, r.name, err)
-			}
-			t.live = v
+		if ok && err == nil && r.live != nil {
+			t.live, err = r.live.eval(c.env)
 		}
-		out = append(out, t)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %s: %w", c.sch.family, r.name, err)
+		}
+		if ok {
+			out = append(out, t)
+		}
 	}
 	return out, nil
 }
@@ -146,14 +140,10 @@ func (c *Config) resolvePart(p partRule, cache map[string][]tmpl) (resolvedPart,
 	r := resolvedPart{ts: ts}
 	r.pre, r.post, r.repeated = strings.Cut(expand(p.prefix, c.prefixVars()), "{n}")
 	if p.repeat != nil {
-		v, err := p.repeat.eval(c.env)
-		if err == nil && v < 0 {
-			err = fmt.Errorf("%s is %d", p.repeat.src, v)
-		}
-		if err != nil {
+		var err error
+		if r.repeat, err = p.repeat.size(c.env); err != nil {
 			return resolvedPart{}, fmt.Errorf("model %s: %s: %w", c.sch.family, p.unit, err)
 		}
-		r.repeat = v
 	}
 	return r, nil
 }
@@ -168,16 +158,13 @@ func (c *Config) resolve() error {
 	for i := range c.layers {
 		l := &c.layers[i]
 		for j, p := range s.layerParts {
-			if p.when != nil {
-				v, err := p.when.eval(c.layerEnv(*l))
-				if err != nil {
-					return fmt.Errorf("model %s: layer part %s: %w", s.family, p.unit, err)
-				}
-				if v == 0 {
-					continue
-				}
+			ok, err := p.when.holds(c.layerEnv(*l))
+			if err != nil {
+				return fmt.Errorf("model %s: layer part %s: %w", s.family, p.unit, err)
 			}
-			l.parts |= 1 << j
+			if ok {
+				l.parts |= 1 << j
+			}
 		}
 		used |= l.parts
 	}
@@ -193,14 +180,10 @@ func (c *Config) resolve() error {
 		t.layer[j] = r
 	}
 	for _, sh := range s.shards {
-		if sh.when != nil {
-			v, err := sh.when.eval(c.env)
-			if err != nil {
-				return fmt.Errorf("model %s: shard: %w", s.family, err)
-			}
-			if v == 0 {
-				continue
-			}
+		if ok, err := sh.when.holds(c.env); err != nil {
+			return fmt.Errorf("model %s: shard: %w", s.family, err)
+		} else if !ok {
+			continue
 		}
 		rs := resolvedShard{groups: sh.groups}
 		for _, p := range sh.parts {

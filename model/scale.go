@@ -56,21 +56,12 @@ type dims struct {
 	posEmb                                          int64
 }
 
-// scaleDims is the one table of replica dimensions; full is the release's.
-// Tiny and small keep experts a multiple of 16 (EP16), KDA and MLA heads and
-// the vocabulary divisible by 8 (TP8, weight shard, vocab TP8), and rows that
-// are not multiples of 128 (kv_a_proj_with_mqa: kvLora+qkRope, b_proj: kdaHeads,
-// latent, hidden) so block-FP8 conversion meets partial blocks, as the real
-// 576-row kv_a_proj_with_mqa and 96-row b_proj do.
+// scaleDims are the small and tiny replicas' dimensions (a test holds the
+// release's, releasedDims). They keep experts a multiple of 16 (EP16), heads
+// and vocabulary divisible by 8 (TP8), and rows that are not multiples of 128
+// (kv_a_proj_with_mqa, b_proj, latent, hidden) so block-FP8 conversion meets
+// partial blocks, as the real 576-row kv_a_proj_with_mqa and 96-row b_proj do.
 var scaleDims = [...]dims{
-	ScaleFull: {
-		hidden: 7168, vocab: 163840, intermediate: 33792,
-		heads: 96, qLora: 1536, kvLora: 512, qkNope: 128, qkRope: 64, vHead: 128,
-		kdaHeads: 96, kdaHeadDim: 128,
-		experts: 896, topK: 16, shared: 2, moeInter: 3072, latent: 3584,
-		vtHidden: 1024, vtLayers: 27, vtInter: 4096, vtHeads: 12, qkvHidden: 1536,
-		posEmb: 64,
-	},
 	ScaleSmall: {
 		hidden: 704, vocab: 16000, intermediate: 1920,
 		heads: 16, qLora: 192, kvLora: 256, qkNope: 32, qkRope: 32, vHead: 32,
@@ -99,19 +90,14 @@ const k3Layers = 93
 
 // scaledRaw is the released config with a scale's dimensions set: the same
 // keys, values and structure, only sizes changed.
-func scaledRaw(d dims) (map[string]any, error) {
+func scaledRaw(d dims) map[string]any {
 	dec := json.NewDecoder(bytes.NewReader(releasedConfig))
 	dec.UseNumber()
 	var raw map[string]any
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("model: the released config: %w", err)
+		panic(err) // the embedded file, which the tests parse
 	}
-	text, _ := raw["text_config"].(map[string]any)
-	vision, ok := raw["vision_config"].(map[string]any)
-	lin, ok1 := text["linear_attn_config"].(map[string]any)
-	if !ok || !ok1 {
-		return nil, fmt.Errorf("model: the released config lacks text_config.linear_attn_config or vision_config")
-	}
+	text := raw["text_config"].(map[string]any)
 	set := func(m map[string]any, kv ...any) {
 		for i := 0; i < len(kv); i += 2 {
 			m[kv[i].(string)] = json.Number(strconv.FormatInt(kv[i+1].(int64), 10))
@@ -124,13 +110,13 @@ func scaledRaw(d dims) (map[string]any, error) {
 		"qk_nope_head_dim", d.qkNope, "qk_rope_head_dim", d.qkRope, "v_head_dim", d.vHead,
 		"num_experts", d.experts, "num_experts_per_token", d.topK, "num_shared_experts", d.shared,
 		"moe_intermediate_size", d.moeInter, "routed_expert_hidden_size", d.latent)
-	set(lin, "head_dim", d.kdaHeadDim, "num_heads", d.kdaHeads)
+	set(text["linear_attn_config"].(map[string]any), "head_dim", d.kdaHeadDim, "num_heads", d.kdaHeads)
 	// mm_hidden_size is the vision tower's width in the release.
-	set(vision,
+	set(raw["vision_config"].(map[string]any),
 		"vt_hidden_size", d.vtHidden, "vt_num_hidden_layers", d.vtLayers, "vt_intermediate_size", d.vtInter,
 		"vt_num_attention_heads", d.vtHeads, "qkv_hidden_size", d.qkvHidden, "mm_hidden_size", d.vtHidden,
 		"init_pos_emb_height", d.posEmb, "init_pos_emb_width", d.posEmb, "text_hidden_size", d.hidden)
-	return raw, nil
+	return raw
 }
 
 // scaledConfigJSON is the config.json of a replica at a scale: the released
@@ -142,11 +128,7 @@ func scaledConfigJSON(sc Scale) ([]byte, error) {
 	if sc == ScaleFull {
 		return bytes.Clone(releasedConfig), nil
 	}
-	raw, err := scaledRaw(scaleDims[sc])
-	if err != nil {
-		return nil, err
-	}
-	return MarshalConfig(raw)
+	return MarshalConfig(scaledRaw(scaleDims[sc]))
 }
 
 // deepseekConfigs are the DeepSeek families' released configs

@@ -11,9 +11,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// This file reads and checks a family's schema file (the package doc says
-// what one holds); the catalog, the classifier and synth interpret it.
-
 //go:embed families/k3.json
 var k3SchemaJSON []byte
 
@@ -201,13 +198,13 @@ func loadSchema(data []byte) (*schema, error) {
 	byName := map[string]Group{}
 	for i, g := range f.Groups {
 		comp, err := ParseComponent(g[1])
+		if _, dup := byName[g[0]]; err == nil && (dup || g[0] == "") {
+			err = fmt.Errorf("group %q named twice or empty", g[0])
+		}
+		if err == nil {
+			byName[g[0]], err = internGroup(g[0], comp)
+		}
 		if err != nil {
-			return nil, s.fail(fmt.Sprintf("groups[%d]", i), err)
-		}
-		if _, dup := byName[g[0]]; dup || g[0] == "" {
-			return nil, s.fail(fmt.Sprintf("groups[%d]", i), fmt.Errorf("group %q named twice or empty", g[0]))
-		}
-		if byName[g[0]], err = internGroup(g[0], comp); err != nil {
 			return nil, s.fail(fmt.Sprintf("groups[%d]", i), err)
 		}
 	}
@@ -221,28 +218,24 @@ func loadSchema(data []byte) (*schema, error) {
 	for u, ts := range f.Units {
 		for i, t := range ts {
 			where := fmt.Sprintf("units.%s[%d] (%s)", u, i, t.Name)
-			r := tensorRule{name: t.Name, dtype: t.DType}
+			r := tensorRule{name: t.Name, dtype: t.DType, shape: make([]expr, len(t.Shape))}
 			var err error
 			if r.group, err = group(where, t.Group); err != nil {
 				return nil, err
 			}
-			r.shape = make([]expr, len(t.Shape))
-			for j, d := range t.Shape {
-				if r.shape[j], err = parseExpr(d); err != nil {
-					return nil, s.fail(where, err)
-				}
+			for j := 0; err == nil && j < len(t.Shape); j++ {
+				r.shape[j], err = parseExpr(t.Shape[j])
 			}
-			if r.when, err = optExpr(t.When); err != nil {
-				return nil, s.fail(where, err)
+			if err == nil {
+				r.when, err = optExpr(t.When)
 			}
-			if r.live, err = optExpr(t.Live); err != nil {
-				return nil, s.fail(where, err)
+			if err == nil {
+				r.live, err = optExpr(t.Live)
 			}
-			if !t.FP8 {
-				s.units[u] = append(s.units[u], r)
-				continue
+			rules := []tensorRule{r}
+			if err == nil && t.FP8 {
+				rules, err = fp8Rules(r, t.When)
 			}
-			rules, err := fp8Rules(r, t.When)
 			if err != nil {
 				return nil, s.fail(where, err)
 			}
@@ -261,14 +254,14 @@ func loadSchema(data []byte) (*schema, error) {
 				return nil, s.fail(w, fmt.Errorf("unknown unit %q", p.Unit))
 			}
 			var err error
-			if r.when, err = optExpr(p.When); err != nil {
-				return nil, s.fail(w, err)
+			if r.when, err = optExpr(p.When); err == nil {
+				r.repeat, err = optExpr(p.Repeat)
 			}
-			if r.repeat, err = optExpr(p.Repeat); err != nil {
-				return nil, s.fail(w, err)
+			if err == nil && (r.repeat != nil) != strings.Contains(p.Prefix, "{n}") {
+				err = fmt.Errorf("a repeated part needs a prefix with {n}, and only it")
 			}
-			if (r.repeat != nil) != strings.Contains(p.Prefix, "{n}") {
-				return nil, s.fail(w, fmt.Errorf("a repeated part needs a prefix with {n}, and only it"))
+			if err != nil {
+				return nil, s.fail(w, err)
 			}
 			out = append(out, r)
 		}
@@ -284,12 +277,11 @@ func loadSchema(data []byte) (*schema, error) {
 		if r.parts, err = parts(fmt.Sprintf("shards[%d].parts", i), sh.Parts); err != nil {
 			return nil, err
 		}
-		for _, g := range sh.Groups {
-			gr, err := group(fmt.Sprintf("shards[%d].groups", i), g)
-			if err != nil {
+		r.groups = make([]Group, len(sh.Groups))
+		for j, g := range sh.Groups {
+			if r.groups[j], err = group(fmt.Sprintf("shards[%d].groups", i), g); err != nil {
 				return nil, err
 			}
-			r.groups = append(r.groups, gr)
 		}
 		if r.when, err = optExpr(sh.When); err != nil {
 			return nil, s.fail(fmt.Sprintf("shards[%d]", i), err)
@@ -373,19 +365,16 @@ func (s *schema) nameTables(f *schemaFile, group func(where, name string) (Group
 		}
 		s.layerKeys[alias] = lg
 	}
+	var err error
 	for m, g := range f.Names.RootModules {
-		gr, err := group("names.root_modules", g)
-		if err != nil {
+		if s.rootModules[m], err = group("names.root_modules", g); err != nil {
 			return err
 		}
-		s.rootModules[m] = gr
 	}
 	for p, g := range f.Names.RootPrefixes {
-		gr, err := group("names.root_prefixes", g)
-		if err != nil {
+		if s.rootPrefixes[p], err = group("names.root_prefixes", g); err != nil {
 			return err
 		}
-		s.rootPrefixes[p] = gr
 	}
 	s.expertPaths = f.Names.Experts
 	if s.expertsPart != "" && !slices.Contains(s.expertPaths, s.expertsPart) {
@@ -408,34 +397,24 @@ func fp8Rules(r tensorRule, when string) ([]tensorRule, error) {
 	if len(r.shape) != 2 || !strings.HasSuffix(r.name, ".weight") {
 		return nil, fmt.Errorf("an fp8 tensor is a 2-D X.weight")
 	}
-	and := func(cond string) (*expr, error) {
-		switch {
-		case when == "":
-		case strings.HasPrefix(when, "!"):
-			cond = "(1-(" + when[1:] + "))*" + cond
-		default:
-			cond = "(" + when + ")*" + cond
-		}
-		return optExpr(cond)
+	pre := "" // the tensor's own condition, as a factor
+	if c, neg := strings.CutPrefix(when, "!"); neg {
+		pre = "(1-(" + c + "))*"
+	} else if when != "" {
+		pre = "(" + when + ")*"
 	}
 	bf, fp, sc := r, r, r
+	bf.dtype, fp.dtype = safetensors.BF16, safetensors.F8_E4M3
+	sc.name, sc.dtype, sc.shape = DeepSeek.ScaleName(r.name), safetensors.F32, make([]expr, 2)
 	var err error
-	if bf.when, err = and("(1-fp8)"); err != nil {
-		return nil, err
+	if bf.when, err = optExpr(pre + "(1-fp8)"); err == nil {
+		fp.when, err = optExpr(pre + "fp8")
 	}
-	bf.dtype = safetensors.BF16
-	if fp.when, err = and("fp8"); err != nil {
-		return nil, err
+	for i := 0; err == nil && i < 2; i++ {
+		sc.shape[i], err = parseExpr("((" + r.shape[i].src + ")+127)/128")
 	}
-	fp.dtype = safetensors.F8_E4M3
-	sc.name, sc.dtype, sc.when = DeepSeek.ScaleName(r.name), safetensors.F32, fp.when
-	sc.shape = make([]expr, 2)
-	for i, d := range r.shape {
-		if sc.shape[i], err = parseExpr("((" + d.src + ")+127)/128"); err != nil {
-			return nil, err
-		}
-	}
-	return []tensorRule{bf, fp, sc}, nil
+	sc.when = fp.when
+	return []tensorRule{bf, fp, sc}, err
 }
 
 // k3Schema is the built-in Kimi-K3 family; its groups are the package's

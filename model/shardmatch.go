@@ -37,6 +37,20 @@ type match struct {
 	Group Group
 }
 
+// CatalogLookup returns a function, safe for concurrent use, that finds a
+// tensor's spec in ShardTensors(shardIndexOf(name)) without building a
+// shard's names. The specs' shapes are shared and must not be modified.
+func (c *Config) CatalogLookup() func(name string) (safetensors.TensorSpec, bool) {
+	m := c.ShardMatcher()
+	return func(name string) (safetensors.TensorSpec, bool) {
+		e, ok := m.Find(c.shardIndexOf(name), name)
+		if !ok {
+			return safetensors.TensorSpec{}, false
+		}
+		return safetensors.TensorSpec{Name: name, DType: e.DType, Shape: e.Shape}, true
+	}
+}
+
 // ShardMatcher builds the matcher of this config's catalog.
 func (c *Config) ShardMatcher() *ShardMatcher {
 	m := &ShardMatcher{c: c, kinds: map[uint64]*layerKind{}}
@@ -56,15 +70,11 @@ func (c *Config) ShardMatcher() *ShardMatcher {
 				for _, x := range p.ts {
 					k.tail[x.suffix] = len(k.ts)
 					k.ts = append(k.ts, x)
+					// As the classifier reads this layer's name (o_proj and g_proj
+					// depend on the layer).
+					k.groups = append(k.groups, cls.ParseName(m.prefixes[l.Index]+x.suffix).Group)
 				}
 			}
-		}
-		// The groups as the classifier reads this layer's names (only o_proj
-		// and g_proj depend on the layer).
-		k.groups = make([]Group, len(k.ts))
-		p := m.prefixes[l.Index]
-		for j, x := range k.ts {
-			k.groups[j] = cls.ParseName(p + x.suffix).Group
 		}
 		m.kinds[l.parts] = k
 	}

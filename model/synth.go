@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -97,11 +99,9 @@ func Synth(dir string, opts SynthOptions) error {
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("synth %s: %w", dir, err)
 	}
-	idx := &safetensors.Index{WeightMap: make(map[string]string, cfg.NumTensors())}
+	idx := &safetensors.Index{TotalSize: cfg.TotalBytes(), WeightMap: make(map[string]string, cfg.NumTensors())}
 	for _, f := range files {
 		for _, ts := range f.specs {
-			sz, _ := safetensors.ByteSize(ts.DType, ts.Shape)
-			idx.TotalSize += sz
 			idx.WeightMap[ts.Name] = f.name
 		}
 	}
@@ -179,12 +179,9 @@ func prepareDir(dir string, files []synthFile, force bool) error {
 	case !force:
 		return fmt.Errorf("synth: %s: %w (%d entries; use --force to overwrite)", dir, errOutputExists, len(ents))
 	}
-	keep := make(map[string]bool, len(files))
-	for _, f := range files {
-		keep[f.name] = true
-	}
 	for _, e := range ents {
-		if e.Type().IsRegular() && shardFileRE.MatchString(e.Name()) && !keep[e.Name()] {
+		written := slices.ContainsFunc(files, func(f synthFile) bool { return f.name == e.Name() })
+		if e.Type().IsRegular() && shardFileRE.MatchString(e.Name()) && !written {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return fmt.Errorf("synth: remove stale shard: %w", err)
 			}
@@ -203,8 +200,8 @@ type synth struct {
 	live map[string]int64 // liveCounts
 }
 
-// mxfp4PackedRE finds an MXFP4 weight's packed codes; its scales are the
-// sibling "<weight>_scale" and both are generated from one stream of normals.
+// mxfp4PackedRE finds an MXFP4 weight's packed codes (its scales are
+// "<weight>_scale").
 var mxfp4PackedRE = regexp.MustCompile(`^(.*\.weight)_packed$`)
 
 func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors.TensorSpec) error {
@@ -224,15 +221,19 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 	for _, ts := range specs {
 		byName[ts.Name] = ts
 	}
+	// A weight's scale is written with it: MXFP4's from one stream of
+	// normals, block FP8's from one cast.
+	scaleOf := map[string]safetensors.TensorSpec{}
 	paired := map[string]bool{}
 	for _, ts := range specs {
+		sc, ok := fP8Scale(ts, byName)
 		if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
-			if sc, ok := byName[m[1]+"_scale"]; ok {
-				paired[sc.Name] = true
+			if sc, ok = byName[m[1]+"_scale"]; !ok {
+				return fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
 			}
 		}
-		if sc, ok := fP8Scale(ts, byName); ok {
-			paired[sc.Name] = true
+		if ok {
+			scaleOf[ts.Name], paired[sc.Name] = sc, true
 		}
 	}
 	buf := &synthBuf{}
@@ -240,20 +241,17 @@ func (s *synth) writeShard(ctx context.Context, name string, specs []safetensors
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if paired[ts.Name] {
-			continue // written with its packed codes
-		}
-		if sc, ok := fP8Scale(ts, byName); ok {
+		sc, scaled := scaleOf[ts.Name]
+		switch {
+		case paired[ts.Name]:
+			continue
+		case scaled && ts.DType == safetensors.F8_E4M3:
 			err = s.fillFP8(w, ts, sc, buf)
-		} else if m := mxfp4PackedRE.FindStringSubmatch(ts.Name); m != nil {
-			sc, ok := byName[m[1]+"_scale"]
-			if !ok {
-				return fmt.Errorf("tensor %s: no %s_scale beside it", ts.Name, m[1])
-			}
-			err = s.fillMXFP4(w, m[1], ts, sc, buf)
-		} else if rawFilled(ts.DType) {
+		case scaled:
+			err = s.fillMXFP4(w, strings.TrimSuffix(ts.Name, "_packed"), ts, sc, buf)
+		case rawFilled(ts.DType):
 			err = s.fillRaw(w, ts, buf)
-		} else {
+		default:
 			err = s.fillFloat(w, ts, buf)
 		}
 		if err != nil {
@@ -271,47 +269,54 @@ type synthBuf struct {
 	fp8    []byte
 }
 
+// writeChunks writes tensor ts synthChunkElems elements at a time: fill
+// sets the chunk b, which starts at element pos.
+func writeChunks(w *safetensors.Writer, ts safetensors.TensorSpec, buf *synthBuf, fill func(b []byte, pos int64)) error {
+	n, err := safetensors.NumElements(ts.Shape)
+	if err != nil {
+		return fmt.Errorf("tensor %s: %w", ts.Name, err)
+	}
+	tw, err := w.Tensor(ts.Name)
+	if err != nil {
+		return err
+	}
+	width := int64(ts.DType.Bits() / 8)
+	buf.out = bufs.Grow(buf.out, synthChunkElems*int(width))
+	for pos := int64(0); pos < n; pos += synthChunkElems {
+		b := buf.out[:min(n-pos, synthChunkElems)*width]
+		fill(b, pos)
+		if _, err := tw.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fillFloat writes seeded normals as BF16 or F32.
 func (s *synth) fillFloat(w *safetensors.Writer, ts safetensors.TensorSpec, buf *synthBuf) error {
 	if ts.DType != safetensors.BF16 && ts.DType != safetensors.F32 {
 		return fmt.Errorf("tensor %s: synth cannot generate %s values", ts.Name, ts.DType)
 	}
-	width := int(ts.DType.Bits() / 8)
-	tw, err := w.Tensor(ts.Name)
-	if err != nil {
-		return err
-	}
-	n, err := safetensors.NumElements(ts.Shape)
-	if err != nil {
-		return fmt.Errorf("tensor %s: %w", ts.Name, err)
-	}
-	live := n
-	if l, ok := s.live[ts.Name]; ok {
-		live = min(n, l)
+	live, ok := s.live[ts.Name]
+	if !ok {
+		live = math.MaxInt64
 	}
 	dist := distOf(ts.Name)
 	r := tensorStream(s.opts.Seed, ts.Name)
-	buf.out = bufs.Grow(buf.out, synthChunkElems*width)
-	for pos := int64(0); pos < n; {
-		k := int(min(n-pos, synthChunkElems))
-		b := buf.out[:k*width]
-		for j := range k {
+	bf16 := ts.DType == safetensors.BF16
+	return writeChunks(w, ts, buf, func(b []byte, pos int64) {
+		for j := range int64(len(b)) / int64(ts.DType.Bits()/8) {
 			var v float32
-			if pos+int64(j) < live {
+			if pos+j < live {
 				v = dist.draw(&r)
 			}
-			if width == 2 {
+			if bf16 {
 				binary.LittleEndian.PutUint16(b[2*j:], quant.F32ToBF16(v))
 			} else {
 				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(v))
 			}
 		}
-		if _, err := tw.Write(b); err != nil {
-			return err
-		}
-		pos += int64(k)
-	}
-	return nil
+	})
 }
 
 // fillMXFP4 draws the [N, K] weight row band by row band and writes its

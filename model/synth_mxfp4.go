@@ -9,30 +9,25 @@ import (
 )
 
 // The MXFP4 experts are most of a replica's bytes, and encoding their
-// normals one float at a time cost more than drawing them. Their codes are
-// found from the integers behind the values instead, with the bytes
-// quant.EncodeMXFP4 gives for the float32 values (it stays the reference:
-// every table entry is read off it):
+// normals one float at a time cost more than drawing them, so their codes
+// are found from the integers behind the values, giving the bytes
+// quant.EncodeMXFP4 gives (every table entry is read off it):
 //   - a value is valueDist.of(s) of an Irwin–Hall sum s in [0, ihMax],
-//     nondecreasing in s, so a group's amax is |of| at its smallest or
-//     largest sum, and its scale exponent is the larger of theirs (a table
-//     over every sum holds each one's exponent);
+//     nondecreasing in s, so a group's scale exponent is the larger of its
+//     smallest and largest sums' (a table holds each sum's exponent);
 //   - under one exponent the E2M1 code is a step function of s: a table of
-//     s>>mxBucketBits buckets holds each bucket's code, and where inside
-//     the bucket it changes, if it does once; a group with a sum in a bucket
-//     where it changes more than once (only groups of tiny amax) is encoded
-//     by quant.EncodeMXFP4.
+//     buckets of sums holds each bucket's code and where in it the code
+//     changes, if once; a group with a sum in a bucket where it changes more
+//     than once (only groups of tiny amax) takes quant.EncodeMXFP4.
 
 // ihMax is the largest Irwin–Hall sum of twelve 16-bit lanes.
 const ihMax = 12 * 65535
 
-// mxBucketBits sets the code tables' resolution: buckets of 256 sums.
-const mxBucketBits = 8
-
-const mxBuckets = ihMax>>mxBucketBits + 1
-
-// mxUntabled marks a bucket whose code changes more than once.
-const mxUntabled = 0xff
+const (
+	mxBucketBits = 8 // the code tables' resolution: buckets of 256 sums
+	mxBuckets    = ihMax>>mxBucketBits + 1
+	mxUntabled   = 0xff // marks a bucket whose code changes more than once
+)
 
 // mxCodeTable maps a sum to its E2M1 code under one scale exponent.
 type mxCodeTable struct {

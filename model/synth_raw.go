@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/k3ckpt/k3ckpt/internal/bufs"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -24,25 +23,13 @@ func rawFilled(d safetensors.DType) bool {
 // not NaN; an E8M0 exponent in 2^-8..2^-1 (so weight × scale stays near the
 // drawn weights' range); an I64 table entry in [0, experts).
 func (s *synth) fillRaw(w *safetensors.Writer, ts safetensors.TensorSpec, buf *synthBuf) error {
-	n, err := safetensors.NumElements(ts.Shape)
-	if err != nil {
-		return fmt.Errorf("tensor %s: %w", ts.Name, err)
-	}
 	experts := s.cfg.NumExperts
 	if ts.DType.String() == "I64" && experts <= 0 {
 		return fmt.Errorf("tensor %s: an I64 expert table needs experts in the config", ts.Name)
 	}
-	tw, err := w.Tensor(ts.Name)
-	if err != nil {
-		return err
-	}
-	width := int(ts.DType.Bits() / 8)
 	r := tensorStream(s.opts.Seed, ts.Name)
-	buf.out = bufs.Grow(buf.out, synthChunkElems*width)
-	for pos := int64(0); pos < n; {
-		k := int(min(n-pos, synthChunkElems))
-		b := buf.out[:k*width]
-		for j := range k {
+	return writeChunks(w, ts, buf, func(b []byte, _ int64) {
+		for j := range len(b) / int(ts.DType.Bits()/8) {
 			v := r.next()
 			switch ts.DType.String() {
 			case "F8_E4M3":
@@ -59,10 +46,5 @@ func (s *synth) fillRaw(w *safetensors.Writer, ts safetensors.TensorSpec, buf *s
 				b[j] = byte(v)
 			}
 		}
-		if _, err := tw.Write(b); err != nil {
-			return err
-		}
-		pos += int64(k)
-	}
-	return nil
+	})
 }

@@ -233,3 +233,26 @@ func (c *Config) catalog() []safetensors.TensorSpec {
 	}
 	return out
 }
+
+// shardStats returns the tensor count and data bytes of 0-based shard i
+// without building names.
+func (c *Config) shardStats(i int) (tensors int, bytes int64) {
+	for _, p := range c.shardParts(i) {
+		n := p.count()
+		tensors += int(n) * len(p.ts)
+		for _, t := range p.ts {
+			bytes += n * t.bytes()
+		}
+	}
+	return tensors, bytes
+}
+
+// releasedDims are the released config's dimensions (ScaleFull).
+var releasedDims = dims{
+	hidden: 7168, vocab: 163840, intermediate: 33792,
+	heads: 96, qLora: 1536, kvLora: 512, qkNope: 128, qkRope: 64, vHead: 128,
+	kdaHeads: 96, kdaHeadDim: 128,
+	experts: 896, topK: 16, shared: 2, moeInter: 3072, latent: 3584,
+	vtHidden: 1024, vtLayers: 27, vtInter: 4096, vtHeads: 12, qkvHidden: 1536,
+	posEmb: 64,
+}

@@ -23,29 +23,29 @@ func (c *Config) parseVision(p *fields, top jobj) {
 	p.sizeOr(v, "num_channels", 1, 64, 3) // RGB when absent, as in the release
 	p.size(v, "init_pos_emb_height", 4096)
 	p.size(v, "init_pos_emb_width", 4096)
+	mk := v.name("merge_kernel_size")
 	mv, ok := p.get(v, "merge_kernel_size", true)
 	if !ok {
 		return
 	}
 	arr, ok := mv.([]any)
 	if !ok || len(arr) != 2 {
-		p.fail(v.name("merge_kernel_size"), "must be a list of two sizes, got %s", describe(mv))
+		p.fail(mk, "must be a list of two sizes, got %s", describe(mv))
 		return
 	}
-	mh, _ := p.integer(v.name("merge_kernel_size")+"[0]", arr[0])
-	mw, _ := p.integer(v.name("merge_kernel_size")+"[1]", arr[1])
+	mh, _ := p.integer(mk+"[0]", arr[0])
+	mw, _ := p.integer(mk+"[1]", arr[1])
 	if p.err == nil && (mh <= 0 || mw <= 0 || mh > 64 || mw > 64) {
-		p.fail(v.name("merge_kernel_size"), "sizes must be in 1..64, got [%d, %d]", mh, mw)
+		p.fail(mk, "sizes must be in 1..64, got [%d, %d]", mh, mw)
 	}
-	p.note(v.name("merge_kernel_size")+"[0]", mh)
-	p.note(v.name("merge_kernel_size")+"[1]", mw)
+	p.read[mk+"[0]"], p.read[mk+"[1]"] = mh, mw
 	if th := p.sizeOr(v, "text_hidden_size", 1, maxDim, c.Hidden); p.err == nil && th != c.Hidden {
 		p.fail(v.name("text_hidden_size"), "must equal text_config.hidden_size %d, got %d", c.Hidden, th)
 	}
 	// The projector's input is mh × mw merged patches (mm_projector.proj.0 is
 	// [in, in]); mm_hidden_size does not enter the shapes.
 	if p.err == nil && hidden*mh*mw > maxDim {
-		p.fail(v.name("merge_kernel_size"), "projector input %d × %d × %d is over %d", hidden, mh, mw, maxDim)
+		p.fail(mk, "projector input %d × %d × %d is over %d", hidden, mh, mw, maxDim)
 	}
 	c.Vision = p.err == nil
 }
