@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -38,12 +39,11 @@ some part was not read (unknown).`,
 
 func runCheck(cmd *cobra.Command, path, engine, gpuName string, asJSON bool) error {
 	var gpu engines.GPU
+	var err error
 	if gpuName != "" {
-		g, err := engines.ParseGPU(gpuName)
-		if err != nil {
+		if gpu, err = engines.ParseGPU(gpuName); err != nil {
 			return flagError("gpu", err)
 		}
-		gpu = g
 	}
 	if engine != "" {
 		if _, err := engines.EvaluateAll(&engines.Facts{}, engine, gpu); err != nil {
@@ -80,12 +80,12 @@ func checkStatus(f *engines.Facts, vs []engines.Verdict, asked bool) error {
 	}
 	var unknown error
 	for _, v := range vs {
-		why := fmt.Errorf("%s on %s: %s", v.Engine, v.GPU, v.Summary())
+		why := fmt.Sprintf("%s on %s: %s", v.Engine, v.GPU, v.Summary())
 		if v.Outcome.Fails() {
-			return why
+			return errors.New(why)
 		}
 		if v.Outcome == engines.Unknown && unknown == nil {
-			unknown = &exitError{code: 2, err: why}
+			unknown = &cliError{msg: why, code: 2}
 		}
 	}
 	return unknown

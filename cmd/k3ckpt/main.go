@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/layout"
 	"github.com/k3ckpt/k3ckpt/safetensors"
@@ -57,18 +58,15 @@ func newRootCmd() *cobra.Command {
 var nameFlags = []string{"recipe", "format", "experts", "numerics", "scale-fmt", "nonfinite", "by", "pack-scales"}
 
 func foldNameFlags(c *cobra.Command) {
-	fold := func(name string) {
-		if f := c.Flags().Lookup(name); f != nil && f.Changed {
-			if v := f.Value.String(); v != strings.ToLower(v) {
-				_ = f.Value.Set(strings.ToLower(v)) // a refused value is reported by the command's own parse
-			}
+	for _, n := range append(slices.Clone(nameFlags), "layout") {
+		f := c.Flags().Lookup(n)
+		if f == nil || !f.Changed {
+			continue
 		}
-	}
-	for _, n := range nameFlags {
-		fold(n)
-	}
-	if f := c.Flags().Lookup("layout"); f != nil && f.Changed && slices.Contains(layout.Names(), strings.ToLower(f.Value.String())) {
-		fold("layout")
+		v := strings.ToLower(f.Value.String())
+		if v != f.Value.String() && (n != "layout" || slices.Contains(layout.Names(), v)) {
+			_ = f.Value.Set(v) // a refused value is reported by the command's own parse
+		}
 	}
 }
 
@@ -89,14 +87,30 @@ func withSourceHint(err error, args []string) error {
 	return err
 }
 
-// exitError carries an exit status other than 1 out of a subcommand.
-type exitError struct {
-	code int
-	err  error
+// withDestHint rewords a convert.ErrDestination refusal of the command line
+// args for the user: what DST holds and the ways on, without the library's
+// class in front ("destination holds a different conversion" is wrong for a
+// DST that holds unrelated files).
+func withDestHint(err error, args []string) error {
+	if !errors.Is(err, convert.ErrDestination) {
+		return err
+	}
+	msg := strings.Replace(err.Error(), convert.ErrDestination.Error()+": ", "", 1)
+	restart := slices.Contains(args, "--restart") || slices.Contains(args, "--restart=true")
+	switch {
+	case strings.Contains(msg, " is converting plan "):
+		msg += "\nits run is unfinished: to finish it, rerun the command that started it (its recipe and flags above);"
+		if restart {
+			msg += "\n--restart starts over only a run of the same plan;"
+		}
+		msg += "\nto give it up, delete that directory, or convert into another one"
+	case strings.Contains(msg, " holds a finished conversion "):
+		msg += "\nto replace it, delete that directory first, or convert into another one"
+	case strings.Contains(msg, " holds no k3ckpt conversion"):
+		msg += "\nconvert writes only into an empty or new directory, or one of its own runs: choose another, or empty this one"
+	}
+	return &cliError{msg: msg, err: err}
 }
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -132,9 +146,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		msg = strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n\t", "\n  ") + "\n(k3ckpt --help lists the commands)"
 	}
 	fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(msg))
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
+	var ce *cliError
+	if errors.As(err, &ce) && ce.code != 0 {
+		return ce.code
 	}
 	return 1
 }

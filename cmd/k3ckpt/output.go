@@ -153,15 +153,17 @@ func termWidth(cmd *cobra.Command) int {
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// rewordedError is an error said in the user's terms (msg) that still
-// matches the library error it rewords (errors.Is).
-type rewordedError struct {
-	msg string
-	err error
+// cliError is an error said in the user's terms (msg) that still matches
+// the library error it rewords (errors.Is), and the exit status it sets
+// when not 0 (1).
+type cliError struct {
+	msg  string
+	err  error
+	code int
 }
 
-func (e *rewordedError) Error() string { return e.msg }
-func (e *rewordedError) Unwrap() error { return e.err }
+func (e *cliError) Error() string { return e.msg }
+func (e *cliError) Unwrap() error { return e.err }
 
 // flagError is a flag value a library parser refused, said as the flag
 // and what the parser knows, without the library's error class in front.
@@ -170,7 +172,7 @@ func flagError(flag string, err error) error {
 	if u := errors.Unwrap(err); u != nil {
 		msg = strings.TrimPrefix(msg, u.Error()+": ")
 	}
-	return &rewordedError{"--" + flag + ": unknown " + msg, err}
+	return &cliError{msg: "--" + flag + ": unknown " + msg, err: err}
 }
 
 // warn prints a warning on stderr, even under -q, wrapped to termWidth: it
