@@ -11,6 +11,58 @@ import (
 	"github.com/k3ckpt/k3ckpt/layout"
 )
 
+func newExportCmd() *cobra.Command {
+	var f layoutFlags
+	cmd := &cobra.Command{
+		Use:   "export SRC DST --layout NAME|FILE",
+		Short: "Write each rank's slice of a checkpoint under a decode layout (DST/rank-NN)",
+		Long: `export writes DST/rank-NN for every rank of a layout (or --ranks): safetensors
+files with the rank's tensors under their source names (a split tensor holds the
+rank's slice), an index, config.json and layout.json, the manifest recording for
+each tensor its source shape and the axis and [start, stop) it holds, or that it
+is replicated or an expert's. Built-in layouts: dp16 (EP16 experts, weight shard
+1/8 rows, vocab TP8), dp2-dcp8 (KDA head TP8, replicated Q, dense TP8, vocab TP8),
+pp8-tp8 and pp16; or a JSON layout file. Block-FP8 scales follow their weight
+where the split keeps 128 blocks whole, else stay replicated (listed).
+--pack-scales ue8m0 stores them in DeepGEMM's SM100 packed int32 layout. SRC may
+itself be an export (its tensors are rebuilt on the fly: slices gathered, packed
+scales unpacked, gathered by head and repacked).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.layout == "" {
+				return fmt.Errorf("--layout is required (%s, or FILE.json)", strings.Join(layout.Names(), ", "))
+			}
+			return runExport(cmd, args[0], args[1], f.layout, &f)
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+func newShardCmd() *cobra.Command {
+	var f layoutFlags
+	cmd := &cobra.Command{
+		Use:   "shard SRC DST",
+		Short: "Write one complete checkpoint per PP16 prefill stage (DST/stage-NN)",
+		Long: `shard splits a checkpoint into pipeline stages (layout pp16): DST/stage-00 …
+stage-15, each a complete checkpoint (shards, index with total_size, config.json
+recording the stage's layer range under "k3ckpt_stage", layout.json) holding
+exactly that stage's tensors, byte-identical to the source. Stage s owns layers
+[sum(p[:s]), sum(p[:s+1])) of the partition p (default 7,5,7,5,…,7,5,6,3 for 93
+layers; --even for SGLang's split without SGLANG_PP_LAYER_PARTITION); stage 0
+also holds embed_tokens and vision (unless --text-only), the last stage the final
+norms, output_attn_res_* and lm_head. Everything is checked before anything is
+written (--dry-run prints the plan); files are written atomically, and a rerun
+after an interruption resumes (--restart starts over).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runExport(cmd, args[0], args[1], "pp16", &f)
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
 // layoutFlags are the flag values shared by shard and export.
 type layoutFlags struct {
 	layout, partition, ranks, pack string
