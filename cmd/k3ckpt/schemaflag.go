@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/model"
 )
 
@@ -29,7 +30,7 @@ func useSchemaFlag(c *cobra.Command) error {
 	if f == nil || f.Value.String() == "" {
 		return nil
 	}
-	b, err := readConfigFile(f.Value.String())
+	b, err := fsx.ReadFile(f.Value.String(), model.MaxConfigSize)
 	if err == nil {
 		err = model.UseSchema(b)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -43,7 +42,7 @@ placement of one file per layer; --scale tiny, a small config with its keys.`,
 			}
 			cfgJSON := []byte(nil)
 			if configPath != "" {
-				if cfgJSON, err = readConfigFile(configPath); err != nil {
+				if cfgJSON, err = fsx.ReadFile(configPath, model.MaxConfigSize); err != nil {
 					return err
 				}
 				opts.Config = cfgJSON
@@ -118,17 +117,4 @@ placement of one file per layer; --scale tiny, a small config with its keys.`,
 	cmd.MarkFlagsMutuallyExclusive("scale", "config")
 	cmd.MarkFlagsMutuallyExclusive("family", "config")
 	return cmd
-}
-
-func readConfigFile(path string) ([]byte, error) {
-	f, err := fsx.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, model.MaxConfigSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return b, nil
 }
