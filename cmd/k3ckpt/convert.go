@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/engines"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -21,8 +22,8 @@ type convertFlags struct {
 	experts, numerics                           string
 	jobs, connections                           int
 	resume, restart, noSpaceCheck, dryRun, json bool
-	stateDir                                    string
-	tgt                                         targetFlags
+	stateDir, target                            string
+	force                                       bool // with --target
 }
 
 func newConvertCmd() *cobra.Command {
@@ -64,7 +65,8 @@ engines dequantize it) against the source, listed in the manifest.`,
 	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
 	connectionsFlag(f, &fl.connections)
 	stateDirFlag(f, &fl.stateDir)
-	addTargetFlags(f, &fl.tgt)
+	f.StringVar(&fl.target, "target", "", "ENGINE[/GPU] ("+strings.Join(engines.EngineNames(), ", ")+"; sm90 or sm100, default both): choose --format, --recipe, --experts and --numerics for what that engine keeps most of resident (docs/COMPATIBILITY.md)")
+	f.BoolVar(&fl.force, "force", false, "write a combination the engine rules say the --target engine refuses or loads wrong")
 	return cmd
 }
 
@@ -148,14 +150,14 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if src.NumTensors() < smallPlanTensors { // the plan stays small
 		gcPace(100)
 	}
-	if r, opts, err = applyTarget(cmd, src, fl.tgt, r, opts); err != nil {
+	if r, opts, err = applyTarget(cmd, src, &fl, r, opts); err != nil {
 		return err
 	}
 	p, err := convert.NewPlan(src, nil, r, opts)
 	if err != nil {
 		return err
 	}
-	if err := checkPlanEngines(cmd, p, fl.tgt, fl.json); err != nil {
+	if err := checkPlanEngines(cmd, p, &fl); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/engines"
@@ -14,17 +13,6 @@ import (
 	"github.com/k3ckpt/k3ckpt/quant"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
-
-// targetFlags are convert's engine-aware flags.
-type targetFlags struct {
-	target string
-	force  bool
-}
-
-func addTargetFlags(f *pflag.FlagSet, fl *targetFlags) {
-	f.StringVar(&fl.target, "target", "", "ENGINE[/GPU] ("+strings.Join(engines.EngineNames(), ", ")+"; sm90 or sm100, default both): choose --format, --recipe, --experts and --numerics for what that engine keeps most of resident (docs/COMPATIBILITY.md)")
-	f.BoolVar(&fl.force, "force", false, "write a combination the engine rules say the --target engine refuses or loads wrong")
-}
 
 // sourceFacts reads an opened source's facts from its configs and headers.
 func sourceFacts(src *safetensors.Checkpoint) (*engines.Facts, error) {
@@ -46,7 +34,7 @@ func sourceFacts(src *safetensors.Checkpoint) (*engines.Facts, error) {
 // applyTarget sets the options --target chooses. Flags given explicitly
 // narrow the choice; when they leave nothing the engine loads, that is an
 // error unless --force (then they are kept as given).
-func applyTarget(cmd *cobra.Command, src *safetensors.Checkpoint, tf targetFlags, r *convert.Recipe, opts convert.Options) (*convert.Recipe, convert.Options, error) {
+func applyTarget(cmd *cobra.Command, src *safetensors.Checkpoint, tf *convertFlags, r *convert.Recipe, opts convert.Options) (*convert.Recipe, convert.Options, error) {
 	if tf.target == "" {
 		return r, opts, nil
 	}
@@ -136,7 +124,7 @@ func engineReport(p *convert.Plan) []engineLine {
 // checkPlanEngines prints one warning line per engine whose load of the
 // planned output fails or is wrong, and refuses (unless --force) an output
 // the --target engine would fail on.
-func checkPlanEngines(cmd *cobra.Command, p *convert.Plan, tf targetFlags, asJSON bool) error {
+func checkPlanEngines(cmd *cobra.Command, p *convert.Plan, tf *convertFlags) error {
 	lines := engineReport(p)
 	engine, gpu, _ := engines.ParseTarget(tf.target)
 	var failed []string
@@ -151,7 +139,7 @@ func checkPlanEngines(cmd *cobra.Command, p *convert.Plan, tf targetFlags, asJSO
 				}
 			}
 		}
-		if len(gpus) > 0 && !asJSON {
+		if len(gpus) > 0 && !tf.json {
 			why := strings.Join(whys, "; ")
 			if len(whys) == 2 && whys[0][len(gpus[0]):] == whys[1][len(gpus[1]):] {
 				why = whys[0][len(gpus[0])+2:]
