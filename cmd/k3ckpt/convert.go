@@ -178,17 +178,11 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if wn > 1 {
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
 	}
-	// A remote source shows its network progress instead; a nil bar shows nothing.
-	var bar *progressBar
-	if net == nil {
-		bar = newProgress(cmd, fl.json, label, unitBytes)
-	}
-	net.show(cmd, fl.json, p.FetchBytes)
+	bar, stop := net.startProgress(cmd, fl.json, label, p.FetchBytes)
 	start := time.Now()
 	res, err := convert.Execute(ctx, p, dst, convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn,
 		NoSpaceCheck: fl.noSpaceCheck, Connections: fl.connections, StateDir: fl.stateDir, Progress: bar})
-	net.done()
-	bar.finish()
+	stop()
 	if err != nil {
 		return err
 	}

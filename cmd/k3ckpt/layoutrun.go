@@ -222,13 +222,6 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 		}
 		return writeLayoutPlan(cmd, w, plan)
 	}
-	// A remote source shows its network progress instead; a nil bar shows
-	// nothing. Execute starts the bar once it knows what this run writes (a
-	// resumed run keeps files), so total and ETA are this run's.
-	var bar *progressBar
-	if net == nil {
-		bar = newProgress(cmd, rf.asJSON, cmd.Name()+" (written)", unitBytes)
-	}
 	// The heap is bounded as for convert, so that the fetch and upload garbage,
 	// which grows with the files' size, is collected instead of doubling it.
 	tensors := 0
@@ -237,11 +230,12 @@ func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *ru
 	}
 	setMemoryLimit(jobs, tensors)
 	start := time.Now()
-	net.show(cmd, rf.asJSON, plan.FetchBytes())
+	// Execute starts a local bar once it knows what this run writes (a
+	// resumed run keeps files), so total and ETA are this run's.
+	bar, stop := net.startProgress(cmd, rf.asJSON, cmd.Name()+" (written)", plan.FetchBytes())
 	res, err := plan.Execute(ctx, dst, layout.ExecOptions{Jobs: jobs, Restart: rf.restart, NoSpaceCheck: rf.noSpaceCheck,
 		Connections: conns, StateDir: rf.stateDir, Progress: bar})
-	bar.finish()
-	net.done()
+	stop()
 	if err != nil {
 		return err
 	}

@@ -153,20 +153,24 @@ func openLayoutSource(cmd *cobra.Command, path string, conns int) (*layout.Sourc
 	return s, nm, nil
 }
 
-// show starts the network display of the plan's total bytes on the
-// commands' one progress line, or -v's log lines off a terminal.
-func (nm *netMeter) show(cmd *cobra.Command, asJSON bool, total int64) {
+// startProgress starts a run's progress display: for a remote source (nm
+// not nil) the network's, the plan's total bytes received on the commands'
+// one progress line or -v's log lines off a terminal; else a bar labelled
+// label, returned for the executor to start. stop ends either.
+func (nm *netMeter) startProgress(cmd *cobra.Command, asJSON bool, label string, total int64) (bar *progressBar, stop func()) {
 	if nm == nil {
-		return
+		bar = newProgress(cmd, asJSON, label, unitBytes)
+		return bar, bar.finish
 	}
 	nm.total.Store(total)
-	const label = "network (received)"
-	b := newProgress(cmd, asJSON, label, unitBytes)
+	const netLabel = "network (received)"
+	b := newProgress(cmd, asJSON, netLabel, unitBytes)
 	b.Start(total)
 	nm.bar.Store(b)
 	if b == nil && !asJSON && verbose(cmd) {
-		nm.startLog(cmd.ErrOrStderr(), label, netLogEvery)
+		nm.startLog(cmd.ErrOrStderr(), netLabel, netLogEvery)
 	}
+	return nil, nm.done
 }
 
 func (nm *netMeter) done() {
