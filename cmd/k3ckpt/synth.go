@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -117,4 +118,16 @@ placement of one file per layer; --scale tiny, a small config with its keys.`,
 	cmd.MarkFlagsMutuallyExclusive("scale", "config")
 	cmd.MarkFlagsMutuallyExclusive("family", "config")
 	return cmd
+}
+
+// diskUsage is the space dir's files occupy (see allocated).
+func diskUsage(dir string) int64 {
+	var n int64
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			n += allocated(fi)
+		}
+	}
+	return n
 }
