@@ -23,9 +23,6 @@ var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 // must clean up, or cannot be cut short).
 var cancellable = map[string]bool{"convert": true, "shard": true, "export": true, "reassemble": true, "verify": true}
 
-// writing names the commands whose interruption keeps finished files.
-var writing = map[string]bool{"convert": true, "shard": true, "export": true, "reassemble": true}
-
 // interrupt watches for stopSignals during one run.
 type interrupt struct {
 	mu      sync.Mutex
@@ -86,7 +83,7 @@ func (in *interrupt) report(stderr io.Writer) int {
 		name = "k3ckpt"
 	}
 	msg := fmt.Sprintf("%s interrupted (%s)", name, signalName(sig))
-	if writing[name] {
+	if cancellable[name] && name != "verify" { // a writing command: its finished files are kept
 		msg += ": the files finished so far are kept; run the same command again to continue (--restart starts over)"
 	}
 	fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(msg))
