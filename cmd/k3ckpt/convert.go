@@ -217,17 +217,18 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		}
 	}
 	setMemoryLimit(jobs, src.NumTensors())
-	ctx := cmd.Context() // cancelled by a stop signal (see catchSignals)
 	if p.AuxUnlisted {
 		warn(cmd, "%s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them", srcPath)
 	}
-	label := "convert (read + written)"
+	worker, label := "", "convert (read + written)"
 	if wn > 1 {
+		worker = fmt.Sprintf(" (worker %d of %d)", wi, wn)
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
 	}
 	bar, stop := net.startProgress(cmd, fl.json, label, p.FetchBytes)
 	start := time.Now()
-	res, err := convert.Execute(ctx, p, dst, convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn,
+	// The context is cancelled by a stop signal (see catchSignals).
+	res, err := convert.Execute(cmd.Context(), p, dst, convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn,
 		NoSpaceCheck: fl.noSpaceCheck, Connections: fl.connections, StateDir: fl.stateDir, Progress: bar})
 	stop()
 	if err != nil {
@@ -270,10 +271,6 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		for _, n := range res.Skipped {
 			fmt.Fprintln(sw, "kept (already done, hash checked)", termtext.Name(n))
 		}
-	}
-	worker := ""
-	if wn > 1 {
-		worker = fmt.Sprintf(" (worker %d of %d)", wi, wn)
 	}
 	fmt.Fprintf(sw, "convert %s → %s%s: %s written, %s already done and kept, in %s\n",
 		srcPath, dst, worker, termtext.Plural(int64(len(res.Written)), "file", "files"),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"reflect"
@@ -70,7 +69,6 @@ after an interruption resumes (--restart starts over).`,
 
 func newReassembleCmd() *cobra.Command {
 	var check string
-	var jobs int
 	var rf runFlags
 	cmd := &cobra.Command{
 		Use:   "reassemble DST OUT",
@@ -91,16 +89,15 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 			}
 			defer limitToSource(args[0])()
 			if check != "" && !rf.dryRun && (!remote.IsRemote(args[0]) || objstore.IsURL(args[0])) {
-				// Every file of DST, read back whole against the sums its
-				// run took as the bytes streamed out, before OUT is written:
-				// the reassembly reads only the tensors and the first
-				// directory's side files.
+				// Every file of DST against the sums its run took as it
+				// streamed out, before OUT is written: the reassembly reads
+				// only the tensors and the first directory's side files.
 				files, bytes, err := layout.CheckSums(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
 				if !rf.asJSON {
-					fmt.Fprintf(cmd.OutOrStdout(), "check: %d files of %s, %.3f GiB, match their SHA256SUMS\n", files, args[0], float64(bytes)/(1<<30))
+					fmt.Fprintf(cmd.OutOrStdout(), "check: %d files of %s, %.3f GiB, match their SHA256SUMS\n", files, args[0], gib(bytes))
 				}
 			}
 			src, err := layout.OpenSource(args[0])
@@ -112,7 +109,7 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 			if err != nil {
 				return err
 			}
-			if err := runPlan(cmd, plan, args[1], jobs, &rf, nil, 0); err != nil || check == "" || rf.dryRun {
+			if err := runPlan(cmd, plan, args[1], &rf, nil, 0); err != nil || check == "" || rf.dryRun {
 				return err
 			}
 			a, err := layout.OpenSource(check)
@@ -130,13 +127,12 @@ source; tensors the layout dropped (vision for text-only serving) are listed.
 				return err
 			}
 			if !rf.asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "check: %d tensors, %.3f GiB byte-identical to %s\n", len(b.Specs), float64(n)/(1<<30), check)
+				fmt.Fprintf(cmd.OutOrStdout(), "check: %d tensors, %.3f GiB byte-identical to %s\n", len(b.Specs), gib(n), check)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&check, "check", "", "compare every rebuilt tensor with this source checkpoint")
-	addJobsFlag(cmd.Flags(), &jobs)
 	rf.register(cmd)
 	return cmd
 }
@@ -146,7 +142,7 @@ type layoutFlags struct {
 	layout, partition, ranks, pack string
 	textOnly, weightShard, vocabTP bool
 	even                           bool
-	jobs, connections              int
+	connections                    int
 	run                            runFlags
 }
 
@@ -154,6 +150,7 @@ type layoutFlags struct {
 type runFlags struct {
 	dryRun, asJSON, restart, noSpaceCheck bool
 	stateDir                              string
+	jobs                                  int
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -165,6 +162,7 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&r.restart, "force", false, "same as --restart")
 	fl.MarkDeprecated("force", "use --restart")
 	stateDirFlag(fl, &r.stateDir)
+	addJobsFlag(fl, &r.jobs)
 }
 
 func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
@@ -180,7 +178,6 @@ func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 	fl.StringVar(&f.partition, "pp-partition", "", "layouts with pipeline stages only: layers per stage, e.g. 7,5,7,5,…,6,3 (SGLANG_PP_LAYER_PARTITION)")
 	fl.BoolVar(&f.even, "even", false, "layouts with pipeline stages only: SGLang's default split (SGLANG_PP_LAYER_PARTITION unset)")
 	fl.BoolVar(&f.textOnly, "text-only", false, "drop the vision tower and projector (default on for the decode layouts)")
-	addJobsFlag(fl, &f.jobs)
 	f.run.register(cmd)
 }
 
@@ -273,21 +270,19 @@ func runExport(cmd *cobra.Command, srcPath, dst, name string, f *layoutFlags) er
 	if err != nil {
 		return err
 	}
-	return runPlan(cmd, plan, dst, f.jobs, &f.run, net, f.connections)
+	return runPlan(cmd, plan, dst, &f.run, net, f.connections)
 }
 
 // writeLayoutPlan prints an export plan under the name of the command that
 // runs it: shard is an export of layout pp16, and its summary says "shard".
 func writeLayoutPlan(cmd *cobra.Command, w io.Writer, plan *layout.Plan) error {
-	var b bytes.Buffer
+	var b strings.Builder
 	if err := plan.WriteText(&b); err != nil {
 		return err
 	}
 	text := b.String()
-	if cmd.Name() == "shard" {
-		if rest, ok := strings.CutPrefix(text, "export "); ok {
-			text = "shard " + rest
-		}
+	if cmd.Name() == "shard" && strings.HasPrefix(text, "export ") {
+		text = "shard " + text[len("export "):]
 	}
 	_, err := io.WriteString(w, text)
 	return err
@@ -296,9 +291,9 @@ func writeLayoutPlan(cmd *cobra.Command, w io.Writer, plan *layout.Plan) error {
 // runPlan prints the plan (--dry-run, after its data checks) or executes it
 // and prints what was written. Ctrl-C stops the run; the message says how to
 // resume it.
-func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, jobs int, rf *runFlags, net *netMeter, conns int) error {
+func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, rf *runFlags, net *netMeter, conns int) error {
 	w := cmd.OutOrStdout()
-	jobs, err := resolveJobs(jobs)
+	jobs, err := resolveJobs(rf.jobs)
 	if err != nil {
 		return err
 	}
