@@ -181,9 +181,8 @@ func (f *layoutFlags) register(cmd *cobra.Command, withLayout bool) {
 	f.run.register(cmd)
 }
 
-// resolve builds the layout: a built-in with its default options,
-// overridden by the flags given, or a JSON file. A flag the chosen layout
-// has no use for is an error, not silently dropped.
+// resolve builds the layout: a built-in with its default options overridden
+// by the flags given, or a JSON file. A flag it has no use for is an error.
 func (f *layoutFlags) resolve(cmd *cobra.Command, name string, src *layout.Source) (*layout.Layout, error) {
 	o, err := layout.DefaultOptions(name)
 	builtin := err == nil
@@ -289,8 +288,7 @@ func writeLayoutPlan(cmd *cobra.Command, w io.Writer, plan *layout.Plan) error {
 }
 
 // runPlan prints the plan (--dry-run, after its data checks) or executes it
-// and prints what was written. Ctrl-C stops the run; the message says how to
-// resume it.
+// and prints what was written.
 func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, rf *runFlags, net *netMeter, conns int) error {
 	w := cmd.OutOrStdout()
 	jobs, err := resolveJobs(rf.jobs)

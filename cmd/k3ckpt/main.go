@@ -72,8 +72,7 @@ func foldNameFlags(c *cobra.Command) {
 	}
 }
 
-// schemaCommands are the commands that read a checkpoint's config, and so
-// take --schema.
+// schemaCommands read a checkpoint's config, and so take --schema.
 var schemaCommands = []string{"synth", "inspect", "convert", "shard", "export"}
 
 // addSchemaFlags gives each of schemaCommands --schema FILE.
@@ -119,10 +118,9 @@ func withSourceHint(err error, args []string) error {
 	return err
 }
 
-// withDestHint rewords a convert.ErrDestination refusal of the command line
-// args for the user: what DST holds and the ways on, without the library's
-// class in front ("destination holds a different conversion" is wrong for a
-// DST that holds unrelated files).
+// withDestHint rewords a convert.ErrDestination refusal for the user: what
+// DST holds and the ways on, without the library's class in front (a
+// "different conversion" is wrong for a DST of unrelated files).
 func withDestHint(err error, args []string) error {
 	if !errors.Is(err, convert.ErrDestination) {
 		return err

@@ -76,8 +76,7 @@ func wrapLines(cmd *cobra.Command) io.Writer {
 	return &lineWrapper{w: cmd.OutOrStdout(), width: termWidth(cmd)}
 }
 
-// lineWrapper wraps each complete line written to it; the lines a command
-// prints end in a newline.
+// lineWrapper wraps each complete (newline-ended) line written to it.
 type lineWrapper struct {
 	w       io.Writer
 	width   int
@@ -184,9 +183,8 @@ func parseSize(s string) (int64, error) {
 	return int64(v * mult), nil
 }
 
-// cliError is an error said in the user's terms (msg) that still matches
-// the library error it rewords (errors.Is), and the exit status it sets
-// when not 0 (1).
+// cliError is an error said in the user's terms (msg) that still matches the
+// library error it rewords (errors.Is); code, when not 0, is its exit status.
 type cliError struct {
 	msg  string
 	err  error

@@ -57,8 +57,7 @@ type netMeter struct {
 	logged    sync.WaitGroup
 }
 
-// netLogEvery is how often -v prints a progress line where no terminal
-// shows the bar.
+// netLogEvery is how often -v prints a progress line off a terminal.
 const netLogEvery = 30 * time.Second
 
 // startLog prints the meter's reading to w every period until done: the
@@ -153,10 +152,9 @@ func openLayoutSource(cmd *cobra.Command, path string, conns int) (*layout.Sourc
 	return s, nm, nil
 }
 
-// startProgress starts a run's progress display: for a remote source (nm
-// not nil) the network's, the plan's total bytes received on the commands'
-// one progress line or -v's log lines off a terminal; else a bar labelled
-// label, returned for the executor to start. stop ends either.
+// startProgress starts a run's progress display: for a remote source (nm not
+// nil) the bytes received of total, as a bar or -v's log lines; else a bar
+// labelled label, returned for the executor to start. stop ends either.
 func (nm *netMeter) startProgress(cmd *cobra.Command, asJSON bool, label string, total int64) (bar *progressBar, stop func()) {
 	if nm == nil {
 		bar = newProgress(cmd, asJSON, label, unitBytes)

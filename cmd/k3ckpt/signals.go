@@ -17,10 +17,9 @@ import (
 // closed terminal or ssh session. All three are handled alike.
 var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 
-// cancellable names the commands that stop on a cancelled context: they
-// remove their temporaries and release DST's lock before returning. Any
-// other command stops at once on a signal (it writes nothing that a rerun
-// must clean up, or cannot be cut short).
+// cancellable names the commands that stop on a cancelled context, removing
+// their temporaries and releasing DST's lock. Any other command stops at once
+// on a signal (it leaves nothing a rerun must clean up, or cannot be cut short).
 var cancellable = map[string]bool{"convert": true, "shard": true, "export": true, "reassemble": true, "verify": true}
 
 // interrupt watches for stopSignals during one run.
