@@ -174,12 +174,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if err != nil {
 		return err
 	}
-	jobs, err := resolveJobs(fl.jobs)
+	jobs, err := resolveJobs(fl.jobs, convert.MaxJobs)
 	if err != nil {
 		return err
-	}
-	if jobs > convert.MaxJobs {
-		return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
 	}
 	if fl.resume && fl.restart {
 		return fmt.Errorf("--resume and --restart exclude each other")

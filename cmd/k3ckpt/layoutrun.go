@@ -291,7 +291,7 @@ func writeLayoutPlan(cmd *cobra.Command, w io.Writer, plan *layout.Plan) error {
 // and prints what was written.
 func runPlan(cmd *cobra.Command, plan *layout.Plan, dst string, rf *runFlags, net *netMeter, conns int) error {
 	w := cmd.OutOrStdout()
-	jobs, err := resolveJobs(rf.jobs)
+	jobs, err := resolveJobs(rf.jobs, 0)
 	if err != nil {
 		return err
 	}

@@ -124,10 +124,14 @@ func stateDirFlag(f *pflag.FlagSet, p *string) {
 	f.StringVar(p, "state-dir", "", "where the run records of an s3:// or gs:// DST live (plan, done records, locks; default: under the user's cache directory, named after DST); the workers of one --worker split share it")
 }
 
-// resolveJobs turns the --jobs value into a count; negative values are errors.
-func resolveJobs(n int) (int, error) {
+// resolveJobs turns the --jobs value into a count, at most most unless that
+// is 0; negative values are errors.
+func resolveJobs(n, most int) (int, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("--jobs %d: want 0 (automatic) or a positive count", n)
+	}
+	if most > 0 && n > most {
+		return 0, fmt.Errorf("--jobs %d: want 1 to %d", n, most)
 	}
 	if n == 0 {
 		n = min(max(runtime.NumCPU(), 2), 8)

@@ -38,7 +38,7 @@ placement of one file per layer; --scale tiny, a small config with its keys.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
-			if opts.Workers, err = resolveJobs(jobs); err != nil {
+			if opts.Workers, err = resolveJobs(jobs, 0); err != nil {
 				return err
 			}
 			cfgJSON := []byte(nil)
