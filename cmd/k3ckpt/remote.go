@@ -172,13 +172,11 @@ func (nm *netMeter) startProgress(cmd *cobra.Command, asJSON bool, label string,
 }
 
 func (nm *netMeter) done() {
-	if nm != nil {
-		nm.bar.Swap(nil).finish()
-		if nm.log != nil {
-			close(nm.log)
-			nm.logged.Wait()
-			nm.log = nil
-		}
+	nm.bar.Swap(nil).finish()
+	if nm.log != nil {
+		close(nm.log)
+		nm.logged.Wait()
+		nm.log = nil
 	}
 }
 
