@@ -57,10 +57,10 @@ func newRootCmd() *cobra.Command {
 // nameFlags take a name from a fixed list, so their values match whatever
 // their case: --experts NVFP4 is nvfp4. So does --layout when it names a
 // built-in layout (a file's case matters).
-var nameFlags = []string{"recipe", "format", "experts", "numerics", "scale-fmt", "nonfinite", "by", "pack-scales"}
+var nameFlags = []string{"recipe", "format", "experts", "numerics", "scale-fmt", "nonfinite", "by", "pack-scales", "layout"}
 
 func foldNameFlags(c *cobra.Command) {
-	for _, n := range append(slices.Clone(nameFlags), "layout") {
+	for _, n := range nameFlags {
 		f := c.Flags().Lookup(n)
 		if f == nil || !f.Changed {
 			continue

@@ -60,8 +60,9 @@ type netMeter struct {
 // netLogEvery is how often -v prints a progress line off a terminal.
 const netLogEvery = 30 * time.Second
 
-// startLog prints the meter's reading to w every period until done: the
-// progress of a long transfer in a log file or a batch job's output.
+// startLog prints the meter's reading (the bar's text and the retries so
+// far) to w every period until done: the progress of a long transfer in a
+// log file or a batch job's output.
 func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
 	nm.log = make(chan struct{})
 	nm.logged.Go(func() {
@@ -73,21 +74,16 @@ func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
 				return
 			case <-t.C:
 			}
-			fmt.Fprintln(w, nm.line(label))
+			line := progressLine(label, unitBytes, nm.bytes.Load(), nm.total.Load(), time.Since(nm.start))
+			if n := nm.retryN.Load(); n > 0 {
+				line += fmt.Sprintf("  %d retries", n)
+				if ev := nm.lastRetry.Load(); ev != nil {
+					line += fmt.Sprintf(" (last: %v)", ev.Err)
+				}
+			}
+			fmt.Fprintln(w, line)
 		}
 	})
-}
-
-// line is one -v progress line: the bar's text, and the retries so far.
-func (nm *netMeter) line(label string) string {
-	line := progressLine(label, unitBytes, nm.bytes.Load(), nm.total.Load(), time.Since(nm.start))
-	if n := nm.retryN.Load(); n > 0 {
-		line += fmt.Sprintf("  %d retries", n)
-		if ev := nm.lastRetry.Load(); ev != nil {
-			line += fmt.Sprintf(" (last: %v)", ev.Err)
-		}
-	}
-	return line
 }
 
 // Fetched implements remote.Progress: the meter counts, the bar draws.
