@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/engines"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/quant"
@@ -21,8 +24,8 @@ type convertFlags struct {
 	experts, numerics                           string
 	jobs, connections                           int
 	resume, restart, noSpaceCheck, dryRun, json bool
-	stateDir                                    string
-	tgt                                         targetFlags
+	stateDir, target                            string
+	force                                       bool // with --target
 }
 
 func newConvertCmd() *cobra.Command {
@@ -64,7 +67,53 @@ engines dequantize it) against the source, listed in the manifest.`,
 	f.BoolVar(&fl.json, "json", false, "print one JSON object (no progress display)")
 	connectionsFlag(f, &fl.connections)
 	stateDirFlag(f, &fl.stateDir)
-	addTargetFlags(f, &fl.tgt)
+	f.StringVar(&fl.target, "target", "", "ENGINE[/GPU] ("+strings.Join(engines.EngineNames(), ", ")+"; sm90 or sm100, default both): choose --format, --recipe, --experts and --numerics for what that engine keeps most of resident (docs/COMPATIBILITY.md)")
+	f.BoolVar(&fl.force, "force", false, "write a combination the engine rules say the --target engine refuses or loads wrong")
+	return cmd
+}
+
+func newMergeCmd() *cobra.Command {
+	var asJSON, dryRun bool
+	var stateDir string
+	cmd := &cobra.Command{
+		Use:   "merge DST",
+		Short: "Finish a multi-worker conversion: write the index, config and manifest once every slice is done",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dryRun {
+				st, err := convert.StatusOfMerge(args[0], stateDir)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					err = writeJSON(cmd.OutOrStdout(), st)
+				} else {
+					_, err = fmt.Fprintln(cmd.OutOrStdout(), st)
+				}
+				if err == nil && !st.Ready && !st.Finalized {
+					why := fmt.Sprintf("%d of %d files missing", len(st.Missing), len(st.Done)+len(st.Missing))
+					if st.Running != "" {
+						why += ", worker " + st.Running + " still running"
+					}
+					return fmt.Errorf("merge %s would refuse (%s): %w", args[0], why, convert.ErrIncomplete)
+				}
+				return err
+			}
+			m, err := convert.Finalize(args[0], stateDir)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"dst": args[0], "plan": m.Plan, "manifest": convert.ManifestName, "files": len(m.Files)})
+			}
+			fmt.Fprintf(summary(cmd), "merged %s: manifest %s lists %s (plan %.12s)\n", args[0], convert.ManifestName,
+				termtext.Plural(int64(len(m.Files)), "file", "files"), m.Plan)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	stateDirFlag(cmd.Flags(), &stateDir)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say which files are done and missing and what merge would write, changing nothing (exit 1 when merge would refuse)")
 	return cmd
 }
 
@@ -125,12 +174,9 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if err != nil {
 		return err
 	}
-	jobs, err := resolveJobs(fl.jobs)
+	jobs, err := resolveJobs(fl.jobs, convert.MaxJobs)
 	if err != nil {
 		return err
-	}
-	if jobs > convert.MaxJobs {
-		return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
 	}
 	if fl.resume && fl.restart {
 		return fmt.Errorf("--resume and --restart exclude each other")
@@ -148,14 +194,14 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 	if src.NumTensors() < smallPlanTensors { // the plan stays small
 		gcPace(100)
 	}
-	if r, opts, err = applyTarget(cmd, src, fl.tgt, r, opts); err != nil {
+	if r, opts, err = applyTarget(cmd, src, &fl, r, opts); err != nil {
 		return err
 	}
 	p, err := convert.NewPlan(src, nil, r, opts)
 	if err != nil {
 		return err
 	}
-	if err := checkPlanEngines(cmd, p, fl.tgt, fl.json); err != nil {
+	if err := checkPlanEngines(cmd, p, &fl); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
@@ -168,25 +214,20 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		}
 	}
 	setMemoryLimit(jobs, src.NumTensors())
-	ctx := cmd.Context() // cancelled by a stop signal (see catchSignals)
 	if p.AuxUnlisted {
 		warn(cmd, "%s cannot be listed over https://: side files (tokenizer, code) are not copied; use hf://org/name to get them", srcPath)
 	}
-	label := "convert (read + written)"
+	worker, label := "", "convert (read + written)"
 	if wn > 1 {
+		worker = fmt.Sprintf(" (worker %d of %d)", wi, wn)
 		label = fmt.Sprintf("convert worker %d of %d (read + written)", wi, wn)
 	}
-	// A remote source shows its network progress instead; a nil bar shows nothing.
-	var bar *progressBar
-	if net == nil {
-		bar = newProgress(cmd, fl.json, label, unitBytes)
-	}
-	net.show(cmd, fl.json, p.FetchBytes)
+	bar, stop := net.startProgress(cmd, fl.json, label, p.FetchBytes)
 	start := time.Now()
-	res, err := convert.Execute(ctx, p, dst, convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn,
+	// The context is cancelled by a stop signal (see catchSignals).
+	res, err := convert.Execute(cmd.Context(), p, dst, convert.ExecOptions{Jobs: jobs, Resume: !fl.restart, Restart: fl.restart, Worker: wi, Workers: wn,
 		NoSpaceCheck: fl.noSpaceCheck, Connections: fl.connections, StateDir: fl.stateDir, Progress: bar})
-	net.done()
-	bar.finish()
+	stop()
 	if err != nil {
 		return err
 	}
@@ -227,10 +268,6 @@ func runConvert(cmd *cobra.Command, srcPath, dst string, fl convertFlags) error 
 		for _, n := range res.Skipped {
 			fmt.Fprintln(sw, "kept (already done, hash checked)", termtext.Name(n))
 		}
-	}
-	worker := ""
-	if wn > 1 {
-		worker = fmt.Sprintf(" (worker %d of %d)", wi, wn)
 	}
 	fmt.Fprintf(sw, "convert %s → %s%s: %s written, %s already done and kept, in %s\n",
 		srcPath, dst, worker, termtext.Plural(int64(len(res.Written)), "file", "files"),
@@ -324,4 +361,92 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// printPlan shows what a conversion would do, file by file, and the totals.
+// The text fits the terminal (termWidth): sizes in GiB, lists wrapped; -v
+// adds the exact byte counts, which --json always has.
+func printPlan(cmd *cobra.Command, w io.Writer, p *convert.Plan, asJSON bool) error {
+	t := p.Totals
+	if asJSON {
+		type file struct {
+			Name        string `json:"name"`
+			Tensors     int    `json:"tensors"`
+			Quantized   int    `json:"quantized"`
+			SourceBytes int64  `json:"source_bytes"`
+			OutputBytes int64  `json:"output_bytes"`
+		}
+		files := make([]file, 0, len(p.Files))
+		for _, f := range p.Files {
+			files = append(files, file{f.Name, len(f.Layout.Tensors), f.Totals.Quantized, f.Source.Size, f.Layout.Size})
+		}
+		aux := make([]string, 0, len(p.Aux))
+		for _, a := range p.Aux {
+			aux = append(aux, a.Name)
+		}
+		return writeJSON(w, map[string]any{
+			"plan": p.ID, "recipe": p.Recipe.Name, "format": p.Options.Format, "scale_fmt": p.Options.ScaleFmt.String(),
+			"experts": p.Options.Experts, "numerics": p.Options.Numerics.String(),
+			"totals": t, "files": files, "aux": aux, "config": json.RawMessage(p.Config),
+			"fused_splits": nonNil(p.Splits), "engines": engineReport(p),
+		})
+	}
+	width := termWidth(cmd)
+	line := func(indent, format string, a ...any) {
+		fmt.Fprintln(w, termtext.Wrap(fmt.Sprintf(format, a...), width, indent))
+	}
+	line("  ", "plan %.12s: recipe %s, format %s, scales %s", p.ID, p.Recipe.Name, p.Options.Format, p.Options.ScaleFmt)
+	if p.Recipe.Quantize != 0 {
+		// The projection list is one comma-separated word: break it after commas.
+		line("           ", "  %-8s %s", "quantize", strings.ReplaceAll(p.Recipe.Quantize.String(), ",", ", "))
+	}
+	line("           ", "  %-8s everything else; experts %s, numerics %s", p.Recipe.Default, p.Options.Experts, p.Options.Numerics)
+	for _, s := range p.Splits {
+		line("  ", "warning: recipe %s %s", p.Recipe.Name, s)
+	}
+	nameW := len("file")
+	for _, f := range p.Files {
+		nameW = max(nameW, len(f.Name))
+	}
+	for _, a := range p.Aux {
+		nameW = max(nameW, len(a.Name))
+	}
+	sizeW, unit, size := 10, "GiB", func(b int64) string { return fmt.Sprintf("%.2f", gib(b)) }
+	if verbose(cmd) {
+		sizeW, unit, size = 14, "bytes", func(b int64) string { return fmt.Sprint(b) }
+	}
+	row := func(name, tensors, fp8, src, out string) {
+		fmt.Fprintf(w, "%-*s %7s %5s %*s %*s\n", nameW, name, tensors, fp8, sizeW, src, sizeW, out)
+	}
+	row("file", "tensors", "fp8", "source "+unit, "output "+unit)
+	for _, f := range p.Files {
+		row(f.Name, fmt.Sprint(len(f.Layout.Tensors)), fmt.Sprint(f.Totals.Quantized), size(f.Source.Size), size(f.Layout.Size))
+	}
+	for _, a := range p.Aux {
+		row(a.Name, "copy", "", size(a.Size), size(a.Size))
+	}
+	line("  ", "tensors: %d copied (%.2f GiB), %d quantized (%.2f GiB → %.2f GiB FP8 + %.2f MiB scales), %d dropped",
+		t.Copied, gib(t.CopiedBytes), t.Quantized, gib(t.QuantizedBytes), gib(t.FP8Bytes), mib(t.ScaleBytes), t.Dropped)
+	if t.NVFP4 > 0 {
+		line("  ", "experts: %d MXFP4 projections cast to NVFP4 (%.2f GiB → %.2f GiB)", t.NVFP4, gib(t.MXFP4Bytes), gib(t.NVFP4Bytes))
+	}
+	if t.Decoded > 0 {
+		line("  ", "decoded: %d quantized tensors to BF16 (%.2f GiB of BF16)", t.Decoded, gib(t.DecodedBytes))
+	}
+	if t.Packed > 0 {
+		line("  ", "packed: %d BF16 experts to MXFP4 (%.2f GiB of BF16 read)", t.Packed, gib(t.PackedBytes))
+	}
+	line("  ", "total: %.2f GiB → %.2f GiB of tensors in %d shards; %d side files (%.2f MiB); %d output files",
+		gib(t.SourceBytes), gib(t.OutputBytes), t.Files, t.AuxFiles, mib(t.AuxBytes), t.OutputFiles+1)
+	return nil
+}
+
+// castScope says which files the cast's counts cover: the output less the
+// files kept from a finished conversion, whose manifest keeps no counts.
+func castScope(res *convert.Result) string {
+	if res.Uncounted == 0 {
+		return "MXFP4→NVFP4 cast of the output"
+	}
+	return fmt.Sprintf("MXFP4→NVFP4 cast of the output less the %s kept from a finished conversion (k3ckpt verify re-casts every file)",
+		termtext.Plural(int64(res.Uncounted), "file", "files"))
 }

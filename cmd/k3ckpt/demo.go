@@ -20,9 +20,8 @@ type demoStep struct {
 	args []string
 }
 
-// demoSteps is the walkthrough, the commands a user would type. With keep
-// false the outputs are removed at the end, so no step writes the chart (its
-// name would point at a file that is gone).
+// demoSteps is the walkthrough, the commands a user would type. Outputs not
+// kept are removed at the end, so then no step writes the chart.
 func demoSteps(dir string, keep bool) []demoStep {
 	src := filepath.Join(dir, "k3-tiny")
 	fp8 := filepath.Join(dir, "k3-tiny-fp8")

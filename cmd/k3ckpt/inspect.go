@@ -101,19 +101,18 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		defer ck.Close()
 		return inspect.WriteTensorList(out, ck, f.asJSON)
 	}
-	by, err := inspect.ParseGroupBy(f.by)
-	if err != nil {
+	opts := inspect.Options{Recipe: f.recipe, Layout: f.layout, Strict: f.strict, Chart: f.chart}
+	var err error
+	if opts.By, err = inspect.ParseGroupBy(f.by); err != nil {
 		return err
 	}
-	format, err := convert.ParseFormat(f.format)
-	if err != nil {
+	if opts.Format, err = convert.ParseFormat(f.format); err != nil {
 		return flagError("format", err)
 	}
-	var experts convert.ExpertsMode
-	if err := experts.UnmarshalText([]byte(f.experts)); err != nil {
+	if err := opts.Experts.UnmarshalText([]byte(f.experts)); err != nil {
 		return flagError("experts", err)
 	}
-	if err := checkOptionPairs(convert.Options{Format: format, Experts: experts}); err != nil {
+	if err := checkOptionPairs(convert.Options{Format: opts.Format, Experts: opts.Experts}); err != nil {
 		return err
 	}
 	var capacity int64
@@ -122,7 +121,6 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 			return fmt.Errorf("--gpu-mem: %w", err)
 		}
 	}
-	opts := inspect.Options{By: by, Recipe: f.recipe, Format: format, Experts: experts, Layout: f.layout, Strict: f.strict, Chart: f.chart}
 	if f.partition != "" {
 		if opts.PPPartition, err = layout.ParsePartition(f.partition); err != nil {
 			return err

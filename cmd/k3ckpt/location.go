@@ -43,10 +43,9 @@ var argRoles = map[string][]role{
 	"verify":     {roleSrc, roleBucket},
 }
 
-// checkLocations wraps every subcommand's argument check: a wrong count
-// says how the command is called (cobra's "accepts 2 arg(s), received 0"
-// does not), and an unsupported scheme:// in an argument or reassemble
-// --check fails before anything runs.
+// checkLocations wraps every subcommand's argument check: a wrong count says
+// how the command is called (cobra's does not), and an unsupported scheme://
+// in an argument or reassemble --check fails before anything runs.
 func checkLocations(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		roles := argRoles[c.Name()]

@@ -15,8 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/k3ckpt/k3ckpt/convert"
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 	"github.com/k3ckpt/k3ckpt/layout"
+	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
@@ -54,22 +57,48 @@ func newRootCmd() *cobra.Command {
 // nameFlags take a name from a fixed list, so their values match whatever
 // their case: --experts NVFP4 is nvfp4. So does --layout when it names a
 // built-in layout (a file's case matters).
-var nameFlags = []string{"recipe", "format", "experts", "numerics", "scale-fmt", "nonfinite", "by", "pack-scales"}
+var nameFlags = []string{"recipe", "format", "experts", "numerics", "scale-fmt", "nonfinite", "by", "pack-scales", "layout"}
 
 func foldNameFlags(c *cobra.Command) {
-	fold := func(name string) {
-		if f := c.Flags().Lookup(name); f != nil && f.Changed {
-			if v := f.Value.String(); v != strings.ToLower(v) {
-				_ = f.Value.Set(strings.ToLower(v)) // a refused value is reported by the command's own parse
-			}
+	for _, n := range nameFlags {
+		f := c.Flags().Lookup(n)
+		if f == nil || !f.Changed {
+			continue
+		}
+		v := strings.ToLower(f.Value.String())
+		if v != f.Value.String() && (n != "layout" || slices.Contains(layout.Names(), v)) {
+			_ = f.Value.Set(v) // a refused value is reported by the command's own parse
 		}
 	}
-	for _, n := range nameFlags {
-		fold(n)
+}
+
+// schemaCommands read a checkpoint's config, and so take --schema.
+var schemaCommands = []string{"synth", "inspect", "convert", "shard", "export"}
+
+// addSchemaFlags gives each of schemaCommands --schema FILE.
+func addSchemaFlags(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if slices.Contains(schemaCommands, c.Name()) {
+			c.Flags().String("schema", "", "a model family's schema file (JSON, as the built-in model/families/k3.json), for a config whose model_type it lists")
+		}
 	}
-	if f := c.Flags().Lookup("layout"); f != nil && f.Changed && slices.Contains(layout.Names(), strings.ToLower(f.Value.String())) {
-		fold("layout")
+}
+
+// useSchemaFlag reads the command's --schema file, if it has one, before
+// the command reads any config.
+func useSchemaFlag(c *cobra.Command) error {
+	f := c.Flags().Lookup("schema")
+	if f == nil || f.Value.String() == "" {
+		return nil
 	}
+	b, err := fsx.ReadFile(f.Value.String(), model.MaxConfigSize)
+	if err == nil {
+		err = model.UseSchema(b)
+	}
+	if err != nil {
+		return fmt.Errorf("--schema %s: %w", f.Value.String(), err)
+	}
+	return nil
 }
 
 // withSourceHint says what to do when a checkpoint argument is a JSON file
@@ -89,14 +118,29 @@ func withSourceHint(err error, args []string) error {
 	return err
 }
 
-// exitError carries an exit status other than 1 out of a subcommand.
-type exitError struct {
-	code int
-	err  error
+// withDestHint rewords a convert.ErrDestination refusal for the user: what
+// DST holds and the ways on, without the library's class in front (a
+// "different conversion" is wrong for a DST of unrelated files).
+func withDestHint(err error, args []string) error {
+	if !errors.Is(err, convert.ErrDestination) {
+		return err
+	}
+	msg := strings.Replace(err.Error(), convert.ErrDestination.Error()+": ", "", 1)
+	restart := slices.Contains(args, "--restart") || slices.Contains(args, "--restart=true")
+	switch {
+	case strings.Contains(msg, " is converting plan "):
+		msg += "\nits run is unfinished: to finish it, rerun the command that started it (its recipe and flags above);"
+		if restart {
+			msg += "\n--restart starts over only a run of the same plan;"
+		}
+		msg += "\nto give it up, delete that directory, or convert into another one"
+	case strings.Contains(msg, " holds a finished conversion "):
+		msg += "\nto replace it, delete that directory first, or convert into another one"
+	case strings.Contains(msg, " holds no k3ckpt conversion"):
+		msg += "\nconvert writes only into an empty or new directory, or one of its own runs: choose another, or empty this one"
+	}
+	return &cliError{msg: msg, err: err}
 }
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -132,9 +176,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		msg = strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n\t", "\n  ") + "\n(k3ckpt --help lists the commands)"
 	}
 	fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(msg))
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
+	var ce *cliError
+	if errors.As(err, &ce) && ce.code != 0 {
+		return ce.code
 	}
 	return 1
 }

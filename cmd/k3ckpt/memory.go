@@ -34,9 +34,8 @@ const smallPlanTensors = 150_000
 const smallPlanIndex = smallPlanTensors * 117
 
 // planMemory keeps the heap within a quarter of what is live while a plan
-// from src is built, unless src is local and its index says the plan stays
-// small: opening (the index and every header) is most of what planning
-// allocates.
+// from src is built (opening the index and headers is most of what it
+// allocates), unless src is local and its index says the plan stays small.
 func planMemory(src string) {
 	if fi, err := os.Stat(filepath.Join(src, safetensors.IndexName)); err == nil && fi.Mode().IsRegular() && fi.Size() < smallPlanIndex {
 		gcPace(100)

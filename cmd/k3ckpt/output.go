@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -75,8 +76,7 @@ func wrapLines(cmd *cobra.Command) io.Writer {
 	return &lineWrapper{w: cmd.OutOrStdout(), width: termWidth(cmd)}
 }
 
-// lineWrapper wraps each complete line written to it; the lines a command
-// prints end in a newline.
+// lineWrapper wraps each complete (newline-ended) line written to it.
 type lineWrapper struct {
 	w       io.Writer
 	width   int
@@ -124,10 +124,14 @@ func stateDirFlag(f *pflag.FlagSet, p *string) {
 	f.StringVar(p, "state-dir", "", "where the run records of an s3:// or gs:// DST live (plan, done records, locks; default: under the user's cache directory, named after DST); the workers of one --worker split share it")
 }
 
-// resolveJobs turns the --jobs value into a count; negative values are errors.
-func resolveJobs(n int) (int, error) {
+// resolveJobs turns the --jobs value into a count, at most most unless that
+// is 0; negative values are errors.
+func resolveJobs(n, most int) (int, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("--jobs %d: want 0 (automatic) or a positive count", n)
+	}
+	if most > 0 && n > most {
+		return 0, fmt.Errorf("--jobs %d: want 1 to %d", n, most)
 	}
 	if n == 0 {
 		n = min(max(runtime.NumCPU(), 2), 8)
@@ -153,15 +157,46 @@ func termWidth(cmd *cobra.Command) int {
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// rewordedError is an error said in the user's terms (msg) that still
-// matches the library error it rewords (errors.Is).
-type rewordedError struct {
-	msg string
-	err error
+// sizeUnits are the suffixes parseSize accepts: binary (KiB…TiB, the tool's
+// units) and decimal (KB…TB, the units GPU data sheets often use).
+var sizeUnits = []struct {
+	suffix string
+	bytes  float64
+}{
+	{"TIB", 1 << 40}, {"GIB", 1 << 30}, {"MIB", 1 << 20}, {"KIB", 1 << 10},
+	{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1},
 }
 
-func (e *rewordedError) Error() string { return e.msg }
-func (e *rewordedError) Unwrap() error { return e.err }
+// parseSize reads a byte count such as "141GiB", "80GB" or "1.5TiB".
+func parseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	mult := 0.0
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.bytes
+			break
+		}
+	}
+	if mult == 0 {
+		return 0, fmt.Errorf("size %q needs a unit (e.g. 141GiB, 80GB)", s)
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsNaN(v) || v <= 0 || math.IsInf(v, 0) || v*mult >= math.MaxInt64 {
+		return 0, fmt.Errorf("size %q: want a positive number and a unit (e.g. 141GiB)", s)
+	}
+	return int64(v * mult), nil
+}
+
+// cliError is an error said in the user's terms (msg) that still matches the
+// library error it rewords (errors.Is); code, when not 0, is its exit status.
+type cliError struct {
+	msg  string
+	err  error
+	code int
+}
+
+func (e *cliError) Error() string { return e.msg }
+func (e *cliError) Unwrap() error { return e.err }
 
 // flagError is a flag value a library parser refused, said as the flag
 // and what the parser knows, without the library's error class in front.
@@ -170,7 +205,7 @@ func flagError(flag string, err error) error {
 	if u := errors.Unwrap(err); u != nil {
 		msg = strings.TrimPrefix(msg, u.Error()+": ")
 	}
-	return &rewordedError{"--" + flag + ": unknown " + msg, err}
+	return &cliError{msg: "--" + flag + ": unknown " + msg, err: err}
 }
 
 // warn prints a warning on stderr, even under -q, wrapped to termWidth: it

@@ -11,9 +11,8 @@ import (
 
 // limitToSource caps the permission bits of every file the command writes
 // at those the source's .safetensors and .json files share (at the top and
-// in rank-NN or stage-NN directories): no output is more readable than what
-// it was made from. The umask applies within the cap. A remote or unlisted
-// source sets no cap. The returned function restores the cap it replaced.
+// in rank-NN or stage-NN directories), within the umask: no output is more
+// readable than its source. A remote or unlisted source sets no cap.
 func limitToSource(src string) (restore func()) {
 	if remote.IsRemote(src) {
 		return func() {}

@@ -1,9 +1,8 @@
 package main
 
-// The one progress display of the commands: a single status line on a
-// terminal (done / total in binary units, percent, rate, ETA), redrawn at
-// most a few times a second and erased when the work ends. Anything that is
-// not a terminal gets nothing, so logs and pipes stay clean.
+// The one progress display of the commands: a status line on a terminal
+// (done / total, percent, rate, ETA), redrawn a few times a second and erased
+// at the end. Anything that is not a terminal gets nothing (clean logs).
 
 import (
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // barInterval is the least time between two redraws.
@@ -91,13 +91,8 @@ func (b *progressBar) finish() {
 
 func (b *progressBar) draw(t time.Time) {
 	line := progressLine(b.label, b.unit, b.done.Load(), b.total.Load(), t.Sub(b.start))
-	pad := ""
-	if n := len([]rune(line)); n < b.width {
-		pad = strings.Repeat(" ", b.width-n)
-	} else {
-		b.width = n
-	}
-	fmt.Fprintf(b.w, "\r%s%s", line, pad)
+	b.width = max(b.width, utf8.RuneCountInString(line)) // padded over the last line's tail
+	fmt.Fprintf(b.w, "\r%-*s", b.width, line)
 }
 
 // progressLine is the text of one redraw: label, done/total, percent, rate and ETA

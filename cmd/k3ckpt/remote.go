@@ -57,12 +57,12 @@ type netMeter struct {
 	logged    sync.WaitGroup
 }
 
-// netLogEvery is how often -v prints a progress line where no terminal
-// shows the bar.
+// netLogEvery is how often -v prints a progress line off a terminal.
 const netLogEvery = 30 * time.Second
 
-// startLog prints the meter's reading to w every period until done: the
-// progress of a long transfer in a log file or a batch job's output.
+// startLog prints the meter's reading (the bar's text and the retries so
+// far) to w every period until done: the progress of a long transfer in a
+// log file or a batch job's output.
 func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
 	nm.log = make(chan struct{})
 	nm.logged.Go(func() {
@@ -74,21 +74,16 @@ func (nm *netMeter) startLog(w io.Writer, label string, every time.Duration) {
 				return
 			case <-t.C:
 			}
-			fmt.Fprintln(w, nm.line(label))
+			line := progressLine(label, unitBytes, nm.bytes.Load(), nm.total.Load(), time.Since(nm.start))
+			if n := nm.retryN.Load(); n > 0 {
+				line += fmt.Sprintf("  %d retries", n)
+				if ev := nm.lastRetry.Load(); ev != nil {
+					line += fmt.Sprintf(" (last: %v)", ev.Err)
+				}
+			}
+			fmt.Fprintln(w, line)
 		}
 	})
-}
-
-// line is one -v progress line: the bar's text, and the retries so far.
-func (nm *netMeter) line(label string) string {
-	line := progressLine(label, unitBytes, nm.bytes.Load(), nm.total.Load(), time.Since(nm.start))
-	if n := nm.retryN.Load(); n > 0 {
-		line += fmt.Sprintf("  %d retries", n)
-		if ev := nm.lastRetry.Load(); ev != nil {
-			line += fmt.Sprintf(" (last: %v)", ev.Err)
-		}
-	}
-	return line
 }
 
 // Fetched implements remote.Progress: the meter counts, the bar draws.
@@ -153,30 +148,31 @@ func openLayoutSource(cmd *cobra.Command, path string, conns int) (*layout.Sourc
 	return s, nm, nil
 }
 
-// show starts the network display of the plan's total bytes on the
-// commands' one progress line, or -v's log lines off a terminal.
-func (nm *netMeter) show(cmd *cobra.Command, asJSON bool, total int64) {
+// startProgress starts a run's progress display: for a remote source (nm not
+// nil) the bytes received of total, as a bar or -v's log lines; else a bar
+// labelled label, returned for the executor to start. stop ends either.
+func (nm *netMeter) startProgress(cmd *cobra.Command, asJSON bool, label string, total int64) (bar *progressBar, stop func()) {
 	if nm == nil {
-		return
+		bar = newProgress(cmd, asJSON, label, unitBytes)
+		return bar, bar.finish
 	}
 	nm.total.Store(total)
-	const label = "network (received)"
-	b := newProgress(cmd, asJSON, label, unitBytes)
+	const netLabel = "network (received)"
+	b := newProgress(cmd, asJSON, netLabel, unitBytes)
 	b.Start(total)
 	nm.bar.Store(b)
 	if b == nil && !asJSON && verbose(cmd) {
-		nm.startLog(cmd.ErrOrStderr(), label, netLogEvery)
+		nm.startLog(cmd.ErrOrStderr(), netLabel, netLogEvery)
 	}
+	return nil, nm.done
 }
 
 func (nm *netMeter) done() {
-	if nm != nil {
-		nm.bar.Swap(nil).finish()
-		if nm.log != nil {
-			close(nm.log)
-			nm.logged.Wait()
-			nm.log = nil
-		}
+	nm.bar.Swap(nil).finish()
+	if nm.log != nil {
+		close(nm.log)
+		nm.logged.Wait()
+		nm.log = nil
 	}
 }
 

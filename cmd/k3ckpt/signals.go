@@ -17,14 +17,10 @@ import (
 // closed terminal or ssh session. All three are handled alike.
 var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 
-// cancellable names the commands that stop on a cancelled context: they
-// remove their temporaries and release DST's lock before returning. Any
-// other command stops at once on a signal (it writes nothing that a rerun
-// must clean up, or cannot be cut short).
+// cancellable names the commands that stop on a cancelled context, removing
+// their temporaries and releasing DST's lock. Any other command stops at once
+// on a signal (it leaves nothing a rerun must clean up, or cannot be cut short).
 var cancellable = map[string]bool{"convert": true, "shard": true, "export": true, "reassemble": true, "verify": true}
-
-// writing names the commands whose interruption keeps finished files.
-var writing = map[string]bool{"convert": true, "shard": true, "export": true, "reassemble": true}
 
 // interrupt watches for stopSignals during one run.
 type interrupt struct {
@@ -86,7 +82,7 @@ func (in *interrupt) report(stderr io.Writer) int {
 		name = "k3ckpt"
 	}
 	msg := fmt.Sprintf("%s interrupted (%s)", name, signalName(sig))
-	if writing[name] {
+	if cancellable[name] && name != "verify" { // a writing command: its finished files are kept
 		msg += ": the files finished so far are kept; run the same command again to continue (--restart starts over)"
 	}
 	fmt.Fprintln(stderr, "k3ckpt:", termtext.Lines(msg))

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -38,12 +38,12 @@ placement of one file per layer; --scale tiny, a small config with its keys.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
-			if opts.Workers, err = resolveJobs(jobs); err != nil {
+			if opts.Workers, err = resolveJobs(jobs, 0); err != nil {
 				return err
 			}
 			cfgJSON := []byte(nil)
 			if configPath != "" {
-				if cfgJSON, err = readConfigFile(configPath); err != nil {
+				if cfgJSON, err = fsx.ReadFile(configPath, model.MaxConfigSize); err != nil {
 					return err
 				}
 				opts.Config = cfgJSON
@@ -73,14 +73,15 @@ placement of one file per layer; --scale tiny, a small config with its keys.`,
 				"dir": dir, "replica": what, "header_only": opts.HeaderOnly, "seed": opts.Seed,
 				"shards": cfg.SynthShards(), "tensors": cfg.NumTensors(), "tensor_bytes": cfg.TotalBytes(),
 			}
+			head := fmt.Sprintf("synth %s (%s, seed %d)", what, mode, opts.Seed)
+			holds := fmt.Sprintf("%s, %s, %.2f GiB of tensor data", termtext.Plural(int64(cfg.SynthShards()), "shard", "shards"),
+				termtext.Plural(int64(cfg.NumTensors()), "tensor", "tensors"), gib(cfg.TotalBytes()))
 			if dryRun {
 				result["dry_run"] = true
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), result)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "dry run: synth %s (%s, seed %d) would write %s, %s, %.2f GiB of tensor data into %s; nothing written\n",
-					what, mode, opts.Seed, termtext.Plural(int64(cfg.SynthShards()), "shard", "shards"),
-					termtext.Plural(int64(cfg.NumTensors()), "tensor", "tensors"), gib(cfg.TotalBytes()), dir)
+				fmt.Fprintf(cmd.OutOrStdout(), "dry run: %s would write %s into %s; nothing written\n", head, holds, dir)
 				return nil
 			}
 			bar := newProgress(cmd, asJSON, "synth (shards)", unitItems)
@@ -98,10 +99,7 @@ placement of one file per layer; --scale tiny, a small config with its keys.`,
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), result)
 			}
-			fmt.Fprintf(summary(cmd), "synth %s (%s, seed %d): %s, %s, %.2f GiB of tensor data; %.1f MiB on disk; %s\n",
-				what, mode, opts.Seed, termtext.Plural(int64(cfg.SynthShards()), "shard", "shards"),
-				termtext.Plural(int64(cfg.NumTensors()), "tensor", "tensors"),
-				gib(cfg.TotalBytes()), mib(disk), elapsed.Round(time.Millisecond))
+			fmt.Fprintf(summary(cmd), "%s: %s; %.1f MiB on disk; %s\n", head, holds, mib(disk), elapsed.Round(time.Millisecond))
 			return nil
 		},
 	}
@@ -120,15 +118,14 @@ placement of one file per layer; --scale tiny, a small config with its keys.`,
 	return cmd
 }
 
-func readConfigFile(path string) ([]byte, error) {
-	f, err := fsx.Open(path)
-	if err != nil {
-		return nil, err
+// diskUsage is the space dir's files occupy (see allocated).
+func diskUsage(dir string) int64 {
+	var n int64
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			n += allocated(fi)
+		}
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, model.MaxConfigSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return b, nil
+	return n
 }

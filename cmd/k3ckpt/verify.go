@@ -35,12 +35,9 @@ recomputed from SRC and DST byte for byte. Exit 1 on any violation.`,
 			if err := vo.NonFinite.UnmarshalText([]byte(nonFinite)); err != nil {
 				return flagError("nonfinite", err)
 			}
-			jobs, err := resolveJobs(jobs)
+			jobs, err := resolveJobs(jobs, convert.MaxJobs)
 			if err != nil {
 				return err
-			}
-			if jobs > convert.MaxJobs {
-				return fmt.Errorf("--jobs %d: want 1 to %d", jobs, convert.MaxJobs)
 			}
 			if !remote.IsRemote(args[0]) && !remote.IsRemote(args[1]) {
 				if err := fsx.Disjoint(args[1], args[0]); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -45,10 +46,7 @@ func readVersion() buildVersion {
 			}
 		}
 	}
-	if v.Revision == "" {
-		v.Revision = revision
-	}
-	if v.Revision == "" {
+	if v.Revision = cmp.Or(v.Revision, revision); v.Revision == "" {
 		v.Note = noRevision
 	}
 	return v
