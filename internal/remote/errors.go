@@ -54,13 +54,12 @@ func (e *Error) Error() string {
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
-	if e.Status != 0 {
-		s += fmt.Sprintf(" (HTTP %d", e.Status)
-		if e.Host != "" {
-			s += " from " + e.Host
-		}
-		s += ")"
-	} else if e.Host != "" {
+	switch {
+	case e.Status != 0 && e.Host != "":
+		s += fmt.Sprintf(" (HTTP %d from %s)", e.Status, e.Host)
+	case e.Status != 0:
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
+	case e.Host != "":
 		s += " (" + e.Host + ")"
 	}
 	if e.Attempts > 1 {

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,18 +53,9 @@ type FetchOptions struct {
 }
 
 func (o FetchOptions) withDefaults() FetchOptions {
-	if o.Connections <= 0 {
-		o.Connections = DefaultConnections
-	}
-	if o.Gap == 0 {
-		o.Gap = defaultGap
-	}
-	if o.Gap < 0 {
-		o.Gap = 0
-	}
-	if o.RequestSize <= 0 {
-		o.RequestSize = defaultRequestSize
-	}
+	o.Connections = cmp.Or(max(o.Connections, 0), DefaultConnections)
+	o.Gap = max(cmp.Or(o.Gap, defaultGap), 0)
+	o.RequestSize = cmp.Or(max(o.RequestSize, 0), defaultRequestSize)
 	return o
 }
 

@@ -113,12 +113,10 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// readRange fills p with the bytes at off, which must lie inside the file,
-// retrying (see read). counter, if not nil, also counts the bytes received.
+// readRange fills p with the bytes at off, which the callers have checked
+// lie inside the file, retrying (see read). counter, if not nil, also counts
+// the bytes received.
 func (f *File) readRange(ctx context.Context, p []byte, off int64, counter *atomic.Int64) error {
-	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
-		return &Error{File: f.Name, Kind: ErrSource, Detail: fmt.Sprintf("range %d+%d is outside the file's %d bytes", off, len(p), f.size)}
-	}
 	if len(p) == 0 {
 		return nil
 	}

@@ -2,13 +2,16 @@ package remote
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
 const (
@@ -98,27 +101,12 @@ func cleanToken(s string) string {
 // a small regular file is refused rather than read (a FIFO would block, a
 // device would never end).
 func readToken(path string) (string, error) {
-	st, err := os.Stat(path)
-	if os.IsNotExist(err) {
+	b, err := fsx.ReadFile(path, maxTokenFile)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
-	}
-	if !st.Mode().IsRegular() {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s is not a regular file", path)}
-	}
-	if st.Size() > maxTokenFile {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %d bytes (limit %d)", path, st.Size(), maxTokenFile)}
-	}
-	f, err := os.Open(path)
-	var b []byte
-	if err == nil {
-		b, err = io.ReadAll(io.LimitReader(f, maxTokenFile))
-		f.Close()
-	}
-	if err != nil {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
+		return "", &Error{Kind: ErrSource, Detail: "token file: " + err.Error()}
 	}
 	return cleanToken(string(b)), nil
 }

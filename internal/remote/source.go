@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -55,8 +56,13 @@ type Options struct {
 	TimeLimit time.Duration
 	// MaxRedirects bounds the redirects one request follows.
 	MaxRedirects int
-	// Progress, if not nil, hears every byte received and every retry.
-	Progress progress
+	// Progress, if not nil, hears every body byte received and every failed
+	// attempt about to be retried, from many goroutines at once: its methods
+	// must be cheap (count, do not print).
+	Progress interface {
+		Fetched(n int64)
+		Retry(ev RetryEvent)
+	}
 	// Warn, if not nil, hears once per source that a file's server offers
 	// nothing to verify its content by (see File.Version).
 	Warn func(msg string)
@@ -70,28 +76,13 @@ func (o Options) withDefaults() Options {
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.Timeout = 0 // attempts are bounded by the stall timer and the caller's context
 	o.Client = &c
-	if o.Retries <= 0 {
-		o.Retries = defaultRetries
-	}
-	if o.RetryBase <= 0 {
-		o.RetryBase = defaultRetryBase
-	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = defaultRetryMax
-	}
-	if o.StallTimeout <= 0 {
-		o.StallTimeout = defaultStallTimeout
-	}
-	if o.MinRate == 0 {
-		o.MinRate = defaultMinRate
-	}
-	o.MinRate = max(o.MinRate, 0)
-	if o.TimeLimit <= 0 {
-		o.TimeLimit = DefaultTimeLimit
-	}
-	if o.MaxRedirects <= 0 {
-		o.MaxRedirects = defaultMaxRedirects
-	}
+	o.Retries = cmp.Or(max(o.Retries, 0), defaultRetries)
+	o.RetryBase = cmp.Or(max(o.RetryBase, 0), defaultRetryBase)
+	o.RetryMax = cmp.Or(max(o.RetryMax, 0), defaultRetryMax)
+	o.StallTimeout = cmp.Or(max(o.StallTimeout, 0), defaultStallTimeout)
+	o.MinRate = max(cmp.Or(o.MinRate, defaultMinRate), 0)
+	o.TimeLimit = cmp.Or(max(o.TimeLimit, 0), DefaultTimeLimit)
+	o.MaxRedirects = cmp.Or(max(o.MaxRedirects, 0), defaultMaxRedirects)
 	return o
 }
 
@@ -100,9 +91,7 @@ func (o Options) withDefaults() Options {
 // connection rather than a stream sharing one), and no transparent
 // compression (a gzip-encoded body would not match its Content-Range).
 func NewTransport(conns int) *http.Transport {
-	if conns <= 0 {
-		conns = DefaultConnections
-	}
+	conns = cmp.Or(max(conns, 0), DefaultConnections)
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,

@@ -33,7 +33,6 @@ type stream struct {
 	pos       int // bytes of cur already read
 	have      bool
 	unplanned atomic.Int64
-	closeOnce sync.Once
 }
 
 // Stream starts fetching ranges for an executor that will read them, in this
@@ -117,7 +116,7 @@ func (st *stream) direct(name string, p []byte, n int, off int64) (int, error) {
 // Close stops the fetch and reports what it cost; err is the fetch's
 // failure, nil when it completed or was stopped by Close.
 func (st *stream) Close() (Stats, error) {
-	st.closeOnce.Do(func() { st.cancel(errStreamClosed) })
+	st.cancel(errStreamClosed) // a second call does nothing
 	<-st.done
 	err := st.err
 	if errors.Is(err, errStreamClosed) {
