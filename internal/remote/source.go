@@ -27,8 +27,9 @@ const (
 	defaultMinRate = 16 << 10
 	// DefaultTimeLimit is the fixed part of a read's deadline: room for the
 	// retries' backoff on top of the time its bytes take at the minimum rate.
-	DefaultTimeLimit    = 10 * time.Minute
-	defaultMaxRedirects = 10
+	DefaultTimeLimit = 10 * time.Minute
+	// maxRedirects bounds the redirects one request follows.
+	maxRedirects = 10
 )
 
 // Options tune a Source. The zero value is ready to use.
@@ -54,8 +55,6 @@ type Options struct {
 	// TimeLimit bounds every read with its retries: a read of n bytes fails
 	// after TimeLimit plus n bytes' time at MinRate.
 	TimeLimit time.Duration
-	// MaxRedirects bounds the redirects one request follows.
-	MaxRedirects int
 	// Progress, if not nil, hears every body byte received and every failed
 	// attempt about to be retried, from many goroutines at once: its methods
 	// must be cheap (count, do not print).
@@ -82,7 +81,6 @@ func (o Options) withDefaults() Options {
 	o.StallTimeout = cmp.Or(max(o.StallTimeout, 0), defaultStallTimeout)
 	o.MinRate = max(cmp.Or(o.MinRate, defaultMinRate), 0)
 	o.TimeLimit = cmp.Or(max(o.TimeLimit, 0), DefaultTimeLimit)
-	o.MaxRedirects = cmp.Or(max(o.MaxRedirects, 0), defaultMaxRedirects)
 	return o
 }
 
@@ -227,7 +225,7 @@ func (s *Source) checkCommit(name string, h http.Header) error {
 	return nil
 }
 
-// do sends a GET for u and follows redirects itself: at most MaxRedirects,
+// do sends a GET for u and follows redirects itself: at most maxRedirects,
 // never the same URL twice, only to http(s), and with the token only while
 // the request goes to the token's origin. It returns the final response
 // (the caller closes its body) and the URL it came from.
@@ -279,8 +277,8 @@ func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http
 		if seen[u] {
 			return bad("redirect loop through " + strings.Join(append(chain, next.Host), " -> "))
 		}
-		if hops+1 > s.o.MaxRedirects {
-			return bad(fmt.Sprintf("more than %d redirects", s.o.MaxRedirects))
+		if hops+1 > maxRedirects {
+			return bad(fmt.Sprintf("more than %d redirects", maxRedirects))
 		}
 	}
 }
