@@ -265,34 +265,23 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	return n, 0, nil
 }
 
-// parseContentRange reads "bytes first-last/total".
+// parseContentRange reads "bytes first-last/total", or "bytes */total" with
+// last -1.
 func parseContentRange(s string) (start, last, total int64, err error) {
+	bad := errors.New(`not "bytes first-last/total" with first <= last < total`)
 	rest, ok := strings.CutPrefix(s, "bytes ")
-	if !ok {
-		return 0, 0, 0, errors.New("not a bytes range")
-	}
-	rng, tot, ok := strings.Cut(rest, "/")
-	if !ok {
-		return 0, 0, 0, errors.New("no total size")
-	}
-	if total, err = strconv.ParseInt(tot, 10, 64); err != nil || total < 0 {
-		return 0, 0, 0, errors.New("unreadable total size")
+	rng, tot, hasTotal := strings.Cut(rest, "/")
+	if total, err = strconv.ParseInt(tot, 10, 64); !ok || !hasTotal || err != nil || total < 0 {
+		return 0, 0, 0, bad
 	}
 	if rng == "*" {
 		return 0, -1, total, nil
 	}
 	a, b, ok := strings.Cut(rng, "-")
-	if !ok {
-		return 0, 0, 0, errors.New("malformed range")
-	}
-	if start, err = strconv.ParseInt(a, 10, 64); err != nil {
-		return 0, 0, 0, errors.New("unreadable first byte")
-	}
-	if last, err = strconv.ParseInt(b, 10, 64); err != nil {
-		return 0, 0, 0, errors.New("unreadable last byte")
-	}
-	if start < 0 || last < start || total <= last {
-		return 0, 0, 0, errors.New("inconsistent positions")
+	start, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || start < 0 || last < start || total <= last {
+		return 0, 0, 0, bad
 	}
 	return start, last, total, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
@@ -40,12 +41,8 @@ type location struct {
 // https://, or an object store's s3:// or gs://, which Resolve leaves to
 // internal/objstore).
 func IsRemote(raw string) bool {
-	for _, p := range []string{"hf://", "http://", "https://", "s3://", "gs://"} {
-		if strings.HasPrefix(raw, p) {
-			return true
-		}
-	}
-	return false
+	scheme, _, ok := strings.Cut(raw, "://")
+	return ok && slices.Contains([]string{"hf", "http", "https", "s3", "gs"}, scheme)
 }
 
 // hub is the part of huggingface_hub's configuration a resolution needs.

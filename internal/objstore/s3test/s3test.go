@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -162,15 +161,16 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 		cmd.Process.Kill()
 		<-exited
 	}
-	s := &Server{Endpoint: "http://" + addr}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(s.Endpoint + "/minio/health/ready")
+	s := &Server{Endpoint: "http://" + addr, Client: s3.New(s3.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String("http://" + addr), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(user, password, ""),
+	})}
+	// Serving, not only ready: under load MinIO answers 503
+	// XMinioServerNotInitialized for a while after /minio/health/ready does.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := s.Client.ListBuckets(context.Background(), &s3.ListBucketsInput{}, func(o *s3.Options) { o.RetryMaxAttempts = 1 })
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+			return s, stop, nil
 		}
 		select {
 		case <-exited:
@@ -179,28 +179,9 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, nil, fmt.Errorf("MinIO at %s not ready after 60 s: %v\n%s", addr, err, logged())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	s.Client = s3.New(s3.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(user, password, ""),
-	})
-	// Ready is not yet serving: under load MinIO answers 503
-	// XMinioServerNotInitialized for a while after it.
-	for {
-		_, err := s.Client.ListBuckets(context.Background(), &s3.ListBucketsInput{})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			stop()
 			return nil, nil, fmt.Errorf("MinIO at %s not serving after 60 s: %v\n%s", addr, err, logged())
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	return s, stop, nil
 }
 
 // wipe removes every bucket, with its objects and unfinished uploads.
