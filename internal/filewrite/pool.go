@@ -17,10 +17,9 @@ type Pool struct {
 	mapped *sync.Map
 }
 
-// NewPool makes the pool of a run of jobs files at once: 4 buffers per job
-// of bufferSize bytes, aligned for direct writes (and, on Linux, backed by
-// huge pages where the system has them: see mapBuffer). Buffers are
-// allocated as they are first needed.
+// NewPool makes the pool of a run of jobs files at once: buffersPerJob
+// buffers per job, aligned for direct writes (on Linux, in huge pages where
+// the system has them), allocated as they are first needed.
 func NewPool(jobs int) *Pool { return newPool(buffersPerJob * max(jobs, 1)) }
 
 func newPool(n int) *Pool {
@@ -56,9 +55,8 @@ var (
 	mapHuge  = mapBuffer
 )
 
-// Close gives back the memory of the buffers not in use now: all of them
-// once no file of the pool is being written (as after Run). The pool stays
-// usable: a file made later gets new buffers.
+// Close gives back the memory of the buffers not in use now (all of them
+// after Run). The pool stays usable: a file made later gets new buffers.
 func (p *Pool) Close() {
 	for range len(p.free) {
 		select {

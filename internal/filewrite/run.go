@@ -6,10 +6,9 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The sizes of a run, per job: staging buffers in its pool (NewPool: enough
-// that producing a file never waits for the files before it), and commits
-// waiting for the disk (Run: enough that fsyncs overlap, few enough that an
-// interrupted run has little to redo).
+// The sizes of a run, per job: staging buffers (enough that producing a file
+// never waits for the ones before), and commits waiting for the disk (enough
+// that fsyncs overlap, few enough that an interrupted run has little to redo).
 const (
 	buffersPerJob = 4
 	commitsPerJob = 4
@@ -31,7 +30,6 @@ func Run(ctx context.Context, jobs, n int, produce func(ctx context.Context, job
 	return run(ctx, jobs, commitsPerJob, n, produce)
 }
 
-// run is Run with commitsPerJob commits in flight per job.
 func run(ctx context.Context, jobs, commitsPerJob, n int, produce func(ctx context.Context, job, i int) (commit func() error, err error)) error {
 	jobs, commitsPerJob = max(jobs, 1), max(commitsPerJob, 1)
 	cctx, cancel := context.WithCancelCause(ctx)

@@ -1,8 +1,7 @@
-// Package fsx opens the files a command reads from its user. Every one of
-// them is checked to be a regular file before a single byte is read: a FIFO
-// would block the open or the read forever, a character device such as
-// /dev/zero would be read until memory runs out (its size is 0, so size checks
-// pass), a directory or socket cannot hold what the caller expects.
+// Package fsx opens the files a command reads from its user, each checked to
+// be a regular file before a byte is read: a FIFO would block for ever, a
+// character device such as /dev/zero would be read until memory runs out (its
+// size is 0, so size checks pass), a directory or socket holds no data.
 package fsx
 
 import (
@@ -35,8 +34,8 @@ func Open(path string) (*os.File, error) {
 	return f, nil
 }
 
-// ReadFile reads a whole regular file of at most limit bytes. The limit
-// holds even when the file grows while it is read.
+// ReadFile reads a whole regular file of at most limit bytes, even one that
+// grows while it is read.
 func ReadFile(path string, limit int64) ([]byte, error) {
 	f, err := Open(path)
 	if err != nil {
@@ -50,8 +49,7 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	if st.Size() > limit {
 		return nil, tooLarge(path, st.Size(), limit)
 	}
-	// Sized from Stat, so that a large index is read without regrowing; the
-	// limit is checked again as it is read, for a file that grows.
+	// Sized from Stat: a large index is read without regrowing.
 	b := make([]byte, 0, st.Size()+1)
 	for {
 		if len(b) == cap(b) {

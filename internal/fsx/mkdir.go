@@ -7,8 +7,7 @@ import (
 )
 
 // MkdirAll is os.MkdirAll for an output directory, with an error that says
-// what is in the way: a dangling link (which MkdirAll reports as "file
-// exists") names its target, a file names its kind.
+// what is in the way: a dangling link (to MkdirAll "file exists") or a file.
 func MkdirAll(dir string) error {
 	err := os.MkdirAll(dir, 0o755)
 	if err == nil {
