@@ -69,9 +69,8 @@ type part struct {
 
 // planParts coalesces consecutive ranges of one file that move forward by at
 // most gap bytes into spans, and cuts spans into requests of at most size
-// bytes. A span never skips more bytes than it needs, so a fetch requests at
-// most twice the bytes its ranges need. Ranges keep their order: sort them
-// by file and offset beforehand for the most merging.
+// bytes. A span never skips more bytes than it needs (a fetch requests at
+// most twice its ranges' bytes). Ranges keep their order.
 func planParts(ranges []Range, gap, size int64) []part {
 	var parts []part
 	flush := func(file string, lo, hi int64, first, last int) {
@@ -128,10 +127,9 @@ type job struct {
 
 // fetch reads the ranges and hands their bytes to deliver in order (see
 // chunk), from the calling goroutine. Each request holds one of Connections
-// buffers until its bytes are delivered, which bounds both the requests in
-// flight and the memory: a slow consumer slows the fetch. Every file is
-// opened and every range checked before the first data request. The first
-// error, from a request or from deliver, cancels everything; fetch returns
+// buffers until its bytes are delivered, which bounds the requests in flight
+// and the memory. Every file is opened and every range checked first. The
+// first error, from a request or deliver, cancels everything; fetch returns
 // after all its requests have stopped.
 func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(chunk) error) (st Stats, err error) {
 	o = o.withDefaults()

@@ -8,8 +8,7 @@ import (
 	"strings"
 )
 
-// maxListing bounds the hub's answer to a file listing (a repository of
-// thousands of files takes well under a megabyte).
+// maxListing bounds the hub's answer to a file listing.
 const maxListing = 16 << 20
 
 // RepoFile is one file of a listed repository: its slash-separated path

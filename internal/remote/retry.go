@@ -53,8 +53,7 @@ func transient(e *Error) bool {
 
 // unreachable reports a failure to reach a host at all (connection refused,
 // unknown host name): worth retrying once the source has had an answer (a
-// server restarting mid-run), not before (a wrong URL), where retrying would
-// only delay the error by minutes.
+// server restarting mid-run), not before (a wrong URL).
 func unreachable(e *Error) bool {
 	var dns *net.DNSError
 	return errors.Is(e, syscall.ECONNREFUSED) || errors.As(e, &dns) && dns.IsNotFound

@@ -104,8 +104,7 @@ func NewTransport(conns int) *http.Transport {
 }
 
 // Stats counts network traffic: a Source's (Fetched, Requests, Retries:
-// every body byte and HTTP request, redirects included), or a Stream's, or
-// a run's streams added up (every field).
+// redirects included), a Stream's, or a run's streams added up.
 type Stats struct {
 	// Needed is the bytes the ranges cover; Requested adds the gaps merged
 	// over; Fetched is the body bytes received, failed attempts' included.
@@ -133,8 +132,7 @@ type Source struct {
 	mu    sync.Mutex
 	files map[string]*fileEntry
 
-	commitMu sync.Mutex
-	commit   string // the first X-Repo-Commit seen (hub sources)
+	commit atomic.Pointer[string] // the first X-Repo-Commit seen (hub sources)
 
 	bytes, requests, retries atomic.Int64
 	answered                 atomic.Bool // a server has responded: the location is right
@@ -178,9 +176,10 @@ func (s *Source) Stats() Stats {
 
 // repoCommit is the first X-Repo-Commit the hub reported ("": none).
 func (s *Source) repoCommit() string {
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	return s.commit
+	if c := s.commit.Load(); c != nil {
+		return *c
+	}
+	return ""
 }
 
 // Retried counts a failed attempt about to be retried (by the Source, or by
@@ -213,14 +212,11 @@ func (s *Source) checkCommit(name string, h http.Header) error {
 	if c == "" {
 		return nil
 	}
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	if s.commit == "" {
-		s.commit = c
+	if s.commit.CompareAndSwap(nil, &c) {
 		return nil
 	}
-	if c != s.commit {
-		return &Error{File: name, Kind: ErrChanged, Detail: fmt.Sprintf("revision %s moved from commit %s to %s", s.loc.Revision, s.commit, c)}
+	if first := *s.commit.Load(); c != first {
+		return &Error{File: name, Kind: ErrChanged, Detail: fmt.Sprintf("revision %s moved from commit %s to %s", s.loc.Revision, first, c)}
 	}
 	return nil
 }

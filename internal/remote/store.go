@@ -7,11 +7,9 @@ import (
 	"sync/atomic"
 )
 
-// store is an object store that a Source reads through instead of plain
-// HTTP GETs (an S3 bucket under a prefix): it signs and retries its requests
-// itself, so a Source over a store keeps only the range planning, the size
-// and ETag checks and the accounting. Its errors are *Error values, File
-// naming the object's full address.
+// store is an object store that a Source reads through instead of HTTP GETs
+// (an S3 bucket under a prefix): it signs and retries its requests itself.
+// Its errors are *Error values, File naming the object's full address.
 type store interface {
 	// Get reads up to len(p) bytes of object name at off into p, returning
 	// how many, the object's size and its ETag; with etag not "", an object
