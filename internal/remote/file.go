@@ -37,13 +37,8 @@ type File struct {
 // Open probes a file (one small range request) for its size and ETag, once
 // per name and source: later calls return the same *File.
 func (s *Source) Open(ctx context.Context, name string) (*File, error) {
-	s.mu.Lock()
-	e := s.files[name]
-	if e == nil {
-		e = &fileEntry{}
-		s.files[name] = e
-	}
-	s.mu.Unlock()
+	v, _ := s.files.LoadOrStore(name, &fileEntry{})
+	e := v.(*fileEntry)
 	e.once.Do(func() {
 		f := &File{Name: name, src: s, origin: s.url(name), size: -1}
 		var buf [probeLen]byte
@@ -59,11 +54,7 @@ func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 		}
 	})
 	if e.err != nil {
-		s.mu.Lock()
-		if s.files[name] == e { // let a later call try again
-			delete(s.files, name)
-		}
-		s.mu.Unlock()
+		s.files.CompareAndDelete(name, e) // let a later call try again
 	}
 	return e.f, e.err
 }

@@ -129,8 +129,7 @@ type Source struct {
 	ctx   context.Context
 	store store // nil: plain HTTP (see NewStoreSource)
 
-	mu    sync.Mutex
-	files map[string]*fileEntry
+	files sync.Map // name → *fileEntry
 
 	commit atomic.Pointer[string] // the first X-Repo-Commit seen (hub sources)
 
@@ -163,7 +162,7 @@ func NewSource(ctx context.Context, loc location, o Options) (*Source, error) {
 	if _, err := url.Parse(loc.Base); err != nil {
 		return nil, &Error{Kind: ErrSource, Detail: err.Error()}
 	}
-	return &Source{loc: loc, o: o.withDefaults(), ctx: ctx, files: map[string]*fileEntry{}}, nil
+	return &Source{loc: loc, o: o.withDefaults(), ctx: ctx}, nil
 }
 
 // url is the address of a file of the source (the name path-escaped).

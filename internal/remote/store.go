@@ -29,7 +29,7 @@ func NewStoreSource(ctx context.Context, base string, st store, o Options) (*Sou
 	if !strings.HasSuffix(base, "/") {
 		return nil, &Error{Kind: ErrSource, Detail: fmt.Sprintf("base %q does not end in '/'", base)}
 	}
-	return &Source{loc: location{Base: base}, o: o.withDefaults(), ctx: ctx, files: map[string]*fileEntry{}, store: st}, nil
+	return &Source{loc: location{Base: base}, o: o.withDefaults(), ctx: ctx, store: st}, nil
 }
 
 // readStore is File.read for a source over a store: one conditional read,

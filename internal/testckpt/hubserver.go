@@ -14,14 +14,14 @@ import (
 )
 
 // HubServer serves a checkpoint directory as the hub repository
-// hf://org/name on 127.0.0.1 (files with byte ranges and an ETag, "v1"
-// unless set, and the file listing). It counts the body bytes of range
-// requests per file, and can fail a file or give it another ETag.
+// hf://org/name on 127.0.0.1: files with byte ranges and an ETag ("v1"
+// unless set), and the file listing. It counts range requests' body bytes
+// per file, and can fail a file or give it another ETag.
 type HubServer struct {
 	// URL is the server's base URL (HF_ENDPOINT).
 	URL string
-	// Env is the environment a remote open sees: HF_ENDPOINT is the server
-	// and HOME a folder with no token, so no real hub or token is ever used.
+	// Env is the environment a remote open sees: HF_ENDPOINT is the server,
+	// HOME a folder with no token.
 	Env func(key string) string
 	dir string
 

@@ -37,10 +37,9 @@ type proxy struct {
 	// Requests and Received count the requests passed to the server and the
 	// response body bytes sent back to the client.
 	Requests, Received atomic.Int64
-	// Sizes, when set, makes listings, HEAD's Content-Length and a ranged
-	// GET's Content-Range total give these sizes (keyed bucket/key), whatever
-	// the server stores, which must still hold every byte a client reads
-	// (e.g. a replica's safetensors headers without their data).
+	// Sizes, when set, makes listings, HEAD and a ranged GET's Content-Range
+	// give these sizes (keyed bucket/key) whatever the server stores, which
+	// must still hold every byte a client reads (e.g. a replica's headers).
 	Sizes atomic.Pointer[map[string]int64]
 }
 
@@ -130,8 +129,7 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 	p := &proxy{}
 	rp.ModifyResponse = p.rewrite
 	rp.ErrorLog = log.New(io.Discard, "", 0) // the cuts are on purpose
-	// Each write goes out at once: a cut response's headers and first half
-	// reach the client before the connection is aborted.
+	// Each write goes out at once: a cut response's first half reaches the client.
 	rp.FlushInterval = -1
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

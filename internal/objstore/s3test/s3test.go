@@ -1,9 +1,7 @@
-// Package s3test runs a real S3 server (MinIO) on loopback for the tests of
-// the packages that read and write object storage. The binary is
-// $K3CKPT_MINIO, else minio on PATH, else ~/go/bin/minio (where `go install
-// github.com/minio/minio@latest` puts it); without one, Start skips the
-// test, saying so. One server serves every test of a test binary. It
-// listens on 127.0.0.1 only, with its console and update checks off.
+// Package s3test runs a real S3 server (MinIO) on 127.0.0.1 for the tests of
+// the packages that use object storage. The binary is $K3CKPT_MINIO, else
+// minio on PATH, else ~/go/bin/minio (where `go install
+// github.com/minio/minio@latest` puts it); without one, Start skips the test.
 package s3test
 
 import (
@@ -71,13 +69,11 @@ var shared struct {
 	err  error
 }
 
-// Start returns the test binary's MinIO, started on first use (starting one
-// takes seconds), with no bucket left by an earlier test, and points the
-// process's AWS settings at it for the test; under -short it skips the test.
-// The server is killed when the test binary exits (Pdeathsig, Linux only:
-// elsewhere every test starts its own) and keeps its data in a testckpt.Dir.
-// Tests using it cannot run in parallel (t.Setenv refuses to), so each has
-// the server to itself.
+// Start returns the test binary's MinIO, started on first use, with no
+// bucket left by an earlier test, and points the process's AWS settings at it
+// for the test (so tests using it cannot run in parallel); under -short it
+// skips the test. The server dies with the test binary (Pdeathsig, Linux
+// only: elsewhere every test starts its own).
 func Start(t testing.TB) *Server {
 	t.Helper()
 	if testing.Short() {
@@ -132,7 +128,6 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 		"HOME="+dir, // its config and certs directory (~/.minio)
 	)
 	dieWithParent(cmd)
-	// The server's output, for the error when it fails to come up.
 	log, err := os.Create(filepath.Join(dir, "minio.log"))
 	if err != nil {
 		return nil, nil, err
