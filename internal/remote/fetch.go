@@ -207,10 +207,8 @@ func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 func (s *Source) deliverAll(ctx context.Context, queue chan *job, free chan []byte, ranges []Range, deliver func(chunk) error) error {
 	for j := range queue {
 		if err := <-j.done; err != nil {
-			if errors.Is(err, context.Canceled) {
-				if c := context.Cause(ctx); c != nil {
-					err = c
-				}
+			if c := context.Cause(ctx); c != nil && errors.Is(err, context.Canceled) {
+				err = c
 			}
 			return err
 		}

@@ -174,7 +174,7 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pace := newPacer(s.o.StallTimeout, s.o.MinRate, cancel)
-	defer pace.stop()
+	defer pace.t.Stop()
 
 	end := off + int64(len(p)) - 1
 	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, end)}}

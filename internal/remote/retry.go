@@ -62,17 +62,8 @@ func unreachable(e *Error) bool {
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP-date; 0 when
 // absent or unreadable.
 func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		if n > 1<<31 {
-			n = 1 << 31
-		}
-		return time.Duration(n) * time.Second
+		return time.Duration(min(max(n, 0), 1<<31)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now)

@@ -344,7 +344,7 @@ func (s *Source) readSmallOnce(ctx context.Context, name, target string, limit i
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pace := newPacer(s.o.StallTimeout, s.o.MinRate, cancel)
-	defer pace.stop()
+	defer pace.t.Stop()
 	resp, u, err := s.do(actx, name, target, nil)
 	if err != nil {
 		return nil, 0, err
