@@ -18,8 +18,7 @@ const (
 	DefaultConnections = 16
 	// defaultGap: reading 128 KiB more costs less than another round trip.
 	defaultGap = 128 << 10
-	// defaultRequestSize: longer spans are split so that they spread over
-	// the connections and fit the buffers.
+	// defaultRequestSize: longer spans are split over the connections.
 	defaultRequestSize = 4 << 20
 )
 
@@ -30,9 +29,8 @@ type Range struct {
 	Off, Len int64
 }
 
-// chunk is the bytes at Off inside range Index of fetch's list, delivered in
-// order: range by range, each by increasing Off. Data is reused once the
-// delivering call returns.
+// chunk is the bytes at Off inside range Index of fetch's list, delivered
+// range by range, each by increasing Off. Data is reused once delivered.
 type chunk struct {
 	Index int
 	Off   int64
@@ -44,11 +42,10 @@ type FetchOptions struct {
 	// Connections bounds the requests in flight (0: DefaultConnections).
 	Connections int
 	// Gap: consecutive ranges of one file at most Gap bytes apart are read by
-	// one request, as long as its dropped bytes do not outnumber its needed
-	// ones (0: defaultGap, negative: only touching ranges).
+	// one request (0: defaultGap, negative: only touching ranges).
 	Gap int64
 	// RequestSize bounds one request (0: defaultRequestSize), and so memory:
-	// one buffer of at most this size per connection, whatever the files' size.
+	// one buffer of at most this size per connection.
 	RequestSize int64
 }
 
@@ -228,8 +225,8 @@ func (s *Source) deliverAll(ctx context.Context, queue chan *job, free chan []by
 	return context.Cause(ctx) // nil unless the dispatcher stopped early
 }
 
-// openAll probes every file the ranges name, Connections at a time, stopping
-// at the first failure.
+// openAll probes every file the ranges name, conns at a time, stopping at
+// the first failure.
 func (s *Source) openAll(ctx context.Context, ranges []Range, conns int) (map[string]*File, error) {
 	seen := map[string]bool{}
 	files := map[string]*File{}

@@ -14,13 +14,13 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
-// probeLen is what opening a file reads: a safetensors file's 8-byte header
-// length, kept so that the first ReadAt of it costs no request.
+// probeLen is what opening a file reads and keeps: a safetensors file's
+// 8-byte header length.
 const probeLen = 8
 
-// File is one remote file read with range requests. Its size and ETag are
-// learnt when it is opened; every later response must report the same, or
-// the read fails with ErrChanged. It is safe for concurrent use.
+// File is one remote file read with range requests. Every response must
+// report the size and ETag learnt at its opening, or the read fails with
+// ErrChanged. It is safe for concurrent use.
 type File struct {
 	// Name is the file's name relative to its source.
 	Name string
@@ -35,7 +35,7 @@ type File struct {
 }
 
 // Open probes a file (one small range request) for its size and ETag, once
-// per name and source: later calls return the same *File.
+// per name: later calls return the same *File.
 func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 	v, _ := s.files.LoadOrStore(name, &fileEntry{})
 	e := v.(*fileEntry)
@@ -120,10 +120,9 @@ func (f *File) readRange(ctx context.Context, p []byte, off int64, counter *atom
 }
 
 // read is the retry loop: transient failures are retried with backoff, each
-// resuming at the first byte not yet received, up to the source's Retries in
-// all and within its TimeLimit plus len(p) bytes' time at its MinRate. With
-// f.size unknown (the probe) it accepts a file shorter than p and returns
-// how much there was.
+// resuming at the first byte not yet received, within the read's bounds (see
+// Options). With f.size unknown (the probe) it accepts a file shorter than p
+// and returns how much there was.
 func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, error) {
 	s := f.src
 	if s.store != nil {
@@ -166,9 +165,9 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 // cause is the error to report if asking the origin again does not help.
 var errRefused = errors.New("redirect target refused the request")
 
-// attempt makes one request for p at off. It returns the bytes stored
-// (fewer than len(p) only when the probe finds a short file), the server's
-// Retry-After, and what failed.
+// attempt makes one request for p at off. It returns the bytes stored (fewer
+// only when the probe finds a short file), the server's Retry-After, and
+// what failed.
 func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, time.Duration, error) {
 	s := f.src
 	actx, cancel := context.WithCancelCause(ctx)

@@ -24,9 +24,8 @@ const (
 
 // location is where a checkpoint lives once resolved.
 type location struct {
-	// Base is the directory URL, ending in '/', that path-escaped file names
-	// are appended to; empty when LocalDir, the cached snapshot directory of
-	// an hf:// reference in offline mode, is set.
+	// Base is the directory URL, ending in '/', of path-escaped file names;
+	// empty when LocalDir, an offline hf:// reference's snapshot, is set.
 	Base, LocalDir string
 	// Name is the file the reference pointed at ("" for a directory).
 	Name string
@@ -140,17 +139,14 @@ var (
 	commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 )
 
-// Resolve turns raw into a Location: an http(s):// URL to a directory (ending
+// Resolve turns raw into a location: an http(s):// URL to a directory (ending
 // in '/') or to a file in one, or hf://org/name[@revision][/path] resolved as
-// huggingface_hub does: HF_ENDPOINT (default the public hub) +
-// /org/name/resolve/{revision}/{path}, the revision URL-quoted. The token
-// (HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then the file HF_TOKEN_PATH, default
-// $HF_HOME/token, HF_HOME defaulting to ~/.cache/huggingface) is attached for
-// the endpoint's origin only, also for an https:// URL on that origin. With
-// HF_HUB_OFFLINE set, hf:// resolves to the cached snapshot directory instead
-// (HF_HUB_CACHE/models--org--name/snapshots/{commit}) or fails with errOffline.
-// env looks up those variables ("" when unset): os.Getenv in use, a map in
-// tests.
+// huggingface_hub does: HF_ENDPOINT + /org/name/resolve/{revision}/{path}.
+// The token (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, or the file HF_TOKEN_PATH,
+// default $HF_HOME/token) goes to the endpoint's origin only, also for an
+// https:// URL there. With HF_HUB_OFFLINE set, hf:// resolves to the cached
+// snapshot directory instead or fails with errOffline. env looks up those
+// variables (nil: os.Getenv).
 func Resolve(raw string, env func(key string) string) (location, error) {
 	if env == nil {
 		env = os.Getenv

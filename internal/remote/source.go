@@ -34,13 +34,11 @@ const (
 
 // Options tune a Source. The zero value is ready to use.
 type Options struct {
-	// Client sends the requests (nil: one made by NewTransport). Its
-	// redirect policy is replaced: the Source follows redirects itself, to
-	// keep the token on its own origin.
+	// Client sends the requests (nil: one made by NewTransport). The Source
+	// follows redirects itself, to keep the token on its own origin.
 	Client *http.Client
 	// Retries bounds the failed attempts one read retries, whether or not
-	// they made progress: a server that sends a little and then stalls on
-	// every attempt cannot hold a read for ever.
+	// they made progress.
 	Retries int
 	// RetryBase is the first backoff wait, doubled by each retry; RetryMax
 	// caps every wait, including a server's Retry-After.
@@ -85,9 +83,9 @@ func (o Options) withDefaults() Options {
 }
 
 // NewTransport returns a transport for conns parallel range requests per
-// host (0: DefaultConnections): HTTP/1.1 only (each connection its own TCP
-// connection rather than a stream sharing one), and no transparent
-// compression (a gzip-encoded body would not match its Content-Range).
+// host (0: DefaultConnections): HTTP/1.1 only (a TCP connection each, not
+// streams sharing one), no transparent compression (a gzip-encoded body
+// would not match its Content-Range).
 func NewTransport(conns int) *http.Transport {
 	conns = cmp.Or(max(conns, 0), DefaultConnections)
 	return &http.Transport{
@@ -221,9 +219,8 @@ func (s *Source) checkCommit(name string, h http.Header) error {
 }
 
 // do sends a GET for u and follows redirects itself: at most maxRedirects,
-// never the same URL twice, only to http(s), and with the token only while
-// the request goes to the token's origin. It returns the final response
-// (the caller closes its body) and the URL it came from.
+// never the same URL twice, only to http(s), with the token only to the
+// token's origin. It returns the final response and the URL it came from.
 func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http.Response, *url.URL, error) {
 	seen := map[string]bool{}
 	chain := []string{}
@@ -325,8 +322,7 @@ func (s *Source) readURL(ctx context.Context, name, u string, limit int64) ([]by
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		// Anything but an *Error, and a file over the limit (ErrProtocol),
-		// is final as it is.
+		// Anything but an *Error, and a file over the limit, is final.
 		e, ok := err.(*Error)
 		if !ok || e.Kind == ErrProtocol {
 			return nil, err
