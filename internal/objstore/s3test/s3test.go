@@ -275,67 +275,51 @@ func (s *Server) Put(bucket, key string, r io.ReadSeeker) error {
 }
 
 // GetDir downloads every object under bucket/prefix into dir, keyed by the
-// rest of its key. An object listed and gone before its GET (a killed
-// client's request still reaching the server) makes it try again.
+// rest of its key, and returns the keys. An object listed and gone before
+// its GET (a killed client's request still reaching the server) is left out.
 func (s *Server) GetDir(t testing.TB, bucket, prefix, dir string) []string {
 	t.Helper()
-	for try := 1; ; try++ {
-		keys, err := s.getDir(bucket, prefix, dir)
-		var gone *types.NoSuchKey
-		if errors.As(err, &gone) && try < 5 {
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			t.Fatalf("get %s/%s: %v", bucket, prefix, err)
-		}
-		return keys
-	}
-}
-
-func (s *Server) getDir(bucket, prefix, dir string) (keys []string, err error) {
 	ctx := context.Background()
-	var written []string
-	defer func() {
-		if err != nil {
-			for _, f := range written {
-				os.Remove(f)
-			}
-		}
-	}()
 	p := prefix
 	if p != "" {
 		p += "/"
 	}
+	var keys []string
 	pg := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &p})
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {
-			return nil, err
+			t.Fatalf("list %s/%s: %v", bucket, prefix, err)
 		}
 		for _, o := range page.Contents {
-			keys = append(keys, strings.TrimPrefix(*o.Key, p))
-		}
-	}
-	for _, k := range keys {
-		out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(path.Join(prefix, k))})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
-		}
-		dst := filepath.Join(dir, filepath.FromSlash(k))
-		os.MkdirAll(filepath.Dir(dst), 0o755)
-		f, err := os.Create(dst)
-		if err == nil {
-			written = append(written, dst)
-			_, err = io.Copy(f, out.Body)
-			if cerr := f.Close(); err == nil {
-				err = cerr
+			out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: o.Key})
+			var gone *types.NoSuchKey
+			if errors.As(err, &gone) {
+				continue
 			}
-		}
-		out.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
+			k := strings.TrimPrefix(*o.Key, p)
+			if err == nil {
+				err = writeFile(filepath.Join(dir, filepath.FromSlash(k)), out.Body)
+				out.Body.Close()
+			}
+			if err != nil {
+				t.Fatalf("get %s/%s: %v", bucket, *o.Key, err)
+			}
+			keys = append(keys, k)
 		}
 	}
-	return keys, nil
+	return keys
+}
+
+// writeFile writes r to path, making its folder.
+func writeFile(path string, r io.Reader) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	return errors.Join(err, f.Close())
 }
