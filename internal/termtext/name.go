@@ -9,10 +9,8 @@ import (
 
 // Name returns s unchanged when every rune is printable (letters, marks,
 // numbers, punctuation, symbols, the ASCII space) and s has no quote or
-// backslash, so ordinary names read as they are; otherwise it returns s in
-// Go-quoted form (as %q prints it), in which every control, format (such as
-// bidirectional overrides) and invalid byte is escaped. The empty string
-// prints as "".
+// backslash; otherwise, and for "", it returns s as %q prints it, every
+// control, format (such as bidirectional overrides) and invalid byte escaped.
 func Name(s string) string {
 	if s == "" || !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool {
 		return r == '"' || r == '\\' || !unicode.IsPrint(r)

@@ -1,10 +1,9 @@
 // Package termtext makes text safe and readable on a terminal or in a log.
-// Strings that come from files are quoted where a message names them
-// (Name): a tensor name holding a terminal escape, a newline or invalid
-// UTF-8 must not reach a terminal as it is. Lines is the last line of
-// defence for a message as a whole: control characters, which could move
-// the cursor, rewrite earlier lines or change the terminal's state, are
-// shown as Go escapes. Int, Plural and Wrap format counts and tables.
+// Strings that come from files are quoted where a message names them (Name):
+// a terminal escape, a newline or invalid UTF-8 must not reach a terminal as
+// it is. Lines is the last line of defence for a whole message: control
+// characters are shown as Go escapes. Int, Plural and Wrap format counts and
+// tables.
 package termtext
 
 import (
@@ -40,7 +39,7 @@ func escape(s string) string {
 }
 
 // Lines is escape for multi-line messages: newlines are kept, every other
-// control character escaped (an error that wraps several lines stays readable).
+// control character escaped.
 func Lines(s string) string {
 	parts := strings.Split(s, "\n")
 	for i, p := range parts {

@@ -5,9 +5,8 @@ import (
 	"unicode/utf8"
 )
 
-// Wrap breaks s at spaces so that no line passes width columns (a single
-// longer word keeps its own line); continuation lines start with indent.
-// Tables and plans fit the terminal this way; a long name is never cut.
+// Wrap breaks s at spaces so that no line passes width columns (a longer word
+// keeps its own line, never cut); continuation lines start with indent.
 func Wrap(s string, width int, indent string) string {
 	words := strings.Split(s, " ")
 	var b strings.Builder

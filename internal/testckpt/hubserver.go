@@ -27,7 +27,7 @@ type HubServer struct {
 
 	mu   sync.Mutex
 	sent map[string]int64  // range-request body bytes per file
-	fail map[string]int    // file → HTTP status to answer instead
+	fail map[string]int    // file → HTTP status to answer instead (0: none)
 	etag map[string]string // file → ETag other than "v1"
 }
 
@@ -68,10 +68,6 @@ func (h *HubServer) Reset() {
 func (h *HubServer) Fail(name string, status int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if status == 0 {
-		delete(h.fail, name)
-		return
-	}
 	h.fail[name] = status
 }
 
