@@ -75,3 +75,39 @@ func Plural(n int64, one, many string) string {
 	}
 	return Int(n) + " " + many
 }
+
+// Name returns s unchanged when every rune is printable (letters, marks,
+// numbers, punctuation, symbols, the ASCII space) and s has no quote or
+// backslash; otherwise, and for "", it returns s as %q prints it, every
+// control, format (such as bidirectional overrides) and invalid byte escaped.
+func Name(s string) string {
+	if s == "" || !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool {
+		return r == '"' || r == '\\' || !unicode.IsPrint(r)
+	}) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// Wrap breaks s at spaces so that no line passes width columns (a longer word
+// keeps its own line, never cut); continuation lines start with indent.
+func Wrap(s string, width int, indent string) string {
+	words := strings.Split(s, " ")
+	var b strings.Builder
+	col := 0
+	for i, wd := range words {
+		n := utf8.RuneCountInString(wd)
+		switch {
+		case i == 0:
+		case col+1+n > width:
+			b.WriteString("\n" + indent)
+			col = utf8.RuneCountInString(indent)
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(wd)
+		col += n
+	}
+	return b.String()
+}
