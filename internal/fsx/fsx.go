@@ -25,7 +25,7 @@ var (
 func Open(path string) (*os.File, error) {
 	f, err := openRegular(path)
 	if err != nil {
-		// A socket cannot be opened at all (ENXIO); name what it is.
+		// Name what it is (a socket cannot be opened at all: ENXIO).
 		if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
 			return nil, notRegular(path, st.Mode())
 		}

@@ -39,12 +39,8 @@ func (f *File) readStore(ctx context.Context, p []byte, off int64, counter *atom
 	ctx, stop := s.bound(ctx)
 	defer stop()
 	s.requests.Add(1)
-	probe := f.size < 0
-	etag := f.etag
-	if probe {
-		etag = ""
-	}
-	n, size, got, err := s.store.Get(ctx, f.Name, etag, p, off, s.received(counter))
+	probe := f.size < 0 // f.etag is "" then
+	n, size, got, err := s.store.Get(ctx, f.Name, f.etag, p, off, s.received(counter))
 	if err != nil {
 		if ctx.Err() != nil {
 			return n, context.Cause(ctx)
