@@ -328,10 +328,8 @@ type sink interface {
 	// WriteAt takes the file's bytes in order (off is the count so far),
 	// from one goroutine; p is reused once it returns.
 	WriteAt(p []byte, off int64) (int, error)
-	// Commit makes the bytes appear under the final name, whole.
-	Commit() error
-	// Abort discards what was written; the final name is untouched.
-	Abort() error
+	Commit() error // the bytes appear under the final name, whole
+	Abort() error  // discards what was written; the final name is untouched
 }
 
 // CreateSink is Create for a file streamed to s, named final (a URL) in

@@ -42,8 +42,7 @@ type Options struct {
 // Bucket is a client for the objects under one s3:// or gs:// location.
 // It is safe for concurrent use.
 type Bucket struct {
-	// URL is the location the client was made for.
-	URL URL
+	URL URL // the location the client was made for
 
 	c       *s3.Client
 	host    string // the endpoint's host, named in errors

@@ -18,8 +18,7 @@ import (
 const (
 	defaultEndpoint = "https://huggingface.co" // when HF_ENDPOINT is unset
 	defaultRevision = "main"
-	// maxTokenFile bounds the token file read; a real token is under 100 bytes.
-	maxTokenFile = 64 << 10
+	maxTokenFile    = 64 << 10 // a real token is under 100 bytes
 )
 
 // location is where a checkpoint lives once resolved.
@@ -194,9 +193,8 @@ func (h hub) resolveHF(raw, rest string) (location, error) {
 	rev := defaultRevision
 	if i := strings.IndexByte(name, '@'); i >= 0 {
 		name, rev = name[:i], name[i+1:]
-		// A revision may itself contain '/' (refs/pr/N, refs/convert/X);
-		// otherwise the first '/' ends it. A quoted revision (refs%2Fpr%2F1)
-		// is unquoted.
+		// refs/pr/N and refs/convert/X contain '/'; otherwise the first '/'
+		// ends the revision. A quoted one (refs%2Fpr%2F1) is unquoted.
 		if kind, after, ok := strings.Cut(path, "/"); rev == "refs" && ok {
 			n, p, _ := strings.Cut(after, "/")
 			rev, path = "refs/"+kind+"/"+n, p

@@ -12,9 +12,8 @@ import (
 // Its errors are *Error values, File naming the object's full address.
 type store interface {
 	// Get reads up to len(p) bytes of object name at off into p, returning
-	// how many, the object's size and its ETag; with etag not "", an object
-	// whose ETag is no longer etag fails with ErrChanged. received hears
-	// every body byte.
+	// how many, the object's size and its ETag; with etag not "", another
+	// ETag fails with ErrChanged. received hears every body byte.
 	Get(ctx context.Context, name, etag string, p []byte, off int64, received func(int64)) (n int, size int64, gotETag string, err error)
 	// ReadAll reads a whole object of at most limit bytes.
 	ReadAll(ctx context.Context, name string, limit int64) ([]byte, error)

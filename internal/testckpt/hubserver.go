@@ -18,8 +18,7 @@ import (
 // unless set), and the file listing. It counts range requests' body bytes
 // per file, and can fail a file or give it another ETag.
 type HubServer struct {
-	// URL is the server's base URL (HF_ENDPOINT).
-	URL string
+	URL string // the server's base URL (HF_ENDPOINT)
 	// Env is the environment a remote open sees: HF_ENDPOINT is the server,
 	// HOME a folder with no token.
 	Env func(key string) string

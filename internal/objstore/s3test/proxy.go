@@ -21,8 +21,7 @@ import (
 // purpose (see its fields). The Host header passes unchanged, so signatures
 // stay valid.
 type proxy struct {
-	// URL is the proxy's endpoint, to use instead of the server's.
-	URL string
+	URL string // the endpoint to use instead of the server's
 	// Throttle, Cut and Corrupt are the misbehaviours left to perform:
 	// answer 503 SlowDown, cut a GET's connection halfway through its body,
 	// flip a byte in an uploaded part's body.
@@ -31,12 +30,10 @@ type proxy struct {
 	// a .k3ckpt/ folder) pass before the rest are held until their client
 	// goes away, as in a run killed mid-upload (0: none).
 	Hold atomic.Int64
-	// Throttled, Cuts, Corrupted and Held count what was done; Puts counts
-	// the uploads seen.
+	// Throttled, Cuts, Corrupted and Held count what was done, Puts the
+	// uploads seen, Requests those passed on, Received their body bytes.
 	Throttled, Cuts, Corrupted, Held, Puts atomic.Int64
-	// Requests and Received count the requests passed to the server and the
-	// response body bytes sent back to the client.
-	Requests, Received atomic.Int64
+	Requests, Received                     atomic.Int64
 	// Sizes, when set, makes listings, HEAD and a ranged GET's Content-Range
 	// give these sizes (keyed bucket/key) whatever the server stores, which
 	// must still hold every byte a client reads (e.g. a replica's headers).

@@ -36,10 +36,8 @@ const (
 
 // Server is a running MinIO.
 type Server struct {
-	// Endpoint is its URL, http://127.0.0.1:PORT.
-	Endpoint string
-	// Client is an SDK client with the root credentials, for fixtures.
-	Client *s3.Client
+	Endpoint string     // http://127.0.0.1:PORT
+	Client   *s3.Client // with the root credentials, for fixtures
 }
 
 // binary finds the MinIO binary ("" when there is none, or when
