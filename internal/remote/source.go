@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -229,9 +230,7 @@ func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http
 		if err != nil {
 			return nil, nil, &Error{File: name, Kind: ErrSource, Detail: err.Error()}
 		}
-		for k, v := range hdr {
-			req.Header[k] = v
-		}
+		maps.Copy(req.Header, hdr)
 		req.Header.Set("User-Agent", "k3ckpt")
 		req.Header.Set("Accept-Encoding", "identity")
 		if s.loc.Token != "" && originOf(req.URL) == s.loc.TokenHost {

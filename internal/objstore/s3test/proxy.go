@@ -137,7 +137,6 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 			w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
 			return
 		}
-		isPart := r.Method == http.MethodPut && r.URL.Query().Has("partNumber")
 		if r.Method == http.MethodPut && !strings.Contains(r.URL.Path, "/.k3ckpt/") {
 			if n, hold := p.Puts.Add(1), p.Hold.Load(); hold > 0 && n > hold {
 				p.Held.Add(1)
@@ -149,7 +148,7 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 				return
 			}
 		}
-		if isPart && p.Corrupt.Add(-1) >= 0 {
+		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") && p.Corrupt.Add(-1) >= 0 {
 			b, err := io.ReadAll(r.Body)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)

@@ -1,7 +1,6 @@
-// Package s3test runs a real S3 server (MinIO) on 127.0.0.1 for the tests of
-// the packages that use object storage. The binary is $K3CKPT_MINIO, else
-// minio on PATH, else ~/go/bin/minio (where `go install
-// github.com/minio/minio@latest` puts it); without one, Start skips the test.
+// Package s3test runs a real S3 server (MinIO) on 127.0.0.1 for tests: the
+// binary $K3CKPT_MINIO, else minio on PATH, else ~/go/bin/minio (`go install
+// github.com/minio/minio@latest`); without one, Start skips the test.
 package s3test
 
 import (
