@@ -77,7 +77,7 @@ func defaultStateDir(u objstore.URL, refused error) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: no state directory (%v); pass --state-dir", refused, u, err)
 	}
-	return filepath.Join(cache, "k3ckpt", "dst", u.Scheme, u.Bucket, filepath.FromSlash(u.Key)), nil // Join drops an empty key
+	return filepath.Join(cache, "k3ckpt", "dst", u.Scheme, u.Bucket, filepath.FromSlash(u.Key)), nil
 }
 
 // Path is the URL of output object name (slash-separated, under the prefix).

@@ -211,10 +211,8 @@ func (h hub) resolveHF(raw, rest string) (location, error) {
 			return bad(fmt.Sprintf("%q is not a valid repository name part", p))
 		}
 	}
-	for _, seg := range strings.Split(path, "/") {
-		if seg == "." || seg == ".." {
-			return bad("the path may not contain . or ..")
-		}
+	if segs := strings.Split(path, "/"); slices.Contains(segs, ".") || slices.Contains(segs, "..") {
+		return bad("the path may not contain . or ..")
 	}
 	repo := org + "/" + name
 	dir, file := "", path

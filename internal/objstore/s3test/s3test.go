@@ -111,11 +111,8 @@ func Start(t testing.TB) *Server {
 // stop kills it.
 func launch(bin, dir string) (srv *Server, stop func(), err error) {
 	addr, err := freeAddr()
-	if err != nil {
-		return nil, nil, err
-	}
-	console, err := freeAddr()
-	if err != nil {
+	console, err2 := freeAddr()
+	if err = errors.Join(err, err2); err != nil {
 		return nil, nil, err
 	}
 	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", console, filepath.Join(dir, "data"))
@@ -160,7 +157,8 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 	// Serving, not only ready: under load MinIO answers 503
 	// XMinioServerNotInitialized for a while after /minio/health/ready does.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		_, err := s.Client.ListBuckets(context.Background(), &s3.ListBucketsInput{}, func(o *s3.Options) { o.RetryMaxAttempts = 1 })
+		_, err := s.Client.ListBuckets(context.Background(), &s3.ListBucketsInput{},
+			func(o *s3.Options) { o.RetryMaxAttempts = 1 })
 		if err == nil {
 			return s, stop, nil
 		}
