@@ -179,9 +179,7 @@ func (u *upload) send() {
 		u.b.putBuffer(buf)
 		return
 	}
-	u.wg.Add(1)
-	go func() {
-		defer u.wg.Done()
+	u.wg.Go(func() {
 		defer func() { <-u.flight; u.b.putBuffer(buf) }()
 		in := &s3.UploadPartInput{Bucket: &u.b.URL.Bucket, Key: &u.key, UploadId: &u.id, PartNumber: &num, Body: bytes.NewReader(buf)}
 		if u.b.gs {
@@ -201,7 +199,7 @@ func (u *upload) send() {
 			return
 		}
 		u.parts = append(u.parts, types.CompletedPart{PartNumber: &num, ETag: out.ETag, ChecksumCRC32C: out.ChecksumCRC32C})
-	}()
+	})
 }
 
 // Commit implements filewrite.Sink: the last part goes up, then the upload

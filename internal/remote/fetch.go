@@ -180,15 +180,13 @@ func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 			}
 			j := &job{p: p, buf: buf[:p.n], done: make(chan error, 1)}
 			queue <- j // never blocks: each queued job holds one of Connections buffers
-			workers.Add(1)
-			go func() {
-				defer workers.Done()
+			workers.Go(func() {
 				err := files[p.file].readRange(ctx, j.buf, p.off, &fetched)
 				if err != nil {
 					cancel(err) // before deliverAll frees the buffer, so nothing new starts
 				}
 				j.done <- err
-			}()
+			})
 		}
 	}()
 	err = s.deliverAll(ctx, queue, free, ranges, deliver)
