@@ -39,19 +39,13 @@ func realPath(p string) (string, error) {
 // hubRepo returns the repository folder when real lies inside a hub cache
 // snapshot (…/models--org--name/snapshots/<rev>[/sub…]), else "".
 func hubRepo(real string) string {
-	for d := real; ; {
-		parent := filepath.Dir(d)
-		if parent == d {
-			return ""
+	for d, parent := real, filepath.Dir(real); parent != d; d, parent = parent, filepath.Dir(parent) {
+		repo := filepath.Dir(parent)
+		if filepath.Base(parent) == "snapshots" && strings.HasPrefix(filepath.Base(repo), "models--") {
+			return repo
 		}
-		if filepath.Base(parent) == "snapshots" {
-			repo := filepath.Dir(parent)
-			if strings.HasPrefix(filepath.Base(repo), "models--") {
-				return repo
-			}
-		}
-		d = parent
 	}
+	return ""
 }
 
 // Resolve returns the path of name (slash-separated, relative to the root)

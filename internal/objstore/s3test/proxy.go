@@ -79,12 +79,9 @@ func (p *proxy) rewrite(resp *http.Response) error {
 				resp.Header.Set("Content-Length", strconv.FormatInt(n, 10))
 			}
 		case r.Method == http.MethodGet:
-			if n, ok := sizes[name]; ok {
-				if cr := resp.Header.Get("Content-Range"); cr != "" {
-					if i := strings.LastIndexByte(cr, '/'); i >= 0 {
-						resp.Header.Set("Content-Range", cr[:i+1]+strconv.FormatInt(n, 10))
-					}
-				}
+			cr := resp.Header.Get("Content-Range")
+			if n, ok := sizes[name]; ok && strings.Contains(cr, "/") {
+				resp.Header.Set("Content-Range", cr[:strings.LastIndexByte(cr, '/')+1]+strconv.FormatInt(n, 10))
 			}
 		}
 	}
