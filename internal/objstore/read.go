@@ -98,13 +98,10 @@ func (b *Bucket) readBody(ctx context.Context, body io.ReadCloser, p []byte, rec
 			received(int64(m))
 			t.Reset(stallTimeout)
 		}
-		if err == io.EOF {
-			if n < len(p) {
-				return n, io.ErrUnexpectedEOF
-			}
-			break
+		if err == io.EOF && n < len(p) {
+			return n, io.ErrUnexpectedEOF
 		}
-		if err != nil {
+		if err != nil && err != io.EOF {
 			return n, err
 		}
 	}
