@@ -100,10 +100,9 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1" // S3's default region; S3-compatible stores accept it
 	}
-	gsEndpoint := cmp.Or(env("GS_ENDPOINT_URL"), gCSEndpoint)
 	b.c = s3.NewFromConfig(cfg, func(so *s3.Options) {
 		if b.gs {
-			so.BaseEndpoint = aws.String(gsEndpoint)
+			so.BaseEndpoint = aws.String(cmp.Or(env("GS_ENDPOINT_URL"), gCSEndpoint))
 			// GCS verifies Content-MD5, not S3's x-amz-checksum headers.
 			so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 			so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
