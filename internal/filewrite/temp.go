@@ -47,10 +47,7 @@ type Temp struct {
 // CreateTemp opens a new temporary for the final path, with defaultPerm less
 // the umask and the LimitPerm cap.
 func CreateTemp(path string) (*Temp, error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
+	dir, base := filepath.Split(path) // Join of "" and the name is the name in "."
 	perm := os.FileMode(limit.Load())
 	for range 100 {
 		name := filepath.Join(dir, TempPrefix+base+"-"+strconv.FormatUint(rand.Uint64(), 36))

@@ -79,16 +79,12 @@ func (h *HubServer) SetETag(name, etag string) {
 
 func (h *HubServer) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/api/models/org/name/revision/main" {
-		type sibling struct {
-			RFilename string `json:"rfilename"`
-			Size      int64  `json:"size"`
-		}
-		var sibs []sibling
+		var sibs []map[string]any
 		filepath.WalkDir(h.dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				if info, err := d.Info(); err == nil {
 					rel, _ := filepath.Rel(h.dir, p)
-					sibs = append(sibs, sibling{filepath.ToSlash(rel), info.Size()})
+					sibs = append(sibs, map[string]any{"rfilename": filepath.ToSlash(rel), "size": info.Size()})
 				}
 			}
 			return nil
