@@ -40,15 +40,13 @@ func (s *Source) Open(ctx context.Context, name string) (*File, error) {
 	v, _ := s.files.LoadOrStore(name, &fileEntry{})
 	e := v.(*fileEntry)
 	e.once.Do(func() {
-		f := &File{Name: name, src: s, origin: s.url(name), size: -1}
-		var buf [probeLen]byte
-		n, err := f.read(ctx, buf[:], 0, nil)
+		f := &File{Name: name, src: s, origin: s.url(name), size: -1, prefix: make([]byte, probeLen)}
+		n, err := f.read(ctx, f.prefix, 0, nil)
 		if err != nil {
 			e.err = err
 			return
 		}
-		f.prefix = append([]byte(nil), buf[:n]...)
-		e.f = f
+		f.prefix, e.f = f.prefix[:n], f
 		if f.Version() == "" {
 			s.unverified(name)
 		}

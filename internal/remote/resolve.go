@@ -88,8 +88,7 @@ func isTrue(v string) bool {
 
 // cleanToken drops line breaks and surrounding blanks, as huggingface_hub does.
 func cleanToken(s string) string {
-	s = strings.NewReplacer("\r", "", "\n", "").Replace(s)
-	return strings.TrimSpace(s)
+	return strings.TrimSpace(strings.NewReplacer("\r", "", "\n", "").Replace(s))
 }
 
 // readToken reads the token file; a missing file means no token. Anything but
