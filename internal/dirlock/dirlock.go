@@ -1,9 +1,6 @@
 // Package dirlock gives one run exclusive use of a directory (a command's
-// output directory, DST): a second run on the same directory fails at once
-// with "DST … is in use by pid N" instead of deleting the first one's
-// temporaries or racing it through the "another conversion" checks.
-//
-// Use:
+// output directory, DST): a second run on it fails at once with "DST … is in
+// use by pid N" instead of deleting the first one's temporaries.
 //
 //	l, err := dirlock.Acquire(dst, dirlock.LockName) // before the first look at dst's contents
 //	if err != nil {
@@ -11,15 +8,13 @@
 //	}
 //	defer l.Release()
 //
-// The lock is an exclusive, non-blocking flock(2) on the file LockName inside
-// the directory, which holds the holder's pid for the error message. The
-// kernel drops it when the process exits, however it exits, so a killed run
-// never leaves a lock that blocks the next one (its file is reused). Where
-// flock is not available the lock is the file's exclusive creation, and a
-// killed run's leftover file has to be removed by hand (the error says so).
-//
-// Lock files are part of no output: listings of DST (stray-file checks,
-// side-file copies, cleanup) must skip LockName.
+// The lock is an exclusive, non-blocking flock(2) on the file LockName in the
+// directory, which holds the holder's pid for the message. The kernel drops
+// it when the process exits, however it exits, so a killed run never blocks
+// the next. Where flock is not available the lock is the file's exclusive
+// creation, and a killed run's leftover has to be removed by hand (the error
+// says so). Listings of DST (stray-file checks, copies, cleanup) must skip
+// LockName.
 package dirlock
 
 import (
@@ -45,17 +40,14 @@ type Lock struct {
 
 // Acquire takes the lock file name in dir (which must exist) without
 // waiting: LockName locks the whole directory, another name a part of it
-// (one worker's slice of DST). It fails with an error wrapping ErrInUse,
-// naming the holder's pid, when another process (or another Lock in this
-// one) holds it. The lock is dropped when the process dies; Release removes
-// the file.
+// (one worker's slice of DST). It fails wrapping ErrInUse, naming the
+// holder's pid, when another process (or another Lock in this one) holds it.
 func Acquire(dir, name string) (*Lock, error) {
 	p := filepath.Join(dir, name)
 	f, err := lock(p)
 	if err != nil {
 		return nil, err
 	}
-	// The pid is for the message of whoever finds the lock taken.
 	if err = f.Truncate(0); err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
@@ -70,8 +62,7 @@ func Acquire(dir, name string) (*Lock, error) {
 // there is no such file).
 func Held(p string) bool { return held(p) }
 
-// Release removes the lock file and drops the lock. It is safe to call more
-// than once (later calls do nothing), so it can be deferred.
+// Release removes the lock file and drops the lock; later calls do nothing.
 func (l *Lock) Release() error {
 	if l == nil || l.f == nil {
 		return nil
@@ -81,16 +72,13 @@ func (l *Lock) Release() error {
 	return unlock(f, l.path)
 }
 
-// inUse builds the error for a lock held by someone else, reading the
-// holder's pid from the lock file when it can.
+// inUse is the error for a lock held by someone else, naming the pid the
+// lock file holds when it can.
 func inUse(p string, hint string) error {
 	dir := filepath.Dir(p)
-	b, _ := os.ReadFile(p) // small: a pid; the file is ours by name only, read at most once
-	if len(b) > 32 {
-		b = b[:32]
-	}
+	b, _ := os.ReadFile(p) // a pid
 	holder := "another process"
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b[:min(len(b), 32)]))); err == nil && pid > 0 {
 		holder = "pid " + strconv.Itoa(pid)
 	}
 	return fmt.Errorf("DST %s is in use by %s (lock file %s%s): %w", dir, holder, p, hint, ErrInUse)

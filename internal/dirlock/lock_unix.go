@@ -10,9 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// lock opens and flocks p. A run that released (and removed) the file
+// between the open and the flock leaves an unlinked file locked: retry.
 func lock(p string) (*os.File, error) {
-	// A run that released (and removed) the file between our open and our
-	// flock leaves us locking an unlinked file; retry on the new one.
 	for range 16 {
 		fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
 		if err != nil {
@@ -57,9 +57,8 @@ func held(p string) bool {
 	}
 }
 
-// unlock removes the file while still holding the lock (so nobody locks a
-// file about to vanish unnoticed: lock checks the path still names it), then
-// closes it, which drops the lock.
+// unlock removes the file while still holding the lock (lock checks that the
+// path still names what it locked), then closes it, which drops the lock.
 func unlock(f *os.File, p string) error {
 	err := os.Remove(p)
 	if cerr := f.Close(); err == nil {

@@ -1,19 +1,17 @@
 // Package filewrite is the one engine that writes output files: a File takes
-// its bytes strictly in file order, hashes exactly the bytes it writes (so no
-// file is ever read back to be hashed; CreateUnhashed skips it), stages them
-// in aligned buffers that go to the disk in large writes, and appears under
-// its final name only when complete and synced (temporary, fsync, rename,
-// directory fsync). That last step is a Temp's, and so is every other file's
-// the module writes (WriteFile, CreateTemp): there is one write path. Run
-// drives many files at once: jobs produce them, committers sync and rename
-// them, so that waiting for the disk overlaps producing the next file.
+// its bytes strictly in file order, hashes exactly the bytes it writes (no
+// file is read back to be hashed), stages them in aligned buffers that go to
+// the disk in large writes, and appears under its final name only when
+// complete and synced (temporary, fsync, rename, directory fsync). That last
+// step is a Temp's, and so is every other file's the module writes
+// (WriteFile, CreateTemp): there is one write path. Run drives many files at
+// once, so that waiting for the disk overlaps producing the next file.
 //
-// Staged buffers are hashed and written on goroutines of the file's own,
-// from a Pool shared by the files of a run: the producer never waits for the
-// hash or the disk unless every buffer is in flight. Where the system allows
-// it (Linux), writes bypass the page cache (O_DIRECT), which saves copying
-// every byte into the cache and leaves the final fsync little to wait for;
-// elsewhere, or on a filesystem that refuses direct I/O, they go through it.
+// Staged buffers, from a Pool shared by the files of a run, are hashed and
+// written on goroutines of the file's own: the producer waits for neither
+// unless every buffer is in flight. On Linux writes bypass the page cache
+// (O_DIRECT), which saves a copy and leaves the final fsync little to wait
+// for; elsewhere, or on a filesystem that refuses direct I/O, they use it.
 package filewrite
 
 import (
@@ -26,13 +24,14 @@ import (
 	"os"
 )
 
-// align is the alignment of direct writes' buffer addresses, file offsets
-// and lengths (the largest logical block size in use).
-const align = 4096
-
-// bufferSize is the size of a Pool's buffers: large enough that writes reach
-// the disk in few calls, small enough to hold several per job.
-const bufferSize = 4 << 20
+const (
+	// align is the alignment of direct writes' buffer addresses, file offsets
+	// and lengths (the largest logical block size in use).
+	align = 4096
+	// bufferSize is the size of a Pool's buffers: writes reach the disk in
+	// few calls, and a job holds several.
+	bufferSize = 4 << 20
+)
 
 // File is an output file being written in order under a temporary name.
 type File struct {
@@ -67,8 +66,8 @@ type chunk struct {
 }
 
 // Create starts the file that Commit will put at path, staging its bytes in
-// buffers of pool (nil: a pool of its own). progress, when not nil, is told
-// about every byte accepted.
+// buffers of pool (nil: a pool of its own). progress, if not nil, hears every
+// byte accepted.
 func Create(path string, pool *Pool, progress func(int64)) (*File, error) {
 	return create(path, pool, progress, true)
 }
@@ -90,8 +89,7 @@ func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, 
 }
 
 // start starts the file's writer; a hashed one gets a hasher between the
-// producer and the writer, so that hashing a chunk overlaps both producing
-// the next one and writing the one before.
+// producer and the writer, so that hashing overlaps both.
 func (f *File) start(pool *Pool, progress func(int64), hashed bool) *File {
 	f.ownPool = pool == nil
 	if f.ownPool {
@@ -125,8 +123,8 @@ func (f *File) hasher() {
 func (f *File) Offset() int64 { return f.base + int64(f.n) }
 
 // SHA256 is the hex sha256 of every byte the file accepted, once Finish has
-// been called (it waits for the hashing to catch up); "" before Finish, after
-// Abort, or for a file made by CreateUnhashed.
+// been called (it waits for the hashing); "" before Finish, after Abort, or
+// for a file made by CreateUnhashed.
 func (f *File) SHA256() string {
 	if f.h == nil || !f.finished || f.aborted {
 		return ""
@@ -218,9 +216,8 @@ func (f *File) writer() {
 }
 
 // write writes p at off: its aligned part directly (in direct mode), the
-// rest, which only the last chunk has, through the page cache. A filesystem
-// that took O_DIRECT at open but refuses the write gets this and every later
-// write through the page cache.
+// rest, which only the last chunk has, through the page cache; so does every
+// write once a filesystem that took O_DIRECT at open refuses one.
 func (f *File) write(p []byte, off int64) error {
 	if f.sink != nil {
 		_, err := f.sink.WriteAt(p, off)
@@ -257,7 +254,7 @@ func (f *File) Chmod(mode os.FileMode) error {
 }
 
 // Finish hands what is pending to the writer; nothing can be written after
-// it. Commit (possibly on another goroutine) waits for the disk.
+// it. Commit (maybe on another goroutine) waits for the disk.
 func (f *File) Finish() {
 	if f.finished {
 		return
@@ -267,8 +264,8 @@ func (f *File) Finish() {
 	close(f.in)
 }
 
-// Commit finishes the file, waits for its writes, syncs it, renames it to
-// its final name and syncs the directory. On failure the temporary is removed.
+// Commit finishes the file, waits for its writes and commits its Temp (or
+// sink). On failure the temporary is removed.
 func (f *File) Commit() error {
 	f.Finish()
 	if err := f.wait(); err != nil {
@@ -298,7 +295,7 @@ func (f *File) wait() error {
 }
 
 // Abort removes the temporary once its writes have stopped; after Commit it
-// does nothing, so it can be deferred.
+// does nothing.
 func (f *File) Abort() error {
 	f.aborted = !f.committed
 	if !f.finished {
@@ -322,4 +319,23 @@ func (f *File) abortTemp() error {
 		return f.sink.Abort()
 	}
 	return f.af.Abort()
+}
+
+// sink is where a File made by CreateSink puts its bytes instead of a local
+// temporary: an object store's multipart upload, which no reader sees under
+// its final name before Commit completes it.
+type sink interface {
+	// WriteAt takes the file's bytes in order (off is the count so far),
+	// from one goroutine; p is reused once it returns.
+	WriteAt(p []byte, off int64) (int, error)
+	Commit() error // the bytes appear under the final name, whole
+	Abort() error  // discards what was written; the final name is untouched
+}
+
+// CreateSink is Create for a file streamed to s, named final (a URL) in
+// messages: its bytes are hashed as they go (SHA256 is the sha256 of what s
+// received) and staged in pool's buffers, and Commit hands over to s.Commit
+// once every byte is written.
+func CreateSink(s sink, final string, pool *Pool, progress func(int64)) *File {
+	return (&File{sink: s, final: final}).start(pool, progress, true)
 }

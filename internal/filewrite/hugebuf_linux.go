@@ -15,8 +15,7 @@ const hugePage = 2 << 20
 // mapBuffer maps n bytes (a multiple of the page size) outside Go's heap,
 // aligned to and advised for huge pages: a direct write from 4 KiB pages
 // reaches the device as many small requests, from 2 MiB pages as a few large
-// ones, which a virtual disk completes faster. It returns nil when the
-// mapping fails; the advice is only a hint.
+// ones. It returns nil when the mapping fails; the advice is only a hint.
 func mapBuffer(n int) []byte {
 	m, err := unix.MmapPtr(-1, 0, nil, uintptr(n+hugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {

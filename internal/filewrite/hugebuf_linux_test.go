@@ -37,12 +37,12 @@ func TestPoolClose(t *testing.T) {
 		b[0] = 1
 		p.put(b)
 	}
-	if len(p.mapped.bufs) != 2 {
-		t.Fatalf("%d buffers mapped, want 2", len(p.mapped.bufs))
+	if mappedCount(p) != 2 {
+		t.Fatalf("%d buffers mapped, want 2", mappedCount(p))
 	}
 	p.Close()
-	if len(p.mapped.bufs) != 0 {
-		t.Fatalf("%d buffers still mapped after Close", len(p.mapped.bufs))
+	if mappedCount(p) != 0 {
+		t.Fatalf("%d buffers still mapped after Close", mappedCount(p))
 	}
 	b := p.get()
 	b[len(b)-1] = 2 // a new buffer, writable

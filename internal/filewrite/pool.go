@@ -10,53 +10,24 @@ import (
 // and, once it is full, hands it to its writer and takes the next, so the
 // buffers in a pool bound the bytes in flight of all its files together.
 type Pool struct {
-	free   chan []byte
-	mapped *mappedBuffers // buffers mapped outside the heap, released with the pool
+	free chan []byte
+	// mapped holds the buffers mapBuffer made that are still mapped, by
+	// address (*byte → []byte): memory the collector neither counts nor
+	// frees, unmapped by Close or once the pool is unreachable.
+	mapped *sync.Map
 }
 
-// mappedBuffers are a pool's buffers that mapBuffer made and that are still
-// mapped, by address: memory the collector neither counts nor frees.
-type mappedBuffers struct {
-	mu   sync.Mutex
-	bufs map[*byte][]byte
-}
-
-func (m *mappedBuffers) add(b []byte) {
-	m.mu.Lock()
-	m.bufs[&b[0]] = b
-	m.mu.Unlock()
-}
-
-func (m *mappedBuffers) unmap(b []byte) {
-	if len(b) == 0 {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.bufs[&b[0]]; ok {
-		delete(m.bufs, &b[0])
-		unmapBuffer(b)
-	}
-}
-
-// release unmaps them all once the pool, and so every file that used its
-// buffers, is unreachable.
-func (m *mappedBuffers) release() {
-	for _, b := range m.bufs {
-		unmapBuffer(b)
-	}
-}
-
-// NewPool makes the pool of a run of jobs files at once: 4 buffers per job
-// of bufferSize bytes, aligned for direct writes (and, on Linux, backed by
-// huge pages where the system has them: see mapBuffer). Buffers are
-// allocated as they are first needed.
+// NewPool makes the pool of a run of jobs files at once: buffersPerJob
+// buffers per job, aligned for direct writes (on Linux, in huge pages where
+// the system has them), allocated as they are first needed.
 func NewPool(jobs int) *Pool { return newPool(buffersPerJob * max(jobs, 1)) }
 
 func newPool(n int) *Pool {
 	n = max(n, 2)
-	p := &Pool{free: make(chan []byte, n), mapped: &mappedBuffers{bufs: map[*byte][]byte{}}}
-	runtime.AddCleanup(p, (*mappedBuffers).release, p.mapped)
+	p := &Pool{free: make(chan []byte, n), mapped: &sync.Map{}}
+	runtime.AddCleanup(p, func(m *sync.Map) {
+		m.Range(func(_, b any) bool { unmapBuffer(b.([]byte)); return true })
+	}, p.mapped)
 	for range n {
 		p.free <- nil
 	}
@@ -69,7 +40,7 @@ func (p *Pool) get() []byte {
 		return b
 	}
 	if b = mapHuge(bufferSize); b != nil {
-		p.mapped.add(b)
+		p.mapped.Store(&b[0], b)
 		return b
 	}
 	return alignedBuffer(bufferSize)
@@ -84,14 +55,15 @@ var (
 	mapHuge  = mapBuffer
 )
 
-// Close gives back the memory of the buffers not in use now: all of them
-// once no file of the pool is being written (as after Run). The pool stays
-// usable: a file made later gets new buffers.
+// Close gives back the memory of the buffers not in use now (all of them
+// after Run). The pool stays usable: a file made later gets new buffers.
 func (p *Pool) Close() {
 	for range len(p.free) {
 		select {
 		case b := <-p.free:
-			p.mapped.unmap(b)
+			if _, ok := p.mapped.LoadAndDelete(unsafe.SliceData(b)); ok {
+				unmapBuffer(b)
+			}
 			p.free <- nil
 		default:
 			return

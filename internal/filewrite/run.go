@@ -6,32 +6,26 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The sizes of a run, per job: staging buffers in its pool (NewPool: enough
-// that producing a file never waits for the files before it), and commits
-// waiting for the disk (Run: enough that fsyncs overlap, few enough that an
-// interrupted run has little to redo).
+// The sizes of a run, per job: staging buffers (enough that producing a file
+// never waits for the ones before), and commits waiting for the disk (enough
+// that fsyncs overlap, few enough that an interrupted run has little to redo).
 const (
 	buffersPerJob = 4
 	commitsPerJob = 4
 )
 
 // Run produces n files with at most jobs at once, in the order 0…n-1, and
-// commits them on other goroutines (at most commitsPerJob × jobs at once),
-// so that a file waiting for the disk overlaps producing the next ones.
-//
-// produce(ctx, job, i) writes file i using job's resources (job is in
-// [0, jobs) and no two calls running at once share it) and returns how to
-// commit it, or nil when there is nothing to commit (a file found done). On
-// error it must leave nothing behind (File.Abort). The first error of a
-// produce or a commit cancels ctx for the others and no further file is
-// started; Run returns once every call has returned, with the first
-// commit's error if any (producers then only saw the cancellation), else
-// the first producer's.
+// commits them on other goroutines (at most commitsPerJob × jobs at once).
+// produce(ctx, job, i) writes file i using job's resources (job in [0, jobs),
+// never shared by two calls at once) and returns how to commit it (nil:
+// nothing to commit); on error it must leave nothing behind (File.Abort).
+// The first error cancels ctx for the others and starts no further file; Run
+// returns once every call has, with the first commit's error if any (the
+// producers then only saw the cancellation), else the first producer's.
 func Run(ctx context.Context, jobs, n int, produce func(ctx context.Context, job, i int) (commit func() error, err error)) error {
 	return run(ctx, jobs, commitsPerJob, n, produce)
 }
 
-// run is Run with commitsPerJob commits in flight per job.
 func run(ctx context.Context, jobs, commitsPerJob, n int, produce func(ctx context.Context, job, i int) (commit func() error, err error)) error {
 	jobs, commitsPerJob = max(jobs, 1), max(commitsPerJob, 1)
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -61,11 +55,11 @@ func run(ctx context.Context, jobs, commitsPerJob, n int, produce func(ctx conte
 				return err
 			}
 			commits.Go(func() error {
-				if err := commit(); err != nil {
+				err := commit()
+				if err != nil {
 					cancel(err)
-					return err
 				}
-				return nil
+				return err
 			})
 			return nil
 		})

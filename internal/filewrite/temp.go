@@ -12,13 +12,12 @@ import (
 	"sync/atomic"
 )
 
-// TempPrefix starts the name of every temporary, so that cleanup and resume can
-// recognise (and remove) leftovers of a killed run.
+// TempPrefix starts the name of every temporary, so that cleanup and resume
+// can recognise leftovers of a killed run.
 const TempPrefix = ".k3tmp-"
 
 // defaultPerm is the most a file made by CreateTemp may be readable: by all,
-// like a file made by cp, rather than os.CreateTemp's private 0600. The
-// process's umask and LimitPerm take from it.
+// like cp's, not os.CreateTemp's 0600. The umask and LimitPerm take from it.
 const defaultPerm = 0o644
 
 // limit caps the permission bits of the files CreateTemp makes (LimitPerm).
@@ -28,19 +27,16 @@ func init() { limit.Store(uint32(defaultPerm)) }
 
 // LimitPerm caps the permission bits of every file CreateTemp and WriteFile
 // make from now on in this process at m (0o644 at most), and returns how to
-// restore the cap it replaced. A command sets it once to the permission
-// bits its source shares, so that no output is more readable than what it
-// was made from; within the cap the umask applies, as to any file created.
+// restore the cap it replaced: no output is more readable than its source.
 func LimitPerm(m os.FileMode) (restore func()) {
 	old := limit.Swap(uint32(m.Perm() & defaultPerm))
 	return func() { limit.Store(old) }
 }
 
 // Temp is a file being written under a temporary name in its final name's
-// directory: the one place where a temporary is made, synced and renamed
-// over its final name, so that a crash leaves at most a temporary behind,
-// never a partial file. A File stages its bytes into one; callers that write
-// at arbitrary offsets use it directly.
+// directory, synced and renamed over the final name, so that a crash leaves
+// at most a temporary behind, never a partial file. Callers that write at
+// arbitrary offsets use one directly.
 type Temp struct {
 	*os.File
 	final string
@@ -51,10 +47,7 @@ type Temp struct {
 // CreateTemp opens a new temporary for the final path, with defaultPerm less
 // the umask and the LimitPerm cap.
 func CreateTemp(path string) (*Temp, error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
+	dir, base := filepath.Split(path) // Join of "" and the name is the name in "."
 	perm := os.FileMode(limit.Load())
 	for range 100 {
 		name := filepath.Join(dir, TempPrefix+base+"-"+strconv.FormatUint(rand.Uint64(), 36))
@@ -89,8 +82,7 @@ func (f *Temp) Chmod(m os.FileMode) error {
 func (f *Temp) Commit() error { return f.commit(true) }
 
 // CommitNoSync renames the temporary into place without fsync: for small
-// records whose loss in a power failure only means redoing some work, never a
-// partial file under the final name.
+// records whose loss in a power failure only means redoing some work.
 func (f *Temp) CommitNoSync() error { return f.commit(false) }
 
 // fsync and syncDir are the two syncs of a Commit (tests count them).
@@ -130,8 +122,7 @@ func (f *Temp) commit(durable bool) error {
 	return syncDir(filepath.Dir(f.final))
 }
 
-// Abort closes and removes the temporary. It is safe to call after Commit (a
-// no-op then), so callers can defer it.
+// Abort closes and removes the temporary; after Commit it does nothing.
 func (f *Temp) Abort() error {
 	if f.done {
 		return nil

@@ -1,8 +1,7 @@
-// Package fsx opens the files a command reads from its user. Every one of
-// them is checked to be a regular file before a single byte is read: a FIFO
-// would block the open or the read forever, a character device such as
-// /dev/zero would be read until memory runs out (its size is 0, so size checks
-// pass), a directory or socket cannot hold what the caller expects.
+// Package fsx opens the files a command reads from its user, each checked to
+// be a regular file before a byte is read: a FIFO would block for ever, a
+// character device such as /dev/zero would be read until memory runs out (its
+// size is 0, so size checks pass), a directory or socket holds no data.
 package fsx
 
 import (
@@ -26,7 +25,7 @@ var (
 func Open(path string) (*os.File, error) {
 	f, err := openRegular(path)
 	if err != nil {
-		// A socket cannot be opened at all (ENXIO); name what it is.
+		// Name what it is (a socket cannot be opened at all: ENXIO).
 		if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
 			return nil, notRegular(path, st.Mode())
 		}
@@ -35,8 +34,8 @@ func Open(path string) (*os.File, error) {
 	return f, nil
 }
 
-// ReadFile reads a whole regular file of at most limit bytes. The limit
-// holds even when the file grows while it is read.
+// ReadFile reads a whole regular file of at most limit bytes, even one that
+// grows while it is read.
 func ReadFile(path string, limit int64) ([]byte, error) {
 	f, err := Open(path)
 	if err != nil {
@@ -50,8 +49,7 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	if st.Size() > limit {
 		return nil, tooLarge(path, st.Size(), limit)
 	}
-	// Sized from Stat, so that a large index is read without regrowing; the
-	// limit is checked again as it is read, for a file that grows.
+	// Sized from Stat: a large index is read without regrowing.
 	b := make([]byte, 0, st.Size()+1)
 	for {
 		if len(b) == cap(b) {
@@ -100,3 +98,30 @@ func Kind(m fs.FileMode) string {
 		return "an irregular file"
 	}
 }
+
+// MkdirAll is os.MkdirAll for an output directory, with an error that says
+// what is in the way: a dangling link (to MkdirAll "file exists") or a file.
+func MkdirAll(dir string) error {
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		return nil
+	}
+	fi, lerr := os.Lstat(dir)
+	switch {
+	case lerr != nil:
+		return err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, _ := os.Readlink(dir)
+		if _, serr := os.Stat(dir); serr != nil {
+			return fmt.Errorf("create %s: it is a symbolic link to %s, which does not exist: create the target directory or remove the link", dir, target)
+		}
+		return fmt.Errorf("create %s: it is a symbolic link to %s, which is not a directory: %w", dir, target, err)
+	case !fi.IsDir():
+		return fmt.Errorf("create %s: it is %s, not a directory: move it away or choose another DST", dir, Kind(fi.Mode()))
+	}
+	return err
+}
+
+// FreeSpace is the space an unprivileged writer may still use on dir's
+// filesystem; false when it cannot be known (as on systems without statfs).
+func FreeSpace(dir string) (int64, bool, error) { return freeSpace(dir) }

@@ -33,29 +33,11 @@ func openRegular(path string) (*os.File, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, notRegular(path, unixMode(uint32(st.Mode)))
+		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular} // Open names the kind
 	}
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path), nil
-}
-
-func unixMode(m uint32) fs.FileMode {
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return fs.ModeDir
-	case unix.S_IFIFO:
-		return fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		return fs.ModeSocket
-	case unix.S_IFCHR:
-		return fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		return fs.ModeDevice
-	case unix.S_IFLNK:
-		return fs.ModeSymlink
-	}
-	return fs.ModeIrregular
 }

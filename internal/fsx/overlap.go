@@ -12,9 +12,8 @@ var ErrOverlap = errors.New("output and input overlap")
 
 // Disjoint refuses an output directory dst that is one of the inputs, lies
 // inside one, or holds one (a run would read what it writes, a cleanup could
-// delete its input). Every path is resolved through the links of its longest
-// existing prefix, so no spelling (relative, "..", a link) hides an overlap.
-// The error names both paths as given.
+// delete its input). Paths are resolved through the links of their longest
+// existing prefix, so no spelling hides an overlap; the error names both.
 func Disjoint(dst string, inputs ...string) error {
 	d, err := resolveExisting(dst)
 	if err != nil {
@@ -38,9 +37,8 @@ func Disjoint(dst string, inputs ...string) error {
 }
 
 // resolveExisting is path made absolute with the links of its longest
-// existing prefix resolved and the rest appended ("." and ".." cleaned
-// first, as a shell's cd would not: a ".." after a link is taken lexically,
-// which is the spelling the user meant for a path that does not exist yet).
+// existing prefix resolved and the rest appended ("." and ".." cleaned first:
+// lexically, the spelling meant for a path that does not exist yet).
 func resolveExisting(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {

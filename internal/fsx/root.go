@@ -11,15 +11,14 @@ import (
 // links) to a place the checkpoint may not read.
 var ErrOutside = errors.New("link leads outside the checkpoint")
 
-// Root is a checkpoint directory with its own links resolved once, so that
-// each entry costs one resolution. Make one with NewRoot.
+// Root is a checkpoint directory with its own links resolved once (NewRoot).
 type Root struct {
 	dir  string // as given
 	real string // dir with every link resolved
 	repo string // the hub repository folder holding real, or ""
 }
 
-// NewRoot resolves dir for later Resolve and Allowed calls.
+// NewRoot resolves dir for later Resolve calls.
 func NewRoot(dir string) (*Root, error) {
 	real, err := realPath(dir)
 	if err != nil {
@@ -40,25 +39,19 @@ func realPath(p string) (string, error) {
 // hubRepo returns the repository folder when real lies inside a hub cache
 // snapshot (…/models--org--name/snapshots/<rev>[/sub…]), else "".
 func hubRepo(real string) string {
-	for d := real; ; {
-		parent := filepath.Dir(d)
-		if parent == d {
-			return ""
+	for d, parent := real, filepath.Dir(real); parent != d; d, parent = parent, filepath.Dir(parent) {
+		repo := filepath.Dir(parent)
+		if filepath.Base(parent) == "snapshots" && strings.HasPrefix(filepath.Base(repo), "models--") {
+			return repo
 		}
-		if filepath.Base(parent) == "snapshots" {
-			repo := filepath.Dir(parent)
-			if strings.HasPrefix(filepath.Base(repo), "models--") {
-				return repo
-			}
-		}
-		d = parent
 	}
+	return ""
 }
 
 // Resolve returns the path of name (slash-separated, relative to the root)
-// with its links resolved, or an error wrapping ErrOutside when they lead
-// where Allowed refuses, or one wrapping fs.ErrNotExist when it is missing.
-// The error names the link's target, not name: callers say which entry.
+// with its links resolved; an error wraps ErrOutside when they lead outside
+// (see allowed), fs.ErrNotExist when it is missing. It names the link's
+// target, not name: callers say which entry.
 func (r *Root) Resolve(name string) (string, error) {
 	real, err := realPath(filepath.Join(r.dir, filepath.FromSlash(name)))
 	if err != nil {

@@ -9,9 +9,8 @@ import (
 
 // Stamp is what the filesystem says about a file's version: any write
 // changes its size or its modification and change times, a replacement its
-// device and inode. Comparing stamps tells whether a file is still the one
-// seen earlier without reading it (missing only a write of the same size
-// within one timestamp tick of the earlier look).
+// device and inode (missing only a write of the same size within one
+// timestamp tick of the earlier look).
 type Stamp struct {
 	Size  int64  `json:"size"`
 	MTime int64  `json:"mtime_ns"`

@@ -1,15 +1,13 @@
 // Package objdest is the writing side of an s3:// or gs:// DST, shared by
-// convert and layout (shard, export, reassemble), so that every command
-// writes a bucket the same way.
+// convert and layout (shard, export, reassemble).
 //
 // A bucket has no rename, no append and no lock, so a bucket DST keeps the
 // run's bookkeeping in a local state directory. Each output file streams
-// through filewrite into an objstore upload (one PUT, or a multipart upload
-// whose parts the store checks against their CRC32C), which no reader sees
-// under its key before it is complete; its sha256 is taken as the bytes
-// stream. A claim object under the prefix, created with a conditional
-// write, ties the prefix to one state directory, so that runs with
-// different state directories cannot write one prefix at once.
+// through filewrite into an objstore upload, which no reader sees under its
+// key before it is complete; its sha256 is taken as the bytes stream. A claim
+// object under the prefix, created with a conditional write, ties the prefix
+// to one state directory, so that runs with different ones cannot write it
+// at once.
 package objdest
 
 import (
@@ -33,9 +31,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// ClaimName is the key, under a bucket DST's prefix, of the object that
-// ties the prefix to the state directory of the runs writing it (see
-// Dest.Claim); Unclaim removes it.
+// ClaimName is the key, under a bucket DST's prefix, of the object that ties
+// the prefix to the state directory of the runs writing it (Dest.Claim).
 const ClaimName = ".k3ckpt/claim"
 
 // Dest is a bucket DST: the objects under an s3:// or gs:// prefix and the
@@ -55,10 +52,9 @@ type Dest struct {
 
 // Open resolves a bucket DST and its state directory (stateDir, or "" for
 // one under the user's cache directory named after the location). conns
-// sizes the bucket client's connections; ctx bounds every request. The
-// Dest's refusals wrap the caller's sentinels, as a local DST's would:
-// refused when the DST cannot receive this run, inUse when another run
-// (another state directory) writes it.
+// sizes the bucket client's connections; ctx bounds every request. Refusals
+// wrap the caller's sentinels: refused when the DST cannot receive this run,
+// inUse when another run (another state directory) writes it.
 func Open(ctx context.Context, dst, stateDir string, conns int, refused, inUse error) (*Dest, error) {
 	u, err := objstore.Parse(dst)
 	if err != nil {
@@ -81,18 +77,13 @@ func defaultStateDir(u objstore.URL, refused error) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: no state directory (%v); pass --state-dir", refused, u, err)
 	}
-	parts := []string{cache, "k3ckpt", "dst", u.Scheme, u.Bucket}
-	if u.Key != "" {
-		parts = append(parts, filepath.FromSlash(u.Key))
-	}
-	return filepath.Join(parts...), nil
+	return filepath.Join(cache, "k3ckpt", "dst", u.Scheme, u.Bucket, filepath.FromSlash(u.Key)), nil
 }
 
 // Path is the URL of output object name (slash-separated, under the prefix).
 func (d *Dest) Path(name string) string { return d.Bucket.URL.Dir() + name }
 
-// Create starts output object name, streamed from pool's buffers; its
-// ETag is kept for ETag once Commit completes it.
+// Create starts output object name, streamed from pool's buffers.
 func (d *Dest) Create(name string, pool *filewrite.Pool, prog func(int64)) (*filewrite.File, error) {
 	up := d.Bucket.Create(d.ctx, name, func(etag string) { d.etags.Store(name, etag) })
 	return filewrite.CreateSink(up, d.Path(name), pool, prog), nil
@@ -107,8 +98,8 @@ func (d *Dest) ETag(name string) string {
 }
 
 // Kept reports whether output object name is still the one a run recorded
-// with size and, when etag is set, that ETag (one HEAD); without one,
-// whether its bytes read back have sha. It returns the ETag to record.
+// with size and etag (one HEAD) or, with no etag, whose bytes have sha. It
+// returns the ETag to record.
 func (d *Dest) Kept(name string, size int64, sha, etag string, prog func(int64)) (bool, string, error) {
 	got, tag, ok, err := d.Bucket.Stat(d.ctx, name)
 	if err != nil || !ok || got != size {
@@ -206,16 +197,15 @@ func (d *Dest) PutBytes(name string, b []byte) error {
 func (d *Dest) Delete(name string) error { return d.Bucket.Delete(d.ctx, name) }
 
 // AbortOwn aborts the unfinished uploads of the objects names (a killed
-// run's, for the objects this run writes); other runs' uploads under the
-// prefix are left alone. It reports how many it aborted.
+// run's); it reports how many.
 func (d *Dest) AbortOwn(names []string) (int, error) {
 	return d.Bucket.AbortOwn(d.ctx, names)
 }
 
 // Claim ties the DST to the state directory (whose lock the caller holds):
 // the first run creates the claim object with a conditional write and keeps
-// its token in the state directory; a run with another state directory finds
-// a token it does not hold and is refused, wrapping Open's inUse.
+// its token in the state directory; a run with another one is refused,
+// wrapping Open's inUse.
 func (d *Dest) Claim() error {
 	local := filepath.Join(d.StateDir, "claim")
 	token, err := os.ReadFile(local)

@@ -20,36 +20,29 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// gCSEndpoint is the endpoint of Google Cloud Storage's XML API, which
-// speaks S3's protocol to HMAC keys.
-const gCSEndpoint = "https://storage.googleapis.com"
-
 const (
+	// gCSEndpoint is Google Cloud Storage's XML API, which speaks S3 to HMAC keys.
+	gCSEndpoint = "https://storage.googleapis.com"
 	// maxAttempts is how many times the SDK tries one request.
 	maxAttempts = 8
-	// stallTimeout fails an attempt whose body sends nothing for this long
-	// (then retried and resumed).
+	// stallTimeout fails an attempt whose body sends nothing for this long.
 	stallTimeout = 60 * time.Second
 )
 
 // Options tune a Bucket. The zero value is ready to use.
 type Options struct {
-	// Connections is how many requests run at once (the HTTP transport
-	// keeps twice that many idle connections per host; 0: 64, more than
-	// any fetch of the commands opens by default).
+	// Connections is how many requests run at once (0: 64, more than any
+	// fetch of the commands opens by default).
 	Connections int
-	// Env looks up gs://'s own settings, GS_ENDPOINT_URL,
-	// GS_ACCESS_KEY_ID and GS_SECRET_ACCESS_KEY, and partSizeEnv (nil:
-	// os.Getenv). The AWS settings are read by the SDK from the process
-	// environment.
+	// Env looks up GS_ENDPOINT_URL, GS_ACCESS_KEY_ID, GS_SECRET_ACCESS_KEY
+	// and partSizeEnv (nil: os.Getenv); the SDK reads the AWS settings itself.
 	Env func(key string) string
 }
 
 // Bucket is a client for the objects under one s3:// or gs:// location.
 // It is safe for concurrent use.
 type Bucket struct {
-	// URL is the location the client was made for.
-	URL URL
+	URL URL // the location the client was made for
 
 	c       *s3.Client
 	host    string // the endpoint's host, named in errors
@@ -61,19 +54,15 @@ type Bucket struct {
 	free     chan []byte // part buffers kept for the next uploads (see maxFreeParts)
 }
 
-// maxFreeParts bounds the part buffers a bucket keeps once their parts are
-// sent. Kept ones never exceed the most in use at once, and keeping them
-// caps memory there: left to the collector, the heap grew with the objects'
-// size.
+// maxFreeParts bounds the part buffers a bucket keeps for reuse: left to the
+// collector, the heap grew with the objects' size.
 const maxFreeParts = 128
 
 // New makes a client for u. Credentials and region resolve lazily: a
 // missing or refused credential is reported by the first request, naming
 // the bucket and key.
 func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
-	if o.Connections <= 0 {
-		o.Connections = 64
-	}
+	o.Connections = cmp.Or(max(o.Connections, 0), 64)
 	env := o.Env
 	if env == nil {
 		env = os.Getenv
@@ -85,13 +74,11 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	b := &Bucket{URL: u, gs: u.Scheme == "gs", partSize: ps, free: make(chan []byte, maxFreeParts)}
 	b.retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 		so.MaxAttempts = maxAttempts
-		// A long throttle must not drain a shared retry budget and fail
-		// every other request with it: each request retries on its own.
+		// No shared retry budget: a long throttle must not fail every other request.
 		so.RateLimiter = ratelimit.None
 	})
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-		// Every request of a run goes to one host: without idle room for
-		// each, connections would be closed and opened again per request.
+		// Every request goes to one host: idle room for each keeps connections open.
 		t.MaxIdleConns = 4 * o.Connections
 		t.MaxIdleConnsPerHost = 2 * o.Connections
 		t.DisableCompression = true
@@ -113,10 +100,9 @@ func New(ctx context.Context, u URL, o Options) (*Bucket, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1" // S3's default region; S3-compatible stores accept it
 	}
-	gsEndpoint := cmp.Or(env("GS_ENDPOINT_URL"), gCSEndpoint)
 	b.c = s3.NewFromConfig(cfg, func(so *s3.Options) {
 		if b.gs {
-			so.BaseEndpoint = aws.String(gsEndpoint)
+			so.BaseEndpoint = aws.String(cmp.Or(env("GS_ENDPOINT_URL"), gCSEndpoint))
 			// GCS verifies Content-MD5, not S3's x-amz-checksum headers.
 			so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 			so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired

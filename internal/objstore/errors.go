@@ -17,8 +17,7 @@ import (
 func (b *Bucket) addr(key string) string { return b.URL.Scheme + "://" + b.URL.Bucket + "/" + key }
 
 // fail turns an SDK error for key into a *remote.Error naming the object's
-// full address (bucket and key), what is wrong and what to do. Context
-// errors pass unchanged.
+// address, what is wrong and what to do. Context errors pass unchanged.
 func (b *Bucket) fail(key string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
@@ -63,9 +62,8 @@ func (b *Bucket) fail(key string, err error) error {
 	return e
 }
 
-// isCredentialsError reports a failure of the credential chain (no
-// credentials found anywhere, a profile that does not resolve): the SDK
-// gives it no type of its own.
+// isCredentialsError reports a failure of the credential chain, which the
+// SDK gives no type of its own.
 func isCredentialsError(err error) bool {
 	m := err.Error()
 	return strings.Contains(m, "failed to retrieve credentials") || strings.Contains(m, "failed to refresh cached credentials")

@@ -16,17 +16,14 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// maxPut bounds the objects Put sends in one request (S3 takes up to 5 GiB;
-// the small files of a checkpoint are far below): larger ones go through
-// Create.
+// maxPut bounds the objects Put sends in one request (S3 takes up to 5 GiB):
+// larger ones go through Create.
 const maxPut = 1 << 30
 
-// Put writes object name under the bucket's prefix in one request: it is
-// complete or absent, never partial, and checked by the store as an upload's
-// parts are (CRC32C on S3, Content-MD5 on GCS). With ifAbsent it creates the
-// object only if no object has its key (a conditional write, If-None-Match:
-// *, which AWS S3, GCS and MinIO honour); created is false when one exists,
-// whoever wrote it.
+// Put writes object name under the bucket's prefix in one request, complete
+// or absent, checked by the store (CRC32C on S3, Content-MD5 on GCS). With
+// ifAbsent it creates the object only if no object has its key (If-None-Match:
+// *, which AWS S3, GCS and MinIO honour); created is false when one exists.
 func (b *Bucket) Put(ctx context.Context, name string, r io.ReadSeeker, size int64, ifAbsent bool) (created bool, err error) {
 	_, err = b.putKey(ctx, b.URL.join(name), r, size, ifAbsent)
 	if ifAbsent && err != nil && isStatus(err, http.StatusPreconditionFailed, http.StatusConflict) {
@@ -62,8 +59,7 @@ func (b *Bucket) putKey(ctx context.Context, key string, r io.ReadSeeker, size i
 	return aws.ToString(out.ETag), nil
 }
 
-// isStatus reports whether err, as fail returns it, is an HTTP response
-// with one of the codes.
+// isStatus reports whether err, as fail returns it, has one of the codes.
 func isStatus(err error, codes ...int) bool {
 	var e *remote.Error
 	return errors.As(err, &e) && slices.Contains(codes, e.Status)
@@ -81,9 +77,8 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 }
 
 // AbortOwn aborts the unfinished multipart uploads under the prefix whose
-// keys are names (a killed run's, for the files this run owns): other
-// workers' uploads under the same prefix are left alone. It reports how many
-// it aborted.
+// keys are names (a killed run's), leaving other workers' alone. It reports
+// how many it aborted.
 func (b *Bucket) AbortOwn(ctx context.Context, names []string) (int, error) {
 	own := make(map[string]bool, len(names))
 	for _, n := range names {

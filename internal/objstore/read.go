@@ -16,8 +16,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// maxListed bounds a listing: a checkpoint prefix holds hundreds of
-// objects; a prefix of millions is not one.
+// maxListed bounds a listing: a checkpoint prefix holds hundreds of objects.
 const maxListed = 100000
 
 // Get implements remote.Store: a ranged GET of the object name under the
@@ -99,21 +98,17 @@ func (b *Bucket) readBody(ctx context.Context, body io.ReadCloser, p []byte, rec
 			received(int64(m))
 			t.Reset(stallTimeout)
 		}
-		if err == io.EOF {
-			if n < len(p) {
-				return n, io.ErrUnexpectedEOF
-			}
-			break
+		if err == io.EOF && n < len(p) {
+			return n, io.ErrUnexpectedEOF
 		}
-		if err != nil {
+		if err != nil && err != io.EOF {
 			return n, err
 		}
 	}
 	return n, nil
 }
 
-// empty answers the probe of an object with no bytes (its range is not
-// satisfiable).
+// empty answers the probe of an object with no bytes (no satisfiable range).
 func (b *Bucket) empty(ctx context.Context, key string) (int, int64, string, error) {
 	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.URL.Bucket, Key: &key})
 	if err != nil {
@@ -167,7 +162,7 @@ func (b *Bucket) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 }
 
 // List implements remote.Store: every object under the prefix, subfolders
-// included (as a hub repository's listing), with their sizes.
+// included, with their sizes.
 func (b *Bucket) List(ctx context.Context) ([]remote.RepoFile, error) {
 	prefix := b.URL.join("")
 	pg := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.URL.Bucket, Prefix: &prefix})

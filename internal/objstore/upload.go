@@ -23,9 +23,8 @@ import (
 // more than any checkpoint shard).
 const defaultPartSize = 8 << 20
 
-// partSizeEnv sets another part size, in bytes, from S3's least to its most:
-// for a store that wants larger parts, objects over 10,000 default parts, or
-// tests whose small objects span several parts.
+// partSizeEnv sets another part size in bytes, within S3's limits: for a
+// store that wants larger parts, huge objects, or tests of several parts.
 const partSizeEnv = "K3CKPT_S3_PART_SIZE"
 
 // partSizeOf parses partSizeEnv's value ("": defaultPartSize).
@@ -40,15 +39,13 @@ func partSizeOf(v string) (int, error) {
 	return int(n), nil
 }
 
-// partsInFlight bounds the parts of one upload being sent while the next
-// fills (memory: partsInFlight+1 parts per upload). One overlaps sending with
-// filling; the parallelism comes from uploading several files at once.
+// partsInFlight bounds the parts of one upload sent while the next fills: the
+// parallelism comes from uploading several files at once.
 const partsInFlight = 1
 
 // upload is one object being written as a multipart upload: parts go up
-// while the next fills, each checked by the store against its checksum
-// (CRC32C for S3, which the SDK computes in hardware; Content-MD5 for GCS's
-// XML API, which verifies only that), and the object appears under its key
+// while the next fills, each checked by the store (CRC32C on S3, Content-MD5
+// on GCS, which verifies only that), and the object appears under its key
 // only when Commit completes the upload. It implements filewrite's sink.
 type upload struct {
 	b      *Bucket
@@ -93,10 +90,9 @@ func (b *Bucket) putBuffer(buf []byte) {
 }
 
 // Create starts writing object name under the bucket's prefix, first
-// aborting the unfinished uploads of the same key (a killed run's) while the
-// first part fills. An object that fits in one part goes up in one PUT when
-// committed; a larger one as a multipart upload begun when its first part is
-// full. ctx bounds every request of the upload. committed, if not nil, hears
+// aborting the key's unfinished uploads (a killed run's) while the first part
+// fills. An object of one part goes up in one PUT on Commit, a larger one as
+// a multipart upload. ctx bounds its requests; committed, if not nil, hears
 // the object's ETag once Commit succeeds.
 func (b *Bucket) Create(ctx context.Context, name string, committed func(etag string)) *upload {
 	key := b.URL.join(name)
@@ -183,9 +179,7 @@ func (u *upload) send() {
 		u.b.putBuffer(buf)
 		return
 	}
-	u.wg.Add(1)
-	go func() {
-		defer u.wg.Done()
+	u.wg.Go(func() {
 		defer func() { <-u.flight; u.b.putBuffer(buf) }()
 		in := &s3.UploadPartInput{Bucket: &u.b.URL.Bucket, Key: &u.key, UploadId: &u.id, PartNumber: &num, Body: bytes.NewReader(buf)}
 		if u.b.gs {
@@ -205,7 +199,7 @@ func (u *upload) send() {
 			return
 		}
 		u.parts = append(u.parts, types.CompletedPart{PartNumber: &num, ETag: out.ETag, ChecksumCRC32C: out.ChecksumCRC32C})
-	}()
+	})
 }
 
 // Commit implements filewrite.Sink: the last part goes up, then the upload

@@ -10,12 +10,9 @@ import (
 
 // URL is a parsed s3:// or gs:// location.
 type URL struct {
-	// Scheme is "s3" or "gs".
-	Scheme string
-	// Bucket is the bucket name.
+	Scheme string // "s3" or "gs"
 	Bucket string
-	// Key is the object key or key prefix, without a leading or trailing '/'.
-	Key string
+	Key    string // the object key or key prefix, without a leading or trailing '/'
 }
 
 // IsURL reports whether raw is an s3:// or gs:// location.

@@ -4,13 +4,11 @@
 //
 // A Source is one resolved location; its File values are io.ReaderAt views of
 // single files that check every ranged response (status 206, Content-Range,
-// body length, size and ETag — or Last-Modified — unchanged) and resume a
-// transfer from the last byte received after a transient failure. Every read
-// ends in bounded time: each attempt must keep up a minimum rate, a read
-// retries a bounded number of times, and it has a deadline that grows with
-// its size. Stream serves a plan's byte ranges, coalesced into requests run
-// with bounded parallelism and memory, to readers that read them in the
-// plan's order. List names a hub repository's files.
+// body length, size and ETag — or Last-Modified — unchanged) and resume after
+// a transient failure from the last byte received. Every read ends in bounded
+// time: a minimum rate per attempt, bounded retries, a deadline that grows
+// with its size. Stream serves a plan's byte ranges, coalesced into requests
+// with bounded parallelism and memory, to readers in the plan's order.
 //
 // A bearer token is sent only to the host that owns it (the hub endpoint),
 // never to the host a redirect points at.

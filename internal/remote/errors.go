@@ -13,8 +13,7 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrAuth: the server refused the request (401 or 403).
 	ErrAuth = errors.New("access refused")
-	// ErrChanged: a source file's size, ETag or revision changed while a run
-	// used it. convert's and layout's ErrChanged are this error.
+	// ErrChanged: a source file's size, ETag or revision changed during a run.
 	ErrChanged = errors.New("source changed during the run")
 	// ErrProtocol: a response that does not answer the request (no range
 	// support, a wrong Content-Range, a body of the wrong length).
@@ -22,8 +21,7 @@ var (
 	errRedirect = errors.New("bad redirect")
 	// ErrStatus: an HTTP status that is neither success nor one of the above.
 	ErrStatus = errors.New("unexpected HTTP status")
-	// errTimeout: a stall, a body under the minimum rate, or a read past its
-	// deadline.
+	// errTimeout: a stall, a body under the minimum rate, a read past its deadline.
 	errTimeout = errors.New("timeout")
 	// ErrNetwork: the connection failed (refused, reset, closed mid-body).
 	ErrNetwork = errors.New("network error")
@@ -54,13 +52,12 @@ func (e *Error) Error() string {
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
-	if e.Status != 0 {
-		s += fmt.Sprintf(" (HTTP %d", e.Status)
-		if e.Host != "" {
-			s += " from " + e.Host
-		}
-		s += ")"
-	} else if e.Host != "" {
+	switch {
+	case e.Status != 0 && e.Host != "":
+		s += fmt.Sprintf(" (HTTP %d from %s)", e.Status, e.Host)
+	case e.Status != 0:
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
+	case e.Host != "":
 		s += " (" + e.Host + ")"
 	}
 	if e.Attempts > 1 {
@@ -69,8 +66,7 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap returns the sentinel, so errors.Is(err, ErrNotFound) and the like
-// work, and the transport's error when there was one.
+// Unwrap returns the sentinel and the transport's error, if any.
 func (e *Error) Unwrap() []error {
 	if e.cause != nil {
 		return []error{e.Kind, e.cause}

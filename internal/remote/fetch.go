@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,8 +18,7 @@ const (
 	DefaultConnections = 16
 	// defaultGap: reading 128 KiB more costs less than another round trip.
 	defaultGap = 128 << 10
-	// defaultRequestSize: longer spans are split so that they spread over
-	// the connections and fit the buffers.
+	// defaultRequestSize: longer spans are split over the connections.
 	defaultRequestSize = 4 << 20
 )
 
@@ -29,9 +29,8 @@ type Range struct {
 	Off, Len int64
 }
 
-// chunk is the bytes at Off inside range Index of fetch's list, delivered in
-// order: range by range, each by increasing Off. Data is reused once the
-// delivering call returns.
+// chunk is the bytes at Off inside range Index of fetch's list, delivered
+// range by range, each by increasing Off. Data is reused once delivered.
 type chunk struct {
 	Index int
 	Off   int64
@@ -43,27 +42,17 @@ type FetchOptions struct {
 	// Connections bounds the requests in flight (0: DefaultConnections).
 	Connections int
 	// Gap: consecutive ranges of one file at most Gap bytes apart are read by
-	// one request, as long as its dropped bytes do not outnumber its needed
-	// ones (0: defaultGap, negative: only touching ranges).
+	// one request (0: defaultGap, negative: only touching ranges).
 	Gap int64
 	// RequestSize bounds one request (0: defaultRequestSize), and so memory:
-	// one buffer of at most this size per connection, whatever the files' size.
+	// one buffer of at most this size per connection.
 	RequestSize int64
 }
 
 func (o FetchOptions) withDefaults() FetchOptions {
-	if o.Connections <= 0 {
-		o.Connections = DefaultConnections
-	}
-	if o.Gap == 0 {
-		o.Gap = defaultGap
-	}
-	if o.Gap < 0 {
-		o.Gap = 0
-	}
-	if o.RequestSize <= 0 {
-		o.RequestSize = defaultRequestSize
-	}
+	o.Connections = cmp.Or(max(o.Connections, 0), DefaultConnections)
+	o.Gap = max(cmp.Or(o.Gap, defaultGap), 0)
+	o.RequestSize = cmp.Or(max(o.RequestSize, 0), defaultRequestSize)
 	return o
 }
 
@@ -77,9 +66,8 @@ type part struct {
 
 // planParts coalesces consecutive ranges of one file that move forward by at
 // most gap bytes into spans, and cuts spans into requests of at most size
-// bytes. A span never skips more bytes than it needs, so a fetch requests at
-// most twice the bytes its ranges need. Ranges keep their order: sort them
-// by file and offset beforehand for the most merging.
+// bytes. A span never skips more bytes than it needs (a fetch requests at
+// most twice its ranges' bytes). Ranges keep their order.
 func planParts(ranges []Range, gap, size int64) []part {
 	var parts []part
 	flush := func(file string, lo, hi int64, first, last int) {
@@ -136,10 +124,9 @@ type job struct {
 
 // fetch reads the ranges and hands their bytes to deliver in order (see
 // chunk), from the calling goroutine. Each request holds one of Connections
-// buffers until its bytes are delivered, which bounds both the requests in
-// flight and the memory: a slow consumer slows the fetch. Every file is
-// opened and every range checked before the first data request. The first
-// error, from a request or from deliver, cancels everything; fetch returns
+// buffers until its bytes are delivered, which bounds the requests in flight
+// and the memory. Every file is opened and every range checked first. The
+// first error, from a request or deliver, cancels everything; fetch returns
 // after all its requests have stopped.
 func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deliver func(chunk) error) (st Stats, err error) {
 	o = o.withDefaults()
@@ -193,15 +180,13 @@ func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 			}
 			j := &job{p: p, buf: buf[:p.n], done: make(chan error, 1)}
 			queue <- j // never blocks: each queued job holds one of Connections buffers
-			workers.Add(1)
-			go func() {
-				defer workers.Done()
+			workers.Go(func() {
 				err := files[p.file].readRange(ctx, j.buf, p.off, &fetched)
 				if err != nil {
 					cancel(err) // before deliverAll frees the buffer, so nothing new starts
 				}
 				j.done <- err
-			}()
+			})
 		}
 	}()
 	err = s.deliverAll(ctx, queue, free, ranges, deliver)
@@ -217,10 +202,8 @@ func (s *Source) fetch(ctx context.Context, ranges []Range, o FetchOptions, deli
 func (s *Source) deliverAll(ctx context.Context, queue chan *job, free chan []byte, ranges []Range, deliver func(chunk) error) error {
 	for j := range queue {
 		if err := <-j.done; err != nil {
-			if errors.Is(err, context.Canceled) {
-				if c := context.Cause(ctx); c != nil {
-					err = c
-				}
+			if c := context.Cause(ctx); c != nil && errors.Is(err, context.Canceled) {
+				err = c
 			}
 			return err
 		}
@@ -240,8 +223,8 @@ func (s *Source) deliverAll(ctx context.Context, queue chan *job, free chan []by
 	return context.Cause(ctx) // nil unless the dispatcher stopped early
 }
 
-// openAll probes every file the ranges name, Connections at a time, stopping
-// at the first failure.
+// openAll probes every file the ranges name, conns at a time, stopping at
+// the first failure.
 func (s *Source) openAll(ctx context.Context, ranges []Range, conns int) (map[string]*File, error) {
 	seen := map[string]bool{}
 	files := map[string]*File{}

@@ -14,13 +14,13 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
-// probeLen is what opening a file reads: a safetensors file's 8-byte header
-// length, kept so that the first ReadAt of it costs no request.
+// probeLen is what opening a file reads and keeps: a safetensors file's
+// 8-byte header length.
 const probeLen = 8
 
-// File is one remote file read with range requests. Its size and ETag are
-// learnt when it is opened; every later response must report the same, or
-// the read fails with ErrChanged. It is safe for concurrent use.
+// File is one remote file read with range requests. Every response must
+// report the size and ETag learnt at its opening, or the read fails with
+// ErrChanged. It is safe for concurrent use.
 type File struct {
 	// Name is the file's name relative to its source.
 	Name string
@@ -35,35 +35,24 @@ type File struct {
 }
 
 // Open probes a file (one small range request) for its size and ETag, once
-// per name and source: later calls return the same *File.
+// per name: later calls return the same *File.
 func (s *Source) Open(ctx context.Context, name string) (*File, error) {
-	s.mu.Lock()
-	e := s.files[name]
-	if e == nil {
-		e = &fileEntry{}
-		s.files[name] = e
-	}
-	s.mu.Unlock()
+	v, _ := s.files.LoadOrStore(name, &fileEntry{})
+	e := v.(*fileEntry)
 	e.once.Do(func() {
-		f := &File{Name: name, src: s, origin: s.url(name), size: -1}
-		var buf [probeLen]byte
-		n, err := f.read(ctx, buf[:], 0, nil)
+		f := &File{Name: name, src: s, origin: s.url(name), size: -1, prefix: make([]byte, probeLen)}
+		n, err := f.read(ctx, f.prefix, 0, nil)
 		if err != nil {
 			e.err = err
 			return
 		}
-		f.prefix = append([]byte(nil), buf[:n]...)
-		e.f = f
+		f.prefix, e.f = f.prefix[:n], f
 		if f.Version() == "" {
 			s.unverified(name)
 		}
 	})
 	if e.err != nil {
-		s.mu.Lock()
-		if s.files[name] == e { // let a later call try again
-			delete(s.files, name)
-		}
-		s.mu.Unlock()
+		s.files.CompareAndDelete(name, e) // let a later call try again
 	}
 	return e.f, e.err
 }
@@ -113,12 +102,10 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// readRange fills p with the bytes at off, which must lie inside the file,
-// retrying (see read). counter, if not nil, also counts the bytes received.
+// readRange fills p with the bytes at off, which the callers have checked
+// lie inside the file, retrying (see read). counter, if not nil, also counts
+// the bytes received.
 func (f *File) readRange(ctx context.Context, p []byte, off int64, counter *atomic.Int64) error {
-	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
-		return &Error{File: f.Name, Kind: ErrSource, Detail: fmt.Sprintf("range %d+%d is outside the file's %d bytes", off, len(p), f.size)}
-	}
 	if len(p) == 0 {
 		return nil
 	}
@@ -131,10 +118,9 @@ func (f *File) readRange(ctx context.Context, p []byte, off int64, counter *atom
 }
 
 // read is the retry loop: transient failures are retried with backoff, each
-// resuming at the first byte not yet received, up to the source's Retries in
-// all and within its TimeLimit plus len(p) bytes' time at its MinRate. With
-// f.size unknown (the probe) it accepts a file shorter than p and returns
-// how much there was.
+// resuming at the first byte not yet received, within the read's bounds (see
+// Options). With f.size unknown (the probe) it accepts a file shorter than p
+// and returns how much there was.
 func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, error) {
 	s := f.src
 	if s.store != nil {
@@ -177,15 +163,15 @@ func (f *File) read(ctx context.Context, p []byte, off int64, counter *atomic.In
 // cause is the error to report if asking the origin again does not help.
 var errRefused = errors.New("redirect target refused the request")
 
-// attempt makes one request for p at off. It returns the bytes stored
-// (fewer than len(p) only when the probe finds a short file), the server's
-// Retry-After, and what failed.
+// attempt makes one request for p at off. It returns the bytes stored (fewer
+// only when the probe finds a short file), the server's Retry-After, and
+// what failed.
 func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic.Int64) (int, time.Duration, error) {
 	s := f.src
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pace := newPacer(s.o.StallTimeout, s.o.MinRate, cancel)
-	defer pace.stop()
+	defer pace.t.Stop()
 
 	end := off + int64(len(p)) - 1
 	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, end)}}
@@ -267,34 +253,23 @@ func (f *File) attempt(ctx context.Context, p []byte, off int64, counter *atomic
 	return n, 0, nil
 }
 
-// parseContentRange reads "bytes first-last/total".
+// parseContentRange reads "bytes first-last/total", or "bytes */total" with
+// last -1.
 func parseContentRange(s string) (start, last, total int64, err error) {
+	bad := errors.New(`not "bytes first-last/total" with first <= last < total`)
 	rest, ok := strings.CutPrefix(s, "bytes ")
-	if !ok {
-		return 0, 0, 0, errors.New("not a bytes range")
-	}
-	rng, tot, ok := strings.Cut(rest, "/")
-	if !ok {
-		return 0, 0, 0, errors.New("no total size")
-	}
-	if total, err = strconv.ParseInt(tot, 10, 64); err != nil || total < 0 {
-		return 0, 0, 0, errors.New("unreadable total size")
+	rng, tot, hasTotal := strings.Cut(rest, "/")
+	if total, err = strconv.ParseInt(tot, 10, 64); !ok || !hasTotal || err != nil || total < 0 {
+		return 0, 0, 0, bad
 	}
 	if rng == "*" {
 		return 0, -1, total, nil
 	}
 	a, b, ok := strings.Cut(rng, "-")
-	if !ok {
-		return 0, 0, 0, errors.New("malformed range")
-	}
-	if start, err = strconv.ParseInt(a, 10, 64); err != nil {
-		return 0, 0, 0, errors.New("unreadable first byte")
-	}
-	if last, err = strconv.ParseInt(b, 10, 64); err != nil {
-		return 0, 0, 0, errors.New("unreadable last byte")
-	}
-	if start < 0 || last < start || total <= last {
-		return 0, 0, 0, errors.New("inconsistent positions")
+	start, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || start < 0 || last < start || total <= last {
+		return 0, 0, 0, bad
 	}
 	return start, last, total, nil
 }

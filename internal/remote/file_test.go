@@ -396,13 +396,12 @@ func TestErrorsSayWhat(t *testing.T) {
 		t.Errorf("refused before any answer: %v, want no retry", err)
 	}
 	// Too many redirects.
-	o.MaxRedirects = 3
 	chain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Path+"x", http.StatusFound)
 	}))
 	defer chain.Close()
 	_, err = newTestSource(t, chain.URL+"/", o).Open(context.Background(), "a")
-	if !errors.Is(err, errRedirect) || !strings.Contains(err.Error(), "more than 3 redirects") {
+	if !errors.Is(err, errRedirect) || !strings.Contains(err.Error(), "more than 10 redirects") {
 		t.Errorf("redirects: %v", err)
 	}
 }

@@ -31,10 +31,8 @@ type pacer struct {
 }
 
 func newPacer(window time.Duration, rate int64, cancel context.CancelCauseFunc) *pacer {
-	p := &pacer{window: window, rate: max(rate, 0), cancel: cancel, perWindow: 1}
-	if r := int64(float64(p.rate) * window.Seconds()); r > 1 {
-		p.perWindow = r
-	}
+	rate = max(rate, 0)
+	p := &pacer{window: window, rate: rate, cancel: cancel, perWindow: max(int64(float64(rate)*window.Seconds()), 1)}
 	p.t = time.AfterFunc(window, p.tick)
 	return p
 }
@@ -49,8 +47,6 @@ func (p *pacer) startBody(n int64, r io.Reader, count func(int64)) io.Reader {
 	p.t.Reset(p.window)
 	return p
 }
-
-func (p *pacer) stop() { p.t.Stop() }
 
 func (p *pacer) tick() {
 	if !p.body.Load() {

@@ -57,7 +57,9 @@ func TestTrickleFails(t *testing.T) {
 		return true
 	}
 	o := fastOptions()
-	o.StallTimeout, o.MinRate, o.Retries = 100*time.Millisecond, 1000, 2
+	// Windows long enough that a loaded machine still gets the probe and
+	// each header in time: the attempts fail on their bodies' rate.
+	o.StallTimeout, o.MinRate, o.Retries = 400*time.Millisecond, 1000, 2
 	s := newTestSource(t, fs.url(), o)
 	f, err := s.Open(context.Background(), "a")
 	if err != nil {
@@ -94,7 +96,9 @@ func TestStallAfterProgressBounded(t *testing.T) {
 		return true
 	}
 	o := fastOptions()
-	o.StallTimeout, o.MinRate, o.Retries = 50*time.Millisecond, -1, 3
+	// Long enough that a loaded machine still sends the first 100 bytes of
+	// every attempt in time: each attempt stalls after them.
+	o.StallTimeout, o.MinRate, o.Retries = 300*time.Millisecond, -1, 3
 	rec := &recorder{}
 	o.Progress = rec
 	s := newTestSource(t, fs.url(), o)
@@ -104,7 +108,7 @@ func TestStallAfterProgressBounded(t *testing.T) {
 	}
 	err = f.readRange(context.Background(), make([]byte, 500_000), 1000, nil)
 	var e *Error
-	if !errors.Is(err, errTimeout) || !errors.As(err, &e) || e.Attempts != 4 || !strings.Contains(err.Error(), "no data for 50ms") {
+	if !errors.Is(err, errTimeout) || !errors.As(err, &e) || e.Attempts != 4 || !strings.Contains(err.Error(), "no data for 300ms") {
 		t.Fatalf("got %v, want a stall after 4 attempts", err)
 	}
 	if n := dataRequests(fs); n != 4 {

@@ -2,27 +2,29 @@ package remote
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+
+	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
 const (
 	defaultEndpoint = "https://huggingface.co" // when HF_ENDPOINT is unset
 	defaultRevision = "main"
-	// maxTokenFile bounds the token file read; a real token is under 100 bytes.
-	maxTokenFile = 64 << 10
+	maxTokenFile    = 64 << 10 // a real token is under 100 bytes
 )
 
 // location is where a checkpoint lives once resolved.
 type location struct {
-	// Base is the directory URL, ending in '/', that path-escaped file names
-	// are appended to; empty when LocalDir, the cached snapshot directory of
-	// an hf:// reference in offline mode, is set.
+	// Base is the directory URL, ending in '/', of path-escaped file names;
+	// empty when LocalDir, an offline hf:// reference's snapshot, is set.
 	Base, LocalDir string
 	// Name is the file the reference pointed at ("" for a directory).
 	Name string
@@ -37,12 +39,8 @@ type location struct {
 // https://, or an object store's s3:// or gs://, which Resolve leaves to
 // internal/objstore).
 func IsRemote(raw string) bool {
-	for _, p := range []string{"hf://", "http://", "https://", "s3://", "gs://"} {
-		if strings.HasPrefix(raw, p) {
-			return true
-		}
-	}
-	return false
+	scheme, _, ok := strings.Cut(raw, "://")
+	return ok && slices.Contains([]string{"hf", "http", "https", "s3", "gs"}, scheme)
 }
 
 // hub is the part of huggingface_hub's configuration a resolution needs.
@@ -90,35 +88,19 @@ func isTrue(v string) bool {
 
 // cleanToken drops line breaks and surrounding blanks, as huggingface_hub does.
 func cleanToken(s string) string {
-	s = strings.NewReplacer("\r", "", "\n", "").Replace(s)
-	return strings.TrimSpace(s)
+	return strings.TrimSpace(strings.NewReplacer("\r", "", "\n", "").Replace(s))
 }
 
 // readToken reads the token file; a missing file means no token. Anything but
 // a small regular file is refused rather than read (a FIFO would block, a
 // device would never end).
 func readToken(path string) (string, error) {
-	st, err := os.Stat(path)
-	if os.IsNotExist(err) {
+	b, err := fsx.ReadFile(path, maxTokenFile)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
-	}
-	if !st.Mode().IsRegular() {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s is not a regular file", path)}
-	}
-	if st.Size() > maxTokenFile {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %d bytes (limit %d)", path, st.Size(), maxTokenFile)}
-	}
-	f, err := os.Open(path)
-	var b []byte
-	if err == nil {
-		b, err = io.ReadAll(io.LimitReader(f, maxTokenFile))
-		f.Close()
-	}
-	if err != nil {
-		return "", &Error{Kind: ErrSource, Detail: fmt.Sprintf("token file %s: %v", path, err)}
+		return "", &Error{Kind: ErrSource, Detail: "token file: " + err.Error()}
 	}
 	return cleanToken(string(b)), nil
 }
@@ -155,17 +137,14 @@ var (
 	commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 )
 
-// Resolve turns raw into a Location: an http(s):// URL to a directory (ending
+// Resolve turns raw into a location: an http(s):// URL to a directory (ending
 // in '/') or to a file in one, or hf://org/name[@revision][/path] resolved as
-// huggingface_hub does: HF_ENDPOINT (default the public hub) +
-// /org/name/resolve/{revision}/{path}, the revision URL-quoted. The token
-// (HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then the file HF_TOKEN_PATH, default
-// $HF_HOME/token, HF_HOME defaulting to ~/.cache/huggingface) is attached for
-// the endpoint's origin only, also for an https:// URL on that origin. With
-// HF_HUB_OFFLINE set, hf:// resolves to the cached snapshot directory instead
-// (HF_HUB_CACHE/models--org--name/snapshots/{commit}) or fails with errOffline.
-// env looks up those variables ("" when unset): os.Getenv in use, a map in
-// tests.
+// huggingface_hub does: HF_ENDPOINT + /org/name/resolve/{revision}/{path}.
+// The token (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, or the file HF_TOKEN_PATH,
+// default $HF_HOME/token) goes to the endpoint's origin only, also for an
+// https:// URL there. With HF_HUB_OFFLINE set, hf:// resolves to the cached
+// snapshot directory instead or fails with errOffline. env looks up those
+// variables (nil: os.Getenv).
 func Resolve(raw string, env func(key string) string) (location, error) {
 	if env == nil {
 		env = os.Getenv
@@ -213,9 +192,8 @@ func (h hub) resolveHF(raw, rest string) (location, error) {
 	rev := defaultRevision
 	if i := strings.IndexByte(name, '@'); i >= 0 {
 		name, rev = name[:i], name[i+1:]
-		// A revision may itself contain '/' (refs/pr/N, refs/convert/X);
-		// otherwise the first '/' ends it. A quoted revision (refs%2Fpr%2F1)
-		// is unquoted.
+		// refs/pr/N and refs/convert/X contain '/'; otherwise the first '/'
+		// ends the revision. A quoted one (refs%2Fpr%2F1) is unquoted.
 		if kind, after, ok := strings.Cut(path, "/"); rev == "refs" && ok {
 			n, p, _ := strings.Cut(after, "/")
 			rev, path = "refs/"+kind+"/"+n, p
@@ -232,10 +210,8 @@ func (h hub) resolveHF(raw, rest string) (location, error) {
 			return bad(fmt.Sprintf("%q is not a valid repository name part", p))
 		}
 	}
-	for _, seg := range strings.Split(path, "/") {
-		if seg == "." || seg == ".." {
-			return bad("the path may not contain . or ..")
-		}
+	if segs := strings.Split(path, "/"); slices.Contains(segs, ".") || slices.Contains(segs, "..") {
+		return bad("the path may not contain . or ..")
 	}
 	repo := org + "/" + name
 	dir, file := "", path

@@ -53,8 +53,7 @@ func transient(e *Error) bool {
 
 // unreachable reports a failure to reach a host at all (connection refused,
 // unknown host name): worth retrying once the source has had an answer (a
-// server restarting mid-run), not before (a wrong URL), where retrying would
-// only delay the error by minutes.
+// server restarting mid-run), not before (a wrong URL).
 func unreachable(e *Error) bool {
 	var dns *net.DNSError
 	return errors.Is(e, syscall.ECONNREFUSED) || errors.As(e, &dns) && dns.IsNotFound
@@ -63,17 +62,8 @@ func unreachable(e *Error) bool {
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP-date; 0 when
 // absent or unreadable.
 func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		if n > 1<<31 {
-			n = 1 << 31
-		}
-		return time.Duration(n) * time.Second
+		return time.Duration(min(max(n, 0), 1<<31)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now)
@@ -108,37 +98,31 @@ func sleep(ctx context.Context, d time.Duration) error {
 // attempt (its context cancelled with errStall) is a timeout; any other
 // cancellation is returned as is.
 func netError(attemptCtx context.Context, err error, file, host string, stall time.Duration, after string) error {
-	if c := context.Cause(attemptCtx); c != nil && !errors.Is(c, errStall) {
+	c := context.Cause(attemptCtx)
+	if c != nil && !errors.Is(c, errStall) {
 		return c
 	}
-	e := netKind(attemptCtx, err, stall)
-	e.File, e.Host, e.Detail = file, host, e.Detail+after
-	if !errors.Is(context.Cause(attemptCtx), errStall) {
-		e.cause = err
-	}
-	return e
-}
-
-func netKind(attemptCtx context.Context, err error, stall time.Duration) *Error {
-	if c := context.Cause(attemptCtx); c == errStall {
-		return &Error{Kind: errTimeout, Detail: fmt.Sprintf("no data for %v", stall)}
-	} else if errors.Is(c, errStall) { // too slow: the cause says how
-		return &Error{Kind: errTimeout, Detail: strings.TrimPrefix(c.Error(), errStall.Error()+": ")}
-	}
+	e := &Error{File: file, Host: host, Kind: ErrNetwork, cause: err}
 	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return &Error{Kind: ErrNetwork, Detail: "connection refused"}
-	case errors.Is(err, syscall.ECONNRESET):
-		return &Error{Kind: ErrNetwork, Detail: "connection reset"}
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return &Error{Kind: ErrNetwork, Detail: "connection closed early"}
-	case errors.As(err, &ne) && ne.Timeout():
-		return &Error{Kind: errTimeout, Detail: err.Error()}
-	}
 	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return &Error{Kind: ErrNetwork, Detail: "DNS: " + dns.Error()}
+	switch {
+	case c == errStall:
+		e.Kind, e.Detail, e.cause = errTimeout, fmt.Sprintf("no data for %v", stall), nil
+	case c != nil: // too slow: the cause says how
+		e.Kind, e.Detail, e.cause = errTimeout, strings.TrimPrefix(c.Error(), errStall.Error()+": "), nil
+	case errors.Is(err, syscall.ECONNREFUSED):
+		e.Detail = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		e.Detail = "connection reset"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		e.Detail = "connection closed early"
+	case errors.As(err, &ne) && ne.Timeout():
+		e.Kind, e.Detail = errTimeout, err.Error()
+	case errors.As(err, &dns):
+		e.Detail = "DNS: " + dns.Error()
+	default:
+		e.Detail = err.Error()
 	}
-	return &Error{Kind: ErrNetwork, Detail: err.Error()}
+	e.Detail += after
+	return e
 }

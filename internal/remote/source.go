@@ -1,10 +1,12 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -26,19 +28,18 @@ const (
 	defaultMinRate = 16 << 10
 	// DefaultTimeLimit is the fixed part of a read's deadline: room for the
 	// retries' backoff on top of the time its bytes take at the minimum rate.
-	DefaultTimeLimit    = 10 * time.Minute
-	defaultMaxRedirects = 10
+	DefaultTimeLimit = 10 * time.Minute
+	// maxRedirects bounds the redirects one request follows.
+	maxRedirects = 10
 )
 
 // Options tune a Source. The zero value is ready to use.
 type Options struct {
-	// Client sends the requests (nil: one made by NewTransport). Its
-	// redirect policy is replaced: the Source follows redirects itself, to
-	// keep the token on its own origin.
+	// Client sends the requests (nil: one made by NewTransport). The Source
+	// follows redirects itself, to keep the token on its own origin.
 	Client *http.Client
 	// Retries bounds the failed attempts one read retries, whether or not
-	// they made progress: a server that sends a little and then stalls on
-	// every attempt cannot hold a read for ever.
+	// they made progress.
 	Retries int
 	// RetryBase is the first backoff wait, doubled by each retry; RetryMax
 	// caps every wait, including a server's Retry-After.
@@ -53,10 +54,13 @@ type Options struct {
 	// TimeLimit bounds every read with its retries: a read of n bytes fails
 	// after TimeLimit plus n bytes' time at MinRate.
 	TimeLimit time.Duration
-	// MaxRedirects bounds the redirects one request follows.
-	MaxRedirects int
-	// Progress, if not nil, hears every byte received and every retry.
-	Progress progress
+	// Progress, if not nil, hears every body byte received and every failed
+	// attempt about to be retried, from many goroutines at once: its methods
+	// must be cheap (count, do not print).
+	Progress interface {
+		Fetched(n int64)
+		Retry(ev RetryEvent)
+	}
 	// Warn, if not nil, hears once per source that a file's server offers
 	// nothing to verify its content by (see File.Version).
 	Warn func(msg string)
@@ -70,39 +74,21 @@ func (o Options) withDefaults() Options {
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.Timeout = 0 // attempts are bounded by the stall timer and the caller's context
 	o.Client = &c
-	if o.Retries <= 0 {
-		o.Retries = defaultRetries
-	}
-	if o.RetryBase <= 0 {
-		o.RetryBase = defaultRetryBase
-	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = defaultRetryMax
-	}
-	if o.StallTimeout <= 0 {
-		o.StallTimeout = defaultStallTimeout
-	}
-	if o.MinRate == 0 {
-		o.MinRate = defaultMinRate
-	}
-	o.MinRate = max(o.MinRate, 0)
-	if o.TimeLimit <= 0 {
-		o.TimeLimit = DefaultTimeLimit
-	}
-	if o.MaxRedirects <= 0 {
-		o.MaxRedirects = defaultMaxRedirects
-	}
+	o.Retries = cmp.Or(max(o.Retries, 0), defaultRetries)
+	o.RetryBase = cmp.Or(max(o.RetryBase, 0), defaultRetryBase)
+	o.RetryMax = cmp.Or(max(o.RetryMax, 0), defaultRetryMax)
+	o.StallTimeout = cmp.Or(max(o.StallTimeout, 0), defaultStallTimeout)
+	o.MinRate = max(cmp.Or(o.MinRate, defaultMinRate), 0)
+	o.TimeLimit = cmp.Or(max(o.TimeLimit, 0), DefaultTimeLimit)
 	return o
 }
 
 // NewTransport returns a transport for conns parallel range requests per
-// host (0: DefaultConnections): HTTP/1.1 only (each connection its own TCP
-// connection rather than a stream sharing one), and no transparent
-// compression (a gzip-encoded body would not match its Content-Range).
+// host (0: DefaultConnections): HTTP/1.1 only (a TCP connection each, not
+// streams sharing one), no transparent compression (a gzip-encoded body
+// would not match its Content-Range).
 func NewTransport(conns int) *http.Transport {
-	if conns <= 0 {
-		conns = DefaultConnections
-	}
+	conns = cmp.Or(max(conns, 0), DefaultConnections)
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -117,8 +103,7 @@ func NewTransport(conns int) *http.Transport {
 }
 
 // Stats counts network traffic: a Source's (Fetched, Requests, Retries:
-// every body byte and HTTP request, redirects included), or a Stream's, or
-// a run's streams added up (every field).
+// redirects included), a Stream's, or a run's streams added up.
 type Stats struct {
 	// Needed is the bytes the ranges cover; Requested adds the gaps merged
 	// over; Fetched is the body bytes received, failed attempts' included.
@@ -143,11 +128,9 @@ type Source struct {
 	ctx   context.Context
 	store store // nil: plain HTTP (see NewStoreSource)
 
-	mu    sync.Mutex
-	files map[string]*fileEntry
+	files sync.Map // name → *fileEntry
 
-	commitMu sync.Mutex
-	commit   string // the first X-Repo-Commit seen (hub sources)
+	commit atomic.Pointer[string] // the first X-Repo-Commit seen (hub sources)
 
 	bytes, requests, retries atomic.Int64
 	answered                 atomic.Bool // a server has responded: the location is right
@@ -178,7 +161,7 @@ func NewSource(ctx context.Context, loc location, o Options) (*Source, error) {
 	if _, err := url.Parse(loc.Base); err != nil {
 		return nil, &Error{Kind: ErrSource, Detail: err.Error()}
 	}
-	return &Source{loc: loc, o: o.withDefaults(), ctx: ctx, files: map[string]*fileEntry{}}, nil
+	return &Source{loc: loc, o: o.withDefaults(), ctx: ctx}, nil
 }
 
 // url is the address of a file of the source (the name path-escaped).
@@ -191,9 +174,10 @@ func (s *Source) Stats() Stats {
 
 // repoCommit is the first X-Repo-Commit the hub reported ("": none).
 func (s *Source) repoCommit() string {
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	return s.commit
+	if c := s.commit.Load(); c != nil {
+		return *c
+	}
+	return ""
 }
 
 // Retried counts a failed attempt about to be retried (by the Source, or by
@@ -226,22 +210,18 @@ func (s *Source) checkCommit(name string, h http.Header) error {
 	if c == "" {
 		return nil
 	}
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	if s.commit == "" {
-		s.commit = c
+	if s.commit.CompareAndSwap(nil, &c) {
 		return nil
 	}
-	if c != s.commit {
-		return &Error{File: name, Kind: ErrChanged, Detail: fmt.Sprintf("revision %s moved from commit %s to %s", s.loc.Revision, s.commit, c)}
+	if first := *s.commit.Load(); c != first {
+		return &Error{File: name, Kind: ErrChanged, Detail: fmt.Sprintf("revision %s moved from commit %s to %s", s.loc.Revision, first, c)}
 	}
 	return nil
 }
 
-// do sends a GET for u and follows redirects itself: at most MaxRedirects,
-// never the same URL twice, only to http(s), and with the token only while
-// the request goes to the token's origin. It returns the final response
-// (the caller closes its body) and the URL it came from.
+// do sends a GET for u and follows redirects itself: at most maxRedirects,
+// never the same URL twice, only to http(s), with the token only to the
+// token's origin. It returns the final response and the URL it came from.
 func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http.Response, *url.URL, error) {
 	seen := map[string]bool{}
 	chain := []string{}
@@ -250,9 +230,7 @@ func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http
 		if err != nil {
 			return nil, nil, &Error{File: name, Kind: ErrSource, Detail: err.Error()}
 		}
-		for k, v := range hdr {
-			req.Header[k] = v
-		}
+		maps.Copy(req.Header, hdr)
 		req.Header.Set("User-Agent", "k3ckpt")
 		req.Header.Set("Accept-Encoding", "identity")
 		if s.loc.Token != "" && originOf(req.URL) == s.loc.TokenHost {
@@ -290,8 +268,8 @@ func (s *Source) do(ctx context.Context, name, u string, hdr http.Header) (*http
 		if seen[u] {
 			return bad("redirect loop through " + strings.Join(append(chain, next.Host), " -> "))
 		}
-		if hops+1 > s.o.MaxRedirects {
-			return bad(fmt.Sprintf("more than %d redirects", s.o.MaxRedirects))
+		if hops+1 > maxRedirects {
+			return bad(fmt.Sprintf("more than %d redirects", maxRedirects))
 		}
 	}
 }
@@ -343,8 +321,7 @@ func (s *Source) readURL(ctx context.Context, name, u string, limit int64) ([]by
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		// Anything but an *Error, and a file over the limit (ErrProtocol),
-		// is final as it is.
+		// Anything but an *Error, and a file over the limit, is final.
 		e, ok := err.(*Error)
 		if !ok || e.Kind == ErrProtocol {
 			return nil, err
@@ -362,7 +339,7 @@ func (s *Source) readSmallOnce(ctx context.Context, name, target string, limit i
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pace := newPacer(s.o.StallTimeout, s.o.MinRate, cancel)
-	defer pace.stop()
+	defer pace.t.Stop()
 	resp, u, err := s.do(actx, name, target, nil)
 	if err != nil {
 		return nil, 0, err

@@ -7,16 +7,13 @@ import (
 	"sync/atomic"
 )
 
-// store is an object store that a Source reads through instead of plain
-// HTTP GETs (an S3 bucket under a prefix): it signs and retries its requests
-// itself, so a Source over a store keeps only the range planning, the size
-// and ETag checks and the accounting. Its errors are *Error values, File
-// naming the object's full address.
+// store is an object store that a Source reads through instead of HTTP GETs
+// (an S3 bucket under a prefix): it signs and retries its requests itself.
+// Its errors are *Error values, File naming the object's full address.
 type store interface {
 	// Get reads up to len(p) bytes of object name at off into p, returning
-	// how many, the object's size and its ETag; with etag not "", an object
-	// whose ETag is no longer etag fails with ErrChanged. received hears
-	// every body byte.
+	// how many, the object's size and its ETag; with etag not "", another
+	// ETag fails with ErrChanged. received hears every body byte.
 	Get(ctx context.Context, name, etag string, p []byte, off int64, received func(int64)) (n int, size int64, gotETag string, err error)
 	// ReadAll reads a whole object of at most limit bytes.
 	ReadAll(ctx context.Context, name string, limit int64) ([]byte, error)
@@ -31,7 +28,7 @@ func NewStoreSource(ctx context.Context, base string, st store, o Options) (*Sou
 	if !strings.HasSuffix(base, "/") {
 		return nil, &Error{Kind: ErrSource, Detail: fmt.Sprintf("base %q does not end in '/'", base)}
 	}
-	return &Source{loc: location{Base: base}, o: o.withDefaults(), ctx: ctx, files: map[string]*fileEntry{}, store: st}, nil
+	return &Source{loc: location{Base: base}, o: o.withDefaults(), ctx: ctx, store: st}, nil
 }
 
 // readStore is File.read for a source over a store: one conditional read,
@@ -41,12 +38,8 @@ func (f *File) readStore(ctx context.Context, p []byte, off int64, counter *atom
 	ctx, stop := s.bound(ctx)
 	defer stop()
 	s.requests.Add(1)
-	probe := f.size < 0
-	etag := f.etag
-	if probe {
-		etag = ""
-	}
-	n, size, got, err := s.store.Get(ctx, f.Name, etag, p, off, s.received(counter))
+	probe := f.size < 0 // f.etag is "" then
+	n, size, got, err := s.store.Get(ctx, f.Name, f.etag, p, off, s.received(counter))
 	if err != nil {
 		if ctx.Err() != nil {
 			return n, context.Cause(ctx)

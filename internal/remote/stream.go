@@ -12,11 +12,10 @@ import (
 var errStreamClosed = errors.New("stream closed")
 
 // stream serves the reads of an executor that follows a plan: fetch runs in
-// the background over the plan's ranges, and the executor's ReadAt calls,
-// made in the plan's order, take the bytes as they arrive. A read that is not
-// the next planned one gets a range request of its own (Stats.Unplanned), so
-// a plan that misses a read costs bytes, never correctness. ReadAt calls are
-// serialized; a stream serves one executor.
+// the background over the plan's ranges, and the executor's ReadAt calls, in
+// the plan's order, take the bytes as they arrive. A read that is not the
+// next planned one gets a request of its own (Stats.Unplanned): a plan that
+// misses a read costs bytes, never correctness. ReadAt calls are serialized.
 type stream struct {
 	src    *Source
 	ranges []Range
@@ -33,7 +32,6 @@ type stream struct {
 	pos       int // bytes of cur already read
 	have      bool
 	unplanned atomic.Int64
-	closeOnce sync.Once
 }
 
 // Stream starts fetching ranges for an executor that will read them, in this
@@ -114,10 +112,10 @@ func (st *stream) direct(name string, p []byte, n int, off int64) (int, error) {
 	return n + m, err
 }
 
-// Close stops the fetch and reports what it cost; err is the fetch's
-// failure, nil when it completed or was stopped by Close.
+// Close stops the fetch and reports what it cost, and the fetch's failure
+// (nil when it completed or was stopped by Close).
 func (st *stream) Close() (Stats, error) {
-	st.closeOnce.Do(func() { st.cancel(errStreamClosed) })
+	st.cancel(errStreamClosed) // a second call does nothing
 	<-st.done
 	err := st.err
 	if errors.Is(err, errStreamClosed) {

@@ -1,10 +1,9 @@
 // Package termtext makes text safe and readable on a terminal or in a log.
-// Strings that come from files are quoted where a message names them
-// (Name): a tensor name holding a terminal escape, a newline or invalid
-// UTF-8 must not reach a terminal as it is. Lines is the last line of
-// defence for a message as a whole: control characters, which could move
-// the cursor, rewrite earlier lines or change the terminal's state, are
-// shown as Go escapes. Int, Plural and Wrap format counts and tables.
+// Strings that come from files are quoted where a message names them (Name):
+// a terminal escape, a newline or invalid UTF-8 must not reach a terminal as
+// it is. Lines is the last line of defence for a whole message: control
+// characters are shown as Go escapes. Int, Plural and Wrap format counts and
+// tables.
 package termtext
 
 import (
@@ -40,7 +39,7 @@ func escape(s string) string {
 }
 
 // Lines is escape for multi-line messages: newlines are kept, every other
-// control character escaped (an error that wraps several lines stays readable).
+// control character escaped.
 func Lines(s string) string {
 	parts := strings.Split(s, "\n")
 	for i, p := range parts {
@@ -75,4 +74,40 @@ func Plural(n int64, one, many string) string {
 		return Int(n) + " " + one
 	}
 	return Int(n) + " " + many
+}
+
+// Name returns s unchanged when every rune is printable (letters, marks,
+// numbers, punctuation, symbols, the ASCII space) and s has no quote or
+// backslash; otherwise, and for "", it returns s as %q prints it, every
+// control, format (such as bidirectional overrides) and invalid byte escaped.
+func Name(s string) string {
+	if s == "" || !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool {
+		return r == '"' || r == '\\' || !unicode.IsPrint(r)
+	}) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// Wrap breaks s at spaces so that no line passes width columns (a longer word
+// keeps its own line, never cut); continuation lines start with indent.
+func Wrap(s string, width int, indent string) string {
+	words := strings.Split(s, " ")
+	var b strings.Builder
+	col := 0
+	for i, wd := range words {
+		n := utf8.RuneCountInString(wd)
+		switch {
+		case i == 0:
+		case col+1+n > width:
+			b.WriteString("\n" + indent)
+			col = utf8.RuneCountInString(indent)
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(wd)
+		col += n
+	}
+	return b.String()
 }

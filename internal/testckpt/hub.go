@@ -3,6 +3,7 @@ package testckpt
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -16,11 +17,10 @@ const hubRepo = "models--moonshotai--Kimi-K3"
 
 // HubCache lays a checkpoint directory out as huggingface_hub's cache does,
 // in a fresh tb.TempDir(): repo is <tmp>/hub/models--moonshotai--Kimi-K3 and
-// snap its snapshots/<rev>/, whose every entry is a relative link into
-// ../../blobs/<sha256 of the content>. Blobs are hard links to src's files
-// where possible, copies otherwise, shared by equal contents. A link changes
-// the ctime of src's files, so src must be one no other test converts
-// meanwhile.
+// snap its snapshots/<rev>/, whose entries are relative links into
+// ../../blobs/<sha256>. Blobs are hard links to src's files where possible
+// (which changes their ctime: src must be one no other test converts
+// meanwhile), copies otherwise.
 func HubCache(tb testing.TB, src string) (snap, repo string) {
 	tb.Helper()
 	repo = filepath.Join(tb.TempDir(), "hub", hubRepo)
@@ -37,10 +37,12 @@ func HubCache(tb testing.TB, src string) (snap, repo string) {
 		if err != nil {
 			return err
 		}
-		sum, err := fileSum(p)
+		b, err := os.ReadFile(p) // a small replica
 		if err != nil {
 			return err
 		}
+		h := sha256.Sum256(b)
+		sum := hex.EncodeToString(h[:])
 		blob := filepath.Join(blobs, sum)
 		if _, err := os.Lstat(blob); os.IsNotExist(err) {
 			if os.Link(p, blob) != nil {
@@ -62,19 +64,6 @@ func HubCache(tb testing.TB, src string) (snap, repo string) {
 	return snap, repo
 }
 
-func fileSum(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 func copyFile(from, to string) error {
 	r, err := os.Open(from)
 	if err != nil {
@@ -85,9 +74,6 @@ func copyFile(from, to string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(w, r); err != nil {
-		w.Close()
-		return err
-	}
-	return w.Close()
+	_, err = io.Copy(w, r)
+	return errors.Join(err, w.Close())
 }

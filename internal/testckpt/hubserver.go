@@ -14,20 +14,19 @@ import (
 )
 
 // HubServer serves a checkpoint directory as the hub repository
-// hf://org/name on 127.0.0.1 (files with byte ranges and an ETag, "v1"
-// unless set, and the file listing). It counts the body bytes of range
-// requests per file, and can fail a file or give it another ETag.
+// hf://org/name on 127.0.0.1: files with byte ranges and an ETag ("v1"
+// unless set), and the file listing. It counts range requests' body bytes
+// per file, and can fail a file or give it another ETag.
 type HubServer struct {
-	// URL is the server's base URL (HF_ENDPOINT).
-	URL string
-	// Env is the environment a remote open sees: HF_ENDPOINT is the server
-	// and HOME a folder with no token, so no real hub or token is ever used.
+	URL string // the server's base URL (HF_ENDPOINT)
+	// Env is the environment a remote open sees: HF_ENDPOINT is the server,
+	// HOME a folder with no token.
 	Env func(key string) string
 	dir string
 
 	mu   sync.Mutex
 	sent map[string]int64  // range-request body bytes per file
-	fail map[string]int    // file → HTTP status to answer instead
+	fail map[string]int    // file → HTTP status to answer instead (0: none)
 	etag map[string]string // file → ETag other than "v1"
 }
 
@@ -68,10 +67,6 @@ func (h *HubServer) Reset() {
 func (h *HubServer) Fail(name string, status int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if status == 0 {
-		delete(h.fail, name)
-		return
-	}
 	h.fail[name] = status
 }
 
@@ -84,16 +79,12 @@ func (h *HubServer) SetETag(name, etag string) {
 
 func (h *HubServer) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/api/models/org/name/revision/main" {
-		type sibling struct {
-			RFilename string `json:"rfilename"`
-			Size      int64  `json:"size"`
-		}
-		var sibs []sibling
+		var sibs []map[string]any
 		filepath.WalkDir(h.dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				if info, err := d.Info(); err == nil {
 					rel, _ := filepath.Rel(h.dir, p)
-					sibs = append(sibs, sibling{filepath.ToSlash(rel), info.Size()})
+					sibs = append(sibs, map[string]any{"rfilename": filepath.ToSlash(rel), "size": info.Size()})
 				}
 			}
 			return nil

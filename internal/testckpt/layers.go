@@ -11,8 +11,7 @@ import (
 
 // LayersConfigJSON is the config.json of a built-in scale cut to its first n
 // layers, MLA at every 4th (1-based) as in K3 and KDA at the others: every
-// kind of tensor in n+3 shards instead of 96, for tests whose subject does
-// not depend on the released layer count.
+// kind of tensor in n+3 shards instead of 96.
 func LayersConfigJSON(tb testing.TB, scale model.Scale, n int) []byte {
 	tb.Helper()
 	b, err := model.FamilyConfigJSON("", scale)
@@ -50,10 +49,9 @@ func LayersConfigJSON(tb testing.TB, scale model.Scale, n int) []byte {
 }
 
 // TPConfigJSON is the tiny config with experts and MLA heads that split 8
-// ways (pp8-tp8): the tiny replica's experts (moe_intermediate_size 32, one
-// MXFP4 scale group per w2 row) cannot, so this variant has 16 experts of
-// width 256 and one 128-row q_b_proj head per rank, whose block scales then
-// follow their slices as K3's 2304-row slices do.
+// ways (pp8-tp8), which the tiny replica's (one MXFP4 scale group per w2 row)
+// cannot: 16 experts of width 256 and one 128-row q_b_proj head per rank,
+// whose block scales follow their slices as K3's 2304-row slices do.
 func TPConfigJSON(tb testing.TB) []byte {
 	tb.Helper()
 	b, err := model.FamilyConfigJSON("", model.ScaleTiny)
@@ -73,8 +71,7 @@ func TPConfigJSON(tb testing.TB) []byte {
 }
 
 // EditTextConfig returns configJSON with its text_config changed by edit,
-// numbers kept as written and rendered as the released file is (for
-// fixtures derived from a built-in config).
+// numbers kept as written and rendered as the released file is.
 func EditTextConfig(configJSON []byte, edit func(textConfig map[string]any) error) ([]byte, error) {
 	m, tc, err := decodeConfig(configJSON)
 	if err != nil {
@@ -99,4 +96,19 @@ func decodeConfig(configJSON []byte) (m, textConfig map[string]any, err error) {
 		return nil, nil, fmt.Errorf("config has no text_config")
 	}
 	return m, tc, nil
+}
+
+// BareConfig is the config.json of the bare kimi_linear checkpoint a
+// kimi_k3 config.json's text model is: its text_config as the whole config.
+func BareConfig(tb testing.TB, configJSON []byte) []byte {
+	tb.Helper()
+	_, tc, err := decodeConfig(configJSON)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := model.MarshalConfig(tc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }

@@ -1,12 +1,8 @@
-// Package testckpt gives tests K3 checkpoints without each package building
-// its own on-disk fixtures: replicas on disk made once per test binary, the
-// configs derived from the built-in ones, and a hub server and cache.
-//
-// On disk: Replica(tb, scale) synthesizes a header-only replica (data left as
-// holes of sparse files) once per test binary into a temporary directory;
-// Copy(tb, dir) copies one into tb.TempDir() for a test that damages it. A
-// package using them calls Main from its TestMain, which removes the
-// directory when the tests end:
+// Package testckpt gives tests K3 checkpoints: header-only replicas on disk
+// made once per test binary (Replica; Copy for a test that damages one),
+// configs derived from the built-in ones, and a hub server and cache. A
+// package using the replicas calls Main from its TestMain, which removes them
+// when the tests end:
 //
 //	func TestMain(m *testing.M) { testckpt.Main(m) }
 //
@@ -60,8 +56,8 @@ func Replica(tb testing.TB, scale model.Scale) string {
 }
 
 // Dir is a directory made once per test binary by make (given an empty
-// directory) and shared under name, for fixtures other than a plain replica
-// (a converted one, for instance). A failed make fails every test asking.
+// directory) and shared under name, for fixtures other than a plain replica.
+// A failed make fails every test asking.
 func Dir(tb testing.TB, name string, make func(dir string) error) string {
 	tb.Helper()
 	diskMu.Lock()
@@ -96,8 +92,7 @@ func Dir(tb testing.TB, name string, make func(dir string) error) string {
 }
 
 // Copy copies a header-only checkpoint directory (headers and side files;
-// data regions stay holes) into a fresh tb.TempDir(), for a test that
-// damages it.
+// data stays holes) into a fresh tb.TempDir(), for a test that damages it.
 func Copy(tb testing.TB, src string) string {
 	tb.Helper()
 	dst := tb.TempDir()

@@ -59,9 +59,8 @@ func SameTree(tb testing.TB, got, want, what string, skip func(rel string) bool)
 }
 
 // CopyTree copies every regular file under from into to (created), folders
-// included. It copies rather than links: a hard link changes the inode's
-// ctime, which a concurrent conversion of from rightly takes for a changed
-// source.
+// included. It copies rather than links: a hard link changes the ctime, which
+// a concurrent conversion of from takes for a changed source.
 func CopyTree(tb testing.TB, from, to string) {
 	tb.Helper()
 	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {

@@ -21,8 +21,7 @@ import (
 // purpose (see its fields). The Host header passes unchanged, so signatures
 // stay valid.
 type proxy struct {
-	// URL is the proxy's endpoint, to use instead of the server's.
-	URL string
+	URL string // the endpoint to use instead of the server's
 	// Throttle, Cut and Corrupt are the misbehaviours left to perform:
 	// answer 503 SlowDown, cut a GET's connection halfway through its body,
 	// flip a byte in an uploaded part's body.
@@ -31,16 +30,13 @@ type proxy struct {
 	// a .k3ckpt/ folder) pass before the rest are held until their client
 	// goes away, as in a run killed mid-upload (0: none).
 	Hold atomic.Int64
-	// Throttled, Cuts, Corrupted and Held count what was done; Puts counts
-	// the uploads seen.
+	// Throttled, Cuts, Corrupted and Held count what was done, Puts the
+	// uploads seen, Requests those passed on, Received their body bytes.
 	Throttled, Cuts, Corrupted, Held, Puts atomic.Int64
-	// Requests and Received count the requests passed to the server and the
-	// response body bytes sent back to the client.
-	Requests, Received atomic.Int64
-	// Sizes, when set, makes listings, HEAD's Content-Length and a ranged
-	// GET's Content-Range total give these sizes (keyed bucket/key), whatever
-	// the server stores, which must still hold every byte a client reads
-	// (e.g. a replica's safetensors headers without their data).
+	Requests, Received                     atomic.Int64
+	// Sizes, when set, makes listings, HEAD and a ranged GET's Content-Range
+	// give these sizes (keyed bucket/key) whatever the server stores, which
+	// must still hold every byte a client reads (e.g. a replica's headers).
 	Sizes atomic.Pointer[map[string]int64]
 }
 
@@ -83,12 +79,9 @@ func (p *proxy) rewrite(resp *http.Response) error {
 				resp.Header.Set("Content-Length", strconv.FormatInt(n, 10))
 			}
 		case r.Method == http.MethodGet:
-			if n, ok := sizes[name]; ok {
-				if cr := resp.Header.Get("Content-Range"); cr != "" {
-					if i := strings.LastIndexByte(cr, '/'); i >= 0 {
-						resp.Header.Set("Content-Range", cr[:i+1]+strconv.FormatInt(n, 10))
-					}
-				}
+			cr := resp.Header.Get("Content-Range")
+			if n, ok := sizes[name]; ok && strings.Contains(cr, "/") {
+				resp.Header.Set("Content-Range", cr[:strings.LastIndexByte(cr, '/')+1]+strconv.FormatInt(n, 10))
 			}
 		}
 	}
@@ -130,8 +123,7 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 	p := &proxy{}
 	rp.ModifyResponse = p.rewrite
 	rp.ErrorLog = log.New(io.Discard, "", 0) // the cuts are on purpose
-	// Each write goes out at once: a cut response's headers and first half
-	// reach the client before the connection is aborted.
+	// Each write goes out at once: a cut response's first half reaches the client.
 	rp.FlushInterval = -1
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -142,7 +134,6 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 			w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
 			return
 		}
-		isPart := r.Method == http.MethodPut && r.URL.Query().Has("partNumber")
 		if r.Method == http.MethodPut && !strings.Contains(r.URL.Path, "/.k3ckpt/") {
 			if n, hold := p.Puts.Add(1), p.Hold.Load(); hold > 0 && n > hold {
 				p.Held.Add(1)
@@ -154,7 +145,7 @@ func (s *Server) NewProxy(t testing.TB) *proxy {
 				return
 			}
 		}
-		if isPart && p.Corrupt.Add(-1) >= 0 {
+		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") && p.Corrupt.Add(-1) >= 0 {
 			b, err := io.ReadAll(r.Body)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)

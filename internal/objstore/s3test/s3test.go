@@ -1,9 +1,6 @@
-// Package s3test runs a real S3 server (MinIO) on loopback for the tests of
-// the packages that read and write object storage. The binary is
-// $K3CKPT_MINIO, else minio on PATH, else ~/go/bin/minio (where `go install
-// github.com/minio/minio@latest` puts it); without one, Start skips the
-// test, saying so. One server serves every test of a test binary. It
-// listens on 127.0.0.1 only, with its console and update checks off.
+// Package s3test runs a real S3 server (MinIO) on 127.0.0.1 for tests: the
+// binary $K3CKPT_MINIO, else minio on PATH, else ~/go/bin/minio (`go install
+// github.com/minio/minio@latest`); without one, Start skips the test.
 package s3test
 
 import (
@@ -12,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -39,10 +35,8 @@ const (
 
 // Server is a running MinIO.
 type Server struct {
-	// Endpoint is its URL, http://127.0.0.1:PORT.
-	Endpoint string
-	// Client is an SDK client with the root credentials, for fixtures.
-	Client *s3.Client
+	Endpoint string     // http://127.0.0.1:PORT
+	Client   *s3.Client // with the root credentials, for fixtures
 }
 
 // binary finds the MinIO binary ("" when there is none, or when
@@ -72,13 +66,11 @@ var shared struct {
 	err  error
 }
 
-// Start returns the test binary's MinIO, started on first use (starting one
-// takes seconds), with no bucket left by an earlier test, and points the
-// process's AWS settings at it for the test; under -short it skips the test.
-// The server is killed when the test binary exits (Pdeathsig, Linux only:
-// elsewhere every test starts its own) and keeps its data in a testckpt.Dir.
-// Tests using it cannot run in parallel (t.Setenv refuses to), so each has
-// the server to itself.
+// Start returns the test binary's MinIO, started on first use, with no
+// bucket left by an earlier test, and points the process's AWS settings at it
+// for the test (so tests using it cannot run in parallel); under -short it
+// skips the test. The server dies with the test binary (Pdeathsig, Linux
+// only: elsewhere every test starts its own).
 func Start(t testing.TB) *Server {
 	t.Helper()
 	if testing.Short() {
@@ -119,11 +111,8 @@ func Start(t testing.TB) *Server {
 // stop kills it.
 func launch(bin, dir string) (srv *Server, stop func(), err error) {
 	addr, err := freeAddr()
-	if err != nil {
-		return nil, nil, err
-	}
-	console, err := freeAddr()
-	if err != nil {
+	console, err2 := freeAddr()
+	if err = errors.Join(err, err2); err != nil {
 		return nil, nil, err
 	}
 	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", console, filepath.Join(dir, "data"))
@@ -133,7 +122,6 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 		"HOME="+dir, // its config and certs directory (~/.minio)
 	)
 	dieWithParent(cmd)
-	// The server's output, for the error when it fails to come up.
 	log, err := os.Create(filepath.Join(dir, "minio.log"))
 	if err != nil {
 		return nil, nil, err
@@ -162,15 +150,17 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 		cmd.Process.Kill()
 		<-exited
 	}
-	s := &Server{Endpoint: "http://" + addr}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(s.Endpoint + "/minio/health/ready")
+	s := &Server{Endpoint: "http://" + addr, Client: s3.New(s3.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String("http://" + addr), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(user, password, ""),
+	})}
+	// Serving, not only ready: under load MinIO answers 503
+	// XMinioServerNotInitialized for a while after /minio/health/ready does.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := s.Client.ListBuckets(context.Background(), &s3.ListBucketsInput{},
+			func(o *s3.Options) { o.RetryMaxAttempts = 1 })
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+			return s, stop, nil
 		}
 		select {
 		case <-exited:
@@ -179,28 +169,9 @@ func launch(bin, dir string) (srv *Server, stop func(), err error) {
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, nil, fmt.Errorf("MinIO at %s not ready after 60 s: %v\n%s", addr, err, logged())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	s.Client = s3.New(s3.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(user, password, ""),
-	})
-	// Ready is not yet serving: under load MinIO answers 503
-	// XMinioServerNotInitialized for a while after it.
-	for {
-		_, err := s.Client.ListBuckets(context.Background(), &s3.ListBucketsInput{})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			stop()
 			return nil, nil, fmt.Errorf("MinIO at %s not serving after 60 s: %v\n%s", addr, err, logged())
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	return s, stop, nil
 }
 
 // wipe removes every bucket, with its objects and unfinished uploads.
@@ -299,67 +270,51 @@ func (s *Server) Put(bucket, key string, r io.ReadSeeker) error {
 }
 
 // GetDir downloads every object under bucket/prefix into dir, keyed by the
-// rest of its key. An object listed and gone before its GET (a killed
-// client's request still reaching the server) makes it try again.
+// rest of its key, and returns the keys. An object listed and gone before
+// its GET (a killed client's request still reaching the server) is left out.
 func (s *Server) GetDir(t testing.TB, bucket, prefix, dir string) []string {
 	t.Helper()
-	for try := 1; ; try++ {
-		keys, err := s.getDir(bucket, prefix, dir)
-		var gone *types.NoSuchKey
-		if errors.As(err, &gone) && try < 5 {
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			t.Fatalf("get %s/%s: %v", bucket, prefix, err)
-		}
-		return keys
-	}
-}
-
-func (s *Server) getDir(bucket, prefix, dir string) (keys []string, err error) {
 	ctx := context.Background()
-	var written []string
-	defer func() {
-		if err != nil {
-			for _, f := range written {
-				os.Remove(f)
-			}
-		}
-	}()
 	p := prefix
 	if p != "" {
 		p += "/"
 	}
+	var keys []string
 	pg := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &p})
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {
-			return nil, err
+			t.Fatalf("list %s/%s: %v", bucket, prefix, err)
 		}
 		for _, o := range page.Contents {
-			keys = append(keys, strings.TrimPrefix(*o.Key, p))
-		}
-	}
-	for _, k := range keys {
-		out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(path.Join(prefix, k))})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
-		}
-		dst := filepath.Join(dir, filepath.FromSlash(k))
-		os.MkdirAll(filepath.Dir(dst), 0o755)
-		f, err := os.Create(dst)
-		if err == nil {
-			written = append(written, dst)
-			_, err = io.Copy(f, out.Body)
-			if cerr := f.Close(); err == nil {
-				err = cerr
+			out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: o.Key})
+			var gone *types.NoSuchKey
+			if errors.As(err, &gone) {
+				continue
 			}
-		}
-		out.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
+			k := strings.TrimPrefix(*o.Key, p)
+			if err == nil {
+				err = writeFile(filepath.Join(dir, filepath.FromSlash(k)), out.Body)
+				out.Body.Close()
+			}
+			if err != nil {
+				t.Fatalf("get %s/%s: %v", bucket, *o.Key, err)
+			}
+			keys = append(keys, k)
 		}
 	}
-	return keys, nil
+	return keys
+}
+
+// writeFile writes r to path, making its folder.
+func writeFile(path string, r io.Reader) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	return errors.Join(err, f.Close())
 }
