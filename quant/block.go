@@ -10,13 +10,12 @@ import (
 // most rows a band holds.
 const BlockSize = 128
 
-// MaxK is the widest row a Quantizer accepts: far above any K3 matrix (33,792),
-// low enough that a shape read from a corrupt header cannot make it allocate
-// without bound.
+// MaxK is the widest row a Quantizer accepts: far above any K3 matrix, low
+// enough that a shape from a corrupt header cannot make it allocate unboundedly.
 const MaxK = 1 << 24
 
-// amaxFloor is the floor DeepGEMM clamps a block's amax to before dividing by
-// 448, so an all-zero block gets a finite, non-zero scale.
+// amaxFloor is DeepGEMM's clamp of a block's amax: an all-zero block gets a
+// finite, non-zero scale.
 const amaxFloor float32 = 1e-4
 
 // scaleDiv is how the quantizer rounds sf = amax/448: the reference's
@@ -24,14 +23,12 @@ const amaxFloor float32 = 1e-4
 type scaleDiv uint8
 
 const (
-	// divCUDA multiplies by float32(1/448), as torch's CUDA kernel for a
-	// tensor divided by a Python scalar does (the default: DeepGEMM runs on GPUs).
-	divCUDA scaleDiv = iota
-	// divExact is the correctly rounded quotient, what torch computes on CPU.
-	divExact
+	// divCUDA multiplies by float32(1/448), as torch's CUDA kernel does for a
+	// tensor divided by a Python scalar (the default: DeepGEMM runs on GPUs).
+	divCUDA  scaleDiv = iota
+	divExact          // the correctly rounded quotient, as torch on CPU
 )
 
-// invMaxE4M3 is float32(1/448), the multiplier of divCUDA.
 const invMaxE4M3 float32 = 1.0 / maxE4M3
 
 // ScaleFmt is the form of the per-block scale.
@@ -55,7 +52,7 @@ func (f ScaleFmt) String() string {
 	return scaleFmtNames[f]
 }
 
-// numBlocks returns ⌈n/128⌉, the number of scale blocks along a dimension of n.
+// numBlocks returns ⌈n/128⌉.
 func numBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 
 // Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN with
@@ -69,11 +66,10 @@ type Quantizer struct {
 	err  error // set by NewQuantizer for arguments out of range
 	nkb  int   // ⌈K/128⌉
 	band int   // the next band of the tests' quantizeNext
-	// Numerics chooses whose quantizer it reproduces (ModelOpt needs a BF16
-	// source and FP32 scales).
+	// Numerics chooses whose quantizer it reproduces.
 	Numerics Numerics
-	// ZeroScaleBlocks counts the blocks so far that got a zero scale (and
-	// NaN codes) under ModelOpt numerics, for the converter to report.
+	// ZeroScaleBlocks counts the blocks that got a zero scale (and NaN
+	// codes) under ModelOpt numerics.
 	ZeroScaleBlocks int64
 	// Measure, when not nil, gets the error of every block quantized (not
 	// of a band that fails).
@@ -103,19 +99,15 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 // column block gets the amax of its real elements. A refused block is a
 // *BlockError (the first non-finite element of the band, or a scale at which
 // the block overflows); nothing useful is then left in dst.
-func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) error {
-	if q.Measure == nil {
-		return q.quantizeBand(band, dst, scales, src, rows)
+func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) (err error) {
+	if m := q.Measure; m != nil {
+		saved := *m
+		defer func() {
+			if err != nil {
+				*m = saved
+			}
+		}()
 	}
-	saved := *q.Measure
-	err := q.quantizeBand(band, dst, scales, src, rows)
-	if err != nil {
-		*q.Measure = saved
-	}
-	return err
-}
-
-func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []byte, rows int) error {
 	if q.err != nil {
 		return q.err
 	}
@@ -172,11 +164,9 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 // UE8M0 round up to a power of two.
 func (q *Quantizer) scale(amax float32) float32 {
 	amax = max(amax, amaxFloor)
-	var sf float32
+	sf := amax * invMaxE4M3
 	if q.div == divExact {
 		sf = amax / maxE4M3
-	} else {
-		sf = amax * invMaxE4M3
 	}
 	if q.fmt == ScaleUE8M0 {
 		sf = ceilUE8M0(sf)
@@ -185,18 +175,15 @@ func (q *Quantizer) scale(amax float32) float32 {
 }
 
 // amaxBits returns the largest magnitude bit pattern of columns [c0, c1) of
-// the band: magnitude bits order like magnitudes, and one at or above the
-// Inf pattern flags a non-finite element.
+// the band (magnitude bits order like magnitudes; Inf and NaN are above all).
 func (q *Quantizer) amaxBits(src []byte, rows, c0, c1 int) uint32 {
-	size := q.in.Size()
-	if size == 4 {
+	if q.in == F32 {
 		return amax32(src[4*c0:], 4*q.k, rows, c1-c0)
 	}
 	return uint32(amax16(src[2*c0:], 2*q.k, rows, c1-c0))
 }
 
-// nonFinite finds the first non-finite element of column block kb (row-major
-// within the block) and reports it.
+// nonFinite reports the first non-finite element of column block kb.
 func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error {
 	inf, size := elemFacts[q.in].inf, q.in.Size()
 	for r := range rows {
@@ -242,7 +229,7 @@ func checkDequant(dstLen int, src []byte, scales []float32, rows, k int) error {
 	return nil
 }
 
-// errorf wraps a sentinel with a description: "<sentinel>: <description>".
+// errorf wraps a sentinel: "<sentinel>: <description>".
 func errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
 }

@@ -7,27 +7,24 @@ import (
 	"math"
 )
 
-// NVFP4 is E2M1 codes packed like MXFP4 with one FP8 E4M3FN scale per
-// NVFP4GroupSize elements and one float32 scale per tensor (weight_scale_2):
-// value = code × (scale × scale2). The MXFP4 → NVFP4 cast is NVIDIA
-// Model-Optimizer's closed-form one (quantize_mxfp4_to_nvfp4_lossless), byte
-// for byte:
+// NVFP4 is E2M1 codes packed like MXFP4, one FP8 E4M3FN scale per
+// NVFP4GroupSize elements and one float32 weight_scale_2 per tensor: value =
+// code × (scale × scale2). The MXFP4 → NVFP4 cast is Model-Optimizer's
+// quantize_mxfp4_to_nvfp4_lossless, byte for byte:
 //
-//   - K_max is the largest k = e8m0 − 127 over a tensor's non-zero scale
-//     bytes (0 when all are zero); w1 and w3 of one expert share the larger.
-//     weight_scale_2 = 2^(K_max − 8).
-//   - A 32-block with exponent k_j gives two 16-blocks of E4M3 scale 2^d,
-//     d = k_j − K_max + 8, when d ≥ −9: every code stays, but −0 becomes 0.
-//   - Otherwise the scale clamps to 2^-9 and each element c·2^k_j is
-//     re-rounded (ties to even) onto the E2M1 grid of step 2^(K_max − 17); a
-//     negative value that rounds to zero keeps its sign unless its float32
-//     quotient underflows.
-//   - For k_j ≥ 126 NVIDIA's float32 amax 6·2^k_j is Inf, so the scale
-//     clamps to 448 and the codes are re-rounded against 448·2^(K_max−8).
+//   - K_max is the largest e8m0 − 127 over a tensor's non-zero scale bytes
+//     (0 when all are zero; w1 and w3 share the larger); scale2 = 2^(K_max − 8).
+//   - A 32-block of exponent k_j with d = k_j − K_max + 8 ≥ −9 gets E4M3 scale
+//     2^d and keeps every code, but −0 becomes 0.
+//   - Otherwise the scale clamps to 2^-9 and each c·2^k_j is re-rounded onto
+//     the E2M1 grid of step 2^(K_max − 17); a negative value rounding to zero
+//     keeps its sign unless its float32 quotient underflows.
+//   - For k_j ≥ 126 the float32 amax 6·2^k_j is Inf: the scale clamps to 448
+//     and the codes are re-rounded against 448·2^(K_max−8).
 //
-// NVIDIA counts a block as lossless when k_j ≥ K_max − 17 or its scale byte
-// is 0 (CastStats.OutOfRange is the complement); CastStats.Lossy counts the
-// blocks whose values really changed.
+// NVIDIA counts a block lossless when k_j ≥ K_max − 17 or its scale byte is 0
+// (CastStats.OutOfRange is the complement); CastStats.Lossy counts the blocks
+// whose values really changed.
 
 // NVFP4GroupSize is the number of elements that share one E4M3 scale.
 const NVFP4GroupSize = 16
@@ -40,11 +37,8 @@ const (
 	e8m0Bias    = 127
 )
 
-// minKMax and maxKMax bound a K_max: the exponents of scale bytes 0x01 and 0xFE.
-const (
-	minKMax = 1 - e8m0Bias
-	maxKMax = 0xFE - e8m0Bias
-)
+// maxKMax is the exponent of scale byte 0xFE, the largest K_max.
+const maxKMax = 0xFE - e8m0Bias
 
 // KMax accumulates K_max over the E8M0 scale bytes of one tensor, chunk by
 // chunk. The zero value is ready to use.
@@ -115,13 +109,13 @@ type nVFP4Cast struct {
 }
 
 // NewNVFP4Cast returns a cast for rows of k elements (a multiple of 32) and the
-// tensor's (or the w1/w3 pair's) K_max, in [minKMax, maxKMax] or 0.
+// tensor's (or the w1/w3 pair's) K_max, in [-126, 127] (scale bytes 0x01..0xFE).
 func NewNVFP4Cast(k, kmax int) (*nVFP4Cast, error) {
 	switch {
 	case k <= 0 || k > MaxK || k%MXGroupSize != 0:
 		return nil, errorf(errShape, "MXFP4 rows of %d elements: want a multiple of %d in [%d, %d]", k, MXGroupSize, MXGroupSize, MaxK)
-	case kmax < minKMax || kmax > maxKMax:
-		return nil, errorf(errShape, "K_max %d outside [%d, %d]", kmax, minKMax, maxKMax)
+	case kmax < 1-e8m0Bias || kmax > maxKMax:
+		return nil, errorf(errShape, "K_max %d outside [%d, %d]", kmax, 1-e8m0Bias, maxKMax)
 	}
 	return &nVFP4Cast{k: k, kmax: kmax, Scale2: float32(math.Ldexp(1, kmax-nvScaleKMax))}, nil
 }
@@ -291,12 +285,11 @@ func nvRecode(c uint8, s int) (uint8, bool) {
 
 // castHot casts a block with k_j ≥ hotK as NVIDIA does: the E4M3 scale is
 // 448, and each element, c·2^k_j in float32 (Inf from 2^128 up), is divided
-// by 448·2^(K_max−8) in float32 and re-rounded. It reports whether a value
-// changed.
+// by 448·2^(K_max−8) (exact in float32) and re-rounded. It reports whether a
+// value changed.
 func castHot(dst, src []byte, kj, kmax int) bool {
 	p := float32(math.Ldexp(1, kj)) // 2^126 or 2^127: a float32
 	s := float32(maxE4M3) * float32(math.Ldexp(1, kmax-nvScaleKMax))
-	scale := float64(maxE4M3) * math.Ldexp(1, kmax-nvScaleKMax)
 	lossy := false
 	for i, b := range src[:16] {
 		var out uint8
@@ -308,7 +301,7 @@ func castHot(dst, src []byte, kj, kmax int) bool {
 			if c&8 != 0 && c&7 != 0 {
 				o |= 8
 			}
-			lossy = lossy || float64(e2m1Values[m])*scale != math.Ldexp(float64(e2m1Values[c&7]), kj)
+			lossy = lossy || float64(e2m1Values[m])*float64(s) != math.Ldexp(float64(e2m1Values[c&7]), kj)
 			out |= o << (4 * h)
 		}
 		dst[i] = out
