@@ -20,7 +20,6 @@ const (
 	F32
 )
 
-// elemFacts is the one table of facts about each source format.
 var elemFacts = [...]struct {
 	name string
 	size int    // bytes per element
@@ -31,7 +30,6 @@ var elemFacts = [...]struct {
 	F32:  {"F32", 4, 0x7F800000},
 }
 
-// valid reports whether e is one of the defined formats.
 func (e Elem) valid() bool { return int(e) < len(elemFacts) }
 
 // name returns the safetensors dtype name of e.
@@ -60,12 +58,12 @@ func F32ToBF16(f float32) uint16 {
 	if u&0x7FFFFFFF > 0x7F800000 {
 		return 0x7FC0
 	}
-	// Adding 0x7FFF plus the lowest kept bit carries into the kept half exactly
-	// when the dropped half is above one half, or equal to it with an odd kept half.
+	// Adding 0x7FFF plus the lowest kept bit carries exactly when the dropped
+	// half is above one half, or equal to it with an odd kept half.
 	return uint16((u + 0x7FFF + (u>>16)&1) >> 16)
 }
 
-// bits returns element i of the little-endian elements of format e in b.
+// bits returns element i of b.
 func (e Elem) bits(b []byte, i int) uint32 {
 	if e == F32 {
 		return binary.LittleEndian.Uint32(b[4*i:])
@@ -73,8 +71,7 @@ func (e Elem) bits(b []byte, i int) uint32 {
 	return uint32(binary.LittleEndian.Uint16(b[2*i:]))
 }
 
-// widen converts a bit pattern of format e to float32 exactly (F16
-// subnormals included).
+// widen converts a bit pattern of format e to float32 exactly.
 func (e Elem) widen(bits uint32) float32 {
 	switch e {
 	case BF16:

@@ -10,25 +10,22 @@ var (
 	// ErrNonFinite: an Inf or NaN where a finite value is required (an input
 	// element, an E8M0 scale of 0xFF).
 	ErrNonFinite = errors.New("non-finite value")
-	// errShape: dimensions out of range or a buffer of the wrong length.
-	errShape = errors.New("bad shape")
-	// errNotUE8M0: a scale that is not a non-negative power of two (or zero)
-	// representable as a UE8M0 exponent byte.
-	errNotUE8M0 = errors.New("scale is not UE8M0")
+	errShape     = errors.New("bad shape")          // dimensions out of range, a buffer too short
+	errNotUE8M0  = errors.New("scale is not UE8M0") // not zero or a power of two a UE8M0 byte holds
 	// ErrRange: a scale outside what the operation accepts (an E8M0 exponent
-	// above the K_max an MXFP4 → NVFP4 cast was set up with, a block scale
-	// at which the block's codes dequantize to infinity).
+	// above an MXFP4 → NVFP4 cast's K_max, a block scale at which the block's
+	// codes dequantize to infinity).
 	ErrRange = errors.New("scale out of range")
-	// errInconsistent: a packed UE8M0 buffer whose broadcast rows of one
-	// 128-row block disagree, or whose padding slots are not zero.
+	// errInconsistent: packed UE8M0 rows of one 128-row block that disagree,
+	// or padding slots that are not zero.
 	errInconsistent = errors.New("inconsistent packed scales")
 )
 
 // BlockError locates what a block quantization refused: a non-finite source
-// element (Err ErrNonFinite; Bits, Row and Col say which), or a block whose
-// scale makes its largest code dequantize to infinity (Err ErrRange; Bits the
-// block's largest magnitude, Scale its scale; with UE8M0, an amax near the
-// float32 maximum rounds its scale up to 2^120 and code 256 × 2^120 overflows).
+// element (ErrNonFinite; Bits, Row and Col say which), or a block whose scale
+// makes its largest code dequantize to infinity (ErrRange; Bits the largest
+// magnitude: with UE8M0 an amax near the float32 maximum gets scale 2^120, and
+// code 256 × 2^120 overflows).
 type BlockError struct {
 	Err      error   // ErrNonFinite or ErrRange, which Unwrap returns
 	Elem     Elem    // source format

@@ -7,16 +7,12 @@ import (
 
 // PackStats counts what packing BF16 rows into MXFP4 could not keep.
 type PackStats struct {
-	// Groups is the number of 32-element groups packed.
-	Groups int64
-	// Lossy is the number of groups with an element whose MXFP4 value
-	// differs from its BF16 value (±0 count as equal).
-	Lossy int64
-	// Saturated is the number of elements whose scaled magnitude exceeded 6
-	// and was clamped (the rule's scale can leave amax up to 7·2^e).
-	Saturated int64
-	// ZeroGroups is the number of all-zero groups (scale byte 0).
-	ZeroGroups int64
+	Groups int64 // 32-element groups packed
+	Lossy  int64 // groups with an MXFP4 value ≠ its BF16 value (±0 equal)
+	// Saturated counts elements whose scaled magnitude exceeded 6 and was
+	// clamped (the rule's scale can leave amax up to 7·2^e).
+	Saturated  int64
+	ZeroGroups int64 // all-zero groups (scale byte 0)
 }
 
 // Add returns the sum of two counts.
@@ -24,11 +20,10 @@ func (s PackStats) Add(t PackStats) PackStats {
 	return PackStats{s.Groups + t.Groups, s.Lossy + t.Lossy, s.Saturated + t.Saturated, s.ZeroGroups + t.ZeroGroups}
 }
 
-// mxfp4ScaleByte is the E8M0 scale byte compressed-tensors picks for a group
-// whose largest magnitude has BF16 bits amax:
-// generate_mx_scales(round_to_power_2(amax)), where round_to_power_2 adds 1<<5
-// to the BF16 bits and keeps sign and exponent, and the byte is 127 +
-// log2(2^E) − 2 clamped to [0, 255]. ok is false when 2^E is Inf.
+// mxfp4ScaleByte is compressed-tensors' E8M0 scale byte for a group of BF16
+// amax: generate_mx_scales(round_to_power_2(amax)); round_to_power_2 adds 1<<5
+// to the bits and keeps sign and exponent E, and the byte is 127 + E − 2
+// clamped to [0, 255]. ok is false when 2^E is Inf.
 func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 	r := (uint32(amax) + 1<<5) & 0xFF80
 	e := int(r >> 7) // biased exponent of the power of two, 0 for zero
@@ -38,16 +33,15 @@ func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 	return uint8(max(e-2, 0)), true
 }
 
-// PackMXFP4Measured packs rows of k BF16 elements (little-endian, k a
-// multiple of 32) into MXFP4 exactly as compressed-tensors'
-// mxfp4-pack-quantized compressor does: the scale byte of mxfp4ScaleByte;
-// each element divided by 2^(byte−127) in BF16, clamped to ±6, rounded with
-// cast_to_fp4's thresholds, times torch.sign of the quotient (a negative
-// value that rounds to zero is −0, a quotient that is −0 is code 0). packed
-// gets rows×k/2 bytes, element 2i in the low nibble; scales rows×k/32 bytes.
-// A non-finite element, or a group whose scale would overflow, is an error
-// wrapping ErrNonFinite or ErrRange naming row and group. The error of every
-// group is added to es (when not nil; unchanged on error).
+// PackMXFP4Measured packs rows of k BF16 elements (k a multiple of 32) into
+// MXFP4 as compressed-tensors' mxfp4-pack-quantized compressor does: the
+// scale byte of mxfp4ScaleByte; each element divided by 2^(byte−127) in BF16,
+// clamped to ±6, rounded with cast_to_fp4's thresholds, times torch.sign of
+// the quotient (a negative value rounding to zero is −0, a −0 quotient code
+// 0). packed gets rows×k/2 bytes, element 2i in the low nibble; scales
+// rows×k/32. A non-finite element or an overflowing scale wraps ErrNonFinite
+// or ErrRange, naming row and group. Every group's error is added to es (when
+// not nil; unchanged on error).
 func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (PackStats, error) {
 	var st PackStats
 	var acc ErrStats // es's sums continued block by block; stored on success
@@ -112,8 +106,8 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 	return st, nil
 }
 
-// packCode is one element of PackMXFP4Measured: its E2M1 code, whether the
-// code's value differs from the element's, and 1 if it saturated.
+// packCode is one element of PackMXFP4Measured: its E2M1 code, whether its
+// value differs, and 1 if it saturated.
 func packCode(x uint16, s float32) (code uint8, lossy bool, sat int) {
 	v := BF16ToF32(x)
 	q := BF16ToF32(F32ToBF16(v / s)) // torch divides BF16 by BF16: float32, rounded to BF16

@@ -2,9 +2,9 @@ package quant
 
 import "encoding/binary"
 
-// RepackStats counts, for MXFP4 decoded to BF16, the 32-element groups and
-// those whose bytes PackMXFP4Measured would not give back (another scale
-// byte than compressed-tensors' rule picks, or a −0 code).
+// RepackStats counts the 32-element groups of MXFP4 decoded to BF16, and
+// those PackMXFP4Measured would not give back (another scale byte than
+// compressed-tensors' rule, or a −0 code).
 type RepackStats struct {
 	Groups, Changed int64
 }
@@ -14,9 +14,8 @@ func (s RepackStats) Add(t RepackStats) RepackStats {
 	return RepackStats{s.Groups + t.Groups, s.Changed + t.Changed}
 }
 
-// MXFP4Repack counts the groups of one row that MXFP4ToBF16 decoded from
-// packed and scales into bf16 (all three as MXFP4ToBF16 takes them), and
-// those among them whose bytes would not come back.
+// MXFP4Repack counts the groups of a row that MXFP4ToBF16 decoded from
+// packed and scales into bf16, and those whose bytes would not come back.
 func MXFP4Repack(bf16, packed, scales []byte) RepackStats {
 	k := min(len(bf16)/2, 2*len(packed), MXGroupSize*len(scales)) / MXGroupSize * MXGroupSize
 	st := RepackStats{Groups: int64(k / MXGroupSize)}

@@ -43,16 +43,13 @@ const maxKMax = 0xFE - e8m0Bias
 // KMax accumulates K_max over the E8M0 scale bytes of one tensor, chunk by
 // chunk. The zero value is ready to use.
 type KMax struct {
-	// Value is K_max: the largest e8m0 − 127 over the non-zero bytes added,
-	// or 0 when there were none (NVIDIA's rule).
-	Value int
+	Value int   // K_max: the largest byte − 127 over non-zero bytes, or 0 (NVIDIA's rule)
 	top   uint8 // largest byte seen
 	seen  int64 // bytes seen, for error positions
 }
 
 // Add takes the next chunk of scale bytes. A NaN byte (0xFF) is an error
-// wrapping ErrNonFinite naming its index in the tensor; the accumulator is
-// then unchanged.
+// wrapping ErrNonFinite naming its index; the accumulator is then unchanged.
 func (m *KMax) Add(scales []byte) error {
 	if i := bytes.IndexByte(scales, e8m0NaN); i >= 0 {
 		return errorf(ErrNonFinite, "E8M0 scale byte %d is NaN (0xff)", m.seen+int64(i))
@@ -72,16 +69,14 @@ func (m *KMax) Add(scales []byte) error {
 type CastStats struct {
 	// Blocks is the number of blocks cast (NVIDIA's cast_blocks_total).
 	Blocks int64 `json:"blocks"`
-	// OutOfRange is the number of blocks with a non-zero scale byte and
-	// k_j < K_max − 17: NVIDIA reports Blocks − OutOfRange as lossless.
+	// OutOfRange counts blocks with a non-zero scale byte and k_j < K_max −
+	// 17: NVIDIA reports Blocks − OutOfRange as lossless.
 	OutOfRange int64 `json:"out_of_range"`
-	// Lossy is the number of blocks with an element whose NVFP4 value
-	// differs from its MXFP4 value (±0 count as equal).
+	// Lossy counts blocks with an NVFP4 value ≠ its MXFP4 value (±0 equal).
 	Lossy int64 `json:"lossy"`
 }
 
-// MarshalJSON writes the counts with NVIDIA's lossless figure
-// (Blocks − OutOfRange) beside them.
+// MarshalJSON adds NVIDIA's lossless figure (Blocks − OutOfRange).
 func (s CastStats) MarshalJSON() ([]byte, error) {
 	return fmt.Appendf(nil, `{"blocks":%d,"out_of_range":%d,"lossless":%d,"lossy":%d}`,
 		s.Blocks, s.OutOfRange, s.Blocks-s.OutOfRange, s.Lossy), nil
@@ -103,8 +98,8 @@ type nVFP4Cast struct {
 	Stats CastStats
 	// Scale2 is weight_scale_2 = 2^(K_max − 8), exact.
 	Scale2 float32
-	// Measure, when not nil, gets the error of every 32-element block cast
-	// (x the MXFP4 value, x̂ the NVFP4 one).
+	// Measure, when not nil, gets the error of every block cast (x the MXFP4
+	// value, x̂ the NVFP4 one).
 	Measure *ErrStats
 }
 
@@ -199,7 +194,12 @@ func (c *nVFP4Cast) castBlock(st *CastStats, dst, scales, src []byte, b uint8) b
 	if b != 0 {
 		st.OutOfRange++
 	}
-	if castBytes(dst, src, oorTable(nvScaleKMin-d)) { // elements ×2^-(−9−d)
+	t, lossy := oorTable(nvScaleKMin-d), false // elements ×2^-(−9−d)
+	for i, b := range src[:16] {
+		dst[i] = t.out[b]
+		lossy = lossy || t.lossy[b]
+	}
+	if lossy {
 		st.Lossy++
 	}
 	return false
@@ -216,18 +216,8 @@ func clearNegZero(dst, src []byte) {
 	}
 }
 
-// castBytes maps 16 code bytes through t and reports whether any value changed.
-func castBytes(dst, src []byte, t *byteTable) bool {
-	lossy := false
-	for i, b := range src[:16] {
-		dst[i] = t.out[b]
-		lossy = lossy || t.lossy[b]
-	}
-	return lossy
-}
-
-// byteTable maps a byte of two codes to its re-encoded byte and whether one of
-// its two values changed.
+// byteTable maps a byte of two codes to its re-encoded byte and whether a
+// value changed.
 type byteTable struct {
 	out   [256]uint8
 	lossy [256]bool
@@ -241,9 +231,9 @@ var pow2E4M3 = func() (t [nvWindow + 1]uint8) {
 	return t
 }()
 
-// oorTables re-round codes scaled by 2^-s as NVIDIA's _cast_fp4 does with
-// the float32 quotient (sign bit from quotient < 0, so lost once it
-// underflows to −0). Shifts that give the same bytes share a table.
+// oorTables re-round codes scaled by 2^-s as NVIDIA's _cast_fp4 does with the
+// float32 quotient (its sign lost once that underflows to −0); shifts giving
+// the same bytes share a table.
 var oorTables = func() (t [10]byteTable) {
 	for i, s := range [10]int{1, 2, 3, 4, 5, 149, 150, 151, 152, 153} {
 		for b := range 256 {
@@ -270,8 +260,7 @@ func oorTable(s int) *byteTable {
 	}
 }
 
-// nvRecode re-rounds code c scaled by 2^-s as NVIDIA does and reports whether
-// its value changed.
+// nvRecode re-rounds code c scaled by 2^-s and reports whether its value changed.
 func nvRecode(c uint8, s int) (uint8, bool) {
 	v := math.Ldexp(float64(e2m1Values[c&7]), -s)
 	x := float32(v) // the float32 quotient, rounded (to a subnormal or 0)

@@ -2,11 +2,10 @@ package quant
 
 import "encoding/binary"
 
-// MXFP4ToBF16 decodes one row of MXFP4 (len(dst)/2 elements, a multiple of
-// 32) to little-endian BF16 the way torch dequantizes it: code value × float32
-// 2^(byte−127), one rounding to BF16 (every product is exact). A 0xFF scale
-// byte is E8M0's NaN, so its 32 elements are NaN, as in torch; it returns the
-// number of such groups so that a converter can refuse or report them.
+// MXFP4ToBF16 decodes a row of MXFP4 (len(dst)/2 elements, a multiple of 32)
+// to little-endian BF16 as torch dequantizes it: code value × float32
+// 2^(byte−127) (exact), rounded to BF16. A 0xFF scale byte is E8M0's NaN and
+// makes its 32 elements NaN, as in torch; it returns the number of such groups.
 func MXFP4ToBF16(dst, packed, scales []byte) (nanGroups int, err error) {
 	if err := fp4ToBF16("MXFP4", MXGroupSize, dst, packed, scales, e8M0ToF32); err != nil {
 		return 0, err
@@ -19,17 +18,16 @@ func MXFP4ToBF16(dst, packed, scales []byte) (nanGroups int, err error) {
 	return nanGroups, nil
 }
 
-// NVFP4ToBF16 decodes one row of NVFP4 (len(dst)/2 elements, a multiple of
-// 16) to little-endian BF16 as ModelOpt's and vLLM's reference dequantization
-// computes it in torch: the block scale widened to float32 and multiplied by
-// weight_scale_2 (float32), the code value times that, one rounding to BF16.
-// NaN scales (E4M3 0x7F/0xFF) give NaN elements, as in torch.
+// NVFP4ToBF16 decodes a row of NVFP4 (len(dst)/2 elements, a multiple of 16)
+// to little-endian BF16 as ModelOpt's and vLLM's torch dequantization does:
+// code value × (float32 block scale × weight_scale_2), rounded to BF16. NaN
+// scales (E4M3 0x7F/0xFF) give NaN elements.
 func NVFP4ToBF16(dst, packed, scales []byte, scale2 float32) error {
 	return fp4ToBF16("NVFP4", NVFP4GroupSize, dst, packed, scales, func(b uint8) float32 { return E4M3ToF32(b) * scale2 })
 }
 
 // fp4ToBF16 decodes a row of E2M1 codes in groups of group elements, each
-// scaled by scale of its scale byte (a NaN scale gives F32ToBF16's NaN).
+// scaled by scale of its scale byte.
 func fp4ToBF16(format string, group int, dst, packed, scales []byte, scale func(uint8) float32) error {
 	k := len(dst) / 2
 	switch {
