@@ -73,16 +73,12 @@ func compactGroups(names []string) string {
 		all := fam != n
 		members, _ := model.ParseGroupSet(fam) // a family name stands for its groups
 		for h := range model.Group(model.NumAllGroups()) {
-			if all && members.Has(h) && linear(h) && !slices.Contains(names, h.String()) {
-				all = false
-			}
+			all = all && !(members.Has(h) && linear(h) && !slices.Contains(names, h.String()))
 		}
 		if all {
-			done[fam] = true
-			out = append(out, fam)
-		} else {
-			out = append(out, n)
+			done[fam], n = true, fam
 		}
+		out = append(out, n)
 	}
 	return strings.Join(out, ",")
 }
@@ -128,7 +124,9 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 			v.OptIn = append(v.OptIn, fmt.Sprintf("with %s: %s (%s)", r.Env, r.Outcome, r.Why))
 			continue
 		}
-		add(r.item(nil))
+		it := r.item()
+		it.Groups = []string{"checkpoint"}
+		add(it)
 	}
 	for _, p := range f.Parts {
 		var hit *rule
@@ -150,7 +148,7 @@ func evaluate(f *Facts, engine string, gpu GPU) (Verdict, error) {
 		var it item
 		switch {
 		case hit != nil:
-			it = hit.item(&p)
+			it = hit.item()
 		case p.Form == BF16:
 			it = item{Outcome: Resident, Why: "BF16 weights load as BF16"}
 		default:
@@ -185,12 +183,16 @@ func (r *rule) matches(f *Facts, p part, gpu GPU) bool {
 		(len(r.Declared) == 0 || slices.Contains(r.Declared, p.Declared)) && r.holds(f, gpu)
 }
 
-func (r *rule) item(p *part) item {
-	it := item{Outcome: r.Outcome, Why: r.Why, Message: r.Message, Rule: r.ID, Source: r.Source.cite(), Evidence: r.Evidence}
-	if p == nil {
-		it.Groups = []string{"checkpoint"}
+func (r *rule) item() item {
+	return item{Outcome: r.Outcome, Why: r.Why, Message: r.Message, Rule: r.ID, Source: r.Source.cite(), Evidence: r.Evidence}
+}
+
+// gpusOf lists gpu, or every GPU when "".
+func gpusOf(gpu GPU) []GPU {
+	if gpu == "" {
+		return gPUs
 	}
-	return it
+	return []GPU{gpu}
 }
 
 // EvaluateAll evaluates every engine on every GPU (or the engine and gpu given).
@@ -203,13 +205,9 @@ func EvaluateAll(f *Facts, engine string, gpu GPU) ([]Verdict, error) {
 		}
 		names = []string{n}
 	}
-	gpus := gPUs
-	if gpu != "" {
-		gpus = []GPU{gpu}
-	}
 	var out []Verdict
 	for _, n := range names {
-		for _, g := range gpus {
+		for _, g := range gpusOf(gpu) {
 			v, err := evaluate(f, n, g)
 			if err != nil {
 				return nil, err

@@ -63,17 +63,14 @@ type part struct {
 }
 
 // Facts are what the rules are evaluated over: a checkpoint's convention
-// and its parts. Problems are inconsistencies found on the way (an FP8
-// weight without a scale, a scale without its weight).
+// and its parts, and the inconsistencies found on the way (Problems).
 type Facts struct {
 	Convention convention `json:"convention"`
 	Method     string     `json:"quant_method,omitempty"` // the quant_method read (or "")
 	Parts      []part     `json:"parts"`
 	Problems   []string   `json:"problems,omitempty"`
 
-	// family is the model family of the config ("" when the config was not
-	// read with a family): rules hold only for the family they were read for.
-	family string
+	family string // the config's model family ("" when none), which rules must match
 }
 
 // has reports whether some part of a group in gs has one of the forms.
@@ -95,10 +92,8 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		return cf, fmt.Errorf("config.json: %w", err)
 	}
 	q, _ := cfg["quantization_config"].(map[string]any)
-	if q == nil {
-		if tc, ok := cfg["text_config"].(map[string]any); ok {
-			q, _ = tc["quantization_config"].(map[string]any)
-		}
+	if tc, _ := cfg["text_config"].(map[string]any); q == nil {
+		q, _ = tc["quantization_config"].(map[string]any) // a nil map reads as empty
 	}
 	var hq map[string]any
 	if hfq != nil {
@@ -108,7 +103,7 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		}
 		hq, _ = top["quantization"].(map[string]any)
 	}
-	cf.method, _ = q["quant_method"].(string) // a nil map reads as empty
+	cf.method, _ = q["quant_method"].(string)
 	switch {
 	case cf.method == "modelopt_mixed" || hq["quant_algo"] == "MIXED_PRECISION":
 		cf.conv = modelOpt
@@ -120,8 +115,7 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		layers, _ := src["quantized_layers"].(map[string]any)
 		for k, v := range layers {
 			if e, ok := v.(map[string]any); ok {
-				a, _ := e["quant_algo"].(string)
-				cf.declared[k] = a
+				cf.declared[k], _ = e["quant_algo"].(string)
 			}
 		}
 		if cf.method == "" {
@@ -147,8 +141,8 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 	return cf, nil
 }
 
-// tensor is what the scanner keeps of one header entry (names and shapes
-// of a transient walk do not outlive the file).
+// tensor is what the scanner keeps of a header entry (names and shapes of a
+// transient walk do not outlive the file).
 type tensor struct {
 	ok   bool
 	dt   safetensors.DType
@@ -194,9 +188,9 @@ func (m *module) form() (form, scale) {
 }
 
 // scanner accumulates parts from tensor headers, one file at a time: a
-// module's tensors are paired within the file that holds them, and only
-// modules left incomplete at a file's end are carried to the next, so what
-// it holds is the parts (a few dozen) plus those strays.
+// module's tensors are paired within their file, and only modules left
+// incomplete at a file's end are carried over, so it holds the parts (a few
+// dozen) plus those strays.
 type scanner struct {
 	cf      configFacts
 	cls     *model.Classifier
@@ -207,7 +201,7 @@ type scanner struct {
 }
 
 // linear reports whether the group is a linear weight a conversion may
-// quantize (the groups the rules speak about).
+// quantize (what the rules speak about).
 func linear(g model.Group) bool {
 	switch g.String() {
 	case "kda.conv1d", "kda.dt_bias", "kda.A_log", "kda.o_norm", "mla.q_a_layernorm", "mla.kv_a_layernorm", "latent.norm":
@@ -302,7 +296,7 @@ func (s *scanner) add(name string, m *module, f form, sc scale) {
 	}
 }
 
-// declaredFor is the ModelOpt algorithm a module's config declares: its own
+// declaredFor is the ModelOpt algorithm declared for a module: its own
 // entry, or for a routed expert the bank's (….experts).
 func (s *scanner) declaredFor(tn model.TensorName) string {
 	if s.cf.declared == nil {

@@ -72,26 +72,24 @@ type cond struct {
 	Forms  []form   `json:"forms"`
 }
 
-// rule is one verdict of one engine: for checkpoints of the given
-// conventions on the given GPUs, the tensor groups stored in the given
-// forms (and scale layouts, and declared algorithms) have Outcome. A rule
-// without groups is about the checkpoint as a whole (a capability check).
+// rule is one verdict of one engine: for checkpoints of the conventions on
+// the GPUs, the groups stored in the forms (and scale layouts, and declared
+// algorithms) have Outcome. A rule without groups is about the whole
+// checkpoint (a capability check).
 type rule struct {
-	ID      string `json:"id"`
-	Engine  string `json:"engine"`
-	Version string `json:"version"`
-	GPUs    []GPU  `json:"gpus"`
-	// Conventions are the config conventions the rule holds for.
+	ID          string       `json:"id"`
+	Engine      string       `json:"engine"`
+	Version     string       `json:"version"`
+	GPUs        []GPU        `json:"gpus"`
 	Conventions []convention `json:"conventions"`
 	Groups      []string     `json:"groups,omitempty"`
 	Forms       []form       `json:"forms,omitempty"`
 	Scales      []scale      `json:"scales,omitempty"` // narrows FP8 groups to scale layouts
-	// Declared narrows to what the quantization config declares for the
-	// group ("" for nothing).
+	// Declared narrows to what the config declares for the group ("": nothing).
 	Declared []string `json:"declared,omitempty"`
 	Also     []cond   `json:"also,omitempty"` // conditions on other groups (a fused layer's other members)
-	// Env is an opt-in switch the rule needs (NAME=value); rules without
-	// it describe the engine's defaults, which is what check evaluates.
+	// Env is an opt-in switch the rule needs (NAME=value); rules without it
+	// describe the engine's defaults, which check evaluates.
 	Env      string  `json:"env,omitempty"`
 	Outcome  Outcome `json:"outcome"`
 	Message  string  `json:"message,omitempty"`
@@ -112,8 +110,7 @@ type engine struct {
 // table is rules.json.
 type table struct {
 	Schema int `json:"schema"`
-	// Family is the model family whose groups and engine code the rules
-	// were read for: they hold for its checkpoints only.
+	// Family is the model family the rules were read for and hold for.
 	Family  string   `json:"family"`
 	Engines []engine `json:"engines"`
 	Rules   []rule   `json:"rules"`
@@ -122,7 +119,7 @@ type table struct {
 //go:embed rules.json
 var rulesJSON []byte
 
-// rules is rules.json, checked by the tests (load): no other input reaches it.
+// rules is rules.json, checked by the tests (load).
 var rules = func() *table {
 	var t table
 	if err := json.Unmarshal(rulesJSON, &t); err != nil {
