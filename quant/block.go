@@ -139,7 +139,7 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 			if sf = modelOptScale(uint16(m)); sf == 0 {
 				q.ZeroScaleBlocks++
 			}
-		} else if sf = q.scale(amax); math.IsInf(float64(E4M3ToF32(e4M3FromF32(amax*(1/sf)))*sf), 0) {
+		} else if sf = q.scale(amax); math.IsInf(float64(E4M3ToF32(e4m3Select(amax*(1/sf)))*sf), 0) {
 			return &BlockError{Err: ErrRange, Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
 		}
 		scales[kb] = sf

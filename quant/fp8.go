@@ -16,26 +16,28 @@ const (
 	f32BiasShift   = 0x3C000000 // (127-7)<<23: the exponent bias difference, in place
 )
 
-// e4M3FromF32 converts to FP8 E4M3FN as torch does
+// e4m3Select converts to FP8 E4M3FN as torch does
 // (c10::detail::fp8e4m3fn_from_fp32_value): round to nearest even, subnormals
 // included, no saturation: magnitudes above 464 (464 ties to 448), Inf and NaN
-// become the NaN code 0x7F, keeping the sign.
-func e4M3FromF32(f float32) uint8 {
+// become the NaN code 0x7F, keeping the sign. It computes the normal and
+// subnormal cases and selects one (conditional moves): over many binades the
+// subnormal case comes at random, and a mispredicted branch costs more than
+// the conversion.
+func e4m3Select(f float32) uint8 {
 	b := math.Float32bits(f)
-	sign := uint8(b>>24) & 0x80
 	a := b & 0x7FFFFFFF
-	switch {
-	case a >= f32Bits480:
-		return sign | e4M3NaN
-	case a < f32BitsMinNorm:
-		// The subnormal step is 2^-9: adding 2^14 in float32 leaves
-		// round-to-nearest-even(|x|·2^9) in the low mantissa bits.
-		s := math.Float32bits(math.Float32frombits(a)+float32(1<<14)) - f32Bits2p14
-		return sign | uint8(s)
-	default:
-		// Keep 3 mantissa bits, rounding to nearest even, and rebias.
-		return sign | uint8((a-f32BiasShift+0x7FFFF+(a>>20)&1)>>20)
+	// Keep 3 mantissa bits, rounding to nearest even, and rebias; the
+	// subnormal step is 2^-9: adding 2^14 in float32 leaves
+	// round-to-nearest-even(|x|·2^9) in the low mantissa bits.
+	r := (a - f32BiasShift + 0x7FFFF + (a>>20)&1) >> 20
+	s := math.Float32bits(math.Float32frombits(a)+float32(1<<14)) - f32Bits2p14
+	if a < f32BitsMinNorm {
+		r = s
 	}
+	if a >= f32Bits480 {
+		r = e4M3NaN
+	}
+	return uint8(r) | uint8(b>>24)&0x80
 }
 
 // e4m3Table holds the float32 value of every FP8 E4M3FN code.

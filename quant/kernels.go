@@ -1,9 +1,6 @@
 package quant
 
-import (
-	"encoding/binary"
-	"math"
-)
+import "encoding/binary"
 
 // The block kernels work on a rows×cols window of a row-major band: src and
 // dst start at the window's first element, rows stride bytes apart. On amd64
@@ -59,21 +56,4 @@ func encodeErrGo(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, 
 	n := cols &^ 7
 	errWindowGo(l, dst, dstStride, src, srcStride, rows, 0, n, sf, top)
 	errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
-}
-
-// e4m3Select is e4M3FromF32 computing all three cases and selecting one
-// (conditional moves): over many binades the subnormal case comes at random,
-// and a mispredicted branch costs more than the conversion.
-func e4m3Select(f float32) uint8 {
-	b := math.Float32bits(f)
-	a := b & 0x7FFFFFFF
-	r := (a - f32BiasShift + 0x7FFFF + (a>>20)&1) >> 20
-	s := math.Float32bits(math.Float32frombits(a)+float32(1<<14)) - f32Bits2p14
-	if a < f32BitsMinNorm {
-		r = s
-	}
-	if a >= f32Bits480 {
-		r = e4M3NaN
-	}
-	return uint8(r) | uint8(b>>24)&0x80
 }

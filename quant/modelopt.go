@@ -52,11 +52,11 @@ func modelOptScale(m uint16) float32 {
 	return BF16ToF32(F32ToBF16(BF16ToF32(m) / maxE4M3))
 }
 
-// bf16ToE4M3 holds e4M3FromF32 of every BF16 pattern.
+// bf16ToE4M3 holds e4m3Select of every BF16 pattern.
 var bf16ToE4M3 = sync.OnceValue(func() *[1 << 16]uint8 {
 	var t [1 << 16]uint8
 	for b := range t {
-		t[b] = e4M3FromF32(BF16ToF32(uint16(b)))
+		t[b] = e4m3Select(BF16ToF32(uint16(b)))
 	}
 	return &t
 })

@@ -226,7 +226,7 @@ type byteTable struct {
 // pow2E4M3[d+9] is the E4M3FN code of 2^d for d in [-9, 8].
 var pow2E4M3 = func() (t [nvWindow + 1]uint8) {
 	for i := range t {
-		t[i] = e4M3FromF32(float32(math.Ldexp(1, i+nvScaleKMin)))
+		t[i] = e4m3Select(float32(math.Ldexp(1, i+nvScaleKMin)))
 	}
 	return t
 }()
