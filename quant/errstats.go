@@ -71,9 +71,12 @@ func (b *blockErr) addTo(s *ErrStats, zero bool) {
 // src (stride sstride bytes) with scale sf; zero says the block's amax is 0.
 func (s *ErrStats) fp8Block(in Elem, codes []byte, cstride int, src []byte, sstride, rows, cols int, sf float32, zero bool) {
 	var b blockErr
-	size := in.Size()
 	for r := range rows {
-		b.rowAny(in, codes[r*cstride:r*cstride+cols], src[r*sstride:r*sstride+size*cols], sf)
+		row := src[r*sstride:]
+		for i, code := range codes[r*cstride : r*cstride+cols] { // with a finite sf, x̂ is NaN exactly for NaN codes
+			x := float64(in.widen(in.bits(row, i)))
+			b.add(i%2, x, float64(float32(e4m3Table[code]*sf)), code&0x7F == 0x7E)
+		}
 	}
 	b.addTo(s, zero)
 }
@@ -159,15 +162,6 @@ func errWindowGo(l *laneSums, codes []byte, cstride int, src []byte, sstride, ro
 			l.sx[k] += float64(float64(x) * float64(x))
 			l.se[k] += float64(float64(e) * float64(e))
 		}
-	}
-}
-
-// rowAny adds a row of sources of any format one element at a time (with a
-// finite sf, x̂ is NaN exactly for the NaN codes).
-func (b *blockErr) rowAny(in Elem, c, src []byte, sf float32) {
-	for i, code := range c {
-		x := float64(in.widen(in.bits(src, i)))
-		b.add(i%2, x, float64(float32(e4m3Table[code]*sf)), code&0x7F == 0x7E)
 	}
 }
 
