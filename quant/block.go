@@ -5,18 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/x448/float16"
 )
 
-// BlockSize is the edge of a block-FP8 scale block (128×128 elements) and the
-// most rows a band holds.
+// BlockSize is the edge of a 128×128 block-FP8 scale block and the most rows
+// of a band.
 const BlockSize = 128
 
-// MaxK is the widest row a Quantizer accepts: far above any K3 matrix, low
-// enough that a shape from a corrupt header cannot make it allocate unboundedly.
+// MaxK is the widest row accepted: far above any K3 matrix, low enough that a
+// corrupt header's shape cannot make it allocate without bound.
 const MaxK = 1 << 24
 
-// amaxFloor is DeepGEMM's clamp of a block's amax: an all-zero block gets a
-// finite, non-zero scale.
+// amaxFloor is DeepGEMM's clamp of amax, so a zero block gets a non-zero scale.
 const amaxFloor float32 = 1e-4
 
 // scaleDiv is how the quantizer rounds sf = amax/448: the reference's
@@ -38,8 +39,8 @@ type ScaleFmt uint8
 const (
 	// ScaleFP32 is sf = amax/448 as a float32 (DeepSeek-V3 weight_scale_inv).
 	ScaleFP32 ScaleFmt = iota
-	// ScaleUE8M0 is amax/448 rounded up to a power of two (ceil_to_ue8m0),
-	// what DeepGEMM on SM100 requires; still stored as a float32.
+	// ScaleUE8M0 is amax/448 rounded up to a power of two (ceil_to_ue8m0), as
+	// DeepGEMM on SM100 requires; stored as a float32.
 	ScaleUE8M0
 )
 
@@ -56,9 +57,8 @@ func (f ScaleFmt) String() string {
 // numBlocks returns ⌈n/128⌉.
 func numBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 
-// Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN with
-// DeepGEMM's per_block_cast_to_fp8 semantics. It is not safe for concurrent
-// use (one per worker).
+// Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN as DeepGEMM's
+// per_block_cast_to_fp8 does. It is not safe for concurrent use.
 type Quantizer struct {
 	k    int
 	in   Elem
@@ -69,11 +69,10 @@ type Quantizer struct {
 	band int   // the next band of the tests' quantizeNext
 	// Numerics chooses whose quantizer it reproduces.
 	Numerics Numerics
-	// ZeroScaleBlocks counts the blocks that got a zero scale (and NaN
-	// codes) under ModelOpt numerics.
+	// ZeroScaleBlocks counts the blocks given a zero scale (and NaN codes)
+	// under ModelOpt numerics.
 	ZeroScaleBlocks int64
-	// Measure, when not nil, gets the error of every block quantized (not
-	// of a band that fails).
+	// Measure, when not nil, gets the error of every band quantized.
 	Measure *ErrStats
 }
 
@@ -95,11 +94,11 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 }
 
 // QuantizeBandAt quantizes band number band: rows (1..128) rows of K
-// little-endian source elements in src into rows×K FP8 bytes in dst and the
-// ⌈K/128⌉ block scales in scales (dequant = fp8 × scale); a partial band or
-// column block gets the amax of its real elements. A refused block is a
-// *BlockError (the first non-finite element of the band, or a scale at which
-// the block overflows); nothing useful is then left in dst.
+// little-endian source elements in src into rows×K FP8 bytes in dst and
+// ⌈K/128⌉ block scales (dequant = fp8 × scale); a partial block gets the amax
+// of its real elements. A refused block is a *BlockError (the band's first
+// non-finite element, or a scale at which the block overflows), and dst is
+// then useless.
 func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) (err error) {
 	if m := q.Measure; m != nil {
 		saved := *m
@@ -198,9 +197,8 @@ func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error 
 	return errorf(ErrNonFinite, "row band %d, column block %d", band, kb) // unreachable: amax saw one
 }
 
-// DequantizeBandBF16 widens a band of rows×k FP8 E4M3FN bytes, multiplying
-// each by its column block's scale (scales holds ⌈k/128⌉ values), into
-// rows×k little-endian BF16 (F32ToBF16 of the product).
+// DequantizeBandBF16 widens a band of rows×k FP8 E4M3FN bytes times their
+// column block's scale (⌈k/128⌉ scales) into rows×k little-endian BF16.
 func DequantizeBandBF16(dst []byte, src []byte, scales []float32, rows, k int) error {
 	if err := checkDequant(len(dst)/2, src, scales, rows, k); err != nil {
 		return err
@@ -278,3 +276,77 @@ func (e *BlockError) Error() string {
 
 // Unwrap lets errors.Is match Err.
 func (e *BlockError) Unwrap() error { return e.Err }
+
+// Elem is the source element format of a band.
+type Elem uint8
+
+const (
+	// BF16 is bfloat16, two little-endian bytes; the dtype of K3's BF16 weights.
+	BF16 Elem = iota
+	// F16 is IEEE half precision, two little-endian bytes.
+	F16
+	// F32 is IEEE single precision, four little-endian bytes.
+	F32
+)
+
+var elemFacts = [...]struct {
+	name string
+	size int    // bytes per element
+	inf  uint32 // magnitude bits of +Inf: magnitudes at or above it are Inf or NaN
+}{
+	BF16: {"BF16", 2, 0x7F80},
+	F16:  {"F16", 2, 0x7C00},
+	F32:  {"F32", 4, 0x7F800000},
+}
+
+func (e Elem) valid() bool { return int(e) < len(elemFacts) }
+
+// name returns the safetensors dtype name of e.
+func (e Elem) name() string {
+	if !e.valid() {
+		return fmt.Sprintf("Elem(%d)", uint8(e))
+	}
+	return elemFacts[e].name
+}
+
+// Size returns the number of bytes of one element (0 for an invalid Elem).
+func (e Elem) Size() int {
+	if !e.valid() {
+		return 0
+	}
+	return elemFacts[e].size
+}
+
+// BF16ToF32 widens a bfloat16 exactly: bfloat16 is the top half of a float32.
+func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
+
+// F32ToBF16 rounds to the nearest bfloat16, ties to even, as torch's scalar
+// cast (c10::detail::round_to_nearest_even) does; every NaN becomes 0x7FC0.
+func F32ToBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7FFFFFFF > 0x7F800000 {
+		return 0x7FC0
+	}
+	// Adding 0x7FFF plus the lowest kept bit carries exactly when the dropped
+	// half is above one half, or equal to it with an odd kept half.
+	return uint16((u + 0x7FFF + (u>>16)&1) >> 16)
+}
+
+// bits returns element i of b.
+func (e Elem) bits(b []byte, i int) uint32 {
+	if e == F32 {
+		return binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return uint32(binary.LittleEndian.Uint16(b[2*i:]))
+}
+
+// widen converts a bit pattern of format e to float32 exactly.
+func (e Elem) widen(bits uint32) float32 {
+	switch e {
+	case BF16:
+		return BF16ToF32(uint16(bits))
+	case F16:
+		return float16.Frombits(uint16(bits)).Float32()
+	}
+	return math.Float32frombits(bits)
+}

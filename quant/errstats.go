@@ -101,12 +101,12 @@ func (s *ErrStats) encodeFP8(codes []byte, cstride int, src []byte, sstride, row
 	s.fp8Block(BF16, codes, cstride, src, sstride, rows, cols, sf, zero)
 }
 
-// lanesExact says whether the window kernels' float32 e = |x| − |x̂| is
-// exact at scale sf (|x| ≤ 1.5·|x̂| or x̂ = 0, and x̂ a normal float32).
+// lanesExact says whether the window kernels' float32 e = |x| − |x̂| is exact
+// at scale sf (|x| ≤ 1.5·|x̂| or x̂ = 0, and x̂ normal).
 func lanesExact(sf float32) bool { return sf >= 0x1p-100 && sf <= 0x1p100 }
 
-// satTop is the bound above which a window kernel counts an element
-// saturated (above code 448's value); +Inf when amax is not above it.
+// satTop is the |x| above which a window kernel counts an element saturated
+// (code 448's value), +Inf when amax is not above it.
 func satTop(sf, amax float32) float32 {
 	top := float32(e4m3Table[0x7E] * sf)
 	if amax <= top {
@@ -217,8 +217,8 @@ func (s *ErrStats) nvfp4Block(src *[16]byte, dst []byte, kj int, e4 uint8, scale
 // pow2 is 2^e for e in the normal float64 range.
 func pow2(e int) float64 { return math.Float64frombits(uint64(1023+e) << 52) }
 
-// add adds one element to lane l: its source x, its output y, and whether y
-// has the format's largest magnitude.
+// add adds source x and output y to lane l; top says y has the format's
+// largest magnitude.
 func (b *blockErr) add(l int, x, y float64, top bool) {
 	if y != y {
 		b.nan++

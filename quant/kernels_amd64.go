@@ -94,9 +94,8 @@ func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcSt
 //go:noescape
 func encodeErrBF16AVX512(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
 
-// encodeErr is encodeErrGo bit for bit (with modelOpt, for a normal sf); the
-// vector kernel does both steps in one pass over the whole vectors (16 wide
-// with AVX-512 where they allow), loading each source element once.
+// encodeErr is encodeErrGo bit for bit; the vector kernel does both steps in
+// one pass over whole vectors (16 wide with AVX-512), loading each source once.
 func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
 	n := cols &^ 7
 	if !useAVX2 || !cpuHasFMA || n == 0 {

@@ -34,14 +34,13 @@ func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 }
 
 // PackMXFP4Measured packs rows of k BF16 elements (k a multiple of 32) into
-// MXFP4 as compressed-tensors' mxfp4-pack-quantized compressor does: the
-// scale byte of mxfp4ScaleByte; each element divided by 2^(byte−127) in BF16,
-// clamped to ±6, rounded with cast_to_fp4's thresholds, times torch.sign of
-// the quotient (a negative value rounding to zero is −0, a −0 quotient code
-// 0). packed gets rows×k/2 bytes, element 2i in the low nibble; scales
-// rows×k/32. A non-finite element or an overflowing scale wraps ErrNonFinite
-// or ErrRange, naming row and group. Every group's error is added to es (when
-// not nil; unchanged on error).
+// MXFP4 as compressed-tensors' mxfp4-pack-quantized compressor does: scale
+// byte mxfp4ScaleByte; each element divided by 2^(byte−127) in BF16, clamped
+// to ±6, rounded with cast_to_fp4's thresholds, times torch.sign of the
+// quotient (so a −0 quotient gives code 0). packed gets rows×k/2 bytes
+// (element 2i in the low nibble), scales rows×k/32. A non-finite element or
+// an overflowing scale wraps ErrNonFinite or ErrRange, naming row and group.
+// Every group's error is added to es (when not nil; unchanged on error).
 func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (PackStats, error) {
 	var st PackStats
 	var acc ErrStats // es's sums continued block by block; stored on success

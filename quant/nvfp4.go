@@ -64,8 +64,8 @@ func (m *KMax) Add(scales []byte) error {
 	return nil
 }
 
-// CastStats counts the 32-element MXFP4 blocks of an MXFP4 → NVFP4 cast.
-// The field tags read what MarshalJSON writes (lossless is derived).
+// CastStats counts the 32-element blocks of an MXFP4 → NVFP4 cast; the tags
+// name what MarshalJSON writes.
 type CastStats struct {
 	// Blocks is the number of blocks cast (NVIDIA's cast_blocks_total).
 	Blocks int64 `json:"blocks"`
@@ -115,11 +115,11 @@ func NewNVFP4Cast(k, kmax int) (*nVFP4Cast, error) {
 	return &nVFP4Cast{k: k, kmax: kmax, Scale2: float32(math.Ldexp(1, kmax-nvScaleKMax))}, nil
 }
 
-// CastBand casts the next band of rows rows: srcPacked holds rows×K/2 code
-// bytes and srcScales rows×K/32 E8M0 bytes; dstPacked (which may be
-// srcPacked) gets rows×K/2 NVFP4 code bytes and dstScales rows×K/16 E4M3
-// bytes. A NaN scale byte, or one above K_max, is an error naming row and
-// block; the outputs are then useless and the counts unchanged.
+// CastBand casts the next rows rows: rows×K/2 code bytes srcPacked and
+// rows×K/32 E8M0 bytes srcScales into rows×K/2 NVFP4 code bytes dstPacked
+// (which may be srcPacked) and rows×K/16 E4M3 bytes dstScales. A NaN scale
+// byte, or one above K_max, is an error naming row and block; the outputs are
+// then useless and the counts unchanged.
 func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, rows int) error {
 	k := c.k
 	nb := k / MXGroupSize
@@ -171,9 +171,8 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 	return nil
 }
 
-// castBlock casts one 32-element block with E8M0 scale byte b into dst and
-// its two E4M3 scales, counting into st. It reports whether every value was
-// kept (only −0 cleared).
+// castBlock casts a 32-element block of E8M0 scale byte b into dst and its
+// two E4M3 scales, counting into st; it reports whether every value was kept.
 func (c *nVFP4Cast) castBlock(st *CastStats, dst, scales, src []byte, b uint8) bool {
 	kj := int(b) - e8m0Bias
 	d := kj - c.kmax + nvScaleKMax
@@ -272,10 +271,9 @@ func nvRecode(c uint8, s int) (uint8, bool) {
 	return out, lossy
 }
 
-// castHot casts a block with k_j ≥ hotK as NVIDIA does: the E4M3 scale is
-// 448, and each element, c·2^k_j in float32 (Inf from 2^128 up), is divided
-// by 448·2^(K_max−8) (exact in float32) and re-rounded. It reports whether a
-// value changed.
+// castHot casts a block with k_j ≥ hotK as NVIDIA does: E4M3 scale 448, and
+// each c·2^k_j in float32 (Inf from 2^128 up) divided by 448·2^(K_max−8)
+// (exact in float32) and re-rounded. It reports whether a value changed.
 func castHot(dst, src []byte, kj, kmax int) bool {
 	p := float32(math.Ldexp(1, kj)) // 2^126 or 2^127: a float32
 	s := float32(maxE4M3) * float32(math.Ldexp(1, kmax-nvScaleKMax))
