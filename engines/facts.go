@@ -182,10 +182,9 @@ func (m *module) form() (form, scale) {
 		}
 		return fP8NoScale, ""
 	case m.weight.dt == safetensors.BF16 || m.weight.dt == safetensors.F16 || m.weight.dt == safetensors.F32:
-		if m.scale.ok || m.scaleInv.ok || m.v4scale.ok {
-			return odd, ""
+		if !m.scale.ok && !m.scaleInv.ok && !m.v4scale.ok {
+			return BF16, ""
 		}
-		return BF16, ""
 	}
 	return odd, ""
 }

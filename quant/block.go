@@ -148,11 +148,7 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 			q.Measure.encodeFP8(d, k, s, 2*k, rows, c1-c0, sf, amax, m == 0, mo)
 			continue
 		}
-		if mo {
-			encodeMO(d, k, s, 2*k, rows, c1-c0, sf)
-		} else {
-			encode(q.in, d, k, s, size*k, rows, c1-c0, 1/sf)
-		}
+		encodeWindow(q.in, d, k, s, size*k, rows, c1-c0, 1/sf, sf, mo)
 		if q.Measure != nil {
 			q.Measure.fp8Block(q.in, d, k, s, size*k, rows, c1-c0, sf, m == 0)
 		}

@@ -40,19 +40,20 @@ func encodeGo(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, c
 	}
 }
 
-// encodeWindow is encodeErr's encoder alone (with modelOpt, encodeModelOpt's).
-func encodeWindow(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf float32, modelOpt bool) {
+// encodeWindow encodes a window of format in with scale sf = 1/inv (with
+// modelOpt, a BF16 one as encodeModelOpt does).
+func encodeWindow(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf float32, modelOpt bool) {
 	if modelOpt {
 		encodeMO(dst, dstStride, src, srcStride, rows, cols, sf)
 	} else {
-		encode(BF16, dst, dstStride, src, srcStride, rows, cols, inv)
+		encode(in, dst, dstStride, src, srcStride, rows, cols, inv)
 	}
 }
 
 // encodeErrGo encodes a BF16 window as encodeWindow, then adds its error with
 // errWindowGo in two passes: the columns of whole 8-lane vectors, then the rest.
 func encodeErrGo(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
-	encodeWindow(dst, dstStride, src, srcStride, rows, cols, inv, sf, modelOpt)
+	encodeWindow(BF16, dst, dstStride, src, srcStride, rows, cols, inv, sf, modelOpt)
 	n := cols &^ 7
 	errWindowGo(l, dst, dstStride, src, srcStride, rows, 0, n, sf, top)
 	errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)

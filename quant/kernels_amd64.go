@@ -110,7 +110,7 @@ func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, ro
 		encodeErrBF16AVX2(l, &dst[0], dstStride, &src[0], srcStride, rows, n, inv, sf, top, modelOpt)
 	}
 	if n < cols {
-		encodeWindow(dst[n:], dstStride, src[2*n:], srcStride, rows, cols-n, inv, sf, modelOpt)
+		encodeWindow(BF16, dst[n:], dstStride, src[2*n:], srcStride, rows, cols-n, inv, sf, modelOpt)
 		errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 	}
 }
