@@ -20,17 +20,6 @@ const MaxK = 1 << 24
 // amaxFloor is DeepGEMM's clamp of amax, so a zero block gets a non-zero scale.
 const amaxFloor float32 = 1e-4
 
-// scaleDiv is how the quantizer rounds sf = amax/448: the reference's
-// `x_amax / 448.0` gives different float32 bits on the two torch backends.
-type scaleDiv uint8
-
-const (
-	// divCUDA multiplies by float32(1/448), as torch's CUDA kernel does for a
-	// tensor divided by a Python scalar (the default: DeepGEMM runs on GPUs).
-	divCUDA  scaleDiv = iota
-	divExact          // the correctly rounded quotient, as torch on CPU
-)
-
 const invMaxE4M3 float32 = 1.0 / maxE4M3
 
 // ScaleFmt is the form of the per-block scale.
@@ -60,13 +49,16 @@ func numBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 // Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN as DeepGEMM's
 // per_block_cast_to_fp8 does. It is not safe for concurrent use.
 type Quantizer struct {
-	k    int
-	in   Elem
-	fmt  ScaleFmt
-	div  scaleDiv
-	err  error // set by NewQuantizer for arguments out of range
-	nkb  int   // ⌈K/128⌉
-	band int   // the next band of the tests' quantizeNext
+	k   int
+	in  Elem
+	fmt ScaleFmt
+	// cpuDiv rounds sf = amax/448 as torch on CPU (the correctly rounded
+	// quotient), not as its CUDA kernel for a tensor divided by a Python
+	// scalar (times float32(1/448)), the default since DeepGEMM runs on GPUs.
+	cpuDiv bool
+	err    error // set by NewQuantizer for arguments out of range
+	nkb    int   // ⌈K/128⌉
+	band   int   // the next band of the tests' quantizeNext
 	// Numerics chooses whose quantizer it reproduces.
 	Numerics Numerics
 	// ZeroScaleBlocks counts the blocks given a zero scale (and NaN codes)
@@ -161,7 +153,7 @@ func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src [
 func (q *Quantizer) scale(amax float32) float32 {
 	amax = max(amax, amaxFloor)
 	sf := amax * invMaxE4M3
-	if q.div == divExact {
+	if q.cpuDiv {
 		sf = amax / maxE4M3
 	}
 	if q.fmt == ScaleUE8M0 {
