@@ -84,18 +84,15 @@ func mxScaleExp(amax float64) int {
 }
 
 // e2m1Bounds are the upper ends of the rounding intervals of codes 0..6,
-// alternately inclusive so that ties go to the even code.
-var e2m1Bounds = [7]struct {
-	v         float64
-	inclusive bool
-}{{0.25, true}, {0.75, false}, {1.25, true}, {1.75, false}, {2.5, true}, {3.5, false}, {5, true}}
+// inclusive for the even codes so that ties go to them.
+var e2m1Bounds = [7]float64{0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
 
 // e2m1Code rounds v to an E2M1 code (above 6 saturates).
 func e2m1Code(v float64) uint8 {
 	a := math.Abs(v)
 	c := uint8(7)
 	for i, b := range e2m1Bounds {
-		if a < b.v || (b.inclusive && a == b.v) {
+		if a < b || (i%2 == 0 && a == b) {
 			c = uint8(i)
 			break
 		}
