@@ -17,10 +17,10 @@ const BlockSize = 128
 // corrupt header's shape cannot make it allocate without bound.
 const MaxK = 1 << 24
 
-// amaxFloor is DeepGEMM's clamp of amax, so a zero block gets a non-zero scale.
-const amaxFloor float32 = 1e-4
-
-const invMaxE4M3 float32 = 1.0 / maxE4M3
+const (
+	amaxFloor  float32 = 1e-4          // DeepGEMM's clamp of amax, so a zero block gets a non-zero scale
+	invMaxE4M3 float32 = 1.0 / maxE4M3 // DeepGEMM's scale is amax times this on CUDA
+)
 
 // ScaleFmt is the form of the per-block scale.
 type ScaleFmt uint8

@@ -2,14 +2,11 @@ package quant
 
 import "math"
 
-// maxE4M3 is the largest finite FP8 E4M3FN value (code 0x7E).
-const maxE4M3 = 448
-
-// e4M3NaN is the FP8 E4M3FN NaN code (E4M3FN has no infinities).
-const e4M3NaN = 0x7F
-
-// Bit patterns of the float32 thresholds of the E4M3FN cast.
+// FP8 E4M3FN facts, and bit patterns of the float32 thresholds of its cast.
 const (
+	maxE4M3 = 448  // the largest finite value (code 0x7E)
+	e4M3NaN = 0x7F // the NaN code (E4M3FN has no infinities)
+
 	f32Bits480     = 0x43F00000 // 480: the first magnitude that is NaN without rounding
 	f32BitsMinNorm = 0x3C800000 // 2^-6: the smallest E4M3FN normal
 	f32Bits2p14    = 0x46800000 // 2^14: adding it leaves |x|·2^9 rounded in the low mantissa bits

@@ -29,16 +29,15 @@ import (
 // NVFP4GroupSize is the number of elements that share one E4M3 scale.
 const NVFP4GroupSize = 16
 
-// Exponent window of an E4M3FN power-of-two scale and the per-tensor offset.
+// Exponent window of an E4M3FN power-of-two scale, and the per-tensor offset.
 const (
 	nvScaleKMax = 8  // 2^8 = 256 is the largest power of two in E4M3FN
 	nvScaleKMin = -9 // 2^-9 is its smallest subnormal
-	nvWindow    = nvScaleKMax - nvScaleKMin
 	e8m0Bias    = 127
+	maxKMax     = 0xFE - e8m0Bias // the exponent of scale byte 0xFE, the largest K_max
+	e4m3Max     = 0x7E            // the E4M3FN code of 448
+	hotK        = 126             // the smallest k_j whose closed-form amax 6·2^k_j is not a float32
 )
-
-// maxKMax is the exponent of scale byte 0xFE, the largest K_max.
-const maxKMax = 0xFE - e8m0Bias
 
 // KMax accumulates K_max over the E8M0 scale bytes of one tensor, chunk by
 // chunk. The zero value is ready to use.
@@ -223,7 +222,7 @@ type byteTable struct {
 }
 
 // pow2E4M3[d+9] is the E4M3FN code of 2^d for d in [-9, 8].
-var pow2E4M3 = func() (t [nvWindow + 1]uint8) {
+var pow2E4M3 = func() (t [nvScaleKMax - nvScaleKMin + 1]uint8) {
 	for i := range t {
 		t[i] = e4m3Select(float32(math.Ldexp(1, i+nvScaleKMin)))
 	}
@@ -295,12 +294,6 @@ func castHot(dst, src []byte, kj, kmax int) bool {
 	}
 	return lossy
 }
-
-// e4m3Max is the E4M3FN code of 448.
-const e4m3Max = 0x7E
-
-// hotK is the smallest k_j whose closed-form amax 6·2^k_j is not a float32.
-const hotK = 126
 
 // nvE2M1 is the value table NVIDIA's NVFP4 dequantization indexes: code 8 is +0.
 var nvE2M1 = func() [16]float32 {
