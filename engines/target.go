@@ -123,9 +123,6 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 	return out, nil
 }
 
-// errNotApplicable: the source has nothing for the profile's --experts to do.
-var errNotApplicable = errors.New("not applicable")
-
 // choice is the profile chosen for a target, with its verdict and reasons.
 type choice struct {
 	Profile   Profile  `json:"profile"`
@@ -223,12 +220,14 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (cho
 	return *best, nil
 }
 
-// Errors of Choose.
+// Errors of Choose and predict.
 var (
 	// errNoGain: the source as it is serves as well as any conversion.
 	errNoGain = errors.New("nothing to convert")
 	// ErrNoTarget: no conversion loads in the target.
 	ErrNoTarget = errors.New("no conversion for this target")
+	// errNotApplicable: the source has nothing for the profile's --experts to do.
+	errNotApplicable = errors.New("not applicable")
 )
 
 func where(gpu GPU) string { return cmp.Or(string(gpu), "every GPU") }
