@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 )
@@ -163,12 +164,7 @@ func MXFP4ToBF16(dst, packed, scales []byte) (nanGroups int, err error) {
 	if err := fp4ToBF16("MXFP4", MXGroupSize, dst, packed, scales, e8M0ToF32); err != nil {
 		return 0, err
 	}
-	for _, b := range scales[:len(dst)/2/MXGroupSize] {
-		if b == e8m0NaN {
-			nanGroups++
-		}
-	}
-	return nanGroups, nil
+	return bytes.Count(scales[:len(dst)/2/MXGroupSize], []byte{e8m0NaN}), nil
 }
 
 // NVFP4ToBF16 decodes a row of NVFP4 (len(dst)/2 elements, a multiple of 16)
