@@ -2,13 +2,16 @@ package engines
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
@@ -63,17 +66,14 @@ type part struct {
 }
 
 // Facts are what the rules are evaluated over: a checkpoint's convention
-// and its parts. Problems are inconsistencies found on the way (an FP8
-// weight without a scale, a scale without its weight).
+// and its parts, and the inconsistencies found on the way (Problems).
 type Facts struct {
 	Convention convention `json:"convention"`
 	Method     string     `json:"quant_method,omitempty"` // the quant_method read (or "")
 	Parts      []part     `json:"parts"`
 	Problems   []string   `json:"problems,omitempty"`
 
-	// family is the model family of the config ("" when the config was not
-	// read with a family): rules hold only for the family they were read for.
-	family string
+	family string // the config's model family ("" when none), which rules must match
 }
 
 // has reports whether some part of a group in gs has one of the forms.
@@ -95,10 +95,8 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		return cf, fmt.Errorf("config.json: %w", err)
 	}
 	q, _ := cfg["quantization_config"].(map[string]any)
-	if q == nil {
-		if tc, ok := cfg["text_config"].(map[string]any); ok {
-			q, _ = tc["quantization_config"].(map[string]any)
-		}
+	if tc, _ := cfg["text_config"].(map[string]any); q == nil {
+		q, _ = tc["quantization_config"].(map[string]any) // a nil map reads as empty
 	}
 	var hq map[string]any
 	if hfq != nil {
@@ -108,7 +106,7 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		}
 		hq, _ = top["quantization"].(map[string]any)
 	}
-	cf.method, _ = q["quant_method"].(string) // a nil map reads as empty
+	cf.method, _ = q["quant_method"].(string)
 	switch {
 	case cf.method == "modelopt_mixed" || hq["quant_algo"] == "MIXED_PRECISION":
 		cf.conv = modelOpt
@@ -120,8 +118,7 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 		layers, _ := src["quantized_layers"].(map[string]any)
 		for k, v := range layers {
 			if e, ok := v.(map[string]any); ok {
-				a, _ := e["quant_algo"].(string)
-				cf.declared[k] = a
+				cf.declared[k], _ = e["quant_algo"].(string)
 			}
 		}
 		if cf.method == "" {
@@ -147,8 +144,8 @@ func readConfigs(config, hfq []byte) (configFacts, error) {
 	return cf, nil
 }
 
-// tensor is what the scanner keeps of one header entry (names and shapes
-// of a transient walk do not outlive the file).
+// tensor is what the scanner keeps of a header entry (names and shapes of a
+// transient walk do not outlive the file).
 type tensor struct {
 	ok   bool
 	dt   safetensors.DType
@@ -185,18 +182,17 @@ func (m *module) form() (form, scale) {
 		}
 		return fP8NoScale, ""
 	case m.weight.dt == safetensors.BF16 || m.weight.dt == safetensors.F16 || m.weight.dt == safetensors.F32:
-		if m.scale.ok || m.scaleInv.ok || m.v4scale.ok {
-			return odd, ""
+		if !m.scale.ok && !m.scaleInv.ok && !m.v4scale.ok {
+			return BF16, ""
 		}
-		return BF16, ""
 	}
 	return odd, ""
 }
 
 // scanner accumulates parts from tensor headers, one file at a time: a
-// module's tensors are paired within the file that holds them, and only
-// modules left incomplete at a file's end are carried to the next, so what
-// it holds is the parts (a few dozen) plus those strays.
+// module's tensors are paired within their file, and only modules left
+// incomplete at a file's end are carried over, so it holds the parts (a few
+// dozen) plus those strays.
 type scanner struct {
 	cf      configFacts
 	cls     *model.Classifier
@@ -207,7 +203,7 @@ type scanner struct {
 }
 
 // linear reports whether the group is a linear weight a conversion may
-// quantize (the groups the rules speak about).
+// quantize (what the rules speak about).
 func linear(g model.Group) bool {
 	switch g.String() {
 	case "kda.conv1d", "kda.dt_bias", "kda.A_log", "kda.o_norm", "mla.q_a_layernorm", "mla.kv_a_layernorm", "latent.norm":
@@ -302,7 +298,7 @@ func (s *scanner) add(name string, m *module, f form, sc scale) {
 	}
 }
 
-// declaredFor is the ModelOpt algorithm a module's config declares: its own
+// declaredFor is the ModelOpt algorithm declared for a module: its own
 // entry, or for a routed expert the bank's (….experts).
 func (s *scanner) declaredFor(tn model.TensorName) string {
 	if s.cf.declared == nil {
@@ -349,4 +345,65 @@ func (s *scanner) finish() *Facts {
 		}
 	}
 	return f
+}
+
+// Scan reads a checkpoint's facts from config.json, hf_quant_config.json
+// (when present), the index and the shard headers, one header at a time:
+// no tensor data is read. path is anything safetensors.OpenShards opens (a
+// directory, an index, a hub snapshot, an https:// or hf:// URL).
+func Scan(ctx context.Context, path string) (*Facts, error) {
+	s, err := safetensors.OpenShards(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	config, err := s.ReadAux(model.ConfigName)
+	if err != nil {
+		if errors.Is(err, safetensors.ErrNotFound) {
+			return nil, fmt.Errorf("%s: no %s: the engines decide how to load a checkpoint from it; check needs it", path, model.ConfigName)
+		}
+		return nil, err
+	}
+	hfq, err := s.ReadAux(convert.HFQuantConfigName)
+	if err != nil && !errors.Is(err, safetensors.ErrNotFound) {
+		return nil, err
+	}
+	sc, err := scannerFor(config, hfq)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := s.Walk(ctx, true, func(_ int, f *safetensors.File) error {
+		sc.file(f.Tensors)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return sc.finish(), nil
+}
+
+// FactsOf reads the facts of a checkpoint given as its configs and each
+// file's tensors (a conversion plan's outputs, before they are written).
+func FactsOf(config, hfq []byte, files [][]safetensors.TensorInfo) (*Facts, error) {
+	sc, err := scannerFor(config, hfq)
+	if err != nil {
+		return nil, err
+	}
+	for _, ts := range files {
+		sc.file(ts)
+	}
+	return sc.finish(), nil
+}
+
+// scannerFor reads the configs; names are classified with the config's
+// layer schedule, or K3's public one when the schema rejects the config (a
+// hand-edited config still gets its verdicts).
+func scannerFor(config, hfq []byte) (*scanner, error) {
+	cf, err := readConfigs(config, hfq)
+	if err != nil {
+		return nil, err
+	}
+	cls := model.K3Classifier()
+	if cfg, err := model.ParseConfig(config); err == nil {
+		cls = cfg.Classifier
+	}
+	return &scanner{cf: cf, cls: cls, family: model.FamilyOfConfig(config), pending: map[string]*module{}, parts: map[part]*part{}}, nil
 }

@@ -25,8 +25,7 @@ func (p Profile) Flags() string {
 	return fmt.Sprintf("--format %s --recipe %s --experts %s", p.Format, p.Recipe, p.Experts)
 }
 
-// profiles lists every combination convert accepts, in a fixed order
-// (formats, recipes, experts as convert lists them, default first). No
+// profiles lists every combination convert accepts, defaults first. No
 // --experts mxfp4: it packs BF16 experts, and the release's are MXFP4 already.
 func profiles() []Profile {
 	var out []Profile
@@ -42,7 +41,7 @@ func profiles() []Profile {
 	return out
 }
 
-// releaseFacts is the facts of the release (synth's full-size K3 layout).
+// releaseFacts are the release's facts (synth's full-size K3 layout).
 var releaseFacts = sync.OnceValue(func() *Facts {
 	raw, err := model.FamilyConfigJSON("", model.ScaleFull)
 	if err != nil {
@@ -68,12 +67,11 @@ var releaseFacts = sync.OnceValue(func() *Facts {
 	return sc.finish()
 })
 
-// predict is the facts of what convert would write from a checkpoint with
-// facts src under profile p: the recipe's groups become FP8 with the
+// predict is the facts of what convert writes from a checkpoint of facts src
+// under profile p (one of profiles()): the recipe's groups become FP8 in the
 // format's scale layout (declared FP8_PB_WO under ModelOpt), the experts as
 // --experts says. Bytes are estimated from the source's (FP8 half of BF16;
-// NVFP4 18/17 of MXFP4: 4.5 bits per value against 4.25). p is one of
-// profiles(), so its names are convert's.
+// NVFP4 18/17 of MXFP4: 4.5 bits per value against 4.25).
 func predict(src *Facts, p Profile) (*Facts, error) {
 	r, err := convert.Lookup(p.Recipe)
 	if err != nil {
@@ -114,8 +112,8 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 		}
 		out.Parts = append(out.Parts, q)
 	}
-	// Nothing quantized but MXFP4 experts: convert keeps the source's
-	// compressed-tensors description; nothing quantized at all: no config.
+	// Only MXFP4 experts quantized: convert keeps the source's
+	// compressed-tensors description; nothing quantized: no config.
 	if !out.has(model.AllGroups(), []form{fP8, nVFP4}) {
 		out.Convention, out.Method = noQuant, ""
 		if out.has(model.AllGroups(), []form{mXFP4}) {
@@ -124,9 +122,6 @@ func predict(src *Facts, p Profile) (*Facts, error) {
 	}
 	return out, nil
 }
-
-// errNotApplicable: the source has nothing for the profile's --experts to do.
-var errNotApplicable = errors.New("not applicable")
 
 // choice is the profile chosen for a target, with its verdict and reasons.
 type choice struct {
@@ -140,10 +135,9 @@ type choice struct {
 // cost orders conversions for a target, lower first: [0] the weight memory
 // per GPU once loaded (a dequantized part counts as BF16) under K3's
 // deployment, attention DP with EP16 experts (every rank holds the
-// non-expert weights and 1/16 of the routed experts); [1] the bytes on disk.
+// non-expert weights and 1/epRanks of the routed experts); [1] the bytes on disk.
 type cost [2]int64
 
-// epRanks is the expert-parallel width the memory per GPU assumes.
 const epRanks = 16
 
 func (a cost) less(b cost) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
@@ -166,11 +160,10 @@ func costOf(v Verdict) cost {
 
 // Choose picks, among the profiles allowed (nil: all but those decoding
 // quantized experts to BF16), the one whose output engine on gpu ("": every
-// GPU) loads (nothing refused, wrong or unknown) at the least cost; ties go
-// to the earlier profile (convert's defaults first). src is the source's
-// facts (nil: the release). It fails with errNoGain when the source as it
-// is loads at no higher cost, and with ErrNoTarget, naming a reason, when
-// no profile (or none allowed) loads.
+// GPU) loads (nothing refused, wrong or unknown) at the least cost, ties to
+// the earlier profile. src is the source's facts (nil: the release). It fails
+// with errNoGain when the source as it is loads at no higher cost, and with
+// ErrNoTarget, naming a reason, when no profile (or none allowed) loads.
 func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (choice, error) {
 	name, err := lookupEngine(engine)
 	if err != nil {
@@ -227,26 +220,24 @@ func Choose(src *Facts, engine string, gpu GPU, allowed func(Profile) bool) (cho
 	return *best, nil
 }
 
-// Errors of Choose.
+// Errors of Choose and predict.
 var (
 	// errNoGain: the source as it is serves as well as any conversion.
 	errNoGain = errors.New("nothing to convert")
 	// ErrNoTarget: no conversion loads in the target.
 	ErrNoTarget = errors.New("no conversion for this target")
+	// errNotApplicable: the source has nothing for the profile's --experts to do.
+	errNotApplicable = errors.New("not applicable")
 )
 
 func where(gpu GPU) string { return cmp.Or(string(gpu), "every GPU") }
 
-// loads evaluates f for engine on gpu (every GPU when ""): the verdict
-// and cost on the costliest GPU, or why it does not load ("" when it does).
+// loads evaluates f for engine on gpu ("": every GPU): the verdict and cost
+// on the costliest GPU, or why it does not load ("" when it does).
 func loads(f *Facts, engine string, gpu GPU) (Verdict, cost, string) {
-	gpus := gPUs
-	if gpu != "" {
-		gpus = []GPU{gpu}
-	}
 	var v Verdict
 	var c cost
-	for i, g := range gpus {
+	for i, g := range gpusOf(gpu) {
 		gv, err := evaluate(f, engine, g)
 		if err != nil {
 			return v, c, err.Error()

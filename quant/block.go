@@ -2,37 +2,25 @@ package quant
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+
+	"github.com/x448/float16"
 )
 
-// BlockSize is the edge of a block-FP8 scale block (128×128 elements) and the
-// most rows a band holds.
+// BlockSize is the edge of a 128×128 block-FP8 scale block and the most rows
+// of a band.
 const BlockSize = 128
 
-// MaxK is the widest row a Quantizer accepts: far above any K3 matrix (33,792),
-// low enough that a shape read from a corrupt header cannot make it allocate
-// without bound.
+// MaxK is the widest row accepted: far above any K3 matrix, low enough that a
+// corrupt header's shape cannot make it allocate without bound.
 const MaxK = 1 << 24
 
-// amaxFloor is the floor DeepGEMM clamps a block's amax to before dividing by
-// 448, so an all-zero block gets a finite, non-zero scale.
-const amaxFloor float32 = 1e-4
-
-// scaleDiv is how the quantizer rounds sf = amax/448: the reference's
-// `x_amax / 448.0` gives different float32 bits on the two torch backends.
-type scaleDiv uint8
-
 const (
-	// divCUDA multiplies by float32(1/448), as torch's CUDA kernel for a
-	// tensor divided by a Python scalar does (the default: DeepGEMM runs on GPUs).
-	divCUDA scaleDiv = iota
-	// divExact is the correctly rounded quotient, what torch computes on CPU.
-	divExact
+	amaxFloor  float32 = 1e-4          // DeepGEMM's clamp of amax, so a zero block gets a non-zero scale
+	invMaxE4M3 float32 = 1.0 / maxE4M3 // DeepGEMM's scale is amax times this on CUDA
 )
-
-// invMaxE4M3 is float32(1/448), the multiplier of divCUDA.
-const invMaxE4M3 float32 = 1.0 / maxE4M3
 
 // ScaleFmt is the form of the per-block scale.
 type ScaleFmt uint8
@@ -40,8 +28,8 @@ type ScaleFmt uint8
 const (
 	// ScaleFP32 is sf = amax/448 as a float32 (DeepSeek-V3 weight_scale_inv).
 	ScaleFP32 ScaleFmt = iota
-	// ScaleUE8M0 is amax/448 rounded up to a power of two (ceil_to_ue8m0),
-	// what DeepGEMM on SM100 requires; still stored as a float32.
+	// ScaleUE8M0 is amax/448 rounded up to a power of two (ceil_to_ue8m0), as
+	// DeepGEMM on SM100 requires; stored as a float32.
 	ScaleUE8M0
 )
 
@@ -55,28 +43,28 @@ func (f ScaleFmt) String() string {
 	return scaleFmtNames[f]
 }
 
-// numBlocks returns ⌈n/128⌉, the number of scale blocks along a dimension of n.
+// numBlocks returns ⌈n/128⌉.
 func numBlocks(n int) int { return (n + BlockSize - 1) / BlockSize }
 
-// Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN with
-// DeepGEMM's per_block_cast_to_fp8 semantics. It is not safe for concurrent
-// use (one per worker).
+// Quantizer block-quantizes bands of an N×K matrix to FP8 E4M3FN as DeepGEMM's
+// per_block_cast_to_fp8 does. It is not safe for concurrent use.
 type Quantizer struct {
-	k    int
-	in   Elem
-	fmt  ScaleFmt
-	div  scaleDiv
-	err  error // set by NewQuantizer for arguments out of range
-	nkb  int   // ⌈K/128⌉
-	band int   // the next band of the tests' quantizeNext
-	// Numerics chooses whose quantizer it reproduces (ModelOpt needs a BF16
-	// source and FP32 scales).
+	k   int
+	in  Elem
+	fmt ScaleFmt
+	// cpuDiv rounds sf = amax/448 as torch on CPU (the correctly rounded
+	// quotient), not as its CUDA kernel for a tensor divided by a Python
+	// scalar (times float32(1/448)), the default since DeepGEMM runs on GPUs.
+	cpuDiv bool
+	err    error // set by NewQuantizer for arguments out of range
+	nkb    int   // ⌈K/128⌉
+	band   int   // the next band of the tests' quantizeNext
+	// Numerics chooses whose quantizer it reproduces.
 	Numerics Numerics
-	// ZeroScaleBlocks counts the blocks so far that got a zero scale (and
-	// NaN codes) under ModelOpt numerics, for the converter to report.
+	// ZeroScaleBlocks counts the blocks given a zero scale (and NaN codes)
+	// under ModelOpt numerics.
 	ZeroScaleBlocks int64
-	// Measure, when not nil, gets the error of every block quantized (not
-	// of a band that fails).
+	// Measure, when not nil, gets the error of every band quantized.
 	Measure *ErrStats
 }
 
@@ -98,24 +86,20 @@ func NewQuantizer(k int, in Elem, fmt ScaleFmt) *Quantizer {
 }
 
 // QuantizeBandAt quantizes band number band: rows (1..128) rows of K
-// little-endian source elements in src into rows×K FP8 bytes in dst and the
-// ⌈K/128⌉ block scales in scales (dequant = fp8 × scale); a partial band or
-// column block gets the amax of its real elements. A refused block is a
-// *BlockError (the first non-finite element of the band, or a scale at which
-// the block overflows); nothing useful is then left in dst.
-func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) error {
-	if q.Measure == nil {
-		return q.quantizeBand(band, dst, scales, src, rows)
+// little-endian source elements in src into rows×K FP8 bytes in dst and
+// ⌈K/128⌉ block scales (dequant = fp8 × scale); a partial block gets the amax
+// of its real elements. A refused block is a *BlockError (the band's first
+// non-finite element, or a scale at which the block overflows), and dst is
+// then useless.
+func (q *Quantizer) QuantizeBandAt(band int, dst []byte, scales []float32, src []byte, rows int) (err error) {
+	if m := q.Measure; m != nil {
+		saved := *m
+		defer func() {
+			if err != nil {
+				*m = saved
+			}
+		}()
 	}
-	saved := *q.Measure
-	err := q.quantizeBand(band, dst, scales, src, rows)
-	if err != nil {
-		*q.Measure = saved
-	}
-	return err
-}
-
-func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []byte, rows int) error {
 	if q.err != nil {
 		return q.err
 	}
@@ -147,7 +131,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 			if sf = modelOptScale(uint16(m)); sf == 0 {
 				q.ZeroScaleBlocks++
 			}
-		} else if sf = q.scale(amax); math.IsInf(float64(E4M3ToF32(e4M3FromF32(amax*(1/sf)))*sf), 0) {
+		} else if sf = q.scale(amax); math.IsInf(float64(E4M3ToF32(e4m3Select(amax*(1/sf)))*sf), 0) {
 			return &BlockError{Err: ErrRange, Elem: q.in, Bits: m, Band: band, ColBlock: kb, Scale: sf}
 		}
 		scales[kb] = sf
@@ -156,11 +140,7 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 			q.Measure.encodeFP8(d, k, s, 2*k, rows, c1-c0, sf, amax, m == 0, mo)
 			continue
 		}
-		if mo {
-			encodeMO(d, k, s, 2*k, rows, c1-c0, sf)
-		} else {
-			encode(q.in, d, k, s, size*k, rows, c1-c0, 1/sf)
-		}
+		encodeWindow(q.in, d, k, s, size*k, rows, c1-c0, 1/sf, sf, mo)
 		if q.Measure != nil {
 			q.Measure.fp8Block(q.in, d, k, s, size*k, rows, c1-c0, sf, m == 0)
 		}
@@ -172,11 +152,9 @@ func (q *Quantizer) quantizeBand(band int, dst []byte, scales []float32, src []b
 // UE8M0 round up to a power of two.
 func (q *Quantizer) scale(amax float32) float32 {
 	amax = max(amax, amaxFloor)
-	var sf float32
-	if q.div == divExact {
+	sf := amax * invMaxE4M3
+	if q.cpuDiv {
 		sf = amax / maxE4M3
-	} else {
-		sf = amax * invMaxE4M3
 	}
 	if q.fmt == ScaleUE8M0 {
 		sf = ceilUE8M0(sf)
@@ -185,18 +163,15 @@ func (q *Quantizer) scale(amax float32) float32 {
 }
 
 // amaxBits returns the largest magnitude bit pattern of columns [c0, c1) of
-// the band: magnitude bits order like magnitudes, and one at or above the
-// Inf pattern flags a non-finite element.
+// the band (magnitude bits order like magnitudes; Inf and NaN are above all).
 func (q *Quantizer) amaxBits(src []byte, rows, c0, c1 int) uint32 {
-	size := q.in.Size()
-	if size == 4 {
+	if q.in == F32 {
 		return amax32(src[4*c0:], 4*q.k, rows, c1-c0)
 	}
 	return uint32(amax16(src[2*c0:], 2*q.k, rows, c1-c0))
 }
 
-// nonFinite finds the first non-finite element of column block kb (row-major
-// within the block) and reports it.
+// nonFinite reports the first non-finite element of column block kb.
 func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error {
 	inf, size := elemFacts[q.in].inf, q.in.Size()
 	for r := range rows {
@@ -210,9 +185,8 @@ func (q *Quantizer) nonFinite(band int, src []byte, rows, kb, c0, c1 int) error 
 	return errorf(ErrNonFinite, "row band %d, column block %d", band, kb) // unreachable: amax saw one
 }
 
-// DequantizeBandBF16 widens a band of rows×k FP8 E4M3FN bytes, multiplying
-// each by its column block's scale (scales holds ⌈k/128⌉ values), into
-// rows×k little-endian BF16 (F32ToBF16 of the product).
+// DequantizeBandBF16 widens a band of rows×k FP8 E4M3FN bytes times their
+// column block's scale (⌈k/128⌉ scales) into rows×k little-endian BF16.
 func DequantizeBandBF16(dst []byte, src []byte, scales []float32, rows, k int) error {
 	if err := checkDequant(len(dst)/2, src, scales, rows, k); err != nil {
 		return err
@@ -242,7 +216,125 @@ func checkDequant(dstLen int, src []byte, scales []float32, rows, k int) error {
 	return nil
 }
 
-// errorf wraps a sentinel with a description: "<sentinel>: <description>".
+// errorf wraps a sentinel: "<sentinel>: <description>".
 func errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}
+
+// Sentinel errors; every error this package returns wraps one of them.
+var (
+	// ErrNonFinite: an Inf or NaN where a finite value is required (an input
+	// element, an E8M0 scale of 0xFF).
+	ErrNonFinite = errors.New("non-finite value")
+	errShape     = errors.New("bad shape")          // dimensions out of range, a buffer too short
+	errNotUE8M0  = errors.New("scale is not UE8M0") // not zero or a power of two a UE8M0 byte holds
+	// ErrRange: a scale outside what the operation accepts (an E8M0 exponent
+	// above an MXFP4 → NVFP4 cast's K_max, a block scale at which the block's
+	// codes dequantize to infinity).
+	ErrRange = errors.New("scale out of range")
+	// errInconsistent: packed UE8M0 rows of one 128-row block that disagree,
+	// or padding slots that are not zero.
+	errInconsistent = errors.New("inconsistent packed scales")
+)
+
+// BlockError locates what a block quantization refused: a non-finite source
+// element (ErrNonFinite; Bits, Row and Col say which), or a block whose scale
+// makes its largest code dequantize to infinity (ErrRange; Bits the largest
+// magnitude: with UE8M0 an amax near the float32 maximum gets scale 2^120, and
+// code 256 × 2^120 overflows).
+type BlockError struct {
+	Err      error   // ErrNonFinite or ErrRange, which Unwrap returns
+	Elem     Elem    // source format
+	Bits     uint32  // a bit pattern of Elem
+	Band     int     // row band (rows Band*128 .. Band*128+127 of the matrix)
+	Row      int     // row in the matrix (ErrNonFinite)
+	ColBlock int     // column block (columns ColBlock*128 .. ColBlock*128+127)
+	Col      int     // column in the matrix (ErrNonFinite)
+	Scale    float32 // the block's scale (ErrRange)
+}
+
+func (e *BlockError) Error() string {
+	if e.Err == ErrRange {
+		return fmt.Sprintf("%v: the largest magnitude %s 0x%0*x of row band %d, column block %d gets the scale %g, at which it dequantizes to infinity",
+			ErrRange, e.Elem.name(), 2*e.Elem.Size(), e.Bits, e.Band, e.ColBlock, e.Scale)
+	}
+	return fmt.Sprintf("%v: %s 0x%0*x at row %d, column %d (row band %d, column block %d)",
+		e.Err, e.Elem.name(), 2*e.Elem.Size(), e.Bits, e.Row, e.Col, e.Band, e.ColBlock)
+}
+
+// Unwrap lets errors.Is match Err.
+func (e *BlockError) Unwrap() error { return e.Err }
+
+// Elem is the source element format of a band.
+type Elem uint8
+
+const (
+	// BF16 is bfloat16, two little-endian bytes; the dtype of K3's BF16 weights.
+	BF16 Elem = iota
+	// F16 is IEEE half precision, two little-endian bytes.
+	F16
+	// F32 is IEEE single precision, four little-endian bytes.
+	F32
+)
+
+var elemFacts = [...]struct {
+	name string
+	size int    // bytes per element
+	inf  uint32 // magnitude bits of +Inf: magnitudes at or above it are Inf or NaN
+}{
+	BF16: {"BF16", 2, 0x7F80},
+	F16:  {"F16", 2, 0x7C00},
+	F32:  {"F32", 4, 0x7F800000},
+}
+
+func (e Elem) valid() bool { return int(e) < len(elemFacts) }
+
+// name returns the safetensors dtype name of e.
+func (e Elem) name() string {
+	if !e.valid() {
+		return fmt.Sprintf("Elem(%d)", uint8(e))
+	}
+	return elemFacts[e].name
+}
+
+// Size returns the number of bytes of one element (0 for an invalid Elem).
+func (e Elem) Size() int {
+	if !e.valid() {
+		return 0
+	}
+	return elemFacts[e].size
+}
+
+// BF16ToF32 widens a bfloat16 exactly: bfloat16 is the top half of a float32.
+func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
+
+// F32ToBF16 rounds to the nearest bfloat16, ties to even, as torch's scalar
+// cast (c10::detail::round_to_nearest_even) does; every NaN becomes 0x7FC0.
+func F32ToBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7FFFFFFF > 0x7F800000 {
+		return 0x7FC0
+	}
+	// Adding 0x7FFF plus the lowest kept bit carries exactly when the dropped
+	// half is above one half, or equal to it with an odd kept half.
+	return uint16((u + 0x7FFF + (u>>16)&1) >> 16)
+}
+
+// bits returns element i of b.
+func (e Elem) bits(b []byte, i int) uint32 {
+	if e == F32 {
+		return binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return uint32(binary.LittleEndian.Uint16(b[2*i:]))
+}
+
+// widen converts a bit pattern of format e to float32 exactly.
+func (e Elem) widen(bits uint32) float32 {
+	switch e {
+	case BF16:
+		return BF16ToF32(uint16(bits))
+	case F16:
+		return float16.Frombits(uint16(bits)).Float32()
+	}
+	return math.Float32frombits(bits)
 }

@@ -1,14 +1,10 @@
 package quant
 
-import (
-	"encoding/binary"
-	"math"
-)
+import "encoding/binary"
 
 // The block kernels work on a rows×cols window of a row-major band: src and
 // dst start at the window's first element, rows stride bytes apart. On amd64
-// with AVX2 kernels_amd64.go runs vector versions for the columns that fill
-// whole vectors and these portable ones for the rest.
+// with AVX2, vector versions take the columns that fill whole vectors.
 
 // amax16Go returns the largest |x| bit pattern (x & 0x7FFF) of 16-bit elements.
 func amax16Go(src []byte, stride, rows, cols int) uint16 {
@@ -32,9 +28,9 @@ func amax32Go(src []byte, stride, rows, cols int) uint32 {
 	return m
 }
 
-// encodeGo writes e4m3(x·inv) for a window of elements of format in. The
-// product is converted to float32 explicitly so that no compiler may fuse it
-// with the rounding arithmetic that follows (torch rounds the product first).
+// encodeGo writes e4m3(x·inv) for a window of elements of format in; the
+// explicit float32 conversion keeps the product from being fused with the
+// rounding that follows (torch rounds the product first).
 func encodeGo(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv float32) {
 	for r := range rows {
 		d, s := dst[r*dstStride:r*dstStride+cols], src[r*srcStride:]
@@ -44,28 +40,21 @@ func encodeGo(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, c
 	}
 }
 
-// encodeWindow is encodeErr's encoder alone (with modelOpt, encodeModelOpt's).
-func encodeWindow(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf float32, modelOpt bool) {
+// encodeWindow encodes a window of format in with scale sf = 1/inv (with
+// modelOpt, a BF16 one as encodeModelOpt does).
+func encodeWindow(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf float32, modelOpt bool) {
 	if modelOpt {
 		encodeMO(dst, dstStride, src, srcStride, rows, cols, sf)
 	} else {
-		encode(BF16, dst, dstStride, src, srcStride, rows, cols, inv)
+		encode(in, dst, dstStride, src, srcStride, rows, cols, inv)
 	}
 }
 
-// e4m3Select is e4M3FromF32 computing all three cases and selecting one
-// (conditional moves): in weights spanning many binades the subnormal case
-// comes at random, and a mispredicted branch costs more than the conversion.
-func e4m3Select(f float32) uint8 {
-	b := math.Float32bits(f)
-	a := b & 0x7FFFFFFF
-	r := (a - f32BiasShift + 0x7FFFF + (a>>20)&1) >> 20
-	s := math.Float32bits(math.Float32frombits(a)+float32(1<<14)) - f32Bits2p14
-	if a < f32BitsMinNorm {
-		r = s
-	}
-	if a >= f32Bits480 {
-		r = e4M3NaN
-	}
-	return uint8(r) | uint8(b>>24)&0x80
+// encodeErrGo encodes a BF16 window as encodeWindow, then adds its error with
+// errWindowGo in two passes: the columns of whole 8-lane vectors, then the rest.
+func encodeErrGo(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
+	encodeWindow(BF16, dst, dstStride, src, srcStride, rows, cols, inv, sf, modelOpt)
+	n := cols &^ 7
+	errWindowGo(l, dst, dstStride, src, srcStride, rows, 0, n, sf, top)
+	errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 }

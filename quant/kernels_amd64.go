@@ -4,20 +4,15 @@ package quant
 
 import "golang.org/x/sys/cpu"
 
-// useAVX2 selects the vector kernels; tests turn it off to check that both
-// paths write the same bytes.
-var useAVX2 = cpuHasAVX2
-
-var cpuHasAVX2 = cpu.X86.HasAVX2
-
-// cpuHasFMA gates encodeErrBF16AVX2, which adds with fused multiply-adds.
-var cpuHasFMA = cpu.X86.HasFMA
-
-// useAVX512 selects encodeErrBF16AVX512 over encodeErrBF16AVX2; tests turn
-// it off to check that they give the same bits.
-var useAVX512 = cpuHasAVX512
-
-var cpuHasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+var (
+	cpuHasAVX2   = cpu.X86.HasAVX2
+	cpuHasFMA    = cpu.X86.HasFMA // encodeErrBF16AVX2 adds with fused multiply-adds
+	cpuHasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+	// useAVX2 selects the vector kernels and useAVX512 encodeErrBF16AVX512
+	// over encodeErrBF16AVX2; tests turn them off to compare the paths' bits.
+	useAVX2   = cpuHasAVX2
+	useAVX512 = cpuHasAVX512
+)
 
 // Vector kernels (kernels_amd64.s). cols must be a positive multiple of the
 // vector width (16 elements; 8 for amax32); rows ≥ 1.
@@ -78,7 +73,7 @@ func encode(in Elem, dst []byte, dstStride int, src []byte, srcStride, rows, col
 func encodeModelOptAVX2(dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv float32)
 
 // encodeMO is encodeModelOpt, with the vector kernel for whole vectors where
-// sf is a normal float32 (so the quotient is the product by 1/sf).
+// sf is normal (so the quotient is the product by 1/sf).
 func encodeMO(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
 	v := cols &^ 15
 	if !useAVX2 || v == 0 || sf < minNormalF32 {
@@ -99,16 +94,12 @@ func encodeErrBF16AVX2(acc *laneSums, dst *byte, dstStride int, src *byte, srcSt
 //go:noescape
 func encodeErrBF16AVX512(acc *laneSums, dst *byte, dstStride int, src *byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool)
 
-// encodeErr is encode of a BF16 window (with modelOpt, encodeModelOpt by a
-// normal sf) followed by errWindowGo over the codes it wrote, bit for bit;
-// the vector kernel does both in one pass over the whole vectors (16 wide
-// with AVX-512 where they allow), loading each source element once.
+// encodeErr is encodeErrGo bit for bit; the vector kernel does both steps in
+// one pass over whole vectors (16 wide with AVX-512), loading each source once.
 func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
 	n := cols &^ 7
 	if !useAVX2 || !cpuHasFMA || n == 0 {
-		encodeWindow(dst, dstStride, src, srcStride, rows, cols, inv, sf, modelOpt)
-		errWindowGo(l, dst, dstStride, src, srcStride, rows, 0, n, sf, top)
-		errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
+		encodeErrGo(l, dst, dstStride, src, srcStride, rows, cols, inv, sf, top, modelOpt)
 		return
 	}
 	_ = dst[(rows-1)*dstStride+n-1]
@@ -119,7 +110,7 @@ func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, ro
 		encodeErrBF16AVX2(l, &dst[0], dstStride, &src[0], srcStride, rows, n, inv, sf, top, modelOpt)
 	}
 	if n < cols {
-		encodeWindow(dst[n:], dstStride, src[2*n:], srcStride, rows, cols-n, inv, sf, modelOpt)
+		encodeWindow(BF16, dst[n:], dstStride, src[2*n:], srcStride, rows, cols-n, inv, sf, modelOpt)
 		errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
 	}
 }

@@ -15,10 +15,7 @@ func encodeMO(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, 
 }
 
 func encodeErr(l *laneSums, dst []byte, dstStride int, src []byte, srcStride, rows, cols int, inv, sf, top float32, modelOpt bool) {
-	encodeWindow(dst, dstStride, src, srcStride, rows, cols, inv, sf, modelOpt)
-	n := cols &^ 7
-	errWindowGo(l, dst, dstStride, src, srcStride, rows, 0, n, sf, top)
-	errWindowGo(l, dst, dstStride, src, srcStride, rows, n, cols, sf, top)
+	encodeErrGo(l, dst, dstStride, src, srcStride, rows, cols, inv, sf, top, modelOpt)
 }
 
 func sumSq4s(dst []uint16, src []byte) { sumSq4sGo(dst, src) }

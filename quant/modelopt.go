@@ -13,14 +13,13 @@ const (
 	// DeepGEMM is per_block_cast_to_fp8: float32 scale amax/448 with amax
 	// clamped to ≥ 1e-4, elements multiplied by 1/scale (the default).
 	DeepGEMM Numerics = iota
-	// ModelOpt is NVIDIA Model-Optimizer's FP8_PB_WO cast (FP8QTensor.quantize
-	// with 128×128 blocks, as its Kimi-K3 converter runs it on BF16 weights):
-	// scale = bf16(amax/448) with no floor, stored widened to float32; each
-	// element is bf16(x/scale) cast to E4M3FN. A block whose scale is zero
-	// gets NaN codes: 0xFF for its zero elements (x86's 0/0 is the negative
-	// NaN, kept by torch's CPU BF16 conversion, where NVIDIA's converter runs
-	// by default) and sign|0x7F for the others; ZeroScaleBlocks counts them.
-	// BF16 sources and FP32 scales only.
+	// ModelOpt is Model-Optimizer's FP8_PB_WO cast (FP8QTensor.quantize with
+	// 128×128 blocks, as its Kimi-K3 converter runs it; BF16 sources and FP32
+	// scales only): scale = bf16(amax/448) with no floor, widened to float32;
+	// each element is bf16(x/scale) cast to E4M3FN. A zero-scale block gets NaN
+	// codes: 0xFF for zero elements (x86's 0/0 is the negative NaN, kept by
+	// torch's CPU BF16 conversion, where NVIDIA's converter runs) and sign|0x7F
+	// for the others; ZeroScaleBlocks counts them.
 	ModelOpt
 )
 
@@ -34,8 +33,7 @@ func (n Numerics) String() string {
 	return numericsNames[n]
 }
 
-// numericsErr checks q.Numerics against the quantizer's formats: ModelOpt
-// needs a BF16 source and FP32 scales.
+// numericsErr checks q.Numerics against the quantizer's formats.
 func (q *Quantizer) numericsErr() error {
 	switch n := q.Numerics; {
 	case int(n) >= len(numericsNames):
@@ -48,29 +46,27 @@ func (q *Quantizer) numericsErr() error {
 	return nil
 }
 
-// modelOptScale is bf16(amax / 448) for a BF16 magnitude pattern, widened;
-// torch's CPU and CUDA divisions agree on it for every BF16 amax (tested).
+// modelOptScale is bf16(amax / 448) of a BF16 magnitude, widened (torch's CPU
+// and CUDA divisions agree on it for every BF16 amax).
 func modelOptScale(m uint16) float32 {
 	return BF16ToF32(F32ToBF16(BF16ToF32(m) / maxE4M3))
 }
 
-// bf16ToE4M3 holds e4M3FromF32 of every BF16 pattern.
+// bf16ToE4M3 holds e4m3Select of every BF16 pattern.
 var bf16ToE4M3 = sync.OnceValue(func() *[1 << 16]uint8 {
 	var t [1 << 16]uint8
 	for b := range t {
-		t[b] = e4M3FromF32(BF16ToF32(uint16(b)))
+		t[b] = e4m3Select(BF16ToF32(uint16(b)))
 	}
 	return &t
 })
 
-// minNormalF32 is the smallest normal float32, 2^-126.
 const minNormalF32 = 0x1p-126
 
 // encodeModelOpt writes e4m3(bf16(x / sf)) for a window of BF16 elements.
-// For a normal sf it multiplies by float32(1/sf): x and sf have 8
-// significant bits, so an inexact x/sf is at least 2^-17 (relative) from
-// every BF16 midpoint and the product's error (under 2^-23) never changes
-// the rounding (TestModelOptReciprocal).
+// For a normal sf it multiplies by float32(1/sf): x and sf have 8 significant
+// bits, so an inexact x/sf is at least 2^-17 (relative) from every BF16
+// midpoint, and the product's error (< 2^-23) never changes the rounding.
 func encodeModelOpt(dst []byte, dstStride int, src []byte, srcStride, rows, cols int, sf float32) {
 	t := bf16ToE4M3()
 	for r := range rows {

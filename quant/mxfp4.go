@@ -2,11 +2,10 @@ package quant
 
 import "math"
 
-// MXGroupSize is the number of consecutive elements along K that share one
-// E8M0 scale in MXFP4.
+// MXGroupSize is the number of consecutive elements along K that share an
+// MXFP4 E8M0 scale.
 const MXGroupSize = 32
 
-// e8m0NaN is the one E8M0 code that is not a power of two.
 const e8m0NaN = 0xFF
 
 // e2m1Values are the magnitudes of the E2M1 codes 0..7; bit 3 is the sign.
@@ -23,8 +22,8 @@ var e2m1Table = func() (t [16]float32) {
 	return t
 }()
 
-// e8M0ToF32 returns the scale 2^(b-127) an E8M0 byte stands for (code 0 is the
-// float32 subnormal 2^-127), NaN for 0xFF.
+// e8M0ToF32 returns an E8M0 byte's scale 2^(b-127) (code 0 a float32
+// subnormal), NaN for 0xFF.
 func e8M0ToF32(b uint8) float32 {
 	switch b {
 	case 0:
@@ -35,11 +34,10 @@ func e8M0ToF32(b uint8) float32 {
 	return math.Float32frombits(uint32(b) << 23)
 }
 
-// EncodeMXFP4 quantizes one row of len(src) elements (a multiple of 32) to
-// MXFP4, for replicas and tests, with DeepGEMM's RCEIL scale (exponent
-// ceil(log2(amax/6)) clamped to [-127, 127]); elements round to nearest even
-// on the E2M1 grid, to code 0 (never -0) when they round to zero. A
-// non-finite element is an error wrapping ErrNonFinite.
+// EncodeMXFP4 quantizes a row of len(src) elements (a multiple of 32) to
+// MXFP4 with DeepGEMM's RCEIL scale (exponent ceil(log2(amax/6)) clamped to
+// [-127, 127]); elements round to nearest even on the E2M1 grid, to code 0
+// (never -0) when they round to zero. A non-finite element wraps ErrNonFinite.
 func EncodeMXFP4(packed, scales []byte, src []float32) error {
 	k := len(src)
 	switch {
@@ -77,7 +75,7 @@ func mxScaleExp(amax float64) int {
 	if amax == 0 {
 		return -127
 	}
-	// amax/6 = m·2^p with m in [0.5, 1): ceil(log2) is p, or p-1 when m = 0.5.
+	// amax/6 = m·2^p, m in [0.5, 1): ceil(log2) is p, or p-1 when m = 0.5.
 	m, p := math.Frexp(amax / 6)
 	if m == 0.5 {
 		p--
@@ -86,18 +84,15 @@ func mxScaleExp(amax float64) int {
 }
 
 // e2m1Bounds are the upper ends of the rounding intervals of codes 0..6,
-// alternately inclusive so that ties go to the even code.
-var e2m1Bounds = [7]struct {
-	v         float64
-	inclusive bool
-}{{0.25, true}, {0.75, false}, {1.25, true}, {1.75, false}, {2.5, true}, {3.5, false}, {5, true}}
+// inclusive for the even codes so that ties go to them.
+var e2m1Bounds = [7]float64{0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
 
-// e2m1Code rounds v (|v| ≤ 6 after scaling; larger saturates) to an E2M1 code.
+// e2m1Code rounds v to an E2M1 code (above 6 saturates).
 func e2m1Code(v float64) uint8 {
 	a := math.Abs(v)
 	c := uint8(7)
 	for i, b := range e2m1Bounds {
-		if a < b.v || (b.inclusive && a == b.v) {
+		if a < b || (i%2 == 0 && a == b) {
 			c = uint8(i)
 			break
 		}

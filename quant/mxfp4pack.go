@@ -1,22 +1,19 @@
 package quant
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 )
 
 // PackStats counts what packing BF16 rows into MXFP4 could not keep.
 type PackStats struct {
-	// Groups is the number of 32-element groups packed.
-	Groups int64
-	// Lossy is the number of groups with an element whose MXFP4 value
-	// differs from its BF16 value (±0 count as equal).
-	Lossy int64
-	// Saturated is the number of elements whose scaled magnitude exceeded 6
-	// and was clamped (the rule's scale can leave amax up to 7·2^e).
-	Saturated int64
-	// ZeroGroups is the number of all-zero groups (scale byte 0).
-	ZeroGroups int64
+	Groups int64 // 32-element groups packed
+	Lossy  int64 // groups with an MXFP4 value ≠ its BF16 value (±0 equal)
+	// Saturated counts elements whose scaled magnitude exceeded 6 and was
+	// clamped (the rule's scale can leave amax up to 7·2^e).
+	Saturated  int64
+	ZeroGroups int64 // all-zero groups (scale byte 0)
 }
 
 // Add returns the sum of two counts.
@@ -24,11 +21,10 @@ func (s PackStats) Add(t PackStats) PackStats {
 	return PackStats{s.Groups + t.Groups, s.Lossy + t.Lossy, s.Saturated + t.Saturated, s.ZeroGroups + t.ZeroGroups}
 }
 
-// mxfp4ScaleByte is the E8M0 scale byte compressed-tensors picks for a group
-// whose largest magnitude has BF16 bits amax:
-// generate_mx_scales(round_to_power_2(amax)), where round_to_power_2 adds 1<<5
-// to the BF16 bits and keeps sign and exponent, and the byte is 127 +
-// log2(2^E) − 2 clamped to [0, 255]. ok is false when 2^E is Inf.
+// mxfp4ScaleByte is compressed-tensors' E8M0 scale byte for a group of BF16
+// amax: generate_mx_scales(round_to_power_2(amax)); round_to_power_2 adds 1<<5
+// to the bits and keeps sign and exponent E, and the byte is 127 + E − 2
+// clamped to [0, 255]. ok is false when 2^E is Inf.
 func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 	r := (uint32(amax) + 1<<5) & 0xFF80
 	e := int(r >> 7) // biased exponent of the power of two, 0 for zero
@@ -38,16 +34,14 @@ func mxfp4ScaleByte(amax uint16) (b uint8, ok bool) {
 	return uint8(max(e-2, 0)), true
 }
 
-// PackMXFP4Measured packs rows of k BF16 elements (little-endian, k a
-// multiple of 32) into MXFP4 exactly as compressed-tensors'
-// mxfp4-pack-quantized compressor does: the scale byte of mxfp4ScaleByte;
-// each element divided by 2^(byte−127) in BF16, clamped to ±6, rounded with
-// cast_to_fp4's thresholds, times torch.sign of the quotient (a negative
-// value that rounds to zero is −0, a quotient that is −0 is code 0). packed
-// gets rows×k/2 bytes, element 2i in the low nibble; scales rows×k/32 bytes.
-// A non-finite element, or a group whose scale would overflow, is an error
-// wrapping ErrNonFinite or ErrRange naming row and group. The error of every
-// group is added to es (when not nil; unchanged on error).
+// PackMXFP4Measured packs rows of k BF16 elements (k a multiple of 32) into
+// MXFP4 as compressed-tensors' mxfp4-pack-quantized compressor does: scale
+// byte mxfp4ScaleByte; each element divided by 2^(byte−127) in BF16, clamped
+// to ±6, rounded with cast_to_fp4's thresholds, times torch.sign of the
+// quotient (so a −0 quotient gives code 0). packed gets rows×k/2 bytes
+// (element 2i in the low nibble), scales rows×k/32. A non-finite element or
+// an overflowing scale wraps ErrNonFinite or ErrRange, naming row and group.
+// Every group's error is added to es (when not nil; unchanged on error).
 func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (PackStats, error) {
 	var st PackStats
 	var acc ErrStats // es's sums continued block by block; stored on success
@@ -112,8 +106,8 @@ func PackMXFP4Measured(packed, scales, src []byte, rows, k int, es *ErrStats) (P
 	return st, nil
 }
 
-// packCode is one element of PackMXFP4Measured: its E2M1 code, whether the
-// code's value differs from the element's, and 1 if it saturated.
+// packCode is one element of PackMXFP4Measured: its E2M1 code, whether its
+// value differs, and 1 if it saturated.
 func packCode(x uint16, s float32) (code uint8, lossy bool, sat int) {
 	v := BF16ToF32(x)
 	q := BF16ToF32(F32ToBF16(v / s)) // torch divides BF16 by BF16: float32, rounded to BF16
@@ -126,4 +120,79 @@ func packCode(x uint16, s float32) (code uint8, lossy bool, sat int) {
 		c |= 8
 	}
 	return c, e2m1Table[c]*s != v, sat
+}
+
+// RepackStats counts the 32-element groups of MXFP4 decoded to BF16, and
+// those PackMXFP4Measured would not give back (another scale byte than
+// compressed-tensors' rule, or a −0 code).
+type RepackStats struct {
+	Groups, Changed int64
+}
+
+// Add returns the sum of two counts.
+func (s RepackStats) Add(t RepackStats) RepackStats {
+	return RepackStats{s.Groups + t.Groups, s.Changed + t.Changed}
+}
+
+// MXFP4Repack counts the groups of a row that MXFP4ToBF16 decoded from
+// packed and scales into bf16, and those whose bytes would not come back.
+func MXFP4Repack(bf16, packed, scales []byte) RepackStats {
+	k := min(len(bf16)/2, 2*len(packed), MXGroupSize*len(scales)) / MXGroupSize * MXGroupSize
+	st := RepackStats{Groups: int64(k / MXGroupSize)}
+	for g := range k / MXGroupSize {
+		var amax uint16
+		for i := range MXGroupSize {
+			amax = max(amax, binary.LittleEndian.Uint16(bf16[2*(g*MXGroupSize+i):])&0x7FFF)
+		}
+		b, ok := mxfp4ScaleByte(amax)
+		changed := !ok || b != scales[g]
+		for _, c := range packed[g*MXGroupSize/2 : (g+1)*MXGroupSize/2] {
+			changed = changed || c&0xF == 8 || c>>4 == 8
+		}
+		if changed {
+			st.Changed++
+		}
+	}
+	return st
+}
+
+// MXFP4ToBF16 decodes a row of MXFP4 (len(dst)/2 elements, a multiple of 32)
+// to little-endian BF16 as torch dequantizes it: code value × float32
+// 2^(byte−127) (exact), rounded to BF16. A 0xFF scale byte is E8M0's NaN and
+// makes its 32 elements NaN, as in torch; it returns the number of such groups.
+func MXFP4ToBF16(dst, packed, scales []byte) (nanGroups int, err error) {
+	if err := fp4ToBF16("MXFP4", MXGroupSize, dst, packed, scales, e8M0ToF32); err != nil {
+		return 0, err
+	}
+	return bytes.Count(scales[:len(dst)/2/MXGroupSize], []byte{e8m0NaN}), nil
+}
+
+// NVFP4ToBF16 decodes a row of NVFP4 (len(dst)/2 elements, a multiple of 16)
+// to little-endian BF16 as ModelOpt's and vLLM's torch dequantization does:
+// code value × (float32 block scale × weight_scale_2), rounded to BF16. NaN
+// scales (E4M3 0x7F/0xFF) give NaN elements.
+func NVFP4ToBF16(dst, packed, scales []byte, scale2 float32) error {
+	return fp4ToBF16("NVFP4", NVFP4GroupSize, dst, packed, scales, func(b uint8) float32 { return E4M3ToF32(b) * scale2 })
+}
+
+// fp4ToBF16 decodes a row of E2M1 codes in groups of group elements, each
+// scaled by scale of its scale byte.
+func fp4ToBF16(format string, group int, dst, packed, scales []byte, scale func(uint8) float32) error {
+	k := len(dst) / 2
+	switch {
+	case len(dst)%2 != 0 || k%group != 0:
+		return errorf(errShape, "%s row of %d BF16 bytes, not 2×%d·n", format, len(dst), group)
+	case len(packed) < k/2:
+		return errorf(errShape, "%s row of %d elements has %d packed bytes, want %d", format, k, len(packed), k/2)
+	case len(scales) < k/group:
+		return errorf(errShape, "%s row of %d elements has %d scales, want %d", format, k, len(scales), k/group)
+	}
+	for g := range k / group {
+		s, d := scale(scales[g]), dst[2*g*group:]
+		for i, b := range packed[g*group/2 : (g+1)*group/2] {
+			binary.LittleEndian.PutUint16(d[4*i:], F32ToBF16(e2m1Table[b&0xF]*s))
+			binary.LittleEndian.PutUint16(d[4*i+2:], F32ToBF16(e2m1Table[b>>4]*s))
+		}
+	}
+	return nil
 }

@@ -7,58 +7,48 @@ import (
 	"math"
 )
 
-// NVFP4 is E2M1 codes packed like MXFP4 with one FP8 E4M3FN scale per
-// NVFP4GroupSize elements and one float32 scale per tensor (weight_scale_2):
-// value = code × (scale × scale2). The MXFP4 → NVFP4 cast is NVIDIA
-// Model-Optimizer's closed-form one (quantize_mxfp4_to_nvfp4_lossless), byte
-// for byte:
+// NVFP4 is E2M1 codes packed like MXFP4, one FP8 E4M3FN scale per
+// NVFP4GroupSize elements and one float32 weight_scale_2 per tensor: value =
+// code × (scale × scale2). The MXFP4 → NVFP4 cast is Model-Optimizer's
+// quantize_mxfp4_to_nvfp4_lossless, byte for byte:
 //
-//   - K_max is the largest k = e8m0 − 127 over a tensor's non-zero scale
-//     bytes (0 when all are zero); w1 and w3 of one expert share the larger.
-//     weight_scale_2 = 2^(K_max − 8).
-//   - A 32-block with exponent k_j gives two 16-blocks of E4M3 scale 2^d,
-//     d = k_j − K_max + 8, when d ≥ −9: every code stays, but −0 becomes 0.
-//   - Otherwise the scale clamps to 2^-9 and each element c·2^k_j is
-//     re-rounded (ties to even) onto the E2M1 grid of step 2^(K_max − 17); a
-//     negative value that rounds to zero keeps its sign unless its float32
-//     quotient underflows.
-//   - For k_j ≥ 126 NVIDIA's float32 amax 6·2^k_j is Inf, so the scale
-//     clamps to 448 and the codes are re-rounded against 448·2^(K_max−8).
+//   - K_max is the largest e8m0 − 127 over a tensor's non-zero scale bytes
+//     (0 when all are zero; w1 and w3 share the larger); scale2 = 2^(K_max − 8).
+//   - A 32-block of exponent k_j with d = k_j − K_max + 8 ≥ −9 gets E4M3 scale
+//     2^d and keeps every code, but −0 becomes 0.
+//   - Otherwise the scale clamps to 2^-9 and each c·2^k_j is re-rounded onto
+//     the E2M1 grid of step 2^(K_max − 17); a negative value rounding to zero
+//     keeps its sign unless its float32 quotient underflows.
+//   - For k_j ≥ 126 the float32 amax 6·2^k_j is Inf: the scale clamps to 448
+//     and the codes are re-rounded against 448·2^(K_max−8).
 //
-// NVIDIA counts a block as lossless when k_j ≥ K_max − 17 or its scale byte
-// is 0 (CastStats.OutOfRange is the complement); CastStats.Lossy counts the
-// blocks whose values really changed.
+// NVIDIA counts a block lossless when k_j ≥ K_max − 17 or its scale byte is 0
+// (CastStats.OutOfRange is the complement); CastStats.Lossy counts the blocks
+// whose values really changed.
 
 // NVFP4GroupSize is the number of elements that share one E4M3 scale.
 const NVFP4GroupSize = 16
 
-// Exponent window of an E4M3FN power-of-two scale and the per-tensor offset.
+// Exponent window of an E4M3FN power-of-two scale, and the per-tensor offset.
 const (
 	nvScaleKMax = 8  // 2^8 = 256 is the largest power of two in E4M3FN
 	nvScaleKMin = -9 // 2^-9 is its smallest subnormal
-	nvWindow    = nvScaleKMax - nvScaleKMin
 	e8m0Bias    = 127
-)
-
-// minKMax and maxKMax bound a K_max: the exponents of scale bytes 0x01 and 0xFE.
-const (
-	minKMax = 1 - e8m0Bias
-	maxKMax = 0xFE - e8m0Bias
+	maxKMax     = 0xFE - e8m0Bias // the exponent of scale byte 0xFE, the largest K_max
+	e4m3Max     = 0x7E            // the E4M3FN code of 448
+	hotK        = 126             // the smallest k_j whose closed-form amax 6·2^k_j is not a float32
 )
 
 // KMax accumulates K_max over the E8M0 scale bytes of one tensor, chunk by
 // chunk. The zero value is ready to use.
 type KMax struct {
-	// Value is K_max: the largest e8m0 − 127 over the non-zero bytes added,
-	// or 0 when there were none (NVIDIA's rule).
-	Value int
+	Value int   // K_max: the largest byte − 127 over non-zero bytes, or 0 (NVIDIA's rule)
 	top   uint8 // largest byte seen
 	seen  int64 // bytes seen, for error positions
 }
 
 // Add takes the next chunk of scale bytes. A NaN byte (0xFF) is an error
-// wrapping ErrNonFinite naming its index in the tensor; the accumulator is
-// then unchanged.
+// wrapping ErrNonFinite naming its index; the accumulator is then unchanged.
 func (m *KMax) Add(scales []byte) error {
 	if i := bytes.IndexByte(scales, e8m0NaN); i >= 0 {
 		return errorf(ErrNonFinite, "E8M0 scale byte %d is NaN (0xff)", m.seen+int64(i))
@@ -73,21 +63,19 @@ func (m *KMax) Add(scales []byte) error {
 	return nil
 }
 
-// CastStats counts the 32-element MXFP4 blocks of an MXFP4 → NVFP4 cast.
-// The field tags read what MarshalJSON writes (lossless is derived).
+// CastStats counts the 32-element blocks of an MXFP4 → NVFP4 cast; the tags
+// name what MarshalJSON writes.
 type CastStats struct {
 	// Blocks is the number of blocks cast (NVIDIA's cast_blocks_total).
 	Blocks int64 `json:"blocks"`
-	// OutOfRange is the number of blocks with a non-zero scale byte and
-	// k_j < K_max − 17: NVIDIA reports Blocks − OutOfRange as lossless.
+	// OutOfRange counts blocks with a non-zero scale byte and k_j < K_max −
+	// 17: NVIDIA reports Blocks − OutOfRange as lossless.
 	OutOfRange int64 `json:"out_of_range"`
-	// Lossy is the number of blocks with an element whose NVFP4 value
-	// differs from its MXFP4 value (±0 count as equal).
+	// Lossy counts blocks with an NVFP4 value ≠ its MXFP4 value (±0 equal).
 	Lossy int64 `json:"lossy"`
 }
 
-// MarshalJSON writes the counts with NVIDIA's lossless figure
-// (Blocks − OutOfRange) beside them.
+// MarshalJSON adds NVIDIA's lossless figure (Blocks − OutOfRange).
 func (s CastStats) MarshalJSON() ([]byte, error) {
 	return fmt.Appendf(nil, `{"blocks":%d,"out_of_range":%d,"lossless":%d,"lossy":%d}`,
 		s.Blocks, s.OutOfRange, s.Blocks-s.OutOfRange, s.Lossy), nil
@@ -109,28 +97,28 @@ type nVFP4Cast struct {
 	Stats CastStats
 	// Scale2 is weight_scale_2 = 2^(K_max − 8), exact.
 	Scale2 float32
-	// Measure, when not nil, gets the error of every 32-element block cast
-	// (x the MXFP4 value, x̂ the NVFP4 one).
+	// Measure, when not nil, gets the error of every block cast (x the MXFP4
+	// value, x̂ the NVFP4 one).
 	Measure *ErrStats
 }
 
 // NewNVFP4Cast returns a cast for rows of k elements (a multiple of 32) and the
-// tensor's (or the w1/w3 pair's) K_max, in [minKMax, maxKMax] or 0.
+// tensor's (or the w1/w3 pair's) K_max, in [-126, 127] (scale bytes 0x01..0xFE).
 func NewNVFP4Cast(k, kmax int) (*nVFP4Cast, error) {
 	switch {
 	case k <= 0 || k > MaxK || k%MXGroupSize != 0:
 		return nil, errorf(errShape, "MXFP4 rows of %d elements: want a multiple of %d in [%d, %d]", k, MXGroupSize, MXGroupSize, MaxK)
-	case kmax < minKMax || kmax > maxKMax:
-		return nil, errorf(errShape, "K_max %d outside [%d, %d]", kmax, minKMax, maxKMax)
+	case kmax < 1-e8m0Bias || kmax > maxKMax:
+		return nil, errorf(errShape, "K_max %d outside [%d, %d]", kmax, 1-e8m0Bias, maxKMax)
 	}
 	return &nVFP4Cast{k: k, kmax: kmax, Scale2: float32(math.Ldexp(1, kmax-nvScaleKMax))}, nil
 }
 
-// CastBand casts the next band of rows rows: srcPacked holds rows×K/2 code
-// bytes and srcScales rows×K/32 E8M0 bytes; dstPacked (which may be
-// srcPacked) gets rows×K/2 NVFP4 code bytes and dstScales rows×K/16 E4M3
-// bytes. A NaN scale byte, or one above K_max, is an error naming row and
-// block; the outputs are then useless and the counts unchanged.
+// CastBand casts the next rows rows: rows×K/2 code bytes srcPacked and
+// rows×K/32 E8M0 bytes srcScales into rows×K/2 NVFP4 code bytes dstPacked
+// (which may be srcPacked) and rows×K/16 E4M3 bytes dstScales. A NaN scale
+// byte, or one above K_max, is an error naming row and block; the outputs are
+// then useless and the counts unchanged.
 func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, rows int) error {
 	k := c.k
 	nb := k / MXGroupSize
@@ -182,9 +170,8 @@ func (c *nVFP4Cast) CastBand(dstPacked, dstScales, srcPacked, srcScales []byte, 
 	return nil
 }
 
-// castBlock casts one 32-element block with E8M0 scale byte b into dst and
-// its two E4M3 scales, counting into st. It reports whether every value was
-// kept (only −0 cleared).
+// castBlock casts a 32-element block of E8M0 scale byte b into dst and its
+// two E4M3 scales, counting into st; it reports whether every value was kept.
 func (c *nVFP4Cast) castBlock(st *CastStats, dst, scales, src []byte, b uint8) bool {
 	kj := int(b) - e8m0Bias
 	d := kj - c.kmax + nvScaleKMax
@@ -205,7 +192,12 @@ func (c *nVFP4Cast) castBlock(st *CastStats, dst, scales, src []byte, b uint8) b
 	if b != 0 {
 		st.OutOfRange++
 	}
-	if castBytes(dst, src, oorTable(nvScaleKMin-d)) { // elements ×2^-(−9−d)
+	t, lossy := oorTable(nvScaleKMin-d), false // elements ×2^-(−9−d)
+	for i, b := range src[:16] {
+		dst[i] = t.out[b]
+		lossy = lossy || t.lossy[b]
+	}
+	if lossy {
 		st.Lossy++
 	}
 	return false
@@ -222,34 +214,24 @@ func clearNegZero(dst, src []byte) {
 	}
 }
 
-// castBytes maps 16 code bytes through t and reports whether any value changed.
-func castBytes(dst, src []byte, t *byteTable) bool {
-	lossy := false
-	for i, b := range src[:16] {
-		dst[i] = t.out[b]
-		lossy = lossy || t.lossy[b]
-	}
-	return lossy
-}
-
-// byteTable maps a byte of two codes to its re-encoded byte and whether one of
-// its two values changed.
+// byteTable maps a byte of two codes to its re-encoded byte and whether a
+// value changed.
 type byteTable struct {
 	out   [256]uint8
 	lossy [256]bool
 }
 
 // pow2E4M3[d+9] is the E4M3FN code of 2^d for d in [-9, 8].
-var pow2E4M3 = func() (t [nvWindow + 1]uint8) {
+var pow2E4M3 = func() (t [nvScaleKMax - nvScaleKMin + 1]uint8) {
 	for i := range t {
-		t[i] = e4M3FromF32(float32(math.Ldexp(1, i+nvScaleKMin)))
+		t[i] = e4m3Select(float32(math.Ldexp(1, i+nvScaleKMin)))
 	}
 	return t
 }()
 
-// oorTables re-round codes scaled by 2^-s as NVIDIA's _cast_fp4 does with
-// the float32 quotient (sign bit from quotient < 0, so lost once it
-// underflows to −0). Shifts that give the same bytes share a table.
+// oorTables re-round codes scaled by 2^-s as NVIDIA's _cast_fp4 does with the
+// float32 quotient (its sign lost once that underflows to −0); shifts giving
+// the same bytes share a table.
 var oorTables = func() (t [10]byteTable) {
 	for i, s := range [10]int{1, 2, 3, 4, 5, 149, 150, 151, 152, 153} {
 		for b := range 256 {
@@ -276,8 +258,7 @@ func oorTable(s int) *byteTable {
 	}
 }
 
-// nvRecode re-rounds code c scaled by 2^-s as NVIDIA does and reports whether
-// its value changed.
+// nvRecode re-rounds code c scaled by 2^-s and reports whether its value changed.
 func nvRecode(c uint8, s int) (uint8, bool) {
 	v := math.Ldexp(float64(e2m1Values[c&7]), -s)
 	x := float32(v) // the float32 quotient, rounded (to a subnormal or 0)
@@ -289,14 +270,12 @@ func nvRecode(c uint8, s int) (uint8, bool) {
 	return out, lossy
 }
 
-// castHot casts a block with k_j ≥ hotK as NVIDIA does: the E4M3 scale is
-// 448, and each element, c·2^k_j in float32 (Inf from 2^128 up), is divided
-// by 448·2^(K_max−8) in float32 and re-rounded. It reports whether a value
-// changed.
+// castHot casts a block with k_j ≥ hotK as NVIDIA does: E4M3 scale 448, and
+// each c·2^k_j in float32 (Inf from 2^128 up) divided by 448·2^(K_max−8)
+// (exact in float32) and re-rounded. It reports whether a value changed.
 func castHot(dst, src []byte, kj, kmax int) bool {
 	p := float32(math.Ldexp(1, kj)) // 2^126 or 2^127: a float32
 	s := float32(maxE4M3) * float32(math.Ldexp(1, kmax-nvScaleKMax))
-	scale := float64(maxE4M3) * math.Ldexp(1, kmax-nvScaleKMax)
 	lossy := false
 	for i, b := range src[:16] {
 		var out uint8
@@ -308,19 +287,13 @@ func castHot(dst, src []byte, kj, kmax int) bool {
 			if c&8 != 0 && c&7 != 0 {
 				o |= 8
 			}
-			lossy = lossy || float64(e2m1Values[m])*scale != math.Ldexp(float64(e2m1Values[c&7]), kj)
+			lossy = lossy || float64(e2m1Values[m])*float64(s) != math.Ldexp(float64(e2m1Values[c&7]), kj)
 			out |= o << (4 * h)
 		}
 		dst[i] = out
 	}
 	return lossy
 }
-
-// e4m3Max is the E4M3FN code of 448.
-const e4m3Max = 0x7E
-
-// hotK is the smallest k_j whose closed-form amax 6·2^k_j is not a float32.
-const hotK = 126
 
 // nvE2M1 is the value table NVIDIA's NVFP4 dequantization indexes: code 8 is +0.
 var nvE2M1 = func() [16]float32 {

@@ -269,7 +269,6 @@ func TestQuantizeShapeErrors(t *testing.T) {
 		{"K too large", NewQuantizer(MaxK+1, BF16, ScaleFP32).quantizeNext(dst, sc, src, 1)},
 		{"bad elem", NewQuantizer(256, Elem(9), ScaleFP32).quantizeNext(dst, sc, src, 1)},
 		{"bad fmt", NewQuantizer(256, BF16, ScaleFmt(9)).quantizeNext(dst, sc, src, 1)},
-		{"bad div", q.setScaleDiv(scaleDiv(9))},
 		{"dequant short", dequantizeBand(make([]float32, 10), dst, sc, 128, 256)},
 		{"dequant K 0", dequantizeBand(nil, dst, sc, 1, 0)},
 		{"dequant BF16 short", DequantizeBandBF16(make([]byte, 10), dst, sc, 128, 256)},
@@ -310,15 +309,6 @@ func TestEnumStrings(t *testing.T) {
 	if BF16.Size() != 2 || F32.Size() != 4 || Elem(9).Size() != 0 {
 		t.Error("Elem.Size wrong")
 	}
-}
-
-// setScaleDiv chooses how amax/448 is rounded (divCUDA unless set).
-func (q *Quantizer) setScaleDiv(d scaleDiv) error {
-	if d > divExact {
-		return errorf(errShape, "unsupported scale division %d", d)
-	}
-	q.div = d
-	return nil
 }
 
 // dequantizeBand widens a band of rows×k FP8 E4M3FN bytes to float32,

@@ -2,14 +2,12 @@ package quant
 
 import "math"
 
-// UE8M0 scales for DeepGEMM on SM100 (transform_sf_into_required_layout and
+// UE8M0 scales for DeepGEMM on SM100 (transform_sf_into_required_layout,
 // get_mn_major_tma_aligned_packed_ue8m0_tensor): the [⌈N/128⌉, ⌈K/128⌉] block
-// scales are broadcast to one row per output row; each row's exponent bytes
-// are packed four per int32 along K (byte j of word p is column block 4p+j;
-// missing slots are 0); the int32 matrix is stored MN-major, its MN stride
-// padded to a multiple of 4 (the TMA alignment).
-
-// ue8m0PerWord is the number of exponent bytes packed into one int32.
+// scales are broadcast to one row per output row, whose exponent bytes are
+// packed four per int32 along K (byte j of word p is column block 4p+j;
+// missing slots 0), stored MN-major with the MN stride padded to a multiple
+// of 4 (the TMA alignment).
 const ue8m0PerWord = 4
 
 // PackedUE8M0Shape returns the storage shape of the packed scales of an N×K
@@ -26,8 +24,8 @@ func checkMatrix(n, k int) error {
 }
 
 // PackUE8M0 packs the block scales [⌈N/128⌉, ⌈K/128⌉] (row-major, each a
-// power of two such as CeilUE8M0 makes) of an N×K weight into DeepGEMM's SM100
-// layout (see PackedUE8M0Shape). The padding rows N..align(N, 4) are zero.
+// power of two) of an N×K weight into DeepGEMM's SM100 layout (see
+// PackedUE8M0Shape). The padding rows N..align(N, 4) are zero.
 func PackUE8M0(scales []float32, n, k int) ([]int32, error) {
 	if err := checkMatrix(n, k); err != nil {
 		return nil, err
@@ -42,7 +40,7 @@ func PackUE8M0(scales []float32, n, k int) ([]int32, error) {
 	for b := range nb {
 		clear(row)
 		for j := range kb {
-			// A power of two or zero: sign and mantissa clear, exponent not 0xFF.
+			// A power of two or zero: no sign or mantissa, exponent not 0xFF.
 			s := math.Float32bits(scales[b*kb+j])
 			if s&0x807FFFFF != 0 || s>>23 == 0xFF {
 				return nil, errorf(errNotUE8M0, "scale (%d, %d) = %g (bits 0x%08x)", b, j, scales[b*kb+j], s)
