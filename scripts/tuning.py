@@ -10,9 +10,10 @@ tuning with that tuning alone taken out of the source (the patch fails
 loudly when the code it removes is no longer there):
 
     no-gc      no collector/memory-limit setting (cmd/k3ckpt/memory.go)
-    no-direct  no O_DIRECT writes (internal/filewrite)
-    no-huge    staging buffers from Go's heap, not huge-page mappings
-    none       all three out
+
+(The results in scripts/tuning.txt and scripts/device/results/tuning-16core
+also took out O_DIRECT writes and huge-page staging buffers: binaries built
+at dbfcf81, whose internal/filewrite still had them.)
 
 `run` converts SRC (with CONVERT-FLAGS, e.g. --jobs 2 or --dry-run) into a
 fresh DST beside it with every binary in BINDIR, ROUNDS times, the binaries
@@ -38,10 +39,7 @@ PATCHES = {
         ("cmd/k3ckpt/memory.go", "func gcPace(percent int) {", "func gcPace(percent int) { return;"),
         ("cmd/k3ckpt/memory.go", "func setMemoryLimit(jobs, tensors int) {", "func setMemoryLimit(jobs, tensors int) { return;"),
     ],
-    "no-direct": [("internal/filewrite/file.go", "f.direct = directOn(af.File, true) == nil", "f.direct = false")],
-    "no-huge": [("internal/filewrite/pool.go", "if b = mapHuge(bufferSize); b != nil {", "if b = []byte(nil); b != nil {")],
 }
-PATCHES["none"] = [p for v in ("no-gc", "no-direct", "no-huge") for p in PATCHES[v]]
 
 
 def build(bindir):

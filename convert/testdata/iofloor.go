@@ -3,11 +3,10 @@
 // iofloor measures what writing a conversion's bytes costs this disk with
 // no computing at all: N files of SIZE bytes written in 4 MiB chunks by
 // JOBS goroutines, each file fsynced, renamed and its directory synced, as
-// convert commits its shards, either with O_DIRECT from buffers on 2 MiB
-// pages (convert's writes; -huge=false: 4 KiB pages, whose direct writes
-// reach a virtual disk as smaller requests and take ~1.4× the time here) or
-// through the page cache. The small replica's conversion writes 96 files of
-// about 7 MiB:
+// convert commits its shards, either through the page cache (convert's
+// writes) or with O_DIRECT from buffers on 2 MiB pages (-huge=false: 4 KiB
+// pages), to see what a disk would give without the copy. The small
+// replica's conversion writes 96 files of about 7 MiB:
 //
 //	go run convert/testdata/iofloor.go -dir /data/iofloor -direct
 //	go run convert/testdata/iofloor.go -dir /data/iofloor -direct=false

@@ -1,7 +1,7 @@
 // Package filewrite is the one engine that writes output files: a File takes
 // its bytes strictly in file order, hashes exactly the bytes it writes (no
-// file is read back to be hashed), stages them in aligned buffers that go to
-// the disk in large writes, and appears under its final name only when
+// file is read back to be hashed), stages them in buffers that go to the
+// disk in large writes, and appears under its final name only when
 // complete and synced (temporary, fsync, rename, directory fsync). That last
 // step is a Temp's, and so is every other file's the module writes
 // (WriteFile, CreateTemp): there is one write path. Run drives many files at
@@ -9,9 +9,9 @@
 //
 // Staged buffers, from a Pool shared by the files of a run, are hashed and
 // written on goroutines of the file's own: the producer waits for neither
-// unless every buffer is in flight. On Linux writes bypass the page cache
-// (O_DIRECT), which saves a copy and leaves the final fsync little to wait
-// for; elsewhere, or on a filesystem that refuses direct I/O, they use it.
+// unless every buffer is in flight. Writes go through the page cache: where
+// a node has cores to spare, O_DIRECT from huge-page buffers is not worth its
+// fallbacks (scripts/device/tuning16.sh measures it side by side).
 package filewrite
 
 import (
@@ -24,14 +24,9 @@ import (
 	"os"
 )
 
-const (
-	// align is the alignment of direct writes' buffer addresses, file offsets
-	// and lengths (the largest logical block size in use).
-	align = 4096
-	// bufferSize is the size of a Pool's buffers: writes reach the disk in
-	// few calls, and a job holds several.
-	bufferSize = 4 << 20
-)
+// bufferSize is the size of a Pool's buffers: writes reach the disk in few
+// calls, and a job holds several.
+const bufferSize = 4 << 20
 
 // File is an output file being written in order under a temporary name.
 type File struct {
@@ -54,7 +49,6 @@ type File struct {
 	in      chan chunk    // what the producer sends: chunks, or the hasher's queue
 	hashed  chan struct{} // closed once every chunk sent has been hashed
 	done    chan error    // the writer's result, once chunks is closed
-	direct  bool          // owned by the writer once started
 	ownPool bool          // the pool is the file's own: closed once its writes stop
 }
 
@@ -84,7 +78,6 @@ func create(path string, pool *Pool, progress func(int64), hashed bool) (*File, 
 		return nil, err
 	}
 	f := &File{af: af, final: path}
-	f.direct = directOn(af.File, true) == nil
 	return f.start(pool, progress, hashed), nil
 }
 
@@ -215,33 +208,14 @@ func (f *File) writer() {
 	f.done <- err
 }
 
-// write writes p at off: its aligned part directly (in direct mode), the
-// rest, which only the last chunk has, through the page cache; so does every
-// write once a filesystem that took O_DIRECT at open refuses one.
+// write writes p at off, to the sink or the temporary file.
 func (f *File) write(p []byte, off int64) error {
+	var err error
 	if f.sink != nil {
-		_, err := f.sink.WriteAt(p, off)
-		return err
+		_, err = f.sink.WriteAt(p, off)
+	} else {
+		_, err = f.af.WriteAt(p, off)
 	}
-	if a := len(p) / align * align; f.direct && a > 0 {
-		_, err := f.af.WriteAt(p[:a], off)
-		switch {
-		case err == nil:
-			p, off = p[a:], off+int64(a)
-		case !errors.Is(err, errInvalid):
-			return err
-		}
-	}
-	if len(p) == 0 {
-		return nil
-	}
-	if f.direct { // the unaligned tail, or a direct write refused
-		f.direct = false
-		if err := setDirect(f.af.File, false); err != nil {
-			return err
-		}
-	}
-	_, err := f.af.WriteAt(p, off)
 	return err
 }
 

@@ -27,6 +27,10 @@ func pattern(n int, seed byte) []byte {
 	return b
 }
 
+// align is a disk block: sizes around it and the buffer size are the edges
+// of a file's chunks.
+const align = 4096
+
 // TestFileBytesAndHash writes files of sizes around the buffer and alignment
 // boundaries, mixing Write and CopyFrom, and checks that the committed file
 // holds exactly the bytes given, that SHA256 is the sha256 of the file on
