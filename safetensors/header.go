@@ -137,50 +137,32 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 		f.index = make(map[string]int32, est)
 	}
 	p.ws()
-	if !p.eat('{') {
+	if !p.at('{') {
 		return nil, p.errf(errHeaderJSON, "header does not start with '{'")
 	}
-	p.ws()
-	if !p.eat('}') {
-		for {
-			p.ws()
-			name, err := p.str()
-			if err != nil {
-				return nil, err
+	err := p.members('{', func(name string) error {
+		if name == metadataKey {
+			if f.Metadata != nil {
+				return fmt.Errorf("%w: %s", errDuplicate, metadataKey)
 			}
-			p.ws()
-			if !p.eat(':') {
-				return nil, p.errf(errHeaderJSON, "expected ':' after key %s", termtext.Name(name))
-			}
-			p.ws()
-			if name == metadataKey {
-				if f.Metadata != nil {
-					return nil, fmt.Errorf("%w: %s", errDuplicate, metadataKey)
-				}
-				if f.Metadata, err = p.metadata(); err != nil {
-					return nil, err
-				}
-			} else {
-				t, err := p.tensor(name)
-				if err != nil {
-					return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), err)
-				}
-				n := len(f.index) // a name already present leaves the length unchanged
-				f.index[name] = int32(len(f.Tensors))
-				if len(f.index) == n {
-					return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), errDuplicate)
-				}
-				f.Tensors = append(f.Tensors, t)
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat('}') {
-				break
-			}
-			return nil, p.errf(errHeaderJSON, "expected ',' or '}'")
+			var err error
+			f.Metadata, err = p.metadata()
+			return err
 		}
+		t, err := p.tensor(name)
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", termtext.Name(name), err)
+		}
+		n := len(f.index) // a name already present leaves the length unchanged
+		f.index[name] = int32(len(f.Tensors))
+		if len(f.index) == n {
+			return fmt.Errorf("tensor %s: %w", termtext.Name(name), errDuplicate)
+		}
+		f.Tensors = append(f.Tensors, t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	p.ws()
 	if p.i != len(p.b) {
@@ -312,90 +294,62 @@ func cmpOffsets(a, b TensorInfo) int {
 // unknown fields are skipped as the reference's deserializer does.
 func (p *parser) tensor(name string) (TensorInfo, error) {
 	t := TensorInfo{Name: name}
-	if !p.eat('{') {
+	if !p.at('{') {
 		return t, p.errf(errHeaderJSON, "entry is not an object")
 	}
 	const hasDType, hasShape, hasOffsets = 1, 2, 4
 	seen := 0
-	p.ws()
-	if !p.eat('}') {
-		for {
-			p.ws()
-			key, esc, err := p.rawStr()
+	err := p.members('{', func(key string) error {
+		bit := 0
+		switch key {
+		case "dtype":
+			bit = hasDType
+			raw, esc, err := p.rawStr()
 			if err != nil {
-				return t, err
+				return fmt.Errorf("dtype: %w", err)
 			}
-			p.ws()
-			if !p.eat(':') {
-				return t, p.errf(errHeaderJSON, "expected ':'")
-			}
-			p.ws()
-			k := ""
-			if esc {
-				if k, err = p.unescape(key); err != nil {
-					return t, err
-				}
-				key = []byte(k)
-			}
-			bit := 0
-			switch string(key) { // compared without allocating
-			case "dtype":
-				bit = hasDType
-				raw, esc, err := p.rawStr()
-				if err != nil {
-					return t, fmt.Errorf("dtype: %w", err)
-				}
-				if d, ok := dtypeByName[string(raw)]; ok && !esc { // no allocation on the common path
-					t.DType = d
-					break
-				}
-				ds := string(raw)
-				if esc {
-					if ds, err = p.unescape(raw); err != nil {
-						return t, err
-					}
-				}
-				if t.DType, err = parseDType(ds); err != nil {
-					return t, err
-				}
-			case "shape":
-				bit = hasShape
-				dims, err := p.uintArray(errShape, "shape", p.scratch[:0])
-				if err != nil {
-					return t, err
-				}
-				t.Shape = p.carve(dims)
-			case "data_offsets":
-				bit = hasOffsets
-				var buf [2]int64
-				offs, err := p.uintArray(errOffsets, "data_offsets", buf[:0])
-				if err != nil {
-					return t, err
-				}
-				if len(offs) != 2 {
-					return t, p.errf(errOffsets, "data_offsets has %d entries, want 2", len(offs))
-				}
-				t.Begin, t.End = offs[0], offs[1]
-			default:
-				if err := p.skip(0); err != nil {
-					return t, err
-				}
-			}
-			if bit != 0 {
-				if seen&bit != 0 {
-					return t, p.errf(errHeaderJSON, "duplicate field %q", key)
-				}
-				seen |= bit
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat('}') {
+			if d, ok := dtypeByName[string(raw)]; ok && !esc { // no allocation on the common path
+				t.DType = d
 				break
 			}
-			return t, p.errf(errHeaderJSON, "expected ',' or '}'")
+			ds := string(raw)
+			if esc {
+				if ds, err = p.unescape(raw); err != nil {
+					return err
+				}
+			}
+			if t.DType, err = parseDType(ds); err != nil {
+				return err
+			}
+		case "shape":
+			bit = hasShape
+			dims, err := p.uintArray(errShape, "shape", p.scratch[:0])
+			if err != nil {
+				return err
+			}
+			t.Shape = p.carve(dims)
+		case "data_offsets":
+			bit = hasOffsets
+			var buf [2]int64
+			offs, err := p.uintArray(errOffsets, "data_offsets", buf[:0])
+			if err != nil {
+				return err
+			}
+			if len(offs) != 2 {
+				return p.errf(errOffsets, "data_offsets has %d entries, want 2", len(offs))
+			}
+			t.Begin, t.End = offs[0], offs[1]
+		default:
+			return p.skip(0)
 		}
+		if seen&bit != 0 {
+			return p.errf(errHeaderJSON, "duplicate field %q", key)
+		}
+		seen |= bit
+		return nil
+	})
+	if err != nil {
+		return t, err
 	}
 	for i, field := range [...]string{"dtype", "shape", "data_offsets"} { // hasDType, hasShape, hasOffsets
 		if seen&(1<<i) == 0 {
@@ -418,50 +372,33 @@ func (p *parser) carve(dims []int64) []int64 {
 }
 
 func (p *parser) metadata() (map[string]string, error) {
-	if p.lit("null") {
-		return map[string]string{}, nil
-	}
-	if !p.eat('{') {
-		return nil, p.errf(errMetadata, "not an object")
-	}
 	m := map[string]string{}
-	total := 0
-	p.ws()
-	if p.eat('}') {
+	if p.lit("null") {
 		return m, nil
 	}
-	for {
-		p.ws()
-		k, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		p.ws()
-		if !p.eat(':') {
-			return nil, p.errf(errHeaderJSON, "expected ':'")
-		}
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, p.errf(errMetadata, "value of %s is not a string", termtext.Name(k))
+	if !p.at('{') {
+		return nil, p.errf(errMetadata, "not an object")
+	}
+	total := 0
+	err := p.members('{', func(k string) error {
+		if !p.at('"') {
+			return p.errf(errMetadata, "value of %s is not a string", termtext.Name(k))
 		}
 		v, err := p.str()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if _, dup := m[k]; dup {
-			return nil, p.errf(errMetadata, "duplicate key %s", termtext.Name(k))
+			return p.errf(errMetadata, "duplicate key %s", termtext.Name(k))
 		}
 		if total += len(k) + len(v); total > maxMetadataSize {
-			return nil, p.errf(errMetadata, "more than %d bytes of metadata (the limit)", maxMetadataSize)
+			return p.errf(errMetadata, "more than %d bytes of metadata (the limit)", maxMetadataSize)
 		}
 		m[k] = v
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		if p.eat('}') {
-			return m, nil
-		}
-		return nil, p.errf(errHeaderJSON, "expected ',' or '}'")
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return m, nil
 }

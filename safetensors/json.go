@@ -7,6 +7,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
 // parser is a small JSON scanner specialised for safetensors headers and
@@ -35,25 +37,55 @@ func (p *parser) ws() {
 	}
 }
 
-// next consumes what follows a member: a ',' followed by another member, or
-// whitespace before the closing byte, which is left for the caller.
-func (p *parser) next(closing byte) error {
+// members parses an object ('{') or array ('[') from p.i, calling fn for each
+// member with p.i at its value; an object member's key (through str) and ':'
+// are read first.
+func (p *parser) members(open byte, fn func(key string) error) error {
+	closing := byte('}')
+	if open == '[' {
+		closing = ']'
+	}
+	if !p.eat(open) {
+		return p.errf(errHeaderJSON, "expected '%c'", open)
+	}
 	p.ws()
-	if p.eat(',') {
+	if p.eat(closing) {
+		return nil
+	}
+	for {
 		p.ws()
-		if p.i < len(p.b) && p.b[p.i] == closing {
-			return p.errf(errHeaderJSON, "trailing comma")
+		var key string
+		if open == '{' {
+			k, err := p.str()
+			if err != nil {
+				return err
+			}
+			p.ws()
+			if !p.eat(':') {
+				return p.errf(errHeaderJSON, "expected ':' after key %s", termtext.Name(k))
+			}
+			p.ws()
+			key = k
 		}
-		return nil
+		if err := fn(key); err != nil {
+			return err
+		}
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		if p.eat(closing) {
+			return nil
+		}
+		return p.errf(errHeaderJSON, "expected ',' or '%c'", closing)
 	}
-	if p.i < len(p.b) && p.b[p.i] == closing {
-		return nil
-	}
-	return p.errf(errHeaderJSON, "expected ',' or '%c'", closing)
 }
 
+// at reports whether the input continues with c.
+func (p *parser) at(c byte) bool { return p.i < len(p.b) && p.b[p.i] == c }
+
 func (p *parser) eat(c byte) bool {
-	if p.i < len(p.b) && p.b[p.i] == c {
+	if p.at(c) {
 		p.i++
 		return true
 	}
@@ -191,29 +223,15 @@ func (p *parser) uint(class error, what string) (int64, error) {
 }
 
 func (p *parser) uintArray(class error, what string, dst []int64) ([]int64, error) {
-	if !p.eat('[') {
+	if !p.at('[') {
 		return nil, p.errf(class, "%s is not an array", what)
 	}
-	p.ws()
-	if p.eat(']') {
-		return dst, nil
-	}
-	for {
-		p.ws()
+	err := p.members('[', func(string) error {
 		v, err := p.uint(class, what)
-		if err != nil {
-			return nil, err
-		}
 		dst = append(dst, v)
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		if p.eat(']') {
-			return dst, nil
-		}
-		return nil, p.errf(errHeaderJSON, "expected ',' or ']' in %s", what)
-	}
+		return err
+	})
+	return dst, err
 }
 
 // skip passes over any JSON value.
@@ -226,41 +244,10 @@ func (p *parser) skip(depth int) error {
 	}
 	switch c := p.b[p.i]; {
 	case c == '"':
-		return p.skipStr()
+		_, err := p.str() // checks the escapes: the reference decodes every value
+		return err
 	case c == '{' || c == '[':
-		close := byte('}')
-		if c == '[' {
-			close = ']'
-		}
-		p.i++
-		p.ws()
-		if p.eat(close) {
-			return nil
-		}
-		for {
-			p.ws()
-			if c == '{' {
-				if err := p.skipStr(); err != nil {
-					return err
-				}
-				p.ws()
-				if !p.eat(':') {
-					return p.errf(errHeaderJSON, "expected ':'")
-				}
-				p.ws()
-			}
-			if err := p.skip(depth + 1); err != nil {
-				return err
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat(close) {
-				return nil
-			}
-			return p.errf(errHeaderJSON, "expected ',' or '%c'", close)
-		}
+		return p.members(c, func(string) error { return p.skip(depth + 1) })
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range []string{"true", "false", "null"} {
 			if p.lit(lit) {
@@ -281,16 +268,6 @@ func (p *parser) skip(depth int) error {
 	default:
 		return p.errf(errHeaderJSON, "unexpected character %q", c)
 	}
-}
-
-// skipStr passes over a string, checking its escapes: the reference decodes
-// every value of a header, even those it ignores.
-func (p *parser) skipStr() error {
-	raw, esc, err := p.rawStr()
-	if err == nil && esc {
-		_, err = p.unescape(raw)
-	}
-	return err
 }
 
 // number consumes a number in JSON's grammar,
