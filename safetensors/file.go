@@ -16,9 +16,7 @@ type File struct {
 	Path string
 	// Size is the file's length in bytes.
 	Size int64
-	// HeaderLen is the JSON header length N (the 8-byte prefix not included).
-	HeaderLen int64
-	// DataStart is 8 + N, the absolute offset of the data buffer.
+	// DataStart is 8 + the JSON header's length: the data buffer's offset.
 	DataStart int64
 	// Metadata is the optional __metadata__ map (nil when absent).
 	Metadata map[string]string

@@ -40,30 +40,6 @@ const headerAlign = 8
 // NewFilePlan orders the tensors canonically, assigns offsets and renders the
 // header. metadata may be nil; its keys are written sorted.
 func NewFilePlan(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
-	l, err := layOut(specs, metadata)
-	if err != nil {
-		return nil, err
-	}
-	if l.Header, err = renderHeader(make([]byte, 0, headerEstimate(l.Tensors, metadata)), l.Tensors, metadata); err != nil {
-		return nil, err
-	}
-	return l, l.place(int64(len(l.Header)))
-}
-
-// NewFilePlanSum is NewFilePlan for a planner that holds many plans: it
-// returns the plan without its header bytes and their sha256.
-func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, [sha256.Size]byte, error) {
-	l, err := NewFilePlan(specs, metadata)
-	if err != nil {
-		return nil, [sha256.Size]byte{}, err
-	}
-	sum := sha256.Sum256(l.Header)
-	l.Header = nil
-	return l, sum, nil
-}
-
-// layOut orders the tensors canonically and assigns their offsets.
-func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	l := &FilePlan{Tensors: make([]TensorInfo, len(specs)), index: make(map[string]int, len(specs)), metadata: metadata}
 	dims := 0
 	for _, s := range specs {
@@ -92,10 +68,7 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 		l.Tensors[i] = TensorInfo{Name: s.Name, DType: s.DType, Shape: shape, End: sz}
 	}
 	slices.SortFunc(l.Tensors, func(a, b TensorInfo) int {
-		if c := cmp.Compare(b.DType, a.DType); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Name, b.Name)
+		return cmp.Or(cmp.Compare(b.DType, a.DType), cmp.Compare(a.Name, b.Name))
 	})
 	var pos int64
 	for i := range l.Tensors {
@@ -111,37 +84,41 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 		t.Begin, t.End = pos, end
 		pos = end
 	}
-	l.Size = pos
+	var err error
+	if l.Header, err = renderHeader(l.Tensors, metadata); err != nil {
+		return nil, err
+	}
+	l.DataStart = int64(len(l.Header))
+	var ok bool
+	if l.Size, ok = addSize(l.DataStart, pos); !ok {
+		return nil, fmt.Errorf("%w: the file's size exceeds 2^63-1", errShape)
+	}
 	return l, nil
 }
 
-// place puts the data (l.Size bytes until then) after a header of n bytes.
-func (l *FilePlan) place(n int64) error {
-	size, ok := addSize(n, l.Size)
-	if !ok {
-		return fmt.Errorf("%w: the file's size exceeds 2^63-1", errShape)
+// NewFilePlanSum is NewFilePlan for a planner that holds many plans: it
+// returns the plan without its header bytes and their sha256.
+func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, [sha256.Size]byte, error) {
+	l, err := NewFilePlan(specs, metadata)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
 	}
-	l.DataStart, l.Size = n, size
-	return nil
+	sum := sha256.Sum256(l.Header)
+	l.Header = nil
+	return l, sum, nil
 }
 
-// headerEstimate is a little over the header length of ts, so that
-// rendering it rarely grows its buffer.
-func headerEstimate(ts []TensorInfo, metadata map[string]string) int {
-	n := 8 + 2 + headerAlign
+// renderHeader renders the prefix of a file holding ts (in data order):
+// length, JSON, padding.
+func renderHeader(ts []TensorInfo, metadata map[string]string) ([]byte, error) {
+	est := 8 + 2 + headerAlign // a little over the length, so that the buffer rarely grows
 	for k, v := range metadata {
-		n += len(k) + len(v) + 8
+		est += len(k) + len(v) + 8
 	}
 	for _, t := range ts {
-		n += len(t.Name) + 72 + 12*len(t.Shape)
+		est += len(t.Name) + 72 + 12*len(t.Shape)
 	}
-	return n
-}
-
-// renderHeader renders the prefix of a file holding ts (in data order) into
-// b[:0]: length, JSON, padding.
-func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte, error) {
-	js := appendHeaderJSON(append(b[:0], make([]byte, 8)...), ts, metadata)
+	js := appendHeaderJSON(make([]byte, 8, est), ts, metadata)
 	for (len(js)-8)%headerAlign != 0 {
 		js = append(js, ' ')
 	}
@@ -159,7 +136,7 @@ func (l *FilePlan) HeaderBytes() ([]byte, error) {
 	if l.Header != nil {
 		return l.Header, nil
 	}
-	b, err := renderHeader(make([]byte, 0, headerEstimate(l.Tensors, l.metadata)), l.Tensors, l.metadata)
+	b, err := renderHeader(l.Tensors, l.metadata)
 	if err == nil && int64(len(b)) != l.DataStart {
 		err = fmt.Errorf("%w: header rendered again is %d bytes, laid out %d", ErrWrite, len(b), l.DataStart)
 	}

@@ -131,6 +131,6 @@ func ParseHeader(b []byte) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.HeaderLen, f.DataStart = int64(len(b)), 8+int64(len(b))
+	f.DataStart = 8 + int64(len(b))
 	return f, nil
 }

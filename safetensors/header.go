@@ -53,8 +53,8 @@ func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 }
 
 // readHeader is ReadHeader waiting for its share of maxHeaderBytesInFlight
-// under ctx. A parse failure calls stop (when given) before the share goes
-// back, so that readers waiting for it see the cancellation.
+// under ctx, parsing into mem's memory when given; a parse failure calls
+// stop (when given).
 func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, stop func(error), mem *headerMem) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, fmt.Errorf("file %s: %w", path, err) }
 	if size < 8 {
@@ -74,26 +74,9 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 	if err := headerBudget.Acquire(ctx, int64(n)); err != nil {
 		return fail(err)
 	}
-	f, err := readHeaderBody(r, size, int64(n), mem)
-	if err != nil {
-		err = fmt.Errorf("file %s: %w", path, err)
-		if stop != nil {
-			stop(err)
-		}
-		headerBudget.Release(int64(n))
-		return nil, err
-	}
-	headerBudget.Release(int64(n))
-	f.Path = path
-	f.ra = r
-	return f, nil
-}
-
-// readHeaderBody reads and parses the n header bytes after the length,
-// into mem's memory when it is given.
-func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error) {
+	defer headerBudget.Release(int64(n))
 	var buf []byte
-	if mem != nil && int64(cap(mem.buf)) >= n {
+	if mem != nil && uint64(cap(mem.buf)) >= n {
 		buf = mem.buf[:n]
 	} else {
 		buf = make([]byte, n) // bounded by maxHeaderSize, the file size and headerBudget
@@ -101,21 +84,29 @@ func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error)
 			mem.buf = buf
 		}
 	}
-	if _, err := io.ReadFull(io.NewSectionReader(r, 8, n), buf); err != nil {
-		return nil, fmt.Errorf("read header: %w", err)
-	}
-	f, err := parseHeader(buf, true, mem)
+	var f *File
+	_, err := io.ReadFull(io.NewSectionReader(r, 8, int64(n)), buf)
 	if err != nil {
-		return nil, err
+		err = fmt.Errorf("read header: %w", err)
+	} else if f, err = parseHeader(buf, true, mem); err == nil {
+		f.Size, f.DataStart = size, 8+int64(n)
+		var dataEnd int64
+		if len(f.Tensors) > 0 {
+			dataEnd = f.Tensors[len(f.Tensors)-1].End
+		}
+		if dataEnd != size-f.DataStart { // no sum: End may be near the int64 limit
+			err = fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", errFileSize, f.DataStart, dataEnd, size)
+		}
 	}
-	f.Size, f.HeaderLen, f.DataStart = size, n, 8+n
-	var dataEnd int64
-	if len(f.Tensors) > 0 {
-		dataEnd = f.Tensors[len(f.Tensors)-1].End
+	if err != nil {
+		f, err = fail(err)
+		if stop != nil {
+			stop(err) // before the share goes back, so that readers waiting for it see the cancellation
+		}
+		return f, err
 	}
-	if dataEnd != size-f.DataStart { // no sum: End may be near the int64 limit
-		return nil, fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", errFileSize, f.DataStart, dataEnd, size)
-	}
+	f.Path = path
+	f.ra = r
 	return f, nil
 }
 
