@@ -303,20 +303,7 @@ func WriteFilePlanIndex(w io.Writer, names []string, layouts []*FilePlan) (int64
 // trailing newline, as the released Kimi-K3 index is written.
 func (d *indexData) writeTo(w io.Writer) error {
 	slices.SortFunc(d.entries, func(a, b indexEntry) int { return strings.Compare(a.name, b.name) })
-	// An in-memory render (Marshal) writes straight into its buffer; a
-	// stream gets a write buffer, whose errors stick until Flush.
-	var bw interface {
-		io.Writer
-		io.StringWriter
-		io.ByteWriter
-	}
-	flush := func() error { return nil }
-	if bb, ok := w.(*bytes.Buffer); ok {
-		bw = bb
-	} else {
-		b := bufio.NewWriterSize(w, 1<<20)
-		bw, flush = b, b.Flush
-	}
+	bw := bufio.NewWriterSize(w, 1<<20) // its errors stick until Flush
 	md := map[string]any{"total_size": d.totalSize}
 	for k, v := range d.metadata {
 		if k != "total_size" {
@@ -349,7 +336,7 @@ func (d *indexData) writeTo(w io.Writer) error {
 		bw.WriteString("\n  ")
 	}
 	bw.WriteString("}\n}")
-	return flush()
+	return bw.Flush()
 }
 
 // WriteIndex writes an index atomically.

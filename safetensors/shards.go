@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
@@ -32,8 +33,7 @@ type shards struct {
 	prepErr  error
 	perFile  [][]int32 // per entry of idx.files: its index entries
 
-	walkMu sync.Mutex
-	walked bool
+	walked atomic.Bool
 }
 
 // OpenShards finds the shards of a checkpoint (directory, index file, single
@@ -251,11 +251,7 @@ func (s *shards) checkAgainstIndex(f *File) error {
 // the File open, otherwise it is closed when fn returns; reuse parses each
 // header into the memory of one already done with.
 func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reuse bool) error {
-	s.walkMu.Lock()
-	again := s.walked
-	s.walked = true
-	s.walkMu.Unlock()
-	if again {
+	if s.walked.Swap(true) {
 		return fmt.Errorf("walk %s: the shards were walked already", s.c.Root)
 	}
 	c := s.c
