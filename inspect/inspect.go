@@ -273,28 +273,19 @@ func (w *warnings) list() []string {
 
 // fill writes the checkpoint's own accounting into the report.
 func (a *auditor) fill(rep *Report, per []fileTotals) {
-	var comp [model.NumComponents]tally
-	var dt [256]tally
+	var all ledger
 	layers := map[int]tally{}
 	for fi := range per {
 		p := &per[fi]
-		rep.TensorCount += p.row.Tensors
-		rep.TotalBytes += p.row.Bytes
-		for c := range comp {
-			comp[c].merge(p.comp[c])
-		}
-		for d := range dt {
-			dt[d].merge(p.dtype[d])
-		}
+		all.merge(&p.ledger)
 		for l, s := range p.layers {
 			t := layers[l]
 			t.merge(s)
 			layers[l] = t
 		}
-		rep.Files = append(rep.Files, p.row)
+		rep.Files = append(rep.Files, fileRow{p.fileItem, p.all})
 	}
-	rep.Components = componentRows(comp[:])
-	rep.DTypes = dtypeRows(dt[:])
+	rep.accounting = all.accounting()
 	switch a.opts.By {
 	case byComponent:
 		rep.Groups = rep.Components

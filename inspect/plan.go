@@ -66,19 +66,12 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 }
 
 func (p *planned) accounting() accounting {
-	var comp [model.NumComponents]tally
-	var dt [256]tally
-	var acc accounting
+	var l ledger
 	for i, s := range p.specs {
 		n, _ := safetensors.ByteSize(s.DType, s.Shape) // validated by the codec or the planner
-		comp[p.comps[i]].add(n)
-		dt[s.DType].add(n)
-		acc.TensorCount++
-		acc.TotalBytes += n
+		l.add(p.comps[i], s.DType, n)
 	}
-	acc.Components = componentRows(comp[:])
-	acc.DTypes = dtypeRows(dt[:])
-	return acc
+	return l.accounting()
 }
 
 // resolveLayout builds the layout with switches o (nil for a layout file)

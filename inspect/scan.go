@@ -66,9 +66,8 @@ func streamHeaders(ctx context.Context, path string, transient bool) (*headers, 
 
 // fileTotals is one file's share of the accounting, summed by one worker.
 type fileTotals struct {
-	row    fileRow
-	comp   [model.NumComponents]tally
-	dtype  [256]tally
+	fileItem
+	ledger
 	layers map[int]tally
 	// specs and comps are the file's tensors when the audit plans (names
 	// and shapes alias the header).
@@ -111,7 +110,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	per := make([]fileTotals, len(names))
 	err := a.src.walk(func(fi int, f *safetensors.File) error {
 		ft := &per[fi]
-		ft.row = fileRow{fileItem: fileEntry(f)}
+		ft.fileItem = fileEntry(f)
 		if a.opts.By == byLayer {
 			ft.layers = map[int]tally{}
 		}
@@ -136,9 +135,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 				ft.comps[j] = c
 			}
 			sz := t.Size()
-			ft.row.add(sz)
-			ft.comp[c].add(sz)
-			ft.dtype[t.DType].add(sz)
+			ft.add(c, t.DType, sz)
 			if ft.layers != nil {
 				l := max(-1, model.K3Classifier().ParseName(t.Name).Layer)
 				s := ft.layers[l]
