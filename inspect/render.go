@@ -34,7 +34,7 @@ func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 	}
 	summary := fmt.Sprintf("%s, %s, %s bytes (%.2f GiB)",
 		termtext.Plural(int64(len(r.Files)), "file", "files"), termtext.Plural(r.TensorCount, "tensor", "tensors"),
-		termtext.Int(r.TotalBytes), gib(r.TotalBytes))
+		termtext.Int(r.TotalBytes), gibUnit.of(r.TotalBytes))
 	fmt.Fprintln(bw, headline(termtext.Name(r.Source), summary, width))
 	pct := 0.0
 	if r.TotalBytes > 0 {
@@ -135,9 +135,9 @@ func shareTable(w io.Writer, key string, rows []row, total tally, width int) err
 	cells := make([][]string, 0, len(rows)+2)
 	cells = append(cells, []string{key, "tensors", "bytes", "GiB", "share"})
 	for _, r := range rows {
-		cells = append(cells, []string{termtext.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibStr(r.Bytes), share(r.Bytes, total.Bytes)})
+		cells = append(cells, []string{termtext.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibUnit.str(r.Bytes), share(r.Bytes, total.Bytes)})
 	}
-	cells = append(cells, []string{"total", termtext.Int(total.Tensors), termtext.Int(total.Bytes), gibStr(total.Bytes), share(total.Bytes, total.Bytes)})
+	cells = append(cells, []string{"total", termtext.Int(total.Tensors), termtext.Int(total.Bytes), gibUnit.str(total.Bytes), share(total.Bytes, total.Bytes)})
 	return fitTable(w, cells, 2, width)
 }
 
@@ -220,8 +220,6 @@ func beforeAfter(w io.Writer, key string, u unit, before, after []row, tb, ta ac
 	t.Footer(cells("total", tally{Tensors: tb.TensorCount, Bytes: tb.TotalBytes}, tally{Tensors: ta.TensorCount, Bytes: ta.TotalBytes}))
 	return t.Render()
 }
-
-func gibStr(b int64) string { return strconv.FormatFloat(gib(b), 'f', 2, 64) }
 
 func share(b, total int64) string {
 	if total == 0 {
