@@ -45,15 +45,15 @@ func OpenFile(path string) (*File, error) {
 // then on (a failure here closes it too); path names the file.
 func FromFile(fh *os.File, path string) (*File, error) {
 	st, err := fh.Stat()
-	if err != nil {
-		fh.Close()
-		return nil, fmt.Errorf("file %s: %w", path, err)
+	var f *File
+	switch {
+	case err != nil:
+		err = fmt.Errorf("file %s: %w", path, err)
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("file %s: %w: it is %s", path, fsx.ErrNotRegular, fsx.Kind(st.Mode()))
+	default:
+		f, err = ReadHeader(fh, st.Size(), path)
 	}
-	if !st.Mode().IsRegular() {
-		fh.Close()
-		return nil, fmt.Errorf("file %s: %w: it is %s", path, fsx.ErrNotRegular, fsx.Kind(st.Mode()))
-	}
-	f, err := ReadHeader(fh, st.Size(), path)
 	if err != nil {
 		fh.Close()
 		return nil, err
@@ -82,10 +82,10 @@ func (f *File) ReaderAt() io.ReaderAt { return f.ra }
 
 // Close releases the underlying file when this File opened it.
 func (f *File) Close() error {
-	if f.closer == nil {
+	c := f.closer
+	if c == nil {
 		return nil
 	}
-	c := f.closer
 	f.closer = nil
 	return c.Close()
 }
