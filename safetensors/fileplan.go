@@ -204,6 +204,11 @@ func plainJSON(s string) bool {
 // escape to the letter after the backslash.
 var shortEscapes = [...]byte{'"': '"', '\\': '\\', '\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': 'r'}
 
+// AppendPythonJSONString appends s as Python's json.dumps writes a string by
+// default (ensure_ascii): the escaping of huggingface index files and
+// config.json files, so other writers of those files share this one escaper.
+func AppendPythonJSONString(b []byte, s string) []byte { return appendJSONString(b, s, true) }
+
 // appendJSONString escapes s as a JSON string: with ensureASCII false as
 // serde_json does (the safetensors header: quote, backslash and control
 // characters only), with ensureASCII true as Python's json.dumps default
