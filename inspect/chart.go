@@ -92,12 +92,9 @@ func writeChart(w io.Writer, steps []step, o chartOptions, format string) error 
 	if i := slices.Index(names, chartBase); i > 0 {
 		names = slices.Insert(slices.Delete(names, i, i+1), 0, chartBase)
 	}
-	top := 1.0 // an empty chart still has a scale
+	top := max(1, float64(o.GPUMem)) // an empty chart still has a scale
 	for _, s := range steps {
 		top = max(top, float64(s.Total))
-	}
-	if o.GPUMem > 0 {
-		top = max(top, float64(o.GPUMem))
 	}
 	u := unitFor(int64(top))
 	vals := make([]plotter.Values, len(names))

@@ -182,14 +182,12 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 		largest = max(largest, s.Total)
 	}
 	u := unitFor(largest)
-	head := "layout " + termtext.Name(lr.Name)
-	switch {
-	case lr.Recipe != "" && lr.Experts != convert.ExpertsKeep:
-		head += " on the " + lr.Recipe + " --experts " + lr.Experts.String() + " output"
-	case lr.Recipe != "":
-		head += " on the " + lr.Recipe + " output"
-	case lr.Experts != convert.ExpertsKeep:
-		head += " on the --experts " + lr.Experts.String() + " output"
+	head, what := "layout "+termtext.Name(lr.Name), lr.Recipe
+	if lr.Experts != convert.ExpertsKeep {
+		what = strings.TrimSpace(what + " --experts " + lr.Experts.String())
+	}
+	if what != "" {
+		head += " on the " + what + " output"
 	}
 	head += fmt.Sprintf(": %s, %s per rank, %s %s dropped", termtext.Plural(int64(len(lr.Ranks)), "rank", "ranks"), u.name, u.str(lr.DroppedBytes), u.name)
 	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(head, width, "  "))
