@@ -21,9 +21,7 @@ const openParallelism = 16
 // MaxAuxSize bounds side files read next to the shards (config.json and the like).
 const MaxAuxSize = 64 << 20
 
-// Checkpoint is a validated set of shards: a directory with or without an index,
-// an index file, a single file, or any of those over HTTP(S). Only headers (and
-// the index) are read to build it.
+// Checkpoint is a validated set of shards, built from their headers and index.
 type Checkpoint struct {
 	// Root is the directory (or URL base, ending in '/') holding the shards.
 	Root string
@@ -33,8 +31,7 @@ type Checkpoint struct {
 	IndexName string
 	// HeaderBytesRead counts header and index bytes read to open the checkpoint.
 	HeaderBytesRead int64
-	// IndexNewline is whether the index file ends with a newline, so a copy
-	// can be written back alike.
+	// IndexNewline is whether the index file ends with a newline.
 	IndexNewline bool
 	// Remote is the source a remote checkpoint reads from (nil for a local one).
 	Remote *remote.Source
@@ -109,7 +106,7 @@ func (s *shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 }
 
 // shareNames points every index entry at its shard's copy of the name, so
-// that substrings of the index's bytes do not keep them alive.
+// that the index's bytes are not kept alive.
 func (s *shards) shareNames() {
 	c := s.c
 	if c.idx == nil || s.perFile == nil {

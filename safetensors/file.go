@@ -9,8 +9,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
-// File is the validated header of one safetensors file plus the reader its data
-// is served from. It is immutable once returned by ReadHeader.
+// File is the validated, immutable header of one safetensors file and the
+// reader its data is served from.
 type File struct {
 	// Path names the file: as opened, or relative to its checkpoint's root.
 	Path string

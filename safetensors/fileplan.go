@@ -20,8 +20,7 @@ import (
 // padding the header to a multiple of 8), byte-identical to what
 // safetensors.torch.save_file writes for the same tensors.
 type FilePlan struct {
-	// Header is the complete prefix (length, JSON, padding); nil after
-	// NewFilePlanSum (HeaderBytes renders it again).
+	// Header is the prefix (length, JSON, padding); nil from NewFilePlanSum.
 	Header []byte
 	// Tensors lists the tensors in data order with their offsets assigned.
 	Tensors []TensorInfo
@@ -108,8 +107,7 @@ func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, 
 	return l, sum, nil
 }
 
-// renderHeader renders the prefix of a file holding ts (in data order):
-// length, JSON, padding.
+// renderHeader renders the prefix (length, JSON, padding) of a file holding ts.
 func renderHeader(ts []TensorInfo, metadata map[string]string) ([]byte, error) {
 	est := 8 + 2 + headerAlign // a little over the length, so that the buffer rarely grows
 	for k, v := range metadata {
@@ -130,8 +128,7 @@ func renderHeader(ts []TensorInfo, metadata map[string]string) ([]byte, error) {
 	return js, nil
 }
 
-// HeaderBytes returns the header: the kept bytes, or the same bytes rendered
-// again.
+// HeaderBytes returns the header: the kept bytes, or the same bytes rendered again.
 func (l *FilePlan) HeaderBytes() ([]byte, error) {
 	if l.Header != nil {
 		return l.Header, nil
@@ -189,8 +186,7 @@ func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []b
 	return append(b, '}')
 }
 
-// plainJSON reports whether s is printable ASCII without quotes or
-// backslashes, written as it is in either escaping mode.
+// plainJSON reports whether s is written as it is in either escaping mode.
 func plainJSON(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
@@ -200,8 +196,7 @@ func plainJSON(s string) bool {
 	return true
 }
 
-// shortEscapes maps the bytes both escaping modes write as a two-byte
-// escape to the letter after the backslash.
+// shortEscapes maps the bytes both modes write as \x to the letter x.
 var shortEscapes = [...]byte{'"': '"', '\\': '\\', '\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': 'r'}
 
 // AppendPythonJSONString appends s as Python's json.dumps writes a string by

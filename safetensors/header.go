@@ -18,12 +18,10 @@ import (
 // maxHeaderSize is the largest header length accepted, the reference reader's limit.
 const maxHeaderSize = 100_000_000
 
-// maxJSONDepth bounds nesting inside ignored header values, so a hostile header
-// cannot exhaust the stack.
+// maxJSONDepth bounds nesting in ignored values, so a header cannot exhaust the stack.
 const maxJSONDepth = 64
 
-// maxTensorEstimate caps the tensor count preallocated from a header's
-// length, so a hostile header of junk costs its own bytes and no more.
+// maxTensorEstimate caps the tensors preallocated from a header's length.
 const maxTensorEstimate = 1 << 14
 
 // metadataKey is the reserved header key for free-form string metadata.
@@ -33,21 +31,19 @@ const metadataKey = "__metadata__"
 // limit, but metadata is carried into outputs (one copy per rank of a layout).
 const maxMetadataSize = 1 << 20
 
-// maxHeaderBytesInFlight bounds the header bytes being read and parsed at any
-// moment in the process, whatever each file claims. It must be at least
-// maxHeaderSize, or the largest share would never be granted (checked below).
+// maxHeaderBytesInFlight bounds the header bytes read and parsed at once in
+// the process; at least maxHeaderSize, or the largest share is never granted.
 const maxHeaderBytesInFlight = 256 << 20
 
 var _ [maxHeaderBytesInFlight - maxHeaderSize]struct{}
 
-// headerBudget holds maxHeaderBytesInFlight; a header read takes its length
-// from it before allocating and gives it back once parsed.
+// headerBudget holds maxHeaderBytesInFlight, taken by a header read before it allocates.
 var headerBudget = semaphore.NewWeighted(maxHeaderBytesInFlight)
 
 // ReadHeader reads and validates the header of a safetensors file of the given
-// size, reading exactly 8 bytes and then the header, never the data. path names
-// the file in errors. It rejects everything the reference reader rejects, plus
-// duplicate tensor names and metadata over maxMetadataSize.
+// size (8 bytes, then the header, never the data); path names the file in
+// errors. It rejects what the reference reader rejects, duplicate tensor
+// names and metadata over maxMetadataSize.
 func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 	return readHeader(context.Background(), r, size, path, nil, nil)
 }
@@ -178,8 +174,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 	return f, nil
 }
 
-// headerMem is the memory a header is parsed into (bytes, tensor table, name
-// map, shapes), reused from one header to the next by a transient walk.
+// headerMem is the memory a transient walk reuses from one header to the next.
 type headerMem struct {
 	buf     []byte
 	tensors []TensorInfo
@@ -190,9 +185,8 @@ type headerMem struct {
 // maxReusedHeader bounds the headers whose memory is kept for the next one.
 const maxReusedHeader = 16 << 20
 
-// compactNames copies the tensor names out of the header they alias when
-// they are a small part of a large one, so that a File keeps its names alive,
-// not its padding or ignored values.
+// compactNames copies the tensor names out of a large header they are a small
+// part of, so that a File keeps its names alive, not its padding.
 func (f *File) compactNames(headerLen int) {
 	if headerLen < 1<<20 {
 		return
@@ -251,8 +245,7 @@ func (f *File) sumRaw() [sha256.Size]byte {
 }
 
 // validateOffsets sorts the tensors by data offsets and checks, as the
-// reference does, that they tile [0, end) and that each range is exactly
-// shape × dtype bytes.
+// reference does, that they tile [0, end), each exactly shape × dtype bytes.
 func (f *File) validateOffsets() error {
 	if !slices.IsSortedFunc(f.Tensors, cmpOffsets) {
 		slices.SortStableFunc(f.Tensors, cmpOffsets)
@@ -350,8 +343,7 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 	return t, nil
 }
 
-// carve copies dims into the shape arena and returns a capped sub-slice
-// (one allocation per thousand tensors, not one each).
+// carve copies dims into the shape arena (one allocation per thousand tensors).
 func (p *parser) carve(dims []int64) []int64 {
 	if cap(p.arena)-len(p.arena) < len(dims) {
 		p.arena = make([]int64, 0, max(4096, len(dims)))

@@ -36,8 +36,7 @@ type Index struct {
 	Metadata map[string]any
 }
 
-// indexData is a parsed index kept as a flat list, so that the opener
-// validates it without building a half-million-entry map.
+// indexData is a parsed index as a flat list: validated without a half-million-entry map.
 type indexData struct {
 	totalSize int64
 	metadata  map[string]any
@@ -206,8 +205,7 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 	return d, nil
 }
 
-// checkShardName accepts only plain relative names that stay inside the
-// checkpoint directory.
+// checkShardName accepts only plain relative names inside the checkpoint directory.
 func checkShardName(f string) error {
 	switch {
 	case f == "":
@@ -247,8 +245,8 @@ func (idx *Index) Marshal() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteShardIndex streams the index of the given shards of dir (names
-// relative to dir) from their headers, and returns the total size recorded.
+// WriteShardIndex streams the index of the given shards of dir (names relative
+// to dir) from their headers, and returns the total size recorded.
 func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 	d := &indexData{files: shards}
 	for i, name := range shards {
@@ -299,8 +297,8 @@ func WriteFilePlanIndex(w io.Writer, names []string, layouts []*FilePlan) (int64
 	return d.totalSize, d.writeTo(w)
 }
 
-// writeTo renders json.dumps(index, indent=2, sort_keys=True), with no
-// trailing newline, as the released Kimi-K3 index is written.
+// writeTo renders json.dumps(index, indent=2, sort_keys=True) without a final
+// newline, as the released Kimi-K3 index is written.
 func (d *indexData) writeTo(w io.Writer) error {
 	slices.SortFunc(d.entries, func(a, b indexEntry) int { return strings.Compare(a.name, b.name) })
 	bw := bufio.NewWriterSize(w, 1<<20) // its errors stick until Flush

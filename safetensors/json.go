@@ -11,8 +11,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
-// parser is a small JSON scanner specialised for safetensors headers and
-// indexes: it decodes entries without building generic values.
+// parser is a JSON scanner for headers and indexes that builds no generic values.
 type parser struct {
 	b       []byte
 	s       string // the same bytes as b when names should share its memory, else ""
@@ -37,9 +36,8 @@ func (p *parser) ws() {
 	}
 }
 
-// members parses an object ('{') or array ('[') from p.i, calling fn for each
-// member with p.i at its value; an object member's key (through str) and ':'
-// are read first.
+// members parses an object or array opening at p.i, calling fn for each member
+// with p.i at its value (after an object member's key and ':').
 func (p *parser) members(open byte, fn func(key string) error) error {
 	closing := byte('}')
 	if open == '[' {
@@ -101,8 +99,7 @@ func (p *parser) lit(s string) bool {
 	return true
 }
 
-// rawStr scans a string and returns its raw bytes (between the quotes) and
-// whether it contains escapes.
+// rawStr scans a string: its bytes between the quotes and whether it has escapes.
 func (p *parser) rawStr() ([]byte, bool, error) {
 	if !p.eat('"') {
 		return nil, false, p.errf(errHeaderJSON, "expected a string")
@@ -305,8 +302,7 @@ func (p *parser) number() bool {
 	return true
 }
 
-// bytesString views b as a string, without a copy when b is owned (never
-// modified afterwards).
+// bytesString views b as a string, without a copy when b is owned (never modified).
 func bytesString(b []byte, owned bool) string {
 	if owned && len(b) > 0 {
 		return unsafe.String(&b[0], len(b))

@@ -15,8 +15,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// remoteOpenTimeout bounds the whole opening of a remote checkpoint when the
-// caller's context sets no deadline.
+// remoteOpenTimeout bounds opening a remote checkpoint when ctx has no deadline.
 const remoteOpenTimeout = 5 * time.Minute
 
 // OpenOptions tune how a checkpoint is opened. The zero value is ready to use.
@@ -31,8 +30,7 @@ type OpenOptions struct {
 	Connections int
 }
 
-// remoteSource serves a checkpoint from a remote.Source: shards through its
-// checked, resumed range reads, side files whole.
+// remoteSource serves shards through a remote.Source's range reads, side files whole.
 type remoteSource struct {
 	s        *remote.Source
 	stop     context.CancelFunc // ends every request of the source (Checkpoint.Close)
@@ -92,8 +90,7 @@ func (r *remoteSource) exists(ctx context.Context, name string) (bool, error) {
 	return true, nil
 }
 
-// list names the *.safetensors objects directly under an object store's
-// prefix; a web server's directory cannot be listed.
+// list names the *.safetensors objects directly under an object store's prefix.
 func (r *remoteSource) list() ([]string, error) {
 	if !r.listable {
 		return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
@@ -131,8 +128,8 @@ func remoteErr(err error) error {
 	return fmt.Errorf("%w%.0w", err, errRemote)
 }
 
-// openRemote finds the shards of a remote location; the caller bounds ctx.
-// Offline (HF_HUB_OFFLINE) an hf:// reference opens its cached snapshot.
+// openRemote finds the shards of a remote location (offline, an hf://
+// reference's cached snapshot); the caller bounds ctx.
 func openRemote(ctx context.Context, raw string, o OpenOptions) (*shards, error) {
 	if objstore.IsURL(raw) {
 		return openObjstore(ctx, raw, o)

@@ -321,11 +321,9 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 				return nil
 			}
 			names.add(i, f)
-			if fn != nil {
-				handed = true
-				if err := fn(i, f); err != nil {
-					return fail(i, err)
-				}
+			handed = true
+			if err := fn(i, f); err != nil {
+				return fail(i, err)
 			}
 			if early {
 				checked()
