@@ -17,8 +17,7 @@ import (
 type quantSection struct {
 	File string `json:"file"`          // the config file it comes from
 	Key  string `json:"key,omitempty"` // the section's dotted key in File ("": the whole file)
-	// Summary flattens the section into "dotted.key: value" lines, long lists
-	// and large objects counted rather than spelled out.
+	// Summary flattens the section into "dotted.key: value" lines.
 	Summary []string        `json:"summary"`
 	Raw     json.RawMessage `json:"raw"` // the section as written
 }
@@ -31,10 +30,9 @@ const (
 	summaryMaxWidth = 12 // the widest object shown key by key
 )
 
-// readConfigs reads config.json (the schema, for classification and the
-// shape check) and the quantization descriptions. A checkpoint without
-// config.json is still audited with the public K3 schedule; one whose
-// config.json the schema rejects is too, with a warning (an error if Strict).
+// readConfigs reads config.json (for classification and the shape check) and
+// the quantization descriptions. Without config.json, or with one the schema
+// rejects (an error if Strict), it warns and uses the public K3 schedule.
 func (a *auditor) readConfigs() ([]quantSection, int64, error) {
 	var read int64
 	var secs []quantSection

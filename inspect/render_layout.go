@@ -16,9 +16,8 @@ import (
 // otherColumn holds, in a narrow table, the components that got no column.
 const otherColumn = "other"
 
-// compTable is a table of fixed columns followed by one column per component
-// (bytes in one unit). Narrow, it keeps the largest components' columns that
-// fit width and sums the rest under "other".
+// compTable is a table of fixed columns and one column of bytes per component;
+// narrow, it keeps the largest components that fit and sums the rest as "other".
 type compTable struct {
 	width int
 	u     unit
@@ -61,7 +60,7 @@ func (c *compTable) colWidth(col string) int {
 }
 
 // choose returns the component columns to show (schema order) and whether
-// an "other" column sums the rest. A column adds its width and 3.
+// an "other" column sums the rest.
 func (c *compTable) choose() ([]string, bool) {
 	slices.SortStableFunc(c.cols, func(a, b string) int { return componentRank(a) - componentRank(b) })
 	fixed := tableWidth(cellWidths(append([][]string{c.head}, c.fixed...)))
@@ -258,9 +257,8 @@ func sameHoldings(a, b rankRow) bool {
 	return a.Stage == b.Stage && a.Tensors == b.Tensors && a.Bytes == b.Bytes && slices.Equal(a.Components, b.Components)
 }
 
-// fileRanges shows a stage's files compactly by their 1-based place in the
-// checkpoint's name-ordered file list ("#1–7, #94, #96"); for K3's shard
-// names that is the shard number.
+// fileRanges shows a stage's files by their 1-based place in the name-ordered
+// file list ("#1–7, #94, #96"): for K3's shards, the shard number.
 func fileRanges(files []string, pos map[string]int) string {
 	nums := make([]int, 0, len(files))
 	for _, f := range files {

@@ -28,8 +28,7 @@ func (a *auditor) readQuantReport() (*convert.Report, int64, error) {
 	return r, int64(len(b)), nil
 }
 
-// quantReportText writes the report's errors per group and in total,
-// without the tensors column when the table would pass width.
+// quantReportText writes the report's errors per group and in total.
 func quantReportText(w io.Writer, r *convert.Report, width int) error {
 	fmt.Fprintf(w, "\nerror on record (%s; lossy: blocks with a changed value):\n", convert.ReportName)
 	cells := [][]string{{"group", "tensors", "max abs", "rel fro", "SQNR dB", "lossy"}}
