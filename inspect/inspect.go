@@ -187,6 +187,8 @@ type auditor struct {
 	warn  warnings
 	opts  Options
 	plans map[string]*planned // applyRecipe's, by recipe name
+	// auxBytes counts the side files read (config files, the quantization report).
+	auxBytes int64
 }
 
 func audit(src *headers, source string, opts Options) (*Report, error) {
@@ -199,15 +201,12 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 	}
 	a := &auditor{src: src, opts: opts, plans: map[string]*planned{}}
 	rep := &Report{Source: source, By: opts.By}
-	var auxBytes int64
-	if rep.Quantization, auxBytes, err = a.readConfigs(); err != nil {
+	if rep.Quantization, err = a.readConfigs(); err != nil {
 		return nil, err
 	}
-	var reportBytes int64
-	if rep.QuantReport, reportBytes, err = a.readQuantReport(); err != nil {
+	if rep.QuantReport, err = a.readQuantReport(); err != nil {
 		return nil, err
 	}
-	auxBytes += reportBytes
 	perFile, err := a.scan()
 	if err != nil {
 		return nil, err
@@ -239,7 +238,7 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 	if f := src.fetched(); f > 0 {
 		rep.BytesRead = f // remote: everything fetched, aux files included
 	} else {
-		rep.BytesRead = src.read() + auxBytes
+		rep.BytesRead = src.read() + a.auxBytes
 	}
 	return rep, nil
 }
