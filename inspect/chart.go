@@ -220,7 +220,6 @@ func SaveChart(path string, rep *Report, gpuMem int64) error {
 	if rep.Layout == nil || len(rep.Layout.Steps) == 0 {
 		return fmt.Errorf("%w: --chart %s: the report has no memory steps (audit with Steps and a layout)", errUsage, path)
 	}
-	// The title names which rank each bar is.
 	what := "weight memory of the fullest rank"
 	if len(rep.Layout.Stages) > 1 {
 		what = "weight memory of the fullest stage's rank"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/model"
@@ -31,7 +32,7 @@ func streamHeaders(ctx context.Context, path string, transient bool) (*headers, 
 		return nil, err
 	}
 	var mu sync.Mutex
-	var read, fetched int64 // of the walks before the current one
+	var read, fetched atomic.Int64 // of the walks done
 	cur := s
 	h := &headers{names: s.Names, readAux: s.ReadAux}
 	h.walk = func(fn func(int, *safetensors.File) error) error {
@@ -50,14 +51,11 @@ func streamHeaders(ctx context.Context, path string, transient bool) (*headers, 
 		}
 		err := w.Walk(ctx, transient, fn)
 		r, f := w.BytesRead()
-		mu.Lock()
-		read += r
-		fetched += f
-		mu.Unlock()
+		read.Add(r)
+		fetched.Add(f)
 		return err
 	}
-	h.read = func() int64 { mu.Lock(); defer mu.Unlock(); return read }
-	h.fetched = func() int64 { mu.Lock(); defer mu.Unlock(); return fetched }
+	h.read, h.fetched = read.Load, fetched.Load
 	return h, nil
 }
 
