@@ -84,7 +84,7 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 	_, err := io.ReadFull(io.NewSectionReader(r, 8, int64(n)), buf)
 	if err != nil {
 		err = fmt.Errorf("read header: %w", err)
-	} else if f, err = parseHeader(buf, true, mem); err == nil {
+	} else if f, err = parseHeader(buf, mem); err == nil {
 		f.Size, f.DataStart = size, 8+int64(n)
 		var dataEnd int64
 		if len(f.Tensors) > 0 {
@@ -106,14 +106,14 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 	return f, nil
 }
 
-// parseHeader parses b; owned says b is not written again while the File is
-// in use, so names may alias it. mem, when given, lends the tensor table,
-// name map and shape memory, and keeps them for the next header.
-func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
+// parseHeader parses b, which is not written again while the File is in use
+// (names alias it). mem, when given, lends the tensor table, name map and
+// shape memory, and keeps them for the next header.
+func parseHeader(b []byte, mem *headerMem) (*File, error) {
 	if !utf8.Valid(b) {
 		return nil, errHeaderUTF8
 	}
-	p := parser{b: b, s: bytesString(b, owned)} // names are substrings of p.s
+	p := newParser(b)
 	f := &File{}
 	est := min(len(b)/96, maxTensorEstimate) // from the length, never a count the file states
 	if mem != nil && mem.tensors != nil {
@@ -161,10 +161,8 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 	if err := f.validateOffsets(); err != nil {
 		return nil, err
 	}
-	if owned {
-		f.raw = b
-		f.compactNames(len(b))
-	}
+	f.raw = b
+	f.compactNames(len(b))
 	if mem != nil && len(b) <= maxReusedHeader {
 		mem.tensors, mem.index = f.Tensors, f.index
 		if cap(mem.arena) < p.dims {
@@ -223,7 +221,7 @@ func (f *File) compactNames(headerLen int) {
 }
 
 // HeaderSum returns the sha256 of the file's first DataStart bytes as they
-// were read and parsed. ok is false for a File parsed from a caller's bytes.
+// were read and parsed; ok is false for a File not read from a file.
 func (f *File) HeaderSum() (sum [sha256.Size]byte, ok bool) {
 	switch {
 	case f.rawSum != nil:

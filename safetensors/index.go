@@ -81,14 +81,14 @@ func (d *indexData) toIndex(name string) (*Index, error) {
 	return idx, nil
 }
 
-func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
+func parseIndexData(b []byte, name string) (*indexData, error) {
 	fail := func(format string, args ...any) (*indexData, error) {
 		return nil, fmt.Errorf("index %s: %w: %s", name, ErrIndex, fmt.Sprintf(format, args...))
 	}
 	if !utf8.Valid(b) {
 		return fail("not valid UTF-8")
 	}
-	p := parser{b: b, s: bytesString(b, owned)}
+	p := newParser(b)
 	d := &indexData{entries: make([]indexEntry, 0, len(b)/110)}
 	seen := map[string]bool{} // metadata and weight_map, each allowed once
 	seenTotal := false

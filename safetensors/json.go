@@ -14,7 +14,7 @@ import (
 // parser is a JSON scanner for headers and indexes that builds no generic values.
 type parser struct {
 	b       []byte
-	s       string // the same bytes as b when names should share its memory, else ""
+	s       string // b's bytes, not copied: names are substrings of it
 	i       int
 	arena   []int64 // backing store for shapes, carved into capped sub-slices
 	dims    int     // shape entries carved so far
@@ -130,11 +130,8 @@ func (p *parser) str() (string, error) {
 		return "", err
 	}
 	if !esc {
-		if p.s != "" {
-			end := p.i - 1
-			return p.s[end-len(raw) : end], nil
-		}
-		return string(raw), nil
+		end := p.i - 1
+		return p.s[end-len(raw) : end], nil
 	}
 	return p.unescape(raw)
 }
@@ -302,10 +299,8 @@ func (p *parser) number() bool {
 	return true
 }
 
-// bytesString views b as a string, without a copy when b is owned (never modified).
-func bytesString(b []byte, owned bool) string {
-	if owned && len(b) > 0 {
-		return unsafe.String(&b[0], len(b))
-	}
-	return string(b)
+// newParser parses b, which is never modified afterwards: it is viewed as a
+// string without a copy.
+func newParser(b []byte) parser {
+	return parser{b: b, s: unsafe.String(unsafe.SliceData(b), len(b))}
 }

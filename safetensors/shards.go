@@ -144,7 +144,7 @@ func shardsWith(ctx context.Context, src source, root, indexName string) (*shard
 	s.parsed = make(chan struct{})
 	go func() {
 		defer close(s.parsed)
-		c.idx, s.parseErr = parseIndexData(b, indexPath, true)
+		c.idx, s.parseErr = parseIndexData(b, indexPath)
 	}()
 	if listErr == nil {
 		s.Names, s.listed = present, true
