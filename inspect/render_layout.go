@@ -152,16 +152,14 @@ func wrapList(names []string, width int) string {
 	var b strings.Builder
 	line := 0
 	for i, n := range names {
-		if i > 0 {
-			b.WriteString(",")
-			line++
-			if line+1+len(n) > width {
-				b.WriteString("\n  ")
-				line = 2
-			} else {
-				b.WriteString(" ")
-				line++
-			}
+		switch {
+		case i == 0:
+		case line+2+len(n) > width:
+			b.WriteString(",\n  ")
+			line = 2
+		default:
+			b.WriteString(", ")
+			line += 2
 		}
 		b.WriteString(n)
 		line += len(n)
