@@ -167,8 +167,7 @@ func shardsSingle(src source, root, name string) *shards {
 func (s *shards) prepare(ctx context.Context) error {
 	s.prepOnce.Do(func() {
 		<-s.parsed
-		if s.parseErr != nil {
-			s.prepErr = s.parseErr
+		if s.prepErr = s.parseErr; s.prepErr != nil {
 			return
 		}
 		c := s.c
@@ -186,8 +185,7 @@ func (s *shards) prepare(ctx context.Context) error {
 				}
 			}
 		}
-		if err := c.idx.checkUnique(joinRoot(c.Root, c.IndexName)); err != nil {
-			s.prepErr = err
+		if s.prepErr = c.idx.checkUnique(joinRoot(c.Root, c.IndexName)); s.prepErr != nil {
 			return
 		}
 		s.perFile = make([][]int32, len(c.idx.files))
@@ -305,14 +303,11 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			// checked compares f with the index; its errors are reported
 			// after every header (the index's own first, then by shard).
 			checked := func() bool {
-				if err := s.prepare(ctx); err != nil {
+				if s.prepare(ctx) != nil {
 					return false
 				}
-				if err := s.checkAgainstIndex(f); err != nil {
-					checkErr[i] = err
-					return false
-				}
-				return true
+				checkErr[i] = s.checkAgainstIndex(f)
+				return checkErr[i] == nil
 			}
 			// While the index is still being parsed, fn works on the shard
 			// instead of waiting; it is checked afterwards.
