@@ -47,8 +47,7 @@ const chartBase = "routed_experts"
 // metric-compatible fallbacks, so text keeps about the size laid out.
 const svgFontFamily = `font-family:'Liberation Sans',Arimo,Arial,Helvetica,sans-serif;`
 
-// componentColors gives every component, by schema order, a stable color
-// (Tableau-like palette: distinguishable, printable).
+// componentColors gives every component, by schema order, a stable color (Tableau-like).
 var componentColors = []color.RGBA{
 	{0x4e, 0x79, 0xa7, 0xff}, {0xf2, 0x8e, 0x2b, 0xff}, {0xe1, 0x57, 0x59, 0xff},
 	{0x76, 0xb7, 0xb2, 0xff}, {0x59, 0xa1, 0x4f, 0xff}, {0xed, 0xc9, 0x48, 0xff},
@@ -62,9 +61,8 @@ var capacityColor = color.RGBA{0xc0, 0x10, 0x10, 0xff}
 // chartFormats are the image formats SaveChart writes, by file extension.
 var chartFormats = []string{"svg", "png", "pdf"}
 
-// chartOptions say what the chart is about: the title's first line, the
-// Options.Recipe ("" = defaultRecipe) and Experts the steps were planned
-// with, and, when positive, the bytes of a GPU capacity line.
+// chartOptions are the title's first line, the Recipe ("": defaultRecipe) and
+// Experts the steps were planned with, and the bytes of a GPU capacity line.
 type chartOptions struct {
 	Title   string
 	Recipe  string
@@ -92,12 +90,9 @@ func writeChart(w io.Writer, steps []step, o chartOptions, format string) error 
 	if i := slices.Index(names, chartBase); i > 0 {
 		names = slices.Insert(slices.Delete(names, i, i+1), 0, chartBase)
 	}
-	top := 1.0 // an empty chart still has a scale
+	top := max(1, float64(o.GPUMem)) // an empty chart still has a scale
 	for _, s := range steps {
 		top = max(top, float64(s.Total))
-	}
-	if o.GPUMem > 0 {
-		top = max(top, float64(o.GPUMem))
 	}
 	u := unitFor(int64(top))
 	vals := make([]plotter.Values, len(names))
@@ -214,10 +209,9 @@ func chartFormat(path string) (string, error) {
 	return format, nil
 }
 
-// SaveChart writes the chart of rep's memory steps (an audit with
-// Options.Steps) to path atomically, in the format its extension names, with
-// a capacity line at gpuMem bytes when positive. Errors name path, never the
-// temporary file.
+// SaveChart writes the chart of rep's memory steps (Options.Steps) to path
+// atomically, in the format its extension names, with a capacity line at
+// gpuMem bytes when positive. Errors name path, never the temporary file.
 func SaveChart(path string, rep *Report, gpuMem int64) error {
 	format, err := chartFormat(path)
 	if err != nil {
@@ -226,7 +220,6 @@ func SaveChart(path string, rep *Report, gpuMem int64) error {
 	if rep.Layout == nil || len(rep.Layout.Steps) == 0 {
 		return fmt.Errorf("%w: --chart %s: the report has no memory steps (audit with Steps and a layout)", errUsage, path)
 	}
-	// The title names which rank each bar is.
 	what := "weight memory of the fullest rank"
 	if len(rep.Layout.Stages) > 1 {
 		what = "weight memory of the fullest stage's rank"
@@ -271,8 +264,8 @@ func componentColor(name string, i int) color.Color {
 	return componentColors[i%len(componentColors)]
 }
 
-// gibTicks labels the size axis every 1, 2, 2.5 or 5 × 10^k units, about eight
-// labels over the range (gonum's default ticker labels too few on this scale).
+// gibTicks labels the size axis about eight times, every 1, 2, 2.5 or 5 × 10^k
+// units (gonum's default labels too few).
 type gibTicks struct{}
 
 func (gibTicks) Ticks(lo, hi float64) []plot.Tick {

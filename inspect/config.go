@@ -17,8 +17,7 @@ import (
 type quantSection struct {
 	File string `json:"file"`          // the config file it comes from
 	Key  string `json:"key,omitempty"` // the section's dotted key in File ("": the whole file)
-	// Summary flattens the section into "dotted.key: value" lines, long lists
-	// and large objects counted rather than spelled out.
+	// Summary flattens the section into "dotted.key: value" lines.
 	Summary []string        `json:"summary"`
 	Raw     json.RawMessage `json:"raw"` // the section as written
 }
@@ -31,25 +30,22 @@ const (
 	summaryMaxWidth = 12 // the widest object shown key by key
 )
 
-// readConfigs reads config.json (the schema, for classification and the
-// shape check) and the quantization descriptions. A checkpoint without
-// config.json is still audited with the public K3 schedule; one whose
-// config.json the schema rejects is too, with a warning (an error if Strict).
-func (a *auditor) readConfigs() ([]quantSection, int64, error) {
-	var read int64
+// readConfigs reads config.json (for classification and the shape check) and
+// the quantization descriptions. Without config.json, or with one the schema
+// rejects (an error if Strict), it warns and uses the public K3 schedule.
+func (a *auditor) readConfigs() ([]quantSection, error) {
 	var secs []quantSection
-	b, err := a.src.readAux(model.ConfigName)
+	b, ok, err := a.readAux(model.ConfigName)
 	switch {
-	case errors.Is(err, safetensors.ErrNotFound):
-		a.warn.add(fmt.Sprintf("no %s: classified with the public K3 layer schedule; shapes not checked", model.ConfigName))
 	case err != nil:
-		return nil, 0, fmt.Errorf("%w: %w", errConfig, err)
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	case !ok:
+		a.warn.add(fmt.Sprintf("no %s: classified with the public K3 layer schedule; shapes not checked", model.ConfigName))
 	default:
-		read += int64(len(b))
 		cfg, perr := model.ParseConfig(b)
 		if perr != nil {
 			if a.opts.Strict {
-				return nil, 0, fmt.Errorf("%s: %w: %w", model.ConfigName, errConfig, perr)
+				return nil, fmt.Errorf("%s: %w: %w", model.ConfigName, errConfig, perr)
 			}
 			a.warn.add(fmt.Sprintf("%s: %v: classified with the public K3 layer schedule; shapes not checked", model.ConfigName, perr))
 		}
@@ -62,30 +58,38 @@ func (a *auditor) readConfigs() ([]quantSection, int64, error) {
 		}
 		q, err := rawAt(b, path)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w: %v", model.ConfigName, errConfig, err)
+			return nil, fmt.Errorf("%s: %w: %v", model.ConfigName, errConfig, err)
 		}
 		if q != nil {
 			s, err := newSection(model.ConfigName, path, q)
 			if err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			secs = append(secs, s)
 		}
 	}
-	hb, err := a.src.readAux(convert.HFQuantConfigName)
-	switch {
-	case errors.Is(err, safetensors.ErrNotFound):
-	case err != nil:
-		return nil, 0, fmt.Errorf("%w: %w", errConfig, err)
-	default:
-		read += int64(len(hb))
+	hb, ok, err := a.readAux(convert.HFQuantConfigName)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	if ok {
 		s, err := newSection(convert.HFQuantConfigName, "", hb)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		secs = append(secs, s)
 	}
-	return secs, read, nil
+	return secs, nil
+}
+
+// readAux reads a side file, counting its bytes; ok is false when there is none.
+func (a *auditor) readAux(name string) (b []byte, ok bool, err error) {
+	b, err = a.src.readAux(name)
+	if errors.Is(err, safetensors.ErrNotFound) {
+		return nil, false, nil
+	}
+	a.auxBytes += int64(len(b))
+	return b, err == nil, err
 }
 
 // rawAt returns the JSON value at a dotted path of b, nil for "" or absent.

@@ -11,11 +11,10 @@ package inspect
 
 import "strconv"
 
-// giB is the unit of every table: 2^30 bytes.
+// giB is the unit of the tables: 2^30 bytes.
 const giB = 1 << 30
 
-// gib converts bytes to GiB for display.
-func gib(b int64) float64 { return float64(b) / giB }
+var gibUnit = unit{"GiB", giB}
 
 // unit is how a table or chart shows byte counts.
 type unit struct {
@@ -29,7 +28,7 @@ func unitFor(largest int64) unit {
 	if largest < giB {
 		return unit{"MiB", 1 << 20}
 	}
-	return unit{"GiB", giB}
+	return gibUnit
 }
 
 func (u unit) of(b int64) float64 { return float64(b) / u.size }

@@ -14,8 +14,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// maxListedWarnings bounds the problems a report spells out; the rest are
-// counted, so half a million bad tensors still make a readable report.
+// maxListedWarnings bounds the problems a report spells out; the rest are counted.
 const maxListedWarnings = 20
 
 // defaultRecipe is the recipe of the FP8 step in the per-rank memory steps.
@@ -35,8 +34,7 @@ type Options struct {
 	Recipe string
 	// Format is the scale-tensor convention of the recipe's output.
 	Format model.Format
-	// Experts accounts the routed experts as convert would write them (with
-	// Recipe, or alone: the checkpoint otherwise as it is).
+	// Experts accounts the routed experts as convert would write them.
 	Experts convert.ExpertsMode
 	// Layout (a built-in name or a layout file) adds resident bytes per rank and stage.
 	Layout string
@@ -46,8 +44,8 @@ type Options struct {
 	Strict bool
 	// Steps adds the per-rank memory steps of the layout, the chart's data.
 	Steps bool
-	// Chart is the path SaveChart is to write: Inspect checks it before any
-	// work and adds the steps (of DefaultRankLayout when Layout is empty).
+	// Chart is SaveChart's path: Inspect checks it first and adds the steps
+	// (of DefaultRankLayout when Layout is empty).
 	Chart string
 }
 
@@ -110,8 +108,7 @@ type layoutReport struct {
 	DroppedBytes int64           `json:"dropped_bytes"`
 	// Unaligned lists FP8 weights whose split cuts a scale block (their scale stays replicated).
 	Unaligned []string `json:"unaligned_scales,omitempty"`
-	// Ranks, Stages (of a stage layout) and Steps (of Options.Steps) are in
-	// the JSON at the report's top level.
+	// Ranks, Stages and Steps are in the JSON at the report's top level.
 	Ranks  []rankRow  `json:"-"`
 	Stages []stageRow `json:"-"`
 	Steps  []step     `json:"-"`
@@ -126,8 +123,8 @@ type rankRow struct {
 	Components []row `json:"components"`
 }
 
-// stageRow is one pipeline stage: its layers [first, end), the source files its
-// loader must open, the distinct tensors it holds and its bytes over all its ranks.
+// stageRow is one pipeline stage: layers [first, end), the files its loader
+// opens, its distinct tensors and its bytes over all its ranks.
 type stageRow struct {
 	Stage   int      `json:"stage"`
 	Layers  [2]int   `json:"layers"`
@@ -190,6 +187,8 @@ type auditor struct {
 	warn  warnings
 	opts  Options
 	plans map[string]*planned // applyRecipe's, by recipe name
+	// auxBytes counts the side files read (config files, the quantization report).
+	auxBytes int64
 }
 
 func audit(src *headers, source string, opts Options) (*Report, error) {
@@ -202,15 +201,12 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 	}
 	a := &auditor{src: src, opts: opts, plans: map[string]*planned{}}
 	rep := &Report{Source: source, By: opts.By}
-	var auxBytes int64
-	if rep.Quantization, auxBytes, err = a.readConfigs(); err != nil {
+	if rep.Quantization, err = a.readConfigs(); err != nil {
 		return nil, err
 	}
-	var reportBytes int64
-	if rep.QuantReport, reportBytes, err = a.readQuantReport(); err != nil {
+	if rep.QuantReport, err = a.readQuantReport(); err != nil {
 		return nil, err
 	}
-	auxBytes += reportBytes
 	perFile, err := a.scan()
 	if err != nil {
 		return nil, err
@@ -242,7 +238,7 @@ func audit(src *headers, source string, opts Options) (*Report, error) {
 	if f := src.fetched(); f > 0 {
 		rep.BytesRead = f // remote: everything fetched, aux files included
 	} else {
-		rep.BytesRead = src.read() + auxBytes
+		rep.BytesRead = src.read() + a.auxBytes
 	}
 	return rep, nil
 }
@@ -273,28 +269,19 @@ func (w *warnings) list() []string {
 
 // fill writes the checkpoint's own accounting into the report.
 func (a *auditor) fill(rep *Report, per []fileTotals) {
-	var comp [model.NumComponents]tally
-	var dt [256]tally
+	var all ledger
 	layers := map[int]tally{}
 	for fi := range per {
 		p := &per[fi]
-		rep.TensorCount += p.row.Tensors
-		rep.TotalBytes += p.row.Bytes
-		for c := range comp {
-			comp[c].merge(p.comp[c])
-		}
-		for d := range dt {
-			dt[d].merge(p.dtype[d])
-		}
+		all.merge(&p.ledger)
 		for l, s := range p.layers {
 			t := layers[l]
 			t.merge(s)
 			layers[l] = t
 		}
-		rep.Files = append(rep.Files, p.row)
+		rep.Files = append(rep.Files, fileRow{p.fileItem, p.all})
 	}
-	rep.Components = componentRows(comp[:])
-	rep.DTypes = dtypeRows(dt[:])
+	rep.accounting = all.accounting()
 	switch a.opts.By {
 	case byComponent:
 		rep.Groups = rep.Components
@@ -325,8 +312,7 @@ func componentRank(name string) int {
 	return int(c)
 }
 
-// componentRows lists the non-empty components in the schema's order, with
-// other last so unclassified tensors stand out.
+// componentRows lists the non-empty components in schema order, other last.
 func componentRows(comp []tally) []row {
 	var rows []row
 	for c := 1; c < len(comp); c++ {

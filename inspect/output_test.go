@@ -220,7 +220,7 @@ func TestReportOutputs(t *testing.T) {
 			var txt bytes.Buffer
 			must(t, WriteText(&txt, rep, 0, false))
 			s := txt.String()
-			for _, want := range []string{"total", gibStr(rep.TotalBytes), "recipe " + defaultRecipe, "quantization (config.json text_config.quantization_config)"} {
+			for _, want := range []string{"total", gibUnit.str(rep.TotalBytes), "recipe " + defaultRecipe, "quantization (config.json text_config.quantization_config)"} {
 				if !strings.Contains(s, want) {
 					t.Errorf("text lacks %q:\n%s", want, s)
 				}

@@ -26,10 +26,9 @@ type planned struct {
 // kept, so only the experts' cast changes the accounting.
 var asIs = &convert.Recipe{Name: "as-is", Doc: "every tensor kept (only --experts changes)"}
 
-// applyRecipe plans a recipe's output ("": asIs), each output tensor
-// accounted with the tensor it is made from (a scale is its weight's
-// component; the output keeps the source's shard names). A recipe is
-// planned once per audit and shared: callers must not modify the result.
+// applyRecipe plans a recipe's output ("": asIs), each output tensor in the
+// component and file of the tensor it is made from; planned once per audit
+// and shared, the result must not be modified.
 func (a *auditor) applyRecipe(name string) (*planned, error) {
 	if p := a.plans[name]; p != nil {
 		return p, nil
@@ -66,19 +65,12 @@ func (a *auditor) applyRecipe(name string) (*planned, error) {
 }
 
 func (p *planned) accounting() accounting {
-	var comp [model.NumComponents]tally
-	var dt [256]tally
-	var acc accounting
+	var l ledger
 	for i, s := range p.specs {
 		n, _ := safetensors.ByteSize(s.DType, s.Shape) // validated by the codec or the planner
-		comp[p.comps[i]].add(n)
-		dt[s.DType].add(n)
-		acc.TensorCount++
-		acc.TotalBytes += n
+		l.add(p.comps[i], s.DType, n)
 	}
-	acc.Components = componentRows(comp[:])
-	acc.DTypes = dtypeRows(dt[:])
-	return acc
+	return l.accounting()
 }
 
 // resolveLayout builds the layout with switches o (nil for a layout file)
@@ -126,8 +118,8 @@ func (a *auditor) layoutReport(name string) (*layoutReport, error) {
 	return lr, nil
 }
 
-// accountPlan sums every rank's pieces by component and, for pipeline
-// layouts, lists each stage's layers and the files its loader opens.
+// accountPlan sums every rank's pieces by component and lists each pipeline
+// stage's layers and the files its loader opens.
 func (a *auditor) accountPlan(plan *layout.Placement, p *planned) ([]rankRow, []stageRow, error) {
 	l := plan.Layout
 	ranks := make([]rankRow, len(plan.RankBytes))
@@ -199,9 +191,8 @@ var memorySteps = []memoryStep{
 	{"vocab TP8", true, layout.Options{TextOnly: true, WeightShard: true, VocabTP: true}},
 }
 
-// steps plans the layout once per memory step and reports, for each, the
-// rank holding the most bytes; steps that change no rank's bytes are left
-// out. A layout file has no switches: its steps are as is and FP8.
+// steps plans the layout for each memory step that changes a rank's bytes
+// (a layout file's: as is and FP8) and reports the rank holding the most.
 func (a *auditor) steps(name string, builtin bool) ([]step, error) {
 	src := &a.own
 	// A converted checkpoint (declared, or holding FP8 weights: the

@@ -18,12 +18,11 @@ import (
 // defaultTextWidth is the terminal width assumed when none is known.
 const defaultTextWidth = 80
 
-// WriteText writes the report as tables: the --by grouping (with a recipe,
-// before → after), dtypes, totals, the quantization configs, the layout's
-// ranks and stages, the memory steps and the warnings, control characters
-// from the checkpoint escaped. width is the widest line (0: 80): to fit it,
-// the smallest components share an "other" column and byte counts leave the
-// tables (only a longer path or name passes it); wide ignores width.
+// WriteText writes the report as tables (the --by grouping, before → after with
+// a recipe, dtypes, quantization configs, the layout's ranks, stages and memory
+// steps) and the warnings, the checkpoint's control characters escaped. To fit
+// width (0: 80; wide: none), the smallest components share an "other" column
+// and byte counts leave the tables (only a longer path or name passes it).
 func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 	bw := bufio.NewWriter(w)
 	switch {
@@ -34,7 +33,7 @@ func WriteText(w io.Writer, r *Report, width int, wide bool) error {
 	}
 	summary := fmt.Sprintf("%s, %s, %s bytes (%.2f GiB)",
 		termtext.Plural(int64(len(r.Files)), "file", "files"), termtext.Plural(r.TensorCount, "tensor", "tensors"),
-		termtext.Int(r.TotalBytes), gib(r.TotalBytes))
+		termtext.Int(r.TotalBytes), gibUnit.of(r.TotalBytes))
 	fmt.Fprintln(bw, headline(termtext.Name(r.Source), summary, width))
 	pct := 0.0
 	if r.TotalBytes > 0 {
@@ -80,8 +79,7 @@ func listText(w io.Writer, title string, items []string, width int) {
 	}
 }
 
-// headline is "source: summary", or, when that would pass width, the
-// summary indented on the next line.
+// headline is "source: summary", the summary on the next line if it would pass width.
 func headline(source, summary string, width int) string {
 	if textWidth(source)+2+textWidth(summary) <= width {
 		return source + ": " + summary
@@ -129,20 +127,19 @@ func newTable(w io.Writer, cols, numFrom int) *tablewriter.Table {
 	)
 }
 
-// shareTable renders key | tensors | bytes | GiB | share with a total line;
-// without the bytes column when the table would pass width.
+// shareTable renders key | tensors | bytes | GiB | share with a total line.
 func shareTable(w io.Writer, key string, rows []row, total tally, width int) error {
 	cells := make([][]string, 0, len(rows)+2)
 	cells = append(cells, []string{key, "tensors", "bytes", "GiB", "share"})
 	for _, r := range rows {
-		cells = append(cells, []string{termtext.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibStr(r.Bytes), share(r.Bytes, total.Bytes)})
+		cells = append(cells, []string{termtext.Name(r.Key), termtext.Int(r.Tensors), termtext.Int(r.Bytes), gibUnit.str(r.Bytes), share(r.Bytes, total.Bytes)})
 	}
-	cells = append(cells, []string{"total", termtext.Int(total.Tensors), termtext.Int(total.Bytes), gibStr(total.Bytes), share(total.Bytes, total.Bytes)})
+	cells = append(cells, []string{"total", termtext.Int(total.Tensors), termtext.Int(total.Bytes), gibUnit.str(total.Bytes), share(total.Bytes, total.Bytes)})
 	return fitTable(w, cells, 2, width)
 }
 
-// fitTable renders cells (a header row, the rows, a footer row), leaving out
-// column drop when the table would be wider than width.
+// fitTable renders cells (header, rows, footer), without column drop when the
+// table would be wider than width.
 func fitTable(w io.Writer, cells [][]string, drop, width int) error {
 	if tableWidth(cellWidths(cells)) > width {
 		for i, row := range cells {
@@ -192,8 +189,7 @@ func recipeText(w io.Writer, r *Report, width int) error {
 	return beforeAfter(w, "dtype", u, dtypeGroups(r.DTypes), dtypeGroups(rr.DTypes), r.accounting, rr.accounting)
 }
 
-// beforeAfter renders key | tensors before | after | size before | after | change
-// (before's rows first).
+// beforeAfter renders key | tensors before | after | size before | after | change.
 func beforeAfter(w io.Writer, key string, u unit, before, after []row, tb, ta accounting) error {
 	am := map[string]tally{}
 	for _, a := range after {
@@ -220,8 +216,6 @@ func beforeAfter(w io.Writer, key string, u unit, before, after []row, tb, ta ac
 	t.Footer(cells("total", tally{Tensors: tb.TensorCount, Bytes: tb.TotalBytes}, tally{Tensors: ta.TensorCount, Bytes: ta.TotalBytes}))
 	return t.Render()
 }
-
-func gibStr(b int64) string { return strconv.FormatFloat(gib(b), 'f', 2, 64) }
 
 func share(b, total int64) string {
 	if total == 0 {

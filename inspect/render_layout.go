@@ -16,9 +16,8 @@ import (
 // otherColumn holds, in a narrow table, the components that got no column.
 const otherColumn = "other"
 
-// compTable is a table of fixed columns followed by one column per component
-// (bytes in one unit). Narrow, it keeps the largest components' columns that
-// fit width and sums the rest under "other".
+// compTable is a table of fixed columns and one column of bytes per component;
+// narrow, it keeps the largest components that fit and sums the rest as "other".
 type compTable struct {
 	width int
 	u     unit
@@ -61,7 +60,7 @@ func (c *compTable) colWidth(col string) int {
 }
 
 // choose returns the component columns to show (schema order) and whether
-// an "other" column sums the rest. A column adds its width and 3.
+// an "other" column sums the rest.
 func (c *compTable) choose() ([]string, bool) {
 	slices.SortStableFunc(c.cols, func(a, b string) int { return componentRank(a) - componentRank(b) })
 	fixed := tableWidth(cellWidths(append([][]string{c.head}, c.fixed...)))
@@ -153,16 +152,14 @@ func wrapList(names []string, width int) string {
 	var b strings.Builder
 	line := 0
 	for i, n := range names {
-		if i > 0 {
-			b.WriteString(",")
-			line++
-			if line+1+len(n) > width {
-				b.WriteString("\n  ")
-				line = 2
-			} else {
-				b.WriteString(" ")
-				line++
-			}
+		switch {
+		case i == 0:
+		case line+2+len(n) > width:
+			b.WriteString(",\n  ")
+			line = 2
+		default:
+			b.WriteString(", ")
+			line += 2
 		}
 		b.WriteString(n)
 		line += len(n)
@@ -182,14 +179,12 @@ func layoutText(w io.Writer, lr *layoutReport, files []fileRow, width int) error
 		largest = max(largest, s.Total)
 	}
 	u := unitFor(largest)
-	head := "layout " + termtext.Name(lr.Name)
-	switch {
-	case lr.Recipe != "" && lr.Experts != convert.ExpertsKeep:
-		head += " on the " + lr.Recipe + " --experts " + lr.Experts.String() + " output"
-	case lr.Recipe != "":
-		head += " on the " + lr.Recipe + " output"
-	case lr.Experts != convert.ExpertsKeep:
-		head += " on the --experts " + lr.Experts.String() + " output"
+	head, what := "layout "+termtext.Name(lr.Name), lr.Recipe
+	if lr.Experts != convert.ExpertsKeep {
+		what = strings.TrimSpace(what + " --experts " + lr.Experts.String())
+	}
+	if what != "" {
+		head += " on the " + what + " output"
 	}
 	head += fmt.Sprintf(": %s, %s per rank, %s %s dropped", termtext.Plural(int64(len(lr.Ranks)), "rank", "ranks"), u.name, u.str(lr.DroppedBytes), u.name)
 	fmt.Fprintf(w, "\n%s\n", termtext.Wrap(head, width, "  "))
@@ -260,9 +255,8 @@ func sameHoldings(a, b rankRow) bool {
 	return a.Stage == b.Stage && a.Tensors == b.Tensors && a.Bytes == b.Bytes && slices.Equal(a.Components, b.Components)
 }
 
-// fileRanges shows a stage's files compactly by their 1-based place in the
-// checkpoint's name-ordered file list ("#1–7, #94, #96"); for K3's shard
-// names that is the shard number.
+// fileRanges shows a stage's files by their 1-based place in the name-ordered
+// file list ("#1–7, #94, #96"): for K3's shards, the shard number.
 func fileRanges(files []string, pos map[string]int) string {
 	nums := make([]int, 0, len(files))
 	for _, f := range files {

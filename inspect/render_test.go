@@ -56,7 +56,7 @@ func textFits(t *testing.T, width int, reports map[string]*Report) {
 			continue
 		}
 		summary := fmt.Sprintf("%s files, %s tensors, %s bytes (%.2f GiB)",
-			termtext.Int(int64(len(rep.Files))), termtext.Int(rep.TensorCount), termtext.Int(rep.TotalBytes), gib(rep.TotalBytes))
+			termtext.Int(int64(len(rep.Files))), termtext.Int(rep.TensorCount), termtext.Int(rep.TotalBytes), gibUnit.of(rep.TotalBytes))
 		if len(short)+2+len(summary) > width || len(fitsAlone)+2+len(summary) <= width {
 			t.Fatalf("the paths do not test both sides of width: summary %q", summary)
 		}

@@ -1,7 +1,6 @@
 package inspect
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -9,27 +8,25 @@ import (
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
-	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
 // readQuantReport reads quantization_report.json (nil when absent).
-func (a *auditor) readQuantReport() (*convert.Report, int64, error) {
-	b, err := a.src.readAux(convert.ReportName)
-	switch {
-	case errors.Is(err, safetensors.ErrNotFound):
-		return nil, 0, nil
-	case err != nil:
-		return nil, 0, fmt.Errorf("%s: %w", convert.ReportName, err)
+func (a *auditor) readQuantReport() (*convert.Report, error) {
+	b, ok, err := a.readAux(convert.ReportName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", convert.ReportName, err)
+	}
+	if !ok {
+		return nil, nil
 	}
 	r, err := convert.ParseReport(b)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %s: %w", errConfig, convert.ReportName, err)
+		return nil, fmt.Errorf("%w: %s: %w", errConfig, convert.ReportName, err)
 	}
-	return r, int64(len(b)), nil
+	return r, nil
 }
 
-// quantReportText writes the report's errors per group and in total,
-// without the tensors column when the table would pass width.
+// quantReportText writes the report's errors per group and in total.
 func quantReportText(w io.Writer, r *convert.Report, width int) error {
 	fmt.Fprintf(w, "\nerror on record (%s; lossy: blocks with a changed value):\n", convert.ReportName)
 	cells := [][]string{{"group", "tensors", "max abs", "rel fro", "SQNR dB", "lossy"}}

@@ -5,36 +5,34 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/convert"
 	"github.com/k3ckpt/k3ckpt/model"
 	"github.com/k3ckpt/k3ckpt/safetensors"
 )
 
-// headers is what an audit reads: side files, the shard names, and passes
-// over the shard headers. A path is streamed, so the default audit of K3
-// holds no more than the headers in flight; tests serve them from memory.
+// headers is what an audit reads: side files, the shard names, and passes over
+// the shard headers (streamed from a path; from memory in tests).
 type headers struct {
 	names   []string
 	readAux func(name string) ([]byte, error)
-	// walk calls fn for every shard, concurrently; a second walk (the rare
-	// search for tensors outside their shard) may read the headers again.
+	// walk calls fn for every shard, concurrently; a second walk may read them again.
 	walk func(fn func(i int, f *safetensors.File) error) error
 	// read is the header and index bytes read so far; fetched what a remote
 	// source downloaded (side files included), 0 for a local one.
 	read, fetched func() int64
 }
 
-// streamHeaders opens path for streaming; every walk after the first opens
-// it again. transient: the audit keeps nothing of a File after its callback,
-// so the codec may reuse each header's memory.
+// streamHeaders opens path for streaming (every walk after the first opens it
+// again); transient: the audit keeps nothing of a File after its callback.
 func streamHeaders(ctx context.Context, path string, transient bool) (*headers, error) {
 	s, err := safetensors.OpenShards(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	var mu sync.Mutex
-	var read, fetched int64 // of the walks before the current one
+	var read, fetched atomic.Int64 // of the walks done
 	cur := s
 	h := &headers{names: s.Names, readAux: s.ReadAux}
 	h.walk = func(fn func(int, *safetensors.File) error) error {
@@ -53,34 +51,28 @@ func streamHeaders(ctx context.Context, path string, transient bool) (*headers, 
 		}
 		err := w.Walk(ctx, transient, fn)
 		r, f := w.BytesRead()
-		mu.Lock()
-		read += r
-		fetched += f
-		mu.Unlock()
+		read.Add(r)
+		fetched.Add(f)
 		return err
 	}
-	h.read = func() int64 { mu.Lock(); defer mu.Unlock(); return read }
-	h.fetched = func() int64 { mu.Lock(); defer mu.Unlock(); return fetched }
+	h.read, h.fetched = read.Load, fetched.Load
 	return h, nil
 }
 
 // fileTotals is one file's share of the accounting, summed by one worker.
 type fileTotals struct {
-	row    fileRow
-	comp   [model.NumComponents]tally
-	dtype  [256]tally
+	fileItem
+	ledger
 	layers map[int]tally
-	// specs and comps are the file's tensors when the audit plans (names
-	// and shapes alias the header).
+	// specs and comps are the file's tensors when the audit plans.
 	specs []safetensors.TensorSpec
 	comps []model.Component
-	// problems are the config's tensors this file does not hold as the
-	// config says, in the config's order.
+	// problems are the config's tensors this file does not hold as it says.
 	problems []problem
 }
 
-// problem is a tensor config.json implies that a shard does not hold as
-// implied: found elsewhere (where), with another shape, or nowhere.
+// problem is a tensor config.json places in a shard that holds it otherwise:
+// found elsewhere (where), with another shape, or nowhere.
 type problem struct {
 	want  safetensors.TensorSpec
 	where string  // the file holding it; "" while unresolved or missing
@@ -111,7 +103,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 	per := make([]fileTotals, len(names))
 	err := a.src.walk(func(fi int, f *safetensors.File) error {
 		ft := &per[fi]
-		ft.row = fileRow{fileItem: fileEntry(f)}
+		ft.fileItem = fileEntry(f)
 		if a.opts.By == byLayer {
 			ft.layers = map[int]tally{}
 		}
@@ -136,9 +128,7 @@ func (a *auditor) scan() ([]fileTotals, error) {
 				ft.comps[j] = c
 			}
 			sz := t.Size()
-			ft.row.add(sz)
-			ft.comp[c].add(sz)
-			ft.dtype[t.DType].add(sz)
+			ft.add(c, t.DType, sz)
 			if ft.layers != nil {
 				l := max(-1, model.K3Classifier().ParseName(t.Name).Layer)
 				s := ft.layers[l]
@@ -187,9 +177,8 @@ func (a *auditor) flatten(per []fileTotals) {
 	}
 }
 
-// shardCheck compares a file with the tensors config.json places in its
-// shard as the tensors are classified, without building the catalog's
-// names: checkShardNames does, only when something differs.
+// shardCheck compares a file with the tensors config.json places in its shard
+// as they are classified, without the catalog's names (checkShardNames' job).
 type shardCheck struct {
 	m       *model.ShardMatcher
 	si      int
@@ -198,8 +187,8 @@ type shardCheck struct {
 	differs bool
 }
 
-// match finds t in the catalog, noting it and whether its shape differs,
-// and returns its group; a nil check matches nothing.
+// match finds t's group in the catalog, noting whether its shape differs; a
+// nil check matches nothing.
 func (c *shardCheck) match(t safetensors.TensorInfo) (model.Group, bool) {
 	if c == nil {
 		return 0, false
@@ -237,8 +226,7 @@ func checkShardNames(f *safetensors.File, want []safetensors.TensorSpec) []probl
 }
 
 // renamedShards lists, as unresolved problems, the tensors of the config's
-// shards whose file names the checkpoint does not use (a renamed or
-// re-sharded checkpoint): they are looked up by name in every file.
+// shards whose names the checkpoint does not use (renamed or re-sharded).
 func (a *auditor) renamedShards() []problem {
 	var out []problem
 	for i := range a.cfg.NumShards() {
@@ -278,9 +266,8 @@ func (a *auditor) resolve(per []fileTotals) error {
 	})
 }
 
-// collectProblems turns the per-file findings into warnings: each file's
-// shape differences (the first maxListedWarnings spelled out), then the
-// count of missing tensors.
+// collectProblems turns the findings into warnings: each file's shape
+// differences (maxListedWarnings spelled out), then the missing tensors.
 func (a *auditor) collectProblems(per []fileTotals) {
 	missing, firstMiss := 0, ""
 	for i := range per {

@@ -22,8 +22,7 @@ type tensorItem struct {
 	DataOffsets [2]int64          `json:"data_offsets"`
 }
 
-// fileItem is one file of a listing or report. HeaderBytes counts the 8-byte
-// length prefix too: it is what a header-only reader has to fetch.
+// fileItem is one file of a listing or report; HeaderBytes counts the length prefix too.
 type fileItem struct {
 	Path        string `json:"path"`
 	HeaderBytes int64  `json:"header_bytes"`
@@ -37,10 +36,9 @@ func fileEntry(f *safetensors.File) fileItem {
 // tensorListSchema is the "schema" of the JSON listing (every --json output's).
 const tensorListSchema = 1
 
-// WriteTensorList lists every tensor (files in name order, tensors in data
-// order): as a table with control characters escaped, or with asJSON as
-// {"schema": 1, "tensors": [...], "files": [...]}. Rows are streamed: K3's
-// 497,220 tensors are never listed in memory as a whole.
+// WriteTensorList streams every tensor (files in name order, tensors in data
+// order) as a table with control characters escaped, or with asJSON as
+// {"schema": 1, "tensors": [...], "files": [...]}.
 func WriteTensorList(w io.Writer, ck *safetensors.Checkpoint, asJSON bool) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	var err error
@@ -98,7 +96,7 @@ func writeTensorListJSON(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 }
 
 // writeTensorListTable streams rows aligned to widths measured up front (a
-// table library's cost per row adds up to seconds over K3's rows).
+// table library's cost per row adds up to seconds over K3).
 func writeTensorListTable(w *bufio.Writer, ck *safetensors.Checkpoint) error {
 	head := []string{"name", "dtype", "shape", "file", "data_offsets"}
 	widths := cellWidths([][]string{head})

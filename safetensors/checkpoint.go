@@ -21,9 +21,7 @@ const openParallelism = 16
 // MaxAuxSize bounds side files read next to the shards (config.json and the like).
 const MaxAuxSize = 64 << 20
 
-// Checkpoint is a validated set of shards: a directory with or without an index,
-// an index file, a single file, or any of those over HTTP(S). Only headers (and
-// the index) are read to build it.
+// Checkpoint is a validated set of shards, built from their headers and index.
 type Checkpoint struct {
 	// Root is the directory (or URL base, ending in '/') holding the shards.
 	Root string
@@ -33,8 +31,7 @@ type Checkpoint struct {
 	IndexName string
 	// HeaderBytesRead counts header and index bytes read to open the checkpoint.
 	HeaderBytesRead int64
-	// IndexNewline is whether the index file ends with a newline, so a copy
-	// can be written back alike.
+	// IndexNewline is whether the index file ends with a newline.
 	IndexNewline bool
 	// Remote is the source a remote checkpoint reads from (nil for a local one).
 	Remote *remote.Source
@@ -61,22 +58,20 @@ type source interface {
 // Open opens a checkpoint from a directory, a model.safetensors.index.json, a
 // single .safetensors file, or a remote location of any of those (http(s)://,
 // hf://org/name[@revision][/file], s3://, gs://), reading only headers and
-// the index. It validates every header and that index and shards agree
-// exactly. It is OpenWith without a caller's deadline.
+// the index, and validates every header and that index and shards agree.
 func Open(p string) (*Checkpoint, error) {
 	return OpenWith(context.Background(), p, OpenOptions{})
 }
 
-// OpenWith is Open bounded by ctx: the first error (or ctx's end) stops
-// every header read still under way; a remote opening whose ctx has no
-// deadline gets remoteOpenTimeout. Later reads are not tied to ctx (Close
-// ends those of a remote checkpoint).
+// OpenWith is Open bounded by ctx (remoteOpenTimeout for a remote opening
+// without a deadline): the first error stops every header read under way.
+// Later reads are not tied to ctx (Close ends those of a remote checkpoint).
 //
-// Local entries may be links that resolve inside the checkpoint directory or
-// its hub repository folder (a hub cache snapshot links into ../../blobs/),
-// nowhere else (fsx.ErrOutside); a --local-dir download's .cache/ is not part
-// of the checkpoint. Every entry must be a regular file. A remote location is
-// resolved as huggingface_hub resolves it (see remote.Resolve).
+// Local entries must be regular files or links that resolve inside the
+// checkpoint directory or its hub repository folder (a hub cache snapshot
+// links into ../../blobs/), else fsx.ErrOutside; a --local-dir download's
+// .cache/ is not part of the checkpoint. A remote location is resolved as
+// huggingface_hub resolves it (remote.Resolve).
 func OpenWith(ctx context.Context, p string, o OpenOptions) (*Checkpoint, error) {
 	ctx, cancel := remoteDeadline(ctx, p)
 	defer cancel()
@@ -111,7 +106,7 @@ func (s *shards) keepAll(ctx context.Context) (*Checkpoint, error) {
 }
 
 // shareNames points every index entry at its shard's copy of the name, so
-// that substrings of the index's bytes do not keep them alive.
+// that the index's bytes are not kept alive.
 func (s *shards) shareNames() {
 	c := s.c
 	if c.idx == nil || s.perFile == nil {
@@ -141,8 +136,8 @@ func joinRoot(root, name string) string {
 	return filepath.Join(root, name)
 }
 
-// firstError picks the error to report from a cancelled group: the one that
-// cancelled it, else the first that says more than the context's end.
+// firstError picks the error of a cancelled group: its cause, else the
+// first that says more than the context's end.
 func firstError(cause error, errs []error) error {
 	if cause != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
 		return cause
@@ -158,8 +153,7 @@ func firstError(cause error, errs []error) error {
 	return cause
 }
 
-// addSize adds two non-negative sizes, reporting false when the sum
-// overflows int64.
+// addSize adds two non-negative sizes, false when the sum overflows int64.
 func addSize(a, b int64) (int64, bool) {
 	if b > math.MaxInt64-a {
 		return 0, false
@@ -173,14 +167,12 @@ func (c *Checkpoint) Index() *Index {
 	if c.idx == nil {
 		return nil
 	}
-	c.indexOnce.Do(func() {
-		// Validated already: no duplicates, so the conversion cannot fail.
-		c.index, _ = c.idx.toIndex(c.IndexName)
-	})
+	c.indexOnce.Do(func() { c.index, _ = c.idx.toIndex(c.IndexName) }) // validated: cannot fail
 	return c.index
 }
 
-// buildNames makes the checkpoint-wide name table on first use.
+// buildNames makes the checkpoint-wide name table once, noting the first
+// name found in two files.
 func (c *Checkpoint) buildNames() {
 	c.once.Do(func() {
 		n := c.NumTensors()
@@ -231,10 +223,10 @@ func (c *Checkpoint) ReadAux(name string) ([]byte, error) {
 
 // Close releases every shard, and stops the requests of a remote source.
 func (c *Checkpoint) Close() error {
-	var errs []error
 	if r, ok := c.src.(*remoteSource); ok {
 		r.stop()
 	}
+	var errs []error
 	for _, f := range c.Files {
 		if f != nil {
 			errs = append(errs, f.Close())

@@ -42,8 +42,7 @@ const (
 	numDTypes = int(u64) + 1
 )
 
-// dtypeFacts is the one table of facts about each dtype: its header name and
-// its width in bits.
+// dtypeFacts holds each dtype's header name and width in bits.
 var dtypeFacts = [numDTypes]struct {
 	name string
 	bits int64

@@ -16,20 +16,20 @@ func TestUnescapeMatchesEncodingJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(lit), &want); err != nil {
 			t.Fatalf("%s: encoding/json: %v", lit, err)
 		}
-		p := &parser{b: []byte(lit)}
+		p := newParser([]byte(lit))
 		got, err := p.str()
 		if err != nil || got != want {
 			t.Errorf("%s: got %q, %v; encoding/json gives %q", lit, got, err, want)
 		}
 		for _, ascii := range []bool{false, true} {
-			p := &parser{b: appendJSONString(nil, want, ascii)}
+			p := newParser(appendJSONString(nil, want, ascii))
 			if back, err := p.str(); err != nil || back != want {
 				t.Errorf("%q escaped (ensureASCII %v) as %s reads back as %q, %v", want, ascii, p.b, back, err)
 			}
 		}
 	}
 	for _, lit := range []string{`"\x"`, `"\u12"`, `"\u12g4"`, `"\ud83d"`, `"\ud83dx"`, `"\ude00"`, `"\"`} {
-		p := &parser{b: []byte(lit)}
+		p := newParser([]byte(lit))
 		if s, err := p.str(); err == nil {
 			t.Errorf("%s: accepted as %q", lit, s)
 		}

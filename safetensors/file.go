@@ -9,16 +9,14 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
-// File is the validated header of one safetensors file plus the reader its data
-// is served from. It is immutable once returned by ReadHeader.
+// File is the validated, immutable header of one safetensors file and the
+// reader its data is served from.
 type File struct {
 	// Path names the file: as opened, or relative to its checkpoint's root.
 	Path string
 	// Size is the file's length in bytes.
 	Size int64
-	// HeaderLen is the JSON header length N (the 8-byte prefix not included).
-	HeaderLen int64
-	// DataStart is 8 + N, the absolute offset of the data buffer.
+	// DataStart is 8 + the JSON header's length: the data buffer's offset.
 	DataStart int64
 	// Metadata is the optional __metadata__ map (nil when absent).
 	Metadata map[string]string
@@ -47,15 +45,15 @@ func OpenFile(path string) (*File, error) {
 // then on (a failure here closes it too); path names the file.
 func FromFile(fh *os.File, path string) (*File, error) {
 	st, err := fh.Stat()
-	if err != nil {
-		fh.Close()
-		return nil, fmt.Errorf("file %s: %w", path, err)
+	var f *File
+	switch {
+	case err != nil:
+		err = fmt.Errorf("file %s: %w", path, err)
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("file %s: %w: it is %s", path, fsx.ErrNotRegular, fsx.Kind(st.Mode()))
+	default:
+		f, err = ReadHeader(fh, st.Size(), path)
 	}
-	if !st.Mode().IsRegular() {
-		fh.Close()
-		return nil, fmt.Errorf("file %s: %w: it is %s", path, fsx.ErrNotRegular, fsx.Kind(st.Mode()))
-	}
-	f, err := ReadHeader(fh, st.Size(), path)
 	if err != nil {
 		fh.Close()
 		return nil, err
@@ -84,10 +82,10 @@ func (f *File) ReaderAt() io.ReaderAt { return f.ra }
 
 // Close releases the underlying file when this File opened it.
 func (f *File) Close() error {
-	if f.closer == nil {
+	c := f.closer
+	if c == nil {
 		return nil
 	}
-	c := f.closer
 	f.closer = nil
 	return c.Close()
 }

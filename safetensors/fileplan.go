@@ -20,8 +20,7 @@ import (
 // padding the header to a multiple of 8), byte-identical to what
 // safetensors.torch.save_file writes for the same tensors.
 type FilePlan struct {
-	// Header is the complete prefix (length, JSON, padding); nil after
-	// NewFilePlanSum (HeaderBytes renders it again).
+	// Header is the prefix (length, JSON, padding); nil from NewFilePlanSum.
 	Header []byte
 	// Tensors lists the tensors in data order with their offsets assigned.
 	Tensors []TensorInfo
@@ -40,30 +39,6 @@ const headerAlign = 8
 // NewFilePlan orders the tensors canonically, assigns offsets and renders the
 // header. metadata may be nil; its keys are written sorted.
 func NewFilePlan(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
-	l, err := layOut(specs, metadata)
-	if err != nil {
-		return nil, err
-	}
-	if l.Header, err = renderHeader(make([]byte, 0, headerEstimate(l.Tensors, metadata)), l.Tensors, metadata); err != nil {
-		return nil, err
-	}
-	return l, l.place(int64(len(l.Header)))
-}
-
-// NewFilePlanSum is NewFilePlan for a planner that holds many plans: it
-// returns the plan without its header bytes and their sha256.
-func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, [sha256.Size]byte, error) {
-	l, err := NewFilePlan(specs, metadata)
-	if err != nil {
-		return nil, [sha256.Size]byte{}, err
-	}
-	sum := sha256.Sum256(l.Header)
-	l.Header = nil
-	return l, sum, nil
-}
-
-// layOut orders the tensors canonically and assigns their offsets.
-func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 	l := &FilePlan{Tensors: make([]TensorInfo, len(specs)), index: make(map[string]int, len(specs)), metadata: metadata}
 	dims := 0
 	for _, s := range specs {
@@ -92,10 +67,7 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 		l.Tensors[i] = TensorInfo{Name: s.Name, DType: s.DType, Shape: shape, End: sz}
 	}
 	slices.SortFunc(l.Tensors, func(a, b TensorInfo) int {
-		if c := cmp.Compare(b.DType, a.DType); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Name, b.Name)
+		return cmp.Or(cmp.Compare(b.DType, a.DType), cmp.Compare(a.Name, b.Name))
 	})
 	var pos int64
 	for i := range l.Tensors {
@@ -111,37 +83,40 @@ func layOut(specs []TensorSpec, metadata map[string]string) (*FilePlan, error) {
 		t.Begin, t.End = pos, end
 		pos = end
 	}
-	l.Size = pos
+	var err error
+	if l.Header, err = renderHeader(l.Tensors, metadata); err != nil {
+		return nil, err
+	}
+	l.DataStart = int64(len(l.Header))
+	var ok bool
+	if l.Size, ok = addSize(l.DataStart, pos); !ok {
+		return nil, fmt.Errorf("%w: the file's size exceeds 2^63-1", errShape)
+	}
 	return l, nil
 }
 
-// place puts the data (l.Size bytes until then) after a header of n bytes.
-func (l *FilePlan) place(n int64) error {
-	size, ok := addSize(n, l.Size)
-	if !ok {
-		return fmt.Errorf("%w: the file's size exceeds 2^63-1", errShape)
+// NewFilePlanSum is NewFilePlan for a planner that holds many plans: it
+// returns the plan without its header bytes and their sha256.
+func NewFilePlanSum(specs []TensorSpec, metadata map[string]string) (*FilePlan, [sha256.Size]byte, error) {
+	l, err := NewFilePlan(specs, metadata)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
 	}
-	l.DataStart, l.Size = n, size
-	return nil
+	sum := sha256.Sum256(l.Header)
+	l.Header = nil
+	return l, sum, nil
 }
 
-// headerEstimate is a little over the header length of ts, so that
-// rendering it rarely grows its buffer.
-func headerEstimate(ts []TensorInfo, metadata map[string]string) int {
-	n := 8 + 2 + headerAlign
+// renderHeader renders the prefix (length, JSON, padding) of a file holding ts.
+func renderHeader(ts []TensorInfo, metadata map[string]string) ([]byte, error) {
+	est := 8 + 2 + headerAlign // a little over the length, so that the buffer rarely grows
 	for k, v := range metadata {
-		n += len(k) + len(v) + 8
+		est += len(k) + len(v) + 8
 	}
 	for _, t := range ts {
-		n += len(t.Name) + 72 + 12*len(t.Shape)
+		est += len(t.Name) + 72 + 12*len(t.Shape)
 	}
-	return n
-}
-
-// renderHeader renders the prefix of a file holding ts (in data order) into
-// b[:0]: length, JSON, padding.
-func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte, error) {
-	js := appendHeaderJSON(append(b[:0], make([]byte, 8)...), ts, metadata)
+	js := appendHeaderJSON(make([]byte, 8, est), ts, metadata)
 	for (len(js)-8)%headerAlign != 0 {
 		js = append(js, ' ')
 	}
@@ -153,13 +128,12 @@ func renderHeader(b []byte, ts []TensorInfo, metadata map[string]string) ([]byte
 	return js, nil
 }
 
-// HeaderBytes returns the header: the kept bytes, or the same bytes rendered
-// again.
+// HeaderBytes returns the header: the kept bytes, or the same bytes rendered again.
 func (l *FilePlan) HeaderBytes() ([]byte, error) {
 	if l.Header != nil {
 		return l.Header, nil
 	}
-	b, err := renderHeader(make([]byte, 0, headerEstimate(l.Tensors, l.metadata)), l.Tensors, l.metadata)
+	b, err := renderHeader(l.Tensors, l.metadata)
 	if err == nil && int64(len(b)) != l.DataStart {
 		err = fmt.Errorf("%w: header rendered again is %d bytes, laid out %d", ErrWrite, len(b), l.DataStart)
 	}
@@ -212,8 +186,7 @@ func appendHeaderJSON(b []byte, ts []TensorInfo, metadata map[string]string) []b
 	return append(b, '}')
 }
 
-// plainJSON reports whether s is printable ASCII without quotes or
-// backslashes, written as it is in either escaping mode.
+// plainJSON reports whether s is written as it is in either escaping mode.
 func plainJSON(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
@@ -223,9 +196,13 @@ func plainJSON(s string) bool {
 	return true
 }
 
-// shortEscapes maps the bytes both escaping modes write as a two-byte
-// escape to the letter after the backslash.
+// shortEscapes maps the bytes both modes write as \x to the letter x.
 var shortEscapes = [...]byte{'"': '"', '\\': '\\', '\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': 'r'}
+
+// AppendPythonJSONString appends s as Python's json.dumps writes a string by
+// default (ensure_ascii): the escaping of huggingface index files and
+// config.json files, so other writers of those files share this one escaper.
+func AppendPythonJSONString(b []byte, s string) []byte { return appendJSONString(b, s, true) }
 
 // appendJSONString escapes s as a JSON string: with ensureASCII false as
 // serde_json does (the safetensors header: quote, backslash and control

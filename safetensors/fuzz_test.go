@@ -126,11 +126,13 @@ func FuzzParseIndex(f *testing.F) {
 
 // ParseHeader validates a header's JSON bytes (without the 8-byte length) on
 // their own: tensors, offsets contiguity and sizes, but not the file size.
+// The File has no HeaderSum: it was not read from a file.
 func ParseHeader(b []byte) (*File, error) {
-	f, err := parseHeader(b, false, nil)
+	f, err := parseHeader(b, nil)
 	if err != nil {
 		return nil, err
 	}
-	f.HeaderLen, f.DataStart = int64(len(b)), 8+int64(len(b))
+	f.DataStart = 8 + int64(len(b))
+	f.raw, f.rawSum = nil, nil
 	return f, nil
 }

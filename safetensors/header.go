@@ -18,12 +18,10 @@ import (
 // maxHeaderSize is the largest header length accepted, the reference reader's limit.
 const maxHeaderSize = 100_000_000
 
-// maxJSONDepth bounds nesting inside ignored header values, so a hostile header
-// cannot exhaust the stack.
+// maxJSONDepth bounds nesting in ignored values, so a header cannot exhaust the stack.
 const maxJSONDepth = 64
 
-// maxTensorEstimate caps the tensor count preallocated from a header's
-// length, so a hostile header of junk costs its own bytes and no more.
+// maxTensorEstimate caps the tensors preallocated from a header's length.
 const maxTensorEstimate = 1 << 14
 
 // metadataKey is the reserved header key for free-form string metadata.
@@ -33,28 +31,26 @@ const metadataKey = "__metadata__"
 // limit, but metadata is carried into outputs (one copy per rank of a layout).
 const maxMetadataSize = 1 << 20
 
-// maxHeaderBytesInFlight bounds the header bytes being read and parsed at any
-// moment in the process, whatever each file claims. It must be at least
-// maxHeaderSize, or the largest share would never be granted (checked below).
+// maxHeaderBytesInFlight bounds the header bytes read and parsed at once in
+// the process; at least maxHeaderSize, or the largest share is never granted.
 const maxHeaderBytesInFlight = 256 << 20
 
 var _ [maxHeaderBytesInFlight - maxHeaderSize]struct{}
 
-// headerBudget holds maxHeaderBytesInFlight; a header read takes its length
-// from it before allocating and gives it back once parsed.
+// headerBudget holds maxHeaderBytesInFlight, taken by a header read before it allocates.
 var headerBudget = semaphore.NewWeighted(maxHeaderBytesInFlight)
 
 // ReadHeader reads and validates the header of a safetensors file of the given
-// size, reading exactly 8 bytes and then the header, never the data. path names
-// the file in errors. It rejects everything the reference reader rejects, plus
-// duplicate tensor names and metadata over maxMetadataSize.
+// size (8 bytes, then the header, never the data); path names the file in
+// errors. It rejects what the reference reader rejects, duplicate tensor
+// names and metadata over maxMetadataSize.
 func ReadHeader(r io.ReaderAt, size int64, path string) (*File, error) {
 	return readHeader(context.Background(), r, size, path, nil, nil)
 }
 
 // readHeader is ReadHeader waiting for its share of maxHeaderBytesInFlight
-// under ctx. A parse failure calls stop (when given) before the share goes
-// back, so that readers waiting for it see the cancellation.
+// under ctx, parsing into mem's memory when given; a parse failure calls
+// stop (when given).
 func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, stop func(error), mem *headerMem) (*File, error) {
 	fail := func(err error) (*File, error) { return nil, fmt.Errorf("file %s: %w", path, err) }
 	if size < 8 {
@@ -74,26 +70,9 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string, sto
 	if err := headerBudget.Acquire(ctx, int64(n)); err != nil {
 		return fail(err)
 	}
-	f, err := readHeaderBody(r, size, int64(n), mem)
-	if err != nil {
-		err = fmt.Errorf("file %s: %w", path, err)
-		if stop != nil {
-			stop(err)
-		}
-		headerBudget.Release(int64(n))
-		return nil, err
-	}
-	headerBudget.Release(int64(n))
-	f.Path = path
-	f.ra = r
-	return f, nil
-}
-
-// readHeaderBody reads and parses the n header bytes after the length,
-// into mem's memory when it is given.
-func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error) {
+	defer headerBudget.Release(int64(n))
 	var buf []byte
-	if mem != nil && int64(cap(mem.buf)) >= n {
+	if mem != nil && uint64(cap(mem.buf)) >= n {
 		buf = mem.buf[:n]
 	} else {
 		buf = make([]byte, n) // bounded by maxHeaderSize, the file size and headerBudget
@@ -101,32 +80,40 @@ func readHeaderBody(r io.ReaderAt, size, n int64, mem *headerMem) (*File, error)
 			mem.buf = buf
 		}
 	}
-	if _, err := io.ReadFull(io.NewSectionReader(r, 8, n), buf); err != nil {
-		return nil, fmt.Errorf("read header: %w", err)
-	}
-	f, err := parseHeader(buf, true, mem)
+	var f *File
+	_, err := io.ReadFull(io.NewSectionReader(r, 8, int64(n)), buf)
 	if err != nil {
-		return nil, err
+		err = fmt.Errorf("read header: %w", err)
+	} else if f, err = parseHeader(buf, mem); err == nil {
+		f.Size, f.DataStart = size, 8+int64(n)
+		var dataEnd int64
+		if len(f.Tensors) > 0 {
+			dataEnd = f.Tensors[len(f.Tensors)-1].End
+		}
+		if dataEnd != size-f.DataStart { // no sum: End may be near the int64 limit
+			err = fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", errFileSize, f.DataStart, dataEnd, size)
+		}
 	}
-	f.Size, f.HeaderLen, f.DataStart = size, n, 8+n
-	var dataEnd int64
-	if len(f.Tensors) > 0 {
-		dataEnd = f.Tensors[len(f.Tensors)-1].End
+	if err != nil {
+		f, err = fail(err)
+		if stop != nil {
+			stop(err) // before the share goes back, so that readers waiting for it see the cancellation
+		}
+		return f, err
 	}
-	if dataEnd != size-f.DataStart { // no sum: End may be near the int64 limit
-		return nil, fmt.Errorf("%w: header %d + data %d bytes ≠ file size %d", errFileSize, f.DataStart, dataEnd, size)
-	}
+	f.Path = path
+	f.ra = r
 	return f, nil
 }
 
-// parseHeader parses b; owned says b is not written again while the File is
-// in use, so names may alias it. mem, when given, lends the tensor table,
-// name map and shape memory, and keeps them for the next header.
-func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
+// parseHeader parses b, which is not written again while the File is in use
+// (names alias it). mem, when given, lends the tensor table, name map and
+// shape memory, and keeps them for the next header.
+func parseHeader(b []byte, mem *headerMem) (*File, error) {
 	if !utf8.Valid(b) {
 		return nil, errHeaderUTF8
 	}
-	p := parser{b: b, s: bytesString(b, owned)} // names are substrings of p.s
+	p := newParser(b)
 	f := &File{}
 	est := min(len(b)/96, maxTensorEstimate) // from the length, never a count the file states
 	if mem != nil && mem.tensors != nil {
@@ -137,50 +124,32 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 		f.index = make(map[string]int32, est)
 	}
 	p.ws()
-	if !p.eat('{') {
+	if !p.at('{') {
 		return nil, p.errf(errHeaderJSON, "header does not start with '{'")
 	}
-	p.ws()
-	if !p.eat('}') {
-		for {
-			p.ws()
-			name, err := p.str()
-			if err != nil {
-				return nil, err
+	err := p.members('{', func(name string) error {
+		if name == metadataKey {
+			if f.Metadata != nil {
+				return fmt.Errorf("%w: %s", errDuplicate, metadataKey)
 			}
-			p.ws()
-			if !p.eat(':') {
-				return nil, p.errf(errHeaderJSON, "expected ':' after key %s", termtext.Name(name))
-			}
-			p.ws()
-			if name == metadataKey {
-				if f.Metadata != nil {
-					return nil, fmt.Errorf("%w: %s", errDuplicate, metadataKey)
-				}
-				if f.Metadata, err = p.metadata(); err != nil {
-					return nil, err
-				}
-			} else {
-				t, err := p.tensor(name)
-				if err != nil {
-					return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), err)
-				}
-				n := len(f.index) // a name already present leaves the length unchanged
-				f.index[name] = int32(len(f.Tensors))
-				if len(f.index) == n {
-					return nil, fmt.Errorf("tensor %s: %w", termtext.Name(name), errDuplicate)
-				}
-				f.Tensors = append(f.Tensors, t)
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat('}') {
-				break
-			}
-			return nil, p.errf(errHeaderJSON, "expected ',' or '}'")
+			var err error
+			f.Metadata, err = p.metadata()
+			return err
 		}
+		t, err := p.tensor(name)
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", termtext.Name(name), err)
+		}
+		n := len(f.index) // a name already present leaves the length unchanged
+		f.index[name] = int32(len(f.Tensors))
+		if len(f.index) == n {
+			return fmt.Errorf("tensor %s: %w", termtext.Name(name), errDuplicate)
+		}
+		f.Tensors = append(f.Tensors, t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	p.ws()
 	if p.i != len(p.b) {
@@ -192,10 +161,8 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 	if err := f.validateOffsets(); err != nil {
 		return nil, err
 	}
-	if owned {
-		f.raw = b
-		f.compactNames(len(b))
-	}
+	f.raw = b
+	f.compactNames(len(b))
 	if mem != nil && len(b) <= maxReusedHeader {
 		mem.tensors, mem.index = f.Tensors, f.index
 		if cap(mem.arena) < p.dims {
@@ -205,8 +172,7 @@ func parseHeader(b []byte, owned bool, mem *headerMem) (*File, error) {
 	return f, nil
 }
 
-// headerMem is the memory a header is parsed into (bytes, tensor table, name
-// map, shapes), reused from one header to the next by a transient walk.
+// headerMem is the memory a transient walk reuses from one header to the next.
 type headerMem struct {
 	buf     []byte
 	tensors []TensorInfo
@@ -217,9 +183,8 @@ type headerMem struct {
 // maxReusedHeader bounds the headers whose memory is kept for the next one.
 const maxReusedHeader = 16 << 20
 
-// compactNames copies the tensor names out of the header they alias when
-// they are a small part of a large one, so that a File keeps its names alive,
-// not its padding or ignored values.
+// compactNames copies the tensor names out of a large header they are a small
+// part of, so that a File keeps its names alive, not its padding.
 func (f *File) compactNames(headerLen int) {
 	if headerLen < 1<<20 {
 		return
@@ -256,7 +221,7 @@ func (f *File) compactNames(headerLen int) {
 }
 
 // HeaderSum returns the sha256 of the file's first DataStart bytes as they
-// were read and parsed. ok is false for a File parsed from a caller's bytes.
+// were read and parsed; ok is false for a File not read from a file.
 func (f *File) HeaderSum() (sum [sha256.Size]byte, ok bool) {
 	switch {
 	case f.rawSum != nil:
@@ -278,8 +243,7 @@ func (f *File) sumRaw() [sha256.Size]byte {
 }
 
 // validateOffsets sorts the tensors by data offsets and checks, as the
-// reference does, that they tile [0, end) and that each range is exactly
-// shape × dtype bytes.
+// reference does, that they tile [0, end), each exactly shape × dtype bytes.
 func (f *File) validateOffsets() error {
 	if !slices.IsSortedFunc(f.Tensors, cmpOffsets) {
 		slices.SortStableFunc(f.Tensors, cmpOffsets)
@@ -312,90 +276,62 @@ func cmpOffsets(a, b TensorInfo) int {
 // unknown fields are skipped as the reference's deserializer does.
 func (p *parser) tensor(name string) (TensorInfo, error) {
 	t := TensorInfo{Name: name}
-	if !p.eat('{') {
+	if !p.at('{') {
 		return t, p.errf(errHeaderJSON, "entry is not an object")
 	}
 	const hasDType, hasShape, hasOffsets = 1, 2, 4
 	seen := 0
-	p.ws()
-	if !p.eat('}') {
-		for {
-			p.ws()
-			key, esc, err := p.rawStr()
+	err := p.members('{', func(key string) error {
+		bit := 0
+		switch key {
+		case "dtype":
+			bit = hasDType
+			raw, esc, err := p.rawStr()
 			if err != nil {
-				return t, err
+				return fmt.Errorf("dtype: %w", err)
 			}
-			p.ws()
-			if !p.eat(':') {
-				return t, p.errf(errHeaderJSON, "expected ':'")
-			}
-			p.ws()
-			k := ""
-			if esc {
-				if k, err = p.unescape(key); err != nil {
-					return t, err
-				}
-				key = []byte(k)
-			}
-			bit := 0
-			switch string(key) { // compared without allocating
-			case "dtype":
-				bit = hasDType
-				raw, esc, err := p.rawStr()
-				if err != nil {
-					return t, fmt.Errorf("dtype: %w", err)
-				}
-				if d, ok := dtypeByName[string(raw)]; ok && !esc { // no allocation on the common path
-					t.DType = d
-					break
-				}
-				ds := string(raw)
-				if esc {
-					if ds, err = p.unescape(raw); err != nil {
-						return t, err
-					}
-				}
-				if t.DType, err = parseDType(ds); err != nil {
-					return t, err
-				}
-			case "shape":
-				bit = hasShape
-				dims, err := p.uintArray(errShape, "shape", p.scratch[:0])
-				if err != nil {
-					return t, err
-				}
-				t.Shape = p.carve(dims)
-			case "data_offsets":
-				bit = hasOffsets
-				var buf [2]int64
-				offs, err := p.uintArray(errOffsets, "data_offsets", buf[:0])
-				if err != nil {
-					return t, err
-				}
-				if len(offs) != 2 {
-					return t, p.errf(errOffsets, "data_offsets has %d entries, want 2", len(offs))
-				}
-				t.Begin, t.End = offs[0], offs[1]
-			default:
-				if err := p.skip(0); err != nil {
-					return t, err
-				}
-			}
-			if bit != 0 {
-				if seen&bit != 0 {
-					return t, p.errf(errHeaderJSON, "duplicate field %q", key)
-				}
-				seen |= bit
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat('}') {
+			if d, ok := dtypeByName[string(raw)]; ok && !esc { // no allocation on the common path
+				t.DType = d
 				break
 			}
-			return t, p.errf(errHeaderJSON, "expected ',' or '}'")
+			ds := string(raw)
+			if esc {
+				if ds, err = p.unescape(raw); err != nil {
+					return err
+				}
+			}
+			if t.DType, err = parseDType(ds); err != nil {
+				return err
+			}
+		case "shape":
+			bit = hasShape
+			dims, err := p.uintArray(errShape, "shape", p.scratch[:0])
+			if err != nil {
+				return err
+			}
+			t.Shape = p.carve(dims)
+		case "data_offsets":
+			bit = hasOffsets
+			var buf [2]int64
+			offs, err := p.uintArray(errOffsets, "data_offsets", buf[:0])
+			if err != nil {
+				return err
+			}
+			if len(offs) != 2 {
+				return p.errf(errOffsets, "data_offsets has %d entries, want 2", len(offs))
+			}
+			t.Begin, t.End = offs[0], offs[1]
+		default:
+			return p.skip(0)
 		}
+		if seen&bit != 0 {
+			return p.errf(errHeaderJSON, "duplicate field %q", key)
+		}
+		seen |= bit
+		return nil
+	})
+	if err != nil {
+		return t, err
 	}
 	for i, field := range [...]string{"dtype", "shape", "data_offsets"} { // hasDType, hasShape, hasOffsets
 		if seen&(1<<i) == 0 {
@@ -405,8 +341,7 @@ func (p *parser) tensor(name string) (TensorInfo, error) {
 	return t, nil
 }
 
-// carve copies dims into the shape arena and returns a capped sub-slice
-// (one allocation per thousand tensors, not one each).
+// carve copies dims into the shape arena (one allocation per thousand tensors).
 func (p *parser) carve(dims []int64) []int64 {
 	if cap(p.arena)-len(p.arena) < len(dims) {
 		p.arena = make([]int64, 0, max(4096, len(dims)))
@@ -418,50 +353,33 @@ func (p *parser) carve(dims []int64) []int64 {
 }
 
 func (p *parser) metadata() (map[string]string, error) {
-	if p.lit("null") {
-		return map[string]string{}, nil
-	}
-	if !p.eat('{') {
-		return nil, p.errf(errMetadata, "not an object")
-	}
 	m := map[string]string{}
-	total := 0
-	p.ws()
-	if p.eat('}') {
+	if p.lit("null") {
 		return m, nil
 	}
-	for {
-		p.ws()
-		k, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		p.ws()
-		if !p.eat(':') {
-			return nil, p.errf(errHeaderJSON, "expected ':'")
-		}
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, p.errf(errMetadata, "value of %s is not a string", termtext.Name(k))
+	if !p.at('{') {
+		return nil, p.errf(errMetadata, "not an object")
+	}
+	total := 0
+	err := p.members('{', func(k string) error {
+		if !p.at('"') {
+			return p.errf(errMetadata, "value of %s is not a string", termtext.Name(k))
 		}
 		v, err := p.str()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if _, dup := m[k]; dup {
-			return nil, p.errf(errMetadata, "duplicate key %s", termtext.Name(k))
+			return p.errf(errMetadata, "duplicate key %s", termtext.Name(k))
 		}
 		if total += len(k) + len(v); total > maxMetadataSize {
-			return nil, p.errf(errMetadata, "more than %d bytes of metadata (the limit)", maxMetadataSize)
+			return p.errf(errMetadata, "more than %d bytes of metadata (the limit)", maxMetadataSize)
 		}
 		m[k] = v
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		if p.eat('}') {
-			return m, nil
-		}
-		return nil, p.errf(errHeaderJSON, "expected ',' or '}'")
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return m, nil
 }

@@ -36,8 +36,7 @@ type Index struct {
 	Metadata map[string]any
 }
 
-// indexData is a parsed index kept as a flat list, so that the opener
-// validates it without building a half-million-entry map.
+// indexData is a parsed index as a flat list: validated without a half-million-entry map.
 type indexData struct {
 	totalSize int64
 	metadata  map[string]any
@@ -82,58 +81,47 @@ func (d *indexData) toIndex(name string) (*Index, error) {
 	return idx, nil
 }
 
-func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
-	failf := func(format string, args ...any) error {
-		return fmt.Errorf("index %s: %w: %s", name, ErrIndex, fmt.Sprintf(format, args...))
+func parseIndexData(b []byte, name string) (*indexData, error) {
+	fail := func(format string, args ...any) (*indexData, error) {
+		return nil, fmt.Errorf("index %s: %w: %s", name, ErrIndex, fmt.Sprintf(format, args...))
 	}
-	fail := func(format string, args ...any) (*indexData, error) { return nil, failf(format, args...) }
 	if !utf8.Valid(b) {
 		return fail("not valid UTF-8")
 	}
-	p := parser{b: b, s: bytesString(b, owned)}
+	p := newParser(b)
 	d := &indexData{entries: make([]indexEntry, 0, len(b)/110)}
-	seenTotal, seenMap, seenMeta := false, false, false
+	seen := map[string]bool{} // metadata and weight_map, each allowed once
+	seenTotal := false
 	var provisional []string
 	p.ws()
-	if !p.eat('{') {
+	if !p.at('{') {
 		return fail("not a JSON object")
 	}
-	p.ws()
-	for !p.eat('}') {
-		p.ws()
-		key, err := p.str()
-		if err != nil {
-			return fail("%v", err)
+	err := p.members('{', func(key string) error {
+		if seen[key] {
+			return fmt.Errorf("%s appears twice", key)
 		}
-		p.ws()
-		if !p.eat(':') {
-			return fail("expected ':' at byte %d", p.i)
-		}
-		p.ws()
 		switch key {
 		case "metadata":
-			if seenMeta {
-				return fail("metadata appears twice")
-			}
-			seenMeta = true
+			seen[key] = true
 			start := p.i
 			if err := p.skip(0); err != nil {
-				return fail("metadata: %v", err)
+				return fmt.Errorf("metadata: %v", err)
 			}
 			if p.i-start > maxIndexMetadata {
-				return fail("metadata is %d bytes, over the %d-byte limit", p.i-start, maxIndexMetadata)
+				return fmt.Errorf("metadata is %d bytes, over the %d-byte limit", p.i-start, maxIndexMetadata)
 			}
 			var md map[string]any
 			dec := json.NewDecoder(strings.NewReader(p.s[start:p.i]))
 			dec.UseNumber()
 			if err := dec.Decode(&md); err != nil {
-				return fail("metadata: %v", err)
+				return fmt.Errorf("metadata: %v", err)
 			}
 			if v, ok := md["total_size"]; ok {
 				num, ok := v.(json.Number)
 				n, err := num.Int64()
 				if !ok || err != nil || n < 0 {
-					return fail("metadata.total_size %v is not a non-negative integer", v)
+					return fmt.Errorf("metadata.total_size %v is not a non-negative integer", v)
 				}
 				d.totalSize, seenTotal = n, true
 				delete(md, "total_size")
@@ -142,32 +130,61 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 				d.metadata = md
 			}
 		case "weight_map":
-			if seenMap {
-				return fail("weight_map appears twice")
+			seen[key] = true
+			if !p.at('{') {
+				return fmt.Errorf("weight_map is not an object")
 			}
-			seenMap = true
-			if !p.eat('{') {
-				return fail("weight_map is not an object")
+			// provisional lists the files in order of first appearance; ids
+			// maps their raw spellings to their places in it.
+			ids := map[string]uint32{}
+			var lastRaw []byte // the previous entry's file, as spelled, and its id
+			var lastID uint32
+			err := p.members('{', func(t string) error {
+				raw, esc, err := p.rawStr()
+				if err != nil {
+					return fmt.Errorf("tensor %s: %v", termtext.Name(t), err)
+				}
+				// Neighbours mostly name one file: the previous one is tried first.
+				id, ok := lastID, lastRaw != nil && bytes.Equal(raw, lastRaw)
+				if !ok {
+					id, ok = ids[string(raw)]
+				}
+				if !ok {
+					f := string(raw)
+					if esc {
+						f, err = p.unescape(raw)
+					}
+					if err == nil {
+						err = checkShardName(f)
+					}
+					if err != nil {
+						return fmt.Errorf("tensor %s: %v", termtext.Name(t), err)
+					}
+					id = uint32(len(provisional))
+					provisional = append(provisional, f)
+					ids[string(raw)] = id
+				}
+				lastRaw, lastID = raw, id
+				d.entries = append(d.entries, indexEntry{t, id})
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("weight_map: %v", err)
 			}
-			p.ws()
-			w := weightMap{entries: d.entries, fileIDs: map[string]uint32{}}
-			if err := w.members(&p, failf); err != nil {
-				return nil, err
-			}
-			d.entries, provisional = w.entries, w.provisional
 		default:
 			if err := p.skip(0); err != nil {
-				return fail("%s: %v", key, err)
+				return fmt.Errorf("%s: %v", key, err)
 			}
 		}
-		if err := p.next('}'); err != nil {
-			return fail("%v", err)
-		}
+		return nil
+	})
+	if err != nil {
+		return fail("%v", err)
 	}
 	if p.ws(); p.i != len(b) {
 		return fail("trailing bytes after the index object")
 	}
-	if !seenMap {
+	if !seen["weight_map"] {
 		return fail("no weight_map")
 	}
 	if !seenTotal {
@@ -188,8 +205,7 @@ func parseIndexData(b []byte, name string, owned bool) (*indexData, error) {
 	return d, nil
 }
 
-// checkShardName accepts only plain relative names that stay inside the
-// checkpoint directory.
+// checkShardName accepts only plain relative names inside the checkpoint directory.
 func checkShardName(f string) error {
 	switch {
 	case f == "":
@@ -229,8 +245,8 @@ func (idx *Index) Marshal() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteShardIndex streams the index of the given shards of dir (names
-// relative to dir) from their headers, and returns the total size recorded.
+// WriteShardIndex streams the index of the given shards of dir (names relative
+// to dir) from their headers, and returns the total size recorded.
 func WriteShardIndex(w io.Writer, dir string, shards []string) (int64, error) {
 	d := &indexData{files: shards}
 	for i, name := range shards {
@@ -281,24 +297,11 @@ func WriteFilePlanIndex(w io.Writer, names []string, layouts []*FilePlan) (int64
 	return d.totalSize, d.writeTo(w)
 }
 
-// writeTo renders json.dumps(index, indent=2, sort_keys=True), with no
-// trailing newline, as the released Kimi-K3 index is written.
+// writeTo renders json.dumps(index, indent=2, sort_keys=True) without a final
+// newline, as the released Kimi-K3 index is written.
 func (d *indexData) writeTo(w io.Writer) error {
 	slices.SortFunc(d.entries, func(a, b indexEntry) int { return strings.Compare(a.name, b.name) })
-	// An in-memory render (Marshal) writes straight into its buffer; a
-	// stream gets a write buffer, whose errors stick until Flush.
-	var bw interface {
-		io.Writer
-		io.StringWriter
-		io.ByteWriter
-	}
-	flush := func() error { return nil }
-	if bb, ok := w.(*bytes.Buffer); ok {
-		bw = bb
-	} else {
-		b := bufio.NewWriterSize(w, 1<<20)
-		bw, flush = b, b.Flush
-	}
+	bw := bufio.NewWriterSize(w, 1<<20) // its errors stick until Flush
 	md := map[string]any{"total_size": d.totalSize}
 	for k, v := range d.metadata {
 		if k != "total_size" {
@@ -331,7 +334,7 @@ func (d *indexData) writeTo(w io.Writer) error {
 		bw.WriteString("\n  ")
 	}
 	bw.WriteString("}\n}")
-	return flush()
+	return bw.Flush()
 }
 
 // WriteIndex writes an index atomically.

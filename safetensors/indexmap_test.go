@@ -46,7 +46,7 @@ func TestBigWeightMap(t *testing.T) {
 	k := strings.LastIndex(string(bad), `"model-00002`)
 	cases["absolute file late"] = slices.Concat(bad[:k+1], []byte("/"), bad[k+2:])
 	for name, b := range cases {
-		got, err := parseIndexData(b, "x", false)
+		got, err := parseIndexData(b, "x")
 		if strings.Contains(name, "late") {
 			if err == nil {
 				t.Errorf("%s: parsed", name)

@@ -7,13 +7,14 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
-// parser is a small JSON scanner specialised for safetensors headers and
-// indexes: it decodes entries without building generic values.
+// parser is a JSON scanner for headers and indexes that builds no generic values.
 type parser struct {
 	b       []byte
-	s       string // the same bytes as b when names should share its memory, else ""
+	s       string // b's bytes, not copied: names are substrings of it
 	i       int
 	arena   []int64 // backing store for shapes, carved into capped sub-slices
 	dims    int     // shape entries carved so far
@@ -35,25 +36,54 @@ func (p *parser) ws() {
 	}
 }
 
-// next consumes what follows a member: a ',' followed by another member, or
-// whitespace before the closing byte, which is left for the caller.
-func (p *parser) next(closing byte) error {
+// members parses an object or array opening at p.i, calling fn for each member
+// with p.i at its value (after an object member's key and ':').
+func (p *parser) members(open byte, fn func(key string) error) error {
+	closing := byte('}')
+	if open == '[' {
+		closing = ']'
+	}
+	if !p.eat(open) {
+		return p.errf(errHeaderJSON, "expected '%c'", open)
+	}
 	p.ws()
-	if p.eat(',') {
+	if p.eat(closing) {
+		return nil
+	}
+	for {
 		p.ws()
-		if p.i < len(p.b) && p.b[p.i] == closing {
-			return p.errf(errHeaderJSON, "trailing comma")
+		var key string
+		if open == '{' {
+			k, err := p.str()
+			if err != nil {
+				return err
+			}
+			p.ws()
+			if !p.eat(':') {
+				return p.errf(errHeaderJSON, "expected ':' after key %s", termtext.Name(k))
+			}
+			p.ws()
+			key = k
 		}
-		return nil
+		if err := fn(key); err != nil {
+			return err
+		}
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		if p.eat(closing) {
+			return nil
+		}
+		return p.errf(errHeaderJSON, "expected ',' or '%c'", closing)
 	}
-	if p.i < len(p.b) && p.b[p.i] == closing {
-		return nil
-	}
-	return p.errf(errHeaderJSON, "expected ',' or '%c'", closing)
 }
 
+// at reports whether the input continues with c.
+func (p *parser) at(c byte) bool { return p.i < len(p.b) && p.b[p.i] == c }
+
 func (p *parser) eat(c byte) bool {
-	if p.i < len(p.b) && p.b[p.i] == c {
+	if p.at(c) {
 		p.i++
 		return true
 	}
@@ -69,8 +99,7 @@ func (p *parser) lit(s string) bool {
 	return true
 }
 
-// rawStr scans a string and returns its raw bytes (between the quotes) and
-// whether it contains escapes.
+// rawStr scans a string: its bytes between the quotes and whether it has escapes.
 func (p *parser) rawStr() ([]byte, bool, error) {
 	if !p.eat('"') {
 		return nil, false, p.errf(errHeaderJSON, "expected a string")
@@ -101,11 +130,8 @@ func (p *parser) str() (string, error) {
 		return "", err
 	}
 	if !esc {
-		if p.s != "" {
-			end := p.i - 1
-			return p.s[end-len(raw) : end], nil
-		}
-		return string(raw), nil
+		end := p.i - 1
+		return p.s[end-len(raw) : end], nil
 	}
 	return p.unescape(raw)
 }
@@ -191,29 +217,15 @@ func (p *parser) uint(class error, what string) (int64, error) {
 }
 
 func (p *parser) uintArray(class error, what string, dst []int64) ([]int64, error) {
-	if !p.eat('[') {
+	if !p.at('[') {
 		return nil, p.errf(class, "%s is not an array", what)
 	}
-	p.ws()
-	if p.eat(']') {
-		return dst, nil
-	}
-	for {
-		p.ws()
+	err := p.members('[', func(string) error {
 		v, err := p.uint(class, what)
-		if err != nil {
-			return nil, err
-		}
 		dst = append(dst, v)
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		if p.eat(']') {
-			return dst, nil
-		}
-		return nil, p.errf(errHeaderJSON, "expected ',' or ']' in %s", what)
-	}
+		return err
+	})
+	return dst, err
 }
 
 // skip passes over any JSON value.
@@ -226,41 +238,10 @@ func (p *parser) skip(depth int) error {
 	}
 	switch c := p.b[p.i]; {
 	case c == '"':
-		return p.skipStr()
+		_, err := p.str() // checks the escapes: the reference decodes every value
+		return err
 	case c == '{' || c == '[':
-		close := byte('}')
-		if c == '[' {
-			close = ']'
-		}
-		p.i++
-		p.ws()
-		if p.eat(close) {
-			return nil
-		}
-		for {
-			p.ws()
-			if c == '{' {
-				if err := p.skipStr(); err != nil {
-					return err
-				}
-				p.ws()
-				if !p.eat(':') {
-					return p.errf(errHeaderJSON, "expected ':'")
-				}
-				p.ws()
-			}
-			if err := p.skip(depth + 1); err != nil {
-				return err
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat(close) {
-				return nil
-			}
-			return p.errf(errHeaderJSON, "expected ',' or '%c'", close)
-		}
+		return p.members(c, func(string) error { return p.skip(depth + 1) })
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range []string{"true", "false", "null"} {
 			if p.lit(lit) {
@@ -281,16 +262,6 @@ func (p *parser) skip(depth int) error {
 	default:
 		return p.errf(errHeaderJSON, "unexpected character %q", c)
 	}
-}
-
-// skipStr passes over a string, checking its escapes: the reference decodes
-// every value of a header, even those it ignores.
-func (p *parser) skipStr() error {
-	raw, esc, err := p.rawStr()
-	if err == nil && esc {
-		_, err = p.unescape(raw)
-	}
-	return err
 }
 
 // number consumes a number in JSON's grammar,
@@ -328,11 +299,8 @@ func (p *parser) number() bool {
 	return true
 }
 
-// bytesString views b as a string, without a copy when b is owned (never
-// modified afterwards).
-func bytesString(b []byte, owned bool) string {
-	if owned && len(b) > 0 {
-		return unsafe.String(&b[0], len(b))
-	}
-	return string(b)
+// newParser parses b, which is never modified afterwards: it is viewed as a
+// string without a copy.
+func newParser(b []byte) parser {
+	return parser{b: b, s: unsafe.String(unsafe.SliceData(b), len(b))}
 }

@@ -15,8 +15,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 )
 
-// remoteOpenTimeout bounds the whole opening of a remote checkpoint when the
-// caller's context sets no deadline.
+// remoteOpenTimeout bounds opening a remote checkpoint when ctx has no deadline.
 const remoteOpenTimeout = 5 * time.Minute
 
 // OpenOptions tune how a checkpoint is opened. The zero value is ready to use.
@@ -31,8 +30,7 @@ type OpenOptions struct {
 	Connections int
 }
 
-// remoteSource serves a checkpoint from a remote.Source: shards through its
-// checked, resumed range reads, side files whole.
+// remoteSource serves shards through a remote.Source's range reads, side files whole.
 type remoteSource struct {
 	s        *remote.Source
 	stop     context.CancelFunc // ends every request of the source (Checkpoint.Close)
@@ -92,8 +90,7 @@ func (r *remoteSource) exists(ctx context.Context, name string) (bool, error) {
 	return true, nil
 }
 
-// list names the *.safetensors objects directly under an object store's
-// prefix; a web server's directory cannot be listed.
+// list names the *.safetensors objects directly under an object store's prefix.
 func (r *remoteSource) list() ([]string, error) {
 	if !r.listable {
 		return nil, fmt.Errorf("%w: a remote directory cannot be listed; it needs %s", ErrNotFound, IndexName)
@@ -131,8 +128,8 @@ func remoteErr(err error) error {
 	return fmt.Errorf("%w%.0w", err, errRemote)
 }
 
-// openRemote finds the shards of a remote location; the caller bounds ctx.
-// Offline (HF_HUB_OFFLINE) an hf:// reference opens its cached snapshot.
+// openRemote finds the shards of a remote location (offline, an hf://
+// reference's cached snapshot); the caller bounds ctx.
 func openRemote(ctx context.Context, raw string, o OpenOptions) (*shards, error) {
 	if objstore.IsURL(raw) {
 		return openObjstore(ctx, raw, o)
@@ -156,6 +153,32 @@ func openRemote(ctx context.Context, raw string, o OpenOptions) (*shards, error)
 		return nil, fmt.Errorf("open %s: %w", raw, remoteErr(err))
 	}
 	return openRemoteSource(ctx, &remoteSource{s: s, stop: stop}, raw, loc.Base, loc.Name)
+}
+
+// openObjstore opens an s3:// or gs:// location: a prefix holding the
+// checkpoint, an index under it, or one .safetensors object.
+func openObjstore(ctx context.Context, raw string, o OpenOptions) (*shards, error) {
+	u, err := objstore.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", raw, remoteErr(err))
+	}
+	dir, name := u, ""
+	if strings.HasSuffix(u.Key, ".json") || strings.HasSuffix(u.Key, ".safetensors") {
+		i := strings.LastIndexByte(u.Key, '/')
+		dir.Key, name = u.Key[:max(i, 0)], u.Key[i+1:]
+	}
+	b, err := objstore.New(ctx, dir, objstore.Options{Env: o.Env, Connections: o.Connections})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", raw, remoteErr(err))
+	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s, err := remote.NewStoreSource(sctx, dir.Dir(), b, o.Remote)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("open %s: %w", raw, remoteErr(err))
+	}
+	b.OnRetry(s.Retried)
+	return openRemoteSource(ctx, &remoteSource{s: s, stop: stop, listable: true}, raw, dir.Dir(), name)
 }
 
 // openRemoteSource finds the shards of src: name "" a directory with an

@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/k3ckpt/k3ckpt/internal/remote"
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
@@ -32,12 +34,11 @@ type shards struct {
 	prepErr  error
 	perFile  [][]int32 // per entry of idx.files: its index entries
 
-	walkMu sync.Mutex
-	walked bool
+	walked atomic.Bool
 }
 
-// OpenShards finds the shards of a checkpoint (directory, index file, single
-// file or http(s) URL, as Open takes) and reads its index, but no header yet.
+// OpenShards finds the shards of a checkpoint (any location Open takes) and
+// reads its index, but no header yet.
 func OpenShards(ctx context.Context, p string) (*shards, error) {
 	ctx, cancel := remoteDeadline(ctx, p)
 	defer cancel()
@@ -53,9 +54,8 @@ func remoteDeadline(ctx context.Context, p string) (context.Context, context.Can
 	return ctx, func() {}
 }
 
-// BytesRead reports the index and header bytes read so far (for a remote
-// source: every byte fetched) and the bytes a remote source has downloaded
-// (0 for a local one).
+// BytesRead reports the index and header bytes read so far and the bytes a
+// remote source has downloaded (0 for a local one; remotely, both are that).
 func (s *shards) BytesRead() (read, fetched int64) {
 	fetched = s.c.BytesFetched()
 	if fetched > 0 {
@@ -70,10 +70,10 @@ func (s *shards) ReadAux(name string) ([]byte, error) { return s.c.ReadAux(name)
 // Walk reads every shard's header and calls fn with its position in Names
 // and the validated File, concurrently and in no fixed order. The File's
 // reader is closed when fn returns; its names and shapes stay valid, unless
-// transient: then fn keeps nothing of the File (copy what must outlive the
-// call) and each header's memory is reused for the next. Errors, and their
-// precedence, are Open's; fn's first error ends the walk and is returned.
-// The checkpoint is valid only if Walk returns nil. Walk may be called once.
+// transient: then fn keeps nothing of the File and each header's memory is
+// reused for the next. Errors, and their precedence, are Open's; fn's first
+// error ends the walk. The checkpoint is valid only if Walk, which may be
+// called once, returns nil.
 func (s *shards) Walk(ctx context.Context, transient bool, fn func(i int, f *File) error) error {
 	ctx, cancel := remoteDeadline(ctx, s.c.Root)
 	defer cancel()
@@ -106,10 +106,9 @@ func openLocal(ctx context.Context, p string) (*shards, error) {
 	return shardsSingle(&dirSource{root: dir}, dir, base), nil
 }
 
-// shardsWith opens a directory-like root; indexName selects the index (""
-// means the default index if present, else every .safetensors file). Where
-// the directory can be listed, the index is parsed while the first headers
-// are read.
+// shardsWith opens a directory-like root through indexName ("": IndexName if
+// present, else every .safetensors file). Where the root can be listed, the
+// index is parsed while the first headers are read.
 func shardsWith(ctx context.Context, src source, root, indexName string) (*shards, error) {
 	s := &shards{c: newCheckpoint(root, src)}
 	c := s.c
@@ -145,7 +144,7 @@ func shardsWith(ctx context.Context, src source, root, indexName string) (*shard
 	s.parsed = make(chan struct{})
 	go func() {
 		defer close(s.parsed)
-		c.idx, s.parseErr = parseIndexData(b, indexPath, true)
+		c.idx, s.parseErr = parseIndexData(b, indexPath)
 	}()
 	if listErr == nil {
 		s.Names, s.listed = present, true
@@ -168,8 +167,7 @@ func shardsSingle(src source, root, name string) *shards {
 func (s *shards) prepare(ctx context.Context) error {
 	s.prepOnce.Do(func() {
 		<-s.parsed
-		if s.parseErr != nil {
-			s.prepErr = s.parseErr
+		if s.prepErr = s.parseErr; s.prepErr != nil {
 			return
 		}
 		c := s.c
@@ -187,8 +185,7 @@ func (s *shards) prepare(ctx context.Context) error {
 				}
 			}
 		}
-		if err := c.idx.checkUnique(joinRoot(c.Root, c.IndexName)); err != nil {
-			s.prepErr = err
+		if s.prepErr = c.idx.checkUnique(joinRoot(c.Root, c.IndexName)); s.prepErr != nil {
 			return
 		}
 		s.perFile = make([][]int32, len(c.idx.files))
@@ -247,15 +244,10 @@ func (s *shards) checkAgainstIndex(f *File) error {
 }
 
 // walk reads the headers of every shard in parallel; a bad header cancels
-// the rest. Each is checked against the index and handed to fn; keep leaves
-// the File open, otherwise it is closed when fn returns; reuse parses each
-// header into the memory of one already done with.
+// the rest. Each is checked against the index and handed to fn, then closed
+// unless keep; reuse parses each header into the memory of one done with.
 func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reuse bool) error {
-	s.walkMu.Lock()
-	again := s.walked
-	s.walked = true
-	s.walkMu.Unlock()
-	if again {
+	if s.walked.Swap(true) {
 		return fmt.Errorf("walk %s: the shards were walked already", s.c.Root)
 	}
 	c := s.c
@@ -273,6 +265,11 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 		names = &nameSet{}
 	}
 	errs := make([]error, len(s.Names))
+	fail := func(i int, err error) error {
+		errs[i] = err
+		cancel(err)
+		return err
+	}
 	mems := sync.Pool{New: func() any { return &headerMem{} }} // with reuse
 	var g errgroup.Group
 	g.SetLimit(s.parallelism(keep))
@@ -288,9 +285,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			}
 			f, err := c.readShard(ctx, name, cancel, mem)
 			if err != nil {
-				errs[i] = err
-				cancel(err)
-				return err
+				return fail(i, err)
 			}
 			handed := false // with keep, a File handed to fn stays open
 			defer func() {
@@ -308,14 +303,11 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			// checked compares f with the index; its errors are reported
 			// after every header (the index's own first, then by shard).
 			checked := func() bool {
-				if err := s.prepare(ctx); err != nil {
+				if s.prepare(ctx) != nil {
 					return false
 				}
-				if err := s.checkAgainstIndex(f); err != nil {
-					checkErr[i] = err
-					return false
-				}
-				return true
+				checkErr[i] = s.checkAgainstIndex(f)
+				return checkErr[i] == nil
 			}
 			// While the index is still being parsed, fn works on the shard
 			// instead of waiting; it is checked afterwards.
@@ -324,13 +316,9 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 				return nil
 			}
 			names.add(i, f)
-			if fn != nil {
-				handed = true
-				if err := fn(i, f); err != nil {
-					errs[i] = err
-					cancel(err)
-					return err
-				}
+			handed = true
+			if err := fn(i, f); err != nil {
+				return fail(i, err)
 			}
 			if early {
 				checked()
@@ -346,13 +334,8 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 			return err
 		}
 	}
-	if sizeErr != nil {
-		return sizeErr
-	}
-	for _, err := range checkErr {
-		if err != nil {
-			return err
-		}
+	if err := cmp.Or(append([]error{sizeErr}, checkErr...)...); err != nil { // the first set
+		return err
 	}
 	if err := names.err(c, s.Names); err != nil {
 		return err
@@ -364,8 +347,7 @@ func (s *shards) walk(ctx context.Context, fn func(int, *File) error, keep, reus
 }
 
 // parallelism is how many headers a walk reads at once: openParallelism
-// remotely, where requests wait on the network; locally, where reading is
-// parsing, one per CPU and one more.
+// remotely (requests wait on the network), else one per CPU and one more.
 func (s *shards) parallelism(keep bool) int {
 	if _, remote := s.c.src.(*remoteSource); remote || keep {
 		return openParallelism
@@ -400,8 +382,8 @@ func (c *Checkpoint) readShard(ctx context.Context, name string, stop func(error
 	return f, nil
 }
 
-// nameSet finds a tensor name in two shards of a checkpoint without an
-// index, when the shards are not kept (a nil set checks nothing).
+// nameSet finds a tensor name in two shards of an unkept checkpoint without
+// an index (a nil set checks nothing).
 type nameSet struct {
 	mu     sync.Mutex
 	byName map[string]int32

@@ -15,8 +15,7 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/fsx"
 )
 
-// dirSource serves a local directory through fsx: entries are resolved by
-// the checkpoint link rule and opened only when they are regular files.
+// dirSource serves a local directory through fsx (the checkpoint link rule, regular files only).
 type dirSource struct {
 	root     string
 	rootOnce sync.Once
@@ -66,8 +65,8 @@ func (d *dirSource) exists(_ context.Context, name string) (bool, error) {
 	return err == nil, nil
 }
 
-// list names the *.safetensors entries of the root, links included, but no
-// dot names (a --local-dir download's .cache/, temporaries).
+// list names the *.safetensors entries of the root, links included, but no dot
+// names (a --local-dir download's .cache/, temporaries).
 func (d *dirSource) list() ([]string, error) {
 	ents, err := os.ReadDir(d.root)
 	if err != nil {

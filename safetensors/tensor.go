@@ -5,8 +5,7 @@ import (
 	"math/bits"
 )
 
-// TensorInfo describes one tensor of a file. Begin and End are the header's
-// data_offsets, relative to the data buffer (8 + header length).
+// TensorInfo describes one tensor of a file; Begin and End are its data_offsets.
 type TensorInfo struct {
 	Name  string
 	DType DType
@@ -45,8 +44,8 @@ func NumElements(shape []int64) (int64, error) {
 	return int64(n), nil
 }
 
-// ByteSize is the number of bytes a tensor of this dtype and shape occupies.
-// It fails when the element count overflows or the bits do not fill whole bytes.
+// ByteSize is a tensor's byte count; it fails when the element count overflows
+// or the bits do not fill whole bytes.
 func ByteSize(dt DType, shape []int64) (int64, error) {
 	if !dt.valid() {
 		return 0, fmt.Errorf("%w: %d", errDType, uint8(dt))

@@ -8,9 +8,8 @@ import (
 	"github.com/k3ckpt/k3ckpt/internal/termtext"
 )
 
-// Writer streams tensors into a file laid out by a FilePlan, under a
-// temporary name until Commit renames it. Tensors may be written in any order
-// and concurrently, each through its own tensor writer.
+// Writer streams tensors into a file laid out by a FilePlan, under a temporary
+// name until Commit; tensors may be written in any order and concurrently.
 type Writer struct {
 	l       *FilePlan
 	f       *filewrite.Temp
@@ -50,7 +49,7 @@ func (w *Writer) Tensor(name string) (*tensorWriter, error) {
 }
 
 // Commit checks that every tensor received exactly its bytes, then syncs and
-// renames the file into place. On any failure the temporary is removed.
+// renames the file into place; on failure the temporary is removed.
 func (w *Writer) Commit() error {
 	for i, t := range w.l.Tensors {
 		if got := w.written[i].Load(); got != t.Size() {
@@ -79,8 +78,7 @@ func (w *Writer) CommitSparse() error {
 // Abort removes the temporary; after Commit it does nothing, so it can be deferred.
 func (w *Writer) Abort() error { return w.f.Abort() }
 
-// tensorWriter writes one tensor's bytes sequentially and refuses to write
-// past its end, so a miscounted stream cannot corrupt a neighbour.
+// tensorWriter writes one tensor's bytes in order, never past its end.
 type tensorWriter struct {
 	w        *Writer
 	i        int // the tensor's index in the layout
