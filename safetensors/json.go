@@ -1,6 +1,8 @@
 package safetensors
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -105,6 +107,15 @@ func (p *parser) rawStr() ([]byte, bool, error) {
 		return nil, false, p.errf(errHeaderJSON, "expected a string")
 	}
 	start, esc := p.i, false
+	// Fast path: a vectorised search for the closing quote, then a check for
+	// escapes and control characters in the span.
+	if q := bytes.IndexByte(p.b[p.i:], '"'); q >= 0 {
+		span := p.b[p.i : p.i+q]
+		if clean(span) {
+			p.i += q + 1
+			return span, false, nil
+		}
+	}
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
@@ -122,6 +133,28 @@ func (p *parser) rawStr() ([]byte, bool, error) {
 		}
 	}
 	return nil, false, p.errf(errHeaderJSON, "unterminated string")
+}
+
+// clean reports whether b holds no '\\' and no control character, eight
+// bytes at a time: names are most of a header's bytes.
+func clean(b []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		y := x ^ ('\\' * ones)             // a zero byte where b has '\\'
+		lt := (x - 0x20*ones) &^ x & highs // the high bit set where a byte is < 0x20 (and some ≥ 0x80 followed by one)
+		bs := (y - ones) &^ y & highs      // the high bit set where y has a zero byte (idem)
+		if lt|bs != 0 {
+			break // something to look at: the bytewise loop decides exactly
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c < 0x20 || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *parser) str() (string, error) {
