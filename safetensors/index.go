@@ -134,43 +134,13 @@ func parseIndexData(b []byte, name string) (*indexData, error) {
 			if !p.at('{') {
 				return fmt.Errorf("weight_map is not an object")
 			}
-			// provisional lists the files in order of first appearance; ids
-			// maps their raw spellings to their places in it.
-			ids := map[string]uint32{}
-			var lastRaw []byte // the previous entry's file, as spelled, and its id
-			var lastID uint32
-			err := p.members('{', func(t string) error {
-				raw, esc, err := p.rawStr()
-				if err != nil {
-					return fmt.Errorf("tensor %s: %v", termtext.Name(t), err)
+			w := weightMap{entries: d.entries, ids: map[string]uint32{}}
+			if !w.parallel(&p) {
+				if err := p.members('{', func(t string) error { return w.entry(&p, t) }); err != nil {
+					return fmt.Errorf("weight_map: %v", err)
 				}
-				// Neighbours mostly name one file: the previous one is tried first.
-				id, ok := lastID, lastRaw != nil && bytes.Equal(raw, lastRaw)
-				if !ok {
-					id, ok = ids[string(raw)]
-				}
-				if !ok {
-					f := string(raw)
-					if esc {
-						f, err = p.unescape(raw)
-					}
-					if err == nil {
-						err = checkShardName(f)
-					}
-					if err != nil {
-						return fmt.Errorf("tensor %s: %v", termtext.Name(t), err)
-					}
-					id = uint32(len(provisional))
-					provisional = append(provisional, f)
-					ids[string(raw)] = id
-				}
-				lastRaw, lastID = raw, id
-				d.entries = append(d.entries, indexEntry{t, id})
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("weight_map: %v", err)
 			}
+			d.entries, provisional = w.entries, w.provisional
 		default:
 			if err := p.skip(0); err != nil {
 				return fmt.Errorf("%s: %v", key, err)

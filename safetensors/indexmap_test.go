@@ -45,11 +45,34 @@ func TestBigWeightMap(t *testing.T) {
 	cases["bad file late"] = []byte(strings.Replace(string(bad[:j]), "model-00002", "../odel-00002", 1) + string(bad[j:]))
 	k := strings.LastIndex(string(bad), `"model-00002`)
 	cases["absolute file late"] = slices.Concat(bad[:k+1], []byte("/"), bad[k+2:])
+	split := map[string]bool{"released": true, "escaped": true, "one line": false} // "broken" may go either way
 	for name, b := range cases {
+		if len(b) < minParallelWeightMap {
+			t.Fatalf("%s: %d bytes, too small to be split", name, len(b))
+		}
+		// The map parsed in pieces and in order: the same entries, and p
+		// past the same '}'.
+		at := strings.Index(string(b), `"weight_map": {`) + len(`"weight_map": `)
+		seq, par := newParser(b), newParser(b)
+		seq.i, par.i = at, at
+		ws, wp := weightMap{ids: map[string]uint32{}}, weightMap{ids: map[string]uint32{}}
+		serr := seq.members('{', func(k string) error { return ws.entry(&seq, k) })
+		took := wp.parallel(&par)
+		if want, ok := split[name]; ok && took != want {
+			t.Errorf("%s: parsed in pieces: %v, want %v", name, took, want)
+		}
+		if took && (serr != nil || par.i != seq.i || len(wp.entries) != len(ws.entries)) {
+			t.Fatalf("%s: in pieces %d entries to byte %d, in order %d to byte %d (%v)", name, len(wp.entries), par.i, len(ws.entries), seq.i, serr)
+		}
+		for i, e := range wp.entries {
+			if f, g := wp.provisional[e.file], ws.provisional[ws.entries[i].file]; e.name != ws.entries[i].name || f != g {
+				t.Fatalf("%s: entry %d in pieces %s in %s, in order %s in %s", name, i, e.name, f, ws.entries[i].name, g)
+			}
+		}
 		got, err := parseIndexData(b, "x")
 		if strings.Contains(name, "late") {
-			if err == nil {
-				t.Errorf("%s: parsed", name)
+			if err == nil || serr == nil || !strings.Contains(err.Error(), serr.Error()) {
+				t.Errorf("%s: %v, want the error in order: %v", name, err, serr)
 			}
 			continue
 		}
