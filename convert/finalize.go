@@ -224,8 +224,7 @@ func unitsDone(d *destination, st *planState, recs records) (done []fileRecord, 
 // it staged early; a merge's as read from DST, staging them now.
 func finalize(d *destination, st *planState, recs records, early *earlyFiles) (*dstManifest, error) {
 	dst := d.dir
-	m := &dstManifest{Version: 1, Plan: st.Plan, Recipe: st.Recipe, Format: st.Format, ScaleFmt: st.ScaleFmt, Experts: st.Experts, Numerics: st.Numerics,
-		NonFinite: st.NonFinite}
+	m := &dstManifest{Version: 1, madeWith: st.madeWith}
 	for _, v := range st.Sources {
 		if v.ETag == "" {
 			m.SourceUnverified = append(m.SourceUnverified, v.Name)

@@ -48,21 +48,31 @@ type doneRecord struct {
 	Counts *unitCounts `json:"counts,omitempty"`
 }
 
+// madeWith is what a conversion was made with, as its plan state and its
+// manifest record it.
+type madeWith struct {
+	Plan     string       `json:"plan"`
+	Recipe   string       `json:"recipe"`
+	Format   model.Format `json:"format"`
+	ScaleFmt string       `json:"scale_fmt"`
+	// Experts and Numerics are --experts and --numerics (absent: keep and
+	// deepgemm).
+	Experts  string `json:"experts,omitempty"`
+	Numerics string `json:"numerics,omitempty"`
+	// NonFinite is "zero" for a conversion made with --nonfinite zero, so
+	// that verify checks it under the same policy without being told.
+	NonFinite string `json:"nonfinite,omitempty"`
+}
+
 // planState is what a worker leaves in stateDir so that merge (which never
 // sees the source) can write the configs and manifest.
 type planState struct {
-	Version       string       `json:"version"`
-	Plan          string       `json:"plan"`
-	Recipe        string       `json:"recipe"`
-	Format        model.Format `json:"format"`
-	ScaleFmt      string       `json:"scale_fmt"`
-	Experts       string       `json:"experts,omitempty"`
-	Numerics      string       `json:"numerics,omitempty"`
-	NonFinite     string       `json:"nonfinite,omitempty"`
-	Shards        []string     `json:"shards"`
-	Aux           []string     `json:"aux"`
-	Config        string       `json:"config"`
-	HFQuantConfig string       `json:"hf_quant_config,omitempty"`
+	Version string `json:"version"`
+	madeWith
+	Shards        []string `json:"shards"`
+	Aux           []string `json:"aux"`
+	Config        string   `json:"config"`
+	HFQuantConfig string   `json:"hf_quant_config,omitempty"`
 	// Report says that the conversion writes quantization_report.json.
 	Report bool `json:"report,omitempty"`
 	// Sources are a remote source's files as the run found them: a resumed
@@ -72,8 +82,10 @@ type planState struct {
 
 func (p *Plan) state() *planState {
 	s := &planState{
-		Version: planVersion, Plan: p.ID, Recipe: p.Recipe.Name, Format: p.Options.Format,
-		ScaleFmt: p.Options.ScaleFmt.String(), Experts: p.Options.Experts.String(), Numerics: p.Options.Numerics.String(), NonFinite: recordedPolicy(p.Options.NonFinite), Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
+		Version: planVersion,
+		madeWith: madeWith{Plan: p.ID, Recipe: p.Recipe.Name, Format: p.Options.Format, ScaleFmt: p.Options.ScaleFmt.String(),
+			Experts: p.Options.Experts.String(), Numerics: p.Options.Numerics.String(), NonFinite: recordedPolicy(p.Options.NonFinite)},
+		Config: string(p.Config), HFQuantConfig: string(p.HFQuantConfig),
 		Shards: []string{}, Aux: []string{}, Sources: p.sourceVersions(), Report: p.reports(),
 	}
 	for _, f := range p.Files {
@@ -116,19 +128,9 @@ func writeJSONBytes(path string, b []byte) error {
 
 // dstManifest lists every output file with its size and sha256; written last.
 type dstManifest struct {
-	Version  int          `json:"version"`
-	Plan     string       `json:"plan"`
-	Recipe   string       `json:"recipe"`
-	Format   model.Format `json:"format"`
-	ScaleFmt string       `json:"scale_fmt"`
-	// Experts and Numerics are the --experts and --numerics the files were
-	// made with (absent: keep and deepgemm).
-	Experts  string `json:"experts,omitempty"`
-	Numerics string `json:"numerics,omitempty"`
-	// NonFinite is "zero" for a conversion made with --nonfinite zero, so
-	// that verify checks it under the same policy without being told.
-	NonFinite string       `json:"nonfinite,omitempty"`
-	Files     []fileRecord `json:"files"`
+	Version int `json:"version"`
+	madeWith
+	Files []fileRecord `json:"files"`
 
 	// SourceUnverified lists the remote source files with no version (ETag,
 	// Last-Modified or commit): a replacement of the same size during the

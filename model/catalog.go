@@ -77,12 +77,19 @@ func (c *Config) ShardTensors(i int) []safetensors.TensorSpec {
 // building names.
 func (c *Config) stats() (tensors int, bytes int64) {
 	for i := range c.NumShards() {
-		for _, p := range c.shardParts(i) {
-			n := p.count()
-			tensors += int(n) * len(p.ts)
-			for _, t := range p.ts {
-				bytes += n * t.bytes()
-			}
+		n, b := c.shardStats(i)
+		tensors, bytes = tensors+n, bytes+b
+	}
+	return tensors, bytes
+}
+
+// shardStats is stats of 0-based shard i.
+func (c *Config) shardStats(i int) (tensors int, bytes int64) {
+	for _, p := range c.shardParts(i) {
+		n := p.count()
+		tensors += int(n) * len(p.ts)
+		for _, t := range p.ts {
+			bytes += n * t.bytes()
 		}
 	}
 	return tensors, bytes

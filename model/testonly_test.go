@@ -234,19 +234,6 @@ func (c *Config) catalog() []safetensors.TensorSpec {
 	return out
 }
 
-// shardStats returns the tensor count and data bytes of 0-based shard i
-// without building names.
-func (c *Config) shardStats(i int) (tensors int, bytes int64) {
-	for _, p := range c.shardParts(i) {
-		n := p.count()
-		tensors += int(n) * len(p.ts)
-		for _, t := range p.ts {
-			bytes += n * t.bytes()
-		}
-	}
-	return tensors, bytes
-}
-
 // releasedDims are the released config's dimensions (ScaleFull).
 var releasedDims = dims{
 	hidden: 7168, vocab: 163840, intermediate: 33792,
