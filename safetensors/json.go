@@ -72,6 +72,9 @@ func (p *parser) members(open byte, fn func(key string) error) error {
 		}
 		p.ws()
 		if p.eat(',') {
+			if p.ws(); p.at(closing) {
+				return p.errf(errHeaderJSON, "trailing comma before '%c'", closing)
+			}
 			continue
 		}
 		if p.eat(closing) {

@@ -360,6 +360,16 @@ func TestIndexRejectsMalformedJSON(t *testing.T) {
 			t.Errorf("%s: accepted (%v)", s, err)
 		}
 	}
+	// A trailing comma, the usual slip of a hand edit, is named as one.
+	for _, s := range []string{
+		`{"metadata":{"total_size":0},"weight_map":{"a":"x.safetensors",}}`,
+		`{"metadata":{"total_size":0},"weight_map":{"a":"x.safetensors"},}`,
+		"{\"metadata\":{\"total_size\":0},\"weight_map\":{\"a\":\"x.safetensors\",\n  }}",
+	} {
+		if _, err := parseIndex([]byte(s), "i"); err == nil || !strings.Contains(err.Error(), "trailing comma before '}'") {
+			t.Errorf("%q: %v, want a trailing comma named", s, err)
+		}
+	}
 	if _, err := parseIndex([]byte(` { "metadata" : {"total_size":0} , "weight_map" : { "a" : "x.safetensors" , "b":"x.safetensors" } } `), "i"); err != nil {
 		t.Fatalf("whitespace: %v", err)
 	}
