@@ -12,8 +12,8 @@ import (
 )
 
 // minParallelWeightMap is the index size from which its weight_map is parsed
-// in pieces on several CPUs (Kimi-K3's index is 58 MB).
-const minParallelWeightMap = 8 << 20
+// in pieces on several CPUs (Kimi-K3's index is 58 MB); a test lowers it.
+var minParallelWeightMap = 8 << 20
 
 // weightMap collects the entries of an index's weight_map.
 type weightMap struct {
