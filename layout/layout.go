@@ -17,6 +17,7 @@
 package layout
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -47,12 +48,22 @@ type enumSet interface {
 
 // MarshalText writes the JSON name.
 func (e enum[S]) MarshalText() ([]byte, error) {
-	var s S
-	names, field := s.set()
-	if int(e) < len(names) {
-		return []byte(names[e]), nil
+	if err := e.check(); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: %s value %d", errLayout, field, uint8(e))
+	var s S
+	names, _ := s.set()
+	return []byte(names[e]), nil
+}
+
+// check refuses a value with no name: JSON cannot make one, a Go caller
+// setting a rule's field can.
+func (e enum[S]) check() error {
+	var s S
+	if names, field := s.set(); int(e) >= len(names) {
+		return fmt.Errorf("%w: unknown %s value %d", errLayout, field, uint8(e))
+	}
+	return nil
 }
 
 // UnmarshalText parses the JSON name.
@@ -326,6 +337,9 @@ func (l *Layout) validateShape() error {
 func (l *Layout) validateRule(r *rule, allLayer bool) error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: rule %q: %s", errLayout, l.Name, r.Name, fmt.Sprintf(format, a...))
+	}
+	if err := cmp.Or(r.Action.check(), r.Stage.check(), r.UnalignedScale.check()); err != nil {
+		return fmt.Errorf("%s: rule %q: %w", l.Name, r.Name, err)
 	}
 	if l.Stages() > 1 && r.Action != drop && (r.Stage == stageAuto || r.Stage == stageLayer) && !allLayer {
 		return fail("a pipeline layout needs stage \"first\" or \"last\" for patterns without <layer>")

@@ -620,6 +620,18 @@ func TestBadLayouts(t *testing.T) {
 	if _, err := parseLayout([]byte(`{"name":"x","ranks_per_stage":1,"rulez":[]}`)); !errors.Is(err, errLayout) {
 		t.Errorf("field err %v", err)
 	}
+	// A value no name stands for, as a Go caller can set it, is refused.
+	for _, set := range []func(r *rule){
+		func(r *rule) { r.Action = drop + 1 },
+		func(r *rule) { r.Stage = stageLast + 1 },
+		func(r *rule) { r.UnalignedScale = scaleReject + 1 },
+	} {
+		l = must(builtinLayout("dp16", tinyDims.model(), Options{}))(t)
+		set(&l.Rules[0])
+		if _, err := l.Place(fp); !errors.Is(err, errLayout) || !strings.Contains(err.Error(), "unknown") || !strings.Contains(err.Error(), "value") {
+			t.Errorf("out-of-range enum: %v", err)
+		}
+	}
 	// A pipeline rule without <layer> must say first or last.
 	if _, err := parseLayout([]byte(`{"name":"x","layers":2,"partition":[1,1],"ranks_per_stage":1,"rules":[{"name":"a","match":["**"],"action":"replicate"}]}`)); !errors.Is(err, errLayout) || !strings.Contains(err.Error(), `"first" or "last"`) {
 		t.Errorf("stage err %v", err)
